@@ -1,0 +1,117 @@
+/**
+ * The public options of dotProductAttention and the validated problem every backend receives.
+ *
+ * Letter legend (used in docs, names and errors alike): B batch, T query length, S key/value length,
+ * N query heads, K key/value heads (N % K == 0), H head dim of Q and K, Hv head dim of V.
+ */
+import type { FloatDType } from '../tensor/dtype.js';
+import type { Device } from '../tensor/storage.js';
+import type { Tensor } from '../tensor/tensor.js';
+
+/** Backends by name. `reference` and `flash` run on the CPU; `naive`, `flash` and `cudnn` on CUDA. */
+export type Implementation = 'reference' | 'naive' | 'flash' | 'cudnn';
+export const IMPLEMENTATIONS: readonly Implementation[] = ['reference', 'naive', 'flash', 'cudnn'];
+
+/**
+ * Where the causal diagonal (and a local window) sits when T ≠ S.
+ * - `top_left` (JAX, PyTorch): query i sees keys j ≤ i.
+ * - `bottom_right` (FlashAttention, TransformerEngine `causal_bottom_right`): query i sees keys
+ *   j ≤ i + (S_b − T_b), with S_b and T_b the valid lengths of batch b, so the last query sees the last key.
+ */
+export type CausalAlignment = 'top_left' | 'bottom_right';
+
+/** How float32 matrix products run on the GPU: true float32, or TF32 tensor cores (10-bit mantissa). */
+export type Float32Precision = 'highest' | 'tf32';
+
+export interface AttentionOptions {
+  /** Added to the scaled logits: softmax(Q·Kᵀ·scale + bias). Rank 4, broadcastable to (B,N,T,S). */
+  bias?: Tensor;
+  /** Boolean, rank 4, broadcastable to (B,N,T,S); true keeps a (query, key) pair. */
+  mask?: Tensor;
+  /** Multiplies Q·Kᵀ; default 1/sqrt(H). */
+  scale?: number;
+  /** Masks keys after the query's diagonal (see causalAlignment). */
+  isCausal?: boolean;
+  /** Diagonal alignment for isCausal and localWindowSize when T ≠ S; default 'top_left'. */
+  causalAlignment?: CausalAlignment;
+  /** Valid query length of each batch (B values); rows at or past it output zeros. */
+  querySeqLengths?: ArrayLike<number>;
+  /** Valid key/value length of each batch (B values); keys at or past it are masked. */
+  keyValueSeqLengths?: ArrayLike<number>;
+  /** Query i sees keys in [i − left, i + right] (inclusive); a number w means [w, w]. */
+  localWindowSize?: number | readonly [number, number];
+  /** A backend by name, or undefined for the best available. A named backend never falls back. */
+  implementation?: Implementation;
+  /** float32 inputs on the GPU: 'highest' (default, true float32) or 'tf32'. */
+  float32Precision?: Float32Precision;
+  /** Also return the log-sum-exp of each row's logits, shape (B,T,N) float32 (−inf for an empty row). */
+  returnLogSumExp?: boolean;
+}
+
+/** A rank-4 operand broadcast to (B,N,T,S): element (b,n,t,s) is at b·strides[0] + … + s·strides[3]. */
+export interface BroadcastOperand {
+  readonly tensor: Tensor;
+  /** Element strides with 0 on broadcast dimensions. */
+  readonly strides: readonly [number, number, number, number];
+}
+
+/** Everything a backend needs, validated once; backends trust it. */
+export interface AttentionProblem {
+  readonly B: number;
+  readonly T: number;
+  readonly S: number;
+  readonly N: number;
+  readonly K: number;
+  readonly H: number;
+  readonly Hv: number;
+  readonly dtype: FloatDType;
+  readonly device: Device;
+  /** (B,T,N,H), (B,S,K,H), (B,S,K,Hv): unbatched inputs are reshaped here, storage shared. */
+  readonly query: Tensor;
+  readonly key: Tensor;
+  readonly value: Tensor;
+  readonly bias: BroadcastOperand | null;
+  readonly mask: BroadcastOperand | null;
+  readonly scale: number;
+  readonly causal: boolean;
+  readonly alignment: CausalAlignment;
+  /** Inclusive window bounds; Infinity means unbounded. Null when no window was asked for. */
+  readonly window: { readonly left: number; readonly right: number } | null;
+  readonly querySeqLengths: Int32Array | null;
+  readonly keyValueSeqLengths: Int32Array | null;
+  readonly returnLogSumExp: boolean;
+  readonly float32Precision: Float32Precision;
+  /** False when the caller passed (T,N,H): the output drops its batch dimension again. */
+  readonly batched: boolean;
+  readonly implementation: Implementation | undefined;
+}
+
+/** What a backend returns: output (B,T,N,Hv) in the query dtype, log-sum-exp (B,T,N) float32. */
+export interface BackendOutput {
+  readonly output: Tensor;
+  readonly logSumExp?: Tensor;
+  /** The kernel variant that ran (its variant key), for results and tests. */
+  readonly variant: string;
+}
+
+/** The result of `attention()`: the output, and which backend and kernel produced it. */
+export interface AttentionResult {
+  readonly output: Tensor;
+  readonly logSumExp?: Tensor;
+  readonly backend: Implementation;
+  readonly device: Device;
+  readonly variant: string;
+}
+
+/** Floating-point work of one forward attention: 4·B·N·T·S·H (two matmuls), halved when causal. */
+export function attentionFlops(p: {
+  B: number;
+  N: number;
+  T: number;
+  S: number;
+  H: number;
+  causal?: boolean;
+}): number {
+  const flops = 4 * p.B * p.N * p.T * p.S * p.H;
+  return p.causal ? flops / 2 : flops;
+}
