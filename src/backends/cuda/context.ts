@@ -1,0 +1,111 @@
+/**
+ * The one CUDA context and stream attnlab uses. All backends (naive, flash, cuDNN) enqueue on the
+ * same non-blocking stream, so work is ordered between them without events, and the memory pool can
+ * hand a released block to the next call without waiting: anything that used it ran earlier on the
+ * same stream.
+ *
+ * The device's primary context is retained (not a new context) so that cuDNN, cuBLASLt and our own
+ * cuMemAlloc buffers share one context — cuDNN picks up the current context at cudnnCreate.
+ */
+import { AttnlabError } from '../../api/errors.js';
+import { CU_DEVICE_ATTRIBUTE, CU_STREAM_NON_BLOCKING, cu, outBigInt, outInt } from './ffi/driver.js';
+
+/** What attnlab reads about the GPU once, at context creation. */
+export interface DeviceProperties {
+  readonly ordinal: number;
+  readonly name: string;
+  readonly computeCapability: { readonly major: number; readonly minor: number };
+  readonly multiprocessorCount: number;
+  readonly totalMemoryBytes: number;
+  /** Shared memory one block may opt into (227 KiB on sm_90). */
+  readonly maxSharedMemoryPerBlockOptin: number;
+  readonly l2CacheBytes: number;
+  /** As cuDriverGetVersion reports it, e.g. 13000 for CUDA 13.0. */
+  readonly driverVersion: number;
+}
+
+export interface CudaContext {
+  /** CUdevice ordinal. */
+  readonly device: number;
+  readonly context: bigint;
+  /** The non-blocking stream every backend enqueues on. */
+  readonly stream: bigint;
+  readonly properties: DeviceProperties;
+}
+
+let context: CudaContext | undefined;
+let availability: { ok: true } | { ok: false; reason: string } | undefined;
+
+/**
+ * Initialises CUDA on first call (cuInit, device 0's primary context made current, one
+ * non-blocking stream) and returns it; later calls return the same object.
+ * Throws LibraryNotFoundError when there is no libcuda, DeviceError when the driver fails.
+ *
+ * @example
+ * const { stream, properties } = getCudaContext();
+ * console.log(properties.name, properties.computeCapability);
+ */
+export function getCudaContext(): CudaContext {
+  if (context) return context;
+  const d = cu();
+  d.cuInit(0);
+  const count = outInt((s) => d.cuDeviceGetCount(s));
+  if (count === 0) throw new AttnlabError('cuDeviceGetCount: expected at least one CUDA device, got 0');
+  const device = outInt((s) => d.cuDeviceGet(s, 0));
+  const primary = outBigInt((s) => d.cuDevicePrimaryCtxRetain(s, device));
+  d.cuCtxSetCurrent(primary);
+  const stream = outBigInt((s) => d.cuStreamCreate(s, CU_STREAM_NON_BLOCKING));
+  context = { device, context: primary, stream, properties: readProperties(device) };
+  return context;
+}
+
+function readProperties(device: number): DeviceProperties {
+  const d = cu();
+  const attribute = (id: number) => outInt((s) => d.cuDeviceGetAttribute(s, id, device));
+  const nameBytes = new Uint8Array(256);
+  d.cuDeviceGetName(nameBytes, nameBytes.length, device);
+  const end = nameBytes.indexOf(0);
+  return {
+    ordinal: device,
+    name: new TextDecoder().decode(nameBytes.subarray(0, end < 0 ? nameBytes.length : end)),
+    computeCapability: {
+      major: attribute(CU_DEVICE_ATTRIBUTE.COMPUTE_CAPABILITY_MAJOR),
+      minor: attribute(CU_DEVICE_ATTRIBUTE.COMPUTE_CAPABILITY_MINOR),
+    },
+    multiprocessorCount: attribute(CU_DEVICE_ATTRIBUTE.MULTIPROCESSOR_COUNT),
+    totalMemoryBytes: Number(outBigInt((s) => d.cuDeviceTotalMem_v2(s, device))),
+    maxSharedMemoryPerBlockOptin: attribute(CU_DEVICE_ATTRIBUTE.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN),
+    l2CacheBytes: attribute(CU_DEVICE_ATTRIBUTE.L2_CACHE_SIZE),
+    driverVersion: outInt((s) => d.cuDriverGetVersion(s)),
+  };
+}
+
+/**
+ * Whether CUDA can be used here, and if not why (no libcuda, no device, driver error). Never throws;
+ * the answer is computed once per process.
+ */
+export function cudaAvailable(): { ok: true } | { ok: false; reason: string } {
+  if (availability) return availability;
+  if (process.env.ATTNLAB_DISABLE_CUDA === '1') {
+    availability = { ok: false, reason: 'ATTNLAB_DISABLE_CUDA=1' };
+    return availability;
+  }
+  try {
+    getCudaContext();
+    availability = { ok: true };
+  } catch (error) {
+    availability = { ok: false, reason: error instanceof Error ? error.message : String(error) };
+  }
+  return availability;
+}
+
+/** Waits until everything enqueued on attnlab's stream has finished. */
+export function synchronize(): void {
+  cu().cuStreamSynchronize(getCudaContext().stream);
+}
+
+/** The arch NVRTC and nvcc should target: sm_90a on Hopper (wgmma/TMA need the `a`), else sm_XY. */
+export function targetArch(properties: DeviceProperties = getCudaContext().properties): string {
+  const { major, minor } = properties.computeCapability;
+  return major === 9 && minor === 0 ? 'sm_90a' : `sm_${major}${minor}`;
+}
