@@ -14,4 +14,6 @@ export interface DeviceBuffer {
   release(): void;
 }
 
-export type Storage = { readonly kind: 'host'; readonly data: RawArray } | { readonly kind: 'device'; readonly buffer: DeviceBuffer };
+export type Storage =
+  | { readonly kind: 'host'; readonly data: RawArray }
+  | { readonly kind: 'device'; readonly buffer: DeviceBuffer };

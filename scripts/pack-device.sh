@@ -1,0 +1,11 @@
+#!/bin/sh
+# Prepares .device/ for the GPU machine (see ../shared/device/README.md), then slims the carried
+# node_modules archive to what runs there: the linter, the type-checker and the browser driver are
+# only needed here, and with them the carried tree would pass the 64 MiB limit (62 MiB vs ~30).
+set -eu
+cd "$(git rev-parse --show-toplevel)"
+sh ../shared/device/pack.sh >/dev/null
+tar -cf - --exclude='node_modules/@biomejs' --exclude='node_modules/@typescript' \
+  --exclude='node_modules/typescript' --exclude='node_modules/playwright-core' \
+  --exclude='node_modules/.cache' node_modules | xz -T2 -6 > .device/node_modules.tar.xz
+du -sh .device

@@ -1,0 +1,251 @@
+/**
+ * The one validation step: (query, key, value, options) → AttentionProblem, or a typed error that names
+ * the argument, what was expected and what came. Backends trust what comes out of here.
+ */
+import { isFloatDType } from '../tensor/dtype.js';
+import { Tensor } from '../tensor/tensor.js';
+import { InvalidArgumentError } from './errors.js';
+import {
+  type AttentionOptions,
+  type AttentionProblem,
+  type BroadcastOperand,
+  IMPLEMENTATIONS,
+  type Implementation,
+} from './problem.js';
+
+const shapeText = (t: Tensor): string => `[${t.shape.join(', ')}]`;
+
+function checkTensor(argument: string, value: unknown): Tensor {
+  if (!(value instanceof Tensor)) {
+    const got = value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value;
+    throw new InvalidArgumentError(argument, 'a Tensor', got);
+  }
+  if (value.disposed) throw new InvalidArgumentError(argument, 'a live Tensor', 'a disposed Tensor');
+  return value;
+}
+
+/** (T,N,H) → (1,T,N,H); (B,T,N,H) as it is. */
+function toBatched(argument: string, tensor: Tensor, letters: string): { tensor: Tensor; batched: boolean } {
+  if (tensor.rank === 4) return { tensor, batched: true };
+  if (tensor.rank === 3) return { tensor: tensor.reshape([1, ...tensor.shape]), batched: false };
+  throw new InvalidArgumentError(
+    argument,
+    `rank 4 (${letters}) or rank 3 (${letters.slice(2)})`,
+    `rank ${tensor.rank} ${shapeText(tensor)}`,
+  );
+}
+
+function checkBroadcast(
+  argument: string,
+  tensor: Tensor,
+  batched: boolean,
+  target: readonly [number, number, number, number],
+): BroadcastOperand {
+  const rank = batched ? 4 : 3;
+  const letters = batched ? '(B,N,T,S)' : '(N,T,S)';
+  const want = `rank ${rank}, broadcastable to ${letters} = [${target.slice(batched ? 0 : 1).join(', ')}]`;
+  if (tensor.rank !== rank)
+    throw new InvalidArgumentError(argument, want, `rank ${tensor.rank} ${shapeText(tensor)}`);
+  const shape = batched ? tensor.shape : [1, ...tensor.shape];
+  const strides: [number, number, number, number] = [0, 0, 0, 0];
+  let stride = 1;
+  for (let d = 3; d >= 0; d--) {
+    if (shape[d] !== target[d] && shape[d] !== 1)
+      throw new InvalidArgumentError(argument, want, shapeText(tensor));
+    strides[d] = shape[d] === 1 ? 0 : stride;
+    stride *= shape[d];
+  }
+  return { tensor, strides };
+}
+
+function checkLengths(
+  argument: string,
+  value: ArrayLike<number> | undefined,
+  B: number,
+  max: number,
+  letter: string,
+) {
+  if (value === undefined) return null;
+  if (value === null || typeof value !== 'object' || typeof value.length !== 'number') {
+    throw new InvalidArgumentError(argument, `${B} integers (one per batch, B=${B})`, String(value));
+  }
+  if (value.length !== B)
+    throw new InvalidArgumentError(argument, `${B} values (B=${B})`, `${value.length} values`);
+  const lengths = new Int32Array(B);
+  for (let b = 0; b < B; b++) {
+    const v = value[b];
+    if (!Number.isInteger(v) || v < 0 || v > max) {
+      throw new InvalidArgumentError(`${argument}[${b}]`, `an integer in [0, ${letter}=${max}]`, String(v));
+    }
+    lengths[b] = v;
+  }
+  return lengths;
+}
+
+function checkWindow(value: AttentionOptions['localWindowSize']): AttentionProblem['window'] {
+  if (value === undefined || value === null) return null;
+  const isBound = (v: unknown): v is number => (Number.isInteger(v) && (v as number) >= 0) || v === Infinity;
+  if (typeof value === 'number') {
+    if (!isBound(value))
+      throw new InvalidArgumentError('localWindowSize', 'a non-negative integer', String(value));
+    return { left: value, right: value };
+  }
+  if (!Array.isArray(value) || value.length !== 2 || !isBound(value[0]) || !isBound(value[1])) {
+    throw new InvalidArgumentError(
+      'localWindowSize',
+      'a non-negative integer or [left, right] of non-negative integers (Infinity for unbounded)',
+      JSON.stringify(value),
+    );
+  }
+  return { left: value[0], right: value[1] };
+}
+
+const KNOWN_OPTIONS = new Set([
+  'bias',
+  'mask',
+  'scale',
+  'isCausal',
+  'causalAlignment',
+  'querySeqLengths',
+  'keyValueSeqLengths',
+  'localWindowSize',
+  'implementation',
+  'float32Precision',
+  'returnLogSumExp',
+]);
+
+export function validateAttention(
+  queryIn: unknown,
+  keyIn: unknown,
+  valueIn: unknown,
+  options: AttentionOptions = {},
+): AttentionProblem {
+  if (options === null || typeof options !== 'object') {
+    throw new InvalidArgumentError('options', 'an object', String(options));
+  }
+  for (const name of Object.keys(options)) {
+    if (!KNOWN_OPTIONS.has(name)) {
+      throw new InvalidArgumentError(
+        'options',
+        `only ${[...KNOWN_OPTIONS].join(', ')}`,
+        `unknown option '${name}'`,
+      );
+    }
+  }
+  const q = toBatched('query', checkTensor('query', queryIn), 'B,T,N,H');
+  const k = toBatched('key', checkTensor('key', keyIn), 'B,S,K,H');
+  const v = toBatched('value', checkTensor('value', valueIn), 'B,S,K,Hv');
+  if (q.batched !== k.batched || q.batched !== v.batched) {
+    throw new InvalidArgumentError(
+      'key/value',
+      `the same rank as query (${q.batched ? 4 : 3})`,
+      `key rank ${k.tensor.rank - (k.batched ? 0 : 1)}, value rank ${v.tensor.rank - (v.batched ? 0 : 1)}`,
+    );
+  }
+  const [B, T, N, H] = q.tensor.shape;
+  const [kB, S, K, kH] = k.tensor.shape;
+  const [vB, vS, vK, Hv] = v.tensor.shape;
+  const dtype = q.tensor.dtype;
+  if (!isFloatDType(dtype)) throw new InvalidArgumentError('query.dtype', 'a floating-point dtype', dtype);
+  for (const [argument, t] of [
+    ['key.dtype', k.tensor],
+    ['value.dtype', v.tensor],
+  ] as const) {
+    if (t.dtype !== dtype) throw new InvalidArgumentError(argument, `${dtype} (the query's dtype)`, t.dtype);
+  }
+  const device = q.tensor.device;
+  for (const [argument, t] of [
+    ['key', k.tensor],
+    ['value', v.tensor],
+  ] as const) {
+    if (t.device !== device)
+      throw new InvalidArgumentError(`${argument}.device`, `${device} (the query's)`, t.device);
+  }
+  if (kB !== B)
+    throw new InvalidArgumentError('key', `batch B=${B} as in query`, `${kB} in ${shapeText(k.tensor)}`);
+  if (kH !== H)
+    throw new InvalidArgumentError('key', `head dim H=${H} as in query`, `${kH} in ${shapeText(k.tensor)}`);
+  if (vB !== B || vS !== S || vK !== K) {
+    throw new InvalidArgumentError('value', `(B,S,K,Hv) with B=${B}, S=${S}, K=${K}`, shapeText(v.tensor));
+  }
+  for (const [letter, size] of [
+    ['T', T],
+    ['S', S],
+    ['N', N],
+    ['K', K],
+    ['H', H],
+    ['Hv', Hv],
+    ['B', B],
+  ] as const) {
+    if (size === 0) throw new InvalidArgumentError(letter, 'a size of at least 1', '0');
+  }
+  if (N % K !== 0) {
+    throw new InvalidArgumentError('key', `K dividing N (query heads N=${N})`, `K=${K} (N % K = ${N % K})`);
+  }
+
+  const target = [B, N, T, S] as const;
+  let bias: BroadcastOperand | null = null;
+  if (options.bias !== undefined) {
+    const t = checkTensor('bias', options.bias);
+    if (!isFloatDType(t.dtype))
+      throw new InvalidArgumentError('bias.dtype', 'a floating-point dtype', t.dtype);
+    if (t.device !== device) throw new InvalidArgumentError('bias.device', device, t.device);
+    bias = checkBroadcast('bias', t, q.batched, target);
+  }
+  let mask: BroadcastOperand | null = null;
+  if (options.mask !== undefined) {
+    const t = checkTensor('mask', options.mask);
+    if (t.dtype !== 'bool') throw new InvalidArgumentError('mask.dtype', 'bool (true keeps)', t.dtype);
+    if (t.device !== device) throw new InvalidArgumentError('mask.device', device, t.device);
+    mask = checkBroadcast('mask', t, q.batched, target);
+  }
+  const scale = options.scale ?? 1 / Math.sqrt(H);
+  if (typeof scale !== 'number' || !Number.isFinite(scale)) {
+    throw new InvalidArgumentError('scale', 'a finite number', String(options.scale));
+  }
+  if (options.isCausal !== undefined && typeof options.isCausal !== 'boolean') {
+    throw new InvalidArgumentError('isCausal', 'a boolean', String(options.isCausal));
+  }
+  const alignment = options.causalAlignment ?? 'top_left';
+  if (alignment !== 'top_left' && alignment !== 'bottom_right') {
+    throw new InvalidArgumentError('causalAlignment', "'top_left' or 'bottom_right'", String(alignment));
+  }
+  const implementation = options.implementation;
+  if (implementation !== undefined && !IMPLEMENTATIONS.includes(implementation as Implementation)) {
+    throw new InvalidArgumentError(
+      'implementation',
+      `undefined or ${IMPLEMENTATIONS.join(', ')}`,
+      String(implementation),
+    );
+  }
+  const precision = options.float32Precision ?? 'highest';
+  if (precision !== 'highest' && precision !== 'tf32') {
+    throw new InvalidArgumentError('float32Precision', "'highest' or 'tf32'", String(precision));
+  }
+  return {
+    B,
+    T,
+    S,
+    N,
+    K,
+    H,
+    Hv,
+    dtype,
+    device,
+    query: q.tensor,
+    key: k.tensor,
+    value: v.tensor,
+    bias,
+    mask,
+    scale,
+    causal: options.isCausal ?? false,
+    alignment,
+    window: checkWindow(options.localWindowSize),
+    querySeqLengths: checkLengths('querySeqLengths', options.querySeqLengths, B, T, 'T'),
+    keyValueSeqLengths: checkLengths('keyValueSeqLengths', options.keyValueSeqLengths, B, S, 'S'),
+    returnLogSumExp: options.returnLogSumExp ?? false,
+    float32Precision: precision,
+    batched: q.batched,
+    implementation,
+  };
+}

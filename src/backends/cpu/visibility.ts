@@ -1,0 +1,44 @@
+/**
+ * Which keys a query row may see, shared by the CPU backends so that both implement one rule.
+ *
+ * For query row i of batch b, with valid lengths Tb (querySeqLengths) and Sb (keyValueSeqLengths):
+ * - i ≥ Tb: the row is padding and outputs zeros;
+ * - keys j ≥ Sb are padding;
+ * - the diagonal sits at j = i + d, with d = 0 for 'top_left' and d = Sb − Tb for 'bottom_right';
+ * - isCausal keeps j ≤ i + d; a window [left, right] keeps i + d − left ≤ j ≤ i + d + right;
+ * - a boolean mask then removes single pairs, and a −inf bias does too.
+ */
+import type { AttentionProblem } from '../../api/problem.js';
+
+/** Keys [lo, hi) that lengths, causality and the window allow for row i of batch b (empty when lo ≥ hi). */
+export function keyRange(p: AttentionProblem, b: number, i: number): { lo: number; hi: number } {
+  const queryLength = p.querySeqLengths ? p.querySeqLengths[b] : p.T;
+  const keyLength = p.keyValueSeqLengths ? p.keyValueSeqLengths[b] : p.S;
+  if (i >= queryLength) return { lo: 0, hi: 0 };
+  const diagonal = i + (p.alignment === 'bottom_right' ? keyLength - queryLength : 0);
+  let lo = 0;
+  let hi = keyLength;
+  if (p.causal) hi = Math.min(hi, diagonal + 1);
+  if (p.window) {
+    lo = Math.max(lo, diagonal - p.window.left);
+    hi = Math.min(hi, diagonal + p.window.right + 1);
+  }
+  return { lo: Math.max(lo, 0), hi: Math.max(hi, 0) };
+}
+
+/** Decoded bias and mask with their broadcast strides, read per (b, n, i, j). */
+export interface PairTerms {
+  readonly bias: Float64Array | null;
+  readonly biasStrides: readonly number[];
+  readonly mask: Uint8Array | null;
+  readonly maskStrides: readonly number[];
+}
+
+export function pairTerms(p: AttentionProblem): PairTerms {
+  return {
+    bias: p.bias ? p.bias.tensor.toFloat64Array() : null,
+    biasStrides: p.bias ? p.bias.strides : [0, 0, 0, 0],
+    mask: p.mask ? (p.mask.tensor.toHost().data as Uint8Array) : null,
+    maskStrides: p.mask ? p.mask.strides : [0, 0, 0, 0],
+  };
+}

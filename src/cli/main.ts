@@ -1,0 +1,38 @@
+/**
+ * The `attnlab` command line: one file per command, each adding itself to the program here.
+ * Errors attnlab throws on purpose are printed as one clear line and exit 1 (2 for bad usage);
+ * anything else prints its stack, since it is a bug.
+ */
+import { Command, CommanderError } from 'commander';
+import { AttnlabError } from '../api/errors.js';
+import { registerCheckCommand } from './check.js';
+import { registerInfoCommand } from './info.js';
+import { packageVersion } from './version.js';
+
+export function buildProgram(): Command {
+  const program = new Command('attnlab')
+    .description(
+      'Scaled dot-product attention on NVIDIA GPUs from TypeScript: run, check, benchmark, report.',
+    )
+    .version(packageVersion())
+    .showHelpAfterError()
+    .exitOverride();
+  registerInfoCommand(program);
+  registerCheckCommand(program);
+  return program;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const program = buildProgram();
+  try {
+    await program.parseAsync(argv, { from: 'user' });
+    return process.exitCode === undefined ? 0 : Number(process.exitCode);
+  } catch (error) {
+    if (error instanceof CommanderError) return error.exitCode === 0 ? 0 : 2;
+    if (error instanceof AttnlabError) {
+      process.stderr.write(`attnlab: ${error.name}: ${error.message}\n`);
+      return 1;
+    }
+    throw error;
+  }
+}

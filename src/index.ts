@@ -1,0 +1,35 @@
+/**
+ * attnlab: scaled dot-product attention for TypeScript, on the CPU and on NVIDIA GPUs.
+ * This file is the whole public surface; everything else is internal.
+ */
+export { attention, dotProductAttention } from './api/attention.js';
+export {
+  AttnlabError,
+  CompileError,
+  DeviceError,
+  InvalidArgumentError,
+  LibraryNotFoundError,
+  OutOfMemoryError,
+  UnsupportedError,
+} from './api/errors.js';
+export {
+  type AttentionOptions,
+  type AttentionResult,
+  attentionFlops,
+  type CausalAlignment,
+  type Float32Precision,
+  IMPLEMENTATIONS,
+  type Implementation,
+} from './api/problem.js';
+export {
+  ALL_DTYPES,
+  type DType,
+  decodeValue,
+  encodeValue,
+  FLOAT_DTYPES,
+  finiteMax,
+  roundTo,
+} from './tensor/dtype.js';
+export { Random, randomNormal, randomUniform } from './tensor/random.js';
+export type { Device } from './tensor/storage.js';
+export { Tensor } from './tensor/tensor.js';
