@@ -1,0 +1,51 @@
+/** The CLI as a user runs it: a child process, its output and its exit code. */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+
+export function runCli(args: string[], env: Record<string, string> = {}) {
+  const result = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli/bin.ts', ...args], {
+    cwd: root,
+    encoding: 'utf8',
+    env: { ...process.env, ...env },
+    timeout: 120_000,
+  });
+  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+describe('attnlab CLI', () => {
+  it('--help lists the commands', () => {
+    const r = runCli(['--help']);
+    assert.equal(r.code, 0, r.stderr);
+    for (const command of ['info', 'check']) assert.match(r.stdout, new RegExp(`\\b${command}\\b`));
+  });
+
+  it('info --json reports the versions and why CUDA is unavailable when it is', () => {
+    const r = runCli(['info', '--json'], { ATTNLAB_DISABLE_CUDA: '1' });
+    assert.equal(r.code, 0, r.stderr);
+    const info = JSON.parse(r.stdout);
+    assert.equal(info.node, process.version);
+    assert.match(info.cuda, /not available: ATTNLAB_DISABLE_CUDA=1/);
+    assert.match(info.backends, /reference \(cpu\)/);
+  });
+
+  it('check runs the CPU matrix and prints a passing table', () => {
+    const r = runCli(['check', '--device', 'cpu', '--case', 'GQA', '--seed', '3'], {
+      ATTNLAB_DISABLE_CUDA: '1',
+    });
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /GQA N=8 K=2/);
+    assert.match(r.stdout, /seed 3: 1 passed, 0 failed/);
+  });
+
+  it('bad usage names the argument and exits non-zero without a stack trace', () => {
+    const r = runCli(['check', '--dtype', 'float128']);
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /--dtype: expected a comma-separated list of known names, got float128/);
+    assert.doesNotMatch(r.stderr, /at .*\.ts:\d+/);
+    assert.equal(runCli(['frobnicate']).code, 2);
+  });
+});
