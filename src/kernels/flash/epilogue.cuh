@@ -1,0 +1,64 @@
+// Epilogue: normalise the output accumulator once, write O through shared memory as 16-byte rows
+// (the accumulator layout would give 4-byte scattered stores), and write the log-sum-exp.
+// Rows past the batch's valid query length, and rows that saw no key, get zeros and −inf.
+#pragma once
+#include "copy.cuh"
+#include "schedule.cuh"
+
+// stage: this warp's 16·MI rows of shared memory (pitch D + 8), free once its Q is no longer read.
+template <int MI, int DT, int D, bool FP16>
+__device__ __forceinline__ void store_output(const FlashParams& p, const TileWork& w, float (&o)[MI][DT][4],
+                                             const float (&inv)[MI][2], const float (&lse)[MI][2], u16* stage,
+                                             int row0, int lane) {
+  constexpr int PITCH = SmemTile<D>::PITCH;
+  const int g = lane >> 2;
+  const int t = lane & 3;
+#pragma unroll
+  for (int i = 0; i < MI; ++i) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int local = i * 16 + g + h * 8;
+      const int row = row0 + local;
+      const bool valid = row < w.t_len;
+      const float scale = valid ? inv[i][h] : 0.f;
+#pragma unroll
+      for (int d = 0; d < DT; ++d) {
+        *reinterpret_cast<u32*>(stage + local * PITCH + d * 8 + 2 * t) =
+            pack2<FP16>(o[i][d][2 * h] * scale, o[i][d][2 * h + 1] * scale);
+      }
+      if (p.lse != nullptr && t == 0 && row < p.T) {
+        p.lse[(static_cast<i64>(w.b) * p.T + row) * p.N + w.n] = valid ? lse[i][h] : neg_inf();
+      }
+    }
+  }
+  __syncwarp();
+  constexpr int CHUNKS = SmemTile<D>::CHUNKS;
+  u16* out = p.o + w.b * p.o_strides[0] + w.n * p.o_strides[2];
+#pragma unroll
+  for (int idx = lane; idx < 16 * MI * CHUNKS; idx += 32) {
+    const int r = idx / CHUNKS;
+    const int c = idx % CHUNKS;
+    const int row = row0 + r;
+    if (row < p.T && c * 8 < p.Hv) {
+      *reinterpret_cast<uint4*>(out + row * p.o_strides[1] + c * 8) =
+          *reinterpret_cast<const uint4*>(stage + r * PITCH + c * 8);
+    }
+  }
+}
+
+// A block none of whose rows sees a key: zeros and −inf without touching Q, K or V.
+template <int BM, int THREADS>
+__device__ __forceinline__ void store_empty_block(const FlashParams& p, const TileWork& w) {
+  u16* out = p.o + w.b * p.o_strides[0] + w.n * p.o_strides[2];
+  const int chunks = p.Hv / 8;
+  const int rows = min(BM, p.T - w.m0);
+  for (int idx = threadIdx.x; idx < rows * chunks; idx += THREADS) {
+    const int row = w.m0 + idx / chunks;
+    *reinterpret_cast<uint4*>(out + row * p.o_strides[1] + (idx % chunks) * 8) = make_uint4(0, 0, 0, 0);
+  }
+  if (p.lse != nullptr) {
+    for (int r = threadIdx.x; r < rows; r += THREADS) {
+      p.lse[(static_cast<i64>(w.b) * p.T + w.m0 + r) * p.N + w.n] = neg_inf();
+    }
+  }
+}

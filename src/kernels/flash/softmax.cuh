@@ -1,0 +1,83 @@
+// Online softmax (FlashAttention-2): a running row max m and row sum l in base 2, the output
+// accumulator rescaled by 2^(m_old − m_new) whenever the max grows, and one division at the end.
+//
+// Each thread holds rows g and g+8 of each of its MI m-tiles; a row's 8·NT columns are spread over
+// the 4 lanes of a quad, so row reductions are two xor-shuffles. The row sum stays per-lane until
+// finish(): the quad reduction is then done once, not once per key tile.
+#pragma once
+#include "mma.cuh"
+
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+template <int MI, int NT, int DT>
+struct OnlineSoftmax {
+  float row_max[MI][2];
+  float row_sum[MI][2];
+
+  __device__ __forceinline__ void init() {
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        row_max[i][h] = neg_inf();
+        row_sum[i][h] = 0.f;
+      }
+  }
+
+  // s: base-2 logits of one key tile, overwritten with the unnormalised weights 2^(s − m).
+  // o: the output accumulator, rescaled to the new max.
+  __device__ __forceinline__ void update(float (&s)[MI][NT][4], float (&o)[MI][DT][4]) {
+#pragma unroll
+    for (int i = 0; i < MI; ++i) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float mx = row_max[i][h];
+#pragma unroll
+        for (int j = 0; j < NT; ++j) mx = fmaxf(mx, fmaxf(s[i][j][2 * h], s[i][j][2 * h + 1]));
+        mx = quad_max(mx);
+        // A row that has seen only −inf so far keeps max −inf; subtracting 0 instead keeps every
+        // weight 2^(−inf) = 0 rather than NaN from (−inf) − (−inf).
+        const float base = mx == neg_inf() ? 0.f : mx;
+        const float alpha = fast_exp2(row_max[i][h] - base);
+        row_max[i][h] = mx;
+        float sum = 0.f;
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+          s[i][j][2 * h] = fast_exp2(s[i][j][2 * h] - base);
+          s[i][j][2 * h + 1] = fast_exp2(s[i][j][2 * h + 1] - base);
+          sum += s[i][j][2 * h] + s[i][j][2 * h + 1];
+        }
+        row_sum[i][h] = row_sum[i][h] * alpha + sum;
+#pragma unroll
+        for (int d = 0; d < DT; ++d) {
+          o[i][d][2 * h] *= alpha;
+          o[i][d][2 * h + 1] *= alpha;
+        }
+      }
+    }
+  }
+
+  // Completes the row sums; returns 1/l (0 for a row that saw no key) and the natural-log
+  // log-sum-exp (−inf for such a row) of row (i, h).
+  __device__ __forceinline__ void finish(float (&inv)[MI][2], float (&lse)[MI][2]) {
+    constexpr float LN2 = 0.6931471805599453f;
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float l = quad_sum(row_sum[i][h]);
+        const bool empty = !(l > 0.f);
+        float log2l;
+        asm("lg2.approx.f32 %0, %1;\n" : "=f"(log2l) : "f"(empty ? 1.f : l));
+        inv[i][h] = empty ? 0.f : 1.f / l;
+        lse[i][h] = empty ? neg_inf() : (row_max[i][h] + log2l) * LN2;
+      }
+  }
+};
