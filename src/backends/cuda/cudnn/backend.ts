@@ -1,0 +1,158 @@
+/**
+ * The 'cudnn' attention backend: cuDNN's fused flash-attention engines, driven through the backend
+ * API from TypeScript (no cudnn-frontend: it is a C++ header library an FFI cannot call).
+ *
+ * supports() answers from the problem's features and the machine (cuDNN found, its version, the
+ * GPU's compute capability) without touching cuDNN beyond loading it; run() takes the plan from the
+ * plan cache (memory, then disk, then a build), allocates the output from the pool and enqueues.
+ */
+import { UnsupportedError } from '../../../api/errors.js';
+import type { AttentionProblem, BackendOutput } from '../../../api/problem.js';
+import { itemSize } from '../../../tensor/dtype.js';
+import { Tensor } from '../../../tensor/tensor.js';
+import { type AttentionBackend, SUPPORTED, unsupported } from '../../registry.js';
+import { cudaAvailable, getCudaContext } from '../context.js';
+import { cudnnHandle, loadCudnn } from '../ffi/cudnn.js';
+import { allocDevice, copyToDevice, copyToHost } from '../memory.js';
+import { type CallPointers, executePlan } from './execute.js';
+import { type CudnnEnvironment, type DescribeOptions, type Description, describeSdpa } from './features.js';
+import { getPlan } from './plan-cache.js';
+
+type Environment = { ok: true; env: CudnnEnvironment } | { ok: false; reason: string };
+let environment: Environment | undefined;
+
+/** cuDNN's version and the GPU, or why cuDNN cannot be used here at all. Computed once. */
+export function cudnnEnvironment(): Environment {
+  if (environment) return environment;
+  const cuda = cudaAvailable();
+  if (!cuda.ok) {
+    environment = { ok: false, reason: `CUDA is not available (${cuda.reason})` };
+    return environment;
+  }
+  try {
+    const { version } = loadCudnn();
+    const { name, computeCapability } = getCudaContext().properties;
+    environment = { ok: true, env: { version, computeCapability, gpuName: name } };
+  } catch (error) {
+    environment = { ok: false, reason: error instanceof Error ? error.message : String(error) };
+  }
+  return environment;
+}
+
+// supports() and run() see the same problem object; describe it once.
+const descriptions = new WeakMap<AttentionProblem, Description>();
+
+function describe(p: AttentionProblem, env: CudnnEnvironment, options?: DescribeOptions): Description {
+  if (options) return describeSdpa(p, env, options);
+  let d = descriptions.get(p);
+  if (!d) {
+    d = describeSdpa(p, env);
+    descriptions.set(p, d);
+  }
+  return d;
+}
+
+/** A backend result plus where its plan came from (for tests and benchmarks). */
+export interface CudnnOutput extends BackendOutput {
+  readonly planSource: 'memory' | 'built' | 'disk';
+  /** Time spent obtaining the plan in this call (0 for a memory hit), ms. */
+  readonly planSetupMs: number;
+}
+
+/**
+ * Runs `p` on cuDNN. `options` forces a graph kind or statistics layout (tests and benchmarks);
+ * throws UnsupportedError with the reason when cuDNN cannot run the case.
+ */
+export function runCudnnAttention(p: AttentionProblem, options?: DescribeOptions): CudnnOutput {
+  const e = cudnnEnvironment();
+  if (!e.ok) throw unsupportedError(e.reason);
+  const d = describe(p, e.env, options);
+  if (!d.ok) throw unsupportedError(d.reason);
+  const f = d.features;
+  const handle = cudnnHandle();
+  const entry = getPlan(d.key, f, e.env, handle);
+  const fresh = entry.setupMs > 0 && !reported.has(entry);
+  reported.add(entry);
+
+  const { B, T, N, Hv } = f;
+  const output = Tensor.fromDeviceBuffer(
+    allocDevice(B * T * N * Hv * itemSize(p.dtype)),
+    [B, T, N, Hv],
+    p.dtype,
+  );
+  const statsBuffer = f.stats === 'none' ? null : allocDevice(B * T * N * 4);
+  const pointers: CallPointers = {
+    query: p.query.buffer.ptr,
+    key: p.key.buffer.ptr,
+    value: p.value.buffer.ptr,
+    output: output.buffer.ptr,
+    stats: statsBuffer?.ptr,
+    bias: p.bias?.tensor.buffer.ptr,
+  };
+  const lengths = f.padding
+    ? [lengthsBuffer(p.querySeqLengths, B, T), lengthsBuffer(p.keyValueSeqLengths, B, p.S)]
+    : [];
+  if (f.padding) [pointers.seqLenQ, pointers.seqLenKv] = [lengths[0].ptr, lengths[1].ptr];
+  try {
+    executePlan(entry, handle, pointers, p.scale);
+  } finally {
+    // Stream-ordered pool: a later user of these blocks is enqueued after this call's kernels.
+    for (const buffer of lengths) buffer.release();
+  }
+  let logSumExp: Tensor | undefined;
+  if (statsBuffer) {
+    logSumExp =
+      f.stats === 'btn'
+        ? Tensor.fromDeviceBuffer(statsBuffer, [B, T, N], 'float32')
+        : transposeStatsOnHost(statsBuffer, B, N, T);
+  }
+  return {
+    output,
+    logSumExp,
+    variant: entry.variant,
+    planSource: fresh ? entry.source : 'memory',
+    planSetupMs: fresh ? entry.setupMs : 0,
+  };
+}
+
+const reported = new WeakSet<object>();
+
+export const cudnnBackend: AttentionBackend = {
+  name: 'cudnn',
+  device: 'cuda',
+  supports(p) {
+    const e = cudnnEnvironment();
+    if (!e.ok) return unsupported(e.reason);
+    const d = describe(p, e.env);
+    return d.ok ? SUPPORTED : unsupported(d.reason);
+  },
+  run: (p) => runCudnnAttention(p),
+};
+
+/** The error a forced 'cudnn' call throws, named like the registry names backends. */
+function unsupportedError(reason: string): UnsupportedError {
+  return new UnsupportedError('cudnn (cuda)', reason);
+}
+
+/** Sequence lengths as the INT32 [B,1,1,1] device tensor cuDNN reads; a missing side is full length. */
+function lengthsBuffer(lengths: Int32Array | null, B: number, full: number) {
+  const values = lengths ? Int32Array.from(lengths) : new Int32Array(B).fill(full);
+  return copyToDevice(new Uint8Array(values.buffer));
+}
+
+/** [B,N,T] → (B,T,N) through the host: the fallback layout when cuDNN cannot write (B,T,N) itself. */
+function transposeStatsOnHost(
+  buffer: ReturnType<typeof allocDevice>,
+  B: number,
+  N: number,
+  T: number,
+): Tensor {
+  const bnt = new Float32Array(B * N * T);
+  copyToHost(buffer, new Uint8Array(bnt.buffer));
+  buffer.release();
+  const btn = new Float32Array(B * T * N);
+  for (let b = 0; b < B; b++)
+    for (let n = 0; n < N; n++)
+      for (let t = 0; t < T; t++) btn[(b * T + t) * N + n] = bnt[(b * N + n) * T + t];
+  return Tensor.fromDeviceBuffer(copyToDevice(new Uint8Array(btn.buffer)), [B, T, N], 'float32');
+}

@@ -1,0 +1,111 @@
+/**
+ * One execution of a cached plan: bind every non-virtual uid of the graph to a pointer (device
+ * memory for tensors, stable host memory for by-value scalars), build the variant pack, execute on
+ * attnlab's stream. Nothing here waits for the GPU.
+ */
+
+import type { DeviceBuffer } from '../../../tensor/storage.js';
+import {
+  allocHostScalars,
+  check,
+  createDescriptor,
+  destroyDescriptor,
+  finalize,
+  loadCudnn,
+  setAttribute,
+} from '../ffi/cudnn.js';
+import { ATTR, ATTR_TYPE, DESCRIPTOR } from '../ffi/cudnn-constants.js';
+import { allocDevice } from '../memory.js';
+import type { Binding } from './graph-spec.js';
+import type { CachedPlan } from './plan-cache.js';
+
+/** Device pointers of one call, by binding kind. */
+export type CallPointers = Partial<
+  Record<'query' | 'key' | 'value' | 'output' | 'stats' | 'bias' | 'seqLenQ' | 'seqLenKv', bigint>
+>;
+
+/** Per-plan arrays made once, so a call only writes pointers into them. */
+interface Launch {
+  readonly uids: BigInt64Array;
+  readonly pointers: BigUint64Array;
+  readonly bindings: readonly Binding[];
+  readonly scalars: { address: bigint; view: DataView };
+  /** Slot index in the scalar memory of the scale, or -1. */
+  readonly scaleSlot: number;
+}
+
+const launches = new WeakMap<CachedPlan, Launch>();
+let workspace: DeviceBuffer | null = null;
+
+function launchOf(entry: CachedPlan): Launch {
+  const known = launches.get(entry);
+  if (known) return known;
+  const uids: number[] = [];
+  const bindings: Binding[] = [];
+  for (const [uid, binding] of entry.spec.bindings) {
+    uids.push(uid);
+    bindings.push(binding);
+  }
+  const scalars = allocHostScalars(bindings.length);
+  let scaleSlot = -1;
+  bindings.forEach((binding, slot) => {
+    if (binding.kind === 'scale') scaleSlot = slot;
+    if (binding.kind !== 'constant') return;
+    if (binding.dtype === 'float') scalars.view.setFloat32(slot * 8, binding.value, true);
+    else scalars.view.setInt32(slot * 8, binding.value, true);
+  });
+  const launch = {
+    uids: BigInt64Array.from(uids, BigInt),
+    pointers: new BigUint64Array(uids.length),
+    bindings,
+    scalars,
+    scaleSlot,
+  };
+  launches.set(entry, launch);
+  return launch;
+}
+
+/**
+ * The workspace: one buffer grown to the largest plan's need and kept. Safe to share between calls
+ * because every call runs on the one stream, so a later call's kernels start after earlier ones end.
+ */
+function workspacePointer(bytes: number): bigint {
+  if (bytes === 0) return 0n;
+  if (!workspace || workspace.bytes < bytes) {
+    workspace?.release();
+    workspace = allocDevice(bytes);
+  }
+  return workspace.ptr;
+}
+
+/** Enqueues the plan with these pointers and this scale on attnlab's stream. */
+export function executePlan(entry: CachedPlan, handle: bigint, pointers: CallPointers, scale: number): void {
+  const launch = launchOf(entry);
+  if (launch.scaleSlot >= 0) launch.scalars.view.setFloat32(launch.scaleSlot * 8, scale, true);
+  for (let i = 0; i < launch.bindings.length; i++) {
+    const binding = launch.bindings[i];
+    if (binding.kind === 'scale' || binding.kind === 'constant') {
+      launch.pointers[i] = launch.scalars.address + BigInt(i * 8);
+    } else {
+      const pointer = pointers[binding.kind];
+      if (pointer === undefined)
+        throw new Error(`cuDNN plan needs a ${binding.kind} pointer that the call did not give`);
+      launch.pointers[i] = pointer;
+    }
+  }
+  const pack = createDescriptor(DESCRIPTOR.VARIANT_PACK);
+  try {
+    setAttribute(pack, ATTR.VARIANT_PACK_UNIQUE_IDS, ATTR_TYPE.INT64, launch.uids);
+    setAttribute(pack, ATTR.VARIANT_PACK_DATA_POINTERS, ATTR_TYPE.VOID_PTR, launch.pointers);
+    setAttribute(
+      pack,
+      ATTR.VARIANT_PACK_WORKSPACE,
+      ATTR_TYPE.VOID_PTR,
+      BigUint64Array.of(workspacePointer(entry.plan.workspaceBytes)),
+    );
+    finalize(pack, 'variant pack');
+    check('cudnnBackendExecute', loadCudnn().fn.cudnnBackendExecute(handle, entry.plan.plan, pack));
+  } finally {
+    destroyDescriptor(pack);
+  }
+}

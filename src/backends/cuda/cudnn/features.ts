@@ -1,0 +1,179 @@
+/**
+ * What shapes a cuDNN attention graph, read off a validated problem: the graph kind, sizes, dtype,
+ * mask bounds, bias layout, padding and the statistics output. The same object keys the plan cache
+ * (its JSON is the graph key), so everything that changes the graph is in it and nothing else:
+ * the scale is a by-value scalar passed at execute time, and sequence-length values live on the device.
+ *
+ * It also says, in words, why cuDNN cannot run a problem; `supports()` returns that reason.
+ */
+import type { AttentionProblem, CausalAlignment } from '../../../api/problem.js';
+import { CUDNN_UNIFIED_SEQ_LEN_VERSION } from '../ffi/cudnn-constants.js';
+
+export type GraphKind = 'unified' | 'composite';
+
+/**
+ * Where the log-sum-exp goes: 'btn' writes attnlab's (B,T,N) layout directly through the Stats
+ * tensor's strides; 'bnt' is cuDNN's default [B,N,T,1] layout, transposed afterwards.
+ */
+export type StatsLayout = 'none' | 'btn' | 'bnt';
+
+export interface SdpaFeatures {
+  readonly graph: GraphKind;
+  readonly dtype: 'float16' | 'bfloat16';
+  readonly B: number;
+  readonly T: number;
+  readonly S: number;
+  readonly N: number;
+  readonly K: number;
+  readonly H: number;
+  readonly Hv: number;
+  /** Sequence lengths given (both tensors go in; a missing side is filled with T or S). */
+  readonly padding: boolean;
+  /** Keys j ≤ i + d + right stay (causal is right = 0); null when unbounded. */
+  readonly right: number | null;
+  /** Keys j ≥ i + d − left stay; null when unbounded. */
+  readonly left: number | null;
+  /** d = 0 ('top_left') or S_b − T_b ('bottom_right'); normalised to top_left when d is always 0. */
+  readonly alignment: CausalAlignment;
+  /** The bias as cuDNN sees it: dims (1|B, 1|N, T, S) and element strides. */
+  readonly bias: { readonly dims: readonly number[]; readonly strides: readonly number[] } | null;
+  readonly stats: StatsLayout;
+}
+
+/** What the backend knows about the machine when it judges a problem. */
+export interface CudnnEnvironment {
+  readonly version: number;
+  readonly computeCapability: { readonly major: number; readonly minor: number };
+  readonly gpuName: string;
+}
+
+export interface DescribeOptions {
+  /** Force a graph kind (tests, benchmarks); an impossible choice is reported as a reason. */
+  readonly graph?: GraphKind;
+  readonly statsLayout?: Exclude<StatsLayout, 'none'>;
+  /** Let rows that see no key through (to observe what cuDNN does with them). */
+  readonly allowEmptyRows?: boolean;
+}
+
+export type Description = { ok: true; features: SdpaFeatures; key: string } | { ok: false; reason: string };
+
+const MAX_HEAD_DIM = 256;
+
+/** The default layout of the log-sum-exp output (see StatsLayout). */
+export const DEFAULT_STATS_LAYOUT: Exclude<StatsLayout, 'none'> = 'btn';
+
+/** The features of `p` on this machine, or the reason cuDNN cannot run it. Cheap: O(B). */
+export function describeSdpa(
+  p: AttentionProblem,
+  env: CudnnEnvironment,
+  options: DescribeOptions = {},
+): Description {
+  const no = (reason: string): Description => ({ ok: false, reason });
+  if (p.dtype !== 'float16' && p.dtype !== 'bfloat16') {
+    return no(`cuDNN fused attention takes float16 or bfloat16 inputs, got ${p.dtype}`);
+  }
+  const { major, minor } = env.computeCapability;
+  if (major < 8)
+    return no(
+      `cuDNN fused attention needs compute capability 8.0 or newer; ${env.gpuName} is ${major}.${minor}`,
+    );
+  if (p.H % 8 !== 0 || p.Hv % 8 !== 0 || p.H > MAX_HEAD_DIM || p.Hv > MAX_HEAD_DIM) {
+    return no(`head dims must be multiples of 8 and at most ${MAX_HEAD_DIM}, got H=${p.H}, Hv=${p.Hv}`);
+  }
+  if (p.mask) {
+    return no(
+      'a boolean mask has no place in the fused graph; pass an additive bias (−inf where masked) instead',
+    );
+  }
+  const padding = p.querySeqLengths !== null || p.keyValueSeqLengths !== null;
+  const windowRight = p.window ? p.window.right : Number.POSITIVE_INFINITY;
+  const rightValue = p.causal ? Math.min(windowRight, 0) : windowRight;
+  const right = Number.isFinite(rightValue) ? rightValue : null;
+  const left = p.window && Number.isFinite(p.window.left) ? p.window.left : null;
+  if (right !== null && right < 0) return no(`the window's right bound must be ≥ 0 for cuDNN, got ${right}`);
+  if (left !== null && left < 0) return no(`the window's left bound must be ≥ 0 for cuDNN, got ${left}`);
+  const bounded = right !== null || left !== null;
+  const alignment: CausalAlignment = bounded && (padding || p.T !== p.S) ? p.alignment : 'top_left';
+  if (bounded && alignment === 'bottom_right' && !padding && p.T > p.S) {
+    return no(`bottom-right alignment needs T ≤ S without sequence lengths, got T=${p.T}, S=${p.S}`);
+  }
+  if (left !== null && !padding && p.T > p.S) {
+    return no(`a window with a left bound needs T ≤ S without sequence lengths, got T=${p.T}, S=${p.S}`);
+  }
+  if (left !== null && right === null && env.version === 91400 && p.S > 1024) {
+    return no('cuDNN 9.14.0 computes a non-causal window wrongly when S > 1024 (fixed in 9.14.1)');
+  }
+  let bias: SdpaFeatures['bias'] = null;
+  if (p.bias) {
+    const [sb, sn, st, ss] = p.bias.strides;
+    if (p.bias.tensor.dtype !== p.dtype) {
+      return no(`the bias must have the inputs' dtype ${p.dtype}, got ${p.bias.tensor.dtype}`);
+    }
+    if ((st === 0 && p.T > 1) || (ss === 0 && p.S > 1)) {
+      return no(`cuDNN takes a bias of shape (1|B, 1|N, T, S); one broadcast over T or S is not expressible`);
+    }
+    if (bounded && alignment === 'bottom_right') {
+      return no('cuDNN cannot combine a bias with bottom-right alignment');
+    }
+    // A broadcast dimension has size 1 for cuDNN; it gets the packed stride of the dims inside it.
+    const dims = [sb === 0 ? 1 : p.B, sn === 0 ? 1 : p.N, p.T, p.S];
+    const strides = [sb, sn, st, ss];
+    for (let d = 3; d >= 0; d--) {
+      if (dims[d] === 1 || strides[d] === 0) strides[d] = d === 3 ? 1 : strides[d + 1] * dims[d + 1];
+    }
+    bias = { dims, strides };
+  }
+  if (!options.allowEmptyRows) {
+    const empty = firstEmptyRow(p, right, left, alignment);
+    if (empty)
+      return no(`row ${empty.row} of batch ${empty.batch} sees no key; cuDNN's output there is not defined`);
+  }
+  const unifiedOk = !bias && !bounded && (!padding || env.version >= CUDNN_UNIFIED_SEQ_LEN_VERSION);
+  const envGraph = process.env.ATTNLAB_CUDNN_GRAPH;
+  const wanted = options.graph ?? (envGraph === 'composite' || envGraph === 'unified' ? envGraph : undefined);
+  if (wanted === 'unified' && !unifiedOk) {
+    return no(
+      `the unified SDPA op of cuDNN ${env.version} cannot take bias, causal, windows or (before 9.15) padding`,
+    );
+  }
+  const features: SdpaFeatures = {
+    graph: wanted ?? (unifiedOk ? 'unified' : 'composite'),
+    dtype: p.dtype,
+    B: p.B,
+    T: p.T,
+    S: p.S,
+    N: p.N,
+    K: p.K,
+    H: p.H,
+    Hv: p.Hv,
+    padding,
+    right,
+    left,
+    alignment,
+    bias,
+    stats: p.returnLogSumExp ? (options.statsLayout ?? DEFAULT_STATS_LAYOUT) : 'none',
+  };
+  return { ok: true, features, key: JSON.stringify(features) };
+}
+
+/**
+ * The first valid row (i < T_b) whose key range is empty, or null. Per batch only the first and
+ * the last valid row need checking: the range [i + d − left, i + d + right] ∩ [0, S_b) slides with i.
+ */
+export function firstEmptyRow(
+  p: AttentionProblem,
+  right: number | null,
+  left: number | null,
+  alignment: CausalAlignment,
+): { batch: number; row: number } | null {
+  for (let b = 0; b < p.B; b++) {
+    const Tb = p.querySeqLengths ? p.querySeqLengths[b] : p.T;
+    const Sb = p.keyValueSeqLengths ? p.keyValueSeqLengths[b] : p.S;
+    if (Tb === 0) continue;
+    if (Sb === 0) return { batch: b, row: 0 };
+    const d = alignment === 'bottom_right' ? Sb - Tb : 0;
+    if (right !== null && d + right < 0) return { batch: b, row: 0 };
+    if (left !== null && Tb - 1 + d - left >= Sb) return { batch: b, row: Tb - 1 };
+  }
+  return null;
+}

@@ -1,0 +1,153 @@
+/**
+ * A cuDNN operation graph as plain data: tensors (by uid) and operations, in the order cuDNN wants
+ * them. Building the description is pure TypeScript, so the SDPA graphs can be checked on a machine
+ * without cuDNN (test/cpu/cudnn-graph.test.ts evaluates them in float64); materialize.ts turns a
+ * description into backend descriptors.
+ */
+
+/** The cuDNN data types a graph here uses. */
+export type GraphDType = 'float' | 'half' | 'bfloat16' | 'int32' | 'boolean';
+
+export interface TensorSpec {
+  readonly uid: number;
+  readonly name: string;
+  readonly dtype: GraphDType;
+  readonly dims: readonly number[];
+  readonly strides: readonly number[];
+  /** Intermediate only: never in memory, never in the variant pack. */
+  readonly virtual: boolean;
+  /** A host scalar whose value is passed at execute time (scale, −inf, window offsets). */
+  readonly byValue: boolean;
+}
+
+export type PointwiseMode =
+  | 'add'
+  | 'mul'
+  | 'div'
+  | 'sub'
+  | 'exp'
+  | 'log'
+  | 'cmp_gt'
+  | 'cmp_ge'
+  | 'cmp_lt'
+  | 'logical_and'
+  | 'gen_index'
+  | 'binary_select';
+
+export type OpSpec =
+  | {
+      readonly kind: 'matmul';
+      readonly a: number;
+      readonly b: number;
+      readonly c: number;
+      /** Per-batch row / column / inner-dimension limits (sequence-length tensors), for padding. */
+      readonly mOverride?: number;
+      readonly nOverride?: number;
+      readonly kOverride?: number;
+    }
+  | {
+      readonly kind: 'pointwise';
+      readonly mode: PointwiseMode;
+      /** The precision the op computes in (MATH_PREC). */
+      readonly precision: GraphDType;
+      readonly x: number;
+      readonly b?: number;
+      /** BINARY_SELECT's condition: y = t ? x : b. */
+      readonly t?: number;
+      readonly y: number;
+      readonly axis?: number;
+    }
+  | { readonly kind: 'reduction'; readonly operator: 'max' | 'add'; readonly x: number; readonly y: number }
+  | {
+      readonly kind: 'sdpa';
+      readonly q: number;
+      readonly k: number;
+      readonly v: number;
+      readonly o: number;
+      readonly scale: number;
+      readonly stats?: number;
+      readonly seqLenQ?: number;
+      readonly seqLenKv?: number;
+    };
+
+/** What a non-virtual tensor is bound to at execute time. */
+export type Binding =
+  | { readonly kind: 'query' | 'key' | 'value' | 'output' | 'stats' | 'bias' | 'seqLenQ' | 'seqLenKv' }
+  | { readonly kind: 'scale' }
+  | { readonly kind: 'constant'; readonly dtype: 'float' | 'int32'; readonly value: number };
+
+export interface GraphSpec {
+  readonly tensors: readonly TensorSpec[];
+  readonly ops: readonly OpSpec[];
+  /** uid → what goes into the variant pack for it; every non-virtual tensor has one. */
+  readonly bindings: ReadonlyMap<number, Binding>;
+}
+
+/** Collects tensors and ops; uids are handed out in order, so the same problem gives the same graph. */
+export class GraphBuilder {
+  readonly #tensors: TensorSpec[] = [];
+  readonly #ops: OpSpec[] = [];
+  readonly #bindings = new Map<number, Binding>();
+  #nextUid = 1;
+
+  /** A tensor in memory (an input or output), bound to `binding` at execute time. */
+  io(
+    name: string,
+    dtype: GraphDType,
+    dims: readonly number[],
+    strides: readonly number[],
+    binding: Binding,
+  ): number {
+    const uid = this.#add({ name, dtype, dims, strides, virtual: false, byValue: false });
+    this.#bindings.set(uid, binding);
+    return uid;
+  }
+
+  /** An intermediate the engine keeps on chip. */
+  virtual(name: string, dtype: GraphDType, dims: readonly number[], strides: readonly number[]): number {
+    return this.#add({ name, dtype, dims, strides, virtual: true, byValue: false });
+  }
+
+  /**
+   * A host scalar. `rank` is 4 in the composite graph (its pointwise ops need operands of equal rank:
+   * a 1-D scalar fails with "xDesc.getNbDims() != bDesc.getNbDims()") and 1 for the unified op.
+   */
+  scalar(name: string, binding: Binding, rank = 4): number {
+    const dtype = binding.kind === 'constant' ? binding.dtype : 'float';
+    const ones = new Array<number>(rank).fill(1);
+    const uid = this.#add({ name, dtype, dims: ones, strides: ones, virtual: false, byValue: true });
+    this.#bindings.set(uid, binding);
+    return uid;
+  }
+
+  op(op: OpSpec): void {
+    this.#ops.push(op);
+  }
+
+  tensor(uid: number): TensorSpec {
+    const found = this.#tensors.find((t) => t.uid === uid);
+    if (!found) throw new Error(`graph builder: no tensor with uid ${uid}`);
+    return found;
+  }
+
+  build(): GraphSpec {
+    return { tensors: [...this.#tensors], ops: [...this.#ops], bindings: new Map(this.#bindings) };
+  }
+
+  #add(spec: Omit<TensorSpec, 'uid'>): number {
+    const uid = this.#nextUid++;
+    this.#tensors.push({ uid, ...spec });
+    return uid;
+  }
+}
+
+/** Row-major strides of `dims`. */
+export function contiguousStrides(dims: readonly number[]): number[] {
+  const strides = new Array<number>(dims.length);
+  let stride = 1;
+  for (let d = dims.length - 1; d >= 0; d--) {
+    strides[d] = stride;
+    stride *= dims[d];
+  }
+  return strides;
+}
