@@ -8,7 +8,10 @@
  * cuMemAlloc buffers share one context — cuDNN picks up the current context at cudnnCreate.
  */
 import { AttnlabError } from '../../api/errors.js';
+import { lt } from './ffi/cublaslt.js';
 import { CU_DEVICE_ATTRIBUTE, CU_STREAM_NON_BLOCKING, cu, outBigInt, outInt } from './ffi/driver.js';
+import { loadLibrary } from './ffi/libraries.js';
+import { nv } from './ffi/nvrtc.js';
 
 /** What attnlab reads about the GPU once, at context creation. */
 export interface DeviceProperties {
@@ -108,4 +111,43 @@ export function synchronize(): void {
 export function targetArch(properties: DeviceProperties = getCudaContext().properties): string {
   const { major, minor } = properties.computeCapability;
   return major === 9 && minor === 0 ? 'sm_90a' : `sm_${major}${minor}`;
+}
+
+/**
+ * What `attnlab info` shows: the GPU, its compute capability and memory, the driver, and the version
+ * and path of each library found (or why it was not). Initialises CUDA; call after cudaAvailable().
+ */
+export function cudaInfo(): Record<string, string> {
+  const { properties: p } = getCudaContext();
+  const info: Record<string, string> = {
+    gpu: p.name,
+    'compute capability': `${p.computeCapability.major}.${p.computeCapability.minor} (${targetArch(p)})`,
+    multiprocessors: String(p.multiprocessorCount),
+    memory: `${(p.totalMemoryBytes / 2 ** 30).toFixed(1)} GiB`,
+    driver: `CUDA ${formatCudaVersion(p.driverVersion)} (${cu().path})`,
+  };
+  const probe = (name: string, read: () => string) => {
+    try {
+      info[name] = read();
+    } catch (error) {
+      info[name] = `not available: ${error instanceof Error ? error.message : String(error)}`;
+    }
+  };
+  probe('nvrtc', () => `${nv().version} (${nv().path})`);
+  probe('cublasLt', () => `${formatLibraryVersion(lt().version)} (${lt().path})`);
+  probe('cudnn', () => {
+    const { lib, path } = loadLibrary('cudnn');
+    return `${formatLibraryVersion(Number(lib.func('size_t cudnnGetVersion()')()))} (${path})`;
+  });
+  return info;
+}
+
+/** 13000 → "13.0" (cuDriverGetVersion's encoding: 1000·major + 10·minor). */
+export function formatCudaVersion(version: number): string {
+  return `${Math.floor(version / 1000)}.${Math.floor((version % 1000) / 10)}`;
+}
+
+/** cuBLASLt's and cuDNN 9's encoding, 10000·major + 100·minor + patch: 91400 → "9.14.0". */
+export function formatLibraryVersion(version: number): string {
+  return `${Math.floor(version / 10000)}.${Math.floor((version % 10000) / 100)}.${version % 100}`;
 }

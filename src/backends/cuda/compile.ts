@@ -1,0 +1,333 @@
+/**
+ * Kernel compilation: a .cu file of src/kernels/ → NVRTC → CUBIN → a loaded module, behind two caches.
+ *
+ * - In memory: one loaded module per key for the life of the process.
+ * - On disk: `$ATTNLAB_CACHE_DIR` or `~/.cache/attnlab/kernels`, one `<key>.cubin` and a
+ *   `<key>.json` (lowered kernel names, compile time) per key, each written to a temporary file and
+ *   renamed, so a concurrent process never reads half a file. `ATTNLAB_KERNEL_CACHE=0` turns it off.
+ * - The key is sha256 over the cache format version, the target arch, the NVRTC version, the options,
+ *   the kernel name expressions, the source and every header it includes: any change recompiles.
+ * - `ATTNLAB_ASSERT_NO_COMPILE=1` turns any NVRTC compile into an error, so a test can prove that a
+ *   warm run compiled nothing (tinygrad's ASSERT_COMPILE).
+ *
+ * Includes are written relative to src/kernels (`#include "common/dtypes.cuh"`); nvcc gets
+ * `-I src/kernels` for the same effect, so every .cu compiles standalone with either compiler.
+ */
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { CompileError, InvalidArgumentError } from '../../api/errors.js';
+import { getCudaContext, targetArch } from './context.js';
+import { cu, outBigInt } from './ffi/driver.js';
+import { decodeCString, NVRTC_ERROR_COMPILATION, nv } from './ffi/nvrtc.js';
+
+/** Bump when the cached files' format or meaning changes. */
+export const CACHE_FORMAT_VERSION = 1;
+
+/** What to compile: one .cu file, the kernels to take out of it, and its specialisation. */
+export interface KernelSpec {
+  /** Path relative to src/kernels, e.g. 'softmax.cu'. */
+  readonly file: string;
+  /** Name expressions of the kernels to load, e.g. 'attnlab_softmax<float, true>'. */
+  readonly kernels: readonly string[];
+  /** Preprocessor definitions (-D), part of the variant key. */
+  readonly defines?: Readonly<Record<string, string | number>>;
+  /** Extra NVRTC options. */
+  readonly options?: readonly string[];
+}
+
+export interface CompiledModule {
+  readonly key: string;
+  readonly module: bigint;
+  /** CUfunction per name expression of the spec. */
+  readonly functions: ReadonlyMap<string, bigint>;
+}
+
+/** How the last module was obtained and what it cost. */
+export interface CompileStats {
+  readonly file: string;
+  readonly key: string;
+  readonly source: 'memory' | 'disk' | 'nvrtc';
+  /** Time in this call: NVRTC compile for 'nvrtc', read + load for 'disk', ~0 for 'memory'. */
+  readonly milliseconds: number;
+  readonly cubinBytes: number;
+}
+
+const modules = new Map<string, CompiledModule>();
+const history: CompileStats[] = [];
+
+/** The last compile or cache lookup, for `attnlab` to report first-call compile time. */
+export function lastCompileStats(): CompileStats | undefined {
+  return history.at(-1);
+}
+
+/** Every lookup made in this process, in order (a warm run shows only 'memory' and 'disk'). */
+export function compileHistory(): readonly CompileStats[] {
+  return history;
+}
+
+/** src/kernels, found from this module whether it runs from src/ (tsx) or dist/src/ (built). */
+export function kernelsDir(): string {
+  if (process.env.ATTNLAB_KERNELS_DIR) return process.env.ATTNLAB_KERNELS_DIR;
+  const here = dirname(fileURLToPath(import.meta.url));
+  for (const candidate of [join(here, '../../kernels'), join(here, '../../../../src/kernels')]) {
+    if (existsSync(candidate)) return candidate;
+  }
+  return join(here, '../../kernels');
+}
+
+export function cacheDir(): string {
+  return process.env.ATTNLAB_CACHE_DIR ?? join(homedir(), '.cache', 'attnlab', 'kernels');
+}
+
+/** The source of `file` and of every header it includes (recursively), as NVRTC wants them. */
+export function readKernelSources(
+  file: string,
+  root = kernelsDir(),
+): { source: string; headers: Array<[name: string, text: string]> } {
+  const path = join(root, file);
+  if (!existsSync(path)) throw new InvalidArgumentError('kernel file', `a file under ${root}`, file);
+  const source = readFileSync(path, 'utf8');
+  const headers = new Map<string, string>();
+  const visit = (text: string) => {
+    for (const match of text.matchAll(/^\s*#\s*include\s+"([^"]+)"/gm)) {
+      const name = match[1];
+      if (headers.has(name)) continue;
+      const headerPath = join(root, name);
+      if (!existsSync(headerPath)) continue; // left to the compiler, which names it in its error
+      const headerText = readFileSync(headerPath, 'utf8');
+      headers.set(name, headerText);
+      visit(headerText);
+    }
+  };
+  visit(source);
+  return { source, headers: [...headers].sort(([a], [b]) => a.localeCompare(b)) };
+}
+
+/** NVRTC options for `spec` on `arch`; sorted defines so that the key does not depend on key order. */
+export function compileOptions(spec: KernelSpec, arch: string): string[] {
+  const defines = Object.entries(spec.defines ?? {})
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([name, value]) => `-D${name}=${value}`);
+  return [
+    `--gpu-architecture=${arch}`,
+    '--std=c++17',
+    '-default-device',
+    ...defines,
+    ...(spec.options ?? []),
+  ];
+}
+
+/** The cache key: sha256 of everything that changes the binary. */
+export function kernelCacheKey(parts: {
+  arch: string;
+  nvrtcVersion: string;
+  options: readonly string[];
+  kernels: readonly string[];
+  source: string;
+  headers: ReadonlyArray<readonly [string, string]>;
+}): string {
+  const hash = createHash('sha256');
+  hash.update(
+    JSON.stringify([CACHE_FORMAT_VERSION, parts.arch, parts.nvrtcVersion, parts.options, parts.kernels]),
+  );
+  hash.update(`\0${parts.source}`);
+  for (const [name, text] of parts.headers) hash.update(`\0${name}\0${text}`);
+  return hash.digest('hex');
+}
+
+/**
+ * The loaded module for `spec` on this GPU: from memory, else from the disk cache, else compiled by
+ * NVRTC (and stored). Throws CompileError with the log, the options and the numbered source lines.
+ */
+export function loadKernels(spec: KernelSpec): CompiledModule {
+  const arch = targetArch();
+  const { source, headers } = readKernelSources(spec.file);
+  const options = compileOptions(spec, arch);
+  const key = kernelCacheKey({
+    arch,
+    nvrtcVersion: nv().version,
+    options,
+    kernels: spec.kernels,
+    source,
+    headers,
+  });
+  const started = performance.now();
+  const inMemory = modules.get(key);
+  if (inMemory) {
+    history.push({ file: spec.file, key, source: 'memory', milliseconds: 0, cubinBytes: 0 });
+    return inMemory;
+  }
+  const useDisk = process.env.ATTNLAB_KERNEL_CACHE !== '0';
+  const cached = useDisk ? readCache(key) : undefined;
+  let binary = cached;
+  if (!binary) {
+    if (process.env.ATTNLAB_ASSERT_NO_COMPILE === '1') {
+      throw new CompileError(
+        spec.file,
+        'ATTNLAB_ASSERT_NO_COMPILE=1 forbids compiling, and no cached binary exists',
+        options,
+        `key ${key}`,
+      );
+    }
+    binary = compileWithNvrtc(spec, source, headers, options);
+    if (useDisk) writeCache(key, binary);
+  }
+  const loaded = loadModule(key, binary);
+  modules.set(key, loaded);
+  const milliseconds = cached ? performance.now() - started : binary.compileMs;
+  history.push({
+    file: spec.file,
+    key,
+    source: cached ? 'disk' : 'nvrtc',
+    milliseconds,
+    cubinBytes: binary.cubin.byteLength,
+  });
+  if (Number(process.env.ATTNLAB_DEBUG ?? 0) >= 3) {
+    console.error(
+      `[attnlab] kernels ${spec.kernels.join(', ')} from ${spec.file}: ${history.at(-1)?.source}, ${milliseconds.toFixed(1)} ms, key ${key.slice(0, 12)}`,
+    );
+  }
+  return loaded;
+}
+
+interface KernelBinary {
+  readonly cubin: Uint8Array;
+  /** Name expression → lowered (mangled) symbol. */
+  readonly lowered: Record<string, string>;
+  readonly compileMs: number;
+}
+
+function compileWithNvrtc(
+  spec: KernelSpec,
+  source: string,
+  headers: ReadonlyArray<readonly [string, string]>,
+  options: readonly string[],
+): KernelBinary {
+  const n = nv();
+  const started = performance.now();
+  const prog = outBigInt((slot) =>
+    n.nvrtcCreateProgram(
+      slot,
+      source,
+      spec.file,
+      headers.length,
+      headers.map(([, t]) => t),
+      headers.map(([name]) => name),
+    ),
+  );
+  const progSlot = BigUint64Array.of(prog);
+  try {
+    for (const expression of spec.kernels) n.nvrtcAddNameExpression(prog, expression);
+    const status = n.compile(prog, options);
+    const log = programLog(prog);
+    if (status === NVRTC_ERROR_COMPILATION) {
+      throw new CompileError(spec.file, log, options, sourceExcerpt(log, spec.file, source, headers));
+    }
+    if (log.trim() && Number(process.env.ATTNLAB_DEBUG ?? 0) >= 2)
+      console.error(`[attnlab] NVRTC log for ${spec.file}:\n${log}`);
+    const lowered: Record<string, string> = {};
+    for (const expression of spec.kernels) {
+      lowered[expression] = decodeCString(outBigInt((slot) => n.nvrtcGetLoweredName(prog, expression, slot)));
+    }
+    const size = Number(outBigInt((slot) => n.nvrtcGetCUBINSize(prog, slot)));
+    const cubin = new Uint8Array(size);
+    n.nvrtcGetCUBIN(prog, cubin);
+    return { cubin, lowered, compileMs: performance.now() - started };
+  } finally {
+    n.nvrtcDestroyProgram(progSlot);
+  }
+}
+
+function programLog(prog: bigint): string {
+  const n = nv();
+  const size = Number(outBigInt((slot) => n.nvrtcGetProgramLogSize(prog, slot)));
+  if (size <= 1) return '';
+  const bytes = new Uint8Array(size);
+  n.nvrtcGetProgramLog(prog, bytes);
+  return new TextDecoder().decode(bytes.subarray(0, size - 1));
+}
+
+/**
+ * The numbered lines around each error the log names (`file(line): error: …`), three either side,
+ * the failing line marked with `>`, as CuPy prints them.
+ */
+export function sourceExcerpt(
+  log: string,
+  file: string,
+  source: string,
+  headers: ReadonlyArray<readonly [string, string]> = [],
+): string {
+  const texts = new Map<string, string>([
+    [file, source],
+    ...headers.map(([n, t]) => [n, t] as [string, string]),
+  ]);
+  const parts: string[] = [];
+  const seen = new Set<string>();
+  for (const match of log.matchAll(/^(.+?)\((\d+)\): (?:catastrophic )?error/gm)) {
+    const name = [...texts.keys()].find((k) => match[1].endsWith(k)) ?? file;
+    const line = Number(match[2]);
+    if (seen.has(`${name}:${line}`)) continue;
+    seen.add(`${name}:${line}`);
+    const lines = (texts.get(name) ?? '').split('\n');
+    const from = Math.max(1, line - 3);
+    const to = Math.min(lines.length, line + 3);
+    const width = String(to).length;
+    parts.push(`${name}:`);
+    for (let l = from; l <= to; l++) {
+      parts.push(`${l === line ? '>' : ' '} ${String(l).padStart(width)} | ${lines[l - 1]}`);
+    }
+  }
+  return parts.join('\n');
+}
+
+function readCache(key: string): (KernelBinary & { compileMs: number }) | undefined {
+  const base = join(cacheDir(), key);
+  try {
+    const meta = JSON.parse(readFileSync(`${base}.json`, 'utf8')) as {
+      lowered: Record<string, string>;
+      compileMs: number;
+    };
+    const cubin = new Uint8Array(readFileSync(`${base}.cubin`));
+    return { cubin, lowered: meta.lowered, compileMs: meta.compileMs };
+  } catch {
+    return undefined; // missing or unreadable: compile again
+  }
+}
+
+function writeCache(key: string, binary: KernelBinary): void {
+  const dir = cacheDir();
+  try {
+    mkdirSync(dir, { recursive: true });
+    const base = join(dir, key);
+    const tmp = `.${process.pid}.${Date.now()}.tmp`;
+    // The names first: readCache needs both, and the .cubin's arrival is what makes an entry whole.
+    writeFileSync(
+      `${base}.json${tmp}`,
+      JSON.stringify({ lowered: binary.lowered, compileMs: binary.compileMs }),
+    );
+    renameSync(`${base}.json${tmp}`, `${base}.json`);
+    writeFileSync(`${base}.cubin${tmp}`, binary.cubin);
+    renameSync(`${base}.cubin${tmp}`, `${base}.cubin`);
+  } catch (error) {
+    // A read-only home must not stop attnlab; the in-memory cache still applies.
+    if (Number(process.env.ATTNLAB_DEBUG ?? 0) >= 1)
+      console.error(`[attnlab] kernel cache not written: ${error}`);
+  }
+}
+
+function loadModule(key: string, binary: KernelBinary): CompiledModule {
+  getCudaContext();
+  const d = cu();
+  const module = outBigInt((slot) => d.cuModuleLoadData(slot, binary.cubin));
+  const functions = new Map<string, bigint>();
+  for (const [expression, symbol] of Object.entries(binary.lowered)) {
+    functions.set(
+      expression,
+      outBigInt((slot) => d.cuModuleGetFunction(slot, module, symbol)),
+    );
+  }
+  return { key, module, functions };
+}
