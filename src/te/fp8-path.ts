@@ -1,0 +1,72 @@
+/**
+ * One FP8 attention step of the module: pick the scales (delayed from the state, or current from
+ * this step's amax), quantise Q/K/V, run attention on the FP8 operands, return O in the module's
+ * dtype (or as FP8 codes with their scale), and feed the five amax values back into the state.
+ *
+ * On CUDA the step runs cuDNN's FP8 graph (src/backends/cuda/fp8/). On the CPU it is emulated with
+ * the float64 FP8 reference over the same quantised operands — the same scales, the same state
+ * updates — so the whole recipe machinery is testable without a GPU.
+ */
+import type { AttentionOptions, AttentionProblem } from '../api/problem.js';
+import { runCudaFp8 } from '../backends/cuda/fp8/run.js';
+import type { Tensor } from '../tensor/tensor.js';
+import { fp8ReferenceAttention } from './fp8-reference.js';
+import { currentScales, type Fp8State, type PerTensor } from './fp8-state.js';
+import { absMax, dequantiseTensor, quantiseValues } from './quantise.js';
+import { type Fp8Recipe, forwardDType } from './recipe.js';
+
+export interface Fp8StepResult {
+  /** O (B,T,N,Hv) in the inputs' dtype. */
+  readonly output: Tensor;
+  /** O as FP8 codes with the factor back to its units (kept only when asked for). */
+  readonly output8?: { readonly tensor: Tensor; readonly scaleInv: number };
+  /** The scales this step quantised with. */
+  readonly scales: PerTensor<number>;
+  /** The amax values this step measured (before scaling). */
+  readonly amax: PerTensor<number>;
+  readonly backend: 'cudnn-fp8' | 'cpu-fp8-emulated';
+  readonly variant: string;
+}
+
+/**
+ * Runs one FP8 step on the device of the problem's tensors. `options` are the dotProductAttention
+ * options the problem was validated from.
+ */
+export function runFp8Step(
+  p: AttentionProblem,
+  options: AttentionOptions,
+  recipe: Fp8Recipe,
+  state: Fp8State,
+  keepFp8Output: boolean,
+): Fp8StepResult {
+  const dtype8 = forwardDType(recipe.fp8Format);
+  if (p.device === 'cuda') {
+    const scaling =
+      recipe.kind === 'delayed'
+        ? { kind: 'delayed' as const, scales: state.delayedScales(recipe) }
+        : { kind: 'current' as const };
+    const result = runCudaFp8({ problem: p, dtype8, scaling, keepFp8Output });
+    state.record(recipe, result.amax, dtype8);
+    return { ...result, backend: 'cudnn-fp8' };
+  }
+  const values = { q: p.query.toFloat64Array(), k: p.key.toFloat64Array(), v: p.value.toFloat64Array() };
+  const scales =
+    recipe.kind === 'delayed'
+      ? state.delayedScales(recipe)
+      : currentScales({ q: absMax(values.q), k: absMax(values.k), v: absMax(values.v) }, dtype8);
+  const q8 = quantiseValues(values.q, p.query.shape, scales.q, dtype8);
+  const k8 = quantiseValues(values.k, p.key.shape, scales.k, dtype8);
+  const v8 = quantiseValues(values.v, p.value.shape, scales.v, dtype8);
+  const reference = fp8ReferenceAttention(q8, k8, v8, options, scales.o, dtype8);
+  const amax = { q: q8.amax, k: k8.amax, v: v8.amax, s: reference.amaxS, o: reference.amaxO };
+  state.record(recipe, amax, dtype8);
+  const { tensor, scaleInv } = reference.output8;
+  return {
+    output: dequantiseTensor(tensor, scaleInv, p.dtype),
+    output8: keepFp8Output ? { tensor, scaleInv } : undefined,
+    scales,
+    amax,
+    backend: 'cpu-fp8-emulated',
+    variant: `cpu-fp8-emulated-${dtype8}-${p.causal ? 'causal' : 'full'}`,
+  };
+}

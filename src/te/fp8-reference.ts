@@ -1,0 +1,99 @@
+/**
+ * The CPU reference for FP8 attention: the same quantised inputs and scales the GPU path uses,
+ * computed in float64, so that the GPU result is checked against its own arithmetic and not only
+ * against bf16.
+ *
+ *   O = softmax(scale · deq(Q8)·deq(K8)ᵀ [masked]) · deq(V8),  deq(x8) = decode(x8) · scaleInv
+ *   amax_s = max P (before scale_s),  amax_o = max |O| (before scale_o),  O8 = sat(rne(O · scale_o))
+ *
+ * P is not rounded to e4m3 here. cuDNN does quantise P inside its kernel, but a literal emulation
+ * (normalised P · scale_s → e4m3) fitted the H200's output worse than this exact form (2.8e-2 vs
+ * 1.7e-2 max error, cudnn-sdpa-verified.md §7.5): the kernel quantises unnormalised values. So the
+ * tolerance against this reference is e4m3 output rounding plus a P-quantisation term.
+ */
+import type { AttentionOptions } from '../api/problem.js';
+import { validateAttention } from '../api/validate.js';
+import { keyRange, pairTerms } from '../backends/cpu/visibility.js';
+import { Tensor } from '../tensor/tensor.js';
+import { dequantiseValues, type Fp8DType, type Quantised, quantiseValues } from './quantise.js';
+
+/** A quantised operand: FP8 codes and the factor back to its units. */
+export type Fp8Operand = Pick<Quantised, 'tensor' | 'scaleInv'>;
+
+export interface Fp8ReferenceResult {
+  /** O in float64 from the dequantised inputs, before output quantisation, (B,T,N,Hv). */
+  readonly exact: Float64Array;
+  /** O quantised with scale_o, as the GPU returns it. */
+  readonly output8: Quantised;
+  /** max P over visible pairs (1 when a row sees a single key). */
+  readonly amaxS: number;
+  /** max |O| before scale_o. */
+  readonly amaxO: number;
+}
+
+/**
+ * FP8 attention in float64 over quantised (B,T,N,H), (B,S,K,H), (B,S,K,Hv) operands.
+ * `options` are dotProductAttention's (mask, lengths, window, bias, scale), applied by the same
+ * visibility rule as the CPU backends.
+ *
+ * @example
+ * const q8 = quantiseTensor(q, 32); // likewise k8, v8
+ * const { output8, amaxO } = fp8ReferenceAttention(q8, k8, v8, { isCausal: true }, 448 / 4);
+ */
+export function fp8ReferenceAttention(
+  q8: Fp8Operand,
+  k8: Fp8Operand,
+  v8: Fp8Operand,
+  options: AttentionOptions,
+  scaleO: number,
+  outputDType: Fp8DType = 'float8_e4m3fn',
+): Fp8ReferenceResult {
+  const asFloat64 = (op: Fp8Operand) =>
+    Tensor.fromArray(dequantiseValues(op.tensor, op.scaleInv), op.tensor.shape, 'float64');
+  const { implementation: _ignored, ...rest } = options;
+  const p = validateAttention(asFloat64(q8), asFloat64(k8), asFloat64(v8), rest);
+  const { B, T, S, N, K, H, Hv, scale } = p;
+  const [q, k, v] = [p.query.toFloat64Array(), p.key.toFloat64Array(), p.value.toFloat64Array()];
+  const terms = pairTerms(p);
+  const [ms, bs] = [terms.maskStrides, terms.biasStrides];
+  const out = new Float64Array(B * T * N * Hv);
+  const weights = new Float64Array(S);
+  let amaxS = 0;
+  for (let b = 0; b < B; b++) {
+    for (let n = 0; n < N; n++) {
+      const kh = Math.floor(n / (N / K));
+      for (let i = 0; i < T; i++) {
+        const { lo, hi } = keyRange(p, b, i);
+        const qOff = ((b * T + i) * N + n) * H;
+        const maskRow = b * ms[0] + n * ms[1] + i * ms[2];
+        const biasRow = b * bs[0] + n * bs[1] + i * bs[2];
+        let max = Number.NEGATIVE_INFINITY;
+        for (let j = lo; j < hi; j++) {
+          let s = Number.NEGATIVE_INFINITY;
+          if (!terms.mask || terms.mask[maskRow + j * ms[3]]) {
+            const kOff = ((b * S + j) * K + kh) * H;
+            let dot = 0;
+            for (let h = 0; h < H; h++) dot += q[qOff + h] * k[kOff + h];
+            s = dot * scale + (terms.bias ? terms.bias[biasRow + j * bs[3]] : 0);
+          }
+          weights[j] = s;
+          if (s > max) max = s;
+        }
+        if (max === Number.NEGATIVE_INFINITY) continue; // nothing visible: zeros, as every backend
+        let sum = 0;
+        for (let j = lo; j < hi; j++) sum += weights[j] = Math.exp(weights[j] - max);
+        // The row's largest weight is exp(0)/sum: the max of P is 1/min(sum) over rows.
+        amaxS = Math.max(amaxS, 1 / sum);
+        const oOff = ((b * T + i) * N + n) * Hv;
+        for (let j = lo; j < hi; j++) {
+          const w = weights[j] / sum;
+          if (w === 0) continue;
+          const vOff = ((b * S + j) * K + kh) * Hv;
+          for (let h = 0; h < Hv; h++) out[oOff + h] += w * v[vOff + h];
+        }
+      }
+    }
+  }
+  const output8 = quantiseValues(out, [B, T, N, Hv], scaleO, outputDType);
+  return { exact: out, output8, amaxS, amaxO: output8.amax };
+}

@@ -1,0 +1,58 @@
+/**
+ * The FP8 state a DotProductAttention keeps between calls, as TE keeps its `fp8_metas`: one amax
+ * history and scale for each of the five FP8 tensors of the forward pass, Q, K, V, S (the softmax
+ * output P fed to the second matmul) and O.
+ */
+import { type Fp8DType, fp8Max } from './quantise.js';
+import { type DelayedScaling, type Fp8Recipe, Fp8TensorMeta } from './recipe.js';
+
+export const FP8_TENSORS = ['q', 'k', 'v', 's', 'o'] as const;
+export type Fp8TensorName = (typeof FP8_TENSORS)[number];
+export type PerTensor<T> = { readonly [name in Fp8TensorName]: T };
+
+/**
+ * The scales one step quantises with. Delayed scaling takes them from the state; current scaling
+ * derives them from this step's amax of Q, K and V, with two bounds that hold for every input:
+ * P ≤ 1, so scale_s = fp8Max; and each output row is a convex combination of V rows, so
+ * |O| ≤ max|V| and scale_o = fp8Max / amax_v never clips.
+ */
+export function currentScales(amax: { q: number; k: number; v: number }, dtype: Fp8DType): PerTensor<number> {
+  const max = fp8Max(dtype);
+  const of = (a: number) => (a > 0 && Number.isFinite(a) ? Math.fround(max / a) : 1);
+  return { q: of(amax.q), k: of(amax.k), v: of(amax.v), s: Math.fround(max), o: of(amax.v) };
+}
+
+export class Fp8State {
+  #metas: Record<Fp8TensorName, Fp8TensorMeta> | null = null;
+  /** Steps recorded since the state was created or reset. */
+  steps = 0;
+
+  /** The per-tensor metas (created on the first delayed-scaling step). */
+  get metas(): PerTensor<Fp8TensorMeta> | null {
+    return this.#metas;
+  }
+
+  /** The scales the next delayed step uses; a history of another length starts afresh, as in TE. */
+  delayedScales(recipe: DelayedScaling): PerTensor<number> {
+    if (!this.#metas || this.#metas.q.amaxHistory.length !== recipe.amaxHistoryLen) {
+      const make = () => new Fp8TensorMeta(recipe.amaxHistoryLen);
+      this.#metas = { q: make(), k: make(), v: make(), s: make(), o: make() };
+    }
+    const m = this.#metas;
+    return { q: m.q.scale, k: m.k.scale, v: m.v.scale, s: m.s.scale, o: m.o.scale };
+  }
+
+  /** Ends a step: delayed scaling records the amax values and updates the scales; current keeps none. */
+  record(recipe: Fp8Recipe, amax: PerTensor<number>, dtype: Fp8DType): void {
+    this.steps++;
+    if (recipe.kind !== 'delayed') return;
+    this.delayedScales(recipe);
+    for (const name of FP8_TENSORS) this.#metas![name].recordDelayed(amax[name], recipe, dtype);
+  }
+
+  /** Forgets every history and scale (TE re-initialises its metas the same way). */
+  reset(): void {
+    this.#metas = null;
+    this.steps = 0;
+  }
+}

@@ -1,0 +1,170 @@
+/**
+ * A TransformerEngine-style DotProductAttention: TE's options, value names and defaults in front of
+ * attnlab's attention(), with TE's FP8 path (cuDNN's FP8 SDPA graph) under autocast.
+ *
+ * Where it differs from dotProductAttention (docs/te.md has the full list): the mask type defaults
+ * to 'causal'; padding comes from a SequenceDescriptor of lengths; a legacy mask is true where a
+ * pair is masked out (ours is true where it is kept); layouts may be packed or sequence-first.
+ */
+
+import { attention } from '../api/attention.js';
+import { InvalidArgumentError, UnsupportedError } from '../api/errors.js';
+import { validateAttention } from '../api/validate.js';
+import { cudaAvailable, getCudaContext } from '../backends/cuda/context.js';
+import type { Tensor } from '../tensor/tensor.js';
+import { activeAutocast, type Fp8Autocast } from './autocast.js';
+import { runFp8Step } from './fp8-path.js';
+import { Fp8State, type PerTensor } from './fp8-state.js';
+import { describeFp8Path, fp8Support } from './fp8-support.js';
+import { outputInLayout, splitQkv } from './layout.js';
+import {
+  attentionOptionsFor,
+  type DotProductAttentionConfig,
+  type ResolvedConfig,
+  resolveConfig,
+  SequenceDescriptor,
+} from './options.js';
+
+export interface ForwardOptions {
+  /** Per-batch lengths (or a legacy mask) for the padding mask types. */
+  sequenceDescriptor?: SequenceDescriptor;
+  /** (B|1, N|1, T, S) bias; its meaning follows attnBiasType. */
+  bias?: Tensor;
+  /** TE's flag: true disables dropout (inference). Default false, as in TE. */
+  deterministic?: boolean;
+  /** An explicit FP8 scope from autocast({ ... }); overrides an enclosing autocast callback. */
+  autocast?: Fp8Autocast;
+  /** On the FP8 path, also return O as FP8 codes with its scale (result.output8). */
+  keepFp8Output?: boolean;
+}
+
+export interface DotProductAttentionResult {
+  /** O in the caller's layout: (B,T,N,Hv), or (T,B,N,Hv) when sequence-first; the inputs' dtype. */
+  readonly output: Tensor;
+  /** 'fp8' when the FP8 path ran (on the GPU, or emulated on the CPU), else 'bf16'. */
+  readonly precision: 'fp8' | 'bf16';
+  /** The backend that ran: attention()'s choice, 'cudnn-fp8' or 'cpu-fp8-emulated'. */
+  readonly backend: string;
+  readonly variant: string;
+  /** FP8 only: O as (B,T,N,Hv) e4m3 codes and 1/scale_o, when keepFp8Output was set. */
+  readonly output8?: { readonly tensor: Tensor; readonly scaleInv: number };
+  /** FP8 only: the scales used and the amax values measured in this call. */
+  readonly fp8?: { readonly scales: PerTensor<number>; readonly amax: PerTensor<number> };
+  /** Set when FP8 was asked for, could not run, and autocast's fallback ran the bf16 path. */
+  readonly fallbackReason?: string;
+}
+
+/**
+ * TE's DotProductAttention. Construct once with the model's sizes; call `forward` per step.
+ *
+ *   out = softmax(scaleFactor · Q·Kᵀ [+ bias] [masked]) · V,  Q (B,T,N,H), K (B,S,K,H), V (B,S,K,Hv)
+ *
+ * @example
+ * const attn = new DotProductAttention({ headDim: 64, numAttentionHeads: 8, attnMaskType: 'causal' });
+ * const out = attn.forward(q, k, v, { deterministic: true });
+ * const out8 = autocast({ recipe: new DelayedScaling() }, () => attn.forward(q, k, v)); // FP8 on sm_90
+ */
+export class DotProductAttention {
+  readonly config: ResolvedConfig;
+  /** Amax histories and scales kept between FP8 calls (TE's fp8_metas). */
+  readonly fp8State = new Fp8State();
+
+  constructor(config: DotProductAttentionConfig) {
+    this.config = resolveConfig(config);
+  }
+
+  /** Attention over the layout's tensors; returns O in the caller's layout. */
+  forward(query: Tensor, key?: Tensor | null, value?: Tensor | null, options: ForwardOptions = {}): Tensor {
+    return this.apply(query, key, value, options).output;
+  }
+
+  /** As forward, also saying which path and backend ran, with the FP8 scales and amax values. */
+  apply(
+    query: Tensor,
+    key?: Tensor | null,
+    value?: Tensor | null,
+    options: ForwardOptions = {},
+  ): DotProductAttentionResult {
+    const c = this.config;
+    if (options === null || typeof options !== 'object') {
+      throw new InvalidArgumentError('options', 'an object', String(options));
+    }
+    const deterministic = options.deterministic ?? false;
+    if (c.dropout > 0 && !deterministic) {
+      throw new UnsupportedError(
+        'te.DotProductAttention',
+        `attentionDropout=${c.dropout} is not implemented (attnlab has no seeded dropout); ` +
+          'pass deterministic: true to run without dropout, as TE does at inference, or set attentionDropout: 0',
+      );
+    }
+    const qkv = splitQkv(c.layout, c.transposed, query, key, value);
+    this.#checkShapes(qkv.query, qkv.key, qkv.value);
+    const attentionOptions = attentionOptionsFor(c, options.sequenceDescriptor, options.bias);
+    const scope = activeAutocast(options.autocast);
+    let fallbackReason: string | undefined;
+    if (scope?.enabled) {
+      const problem = validateAttention(qkv.query, qkv.key, qkv.value, attentionOptions);
+      const support = problem.device === 'cpu' ? { ok: true as const } : fp8Support(problem, gpuCapability());
+      if (support.ok) {
+        const step = runFp8Step(
+          problem,
+          attentionOptions,
+          scope.recipe,
+          this.fp8State,
+          options.keepFp8Output ?? false,
+        );
+        return {
+          output: outputInLayout(step.output, c.transposed),
+          precision: 'fp8',
+          backend: step.backend,
+          variant: step.variant,
+          output8: step.output8,
+          fp8: { scales: step.scales, amax: step.amax },
+        };
+      }
+      if (!scope.fallback) {
+        throw new UnsupportedError(
+          'te.DotProductAttention FP8',
+          `${support.reason}. Pass autocast({ ..., fallback: true }) to run in ${problem.dtype} instead.\n` +
+            describeFp8Path(problem, scope.recipe),
+        );
+      }
+      fallbackReason = support.reason;
+    }
+    // cuDNN is TE's fused-attention engine; attention()'s own choice on the CPU.
+    const implementation = qkv.query.device === 'cuda' ? 'cudnn' : undefined;
+    const result = attention(qkv.query, qkv.key, qkv.value, { ...attentionOptions, implementation });
+    return {
+      output: outputInLayout(result.output, c.transposed),
+      precision: 'bf16',
+      backend: result.backend,
+      variant: result.variant,
+      fallbackReason,
+    };
+  }
+
+  /** The layout's tensors against the configured N, K, H and Hv, named as the caller knows them. */
+  #checkShapes(q: Tensor, k: Tensor, v: Tensor): void {
+    const { N, K, H, Hv } = this.config;
+    const check = (argument: string, got: number, want: number, letter: string, option: string) => {
+      if (got !== want) {
+        throw new InvalidArgumentError(
+          argument,
+          `${letter}=${want} (${option} of the module)`,
+          `${letter}=${got}`,
+        );
+      }
+    };
+    check('query', q.shape[2], N, 'N', 'numAttentionHeads');
+    check('query', q.shape[3], H, 'H', 'headDim');
+    check('key', k.shape[2], K, 'K', 'numGqaGroups');
+    check('key', k.shape[3], H, 'H', 'headDim');
+    check('value', v.shape[3], Hv, 'Hv', 'headDim');
+  }
+}
+
+function gpuCapability() {
+  return cudaAvailable().ok ? getCudaContext().properties.computeCapability : null;
+}
+
+export { SequenceDescriptor };

@@ -1,0 +1,231 @@
+/**
+ * TE's DotProductAttention configuration and its mapping onto dotProductAttention's options.
+ *
+ * Mask types (TE's AttnMaskType values):
+ *   no_mask                      nothing
+ *   padding                      querySeqLengths / keyValueSeqLengths from the sequence descriptor
+ *   causal                       isCausal, diagonal top-left (query i sees keys j ≤ i)
+ *   padding_causal               both
+ *   causal_bottom_right          isCausal with causalAlignment 'bottom_right' (j ≤ i + S_b − T_b)
+ *   padding_causal_bottom_right  both, the diagonal placed by each batch's valid lengths
+ * Bias types: no_bias; post_scale_bias = softmax(scale·QKᵀ + bias), our bias as it is;
+ * pre_scale_bias = softmax(scale·(QKᵀ + bias)), our bias multiplied by scale.
+ */
+import { InvalidArgumentError } from '../api/errors.js';
+import type { AttentionOptions } from '../api/problem.js';
+import { Tensor } from '../tensor/tensor.js';
+import { type QkvLayout, resolveLayout, type TransposedQkvLayout } from './layout.js';
+
+export type AttnMaskType =
+  | 'no_mask'
+  | 'padding'
+  | 'causal'
+  | 'padding_causal'
+  | 'causal_bottom_right'
+  | 'padding_causal_bottom_right';
+export type AttnBiasType = 'no_bias' | 'pre_scale_bias' | 'post_scale_bias';
+
+export const MASK_TYPES: readonly AttnMaskType[] = [
+  'no_mask',
+  'padding',
+  'causal',
+  'padding_causal',
+  'causal_bottom_right',
+  'padding_causal_bottom_right',
+];
+const BIAS_TYPES: readonly AttnBiasType[] = ['no_bias', 'pre_scale_bias', 'post_scale_bias'];
+
+/** The constructor options, with TE's names in camelCase and TE's defaults. */
+export interface DotProductAttentionConfig {
+  /** H, or [H, Hv] when values have another head dim. */
+  headDim: number | readonly [number, number];
+  /** N. */
+  numAttentionHeads: number;
+  /** K (key/value heads); default N (multi-head attention). */
+  numGqaGroups?: number;
+  /** Default 'causal', as in TE (dotProductAttention defaults to no mask). */
+  attnMaskType?: AttnMaskType;
+  /** Default: 'post_scale_bias' when a bias is passed to the call, else 'no_bias' (TE's inference). */
+  attnBiasType?: AttnBiasType;
+  /** Default 'bshd_bshd_bshd'. */
+  qkvLayout?: QkvLayout | TransposedQkvLayout;
+  /** Inputs are sequence-first (the sbhd family); default false. */
+  transposeBatchSequence?: boolean;
+  /** Multiplies Q·Kᵀ; default 1/sqrt(H). */
+  scaleFactor?: number;
+  /** [left, right] keys around the diagonal, inclusive; a negative bound is unbounded; default none. */
+  windowSize?: readonly [number, number] | null;
+  /** Dropout rate on the attention weights; only 0 runs (see DotProductAttention.forward). */
+  attentionDropout?: number;
+}
+
+/** The validated configuration. */
+export interface ResolvedConfig {
+  readonly H: number;
+  readonly Hv: number;
+  readonly N: number;
+  readonly K: number;
+  readonly maskType: AttnMaskType;
+  readonly biasType: AttnBiasType | undefined;
+  readonly layout: QkvLayout;
+  readonly transposed: boolean;
+  readonly scale: number;
+  readonly window: readonly [number, number] | null;
+  readonly dropout: number;
+}
+
+const positiveInt = (argument: string, v: unknown): number => {
+  if (!Number.isInteger(v) || (v as number) < 1)
+    throw new InvalidArgumentError(argument, 'a positive integer', String(v));
+  return v as number;
+};
+
+export function resolveConfig(config: DotProductAttentionConfig): ResolvedConfig {
+  if (config === null || typeof config !== 'object') {
+    throw new InvalidArgumentError('config', 'an object { headDim, numAttentionHeads, ... }', String(config));
+  }
+  const dims = Array.isArray(config.headDim) ? config.headDim : [config.headDim, config.headDim];
+  const H = positiveInt('headDim', dims[0]);
+  const Hv = positiveInt('headDim[1]', dims[1]);
+  const N = positiveInt('numAttentionHeads', config.numAttentionHeads);
+  const K = positiveInt('numGqaGroups', config.numGqaGroups ?? N);
+  if (N % K !== 0)
+    throw new InvalidArgumentError('numGqaGroups', `a divisor of numAttentionHeads=${N}`, String(K));
+  const maskType = config.attnMaskType ?? 'causal';
+  if (!MASK_TYPES.includes(maskType)) {
+    throw new InvalidArgumentError(
+      'attnMaskType',
+      `one of ${MASK_TYPES.join(', ')}`,
+      JSON.stringify(maskType),
+    );
+  }
+  const biasType = config.attnBiasType;
+  if (biasType !== undefined && !BIAS_TYPES.includes(biasType)) {
+    throw new InvalidArgumentError(
+      'attnBiasType',
+      `one of ${BIAS_TYPES.join(', ')}`,
+      JSON.stringify(biasType),
+    );
+  }
+  const { layout, transposed } = resolveLayout(
+    config.qkvLayout ?? 'bshd_bshd_bshd',
+    config.transposeBatchSequence,
+  );
+  const scale = config.scaleFactor ?? 1 / Math.sqrt(H);
+  if (typeof scale !== 'number' || !Number.isFinite(scale)) {
+    throw new InvalidArgumentError('scaleFactor', 'a finite number', String(config.scaleFactor));
+  }
+  const window = config.windowSize ?? null;
+  if (window !== null && (!Array.isArray(window) || window.length !== 2 || !window.every(Number.isInteger))) {
+    throw new InvalidArgumentError(
+      'windowSize',
+      '[left, right] integers (negative = unbounded)',
+      JSON.stringify(window),
+    );
+  }
+  const dropout = config.attentionDropout ?? 0;
+  if (typeof dropout !== 'number' || !(dropout >= 0 && dropout < 1)) {
+    throw new InvalidArgumentError('attentionDropout', 'a rate in [0, 1)', String(dropout));
+  }
+  return { H, Hv, N, K, maskType, biasType, layout, transposed, scale, window, dropout };
+}
+
+/**
+ * Per-batch valid lengths, TE's SequenceDescriptor for the padding mask types. A legacy mask in
+ * TE's inverted convention (true = masked out) is accepted too and turned into our keep-mask.
+ */
+export class SequenceDescriptor {
+  private constructor(
+    readonly querySeqLengths: Int32Array | null,
+    readonly keyValueSeqLengths: Int32Array | null,
+    readonly legacyMask: Tensor | null,
+  ) {}
+
+  /** Lengths per batch; keys default to the query lengths (self-attention), as TE's from_seqlens. */
+  static fromSeqLens(
+    querySeqLengths: ArrayLike<number>,
+    keyValueSeqLengths?: ArrayLike<number>,
+  ): SequenceDescriptor {
+    const q = Int32Array.from(querySeqLengths);
+    return new SequenceDescriptor(q, keyValueSeqLengths ? Int32Array.from(keyValueSeqLengths) : q, null);
+  }
+
+  /** TE's legacy mask: bool, broadcastable to (B,N,T,S), true where a pair is masked out. */
+  static fromLegacyMask(mask: Tensor): SequenceDescriptor {
+    if (!(mask instanceof Tensor) || mask.dtype !== 'bool') {
+      throw new InvalidArgumentError(
+        'mask',
+        'a bool Tensor (true = masked out, TE convention)',
+        String(mask),
+      );
+    }
+    return new SequenceDescriptor(null, null, mask);
+  }
+}
+
+/** Our keep-mask from TE's masked-out mask: the same shape and device with every value flipped. */
+function invertMask(mask: Tensor): Tensor {
+  const bits = mask.toHost().data as Uint8Array;
+  const kept = new Uint8Array(bits.length);
+  for (let i = 0; i < bits.length; i++) kept[i] = bits[i] ? 0 : 1;
+  const result = Tensor.fromRaw(kept, mask.shape, 'bool');
+  return mask.device === 'cuda' ? result.to('cuda') : result;
+}
+
+/** Scales a pre-scale bias once, so that scale·(QKᵀ + bias) = scale·QKᵀ + (scale·bias). */
+function scaleBias(bias: Tensor, scale: number): Tensor {
+  const values = bias.toFloat64Array();
+  for (let i = 0; i < values.length; i++) values[i] *= scale;
+  const result = Tensor.fromArray(values, bias.shape, bias.dtype);
+  return bias.device === 'cuda' ? result.to('cuda') : result;
+}
+
+/** The mask, bias and window part of dotProductAttention's options for one call. */
+export function attentionOptionsFor(
+  config: ResolvedConfig,
+  sequence: SequenceDescriptor | undefined,
+  bias: Tensor | undefined,
+): AttentionOptions {
+  const options: AttentionOptions = { scale: config.scale };
+  const padding = config.maskType.startsWith('padding');
+  if (config.maskType.includes('causal')) {
+    options.isCausal = true;
+    options.causalAlignment = config.maskType.endsWith('bottom_right') ? 'bottom_right' : 'top_left';
+  }
+  if (padding) {
+    if (!(sequence instanceof SequenceDescriptor)) {
+      throw new InvalidArgumentError(
+        'sequenceDescriptor',
+        `a SequenceDescriptor (attnMaskType '${config.maskType}' pads by per-batch lengths)`,
+        String(sequence),
+      );
+    }
+    if (sequence.legacyMask) options.mask = invertMask(sequence.legacyMask);
+    if (sequence.querySeqLengths) options.querySeqLengths = sequence.querySeqLengths;
+    if (sequence.keyValueSeqLengths) options.keyValueSeqLengths = sequence.keyValueSeqLengths;
+  } else if (sequence !== undefined && sequence !== null) {
+    throw new InvalidArgumentError(
+      'sequenceDescriptor',
+      `none with attnMaskType '${config.maskType}' (use a padding mask type to apply it)`,
+      'a SequenceDescriptor',
+    );
+  }
+  const biasType = config.biasType ?? (bias ? 'post_scale_bias' : 'no_bias');
+  if (biasType === 'no_bias' && bias) {
+    throw new InvalidArgumentError(
+      'bias',
+      "none with attnBiasType 'no_bias'",
+      `a tensor [${bias.shape.join(', ')}]`,
+    );
+  }
+  if (biasType !== 'no_bias') {
+    if (!bias) throw new InvalidArgumentError('bias', `a tensor (attnBiasType '${biasType}')`, 'none');
+    options.bias = biasType === 'pre_scale_bias' ? scaleBias(bias, config.scale) : bias;
+  }
+  if (config.window) {
+    const [left, right] = config.window.map((w) => (w < 0 ? Number.POSITIVE_INFINITY : w));
+    if (left !== Number.POSITIVE_INFINITY || right !== Number.POSITIVE_INFINITY)
+      options.localWindowSize = [left, right];
+  }
+  return options;
+}
