@@ -8,6 +8,7 @@ import type { AttentionProblem, BackendOutput, Implementation } from '../api/pro
 import type { Device } from '../tensor/storage.js';
 import { cpuFlashBackend } from './cpu/flash.js';
 import { cpuReferenceBackend } from './cpu/reference.js';
+import { cudaFlashBackend } from './cuda/flash/backend.js';
 
 export type Support = { readonly ok: true } | { readonly ok: false; readonly reason: string };
 
@@ -25,7 +26,12 @@ export interface AttentionBackend {
 }
 
 /** Priority order: fastest first on each device. */
-export const BACKENDS: readonly AttentionBackend[] = [cpuFlashBackend, cpuReferenceBackend];
+export const BACKENDS: readonly AttentionBackend[] = [
+  cpuFlashBackend,
+  cpuReferenceBackend,
+  // cuda: cudnn > flash > naive
+  cudaFlashBackend,
+];
 
 /** The backend that will run `problem`, or a typed error saying why none can. */
 export function chooseBackend(problem: AttentionProblem): AttentionBackend {

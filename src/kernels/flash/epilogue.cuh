@@ -2,8 +2,8 @@
 // (the accumulator layout would give 4-byte scattered stores), and write the log-sum-exp.
 // Rows past the batch's valid query length, and rows that saw no key, get zeros and −inf.
 #pragma once
-#include "copy.cuh"
-#include "schedule.cuh"
+#include "flash/copy.cuh"
+#include "flash/schedule.cuh"
 
 // stage: this warp's 16·MI rows of shared memory (pitch D + 8), free once its Q is no longer read.
 template <int MI, int DT, int D, bool FP16>

@@ -16,11 +16,11 @@
 // FLASH_NW (warps), FLASH_FP16 (0 bf16, 1 fp16), FLASH_BIAS (0 none, 1 f32, 2 bf16, 3 f16) and
 // FLASH_MASK, and gets the extern "C" entry attnlab_flash_fwd. Compiled alone with
 // -DATTNLAB_NVCC_TEST, the file instead instantiates a spread of configurations for nvcc checks.
-#include "copy.cuh"
-#include "epilogue.cuh"
-#include "mask.cuh"
-#include "schedule.cuh"
-#include "softmax.cuh"
+#include "flash/copy.cuh"
+#include "flash/epilogue.cuh"
+#include "flash/mask.cuh"
+#include "flash/schedule.cuh"
+#include "flash/softmax.cuh"
 
 template <int D_, int BM_, int BN_, int NW_, bool FP16_, int BIAS_, bool MASK_>
 struct FlashConfig {

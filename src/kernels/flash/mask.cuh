@@ -1,8 +1,8 @@
 // Masking: turns a warp's raw Q·Kᵀ accumulators into base-2 logits, with the additive bias, the
 // boolean mask and the causal / window / padding rule applied per element where a tile needs it.
 #pragma once
-#include "mma.cuh"
-#include "schedule.cuh"
+#include "flash/mma.cuh"
+#include "flash/schedule.cuh"
 
 // s[i][j][c]: m-tile i (16 rows), n-tile j (8 keys), accumulator c — row g + 8·(c/2), key 2t + c%2.
 // `boundary` comes from tile_needs_mask(); bias and mask are per element on every tile.

@@ -6,7 +6,7 @@
 // blocks are the longest (they see the most keys); running them first keeps the tail of the grid
 // made of short blocks instead of leaving a few long ones running alone at the end.
 #pragma once
-#include "params.cuh"
+#include "flash/params.cuh"
 
 struct TileWork {
   int b, n, kv_head;

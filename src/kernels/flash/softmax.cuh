@@ -5,7 +5,7 @@
 // the 4 lanes of a quad, so row reductions are two xor-shuffles. The row sum stays per-lane until
 // finish(): the quad reduction is then done once, not once per key tile.
 #pragma once
-#include "mma.cuh"
+#include "flash/mma.cuh"
 
 __device__ __forceinline__ float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));

@@ -1,0 +1,145 @@
+/**
+ * Implementation 'flash' on CUDA: attnlab's own FlashAttention-2 class kernel
+ * (src/kernels/flash/flash_fwd.cu), one launch per call, compiled by NVRTC per variant and cached.
+ */
+import type { AttentionProblem, BackendOutput } from '../../../api/problem.js';
+import { itemSize } from '../../../tensor/dtype.js';
+import { Tensor } from '../../../tensor/tensor.js';
+import { type AttentionBackend, SUPPORTED, type Support, unsupported } from '../../registry.js';
+import { loadKernels } from '../compile.js';
+import { cudaAvailable, getCudaContext, targetArch } from '../context.js';
+import { launchKernel } from '../launch.js';
+import { allocDevice, copyToDevice } from '../memory.js';
+import { buildFlashParams, marshalFlashParams } from './params.js';
+import { flashSharedBytes, paddedHeadDim } from './tiles.js';
+import {
+  FLASH_BIAS_CODES,
+  type FlashVariant,
+  flashDefines,
+  flashVariant,
+  flashVariantKey,
+} from './variant.js';
+
+const KERNEL_FILE = 'flash/flash_fwd.cu';
+const KERNEL_NAME = 'attnlab_flash_fwd';
+/** Row and key indices are int32 in the kernel, and i + diag ± window must not overflow. */
+const MAX_LENGTH = 1 << 28;
+
+/** Why the kernel cannot run `p`, or SUPPORTED. Needs the GPU's compute capability. */
+export function flashSupport(p: AttentionProblem): Support {
+  if (p.dtype !== 'bfloat16' && p.dtype !== 'float16') {
+    return unsupported(
+      `dtype ${p.dtype}: the kernel runs bfloat16/float16 on tensor cores (mma.sync m16n8k16); ` +
+        'float32 (TF32 or true float32) is not implemented yet, use cudnn or naive',
+    );
+  }
+  if (p.H % 8 !== 0 || p.Hv % 8 !== 0 || Math.max(p.H, p.Hv) > 256) {
+    return unsupported(
+      `head dims H=${p.H}, Hv=${p.Hv}: the kernel needs multiples of 8 (16-byte rows) of at most 256`,
+    );
+  }
+  if (p.bias && !(p.bias.tensor.dtype in FLASH_BIAS_CODES)) {
+    return unsupported(
+      `bias dtype ${p.bias.tensor.dtype}: the kernel reads float32, bfloat16 or float16 bias`,
+    );
+  }
+  if (p.T >= MAX_LENGTH || p.S >= MAX_LENGTH) {
+    return unsupported(`T=${p.T}, S=${p.S}: the kernel indexes rows with int32 and needs T, S < 2^28`);
+  }
+  const cuda = cudaAvailable();
+  if (!cuda.ok) return unsupported(`no CUDA device: ${cuda.reason}`);
+  const { properties } = getCudaContext();
+  if (properties.computeCapability.major < 8) {
+    const { major, minor } = properties.computeCapability;
+    return unsupported(
+      `compute capability ${major}.${minor}: mma.sync bf16 and cp.async need sm_80 or newer`,
+    );
+  }
+  const D = paddedHeadDim(p.H, p.Hv);
+  const variant = flashVariant(p, targetArch(properties));
+  const shared = flashSharedBytes(variant.tiles, D);
+  if (shared > properties.maxSharedMemoryPerBlockOptin) {
+    return unsupported(
+      `tiles ${flashVariantKey(variant)} need ${shared} B of shared memory, the GPU allows ` +
+        `${properties.maxSharedMemoryPerBlockOptin} B per block`,
+    );
+  }
+  if (Math.ceil(p.T / variant.tiles.blockM) > 65535 || p.B * p.N > 2 ** 31 - 1) {
+    return unsupported(
+      `grid of ${p.B * p.N} × ${Math.ceil(p.T / variant.tiles.blockM)} blocks exceeds CUDA's limits`,
+    );
+  }
+  for (const [name, tensor] of [
+    ['query', p.query],
+    ['key', p.key],
+    ['value', p.value],
+  ] as const) {
+    if (tensor.buffer.ptr % 16n !== 0n) {
+      return unsupported(`${name} is not 16-byte aligned on the device (the kernel copies 16-byte chunks)`);
+    }
+  }
+  return SUPPORTED;
+}
+
+/** Compiles (or fetches from the caches) the kernel of `variant`; returns its CUfunction. */
+export function flashKernel(variant: FlashVariant): bigint {
+  const module = loadKernels({ file: KERNEL_FILE, kernels: [KERNEL_NAME], defines: flashDefines(variant) });
+  return module.functions.get(KERNEL_NAME)!;
+}
+
+/** Runs the kernel on `p` (inputs on the GPU); the output and log-sum-exp are new device tensors. */
+export function runFlash(p: AttentionProblem): BackendOutput {
+  const { B, T, N, Hv } = p;
+  const variant = flashVariant(p, targetArch());
+  const key = flashVariantKey(variant);
+  const out = allocDevice(B * T * N * Hv * itemSize(p.dtype));
+  const lse = p.returnLogSumExp ? allocDevice(B * T * N * 4) : null;
+  const lengths = (values: Int32Array | null) =>
+    values ? copyToDevice(new Uint8Array(values.buffer, values.byteOffset, values.byteLength)) : null;
+  const qLens = lengths(p.querySeqLengths);
+  const kvLens = lengths(p.keyValueSeqLengths);
+  try {
+    if (B * N * T > 0) {
+      const fn = flashKernel(variant);
+      const params = buildFlashParams(p, {
+        q: p.query.buffer.ptr,
+        k: p.key.buffer.ptr,
+        v: p.value.buffer.ptr,
+        o: out.ptr,
+        lse: lse?.ptr ?? 0n,
+        bias: p.bias?.tensor.buffer.ptr ?? 0n,
+        mask: p.mask?.tensor.buffer.ptr ?? 0n,
+        qLens: qLens?.ptr ?? 0n,
+        kvLens: kvLens?.ptr ?? 0n,
+      });
+      const { blockM, warps } = variant.tiles;
+      launchKernel(
+        fn,
+        {
+          grid: [B * N, Math.ceil(T / blockM), 1],
+          block: [warps * 32, 1, 1],
+          sharedBytes: flashSharedBytes(variant.tiles, variant.headDim),
+        },
+        [marshalFlashParams(params)],
+      );
+      if (Number(process.env.ATTNLAB_DEBUG ?? 0) >= 1) console.error(`[attnlab] cuda flash: ${key}`);
+    }
+  } finally {
+    // Safe before the kernel ran: the pool hands these blocks only to work enqueued later on the
+    // same stream.
+    qLens?.release();
+    kvLens?.release();
+  }
+  return {
+    output: Tensor.fromDeviceBuffer(out, [B, T, N, Hv], p.dtype),
+    logSumExp: lse ? Tensor.fromDeviceBuffer(lse, [B, T, N], 'float32') : undefined,
+    variant: key,
+  };
+}
+
+export const cudaFlashBackend: AttentionBackend = {
+  name: 'flash',
+  device: 'cuda',
+  supports: flashSupport,
+  run: runFlash,
+};

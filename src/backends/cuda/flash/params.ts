@@ -1,0 +1,100 @@
+/**
+ * The flash kernel's launch parameters: built from the problem in one function, written to the C
+ * struct layout (src/kernels/flash/params.cuh, FlashParams) in one other. Strides are explicit, in
+ * elements, so the kernel never assumes a layout the problem did not state.
+ */
+import { AttnlabError } from '../../../api/errors.js';
+import type { AttentionProblem } from '../../../api/problem.js';
+import { type KernelArg, type ScalarType, structLayout } from '../launch.js';
+
+/** FLASH_FLAG_* in params.cuh. */
+export const FLASH_FLAGS = { causal: 1, bottomRight: 2, window: 4 } as const;
+
+/** "Unbounded" window side: far past any length, yet i + diag ± it cannot overflow an int32. */
+const WINDOW_UNBOUNDED = 1 << 29;
+
+type Strides3 = readonly [number, number, number];
+type Strides4 = readonly [number, number, number, number];
+
+/** Device addresses the kernel reads and writes (0n for an absent operand). */
+export interface FlashPointers {
+  readonly q: bigint;
+  readonly k: bigint;
+  readonly v: bigint;
+  readonly o: bigint;
+  readonly lse: bigint;
+  readonly bias: bigint;
+  readonly mask: bigint;
+  readonly qLens: bigint;
+  readonly kvLens: bigint;
+}
+
+/** FlashParams, field for field. */
+export interface FlashParams {
+  readonly pointers: FlashPointers;
+  /** Element strides (batch, row, head) of Q, K, V and O. */
+  readonly q: Strides3;
+  readonly k: Strides3;
+  readonly v: Strides3;
+  readonly o: Strides3;
+  /** Element strides of bias and mask over (b, n, t, s), 0 on broadcast dims. */
+  readonly bias: Strides4;
+  readonly mask: Strides4;
+  readonly sizes: { B: number; T: number; S: number; N: number; K: number; H: number; Hv: number };
+  readonly group: number;
+  readonly windowLeft: number;
+  readonly windowRight: number;
+  readonly scaleLog2: number;
+  readonly flags: number;
+}
+
+/** sizeof(FlashParams): 9 pointers + 20 strides of 8 bytes, 12 fields of 4 bytes. */
+export const FLASH_PARAMS_BYTES = 9 * 8 + 20 * 8 + 12 * 4;
+
+/** The parameters for `p`, with the caller's device addresses for the operands. */
+export function buildFlashParams(p: AttentionProblem, pointers: FlashPointers): FlashParams {
+  const { B, T, S, N, K, H, Hv } = p;
+  let flags = 0;
+  if (p.causal) flags |= FLASH_FLAGS.causal;
+  if (p.alignment === 'bottom_right') flags |= FLASH_FLAGS.bottomRight;
+  if (p.window) flags |= FLASH_FLAGS.window;
+  const side = (x: number) => (Number.isFinite(x) ? Math.min(x, WINDOW_UNBOUNDED) : WINDOW_UNBOUNDED);
+  return {
+    pointers,
+    q: [T * N * H, N * H, H],
+    k: [S * K * H, K * H, H],
+    v: [S * K * Hv, K * Hv, Hv],
+    o: [T * N * Hv, N * Hv, Hv],
+    bias: p.bias ? p.bias.strides : [0, 0, 0, 0],
+    mask: p.mask ? p.mask.strides : [0, 0, 0, 0],
+    sizes: { B, T, S, N, K, H, Hv },
+    group: N / K,
+    windowLeft: p.window ? side(p.window.left) : WINDOW_UNBOUNDED,
+    windowRight: p.window ? side(p.window.right) : WINDOW_UNBOUNDED,
+    scaleLog2: p.scale * Math.LOG2E,
+    flags,
+  };
+}
+
+/**
+ * The struct argument for launchKernel, fields in declaration order; the only place that knows the
+ * C layout (launch.ts places each field at C's natural alignment, which here is a running sum).
+ */
+export function marshalFlashParams(f: FlashParams): KernelArg {
+  const { q, k, v, o, lse, bias, mask, qLens, kvLens } = f.pointers;
+  const { B, T, S, N, K, H, Hv } = f.sizes;
+  const fields: Array<{ type: ScalarType; value: number | bigint }> = [
+    ...[q, k, v, o, lse, bias, mask, qLens, kvLens].map((value) => ({ type: 'ptr' as const, value })),
+    ...[f.q, f.k, f.v, f.o, f.bias, f.mask].flat().map((value) => ({ type: 'i64' as const, value })),
+    ...[B, T, S, N, K, H, Hv, f.group, f.windowLeft, f.windowRight].map((value) => ({
+      type: 'i32' as const,
+      value,
+    })),
+    { type: 'f32', value: f.scaleLog2 },
+    { type: 'i32', value: f.flags },
+  ];
+  const { size } = structLayout(fields);
+  if (size !== FLASH_PARAMS_BYTES)
+    throw new AttnlabError(`FlashParams: ${size} bytes marshalled, the kernel expects ${FLASH_PARAMS_BYTES}`);
+  return { type: 'struct', fields };
+}

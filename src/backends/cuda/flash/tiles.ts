@@ -1,0 +1,59 @@
+/**
+ * The tile-size table of the CUDA flash kernel: for each padded head dim, the query rows per block
+ * (BM), the keys per K/V tile (BN) and the warps per block, each with the reason it was chosen.
+ *
+ * Register counts are ptxas's for sm_90a (nvcc 13.0, `-Xptxas -v`), bf16, no bias or mask;
+ * shared memory is (BM + 2·BN)·(D + 8)·2 bytes (Q tile, one K and one V buffer, padded rows).
+ * Timings behind the choices are in bench/notes/flash-kernel.md.
+ */
+import { InvalidArgumentError } from '../../../api/errors.js';
+
+export interface FlashTiles {
+  /** Query rows per block: 16 × (m-tiles per warp) × warps. */
+  readonly blockM: number;
+  /** Keys per K/V tile streamed through shared memory. */
+  readonly blockN: number;
+  readonly warps: number;
+}
+
+/** Head dims are padded to a multiple of 16 (one mma k-step), at least 32; padded columns load as zeros. */
+export function paddedHeadDim(H: number, Hv: number): number {
+  return Math.max(32, Math.ceil(Math.max(H, Hv) / 16) * 16);
+}
+
+/** Shared memory of one block, in bytes. */
+export function flashSharedBytes(tiles: FlashTiles, D: number): number {
+  return (tiles.blockM + 2 * tiles.blockN) * (D + 8) * 2;
+}
+
+/**
+ * The tiles for padded head dim D (32..256, multiple of 16). `ATTNLAB_FLASH_TILES=BMxBNxWARPS`
+ * overrides the table, so a benchmark can compare configurations without a rebuild.
+ */
+export function chooseFlashTiles(D: number, override = process.env.ATTNLAB_FLASH_TILES): FlashTiles {
+  if (override) return parseTiles(override);
+  if (D <= 64) {
+    // 4 warps × 32 rows: each K fragment read from shared memory feeds two mmas (236 registers at
+    // D=64, no spill; 36 KiB so up to 6 blocks/SM by memory, 2 by registers).
+    return { blockM: 128, blockN: 64, warps: 4 };
+  }
+  if (D <= 128) {
+    // 8 warps × 16 rows, 168 registers, no spill, 68 KiB. The FA2 choice, 4 warps × 32 rows
+    // (128×64×4), needs 255 registers and spills 16 bytes here.
+    return { blockM: 128, blockN: 64, warps: 8 };
+  }
+  // D > 128: the O accumulator alone is D/2 registers per thread at 16 rows per warp, so one m-tile
+  // per warp; 128×64×8 uses 248 registers without spill and 132 KiB at D=256 (one block per SM).
+  return { blockM: 128, blockN: 64, warps: 8 };
+}
+
+function parseTiles(text: string): FlashTiles {
+  const match = /^(\d+)x(\d+)x(\d+)$/.exec(text.trim());
+  const expected = 'BMxBNxWARPS with BM a multiple of 16·WARPS and BN a multiple of 16, e.g. 128x64x4';
+  if (!match) throw new InvalidArgumentError('ATTNLAB_FLASH_TILES', expected, JSON.stringify(text));
+  const [blockM, blockN, warps] = [Number(match[1]), Number(match[2]), Number(match[3])];
+  if (warps < 1 || warps > 16 || blockM % (16 * warps) !== 0 || blockN % 16 !== 0 || blockN === 0) {
+    throw new InvalidArgumentError('ATTNLAB_FLASH_TILES', expected, JSON.stringify(text));
+  }
+  return { blockM, blockN, warps };
+}
