@@ -6,7 +6,7 @@
  */
 
 /** The cuDNN data types a graph here uses. */
-export type GraphDType = 'float' | 'half' | 'bfloat16' | 'int32' | 'boolean';
+export type GraphDType = 'float' | 'half' | 'bfloat16' | 'int32' | 'boolean' | 'fp8_e4m3';
 
 export interface TensorSpec {
   readonly uid: number;
@@ -57,7 +57,12 @@ export type OpSpec =
       readonly y: number;
       readonly axis?: number;
     }
-  | { readonly kind: 'reduction'; readonly operator: 'max' | 'add'; readonly x: number; readonly y: number }
+  | {
+      readonly kind: 'reduction';
+      readonly operator: 'max' | 'add' | 'amax';
+      readonly x: number;
+      readonly y: number;
+    }
   | {
       readonly kind: 'sdpa';
       readonly q: number;

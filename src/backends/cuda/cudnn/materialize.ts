@@ -21,6 +21,7 @@ const DATA_TYPES: Record<GraphDType, number> = {
   bfloat16: DATA_TYPE.BFLOAT16,
   int32: DATA_TYPE.INT32,
   boolean: DATA_TYPE.BOOLEAN,
+  fp8_e4m3: DATA_TYPE.FP8_E4M3,
 };
 
 const MODES: Record<PointwiseMode, number> = {
@@ -134,7 +135,11 @@ function operationDescriptor(
     }
     case 'reduction': {
       const reduction = make(DESCRIPTOR.REDUCTION);
-      const operator = op.operator === 'max' ? REDUCTION_OPERATOR.MAX : REDUCTION_OPERATOR.ADD;
+      const operator = {
+        max: REDUCTION_OPERATOR.MAX,
+        add: REDUCTION_OPERATOR.ADD,
+        amax: REDUCTION_OPERATOR.AMAX,
+      }[op.operator];
       set.enumValue(reduction, ATTR.REDUCTION_OPERATOR, ATTR_TYPE.REDUCTION_OPERATOR_TYPE, operator);
       set.enumValue(reduction, ATTR.REDUCTION_COMP_TYPE, ATTR_TYPE.DATA_TYPE, DATA_TYPE.FLOAT);
       finalize(reduction, `reduction descriptor of op ${index}`);

@@ -119,6 +119,8 @@ export const DATA_TYPE = {
   INT32: 4,
   BFLOAT16: 9,
   BOOLEAN: 11,
+  /** FP8 with 4 exponent and 3 mantissa bits (the FP8 SDPA graph's Q, K, V, P and O). */
+  FP8_E4M3: 12,
 } as const;
 
 /** cudnnPointwiseMode_t (sparse: families start at 0, 100, 200, 300, 400, 500, 600). */
@@ -138,7 +140,7 @@ export const POINTWISE_MODE = {
 } as const;
 
 /** cudnnReduceTensorOp_t. */
-export const REDUCTION_OPERATOR = { ADD: 0, MAX: 3 } as const;
+export const REDUCTION_OPERATOR = { ADD: 0, MAX: 3, AMAX: 4 } as const;
 
 /** cudnnBackendHeurMode_t. */
 export const HEUR_MODE = { INSTANT: 0, B: 1, FALLBACK: 2, A: 3 } as const;
