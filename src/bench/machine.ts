@@ -1,0 +1,85 @@
+/**
+ * What a results file records about where it was measured: host, GPU, driver, library versions and
+ * the attnlab commit. Every probe is optional: a missing library becomes a missing entry, never a
+ * failed benchmark.
+ */
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { cpus, hostname } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { cudaAvailable, getCudaContext } from '../backends/cuda/context.js';
+import { loadCudnn } from '../backends/cuda/ffi/cudnn.js';
+import { nv } from '../backends/cuda/ffi/nvrtc.js';
+import { packageVersion } from '../cli/version.js';
+import type { ResultsFile } from './schema.js';
+
+/**
+ * The attnlab commit: ATTNLAB_COMMIT when set (a checkout copied without .git, as on the GPU
+ * machine), else `git rev-parse --short HEAD` in the package folder with '-dirty' for local edits,
+ * else 'unknown'.
+ */
+export function attnlabCommit(): string {
+  if (process.env.ATTNLAB_COMMIT) return process.env.ATTNLAB_COMMIT;
+  const cwd = fileURLToPath(new URL('.', import.meta.url));
+  try {
+    const git = (args: string[]) =>
+      execFileSync('git', args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    const commit = git(['rev-parse', '--short', 'HEAD']);
+    return git(['status', '--porcelain', '--untracked-files=no']) ? `${commit}-dirty` : commit;
+  } catch {
+    return 'unknown';
+  }
+}
+
+/** The kernel driver's version from /proc (e.g. '580.159.04'); the driver API only gives the CUDA level. */
+function kernelDriverVersion(): string | undefined {
+  try {
+    return /Kernel Module\s+([\d.]+)/.exec(readFileSync('/proc/driver/nvidia/version', 'utf8'))?.[1];
+  } catch {
+    return undefined;
+  }
+}
+
+/** Host, GPU and library facts for a results file. Initialises CUDA when a GPU is usable. */
+export function describeMachine(): ResultsFile['machine'] {
+  const cpuList = cpus();
+  const machine: ResultsFile['machine'] = {
+    hostname: hostname(),
+    platform: `${process.platform} ${process.arch}`,
+    cpu: `${cpuList[0]?.model ?? 'unknown CPU'} × ${cpuList.length}`,
+    node: process.version,
+    device: 'cpu',
+    libraries: {},
+  };
+  if (!cudaAvailable().ok) return machine;
+  const p = getCudaContext().properties;
+  const cudaLevel = `CUDA ${Math.floor(p.driverVersion / 1000)}.${(p.driverVersion % 1000) / 10}`;
+  const kernel = kernelDriverVersion();
+  machine.device = 'cuda';
+  machine.gpu = {
+    name: p.name,
+    computeCapability: `${p.computeCapability.major}.${p.computeCapability.minor}`,
+    memoryBytes: p.totalMemoryBytes,
+    l2Bytes: p.l2CacheBytes,
+    driver: kernel ? `${kernel} (${cudaLevel})` : cudaLevel,
+  };
+  const probe = (name: string, read: () => string) => {
+    try {
+      machine.libraries[name] = read();
+    } catch (error) {
+      machine.libraries[name] =
+        `not loaded: ${error instanceof Error ? error.message.split('\n')[0] : error}`;
+    }
+  };
+  probe('nvrtc', () => `${nv().version} (${nv().path})`);
+  probe('cudnn', () => loadCudnn().description);
+  return machine;
+}
+
+/** The command line as typed (argv without the node binary), for the results file. */
+export function commandLine(argv: readonly string[] = process.argv): string {
+  const args = argv.slice(2).map((a) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replace(/'/g, "'\\''")}'`));
+  return ['attnlab', ...args].join(' ');
+}
+
+export { packageVersion };

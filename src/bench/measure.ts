@@ -1,0 +1,231 @@
+/**
+ * Timing one attnlab case the way GPU kernels should be timed (Triton's do_bench is the model):
+ * the first call alone (it compiles kernels or builds cuDNN plans, reported as firstCallMs), a
+ * warm-up, then many calls with CUDA events around each, inputs rotated over several copies when
+ * one set would stay in L2, and the host wall time of each call kept beside the device time.
+ */
+
+import { attention } from '../api/attention.js';
+import { AttnlabError, InvalidArgumentError, OutOfMemoryError, UnsupportedError } from '../api/errors.js';
+import { attentionFlops } from '../api/problem.js';
+import { cudaAvailable, getCudaContext, synchronize } from '../backends/cuda/context.js';
+import { deviceMemoryInfo, memoryStats, resetPeakMemory } from '../backends/cuda/memory.js';
+import { itemSize } from '../tensor/dtype.js';
+import { randomNormal } from '../tensor/random.js';
+import type { Device } from '../tensor/storage.js';
+import type { Tensor } from '../tensor/tensor.js';
+import { maxErrorAgainstOracle } from './accuracy.js';
+import { CudaEventTimer } from './cuda-timer.js';
+import type { ResultRow, RowStatus } from './schema.js';
+import { summarize } from './stats.js';
+import type { BenchCase } from './sweep.js';
+
+export interface MeasureOptions {
+  /** The chart group the row belongs to. */
+  sweep: string;
+  /** Calls after the first and before timing. */
+  warmup: number;
+  /** Most timed calls; fewer when the calls are slow (see budgetMs), never fewer than minRepeats. */
+  repeats: number;
+  minRepeats: number;
+  /** Timed-call budget per case in ms: a 200 ms call is timed 10 times, a 20 µs one `repeats` times. */
+  budgetMs: number;
+  seed: number;
+  /** Check the output against a float64 oracle (skipped for the lab's pure-timing rows). */
+  checkError: boolean;
+  /** Dense matmul TFLOP/s for the ceiling column, or null. */
+  ceilingTflops: number | null;
+}
+
+export const DEFAULT_MEASURE: MeasureOptions = {
+  sweep: 'bench',
+  warmup: 5,
+  repeats: 100,
+  minRepeats: 10,
+  budgetMs: 1000,
+  seed: 0,
+  checkError: true,
+  ceilingTflops: null,
+};
+
+/** Input copies are cycled until they span 2× the L2 cache (H200: 2 × 50 MiB), at most this many. */
+const MAX_INPUT_COPIES = 64;
+
+const SHORT_DTYPE: Record<string, string> = {
+  bfloat16: 'bf16',
+  float16: 'f16',
+  float32: 'f32',
+  float64: 'f64',
+};
+
+/** The series name of an attnlab row, e.g. 'attnlab flash bf16 causal'. */
+export function attnlabLabel(c: Pick<BenchCase, 'impl' | 'dtype' | 'causal'>): string {
+  return `attnlab ${c.impl} ${SHORT_DTYPE[c.dtype] ?? c.dtype}${c.causal ? ' causal' : ''}`;
+}
+
+/** Where an implementation runs here: 'reference' always on the CPU, the others on CUDA when usable. */
+export function deviceFor(impl: BenchCase['impl']): Device {
+  return impl !== 'reference' && cudaAvailable().ok ? 'cuda' : 'cpu';
+}
+
+/** Measures one case; failures become rows with a status and a reason, never exceptions. */
+export function measureAttnlabCase(c: BenchCase, options: Partial<MeasureOptions> = {}): ResultRow {
+  const o = { ...DEFAULT_MEASURE, ...options };
+  const flops = attentionFlops(c);
+  const base = {
+    sweep: o.sweep,
+    source: 'attnlab' as const,
+    impl: c.impl,
+    label: attnlabLabel(c),
+    ...shapeOf(c),
+    flops,
+  };
+  const device = deviceFor(c.impl);
+  const copies: Tensor[][] = [];
+  try {
+    const host = ['q', 'k', 'v'].map((_, i) => {
+      const heads = i === 0 ? c.N : c.K;
+      const len = i === 0 ? c.T : c.S;
+      return randomNormal([c.B, len, heads, c.H], { seed: o.seed * 3 + i, dtype: c.dtype });
+    });
+    copies.push(device === 'cuda' ? host.map((t) => t.to('cuda')) : host);
+    const call = (set: Tensor[]) =>
+      attention(set[0], set[1], set[2], { implementation: c.impl, isCausal: c.causal });
+
+    if (device === 'cuda') resetPeakMemory();
+    const t0 = performance.now();
+    const first = call(copies[0]);
+    if (device === 'cuda') synchronize();
+    const firstCallMs = performance.now() - t0;
+    const peakMemoryBytes = device === 'cuda' ? memoryStats().peakBytes : null;
+    let maxError: number | null = null;
+    let errorCheck: ResultRow['errorCheck'] = 'none';
+    let nanOutput = false;
+    if (o.checkError) {
+      const [q, k, v] = host.map((t) => t.toFloat64Array());
+      const scale = 1 / Math.sqrt(c.H);
+      const check = maxErrorAgainstOracle({ ...c, scale }, q, k, v, first.output.toFloat64Array());
+      // JSON has no NaN: a NaN output keeps a null error and says so in the reason.
+      maxError = Number.isNaN(check.maxError) ? null : check.maxError;
+      if (maxError === null) nanOutput = true;
+      errorCheck = check.full ? 'full' : 'sampled';
+    }
+    first.output.dispose();
+
+    // Warm-up, timed with a sync after each call to size the timed loop.
+    const warm: number[] = [];
+    for (let i = 0; i < o.warmup; i++) {
+      const w0 = performance.now();
+      call(copies[0]).output.dispose();
+      if (device === 'cuda') synchronize();
+      warm.push(performance.now() - w0);
+    }
+    const perCall = warm.length > 0 ? Math.min(...warm) : firstCallMs;
+    const repeats = Math.max(
+      o.minRepeats,
+      Math.min(o.repeats, Math.floor(o.budgetMs / Math.max(perCall, 1e-3))),
+    );
+
+    if (device === 'cpu') {
+      const samples: number[] = [];
+      for (let i = 0; i < repeats; i++) {
+        const h0 = performance.now();
+        call(copies[0]).output.dispose();
+        samples.push(performance.now() - h0);
+      }
+      const ms = summarize(samples);
+      return finish(
+        base,
+        c,
+        o,
+        { method: 'performance-now', ms, firstCallMs, warmup: o.warmup, inputCopies: 1 },
+        {
+          peakMemoryBytes,
+          maxError,
+          errorCheck,
+          variant: first.variant,
+        },
+      );
+    }
+
+    for (let i = 1; i < rotationCopies(host); i++) copies.push(host.map((t) => t.to('cuda')));
+    const timer = new CudaEventTimer(repeats);
+    const hostSamples: number[] = [];
+    try {
+      for (let i = 0; i < repeats; i++) {
+        const set = copies[i % copies.length];
+        let h = 0;
+        const result = timer.time(() => {
+          const h0 = performance.now();
+          const r = call(set);
+          h = performance.now() - h0;
+          return r;
+        });
+        hostSamples.push(h);
+        result.output.dispose();
+        result.logSumExp?.dispose();
+      }
+      const ms = summarize(timer.read());
+      const timing = {
+        method: 'cuda-events' as const,
+        ms,
+        hostMs: summarize(hostSamples),
+        firstCallMs,
+        warmup: o.warmup,
+        inputCopies: copies.length,
+      };
+      return finish(base, c, o, timing, {
+        peakMemoryBytes,
+        maxError,
+        errorCheck,
+        variant: first.variant,
+        ...(nanOutput ? { reason: 'the output holds NaN' } : {}),
+      });
+    } finally {
+      timer.dispose();
+    }
+  } catch (error) {
+    return { ...base, ...failure(error, device) };
+  } finally {
+    for (const set of copies) for (const t of set) if (t.device === 'cuda') t.dispose();
+  }
+}
+
+/** How many input sets to cycle so they span 2× L2, bounded by MAX_INPUT_COPIES and a quarter of free memory. */
+export function rotationCopies(host: readonly Tensor[]): number {
+  const bytes = host.reduce((sum, t) => sum + t.size * itemSize(t.dtype), 0);
+  const l2 = getCudaContext().properties.l2CacheBytes;
+  const byMemory = Math.floor(deviceMemoryInfo().free / 4 / Math.max(bytes, 1));
+  return Math.max(1, Math.min(MAX_INPUT_COPIES, Math.ceil((2 * l2) / Math.max(bytes, 1)), byMemory));
+}
+
+function shapeOf(c: BenchCase) {
+  return { B: c.B, T: c.T, S: c.S, N: c.N, K: c.K, H: c.H, dtype: c.dtype, causal: c.causal };
+}
+
+function finish(
+  base: Omit<ResultRow, 'status'>,
+  c: BenchCase,
+  o: MeasureOptions,
+  timing: NonNullable<ResultRow['timing']>,
+  extra: Pick<ResultRow, 'peakMemoryBytes' | 'maxError' | 'errorCheck' | 'variant' | 'reason'>,
+): ResultRow {
+  const tflops = attentionFlops(c) / (timing.ms.median * 1e-3) / 1e12;
+  const row: ResultRow = { ...base, status: 'ok', ...extra, timing, tflops };
+  if (o.ceilingTflops) row.ceilingPercent = (100 * tflops) / o.ceilingTflops;
+  return row;
+}
+
+/** The status and reason of a case that did not run. Bugs (non-attnlab errors) keep their stack's first line. */
+function failure(error: unknown, device: Device): { status: RowStatus; reason: string } {
+  if (error instanceof OutOfMemoryError) return { status: 'out-of-memory', reason: error.message };
+  if (error instanceof UnsupportedError) return { status: 'unsupported', reason: error.message };
+  if (error instanceof InvalidArgumentError && error.argument === 'implementation') {
+    const cuda = cudaAvailable();
+    const why = device === 'cpu' && !cuda.ok ? ` (no CUDA here: ${cuda.reason})` : '';
+    return { status: 'unsupported', reason: `${error.message}${why}` };
+  }
+  if (error instanceof AttnlabError) return { status: 'error', reason: `${error.name}: ${error.message}` };
+  const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+  return { status: 'error', reason: `unexpected ${text}` };
+}

@@ -1,0 +1,198 @@
+/**
+ * Peers: the same cases through JAX and PyTorch, run by the small Python scripts in ./peers/ with a
+ * JSON request on stdin and a JSON answer on stdout. A peer whose Python package is missing is
+ * reported as such (with every interpreter tried) and the benchmark goes on without it.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, readdirSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { InvalidArgumentError } from '../api/errors.js';
+import { attentionFlops } from '../api/problem.js';
+import type { CeilingInfo, PeerInfo, ResultRow } from './schema.js';
+import type { BenchCase } from './sweep.js';
+
+export type PeerName = 'jax' | 'torch';
+export const PEERS: readonly PeerName[] = ['jax', 'torch'];
+
+/** The implementations each peer times, in the order they appear in tables. */
+export const PEER_IMPLS: Record<PeerName, readonly string[]> = {
+  jax: ['xla', 'cudnn'],
+  torch: ['flash', 'cudnn', 'efficient', 'math'],
+};
+
+const MODULE: Record<PeerName, string> = { jax: 'jax', torch: 'torch' };
+
+export interface PeerRequest {
+  cases: (Omit<BenchCase, 'impl'> & { sweep: string })[];
+  impls: readonly string[];
+  warmup: number;
+  repeats: number;
+  min_repeats: number;
+  budget_ms: number;
+  seed: number;
+  check_error: boolean;
+  /** L2 size in bytes, for input rotation (attnlab knows it from the driver; JAX does not expose it). */
+  l2_bytes: number;
+  /** torch only: also measure the bf16 matmul ceiling. */
+  ceiling?: boolean;
+}
+
+export interface PeerRun {
+  info: PeerInfo;
+  rows: ResultRow[];
+  ceiling?: CeilingInfo;
+}
+
+/** `jax,torch` as peer names. */
+export function parsePeerList(text: string): PeerName[] {
+  const names = text
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean);
+  for (const name of names) {
+    if (!(PEERS as readonly string[]).includes(name)) {
+      throw new InvalidArgumentError('--peers', `a list of ${PEERS.join(', ')}`, JSON.stringify(name));
+    }
+  }
+  return [...new Set(names)] as PeerName[];
+}
+
+/**
+ * Interpreters to try, in order: python3, /opt/torch/.venv/bin/python (where the GPU machine keeps
+ * PyTorch), then any /opt/<name>/.venv/bin/python. $ATTNLAB_PYTHON, when set, is the only one tried:
+ * an explicit choice is a demand, and a wrong one should fail loudly rather than fall back.
+ */
+export function pythonCandidates(env: NodeJS.ProcessEnv = process.env): string[] {
+  if (env.ATTNLAB_PYTHON) return [env.ATTNLAB_PYTHON];
+  const found = ['python3', '/opt/torch/.venv/bin/python'];
+  try {
+    for (const dir of readdirSync('/opt')) found.push(`/opt/${dir}/.venv/bin/python`);
+  } catch {
+    // no /opt: nothing more to try
+  }
+  return [...new Set(found)].filter((p) => !p.includes('/') || existsSync(p));
+}
+
+/** The first interpreter that imports the peer's package, with its version, or why none does. */
+export function findPython(
+  peer: PeerName,
+  candidates = pythonCandidates(),
+): { python: string } | { reason: string } {
+  const tried: string[] = [];
+  for (const python of candidates) {
+    const probe = spawnSync(python, ['-c', `import ${MODULE[peer]}, numpy`], {
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
+    if (probe.status === 0) return { python };
+    const why = probe.error ? probe.error.message : lastLine(probe.stderr) || `exit ${probe.status}`;
+    tried.push(`${python}: ${why}`);
+  }
+  return { reason: `no Python with ${MODULE[peer]} and numpy (tried ${tried.join('; ')})` };
+}
+
+/** The peer's script: beside this file in src/, or back in src/ when running from dist/. */
+export function peerScript(peer: PeerName): string {
+  for (const folder of ['./peers/', '../../../src/bench/peers/']) {
+    const path = fileURLToPath(new URL(`${folder}${peer}_peer.py`, import.meta.url));
+    if (existsSync(path)) return path;
+  }
+  throw new InvalidArgumentError(
+    'peer',
+    `${peer}_peer.py shipped with attnlab`,
+    'no such file beside src/bench',
+  );
+}
+
+/**
+ * Runs one peer over the request; `onProgress` receives each case as the script starts it.
+ * Never throws for a missing or failing peer: the answer says it was not available, and why.
+ */
+export async function runPeer(
+  peer: PeerName,
+  request: PeerRequest,
+  onProgress: (done: number, total: number, label: string) => void = () => {},
+  ceilingTflops: number | null = null,
+): Promise<PeerRun> {
+  const found = findPython(peer);
+  if ('reason' in found) return { info: { name: peer, available: false, reason: found.reason }, rows: [] };
+  const { python } = found;
+  const env = {
+    ...process.env,
+    PYTHONDONTWRITEBYTECODE: '1',
+    // JAX otherwise takes 75% of GPU memory at start, which would also starve the other peers.
+    XLA_PYTHON_CLIENT_PREALLOCATE: 'false',
+    TF_CPP_MIN_LOG_LEVEL: '2',
+  };
+  const child = spawn(python, [peerScript(peer)], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+  let stdout = '';
+  const diagnostics: string[] = [];
+  let pending = '';
+  child.stdout.on('data', (chunk: Buffer) => {
+    stdout += chunk.toString('utf8');
+  });
+  child.stderr.on('data', (chunk: Buffer) => {
+    pending += chunk.toString('utf8');
+    const lines = pending.split('\n');
+    pending = lines.pop() ?? '';
+    for (const line of lines) {
+      const progress = /^PROGRESS (\d+) (\d+) (.*)$/.exec(line);
+      if (progress) onProgress(Number(progress[1]), Number(progress[2]), progress[3]);
+      else if (line.trim()) diagnostics.push(line);
+    }
+  });
+  child.stdin.end(JSON.stringify(request));
+  const code = await new Promise<number | null>((resolve) => {
+    child.on('error', () => resolve(-1));
+    child.on('close', resolve);
+  });
+  const fail = (why: string): PeerRun => ({
+    info: {
+      name: peer,
+      available: false,
+      python,
+      reason: `${why}; stderr: ${diagnostics.slice(-3).join(' | ') || '(empty)'}`,
+    },
+    rows: [],
+  });
+  if (code !== 0) return fail(`${peerScript(peer)} exited with ${code}`);
+  let answer: {
+    versions?: Record<string, string>;
+    rows?: ResultRow[];
+    ceiling?: CeilingInfo;
+    unavailable?: string;
+  };
+  try {
+    answer = JSON.parse(stdout.trim().split('\n').pop() ?? '');
+  } catch {
+    return fail('its output was not JSON');
+  }
+  if (answer.unavailable)
+    return {
+      info: { name: peer, available: false, python, reason: answer.unavailable, versions: answer.versions },
+      rows: [],
+    };
+  const ceiling = ceilingTflops ?? answer.ceiling?.tflops ?? null;
+  const rows = (answer.rows ?? []).map((row) => completeRow(row, ceiling));
+  return {
+    info: { name: peer, available: true, python, versions: answer.versions ?? {} },
+    rows,
+    ceiling: answer.ceiling,
+  };
+}
+
+/** Work, throughput and ceiling share are computed here, from the same formula as attnlab's rows. */
+export function completeRow(row: ResultRow, ceilingTflops: number | null): ResultRow {
+  const flops = attentionFlops(row);
+  const done: ResultRow = { ...row, flops };
+  const median = row.timing?.ms.median;
+  if (row.status === 'ok' && median !== undefined && median > 0) {
+    done.tflops = flops / (median * 1e-3) / 1e12;
+    if (ceilingTflops) done.ceilingPercent = (100 * done.tflops) / ceilingTflops;
+  }
+  return done;
+}
+
+function lastLine(text: string | null | undefined): string {
+  return (text ?? '').trim().split('\n').pop() ?? '';
+}

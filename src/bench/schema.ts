@@ -1,0 +1,135 @@
+/**
+ * The results file: what `attnlab bench` and `attnlab lab --out` write and `attnlab report` reads.
+ * docs/results-schema.md documents every field; bump RESULTS_SCHEMA_VERSION on any change that an
+ * old reader would misread (a renamed or re-unit field), not for added optional fields.
+ */
+import type { SampleSummary } from './stats.js';
+
+export const RESULTS_SCHEMA = 'attnlab.results';
+export const RESULTS_SCHEMA_VERSION = 1;
+
+/** Who produced a row: attnlab itself or a peer framework run through its Python script. */
+export type RowSource = 'attnlab' | 'jax' | 'torch';
+
+/** How a row's `ms` was measured. */
+export type TimingMethod =
+  /** CUDA events recorded on the stream around each call (device time). */
+  | 'cuda-events'
+  /** performance.now() around each call of a CPU backend (host time is device time). */
+  | 'performance-now'
+  /** Host wall time of a call followed by jax.block_until_ready (the codelab's method). */
+  | 'wall-block-until-ready';
+
+export type RowStatus = 'ok' | 'unsupported' | 'error' | 'out-of-memory';
+
+/** One measured (or refused) case. */
+export interface ResultRow {
+  /** The group of rows one chart compares: 'bench', or the lab's 'default', 'seq', 'batch', 'heads'. */
+  sweep: string;
+  source: RowSource;
+  /** The implementation inside its source: attnlab 'naive'…, jax 'xla'/'cudnn', torch 'flash'/'math'…. */
+  impl: string;
+  /** The series name charts and tables use, e.g. 'attnlab flash bfloat16 causal'. */
+  label: string;
+  B: number;
+  T: number;
+  S: number;
+  N: number;
+  K: number;
+  H: number;
+  dtype: string;
+  causal: boolean;
+  status: RowStatus;
+  /** Why the row has no timing (status other than 'ok'). */
+  reason?: string;
+  /** attnlab: the kernel variant key that ran; peers: the backend they reported. */
+  variant?: string;
+  timing?: RowTiming;
+  /** Floating-point work per call (attentionFlops: 4·B·N·T·S·H, causal halved). */
+  flops: number;
+  /** flops / median time, in TFLOP/s. */
+  tflops?: number;
+  /** tflops as a percentage of the results file's matmul ceiling. */
+  ceilingPercent?: number;
+  /** Peak device memory during the timed calls, bytes (null where the source cannot tell). */
+  peakMemoryBytes?: number | null;
+  /** Largest |output − float64 reference| over the checked elements. */
+  maxError?: number | null;
+  /** 'full': every output element checked; 'sampled': some query rows of every (b, n). */
+  errorCheck?: 'full' | 'sampled' | 'none';
+}
+
+export interface RowTiming {
+  method: TimingMethod;
+  /** Device time per call, ms. */
+  ms: SampleSummary;
+  /** Host wall time per call without waiting for the device, ms: the dispatch overhead. */
+  hostMs?: SampleSummary;
+  /** The first call, ms of wall time: it includes kernel compile or plan build. */
+  firstCallMs: number;
+  warmup: number;
+  /** Distinct input copies cycled through so that inputs do not sit in L2 between calls. */
+  inputCopies: number;
+}
+
+/** A table of strings (the lab's non-timing sections: Q/K/V, causal effect, head shapes). */
+export interface ResultTable {
+  title: string;
+  headers: string[];
+  rows: string[][];
+  /** What the table shows, in a sentence. */
+  note?: string;
+}
+
+export interface GpuInfo {
+  name: string;
+  computeCapability: string;
+  memoryBytes: number;
+  l2Bytes?: number;
+  driver?: string;
+}
+
+export interface PeerInfo {
+  name: 'jax' | 'torch';
+  available: boolean;
+  /** Why the peer did not run, when unavailable. */
+  reason?: string;
+  python?: string;
+  /** Package and library versions the peer reported (jax, jaxlib, torch, cudnn…). */
+  versions?: Record<string, string>;
+}
+
+export interface CeilingInfo {
+  /** Dense matmul TFLOP/s that percentages are relative to. */
+  tflops: number;
+  dtype: string;
+  /** How it was obtained: 'given' (--ceiling), 'cublaslt', 'torch-matmul', or one of those + ' (cached)'. */
+  source: string;
+}
+
+export interface ResultsFile {
+  schema: typeof RESULTS_SCHEMA;
+  schemaVersion: number;
+  /** 'bench' or 'lab'. */
+  kind: 'bench' | 'lab';
+  createdAt: string;
+  /** The command line that produced the file. */
+  command: string;
+  attnlab: { version: string; commit: string };
+  machine: {
+    hostname: string;
+    platform: string;
+    cpu: string;
+    node: string;
+    device: 'cuda' | 'cpu';
+    gpu?: GpuInfo;
+    /** Loaded library versions, e.g. { cudnn: '9.19.0', nvrtc: '13.0' }. */
+    libraries: Record<string, string>;
+  };
+  ceiling: CeilingInfo | null;
+  peers: PeerInfo[];
+  rows: ResultRow[];
+  tables: ResultTable[];
+  /** Messages worth keeping with the numbers (skipped sizes, missing peers, CPU-only mode). */
+  notes: string[];
+}

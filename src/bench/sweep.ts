@@ -1,0 +1,151 @@
+/**
+ * Benchmarks as data: what varies, over which values, what is fixed. A sweep spec holds one list of
+ * values per dimension; expanding it gives the cartesian product as a list of cases, sizes outermost
+ * and the implementation innermost, so the rows that a chart compares are measured back to back.
+ */
+import { InvalidArgumentError } from '../api/errors.js';
+import { IMPLEMENTATIONS, type Implementation } from '../api/problem.js';
+import { FLOAT_DTYPES, type FloatDType } from '../tensor/dtype.js';
+
+/** One shape, dtype and mask to time with one implementation. Letters as in src/api/problem.ts. */
+export interface BenchCase {
+  readonly B: number;
+  readonly T: number;
+  readonly S: number;
+  readonly N: number;
+  readonly K: number;
+  readonly H: number;
+  readonly dtype: FloatDType;
+  readonly causal: boolean;
+  readonly impl: Implementation;
+}
+
+/** The values each dimension takes. `kvSeq` and `kvHeads` default to `seq` and `heads` (S = T, K = N). */
+export interface SweepSpec {
+  readonly batch: readonly number[];
+  readonly seq: readonly number[];
+  readonly kvSeq?: readonly number[];
+  readonly heads: readonly number[];
+  readonly kvHeads?: readonly number[];
+  readonly headDim: readonly number[];
+  readonly dtype: readonly FloatDType[];
+  readonly causal: readonly boolean[];
+  readonly impl: readonly Implementation[];
+}
+
+/** A combination the spec produced that is not a valid problem, and why. */
+export interface SkippedCase {
+  readonly case: Omit<BenchCase, 'impl'>;
+  readonly reason: string;
+}
+
+/** Every case of the spec in measuring order, and the combinations left out (N not a multiple of K). */
+export function expandSweep(spec: SweepSpec): { cases: BenchCase[]; skipped: SkippedCase[] } {
+  const cases: BenchCase[] = [];
+  const skipped: SkippedCase[] = [];
+  for (const dtype of spec.dtype) {
+    for (const causal of spec.causal) {
+      for (const B of spec.batch) {
+        for (const N of spec.heads) {
+          for (const K of spec.kvHeads ?? [N]) {
+            for (const H of spec.headDim) {
+              for (const T of spec.seq) {
+                for (const S of spec.kvSeq ?? [T]) {
+                  const shape = { B, T, S, N, K, H, dtype, causal };
+                  if (N % K !== 0) {
+                    skipped.push({ case: shape, reason: `N=${N} is not a multiple of K=${K}` });
+                    continue;
+                  }
+                  for (const impl of spec.impl) cases.push({ ...shape, impl });
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return { cases, skipped };
+}
+
+/**
+ * A list of positive integers from a command-line value: `64,128,256`, or `64..1024` for the powers
+ * of two from 64 to 1024 (sizes that double are what attention sweeps use), or a mix: `1,2..16`.
+ */
+export function parseIntList(option: string, text: string): number[] {
+  const values: number[] = [];
+  for (const part of splitList(option, text)) {
+    const range = /^(\d+)\.\.(\d+)$/.exec(part);
+    if (range) {
+      const [from, to] = [Number(range[1]), Number(range[2])];
+      if (from < 1 || to < from) {
+        throw new InvalidArgumentError(option, 'a range a..b with 1 ≤ a ≤ b', JSON.stringify(part));
+      }
+      for (let v = from; v <= to; v *= 2) values.push(v);
+      continue;
+    }
+    if (!/^\d+$/.test(part) || Number(part) < 1) {
+      throw new InvalidArgumentError(option, 'positive integers such as 64,128 or a range 64..1024', part);
+    }
+    values.push(Number(part));
+  }
+  return values;
+}
+
+/** `true,false` (also `yes/no`, `1/0`) as booleans. */
+export function parseBoolList(option: string, text: string): boolean[] {
+  return splitList(option, text).map((part) => {
+    const lower = part.toLowerCase();
+    if (['true', 'yes', '1'].includes(lower)) return true;
+    if (['false', 'no', '0'].includes(lower)) return false;
+    throw new InvalidArgumentError(option, 'true or false', JSON.stringify(part));
+  });
+}
+
+/** Float dtypes by name; `bf16`, `fp16`, `f32` are accepted for bfloat16, float16, float32. */
+export function parseDTypeList(option: string, text: string): FloatDType[] {
+  const aliases: Record<string, FloatDType> = {
+    bf16: 'bfloat16',
+    fp16: 'float16',
+    f16: 'float16',
+    f32: 'float32',
+    fp32: 'float32',
+    f64: 'float64',
+    fp8: 'float8_e4m3fn',
+  };
+  return splitList(option, text).map((part) => {
+    const dtype = aliases[part.toLowerCase()] ?? part;
+    if (!(FLOAT_DTYPES as readonly string[]).includes(dtype)) {
+      throw new InvalidArgumentError(option, `one of ${FLOAT_DTYPES.join(', ')} (or bf16, fp16, f32)`, part);
+    }
+    return dtype as FloatDType;
+  });
+}
+
+/** attnlab implementations by name (reference, naive, flash, cudnn). */
+export function parseImplList(option: string, text: string): Implementation[] {
+  return splitList(option, text).map((part) => {
+    if (!(IMPLEMENTATIONS as readonly string[]).includes(part)) {
+      throw new InvalidArgumentError(option, `one of ${IMPLEMENTATIONS.join(', ')}`, JSON.stringify(part));
+    }
+    return part as Implementation;
+  });
+}
+
+/** The comma-separated, non-empty, de-duplicated items of a list option, in the order given. */
+export function splitList(option: string, text: string): string[] {
+  const parts = text
+    .split(',')
+    .map((p) => p.trim())
+    .filter((p) => p.length > 0);
+  if (parts.length === 0)
+    throw new InvalidArgumentError(option, 'a comma-separated list', JSON.stringify(text));
+  return [...new Set(parts)];
+}
+
+/** `B×T×N×H`, with S and K written out only when they differ from T and N: the label of a shape. */
+export function shapeLabel(c: Omit<BenchCase, 'impl' | 'dtype' | 'causal'>): string {
+  const seq = c.S === c.T ? `${c.T}` : `${c.T}/${c.S}`;
+  const heads = c.K === c.N ? `${c.N}` : `${c.N}/${c.K}`;
+  return `${c.B}×${seq}×${heads}×${c.H}`;
+}

@@ -1,0 +1,194 @@
+/**
+ * Checks a parsed results file against the schema before anything reads it, so that a report never
+ * plots a field that is missing or of the wrong type: the error names the file, the JSON path, what
+ * was expected and what came.
+ */
+import { InvalidArgumentError } from '../api/errors.js';
+import { RESULTS_SCHEMA, RESULTS_SCHEMA_VERSION, type ResultsFile } from './schema.js';
+
+type Check = (value: unknown, path: string) => void;
+
+class Checker {
+  constructor(readonly source: string) {}
+
+  fail(path: string, expected: string, value: unknown): never {
+    const got = value === undefined ? 'nothing' : JSON.stringify(value)?.slice(0, 80);
+    throw new InvalidArgumentError(`${this.source}: ${path}`, expected, String(got));
+  }
+
+  object(value: unknown, path: string): Record<string, unknown> {
+    if (typeof value !== 'object' || value === null || Array.isArray(value))
+      this.fail(path, 'an object', value);
+    return value as Record<string, unknown>;
+  }
+
+  array(value: unknown, path: string, each: Check): void {
+    if (!Array.isArray(value)) this.fail(path, 'an array', value);
+    value.forEach((item, i) => {
+      each(item, `${path}[${i}]`);
+    });
+  }
+
+  string: Check = (value, path) => {
+    if (typeof value !== 'string') this.fail(path, 'a string', value);
+  };
+
+  number: Check = (value, path) => {
+    if (typeof value !== 'number' || !Number.isFinite(value)) this.fail(path, 'a finite number', value);
+  };
+
+  nonNegative: Check = (value, path) => {
+    this.number(value, path);
+    if ((value as number) < 0) this.fail(path, 'a number ≥ 0', value);
+  };
+
+  size: Check = (value, path) => {
+    if (!Number.isInteger(value) || (value as number) < 1) this.fail(path, 'a positive integer', value);
+  };
+
+  boolean: Check = (value, path) => {
+    if (typeof value !== 'boolean') this.fail(path, 'true or false', value);
+  };
+
+  oneOf(values: readonly string[]): Check {
+    return (value, path) => {
+      if (!values.includes(value as string)) this.fail(path, `one of ${values.join(', ')}`, value);
+    };
+  }
+
+  /** Checks the listed fields; a field whose name ends in '?' may be absent (or null when nullable). */
+  fields(value: unknown, path: string, spec: Record<string, Check>): Record<string, unknown> {
+    const obj = this.object(value, path);
+    for (const [rawName, check] of Object.entries(spec)) {
+      const optional = rawName.endsWith('?');
+      const name = optional ? rawName.slice(0, -1) : rawName;
+      if (optional && (obj[name] === undefined || obj[name] === null)) continue;
+      check(obj[name], `${path}.${name}`);
+    }
+    return obj;
+  }
+
+  record(check: Check): Check {
+    return (value, path) => {
+      const obj = this.object(value, path);
+      for (const [key, item] of Object.entries(obj)) check(item, `${path}.${key}`);
+    };
+  }
+}
+
+/**
+ * The results file in `value`, checked field by field; `source` (a file name) prefixes every error.
+ * Throws InvalidArgumentError on the first field that does not match docs/results-schema.md.
+ */
+export function parseResults(value: unknown, source: string): ResultsFile {
+  const c = new Checker(source);
+  const summary: Check = (v, p) =>
+    c.fields(v, p, {
+      median: c.nonNegative,
+      p10: c.nonNegative,
+      p90: c.nonNegative,
+      min: c.nonNegative,
+      max: c.nonNegative,
+      mean: c.nonNegative,
+      count: c.size,
+    });
+  const timing: Check = (v, p) =>
+    c.fields(v, p, {
+      method: c.oneOf(['cuda-events', 'performance-now', 'wall-block-until-ready']),
+      ms: summary,
+      'hostMs?': summary,
+      firstCallMs: c.nonNegative,
+      warmup: c.nonNegative,
+      inputCopies: c.size,
+    });
+  const row: Check = (v, p) => {
+    const r = c.fields(v, p, {
+      sweep: c.string,
+      source: c.oneOf(['attnlab', 'jax', 'torch']),
+      impl: c.string,
+      label: c.string,
+      B: c.size,
+      T: c.size,
+      S: c.size,
+      N: c.size,
+      K: c.size,
+      H: c.size,
+      dtype: c.string,
+      causal: c.boolean,
+      status: c.oneOf(['ok', 'unsupported', 'error', 'out-of-memory']),
+      'reason?': c.string,
+      'variant?': c.string,
+      'timing?': timing,
+      flops: c.nonNegative,
+      'tflops?': c.nonNegative,
+      'ceilingPercent?': c.nonNegative,
+      'peakMemoryBytes?': c.nonNegative,
+      'maxError?': c.nonNegative,
+      'errorCheck?': c.oneOf(['full', 'sampled', 'none']),
+    });
+    if (r.status === 'ok' && r.timing === undefined)
+      c.fail(`${p}.timing`, "timings on a row of status 'ok'", r.timing);
+    if (r.status !== 'ok' && r.reason === undefined)
+      c.fail(`${p}.reason`, `a reason for status ${r.status}`, r.reason);
+  };
+  const table: Check = (v, p) => {
+    const t = c.fields(v, p, {
+      title: c.string,
+      headers: (h, hp) => c.array(h, hp, c.string),
+      'note?': c.string,
+    });
+    const width = (t.headers as unknown[]).length;
+    c.array(t.rows, `${p}.rows`, (r, rp) => {
+      c.array(r, rp, c.string);
+      if ((r as unknown[]).length !== width) c.fail(rp, `${width} cells (one per header)`, r);
+    });
+  };
+  const top = c.fields(value, '$', {
+    schema: c.oneOf([RESULTS_SCHEMA]),
+    schemaVersion: c.size,
+    kind: c.oneOf(['bench', 'lab']),
+    createdAt: c.string,
+    command: c.string,
+    attnlab: (v, p) => c.fields(v, p, { version: c.string, commit: c.string }),
+    machine: (v, p) =>
+      c.fields(v, p, {
+        hostname: c.string,
+        platform: c.string,
+        cpu: c.string,
+        node: c.string,
+        device: c.oneOf(['cuda', 'cpu']),
+        'gpu?': (g, gp) =>
+          c.fields(g, gp, {
+            name: c.string,
+            computeCapability: c.string,
+            memoryBytes: c.nonNegative,
+            'l2Bytes?': c.nonNegative,
+            'driver?': c.string,
+          }),
+        libraries: c.record(c.string),
+      }),
+    'ceiling?': (v, p) => c.fields(v, p, { tflops: c.nonNegative, dtype: c.string, source: c.string }),
+    peers: (v, p) =>
+      c.array(v, p, (peer, pp) =>
+        c.fields(peer, pp, {
+          name: c.oneOf(['jax', 'torch']),
+          available: c.boolean,
+          'reason?': c.string,
+          'python?': c.string,
+          'versions?': c.record(c.string),
+        }),
+      ),
+    rows: (v, p) => c.array(v, p, row),
+    tables: (v, p) => c.array(v, p, table),
+    notes: (v, p) => c.array(v, p, c.string),
+  });
+  if ((top.schemaVersion as number) > RESULTS_SCHEMA_VERSION) {
+    c.fail(
+      '$.schemaVersion',
+      `version ≤ ${RESULTS_SCHEMA_VERSION} (this attnlab's schema)`,
+      top.schemaVersion,
+    );
+  }
+  if (top.ceiling === undefined) top.ceiling = null;
+  return top as unknown as ResultsFile;
+}

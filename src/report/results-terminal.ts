@@ -1,0 +1,128 @@
+/**
+ * Results in the terminal: the per-row table of a bench run, and each chart as a pivot table (line
+ * charts: one row per x value, one column per series) or as bars (single-shape groups).
+ */
+import { formatBytes } from '../api/errors.js';
+import type { ResultRow, ResultsFile } from '../bench/schema.js';
+import { shapeLabel } from '../bench/sweep.js';
+import type { ChartSpec } from './charts.js';
+import { formatNumber, renderBars, renderTable } from './terminal.js';
+
+const ROW_HEADERS = [
+  'series',
+  'B×T×N×H',
+  'ms p50 [p10–p90]',
+  'host ms',
+  '1st ms',
+  'TFLOP/s',
+  '% peak',
+  'peak mem',
+  'max err',
+];
+const ROW_ALIGN = ['left', 'left', 'right', 'right', 'right', 'right', 'right', 'right', 'right'] as const;
+
+/** One table line per row; rows that did not run say why underneath the table. */
+export function renderResultRows(
+  rows: readonly ResultRow[],
+  options: { title?: string; color?: boolean } = {},
+): string {
+  const cells = rows.map((row) => {
+    const t = row.timing;
+    const ms = t
+      ? `${formatNumber(t.ms.median)} [${formatNumber(t.ms.p10)}–${formatNumber(t.ms.p90)}]`
+      : row.status;
+    return [
+      row.label,
+      shapeLabel(row),
+      ms,
+      t?.hostMs ? formatNumber(t.hostMs.median) : '—',
+      t ? formatNumber(t.firstCallMs) : '—',
+      row.tflops !== undefined ? formatNumber(row.tflops) : '—',
+      row.ceilingPercent !== undefined ? row.ceilingPercent.toFixed(1) : '—',
+      row.peakMemoryBytes != null ? formatBytes(row.peakMemoryBytes) : '—',
+      row.maxError != null
+        ? `${row.maxError.toExponential(1)}${row.errorCheck === 'sampled' ? '*' : ''}`
+        : '—',
+    ];
+  });
+  const table = renderTable(ROW_HEADERS, cells, {
+    title: options.title,
+    align: ROW_ALIGN,
+    color: options.color,
+  });
+  const notes = rows
+    .filter((r) => r.status !== 'ok')
+    .map((r) => `  ${r.label} ${shapeLabel(r)}: ${r.status}: ${r.reason}`);
+  const sampled = rows.some((r) => r.errorCheck === 'sampled')
+    ? ['  * max err over sampled query rows of every (b, n); the others are full checks.']
+    : [];
+  return [table, ...notes, ...sampled].join('\n');
+}
+
+/** A chart as text: bars for a single-shape group, a pivot table for a sweep. */
+export function renderChartText(chart: ChartSpec, options: { color?: boolean } = {}): string {
+  if (chart.kind === 'bar') {
+    const items = chart.series.map((s) => ({ label: s.label, value: s.points[0]?.y ?? 0 }));
+    const unit = /\(([^)]+)\)$/.exec(chart.yLabel)?.[1] ?? '';
+    return renderBars(items, {
+      title: chart.title,
+      unit,
+      lowerIsBetter: unit === 'ms',
+      color: options.color,
+    });
+  }
+  const xs = [...new Set(chart.series.flatMap((s) => s.points.map((p) => p.x)))].sort((a, b) => a - b);
+  const legend = chart.series.map((s, i) => `${letter(i)} = ${s.label}`);
+  const headers = [chart.xLabel.split(' ').pop() ?? 'x', ...chart.series.map((_, i) => letter(i))];
+  const rows = xs.map((x) => [
+    String(x),
+    ...chart.series.map((s) => {
+      const point = s.points.find((p) => p.x === x);
+      return point ? formatNumber(point.y) : '—';
+    }),
+  ]);
+  const table = renderTable(headers, rows, {
+    title: `${chart.title} — ${chart.yLabel}`,
+    align: headers.map(() => 'right'),
+    color: options.color,
+  });
+  return [table, ...legend.map((l) => `  ${l}`)].join('\n');
+}
+
+/** The machine and versions of a results file, as key/value lines. */
+export function renderMachine(results: ResultsFile, options: { color?: boolean } = {}): string {
+  const m = results.machine;
+  const rows: string[][] = [
+    [
+      'device',
+      m.gpu ? `${m.gpu.name} (sm ${m.gpu.computeCapability}, ${formatBytes(m.gpu.memoryBytes)})` : m.cpu,
+    ],
+    ...(m.gpu?.driver ? [['driver', m.gpu.driver]] : []),
+    ...Object.entries(m.libraries).map(([k, v]) => [k, v]),
+    ['node', m.node],
+    ['attnlab', `${results.attnlab.version} (${results.attnlab.commit})`],
+    ...(results.ceiling
+      ? [
+          [
+            'matmul ceiling',
+            `${formatNumber(results.ceiling.tflops)} TFLOP/s ${results.ceiling.dtype} (${results.ceiling.source})`,
+          ],
+        ]
+      : []),
+    ...results.peers.map((p) => [
+      `peer ${p.name}`,
+      p.available
+        ? Object.entries(p.versions ?? {})
+            .map(([k, v]) => `${k} ${v}`)
+            .join(', ')
+        : `missing: ${p.reason}`,
+    ]),
+  ];
+  return renderTable(['', 'value'], rows, { title: 'Machine', color: options.color });
+}
+
+/** Series letters a, b, … z, then aa, ab… : short pivot-table headers with a legend below. */
+function letter(i: number): string {
+  const a = 'abcdefghijklmnopqrstuvwxyz';
+  return i < 26 ? a[i] : a[Math.floor(i / 26) - 1] + a[i % 26];
+}
