@@ -8,7 +8,9 @@ import type { AttentionProblem, BackendOutput, Implementation } from '../api/pro
 import type { Device } from '../tensor/storage.js';
 import { cpuFlashBackend } from './cpu/flash.js';
 import { cpuReferenceBackend } from './cpu/reference.js';
+import { cudnnBackend } from './cuda/cudnn/backend.js';
 import { cudaFlashBackend } from './cuda/flash/backend.js';
+import { cudaNaiveBackend } from './cuda/naive/backend.js';
 
 export type Support = { readonly ok: true } | { readonly ok: false; readonly reason: string };
 
@@ -30,7 +32,9 @@ export const BACKENDS: readonly AttentionBackend[] = [
   cpuFlashBackend,
   cpuReferenceBackend,
   // cuda: cudnn > flash > naive
+  cudnnBackend,
   cudaFlashBackend,
+  cudaNaiveBackend,
 ];
 
 /** The backend that will run `problem`, or a typed error saying why none can. */

@@ -88,8 +88,12 @@ export function describeSdpa(
   const padding = p.querySeqLengths !== null || p.keyValueSeqLengths !== null;
   const windowRight = p.window ? p.window.right : Number.POSITIVE_INFINITY;
   const rightValue = p.causal ? Math.min(windowRight, 0) : windowRight;
-  const right = Number.isFinite(rightValue) ? rightValue : null;
-  const left = p.window && Number.isFinite(p.window.left) ? p.window.left : null;
+  // A bound of max(T, S) or more masks nothing (|i + d − j| < max(T, S) for every valid pair), so it
+  // is dropped: fewer mask ops, and a window-free graph may take the unified op.
+  const reach = Math.max(p.T, p.S);
+  const right = rightValue < reach ? rightValue : null;
+  const leftValue = p.window ? p.window.left : Number.POSITIVE_INFINITY;
+  const left = leftValue < reach ? leftValue : null;
   if (right !== null && right < 0) return no(`the window's right bound must be ≥ 0 for cuDNN, got ${right}`);
   if (left !== null && left < 0) return no(`the window's left bound must be ≥ 0 for cuDNN, got ${left}`);
   const bounded = right !== null || left !== null;
@@ -112,8 +116,8 @@ export function describeSdpa(
     if ((st === 0 && p.T > 1) || (ss === 0 && p.S > 1)) {
       return no(`cuDNN takes a bias of shape (1|B, 1|N, T, S); one broadcast over T or S is not expressible`);
     }
-    if (bounded && alignment === 'bottom_right') {
-      return no('cuDNN cannot combine a bias with bottom-right alignment');
+    if (right !== null && alignment === 'bottom_right') {
+      return no('cuDNN cannot combine a bias with a bottom-right causal or right-bounded window');
     }
     // A broadcast dimension has size 1 for cuDNN; it gets the packed stride of the dims inside it.
     const dims = [sb === 0 ? 1 : p.B, sn === 0 ? 1 : p.N, p.T, p.S];

@@ -1,0 +1,230 @@
+/**
+ * A float64 interpreter of attnlab's cuDNN graph descriptions, for testing them without cuDNN.
+ *
+ * Each op is evaluated literally with the semantics cuDNN documents: pointwise ops broadcast size-1
+ * dims, GEN_INDEX yields the index along its axis, BINARY_SELECT is `t ? x : b`, reductions reduce
+ * the dims where the output has size 1, matmuls map a batch/head index onto an operand with fewer
+ * heads by floor(i · dimOperand / dimOut) (GQA), and the GEMM overrides limit M/N/K per batch.
+ * Inputs and outputs are read and written through the declared strides, so a wrong layout shows up
+ * as a wrong answer. With `roundP` the tensor feeding the second matmul is rounded to its dtype.
+ */
+import type { GraphSpec, OpSpec, TensorSpec } from '../../src/backends/cuda/cudnn/graph-spec.js';
+import { roundTo } from '../../src/tensor/dtype.js';
+
+export interface EvalInputs {
+  /** Raw memory of each bound tensor, in attnlab's layout, decoded to float64. */
+  readonly memory: Partial<Record<'query' | 'key' | 'value' | 'bias' | 'seqLenQ' | 'seqLenKv', Float64Array>>;
+  readonly scale: number;
+  readonly roundP?: boolean;
+}
+
+export interface EvalOutputs {
+  /** Memory written for the output and stats bindings (zeros where the graph wrote nothing). */
+  readonly output: Float64Array;
+  readonly stats: Float64Array | null;
+}
+
+type Values = Float64Array;
+
+const size = (dims: readonly number[]) => dims.reduce((a, b) => a * b, 1);
+
+function unravel(index: number, dims: readonly number[], out: number[]): void {
+  for (let d = dims.length - 1; d >= 0; d--) {
+    out[d] = index % dims[d];
+    index = Math.floor(index / dims[d]);
+  }
+}
+
+export function evaluateGraph(spec: GraphSpec, inputs: EvalInputs): EvalOutputs {
+  const tensors = new Map<number, TensorSpec>(spec.tensors.map((t) => [t.uid, t]));
+  const values = new Map<number, Values>();
+  let outputMemory = new Float64Array(0);
+  let statsMemory: Float64Array | null = null;
+  const lengths = (kind: 'seqLenQ' | 'seqLenKv') => inputs.memory[kind] ?? null;
+
+  for (const t of spec.tensors) {
+    const binding = spec.bindings.get(t.uid);
+    if (!binding) continue;
+    if (binding.kind === 'scale') values.set(t.uid, Float64Array.of(inputs.scale));
+    else if (binding.kind === 'constant') values.set(t.uid, Float64Array.of(binding.value));
+    else if (binding.kind === 'output') outputMemory = new Float64Array(size(t.dims));
+    else if (binding.kind === 'stats') statsMemory = new Float64Array(size(t.dims)).fill(Number.NaN);
+    else {
+      const memory = inputs.memory[binding.kind];
+      if (!memory) throw new Error(`no memory for ${binding.kind}`);
+      values.set(t.uid, gather(t, memory));
+    }
+  }
+  const get = (uid: number) => {
+    const v = values.get(uid);
+    if (!v) throw new Error(`uid ${uid} read before it was written`);
+    return v;
+  };
+  const put = (uid: number, v: Values) => {
+    const t = tensors.get(uid) as TensorSpec;
+    const binding = spec.bindings.get(uid);
+    values.set(uid, v);
+    if (binding?.kind === 'output') scatter(t, v, outputMemory);
+    if (binding?.kind === 'stats' && statsMemory) scatter(t, v, statsMemory);
+  };
+
+  for (const op of spec.ops) {
+    if (op.kind === 'matmul') {
+      const limits = (uid: number | undefined) => {
+        const kind = uid === undefined ? undefined : spec.bindings.get(uid)?.kind;
+        return kind === 'seqLenQ' || kind === 'seqLenKv' ? lengths(kind) : null;
+      };
+      put(op.c, matmul(op, tensors, get, limits));
+    } else if (op.kind === 'pointwise') {
+      const y = tensors.get(op.y) as TensorSpec;
+      const out = pointwise(op, tensors, get);
+      if (inputs.roundP && (y.dtype === 'half' || y.dtype === 'bfloat16')) {
+        const dtype = y.dtype === 'half' ? 'float16' : 'bfloat16';
+        for (let i = 0; i < out.length; i++) out[i] = roundTo(out[i], dtype);
+      }
+      put(op.y, out);
+    } else if (op.kind === 'reduction') put(op.y, reduce(op, tensors, get));
+    else throw new Error('the unified SDPA op is not interpreted here; test the composite graph');
+  }
+  return { output: outputMemory, stats: statsMemory };
+}
+
+/** Logical [dims] values of a bound tensor read from memory through its strides. */
+function gather(t: TensorSpec, memory: Float64Array): Values {
+  const out = new Float64Array(size(t.dims));
+  const index: number[] = [];
+  for (let i = 0; i < out.length; i++) {
+    unravel(i, t.dims, index);
+    let offset = 0;
+    for (let d = 0; d < index.length; d++) offset += index[d] * t.strides[d];
+    out[i] = memory[offset];
+  }
+  return out;
+}
+
+function scatter(t: TensorSpec, values: Values, memory: Float64Array): void {
+  const index: number[] = [];
+  for (let i = 0; i < values.length; i++) {
+    unravel(i, t.dims, index);
+    let offset = 0;
+    for (let d = 0; d < index.length; d++) offset += index[d] * t.strides[d];
+    memory[offset] = values[i];
+  }
+}
+
+/** Flat index into `dims` of the element that output index `at` (of `outDims`) reads. */
+function broadcastIndex(at: readonly number[], outDims: readonly number[], dims: readonly number[]): number {
+  let flat = 0;
+  for (let d = 0; d < dims.length; d++) flat = flat * dims[d] + Math.floor((at[d] * dims[d]) / outDims[d]);
+  return flat;
+}
+
+function pointwise(
+  op: Extract<OpSpec, { kind: 'pointwise' }>,
+  tensors: Map<number, TensorSpec>,
+  get: (uid: number) => Values,
+): Values {
+  const y = tensors.get(op.y) as TensorSpec;
+  const out = new Float64Array(size(y.dims));
+  const operand = (uid: number | undefined) =>
+    uid === undefined ? null : { t: tensors.get(uid) as TensorSpec, v: get(uid) };
+  const [x, b, t] = [operand(op.x), operand(op.b), operand(op.t)];
+  const at: number[] = [];
+  const read = (o: { t: TensorSpec; v: Values } | null) =>
+    o ? o.v[broadcastIndex(at, y.dims, o.t.dims)] : Number.NaN;
+  for (let i = 0; i < out.length; i++) {
+    unravel(i, y.dims, at);
+    const [xv, bv] = [read(x), read(b)];
+    switch (op.mode) {
+      case 'add':
+        out[i] = xv + bv;
+        break;
+      case 'sub':
+        out[i] = xv - bv;
+        break;
+      case 'mul':
+        out[i] = xv * bv;
+        break;
+      case 'div':
+        out[i] = xv / bv;
+        break;
+      case 'exp':
+        out[i] = Math.exp(xv);
+        break;
+      case 'log':
+        out[i] = Math.log(xv);
+        break;
+      case 'cmp_gt':
+        out[i] = xv > bv ? 1 : 0;
+        break;
+      case 'cmp_ge':
+        out[i] = xv >= bv ? 1 : 0;
+        break;
+      case 'cmp_lt':
+        out[i] = xv < bv ? 1 : 0;
+        break;
+      case 'logical_and':
+        out[i] = xv && bv ? 1 : 0;
+        break;
+      case 'gen_index':
+        out[i] = at[op.axis as number];
+        break;
+      case 'binary_select':
+        out[i] = read(t) ? xv : bv;
+        break;
+    }
+  }
+  return out;
+}
+
+function reduce(
+  op: Extract<OpSpec, { kind: 'reduction' }>,
+  tensors: Map<number, TensorSpec>,
+  get: (uid: number) => Values,
+): Values {
+  const x = tensors.get(op.x) as TensorSpec;
+  const y = tensors.get(op.y) as TensorSpec;
+  const out = new Float64Array(size(y.dims)).fill(op.operator === 'max' ? Number.NEGATIVE_INFINITY : 0);
+  const xv = get(op.x);
+  const at: number[] = [];
+  for (let i = 0; i < xv.length; i++) {
+    unravel(i, x.dims, at);
+    const j = broadcastIndex(
+      at.map((a, d) => (y.dims[d] === 1 ? 0 : a)),
+      y.dims,
+      y.dims,
+    );
+    out[j] = op.operator === 'max' ? Math.max(out[j], xv[i]) : out[j] + xv[i];
+  }
+  return out;
+}
+
+function matmul(
+  op: Extract<OpSpec, { kind: 'matmul' }>,
+  tensors: Map<number, TensorSpec>,
+  get: (uid: number) => Values,
+  limits: (uid: number | undefined) => Float64Array | null,
+): Values {
+  const [a, b, c] = [op.a, op.b, op.c].map((u) => tensors.get(u) as TensorSpec);
+  const [av, bv] = [get(op.a), get(op.b)];
+  const [M, Kd, Nn] = [a.dims[2], a.dims[3], b.dims[3]];
+  const limit = (uid: number | undefined, batch: number, full: number) => limits(uid)?.[batch] ?? full;
+  const out = new Float64Array(size(c.dims));
+  for (let n0 = 0; n0 < c.dims[0]; n0++)
+    for (let n1 = 0; n1 < c.dims[1]; n1++) {
+      const aBase = broadcastIndex([n0, n1, 0, 0], c.dims, a.dims);
+      const bBase = broadcastIndex([n0, n1, 0, 0], c.dims, b.dims);
+      const [mEnd, nEnd, kEnd] = [
+        limit(op.mOverride, n0, M),
+        limit(op.nOverride, n0, Nn),
+        limit(op.kOverride, n0, Kd),
+      ];
+      for (let m = 0; m < mEnd; m++)
+        for (let n = 0; n < nEnd; n++) {
+          let acc = 0;
+          for (let k = 0; k < kEnd; k++) acc += av[aBase + m * Kd + k] * bv[bBase + k * Nn + n];
+          out[((n0 * c.dims[1] + n1) * M + m) * Nn + n] = acc;
+        }
+    }
+  return out;
+}

@@ -1,0 +1,200 @@
+/**
+ * The cuDNN graphs, checked without cuDNN: each composite graph attnlab would hand to cuDNN is
+ * interpreted in float64 (cudnn-graph-eval.ts) and must give what the CPU reference gives, for every
+ * case of the shared correctness matrix that cuDNN accepts; the cases it refuses are listed by name.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { attention } from '../../src/api/attention.js';
+import type { AttentionOptions } from '../../src/api/problem.js';
+import { validateAttention } from '../../src/api/validate.js';
+import {
+  type CudnnEnvironment,
+  type DescribeOptions,
+  describeSdpa,
+} from '../../src/backends/cuda/cudnn/features.js';
+import { buildSdpaGraph } from '../../src/backends/cuda/cudnn/sdpa-graph.js';
+import type { FloatDType } from '../../src/tensor/dtype.js';
+import { randomNormal } from '../../src/tensor/random.js';
+import type { Tensor } from '../../src/tensor/tensor.js';
+import { buildInputs, CASES } from '../support/cases.js';
+import { evaluateGraph } from './cudnn-graph-eval.js';
+
+const H200: CudnnEnvironment = {
+  version: 91900,
+  computeCapability: { major: 9, minor: 0 },
+  gpuName: 'NVIDIA H200',
+};
+
+/** Cases of the shared matrix cuDNN cannot run, and the words its reason must contain. */
+const REFUSED: Record<string, string> = {
+  'causal T>S bottom-right (first rows see nothing)': 'T ≤ S',
+  'bias (B,1,1,S)': 'broadcast over T or S',
+  'mask (B,1,T,S) with a fully masked row': 'boolean mask',
+  'padding + causal bottom-right + GQA': 'sees no key',
+};
+
+function maxError(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  let max = 0;
+  for (let i = 0; i < a.length; i++) max = Math.max(max, Math.abs(a[i] - b[i]));
+  return max;
+}
+
+interface Inputs {
+  q: Tensor;
+  k: Tensor;
+  v: Tensor;
+  options: AttentionOptions;
+}
+
+/** Interprets the composite graph and compares O and the log-sum-exp with the CPU reference. */
+function checkComposite({ q, k, v, options }: Inputs, describeOptions: DescribeOptions = {}): void {
+  const p = validateAttention(q, k, v, { ...options, returnLogSumExp: true });
+  const d = describeSdpa(p, H200, { graph: 'composite', ...describeOptions });
+  assert.ok(d.ok, d.ok ? '' : d.reason);
+  const spec = buildSdpaGraph(d.features);
+  const memory = {
+    query: p.query.toFloat64Array(),
+    key: p.key.toFloat64Array(),
+    value: p.value.toFloat64Array(),
+    bias: p.bias?.tensor.toFloat64Array(),
+    seqLenQ: Float64Array.from(p.querySeqLengths ?? new Array(p.B).fill(p.T)),
+    seqLenKv: Float64Array.from(p.keyValueSeqLengths ?? new Array(p.B).fill(p.S)),
+  };
+  const got = evaluateGraph(spec, { memory, scale: p.scale });
+  // The reference runs on float64 copies (exact: every bf16/fp16 value is a float64) so that its
+  // output is not rounded to the input dtype and any masking mistake stands out.
+  const exact = (t: Tensor) => t.astype('float64');
+  const bias = options.bias ? exact(options.bias) : undefined;
+  const want = attention(exact(q), exact(k), exact(v), {
+    ...options,
+    bias,
+    implementation: 'reference',
+    returnLogSumExp: true,
+  });
+  const error = maxError(got.output, want.output.toFloat64Array());
+  assert.ok(error < 1e-9, `O differs from the reference by ${error}`);
+  if (!got.stats || !want.logSumExp) return;
+  const { B, T, N } = p;
+  const lse = want.logSumExp.toFloat64Array();
+  for (let b = 0; b < B; b++)
+    for (let t = 0; t < (p.querySeqLengths ? p.querySeqLengths[b] : T); t++)
+      for (let n = 0; n < N; n++) {
+        const index = d.features.stats === 'bnt' ? (b * N + n) * T + t : (b * T + t) * N + n;
+        const [g, w] = [got.stats[index], lse[(b * T + t) * N + n]];
+        assert.ok(Math.abs(g - w) <= 1e-5 * (1 + Math.abs(w)), `Stats[b=${b},t=${t},n=${n}] ${g} vs ${w}`);
+      }
+}
+
+function inputs(
+  shape: { B: number; T: number; S: number; N: number; K: number; H: number },
+  options: AttentionOptions,
+  dtype: FloatDType = 'bfloat16',
+): Inputs {
+  const { B, T, S, N, K, H } = shape;
+  const q = randomNormal([B, T, N, H], { seed: 11, dtype });
+  const k = randomNormal([B, S, K, H], { seed: 12, dtype });
+  const v = randomNormal([B, S, K, H], { seed: 13, dtype });
+  return { q, k, v, options };
+}
+
+function problem(shape: Parameters<typeof inputs>[0], options: AttentionOptions) {
+  const { q, k, v } = inputs(shape, options);
+  return validateAttention(q, k, v, { ...options, returnLogSumExp: true });
+}
+
+describe('cuDNN composite graph, interpreted in float64', () => {
+  for (const c of CASES) {
+    it(c.name, () => {
+      const { q, k, v, options } = buildInputs(c, 'bfloat16', 7);
+      const p = validateAttention(q, k, v, { ...options, returnLogSumExp: true });
+      const d = describeSdpa(p, H200);
+      if (REFUSED[c.name]) {
+        assert.ok(!d.ok, 'cuDNN was expected to refuse this case');
+        assert.match(d.reason, new RegExp(REFUSED[c.name].replace(/[()]/g, '\\$&')));
+        return;
+      }
+      assert.ok(d.ok, d.ok ? '' : d.reason);
+      checkComposite({ q, k, v, options });
+      checkComposite({ q, k, v, options }, { statsLayout: 'bnt' });
+    });
+  }
+
+  const base = { B: 2, T: 24, S: 40, N: 4, K: 2, H: 16 };
+  const extra: Array<[string, typeof base, AttentionOptions]> = [
+    ['bottom-right causal T<S', base, { isCausal: true, causalAlignment: 'bottom_right' }],
+    ['bottom-right window [3,2]', base, { localWindowSize: [3, 2], causalAlignment: 'bottom_right' }],
+    [
+      'bottom-right window [5,0] + padding',
+      base,
+      {
+        localWindowSize: [5, 0],
+        causalAlignment: 'bottom_right',
+        querySeqLengths: [24, 10],
+        keyValueSeqLengths: [30, 40],
+      },
+    ],
+    [
+      'bottom-right causal + padding, T_b > S_b rows covered',
+      base,
+      {
+        isCausal: true,
+        causalAlignment: 'bottom_right',
+        querySeqLengths: [20, 5],
+        keyValueSeqLengths: [40, 33],
+      },
+    ],
+    [
+      'top-left window [6,3] + padding',
+      base,
+      { localWindowSize: [6, 3], querySeqLengths: [24, 17], keyValueSeqLengths: [40, 21] },
+    ],
+    ['left-only window (right unbounded)', base, { localWindowSize: [4, 1000] }],
+    ['bias (B,N,T,S) + window', base, { localWindowSize: [7, 7] }],
+    [
+      'T = S top-left and bottom-right agree',
+      { ...base, T: 40 },
+      { isCausal: true, causalAlignment: 'bottom_right' },
+    ],
+  ];
+  for (const [name, shape, options] of extra) {
+    it(name, () => {
+      const made = inputs(shape, options);
+      if (name.startsWith('bias')) {
+        const bias = randomNormal([shape.B, shape.N, shape.T, shape.S], { seed: 14, dtype: 'bfloat16' });
+        made.options = { ...options, bias };
+      }
+      checkComposite(made);
+    });
+  }
+
+  it('float16, H=256, MQA', () =>
+    checkComposite(inputs({ B: 1, T: 9, S: 17, N: 4, K: 1, H: 256 }, { isCausal: true }, 'float16')));
+});
+
+describe('cuDNN unified SDPA_FWD graph', () => {
+  it('is chosen for plain and padded non-causal attention on 9.19, with K untransposed and a rank-1 scale', () => {
+    const p = problem({ B: 2, T: 8, S: 12, N: 4, K: 2, H: 16 }, { keyValueSeqLengths: [12, 5] });
+    const d = describeSdpa(p, H200);
+    assert.ok(d.ok && d.features.graph === 'unified');
+    const spec = buildSdpaGraph(d.features);
+    assert.equal(spec.ops.length, 1);
+    const op = spec.ops[0];
+    assert.ok(
+      op.kind === 'sdpa' && op.seqLenQ !== undefined && op.seqLenKv !== undefined && op.stats !== undefined,
+    );
+    const k = spec.tensors.find((t) => t.uid === op.k);
+    assert.deepEqual(k?.dims, [2, 2, 12, 16]);
+    assert.deepEqual(k?.strides, [12 * 2 * 16, 16, 2 * 16, 1]);
+    assert.deepEqual(spec.tensors.find((t) => t.uid === op.scale)?.dims, [1]);
+  });
+
+  it('is not used on 9.14 with padding, nor with causal, bias or a window', () => {
+    const padded = problem({ B: 2, T: 8, S: 12, N: 4, K: 2, H: 16 }, { keyValueSeqLengths: [12, 5] });
+    const old = describeSdpa(padded, { ...H200, version: 91400 });
+    assert.ok(old.ok && old.features.graph === 'composite');
+    const causal = problem({ B: 1, T: 8, S: 8, N: 2, K: 2, H: 16 }, { isCausal: true });
+    const forced = describeSdpa(causal, H200, { graph: 'unified' });
+    assert.ok(!forced.ok && /unified SDPA op/.test(forced.reason));
+  });
+});
