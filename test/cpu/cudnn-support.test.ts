@@ -1,0 +1,160 @@
+/**
+ * The cuDNN backend's answers that need no GPU: why it refuses a case, what keys its plan cache,
+ * and where plan files go.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { attention } from '../../src/api/attention.js';
+import type { AttentionOptions, AttentionProblem } from '../../src/api/problem.js';
+import { validateAttention } from '../../src/api/validate.js';
+import { type CudnnEnvironment, describeSdpa } from '../../src/backends/cuda/cudnn/features.js';
+import { planCacheDir, planFileName } from '../../src/backends/cuda/cudnn/plan-cache.js';
+import type { FloatDType } from '../../src/tensor/dtype.js';
+import { randomNormal } from '../../src/tensor/random.js';
+import { Tensor } from '../../src/tensor/tensor.js';
+
+const H200: CudnnEnvironment = {
+  version: 91900,
+  computeCapability: { major: 9, minor: 0 },
+  gpuName: 'NVIDIA H200',
+};
+
+interface Case {
+  B?: number;
+  T?: number;
+  S?: number;
+  N?: number;
+  K?: number;
+  H?: number;
+  dtype?: FloatDType;
+}
+
+function problem(c: Case, options: AttentionOptions = {}): AttentionProblem {
+  const { B = 2, T = 16, S = 16, N = 4, K = 2, H = 64, dtype = 'bfloat16' } = c;
+  const q = randomNormal([B, T, N, H], { seed: 1, dtype });
+  const k = randomNormal([B, S, K, H], { seed: 2, dtype });
+  const v = randomNormal([B, S, K, H], { seed: 3, dtype });
+  return validateAttention(q, k, v, options);
+}
+
+function reason(p: AttentionProblem, env: CudnnEnvironment = H200): string {
+  const d = describeSdpa(p, env);
+  assert.ok(!d.ok, 'expected cuDNN to refuse');
+  return d.reason;
+}
+
+describe('cuDNN refuses what its engines cannot run, and says why', () => {
+  it('float32 and float64 inputs', () => {
+    assert.match(reason(problem({ dtype: 'float32' })), /float16 or bfloat16 inputs, got float32/);
+    assert.match(reason(problem({ dtype: 'float64' })), /got float64/);
+  });
+  it('a GPU older than compute capability 8.0', () => {
+    const t4 = { ...H200, computeCapability: { major: 7, minor: 5 }, gpuName: 'Tesla T4' };
+    assert.match(reason(problem({}), t4), /compute capability 8\.0 or newer; Tesla T4 is 7\.5/);
+  });
+  it('head dims that are not multiples of 8 or exceed 256', () => {
+    assert.match(reason(problem({ H: 36 })), /multiples of 8 and at most 256, got H=36/);
+    assert.match(reason(problem({ H: 264 })), /got H=264/);
+  });
+  it('a boolean mask', () => {
+    const mask = Tensor.fromRaw(new Uint8Array(16 * 16).fill(1), [1, 1, 16, 16], 'bool');
+    assert.match(reason(problem({}, { mask })), /boolean mask/);
+  });
+  it('a bias of another dtype, or broadcast over T or S', () => {
+    const f32 = randomNormal([1, 1, 16, 16], { seed: 4, dtype: 'float32' });
+    assert.match(
+      reason(problem({}, { bias: f32 })),
+      /bias must have the inputs' dtype bfloat16, got float32/,
+    );
+    const overT = randomNormal([2, 1, 1, 16], { seed: 4, dtype: 'bfloat16' });
+    assert.match(reason(problem({}, { bias: overT })), /broadcast over T or S/);
+    const overS = randomNormal([1, 4, 16, 1], { seed: 4, dtype: 'bfloat16' });
+    assert.match(reason(problem({}, { bias: overS })), /broadcast over T or S/);
+  });
+  it('a bias together with a bottom-right causal mask (T ≠ S)', () => {
+    const bias = randomNormal([1, 1, 8, 16], { seed: 4, dtype: 'bfloat16' });
+    const p = problem({ T: 8 }, { bias, isCausal: true, causalAlignment: 'bottom_right' });
+    assert.match(reason(p), /bias with a bottom-right/);
+  });
+  it('bottom-right alignment or a left window with T > S and no sequence lengths', () => {
+    assert.match(reason(problem({ T: 24 }, { isCausal: true, causalAlignment: 'bottom_right' })), /T ≤ S/);
+    assert.match(reason(problem({ T: 24 }, { localWindowSize: [3, 0] })), /left bound needs T ≤ S/);
+  });
+  it('rows that see no key', () => {
+    const p = problem(
+      {},
+      {
+        isCausal: true,
+        causalAlignment: 'bottom_right',
+        querySeqLengths: [16, 10],
+        keyValueSeqLengths: [16, 4],
+      },
+    );
+    assert.match(reason(p), /row 0 of batch 1 sees no key/);
+    const empty = problem({}, { keyValueSeqLengths: [16, 0] });
+    assert.match(reason(empty), /batch 1 sees no key/);
+    assert.ok(describeSdpa(empty, H200, { allowEmptyRows: true }).ok);
+  });
+  it("cuDNN 9.14.0's non-causal window bug at S > 1024", () => {
+    const p = problem({ B: 1, T: 8, S: 1100, N: 1, K: 1, H: 8 }, { localWindowSize: [64, 2000] });
+    assert.match(reason(p, { ...H200, version: 91400 }), /9\.14\.0/);
+    assert.ok(describeSdpa(p, { ...H200, version: 91401 }).ok);
+  });
+  it('through attention(): a forced cudnn call on a machine without CUDA names the reason', () => {
+    const q = randomNormal([1, 4, 1, 8], { seed: 1, dtype: 'bfloat16' });
+    // Host tensors never reach a CUDA backend: the registry says which backends run on the CPU.
+    assert.throws(
+      () => attention(q, q, q, { implementation: 'cudnn' }),
+      /implementation: expected a backend that runs on cpu/,
+    );
+  });
+});
+
+describe('the plan-cache key', () => {
+  const key = (p: AttentionProblem, env = H200) => {
+    const d = describeSdpa(p, env);
+    assert.ok(d.ok, d.ok ? '' : d.reason);
+    return d.key;
+  };
+  it('ignores what is passed at execute time: the scale and the sequence-length values', () => {
+    assert.equal(key(problem({}, { scale: 0.1 })), key(problem({}, { scale: 0.7 })));
+    const a = problem({}, { querySeqLengths: [16, 3], keyValueSeqLengths: [9, 16] });
+    const b = problem({}, { querySeqLengths: [1, 16], keyValueSeqLengths: [16, 2] });
+    assert.equal(key(a), key(b));
+  });
+  it('changes with everything that shapes the graph', () => {
+    const plain = key(problem({}));
+    const variants = [
+      key(problem({ T: 32, S: 32 })),
+      key(problem({ K: 4 })),
+      key(problem({ dtype: 'float16' })),
+      key(problem({}, { isCausal: true })),
+      key(problem({}, { localWindowSize: 4 })),
+      key(problem({}, { returnLogSumExp: true })),
+      key(problem({}, { keyValueSeqLengths: [16, 3] })),
+      key(problem({}, { bias: randomNormal([1, 4, 16, 16], { seed: 5, dtype: 'bfloat16' }) })),
+      key(problem({}, { bias: randomNormal([2, 4, 16, 16], { seed: 5, dtype: 'bfloat16' }) })),
+    ];
+    assert.equal(new Set([plain, ...variants]).size, variants.length + 1);
+  });
+  it('treats a causal T = S problem the same under both alignments', () => {
+    const topLeft = key(problem({}, { isCausal: true }));
+    assert.equal(key(problem({}, { isCausal: true, causalAlignment: 'bottom_right' })), topLeft);
+  });
+  it('names plan files by cuDNN version, GPU and key', () => {
+    const k = key(problem({}));
+    const names = new Set([
+      planFileName(k, H200),
+      planFileName(k, { ...H200, version: 91400 }),
+      planFileName(k, { ...H200, gpuName: 'NVIDIA A100' }),
+      planFileName(`${k} `, H200),
+    ]);
+    assert.equal(names.size, 4);
+    assert.match(planFileName(k, H200), /^[0-9a-f]{40}\.json$/);
+  });
+  it('puts plans under ATTNLAB_CACHE_DIR, and nowhere when ATTNLAB_CUDNN_PLAN_CACHE=0', () => {
+    assert.equal(planCacheDir({ ATTNLAB_CACHE_DIR: '/tmp/x' }), '/tmp/x/cudnn-plans');
+    assert.match(planCacheDir({}) ?? '', /\.cache\/attnlab\/cudnn-plans$/);
+    assert.equal(planCacheDir({ ATTNLAB_CUDNN_PLAN_CACHE: '0', ATTNLAB_CACHE_DIR: '/tmp/x' }), null);
+  });
+});
