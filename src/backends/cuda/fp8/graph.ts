@@ -1,0 +1,207 @@
+/**
+ * cuDNN's FP8 SDPA forward graph (composite; the unified op takes no FP8 on 9.14–9.19), as
+ * cudnn-frontend v1.23 emits it (CompositeSDPANode + MatmulFP8Node) and as it ran from Node.js on
+ * the H200 (shared/notes/cudnn-sdpa-verified.md §7.1), 18 ops, 22 with causal, 27 with padding:
+ *
+ *   S  = Q8·K8ᵀ · attn_scale · descale_q · descale_k     [padding mask] [causal mask]
+ *   P  = softmax(S) (with the mandatory LOG/ADD statistics branch, virtual)
+ *   amax_s = max|P|;  P8 = e4m3(P · scale_s)
+ *   X  = P8·V8 · descale_s · descale_v;  amax_o = max|X|;  O8 = e4m3(X · scale_o)
+ *
+ * Q8, K8, V8 and O8 are (B,T,N,H)-ordered e4m3 memory declared as cuDNN's [b,h,s,d]. The six scales
+ * and two amax values are device scalars in the scalar block of src/kernels/fp8/quantise.cu.
+ */
+import type { AttentionProblem } from '../../../api/problem.js';
+import { GraphBuilder, type GraphDType, type GraphSpec, type PointwiseMode } from '../cudnn/graph-spec.js';
+
+/** Slots of the scalar block (16 bytes each), shared with quantise.cu's SLOT numbers. */
+export const SCALAR_SLOTS = {
+  descaleQ: 0,
+  descaleK: 1,
+  descaleV: 2,
+  descaleS: 3,
+  scaleS: 4,
+  scaleO: 5,
+  amaxS: 6,
+  amaxO: 7,
+  scaleQ: 8,
+  scaleK: 9,
+  scaleV: 10,
+  amaxQ: 11,
+  amaxK: 12,
+  amaxV: 13,
+} as const;
+export type ScalarName = keyof typeof SCALAR_SLOTS;
+export const SCALAR_BLOCK_BYTES = 14 * 16;
+
+/** What the FP8 graph depends on: the cache key of its plan. */
+export interface Fp8GraphFeatures {
+  readonly B: number;
+  readonly T: number;
+  readonly S: number;
+  readonly N: number;
+  readonly K: number;
+  readonly H: number;
+  readonly causal: boolean;
+  readonly padding: boolean;
+}
+
+export function fp8GraphFeatures(p: AttentionProblem): Fp8GraphFeatures {
+  const { B, T, S, N, K, H, causal } = p;
+  return { B, T, S, N, K, H, causal, padding: p.querySeqLengths !== null || p.keyValueSeqLengths !== null };
+}
+
+/** What each non-virtual uid is bound to at execute time. */
+export type Fp8Role =
+  | { readonly kind: 'q8' | 'k8' | 'v8' | 'o8' | 'seqLenQ' | 'seqLenKv' }
+  | { readonly kind: 'scalar'; readonly slot: number }
+  | { readonly kind: 'attnScale' }
+  | { readonly kind: 'negativeInfinity' };
+
+export interface Fp8Graph {
+  readonly spec: GraphSpec;
+  readonly roles: ReadonlyMap<number, Fp8Role>;
+}
+
+/**
+ * The graph for `f`. The builder's bindings cover Q/K/V/O, lengths and by-value scalars; the FP8
+ * scalars, which its binding kinds do not name, are recorded in `roles` (the one map execution reads).
+ */
+export function buildFp8Graph(f: Fp8GraphFeatures): Fp8Graph {
+  const g = new GraphBuilder();
+  const roles = new Map<number, Fp8Role>();
+  const { B, T, S, N, K, H } = f;
+  // The builder asks each memory tensor for a binding of the bf16 backend's kinds; the FP8 graph's
+  // execution reads `roles` instead, so the nearest kind is given ('output' for the FP8 scalars).
+  const nearest = {
+    q8: 'query',
+    k8: 'key',
+    v8: 'value',
+    o8: 'output',
+    seqLenQ: 'seqLenQ',
+    seqLenKv: 'seqLenKv',
+  } as const;
+  const io = (
+    name: string,
+    dims: number[],
+    strides: number[],
+    role: Fp8Role & { kind: keyof typeof nearest },
+    dtype: GraphDType = 'fp8_e4m3',
+  ) => {
+    const uid = g.io(name, dtype, dims, strides, { kind: nearest[role.kind] });
+    roles.set(uid, role);
+    return uid;
+  };
+  const scalar = (name: ScalarName) => {
+    // A device scalar is an ordinary (non-virtual, not by-value) [1,1,1,1] float tensor.
+    const uid = g.io(name, 'float', [1, 1, 1, 1], [1, 1, 1, 1], { kind: 'output' });
+    roles.set(uid, { kind: 'scalar', slot: SCALAR_SLOTS[name] });
+    return uid;
+  };
+  const q = io('Q8', [B, N, T, H], [T * N * H, H, N * H, 1], { kind: 'q8' });
+  const kT = io('K8^T', [B, K, H, S], [S * K * H, H, 1, K * H], { kind: 'k8' });
+  const v = io('V8', [B, K, S, H], [S * K * H, H, K * H, 1], { kind: 'v8' });
+  const o = io('O8', [B, N, T, H], [T * N * H, H, N * H, 1], { kind: 'o8' });
+  const lengths = f.padding
+    ? {
+        q: io('seq_len_q', [B, 1, 1, 1], [1, 1, 1, 1], { kind: 'seqLenQ' }, 'int32'),
+        kv: io('seq_len_kv', [B, 1, 1, 1], [1, 1, 1, 1], { kind: 'seqLenKv' }, 'int32'),
+      }
+    : null;
+
+  const scoreDims = [B, N, T, S];
+  const scoreStrides = [N * T * S, T * S, S, 1];
+  const pointwise = (
+    name: string,
+    mode: PointwiseMode,
+    precision: GraphDType,
+    x: number,
+    b?: number,
+    options: { dtype?: GraphDType; t?: number; axis?: number; dims?: number[]; strides?: number[] } = {},
+  ) => {
+    const y = g.virtual(
+      name,
+      options.dtype ?? 'float',
+      options.dims ?? scoreDims,
+      options.strides ?? scoreStrides,
+    );
+    g.op({ kind: 'pointwise', mode, precision, x, b, t: options.t, y, axis: options.axis });
+    return y;
+  };
+  const select = (name: string, x: number, keep: number) => {
+    const fill = g.scalar(`${name}_fill`, {
+      kind: 'constant',
+      dtype: 'float',
+      value: Number.NEGATIVE_INFINITY,
+    });
+    roles.set(fill, { kind: 'negativeInfinity' });
+    return pointwise(name, 'binary_select', 'float', x, fill, { t: keep });
+  };
+
+  // 1. S = Q8·K8ᵀ, then the attention scale and the two input descales.
+  const bmm1 = g.virtual('S', 'float', scoreDims, scoreStrides);
+  g.op({ kind: 'matmul', a: q, b: kT, c: bmm1, mOverride: lengths?.q, nOverride: lengths?.kv });
+  const attnScale = g.scalar('attn_scale', { kind: 'scale' });
+  roles.set(attnScale, { kind: 'attnScale' });
+  let s = pointwise('S_scaled', 'mul', 'float', bmm1, attnScale);
+  s = pointwise('S_descale_q', 'mul', 'float', s, scalar('descaleQ'));
+  s = pointwise('S_descale_k', 'mul', 'float', s, scalar('descaleK'));
+
+  // 2. Padding needs both the mask ops and the matmul overrides (either alone is silently wrong).
+  if (lengths) {
+    const row = pointwise('pad_row', 'gen_index', 'int32', s, undefined, { dtype: 'int32', axis: 2 });
+    const col = pointwise('pad_col', 'gen_index', 'int32', s, undefined, { dtype: 'int32', axis: 3 });
+    const rowOk = pointwise('pad_row_ok', 'cmp_lt', 'boolean', row, lengths.q, { dtype: 'boolean' });
+    const colOk = pointwise('pad_col_ok', 'cmp_lt', 'boolean', col, lengths.kv, { dtype: 'boolean' });
+    s = select(
+      'pad_select',
+      s,
+      pointwise('pad_keep', 'logical_and', 'boolean', rowOk, colOk, { dtype: 'boolean' }),
+    );
+  }
+  // 3. Causal, top-left: keep row ≥ col.
+  if (f.causal) {
+    const row = pointwise('causal_row', 'gen_index', 'float', s, undefined, { dtype: 'int32', axis: 2 });
+    const col = pointwise('causal_col', 'gen_index', 'float', s, undefined, { dtype: 'int32', axis: 3 });
+    s = select(
+      'causal_select',
+      s,
+      pointwise('causal_keep', 'cmp_ge', 'boolean', row, col, { dtype: 'boolean' }),
+    );
+  }
+
+  // 4. Softmax; the statistics branch is required by the engine's pattern matcher even unread.
+  const rowDims = [B, N, T, 1];
+  const rowStrides = [N * T, T, 1, 1];
+  const row = (name: string) => g.virtual(name, 'float', rowDims, rowStrides);
+  const max = row('max');
+  g.op({ kind: 'reduction', operator: 'max', x: s, y: max });
+  const exp = pointwise('exp', 'exp', 'float', pointwise('S_minus_max', 'sub', 'float', s, max));
+  const sum = row('sum_exp');
+  g.op({ kind: 'reduction', operator: 'add', x: exp, y: sum });
+  const logSum = row('log_sum_exp');
+  g.op({ kind: 'pointwise', mode: 'log', precision: 'float', x: sum, y: logSum });
+  g.op({ kind: 'pointwise', mode: 'add', precision: 'float', x: max, b: logSum, y: row('Stats') });
+  const p = pointwise('P', 'div', 'float', exp, sum);
+
+  // 5. amax of P, then P8 = e4m3(P · scale_s) feeds the second FP8 matmul.
+  g.op({ kind: 'reduction', operator: 'amax', x: p, y: scalar('amaxS') });
+  const p8 = pointwise('P8', 'mul', 'float', p, scalar('scaleS'), { dtype: 'fp8_e4m3' });
+
+  // 6. X = P8·V8 (float, [B,N,T,H] row-major as cudnn-frontend infers it), descaled; O8 = e4m3(X·scale_o).
+  const outDims = [B, N, T, H];
+  const outStrides = [N * T * H, T * H, H, 1];
+  const x = g.virtual('X', 'float', outDims, outStrides);
+  g.op({ kind: 'matmul', a: p8, b: v, c: x, mOverride: lengths?.q, kOverride: lengths?.kv });
+  const descaled = pointwise('X_descale_s', 'mul', 'float', x, scalar('descaleS'), {
+    dims: outDims,
+    strides: outStrides,
+  });
+  const x2 = pointwise('X_descale_v', 'mul', 'float', descaled, scalar('descaleV'), {
+    dims: outDims,
+    strides: outStrides,
+  });
+  g.op({ kind: 'pointwise', mode: 'mul', precision: 'float', x: x2, b: scalar('scaleO'), y: o });
+  g.op({ kind: 'reduction', operator: 'amax', x: x2, y: scalar('amaxO') });
+  return { spec: g.build(), roles };
+}

@@ -1,0 +1,69 @@
+/**
+ * Launchers of src/kernels/fp8/quantise.cu: one function per kernel, each computing its grid.
+ *
+ * The kernels are bandwidth-bound streams (16 bytes of bf16 in, 8 of e4m3 out per thread and step),
+ * so the grid is sized to fill the GPU a few times over and the kernels loop, rather than one
+ * thread per element: at B=4, T=8192, N=16, H=128 that is 8.4 M groups of 8, which a 132-SM H200
+ * covers with 132 × 8 blocks of 256 threads in 31 steps.
+ */
+import { loadKernels } from '../compile.js';
+import { getCudaContext } from '../context.js';
+import { f32, i32, i64, launchKernel, ptr } from '../launch.js';
+
+const THREADS = 256;
+/** Elements per thread and step (one 16-byte load of bf16). */
+export const VEC = 8;
+const BLOCKS_PER_SM = 8;
+
+const NAMES = ['attnlab_fp8_quantise3', 'attnlab_fp8_current_scales', 'attnlab_fp8_dequantise'] as const;
+
+function functions(): Record<(typeof NAMES)[number], bigint> {
+  const module = loadKernels({ file: 'fp8/quantise.cu', kernels: NAMES });
+  return Object.fromEntries(NAMES.map((name) => [name, module.functions.get(name)!])) as Record<
+    (typeof NAMES)[number],
+    bigint
+  >;
+}
+
+function gridFor(groups: number): number {
+  const limit = getCudaContext().properties.multiprocessorCount * BLOCKS_PER_SM;
+  return Math.max(1, Math.min(limit, Math.ceil(groups / THREADS)));
+}
+
+/**
+ * bf16 Q, K, V (element counts a multiple of 8) → e4m3 with the scales in the scalar block, and
+ * their amax into it; with `amaxOnly`, only the amax (current scaling's first pass).
+ */
+export function launchQuantise3(
+  inputs: readonly [bigint, bigint, bigint],
+  outputs: readonly [bigint, bigint, bigint],
+  queryElements: number,
+  keyValueElements: number,
+  block: bigint,
+  amaxOnly: boolean,
+): void {
+  const [qGroups, kvGroups] = [queryElements / VEC, keyValueElements / VEC];
+  launchKernel(
+    functions().attnlab_fp8_quantise3,
+    { grid: [gridFor(Math.max(qGroups, kvGroups)), 3, 1], block: [THREADS, 1, 1] },
+    [...inputs.map(ptr), ...outputs.map(ptr), i64(qGroups), i64(kvGroups), ptr(block), i32(amaxOnly ? 1 : 0)],
+  );
+}
+
+/** Current scaling: every scale and descale of the block from the amax of Q, K, V just recorded. */
+export function launchCurrentScales(block: bigint, fp8Max: number): void {
+  launchKernel(functions().attnlab_fp8_current_scales, { grid: [1, 1, 1], block: [32, 1, 1] }, [
+    ptr(block),
+    f32(fp8Max),
+  ]);
+}
+
+/** e4m3 O → bf16 O with 1/scale_o from the block. */
+export function launchDequantise(input: bigint, output: bigint, elements: number, block: bigint): void {
+  const groups = elements / VEC;
+  launchKernel(
+    functions().attnlab_fp8_dequantise,
+    { grid: [gridFor(groups), 1, 1], block: [THREADS, 1, 1] },
+    [ptr(input), ptr(output), i64(groups), ptr(block)],
+  );
+}
