@@ -34,9 +34,10 @@ __device__ __forceinline__ void load_tile(u32 dst, const u16* src, i64 row_strid
     const i64 step = ROWS_PER_STEP * row_stride;
     u32 to = dst + r0 * PITCH_BYTES + c * 16;
 #pragma unroll
-    for (int r = r0; r < ROWS; r += ROWS_PER_STEP) {
+    for (int it = 0; it < (ROWS + ROWS_PER_STEP - 1) / ROWS_PER_STEP; ++it) {
+      const int r = r0 + it * ROWS_PER_STEP;
       const bool ok = col_ok && r < valid_rows;
-      cp_async_16(to, ok ? from : src, ok ? 16 : 0);
+      if (ROWS % ROWS_PER_STEP == 0 || r < ROWS) cp_async_16(to, ok ? from : src, ok ? 16 : 0);
       from += step;
       to += ROWS_PER_STEP * PITCH_BYTES;
     }

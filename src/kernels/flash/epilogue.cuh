@@ -20,11 +20,11 @@ __device__ __forceinline__ void store_output(const FlashParams& p, const TileWor
       const int local = i * 16 + g + h * 8;
       const int row = row0 + local;
       const bool valid = row < w.t_len;
-      const float scale = valid ? inv[i][h] : 0.f;
+      // A select, not a multiply by 0: a padding row must come out 0 whatever its accumulator holds.
 #pragma unroll
       for (int d = 0; d < DT; ++d) {
         *reinterpret_cast<u32*>(stage + local * PITCH + d * 8 + 2 * t) =
-            pack2<FP16>(o[i][d][2 * h] * scale, o[i][d][2 * h + 1] * scale);
+            valid ? pack2<FP16>(o[i][d][2 * h] * inv[i][h], o[i][d][2 * h + 1] * inv[i][h]) : 0u;
       }
       if (p.lse != nullptr && t == 0 && row < p.T) {
         p.lse[(static_cast<i64>(w.b) * p.T + row) * p.N + w.n] = valid ? lse[i][h] : neg_inf();
@@ -40,8 +40,8 @@ __device__ __forceinline__ void store_output(const FlashParams& p, const TileWor
     const int c = idx % CHUNKS;
     const int row = row0 + r;
     if (row < p.T && c * 8 < p.Hv) {
-      *reinterpret_cast<uint4*>(out + row * p.o_strides[1] + c * 8) =
-          *reinterpret_cast<const uint4*>(stage + r * PITCH + c * 8);
+      *reinterpret_cast<u128*>(out + row * p.o_strides[1] + c * 8) =
+          *reinterpret_cast<const u128*>(stage + r * PITCH + c * 8);
     }
   }
 }
@@ -51,10 +51,10 @@ template <int BM, int THREADS>
 __device__ __forceinline__ void store_empty_block(const FlashParams& p, const TileWork& w) {
   u16* out = p.o + w.b * p.o_strides[0] + w.n * p.o_strides[2];
   const int chunks = p.Hv / 8;
-  const int rows = min(BM, p.T - w.m0);
+  const int rows = imin(BM, p.T - w.m0);
   for (int idx = threadIdx.x; idx < rows * chunks; idx += THREADS) {
     const int row = w.m0 + idx / chunks;
-    *reinterpret_cast<uint4*>(out + row * p.o_strides[1] + (idx % chunks) * 8) = make_uint4(0, 0, 0, 0);
+    *reinterpret_cast<u128*>(out + row * p.o_strides[1] + (idx % chunks) * 8) = u128{0, 0, 0, 0};
   }
   if (p.lse != nullptr) {
     for (int r = threadIdx.x; r < rows; r += THREADS) {

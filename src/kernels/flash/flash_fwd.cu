@@ -170,12 +170,12 @@ template <class C>
 __global__ void __launch_bounds__(C::THREADS) flash_fwd_test(const __grid_constant__ FlashParams p) {
   flash_fwd<C>(p);
 }
-// The tile table's main entries (src/backends/cuda/flash/tiles.ts), an fp16 one, and bias/mask ones.
-template __global__ void flash_fwd_test<FlashConfig<32, 128, 128, 4, false, 0, false>>(const __grid_constant__ FlashParams);
-template __global__ void flash_fwd_test<FlashConfig<64, 128, 128, 4, false, 0, false>>(const __grid_constant__ FlashParams);
-template __global__ void flash_fwd_test<FlashConfig<128, 128, 64, 4, false, 0, false>>(const __grid_constant__ FlashParams);
+// The tile table's entries (src/backends/cuda/flash/tiles.ts), fp16, and bias/mask variants.
+template __global__ void flash_fwd_test<FlashConfig<32, 128, 64, 4, false, 0, false>>(const __grid_constant__ FlashParams);
+template __global__ void flash_fwd_test<FlashConfig<64, 128, 64, 4, false, 0, false>>(const __grid_constant__ FlashParams);
+template __global__ void flash_fwd_test<FlashConfig<128, 128, 64, 8, false, 0, false>>(const __grid_constant__ FlashParams);
 template __global__ void flash_fwd_test<FlashConfig<128, 128, 64, 8, true, 0, false>>(const __grid_constant__ FlashParams);
 template __global__ void flash_fwd_test<FlashConfig<256, 128, 64, 8, false, 0, false>>(const __grid_constant__ FlashParams);
-template __global__ void flash_fwd_test<FlashConfig<96, 128, 64, 4, false, 1, true>>(const __grid_constant__ FlashParams);
-template __global__ void flash_fwd_test<FlashConfig<48, 64, 64, 4, true, 2, false>>(const __grid_constant__ FlashParams);
+template __global__ void flash_fwd_test<FlashConfig<96, 128, 64, 8, false, 1, true>>(const __grid_constant__ FlashParams);
+template __global__ void flash_fwd_test<FlashConfig<48, 128, 64, 4, true, 2, false>>(const __grid_constant__ FlashParams);
 #endif

@@ -10,6 +10,14 @@ typedef unsigned int u32;
 typedef unsigned char u8;
 typedef long long i64;
 
+// Own min/max and 16-byte vector: NVRTC compiles these files without any CUDA header, so nothing
+// here depends on which helpers it happens to declare implicitly.
+__device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
+__device__ __forceinline__ int imax(int a, int b) { return a > b ? a : b; }
+struct __align__(16) u128 {
+  u32 x, y, z, w;
+};
+
 struct FlashParams {
   const u16* q;         // (B,T,N,H) in the input dtype
   const u16* k;         // (B,S,K,H)

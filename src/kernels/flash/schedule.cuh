@@ -35,15 +35,15 @@ __device__ __forceinline__ TileWork schedule_tile(const FlashParams& p) {
   w.t_len = clamp_len(p.q_lens, w.b, p.T);
   w.s_len = clamp_len(p.kv_lens, w.b, p.S);
   w.diag = (p.flags & FLASH_FLAG_BOTTOM_RIGHT) ? w.s_len - w.t_len : 0;
-  w.m_last = min(w.m0 + BM, w.t_len) - 1;
+  w.m_last = imin(w.m0 + BM, w.t_len) - 1;
   // Causality and the window bound the keys by the block's first and last rows: row i sees
   // [i + diag − left, i + diag + right] ∩ (−∞, i + diag] ∩ [0, s_len).
   int hi = w.s_len;
   int lo = 0;
-  if (p.flags & FLASH_FLAG_CAUSAL) hi = min(hi, w.m_last + w.diag + 1);
+  if (p.flags & FLASH_FLAG_CAUSAL) hi = imin(hi, w.m_last + w.diag + 1);
   if (p.flags & FLASH_FLAG_WINDOW) {
-    hi = min(hi, w.m_last + w.diag + p.window_right + 1);
-    lo = max(lo, w.m0 + w.diag - p.window_left);
+    hi = imin(hi, w.m_last + w.diag + p.window_right + 1);
+    lo = imax(lo, w.m0 + w.diag - p.window_left);
   }
   if (w.m0 > w.m_last) hi = lo;  // the whole block is past t_len: padding rows only
   w.n_lo = lo;

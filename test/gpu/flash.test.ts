@@ -1,0 +1,170 @@
+/**
+ * The CUDA flash kernel against the float64 CPU reference over the shared correctness matrix plus
+ * kernel-specific cases (multi-tile causal, windows with padding, padded head dims, H ≠ Hv, float32
+ * bias), with FlashAttention's accuracy rule, fresh random inputs per run (the seed is printed;
+ * ATTNLAB_TEST_SEED replays one) and poisoned device memory, so an element the kernel forgot to
+ * write reads as NaN. Also: peak device memory is O(T), and float32 is refused with a reason.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { attention } from '../../src/api/attention.js';
+import { UnsupportedError } from '../../src/api/errors.js';
+import type { AttentionOptions } from '../../src/api/problem.js';
+import { cudaAvailable, synchronize } from '../../src/backends/cuda/context.js';
+import {
+  memoryStats,
+  resetPeakMemory,
+  roundAllocationSize,
+  setAllocationPoison,
+} from '../../src/backends/cuda/memory.js';
+import type { FloatDType } from '../../src/tensor/dtype.js';
+import { randomNormal } from '../../src/tensor/random.js';
+import type { Tensor } from '../../src/tensor/tensor.js';
+import { type AttentionCase, buildInputs, CASES } from '../support/cases.js';
+import { checkAccuracy, plainLowPrecision } from '../support/tolerance.js';
+
+const cuda = cudaAvailable();
+const skip = cuda.ok ? false : `no CUDA device: ${cuda.reason}`;
+const seed = Number(process.env.ATTNLAB_TEST_SEED ?? Date.now() % 1_000_000_000);
+
+/** Cases that exercise what the shared matrix does not: several tiles, skipping, padding of D. */
+const FLASH_CASES: readonly AttentionCase[] = [
+  {
+    name: 'T=S=1000 causal (tiles skipped, diagonal masked)',
+    shape: { B: 1, T: 1000, S: 1000, N: 1, K: 1, H: 32 },
+    options: { isCausal: true },
+  },
+  { name: 'T=1000 S=203', shape: { B: 1, T: 1000, S: 203, N: 2, K: 1, H: 32 } },
+  {
+    name: 'T=300 S=330 window [64,0] bottom-right + padding',
+    shape: { B: 2, T: 300, S: 330, N: 2, K: 1, H: 64 },
+    options: {
+      localWindowSize: [64, 0],
+      causalAlignment: 'bottom_right',
+      querySeqLengths: [300, 257],
+      keyValueSeqLengths: [330, 280],
+    },
+  },
+  {
+    name: 'T=260 S=400 window [100,30]',
+    shape: { B: 1, T: 260, S: 400, N: 2, K: 2, H: 64 },
+    options: { localWindowSize: [100, 30] },
+  },
+  {
+    name: 'GQA N=8 K=2 causal T=200 S=333',
+    shape: { B: 1, T: 200, S: 333, N: 8, K: 2, H: 64 },
+    options: { isCausal: true },
+  },
+  { name: 'H=40 (padded to 48)', shape: { B: 2, T: 70, S: 90, N: 2, K: 2, H: 40 } },
+  { name: 'H=64 Hv=32', shape: { B: 1, T: 50, S: 77, N: 2, K: 1, H: 64, Hv: 32 } },
+  { name: 'H=200 causal', shape: { B: 1, T: 150, S: 150, N: 1, K: 1, H: 200 }, options: { isCausal: true } },
+  { name: 'T=1 S=203 decode step', shape: { B: 3, T: 1, S: 203, N: 4, K: 1, H: 128 } },
+  {
+    name: 'bias broadcast over B,N (1,1,T,S) + causal',
+    shape: { B: 2, T: 130, S: 140, N: 2, K: 2, H: 64 },
+    biasShape: [1, 1, 130, 140],
+    options: { isCausal: true },
+  },
+];
+
+/** A float64 copy: the reference then computes from exactly the kernel's input values, unrounded. */
+function float64Options(options: AttentionOptions): AttentionOptions {
+  return { ...options, bias: options.bias?.astype('float64') };
+}
+
+function onDevice(options: AttentionOptions, biasDType?: FloatDType): AttentionOptions {
+  const bias = options.bias && biasDType ? options.bias.astype(biasDType) : options.bias;
+  return { ...options, bias: bias?.to('cuda'), mask: options.mask?.to('cuda') };
+}
+
+function checkLogSumExp(actual: Tensor, expected: Tensor): void {
+  const a = actual.toFloat64Array();
+  const e = expected.toFloat64Array();
+  let worst = 0;
+  for (let i = 0; i < e.length; i++) {
+    if (e[i] === Number.NEGATIVE_INFINITY || a[i] === Number.NEGATIVE_INFINITY) {
+      assert.equal(a[i], e[i], `log-sum-exp[${i}]: expected ${e[i]}, got ${a[i]}`);
+      continue;
+    }
+    const err = Math.abs(a[i] - e[i]) / Math.max(1, Math.abs(e[i]));
+    assert.ok(Number.isFinite(err), `log-sum-exp[${i}] = ${a[i]}`);
+    worst = Math.max(worst, err);
+  }
+  // Logits are float32 sums of exact products; 1e-3 leaves room for ex2/lg2.approx, not for a bug.
+  assert.ok(worst <= 1e-3, `log-sum-exp relative error ${worst.toExponential(3)} > 1e-3`);
+}
+
+function runCase(c: AttentionCase, dtype: FloatDType, caseSeed: number, biasDType?: FloatDType): void {
+  const { q, k, v, options } = buildInputs(c, dtype, caseSeed);
+  const oracle = attention(q.astype('float64'), k.astype('float64'), v.astype('float64'), {
+    ...float64Options(
+      biasDType && options.bias ? { ...options, bias: options.bias.astype(biasDType) } : options,
+    ),
+    implementation: 'reference',
+    returnLogSumExp: true,
+  });
+  const plain = plainLowPrecision(q, k, v, options, dtype);
+  const result = attention(q.to('cuda'), k.to('cuda'), v.to('cuda'), {
+    ...onDevice(options, biasDType),
+    implementation: 'flash',
+    returnLogSumExp: true,
+  });
+  assert.equal(result.backend, 'flash');
+  assert.equal(result.device, 'cuda');
+  assert.match(result.variant, /^flash-fwd\.sm_\d+a?\.(bf16|f16)\.d\d+\.\d+x\d+x\d+/);
+  const report = checkAccuracy(result.output.toFloat64Array(), oracle.output.toFloat64Array(), plain, dtype);
+  assert.ok(report.ok, `${c.name} ${dtype} (seed ${caseSeed}, ${result.variant}): ${report.message}`);
+  checkLogSumExp(result.logSumExp!, oracle.logSumExp!);
+  result.output.dispose();
+  result.logSumExp?.dispose();
+}
+
+describe('cuda flash kernel', { skip }, () => {
+  before(() => {
+    console.log(`# seed ${seed} (ATTNLAB_TEST_SEED=${seed} replays this run)`);
+    setAllocationPoison(0xff);
+  });
+  after(() => setAllocationPoison(null));
+
+  const all = [...CASES, ...FLASH_CASES];
+  for (const dtype of ['bfloat16', 'float16'] as const) {
+    all.forEach((c, index) => {
+      it(`${c.name} (${dtype})`, () => runCase(c, dtype, seed + 16 * index));
+    });
+  }
+
+  it('reads a float32 bias beside bfloat16 inputs', () => {
+    const c = CASES.find((x) => x.biasShape && x.options?.isCausal) ?? FLASH_CASES[FLASH_CASES.length - 1];
+    runCase(c, 'bfloat16', seed + 7, 'float32');
+  });
+
+  it('refuses float32 with the reason', () => {
+    const x = randomNormal([1, 8, 1, 32], { seed, dtype: 'float32' }).to('cuda');
+    assert.throws(
+      () => attention(x, x, x, { implementation: 'flash' }),
+      (e: unknown) => e instanceof UnsupportedError && /float32/.test(e.message),
+    );
+  });
+
+  it('keeps peak device memory O(T): output and log-sum-exp only, never T·S scores', () => {
+    for (const T of [2048, 8192]) {
+      const [B, N, H] = [1, 8, 64];
+      const q = randomNormal([B, T, N, H], { seed, dtype: 'bfloat16' }).to('cuda');
+      synchronize();
+      resetPeakMemory();
+      const before = memoryStats().currentBytes;
+      const r = attention(q, q, q, { implementation: 'flash', isCausal: true, returnLogSumExp: true });
+      synchronize();
+      const grown = memoryStats().peakBytes - before;
+      const allowed = roundAllocationSize(B * T * N * H * 2) + roundAllocationSize(B * T * N * 4);
+      const scores = B * N * T * T * 2;
+      console.log(
+        `# T=${T}: peak +${grown} B (output+lse ${allowed} B; a (B,N,T,S) bf16 score tensor ${scores} B)`,
+      );
+      assert.ok(grown <= allowed, `T=${T}: peak grew ${grown} B, more than output+lse (${allowed} B)`);
+      r.output.dispose();
+      r.logSumExp?.dispose();
+      q.dispose();
+    }
+  });
+});
