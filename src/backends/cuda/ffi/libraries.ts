@@ -86,12 +86,18 @@ export function libraryCandidates(name: LibraryName, env: NodeJS.ProcessEnv = pr
   const candidates: string[] = [];
   const inFolder = (folder: string) => spec.sonames.map((s) => join(folder, s));
   const override = env[spec.envVar];
-  if (override) candidates.push(...(isDirectory(override) ? inFolder(override) : [override]));
+  if (override) candidates.push(...overrideCandidates(spec, override));
   for (const folder of systemFolders(env)) candidates.push(...inFolder(folder));
   for (const site of pythonSitePackages(env)) {
     for (const pkg of spec.pythonPackages) candidates.push(...inFolder(join(site, 'nvidia', pkg, 'lib')));
   }
   return [...new Set(candidates)].filter((c) => existsSync(c));
+}
+
+/** The files an ATTNLAB_<LIB> value names: itself, or the sonames inside it when it is a folder. */
+function overrideCandidates(spec: LibrarySpec, value: string): string[] {
+  const files = isDirectory(value) ? spec.sonames.map((s) => join(value, s)) : [value];
+  return files.filter((f) => existsSync(f));
 }
 
 /** What was loaded and from where, for `attnlab info`. */
@@ -112,13 +118,14 @@ export function loadLibrary(name: LibraryName, env: NodeJS.ProcessEnv = process.
   const cached = loaded.get(name);
   if (cached) return cached;
   const spec = SPECS[name];
-  let candidates = libraryCandidates(name, env);
+  const override = env[spec.envVar];
+  // An explicit variable is a demand, not a hint: when it names nothing loadable, say so rather than
+  // quietly loading another copy.
+  let candidates = override ? overrideCandidates(spec, override) : libraryCandidates(name, env);
   if (name === 'cudnn') candidates = rankByCudnnVersion(candidates);
-  // An explicit variable is a demand, not a hint: when it names nothing loadable, say so.
   const tried: string[] = [];
-  if (env[spec.envVar] && candidates.length === 0)
-    tried.push(`${spec.envVar}=${env[spec.envVar]} (no such file)`);
-  for (const path of [...candidates, ...spec.sonames]) {
+  if (override && candidates.length === 0) tried.push(`${spec.envVar}=${override} (no such file)`);
+  for (const path of override ? candidates : [...candidates, ...spec.sonames]) {
     try {
       if (name === 'cudnn' && path.includes('/')) preloadCudnnSiblings(path);
       const lib = koffi.load(path);
@@ -160,7 +167,7 @@ export function cudnnVersionOfFile(path: string): number {
 }
 
 /** Newest first; stable for equal versions so the search order still decides ties. */
-function rankByCudnnVersion(paths: string[]): string[] {
+export function rankByCudnnVersion(paths: string[]): string[] {
   return paths
     .map((path, index) => ({ path, index, version: cudnnVersionOfFile(path) }))
     .sort((a, b) => b.version - a.version || a.index - b.index)
