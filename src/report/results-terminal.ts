@@ -45,9 +45,12 @@ export function renderResultRows(
         : '—',
     ];
   });
-  const table = renderTable(ROW_HEADERS, cells, {
+  // Columns no row fills (host ms and memory on the CPU, % peak without a ceiling) only cost width.
+  const keep = ROW_HEADERS.map((_, i) => i < 3 || cells.some((r) => r[i] !== '—'));
+  const pick = <T>(items: readonly T[]) => items.filter((_, i) => keep[i]);
+  const table = renderTable(pick(ROW_HEADERS), cells.map(pick), {
     title: options.title,
-    align: ROW_ALIGN,
+    align: pick(ROW_ALIGN),
     color: options.color,
   });
   const notes = rows

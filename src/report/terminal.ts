@@ -35,12 +35,19 @@ export function renderTable(
   const pc = picocolors.createColors(options.color ?? false);
   const natural = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => longestLine(r[i] ?? ''))) + 2);
   // Borders take one column per column plus one.
-  const colWidths = fitWidths(natural, TERMINAL_WIDTH - (headers.length + 1));
+  const align = headers.map((_, i) => options.align?.[i] ?? 'left');
+  const colWidths = fitWidths(
+    natural,
+    TERMINAL_WIDTH - (headers.length + 1),
+    align.map((a) => a === 'left'),
+  );
   const table = new Table({
     head: headers.map((h) => pc.bold(h)),
     colWidths,
     wordWrap: true,
-    colAligns: headers.map((_, i) => options.align?.[i] ?? 'left'),
+    colAligns: align,
+    // No rule between body rows: a wrapped cell then reads as one row, and long tables stay short.
+    chars: { mid: '', 'left-mid': '', 'mid-mid': '', 'right-mid': '' },
     style: { head: [], border: [], 'padding-left': 1, 'padding-right': 1 },
   });
   for (const row of rows) table.push([...row]);
@@ -48,15 +55,28 @@ export function renderTable(
   return title + table.toString();
 }
 
-/** Column widths summing to at most `budget`: the widest column gives way first, never below 6. */
-export function fitWidths(natural: readonly number[], budget: number): number[] {
+/**
+ * Column widths summing to at most `budget`. Text columns (`wrappable`) give way first, widest
+ * first: wrapped words read fine, a wrapped number does not. Never below 6 columns.
+ */
+export function fitWidths(
+  natural: readonly number[],
+  budget: number,
+  wrappable?: readonly boolean[],
+): number[] {
   const widths = [...natural];
   let total = widths.reduce((a, b) => a + b, 0);
-  while (total > budget) {
-    const widest = widths.indexOf(Math.max(...widths));
-    if (widths[widest] <= 6) break;
-    widths[widest]--;
-    total--;
+  for (const onlyWrappable of [true, false]) {
+    while (total > budget) {
+      let widest = -1;
+      widths.forEach((w, i) => {
+        if ((!onlyWrappable || (wrappable?.[i] ?? true)) && w > 6 && (widest < 0 || w > widths[widest]))
+          widest = i;
+      });
+      if (widest < 0) break;
+      widths[widest]--;
+      total--;
+    }
   }
   return widths;
 }

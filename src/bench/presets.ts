@@ -1,0 +1,86 @@
+/**
+ * The codelab's sweeps as data, for `attnlab lab` and `attnlab bench --preset codelab`.
+ *
+ * On a GPU: the default shape B=4, T=128, N=8, H=64; sequence lengths 64…1024 and on to 16384
+ * (the codelab stops at 1024, where nothing is yet memory-bound on an H200); batch 1…16 at T=256.
+ * Series follow the codelab's: naive and fused in float32, then naive, fused and cuDNN in bfloat16.
+ *
+ * On the CPU the float64 reference costs ~4·B·N·T²·H operations at a few hundred MFLOP/s in V8, so
+ * the same sweeps run at B=1, N=4, H=32 and T ≤ 256: each size takes milliseconds, the lab seconds.
+ */
+import type { Implementation } from '../api/problem.js';
+import type { FloatDType } from '../tensor/dtype.js';
+import type { SweepGroup } from './run-bench.js';
+import type { SweepSpec } from './sweep.js';
+
+export interface CodelabSizes {
+  readonly B: number;
+  readonly T: number;
+  readonly N: number;
+  readonly H: number;
+  readonly seq: readonly number[];
+  readonly batch: readonly number[];
+  /** T of the batch sweep. */
+  readonly batchSeq: number;
+}
+
+/** The sizes of the codelab's sections on each kind of machine; `quick` trims the sweeps. */
+export function codelabSizes(device: 'cuda' | 'cpu', quick = false): CodelabSizes {
+  if (device === 'cuda') {
+    return {
+      B: 4,
+      T: 128,
+      N: 8,
+      H: 64,
+      seq: doubling(64, quick ? 1024 : 16384),
+      batch: doubling(1, 16),
+      batchSeq: 256,
+    };
+  }
+  return {
+    B: 1,
+    T: 64,
+    N: 4,
+    H: 32,
+    seq: doubling(16, quick ? 128 : 256),
+    batch: doubling(1, quick ? 4 : 8),
+    batchSeq: 64,
+  };
+}
+
+/** The implementations and dtypes compared at each size: the codelab's series, in attnlab's names. */
+export function codelabSeries(device: 'cuda' | 'cpu'): { dtype: FloatDType; impl: Implementation[] }[] {
+  if (device === 'cuda') {
+    return [
+      { dtype: 'float32', impl: ['naive', 'flash'] },
+      { dtype: 'bfloat16', impl: ['naive', 'flash', 'cudnn'] },
+    ];
+  }
+  // The CPU has no naive or cuDNN backend: the float64 reference plays "from scratch", flash "fused".
+  return [{ dtype: 'float32', impl: ['reference', 'flash'] }];
+}
+
+/** The default-shape timing, sequence sweep and batch sweep as named groups. */
+export function codelabSweeps(device: 'cuda' | 'cpu', quick = false): SweepGroup[] {
+  const s = codelabSizes(device, quick);
+  const groups: SweepGroup[] = [];
+  const add = (name: string, sizes: Pick<SweepSpec, 'batch' | 'seq'>) => {
+    for (const { dtype, impl } of codelabSeries(device)) {
+      groups.push({
+        name,
+        spec: { ...sizes, heads: [s.N], headDim: [s.H], dtype: [dtype], causal: [false], impl },
+      });
+    }
+  };
+  add('default', { batch: [s.B], seq: [s.T] });
+  add('seq', { batch: [s.B], seq: s.seq });
+  add('batch', { batch: s.batch, seq: [s.batchSeq] });
+  return groups;
+}
+
+/** from, 2·from, 4·from, … up to and including `to`. */
+export function doubling(from: number, to: number): number[] {
+  const values: number[] = [];
+  for (let v = from; v <= to; v *= 2) values.push(v);
+  return values;
+}

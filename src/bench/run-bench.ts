@@ -1,0 +1,134 @@
+/**
+ * Runs named sweeps through attnlab and, when asked, through the JAX and PyTorch peers on the same
+ * shapes, and gathers everything a results file needs: rows, peer versions, the ceiling, notes.
+ */
+import { cudaAvailable, getCudaContext } from '../backends/cuda/context.js';
+import { emptyCache } from '../backends/cuda/memory.js';
+import { resolveCeiling } from './ceiling.js';
+import { DEFAULT_MEASURE, type MeasureOptions, measureAttnlabCase } from './measure.js';
+import { PEER_IMPLS, type PeerName, type PeerRequest, runPeer } from './peers.js';
+import { type Progress, SILENT_PROGRESS } from './progress.js';
+import type { CeilingInfo, PeerInfo, ResultRow } from './schema.js';
+import { type BenchCase, expandSweep, type SweepSpec, shapeLabel } from './sweep.js';
+
+/** A sweep with the name its rows are grouped (and charted) under. */
+export interface SweepGroup {
+  readonly name: string;
+  readonly spec: SweepSpec;
+}
+
+export interface RunOptions {
+  measure?: Partial<MeasureOptions>;
+  peers?: readonly PeerName[];
+  /** Which implementations each peer runs (default: all, see PEER_IMPLS). */
+  peerImpls?: Partial<Record<PeerName, readonly string[]>>;
+  /** --ceiling: the matmul TFLOP/s to use instead of measuring. */
+  ceiling?: number;
+  progress?: Progress;
+}
+
+export interface BenchRun {
+  rows: ResultRow[];
+  peers: PeerInfo[];
+  ceiling: CeilingInfo | null;
+  notes: string[];
+}
+
+/** H200's L2 (50 MiB) for peers when attnlab cannot ask the driver (no CUDA: peers then run on CPU). */
+const DEFAULT_L2_BYTES = 50 * 1024 * 1024;
+
+/** Measures every case of every group, then the peers, in that order. */
+export async function runSweeps(groups: readonly SweepGroup[], options: RunOptions = {}): Promise<BenchRun> {
+  const progress = options.progress ?? SILENT_PROGRESS;
+  const notes: string[] = [];
+  const { ceiling: attnlabCeiling, note } = resolveCeiling(options.ceiling);
+  if (note) notes.push(note);
+  let ceiling = attnlabCeiling;
+
+  const cases: (BenchCase & { sweep: string })[] = [];
+  for (const group of groups) {
+    const { cases: expanded, skipped } = expandSweep(group.spec);
+    for (const c of expanded) cases.push({ ...c, sweep: group.name });
+    for (const s of skipped) notes.push(`${group.name}: skipped ${shapeLabel(s.case)}: ${s.reason}`);
+  }
+  const peers = options.peers ?? [];
+  const shapes = uniqueShapes(cases);
+  const peerTotal = peers.reduce(
+    (n, p) => n + shapes.length * (options.peerImpls?.[p] ?? PEER_IMPLS[p]).length,
+    0,
+  );
+  const total = cases.length + peerTotal;
+  progress.start(total);
+
+  const rows: ResultRow[] = [];
+  cases.forEach((c, i) => {
+    progress.update(
+      i,
+      `${c.sweep}: attnlab ${c.impl} ${c.dtype}${c.causal ? ' causal' : ''} ${shapeLabel(c)}`,
+    );
+    rows.push(
+      measureAttnlabCase(c, { ...options.measure, sweep: c.sweep, ceilingTflops: ceiling?.tflops ?? null }),
+    );
+  });
+
+  const peerInfos: PeerInfo[] = [];
+  if (peers.length > 0) {
+    // Give attnlab's cached blocks back to the driver: the peers are other processes.
+    if (cudaAvailable().ok) emptyCache();
+    let done = cases.length;
+    for (const peer of peers) {
+      const impls = options.peerImpls?.[peer] ?? PEER_IMPLS[peer];
+      const request = peerRequest(shapes, impls, options.measure ?? {});
+      request.ceiling = peer === 'torch' && ceiling === null;
+      const start = done;
+      const run = await runPeer(
+        peer,
+        request,
+        (d, _t, label) => progress.update(start + d, label),
+        ceiling?.tflops ?? null,
+      );
+      done = start + shapes.length * impls.length;
+      progress.update(done - 1, `${peer} done`);
+      peerInfos.push(run.info);
+      if (!run.info.available) notes.push(`peer ${peer} not run: ${run.info.reason}`);
+      if (run.ceiling && ceiling === null) ceiling = run.ceiling;
+      rows.push(...run.rows);
+    }
+  }
+  progress.stop();
+  // A ceiling that only a peer could measure still applies to attnlab's rows.
+  if (ceiling && !attnlabCeiling) {
+    for (const row of rows)
+      if (row.tflops !== undefined) row.ceilingPercent = (100 * row.tflops) / ceiling.tflops;
+  }
+  return { rows, peers: peerInfos, ceiling, notes };
+}
+
+/** Each (sweep, shape, dtype, causal) once: peers run their own list of implementations on it. */
+function uniqueShapes(cases: readonly (BenchCase & { sweep: string })[]): PeerRequest['cases'] {
+  const seen = new Map<string, PeerRequest['cases'][number]>();
+  for (const { impl: _impl, ...shape } of cases) {
+    const key = JSON.stringify(shape);
+    if (!seen.has(key)) seen.set(key, shape);
+  }
+  return [...seen.values()];
+}
+
+function peerRequest(
+  cases: PeerRequest['cases'],
+  impls: readonly string[],
+  options: Partial<MeasureOptions>,
+): PeerRequest {
+  const m = { ...DEFAULT_MEASURE, ...options };
+  return {
+    cases,
+    impls,
+    warmup: m.warmup,
+    repeats: m.repeats,
+    min_repeats: m.minRepeats,
+    budget_ms: m.budgetMs,
+    seed: m.seed,
+    check_error: m.checkError,
+    l2_bytes: cudaAvailable().ok ? getCudaContext().properties.l2CacheBytes : DEFAULT_L2_BYTES,
+  };
+}

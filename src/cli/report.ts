@@ -1,0 +1,52 @@
+/**
+ * `attnlab report a.json [b.json …] -o report.html`: saved results as terminal tables and one
+ * self-contained HTML report; several files are compared on the same charts, each series prefixed
+ * with its file's name.
+ */
+import { basename } from 'node:path';
+import type { Command } from 'commander';
+import { loadResults } from '../bench/results.js';
+import type { NamedResults } from '../report/charts.js';
+import { writeReport } from '../report/write.js';
+
+/**
+ * Short, distinct names for the files: the base name without .json, or the whole path where two
+ * base names clash (bench/results/h200/lab.json vs bench/results/cpu/lab.json).
+ */
+export function displayNames(paths: readonly string[]): string[] {
+  const bases = paths.map((p) => basename(p).replace(/\.json$/i, ''));
+  return bases.map((b, i) =>
+    bases.indexOf(b) === bases.lastIndexOf(b) ? b : paths[i].replace(/\.json$/i, ''),
+  );
+}
+
+/** Adds `attnlab report` to the program. */
+export function registerReportCommand(program: Command): void {
+  program
+    .command('report')
+    .description('Turn saved results JSON (one file or several, compared) into tables and an HTML report')
+    .argument('<results...>', 'results files written by `attnlab bench` or `attnlab lab --out`')
+    .option('-o, --output <file>', 'the HTML report to write', 'report.html')
+    .option('--title <text>', 'the report title')
+    .option('--no-terminal', 'write only the HTML, print nothing but its path')
+    .addHelpText(
+      'after',
+      `
+Rows are grouped into charts by their sweep name; a group whose sizes vary gets line charts of time
+and TFLOP/s over the varying size (log2 axis where sizes double), a single-shape group a bar chart.
+
+Example:
+  attnlab report bench/results/h200/codelab.json bench/results/cpu/codelab.json -o compare.html`,
+    )
+    .action((paths: string[], options: { output: string; title?: string; terminal: boolean }) => {
+      const names = displayNames(paths);
+      const files: NamedResults[] = paths.map((path, i) => ({ name: names[i], results: loadResults(path) }));
+      const text = writeReport(files, {
+        htmlPath: options.output,
+        color: Boolean(process.stdout.isTTY),
+        title: options.title,
+      });
+      if (options.terminal) process.stdout.write(`${text}\n`);
+      process.stdout.write(`report: ${options.output}\n`);
+    });
+}

@@ -1,0 +1,40 @@
+/**
+ * One entry point for showing results: the terminal text (machines, rows, each chart as a table or
+ * bars) and, when a path is given, the HTML report beside it. Both read only results files.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { chartsFor, type NamedResults } from './charts.js';
+import { buildHtmlReport } from './html.js';
+import { renderChartText, renderMachine, renderResultRows } from './results-terminal.js';
+import { renderTable } from './terminal.js';
+
+export interface WriteReportOptions {
+  /** Write the HTML report here (folders are created). */
+  htmlPath?: string;
+  /** Colour the terminal text (callers pass stdout.isTTY). */
+  color?: boolean;
+  title?: string;
+}
+
+/** The terminal text for `files`; writes the HTML report too when `htmlPath` is set. */
+export function writeReport(files: readonly NamedResults[], options: WriteReportOptions = {}): string {
+  const color = options.color ?? false;
+  const parts: string[] = [];
+  for (const file of files) {
+    parts.push(renderMachine(file.results, { color }));
+    for (const table of file.results.tables) {
+      parts.push(renderTable(table.headers, table.rows, { title: table.title, color }));
+    }
+    parts.push(
+      renderResultRows(file.results.rows, { title: `${file.name}: ${file.results.rows.length} rows`, color }),
+    );
+    for (const note of file.results.notes) parts.push(`note: ${note}`);
+  }
+  for (const chart of chartsFor(files)) parts.push(renderChartText(chart, { color }));
+  if (options.htmlPath) {
+    mkdirSync(dirname(options.htmlPath), { recursive: true });
+    writeFileSync(options.htmlPath, buildHtmlReport(files, { title: options.title }));
+  }
+  return parts.join('\n\n');
+}
