@@ -1,0 +1,325 @@
+/**
+ * The cuDNN backend on the GPU: the shared correctness matrix (float16 and bfloat16) and extra
+ * multi-tile cases against the float64 CPU reference, both graph kinds, both log-sum-exp layouts,
+ * every "cannot run" case, and the plan cache (a repeated call builds nothing and allocates nothing
+ * new; a plan on disk is loaded by a second process in ≤ 20 ms and gives identical outputs).
+ *
+ * Run as `ATTNLAB_CUDNN_CHILD=<json> node --import tsx test/gpu/cudnn.test.ts` it is that second
+ * process: it runs one case and prints where its plan came from.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { attention } from '../../src/api/attention.js';
+import { UnsupportedError } from '../../src/api/errors.js';
+import type { AttentionOptions } from '../../src/api/problem.js';
+import { validateAttention } from '../../src/api/validate.js';
+import { cudaAvailable, synchronize } from '../../src/backends/cuda/context.js';
+import { cudnnEnvironment, runCudnnAttention } from '../../src/backends/cuda/cudnn/backend.js';
+import type { DescribeOptions } from '../../src/backends/cuda/cudnn/features.js';
+import { clearMemoryPlanCache, planCacheStats } from '../../src/backends/cuda/cudnn/plan-cache.js';
+import { loadCudnn } from '../../src/backends/cuda/ffi/cudnn.js';
+import { memoryStats, setAllocationPoison } from '../../src/backends/cuda/memory.js';
+import type { FloatDType } from '../../src/tensor/dtype.js';
+import { randomNormal } from '../../src/tensor/random.js';
+import type { Tensor } from '../../src/tensor/tensor.js';
+import { type AttentionCase, buildInputs, CASES } from '../support/cases.js';
+import { checkAccuracy, plainLowPrecision } from '../support/tolerance.js';
+
+const DISK_CASE: AttentionCase = {
+  name: 'disk cache: T=S=256 causal GQA H=128 + lse',
+  shape: { B: 2, T: 256, S: 256, N: 4, K: 2, H: 128 },
+  options: { isCausal: true, returnLogSumExp: true },
+};
+
+/** The same case's output bits, summed, so two processes can compare without shipping tensors. */
+function checksum(t: Tensor): string {
+  const bits = t.toHost().data as Uint16Array;
+  let sum = 0n;
+  for (let i = 0; i < bits.length; i++) sum += BigInt(bits[i]) * BigInt((i % 9973) + 1);
+  return sum.toString();
+}
+
+/** The case's inputs, bias and mask on the GPU. */
+function deviceInputs(c: AttentionCase, dtype: FloatDType, seed: number, extra: AttentionOptions = {}) {
+  const { q, k, v, options } = buildInputs(c, dtype, seed);
+  const onDevice = { ...options, ...extra, bias: options.bias?.to('cuda'), mask: options.mask?.to('cuda') };
+  return { q: q.to('cuda'), k: k.to('cuda'), v: v.to('cuda'), options: onDevice };
+}
+
+function deviceProblem(c: AttentionCase, dtype: FloatDType, seed: number, extra: AttentionOptions = {}) {
+  const { q, k, v, options } = deviceInputs(c, dtype, seed, extra);
+  return validateAttention(q, k, v, options);
+}
+
+if (process.env.ATTNLAB_CUDNN_CHILD) {
+  const r = runCudnnAttention(deviceProblem(DISK_CASE, 'bfloat16', 5));
+  console.log(
+    JSON.stringify({ planSource: r.planSource, planSetupMs: r.planSetupMs, checksum: checksum(r.output) }),
+  );
+  process.exit(0);
+}
+
+const cuda = cudaAvailable();
+const skip = cuda.ok ? false : `no CUDA device: ${cuda.reason}`;
+const seed = Number(process.env.ATTNLAB_TEST_SEED ?? Date.now() % 1_000_000_000);
+const cacheDir = mkdtempSync(join(tmpdir(), 'attnlab-cudnn-'));
+process.env.ATTNLAB_CACHE_DIR = cacheDir;
+
+/** Cases of the shared matrix cuDNN refuses, and the words of the reason. */
+const REFUSED: Record<string, RegExp> = {
+  'causal T>S bottom-right (first rows see nothing)': /T ≤ S/,
+  'bias (B,1,1,S)': /broadcast over T or S/,
+  'mask (B,1,T,S) with a fully masked row': /boolean mask/,
+  'padding + causal bottom-right + GQA': /sees no key/,
+};
+
+const CUDNN_CASES: readonly AttentionCase[] = [
+  {
+    name: 'T=S=700 causal (several tiles)',
+    shape: { B: 1, T: 700, S: 700, N: 2, K: 1, H: 128 },
+    options: { isCausal: true },
+  },
+  {
+    name: 'T=300 S=520 bottom-right causal',
+    shape: { B: 1, T: 300, S: 520, N: 2, K: 2, H: 64 },
+    options: { isCausal: true, causalAlignment: 'bottom_right' },
+  },
+  {
+    name: 'T=300 S=330 window [64,0] bottom-right + padding',
+    shape: { B: 2, T: 300, S: 330, N: 2, K: 1, H: 64 },
+    options: {
+      localWindowSize: [64, 0],
+      causalAlignment: 'bottom_right',
+      querySeqLengths: [300, 257],
+      keyValueSeqLengths: [330, 280],
+    },
+  },
+  {
+    name: 'T=260 S=400 window [100,30]',
+    shape: { B: 1, T: 260, S: 400, N: 2, K: 2, H: 64 },
+    options: { localWindowSize: [100, 30] },
+  },
+  {
+    name: 'padding, no mask ops on 9.15+ (unified)',
+    shape: { B: 3, T: 200, S: 250, N: 4, K: 1, H: 64 },
+    options: { querySeqLengths: [200, 1, 77], keyValueSeqLengths: [9, 250, 130] },
+  },
+  {
+    name: 'bias (B,N,T,S) T=150 S=300',
+    shape: { B: 2, T: 150, S: 300, N: 2, K: 2, H: 64 },
+    biasShape: [2, 2, 150, 300],
+  },
+  {
+    name: 'H=256 causal GQA',
+    shape: { B: 1, T: 200, S: 200, N: 4, K: 2, H: 256 },
+    options: { isCausal: true },
+  },
+];
+
+function checkLogSumExp(actual: Tensor, expected: Tensor, label: string): void {
+  const a = actual.toFloat64Array();
+  const e = expected.toFloat64Array();
+  let worst = 0;
+  for (let i = 0; i < e.length; i++) {
+    if (e[i] === Number.NEGATIVE_INFINITY || a[i] === Number.NEGATIVE_INFINITY) {
+      assert.equal(a[i], e[i], `${label}: log-sum-exp[${i}] expected ${e[i]}, got ${a[i]}`);
+      continue;
+    }
+    worst = Math.max(worst, Math.abs(a[i] - e[i]) / Math.max(1, Math.abs(e[i])));
+    assert.ok(Number.isFinite(worst), `${label}: log-sum-exp[${i}] = ${a[i]}`);
+  }
+  assert.ok(worst <= 1e-4, `${label}: log-sum-exp relative error ${worst.toExponential(3)} > 1e-4`);
+}
+
+function runCase(c: AttentionCase, dtype: FloatDType, caseSeed: number, how: DescribeOptions | null): string {
+  const { q, k, v, options } = buildInputs(c, dtype, caseSeed);
+  const oracle = attention(q.astype('float64'), k.astype('float64'), v.astype('float64'), {
+    ...options,
+    bias: options.bias?.astype('float64'),
+    implementation: 'reference',
+    returnLogSumExp: true,
+  });
+  const plain = plainLowPrecision(q, k, v, options, dtype);
+  const p = deviceProblem(c, dtype, caseSeed, { returnLogSumExp: true, implementation: 'cudnn' });
+  const result = how
+    ? runCudnnAttention(p, how)
+    : attention(p.query, p.key, p.value, {
+        ...options,
+        bias: p.bias?.tensor,
+        implementation: 'cudnn',
+        returnLogSumExp: true,
+      });
+  assert.match(result.variant, /^cudnn \d+\.\d+\.\d+ (unified|composite) engine -?\d+ /);
+  const label = `${c.name} ${dtype} (seed ${caseSeed}, ${result.variant})`;
+  const report = checkAccuracy(result.output.toFloat64Array(), oracle.output.toFloat64Array(), plain, dtype);
+  assert.ok(report.ok, `${label}: ${report.message}`);
+  checkLogSumExp(result.logSumExp as Tensor, oracle.logSumExp as Tensor, label);
+  result.output.dispose();
+  result.logSumExp?.dispose();
+  return result.variant;
+}
+
+describe('cudnn backend', { skip }, () => {
+  const variants = new Set<string>();
+  before(() => {
+    const e = cudnnEnvironment();
+    console.log(
+      `# seed ${seed}; cuDNN ${loadCudnn().description}; ${e.ok ? `GPU ${e.env.gpuName}` : e.reason}`,
+    );
+    setAllocationPoison(0xff);
+  });
+  after(() => {
+    setAllocationPoison(null);
+    console.log(`# variants that ran:\n#   ${[...variants].sort().join('\n#   ')}`);
+    console.log(`# plan cache: ${JSON.stringify(planCacheStats())}`);
+  });
+
+  for (const dtype of ['bfloat16', 'float16'] as const) {
+    [...CASES, ...CUDNN_CASES].forEach((c, index) => {
+      it(`${c.name} (${dtype})`, () => {
+        if (REFUSED[c.name]) {
+          const { q, k, v, options } = deviceInputs(c, dtype, seed);
+          assert.throws(
+            () => attention(q, k, v, { ...options, implementation: 'cudnn' }),
+            (e: unknown) => e instanceof UnsupportedError && REFUSED[c.name].test(e.message),
+          );
+          return;
+        }
+        variants.add(runCase(c, dtype, seed + 16 * index, null));
+      });
+    });
+  }
+
+  const plain = [...CASES, ...CUDNN_CASES].filter(
+    (x) => !REFUSED[x.name] && !x.options?.isCausal && !x.options?.localWindowSize && !x.biasShape,
+  );
+  const forced: DescribeOptions[] = [
+    { graph: 'composite', statsLayout: 'btn' },
+    { graph: 'composite', statsLayout: 'bnt' },
+    { graph: 'unified', statsLayout: 'btn' },
+    { graph: 'unified', statsLayout: 'bnt' },
+  ];
+  for (const c of plain) {
+    for (const how of forced) {
+      it(`${c.name} through the ${how.graph} graph, lse ${how.statsLayout}`, () => {
+        variants.add(runCase(c, 'bfloat16', seed + 1, how));
+      });
+    }
+  }
+
+  it('is chosen by auto dispatch for bfloat16 on the GPU', () => {
+    const q = randomNormal([2, 64, 4, 64], { seed, dtype: 'bfloat16' }).to('cuda');
+    assert.equal(attention(q, q, q, { isCausal: true }).backend, 'cudnn');
+  });
+
+  it('refuses what it cannot run, naming the reason', () => {
+    const refuse = (dtype: FloatDType, H: number, options: AttentionOptions, pattern: RegExp) => {
+      const x = randomNormal([1, 16, 2, H], { seed, dtype }).to('cuda');
+      assert.throws(
+        () => attention(x, x, x, { ...options, implementation: 'cudnn' }),
+        (e: unknown) => e instanceof UnsupportedError && pattern.test(e.message),
+      );
+    };
+    refuse('float32', 64, {}, /float16 or bfloat16 inputs, got float32/);
+    refuse('bfloat16', 36, {}, /multiples of 8 and at most 256, got H=36/);
+    refuse('bfloat16', 264, {}, /got H=264/);
+    const bias = randomNormal([1, 2, 16, 16], { seed, dtype: 'float32' }).to('cuda');
+    refuse('bfloat16', 64, { bias }, /bias must have the inputs' dtype/);
+  });
+
+  it('probes rows that see no key (refused by supports()): what cuDNN writes there', () => {
+    const c: AttentionCase = { name: 'probe', shape: { B: 2, T: 64, S: 64, N: 2, K: 2, H: 64 }, options: {} };
+    const probes: [string, AttentionOptions][] = [
+      [
+        'bottom-right causal, T_b > S_b',
+        {
+          isCausal: true,
+          causalAlignment: 'bottom_right',
+          querySeqLengths: [64, 40],
+          keyValueSeqLengths: [64, 20],
+        },
+      ],
+      ['S_b = 0', { querySeqLengths: [64, 30], keyValueSeqLengths: [64, 0] }],
+    ];
+    for (const [name, options] of probes) {
+      const p = deviceProblem({ ...c, options }, 'bfloat16', seed, { returnLogSumExp: true });
+      try {
+        const r = runCudnnAttention(p, { allowEmptyRows: true });
+        const o = r.output.toFloat64Array();
+        const lse = r.logSumExp?.toFloat64Array() ?? new Float64Array(0);
+        const row = (t: number) => o.subarray((1 * 64 + t) * 2 * 64, ((1 * 64 + t) * 2 + 1) * 64);
+        const first = row(0);
+        const kind = first.every((x) => x === 0)
+          ? 'zeros'
+          : first.some(Number.isNaN)
+            ? 'NaN'
+            : `values like ${first[0]}`;
+        console.log(`# PROBE ${name}: batch 1 row 0 holds ${kind}; its lse ${lse[(1 * 64 + 0) * 2]}`);
+      } catch (error) {
+        console.log(`# PROBE ${name}: ${error instanceof Error ? error.message : error}`);
+      }
+    }
+  });
+
+  it('a repeated call builds nothing and takes no new device memory from the driver', () => {
+    const p = deviceProblem(CUDNN_CASES[0], 'bfloat16', seed);
+    runCudnnAttention(p).output.dispose();
+    synchronize();
+    const [stats, allocations] = [planCacheStats(), memoryStats().driverAllocations];
+    for (let i = 0; i < 10; i++) runCudnnAttention(p).output.dispose();
+    synchronize();
+    const now = planCacheStats();
+    assert.equal(now.builds, stats.builds);
+    assert.equal(now.diskHits, stats.diskHits);
+    assert.equal(now.memoryHits, stats.memoryHits + 10);
+    assert.equal(memoryStats().driverAllocations, allocations);
+  });
+
+  it('keeps plans on disk: a cleared memory cache and a second process load them in ≤ 20 ms', () => {
+    const first = runCudnnAttention(deviceProblem(DISK_CASE, 'bfloat16', 5));
+    assert.equal(first.planSource, 'built');
+    const files = readdirSync(join(cacheDir, 'cudnn-plans')).filter((f) => f.endsWith('.json'));
+    assert.ok(files.length > 0, 'no plan file written');
+    console.log(
+      `# plan built in ${first.planSetupMs.toFixed(1)} ms; ${files.length} plan files in ${cacheDir}`,
+    );
+    const expected = checksum(first.output);
+    clearMemoryPlanCache();
+    const again = runCudnnAttention(deviceProblem(DISK_CASE, 'bfloat16', 5));
+    assert.equal(again.planSource, 'disk');
+    assert.equal(checksum(again.output), expected);
+    console.log(
+      `# same process, memory cache cleared: plan loaded from disk in ${again.planSetupMs.toFixed(2)} ms`,
+    );
+    assert.ok(again.planSetupMs <= 20, `loading took ${again.planSetupMs} ms`);
+    const child = spawnSync(process.execPath, ['--import', 'tsx', new URL(import.meta.url).pathname], {
+      env: { ...process.env, ATTNLAB_CUDNN_CHILD: '1' },
+      encoding: 'utf8',
+    });
+    assert.equal(child.status, 0, child.stderr);
+    const answer = JSON.parse(child.stdout.trim().split('\n').pop() ?? '{}');
+    console.log(
+      `# second process: plan from ${answer.planSource} in ${Number(answer.planSetupMs).toFixed(2)} ms`,
+    );
+    assert.equal(answer.planSource, 'disk');
+    assert.ok(answer.planSetupMs <= 20, `second process took ${answer.planSetupMs} ms`);
+    assert.equal(answer.checksum, expected);
+  });
+
+  it('writes nothing to disk when ATTNLAB_CUDNN_PLAN_CACHE=0', () => {
+    const before = planCacheStats().diskWrites;
+    process.env.ATTNLAB_CUDNN_PLAN_CACHE = '0';
+    try {
+      const c: AttentionCase = { name: 'no disk', shape: { B: 1, T: 96, S: 96, N: 2, K: 2, H: 32 } };
+      runCudnnAttention(deviceProblem(c, 'float16', seed)).output.dispose();
+    } finally {
+      delete process.env.ATTNLAB_CUDNN_PLAN_CACHE;
+    }
+    assert.equal(planCacheStats().diskWrites, before);
+    assert.ok(existsSync(cacheDir));
+  });
+});
