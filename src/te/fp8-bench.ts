@@ -1,0 +1,234 @@
+/**
+ * The measurements of issue 6 on a Hopper GPU, in one process, written as JSON:
+ *   1. the module's bf16 output against dotProductAttention's (cuDNN) for each mask type;
+ *   2. FP8 output error against bf16 over the codelab's sweep (B=4, N=8, H=64, T=128…2048, causal
+ *      as TE's default) and at H=128, after two calibration calls (delayed scaling starts at scale 1);
+ *   3. throughput at B=4, T=S=8192, N=16, H=128: the module's FP8 step (quantise, cuDNN FP8 graph,
+ *      dequantise, amax read-back) against attnlab's bf16 cuDNN path, and the FP8 step's parts.
+ * Timing: CUDA events around each call after warm-up (events.ts), median of `ITERATIONS`.
+ *
+ * Run: node --import tsx src/te/fp8-bench.ts [out.json]
+ */
+import { writeFileSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
+import { attention } from '../api/attention.js';
+import { attentionFlops } from '../api/problem.js';
+import { validateAttention } from '../api/validate.js';
+import { getCudaContext } from '../backends/cuda/context.js';
+import { cudnnEnvironment } from '../backends/cuda/cudnn/backend.js';
+import { timeOnStream } from '../backends/cuda/events.js';
+import { fp8GraphFeatures, SCALAR_BLOCK_BYTES, SCALAR_SLOTS } from '../backends/cuda/fp8/graph.js';
+import { launchDequantise, launchQuantise3 } from '../backends/cuda/fp8/kernels.js';
+import { executeFp8Plan, fp8Plan } from '../backends/cuda/fp8/plan.js';
+import { allocDevice, copyToDevice } from '../backends/cuda/memory.js';
+import { randomNormal } from '../tensor/random.js';
+import { Tensor } from '../tensor/tensor.js';
+import { autocast } from './autocast.js';
+import { DotProductAttention, SequenceDescriptor } from './module.js';
+import { MASK_TYPES } from './options.js';
+import { absMax } from './quantise.js';
+import { DelayedScaling } from './recipe.js';
+
+const ITERATIONS = 20;
+
+/** A bf16 (B,T,heads,H) tensor on the GPU; large ones tile a 1024-row random block (timing only). */
+function input(shape: number[], seed: number): Tensor {
+  const [B, T, heads, H] = shape;
+  const rows = Math.min(T, 1024);
+  const tile = randomNormal([1, rows, heads, H], { seed, dtype: 'bfloat16' }).data as Uint16Array;
+  const data = new Uint16Array(B * T * heads * H);
+  for (let offset = 0; offset < data.length; offset += tile.length)
+    data.set(tile.subarray(0, data.length - offset), offset);
+  return Tensor.fromRaw(data, shape, 'bfloat16').to('cuda');
+}
+
+function errors(a: Float64Array, b: Float64Array) {
+  let max = 0;
+  let sum = 0;
+  let squares = 0;
+  let reference = 0;
+  for (let i = 0; i < a.length; i++) {
+    const e = Math.abs(a[i] - b[i]);
+    max = Math.max(max, e);
+    sum += e;
+    squares += e * e;
+    reference += b[i] * b[i];
+  }
+  return {
+    maxAbs: max,
+    meanAbs: sum / a.length,
+    relativeRms: Math.sqrt(squares / reference),
+    maxAbsBf16: absMax(b),
+  };
+}
+
+function bf16Parity() {
+  const [B, T, N, K, H] = [4, 1024, 8, 2, 64];
+  const [q, k, v] = [input([B, T, N, H], 1), input([B, T, K, H], 2), input([B, T, K, H], 3)];
+  const lengths = [1024, 700, 513, 64];
+  return MASK_TYPES.map((mask) => {
+    const padding = mask.startsWith('padding');
+    const attn = new DotProductAttention({
+      headDim: H,
+      numAttentionHeads: N,
+      numGqaGroups: K,
+      attnMaskType: mask,
+    });
+    const r = attn.apply(q, k, v, {
+      sequenceDescriptor: padding ? SequenceDescriptor.fromSeqLens(lengths) : undefined,
+    });
+    const expected = attention(q, k, v, {
+      implementation: 'cudnn',
+      isCausal: mask.includes('causal'),
+      causalAlignment: mask.endsWith('bottom_right') ? 'bottom_right' : 'top_left',
+      querySeqLengths: padding ? lengths : undefined,
+      keyValueSeqLengths: padding ? lengths : undefined,
+    });
+    const e = errors(r.output.toFloat64Array(), expected.output.toFloat64Array());
+    return { mask, shape: { B, T, N, K, H }, backend: r.backend, maxAbsDiff: e.maxAbs, variant: r.variant };
+  });
+}
+
+function fp8Error(T: number, H: number, N: number, causal: boolean) {
+  const B = 4;
+  const [q, k, v] = [0, 1, 2].map((i) => input([B, T, N, H], 100 * T + H + i));
+  const config = {
+    headDim: H,
+    numAttentionHeads: N,
+    attnMaskType: causal ? ('causal' as const) : ('no_mask' as const),
+  };
+  const bf16 = new DotProductAttention(config).forward(q, k, v).toFloat64Array();
+  const attn = new DotProductAttention(config);
+  const scope = autocast({ recipe: new DelayedScaling({ fp8Format: 'HYBRID', amaxHistoryLen: 1024 }) });
+  const first = attn.apply(q, k, v, { autocast: scope });
+  const firstError = errors(first.output.toFloat64Array(), bf16);
+  attn.apply(q, k, v, { autocast: scope });
+  const r = attn.apply(q, k, v, { autocast: scope });
+  return {
+    shape: { B, T, N, H, causal },
+    firstCall: firstError,
+    calibrated: errors(r.output.toFloat64Array(), bf16),
+    scales: r.fp8?.scales,
+    amax: r.fp8?.amax,
+    variant: r.variant,
+  };
+}
+
+function throughput(causal: boolean) {
+  const [B, T, N, H] = [4, 8192, 16, 128];
+  const [q, k, v] = [0, 1, 2].map((i) => input([B, T, N, H], 7 + i));
+  const flops = attentionFlops({ B, N, T, S: T, H, causal });
+  const tflops = (ms: number) => flops / (ms * 1e-3) / 1e12;
+  const bf16 = timeOnStream(
+    () => attention(q, k, v, { implementation: 'cudnn', isCausal: causal }).output.dispose(),
+    { iterations: ITERATIONS },
+  );
+  const attn = new DotProductAttention({
+    headDim: H,
+    numAttentionHeads: N,
+    attnMaskType: causal ? 'causal' : 'no_mask',
+  });
+  const scope = autocast({ recipe: new DelayedScaling() });
+  const module = timeOnStream(() => attn.apply(q, k, v, { autocast: scope }).output.dispose(), {
+    iterations: ITERATIONS,
+  });
+  const wallStart = performance.now();
+  for (let i = 0; i < ITERATIONS; i++) attn.apply(q, k, v, { autocast: scope }).output.dispose();
+  const wallMs = (performance.now() - wallStart) / ITERATIONS; // each call ends in a read-back, so this is end to end
+
+  // The step's parts, with the calibrated scales of the module.
+  const problem = validateAttention(q, k, v, { isCausal: causal });
+  const plan = fp8Plan(fp8GraphFeatures(problem));
+  const scales = attn.fp8State.delayedScales(new DelayedScaling());
+  const values = new Float32Array(SCALAR_BLOCK_BYTES / 4);
+  for (const [slot, value] of [
+    [SCALAR_SLOTS.scaleQ, scales.q],
+    [SCALAR_SLOTS.scaleK, scales.k],
+    [SCALAR_SLOTS.scaleV, scales.v],
+    [SCALAR_SLOTS.scaleS, scales.s],
+    [SCALAR_SLOTS.scaleO, scales.o],
+    [SCALAR_SLOTS.descaleQ, 1 / scales.q],
+    [SCALAR_SLOTS.descaleK, 1 / scales.k],
+    [SCALAR_SLOTS.descaleV, 1 / scales.v],
+    [SCALAR_SLOTS.descaleS, 1 / scales.s],
+  ])
+    values[slot * 4] = value;
+  const block = copyToDevice(new Uint8Array(values.buffer));
+  const n = B * T * N * H;
+  const [q8, k8, v8, o8, out] = [n, n, n, n, 2 * n].map((bytes) => allocDevice(bytes));
+  const ptrs = [q.buffer.ptr, k.buffer.ptr, v.buffer.ptr] as const;
+  const quantise = timeOnStream(
+    () => launchQuantise3(ptrs, [q8.ptr, k8.ptr, v8.ptr], n, n, block.ptr, false),
+    {
+      iterations: ITERATIONS,
+    },
+  );
+  const pointers = { q8: q8.ptr, k8: k8.ptr, v8: v8.ptr, o8: o8.ptr, scalarBlock: block.ptr };
+  const graph = timeOnStream(() => executeFp8Plan(plan, pointers, problem.scale), { iterations: ITERATIONS });
+  const dequantise = timeOnStream(() => launchDequantise(o8.ptr, out.ptr, n, block.ptr), {
+    iterations: ITERATIONS,
+  });
+  for (const buffer of [block, q8, k8, v8, o8, out]) buffer.release();
+  for (const t of [q, k, v]) t.dispose();
+  return {
+    shape: { B, T, S: T, N, H, causal },
+    bf16Cudnn: { medianMs: bf16.median, tflops: tflops(bf16.median), p10Ms: bf16.p10, p90Ms: bf16.p90 },
+    fp8Module: {
+      medianMs: module.median,
+      tflops: tflops(module.median),
+      p10Ms: module.p10,
+      p90Ms: module.p90,
+      wallMs,
+    },
+    speedup: bf16.median / module.median,
+    fp8Parts: {
+      quantiseQkvMs: quantise.median,
+      cudnnFp8GraphMs: graph.median,
+      cudnnFp8GraphTflops: tflops(graph.median),
+      dequantiseMs: dequantise.median,
+    },
+    fp8Variant: plan.variant,
+  };
+}
+
+export function runFp8Bench() {
+  const env = cudnnEnvironment();
+  const started = new Date().toISOString();
+  const log = <V>(label: string, value: V): V => {
+    console.log(`${label}: ${JSON.stringify(value)}`);
+    return value;
+  };
+  const parity = log('bf16 module vs dotProductAttention', bf16Parity());
+  const sweep = [128, 256, 512, 1024, 2048].map((T) =>
+    log(`fp8 error T=${T} H=64`, fp8Error(T, 64, 8, true)),
+  );
+  const h128 = [512, 2048].map((T) => log(`fp8 error T=${T} H=128`, fp8Error(T, 128, 8, true)));
+  const nonCausal = log('fp8 error T=2048 H=64 non-causal', fp8Error(2048, 64, 8, false));
+  const speed = [false, true].map((causal) => log(`throughput causal=${causal}`, throughput(causal)));
+  return {
+    started,
+    device: getCudaContext().properties.name,
+    cudnn: env.ok ? env.env.version : env.reason,
+    command: 'node --import tsx src/te/fp8-bench.ts',
+    timing: `CUDA events around each call, ${ITERATIONS} iterations after 3 warm-up calls, median`,
+    bf16Parity: parity,
+    fp8ErrorSweep: [...sweep, ...h128, nonCausal],
+    throughput: speed,
+  };
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const result = runFp8Bench();
+  const out = process.argv[2] ?? 'te-fp8.json';
+  writeFileSync(out, `${JSON.stringify(result, null, 2)}\n`);
+  for (const t of result.throughput) {
+    console.log(
+      `B=4 T=8192 N=16 H=128 causal=${t.shape.causal}: bf16 cuDNN ${t.bf16Cudnn.medianMs.toFixed(3)} ms ` +
+        `(${t.bf16Cudnn.tflops.toFixed(0)} TFLOP/s), FP8 module ${t.fp8Module.medianMs.toFixed(3)} ms ` +
+        `(${t.fp8Module.tflops.toFixed(0)}), speed-up ${t.speedup.toFixed(2)}×; FP8 graph alone ` +
+        `${t.fp8Parts.cudnnFp8GraphMs.toFixed(3)} ms, quantise ${t.fp8Parts.quantiseQkvMs.toFixed(3)}, ` +
+        `dequantise ${t.fp8Parts.dequantiseMs.toFixed(3)}`,
+    );
+  }
+  console.log(`wrote ${out}`);
+}
