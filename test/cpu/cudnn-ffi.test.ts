@@ -1,0 +1,196 @@
+/**
+ * The cuDNN backend's FFI flow end to end on a machine without a GPU, against a stand-in libcuda and
+ * libcudnn compiled from cudnn-fake.c: context, pool memory, every descriptor and attribute type,
+ * heuristics, plan JSON, the disk cache, variant packs and execute. The stand-in records what each
+ * uid was bound to, so the test checks every pointer and every by-value scalar cuDNN would read.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import koffi from 'koffi';
+import { attention } from '../../src/api/attention.js';
+import { UnsupportedError } from '../../src/api/errors.js';
+import type { AttentionOptions, AttentionProblem } from '../../src/api/problem.js';
+import { validateAttention } from '../../src/api/validate.js';
+import { cudnnEnvironment, runCudnnAttention } from '../../src/backends/cuda/cudnn/backend.js';
+import { describeSdpa } from '../../src/backends/cuda/cudnn/features.js';
+import { clearMemoryPlanCache, planCacheStats } from '../../src/backends/cuda/cudnn/plan-cache.js';
+import { buildSdpaGraph } from '../../src/backends/cuda/cudnn/sdpa-graph.js';
+import type { FloatDType } from '../../src/tensor/dtype.js';
+import { randomNormal } from '../../src/tensor/random.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'attnlab-fake-cudnn-'));
+const source = fileURLToPath(new URL('./cudnn-fake.c', import.meta.url));
+const compile = (name: string) =>
+  spawnSync('cc', ['-shared', '-fPIC', '-O1', '-o', join(dir, name), source, '-lm'], { encoding: 'utf8' });
+const built = [compile('libcuda.so.1'), compile('libcudnn.so.9')];
+const skip = built.every((b) => b.status === 0)
+  ? false
+  : `no C compiler: ${built.map((b) => b.error?.message ?? b.stderr).join(' ')}`;
+// The libraries load lazily, at the first CUDA call: these variables are read then.
+process.env.ATTNLAB_LIBCUDA = join(dir, 'libcuda.so.1');
+process.env.ATTNLAB_CUDNN = join(dir, 'libcudnn.so.9');
+process.env.ATTNLAB_CACHE_DIR = join(dir, 'cache');
+
+interface Bound {
+  ptr: string;
+  byValue: number;
+  value: number | string | null;
+}
+
+function lastExecute(): Record<string, Bound> {
+  const lib = koffi.load(join(dir, 'libcudnn.so.9'));
+  return JSON.parse(lib.func('const char *fake_last_execute()')() as string);
+}
+
+function deviceProblem(
+  shape: number[],
+  options: AttentionOptions,
+  dtype: FloatDType = 'bfloat16',
+): AttentionProblem {
+  const [B, T, S, N, K, H] = shape;
+  const q = randomNormal([B, T, N, H], { seed: 1, dtype }).to('cuda');
+  const k = randomNormal([B, S, K, H], { seed: 2, dtype }).to('cuda');
+  const v = randomNormal([B, S, K, H], { seed: 3, dtype }).to('cuda');
+  const bias = options.bias?.to('cuda');
+  return validateAttention(q, k, v, { ...options, bias });
+}
+
+/** Runs `p` and checks that each uid of its graph was bound to the right pointer or value. */
+function runAndCheckBindings(p: AttentionProblem): void {
+  const r = runCudnnAttention(p);
+  assert.match(
+    r.variant,
+    /^cudnn 9\.19\.0 (unified|composite) engine (7|-1) cudnn_generated_fake_sdpa_kernel0_0$/,
+  );
+  const env = cudnnEnvironment();
+  assert.ok(env.ok);
+  const d = describeSdpa(p, env.env);
+  assert.ok(d.ok);
+  const bound = lastExecute();
+  const spec = buildSdpaGraph(d.features);
+  assert.equal(Object.keys(bound).length, spec.bindings.size);
+  for (const [uid, binding] of spec.bindings) {
+    const got = bound[String(uid)];
+    assert.ok(got, `uid ${uid} (${binding.kind}) not in the variant pack`);
+    const expectPointer = (ptr: bigint | undefined) =>
+      assert.equal(got.ptr, String(ptr), `uid ${uid} (${binding.kind})`);
+    switch (binding.kind) {
+      case 'query':
+        expectPointer(p.query.buffer.ptr);
+        break;
+      case 'key':
+        expectPointer(p.key.buffer.ptr);
+        break;
+      case 'value':
+        expectPointer(p.value.buffer.ptr);
+        break;
+      case 'bias':
+        expectPointer(p.bias?.tensor.buffer.ptr);
+        break;
+      case 'output':
+        expectPointer(r.output.buffer.ptr);
+        break;
+      case 'stats':
+        expectPointer(r.logSumExp?.buffer.ptr);
+        break;
+      case 'seqLenQ':
+      case 'seqLenKv': {
+        const want =
+          binding.kind === 'seqLenQ'
+            ? (p.querySeqLengths ?? new Int32Array(p.B).fill(p.T))
+            : (p.keyValueSeqLengths ?? new Int32Array(p.B).fill(p.S));
+        const values = koffi.decode(BigInt(got.ptr), 'int32_t', p.B) as number[];
+        assert.deepEqual([...values], [...want], `${binding.kind} contents`);
+        break;
+      }
+      case 'scale':
+        assert.equal(got.value, Math.fround(p.scale));
+        break;
+      case 'constant':
+        assert.equal(got.value, binding.value === -Infinity ? '-inf' : binding.value, `constant uid ${uid}`);
+        break;
+    }
+  }
+  r.output.dispose();
+  r.logSumExp?.dispose();
+}
+
+describe('cuDNN FFI flow against a stand-in library', { skip }, () => {
+  it('loads it, reads its version and the GPU', () => {
+    const e = cudnnEnvironment();
+    assert.ok(e.ok, e.ok ? '' : e.reason);
+    assert.equal(e.env.version, 91900);
+    assert.equal(e.env.gpuName, 'Fake H200');
+  });
+
+  const shape = [2, 24, 40, 4, 2, 64];
+  const cases: [string, AttentionOptions][] = [
+    ['unified', {}],
+    [
+      'unified + padding + lse',
+      { querySeqLengths: [24, 7], keyValueSeqLengths: [40, 13], returnLogSumExp: true },
+    ],
+    ['composite causal + lse', { isCausal: true, returnLogSumExp: true }],
+    [
+      'bottom-right causal + padding',
+      {
+        isCausal: true,
+        causalAlignment: 'bottom_right',
+        querySeqLengths: [20, 7],
+        keyValueSeqLengths: [40, 13],
+      },
+    ],
+    ['bottom-right window, no padding', { localWindowSize: [5, 2], causalAlignment: 'bottom_right' }],
+    ['top-left left-bounded window', { localWindowSize: [6, 100] }],
+    [
+      'bias (1,N,T,S) + causal',
+      { isCausal: true, bias: randomNormal([1, 4, 24, 40], { seed: 9, dtype: 'bfloat16' }) },
+    ],
+  ];
+  for (const [name, options] of cases)
+    it(`binds every uid: ${name}`, () => runAndCheckBindings(deviceProblem(shape, options)));
+  it('binds every uid: float16 H=256', () =>
+    runAndCheckBindings(deviceProblem([1, 8, 8, 2, 1, 256], { isCausal: true }, 'float16')));
+
+  it('builds a plan once, then takes it from memory, then from disk once memory is cleared', () => {
+    const p = deviceProblem([1, 16, 16, 2, 2, 32], { isCausal: true });
+    const first = runCudnnAttention(p);
+    assert.equal(first.planSource, 'built');
+    assert.equal(runCudnnAttention(p).planSource, 'memory');
+    const files = readdirSync(join(dir, 'cache', 'cudnn-plans'));
+    assert.ok(files.some((f) => f.endsWith('.json')) && !files.some((f) => f.endsWith('.tmp')));
+    clearMemoryPlanCache();
+    const again = runCudnnAttention(p);
+    assert.equal(again.planSource, 'disk');
+    assert.equal(again.variant, first.variant);
+    assert.equal(runCudnnAttention(p).planSource, 'memory');
+  });
+
+  it('writes no plan file with ATTNLAB_CUDNN_PLAN_CACHE=0', () => {
+    const before = planCacheStats().diskWrites;
+    process.env.ATTNLAB_CUDNN_PLAN_CACHE = '0';
+    try {
+      runCudnnAttention(deviceProblem([1, 8, 8, 1, 1, 16], {}));
+    } finally {
+      delete process.env.ATTNLAB_CUDNN_PLAN_CACHE;
+    }
+    assert.equal(planCacheStats().diskWrites, before);
+  });
+
+  it('is picked by auto dispatch, and a forced float32 call throws the reason', () => {
+    const q = randomNormal([1, 8, 2, 32], { seed: 4, dtype: 'bfloat16' }).to('cuda');
+    assert.equal(attention(q, q, q).backend, 'cudnn');
+    const f = randomNormal([1, 8, 2, 32], { seed: 4, dtype: 'float32' }).to('cuda');
+    assert.throws(
+      () => attention(f, f, f, { implementation: 'cudnn' }),
+      (e: unknown) =>
+        e instanceof UnsupportedError && /cudnn \(cuda\) cannot run this case: .*got float32/.test(e.message),
+    );
+    assert.ok(existsSync(dir));
+  });
+});
