@@ -8,7 +8,7 @@
  * - B=4, T=128, N=8, H=64 bf16: wall time per call with a device sync after each (host dispatch
  *   included), and a burst of calls with one sync, the same way for all three (cudnn-bench-peers.py).
  *
- * Run: node --import tsx test/gpu/cudnn-bench.ts
+ * Run: node --import tsx test/gpu/cudnn-bench.ts [out.json]   (ATTNLAB_BENCH_PEERS=0: attnlab only)
  */
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -25,6 +25,7 @@ const OUT = process.argv[2] ?? 'bench/results/cudnn-vs-peers.json';
 // Dense bf16 matmul on this H200 (shared/reference/h200-ceilings.json), given so nothing re-measures it.
 const CEILING_TFLOPS = 802;
 const small = { B: 4, T: 128, N: 8, H: 64 };
+const withPeers = process.env.ATTNLAB_BENCH_PEERS !== '0';
 
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -82,13 +83,13 @@ const run = await runSweeps(
   ],
   {
     measure: { warmup: 10, repeats: 100, minRepeats: 30, budgetMs: 3000, checkError: true },
-    peers: ['jax', 'torch'],
+    peers: withPeers ? ['jax', 'torch'] : [],
     peerImpls: { jax: ['cudnn'], torch: ['cudnn'] },
     ceiling: CEILING_TFLOPS,
   },
 );
 
-const wall = { attnlab: attnlabWall(300), ...peerWall(300) };
+const wall = { attnlab: attnlabWall(300), ...(withPeers ? peerWall(300) : {}) };
 const notes = [
   ...run.notes,
   `cuDNN loaded by attnlab: ${loadCudnn().description}`,
