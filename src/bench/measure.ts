@@ -35,6 +35,13 @@ export interface MeasureOptions {
   checkError: boolean;
   /** Dense matmul TFLOP/s for the ceiling column, or null. */
   ceilingTflops: number | null;
+  /**
+   * What to time instead of attention(q, k, v, { implementation, isCausal }), e.g. the TE module;
+   * with it, `impl` and `label` name the row.
+   */
+  call?: (q: Tensor, k: Tensor, v: Tensor) => { output: Tensor; variant: string };
+  impl?: string;
+  label?: string;
 }
 
 export const DEFAULT_MEASURE: MeasureOptions = {
@@ -75,8 +82,8 @@ export function measureAttnlabCase(c: BenchCase, options: Partial<MeasureOptions
   const base = {
     sweep: o.sweep,
     source: 'attnlab' as const,
-    impl: c.impl,
-    label: attnlabLabel(c),
+    impl: o.impl ?? c.impl,
+    label: o.label ?? attnlabLabel(c),
     ...shapeOf(c),
     flops,
   };
@@ -86,7 +93,9 @@ export function measureAttnlabCase(c: BenchCase, options: Partial<MeasureOptions
     const host = hostInputs(c, o.seed);
     copies.push(device === 'cuda' ? host.map((t) => t.to('cuda')) : host);
     const call = (set: Tensor[]) =>
-      attention(set[0], set[1], set[2], { implementation: c.impl, isCausal: c.causal });
+      o.call
+        ? o.call(set[0], set[1], set[2])
+        : attention(set[0], set[1], set[2], { implementation: c.impl, isCausal: c.causal });
 
     if (device === 'cuda') resetPeakMemory();
     const t0 = performance.now();
@@ -159,7 +168,6 @@ export function measureAttnlabCase(c: BenchCase, options: Partial<MeasureOptions
         });
         hostSamples.push(h);
         result.output.dispose();
-        result.logSumExp?.dispose();
       }
       const ms = summarize(timer.read());
       const timing = {

@@ -2,10 +2,11 @@
  * Runs named sweeps through attnlab and, when asked, through the JAX and PyTorch peers on the same
  * shapes, and gathers everything a results file needs: rows, peer versions, the ceiling, notes.
  */
+import { attentionFlops } from '../api/problem.js';
 import { cudaAvailable, getCudaContext } from '../backends/cuda/context.js';
 import { emptyCache } from '../backends/cuda/memory.js';
 import { resolveCeiling } from './ceiling.js';
-import { DEFAULT_MEASURE, type MeasureOptions, measureAttnlabCase } from './measure.js';
+import { attnlabLabel, DEFAULT_MEASURE, type MeasureOptions, measureAttnlabCase } from './measure.js';
 import { PEER_IMPLS, type PeerName, type PeerRequest, runPeer } from './peers.js';
 import { type Progress, SILENT_PROGRESS } from './progress.js';
 import type { CeilingInfo, PeerInfo, ResultRow } from './schema.js';
@@ -24,6 +25,10 @@ export interface RunOptions {
   peerImpls?: Partial<Record<PeerName, readonly string[]>>;
   /** --ceiling: the matmul TFLOP/s to use instead of measuring. */
   ceiling?: number;
+  /** A ceiling already resolved (the lab resolves it once for all its sections). */
+  resolvedCeiling?: CeilingInfo | null;
+  /** Returns why a case must not run (e.g. it would not fit in memory), or null to run it. */
+  skip?: (c: BenchCase) => string | null;
   progress?: Progress;
 }
 
@@ -41,7 +46,10 @@ const DEFAULT_L2_BYTES = 50 * 1024 * 1024;
 export async function runSweeps(groups: readonly SweepGroup[], options: RunOptions = {}): Promise<BenchRun> {
   const progress = options.progress ?? SILENT_PROGRESS;
   const notes: string[] = [];
-  const { ceiling: attnlabCeiling, note } = resolveCeiling(options.ceiling);
+  const { ceiling: attnlabCeiling, note } =
+    options.resolvedCeiling !== undefined
+      ? { ceiling: options.resolvedCeiling }
+      : resolveCeiling(options.ceiling);
   if (note) notes.push(note);
   let ceiling = attnlabCeiling;
 
@@ -66,9 +74,12 @@ export async function runSweeps(groups: readonly SweepGroup[], options: RunOptio
       i,
       `${c.sweep}: attnlab ${c.impl} ${c.dtype}${c.causal ? ' causal' : ''} ${shapeLabel(c)}`,
     );
-    rows.push(
-      measureAttnlabCase(c, { ...options.measure, sweep: c.sweep, ceilingTflops: ceiling?.tflops ?? null }),
-    );
+    const why = options.skip?.(c);
+    if (why) rows.push(skippedRow(c, why));
+    else
+      rows.push(
+        measureAttnlabCase(c, { ...options.measure, sweep: c.sweep, ceilingTflops: ceiling?.tflops ?? null }),
+      );
   });
 
   const peerInfos: PeerInfo[] = [];
@@ -130,5 +141,20 @@ function peerRequest(
     seed: m.seed,
     check_error: m.checkError,
     l2_bytes: cudaAvailable().ok ? getCudaContext().properties.l2CacheBytes : DEFAULT_L2_BYTES,
+  };
+}
+
+/** The row of a case that was not run because it could not fit: says so instead of leaving a gap. */
+function skippedRow(c: BenchCase & { sweep: string }, reason: string): ResultRow {
+  const { sweep, impl, B, T, S, N, K, H, dtype, causal } = c;
+  return {
+    sweep,
+    source: 'attnlab',
+    impl,
+    label: attnlabLabel(c),
+    ...{ B, T, S, N, K, H, dtype, causal },
+    status: 'out-of-memory',
+    reason: `not run: ${reason}`,
+    flops: attentionFlops(c),
   };
 }

@@ -35,6 +35,12 @@ export interface NamedResults {
   readonly results: ResultsFile;
 }
 
+/** What charts need of a results file: its rows (the lab charts rows before the file exists). */
+export interface NamedRows {
+  readonly name: string;
+  readonly results: Pick<ResultsFile, 'rows'>;
+}
+
 type Axis = 'B' | 'T' | 'S' | 'N' | 'K' | 'H';
 /** Tie-break order for the x axis: sequence length is what attention sweeps are usually about. */
 const AXES: readonly Axis[] = ['T', 'B', 'K', 'N', 'H', 'S'];
@@ -60,7 +66,7 @@ const MEASURES: readonly Measure[] = [
 ];
 
 /** Every chart for the given result files, in the order their sweep groups first appear. */
-export function chartsFor(files: readonly NamedResults[]): ChartSpec[] {
+export function chartsFor(files: readonly NamedRows[]): ChartSpec[] {
   const groups = new Map<string, { row: ResultRow; file: string }[]>();
   for (const { name, results } of files) {
     for (const row of results.rows) {
@@ -131,7 +137,7 @@ function sameTS(entries: readonly { row: ResultRow }[]): boolean {
 /** True when the sorted distinct values grow by powers of two (64, 128, 256… or 1, 2, 8). */
 export function doubles(values: readonly number[]): boolean {
   const sorted = [...new Set(values)].sort((a, b) => a - b);
-  if (sorted.length < 3 || sorted[0] <= 0) return false;
+  if (sorted.length < 2 || sorted[0] <= 0) return false;
   for (let i = 1; i < sorted.length; i++) {
     const ratio = Math.log2(sorted[i] / sorted[i - 1]);
     if (Math.abs(ratio - Math.round(ratio)) > 1e-9) return false;

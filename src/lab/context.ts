@@ -1,0 +1,94 @@
+/**
+ * What the lab's sections share: the device they run on, the sizes for it, how to print, and the
+ * tables, rows and notes collected for the results file. Each section prints as it finishes, so a
+ * learner sees the lab advance instead of one wall of text at the end.
+ */
+import type { MeasureOptions } from '../bench/measure.js';
+import { type CodelabSizes, codelabSizes } from '../bench/presets.js';
+import type { CeilingInfo, ResultRow, ResultTable } from '../bench/schema.js';
+import { renderResultRows } from '../report/results-terminal.js';
+import { renderBars, renderTable } from '../report/terminal.js';
+
+export interface LabOptions {
+  /** Shorter sweeps (sequence up to 1024 on a GPU). */
+  quick: boolean;
+  /** Timed-call budget per measured case, ms. */
+  budgetMs: number;
+  color: boolean;
+  /** Where text goes (stdout by default). */
+  write: (text: string) => void;
+}
+
+export class LabContext {
+  readonly device: 'cuda' | 'cpu';
+  readonly sizes: CodelabSizes;
+  readonly tables: ResultTable[] = [];
+  readonly rows: ResultRow[] = [];
+  readonly notes: string[] = [];
+  /** Set by the cuDNN section, as the codelab's HAS_CUDNN_SDPA: later sections add cuDNN rows only then. */
+  hasCudnn = false;
+  /** Resolved once, before the first timed section. */
+  ceiling: CeilingInfo | null = null;
+
+  constructor(
+    device: 'cuda' | 'cpu',
+    readonly options: LabOptions,
+  ) {
+    this.device = device;
+    this.sizes = codelabSizes(device, options.quick);
+  }
+
+  /** Implementation names as the codelab's roles: 'naive' from scratch and the fused one. */
+  get naiveImpl(): 'naive' | 'reference' {
+    return this.device === 'cuda' ? 'naive' : 'reference';
+  }
+
+  get fusedImpl(): 'flash' {
+    return 'flash';
+  }
+
+  /** Measurement settings: the lab's budget, fewer repeats than bench (it is a tour, not a study). */
+  measure(sweep: string): Partial<MeasureOptions> {
+    return {
+      sweep,
+      warmup: 3,
+      repeats: 50,
+      minRepeats: this.device === 'cuda' ? 10 : 3,
+      budgetMs: this.options.budgetMs,
+      checkError: true,
+      ceilingTflops: this.ceiling?.tflops ?? null,
+    };
+  }
+
+  heading(title: string): void {
+    this.options.write(
+      `\n${'═'.repeat(Math.min(100, title.length + 4))}\n  ${title}\n${'═'.repeat(Math.min(100, title.length + 4))}`,
+    );
+  }
+
+  say(text: string): void {
+    this.options.write(text);
+  }
+
+  /** Prints a table and keeps it for the results file. */
+  table(title: string, headers: string[], rows: string[][], note?: string): void {
+    this.tables.push({ title, headers, rows, ...(note ? { note } : {}) });
+    this.options.write(renderTable(headers, rows, { title, color: this.options.color }));
+    if (note) this.options.write(note);
+  }
+
+  /** Prints measured rows as a table and keeps them. */
+  timed(title: string, rows: ResultRow[]): void {
+    this.rows.push(...rows);
+    this.options.write(renderResultRows(rows, { title, color: this.options.color }));
+  }
+
+  bars(title: string, items: { label: string; value: number }[], unit: string): void {
+    this.options.write(renderBars(items, { title, unit, lowerIsBetter: true, color: this.options.color }));
+  }
+
+  note(text: string): void {
+    this.notes.push(text);
+    this.options.write(`note: ${text}`);
+  }
+}
