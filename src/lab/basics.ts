@@ -48,7 +48,8 @@ export function gpuCheck(lab: LabContext, cudaReason: string | null): void {
     'Device',
     ['', 'Value'],
     [
-      ['GPU', `none: ${cudaReason ?? 'CUDA is not available'}`],
+      // The first clause names what is missing; the rest lists every path searched.
+      ['GPU', `none: ${(cudaReason ?? 'CUDA is not available').split(';')[0]}`],
       ['CPU', machine.cpu],
       ['attnlab backends on cpu', backends],
     ],

@@ -83,7 +83,7 @@ export async function teSweep(lab: LabContext, te: TeApi | null, reason: string 
       measureAttnlabCase(c, {
         ...measure,
         impl: 'te',
-        label: 'attnlab te.DotProductAttention bf16 causal',
+        label: 'attnlab te bf16 causal',
         call: (q, k, v) => module.apply(q, k, v, { deterministic: true }),
       }),
     );

@@ -69,10 +69,12 @@ export async function defaultTiming(lab: LabContext): Promise<void> {
     ok.map((r) => ({ label: r.label, value: r.timing!.ms.median })),
     'ms',
   );
-  lab.say(
-    'At this size every path is dominated by launch and dispatch overhead, not arithmetic: compare the ' +
-      '"host ms" column (time to enqueue) with the device time.',
-  );
+  if (lab.device === 'cuda') {
+    lab.say(
+      'At this size every path is dominated by launch and dispatch overhead, not arithmetic: compare ' +
+        'the "host ms" column (time to enqueue a call) with the device time.',
+    );
+  }
 }
 
 /** 8b and 8c. Sequence length 64…16384 (where memory allows) and batch 1…16 at T=256. */
@@ -110,23 +112,16 @@ export async function headsSection(lab: LabContext): Promise<void> {
     const v = randomNormal([B, T, K, H], { seed: 53 + K, dtype: 'float32' }).to(lab.device);
     const out = attention(q, k, v).output;
     // K and V, each K heads × H values, per token and per layer.
-    const perToken = (dtype: 'float32' | 'bfloat16') => String(2 * K * H * itemSize(dtype));
-    const row = [
-      name,
-      shapeText(q.shape),
-      shapeText(k.shape),
-      shapeText(v.shape),
-      shapeText(out.shape),
-      perToken('float32'),
-      perToken('bfloat16'),
-    ];
+    const perToken = (dtype: 'float32' | 'bfloat16') => 2 * K * H * itemSize(dtype);
+    const kvBytes = `${perToken('float32')} / ${perToken('bfloat16')}`;
+    const row = [name, ...[q, k, v, out].map((t) => shapeText(t.shape)), kvBytes];
     for (const t of [k, v, out]) t.dispose();
     return row;
   });
   q.dispose();
   lab.table(
     'Multi-head attention variants — all produce the same output shape',
-    ['Pattern', 'Q shape', 'K shape', 'V shape', 'Output shape', 'KV bytes/token f32', 'KV bytes/token bf16'],
+    ['Pattern', 'Q shape', 'K shape', 'V shape', 'Output shape', 'KV B/token f32/bf16'],
     rows,
     'KV-cache bytes per token and layer = 2 (K and V) × K heads × H × bytes per value: GQA with K=2 ' +
       "keeps a quarter of MHA's cache, MQA an eighth, with nothing downstream of attention changed.",

@@ -117,8 +117,9 @@ __device__ __forceinline__ void flash_fwd(const FlashParams& p) {
       }
     }
 
-    scale_and_mask<C::MI, C::NT, C::BIAS, C::MASK>(s, p, w, row0, n0, lane, tile_needs_mask<C::BN>(p, w, n0));
-    softmax.update(s, o);
+    const float factor =
+        scale_and_mask<C::MI, C::NT, C::BIAS, C::MASK>(s, p, w, row0, n0, lane, tile_needs_mask<C::BN>(p, w, n0));
+    softmax.update(s, o, factor);
 
     cp_async_wait<0>();
     __syncthreads();  // V_nb landed; every warp has finished Q·Kᵀ of K_nb, so K's buffer is free

@@ -6,18 +6,15 @@
 
 // s[i][j][c]: m-tile i (16 rows), n-tile j (8 keys), accumulator c — row g + 8·(c/2), key 2t + c%2.
 // `boundary` comes from tile_needs_mask(); bias and mask are per element on every tile.
+//
+// Returns the factor that still turns s into base-2 logits. On the common path (an inner tile, no
+// bias or mask, scale > 0) s is left raw and the factor is scale·log2(e): the softmax then folds it
+// into one FFMA per element, 2^(s·f − m), and takes the row max on raw values (max commutes with a
+// positive factor). Elsewhere s is scaled here and the factor is 1.
 template <int MI, int NT, int BIAS, bool MASK>
-__device__ __forceinline__ void scale_and_mask(float (&s)[MI][NT][4], const FlashParams& p, const TileWork& w,
+__device__ __forceinline__ float scale_and_mask(float (&s)[MI][NT][4], const FlashParams& p, const TileWork& w,
                                                int row0, int n0, int lane, bool boundary) {
-  if (!boundary && BIAS == 0 && !MASK) {
-#pragma unroll
-    for (int i = 0; i < MI; ++i)
-#pragma unroll
-      for (int j = 0; j < NT; ++j)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) s[i][j][c] *= p.scale_log2;
-    return;
-  }
+  if (!boundary && BIAS == 0 && !MASK && p.scale_log2 > 0.f) return p.scale_log2;
   constexpr float LOG2E = 1.4426950408889634f;
   const i64 bias_head = BIAS ? w.b * p.bias_strides[0] + w.n * p.bias_strides[1] : 0;
   const i64 mask_head = MASK ? w.b * p.mask_strides[0] + w.n * p.mask_strides[1] : 0;
@@ -51,4 +48,5 @@ __device__ __forceinline__ void scale_and_mask(float (&s)[MI][NT][4], const Flas
       }
     }
   }
+  return 1.f;
 }

@@ -1,10 +1,12 @@
 // Tile scheduling: which (batch, head, query block) a thread block owns, which key tiles it visits,
 // and which of those need per-element masking.
 //
-// Grid: x = b·N + n, y = query block counted from the end. The hardware dispatches blocks with x
-// fastest, so every head's last query block is dispatched first. Under a causal mask the last
-// blocks are the longest (they see the most keys); running them first keeps the tail of the grid
-// made of short blocks instead of leaving a few long ones running alone at the end.
+// Grid: x = query block counted from the end, y = b·N + n. The hardware dispatches blocks with x
+// fastest, so the blocks in flight at any moment are the query blocks of a few heads: those read
+// the same K and V, which then stay in L2 (at T=S=8192, H=128 one head's K+V is 4 MiB, all 64
+// heads 256 MiB against 50 MiB of L2; with the head index fastest, v1, every block streamed its
+// K/V from HBM). Within a head the last query blocks come first: under a causal mask they are the
+// longest, so the grid ends on short blocks instead of a few long ones running alone.
 #pragma once
 #include "flash/params.cuh"
 
@@ -28,10 +30,10 @@ __device__ __forceinline__ int clamp_len(const int* lens, int b, int full) {
 template <int BM>
 __device__ __forceinline__ TileWork schedule_tile(const FlashParams& p) {
   TileWork w;
-  w.b = blockIdx.x / p.N;
-  w.n = blockIdx.x % p.N;
+  w.b = blockIdx.y / p.N;
+  w.n = blockIdx.y % p.N;
   w.kv_head = w.n / p.group;
-  w.m0 = (gridDim.y - 1 - blockIdx.y) * BM;
+  w.m0 = (gridDim.x - 1 - blockIdx.x) * BM;
   w.t_len = clamp_len(p.q_lens, w.b, p.T);
   w.s_len = clamp_len(p.kv_lens, w.b, p.S);
   w.diag = (p.flags & FLASH_FLAG_BOTTOM_RIGHT) ? w.s_len - w.t_len : 0;

@@ -31,36 +31,51 @@ struct OnlineSoftmax {
       }
   }
 
-  // s: base-2 logits of one key tile, overwritten with the unnormalised weights 2^(s − m).
-  // o: the output accumulator, rescaled to the new max.
-  __device__ __forceinline__ void update(float (&s)[MI][NT][4], float (&o)[MI][DT][4]) {
+  // s·factor: base-2 logits of one key tile (factor > 0, see scale_and_mask); s is overwritten with
+  // the unnormalised weights 2^(s·factor − m). o: the output accumulator, rescaled to the new max.
+  __device__ __forceinline__ void update(float (&s)[MI][NT][4], float (&o)[MI][DT][4], float factor) {
+    bool moved = false;
+    float alphas[MI][2];
 #pragma unroll
     for (int i = 0; i < MI; ++i) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        float mx = row_max[i][h];
+        float raw = neg_inf();
 #pragma unroll
-        for (int j = 0; j < NT; ++j) mx = fmaxf(mx, fmaxf(s[i][j][2 * h], s[i][j][2 * h + 1]));
-        mx = quad_max(mx);
+        for (int j = 0; j < NT; ++j) raw = fmaxf(raw, fmaxf(s[i][j][2 * h], s[i][j][2 * h + 1]));
+        const float mx = fmaxf(row_max[i][h], quad_max(raw) * factor);
         // A row that has seen only −inf so far keeps max −inf; subtracting 0 instead keeps every
         // weight 2^(−inf) = 0 rather than NaN from (−inf) − (−inf).
         const float base = mx == neg_inf() ? 0.f : mx;
-        const float alpha = fast_exp2(row_max[i][h] - base);
+        // Exactly 1 when the max did not move (also for a row still at −inf, whose O is 0).
+        const float alpha = row_max[i][h] == mx ? 1.f : fast_exp2(row_max[i][h] - base);
         row_max[i][h] = mx;
         float sum = 0.f;
 #pragma unroll
         for (int j = 0; j < NT; ++j) {
-          s[i][j][2 * h] = fast_exp2(s[i][j][2 * h] - base);
-          s[i][j][2 * h + 1] = fast_exp2(s[i][j][2 * h + 1] - base);
+          s[i][j][2 * h] = fast_exp2(fmaf(s[i][j][2 * h], factor, -base));
+          s[i][j][2 * h + 1] = fast_exp2(fmaf(s[i][j][2 * h + 1], factor, -base));
           sum += s[i][j][2 * h] + s[i][j][2 * h + 1];
         }
         row_sum[i][h] = row_sum[i][h] * alpha + sum;
-#pragma unroll
-        for (int d = 0; d < DT; ++d) {
-          o[i][d][2 * h] *= alpha;
-          o[i][d][2 * h + 1] *= alpha;
-        }
+        alphas[i][h] = alpha;
+        moved |= alpha != 1.f;
       }
+    }
+    // Rescaling O costs 4·MI·DT multiplies per lane per tile (128 at D=128, 32 rows per warp), as
+    // many as the exponentials. Once the row maxima settle — after a few tiles on real and random
+    // data alike — no row's max moves and alpha is exactly 1 everywhere: the warp skips it as a whole,
+    // so the branch never diverges.
+    if (__any_sync(0xffffffffu, moved)) {
+#pragma unroll
+      for (int i = 0; i < MI; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int d = 0; d < DT; ++d) {
+            o[i][d][2 * h] *= alphas[i][h];
+            o[i][d][2 * h + 1] *= alphas[i][h];
+          }
     }
   }
 

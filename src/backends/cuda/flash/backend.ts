@@ -64,9 +64,9 @@ export function flashSupport(p: AttentionProblem): Support {
         `${properties.maxSharedMemoryPerBlockOptin} B per block`,
     );
   }
-  if (Math.ceil(p.T / variant.tiles.blockM) > 65535 || p.B * p.N > 2 ** 31 - 1) {
+  if (p.B * p.N > 65535) {
     return unsupported(
-      `grid of ${p.B * p.N} × ${Math.ceil(p.T / variant.tiles.blockM)} blocks exceeds CUDA's limits`,
+      `B·N = ${p.B * p.N}: the grid's y dimension (one per batch and head) is at most 65535`,
     );
   }
   for (const [name, tensor] of [
@@ -116,7 +116,8 @@ export function runFlash(p: AttentionProblem): BackendOutput {
       launchKernel(
         fn,
         {
-          grid: [B * N, Math.ceil(T / blockM), 1],
+          // x: query blocks (the kernel visits them last-first), y: batch × head; see schedule.cuh.
+          grid: [Math.ceil(T / blockM), B * N, 1],
           block: [warps * 32, 1, 1],
           sharedBytes: flashSharedBytes(variant.tiles, variant.headDim),
         },

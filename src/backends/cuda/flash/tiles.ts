@@ -32,18 +32,17 @@ export function flashSharedBytes(tiles: FlashTiles, D: number): number {
  */
 export function chooseFlashTiles(D: number, override = process.env.ATTNLAB_FLASH_TILES): FlashTiles {
   if (override) return parseTiles(override);
-  if (D <= 64) {
-    // 4 warps × 32 rows: each K fragment read from shared memory feeds two mmas (236 registers at
-    // D=64, no spill; 36 KiB so up to 6 blocks/SM by memory, 2 by registers).
+  if (D <= 128) {
+    // 4 warps × 32 rows (FA2's choice): each K/V fragment read from shared memory feeds two mmas,
+    // and at ≤ 255 registers (255 at D=128, 238 at D=64, no spill) two blocks share an SM, so one
+    // block's __syncthreads never idles the tensor cores. v1 at H=128: 323 TFLOP/s against 241 for
+    // 128×64×8 (168 registers, but one 68 KiB block per SM by registers) and 249 for 64×64×4;
+    // at H=64: 268 against 241 for 64×64×4.
     return { blockM: 128, blockN: 64, warps: 4 };
   }
-  if (D <= 128) {
-    // 8 warps × 16 rows, 168 registers, no spill, 68 KiB. The FA2 choice, 4 warps × 32 rows
-    // (128×64×4), needs 255 registers and spills 16 bytes here.
-    return { blockM: 128, blockN: 64, warps: 8 };
-  }
-  // D > 128: the O accumulator alone is D/2 registers per thread at 16 rows per warp, so one m-tile
-  // per warp; 128×64×8 uses 248 registers without spill and 132 KiB at D=256 (one block per SM).
+  // D > 128: 32 rows per warp would need D + 64 accumulator registers per lane and spills (1160 B at
+  // D=256: 108 TFLOP/s), so 16 rows per warp. 128×64×8 (251 registers, 132 KiB at D=256): 269
+  // TFLOP/s in v1, level with 64×64×4 (247 / 269 causal).
   return { blockM: 128, blockN: 64, warps: 8 };
 }
 
