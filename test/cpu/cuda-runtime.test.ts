@@ -30,7 +30,7 @@ import {
 } from '../../src/backends/cuda/ffi/libraries.js';
 import { structLayout } from '../../src/backends/cuda/launch.js';
 import { roundAllocationSize } from '../../src/backends/cuda/memory.js';
-import { naiveMatmuls } from '../../src/backends/cuda/naive/backend.js';
+import { cudaNaiveBackend, naiveMatmuls } from '../../src/backends/cuda/naive/backend.js';
 import { commonAlignment } from '../../src/backends/cuda/naive/matmul.js';
 import { softmaxBlockSize, softmaxFields } from '../../src/backends/cuda/naive/softmax.js';
 import { Tensor } from '../../src/tensor/tensor.js';
@@ -282,5 +282,19 @@ describe('naive matmul shapes', () => {
     assert.equal(output.a.batchStride, 0);
     assert.equal(scores.b.batchStride, 8);
     assert.equal(scores.computeType, 77, 'CUBLAS_COMPUTE_32F_FAST_TF32');
+  });
+
+  test('naive accepts float32, float16 and bfloat16 (CUDA_R_32F is 0, not "missing") and names other dtypes', () => {
+    const p = validateAttention(
+      Tensor.zeros([1, 2, 1, 8]),
+      Tensor.zeros([1, 2, 1, 8]),
+      Tensor.zeros([1, 2, 1, 8]),
+    );
+    for (const dtype of ['float32', 'float16', 'bfloat16'] as const) {
+      const support = cudaNaiveBackend.supports({ ...p, device: 'cuda', dtype });
+      if (!support.ok) assert.doesNotMatch(support.reason, /dtype/, `${dtype}: ${support.reason}`);
+    }
+    const float64 = cudaNaiveBackend.supports({ ...p, device: 'cuda', dtype: 'float64' });
+    assert.ok(!float64.ok && /dtype float64/.test(float64.reason));
   });
 });

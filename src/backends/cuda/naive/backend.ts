@@ -37,7 +37,8 @@ const CUDA_TYPE: Partial<Record<FloatDType, number>> = {
 
 function supports(p: AttentionProblem): Support {
   if (p.device !== 'cuda') return unsupported('inputs are not on cuda');
-  if (!CUDA_TYPE[p.dtype]) return unsupported(`dtype ${p.dtype} (float32, float16 or bfloat16 only)`);
+  if (CUDA_TYPE[p.dtype] === undefined)
+    return unsupported(`dtype ${p.dtype} (float32, float16 or bfloat16 only)`);
   if (p.bias && !deviceTypeName(p.bias.tensor.dtype as FloatDType)) {
     return unsupported(`bias dtype ${p.bias.tensor.dtype} (float32, float16 or bfloat16 only)`);
   }
