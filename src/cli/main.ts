@@ -5,8 +5,11 @@
  */
 import { Command, CommanderError } from 'commander';
 import { AttnlabError } from '../api/errors.js';
+import { registerBenchCommand } from './bench.js';
 import { registerCheckCommand } from './check.js';
 import { registerInfoCommand } from './info.js';
+import { registerLabCommand } from './lab.js';
+import { registerReportCommand } from './report.js';
 import { packageVersion } from './version.js';
 
 export function buildProgram(): Command {
@@ -19,6 +22,9 @@ export function buildProgram(): Command {
     .exitOverride();
   registerInfoCommand(program);
   registerCheckCommand(program);
+  registerLabCommand(program);
+  registerBenchCommand(program);
+  registerReportCommand(program);
   return program;
 }
 
