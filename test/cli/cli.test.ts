@@ -33,11 +33,11 @@ describe('attnlab CLI', () => {
   });
 
   it('check runs the CPU matrix and prints a passing table', () => {
-    const r = runCli(['check', '--device', 'cpu', '--case', 'GQA', '--seed', '3'], {
+    const r = runCli(['check', '--device', 'cpu', '--case', 'MQA', '--seed', '3'], {
       ATTNLAB_DISABLE_CUDA: '1',
     });
     assert.equal(r.code, 0, r.stderr);
-    assert.match(r.stdout, /GQA N=8 K=2/);
+    assert.match(r.stdout, /MQA N=8 K=1/);
     assert.match(r.stdout, /seed 3: 1 passed, 0 failed/);
   });
 
