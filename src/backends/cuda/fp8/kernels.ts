@@ -17,12 +17,17 @@ const BLOCKS_PER_SM = 8;
 
 const NAMES = ['attnlab_fp8_quantise3', 'attnlab_fp8_current_scales', 'attnlab_fp8_dequantise'] as const;
 
+let loaded: Record<(typeof NAMES)[number], bigint> | undefined;
+
+/** The kernels, looked up once: loadKernels re-reads and hashes the source on every call. */
 function functions(): Record<(typeof NAMES)[number], bigint> {
+  if (loaded) return loaded;
   const module = loadKernels({ file: 'fp8/quantise.cu', kernels: NAMES });
-  return Object.fromEntries(NAMES.map((name) => [name, module.functions.get(name)!])) as Record<
+  loaded = Object.fromEntries(NAMES.map((name) => [name, module.functions.get(name)!])) as Record<
     (typeof NAMES)[number],
     bigint
   >;
+  return loaded;
 }
 
 function gridFor(groups: number): number {

@@ -1,0 +1,109 @@
+/**
+ * The FP8 step's whole FFI flow on a machine without a GPU: the module under autocast on "cuda"
+ * tensors, against the stand-in libcuda/libcudnn of cudnn-fake.c and a stand-in NVRTC
+ * (te-fake-nvrtc.c). Kernels do not run there, so numbers are not checked; what is checked is what
+ * a caller can get wrong before the GPU does anything: the kernels named in the source, the FP8 graph
+ * accepted op by op (ranks, matmul shapes, attribute types), a variant pack that binds every
+ * non-virtual tensor once, the eight FP8 scalars at their slots of one block, the by-value scalars.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import koffi from 'koffi';
+import { validateAttention } from '../../src/api/validate.js';
+import { buildFp8Graph, fp8GraphFeatures, SCALAR_SLOTS } from '../../src/backends/cuda/fp8/graph.js';
+import { autocast } from '../../src/te/autocast.js';
+import { DotProductAttention, SequenceDescriptor } from '../../src/te/module.js';
+import { DelayedScaling } from '../../src/te/recipe.js';
+import { randomNormal } from '../../src/tensor/random.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'attnlab-fake-fp8-'));
+const here = (name: string) => fileURLToPath(new URL(name, import.meta.url));
+const compile = (source: string, name: string) =>
+  spawnSync('cc', ['-shared', '-fPIC', '-O1', '-o', join(dir, name), here(source), '-lm'], {
+    encoding: 'utf8',
+  });
+const built = [
+  compile('./cudnn-fake.c', 'libcuda.so.1'),
+  compile('./cudnn-fake.c', 'libcudnn.so.9'),
+  compile('./te-fake-nvrtc.c', 'libnvrtc.so.13'),
+];
+const skip = built.every((b) => b.status === 0)
+  ? false
+  : `no C compiler: ${built.map((b) => b.error?.message ?? b.stderr).join(' ')}`;
+// Read at the first CUDA call, which this file makes before any other (each test file is a process).
+process.env.ATTNLAB_LIBCUDA = join(dir, 'libcuda.so.1');
+process.env.ATTNLAB_CUDNN = join(dir, 'libcudnn.so.9');
+process.env.ATTNLAB_NVRTC = join(dir, 'libnvrtc.so.13');
+process.env.ATTNLAB_CACHE_DIR = join(dir, 'cache');
+process.env.ATTNLAB_KERNEL_CACHE = '0';
+// The stand-in's plan JSON holds a pointer into its own process: a plan read from disk would dangle.
+process.env.ATTNLAB_CUDNN_PLAN_CACHE = '0';
+
+interface Bound {
+  ptr: string;
+  byValue: number;
+  value: number | string | null;
+}
+
+describe('FP8 step through the FFI (stand-in libraries)', { skip }, () => {
+  it('builds, binds and executes the FP8 graph with every scalar in its slot', () => {
+    const [B, T, N, K, H] = [2, 64, 4, 2, 64];
+    const q = randomNormal([B, T, N, H], { seed: 1, dtype: 'bfloat16' }).to('cuda');
+    const k = randomNormal([B, T, K, H], { seed: 2, dtype: 'bfloat16' }).to('cuda');
+    const v = randomNormal([B, T, K, H], { seed: 3, dtype: 'bfloat16' }).to('cuda');
+    const attn = new DotProductAttention({
+      headDim: H,
+      numAttentionHeads: N,
+      numGqaGroups: K,
+      attnMaskType: 'padding_causal',
+    });
+    const sequenceDescriptor = SequenceDescriptor.fromSeqLens([64, 40]);
+    const r = autocast({ recipe: new DelayedScaling({ amaxHistoryLen: 2 }) }, () =>
+      attn.apply(q, k, v, { sequenceDescriptor, keepFp8Output: true }),
+    );
+    assert.equal(r.precision, 'fp8');
+    assert.equal(r.backend, 'cudnn-fp8');
+    assert.match(r.variant, /^cudnn 9\.19\.0 fp8 engine 7 cudnn_generated_fake_sdpa_kernel0_0$/);
+    assert.deepEqual(r.output.shape, [B, T, N, H]);
+    assert.equal(r.output.dtype, 'bfloat16');
+    assert.equal(r.output8?.tensor.dtype, 'float8_e4m3fn');
+    // The block came back with the scales the host put in (1 on a first delayed step).
+    assert.deepEqual(r.fp8?.scales, { q: 1, k: 1, v: 1, s: 1, o: 1 });
+
+    const nvrtc = koffi.load(join(dir, 'libnvrtc.so.13'));
+    const options = nvrtc.func('const char *fake_nvrtc_options()')() as string;
+    assert.match(options, /--gpu-architecture=sm_90a/);
+
+    const cudnn = koffi.load(join(dir, 'libcudnn.so.9'));
+    const bound = JSON.parse(cudnn.func('const char *fake_last_execute()')() as string) as Record<
+      string,
+      Bound
+    >;
+    const problem = validateAttention(q, k, v, {
+      isCausal: true,
+      querySeqLengths: [64, 40],
+      keyValueSeqLengths: [64, 40],
+    });
+    const { spec, roles } = buildFp8Graph(fp8GraphFeatures(problem));
+    const memory = spec.tensors.filter((t) => !t.virtual);
+    assert.equal(Object.keys(bound).length, memory.length, 'every non-virtual tensor bound once');
+    const pointer = (uid: number) => BigInt(bound[String(uid)].ptr);
+    const scalarUid = (slot: number) =>
+      [...roles].find(([, role]) => role.kind === 'scalar' && role.slot === slot)![0];
+    const base = pointer(scalarUid(SCALAR_SLOTS.descaleQ));
+    for (const [name, slot] of Object.entries(SCALAR_SLOTS)) {
+      if (slot > SCALAR_SLOTS.amaxO) continue; // slots 8–13 belong to the kernels, not the graph
+      assert.equal(pointer(scalarUid(slot)) - base, BigInt(slot * 16), `${name} at slot ${slot}`);
+    }
+    const byValue = memory.filter((t) => t.byValue).map((t) => bound[String(t.uid)].value);
+    assert.deepEqual(byValue.sort(), [0.125, '-inf', '-inf'].sort());
+    const uidOf = (kind: string) => [...roles].find(([, role]) => role.kind === kind)![0];
+    assert.equal(pointer(uidOf('q8')) !== pointer(uidOf('k8')), true);
+    assert.equal(pointer(uidOf('o8')), r.output8!.tensor.buffer.ptr);
+  });
+});
