@@ -7,6 +7,7 @@
  * (shared/notes/cudnn-sdpa-verified.md §1.3): descriptors and pointers are BigInt, out-parameters
  * are one-element typed arrays, and each attribute type has its own typed value array.
  */
+import { writeSync } from 'node:fs';
 import koffi from 'koffi';
 import { DeviceError } from '../../../api/errors.js';
 import { getCudaContext } from '../context.js';
@@ -51,7 +52,10 @@ export function loadCudnn(): Cudnn {
   const errorString = lib.func('const char *cudnnGetErrorString(int status)');
   const lastErrorString = lib.func('void cudnnGetLastErrorString(void *message, size_t max)');
   const fn = Object.fromEntries(
-    Object.entries(PROTOTYPES).map(([name, prototype]) => [name, lib.func(prototype) as unknown as Fn]),
+    Object.entries(PROTOTYPES).map(([name, prototype]) => [
+      name,
+      traced(name, lib.func(prototype) as unknown as Fn),
+    ]),
   ) as Cudnn['fn'];
   const text = Buffer.alloc(2048);
   cudnn = {
@@ -70,6 +74,26 @@ export function loadCudnn(): Cudnn {
     },
   };
   return cudnn;
+}
+
+/**
+ * ATTNLAB_CUDNN_TRACE=1 prints every backend call and its status to stderr, written synchronously
+ * so that the last call before a crash inside cuDNN is on screen.
+ */
+function traced(name: string, fn: Fn): Fn {
+  if (process.env.ATTNLAB_CUDNN_TRACE !== '1') return fn;
+  const show = (a: unknown) =>
+    typeof a === 'bigint'
+      ? `0x${a.toString(16)}`
+      : ArrayBuffer.isView(a)
+        ? `${a.constructor.name}[${(a as Uint8Array).length}]`
+        : String(a);
+  return (...args: unknown[]) => {
+    writeSync(2, `cudnn> ${name}(${args.map(show).join(', ')})\n`);
+    const status = fn(...args);
+    writeSync(2, `cudnn< ${status}\n`);
+    return status;
+  };
 }
 
 /** Runs a cuDNN call and throws DeviceError (status name, cuDNN's reason, the call) unless it succeeded. */
