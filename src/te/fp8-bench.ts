@@ -194,17 +194,25 @@ function throughput(causal: boolean) {
 export function runFp8Bench() {
   const env = cudnnEnvironment();
   const started = new Date().toISOString();
-  const log = <V>(label: string, value: V): V => {
+  // Each measurement is logged as it completes, and a failing one is recorded as its error, so that
+  // one refusal (say, no FP8 engine for a shape) does not lose the rest of a scarce GPU run.
+  const log = <V>(label: string, measure: () => V): V | { error: string } => {
+    let value: V | { error: string };
+    try {
+      value = measure();
+    } catch (error) {
+      value = { error: error instanceof Error ? `${error.name}: ${error.message}` : String(error) };
+    }
     console.log(`${label}: ${JSON.stringify(value)}`);
     return value;
   };
-  const parity = log('bf16 module vs dotProductAttention', bf16Parity());
+  const parity = log('bf16 module vs dotProductAttention', bf16Parity);
   const sweep = [128, 256, 512, 1024, 2048].map((T) =>
-    log(`fp8 error T=${T} H=64`, fp8Error(T, 64, 8, true)),
+    log(`fp8 error T=${T} H=64`, () => fp8Error(T, 64, 8, true)),
   );
-  const h128 = [512, 2048].map((T) => log(`fp8 error T=${T} H=128`, fp8Error(T, 128, 8, true)));
-  const nonCausal = log('fp8 error T=2048 H=64 non-causal', fp8Error(2048, 64, 8, false));
-  const speed = [false, true].map((causal) => log(`throughput causal=${causal}`, throughput(causal)));
+  const h128 = [512, 2048].map((T) => log(`fp8 error T=${T} H=128`, () => fp8Error(T, 128, 8, true)));
+  const nonCausal = log('fp8 error T=2048 H=64 non-causal', () => fp8Error(2048, 64, 8, false));
+  const speed = [false, true].map((causal) => log(`throughput causal=${causal}`, () => throughput(causal)));
   return {
     started,
     device: getCudaContext().properties.name,
@@ -222,6 +230,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
   const out = process.argv[2] ?? 'te-fp8.json';
   writeFileSync(out, `${JSON.stringify(result, null, 2)}\n`);
   for (const t of result.throughput) {
+    if ('error' in t) continue;
     console.log(
       `B=4 T=8192 N=16 H=128 causal=${t.shape.causal}: bf16 cuDNN ${t.bf16Cudnn.medianMs.toFixed(3)} ms ` +
         `(${t.bf16Cudnn.tflops.toFixed(0)} TFLOP/s), FP8 module ${t.fp8Module.medianMs.toFixed(3)} ms ` +
