@@ -35,15 +35,15 @@ export function chooseFlashTiles(D: number, override = process.env.ATTNLAB_FLASH
   if (D <= 128) {
     // 4 warps × 32 rows (FA2's choice): each K/V fragment read from shared memory feeds two mmas,
     // and at ≤ 255 registers (255 at D=128, 238 at D=64, no spill) two blocks share an SM, so one
-    // block's __syncthreads never idles the tensor cores. v1 at H=128: 323 TFLOP/s against 241 for
-    // 128×64×8 (168 registers, but one 68 KiB block per SM by registers) and 249 for 64×64×4;
-    // at H=64: 268 against 241 for 64×64×4.
+    // block's __syncthreads never idles the tensor cores. Run 2 (v2) at H=128: 365 TFLOP/s against
+    // 327 for 128×32×4 and 255 for 128×128×8; v1: 241 for 128×64×8 (168 registers, but one 68 KiB
+    // block per SM by registers). H=64: 296 against 281 (128×32×4) and 215 (128×128×8).
     return { blockM: 128, blockN: 64, warps: 4 };
   }
   // D > 128: 32 rows per warp would need D + 64 accumulator registers per lane and spills (1160 B at
-  // D=256: 108 TFLOP/s), so 16 rows per warp. 128×64×8 (251 registers, 132 KiB at D=256): 269
-  // TFLOP/s in v1, level with 64×64×4 (247 / 269 causal).
-  return { blockM: 128, blockN: 64, warps: 8 };
+  // D=256: 108 TFLOP/s), so 16 rows per warp, 8 warps. 128×128×8 (255 registers, no spill, 198 KiB
+  // at D=256): 290 / 281 TFLOP/s (non-causal / causal) in run 2, against 267 / 256 for 128×64×8.
+  return { blockM: 128, blockN: 128, warps: 8 };
 }
 
 function parseTiles(text: string): FlashTiles {
