@@ -94,12 +94,14 @@ export function parseIntList(option: string, text: string): number[] {
 
 /** `true,false` (also `yes/no`, `1/0`) as booleans. */
 export function parseBoolList(option: string, text: string): boolean[] {
-  return splitList(option, text).map((part) => {
-    const lower = part.toLowerCase();
-    if (['true', 'yes', '1'].includes(lower)) return true;
-    if (['false', 'no', '0'].includes(lower)) return false;
-    throw new InvalidArgumentError(option, 'true or false', JSON.stringify(part));
-  });
+  return unique(
+    splitList(option, text).map((part) => {
+      const lower = part.toLowerCase();
+      if (['true', 'yes', '1'].includes(lower)) return true;
+      if (['false', 'no', '0'].includes(lower)) return false;
+      throw new InvalidArgumentError(option, 'true or false', JSON.stringify(part));
+    }),
+  );
 }
 
 /** Float dtypes by name; `bf16`, `fp16`, `f32` are accepted for bfloat16, float16, float32. */
@@ -113,13 +115,24 @@ export function parseDTypeList(option: string, text: string): FloatDType[] {
     f64: 'float64',
     fp8: 'float8_e4m3fn',
   };
-  return splitList(option, text).map((part) => {
-    const dtype = aliases[part.toLowerCase()] ?? part;
-    if (!(FLOAT_DTYPES as readonly string[]).includes(dtype)) {
-      throw new InvalidArgumentError(option, `one of ${FLOAT_DTYPES.join(', ')} (or bf16, fp16, f32)`, part);
-    }
-    return dtype as FloatDType;
-  });
+  return unique(
+    splitList(option, text).map((part) => {
+      const dtype = aliases[part.toLowerCase()] ?? part;
+      if (!(FLOAT_DTYPES as readonly string[]).includes(dtype)) {
+        throw new InvalidArgumentError(
+          option,
+          `one of ${FLOAT_DTYPES.join(', ')} (or bf16, fp16, f32)`,
+          part,
+        );
+      }
+      return dtype as FloatDType;
+    }),
+  );
+}
+
+/** Values in first-seen order without repeats: `bf16,bfloat16` is one dtype, measured once. */
+function unique<T>(values: T[]): T[] {
+  return [...new Set(values)];
 }
 
 /** attnlab implementations by name (reference, naive, flash, cudnn). */

@@ -1,0 +1,91 @@
+/** Measuring one case on the CPU, and the float64 row oracle behind the error column. */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { attention } from '../../src/api/attention.js';
+import { attentionFlops } from '../../src/api/problem.js';
+import { checkedRows, maxErrorAgainstOracle } from '../../src/bench/accuracy.js';
+import { measureAttnlabCase } from '../../src/bench/measure.js';
+import { randomNormal } from '../../src/tensor/random.js';
+import { Tensor } from '../../src/tensor/tensor.js';
+
+process.env.ATTNLAB_DISABLE_CUDA = '1';
+
+const quick = { budgetMs: 5, warmup: 1, minRepeats: 3 };
+
+describe('row oracle', () => {
+  const [B, T, S, N, K, H] = [2, 5, 7, 4, 2, 8];
+  const q = randomNormal([B, T, N, H], { seed: 1, dtype: 'float64' });
+  const k = randomNormal([B, S, K, H], { seed: 2, dtype: 'float64' });
+  const v = randomNormal([B, S, K, H], { seed: 3, dtype: 'float64' });
+  const shape = { B, T, S, N, K, H, causal: true, scale: 1 / Math.sqrt(H) };
+  const values = [q, k, v].map((t) => t.toFloat64Array());
+
+  it('agrees with the float64 reference backend (GQA, causal top-left, T ≠ S)', () => {
+    const expected = attention(q, k, v, {
+      isCausal: true,
+      implementation: 'reference',
+    }).output.toFloat64Array();
+    const check = maxErrorAgainstOracle(shape, values[0], values[1], values[2], expected);
+    assert.ok(check.full);
+    assert.ok(check.maxError < 1e-12, `max error ${check.maxError}`);
+  });
+
+  it('reports a wrong output element by exactly how wrong it is, and NaN as NaN', () => {
+    const out = attention(q, k, v, { isCausal: true, implementation: 'reference' }).output.toFloat64Array();
+    out[(1 * T + 3) * N * H + 2 * H + 5] += 0.25;
+    assert.ok(
+      Math.abs(maxErrorAgainstOracle(shape, values[0], values[1], values[2], out).maxError - 0.25) < 1e-12,
+    );
+    out[0] = Number.NaN;
+    assert.ok(Number.isNaN(maxErrorAgainstOracle(shape, values[0], values[1], values[2], out).maxError));
+  });
+
+  it('checks every row of small problems and the first, last and two middle rows of large ones', () => {
+    assert.deepEqual(checkedRows({ ...shape, T: 6 }).rows, [0, 1, 2, 3, 4, 5]);
+    const large = checkedRows({ B: 4, T: 16384, S: 16384, N: 8, K: 8, H: 64, causal: false, scale: 1 });
+    assert.equal(large.full, false);
+    assert.deepEqual(large.rows, [0, 5461, 10922, 16383]);
+  });
+});
+
+describe('measureAttnlabCase on the CPU', () => {
+  const c = { B: 1, T: 32, S: 32, N: 4, K: 2, H: 16, dtype: 'float32' as const, causal: false };
+
+  it('times with performance.now(), checks the output and derives TFLOP/s from the median', () => {
+    const row = measureAttnlabCase({ ...c, impl: 'flash' }, { ...quick, sweep: 'unit' });
+    assert.equal(row.status, 'ok', row.reason);
+    assert.equal(row.sweep, 'unit');
+    assert.equal(row.label, 'attnlab flash f32');
+    assert.equal(row.timing?.method, 'performance-now');
+    assert.equal(row.timing?.inputCopies, 1);
+    assert.ok((row.timing?.ms.count ?? 0) >= 3);
+    assert.equal(row.errorCheck, 'full');
+    assert.ok(
+      row.maxError !== undefined && row.maxError !== null && row.maxError < 1e-6,
+      String(row.maxError),
+    );
+    assert.equal(row.flops, attentionFlops(c));
+    assert.ok(Math.abs((row.tflops ?? 0) - row.flops / (row.timing!.ms.median * 1e-3) / 1e12) < 1e-15);
+    assert.match(row.variant ?? '', /cpu-flash/);
+  });
+
+  it('a custom call is timed and checked the same way, so a wrong result shows in max err', () => {
+    const zeros = (q: Tensor) => ({ output: Tensor.zeros(q.shape, 'float32'), variant: 'zeros' });
+    const row = measureAttnlabCase(
+      { ...c, impl: 'flash' },
+      { ...quick, impl: 'zeros', label: 'all zeros', call: zeros },
+    );
+    assert.equal(row.impl, 'zeros');
+    assert.equal(row.label, 'all zeros');
+    assert.equal(row.variant, 'zeros');
+    assert.ok((row.maxError ?? 0) > 0.05, `a zero output must be far from attention, got ${row.maxError}`);
+  });
+
+  it('a GPU backend without CUDA becomes an unsupported row that says why', () => {
+    const row = measureAttnlabCase({ ...c, impl: 'naive' }, quick);
+    assert.equal(row.status, 'unsupported');
+    assert.match(row.reason ?? '', /naive/);
+    assert.match(row.reason ?? '', /no CUDA here: ATTNLAB_DISABLE_CUDA=1/);
+    assert.equal(row.timing, undefined);
+  });
+});

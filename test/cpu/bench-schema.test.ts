@@ -1,0 +1,145 @@
+/** The results schema: what makeResults writes validates; what a reader must not trust is refused. */
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { before, describe, it } from 'node:test';
+import { InvalidArgumentError } from '../../src/api/errors.js';
+import { measureAttnlabCase } from '../../src/bench/measure.js';
+import { loadResults, makeResults, saveResults } from '../../src/bench/results.js';
+import { RESULTS_SCHEMA_VERSION, type ResultsFile } from '../../src/bench/schema.js';
+import { parseResults } from '../../src/bench/validate-results.js';
+
+process.env.ATTNLAB_DISABLE_CUDA = '1';
+
+let results: ResultsFile;
+const dir = mkdtempSync(join(tmpdir(), 'attnlab-schema-'));
+
+/** A deep copy with one change, as a reader would receive it from disk. */
+// biome-ignore lint/suspicious/noExplicitAny: the point is to write fields of the wrong type.
+function mutated(change: (json: Record<string, any>) => void): unknown {
+  const copy = JSON.parse(JSON.stringify(results));
+  change(copy);
+  return copy;
+}
+
+before(() => {
+  const shape = { B: 1, T: 16, S: 16, N: 2, K: 1, H: 8, dtype: 'float32' as const, causal: true };
+  const rows = [
+    measureAttnlabCase({ ...shape, impl: 'reference' }, { budgetMs: 5, warmup: 1, minRepeats: 2 }),
+    measureAttnlabCase({ ...shape, impl: 'cudnn' }, { budgetMs: 5, warmup: 1, minRepeats: 2 }),
+  ];
+  results = makeResults('bench', {
+    rows,
+    tables: [{ title: 'Q/K/V', headers: ['Array', 'Shape'], rows: [['Q', '(1, 16, 2, 8)']] }],
+    notes: ['a note'],
+  });
+});
+
+describe('results schema', () => {
+  it('a file made from measured rows validates, with machine, commit and command recorded', () => {
+    const parsed = parseResults(JSON.parse(JSON.stringify(results)), 'made.json');
+    assert.equal(parsed.schemaVersion, RESULTS_SCHEMA_VERSION);
+    assert.equal(parsed.machine.device, 'cpu');
+    assert.match(parsed.attnlab.commit, /^([0-9a-f]{7,}(-dirty)?|unknown)$/);
+    assert.match(parsed.command, /^attnlab/);
+    assert.equal(parsed.rows[0].status, 'ok');
+    assert.equal(parsed.rows[0].timing?.method, 'performance-now');
+    assert.equal(parsed.rows[1].status, 'unsupported', 'cudnn on a CPU-only machine is a row with a reason');
+    assert.match(parsed.rows[1].reason ?? '', /cudnn/);
+  });
+
+  it('saveResults and loadResults round-trip the file', () => {
+    const path = join(dir, 'sub', 'r.json');
+    saveResults(path, results);
+    const loaded = loadResults(path);
+    assert.deepEqual(loaded.rows, JSON.parse(JSON.stringify(results.rows)));
+    assert.ok(readFileSync(path, 'utf8').endsWith('\n'));
+  });
+
+  it('names the file and JSON path of a field of the wrong type', () => {
+    assert.throws(
+      () =>
+        parseResults(
+          mutated((j) => (j.rows[0].timing.ms.median = 'fast')),
+          'bad.json',
+        ),
+      (e: unknown) => {
+        assert.ok(e instanceof InvalidArgumentError);
+        assert.equal(e.argument, 'bad.json: $.rows[0].timing.ms.median');
+        assert.match(e.message, /expected a finite number, got "fast"/);
+        return true;
+      },
+    );
+    assert.throws(
+      () =>
+        parseResults(
+          mutated((j) => delete j.machine),
+          'f',
+        ),
+      /\$\.machine: expected an object, got nothing/,
+    );
+    assert.throws(
+      () =>
+        parseResults(
+          mutated((j) => (j.rows[0].source = 'tvm')),
+          'f',
+        ),
+      /rows\[0\]\.source: expected one of attnlab, jax, torch/,
+    );
+    assert.throws(
+      () =>
+        parseResults(
+          mutated((j) => (j.rows[0].B = 0)),
+          'f',
+        ),
+      /rows\[0\]\.B: expected a positive integer/,
+    );
+  });
+
+  it('refuses rows that contradict their status, ragged tables and newer schema versions', () => {
+    assert.throws(
+      () =>
+        parseResults(
+          mutated((j) => delete j.rows[0].timing),
+          'f',
+        ),
+      /timings on a row of status 'ok'/,
+    );
+    assert.throws(
+      () =>
+        parseResults(
+          mutated((j) => delete j.rows[1].reason),
+          'f',
+        ),
+      /a reason for status unsupported/,
+    );
+    assert.throws(
+      () =>
+        parseResults(
+          mutated((j) => j.tables[0].rows.push(['only one'])),
+          'f',
+        ),
+      /tables\[0\]\.rows\[1\]: expected 2 cells/,
+    );
+    assert.throws(
+      () =>
+        parseResults(
+          mutated((j) => (j.schemaVersion = RESULTS_SCHEMA_VERSION + 1)),
+          'f',
+        ),
+      /schemaVersion: expected version ≤/,
+    );
+    assert.throws(() => parseResults([], 'f'), /\$: expected an object/);
+  });
+
+  it('loadResults says which file is not JSON', () => {
+    const path = join(dir, 'broken.json');
+    writeFileSync(path, '{"schema": ');
+    assert.throws(() => loadResults(path), /broken\.json: expected JSON/);
+    assert.throws(
+      () => loadResults(join(dir, 'missing.json')),
+      /results file: expected a readable JSON file/,
+    );
+  });
+});
