@@ -23,10 +23,7 @@ describe('bench statistics', () => {
 
   it('summarize reports min, max, mean and count', () => {
     const s = summarize([0.5, 0.25, 1]);
-    assert.deepEqual(
-      { min: s.min, max: s.max, count: s.count },
-      { min: 0.25, max: 1, count: 3 },
-    );
+    assert.deepEqual({ min: s.min, max: s.max, count: s.count }, { min: 0.25, max: 1, count: 3 });
     assert.ok(Math.abs(s.mean - 0.5833333333333334) < 1e-15);
     assert.ok(s.p10 <= s.median && s.median <= s.p90);
   });
