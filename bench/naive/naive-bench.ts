@@ -16,7 +16,7 @@ import { attentionFlops } from '../../src/api/problem.js';
 import { getCudaContext } from '../../src/backends/cuda/context.js';
 import { timeOnStream } from '../../src/backends/cuda/events.js';
 import { memoryStats, resetPeakMemory } from '../../src/backends/cuda/memory.js';
-import { describeMachine } from '../../src/bench/machine.js';
+import { attnlabCommit, describeMachine } from '../../src/bench/machine.js';
 import { Tensor } from '../../src/tensor/tensor.js';
 
 const args = process.argv.slice(2);
@@ -98,5 +98,5 @@ for (const r of rows) {
   console.log(`| ${r.mode} | ${r.ms.toFixed(3)} | ${r.tflops.toFixed(1)} | ${jaxMs} | ${ratio} |`);
 }
 const command = `node --import tsx bench/naive/naive-bench.ts ${args.join(' ')}`;
-writeFileSync(out, `${JSON.stringify({ command, shape: { B, T, S: T, N, K: N, H }, machine: describeMachine(), rows, jax }, null, 2)}\n`);
+writeFileSync(out, `${JSON.stringify({ command, commit: attnlabCommit(), shape: { B, T, S: T, N, K: N, H }, machine: describeMachine(), rows, jax }, null, 2)}\n`);
 console.log(`wrote ${out}`);
