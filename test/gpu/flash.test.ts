@@ -3,7 +3,8 @@
  * kernel-specific cases (multi-tile causal, windows with padding, padded head dims, H ≠ Hv, float32
  * bias), with FlashAttention's accuracy rule, fresh random inputs per run (the seed is printed;
  * ATTNLAB_TEST_SEED replays one) and poisoned device memory, so an element the kernel forgot to
- * write reads as NaN. Also: peak device memory is O(T), and float32 is refused with a reason.
+ * write reads as NaN. float32 inputs run the FMA kernel against the float32 tolerance. Also: peak
+ * device memory is O(T), and float64 is refused with a reason.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -111,7 +112,7 @@ function runCase(c: AttentionCase, dtype: FloatDType, caseSeed: number, biasDTyp
   });
   assert.equal(result.backend, 'flash');
   assert.equal(result.device, 'cuda');
-  assert.match(result.variant, /^flash-fwd\.sm_\d+a?\.(bf16|f16)\.d\d+\.\d+x\d+x\d+/);
+  assert.match(result.variant, /^flash-fwd\.sm_\d+a?\.(bf16|f16|f32)\.d\d+\.\d+x\d+x\d+/);
   const report = checkAccuracy(result.output.toFloat64Array(), oracle.output.toFloat64Array(), plain, dtype);
   assert.ok(report.ok, `${c.name} ${dtype} (seed ${caseSeed}, ${result.variant}): ${report.message}`);
   checkLogSumExp(result.logSumExp!, oracle.logSumExp!);
@@ -138,11 +139,35 @@ describe('cuda flash kernel', { skip }, () => {
     runCase(c, 'bfloat16', seed + 7, 'float32');
   });
 
-  it('refuses float32 with the reason', () => {
-    const x = randomNormal([1, 8, 1, 32], { seed, dtype: 'float32' }).to('cuda');
+  // float32 runs the FMA kernel (true float32 products), for 'highest' and 'tf32' alike.
+  const float32Cases = [...CASES, ...FLASH_CASES.filter((c) => /1000 causal|padding|Hv=32/.test(c.name))];
+  float32Cases.forEach((c, index) => {
+    it(`${c.name} (float32)`, () => runCase(c, 'float32', seed + 1000 + 16 * index));
+  });
+
+  it("runs float32Precision 'tf32' at float32 precision and says so in the variant", () => {
+    const c = FLASH_CASES[0];
+    const { q, k, v } = buildInputs(c, 'float32', seed + 5);
+    const r = attention(q.to('cuda'), k.to('cuda'), v.to('cuda'), {
+      implementation: 'flash',
+      isCausal: true,
+      float32Precision: 'tf32',
+    });
+    assert.match(r.variant, /\.f32\..*\.fma$/);
+    const oracle = attention(q.astype('float64'), k.astype('float64'), v.astype('float64'), {
+      isCausal: true,
+      implementation: 'reference',
+    });
+    const plain = plainLowPrecision(q, k, v, { isCausal: true }, 'float32');
+    const report = checkAccuracy(r.output.toFloat64Array(), oracle.output.toFloat64Array(), plain, 'float32');
+    assert.ok(report.ok, report.message);
+  });
+
+  it('refuses float64 with the reason', () => {
+    const x = randomNormal([1, 8, 1, 32], { seed, dtype: 'float64' }).to('cuda');
     assert.throws(
       () => attention(x, x, x, { implementation: 'flash' }),
-      (e: unknown) => e instanceof UnsupportedError && /float32/.test(e.message),
+      (e: unknown) => e instanceof UnsupportedError && /float64/.test(e.message),
     );
   });
 

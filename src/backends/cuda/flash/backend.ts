@@ -11,26 +11,24 @@ import { cudaAvailable, getCudaContext, targetArch } from '../context.js';
 import { launchKernel } from '../launch.js';
 import { allocDevice, copyToDevice } from '../memory.js';
 import { buildFlashParams, marshalFlashParams } from './params.js';
-import { flashSharedBytes, paddedHeadDim } from './tiles.js';
 import {
   FLASH_BIAS_CODES,
   type FlashVariant,
   flashDefines,
+  flashKernelSource,
   flashVariant,
   flashVariantKey,
+  flashVariantSharedBytes,
 } from './variant.js';
 
-const KERNEL_FILE = 'flash/flash_fwd.cu';
-const KERNEL_NAME = 'attnlab_flash_fwd';
 /** Row and key indices are int32 in the kernel, and i + diag ± window must not overflow. */
 const MAX_LENGTH = 1 << 28;
 
 /** Why the kernel cannot run `p`, or SUPPORTED. Needs the GPU's compute capability. */
 export function flashSupport(p: AttentionProblem): Support {
-  if (p.dtype !== 'bfloat16' && p.dtype !== 'float16') {
+  if (p.dtype !== 'bfloat16' && p.dtype !== 'float16' && p.dtype !== 'float32') {
     return unsupported(
-      `dtype ${p.dtype}: the kernel runs bfloat16/float16 on tensor cores (mma.sync m16n8k16); ` +
-        'float32 (TF32 or true float32) is not implemented yet, use cudnn or naive',
+      `dtype ${p.dtype}: the kernels take bfloat16/float16 (tensor cores) or float32 (float32 FMAs)`,
     );
   }
   if (p.H % 8 !== 0 || p.Hv % 8 !== 0 || Math.max(p.H, p.Hv) > 256) {
@@ -55,9 +53,8 @@ export function flashSupport(p: AttentionProblem): Support {
       `compute capability ${major}.${minor}: mma.sync bf16 and cp.async need sm_80 or newer`,
     );
   }
-  const D = paddedHeadDim(p.H, p.Hv);
   const variant = flashVariant(p, targetArch(properties));
-  const shared = flashSharedBytes(variant.tiles, D);
+  const shared = flashVariantSharedBytes(variant);
   if (shared > properties.maxSharedMemoryPerBlockOptin) {
     return unsupported(
       `tiles ${flashVariantKey(variant)} need ${shared} B of shared memory, the GPU allows ` +
@@ -83,8 +80,9 @@ export function flashSupport(p: AttentionProblem): Support {
 
 /** Compiles (or fetches from the caches) the kernel of `variant`; returns its CUfunction. */
 export function flashKernel(variant: FlashVariant): bigint {
-  const module = loadKernels({ file: KERNEL_FILE, kernels: [KERNEL_NAME], defines: flashDefines(variant) });
-  return module.functions.get(KERNEL_NAME)!;
+  const { file, name } = flashKernelSource(variant);
+  const module = loadKernels({ file, kernels: [name], defines: flashDefines(variant) });
+  return module.functions.get(name)!;
 }
 
 /** Runs the kernel on `p` (inputs on the GPU); the output and log-sum-exp are new device tensors. */
@@ -119,7 +117,7 @@ export function runFlash(p: AttentionProblem): BackendOutput {
           // x: query blocks (the kernel visits them last-first), y: batch × head; see schedule.cuh.
           grid: [Math.ceil(T / blockM), B * N, 1],
           block: [warps * 32, 1, 1],
-          sharedBytes: flashSharedBytes(variant.tiles, variant.headDim),
+          sharedBytes: flashVariantSharedBytes(variant),
         },
         [marshalFlashParams(params)],
       );

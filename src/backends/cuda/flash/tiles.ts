@@ -21,11 +21,6 @@ export function paddedHeadDim(H: number, Hv: number): number {
   return Math.max(32, Math.ceil(Math.max(H, Hv) / 16) * 16);
 }
 
-/** Shared memory of one block, in bytes. */
-export function flashSharedBytes(tiles: FlashTiles, D: number): number {
-  return (tiles.blockM + 2 * tiles.blockN) * (D + 8) * 2;
-}
-
 /**
  * The tiles for padded head dim D (32..256, multiple of 16). `ATTNLAB_FLASH_TILES=BMxBNxWARPS`
  * overrides the table, so a benchmark can compare configurations without a rebuild.

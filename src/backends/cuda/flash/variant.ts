@@ -1,58 +1,89 @@
 /**
- * The variant key of the CUDA flash kernel: everything that specialises its source at compile time.
- * The same key labels the compiled module in the cache, the `variant` of results, and benchmark rows.
- * Sizes, strides, causality, window and lengths stay run-time values (FlashParams) and out of the key.
+ * The variant key of the CUDA flash kernels: everything that specialises their source at compile
+ * time. The same key labels the compiled module in the cache, the `variant` of results, and
+ * benchmark rows. Sizes, strides, causality, window and lengths stay run-time values (FlashParams).
+ *
+ * Two kernels share FlashParams and the visibility rules: `mma` (flash_fwd.cu, bf16/fp16 on tensor
+ * cores) and `fma` (flash_fwd_f32.cu, float32 with float32 FMAs: true float32 precision).
  */
 import type { AttentionProblem } from '../../../api/problem.js';
 import { chooseFlashTiles, type FlashTiles, paddedHeadDim } from './tiles.js';
 
-/** Bias element types the kernel decodes (the FLASH_BIAS code in flash_fwd.cu). */
+/** Bias element types the kernels decode (the FLASH_BIAS code). */
 export const FLASH_BIAS_CODES = { none: 0, float32: 1, bfloat16: 2, float16: 3 } as const;
 export type FlashBiasType = keyof typeof FLASH_BIAS_CODES;
 
 export interface FlashVariant {
+  readonly kernel: 'mma' | 'fma';
   /** sm_80, sm_90a, …: the NVRTC target. */
   readonly arch: string;
-  readonly dtype: 'bfloat16' | 'float16';
-  /** Head dim padded to a multiple of 16. */
+  readonly dtype: 'bfloat16' | 'float16' | 'float32';
+  /** Head dim padded to a multiple of 16 (mma) or 32 (fma: 32 lanes share the output columns). */
   readonly headDim: number;
   readonly tiles: FlashTiles;
   readonly bias: FlashBiasType;
   readonly mask: boolean;
 }
 
-/** The variant for a problem the backend supports (dtype bf16/fp16, bias f32/bf16/f16 or none). */
+/** The float32 kernel's fixed tiles: 8 warps × 4 query rows, 32 keys (one per lane) per tile. */
+const FMA_TILES: FlashTiles = { blockM: 32, blockN: 32, warps: 8 };
+
+/** The variant for a problem the backend supports (bf16/fp16/f32 inputs, bias f32/bf16/f16 or none). */
 export function flashVariant(p: AttentionProblem, arch: string): FlashVariant {
-  const headDim = paddedHeadDim(p.H, p.Hv);
+  const fma = p.dtype === 'float32';
+  const headDim = fma ? Math.ceil(Math.max(p.H, p.Hv) / 32) * 32 : paddedHeadDim(p.H, p.Hv);
   return {
+    kernel: fma ? 'fma' : 'mma',
     arch,
     dtype: p.dtype as FlashVariant['dtype'],
     headDim,
-    tiles: chooseFlashTiles(headDim),
+    tiles: fma ? FMA_TILES : chooseFlashTiles(headDim),
     bias: p.bias ? (p.bias.tensor.dtype as FlashBiasType) : 'none',
     mask: p.mask !== null,
   };
 }
 
-/** e.g. `flash-fwd.sm_90a.bf16.d128.128x64x8` or `….bias-f32.mask`. */
+/** e.g. `flash-fwd.sm_90a.bf16.d128.128x64x4`, `….bias-f32.mask`, `flash-fwd.sm_90a.f32.d128.32x32x8.fma`. */
 export function flashVariantKey(v: FlashVariant): string {
   const short = { bfloat16: 'bf16', float16: 'f16', float32: 'f32', none: '' } as const;
   const { blockM, blockN, warps } = v.tiles;
   const parts = ['flash-fwd', v.arch, short[v.dtype], `d${v.headDim}`, `${blockM}x${blockN}x${warps}`];
+  if (v.kernel === 'fma') parts.push('fma');
   if (v.bias !== 'none') parts.push(`bias-${short[v.bias]}`);
   if (v.mask) parts.push('mask');
   return parts.join('.');
 }
 
-/** The -D macros that select the variant inside src/kernels/flash/flash_fwd.cu. */
+/** The source file (relative to src/kernels) and extern "C" entry of a variant's kernel. */
+export function flashKernelSource(v: FlashVariant): { file: string; name: string } {
+  return v.kernel === 'fma'
+    ? { file: 'flash/flash_fwd_f32.cu', name: 'attnlab_flash_fwd_f32' }
+    : { file: 'flash/flash_fwd.cu', name: 'attnlab_flash_fwd' };
+}
+
+/** Dynamic shared memory of one block, in bytes. */
+export function flashVariantSharedBytes(v: FlashVariant): number {
+  const { blockM, blockN } = v.tiles;
+  const D = v.headDim;
+  // fma: Q [BM][D], K [BN][D+1], V [BN][D] in float32. mma: Q, K, V tiles of pitch D+8 in 16 bits.
+  return v.kernel === 'fma'
+    ? (blockM * D + blockN * (D + 1) + blockN * D) * 4
+    : (blockM + 2 * blockN) * (D + 8) * 2;
+}
+
+/** The -D macros that select the variant inside its .cu file. */
 export function flashDefines(v: FlashVariant): Record<string, number> {
-  return {
+  const common = {
     FLASH_D: v.headDim,
-    FLASH_BM: v.tiles.blockM,
-    FLASH_BN: v.tiles.blockN,
     FLASH_NW: v.tiles.warps,
-    FLASH_FP16: v.dtype === 'float16' ? 1 : 0,
     FLASH_BIAS: FLASH_BIAS_CODES[v.bias],
     FLASH_MASK: v.mask ? 1 : 0,
+  };
+  if (v.kernel === 'fma') return common;
+  return {
+    ...common,
+    FLASH_BM: v.tiles.blockM,
+    FLASH_BN: v.tiles.blockN,
+    FLASH_FP16: v.dtype === 'float16' ? 1 : 0,
   };
 }
