@@ -1,9 +1,9 @@
 /**
  * The codelab's sweeps as data, for `attnlab lab` and `attnlab bench --preset codelab`.
  *
- * On a GPU: the default shape B=4, T=128, N=8, H=64; sequence lengths 64…1024 and on to 16384
- * (the codelab stops at 1024, where nothing is yet memory-bound on an H200); batch 1…16 at T=256.
- * Series follow the codelab's: naive and fused in float32, then naive, fused and cuDNN in bfloat16.
+ * On a GPU: the default shape B=4, T=128, N=8, H=64; sequence lengths 64…1024 as in the codelab,
+ * or on to 16384 with `long` (at 1024 nothing is yet memory-bound on an H200); batch 1…16 at T=256.
+ * Series follow the codelab's: naive in float32, then naive, fused and cuDNN in bfloat16.
  *
  * On the CPU the float64 reference costs ~4·B·N·T²·H operations at a few hundred MFLOP/s in V8, so
  * the same sweeps run at B=1, N=4, H=32 and T ≤ 256: each size takes milliseconds, the lab seconds.
@@ -24,15 +24,15 @@ export interface CodelabSizes {
   readonly batchSeq: number;
 }
 
-/** The sizes of the codelab's sections on each kind of machine; `quick` trims the sweeps. */
-export function codelabSizes(device: 'cuda' | 'cpu', quick = false): CodelabSizes {
+/** The sizes of the codelab's sections on each kind of machine; `long` extends the sequence sweep. */
+export function codelabSizes(device: 'cuda' | 'cpu', long: boolean): CodelabSizes {
   if (device === 'cuda') {
     return {
       B: 4,
       T: 128,
       N: 8,
       H: 64,
-      seq: doubling(64, quick ? 1024 : 16384),
+      seq: doubling(64, long ? 16384 : 1024),
       batch: doubling(1, 16),
       batchSeq: 256,
     };
@@ -42,8 +42,8 @@ export function codelabSizes(device: 'cuda' | 'cpu', quick = false): CodelabSize
     T: 64,
     N: 4,
     H: 32,
-    seq: doubling(16, quick ? 128 : 256),
-    batch: doubling(1, quick ? 4 : 8),
+    seq: doubling(16, long ? 256 : 128),
+    batch: doubling(1, long ? 8 : 4),
     batchSeq: 64,
   };
 }
@@ -51,8 +51,10 @@ export function codelabSizes(device: 'cuda' | 'cpu', quick = false): CodelabSize
 /** The implementations and dtypes compared at each size: the codelab's series, in attnlab's names. */
 export function codelabSeries(device: 'cuda' | 'cpu'): { dtype: FloatDType; impl: Implementation[] }[] {
   if (device === 'cuda') {
+    // attnlab's fused kernels (flash, cuDNN) run bfloat16/float16 on tensor cores; float32 runs on
+    // the naive path only, so its fused counterpart is a peer's (XLA f32 in `bench --peers jax`).
     return [
-      { dtype: 'float32', impl: ['naive', 'flash'] },
+      { dtype: 'float32', impl: ['naive'] },
       { dtype: 'bfloat16', impl: ['naive', 'flash', 'cudnn'] },
     ];
   }
@@ -61,8 +63,8 @@ export function codelabSeries(device: 'cuda' | 'cpu'): { dtype: FloatDType; impl
 }
 
 /** The default-shape timing, sequence sweep and batch sweep as named groups. */
-export function codelabSweeps(device: 'cuda' | 'cpu', quick = false): SweepGroup[] {
-  const s = codelabSizes(device, quick);
+export function codelabSweeps(device: 'cuda' | 'cpu', long: boolean): SweepGroup[] {
+  const s = codelabSizes(device, long);
   const groups: SweepGroup[] = [];
   const add = (name: string, sizes: Pick<SweepSpec, 'batch' | 'seq'>) => {
     for (const { dtype, impl } of codelabSeries(device)) {

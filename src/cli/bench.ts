@@ -61,7 +61,10 @@ export function registerBenchCommand(program: Command): void {
     .option('--dtype <list>', 'dtypes: bfloat16, float16, float32 (bf16, fp16, f32)', 'bfloat16')
     .option('--causal <list>', 'true, false or true,false', 'false')
     .option('--impl <list>', 'attnlab backends: naive, flash, cudnn, reference (default: this machine’s)')
-    .option('--preset <name>', "'codelab': the codelab's default shape, sequence and batch sweeps")
+    .option(
+      '--preset <name>',
+      "'codelab': the codelab's default shape, sequence (64..1024) and batch sweeps; 'codelab-long': T to 16384",
+    )
     .option('--name <text>', 'the group name of the rows (charts group by it)', 'bench')
     .option('--peers <list>', 'also run jax and/or torch on the same shapes, e.g. jax,torch')
     .option('--warmup <n>', 'untimed calls after the first', '5')
@@ -126,8 +129,10 @@ Examples:
 }
 
 function presetGroups(preset: string): SweepGroup[] {
-  if (preset !== 'codelab') throw new InvalidArgumentError('--preset', "'codelab'", JSON.stringify(preset));
-  return codelabSweeps(cudaAvailable().ok ? 'cuda' : 'cpu');
+  if (preset !== 'codelab' && preset !== 'codelab-long') {
+    throw new InvalidArgumentError('--preset', "'codelab' or 'codelab-long'", JSON.stringify(preset));
+  }
+  return codelabSweeps(cudaAvailable().ok ? 'cuda' : 'cpu', preset === 'codelab-long');
 }
 
 /** The sweep the size options describe. The default implementations are the ones this machine runs. */

@@ -35,7 +35,7 @@ export class LabContext {
     readonly options: LabOptions,
   ) {
     this.device = device;
-    this.sizes = codelabSizes(device, options.quick);
+    this.sizes = codelabSizes(device, !options.quick);
   }
 
   /** Implementation names as the codelab's roles: 'naive' from scratch and the fused one. */

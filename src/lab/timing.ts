@@ -61,7 +61,7 @@ function printCharts(lab: LabContext, rows: ResultRow[]): void {
 export async function defaultTiming(lab: LabContext): Promise<void> {
   const { B, T, N, H } = lab.sizes;
   lab.heading('8a. Time the variants at the default shape');
-  const groups = codelabSweeps(lab.device, lab.options.quick).filter((g) => g.name === 'default');
+  const groups = codelabSweeps(lab.device, !lab.options.quick).filter((g) => g.name === 'default');
   const rows = await measureGroups(lab, groups, `Attention timing — B=${B}, T=${T}, N=${N}, H=${H}`);
   const ok = rows.filter((r) => r.timing);
   lab.bars(
@@ -80,7 +80,7 @@ export async function defaultTiming(lab: LabContext): Promise<void> {
 /** 8b and 8c. Sequence length 64…16384 (where memory allows) and batch 1…16 at T=256. */
 export async function sweeps(lab: LabContext): Promise<void> {
   const { B, N, H, batchSeq } = lab.sizes;
-  const all = codelabSweeps(lab.device, lab.options.quick);
+  const all = codelabSweeps(lab.device, !lab.options.quick);
   lab.heading('8b. Sweep the sequence length');
   const seq = await measureGroups(
     lab,

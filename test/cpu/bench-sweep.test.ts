@@ -106,10 +106,14 @@ describe('expandSweep', () => {
 });
 
 describe('codelab presets', () => {
-  it('on a GPU: the default shape, T from 64 to 16384 and B from 1 to 16 at T=256', () => {
-    const groups = codelabSweeps('cuda');
+  it('on a GPU: the default shape, T from 64 to 16384 (1024 as in the codelab) and B from 1 to 16 at T=256', () => {
+    const groups = codelabSweeps('cuda', true);
     const seq = groups.filter((g) => g.name === 'seq').flatMap((g) => expandSweep(g.spec).cases);
     assert.deepEqual([...new Set(seq.map((c) => c.T))], doubling(64, 16384));
+    const short = codelabSweeps('cuda', false)
+      .filter((g) => g.name === 'seq')
+      .flatMap((g) => expandSweep(g.spec).cases);
+    assert.deepEqual([...new Set(short.map((c) => c.T))], [64, 128, 256, 512, 1024]);
     const batch = groups.filter((g) => g.name === 'batch').flatMap((g) => expandSweep(g.spec).cases);
     assert.deepEqual([...new Set(batch.map((c) => c.B))], [1, 2, 4, 8, 16]);
     assert.ok(batch.every((c) => c.T === 256));
@@ -117,17 +121,16 @@ describe('codelab presets', () => {
     assert.deepEqual([...series].sort(), [
       'cudnn bfloat16',
       'flash bfloat16',
-      'flash float32',
       'naive bfloat16',
       'naive float32',
     ]);
   });
 
-  it('on the CPU: reference and flash at small sizes; quick trims the sequence sweep', () => {
-    const cases = codelabSweeps('cpu').flatMap((g) => expandSweep(g.spec).cases);
+  it('on the CPU: reference and flash at small sizes; the short form trims the sequence sweep', () => {
+    const cases = codelabSweeps('cpu', true).flatMap((g) => expandSweep(g.spec).cases);
     assert.deepEqual([...new Set(cases.map((c) => c.impl))].sort(), ['flash', 'reference']);
     assert.ok(Math.max(...cases.map((c) => c.T)) <= 256);
-    const quick = codelabSweeps('cpu', true).flatMap((g) => expandSweep(g.spec).cases);
+    const quick = codelabSweeps('cpu', false).flatMap((g) => expandSweep(g.spec).cases);
     assert.ok(Math.max(...quick.map((c) => c.T)) < Math.max(...cases.map((c) => c.T)));
   });
 });
