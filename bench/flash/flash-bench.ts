@@ -5,7 +5,9 @@
  * call, 5 warm-up calls, median of 30. Writes a JSON and prints a table.
  *
  *   node --import tsx bench/flash/flash-bench.ts --out results.json [--heads 64,128,256]
- *        [--tiles table,128x64x4] [--torch]   (--torch runs bench/flash/torch_flash.py via python3)
+ *        [--tiles table,128x64x4,64:128x128x4] [--torch] [--memory] [--f32]
+ * --tiles: 'H:tiles' entries apply to that head dim only. --torch runs bench/flash/torch_flash.py
+ * (python3). --memory adds peak device memory of naive, flash and cudnn across T (B=1, N=16, H=128).
  */
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
@@ -14,7 +16,8 @@ import { fileURLToPath } from 'node:url';
 import { attention } from '../../src/api/attention.js';
 import { attentionFlops } from '../../src/api/problem.js';
 import { validateAttention } from '../../src/api/validate.js';
-import { getCudaContext, targetArch } from '../../src/backends/cuda/context.js';
+import { getCudaContext, synchronize, targetArch } from '../../src/backends/cuda/context.js';
+import { memoryStats, resetPeakMemory } from '../../src/backends/cuda/memory.js';
 import { flashKernel } from '../../src/backends/cuda/flash/backend.js';
 import { flashVariant } from '../../src/backends/cuda/flash/variant.js';
 import { kernelAttributes } from '../../src/backends/cuda/launch.js';
@@ -69,7 +72,9 @@ const rows: Row[] = [];
 for (const H of heads) {
   const [q, k, v] = [1, 2, 3].map((s) => randomBf16([B, T, N, H], s * 7919 + H));
   for (const causal of [false, true]) {
-    for (const tiles of tilesList) {
+    for (const entry of tilesList) {
+      const [only, tiles] = entry.includes(':') ? [Number(entry.split(':')[0]), entry.split(':')[1]] : [H, entry];
+      if (only !== H) continue;
       if (tiles === 'table') delete process.env.ATTNLAB_FLASH_TILES;
       else process.env.ATTNLAB_FLASH_TILES = tiles;
       let variant = '';
@@ -122,6 +127,66 @@ for (const r of rows) {
     `| ${r.H} | ${r.causal} | ${r.variant} | ${r.registers} | ${r.spillBytes} | ${r.ms.toFixed(3)} | ${r.tflops.toFixed(1)} | ${peer} | ${ratio} |`,
   );
 }
+// The float32 (FMA) kernel at a smaller shape, for the record: it is the correctness path for
+// float32 inputs, not a tensor-core kernel.
+const f32Rows: Array<{ shape: string; causal: boolean; variant: string; ms: number; tflops: number }> = [];
+if (args.includes('--f32')) {
+  const [Bf, Tf, Nf, Hf] = [1, 4096, 16, 128];
+  const [q, k, v] = [1, 2, 3].map((s) => randomBf16([Bf, Tf, Nf, Hf], s).toHost().astype('float32').to('cuda'));
+  for (const causal of [false, true]) {
+    const call = () => attention(q, k, v, { isCausal: causal, implementation: 'flash' });
+    let variant = '';
+    for (let i = 0; i < 3; i++) {
+      const r = call();
+      variant = r.variant;
+      r.output.dispose();
+    }
+    for (let i = 0; i < 20; i++) timer.time(call).output.dispose();
+    const ms = median(timer.read());
+    const tflops = attentionFlops({ B: Bf, N: Nf, T: Tf, S: Tf, H: Hf, causal }) / (ms * 1e-3) / 1e12;
+    f32Rows.push({ shape: `B=${Bf} T=S=${Tf} N=${Nf} H=${Hf} float32`, causal, variant, ms, tflops });
+    console.log(`float32 causal=${causal} ${variant}: ${ms.toFixed(3)} ms ${tflops.toFixed(2)} TFLOP/s`);
+  }
+}
+
+interface MemoryRow {
+  impl: string;
+  T: number;
+  peakBytes: number | null;
+  note?: string;
+}
+const memory: MemoryRow[] = [];
+if (args.includes('--memory')) {
+  // Growth of the pool's peak over the live inputs during one call: what the call itself needed.
+  for (const Tm of [1024, 2048, 4096, 8192]) {
+    const [q, k, v] = [1, 2, 3].map((s) => randomBf16([1, Tm, N, 128], s));
+    for (const impl of ['naive', 'flash', 'cudnn'] as const) {
+      try {
+        attention(q, k, v, { implementation: impl }).output.dispose(); // plans and kernels built
+        synchronize();
+        resetPeakMemory();
+        const before = memoryStats().currentBytes;
+        const r = attention(q, k, v, { implementation: impl });
+        synchronize();
+        memory.push({ impl, T: Tm, peakBytes: memoryStats().peakBytes - before });
+        r.output.dispose();
+      } catch (error) {
+        memory.push({ impl, T: Tm, peakBytes: null, note: error instanceof Error ? error.message.slice(0, 200) : String(error) });
+      }
+    }
+    for (const t of [q, k, v]) t.dispose();
+  }
+  console.log('\n| T | naive | flash | cudnn |  (peak device memory above the inputs, MiB; B=1, N=16, H=128 bf16)');
+  console.log('|---|---|---|---|');
+  for (const Tm of [1024, 2048, 4096, 8192]) {
+    const cell = (impl: string) => {
+      const row = memory.find((m) => m.impl === impl && m.T === Tm);
+      return row?.peakBytes == null ? `n/a (${row?.note ?? ''})` : (row.peakBytes / 2 ** 20).toFixed(1);
+    };
+    console.log(`| ${Tm} | ${cell('naive')} | ${cell('flash')} | ${cell('cudnn')} |`);
+  }
+}
+
 const { properties } = getCudaContext();
 writeFileSync(
   out,
@@ -134,6 +199,8 @@ writeFileSync(
       timing: 'CUDA events around each call on attnlab\'s stream; 5 warm-up calls; median of 30',
       torch: torch ? { version: torch.torch, device: torch.device } : null,
       rows,
+      f32: f32Rows,
+      memory,
     },
     null,
     2,
