@@ -56,7 +56,20 @@ export interface CompileStats {
 }
 
 const modules = new Map<string, CompiledModule>();
+/**
+ * The module already loaded for a spec (file, kernels, defines, options, kernels folder): a repeated
+ * call skips reading and hashing the sources, ~20 µs that a tight loop of small calls would notice.
+ * Within one process an edited .cu is therefore not picked up; a new process hashes it afresh.
+ */
+const bySpec = new Map<string, CompiledModule>();
 const history: CompileStats[] = [];
+/** History entries kept: enough for a test or a report, bounded for a loop of 10,000 calls. */
+const HISTORY_LIMIT = 256;
+
+function record(stats: CompileStats): void {
+  history.push(stats);
+  if (history.length > HISTORY_LIMIT) history.splice(0, history.length - HISTORY_LIMIT);
+}
 
 /** The last compile or cache lookup, for `attnlab` to report first-call compile time. */
 export function lastCompileStats(): CompileStats | undefined {
@@ -71,12 +84,13 @@ export function compileHistory(): readonly CompileStats[] {
 /** src/kernels, found from this module whether it runs from src/ (tsx) or dist/src/ (built). */
 export function kernelsDir(): string {
   if (process.env.ATTNLAB_KERNELS_DIR) return process.env.ATTNLAB_KERNELS_DIR;
+  if (defaultKernelsDir) return defaultKernelsDir;
   const here = dirname(fileURLToPath(import.meta.url));
-  for (const candidate of [join(here, '../../kernels'), join(here, '../../../../src/kernels')]) {
-    if (existsSync(candidate)) return candidate;
-  }
-  return join(here, '../../kernels');
+  const candidates = [join(here, '../../kernels'), join(here, '../../../../src/kernels')];
+  defaultKernelsDir = candidates.find((c) => existsSync(c)) ?? candidates[0];
+  return defaultKernelsDir;
 }
+let defaultKernelsDir: string | undefined;
 
 export function cacheDir(): string {
   return process.env.ATTNLAB_CACHE_DIR ?? join(homedir(), '.cache', 'attnlab', 'kernels');
@@ -143,6 +157,24 @@ export function kernelCacheKey(parts: {
  * NVRTC (and stored). Throws CompileError with the log, the options and the numbered source lines.
  */
 export function loadKernels(spec: KernelSpec): CompiledModule {
+  const specKey = JSON.stringify([
+    kernelsDir(),
+    spec.file,
+    spec.kernels,
+    spec.defines ?? {},
+    spec.options ?? [],
+  ]);
+  const known = bySpec.get(specKey);
+  if (known) {
+    record({ file: spec.file, key: known.key, source: 'memory', milliseconds: 0, cubinBytes: 0 });
+    return known;
+  }
+  const loaded = loadKernelsByKey(spec);
+  bySpec.set(specKey, loaded);
+  return loaded;
+}
+
+function loadKernelsByKey(spec: KernelSpec): CompiledModule {
   const arch = targetArch();
   const { source, headers } = readKernelSources(spec.file);
   const options = compileOptions(spec, arch);
@@ -157,7 +189,7 @@ export function loadKernels(spec: KernelSpec): CompiledModule {
   const started = performance.now();
   const inMemory = modules.get(key);
   if (inMemory) {
-    history.push({ file: spec.file, key, source: 'memory', milliseconds: 0, cubinBytes: 0 });
+    record({ file: spec.file, key, source: 'memory', milliseconds: 0, cubinBytes: 0 });
     return inMemory;
   }
   const useDisk = process.env.ATTNLAB_KERNEL_CACHE !== '0';
@@ -178,7 +210,7 @@ export function loadKernels(spec: KernelSpec): CompiledModule {
   const loaded = loadModule(key, binary);
   modules.set(key, loaded);
   const milliseconds = cached ? performance.now() - started : binary.compileMs;
-  history.push({
+  record({
     file: spec.file,
     key,
     source: cached ? 'disk' : 'nvrtc',
