@@ -5,7 +5,7 @@
 import { attention } from '../api/attention.js';
 import { formatBytes } from '../api/errors.js';
 import { cudaAvailable } from '../backends/cuda/context.js';
-import { deviceMemoryInfo } from '../backends/cuda/memory.js';
+import { deviceMemoryInfo, emptyCache } from '../backends/cuda/memory.js';
 import { codelabSweeps } from '../bench/presets.js';
 import { terminalProgress } from '../bench/progress.js';
 import { runSweeps, type SweepGroup } from '../bench/run-bench.js';
@@ -44,6 +44,8 @@ async function measureGroups(lab: LabContext, groups: SweepGroup[], title: strin
 export function memoryShortfall(c: BenchCase): string | null {
   if (c.impl !== 'naive' || !cudaAvailable().ok) return null;
   const needed = c.B * c.N * c.T * c.S * (4 + itemSize(c.dtype));
+  // The pool's cached blocks (an earlier, larger naive run's) count as free: hand them back first.
+  if (needed > 0.8 * deviceMemoryInfo().free) emptyCache();
   const { free } = deviceMemoryInfo();
   return needed > 0.8 * free
     ? `the naive T×S matrices need ${formatBytes(needed)}, ${formatBytes(free)} of device memory is free`
