@@ -13,18 +13,15 @@
  * Includes are written relative to src/kernels (`#include "common/dtypes.cuh"`); nvcc gets
  * `-I src/kernels` for the same effect, so every .cu compiles standalone with either compiler.
  */
-import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
-import { homedir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { CompileError, InvalidArgumentError } from '../../api/errors.js';
+import { CompileError } from '../../api/errors.js';
 import { getCudaContext, targetArch } from './context.js';
 import { cu, outBigInt } from './ffi/driver.js';
 import { decodeCString, NVRTC_ERROR_COMPILATION, nv } from './ffi/nvrtc.js';
+import { type KernelBinary, kernelCacheKey, readCache, writeCache } from './kernel-cache.js';
+import { kernelsDir, readKernelSources, sourceExcerpt } from './kernel-source.js';
 
-/** Bump when the cached files' format or meaning changes. */
-export const CACHE_FORMAT_VERSION = 1;
+export { CACHE_FORMAT_VERSION, cacheDir, kernelCacheKey } from './kernel-cache.js';
+export { kernelsDir, readKernelSources, sourceExcerpt } from './kernel-source.js';
 
 /** What to compile: one .cu file, the kernels to take out of it, and its specialisation. */
 export interface KernelSpec {
@@ -81,45 +78,6 @@ export function compileHistory(): readonly CompileStats[] {
   return history;
 }
 
-/** src/kernels, found from this module whether it runs from src/ (tsx) or dist/src/ (built). */
-export function kernelsDir(): string {
-  if (process.env.ATTNLAB_KERNELS_DIR) return process.env.ATTNLAB_KERNELS_DIR;
-  if (defaultKernelsDir) return defaultKernelsDir;
-  const here = dirname(fileURLToPath(import.meta.url));
-  const candidates = [join(here, '../../kernels'), join(here, '../../../../src/kernels')];
-  defaultKernelsDir = candidates.find((c) => existsSync(c)) ?? candidates[0];
-  return defaultKernelsDir;
-}
-let defaultKernelsDir: string | undefined;
-
-export function cacheDir(): string {
-  return process.env.ATTNLAB_CACHE_DIR ?? join(homedir(), '.cache', 'attnlab', 'kernels');
-}
-
-/** The source of `file` and of every header it includes (recursively), as NVRTC wants them. */
-export function readKernelSources(
-  file: string,
-  root = kernelsDir(),
-): { source: string; headers: Array<[name: string, text: string]> } {
-  const path = join(root, file);
-  if (!existsSync(path)) throw new InvalidArgumentError('kernel file', `a file under ${root}`, file);
-  const source = readFileSync(path, 'utf8');
-  const headers = new Map<string, string>();
-  const visit = (text: string) => {
-    for (const match of text.matchAll(/^\s*#\s*include\s+"([^"]+)"/gm)) {
-      const name = match[1];
-      if (headers.has(name)) continue;
-      const headerPath = join(root, name);
-      if (!existsSync(headerPath)) continue; // left to the compiler, which names it in its error
-      const headerText = readFileSync(headerPath, 'utf8');
-      headers.set(name, headerText);
-      visit(headerText);
-    }
-  };
-  visit(source);
-  return { source, headers: [...headers].sort(([a], [b]) => a.localeCompare(b)) };
-}
-
 /** NVRTC options for `spec` on `arch`; sorted defines so that the key does not depend on key order. */
 export function compileOptions(spec: KernelSpec, arch: string): string[] {
   const defines = Object.entries(spec.defines ?? {})
@@ -132,24 +90,6 @@ export function compileOptions(spec: KernelSpec, arch: string): string[] {
     ...defines,
     ...(spec.options ?? []),
   ];
-}
-
-/** The cache key: sha256 of everything that changes the binary. */
-export function kernelCacheKey(parts: {
-  arch: string;
-  nvrtcVersion: string;
-  options: readonly string[];
-  kernels: readonly string[];
-  source: string;
-  headers: ReadonlyArray<readonly [string, string]>;
-}): string {
-  const hash = createHash('sha256');
-  hash.update(
-    JSON.stringify([CACHE_FORMAT_VERSION, parts.arch, parts.nvrtcVersion, parts.options, parts.kernels]),
-  );
-  hash.update(`\0${parts.source}`);
-  for (const [name, text] of parts.headers) hash.update(`\0${name}\0${text}`);
-  return hash.digest('hex');
 }
 
 /**
@@ -225,13 +165,6 @@ function loadKernelsByKey(spec: KernelSpec): CompiledModule {
   return loaded;
 }
 
-interface KernelBinary {
-  readonly cubin: Uint8Array;
-  /** Name expression → lowered (mangled) symbol. */
-  readonly lowered: Record<string, string>;
-  readonly compileMs: number;
-}
-
 function compileWithNvrtc(
   spec: KernelSpec,
   source: string,
@@ -280,74 +213,6 @@ function programLog(prog: bigint): string {
   const bytes = new Uint8Array(size);
   n.nvrtcGetProgramLog(prog, bytes);
   return new TextDecoder().decode(bytes.subarray(0, size - 1));
-}
-
-/**
- * The numbered lines around each error the log names (`file(line): error: …`), three either side,
- * the failing line marked with `>`, as CuPy prints them.
- */
-export function sourceExcerpt(
-  log: string,
-  file: string,
-  source: string,
-  headers: ReadonlyArray<readonly [string, string]> = [],
-): string {
-  const texts = new Map<string, string>([
-    [file, source],
-    ...headers.map(([n, t]) => [n, t] as [string, string]),
-  ]);
-  const parts: string[] = [];
-  const seen = new Set<string>();
-  for (const match of log.matchAll(/^(.+?)\((\d+)\): (?:catastrophic )?error/gm)) {
-    const name = [...texts.keys()].find((k) => match[1].endsWith(k)) ?? file;
-    const line = Number(match[2]);
-    if (seen.has(`${name}:${line}`)) continue;
-    seen.add(`${name}:${line}`);
-    const lines = (texts.get(name) ?? '').split('\n');
-    const from = Math.max(1, line - 3);
-    const to = Math.min(lines.length, line + 3);
-    const width = String(to).length;
-    parts.push(`${name}:`);
-    for (let l = from; l <= to; l++) {
-      parts.push(`${l === line ? '>' : ' '} ${String(l).padStart(width)} | ${lines[l - 1]}`);
-    }
-  }
-  return parts.join('\n');
-}
-
-function readCache(key: string): (KernelBinary & { compileMs: number }) | undefined {
-  const base = join(cacheDir(), key);
-  try {
-    const meta = JSON.parse(readFileSync(`${base}.json`, 'utf8')) as {
-      lowered: Record<string, string>;
-      compileMs: number;
-    };
-    const cubin = new Uint8Array(readFileSync(`${base}.cubin`));
-    return { cubin, lowered: meta.lowered, compileMs: meta.compileMs };
-  } catch {
-    return undefined; // missing or unreadable: compile again
-  }
-}
-
-function writeCache(key: string, binary: KernelBinary): void {
-  const dir = cacheDir();
-  try {
-    mkdirSync(dir, { recursive: true });
-    const base = join(dir, key);
-    const tmp = `.${process.pid}.${Date.now()}.tmp`;
-    // The names first: readCache needs both, and the .cubin's arrival is what makes an entry whole.
-    writeFileSync(
-      `${base}.json${tmp}`,
-      JSON.stringify({ lowered: binary.lowered, compileMs: binary.compileMs }),
-    );
-    renameSync(`${base}.json${tmp}`, `${base}.json`);
-    writeFileSync(`${base}.cubin${tmp}`, binary.cubin);
-    renameSync(`${base}.cubin${tmp}`, `${base}.cubin`);
-  } catch (error) {
-    // A read-only home must not stop attnlab; the in-memory cache still applies.
-    if (Number(process.env.ATTNLAB_DEBUG ?? 0) >= 1)
-      console.error(`[attnlab] kernel cache not written: ${error}`);
-  }
 }
 
 function loadModule(key: string, binary: KernelBinary): CompiledModule {
