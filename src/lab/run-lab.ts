@@ -11,29 +11,50 @@ import { LabContext, type LabOptions } from './context.js';
 import { fp8Section, loadTe, teSweep } from './te.js';
 import { defaultTiming, headsSection, sweeps } from './timing.js';
 
+/**
+ * Runs one section; a failure is printed and kept as a note, and the lab goes on to the next, so
+ * one broken backend costs its own section and not the tables and charts of all the others.
+ */
+async function section(lab: LabContext, name: string, body: () => void | Promise<void>): Promise<void> {
+  try {
+    await body();
+  } catch (error) {
+    const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+    lab.note(`section ${name} failed: ${text}`);
+    if (process.env.ATTNLAB_DEBUG && error instanceof Error) lab.say(error.stack ?? '');
+  }
+}
+
 /** Runs every section, printing through `options.write`, and returns what was shown as results. */
 export async function runLab(options: LabOptions): Promise<ResultsFile> {
   const cuda = cudaAvailable();
   const lab = new LabContext(cuda.ok ? 'cuda' : 'cpu', options);
-  gpuCheck(lab, cuda.ok ? null : cuda.reason);
-  const inputs = createInputs(lab);
-  const naive = naiveSection(lab, inputs);
-  fusedSection(lab, inputs, naive);
-  cudnnSection(lab, inputs);
-  causalSection(lab, inputs);
-  for (const t of [naive, inputs.q, inputs.k, inputs.v]) if (t.device === 'cuda') t.dispose();
+  await section(lab, '2', () => gpuCheck(lab, cuda.ok ? null : cuda.reason));
+  // Sections 3-7 share the inputs of section 3; without them they cannot run.
+  await section(lab, '3-7', () => {
+    const inputs = createInputs(lab);
+    try {
+      const naive = naiveSection(lab, inputs);
+      fusedSection(lab, inputs, naive);
+      cudnnSection(lab, inputs);
+      causalSection(lab, inputs);
+      if (naive.device === 'cuda') naive.dispose();
+    } finally {
+      for (const t of [inputs.q, inputs.k, inputs.v]) if (t.device === 'cuda') t.dispose();
+    }
+  });
 
   const { ceiling, note } = resolveCeiling();
   lab.ceiling = ceiling;
   if (note && lab.device === 'cuda') lab.note(note);
-  await defaultTiming(lab);
-  await sweeps(lab);
-  await headsSection(lab);
+  await section(lab, '8a', () => defaultTiming(lab));
+  await section(lab, '8b-8c', () => sweeps(lab));
+  await section(lab, '9', () => headsSection(lab));
 
   const loaded = await loadTe();
   const te = 'te' in loaded ? loaded.te : null;
-  await teSweep(lab, te, 'reason' in loaded ? loaded.reason : null);
-  await fp8Section(lab, te);
+  await section(lab, '10a', () => teSweep(lab, te, 'reason' in loaded ? loaded.reason : null));
+  await section(lab, '10b', () => fp8Section(lab, te));
 
   return makeResults('lab', { rows: lab.rows, tables: lab.tables, notes: lab.notes, ceiling: lab.ceiling });
 }
