@@ -149,6 +149,7 @@ export function measureAttnlabCase(c: BenchCase, options: Partial<MeasureOptions
           maxError,
           errorCheck,
           variant: first.variant,
+          ...(nanOutput ? { reason: 'the output holds NaN' } : {}),
         },
       );
     }

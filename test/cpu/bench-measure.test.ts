@@ -89,3 +89,27 @@ describe('measureAttnlabCase on the CPU', () => {
     assert.equal(row.timing, undefined);
   });
 });
+
+describe('measureAttnlabCase with a broken output', () => {
+  it('a NaN output keeps a null error and says so (JSON has no NaN)', () => {
+    const c = {
+      B: 1,
+      T: 8,
+      S: 8,
+      N: 2,
+      K: 2,
+      H: 8,
+      dtype: 'float32' as const,
+      causal: false,
+      impl: 'flash' as const,
+    };
+    const nan = (q: Tensor) => ({
+      output: Tensor.fromArray(new Float64Array(q.size).fill(Number.NaN), q.shape),
+      variant: 'nan',
+    });
+    const row = measureAttnlabCase(c, { budgetMs: 1, warmup: 0, minRepeats: 1, call: nan });
+    assert.equal(row.status, 'ok');
+    assert.equal(row.maxError, null);
+    assert.equal(row.reason, 'the output holds NaN');
+  });
+});
