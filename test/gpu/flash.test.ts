@@ -171,6 +171,25 @@ describe('cuda flash kernel', { skip }, () => {
     );
   });
 
+  // The table picks one configuration per head dim; the others (two K/V stages, 8 warps at small
+  // D, one m-tile per warp) are reachable through ATTNLAB_FLASH_TILES and must be as correct.
+  const tileCases = [
+    ...FLASH_CASES.filter((c) => /1000 causal|padding|bias/.test(c.name)),
+    ...CASES.filter((c) => /T=113 S=203 causal|mask/.test(c.name)),
+  ];
+  for (const tiles of ['128x64x4s2', '128x128x8s2', '64x64x4', '128x32x4']) {
+    tileCases.forEach((c, index) => {
+      it(`${c.name} (bfloat16, tiles ${tiles})`, () => {
+        process.env.ATTNLAB_FLASH_TILES = tiles;
+        try {
+          runCase(c, 'bfloat16', seed + 2000 + 16 * index);
+        } finally {
+          delete process.env.ATTNLAB_FLASH_TILES;
+        }
+      });
+    });
+  }
+
   it('keeps peak device memory O(T): output and log-sum-exp only, never T·S scores', () => {
     for (const T of [2048, 8192]) {
       const [B, N, H] = [1, 8, 64];

@@ -14,6 +14,8 @@ export interface FlashTiles {
   /** Keys per K/V tile streamed through shared memory. */
   readonly blockN: number;
   readonly warps: number;
+  /** K/V buffers: 1 = FA2's overlap (V loads during Q·Kᵀ, K during P·V), 2 = double buffer. */
+  readonly stages: 1 | 2;
 }
 
 /** Head dims are padded to a multiple of 16 (one mma k-step), at least 32; padded columns load as zeros. */
@@ -23,7 +25,8 @@ export function paddedHeadDim(H: number, Hv: number): number {
 
 /**
  * The tiles for padded head dim D (32..256, multiple of 16). `ATTNLAB_FLASH_TILES=BMxBNxWARPS`
- * overrides the table, so a benchmark can compare configurations without a rebuild.
+ * (with `s2` appended for two K/V stages, e.g. 128x64x4s2) overrides the table, so a benchmark can
+ * compare configurations without a rebuild.
  */
 export function chooseFlashTiles(D: number, override = process.env.ATTNLAB_FLASH_TILES): FlashTiles {
   if (override) return parseTiles(override);
@@ -33,21 +36,22 @@ export function chooseFlashTiles(D: number, override = process.env.ATTNLAB_FLASH
     // block's __syncthreads never idles the tensor cores. Run 2 (v2) at H=128: 365 TFLOP/s against
     // 327 for 128×32×4 and 255 for 128×128×8; v1: 241 for 128×64×8 (168 registers, but one 68 KiB
     // block per SM by registers). H=64: 296 against 281 (128×32×4) and 215 (128×128×8).
-    return { blockM: 128, blockN: 64, warps: 4 };
+    return { blockM: 128, blockN: 64, warps: 4, stages: 1 };
   }
   // D > 128: 32 rows per warp would need D + 64 accumulator registers per lane and spills (1160 B at
   // D=256: 108 TFLOP/s), so 16 rows per warp, 8 warps. 128×128×8 (255 registers, no spill, 198 KiB
   // at D=256): 290 / 281 TFLOP/s (non-causal / causal) in run 2, against 267 / 256 for 128×64×8.
-  return { blockM: 128, blockN: 128, warps: 8 };
+  return { blockM: 128, blockN: 128, warps: 8, stages: 1 };
 }
 
 function parseTiles(text: string): FlashTiles {
-  const match = /^(\d+)x(\d+)x(\d+)$/.exec(text.trim());
-  const expected = 'BMxBNxWARPS with BM a multiple of 16·WARPS and BN a multiple of 16, e.g. 128x64x4';
+  const match = /^(\d+)x(\d+)x(\d+)(s2)?$/.exec(text.trim());
+  const expected =
+    'BMxBNxWARPS[s2] with BM a multiple of 16·WARPS and BN a multiple of 16, e.g. 128x64x4 or 128x64x4s2';
   if (!match) throw new InvalidArgumentError('ATTNLAB_FLASH_TILES', expected, JSON.stringify(text));
   const [blockM, blockN, warps] = [Number(match[1]), Number(match[2]), Number(match[3])];
   if (warps < 1 || warps > 16 || blockM % (16 * warps) !== 0 || blockN % 16 !== 0 || blockN === 0) {
     throw new InvalidArgumentError('ATTNLAB_FLASH_TILES', expected, JSON.stringify(text));
   }
-  return { blockM, blockN, warps };
+  return { blockM, blockN, warps, stages: match[4] ? 2 : 1 };
 }

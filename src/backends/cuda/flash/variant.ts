@@ -26,7 +26,7 @@ export interface FlashVariant {
 }
 
 /** The float32 kernel's fixed tiles: 8 warps × 4 query rows, 32 keys (one per lane) per tile. */
-const FMA_TILES: FlashTiles = { blockM: 32, blockN: 32, warps: 8 };
+const FMA_TILES: FlashTiles = { blockM: 32, blockN: 32, warps: 8, stages: 1 };
 
 /** The variant for a problem the backend supports (bf16/fp16/f32 inputs, bias f32/bf16/f16 or none). */
 export function flashVariant(p: AttentionProblem, arch: string): FlashVariant {
@@ -46,8 +46,9 @@ export function flashVariant(p: AttentionProblem, arch: string): FlashVariant {
 /** e.g. `flash-fwd.sm_90a.bf16.d128.128x64x4`, `….bias-f32.mask`, `flash-fwd.sm_90a.f32.d128.32x32x8.fma`. */
 export function flashVariantKey(v: FlashVariant): string {
   const short = { bfloat16: 'bf16', float16: 'f16', float32: 'f32', none: '' } as const;
-  const { blockM, blockN, warps } = v.tiles;
-  const parts = ['flash-fwd', v.arch, short[v.dtype], `d${v.headDim}`, `${blockM}x${blockN}x${warps}`];
+  const { blockM, blockN, warps, stages } = v.tiles;
+  const tiles = `${blockM}x${blockN}x${warps}${stages === 2 ? 's2' : ''}`;
+  const parts = ['flash-fwd', v.arch, short[v.dtype], `d${v.headDim}`, tiles];
   if (v.kernel === 'fma') parts.push('fma');
   if (v.bias !== 'none') parts.push(`bias-${short[v.bias]}`);
   if (v.mask) parts.push('mask');
