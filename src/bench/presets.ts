@@ -3,7 +3,7 @@
  *
  * On a GPU: the default shape B=4, T=128, N=8, H=64; sequence lengths 64…1024 as in the codelab,
  * or on to 16384 with `long` (at 1024 nothing is yet memory-bound on an H200); batch 1…16 at T=256.
- * Series follow the codelab's: naive in float32, then naive, fused and cuDNN in bfloat16.
+ * Series follow the codelab's: naive and fused in float32, then naive, fused and cuDNN in bfloat16.
  *
  * On the CPU the float64 reference costs ~4·B·N·T²·H operations at a few hundred MFLOP/s in V8, so
  * the same sweeps run at B=1, N=4, H=32 and T ≤ 256: each size takes milliseconds, the lab seconds.
@@ -51,10 +51,9 @@ export function codelabSizes(device: 'cuda' | 'cpu', long: boolean): CodelabSize
 /** The implementations and dtypes compared at each size: the codelab's series, in attnlab's names. */
 export function codelabSeries(device: 'cuda' | 'cpu'): { dtype: FloatDType; impl: Implementation[] }[] {
   if (device === 'cuda') {
-    // attnlab's fused kernels (flash, cuDNN) run bfloat16/float16 on tensor cores; float32 runs on
-    // the naive path only, so its fused counterpart is a peer's (XLA f32 in `bench --peers jax`).
+    // cuDNN takes bfloat16/float16 only; flash also has a float32 (FMA) kernel.
     return [
-      { dtype: 'float32', impl: ['naive'] },
+      { dtype: 'float32', impl: ['naive', 'flash'] },
       { dtype: 'bfloat16', impl: ['naive', 'flash', 'cudnn'] },
     ];
   }

@@ -121,6 +121,7 @@ describe('codelab presets', () => {
     assert.deepEqual([...series].sort(), [
       'cudnn bfloat16',
       'flash bfloat16',
+      'flash float32',
       'naive bfloat16',
       'naive float32',
     ]);
