@@ -117,14 +117,10 @@ export async function runPeer(
   const found = findPython(peer);
   if ('reason' in found) return { info: { name: peer, available: false, reason: found.reason }, rows: [] };
   const { python } = found;
-  const env = {
-    ...process.env,
-    PYTHONDONTWRITEBYTECODE: '1',
-    // JAX otherwise takes 75% of GPU memory at start, which would also starve the other peers.
-    XLA_PYTHON_CLIENT_PREALLOCATE: 'false',
-    TF_CPP_MIN_LOG_LEVEL: '2',
-  };
-  const child = spawn(python, [peerScript(peer)], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn(python, [peerScript(peer)], {
+    env: peerEnvironment(),
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
   let stdout = '';
   const diagnostics: string[] = [];
   let pending = '';
@@ -179,6 +175,33 @@ export async function runPeer(
     rows,
     ceiling: answer.ceiling,
   };
+}
+
+/**
+ * The peers' environment. JAX and PyTorch load the cuDNN of their own wheels, and PyTorch refuses
+ * to use cuDNN at all when an older one is found first; a folder on LD_LIBRARY_PATH holding a
+ * libcudnn (the system cuDNN that attnlab's GPU set-up adds) would be found first, so such folders
+ * are left out. Other folders (e.g. the driver's) stay.
+ */
+export function peerEnvironment(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
+  const hasCudnn = (dir: string) => {
+    try {
+      return readdirSync(dir).some((f) => f.startsWith('libcudnn'));
+    } catch {
+      return false;
+    }
+  };
+  const kept = (env.LD_LIBRARY_PATH ?? '').split(':').filter((dir) => dir && !hasCudnn(dir));
+  const result: NodeJS.ProcessEnv = {
+    ...env,
+    PYTHONDONTWRITEBYTECODE: '1',
+    // JAX otherwise takes 75% of GPU memory at start, which would also starve the other peers.
+    XLA_PYTHON_CLIENT_PREALLOCATE: 'false',
+    TF_CPP_MIN_LOG_LEVEL: '2',
+  };
+  if (kept.length > 0) result.LD_LIBRARY_PATH = kept.join(':');
+  else delete result.LD_LIBRARY_PATH;
+  return result;
 }
 
 /** Work, throughput and ceiling share are computed here, from the same formula as attnlab's rows. */

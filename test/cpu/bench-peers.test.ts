@@ -10,7 +10,13 @@ import { join } from 'node:path';
 import { afterEach, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { maxErrorAgainstOracle } from '../../src/bench/accuracy.js';
-import { type PeerRequest, parsePeerList, pythonCandidates, runPeer } from '../../src/bench/peers.js';
+import {
+  type PeerRequest,
+  parsePeerList,
+  peerEnvironment,
+  pythonCandidates,
+  runPeer,
+} from '../../src/bench/peers.js';
 import { runSweeps } from '../../src/bench/run-bench.js';
 import { summarize } from '../../src/bench/stats.js';
 import { Random } from '../../src/tensor/random.js';
@@ -44,6 +50,15 @@ describe('peers', () => {
   it('ATTNLAB_PYTHON, when set, is the only interpreter tried', () => {
     assert.deepEqual(pythonCandidates({ ATTNLAB_PYTHON: '/x/python' }), ['/x/python']);
     assert.ok(pythonCandidates({}).includes('python3'));
+  });
+
+  it("leaves folders holding a libcudnn out of the peers' LD_LIBRARY_PATH, keeping the others", () => {
+    const withCudnn = mkdtempSync(join(tmpdir(), 'cudnn-'));
+    writeFileSync(join(withCudnn, 'libcudnn.so.9'), '');
+    const env = peerEnvironment({ LD_LIBRARY_PATH: `/usr/local/nvidia/lib64:${withCudnn}:/nonexistent` });
+    assert.equal(env.LD_LIBRARY_PATH, '/usr/local/nvidia/lib64:/nonexistent');
+    assert.equal(env.XLA_PYTHON_CLIENT_PREALLOCATE, 'false');
+    assert.equal(peerEnvironment({ LD_LIBRARY_PATH: withCudnn }).LD_LIBRARY_PATH, undefined);
   });
 
   it('a missing peer is reported with every interpreter tried, and no rows', async () => {
