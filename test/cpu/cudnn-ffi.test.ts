@@ -6,11 +6,13 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import koffi from 'koffi';
 import { attention } from '../../src/api/attention.js';
 import { UnsupportedError } from '../../src/api/errors.js';
@@ -27,7 +29,8 @@ const dir = mkdtempSync(join(tmpdir(), 'attnlab-fake-cudnn-'));
 const source = fileURLToPath(new URL('./cudnn-fake.c', import.meta.url));
 const compile = (name: string) =>
   spawnSync('cc', ['-shared', '-fPIC', '-O1', '-o', join(dir, name), source, '-lm'], { encoding: 'utf8' });
-const built = [compile('libcuda.so.1'), compile('libcudnn.so.9')];
+// libcudnn_graph.so.9 stands for cuDNN's sub-libraries, which are preloaded from the same folder.
+const built = [compile('libcuda.so.1'), compile('libcudnn.so.9'), compile('libcudnn_graph.so.9')];
 const skip = built.every((b) => b.status === 0)
   ? false
   : `no C compiler: ${built.map((b) => b.error?.message ?? b.stderr).join(' ')}`;
@@ -126,6 +129,15 @@ describe('cuDNN FFI flow against a stand-in library', { skip }, () => {
     assert.ok(e.ok, e.ok ? '' : e.reason);
     assert.equal(e.env.version, 91900);
     assert.equal(e.env.gpuName, 'Fake H200');
+  });
+
+  it('keeps the sub-libraries loaded through garbage collections (koffi unloads unreferenced ones)', () => {
+    assert.ok(cudnnEnvironment().ok);
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    for (let i = 0; i < 3; i++) gc();
+    const maps = readFileSync('/proc/self/maps', 'utf8');
+    assert.ok(maps.includes(join(dir, 'libcudnn_graph.so.9')), 'libcudnn_graph.so.9 was unloaded');
   });
 
   const shape = [2, 24, 40, 4, 2, 64];
