@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import type { Command } from 'commander';
 import { InvalidArgumentError } from '../api/errors.js';
 import { saveResults } from '../bench/results.js';
+import type { ResultsFile } from '../bench/schema.js';
 import { runLab } from '../lab/run-lab.js';
 import { writeReport } from '../report/write.js';
 
@@ -36,17 +37,21 @@ Example:
       if (!(budgetMs > 0))
         throw new InvalidArgumentError('--budget-ms', 'a positive number of ms', options.budgetMs);
       const color = Boolean(process.stdout.isTTY) && !process.env.NO_COLOR;
+      const out = options.out;
+      const save = (results: ResultsFile) => {
+        if (!out) return;
+        saveResults(join(out, 'lab.json'), results);
+        writeReport([{ name: 'lab', results }], { htmlPath: join(out, 'lab.html'), title: 'attnlab lab' });
+      };
       const results = await runLab({
         quick: options.quick ?? false,
         budgetMs,
         color,
         write: (text) => process.stdout.write(`${text}\n`),
+        onSection: save,
       });
-      if (!options.out) return;
-      const jsonPath = join(options.out, 'lab.json');
-      const htmlPath = join(options.out, 'lab.html');
-      saveResults(jsonPath, results);
-      writeReport([{ name: 'lab', results }], { htmlPath, title: 'attnlab lab' });
-      process.stdout.write(`\nresults: ${jsonPath}\nreport:  ${htmlPath}\n`);
+      if (!out) return;
+      save(results);
+      process.stdout.write(`\nresults: ${join(out, 'lab.json')}\nreport:  ${join(out, 'lab.html')}\n`);
     });
 }

@@ -5,7 +5,7 @@
  */
 import type { MeasureOptions } from '../bench/measure.js';
 import { type CodelabSizes, codelabSizes } from '../bench/presets.js';
-import type { CeilingInfo, ResultRow, ResultTable } from '../bench/schema.js';
+import type { CeilingInfo, ResultRow, ResultsFile, ResultTable } from '../bench/schema.js';
 import { renderResultRows } from '../report/results-terminal.js';
 import { renderBars, renderTable } from '../report/terminal.js';
 
@@ -17,6 +17,11 @@ export interface LabOptions {
   color: boolean;
   /** Where text goes (stdout by default). */
   write: (text: string) => void;
+  /**
+   * Called with the results so far after each section: a lab stopped part-way (a time limit on a
+   * lent GPU machine) still leaves the sections it finished.
+   */
+  onSection?: (partial: ResultsFile) => void;
 }
 
 export class LabContext {

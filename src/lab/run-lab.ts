@@ -23,6 +23,11 @@ async function section(lab: LabContext, name: string, body: () => void | Promise
     lab.note(`section ${name} failed: ${text}`);
     if (process.env.ATTNLAB_DEBUG && error instanceof Error) lab.say(error.stack ?? '');
   }
+  lab.options.onSection?.(results(lab));
+}
+
+function results(lab: LabContext): ResultsFile {
+  return makeResults('lab', { rows: lab.rows, tables: lab.tables, notes: lab.notes, ceiling: lab.ceiling });
 }
 
 /** Runs every section, printing through `options.write`, and returns what was shown as results. */
@@ -56,5 +61,5 @@ export async function runLab(options: LabOptions): Promise<ResultsFile> {
   await section(lab, '10a', () => teSweep(lab, te, 'reason' in loaded ? loaded.reason : null));
   await section(lab, '10b', () => fp8Section(lab, te));
 
-  return makeResults('lab', { rows: lab.rows, tables: lab.tables, notes: lab.notes, ceiling: lab.ceiling });
+  return results(lab);
 }
