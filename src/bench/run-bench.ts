@@ -30,6 +30,8 @@ export interface RunOptions {
   /** Returns why a case must not run (e.g. it would not fit in memory), or null to run it. */
   skip?: (c: BenchCase) => string | null;
   progress?: Progress;
+  /** Called with everything measured so far after attnlab's cases and after each peer. */
+  onPartial?: (run: BenchRun) => void;
 }
 
 export interface BenchRun {
@@ -83,6 +85,7 @@ export async function runSweeps(groups: readonly SweepGroup[], options: RunOptio
   });
 
   const peerInfos: PeerInfo[] = [];
+  options.onPartial?.({ rows, peers: peerInfos, ceiling, notes });
   if (peers.length > 0) {
     // Give attnlab's cached blocks back to the driver: the peers are other processes.
     if (cudaAvailable().ok) emptyCache();
@@ -104,6 +107,7 @@ export async function runSweeps(groups: readonly SweepGroup[], options: RunOptio
       if (!run.info.available) notes.push(`peer ${peer} not run: ${run.info.reason}`);
       if (run.ceiling && ceiling === null) ceiling = run.ceiling;
       rows.push(...run.rows);
+      options.onPartial?.({ rows, peers: peerInfos, ceiling, notes });
     }
   }
   progress.stop();

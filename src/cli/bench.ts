@@ -102,6 +102,9 @@ Examples:
       if (ceiling !== undefined && !(ceiling > 0)) {
         throw new InvalidArgumentError('--ceiling', 'a positive TFLOP/s value', String(flags.ceiling));
       }
+      const name = flags.preset ?? flags.name;
+      const jsonPath = flags.json ?? (flags.out ? join(flags.out, `${name}.json`) : undefined);
+      const htmlPath = flags.html ?? (flags.out ? join(flags.out, `${name}.html`) : undefined);
       const run = await runSweeps(groups, {
         measure: {
           warmup: count('--warmup', flags.warmup),
@@ -114,11 +117,12 @@ Examples:
         peers: flags.peers ? parsePeerList(flags.peers) : [],
         ceiling,
         progress: flags.progress ? terminalProgress() : undefined,
+        // A run stopped part-way (a time limit on a lent GPU) keeps the parts it finished.
+        onPartial: (partial) => {
+          if (jsonPath) saveResults(jsonPath, makeResults('bench', partial));
+        },
       });
       const results = makeResults('bench', run);
-      const name = flags.preset ?? flags.name;
-      const jsonPath = flags.json ?? (flags.out ? join(flags.out, `${name}.json`) : undefined);
-      const htmlPath = flags.html ?? (flags.out ? join(flags.out, `${name}.html`) : undefined);
       if (jsonPath) saveResults(jsonPath, results);
       process.stdout.write(
         `${writeReport([{ name, results }], { htmlPath, color: Boolean(process.stdout.isTTY) })}\n`,
