@@ -4,7 +4,7 @@
  * output P fed to the second matmul) and O.
  */
 import { type Fp8DType, fp8Max } from './quantise.js';
-import { type DelayedScaling, type Fp8Recipe, Fp8TensorMeta } from './recipe.js';
+import { type DelayedScaling, type Fp8Recipe, Fp8TensorMeta, forwardDType } from './recipe.js';
 
 export const FP8_TENSORS = ['q', 'k', 'v', 's', 'o'] as const;
 export type Fp8TensorName = (typeof FP8_TENSORS)[number];
@@ -32,14 +32,35 @@ export class Fp8State {
     return this.#metas;
   }
 
-  /** The scales the next delayed step uses; a history of another length starts afresh, as in TE. */
+  /**
+   * The scales the next delayed step uses: TE's per-tensor scales from the histories, with two caps
+   * that only ever lower a scale, each from a bound that holds for every input:
+   * - scale_s ≤ fp8Max. cuDNN's Hopper FP8 kernel multiplies the *unnormalised* weights
+   *   exp(s − rowmax) by scale_s, and every row has one weight equal to 1; amax_s measures the
+   *   normalised P (0.2 at T = 256). With TE's 448 / amax_s = 2250 the largest weights saturated
+   *   and the H200 returned O off by up to 0.48 at |O| ≤ 0.57 (causal rows, whose amax_s is 1,
+   *   were unaffected).
+   * - scale_o ≤ scale_v. Each output row is a convex combination of (dequantised) V rows, so
+   *   |O| ≤ 448 / scale_v and O·scale_o cannot saturate, even when O grows past its history.
+   * S starts at fp8Max rather than TE's 1: the bound P ≤ 1 is known before any step, and with scale 1
+   * every weight below 2^-10 would round to zero on the first call.
+   * A history of another length starts afresh, as in TE.
+   */
   delayedScales(recipe: DelayedScaling): PerTensor<number> {
     if (!this.#metas || this.#metas.q.amaxHistory.length !== recipe.amaxHistoryLen) {
       const make = () => new Fp8TensorMeta(recipe.amaxHistoryLen);
       this.#metas = { q: make(), k: make(), v: make(), s: make(), o: make() };
+      this.#metas.s.scale = fp8Max(forwardDType(recipe.fp8Format));
     }
     const m = this.#metas;
-    return { q: m.q.scale, k: m.k.scale, v: m.v.scale, s: m.s.scale, o: m.o.scale };
+    const max = fp8Max(forwardDType(recipe.fp8Format));
+    return {
+      q: m.q.scale,
+      k: m.k.scale,
+      v: m.v.scale,
+      s: Math.min(m.s.scale, max),
+      o: Math.min(m.o.scale, m.v.scale),
+    };
   }
 
   /** Ends a step: delayed scaling records the amax values and updates the scales; current keeps none. */

@@ -72,8 +72,8 @@ describe('FP8 step through the FFI (stand-in libraries)', { skip }, () => {
     assert.deepEqual(r.output.shape, [B, T, N, H]);
     assert.equal(r.output.dtype, 'bfloat16');
     assert.equal(r.output8?.tensor.dtype, 'float8_e4m3fn');
-    // The block came back with the scales the host put in (1 on a first delayed step).
-    assert.deepEqual(r.fp8?.scales, { q: 1, k: 1, v: 1, s: 1, o: 1 });
+    // The block came back with the scales the host put in (1 on a first delayed step; S fp8max).
+    assert.deepEqual(r.fp8?.scales, { q: 1, k: 1, v: 1, s: 448, o: 1 });
 
     const nvrtc = koffi.load(join(dir, 'libnvrtc.so.13'));
     const options = nvrtc.func('const char *fake_nvrtc_options()')() as string;

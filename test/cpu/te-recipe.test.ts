@@ -91,18 +91,23 @@ describe('recipes', () => {
     assert.deepEqual(seen, [56, 28, 112, 224]);
   });
 
-  test('the module state: scale 1 before any amax, five metas, reset on a new history length', () => {
+  test('the module state: scale 1 before any amax (S: fp8max), five metas, reset on a new history length', () => {
     const state = new Fp8State();
     const recipe = new DelayedScaling({ amaxHistoryLen: 4 });
-    assert.deepEqual(state.delayedScales(recipe), { q: 1, k: 1, v: 1, s: 1, o: 1 });
+    assert.deepEqual(state.delayedScales(recipe), { q: 1, k: 1, v: 1, s: 448, o: 1 });
     state.record(recipe, { q: 4, k: 2, v: 1, s: 0.5, o: 0 }, 'float8_e4m3fn');
-    assert.deepEqual(state.delayedScales(recipe), { q: 112, k: 224, v: 448, s: 896, o: 1 });
-    assert.equal(state.steps, 1);
+    // TE's scale_s would be 896: capped at fp8max (the kernel scales weights up to 1). amax_o = 0 keeps 1.
+    assert.deepEqual(state.delayedScales(recipe), { q: 112, k: 224, v: 448, s: 448, o: 1 });
+    assert.equal(state.metas?.s.scale, 896, 'the history keeps TE’s own scale');
+    state.record(recipe, { q: 4, k: 2, v: 2, s: 0.5, o: 0.5 }, 'float8_e4m3fn');
+    // TE's scale_o = 448 / 0.5 = 896, capped at scale_v = 448 / max(1, 2) = 224: |O| ≤ max|V|.
+    assert.deepEqual(state.delayedScales(recipe), { q: 112, k: 224, v: 224, s: 448, o: 224 });
+    assert.equal(state.steps, 2);
     assert.deepEqual(state.delayedScales(new DelayedScaling({ amaxHistoryLen: 2 })), {
       q: 1,
       k: 1,
       v: 1,
-      s: 1,
+      s: 448,
       o: 1,
     });
   });
