@@ -4,7 +4,7 @@ import { describe, it } from 'node:test';
 import { attention } from '../../src/api/attention.js';
 import { attentionFlops } from '../../src/api/problem.js';
 import { checkedRows, maxErrorAgainstOracle } from '../../src/bench/accuracy.js';
-import { measureAttnlabCase } from '../../src/bench/measure.js';
+import { measureAttnlabCase, RANDOM_BLOCK_ELEMENTS, seededInput } from '../../src/bench/measure.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';
 
@@ -111,5 +111,24 @@ describe('measureAttnlabCase with a broken output', () => {
     assert.equal(row.status, 'ok');
     assert.equal(row.maxError, null);
     assert.equal(row.reason, 'the output holds NaN');
+  });
+});
+
+describe('seededInput', () => {
+  it('is randomNormal up to RANDOM_BLOCK_ELEMENTS, and a tiled seeded block beyond', () => {
+    const small = seededInput([1, 4, 2, 8], 5, 'bfloat16');
+    assert.deepEqual(
+      small.toFloat64Array(),
+      randomNormal([1, 4, 2, 8], { seed: 5, dtype: 'bfloat16' }).toFloat64Array(),
+    );
+    const [heads, H] = [4, 64];
+    const rows = RANDOM_BLOCK_ELEMENTS / (heads * H);
+    const large = seededInput([2, rows * 3 + 5, heads, H], 5, 'bfloat16');
+    assert.deepEqual(large.shape, [2, rows * 3 + 5, heads, H]);
+    const values = large.toFloat64Array();
+    const block = randomNormal([1, rows, heads, H], { seed: 5, dtype: 'bfloat16' }).toFloat64Array();
+    assert.deepEqual(values.subarray(0, block.length), block);
+    assert.deepEqual(values.subarray(block.length, 2 * block.length), block);
+    assert.equal(values[values.length - 1], block[(values.length - 1) % block.length]);
   });
 });
