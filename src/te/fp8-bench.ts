@@ -5,12 +5,15 @@
  *      as TE's default) and at H=128, after two calibration calls (delayed scaling starts at scale 1);
  *   3. throughput at B=4, T=S=8192, N=16, H=128: the module's FP8 step (quantise, cuDNN FP8 graph,
  *      dequantise, amax read-back) against attnlab's bf16 cuDNN path, and the FP8 step's parts.
- * Timing: CUDA events around each call after warm-up (events.ts), median of `ITERATIONS`.
+ * Timing: CUDA events around each call after warm-up (events.ts), median of `ITERATIONS`. Each
+ * measurement runs in a child process of its own.
  *
  * Run: node --import tsx src/te/fp8-bench.ts [out.json]
  */
+
+import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { attention } from '../api/attention.js';
 import { attentionFlops } from '../api/problem.js';
 import { validateAttention } from '../api/validate.js';
@@ -191,41 +194,78 @@ function throughput(causal: boolean) {
   };
 }
 
+/** One measurement, run in a process of its own (see runFp8Bench). */
+type Section =
+  | { readonly kind: 'parity' }
+  | { readonly kind: 'error'; readonly T: number; readonly H: number; readonly causal: boolean }
+  | { readonly kind: 'throughput'; readonly causal: boolean };
+
+const SECTIONS: readonly Section[] = [
+  { kind: 'parity' },
+  ...[128, 256, 512, 1024, 2048].map((T) => ({ kind: 'error' as const, T, H: 64, causal: true })),
+  ...[512, 2048].map((T) => ({ kind: 'error' as const, T, H: 128, causal: true })),
+  { kind: 'error', T: 2048, H: 64, causal: false },
+  { kind: 'throughput', causal: false },
+  { kind: 'throughput', causal: true },
+];
+
+function measureSection(section: Section): unknown {
+  if (section.kind === 'parity') return bf16Parity();
+  if (section.kind === 'error') return fp8Error(section.T, section.H, 8, section.causal);
+  return throughput(section.causal);
+}
+
+const RESULT_PREFIX = 'SECTION-RESULT ';
+
+/**
+ * Every section in a child process of its own, so that a crash inside a native library (one was
+ * seen in a long in-process run on the H200) loses that section only; each is logged as it ends.
+ */
 export function runFp8Bench() {
-  const env = cudnnEnvironment();
   const started = new Date().toISOString();
-  // Each measurement is logged as it completes, and a failing one is recorded as its error, so that
-  // one refusal (say, no FP8 engine for a shape) does not lose the rest of a scarce GPU run.
-  const log = <V>(label: string, measure: () => V): V | { error: string } => {
-    let value: V | { error: string };
-    try {
-      value = measure();
-    } catch (error) {
-      value = { error: error instanceof Error ? `${error.name}: ${error.message}` : String(error) };
-    }
-    console.log(`${label}: ${JSON.stringify(value)}`);
-    return value;
-  };
-  const parity = log('bf16 module vs dotProductAttention', bf16Parity);
-  const sweep = [128, 256, 512, 1024, 2048].map((T) =>
-    log(`fp8 error T=${T} H=64`, () => fp8Error(T, 64, 8, true)),
-  );
-  const h128 = [512, 2048].map((T) => log(`fp8 error T=${T} H=128`, () => fp8Error(T, 128, 8, true)));
-  const nonCausal = log('fp8 error T=2048 H=64 non-causal', () => fp8Error(2048, 64, 8, false));
-  const speed = [false, true].map((causal) => log(`throughput causal=${causal}`, () => throughput(causal)));
+  const results = SECTIONS.map((section) => {
+    const child = spawnSync(
+      process.execPath,
+      [...process.execArgv, fileURLToPath(import.meta.url), '--section', JSON.stringify(section)],
+      {
+        encoding: 'utf8',
+        maxBuffer: 64 << 20,
+      },
+    );
+    const line = child.stdout.split('\n').find((l) => l.startsWith(RESULT_PREFIX));
+    const value = line
+      ? JSON.parse(line.slice(RESULT_PREFIX.length))
+      : { error: `exit ${child.status} signal ${child.signal}`, stderr: child.stderr.slice(-2000) };
+    console.log(`${JSON.stringify(section)}: ${JSON.stringify(value)}`);
+    return { section, value };
+  });
+  const env = cudnnEnvironment();
   return {
     started,
     device: getCudaContext().properties.name,
     cudnn: env.ok ? env.env.version : env.reason,
     command: 'node --import tsx src/te/fp8-bench.ts',
     timing: `CUDA events around each call, ${ITERATIONS} iterations after 3 warm-up calls, median`,
-    bf16Parity: parity,
-    fp8ErrorSweep: [...sweep, ...h128, nonCausal],
-    throughput: speed,
+    bf16Parity: results.filter((r) => r.section.kind === 'parity').map((r) => r.value),
+    fp8ErrorSweep: results.filter((r) => r.section.kind === 'error').map((r) => r.value),
+    throughput: results.filter((r) => r.section.kind === 'throughput').map((r) => r.value) as (
+      | ReturnType<typeof throughput>
+      | { error: string }
+    )[],
   };
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  if (process.argv[2] === '--section') {
+    let value: unknown;
+    try {
+      value = measureSection(JSON.parse(process.argv[3]) as Section);
+    } catch (error) {
+      value = { error: error instanceof Error ? `${error.name}: ${error.message}` : String(error) };
+    }
+    console.log(`${RESULT_PREFIX}${JSON.stringify(value)}`);
+    process.exit(0);
+  }
   const result = runFp8Bench();
   const out = process.argv[2] ?? 'te-fp8.json';
   writeFileSync(out, `${JSON.stringify(result, null, 2)}\n`);
