@@ -67,7 +67,7 @@ ${body}
 
 const STYLE = `body{font-family:system-ui,-apple-system,Segoe UI,Arial,sans-serif;margin:24px auto;max-width:1100px;color:#1f2328;padding:0 16px}
 h1{font-size:24px}h2{font-size:19px;margin-top:32px;border-bottom:1px solid #d0d7de;padding-bottom:4px}h3{font-size:15px}
-table{border-collapse:collapse;font-size:13px;margin:8px 0;width:100%}th,td{border-bottom:1px solid #eef1f4;padding:4px 6px;text-align:left;vertical-align:top}
+table{border-collapse:collapse;font-size:13px;margin:8px 0;min-width:50%}table.wide{width:100%}th,td{border-bottom:1px solid #eef1f4;padding:4px 6px;text-align:left;vertical-align:top}
 th{border-bottom:1px solid #d0d7de}td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .meta{color:#57606a;font-size:13px}.note{color:#57606a;font-size:13px}.chart{position:relative;height:360px}
 figure{margin:16px 0 28px 0}code{font-size:12px}.bad{color:#d1242f}`;
@@ -80,15 +80,18 @@ function simpleTable(
   headers: readonly string[],
   rows: readonly string[][],
   numeric: readonly boolean[] = [],
+  className = '',
 ): string {
-  const head = headers.map((h) => `<th>${escapeHtml(h)}</th>`).join('');
+  // A key/value table (no header text) reads better without an empty header row.
+  const head = headers.some((h) => h) ? headers.map((h) => `<th>${escapeHtml(h)}</th>`).join('') : '';
   const body = rows
     .map(
       (r) =>
         `<tr>${r.map((c, i) => `<td${numeric[i] ? ' class="n"' : ''}>${escapeHtml(c)}</td>`).join('')}</tr>`,
     )
     .join('');
-  return `<table><thead><tr>${head}</tr></thead><tbody>${body}</tbody></table>`;
+  const thead = head ? `<thead><tr>${head}</tr></thead>` : '';
+  return `<table${className ? ` class="${className}"` : ''}>${thead}<tbody>${body}</tbody></table>`;
 }
 
 function machineTable(file: NamedResults): string {
@@ -184,5 +187,5 @@ function rowsTable(files: readonly NamedResults[]): string {
   );
   const offset = multi ? 1 : 0;
   const numeric = headers.map((_, i) => i >= offset + 3 && i <= offset + 12);
-  return simpleTable(headers, rows, numeric);
+  return simpleTable(headers, rows, numeric, 'wide');
 }
