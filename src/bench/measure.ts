@@ -31,7 +31,7 @@ export interface MeasureOptions {
   /** Timed-call budget per case in ms: a 200 ms call is timed 10 times, a 20 µs one `repeats` times. */
   budgetMs: number;
   seed: number;
-  /** Check the output against a float64 oracle (skipped for the lab's pure-timing rows). */
+  /** Check the first call's output against the float64 row oracle (accuracy.ts). */
   checkError: boolean;
   /** Dense matmul TFLOP/s for the ceiling column, or null. */
   ceilingTflops: number | null;
@@ -277,7 +277,7 @@ function finish(
   return row;
 }
 
-/** The status and reason of a case that did not run. Bugs (non-attnlab errors) keep their stack's first line. */
+/** The status and reason of a case that did not run; anything not thrown on purpose is 'unexpected' (a bug). */
 function failure(error: unknown, device: Device): { status: RowStatus; reason: string } {
   if (error instanceof OutOfMemoryError) return { status: 'out-of-memory', reason: error.message };
   if (error instanceof UnsupportedError) return { status: 'unsupported', reason: error.message };
