@@ -85,6 +85,7 @@ export function flashDefines(v: FlashVariant): Record<string, number> {
     ...common,
     FLASH_BM: v.tiles.blockM,
     FLASH_BN: v.tiles.blockN,
+    FLASH_STAGES: v.tiles.stages,
     FLASH_FP16: v.dtype === 'float16' ? 1 : 0,
   };
 }

@@ -1,0 +1,148 @@
+/**
+ * The CUDA flash backend's host side, without a GPU: variant keys, the tile table, the parameter
+ * struct, and — with nvcc present — that the exact -D set the backend hands NVRTC compiles. (A
+ * macro the kernel reads but flashDefines forgot once made every mma variant fail on the GPU.)
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import type { AttentionOptions } from '../../src/api/problem.js';
+import { validateAttention } from '../../src/api/validate.js';
+import { compileOptions, kernelsDir } from '../../src/backends/cuda/compile.js';
+import {
+  buildFlashParams,
+  FLASH_PARAMS_BYTES,
+  marshalFlashParams,
+} from '../../src/backends/cuda/flash/params.js';
+import { chooseFlashTiles } from '../../src/backends/cuda/flash/tiles.js';
+import {
+  type FlashVariant,
+  flashDefines,
+  flashKernelSource,
+  flashVariant,
+  flashVariantKey,
+  flashVariantSharedBytes,
+} from '../../src/backends/cuda/flash/variant.js';
+import type { FloatDType } from '../../src/tensor/dtype.js';
+import { randomNormal } from '../../src/tensor/random.js';
+
+function variantFor(H: number, dtype: FloatDType, options: AttentionOptions = {}, Hv = H): FlashVariant {
+  const q = randomNormal([1, 8, 2, H], { seed: 1, dtype });
+  const v = randomNormal([1, 8, 2, Hv], { seed: 2, dtype });
+  return flashVariant(validateAttention(q, q, v, options), 'sm_90a');
+}
+
+const VARIANTS: Array<[string, () => FlashVariant]> = [
+  ['bf16 H=128 (table)', () => variantFor(128, 'bfloat16')],
+  [
+    'f16 H=64 with a float32 bias and a mask',
+    () =>
+      variantFor(64, 'float16', {
+        bias: randomNormal([1, 2, 8, 8], { seed: 3, dtype: 'float32' }),
+        mask: randomNormal([1, 1, 8, 8], { seed: 4 }).astype('bool'),
+      }),
+  ],
+  ['bf16 H=200 (8 warps)', () => variantFor(200, 'bfloat16')],
+  ['bf16 H=40 Hv=24 (padded to 48)', () => variantFor(40, 'bfloat16', {}, 24)],
+  ['float32 H=128 (fma kernel)', () => variantFor(128, 'float32')],
+];
+
+describe('cuda flash variants (host side)', () => {
+  it('names every specialisation in the key', () => {
+    assert.equal(flashVariantKey(variantFor(128, 'bfloat16')), 'flash-fwd.sm_90a.bf16.d128.128x64x4');
+    assert.equal(flashVariantKey(variantFor(128, 'float32')), 'flash-fwd.sm_90a.f32.d128.32x32x8.fma');
+    assert.equal(flashVariantKey(VARIANTS[1][1]()), 'flash-fwd.sm_90a.f16.d64.128x64x4.bias-f32.mask');
+    assert.equal(flashVariantKey(variantFor(40, 'bfloat16', {}, 24)), 'flash-fwd.sm_90a.bf16.d48.128x64x4');
+  });
+
+  it('takes the tile table, or ATTNLAB_FLASH_TILES when set, and rejects malformed tiles', () => {
+    assert.deepEqual(chooseFlashTiles(128, ''), { blockM: 128, blockN: 64, warps: 4, stages: 1 });
+    assert.deepEqual(chooseFlashTiles(256, ''), { blockM: 128, blockN: 128, warps: 8, stages: 1 });
+    assert.deepEqual(chooseFlashTiles(128, '128x64x4s2'), { blockM: 128, blockN: 64, warps: 4, stages: 2 });
+    for (const bad of ['128x64', '100x64x4', '128x60x4', '128x64x4s3']) {
+      assert.throws(() => chooseFlashTiles(128, bad), /ATTNLAB_FLASH_TILES/);
+    }
+  });
+
+  it('fits the shared memory of an H200 block (227 KiB) for every table entry', () => {
+    for (const H of [32, 64, 128, 200, 256]) {
+      for (const dtype of ['bfloat16', 'float32'] as const) {
+        const bytes = flashVariantSharedBytes(variantFor(H, dtype));
+        assert.ok(bytes <= 227 * 1024, `H=${H} ${dtype}: ${bytes} B`);
+      }
+    }
+  });
+
+  it('gives the kernel every FLASH_* macro its entry point reads', () => {
+    for (const [name, make] of VARIANTS) {
+      const variant = make();
+      const { file } = flashKernelSource(variant);
+      const source = readFileSync(join(kernelsDir(), file), 'utf8');
+      const entry = source.slice(
+        source.indexOf('#ifdef FLASH_D'),
+        source.indexOf('#endif', source.indexOf('#ifdef FLASH_D')),
+      );
+      const used = new Set(entry.match(/FLASH_[A-Z0-9]+/g));
+      const defined = new Set(Object.keys(flashDefines(variant)));
+      for (const macro of used)
+        assert.ok(defined.has(macro), `${name}: ${file} reads ${macro}, flashDefines lacks it`);
+    }
+  });
+
+  it('marshals FlashParams into the 280-byte struct of params.cuh', () => {
+    const q = randomNormal([2, 8, 4, 64], { seed: 1, dtype: 'bfloat16' });
+    const k = randomNormal([2, 8, 2, 64], { seed: 2, dtype: 'bfloat16' });
+    const p = validateAttention(q, k, k, {
+      isCausal: true,
+      localWindowSize: [5, 0],
+      causalAlignment: 'bottom_right',
+    });
+    const params = buildFlashParams(p, {
+      q: 1n,
+      k: 2n,
+      v: 3n,
+      o: 4n,
+      lse: 0n,
+      bias: 0n,
+      mask: 0n,
+      qLens: 0n,
+      kvLens: 0n,
+    });
+    assert.deepEqual(params.k, [8 * 2 * 64, 2 * 64, 64]);
+    assert.equal(params.group, 2);
+    assert.equal(params.flags, 1 | 2 | 4);
+    assert.deepEqual([params.windowLeft, params.windowRight], [5, 0]);
+    const arg = marshalFlashParams(params);
+    assert.equal(arg.type, 'struct');
+    if (arg.type === 'struct') assert.equal(arg.fields.length, 9 + 20 + 12);
+    assert.equal(FLASH_PARAMS_BYTES, 280);
+  });
+
+  const nvcc = spawnSync('nvcc', ['--version']).status === 0;
+  for (const [name, make] of VARIANTS) {
+    it(`compiles with the backend's own defines: ${name}`, {
+      skip: nvcc ? false : 'nvcc not on PATH',
+    }, () => {
+      const variant = make();
+      const { file, name: entry } = flashKernelSource(variant);
+      const defines = compileOptions(
+        { file, kernels: [entry], defines: flashDefines(variant) },
+        'sm_90a',
+      ).filter((o) => o.startsWith('-D'));
+      const args = [
+        '-cubin',
+        '-arch=sm_90a',
+        '-std=c++17',
+        '-I',
+        kernelsDir(),
+        ...defines,
+        '-o',
+        '/dev/null',
+      ];
+      const result = spawnSync('nvcc', [...args, join(kernelsDir(), file)], { encoding: 'utf8' });
+      assert.equal(result.status, 0, `nvcc ${defines.join(' ')}:\n${result.stderr}`);
+    });
+  }
+});
