@@ -9,6 +9,8 @@
 // Arithmetic matches src/te/quantise.ts bit for bit: x·scale as a float32 product, then one
 // round-to-nearest-even to e4m3 with saturation (cvt.rn.satfinite, sm_89+); dequantising is
 // decode(x8)·(1/scale) in float32, then one round-to-nearest-even to bf16.
+//
+// attnlab-min-arch: sm_89
 
 #define SLOT(i) ((i) * 4)
 #define DESCALE_Q 0
