@@ -6,7 +6,7 @@ import { formatBytes } from '../api/errors.js';
 import type { ResultRow, ResultsFile } from '../bench/schema.js';
 import { shapeLabel } from '../bench/sweep.js';
 import type { ChartSpec } from './charts.js';
-import { formatNumber, renderBars, renderTable } from './terminal.js';
+import { formatNumber, renderBars, renderTable, TERMINAL_WIDTH } from './terminal.js';
 
 const ROW_HEADERS = [
   'series',
@@ -75,21 +75,30 @@ export function renderChartText(chart: ChartSpec, options: { color?: boolean } =
     });
   }
   const xs = [...new Set(chart.series.flatMap((s) => s.points.map((p) => p.x)))].sort((a, b) => a - b);
-  const legend = chart.series.map((s, i) => `${letter(i)} = ${s.label}`);
-  const headers = [chart.xLabel.split(' ').pop() ?? 'x', ...chart.series.map((_, i) => letter(i))];
-  const rows = xs.map((x) => [
-    String(x),
-    ...chart.series.map((s) => {
+  const xHeader = chart.xLabel.split(' ').pop() ?? 'x';
+  const cells = chart.series.map((s) =>
+    xs.map((x) => {
       const point = s.points.find((p) => p.x === x);
       return point ? formatNumber(point.y) : '—';
     }),
-  ]);
-  const table = renderTable(headers, rows, {
-    title: `${chart.title} — ${chart.yLabel}`,
-    align: headers.map(() => 'right'),
-    color: options.color,
-  });
-  return [table, ...legend.map((l) => `  ${l}`)].join('\n');
+  );
+  // Series columns per table so that the table fits: each column is its widest cell, 2 of
+  // padding and 1 of border; the x column likewise. Wider sweeps continue in another table.
+  const xWidth = Math.max(xHeader.length, ...xs.map((x) => String(x).length)) + 3;
+  const valueWidth = Math.max(3, ...cells.flat().map((c) => c.length)) + 3;
+  const perTable = Math.max(1, Math.floor((TERMINAL_WIDTH - 1 - xWidth) / valueWidth));
+  const parts: string[] = [];
+  for (let first = 0; first < chart.series.length; first += perTable) {
+    const columns = chart.series.slice(first, first + perTable).map((_, i) => first + i);
+    const headers = [xHeader, ...columns.map(letter)];
+    const rows = xs.map((x, r) => [String(x), ...columns.map((c) => cells[c][r])]);
+    const title = first === 0 ? `${chart.title} — ${chart.yLabel}` : undefined;
+    parts.push(
+      renderTable(headers, rows, { title, align: headers.map(() => 'right'), color: options.color }),
+    );
+  }
+  const legend = chart.series.map((s, i) => `  ${letter(i)} = ${s.label}`);
+  return [...parts, ...legend].join('\n');
 }
 
 /** The machine and versions of a results file, as key/value lines. */
