@@ -106,7 +106,7 @@ def main():
     for case in request["cases"]:
         for impl in request["impls"]:
             common.progress(len(rows), total, f"jax {impl} {case['dtype']} T={case['T']} B={case['B']}")
-            rows.append(measure(jax, jnp, case, impl, request))
+            rows.append(common.guarded(lambda: measure(jax, jnp, case, impl, request), case, "jax", impl))
     common.write_answer({"versions": versions(jax), "rows": rows})
 
 

@@ -133,3 +133,13 @@ def error_fields(err, full):
     if err != err:
         fields["reason"] = "the output holds NaN"
     return fields
+
+
+def guarded(measure, case, source, impl):
+    """Runs one measurement; an exception it did not expect becomes an error row, not a lost peer."""
+    try:
+        return measure()
+    except Exception as error:  # noqa: BLE001 - every failure is reported in the row
+        row = base_row(case, source, impl)
+        row.update(status="error", reason=f"unexpected {first_line(error)}")
+        return row

@@ -149,7 +149,8 @@ def main():
     for case in request["cases"]:
         for impl in request["impls"]:
             common.progress(len(answer["rows"]), total, f"torch {impl} {case['dtype']} T={case['T']} B={case['B']}")
-            answer["rows"].append(measure(torch, case, impl, request))
+            answer["rows"].append(common.guarded(lambda: measure(torch, case, impl, request), case, "torch", impl))
+            torch.cuda.empty_cache()
     common.write_answer(answer)
 
 
