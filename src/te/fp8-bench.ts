@@ -34,15 +34,20 @@ import { DelayedScaling } from './recipe.js';
 
 const ITERATIONS = 20;
 
-/** A bf16 (B,T,heads,H) tensor on the GPU; large ones tile a 1024-row random block (timing only). */
-function input(shape: number[], seed: number): Tensor {
+/**
+ * A bf16 (B,T,heads,H) tensor (on the GPU unless `device` says 'cpu'). Up to T = 2048 every value
+ * is drawn; longer ones (the throughput shape, where only time is read) tile a 1024-row random block,
+ * which makes 200 M host draws 3 M.
+ */
+function input(shape: number[], seed: number, device: 'cpu' | 'cuda' = 'cuda'): Tensor {
   const [B, T, heads, H] = shape;
-  const rows = Math.min(T, 1024);
+  const rows = T <= 2048 ? T : 1024;
   const tile = randomNormal([1, rows, heads, H], { seed, dtype: 'bfloat16' }).data as Uint16Array;
   const data = new Uint16Array(B * T * heads * H);
   for (let offset = 0; offset < data.length; offset += tile.length)
     data.set(tile.subarray(0, data.length - offset), offset);
-  return Tensor.fromRaw(data, shape, 'bfloat16').to('cuda');
+  const tensor = Tensor.fromRaw(data, shape, 'bfloat16');
+  return device === 'cuda' ? tensor.to('cuda') : tensor;
 }
 
 function errors(a: Float64Array, b: Float64Array) {
@@ -92,9 +97,9 @@ function bf16Parity() {
   });
 }
 
-function fp8Error(T: number, H: number, N: number, causal: boolean) {
+function fp8Error(T: number, H: number, N: number, causal: boolean, device: 'cpu' | 'cuda' = 'cuda') {
   const B = 4;
-  const [q, k, v] = [0, 1, 2].map((i) => input([B, T, N, H], 100 * T + H + i));
+  const [q, k, v] = [0, 1, 2].map((i) => input([B, T, N, H], 100 * T + H + i, device));
   const config = {
     headDim: H,
     numAttentionHeads: N,
@@ -264,6 +269,22 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
       value = { error: error instanceof Error ? `${error.name}: ${error.message}` : String(error) };
     }
     console.log(`${RESULT_PREFIX}${JSON.stringify(value)}`);
+    process.exit(0);
+  }
+  if (process.argv[2] === '--cpu-emulation') {
+    // The error sweep with the CPU emulation of the FP8 step (same quantisation and scales, float64
+    // attention, P not quantised): what input and output rounding alone cost, without a GPU.
+    const sweep = SECTIONS.filter((s) => s.kind === 'error').map((s) => {
+      const value = fp8Error(s.T, s.H, 8, s.causal, 'cpu');
+      console.log(`${JSON.stringify(s)}: ${JSON.stringify(value)}`);
+      return value;
+    });
+    const out = process.argv[3] ?? 'te-fp8-cpu-emulation.json';
+    const command = 'node --import tsx src/te/fp8-bench.ts --cpu-emulation';
+    writeFileSync(
+      out,
+      `${JSON.stringify({ started: new Date().toISOString(), command, fp8ErrorSweep: sweep }, null, 2)}\n`,
+    );
     process.exit(0);
   }
   const result = runFp8Bench();
