@@ -169,6 +169,24 @@ describe('cuDNN FFI flow against a stand-in library', { skip }, () => {
   it('binds every uid: float16 H=256', () =>
     runAndCheckBindings(deviceProblem([1, 8, 8, 2, 1, 256], { isCausal: true }, 'float16')));
 
+  it('reuses a variant pack only for the same pointers, and always passes the current scale', () => {
+    const p = deviceProblem([1, 16, 16, 2, 2, 32], {});
+    const outputs = [runCudnnAttention(p), runCudnnAttention(p), runCudnnAttention(p)].map((r) => r.output);
+    const bound = () => Object.values(lastExecute());
+    assert.ok(bound().some((b) => b.ptr === String(outputs[2].buffer.ptr)));
+    for (const t of outputs) t.dispose();
+    for (const scale of [0.25, 2]) {
+      const q = deviceProblem([1, 16, 16, 2, 2, 32], { scale });
+      const r = runCudnnAttention({ ...q, query: p.query, key: p.key, value: p.value });
+      const values = bound()
+        .filter((b) => b.byValue)
+        .map((b) => b.value);
+      assert.deepEqual(values, [scale]);
+      assert.ok(bound().some((b) => b.ptr === String(r.output.buffer.ptr)));
+      r.output.dispose();
+    }
+  });
+
   it('builds a plan once, then takes it from memory, then from disk once memory is cleared', () => {
     const p = deviceProblem([1, 16, 16, 2, 2, 32], { isCausal: true });
     const first = runCudnnAttention(p);

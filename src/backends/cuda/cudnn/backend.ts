@@ -10,7 +10,8 @@ import { UnsupportedError } from '../../../api/errors.js';
 import type { AttentionProblem, BackendOutput } from '../../../api/problem.js';
 import { itemSize } from '../../../tensor/dtype.js';
 import { Tensor } from '../../../tensor/tensor.js';
-import { type AttentionBackend, SUPPORTED, unsupported } from '../../registry.js';
+// Types only: a value import would make this module and the registry import each other.
+import type { AttentionBackend, Support } from '../../registry.js';
 import { cudaAvailable, getCudaContext } from '../context.js';
 import { cudnnHandle, loadCudnn } from '../ffi/cudnn.js';
 import { allocDevice, copyToDevice, copyToHost } from '../memory.js';
@@ -39,17 +40,18 @@ export function cudnnEnvironment(): Environment {
   return environment;
 }
 
-// supports() and run() see the same problem object; describe it once.
-const descriptions = new WeakMap<AttentionProblem, Description>();
+// supports() and run() see the same problem object, one right after the other: describe it once.
+// (A one-entry memo, not a WeakMap: a WeakMap with a new key per call costs more in GC than it saves.)
+let lastProblem: AttentionProblem | null = null;
+let lastDescription: Description | null = null;
 
 function describe(p: AttentionProblem, env: CudnnEnvironment, options?: DescribeOptions): Description {
   if (options) return describeSdpa(p, env, options);
-  let d = descriptions.get(p);
-  if (!d) {
-    d = describeSdpa(p, env);
-    descriptions.set(p, d);
+  if (p !== lastProblem || !lastDescription) {
+    lastDescription = describeSdpa(p, env);
+    lastProblem = p;
   }
-  return d;
+  return lastDescription;
 }
 
 /** A backend result plus where its plan came from (for tests and benchmarks). */
@@ -116,15 +118,16 @@ export function runCudnnAttention(p: AttentionProblem, options?: DescribeOptions
 }
 
 const reported = new WeakSet<object>();
+const SUPPORTED: Support = { ok: true };
 
 export const cudnnBackend: AttentionBackend = {
   name: 'cudnn',
   device: 'cuda',
   supports(p) {
     const e = cudnnEnvironment();
-    if (!e.ok) return unsupported(e.reason);
+    if (!e.ok) return { ok: false, reason: e.reason };
     const d = describe(p, e.env);
-    return d.ok ? SUPPORTED : unsupported(d.reason);
+    return d.ok ? SUPPORTED : { ok: false, reason: d.reason };
   },
   run: (p) => runCudnnAttention(p),
 };

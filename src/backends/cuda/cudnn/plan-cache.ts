@@ -13,6 +13,7 @@ import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
+import { forgetLaunch } from './execute.js';
 import type { CudnnEnvironment, SdpaFeatures } from './features.js';
 import type { GraphSpec } from './graph-spec.js';
 import { destroyAll, materializeGraph } from './materialize.js';
@@ -136,8 +137,10 @@ export function getPlan(
 
 /** Forgets every in-memory plan (the disk files stay): the next call of a shape goes to disk. */
 export function clearMemoryPlanCache(): void {
-  for (const entry of memory.values())
+  for (const entry of memory.values()) {
+    forgetLaunch(entry);
     destroyAll([...entry.graphDescriptors, ...entry.plan.keepAlive, entry.plan.plan]);
+  }
   memory.clear();
 }
 

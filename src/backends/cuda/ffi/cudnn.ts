@@ -118,10 +118,16 @@ function pinSubLibraries(path: string): void {
 }
 
 /** Runs a cuDNN call and throws DeviceError (status name, cuDNN's reason, the call) unless it succeeded. */
-export function check(call: string, status: number): void {
+/** `call` may be a function, so that naming the call costs nothing unless it failed. */
+export function check(call: string | (() => string), status: number): void {
   if (status === 0) return;
   const lib = loadCudnn();
-  throw new DeviceError('cuDNN', call, lib.statusName(status), lib.lastError());
+  throw new DeviceError(
+    'cuDNN',
+    typeof call === 'string' ? call : call(),
+    lib.statusName(status),
+    lib.lastError(),
+  );
 }
 
 /**
@@ -152,7 +158,7 @@ export type AttributeValues =
 export function createDescriptor(type: number): bigint {
   const out = new BigUint64Array(1);
   check(
-    `cudnnBackendCreateDescriptor(${descriptorName(type)})`,
+    () => `cudnnBackendCreateDescriptor(${descriptorName(type)})`,
     loadCudnn().fn.cudnnBackendCreateDescriptor(type, out),
   );
   return out[0];
@@ -165,7 +171,7 @@ export function destroyDescriptor(descriptor: bigint): void {
 export function setAttribute(descriptor: bigint, name: number, type: number, values: AttributeValues): void {
   const count = values instanceof Buffer ? values.byteLength : values.length;
   check(
-    `cudnnBackendSetAttribute(attribute ${name})`,
+    () => `cudnnBackendSetAttribute(attribute ${name})`,
     loadCudnn().fn.cudnnBackendSetAttribute(descriptor, name, type, count, values),
   );
 }
@@ -188,7 +194,7 @@ export const set = {
 };
 
 export function finalize(descriptor: bigint, what: string): void {
-  check(`cudnnBackendFinalize(${what})`, loadCudnn().fn.cudnnBackendFinalize(descriptor));
+  check(() => `cudnnBackendFinalize(${what})`, loadCudnn().fn.cudnnBackendFinalize(descriptor));
 }
 
 /** Reads one INT64 attribute (a workspace size, an engine index). */
