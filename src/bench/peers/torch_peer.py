@@ -62,10 +62,10 @@ def measure(torch, case, impl, request):
 
     # Entered once, not per call: its flag switching is not part of what a user's call costs.
     with sdpa_kernel(backend):
-        return timed(torch, case, request, row, call, make)
+        return timed(torch, case, request, row, call, make, BACKENDS[impl])
 
 
-def timed(torch, case, request, row, call, make):
+def timed(torch, case, request, row, call, make, backend_name):
     """The first call (peak memory, error check), a warm-up, then CUDA-event timing over rotated inputs."""
     q, k, v = make()
     caught = []
@@ -80,11 +80,12 @@ def timed(torch, case, request, row, call, make):
         peak = torch.cuda.max_memory_allocated()
     except Exception as error:  # a backend that refuses the case, or out of memory: a row, not a crash
         text = common.first_line(error)
-        # A forced backend that cannot run says why only in warnings, then raises "No available kernel".
+        # A forced backend that cannot run says why only in warnings, then raises "No available
+        # kernel" (PyTorch 2.11) or "No viable backend" (later versions).
         why = "; ".join(str(w.message).split("\n")[0] for w in caught)[:400]
         if isinstance(error, torch.cuda.OutOfMemoryError):
             row.update(status="out-of-memory", reason=text)
-        elif "No available kernel" in text:
+        elif "No available kernel" in text or "No viable backend" in text:
             row.update(status="unsupported", reason=f"{text} {why}".strip())
         else:
             row.update(status="error", reason=text)
@@ -118,7 +119,7 @@ def timed(torch, case, request, row, call, make):
     torch.cuda.synchronize()
     row.update(
         status="ok",
-        variant=f"sdpa_kernel(SDPBackend.{BACKENDS[impl]})",
+        variant=f"sdpa_kernel(SDPBackend.{backend_name})",
         peakMemoryBytes=peak,
         timing={
             "method": "cuda-events",
