@@ -141,7 +141,10 @@ function tableSection(table: ResultTable, fileName: string): string {
 }
 
 function chartFigure(chart: ChartSpec): string {
-  const axes = `${chart.logX ? 'log₂ x axis' : 'linear x axis'}, ${chart.logY ? 'log y axis' : 'linear y axis'}`;
+  const axes =
+    chart.kind === 'bar'
+      ? `${chart.logY ? 'log' : 'linear'} value axis`
+      : `${chart.logX ? 'log₂ x axis' : 'linear x axis'}, ${chart.logY ? 'log y axis' : 'linear y axis'}`;
   return `<figure><h3>${escapeHtml(chart.title)}</h3><div class="chart"><canvas id="${escapeHtml(chart.id)}" role="img" aria-label="${escapeHtml(chart.title)}"></canvas></div><figcaption class="note">${escapeHtml(chart.yLabel)}; ${axes}.</figcaption></figure>`;
 }
 
