@@ -178,20 +178,20 @@ export async function runPeer(
 }
 
 /**
- * The peers' environment. JAX and PyTorch load the cuDNN of their own wheels, and PyTorch refuses
- * to use cuDNN at all when an older one is found first; a folder on LD_LIBRARY_PATH holding a
- * libcudnn (the system cuDNN that attnlab's GPU set-up adds) would be found first, so such folders
- * are left out. Other folders (e.g. the driver's) stay.
+ * The peers' environment. JAX and PyTorch load the cuDNN and cuBLAS of their own wheels, and
+ * PyTorch refuses to use cuDNN at all when an older one is found first; a folder on
+ * LD_LIBRARY_PATH holding a libcudnn or libcublas (the system and toolkit folders that attnlab's GPU
+ * set-up adds) would be searched first, so such folders are left out. Others (the driver's) stay.
  */
 export function peerEnvironment(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
-  const hasCudnn = (dir: string) => {
+  const bundledByPeers = (dir: string) => {
     try {
-      return readdirSync(dir).some((f) => f.startsWith('libcudnn'));
+      return readdirSync(dir).some((f) => f.startsWith('libcudnn') || f.startsWith('libcublas'));
     } catch {
       return false;
     }
   };
-  const kept = (env.LD_LIBRARY_PATH ?? '').split(':').filter((dir) => dir && !hasCudnn(dir));
+  const kept = (env.LD_LIBRARY_PATH ?? '').split(':').filter((dir) => dir && !bundledByPeers(dir));
   const result: NodeJS.ProcessEnv = {
     ...env,
     PYTHONDONTWRITEBYTECODE: '1',

@@ -52,10 +52,14 @@ describe('peers', () => {
     assert.ok(pythonCandidates({}).includes('python3'));
   });
 
-  it("leaves folders holding a libcudnn out of the peers' LD_LIBRARY_PATH, keeping the others", () => {
+  it("leaves folders holding a libcudnn or libcublas out of the peers' LD_LIBRARY_PATH, keeping the others", () => {
     const withCudnn = mkdtempSync(join(tmpdir(), 'cudnn-'));
     writeFileSync(join(withCudnn, 'libcudnn.so.9'), '');
-    const env = peerEnvironment({ LD_LIBRARY_PATH: `/usr/local/nvidia/lib64:${withCudnn}:/nonexistent` });
+    const withCublas = mkdtempSync(join(tmpdir(), 'cublas-'));
+    writeFileSync(join(withCublas, 'libcublasLt.so.13'), '');
+    const env = peerEnvironment({
+      LD_LIBRARY_PATH: `/usr/local/nvidia/lib64:${withCudnn}:${withCublas}:/nonexistent`,
+    });
     assert.equal(env.LD_LIBRARY_PATH, '/usr/local/nvidia/lib64:/nonexistent');
     assert.equal(env.XLA_PYTHON_CLIENT_PREALLOCATE, 'false');
     assert.equal(peerEnvironment({ LD_LIBRARY_PATH: withCudnn }).LD_LIBRARY_PATH, undefined);
