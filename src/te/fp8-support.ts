@@ -15,10 +15,14 @@ export interface ComputeCapability {
   readonly minor: number;
 }
 
-/** FP8 support of `p` on a GPU of compute capability `cc` (null: no GPU at all). */
-export function fp8Support(p: AttentionProblem, cc: ComputeCapability | null): Support {
+/**
+ * FP8 support of `p` on a GPU of compute capability `cc` (null: no GPU at all). 'emulated' checks
+ * the graph's limits only: the CPU emulation refuses what the GPU path would, so that a case tried
+ * on the CPU does not turn into an error on the GPU.
+ */
+export function fp8Support(p: AttentionProblem, cc: ComputeCapability | null | 'emulated'): Support {
   if (cc === null) return unsupported('no CUDA device is available');
-  if (cc.major < 9) {
+  if (cc !== 'emulated' && cc.major < 9) {
     return unsupported(
       `FP8 attention needs compute capability 9.0 (Hopper) or newer; this GPU is sm_${cc.major}${cc.minor}`,
     );

@@ -104,7 +104,7 @@ export class DotProductAttention {
     let fallbackReason: string | undefined;
     if (scope?.enabled) {
       const problem = validateAttention(qkv.query, qkv.key, qkv.value, attentionOptions);
-      const support = problem.device === 'cpu' ? { ok: true as const } : fp8Support(problem, gpuCapability());
+      const support = fp8Support(problem, problem.device === 'cpu' ? 'emulated' : gpuCapability());
       if (support.ok) {
         const step = runFp8Step(
           problem,

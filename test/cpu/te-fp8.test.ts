@@ -111,6 +111,22 @@ describe('FP8 through the module (CPU emulation of the GPU path)', () => {
     assert.equal(attn.fp8State.metas, null, 'current scaling keeps no history');
   });
 
+  test('the emulation refuses what the GPU path would (a bias here), and falls back when asked', () => {
+    const attn = new DotProductAttention({
+      headDim: H,
+      numAttentionHeads: N,
+      attnBiasType: 'post_scale_bias',
+    });
+    const bias = Tensor.zeros([1, N, T, T], 'bfloat16');
+    assert.throws(
+      () => autocast({}, () => attn.forward(q, k, v, { bias })),
+      (e: unknown) => e instanceof Error && /takes no bias/.test(e.message) && /quantise Q/.test(e.message),
+    );
+    const r = autocast({ fallback: true }, () => attn.apply(q, k, v, { bias }));
+    assert.equal(r.precision, 'bf16');
+    assert.match(r.fallbackReason ?? '', /no bias/);
+  });
+
   test('autocast disabled runs the bf16 path', () => {
     const attn = new DotProductAttention({ headDim: H, numAttentionHeads: N });
     const r = autocast({ enabled: false }, () => attn.apply(q, k, v));
