@@ -65,7 +65,7 @@ export function registerBenchCommand(program: Command): void {
       '--preset <name>',
       "'codelab': the codelab's default shape, sequence (64..1024) and batch sweeps; 'codelab-long': T to 16384",
     )
-    .option('--name <text>', 'the group name of the rows (charts group by it)', 'bench')
+    .option('--name <text>', 'the group name of the rows (not with --preset) and of the --out files', 'bench')
     .option('--peers <list>', 'also run jax and/or torch on the same shapes, e.g. jax,torch')
     .option('--warmup <n>', 'untimed calls after the first', '5')
     .option('--repeats <n>', 'most timed calls per case', '100')
@@ -73,7 +73,10 @@ export function registerBenchCommand(program: Command): void {
     .option('--seed <n>', 'seed of the random inputs', '0')
     .option('--no-check', 'skip the max-error check against the float64 oracle')
     .option('--ceiling <tflops>', 'matmul TFLOP/s for "% peak" instead of measuring it once')
-    .option('--out <dir>', 'write <dir>/<name>.json and <dir>/<name>.html')
+    .option(
+      '--out <dir>',
+      'write <dir>/<name>.json and <dir>/<name>.html (<preset>.json with --preset and no --name)',
+    )
     .option('--json <file>', 'write the results JSON here')
     .option('--html <file>', 'write the HTML report here')
     .option('--no-progress', 'no progress bar or progress lines')
@@ -102,7 +105,8 @@ Examples:
       if (ceiling !== undefined && !(ceiling > 0)) {
         throw new InvalidArgumentError('--ceiling', 'a positive TFLOP/s value', String(flags.ceiling));
       }
-      const name = flags.preset ?? flags.name;
+      // Files are named by --name when one is given, else by the preset ('bench' by default).
+      const name = flags.name !== 'bench' || !flags.preset ? flags.name : flags.preset;
       const jsonPath = flags.json ?? (flags.out ? join(flags.out, `${name}.json`) : undefined);
       const htmlPath = flags.html ?? (flags.out ? join(flags.out, `${name}.html`) : undefined);
       const run = await runSweeps(groups, {

@@ -127,6 +127,30 @@ describe('attnlab bench and report on the CPU', () => {
     assert.match(readFileSync(html, 'utf8'), /unit: attnlab flash f32/);
   });
 
+  it('--preset codelab runs the default, sequence and batch sweeps into <name>.json', () => {
+    const r = runCli([
+      'bench',
+      '--preset',
+      'codelab',
+      '--name',
+      'preset-run',
+      '--budget-ms',
+      '2',
+      '--repeats',
+      '3',
+      '--warmup',
+      '0',
+      '--no-check',
+      '--no-progress',
+      '--out',
+      out,
+    ]);
+    assert.equal(r.code, 0, r.stderr);
+    const results = loadResults(join(out, 'preset-run.json'));
+    assert.deepEqual([...new Set(results.rows.map((row) => row.sweep))], ['default', 'seq', 'batch']);
+    assert.ok(results.rows.every((row) => row.status === 'ok' && row.errorCheck === 'none'));
+  });
+
   it('a bad option names itself', () => {
     const r = runCli(['bench', '--seq', '64..32']);
     assert.equal(r.code, 1);
