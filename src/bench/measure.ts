@@ -90,8 +90,7 @@ export function measureAttnlabCase(c: BenchCase, options: Partial<MeasureOptions
   const device = deviceFor(c.impl);
   const copies: Tensor[][] = [];
   try {
-    const inputs = hostInputs(c, o.seed);
-    const host = inputs.tensors;
+    const host = hostInputs(c, o.seed);
     copies.push(device === 'cuda' ? host.map((t) => t.to('cuda')) : host);
     const call = (set: Tensor[]) =>
       o.call
@@ -108,10 +107,10 @@ export function measureAttnlabCase(c: BenchCase, options: Partial<MeasureOptions
     let errorCheck: ResultRow['errorCheck'] = 'none';
     let nanOutput = false;
     if (o.checkError) {
-      inputs.decoded ??= host.map((t) => t.toFloat64Array());
-      const [q, k, v] = inputs.decoded;
+      const raw = (t: Tensor) => ({ data: t.data, dtype: t.dtype });
+      const [q, k, v] = host.map(raw);
       const scale = 1 / Math.sqrt(c.H);
-      const check = maxErrorAgainstOracle({ ...c, scale }, q, k, v, first.output.toFloat64Array());
+      const check = maxErrorAgainstOracle({ ...c, scale }, q, k, v, raw(first.output.toHost()));
       // JSON has no NaN: a NaN output keeps a null error and says so in the reason.
       maxError = Number.isNaN(check.maxError) ? null : check.maxError;
       if (maxError === null) nanOutput = true;
@@ -206,14 +205,7 @@ export function measureAttnlabCase(c: BenchCase, options: Partial<MeasureOptions
  */
 export const RANDOM_BLOCK_ELEMENTS = 1 << 20;
 
-interface HostInputs {
-  readonly key: string;
-  readonly tensors: Tensor[];
-  /** Decoded once per shape for the error check of every implementation. */
-  decoded?: Float64Array[];
-}
-
-let lastInputs: HostInputs | undefined;
+let lastInputs: { key: string; tensors: Tensor[] } | undefined;
 
 /** One (B, len, heads, H) input: seeded normals, tiled along the sequence beyond RANDOM_BLOCK_ELEMENTS. */
 export function seededInput(
@@ -239,7 +231,7 @@ export function seededInput(
  * Seeded q (B,T,N,H), k and v (B,S,K,H) on the host. The last set is kept: sweeps run every
  * implementation of a shape back to back.
  */
-function hostInputs(c: BenchCase, seed: number): HostInputs {
+function hostInputs(c: BenchCase, seed: number): Tensor[] {
   const key = JSON.stringify([c.B, c.T, c.S, c.N, c.K, c.H, c.dtype, seed]);
   if (lastInputs?.key !== key) {
     lastInputs = undefined; // let the old set be collected before the new one is drawn
@@ -249,7 +241,7 @@ function hostInputs(c: BenchCase, seed: number): HostInputs {
     });
     lastInputs = { key, tensors };
   }
-  return lastInputs;
+  return lastInputs.tensors;
 }
 
 /** How many input sets to cycle so they span 2× L2, bounded by MAX_INPUT_COPIES and a quarter of free memory. */

@@ -57,7 +57,7 @@ export function renderResultRows(
     .filter((r) => r.status !== 'ok')
     .map((r) => `  ${r.label} ${shapeLabel(r)}: ${r.status}: ${r.reason}`);
   const sampled = rows.some((r) => r.errorCheck === 'sampled')
-    ? ['  * max err over sampled query rows of every (b, n); the others are full checks.']
+    ? ['  * max err over 4 query rows of 8 (b, n) pairs (large problems); the others are full checks.']
     : [];
   return [table, ...notes, ...sampled].join('\n');
 }

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { attention } from '../../src/api/attention.js';
 import { attentionFlops } from '../../src/api/problem.js';
-import { checkedRows, maxErrorAgainstOracle } from '../../src/bench/accuracy.js';
+import { checkPlan, maxErrorAgainstOracle, type RawTensor, spread } from '../../src/bench/accuracy.js';
 import { measureAttnlabCase, RANDOM_BLOCK_ELEMENTS, seededInput } from '../../src/bench/measure.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';
@@ -18,13 +18,11 @@ describe('row oracle', () => {
   const k = randomNormal([B, S, K, H], { seed: 2, dtype: 'float64' });
   const v = randomNormal([B, S, K, H], { seed: 3, dtype: 'float64' });
   const shape = { B, T, S, N, K, H, causal: true, scale: 1 / Math.sqrt(H) };
-  const values = [q, k, v].map((t) => t.toFloat64Array());
+  const raw = (t: Tensor): RawTensor => ({ data: t.data, dtype: t.dtype });
+  const values = [q, k, v].map(raw);
 
   it('agrees with the float64 reference backend (GQA, causal top-left, T ≠ S)', () => {
-    const expected = attention(q, k, v, {
-      isCausal: true,
-      implementation: 'reference',
-    }).output.toFloat64Array();
+    const expected = raw(attention(q, k, v, { isCausal: true, implementation: 'reference' }).output);
     const check = maxErrorAgainstOracle(shape, values[0], values[1], values[2], expected);
     assert.ok(check.full);
     assert.ok(check.maxError < 1e-12, `max error ${check.maxError}`);
@@ -32,19 +30,52 @@ describe('row oracle', () => {
 
   it('reports a wrong output element by exactly how wrong it is, and NaN as NaN', () => {
     const out = attention(q, k, v, { isCausal: true, implementation: 'reference' }).output.toFloat64Array();
+    const f64 = (data: Float64Array): RawTensor => ({ data, dtype: 'float64' });
     out[(1 * T + 3) * N * H + 2 * H + 5] += 0.25;
-    assert.ok(
-      Math.abs(maxErrorAgainstOracle(shape, values[0], values[1], values[2], out).maxError - 0.25) < 1e-12,
-    );
+    const check = maxErrorAgainstOracle(shape, values[0], values[1], values[2], f64(out));
+    assert.ok(Math.abs(check.maxError - 0.25) < 1e-12, String(check.maxError));
     out[0] = Number.NaN;
-    assert.ok(Number.isNaN(maxErrorAgainstOracle(shape, values[0], values[1], values[2], out).maxError));
+    assert.ok(Number.isNaN(maxErrorAgainstOracle(shape, values[0], values[1], values[2], f64(out)).maxError));
   });
 
-  it('checks every row of small problems and the first, last and two middle rows of large ones', () => {
-    assert.deepEqual(checkedRows({ ...shape, T: 6 }).rows, [0, 1, 2, 3, 4, 5]);
-    const large = checkedRows({ B: 4, T: 16384, S: 16384, N: 8, K: 8, H: 64, causal: false, scale: 1 });
+  it('checks everything of small problems, and 4 rows of 8 (b, n) pairs of large ones', () => {
+    const small = checkPlan(shape);
+    assert.equal(small.full, true);
+    assert.equal(small.pairs.length, B * N);
+    assert.deepEqual(small.rows, [0, 1, 2, 3, 4]);
+    const large = checkPlan({ B: 4, T: 16384, S: 16384, N: 8, K: 8, H: 64, causal: false, scale: 1 });
     assert.equal(large.full, false);
     assert.deepEqual(large.rows, [0, 5461, 10922, 16383]);
+    assert.deepEqual(large.pairs, [
+      [0, 0],
+      [0, 4],
+      [1, 1],
+      [1, 5],
+      [2, 2],
+      [2, 6],
+      [3, 3],
+      [3, 7],
+    ]);
+    assert.deepEqual(spread(3, 8), [0, 1, 2]);
+  });
+
+  it('a sampled check still catches a wrong value in a checked row', () => {
+    const big = { B: 2, T: 64, S: 1024, N: 8, K: 2, H: 32, causal: false, scale: 1 / Math.sqrt(32) };
+    const plan = checkPlan(big);
+    assert.equal(plan.full, false);
+    const [qs, ks, vs] = [
+      [64, 8],
+      [1024, 2],
+      [1024, 2],
+    ].map(([len, heads], i) => randomNormal([2, len, heads, 32], { seed: 10 + i, dtype: 'float32' }));
+    const out = attention(qs, ks, vs, { implementation: 'reference' }).output;
+    const good = maxErrorAgainstOracle(big, raw(qs), raw(ks), raw(vs), raw(out));
+    assert.ok(good.maxError < 1e-6, String(good.maxError));
+    const [b, n] = plan.pairs[3];
+    const t = plan.rows[2];
+    (out.data as Float32Array)[((b * 64 + t) * 8 + n) * 32 + 7] += 0.5;
+    const bad = maxErrorAgainstOracle(big, raw(qs), raw(ks), raw(vs), raw(out));
+    assert.ok(Math.abs(bad.maxError - 0.5) < 1e-6, String(bad.maxError));
   });
 });
 

@@ -161,26 +161,38 @@ describe('peer_common.py agrees with attnlab', () => {
       ? false
       : `python3 with numpy is not available here (${probe.error?.message ?? probe.stderr.trim()})`;
 
-  it('on percentiles and on the max error of a GQA causal output', { skip }, () => {
+  it('on percentiles, and on the max error of GQA causal outputs, checked fully and sampled', {
+    skip,
+  }, () => {
     const rng = new Random(7);
     const samples = Array.from({ length: 37 }, () => rng.nextFloat());
-    const [B, T, S, N, K, H] = [2, 6, 9, 4, 2, 8];
     const draw = (n: number) => Array.from({ length: n }, () => rng.nextNormal());
-    const [q, k, v] = [draw(B * T * N * H), draw(B * S * K * H), draw(B * S * K * H)];
-    const out = draw(B * T * N * H).map((x) => x * 0.1);
-    const c = { B, T, S, N, K, H, causal: true };
+    // The second shape is past FULL_CHECK_LIMIT: both sides must pick the same rows and (b, n) pairs.
+    const cases = [
+      [2, 6, 9, 4, 2, 8],
+      [2, 64, 1024, 8, 2, 32],
+    ].map(([B, T, S, N, K, H]) => ({
+      c: { B, T, S, N, K, H, causal: true },
+      q: draw(B * T * N * H),
+      k: draw(B * S * K * H),
+      v: draw(B * S * K * H),
+      out: draw(B * T * N * H).map((x) => x * 0.1),
+    }));
     const code = `
 import json, sys, numpy as np
 sys.path.insert(0, ${JSON.stringify(peersDir)})
 import peer_common as pc
 d = json.load(sys.stdin)
-c = d["case"]
-shape = lambda n, name: np.array(d[name], dtype=np.float64).reshape(c["B"], n, -1, c["H"])
-err, full = pc.max_error(c, shape(c["T"], "q"), shape(c["S"], "k"), shape(c["S"], "v"), shape(c["T"], "out"))
-print(json.dumps({"summary": pc.summarize(d["samples"]), "err": err, "full": full}))`;
+errors = []
+for x in d["cases"]:
+    c = x["c"]
+    shape = lambda n, name: np.array(x[name], dtype=np.float64).reshape(c["B"], n, -1, c["H"])
+    errors.append(pc.max_error(c, shape(c["T"], "q"), shape(c["S"], "k"), shape(c["S"], "v"), shape(c["T"], "out")))
+print(json.dumps({"summary": pc.summarize(d["samples"]), "errors": errors}))`;
     const result = spawnSync('python3', ['-c', code], {
-      input: JSON.stringify({ case: c, samples, q, k, v, out }),
+      input: JSON.stringify({ cases, samples }),
       encoding: 'utf8',
+      maxBuffer: 1 << 26,
     });
     assert.equal(result.status, 0, result.stderr);
     const py = JSON.parse(result.stdout);
@@ -191,15 +203,22 @@ print(json.dumps({"summary": pc.summarize(d["samples"]), "err": err, "full": ful
         `${key}: python ${py.summary[key]} vs ts ${ts[key]}`,
       );
     }
-    const f64 = (a: number[]) => Float64Array.from(a);
-    const expected = maxErrorAgainstOracle(
-      { ...c, scale: 1 / Math.sqrt(H) },
-      f64(q),
-      f64(k),
-      f64(v),
-      f64(out),
-    );
-    assert.equal(py.full, expected.full);
-    assert.ok(Math.abs(py.err - expected.maxError) < 1e-12, `python ${py.err} vs ts ${expected.maxError}`);
+    const f64 = (a: number[]) => ({ data: Float64Array.from(a), dtype: 'float64' as const });
+    cases.forEach(({ c, q, k, v, out }, i) => {
+      const expected = maxErrorAgainstOracle(
+        { ...c, scale: 1 / Math.sqrt(c.H) },
+        f64(q),
+        f64(k),
+        f64(v),
+        f64(out),
+      );
+      const [err, full] = py.errors[i];
+      assert.equal(full, expected.full);
+      assert.equal(full, i === 0);
+      assert.ok(
+        Math.abs(err - expected.maxError) < 1e-12,
+        `case ${i}: python ${err} vs ts ${expected.maxError}`,
+      );
+    });
   });
 });

@@ -13,9 +13,10 @@ import sys
 
 import numpy as np
 
-# Same limits as src/bench/accuracy.ts: full check up to this many multiply-adds, else 4 rows per (b, n).
+# Same limits as src/bench/accuracy.ts: full check up to this many multiply-adds, else 4 rows of 8 (b, n).
 FULL_CHECK_LIMIT = 4e7
 SAMPLED_ROWS = 4
+SAMPLED_PAIRS = 8
 MAX_INPUT_COPIES = 64
 SHORT_DTYPE = {"bfloat16": "bf16", "float16": "f16", "float32": "f32", "float64": "f64"}
 
@@ -79,34 +80,38 @@ def host_inputs(case, seed):
     return q, k, v
 
 
-def checked_rows(case):
+def spread(length, count):
+    """Up to count distinct indices of 0..length-1, evenly spread, both ends included (as accuracy.ts)."""
+    if length <= count:
+        return list(range(length))
+    # floor(x + 0.5) is JavaScript's Math.round for x >= 0 (Python's round() rounds halves to even).
+    return sorted({math.floor(i * (length - 1) / (count - 1) + 0.5) for i in range(count)})
+
+
+def check_plan(case):
+    """The (b, n) pairs and query rows to check, and whether that is all of them (as accuracy.ts)."""
     B, T, S, N, H = case["B"], case["T"], case["S"], case["N"], case["H"]
-    if B * N * T * S * 2 * H <= FULL_CHECK_LIMIT or T <= SAMPLED_ROWS:
-        return list(range(T)), True
-    rows = sorted({round(i * (T - 1) / (SAMPLED_ROWS - 1)) for i in range(SAMPLED_ROWS)})
-    return rows, False
+    if B * N * T * S * 2 * H <= FULL_CHECK_LIMIT:
+        return [(b, n) for b in range(B) for n in range(N)], list(range(T)), True
+    return [(i // N, i % N) for i in spread(B * N, SAMPLED_PAIRS)], spread(T, SAMPLED_ROWS), False
 
 
 def max_error(case, q, k, v, out):
-    """Max |out - float64 attention| over the checked rows; q, k, v, out as float64 numpy (BTNH)."""
-    rows, full = checked_rows(case)
+    """Max |out - float64 attention| over the planned rows; q, k, v, out as float64 numpy (BTNH)."""
+    pairs, rows, full = check_plan(case)
     N, K, H = case["N"], case["K"], case["H"]
     scale = 1.0 / math.sqrt(H)
     worst = 0.0
-    for b in range(case["B"]):
-        kk = np.repeat(k[b], N // K, axis=1)  # (S, N, H): each KV head serves N/K query heads
-        vv = np.repeat(v[b], N // K, axis=1)
-        qs = q[b, rows]  # (R, N, H)
-        logits = np.einsum("rnh,snh->nrs", qs, kk) * scale
+    for b, n in pairs:
+        head = n // (N // K)  # each KV head serves N/K query heads
+        logits = (q[b, rows, n, :] @ k[b, :, head, :].T) * scale  # (R, S)
         if case["causal"]:
-            keys = np.arange(case["S"])[None, None, :]
-            limit = np.array(rows)[None, :, None]
-            logits = np.where(keys <= limit, logits, -np.inf)
+            keys = np.arange(case["S"])[None, :]
+            logits = np.where(keys <= np.array(rows)[:, None], logits, -np.inf)
         logits -= logits.max(axis=-1, keepdims=True)
         p = np.exp(logits)
         p /= p.sum(axis=-1, keepdims=True)
-        expected = np.einsum("nrs,snh->rnh", p, vv)
-        diff = np.abs(out[b, rows] - expected)
+        diff = np.abs(out[b, rows, n, :] - p @ v[b, :, head, :])
         if np.isnan(diff).any():
             return float("nan"), full
         worst = max(worst, float(diff.max()))
