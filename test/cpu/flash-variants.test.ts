@@ -75,6 +75,13 @@ describe('cuda flash variants (host side)', () => {
     }
   });
 
+  it('sizes shared memory for every K/V stage (Q | K0 | V0 | K1 | V1 at pitch D+8)', () => {
+    const one = variantFor(128, 'bfloat16');
+    assert.equal(flashVariantSharedBytes(one), (128 + 2 * 64) * (128 + 8) * 2);
+    const two = { ...one, tiles: { ...one.tiles, stages: 2 as const } };
+    assert.equal(flashVariantSharedBytes(two), (128 + 4 * 64) * (128 + 8) * 2);
+  });
+
   it('gives the kernel every FLASH_* macro its entry point reads', () => {
     for (const [name, make] of VARIANTS) {
       const variant = make();

@@ -64,12 +64,14 @@ export function flashKernelSource(v: FlashVariant): { file: string; name: string
 
 /** Dynamic shared memory of one block, in bytes. */
 export function flashVariantSharedBytes(v: FlashVariant): number {
-  const { blockM, blockN } = v.tiles;
+  const { blockM, blockN, stages } = v.tiles;
   const D = v.headDim;
-  // fma: Q [BM][D], K [BN][D+1], V [BN][D] in float32. mma: Q, K, V tiles of pitch D+8 in 16 bits.
+  // fma: Q [BM][D], K [BN][D+1], V [BN][D] in float32. mma: Q, then one K and one V tile per stage,
+  // each of pitch D+8 in 16 bits (flash_fwd.cu lays out Q | K0 | V0 | K1 | V1). Leaving `stages` out
+  // here made two-stage launches write past their shared memory (illegal address on the H200).
   return v.kernel === 'fma'
     ? (blockM * D + blockN * (D + 1) + blockN * D) * 4
-    : (blockM + 2 * blockN) * (D + 8) * 2;
+    : (blockM + 2 * blockN * stages) * (D + 8) * 2;
 }
 
 /** The -D macros that select the variant inside its .cu file. */
