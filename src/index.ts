@@ -21,6 +21,16 @@ export {
   IMPLEMENTATIONS,
   type Implementation,
 } from './api/problem.js';
+export { cudaAvailable } from './backends/cuda/context.js';
+export { emptyCache, memoryStats, resetPeakMemory } from './backends/cuda/memory.js';
+export { type AutocastOptions, autocast, type Fp8Autocast } from './te/autocast.js';
+export {
+  DotProductAttention,
+  type DotProductAttentionResult,
+  type ForwardOptions,
+  SequenceDescriptor,
+} from './te/module.js';
+export { DelayedScaling, Float8CurrentScaling, type Fp8Recipe } from './te/recipe.js';
 export {
   ALL_DTYPES,
   type DType,

@@ -6,6 +6,9 @@ import type { Tensor } from '../tensor/tensor.js';
 import type { AttentionOptions, AttentionResult } from './problem.js';
 import { validateAttention } from './validate.js';
 
+/** ATTNLAB_DEBUG ≥ 1 prints which backend and kernel variant ran each call (read once: it is a hot path). */
+const debugLevel = Number(process.env.ATTNLAB_DEBUG ?? 0);
+
 /**
  * Scaled dot-product attention with the semantics of `jax.nn.dot_product_attention`, returning the
  * output together with the backend and kernel variant that produced it (and the log-sum-exp when
@@ -31,6 +34,12 @@ export function attention(
   const problem = validateAttention(query, key, value, options);
   const backend = chooseBackend(problem);
   const result = backend.run(problem);
+  if (debugLevel >= 1) {
+    const { B, T, S, N, K, H } = problem;
+    process.stderr.write(
+      `[attnlab] ${backend.name} (${backend.device}) ran ${result.variant} for B=${B} T=${T} S=${S} N=${N} K=${K} H=${H} ${problem.dtype}\n`,
+    );
+  }
   const { T, N, Hv } = problem;
   return {
     output: problem.batched ? result.output : result.output.reshape([T, N, Hv]),
