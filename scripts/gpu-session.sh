@@ -7,6 +7,8 @@ set -u
 out=${1:?usage: gpu-session.sh <output folder>}
 mkdir -p "$out/results"
 export ATTNLAB_CACHE_DIR=/tmp/attnlab-cache
+# No .git travels to the GPU machine: results name the commit that pack-device.sh recorded.
+export ATTNLAB_COMMIT=${ATTNLAB_COMMIT:-$(cat .device/commit 2>/dev/null || echo unknown)}
 cli=(node --import tsx src/cli/bin.ts)
 declare -a summary
 step() { # step <name> <seconds> <command...>
