@@ -11,47 +11,72 @@ import { formatNumber, renderBars, renderTable, TERMINAL_WIDTH } from './termina
 const ROW_HEADERS = [
   'series',
   'B×T×N×H',
-  'ms p50 [p10–p90]',
-  'host ms',
-  '1st ms',
-  'TFLOP/s',
-  '% peak',
+  'p50\np10–p90',
+  'host\n1st call',
+  'TFLOP/s\n%peak',
   'peak mem',
   'max err',
 ];
-const ROW_ALIGN = ['left', 'left', 'right', 'right', 'right', 'right', 'right', 'right', 'right'] as const;
+const ROW_ALIGN = ['left', 'right', 'right', 'right', 'right', 'right', 'right'] as const;
 
-/** One table line per row; rows that did not run say why underneath the table. */
+/** A duration in the unit that keeps it short: 61.2 µs, 5.56 ms, 1.20 s. */
+export function formatDuration(ms: number): string {
+  const [value, unit] = durationUnit(ms);
+  return `${formatNumber(ms / value)} ${unit}`;
+}
+
+function durationUnit(ms: number): [number, string] {
+  if (ms < 1) return [1e-3, 'µs'];
+  if (ms < 1000) return [1, 'ms'];
+  return [1000, 's'];
+}
+
+/** Bytes with three significant digits: 34.0 MiB, 2.16 GiB. */
+function shortBytes(bytes: number): string {
+  const [value, unit] = formatBytes(bytes).split(' ');
+  return `${formatNumber(Number(value))} ${unit}`;
+}
+
+/**
+ * One table row per result row, within 100 columns: each cell holds two related numbers one over
+ * the other (median over its p10–p90 range in the same unit, host time per call over the first
+ * call, TFLOP/s over the share of the matmul ceiling); numbers never wrap, a long series name
+ * does. Rows that did not run say why underneath the table.
+ */
 export function renderResultRows(
   rows: readonly ResultRow[],
   options: { title?: string; color?: boolean } = {},
 ): string {
   const cells = rows.map((row) => {
     const t = row.timing;
-    const ms = t
-      ? `${formatNumber(t.ms.median)} [${formatNumber(t.ms.p10)}–${formatNumber(t.ms.p90)}]`
-      : row.status;
+    let time: string = row.status;
+    if (t) {
+      const [value] = durationUnit(t.ms.median);
+      time = `${formatDuration(t.ms.median)}\n${formatNumber(t.ms.p10 / value)}–${formatNumber(t.ms.p90 / value)}`;
+    }
+    const host = t?.hostMs ? formatDuration(t.hostMs.median) : '—';
+    const rate = row.tflops !== undefined ? formatNumber(row.tflops) : '—';
     return [
-      row.label,
+      // The source is attnlab unless the label names a peer: the prefix only costs width here.
+      row.label.replace(/^attnlab /, ''),
       shapeLabel(row),
-      ms,
-      t?.hostMs ? formatNumber(t.hostMs.median) : '—',
-      t ? formatNumber(t.firstCallMs) : '—',
-      row.tflops !== undefined ? formatNumber(row.tflops) : '—',
-      row.ceilingPercent !== undefined ? row.ceilingPercent.toFixed(1) : '—',
-      row.peakMemoryBytes != null ? formatBytes(row.peakMemoryBytes) : '—',
+      time,
+      t ? `${host}\n${formatDuration(t.firstCallMs)}` : '—',
+      row.ceilingPercent !== undefined ? `${rate}\n${row.ceilingPercent.toFixed(1)}%` : rate,
+      row.peakMemoryBytes != null ? shortBytes(row.peakMemoryBytes) : '—',
       row.maxError != null
         ? `${row.maxError.toExponential(1)}${row.errorCheck === 'sampled' ? '*' : ''}`
         : '—',
     ];
   });
-  // Columns no row fills (host ms and memory on the CPU, % peak without a ceiling) only cost width.
+  // Columns no row fills (memory on the CPU, errors with --no-check) only cost width.
   const keep = ROW_HEADERS.map((_, i) => i < 3 || cells.some((r) => r[i] !== '—'));
   const pick = <T>(items: readonly T[]) => items.filter((_, i) => keep[i]);
   const table = renderTable(pick(ROW_HEADERS), cells.map(pick), {
     title: options.title,
     align: pick(ROW_ALIGN),
     color: options.color,
+    rowLines: true,
   });
   const notes = rows
     .filter((r) => r.status !== 'ok')

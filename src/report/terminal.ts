@@ -21,6 +21,8 @@ export interface TableOptions {
   /** Per column; numbers read best right-aligned. Default: left. */
   align?: readonly ('left' | 'right')[];
   color?: boolean;
+  /** Rules between body rows, for tables whose rows span several lines. */
+  rowLines?: boolean;
 }
 
 /**
@@ -33,7 +35,9 @@ export function renderTable(
   options: TableOptions = {},
 ): string {
   const pc = picocolors.createColors(options.color ?? false);
-  const natural = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => longestLine(r[i] ?? ''))) + 2);
+  const natural = headers.map(
+    (h, i) => Math.max(longestLine(h), ...rows.map((r) => longestLine(r[i] ?? ''))) + 2,
+  );
   // Borders take one column per column plus one.
   const align = headers.map((_, i) => options.align?.[i] ?? 'left');
   const colWidths = fitWidths(
@@ -46,8 +50,8 @@ export function renderTable(
     colWidths,
     wordWrap: true,
     colAligns: align,
-    // No rule between body rows: a wrapped cell then reads as one row, and long tables stay short.
-    chars: { mid: '', 'left-mid': '', 'mid-mid': '', 'right-mid': '' },
+    // Without rowLines no rule between body rows: long single-line tables stay short.
+    chars: options.rowLines ? {} : { mid: '', 'left-mid': '', 'mid-mid': '', 'right-mid': '' },
     style: { head: [], border: [], 'padding-left': 1, 'padding-right': 1 },
   });
   for (const row of rows) table.push([...row]);
