@@ -7,6 +7,7 @@ With "ceiling": true in the request it also measures the dense bf16 matmul ceili
 Request and answer: see peer_common.py.
 """
 
+import re
 import time
 import warnings
 
@@ -23,6 +24,16 @@ def versions(torch):
         found["cudnn"] = f"{v // 10000}.{(v // 100) % 100}.{v % 100}" if v >= 10000 else str(v)
     if torch.cuda.is_available():
         found["device"] = torch.cuda.get_device_name(0)
+    return found
+
+
+def reasons(caught):
+    """The reasons in PyTorch's warnings about a refused backend, without headers and source paths."""
+    found = []
+    for warning in caught:
+        text = re.sub(r"\s*\(Triggered internally at [^)]*\)", "", " ".join(str(warning.message).split()))
+        if text and not text.endswith(":"):
+            found.append(text)
     return found
 
 
@@ -84,7 +95,7 @@ def timed(torch, case, request, row, call, make, backend_name):
         text = common.first_line(error)
         # A forced backend that cannot run says why only in warnings, then raises "No available
         # kernel" (PyTorch 2.11) or "No viable backend" (later versions).
-        why = "; ".join(str(w.message).split("\n")[0] for w in caught)[:400]
+        why = "; ".join(reasons(caught))[:400]
         if isinstance(error, torch.cuda.OutOfMemoryError):
             row.update(status="out-of-memory", reason=text)
         elif "No available kernel" in text or "No viable backend" in text:
