@@ -19,6 +19,13 @@ export const CHART_BOOT_SCRIPT = `
     if (a >= 0.01) return String(Number(v.toPrecision(3)));
     return v.toExponential(1);
   };
+  // Log value axes get a tick at every 1..9 x 10^n; labelling only 1, 2 and 5 keeps them legible.
+  var logLabel = function (v) {
+    var n = Number(v);
+    var m = n / Math.pow(10, Math.floor(Math.log10(n) + 1e-9));
+    var r = Math.round(m);
+    return Math.abs(m - r) < 1e-6 && (r === 1 || r === 2 || r === 5) ? format(n) : '';
+  };
   var rendered = 0;
   specs.forEach(function (spec) {
     var canvas = document.getElementById(spec.id);
@@ -40,7 +47,7 @@ export const CHART_BOOT_SCRIPT = `
           plugins: { legend: { display: false }, title: { display: false } },
           scales: {
             x: { type: spec.logY ? 'logarithmic' : 'linear', title: { display: true, text: spec.yLabel },
-                 ticks: { callback: function (v) { return format(Number(v)); } } }
+                 ticks: { callback: spec.logY ? logLabel : function (v) { return format(Number(v)); } } }
           }
         }
       };
@@ -68,7 +75,7 @@ export const CHART_BOOT_SCRIPT = `
             },
             y: {
               type: spec.logY ? 'logarithmic' : 'linear', title: { display: true, text: spec.yLabel },
-              ticks: { callback: function (v) { return format(Number(v)); } }
+              ticks: { callback: spec.logY ? logLabel : function (v) { return format(Number(v)); } }
             }
           }
         }
