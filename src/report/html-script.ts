@@ -9,8 +9,15 @@
 export const CHART_BOOT_SCRIPT = `
 (function () {
   'use strict';
-  var palette = ['#0969da', '#1a7f37', '#d1242f', '#8250df', '#bf8700', '#1b7c83', '#cf222e', '#6e7781',
-    '#953800', '#0550ae', '#116329', '#a475f9'];
+  var palette = ['#0969da', '#1a7f37', '#d1242f', '#8250df', '#bf8700', '#1b7c83', '#e16f24', '#6e7781',
+    '#953800', '#4ac26b', '#bf3989', '#a475f9', '#0e1116', '#54aeff', '#9a6700', '#ff8182'];
+  // Peers draw dashed or dotted, with their own point shape, so a comparison reads at a glance.
+  var styleOf = function (label) {
+    var name = label.replace(/^[^:]*: /, '');
+    if (name.indexOf('jax ') === 0) return { dash: [7, 4], point: 'rect' };
+    if (name.indexOf('torch ') === 0) return { dash: [2, 3], point: 'triangle' };
+    return { dash: [], point: 'circle' };
+  };
   var specs = JSON.parse(document.getElementById('attnlab-charts').textContent);
   var format = function (v) {
     if (v === 0) return '0';
@@ -60,13 +67,14 @@ export const CHART_BOOT_SCRIPT = `
         data: {
           datasets: spec.series.map(function (s, i) {
             var color = palette[i % palette.length];
+            var style = styleOf(s.label);
             return { label: s.label, data: s.points, borderColor: color, backgroundColor: color,
-                     pointRadius: 3, tension: 0, spanGaps: false };
+                     borderDash: style.dash, pointStyle: style.point, pointRadius: 3, tension: 0, spanGaps: false };
           })
         },
         options: {
           animation: false, responsive: true, maintainAspectRatio: false, parsing: true,
-          plugins: { legend: { position: 'bottom', labels: { boxWidth: 12 } } },
+          plugins: { legend: { position: 'bottom', labels: { boxWidth: 12, usePointStyle: true } } },
           scales: {
             x: {
               type: spec.logX ? 'logarithmic' : 'linear', title: { display: true, text: spec.xLabel },
