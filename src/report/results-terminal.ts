@@ -54,14 +54,14 @@ export function renderResultRows(
       const [value] = durationUnit(t.ms.median);
       time = `${formatDuration(t.ms.median)}\n${formatNumber(t.ms.p10 / value)}–${formatNumber(t.ms.p90 / value)}`;
     }
-    const host = t?.hostMs ? formatDuration(t.hostMs.median) : '—';
+    const host = t?.hostMs ? `${formatDuration(t.hostMs.median)}\n` : '';
     const rate = row.tflops !== undefined ? formatNumber(row.tflops) : '—';
     return [
       // The source is attnlab unless the label names a peer: the prefix only costs width here.
       row.label.replace(/^attnlab /, ''),
       shapeLabel(row),
       time,
-      t ? `${host}\n${formatDuration(t.firstCallMs)}` : '—',
+      t ? `${host}${formatDuration(t.firstCallMs)}` : '—',
       row.ceilingPercent !== undefined ? `${rate}\n${row.ceilingPercent.toFixed(1)}%` : rate,
       row.peakMemoryBytes != null ? shortBytes(row.peakMemoryBytes) : '—',
       row.maxError != null
@@ -72,7 +72,13 @@ export function renderResultRows(
   // Columns no row fills (memory on the CPU, errors with --no-check) only cost width.
   const keep = ROW_HEADERS.map((_, i) => i < 3 || cells.some((r) => r[i] !== '—'));
   const pick = <T>(items: readonly T[]) => items.filter((_, i) => keep[i]);
-  const table = renderTable(pick(ROW_HEADERS), cells.map(pick), {
+  // Second header lines only where some row has that number (no host time or ceiling on the CPU).
+  const headers = ROW_HEADERS.map((h) =>
+    h
+      .replace('host\n', rows.some((r) => r.timing?.hostMs) ? 'host\n' : '')
+      .replace('\n%peak', rows.some((r) => r.ceilingPercent !== undefined) ? '\n%peak' : ''),
+  );
+  const table = renderTable(pick(headers), cells.map(pick), {
     title: options.title,
     align: pick(ROW_ALIGN),
     color: options.color,
