@@ -7,8 +7,7 @@
  * (shared/notes/cudnn-sdpa-verified.md §1.3): descriptors and pointers are BigInt, out-parameters
  * are one-element typed arrays, and each attribute type has its own typed value array.
  */
-import { readdirSync, realpathSync, writeSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { writeSync } from 'node:fs';
 import koffi from 'koffi';
 import { DeviceError } from '../../../api/errors.js';
 import { getCudaContext } from '../context.js';
@@ -44,14 +43,12 @@ export interface Cudnn {
 
 let cudnn: Cudnn | undefined;
 let handle: bigint | undefined;
-/** Handles of cuDNN's sub-libraries, held for the life of the process (see pinSubLibraries). */
-const pinned: ReturnType<typeof koffi.load>[] = [];
 
 /** Loads cuDNN once (the newest copy found, see libraries.ts). Throws LibraryNotFoundError. */
 export function loadCudnn(): Cudnn {
   if (cudnn) return cudnn;
+  // libraries.ts preloads cuDNN's sub-libraries from the chosen copy's folder and keeps their handles.
   const { lib, path } = loadLibrary('cudnn');
-  pinSubLibraries(path);
   const version = Number(lib.func('size_t cudnnGetVersion()')());
   const errorString = lib.func('const char *cudnnGetErrorString(int status)');
   const lastErrorString = lib.func('void cudnnGetLastErrorString(void *message, size_t max)');
@@ -98,23 +95,6 @@ function traced(name: string, fn: Fn): Fn {
     writeSync(2, `cudnn< ${status}\n`);
     return status;
   };
-}
-
-/**
- * koffi unloads a library as soon as its handle is garbage-collected. cuDNN's sub-libraries
- * (libcudnn_graph, libcudnn_engines_*, …) are preloaded by absolute path so that the chosen copy's
- * siblings win over another cuDNN on the loader path; if nothing holds those handles, the first
- * garbage collection unloads them under cuDNN's feet and the next cuDNN call crashes (seen on the
- * H200: the second call of any process segfaulted). Loading them again here and keeping the handles
- * keeps them mapped.
- */
-function pinSubLibraries(path: string): void {
-  if (!path.includes('/')) return; // found through the loader: cuDNN opens its siblings itself
-  const folder = dirname(realpathSync(path));
-  for (const file of readdirSync(folder)) {
-    if (/^libcudnn_[a-z_]+\.so\.\d+$/.test(file))
-      pinned.push(koffi.load(join(folder, file), { global: true }));
-  }
 }
 
 /** Runs a cuDNN call and throws DeviceError (status name, cuDNN's reason, the call) unless it succeeded. */

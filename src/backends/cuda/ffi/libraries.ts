@@ -180,6 +180,13 @@ export function rankByCudnnVersion(paths: string[]): string[] {
  * Loading them first by absolute path, graph first since the others depend on it, makes the later
  * lookups by soname find these.
  */
+/**
+ * Handles of the preloaded sub-libraries. koffi unloads a library once its handle is garbage-collected,
+ * which would pull these out from under cuDNN (seen on the H200: the second cuDNN call of a process
+ * segfaulted), so they are held for the life of the process.
+ */
+const preloaded: ReturnType<typeof koffi.load>[] = [];
+
 function preloadCudnnSiblings(path: string): void {
   const folder = dirname(safeRealpath(path));
   const major = /\.so\.(\d+)/.exec(basename(path))?.[1] ?? '9';
@@ -194,7 +201,7 @@ function preloadCudnnSiblings(path: string): void {
   ];
   for (const part of order) {
     const file = join(folder, `libcudnn_${part}.so.${major}`);
-    if (existsSync(file)) koffi.load(file, { global: true });
+    if (existsSync(file)) preloaded.push(koffi.load(file, { global: true }));
   }
 }
 
