@@ -15,7 +15,7 @@
 
 import type { AttentionOptions } from '../api/problem.js';
 import { validateAttention } from '../api/validate.js';
-import { keyRange, pairTerms } from '../backends/cpu/visibility.js';
+import { forEachRow, type RowLogits } from '../backends/cpu/rows.js';
 import { type FloatDType, roundTo } from '../tensor/dtype.js';
 import type { Tensor } from '../tensor/tensor.js';
 
@@ -49,40 +49,21 @@ export function plainLowPrecision(
   dtype: FloatDType,
 ): Float64Array {
   const p = validateAttention(q, k, v, options);
-  const { B, T, S, N, K, H, Hv, scale } = p;
-  const [qa, ka, va] = [p.query.toFloat64Array(), p.key.toFloat64Array(), p.value.toFloat64Array()];
-  const terms = pairTerms(p);
+  const { B, T, S, N, K, Hv } = p;
+  const va = p.value.toFloat64Array();
   const out = new Float64Array(B * T * N * Hv);
-  const logits = new Float64Array(S);
   const r = (x: number) => roundTo(x, dtype);
-  for (let b = 0; b < B; b++)
-    for (let n = 0; n < N; n++)
-      for (let i = 0; i < T; i++) {
-        const { lo, hi } = keyRange(p, b, i);
-        const kh = Math.floor(n / (N / K));
-        let max = Number.NEGATIVE_INFINITY;
-        for (let j = lo; j < hi; j++) {
-          const mi = b * terms.maskStrides[0] + n * terms.maskStrides[1] + i * terms.maskStrides[2];
-          const bi = b * terms.biasStrides[0] + n * terms.biasStrides[1] + i * terms.biasStrides[2];
-          let s = Number.NEGATIVE_INFINITY;
-          if (!terms.mask || terms.mask[mi + j * terms.maskStrides[3]]) {
-            let dot = 0;
-            for (let h = 0; h < H; h++)
-              dot += qa[((b * T + i) * N + n) * H + h] * ka[((b * S + j) * K + kh) * H + h];
-            s = r(r(dot) * scale + (terms.bias ? terms.bias[bi + j * terms.biasStrides[3]] : 0));
-          }
-          logits[j] = s;
-          max = Math.max(max, s);
-        }
-        if (max === Number.NEGATIVE_INFINITY) continue;
-        let sum = 0;
-        for (let j = lo; j < hi; j++) sum += logits[j] = Math.exp(logits[j] - max);
-        for (let h = 0; h < Hv; h++) {
-          let acc = 0;
-          for (let j = lo; j < hi; j++) acc += r(logits[j] / sum) * va[((b * S + j) * K + kh) * Hv + h];
-          out[((b * T + i) * N + n) * Hv + h] = r(acc);
-        }
-      }
+  const visit = ({ b, n, i, kh, lo, hi, max, logits }: RowLogits) => {
+    if (max === Number.NEGATIVE_INFINITY) return;
+    let sum = 0;
+    for (let j = lo; j < hi; j++) sum += logits[j] = Math.exp(logits[j] - max);
+    for (let h = 0; h < Hv; h++) {
+      let acc = 0;
+      for (let j = lo; j < hi; j++) acc += r(logits[j] / sum) * va[((b * S + j) * K + kh) * Hv + h];
+      out[((b * T + i) * N + n) * Hv + h] = r(acc);
+    }
+  };
+  forEachRow(p, p.query.toFloat64Array(), p.key.toFloat64Array(), visit, r);
   return out;
 }
 

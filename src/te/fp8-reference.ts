@@ -13,7 +13,7 @@
  */
 import type { AttentionOptions } from '../api/problem.js';
 import { validateAttention } from '../api/validate.js';
-import { keyRange, pairTerms } from '../backends/cpu/visibility.js';
+import { forEachRow } from '../backends/cpu/rows.js';
 import { Tensor } from '../tensor/tensor.js';
 import { dequantiseValues, type Fp8DType, type Quantised, quantiseValues } from './quantise.js';
 
@@ -52,48 +52,24 @@ export function fp8ReferenceAttention(
     Tensor.fromArray(dequantiseValues(op.tensor, op.scaleInv), op.tensor.shape, 'float64');
   const { implementation: _ignored, ...rest } = options;
   const p = validateAttention(asFloat64(q8), asFloat64(k8), asFloat64(v8), rest);
-  const { B, T, S, N, K, H, Hv, scale } = p;
-  const [q, k, v] = [p.query.toFloat64Array(), p.key.toFloat64Array(), p.value.toFloat64Array()];
-  const terms = pairTerms(p);
-  const [ms, bs] = [terms.maskStrides, terms.biasStrides];
+  const { B, T, S, N, K, Hv } = p;
+  const v = p.value.toFloat64Array();
   const out = new Float64Array(B * T * N * Hv);
-  const weights = new Float64Array(S);
   let amaxS = 0;
-  for (let b = 0; b < B; b++) {
-    for (let n = 0; n < N; n++) {
-      const kh = Math.floor(n / (N / K));
-      for (let i = 0; i < T; i++) {
-        const { lo, hi } = keyRange(p, b, i);
-        const qOff = ((b * T + i) * N + n) * H;
-        const maskRow = b * ms[0] + n * ms[1] + i * ms[2];
-        const biasRow = b * bs[0] + n * bs[1] + i * bs[2];
-        let max = Number.NEGATIVE_INFINITY;
-        for (let j = lo; j < hi; j++) {
-          let s = Number.NEGATIVE_INFINITY;
-          if (!terms.mask || terms.mask[maskRow + j * ms[3]]) {
-            const kOff = ((b * S + j) * K + kh) * H;
-            let dot = 0;
-            for (let h = 0; h < H; h++) dot += q[qOff + h] * k[kOff + h];
-            s = dot * scale + (terms.bias ? terms.bias[biasRow + j * bs[3]] : 0);
-          }
-          weights[j] = s;
-          if (s > max) max = s;
-        }
-        if (max === Number.NEGATIVE_INFINITY) continue; // nothing visible: zeros, as every backend
-        let sum = 0;
-        for (let j = lo; j < hi; j++) sum += weights[j] = Math.exp(weights[j] - max);
-        // The row's largest weight is exp(0)/sum: the max of P is 1/min(sum) over rows.
-        amaxS = Math.max(amaxS, 1 / sum);
-        const oOff = ((b * T + i) * N + n) * Hv;
-        for (let j = lo; j < hi; j++) {
-          const w = weights[j] / sum;
-          if (w === 0) continue;
-          const vOff = ((b * S + j) * K + kh) * Hv;
-          for (let h = 0; h < Hv; h++) out[oOff + h] += w * v[vOff + h];
-        }
-      }
+  forEachRow(p, p.query.toFloat64Array(), p.key.toFloat64Array(), ({ b, n, i, kh, lo, hi, max, logits }) => {
+    if (max === Number.NEGATIVE_INFINITY) return; // nothing visible: zeros, as every backend
+    let sum = 0;
+    for (let j = lo; j < hi; j++) sum += logits[j] = Math.exp(logits[j] - max);
+    // The row's largest weight is exp(0)/sum: the max of P is 1/min(sum) over rows.
+    amaxS = Math.max(amaxS, 1 / sum);
+    const oOff = ((b * T + i) * N + n) * Hv;
+    for (let j = lo; j < hi; j++) {
+      const w = logits[j] / sum;
+      if (w === 0) continue;
+      const vOff = ((b * S + j) * K + kh) * Hv;
+      for (let h = 0; h < Hv; h++) out[oOff + h] += w * v[vOff + h];
     }
-  }
+  });
   const output8 = quantiseValues(out, [B, T, N, Hv], scaleO, outputDType);
   return { exact: out, output8, amaxS, amaxO: output8.amax };
 }

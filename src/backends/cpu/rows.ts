@@ -1,0 +1,72 @@
+/**
+ * The scaled, masked logits of every query row, computed one way for every float64 CPU path: the
+ * reference, the FP8 reference and the plain low-precision baseline of the accuracy rule. Each takes
+ * the row here and does its own softmax and P·V, so the visibility rules and the logit formula
+ * (scale · q·k + bias, −inf where masked) exist once.
+ */
+import type { AttentionProblem } from '../../api/problem.js';
+import { keyRange, pairTerms } from './visibility.js';
+
+/** One query row; `logits[lo..hi)` hold its values. The object and array are reused between rows. */
+export interface RowLogits {
+  b: number;
+  n: number;
+  i: number;
+  /** The key/value head this query head reads (n / (N / K)). */
+  kh: number;
+  lo: number;
+  hi: number;
+  /** −inf when the row sees no key. */
+  max: number;
+  readonly logits: Float64Array;
+}
+
+/**
+ * Calls `visit` for every (b, n, i) row in order, with decoded float64 inputs `q` and `k`.
+ * `round`, when given, rounds the dot product and then the logit (a same-precision baseline).
+ */
+export function forEachRow(
+  p: AttentionProblem,
+  q: Float64Array,
+  k: Float64Array,
+  visit: (row: RowLogits) => void,
+  round?: (x: number) => number,
+): void {
+  const { B, T, S, N, K, H, scale } = p;
+  const terms = pairTerms(p);
+  const [ms, bs] = [terms.maskStrides, terms.biasStrides];
+  const row: RowLogits = { b: 0, n: 0, i: 0, kh: 0, lo: 0, hi: 0, max: 0, logits: new Float64Array(S) };
+  const logits = row.logits;
+  for (let b = 0; b < B; b++) {
+    for (let n = 0; n < N; n++) {
+      const kh = Math.floor(n / (N / K));
+      for (let i = 0; i < T; i++) {
+        const { lo, hi } = keyRange(p, b, i);
+        const qOff = ((b * T + i) * N + n) * H;
+        const maskRow = b * ms[0] + n * ms[1] + i * ms[2];
+        const biasRow = b * bs[0] + n * bs[1] + i * bs[2];
+        let max = Number.NEGATIVE_INFINITY;
+        for (let j = lo; j < hi; j++) {
+          let s = Number.NEGATIVE_INFINITY;
+          if (!terms.mask || terms.mask[maskRow + j * ms[3]]) {
+            const kOff = ((b * S + j) * K + kh) * H;
+            let dot = 0;
+            for (let h = 0; h < H; h++) dot += q[qOff + h] * k[kOff + h];
+            const bias = terms.bias ? terms.bias[biasRow + j * bs[3]] : 0;
+            s = round ? round(round(dot) * scale + bias) : dot * scale + bias;
+          }
+          logits[j] = s;
+          if (s > max) max = s;
+        }
+        row.b = b;
+        row.n = n;
+        row.i = i;
+        row.kh = kh;
+        row.lo = lo;
+        row.hi = hi;
+        row.max = max;
+        visit(row);
+      }
+    }
+  }
+}
