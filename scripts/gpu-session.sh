@@ -1,38 +1,61 @@
 #!/usr/bin/env bash
 # One GPU-machine session of checks and measurements, run through .device/on-gpu.sh:
-#   bash .device/on-gpu.sh bash scripts/gpu-session.sh "$OUT"
-# Steps run in order of importance, each under its own time limit, so that a slow step cannot eat the
-# others; every log goes to the output folder and a short table is printed last.
+#   bash .device/on-gpu.sh bash scripts/gpu-session.sh "$OUT" [step ...]
+# With no steps named, runs the full session (tests bench-h128 bench-h64-256 bench-codelab fp8 lab).
+# Steps run in the order given, each under its own time limit, so that a slow step cannot eat the
+# others; every log goes to the output folder, the GPU's clocks, power and temperature are sampled
+# throughout (smi.csv), and a short table is printed last.
 set -u
-out=${1:?usage: gpu-session.sh <output folder>}
+out=${1:?usage: gpu-session.sh <output folder> [step ...]}
+shift
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(tests bench-h128 bench-h64-256 bench-codelab fp8 lab)
 mkdir -p "$out/results"
 export ATTNLAB_CACHE_DIR=/tmp/attnlab-cache
 # No .git travels to the GPU machine: results name the commit that pack-device.sh recorded.
 export ATTNLAB_COMMIT=${ATTNLAB_COMMIT:-$(cat .device/commit 2>/dev/null || echo unknown)}
 cli=(node --import tsx src/cli/bin.ts)
+big=(--batch 4 --seq 8192 --heads 16 --causal false,true --repeats 30 --budget-ms 250 --no-progress)
 declare -a summary
 step() { # step <name> <seconds> <command...>
   local name=$1 limit=$2; shift 2
   local start=$SECONDS
   timeout --kill-after=5 "$limit" "$@" > "$out/$name.log" 2>&1
   local rc=$?
-  summary+=("$(printf '%-14s rc=%-3s %4ss' "$name" "$rc" "$((SECONDS - start))")")
+  summary+=("$(printf '%-16s rc=%-3s %4ss' "$name" "$rc" "$((SECONDS - start))")")
 }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$out/machine.log" 2>&1
 "${cli[@]}" info >> "$out/machine.log" 2>&1
-step tests 150 node --import tsx --test --test-reporter=tap test/gpu/*.test.ts
-# The peers' large shapes take most of a step (each peer starts its framework and times several
-# backends), so they run at H=128 only; H=64 and H=256 are measured for attnlab alone.
-step bench-h128 150 "${cli[@]}" bench --batch 4 --seq 8192 --heads 16 --head-dim 128 --causal false,true \
-  --impl flash,cudnn --peers jax,torch --repeats 30 --budget-ms 250 --no-progress \
-  --name h200-big-h128 --out "$out/results"
-step bench-h64-256 50 "${cli[@]}" bench --batch 4 --seq 8192 --heads 16 --head-dim 64,256 --causal false,true \
-  --impl flash,cudnn --repeats 30 --budget-ms 250 --no-progress --name h200-big-h64-h256 --out "$out/results"
-step bench-codelab 90 "${cli[@]}" bench --preset codelab --peers jax,torch --budget-ms 150 --no-progress \
-  --name h200-codelab --out "$out/results"
-step fp8 60 node --import tsx src/te/fp8-bench.ts "$out/results/te-fp8.json"
-step lab 70 "${cli[@]}" lab --budget-ms 100 --out "$out/results"
-grep -E '^# (tests|pass|fail|skipped)' "$out/tests.log" > "$out/tests-summary.txt" 2>/dev/null
+nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active \
+  --format=csv -lms 500 > "$out/smi.csv" 2>&1 &
+smi=$!
+for name in "${steps[@]}"; do
+  case $name in
+    tests) step tests 150 node --import tsx --test --test-reporter=tap test/gpu/*.test.ts ;;
+    flash-tests) step flash-tests 120 node --import tsx --test --test-reporter=tap test/gpu/flash.test.ts ;;
+    # The peers' large shapes take most of a step (each peer starts its framework and times several
+    # backends), so they run at H=128 only; H=64 and H=256 are measured for attnlab alone.
+    bench-h128) step bench-h128 150 "${cli[@]}" bench "${big[@]}" --head-dim 128 --impl flash,cudnn \
+      --peers jax,torch --name h200-big-h128 --out "$out/results" ;;
+    cudnn-h128) step cudnn-h128 100 "${cli[@]}" bench "${big[@]}" --head-dim 128 --impl cudnn \
+      --peers jax,torch --name h200-cudnn-h128 --out "$out/results" ;;
+    bench-h64-256) step bench-h64-256 50 "${cli[@]}" bench "${big[@]}" --head-dim 64,256 --impl flash,cudnn \
+      --name h200-big-h64-h256 --out "$out/results" ;;
+    bench-codelab) step bench-codelab 90 "${cli[@]}" bench --preset codelab --peers jax,torch --budget-ms 150 \
+      --no-progress --name h200-codelab --out "$out/results" ;;
+    small) step small 60 "${cli[@]}" bench --batch 4 --seq 128 --heads 8 --head-dim 64 --causal false,true \
+      --impl cudnn,flash --peers jax,torch --no-progress --name h200-small --out "$out/results" ;;
+    fp8) step fp8 60 node --import tsx bench/te/fp8-bench.ts "$out/results/te-fp8.json" ;;
+    lab) step lab 70 "${cli[@]}" lab --budget-ms 100 --out "$out/results" ;;
+    engines) step engines 120 node --import tsx bench/experiments/cudnn-engines.ts ;;
+    dispatch) step dispatch 40 bash -c "node --import tsx --cpu-prof --cpu-prof-dir '$out/results/prof' \
+      bench/experiments/dispatch.ts cudnn 20000 && node --import tsx bench/experiments/dispatch.ts flash 20000" ;;
+    *) summary+=("$(printf '%-16s unknown step' "$name")") ;;
+  esac
+done
+kill "$smi" 2>/dev/null
+grep -E '^# (tests|pass|fail|skipped)' "$out"/tests.log "$out"/flash-tests.log > "$out/tests-summary.txt" 2>/dev/null
 tar -C "$out" -czf "$out/results.tgz" results && rm -rf "$out/results"
 printf '%s\n' "${summary[@]}"
 cat "$out/tests-summary.txt" 2>/dev/null
+for f in engines dispatch; do [ -f "$out/$f.log" ] && { echo "== $f"; tail -40 "$out/$f.log"; }; done

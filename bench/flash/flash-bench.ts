@@ -17,10 +17,10 @@ import { attention } from '../../src/api/attention.js';
 import { attentionFlops } from '../../src/api/problem.js';
 import { validateAttention } from '../../src/api/validate.js';
 import { getCudaContext, synchronize, targetArch } from '../../src/backends/cuda/context.js';
-import { memoryStats, resetPeakMemory } from '../../src/backends/cuda/memory.js';
 import { flashKernel } from '../../src/backends/cuda/flash/backend.js';
 import { flashVariant } from '../../src/backends/cuda/flash/variant.js';
 import { kernelAttributes } from '../../src/backends/cuda/launch.js';
+import { memoryStats, resetPeakMemory } from '../../src/backends/cuda/memory.js';
 import { CudaEventTimer } from '../../src/bench/cuda-timer.js';
 import { median } from '../../src/bench/stats.js';
 import { Tensor } from '../../src/tensor/tensor.js';
@@ -73,7 +73,9 @@ for (const H of heads) {
   const [q, k, v] = [1, 2, 3].map((s) => randomBf16([B, T, N, H], s * 7919 + H));
   for (const causal of [false, true]) {
     for (const entry of tilesList) {
-      const [only, tiles] = entry.includes(':') ? [Number(entry.split(':')[0]), entry.split(':')[1]] : [H, entry];
+      const [only, tiles] = entry.includes(':')
+        ? [Number(entry.split(':')[0]), entry.split(':')[1]]
+        : [H, entry];
       if (only !== H) continue;
       if (tiles === 'table') delete process.env.ATTNLAB_FLASH_TILES;
       else process.env.ATTNLAB_FLASH_TILES = tiles;
@@ -90,10 +92,23 @@ for (const H of heads) {
         const problem = validateAttention(q, k, v, { isCausal: causal, implementation: 'flash' });
         const attrs = kernelAttributes(flashKernel(flashVariant(problem, targetArch())));
         const tflops = attentionFlops({ B, N, T, S: T, H, causal }) / (ms * 1e-3) / 1e12;
-        rows.push({ H, causal, tiles, variant, registers: attrs.registers, spillBytes: attrs.localBytes, ms, tflops });
-        console.log(`H=${H} causal=${causal} ${variant}: ${ms.toFixed(3)} ms ${tflops.toFixed(1)} TFLOP/s regs ${attrs.registers} local ${attrs.localBytes}`);
+        rows.push({
+          H,
+          causal,
+          tiles,
+          variant,
+          registers: attrs.registers,
+          spillBytes: attrs.localBytes,
+          ms,
+          tflops,
+        });
+        console.log(
+          `H=${H} causal=${causal} ${variant}: ${ms.toFixed(3)} ms ${tflops.toFixed(1)} TFLOP/s regs ${attrs.registers} local ${attrs.localBytes}`,
+        );
       } catch (error) {
-        console.log(`H=${H} causal=${causal} tiles ${tiles}: failed: ${error instanceof Error ? error.message.slice(0, 300) : error}`);
+        console.log(
+          `H=${H} causal=${causal} tiles ${tiles}: failed: ${error instanceof Error ? error.message.slice(0, 300) : error}`,
+        );
         timer.read();
       }
     }
@@ -102,12 +117,17 @@ for (const H of heads) {
 }
 delete process.env.ATTNLAB_FLASH_TILES;
 
-let torch: { torch: string; device: string; rows: Array<{ H: number; causal: boolean; ms: number; tflops: number }> } | null =
-  null;
+let torch: {
+  torch: string;
+  device: string;
+  rows: Array<{ H: number; causal: boolean; ms: number; tflops: number }>;
+} | null = null;
 if (args.includes('--torch')) {
   const shapes = heads.flatMap((H) => [false, true].map((causal) => ({ B, T, N, H, causal })));
   const script = join(dirname(fileURLToPath(import.meta.url)), 'torch_flash.py');
-  const text = execFileSync(process.env.PYTHON ?? 'python3', [script, JSON.stringify(shapes)], { encoding: 'utf8' });
+  const text = execFileSync(process.env.PYTHON ?? 'python3', [script, JSON.stringify(shapes)], {
+    encoding: 'utf8',
+  });
   torch = JSON.parse(text.trim().split('\n').at(-1)!);
   for (const row of rows) {
     const peer = torch!.rows.find((r) => r.H === row.H && r.causal === row.causal);
@@ -132,7 +152,9 @@ for (const r of rows) {
 const f32Rows: Array<{ shape: string; causal: boolean; variant: string; ms: number; tflops: number }> = [];
 if (args.includes('--f32')) {
   const [Bf, Tf, Nf, Hf] = [1, 4096, 16, 128];
-  const [q, k, v] = [1, 2, 3].map((s) => randomBf16([Bf, Tf, Nf, Hf], s).toHost().astype('float32').to('cuda'));
+  const [q, k, v] = [1, 2, 3].map((s) =>
+    randomBf16([Bf, Tf, Nf, Hf], s).toHost().astype('float32').to('cuda'),
+  );
   for (const causal of [false, true]) {
     const call = () => attention(q, k, v, { isCausal: causal, implementation: 'flash' });
     let variant = '';
@@ -171,12 +193,19 @@ if (args.includes('--memory')) {
         memory.push({ impl, T: Tm, peakBytes: memoryStats().peakBytes - before });
         r.output.dispose();
       } catch (error) {
-        memory.push({ impl, T: Tm, peakBytes: null, note: error instanceof Error ? error.message.slice(0, 200) : String(error) });
+        memory.push({
+          impl,
+          T: Tm,
+          peakBytes: null,
+          note: error instanceof Error ? error.message.slice(0, 200) : String(error),
+        });
       }
     }
     for (const t of [q, k, v]) t.dispose();
   }
-  console.log('\n| T | naive | flash | cudnn |  (peak device memory above the inputs, MiB; B=1, N=16, H=128 bf16)');
+  console.log(
+    '\n| T | naive | flash | cudnn |  (peak device memory above the inputs, MiB; B=1, N=16, H=128 bf16)',
+  );
   console.log('|---|---|---|---|');
   for (const Tm of [1024, 2048, 4096, 8192]) {
     const cell = (impl: string) => {
@@ -196,7 +225,7 @@ writeFileSync(
       date: new Date().toISOString(),
       device: properties.name,
       shape: { B, T, S: T, N, dtype: 'bfloat16' },
-      timing: 'CUDA events around each call on attnlab\'s stream; 5 warm-up calls; median of 30',
+      timing: "CUDA events around each call on attnlab's stream; 5 warm-up calls; median of 30",
       torch: torch ? { version: torch.torch, device: torch.device } : null,
       rows,
       f32: f32Rows,

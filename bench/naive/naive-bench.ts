@@ -68,18 +68,38 @@ for (const m of modes) {
   const peakMemoryBytes = memoryStats().peakBytes - before;
   variant = first.variant;
   first.output.dispose();
-  const timing = timeOnStream(() => attention(q, k, v, options).output.dispose(), { iterations: ITERATIONS, warmup: WARMUP });
+  const timing = timeOnStream(() => attention(q, k, v, options).output.dispose(), {
+    iterations: ITERATIONS,
+    warmup: WARMUP,
+  });
   const tflops = attentionFlops({ B, N, T, S: T, H }) / (timing.median * 1e-3) / 1e12;
-  rows.push({ mode: m.mode, variant, ms: timing.median, p10: timing.p10, p90: timing.p90, tflops, peakMemoryBytes });
-  console.log(`${m.mode}: ${timing.median.toFixed(3)} ms (p10 ${timing.p10.toFixed(3)}, p90 ${timing.p90.toFixed(3)}) ${tflops.toFixed(1)} TFLOP/s, peak ${(peakMemoryBytes / 2 ** 30).toFixed(2)} GiB`);
+  rows.push({
+    mode: m.mode,
+    variant,
+    ms: timing.median,
+    p10: timing.p10,
+    p90: timing.p90,
+    tflops,
+    peakMemoryBytes,
+  });
+  console.log(
+    `${m.mode}: ${timing.median.toFixed(3)} ms (p10 ${timing.p10.toFixed(3)}, p90 ${timing.p90.toFixed(3)}) ${tflops.toFixed(1)} TFLOP/s, peak ${(peakMemoryBytes / 2 ** 30).toFixed(2)} GiB`,
+  );
   for (const t of [q, k, v]) t.dispose();
 }
 
-let jax: { jax: string; device: string; rows: Array<{ dtype: string; precision: string; ms: number; tflops: number }> } | null = null;
+let jax: {
+  jax: string;
+  device: string;
+  rows: Array<{ dtype: string; precision: string; ms: number; tflops: number }>;
+} | null = null;
 if (args.includes('--jax')) {
   const script = join(dirname(fileURLToPath(import.meta.url)), 'jax_naive.py');
   const request = JSON.stringify({ B, T, N, H, iterations: ITERATIONS, warmup: WARMUP });
-  const text = execFileSync(process.env.PYTHON ?? 'python3', [script, request], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+  const text = execFileSync(process.env.PYTHON ?? 'python3', [script, request], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   jax = JSON.parse(text.trim().split('\n').at(-1) ?? '{}');
   for (const [i, m] of modes.entries()) {
     const peer = jax?.rows.find((r) => r.dtype === m.jax[0] && r.precision === m.jax[1]);
@@ -89,7 +109,9 @@ if (args.includes('--jax')) {
   }
 }
 
-console.log(`\nnaive attention, B=${B} T=S=${T} N=K=${N} H=${H}, median of ${ITERATIONS} after ${WARMUP} warm-up calls`);
+console.log(
+  `\nnaive attention, B=${B} T=S=${T} N=K=${N} H=${H}, median of ${ITERATIONS} after ${WARMUP} warm-up calls`,
+);
 console.log('| mode | attnlab ms | TFLOP/s | JAX naive ms (same precision) | attnlab / JAX |');
 console.log('|---|---|---|---|---|');
 for (const r of rows) {
@@ -98,5 +120,8 @@ for (const r of rows) {
   console.log(`| ${r.mode} | ${r.ms.toFixed(3)} | ${r.tflops.toFixed(1)} | ${jaxMs} | ${ratio} |`);
 }
 const command = `node --import tsx bench/naive/naive-bench.ts ${args.join(' ')}`;
-writeFileSync(out, `${JSON.stringify({ command, commit: attnlabCommit(), shape: { B, T, S: T, N, K: N, H }, machine: describeMachine(), rows, jax }, null, 2)}\n`);
+writeFileSync(
+  out,
+  `${JSON.stringify({ command, commit: attnlabCommit(), shape: { B, T, S: T, N, K: N, H }, machine: describeMachine(), rows, jax }, null, 2)}\n`,
+);
 console.log(`wrote ${out}`);

@@ -28,22 +28,34 @@ export interface ExecutionPlan {
   readonly keepAlive: readonly bigint[];
 }
 
+/** Heuristic modes asked in order by default: A, then FALLBACK, as cudnn-frontend does. */
+export const DEFAULT_HEURISTIC_MODES = ['A', 'FALLBACK'] as const;
+
+export type HeuristicModeName = keyof typeof HEUR_MODE;
+
+/** A finalized plan and where heuristics ranked its config ("A#0"). */
+export interface PlanCandidate {
+  readonly plan: ExecutionPlan;
+  readonly source: string;
+}
+
 /**
- * Asks heuristics mode A (then FALLBACK) for engine configs and finalizes plans in the order given
- * until one succeeds, as cudnn-frontend does. A first config that fails to compile is normal.
- * Throws UnsupportedError with every config's reason when none finalizes.
+ * Finalized plans, lazily, in the order heuristics rank their engine configs (mode by mode). A
+ * config that fails to finalize is normal (a first config that fails to compile, say) and its reason
+ * goes into `failures`. Stopping early (break, or taking the first) destroys the unused configs.
  */
-export function buildPlan(graph: bigint, handle: bigint): ExecutionPlan {
-  const failures: string[] = [];
-  for (const [modeName, mode] of [
-    ['A', HEUR_MODE.A],
-    ['FALLBACK', HEUR_MODE.FALLBACK],
-  ] as const) {
+export function* planCandidates(
+  graph: bigint,
+  handle: bigint,
+  failures: string[],
+  modes: readonly HeuristicModeName[] = DEFAULT_HEURISTIC_MODES,
+): Generator<PlanCandidate> {
+  for (const modeName of modes) {
     const heuristics = createDescriptor(DESCRIPTOR.ENGINEHEUR);
     const configs: bigint[] = [];
     try {
       set.descriptors(heuristics, ATTR.ENGINEHEUR_OPERATION_GRAPH, [graph]);
-      set.enumValue(heuristics, ATTR.ENGINEHEUR_MODE, ATTR_TYPE.HEUR_MODE, mode);
+      set.enumValue(heuristics, ATTR.ENGINEHEUR_MODE, ATTR_TYPE.HEUR_MODE, HEUR_MODE[modeName]);
       finalize(heuristics, `engine heuristics (mode ${modeName})`);
       // The count can overstate what the fill returns (support checks run during the fill).
       const upperBound = countDescriptors(heuristics, ATTR.ENGINEHEUR_RESULTS);
@@ -55,33 +67,56 @@ export function buildPlan(graph: bigint, handle: bigint): ExecutionPlan {
         );
       for (let i = 0; i < filled; i++) {
         const plan = createDescriptor(DESCRIPTOR.EXECUTION_PLAN);
+        let candidate: PlanCandidate;
         try {
           set.handle(plan, ATTR.EXECUTION_PLAN_HANDLE, handle);
           set.descriptors(plan, ATTR.EXECUTION_PLAN_ENGINE_CONFIG, [configs[i]]);
           finalize(plan, `execution plan (heuristics ${modeName}, config ${i})`);
-          const [config] = configs.splice(i, 1);
-          return {
-            plan,
-            workspaceBytes: getInt64(plan, ATTR.EXECUTION_PLAN_WORKSPACE_SIZE),
-            engine: engineIndex(config),
-            keepAlive: [config],
+          // The plan keeps its config alive (cudnn-frontend does too): it leaves the clean-up list.
+          const config = configs[i];
+          configs[i] = 0n;
+          candidate = {
+            plan: {
+              plan,
+              workspaceBytes: getInt64(plan, ATTR.EXECUTION_PLAN_WORKSPACE_SIZE),
+              engine: engineIndex(config),
+              keepAlive: [config],
+            },
+            source: `${modeName}#${i}`,
           };
         } catch (error) {
           destroyDescriptor(plan);
           failures.push(
             `heuristics ${modeName} config ${i}: ${error instanceof Error ? error.message : error}`,
           );
+          continue;
         }
+        yield candidate;
       }
     } finally {
-      for (const config of configs) destroyDescriptor(config);
+      for (const config of configs) if (config !== 0n) destroyDescriptor(config);
       destroyDescriptor(heuristics);
     }
   }
+}
+
+/**
+ * The first plan that finalizes, in heuristics order (A, then FALLBACK). Throws UnsupportedError
+ * with every config's reason when none does.
+ */
+export function buildPlan(graph: bigint, handle: bigint): ExecutionPlan {
+  const failures: string[] = [];
+  for (const candidate of planCandidates(graph, handle, failures)) return candidate.plan;
   throw new UnsupportedError(
     `cudnn ${loadCudnn().description}`,
     `no engine can run this graph: ${failures.join('; ')}`,
   );
+}
+
+/** Destroys a plan and the descriptors it kept alive. */
+export function destroyPlan(plan: ExecutionPlan): void {
+  destroyDescriptor(plan.plan);
+  for (const descriptor of plan.keepAlive) destroyDescriptor(descriptor);
 }
 
 /** The plan as JSON (kernel included), for the disk cache. */

@@ -8,29 +8,29 @@
  * Timing: CUDA events around each call after warm-up (events.ts), median of `ITERATIONS`. Each
  * measurement runs in a child process of its own.
  *
- * Run: node --import tsx src/te/fp8-bench.ts [out.json]
+ * Run: node --import tsx bench/te/fp8-bench.ts [out.json]
  */
 
 import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { attention } from '../api/attention.js';
-import { attentionFlops } from '../api/problem.js';
-import { validateAttention } from '../api/validate.js';
-import { getCudaContext } from '../backends/cuda/context.js';
-import { cudnnEnvironment } from '../backends/cuda/cudnn/backend.js';
-import { timeOnStream } from '../backends/cuda/events.js';
-import { fp8GraphFeatures, SCALAR_BLOCK_BYTES, SCALAR_SLOTS } from '../backends/cuda/fp8/graph.js';
-import { launchDequantise, launchQuantise3 } from '../backends/cuda/fp8/kernels.js';
-import { executeFp8Plan, fp8Plan } from '../backends/cuda/fp8/plan.js';
-import { allocDevice, copyToDevice } from '../backends/cuda/memory.js';
-import { randomNormal } from '../tensor/random.js';
-import { Tensor } from '../tensor/tensor.js';
-import { autocast } from './autocast.js';
-import { DotProductAttention, SequenceDescriptor } from './module.js';
-import { MASK_TYPES } from './options.js';
-import { absMax } from './quantise.js';
-import { DelayedScaling } from './recipe.js';
+import { attention } from '../../src/api/attention.js';
+import { attentionFlops } from '../../src/api/problem.js';
+import { validateAttention } from '../../src/api/validate.js';
+import { getCudaContext } from '../../src/backends/cuda/context.js';
+import { cudnnEnvironment } from '../../src/backends/cuda/cudnn/backend.js';
+import { timeOnStream } from '../../src/backends/cuda/events.js';
+import { fp8GraphFeatures, SCALAR_BLOCK_BYTES, SCALAR_SLOTS } from '../../src/backends/cuda/fp8/graph.js';
+import { launchDequantise, launchQuantise3 } from '../../src/backends/cuda/fp8/kernels.js';
+import { executeFp8Plan, fp8Plan } from '../../src/backends/cuda/fp8/plan.js';
+import { allocDevice, copyToDevice } from '../../src/backends/cuda/memory.js';
+import { autocast } from '../../src/te/autocast.js';
+import { DotProductAttention, SequenceDescriptor } from '../../src/te/module.js';
+import { MASK_TYPES } from '../../src/te/options.js';
+import { absMax } from '../../src/te/quantise.js';
+import { DelayedScaling } from '../../src/te/recipe.js';
+import { randomNormal } from '../../src/tensor/random.js';
+import { Tensor } from '../../src/tensor/tensor.js';
 
 const ITERATIONS = 20;
 
@@ -249,7 +249,7 @@ export function runFp8Bench() {
     started,
     device: getCudaContext().properties.name,
     cudnn: env.ok ? env.env.version : env.reason,
-    command: 'node --import tsx src/te/fp8-bench.ts',
+    command: 'node --import tsx bench/te/fp8-bench.ts',
     timing: `CUDA events around each call, ${ITERATIONS} iterations after 3 warm-up calls, median`,
     bf16Parity: results.filter((r) => r.section.kind === 'parity').map((r) => r.value),
     fp8ErrorSweep: results.filter((r) => r.section.kind === 'error').map((r) => r.value),
@@ -280,7 +280,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
       return value;
     });
     const out = process.argv[3] ?? 'te-fp8-cpu-emulation.json';
-    const command = 'node --import tsx src/te/fp8-bench.ts --cpu-emulation';
+    const command = 'node --import tsx bench/te/fp8-bench.ts --cpu-emulation';
     writeFileSync(
       out,
       `${JSON.stringify({ started: new Date().toISOString(), command, fp8ErrorSweep: sweep }, null, 2)}\n`,
