@@ -32,6 +32,7 @@ smi=$!
 for name in "${steps[@]}"; do
   case $name in
     tests) step tests 150 node --import tsx --test --test-reporter=tap test/gpu/*.test.ts ;;
+    fp8-tests) step fp8-tests 60 node --import tsx --test --test-reporter=tap test/gpu/fp8.test.ts ;;
     flash-tests) step flash-tests 120 node --import tsx --test --test-reporter=tap test/gpu/flash.test.ts ;;
     # The peers' large shapes take most of a step (each peer starts its framework and times several
     # backends), so they run at H=128 only; H=64 and H=256 are measured for attnlab alone.
@@ -45,17 +46,18 @@ for name in "${steps[@]}"; do
       --no-progress --name h200-codelab --out "$out/results" ;;
     small) step small 60 "${cli[@]}" bench --batch 4 --seq 128 --heads 8 --head-dim 64 --causal false,true \
       --impl cudnn,flash --peers jax,torch --no-progress --name h200-small --out "$out/results" ;;
-    fp8) step fp8 60 node --import tsx bench/te/fp8-bench.ts "$out/results/te-fp8.json" ;;
+    fp8) step fp8 90 node --import tsx bench/te/fp8-bench.ts "$out/results/te-fp8.json" ;;
     lab) step lab 70 "${cli[@]}" lab --budget-ms 100 --out "$out/results" ;;
-    engines) step engines 120 node --import tsx bench/experiments/cudnn-engines.ts ;;
+    engines) step engines 120 node --import tsx bench/experiments/cudnn-engines.ts engines ;;
+    fp8-layouts) step fp8-layouts 90 node --import tsx bench/experiments/cudnn-engines.ts fp8-layouts ;;
     dispatch) step dispatch 40 bash -c "node --import tsx --cpu-prof --cpu-prof-dir '$out/results/prof' \
       bench/experiments/dispatch.ts cudnn 20000 && node --import tsx bench/experiments/dispatch.ts flash 20000" ;;
     *) summary+=("$(printf '%-16s unknown step' "$name")") ;;
   esac
 done
 kill "$smi" 2>/dev/null
-grep -E '^# (tests|pass|fail|skipped)' "$out"/tests.log "$out"/flash-tests.log > "$out/tests-summary.txt" 2>/dev/null
+grep -E '^# (tests|pass|fail|skipped)' "$out"/tests.log "$out"/*-tests.log > "$out/tests-summary.txt" 2>/dev/null
 tar -C "$out" -czf "$out/results.tgz" results && rm -rf "$out/results"
 printf '%s\n' "${summary[@]}"
 cat "$out/tests-summary.txt" 2>/dev/null
-for f in engines dispatch; do [ -f "$out/$f.log" ] && { echo "== $f"; tail -40 "$out/$f.log"; }; done
+for f in engines fp8-layouts dispatch fp8; do [ -f "$out/$f.log" ] && { echo "== $f"; tail -40 "$out/$f.log"; }; done

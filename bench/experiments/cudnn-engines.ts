@@ -14,13 +14,19 @@ import { cudnnEnvironment } from '../../src/backends/cuda/cudnn/backend.js';
 import { executePlan } from '../../src/backends/cuda/cudnn/execute.js';
 import { describeSdpa, type GraphKind } from '../../src/backends/cuda/cudnn/features.js';
 import { destroyAll, materializeGraph } from '../../src/backends/cuda/cudnn/materialize.js';
-import { kernelNameFromJson, planCandidates, serializePlan } from '../../src/backends/cuda/cudnn/plan.js';
+import {
+  type HeuristicModeName,
+  kernelNameFromJson,
+  planCandidates,
+  serializePlan,
+} from '../../src/backends/cuda/cudnn/plan.js';
 import type { CachedPlan } from '../../src/backends/cuda/cudnn/plan-cache.js';
 import { buildSdpaGraph } from '../../src/backends/cuda/cudnn/sdpa-graph.js';
 import { timeOnStream } from '../../src/backends/cuda/events.js';
 import { cudnnHandle } from '../../src/backends/cuda/ffi/cudnn.js';
 import {
   buildFp8Graph,
+  type Fp8Layout,
   fp8GraphFeatures,
   SCALAR_BLOCK_BYTES,
   SCALAR_SLOTS,
@@ -31,7 +37,10 @@ import { allocDevice, copyToDevice } from '../../src/backends/cuda/memory.js';
 import { seededInput } from '../../src/bench/measure.js';
 import type { Tensor } from '../../src/tensor/tensor.js';
 
-const args = process.argv.slice(2).map(Number);
+// Sections: 'engines' (every config of every graph), 'fp8-layouts' (the FP8 graph's configs over
+// the memory layouts of Q8/K8/V8/O8), or both by default.
+const section = process.argv[2] && Number.isNaN(Number(process.argv[2])) ? process.argv[2] : 'all';
+const args = process.argv.slice(section === 'all' ? 2 : 3).map(Number);
 const [B, T, N, H] = args.length === 4 ? args : [4, 8192, 16, 128];
 const MODES = ['A', 'B', 'FALLBACK'] as const;
 /** A config whose single call takes longer than this is reported but not timed further. */
@@ -99,7 +108,11 @@ function bf16Engines(causal: boolean, graph: GraphKind) {
   if (failures.length) console.log(`  not finalized: ${failures.join(' | ').slice(0, 600)}`);
 }
 
-function fp8Engines(causal: boolean) {
+function fp8Engines(
+  causal: boolean,
+  layout: Fp8Layout = 'bshd',
+  modes: readonly HeuristicModeName[] = MODES,
+) {
   const p = validateAttention(q, k, v, { isCausal: causal });
   const features = fp8GraphFeatures(p);
   const reference = fp8Plan(features); // the default plan, for its roles and scalars
@@ -127,17 +140,17 @@ function fp8Engines(causal: boolean) {
     false,
   );
   const pointers = { q8: q8.ptr, k8: k8.ptr, v8: v8.ptr, o8: o8.ptr, scalarBlock: block.ptr };
-  const graph = buildFp8Graph(features);
+  const graph = buildFp8Graph(features, layout);
   const materialized = materializeGraph(graph.spec, handle);
   const failures: string[] = [];
   try {
-    for (const candidate of planCandidates(materialized.graph, handle, failures, MODES)) {
+    for (const candidate of planCandidates(materialized.graph, handle, failures, modes)) {
       const entry = { ...reference, plan: candidate.plan };
       const run = () => executeFp8Plan(entry, pointers, p.scale);
       const once = timeOnStream(run, { iterations: 1, warmup: 1 }).median;
       const ms = once > SLOW_MS ? null : timeOnStream(run, { iterations: 20, warmup: 3 }).median;
       const kernel = kernelNameFromJson(serializePlan(candidate.plan.plan)) ?? '?';
-      line(`fp8${causal ? ' causal' : ''}`, candidate.source, candidate.plan.engine, ms, p, kernel);
+      line(`fp8 ${layout}${causal ? ' causal' : ''}`, candidate.source, candidate.plan.engine, ms, p, kernel);
     }
   } finally {
     destroyAll(materialized.descriptors);
@@ -160,11 +173,17 @@ function drift(causal: boolean) {
 }
 
 console.log(`cuDNN ${env.env.version}, B=${B} T=${T} N=${N} H=${H} bf16`);
-drift(false);
-drift(true);
-for (const causal of [false, true]) {
-  for (const graph of ['unified', 'composite'] as const) bf16Engines(causal, graph);
-  fp8Engines(causal);
+if (section === 'all' || section === 'engines') {
+  drift(false);
+  drift(true);
+  for (const causal of [false, true]) {
+    for (const graph of ['unified', 'composite'] as const) bf16Engines(causal, graph);
+    fp8Engines(causal);
+  }
+  drift(false);
 }
-drift(false);
+if (section === 'all' || section === 'fp8-layouts') {
+  for (const causal of [false, true])
+    for (const layout of ['bshd', 'bhsd', 'bshd-vt', 'bhsd-vt'] as const) fp8Engines(causal, layout, ['A']);
+}
 for (const t of [q, k, v] as Tensor[]) t.dispose();

@@ -62,8 +62,10 @@ describe('FP8 on the GPU', { skip }, () => {
   console.log(`fp8 test seed ${seed}`);
 
   it('quantise3 and dequantise match the host bit for bit (saturation and amax included)', () => {
+    // Q's 2.25 M elements outrun one pass of the grid (132 SMs × 8 blocks × 256 threads × 8), so the
+    // kernels' unrolled grid-stride loops run a partial last step; K and V fit in one.
     const shapes = [
-      [2, 64, 2, 128],
+      [1, 2201, 8, 128],
       [2, 96, 1, 128],
     ];
     // std 40 with scale 16: |x|·16 passes 448 often, so saturation is exercised.

@@ -67,7 +67,21 @@ export interface Fp8Graph {
  * The graph for `f`. The builder's bindings cover Q/K/V/O, lengths and by-value scalars; the FP8
  * scalars, which its binding kinds do not name, are recorded in `roles` (the one map execution reads).
  */
-export function buildFp8Graph(f: Fp8GraphFeatures): Fp8Graph {
+/**
+ * How Q8, K8, V8 and O8 lie in memory: 'bshd' is attnlab's (B,T,N,H) order; 'bhsd' puts each head's
+ * rows together; '-vt' stores V transposed (its sequence axis innermost), the operand order FP8
+ * tensor-core instructions want for P·V.
+ */
+export type Fp8Layout = 'bshd' | 'bhsd' | 'bshd-vt' | 'bhsd-vt';
+
+/** Strides of logical [b, heads, len, d] in memory order `order`; 'bhds' is the transposed one. */
+function stridesOf(order: 'bshd' | 'bhsd' | 'bhds', heads: number, len: number, d: number): number[] {
+  if (order === 'bshd') return [len * heads * d, d, heads * d, 1];
+  if (order === 'bhsd') return [heads * len * d, len * d, d, 1];
+  return [heads * d * len, d * len, 1, len];
+}
+
+export function buildFp8Graph(f: Fp8GraphFeatures, layout: Fp8Layout = 'bshd'): Fp8Graph {
   const g = new GraphBuilder();
   const roles = new Map<number, Fp8Role>();
   const { B, T, S, N, K, H } = f;
@@ -98,10 +112,14 @@ export function buildFp8Graph(f: Fp8GraphFeatures): Fp8Graph {
     roles.set(uid, { kind: 'scalar', slot: SCALAR_SLOTS[name] });
     return uid;
   };
-  const q = io('Q8', [B, N, T, H], [T * N * H, H, N * H, 1], { kind: 'q8' });
-  const kT = io('K8^T', [B, K, H, S], [S * K * H, H, 1, K * H], { kind: 'k8' });
-  const v = io('V8', [B, K, S, H], [S * K * H, H, K * H, 1], { kind: 'v8' });
-  const o = io('O8', [B, N, T, H], [T * N * H, H, N * H, 1], { kind: 'o8' });
+  const order = layout.startsWith('bhsd') ? 'bhsd' : 'bshd';
+  const kStrides = stridesOf(order, K, S, H);
+  const q = io('Q8', [B, N, T, H], stridesOf(order, N, T, H), { kind: 'q8' });
+  const kT = io('K8^T', [B, K, H, S], [kStrides[0], kStrides[1], kStrides[3], kStrides[2]], { kind: 'k8' });
+  const v = io('V8', [B, K, S, H], stridesOf(layout.endsWith('-vt') ? 'bhds' : order, K, S, H), {
+    kind: 'v8',
+  });
+  const o = io('O8', [B, N, T, H], stridesOf(order, N, T, H), { kind: 'o8' });
   const lengths = f.padding
     ? {
         q: io('seq_len_q', [B, 1, 1, 1], [1, 1, 1, 1], { kind: 'seqLenQ' }, 'int32'),
