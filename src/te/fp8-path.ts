@@ -8,10 +8,11 @@
  * updates — so the whole recipe machinery is testable without a GPU.
  */
 import type { AttentionOptions, AttentionProblem } from '../api/problem.js';
-import { runCudaFp8 } from '../backends/cuda/fp8/run.js';
+import { type Fp8StepReport, runCudaFp8 } from '../backends/cuda/fp8/run.js';
+import { DeviceDelayedState } from '../backends/cuda/fp8/state.js';
 import type { Tensor } from '../tensor/tensor.js';
 import { fp8ReferenceAttention } from './fp8-reference.js';
-import { currentScales, type Fp8State, type PerTensor } from './fp8-state.js';
+import { currentScales, type Fp8State } from './fp8-state.js';
 import { absMax, dequantiseTensor, quantiseValues } from './quantise.js';
 import { type Fp8Recipe, forwardDType } from './recipe.js';
 
@@ -20,10 +21,11 @@ export interface Fp8StepResult {
   readonly output: Tensor;
   /** O as FP8 codes with the factor back to its units (kept only when asked for). */
   readonly output8?: { readonly tensor: Tensor; readonly scaleInv: number };
-  /** The scales this step quantised with. */
-  readonly scales: PerTensor<number>;
-  /** The amax values this step measured (before scaling). */
-  readonly amax: PerTensor<number>;
+  /**
+   * The scales this step quantised with and the amax values it measured (before scaling). On the GPU
+   * they are read back on first use, which waits for the step.
+   */
+  readonly report: Fp8StepReport;
   readonly backend: 'cudnn-fp8' | 'cpu-fp8-emulated';
   readonly variant: string;
 }
@@ -41,12 +43,25 @@ export function runFp8Step(
 ): Fp8StepResult {
   const dtype8 = forwardDType(recipe.fp8Format);
   if (p.device === 'cuda') {
-    const scaling =
-      recipe.kind === 'delayed'
-        ? { kind: 'delayed' as const, scales: state.delayedScales(recipe) }
-        : { kind: 'current' as const };
-    const result = runCudaFp8({ problem: p, dtype8, scaling, keepFp8Output });
-    state.record(recipe, result.amax, dtype8);
+    if (recipe.kind === 'current') {
+      const result = runCudaFp8({ problem: p, dtype8, scaling: { kind: 'current' }, keepFp8Output });
+      state.steps++;
+      return { ...result, backend: 'cudnn-fp8' };
+    }
+    // The histories and scales live on the device between steps; the host copy catches up when read.
+    const deviceState = state.mirrorFor(recipe, DeviceDelayedState.upload);
+    const result = runCudaFp8({
+      problem: p,
+      dtype8,
+      scaling: {
+        kind: 'delayed',
+        state: deviceState,
+        margin: recipe.margin,
+        mostRecent: recipe.amaxComputeAlgo === 'most_recent',
+      },
+      keepFp8Output,
+    });
+    state.deviceStepEnqueued();
     return { ...result, backend: 'cudnn-fp8' };
   }
   const values = { q: p.query.toFloat64Array(), k: p.key.toFloat64Array(), v: p.value.toFloat64Array() };
@@ -64,8 +79,7 @@ export function runFp8Step(
   return {
     output: dequantiseTensor(tensor, scaleInv, p.dtype),
     output8: keepFp8Output ? { tensor, scaleInv } : undefined,
-    scales,
-    amax,
+    report: { scales, amax },
     backend: 'cpu-fp8-emulated',
     variant: `cpu-fp8-emulated-${dtype8}-${p.causal ? 'causal' : 'full'}`,
   };

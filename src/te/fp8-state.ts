@@ -22,14 +22,59 @@ export function currentScales(amax: { q: number; k: number; v: number }, dtype: 
   return { q: of(amax.q), k: of(amax.k), v: of(amax.v), s: Math.fround(max), o: of(amax.v) };
 }
 
+/**
+ * A copy of the delayed-scaling state held elsewhere (the GPU's, src/backends/cuda/fp8/state.ts)
+ * that steps update without the host; `pull` brings it back into the host metas.
+ */
+export interface Fp8StateMirror {
+  readonly historyLength: number;
+  pull(metas: Readonly<Record<Fp8TensorName, Fp8TensorMeta>>): void;
+  release(): void;
+}
+
 export class Fp8State {
   #metas: Record<Fp8TensorName, Fp8TensorMeta> | null = null;
+  /** The device copy, if a GPU step made one; `#hostStale` says whether it is ahead of the metas. */
+  #mirror: Fp8StateMirror | null = null;
+  #hostStale = false;
   /** Steps recorded since the state was created or reset. */
   steps = 0;
 
-  /** The per-tensor metas (created on the first delayed-scaling step). */
+  /** The per-tensor metas (created on the first delayed-scaling step); reading waits for the GPU. */
   get metas(): PerTensor<Fp8TensorMeta> | null {
+    this.#pull();
     return this.#metas;
+  }
+
+  /**
+   * The mirror a GPU step updates, made by `upload` from the host state when there is none (or its
+   * history length is not the recipe's). Call `deviceStepEnqueued` after enqueuing the step.
+   */
+  mirrorFor<M extends Fp8StateMirror>(
+    recipe: DelayedScaling,
+    upload: (metas: PerTensor<Fp8TensorMeta>) => M,
+  ): M {
+    this.delayedScales(recipe); // pulls, and starts afresh on a new history length
+    if (this.#mirror && this.#mirror.historyLength !== recipe.amaxHistoryLen) this.#dropMirror();
+    this.#mirror ??= upload(this.#metas!);
+    return this.#mirror as M;
+  }
+
+  /** Counts a step whose state update runs on the device: the host metas are now behind. */
+  deviceStepEnqueued(): void {
+    this.steps++;
+    this.#hostStale = true;
+  }
+
+  #pull(): void {
+    if (this.#mirror && this.#hostStale && this.#metas) this.#mirror.pull(this.#metas);
+    this.#hostStale = false;
+  }
+
+  #dropMirror(): void {
+    this.#mirror?.release();
+    this.#mirror = null;
+    this.#hostStale = false;
   }
 
   /**
@@ -47,7 +92,9 @@ export class Fp8State {
    * A history of another length starts afresh, as in TE.
    */
   delayedScales(recipe: DelayedScaling): PerTensor<number> {
+    this.#pull();
     if (!this.#metas || this.#metas.q.amaxHistory.length !== recipe.amaxHistoryLen) {
+      this.#dropMirror();
       const make = () => new Fp8TensorMeta(recipe.amaxHistoryLen);
       this.#metas = { q: make(), k: make(), v: make(), s: make(), o: make() };
       this.#metas.s.scale = fp8Max(forwardDType(recipe.fp8Format));
@@ -65,6 +112,9 @@ export class Fp8State {
 
   /** Ends a step: delayed scaling records the amax values and updates the scales; current keeps none. */
   record(recipe: Fp8Recipe, amax: PerTensor<number>, dtype: Fp8DType): void {
+    // The host copy is about to move ahead of the device's: bring it up to date, then forget the device's.
+    this.#pull();
+    this.#dropMirror();
     this.steps++;
     if (recipe.kind !== 'delayed') return;
     this.delayedScales(recipe);
@@ -73,6 +123,7 @@ export class Fp8State {
 
   /** Forgets every history and scale (TE re-initialises its metas the same way). */
   reset(): void {
+    this.#dropMirror();
     this.#metas = null;
     this.steps = 0;
   }

@@ -48,7 +48,10 @@ export interface DotProductAttentionResult {
   readonly variant: string;
   /** FP8 only: O as (B,T,N,Hv) e4m3 codes and 1/scale_o, when keepFp8Output was set. */
   readonly output8?: { readonly tensor: Tensor; readonly scaleInv: number };
-  /** FP8 only: the scales used and the amax values measured in this call. */
+  /**
+   * FP8 only: the scales used and the amax values measured in this call. On the GPU they are read
+   * back on first use (which waits for the call); the module's state never needs them on the host.
+   */
   readonly fp8?: { readonly scales: PerTensor<number>; readonly amax: PerTensor<number> };
   /** Set when FP8 was asked for, could not run, and autocast's fallback ran the bf16 path. */
   readonly fallbackReason?: string;
@@ -119,7 +122,7 @@ export class DotProductAttention {
           backend: step.backend,
           variant: step.variant,
           output8: step.output8,
-          fp8: { scales: step.scales, amax: step.amax },
+          fp8: step.report,
         };
       }
       if (!scope.fallback) {

@@ -18,7 +18,7 @@ import {
 import { allocDevice, copyToDevice, copyToHost } from '../../src/backends/cuda/memory.js';
 import { autocast } from '../../src/te/autocast.js';
 import { fp8ReferenceAttention } from '../../src/te/fp8-reference.js';
-import { currentScales } from '../../src/te/fp8-state.js';
+import { currentScales, Fp8State } from '../../src/te/fp8-state.js';
 import { DotProductAttention, SequenceDescriptor } from '../../src/te/module.js';
 import type { AttnMaskType } from '../../src/te/options.js';
 import { absMax, dequantiseTensor, quantiseValues } from '../../src/te/quantise.js';
@@ -195,6 +195,38 @@ describe('FP8 on the GPU', { skip }, () => {
           'rows past the query length are zeros',
         );
       }
+    });
+  }
+
+  for (const algo of ['max', 'most_recent'] as const) {
+    it(`delayed scaling on the device follows the host rules step by step (${algo}, margin 1, history 3)`, () => {
+      // Inputs whose magnitude changes every step, so the amax values, the history and the scales move.
+      const [B, T, N, H] = [1, 128, 2, 64];
+      const recipe = new DelayedScaling({ amaxHistoryLen: 3, margin: 1, amaxComputeAlgo: algo });
+      const attn = new DotProductAttention({ headDim: H, numAttentionHeads: N, attnMaskType: 'causal' });
+      const replay = new Fp8State(); // the host rules, fed with the amax values the GPU measured
+      const steps = [1, 4, 0.5, 2, 8, 0.25].map((std, i) =>
+        [0, 1, 2].map((j) =>
+          randomNormal([B, T, N, H], { seed: seed + 100 * i + j, std, dtype: 'bfloat16' }).to('cuda'),
+        ),
+      );
+      const results = steps.map(([q, k, v]) => autocast({ recipe }, () => attn.apply(q, k, v)));
+      // Nothing was read back yet: read the reports now, in order, and replay them on the host.
+      for (const [i, r] of results.entries()) {
+        assert.deepEqual(r.fp8!.scales, replay.delayedScales(recipe), `scales used by step ${i}`);
+        replay.record(recipe, r.fp8!.amax, 'float8_e4m3fn');
+      }
+      const device = attn.fp8State.metas!;
+      const host = replay.metas!;
+      for (const name of ['q', 'k', 'v', 's', 'o'] as const) {
+        assert.equal(device[name].scale, host[name].scale, `scale_${name}`);
+        assert.deepEqual(device[name].amaxHistory, host[name].amaxHistory, `history of ${name}`);
+      }
+      assert.equal(attn.fp8State.steps, steps.length);
+      // The host copy is current again; a further GPU step starts from it.
+      const next = autocast({ recipe }, () => attn.apply(steps[0][0], steps[0][1], steps[0][2]));
+      assert.deepEqual(next.fp8!.scales, replay.delayedScales(recipe));
+      for (const t of steps.flat()) t.dispose();
     });
   }
 

@@ -57,6 +57,68 @@ __device__ __forceinline__ void block_amax(float local, float* target) {
   }
 }
 
+// Delayed scaling with its state on the device, as TE keeps its fp8_metas: `state` holds the five
+// scales (Q, K, V, S, O at floats 0–4) and, from float STATE_RINGS on, one ring of `len` amax values
+// per tensor. A ring holds the same values as TE's rolled history (src/te/recipe.ts) in another
+// order, which neither 'max' nor 'most_recent' can tell apart; src/backends/cuda/fp8/state.ts
+// converts between the two. Nothing here waits for the host.
+#define STATE_RINGS 8
+#define FLOAT_MAX 3.402823466e38f
+
+// One thread: the step's scales and descales into the block, with the caps of Fp8State.delayedScales
+// (scale_s ≤ fp8_max, scale_o ≤ scale_v), and the amax slots zeroed for this step's atomics. The
+// descales are 1/scale rounded once from double, as the host computes them.
+extern "C" __global__ void attnlab_fp8_delayed_block(const float* __restrict__ state, float* __restrict__ block,
+                                                     float fp8_max) {
+  if (threadIdx.x != 0 || blockIdx.x != 0) return;
+  const float scale_q = state[0], scale_k = state[1], scale_v = state[2];
+  const float scale_s = fminf(state[3], fp8_max), scale_o = fminf(state[4], scale_v);
+  block[SLOT(SCALE_Q)] = scale_q;
+  block[SLOT(SCALE_Q + 1)] = scale_k;
+  block[SLOT(SCALE_Q + 2)] = scale_v;
+  block[SLOT(SCALE_S)] = scale_s;
+  block[SLOT(SCALE_O)] = scale_o;
+  block[SLOT(DESCALE_Q)] = (float)(1.0 / (double)scale_q);
+  block[SLOT(DESCALE_K)] = (float)(1.0 / (double)scale_k);
+  block[SLOT(DESCALE_V)] = (float)(1.0 / (double)scale_v);
+  block[SLOT(DESCALE_S)] = (float)(1.0 / (double)scale_s);
+  for (int z = 0; z < 3; z++) block[SLOT(AMAX_Q + z)] = 0.0f;
+  block[SLOT(AMAX_S)] = 0.0f;
+  block[SLOT(AMAX_O)] = 0.0f;
+}
+
+// One block per tensor (blockIdx.x: Q, K, V, S, O): this step's amax into ring slot step % len, the
+// amax of the ring ('max') or of this step ('most_recent'), and TE's scale rule in double as the
+// host does it: (fp8_max / amax) / 2^margin rounded once to float, the old scale kept when amax is
+// zero or not finite or the scale overflows.
+extern "C" __global__ void __launch_bounds__(THREADS) attnlab_fp8_delayed_update(
+    float* __restrict__ state, const float* __restrict__ block, int len, long long step, int most_recent,
+    int margin, float fp8_max) {
+  const int t = blockIdx.x;
+  const float amax = block[SLOT(t < 3 ? AMAX_Q + t : (t == 3 ? AMAX_S : AMAX_O))];
+  float* ring = state + STATE_RINGS + (long long)t * len;
+  if (threadIdx.x == 0) ring[step % len] = amax;
+  __syncthreads();
+  float m = 0.0f;
+  if (most_recent) {
+    m = amax;
+  } else {
+    for (int i = threadIdx.x; i < len; i += THREADS) m = fmaxf(m, ring[i]);
+    __shared__ float warp_max[THREADS / 32];
+    for (int offset = 16; offset > 0; offset >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
+    if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = m;
+    __syncthreads();
+    m = 0.0f;
+    for (int w = 0; w < THREADS / 32; w++) m = fmaxf(m, warp_max[w]);
+  }
+  if (threadIdx.x == 0 && m > 0.0f && m <= FLOAT_MAX) {
+    double power = 1.0;
+    for (int i = 0; i < margin; i++) power *= 2.0;
+    const float scale = (float)((double)fp8_max / (double)m / power);
+    if (scale <= FLOAT_MAX) state[t] = scale;
+  }
+}
+
 // Each thread keeps UNROLL independent 16-byte loads in flight per step: one load per thread left
 // the H200 short of memory parallelism (4.0 of its 4.3 TB/s copy rate for this kernel).
 #define UNROLL 2

@@ -15,7 +15,13 @@ const THREADS = 256;
 export const VEC = 8;
 const BLOCKS_PER_SM = 8;
 
-const NAMES = ['attnlab_fp8_quantise3', 'attnlab_fp8_current_scales', 'attnlab_fp8_dequantise'] as const;
+const NAMES = [
+  'attnlab_fp8_quantise3',
+  'attnlab_fp8_current_scales',
+  'attnlab_fp8_dequantise',
+  'attnlab_fp8_delayed_block',
+  'attnlab_fp8_delayed_update',
+] as const;
 
 let loaded: Record<(typeof NAMES)[number], bigint> | undefined;
 
@@ -71,4 +77,37 @@ export function launchDequantise(input: bigint, output: bigint, elements: number
     { grid: [gridFor(groups), 1, 1], block: [THREADS, 1, 1] },
     [ptr(input), ptr(output), i64(groups), ptr(block)],
   );
+}
+
+/** Delayed scaling: the step's scales (with their caps) from the device state into the block. */
+export function launchDelayedBlock(state: bigint, block: bigint, fp8Max: number): void {
+  launchKernel(functions().attnlab_fp8_delayed_block, { grid: [1, 1, 1], block: [32, 1, 1] }, [
+    ptr(state),
+    ptr(block),
+    f32(fp8Max),
+  ]);
+}
+
+/**
+ * Delayed scaling: records the block's five amax values as step `step` of the state's rings and
+ * updates the five scales by TE's rule (see quantise.cu).
+ */
+export function launchDelayedUpdate(
+  state: bigint,
+  block: bigint,
+  historyLength: number,
+  step: number,
+  mostRecent: boolean,
+  margin: number,
+  fp8Max: number,
+): void {
+  launchKernel(functions().attnlab_fp8_delayed_update, { grid: [5, 1, 1], block: [THREADS, 1, 1] }, [
+    ptr(state),
+    ptr(block),
+    i32(historyLength),
+    i64(step),
+    i32(mostRecent ? 1 : 0),
+    i32(margin),
+    f32(fp8Max),
+  ]);
 }

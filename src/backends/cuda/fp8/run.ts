@@ -1,62 +1,104 @@
 /**
- * One FP8 attention step on the GPU, all on attnlab's stream:
- *   1. the scalar block: delayed scaling copies the host's scales in; current scaling zeroes it,
- *      records amax(Q, K, V) in a first pass and derives the scales on the device;
+ * One FP8 attention step on the GPU, all on attnlab's stream, with nothing waiting for the host:
+ *   1. the scalar block: delayed scaling writes the step's scales from the device state (state.ts);
+ *      current scaling records amax(Q, K, V) in a first pass and derives the scales on the device;
  *   2. one fused launch quantises Q, K, V to e4m3 and records their amax;
  *   3. cuDNN's FP8 SDPA graph writes O8 (e4m3; bf16 output is Blackwell-only) and amax_s, amax_o;
  *   4. O8 is dequantised to bf16;
- *   5. the block is read back: the five amax values (and the scales used) go to the module's state.
- * Step 5 waits for the GPU. Keeping the histories on the host (TE keeps them on the device) makes
- * each call end with one synchronisation, tens of microseconds against milliseconds of attention.
+ *   5. delayed scaling records the five amax values in the device state and updates its scales.
+ * The step's scales and amax values stay in its scalar block until someone reads the report (one
+ * synchronisation then): TE keeps its fp8_metas on the device for the same reason.
  */
 import { InvalidArgumentError } from '../../../api/errors.js';
 import type { AttentionProblem } from '../../../api/problem.js';
 import type { PerTensor } from '../../../te/fp8-state.js';
 import { type Fp8DType, fp8Max } from '../../../te/quantise.js';
+import type { DeviceBuffer } from '../../../tensor/storage.js';
 import { Tensor } from '../../../tensor/tensor.js';
 import { allocDevice, copyToDevice, copyToHost } from '../memory.js';
 import { fp8GraphFeatures, SCALAR_BLOCK_BYTES, SCALAR_SLOTS as SLOT } from './graph.js';
-import { launchCurrentScales, launchDequantise, launchQuantise3 } from './kernels.js';
+import {
+  launchCurrentScales,
+  launchDelayedBlock,
+  launchDelayedUpdate,
+  launchDequantise,
+  launchQuantise3,
+} from './kernels.js';
 import { executeFp8Plan, fp8Plan } from './plan.js';
+import type { DeviceDelayedState } from './state.js';
 
 export interface CudaFp8Request {
   /** Validated, bfloat16, on the GPU, supported (fp8Support said so). */
   readonly problem: AttentionProblem;
   readonly dtype8: Fp8DType;
-  /** Delayed: the scales to use; current: derived on the GPU from this step's amax. */
+  /** Delayed: the device state to read the scales from and update; current: scales from this step's amax. */
   readonly scaling:
-    | { readonly kind: 'delayed'; readonly scales: PerTensor<number> }
+    | {
+        readonly kind: 'delayed';
+        readonly state: DeviceDelayedState;
+        readonly margin: number;
+        readonly mostRecent: boolean;
+      }
     | { readonly kind: 'current' };
   readonly keepFp8Output: boolean;
+}
+
+/** The scales a step quantised with and the amax values it measured. */
+export interface Fp8StepReport {
+  readonly scales: PerTensor<number>;
+  readonly amax: PerTensor<number>;
 }
 
 export interface CudaFp8Result {
   readonly output: Tensor;
   readonly output8?: { readonly tensor: Tensor; readonly scaleInv: number };
-  readonly scales: PerTensor<number>;
-  readonly amax: PerTensor<number>;
+  /** Read from the step's scalar block on first use (waits for the step). */
+  readonly report: Fp8StepReport;
   readonly variant: string;
 }
 
-/** The initial scalar block: the scales and their inverses for delayed scaling, zeros otherwise. */
-function initialBlock(scaling: CudaFp8Request['scaling']): Float32Array {
-  const block = new Float32Array(SCALAR_BLOCK_BYTES / 4);
-  if (scaling.kind === 'delayed') {
-    const { q, k, v, s, o } = scaling.scales;
-    const put = (slot: number, value: number) => {
-      block[slot * 4] = value;
-    };
-    put(SLOT.scaleQ, q);
-    put(SLOT.scaleK, k);
-    put(SLOT.scaleV, v);
-    put(SLOT.scaleS, s);
-    put(SLOT.scaleO, o);
-    put(SLOT.descaleQ, 1 / q);
-    put(SLOT.descaleK, 1 / k);
-    put(SLOT.descaleV, 1 / v);
-    put(SLOT.descaleS, 1 / s);
+/** A block nobody read goes back to the pool when its report is collected. */
+const unreadBlocks = new FinalizationRegistry<DeviceBuffer>((block) => block.release());
+
+/** Fp8StepReport over a step's scalar block: one read-back on first use, then the block is released. */
+class BlockReport implements Fp8StepReport {
+  #block: DeviceBuffer | null;
+  #values: Fp8StepReport | null = null;
+
+  constructor(block: DeviceBuffer) {
+    this.#block = block;
+    unreadBlocks.register(this, block, this);
   }
-  return block;
+
+  get scales(): PerTensor<number> {
+    return this.#read().scales;
+  }
+
+  get amax(): PerTensor<number> {
+    return this.#read().amax;
+  }
+
+  #read(): Fp8StepReport {
+    if (this.#values) return this.#values;
+    const block = this.#block!;
+    const values = new Float32Array(SCALAR_BLOCK_BYTES / 4);
+    copyToHost(block, new Uint8Array(values.buffer));
+    unreadBlocks.unregister(this);
+    block.release();
+    this.#block = null;
+    const at = (slot: number) => values[slot * 4];
+    this.#values = {
+      scales: {
+        q: at(SLOT.scaleQ),
+        k: at(SLOT.scaleK),
+        v: at(SLOT.scaleV),
+        s: at(SLOT.scaleS),
+        o: at(SLOT.scaleO),
+      },
+      amax: { q: at(SLOT.amaxQ), k: at(SLOT.amaxK), v: at(SLOT.amaxV), s: at(SLOT.amaxS), o: at(SLOT.amaxO) },
+    };
+    return this.#values;
+  }
 }
 
 /** Runs one FP8 step; see the file comment for the order of work. */
@@ -68,7 +110,11 @@ export function runCudaFp8(request: CudaFp8Request): CudaFp8Result {
   const { B, T, S, N, K, H } = p;
   const plan = fp8Plan(fp8GraphFeatures(p));
   const [queryElements, keyValueElements] = [B * T * N * H, B * S * K * H];
-  const block = copyToDevice(new Uint8Array(initialBlock(request.scaling).buffer));
+  // Current scaling accumulates amax with atomics from zero; delayed scaling's first kernel writes every slot.
+  const block =
+    request.scaling.kind === 'current'
+      ? copyToDevice(new Uint8Array(SCALAR_BLOCK_BYTES))
+      : allocDevice(SCALAR_BLOCK_BYTES);
   const q8 = allocDevice(queryElements);
   const k8 = allocDevice(keyValueElements);
   const v8 = allocDevice(keyValueElements);
@@ -81,11 +127,14 @@ export function runCudaFp8(request: CudaFp8Request): CudaFp8Result {
     : null;
   const inputs = [p.query.buffer.ptr, p.key.buffer.ptr, p.value.buffer.ptr] as const;
   const outputs = [q8.ptr, k8.ptr, v8.ptr] as const;
-  const readBack = new Float32Array(SCALAR_BLOCK_BYTES / 4);
+  const max = fp8Max(request.dtype8);
+  const scaling = request.scaling;
   try {
-    if (request.scaling.kind === 'current') {
+    if (scaling.kind === 'current') {
       launchQuantise3(inputs, outputs, queryElements, keyValueElements, block.ptr, true);
-      launchCurrentScales(block.ptr, fp8Max(request.dtype8));
+      launchCurrentScales(block.ptr, max);
+    } else {
+      launchDelayedBlock(scaling.state.buffer.ptr, block.ptr, max);
     }
     launchQuantise3(inputs, outputs, queryElements, keyValueElements, block.ptr, false);
     executeFp8Plan(
@@ -102,39 +151,41 @@ export function runCudaFp8(request: CudaFp8Request): CudaFp8Result {
       p.scale,
     );
     launchDequantise(o8.ptr, output.ptr, queryElements, block.ptr);
-    copyToHost(block, new Uint8Array(readBack.buffer));
+    if (scaling.kind === 'delayed') {
+      const { state } = scaling;
+      const step = state.nextStep();
+      launchDelayedUpdate(
+        state.buffer.ptr,
+        block.ptr,
+        state.historyLength,
+        step,
+        scaling.mostRecent,
+        scaling.margin,
+        max,
+      );
+    }
   } catch (error) {
-    output.release();
-    o8.release();
+    for (const buffer of [output, o8, block]) buffer.release();
     throw error;
   } finally {
     // The pool is stream-ordered: a later user of these blocks runs after this step's kernels.
-    for (const buffer of [block, q8, k8, v8, ...(lengths ?? [])]) buffer.release();
+    for (const buffer of [q8, k8, v8, ...(lengths ?? [])]) buffer.release();
   }
-  const at = (slot: number) => readBack[slot * 4];
-  const scales = {
-    q: at(SLOT.scaleQ),
-    k: at(SLOT.scaleK),
-    v: at(SLOT.scaleV),
-    s: at(SLOT.scaleS),
-    o: at(SLOT.scaleO),
-  };
-  const amax = {
-    q: at(SLOT.amaxQ),
-    k: at(SLOT.amaxK),
-    v: at(SLOT.amaxV),
-    s: at(SLOT.amaxS),
-    o: at(SLOT.amaxO),
-  };
+  const report = new BlockReport(block);
   let output8: CudaFp8Result['output8'];
   if (request.keepFp8Output)
-    output8 = { tensor: Tensor.fromDeviceBuffer(o8, [B, T, N, H], request.dtype8), scaleInv: 1 / scales.o };
+    output8 = {
+      tensor: Tensor.fromDeviceBuffer(o8, [B, T, N, H], request.dtype8),
+      // Read lazily, like the report it comes from: asking for FP8 output does not wait for the step.
+      get scaleInv() {
+        return 1 / report.scales.o;
+      },
+    };
   else o8.release();
   return {
     output: Tensor.fromDeviceBuffer(output, [B, T, N, H], 'bfloat16'),
     output8,
-    scales,
-    amax,
+    report,
     variant: plan.variant,
   };
 }
