@@ -187,6 +187,17 @@ function throughput(causal: boolean) {
   const dequantise = timeOnStream(() => launchDequantise(o8.ptr, out.ptr, n, block.ptr), {
     iterations: ITERATIONS,
   });
+  // The same three parts enqueued back to back, and the module alone back to back (not alternating
+  // with bf16): where the module's time goes beyond the sum of its parts.
+  const chained = timeOnStream(
+    () => {
+      launchQuantise3(ptrs, [q8.ptr, k8.ptr, v8.ptr], n, n, block.ptr, false);
+      executeFp8Plan(plan, pointers, problem.scale);
+      launchDequantise(o8.ptr, out.ptr, n, block.ptr);
+    },
+    { iterations: ITERATIONS },
+  );
+  const moduleAlone = timeOnStream(fp8Call, { iterations: ITERATIONS });
   for (const buffer of [block, q8, k8, v8, o8, out]) buffer.release();
   for (const t of [q, k, v]) t.dispose();
   return {
@@ -205,6 +216,8 @@ function throughput(causal: boolean) {
       cudnnFp8GraphMs: graph.median,
       cudnnFp8GraphTflops: tflops(graph.median),
       dequantiseMs: dequantise.median,
+      chainedMs: chained.median,
+      moduleBackToBackMs: moduleAlone.median,
     },
     fp8Variant: plan.variant,
   };
@@ -308,7 +321,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
         `(${t.bf16Cudnn.tflops.toFixed(0)} TFLOP/s), FP8 module ${t.fp8Module.medianMs.toFixed(3)} ms ` +
         `(${t.fp8Module.tflops.toFixed(0)}), speed-up ${t.speedup.toFixed(2)}×; FP8 graph alone ` +
         `${t.fp8Parts.cudnnFp8GraphMs.toFixed(3)} ms, quantise ${t.fp8Parts.quantiseQkvMs.toFixed(3)}, ` +
-        `dequantise ${t.fp8Parts.dequantiseMs.toFixed(3)}`,
+        `dequantise ${t.fp8Parts.dequantiseMs.toFixed(3)}; parts chained ${t.fp8Parts.chainedMs.toFixed(3)}, module back to back ${t.fp8Parts.moduleBackToBackMs.toFixed(3)}`,
     );
   }
   console.log(`wrote ${out}`);

@@ -60,6 +60,14 @@ export interface CudaFp8Result {
 /** A block nobody read goes back to the pool when its report is collected. */
 const unreadBlocks = new FinalizationRegistry<DeviceBuffer>((block) => block.release());
 
+/**
+ * At most this many reports hold their blocks unread: past it, all are read back at once (one wait
+ * for the GPU per this many steps), so a loop that never reads its reports keeps reusing the pool's
+ * blocks instead of asking the driver for new ones until the garbage collector runs.
+ */
+const MAX_UNREAD_REPORTS = 64;
+let unreadReports: WeakRef<BlockReport>[] = [];
+
 /** Fp8StepReport over a step's scalar block: one read-back on first use, then the block is released. */
 class BlockReport implements Fp8StepReport {
   #block: DeviceBuffer | null;
@@ -68,6 +76,14 @@ class BlockReport implements Fp8StepReport {
   constructor(block: DeviceBuffer) {
     this.#block = block;
     unreadBlocks.register(this, block, this);
+    if (unreadReports.length >= MAX_UNREAD_REPORTS) {
+      for (const ref of unreadReports) {
+        const report = ref.deref();
+        if (report) report.#read();
+      }
+      unreadReports = [];
+    }
+    unreadReports.push(new WeakRef(this));
   }
 
   get scales(): PerTensor<number> {
