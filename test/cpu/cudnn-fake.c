@@ -33,6 +33,7 @@ int cuCtxSetCurrent(void *c) { (void)c; return 0; }
 int cuCtxSynchronize(void) { return 0; }
 int cuStreamCreate(void **s, unsigned f) { (void)f; *s = (void *)0x5678; return 0; }
 int cuStreamSynchronize(void *s) { (void)s; return 0; }
+int cuStreamWaitEvent(void *s, void *e, unsigned f) { (void)s; (void)e; (void)f; return 0; }
 int cuMemAlloc_v2(uint64_t *p, size_t b) { *p = (uint64_t)(uintptr_t)calloc(1, b ? b : 1); return 0; }
 int cuMemFree_v2(uint64_t p) { free((void *)(uintptr_t)p); return 0; }
 int cuMemGetInfo_v2(size_t *f, size_t *t) { *f = (size_t)1 << 33; *t = (size_t)1 << 34; return 0; }

@@ -51,6 +51,7 @@ const PROTOTYPES = {
   cuCtxSynchronize: 'int cuCtxSynchronize()',
   cuStreamCreate: 'int cuStreamCreate(void *stream, uint32_t flags)',
   cuStreamSynchronize: 'int cuStreamSynchronize(void *stream)',
+  cuStreamWaitEvent: 'int cuStreamWaitEvent(void *stream, void *event, uint32_t flags)',
   cuMemAlloc_v2: 'int cuMemAlloc_v2(void *dptr, size_t bytes)',
   cuMemFree_v2: 'int cuMemFree_v2(uint64_t dptr)',
   cuMemGetInfo_v2: 'int cuMemGetInfo_v2(void *free, void *total)',

@@ -52,11 +52,12 @@ export function launchQuantise3(
   keyValueElements: number,
   block: bigint,
   amaxOnly: boolean,
+  stream?: bigint,
 ): void {
   const [qGroups, kvGroups] = [queryElements / VEC, keyValueElements / VEC];
   launchKernel(
     functions().attnlab_fp8_quantise3,
-    { grid: [gridFor(Math.max(qGroups, kvGroups)), 3, 1], block: [THREADS, 1, 1] },
+    { grid: [gridFor(Math.max(qGroups, kvGroups)), 3, 1], block: [THREADS, 1, 1], stream },
     [...inputs.map(ptr), ...outputs.map(ptr), i64(qGroups), i64(kvGroups), ptr(block), i32(amaxOnly ? 1 : 0)],
   );
 }
@@ -70,11 +71,17 @@ export function launchCurrentScales(block: bigint, fp8Max: number): void {
 }
 
 /** e4m3 O → bf16 O with 1/scale_o from the block. */
-export function launchDequantise(input: bigint, output: bigint, elements: number, block: bigint): void {
+export function launchDequantise(
+  input: bigint,
+  output: bigint,
+  elements: number,
+  block: bigint,
+  stream?: bigint,
+): void {
   const groups = elements / VEC;
   launchKernel(
     functions().attnlab_fp8_dequantise,
-    { grid: [gridFor(groups), 1, 1], block: [THREADS, 1, 1] },
+    { grid: [gridFor(groups), 1, 1], block: [THREADS, 1, 1], stream },
     [ptr(input), ptr(output), i64(groups), ptr(block)],
   );
 }
