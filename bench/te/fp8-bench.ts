@@ -24,6 +24,7 @@ import { fp8GraphFeatures, SCALAR_BLOCK_BYTES, SCALAR_SLOTS } from '../../src/ba
 import { launchDequantise, launchQuantise3 } from '../../src/backends/cuda/fp8/kernels.js';
 import { executeFp8Plan, fp8Plan } from '../../src/backends/cuda/fp8/plan.js';
 import { allocDevice, copyToDevice } from '../../src/backends/cuda/memory.js';
+import { settleCalls } from '../../src/bench/measure.js';
 import { autocast } from '../../src/te/autocast.js';
 import { DotProductAttention, SequenceDescriptor } from '../../src/te/module.js';
 import { MASK_TYPES } from '../../src/te/options.js';
@@ -33,8 +34,9 @@ import { randomNormal } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';
 
 const ITERATIONS = 20;
-/** Alternating rounds of bf16 and FP8 timing (see throughput). */
-const ROUNDS = 5;
+/** Alternating rounds of bf16 and FP8 timing, each after SETTLE_MS of its own calls (see throughput). */
+const ROUNDS = 3;
+const SETTLE_MS = 300;
 
 /**
  * A bf16 (B,T,heads,H) tensor (on the GPU unless `device` says 'cpu'). Up to T = 2048 every value
@@ -137,14 +139,21 @@ function throughput(causal: boolean) {
   const scope = autocast({ recipe: new DelayedScaling() });
   const bf16Call = () => attention(q, k, v, { implementation: 'cudnn', isCausal: causal }).output.dispose();
   const fp8Call = () => attn.apply(q, k, v, { autocast: scope }).output.dispose();
-  // The H200 lowers its clocks under its power cap within ~0.1 s of dense work, so whichever path
-  // ran first, from an idle GPU, would look faster. Alternate rounds of the two instead, back to
-  // back, and take the median of all rounds: both are then measured in the same (sustained) state.
+  // The H200 lowers its clocks under its power cap within ~0.1 s of dense work, so a path timed
+  // from an idle GPU looks faster, and one timed right after the other inherits its clocks. Each
+  // path is therefore timed in its own sustained state: SETTLE_MS of back-to-back calls, then the
+  // timed calls, in alternating rounds (as attnlab bench's --settle-ms does for its rows).
+  const perCall = (fn: () => void) => timeOnStream(fn, { iterations: 3, warmup: 3 }).median;
+  const settled = (fn: () => void, ms: number) => {
+    for (let i = 0; i < settleCalls(SETTLE_MS, ms); i++) fn();
+    return timeOnStream(fn, { iterations: ITERATIONS, warmup: 0 }).times;
+  };
+  const [bf16PerCall, fp8PerCall] = [perCall(bf16Call), perCall(fp8Call)];
   const bf16Times: number[] = [];
   const fp8Times: number[] = [];
   for (let round = 0; round < ROUNDS; round++) {
-    bf16Times.push(...timeOnStream(bf16Call, { iterations: ITERATIONS, warmup: round === 0 ? 3 : 1 }).times);
-    fp8Times.push(...timeOnStream(fp8Call, { iterations: ITERATIONS, warmup: round === 0 ? 3 : 1 }).times);
+    bf16Times.push(...settled(bf16Call, bf16PerCall));
+    fp8Times.push(...settled(fp8Call, fp8PerCall));
   }
   const bf16 = summarize(bf16Times);
   const module = summarize(fp8Times);
@@ -274,7 +283,7 @@ export function runFp8Bench() {
     device: getCudaContext().properties.name,
     cudnn: env.ok ? env.env.version : env.reason,
     command: 'node --import tsx bench/te/fp8-bench.ts',
-    timing: `CUDA events around each call; throughput: ${ROUNDS} alternating rounds of ${ITERATIONS} bf16 and ${ITERATIONS} FP8 calls, median of all; parts: ${ITERATIONS} calls each after 3 warm-up calls, median`,
+    timing: `CUDA events around each call; throughput: ${ROUNDS} alternating rounds of bf16 and FP8, each ${SETTLE_MS} ms of back-to-back calls then ${ITERATIONS} timed ones, median of all; parts: ${ITERATIONS} calls each after 3 warm-up calls, median`,
     bf16Parity: results.filter((r) => r.section.kind === 'parity').map((r) => r.value),
     fp8ErrorSweep: results.filter((r) => r.section.kind === 'error').map((r) => r.value),
     throughput: results.filter((r) => r.section.kind === 'throughput').map((r) => r.value) as (

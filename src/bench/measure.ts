@@ -30,6 +30,12 @@ export interface MeasureOptions {
   minRepeats: number;
   /** Timed-call budget per case in ms: a 200 ms call is timed 10 times, a 20 µs one `repeats` times. */
   budgetMs: number;
+  /**
+   * Back-to-back calls for about this long right before the timed ones, with no wait in between (GPU
+   * only). The H200 lowers its clocks under its power cap within ~0.1 s of dense work: without this,
+   * whichever case starts from an idle GPU times fast, and rows differ by their place in the run.
+   */
+  settleMs: number;
   seed: number;
   /** Check the first call's output against the float64 row oracle (accuracy.ts). */
   checkError: boolean;
@@ -50,10 +56,19 @@ export const DEFAULT_MEASURE: MeasureOptions = {
   repeats: 100,
   minRepeats: 10,
   budgetMs: 1000,
+  settleMs: 300,
   seed: 0,
   checkError: true,
   ceilingTflops: null,
 };
+
+/** The settle phase stops after this many calls even when they are short (small shapes are host-bound). */
+export const MAX_SETTLE_CALLS = 5000;
+
+/** Calls of the settle phase: settleMs of calls of `perCallMs`, within [0, MAX_SETTLE_CALLS]. */
+export function settleCalls(settleMs: number, perCallMs: number): number {
+  return Math.min(MAX_SETTLE_CALLS, Math.ceil(settleMs / Math.max(perCallMs, 1e-3)));
+}
 
 /** Input copies are cycled until they span 2× the L2 cache (H200: 2 × 50 MiB), at most this many. */
 const MAX_INPUT_COPIES = 64;
@@ -159,6 +174,8 @@ export function measureAttnlabCase(c: BenchCase, options: Partial<MeasureOptions
     }
 
     for (let i = 1; i < rotationCopies(host); i++) copies.push(host.map((t) => t.to('cuda')));
+    const settle = settleCalls(o.settleMs, perCall);
+    for (let i = 0; i < settle; i++) call(copies[i % copies.length]).output.dispose();
     const timer = new CudaEventTimer(repeats);
     const hostSamples: number[] = [];
     try {
@@ -181,6 +198,7 @@ export function measureAttnlabCase(c: BenchCase, options: Partial<MeasureOptions
         hostMs: summarize(hostSamples),
         firstCallMs,
         warmup: o.warmup,
+        settleCalls: settle,
         inputCopies: copies.length,
       };
       return finish(base, c, o, timing, {

@@ -29,6 +29,7 @@ export interface PeerRequest {
   repeats: number;
   min_repeats: number;
   budget_ms: number;
+  settle_ms: number;
   seed: number;
   check_error: boolean;
   /** L2 size in bytes, for input rotation (attnlab knows it from the driver; JAX does not expose it). */

@@ -142,6 +142,7 @@ function peerRequest(
     repeats: m.repeats,
     min_repeats: m.minRepeats,
     budget_ms: m.budgetMs,
+    settle_ms: m.settleMs,
     seed: m.seed,
     check_error: m.checkError,
     l2_bytes: cudaAvailable().ok ? getCudaContext().properties.l2CacheBytes : DEFAULT_L2_BYTES,

@@ -70,6 +70,8 @@ export interface RowTiming {
   warmup: number;
   /** Distinct input copies cycled through so that inputs do not sit in L2 between calls. */
   inputCopies: number;
+  /** Untimed back-to-back calls right before the timed ones (GPU rows; see MeasureOptions.settleMs). */
+  settleCalls?: number;
 }
 
 /** A table of strings (the lab's non-timing sections: Q/K/V, causal effect, head shapes). */

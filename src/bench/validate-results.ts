@@ -100,6 +100,7 @@ export function parseResults(value: unknown, source: string): ResultsFile {
       firstCallMs: c.nonNegative,
       warmup: c.nonNegative,
       inputCopies: c.size,
+      'settleCalls?': c.size,
     });
   const row: Check = (v, p) => {
     const r = c.fields(v, p, {

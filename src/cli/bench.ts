@@ -38,6 +38,7 @@ interface BenchFlags {
   warmup: string;
   repeats: string;
   budgetMs: string;
+  settleMs: string;
   seed: string;
   check: boolean;
   ceiling?: string;
@@ -70,6 +71,11 @@ export function registerBenchCommand(program: Command): void {
     .option('--warmup <n>', 'untimed calls after the first', '5')
     .option('--repeats <n>', 'most timed calls per case', '100')
     .option('--budget-ms <ms>', 'timed-call budget per case; slow cases get fewer repeats (≥ 10)', '1000')
+    .option(
+      '--settle-ms <ms>',
+      'back-to-back calls for this long right before timing, so every row is timed in the GPU’s sustained (power-capped) state',
+      '300',
+    )
     .option('--seed <n>', 'seed of the random inputs', '0')
     .option('--no-check', 'skip the max-error check against the float64 oracle')
     .option('--ceiling <tflops>', 'matmul TFLOP/s for "% peak" instead of measuring it once')
@@ -83,8 +89,8 @@ export function registerBenchCommand(program: Command): void {
     .addHelpText(
       'after',
       `
-Timing: the first call (compile, plan) is reported apart; then a warm-up and many calls with CUDA
-events around each, inputs rotated over copies spanning 2x L2; median with p10/p90, and host wall
+Timing: the first call (compile, plan) is reported apart; then a warm-up, --settle-ms of
+back-to-back calls, and many calls with CUDA events around each, inputs rotated over copies spanning 2x L2; median with p10/p90, and host wall
 time per call. Results JSON follows docs/results-schema.md.
 
 Examples:
@@ -115,6 +121,7 @@ Examples:
           repeats: Math.max(1, count('--repeats', flags.repeats)),
           minRepeats: Math.min(10, Math.max(1, count('--repeats', flags.repeats))),
           budgetMs: count('--budget-ms', flags.budgetMs),
+          settleMs: count('--settle-ms', flags.settleMs),
           seed: count('--seed', flags.seed),
           checkError: flags.check,
         },

@@ -4,7 +4,13 @@ import { describe, it } from 'node:test';
 import { attention } from '../../src/api/attention.js';
 import { attentionFlops } from '../../src/api/problem.js';
 import { checkPlan, maxErrorAgainstOracle, type RawTensor, spread } from '../../src/bench/accuracy.js';
-import { measureAttnlabCase, RANDOM_BLOCK_ELEMENTS, seededInput } from '../../src/bench/measure.js';
+import {
+  MAX_SETTLE_CALLS,
+  measureAttnlabCase,
+  RANDOM_BLOCK_ELEMENTS,
+  seededInput,
+  settleCalls,
+} from '../../src/bench/measure.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';
 
@@ -162,4 +168,11 @@ describe('seededInput', () => {
     assert.deepEqual(values.subarray(block.length, 2 * block.length), block);
     assert.equal(values[values.length - 1], block[(values.length - 1) % block.length]);
   });
+});
+
+it('the settle phase lasts settleMs of calls, capped for short calls, none when turned off', () => {
+  assert.equal(settleCalls(300, 3.6), 84);
+  assert.equal(settleCalls(300, 200), 2);
+  assert.equal(settleCalls(300, 0.01), MAX_SETTLE_CALLS);
+  assert.equal(settleCalls(0, 3.6), 0);
 });

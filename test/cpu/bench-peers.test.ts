@@ -32,6 +32,7 @@ const request: PeerRequest = {
   repeats: 3,
   min_repeats: 2,
   budget_ms: 10,
+  settle_ms: 5,
   seed: 0,
   check_error: true,
   l2_bytes: 1 << 20,

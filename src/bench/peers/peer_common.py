@@ -63,6 +63,14 @@ def repeats_for(per_call_ms, request):
     return max(request["min_repeats"], min(request["repeats"], fit))
 
 
+MAX_SETTLE_CALLS = 5000
+
+
+def settle_calls(request, per_call_ms):
+    """As attnlab's settle phase: settle_ms of back-to-back calls right before timing (see measure.ts)."""
+    return min(MAX_SETTLE_CALLS, math.ceil(request.get("settle_ms", 0) / max(per_call_ms, 1e-3)))
+
+
 def rotation_copies(bytes_per_set, l2_bytes, free_bytes=None):
     """Input sets to cycle so they span 2x L2 (and use at most a quarter of free memory)."""
     copies = min(MAX_INPUT_COPIES, math.ceil(2 * l2_bytes / max(bytes_per_set, 1)))
