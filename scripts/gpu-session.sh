@@ -52,6 +52,7 @@ for name in "${steps[@]}"; do
     knobs-fp8) step knobs-fp8 180 node --import tsx bench/experiments/cudnn-knobs.ts fp8 ;;
     knobs-bf16) step knobs-bf16 180 node --import tsx bench/experiments/cudnn-knobs.ts bf16 ;;
     fp8-overlap) step fp8-overlap 90 node --import tsx bench/experiments/fp8-overlap.ts ;;
+    fp8-output) step fp8-output 60 node --import tsx bench/experiments/cudnn-engines.ts fp8-output ;;
     fp8-layouts) step fp8-layouts 90 node --import tsx bench/experiments/cudnn-engines.ts fp8-layouts ;;
     dispatch) step dispatch 40 bash -c "node --import tsx --cpu-prof --cpu-prof-dir '$out/results/prof' \
       bench/experiments/dispatch.ts cudnn 20000 && node --import tsx bench/experiments/dispatch.ts flash 20000" ;;
@@ -63,4 +64,4 @@ grep -E '^# (tests|pass|fail|skipped)' "$out"/tests.log "$out"/*-tests.log > "$o
 tar -C "$out" -czf "$out/results.tgz" results && rm -rf "$out/results"
 printf '%s\n' "${summary[@]}"
 cat "$out/tests-summary.txt" 2>/dev/null
-for f in engines fp8-overlap fp8-layouts knobs-fp8 knobs-bf16 dispatch fp8; do [ -f "$out/$f.log" ] && { echo "== $f"; tail -40 "$out/$f.log"; }; done
+for f in engines fp8-output fp8-overlap fp8-layouts knobs-fp8 knobs-bf16 dispatch fp8; do [ -f "$out/$f.log" ] && { echo "== $f"; tail -40 "$out/$f.log"; }; done

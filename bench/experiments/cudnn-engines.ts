@@ -111,6 +111,7 @@ function bf16Engines(causal: boolean, graph: GraphKind) {
 function fp8Engines(
   causal: boolean,
   layout: Fp8Layout = 'bshd',
+  output: 'fp8_e4m3' | 'bfloat16' = 'fp8_e4m3',
   modes: readonly HeuristicModeName[] = MODES,
 ) {
   const p = validateAttention(q, k, v, { isCausal: causal });
@@ -130,7 +131,7 @@ function fp8Engines(
   set(SCALAR_SLOTS.descaleS, 1 / 448);
   set(SCALAR_SLOTS.scaleO, 448 / 5);
   const block = copyToDevice(new Uint8Array(values.buffer));
-  const [q8, k8, v8, o8] = [n, n, n, n].map((bytes) => allocDevice(bytes));
+  const [q8, k8, v8, o8] = [n, n, n, output === 'bfloat16' ? 2 * n : n].map((bytes) => allocDevice(bytes));
   launchQuantise3(
     [q.buffer.ptr, k.buffer.ptr, v.buffer.ptr],
     [q8.ptr, k8.ptr, v8.ptr],
@@ -140,7 +141,7 @@ function fp8Engines(
     false,
   );
   const pointers = { q8: q8.ptr, k8: k8.ptr, v8: v8.ptr, o8: o8.ptr, scalarBlock: block.ptr };
-  const graph = buildFp8Graph(features, layout);
+  const graph = buildFp8Graph(features, { layout, output });
   const materialized = materializeGraph(graph.spec, handle);
   const failures: string[] = [];
   try {
@@ -150,7 +151,14 @@ function fp8Engines(
       const once = timeOnStream(run, { iterations: 1, warmup: 1 }).median;
       const ms = once > SLOW_MS ? null : timeOnStream(run, { iterations: 20, warmup: 3 }).median;
       const kernel = kernelNameFromJson(serializePlan(candidate.plan.plan)) ?? '?';
-      line(`fp8 ${layout}${causal ? ' causal' : ''}`, candidate.source, candidate.plan.engine, ms, p, kernel);
+      line(
+        `fp8 ${layout}${output === 'bfloat16' ? ' O bf16' : ''}${causal ? ' causal' : ''}`,
+        candidate.source,
+        candidate.plan.engine,
+        ms,
+        p,
+        kernel,
+      );
     }
   } finally {
     destroyAll(materialized.descriptors);
@@ -184,6 +192,10 @@ if (section === 'all' || section === 'engines') {
 }
 if (section === 'all' || section === 'fp8-layouts') {
   for (const causal of [false, true])
-    for (const layout of ['bshd', 'bhsd', 'bshd-vt', 'bhsd-vt'] as const) fp8Engines(causal, layout, ['A']);
+    for (const layout of ['bshd', 'bhsd'] as const) fp8Engines(causal, layout, 'fp8_e4m3', ['A']);
+}
+// cudnn-frontend says bf16 output from the FP8 graph is Blackwell-only; ask this GPU's cuDNN.
+if (section === 'all' || section === 'fp8-output') {
+  for (const causal of [false, true]) fp8Engines(causal, 'bshd', 'bfloat16', ['A', 'B', 'FALLBACK']);
 }
 for (const t of [q, k, v] as Tensor[]) t.dispose();

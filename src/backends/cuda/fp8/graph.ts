@@ -69,19 +69,24 @@ export interface Fp8Graph {
  */
 /**
  * How Q8, K8, V8 and O8 lie in memory: 'bshd' is attnlab's (B,T,N,H) order; 'bhsd' puts each head's
- * rows together; '-vt' stores V transposed (its sequence axis innermost), the operand order FP8
- * tensor-core instructions want for P·V.
+ * rows together. Both run at the same speed on the H200 (bench/experiments/cudnn-engines.ts); a
+ * transposed V (sequence innermost) crashed cuDNN 9.19's FP8 engine there, so it is not offered.
  */
-export type Fp8Layout = 'bshd' | 'bhsd' | 'bshd-vt' | 'bhsd-vt';
+export type Fp8Layout = 'bshd' | 'bhsd';
 
-/** Strides of logical [b, heads, len, d] in memory order `order`; 'bhds' is the transposed one. */
-function stridesOf(order: 'bshd' | 'bhsd' | 'bhds', heads: number, len: number, d: number): number[] {
-  if (order === 'bshd') return [len * heads * d, d, heads * d, 1];
-  if (order === 'bhsd') return [heads * len * d, len * d, d, 1];
-  return [heads * d * len, d * len, 1, len];
+export interface Fp8GraphOptions {
+  readonly layout?: Fp8Layout;
+  /** O's dtype: e4m3 (what Hopper's engines take), or bfloat16 (Blackwell's; tried by experiments). */
+  readonly output?: 'fp8_e4m3' | 'bfloat16';
 }
 
-export function buildFp8Graph(f: Fp8GraphFeatures, layout: Fp8Layout = 'bshd'): Fp8Graph {
+/** Strides of logical [b, heads, len, d] in memory order `order`. */
+function stridesOf(order: Fp8Layout, heads: number, len: number, d: number): number[] {
+  return order === 'bshd' ? [len * heads * d, d, heads * d, 1] : [heads * len * d, len * d, d, 1];
+}
+
+export function buildFp8Graph(f: Fp8GraphFeatures, options: Fp8GraphOptions = {}): Fp8Graph {
+  const { layout = 'bshd', output = 'fp8_e4m3' } = options;
   const g = new GraphBuilder();
   const roles = new Map<number, Fp8Role>();
   const { B, T, S, N, K, H } = f;
@@ -112,14 +117,11 @@ export function buildFp8Graph(f: Fp8GraphFeatures, layout: Fp8Layout = 'bshd'): 
     roles.set(uid, { kind: 'scalar', slot: SCALAR_SLOTS[name] });
     return uid;
   };
-  const order = layout.startsWith('bhsd') ? 'bhsd' : 'bshd';
-  const kStrides = stridesOf(order, K, S, H);
-  const q = io('Q8', [B, N, T, H], stridesOf(order, N, T, H), { kind: 'q8' });
+  const kStrides = stridesOf(layout, K, S, H);
+  const q = io('Q8', [B, N, T, H], stridesOf(layout, N, T, H), { kind: 'q8' });
   const kT = io('K8^T', [B, K, H, S], [kStrides[0], kStrides[1], kStrides[3], kStrides[2]], { kind: 'k8' });
-  const v = io('V8', [B, K, S, H], stridesOf(layout.endsWith('-vt') ? 'bhds' : order, K, S, H), {
-    kind: 'v8',
-  });
-  const o = io('O8', [B, N, T, H], stridesOf(order, N, T, H), { kind: 'o8' });
+  const v = io('V8', [B, K, S, H], stridesOf(layout, K, S, H), { kind: 'v8' });
+  const o = io('O8', [B, N, T, H], stridesOf(layout, N, T, H), { kind: 'o8' }, output);
   const lengths = f.padding
     ? {
         q: io('seq_len_q', [B, 1, 1, 1], [1, 1, 1, 1], { kind: 'seqLenQ' }, 'int32'),
