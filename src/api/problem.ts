@@ -55,14 +55,21 @@ export interface BroadcastOperand {
   readonly strides: readonly [number, number, number, number];
 }
 
-/** Everything a backend needs, validated once; backends trust it. */
-export interface AttentionProblem {
+/**
+ * The sizes of one attention problem, named as everywhere in attnlab: batch B, query length T,
+ * key/value length S, query heads N, key/value heads K (N for MHA, 1 for MQA), head dim H.
+ */
+export interface ProblemSize {
   readonly B: number;
   readonly T: number;
   readonly S: number;
   readonly N: number;
   readonly K: number;
   readonly H: number;
+}
+
+/** Everything a backend needs, validated once; backends trust it. */
+export interface AttentionProblem extends ProblemSize {
   readonly Hv: number;
   readonly dtype: FloatDType;
   readonly device: Device;
@@ -104,14 +111,7 @@ export interface AttentionResult {
 }
 
 /** Floating-point work of one forward attention: 4·B·N·T·S·H (two matmuls), halved when causal. */
-export function attentionFlops(p: {
-  B: number;
-  N: number;
-  T: number;
-  S: number;
-  H: number;
-  causal?: boolean;
-}): number {
+export function attentionFlops(p: Omit<ProblemSize, 'K'> & { readonly causal?: boolean }): number {
   const flops = 4 * p.B * p.N * p.T * p.S * p.H;
   return p.causal ? flops / 2 : flops;
 }

@@ -4,17 +4,11 @@
  * and the implementation innermost, so the rows that a chart compares are measured back to back.
  */
 import { InvalidArgumentError } from '../api/errors.js';
-import { IMPLEMENTATIONS, type Implementation } from '../api/problem.js';
+import { IMPLEMENTATIONS, type Implementation, type ProblemSize } from '../api/problem.js';
 import { FLOAT_DTYPES, type FloatDType } from '../tensor/dtype.js';
 
 /** One shape, dtype and mask to time with one implementation. Letters as in src/api/problem.ts. */
-export interface BenchCase {
-  readonly B: number;
-  readonly T: number;
-  readonly S: number;
-  readonly N: number;
-  readonly K: number;
-  readonly H: number;
+export interface BenchCase extends ProblemSize {
   readonly dtype: FloatDType;
   readonly causal: boolean;
   readonly impl: Implementation;

@@ -2,19 +2,13 @@
  * The correctness matrix, written once and run for every backend (CPU tests and test/gpu/*).
  * Each case builds fresh random inputs from a seed; GPU suites pass a new seed per run.
  */
-import type { AttentionOptions } from '../api/problem.js';
+import type { AttentionOptions, ProblemSize } from '../api/problem.js';
 import type { FloatDType } from '../tensor/dtype.js';
 import { Random, randomNormal } from '../tensor/random.js';
 import { Tensor } from '../tensor/tensor.js';
 
-export interface Shape {
-  B: number;
-  T: number;
-  S: number;
-  N: number;
-  K: number;
-  H: number;
-  Hv?: number;
+export interface Shape extends ProblemSize {
+  readonly Hv?: number;
 }
 
 export interface AttentionCase {

@@ -6,7 +6,7 @@
  *
  * It also says, in words, why cuDNN cannot run a problem; `supports()` returns that reason.
  */
-import type { AttentionProblem, CausalAlignment } from '../../../api/problem.js';
+import type { AttentionProblem, CausalAlignment, ProblemSize } from '../../../api/problem.js';
 import { CUDNN_UNIFIED_SEQ_LEN_VERSION } from '../ffi/cudnn-constants.js';
 
 export type GraphKind = 'unified' | 'composite';
@@ -17,15 +17,9 @@ export type GraphKind = 'unified' | 'composite';
  */
 export type StatsLayout = 'none' | 'btn' | 'bnt';
 
-export interface SdpaFeatures {
+export interface SdpaFeatures extends ProblemSize {
   readonly graph: GraphKind;
   readonly dtype: 'float16' | 'bfloat16';
-  readonly B: number;
-  readonly T: number;
-  readonly S: number;
-  readonly N: number;
-  readonly K: number;
-  readonly H: number;
   readonly Hv: number;
   /** Sequence lengths given (both tensors go in; a missing side is filled with T or S). */
   readonly padding: boolean;

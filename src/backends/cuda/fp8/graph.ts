@@ -11,7 +11,7 @@
  * Q8, K8, V8 and O8 are (B,T,N,H)-ordered e4m3 memory declared as cuDNN's [b,h,s,d]. The six scales
  * and two amax values are device scalars in the scalar block of src/kernels/fp8/quantise.cu.
  */
-import type { AttentionProblem } from '../../../api/problem.js';
+import type { AttentionProblem, ProblemSize } from '../../../api/problem.js';
 import { GraphBuilder, type GraphDType, type GraphSpec, type PointwiseMode } from '../cudnn/graph-spec.js';
 
 /** Slots of the scalar block (16 bytes each), shared with quantise.cu's SLOT numbers. */
@@ -35,13 +35,7 @@ export type ScalarName = keyof typeof SCALAR_SLOTS;
 export const SCALAR_BLOCK_BYTES = 14 * 16;
 
 /** What the FP8 graph depends on: the cache key of its plan. */
-export interface Fp8GraphFeatures {
-  readonly B: number;
-  readonly T: number;
-  readonly S: number;
-  readonly N: number;
-  readonly K: number;
-  readonly H: number;
+export interface Fp8GraphFeatures extends ProblemSize {
   readonly causal: boolean;
   readonly padding: boolean;
 }
