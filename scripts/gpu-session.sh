@@ -42,12 +42,17 @@ for name in "${steps[@]}"; do
       --peers jax,torch --name h200-cudnn-h128 --out "$out/results" ;;
     bench-h64-256) step bench-h64-256 50 "${cli[@]}" bench "${big[@]}" --head-dim 64,256 --impl flash,cudnn \
       --name h200-big-h64-h256 --out "$out/results" ;;
-    bench-codelab) step bench-codelab 90 "${cli[@]}" bench --preset codelab --peers jax,torch --budget-ms 150 \
+    # The two-stage K/V tiles, reachable only through ATTNLAB_FLASH_TILES (not in the table yet).
+    flash-s2) step flash-s2 90 bash -c "ATTNLAB_FLASH_TILES=128x64x4s2 ${cli[*]} bench ${big[*]} \
+      --head-dim 64,128 --impl flash --name h200-flash-s2-h64-h128 --out '$out/results' && \
+      ATTNLAB_FLASH_TILES=128x64x8s2 ${cli[*]} bench ${big[*]} --head-dim 256 --impl flash \
+      --name h200-flash-s2-h256 --out '$out/results'" ;;
+    bench-codelab) step bench-codelab 130 "${cli[@]}" bench --preset codelab --peers jax,torch --budget-ms 150 \
       --no-progress --name h200-codelab --out "$out/results" ;;
     small) step small 60 "${cli[@]}" bench --batch 4 --seq 128 --heads 8 --head-dim 64 --causal false,true \
       --impl cudnn,flash --peers jax,torch --no-progress --name h200-small --out "$out/results" ;;
     fp8) step fp8 90 node --import tsx bench/te/fp8-bench.ts "$out/results/te-fp8.json" ;;
-    lab) step lab 70 "${cli[@]}" lab --budget-ms 100 --out "$out/results" ;;
+    lab) step lab 100 "${cli[@]}" lab --budget-ms 100 --out "$out/results" ;;
     engines) step engines 120 node --import tsx bench/experiments/cudnn-engines.ts engines ;;
     knobs-fp8) step knobs-fp8 180 node --import tsx bench/experiments/cudnn-knobs.ts fp8 ;;
     knobs-bf16) step knobs-bf16 180 node --import tsx bench/experiments/cudnn-knobs.ts bf16 ;;
