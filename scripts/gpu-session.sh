@@ -31,7 +31,7 @@ nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu
 smi=$!
 for name in "${steps[@]}"; do
   case $name in
-    tests) step tests 150 node --import tsx --test --test-reporter=tap test/gpu/*.test.ts ;;
+    tests) step tests 280 node --import tsx --test --test-reporter=tap test/gpu/*.test.ts ;;
     fp8-tests) step fp8-tests 60 node --import tsx --test --test-reporter=tap test/gpu/fp8.test.ts ;;
     flash-tests) step flash-tests 120 node --import tsx --test --test-reporter=tap test/gpu/flash.test.ts ;;
     # The peers' large shapes take most of a step (each peer starts its framework and times several
