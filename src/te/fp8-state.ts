@@ -54,9 +54,11 @@ export class Fp8State {
     recipe: DelayedScaling,
     upload: (metas: PerTensor<Fp8TensorMeta>) => M,
   ): M {
-    this.delayedScales(recipe); // pulls, and starts afresh on a new history length
-    if (this.#mirror && this.#mirror.historyLength !== recipe.amaxHistoryLen) this.#dropMirror();
-    this.#mirror ??= upload(this.#metas!);
+    // The common case touches nothing on the host: reading the metas here would wait for the GPU.
+    if (this.#mirror && this.#mirror.historyLength === recipe.amaxHistoryLen) return this.#mirror as M;
+    this.delayedScales(recipe); // pulls a stale mirror first, and starts afresh on a new history length
+    this.#dropMirror();
+    this.#mirror = upload(this.#metas!);
     return this.#mirror as M;
   }
 

@@ -15,6 +15,7 @@ import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import koffi from 'koffi';
 import { validateAttention } from '../../src/api/validate.js';
+import { cu } from '../../src/backends/cuda/ffi/driver.js';
 import { buildFp8Graph, fp8GraphFeatures, SCALAR_SLOTS } from '../../src/backends/cuda/fp8/graph.js';
 import { autocast } from '../../src/te/autocast.js';
 import { DotProductAttention, SequenceDescriptor } from '../../src/te/module.js';
@@ -113,5 +114,33 @@ describe('FP8 step through the FFI (stand-in libraries)', { skip }, () => {
     const uidOf = (kind: string) => [...roles].find(([, role]) => role.kind === kind)![0];
     assert.equal(pointer(uidOf('q8')) !== pointer(uidOf('k8')), true);
     assert.equal(pointer(uidOf('o8')), r.output8!.tensor.buffer.ptr);
+  });
+
+  it('delayed-scaling steps wait for nothing until their state or reports are read', () => {
+    const [B, T, N, H] = [1, 64, 2, 64];
+    const [q, k, v] = [4, 5, 6].map((seed) =>
+      randomNormal([B, T, N, H], { seed, dtype: 'bfloat16' }).to('cuda'),
+    );
+    const attn = new DotProductAttention({ headDim: H, numAttentionHeads: N });
+    const recipe = new DelayedScaling({ amaxHistoryLen: 4 });
+    const driver = cu() as unknown as Record<string, (...args: unknown[]) => unknown>;
+    const synchronize = driver.cuStreamSynchronize;
+    let waits = 0;
+    driver.cuStreamSynchronize = (...args: unknown[]) => {
+      waits++;
+      return synchronize(...args);
+    };
+    try {
+      autocast({ recipe }, () => attn.apply(q, k, v)).output.dispose(); // uploads the state once
+      waits = 0;
+      const results = [1, 2, 3].map(() => autocast({ recipe }, () => attn.apply(q, k, v)));
+      assert.equal(waits, 0, 'steps 2–4 enqueued without waiting for the GPU');
+      assert.equal(attn.fp8State.steps, 4);
+      assert.ok(attn.fp8State.metas, 'reading the state waits once');
+      assert.equal(waits, 1);
+      assert.deepEqual(Object.keys(results[2].fp8!.scales), ['q', 'k', 'v', 's', 'o']);
+    } finally {
+      driver.cuStreamSynchronize = synchronize;
+    }
   });
 });
