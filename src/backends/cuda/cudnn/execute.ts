@@ -76,10 +76,11 @@ function launchOf(entry: CachedPlan): Launch {
 }
 
 /**
- * The workspace: one buffer grown to the largest plan's need and kept. Safe to share between calls
- * because every call runs on the one stream, so a later call's kernels start after earlier ones end.
+ * The workspace of every cuDNN plan (bf16 and FP8): one buffer grown to the largest plan's need and
+ * kept. Safe to share between calls because every call runs on the one stream, so a later call's
+ * kernels start after earlier ones end.
  */
-function workspacePointer(bytes: number): bigint {
+export function workspacePointer(bytes: number): bigint {
   if (bytes === 0) return 0n;
   if (!workspace || workspace.bytes < bytes) {
     workspace?.release();

@@ -6,8 +6,8 @@
  * Plans are not written to disk here: the bf16 backend's disk cache is keyed by its own feature set.
  */
 import { UnsupportedError } from '../../../api/errors.js';
-import type { DeviceBuffer } from '../../../tensor/storage.js';
 import { cudnnEnvironment } from '../cudnn/backend.js';
+import { workspacePointer } from '../cudnn/execute.js';
 import { destroyAll, materializeGraph } from '../cudnn/materialize.js';
 import { buildPlan, type ExecutionPlan, kernelNameFromJson, serializePlan } from '../cudnn/plan.js';
 import { versionText } from '../cudnn/plan-cache.js';
@@ -22,7 +22,6 @@ import {
   setAttribute,
 } from '../ffi/cudnn.js';
 import { ATTR, ATTR_TYPE, DESCRIPTOR } from '../ffi/cudnn-constants.js';
-import { allocDevice } from '../memory.js';
 import { buildFp8Graph, type Fp8Graph, type Fp8GraphFeatures, type Fp8Role } from './graph.js';
 
 export interface Fp8Plan {
@@ -40,7 +39,6 @@ export interface Fp8Plan {
 }
 
 const plans = new Map<string, Fp8Plan>();
-let workspace: DeviceBuffer | null = null;
 
 /** The plan for `f`, built on first use; throws UnsupportedError when no cuDNN engine runs it. */
 export function fp8Plan(f: Fp8GraphFeatures): Fp8Plan {
@@ -122,7 +120,7 @@ export function executeFp8Plan(entry: Fp8Plan, pointers: Fp8Pointers, attnScale:
       pack,
       ATTR.VARIANT_PACK_WORKSPACE,
       ATTR_TYPE.VOID_PTR,
-      BigUint64Array.of(workspaceFor(entry.plan.workspaceBytes)),
+      BigUint64Array.of(workspacePointer(entry.plan.workspaceBytes)),
     );
     finalize(pack, 'FP8 variant pack');
     check(
@@ -132,14 +130,4 @@ export function executeFp8Plan(entry: Fp8Plan, pointers: Fp8Pointers, attnScale:
   } finally {
     destroyDescriptor(pack);
   }
-}
-
-/** One workspace grown to the largest need; shared safely because every call uses the one stream. */
-function workspaceFor(bytes: number): bigint {
-  if (bytes === 0) return 0n;
-  if (!workspace || workspace.bytes < bytes) {
-    workspace?.release();
-    workspace = allocDevice(bytes);
-  }
-  return workspace.ptr;
 }
