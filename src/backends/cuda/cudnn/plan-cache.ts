@@ -16,8 +16,14 @@ import { join } from 'node:path';
 import { forgetLaunch } from './execute.js';
 import type { CudnnEnvironment, SdpaFeatures } from './features.js';
 import type { GraphSpec } from './graph-spec.js';
-import { destroyAll, materializeGraph } from './materialize.js';
-import { buildPlan, deserializePlan, type ExecutionPlan, kernelNameFromJson, serializePlan } from './plan.js';
+import { destroyAll } from './materialize.js';
+import {
+  buildPlanForSpec,
+  deserializePlan,
+  type ExecutionPlan,
+  kernelNameFromJson,
+  serializePlan,
+} from './plan.js';
 import { buildSdpaGraph } from './sdpa-graph.js';
 
 /** Bumped when the file layout or the graphs change meaning, so old files are not read. */
@@ -107,19 +113,12 @@ export function getPlan(
       graphDescriptors: [],
     };
   } else {
-    const graph = materializeGraph(spec, handle);
-    let plan: ExecutionPlan;
-    try {
-      plan = buildPlan(graph.graph, handle);
-    } catch (error) {
-      destroyAll(graph.descriptors);
-      throw error;
-    }
+    const { plan, graphDescriptors } = buildPlanForSpec(spec, handle);
     stats.builds++;
     const json = serializePlan(plan.plan);
     const kernel = kernelNameFromJson(json) ?? 'kernel name not in plan';
     const variant = `${label} engine ${plan.engine} ${kernel}`;
-    entry = { key, spec, plan, variant, source: 'built', setupMs: 0, graphDescriptors: graph.descriptors };
+    entry = { key, spec, plan, variant, source: 'built', setupMs: 0, graphDescriptors };
     if (file && dir)
       saveToDisk(dir, file, {
         format: CACHE_FORMAT,

@@ -18,6 +18,8 @@ import {
   setAttribute,
 } from '../ffi/cudnn.js';
 import { ATTR, ATTR_TYPE, DESCRIPTOR, HEUR_MODE } from '../ffi/cudnn-constants.js';
+import type { GraphSpec } from './graph-spec.js';
+import { destroyAll, materializeGraph } from './materialize.js';
 
 export interface ExecutionPlan {
   readonly plan: bigint;
@@ -111,6 +113,23 @@ export function buildPlan(graph: bigint, handle: bigint): ExecutionPlan {
     `cudnn ${loadCudnn().description}`,
     `no engine can run this graph: ${failures.join('; ')}`,
   );
+}
+
+/**
+ * Materializes `spec` and builds its first plan (buildPlan). The graph's descriptors are returned to
+ * be kept alive with the plan, as cudnn-frontend keeps them; on failure they are destroyed here.
+ */
+export function buildPlanForSpec(
+  spec: GraphSpec,
+  handle: bigint,
+): { plan: ExecutionPlan; graphDescriptors: readonly bigint[] } {
+  const graph = materializeGraph(spec, handle);
+  try {
+    return { plan: buildPlan(graph.graph, handle), graphDescriptors: graph.descriptors };
+  } catch (error) {
+    destroyAll(graph.descriptors);
+    throw error;
+  }
 }
 
 /** Destroys a plan and the descriptors it kept alive. */

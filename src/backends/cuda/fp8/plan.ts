@@ -8,8 +8,7 @@
 import { UnsupportedError } from '../../../api/errors.js';
 import { cudnnEnvironment } from '../cudnn/backend.js';
 import { workspacePointer } from '../cudnn/execute.js';
-import { destroyAll, materializeGraph } from '../cudnn/materialize.js';
-import { buildPlan, type ExecutionPlan, kernelNameFromJson, serializePlan } from '../cudnn/plan.js';
+import { buildPlanForSpec, type ExecutionPlan, kernelNameFromJson, serializePlan } from '../cudnn/plan.js';
 import { versionText } from '../cudnn/plan-cache.js';
 import {
   allocHostScalars,
@@ -50,15 +49,8 @@ export function fp8Plan(f: Fp8GraphFeatures): Fp8Plan {
   const started = performance.now();
   const handle = cudnnHandle();
   const graph = buildFp8Graph(f);
-  const materialized = materializeGraph(graph.spec, handle);
-  let plan: ExecutionPlan;
-  try {
-    plan = buildPlan(materialized.graph, handle);
-  } catch (error) {
-    destroyAll(materialized.descriptors);
-    throw error;
-  }
-  // The graph's descriptors stay alive with the plan, as cudnn-frontend keeps them.
+  // The graph's descriptors stay alive with the plan (for the process), as cudnn-frontend keeps them.
+  const { plan } = buildPlanForSpec(graph.spec, handle);
   const kernel = kernelNameFromJson(serializePlan(plan.plan)) ?? 'kernel name not in plan';
   const nonVirtual = graph.spec.tensors.filter((t) => !t.virtual);
   const roles = nonVirtual.map((t) => {
