@@ -24,18 +24,13 @@ import type { CachedPlan } from '../../src/backends/cuda/cudnn/plan-cache.js';
 import { buildSdpaGraph } from '../../src/backends/cuda/cudnn/sdpa-graph.js';
 import { timeOnStream } from '../../src/backends/cuda/events.js';
 import { cudnnHandle } from '../../src/backends/cuda/ffi/cudnn.js';
-import {
-  buildFp8Graph,
-  type Fp8Layout,
-  fp8GraphFeatures,
-  SCALAR_BLOCK_BYTES,
-  SCALAR_SLOTS,
-} from '../../src/backends/cuda/fp8/graph.js';
+import { buildFp8Graph, type Fp8Layout, fp8GraphFeatures } from '../../src/backends/cuda/fp8/graph.js';
 import { launchQuantise3 } from '../../src/backends/cuda/fp8/kernels.js';
 import { executeFp8Plan, fp8Plan } from '../../src/backends/cuda/fp8/plan.js';
-import { allocDevice, copyToDevice } from '../../src/backends/cuda/memory.js';
+import { allocDevice } from '../../src/backends/cuda/memory.js';
 import { seededInput } from '../../src/bench/measure.js';
 import type { Tensor } from '../../src/tensor/tensor.js';
+import { calibratedScalarBlock } from './fp8-scalars.js';
 
 // Sections: 'engines' (every config of every graph), 'fp8-layouts' (the FP8 graph's configs over
 // the memory layouts of Q8/K8/V8/O8), or both by default.
@@ -118,19 +113,7 @@ function fp8Engines(
   const features = fp8GraphFeatures(p);
   const reference = fp8Plan(features); // the default plan, for its roles and scalars
   const n = B * T * N * H;
-  // Scales as calibrated delayed scaling would set them for normal inputs (amax ≈ 5): 448 / 5.
-  const values = new Float32Array(SCALAR_BLOCK_BYTES / 4);
-  const set = (slot: number, value: number) => {
-    values[slot * 4] = value;
-  };
-  for (const s of ['Q', 'K', 'V'] as const) {
-    set(SCALAR_SLOTS[`scale${s}`], 448 / 5);
-    set(SCALAR_SLOTS[`descale${s}`], 5 / 448);
-  }
-  set(SCALAR_SLOTS.scaleS, 448);
-  set(SCALAR_SLOTS.descaleS, 1 / 448);
-  set(SCALAR_SLOTS.scaleO, 448 / 5);
-  const block = copyToDevice(new Uint8Array(values.buffer));
+  const block = calibratedScalarBlock();
   const [q8, k8, v8, o8] = [n, n, n, output === 'bfloat16' ? 2 * n : n].map((bytes) => allocDevice(bytes));
   launchQuantise3(
     [q.buffer.ptr, k.buffer.ptr, v.buffer.ptr],

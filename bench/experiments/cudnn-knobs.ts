@@ -38,16 +38,12 @@ import {
   setAttribute,
 } from '../../src/backends/cuda/ffi/cudnn.js';
 import { ATTR, ATTR_TYPE, DESCRIPTOR } from '../../src/backends/cuda/ffi/cudnn-constants.js';
-import {
-  buildFp8Graph,
-  fp8GraphFeatures,
-  SCALAR_BLOCK_BYTES,
-  SCALAR_SLOTS,
-} from '../../src/backends/cuda/fp8/graph.js';
+import { buildFp8Graph, fp8GraphFeatures } from '../../src/backends/cuda/fp8/graph.js';
 import { launchQuantise3 } from '../../src/backends/cuda/fp8/kernels.js';
 import { executeFp8Plan, fp8Plan } from '../../src/backends/cuda/fp8/plan.js';
-import { allocDevice, copyToDevice } from '../../src/backends/cuda/memory.js';
+import { allocDevice } from '../../src/backends/cuda/memory.js';
 import { seededInput } from '../../src/bench/measure.js';
+import { calibratedScalarBlock } from './fp8-scalars.js';
 
 const which = process.argv[2] ?? 'both';
 const [B, T, N, H] = [4, 8192, 16, 128];
@@ -234,15 +230,7 @@ function fp8(causal: boolean) {
   const features = fp8GraphFeatures(p);
   const reference = fp8Plan(features);
   const n = B * T * N * H;
-  const values = new Float32Array(SCALAR_BLOCK_BYTES / 4);
-  for (const s of ['Q', 'K', 'V'] as const) {
-    values[SCALAR_SLOTS[`scale${s}`] * 4] = 448 / 5;
-    values[SCALAR_SLOTS[`descale${s}`] * 4] = 5 / 448;
-  }
-  values[SCALAR_SLOTS.scaleS * 4] = 448;
-  values[SCALAR_SLOTS.descaleS * 4] = 1 / 448;
-  values[SCALAR_SLOTS.scaleO * 4] = 448 / 5;
-  const block = copyToDevice(new Uint8Array(values.buffer));
+  const block = calibratedScalarBlock();
   const [q8, k8, v8, o8] = [n, n, n, n].map((bytes) => allocDevice(bytes));
   launchQuantise3(
     [q.buffer.ptr, k.buffer.ptr, v.buffer.ptr],

@@ -15,11 +15,12 @@ import { validateAttention } from '../../src/api/validate.js';
 import { getCudaContext, synchronize } from '../../src/backends/cuda/context.js';
 import { summarize } from '../../src/backends/cuda/events.js';
 import { CU_EVENT_DEFAULT, cu, outBigInt } from '../../src/backends/cuda/ffi/driver.js';
-import { fp8GraphFeatures, SCALAR_BLOCK_BYTES, SCALAR_SLOTS } from '../../src/backends/cuda/fp8/graph.js';
+import { fp8GraphFeatures } from '../../src/backends/cuda/fp8/graph.js';
 import { launchDequantise, launchQuantise3 } from '../../src/backends/cuda/fp8/kernels.js';
 import { executeFp8Plan, fp8Plan } from '../../src/backends/cuda/fp8/plan.js';
-import { allocDevice, copyToDevice } from '../../src/backends/cuda/memory.js';
+import { allocDevice } from '../../src/backends/cuda/memory.js';
 import { seededInput } from '../../src/bench/measure.js';
+import { calibratedScalarBlock } from './fp8-scalars.js';
 
 const [B, T, N, H] = [4, 8192, 16, 128];
 const ITERATIONS = 20;
@@ -38,18 +39,7 @@ const perBatch = n / B;
 const [q8, k8, v8, o8] = [n, n, n, n].map((bytes) => allocDevice(bytes));
 const out = allocDevice(2 * n);
 
-function scalarBlock(): ReturnType<typeof copyToDevice> {
-  const values = new Float32Array(SCALAR_BLOCK_BYTES / 4);
-  for (const s of ['Q', 'K', 'V'] as const) {
-    values[SCALAR_SLOTS[`scale${s}`] * 4] = 448 / 5;
-    values[SCALAR_SLOTS[`descale${s}`] * 4] = 5 / 448;
-  }
-  values[SCALAR_SLOTS.scaleS * 4] = 448;
-  values[SCALAR_SLOTS.descaleS * 4] = 1 / 448;
-  values[SCALAR_SLOTS.scaleO * 4] = 448 / 5;
-  return copyToDevice(new Uint8Array(values.buffer));
-}
-const blocks = Array.from({ length: B }, scalarBlock);
+const blocks = Array.from({ length: B }, calibratedScalarBlock);
 
 for (const causal of [false, true]) {
   const p = validateAttention(q, k, v, { isCausal: causal });
