@@ -4,7 +4,8 @@
  *   2. FP8 output error against bf16 over the codelab's sweep (B=4, N=8, H=64, T=128…2048, causal
  *      as TE's default) and at H=128, after two calibration calls (delayed scaling starts at scale 1);
  *   3. throughput at B=4, T=S=8192, N=16, H=128: the module's FP8 step (quantise, cuDNN FP8 graph,
- *      dequantise, device-side scale update) against attnlab's bf16 cuDNN path, and the FP8 step's parts.
+ *      dequantise, device-side scale update) against attnlab's bf16 cuDNN path, the FP8 step's parts,
+ *      and the step in 1, 2 and 4 pipelined batch chunks.
  * Timing: CUDA events around each call after warm-up (events.ts), median of `ITERATIONS`. Each
  * measurement runs in a child process of its own.
  *
@@ -23,6 +24,8 @@ import { summarize, timeOnStream } from '../../src/backends/cuda/events.js';
 import { fp8GraphFeatures, SCALAR_BLOCK_BYTES, SCALAR_SLOTS } from '../../src/backends/cuda/fp8/graph.js';
 import { launchDequantise, launchQuantise3 } from '../../src/backends/cuda/fp8/kernels.js';
 import { executeFp8Plan, fp8Plan } from '../../src/backends/cuda/fp8/plan.js';
+import { pipelineChunks, runCudaFp8 } from '../../src/backends/cuda/fp8/run.js';
+import { DeviceDelayedState } from '../../src/backends/cuda/fp8/state.js';
 import { allocDevice, copyToDevice } from '../../src/backends/cuda/memory.js';
 import { settleCalls } from '../../src/bench/measure.js';
 import { autocast } from '../../src/te/autocast.js';
@@ -207,6 +210,22 @@ function throughput(causal: boolean) {
     { iterations: ITERATIONS },
   );
   const moduleAlone = timeOnStream(fp8Call, { iterations: ITERATIONS });
+  // The whole step (delayed scaling on the module's device state) in 1, 2 and 4 batch chunks, each
+  // settled, in alternating rounds: what the pipelining (pipelineChunks) buys at this shape.
+  const deviceState = attn.fp8State.mirrorFor(new DelayedScaling(), DeviceDelayedState.upload);
+  const stepIn = (chunks: number) => () =>
+    runCudaFp8({
+      problem,
+      dtype8: 'float8_e4m3fn',
+      scaling: { kind: 'delayed', state: deviceState, margin: 0, mostRecent: false },
+      keepFp8Output: false,
+      chunks,
+    }).output.dispose();
+  const chunkOptions = [1, 2, 4];
+  const chunkTimes = chunkOptions.map((): number[] => []);
+  for (let round = 0; round < ROUNDS; round++)
+    for (const [i, chunks] of chunkOptions.entries())
+      chunkTimes[i].push(...settled(stepIn(chunks), module.median));
   for (const buffer of [block, q8, k8, v8, o8, out]) buffer.release();
   for (const t of [q, k, v]) t.dispose();
   return {
@@ -227,6 +246,10 @@ function throughput(causal: boolean) {
       dequantiseMs: dequantise.median,
       chainedMs: chained.median,
       moduleBackToBackMs: moduleAlone.median,
+    },
+    pipelining: {
+      moduleChunks: pipelineChunks(problem),
+      stepMsByChunks: Object.fromEntries(chunkOptions.map((c, i) => [c, summarize(chunkTimes[i]).median])),
     },
     fp8Variant: plan.variant,
   };
@@ -332,7 +355,8 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
         `(${t.bf16Cudnn.tflops.toFixed(0)} TFLOP/s), FP8 module ${t.fp8Module.medianMs.toFixed(3)} ms ` +
         `(${t.fp8Module.tflops.toFixed(0)}), speed-up ${t.speedup.toFixed(2)}×; FP8 graph alone ` +
         `${t.fp8Parts.cudnnFp8GraphMs.toFixed(3)} ms, quantise ${t.fp8Parts.quantiseQkvMs.toFixed(3)}, ` +
-        `dequantise ${t.fp8Parts.dequantiseMs.toFixed(3)}; parts chained ${t.fp8Parts.chainedMs.toFixed(3)}, module back to back ${t.fp8Parts.moduleBackToBackMs.toFixed(3)}`,
+        `dequantise ${t.fp8Parts.dequantiseMs.toFixed(3)}; parts chained ${t.fp8Parts.chainedMs.toFixed(3)}, module back to back ${t.fp8Parts.moduleBackToBackMs.toFixed(3)}; ` +
+        `module in ${t.pipelining.moduleChunks} chunks; step by chunks ${JSON.stringify(t.pipelining.stepMsByChunks)}`,
     );
   }
   console.log(`wrote ${out}`);

@@ -31,7 +31,9 @@ int cuDeviceTotalMem_v2(size_t *b, int d) { (void)d; *b = (size_t)1 << 34; retur
 int cuDevicePrimaryCtxRetain(void **c, int d) { (void)d; *c = (void *)0x1234; return 0; }
 int cuCtxSetCurrent(void *c) { (void)c; return 0; }
 int cuCtxSynchronize(void) { return 0; }
-int cuStreamCreate(void **s, unsigned f) { (void)f; *s = (void *)0x5678; return 0; }
+/* Streams 0x5678 (attnlab's, the one cuDNN's handle is bound to), 0x5688, … in order of creation. */
+static uintptr_t next_stream = 0x5678;
+int cuStreamCreate(void **s, unsigned f) { (void)f; *s = (void *)next_stream; next_stream += 0x10; return 0; }
 int cuStreamSynchronize(void *s) { (void)s; return 0; }
 int cuStreamWaitEvent(void *s, void *e, unsigned f) { (void)s; (void)e; (void)f; return 0; }
 int cuMemAlloc_v2(uint64_t *p, size_t b) { *p = (uint64_t)(uintptr_t)calloc(1, b ? b : 1); return 0; }

@@ -14,10 +14,21 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import koffi from 'koffi';
+import { InvalidArgumentError } from '../../src/api/errors.js';
 import { validateAttention } from '../../src/api/validate.js';
+import { getCudaContext } from '../../src/backends/cuda/context.js';
+import { loadCudnn } from '../../src/backends/cuda/ffi/cudnn.js';
 import { cu } from '../../src/backends/cuda/ffi/driver.js';
-import { buildFp8Graph, fp8GraphFeatures, SCALAR_SLOTS } from '../../src/backends/cuda/fp8/graph.js';
+import {
+  buildFp8Graph,
+  fp8GraphFeatures,
+  SCALAR_BLOCK_BYTES,
+  SCALAR_SLOTS,
+} from '../../src/backends/cuda/fp8/graph.js';
+import { pipelineChunks, runCudaFp8 } from '../../src/backends/cuda/fp8/run.js';
+import { DeviceDelayedState } from '../../src/backends/cuda/fp8/state.js';
 import { autocast } from '../../src/te/autocast.js';
+import { Fp8State } from '../../src/te/fp8-state.js';
 import { DotProductAttention, SequenceDescriptor } from '../../src/te/module.js';
 import { DelayedScaling } from '../../src/te/recipe.js';
 import { randomNormal } from '../../src/tensor/random.js';
@@ -142,5 +153,122 @@ describe('FP8 step through the FFI (stand-in libraries)', { skip }, () => {
     } finally {
       driver.cuStreamSynchronize = synchronize;
     }
+  });
+
+  it('a step pipelined in batch chunks orders its two streams and binds each chunk its slices', () => {
+    const [B, T, N, K, H] = [4, 64, 4, 2, 64];
+    const q = randomNormal([B, T, N, H], { seed: 7, dtype: 'bfloat16' }).to('cuda');
+    const [k, v] = [8, 9].map((seed) => randomNormal([B, T, K, H], { seed, dtype: 'bfloat16' }).to('cuda'));
+    const lengths = [64, 50, 33, 64];
+    const problem = validateAttention(q, k, v, {
+      isCausal: true,
+      querySeqLengths: lengths,
+      keyValueSeqLengths: lengths,
+    });
+    const state = new Fp8State().mirrorFor(new DelayedScaling(), DeviceDelayedState.upload);
+    const step = (chunks: number) =>
+      runCudaFp8({
+        problem,
+        dtype8: 'float8_e4m3fn',
+        scaling: { kind: 'delayed', state, margin: 0, mostRecent: false },
+        keepFp8Output: false,
+        chunks,
+      });
+    assert.throws(
+      () => step(3),
+      (error: unknown) =>
+        error instanceof InvalidArgumentError && /chunks/.test(error.message) && /B=4/.test(error.message),
+    );
+    step(2).output.dispose(); // builds the B=2 plan, so that the traced step below only enqueues
+
+    // The driver's and cuDNN's calls in order, streams and events named by first appearance.
+    const { stream: main } = getCudaContext();
+    const names = new Map<unknown, string>([[main, 'main']]);
+    let events = 0;
+    const name = (handle: unknown, kind: 'stream' | 'event') => {
+      if (!names.has(handle)) names.set(handle, kind === 'stream' ? 'side' : `e${events++}`);
+      return names.get(handle);
+    };
+    const trace: string[] = [];
+    const executes: Record<string, Bound>[] = [];
+    const driver = cu() as unknown as Record<string, (...args: unknown[]) => unknown>;
+    const fn = loadCudnn().fn as unknown as Record<string, (...args: unknown[]) => unknown>;
+    const lastExecute = koffi.load(join(dir, 'libcudnn.so.9')).func('const char *fake_last_execute()');
+    const wrapped = {
+      launch: [driver, 'cuLaunchKernel', (a: unknown[]) => `launch ${name(a[8], 'stream')}`],
+      record: [
+        driver,
+        'cuEventRecord',
+        (a: unknown[]) => `record ${name(a[0], 'event')} ${name(a[1], 'stream')}`,
+      ],
+      wait: [
+        driver,
+        'cuStreamWaitEvent',
+        (a: unknown[]) => `wait ${name(a[0], 'stream')} ${name(a[1], 'event')}`,
+      ],
+      sync: [driver, 'cuStreamSynchronize', () => 'synchronize'],
+      execute: [fn, 'cudnnBackendExecute', () => 'execute'],
+    } as const;
+    const originals = Object.values(wrapped).map(([target, key]) => [target, key, target[key]] as const);
+    for (const [target, key, describe] of Object.values(wrapped)) {
+      const original = target[key];
+      target[key] = (...args: unknown[]) => {
+        trace.push(describe(args));
+        const status = original(...args);
+        if (key === 'cudnnBackendExecute') executes.push(JSON.parse(lastExecute() as string));
+        return status;
+      };
+    }
+    try {
+      step(2).output.dispose();
+    } finally {
+      for (const [target, key, original] of originals) target[key] = original;
+    }
+    assert.deepEqual(trace, [
+      'launch main', // the step's scales into both chunks' blocks
+      'record e0 main', // fork
+      'wait side e0',
+      'launch side', // quantise chunk 0
+      'record e1 side',
+      'launch side', // quantise chunk 1, beside chunk 0's attention
+      'record e2 side',
+      'wait main e1',
+      'execute', // attention, chunk 0
+      'record e3 main',
+      'wait side e3',
+      'launch side', // dequantise chunk 0, beside chunk 1's attention
+      'wait main e2',
+      'execute', // attention, chunk 1
+      'record e4 main',
+      'wait side e4',
+      'launch side', // dequantise chunk 1
+      'record e5 side', // join
+      'wait main e5',
+      'launch main', // the delayed-scaling update, after everything
+    ]);
+    // Chunk 1's graph reads the second half of each operand, its own scalar block and lengths.
+    const { roles } = buildFp8Graph({ ...fp8GraphFeatures(problem), B: 2 });
+    const uidOf = (kind: string, slot?: number) =>
+      String(
+        [...roles].find(
+          ([, role]) =>
+            role.kind === kind && (slot === undefined || (role.kind === 'scalar' && role.slot === slot)),
+        )![0],
+      );
+    const step1 = (kind: string, slot?: number) =>
+      BigInt(executes[1][uidOf(kind, slot)].ptr) - BigInt(executes[0][uidOf(kind, slot)].ptr);
+    assert.equal(step1('q8'), BigInt(2 * T * N * H));
+    assert.equal(step1('k8'), BigInt(2 * T * K * H));
+    assert.equal(step1('o8'), BigInt(2 * T * N * H));
+    assert.equal(step1('seqLenKv'), 8n);
+    assert.equal(step1('scalar', SCALAR_SLOTS.amaxO), BigInt(SCALAR_BLOCK_BYTES));
+  });
+
+  it('pipelines only problems large enough to hide the passes, in chunks that divide the batch', () => {
+    const size = { B: 4, T: 8192, S: 8192, N: 16, K: 16, H: 128 };
+    assert.equal(pipelineChunks(size), 4);
+    assert.equal(pipelineChunks({ ...size, B: 6 }), 2);
+    assert.equal(pipelineChunks({ ...size, B: 3 }), 1);
+    assert.equal(pipelineChunks({ ...size, T: 2048, N: 8, H: 64 }), 1); // the codelab's largest
   });
 });

@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { attention } from '../../src/api/attention.js';
 import { UnsupportedError } from '../../src/api/errors.js';
+import { validateAttention } from '../../src/api/validate.js';
 import { cudaAvailable, getCudaContext } from '../../src/backends/cuda/context.js';
 import { SCALAR_BLOCK_BYTES, SCALAR_SLOTS } from '../../src/backends/cuda/fp8/graph.js';
 import {
@@ -15,6 +16,8 @@ import {
   launchDequantise,
   launchQuantise3,
 } from '../../src/backends/cuda/fp8/kernels.js';
+import { runCudaFp8 } from '../../src/backends/cuda/fp8/run.js';
+import { DeviceDelayedState } from '../../src/backends/cuda/fp8/state.js';
 import { allocDevice, copyToDevice, copyToHost } from '../../src/backends/cuda/memory.js';
 import { autocast } from '../../src/te/autocast.js';
 import { fp8ReferenceAttention } from '../../src/te/fp8-reference.js';
@@ -112,7 +115,7 @@ describe('FP8 on the GPU', { skip }, () => {
     const outs = [allocDevice(q.size), allocDevice(q.size), allocDevice(q.size)];
     const ptrs = [q.buffer.ptr, q.buffer.ptr, q.buffer.ptr] as const;
     launchQuantise3(ptrs, [outs[0].ptr, outs[1].ptr, outs[2].ptr], q.size, q.size, scalars.ptr, true);
-    launchCurrentScales(scalars.ptr, 448);
+    launchCurrentScales(scalars.ptr, 448, 1);
     const at = readBlock(scalars);
     const a = absMax(q.toFloat64Array());
     const want = currentScales({ q: a, k: a, v: a }, 'float8_e4m3fn');
@@ -229,6 +232,60 @@ describe('FP8 on the GPU', { skip }, () => {
       for (const t of steps.flat()) t.dispose();
     });
   }
+
+  it('a step pipelined in 2 or 4 batch chunks over two streams is the one-stream step, bit for bit', () => {
+    const [B, T, N, K, H] = [4, 256, 4, 2, 128];
+    const q = randomNormal([B, T, N, H], { seed: seed + 70, dtype: 'bfloat16' }).to('cuda');
+    const k = randomNormal([B, T, K, H], { seed: seed + 71, dtype: 'bfloat16' }).to('cuda');
+    const v = randomNormal([B, T, K, H], { seed: seed + 72, std: 3, dtype: 'bfloat16' }).to('cuda');
+    const lengths = [256, 200, 97, 256];
+    const problem = validateAttention(q, k, v, {
+      isCausal: true,
+      querySeqLengths: lengths,
+      keyValueSeqLengths: lengths,
+    });
+    const recipe = new DelayedScaling({ amaxHistoryLen: 4 });
+    const run = (chunks: number) => {
+      const state = new Fp8State();
+      const device = state.mirrorFor(recipe, DeviceDelayedState.upload);
+      // Three delayed steps (the later ones quantise with scales from the earlier amax), then current.
+      const steps = [0, 1, 2].map(() => {
+        const r = runCudaFp8({
+          problem,
+          dtype8: 'float8_e4m3fn',
+          scaling: { kind: 'delayed', state: device, margin: 0, mostRecent: false },
+          keepFp8Output: false,
+          chunks,
+        });
+        state.deviceStepEnqueued();
+        return r;
+      });
+      const current = runCudaFp8({
+        problem,
+        dtype8: 'float8_e4m3fn',
+        scaling: { kind: 'current' },
+        keepFp8Output: false,
+        chunks,
+      });
+      const metas = state.metas!;
+      return {
+        outputs: [...steps, current].map((r) => r.output.toHost().data),
+        reports: [...steps, current].map((r) => ({ scales: r.report.scales, amax: r.report.amax })),
+        state: (['q', 'k', 'v', 's', 'o'] as const).map((n) => [
+          metas[n].scale,
+          Array.from(metas[n].amaxHistory),
+        ]),
+      };
+    };
+    const serial = run(1);
+    assert.ok(serial.reports[2].amax.s > 0 && serial.reports[2].amax.o > 0);
+    for (const chunks of [2, 4]) {
+      const pipelined = run(chunks);
+      assert.deepEqual(pipelined.reports, serial.reports, `scales and amax, ${chunks} chunks`);
+      assert.deepEqual(pipelined.state, serial.state, `scales and histories, ${chunks} chunks`);
+      assert.deepEqual(pipelined.outputs, serial.outputs, `outputs, ${chunks} chunks`);
+    }
+  });
 
   it('current scaling runs the whole step', () => {
     const [B, T, N, H] = [1, 128, 2, 64];

@@ -33,6 +33,12 @@ export interface CudaContext {
   readonly context: bigint;
   /** The non-blocking stream every backend enqueues on. */
   readonly stream: bigint;
+  /**
+   * A second non-blocking stream, for work that runs beside the main stream's inside one call (the
+   * FP8 step's pipelined quantise and dequantise). Every use forks from the main stream and joins
+   * back into it before the call returns, so the main stream's ordering rule above still holds.
+   */
+  readonly sideStream: bigint;
   readonly properties: DeviceProperties;
 }
 
@@ -40,8 +46,8 @@ let context: CudaContext | undefined;
 let availability: { ok: true } | { ok: false; reason: string } | undefined;
 
 /**
- * Initialises CUDA on first call (cuInit, device 0's primary context made current, one
- * non-blocking stream) and returns it; later calls return the same object.
+ * Initialises CUDA on first call (cuInit, device 0's primary context made current, two
+ * non-blocking streams) and returns it; later calls return the same object.
  * Throws LibraryNotFoundError when there is no libcuda, DeviceError when the driver fails.
  *
  * @example
@@ -58,7 +64,8 @@ export function getCudaContext(): CudaContext {
   const primary = outBigInt((s) => d.cuDevicePrimaryCtxRetain(s, device));
   d.cuCtxSetCurrent(primary);
   const stream = outBigInt((s) => d.cuStreamCreate(s, CU_STREAM_NON_BLOCKING));
-  context = { device, context: primary, stream, properties: readProperties(device) };
+  const sideStream = outBigInt((s) => d.cuStreamCreate(s, CU_STREAM_NON_BLOCKING));
+  context = { device, context: primary, stream, sideStream, properties: readProperties(device) };
   return context;
 }
 

@@ -23,6 +23,9 @@
 #define AMAX_O 7
 #define SCALE_Q 8   // SCALE_Q + z for z = 0, 1, 2 (Q, K, V)
 #define AMAX_Q 11   // AMAX_Q + z
+// A step split into batch chunks (src/backends/cuda/fp8/run.ts) has one block per chunk, back to
+// back: each chunk's cuDNN graph writes its own amax_s and amax_o. The scales are the same in all.
+#define BLOCK_FLOATS SLOT(14)
 
 // 8 elements per thread and step: one 16-byte load of bf16, one 8-byte store of e4m3.
 #define VEC 8
@@ -65,37 +68,44 @@ __device__ __forceinline__ void block_amax(float local, float* target) {
 #define STATE_RINGS 8
 #define FLOAT_MAX 3.402823466e38f
 
-// One thread: the step's scales and descales into the block, with the caps of Fp8State.delayedScales
-// (scale_s ≤ fp8_max, scale_o ≤ scale_v), and the amax slots zeroed for this step's atomics. The
-// descales are 1/scale rounded once from double, as the host computes them.
-extern "C" __global__ void attnlab_fp8_delayed_block(const float* __restrict__ state, float* __restrict__ block,
-                                                     float fp8_max) {
+// One thread: the step's scales and descales into each of the `chunks` blocks, with the caps of
+// Fp8State.delayedScales (scale_s ≤ fp8_max, scale_o ≤ scale_v), and the amax slots zeroed for this
+// step's atomics. The descales are 1/scale rounded once from double, as the host computes them.
+extern "C" __global__ void attnlab_fp8_delayed_block(const float* __restrict__ state, float* __restrict__ blocks,
+                                                     float fp8_max, int chunks) {
   if (threadIdx.x != 0 || blockIdx.x != 0) return;
   const float scale_q = state[0], scale_k = state[1], scale_v = state[2];
   const float scale_s = fminf(state[3], fp8_max), scale_o = fminf(state[4], scale_v);
-  block[SLOT(SCALE_Q)] = scale_q;
-  block[SLOT(SCALE_Q + 1)] = scale_k;
-  block[SLOT(SCALE_Q + 2)] = scale_v;
-  block[SLOT(SCALE_S)] = scale_s;
-  block[SLOT(SCALE_O)] = scale_o;
-  block[SLOT(DESCALE_Q)] = (float)(1.0 / (double)scale_q);
-  block[SLOT(DESCALE_K)] = (float)(1.0 / (double)scale_k);
-  block[SLOT(DESCALE_V)] = (float)(1.0 / (double)scale_v);
-  block[SLOT(DESCALE_S)] = (float)(1.0 / (double)scale_s);
-  for (int z = 0; z < 3; z++) block[SLOT(AMAX_Q + z)] = 0.0f;
-  block[SLOT(AMAX_S)] = 0.0f;
-  block[SLOT(AMAX_O)] = 0.0f;
+  for (int c = 0; c < chunks; c++) {
+    float* block = blocks + c * BLOCK_FLOATS;
+    block[SLOT(SCALE_Q)] = scale_q;
+    block[SLOT(SCALE_Q + 1)] = scale_k;
+    block[SLOT(SCALE_Q + 2)] = scale_v;
+    block[SLOT(SCALE_S)] = scale_s;
+    block[SLOT(SCALE_O)] = scale_o;
+    block[SLOT(DESCALE_Q)] = (float)(1.0 / (double)scale_q);
+    block[SLOT(DESCALE_K)] = (float)(1.0 / (double)scale_k);
+    block[SLOT(DESCALE_V)] = (float)(1.0 / (double)scale_v);
+    block[SLOT(DESCALE_S)] = (float)(1.0 / (double)scale_s);
+    for (int z = 0; z < 3; z++) block[SLOT(AMAX_Q + z)] = 0.0f;
+    block[SLOT(AMAX_S)] = 0.0f;
+    block[SLOT(AMAX_O)] = 0.0f;
+  }
 }
 
-// One block per tensor (blockIdx.x: Q, K, V, S, O): this step's amax into ring slot step % len, the
-// amax of the ring ('max') or of this step ('most_recent'), and TE's scale rule in double as the
-// host does it: (fp8_max / amax) / 2^margin rounded once to float, the old scale kept when amax is
-// zero or not finite or the scale overflows.
+// One block per tensor (blockIdx.x: Q, K, V, S, O): this step's amax into ring slot step % len (Q,
+// K, V from the first block, where every chunk's quantise recorded them; S and O the largest over the
+// chunks' blocks), the amax of the ring ('max') or of this step ('most_recent'), and TE's scale rule
+// in double as the host does it: (fp8_max / amax) / 2^margin rounded once to float, the old scale
+// kept when amax is zero or not finite or the scale overflows.
 extern "C" __global__ void __launch_bounds__(THREADS) attnlab_fp8_delayed_update(
-    float* __restrict__ state, const float* __restrict__ block, int len, long long step, int most_recent,
-    int margin, float fp8_max) {
+    float* __restrict__ state, const float* __restrict__ blocks, int chunks, int len, long long step,
+    int most_recent, int margin, float fp8_max) {
   const int t = blockIdx.x;
-  const float amax = block[SLOT(t < 3 ? AMAX_Q + t : (t == 3 ? AMAX_S : AMAX_O))];
+  const int slot = SLOT(t < 3 ? AMAX_Q + t : (t == 3 ? AMAX_S : AMAX_O));
+  float amax = blocks[slot];
+  if (t >= 3)
+    for (int c = 1; c < chunks; c++) amax = fmaxf(amax, blocks[c * BLOCK_FLOATS + slot]);
   float* ring = state + STATE_RINGS + (long long)t * len;
   if (threadIdx.x == 0) ring[step % len] = amax;
   __syncthreads();
@@ -166,20 +176,26 @@ extern "C" __global__ void __launch_bounds__(THREADS) attnlab_fp8_quantise3(
 }
 
 // Current scaling, one thread: scales from this step's amax of Q, K, V (fp8_max / amax, 1 when amax
-// is 0 or not finite), scale_s = fp8_max because P ≤ 1, scale_o = scale_v because |O| ≤ max|V|.
-extern "C" __global__ void attnlab_fp8_current_scales(float* block, float fp8_max) {
+// is 0 or not finite), scale_s = fp8_max because P ≤ 1, scale_o = scale_v because |O| ≤ max|V|;
+// written into each of the `chunks` blocks (the amax was recorded in the first).
+extern "C" __global__ void attnlab_fp8_current_scales(float* blocks, float fp8_max, int chunks) {
   if (threadIdx.x != 0 || blockIdx.x != 0) return;
   float scales[3];
   for (int z = 0; z < 3; z++) {
-    const float amax = block[SLOT(AMAX_Q + z)];
+    const float amax = blocks[SLOT(AMAX_Q + z)];
     // amax ≤ FLT_MAX is false for NaN and infinity alike (no math header needed under NVRTC).
     scales[z] = (amax > 0.0f && amax <= 3.402823466e38f) ? fp8_max / amax : 1.0f;
-    block[SLOT(SCALE_Q + z)] = scales[z];
-    block[SLOT(DESCALE_Q + z)] = 1.0f / scales[z];
   }
-  block[SLOT(SCALE_S)] = fp8_max;
-  block[SLOT(DESCALE_S)] = 1.0f / fp8_max;
-  block[SLOT(SCALE_O)] = scales[2];
+  for (int c = 0; c < chunks; c++) {
+    float* block = blocks + c * BLOCK_FLOATS;
+    for (int z = 0; z < 3; z++) {
+      block[SLOT(SCALE_Q + z)] = scales[z];
+      block[SLOT(DESCALE_Q + z)] = 1.0f / scales[z];
+    }
+    block[SLOT(SCALE_S)] = fp8_max;
+    block[SLOT(DESCALE_S)] = 1.0f / fp8_max;
+    block[SLOT(SCALE_O)] = scales[2];
+  }
 }
 
 // Two e4m3 codes (the low byte first) → two exact halves by the hardware conversion (sm_89+), then

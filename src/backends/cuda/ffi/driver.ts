@@ -13,8 +13,10 @@ import { loadLibrary } from './libraries.js';
 
 /** CU_STREAM_NON_BLOCKING: our stream never waits on the legacy default stream (and vice versa). */
 export const CU_STREAM_NON_BLOCKING = 1;
-/** CU_EVENT_DEFAULT: events that record timing (CU_EVENT_DISABLE_TIMING is 2). */
+/** CU_EVENT_DEFAULT: events that record timing. */
 export const CU_EVENT_DEFAULT = 0;
+/** CU_EVENT_DISABLE_TIMING: events that only order streams (cheaper to record and wait on). */
+export const CU_EVENT_DISABLE_TIMING = 2;
 export const CUDA_ERROR_OUT_OF_MEMORY = 2;
 
 /** The CUdevice_attribute values attnlab reads. */

@@ -62,11 +62,15 @@ export function launchQuantise3(
   );
 }
 
-/** Current scaling: every scale and descale of the block from the amax of Q, K, V just recorded. */
-export function launchCurrentScales(block: bigint, fp8Max: number): void {
+/**
+ * Current scaling: every scale and descale of each of `chunks` consecutive blocks from the amax of
+ * Q, K, V just recorded in the first.
+ */
+export function launchCurrentScales(blocks: bigint, fp8Max: number, chunks: number): void {
   launchKernel(functions().attnlab_fp8_current_scales, { grid: [1, 1, 1], block: [32, 1, 1] }, [
-    ptr(block),
+    ptr(blocks),
     f32(fp8Max),
+    i32(chunks),
   ]);
 }
 
@@ -86,22 +90,28 @@ export function launchDequantise(
   );
 }
 
-/** Delayed scaling: the step's scales (with their caps) from the device state into the block. */
-export function launchDelayedBlock(state: bigint, block: bigint, fp8Max: number): void {
+/**
+ * Delayed scaling: the step's scales (with their caps) from the device state into each of `chunks`
+ * consecutive blocks.
+ */
+export function launchDelayedBlock(state: bigint, blocks: bigint, fp8Max: number, chunks: number): void {
   launchKernel(functions().attnlab_fp8_delayed_block, { grid: [1, 1, 1], block: [32, 1, 1] }, [
     ptr(state),
-    ptr(block),
+    ptr(blocks),
     f32(fp8Max),
+    i32(chunks),
   ]);
 }
 
 /**
- * Delayed scaling: records the block's five amax values as step `step` of the state's rings and
- * updates the five scales by TE's rule (see quantise.cu).
+ * Delayed scaling: records the step's five amax values (amax_s and amax_o the largest over the
+ * `chunks` blocks) as step `step` of the state's rings and updates the five scales by TE's rule
+ * (see quantise.cu).
  */
 export function launchDelayedUpdate(
   state: bigint,
-  block: bigint,
+  blocks: bigint,
+  chunks: number,
   historyLength: number,
   step: number,
   mostRecent: boolean,
@@ -110,7 +120,8 @@ export function launchDelayedUpdate(
 ): void {
   launchKernel(functions().attnlab_fp8_delayed_update, { grid: [5, 1, 1], block: [THREADS, 1, 1] }, [
     ptr(state),
-    ptr(block),
+    ptr(blocks),
+    i32(chunks),
     i32(historyLength),
     i64(step),
     i32(mostRecent ? 1 : 0),

@@ -1,20 +1,23 @@
 /**
- * One FP8 attention step on the GPU, all on attnlab's stream, with nothing waiting for the host:
+ * One FP8 attention step on the GPU, ordered on attnlab's stream, with nothing waiting for the host:
  *   1. the scalar block: delayed scaling writes the step's scales from the device state (state.ts);
  *      current scaling records amax(Q, K, V) in a first pass and derives the scales on the device;
  *   2. one fused launch quantises Q, K, V to e4m3 and records their amax;
  *   3. cuDNN's FP8 SDPA graph writes O8 (e4m3; bf16 output is Blackwell-only) and amax_s, amax_o;
  *   4. O8 is dequantised to bf16;
  *   5. delayed scaling records the five amax values in the device state and updates its scales.
+ * Large problems run 2–4 in batch chunks, pipelined over two streams (pipelineChunks, enqueueChunks).
  * The step's scales and amax values stay in its scalar block until someone reads the report (one
  * synchronisation then): TE keeps its fp8_metas on the device for the same reason.
  */
 import { InvalidArgumentError } from '../../../api/errors.js';
-import type { AttentionProblem } from '../../../api/problem.js';
+import type { AttentionProblem, ProblemSize } from '../../../api/problem.js';
 import type { PerTensor } from '../../../te/fp8-state.js';
 import { type Fp8DType, fp8Max } from '../../../te/quantise.js';
 import type { DeviceBuffer } from '../../../tensor/storage.js';
 import { Tensor } from '../../../tensor/tensor.js';
+import { getCudaContext } from '../context.js';
+import { CU_EVENT_DISABLE_TIMING, cu, outBigInt } from '../ffi/driver.js';
 import { allocDevice, copyToDevice, copyToHost } from '../memory.js';
 import { fp8GraphFeatures, SCALAR_BLOCK_BYTES, SCALAR_SLOTS as SLOT } from './graph.js';
 import {
@@ -24,7 +27,7 @@ import {
   launchDequantise,
   launchQuantise3,
 } from './kernels.js';
-import { executeFp8Plan, fp8Plan } from './plan.js';
+import { executeFp8Plan, type Fp8Plan, fp8Plan } from './plan.js';
 import type { DeviceDelayedState } from './state.js';
 
 export interface CudaFp8Request {
@@ -41,6 +44,8 @@ export interface CudaFp8Request {
       }
     | { readonly kind: 'current' };
   readonly keepFp8Output: boolean;
+  /** Batch chunks to pipeline (a divisor of B); pipelineChunks(problem) when not given. */
+  readonly chunks?: number;
 }
 
 /** The scales a step quantised with and the amax values it measured. */
@@ -68,13 +73,18 @@ const unreadBlocks = new FinalizationRegistry<DeviceBuffer>((block) => block.rel
 const MAX_UNREAD_REPORTS = 64;
 let unreadReports: WeakRef<BlockReport>[] = [];
 
-/** Fp8StepReport over a step's scalar block: one read-back on first use, then the block is released. */
+/**
+ * Fp8StepReport over a step's scalar blocks (one per chunk): one read-back on first use, then the
+ * blocks are released.
+ */
 class BlockReport implements Fp8StepReport {
   #block: DeviceBuffer | null;
+  readonly #chunks: number;
   #values: Fp8StepReport | null = null;
 
-  constructor(block: DeviceBuffer) {
+  constructor(block: DeviceBuffer, chunks: number) {
     this.#block = block;
+    this.#chunks = chunks;
     unreadBlocks.register(this, block, this);
     if (unreadReports.length >= MAX_UNREAD_REPORTS) {
       for (const ref of unreadReports) {
@@ -97,12 +107,17 @@ class BlockReport implements Fp8StepReport {
   #read(): Fp8StepReport {
     if (this.#values) return this.#values;
     const block = this.#block!;
-    const values = new Float32Array(SCALAR_BLOCK_BYTES / 4);
+    const values = new Float32Array((this.#chunks * SCALAR_BLOCK_BYTES) / 4);
     copyToHost(block, new Uint8Array(values.buffer));
     unreadBlocks.unregister(this);
     block.release();
     this.#block = null;
     const at = (slot: number) => values[slot * 4];
+    // Each chunk's graph measured its own amax_s and amax_o; the step's are the largest.
+    const largest = (slot: number) =>
+      Math.max(
+        ...Array.from({ length: this.#chunks }, (_, c) => values[(c * SCALAR_BLOCK_BYTES) / 4 + slot * 4]),
+      );
     this.#values = {
       scales: {
         q: at(SLOT.scaleQ),
@@ -111,9 +126,123 @@ class BlockReport implements Fp8StepReport {
         s: at(SLOT.scaleS),
         o: at(SLOT.scaleO),
       },
-      amax: { q: at(SLOT.amaxQ), k: at(SLOT.amaxK), v: at(SLOT.amaxV), s: at(SLOT.amaxS), o: at(SLOT.amaxO) },
+      amax: {
+        q: at(SLOT.amaxQ),
+        k: at(SLOT.amaxK),
+        v: at(SLOT.amaxV),
+        s: largest(SLOT.amaxS),
+        o: largest(SLOT.amaxO),
+      },
     };
     return this.#values;
+  }
+}
+
+/**
+ * Problems with at least this many query elements (B·T·N·H) run pipelined when B allows: at B=4,
+ * T=8192, N=16, H=128 (2^26) the quantise and dequantise passes take 0.2 of 2.6 ms; at the codelab's
+ * largest sweep shape (2^22) attention is 30× shorter and a chunk would not fill the GPU.
+ */
+const PIPELINE_MIN_QUERY_ELEMENTS = 2 ** 25;
+
+/**
+ * How many batch chunks the step splits into (1: not pipelined). Within a chunk, quantise →
+ * attention → dequantise depend on each other; across chunks they do not, so the memory-bound
+ * passes of one chunk (on the side stream) run beside the compute-bound attention of another, and
+ * only the first chunk's quantise and the last one's dequantise stay on the critical path.
+ */
+export function pipelineChunks(size: ProblemSize): number {
+  const { B, T, N, H } = size;
+  if (B * T * N * H < PIPELINE_MIN_QUERY_ELEMENTS) return 1;
+  return [4, 2].find((chunks) => B % chunks === 0) ?? 1;
+}
+
+/** Events that order the two streams of a pipelined step, made once, recorded again each step. */
+let streamEvents: { fork: bigint; join: bigint; quantised: bigint[]; attended: bigint[] } | undefined;
+
+function pipelineEvents(chunks: number): NonNullable<typeof streamEvents> {
+  const make = () => outBigInt((slot) => cu().cuEventCreate(slot, CU_EVENT_DISABLE_TIMING));
+  streamEvents ??= { fork: make(), join: make(), quantised: [], attended: [] };
+  while (streamEvents.quantised.length < chunks) {
+    streamEvents.quantised.push(make());
+    streamEvents.attended.push(make());
+  }
+  return streamEvents;
+}
+
+/** Device pointers of one step's buffers, and their sizes in elements. */
+interface StepBuffers {
+  readonly inputs: readonly [bigint, bigint, bigint];
+  readonly quantised: readonly [bigint, bigint, bigint];
+  readonly o8: bigint;
+  readonly output: bigint;
+  readonly blocks: bigint;
+  /** Sequence lengths per batch element (int32), when the problem has padding. */
+  readonly lengths: readonly [bigint, bigint] | null;
+  readonly batch: number;
+  readonly queryElements: number;
+  readonly keyValueElements: number;
+}
+
+/**
+ * Quantise, attention and dequantise of `chunks` equal batch chunks. With one chunk, all on the main
+ * stream. With more, the side stream forks from the main one, quantises every chunk (chunk c's
+ * attention waits for chunk c's quantise) and dequantises chunk c once its attention is done, then
+ * joins back: later work on the main stream, and the memory pool's reuse of these buffers, come
+ * after all of it. Chunk c's graph writes its amax_s and amax_o into block c.
+ */
+function enqueueChunks(plan: Fp8Plan, buffers: StepBuffers, chunks: number, attnScale: number): void {
+  const { stream: main, sideStream: side } = getCudaContext();
+  const stream = chunks === 1 ? main : side;
+  const events = chunks === 1 ? null : pipelineEvents(chunks);
+  const [q, kv] = [buffers.queryElements / chunks, buffers.keyValueElements / chunks];
+  const offset = (pointer: bigint, elements: number, c: number, bytes: number) =>
+    pointer + BigInt(c * elements * bytes);
+  const d = cu();
+  if (events) {
+    d.cuEventRecord(events.fork, main);
+    d.cuStreamWaitEvent(side, events.fork, 0);
+  }
+  const quantise = (c: number) => {
+    const [qIn, kIn, vIn] = buffers.inputs;
+    const [q8, k8, v8] = buffers.quantised;
+    launchQuantise3(
+      [offset(qIn, q, c, 2), offset(kIn, kv, c, 2), offset(vIn, kv, c, 2)],
+      [offset(q8, q, c, 1), offset(k8, kv, c, 1), offset(v8, kv, c, 1)],
+      q,
+      kv,
+      buffers.blocks, // every chunk's scales, and the amax of Q, K, V across chunks, are in block 0
+      false,
+      stream,
+    );
+    if (events) d.cuEventRecord(events.quantised[c], side);
+  };
+  for (let c = 0; c < chunks; c++) if (events || c === 0) quantise(c);
+  for (let c = 0; c < chunks; c++) {
+    if (events) d.cuStreamWaitEvent(main, events.quantised[c], 0);
+    const block = offset(buffers.blocks, SCALAR_BLOCK_BYTES, c, 1);
+    executeFp8Plan(
+      plan,
+      {
+        q8: offset(buffers.quantised[0], q, c, 1),
+        k8: offset(buffers.quantised[1], kv, c, 1),
+        v8: offset(buffers.quantised[2], kv, c, 1),
+        o8: offset(buffers.o8, q, c, 1),
+        scalarBlock: block,
+        seqLenQ: buffers.lengths?.[0] && offset(buffers.lengths[0], buffers.batch / chunks, c, 4),
+        seqLenKv: buffers.lengths?.[1] && offset(buffers.lengths[1], buffers.batch / chunks, c, 4),
+      },
+      attnScale,
+    );
+    if (events) {
+      d.cuEventRecord(events.attended[c], main);
+      d.cuStreamWaitEvent(side, events.attended[c], 0);
+    }
+    launchDequantise(offset(buffers.o8, q, c, 1), offset(buffers.output, q, c, 2), q, block, stream);
+  }
+  if (events) {
+    d.cuEventRecord(events.join, side);
+    d.cuStreamWaitEvent(main, events.join, 0);
   }
 }
 
@@ -124,13 +253,16 @@ export function runCudaFp8(request: CudaFp8Request): CudaFp8Result {
     throw new InvalidArgumentError('dtype8', 'float8_e4m3fn (the forward FP8 type)', request.dtype8);
   }
   const { B, T, S, N, K, H } = p;
-  const plan = fp8Plan(fp8GraphFeatures(p));
+  const chunks = request.chunks ?? pipelineChunks(p);
+  if (!Number.isInteger(chunks) || chunks < 1 || B % chunks !== 0) {
+    throw new InvalidArgumentError('chunks', `a whole number that divides the batch B=${B}`, String(chunks));
+  }
+  const plan = fp8Plan({ ...fp8GraphFeatures(p), B: B / chunks });
   const [queryElements, keyValueElements] = [B * T * N * H, B * S * K * H];
+  const blockBytes = chunks * SCALAR_BLOCK_BYTES;
   // Current scaling accumulates amax with atomics from zero; delayed scaling's first kernel writes every slot.
   const block =
-    request.scaling.kind === 'current'
-      ? copyToDevice(new Uint8Array(SCALAR_BLOCK_BYTES))
-      : allocDevice(SCALAR_BLOCK_BYTES);
+    request.scaling.kind === 'current' ? copyToDevice(new Uint8Array(blockBytes)) : allocDevice(blockBytes);
   const q8 = allocDevice(queryElements);
   const k8 = allocDevice(keyValueElements);
   const v8 = allocDevice(keyValueElements);
@@ -142,37 +274,39 @@ export function runCudaFp8(request: CudaFp8Request): CudaFp8Result {
       )
     : null;
   const inputs = [p.query.buffer.ptr, p.key.buffer.ptr, p.value.buffer.ptr] as const;
-  const outputs = [q8.ptr, k8.ptr, v8.ptr] as const;
+  const quantised = [q8.ptr, k8.ptr, v8.ptr] as const;
   const max = fp8Max(request.dtype8);
   const scaling = request.scaling;
   try {
     if (scaling.kind === 'current') {
-      launchQuantise3(inputs, outputs, queryElements, keyValueElements, block.ptr, true);
-      launchCurrentScales(block.ptr, max);
+      launchQuantise3(inputs, quantised, queryElements, keyValueElements, block.ptr, true);
+      launchCurrentScales(block.ptr, max, chunks);
     } else {
-      launchDelayedBlock(scaling.state.buffer.ptr, block.ptr, max);
+      launchDelayedBlock(scaling.state.buffer.ptr, block.ptr, max, chunks);
     }
-    launchQuantise3(inputs, outputs, queryElements, keyValueElements, block.ptr, false);
-    executeFp8Plan(
+    enqueueChunks(
       plan,
       {
-        q8: q8.ptr,
-        k8: k8.ptr,
-        v8: v8.ptr,
+        inputs,
+        quantised,
         o8: o8.ptr,
-        scalarBlock: block.ptr,
-        seqLenQ: lengths?.[0].ptr,
-        seqLenKv: lengths?.[1].ptr,
+        output: output.ptr,
+        blocks: block.ptr,
+        lengths: lengths && [lengths[0].ptr, lengths[1].ptr],
+        batch: B,
+        queryElements,
+        keyValueElements,
       },
+      chunks,
       p.scale,
     );
-    launchDequantise(o8.ptr, output.ptr, queryElements, block.ptr);
     if (scaling.kind === 'delayed') {
       const { state } = scaling;
       const step = state.nextStep();
       launchDelayedUpdate(
         state.buffer.ptr,
         block.ptr,
+        chunks,
         state.historyLength,
         step,
         scaling.mostRecent,
@@ -187,7 +321,7 @@ export function runCudaFp8(request: CudaFp8Request): CudaFp8Result {
     // The pool is stream-ordered: a later user of these blocks runs after this step's kernels.
     for (const buffer of [q8, k8, v8, ...(lengths ?? [])]) buffer.release();
   }
-  const report = new BlockReport(block);
+  const report = new BlockReport(block, chunks);
   let output8: CudaFp8Result['output8'];
   if (request.keepFp8Output)
     output8 = {
