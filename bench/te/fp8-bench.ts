@@ -29,6 +29,7 @@ import { DeviceDelayedState } from '../../src/backends/cuda/fp8/state.js';
 import { allocDevice, copyToDevice } from '../../src/backends/cuda/memory.js';
 import { settleCalls } from '../../src/bench/measure.js';
 import { autocast } from '../../src/te/autocast.js';
+import { Fp8State } from '../../src/te/fp8-state.js';
 import { DotProductAttention, SequenceDescriptor } from '../../src/te/module.js';
 import { MASK_TYPES } from '../../src/te/options.js';
 import { absMax } from '../../src/te/quantise.js';
@@ -255,11 +256,50 @@ function throughput(causal: boolean) {
   };
 }
 
+/**
+ * The FP8 step (delayed scaling) in 1, 2 and 4 pipelined batch chunks at B=4, N=16, H=128 for
+ * T = 2048, 4096, 8192: where pipelining starts to pay (pipelineChunks' threshold is 2^25 query
+ * elements, T = 4096 here). Each setting settled, in alternating rounds.
+ */
+function pipelining(causal: boolean) {
+  const [B, N, H] = [4, 16, 128];
+  return [2048, 4096, 8192].map((T) => {
+    const [q, k, v] = [0, 1, 2].map((i) => input([B, T, N, H], 20 + i));
+    const problem = validateAttention(q, k, v, { isCausal: causal });
+    const state = new Fp8State().mirrorFor(new DelayedScaling(), DeviceDelayedState.upload);
+    const stepIn = (chunks: number) => () =>
+      runCudaFp8({
+        problem,
+        dtype8: 'float8_e4m3fn',
+        scaling: { kind: 'delayed', state, margin: 0, mostRecent: false },
+        keepFp8Output: false,
+        chunks,
+      }).output.dispose();
+    const chunkOptions = [1, 2, 4];
+    const perCall = timeOnStream(stepIn(1), { iterations: 3, warmup: 3 }).median;
+    for (const chunks of chunkOptions) stepIn(chunks)(); // plans built before timing
+    const times = chunkOptions.map((): number[] => []);
+    for (let round = 0; round < ROUNDS; round++)
+      for (const [i, chunks] of chunkOptions.entries()) {
+        for (let c = 0; c < settleCalls(SETTLE_MS / 3, perCall); c++) stepIn(chunks)();
+        times[i].push(...timeOnStream(stepIn(chunks), { iterations: ITERATIONS, warmup: 0 }).times);
+      }
+    for (const t of [q, k, v]) t.dispose();
+    state.release();
+    return {
+      shape: { B, T, S: T, N, H, causal },
+      chosenChunks: pipelineChunks(problem),
+      stepMsByChunks: Object.fromEntries(chunkOptions.map((c, i) => [c, summarize(times[i]).median])),
+    };
+  });
+}
+
 /** One measurement, run in a process of its own (see runFp8Bench). */
 type Section =
   | { readonly kind: 'parity' }
   | { readonly kind: 'error'; readonly T: number; readonly H: number; readonly causal: boolean }
-  | { readonly kind: 'throughput'; readonly causal: boolean };
+  | { readonly kind: 'throughput'; readonly causal: boolean }
+  | { readonly kind: 'pipelining'; readonly causal: boolean };
 
 const SECTIONS: readonly Section[] = [
   { kind: 'parity' },
@@ -268,11 +308,14 @@ const SECTIONS: readonly Section[] = [
   { kind: 'error', T: 2048, H: 64, causal: false },
   { kind: 'throughput', causal: false },
   { kind: 'throughput', causal: true },
+  { kind: 'pipelining', causal: false },
+  { kind: 'pipelining', causal: true },
 ];
 
 function measureSection(section: Section): unknown {
   if (section.kind === 'parity') return bf16Parity();
   if (section.kind === 'error') return fp8Error(section.T, section.H, 8, section.causal);
+  if (section.kind === 'pipelining') return pipelining(section.causal);
   return throughput(section.causal);
 }
 
@@ -315,6 +358,7 @@ export function runFp8Bench() {
       | ReturnType<typeof throughput>
       | { error: string }
     )[],
+    pipelining: results.filter((r) => r.section.kind === 'pipelining').map((r) => r.value),
   };
 }
 
