@@ -16,7 +16,7 @@ import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { attention } from '../../src/api/attention.js';
-import { attentionFlops } from '../../src/api/problem.js';
+import { type AttentionProblem, attentionFlops } from '../../src/api/problem.js';
 import { validateAttention } from '../../src/api/validate.js';
 import { getCudaContext, synchronize } from '../../src/backends/cuda/context.js';
 import { cudnnEnvironment } from '../../src/backends/cuda/cudnn/backend.js';
@@ -130,6 +130,18 @@ function fp8Error(T: number, H: number, N: number, causal: boolean, device: 'cpu
   };
 }
 
+/** One FP8 step (delayed scaling, DelayedScaling's defaults) in `chunks` batch chunks, as a call to time. */
+function delayedStep(problem: AttentionProblem, state: DeviceDelayedState, chunks: number): () => void {
+  return () =>
+    runCudaFp8({
+      problem,
+      dtype8: 'float8_e4m3fn',
+      scaling: { kind: 'delayed', state, margin: 0, mostRecent: false },
+      keepFp8Output: false,
+      chunks,
+    }).output.dispose();
+}
+
 function throughput(causal: boolean) {
   const [B, T, N, H] = [4, 8192, 16, 128];
   const [q, k, v] = [0, 1, 2].map((i) => input([B, T, N, H], 7 + i));
@@ -214,14 +226,7 @@ function throughput(causal: boolean) {
   // The whole step (delayed scaling on the module's device state) in 1, 2 and 4 batch chunks, each
   // settled, in alternating rounds: what the pipelining (pipelineChunks) buys at this shape.
   const deviceState = attn.fp8State.mirrorFor(new DelayedScaling(), DeviceDelayedState.upload);
-  const stepIn = (chunks: number) => () =>
-    runCudaFp8({
-      problem,
-      dtype8: 'float8_e4m3fn',
-      scaling: { kind: 'delayed', state: deviceState, margin: 0, mostRecent: false },
-      keepFp8Output: false,
-      chunks,
-    }).output.dispose();
+  const stepIn = (chunks: number) => delayedStep(problem, deviceState, chunks);
   const chunkOptions = [1, 2, 4];
   const chunkTimes = chunkOptions.map((): number[] => []);
   for (let round = 0; round < ROUNDS; round++)
@@ -267,14 +272,7 @@ function pipelining(causal: boolean) {
     const [q, k, v] = [0, 1, 2].map((i) => input([B, T, N, H], 20 + i));
     const problem = validateAttention(q, k, v, { isCausal: causal });
     const state = new Fp8State().mirrorFor(new DelayedScaling(), DeviceDelayedState.upload);
-    const stepIn = (chunks: number) => () =>
-      runCudaFp8({
-        problem,
-        dtype8: 'float8_e4m3fn',
-        scaling: { kind: 'delayed', state, margin: 0, mostRecent: false },
-        keepFp8Output: false,
-        chunks,
-      }).output.dispose();
+    const stepIn = (chunks: number) => delayedStep(problem, state, chunks);
     const chunkOptions = [1, 2, 4];
     const perCall = timeOnStream(stepIn(1), { iterations: 3, warmup: 3 }).median;
     for (const chunks of chunkOptions) stepIn(chunks)(); // plans built before timing
