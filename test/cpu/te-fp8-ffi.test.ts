@@ -18,6 +18,7 @@ import { InvalidArgumentError } from '../../src/api/errors.js';
 import { validateAttention } from '../../src/api/validate.js';
 import { getCudaContext } from '../../src/backends/cuda/context.js';
 import { loadCudnn } from '../../src/backends/cuda/ffi/cudnn.js';
+import { DESCRIPTOR } from '../../src/backends/cuda/ffi/cudnn-constants.js';
 import { cu } from '../../src/backends/cuda/ffi/driver.js';
 import {
   buildFp8Graph,
@@ -141,17 +142,29 @@ describe('FP8 step through the FFI (stand-in libraries)', { skip }, () => {
       waits++;
       return synchronize(...args);
     };
+    // Variant packs made: a step whose pointers were seen before reuses its pack.
+    const fn = loadCudnn().fn as unknown as Record<string, (...args: unknown[]) => unknown>;
+    const create = fn.cudnnBackendCreateDescriptor;
+    let packs = 0;
+    fn.cudnnBackendCreateDescriptor = (...args: unknown[]) => {
+      if (args[0] === DESCRIPTOR.VARIANT_PACK) packs++;
+      return create(...args);
+    };
     try {
-      autocast({ recipe }, () => attn.apply(q, k, v)).output.dispose(); // uploads the state once
-      waits = 0;
+      // The first step uploads the state; the pool's blocks settle into the pointers that recur.
+      for (let i = 0; i < 3; i++) autocast({ recipe }, () => attn.apply(q, k, v)).output.dispose();
+      assert.ok(packs >= 1 && packs <= 3, `${packs} packs in the first steps`);
+      [waits, packs] = [0, 0];
       const results = [1, 2, 3].map(() => autocast({ recipe }, () => attn.apply(q, k, v)));
-      assert.equal(waits, 0, 'steps 2–4 enqueued without waiting for the GPU');
-      assert.equal(attn.fp8State.steps, 4);
+      assert.equal(waits, 0, 'steps 4–6 enqueued without waiting for the GPU');
+      assert.equal(packs, 0, 'steps 4–6 reuse the variant packs of earlier steps');
+      assert.equal(attn.fp8State.steps, 6);
       assert.ok(attn.fp8State.metas, 'reading the state waits once');
       assert.equal(waits, 1);
       assert.deepEqual(Object.keys(results[2].fp8!.scales), ['q', 'k', 'v', 's', 'o']);
     } finally {
       driver.cuStreamSynchronize = synchronize;
+      fn.cudnnBackendCreateDescriptor = create;
     }
   });
 

@@ -37,9 +37,10 @@ interface Launch {
 }
 
 /**
- * Variant packs kept per plan. A finalized pack cannot be changed, but the same pointers recur
- * call after call (the pool hands back the block the previous output used), so reusing the pack
- * saves five backend calls per execute; the scale lives in host memory the pack points to.
+ * Variant packs kept per plan (bf16 and FP8). A finalized pack cannot be changed, but the same
+ * pointers recur call after call (the pool hands back the block the previous output used), so
+ * reusing the pack saves five backend calls per execute; by-value scalars live in host memory the
+ * pack points to.
  */
 const PACKS_PER_PLAN = 8;
 
@@ -89,6 +90,38 @@ export function workspacePointer(bytes: number): bigint {
   return workspace.ptr;
 }
 
+/**
+ * The finalized variant pack binding `uids` to `pointers` (and this workspace), from `packs` when
+ * these pointers were seen before; otherwise made and kept, the oldest of PACKS_PER_PLAN dropped.
+ */
+export function cachedVariantPack(
+  packs: Map<string, bigint>,
+  uids: BigInt64Array,
+  pointers: BigUint64Array,
+  workspacePtr: bigint,
+): bigint {
+  const key = `${pointers.join(',')}|${workspacePtr}`;
+  const known = packs.get(key);
+  if (known !== undefined) return known;
+  const pack = createDescriptor(DESCRIPTOR.VARIANT_PACK);
+  try {
+    setAttribute(pack, ATTR.VARIANT_PACK_UNIQUE_IDS, ATTR_TYPE.INT64, uids);
+    setAttribute(pack, ATTR.VARIANT_PACK_DATA_POINTERS, ATTR_TYPE.VOID_PTR, pointers);
+    setAttribute(pack, ATTR.VARIANT_PACK_WORKSPACE, ATTR_TYPE.VOID_PTR, BigUint64Array.of(workspacePtr));
+    finalize(pack, 'variant pack');
+  } catch (error) {
+    destroyDescriptor(pack);
+    throw error;
+  }
+  if (packs.size >= PACKS_PER_PLAN) {
+    const [oldestKey, oldest] = packs.entries().next().value as [string, bigint];
+    packs.delete(oldestKey);
+    destroyDescriptor(oldest);
+  }
+  packs.set(key, pack);
+  return pack;
+}
+
 /** Enqueues the plan with these pointers and this scale on attnlab's stream. */
 export function executePlan(entry: CachedPlan, handle: bigint, pointers: CallPointers, scale: number): void {
   const launch = launchOf(entry);
@@ -104,27 +137,12 @@ export function executePlan(entry: CachedPlan, handle: bigint, pointers: CallPoi
       launch.pointers[i] = pointer;
     }
   }
-  const workspacePtr = workspacePointer(entry.plan.workspaceBytes);
-  const key = `${launch.pointers.join(',')}|${workspacePtr}`;
-  let pack = launch.packs.get(key);
-  if (pack === undefined) {
-    pack = createDescriptor(DESCRIPTOR.VARIANT_PACK);
-    try {
-      setAttribute(pack, ATTR.VARIANT_PACK_UNIQUE_IDS, ATTR_TYPE.INT64, launch.uids);
-      setAttribute(pack, ATTR.VARIANT_PACK_DATA_POINTERS, ATTR_TYPE.VOID_PTR, launch.pointers);
-      setAttribute(pack, ATTR.VARIANT_PACK_WORKSPACE, ATTR_TYPE.VOID_PTR, BigUint64Array.of(workspacePtr));
-      finalize(pack, 'variant pack');
-    } catch (error) {
-      destroyDescriptor(pack);
-      throw error;
-    }
-    if (launch.packs.size >= PACKS_PER_PLAN) {
-      const [oldestKey, oldest] = launch.packs.entries().next().value as [string, bigint];
-      launch.packs.delete(oldestKey);
-      destroyDescriptor(oldest);
-    }
-    launch.packs.set(key, pack);
-  }
+  const pack = cachedVariantPack(
+    launch.packs,
+    launch.uids,
+    launch.pointers,
+    workspacePointer(entry.plan.workspaceBytes),
+  );
   check('cudnnBackendExecute', loadCudnn().fn.cudnnBackendExecute(handle, entry.plan.plan, pack));
 }
 

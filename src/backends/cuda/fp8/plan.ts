@@ -7,20 +7,10 @@
  */
 import { UnsupportedError } from '../../../api/errors.js';
 import { cudnnEnvironment } from '../cudnn/backend.js';
-import { workspacePointer } from '../cudnn/execute.js';
+import { cachedVariantPack, workspacePointer } from '../cudnn/execute.js';
 import { buildPlanForSpec, type ExecutionPlan, kernelNameFromJson, serializePlan } from '../cudnn/plan.js';
 import { versionText } from '../cudnn/plan-cache.js';
-import {
-  allocHostScalars,
-  check,
-  createDescriptor,
-  cudnnHandle,
-  destroyDescriptor,
-  finalize,
-  loadCudnn,
-  setAttribute,
-} from '../ffi/cudnn.js';
-import { ATTR, ATTR_TYPE, DESCRIPTOR } from '../ffi/cudnn-constants.js';
+import { allocHostScalars, check, cudnnHandle, loadCudnn } from '../ffi/cudnn.js';
 import { buildFp8Graph, type Fp8Graph, type Fp8GraphFeatures, type Fp8Role } from './graph.js';
 
 export interface Fp8Plan {
@@ -34,6 +24,13 @@ export interface Fp8Plan {
   readonly roles: readonly Fp8Role[];
   /** Stable host memory for by-value scalars (attention scale, −inf), one 8-byte slot per uid. */
   readonly hostScalars: { address: bigint; view: DataView };
+  /**
+   * Per uid, worked out once: a by-value scalar's host address, or an FP8 scalar's byte offset in
+   * the scalar block (the execute path then does one addition per uid).
+   */
+  readonly addresses: readonly bigint[];
+  /** Finalized variant packs by their pointers (cachedVariantPack). */
+  readonly packs: Map<string, bigint>;
   readonly setupMs: number;
 }
 
@@ -58,6 +55,13 @@ export function fp8Plan(f: Fp8GraphFeatures): Fp8Plan {
     if (!role) throw new Error(`FP8 graph: tensor ${t.name} (uid ${t.uid}) has no role`);
     return role;
   });
+  const hostScalars = allocHostScalars(nonVirtual.length);
+  const addresses = roles.map((role, i) => {
+    if (role.kind === 'negativeInfinity') hostScalars.view.setFloat32(i * 8, Number.NEGATIVE_INFINITY, true);
+    if (role.kind === 'attnScale' || role.kind === 'negativeInfinity')
+      return hostScalars.address + BigInt(i * 8);
+    return role.kind === 'scalar' ? BigInt(role.slot * 16) : 0n;
+  });
   const entry: Fp8Plan = {
     graph,
     plan,
@@ -65,7 +69,9 @@ export function fp8Plan(f: Fp8GraphFeatures): Fp8Plan {
     uids: BigInt64Array.from(nonVirtual, (t) => BigInt(t.uid)),
     pointers: new BigUint64Array(nonVirtual.length),
     roles,
-    hostScalars: allocHostScalars(nonVirtual.length),
+    hostScalars,
+    addresses,
+    packs: new Map(),
     setupMs: performance.now() - started,
   };
   plans.set(key, entry);
@@ -85,41 +91,36 @@ export interface Fp8Pointers {
 
 /** Enqueues the plan on attnlab's stream (cuDNN's handle is bound to it); nothing waits. */
 export function executeFp8Plan(entry: Fp8Plan, pointers: Fp8Pointers, attnScale: number): void {
-  const { view, address } = entry.hostScalars;
-  entry.roles.forEach((role, i) => {
+  const { roles, addresses, pointers: bound } = entry;
+  for (let i = 0; i < roles.length; i++) {
+    const role = roles[i];
     switch (role.kind) {
       case 'attnScale':
+        entry.hostScalars.view.setFloat32(i * 8, attnScale, true);
+        bound[i] = addresses[i];
+        break;
       case 'negativeInfinity':
-        view.setFloat32(i * 8, role.kind === 'attnScale' ? attnScale : Number.NEGATIVE_INFINITY, true);
-        entry.pointers[i] = address + BigInt(i * 8);
-        return;
+        bound[i] = addresses[i];
+        break;
       case 'scalar':
-        entry.pointers[i] = pointers.scalarBlock + BigInt(role.slot * 16);
-        return;
+        bound[i] = pointers.scalarBlock + addresses[i];
+        break;
       default: {
         const pointer = pointers[role.kind];
         if (pointer === undefined)
           throw new Error(`FP8 plan needs a ${role.kind} pointer that the call did not give`);
-        entry.pointers[i] = pointer;
+        bound[i] = pointer;
       }
     }
-  });
-  const pack = createDescriptor(DESCRIPTOR.VARIANT_PACK);
-  try {
-    setAttribute(pack, ATTR.VARIANT_PACK_UNIQUE_IDS, ATTR_TYPE.INT64, entry.uids);
-    setAttribute(pack, ATTR.VARIANT_PACK_DATA_POINTERS, ATTR_TYPE.VOID_PTR, entry.pointers);
-    setAttribute(
-      pack,
-      ATTR.VARIANT_PACK_WORKSPACE,
-      ATTR_TYPE.VOID_PTR,
-      BigUint64Array.of(workspacePointer(entry.plan.workspaceBytes)),
-    );
-    finalize(pack, 'FP8 variant pack');
-    check(
-      'cudnnBackendExecute (FP8 SDPA)',
-      loadCudnn().fn.cudnnBackendExecute(cudnnHandle(), entry.plan.plan, pack),
-    );
-  } finally {
-    destroyDescriptor(pack);
   }
+  const pack = cachedVariantPack(
+    entry.packs,
+    entry.uids,
+    entry.pointers,
+    workspacePointer(entry.plan.workspaceBytes),
+  );
+  check(
+    'cudnnBackendExecute (FP8 SDPA)',
+    loadCudnn().fn.cudnnBackendExecute(cudnnHandle(), entry.plan.plan, pack),
+  );
 }

@@ -7,7 +7,8 @@
  *   4. O8 is dequantised to bf16;
  *   5. delayed scaling records the five amax values in the device state and updates its scales.
  * Large problems run 2–4 in batch chunks, pipelined over two streams (pipelineChunks, enqueueChunks).
- * The step's scales and amax values stay in its scalar block until someone reads the report (one
+ * The step works in the process's scalar blocks (stepScalars) and copies them at its end into a
+ * block of its own, where its scales and amax values stay until someone reads the report (one
  * synchronisation then): TE keeps its fp8_metas on the device for the same reason.
  */
 import { InvalidArgumentError } from '../../../api/errors.js';
@@ -18,7 +19,7 @@ import type { DeviceBuffer } from '../../../tensor/storage.js';
 import { Tensor } from '../../../tensor/tensor.js';
 import { getCudaContext } from '../context.js';
 import { CU_EVENT_DISABLE_TIMING, cu, outBigInt } from '../ffi/driver.js';
-import { allocDevice, copyToDevice, copyToHost } from '../memory.js';
+import { allocDevice, copyToDevice, copyToHost, fillDevice32 } from '../memory.js';
 import { fp8GraphFeatures, SCALAR_BLOCK_BYTES, SCALAR_SLOTS as SLOT } from './graph.js';
 import {
   launchCurrentScales,
@@ -170,6 +171,24 @@ function pipelineEvents(chunks: number): NonNullable<typeof streamEvents> {
   return streamEvents;
 }
 
+/**
+ * The scalar blocks every FP8 step works in, kept for the process and grown when a step needs more
+ * chunks: cuDNN's variant pack binds the scalars' addresses, and blocks that stay put let the pack
+ * be reused (cachedVariantPack) instead of built on every call. One set is enough because steps
+ * run in stream order (a pipelined step joins its side stream before it ends); each step copies
+ * them into its report's own block at the end.
+ */
+let workingScalars: DeviceBuffer | null = null;
+
+function stepScalars(bytes: number): DeviceBuffer {
+  if (!workingScalars || workingScalars.bytes < bytes) {
+    // Released to the stream-ordered pool: steps already enqueued keep using it first.
+    workingScalars?.release();
+    workingScalars = allocDevice(bytes);
+  }
+  return workingScalars;
+}
+
 /** Device pointers of one step's buffers, and their sizes in elements. */
 interface StepBuffers {
   readonly inputs: readonly [bigint, bigint, bigint];
@@ -260,9 +279,8 @@ export function runCudaFp8(request: CudaFp8Request): CudaFp8Result {
   const plan = fp8Plan({ ...fp8GraphFeatures(p), B: B / chunks });
   const [queryElements, keyValueElements] = [B * T * N * H, B * S * K * H];
   const blockBytes = chunks * SCALAR_BLOCK_BYTES;
-  // Current scaling accumulates amax with atomics from zero; delayed scaling's first kernel writes every slot.
-  const block =
-    request.scaling.kind === 'current' ? copyToDevice(new Uint8Array(blockBytes)) : allocDevice(blockBytes);
+  const scalars = stepScalars(blockBytes);
+  const block = allocDevice(blockBytes); // the report's copy
   const q8 = allocDevice(queryElements);
   const k8 = allocDevice(keyValueElements);
   const v8 = allocDevice(keyValueElements);
@@ -279,10 +297,12 @@ export function runCudaFp8(request: CudaFp8Request): CudaFp8Result {
   const scaling = request.scaling;
   try {
     if (scaling.kind === 'current') {
-      launchQuantise3(inputs, quantised, queryElements, keyValueElements, block.ptr, true);
-      launchCurrentScales(block.ptr, max, chunks);
+      // amax is accumulated with atomics from zero (delayed scaling's first kernel writes every slot).
+      fillDevice32(scalars, 0, blockBytes / 4);
+      launchQuantise3(inputs, quantised, queryElements, keyValueElements, scalars.ptr, true);
+      launchCurrentScales(scalars.ptr, max, chunks);
     } else {
-      launchDelayedBlock(scaling.state.buffer.ptr, block.ptr, max, chunks);
+      launchDelayedBlock(scaling.state.buffer.ptr, scalars.ptr, max, chunks);
     }
     enqueueChunks(
       plan,
@@ -291,7 +311,7 @@ export function runCudaFp8(request: CudaFp8Request): CudaFp8Result {
         quantised,
         o8: o8.ptr,
         output: output.ptr,
-        blocks: block.ptr,
+        blocks: scalars.ptr,
         lengths: lengths && [lengths[0].ptr, lengths[1].ptr],
         batch: B,
         queryElements,
@@ -305,7 +325,7 @@ export function runCudaFp8(request: CudaFp8Request): CudaFp8Result {
       const step = state.nextStep();
       launchDelayedUpdate(
         state.buffer.ptr,
-        block.ptr,
+        scalars.ptr,
         chunks,
         state.historyLength,
         step,
@@ -314,6 +334,7 @@ export function runCudaFp8(request: CudaFp8Request): CudaFp8Result {
         max,
       );
     }
+    cu().cuMemcpyDtoDAsync_v2(block.ptr, scalars.ptr, blockBytes, getCudaContext().stream);
   } catch (error) {
     for (const buffer of [output, o8, block]) buffer.release();
     throw error;
