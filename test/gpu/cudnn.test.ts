@@ -20,7 +20,7 @@ import { loadCudnn } from '../../src/backends/cuda/ffi/cudnn.js';
 import { setAllocationPoison } from '../../src/backends/cuda/memory.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
-import { type AttentionCase, buildInputs, CASES } from '../support/cases.js';
+import { type AttentionCase, buildInputs, CASES, WINDOW_CASES } from '../support/cases.js';
 import { checkAgainstOracle } from '../support/oracle.js';
 
 /** The case's inputs, bias and mask on the GPU. */
@@ -60,21 +60,7 @@ const CUDNN_CASES: readonly AttentionCase[] = [
     shape: { B: 1, T: 200, S: 384, N: 2, K: 2, H: 64 },
     options: { isCausal: true, causalAlignment: 'bottom_right' },
   },
-  {
-    name: 'T=300 S=330 window [64,0] bottom-right + padding',
-    shape: { B: 2, T: 300, S: 330, N: 2, K: 1, H: 64 },
-    options: {
-      localWindowSize: [64, 0],
-      causalAlignment: 'bottom_right',
-      querySeqLengths: [300, 257],
-      keyValueSeqLengths: [330, 280],
-    },
-  },
-  {
-    name: 'T=260 S=400 window [100,30]',
-    shape: { B: 1, T: 260, S: 400, N: 2, K: 2, H: 64 },
-    options: { localWindowSize: [100, 30] },
-  },
+  ...WINDOW_CASES,
   {
     name: 'padding, no mask ops on 9.15+ (unified)',
     shape: { B: 3, T: 200, S: 250, N: 4, K: 1, H: 64 },

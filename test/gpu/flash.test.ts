@@ -20,7 +20,7 @@ import {
 } from '../../src/backends/cuda/memory.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
-import { type AttentionCase, buildInputs, CASES } from '../support/cases.js';
+import { type AttentionCase, buildInputs, CASES, WINDOW_CASES } from '../support/cases.js';
 import { checkAgainstOracle } from '../support/oracle.js';
 
 const cuda = cudaAvailable();
@@ -35,21 +35,7 @@ const FLASH_CASES: readonly AttentionCase[] = [
     options: { isCausal: true },
   },
   { name: 'T=1000 S=203', shape: { B: 1, T: 1000, S: 203, N: 2, K: 1, H: 32 } },
-  {
-    name: 'T=300 S=330 window [64,0] bottom-right + padding',
-    shape: { B: 2, T: 300, S: 330, N: 2, K: 1, H: 64 },
-    options: {
-      localWindowSize: [64, 0],
-      causalAlignment: 'bottom_right',
-      querySeqLengths: [300, 257],
-      keyValueSeqLengths: [330, 280],
-    },
-  },
-  {
-    name: 'T=260 S=400 window [100,30]',
-    shape: { B: 1, T: 260, S: 400, N: 2, K: 2, H: 64 },
-    options: { localWindowSize: [100, 30] },
-  },
+  ...WINDOW_CASES,
   {
     name: 'GQA N=8 K=2 causal T=200 S=333',
     shape: { B: 1, T: 200, S: 333, N: 8, K: 2, H: 64 },
