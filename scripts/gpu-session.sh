@@ -40,6 +40,9 @@ for name in "${steps[@]}"; do
       --peers jax,torch --name h200-big-h128 --out "$out/results" ;;
     cudnn-h128) step cudnn-h128 100 "${cli[@]}" bench "${big[@]}" --head-dim 128 --impl cudnn \
       --peers jax,torch --name h200-cudnn-h128 --out "$out/results" ;;
+    # H=64 and H=256 against PyTorch's FlashAttention-2 in the same run (issue 4 asks for both).
+    flash-peers-h64-256) step flash-peers-h64-256 200 "${cli[@]}" bench "${big[@]}" --head-dim 64,256 \
+      --impl flash --peers torch --name h200-flash-h64-h256-vs-torch --out "$out/results" ;;
     bench-h64-256) step bench-h64-256 50 "${cli[@]}" bench "${big[@]}" --head-dim 64,256 --impl flash,cudnn \
       --name h200-big-h64-h256 --out "$out/results" ;;
     # The two-stage K/V tiles, reachable only through ATTNLAB_FLASH_TILES (not in the table yet).
