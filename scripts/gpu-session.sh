@@ -43,6 +43,11 @@ for name in "${steps[@]}"; do
     # H=64 and H=256 against PyTorch's FlashAttention-2 in the same run (issue 4 asks for both).
     flash-peers-h64-256) step flash-peers-h64-256 200 "${cli[@]}" bench "${big[@]}" --head-dim 64,256 \
       --impl flash --peers torch --name h200-flash-h64-h256-vs-torch --out "$out/results" ;;
+    # Tile configurations beside the table's, through ATTNLAB_FLASH_TILES (bench/notes/flash-kernel.md).
+    flash-tiles) step flash-tiles 240 bash -c "for c in 256:128x128x8 256:128x64x8s2 256:128x32x8 256:128x32x8s2 \
+      64:128x64x4 64:64x64x4 64:64x64x4s2 64:128x64x8; do h=\${c%%:*}; t=\${c#*:}; \
+      ATTNLAB_FLASH_TILES=\$t ${cli[*]} bench ${big[*]} --head-dim \$h --impl flash \
+      --name flash-tiles-h\$h-\$t --out '$out/results' | grep -E 'attnlab flash' | head -2 | sed \"s/^/\$c /\"; done" ;;
     bench-h64-256) step bench-h64-256 50 "${cli[@]}" bench "${big[@]}" --head-dim 64,256 --impl flash,cudnn \
       --name h200-big-h64-h256 --out "$out/results" ;;
     # The two-stage K/V tiles, reachable only through ATTNLAB_FLASH_TILES (not in the table yet).
