@@ -223,21 +223,41 @@ describe('FP8 step through the FFI (stand-in libraries)', { skip }, () => {
       execute: [fn, 'cudnnBackendExecute', () => 'execute'],
     } as const;
     const originals = Object.values(wrapped).map(([target, key]) => [target, key, target[key]] as const);
+    /** When set, this execute (counted from 1 in the traced step) fails as cuDNN would. */
+    let failingExecute = 0;
     for (const [target, key, describe] of Object.values(wrapped)) {
       const original = target[key];
       target[key] = (...args: unknown[]) => {
         trace.push(describe(args));
+        if (key === 'cudnnBackendExecute' && executes.length + 1 === failingExecute) {
+          executes.push({});
+          return 5000; // CUDNN_STATUS_EXECUTION_FAILED
+        }
         const status = original(...args);
         if (key === 'cudnnBackendExecute') executes.push(JSON.parse(lastExecute() as string));
         return status;
       };
     }
+    let stepTrace: string[] = [];
+    let stepExecutes: Record<string, Bound>[] = [];
     try {
       step(2).output.dispose();
+      [stepTrace, stepExecutes] = [trace.splice(0), executes.splice(0)];
+      // A step whose second chunk fails still joins the side stream into the main one before it
+      // throws, so the pool cannot hand its buffers to later work while the side stream uses them.
+      failingExecute = 2;
+      assert.throws(() => step(2), /cudnnBackendExecute \(FP8 SDPA\)/);
     } finally {
       for (const [target, key, original] of originals) target[key] = original;
     }
-    assert.deepEqual(trace, [
+    const failedTrace = trace;
+    assert.deepEqual(failedTrace, [
+      ...['launch main', 'record e0 main', 'wait side e0', 'launch side', 'record e1 side'],
+      ...['launch side', 'record e2 side', 'wait main e1', 'execute', 'record e3 main', 'wait side e3'],
+      ...['launch side', 'wait main e2', 'execute'], // chunk 1's attention fails
+      ...['record e5 side', 'wait main e5'], // the join; no scale update after a failed step
+    ]);
+    assert.deepEqual(stepTrace, [
       'launch main', // the step's scales into both chunks' blocks
       'record e0 main', // fork
       'wait side e0',
@@ -269,7 +289,7 @@ describe('FP8 step through the FFI (stand-in libraries)', { skip }, () => {
         )![0],
       );
     const step1 = (kind: string, slot?: number) =>
-      BigInt(executes[1][uidOf(kind, slot)].ptr) - BigInt(executes[0][uidOf(kind, slot)].ptr);
+      BigInt(stepExecutes[1][uidOf(kind, slot)].ptr) - BigInt(stepExecutes[0][uidOf(kind, slot)].ptr);
     assert.equal(step1('q8'), BigInt(2 * T * N * H));
     assert.equal(step1('k8'), BigInt(2 * T * K * H));
     assert.equal(step1('o8'), BigInt(2 * T * N * H));

@@ -236,32 +236,37 @@ function enqueueChunks(plan: Fp8Plan, buffers: StepBuffers, chunks: number, attn
     );
     if (events) d.cuEventRecord(events.quantised[c], side);
   };
-  for (let c = 0; c < chunks; c++) if (events || c === 0) quantise(c);
-  for (let c = 0; c < chunks; c++) {
-    if (events) d.cuStreamWaitEvent(main, events.quantised[c], 0);
-    const block = offset(buffers.blocks, SCALAR_BLOCK_BYTES, c, 1);
-    executeFp8Plan(
-      plan,
-      {
-        q8: offset(buffers.quantised[0], q, c, 1),
-        k8: offset(buffers.quantised[1], kv, c, 1),
-        v8: offset(buffers.quantised[2], kv, c, 1),
-        o8: offset(buffers.o8, q, c, 1),
-        scalarBlock: block,
-        seqLenQ: buffers.lengths?.[0] && offset(buffers.lengths[0], buffers.batch / chunks, c, 4),
-        seqLenKv: buffers.lengths?.[1] && offset(buffers.lengths[1], buffers.batch / chunks, c, 4),
-      },
-      attnScale,
-    );
-    if (events) {
-      d.cuEventRecord(events.attended[c], main);
-      d.cuStreamWaitEvent(side, events.attended[c], 0);
+  try {
+    for (let c = 0; c < chunks; c++) if (events || c === 0) quantise(c);
+    for (let c = 0; c < chunks; c++) {
+      if (events) d.cuStreamWaitEvent(main, events.quantised[c], 0);
+      const block = offset(buffers.blocks, SCALAR_BLOCK_BYTES, c, 1);
+      executeFp8Plan(
+        plan,
+        {
+          q8: offset(buffers.quantised[0], q, c, 1),
+          k8: offset(buffers.quantised[1], kv, c, 1),
+          v8: offset(buffers.quantised[2], kv, c, 1),
+          o8: offset(buffers.o8, q, c, 1),
+          scalarBlock: block,
+          seqLenQ: buffers.lengths?.[0] && offset(buffers.lengths[0], buffers.batch / chunks, c, 4),
+          seqLenKv: buffers.lengths?.[1] && offset(buffers.lengths[1], buffers.batch / chunks, c, 4),
+        },
+        attnScale,
+      );
+      if (events) {
+        d.cuEventRecord(events.attended[c], main);
+        d.cuStreamWaitEvent(side, events.attended[c], 0);
+      }
+      launchDequantise(offset(buffers.o8, q, c, 1), offset(buffers.output, q, c, 2), q, block, stream);
     }
-    launchDequantise(offset(buffers.o8, q, c, 1), offset(buffers.output, q, c, 2), q, block, stream);
-  }
-  if (events) {
-    d.cuEventRecord(events.join, side);
-    d.cuStreamWaitEvent(main, events.join, 0);
+  } finally {
+    // Joined even when a launch failed half-way: the caller then releases the step's buffers to the
+    // main stream's pool, and the side stream's work on them must come first.
+    if (events) {
+      d.cuEventRecord(events.join, side);
+      d.cuStreamWaitEvent(main, events.join, 0);
+    }
   }
 }
 
