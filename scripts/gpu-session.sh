@@ -48,6 +48,10 @@ for name in "${steps[@]}"; do
       64:128x64x4 64:64x64x4 64:64x64x4s2 64:128x64x8; do h=\${c%%:*}; t=\${c#*:}; \
       ATTNLAB_FLASH_TILES=\$t ${cli[*]} bench ${big[*]} --head-dim \$h --impl flash \
       --name flash-tiles-h\$h-\$t --out '$out/results' | grep -E 'attnlab flash' | head -2 | sed \"s/^/\$c /\"; done" ;;
+    flash-carveout) step flash-carveout 240 bash -c "for c in 256:128x128x8 256:64x64x4 256:64x32x4 \
+      128:128x64x4 64:128x64x4; do h=\${c%%:*}; t=\${c#*:}; \
+      ATTNLAB_FLASH_TILES=\$t ${cli[*]} bench ${big[*]} --head-dim \$h --impl flash \
+      --name flash-carveout-h\$h-\$t --out '$out/results' > /dev/null; done" ;;
     bench-h64-256) step bench-h64-256 50 "${cli[@]}" bench "${big[@]}" --head-dim 64,256 --impl flash,cudnn \
       --name h200-big-h64-h256 --out "$out/results" ;;
     # The two-stage K/V tiles, reachable only through ATTNLAB_FLASH_TILES (not in the table yet).

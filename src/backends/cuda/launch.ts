@@ -142,6 +142,9 @@ export function launchKernel(fn: bigint, config: LaunchConfig, args: readonly Ke
   const shared = config.sharedBytes ?? 0;
   if (shared > DEFAULT_SHARED_LIMIT && (sharedOptIn.get(fn) ?? 0) < shared) {
     cu().cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared);
+    // A kernel that opts into more than 48 KiB wants the SM's shared memory, not L1: ask for the
+    // whole carveout, so that as many blocks as the registers allow can share an SM.
+    cu().cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE.PREFERRED_SHARED_MEMORY_CARVEOUT, 100);
     sharedOptIn.set(fn, shared);
   }
   const stream = config.stream ?? getCudaContext().stream;

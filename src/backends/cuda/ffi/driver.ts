@@ -38,6 +38,8 @@ export const CU_FUNC_ATTRIBUTE = {
   NUM_REGS: 4,
   LOCAL_SIZE_BYTES: 3,
   MAX_DYNAMIC_SHARED_SIZE_BYTES: 8,
+  /** Percent of the L1/shared split to give shared memory (CU_SHAREDMEM_CARVEOUT_MAX_SHARED is 100). */
+  PREFERRED_SHARED_MEMORY_CARVEOUT: 9,
 } as const;
 
 const PROTOTYPES = {
