@@ -33,7 +33,7 @@ for name in "${steps[@]}"; do
   case $name in
     tests) step tests 280 node --import tsx --test --test-reporter=tap test/gpu/*.test.ts ;;
     fp8-tests) step fp8-tests 60 node --import tsx --test --test-reporter=tap test/gpu/fp8.test.ts ;;
-    flash-tests) step flash-tests 120 node --import tsx --test --test-reporter=tap test/gpu/flash.test.ts ;;
+    flash-tests) step flash-tests 200 node --import tsx --test --test-reporter=tap test/gpu/flash.test.ts ;;
     # The peers' large shapes take most of a step (each peer starts its framework and times several
     # backends), so they run at H=128 only; H=64 and H=256 are measured for attnlab alone.
     bench-h128) step bench-h128 150 "${cli[@]}" bench "${big[@]}" --head-dim 128 --impl flash,cudnn \
