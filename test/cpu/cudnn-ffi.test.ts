@@ -22,6 +22,8 @@ import { cudnnEnvironment, runCudnnAttention } from '../../src/backends/cuda/cud
 import { describeSdpa } from '../../src/backends/cuda/cudnn/features.js';
 import { clearMemoryPlanCache, planCacheStats } from '../../src/backends/cuda/cudnn/plan-cache.js';
 import { buildSdpaGraph } from '../../src/backends/cuda/cudnn/sdpa-graph.js';
+import { CU_FUNC_ATTRIBUTE, cu } from '../../src/backends/cuda/ffi/driver.js';
+import { i32, launchKernel } from '../../src/backends/cuda/launch.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
 
@@ -222,5 +224,33 @@ describe('cuDNN FFI flow against a stand-in library', { skip }, () => {
         e instanceof UnsupportedError && /cudnn \(cuda\) cannot run this case: .*got float32/.test(e.message),
     );
     assert.ok(existsSync(dir));
+  });
+});
+
+describe('kernel launches against the stand-in driver', { skip }, () => {
+  it('a launch past 48 KiB of shared memory opts in once, with the whole carveout for shared memory', () => {
+    const driver = cu() as unknown as Record<string, (...args: unknown[]) => unknown>;
+    const setAttribute = driver.cuFuncSetAttribute;
+    const set: [number, number][] = [];
+    driver.cuFuncSetAttribute = (...args: unknown[]) => {
+      set.push([args[1] as number, args[2] as number]);
+      return setAttribute(...args);
+    };
+    try {
+      const kernel = 0x4242n; // the stand-in runs nothing; launchKernel only passes the handle on
+      const launch = (sharedBytes: number) =>
+        launchKernel(kernel, { grid: [1, 1, 1], block: [128, 1, 1], sharedBytes }, [i32(1)]);
+      launch(32 << 10);
+      assert.deepEqual(set, [], 'within the default 48 KiB nothing is set');
+      launch(100 << 10);
+      assert.deepEqual(set, [
+        [CU_FUNC_ATTRIBUTE.MAX_DYNAMIC_SHARED_SIZE_BYTES, 100 << 10],
+        [CU_FUNC_ATTRIBUTE.PREFERRED_SHARED_MEMORY_CARVEOUT, 100],
+      ]);
+      launch(100 << 10);
+      assert.equal(set.length, 2, 'a second launch of the same size sets nothing again');
+    } finally {
+      driver.cuFuncSetAttribute = setAttribute;
+    }
   });
 });
