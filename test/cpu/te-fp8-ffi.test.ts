@@ -26,7 +26,8 @@ import {
   SCALAR_BLOCK_BYTES,
   SCALAR_SLOTS,
 } from '../../src/backends/cuda/fp8/graph.js';
-import { pipelineChunks, runCudaFp8 } from '../../src/backends/cuda/fp8/run.js';
+import { pipelineChunks } from '../../src/backends/cuda/fp8/pipeline.js';
+import { runCudaFp8 } from '../../src/backends/cuda/fp8/run.js';
 import { DeviceDelayedState } from '../../src/backends/cuda/fp8/state.js';
 import { autocast } from '../../src/te/autocast.js';
 import { Fp8State } from '../../src/te/fp8-state.js';
