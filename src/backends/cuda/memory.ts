@@ -175,6 +175,28 @@ export function copyToDevice(bytes: Uint8Array): DeviceBuffer {
   return buffer;
 }
 
+/** int32 values (a view's own bytes only) into a new device buffer on attnlab's stream. */
+export function copyInt32ToDevice(values: Int32Array): DeviceBuffer {
+  return copyToDevice(new Uint8Array(values.buffer, values.byteOffset, values.byteLength));
+}
+
+/**
+ * A device buffer kept for the process and replaced by a larger one when a call needs more (the
+ * cuDNN workspace, the FP8 step's scalar blocks). Sharing one is safe because every user enqueues
+ * on attnlab's stream in order; the one it replaces goes back to the stream-ordered pool, so work
+ * already enqueued on it runs first.
+ */
+export function growingDeviceBuffer(): (bytes: number) => DeviceBuffer {
+  let buffer: DeviceBuffer | null = null;
+  return (bytes) => {
+    if (!buffer || buffer.bytes < bytes) {
+      buffer?.release();
+      buffer = allocDevice(bytes);
+    }
+    return buffer;
+  };
+}
+
 /** Copies a device buffer into `out` (its first out.byteLength bytes), waiting for the stream first. */
 export function copyToHost(buffer: DeviceBuffer, out: Uint8Array): void {
   if (out.byteLength > buffer.bytes) {

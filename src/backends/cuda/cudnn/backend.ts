@@ -15,7 +15,7 @@ import type { AttentionBackend, Support } from '../../registry.js';
 import { cudaAvailable, getCudaContext } from '../context.js';
 import { cudnnHandle, loadCudnn } from '../ffi/cudnn.js';
 import { allocDevice, copyToDevice, copyToHost } from '../memory.js';
-import { type CallPointers, executePlan } from './execute.js';
+import { type CallPointers, executePlan, sequenceLengthsBuffer } from './execute.js';
 import { type CudnnEnvironment, type DescribeOptions, type Description, describeSdpa } from './features.js';
 import { getPlan } from './plan-cache.js';
 
@@ -92,7 +92,7 @@ export function runCudnnAttention(p: AttentionProblem, options?: DescribeOptions
     bias: p.bias?.tensor.buffer.ptr,
   };
   const lengths = f.padding
-    ? [lengthsBuffer(p.querySeqLengths, B, T), lengthsBuffer(p.keyValueSeqLengths, B, p.S)]
+    ? [sequenceLengthsBuffer(p.querySeqLengths, B, T), sequenceLengthsBuffer(p.keyValueSeqLengths, B, p.S)]
     : [];
   if (f.padding) [pointers.seqLenQ, pointers.seqLenKv] = [lengths[0].ptr, lengths[1].ptr];
   try {
@@ -135,12 +135,6 @@ export const cudnnBackend: AttentionBackend = {
 /** The error a forced 'cudnn' call throws, named like the registry names backends. */
 function unsupportedError(reason: string): UnsupportedError {
   return new UnsupportedError('cudnn (cuda)', reason);
-}
-
-/** Sequence lengths as the INT32 [B,1,1,1] device tensor cuDNN reads; a missing side is full length. */
-function lengthsBuffer(lengths: Int32Array | null, B: number, full: number) {
-  const values = lengths ? Int32Array.from(lengths) : new Int32Array(B).fill(full);
-  return copyToDevice(new Uint8Array(values.buffer));
 }
 
 /** [B,N,T] → (B,T,N) through the host: the fallback layout when cuDNN cannot write (B,T,N) itself. */

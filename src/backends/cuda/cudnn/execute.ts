@@ -15,7 +15,7 @@ import {
   setAttribute,
 } from '../ffi/cudnn.js';
 import { ATTR, ATTR_TYPE, DESCRIPTOR } from '../ffi/cudnn-constants.js';
-import { allocDevice } from '../memory.js';
+import { copyInt32ToDevice, growingDeviceBuffer } from '../memory.js';
 import type { Binding } from './graph-spec.js';
 import type { CachedPlan } from './plan-cache.js';
 
@@ -45,7 +45,6 @@ interface Launch {
 const PACKS_PER_PLAN = 8;
 
 const launches = new WeakMap<CachedPlan, Launch>();
-let workspace: DeviceBuffer | null = null;
 
 function launchOf(entry: CachedPlan): Launch {
   const known = launches.get(entry);
@@ -78,16 +77,20 @@ function launchOf(entry: CachedPlan): Launch {
 
 /**
  * The workspace of every cuDNN plan (bf16 and FP8): one buffer grown to the largest plan's need and
- * kept. Safe to share between calls because every call runs on the one stream, so a later call's
- * kernels start after earlier ones end.
+ * kept (growingDeviceBuffer says why sharing it is safe).
  */
+const workspace = growingDeviceBuffer();
+
 export function workspacePointer(bytes: number): bigint {
-  if (bytes === 0) return 0n;
-  if (!workspace || workspace.bytes < bytes) {
-    workspace?.release();
-    workspace = allocDevice(bytes);
-  }
-  return workspace.ptr;
+  return bytes === 0 ? 0n : workspace(bytes).ptr;
+}
+
+/**
+ * Sequence lengths as the INT32 [B,1,1,1] device tensor cuDNN's graphs (bf16 and FP8) read; a side
+ * without lengths is every row at `full`.
+ */
+export function sequenceLengthsBuffer(lengths: Int32Array | null, B: number, full: number): DeviceBuffer {
+  return copyInt32ToDevice(lengths ?? new Int32Array(B).fill(full));
 }
 
 /**

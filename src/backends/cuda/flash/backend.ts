@@ -9,7 +9,7 @@ import { type AttentionBackend, SUPPORTED, type Support, unsupported } from '../
 import { loadKernels } from '../compile.js';
 import { cudaAvailable, getCudaContext, targetArch } from '../context.js';
 import { launchKernel } from '../launch.js';
-import { allocDevice, copyToDevice } from '../memory.js';
+import { allocDevice, copyInt32ToDevice } from '../memory.js';
 import { buildFlashParams, marshalFlashParams } from './params.js';
 import {
   FLASH_BIAS_CODES,
@@ -92,8 +92,7 @@ export function runFlash(p: AttentionProblem): BackendOutput {
   const key = flashVariantKey(variant);
   const out = allocDevice(B * T * N * Hv * itemSize(p.dtype));
   const lse = p.returnLogSumExp ? allocDevice(B * T * N * 4) : null;
-  const lengths = (values: Int32Array | null) =>
-    values ? copyToDevice(new Uint8Array(values.buffer, values.byteOffset, values.byteLength)) : null;
+  const lengths = (values: Int32Array | null) => (values ? copyInt32ToDevice(values) : null);
   const qLens = lengths(p.querySeqLengths);
   const kvLens = lengths(p.keyValueSeqLengths);
   try {

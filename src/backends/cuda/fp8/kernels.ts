@@ -25,7 +25,7 @@ const NAMES = [
 
 let loaded: Record<(typeof NAMES)[number], bigint> | undefined;
 
-/** The kernels, looked up once: loadKernels re-reads and hashes the source on every call. */
+/** The kernels, looked up once per process (a Map lookup instead of loadKernels' spec key on every launch). */
 function functions(): Record<(typeof NAMES)[number], bigint> {
   if (loaded) return loaded;
   const module = loadKernels({ file: 'fp8/quantise.cu', kernels: NAMES });

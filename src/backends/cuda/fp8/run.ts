@@ -18,8 +18,9 @@ import { type Fp8DType, fp8Max } from '../../../te/quantise.js';
 import type { DeviceBuffer } from '../../../tensor/storage.js';
 import { Tensor } from '../../../tensor/tensor.js';
 import { getCudaContext } from '../context.js';
+import { sequenceLengthsBuffer } from '../cudnn/execute.js';
 import { cu } from '../ffi/driver.js';
-import { allocDevice, copyToDevice, copyToHost, fillDevice32 } from '../memory.js';
+import { allocDevice, copyToHost, fillDevice32, growingDeviceBuffer } from '../memory.js';
 import { fp8GraphFeatures, SCALAR_BLOCK_BYTES, SCALAR_SLOTS as SLOT } from './graph.js';
 import { launchCurrentScales, launchDelayedBlock, launchDelayedUpdate, launchQuantise3 } from './kernels.js';
 import { enqueueChunks, pipelineChunks } from './pipeline.js';
@@ -141,16 +142,7 @@ class BlockReport implements Fp8StepReport {
  * run in stream order (a pipelined step joins its side stream before it ends); each step copies
  * them into its report's own block at the end.
  */
-let workingScalars: DeviceBuffer | null = null;
-
-function stepScalars(bytes: number): DeviceBuffer {
-  if (!workingScalars || workingScalars.bytes < bytes) {
-    // Released to the stream-ordered pool: steps already enqueued keep using it first.
-    workingScalars?.release();
-    workingScalars = allocDevice(bytes);
-  }
-  return workingScalars;
-}
+const stepScalars = growingDeviceBuffer();
 
 /** Runs one FP8 step; see the file comment for the order of work. */
 export function runCudaFp8(request: CudaFp8Request): CudaFp8Result {
@@ -174,9 +166,7 @@ export function runCudaFp8(request: CudaFp8Request): CudaFp8Result {
   const o8 = allocDevice(queryElements);
   const output = allocDevice(queryElements * 2);
   const lengths = [p.querySeqLengths, p.keyValueSeqLengths].some((l) => l !== null)
-    ? [p.querySeqLengths ?? new Int32Array(B).fill(T), p.keyValueSeqLengths ?? new Int32Array(B).fill(S)].map(
-        (l) => copyToDevice(new Uint8Array(Int32Array.from(l).buffer)),
-      )
+    ? [sequenceLengthsBuffer(p.querySeqLengths, B, T), sequenceLengthsBuffer(p.keyValueSeqLengths, B, S)]
     : null;
   const inputs = [p.query.buffer.ptr, p.key.buffer.ptr, p.value.buffer.ptr] as const;
   const quantised = [q8.ptr, k8.ptr, v8.ptr] as const;

@@ -22,7 +22,7 @@ import { Tensor } from '../../../tensor/tensor.js';
 import type { AttentionBackend, Support } from '../../registry.js';
 import { cudaAvailable } from '../context.js';
 import { CUBLAS_COMPUTE, CUDA_DATA_TYPE } from '../ffi/cublaslt.js';
-import { allocDevice, copyToDevice } from '../memory.js';
+import { allocDevice, copyInt32ToDevice } from '../memory.js';
 import { commonAlignment, type MatmulShape, matmulPlan, runMatmul } from './matmul.js';
 import { deviceTypeName, launchSoftmax } from './softmax.js';
 
@@ -147,8 +147,7 @@ function run(p: AttentionProblem): BackendOutput {
   const probs = p.dtype === 'float32' ? scores : allocDevice(rows * S * e);
   const lse = p.returnLogSumExp ? allocDevice(B * T * N * 4) : null;
   const out = allocDevice(B * T * N * Hv * e);
-  const upload = (lengths: Int32Array | null) =>
-    lengths ? copyToDevice(new Uint8Array(lengths.buffer, lengths.byteOffset, lengths.byteLength)) : null;
+  const upload = (lengths: Int32Array | null) => (lengths ? copyInt32ToDevice(lengths) : null);
   const queryLengths = upload(p.querySeqLengths);
   const keyValueLengths = upload(p.keyValueSeqLengths);
   const q = p.query.buffer.ptr;
