@@ -13,7 +13,7 @@
  */
 import type { AttentionOptions } from '../api/problem.js';
 import { validateAttention } from '../api/validate.js';
-import { forEachRow } from '../backends/cpu/rows.js';
+import { forEachRow, softmaxTimesValue } from '../backends/cpu/rows.js';
 import { Tensor } from '../tensor/tensor.js';
 import { dequantiseValues, type Fp8DType, type Quantised, quantiseValues } from './quantise.js';
 
@@ -52,23 +52,14 @@ export function fp8ReferenceAttention(
     Tensor.fromArray(dequantiseValues(op.tensor, op.scaleInv), op.tensor.shape, 'float64');
   const { implementation: _ignored, ...rest } = options;
   const p = validateAttention(asFloat64(q8), asFloat64(k8), asFloat64(v8), rest);
-  const { B, T, S, N, K, Hv } = p;
+  const { B, T, N, Hv } = p;
   const v = p.value.toFloat64Array();
   const out = new Float64Array(B * T * N * Hv);
   let amaxS = 0;
-  forEachRow(p, p.query.toFloat64Array(), p.key.toFloat64Array(), ({ b, n, i, kh, lo, hi, max, logits }) => {
-    if (max === Number.NEGATIVE_INFINITY) return; // nothing visible: zeros, as every backend
-    let sum = 0;
-    for (let j = lo; j < hi; j++) sum += logits[j] = Math.exp(logits[j] - max);
+  forEachRow(p, p.query.toFloat64Array(), p.key.toFloat64Array(), (row) => {
+    if (row.max === Number.NEGATIVE_INFINITY) return; // nothing visible: zeros, as every backend
     // The row's largest weight is exp(0)/sum: the max of P is 1/min(sum) over rows.
-    amaxS = Math.max(amaxS, 1 / sum);
-    const oOff = ((b * T + i) * N + n) * Hv;
-    for (let j = lo; j < hi; j++) {
-      const w = logits[j] / sum;
-      if (w === 0) continue;
-      const vOff = ((b * S + j) * K + kh) * Hv;
-      for (let h = 0; h < Hv; h++) out[oOff + h] += w * v[vOff + h];
-    }
+    amaxS = Math.max(amaxS, 1 / softmaxTimesValue(p, row, v, out));
   });
   const output8 = quantiseValues(out, [B, T, N, Hv], scaleO, outputDType);
   return { exact: out, output8, amaxS, amaxO: output8.amax };

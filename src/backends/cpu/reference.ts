@@ -9,25 +9,17 @@
 import type { AttentionProblem, BackendOutput } from '../../api/problem.js';
 import { Tensor } from '../../tensor/tensor.js';
 import { type AttentionBackend, SUPPORTED } from '../registry.js';
-import { forEachRow } from './rows.js';
+import { forEachRow, softmaxTimesValue } from './rows.js';
 
 export function referenceAttention(p: AttentionProblem): BackendOutput {
-  const { B, T, S, N, K, Hv } = p;
+  const { B, T, N, Hv } = p;
   const v = p.value.toFloat64Array();
   const out = new Float64Array(B * T * N * Hv);
   const lse = new Float32Array(B * T * N).fill(Number.NEGATIVE_INFINITY);
-  forEachRow(p, p.query.toFloat64Array(), p.key.toFloat64Array(), ({ b, n, i, kh, lo, hi, max, logits }) => {
-    if (max === Number.NEGATIVE_INFINITY) return; // nothing visible: zeros, lse −inf
-    let sum = 0;
-    for (let j = lo; j < hi; j++) sum += logits[j] = Math.exp(logits[j] - max);
-    const oOff = ((b * T + i) * N + n) * Hv;
-    for (let j = lo; j < hi; j++) {
-      const w = logits[j] / sum;
-      if (w === 0) continue;
-      const vOff = ((b * S + j) * K + kh) * Hv;
-      for (let h = 0; h < Hv; h++) out[oOff + h] += w * v[vOff + h];
-    }
-    lse[(b * T + i) * N + n] = max + Math.log(sum);
+  forEachRow(p, p.query.toFloat64Array(), p.key.toFloat64Array(), (row) => {
+    if (row.max === Number.NEGATIVE_INFINITY) return; // nothing visible: zeros, lse −inf
+    const sum = softmaxTimesValue(p, row, v, out);
+    lse[(row.b * T + row.i) * N + row.n] = row.max + Math.log(sum);
   });
   return {
     output: Tensor.fromArray(out, [B, T, N, Hv], p.dtype),

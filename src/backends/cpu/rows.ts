@@ -1,8 +1,8 @@
 /**
  * The scaled, masked logits of every query row, computed one way for every float64 CPU path: the
- * reference, the FP8 reference and the plain low-precision baseline of the accuracy rule. Each takes
- * the row here and does its own softmax and P·V, so the visibility rules and the logit formula
- * (scale · q·k + bias, −inf where masked) exist once.
+ * reference, the FP8 reference and the plain low-precision baseline of the accuracy rule, so the
+ * visibility rules and the logit formula (scale · q·k + bias, −inf where masked) exist once. The two
+ * float64 references also share their softmax and P·V (softmaxTimesValue); the baseline rounds its own.
  */
 import type { AttentionProblem } from '../../api/problem.js';
 import { keyRange, pairTerms } from './visibility.js';
@@ -69,4 +69,29 @@ export function forEachRow(
       }
     }
   }
+}
+
+/**
+ * Softmax of a visible row (row.max finite) in float64, and its weights times V added into the row's
+ * slot of `out` (B,T,N,Hv); `v` is (B,S,K,Hv). Leaves the unnormalised weights exp(s − max) in
+ * row.logits and returns their sum (so the row's largest weight is 1 / sum).
+ */
+export function softmaxTimesValue(
+  p: AttentionProblem,
+  row: RowLogits,
+  v: Float64Array,
+  out: Float64Array,
+): number {
+  const { T, S, N, K, Hv } = p;
+  const { b, n, i, kh, lo, hi, max, logits } = row;
+  let sum = 0;
+  for (let j = lo; j < hi; j++) sum += logits[j] = Math.exp(logits[j] - max);
+  const oOff = ((b * T + i) * N + n) * Hv;
+  for (let j = lo; j < hi; j++) {
+    const w = logits[j] / sum;
+    if (w === 0) continue;
+    const vOff = ((b * S + j) * K + kh) * Hv;
+    for (let h = 0; h < Hv; h++) out[oOff + h] += w * v[vOff + h];
+  }
+  return sum;
 }
