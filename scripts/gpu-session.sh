@@ -64,6 +64,8 @@ for name in "${steps[@]}"; do
     small) step small 60 "${cli[@]}" bench --batch 4 --seq 128 --heads 8 --head-dim 64 --causal false,true \
       --impl cudnn,flash --peers jax,torch --no-progress --name h200-small --out "$out/results" ;;
     fp8) step fp8 90 node --import tsx bench/te/fp8-bench.ts "$out/results/te-fp8.json" ;;
+    cudnn-bench) step cudnn-bench 150 node --import tsx bench/cudnn/cudnn-bench.ts "$out/results/cudnn-vs-peers.json" ;;
+    cudnn-probe) step cudnn-probe 120 node --import tsx bench/cudnn/cudnn-probe.ts "$out/results/cudnn-probe" ;;
     lab) step lab 100 "${cli[@]}" lab --budget-ms 100 --out "$out/results" ;;
     engines) step engines 120 node --import tsx bench/experiments/cudnn-engines.ts engines ;;
     knobs-fp8) step knobs-fp8 180 node --import tsx bench/experiments/cudnn-knobs.ts fp8 ;;

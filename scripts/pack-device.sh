@@ -1,5 +1,5 @@
 #!/bin/sh
-# Prepares .device/ for the GPU machine (see ../shared/device/README.md), then slims the carried
+# Prepares .device/ for the GPU machine (the team's pack.sh beside the checkout), then slims the carried
 # node_modules archive to what runs there: the linter, the type-checker and the browser driver are
 # only needed here, and with them the carried tree would pass the 64 MiB limit (62 MiB vs ~30).
 set -eu

@@ -22,12 +22,12 @@ import {
 } from '../../src/backends/cuda/cudnn/plan.js';
 import type { CachedPlan } from '../../src/backends/cuda/cudnn/plan-cache.js';
 import { buildSdpaGraph } from '../../src/backends/cuda/cudnn/sdpa-graph.js';
-import { timeOnStream } from '../../src/backends/cuda/events.js';
 import { cudnnHandle } from '../../src/backends/cuda/ffi/cudnn.js';
 import { buildFp8Graph, type Fp8Layout, fp8GraphFeatures } from '../../src/backends/cuda/fp8/graph.js';
 import { launchQuantise3 } from '../../src/backends/cuda/fp8/kernels.js';
 import { executeFp8Plan, fp8Plan } from '../../src/backends/cuda/fp8/plan.js';
 import { allocDevice } from '../../src/backends/cuda/memory.js';
+import { timeOnStream } from '../../src/bench/cuda-timer.js';
 import { seededInput } from '../../src/bench/measure.js';
 import type { Tensor } from '../../src/tensor/tensor.js';
 import { calibratedScalarBlock } from './fp8-scalars.js';

@@ -24,7 +24,6 @@ import {
 } from '../../src/backends/cuda/cudnn/plan.js';
 import type { CachedPlan } from '../../src/backends/cuda/cudnn/plan-cache.js';
 import { buildSdpaGraph } from '../../src/backends/cuda/cudnn/sdpa-graph.js';
-import { timeOnStream } from '../../src/backends/cuda/events.js';
 import {
   countDescriptors,
   createDescriptor,
@@ -42,6 +41,7 @@ import { buildFp8Graph, fp8GraphFeatures } from '../../src/backends/cuda/fp8/gra
 import { launchQuantise3 } from '../../src/backends/cuda/fp8/kernels.js';
 import { executeFp8Plan, fp8Plan } from '../../src/backends/cuda/fp8/plan.js';
 import { allocDevice } from '../../src/backends/cuda/memory.js';
+import { timeOnStream } from '../../src/bench/cuda-timer.js';
 import { seededInput } from '../../src/bench/measure.js';
 import { calibratedScalarBlock } from './fp8-scalars.js';
 

@@ -13,13 +13,13 @@
 import { attentionFlops } from '../../src/api/problem.js';
 import { validateAttention } from '../../src/api/validate.js';
 import { getCudaContext, synchronize } from '../../src/backends/cuda/context.js';
-import { summarize } from '../../src/backends/cuda/events.js';
 import { CU_EVENT_DEFAULT, cu, outBigInt } from '../../src/backends/cuda/ffi/driver.js';
 import { fp8GraphFeatures } from '../../src/backends/cuda/fp8/graph.js';
 import { launchDequantise, launchQuantise3 } from '../../src/backends/cuda/fp8/kernels.js';
 import { executeFp8Plan, fp8Plan } from '../../src/backends/cuda/fp8/plan.js';
 import { allocDevice } from '../../src/backends/cuda/memory.js';
 import { seededInput } from '../../src/bench/measure.js';
+import { summarize } from '../../src/bench/stats.js';
 import { calibratedScalarBlock } from './fp8-scalars.js';
 
 const [B, T, N, H] = [4, 8192, 16, 128];

@@ -14,8 +14,8 @@ import { fileURLToPath } from 'node:url';
 import { attention } from '../../src/api/attention.js';
 import { attentionFlops } from '../../src/api/problem.js';
 import { getCudaContext } from '../../src/backends/cuda/context.js';
-import { timeOnStream } from '../../src/backends/cuda/events.js';
 import { memoryStats, resetPeakMemory } from '../../src/backends/cuda/memory.js';
+import { timeOnStream } from '../../src/bench/cuda-timer.js';
 import { attnlabCommit, describeMachine } from '../../src/bench/machine.js';
 import { Tensor } from '../../src/tensor/tensor.js';
 

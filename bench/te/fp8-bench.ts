@@ -20,7 +20,6 @@ import { type AttentionProblem, attentionFlops } from '../../src/api/problem.js'
 import { validateAttention } from '../../src/api/validate.js';
 import { getCudaContext, synchronize } from '../../src/backends/cuda/context.js';
 import { cudnnEnvironment } from '../../src/backends/cuda/cudnn/backend.js';
-import { summarize, timeOnStream } from '../../src/backends/cuda/events.js';
 import { fp8GraphFeatures, SCALAR_BLOCK_BYTES, SCALAR_SLOTS } from '../../src/backends/cuda/fp8/graph.js';
 import { launchDequantise, launchQuantise3 } from '../../src/backends/cuda/fp8/kernels.js';
 import { pipelineChunks } from '../../src/backends/cuda/fp8/pipeline.js';
@@ -28,7 +27,9 @@ import { executeFp8Plan, fp8Plan } from '../../src/backends/cuda/fp8/plan.js';
 import { runCudaFp8 } from '../../src/backends/cuda/fp8/run.js';
 import { DeviceDelayedState } from '../../src/backends/cuda/fp8/state.js';
 import { allocDevice, copyToDevice } from '../../src/backends/cuda/memory.js';
+import { timeOnStream } from '../../src/bench/cuda-timer.js';
 import { settleCalls } from '../../src/bench/measure.js';
+import { summarize } from '../../src/bench/stats.js';
 import { autocast } from '../../src/te/autocast.js';
 import { Fp8State } from '../../src/te/fp8-state.js';
 import { DotProductAttention, SequenceDescriptor } from '../../src/te/module.js';

@@ -3,8 +3,10 @@
  * recorded around every call and read back once at the end: reading each pair right away would
  * synchronise the host with the GPU after every call and time an idle pipeline instead of a busy one.
  */
+import { InvalidArgumentError } from '../api/errors.js';
 import { getCudaContext, synchronize } from '../backends/cuda/context.js';
 import { CU_EVENT_DEFAULT, cu, outBigInt } from '../backends/cuda/ffi/driver.js';
+import { type SampleSummary, summarize } from './stats.js';
 
 export class CudaEventTimer {
   readonly #starts: bigint[] = [];
@@ -57,5 +59,35 @@ export class CudaEventTimer {
     for (const event of [...this.#starts, ...this.#ends]) d.cuEventDestroy_v2(event);
     this.#starts.length = 0;
     this.#ends.length = 0;
+  }
+}
+
+/** A timed series: the per-call device times in ms, in order, and their summary (stats.ts). */
+export interface TimedSeries extends SampleSummary {
+  readonly times: readonly number[];
+}
+
+/**
+ * Times `fn` (which enqueues GPU work on attnlab's stream) with events around each of `iterations`
+ * calls, after `warmup` untimed calls, as Triton's do_bench does: host timers would measure launch
+ * overhead and queueing instead of the kernels.
+ *
+ * @example
+ * const { median } = timeOnStream(() => attention(q, k, v, { implementation: 'naive' }), { iterations: 20 });
+ */
+export function timeOnStream(fn: () => void, options: { iterations: number; warmup?: number }): TimedSeries {
+  const { iterations, warmup = 3 } = options;
+  if (!Number.isInteger(iterations) || iterations < 1) {
+    throw new InvalidArgumentError('iterations', 'a positive integer', String(iterations));
+  }
+  for (let i = 0; i < warmup; i++) fn();
+  synchronize();
+  const timer = new CudaEventTimer(iterations);
+  try {
+    for (let i = 0; i < iterations; i++) timer.time(fn);
+    const times = timer.read();
+    return { ...summarize(times), times };
+  } finally {
+    timer.dispose();
   }
 }

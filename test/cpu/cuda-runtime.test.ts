@@ -21,7 +21,6 @@ import {
   sourceExcerpt,
 } from '../../src/backends/cuda/compile.js';
 import { cudaAvailable, formatCudaVersion, formatLibraryVersion } from '../../src/backends/cuda/context.js';
-import { summarize } from '../../src/backends/cuda/events.js';
 import {
   cudnnVersionOfFile,
   libraryCandidates,
@@ -224,23 +223,13 @@ describe('kernel arguments', () => {
   });
 });
 
-describe('allocator and timing helpers', () => {
+describe('allocator and matmul helpers', () => {
   test('allocation sizes round to 512 B below 1 MiB and 2 MiB above', () => {
     assert.equal(roundAllocationSize(1), 512);
     assert.equal(roundAllocationSize(513), 1024);
     assert.equal(roundAllocationSize(1 << 20), 1 << 20);
     assert.equal(roundAllocationSize((1 << 20) + 1), 2 << 20);
     assert.equal(roundAllocationSize((5 << 20) + 7), 6 << 20);
-  });
-
-  test('summaries: median, nearest-rank percentiles, min, mean', () => {
-    const s = summarize([5, 1, 4, 2, 3]);
-    assert.equal(s.median, 3);
-    assert.equal(s.min, 1);
-    assert.equal(s.p10, 1);
-    assert.equal(s.p90, 5);
-    assert.equal(s.mean, 3);
-    assert.equal(summarize([1, 2, 3, 4]).median, 2.5);
   });
 
   test('matmul alignment is the largest power of two dividing every offset, at most 256', () => {

@@ -28,7 +28,7 @@ import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'attnlab-fake-cudnn-'));
-const source = fileURLToPath(new URL('./cudnn-fake.c', import.meta.url));
+const source = fileURLToPath(new URL('../support/cudnn-fake.c', import.meta.url));
 const compile = (name: string) =>
   spawnSync('cc', ['-shared', '-fPIC', '-O1', '-o', join(dir, name), source, '-lm'], { encoding: 'utf8' });
 // libcudnn_graph.so.9 stands for cuDNN's sub-libraries, which are preloaded from the same folder.

@@ -18,7 +18,7 @@ import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import type { Tensor } from '../../src/tensor/tensor.js';
 import { buildInputs, CASES } from '../support/cases.js';
-import { evaluateGraph } from './cudnn-graph-eval.js';
+import { evaluateGraph } from '../support/cudnn-graph-eval.js';
 
 const H200: CudnnEnvironment = {
   version: 91900,

@@ -42,9 +42,9 @@ const compile = (source: string, name: string) =>
     encoding: 'utf8',
   });
 const built = [
-  compile('./cudnn-fake.c', 'libcuda.so.1'),
-  compile('./cudnn-fake.c', 'libcudnn.so.9'),
-  compile('./te-fake-nvrtc.c', 'libnvrtc.so.13'),
+  compile('../support/cudnn-fake.c', 'libcuda.so.1'),
+  compile('../support/cudnn-fake.c', 'libcudnn.so.9'),
+  compile('../support/te-fake-nvrtc.c', 'libnvrtc.so.13'),
 ];
 const skip = built.every((b) => b.status === 0)
   ? false

@@ -19,9 +19,9 @@ import {
   synchronize,
   targetArch,
 } from '../../src/backends/cuda/context.js';
-import { timeOnStream } from '../../src/backends/cuda/events.js';
 import { f32, i32, kernelAttributes, launchKernel, ptr } from '../../src/backends/cuda/launch.js';
 import { allocDevice, copyToHost, emptyCache, memoryStats } from '../../src/backends/cuda/memory.js';
+import { timeOnStream } from '../../src/bench/cuda-timer.js';
 import { Tensor } from '../../src/tensor/tensor.js';
 
 const cuda = cudaAvailable();

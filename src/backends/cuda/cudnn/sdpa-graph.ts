@@ -6,7 +6,7 @@
  * - composite: the node sequence cudnn-frontend emits before 9.21, which cuDNN pattern-matches onto
  *   the same engine: Q·Kᵀ → ×scale → +bias → padding mask → right bound (causal) → left bound →
  *   softmax with its statistics → P·V. The order and the per-op data types follow cudnn-frontend,
- *   since the matcher recognises exactly that shape (shared/notes/cudnn-sdpa-backend.md §1.3).
+ *   since the matcher recognises exactly that shape.
  *
  * Memory layout: attnlab keeps (B,T,N,H); cuDNN's logical order is [b,h,s,d], so Q is declared
  * [B,N,T,H] with strides [T·N·H, H, N·H, 1] — a view, no copy.

@@ -2,7 +2,7 @@
  * The cuDNN 9 backend-API enum values attnlab uses, as C ints.
  *
  * Every value was read from the installed headers on the H200 (cudnn_graph_v9.h of 9.14 and of 9.19
- * agree on all of them; shared/notes/cudnn-sdpa-verified.md §2). They are ABI: cuDNN keeps them
+ * agree on all of them). They are ABI: cuDNN keeps them
  * stable within major version 9, so they are written here rather than parsed from a header the
  * user's machine may not have.
  */

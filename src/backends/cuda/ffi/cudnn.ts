@@ -3,8 +3,8 @@
  *
  * Every call goes through `check`, so a failure throws DeviceError with the status name, the
  * library's own last-error text (cudnnGetLastErrorString: "xDesc.getNbDims() != bDesc.getNbDims()"
- * says far more than the status) and the call. Marshalling follows what was verified on the H200
- * (shared/notes/cudnn-sdpa-verified.md §1.3): descriptors and pointers are BigInt, out-parameters
+ * says far more than the status) and the call. Marshalling follows what was verified on the H200:
+ * descriptors and pointers are BigInt, out-parameters
  * are one-element typed arrays, and each attribute type has its own typed value array.
  */
 import { writeSync } from 'node:fs';

@@ -3,7 +3,7 @@
  * succeeds or throws a DeviceError with the status name (cuGetErrorName), its text and the call; no
  * caller ever sees a raw status.
  *
- * Marshalling rules (verified on the H200, see shared/notes/cudnn-sdpa-verified.md §1.2): handles and
+ * Marshalling rules (verified on the H200): handles and
  * device pointers are BigInt; out-parameters are declared `void *` and receive a one-element typed
  * array (BigUint64Array for handles and sizes, Int32Array for ints, Float32Array for floats).
  */

@@ -1,7 +1,7 @@
 /**
  * cuDNN's FP8 SDPA forward graph (composite; the unified op takes no FP8 on 9.14–9.19), as
  * cudnn-frontend v1.23 emits it (CompositeSDPANode + MatmulFP8Node) and as it ran from Node.js on
- * the H200 (shared/notes/cudnn-sdpa-verified.md §7.1), 18 ops, 22 with causal, 28 with causal and padding:
+ * the H200: 18 ops, 22 with causal, 28 with causal and padding:
  *
  *   S  = Q8·K8ᵀ · attn_scale · descale_q · descale_k     [padding mask] [causal mask]
  *   P  = softmax(S) (with the mandatory LOG/ADD statistics branch, virtual)

@@ -1,5 +1,5 @@
 """Wall time per call of JAX's and PyTorch's cuDNN attention at one small shape, measured exactly as
-test/gpu/cudnn-bench.ts measures attnlab: each call followed by a device sync (host dispatch
+bench/cudnn/cudnn-bench.ts measures attnlab: each call followed by a device sync (host dispatch
 included), and a burst of calls with one sync at the end (dispatch throughput). Prints one JSON line.
 
 Usage: python3 cudnn-bench-peers.py B T N H repeats

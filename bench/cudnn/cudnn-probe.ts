@@ -3,7 +3,7 @@
  * only its scenario and leaves the last calls on record: attnlab's trace (ATTNLAB_CUDNN_TRACE=1)
  * and cuDNN's own API log (CUDNN_LOGLEVEL_DBG=3). Not a test; a tool for a GPU run.
  *
- * Run: node --import tsx test/gpu/cudnn-probe.ts <log folder>
+ * Run: node --import tsx bench/cudnn/cudnn-probe.ts <log folder>
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';

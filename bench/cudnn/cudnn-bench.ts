@@ -8,7 +8,7 @@
  * - B=4, T=128, N=8, H=64 bf16: wall time per call with a device sync after each (host dispatch
  *   included), and a burst of calls with one sync, the same way for all three (cudnn-bench-peers.py).
  *
- * Run: node --import tsx test/gpu/cudnn-bench.ts [out.json]   (ATTNLAB_BENCH_PEERS=0: attnlab only)
+ * Run: node --import tsx bench/cudnn/cudnn-bench.ts [out.json]   (ATTNLAB_BENCH_PEERS=0: attnlab only)
  */
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -19,18 +19,14 @@ import { findPython } from '../../src/bench/peers.js';
 import { makeResults, saveResults } from '../../src/bench/results.js';
 import { runSweeps } from '../../src/bench/run-bench.js';
 import type { ResultRow } from '../../src/bench/schema.js';
+import { median } from '../../src/bench/stats.js';
 import { randomNormal } from '../../src/tensor/random.js';
 
 const OUT = process.argv[2] ?? 'bench/results/cudnn-vs-peers.json';
-// Dense bf16 matmul on this H200 (shared/reference/h200-ceilings.json), given so nothing re-measures it.
+// Dense bf16 matmul on the H200 (cuBLASLt, measured once), given so nothing re-measures it.
 const CEILING_TFLOPS = 802;
 const small = { B: 4, T: 128, N: 8, H: 64 };
 const withPeers = process.env.ATTNLAB_BENCH_PEERS !== '0';
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)];
-}
 
 /** attnlab's small-shape wall times, measured as the Python script measures the peers. */
 function attnlabWall(repeats: number) {
