@@ -7,6 +7,7 @@
 import type { FloatDType } from '../tensor/dtype.js';
 import type { Device } from '../tensor/storage.js';
 import type { Tensor } from '../tensor/tensor.js';
+import type { PackedSeqs, PagedKv } from './kv-layout.js';
 
 /** Backends by name. `reference` and `flash` run on the CPU; `naive`, `flash` and `cudnn` on CUDA. */
 export type Implementation = 'reference' | 'naive' | 'flash' | 'cudnn';
@@ -46,6 +47,15 @@ export interface AttentionOptions {
   float32Precision?: Float32Precision;
   /** Also return the log-sum-exp of each row's logits, shape (B,T,N) float32 (−inf for an empty row). */
   returnLogSumExp?: boolean;
+  /**
+   * Paged KV cache: key/value are pools (numBlocks, blockSize, K, H|Hv) and this (B, maxBlocksPerSeq)
+   * int32 table maps each sequence's logical blocks to pool blocks; keyValueSeqLengths is required.
+   */
+  blockTable?: Tensor | ArrayLike<ArrayLike<number>>;
+  /** Packed query (totalT, N, H): B+1 cumulative starts of each sequence's queries. */
+  querySeqOffsets?: ArrayLike<number>;
+  /** Packed key/value (totalS, K, H|Hv): B+1 cumulative starts of each sequence's keys. */
+  keyValueSeqOffsets?: ArrayLike<number>;
 }
 
 /** A rank-4 operand broadcast to (B,N,T,S): element (b,n,t,s) is at b·strides[0] + … + s·strides[3]. */
@@ -90,6 +100,13 @@ export interface AttentionProblem extends ProblemSize {
   readonly float32Precision: Float32Precision;
   /** False when the caller passed (T,N,H): the output drops its batch dimension again. */
   readonly batched: boolean;
+  /** A paged key/value cache (key and value are its pools), or null for dense key/value. */
+  readonly paged: PagedKv | null;
+  /**
+   * Packed sequences, or null. A packed query gives a packed output (totalT, N, Hv) and log-sum-exp
+   * (totalT, N); querySeqLengths/keyValueSeqLengths then hold the lengths the offsets define.
+   */
+  readonly packed: PackedSeqs | null;
   readonly implementation: Implementation | undefined;
 }
 

@@ -5,6 +5,7 @@
 import { isFloatDType } from '../tensor/dtype.js';
 import { Tensor } from '../tensor/tensor.js';
 import { InvalidArgumentError } from './errors.js';
+import { LAYOUT_OPTIONS, layoutOf, type PackedSeqs, type PagedKv } from './kv-layout.js';
 import {
   type AttentionOptions,
   type AttentionProblem,
@@ -22,17 +23,6 @@ function checkTensor(argument: string, value: unknown): Tensor {
   }
   if (value.disposed) throw new InvalidArgumentError(argument, 'a live Tensor', 'a disposed Tensor');
   return value;
-}
-
-/** (T,N,H) → (1,T,N,H); (B,T,N,H) as it is. */
-function toBatched(argument: string, tensor: Tensor, letters: string): { tensor: Tensor; batched: boolean } {
-  if (tensor.rank === 4) return { tensor, batched: true };
-  if (tensor.rank === 3) return { tensor: tensor.reshape([1, ...tensor.shape]), batched: false };
-  throw new InvalidArgumentError(
-    argument,
-    `rank 4 (${letters}) or rank 3 (${letters.slice(2)})`,
-    `rank ${tensor.rank} ${shapeText(tensor)}`,
-  );
 }
 
 function checkBroadcast(
@@ -112,6 +102,7 @@ const KNOWN_OPTIONS = new Set([
   'implementation',
   'float32Precision',
   'returnLogSumExp',
+  ...LAYOUT_OPTIONS,
 ]);
 
 export function validateAttention(
@@ -132,19 +123,16 @@ export function validateAttention(
       );
     }
   }
-  const q = toBatched('query', checkTensor('query', queryIn), 'B,T,N,H');
-  const k = toBatched('key', checkTensor('key', keyIn), 'B,S,K,H');
-  const v = toBatched('value', checkTensor('value', valueIn), 'B,S,K,Hv');
-  if (q.batched !== k.batched || q.batched !== v.batched) {
-    throw new InvalidArgumentError(
-      'key/value',
-      `the same rank as query (${q.batched ? 4 : 3})`,
-      `key rank ${k.tensor.rank - (k.batched ? 0 : 1)}, value rank ${v.tensor.rank - (v.batched ? 0 : 1)}`,
-    );
-  }
-  const [B, T, N, H] = q.tensor.shape;
-  const [kB, S, K, kH] = k.tensor.shape;
-  const [vB, vS, vK, Hv] = v.tensor.shape;
+  const layout = layoutOf(
+    checkTensor('query', queryIn),
+    checkTensor('key', keyIn),
+    checkTensor('value', valueIn),
+    options,
+  );
+  const { q, k, v } = layout;
+  const [B, T, N, H] = layout.sizes.query;
+  const [kB, S, K, kH] = layout.sizes.key;
+  const [vB, vS, vK, Hv] = layout.sizes.value;
   const dtype = q.tensor.dtype;
   if (!isFloatDType(dtype)) throw new InvalidArgumentError('query.dtype', 'a floating-point dtype', dtype);
   for (const [argument, t] of [
@@ -241,11 +229,15 @@ export function validateAttention(
     causal: options.isCausal ?? false,
     alignment,
     window: checkWindow(options.localWindowSize),
-    querySeqLengths: checkLengths('querySeqLengths', options.querySeqLengths, B, T, 'T'),
-    keyValueSeqLengths: checkLengths('keyValueSeqLengths', options.keyValueSeqLengths, B, S, 'S'),
+    querySeqLengths:
+      layout.querySeqLengths ?? checkLengths('querySeqLengths', options.querySeqLengths, B, T, 'T'),
+    keyValueSeqLengths:
+      layout.keyValueSeqLengths ?? checkLengths('keyValueSeqLengths', options.keyValueSeqLengths, B, S, 'S'),
+    paged: layout.paged,
+    packed: layout.packed,
     returnLogSumExp: options.returnLogSumExp ?? false,
     float32Precision: precision,
-    batched: q.batched,
+    batched: layout.batched,
     implementation,
   };
 }

@@ -22,9 +22,33 @@ export function unsupported(reason: string): Support {
 export interface AttentionBackend {
   readonly name: Implementation;
   readonly device: Device;
+  /**
+   * The non-dense input layouts it takes (paged KV cache, packed sequences); the registry refuses
+   * the others for it with the reason, so supports() sees only layouts it declared.
+   */
+  readonly layouts?: readonly InputLayout[];
   /** Whether this backend can run the problem, or why not. Cheap: called on every dispatch. */
   supports(problem: AttentionProblem): Support;
   run(problem: AttentionProblem): BackendOutput;
+}
+
+export type InputLayout = 'paged' | 'packed';
+
+/** Whether `backend` takes the problem's layout, before asking its supports(). */
+export function layoutSupport(backend: AttentionBackend, problem: AttentionProblem): Support {
+  const taken = backend.layouts ?? [];
+  if (problem.paged && !taken.includes('paged')) {
+    return unsupported('a paged KV cache (blockTable) is not taken by this backend');
+  }
+  if (problem.packed && !taken.includes('packed')) {
+    return unsupported('packed sequences (querySeqOffsets/keyValueSeqOffsets) are not taken by this backend');
+  }
+  return SUPPORTED;
+}
+
+function supportOf(backend: AttentionBackend, problem: AttentionProblem): Support {
+  const layout = layoutSupport(backend, problem);
+  return layout.ok ? backend.supports(problem) : layout;
 }
 
 /** Priority order: fastest first on each device. */
@@ -50,13 +74,13 @@ export function chooseBackend(problem: AttentionProblem): AttentionBackend {
         JSON.stringify(problem.implementation),
       );
     }
-    const support = named.supports(problem);
+    const support = supportOf(named, problem);
     if (!support.ok) throw new UnsupportedError(`${named.name} (${named.device})`, support.reason);
     return named;
   }
   const reasons: string[] = [];
   for (const backend of onDevice) {
-    const support = backend.supports(problem);
+    const support = supportOf(backend, problem);
     if (support.ok) return backend;
     reasons.push(`${backend.name}: ${support.reason}`);
   }

@@ -10,6 +10,7 @@
 import type { AttentionProblem, BackendOutput } from '../../api/problem.js';
 import { Tensor } from '../../tensor/tensor.js';
 import { type AttentionBackend, SUPPORTED } from '../registry.js';
+import { runDense } from './dense-view.js';
 import { keyRange, pairTerms } from './visibility.js';
 
 /** 16 query rows × 64 keys: a 1024-entry score tile, small enough to stay in L1 with its Q rows. */
@@ -109,6 +110,7 @@ export function flashAttentionCpu(p: AttentionProblem): BackendOutput {
 export const cpuFlashBackend: AttentionBackend = {
   name: 'flash',
   device: 'cpu',
+  layouts: ['paged', 'packed'],
   supports: () => SUPPORTED,
-  run: flashAttentionCpu,
+  run: (p) => runDense(p, flashAttentionCpu),
 };

@@ -9,6 +9,7 @@
 import type { AttentionProblem, BackendOutput } from '../../api/problem.js';
 import { Tensor } from '../../tensor/tensor.js';
 import { type AttentionBackend, SUPPORTED } from '../registry.js';
+import { runDense } from './dense-view.js';
 import { forEachRow, softmaxTimesValue } from './rows.js';
 
 export function referenceAttention(p: AttentionProblem): BackendOutput {
@@ -31,6 +32,7 @@ export function referenceAttention(p: AttentionProblem): BackendOutput {
 export const cpuReferenceBackend: AttentionBackend = {
   name: 'reference',
   device: 'cpu',
+  layouts: ['paged', 'packed'],
   supports: () => SUPPORTED,
-  run: referenceAttention,
+  run: (p) => runDense(p, referenceAttention),
 };

@@ -1,0 +1,95 @@
+/**
+ * Paged and packed problems on the CPU, as the dense problem they mean: the paged pool gathered into
+ * (B, S, K, H) through the block table, packed sequences spread into (B, T, N, H) padded with zeros
+ * (their lengths mask the padding), and the dense output packed again. This is the oracle for the
+ * GPU's paged and packed kernels: "a paged or packed call equals the dense call" holds here by
+ * construction, so the CPU tests check the gather itself against hand-built dense inputs.
+ */
+import type { AttentionProblem, BackendOutput } from '../../api/problem.js';
+import { allocRaw, type RawArray } from '../../tensor/dtype.js';
+import { Tensor } from '../../tensor/tensor.js';
+
+/** Runs `run` on the dense equivalent of `p` and returns its output in `p`'s layout. */
+export function runDense(
+  p: AttentionProblem,
+  run: (dense: AttentionProblem) => BackendOutput,
+): BackendOutput {
+  if (!p.paged && !p.packed) return run(p);
+  const dense = denseProblem(p);
+  const result = run(dense);
+  const queryOffsets = p.packed?.querySeqOffsets;
+  if (!queryOffsets) return result;
+  const totalT = queryOffsets[queryOffsets.length - 1];
+  return {
+    output: packRows(result.output, queryOffsets, [totalT, p.N, p.Hv]),
+    logSumExp: result.logSumExp && packRows(result.logSumExp, queryOffsets, [totalT, p.N]),
+    variant: result.variant,
+  };
+}
+
+export function denseProblem(p: AttentionProblem): AttentionProblem {
+  const { B, T, S, N, K, H, Hv } = p;
+  const queryOffsets = p.packed?.querySeqOffsets ?? null;
+  const kvOffsets = p.packed?.keyValueSeqOffsets ?? null;
+  let key = p.key;
+  let value = p.value;
+  if (p.paged) {
+    key = gatherPages(p.key, p, [B, S, K, H]);
+    value = gatherPages(p.value, p, [B, S, K, Hv]);
+  } else if (kvOffsets) {
+    key = spreadRows(p.key, kvOffsets, [B, S, K, H]);
+    value = spreadRows(p.value, kvOffsets, [B, S, K, Hv]);
+  }
+  const query = queryOffsets ? spreadRows(p.query, queryOffsets, [B, T, N, H]) : p.query;
+  return { ...p, query, key, value, paged: null, packed: null };
+}
+
+/** Pool (numBlocks, blockSize, …) → (B, maxBlocks·blockSize, …): sequence b's blocks in table order. */
+function gatherPages(pool: Tensor, p: AttentionProblem, shape: readonly number[]): Tensor {
+  const paged = p.paged;
+  if (!paged) throw new Error('unreachable: a paged problem expected');
+  const { blockTable, maxBlocksPerSeq: M, blockSize } = paged;
+  const src = pool.toHost().data;
+  const blockElements = src.length / paged.numBlocks;
+  const dst = allocRaw(pool.dtype, p.B * M * blockElements);
+  const lengths = p.keyValueSeqLengths;
+  for (let b = 0; b < p.B; b++) {
+    // Only the blocks the sequence holds are read: later table entries may be padding (0 or −1).
+    const used = Math.ceil((lengths ? lengths[b] : M * blockSize) / blockSize);
+    for (let m = 0; m < used; m++) {
+      const block = blockTable[b * M + m];
+      copyRange(dst, (b * M + m) * blockElements, src, block * blockElements, blockElements);
+    }
+  }
+  return Tensor.fromRaw(dst, shape, pool.dtype);
+}
+
+/** Packed (total, …) → (B, maxLength, …) with zero padding. */
+function spreadRows(packed: Tensor, offsets: Int32Array, shape: readonly number[]): Tensor {
+  const src = packed.toHost().data;
+  const rowElements = packed.shape.slice(1).reduce((a, d) => a * d, 1);
+  const [B, L] = shape;
+  const dst = allocRaw(packed.dtype, B * L * rowElements);
+  for (let b = 0; b < B; b++) {
+    const rows = offsets[b + 1] - offsets[b];
+    copyRange(dst, b * L * rowElements, src, offsets[b] * rowElements, rows * rowElements);
+  }
+  return Tensor.fromRaw(dst, shape, packed.dtype);
+}
+
+/** Dense (B, L, …) → packed (total, …): the rows each sequence holds. */
+function packRows(dense: Tensor, offsets: Int32Array, shape: readonly number[]): Tensor {
+  const src = dense.toHost().data;
+  const [B, L] = dense.shape;
+  const rowElements = dense.size / (B * L);
+  const dst = allocRaw(dense.dtype, shape[0] * rowElements);
+  for (let b = 0; b < B; b++) {
+    const rows = offsets[b + 1] - offsets[b];
+    copyRange(dst, offsets[b] * rowElements, src, b * L * rowElements, rows * rowElements);
+  }
+  return Tensor.fromRaw(dst, shape, dense.dtype);
+}
+
+function copyRange(dst: RawArray, at: number, src: RawArray, from: number, count: number): void {
+  (dst as Uint8Array).set((src as Uint8Array).subarray(from, from + count), at);
+}

@@ -1,0 +1,316 @@
+/**
+ * Paged KV caches and packed sequences on the CPU backends: each equals the dense call it stands for
+ * (built here by hand, independently of the gather in dense-view.ts), and bad tables and offsets are
+ * refused naming the argument.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { attention } from '../../src/api/attention.js';
+import { InvalidArgumentError, UnsupportedError } from '../../src/api/errors.js';
+import { Random, randomNormal } from '../../src/tensor/random.js';
+import { Tensor } from '../../src/tensor/tensor.js';
+
+const IMPLEMENTATIONS = ['reference', 'flash'] as const;
+
+/** A random permutation of [0, n). */
+function permutation(n: number, seed: number): number[] {
+  const rng = new Random(seed);
+  const order = Array.from({ length: n }, (_, i) => i);
+  for (let i = n - 1; i > 0; i--) {
+    const j = Math.floor(rng.nextFloat() * (i + 1));
+    [order[i], order[j]] = [order[j], order[i]];
+  }
+  return order;
+}
+
+/**
+ * A dense cache (B, S, K, X) and the same tokens scattered into a pool through a shuffled block
+ * table, one element at a time (the obvious way, so the test does not share the backend's gather).
+ */
+function pagedCopy(dense: Tensor, blockSize: number, seed: number) {
+  const [B, S, K, X] = dense.shape;
+  const M = Math.ceil(S / blockSize);
+  const numBlocks = B * M + 3; // spare blocks the table never names
+  const order = permutation(numBlocks, seed);
+  const table = Array.from({ length: B }, (_, b) => Array.from({ length: M }, (_, m) => order[b * M + m]));
+  const values = dense.toFloat64Array();
+  const pool = new Float64Array(numBlocks * blockSize * K * X).fill(Number.NaN); // unused slots hold NaN
+  for (let b = 0; b < B; b++)
+    for (let s = 0; s < S; s++)
+      for (let e = 0; e < K * X; e++) {
+        const slot = (table[b][Math.floor(s / blockSize)] * blockSize + (s % blockSize)) * K * X + e;
+        pool[slot] = values[(b * S + s) * K * X + e];
+      }
+  return { pool: Tensor.fromArray(pool, [numBlocks, blockSize, K, X], dense.dtype), table, M };
+}
+
+describe('paged KV cache', () => {
+  for (const blockSize of [1, 4, 16]) {
+    it(`equals the dense call (blockSize ${blockSize}, GQA, lengths 0, 1 and ragged)`, () => {
+      const [B, T, S, N, K, H] = [4, 3, 37, 4, 2, 16];
+      const q = randomNormal([B, T, N, H], { seed: 1, dtype: 'bfloat16' });
+      const k = randomNormal([B, S, K, H], { seed: 2, dtype: 'bfloat16' });
+      const v = randomNormal([B, S, K, H], { seed: 3, dtype: 'bfloat16' });
+      const lengths = [37, 0, 1, 20];
+      const pk = pagedCopy(k, blockSize, 4);
+      const pv = pagedCopy(v, blockSize, 4);
+      for (const implementation of IMPLEMENTATIONS) {
+        for (const isCausal of [false, true]) {
+          const common = {
+            implementation,
+            isCausal,
+            causalAlignment: 'bottom_right' as const,
+            keyValueSeqLengths: lengths,
+            returnLogSumExp: true,
+          };
+          const dense = attention(q, k, v, common);
+          const paged = attention(q, pk.pool, pv.pool, { ...common, blockTable: pk.table });
+          assert.equal(paged.backend, implementation);
+          assert.deepEqual(paged.output.shape, [B, T, N, H]);
+          assert.deepEqual([...paged.output.toFloat64Array()], [...dense.output.toFloat64Array()]);
+          assert.deepEqual([...paged.logSumExp!.toFloat64Array()], [...dense.logSumExp!.toFloat64Array()]);
+        }
+      }
+    });
+  }
+
+  it('takes the table as an int32 Tensor and ignores entries past each length', () => {
+    const q = randomNormal([2, 1, 2, 8], { seed: 5 });
+    const k = randomNormal([2, 8, 1, 8], { seed: 6 });
+    const v = randomNormal([2, 8, 1, 8], { seed: 7 });
+    const pk = pagedCopy(k, 4, 8);
+    const pv = pagedCopy(v, 4, 8);
+    const table = pk.table.map((row) => [...row]);
+    table[1][1] = -1; // sequence 1 holds 3 tokens: only its first block is read
+    const tensorTable = Tensor.fromArray(table.flat(), [2, pk.M], 'int32');
+    const options = { keyValueSeqLengths: [8, 3] };
+    const dense = attention(q, k, v, options).output.toFloat64Array();
+    const paged = attention(q, pk.pool, pv.pool, { ...options, blockTable: tensorTable });
+    assert.deepEqual([...paged.output.toFloat64Array()], [...dense]);
+  });
+
+  const q = randomNormal([2, 1, 2, 8], { seed: 9 });
+  const pool = randomNormal([5, 4, 1, 8], { seed: 10 });
+  const bad: [string, Record<string, unknown>, string][] = [
+    [
+      'a block index past the pool',
+      {
+        blockTable: [
+          [0, 5],
+          [1, 2],
+        ],
+        keyValueSeqLengths: [8, 8],
+      },
+      'blockTable[0][1]',
+    ],
+    [
+      'a negative block index in use',
+      {
+        blockTable: [
+          [0, 1],
+          [-1, 2],
+        ],
+        keyValueSeqLengths: [8, 1],
+      },
+      'blockTable[1][0]',
+    ],
+    [
+      'a length past the table',
+      {
+        blockTable: [
+          [0, 1],
+          [2, 3],
+        ],
+        keyValueSeqLengths: [9, 1],
+      },
+      'keyValueSeqLengths[0]',
+    ],
+    [
+      'no lengths',
+      {
+        blockTable: [
+          [0, 1],
+          [2, 3],
+        ],
+      },
+      'keyValueSeqLengths',
+    ],
+    ['a table of the wrong batch', { blockTable: [[0, 1]], keyValueSeqLengths: [1, 1] }, 'blockTable'],
+    ['ragged rows', { blockTable: [[0, 1], [2]], keyValueSeqLengths: [1, 1] }, 'blockTable[1]'],
+    [
+      'a float table entry',
+      {
+        blockTable: [
+          [0, 1.5],
+          [2, 3],
+        ],
+        keyValueSeqLengths: [1, 1],
+      },
+      'blockTable[0][1]',
+    ],
+    [
+      'a float32 table tensor',
+      { blockTable: Tensor.zeros([2, 2]), keyValueSeqLengths: [1, 1] },
+      'blockTable.dtype',
+    ],
+    ['a string table', { blockTable: 'abc', keyValueSeqLengths: [1, 1] }, 'blockTable'],
+    [
+      'key offsets with a paged cache',
+      { blockTable: [[0], [1]], keyValueSeqLengths: [1, 1], keyValueSeqOffsets: [0, 1, 2] },
+      'keyValueSeqOffsets',
+    ],
+  ];
+  for (const [name, options, argument] of bad) {
+    it(`refuses ${name}, naming ${argument}`, () => {
+      assert.throws(
+        () => attention(q, pool, pool, options),
+        (e: unknown) => e instanceof InvalidArgumentError && e.argument === argument,
+      );
+    });
+  }
+});
+
+describe('packed sequences', () => {
+  /** Packs the first lengths[b] rows of each batch of a dense (B, L, …) tensor. */
+  function pack(dense: Tensor, lengths: number[]) {
+    const [B, L, ...rest] = dense.shape;
+    const row = rest.reduce((a, d) => a * d, 1);
+    const values = dense.toFloat64Array();
+    const out: number[] = [];
+    const offsets = [0];
+    for (let b = 0; b < B; b++) {
+      out.push(...values.subarray(b * L * row, (b * L + lengths[b]) * row));
+      offsets.push(offsets[b] + lengths[b]);
+    }
+    return { tensor: Tensor.fromArray(out, [offsets[B], ...rest], dense.dtype), offsets };
+  }
+
+  it('equal the padded dense call (query and key/value packed, causal, GQA, a window)', () => {
+    const [B, N, K, H] = [3, 4, 1, 8];
+    const qLengths = [3, 0, 5];
+    const kvLengths = [7, 1, 5];
+    const [T, S] = [Math.max(...qLengths), Math.max(...kvLengths)];
+    const q = randomNormal([B, T, N, H], { seed: 11, dtype: 'float16' });
+    const k = randomNormal([B, S, K, H], { seed: 12, dtype: 'float16' });
+    const v = randomNormal([B, S, K, H], { seed: 13, dtype: 'float16' });
+    const pq = pack(q, qLengths);
+    const pk = pack(k, kvLengths);
+    const pv = pack(v, kvLengths);
+    for (const implementation of IMPLEMENTATIONS) {
+      const common = {
+        implementation,
+        isCausal: true,
+        causalAlignment: 'bottom_right' as const,
+        localWindowSize: [3, 0] as [number, number],
+        returnLogSumExp: true,
+      };
+      const dense = attention(q, k, v, {
+        ...common,
+        querySeqLengths: qLengths,
+        keyValueSeqLengths: kvLengths,
+      });
+      const packed = attention(pq.tensor, pk.tensor, pv.tensor, {
+        ...common,
+        querySeqOffsets: pq.offsets,
+        keyValueSeqOffsets: pk.offsets,
+      });
+      assert.deepEqual(packed.output.shape, [8, N, H]);
+      assert.deepEqual(packed.logSumExp!.shape, [8, N]);
+      const want = pack(dense.output, qLengths).tensor.toFloat64Array();
+      assert.deepEqual([...packed.output.toFloat64Array()], [...want]);
+      const wantLse = pack(dense.logSumExp!.reshape([B, T, N, 1]), qLengths).tensor.toFloat64Array();
+      assert.deepEqual([...packed.logSumExp!.toFloat64Array()], [...wantLse]);
+    }
+  });
+
+  it('take a packed query over a paged cache', () => {
+    const [B, N, H] = [2, 2, 8];
+    const qLengths = [2, 1];
+    const kvLengths = [5, 3];
+    const q = randomNormal([B, 2, N, H], { seed: 14 });
+    const k = randomNormal([B, 5, 1, H], { seed: 15 });
+    const v = randomNormal([B, 5, 1, H], { seed: 16 });
+    const pq = pack(q, qLengths);
+    const pk = pagedCopy(k, 2, 17);
+    const pv = pagedCopy(v, 2, 17);
+    const common = { isCausal: true, causalAlignment: 'bottom_right' as const };
+    const dense = attention(q, k, v, { ...common, querySeqLengths: qLengths, keyValueSeqLengths: kvLengths });
+    const mixed = attention(pq.tensor, pk.pool, pv.pool, {
+      ...common,
+      querySeqOffsets: pq.offsets,
+      blockTable: pk.table,
+      keyValueSeqLengths: kvLengths,
+    });
+    assert.deepEqual(
+      [...mixed.output.toFloat64Array()],
+      [...pack(dense.output, qLengths).tensor.toFloat64Array()],
+    );
+  });
+
+  const q = randomNormal([4, 2, 8], { seed: 18 });
+  const kv = randomNormal([5, 1, 8], { seed: 19 });
+  const bad: [string, Record<string, unknown>, string][] = [
+    [
+      'decreasing offsets',
+      { querySeqOffsets: [0, 3, 2, 4], keyValueSeqOffsets: [0, 1, 2, 5] },
+      'querySeqOffsets[2]',
+    ],
+    [
+      'offsets not ending at the total',
+      { querySeqOffsets: [0, 1, 2, 3], keyValueSeqOffsets: [0, 1, 2, 5] },
+      'querySeqOffsets[3]',
+    ],
+    [
+      'offsets not starting at 0',
+      { querySeqOffsets: [1, 2, 3, 4], keyValueSeqOffsets: [0, 1, 2, 5] },
+      'querySeqOffsets[0]',
+    ],
+    [
+      'offsets of another batch',
+      { querySeqOffsets: [0, 2, 4], keyValueSeqOffsets: [0, 1, 2, 5] },
+      'keyValueSeqOffsets',
+    ],
+    [
+      'lengths beside offsets',
+      { querySeqOffsets: [0, 4], keyValueSeqOffsets: [0, 5], querySeqLengths: [4] },
+      'querySeqLengths',
+    ],
+    [
+      'a non-integer offset',
+      { querySeqOffsets: [0, 2.5, 4], keyValueSeqOffsets: [0, 1, 5] },
+      'querySeqOffsets[1]',
+    ],
+  ];
+  for (const [name, options, argument] of bad) {
+    it(`refuse ${name}, naming ${argument}`, () => {
+      assert.throws(
+        () => attention(q, kv, kv, options),
+        (e: unknown) => e instanceof InvalidArgumentError && e.argument === argument,
+      );
+    });
+  }
+});
+
+describe('layouts and the registry', () => {
+  it('a backend that does not declare a layout refuses it with the reason', async () => {
+    const { layoutSupport } = await import('../../src/backends/registry.js');
+    const q = randomNormal([1, 1, 1, 8], { seed: 20 });
+    const pool = randomNormal([2, 4, 1, 8], { seed: 21 });
+    const options = { blockTable: [[0, 1]], keyValueSeqLengths: [5] };
+    const { validateAttention } = await import('../../src/api/validate.js');
+    const problem = validateAttention(q, pool, pool, options);
+    const support = layoutSupport(
+      {
+        name: 'naive',
+        device: 'cuda',
+        supports: () => ({ ok: true }),
+        run: () => {
+          throw new UnsupportedError('x', 'y');
+        },
+      },
+      problem,
+    );
+    assert.equal(support.ok, false);
+    assert.match(support.ok ? '' : support.reason, /paged KV cache/);
+  });
+});
