@@ -3,15 +3,8 @@
  * This file is the whole public surface; everything else is internal.
  */
 export { attention, dotProductAttention } from './api/attention.js';
-export {
-  AttnlabError,
-  CompileError,
-  DeviceError,
-  InvalidArgumentError,
-  LibraryNotFoundError,
-  OutOfMemoryError,
-  UnsupportedError,
-} from './api/errors.js';
+export { cudaAvailable } from './backends/cuda/context.js';
+export { emptyCache, memoryStats, resetPeakMemory } from './backends/cuda/memory.js';
 export {
   type AttentionOptions,
   type AttentionResult,
@@ -20,9 +13,16 @@ export {
   type Float32Precision,
   IMPLEMENTATIONS,
   type Implementation,
-} from './api/problem.js';
-export { cudaAvailable } from './backends/cuda/context.js';
-export { emptyCache, memoryStats, resetPeakMemory } from './backends/cuda/memory.js';
+} from './backends/problem.js';
+export {
+  AttnlabError,
+  CompileError,
+  DeviceError,
+  InvalidArgumentError,
+  LibraryNotFoundError,
+  OutOfMemoryError,
+  UnsupportedError,
+} from './errors.js';
 export { type AutocastOptions, autocast, type Fp8Autocast } from './te/autocast.js';
 export {
   DotProductAttention,

@@ -16,10 +16,11 @@ import { attention } from '../../src/api/attention.js';
 import { synchronize } from '../../src/backends/cuda/context.js';
 import { loadCudnn } from '../../src/backends/cuda/ffi/cudnn.js';
 import { findPython } from '../../src/bench/peers.js';
-import { makeResults, saveResults } from '../../src/bench/results.js';
+import { makeResults } from '../../src/bench/results.js';
 import { runSweeps } from '../../src/bench/run-bench.js';
-import type { ResultRow } from '../../src/bench/schema.js';
 import { median } from '../../src/bench/stats.js';
+import { saveResults } from '../../src/results/files.js';
+import type { ResultRow } from '../../src/results/schema.js';
 import { randomNormal } from '../../src/tensor/random.js';
 
 const OUT = process.argv[2] ?? 'bench/results/cudnn-vs-peers.json';

@@ -9,10 +9,10 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { attention } from '../../src/api/attention.js';
-import type { AttentionOptions } from '../../src/api/problem.js';
 import { validateAttention } from '../../src/api/validate.js';
 import { runCudnnAttention } from '../../src/backends/cuda/cudnn/backend.js';
 import type { DescribeOptions } from '../../src/backends/cuda/cudnn/features.js';
+import type { AttentionOptions } from '../../src/backends/problem.js';
 import { randomNormal } from '../../src/tensor/random.js';
 
 const SCENARIOS: Record<string, [AttentionOptions, DescribeOptions]> = {

@@ -8,25 +8,25 @@
  * Prints one line per plan; the numbers go into bench/results by hand with the command.
  */
 import { attention } from '../../src/api/attention.js';
-import { type AttentionProblem, attentionFlops } from '../../src/api/problem.js';
 import { validateAttention } from '../../src/api/validate.js';
 import { cudnnEnvironment } from '../../src/backends/cuda/cudnn/backend.js';
 import { executePlan } from '../../src/backends/cuda/cudnn/execute.js';
 import { describeSdpa, type GraphKind } from '../../src/backends/cuda/cudnn/features.js';
 import { destroyAll, materializeGraph } from '../../src/backends/cuda/cudnn/materialize.js';
+import type { CachedPlan } from '../../src/backends/cuda/cudnn/plan.js';
 import {
   type HeuristicModeName,
   kernelNameFromJson,
   planCandidates,
   serializePlan,
 } from '../../src/backends/cuda/cudnn/plan.js';
-import type { CachedPlan } from '../../src/backends/cuda/cudnn/plan-cache.js';
 import { buildSdpaGraph } from '../../src/backends/cuda/cudnn/sdpa-graph.js';
 import { cudnnHandle } from '../../src/backends/cuda/ffi/cudnn.js';
 import { buildFp8Graph, type Fp8Layout, fp8GraphFeatures } from '../../src/backends/cuda/fp8/graph.js';
 import { launchQuantise3 } from '../../src/backends/cuda/fp8/kernels.js';
 import { executeFp8Plan, fp8Plan } from '../../src/backends/cuda/fp8/plan.js';
 import { allocDevice } from '../../src/backends/cuda/memory.js';
+import { type AttentionProblem, attentionFlops } from '../../src/backends/problem.js';
 import { timeOnStream } from '../../src/bench/cuda-timer.js';
 import { seededInput } from '../../src/bench/measure.js';
 import type { Tensor } from '../../src/tensor/tensor.js';

@@ -10,19 +10,18 @@
  * Run on a GPU: node --import tsx bench/experiments/cudnn-knobs.ts [fp8|bf16|both]
  */
 import { existsSync, readFileSync } from 'node:fs';
-import { attentionFlops } from '../../src/api/problem.js';
 import { validateAttention } from '../../src/api/validate.js';
 import { cudnnEnvironment } from '../../src/backends/cuda/cudnn/backend.js';
 import { executePlan } from '../../src/backends/cuda/cudnn/execute.js';
 import { describeSdpa } from '../../src/backends/cuda/cudnn/features.js';
 import { destroyAll, materializeGraph } from '../../src/backends/cuda/cudnn/materialize.js';
+import type { CachedPlan } from '../../src/backends/cuda/cudnn/plan.js';
 import {
   type ExecutionPlan,
   kernelNameFromJson,
   planCandidates,
   serializePlan,
 } from '../../src/backends/cuda/cudnn/plan.js';
-import type { CachedPlan } from '../../src/backends/cuda/cudnn/plan-cache.js';
 import { buildSdpaGraph } from '../../src/backends/cuda/cudnn/sdpa-graph.js';
 import {
   countDescriptors,
@@ -41,6 +40,7 @@ import { buildFp8Graph, fp8GraphFeatures } from '../../src/backends/cuda/fp8/gra
 import { launchQuantise3 } from '../../src/backends/cuda/fp8/kernels.js';
 import { executeFp8Plan, fp8Plan } from '../../src/backends/cuda/fp8/plan.js';
 import { allocDevice } from '../../src/backends/cuda/memory.js';
+import { attentionFlops } from '../../src/backends/problem.js';
 import { timeOnStream } from '../../src/bench/cuda-timer.js';
 import { seededInput } from '../../src/bench/measure.js';
 import { calibratedScalarBlock } from './fp8-scalars.js';

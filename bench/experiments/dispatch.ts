@@ -7,8 +7,8 @@
  * Run on a GPU: node --import tsx [--cpu-prof --cpu-prof-dir DIR] bench/experiments/dispatch.ts [impl] [calls]
  */
 import { attention } from '../../src/api/attention.js';
-import type { Implementation } from '../../src/api/problem.js';
 import { synchronize } from '../../src/backends/cuda/context.js';
+import type { Implementation } from '../../src/backends/problem.js';
 import { seededInput } from '../../src/bench/measure.js';
 
 const impl = (process.argv[2] ?? 'cudnn') as Implementation;

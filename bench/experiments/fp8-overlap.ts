@@ -10,7 +10,7 @@
  *
  * Run on a GPU: node --import tsx bench/experiments/fp8-overlap.ts
  */
-import { attentionFlops } from '../../src/api/problem.js';
+
 import { validateAttention } from '../../src/api/validate.js';
 import { getCudaContext, synchronize } from '../../src/backends/cuda/context.js';
 import { CU_EVENT_DEFAULT, cu, outBigInt } from '../../src/backends/cuda/ffi/driver.js';
@@ -18,6 +18,7 @@ import { fp8GraphFeatures } from '../../src/backends/cuda/fp8/graph.js';
 import { launchDequantise, launchQuantise3 } from '../../src/backends/cuda/fp8/kernels.js';
 import { executeFp8Plan, fp8Plan } from '../../src/backends/cuda/fp8/plan.js';
 import { allocDevice } from '../../src/backends/cuda/memory.js';
+import { attentionFlops } from '../../src/backends/problem.js';
 import { seededInput } from '../../src/bench/measure.js';
 import { summarize } from '../../src/bench/stats.js';
 import { calibratedScalarBlock } from './fp8-scalars.js';

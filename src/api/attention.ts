@@ -1,9 +1,10 @@
 /**
  * dotProductAttention: validate once, choose a backend from the registry, run it.
  */
+
+import type { AttentionOptions, AttentionResult } from '../backends/problem.js';
 import { chooseBackend } from '../backends/registry.js';
 import type { Tensor } from '../tensor/tensor.js';
-import type { AttentionOptions, AttentionResult } from './problem.js';
 import { validateAttention } from './validate.js';
 
 /** ATTNLAB_DEBUG ≥ 1 prints which backend and kernel variant ran each call (read once: it is a hot path). */

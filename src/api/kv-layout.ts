@@ -16,23 +16,10 @@
  * A paged cache can be combined with a packed query (several new tokens per sequence); a packed key
  * and value cannot be paged at the same time.
  */
+
+import type { PackedSeqs, PagedKv } from '../backends/problem.js';
+import { InvalidArgumentError } from '../errors.js';
 import { Tensor } from '../tensor/tensor.js';
-import { InvalidArgumentError } from './errors.js';
-
-export interface PagedKv {
-  /** (B, maxBlocksPerSeq) pool block indices, row-major, on the host. */
-  readonly blockTable: Int32Array;
-  readonly maxBlocksPerSeq: number;
-  readonly blockSize: number;
-  readonly numBlocks: number;
-}
-
-export interface PackedSeqs {
-  /** B+1 cumulative query starts; null when the query is dense (B, T, N, H). */
-  readonly querySeqOffsets: Int32Array | null;
-  /** B+1 cumulative key/value starts; null when key and value are dense or paged. */
-  readonly keyValueSeqOffsets: Int32Array | null;
-}
 
 export const LAYOUT_OPTIONS = ['blockTable', 'querySeqOffsets', 'keyValueSeqOffsets'] as const;
 

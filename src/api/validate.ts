@@ -2,17 +2,20 @@
  * The one validation step: (query, key, value, options) → AttentionProblem, or a typed error that names
  * the argument, what was expected and what came. Backends trust what comes out of here.
  */
-import { isFloatDType } from '../tensor/dtype.js';
-import { Tensor } from '../tensor/tensor.js';
-import { InvalidArgumentError } from './errors.js';
-import { LAYOUT_OPTIONS, layoutOf, type PackedSeqs, type PagedKv } from './kv-layout.js';
+
 import {
   type AttentionOptions,
   type AttentionProblem,
   type BroadcastOperand,
   IMPLEMENTATIONS,
   type Implementation,
-} from './problem.js';
+  type PackedSeqs,
+  type PagedKv,
+} from '../backends/problem.js';
+import { InvalidArgumentError } from '../errors.js';
+import { isFloatDType } from '../tensor/dtype.js';
+import { Tensor } from '../tensor/tensor.js';
+import { LAYOUT_OPTIONS, layoutOf } from './kv-layout.js';
 
 const shapeText = (t: Tensor): string => `[${t.shape.join(', ')}]`;
 

@@ -3,36 +3,14 @@
  * order, that runs on the inputs' device and supports the problem; a named backend that cannot run
  * the case throws with its reason and never falls back.
  */
-import { InvalidArgumentError, UnsupportedError } from '../api/errors.js';
-import type { AttentionProblem, BackendOutput, Implementation } from '../api/problem.js';
-import type { Device } from '../tensor/storage.js';
+import { InvalidArgumentError, UnsupportedError } from '../errors.js';
+import { type AttentionBackend, SUPPORTED, type Support, unsupported } from './backend.js';
 import { cpuFlashBackend } from './cpu/flash.js';
 import { cpuReferenceBackend } from './cpu/reference.js';
 import { cudnnBackend } from './cuda/cudnn/backend.js';
 import { cudaFlashBackend } from './cuda/flash/backend.js';
 import { cudaNaiveBackend } from './cuda/naive/backend.js';
-
-export type Support = { readonly ok: true } | { readonly ok: false; readonly reason: string };
-
-export const SUPPORTED: Support = { ok: true };
-export function unsupported(reason: string): Support {
-  return { ok: false, reason };
-}
-
-export interface AttentionBackend {
-  readonly name: Implementation;
-  readonly device: Device;
-  /**
-   * The non-dense input layouts it takes (paged KV cache, packed sequences); the registry refuses
-   * the others for it with the reason, so supports() sees only layouts it declared.
-   */
-  readonly layouts?: readonly InputLayout[];
-  /** Whether this backend can run the problem, or why not. Cheap: called on every dispatch. */
-  supports(problem: AttentionProblem): Support;
-  run(problem: AttentionProblem): BackendOutput;
-}
-
-export type InputLayout = 'paged' | 'packed';
+import type { AttentionProblem } from './problem.js';
 
 /** Whether `backend` takes the problem's layout, before asking its supports(). */
 export function layoutSupport(backend: AttentionBackend, problem: AttentionProblem): Support {

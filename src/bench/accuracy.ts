@@ -5,7 +5,7 @@
  * spread over the batch and heads, reading only those slices of the tensors: at T=16384 decoding
  * and checking everything would cost seconds of host time per row of a sweep.
  */
-import type { ProblemSize } from '../api/problem.js';
+import type { ProblemSize } from '../backends/problem.js';
 import { type DType, decodeValue, type RawArray } from '../tensor/dtype.js';
 
 export interface OracleShape extends ProblemSize {

@@ -11,10 +11,10 @@ import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { cudaAvailable, getCudaContext, synchronize } from '../backends/cuda/context.js';
 import { CUBLAS_COMPUTE, CUDA_DATA_TYPE } from '../backends/cuda/ffi/cublaslt.js';
+import { matmulPlan, runMatmul } from '../backends/cuda/matmul.js';
 import { allocDevice, fillDevice32 } from '../backends/cuda/memory.js';
-import { matmulPlan, runMatmul } from '../backends/cuda/naive/matmul.js';
+import type { CeilingInfo } from '../results/schema.js';
 import { CudaEventTimer } from './cuda-timer.js';
-import type { CeilingInfo } from './schema.js';
 import { summarize } from './stats.js';
 
 /** M = N = K: large enough that every Hopper SM has many tiles (64×64 tiles of 128×128). */

@@ -3,9 +3,10 @@
  * recorded around every call and read back once at the end: reading each pair right away would
  * synchronise the host with the GPU after every call and time an idle pipeline instead of a busy one.
  */
-import { InvalidArgumentError } from '../api/errors.js';
+
 import { getCudaContext, synchronize } from '../backends/cuda/context.js';
 import { CU_EVENT_DEFAULT, cu, outBigInt } from '../backends/cuda/ffi/driver.js';
+import { InvalidArgumentError } from '../errors.js';
 import { type SampleSummary, summarize } from './stats.js';
 
 export class CudaEventTimer {

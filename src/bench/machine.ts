@@ -10,8 +10,8 @@ import { fileURLToPath } from 'node:url';
 import { cudaAvailable, getCudaContext } from '../backends/cuda/context.js';
 import { loadCudnn } from '../backends/cuda/ffi/cudnn.js';
 import { nv } from '../backends/cuda/ffi/nvrtc.js';
-import { packageVersion } from '../cli/version.js';
-import type { ResultsFile } from './schema.js';
+import type { ResultsFile } from '../results/schema.js';
+import { packageVersion } from '../version.js';
 
 /**
  * The attnlab commit: ATTNLAB_COMMIT when set (a checkout copied without .git, as on the GPU

@@ -6,17 +6,17 @@
  */
 
 import { attention } from '../api/attention.js';
-import { AttnlabError, InvalidArgumentError, OutOfMemoryError, UnsupportedError } from '../api/errors.js';
-import { attentionFlops } from '../api/problem.js';
 import { cudaAvailable, getCudaContext, synchronize } from '../backends/cuda/context.js';
 import { deviceMemoryInfo, memoryStats, resetPeakMemory } from '../backends/cuda/memory.js';
+import { attentionFlops } from '../backends/problem.js';
+import { AttnlabError, InvalidArgumentError, OutOfMemoryError, UnsupportedError } from '../errors.js';
+import type { ResultRow, RowStatus } from '../results/schema.js';
 import { allocRaw, itemSize } from '../tensor/dtype.js';
 import { randomNormal } from '../tensor/random.js';
 import type { Device } from '../tensor/storage.js';
 import { Tensor } from '../tensor/tensor.js';
 import { maxErrorAgainstOracle } from './accuracy.js';
 import { CudaEventTimer } from './cuda-timer.js';
-import type { ResultRow, RowStatus } from './schema.js';
 import { summarize } from './stats.js';
 import type { BenchCase } from './sweep.js';
 

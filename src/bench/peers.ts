@@ -6,9 +6,9 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { InvalidArgumentError } from '../api/errors.js';
-import { attentionFlops } from '../api/problem.js';
-import type { CeilingInfo, PeerInfo, ResultRow } from './schema.js';
+import { attentionFlops } from '../backends/problem.js';
+import { InvalidArgumentError } from '../errors.js';
+import type { CeilingInfo, PeerInfo, ResultRow } from '../results/schema.js';
 import type { BenchCase } from './sweep.js';
 
 export type PeerName = 'jax' | 'torch';

@@ -8,7 +8,7 @@
  * On the CPU the float64 reference costs ~4·B·N·T²·H operations at a few hundred MFLOP/s in V8, so
  * the same sweeps run at B=1, N=4, H=32 and T ≤ 256: each size takes milliseconds, the lab seconds.
  */
-import type { Implementation } from '../api/problem.js';
+import type { Implementation } from '../backends/problem.js';
 import type { FloatDType } from '../tensor/dtype.js';
 import type { SweepGroup } from './run-bench.js';
 import type { SweepSpec } from './sweep.js';

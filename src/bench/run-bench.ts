@@ -2,15 +2,17 @@
  * Runs named sweeps through attnlab and, when asked, through the JAX and PyTorch peers on the same
  * shapes, and gathers everything a results file needs: rows, peer versions, the ceiling, notes.
  */
-import { attentionFlops } from '../api/problem.js';
+
 import { cudaAvailable, getCudaContext } from '../backends/cuda/context.js';
 import { emptyCache } from '../backends/cuda/memory.js';
+import { attentionFlops } from '../backends/problem.js';
+import type { CeilingInfo, PeerInfo, ResultRow } from '../results/schema.js';
+import { shapeLabel } from '../results/shape-label.js';
 import { resolveCeiling } from './ceiling.js';
 import { attnlabLabel, DEFAULT_MEASURE, type MeasureOptions, measureAttnlabCase } from './measure.js';
 import { PEER_IMPLS, type PeerName, type PeerRequest, runPeer } from './peers.js';
 import { type Progress, SILENT_PROGRESS } from './progress.js';
-import type { CeilingInfo, PeerInfo, ResultRow } from './schema.js';
-import { type BenchCase, expandSweep, type SweepSpec, shapeLabel } from './sweep.js';
+import { type BenchCase, expandSweep, type SweepSpec } from './sweep.js';
 
 /** A sweep with the name its rows are grouped (and charted) under. */
 export interface SweepGroup {

@@ -3,19 +3,11 @@
  * `do_bench` reports quantiles for the same reason): GPU timings have a long right tail from clock
  * ramps, other processes and the occasional host stall, which a mean would fold into the headline.
  */
-import { InvalidArgumentError } from '../api/errors.js';
+import { InvalidArgumentError } from '../errors.js';
+import type { SampleSummary } from '../results/schema.js';
 
-/** Median and spread of a set of samples, in the samples' unit. */
-export interface SampleSummary {
-  readonly median: number;
-  readonly p10: number;
-  readonly p90: number;
-  readonly min: number;
-  readonly max: number;
-  readonly mean: number;
-  /** How many samples the summary is over. */
-  readonly count: number;
-}
+/** summarize()'s result, defined with the results file that records it. */
+export type { SampleSummary };
 
 /**
  * The q-quantile (0 ≤ q ≤ 1) of already sorted values, interpolating linearly between the two

@@ -3,11 +3,12 @@
  * values per dimension; expanding it gives the cartesian product as a list of cases, sizes outermost
  * and the implementation innermost, so the rows that a chart compares are measured back to back.
  */
-import { InvalidArgumentError } from '../api/errors.js';
-import { IMPLEMENTATIONS, type Implementation, type ProblemSize } from '../api/problem.js';
+
+import { IMPLEMENTATIONS, type Implementation, type ProblemSize } from '../backends/problem.js';
+import { InvalidArgumentError } from '../errors.js';
 import { FLOAT_DTYPES, type FloatDType } from '../tensor/dtype.js';
 
-/** One shape, dtype and mask to time with one implementation. Letters as in src/api/problem.ts. */
+/** One shape, dtype and mask to time with one implementation. Letters as in src/backends/problem.ts. */
 export interface BenchCase extends ProblemSize {
   readonly dtype: FloatDType;
   readonly causal: boolean;
@@ -148,11 +149,4 @@ export function splitList(option: string, text: string): string[] {
   if (parts.length === 0)
     throw new InvalidArgumentError(option, 'a comma-separated list', JSON.stringify(text));
   return [...new Set(parts)];
-}
-
-/** `B×T×N×H`, with S and K written out only when they differ from T and N: the label of a shape. */
-export function shapeLabel(c: Omit<BenchCase, 'impl' | 'dtype' | 'causal'>): string {
-  const seq = c.S === c.T ? `${c.T}` : `${c.T}/${c.S}`;
-  const heads = c.K === c.N ? `${c.N}` : `${c.N}/${c.K}`;
-  return `${c.B}×${seq}×${heads}×${c.H}`;
 }

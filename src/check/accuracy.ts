@@ -13,9 +13,9 @@
  * | bfloat16 | 1e-2          | output rounding ~4e-3 at |O|≈1, plus bf16 P in P·V   |
  */
 
-import type { AttentionOptions } from '../api/problem.js';
 import { validateAttention } from '../api/validate.js';
 import { forEachRow, type RowLogits } from '../backends/cpu/rows.js';
+import type { AttentionOptions } from '../backends/problem.js';
 import { type FloatDType, roundTo } from '../tensor/dtype.js';
 import type { Tensor } from '../tensor/tensor.js';
 

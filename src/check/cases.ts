@@ -2,7 +2,7 @@
  * The correctness matrix, written once and run for every backend (CPU tests and test/gpu/*).
  * Each case builds fresh random inputs from a seed; GPU suites pass a new seed per run.
  */
-import type { AttentionOptions, ProblemSize } from '../api/problem.js';
+import type { AttentionOptions, ProblemSize } from '../backends/problem.js';
 import type { FloatDType } from '../tensor/dtype.js';
 import { Random, randomNormal } from '../tensor/random.js';
 import { Tensor } from '../tensor/tensor.js';

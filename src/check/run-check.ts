@@ -4,9 +4,9 @@
  * `attnlab check` prints its rows; the GPU test suites assert on the same rows.
  */
 import { attention } from '../api/attention.js';
-import type { AttentionOptions, Implementation } from '../api/problem.js';
 import { validateAttention } from '../api/validate.js';
 import { cudaAvailable } from '../backends/cuda/context.js';
+import type { AttentionOptions, Implementation } from '../backends/problem.js';
 import { BACKENDS } from '../backends/registry.js';
 import type { FloatDType } from '../tensor/dtype.js';
 import type { Device } from '../tensor/storage.js';

@@ -5,13 +5,12 @@
  */
 import { join } from 'node:path';
 import type { Command } from 'commander';
-import { InvalidArgumentError } from '../api/errors.js';
-import type { Implementation } from '../api/problem.js';
 import { cudaAvailable } from '../backends/cuda/context.js';
+import type { Implementation } from '../backends/problem.js';
 import { parsePeerList } from '../bench/peers.js';
 import { codelabSweeps } from '../bench/presets.js';
 import { terminalProgress } from '../bench/progress.js';
-import { makeResults, saveResults } from '../bench/results.js';
+import { makeResults } from '../bench/results.js';
 import { runSweeps, type SweepGroup } from '../bench/run-bench.js';
 import {
   parseBoolList,
@@ -20,7 +19,9 @@ import {
   parseIntList,
   type SweepSpec,
 } from '../bench/sweep.js';
+import { InvalidArgumentError } from '../errors.js';
 import { writeReport } from '../report/write.js';
+import { saveResults } from '../results/files.js';
 
 interface BenchFlags {
   batch: string;

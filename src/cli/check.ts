@@ -3,10 +3,10 @@
  * reference) as a table. Exits 1 when any row fails.
  */
 import type { Command } from 'commander';
-import { InvalidArgumentError } from '../api/errors.js';
-import { IMPLEMENTATIONS, type Implementation } from '../api/problem.js';
+import { IMPLEMENTATIONS, type Implementation } from '../backends/problem.js';
 import { CASES } from '../check/cases.js';
 import { type CheckRow, runCheck } from '../check/run-check.js';
+import { InvalidArgumentError } from '../errors.js';
 import { type FloatDType, isFloatDType } from '../tensor/dtype.js';
 import type { Device } from '../tensor/storage.js';
 import { renderTable } from './table.js';

@@ -5,8 +5,8 @@
 import type { Command } from 'commander';
 import { cudaAvailable, cudaInfo } from '../backends/cuda/context.js';
 import { BACKENDS } from '../backends/registry.js';
+import { packageVersion } from '../version.js';
 import { renderKeyValues } from './table.js';
-import { packageVersion } from './version.js';
 
 export function collectInfo(): Record<string, string> {
   const info: Record<string, string> = {

@@ -5,11 +5,11 @@
  */
 import { join } from 'node:path';
 import type { Command } from 'commander';
-import { InvalidArgumentError } from '../api/errors.js';
-import { saveResults } from '../bench/results.js';
-import type { ResultsFile } from '../bench/schema.js';
+import { InvalidArgumentError } from '../errors.js';
 import { runLab } from '../lab/run-lab.js';
 import { writeReport } from '../report/write.js';
+import { saveResults } from '../results/files.js';
+import type { ResultsFile } from '../results/schema.js';
 
 /** Adds `attnlab lab` to the program. */
 export function registerLabCommand(program: Command): void {

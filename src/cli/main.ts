@@ -4,13 +4,13 @@
  * anything else prints its stack, since it is a bug.
  */
 import { Command, CommanderError } from 'commander';
-import { AttnlabError } from '../api/errors.js';
+import { AttnlabError } from '../errors.js';
+import { packageVersion } from '../version.js';
 import { registerBenchCommand } from './bench.js';
 import { registerCheckCommand } from './check.js';
 import { registerInfoCommand } from './info.js';
 import { registerLabCommand } from './lab.js';
 import { registerReportCommand } from './report.js';
-import { packageVersion } from './version.js';
 
 export function buildProgram(): Command {
   const program = new Command('attnlab')

@@ -5,9 +5,9 @@
  */
 import { basename } from 'node:path';
 import type { Command } from 'commander';
-import { loadResults } from '../bench/results.js';
 import type { NamedResults } from '../report/charts.js';
 import { writeReport } from '../report/write.js';
+import { loadResults } from '../results/files.js';
 
 /**
  * Short, distinct names for the files: the base name without .json, or the whole path where two

@@ -4,9 +4,9 @@
  */
 
 import { attention } from '../api/attention.js';
-import { formatBytes } from '../api/errors.js';
 import { BACKENDS } from '../backends/registry.js';
 import { describeMachine } from '../bench/machine.js';
+import { formatBytes } from '../errors.js';
 import { randomNormal } from '../tensor/random.js';
 import type { Tensor } from '../tensor/tensor.js';
 import { allClose, maxAbsDiff, maxAbsDiffAtPosition, sci, shapeText } from './compare.js';

@@ -2,7 +2,7 @@
  * Comparisons the lab prints: max |a − b| and numpy's allclose over two tensors, and the slice of
  * one query position, with the codelab's semantics (jnp.allclose: |a − b| ≤ atol + rtol·|b|).
  */
-import { InvalidArgumentError } from '../api/errors.js';
+import { InvalidArgumentError } from '../errors.js';
 import type { Tensor } from '../tensor/tensor.js';
 
 function sameShape(a: Tensor, b: Tensor): void {

@@ -5,9 +5,9 @@
  */
 import type { MeasureOptions } from '../bench/measure.js';
 import { type CodelabSizes, codelabSizes } from '../bench/presets.js';
-import type { CeilingInfo, ResultRow, ResultsFile, ResultTable } from '../bench/schema.js';
 import { renderResultRows } from '../report/results-terminal.js';
 import { renderBars, renderTable } from '../report/terminal.js';
+import type { CeilingInfo, ResultRow, ResultsFile, ResultTable } from '../results/schema.js';
 
 export interface LabOptions {
   /** Shorter sweeps (sequence up to 1024 on a GPU). */

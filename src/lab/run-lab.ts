@@ -5,10 +5,10 @@
 import { cudaAvailable } from '../backends/cuda/context.js';
 import { resolveCeiling } from '../bench/ceiling.js';
 import { makeResults } from '../bench/results.js';
-import type { ResultsFile } from '../bench/schema.js';
+import type { ResultsFile } from '../results/schema.js';
 import { causalSection, createInputs, cudnnSection, fusedSection, gpuCheck, naiveSection } from './basics.js';
 import { LabContext, type LabOptions } from './context.js';
-import { fp8Section, loadTe, teSweep } from './te.js';
+import { fp8Section, teSweep } from './te.js';
 import { defaultTiming, headsSection, sweeps } from './timing.js';
 
 /**
@@ -56,10 +56,8 @@ export async function runLab(options: LabOptions): Promise<ResultsFile> {
   await section(lab, '8b-8c', () => sweeps(lab));
   await section(lab, '9', () => headsSection(lab));
 
-  const loaded = await loadTe();
-  const te = 'te' in loaded ? loaded.te : null;
-  await section(lab, '10a', () => teSweep(lab, te, 'reason' in loaded ? loaded.reason : null));
-  await section(lab, '10b', () => fp8Section(lab, te));
+  await section(lab, '10a', () => teSweep(lab));
+  await section(lab, '10b', () => fp8Section(lab));
 
   return results(lab);
 }

@@ -1,73 +1,28 @@
 /**
- * The codelab's section 10: the TransformerEngine-style module against attnlab's kernels over
- * sequence lengths, and the FP8 path. src/te/ is found at run time (a dynamic import by a computed
- * name, so attnlab builds and the lab runs without it) and the sections say so when it is absent.
+ * The codelab's section 10: the TransformerEngine-style module (src/te/) against attnlab's kernels
+ * over sequence lengths, and the FP8 path.
  */
 import { cudaAvailable, getCudaContext } from '../backends/cuda/context.js';
 import { measureAttnlabCase } from '../bench/measure.js';
 import { doubling } from '../bench/presets.js';
-import type { ResultRow } from '../bench/schema.js';
 import type { BenchCase } from '../bench/sweep.js';
 import { chartsFor } from '../report/charts.js';
 import { renderChartText } from '../report/results-terminal.js';
+import type { ResultRow } from '../results/schema.js';
+import { autocast } from '../te/autocast.js';
+import { DotProductAttention } from '../te/module.js';
+import { DelayedScaling } from '../te/recipe.js';
 import { randomNormal } from '../tensor/random.js';
 import type { Tensor } from '../tensor/tensor.js';
 import { maxAbsDiff, sci, shapeText } from './compare.js';
 import type { LabContext } from './context.js';
 
-/** The part of src/te/ the lab uses, checked at run time. */
-export interface TeApi {
-  DotProductAttention: new (config: {
-    headDim: number;
-    numAttentionHeads: number;
-    numGqaGroups?: number;
-    attnMaskType?: string;
-  }) => {
-    apply(
-      q: Tensor,
-      k: Tensor,
-      v: Tensor,
-      options?: { deterministic?: boolean },
-    ): { output: Tensor; precision: string; backend: string; variant: string };
-  };
-  autocast<R>(options: { enabled?: boolean; recipe?: unknown }, body: () => R): R;
-  DelayedScaling: new (options: {
-    margin?: number;
-    fp8Format?: string;
-    amaxHistoryLen?: number;
-    amaxComputeAlgo?: string;
-  }) => unknown;
-}
-
-/** src/te/'s module, autocast and recipe, or why they cannot be used (not written yet, or a different API). */
-export async function loadTe(): Promise<{ te: TeApi } | { reason: string }> {
-  // Computed specifiers: TypeScript does not resolve them, so attnlab compiles without src/te/.
-  const names = ['module', 'autocast', 'recipe'].map((n) => `../te/${n}.js`);
-  try {
-    const [module, autocast, recipe] = await Promise.all(names.map((n) => import(n)));
-    const te = { ...module, ...autocast, ...recipe } as Partial<TeApi>;
-    const missing = (['DotProductAttention', 'autocast', 'DelayedScaling'] as const).filter(
-      (k) => typeof te[k] !== 'function',
-    );
-    if (missing.length > 0) return { reason: `src/te/ does not export ${missing.join(', ')} yet` };
-    return { te: te as TeApi };
-  } catch (error) {
-    return {
-      reason: `src/te/ cannot be loaded: ${error instanceof Error ? error.message.split('\n')[0] : error}`,
-    };
-  }
-}
-
 /** 10a. TE's DotProductAttention (bf16, causal, its default) against attnlab's fused kernels over T. */
-export async function teSweep(lab: LabContext, te: TeApi | null, reason: string | null): Promise<void> {
+export async function teSweep(lab: LabContext): Promise<void> {
   lab.heading('10a. The TransformerEngine-style module over sequence lengths');
-  if (!te) {
-    lab.note(`TransformerEngine-style module not available yet (${reason}); skipping the TE sections.`);
-    return;
-  }
   const { B, N, H } = lab.sizes;
   const seqs = lab.device === 'cuda' ? doubling(128, 2048) : doubling(16, 64);
-  const module = new te.DotProductAttention({
+  const module = new DotProductAttention({
     headDim: H,
     numAttentionHeads: N,
     numGqaGroups: N,
@@ -102,12 +57,8 @@ const AUTOCAST_SNIPPET = [
 ];
 
 /** 10b. FP8 under autocast on a Hopper-class GPU; elsewhere the codelab's message and the call site. */
-export async function fp8Section(lab: LabContext, te: TeApi | null): Promise<void> {
+export async function fp8Section(lab: LabContext): Promise<void> {
   lab.heading('10b. Inspect the FP8 path');
-  if (!te) {
-    lab.note('TransformerEngine-style module not available yet: FP8 section skipped.');
-    return;
-  }
   const cuda = cudaAvailable();
   const properties = cuda.ok ? getCudaContext().properties : null;
   const gpuName = properties?.name ?? 'none (CPU only)';
@@ -128,15 +79,15 @@ export async function fp8Section(lab: LabContext, te: TeApi | null): Promise<voi
   const [q, k, v] = [1, 2, 3].map((i) =>
     randomNormal([B, T, N, H], { seed: 9000 + i, dtype: 'bfloat16' }).to('cuda'),
   );
-  const module = new te.DotProductAttention({ headDim: H, numAttentionHeads: N, attnMaskType: 'causal' });
-  const recipe = new te.DelayedScaling({
+  const module = new DotProductAttention({ headDim: H, numAttentionHeads: N, attnMaskType: 'causal' });
+  const recipe = new DelayedScaling({
     margin: 0,
     fp8Format: 'HYBRID',
     amaxHistoryLen: 1024,
     amaxComputeAlgo: 'max',
   });
   const fp8Call = (a: Tensor, b: Tensor, c: Tensor) =>
-    te.autocast({ enabled: true, recipe }, () => module.apply(a, b, c, { deterministic: true }));
+    autocast({ enabled: true, recipe }, () => module.apply(a, b, c, { deterministic: true }));
   const bf16 = module.apply(q, k, v, { deterministic: true });
   // Delayed scaling quantises with scales from earlier steps; the first step has none (scale 1).
   fp8Call(q, k, v).output.dispose();

@@ -3,16 +3,16 @@
  * batch sweeps, and the MHA/GQA/MQA shapes with the KV-cache bytes each needs per token.
  */
 import { attention } from '../api/attention.js';
-import { formatBytes } from '../api/errors.js';
 import { cudaAvailable } from '../backends/cuda/context.js';
 import { deviceMemoryInfo, emptyCache } from '../backends/cuda/memory.js';
 import { codelabSweeps } from '../bench/presets.js';
 import { terminalProgress } from '../bench/progress.js';
 import { runSweeps, type SweepGroup } from '../bench/run-bench.js';
-import type { ResultRow } from '../bench/schema.js';
 import type { BenchCase } from '../bench/sweep.js';
+import { formatBytes } from '../errors.js';
 import { chartsFor } from '../report/charts.js';
 import { renderChartText } from '../report/results-terminal.js';
+import type { ResultRow } from '../results/schema.js';
 import { itemSize } from '../tensor/dtype.js';
 import { randomNormal } from '../tensor/random.js';
 import { shapeText } from './compare.js';

@@ -3,7 +3,7 @@
  * thing. Each sweep group gets one chart per measure: a line chart over the dimension that varies
  * (log axis when its values double), or a bar chart when the group is a single shape.
  */
-import type { ResultRow, ResultsFile } from '../bench/schema.js';
+import type { ResultRow, ResultsFile } from '../results/schema.js';
 
 export interface ChartPoint {
   readonly x: number;

@@ -6,9 +6,9 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { formatBytes } from '../api/errors.js';
-import type { ResultRow, ResultTable } from '../bench/schema.js';
-import { shapeLabel } from '../bench/sweep.js';
+import { formatBytes } from '../errors.js';
+import type { ResultRow, ResultTable } from '../results/schema.js';
+import { shapeLabel } from '../results/shape-label.js';
 import { type ChartSpec, chartsFor, type NamedResults } from './charts.js';
 import { CHART_BOOT_SCRIPT } from './html-script.js';
 import { formatNumber } from './terminal.js';

@@ -2,9 +2,9 @@
  * Results in the terminal: the per-row table of a bench run, and each chart as a pivot table (line
  * charts: one row per x value, one column per series) or as bars (single-shape groups).
  */
-import { formatBytes } from '../api/errors.js';
-import type { ResultRow, ResultsFile } from '../bench/schema.js';
-import { shapeLabel } from '../bench/sweep.js';
+import { formatBytes } from '../errors.js';
+import type { ResultRow, ResultsFile } from '../results/schema.js';
+import { shapeLabel } from '../results/shape-label.js';
 import type { ChartSpec } from './charts.js';
 import { formatNumber, renderBars, renderTable, TERMINAL_WIDTH } from './terminal.js';
 

@@ -10,7 +10,7 @@
  * An explicit object on the call wins over an enclosing callback scope.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { InvalidArgumentError } from '../api/errors.js';
+import { InvalidArgumentError } from '../errors.js';
 import { DelayedScaling, type Fp8Recipe, isRecipe } from './recipe.js';
 
 export interface AutocastOptions {

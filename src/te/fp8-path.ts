@@ -7,9 +7,10 @@
  * the float64 FP8 reference over the same quantised operands — the same scales, the same state
  * updates — so the whole recipe machinery is testable without a GPU.
  */
-import type { AttentionOptions, AttentionProblem } from '../api/problem.js';
+
 import { type Fp8StepReport, runCudaFp8 } from '../backends/cuda/fp8/run.js';
 import { DeviceDelayedState } from '../backends/cuda/fp8/state.js';
+import type { AttentionOptions, AttentionProblem } from '../backends/problem.js';
 import type { Tensor } from '../tensor/tensor.js';
 import { fp8ReferenceAttention } from './fp8-reference.js';
 import { currentScales, type Fp8State } from './fp8-state.js';
@@ -83,4 +84,24 @@ export function runFp8Step(
     backend: 'cpu-fp8-emulated',
     variant: `cpu-fp8-emulated-${dtype8}-${p.causal ? 'causal' : 'full'}`,
   };
+}
+
+/**
+ * The FP8 code path in words: what would run on a Hopper GPU for this problem and recipe, printed
+ * where it cannot run (the codelab's seed showed the autocast snippet on GPUs without FP8).
+ */
+export function describeFp8Path(p: AttentionProblem, recipe: Fp8Recipe): string {
+  const scaling =
+    recipe.kind === 'delayed'
+      ? `DelayedScaling(margin=${recipe.margin}, ${recipe.fp8Format}, amaxHistoryLen=${recipe.amaxHistoryLen}, ` +
+        `'${recipe.amaxComputeAlgo}')`
+      : `Float8CurrentScaling(${recipe.fp8Format})`;
+  const mask = p.causal ? 'causal' : 'no mask';
+  return [
+    `on sm_90+ under autocast({ recipe: ${scaling} }) this call would run:`,
+    `  1. quantise Q (B=${p.B},T=${p.T},N=${p.N},H=${p.H}), K and V (S=${p.S},K=${p.K}) to e4m3 with their scales, recording amax (one fused kernel)`,
+    `  2. cuDNN FP8 SDPA graph: S = Q8·K8ᵀ·scale·descale_q·descale_k (${mask}), softmax, P8 = e4m3(P·scale_s), ` +
+      'O8 = e4m3(P8·V8·descale_s·descale_v·scale_o), amax_s and amax_o out',
+    '  3. dequantise O8 to bfloat16 (O8 · 1/scale_o), and feed the five amax values into the amax history',
+  ].join('\n');
 }

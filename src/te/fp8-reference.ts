@@ -11,11 +11,13 @@
  * 1.7e-2 max error, cudnn-sdpa-verified.md §7.5): the kernel quantises unnormalised values. So the
  * tolerance against this reference is e4m3 output rounding plus a P-quantisation term.
  */
-import type { AttentionOptions } from '../api/problem.js';
+
 import { validateAttention } from '../api/validate.js';
 import { forEachRow, softmaxTimesValue } from '../backends/cpu/rows.js';
+import type { AttentionOptions } from '../backends/problem.js';
+import type { Fp8DType } from '../tensor/dtype.js';
 import { Tensor } from '../tensor/tensor.js';
-import { dequantiseValues, type Fp8DType, type Quantised, quantiseValues } from './quantise.js';
+import { dequantiseValues, type Quantised, quantiseValues } from './quantise.js';
 
 /** A quantised operand: FP8 codes and the factor back to its units. */
 export type Fp8Operand = Pick<Quantised, 'tensor' | 'scaleInv'>;

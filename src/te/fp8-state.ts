@@ -3,12 +3,14 @@
  * history and scale for each of the five FP8 tensors of the forward pass, Q, K, V, S (the softmax
  * output P fed to the second matmul) and O.
  */
-import { type Fp8DType, fp8Max } from './quantise.js';
+import {
+  FP8_TENSORS,
+  type Fp8StateMirror,
+  type Fp8TensorName,
+  type PerTensor,
+} from '../backends/cuda/fp8/tensors.js';
+import { type Fp8DType, fp8Max } from '../tensor/dtype.js';
 import { type DelayedScaling, type Fp8Recipe, Fp8TensorMeta, forwardDType } from './recipe.js';
-
-export const FP8_TENSORS = ['q', 'k', 'v', 's', 'o'] as const;
-export type Fp8TensorName = (typeof FP8_TENSORS)[number];
-export type PerTensor<T> = { readonly [name in Fp8TensorName]: T };
 
 /**
  * The scales one step quantises with. Delayed scaling takes them from the state; current scaling
@@ -20,16 +22,6 @@ export function currentScales(amax: { q: number; k: number; v: number }, dtype: 
   const max = fp8Max(dtype);
   const of = (a: number) => (a > 0 && Number.isFinite(a) ? Math.fround(max / a) : 1);
   return { q: of(amax.q), k: of(amax.k), v: of(amax.v), s: Math.fround(max), o: of(amax.v) };
-}
-
-/**
- * A copy of the delayed-scaling state held elsewhere (the GPU's, src/backends/cuda/fp8/state.ts)
- * that steps update without the host; `pull` brings it back into the host metas.
- */
-export interface Fp8StateMirror {
-  readonly historyLength: number;
-  pull(metas: Readonly<Record<Fp8TensorName, Fp8TensorMeta>>): void;
-  release(): void;
 }
 
 export class Fp8State {

@@ -9,7 +9,7 @@
  *   bshd_bs2hd       q (B,T,N,H)      kv (B,S,2,K,H)   (needs Hv = H)
  * and the same with B and T (or S) swapped for the sbhd family.
  */
-import { InvalidArgumentError } from '../api/errors.js';
+import { InvalidArgumentError } from '../errors.js';
 import { allocRaw } from '../tensor/dtype.js';
 import { Tensor } from '../tensor/tensor.js';
 

@@ -8,14 +8,15 @@
  */
 
 import { attention } from '../api/attention.js';
-import { InvalidArgumentError, UnsupportedError } from '../api/errors.js';
 import { validateAttention } from '../api/validate.js';
 import { cudaAvailable, getCudaContext } from '../backends/cuda/context.js';
+import { fp8Support } from '../backends/cuda/fp8/support.js';
+import type { PerTensor } from '../backends/cuda/fp8/tensors.js';
+import { InvalidArgumentError, UnsupportedError } from '../errors.js';
 import type { Tensor } from '../tensor/tensor.js';
 import { activeAutocast, type Fp8Autocast } from './autocast.js';
-import { runFp8Step } from './fp8-path.js';
-import { Fp8State, type PerTensor } from './fp8-state.js';
-import { describeFp8Path, fp8Support } from './fp8-support.js';
+import { describeFp8Path, runFp8Step } from './fp8-path.js';
+import { Fp8State } from './fp8-state.js';
 import { outputInLayout, splitQkv } from './layout.js';
 import {
   attentionOptionsFor,

@@ -11,8 +11,9 @@
  * Bias types: no_bias; post_scale_bias = softmax(scale·QKᵀ + bias), our bias as it is;
  * pre_scale_bias = softmax(scale·(QKᵀ + bias)), our bias multiplied by scale.
  */
-import { InvalidArgumentError } from '../api/errors.js';
-import type { AttentionOptions } from '../api/problem.js';
+
+import type { AttentionOptions } from '../backends/problem.js';
+import { InvalidArgumentError } from '../errors.js';
 import { Tensor } from '../tensor/tensor.js';
 import { type QkvLayout, resolveLayout, type TransposedQkvLayout } from './layout.js';
 

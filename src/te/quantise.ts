@@ -6,21 +6,9 @@
  * do: a delayed scale is computed from older amax values, so a new outlier must clip, not turn into
  * NaN (e4m3fn has no infinity; its non-saturating overflow is NaN).
  */
-import { InvalidArgumentError } from '../api/errors.js';
-import { decodeArray, encodeValue, type FloatDType, finiteMax } from '../tensor/dtype.js';
+import { InvalidArgumentError } from '../errors.js';
+import { decodeArray, encodeValue, type FloatDType, type Fp8DType, isFp8DType } from '../tensor/dtype.js';
 import { Tensor } from '../tensor/tensor.js';
-
-/** The two FP8 element types. */
-export type Fp8DType = 'float8_e4m3fn' | 'float8_e5m2';
-
-export function isFp8DType(dtype: string): dtype is Fp8DType {
-  return dtype === 'float8_e4m3fn' || dtype === 'float8_e5m2';
-}
-
-/** Largest finite value: 448 for e4m3fn, 57344 for e5m2. */
-export function fp8Max(dtype: Fp8DType): number {
-  return finiteMax(dtype);
-}
 
 /** A quantised tensor with the scale that produced it and the amax of the values it came from. */
 export interface Quantised {

@@ -9,8 +9,8 @@
  * scale made from earlier steps only: no extra pass over the data, at the risk of clipping a new
  * outlier (quantisation saturates).
  */
-import { InvalidArgumentError } from '../api/errors.js';
-import { type Fp8DType, fp8Max } from './quantise.js';
+import { InvalidArgumentError } from '../errors.js';
+import { type Fp8DType, fp8Max } from '../tensor/dtype.js';
 
 /** TE's `Format`: E4M3 everywhere, or HYBRID = E4M3 forward and E5M2 for gradients. */
 export type Fp8Format = 'E4M3' | 'HYBRID';

@@ -5,7 +5,7 @@
  * the two FP8 formats) and converted from float64 with round-to-nearest-even, directly, never through
  * float32: going float64 → float32 → bfloat16 rounds twice and can land one ulp off.
  */
-import { InvalidArgumentError } from '../api/errors.js';
+import { InvalidArgumentError } from '../errors.js';
 
 export type FloatDType = 'float64' | 'float32' | 'float16' | 'bfloat16' | 'float8_e4m3fn' | 'float8_e5m2';
 export type DType = FloatDType | 'bool' | 'int32';
@@ -102,6 +102,18 @@ export function finiteMax(dtype: FloatDType): number {
   if (dtype === 'float64') return Number.MAX_VALUE;
   if (dtype === 'float32') return 3.4028234663852886e38;
   return FORMATS[dtype].max;
+}
+
+/** The two FP8 element types. */
+export type Fp8DType = 'float8_e4m3fn' | 'float8_e5m2';
+
+export function isFp8DType(dtype: string): dtype is Fp8DType {
+  return dtype === 'float8_e4m3fn' || dtype === 'float8_e5m2';
+}
+
+/** Largest finite value: 448 for e4m3fn, 57344 for e5m2. */
+export function fp8Max(dtype: Fp8DType): number {
+  return finiteMax(dtype);
 }
 
 const f64 = new Float64Array(1);

@@ -5,7 +5,7 @@
  * through splitmix32. Normals use Box–Muller with V8's Math.log/cos/sin, which are a portable fdlibm
  * port and give the same doubles on every platform for a given Node.js version.
  */
-import { InvalidArgumentError } from '../api/errors.js';
+import { InvalidArgumentError } from '../errors.js';
 import type { DType } from './dtype.js';
 import { numel, Tensor } from './tensor.js';
 

@@ -5,8 +5,7 @@
  * const q = Tensor.fromArray([1, 2, 3, 4], [2, 2], 'bfloat16');
  * q.toFloat64Array(); // Float64Array [1, 2, 3, 4]
  */
-import { AttnlabError, InvalidArgumentError } from '../api/errors.js';
-import { copyToDevice, copyToHost } from '../backends/cuda/memory.js';
+import { AttnlabError, InvalidArgumentError } from '../errors.js';
 import {
   allocRaw,
   assertDType,
@@ -18,7 +17,7 @@ import {
   itemSize,
   type RawArray,
 } from './dtype.js';
-import type { Device, DeviceBuffer, Storage } from './storage.js';
+import { type Device, type DeviceBuffer, deviceAllocator, type Storage } from './storage.js';
 
 /**
  * A safety net for device memory: a device tensor that is garbage-collected without `dispose()`
@@ -192,7 +191,7 @@ export class Tensor {
     if (device === 'cpu') return this.toHost();
     if (storage.kind !== 'host') throw new AttnlabError('unreachable: host storage expected');
     const bytes = new Uint8Array(storage.data.buffer, storage.data.byteOffset, storage.data.byteLength);
-    return Tensor.fromDeviceBuffer(copyToDevice(bytes), this.shape, this.dtype);
+    return Tensor.fromDeviceBuffer(deviceAllocator().copyToDevice(bytes), this.shape, this.dtype);
   }
 
   /** A host copy (waits for the GPU); the same tensor when it is already on the host. */
@@ -200,7 +199,10 @@ export class Tensor {
     const storage = this.#live();
     if (storage.kind === 'host') return this;
     const data = allocRaw(this.dtype, this.size);
-    copyToHost(storage.buffer, new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+    deviceAllocator().copyToHost(
+      storage.buffer,
+      new Uint8Array(data.buffer, data.byteOffset, data.byteLength),
+    );
     return new Tensor(this.shape, this.dtype, { kind: 'host', data });
   }
 

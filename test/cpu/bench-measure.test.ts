@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { attention } from '../../src/api/attention.js';
-import { attentionFlops } from '../../src/api/problem.js';
+import { attentionFlops } from '../../src/backends/problem.js';
 import { checkPlan, maxErrorAgainstOracle, type RawTensor, spread } from '../../src/bench/accuracy.js';
 import {
   MAX_SETTLE_CALLS,

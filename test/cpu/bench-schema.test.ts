@@ -4,11 +4,12 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
-import { InvalidArgumentError } from '../../src/api/errors.js';
 import { measureAttnlabCase } from '../../src/bench/measure.js';
-import { loadResults, makeResults, saveResults } from '../../src/bench/results.js';
-import { RESULTS_SCHEMA_VERSION, type ResultsFile } from '../../src/bench/schema.js';
-import { parseResults } from '../../src/bench/validate-results.js';
+import { makeResults } from '../../src/bench/results.js';
+import { InvalidArgumentError } from '../../src/errors.js';
+import { loadResults, saveResults } from '../../src/results/files.js';
+import { RESULTS_SCHEMA_VERSION, type ResultsFile } from '../../src/results/schema.js';
+import { parseResults } from '../../src/results/validate.js';
 
 process.env.ATTNLAB_DISABLE_CUDA = '1';
 

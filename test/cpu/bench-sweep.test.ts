@@ -1,7 +1,6 @@
 /** Sweep specs: list parsing, doubling ranges, cartesian expansion and the cases left out. */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { InvalidArgumentError } from '../../src/api/errors.js';
 import { codelabSweeps, doubling } from '../../src/bench/presets.js';
 import {
   expandSweep,
@@ -10,8 +9,9 @@ import {
   parseImplList,
   parseIntList,
   type SweepSpec,
-  shapeLabel,
 } from '../../src/bench/sweep.js';
+import { InvalidArgumentError } from '../../src/errors.js';
+import { shapeLabel } from '../../src/results/shape-label.js';
 
 const base: SweepSpec = {
   batch: [1, 2],

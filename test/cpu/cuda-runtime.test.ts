@@ -11,7 +11,6 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSyn
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { LibraryNotFoundError } from '../../src/api/errors.js';
 import { validateAttention } from '../../src/api/validate.js';
 import {
   compileOptions,
@@ -28,10 +27,11 @@ import {
   rankByCudnnVersion,
 } from '../../src/backends/cuda/ffi/libraries.js';
 import { structLayout } from '../../src/backends/cuda/launch.js';
+import { commonAlignment } from '../../src/backends/cuda/matmul.js';
 import { roundAllocationSize } from '../../src/backends/cuda/memory.js';
 import { cudaNaiveBackend, naiveMatmuls } from '../../src/backends/cuda/naive/backend.js';
-import { commonAlignment } from '../../src/backends/cuda/naive/matmul.js';
 import { softmaxBlockSize, softmaxFields } from '../../src/backends/cuda/naive/softmax.js';
+import { LibraryNotFoundError } from '../../src/errors.js';
 import { Tensor } from '../../src/tensor/tensor.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'attnlab-runtime-'));

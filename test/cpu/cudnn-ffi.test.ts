@@ -15,8 +15,6 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import koffi from 'koffi';
 import { attention } from '../../src/api/attention.js';
-import { UnsupportedError } from '../../src/api/errors.js';
-import type { AttentionOptions, AttentionProblem } from '../../src/api/problem.js';
 import { validateAttention } from '../../src/api/validate.js';
 import { cudnnEnvironment, runCudnnAttention } from '../../src/backends/cuda/cudnn/backend.js';
 import { describeSdpa } from '../../src/backends/cuda/cudnn/features.js';
@@ -24,6 +22,8 @@ import { clearMemoryPlanCache, planCacheStats } from '../../src/backends/cuda/cu
 import { buildSdpaGraph } from '../../src/backends/cuda/cudnn/sdpa-graph.js';
 import { CU_FUNC_ATTRIBUTE, cu } from '../../src/backends/cuda/ffi/driver.js';
 import { i32, launchKernel } from '../../src/backends/cuda/launch.js';
+import type { AttentionOptions, AttentionProblem } from '../../src/backends/problem.js';
+import { UnsupportedError } from '../../src/errors.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
 

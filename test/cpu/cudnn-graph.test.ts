@@ -6,7 +6,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { attention } from '../../src/api/attention.js';
-import type { AttentionOptions } from '../../src/api/problem.js';
 import { validateAttention } from '../../src/api/validate.js';
 import {
   type CudnnEnvironment,
@@ -14,6 +13,7 @@ import {
   describeSdpa,
 } from '../../src/backends/cuda/cudnn/features.js';
 import { buildSdpaGraph } from '../../src/backends/cuda/cudnn/sdpa-graph.js';
+import type { AttentionOptions } from '../../src/backends/problem.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import type { Tensor } from '../../src/tensor/tensor.js';

@@ -5,10 +5,10 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { attention } from '../../src/api/attention.js';
-import type { AttentionOptions, AttentionProblem } from '../../src/api/problem.js';
 import { validateAttention } from '../../src/api/validate.js';
 import { type CudnnEnvironment, describeSdpa } from '../../src/backends/cuda/cudnn/features.js';
 import { planCacheDir, planFileName } from '../../src/backends/cuda/cudnn/plan-cache.js';
+import type { AttentionOptions, AttentionProblem } from '../../src/backends/problem.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';

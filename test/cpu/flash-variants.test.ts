@@ -8,7 +8,6 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import type { AttentionOptions } from '../../src/api/problem.js';
 import { validateAttention } from '../../src/api/validate.js';
 import { compileOptions, kernelsDir } from '../../src/backends/cuda/compile.js';
 import {
@@ -25,6 +24,7 @@ import {
   flashVariantKey,
   flashVariantSharedBytes,
 } from '../../src/backends/cuda/flash/variant.js';
+import type { AttentionOptions } from '../../src/backends/problem.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
 

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { attention } from '../../src/api/attention.js';
-import { InvalidArgumentError, UnsupportedError } from '../../src/api/errors.js';
+import { InvalidArgumentError, UnsupportedError } from '../../src/errors.js';
 import { Random, randomNormal } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';
 

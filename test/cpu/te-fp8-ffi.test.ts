@@ -14,7 +14,6 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import koffi from 'koffi';
-import { InvalidArgumentError } from '../../src/api/errors.js';
 import { validateAttention } from '../../src/api/validate.js';
 import { getCudaContext } from '../../src/backends/cuda/context.js';
 import { loadCudnn } from '../../src/backends/cuda/ffi/cudnn.js';
@@ -29,6 +28,7 @@ import {
 import { pipelineChunks } from '../../src/backends/cuda/fp8/pipeline.js';
 import { runCudaFp8 } from '../../src/backends/cuda/fp8/run.js';
 import { DeviceDelayedState } from '../../src/backends/cuda/fp8/state.js';
+import { InvalidArgumentError } from '../../src/errors.js';
 import { autocast } from '../../src/te/autocast.js';
 import { Fp8State } from '../../src/te/fp8-state.js';
 import { DotProductAttention, SequenceDescriptor } from '../../src/te/module.js';

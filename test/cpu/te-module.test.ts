@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { dotProductAttention } from '../../src/api/attention.js';
-import { InvalidArgumentError, UnsupportedError } from '../../src/api/errors.js';
-import type { AttentionOptions } from '../../src/api/problem.js';
+import type { AttentionOptions } from '../../src/backends/problem.js';
+import { InvalidArgumentError, UnsupportedError } from '../../src/errors.js';
 import { DotProductAttention, SequenceDescriptor } from '../../src/te/module.js';
 import { MASK_TYPES } from '../../src/te/options.js';
 import { randomNormal } from '../../src/tensor/random.js';

@@ -1,15 +1,14 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { InvalidArgumentError } from '../../src/api/errors.js';
+import { InvalidArgumentError } from '../../src/errors.js';
 import {
   absMax,
   dequantiseTensor,
   dequantiseValues,
-  fp8Max,
   quantiseTensor,
   quantiseValues,
 } from '../../src/te/quantise.js';
-import { decodeValue } from '../../src/tensor/dtype.js';
+import { decodeValue, fp8Max } from '../../src/tensor/dtype.js';
 import { Tensor } from '../../src/tensor/tensor.js';
 
 const codes = (values: number[], scale: number, dtype: 'float8_e4m3fn' | 'float8_e5m2' = 'float8_e4m3fn') =>

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { InvalidArgumentError } from '../../src/api/errors.js';
+import { InvalidArgumentError } from '../../src/errors.js';
 import { activeAutocast, autocast } from '../../src/te/autocast.js';
 import { currentScales, Fp8State } from '../../src/te/fp8-state.js';
 import {

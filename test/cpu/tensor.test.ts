@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { InvalidArgumentError } from '../../src/api/errors.js';
+import { InvalidArgumentError } from '../../src/errors.js';
 import { Random, randomNormal, randomUniform } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';
 

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { dotProductAttention } from '../../src/api/attention.js';
-import { InvalidArgumentError, UnsupportedError } from '../../src/api/errors.js';
+import { InvalidArgumentError, UnsupportedError } from '../../src/errors.js';
 import { Tensor } from '../../src/tensor/tensor.js';
 
 const z = (shape: number[], dtype: 'float32' | 'float16' | 'bool' | 'int32' = 'float32') =>

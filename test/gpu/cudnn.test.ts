@@ -9,8 +9,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { attention } from '../../src/api/attention.js';
-import { UnsupportedError } from '../../src/api/errors.js';
-import type { AttentionOptions } from '../../src/api/problem.js';
 import { validateAttention } from '../../src/api/validate.js';
 import { cudaAvailable } from '../../src/backends/cuda/context.js';
 import { cudnnEnvironment, runCudnnAttention } from '../../src/backends/cuda/cudnn/backend.js';
@@ -18,6 +16,8 @@ import type { DescribeOptions } from '../../src/backends/cuda/cudnn/features.js'
 import { planCacheStats } from '../../src/backends/cuda/cudnn/plan-cache.js';
 import { loadCudnn } from '../../src/backends/cuda/ffi/cudnn.js';
 import { setAllocationPoison } from '../../src/backends/cuda/memory.js';
+import type { AttentionOptions } from '../../src/backends/problem.js';
+import { UnsupportedError } from '../../src/errors.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { type AttentionCase, buildInputs, CASES, WINDOW_CASES } from '../support/cases.js';

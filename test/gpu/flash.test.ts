@@ -9,8 +9,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { attention } from '../../src/api/attention.js';
-import { UnsupportedError } from '../../src/api/errors.js';
-import type { AttentionOptions } from '../../src/api/problem.js';
 import { cudaAvailable, synchronize } from '../../src/backends/cuda/context.js';
 import {
   memoryStats,
@@ -18,6 +16,8 @@ import {
   roundAllocationSize,
   setAllocationPoison,
 } from '../../src/backends/cuda/memory.js';
+import type { AttentionOptions } from '../../src/backends/problem.js';
+import { UnsupportedError } from '../../src/errors.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { type AttentionCase, buildInputs, CASES, WINDOW_CASES } from '../support/cases.js';

@@ -7,7 +7,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { attention } from '../../src/api/attention.js';
-import { UnsupportedError } from '../../src/api/errors.js';
 import { validateAttention } from '../../src/api/validate.js';
 import { cudaAvailable, getCudaContext } from '../../src/backends/cuda/context.js';
 import { SCALAR_BLOCK_BYTES, SCALAR_SLOTS } from '../../src/backends/cuda/fp8/graph.js';
@@ -19,6 +18,7 @@ import {
 import { runCudaFp8 } from '../../src/backends/cuda/fp8/run.js';
 import { DeviceDelayedState } from '../../src/backends/cuda/fp8/state.js';
 import { allocDevice, copyToDevice, copyToHost } from '../../src/backends/cuda/memory.js';
+import { UnsupportedError } from '../../src/errors.js';
 import { autocast } from '../../src/te/autocast.js';
 import { fp8ReferenceAttention } from '../../src/te/fp8-reference.js';
 import { currentScales, Fp8State } from '../../src/te/fp8-state.js';

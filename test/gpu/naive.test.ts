@@ -12,10 +12,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { attention } from '../../src/api/attention.js';
-import type { AttentionOptions } from '../../src/api/problem.js';
 import { cudaAvailable } from '../../src/backends/cuda/context.js';
+import { matmulPlanBuilds } from '../../src/backends/cuda/matmul.js';
 import { memoryStats, resetPeakMemory, setAllocationPoison } from '../../src/backends/cuda/memory.js';
-import { matmulPlanBuilds } from '../../src/backends/cuda/naive/matmul.js';
+import type { AttentionOptions } from '../../src/backends/problem.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import type { Tensor } from '../../src/tensor/tensor.js';

@@ -10,7 +10,6 @@ import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { CompileError, DeviceError, OutOfMemoryError } from '../../src/api/errors.js';
 import { compileHistory, kernelsDir, loadKernels } from '../../src/backends/cuda/compile.js';
 import {
   cudaAvailable,
@@ -22,6 +21,7 @@ import {
 import { f32, i32, kernelAttributes, launchKernel, ptr } from '../../src/backends/cuda/launch.js';
 import { allocDevice, copyToHost, emptyCache, memoryStats } from '../../src/backends/cuda/memory.js';
 import { timeOnStream } from '../../src/bench/cuda-timer.js';
+import { CompileError, DeviceError, OutOfMemoryError } from '../../src/errors.js';
 import { Tensor } from '../../src/tensor/tensor.js';
 
 const cuda = cudaAvailable();

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { attention } from '../../src/api/attention.js';
-import type { AttentionOptions, AttentionResult } from '../../src/api/problem.js';
+import type { AttentionOptions, AttentionResult } from '../../src/backends/problem.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import type { Tensor } from '../../src/tensor/tensor.js';
 import { checkAccuracy, plainLowPrecision } from './tolerance.js';

@@ -5,9 +5,10 @@
  * GPU's paged and packed kernels: "a paged or packed call equals the dense call" holds here by
  * construction, so the CPU tests check the gather itself against hand-built dense inputs.
  */
-import type { AttentionProblem, BackendOutput } from '../../api/problem.js';
+
 import { allocRaw, type RawArray } from '../../tensor/dtype.js';
 import { Tensor } from '../../tensor/tensor.js';
+import type { AttentionProblem, BackendOutput } from '../problem.js';
 
 /** Runs `run` on the dense equivalent of `p` and returns its output in `p`'s layout. */
 export function runDense(

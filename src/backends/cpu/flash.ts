@@ -7,9 +7,10 @@
  * agree to ~1e-15) and to run the codelab's default shape (B=4,T=128,N=8,H=64) in tens of milliseconds.
  * Key blocks outside every row's visible range (causal, window, padding) are skipped, not masked.
  */
-import type { AttentionProblem, BackendOutput } from '../../api/problem.js';
+
 import { Tensor } from '../../tensor/tensor.js';
-import { type AttentionBackend, SUPPORTED } from '../registry.js';
+import { type AttentionBackend, SUPPORTED } from '../backend.js';
+import type { AttentionProblem, BackendOutput } from '../problem.js';
 import { runDense } from './dense-view.js';
 import { keyRange, pairTerms } from './visibility.js';
 

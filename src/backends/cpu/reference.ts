@@ -6,9 +6,10 @@
  * of V there, because it masks with a large finite negative number; PyTorch's fused kernels have
  * returned NaN. Zeros are what FlashAttention and cuDNN produce, and what a padded row should hold.)
  */
-import type { AttentionProblem, BackendOutput } from '../../api/problem.js';
+
 import { Tensor } from '../../tensor/tensor.js';
-import { type AttentionBackend, SUPPORTED } from '../registry.js';
+import { type AttentionBackend, SUPPORTED } from '../backend.js';
+import type { AttentionProblem, BackendOutput } from '../problem.js';
 import { runDense } from './dense-view.js';
 import { forEachRow, softmaxTimesValue } from './rows.js';
 

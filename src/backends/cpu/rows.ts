@@ -4,7 +4,7 @@
  * visibility rules and the logit formula (scale · q·k + bias, −inf where masked) exist once. The two
  * float64 references also share their softmax and P·V (softmaxTimesValue); the baseline rounds its own.
  */
-import type { AttentionProblem } from '../../api/problem.js';
+import type { AttentionProblem } from '../problem.js';
 import { keyRange, pairTerms } from './visibility.js';
 
 /** One query row; `logits[lo..hi)` hold its values. The object and array are reused between rows. */

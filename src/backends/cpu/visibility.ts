@@ -8,7 +8,7 @@
  * - isCausal keeps j ≤ i + d; a window [left, right] keeps i + d − left ≤ j ≤ i + d + right;
  * - a boolean mask then removes single pairs, and a −inf bias does too.
  */
-import type { AttentionProblem } from '../../api/problem.js';
+import type { AttentionProblem } from '../problem.js';
 
 /** Keys [lo, hi) that lengths, causality and the window allow for row i of batch b (empty when lo ≥ hi). */
 export function keyRange(p: AttentionProblem, b: number, i: number): { lo: number; hi: number } {

@@ -13,7 +13,7 @@
  * Includes are written relative to src/kernels (`#include "common/dtypes.cuh"`); nvcc gets
  * `-I src/kernels` for the same effect, so every .cu compiles standalone with either compiler.
  */
-import { CompileError } from '../../api/errors.js';
+import { CompileError } from '../../errors.js';
 import { getCudaContext, targetArch } from './context.js';
 import { cu, outBigInt } from './ffi/driver.js';
 import { decodeCString, NVRTC_ERROR_COMPILATION, nv } from './ffi/nvrtc.js';

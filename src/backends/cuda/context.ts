@@ -7,7 +7,7 @@
  * The device's primary context is retained (not a new context) so that cuDNN, cuBLASLt and our own
  * cuMemAlloc buffers share one context — cuDNN picks up the current context at cudnnCreate.
  */
-import { AttnlabError } from '../../api/errors.js';
+import { AttnlabError } from '../../errors.js';
 import { lt } from './ffi/cublaslt.js';
 import { CU_DEVICE_ATTRIBUTE, CU_STREAM_NON_BLOCKING, cu, outBigInt, outInt } from './ffi/driver.js';
 import { loadLibrary } from './ffi/libraries.js';

@@ -5,7 +5,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { InvalidArgumentError } from '../../api/errors.js';
+import { InvalidArgumentError } from '../../errors.js';
 
 /** src/kernels, found from this module whether it runs from src/ (tsx) or dist/src/ (built). */
 export function kernelsDir(): string {

@@ -12,7 +12,7 @@
  * in the .cu and in the field list that builds it.
  */
 import koffi from 'koffi';
-import { InvalidArgumentError } from '../../api/errors.js';
+import { InvalidArgumentError } from '../../errors.js';
 import { getCudaContext } from './context.js';
 import { CU_FUNC_ATTRIBUTE, cu, outInt } from './ffi/driver.js';
 

@@ -11,8 +11,8 @@
  * Loading libcuda is deferred to the first allocation, so importing attnlab (which imports this
  * module through Tensor) works on a machine without a GPU.
  */
-import { DeviceError, InvalidArgumentError, OutOfMemoryError } from '../../api/errors.js';
-import type { DeviceBuffer } from '../../tensor/storage.js';
+import { DeviceError, InvalidArgumentError, OutOfMemoryError } from '../../errors.js';
+import { type DeviceBuffer, registerDeviceAllocator } from '../../tensor/storage.js';
 import { getCudaContext } from './context.js';
 import { cu, outBigInt } from './ffi/driver.js';
 
@@ -216,3 +216,5 @@ export function copyToHost(buffer: DeviceBuffer, out: Uint8Array): void {
 export function fillDevice32(buffer: DeviceBuffer, word: number, count = Math.floor(buffer.bytes / 4)): void {
   cu().cuMemsetD32Async(buffer.ptr, word >>> 0, count, getCudaContext().stream);
 }
+
+registerDeviceAllocator({ copyToDevice, copyToHost });

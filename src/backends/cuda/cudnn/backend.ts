@@ -6,12 +6,12 @@
  * GPU's compute capability) without touching cuDNN beyond loading it; run() takes the plan from the
  * plan cache (memory, then disk, then a build), allocates the output from the pool and enqueues.
  */
-import { UnsupportedError } from '../../../api/errors.js';
-import type { AttentionProblem, BackendOutput } from '../../../api/problem.js';
+import { UnsupportedError } from '../../../errors.js';
 import { itemSize } from '../../../tensor/dtype.js';
 import { Tensor } from '../../../tensor/tensor.js';
 // Types only: a value import would make this module and the registry import each other.
-import type { AttentionBackend, Support } from '../../registry.js';
+import type { AttentionBackend, Support } from '../../backend.js';
+import type { AttentionProblem, BackendOutput } from '../../problem.js';
 import { cudaAvailable, getCudaContext } from '../context.js';
 import { cudnnHandle, loadCudnn } from '../ffi/cudnn.js';
 import { allocDevice, copyToDevice, copyToHost } from '../memory.js';

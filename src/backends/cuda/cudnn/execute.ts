@@ -17,7 +17,7 @@ import {
 import { ATTR, ATTR_TYPE, DESCRIPTOR } from '../ffi/cudnn-constants.js';
 import { copyInt32ToDevice, growingDeviceBuffer } from '../memory.js';
 import type { Binding } from './graph-spec.js';
-import type { CachedPlan } from './plan-cache.js';
+import type { CachedPlan } from './plan.js';
 
 /** Device pointers of one call, by binding kind. */
 export type CallPointers = Partial<

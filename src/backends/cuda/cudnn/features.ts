@@ -6,7 +6,7 @@
  *
  * It also says, in words, why cuDNN cannot run a problem; `supports()` returns that reason.
  */
-import type { AttentionProblem, CausalAlignment, ProblemSize } from '../../../api/problem.js';
+import type { AttentionProblem, CausalAlignment, ProblemSize } from '../../problem.js';
 import { CUDNN_UNIFIED_SEQ_LEN_VERSION } from '../ffi/cudnn-constants.js';
 
 export type GraphKind = 'unified' | 'composite';

@@ -15,10 +15,10 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { forgetLaunch } from './execute.js';
 import type { CudnnEnvironment, SdpaFeatures } from './features.js';
-import type { GraphSpec } from './graph-spec.js';
 import { destroyAll } from './materialize.js';
 import {
   buildPlanForSpec,
+  type CachedPlan,
   deserializePlan,
   type ExecutionPlan,
   kernelNameFromJson,
@@ -28,19 +28,6 @@ import { buildSdpaGraph } from './sdpa-graph.js';
 
 /** Bumped when the file layout or the graphs change meaning, so old files are not read. */
 const CACHE_FORMAT = 1;
-
-/** A plan ready to execute, with the graph description that says what each uid is bound to. */
-export interface CachedPlan {
-  readonly key: string;
-  readonly spec: GraphSpec;
-  readonly plan: ExecutionPlan;
-  /** The engine and kernel, for results: "cudnn 9.19.0 composite engine 2 cudnn_generated_…". */
-  readonly variant: string;
-  readonly source: 'built' | 'disk';
-  /** Time to obtain the plan (build or load), ms. */
-  readonly setupMs: number;
-  readonly graphDescriptors: readonly bigint[];
-}
 
 interface DiskEntry {
   readonly format: number;

@@ -4,7 +4,7 @@
  * new kernel, since the flash engines compile at run time; 40–55 ms when the kernel is already
  * compiled in this process); loading the JSON, which embeds the compiled kernel, takes 1.5–8 ms.
  */
-import { UnsupportedError } from '../../../api/errors.js';
+import { UnsupportedError } from '../../../errors.js';
 import {
   countDescriptors,
   createDescriptor,
@@ -100,6 +100,19 @@ export function* planCandidates(
       destroyDescriptor(heuristics);
     }
   }
+}
+
+/** A plan ready to execute, with the graph description that says what each uid is bound to. */
+export interface CachedPlan {
+  readonly key: string;
+  readonly spec: GraphSpec;
+  readonly plan: ExecutionPlan;
+  /** The engine and kernel, for results: "cudnn 9.19.0 composite engine 2 cudnn_generated_…". */
+  readonly variant: string;
+  readonly source: 'built' | 'disk';
+  /** Time to obtain the plan (build or load), ms. */
+  readonly setupMs: number;
+  readonly graphDescriptors: readonly bigint[];
 }
 
 /**

@@ -9,7 +9,7 @@
  */
 import { writeSync } from 'node:fs';
 import koffi from 'koffi';
-import { DeviceError } from '../../../api/errors.js';
+import { DeviceError } from '../../../errors.js';
 import { getCudaContext } from '../context.js';
 import { ATTR_TYPE, DESCRIPTOR, statusCategory } from './cudnn-constants.js';
 import { loadLibrary } from './libraries.js';

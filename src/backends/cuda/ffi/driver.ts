@@ -8,7 +8,7 @@
  * array (BigUint64Array for handles and sizes, Int32Array for ints, Float32Array for floats).
  */
 import koffi from 'koffi';
-import { DeviceError } from '../../../api/errors.js';
+import { DeviceError } from '../../../errors.js';
 import { loadLibrary } from './libraries.js';
 
 /** CU_STREAM_NON_BLOCKING: our stream never waits on the legacy default stream (and vice versa). */

@@ -14,7 +14,7 @@ import { existsSync, readdirSync, readFileSync, realpathSync, statSync } from 'n
 import { homedir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import koffi, { type LibraryHandle } from 'koffi';
-import { LibraryNotFoundError } from '../../../api/errors.js';
+import { LibraryNotFoundError } from '../../../errors.js';
 
 export type LibraryName = 'cuda' | 'nvrtc' | 'cublasLt' | 'cudnn';
 

@@ -4,7 +4,7 @@
  * device error and is turned into a CompileError by compile.ts, which has the source and the log.
  */
 import koffi from 'koffi';
-import { DeviceError } from '../../../api/errors.js';
+import { DeviceError } from '../../../errors.js';
 import { checked } from './driver.js';
 import { loadLibrary } from './libraries.js';
 

@@ -2,10 +2,11 @@
  * Implementation 'flash' on CUDA: attnlab's own FlashAttention-2 class kernel
  * (src/kernels/flash/flash_fwd.cu), one launch per call, compiled by NVRTC per variant and cached.
  */
-import type { AttentionProblem, BackendOutput } from '../../../api/problem.js';
+
 import { itemSize } from '../../../tensor/dtype.js';
 import { Tensor } from '../../../tensor/tensor.js';
-import { type AttentionBackend, SUPPORTED, type Support, unsupported } from '../../registry.js';
+import { type AttentionBackend, SUPPORTED, type Support, unsupported } from '../../backend.js';
+import type { AttentionProblem, BackendOutput } from '../../problem.js';
 import { loadKernels } from '../compile.js';
 import { cudaAvailable, getCudaContext, targetArch } from '../context.js';
 import { launchKernel } from '../launch.js';

@@ -3,8 +3,8 @@
  * struct layout (src/kernels/flash/params.cuh, FlashParams) in one other. Strides are explicit, in
  * elements, so the kernel never assumes a layout the problem did not state.
  */
-import { AttnlabError } from '../../../api/errors.js';
-import type { AttentionProblem } from '../../../api/problem.js';
+import { AttnlabError } from '../../../errors.js';
+import type { AttentionProblem } from '../../problem.js';
 import { type KernelArg, type ScalarType, structLayout } from '../launch.js';
 
 /** FLASH_FLAG_* in params.cuh. */

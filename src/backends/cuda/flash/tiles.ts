@@ -6,7 +6,7 @@
  * shared memory is (BM + 2·BN)·(D + 8)·2 bytes (Q tile, one K and one V buffer, padded rows).
  * Timings behind the choices are in bench/notes/flash-kernel.md.
  */
-import { InvalidArgumentError } from '../../../api/errors.js';
+import { InvalidArgumentError } from '../../../errors.js';
 
 export interface FlashTiles {
   /** Query rows per block: 16 × (m-tiles per warp) × warps. */

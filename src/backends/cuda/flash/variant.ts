@@ -6,7 +6,7 @@
  * Two kernels share FlashParams and the visibility rules: `mma` (flash_fwd.cu, bf16/fp16 on tensor
  * cores) and `fma` (flash_fwd_f32.cu, float32 with float32 FMAs: true float32 precision).
  */
-import type { AttentionProblem } from '../../../api/problem.js';
+import type { AttentionProblem } from '../../problem.js';
 import { chooseFlashTiles, type FlashTiles, paddedHeadDim } from './tiles.js';
 
 /** Bias element types the kernels decode (the FLASH_BIAS code). */

@@ -11,7 +11,7 @@
  * Q8, K8, V8 and O8 are (B,T,N,H)-ordered e4m3 memory declared as cuDNN's [b,h,s,d]. The six scales
  * and two amax values are device scalars in the scalar block of src/kernels/fp8/quantise.cu.
  */
-import type { AttentionProblem, ProblemSize } from '../../../api/problem.js';
+import type { AttentionProblem, ProblemSize } from '../../problem.js';
 import { GraphBuilder, type GraphDType, type GraphSpec, type PointwiseMode } from '../cudnn/graph-spec.js';
 
 /** Slots of the scalar block (16 bytes each), shared with quantise.cu's SLOT numbers. */

@@ -2,7 +2,7 @@
  * The quantise → attention → dequantise part of an FP8 step, in one batch chunk on attnlab's stream
  * or pipelined in several over two streams (pipelineChunks decides; run.ts calls enqueueChunks).
  */
-import type { ProblemSize } from '../../../api/problem.js';
+import type { ProblemSize } from '../../problem.js';
 import { getCudaContext } from '../context.js';
 import { CU_EVENT_DISABLE_TIMING, cu, outBigInt } from '../ffi/driver.js';
 import { SCALAR_BLOCK_BYTES } from './graph.js';

@@ -5,7 +5,7 @@
  * for later shapes in the same process (cudnn-sdpa-verified.md §7.5); a Map lookup afterwards.
  * Plans are not written to disk here: the bf16 backend's disk cache is keyed by its own feature set.
  */
-import { UnsupportedError } from '../../../api/errors.js';
+import { UnsupportedError } from '../../../errors.js';
 import { cudnnEnvironment } from '../cudnn/backend.js';
 import { cachedVariantPack, workspacePointer } from '../cudnn/execute.js';
 import { buildPlanForSpec, type ExecutionPlan, kernelNameFromJson, serializePlan } from '../cudnn/plan.js';

@@ -11,12 +11,11 @@
  * block of its own, where its scales and amax values stay until someone reads the report (one
  * synchronisation then): TE keeps its fp8_metas on the device for the same reason.
  */
-import { InvalidArgumentError } from '../../../api/errors.js';
-import type { AttentionProblem } from '../../../api/problem.js';
-import type { PerTensor } from '../../../te/fp8-state.js';
-import { type Fp8DType, fp8Max } from '../../../te/quantise.js';
+import { InvalidArgumentError } from '../../../errors.js';
+import { type Fp8DType, fp8Max } from '../../../tensor/dtype.js';
 import type { DeviceBuffer } from '../../../tensor/storage.js';
 import { Tensor } from '../../../tensor/tensor.js';
+import type { AttentionProblem } from '../../problem.js';
 import { getCudaContext } from '../context.js';
 import { sequenceLengthsBuffer } from '../cudnn/execute.js';
 import { cu } from '../ffi/driver.js';
@@ -26,6 +25,7 @@ import { launchCurrentScales, launchDelayedBlock, launchDelayedUpdate, launchQua
 import { enqueueChunks, pipelineChunks } from './pipeline.js';
 import { fp8Plan } from './plan.js';
 import type { DeviceDelayedState } from './state.js';
+import type { PerTensor } from './tensors.js';
 
 export interface CudaFp8Request {
   /** Validated, bfloat16, on the GPU, supported (fp8Support said so). */

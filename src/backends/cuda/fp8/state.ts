@@ -10,15 +10,18 @@
  * takes the step, then moves to the end); both hold the same values while a scale is computed, so
  * 'max' and 'most_recent' agree, and ringFromHistory / historyFromRing convert exactly.
  */
-import type { Fp8StateMirror } from '../../../te/fp8-state.js';
-import type { Fp8TensorMeta } from '../../../te/recipe.js';
 import type { DeviceBuffer } from '../../../tensor/storage.js';
 import { copyToDevice, copyToHost } from '../memory.js';
+import {
+  type Fp8MetaSlot,
+  type Fp8StateMirror,
+  type Fp8TensorName,
+  FP8_TENSORS as TENSORS,
+} from './tensors.js';
 
 /** Where the rings start, in floats (quantise.cu's STATE_RINGS). */
 export const STATE_RINGS = 8;
-const TENSORS = ['q', 'k', 'v', 's', 'o'] as const;
-type Metas = Readonly<Record<(typeof TENSORS)[number], Fp8TensorMeta>>;
+type Metas = Readonly<Record<Fp8TensorName, Fp8MetaSlot>>;
 
 /**
  * A rolled host history (between steps: slot 0 is 0, slot length−1 the latest step) as a ring whose

@@ -14,16 +14,17 @@
  * heads per KV head) one call per (b, KV head) covers its G query heads, reading one K/V matrix with
  * batch stride 0.
  */
-import type { AttentionProblem, BackendOutput } from '../../../api/problem.js';
+
 import { type FloatDType, itemSize } from '../../../tensor/dtype.js';
 import { Tensor } from '../../../tensor/tensor.js';
 // Types only: registry.ts imports this module, so a value import would make a cycle that breaks
 // whichever of the two loads first.
-import type { AttentionBackend, Support } from '../../registry.js';
+import type { AttentionBackend, Support } from '../../backend.js';
+import type { AttentionProblem, BackendOutput } from '../../problem.js';
 import { cudaAvailable } from '../context.js';
 import { CUBLAS_COMPUTE, CUDA_DATA_TYPE } from '../ffi/cublaslt.js';
+import { commonAlignment, type MatmulShape, matmulPlan, runMatmul } from '../matmul.js';
 import { allocDevice, copyInt32ToDevice } from '../memory.js';
-import { commonAlignment, type MatmulShape, matmulPlan, runMatmul } from './matmul.js';
 import { deviceTypeName, launchSoftmax } from './softmax.js';
 
 const SUPPORTED: Support = { ok: true };

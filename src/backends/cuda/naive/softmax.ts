@@ -3,8 +3,9 @@
  * the row fits in shared memory), builds the one SoftmaxParams struct from the problem, and computes
  * grid, block and shared memory.
  */
-import type { AttentionProblem } from '../../../api/problem.js';
+
 import type { FloatDType } from '../../../tensor/dtype.js';
+import type { AttentionProblem } from '../../problem.js';
 import { loadKernels } from '../compile.js';
 import { getCudaContext } from '../context.js';
 import { launchKernel, type ScalarType } from '../launch.js';

@@ -6,8 +6,8 @@
  * (see backend.ts); this module only turns a MatmulShape into descriptors, layouts and the best
  * heuristic algorithm, keeps them in a table keyed by the shape, and runs them on attnlab's stream.
  */
-import { DeviceError } from '../../../api/errors.js';
-import { getCudaContext } from '../context.js';
+import { DeviceError } from '../../errors.js';
+import { getCudaContext } from './context.js';
 import {
   ALGO_BYTES,
   CUBLAS_OP,
@@ -19,9 +19,9 @@ import {
   MATMUL_PREF,
   MATRIX_LAYOUT,
   uint64Bytes,
-} from '../ffi/cublaslt.js';
-import { outBigInt } from '../ffi/driver.js';
-import { allocDevice } from '../memory.js';
+} from './ffi/cublaslt.js';
+import { outBigInt } from './ffi/driver.js';
+import { allocDevice } from './memory.js';
 
 /** One operand as cuBLASLt sees it: stored (rows × cols) column-major, with ld and a batch stride. */
 export interface OperandLayout {

@@ -3,8 +3,6 @@
  * docs/results-schema.md documents every field; bump RESULTS_SCHEMA_VERSION on any change that an
  * old reader would misread (a renamed or re-unit field), not for added optional fields.
  */
-import type { SampleSummary } from './stats.js';
-
 export const RESULTS_SCHEMA = 'attnlab.results';
 export const RESULTS_SCHEMA_VERSION = 1;
 
@@ -57,6 +55,18 @@ export interface ResultRow {
   maxError?: number | null;
   /** 'full': every output element checked; 'sampled': some query rows of every (b, n). */
   errorCheck?: 'full' | 'sampled' | 'none';
+}
+
+/** Median and spread of a set of samples, in the samples' unit. */
+export interface SampleSummary {
+  readonly median: number;
+  readonly p10: number;
+  readonly p90: number;
+  readonly min: number;
+  readonly max: number;
+  readonly mean: number;
+  /** How many samples the summary is over. */
+  readonly count: number;
 }
 
 export interface RowTiming {

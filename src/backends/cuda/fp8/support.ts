@@ -1,14 +1,12 @@
 /**
- * Whether cuDNN's FP8 SDPA graph can run a problem on a given GPU, and a description of the FP8 code
- * path, printed when it cannot (the codelab's seed showed the autocast snippet on GPUs without FP8).
+ * Whether cuDNN's FP8 SDPA graph can run a problem on a given GPU (the FP8 backend's `supports`).
  *
  * The limits are cudnn-frontend's for FP8 forward on Hopper (sdpa_support_surface.h) and what was
  * verified from Node.js on the H200 (cudnn-sdpa-verified.md §7): sm_90+, head dim a multiple of 16
  * and ≤ 256 with Hv = H, no bias, causal top-left, padding through sequence lengths.
  */
-import type { AttentionProblem } from '../api/problem.js';
-import { SUPPORTED, type Support, unsupported } from '../backends/registry.js';
-import type { Fp8Recipe } from './recipe.js';
+import { SUPPORTED, type Support, unsupported } from '../../backend.js';
+import type { AttentionProblem } from '../../problem.js';
 
 export interface ComputeCapability {
   readonly major: number;
@@ -47,21 +45,4 @@ export function fp8Support(p: AttentionProblem, cc: ComputeCapability | null | '
     return unsupported('bottom-right causal masking is not supported by cuDNN FP8 attention on Hopper');
   }
   return SUPPORTED;
-}
-
-/** The FP8 code path in words: what would run on a Hopper GPU for this problem and recipe. */
-export function describeFp8Path(p: AttentionProblem, recipe: Fp8Recipe): string {
-  const scaling =
-    recipe.kind === 'delayed'
-      ? `DelayedScaling(margin=${recipe.margin}, ${recipe.fp8Format}, amaxHistoryLen=${recipe.amaxHistoryLen}, ` +
-        `'${recipe.amaxComputeAlgo}')`
-      : `Float8CurrentScaling(${recipe.fp8Format})`;
-  const mask = p.causal ? 'causal' : 'no mask';
-  return [
-    `on sm_90+ under autocast({ recipe: ${scaling} }) this call would run:`,
-    `  1. quantise Q (B=${p.B},T=${p.T},N=${p.N},H=${p.H}), K and V (S=${p.S},K=${p.K}) to e4m3 with their scales, recording amax (one fused kernel)`,
-    `  2. cuDNN FP8 SDPA graph: S = Q8·K8ᵀ·scale·descale_q·descale_k (${mask}), softmax, P8 = e4m3(P·scale_s), ` +
-      'O8 = e4m3(P8·V8·descale_s·descale_v·scale_o), amax_s and amax_o out',
-    '  3. dequantise O8 to bfloat16 (O8 · 1/scale_o), and feed the five amax values into the amax history',
-  ].join('\n');
 }

@@ -3,7 +3,7 @@
  * plots a field that is missing or of the wrong type: the error names the file, the JSON path, what
  * was expected and what came.
  */
-import { InvalidArgumentError } from '../api/errors.js';
+import { InvalidArgumentError } from '../errors.js';
 import { RESULTS_SCHEMA, RESULTS_SCHEMA_VERSION, type ResultsFile } from './schema.js';
 
 type Check = (value: unknown, path: string) => void;

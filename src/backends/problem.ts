@@ -7,7 +7,6 @@
 import type { FloatDType } from '../tensor/dtype.js';
 import type { Device } from '../tensor/storage.js';
 import type { Tensor } from '../tensor/tensor.js';
-import type { PackedSeqs, PagedKv } from './kv-layout.js';
 
 /** Backends by name. `reference` and `flash` run on the CPU; `naive`, `flash` and `cudnn` on CUDA. */
 export type Implementation = 'reference' | 'naive' | 'flash' | 'cudnn';
@@ -76,6 +75,22 @@ export interface ProblemSize {
   readonly N: number;
   readonly K: number;
   readonly H: number;
+}
+
+/** A paged KV cache's table and pool sizes (validated by api/kv-layout.ts). */
+export interface PagedKv {
+  /** (B, maxBlocksPerSeq) pool block indices, row-major, on the host. */
+  readonly blockTable: Int32Array;
+  readonly maxBlocksPerSeq: number;
+  readonly blockSize: number;
+  readonly numBlocks: number;
+}
+
+export interface PackedSeqs {
+  /** B+1 cumulative query starts; null when the query is dense (B, T, N, H). */
+  readonly querySeqOffsets: Int32Array | null;
+  /** B+1 cumulative key/value starts; null when key and value are dense or paged. */
+  readonly keyValueSeqOffsets: Int32Array | null;
 }
 
 /** Everything a backend needs, validated once; backends trust it. */

@@ -1,0 +1,30 @@
+/**
+ * What an attention backend is: a name, a device, a cheap `supports` check and `run`. Backends
+ * implement it and the registry (registry.ts) lists them; both import this module, and the registry
+ * imports the backends, never the reverse.
+ */
+
+import type { Device } from '../tensor/storage.js';
+import type { AttentionProblem, BackendOutput, Implementation } from './problem.js';
+
+export type Support = { readonly ok: true } | { readonly ok: false; readonly reason: string };
+
+export const SUPPORTED: Support = { ok: true };
+export function unsupported(reason: string): Support {
+  return { ok: false, reason };
+}
+
+export interface AttentionBackend {
+  readonly name: Implementation;
+  readonly device: Device;
+  /**
+   * The non-dense input layouts it takes (paged KV cache, packed sequences); the registry refuses
+   * the others for it with the reason, so supports() sees only layouts it declared.
+   */
+  readonly layouts?: readonly InputLayout[];
+  /** Whether this backend can run the problem, or why not. Cheap: called on every dispatch. */
+  supports(problem: AttentionProblem): Support;
+  run(problem: AttentionProblem): BackendOutput;
+}
+
+export type InputLayout = 'paged' | 'packed';
