@@ -9,8 +9,6 @@ import {
   type BroadcastOperand,
   IMPLEMENTATIONS,
   type Implementation,
-  type PackedSeqs,
-  type PagedKv,
 } from '../backends/problem.js';
 import { InvalidArgumentError } from '../errors.js';
 import { isFloatDType } from '../tensor/dtype.js';
