@@ -3,6 +3,14 @@
  * This file is the whole public surface; everything else is internal.
  */
 export { attention, dotProductAttention } from './api/attention.js';
+export { attentionBackward, attentionVjp } from './api/backward.js';
+export {
+  type AttentionBackwardResult,
+  type AttentionGradients,
+  type AttentionVjpResult,
+  attentionBackwardFlops,
+  type BackwardOptions,
+} from './backends/backward-problem.js';
 export { cudaAvailable } from './backends/cuda/context.js';
 export { emptyCache, memoryStats, resetPeakMemory } from './backends/cuda/memory.js';
 export {

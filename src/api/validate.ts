@@ -17,7 +17,7 @@ import { LAYOUT_OPTIONS, layoutOf } from './kv-layout.js';
 
 const shapeText = (t: Tensor): string => `[${t.shape.join(', ')}]`;
 
-function checkTensor(argument: string, value: unknown): Tensor {
+export function checkTensor(argument: string, value: unknown): Tensor {
   if (!(value instanceof Tensor)) {
     const got = value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value;
     throw new InvalidArgumentError(argument, 'a Tensor', got);

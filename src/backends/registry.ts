@@ -4,17 +4,22 @@
  * the case throws with its reason and never falls back.
  */
 import { InvalidArgumentError, UnsupportedError } from '../errors.js';
-import { type AttentionBackend, SUPPORTED, type Support, unsupported } from './backend.js';
+import type { Device } from '../tensor/storage.js';
+import { type AttentionBackend, type InputLayout, SUPPORTED, type Support, unsupported } from './backend.js';
 import { cpuFlashBackend } from './cpu/flash.js';
 import { cpuReferenceBackend } from './cpu/reference.js';
 import { cudnnBackend } from './cuda/cudnn/backend.js';
 import { cudaFlashBackend } from './cuda/flash/backend.js';
 import { cudaNaiveBackend } from './cuda/naive/backend.js';
-import type { AttentionProblem } from './problem.js';
+import type { AttentionProblem, Implementation } from './problem.js';
 
 /** Whether `backend` takes the problem's layout, before asking its supports(). */
 export function layoutSupport(backend: AttentionBackend, problem: AttentionProblem): Support {
-  const taken = backend.layouts ?? [];
+  return takesLayout(backend.layouts, problem);
+}
+
+function takesLayout(layouts: readonly InputLayout[] | undefined, problem: AttentionProblem): Support {
+  const taken = layouts ?? [];
   if (problem.paged && !taken.includes('paged')) {
     return unsupported('a paged KV cache (blockTable) is not taken by this backend');
   }
@@ -22,11 +27,6 @@ export function layoutSupport(backend: AttentionBackend, problem: AttentionProbl
     return unsupported('packed sequences (querySeqOffsets/keyValueSeqOffsets) are not taken by this backend');
   }
   return SUPPORTED;
-}
-
-function supportOf(backend: AttentionBackend, problem: AttentionProblem): Support {
-  const layout = layoutSupport(backend, problem);
-  return layout.ok ? backend.supports(problem) : layout;
 }
 
 /** Priority order: fastest first on each device. */
@@ -41,26 +41,52 @@ export const BACKENDS: readonly AttentionBackend[] = [
 
 /** The backend that will run `problem`, or a typed error saying why none can. */
 export function chooseBackend(problem: AttentionProblem): AttentionBackend {
-  const onDevice = BACKENDS.filter((b) => b.device === problem.device);
+  return chooseFrom(BACKENDS, problem, '');
+}
+
+/** What `chooseFrom` needs of a table entry: any operation's backend has these. */
+interface Candidate<P> {
+  readonly name: Implementation;
+  readonly device: Device;
+  readonly layouts?: readonly InputLayout[];
+  supports(problem: P): Support;
+}
+
+/**
+ * The dispatch rule of every operation's table (forward here, backward in backward-registry.ts): a
+ * named backend runs or throws UnsupportedError with its reason; unnamed, the first entry on the
+ * device that supports the problem. `operation` (e.g. ' backward') labels the errors.
+ */
+export function chooseFrom<P extends AttentionProblem, E extends Candidate<P>>(
+  table: readonly E[],
+  problem: P,
+  operation: string,
+): E {
+  const supportOf = (backend: E): Support => {
+    const layout = takesLayout(backend.layouts, problem);
+    return layout.ok ? backend.supports(problem) : layout;
+  };
+  const onDevice = table.filter((b) => b.device === problem.device);
   if (problem.implementation !== undefined) {
     const named = onDevice.find((b) => b.name === problem.implementation);
     if (!named) {
       const available = onDevice.map((b) => b.name).join(', ');
       throw new InvalidArgumentError(
         'implementation',
-        `a backend that runs on ${problem.device} (${available})`,
+        `a backend that runs${operation} on ${problem.device} (${available})`,
         JSON.stringify(problem.implementation),
       );
     }
-    const support = supportOf(named, problem);
-    if (!support.ok) throw new UnsupportedError(`${named.name} (${named.device})`, support.reason);
+    const support = supportOf(named);
+    if (!support.ok)
+      throw new UnsupportedError(`${named.name} (${named.device})${operation}`, support.reason);
     return named;
   }
   const reasons: string[] = [];
   for (const backend of onDevice) {
-    const support = supportOf(backend, problem);
+    const support = supportOf(backend);
     if (support.ok) return backend;
     reasons.push(`${backend.name}: ${support.reason}`);
   }
-  throw new UnsupportedError(`every ${problem.device} backend`, reasons.join('; '));
+  throw new UnsupportedError(`every ${problem.device} backend${operation}`, reasons.join('; '));
 }

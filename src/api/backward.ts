@@ -1,0 +1,111 @@
+/**
+ * The attention backward pass: attentionBackward (explicit residuals) and attentionVjp (forward now,
+ * pullback later, like jax.vjp). Validate once, choose a backward backend from its table, run it.
+ */
+
+import type {
+  AttentionBackwardResult,
+  AttentionVjpResult,
+  BackwardOptions,
+  BackwardProblem,
+} from '../backends/backward-problem.js';
+import { chooseBackwardBackend } from '../backends/backward-registry.js';
+import { exactLogSumExp } from '../backends/cpu/reference-backward.js';
+import { Tensor } from '../tensor/tensor.js';
+import { attention } from './attention.js';
+import { validateAttention } from './validate.js';
+import { splitBackwardOptions, validateBackward } from './validate-backward.js';
+
+/** ATTNLAB_DEBUG ≥ 1 prints which backend and kernel variant ran each call. */
+const debugLevel = Number(process.env.ATTNLAB_DEBUG ?? 0);
+
+function runBackward(p: BackwardProblem): AttentionBackwardResult {
+  const backend = chooseBackwardBackend(p);
+  const r = backend.run(p);
+  if (debugLevel >= 1) {
+    const { B, T, S, N, K, H } = p;
+    process.stderr.write(
+      `[attnlab] backward ${backend.name} (${backend.device}) ran ${r.variant} for B=${B} T=${T} S=${S} N=${N} K=${K} H=${H} ${p.dtype}\n`,
+    );
+  }
+  // Unbatched callers get unbatched gradients; dBias already has the bias's own shape.
+  const own = (t: Tensor, like: Tensor) => (p.batched ? t : t.reshape(like.shape.slice(1)));
+  return {
+    dQuery: own(r.dQuery, p.query),
+    dKey: own(r.dKey, p.key),
+    dValue: own(r.dValue, p.value),
+    dBias: r.dBias,
+    backend: backend.name,
+    device: backend.device,
+    variant: r.variant,
+  };
+}
+
+/**
+ * Gradients of scaled dot-product attention with respect to query, key, value (and bias), given the
+ * forward's output and log-sum-exp (`attention(..., { returnLogSumExp: true })`) and ∂loss/∂output.
+ *
+ *   dV = Pᵀ·dO,  dS = P∘(dO·Vᵀ − rowsum(dO∘O)),  dQ = scale·dS·K,  dK = scale·dSᵀ·Q,  dBias = Σ dS
+ *
+ * with P the forward's softmax weights; dKey/dValue are summed over each KV head's query heads
+ * (GQA/MQA), dBias over the dimensions the bias was broadcast on. Shapes as the forward: query
+ * (B,T,N,H), key (B,S,K,H), value (B,S,K,Hv), output and dOutput (B,T,N,Hv), logSumExp (B,T,N) float32
+ * (or all without B). Gradients come in the inputs' dtypes (float32 accumulation inside). Options are
+ * the forward's (use the same ones), plus `deterministic`.
+ *
+ * @example
+ * const f = attention(q, k, v, { isCausal: true, returnLogSumExp: true });
+ * const dOut = Tensor.fromArray(new Float64Array(f.output.size).fill(1), f.output.shape, f.output.dtype);
+ * const { dQuery, dKey, dValue } = attentionBackward(q, k, v, f.output, f.logSumExp!, dOut, { isCausal: true });
+ */
+export function attentionBackward(
+  query: Tensor,
+  key: Tensor,
+  value: Tensor,
+  output: Tensor,
+  logSumExp: Tensor,
+  dOutput: Tensor,
+  options: BackwardOptions = {},
+): AttentionBackwardResult {
+  return runBackward(validateBackward(query, key, value, output, logSumExp, dOutput, options));
+}
+
+/**
+ * Runs the forward and returns its output with a pullback, as `jax.vjp` does: `backward(dOutput)`
+ * gives { dQuery, dKey, dValue, dBias? } from the residuals kept here (inputs, output, log-sum-exp),
+ * and may be called any number of times. Same options as {@link attention}, plus `deterministic`.
+ * The inputs and the output must stay alive (undisposed) while `backward` may still be called.
+ *
+ * @example
+ * const f = attentionVjp(q, k, v, { isCausal: true });
+ * const loss = f.output;                      // e.g. loss = Σ output: dOutput is all ones
+ * const { dQuery } = f.backward(Tensor.fromArray(new Float64Array(loss.size).fill(1), loss.shape, loss.dtype));
+ */
+export function attentionVjp(
+  query: Tensor,
+  key: Tensor,
+  value: Tensor,
+  options: BackwardOptions = {},
+): AttentionVjpResult {
+  const { forwardOptions } = splitBackwardOptions(options);
+  const forward = attention(query, key, value, { ...forwardOptions, returnLogSumExp: true });
+  const logSumExp = forward.logSumExp as Tensor;
+  // On the CPU float64 inputs keep a float64 log-sum-exp for the backward: the forward's float32 one
+  // would limit the gradients to ~1e-7 relative.
+  let residual = logSumExp;
+  if (forward.device === 'cpu' && query.dtype === 'float64') {
+    residual = Tensor.fromRaw(
+      exactLogSumExp(validateAttention(query, key, value, forwardOptions)),
+      logSumExp.shape,
+      'float64',
+    );
+  }
+  return {
+    output: forward.output,
+    logSumExp,
+    backend: forward.backend,
+    variant: forward.variant,
+    backward: (dOutput: Tensor) =>
+      attentionBackward(query, key, value, forward.output, residual, dOutput, options),
+  };
+}

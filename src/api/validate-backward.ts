@@ -1,0 +1,84 @@
+/**
+ * Validation of the backward pass: the forward's one validation step (validate.ts) for query, key,
+ * value and options, then the residuals (output, logSumExp) and the incoming gradient dOutput —
+ * shapes in the letters, dtypes and devices — each error naming the argument.
+ */
+
+import type { BackwardOptions, BackwardProblem } from '../backends/backward-problem.js';
+import type { AttentionOptions, AttentionProblem } from '../backends/problem.js';
+import { InvalidArgumentError, UnsupportedError } from '../errors.js';
+import type { Tensor } from '../tensor/tensor.js';
+import { checkTensor, validateAttention } from './validate.js';
+
+const shapeText = (shape: readonly number[]): string => `[${shape.join(', ')}]`;
+
+/** `value` as a live Tensor of `want` shape (unbatched callers pass it without B) on the problem's device. */
+function checkResidual(
+  argument: string,
+  value: unknown,
+  p: AttentionProblem,
+  letters: string,
+  want: readonly number[],
+  dtypes: readonly string[],
+): Tensor {
+  const tensor = checkTensor(argument, value);
+  const expected = p.batched ? want : want.slice(1);
+  const shown = p.batched ? letters : `(${letters.slice(3)}`;
+  if (tensor.rank !== expected.length || tensor.shape.some((d, i) => d !== expected[i])) {
+    throw new InvalidArgumentError(
+      argument,
+      `shape ${shown} = ${shapeText(expected)}`,
+      shapeText(tensor.shape),
+    );
+  }
+  if (!dtypes.includes(tensor.dtype))
+    throw new InvalidArgumentError(`${argument}.dtype`, dtypes.join(' or '), tensor.dtype);
+  if (tensor.device !== p.device)
+    throw new InvalidArgumentError(`${argument}.device`, `${p.device} (the query's)`, tensor.device);
+  return p.batched ? tensor : tensor.reshape(want);
+}
+
+/** Splits off `deterministic` (checked) from the forward's options, which validate.ts checks. */
+export function splitBackwardOptions(options: BackwardOptions): {
+  deterministic: boolean;
+  forwardOptions: AttentionOptions;
+} {
+  if (options === null || typeof options !== 'object') {
+    throw new InvalidArgumentError('options', 'an object', String(options));
+  }
+  const { deterministic, ...forwardOptions } = options;
+  if (deterministic !== undefined && typeof deterministic !== 'boolean') {
+    throw new InvalidArgumentError('deterministic', 'a boolean', String(deterministic));
+  }
+  return { deterministic: deterministic ?? false, forwardOptions };
+}
+
+export function validateBackward(
+  query: unknown,
+  key: unknown,
+  value: unknown,
+  output: unknown,
+  logSumExp: unknown,
+  dOutput: unknown,
+  options: BackwardOptions = {},
+): BackwardProblem {
+  const { deterministic, forwardOptions } = splitBackwardOptions(options);
+  const p = validateAttention(query, key, value, forwardOptions);
+  if (p.paged || p.packed) {
+    const layout = p.paged
+      ? 'a paged KV cache (blockTable)'
+      : 'packed sequences (querySeqOffsets/keyValueSeqOffsets)';
+    throw new UnsupportedError('every backend backward', `${layout}: the backward takes dense inputs only`);
+  }
+  const { B, T, N, Hv } = p;
+  const rows = [B, T, N, Hv];
+  const own = [p.dtype];
+  return {
+    ...p,
+    output: checkResidual('output', output, p, '(B,T,N,Hv)', rows, own),
+    // float64 keeps the CPU backends exact; the GPU backends take float32 (and say so if not).
+    logSumExp: checkResidual('logSumExp', logSumExp, p, '(B,T,N)', [B, T, N], ['float32', 'float64']),
+    dOutput: checkResidual('dOutput', dOutput, p, '(B,T,N,Hv)', rows, own),
+    deterministic,
+  };
+}

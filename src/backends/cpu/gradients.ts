@@ -1,0 +1,43 @@
+/**
+ * The float64 gradient accumulators of the CPU backward backends and their conversion to tensors in
+ * each input's shape and dtype, so that both CPU backends round their results one way.
+ */
+
+import type { FloatDType } from '../../tensor/dtype.js';
+import { Tensor } from '../../tensor/tensor.js';
+import type { BackwardOutput, BackwardProblem } from '../backward-problem.js';
+
+export interface GradientBuffers {
+  /** (B,T,N,H) */
+  readonly dq: Float64Array;
+  /** (B,S,K,H), summed over each KV head's G query heads. */
+  readonly dk: Float64Array;
+  /** (B,S,K,Hv), summed as dk. */
+  readonly dv: Float64Array;
+  /** The bias's own elements, indexed through its broadcast strides (so broadcast dims sum). */
+  readonly dbias: Float64Array | null;
+}
+
+export function gradientBuffers(p: BackwardProblem): GradientBuffers {
+  const { B, T, S, N, K, H, Hv } = p;
+  return {
+    dq: new Float64Array(B * T * N * H),
+    dk: new Float64Array(B * S * K * H),
+    dv: new Float64Array(B * S * K * Hv),
+    dbias: p.bias ? new Float64Array(p.bias.tensor.size) : null,
+  };
+}
+
+/** Rounds the float64 sums once, to the inputs' dtype (dBias to the bias's). */
+export function gradientTensors(p: BackwardProblem, g: GradientBuffers, variant: string): BackwardOutput {
+  return {
+    dQuery: Tensor.fromArray(g.dq, p.query.shape, p.dtype),
+    dKey: Tensor.fromArray(g.dk, p.key.shape, p.dtype),
+    dValue: Tensor.fromArray(g.dv, p.value.shape, p.dtype),
+    dBias:
+      p.bias && g.dbias
+        ? Tensor.fromArray(g.dbias, p.bias.tensor.shape, p.bias.tensor.dtype as FloatDType)
+        : undefined,
+    variant,
+  };
+}
