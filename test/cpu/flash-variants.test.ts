@@ -1,20 +1,21 @@
 /**
- * The CUDA flash backend's host side, without a GPU: variant keys, the tile table, the parameter
- * struct, and — with nvcc present — that the exact -D set the backend hands NVRTC compiles. (A
- * macro the kernel reads but flashDefines forgot once made every mma variant fail on the GPU.)
+ * The CUDA flash backend's host side, without a GPU: variant keys, the tile table, the parameters
+ * built from a problem, and — with nvcc present — that the exact -D set the backend hands NVRTC
+ * compiles, and that the compiled kernel's own statement of its shared memory per block
+ * (attnlab_flash_fwd*_shared_bytes, read from the CUBIN) is what the launcher asks for. (A macro
+ * the kernel reads but flashDefines forgot once made every mma variant fail on the GPU; a launcher
+ * formula without the second K/V stage once made two-stage launches write past their memory.)
+ * The struct layout is checked against the C compiler in flash-params-layout.test.ts.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { validateAttention } from '../../src/api/validate.js';
 import { compileOptions, kernelsDir } from '../../src/backends/cuda/compile.js';
-import {
-  buildFlashParams,
-  FLASH_PARAMS_BYTES,
-  marshalFlashParams,
-} from '../../src/backends/cuda/flash/params.js';
+import { buildFlashParams, marshalFlashParams } from '../../src/backends/cuda/flash/params.js';
 import { chooseFlashTiles } from '../../src/backends/cuda/flash/tiles.js';
 import {
   type FlashVariant,
@@ -27,6 +28,7 @@ import {
 import type { AttentionOptions } from '../../src/backends/problem.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
+import { elfSymbolBytes } from '../support/elf.js';
 
 function variantFor(H: number, dtype: FloatDType, options: AttentionOptions = {}, Hv = H): FlashVariant {
   const q = randomNormal([1, 8, 2, H], { seed: 1, dtype });
@@ -45,6 +47,10 @@ const VARIANTS: Array<[string, () => FlashVariant]> = [
       }),
   ],
   ['bf16 H=200 (8 warps)', () => variantFor(200, 'bfloat16')],
+  [
+    'bf16 H=128, two K/V stages (128x64x4s2)',
+    () => ({ ...variantFor(128, 'bfloat16'), tiles: chooseFlashTiles(128, '128x64x4s2') }),
+  ],
   ['bf16 H=40 Hv=24 (padded to 48)', () => variantFor(40, 'bfloat16', {}, 24)],
   ['float32 H=128 (fma kernel)', () => variantFor(128, 'float32')],
 ];
@@ -75,13 +81,6 @@ describe('cuda flash variants (host side)', () => {
     }
   });
 
-  it('sizes shared memory for every K/V stage (Q | K0 | V0 | K1 | V1 at pitch D+8)', () => {
-    const one = variantFor(128, 'bfloat16');
-    assert.equal(flashVariantSharedBytes(one), (128 + 2 * 64) * (128 + 8) * 2);
-    const two = { ...one, tiles: { ...one.tiles, stages: 2 as const } };
-    assert.equal(flashVariantSharedBytes(two), (128 + 4 * 64) * (128 + 8) * 2);
-  });
-
   it('gives the kernel every FLASH_* macro its entry point reads', () => {
     for (const [name, make] of VARIANTS) {
       const variant = make();
@@ -98,7 +97,7 @@ describe('cuda flash variants (host side)', () => {
     }
   });
 
-  it('marshals FlashParams into the 280-byte struct of params.cuh', () => {
+  it('builds FlashParams from the problem: strides, GQA group, flags, window', () => {
     const q = randomNormal([2, 8, 4, 64], { seed: 1, dtype: 'bfloat16' });
     const k = randomNormal([2, 8, 2, 64], { seed: 2, dtype: 'bfloat16' });
     const p = validateAttention(q, k, k, {
@@ -121,35 +120,31 @@ describe('cuda flash variants (host side)', () => {
     assert.equal(params.group, 2);
     assert.equal(params.flags, 1 | 2 | 4);
     assert.deepEqual([params.windowLeft, params.windowRight], [5, 0]);
-    const arg = marshalFlashParams(params);
-    assert.equal(arg.type, 'struct');
-    if (arg.type === 'struct') assert.equal(arg.fields.length, 9 + 20 + 12);
-    assert.equal(FLASH_PARAMS_BYTES, 280);
+    assert.equal(marshalFlashParams(params).type, 'struct');
   });
 
   const nvcc = spawnSync('nvcc', ['--version']).status === 0;
-  for (const [name, make] of VARIANTS) {
-    it(`compiles with the backend's own defines: ${name}`, {
+  const scratch = mkdtempSync(join(tmpdir(), 'attnlab-flash-cubin-'));
+  VARIANTS.forEach(([name, make], index) => {
+    it(`compiles with the backend's own defines and states the shared memory the launcher asks for: ${name}`, {
       skip: nvcc ? false : 'nvcc not on PATH',
     }, () => {
       const variant = make();
-      const { file, name: entry } = flashKernelSource(variant);
+      const { file, name: entry, sharedBytesSymbol } = flashKernelSource(variant);
+      const cubin = join(scratch, `${index}.cubin`);
       const defines = compileOptions(
         { file, kernels: [entry], defines: flashDefines(variant) },
         'sm_90a',
       ).filter((o) => o.startsWith('-D'));
-      const args = [
-        '-cubin',
-        '-arch=sm_90a',
-        '-std=c++17',
-        '-I',
-        kernelsDir(),
-        ...defines,
-        '-o',
-        '/dev/null',
-      ];
+      const args = ['-cubin', '-arch=sm_90a', '-std=c++17', '-I', kernelsDir(), ...defines, '-o', cubin];
       const result = spawnSync('nvcc', [...args, join(kernelsDir(), file)], { encoding: 'utf8' });
       assert.equal(result.status, 0, `nvcc ${defines.join(' ')}:\n${result.stderr}`);
+      const stated = elfSymbolBytes(readFileSync(cubin), sharedBytesSymbol).readUInt32LE(0);
+      assert.equal(
+        flashVariantSharedBytes(variant),
+        stated,
+        `${flashVariantKey(variant)}: the launcher asks for ${flashVariantSharedBytes(variant)} B, the kernel states ${stated} B`,
+      );
     });
-  }
+  });
 });

@@ -9,7 +9,18 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { attention } from '../../src/api/attention.js';
-import { cudaAvailable, synchronize } from '../../src/backends/cuda/context.js';
+import { validateAttention } from '../../src/api/validate.js';
+import { readModuleGlobal } from '../../src/backends/cuda/compile.js';
+import { cudaAvailable, synchronize, targetArch } from '../../src/backends/cuda/context.js';
+import { flashModule } from '../../src/backends/cuda/flash/backend.js';
+import { chooseFlashTiles } from '../../src/backends/cuda/flash/tiles.js';
+import {
+  type FlashVariant,
+  flashKernelSource,
+  flashVariant,
+  flashVariantKey,
+  flashVariantSharedBytes,
+} from '../../src/backends/cuda/flash/variant.js';
 import {
   memoryStats,
   resetPeakMemory,
@@ -144,6 +155,30 @@ describe('cuda flash kernel', { skip }, () => {
       });
     });
   }
+
+  it('every compiled variant states the shared memory the launcher asks for', () => {
+    const arch = targetArch();
+    const variants: FlashVariant[] = [];
+    for (const H of [32, 48, 64, 96, 128, 200, 256]) {
+      for (const dtype of ['bfloat16', 'float16', 'float32'] as const) {
+        const x = randomNormal([1, 8, 1, H], { seed, dtype });
+        variants.push(flashVariant(validateAttention(x, x, x), arch));
+      }
+    }
+    const bf16 = variants[variants.length - 3];
+    for (const tiles of ['64x64x4', '128x32x4', '128x64x4s2', '128x128x8s2']) {
+      variants.push({ ...bf16, tiles: chooseFlashTiles(bf16.headDim, tiles) });
+    }
+    for (const variant of variants) {
+      const bytes = readModuleGlobal(flashModule(variant), flashKernelSource(variant).sharedBytesSymbol);
+      const stated = new DataView(bytes.buffer).getUint32(0, true);
+      assert.equal(
+        flashVariantSharedBytes(variant),
+        stated,
+        `${flashVariantKey(variant)}: launcher vs kernel`,
+      );
+    }
+  });
 
   it('keeps peak device memory O(T): output and log-sum-exp only, never T·S scores', () => {
     for (const T of [2048, 8192]) {

@@ -56,6 +56,7 @@ int cuEventElapsedTime(float *ms, void *a, void *b) { (void)a; (void)b; *ms = 0.
 int cuModuleLoadData(void **m, const void *i) { (void)i; *m = (void *)1; return 0; }
 int cuModuleUnload(void *m) { (void)m; return 0; }
 int cuModuleGetFunction(void **f, void *m, const char *n) { (void)m; (void)n; *f = (void *)1; return 0; }
+int cuModuleGetGlobal_v2(uint64_t *p, size_t *b, void *m, const char *n) { (void)m; (void)n; *p = 0; *b = 0; return 0; }
 int cuFuncSetAttribute(void *f, int a, int v) { (void)f; (void)a; (void)v; return 0; }
 int cuFuncGetAttribute(int *v, int a, void *f) { (void)a; (void)f; *v = 0; return 0; }
 int cuLaunchKernel(void *f, unsigned a, unsigned b, unsigned c, unsigned d, unsigned e, unsigned g, unsigned h, void *s, void **p, void **x) {

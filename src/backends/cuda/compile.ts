@@ -215,6 +215,22 @@ function programLog(prog: bigint): string {
   return new TextDecoder().decode(bytes.subarray(0, size - 1));
 }
 
+/**
+ * The bytes of an extern "C" __device__ variable of a loaded module (cuModuleGetGlobal), e.g. a
+ * value the kernel states about itself for a test to compare with the host's.
+ */
+export function readModuleGlobal(compiled: CompiledModule, name: string): Uint8Array {
+  const d = cu();
+  const address = new BigUint64Array(1);
+  const size = new BigUint64Array(1);
+  d.cuModuleGetGlobal_v2(address, size, compiled.module, name);
+  const out = new Uint8Array(Number(size[0]));
+  const { stream } = getCudaContext();
+  if (out.byteLength > 0) d.cuMemcpyDtoHAsync_v2(out, address[0], out.byteLength, stream);
+  d.cuStreamSynchronize(stream);
+  return out;
+}
+
 function loadModule(key: string, binary: KernelBinary): CompiledModule {
   getCudaContext();
   const d = cu();

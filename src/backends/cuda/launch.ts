@@ -39,7 +39,8 @@ export interface LaunchConfig {
   readonly stream?: bigint;
 }
 
-const SIZE: Record<ScalarType, number> = { i32: 4, u32: 4, f32: 4, i64: 8, u64: 8, ptr: 8 };
+/** Bytes of each scalar kernel-argument type (C sizeof on the 64-bit targets CUDA supports). */
+export const SCALAR_BYTES: Record<ScalarType, number> = { i32: 4, u32: 4, f32: 4, i64: 8, u64: 8, ptr: 8 };
 /** Without opting in, a block gets 48 KiB of dynamic shared memory at most. */
 const DEFAULT_SHARED_LIMIT = 48 * 1024;
 const ARENA_BYTES = 4096;
@@ -86,7 +87,7 @@ export function structLayout(fields: ReadonlyArray<{ type: ScalarType }>): {
   let offset = 0;
   let align = 1;
   const offsets = fields.map(({ type }) => {
-    const size = SIZE[type];
+    const size = SCALAR_BYTES[type];
     align = Math.max(align, size);
     offset = Math.ceil(offset / size) * size;
     const at = offset;

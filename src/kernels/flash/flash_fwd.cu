@@ -15,7 +15,8 @@
 //
 // Specialisation: the host defines FLASH_D (padded head dim, multiple of 16), FLASH_BM, FLASH_BN,
 // FLASH_NW (warps), FLASH_STAGES, FLASH_FP16 (0 bf16, 1 fp16), FLASH_BIAS (0 none, 1 f32, 2 bf16,
-// 3 f16) and FLASH_MASK, and gets the extern "C" entry attnlab_flash_fwd. Compiled alone with
+// 3 f16) and FLASH_MASK, and gets the extern "C" entry attnlab_flash_fwd and the variable
+// attnlab_flash_fwd_shared_bytes (its dynamic shared memory per block). Compiled alone with
 // -DATTNLAB_NVCC_TEST, the file instead instantiates a spread of configurations for nvcc checks.
 #include "flash/epilogue.cuh"
 #include "flash/mainloop.cuh"
@@ -119,10 +120,14 @@ __device__ __forceinline__ void flash_fwd(const FlashParams& p) {
 }
 
 #ifdef FLASH_D
+using FlashVariantConfig =
+    FlashConfig<FLASH_D, FLASH_BM, FLASH_BN, FLASH_NW, FLASH_STAGES, FLASH_FP16 != 0, FLASH_BIAS, FLASH_MASK != 0>;
 extern "C" __global__ void __launch_bounds__(FLASH_NW * 32) attnlab_flash_fwd(const __grid_constant__ FlashParams p) {
-  flash_fwd<FlashConfig<FLASH_D, FLASH_BM, FLASH_BN, FLASH_NW, FLASH_STAGES, FLASH_FP16 != 0, FLASH_BIAS,
-                        FLASH_MASK != 0>>(p);
+  flash_fwd<FlashVariantConfig>(p);
 }
+// The shared memory this variant's blocks use, for the host to read from the loaded module
+// (cuModuleGetGlobal): a test compares it with what the launcher asks for.
+extern "C" __device__ unsigned attnlab_flash_fwd_shared_bytes = FlashVariantConfig::SHARED_BYTES;
 #endif
 
 #ifdef ATTNLAB_NVCC_TEST

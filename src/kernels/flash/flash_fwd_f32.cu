@@ -10,17 +10,26 @@
 // same empty-row rule: a row that sees no key outputs zeros and log-sum-exp −inf.
 //
 // Specialisation: FLASH_D (max(H, Hv) rounded up to 32), FLASH_NW, FLASH_BIAS, FLASH_MASK; the entry
-// is attnlab_flash_fwd_f32.
+// is attnlab_flash_fwd_f32, its shared memory per block attnlab_flash_fwd_f32_shared_bytes.
 #include "flash/mma.cuh"
 #include "flash/schedule.cuh"
 
+// Shared memory of one block: Q [BM][D], K [BN][D+1], V [BN][D] floats. The host reads SHARED_BYTES
+// back (attnlab_flash_fwd_f32_shared_bytes) instead of trusting its own formula.
+template <int D, int NW>
+struct F32Layout {
+  static constexpr int ROWS = 4;        // query rows per warp
+  static constexpr int BM = ROWS * NW;  // query rows per block
+  static constexpr int BN = 32;         // keys per tile: one per lane
+  static constexpr int KP = D + 1;      // K pitch in floats
+  static constexpr unsigned SHARED_BYTES = (BM * D + BN * KP + BN * D) * 4;
+};
+
 template <int D, int NW, int BIAS, bool MASK>
 __device__ __forceinline__ void flash_fwd_f32(const FlashParams& p) {
-  constexpr int ROWS = 4;           // query rows per warp
-  constexpr int BM = ROWS * NW;     // query rows per block
-  constexpr int BN = 32;            // keys per tile: one per lane
+  using L = F32Layout<D, NW>;
+  constexpr int ROWS = L::ROWS, BM = L::BM, BN = L::BN, KP = L::KP;
   constexpr int COLS = D / 32;      // output columns per lane
-  constexpr int KP = D + 1;         // K pitch in floats
   static_assert(D % 32 == 0 && D >= 32 && D <= 256, "D: a multiple of 32 in [32, 256]");
   extern __shared__ __align__(16) float smem_f[];
   float* sQ = smem_f;               // [BM][D]
@@ -139,6 +148,8 @@ extern "C" __global__ void __launch_bounds__(FLASH_NW * 32)
     attnlab_flash_fwd_f32(const __grid_constant__ FlashParams p) {
   flash_fwd_f32<FLASH_D, FLASH_NW, FLASH_BIAS, FLASH_MASK != 0>(p);
 }
+// Read by the host from the loaded module (cuModuleGetGlobal), as for flash_fwd.cu.
+extern "C" __device__ unsigned attnlab_flash_fwd_f32_shared_bytes = F32Layout<FLASH_D, FLASH_NW>::SHARED_BYTES;
 #endif
 
 #ifdef ATTNLAB_NVCC_TEST

@@ -13,6 +13,9 @@ struct FlashConfig {
   static constexpr int DT = D / 8;           // 8-column n-tiles of O
   static constexpr int PITCH = SmemTile<D>::PITCH;
   static constexpr int KV_TILE_BYTES = BN * PITCH * 2;  // one K or one V tile in shared memory
+  // Dynamic shared memory of one block, Q | K0 | V0 (| K1 | V1), as flash_fwd lays it out; the
+  // host reads it back (attnlab_flash_fwd_shared_bytes) instead of trusting its own formula.
+  static constexpr unsigned SHARED_BYTES = BM * PITCH * 2 + STAGES * 2 * KV_TILE_BYTES;
   static_assert(D % 16 == 0 && D >= 32 && D <= 256, "D: a multiple of 16 in [32, 256]");
   static_assert(BM % (16 * NW) == 0 && MI >= 1, "BM: a multiple of 16 rows per warp");
   static_assert(BN % 16 == 0, "BN: a multiple of 16 (one k-step of P·V)");

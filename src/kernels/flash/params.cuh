@@ -2,7 +2,8 @@
 //
 // The layout is mirrored byte for byte by src/backends/cuda/flash/params.ts (marshalFlashParams):
 // all 8-byte fields first, then the 4-byte ones, so that every field sits at its natural alignment
-// and the offsets are plain running sums on both sides. A static_assert pins the size.
+// and the offsets are plain running sums on both sides. test/cpu/kernel-params-layout.test.ts
+// compiles this header and compares every offset, size and kind with the marshalling.
 #pragma once
 
 typedef unsigned short u16;
@@ -46,6 +47,3 @@ struct FlashParams {
 #define FLASH_FLAG_CAUSAL 1
 #define FLASH_FLAG_BOTTOM_RIGHT 2
 #define FLASH_FLAG_WINDOW 4
-
-// 9 pointers + 20 strides (8 bytes each) + 12 four-byte fields = 280 bytes.
-static_assert(sizeof(FlashParams) == 9 * 8 + 20 * 8 + 12 * 4, "FlashParams layout changed: update params.ts");

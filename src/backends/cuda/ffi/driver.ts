@@ -72,6 +72,7 @@ const PROTOTYPES = {
   cuModuleLoadData: 'int cuModuleLoadData(void *module, void *image)',
   cuModuleUnload: 'int cuModuleUnload(void *module)',
   cuModuleGetFunction: 'int cuModuleGetFunction(void *function, void *module, const char *name)',
+  cuModuleGetGlobal_v2: 'int cuModuleGetGlobal_v2(void *dptr, void *bytes, void *module, const char *name)',
   cuFuncSetAttribute: 'int cuFuncSetAttribute(void *function, int attribute, int value)',
   cuFuncGetAttribute: 'int cuFuncGetAttribute(void *value, int attribute, void *function)',
   cuLaunchKernel:

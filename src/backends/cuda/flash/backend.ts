@@ -7,7 +7,7 @@ import { itemSize } from '../../../tensor/dtype.js';
 import { Tensor } from '../../../tensor/tensor.js';
 import { type AttentionBackend, SUPPORTED, type Support, unsupported } from '../../backend.js';
 import type { AttentionProblem, BackendOutput } from '../../problem.js';
-import { loadKernels } from '../compile.js';
+import { type CompiledModule, loadKernels } from '../compile.js';
 import { cudaAvailable, getCudaContext, targetArch } from '../context.js';
 import { launchKernel } from '../launch.js';
 import { allocDevice, copyInt32ToDevice } from '../memory.js';
@@ -79,11 +79,15 @@ export function flashSupport(p: AttentionProblem): Support {
   return SUPPORTED;
 }
 
-/** Compiles (or fetches from the caches) the kernel of `variant`; returns its CUfunction. */
-export function flashKernel(variant: FlashVariant): bigint {
+/** Compiles (or fetches from the caches) the module of `variant`. */
+export function flashModule(variant: FlashVariant): CompiledModule {
   const { file, name } = flashKernelSource(variant);
-  const module = loadKernels({ file, kernels: [name], defines: flashDefines(variant) });
-  return module.functions.get(name)!;
+  return loadKernels({ file, kernels: [name], defines: flashDefines(variant) });
+}
+
+/** The CUfunction of `variant`'s kernel. */
+export function flashKernel(variant: FlashVariant): bigint {
+  return flashModule(variant).functions.get(flashKernelSource(variant).name)!;
 }
 
 /** Runs the kernel on `p` (inputs on the GPU); the output and log-sum-exp are new device tensors. */

@@ -3,9 +3,8 @@
  * struct layout (src/kernels/flash/params.cuh, FlashParams) in one other. Strides are explicit, in
  * elements, so the kernel never assumes a layout the problem did not state.
  */
-import { AttnlabError } from '../../../errors.js';
 import type { AttentionProblem } from '../../problem.js';
-import { type KernelArg, type ScalarType, structLayout } from '../launch.js';
+import type { KernelArg, ScalarType } from '../launch.js';
 
 /** FLASH_FLAG_* in params.cuh. */
 export const FLASH_FLAGS = { causal: 1, bottomRight: 2, window: 4 } as const;
@@ -48,9 +47,6 @@ export interface FlashParams {
   readonly flags: number;
 }
 
-/** sizeof(FlashParams): 9 pointers + 20 strides of 8 bytes, 12 fields of 4 bytes. */
-export const FLASH_PARAMS_BYTES = 9 * 8 + 20 * 8 + 12 * 4;
-
 /** The parameters for `p`, with the caller's device addresses for the operands. */
 export function buildFlashParams(p: AttentionProblem, pointers: FlashPointers): FlashParams {
   const { B, T, S, N, K, H, Hv } = p;
@@ -79,6 +75,7 @@ export function buildFlashParams(p: AttentionProblem, pointers: FlashPointers): 
 /**
  * The struct argument for launchKernel, fields in declaration order; the only place that knows the
  * C layout (launch.ts places each field at C's natural alignment, which here is a running sum).
+ * test/cpu/kernel-params-layout.test.ts holds it to the compiler's layout of params.cuh.
  */
 export function marshalFlashParams(f: FlashParams): KernelArg {
   const { q, k, v, o, lse, bias, mask, qLens, kvLens } = f.pointers;
@@ -93,8 +90,5 @@ export function marshalFlashParams(f: FlashParams): KernelArg {
     { type: 'f32', value: f.scaleLog2 },
     { type: 'i32', value: f.flags },
   ];
-  const { size } = structLayout(fields);
-  if (size !== FLASH_PARAMS_BYTES)
-    throw new AttnlabError(`FlashParams: ${size} bytes marshalled, the kernel expects ${FLASH_PARAMS_BYTES}`);
   return { type: 'struct', fields };
 }

@@ -55,14 +55,22 @@ export function flashVariantKey(v: FlashVariant): string {
   return parts.join('.');
 }
 
-/** The source file (relative to src/kernels) and extern "C" entry of a variant's kernel. */
-export function flashKernelSource(v: FlashVariant): { file: string; name: string } {
-  return v.kernel === 'fma'
-    ? { file: 'flash/flash_fwd_f32.cu', name: 'attnlab_flash_fwd_f32' }
-    : { file: 'flash/flash_fwd.cu', name: 'attnlab_flash_fwd' };
+/**
+ * The source file (relative to src/kernels), the extern "C" entry of a variant's kernel, and the
+ * extern "C" __device__ variable in which the compiled kernel states its own shared memory per block
+ * (tests read it from the module and compare it with flashVariantSharedBytes).
+ */
+export function flashKernelSource(v: FlashVariant): {
+  file: string;
+  name: string;
+  sharedBytesSymbol: string;
+} {
+  const name = v.kernel === 'fma' ? 'attnlab_flash_fwd_f32' : 'attnlab_flash_fwd';
+  const file = v.kernel === 'fma' ? 'flash/flash_fwd_f32.cu' : 'flash/flash_fwd.cu';
+  return { file, name, sharedBytesSymbol: `${name}_shared_bytes` };
 }
 
-/** Dynamic shared memory of one block, in bytes. */
+/** Dynamic shared memory of one block, in bytes: what the launcher asks for. */
 export function flashVariantSharedBytes(v: FlashVariant): number {
   const { blockM, blockN, stages } = v.tiles;
   const D = v.headDim;
