@@ -159,13 +159,14 @@ describe('cuda flash kernel', { skip }, () => {
   it('every compiled variant states the shared memory the launcher asks for', () => {
     const arch = targetArch();
     const variants: FlashVariant[] = [];
-    for (const H of [32, 48, 64, 96, 128, 200, 256]) {
+    // Variants the correctness cases compile anyway (this test adds no NVRTC compile).
+    for (const H of [64, 128, 256]) {
       for (const dtype of ['bfloat16', 'float16', 'float32'] as const) {
         const x = randomNormal([1, 8, 1, H], { seed, dtype });
         variants.push(flashVariant(validateAttention(x, x, x), arch));
       }
     }
-    const bf16 = variants[variants.length - 3];
+    const bf16 = variants[0];
     for (const tiles of ['64x64x4', '128x32x4', '128x64x4s2', '128x128x8s2']) {
       variants.push({ ...bf16, tiles: chooseFlashTiles(bf16.headDim, tiles) });
     }
