@@ -4,11 +4,9 @@
 
 import type { AttentionOptions, AttentionResult } from '../backends/problem.js';
 import { chooseBackend } from '../backends/registry.js';
+import { config } from '../config.js';
 import type { Tensor } from '../tensor/tensor.js';
 import { validateAttention } from './validate.js';
-
-/** ATTNLAB_DEBUG ≥ 1 prints which backend and kernel variant ran each call (read once: it is a hot path). */
-const debugLevel = Number(process.env.ATTNLAB_DEBUG ?? 0);
 
 /**
  * Scaled dot-product attention with the semantics of `jax.nn.dot_product_attention`, returning the
@@ -35,7 +33,8 @@ export function attention(
   const problem = validateAttention(query, key, value, options);
   const backend = chooseBackend(problem);
   const result = backend.run(problem);
-  if (debugLevel >= 1) {
+  // ATTNLAB_DEBUG ≥ 1: which backend and kernel variant ran (config() is read once, then cached).
+  if (config().debug >= 1) {
     const { B, T, S, N, K, H } = problem;
     process.stderr.write(
       `[attnlab] ${backend.name} (${backend.device}) ran ${result.variant} for B=${B} T=${T} S=${S} N=${N} K=${K} H=${H} ${problem.dtype}\n`,

@@ -6,13 +6,14 @@
  *
  * Measured once per GPU and cached in a small JSON file; `--ceiling <TFLOP/s>` overrides it.
  */
+
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
-import { homedir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { dirname } from 'node:path';
 import { cudaAvailable, getCudaContext, synchronize } from '../backends/cuda/context.js';
 import { CUBLAS_COMPUTE, CUDA_DATA_TYPE } from '../backends/cuda/ffi/cublaslt.js';
 import { matmulPlan, runMatmul } from '../backends/cuda/matmul.js';
 import { allocDevice, fillDevice32 } from '../backends/cuda/memory.js';
+import { config } from '../config.js';
 import type { CeilingInfo } from '../results/schema.js';
 import { CudaEventTimer } from './cuda-timer.js';
 import { summarize } from './stats.js';
@@ -20,10 +21,9 @@ import { summarize } from './stats.js';
 /** M = N = K: large enough that every Hopper SM has many tiles (64×64 tiles of 128×128). */
 export const CEILING_SIZE = 8192;
 
-/** Where measured ceilings are kept: $ATTNLAB_CACHE_DIR or ~/.cache/attnlab, one entry per GPU name. */
+/** Where measured ceilings are kept: <cache root>/matmul-ceiling.json, one entry per GPU name. */
 export function ceilingCachePath(): string {
-  const root = process.env.ATTNLAB_CACHE_DIR ?? join(homedir(), '.cache', 'attnlab');
-  return join(root, 'matmul-ceiling.json');
+  return config().ceilingCacheFile;
 }
 
 function readCache(): Record<string, CeilingInfo> {

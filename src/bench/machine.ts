@@ -3,6 +3,7 @@
  * the attnlab commit. Every probe is optional: a missing library becomes a missing entry, never a
  * failed benchmark.
  */
+
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { cpus, hostname } from 'node:os';
@@ -10,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { cudaAvailable, getCudaContext } from '../backends/cuda/context.js';
 import { loadCudnn } from '../backends/cuda/ffi/cudnn.js';
 import { nv } from '../backends/cuda/ffi/nvrtc.js';
+import { config } from '../config.js';
 import type { ResultsFile } from '../results/schema.js';
 import { packageVersion } from '../version.js';
 
@@ -19,7 +21,8 @@ import { packageVersion } from '../version.js';
  * else 'unknown'.
  */
 export function attnlabCommit(): string {
-  if (process.env.ATTNLAB_COMMIT) return process.env.ATTNLAB_COMMIT;
+  const configured = config().commit;
+  if (configured) return configured;
   const cwd = fileURLToPath(new URL('.', import.meta.url));
   try {
     const git = (args: string[]) =>

@@ -3,10 +3,12 @@
  * JSON request on stdin and a JSON answer on stdout. A peer whose Python package is missing is
  * reported as such (with every interpreter tried) and the benchmark goes on without it.
  */
+
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { attentionFlops } from '../backends/problem.js';
+import { config, readConfig } from '../config.js';
 import { InvalidArgumentError } from '../errors.js';
 import type { CeilingInfo, PeerInfo, ResultRow } from '../results/schema.js';
 import type { BenchCase } from './sweep.js';
@@ -63,8 +65,9 @@ export function parsePeerList(text: string): PeerName[] {
  * PyTorch), then any /opt/<name>/.venv/bin/python. $ATTNLAB_PYTHON, when set, is the only one tried:
  * an explicit choice is a demand, and a wrong one should fail loudly rather than fall back.
  */
-export function pythonCandidates(env: NodeJS.ProcessEnv = process.env): string[] {
-  if (env.ATTNLAB_PYTHON) return [env.ATTNLAB_PYTHON];
+export function pythonCandidates(env?: NodeJS.ProcessEnv): string[] {
+  const chosen = (env ? readConfig(env) : config()).python;
+  if (chosen) return [chosen];
   const found = ['python3', '/opt/torch/.venv/bin/python'];
   try {
     for (const dir of readdirSync('/opt')) found.push(`/opt/${dir}/.venv/bin/python`);

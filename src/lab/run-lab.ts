@@ -2,9 +2,11 @@
  * `attnlab lab`: the codelab's sections 2–10 in order, on this machine's GPU or, without one, on the
  * CPU backends at small sizes. Returns a results file (tables and timed rows) for JSON and HTML.
  */
+
 import { cudaAvailable } from '../backends/cuda/context.js';
 import { resolveCeiling } from '../bench/ceiling.js';
 import { makeResults } from '../bench/results.js';
+import { config } from '../config.js';
 import type { ResultsFile } from '../results/schema.js';
 import { causalSection, createInputs, cudnnSection, fusedSection, gpuCheck, naiveSection } from './basics.js';
 import { LabContext, type LabOptions } from './context.js';
@@ -21,7 +23,7 @@ async function section(lab: LabContext, name: string, body: () => void | Promise
   } catch (error) {
     const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
     lab.note(`section ${name} failed: ${text}`);
-    if (process.env.ATTNLAB_DEBUG && error instanceof Error) lab.say(error.stack ?? '');
+    if (config().debug >= 1 && error instanceof Error) lab.say(error.stack ?? '');
   }
   lab.options.onSection?.(results(lab));
 }

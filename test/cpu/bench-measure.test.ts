@@ -11,10 +11,12 @@ import {
   seededInput,
   settleCalls,
 } from '../../src/bench/measure.js';
+import { reloadConfig } from '../../src/config.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';
 
 process.env.ATTNLAB_DISABLE_CUDA = '1';
+reloadConfig();
 
 const quick = { budgetMs: 5, warmup: 1, minRepeats: 3 };
 

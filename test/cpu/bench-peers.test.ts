@@ -19,6 +19,7 @@ import {
 } from '../../src/bench/peers.js';
 import { runSweeps } from '../../src/bench/run-bench.js';
 import { summarize } from '../../src/bench/stats.js';
+import { reloadConfig } from '../../src/config.js';
 import { Random } from '../../src/tensor/random.js';
 
 process.env.ATTNLAB_DISABLE_CUDA = '1';
@@ -40,6 +41,7 @@ const request: PeerRequest = {
 
 afterEach(() => {
   delete process.env.ATTNLAB_PYTHON;
+  reloadConfig();
 });
 
 describe('peers', () => {
@@ -68,6 +70,7 @@ describe('peers', () => {
 
   it('a missing peer is reported with every interpreter tried, and no rows', async () => {
     process.env.ATTNLAB_PYTHON = '/nonexistent/bin/python';
+    reloadConfig();
     const run = await runPeer('jax', request);
     assert.equal(run.info.available, false);
     assert.match(run.info.reason ?? '', /no Python with jax and numpy \(tried \/nonexistent\/bin\/python: /);
@@ -76,6 +79,7 @@ describe('peers', () => {
 
   it('a sweep with missing peers still measures attnlab and notes each missing peer', async () => {
     process.env.ATTNLAB_PYTHON = '/nonexistent/bin/python';
+    reloadConfig();
     const spec = {
       batch: [1],
       seq: [16],
@@ -125,6 +129,7 @@ describe('peers', () => {
     );
     chmodSync(script, 0o755);
     process.env.ATTNLAB_PYTHON = script;
+    reloadConfig();
     const seen: string[] = [];
     const run = await runPeer(
       'jax',
@@ -149,6 +154,7 @@ describe('peers', () => {
     );
     chmodSync(script, 0o755);
     process.env.ATTNLAB_PYTHON = script;
+    reloadConfig();
     const run = await runPeer('torch', request);
     assert.equal(run.info.available, false);
     assert.match(run.info.reason ?? '', /torch_peer\.py exited with 3; stderr: Traceback: boom/);

@@ -6,12 +6,14 @@ import { join } from 'node:path';
 import { before, describe, it } from 'node:test';
 import { measureAttnlabCase } from '../../src/bench/measure.js';
 import { makeResults } from '../../src/bench/results.js';
+import { reloadConfig } from '../../src/config.js';
 import { InvalidArgumentError } from '../../src/errors.js';
 import { loadResults, saveResults } from '../../src/results/files.js';
 import { RESULTS_SCHEMA_VERSION, type ResultsFile } from '../../src/results/schema.js';
 import { parseResults } from '../../src/results/validate.js';
 
 process.env.ATTNLAB_DISABLE_CUDA = '1';
+reloadConfig();
 
 let results: ResultsFile;
 const dir = mkdtempSync(join(tmpdir(), 'attnlab-schema-'));

@@ -23,6 +23,7 @@ import { buildSdpaGraph } from '../../src/backends/cuda/cudnn/sdpa-graph.js';
 import { CU_FUNC_ATTRIBUTE, cu } from '../../src/backends/cuda/ffi/driver.js';
 import { i32, launchKernel } from '../../src/backends/cuda/launch.js';
 import type { AttentionOptions, AttentionProblem } from '../../src/backends/problem.js';
+import { reloadConfig } from '../../src/config.js';
 import { UnsupportedError } from '../../src/errors.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
@@ -40,6 +41,7 @@ const skip = built.every((b) => b.status === 0)
 process.env.ATTNLAB_LIBCUDA = join(dir, 'libcuda.so.1');
 process.env.ATTNLAB_CUDNN = join(dir, 'libcudnn.so.9');
 process.env.ATTNLAB_CACHE_DIR = join(dir, 'cache');
+reloadConfig();
 
 interface Bound {
   ptr: string;
@@ -206,10 +208,12 @@ describe('cuDNN FFI flow against a stand-in library', { skip }, () => {
   it('writes no plan file with ATTNLAB_CUDNN_PLAN_CACHE=0', () => {
     const before = planCacheStats().diskWrites;
     process.env.ATTNLAB_CUDNN_PLAN_CACHE = '0';
+    reloadConfig();
     try {
       runCudnnAttention(deviceProblem([1, 8, 8, 1, 1, 16], {}));
     } finally {
       delete process.env.ATTNLAB_CUDNN_PLAN_CACHE;
+      reloadConfig();
     }
     assert.equal(planCacheStats().diskWrites, before);
   });

@@ -9,6 +9,7 @@ import { validateAttention } from '../../src/api/validate.js';
 import { type CudnnEnvironment, describeSdpa } from '../../src/backends/cuda/cudnn/features.js';
 import { planCacheDir, planFileName } from '../../src/backends/cuda/cudnn/plan-cache.js';
 import type { AttentionOptions, AttentionProblem } from '../../src/backends/problem.js';
+import { readConfig } from '../../src/config.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';
@@ -153,8 +154,11 @@ describe('the plan-cache key', () => {
     assert.match(planFileName(k, H200), /^[0-9a-f]{40}\.json$/);
   });
   it('puts plans under ATTNLAB_CACHE_DIR, and nowhere when ATTNLAB_CUDNN_PLAN_CACHE=0', () => {
-    assert.equal(planCacheDir({ ATTNLAB_CACHE_DIR: '/tmp/x' }), '/tmp/x/cudnn-plans');
-    assert.match(planCacheDir({}) ?? '', /\.cache\/attnlab\/cudnn-plans$/);
-    assert.equal(planCacheDir({ ATTNLAB_CUDNN_PLAN_CACHE: '0', ATTNLAB_CACHE_DIR: '/tmp/x' }), null);
+    assert.equal(planCacheDir(readConfig({ ATTNLAB_CACHE_DIR: '/tmp/x' })), '/tmp/x/cudnn-plans');
+    assert.match(planCacheDir(readConfig({})) ?? '', /\.cache\/attnlab\/cudnn-plans$/);
+    assert.equal(
+      planCacheDir(readConfig({ ATTNLAB_CUDNN_PLAN_CACHE: '0', ATTNLAB_CACHE_DIR: '/tmp/x' })),
+      null,
+    );
   });
 });

@@ -28,6 +28,7 @@ import {
 import { pipelineChunks } from '../../src/backends/cuda/fp8/pipeline.js';
 import { runCudaFp8 } from '../../src/backends/cuda/fp8/run.js';
 import { DeviceDelayedState } from '../../src/backends/cuda/fp8/state.js';
+import { reloadConfig } from '../../src/config.js';
 import { InvalidArgumentError } from '../../src/errors.js';
 import { autocast } from '../../src/te/autocast.js';
 import { Fp8State } from '../../src/te/fp8-state.js';
@@ -57,6 +58,7 @@ process.env.ATTNLAB_CACHE_DIR = join(dir, 'cache');
 process.env.ATTNLAB_KERNEL_CACHE = '0';
 // The stand-in's plan JSON holds a pointer into its own process: a plan read from disk would dangle.
 process.env.ATTNLAB_CUDNN_PLAN_CACHE = '0';
+reloadConfig();
 
 interface Bound {
   ptr: string;

@@ -17,6 +17,7 @@ import { cudaAvailable, synchronize } from '../../src/backends/cuda/context.js';
 import { runCudnnAttention } from '../../src/backends/cuda/cudnn/backend.js';
 import { clearMemoryPlanCache, planCacheStats } from '../../src/backends/cuda/cudnn/plan-cache.js';
 import { memoryStats } from '../../src/backends/cuda/memory.js';
+import { reloadConfig } from '../../src/config.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import type { Tensor } from '../../src/tensor/tensor.js';
 import { type AttentionCase, buildInputs } from '../support/cases.js';
@@ -53,6 +54,7 @@ const skip = cuda.ok ? false : `no CUDA device: ${cuda.reason}`;
 const seed = Number(process.env.ATTNLAB_TEST_SEED ?? Date.now() % 1_000_000_000);
 const cacheDir = mkdtempSync(join(tmpdir(), 'attnlab-cudnn-'));
 process.env.ATTNLAB_CACHE_DIR = cacheDir;
+reloadConfig();
 const SMALL: AttentionCase = {
   name: 'T=S=384 causal',
   shape: { B: 1, T: 384, S: 384, N: 2, K: 1, H: 128 },
@@ -108,11 +110,13 @@ describe('cudnn plan cache', { skip }, () => {
   it('writes nothing to disk when ATTNLAB_CUDNN_PLAN_CACHE=0', () => {
     const before = planCacheStats().diskWrites;
     process.env.ATTNLAB_CUDNN_PLAN_CACHE = '0';
+    reloadConfig();
     try {
       const c: AttentionCase = { name: 'no disk', shape: { B: 1, T: 96, S: 96, N: 2, K: 2, H: 32 } };
       runCudnnAttention(deviceProblem(c, 'float16', seed)).output.dispose();
     } finally {
       delete process.env.ATTNLAB_CUDNN_PLAN_CACHE;
+      reloadConfig();
     }
     assert.equal(planCacheStats().diskWrites, before);
     assert.ok(existsSync(cacheDir));

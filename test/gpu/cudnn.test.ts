@@ -17,6 +17,7 @@ import { planCacheStats } from '../../src/backends/cuda/cudnn/plan-cache.js';
 import { loadCudnn } from '../../src/backends/cuda/ffi/cudnn.js';
 import { setAllocationPoison } from '../../src/backends/cuda/memory.js';
 import type { AttentionOptions } from '../../src/backends/problem.js';
+import { reloadConfig } from '../../src/config.js';
 import { UnsupportedError } from '../../src/errors.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
@@ -40,6 +41,7 @@ const skip = cuda.ok ? false : `no CUDA device: ${cuda.reason}`;
 const seed = Number(process.env.ATTNLAB_TEST_SEED ?? Date.now() % 1_000_000_000);
 // Plans of this run go to a fresh folder, not the user's cache.
 process.env.ATTNLAB_CACHE_DIR = mkdtempSync(join(tmpdir(), 'attnlab-cudnn-'));
+reloadConfig();
 
 /** Cases of the shared matrix cuDNN refuses, and the words of the reason. */
 const REFUSED: Record<string, RegExp> = {

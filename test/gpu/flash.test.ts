@@ -28,6 +28,7 @@ import {
   setAllocationPoison,
 } from '../../src/backends/cuda/memory.js';
 import type { AttentionOptions } from '../../src/backends/problem.js';
+import { reloadConfig } from '../../src/config.js';
 import { UnsupportedError } from '../../src/errors.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
@@ -147,10 +148,12 @@ describe('cuda flash kernel', { skip }, () => {
     tileCases.forEach((c, index) => {
       it(`${c.name} (bfloat16, tiles ${tiles})`, () => {
         process.env.ATTNLAB_FLASH_TILES = tiles;
+        reloadConfig();
         try {
           runCase(c, 'bfloat16', seed + 2000 + 16 * index);
         } finally {
           delete process.env.ATTNLAB_FLASH_TILES;
+          reloadConfig();
         }
       });
     });

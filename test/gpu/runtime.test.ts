@@ -21,6 +21,7 @@ import {
 import { f32, i32, kernelAttributes, launchKernel, ptr } from '../../src/backends/cuda/launch.js';
 import { allocDevice, copyToHost, emptyCache, memoryStats } from '../../src/backends/cuda/memory.js';
 import { timeOnStream } from '../../src/bench/cuda-timer.js';
+import { reloadConfig } from '../../src/config.js';
 import { CompileError, DeviceError, OutOfMemoryError } from '../../src/errors.js';
 import { Tensor } from '../../src/tensor/tensor.js';
 
@@ -56,12 +57,14 @@ describe('CUDA runtime', { skip }, () => {
     );
     process.env.ATTNLAB_KERNELS_DIR = kernels;
     process.env.ATTNLAB_CACHE_DIR = cache;
+    reloadConfig();
   });
   after(() => {
     process.env.ATTNLAB_KERNELS_DIR = saved.ATTNLAB_KERNELS_DIR;
     process.env.ATTNLAB_CACHE_DIR = saved.ATTNLAB_CACHE_DIR;
     if (saved.ATTNLAB_KERNELS_DIR === undefined) delete process.env.ATTNLAB_KERNELS_DIR;
     if (saved.ATTNLAB_CACHE_DIR === undefined) delete process.env.ATTNLAB_CACHE_DIR;
+    reloadConfig();
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -215,6 +218,7 @@ describe('CUDA runtime', { skip }, () => {
 
   it('a warm naive attention call in a new process compiles nothing', () => {
     delete process.env.ATTNLAB_KERNELS_DIR;
+    reloadConfig();
     const script = `
       const { attention } = await import('./src/api/attention.ts');
       const { randomNormal } = await import('./src/tensor/random.ts');
@@ -234,5 +238,6 @@ describe('CUDA runtime', { skip }, () => {
     assert.equal(warm.status, 0, warm.stderr);
     assert.match(warm.stdout, /^naive-cublaslt-bfloat16\+attnlab_softmax<bf16_t,float,true> true$/m);
     process.env.ATTNLAB_KERNELS_DIR = kernels;
+    reloadConfig();
   });
 });

@@ -12,10 +12,12 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { type Browser, chromium } from 'playwright-core';
 import { makeResults } from '../../src/bench/results.js';
 import { runSweeps } from '../../src/bench/run-bench.js';
+import { reloadConfig } from '../../src/config.js';
 import { chartsFor, type NamedResults } from '../../src/report/charts.js';
 import { buildHtmlReport, escapeHtml, jsonForScript } from '../../src/report/html.js';
 
 process.env.ATTNLAB_DISABLE_CUDA = '1';
+reloadConfig();
 const CHROMIUM = process.env.ATTNLAB_CHROMIUM ?? '/usr/bin/chromium';
 const artifacts = fileURLToPath(new URL('../../test-artifacts/', import.meta.url));
 const HOSTILE = '</script><img src=x onerror="window.__pwned=1">&amp;"\'';

@@ -2,7 +2,7 @@
  * Kernel compilation: a .cu file of src/kernels/ → NVRTC → CUBIN → a loaded module, behind two caches.
  *
  * - In memory: one loaded module per key for the life of the process.
- * - On disk: `$ATTNLAB_CACHE_DIR` or `~/.cache/attnlab/kernels`, one `<key>.cubin` and a
+ * - On disk: `<cache root>/kernels` (root: ATTNLAB_CACHE_DIR or `~/.cache/attnlab`), one `<key>.cubin` and a
  *   `<key>.json` (lowered kernel names, compile time) per key, each written to a temporary file and
  *   renamed, so a concurrent process never reads half a file. `ATTNLAB_KERNEL_CACHE=0` turns it off.
  * - The key is sha256 over the cache format version, the target arch, the NVRTC version, the options,
@@ -13,14 +13,15 @@
  * Includes are written relative to src/kernels (`#include "common/dtypes.cuh"`); nvcc gets
  * `-I src/kernels` for the same effect, so every .cu compiles standalone with either compiler.
  */
+import { config } from '../../config.js';
 import { CompileError } from '../../errors.js';
 import { getCudaContext, targetArch } from './context.js';
 import { cu, outBigInt } from './ffi/driver.js';
 import { decodeCString, NVRTC_ERROR_COMPILATION, nv } from './ffi/nvrtc.js';
-import { type KernelBinary, kernelCacheKey, readCache, writeCache } from './kernel-cache.js';
+import { type KernelBinary, kernelCacheDir, kernelCacheKey, readCache, writeCache } from './kernel-cache.js';
 import { kernelsDir, readKernelSources, sourceExcerpt } from './kernel-source.js';
 
-export { CACHE_FORMAT_VERSION, cacheDir, kernelCacheKey } from './kernel-cache.js';
+export { CACHE_FORMAT_VERSION, kernelCacheDir, kernelCacheKey } from './kernel-cache.js';
 export { kernelsDir, readKernelSources, sourceExcerpt } from './kernel-source.js';
 
 /** What to compile: one .cu file, the kernels to take out of it, and its specialisation. */
@@ -132,11 +133,11 @@ function loadKernelsByKey(spec: KernelSpec): CompiledModule {
     record({ file: spec.file, key, source: 'memory', milliseconds: 0, cubinBytes: 0 });
     return inMemory;
   }
-  const useDisk = process.env.ATTNLAB_KERNEL_CACHE !== '0';
+  const useDisk = kernelCacheDir() !== null;
   const cached = useDisk ? readCache(key) : undefined;
   let binary = cached;
   if (!binary) {
-    if (process.env.ATTNLAB_ASSERT_NO_COMPILE === '1') {
+    if (config().assertNoCompile) {
       throw new CompileError(
         spec.file,
         'ATTNLAB_ASSERT_NO_COMPILE=1 forbids compiling, and no cached binary exists',
@@ -157,7 +158,7 @@ function loadKernelsByKey(spec: KernelSpec): CompiledModule {
     milliseconds,
     cubinBytes: binary.cubin.byteLength,
   });
-  if (Number(process.env.ATTNLAB_DEBUG ?? 0) >= 3) {
+  if (config().debug >= 3) {
     console.error(
       `[attnlab] kernels ${spec.kernels.join(', ')} from ${spec.file}: ${history.at(-1)?.source}, ${milliseconds.toFixed(1)} ms, key ${key.slice(0, 12)}`,
     );
@@ -191,8 +192,7 @@ function compileWithNvrtc(
     if (status === NVRTC_ERROR_COMPILATION) {
       throw new CompileError(spec.file, log, options, sourceExcerpt(log, spec.file, source, headers));
     }
-    if (log.trim() && Number(process.env.ATTNLAB_DEBUG ?? 0) >= 2)
-      console.error(`[attnlab] NVRTC log for ${spec.file}:\n${log}`);
+    if (log.trim() && config().debug >= 2) console.error(`[attnlab] NVRTC log for ${spec.file}:\n${log}`);
     const lowered: Record<string, string> = {};
     for (const expression of spec.kernels) {
       lowered[expression] = decodeCString(outBigInt((slot) => n.nvrtcGetLoweredName(prog, expression, slot)));

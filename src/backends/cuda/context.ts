@@ -7,6 +7,7 @@
  * The device's primary context is retained (not a new context) so that cuDNN, cuBLASLt and our own
  * cuMemAlloc buffers share one context — cuDNN picks up the current context at cudnnCreate.
  */
+import { config } from '../../config.js';
 import { AttnlabError } from '../../errors.js';
 import { lt } from './ffi/cublaslt.js';
 import { CU_DEVICE_ATTRIBUTE, CU_STREAM_NON_BLOCKING, cu, outBigInt, outInt } from './ffi/driver.js';
@@ -96,7 +97,7 @@ function readProperties(device: number): DeviceProperties {
  */
 export function cudaAvailable(): { ok: true } | { ok: false; reason: string } {
   if (availability) return availability;
-  if (process.env.ATTNLAB_DISABLE_CUDA === '1') {
+  if (config().disableCuda) {
     availability = { ok: false, reason: 'ATTNLAB_DISABLE_CUDA=1' };
     return availability;
   }

@@ -1,13 +1,14 @@
 /**
- * The on-disk kernel cache: `$ATTNLAB_CACHE_DIR` or `~/.cache/attnlab/kernels`, one `<key>.cubin`
+ * The on-disk kernel cache: `<cache root>/kernels` (root: ATTNLAB_CACHE_DIR, default
+ * `~/.cache/attnlab`; off with ATTNLAB_KERNEL_CACHE=0), one `<key>.cubin`
  * and one `<key>.json` (lowered kernel names, compile time) per key, each written to a temporary file
  * and renamed so that a concurrent process never reads half a file. The key is sha256 over
  * everything that changes the binary.
  */
 import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
-import { homedir } from 'node:os';
 import { join } from 'node:path';
+import { config } from '../../config.js';
 
 /** Bump when the cached files' format or meaning changes. */
 export const CACHE_FORMAT_VERSION = 1;
@@ -19,9 +20,9 @@ export interface KernelBinary {
   readonly compileMs: number;
 }
 
-/** Where compiled kernels are kept. */
-export function cacheDir(): string {
-  return process.env.ATTNLAB_CACHE_DIR ?? join(homedir(), '.cache', 'attnlab', 'kernels');
+/** Where compiled kernels are kept, or null when the disk cache is off. */
+export function kernelCacheDir(): string | null {
+  return config().kernelCacheDir;
 }
 
 /** The cache key: sha256 of everything that changes the binary. */
@@ -43,7 +44,9 @@ export function kernelCacheKey(parts: {
 }
 
 export function readCache(key: string): (KernelBinary & { compileMs: number }) | undefined {
-  const base = join(cacheDir(), key);
+  const dir = kernelCacheDir();
+  if (!dir) return undefined;
+  const base = join(dir, key);
   try {
     const meta = JSON.parse(readFileSync(`${base}.json`, 'utf8')) as {
       lowered: Record<string, string>;
@@ -57,7 +60,8 @@ export function readCache(key: string): (KernelBinary & { compileMs: number }) |
 }
 
 export function writeCache(key: string, binary: KernelBinary): void {
-  const dir = cacheDir();
+  const dir = kernelCacheDir();
+  if (!dir) return;
   try {
     mkdirSync(dir, { recursive: true });
     const base = join(dir, key);
@@ -72,7 +76,6 @@ export function writeCache(key: string, binary: KernelBinary): void {
     renameSync(`${base}.cubin${tmp}`, `${base}.cubin`);
   } catch (error) {
     // A read-only home must not stop attnlab; the in-memory cache still applies.
-    if (Number(process.env.ATTNLAB_DEBUG ?? 0) >= 1)
-      console.error(`[attnlab] kernel cache not written: ${error}`);
+    if (config().debug >= 1) console.error(`[attnlab] kernel cache not written: ${error}`);
   }
 }

@@ -5,11 +5,13 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { config } from '../../config.js';
 import { InvalidArgumentError } from '../../errors.js';
 
 /** src/kernels, found from this module whether it runs from src/ (tsx) or dist/src/ (built). */
 export function kernelsDir(): string {
-  if (process.env.ATTNLAB_KERNELS_DIR) return process.env.ATTNLAB_KERNELS_DIR;
+  const override = config().kernelsDir;
+  if (override) return override;
   if (defaultKernelsDir) return defaultKernelsDir;
   const here = dirname(fileURLToPath(import.meta.url));
   const candidates = [join(here, '../../kernels'), join(here, '../../../../src/kernels')];

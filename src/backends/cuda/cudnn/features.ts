@@ -6,6 +6,7 @@
  *
  * It also says, in words, why cuDNN cannot run a problem; `supports()` returns that reason.
  */
+import { config } from '../../../config.js';
 import type { AttentionProblem, CausalAlignment, ProblemSize } from '../../problem.js';
 import { CUDNN_UNIFIED_SEQ_LEN_VERSION } from '../ffi/cudnn-constants.js';
 
@@ -127,8 +128,7 @@ export function describeSdpa(
       return no(`row ${empty.row} of batch ${empty.batch} sees no key; cuDNN's output there is not defined`);
   }
   const unifiedOk = !bias && !bounded && (!padding || env.version >= CUDNN_UNIFIED_SEQ_LEN_VERSION);
-  const envGraph = process.env.ATTNLAB_CUDNN_GRAPH;
-  const wanted = options.graph ?? (envGraph === 'composite' || envGraph === 'unified' ? envGraph : undefined);
+  const wanted = options.graph ?? config().cudnnGraph ?? undefined;
   if (wanted === 'unified' && !unifiedOk) {
     return no(
       `the unified SDPA op of cuDNN ${env.version} cannot take bias, causal, windows or (before 9.15) padding`,

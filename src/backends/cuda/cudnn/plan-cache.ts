@@ -9,10 +9,11 @@
  * (cache format, cuDNN version, GPU, graph key), written to a temporary file and renamed so a
  * reader never sees half a file. ATTNLAB_CUDNN_PLAN_CACHE=0 turns the disk layer off.
  */
+
 import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
-import { homedir } from 'node:os';
 import { join } from 'node:path';
+import { type AttnlabConfig, config } from '../../../config.js';
 import { forgetLaunch } from './execute.js';
 import type { CudnnEnvironment, SdpaFeatures } from './features.js';
 import { destroyAll } from './materialize.js';
@@ -54,9 +55,8 @@ export function planCacheStats(): Readonly<PlanCacheStats> {
 }
 
 /** The folder of plan files, or null when the disk cache is turned off. */
-export function planCacheDir(env: NodeJS.ProcessEnv = process.env): string | null {
-  if (env.ATTNLAB_CUDNN_PLAN_CACHE === '0') return null;
-  return join(env.ATTNLAB_CACHE_DIR || join(homedir(), '.cache', 'attnlab'), 'cudnn-plans');
+export function planCacheDir(settings: AttnlabConfig = config()): string | null {
+  return settings.cudnnPlanCacheDir;
 }
 
 /** The file name of a plan: a hash of everything that must match for the plan to be reusable. */

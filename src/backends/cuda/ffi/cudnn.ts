@@ -7,8 +7,10 @@
  * descriptors and pointers are BigInt, out-parameters
  * are one-element typed arrays, and each attribute type has its own typed value array.
  */
+
 import { writeSync } from 'node:fs';
 import koffi from 'koffi';
+import { config } from '../../../config.js';
 import { DeviceError } from '../../../errors.js';
 import { getCudaContext } from '../context.js';
 import { ATTR_TYPE, DESCRIPTOR, statusCategory } from './cudnn-constants.js';
@@ -82,7 +84,7 @@ export function loadCudnn(): Cudnn {
  * so that the last call before a crash inside cuDNN is on screen.
  */
 function traced(name: string, fn: Fn): Fn {
-  if (process.env.ATTNLAB_CUDNN_TRACE !== '1') return fn;
+  if (!config().cudnnTrace) return fn;
   const show = (a: unknown) =>
     typeof a === 'bigint'
       ? `0x${a.toString(16)}`

@@ -14,6 +14,7 @@ import { existsSync, readdirSync, readFileSync, realpathSync, statSync } from 'n
 import { homedir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import koffi, { type LibraryHandle } from 'koffi';
+import { config, LIBRARY_VARIABLES, readConfig } from '../../../config.js';
 import { LibraryNotFoundError } from '../../../errors.js';
 
 export type LibraryName = 'cuda' | 'nvrtc' | 'cublasLt' | 'cudnn';
@@ -21,7 +22,6 @@ export type LibraryName = 'cuda' | 'nvrtc' | 'cublasLt' | 'cudnn';
 interface LibrarySpec {
   /** Sonames, newest first. */
   readonly sonames: readonly string[];
-  readonly envVar: string;
   /** Folder names under site-packages/nvidia/ that ship this library (CUDA 12 and 13 wheel layouts). */
   readonly pythonPackages: readonly string[];
   readonly hint: string;
@@ -30,25 +30,21 @@ interface LibrarySpec {
 const SPECS: Record<LibraryName, LibrarySpec> = {
   cuda: {
     sonames: ['libcuda.so.1', 'libcuda.so'],
-    envVar: 'ATTNLAB_LIBCUDA',
     pythonPackages: [],
     hint: 'Install the NVIDIA driver, or set ATTNLAB_LIBCUDA to libcuda.so.1 or its folder.',
   },
   nvrtc: {
     sonames: ['libnvrtc.so.13', 'libnvrtc.so.12', 'libnvrtc.so'],
-    envVar: 'ATTNLAB_NVRTC',
     pythonPackages: ['cu13', 'cuda_nvrtc'],
     hint: 'Install the CUDA toolkit (or pip install nvidia-cuda-nvrtc), or set ATTNLAB_NVRTC.',
   },
   cublasLt: {
     sonames: ['libcublasLt.so.13', 'libcublasLt.so.12', 'libcublasLt.so'],
-    envVar: 'ATTNLAB_CUBLASLT',
     pythonPackages: ['cu13', 'cublas'],
     hint: 'Install the CUDA toolkit (or pip install nvidia-cublas), or set ATTNLAB_CUBLASLT.',
   },
   cudnn: {
     sonames: ['libcudnn.so.9', 'libcudnn.so'],
-    envVar: 'ATTNLAB_CUDNN',
     pythonPackages: ['cudnn'],
     hint: 'Install cuDNN 9 (or pip install nvidia-cudnn-cu13), or set ATTNLAB_CUDNN.',
   },
@@ -81,14 +77,22 @@ export function pythonSitePackages(env: NodeJS.ProcessEnv = process.env): string
 }
 
 /** Every path worth trying for `name`, in search order. Files that do not exist are kept out. */
-export function libraryCandidates(name: LibraryName, env: NodeJS.ProcessEnv = process.env): string[] {
+/**
+ * The ATTNLAB_<LIB> value for `name`: from config(), or parsed from `env` when a caller (a test)
+ * passes its own variables.
+ */
+function overrideFor(name: LibraryName, env: NodeJS.ProcessEnv | undefined): string | null {
+  return (env ? readConfig(env) : config()).libraries[name];
+}
+
+export function libraryCandidates(name: LibraryName, env?: NodeJS.ProcessEnv): string[] {
   const spec = SPECS[name];
   const candidates: string[] = [];
   const inFolder = (folder: string) => spec.sonames.map((s) => join(folder, s));
-  const override = env[spec.envVar];
+  const override = overrideFor(name, env);
   if (override) candidates.push(...overrideCandidates(spec, override));
-  for (const folder of systemFolders(env)) candidates.push(...inFolder(folder));
-  for (const site of pythonSitePackages(env)) {
+  for (const folder of systemFolders(env ?? process.env)) candidates.push(...inFolder(folder));
+  for (const site of pythonSitePackages(env ?? process.env)) {
     for (const pkg of spec.pythonPackages) candidates.push(...inFolder(join(site, 'nvidia', pkg, 'lib')));
   }
   return [...new Set(candidates)].filter((c) => existsSync(c));
@@ -114,17 +118,18 @@ const loaded = new Map<LibraryName, LoadedLibrary>();
  * Loads `name` once per process, trying each candidate in order; throws LibraryNotFoundError
  * listing every place tried (and why each failed to load) when none works.
  */
-export function loadLibrary(name: LibraryName, env: NodeJS.ProcessEnv = process.env): LoadedLibrary {
+export function loadLibrary(name: LibraryName, env?: NodeJS.ProcessEnv): LoadedLibrary {
   const cached = loaded.get(name);
   if (cached) return cached;
   const spec = SPECS[name];
-  const override = env[spec.envVar];
+  const override = overrideFor(name, env);
   // An explicit variable is a demand, not a hint: when it names nothing loadable, say so rather than
   // quietly loading another copy.
   let candidates = override ? overrideCandidates(spec, override) : libraryCandidates(name, env);
   if (name === 'cudnn') candidates = rankByCudnnVersion(candidates);
   const tried: string[] = [];
-  if (override && candidates.length === 0) tried.push(`${spec.envVar}=${override} (no such file)`);
+  if (override && candidates.length === 0)
+    tried.push(`${LIBRARY_VARIABLES[name]}=${override} (no such file)`);
   for (const path of override ? candidates : [...candidates, ...spec.sonames]) {
     try {
       if (name === 'cudnn' && path.includes('/')) preloadCudnnSiblings(path);

@@ -125,7 +125,6 @@ export function runFlash(p: AttentionProblem): BackendOutput {
         },
         [marshalFlashParams(params)],
       );
-      if (Number(process.env.ATTNLAB_DEBUG ?? 0) >= 1) console.error(`[attnlab] cuda flash: ${key}`);
     }
   } finally {
     // Safe before the kernel ran: the pool hands these blocks only to work enqueued later on the

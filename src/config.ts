@@ -1,0 +1,100 @@
+/**
+ * The one reader of attnlab's environment: every ATTNLAB_* variable is parsed here into a typed
+ * setting, and every other module asks config(). The variables are read once, at the first call
+ * (not at import, so a program or test may set them after importing attnlab); a test or tool that
+ * changes them later calls reloadConfig(). README's "Environment variables" table documents each one,
+ * and a CPU test (test/cpu/config.test.ts) checks that the table, this file and src/ agree.
+ */
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+
+/** The libraries found through ATTNLAB_<LIB> (a file, or a folder to look in), before any search. */
+export const LIBRARY_VARIABLES = {
+  cuda: 'ATTNLAB_LIBCUDA',
+  nvrtc: 'ATTNLAB_NVRTC',
+  cublasLt: 'ATTNLAB_CUBLASLT',
+  cudnn: 'ATTNLAB_CUDNN',
+  /** Reserved for the NCCL binding (multi-GPU collectives); nothing loads NCCL yet. */
+  nccl: 'ATTNLAB_NCCL',
+} as const;
+export type ConfiguredLibrary = keyof typeof LIBRARY_VARIABLES;
+
+export type CudnnGraphChoice = 'composite' | 'unified';
+
+export interface AttnlabConfig {
+  /**
+   * ATTNLAB_DEBUG (0 when unset or not a number): 1 prints which backend and kernel variant ran each
+   * call, and disk-cache write problems; 2 adds compiler logs; 3 adds every kernel load.
+   */
+  readonly debug: number;
+  /** ATTNLAB_DISABLE_CUDA=1: behave as if there were no GPU. */
+  readonly disableCuda: boolean;
+  /** ATTNLAB_CACHE_DIR (default ~/.cache/attnlab): the root of every disk cache below. */
+  readonly cacheRoot: string;
+  /** <root>/kernels, or null with ATTNLAB_KERNEL_CACHE=0: compiled kernels (.cubin + .json). */
+  readonly kernelCacheDir: string | null;
+  /** <root>/cudnn-plans, or null with ATTNLAB_CUDNN_PLAN_CACHE=0: serialised cuDNN execution plans. */
+  readonly cudnnPlanCacheDir: string | null;
+  /** <root>/matmul-ceiling.json: the measured matmul ceiling per GPU name. */
+  readonly ceilingCacheFile: string;
+  /** ATTNLAB_ASSERT_NO_COMPILE=1: any NVRTC compile is an error (proves a warm run compiled nothing). */
+  readonly assertNoCompile: boolean;
+  /** ATTNLAB_KERNELS_DIR: the folder of .cu sources to compile instead of src/kernels/ (tests). */
+  readonly kernelsDir: string | null;
+  /** ATTNLAB_FLASH_TILES, e.g. '128x64x4': the flash kernel's tiles for every head dim (benchmarks). */
+  readonly flashTiles: string | null;
+  /** ATTNLAB_CUDNN_GRAPH=composite|unified: the cuDNN SDPA graph to build where both can run. */
+  readonly cudnnGraph: CudnnGraphChoice | null;
+  /** ATTNLAB_CUDNN_TRACE=1: print every cuDNN backend call and its status to stderr. */
+  readonly cudnnTrace: boolean;
+  /** ATTNLAB_COMMIT: the commit results files record when the checkout has no .git. */
+  readonly commit: string | null;
+  /** ATTNLAB_PYTHON: the only interpreter tried for the JAX/PyTorch peers. */
+  readonly python: string | null;
+  /** ATTNLAB_LIBCUDA, ATTNLAB_NVRTC, ATTNLAB_CUBLASLT, ATTNLAB_CUDNN, ATTNLAB_NCCL. */
+  readonly libraries: Readonly<Record<ConfiguredLibrary, string | null>>;
+}
+
+/** Parses `env` (any object of variables; tests pass their own). An empty value counts as unset. */
+export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
+  const text = (name: string): string | null => env[name] || null;
+  const debug = Number(text('ATTNLAB_DEBUG') ?? 0);
+  const graph = text('ATTNLAB_CUDNN_GRAPH');
+  const cacheRoot = text('ATTNLAB_CACHE_DIR') ?? join(homedir(), '.cache', 'attnlab');
+  const libraries = Object.fromEntries(
+    Object.entries(LIBRARY_VARIABLES).map(([library, variable]) => [library, text(variable)]),
+  ) as Record<ConfiguredLibrary, string | null>;
+  return {
+    debug: Number.isFinite(debug) ? debug : 0,
+    disableCuda: text('ATTNLAB_DISABLE_CUDA') === '1',
+    cacheRoot,
+    kernelCacheDir: text('ATTNLAB_KERNEL_CACHE') === '0' ? null : join(cacheRoot, 'kernels'),
+    cudnnPlanCacheDir: text('ATTNLAB_CUDNN_PLAN_CACHE') === '0' ? null : join(cacheRoot, 'cudnn-plans'),
+    ceilingCacheFile: join(cacheRoot, 'matmul-ceiling.json'),
+    assertNoCompile: text('ATTNLAB_ASSERT_NO_COMPILE') === '1',
+    kernelsDir: text('ATTNLAB_KERNELS_DIR'),
+    flashTiles: text('ATTNLAB_FLASH_TILES'),
+    cudnnGraph: graph === 'composite' || graph === 'unified' ? graph : null,
+    cudnnTrace: text('ATTNLAB_CUDNN_TRACE') === '1',
+    commit: text('ATTNLAB_COMMIT'),
+    python: text('ATTNLAB_PYTHON'),
+    libraries,
+  };
+}
+
+let current: AttnlabConfig | null = null;
+
+/** The settings of this process, read from process.env at the first call. */
+export function config(): AttnlabConfig {
+  current ??= readConfig(process.env);
+  return current;
+}
+
+/**
+ * Reads process.env again (tests, tools that set variables after the first call). Anything already
+ * built from the old values stays: a loaded library, the CUDA availability answer, compiled kernels.
+ */
+export function reloadConfig(): AttnlabConfig {
+  current = readConfig(process.env);
+  return current;
+}
