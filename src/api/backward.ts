@@ -11,18 +11,17 @@ import type {
 } from '../backends/backward-problem.js';
 import { chooseBackwardBackend } from '../backends/backward-registry.js';
 import { exactLogSumExp } from '../backends/cpu/reference-backward.js';
+import { config } from '../config.js';
 import { Tensor } from '../tensor/tensor.js';
 import { attention } from './attention.js';
 import { validateAttention } from './validate.js';
 import { splitBackwardOptions, validateBackward } from './validate-backward.js';
 
-/** ATTNLAB_DEBUG ≥ 1 prints which backend and kernel variant ran each call. */
-const debugLevel = Number(process.env.ATTNLAB_DEBUG ?? 0);
-
 function runBackward(p: BackwardProblem): AttentionBackwardResult {
   const backend = chooseBackwardBackend(p);
   const r = backend.run(p);
-  if (debugLevel >= 1) {
+  // ATTNLAB_DEBUG ≥ 1: which backend and kernel variant ran each call.
+  if (config().debug >= 1) {
     const { B, T, S, N, K, H } = p;
     process.stderr.write(
       `[attnlab] backward ${backend.name} (${backend.device}) ran ${r.variant} for B=${B} T=${T} S=${S} N=${N} K=${K} H=${H} ${p.dtype}\n`,
