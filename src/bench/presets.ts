@@ -22,6 +22,12 @@ export interface CodelabSizes {
   readonly batch: readonly number[];
   /** T of the batch sweep. */
   readonly batchSeq: number;
+  /** T at which the lab times MHA, GQA and MQA (section 9). */
+  readonly headsSeq: number;
+  /** The lab's TransformerEngine-style module sweep over T (section 10a), bf16 causal. */
+  readonly teSeq: readonly number[];
+  /** T of the FP8 comparison (section 10b; sm_90 GPUs only). */
+  readonly fp8Seq: number;
 }
 
 /** The sizes of the codelab's sections on each kind of machine; `long` extends the sequence sweep. */
@@ -35,6 +41,9 @@ export function codelabSizes(device: 'cuda' | 'cpu', long: boolean): CodelabSize
       seq: doubling(64, long ? 16384 : 1024),
       batch: doubling(1, 16),
       batchSeq: 256,
+      headsSeq: 2048,
+      teSeq: doubling(128, 2048),
+      fp8Seq: long ? 2048 : 1024,
     };
   }
   return {
@@ -45,6 +54,9 @@ export function codelabSizes(device: 'cuda' | 'cpu', long: boolean): CodelabSize
     seq: doubling(16, long ? 256 : 128),
     batch: doubling(1, long ? 8 : 4),
     batchSeq: 64,
+    headsSeq: 64,
+    teSeq: doubling(16, 64),
+    fp8Seq: 64,
   };
 }
 

@@ -7,12 +7,16 @@ import { join } from 'node:path';
 import type { Command } from 'commander';
 import { cudaAvailable } from '../backends/cuda/context.js';
 import type { Implementation } from '../backends/problem.js';
+import { memoryShortfall } from '../bench/fit.js';
+import { attnlabLabel, type MeasureOptions } from '../bench/measure.js';
 import { parsePeerList } from '../bench/peers.js';
 import { codelabSweeps } from '../bench/presets.js';
 import { terminalProgress } from '../bench/progress.js';
 import { makeResults } from '../bench/results.js';
 import { runSweeps, type SweepGroup } from '../bench/run-bench.js';
 import {
+  type BenchCase,
+  expandSweep,
   parseBoolList,
   parseDTypeList,
   parseImplList,
@@ -22,6 +26,10 @@ import {
 import { InvalidArgumentError } from '../errors.js';
 import { writeReport } from '../report/write.js';
 import { saveResults } from '../results/files.js';
+import type { ResultRow } from '../results/schema.js';
+import { shapeLabel } from '../results/shape-label.js';
+import { MAX_SEED, parseInteger, parseNumber } from './numbers.js';
+import { checkOutputDir, checkOutputFile } from './output-path.js';
 
 interface BenchFlags {
   batch: string;
@@ -102,32 +110,26 @@ Examples:
       const groups = flags.preset
         ? presetGroups(flags.preset)
         : [{ name: flags.name, spec: specFrom(flags) }];
-      const count = (option: string, text: string) => {
-        const value = Number(text);
-        if (!Number.isInteger(value) || value < 0)
-          throw new InvalidArgumentError(option, 'an integer ≥ 0', text);
-        return value;
-      };
-      const ceiling = flags.ceiling === undefined ? undefined : Number(flags.ceiling);
-      if (ceiling !== undefined && !(ceiling > 0)) {
-        throw new InvalidArgumentError('--ceiling', 'a positive TFLOP/s value', String(flags.ceiling));
-      }
+      const measure = measureFrom(flags);
+      const ceiling =
+        flags.ceiling === undefined
+          ? undefined
+          : parseNumber('--ceiling', flags.ceiling, 'positive', 'TFLOP/s');
+      const peers = flags.peers ? parsePeerList(flags.peers) : [];
       // Files are named by --name when one is given, else by the preset ('bench' by default).
       const name = flags.name !== 'bench' || !flags.preset ? flags.name : flags.preset;
       const jsonPath = flags.json ?? (flags.out ? join(flags.out, `${name}.json`) : undefined);
       const htmlPath = flags.html ?? (flags.out ? join(flags.out, `${name}.html`) : undefined);
+      // Every path is checked before the first case runs: a bad one costs nothing but this line.
+      if (flags.out) checkOutputDir('--out', flags.out);
+      if (jsonPath) checkOutputFile(flags.json ? '--json' : '--out', jsonPath);
+      if (htmlPath) checkOutputFile(flags.html ? '--html' : '--out', htmlPath);
+      const tooLarge = casesThatCannotFit(groups);
       const run = await runSweeps(groups, {
-        measure: {
-          warmup: count('--warmup', flags.warmup),
-          repeats: Math.max(1, count('--repeats', flags.repeats)),
-          minRepeats: Math.min(10, Math.max(1, count('--repeats', flags.repeats))),
-          budgetMs: count('--budget-ms', flags.budgetMs),
-          settleMs: count('--settle-ms', flags.settleMs),
-          seed: count('--seed', flags.seed),
-          checkError: flags.check,
-        },
-        peers: flags.peers ? parsePeerList(flags.peers) : [],
+        measure,
+        peers,
         ceiling,
+        skip: (c) => tooLarge.get(caseKey(c)) ?? null,
         progress: flags.progress ? terminalProgress() : undefined,
         // A run stopped part-way (a time limit on a lent GPU) keeps the parts it finished.
         onPartial: (partial) => {
@@ -141,7 +143,61 @@ Examples:
       );
       if (jsonPath) process.stdout.write(`results: ${jsonPath}\n`);
       if (htmlPath) process.stdout.write(`report:  ${htmlPath}\n`);
+      const nothing = nothingRan(results.rows);
+      if (nothing) {
+        process.stderr.write(`attnlab: bench: ${nothing}\n`);
+        process.exitCode = 1;
+      }
     });
+}
+
+/** The timing options, each checked: a count of 0 repeats or a NaN budget cannot give a row. */
+function measureFrom(flags: BenchFlags): Partial<MeasureOptions> {
+  const repeats = parseInteger('--repeats', flags.repeats, 1);
+  return {
+    warmup: parseInteger('--warmup', flags.warmup, 0),
+    repeats,
+    minRepeats: Math.min(10, repeats),
+    budgetMs: parseNumber('--budget-ms', flags.budgetMs, 'positive', 'ms'),
+    settleMs: parseNumber('--settle-ms', flags.settleMs, 'non-negative', 'ms'),
+    seed: parseInteger('--seed', flags.seed, 0, MAX_SEED),
+    checkError: flags.check,
+  };
+}
+
+function caseKey(c: BenchCase): string {
+  return [c.impl, c.dtype, c.B, c.T, c.S, c.N, c.K, c.H].join(' ');
+}
+
+/**
+ * The cases too large for this machine's memory, each with why, printed before anything runs
+ * (their rows then say 'out-of-memory: not run: …').
+ */
+function casesThatCannotFit(groups: readonly SweepGroup[]): Map<string, string> {
+  const reasons = new Map<string, string>();
+  for (const group of groups) {
+    for (const c of expandSweep(group.spec).cases) {
+      const key = caseKey(c);
+      if (reasons.has(key)) continue;
+      const why = memoryShortfall(c);
+      if (why) {
+        reasons.set(key, why);
+        process.stderr.write(`attnlab: bench: will not run ${attnlabLabel(c)} ${shapeLabel(c)}: ${why}\n`);
+      }
+    }
+  }
+  return reasons;
+}
+
+/** Why no row of the run produced a time, or null when at least one did. */
+export function nothingRan(rows: readonly ResultRow[]): string | null {
+  if (rows.some((r) => r.status === 'ok')) return null;
+  if (rows.length === 0) return 'no case to run (every combination of the sizes was invalid)';
+  const counts = new Map<string, number>();
+  for (const r of rows) counts.set(r.status, (counts.get(r.status) ?? 0) + 1);
+  const summary = [...counts].map(([status, n]) => `${n} ${status}`).join(', ');
+  const first = rows[0];
+  return `no row ran (${summary}); first: ${first.label} ${shapeLabel(first)}: ${first.reason ?? first.status}`;
 }
 
 function presetGroups(preset: string): SweepGroup[] {

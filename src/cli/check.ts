@@ -3,12 +3,14 @@
  * reference) as a table. Exits 1 when any row fails.
  */
 import type { Command } from 'commander';
+import { cudaAvailable } from '../backends/cuda/context.js';
 import { IMPLEMENTATIONS, type Implementation } from '../backends/problem.js';
-import { CASES } from '../check/cases.js';
+import { type AttentionCase, CASES } from '../check/cases.js';
 import { type CheckRow, runCheck } from '../check/run-check.js';
 import { InvalidArgumentError } from '../errors.js';
 import { type FloatDType, isFloatDType } from '../tensor/dtype.js';
 import type { Device } from '../tensor/storage.js';
+import { MAX_SEED, parseInteger } from './numbers.js';
 import { renderTable } from './table.js';
 
 function list<T extends string>(argument: string, value: string, allowed: (v: string) => boolean): T[] {
@@ -39,21 +41,39 @@ export function registerCheckCommand(program: Command): void {
         seed?: string;
         json?: boolean;
       }) => {
-        const seed = o.seed === undefined ? Date.now() % 1_000_000 : Number(o.seed);
-        if (!Number.isInteger(seed)) throw new InvalidArgumentError('--seed', 'an integer', String(o.seed));
+        const seed =
+          o.seed === undefined ? Date.now() % 1_000_000 : parseInteger('--seed', o.seed, 0, MAX_SEED);
+        const devices = o.device
+          ? list<Device>('--device', o.device, (d) => d === 'cpu' || d === 'cuda')
+          : undefined;
+        const cuda = cudaAvailable();
+        if (devices?.includes('cuda') && !cuda.ok) {
+          throw new InvalidArgumentError(
+            '--device',
+            'devices this machine has (cpu)',
+            `cuda (not available: ${cuda.reason.split(';')[0]})`,
+          );
+        }
+        const cases = o.case === undefined ? undefined : matchingCases(o.case);
         const rows = runCheck({
-          devices: o.device
-            ? list<Device>('--device', o.device, (d) => d === 'cpu' || d === 'cuda')
-            : undefined,
+          devices,
           backends: o.impl
             ? list<Implementation>('--impl', o.impl, (b) => IMPLEMENTATIONS.includes(b as Implementation))
             : undefined,
           dtypes: o.dtype
             ? list<FloatDType>('--dtype', o.dtype, (d) => isFloatDType(d as FloatDType))
             : undefined,
-          cases: o.case ? CASES.filter((c) => c.name.includes(o.case!)) : undefined,
+          cases,
           seed,
         });
+        if (rows.length === 0) {
+          // Only the reference was asked for: it is the oracle, checked against itself it says nothing.
+          throw new InvalidArgumentError(
+            '--impl',
+            'a backend other than the float64 reference',
+            String(o.impl),
+          );
+        }
         const failed = rows.filter((r) => r.status === 'fail').length;
         if (o.json) {
           process.stdout.write(`${JSON.stringify({ seed, rows }, null, 2)}\n`);
@@ -68,6 +88,20 @@ export function registerCheckCommand(program: Command): void {
         if (failed > 0) process.exitCode = 1;
       },
     );
+}
+
+/** The cases whose name contains `text`; none is an error that lists a few names to choose from. */
+function matchingCases(text: string): AttentionCase[] {
+  const found = CASES.filter((c) => c.name.includes(text));
+  if (found.length === 0) {
+    const some = CASES.slice(0, 4).map((c) => JSON.stringify(c.name));
+    throw new InvalidArgumentError(
+      '--case',
+      `text found in a case name (${CASES.length} cases, e.g. ${some.join(', ')})`,
+      `${JSON.stringify(text)}, which matches none`,
+    );
+  }
+  return found;
 }
 
 function renderRows(rows: CheckRow[]): string {

@@ -1,27 +1,42 @@
 /**
  * `attnlab info`: this machine, the GPU (compute capability, memory, driver) and the versions and paths
- * of the CUDA libraries attnlab found, or why a GPU path is not available.
+ * of the CUDA libraries attnlab found, or why a GPU path is not available. Lines stay within 100
+ * columns: a reason that lists every path searched is cut into its clauses, one per line.
  */
 import type { Command } from 'commander';
 import { cudaAvailable, cudaInfo } from '../backends/cuda/context.js';
 import { BACKENDS } from '../backends/registry.js';
+import { renderTable } from '../report/terminal.js';
 import { packageVersion } from '../version.js';
-import { renderKeyValues } from './table.js';
+
+/** Backends by device, e.g. 'flash, reference (cpu)'. */
+function backendsOn(device: 'cpu' | 'cuda'): string {
+  const names = BACKENDS.filter((b) => b.device === device).map((b) => b.name);
+  return `${names.join(', ')} (${device})`;
+}
 
 export function collectInfo(): Record<string, string> {
+  const cuda = cudaAvailable();
   const info: Record<string, string> = {
     attnlab: packageVersion(),
     node: process.version,
     platform: `${process.platform} ${process.arch}`,
-    backends: BACKENDS.map((b) => `${b.name} (${b.device})`).join(', '),
+    // Only what can run here is "available"; the GPU backends are named with why they cannot.
+    backends: cuda.ok ? `${backendsOn('cpu')}, ${backendsOn('cuda')}` : backendsOn('cpu'),
   };
-  const cuda = cudaAvailable();
   if (!cuda.ok) {
     info.cuda = `not available: ${cuda.reason}`;
+    info['not available'] = `${backendsOn('cuda')}: they need a CUDA GPU`;
     return info;
   }
   for (const [key, value] of Object.entries(cudaInfo())) info[key] = String(value);
   return info;
+}
+
+/** A long value as lines at its clause boundaries ('; ', '. ', and '), ' between listed paths). */
+export function clauses(value: string): string {
+  if (value.length <= 80) return value;
+  return value.replace(/(; |\. |\), )/g, (sep) => `${sep.trimEnd()}\n`);
 }
 
 export function registerInfoCommand(program: Command): void {
@@ -31,8 +46,11 @@ export function registerInfoCommand(program: Command): void {
     .option('--json', 'print JSON instead of a table')
     .action((options: { json?: boolean }) => {
       const info = collectInfo();
-      process.stdout.write(
-        options.json ? `${JSON.stringify(info, null, 2)}\n` : `${renderKeyValues(info)}\n`,
-      );
+      if (options.json) {
+        process.stdout.write(`${JSON.stringify(info, null, 2)}\n`);
+        return;
+      }
+      const rows = Object.entries(info).map(([k, v]) => [k, clauses(v)]);
+      process.stdout.write(`${renderTable(['', 'value'], rows, { color: Boolean(process.stdout.isTTY) })}\n`);
     });
 }

@@ -1,13 +1,13 @@
 /**
  * The `attnlab` command line: one file per command, each adding itself to the program here.
  * Errors attnlab throws on purpose are printed as one clear line and exit 1 (2 for bad usage);
- * anything else prints its stack, since it is a bug.
+ * anything else is a bug: one line too, with the stack behind ATTNLAB_DEBUG (failure.ts).
  */
 import { Command, CommanderError } from 'commander';
-import { AttnlabError } from '../errors.js';
 import { packageVersion } from '../version.js';
 import { registerBenchCommand } from './bench.js';
 import { registerCheckCommand } from './check.js';
+import { describeFailure } from './failure.js';
 import { registerInfoCommand } from './info.js';
 import { registerLabCommand } from './lab.js';
 import { registerReportCommand } from './report.js';
@@ -35,10 +35,7 @@ export async function main(argv: string[]): Promise<number> {
     return process.exitCode === undefined ? 0 : Number(process.exitCode);
   } catch (error) {
     if (error instanceof CommanderError) return error.exitCode === 0 ? 0 : 2;
-    if (error instanceof AttnlabError) {
-      process.stderr.write(`attnlab: ${error.name}: ${error.message}\n`);
-      return 1;
-    }
-    throw error;
+    process.stderr.write(`${describeFailure(error)}\n`);
+    return 1;
   }
 }

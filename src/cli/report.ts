@@ -6,8 +6,10 @@
 import { basename } from 'node:path';
 import type { Command } from 'commander';
 import type { NamedResults } from '../report/charts.js';
+import { neutraliseControls, neutraliseStrings } from '../report/safe-text.js';
 import { writeReport } from '../report/write.js';
 import { loadResults } from '../results/files.js';
+import { checkOutputFile } from './output-path.js';
 
 /**
  * Short, distinct names for the files: the base name without .json, or the whole path where two
@@ -39,14 +41,19 @@ Example:
   attnlab report bench/results/h200/codelab.json bench/results/cpu/codelab.json -o compare.html`,
     )
     .action((paths: string[], options: { output: string; title?: string; terminal: boolean }) => {
-      const names = displayNames(paths);
-      const files: NamedResults[] = paths.map((path, i) => ({ name: names[i], results: loadResults(path) }));
+      checkOutputFile('--output', options.output);
+      // Strings from the files (and their names) reach the terminal: their control characters do not.
+      const names = displayNames(paths).map(neutraliseControls);
+      const files: NamedResults[] = paths.map((path, i) => ({
+        name: names[i],
+        results: neutraliseStrings(loadResults(path)),
+      }));
       const text = writeReport(files, {
         htmlPath: options.output,
         color: Boolean(process.stdout.isTTY),
         title: options.title,
       });
       if (options.terminal) process.stdout.write(`${text}\n`);
-      process.stdout.write(`report: ${options.output}\n`);
+      process.stdout.write(`report: ${neutraliseControls(options.output)}\n`);
     });
 }

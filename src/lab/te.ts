@@ -4,7 +4,6 @@
  */
 import { cudaAvailable, getCudaContext } from '../backends/cuda/context.js';
 import { measureAttnlabCase } from '../bench/measure.js';
-import { doubling } from '../bench/presets.js';
 import type { BenchCase } from '../bench/sweep.js';
 import { chartsFor } from '../report/charts.js';
 import { renderChartText } from '../report/results-terminal.js';
@@ -21,7 +20,7 @@ import type { LabContext } from './context.js';
 export async function teSweep(lab: LabContext): Promise<void> {
   lab.heading('10a. The TransformerEngine-style module over sequence lengths');
   const { B, N, H } = lab.sizes;
-  const seqs = lab.device === 'cuda' ? doubling(128, 2048) : doubling(16, 64);
+  const seqs = lab.sizes.teSeq;
   const module = new DotProductAttention({
     headDim: H,
     numAttentionHeads: N,
@@ -75,7 +74,7 @@ export async function fp8Section(lab: LabContext): Promise<void> {
     return;
   }
   const { B, N, H } = lab.sizes;
-  const T = lab.options.quick ? 1024 : 2048;
+  const T = lab.sizes.fp8Seq;
   const [q, k, v] = [1, 2, 3].map((i) =>
     randomNormal([B, T, N, H], { seed: 9000 + i, dtype: 'bfloat16' }).to('cuda'),
   );

@@ -3,13 +3,11 @@
  * batch sweeps, and the MHA/GQA/MQA shapes with the KV-cache bytes each needs per token.
  */
 import { attention } from '../api/attention.js';
-import { cudaAvailable } from '../backends/cuda/context.js';
-import { deviceMemoryInfo, emptyCache } from '../backends/cuda/memory.js';
+import { memoryShortfall } from '../bench/fit.js';
 import { codelabSweeps } from '../bench/presets.js';
 import { terminalProgress } from '../bench/progress.js';
 import { runSweeps, type SweepGroup } from '../bench/run-bench.js';
 import type { BenchCase } from '../bench/sweep.js';
-import { formatBytes } from '../errors.js';
 import { chartsFor } from '../report/charts.js';
 import { renderChartText } from '../report/results-terminal.js';
 import type { ResultRow } from '../results/schema.js';
@@ -29,28 +27,11 @@ async function measureGroups(lab: LabContext, groups: SweepGroup[], title: strin
   const run = await runSweeps(kept, {
     measure: lab.measure(kept[0]?.name ?? 'lab'),
     resolvedCeiling: lab.ceiling,
-    skip: (c) => memoryShortfall(c),
+    skip: memoryShortfall,
     progress: terminalProgress(),
   });
   lab.timed(title, run.rows);
   return run.rows;
-}
-
-/**
- * Why the naive backend cannot run a case here, or null: it keeps the (B,N,T,S) logits in float32
- * and, below float32, the probabilities in the input dtype beside them, so at T=16384 (B=4, N=8)
- * it needs 34 GB in float32 and 52 GB in bfloat16. The fused kernels need O(T) memory and are
- * always tried. 20% is left for the inputs and the pool.
- */
-export function memoryShortfall(c: BenchCase): string | null {
-  if (c.impl !== 'naive' || !cudaAvailable().ok) return null;
-  const needed = c.B * c.N * c.T * c.S * (4 + (c.dtype === 'float32' ? 0 : itemSize(c.dtype)));
-  // The pool's cached blocks (an earlier, larger naive run's) count as free: hand them back first.
-  if (needed > 0.8 * deviceMemoryInfo().free) emptyCache();
-  const { free } = deviceMemoryInfo();
-  return needed > 0.8 * free
-    ? `the naive T×S matrices need ${formatBytes(needed)}, ${formatBytes(free)} of device memory is free`
-    : null;
 }
 
 /** Each sweep's charts as text (the HTML report draws them as line charts). */
@@ -129,8 +110,7 @@ export async function headsSection(lab: LabContext): Promise<void> {
     'KV-cache bytes per token and layer = 2 (K and V) × K heads × H × bytes per value: GQA with K=2 ' +
       "keeps a quarter of MHA's cache, MQA an eighth, with nothing downstream of attention changed.",
   );
-  const { T: seqT } = lab.sizes;
-  const timedT = lab.device === 'cuda' ? 2048 : seqT;
+  const timedT = lab.sizes.headsSeq;
   const dtype = lab.device === 'cuda' ? 'bfloat16' : 'float32';
   const impl: BenchCase['impl'][] = lab.device === 'cuda' && lab.hasCudnn ? ['flash', 'cudnn'] : ['flash'];
   const spec = {

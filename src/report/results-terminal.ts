@@ -1,12 +1,13 @@
 /**
- * Results in the terminal: the per-row table of a bench run, and each chart as a pivot table (line
- * charts: one row per x value, one column per series) or as bars (single-shape groups).
+ * Results in the terminal: the per-row table of a bench run, and each chart as a line chart (sweeps)
+ * or as bars (single-shape groups).
  */
 import { formatBytes } from '../errors.js';
 import type { ResultRow, ResultsFile } from '../results/schema.js';
 import { shapeLabel } from '../results/shape-label.js';
 import type { ChartSpec } from './charts.js';
-import { formatNumber, renderBars, renderTable, TERMINAL_WIDTH } from './terminal.js';
+import { renderLineChart } from './line-chart.js';
+import { formatNumber, renderBars, renderTable } from './terminal.js';
 
 const ROW_HEADERS = [
   'series',
@@ -93,43 +94,17 @@ export function renderResultRows(
   return [table, ...notes, ...sampled].join('\n');
 }
 
-/** A chart as text: bars for a single-shape group, a pivot table for a sweep. */
+/** A chart as text: bars for a single-shape group, a line chart (line-chart.ts) for a sweep. */
 export function renderChartText(chart: ChartSpec, options: { color?: boolean } = {}): string {
-  if (chart.kind === 'bar') {
-    const items = chart.series.map((s) => ({ label: s.label, value: s.points[0]?.y ?? 0 }));
-    const unit = /\(([^)]+)\)$/.exec(chart.yLabel)?.[1] ?? '';
-    return renderBars(items, {
-      title: chart.title,
-      unit,
-      lowerIsBetter: unit === 'ms',
-      color: options.color,
-    });
-  }
-  const xs = [...new Set(chart.series.flatMap((s) => s.points.map((p) => p.x)))].sort((a, b) => a - b);
-  const xHeader = chart.xLabel.split(' ').pop() ?? 'x';
-  const cells = chart.series.map((s) =>
-    xs.map((x) => {
-      const point = s.points.find((p) => p.x === x);
-      return point ? formatNumber(point.y) : '—';
-    }),
-  );
-  // Series columns per table so that the table fits: each column is its widest cell, 2 of
-  // padding and 1 of border; the x column likewise. Wider sweeps continue in another table.
-  const xWidth = Math.max(xHeader.length, ...xs.map((x) => String(x).length)) + 3;
-  const valueWidth = Math.max(3, ...cells.flat().map((c) => c.length)) + 3;
-  const perTable = Math.max(1, Math.floor((TERMINAL_WIDTH - 1 - xWidth) / valueWidth));
-  const parts: string[] = [];
-  for (let first = 0; first < chart.series.length; first += perTable) {
-    const columns = chart.series.slice(first, first + perTable).map((_, i) => first + i);
-    const headers = [xHeader, ...columns.map(letter)];
-    const rows = xs.map((x, r) => [String(x), ...columns.map((c) => cells[c][r])]);
-    const title = first === 0 ? `${chart.title} — ${chart.yLabel}` : undefined;
-    parts.push(
-      renderTable(headers, rows, { title, align: headers.map(() => 'right'), color: options.color }),
-    );
-  }
-  const legend = chart.series.map((s, i) => `  ${letter(i)} = ${s.label}`);
-  return [...parts, ...legend].join('\n');
+  if (chart.kind === 'line') return renderLineChart(chart, options);
+  const items = chart.series.map((s) => ({ label: s.label, value: s.points[0]?.y ?? 0 }));
+  const unit = /\(([^)]+)\)$/.exec(chart.yLabel)?.[1] ?? '';
+  return renderBars(items, {
+    title: chart.title,
+    unit,
+    lowerIsBetter: unit === 'ms',
+    color: options.color,
+  });
 }
 
 /** The machine and versions of a results file, as key/value lines. */
@@ -162,10 +137,4 @@ export function renderMachine(results: ResultsFile, options: { color?: boolean }
     ]),
   ];
   return renderTable(['', 'value'], rows, { title: 'Machine', color: options.color });
-}
-
-/** Series letters a, b, … z, then aa, ab… : short pivot-table headers with a legend below. */
-function letter(i: number): string {
-  const a = 'abcdefghijklmnopqrstuvwxyz';
-  return i < 26 ? a[i] : a[Math.floor(i / 26) - 1] + a[i % 26];
 }

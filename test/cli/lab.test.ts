@@ -1,7 +1,7 @@
 /** `attnlab lab`, `bench` and `report` as a user runs them on a machine without a GPU. */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
@@ -11,10 +11,13 @@ import { loadResults } from '../../src/results/files.js';
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const out = mkdtempSync(join(tmpdir(), 'attnlab-lab-'));
 const env = { ATTNLAB_DISABLE_CUDA: '1', NO_COLOR: '1' };
+// Absolute, so that the CLI can run in a folder of its own (where the lab writes by default).
+const tsx = import.meta.resolve('tsx');
+const bin = join(root, 'src/cli/bin.ts');
 
-function runCli(args: string[], extra: Record<string, string> = {}) {
-  const result = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli/bin.ts', ...args], {
-    cwd: root,
+function runCli(args: string[], extra: Record<string, string> = {}, cwd = root) {
+  const result = spawnSync(process.execPath, ['--import', tsx, bin, ...args], {
+    cwd,
     encoding: 'utf8',
     env: { ...process.env, ...env, ...extra },
     timeout: 240_000,
@@ -37,9 +40,14 @@ const SECTIONS = [
   '10b. Inspect the FP8 path',
 ];
 
-describe('attnlab lab on the CPU', () => {
-  const lab = runCli(['lab', '--quick', '--budget-ms', '20', '--out', out]);
+// No --out: the lab writes its results and report to a folder of its own and names it last.
+const cwd = mkdtempSync(join(tmpdir(), 'attnlab-lab-cwd-'));
+const lab = runCli(['lab', '--quick', '--budget-ms', '20'], {}, cwd);
+const written = /^results: (attnlab-out\/lab-\d{8}-\d{6}\/lab\.json)\nreport: +(\S+lab\.html) /m.exec(
+  lab.stdout,
+);
 
+describe('attnlab lab on the CPU', () => {
   it('runs every section in order and says it is on the CPU', () => {
     assert.equal(lab.code, 0, lab.stderr);
     let at = -1;
@@ -61,8 +69,34 @@ describe('attnlab lab on the CPU', () => {
     assert.ok(widest <= 100, `a table line is ${widest} columns wide`);
   });
 
+  it('draws the sweeps as line charts, with the sizes under the x axis and a legend', () => {
+    const seq = lab.stdout.slice(lab.stdout.indexOf('8b. Sweep the sequence length'));
+    const chart = seq.slice(seq.indexOf('seq: median time per call vs query length T'));
+    assert.match(chart, /^ +└┬─+┬/m, 'an x axis with ticks');
+    assert.match(chart, /^ +16 +32 +64 +128$/m, 'the sequence lengths under it');
+    assert.match(chart, /^ {2}─── attnlab reference f32\n {2}━━━ attnlab flash f32$/m);
+    assert.doesNotMatch(lab.stdout, /^ {2}a = /m, 'no pivot tables of letters');
+  });
+
+  it('names the folder it wrote on its last lines, under the current folder', () => {
+    assert.ok(written, `no results/report lines at the end:\n${lab.stdout.slice(-400)}`);
+    assert.ok(lab.stdout.trimEnd().endsWith('(open it in a browser: every sweep as a chart)'));
+    assert.ok(existsSync(join(cwd, written[1])));
+    assert.ok(existsSync(join(cwd, written[2])));
+    assert.deepEqual(readdirSync(join(cwd, 'attnlab-out')).length, 1);
+  });
+
+  it('--no-report writes nothing', () => {
+    const quiet = mkdtempSync(join(tmpdir(), 'attnlab-lab-quiet-'));
+    const r = runCli(['lab', '--quick', '--budget-ms', '1', '--no-report'], {}, quiet);
+    assert.equal(r.code, 0, r.stderr);
+    assert.deepEqual(readdirSync(quiet), []);
+    assert.doesNotMatch(r.stdout, /^results: /m);
+  });
+
   it('writes a valid results file and a report with the sweeps', () => {
-    const results = loadResults(join(out, 'lab.json'));
+    assert.ok(written);
+    const results = loadResults(join(cwd, written[1]));
     assert.equal(results.kind, 'lab');
     assert.equal(results.machine.device, 'cpu');
     const sweeps = new Set(results.rows.filter((r) => r.status === 'ok').map((r) => r.sweep));
@@ -73,7 +107,7 @@ describe('attnlab lab on the CPU', () => {
     const causal = results.tables.find((t) => t.title.startsWith('Causal'))!;
     assert.ok(Number(causal.rows[0][1]) > 0.1, 'the first position must change under the causal mask');
     assert.ok(Number(causal.rows[1][1]) < 1e-6, 'the last position must not');
-    const html = readFileSync(join(out, 'lab.html'), 'utf8');
+    const html = readFileSync(join(cwd, written[2]), 'utf8');
     assert.match(html, /<canvas id="chart-\d+-seq-ms"/);
   });
 });
@@ -121,7 +155,13 @@ describe('attnlab bench and report on the CPU', () => {
     assert.ok(existsSync(join(out, 'unit.html')));
 
     const html = join(out, 'compare.html');
-    const report = runCli(['report', join(out, 'unit.json'), join(out, 'lab.json'), '-o', html]);
+    const report = runCli([
+      'report',
+      join(out, 'unit.json'),
+      join(cwd, written?.[1] ?? 'lab.json'),
+      '-o',
+      html,
+    ]);
     assert.equal(report.code, 0, report.stderr);
     assert.match(report.stdout, /report: .*compare\.html/);
     assert.match(readFileSync(html, 'utf8'), /unit: attnlab flash f32/);

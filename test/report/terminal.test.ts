@@ -1,8 +1,6 @@
 /** Terminal output: tables and bars within 100 columns, colour only when asked for. */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { ChartSpec } from '../../src/report/charts.js';
-import { renderChartText } from '../../src/report/results-terminal.js';
 import { fitWidths, renderBars, renderTable, TERMINAL_WIDTH } from '../../src/report/terminal.js';
 
 // biome-ignore lint/suspicious/noControlCharactersInRegex: matching ANSI escape codes is the point.
@@ -59,29 +57,5 @@ describe('terminal bars', () => {
     assert.match(lines[1], /0\.500 ms$/);
     assert.match(lines[2], /…/);
     assert.equal(lines.at(-1), 'Lower is better.');
-  });
-});
-
-describe('sweep charts as text', () => {
-  it('split many series over several tables that each fit, with one legend line per series', () => {
-    const series = Array.from({ length: 24 }, (_, i) => ({
-      label: `series ${i}`,
-      points: [16, 32, 64].map((x) => ({ x, y: (i + 1) * x * 1.2345e-5 })),
-    }));
-    const chart: ChartSpec = {
-      id: 'c',
-      kind: 'line',
-      title: 'seq: time',
-      xLabel: 'query length T',
-      yLabel: 'Median time per call (ms)',
-      logX: true,
-      logY: false,
-      series,
-    };
-    const text = renderChartText(chart);
-    assert.ok(widest(text) <= TERMINAL_WIDTH, `widest line ${widest(text)}`);
-    assert.ok((text.match(/┌/g) ?? []).length >= 2, 'more than one table');
-    for (let i = 0; i < 24; i++) assert.match(text, new RegExp(`= series ${i}$`, 'm'));
-    assert.match(text, /│ +64 │/);
   });
 });

@@ -1,0 +1,134 @@
+/**
+ * Output paths (`--out`, `--json`, `--html`, `-o`) checked before any work starts, so that a run of
+ * minutes does not end in a write error, and a bad path is one line: the option, the path and why.
+ *
+ * Why a probe and not `fs.access`: as root (CI, containers) `access(W_OK)` says yes to almost
+ * everything, while creating a file is the question we need answered. Why /proc and /sys are named
+ * first: Node's `mkdirSync(p, { recursive: true })` under /proc loops forever (mkdir answers ENOENT
+ * for a parent that exists), which is how `--out /proc/x` used to hang.
+ */
+import { closeSync, openSync, realpathSync, statSync, unlinkSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { InvalidArgumentError } from '../errors.js';
+
+/** Kernel filesystems where results cannot be written, with what they are. */
+const PSEUDO_FILESYSTEMS: readonly [string, string][] = [
+  ['/proc', 'the kernel’s process filesystem'],
+  ['/sys', 'the kernel’s device filesystem'],
+];
+
+/** Checks that `path` can be created or overwritten as a file; throws InvalidArgumentError if not. */
+export function checkOutputFile(option: string, path: string): void {
+  const absolute = resolve(path);
+  refusePseudo(option, path, absolute);
+  const existing = statOrNull(absolute);
+  if (existing) {
+    if (existing.isDirectory()) fail(option, 'a file path', path, `${path} is a folder`);
+    // r+ opens for writing without truncating: the check leaves an existing file as it was.
+    probe(option, path, () => closeSync(openSync(absolute, 'r+')));
+    return;
+  }
+  checkCreatable(option, path, dirname(absolute));
+}
+
+/** Checks that `path` is a folder files can be written into, or one that can be created. */
+export function checkOutputDir(option: string, path: string): void {
+  const absolute = resolve(path);
+  refusePseudo(option, path, absolute);
+  const existing = statOrNull(absolute);
+  if (existing && !existing.isDirectory()) {
+    fail(option, 'a folder attnlab can write', path, `${path} is a file, not a folder`);
+  }
+  checkCreatable(option, path, absolute, 'a folder attnlab can write');
+}
+
+/**
+ * `folder` (or its nearest existing ancestor, where the missing folders would be made) must be a
+ * folder in which a file can be created: a temporary file is created there and removed.
+ */
+function checkCreatable(
+  option: string,
+  path: string,
+  folder: string,
+  expected = 'a file path attnlab can write',
+): void {
+  let ancestor = folder;
+  while (!statOrNull(ancestor)) {
+    const up = dirname(ancestor);
+    if (up === ancestor) break;
+    ancestor = up;
+  }
+  const stat = statOrNull(ancestor);
+  if (stat && !stat.isDirectory()) fail(option, expected, path, `${ancestor} is a file, not a folder`);
+  // A symbolic link can lead into /proc: name that, rather than the error number it would give.
+  refusePseudo(option, path, realpathOr(ancestor));
+  const probeFile = resolve(ancestor, `.attnlab-write-check-${process.pid}-${Date.now()}`);
+  probe(
+    option,
+    path,
+    () => {
+      closeSync(openSync(probeFile, 'wx'));
+      unlinkSync(probeFile);
+    },
+    ancestor,
+    expected,
+  );
+}
+
+function refusePseudo(option: string, path: string, absolute: string): void {
+  for (const [root, what] of PSEUDO_FILESYSTEMS) {
+    if (absolute === root || absolute.startsWith(`${root}/`)) {
+      fail(option, 'a path on a disk', path, `${root} is ${what}: results cannot be written there`);
+    }
+  }
+}
+
+function probe(
+  option: string,
+  path: string,
+  attempt: () => void,
+  where = path,
+  expected = 'a path attnlab can write',
+): void {
+  try {
+    attempt();
+  } catch (error) {
+    fail(option, expected, path, `cannot write in ${where}: ${systemReason(error)}`);
+  }
+}
+
+/** 'permission denied (EACCES)' from a Node system error, without its call and path. */
+export function systemReason(error: unknown): string {
+  const e = error as NodeJS.ErrnoException;
+  const reasons: Record<string, string> = {
+    EACCES: 'permission denied',
+    EPERM: 'operation not permitted',
+    EROFS: 'read-only filesystem',
+    ENOSPC: 'no space left on the device',
+    ENOTDIR: 'a part of the path is a file, not a folder',
+    EISDIR: 'it is a folder',
+    ENOENT: 'no such file or folder',
+  };
+  if (e?.code && reasons[e.code]) return `${reasons[e.code]} (${e.code})`;
+  return e?.code ?? (error instanceof Error ? error.message : String(error));
+}
+
+function fail(option: string, expected: string, path: string, why: string): never {
+  throw new InvalidArgumentError(option, expected, `${JSON.stringify(path)} (${why})`);
+}
+
+function statOrNull(path: string) {
+  try {
+    return statSync(path);
+  } catch {
+    return null;
+  }
+}
+
+function realpathOr(path: string): string {
+  try {
+    return realpathSync(path);
+  } catch {
+    return path;
+  }
+}

@@ -1,0 +1,27 @@
+/**
+ * Text from a results file is data, not terminal instructions: a label holding ESC ] 52 (OSC 52)
+ * could write the user's clipboard, ESC [ 2 J clear the screen, a lone CR overwrite the line before.
+ * Before such text is printed, every C0 control except newline and tab, DEL, and every C1 control
+ * (U+0080–U+009F, which include the one-byte CSI and OSC) is replaced by its escaped spelling, so
+ * `\x1b[31m` prints as those seven characters and does nothing. (The HTML report escapes on its own.)
+ */
+
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
+const CONTROLS = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;
+
+/** `text` with every terminal control character (but \n and \t) written out as \xNN. */
+export function neutraliseControls(text: string): string {
+  return text.replace(CONTROLS, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
+}
+
+/** A deep copy of a JSON value with every string (keys included) neutralised. */
+export function neutraliseStrings<T>(value: T): T {
+  if (typeof value === 'string') return neutraliseControls(value) as T;
+  if (Array.isArray(value)) return value.map((v) => neutraliseStrings(v)) as T;
+  if (value !== null && typeof value === 'object') {
+    return Object.fromEntries(
+      Object.entries(value).map(([k, v]) => [neutraliseControls(k), neutraliseStrings(v)]),
+    ) as T;
+  }
+  return value;
+}

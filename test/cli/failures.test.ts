@@ -1,0 +1,205 @@
+/**
+ * The CLI failing cleanly, as a user meets it: bad output paths, impossible numbers, runs in which
+ * nothing can run, a closed pipe, hostile text in a results file. Each case is a child process
+ * with a time limit (a /proc path once hung forever), and each failure must be one line on stderr
+ * with exit code 1 and no Node stack trace.
+ */
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const work = mkdtempSync(join(tmpdir(), 'attnlab-fail-'));
+const env = { ...process.env, ATTNLAB_DISABLE_CUDA: '1', NO_COLOR: '1' };
+/** A tiny CPU sweep: one shape, one backend, a few ms. */
+const TINY = ['--seq', '16', '--heads', '2', '--head-dim', '16', '--batch', '1', '--impl', 'flash'];
+const QUICK = ['--budget-ms', '2', '--repeats', '2', '--warmup', '0', '--no-progress'];
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the CLI; a run past `timeoutMs` is killed and fails the test instead of hanging it. */
+function cli(args: string[], options: { closeStdout?: boolean; timeoutMs?: number } = {}): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/bin.ts', ...args], { cwd: root, env });
+    let stdout = '';
+    let stderr = '';
+    if (options.closeStdout) child.stdout.destroy();
+    else child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`attnlab ${args.join(' ')} did not end within ${options.timeoutMs ?? 30_000} ms`));
+    }, options.timeoutMs ?? 30_000);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/** Exit 1, one line on stderr naming `pattern`, no stack frames. */
+function assertOneLineFailure(r: Run, pattern: RegExp): void {
+  assert.equal(r.code, 1, `exit code (stderr: ${r.stderr})`);
+  const lines = r.stderr.trimEnd().split('\n');
+  assert.equal(lines.length, 1, `one line, got:\n${r.stderr}`);
+  assert.match(lines[0], pattern);
+  assert.doesNotMatch(r.stderr, /^\s+at |node:internal|Node\.js v/m);
+}
+
+describe('output paths are checked before any work starts', () => {
+  const aFile = join(work, 'a-file');
+  writeFileSync(aFile, 'not a folder');
+
+  it('a path under /proc: one line, at once, for bench, lab and report', async () => {
+    const runs = await Promise.all([
+      cli(['bench', ...TINY, ...QUICK, '--out', '/proc/attnlab-x'], { timeoutMs: 20_000 }),
+      cli(['lab', '--out', '/proc/attnlab-x'], { timeoutMs: 20_000 }),
+      cli(['report', 'whatever.json', '-o', '/proc/attnlab-x/r.html'], { timeoutMs: 20_000 }),
+      cli(['bench', ...TINY, ...QUICK, '--json', '/proc/self/attnlab.json'], { timeoutMs: 20_000 }),
+    ]);
+    assertOneLineFailure(
+      runs[0],
+      /^attnlab: InvalidArgumentError: --out: .*"\/proc\/attnlab-x".*\/proc is the kernel/,
+    );
+    assertOneLineFailure(runs[1], /--out: .*\/proc/);
+    assertOneLineFailure(runs[2], /--output: .*\/proc/);
+    assertOneLineFailure(runs[3], /--json: .*\/proc/);
+    // Before any work: no progress line, no table.
+    for (const r of runs) assert.equal(r.stdout, '');
+  });
+
+  it('a path through a file, and a file path that is a folder', async () => {
+    const [through, folder, outIsFile] = await Promise.all([
+      cli(['bench', ...TINY, ...QUICK, '--json', join(aFile, 'x.json')]),
+      cli(['bench', ...TINY, ...QUICK, '--html', work]),
+      cli(['lab', '--out', aFile]),
+    ]);
+    assertOneLineFailure(through, /--json: .*a-file is a file, not a folder/);
+    assertOneLineFailure(folder, /--html: .* is a folder/);
+    assertOneLineFailure(outIsFile, /--out: .*a-file is a file, not a folder/);
+  });
+
+  it('a folder without write permission', {
+    skip: process.getuid?.() === 0 && 'root may write anywhere',
+  }, async () => {
+    const locked = join(work, 'locked');
+    mkdirSync(locked);
+    chmodSync(locked, 0o555);
+    const r = await cli(['bench', ...TINY, ...QUICK, '--out', join(locked, 'sub')]);
+    assertOneLineFailure(r, /--out: .*permission denied/);
+  });
+});
+
+describe('impossible numbers and selections are refused in one line', () => {
+  const cases: [string[], RegExp][] = [
+    [['bench', '--repeats', '0'], /--repeats: expected an integer ≥ 1, got "0"/],
+    [['bench', '--repeats', '-3'], /--repeats: expected an integer ≥ 1/],
+    [['bench', '--repeats', '2.5'], /--repeats: expected an integer/],
+    [['bench', '--warmup', 'x'], /--warmup: expected an integer ≥ 0, got "x"/],
+    [['bench', '--budget-ms', 'NaN'], /--budget-ms: expected a finite number > 0 \(ms\), got "NaN"/],
+    [['bench', '--budget-ms', '0'], /--budget-ms: expected a finite number > 0/],
+    [['bench', '--settle-ms', '-1'], /--settle-ms: expected a finite number ≥ 0/],
+    [['bench', '--seed', '1e3'], /--seed: expected an integer from 0 to/],
+    [['bench', '--ceiling', 'Infinity'], /--ceiling: expected a finite number > 0 \(TFLOP\/s\)/],
+    [['lab', '--budget-ms', '-5'], /--budget-ms: expected a finite number > 0/],
+    [['check', '--seed', 'abc'], /--seed: expected an integer/],
+    [
+      ['check', '--case', 'no such case anywhere'],
+      /--case: expected text found in a case name .*matches none/,
+    ],
+    [['check', '--device', 'cuda'], /--device: .*cuda \(not available: ATTNLAB_DISABLE_CUDA=1\)/],
+  ];
+  it('each option names itself, what it takes and what came', async () => {
+    const runs = await Promise.all(cases.map(([args]) => cli(args)));
+    runs.forEach((r, i) => {
+      assertOneLineFailure(r, cases[i][1]);
+    });
+  });
+});
+
+describe('runs in which nothing can run', () => {
+  it('bench with no runnable row exits 1 and says why', async () => {
+    const r = await cli(['bench', ...TINY.slice(0, -2), '--impl', 'cudnn', ...QUICK]);
+    assert.equal(r.code, 1);
+    assert.match(
+      r.stderr,
+      /^attnlab: bench: no row ran \(1 unsupported\); first: attnlab cudnn bf16 1×16×2×16: .*no CUDA here/m,
+    );
+  });
+
+  it('a size that cannot fit is said before anything runs', async () => {
+    const r = await cli(['bench', '--seq', '1000000', '--batch', '64', '--impl', 'flash', ...QUICK]);
+    assert.equal(r.code, 1);
+    const lines = r.stderr.trimEnd().split('\n');
+    assert.match(
+      lines[0],
+      /^attnlab: bench: will not run attnlab flash bf16 64×1000000×8×64: needs 1\.\d+ TiB \(Q, K, V, O and their float64 copies\), .* of host memory is free$/,
+    );
+    assert.match(lines[1], /no row ran \(1 out-of-memory\)/);
+  });
+});
+
+describe('the process ends quietly', () => {
+  it('when the reader of stdout has gone (EPIPE)', async () => {
+    const runs = await Promise.all([
+      cli(['info'], { closeStdout: true }),
+      cli(['check', '--device', 'cpu', '--case', 'MQA', '--seed', '1'], { closeStdout: true }),
+    ]);
+    for (const r of runs) {
+      assert.equal(r.code, 0, r.stderr);
+      assert.equal(r.stderr, '');
+    }
+  });
+});
+
+describe('info without a GPU', () => {
+  it('prints lines within 100 columns and lists only the CPU backends as available', async () => {
+    const r = await new Promise<Run>((resolve) => {
+      const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/bin.ts', 'info'], {
+        cwd: root,
+        // A library path that does not exist gives the longest reason: every place searched.
+        env: { ...process.env, ATTNLAB_DISABLE_CUDA: '', ATTNLAB_LIBCUDA: join(work, 'no-libcuda.so.1') },
+      });
+      let stdout = '';
+      child.stdout.on('data', (d) => (stdout += d));
+      child.on('close', (code) => resolve({ code, stdout, stderr: '' }));
+    });
+    assert.equal(r.code, 0);
+    for (const line of r.stdout.trimEnd().split('\n'))
+      assert.ok([...line].length <= 100, `too wide: ${line}`);
+    const backends = r.stdout.split('\n').find((l) => /│ backends /.test(l)) ?? '';
+    assert.match(backends, /reference/);
+    assert.doesNotMatch(backends, /cuda|cudnn|naive/);
+    assert.match(r.stdout, /not available +│ cudnn, flash, naive \(cuda\): they need a CUDA GPU/);
+  });
+});
+
+describe('report neutralises terminal control sequences from a results file', () => {
+  it('prints ESC, OSC, CSI, C1 and CR as visible text, and keeps newlines', async () => {
+    const json = join(work, 'tiny.json');
+    const bench = await cli(['bench', ...TINY, ...QUICK, '--json', json]);
+    assert.equal(bench.code, 0, bench.stderr);
+    const results = JSON.parse(readFileSync(json, 'utf8'));
+    results.rows[0].label = 'evil \u001b]52;c;aGVsbG8=\u0007 \u001b[2J \u009b31m \r over';
+    results.notes.push('a note \u001b[31mred\u001b[0m');
+    results.machine.cpu = 'cpu \u001bP tmux; \u001b\\';
+    const hostile = join(work, 'hostile.json');
+    writeFileSync(hostile, JSON.stringify(results));
+    const r = await cli(['report', hostile, '-o', join(work, 'hostile.html')]);
+    assert.equal(r.code, 0, r.stderr);
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point
+    assert.doesNotMatch(r.stdout, /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/);
+    for (const shown of [/evil \\x1b\]52;c;aGVsbG8=\\x07/, /\\x1b\[2J/, /\\x9b31m/, /\\x0d over/]) {
+      assert.match(r.stdout, shown);
+    }
+    assert.match(r.stdout, /a note \\x1b\[31mred\\x1b\[0m/);
+  });
+});
