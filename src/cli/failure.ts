@@ -4,19 +4,15 @@
  * also one line, with the stack behind ATTNLAB_DEBUG. A reader that closes the pipe early
  * (`attnlab check | head`) ends the run quietly instead of raising EPIPE.
  */
+import { config } from '../config.js';
 import { AttnlabError } from '../errors.js';
-
-/** The debug level asked for (ATTNLAB_DEBUG=1..3); 0 when unset. */
-function debugLevel(): number {
-  return Number(process.env.ATTNLAB_DEBUG ?? 0) || 0;
-}
 
 /** The lines to print for an error that ended a command, without the trailing newline. */
 export function describeFailure(error: unknown): string {
   if (error instanceof AttnlabError) return `attnlab: ${error.name}: ${error.message}`;
   const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
   const line = `attnlab: unexpected error (a bug in attnlab): ${text.split('\n')[0]}`;
-  if (debugLevel() > 0 && error instanceof Error && error.stack) return `${line}\n${error.stack}`;
+  if (config().debug > 0 && error instanceof Error && error.stack) return `${line}\n${error.stack}`;
   return `${line} (ATTNLAB_DEBUG=1 for the stack)`;
 }
 

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { describeFailure } from '../../src/cli/failure.js';
 import { checkOutputDir, checkOutputFile } from '../../src/cli/output-path.js';
+import { reloadConfig } from '../../src/config.js';
 import { InvalidArgumentError, UnsupportedError } from '../../src/errors.js';
 
 describe('checkOutputFile and checkOutputDir', () => {
@@ -58,16 +59,19 @@ describe('describeFailure', () => {
     const saved = process.env.ATTNLAB_DEBUG;
     try {
       delete process.env.ATTNLAB_DEBUG;
+      reloadConfig();
       const bug = describeFailure(new TypeError("Cannot read properties of undefined (reading 'x')\nmore"));
       assert.equal(
         bug,
         "attnlab: unexpected error (a bug in attnlab): TypeError: Cannot read properties of undefined (reading 'x') (ATTNLAB_DEBUG=1 for the stack)",
       );
       process.env.ATTNLAB_DEBUG = '1';
+      reloadConfig();
       assert.match(describeFailure(new TypeError('boom')), /\n {4}at /);
     } finally {
       if (saved === undefined) delete process.env.ATTNLAB_DEBUG;
       else process.env.ATTNLAB_DEBUG = saved;
+      reloadConfig();
     }
   });
 });
