@@ -73,13 +73,13 @@ export function parseIntList(option: string, text: string): number[] {
     const range = /^(\d+)\.\.(\d+)$/.exec(part);
     if (range) {
       const [from, to] = [Number(range[1]), Number(range[2])];
-      if (from < 1 || to < from) {
+      if (from < 1 || to < from || !Number.isSafeInteger(to)) {
         throw new InvalidArgumentError(option, 'a range a..b with 1 ≤ a ≤ b', JSON.stringify(part));
       }
       for (let v = from; v <= to; v *= 2) values.push(v);
       continue;
     }
-    if (!/^\d+$/.test(part) || Number(part) < 1) {
+    if (!/^\d+$/.test(part) || Number(part) < 1 || !Number.isSafeInteger(Number(part))) {
       throw new InvalidArgumentError(option, 'positive integers such as 64,128 or a range 64..1024', part);
     }
     values.push(Number(part));

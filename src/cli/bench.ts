@@ -29,7 +29,7 @@ import { saveResults } from '../results/files.js';
 import type { ResultRow } from '../results/schema.js';
 import { shapeLabel } from '../results/shape-label.js';
 import { MAX_SEED, parseInteger, parseNumber } from './numbers.js';
-import { checkOutputDir, checkOutputFile } from './output-path.js';
+import { checkOutputDir, checkOutputFile, writingTo } from './output-path.js';
 
 interface BenchFlags {
   batch: string;
@@ -121,9 +121,10 @@ Examples:
       const jsonPath = flags.json ?? (flags.out ? join(flags.out, `${name}.json`) : undefined);
       const htmlPath = flags.html ?? (flags.out ? join(flags.out, `${name}.html`) : undefined);
       // Every path is checked before the first case runs: a bad one costs nothing but this line.
+      const [jsonOption, htmlOption] = [flags.json ? '--json' : '--out', flags.html ? '--html' : '--out'];
       if (flags.out) checkOutputDir('--out', flags.out);
-      if (jsonPath) checkOutputFile(flags.json ? '--json' : '--out', jsonPath);
-      if (htmlPath) checkOutputFile(flags.html ? '--html' : '--out', htmlPath);
+      if (jsonPath) checkOutputFile(jsonOption, jsonPath);
+      if (htmlPath) checkOutputFile(htmlOption, htmlPath);
       const tooLarge = casesThatCannotFit(groups);
       const run = await runSweeps(groups, {
         measure,
@@ -133,14 +134,16 @@ Examples:
         progress: flags.progress ? terminalProgress() : undefined,
         // A run stopped part-way (a time limit on a lent GPU) keeps the parts it finished.
         onPartial: (partial) => {
-          if (jsonPath) saveResults(jsonPath, makeResults('bench', partial));
+          if (jsonPath)
+            writingTo(jsonOption, jsonPath, () => saveResults(jsonPath, makeResults('bench', partial)));
         },
       });
       const results = makeResults('bench', run);
-      if (jsonPath) saveResults(jsonPath, results);
-      process.stdout.write(
-        `${writeReport([{ name, results }], { htmlPath, color: Boolean(process.stdout.isTTY) })}\n`,
+      if (jsonPath) writingTo(jsonOption, jsonPath, () => saveResults(jsonPath, results));
+      const text = writingTo(htmlOption, htmlPath ?? '', () =>
+        writeReport([{ name, results }], { htmlPath, color: Boolean(process.stdout.isTTY) }),
       );
+      process.stdout.write(`${text}\n`);
       if (jsonPath) process.stdout.write(`results: ${jsonPath}\n`);
       if (htmlPath) process.stdout.write(`report:  ${htmlPath}\n`);
       const nothing = nothingRan(results.rows);

@@ -12,7 +12,7 @@ import { saveResults } from '../results/files.js';
 import type { ResultsFile } from '../results/schema.js';
 import { labSizesHelp } from './lab-help.js';
 import { parseNumber } from './numbers.js';
-import { checkOutputDir, checkOutputFile } from './output-path.js';
+import { checkOutputDir, checkOutputFile, writingTo } from './output-path.js';
 
 /** Where the lab writes without --out: a new folder per run, under the current folder. */
 export function defaultLabFolder(now = new Date()): string {
@@ -45,8 +45,10 @@ export function registerLabCommand(program: Command): void {
       }
       const save = (results: ResultsFile) => {
         if (!jsonPath || !htmlPath) return;
-        saveResults(jsonPath, results);
-        writeReport([{ name: 'lab', results }], { htmlPath, title: 'attnlab lab' });
+        writingTo('--out', jsonPath, () => saveResults(jsonPath, results));
+        writingTo('--out', htmlPath, () =>
+          writeReport([{ name: 'lab', results }], { htmlPath, title: 'attnlab lab' }),
+        );
       };
       const results = await runLab({
         quick: options.quick ?? false,

@@ -132,3 +132,16 @@ function realpathOr(path: string): string {
     return path;
   }
 }
+
+/**
+ * Runs `write` (which writes `path`); a system error on the way (a full disk, a folder removed
+ * during the run) becomes the same one-line error as a path refused up front, not a Node stack.
+ */
+export function writingTo<T>(option: string, path: string, write: () => T): T {
+  try {
+    return write();
+  } catch (error) {
+    if (!(error as NodeJS.ErrnoException)?.code) throw error;
+    fail(option, 'a path attnlab can write', path, `writing failed: ${systemReason(error)}`);
+  }
+}

@@ -9,7 +9,7 @@ import type { NamedResults } from '../report/charts.js';
 import { neutraliseControls, neutraliseStrings } from '../report/safe-text.js';
 import { writeReport } from '../report/write.js';
 import { loadResults } from '../results/files.js';
-import { checkOutputFile } from './output-path.js';
+import { checkOutputFile, writingTo } from './output-path.js';
 
 /**
  * Short, distinct names for the files: the base name without .json, or the whole path where two
@@ -48,11 +48,13 @@ Example:
         name: names[i],
         results: neutraliseStrings(loadResults(path)),
       }));
-      const text = writeReport(files, {
-        htmlPath: options.output,
-        color: Boolean(process.stdout.isTTY),
-        title: options.title,
-      });
+      const text = writingTo('--output', options.output, () =>
+        writeReport(files, {
+          htmlPath: options.output,
+          color: Boolean(process.stdout.isTTY),
+          title: options.title,
+        }),
+      );
       if (options.terminal) process.stdout.write(`${text}\n`);
       process.stdout.write(`report: ${neutraliseControls(options.output)}\n`);
     });

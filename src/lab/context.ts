@@ -6,7 +6,7 @@
 import type { MeasureOptions } from '../bench/measure.js';
 import { type CodelabSizes, codelabSizes } from '../bench/presets.js';
 import { renderResultRows } from '../report/results-terminal.js';
-import { renderBars, renderTable } from '../report/terminal.js';
+import { renderBars, renderTable, TERMINAL_WIDTH, wrapText } from '../report/terminal.js';
 import type { CeilingInfo, ResultRow, ResultsFile, ResultTable } from '../results/schema.js';
 
 export interface LabOptions {
@@ -79,7 +79,7 @@ export class LabContext {
   table(title: string, headers: string[], rows: string[][], note?: string): void {
     this.tables.push({ title, headers, rows, ...(note ? { note } : {}) });
     this.options.write(renderTable(headers, rows, { title, color: this.options.color }));
-    if (note) this.options.write(note);
+    if (note) this.options.write(wrapText(note));
   }
 
   /** Prints measured rows as a table and keeps them. */
@@ -94,6 +94,6 @@ export class LabContext {
 
   note(text: string): void {
     this.notes.push(text);
-    this.options.write(`note: ${text}`);
+    this.options.write(wrapText(`note: ${text}`, TERMINAL_WIDTH, '      '));
   }
 }

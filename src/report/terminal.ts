@@ -127,6 +127,28 @@ export function renderBars(items: readonly BarItem[], options: BarOptions = {}):
   return lines.join('\n');
 }
 
+/**
+ * Prose as lines of at most `width` columns, broken between words; lines after the first start
+ * with `indent`. Words longer than a line (a path) stay whole. Existing line breaks are kept.
+ */
+export function wrapText(text: string, width = TERMINAL_WIDTH, indent = ''): string {
+  const lines: string[] = [];
+  for (const paragraph of text.split('\n')) {
+    let line = '';
+    for (const word of paragraph.split(' ')) {
+      const prefix = lines.length > 0 && line === '' ? indent : '';
+      if (line !== '' && [...line].length + 1 + [...word].length > width) {
+        lines.push(line);
+        line = `${indent}${word}`;
+      } else {
+        line = line === '' ? `${prefix}${word}` : `${line} ${word}`;
+      }
+    }
+    lines.push(line);
+  }
+  return lines.join('\n');
+}
+
 /** Cuts text to `width` columns, marking the cut with '…'. */
 export function truncate(text: string, width: number): string {
   return text.length <= width ? text : `${text.slice(0, Math.max(0, width - 1))}…`;

@@ -87,6 +87,14 @@ describe('output paths are checked before any work starts', () => {
     assertOneLineFailure(outIsFile, /--out: .*a-file is a file, not a folder/);
   });
 
+  it('a write that fails after the run (a full disk) is one line too', async () => {
+    const r = await cli(['bench', ...TINY, ...QUICK, '--json', '/dev/full']);
+    assertOneLineFailure(
+      r,
+      /--json: .*"\/dev\/full" \(writing failed: no space left on the device \(ENOSPC\)\)/,
+    );
+  });
+
   it('a folder without write permission', {
     skip: process.getuid?.() === 0 && 'root may write anywhere',
   }, async () => {
@@ -109,6 +117,8 @@ describe('impossible numbers and selections are refused in one line', () => {
     [['bench', '--settle-ms', '-1'], /--settle-ms: expected a finite number ≥ 0/],
     [['bench', '--seed', '1e3'], /--seed: expected an integer from 0 to/],
     [['bench', '--ceiling', 'Infinity'], /--ceiling: expected a finite number > 0 \(TFLOP\/s\)/],
+    [['bench', '--seq', '99999999999999999999'], /--seq: expected positive integers/],
+    [['bench', '--batch', '0'], /--batch: expected positive integers/],
     [['lab', '--budget-ms', '-5'], /--budget-ms: expected a finite number > 0/],
     [['check', '--seed', 'abc'], /--seed: expected an integer/],
     [

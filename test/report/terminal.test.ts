@@ -1,7 +1,7 @@
 /** Terminal output: tables and bars within 100 columns, colour only when asked for. */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { fitWidths, renderBars, renderTable, TERMINAL_WIDTH } from '../../src/report/terminal.js';
+import { fitWidths, renderBars, renderTable, TERMINAL_WIDTH, wrapText } from '../../src/report/terminal.js';
 
 // biome-ignore lint/suspicious/noControlCharactersInRegex: matching ANSI escape codes is the point.
 const ANSI = /\u001b\[/;
@@ -57,5 +57,18 @@ describe('terminal bars', () => {
     assert.match(lines[1], /0\.500 ms$/);
     assert.match(lines[2], /…/);
     assert.equal(lines.at(-1), 'Lower is better.');
+  });
+});
+
+describe('wrapText', () => {
+  it('breaks prose between words within the width, indents what follows, keeps long words whole', () => {
+    const text = `note: ${'word '.repeat(40)}/a/path/${'x'.repeat(120)} end`;
+    const lines = wrapText(text, 50, '      ').split('\n');
+    assert.ok(lines.length > 4);
+    assert.ok(lines[0].startsWith('note: word'));
+    for (const line of lines.slice(1)) assert.ok(line.startsWith('      '), line);
+    for (const line of lines.filter((l) => !l.includes('/a/path/'))) assert.ok(line.length <= 50, line);
+    assert.equal(lines.join(' ').replace(/ +/g, ' '), text.replace(/ +/g, ' '));
+    assert.equal(wrapText('short\nkept'), 'short\nkept');
   });
 });
