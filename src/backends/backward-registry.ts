@@ -11,10 +11,16 @@ import type { BackwardBackend } from './backward-backend.js';
 import type { BackwardProblem } from './backward-problem.js';
 import { cpuFlashBackward } from './cpu/flash-backward.js';
 import { cpuReferenceBackward } from './cpu/reference-backward.js';
+import { cudaNaiveBackward } from './cuda/naive/backward.js';
 import { chooseFrom } from './registry.js';
 
 /** Priority order: fastest first on each device. */
-export const BACKWARD_BACKENDS: readonly BackwardBackend[] = [cpuFlashBackward, cpuReferenceBackward];
+export const BACKWARD_BACKENDS: readonly BackwardBackend[] = [
+  cpuFlashBackward,
+  cpuReferenceBackward,
+  // cuda: cudnn > (flash, fused, to come) > naive
+  cudaNaiveBackward,
+];
 
 /** The backward backend that will run `problem`, or a typed error saying why none can. */
 export function chooseBackwardBackend(problem: BackwardProblem): BackwardBackend {

@@ -1,7 +1,7 @@
 /**
  * The launch-parameter structs as the compiler lays them out, against the TypeScript marshalling:
  * FlashParams (src/kernels/flash/params.cuh, included as the kernels include it) and SoftmaxParams
- * (softmax.cu). Every scalar's offset, size and kind (pointer, integer, float) and the struct's size
+ * (softmax_rows.cuh) and the backward's three structs (softmax_backward.cu). Every scalar's offset, size and kind (pointer, integer, float) and the struct's size
  * must agree, so a field added, moved or retyped on one side only fails here rather than on the GPU.
  * Skips, saying why, without nvcc or a C++ compiler.
  */
@@ -14,6 +14,11 @@ import { validateAttention } from '../../src/api/validate.js';
 import { kernelsDir } from '../../src/backends/cuda/compile.js';
 import { buildFlashParams, marshalFlashParams } from '../../src/backends/cuda/flash/params.js';
 import { softmaxFields } from '../../src/backends/cuda/naive/softmax.js';
+import {
+  biasGradFields,
+  groupSumFields,
+  softmaxBackwardFields,
+} from '../../src/backends/cuda/naive/softmax-backward.js';
 import { Tensor } from '../../src/tensor/tensor.js';
 import { compileStructLayout, layoutMismatches, structCompiler, structMembers } from '../support/c-layout.js';
 
@@ -45,8 +50,8 @@ describe('launch-parameter structs: compiler vs TypeScript', { skip }, () => {
     console.log(`# FlashParams: ${layout.size} B, ${layout.scalars.length} scalars`);
   });
 
-  it('SoftmaxParams of softmax.cu is what softmaxFields writes', () => {
-    const source = readFileSync(join(kernelsDir(), 'softmax.cu'), 'utf8');
+  it('SoftmaxParams of softmax_rows.cuh is what softmaxFields writes', () => {
+    const source = readFileSync(join(kernelsDir(), 'softmax_rows.cuh'), 'utf8');
     const struct = /struct SoftmaxParams \{[\s\S]*?\n\};/.exec(source)![0];
     const layout = compileStructLayout({
       prelude: struct,
@@ -63,5 +68,29 @@ describe('launch-parameter structs: compiler vs TypeScript', { skip }, () => {
       keyValueLengths: 0n,
     });
     assert.deepEqual(layoutMismatches(layout, fields), []);
+  });
+
+  it("softmax_backward.cu's three structs are what their field builders write", () => {
+    const source = readFileSync(join(kernelsDir(), 'softmax_backward.cu'), 'utf8');
+    const layoutOf = (name: string) =>
+      compileStructLayout({
+        prelude: /struct \w+ \{[\s\S]*?\n\};/g.exec(source.slice(source.indexOf(`struct ${name} {`)))![0],
+        name,
+        members: structMembers(source, name),
+        includeDir: kernelsDir(),
+        scratch,
+      });
+    const q = Tensor.zeros([2, 8, 4, 64]);
+    const p = problem();
+    const bias = validateAttention(q, q, q, { bias: Tensor.zeros([1, 4, 8, 8]) });
+    const cases: Array<[string, ReturnType<typeof groupSumFields>]> = [
+      [
+        'SoftmaxBackwardParams',
+        softmaxBackwardFields({ output: 1n, dOutput: 2n, dScores: 3n, dScoresLow: 0n }, p.Hv),
+      ],
+      ['BiasGradParams', biasGradFields(bias, 1n, 2n)],
+      ['GroupSumParams', groupSumFields(1n, 2n, { rows: 18, K: 2, G: 2, D: 64 })],
+    ];
+    for (const [name, fields] of cases) assert.deepEqual(layoutMismatches(layoutOf(name), fields), [], name);
   });
 });

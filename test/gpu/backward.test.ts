@@ -1,0 +1,127 @@
+/**
+ * The GPU backward backends (naive, cudnn) against the float64 CPU reference over the forward's case
+ * list (src/check/cases.ts), with the backward accuracy rule (src/check/gradients.ts): each gradient's
+ * error ≤ 2× the plain same-precision implementation's + a floor. A case cuDNN refuses must refuse with
+ * UnsupportedError and a reason. Poisoned device memory (0xFF = NaN) catches unwritten elements.
+ * Fresh random inputs per run (the seed is printed; ATTNLAB_TEST_SEED replays one). Skips without a GPU.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { attentionVjp } from '../../src/api/backward.js';
+import { cudaAvailable } from '../../src/backends/cuda/context.js';
+import { memoryStats, resetPeakMemory, setAllocationPoison } from '../../src/backends/cuda/memory.js';
+import type { Implementation } from '../../src/backends/problem.js';
+import {
+  checkGradients,
+  gradientValues,
+  plainLowPrecisionGradients,
+  randomOutputGradient,
+  referenceGradients,
+} from '../../src/check/gradients.js';
+import { UnsupportedError } from '../../src/errors.js';
+import type { FloatDType } from '../../src/tensor/dtype.js';
+import { randomNormal } from '../../src/tensor/random.js';
+import type { Tensor } from '../../src/tensor/tensor.js';
+import { buildInputs, CASES } from '../support/cases.js';
+
+const cuda = cudaAvailable();
+const skip = cuda.ok ? false : `no CUDA device: ${cuda.reason}`;
+const seed = Number(process.env.ATTNLAB_TEST_SEED ?? Date.now() % 1_000_000_000);
+
+const RUNS: ReadonlyArray<{ dtype: FloatDType; backends: Implementation[] }> = [
+  { dtype: 'bfloat16', backends: ['naive', 'cudnn'] },
+  { dtype: 'float16', backends: ['naive', 'cudnn'] },
+  { dtype: 'float32', backends: ['naive'] },
+];
+
+const summary: string[] = [];
+
+describe('GPU attention backward', { skip }, () => {
+  before(() => {
+    console.log(`# backward.test.ts seed ${seed} (ATTNLAB_TEST_SEED=${seed} replays it)`);
+    setAllocationPoison(0xff);
+  });
+  after(() => {
+    setAllocationPoison(null);
+    console.log(summary.map((line) => `# ${line}`).join('\n'));
+  });
+
+  for (const run of RUNS) {
+    CASES.forEach((c, index) => {
+      it(`${c.name} · ${run.dtype}`, () => {
+        const { q, k, v, options } = buildInputs(c, run.dtype, seed + 17 * index);
+        const dO = randomOutputGradient(q, v, run.dtype, seed + 17 * index + 9);
+        const inputs = { q, k, v, options, dO };
+        const reference = referenceGradients(inputs);
+        const plain = plainLowPrecisionGradients(inputs, run.dtype);
+        const device = { ...options, bias: options.bias?.to('cuda'), mask: options.mask?.to('cuda') };
+        const [cq, ck, cv, cdO] = [q, k, v, dO].map((t) => t.to('cuda'));
+        try {
+          for (const implementation of run.backends) {
+            let f: ReturnType<typeof attentionVjp>;
+            try {
+              f = attentionVjp(cq, ck, cv, { ...device, implementation });
+            } catch (error) {
+              assert.ok(error instanceof UnsupportedError, `${implementation}: ${error}`);
+              summary.push(`${implementation} ${run.dtype} ${c.name}: refused (${error.reason})`);
+              continue;
+            }
+            let grads: ReturnType<typeof f.backward>;
+            try {
+              grads = f.backward(cdO);
+            } catch (error) {
+              f.output.dispose();
+              assert.ok(error instanceof UnsupportedError, `${implementation} backward: ${error}`);
+              summary.push(`${implementation} ${run.dtype} ${c.name}: backward refused (${error.reason})`);
+              continue;
+            }
+            assert.equal(grads.backend, implementation);
+            const reports = checkGradients(gradientValues(grads), reference, plain, run.dtype);
+            const worst = reports.map(
+              (r) => `${r.gradient} ${r.error.toExponential(1)}/${r.bound.toExponential(1)}`,
+            );
+            summary.push(`${implementation} ${run.dtype} ${c.name}: ${worst.join(' ')} ${grads.variant}`);
+            for (const r of reports)
+              assert.ok(r.ok, `${implementation} ${c.name} (${grads.variant}) ${r.message}`);
+            for (const t of [f.output, f.logSumExp, grads.dQuery, grads.dKey, grads.dValue, grads.dBias])
+              t?.dispose();
+          }
+        } finally {
+          for (const t of [cq, ck, cv, cdO, device.bias, device.mask]) t?.dispose();
+        }
+      });
+    });
+  }
+
+  it('naive: bitwise identical twice, and the (B,N,T,S) matrices show in peak memory', () => {
+    const [B, T, N, H] = [2, 512, 4, 64];
+    const q = randomNormal([B, T, N, H], { seed, dtype: 'bfloat16' }).to('cuda');
+    const dO = randomNormal([B, T, N, H], { seed: seed + 1, dtype: 'bfloat16' }).to('cuda');
+    const f = attentionVjp(q, q, q, { implementation: 'naive', deterministic: true });
+    resetPeakMemory();
+    const before = memoryStats().currentBytes;
+    const a = f.backward(dO);
+    const peak = memoryStats().peakBytes - before;
+    assert.ok(peak >= B * N * T * T * 12, `peak ${peak} bytes`);
+    const b = f.backward(dO);
+    const bits = (t: Tensor) => Buffer.from((t.toHost().data as Uint16Array).buffer);
+    assert.ok(bits(a.dQuery).equals(bits(b.dQuery)) && bits(a.dKey).equals(bits(b.dKey)));
+    for (const t of [q, dO, f.output, f.logSumExp, a.dQuery, a.dKey, a.dValue, b.dQuery, b.dKey, b.dValue])
+      t.dispose();
+  });
+
+  it('cudnn refuses a boolean mask with UnsupportedError and the reason', () => {
+    const q = randomNormal([1, 16, 2, 64], { seed, dtype: 'bfloat16' }).to('cuda');
+    const mask = buildInputs(
+      { name: 'm', shape: { B: 1, T: 16, S: 16, N: 2, K: 2, H: 64 }, maskShape: [1, 1, 16, 16] },
+      'bfloat16',
+      seed,
+    ).options.mask!.to('cuda');
+    assert.throws(
+      () => attentionVjp(q, q, q, { implementation: 'cudnn', mask }).backward(q),
+      (e: unknown) => e instanceof UnsupportedError && /mask/.test(e.reason),
+    );
+    q.dispose();
+    mask.dispose();
+  });
+});
