@@ -86,6 +86,35 @@ describe('attnlab lab on the CPU', () => {
     assert.deepEqual(readdirSync(join(cwd, 'attnlab-out')).length, 1);
   });
 
+  it('--help gives the sizes this machine runs, the ones the lab then ran', () => {
+    const help = runCli(['lab', '--help']);
+    assert.equal(help.code, 0, help.stderr);
+    assert.match(help.stdout, /no CUDA GPU: ATTNLAB_DISABLE_CUDA=1\) the lab runs the CPU backends/);
+    const seq = /8b +sequence sweep T = (\d+), .* \(to (\d+) with --quick\), B=(\d+)/.exec(help.stdout);
+    const batch = /8c +batch sweep B = (\d+), .* \(to (\d+) with --quick\) at T=(\d+)/.exec(help.stdout);
+    assert.ok(seq && batch, help.stdout);
+    assert.ok(written);
+    const rows = loadResults(join(cwd, written[1])).rows;
+    const values = (sweep: string, key: 'T' | 'B') =>
+      rows.filter((r) => r.sweep === sweep).map((r) => r[key]);
+    // The lab above ran with --quick: the help's first values and --quick ends are what it ran.
+    assert.equal(Math.min(...values('seq', 'T')), Number(seq[1]));
+    assert.equal(Math.max(...values('seq', 'T')), Number(seq[2]));
+    assert.deepEqual(new Set(values('seq', 'B')), new Set([Number(seq[3])]));
+    assert.equal(Math.min(...values('batch', 'B')), Number(batch[1]));
+    assert.equal(Math.max(...values('batch', 'B')), Number(batch[2]));
+    assert.deepEqual(new Set(values('batch', 'T')), new Set([Number(batch[3])]));
+    // Every heading's number is in the help, alone ('8a') or in a range ('3-7').
+    const labels = [...help.stdout.matchAll(/^ {2}(\d+[a-c]?)(?:-(\d+))? /gm)];
+    for (const section of SECTIONS) {
+      const number = section.split('.')[0];
+      const covered = labels.some(([, first, last]) =>
+        last ? Number(number) >= Number(first) && Number(number) <= Number(last) : first === number,
+      );
+      assert.ok(covered, `section ${number} is not in lab --help`);
+    }
+  });
+
   it('--no-report writes nothing', () => {
     const quiet = mkdtempSync(join(tmpdir(), 'attnlab-lab-quiet-'));
     const r = runCli(['lab', '--quick', '--budget-ms', '1', '--no-report'], {}, quiet);
