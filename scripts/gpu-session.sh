@@ -16,7 +16,13 @@ export ATTNLAB_CACHE_DIR=/tmp/attnlab-cache
 export ATTNLAB_COMMIT=${ATTNLAB_COMMIT:-$(cat .device/commit 2>/dev/null || echo unknown)}
 cli=(node --import tsx src/cli/bin.ts)
 big=(--batch 4 --seq 8192 --heads 16 --causal false,true --repeats 30 --budget-ms 250 --no-progress)
+H64=${H64:-4 8192 16 64}
 declare -a summary
+python_with() { # the first Python that imports $1
+  for p in python3 /opt/torch/.venv/bin/python /opt/*/.venv/bin/python; do
+    "$p" -c "import $1" 2>/dev/null && { echo "$p"; return; }
+  done
+}
 step() { # step <name> <seconds> <command...>
   local name=$1 limit=$2; shift 2
   local start=$SECONDS
@@ -73,6 +79,23 @@ for name in "${steps[@]}"; do
     fp8-overlap) step fp8-overlap 90 node --import tsx bench/experiments/fp8-overlap.ts ;;
     fp8-output) step fp8-output 60 node --import tsx bench/experiments/cudnn-engines.ts fp8-output ;;
     fp8-layouts) step fp8-layouts 90 node --import tsx bench/experiments/cudnn-engines.ts fp8-layouts ;;
+    # Issue 12 §5 (why JAX's cuDNN attention beat attnlab's at H=64): the shape timed three ways by
+    # each library (bench/experiments/cudnn-peers-probe.py, cudnn-regimes.ts) under cuDNN's API log,
+    # JAX's HLO dump, the libcudnn each Python process mapped; then every KERNEL_CFG at H=64 and
+    # attnlab on the system cuDNN. H64 is "B T N H".
+    probe-jax|probe-torch) peer=${name#probe-}
+      CUDNN_LOGLEVEL_DBG=3 CUDNN_LOGDEST_DBG="$out/$peer-cudnn.log" XLA_FLAGS="--xla_dump_to=$out/xla --xla_dump_hlo_as_text" \
+        step "$name" 70 "$(python_with "$peer")" -c "import runpy, sys; p = 'bench/experiments/cudnn-peers-probe.py'; \
+sys.argv = [p, '$peer', *'$H64'.split(), '20']; runpy.run_path(p, run_name='__main__'); \
+print(*sorted({l.split()[-1] for l in open('/proc/self/maps') if 'libcudnn' in l}), sep='\n')" ;;
+    probe-attnlab) CUDNN_LOGLEVEL_DBG=3 CUDNN_LOGDEST_DBG="$out/attnlab-cudnn.log" \
+      step probe-attnlab 40 node --import tsx bench/experiments/cudnn-regimes.ts $H64 20 ;;
+    probe-knobs) step probe-knobs 60 node --import tsx bench/experiments/cudnn-knobs.ts bf16 $H64 ;;
+    probe-system-cudnn) ATTNLAB_CUDNN=/usr/lib/x86_64-linux-gnu/libcudnn.so.9 \
+      step probe-system-cudnn 30 node --import tsx bench/experiments/cudnn-regimes.ts $H64 20 ;;
+    # The cuDNN GPU tests of masks, expanded biases and rows that see no key.
+    cudnn-mask-tests) step cudnn-mask-tests 70 node --import tsx --test --test-reporter=tap \
+      --test-name-pattern='mask|bias \(|window \[|S_b|late keys|T>S|padding|probes' test/gpu/cudnn.test.ts ;;
     dispatch) step dispatch 40 bash -c "node --import tsx --cpu-prof --cpu-prof-dir '$out/results/prof' \
       bench/experiments/dispatch.ts cudnn 20000 && node --import tsx bench/experiments/dispatch.ts flash 20000" ;;
     *) summary+=("$(printf '%-16s unknown step' "$name")") ;;

@@ -7,7 +7,7 @@
  * The knob enums are not part of attnlab's constants (cudnn-constants.ts), so this script reads
  * them from the cuDNN header of the machine it runs on (CUDNN_HEADER or the usual places).
  *
- * Run on a GPU: node --import tsx bench/experiments/cudnn-knobs.ts [fp8|bf16|both]
+ * Run on a GPU: node --import tsx bench/experiments/cudnn-knobs.ts [fp8|bf16|both] [B T N H]
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { validateAttention } from '../../src/api/validate.js';
@@ -46,7 +46,8 @@ import { seededInput } from '../../src/bench/measure.js';
 import { calibratedScalarBlock } from './fp8-scalars.js';
 
 const which = process.argv[2] ?? 'both';
-const [B, T, N, H] = [4, 8192, 16, 128];
+const shape = process.argv.slice(3).map(Number);
+const [B, T, N, H] = shape.length === 4 ? shape : [4, 8192, 16, 128];
 const MAX_VALUES_PER_KNOB = 80;
 
 // --- enums from the header ---------------------------------------------------------------------

@@ -20,6 +20,7 @@ import { cudnnEnvironment, runCudnnAttention } from '../../src/backends/cuda/cud
 import { describeSdpa } from '../../src/backends/cuda/cudnn/features.js';
 import { clearMemoryPlanCache, planCacheStats } from '../../src/backends/cuda/cudnn/plan-cache.js';
 import { buildSdpaGraph } from '../../src/backends/cuda/cudnn/sdpa-graph.js';
+import { loadCudnn } from '../../src/backends/cuda/ffi/cudnn.js';
 import { CU_FUNC_ATTRIBUTE, cu } from '../../src/backends/cuda/ffi/driver.js';
 import { i32, launchKernel } from '../../src/backends/cuda/launch.js';
 import type { AttentionOptions, AttentionProblem } from '../../src/backends/problem.js';
@@ -27,13 +28,23 @@ import { reloadConfig } from '../../src/config.js';
 import { UnsupportedError } from '../../src/errors.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
+import { Tensor } from '../../src/tensor/tensor.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'attnlab-fake-cudnn-'));
 const source = fileURLToPath(new URL('../support/cudnn-fake.c', import.meta.url));
 const compile = (name: string) =>
   spawnSync('cc', ['-shared', '-fPIC', '-O1', '-o', join(dir, name), source, '-lm'], { encoding: 'utf8' });
 // libcudnn_graph.so.9 stands for cuDNN's sub-libraries, which are preloaded from the same folder.
-const built = [compile('libcuda.so.1'), compile('libcudnn.so.9'), compile('libcudnn_graph.so.9')];
+const nvrtcSource = fileURLToPath(new URL('./te-fake-nvrtc.c', import.meta.url));
+const built = [
+  compile('libcuda.so.1'),
+  compile('libcudnn.so.9'),
+  compile('libcudnn_graph.so.9'),
+  // The mask and empty-row passes around cuDNN are NVRTC kernels: a stand-in "compiles" them.
+  spawnSync('cc', ['-shared', '-fPIC', '-O1', '-o', join(dir, 'libnvrtc.so.13'), nvrtcSource], {
+    encoding: 'utf8',
+  }),
+];
 const skip = built.every((b) => b.status === 0)
   ? false
   : `no C compiler: ${built.map((b) => b.error?.message ?? b.stderr).join(' ')}`;
@@ -41,6 +52,8 @@ const skip = built.every((b) => b.status === 0)
 process.env.ATTNLAB_LIBCUDA = join(dir, 'libcuda.so.1');
 process.env.ATTNLAB_CUDNN = join(dir, 'libcudnn.so.9');
 process.env.ATTNLAB_CACHE_DIR = join(dir, 'cache');
+process.env.ATTNLAB_NVRTC = join(dir, 'libnvrtc.so.13');
+process.env.ATTNLAB_KERNEL_CACHE = '0';
 reloadConfig();
 
 interface Bound {
@@ -64,7 +77,8 @@ function deviceProblem(
   const k = randomNormal([B, S, K, H], { seed: 2, dtype }).to('cuda');
   const v = randomNormal([B, S, K, H], { seed: 3, dtype }).to('cuda');
   const bias = options.bias?.to('cuda');
-  return validateAttention(q, k, v, { ...options, bias });
+  const mask = options.mask?.to('cuda');
+  return validateAttention(q, k, v, { ...options, bias, mask });
 }
 
 /** Runs `p` and checks that each uid of its graph was bound to the right pointer or value. */
@@ -97,7 +111,10 @@ function runAndCheckBindings(p: AttentionProblem): void {
         expectPointer(p.value.buffer.ptr);
         break;
       case 'bias':
-        expectPointer(p.bias?.tensor.buffer.ptr);
+        // A converted bias is a buffer of this call, neither the mask nor the caller's bias.
+        if (d.prepare.convertBias)
+          assert.ok(![p.bias?.tensor.buffer.ptr, p.mask?.tensor.buffer.ptr].map(String).includes(got.ptr));
+        else expectPointer(p.bias?.tensor.buffer.ptr);
         break;
       case 'output':
         expectPointer(r.output.buffer.ptr);
@@ -172,6 +189,61 @@ describe('cuDNN FFI flow against a stand-in library', { skip }, () => {
     it(`binds every uid: ${name}`, () => runAndCheckBindings(deviceProblem(shape, options)));
   it('binds every uid: float16 H=256', () =>
     runAndCheckBindings(deviceProblem([1, 8, 8, 2, 1, 256], { isCausal: true }, 'float16')));
+
+  it('converts a mask before cuDNN and fixes empty rows after it, on the stream, with no host wait', () => {
+    const [B, T, S, N] = [2, 24, 40, 4];
+    const keepAll = (shape: number[]) =>
+      Tensor.fromRaw(new Uint8Array(shape.reduce((x, y) => x * y)).fill(1), shape, 'bool');
+    const cases: [string, AttentionOptions, string[]][] = [
+      ['plain', {}, ['execute']],
+      [
+        'mask (1,1,T,S)',
+        { mask: keepAll([1, 1, T, S]) },
+        [`launch ${T}`, 'execute', `launch ${(B * T * N) / 8}`],
+      ],
+      [
+        'mask (B,N,T,S) + causal',
+        { mask: keepAll([B, N, T, S]), isCausal: true },
+        [`launch ${B * N * T}`, 'execute', 'launch 24'],
+      ],
+      [
+        'bias over T',
+        { bias: randomNormal([B, 1, 1, S], { seed: 9, dtype: 'bfloat16' }) },
+        [`launch ${B * T}`, 'execute'],
+      ],
+      ['S_b = 0', { keyValueSeqLengths: [S, 0] }, ['execute', 'launch 24']],
+    ];
+    const driver = cu() as unknown as Record<string, (...args: unknown[]) => unknown>;
+    const fn = loadCudnn().fn as unknown as Record<string, (...args: unknown[]) => unknown>;
+    const [launch, execute] = [driver.cuLaunchKernel, fn.cudnnBackendExecute];
+    const trace: string[] = [];
+    driver.cuLaunchKernel = (...a: unknown[]) => {
+      trace.push(`launch ${a[1]}`);
+      return launch(...a);
+    };
+    fn.cudnnBackendExecute = (...a: unknown[]) => {
+      trace.push('execute');
+      return execute(...a);
+    };
+    const sync = driver.cuStreamSynchronize;
+    driver.cuStreamSynchronize = (...a: unknown[]) => {
+      trace.push('synchronize');
+      return sync(...a);
+    };
+    try {
+      for (const [name, options, expected] of cases) {
+        const p = deviceProblem([B, T, S, N, 2, 64], { ...options, returnLogSumExp: true });
+        runCudnnAttention(p); // builds the plan and compiles the kernels
+        trace.length = 0;
+        runAndCheckBindings(p);
+        assert.deepEqual(trace, expected, name);
+      }
+    } finally {
+      driver.cuLaunchKernel = launch;
+      fn.cudnnBackendExecute = execute;
+      driver.cuStreamSynchronize = sync;
+    }
+  });
 
   it('reuses a variant pack only for the same pointers, and always passes the current scale', () => {
     const p = deviceProblem([1, 16, 16, 2, 2, 32], {});

@@ -57,44 +57,20 @@ describe('cuDNN refuses what its engines cannot run, and says why', () => {
     assert.match(reason(problem({ H: 36 })), /multiples of 8 and at most 256, got H=36/);
     assert.match(reason(problem({ H: 264 })), /got H=264/);
   });
-  it('a boolean mask', () => {
-    const mask = Tensor.fromRaw(new Uint8Array(16 * 16).fill(1), [1, 1, 16, 16], 'bool');
-    assert.match(reason(problem({}, { mask })), /boolean mask/);
-  });
-  it('a bias of another dtype, or broadcast over T or S', () => {
+  it('a bias of another dtype', () => {
     const f32 = randomNormal([1, 1, 16, 16], { seed: 4, dtype: 'float32' });
     assert.match(
       reason(problem({}, { bias: f32 })),
       /bias must have the inputs' dtype bfloat16, got float32/,
     );
-    const overT = randomNormal([2, 1, 1, 16], { seed: 4, dtype: 'bfloat16' });
-    assert.match(reason(problem({}, { bias: overT })), /broadcast over T or S/);
-    const overS = randomNormal([1, 4, 16, 1], { seed: 4, dtype: 'bfloat16' });
-    assert.match(reason(problem({}, { bias: overS })), /broadcast over T or S/);
   });
-  it('a bias together with a bottom-right causal mask (T ≠ S)', () => {
+  it('a bias or a mask together with a bottom-right causal mask (T ≠ S)', () => {
     const bias = randomNormal([1, 1, 8, 16], { seed: 4, dtype: 'bfloat16' });
     const p = problem({ T: 8 }, { bias, isCausal: true, causalAlignment: 'bottom_right' });
-    assert.match(reason(p), /bias with a bottom-right/);
-  });
-  it('bottom-right alignment or a left window with T > S and no sequence lengths', () => {
-    assert.match(reason(problem({ T: 24 }, { isCausal: true, causalAlignment: 'bottom_right' })), /T ≤ S/);
-    assert.match(reason(problem({ T: 24 }, { localWindowSize: [3, 0] })), /left bound needs T ≤ S/);
-  });
-  it('rows that see no key', () => {
-    const p = problem(
-      {},
-      {
-        isCausal: true,
-        causalAlignment: 'bottom_right',
-        querySeqLengths: [16, 10],
-        keyValueSeqLengths: [16, 4],
-      },
-    );
-    assert.match(reason(p), /row 0 of batch 1 sees no key/);
-    const empty = problem({}, { keyValueSeqLengths: [16, 0] });
-    assert.match(reason(empty), /batch 1 sees no key/);
-    assert.ok(describeSdpa(empty, H200, { allowEmptyRows: true }).ok);
+    assert.match(reason(p), /a bias with a bottom-right/);
+    const mask = Tensor.fromRaw(new Uint8Array(8 * 16).fill(1), [1, 1, 8, 16], 'bool');
+    const masked = problem({ T: 8 }, { mask, isCausal: true, causalAlignment: 'bottom_right' });
+    assert.match(reason(masked), /a boolean mask \(taken as a bias\) with a bottom-right/);
   });
   it("cuDNN 9.14.0's non-causal window bug at S > 1024", () => {
     const p = problem({ B: 1, T: 8, S: 1100, N: 1, K: 1, H: 8 }, { localWindowSize: [64, 2000] });
@@ -108,6 +84,89 @@ describe('cuDNN refuses what its engines cannot run, and says why', () => {
       () => attention(q, q, q, { implementation: 'cudnn' }),
       /implementation: expected a backend that runs on cpu/,
     );
+  });
+});
+
+describe('cuDNN runs what its graph cannot express with device work around it', () => {
+  const accept = (p: AttentionProblem) => {
+    const d = describeSdpa(p, H200);
+    assert.ok(d.ok, d.ok ? '' : d.reason);
+    return d;
+  };
+  const bool = (shape: number[]) =>
+    Tensor.fromRaw(new Uint8Array(shape.reduce((x, y) => x * y)).fill(1), shape, 'bool');
+  it('a boolean mask becomes a packed bias, B and N kept where mask or bias vary along them', () => {
+    const cases: [number[], number[] | null, number[]][] = [
+      [[1, 1, 16, 16], null, [1, 1, 16, 16]],
+      [[2, 1, 16, 16], null, [2, 1, 16, 16]],
+      [[2, 4, 16, 16], null, [2, 4, 16, 16]],
+      [[1, 1, 1, 16], null, [1, 1, 16, 16]],
+      [
+        [2, 1, 16, 1],
+        [1, 4, 16, 16],
+        [2, 4, 16, 16],
+      ],
+    ];
+    for (const [maskShape, biasShape, dims] of cases) {
+      const bias = biasShape ? randomNormal(biasShape, { seed: 4, dtype: 'bfloat16' }) : undefined;
+      const d = accept(problem({}, { mask: bool(maskShape), bias }));
+      assert.deepEqual(d.prepare, { convertBias: true, fixEmptyRows: true }, `mask ${maskShape}`);
+      assert.equal(d.features.graph, 'composite');
+      assert.deepEqual(d.features.bias?.dims, dims, `mask ${maskShape} bias ${biasShape}`);
+      assert.deepEqual(d.features.bias?.strides, [dims[1] * 256, 256, 16, 1]);
+    }
+  });
+  it('a mask and a bias of the same dims share one graph, hence one plan', () => {
+    const bias = randomNormal([2, 1, 16, 16], { seed: 4, dtype: 'bfloat16' });
+    const withBias = accept(problem({}, { bias, isCausal: true }));
+    const withMask = accept(problem({}, { mask: bool([2, 1, 16, 16]), isCausal: true }));
+    assert.equal(withMask.key, withBias.key);
+    assert.deepEqual(withBias.prepare, { convertBias: false, fixEmptyRows: false });
+  });
+  it('a bias broadcast over T or S is expanded; one broadcast over B or N only is read in place', () => {
+    const overT = accept(problem({}, { bias: randomNormal([2, 1, 1, 16], { seed: 4, dtype: 'bfloat16' }) }));
+    assert.deepEqual(overT.features.bias, { dims: [2, 1, 16, 16], strides: [256, 256, 16, 1] });
+    assert.deepEqual(overT.prepare, { convertBias: true, fixEmptyRows: false });
+    const overS = accept(problem({}, { bias: randomNormal([1, 4, 16, 1], { seed: 4, dtype: 'bfloat16' }) }));
+    assert.deepEqual(overS.features.bias?.dims, [1, 4, 16, 16]);
+    assert.equal(overS.prepare.convertBias, true);
+    const inPlace = accept(
+      problem({}, { bias: randomNormal([1, 4, 16, 16], { seed: 4, dtype: 'bfloat16' }) }),
+    );
+    assert.equal(inPlace.prepare.convertBias, false);
+  });
+  it('bottom-right alignment or a left window with T > S: through full sequence lengths', () => {
+    for (const options of [
+      { isCausal: true, causalAlignment: 'bottom_right' as const },
+      { localWindowSize: [3, 0] as [number, number] },
+    ]) {
+      const d = accept(problem({ T: 24 }, options));
+      assert.equal(d.features.padding, true);
+      assert.equal(d.features.graph, 'composite');
+    }
+    // The first 8 rows of a bottom-right causal T=24, S=16 see nothing.
+    const br = accept(problem({ T: 24 }, { isCausal: true, causalAlignment: 'bottom_right' }));
+    assert.equal(br.prepare.fixEmptyRows, true);
+    // Top-left window [i − 3, i] with S = 16: rows 19–23 see nothing; [i − 8, i]: every row sees a key.
+    assert.equal(accept(problem({ T: 24 }, { localWindowSize: [3, 0] })).prepare.fixEmptyRows, true);
+    assert.equal(accept(problem({ T: 24 }, { localWindowSize: [8, 0] })).prepare.fixEmptyRows, false);
+  });
+  it('rows that see no key are fixed up after cuDNN, unless asked to leave them raw', () => {
+    const p = problem(
+      {},
+      {
+        isCausal: true,
+        causalAlignment: 'bottom_right',
+        querySeqLengths: [16, 10],
+        keyValueSeqLengths: [16, 4],
+      },
+    );
+    assert.equal(accept(p).prepare.fixEmptyRows, true);
+    const empty = problem({}, { keyValueSeqLengths: [16, 0] });
+    assert.equal(accept(empty).prepare.fixEmptyRows, true);
+    const raw = describeSdpa(empty, H200, { rawEmptyRows: true });
+    assert.ok(raw.ok && !raw.prepare.fixEmptyRows);
+    assert.equal(accept(problem({}, { isCausal: true })).prepare.fixEmptyRows, false);
   });
 });
 

@@ -21,6 +21,7 @@ import { reloadConfig } from '../../src/config.js';
 import { UnsupportedError } from '../../src/errors.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
+import { Tensor } from '../../src/tensor/tensor.js';
 import { type AttentionCase, buildInputs, CASES, WINDOW_CASES } from '../support/cases.js';
 import { checkAgainstOracle } from '../support/oracle.js';
 
@@ -43,12 +44,9 @@ const seed = Number(process.env.ATTNLAB_TEST_SEED ?? Date.now() % 1_000_000_000)
 process.env.ATTNLAB_CACHE_DIR = mkdtempSync(join(tmpdir(), 'attnlab-cudnn-'));
 reloadConfig();
 
-/** Cases of the shared matrix cuDNN refuses, and the words of the reason. */
+/** Cases cuDNN refuses, and the words of the reason. */
 const REFUSED: Record<string, RegExp> = {
-  'causal T>S bottom-right (first rows see nothing)': /T ≤ S/,
-  'bias (B,1,1,S)': /broadcast over T or S/,
-  'mask (B,1,T,S) with a fully masked row': /boolean mask/,
-  'padding + causal bottom-right + GQA': /sees no key/,
+  'mask + bottom-right causal T<S': /boolean mask \(taken as a bias\) with a bottom-right/,
 };
 
 const CUDNN_CASES: readonly AttentionCase[] = [
@@ -73,6 +71,66 @@ const CUDNN_CASES: readonly AttentionCase[] = [
     shape: { B: 2, T: 150, S: 300, N: 2, K: 2, H: 64 },
     biasShape: [2, 2, 150, 300],
   },
+  // Boolean masks, converted to a bias on the device; row 0 of each mask sees nothing (cases.ts).
+  {
+    name: 'mask (1,1,T,S) causal T=S=200',
+    shape: { B: 2, T: 200, S: 200, N: 2, K: 1, H: 64 },
+    maskShape: [1, 1, 200, 200],
+    options: { isCausal: true },
+  },
+  {
+    name: 'mask (B,N,T,S) + padding',
+    shape: { B: 2, T: 130, S: 260, N: 2, K: 2, H: 128 },
+    maskShape: [2, 2, 130, 260],
+    options: { querySeqLengths: [130, 61], keyValueSeqLengths: [200, 260] },
+  },
+  {
+    name: 'mask (B,1,T,S) + bias (1,N,T,S)',
+    shape: { B: 2, T: 150, S: 300, N: 2, K: 2, H: 64 },
+    maskShape: [2, 1, 150, 300],
+    biasShape: [1, 2, 150, 300],
+  },
+  {
+    name: 'mask (1,1,1,S): every row masked',
+    shape: { B: 1, T: 40, S: 70, N: 2, K: 2, H: 64 },
+    maskShape: [1, 1, 1, 70],
+  },
+  {
+    name: 'mask (B,1,T,1) + causal + window',
+    shape: { B: 2, T: 96, S: 96, N: 2, K: 2, H: 64 },
+    maskShape: [2, 1, 96, 1],
+    options: { isCausal: true, localWindowSize: [20, 0] },
+  },
+  {
+    name: 'mask + bottom-right causal T<S',
+    shape: { B: 1, T: 48, S: 80, N: 2, K: 2, H: 64 },
+    maskShape: [1, 1, 48, 80],
+    options: { isCausal: true, causalAlignment: 'bottom_right' },
+  },
+  // Biases broadcast over T or S, expanded on the device.
+  { name: 'bias (B,N,T,1)', shape: { B: 2, T: 70, S: 90, N: 2, K: 2, H: 64 }, biasShape: [2, 2, 70, 1] },
+  {
+    name: 'bias (1,1,1,S) causal',
+    shape: { B: 2, T: 200, S: 200, N: 2, K: 2, H: 64 },
+    biasShape: [1, 1, 1, 200],
+    options: { isCausal: true },
+  },
+  // T > S through full sequence lengths; rows that see nothing fixed up after cuDNN.
+  {
+    name: 'window [5,0] T>S (last rows see nothing)',
+    shape: { B: 2, T: 80, S: 48, N: 2, K: 2, H: 64 },
+    options: { localWindowSize: [5, 0] },
+  },
+  {
+    name: 'window [3,2] bottom-right T>S',
+    shape: { B: 2, T: 80, S: 48, N: 2, K: 1, H: 64 },
+    options: { localWindowSize: [3, 2], causalAlignment: 'bottom_right' },
+  },
+  {
+    name: 'S_b = 0 in one batch',
+    shape: { B: 2, T: 64, S: 64, N: 2, K: 2, H: 64 },
+    options: { querySeqLengths: [64, 30], keyValueSeqLengths: [64, 0] },
+  },
   {
     name: 'H=256 causal GQA',
     shape: { B: 1, T: 200, S: 200, N: 4, K: 2, H: 256 },
@@ -88,6 +146,7 @@ function runCase(c: AttentionCase, dtype: FloatDType, caseSeed: number, how: Des
     : attention(p.query, p.key, p.value, {
         ...inputs.options,
         bias: p.bias?.tensor,
+        mask: p.mask?.tensor,
         implementation: 'cudnn',
         returnLogSumExp: true,
       });
@@ -147,6 +206,25 @@ describe('cudnn backend', { skip }, () => {
     }
   }
 
+  // A mask that drops the first 256 keys of every even row: whole key tiles are masked before the
+  // row's first visible key, so the running max starts at the fill value and must rescale away.
+  for (const dtype of ['bfloat16', 'float16'] as const) {
+    it(`masked key tiles before the first visible key are exact (${dtype})`, () => {
+      const c: AttentionCase = { name: 'late keys', shape: { B: 1, T: 128, S: 384, N: 2, K: 2, H: 64 } };
+      const inputs = buildInputs(c, dtype, seed);
+      const values = new Uint8Array(128 * 384).fill(1);
+      for (let t = 0; t < 128; t += 2) values.fill(0, t * 384, t * 384 + 256);
+      const mask = Tensor.fromRaw(values, [1, 1, 128, 384], 'bool');
+      const withMask = { ...inputs, options: { ...inputs.options, mask } };
+      const result = attention(inputs.q.to('cuda'), inputs.k.to('cuda'), inputs.v.to('cuda'), {
+        mask: mask.to('cuda'),
+        implementation: 'cudnn',
+        returnLogSumExp: true,
+      });
+      checkAgainstOracle(result, withMask, dtype, `late keys ${dtype} (seed ${seed})`, 1e-4);
+    });
+  }
+
   it('is chosen by auto dispatch for bfloat16 on the GPU', () => {
     const q = randomNormal([2, 64, 4, 64], { seed, dtype: 'bfloat16' }).to('cuda');
     assert.equal(attention(q, q, q, { isCausal: true }).backend, 'cudnn');
@@ -168,7 +246,7 @@ describe('cudnn backend', { skip }, () => {
   });
 
   // Last: a kernel that faults on these rows would spoil the CUDA context for every later test.
-  it('probes rows that see no key (refused by supports()): what cuDNN writes there', () => {
+  it('probes rows that see no key, left raw: what cuDNN itself writes there', () => {
     const c: AttentionCase = { name: 'probe', shape: { B: 2, T: 64, S: 64, N: 2, K: 2, H: 64 }, options: {} };
     const probes: [string, AttentionOptions][] = [
       [
@@ -185,7 +263,7 @@ describe('cudnn backend', { skip }, () => {
     for (const [name, options] of probes) {
       const p = deviceProblem({ ...c, options }, 'bfloat16', seed, { returnLogSumExp: true });
       try {
-        const r = runCudnnAttention(p, { allowEmptyRows: true });
+        const r = runCudnnAttention(p, { rawEmptyRows: true });
         const o = r.output.toFloat64Array();
         const lse = r.logSumExp?.toFloat64Array() ?? new Float64Array(0);
         const row = (t: number) => o.subarray((1 * 64 + t) * 2 * 64, ((1 * 64 + t) * 2 + 1) * 64);

@@ -8,6 +8,7 @@
  */
 import { UnsupportedError } from '../../../errors.js';
 import { itemSize } from '../../../tensor/dtype.js';
+import type { DeviceBuffer } from '../../../tensor/storage.js';
 import { Tensor } from '../../../tensor/tensor.js';
 // Types only: a value import would make this module and the registry import each other.
 import type { AttentionBackend, Support } from '../../backend.js';
@@ -17,6 +18,7 @@ import { cudnnHandle, loadCudnn } from '../ffi/cudnn.js';
 import { allocDevice, copyToDevice, copyToHost } from '../memory.js';
 import { type CallPointers, executePlan, sequenceLengthsBuffer } from './execute.js';
 import { type CudnnEnvironment, type DescribeOptions, type Description, describeSdpa } from './features.js';
+import { biasFromMask, fixEmptyRows } from './masks.js';
 import { getPlan } from './plan-cache.js';
 
 type Environment = { ok: true; env: CudnnEnvironment } | { ok: false; reason: string };
@@ -83,23 +85,32 @@ export function runCudnnAttention(p: AttentionProblem, options?: DescribeOptions
     p.dtype,
   );
   const statsBuffer = f.stats === 'none' ? null : allocDevice(B * T * N * 4);
-  const pointers: CallPointers = {
-    query: p.query.buffer.ptr,
-    key: p.key.buffer.ptr,
-    value: p.value.buffer.ptr,
-    output: output.buffer.ptr,
-    stats: statsBuffer?.ptr,
-    bias: p.bias?.tensor.buffer.ptr,
-  };
-  const lengths = f.padding
-    ? [sequenceLengthsBuffer(p.querySeqLengths, B, T), sequenceLengthsBuffer(p.keyValueSeqLengths, B, p.S)]
-    : [];
-  if (f.padding) [pointers.seqLenQ, pointers.seqLenKv] = [lengths[0].ptr, lengths[1].ptr];
+  // Per-call device buffers, released once enqueued (the pool is stream-ordered: a later user of
+  // these blocks runs after this call's kernels).
+  const scratch: DeviceBuffer[] = [];
   try {
+    const bias = d.prepare.convertBias ? biasFromMask(p, f) : null;
+    if (bias) scratch.push(bias);
+    const pointers: CallPointers = {
+      query: p.query.buffer.ptr,
+      key: p.key.buffer.ptr,
+      value: p.value.buffer.ptr,
+      output: output.buffer.ptr,
+      stats: statsBuffer?.ptr,
+      bias: bias ? bias.ptr : p.bias?.tensor.buffer.ptr,
+    };
+    let lengths: [bigint, bigint] | null = null;
+    if (f.padding) {
+      const q = sequenceLengthsBuffer(p.querySeqLengths, B, T);
+      const kv = sequenceLengthsBuffer(p.keyValueSeqLengths, B, p.S);
+      scratch.push(q, kv);
+      lengths = [q.ptr, kv.ptr];
+      [pointers.seqLenQ, pointers.seqLenKv] = lengths;
+    }
     executePlan(entry, handle, pointers, p.scale);
+    if (d.prepare.fixEmptyRows) fixEmptyRows(p, f, output.buffer.ptr, statsBuffer?.ptr, lengths);
   } finally {
-    // Stream-ordered pool: a later user of these blocks is enqueued after this call's kernels.
-    for (const buffer of lengths) buffer.release();
+    for (const buffer of scratch) buffer.release();
   }
   let logSumExp: Tensor | undefined;
   if (statsBuffer) {

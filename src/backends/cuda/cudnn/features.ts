@@ -46,11 +46,23 @@ export interface DescribeOptions {
   /** Force a graph kind (tests, benchmarks); an impossible choice is reported as a reason. */
   readonly graph?: GraphKind;
   readonly statsLayout?: Exclude<StatsLayout, 'none'>;
-  /** Let rows that see no key through (to observe what cuDNN does with them). */
-  readonly allowEmptyRows?: boolean;
+  /** Leave rows that see no key as cuDNN writes them (to observe what it does with them). */
+  readonly rawEmptyRows?: boolean;
 }
 
-export type Description = { ok: true; features: SdpaFeatures; key: string } | { ok: false; reason: string };
+/**
+ * Device work around cuDNN that does not change the graph (masks.ts): `convertBias` builds the bias
+ * tensor from a boolean mask and/or a bias broadcast over T or S; `fixEmptyRows` writes the rule's
+ * zeros and −inf into rows that may see no key (always with a mask, whose contents the host never reads).
+ */
+export interface Preparation {
+  readonly convertBias: boolean;
+  readonly fixEmptyRows: boolean;
+}
+
+export type Description =
+  | { ok: true; features: SdpaFeatures; key: string; prepare: Preparation }
+  | { ok: false; reason: string };
 
 const MAX_HEAD_DIM = 256;
 
@@ -75,12 +87,7 @@ export function describeSdpa(
   if (p.H % 8 !== 0 || p.Hv % 8 !== 0 || p.H > MAX_HEAD_DIM || p.Hv > MAX_HEAD_DIM) {
     return no(`head dims must be multiples of 8 and at most ${MAX_HEAD_DIM}, got H=${p.H}, Hv=${p.Hv}`);
   }
-  if (p.mask) {
-    return no(
-      'a boolean mask has no place in the fused graph; pass an additive bias (−inf where masked) instead',
-    );
-  }
-  const padding = p.querySeqLengths !== null || p.keyValueSeqLengths !== null;
+  const given = p.querySeqLengths !== null || p.keyValueSeqLengths !== null;
   const windowRight = p.window ? p.window.right : Number.POSITIVE_INFINITY;
   const rightValue = p.causal ? Math.min(windowRight, 0) : windowRight;
   // A bound of max(T, S) or more masks nothing (|i + d − j| < max(T, S) for every valid pair), so it
@@ -92,41 +99,29 @@ export function describeSdpa(
   if (right !== null && right < 0) return no(`the window's right bound must be ≥ 0 for cuDNN, got ${right}`);
   if (left !== null && left < 0) return no(`the window's left bound must be ≥ 0 for cuDNN, got ${left}`);
   const bounded = right !== null || left !== null;
-  const alignment: CausalAlignment = bounded && (padding || p.T !== p.S) ? p.alignment : 'top_left';
-  if (bounded && alignment === 'bottom_right' && !padding && p.T > p.S) {
-    return no(`bottom-right alignment needs T ≤ S without sequence lengths, got T=${p.T}, S=${p.S}`);
-  }
-  if (left !== null && !padding && p.T > p.S) {
-    return no(`a window with a left bound needs T ≤ S without sequence lengths, got T=${p.T}, S=${p.S}`);
-  }
+  const alignment: CausalAlignment = bounded && (given || p.T !== p.S) ? p.alignment : 'top_left';
+  // cuDNN runs a bottom-right diagonal or a left bound with T > S only through sequence lengths
+  // (cudnn-frontend refuses them without): full lengths T and S are passed then, ~7% slower.
+  const padding = given || (p.T > p.S && ((bounded && alignment === 'bottom_right') || left !== null));
   if (left !== null && right === null && env.version === 91400 && p.S > 1024) {
     return no('cuDNN 9.14.0 computes a non-causal window wrongly when S > 1024 (fixed in 9.14.1)');
   }
   let bias: SdpaFeatures['bias'] = null;
-  if (p.bias) {
-    const [sb, sn, st, ss] = p.bias.strides;
-    if (p.bias.tensor.dtype !== p.dtype) {
-      return no(`the bias must have the inputs' dtype ${p.dtype}, got ${p.bias.tensor.dtype}`);
-    }
-    if ((st === 0 && p.T > 1) || (ss === 0 && p.S > 1)) {
-      return no(`cuDNN takes a bias of shape (1|B, 1|N, T, S); one broadcast over T or S is not expressible`);
-    }
+  let convertBias = false;
+  if (p.bias && p.bias.tensor.dtype !== p.dtype) {
+    return no(`the bias must have the inputs' dtype ${p.dtype}, got ${p.bias.tensor.dtype}`);
+  }
+  if (p.bias || p.mask) {
     if (right !== null && alignment === 'bottom_right') {
-      return no('cuDNN cannot combine a bias with a bottom-right causal or right-bounded window');
+      const what = p.bias ? 'a bias' : 'a boolean mask (taken as a bias)';
+      return no(`cuDNN cannot combine ${what} with a bottom-right causal or right-bounded window`);
     }
-    // A broadcast dimension has size 1 for cuDNN; it gets the packed stride of the dims inside it.
-    const dims = [sb === 0 ? 1 : p.B, sn === 0 ? 1 : p.N, p.T, p.S];
-    const strides = [sb, sn, st, ss];
-    for (let d = 3; d >= 0; d--) {
-      if (dims[d] === 1 || strides[d] === 0) strides[d] = d === 3 ? 1 : strides[d + 1] * dims[d + 1];
-    }
-    bias = { dims, strides };
+    const converted = biasLayout(p);
+    convertBias = converted.convert;
+    bias = converted.bias;
   }
-  if (!options.allowEmptyRows) {
-    const empty = firstEmptyRow(p, right, left, alignment);
-    if (empty)
-      return no(`row ${empty.row} of batch ${empty.batch} sees no key; cuDNN's output there is not defined`);
-  }
+  const fixEmptyRows =
+    !options.rawEmptyRows && (p.mask !== null || firstEmptyRow(p, right, left, alignment) !== null);
   const unifiedOk = !bias && !bounded && (!padding || env.version >= CUDNN_UNIFIED_SEQ_LEN_VERSION);
   const wanted = options.graph ?? config().cudnnGraph ?? undefined;
   if (wanted === 'unified' && !unifiedOk) {
@@ -151,7 +146,26 @@ export function describeSdpa(
     bias,
     stats: p.returnLogSumExp ? (options.statsLayout ?? DEFAULT_STATS_LAYOUT) : 'none',
   };
-  return { ok: true, features, key: JSON.stringify(features) };
+  return { ok: true, features, key: JSON.stringify(features), prepare: { convertBias, fixEmptyRows } };
+}
+
+/**
+ * The bias as cuDNN reads it. cuDNN takes dims (1|B, 1|N, T, S) with T and S in memory; a bias of
+ * the inputs' dtype broadcast only over B or N is read in place, with the packed stride of the dims
+ * inside for each size-1 dim. A mask, or a bias broadcast over T or S, is converted (masks.ts) into
+ * a packed (1|B, 1|N, T, S) tensor, B and N kept where either operand varies along them.
+ */
+function biasLayout(p: AttentionProblem): { bias: NonNullable<SdpaFeatures['bias']>; convert: boolean } {
+  const varies = (d: 0 | 1) => (p.bias?.strides[d] ?? 0) !== 0 || (p.mask?.strides[d] ?? 0) !== 0;
+  const dims = [varies(0) ? p.B : 1, varies(1) ? p.N : 1, p.T, p.S];
+  const inPlace =
+    p.bias && !p.mask && (p.bias.strides[2] !== 0 || p.T === 1) && (p.bias.strides[3] !== 0 || p.S === 1);
+  const strides = inPlace && p.bias ? [...p.bias.strides] : [0, 0, 0, 0];
+  for (let d = 3; d >= 0; d--) {
+    if (!inPlace || dims[d] === 1 || strides[d] === 0)
+      strides[d] = d === 3 ? 1 : strides[d + 1] * dims[d + 1];
+  }
+  return { bias: { dims, strides }, convert: !inPlace };
 }
 
 /**
