@@ -7,42 +7,11 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { attention } from '../../src/api/attention.js';
 import { InvalidArgumentError, UnsupportedError } from '../../src/errors.js';
-import { Random, randomNormal } from '../../src/tensor/random.js';
+import { randomNormal } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';
+import { pack, pagedCopy } from '../support/kv-layouts.js';
 
 const IMPLEMENTATIONS = ['reference', 'flash'] as const;
-
-/** A random permutation of [0, n). */
-function permutation(n: number, seed: number): number[] {
-  const rng = new Random(seed);
-  const order = Array.from({ length: n }, (_, i) => i);
-  for (let i = n - 1; i > 0; i--) {
-    const j = Math.floor(rng.nextFloat() * (i + 1));
-    [order[i], order[j]] = [order[j], order[i]];
-  }
-  return order;
-}
-
-/**
- * A dense cache (B, S, K, X) and the same tokens scattered into a pool through a shuffled block
- * table, one element at a time (the obvious way, so the test does not share the backend's gather).
- */
-function pagedCopy(dense: Tensor, blockSize: number, seed: number) {
-  const [B, S, K, X] = dense.shape;
-  const M = Math.ceil(S / blockSize);
-  const numBlocks = B * M + 3; // spare blocks the table never names
-  const order = permutation(numBlocks, seed);
-  const table = Array.from({ length: B }, (_, b) => Array.from({ length: M }, (_, m) => order[b * M + m]));
-  const values = dense.toFloat64Array();
-  const pool = new Float64Array(numBlocks * blockSize * K * X).fill(Number.NaN); // unused slots hold NaN
-  for (let b = 0; b < B; b++)
-    for (let s = 0; s < S; s++)
-      for (let e = 0; e < K * X; e++) {
-        const slot = (table[b][Math.floor(s / blockSize)] * blockSize + (s % blockSize)) * K * X + e;
-        pool[slot] = values[(b * S + s) * K * X + e];
-      }
-  return { pool: Tensor.fromArray(pool, [numBlocks, blockSize, K, X], dense.dtype), table, M };
-}
 
 describe('paged KV cache', () => {
   for (const blockSize of [1, 4, 16]) {
@@ -171,20 +140,6 @@ describe('paged KV cache', () => {
 });
 
 describe('packed sequences', () => {
-  /** Packs the first lengths[b] rows of each batch of a dense (B, L, …) tensor. */
-  function pack(dense: Tensor, lengths: number[]) {
-    const [B, L, ...rest] = dense.shape;
-    const row = rest.reduce((a, d) => a * d, 1);
-    const values = dense.toFloat64Array();
-    const out: number[] = [];
-    const offsets = [0];
-    for (let b = 0; b < B; b++) {
-      out.push(...values.subarray(b * L * row, (b * L + lengths[b]) * row));
-      offsets.push(offsets[b] + lengths[b]);
-    }
-    return { tensor: Tensor.fromArray(out, [offsets[B], ...rest], dense.dtype), offsets };
-  }
-
   it('equal the padded dense call (query and key/value packed, causal, GQA, a window)', () => {
     const [B, N, K, H] = [3, 4, 1, 8];
     const qLengths = [3, 0, 5];

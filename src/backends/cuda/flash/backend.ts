@@ -11,6 +11,7 @@ import { type CompiledModule, loadKernels } from '../compile.js';
 import { cudaAvailable, getCudaContext, targetArch } from '../context.js';
 import { launchKernel } from '../launch.js';
 import { allocDevice, copyInt32ToDevice } from '../memory.js';
+import { decodeSupport, runDecode, wantsDecodeKernel } from './decode.js';
 import { buildFlashParams, marshalFlashParams } from './params.js';
 import {
   FLASH_BIAS_CODES,
@@ -139,9 +140,17 @@ export function runFlash(p: AttentionProblem): BackendOutput {
   };
 }
 
+/** Paged and packed problems need the decode kernel; dense ones may take it (decode.ts says when). */
+function supportsFlash(p: AttentionProblem): Support {
+  const general = flashSupport(p);
+  if (!general.ok || (!p.paged && !p.packed)) return general;
+  return decodeSupport(p);
+}
+
 export const cudaFlashBackend: AttentionBackend = {
   name: 'flash',
   device: 'cuda',
-  supports: flashSupport,
-  run: runFlash,
+  layouts: ['paged', 'packed'],
+  supports: supportsFlash,
+  run: (p) => (wantsDecodeKernel(p) && decodeSupport(p).ok ? runDecode(p) : runFlash(p)),
 };

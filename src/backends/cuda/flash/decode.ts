@@ -1,0 +1,244 @@
+/**
+ * The flash backend's decoding path: src/kernels/decode/flash_decode.cu, a split-KV kernel for few
+ * queries per sequence over a long cache (dense, paged through a block table, or packed), and its
+ * combine kernel. Two launches per call at most: the split, and the combine when splits > 1.
+ *
+ * Which problems take it: every paged or packed one (the prefill kernel has neither), and dense ones
+ * whose rows per key/value head (T·N/K, GQA-packed into m16 tiles) fit in 4 tiles — decoding and
+ * short speculative steps, where the prefill kernel's 128-row query tiles would be mostly padding and
+ * its grid of B·N blocks too small to fill 132 SMs.
+ */
+import { AttnlabError } from '../../../errors.js';
+import { Tensor } from '../../../tensor/tensor.js';
+import { SUPPORTED, type Support, unsupported } from '../../backend.js';
+import type { AttentionProblem, BackendOutput } from '../../problem.js';
+import { loadKernels } from '../compile.js';
+import { getCudaContext, targetArch } from '../context.js';
+import { type KernelArg, launchKernel, type ScalarType, structLayout } from '../launch.js';
+import { allocDevice, copyInt32ToDevice, fillDevice32 } from '../memory.js';
+import { FLASH_FLAGS } from './params.js';
+
+/** Keys per tile and rows per block, as DEC_BN / DEC_ROWS in flash_decode.cu. */
+const TILE_KEYS = 64;
+const BLOCK_ROWS = 16;
+/** Dense problems with at most this many GQA-packed rows per kv head take the decode kernel. */
+const DENSE_DECODE_MAX_ROWS = 4 * BLOCK_ROWS;
+const WINDOW_UNBOUNDED = 1 << 29;
+const NEG_INF_BITS = 0xff800000;
+/** sizeof(DecodeParams): 12 pointers + 8 strides (8 bytes), 16 four-byte fields. */
+export const DECODE_PARAMS_BYTES = 12 * 8 + 8 * 8 + 16 * 4;
+
+export interface DecodeVariant {
+  readonly arch: string;
+  readonly fp16: boolean;
+  /** Q/K and V head dims padded to multiples of 16. */
+  readonly headDim: number;
+  readonly valueHeadDim: number;
+  /** cp.async stages of K+V tiles: 3 up to D=128 (2 blocks of ~110 KB per SM), 2 above. */
+  readonly stages: number;
+}
+
+const pad16 = (x: number) => Math.ceil(x / 16) * 16;
+
+export function decodeVariant(p: AttentionProblem, arch: string): DecodeVariant {
+  const headDim = pad16(p.H);
+  const valueHeadDim = pad16(p.Hv);
+  return {
+    arch,
+    fp16: p.dtype === 'float16',
+    headDim,
+    valueHeadDim,
+    stages: Math.max(headDim, valueHeadDim) <= 128 ? 3 : 2,
+  };
+}
+
+export function decodeVariantKey(v: DecodeVariant): string {
+  return `flash-decode.${v.arch}.${v.fp16 ? 'f16' : 'bf16'}.d${v.headDim}${
+    v.valueHeadDim !== v.headDim ? `v${v.valueHeadDim}` : ''
+  }.64x16x4s${v.stages}`;
+}
+
+/** Shared memory of one block, as DecodeConfig::SMEM. */
+export function decodeSharedBytes(v: DecodeVariant): number {
+  const q = BLOCK_ROWS * (v.headDim + 8) * 2;
+  const weights = 4 * 16 * 16 * 4;
+  const stage = TILE_KEYS * (v.headDim + 8) * 2 + TILE_KEYS * (v.valueHeadDim + 8) * 2;
+  const merge = 4 * BLOCK_ROWS * (v.valueHeadDim + 2) * 4;
+  return q + weights + Math.max(v.stages * stage, merge);
+}
+
+/** Whether the flash backend should run `p` through the decode kernel rather than the prefill one. */
+export function wantsDecodeKernel(p: AttentionProblem): boolean {
+  if (p.paged || p.packed) return true;
+  return !p.bias && !p.mask && p.dtype !== 'float32' && (p.T * p.N) / p.K <= DENSE_DECODE_MAX_ROWS;
+}
+
+/** Why the decode kernel cannot run `p` (the flash backend's general checks have passed). */
+export function decodeSupport(p: AttentionProblem): Support {
+  const layout = p.paged ? 'a paged KV cache' : 'packed sequences';
+  if (p.dtype !== 'bfloat16' && p.dtype !== 'float16') {
+    return unsupported(`${layout} in ${p.dtype}: the decode kernel takes bfloat16 or float16`);
+  }
+  if (p.bias || p.mask) {
+    return unsupported(
+      `${layout} with a ${p.bias ? 'bias' : 'boolean mask'}: the decode kernel takes neither`,
+    );
+  }
+  if (p.B * p.K > 65535) return unsupported(`B·K = ${p.B * p.K}: the grid's z dimension is at most 65535`);
+  const v = decodeVariant(p, targetArch());
+  const shared = decodeSharedBytes(v);
+  const limit = getCudaContext().properties.maxSharedMemoryPerBlockOptin;
+  if (shared > limit)
+    return unsupported(`${decodeVariantKey(v)} needs ${shared} B of shared memory, ${limit} allowed`);
+  return SUPPORTED;
+}
+
+/**
+ * Splits of the key range: enough blocks for about two per SM (what fits by shared memory at D=128),
+ * but no split shorter than two tiles (128 keys), where the combine's extra pass would cost more than
+ * the parallelism gains. A heuristic in the spirit of FlashAttention's num_splits_heuristic, to be
+ * replaced by the measured table in bench/results/ once it exists.
+ */
+export function chooseSplits(p: AttentionProblem, multiprocessors: number): number {
+  const rowTiles = Math.ceil((p.T * p.N) / p.K / BLOCK_ROWS);
+  const blocks = p.B * p.K * rowTiles;
+  const tiles = Math.ceil(p.S / TILE_KEYS);
+  const wanted = Math.ceil((2 * multiprocessors) / blocks);
+  return Math.max(1, Math.min(wanted, Math.floor(tiles / 2), 128));
+}
+
+function kernels(v: DecodeVariant): { split: bigint; combine: bigint } {
+  const split = 'attnlab_flash_decode';
+  const combine = 'attnlab_flash_decode_combine';
+  const module = loadKernels({
+    file: 'decode/flash_decode.cu',
+    kernels: [split, combine],
+    defines: {
+      DECODE_D: v.headDim,
+      DECODE_DV: v.valueHeadDim,
+      DECODE_FP16: v.fp16 ? 1 : 0,
+      DECODE_STAGES: v.stages,
+    },
+  });
+  return { split: module.functions.get(split)!, combine: module.functions.get(combine)! };
+}
+
+export function runDecode(p: AttentionProblem): BackendOutput {
+  const { B, T, N, K, H, Hv } = p;
+  const queryOffsets = p.packed?.querySeqOffsets ?? null;
+  const kvOffsets = p.packed?.keyValueSeqOffsets ?? null;
+  const tokens = queryOffsets ? queryOffsets[B] : B * T;
+  const rows = tokens * N;
+  const variant = decodeVariant(p, targetArch());
+  const key = decodeVariantKey(variant);
+  const { properties } = getCudaContext();
+  const splits = chooseSplits(p, properties.multiprocessorCount);
+  const itemBytes = 2;
+  const out = allocDevice(rows * Hv * itemBytes);
+  const lse = p.returnLogSumExp ? allocDevice(rows * 4) : null;
+  // A dense query with lengths has padding rows no block writes: they must read zeros (lse −inf).
+  if (!queryOffsets && p.querySeqLengths) {
+    fillDevice32(out, 0);
+    if (lse) fillDevice32(lse, NEG_INF_BITS);
+  }
+  const upload = (values: Int32Array | null) => (values ? copyInt32ToDevice(values) : null);
+  const table = upload(p.paged?.blockTable ?? null);
+  const qOffsets = upload(queryOffsets);
+  const kvOffs = upload(kvOffsets);
+  const qLens = upload(queryOffsets ? null : p.querySeqLengths);
+  const kvLens = upload(kvOffsets ? null : p.keyValueSeqLengths);
+  const partO = splits > 1 ? allocDevice(splits * rows * variant.valueHeadDim * 4) : null;
+  const partLse = splits > 1 ? allocDevice(splits * rows * 4) : null;
+  try {
+    if (rows > 0) {
+      const fn = kernels(variant);
+      let flags = 0;
+      if (p.causal) flags |= FLASH_FLAGS.causal;
+      if (p.alignment === 'bottom_right') flags |= FLASH_FLAGS.bottomRight;
+      if (p.window) flags |= FLASH_FLAGS.window;
+      const side = (x: number) => (Number.isFinite(x) ? Math.min(x, WINDOW_UNBOUNDED) : WINDOW_UNBOUNDED);
+      const params = marshalDecodeParams({
+        pointers: [
+          p.query.buffer.ptr,
+          p.key.buffer.ptr,
+          p.value.buffer.ptr,
+          out.ptr,
+          lse?.ptr ?? 0n,
+          partO?.ptr ?? 0n,
+          partLse?.ptr ?? 0n,
+          table?.ptr ?? 0n,
+          qOffsets?.ptr ?? 0n,
+          kvOffs?.ptr ?? 0n,
+          qLens?.ptr ?? 0n,
+          kvLens?.ptr ?? 0n,
+        ],
+        // Token and head strides in elements: every layout is token-major with heads inside.
+        strides: [N * H, H, K * H, H, K * Hv, Hv, N * Hv, Hv],
+        ints: [
+          B,
+          T,
+          p.S,
+          N,
+          K,
+          H,
+          Hv,
+          N / K,
+          p.paged?.blockSize ?? 0,
+          p.paged?.maxBlocksPerSeq ?? 0,
+          splits,
+          p.window ? side(p.window.left) : WINDOW_UNBOUNDED,
+          p.window ? side(p.window.right) : WINDOW_UNBOUNDED,
+        ],
+        scaleLog2: p.scale * Math.LOG2E,
+        flags,
+        rowsTotal: rows,
+      });
+      const rowTiles = Math.ceil((T * N) / K / BLOCK_ROWS);
+      launchKernel(
+        fn.split,
+        { grid: [splits, rowTiles, B * K], block: [128, 1, 1], sharedBytes: decodeSharedBytes(variant) },
+        [params],
+      );
+      if (splits > 1) {
+        launchKernel(fn.combine, { grid: [Math.ceil(rows / 4), 1, 1], block: [128, 1, 1] }, [params]);
+      }
+    }
+  } finally {
+    // The pool hands these blocks only to work enqueued later on the same stream.
+    for (const buffer of [table, qOffsets, kvOffs, qLens, kvLens, partO, partLse]) buffer?.release();
+  }
+  const shape = queryOffsets ? [tokens, N, Hv] : [B, T, N, Hv];
+  return {
+    output: Tensor.fromDeviceBuffer(out, shape, p.dtype),
+    logSumExp: lse ? Tensor.fromDeviceBuffer(lse, shape.slice(0, -1), 'float32') : undefined,
+    variant: `${key}.split${splits}${p.paged ? `.paged${p.paged.blockSize}` : ''}${p.packed ? '.packed' : ''}`,
+  };
+}
+
+interface DecodeParamValues {
+  readonly pointers: readonly bigint[];
+  readonly strides: readonly number[];
+  readonly ints: readonly number[];
+  readonly scaleLog2: number;
+  readonly flags: number;
+  readonly rowsTotal: number;
+}
+
+/** DecodeParams field for field, in declaration order. */
+export function marshalDecodeParams(f: DecodeParamValues): KernelArg {
+  const fields: Array<{ type: ScalarType; value: number | bigint }> = [
+    ...f.pointers.map((value) => ({ type: 'ptr' as const, value })),
+    ...f.strides.map((value) => ({ type: 'i64' as const, value })),
+    ...f.ints.map((value) => ({ type: 'i32' as const, value })),
+    { type: 'f32', value: f.scaleLog2 },
+    { type: 'i32', value: f.flags },
+    { type: 'i32', value: f.rowsTotal },
+  ];
+  const { size } = structLayout(fields);
+  if (fields.length !== 12 + 8 + 16 || size !== DECODE_PARAMS_BYTES) {
+    throw new AttnlabError(
+      `DecodeParams: ${size} bytes marshalled, the kernel expects ${DECODE_PARAMS_BYTES}`,
+    );
+  }
+  return { type: 'struct', fields };
+}

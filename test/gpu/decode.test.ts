@@ -1,0 +1,223 @@
+/**
+ * The CUDA flash backend's decode kernel (split-KV, dense / paged / packed) against the float64
+ * reference of the dense call each stands for, with FlashAttention's accuracy rule. Device memory is
+ * poisoned (0xFF = NaN) so an element the kernels forget to write fails; unused pool slots hold NaN
+ * so a kernel that reads past a sequence's length fails too. Skips, saying why, without a GPU.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { attention } from '../../src/api/attention.js';
+import { cudaAvailable } from '../../src/backends/cuda/context.js';
+import { setAllocationPoison } from '../../src/backends/cuda/memory.js';
+import type { AttentionOptions } from '../../src/backends/problem.js';
+import type { FloatDType } from '../../src/tensor/dtype.js';
+import { randomNormal } from '../../src/tensor/random.js';
+import { Tensor } from '../../src/tensor/tensor.js';
+import { pack, pagedCopy } from '../support/kv-layouts.js';
+import { checkAgainstOracle } from '../support/oracle.js';
+
+const cuda = cudaAvailable();
+const skip = cuda.ok ? false : `no CUDA device: ${cuda.reason}`;
+const seed = Number(process.env.ATTNLAB_TEST_SEED ?? Date.now() % 1_000_000_000);
+const LSE_TOLERANCE = 2e-3;
+
+interface DecodeCase {
+  name: string;
+  B: number;
+  T: number;
+  S: number;
+  N: number;
+  K: number;
+  H: number;
+  Hv?: number;
+  kvLengths?: number[];
+  qLengths?: number[];
+  options?: AttentionOptions;
+  blockSizes?: number[];
+}
+
+const CASES: DecodeCase[] = [
+  {
+    name: 'GQA 4:1, one token, ragged lengths incl. 0 and 1',
+    B: 4,
+    T: 1,
+    S: 1000,
+    N: 8,
+    K: 2,
+    H: 128,
+    kvLengths: [1000, 1, 0, 517],
+  },
+  { name: 'MQA N=32 (two row tiles)', B: 2, T: 1, S: 3000, N: 32, K: 1, H: 64 },
+  {
+    name: 'MHA, 3 new tokens, causal bottom-right',
+    B: 2,
+    T: 3,
+    S: 700,
+    N: 4,
+    K: 4,
+    H: 128,
+    options: { isCausal: true, causalAlignment: 'bottom_right' },
+  },
+  { name: 'long cache, few blocks: many splits + combine', B: 1, T: 1, S: 8192, N: 8, K: 8, H: 128 },
+  { name: 'H=256', B: 2, T: 1, S: 600, N: 4, K: 2, H: 256 },
+  { name: 'H=128, Hv=64', B: 2, T: 1, S: 900, N: 8, K: 4, H: 128, Hv: 64 },
+  {
+    name: 'window [64, 0], 2 tokens',
+    B: 2,
+    T: 2,
+    S: 500,
+    N: 4,
+    K: 1,
+    H: 64,
+    options: { isCausal: true, causalAlignment: 'bottom_right', localWindowSize: [64, 0] },
+  },
+];
+
+function inputs(c: DecodeCase, dtype: FloatDType, salt: number) {
+  const Hv = c.Hv ?? c.H;
+  const q = randomNormal([c.B, c.T, c.N, c.H], { seed: seed + salt, dtype });
+  const k = randomNormal([c.B, c.S, c.K, c.H], { seed: seed + salt + 1, dtype });
+  const v = randomNormal([c.B, c.S, c.K, Hv], { seed: seed + salt + 2, dtype });
+  return { q, k, v };
+}
+
+describe('flash decode kernel', { skip }, () => {
+  before(() => {
+    console.log(`# decode suite seed ${seed} (ATTNLAB_TEST_SEED=${seed} replays it)`);
+    setAllocationPoison(0xff);
+  });
+  after(() => setAllocationPoison(null));
+
+  CASES.forEach((c, index) => {
+    for (const dtype of ['bfloat16', 'float16'] as FloatDType[]) {
+      it(`dense: ${c.name} (${dtype})`, () => {
+        const { q, k, v } = inputs(c, dtype, index * 10);
+        const options: AttentionOptions = { ...c.options, keyValueSeqLengths: c.kvLengths };
+        const r = attention(q.to('cuda'), k.to('cuda'), v.to('cuda'), {
+          ...options,
+          implementation: 'flash',
+          returnLogSumExp: true,
+        });
+        assert.match(r.variant, /^flash-decode/);
+        checkAgainstOracle(r, { q, k, v, options }, dtype, `${c.name} ${dtype}`, LSE_TOLERANCE);
+      });
+    }
+    for (const blockSize of [16, 64]) {
+      it(`paged (blockSize ${blockSize}): ${c.name}`, () => {
+        const dtype = 'bfloat16';
+        const { q, k, v } = inputs(c, dtype, index * 10 + 5);
+        const lengths = c.kvLengths ?? Array.from({ length: c.B }, (_, b) => c.S - 37 * b);
+        const pk = pagedCopy(k, blockSize, seed + index);
+        const pv = pagedCopy(v, blockSize, seed + index);
+        const options: AttentionOptions = { ...c.options, keyValueSeqLengths: lengths };
+        const r = attention(q.to('cuda'), pk.pool.to('cuda'), pv.pool.to('cuda'), {
+          ...options,
+          blockTable: pk.table,
+          implementation: 'flash',
+          returnLogSumExp: true,
+        });
+        assert.match(r.variant, new RegExp(`paged${blockSize}`));
+        checkAgainstOracle(r, { q, k, v, options }, dtype, `paged ${blockSize} ${c.name}`, LSE_TOLERANCE);
+      });
+    }
+  });
+
+  it('packed query and key/value (varlen prefill and decode mixed, causal bottom-right)', () => {
+    const dtype = 'bfloat16';
+    const qLengths = [1, 5, 0, 17];
+    const kvLengths = [100, 5, 3, 300];
+    const c = { B: 4, T: 17, S: 300, N: 4, K: 2, H: 64 };
+    const { q, k, v } = inputs({ name: 'packed', ...c }, dtype, 500);
+    const pq = pack(q, qLengths);
+    const pk = pack(k, kvLengths);
+    const pv = pack(v, kvLengths);
+    const options: AttentionOptions = { isCausal: true, causalAlignment: 'bottom_right' };
+    const r = attention(pq.tensor.to('cuda'), pk.tensor.to('cuda'), pv.tensor.to('cuda'), {
+      ...options,
+      querySeqOffsets: pq.offsets,
+      keyValueSeqOffsets: pk.offsets,
+      implementation: 'flash',
+      returnLogSumExp: true,
+    });
+    assert.deepEqual(r.output.shape, [23, 4, 64]);
+    // The oracle is the padded dense call, packed the same way.
+    const dense = {
+      q,
+      k,
+      v,
+      options: { ...options, querySeqLengths: qLengths, keyValueSeqLengths: kvLengths },
+    };
+    const spread = (t: Tensor, width: number) => {
+      const host = t.toHost().toFloat64Array();
+      const out = new Float64Array(c.B * c.T * c.N * width);
+      for (let b = 0, at = 0; b < c.B; b++)
+        for (let tt = 0; tt < qLengths[b]; tt++, at++)
+          out.set(host.subarray(at * c.N * width, (at + 1) * c.N * width), (b * c.T + tt) * c.N * width);
+      return out;
+    };
+    const output = Tensor.fromArray(spread(r.output, 64), [c.B, c.T, c.N, 64], dtype);
+    const lse = Tensor.fromArray(
+      spread(r.logSumExp!, 1).map((x, i) => {
+        const b = Math.floor(i / (c.T * c.N));
+        const t = Math.floor(i / c.N) % c.T;
+        return t >= qLengths[b] ? Number.NEGATIVE_INFINITY : x;
+      }),
+      [c.B, c.T, c.N],
+      'float32',
+    );
+    checkAgainstOracle({ output, logSumExp: lse }, dense, dtype, 'packed', LSE_TOLERANCE);
+  });
+
+  it('NaN values reach exactly the rows that see them (2 tokens, window: keys one row sees and the other not)', () => {
+    // T=2 bottom-right, window [10, 0]: token 0 sees keys S−12…S−2, token 1 sees S−11…S−1.
+    const c = { B: 1, T: 2, S: 300, N: 4, K: 1, H: 64 };
+    const { q, k, v } = inputs({ name: 'nan', ...c }, 'bfloat16', 700);
+    const values = v.toFloat64Array();
+    values[(c.S - 1) * 64 + 3] = Number.NaN; // only token 1 sees key S−1
+    values[(c.S - 12) * 64 + 7] = Number.NaN; // only token 0 sees key S−12
+    for (let j = 0; j < 200; j++) values[j * 64 + 9] = Number.NaN; // nobody sees keys 0…199
+    const poisoned = Tensor.fromArray(values, v.shape, 'bfloat16');
+    const options: AttentionOptions = {
+      isCausal: true,
+      causalAlignment: 'bottom_right',
+      localWindowSize: [10, 0],
+    };
+    const expected = attention(q, k, poisoned, {
+      ...options,
+      implementation: 'reference',
+    }).output.toFloat64Array();
+    for (const blockSize of [0, 16]) {
+      const pk = pagedCopy(k, blockSize || 16, 1);
+      const pv = pagedCopy(poisoned, blockSize || 16, 1);
+      const r = blockSize
+        ? attention(q.to('cuda'), pk.pool.to('cuda'), pv.pool.to('cuda'), {
+            ...options,
+            blockTable: pk.table,
+            keyValueSeqLengths: [c.S],
+            implementation: 'flash',
+          })
+        : attention(q.to('cuda'), k.to('cuda'), poisoned.to('cuda'), { ...options, implementation: 'flash' });
+      const got = r.output.toFloat64Array();
+      for (let i = 0; i < expected.length; i++) {
+        const where = `blockSize ${blockSize} element ${i} (token ${Math.floor(i / 256)}, column ${i % 64})`;
+        assert.equal(Number.isNaN(got[i]), Number.isNaN(expected[i]), where);
+        if (!Number.isNaN(expected[i]))
+          assert.ok(Math.abs(got[i] - expected[i]) < 0.05, `${where}: ${got[i]} vs ${expected[i]}`);
+      }
+    }
+  });
+
+  it('a NaN value at a visible position makes exactly that output column NaN', () => {
+    const c = { B: 1, T: 1, S: 260, N: 2, K: 1, H: 64 };
+    const { q, k, v } = inputs({ name: 'nan2', ...c }, 'bfloat16', 800);
+    const values = v.toFloat64Array();
+    values[100 * 64 + 5] = Number.NaN;
+    const poisoned = Tensor.fromArray(values, v.shape, 'bfloat16').to('cuda');
+    const out = attention(q.to('cuda'), k.to('cuda'), poisoned, {
+      implementation: 'flash',
+    }).output.toFloat64Array();
+    for (let n = 0; n < 2; n++)
+      for (let h = 0; h < 64; h++)
+        assert.equal(Number.isNaN(out[n * 64 + h]), h === 5, `head ${n} column ${h}`);
+  });
+});
