@@ -44,6 +44,21 @@ export class DeviceError extends AttnlabError {
   }
 }
 
+/** A KV cache's pool has no free block for what an append needs: says how many were asked and free. */
+export class CacheFullError extends AttnlabError {
+  override readonly name = 'CacheFullError';
+  constructor(
+    readonly neededBlocks: number,
+    readonly freeBlocks: number,
+    readonly totalBlocks: number,
+  ) {
+    super(
+      `KV cache full: the append needs ${neededBlocks} more blocks, ${freeBlocks} of ${totalBlocks} are free ` +
+        '(free finished sequences, or make the cache with more numBlocks)',
+    );
+  }
+}
+
 /** The GPU has not enough free memory for an allocation. */
 export class OutOfMemoryError extends AttnlabError {
   override readonly name = 'OutOfMemoryError';

@@ -4,6 +4,7 @@
  */
 export { attention, dotProductAttention } from './api/attention.js';
 export { attentionBackward, attentionVjp } from './api/backward.js';
+export { KVCache, type KVCacheOptions } from './api/kv-cache.js';
 export {
   type AttentionBackwardResult,
   type AttentionGradients,
@@ -24,6 +25,7 @@ export {
 } from './backends/problem.js';
 export {
   AttnlabError,
+  CacheFullError,
   CompileError,
   DeviceError,
   InvalidArgumentError,

@@ -7,13 +7,14 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { attention } from '../../src/api/attention.js';
+import { KVCache } from '../../src/api/kv-cache.js';
 import { cudaAvailable } from '../../src/backends/cuda/context.js';
 import { setAllocationPoison } from '../../src/backends/cuda/memory.js';
 import type { AttentionOptions } from '../../src/backends/problem.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';
-import { pack, pagedCopy } from '../support/kv-layouts.js';
+import { pack, pagedCopy, sliceRows } from '../support/kv-layouts.js';
 import { checkAgainstOracle } from '../support/oracle.js';
 
 const cuda = cudaAvailable();
@@ -219,5 +220,46 @@ describe('flash decode kernel', { skip }, () => {
     for (let n = 0; n < 2; n++)
       for (let h = 0; h < 64; h++)
         assert.equal(Number.isNaN(out[n * 64 + h]), h === 5, `head ${n} column ${h}`);
+  });
+
+  it('a 1,000-step decode loop through KVCache equals one causal prefill over the final sequences', () => {
+    const [B, L, N, K, H] = [2, 1000, 8, 2, 64];
+    const dtype = 'bfloat16';
+    const q = randomNormal([B, L, N, H], { seed: seed + 900, dtype });
+    const k = randomNormal([B, L, K, H], { seed: seed + 901, dtype });
+    const v = randomNormal([B, L, K, H], { seed: seed + 902, dtype });
+    const cache = new KVCache({ numBlocks: 2 * Math.ceil(L / 16), blockSize: 16, numKvHeads: K, headDim: H });
+    const ids = [cache.addSequence(), cache.addSequence()];
+    const out = new Uint16Array(B * L * N * H);
+    const row = N * H;
+    let variant = '';
+    for (let t = 0; t < L; t++) {
+      const [kt, vt, qt] = [
+        sliceRows(k, t, 1).to('cuda'),
+        sliceRows(v, t, 1).to('cuda'),
+        sliceRows(q, t, 1).to('cuda'),
+      ];
+      cache.append(ids, kt, vt);
+      const r = cache.attention(qt, ids, { implementation: 'flash' });
+      variant = r.variant;
+      const step = r.output.toHost().data as Uint16Array;
+      for (let b = 0; b < B; b++) out.set(step.subarray(b * row, (b + 1) * row), (b * L + t) * row);
+      for (const x of [kt, vt, qt, r.output]) x.dispose();
+    }
+    cache.dispose();
+    assert.match(variant, /flash-decode.*paged16/);
+    const output = Tensor.fromRaw(out, [B, L, N, H], dtype);
+    const oracleOptions: AttentionOptions = { isCausal: true };
+    checkAgainstOracle(
+      {
+        output,
+        logSumExp: attention(q, k, v, { isCausal: true, implementation: 'reference', returnLogSumExp: true })
+          .logSumExp,
+      },
+      { q, k, v, options: oracleOptions },
+      dtype,
+      'decode loop',
+      LSE_TOLERANCE,
+    );
   });
 });

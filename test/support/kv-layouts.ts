@@ -50,3 +50,13 @@ export function pack(dense: Tensor, lengths: number[]) {
   }
   return { tensor: Tensor.fromArray(out, [offsets[B], ...rest], dense.dtype), offsets };
 }
+
+/** Rows [t0, t0+n) of a host (B, L, …) tensor of 16-bit elements, as a new (B, n, …) tensor. */
+export function sliceRows(t: Tensor, t0: number, n: number): Tensor {
+  const [B, L, ...rest] = t.shape;
+  const row = rest.reduce((a, d) => a * d, 1);
+  const data = t.data as Uint16Array;
+  const out = new Uint16Array(B * n * row);
+  for (let b = 0; b < B; b++) out.set(data.subarray((b * L + t0) * row, (b * L + t0 + n) * row), b * n * row);
+  return Tensor.fromRaw(out, [B, n, ...rest], t.dtype);
+}

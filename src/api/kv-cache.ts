@@ -1,0 +1,270 @@
+/**
+ * KVCache: a paged key/value cache for decoding, so that a decode loop is a few lines. It owns two
+ * pools (numBlocks, blockSize, K, H) / (…, Hv), hands blocks to sequences as they grow (a free list,
+ * as vLLM's block manager), writes new K/V rows into them (one kernel launch per append on the GPU),
+ * and calls `attention` with the block table and lengths, causal bottom-right by default: the new
+ * tokens are the last ones of each sequence.
+ *
+ * @example
+ * const cache = new KVCache({ numBlocks: 1024, blockSize: 16, numKvHeads: 8, headDim: 128 });
+ * const ids = [cache.addSequence(), cache.addSequence()];
+ * for (let step = 0; step < 100; step++) {
+ *   cache.append(ids, k, v);                     // k, v: (2, 1, 8, 128) on the GPU
+ *   const out = cache.attention(q, ids).output;  // q: (2, 1, 32, 128) → (2, 1, 32, 128)
+ * }
+ */
+
+import { appendToPools } from '../backends/cuda/flash/kv-append.js';
+import { allocDevice, fillDevice32 } from '../backends/cuda/memory.js';
+import type { AttentionOptions, AttentionResult } from '../backends/problem.js';
+import { CacheFullError, InvalidArgumentError } from '../errors.js';
+import { allocRaw, type FloatDType } from '../tensor/dtype.js';
+import type { Device } from '../tensor/storage.js';
+import { Tensor } from '../tensor/tensor.js';
+import { attention } from './attention.js';
+
+export interface KVCacheOptions {
+  readonly numBlocks: number;
+  /** Tokens per block; the GPU decode kernel takes any size (16 and 64 are what serving systems use). */
+  readonly blockSize: number;
+  /** K: key/value heads. */
+  readonly numKvHeads: number;
+  /** H, and Hv (default H). */
+  readonly headDim: number;
+  readonly valueHeadDim?: number;
+  /** 'bfloat16' (default) or 'float16'. */
+  readonly dtype?: FloatDType;
+  /** Default 'cuda'. */
+  readonly device?: Device;
+}
+
+interface Sequence {
+  readonly blocks: number[];
+  length: number;
+}
+
+const positiveInteger = (name: string, value: unknown): number => {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1) {
+    throw new InvalidArgumentError(
+      name,
+      'a positive integer',
+      typeof value === 'number' ? String(value) : typeof value,
+    );
+  }
+  return value;
+};
+
+const KNOWN = ['numBlocks', 'blockSize', 'numKvHeads', 'headDim', 'valueHeadDim', 'dtype', 'device'];
+
+export class KVCache {
+  readonly keyPool: Tensor;
+  readonly valuePool: Tensor;
+  readonly numBlocks: number;
+  readonly blockSize: number;
+  readonly K: number;
+  readonly H: number;
+  readonly Hv: number;
+  readonly dtype: FloatDType;
+  readonly device: Device;
+  readonly #free: number[];
+  readonly #sequences = new Map<number, Sequence>();
+  #nextId = 0;
+
+  constructor(options: KVCacheOptions) {
+    if (options === null || typeof options !== 'object') {
+      throw new InvalidArgumentError('options', 'an object', String(options));
+    }
+    for (const name of Object.keys(options)) {
+      if (!KNOWN.includes(name))
+        throw new InvalidArgumentError('options', `only ${KNOWN.join(', ')}`, `'${name}'`);
+    }
+    this.numBlocks = positiveInteger('numBlocks', options.numBlocks);
+    this.blockSize = positiveInteger('blockSize', options.blockSize);
+    this.K = positiveInteger('numKvHeads', options.numKvHeads);
+    this.H = positiveInteger('headDim', options.headDim);
+    this.Hv = positiveInteger('valueHeadDim', options.valueHeadDim ?? options.headDim);
+    const dtype = options.dtype ?? 'bfloat16';
+    // The decode kernel and the append copy 16-bit rows of 16-byte chunks.
+    if (dtype !== 'bfloat16' && dtype !== 'float16') {
+      throw new InvalidArgumentError('dtype', "'bfloat16' or 'float16'", String(dtype));
+    }
+    this.dtype = dtype;
+    for (const [name, x] of [
+      ['headDim', this.H],
+      ['valueHeadDim', this.Hv],
+    ] as const) {
+      if (x % 8 !== 0) throw new InvalidArgumentError(name, 'a multiple of 8 (16-byte rows)', String(x));
+    }
+    const device = options.device ?? 'cuda';
+    if (device !== 'cpu' && device !== 'cuda')
+      throw new InvalidArgumentError('device', "'cpu' or 'cuda'", String(device));
+    this.device = device;
+    const slots = this.numBlocks * this.blockSize;
+    this.keyPool = this.#pool([this.numBlocks, this.blockSize, this.K, this.H], slots * this.K * this.H);
+    this.valuePool = this.#pool([this.numBlocks, this.blockSize, this.K, this.Hv], slots * this.K * this.Hv);
+    // Lowest blocks first: a fresh cache fills its pool in order.
+    this.#free = Array.from({ length: this.numBlocks }, (_, i) => this.numBlocks - 1 - i);
+  }
+
+  /** A new, empty sequence; its id is what append/attention/freeSequence take. */
+  addSequence(): number {
+    const id = this.#nextId++;
+    this.#sequences.set(id, { blocks: [], length: 0 });
+    return id;
+  }
+
+  /** Returns the sequence's blocks to the pool; its id is no longer valid. */
+  freeSequence(id: number): void {
+    const sequence = this.#sequence(id, 'id');
+    this.#free.push(...sequence.blocks.reverse());
+    this.#sequences.delete(id);
+  }
+
+  sequenceLength(id: number): number {
+    return this.#sequence(id, 'id').length;
+  }
+
+  get freeBlocks(): number {
+    return this.#free.length;
+  }
+
+  /**
+   * Appends Tnew tokens to each sequence of `ids`: key (B, Tnew, K, H), value (B, Tnew, K, Hv) with
+   * B = ids.length, on the cache's device and in its dtype. All or nothing: a full cache throws
+   * CacheFullError before anything changes.
+   */
+  append(ids: readonly number[], key: Tensor, value: Tensor): void {
+    const sequences = this.#sequences_(ids);
+    const B = ids.length;
+    const Tnew = this.#checkRows('key', key, B, this.H);
+    if (this.#checkRows('value', value, B, this.Hv) !== Tnew) {
+      throw new InvalidArgumentError(
+        'value',
+        `Tnew=${Tnew} tokens per sequence as key`,
+        `[${value.shape.join(', ')}]`,
+      );
+    }
+    const needed = sequences.map((s) => Math.ceil((s.length + Tnew) / this.blockSize) - s.blocks.length);
+    const total = needed.reduce((a, n) => a + n, 0);
+    if (total > this.#free.length) throw new CacheFullError(total, this.#free.length, this.numBlocks);
+    sequences.forEach((s, b) => {
+      for (let i = 0; i < needed[b]; i++) s.blocks.push(this.#free.pop()!);
+    });
+    const slots = new Int32Array(B * Tnew);
+    sequences.forEach((s, b) => {
+      for (let t = 0; t < Tnew; t++) {
+        const position = s.length + t;
+        slots[b * Tnew + t] =
+          s.blocks[Math.floor(position / this.blockSize)] * this.blockSize + (position % this.blockSize);
+      }
+    });
+    const keyRow = this.K * this.H;
+    const valueRow = this.K * this.Hv;
+    if (this.device === 'cuda') {
+      appendToPools(
+        {
+          key: key.buffer.ptr,
+          value: value.buffer.ptr,
+          keyPool: this.keyPool.buffer.ptr,
+          valuePool: this.valuePool.buffer.ptr,
+          keyRow,
+          valueRow,
+        },
+        slots,
+      );
+    } else {
+      const scatter = (src: Tensor, pool: Tensor, row: number) => {
+        const from = src.data as Uint16Array;
+        const to = pool.data as Uint16Array;
+        slots.forEach((slot, r) => {
+          to.set(from.subarray(r * row, (r + 1) * row), slot * row);
+        });
+      };
+      scatter(key, this.keyPool, keyRow);
+      scatter(value, this.valuePool, valueRow);
+    }
+    for (const s of sequences) s.length += Tnew;
+  }
+
+  /** The (B, maxBlocks) block table of `ids` (unused entries 0) and their lengths. */
+  blockTable(ids: readonly number[]): { table: Tensor; lengths: number[] } {
+    const sequences = this.#sequences_(ids);
+    const M = Math.max(1, ...sequences.map((s) => s.blocks.length));
+    const table = new Int32Array(ids.length * M);
+    sequences.forEach((s, b) => {
+      table.set(s.blocks, b * M);
+    });
+    return {
+      table: Tensor.fromRaw(table, [ids.length, M], 'int32'),
+      lengths: sequences.map((s) => s.length),
+    };
+  }
+
+  /**
+   * Attention of `query` (B, T, N, H) over the cached tokens of `ids` (its B sequences), causal with
+   * the queries as the last T tokens of each sequence unless `options` says otherwise.
+   */
+  attention(query: Tensor, ids: readonly number[], options: AttentionOptions = {}): AttentionResult {
+    for (const name of ['blockTable', 'keyValueSeqLengths', 'keyValueSeqOffsets'] as const) {
+      if (options?.[name] !== undefined) {
+        throw new InvalidArgumentError(`options.${name}`, 'undefined (the cache sets it)', 'a value');
+      }
+    }
+    const { table, lengths } = this.blockTable(ids);
+    return attention(query, this.keyPool, this.valuePool, {
+      isCausal: true,
+      causalAlignment: 'bottom_right',
+      ...options,
+      blockTable: table,
+      keyValueSeqLengths: lengths,
+    });
+  }
+
+  /** Frees the pools now (device memory back to attnlab's pool). */
+  dispose(): void {
+    this.keyPool.dispose();
+    this.valuePool.dispose();
+    this.#sequences.clear();
+  }
+
+  #pool(shape: number[], elements: number): Tensor {
+    if (this.device === 'cpu') return Tensor.fromRaw(allocRaw(this.dtype, elements), shape, this.dtype);
+    const bytes = elements * 2;
+    const buffer = allocDevice(bytes);
+    fillDevice32(buffer, 0, Math.ceil(bytes / 4));
+    return Tensor.fromDeviceBuffer(buffer, shape, this.dtype);
+  }
+
+  #sequence(id: number, argument: string): Sequence {
+    const sequence = this.#sequences.get(id);
+    if (!sequence)
+      throw new InvalidArgumentError(argument, 'the id of a live sequence (addSequence)', String(id));
+    return sequence;
+  }
+
+  #sequences_(ids: readonly number[]): Sequence[] {
+    if (!Array.isArray(ids) || ids.length === 0) {
+      throw new InvalidArgumentError('ids', 'a non-empty array of sequence ids', String(ids));
+    }
+    if (new Set(ids).size !== ids.length)
+      throw new InvalidArgumentError('ids', 'distinct ids', `[${ids.join(', ')}]`);
+    return ids.map((id, b) => this.#sequence(id, `ids[${b}]`));
+  }
+
+  /** (B, Tnew, K, X) in the cache's dtype and device; returns Tnew. */
+  #checkRows(argument: string, t: Tensor, B: number, X: number): number {
+    if (!(t instanceof Tensor)) throw new InvalidArgumentError(argument, 'a Tensor', typeof t);
+    if (t.dtype !== this.dtype)
+      throw new InvalidArgumentError(`${argument}.dtype`, `${this.dtype} (the cache's)`, t.dtype);
+    if (t.device !== this.device) throw new InvalidArgumentError(`${argument}.device`, this.device, t.device);
+    const [b, tnew, k, x] = t.shape;
+    if (t.rank !== 4 || b !== B || k !== this.K || x !== X) {
+      throw new InvalidArgumentError(
+        argument,
+        `(B=${B}, Tnew, K=${this.K}, ${X})`,
+        `[${t.shape.join(', ')}]`,
+      );
+    }
+    return tnew;
+  }
+}

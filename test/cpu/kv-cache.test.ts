@@ -1,0 +1,149 @@
+/**
+ * The KVCache helper on the CPU: a decode loop that appends one token per step equals, row for row
+ * and bit for bit, one causal prefill over the final sequences (float64 reference arithmetic on the
+ * same bf16 values); blocks are handed out and returned; a full cache changes nothing and says why.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { attention } from '../../src/api/attention.js';
+import { KVCache } from '../../src/api/kv-cache.js';
+import { CacheFullError, InvalidArgumentError } from '../../src/errors.js';
+import { randomNormal } from '../../src/tensor/random.js';
+import { sliceRows } from '../support/kv-layouts.js';
+
+describe('KVCache', () => {
+  for (const blockSize of [1, 4, 16]) {
+    it(`a decode loop equals the causal prefill (blockSize ${blockSize}, GQA, a prompt then 60 steps)`, () => {
+      const [B, L, N, K, H] = [3, 70, 4, 2, 16];
+      const q = randomNormal([B, L, N, H], { seed: 1, dtype: 'bfloat16' });
+      const k = randomNormal([B, L, K, H], { seed: 2, dtype: 'bfloat16' });
+      const v = randomNormal([B, L, K, H], { seed: 3, dtype: 'bfloat16' });
+      const prefill = attention(q, k, v, {
+        isCausal: true,
+        implementation: 'reference',
+      }).output.toFloat64Array();
+      const numBlocks = B * Math.ceil(L / blockSize) + 4;
+      const cache = new KVCache({ numBlocks, blockSize, numKvHeads: K, headDim: H, device: 'cpu' });
+      const ids = [cache.addSequence(), cache.addSequence(), cache.addSequence()];
+      const prompt = 10;
+      cache.append(ids, sliceRows(k, 0, prompt), sliceRows(v, 0, prompt));
+      const first = cache
+        .attention(sliceRows(q, 0, prompt), ids, { implementation: 'reference' })
+        .output.toFloat64Array();
+      const row = N * H;
+      for (let b = 0; b < B; b++)
+        for (let t = 0; t < prompt; t++)
+          for (let e = 0; e < row; e++)
+            assert.equal(
+              first[(b * prompt + t) * row + e],
+              prefill[(b * L + t) * row + e],
+              `prompt b=${b} t=${t}`,
+            );
+      for (let t = prompt; t < L; t++) {
+        cache.append(ids, sliceRows(k, t, 1), sliceRows(v, t, 1));
+        const out = cache
+          .attention(sliceRows(q, t, 1), ids, { implementation: 'flash' })
+          .output.toFloat64Array();
+        for (let b = 0; b < B; b++)
+          for (let e = 0; e < row; e++) {
+            const want = prefill[(b * L + t) * row + e];
+            assert.ok(
+              Math.abs(out[b * row + e] - want) < 1e-12,
+              `step ${t} b=${b}: ${out[b * row + e]} vs ${want}`,
+            );
+          }
+      }
+      assert.equal(cache.sequenceLength(ids[0]), L);
+      assert.equal(cache.freeBlocks, 4);
+    });
+  }
+
+  it('returns blocks when a sequence is freed, and refuses a full append without changing anything', () => {
+    const cache = new KVCache({ numBlocks: 4, blockSize: 4, numKvHeads: 1, headDim: 8, device: 'cpu' });
+    const a = cache.addSequence();
+    const b = cache.addSequence();
+    const rows = (n: number) => randomNormal([1, n, 1, 8], { seed: n, dtype: 'bfloat16' });
+    cache.append([a], rows(12), rows(12));
+    assert.equal(cache.freeBlocks, 1);
+    assert.throws(
+      () => cache.append([b], rows(5), rows(5)),
+      (e: unknown) => e instanceof CacheFullError && e.neededBlocks === 2 && e.freeBlocks === 1,
+    );
+    assert.equal(cache.sequenceLength(b), 0);
+    assert.equal(cache.freeBlocks, 1);
+    cache.freeSequence(a);
+    assert.equal(cache.freeBlocks, 4);
+    cache.append([b], rows(5), rows(5));
+    assert.equal(cache.sequenceLength(b), 5);
+    assert.throws(() => cache.sequenceLength(a), InvalidArgumentError);
+  });
+
+  const cache = new KVCache({ numBlocks: 4, blockSize: 4, numKvHeads: 2, headDim: 8, device: 'cpu' });
+  const id = cache.addSequence();
+  const bad: [string, () => unknown, string][] = [
+    [
+      'an unknown option',
+      () => new KVCache({ numBlocks: 1, blockSize: 1, numKvHeads: 1, headDim: 8, block_size: 16 } as never),
+      'options',
+    ],
+    [
+      'a fractional blockSize',
+      () => new KVCache({ numBlocks: 1, blockSize: 1.5, numKvHeads: 1, headDim: 8 }),
+      'blockSize',
+    ],
+    [
+      'a float32 cache',
+      () => new KVCache({ numBlocks: 1, blockSize: 1, numKvHeads: 1, headDim: 8, dtype: 'float32' }),
+      'dtype',
+    ],
+    [
+      'a head dim not a multiple of 8',
+      () => new KVCache({ numBlocks: 1, blockSize: 1, numKvHeads: 1, headDim: 12 }),
+      'headDim',
+    ],
+    [
+      'rows of the wrong K',
+      () =>
+        cache.append(
+          [id],
+          randomNormal([1, 1, 1, 8], { seed: 1, dtype: 'bfloat16' }),
+          randomNormal([1, 1, 1, 8], { seed: 1, dtype: 'bfloat16' }),
+        ),
+      'key',
+    ],
+    [
+      'rows of another dtype',
+      () =>
+        cache.append(
+          [id],
+          randomNormal([1, 1, 2, 8], { seed: 1, dtype: 'float16' }),
+          randomNormal([1, 1, 2, 8], { seed: 1, dtype: 'float16' }),
+        ),
+      'key.dtype',
+    ],
+    [
+      'an unknown id',
+      () =>
+        cache.append(
+          [99],
+          randomNormal([1, 1, 2, 8], { seed: 1, dtype: 'bfloat16' }),
+          randomNormal([1, 1, 2, 8], { seed: 1, dtype: 'bfloat16' }),
+        ),
+      'ids[0]',
+    ],
+    ['a repeated id', () => cache.blockTable([id, id]), 'ids'],
+    [
+      'a block table from the caller',
+      () =>
+        cache.attention(randomNormal([1, 1, 2, 8], { seed: 1, dtype: 'bfloat16' }), [id], {
+          blockTable: [[0]],
+        }),
+      'options.blockTable',
+    ],
+  ];
+  for (const [name, call, argument] of bad) {
+    it(`refuses ${name}, naming ${argument}`, () => {
+      assert.throws(call, (e: unknown) => e instanceof InvalidArgumentError && e.argument === argument);
+    });
+  }
+});
