@@ -15,6 +15,7 @@ import { cudnnEnvironment, runCudnnAttention } from '../../src/backends/cuda/cud
 import type { DescribeOptions } from '../../src/backends/cuda/cudnn/features.js';
 import { planCacheStats } from '../../src/backends/cuda/cudnn/plan-cache.js';
 import { loadCudnn } from '../../src/backends/cuda/ffi/cudnn.js';
+import { CUDNN_UNIFIED_SEQ_LEN_VERSION } from '../../src/backends/cuda/ffi/cudnn-constants.js';
 import { setAllocationPoison } from '../../src/backends/cuda/memory.js';
 import type { AttentionOptions } from '../../src/backends/problem.js';
 import { reloadConfig } from '../../src/config.js';
@@ -201,6 +202,15 @@ describe('cudnn backend', { skip }, () => {
   for (const c of plain) {
     for (const how of forced) {
       it(`${c.name} through the ${how.graph} graph, lse ${how.statsLayout}`, () => {
+        // The unified op takes sequence lengths from cuDNN 9.15 (attributes 2809/2810): before, a refusal.
+        const e = cudnnEnvironment();
+        const padded =
+          c.options?.querySeqLengths !== undefined || c.options?.keyValueSeqLengths !== undefined;
+        if (how.graph === 'unified' && padded && e.ok && e.env.version < CUDNN_UNIFIED_SEQ_LEN_VERSION) {
+          const p = deviceProblem(c, 'bfloat16', seed + 1, { implementation: 'cudnn' });
+          assert.throws(() => runCudnnAttention(p, how), /before 9\.15/);
+          return;
+        }
         variants.add(runCase(c, 'bfloat16', seed + 1, how));
       });
     }
