@@ -39,6 +39,9 @@ for name in "${steps[@]}"; do
   case $name in
     tests) step tests 280 node --import tsx --test --test-reporter=tap test/gpu/*.test.ts ;;
     fp8-tests) step fp8-tests 60 node --import tsx --test --test-reporter=tap test/gpu/fp8.test.ts ;;
+    decode-tests) step decode-tests 120 node --import tsx --test --test-reporter=tap test/gpu/decode.test.ts ;;
+    # Decode bandwidth (issue 16): flash dense and paged (16, 64) beside PyTorch's SDPA backends.
+    decode-bench) step decode-bench 240 node --import tsx bench/decode/decode-bench.ts --out "$out/results/decode.json" ;;
     flash-tests) step flash-tests 200 node --import tsx --test --test-reporter=tap test/gpu/flash.test.ts ;;
     # The peers' large shapes take most of a step (each peer starts its framework and times several
     # backends), so they run at H=128 only; H=64 and H=256 are measured for attnlab alone.
@@ -106,7 +109,7 @@ grep -E '^# (tests|pass|fail|skipped)' "$out"/tests.log "$out"/*-tests.log > "$o
 tar -C "$out" -czf "$out/results.tgz" results && rm -rf "$out/results"
 printf '%s\n' "${summary[@]}"
 cat "$out/tests-summary.txt" 2>/dev/null
-for f in engines fp8-output fp8-overlap fp8-layouts knobs-fp8 knobs-bf16 dispatch fp8; do
+for f in decode-bench engines fp8-output fp8-overlap fp8-layouts knobs-fp8 knobs-bf16 dispatch fp8; do
   if [ -f "$out/$f.log" ]; then echo "== $f"; tail -40 "$out/$f.log"; fi
 done
 exit 0

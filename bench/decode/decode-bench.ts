@@ -1,0 +1,194 @@
+/**
+ * Decoding is reading the K/V cache: bytes moved (the cache rows each sequence holds, read once, plus
+ * Q and O) over device time, as GB/s and as a percentage of the H200's 4.8 TB/s HBM peak, for
+ * attnlab's flash decode kernel on a dense cache and on paged caches (block sizes 16 and 64), beside
+ * PyTorch's SDPA backends on the same dense shapes in the same run (bench/decode/torch_decode.py).
+ * One query token per sequence, N=32, H=128, bf16. CUDA events, 300 ms settle, median of 30.
+ *
+ *   node --import tsx bench/decode/decode-bench.ts --out decode.json [--torch python3] [--quick]
+ */
+import { execFileSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { attention } from '../../src/api/attention.js';
+import { getCudaContext } from '../../src/backends/cuda/context.js';
+import { cu } from '../../src/backends/cuda/ffi/driver.js';
+import { allocDevice, copyToDevice } from '../../src/backends/cuda/memory.js';
+import type { AttentionOptions } from '../../src/backends/problem.js';
+import { CudaEventTimer } from '../../src/bench/cuda-timer.js';
+import { attnlabCommit, commandLine, describeMachine } from '../../src/bench/machine.js';
+import { summarize } from '../../src/bench/stats.js';
+import { randomNormal } from '../../src/tensor/random.js';
+import { Tensor } from '../../src/tensor/tensor.js';
+
+const args = process.argv.slice(2);
+const option = (name: string, fallback: string) =>
+  args.includes(name) ? args[args.indexOf(name) + 1] : fallback;
+const out = option('--out', 'decode-bench.json');
+const python = option('--torch', 'python3');
+const quick = args.includes('--quick');
+const PEAK_GBS = 4800;
+const [N, H, REPEATS] = [32, 128, 30];
+
+interface Shape {
+  B: number;
+  S: number;
+  K: number;
+}
+const SHAPES: Shape[] = quick
+  ? [{ B: 64, S: 16384, K: 8 }]
+  : [
+      { B: 64, S: 16384, K: 8 },
+      { B: 8, S: 131072, K: 8 },
+      { B: 128, S: 8192, K: 8 },
+      { B: 64, S: 16384, K: 4 },
+      { B: 64, S: 16384, K: 1 },
+      ...[2048, 8192, 32768].map((S) => ({ B: 1, S, K: 8 })),
+    ];
+
+/** A device tensor of `shape` whose bytes tile a 4 MiB seeded random block (values do not change the time). */
+function deviceRandom(shape: number[], seed: number): Tensor {
+  const elements = shape.reduce((a, d) => a * d, 1);
+  const block = randomNormal([Math.min(elements, 1 << 21)], { seed, dtype: 'bfloat16' }).data as Uint16Array;
+  const bytes = elements * 2;
+  const buffer = allocDevice(bytes);
+  const tile = copyToDevice(new Uint8Array(block.buffer, block.byteOffset, block.byteLength));
+  const { stream } = getCudaContext();
+  for (let at = 0; at < bytes; at += tile.bytes) {
+    cu().cuMemcpyDtoDAsync_v2(buffer.ptr + BigInt(at), tile.ptr, Math.min(tile.bytes, bytes - at), stream);
+  }
+  tile.release();
+  return Tensor.fromDeviceBuffer(buffer, shape, 'bfloat16');
+}
+
+/** Median device ms of `call` after 300 ms of back-to-back calls. */
+function time(call: () => Tensor): number {
+  call().dispose();
+  const end = performance.now() + 300;
+  while (performance.now() < end) call().dispose();
+  const timer = new CudaEventTimer(REPEATS);
+  for (let i = 0; i < REPEATS; i++) timer.time(() => call()).dispose();
+  const ms = summarize(timer.read()).median;
+  timer.dispose();
+  return ms;
+}
+
+interface Row {
+  label: string;
+  B: number;
+  S: number;
+  N: number;
+  K: number;
+  H: number;
+  layout: string;
+  variant?: string;
+  ms?: number;
+  bandwidthGBs?: number;
+  bandwidthPercent?: number;
+  reason?: string;
+}
+
+const rows: Row[] = [];
+const bytesOf = (s: Shape) => 2 * (2 * s.B * s.S * s.K * H + 2 * s.B * N * H);
+const record = (s: Shape, label: string, layout: string, ms: number, variant?: string) => {
+  const GBs = bytesOf(s) / (ms * 1e-3) / 1e9;
+  rows.push({
+    label,
+    ...s,
+    N,
+    H,
+    layout,
+    variant,
+    ms,
+    bandwidthGBs: GBs,
+    bandwidthPercent: (100 * GBs) / PEAK_GBS,
+  });
+};
+
+getCudaContext();
+SHAPES.forEach((s, index) => {
+  const q = deviceRandom([s.B, 1, N, H], 10 * index + 1);
+  {
+    const k = deviceRandom([s.B, s.S, s.K, H], 10 * index + 2);
+    const v = deviceRandom([s.B, s.S, s.K, H], 10 * index + 3);
+    let variant = '';
+    const ms = time(() => {
+      const r = attention(q, k, v, { implementation: 'flash' });
+      variant = r.variant;
+      return r.output;
+    });
+    record(s, 'attnlab flash dense', 'dense', ms, variant);
+    k.dispose();
+    v.dispose();
+  }
+  for (const blockSize of [16, 64]) {
+    const blocksPerSeq = Math.ceil(s.S / blockSize);
+    const numBlocks = s.B * blocksPerSeq;
+    const k = deviceRandom([numBlocks, blockSize, s.K, H], 10 * index + 4);
+    const v = deviceRandom([numBlocks, blockSize, s.K, H], 10 * index + 5);
+    // A shuffled table: pages of one sequence scattered over the pool, as after many appends and frees.
+    const order = Int32Array.from({ length: numBlocks }, (_, i) => i);
+    for (let i = numBlocks - 1; i > 0; i--) {
+      const j = (i * 2654435761) % (i + 1);
+      [order[i], order[j]] = [order[j], order[i]];
+    }
+    const table = Tensor.fromRaw(order, [s.B, blocksPerSeq], 'int32');
+    const options: AttentionOptions = {
+      implementation: 'flash',
+      blockTable: table,
+      keyValueSeqLengths: Array.from({ length: s.B }, () => s.S),
+    };
+    let variant = '';
+    const ms = time(() => {
+      const r = attention(q, k, v, options);
+      variant = r.variant;
+      return r.output;
+    });
+    record(s, `attnlab flash paged${blockSize}`, `paged${blockSize}`, ms, variant);
+    k.dispose();
+    v.dispose();
+  }
+  q.dispose();
+});
+
+let torchVersion = '';
+try {
+  const script = join(dirname(fileURLToPath(import.meta.url)), 'torch_decode.py');
+  const request = JSON.stringify({ cases: SHAPES.map((s) => ({ ...s, N, H })), repeats: REPEATS });
+  const answer = JSON.parse(
+    execFileSync(python, [script, request], { encoding: 'utf8', maxBuffer: 1 << 24 }),
+  );
+  torchVersion = answer.torch;
+  for (const r of answer.rows) {
+    const s = SHAPES[r.case];
+    if (r.error) rows.push({ label: `torch ${r.impl}`, ...s, N, H, layout: 'dense', reason: r.error });
+    else record(s, `torch ${r.impl}`, 'dense', r.ms);
+  }
+} catch (error) {
+  console.error(`torch peer did not run: ${(error as Error).message.split('\n')[0]}`);
+}
+
+writeFileSync(
+  out,
+  `${JSON.stringify({ kind: 'decode-bench', command: commandLine(), commit: attnlabCommit(), machine: describeMachine(), torch: torchVersion, peakGBs: PEAK_GBS, rows }, null, 2)}\n`,
+);
+console.log('shape                    layout     attnlab GB/s (% peak)   best torch GB/s   ratio');
+for (const [index, s] of SHAPES.entries()) {
+  void index;
+  const mine = rows.filter((r) => r.B === s.B && r.S === s.S && r.K === s.K && r.label.startsWith('attnlab'));
+  const torch = rows.filter(
+    (r) => r.B === s.B && r.S === s.S && r.K === s.K && r.label.startsWith('torch') && r.bandwidthGBs,
+  );
+  const best = torch.reduce((a, r) => Math.max(a, r.bandwidthGBs ?? 0), 0);
+  for (const r of mine) {
+    const ratio = best && r.layout === 'dense' ? (r.bandwidthGBs! / best).toFixed(2) : '';
+    console.log(
+      `B=${s.B} S=${s.S} K=${s.K}`.padEnd(25) +
+        r.layout.padEnd(11) +
+        `${r.bandwidthGBs!.toFixed(0)} (${r.bandwidthPercent!.toFixed(1)}%)`.padEnd(24) +
+        `${best ? best.toFixed(0) : '-'}`.padEnd(18) +
+        ratio,
+    );
+  }
+}

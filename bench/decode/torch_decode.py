@@ -1,0 +1,55 @@
+"""PyTorch's decode peer for bench/decode/decode-bench.ts: scaled_dot_product_attention with one
+query token over a dense (B, S, K, H) cache, each backend forced (cudnn, flash, efficient), GQA
+through enable_gqa. Inputs are made in attnlab's (B, S, K, H) layout and passed as (B, K, S, H)
+transposed views, as the prefill peer does. CUDA events around each call, 300 ms of back-to-back
+calls first (the H200 settles under its power cap), median of `repeats`.
+
+    python3 torch_decode.py '{"cases": [{"B": 64, "S": 16384, "N": 32, "K": 8, "H": 128}], "repeats": 30}'
+prints one JSON object: {"rows": [{"case": i, "impl": "cudnn", "ms": …} | {"case": i, "impl": …, "error": …}]}
+"""
+
+import json
+import sys
+import time
+
+
+def main():
+    request = json.loads(sys.argv[1])
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    backends = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION}
+    rows = []
+    for index, c in enumerate(request["cases"]):
+        B, S, N, K, H = c["B"], c["S"], c["N"], c["K"], c["H"]
+        q = torch.randn(B, 1, N, H, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
+        k = torch.randn(B, S, K, H, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
+        v = torch.randn(B, S, K, H, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
+        for name, backend in backends.items():
+            try:
+                with sdpa_kernel([backend]):
+                    call = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=K != N)
+                    call()
+                    torch.cuda.synchronize()
+                    end = time.perf_counter() + 0.3
+                    while time.perf_counter() < end:
+                        call()
+                    torch.cuda.synchronize()
+                    times = []
+                    for _ in range(request.get("repeats", 30)):
+                        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                        start.record()
+                        call()
+                        stop.record()
+                        stop.synchronize()
+                        times.append(start.elapsed_time(stop))
+                times.sort()
+                rows.append({"case": index, "impl": name, "ms": times[len(times) // 2]})
+            except Exception as error:  # a refused backend is a row with its reason
+                rows.append({"case": index, "impl": name, "error": " ".join(str(error).split())[:300]})
+        del q, k, v
+        torch.cuda.empty_cache()
+    print(json.dumps({"rows": rows, "torch": torch.__version__}))
+
+
+main()
