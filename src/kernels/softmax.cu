@@ -3,7 +3,10 @@
 // the dtype of the second matmul and, when asked, the row's log-sum-exp.
 //
 // Which keys a row sees, and the SoftmaxParams struct: softmax_rows.cuh (shared with the backward).
-// A row that sees nothing gets probabilities 0 (so its output is 0) and log-sum-exp −inf.
+// A row that sees nothing gets probabilities 0 (so its output is 0) and log-sum-exp −inf. The max
+// propagates NaN (max_nan): a NaN or +inf logit gives the row NaN probabilities and a NaN
+// log-sum-exp, as IEEE arithmetic does. A masked key's NaN value still meets its probability 0 in
+// cuBLASLt's P·V; the NaN repair that follows (flash/nan_repair.cu) takes it out.
 //
 // CACHE_ROW keeps the row's logits in shared memory between the three passes (max, sum, write), so
 // the scores are read from global memory once: S·4 bytes per block, 16 KiB at S = 4096. Rows too long
@@ -27,7 +30,7 @@ __global__ void attnlab_softmax(const SoftmaxParams p) {
   for (int j = threadIdx.x; j < p.S; j += blockDim.x) {
     const float x = logit<BT>(p, row, b, n, i, j, lo, hi);
     if (CACHE_ROW) cached[j] = x;
-    m = fmaxf(m, x);
+    m = max_nan(m, x);
   }
   m = block_reduce<true>(m);
   const bool empty = m == negative_infinity();

@@ -60,8 +60,10 @@ export function fp8ReferenceAttention(
   let amaxS = 0;
   forEachRow(p, p.query.toFloat64Array(), p.key.toFloat64Array(), (row) => {
     if (row.max === Number.NEGATIVE_INFINITY) return; // nothing visible: zeros, as every backend
-    // The row's largest weight is exp(0)/sum: the max of P is 1/min(sum) over rows.
-    amaxS = Math.max(amaxS, 1 / softmaxTimesValue(p, row, v, out));
+    // The row's largest weight is exp(0)/sum: the max of P is 1/min(sum) over rows. A NaN row (NaN
+    // sum) is skipped, as the GPU's fmaxf skips NaN (and TE's amax reductions do).
+    const sum = softmaxTimesValue(p, row, v, out);
+    if (sum > 0) amaxS = Math.max(amaxS, 1 / sum);
   });
   const output8 = quantiseValues(out, [B, T, N, Hv], scaleO, outputDType);
   return { exact: out, output8, amaxS, amaxO: output8.amax };

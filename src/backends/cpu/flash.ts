@@ -73,7 +73,7 @@ export function flashAttentionCpu(p: AttentionProblem): BackendOutput {
                 s = dot * scale + (terms.bias ? terms.bias[biasRow + j * bs[3]] : 0);
               }
               tile[r * BLOCK_K + c] = s;
-              if (s > tileMax) tileMax = s;
+              tileMax = Math.max(tileMax, s); // propagates NaN: a NaN logit makes the row NaN
             }
             const newMax = Math.max(rowMax[r], tileMax);
             if (newMax === Number.NEGATIVE_INFINITY) continue; // nothing visible yet
@@ -83,8 +83,11 @@ export function flashAttentionCpu(p: AttentionProblem): BackendOutput {
             const accRow = r * Hv;
             for (let h = 0; h < Hv; h++) acc[accRow + h] *= correction;
             for (let c = 0; c < cols; c++) {
-              const w = Math.exp(tile[r * BLOCK_K + c] - newMax);
-              if (w === 0) continue;
+              // A masked key (logit −inf) adds nothing whatever V holds; a visible one adds w·v even
+              // when w underflows to 0, as IEEE arithmetic does (0 · NaN is NaN).
+              const s = tile[r * BLOCK_K + c];
+              if (s === Number.NEGATIVE_INFINITY) continue;
+              const w = Math.exp(s - newMax);
               rowSum[r] += w;
               const vOff = ((b * S + j0 + c) * K + kh) * Hv;
               for (let h = 0; h < Hv; h++) acc[accRow + h] += w * v[vOff + h];
@@ -93,7 +96,8 @@ export function flashAttentionCpu(p: AttentionProblem): BackendOutput {
           }
         }
         for (let r = 0; r < rows; r++) {
-          if (rowSum[r] === 0) continue; // an empty row stays zero with lse −inf
+          // An empty row stays zero with lse −inf; a NaN sum (a NaN or +inf logit) gives a NaN row.
+          if (rowSum[r] === 0) continue;
           const oOff = ((b * T + i0 + r) * N + n) * Hv;
           for (let h = 0; h < Hv; h++) out[oOff + h] = acc[r * Hv + h] / rowSum[r];
           lse[(b * T + i0 + r) * N + n] = rowMax[r] + Math.log(rowSum[r]);

@@ -16,7 +16,7 @@ export interface RowLogits {
   kh: number;
   lo: number;
   hi: number;
-  /** −inf when the row sees no key. */
+  /** −inf when the row sees no key; NaN when a visible logit is NaN (then the row is NaN). */
   max: number;
   readonly logits: Float64Array;
 }
@@ -56,7 +56,7 @@ export function forEachRow(
             s = round ? round(round(dot) * scale + bias) : dot * scale + bias;
           }
           logits[j] = s;
-          if (s > max) max = s;
+          max = Math.max(max, s); // Math.max propagates NaN: a NaN logit makes the row NaN
         }
         row.b = b;
         row.n = n;
@@ -72,10 +72,18 @@ export function forEachRow(
 }
 
 /**
- * Softmax of a visible row (row.max finite) in float64, and its weights times V added into the row's
- * slot of `out` (B,T,N,Hv); `v` is (B,S,K,Hv). Leaves the unnormalised weights exp(s − max) in
- * row.logits and returns their sum (so the row's largest weight is 1 / sum).
+ * Softmax of a row that sees some key (row.max > −inf) in float64, and its weights times V added into
+ * the row's slot of `out` (B,T,N,Hv); `v` is (B,S,K,Hv). Leaves the unnormalised weights exp(s − max)
+ * in row.logits and returns their sum (so the row's largest weight is 1 / sum).
+ *
+ * IEEE arithmetic over the visible keys (README, "Rows that see nothing, NaN and Inf"): a NaN or +inf
+ * max makes every weight, the sum and so the whole row NaN; a visible key adds w·v even when w
+ * underflows to 0 (0 · NaN is NaN), while a key whose logit is −inf is masked and adds nothing, whatever
+ * V holds there. Its weight is stored as −0, which exp() never returns, so callers can tell it apart.
  */
+/** The weight of a masked key (logit −inf) in softmaxTimesValue: −0, never a result of exp(). */
+const MASKED_WEIGHT = -0;
+
 export function softmaxTimesValue(
   p: AttentionProblem,
   row: RowLogits,
@@ -85,11 +93,13 @@ export function softmaxTimesValue(
   const { T, S, N, K, Hv } = p;
   const { b, n, i, kh, lo, hi, max, logits } = row;
   let sum = 0;
-  for (let j = lo; j < hi; j++) sum += logits[j] = Math.exp(logits[j] - max);
+  for (let j = lo; j < hi; j++) {
+    sum += logits[j] = logits[j] === Number.NEGATIVE_INFINITY ? MASKED_WEIGHT : Math.exp(logits[j] - max);
+  }
   const oOff = ((b * T + i) * N + n) * Hv;
   for (let j = lo; j < hi; j++) {
+    if (Object.is(logits[j], MASKED_WEIGHT)) continue;
     const w = logits[j] / sum;
-    if (w === 0) continue;
     const vOff = ((b * S + j) * K + kh) * Hv;
     for (let h = 0; h < Hv; h++) out[oOff + h] += w * v[vOff + h];
   }

@@ -46,3 +46,11 @@ __device__ __forceinline__ bf16_t from_float<bf16_t>(float x) {
 }
 
 __device__ __forceinline__ float negative_infinity() { return __int_as_float(0xff800000); }
+
+// max that returns NaN when either operand is NaN (fmaxf returns the other one): a NaN logit must
+// make the row max NaN, not vanish. One instruction on sm_80+, like fmaxf.
+__device__ __forceinline__ float max_nan(float a, float b) {
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;\n" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}

@@ -1,12 +1,15 @@
 // Epilogue: normalise the output accumulator once, write O through shared memory as 16-byte rows
 // (the accumulator layout would give 4-byte scattered stores), and write the log-sum-exp.
-// Rows past the batch's valid query length, and rows that saw no key, get zeros and −inf.
+// Rows past the batch's valid query length, and rows that saw no key, get zeros and −inf. A NaN
+// output element of a row whose softmax is finite can only come from a masked key's NaN or Inf value
+// times its weight 0 in P·V: it is recomputed over the visible keys (recompute.cuh).
 #pragma once
 #include "flash/copy.cuh"
+#include "flash/recompute.cuh"
 #include "flash/schedule.cuh"
 
 // stage: this warp's 16·MI rows of shared memory (pitch D + 8), free once its Q is no longer read.
-template <int MI, int DT, int D, bool FP16>
+template <int MI, int DT, int D, bool FP16, int BIAS, bool MASK>
 __device__ __forceinline__ void store_output(const FlashParams& p, const TileWork& w, float (&o)[MI][DT][4],
                                              const float (&inv)[MI][2], const float (&lse)[MI][2], u16* stage,
                                              int row0, int lane) {
@@ -19,15 +22,25 @@ __device__ __forceinline__ void store_output(const FlashParams& p, const TileWor
     for (int h = 0; h < 2; ++h) {
       const int local = i * 16 + g + h * 8;
       const int row = row0 + local;
-      const bool valid = row < w.t_len;
-      // A select, not a multiply by 0: a padding row must come out 0 whatever its accumulator holds.
+      // Selects, not multiplies by 0: a padding row, or a row that saw no key (inv 0), must come out
+      // 0 whatever its accumulator holds (0 · NaN from a masked key's NaN value is NaN).
+      const bool valid = row < w.t_len && inv[i][h] != 0.f;
+      const bool finite_row = valid && inv[i][h] == inv[i][h];  // inv is NaN for a NaN row
 #pragma unroll
       for (int d = 0; d < DT; ++d) {
-        *reinterpret_cast<u32*>(stage + local * PITCH + d * 8 + 2 * t) =
-            valid ? pack2<FP16>(o[i][d][2 * h] * inv[i][h], o[i][d][2 * h + 1] * inv[i][h]) : 0u;
+        float x[2];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          x[e] = o[i][d][2 * h + e] * inv[i][h];
+          const int col = d * 8 + 2 * t + e;
+          if (finite_row && x[e] != x[e] && col < p.Hv) {
+            x[e] = recompute_element<FP16 ? 1 : 0, BIAS, MASK>(p, w.b, w.n, row, col);
+          }
+        }
+        *reinterpret_cast<u32*>(stage + local * PITCH + d * 8 + 2 * t) = valid ? pack2<FP16>(x[0], x[1]) : 0u;
       }
       if (p.lse != nullptr && t == 0 && row < p.T) {
-        p.lse[(static_cast<i64>(w.b) * p.T + row) * p.N + w.n] = valid ? lse[i][h] : neg_inf();
+        p.lse[(static_cast<i64>(w.b) * p.T + row) * p.N + w.n] = row < w.t_len ? lse[i][h] : neg_inf();
       }
     }
   }

@@ -116,7 +116,7 @@ __device__ __forceinline__ void flash_fwd(const FlashParams& p) {
   float inv[C::MI][2], lse[C::MI][2];
   softmax.finish(inv, lse);
   // Each warp stages its output in its own Q rows, which only it has read.
-  store_output<C::MI, C::DT, C::D, C::FP16>(p, w, o, inv, lse, sQ + warp * 16 * C::MI * C::PITCH, row0, lane);
+  store_output<C::MI, C::DT, C::D, C::FP16, C::BIAS, C::MASK>(p, w, o, inv, lse, sQ + warp * 16 * C::MI * C::PITCH, row0, lane);
 }
 
 #ifdef FLASH_D

@@ -7,7 +7,10 @@
 // (K row pitch D+1 floats: the 32 lanes read 32 different rows at one column without bank
 // conflicts, and each K value read serves 4 rows). For P·V a lane owns D/32 output columns and
 // takes each key's weight from that key's lane by shuffle. Softmax is online, in base 2, with the
-// same empty-row rule: a row that sees no key outputs zeros and log-sum-exp −inf.
+// same empty-row rule: a row that sees no key outputs zeros and log-sum-exp −inf, and the same NaN
+// rule (softmax.cuh): the max propagates NaN, a NaN or +inf logit makes the row NaN, and a key whose
+// logit is −inf is skipped in P·V, so a masked key's NaN value never reaches the row (its weight 0
+// times NaN would be NaN). The skip is warp-uniform: one ballot per row and tile.
 //
 // Specialisation: FLASH_D (max(H, Hv) rounded up to 32), FLASH_NW, FLASH_BIAS, FLASH_MASK; the entry
 // is attnlab_flash_fwd_f32, its shared memory per block attnlab_flash_fwd_f32_shared_bytes.
@@ -102,8 +105,9 @@ __device__ __forceinline__ void flash_fwd_f32(const FlashParams& p) {
       if (boundary && !key_visible(p, w, row, key)) x = neg_inf();
       float mx = x;
 #pragma unroll
-      for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-      mx = fmaxf(mx, row_max[r]);
+      for (int off = 16; off > 0; off >>= 1) mx = max_nan(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+      mx = max_nan(mx, row_max[r]);
+      const u32 masked = __ballot_sync(0xffffffffu, x == neg_inf());
       const float base = mx == neg_inf() ? 0.f : mx;
       const float alpha = row_max[r] == mx ? 1.f : fast_exp2(row_max[r] - base);
       row_max[r] = mx;
@@ -114,8 +118,10 @@ __device__ __forceinline__ void flash_fwd_f32(const FlashParams& p) {
 #pragma unroll 8
       for (int j = 0; j < BN; ++j) {
         const float pj = __shfl_sync(0xffffffffu, weight, j);
+        if (((masked >> j) & 1u) == 0) {
 #pragma unroll
-        for (int c = 0; c < COLS; ++c) o[r][c] = fmaf(pj, sV[j * D + c * 32 + lane], o[r][c]);
+          for (int c = 0; c < COLS; ++c) o[r][c] = fmaf(pj, sV[j * D + c * 32 + lane], o[r][c]);
+        }
       }
     }
   }
@@ -128,7 +134,7 @@ __device__ __forceinline__ void flash_fwd_f32(const FlashParams& p) {
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) l += __shfl_xor_sync(0xffffffffu, l, off);
     if (row >= p.T) continue;
-    const bool valid = row < w.t_len && l > 0.f;
+    const bool valid = row < w.t_len && l != 0.f;  // l is NaN for a NaN row, 0 for an empty one
     const float inv = valid ? 1.f / l : 0.f;
 #pragma unroll
     for (int c = 0; c < COLS; ++c) {

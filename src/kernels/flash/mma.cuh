@@ -4,6 +4,7 @@
 // fragment layouts (PTX ISA, "Matrix fragments for mma.m16n8k16") are spelled out where they are used.
 // Lane roles: g = lane / 4 ("groupID"), t = lane % 4 ("threadID_in_group").
 #pragma once
+#include "common/dtypes.cuh"
 #include "flash/params.cuh"
 
 // 32-bit shared-window address of a generic pointer into shared memory (what ldmatrix/cp.async take).

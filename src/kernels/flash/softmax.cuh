@@ -4,12 +4,17 @@
 // Each thread holds rows g and g+8 of each of its MI m-tiles; a row's 8·NT columns are spread over
 // the 4 lanes of a quad, so row reductions are two xor-shuffles. The row sum stays per-lane until
 // finish(): the quad reduction is then done once, not once per key tile.
+//
+// NaN and Inf (README, "Rows that see nothing, NaN and Inf"): the max propagates NaN (max_nan, where
+// fmaxf would skip it and let the row look empty), so a NaN logit makes the max, every weight and the
+// sum NaN; a +inf logit makes the max +inf, its own weight 2^(inf − inf) = NaN and so the sum NaN. A
+// row is empty exactly when its sum is 0: every visible weight is ≥ 2^0 = 1 at the max.
 #pragma once
 #include "flash/mma.cuh"
 
 __device__ __forceinline__ float quad_max(float x) {
-  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+  x = max_nan(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return max_nan(x, __shfl_xor_sync(0xffffffffu, x, 2));
 }
 __device__ __forceinline__ float quad_sum(float x) {
   x += __shfl_xor_sync(0xffffffffu, x, 1);
@@ -42,8 +47,8 @@ struct OnlineSoftmax {
       for (int h = 0; h < 2; ++h) {
         float raw = neg_inf();
 #pragma unroll
-        for (int j = 0; j < NT; ++j) raw = fmaxf(raw, fmaxf(s[i][j][2 * h], s[i][j][2 * h + 1]));
-        const float mx = fmaxf(row_max[i][h], quad_max(raw) * factor);
+        for (int j = 0; j < NT; ++j) raw = max_nan(raw, max_nan(s[i][j][2 * h], s[i][j][2 * h + 1]));
+        const float mx = max_nan(row_max[i][h], quad_max(raw) * factor);
         // A row that has seen only −inf so far keeps max −inf; subtracting 0 instead keeps every
         // weight 2^(−inf) = 0 rather than NaN from (−inf) − (−inf).
         const float base = mx == neg_inf() ? 0.f : mx;
@@ -79,8 +84,8 @@ struct OnlineSoftmax {
     }
   }
 
-  // Completes the row sums; returns 1/l (0 for a row that saw no key) and the natural-log
-  // log-sum-exp (−inf for such a row) of row (i, h).
+  // Completes the row sums; returns 1/l (0 for a row that saw no key, NaN for a NaN row) and the
+  // natural-log log-sum-exp (−inf for a row that saw no key, NaN for a NaN row) of row (i, h).
   __device__ __forceinline__ void finish(float (&inv)[MI][2], float (&lse)[MI][2]) {
     constexpr float LN2 = 0.6931471805599453f;
 #pragma unroll
@@ -88,7 +93,7 @@ struct OnlineSoftmax {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const float l = quad_sum(row_sum[i][h]);
-        const bool empty = !(l > 0.f);
+        const bool empty = l == 0.f;
         float log2l;
         asm("lg2.approx.f32 %0, %1;\n" : "=f"(log2l) : "f"(empty ? 1.f : l));
         inv[i][h] = empty ? 0.f : 1.f / l;

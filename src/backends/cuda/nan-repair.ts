@@ -1,0 +1,66 @@
+/**
+ * The NaN repair of backends whose P·V multiplies masked keys (naive: cuBLASLt over all S keys;
+ * cudnn: cuDNN's fused kernel): src/kernels/flash/nan_repair.cu recomputes every NaN output element
+ * over the keys its row sees, so that a masked, padded or out-of-window key's NaN or Inf value (times
+ * its weight 0: NaN) stays out, as the README's rule says. Without NaN in the output it is one read
+ * of O; attnlab's own flash kernels do the same inside their epilogue and need no extra launch.
+ */
+import type { AttentionProblem } from '../problem.js';
+import { loadKernels } from './compile.js';
+import { buildFlashParams, marshalFlashParams } from './flash/params.js';
+import { FLASH_BIAS_CODES, type FlashBiasType } from './flash/variant.js';
+import { launchKernel } from './launch.js';
+
+const ELEM = { bfloat16: 0, float16: 1, float32: 2 } as const;
+const THREADS = 256;
+/** Enough blocks to fill an H200 (132 SMs × 8 resident blocks of 256 threads) several times. */
+const MAX_BLOCKS = 132 * 8 * 8;
+
+/**
+ * Whether `p` has a key some row does not see while another row (or the same P·V) multiplies it:
+ * causality, a window, padding, a mask, or a bias (which may hold −inf). Without any, no weight is
+ * 0 by masking and no repair is needed.
+ */
+export function canHideKeys(p: AttentionProblem): boolean {
+  return p.causal || p.window !== null || p.keyValueSeqLengths !== null || p.mask !== null || p.bias !== null;
+}
+
+/** Device addresses the repair reads: the output (rewritten in place) and the int32 lengths, if any. */
+export interface RepairPointers {
+  readonly output: bigint;
+  readonly queryLengths: bigint;
+  readonly keyValueLengths: bigint;
+}
+
+/** Enqueues the repair of `p`'s output (B,T,N,Hv, contiguous, in p.dtype) on attnlab's stream. */
+export function repairMaskedNaN(p: AttentionProblem, at: RepairPointers): void {
+  const elem = ELEM[p.dtype as keyof typeof ELEM];
+  if (elem === undefined || p.B * p.T * p.N * p.Hv === 0) return;
+  const lanes = elem === 2 ? 4 : 8;
+  const vec = p.Hv % lanes === 0 ? lanes : 1;
+  const bias = (p.bias ? p.bias.tensor.dtype : 'none') as FlashBiasType;
+  const defines = {
+    REPAIR_ELEM: elem,
+    REPAIR_VEC: vec,
+    FLASH_BIAS: FLASH_BIAS_CODES[bias],
+    FLASH_MASK: p.mask ? 1 : 0,
+  };
+  const name = 'attnlab_nan_repair';
+  const fn = loadKernels({ file: 'flash/nan_repair.cu', kernels: [name], defines }).functions.get(name)!;
+  const params = buildFlashParams(p, {
+    q: p.query.buffer.ptr,
+    k: p.key.buffer.ptr,
+    v: p.value.buffer.ptr,
+    o: at.output,
+    lse: 0n,
+    bias: p.bias?.tensor.buffer.ptr ?? 0n,
+    mask: p.mask?.tensor.buffer.ptr ?? 0n,
+    qLens: at.queryLengths,
+    kvLens: at.keyValueLengths,
+  });
+  const work = (p.B * p.T * p.N * p.Hv) / vec;
+  const blocks = Math.min(MAX_BLOCKS, Math.ceil(work / THREADS));
+  launchKernel(fn, { grid: [blocks, 1, 1], block: [THREADS, 1, 1], sharedBytes: 0 }, [
+    marshalFlashParams(params),
+  ]);
+}

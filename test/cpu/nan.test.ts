@@ -1,0 +1,70 @@
+/**
+ * The README's NaN/Inf rule on the CPU backends: every case of src/check/nan-cases.ts, the reference
+ * exactly (the poison must change nothing it does not reach, bit for bit) and the CPU flash within
+ * float64 rounding, plus the two against each other on the NaN pattern.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { attention } from '../../src/api/attention.js';
+import { buildNanInputs, NAN_CASES } from '../../src/check/nan-cases.js';
+import { compareNanCase } from '../../src/check/nan-pattern.js';
+import { Tensor } from '../../src/tensor/tensor.js';
+
+const SEED = 1200;
+
+for (const implementation of ['reference', 'flash'] as const) {
+  describe(`CPU ${implementation}: NaN and Inf reach exactly the rows that see them`, () => {
+    for (const c of NAN_CASES) {
+      it(c.name, () => {
+        const run = (poisoned: boolean) => {
+          const { q, k, v, options } = buildNanInputs(c, 'float64', SEED, poisoned);
+          const impl = poisoned ? implementation : 'reference';
+          return attention(q, k, v, { ...options, implementation: impl, returnLogSumExp: true });
+        };
+        const clean = run(false);
+        const r = run(true);
+        const cmp = compareNanCase(
+          c,
+          r.output.toFloat64Array(),
+          r.logSumExp!.toFloat64Array(),
+          clean.output.toFloat64Array(),
+          clean.logSumExp!.toFloat64Array(),
+          implementation === 'reference' ? 0 : 1e-12,
+        );
+        assert.ok(cmp.ok, cmp.message);
+      });
+    }
+  });
+}
+
+describe('NaN and Inf, hand-checked', () => {
+  const f64 = (values: number[], shape: number[]) => Tensor.fromArray(values, shape, 'float64');
+  for (const implementation of ['reference', 'flash'] as const) {
+    it(`${implementation}: a NaN logit, a +inf logit and a −inf-only row (one row each)`, () => {
+      // Three query rows over two keys, scale 1, bias per row: row 0 gets a NaN logit, row 1 a +inf
+      // logit, row 2 only −inf logits (it sees nothing).
+      const q = f64([1, 1, 1], [1, 3, 1, 1]);
+      const k = f64([0, 0], [1, 2, 1, 1]);
+      const v = f64([4, 8], [1, 2, 1, 1]);
+      const bias = f64([Number.NaN, 0, Number.POSITIVE_INFINITY, 0, -Infinity, -Infinity], [1, 1, 3, 2]);
+      const r = attention(q, k, v, { scale: 1, bias, implementation, returnLogSumExp: true });
+      const out = [...r.output.toFloat64Array()];
+      assert.ok(Number.isNaN(out[0]) && Number.isNaN(out[1]), `rows 0 and 1 NaN, got ${out}`);
+      assert.equal(out[2], 0);
+      const lse = [...r.logSumExp!.toFloat64Array()];
+      assert.ok(Number.isNaN(lse[0]) && Number.isNaN(lse[1]), `lse ${lse}`);
+      assert.equal(lse[2], Number.NEGATIVE_INFINITY);
+    });
+
+    it(`${implementation}: a masked key's NaN value stays out, a visible one's is NaN even at weight 0`, () => {
+      // Keys: 0 visible (logit 0), 1 visible at logit −1e6 (weight underflows to 0), 2 masked by −inf.
+      const q = f64([1], [1, 1, 1, 1]);
+      const k = f64([0, 0, 0], [1, 3, 1, 1]);
+      const v = f64([2, 5, 3, Number.NaN, Number.NaN, Number.NaN], [1, 3, 1, 2]); // (S=3, Hv=2)
+      const masked = f64([0, -1e6, -Infinity], [1, 1, 1, 3]);
+      const out = attention(q, k, v, { scale: 1, bias: masked, implementation }).output.toFloat64Array();
+      assert.equal(out[0], 2); // key 1 adds 0 · 3 (finite), key 2 nothing
+      assert.ok(Number.isNaN(out[1]), `column 1 sees key 1's NaN at weight 0: ${out[1]}`);
+    });
+  }
+});

@@ -1,0 +1,125 @@
+/**
+ * The README's NaN/Inf rule on the GPU backends: every case of src/check/nan-cases.ts on naive
+ * (float32, float16, bfloat16), flash (bfloat16, float16 on tensor cores; float32 on FMAs) and cudnn
+ * (bfloat16, float16), compared with compareNanCase: the NaN, +inf and empty-row pattern exactly, the
+ * rest against the float64 reference of the clean problem. A case a backend refuses is skipped with
+ * its reason. Then the FP8 path: a NaN query row through e4m3 quantisation, cuDNN's FP8 graph and the
+ * amax history. Skips, with the reason, where there is no GPU.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { attention } from '../../src/api/attention.js';
+import { UnsupportedError } from '../../src/errors.js';
+import type { AttentionOptions } from '../../src/backends/problem.js';
+import { cudaAvailable, getCudaContext } from '../../src/backends/cuda/context.js';
+import { buildNanInputs, NAN_CASES, type NanCase } from '../../src/check/nan-cases.js';
+import { compareNanCase, NAN_CASE_TOLERANCE } from '../../src/check/nan-pattern.js';
+import { autocast } from '../../src/te/autocast.js';
+import { DotProductAttention } from '../../src/te/module.js';
+import { DelayedScaling } from '../../src/te/recipe.js';
+import type { FloatDType } from '../../src/tensor/dtype.js';
+import { randomNormal } from '../../src/tensor/random.js';
+import { Tensor } from '../../src/tensor/tensor.js';
+
+const cuda = cudaAvailable();
+const skip = cuda.ok ? false : `no CUDA device: ${cuda.reason}`;
+const seed = Number(process.env.ATTNLAB_TEST_SEED ?? Date.now() % 1_000_000_000);
+
+const RUNS: ReadonlyArray<{ implementation: 'naive' | 'flash' | 'cudnn'; dtypes: FloatDType[] }> = [
+  { implementation: 'naive', dtypes: ['float32', 'float16', 'bfloat16'] },
+  { implementation: 'flash', dtypes: ['bfloat16', 'float16', 'float32'] },
+  { implementation: 'cudnn', dtypes: ['bfloat16', 'float16'] },
+];
+
+function onCuda(options: AttentionOptions): AttentionOptions {
+  return { ...options, bias: options.bias?.to('cuda'), mask: options.mask?.to('cuda') };
+}
+
+/** The clean problem's float64 reference, from the same rounded values the backend gets. */
+function cleanReference(c: NanCase, dtype: FloatDType) {
+  const { q, k, v, options } = buildNanInputs(c, dtype, seed, false);
+  const r = attention(q.astype('float64'), k.astype('float64'), v.astype('float64'), {
+    ...options,
+    bias: options.bias?.astype('float64'),
+    implementation: 'reference',
+    returnLogSumExp: true,
+  });
+  return { output: r.output.toFloat64Array(), lse: r.logSumExp!.toFloat64Array() };
+}
+
+describe('GPU: NaN and Inf reach exactly the rows that see them', { skip }, () => {
+  console.log(`nan.test.ts seed ${seed} (ATTNLAB_TEST_SEED=${seed} replays it)`);
+  for (const { implementation, dtypes } of RUNS) {
+    for (const dtype of dtypes) {
+      describe(`${implementation} ${dtype}`, () => {
+        for (const c of NAN_CASES) {
+          it(c.name, (t) => {
+            const clean = cleanReference(c, dtype);
+            const { q, k, v, options } = buildNanInputs(c, dtype, seed, true);
+            let r: ReturnType<typeof attention>;
+            try {
+              r = attention(q.to('cuda'), k.to('cuda'), v.to('cuda'), {
+                ...onCuda(options),
+                implementation,
+                returnLogSumExp: true,
+              });
+            } catch (error) {
+              if (error instanceof UnsupportedError) return t.skip(error.message);
+              throw error;
+            }
+            const cmp = compareNanCase(
+              c,
+              r.output.toFloat64Array(),
+              r.logSumExp?.toFloat64Array(),
+              clean.output,
+              clean.lse,
+              NAN_CASE_TOLERANCE[dtype as keyof typeof NAN_CASE_TOLERANCE],
+            );
+            r.output.dispose();
+            r.logSumExp?.dispose();
+            assert.ok(cmp.ok, `${implementation} ${dtype} (${r.variant}): ${cmp.message}`);
+          });
+        }
+      });
+    }
+  }
+});
+
+const sm90 = cuda.ok && getCudaContext().properties.computeCapability.major >= 9;
+describe('GPU FP8: a NaN query row through e4m3, cuDNN FP8 and the amax history', {
+  skip: skip || (sm90 ? false : 'FP8 attention needs sm_90'),
+}, () => {
+  it('gives that row NaN, the others the bf16 result, and keeps the scales finite', () => {
+    const [B, T, N, H] = [1, 128, 2, 64];
+    const make = (s: number) => randomNormal([B, T, N, H], { seed: seed + s, dtype: 'bfloat16' });
+    const [q, k, v] = [make(81), make(82), make(83)];
+    const qBad = q.toFloat64Array();
+    qBad.fill(Number.NaN, (5 * N + 1) * H, (5 * N + 2) * H); // row i=5, head n=1
+    const poisoned = Tensor.fromArray(qBad, q.shape, 'bfloat16');
+    const attn = new DotProductAttention({ headDim: H, numAttentionHeads: N, attnMaskType: 'no_mask' });
+    const recipe = new DelayedScaling({ amaxHistoryLen: 4 });
+    const run = (query: Tensor) =>
+      autocast({ recipe }, () => attn.apply(query.to('cuda'), k.to('cuda'), v.to('cuda')));
+    const bad = run(poisoned);
+    const out = bad.output.toFloat64Array();
+    const expected = attention(q, k, v, { implementation: 'reference' }).output.toFloat64Array();
+    let wrong = 0;
+    for (let e = 0; e < out.length; e++) {
+      const row = Math.floor(e / H);
+      const nanRow = row === 5 * N + 1;
+      if (nanRow ? !Number.isNaN(out[e]) : !(Math.abs(out[e] - expected[e]) < 0.15)) wrong++;
+    }
+    assert.equal(wrong, 0, `${wrong} elements off the rule (amax ${JSON.stringify(bad.fp8?.amax)})`);
+    console.log(
+      `FP8 NaN row: amax ${JSON.stringify(bad.fp8?.amax)} scales ${JSON.stringify(bad.fp8?.scales)}`,
+    );
+    // The next call quantises with scales from this call's amax: they must stay finite (TE keeps the
+    // previous scale when an amax is not finite; fmaxf skips a NaN element in the amax itself).
+    const next = run(q);
+    for (const [name, scale] of Object.entries(next.fp8!.scales))
+      assert.ok(Number.isFinite(scale) && scale > 0, `scale_${name} = ${scale}`);
+    const clean = next.output.toFloat64Array();
+    for (let e = 0; e < clean.length; e++)
+      assert.ok(Math.abs(clean[e] - expected[e]) < 0.15, `after the NaN call: out[${e}] = ${clean[e]}`);
+  });
+});
