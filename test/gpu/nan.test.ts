@@ -9,11 +9,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { attention } from '../../src/api/attention.js';
-import { UnsupportedError } from '../../src/errors.js';
-import type { AttentionOptions } from '../../src/backends/problem.js';
 import { cudaAvailable, getCudaContext } from '../../src/backends/cuda/context.js';
+import type { AttentionOptions } from '../../src/backends/problem.js';
 import { buildNanInputs, NAN_CASES, type NanCase } from '../../src/check/nan-cases.js';
 import { compareNanCase, NAN_CASE_TOLERANCE } from '../../src/check/nan-pattern.js';
+import { UnsupportedError } from '../../src/errors.js';
 import { autocast } from '../../src/te/autocast.js';
 import { DotProductAttention } from '../../src/te/module.js';
 import { DelayedScaling } from '../../src/te/recipe.js';

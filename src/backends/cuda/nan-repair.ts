@@ -35,7 +35,9 @@ export interface RepairPointers {
 /** Enqueues the repair of `p`'s output (B,T,N,Hv, contiguous, in p.dtype) on attnlab's stream. */
 export function repairMaskedNaN(p: AttentionProblem, at: RepairPointers): void {
   const elem = ELEM[p.dtype as keyof typeof ELEM];
-  if (elem === undefined || p.B * p.T * p.N * p.Hv === 0) return;
+  // Dense (B,S,K,H) K/V and (B,T,N,Hv) O only: no GPU backend runs paged or packed problems yet; the
+  // one that does must index them here too.
+  if (elem === undefined || p.paged || p.packed || p.B * p.T * p.N * p.Hv === 0) return;
   const lanes = elem === 2 ? 4 : 8;
   const vec = p.Hv % lanes === 0 ? lanes : 1;
   const bias = (p.bias ? p.bias.tensor.dtype : 'none') as FlashBiasType;

@@ -7,8 +7,9 @@
 // README's rule says masked positions never contribute, whatever they hold. Zeroing V for such keys
 // is not possible per row inside a tile, so the kernels leave the product alone and, for each output
 // element that comes out NaN in a row whose softmax is finite, recompute that element here, skipping
-// every key whose logit is −inf. Without NaN or Inf in V this never runs; with them it costs about
-// 2·S·H FMAs per repaired element, a slow path taken only for poisoned data.
+// every key whose logit is −inf. Without NaN or Inf in V this never runs; with them it costs S loads
+// when the row sees a NaN in that column (the answer is NaN), else about 2·S·H FMAs over the keys the
+// row sees: a slow path taken only for poisoned data.
 //
 // The logit is the kernels' (base 2): q·k · scale·log2(e) + log2(e) · bias, −inf where the mask, the
 // lengths, causality or the window hide the pair. A row with a NaN or +inf logit is NaN (returned as
@@ -81,11 +82,18 @@ template <int ELEM, int BIAS, bool MASK>
 __device__ __noinline__ float recompute_element(const FlashParams& p, int b, int n, int row, int col) {
   const TileWork w = row_work(p, b, n);
   if (row >= w.t_len) return 0.f;
+  const float NaN = __int_as_float(0x7fffffff);
+  const i64 v = w.b * p.v_strides[0] + w.kv_head * p.v_strides[2] + col;
+  // The common poison first: a NaN value the row sees makes the element NaN whatever the rest holds.
+  // One load per key, and a logit only where V is NaN, instead of a logit per key.
+  for (int key = 0; key < w.s_len; ++key) {
+    const float x = load_elem<ELEM>(p.v, v + key * p.v_strides[1]);
+    if (x != x && base2_logit<ELEM, BIAS, MASK>(p, w, row, key) != neg_inf()) return NaN;
+  }
   float m = neg_inf();
   for (int key = 0; key < w.s_len; ++key) m = max_nan(m, base2_logit<ELEM, BIAS, MASK>(p, w, row, key));
-  if (m != m || m == -neg_inf()) return __int_as_float(0x7fffffff);  // a NaN or +inf logit: NaN row
-  if (m == neg_inf()) return 0.f;                                      // the row sees no key
-  const i64 v = w.b * p.v_strides[0] + w.kv_head * p.v_strides[2] + col;
+  if (m != m || m == -neg_inf()) return NaN;  // a NaN or +inf logit: a NaN row
+  if (m == neg_inf()) return 0.f;               // the row sees no key
   float sum = 0.f, acc = 0.f;
   for (int key = 0; key < w.s_len; ++key) {
     const float x = base2_logit<ELEM, BIAS, MASK>(p, w, row, key);
