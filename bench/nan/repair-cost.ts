@@ -1,6 +1,6 @@
 /**
  * What issue 12 §1 costs at B=2, T=S=8192, N=16, H=128, bf16: the NaN repair kernel alone
- * (src/backends/cuda/nan-repair.ts) on a NaN-free output, against the whole cudnn call that includes
+ * (src/backends/cuda/flash/nan-repair.ts) on a NaN-free output, against the whole cudnn call that includes
  * it (causal: the repair runs), and the flash kernel's TFLOP/s (its epilogue now checks for NaN),
  * causal and not, for comparison with PyTorch's FlashAttention-2 in the same run (torch-fa2.py).
  * Each series runs 300 ms back to back before it is timed (the H200 settles under its power cap).
@@ -9,7 +9,7 @@
 import { attention } from '../../src/api/attention.js';
 import { validateAttention } from '../../src/api/validate.js';
 import { synchronize } from '../../src/backends/cuda/context.js';
-import { repairMaskedNaN } from '../../src/backends/cuda/nan-repair.js';
+import { repairMaskedNaN } from '../../src/backends/cuda/flash/nan-repair.js';
 import { timeOnStream } from '../../src/bench/cuda-timer.js';
 import { randomNormal } from '../../src/tensor/random.js';
 

@@ -10,6 +10,7 @@ import { cpuFlashBackend } from './cpu/flash.js';
 import { cpuReferenceBackend } from './cpu/reference.js';
 import { cudnnBackend } from './cuda/cudnn/backend.js';
 import { cudaFlashBackend } from './cuda/flash/backend.js';
+import { withNanRepair } from './cuda/flash/nan-repair.js';
 import { cudaNaiveBackend } from './cuda/naive/backend.js';
 import type { AttentionProblem, Implementation } from './problem.js';
 
@@ -33,10 +34,11 @@ function takesLayout(layouts: readonly InputLayout[] | undefined, problem: Atten
 export const BACKENDS: readonly AttentionBackend[] = [
   cpuFlashBackend,
   cpuReferenceBackend,
-  // cuda: cudnn > flash > naive
-  cudnnBackend,
+  // cuda: cudnn > flash > naive. cuDNN's and cuBLASLt's P·V let a masked key's NaN value through
+  // (0 · NaN): the repair recomputes such elements (README, "Rows that see nothing, NaN and Inf").
+  withNanRepair(cudnnBackend),
   cudaFlashBackend,
-  cudaNaiveBackend,
+  withNanRepair(cudaNaiveBackend),
 ];
 
 /** The backend that will run `problem`, or a typed error saying why none can. */

@@ -6,7 +6,8 @@
  *   2. P = softmax(scores + bias, masked)   src/kernels/softmax.cu, in place for float32 inputs,
  *      else into a (B,N,T,S) buffer of the input dtype (the second matmul's operand type)
  *   3. O = P·V   cuBLASLt, (B,T,N,Hv) in the query dtype
- *   4. where a key can be hidden (mask, bias, causal, window, padding): the NaN repair (nan-repair.ts)
+ *   4. (the registry adds it) where a key can be hidden: the NaN repair (flash/nan-repair.ts), since
+ *      cuBLASLt multiplies a masked or padded key's probability 0 by its V row (0 · NaN = NaN)
  *
  * The layouts are BTNH, so per (b, n) Q is a (T × H) matrix with row stride N·H and K an (S × H)
  * one with row stride K·H: no transposes and no copies. For cuBLASLt (column-major) the first
@@ -26,7 +27,6 @@ import { cudaAvailable } from '../context.js';
 import { CUBLAS_COMPUTE, CUDA_DATA_TYPE } from '../ffi/cublaslt.js';
 import { commonAlignment, type MatmulShape, matmulPlan, runMatmul } from '../matmul.js';
 import { allocDevice, copyInt32ToDevice } from '../memory.js';
-import { canHideKeys, repairMaskedNaN } from '../nan-repair.js';
 import { deviceTypeName, launchSoftmax } from './softmax.js';
 
 const SUPPORTED: Support = { ok: true };
@@ -191,15 +191,6 @@ function run(p: AttentionProblem): BackendOutput {
         at(probs.ptr, (b * N + n0) * T * S, pe),
         at(out.ptr, (b * T * N + n0) * Hv, e),
       );
-    }
-    // cuBLASLt multiplies every key's probability, 0 for a masked or padded one, by its V row:
-    // 0 · NaN = NaN. The repair recomputes such NaN elements over the visible keys only.
-    if (canHideKeys(p)) {
-      repairMaskedNaN(p, {
-        output: out.ptr,
-        queryLengths: queryLengths?.ptr ?? 0n,
-        keyValueLengths: keyValueLengths?.ptr ?? 0n,
-      });
     }
     const precision = p.dtype === 'float32' ? `-${p.float32Precision}` : '';
     return {

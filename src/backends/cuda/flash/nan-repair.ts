@@ -1,15 +1,22 @@
 /**
  * The NaN repair of backends whose P·V multiplies masked keys (naive: cuBLASLt over all S keys;
- * cudnn: cuDNN's fused kernel): src/kernels/flash/nan_repair.cu recomputes every NaN output element
- * over the keys its row sees, so that a masked, padded or out-of-window key's NaN or Inf value (times
- * its weight 0: NaN) stays out, as the README's rule says. Without NaN in the output it is one read
- * of O; attnlab's own flash kernels do the same inside their epilogue and need no extra launch.
+ * cudnn: cuDNN's fused kernel, measured on the H200: bench/results/2026-12-01-nan):
+ * src/kernels/flash/nan_repair.cu recomputes every NaN output element over the keys its row sees, so
+ * that a masked, padded or out-of-window key's NaN or Inf value (times its weight 0: NaN) stays out,
+ * as the README's rule says. Without NaN in the output it is one read of O; attnlab's own flash
+ * kernels do the same inside their epilogue and need no extra launch.
+ *
+ * It lives with the flash kernel because it reuses its parameters (FlashParams) and its visibility
+ * and recompute code; the registry wraps the naive and cudnn backends with it (withNanRepair), since
+ * backends of one layer import nothing of each other (docs/architecture.md).
  */
-import type { AttentionProblem } from '../problem.js';
-import { loadKernels } from './compile.js';
-import { buildFlashParams, marshalFlashParams } from './flash/params.js';
-import { FLASH_BIAS_CODES, type FlashBiasType } from './flash/variant.js';
-import { launchKernel } from './launch.js';
+import type { AttentionBackend } from '../../backend.js';
+import type { AttentionProblem, BackendOutput } from '../../problem.js';
+import { loadKernels } from '../compile.js';
+import { launchKernel } from '../launch.js';
+import { copyInt32ToDevice } from '../memory.js';
+import { buildFlashParams, marshalFlashParams } from './params.js';
+import { FLASH_BIAS_CODES, type FlashBiasType } from './variant.js';
 
 const ELEM = { bfloat16: 0, float16: 1, float32: 2 } as const;
 const THREADS = 256;
@@ -23,6 +30,36 @@ const MAX_BLOCKS = 132 * 8 * 8;
  */
 export function canHideKeys(p: AttentionProblem): boolean {
   return p.causal || p.window !== null || p.keyValueSeqLengths !== null || p.mask !== null || p.bias !== null;
+}
+
+/** `backend` with the repair after each run that can hide keys; name, device and supports unchanged. */
+export function withNanRepair(backend: AttentionBackend): AttentionBackend {
+  return {
+    ...backend,
+    run(p: AttentionProblem): BackendOutput {
+      const result = backend.run(p);
+      if (canHideKeys(p)) repairOutput(p, result.output.buffer.ptr);
+      return result;
+    },
+  };
+}
+
+/** Uploads the lengths and enqueues the repair of `output` (B,T,N,Hv, contiguous, in p.dtype). */
+export function repairOutput(p: AttentionProblem, output: bigint): void {
+  const upload = (values: Int32Array | null) => (values ? copyInt32ToDevice(values) : null);
+  const queryLengths = upload(p.querySeqLengths);
+  const keyValueLengths = upload(p.keyValueSeqLengths);
+  try {
+    repairMaskedNaN(p, {
+      output,
+      queryLengths: queryLengths?.ptr ?? 0n,
+      keyValueLengths: keyValueLengths?.ptr ?? 0n,
+    });
+  } finally {
+    // Stream-ordered pool: a later user of these blocks is enqueued after the repair.
+    queryLengths?.release();
+    keyValueLengths?.release();
+  }
 }
 
 /** Device addresses the repair reads: the output (rewritten in place) and the int32 lengths, if any. */
