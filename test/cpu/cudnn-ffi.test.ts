@@ -35,7 +35,7 @@ const source = fileURLToPath(new URL('../support/cudnn-fake.c', import.meta.url)
 const compile = (name: string) =>
   spawnSync('cc', ['-shared', '-fPIC', '-O1', '-o', join(dir, name), source, '-lm'], { encoding: 'utf8' });
 // libcudnn_graph.so.9 stands for cuDNN's sub-libraries, which are preloaded from the same folder.
-const nvrtcSource = fileURLToPath(new URL('./te-fake-nvrtc.c', import.meta.url));
+const nvrtcSource = fileURLToPath(new URL('../support/te-fake-nvrtc.c', import.meta.url));
 const built = [
   compile('libcuda.so.1'),
   compile('libcudnn.so.9'),
