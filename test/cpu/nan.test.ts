@@ -6,6 +6,10 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { attention } from '../../src/api/attention.js';
+import { validateAttention } from '../../src/api/validate.js';
+import { type AttentionBackend, SUPPORTED } from '../../src/backends/backend.js';
+import { canHideKeys, withNanRepair } from '../../src/backends/cuda/flash/nan-repair.js';
+import type { AttentionOptions } from '../../src/backends/problem.js';
 import { buildNanInputs, NAN_CASES } from '../../src/check/nan-cases.js';
 import { compareNanCase } from '../../src/check/nan-pattern.js';
 import { Tensor } from '../../src/tensor/tensor.js';
@@ -67,4 +71,46 @@ describe('NaN and Inf, hand-checked', () => {
       assert.ok(Number.isNaN(out[1]), `column 1 sees key 1's NaN at weight 0: ${out[1]}`);
     });
   }
+});
+
+describe('the NaN repair wrapper of the naive and cudnn backends (registry)', () => {
+  const problem = (options: AttentionOptions) => {
+    const t = Tensor.zeros([1, 4, 1, 8], 'float64');
+    return validateAttention(t, t, t, options);
+  };
+
+  it('runs the repair only where a key can be hidden from a row', () => {
+    assert.equal(canHideKeys(problem({})), false);
+    for (const options of [
+      { isCausal: true },
+      { localWindowSize: [1, 1] as [number, number] },
+      { keyValueSeqLengths: [3] },
+      { bias: Tensor.zeros([1, 1, 4, 4], 'float64') },
+      { mask: Tensor.fromRaw(new Uint8Array(16).fill(1), [1, 1, 4, 4], 'bool') },
+    ]) {
+      assert.equal(canHideKeys(problem(options)), true, JSON.stringify(Object.keys(options)));
+    }
+  });
+
+  it('keeps the backend it wraps: name, device, supports, and its result where nothing is hidden', () => {
+    let runs = 0;
+    const inner: AttentionBackend = {
+      name: 'naive',
+      device: 'cuda',
+      supports: () => SUPPORTED,
+      run: (p) => {
+        runs++;
+        return { output: p.query, variant: 'inner' };
+      },
+    };
+    const wrapped = withNanRepair(inner);
+    assert.equal(wrapped.name, 'naive');
+    assert.equal(wrapped.device, 'cuda');
+    assert.equal(wrapped.supports(problem({})), SUPPORTED);
+    const p = problem({});
+    const r = wrapped.run(p); // no hidden key: no repair launch (which would need a GPU)
+    assert.equal(runs, 1);
+    assert.equal(r.output, p.query);
+    assert.equal(r.variant, 'inner');
+  });
 });
