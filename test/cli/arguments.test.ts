@@ -1,0 +1,68 @@
+/**
+ * Impossible numbers and selections that match nothing, refused in one line before any work. The
+ * commands run in this process through main() (what bin.ts calls), which keeps a table of many
+ * cases fast; failures.test.ts spawns the CLI where the process itself is the point.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { main } from '../../src/cli/main.js';
+import { reloadConfig } from '../../src/config.js';
+
+process.env.ATTNLAB_DISABLE_CUDA = '1';
+reloadConfig();
+
+/** Runs `attnlab ...args` in this process: its exit code and what it wrote to stderr and stdout. */
+async function run(args: string[]): Promise<{ code: number; stderr: string; stdout: string }> {
+  const [err, out] = [process.stderr.write, process.stdout.write];
+  let stderr = '';
+  let stdout = '';
+  process.stderr.write = ((chunk: string) => {
+    stderr += chunk;
+    return true;
+  }) as typeof process.stderr.write;
+  process.stdout.write = ((chunk: string) => {
+    stdout += chunk;
+    return true;
+  }) as typeof process.stdout.write;
+  try {
+    const code = await main(args);
+    return { code, stderr, stdout };
+  } finally {
+    [process.stderr.write, process.stdout.write] = [err, out];
+    process.exitCode = undefined;
+  }
+}
+
+describe('impossible numbers and selections are refused in one line', () => {
+  const cases: [string[], RegExp][] = [
+    [['bench', '--repeats', '0'], /--repeats: expected an integer ≥ 1, got "0"/],
+    [['bench', '--repeats', '-3'], /--repeats: expected an integer ≥ 1/],
+    [['bench', '--repeats', '2.5'], /--repeats: expected an integer/],
+    [['bench', '--warmup', 'x'], /--warmup: expected an integer ≥ 0, got "x"/],
+    [['bench', '--budget-ms', 'NaN'], /--budget-ms: expected a finite number > 0 \(ms\), got "NaN"/],
+    [['bench', '--budget-ms', '0'], /--budget-ms: expected a finite number > 0/],
+    [['bench', '--settle-ms', '-1'], /--settle-ms: expected a finite number ≥ 0/],
+    [['bench', '--seed', '1e3'], /--seed: expected an integer from 0 to/],
+    [['bench', '--ceiling', 'Infinity'], /--ceiling: expected a finite number > 0 \(TFLOP\/s\)/],
+    [['bench', '--seq', '99999999999999999999'], /--seq: expected positive integers/],
+    [['bench', '--batch', '0'], /--batch: expected positive integers/],
+    [['lab', '--budget-ms', '-5'], /--budget-ms: expected a finite number > 0/],
+    [['check', '--seed', 'abc'], /--seed: expected an integer/],
+    [
+      ['check', '--case', 'no such case anywhere'],
+      /--case: expected text found in a case name .*matches none/,
+    ],
+    [['check', '--device', 'cuda'], /--device: .*cuda \(not available: ATTNLAB_DISABLE_CUDA=1\)/],
+  ];
+  for (const [args, pattern] of cases) {
+    it(args.join(' '), async () => {
+      const r = await run(args);
+      assert.equal(r.code, 1, r.stderr);
+      assert.equal(r.stdout, '', 'nothing ran');
+      const lines = r.stderr.trimEnd().split('\n');
+      assert.equal(lines.length, 1, r.stderr);
+      assert.match(lines[0], /^attnlab: InvalidArgumentError: /);
+      assert.match(lines[0], pattern);
+    });
+  }
+});
