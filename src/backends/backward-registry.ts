@@ -11,6 +11,7 @@ import type { BackwardBackend } from './backward-backend.js';
 import type { BackwardProblem } from './backward-problem.js';
 import { cpuFlashBackward } from './cpu/flash-backward.js';
 import { cpuReferenceBackward } from './cpu/reference-backward.js';
+import { cudnnBackward } from './cuda/cudnn/backward.js';
 import { cudaNaiveBackward } from './cuda/naive/backward.js';
 import { chooseFrom } from './registry.js';
 
@@ -19,6 +20,7 @@ export const BACKWARD_BACKENDS: readonly BackwardBackend[] = [
   cpuFlashBackward,
   cpuReferenceBackward,
   // cuda: cudnn > (flash, fused, to come) > naive
+  cudnnBackward,
   cudaNaiveBackward,
 ];
 

@@ -15,10 +15,15 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import koffi from 'koffi';
 import { attention } from '../../src/api/attention.js';
+import { attentionBackward } from '../../src/api/backward.js';
 import { validateAttention } from '../../src/api/validate.js';
+import { validateBackward } from '../../src/api/validate-backward.js';
+import type { BackwardOptions } from '../../src/backends/backward-problem.js';
 import { cudnnEnvironment, runCudnnAttention } from '../../src/backends/cuda/cudnn/backend.js';
+import { describeSdpaBackward } from '../../src/backends/cuda/cudnn/backward.js';
 import { describeSdpa } from '../../src/backends/cuda/cudnn/features.js';
 import { clearMemoryPlanCache, planCacheStats } from '../../src/backends/cuda/cudnn/plan-cache.js';
+import { buildSdpaBackwardGraph } from '../../src/backends/cuda/cudnn/sdpa-backward-graph.js';
 import { buildSdpaGraph } from '../../src/backends/cuda/cudnn/sdpa-graph.js';
 import { loadCudnn } from '../../src/backends/cuda/ffi/cudnn.js';
 import { CU_FUNC_ATTRIBUTE, cu } from '../../src/backends/cuda/ffi/driver.js';
@@ -144,6 +149,61 @@ function runAndCheckBindings(p: AttentionProblem): void {
   r.logSumExp?.dispose();
 }
 
+/** Runs the cuDNN backward of `options` on the stand-in and checks every uid's binding. */
+function runBackwardAndCheckBindings(shape: number[], options: BackwardOptions): void {
+  const [B, T, S, N, K, H] = shape;
+  const { deterministic: _, ...forward } = options;
+  const p = deviceProblem(shape, forward);
+  const output = randomNormal([B, T, N, H], { seed: 4, dtype: 'bfloat16' }).to('cuda');
+  const lse = randomNormal([B, T, N], { seed: 5, dtype: 'float32' }).to('cuda');
+  const dO = randomNormal([B, T, N, H], { seed: 6, dtype: 'bfloat16' }).to('cuda');
+  const bias = p.bias?.tensor;
+  const r = attentionBackward(p.query, p.key, p.value, output, lse, dO, {
+    ...options,
+    bias,
+    implementation: 'cudnn',
+  });
+  assert.equal(r.backend, 'cudnn');
+  assert.match(r.variant, /^cudnn 9\.19\.0 composite backward engine (7|-1) /);
+  assert.deepEqual(r.dKey.shape, [B, S, K, H]);
+  const env = cudnnEnvironment();
+  assert.ok(env.ok);
+  const d = describeSdpaBackward(
+    validateBackward(p.query, p.key, p.value, output, lse, dO, { ...options, bias }),
+    env.env,
+  );
+  assert.ok(d.ok, d.ok ? '' : d.reason);
+  const spec = buildSdpaBackwardGraph(d.features);
+  const bound = lastExecute();
+  assert.equal(Object.keys(bound).length, spec.bindings.size);
+  const want: Partial<Record<string, bigint | undefined>> = {
+    query: p.query.buffer.ptr,
+    key: p.key.buffer.ptr,
+    value: p.value.buffer.ptr,
+    output: output.buffer.ptr,
+    stats: lse.buffer.ptr,
+    dOutput: dO.buffer.ptr,
+    bias: bias?.buffer.ptr,
+    dQuery: r.dQuery.buffer.ptr,
+    dKey: r.dKey.buffer.ptr,
+    dValue: r.dValue.buffer.ptr,
+    dBias: r.dBias?.buffer.ptr,
+  };
+  const scratch = new Set<string>();
+  for (const [uid, binding] of spec.bindings) {
+    const got = bound[String(uid)];
+    assert.ok(got, `uid ${uid} (${binding.kind}) not in the variant pack`);
+    if (binding.kind === 'softmaxSum' || binding.kind === 'dQueryAccum') scratch.add(got.ptr);
+    else if (binding.kind === 'scale') assert.equal(got.value, Math.fround(p.scale));
+    else if (binding.kind in want)
+      assert.equal(got.ptr, String(want[binding.kind]), `uid ${uid} (${binding.kind})`);
+  }
+  // softmaxSum, and dQ_accum unless dQ is written directly, each in a buffer of their own.
+  assert.equal(scratch.size, d.features.directDQ ? 1 : 2);
+  assert.ok(![...scratch].includes('0'));
+  for (const t of [output, lse, dO, r.dQuery, r.dKey, r.dValue, r.dBias]) t?.dispose();
+}
+
 describe('cuDNN FFI flow against a stand-in library', { skip }, () => {
   it('loads it, reads its version and the GPU', () => {
     const e = cudnnEnvironment();
@@ -187,6 +247,22 @@ describe('cuDNN FFI flow against a stand-in library', { skip }, () => {
   ];
   for (const [name, options] of cases)
     it(`binds every uid: ${name}`, () => runAndCheckBindings(deviceProblem(shape, options)));
+  const backwardCases: [string, BackwardOptions][] = [
+    ['GQA', {}],
+    ['causal, deterministic', { isCausal: true, deterministic: true }],
+    [
+      'bottom-right causal + padding',
+      {
+        isCausal: true,
+        causalAlignment: 'bottom_right',
+        querySeqLengths: [20, 7],
+        keyValueSeqLengths: [40, 13],
+      },
+    ],
+    ['bias (1,N,T,S) → dBias', { bias: randomNormal([1, 4, 24, 40], { seed: 9, dtype: 'bfloat16' }) }],
+  ];
+  for (const [name, options] of backwardCases)
+    it(`backward binds every uid: ${name}`, () => runBackwardAndCheckBindings(shape, options));
   it('binds every uid: float16 H=256', () =>
     runAndCheckBindings(deviceProblem([1, 8, 8, 2, 1, 256], { isCausal: true }, 'float16')));
 

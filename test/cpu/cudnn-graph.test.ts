@@ -8,7 +8,6 @@ import { describe, it } from 'node:test';
 import { attention } from '../../src/api/attention.js';
 import { validateAttention } from '../../src/api/validate.js';
 import {
-  type CudnnEnvironment,
   type DescribeOptions,
   describeSdpa,
   type SdpaFeatures,
@@ -20,22 +19,10 @@ import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';
 import { buildInputs, CASES } from '../support/cases.js';
-import { evaluateGraph } from '../support/cudnn-graph-eval.js';
-
-const H200: CudnnEnvironment = {
-  version: 91900,
-  computeCapability: { major: 9, minor: 0 },
-  gpuName: 'NVIDIA H200',
-};
+import { evaluateGraph, H200, maxError } from '../support/cudnn-graph-eval.js';
 
 /** Cases of the shared matrix cuDNN cannot run, and the words its reason must contain (none today). */
 const REFUSED: Record<string, string> = {};
-
-function maxError(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  let max = 0;
-  for (let i = 0; i < a.length; i++) max = Math.max(max, Math.abs(a[i] - b[i]));
-  return max;
-}
 
 interface Inputs {
   q: Tensor;

@@ -8,12 +8,32 @@
  * Inputs and outputs are read and written through the declared strides, so a wrong layout shows up
  * as a wrong answer. With `roundP` the tensor feeding the second matmul is rounded to its dtype.
  */
-import type { GraphSpec, OpSpec, TensorSpec } from '../../src/backends/cuda/cudnn/graph-spec.js';
+
+import type { CudnnEnvironment } from '../../src/backends/cuda/cudnn/features.js';
+import type {
+  GraphSpec,
+  MemoryBinding,
+  OpSpec,
+  TensorSpec,
+} from '../../src/backends/cuda/cudnn/graph-spec.js';
 import { roundTo } from '../../src/tensor/dtype.js';
+
+/** The machine the graph tests describe problems for (cuDNN 9.19 on an H200). */
+export const H200: CudnnEnvironment = {
+  version: 91900,
+  computeCapability: { major: 9, minor: 0 },
+  gpuName: 'NVIDIA H200',
+};
+
+export function maxError(a: ArrayLike<number>, b: ArrayLike<number>): number {
+  let max = 0;
+  for (let i = 0; i < a.length; i++) max = Math.max(max, Math.abs(a[i] - b[i]));
+  return max;
+}
 
 export interface EvalInputs {
   /** Raw memory of each bound tensor, in attnlab's layout, decoded to float64. */
-  readonly memory: Partial<Record<'query' | 'key' | 'value' | 'bias' | 'seqLenQ' | 'seqLenKv', Float64Array>>;
+  readonly memory: Partial<Record<MemoryBinding, Float64Array>>;
   readonly scale: number;
   readonly roundP?: boolean;
 }
@@ -22,6 +42,8 @@ export interface EvalOutputs {
   /** Memory written for the output and stats bindings (zeros where the graph wrote nothing). */
   readonly output: Float64Array;
   readonly stats: Float64Array | null;
+  /** Memory of every bound tensor some op writes (the backward's dQuery, dKey, …), by binding. */
+  readonly written: Partial<Record<MemoryBinding, Float64Array>>;
 }
 
 type Values = Float64Array;
@@ -38,18 +60,22 @@ function unravel(index: number, dims: readonly number[], out: number[]): void {
 export function evaluateGraph(spec: GraphSpec, inputs: EvalInputs): EvalOutputs {
   const tensors = new Map<number, TensorSpec>(spec.tensors.map((t) => [t.uid, t]));
   const values = new Map<number, Values>();
-  let outputMemory = new Float64Array(0);
-  let statsMemory: Float64Array | null = null;
+  const written: Partial<Record<MemoryBinding, Float64Array>> = {};
   const lengths = (kind: 'seqLenQ' | 'seqLenKv') => inputs.memory[kind] ?? null;
+  // A bound tensor that some op writes is an output; every other bound tensor is read from memory.
+  const outputs = new Set(
+    spec.ops.map((op) => (op.kind === 'matmul' ? op.c : op.kind === 'sdpa' ? op.o : op.y)),
+  );
 
   for (const t of spec.tensors) {
     const binding = spec.bindings.get(t.uid);
     if (!binding) continue;
     if (binding.kind === 'scale') values.set(t.uid, Float64Array.of(inputs.scale));
     else if (binding.kind === 'constant') values.set(t.uid, Float64Array.of(binding.value));
-    else if (binding.kind === 'output') outputMemory = new Float64Array(size(t.dims));
-    else if (binding.kind === 'stats') statsMemory = new Float64Array(size(t.dims)).fill(Number.NaN);
-    else {
+    else if (outputs.has(t.uid)) {
+      const extent = t.dims.reduce((end, d, i) => end + (d - 1) * t.strides[i], 1);
+      written[binding.kind] = new Float64Array(extent).fill(binding.kind === 'stats' ? Number.NaN : 0);
+    } else {
       const memory = inputs.memory[binding.kind];
       if (!memory) throw new Error(`no memory for ${binding.kind}`);
       values.set(t.uid, gather(t, memory));
@@ -64,8 +90,9 @@ export function evaluateGraph(spec: GraphSpec, inputs: EvalInputs): EvalOutputs 
     const t = tensors.get(uid) as TensorSpec;
     const binding = spec.bindings.get(uid);
     values.set(uid, v);
-    if (binding?.kind === 'output') scatter(t, v, outputMemory);
-    if (binding?.kind === 'stats' && statsMemory) scatter(t, v, statsMemory);
+    const memory =
+      binding && binding.kind !== 'scale' && binding.kind !== 'constant' ? written[binding.kind] : undefined;
+    if (memory) scatter(t, v, memory);
   };
 
   for (const op of spec.ops) {
@@ -84,9 +111,11 @@ export function evaluateGraph(spec: GraphSpec, inputs: EvalInputs): EvalOutputs 
       }
       put(op.y, out);
     } else if (op.kind === 'reduction') put(op.y, reduce(op, tensors, get));
+    else if (op.kind === 'reshape')
+      put(op.y, reshape(tensors.get(op.x) as TensorSpec, tensors.get(op.y) as TensorSpec, get(op.x)));
     else throw new Error('the unified SDPA op is not interpreted here; test the composite graph');
   }
-  return { output: outputMemory, stats: statsMemory };
+  return { output: written.output ?? new Float64Array(0), stats: written.stats ?? null, written };
 }
 
 /** Logical [dims] values of a bound tensor read from memory through its strides. */
@@ -100,6 +129,14 @@ function gather(t: TensorSpec, memory: Float64Array): Values {
     out[i] = memory[offset];
   }
   return out;
+}
+
+/** y's logical values: x written to memory through x's strides, read back through y's. */
+function reshape(x: TensorSpec, y: TensorSpec, xv: Values): Values {
+  const extent = x.dims.reduce((end, d, i) => end + (d - 1) * x.strides[i], 1);
+  const memory = new Float64Array(extent);
+  scatter(x, xv, memory);
+  return gather(y, memory);
 }
 
 function scatter(t: TensorSpec, values: Values, memory: Float64Array): void {
@@ -154,6 +191,9 @@ function pointwise(
       case 'log':
         out[i] = Math.log(xv);
         break;
+      case 'identity':
+        out[i] = xv;
+        break;
       case 'cmp_gt':
         out[i] = xv > bv ? 1 : 0;
         break;
@@ -189,8 +229,9 @@ function reduce(
   const at: number[] = [];
   for (let i = 0; i < xv.length; i++) {
     unravel(i, x.dims, at);
+    // Dims of size 1 in y are summed over; a smaller head count sums each group (GQA's dK, dV).
     const j = broadcastIndex(
-      at.map((a, d) => (y.dims[d] === 1 ? 0 : a)),
+      at.map((a, d) => Math.floor((a * y.dims[d]) / x.dims[d])),
       y.dims,
       y.dims,
     );

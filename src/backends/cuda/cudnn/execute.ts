@@ -16,13 +16,11 @@ import {
 } from '../ffi/cudnn.js';
 import { ATTR, ATTR_TYPE, DESCRIPTOR } from '../ffi/cudnn-constants.js';
 import { copyInt32ToDevice, growingDeviceBuffer } from '../memory.js';
-import type { Binding } from './graph-spec.js';
+import type { Binding, MemoryBinding } from './graph-spec.js';
 import type { CachedPlan } from './plan.js';
 
 /** Device pointers of one call, by binding kind. */
-export type CallPointers = Partial<
-  Record<'query' | 'key' | 'value' | 'output' | 'stats' | 'bias' | 'seqLenQ' | 'seqLenKv', bigint>
->;
+export type CallPointers = Partial<Record<MemoryBinding, bigint>>;
 
 /** Per-plan arrays made once, so a call only writes pointers into them. */
 interface Launch {

@@ -27,6 +27,7 @@ export type PointwiseMode =
   | 'sub'
   | 'exp'
   | 'log'
+  | 'identity'
   | 'cmp_gt'
   | 'cmp_ge'
   | 'cmp_lt'
@@ -64,6 +65,12 @@ export type OpSpec =
       readonly y: number;
     }
   | {
+      /** y is x re-viewed through y's dims and strides (the same elements, e.g. a transpose). */
+      readonly kind: 'reshape';
+      readonly x: number;
+      readonly y: number;
+    }
+  | {
       readonly kind: 'sdpa';
       readonly q: number;
       readonly k: number;
@@ -75,9 +82,31 @@ export type OpSpec =
       readonly seqLenKv?: number;
     };
 
+/**
+ * The device tensors a graph can read or write. The forward writes output and stats; the backward
+ * reads them with dOutput and writes dQuery, dKey, dValue, dBias and two float32 scratch tensors
+ * (softmaxSum = rowsum(dO∘O), dQueryAccum) that live in the call's memory.
+ */
+export type MemoryBinding =
+  | 'query'
+  | 'key'
+  | 'value'
+  | 'output'
+  | 'stats'
+  | 'bias'
+  | 'seqLenQ'
+  | 'seqLenKv'
+  | 'dOutput'
+  | 'dQuery'
+  | 'dKey'
+  | 'dValue'
+  | 'dBias'
+  | 'softmaxSum'
+  | 'dQueryAccum';
+
 /** What a non-virtual tensor is bound to at execute time. */
 export type Binding =
-  | { readonly kind: 'query' | 'key' | 'value' | 'output' | 'stats' | 'bias' | 'seqLenQ' | 'seqLenKv' }
+  | { readonly kind: MemoryBinding }
   | { readonly kind: 'scale' }
   | { readonly kind: 'constant'; readonly dtype: 'float' | 'int32'; readonly value: number };
 

@@ -31,6 +31,7 @@ const MODES: Record<PointwiseMode, number> = {
   sub: POINTWISE_MODE.SUB,
   exp: POINTWISE_MODE.EXP,
   log: POINTWISE_MODE.LOG,
+  identity: POINTWISE_MODE.IDENTITY,
   cmp_gt: POINTWISE_MODE.CMP_GT,
   cmp_ge: POINTWISE_MODE.CMP_GE,
   cmp_lt: POINTWISE_MODE.CMP_LT,
@@ -148,6 +149,13 @@ function operationDescriptor(
       set.descriptors(d, ATTR.OPERATION_REDUCTION_YDESC, [desc(op.y)]);
       set.descriptors(d, ATTR.OPERATION_REDUCTION_DESC, [reduction]);
       finalize(d, `reduction op ${index} (${op.operator})`);
+      return d;
+    }
+    case 'reshape': {
+      const d = make(DESCRIPTOR.OPERATION_RESHAPE);
+      set.descriptors(d, ATTR.OPERATION_RESHAPE_XDESC, [desc(op.x)]);
+      set.descriptors(d, ATTR.OPERATION_RESHAPE_YDESC, [desc(op.y)]);
+      finalize(d, `reshape op ${index}`);
       return d;
     }
     case 'sdpa': {

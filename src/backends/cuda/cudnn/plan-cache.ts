@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import { type AttnlabConfig, config } from '../../../config.js';
 import { forgetLaunch } from './execute.js';
 import type { CudnnEnvironment, SdpaFeatures } from './features.js';
+import type { GraphSpec } from './graph-spec.js';
 import { destroyAll } from './materialize.js';
 import {
   buildPlanForSpec,
@@ -68,13 +69,16 @@ export function planFileName(key: string, env: CudnnEnvironment): string {
 
 /**
  * The plan for `features` (whose JSON is `key`): from memory, else disk, else built (and then
- * written to disk).
+ * written to disk). `build` makes the graph (the forward's by default; the backward passes its own,
+ * with its pass in the key); `kind` labels the variant.
  */
-export function getPlan(
+export function getPlan<F extends SdpaFeatures>(
   key: string,
-  features: SdpaFeatures,
+  features: F,
   env: CudnnEnvironment,
   handle: bigint,
+  build: (features: F) => GraphSpec = buildSdpaGraph,
+  kind: string = features.graph,
 ): CachedPlan {
   const hit = memory.get(key);
   if (hit) {
@@ -82,8 +86,8 @@ export function getPlan(
     return hit;
   }
   const started = performance.now();
-  const spec = buildSdpaGraph(features);
-  const label = `cudnn ${versionText(env.version)} ${features.graph}`;
+  const spec = build(features);
+  const label = `cudnn ${versionText(env.version)} ${kind}`;
   const dir = planCacheDir();
   const file = dir ? join(dir, planFileName(key, env)) : null;
   const fromDisk = file ? loadFromDisk(file, key, env, handle) : null;
