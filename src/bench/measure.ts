@@ -8,15 +8,15 @@
 import { attention } from '../api/attention.js';
 import { cudaAvailable, getCudaContext, synchronize } from '../backends/cuda/context.js';
 import { deviceMemoryInfo, memoryStats, resetPeakMemory } from '../backends/cuda/memory.js';
-import { attentionFlops } from '../backends/problem.js';
 import { AttnlabError, InvalidArgumentError, OutOfMemoryError, UnsupportedError } from '../errors.js';
-import type { ResultRow, RowStatus } from '../results/schema.js';
+import type { Pass, ResultRow, RowStatus } from '../results/schema.js';
 import { allocRaw, itemSize } from '../tensor/dtype.js';
 import { randomNormal } from '../tensor/random.js';
 import type { Device } from '../tensor/storage.js';
 import { Tensor } from '../tensor/tensor.js';
 import { maxErrorAgainstOracle } from './accuracy.js';
 import { CudaEventTimer } from './cuda-timer.js';
+import { backwardCall, rowFlops } from './pass-call.js';
 import { summarize } from './stats.js';
 import type { BenchCase } from './sweep.js';
 
@@ -48,6 +48,8 @@ export interface MeasureOptions {
   call?: (q: Tensor, k: Tensor, v: Tensor) => { output: Tensor; variant: string };
   impl?: string;
   label?: string;
+  /** What to time (pass-call.ts); the error check runs on forward rows only. */
+  pass: Pass;
 }
 
 export const DEFAULT_MEASURE: MeasureOptions = {
@@ -60,6 +62,7 @@ export const DEFAULT_MEASURE: MeasureOptions = {
   seed: 0,
   checkError: true,
   ceilingTflops: null,
+  pass: 'forward',
 };
 
 /** The settle phase stops after this many calls even when they are short (small shapes are host-bound). */
@@ -81,8 +84,12 @@ const SHORT_DTYPE: Record<string, string> = {
 };
 
 /** The series name of an attnlab row, e.g. 'attnlab flash bf16 causal'. */
-export function attnlabLabel(c: Pick<BenchCase, 'impl' | 'dtype' | 'causal'>): string {
-  return `attnlab ${c.impl} ${SHORT_DTYPE[c.dtype] ?? c.dtype}${c.causal ? ' causal' : ''}`;
+export function attnlabLabel(
+  c: Pick<BenchCase, 'impl' | 'dtype' | 'causal'>,
+  pass: Pass = 'forward',
+): string {
+  const what = pass === 'forward' ? '' : ` ${pass}`;
+  return `attnlab ${c.impl} ${SHORT_DTYPE[c.dtype] ?? c.dtype}${c.causal ? ' causal' : ''}${what}`;
 }
 
 /** Where an implementation runs here: 'reference' always on the CPU, the others on CUDA when usable. */
@@ -93,27 +100,34 @@ export function deviceFor(impl: BenchCase['impl']): Device {
 /** Measures one case; failures become rows with a status and a reason, never exceptions. */
 export function measureAttnlabCase(c: BenchCase, options: Partial<MeasureOptions> = {}): ResultRow {
   const o = { ...DEFAULT_MEASURE, ...options };
-  const flops = attentionFlops(c);
+  const flops = rowFlops({ ...c, pass: o.pass });
   const base = {
     sweep: o.sweep,
     source: 'attnlab' as const,
     impl: o.impl ?? c.impl,
-    label: o.label ?? attnlabLabel(c),
+    label: o.label ?? attnlabLabel(c, o.pass),
     ...shapeOf(c),
+    ...(o.pass !== 'forward' ? { pass: o.pass } : {}),
     flops,
   };
   const device = deviceFor(c.impl);
   const copies: Tensor[][] = [];
+  const gradients = o.pass !== 'forward' && !o.call ? backwardCall(c, o.pass) : null;
   try {
-    const host = hostInputs(c, o.seed);
+    // A backward set is [q, k, v, dO]: dO has the output's shape, (B,T,N,H).
+    const host = gradients
+      ? [...hostInputs(c, o.seed), seededInput([c.B, c.T, c.N, c.H], o.seed * 3 + 7, c.dtype)]
+      : hostInputs(c, o.seed);
     // What the pool holds before this case (long-lived workspaces, e.g. cuBLASLt's 32 MiB) is not
     // this case's memory: the peak is counted from here, inputs included.
     const baseline = device === 'cuda' ? memoryStats().currentBytes : 0;
     copies.push(device === 'cuda' ? host.map((t) => t.to('cuda')) : host);
     const call = (set: Tensor[]) =>
-      o.call
-        ? o.call(set[0], set[1], set[2])
-        : attention(set[0], set[1], set[2], { implementation: c.impl, isCausal: c.causal });
+      gradients
+        ? gradients.call(set)
+        : o.call
+          ? o.call(set[0], set[1], set[2])
+          : attention(set[0], set[1], set[2], { implementation: c.impl, isCausal: c.causal });
 
     if (device === 'cuda') resetPeakMemory();
     const t0 = performance.now();
@@ -124,7 +138,7 @@ export function measureAttnlabCase(c: BenchCase, options: Partial<MeasureOptions
     let maxError: number | null = null;
     let errorCheck: ResultRow['errorCheck'] = 'none';
     let nanOutput = false;
-    if (o.checkError) {
+    if (o.checkError && !gradients) {
       const raw = (t: Tensor) => ({ data: t.data, dtype: t.dtype });
       const [q, k, v] = host.map(raw);
       const scale = 1 / Math.sqrt(c.H);
@@ -214,6 +228,7 @@ export function measureAttnlabCase(c: BenchCase, options: Partial<MeasureOptions
   } catch (error) {
     return { ...base, ...failure(error, device) };
   } finally {
+    gradients?.dispose();
     for (const set of copies) for (const t of set) if (t.device === 'cuda') t.dispose();
   }
 }
@@ -284,7 +299,7 @@ function finish(
   timing: NonNullable<ResultRow['timing']>,
   extra: Pick<ResultRow, 'peakMemoryBytes' | 'maxError' | 'errorCheck' | 'variant' | 'reason'>,
 ): ResultRow {
-  const tflops = attentionFlops(c) / (timing.ms.median * 1e-3) / 1e12;
+  const tflops = rowFlops({ ...c, pass: o.pass }) / (timing.ms.median * 1e-3) / 1e12;
   const row: ResultRow = { ...base, status: 'ok', ...extra, timing, tflops };
   if (o.ceilingTflops) row.ceilingPercent = (100 * tflops) / o.ceilingTflops;
   return row;

@@ -7,16 +7,25 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { attentionFlops } from '../backends/problem.js';
 import { config, readConfig } from '../config.js';
 import { InvalidArgumentError } from '../errors.js';
-import type { CeilingInfo, PeerInfo, ResultRow } from '../results/schema.js';
+import type { CeilingInfo, Pass, PeerInfo, ResultRow } from '../results/schema.js';
+import { rowFlops } from './pass-call.js';
 import type { BenchCase } from './sweep.js';
 
 export type PeerName = 'jax' | 'torch';
 export const PEERS: readonly PeerName[] = ['jax', 'torch'];
 
 /** The implementations each peer times, in the order they appear in tables. */
+/**
+ * The implementations a backward run times: those with a fused backward (PyTorch's math backend and
+ * JAX's XLA path differentiate an unfused graph of (B,N,T,S) tensors, minutes at long sequences).
+ */
+export const BACKWARD_PEER_IMPLS: Record<PeerName, readonly string[]> = {
+  jax: ['cudnn'],
+  torch: ['flash', 'cudnn', 'efficient'],
+};
+
 export const PEER_IMPLS: Record<PeerName, readonly string[]> = {
   jax: ['xla', 'cudnn'],
   torch: ['flash', 'cudnn', 'efficient', 'math'],
@@ -38,6 +47,8 @@ export interface PeerRequest {
   l2_bytes: number;
   /** torch only: also measure the bf16 matmul ceiling. */
   ceiling?: boolean;
+  /** What to time: the forward call (default), the pullback alone, or both (see the peer scripts). */
+  pass?: Pass;
 }
 
 export interface PeerRun {
@@ -210,7 +221,7 @@ export function peerEnvironment(env: NodeJS.ProcessEnv = process.env): NodeJS.Pr
 
 /** Work, throughput and ceiling share are computed here, from the same formula as attnlab's rows. */
 export function completeRow(row: ResultRow, ceilingTflops: number | null): ResultRow {
-  const flops = attentionFlops(row);
+  const flops = rowFlops(row);
   const done: ResultRow = { ...row, flops };
   const median = row.timing?.ms.median;
   if (row.status === 'ok' && median !== undefined && median > 0) {

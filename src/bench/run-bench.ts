@@ -5,12 +5,12 @@
 
 import { cudaAvailable, getCudaContext } from '../backends/cuda/context.js';
 import { emptyCache } from '../backends/cuda/memory.js';
-import { attentionFlops } from '../backends/problem.js';
-import type { CeilingInfo, PeerInfo, ResultRow } from '../results/schema.js';
+import type { CeilingInfo, Pass, PeerInfo, ResultRow } from '../results/schema.js';
 import { shapeLabel } from '../results/shape-label.js';
 import { resolveCeiling } from './ceiling.js';
 import { attnlabLabel, DEFAULT_MEASURE, type MeasureOptions, measureAttnlabCase } from './measure.js';
-import { PEER_IMPLS, type PeerName, type PeerRequest, runPeer } from './peers.js';
+import { rowFlops } from './pass-call.js';
+import { BACKWARD_PEER_IMPLS, PEER_IMPLS, type PeerName, type PeerRequest, runPeer } from './peers.js';
 import { type Progress, SILENT_PROGRESS } from './progress.js';
 import { type BenchCase, expandSweep, type SweepSpec } from './sweep.js';
 
@@ -65,8 +65,10 @@ export async function runSweeps(groups: readonly SweepGroup[], options: RunOptio
   }
   const peers = options.peers ?? [];
   const shapes = uniqueShapes(cases);
+  const pass = options.measure?.pass ?? 'forward';
+  const defaultImpls = pass === 'forward' ? PEER_IMPLS : BACKWARD_PEER_IMPLS;
   const peerTotal = peers.reduce(
-    (n, p) => n + shapes.length * (options.peerImpls?.[p] ?? PEER_IMPLS[p]).length,
+    (n, p) => n + shapes.length * (options.peerImpls?.[p] ?? defaultImpls[p]).length,
     0,
   );
   const total = cases.length + peerTotal;
@@ -79,7 +81,7 @@ export async function runSweeps(groups: readonly SweepGroup[], options: RunOptio
       `${c.sweep}: attnlab ${c.impl} ${c.dtype}${c.causal ? ' causal' : ''} ${shapeLabel(c)}`,
     );
     const why = options.skip?.(c);
-    if (why) rows.push(skippedRow(c, why));
+    if (why) rows.push(skippedRow(c, why, pass));
     else
       rows.push(
         measureAttnlabCase(c, { ...options.measure, sweep: c.sweep, ceilingTflops: ceiling?.tflops ?? null }),
@@ -93,7 +95,7 @@ export async function runSweeps(groups: readonly SweepGroup[], options: RunOptio
     if (cudaAvailable().ok) emptyCache();
     let done = cases.length;
     for (const peer of peers) {
-      const impls = options.peerImpls?.[peer] ?? PEER_IMPLS[peer];
+      const impls = options.peerImpls?.[peer] ?? defaultImpls[peer];
       const request = peerRequest(shapes, impls, options.measure ?? {});
       request.ceiling = peer === 'torch' && ceiling === null;
       const start = done;
@@ -147,21 +149,23 @@ function peerRequest(
     settle_ms: m.settleMs,
     seed: m.seed,
     check_error: m.checkError,
+    pass: m.pass,
     l2_bytes: cudaAvailable().ok ? getCudaContext().properties.l2CacheBytes : DEFAULT_L2_BYTES,
   };
 }
 
 /** The row of a case that was not run because it could not fit: says so instead of leaving a gap. */
-function skippedRow(c: BenchCase & { sweep: string }, reason: string): ResultRow {
+function skippedRow(c: BenchCase & { sweep: string }, reason: string, pass: Pass): ResultRow {
   const { sweep, impl, B, T, S, N, K, H, dtype, causal } = c;
   return {
     sweep,
     source: 'attnlab',
     impl,
-    label: attnlabLabel(c),
+    label: attnlabLabel(c, pass),
     ...{ B, T, S, N, K, H, dtype, causal },
+    ...(pass !== 'forward' ? { pass } : {}),
     status: 'out-of-memory',
     reason: `not run: ${reason}`,
-    flops: attentionFlops(c),
+    flops: rowFlops({ ...c, pass }),
   };
 }

@@ -26,7 +26,7 @@ import {
 import { InvalidArgumentError } from '../errors.js';
 import { writeReport } from '../report/write.js';
 import { saveResults } from '../results/files.js';
-import type { ResultRow } from '../results/schema.js';
+import { PASSES, type Pass, type ResultRow } from '../results/schema.js';
 import { shapeLabel } from '../results/shape-label.js';
 import { MAX_SEED, parseInteger, parseNumber } from './numbers.js';
 import { checkOutputDir, checkOutputFile, writingTo } from './output-path.js';
@@ -40,6 +40,7 @@ interface BenchFlags {
   headDim: string;
   dtype: string;
   causal: string;
+  pass: string;
   impl?: string;
   preset?: string;
   name: string;
@@ -70,6 +71,11 @@ export function registerBenchCommand(program: Command): void {
     .option('--head-dim <list>', 'H values', '64')
     .option('--dtype <list>', 'dtypes: bfloat16, float16, float32 (bf16, fp16, f32)', 'bfloat16')
     .option('--causal <list>', 'true, false or true,false', 'false')
+    .option(
+      '--pass <pass>',
+      'forward, backward (the pullback alone, residuals made beforehand) or forward+backward; backward TFLOP/s count 2.5x the forward flops',
+      'forward',
+    )
     .option('--impl <list>', 'attnlab backends: naive, flash, cudnn, reference (default: this machine’s)')
     .option(
       '--preset <name>',
@@ -104,6 +110,7 @@ time per call. Results JSON follows docs/results-schema.md.
 
 Examples:
   attnlab bench --seq 512..8192 --impl flash,cudnn --dtype bf16 --causal true,false
+  attnlab bench --pass backward --batch 4 --seq 8192 --heads 16 --head-dim 128 --impl cudnn --causal true,false --peers jax,torch
   attnlab bench --preset codelab --peers jax,torch --out bench/results/h200`,
     )
     .action(async (flags: BenchFlags) => {
@@ -165,7 +172,15 @@ function measureFrom(flags: BenchFlags): Partial<MeasureOptions> {
     settleMs: parseNumber('--settle-ms', flags.settleMs, 'non-negative', 'ms'),
     seed: parseInteger('--seed', flags.seed, 0, MAX_SEED),
     checkError: flags.check,
+    pass: parsePass(flags.pass),
   };
+}
+
+function parsePass(text: string): Pass {
+  if (!PASSES.includes(text as Pass)) {
+    throw new InvalidArgumentError('--pass', PASSES.join(', '), JSON.stringify(text));
+  }
+  return text as Pass;
 }
 
 function caseKey(c: BenchCase): string {

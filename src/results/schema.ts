@@ -9,6 +9,19 @@ export const RESULTS_SCHEMA_VERSION = 1;
 /** Who produced a row: attnlab itself or a peer framework run through its Python script. */
 export type RowSource = 'attnlab' | 'jax' | 'torch';
 
+/**
+ * What a row timed: the forward, the backward alone (the forward's residuals made beforehand), or
+ * both in one call. Rows written before this field existed are forward rows.
+ */
+export type Pass = 'forward' | 'backward' | 'forward+backward';
+export const PASSES: readonly Pass[] = ['forward', 'backward', 'forward+backward'];
+
+/**
+ * Floating-point work of a pass in units of the forward's: the backward's five matmuls of the
+ * forward's size count 2.5× (FlashAttention's convention), forward+backward 3.5×.
+ */
+export const PASS_FLOPS: Record<Pass, number> = { forward: 1, backward: 2.5, 'forward+backward': 3.5 };
+
 /** How a row's `ms` was measured. */
 export type TimingMethod =
   /** CUDA events recorded on the stream around each call (device time). */
@@ -37,13 +50,15 @@ export interface ResultRow {
   H: number;
   dtype: string;
   causal: boolean;
+  /** What was timed; absent means 'forward'. */
+  pass?: Pass;
   status: RowStatus;
   /** Why the row has no timing (status other than 'ok'). */
   reason?: string;
   /** attnlab: the kernel variant key that ran; peers: the backend they reported. */
   variant?: string;
   timing?: RowTiming;
-  /** Floating-point work per call (attentionFlops: 4·B·N·T·S·H, causal halved). */
+  /** Floating-point work per call (attentionFlops: 4·B·N·T·S·H, causal halved; × PASS_FLOPS[pass]). */
   flops: number;
   /** flops / median time, in TFLOP/s. */
   tflops?: number;

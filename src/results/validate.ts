@@ -4,7 +4,7 @@
  * was expected and what came.
  */
 import { InvalidArgumentError } from '../errors.js';
-import { RESULTS_SCHEMA, RESULTS_SCHEMA_VERSION, type ResultsFile } from './schema.js';
+import { PASSES, RESULTS_SCHEMA, RESULTS_SCHEMA_VERSION, type ResultsFile } from './schema.js';
 
 type Check = (value: unknown, path: string) => void;
 
@@ -116,6 +116,7 @@ export function parseResults(value: unknown, source: string): ResultsFile {
       H: c.size,
       dtype: c.string,
       causal: c.boolean,
+      'pass?': c.oneOf(PASSES),
       status: c.oneOf(['ok', 'unsupported', 'error', 'out-of-memory']),
       'reason?': c.string,
       'variant?': c.string,

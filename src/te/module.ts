@@ -8,7 +8,9 @@
  */
 
 import { attention } from '../api/attention.js';
+import { attentionVjp } from '../api/backward.js';
 import { validateAttention } from '../api/validate.js';
+import type { AttentionBackwardResult } from '../backends/backward-problem.js';
 import { cudaAvailable, getCudaContext } from '../backends/cuda/context.js';
 import { fp8Support } from '../backends/cuda/fp8/support.js';
 import type { PerTensor } from '../backends/cuda/fp8/tensors.js';
@@ -93,14 +95,7 @@ export class DotProductAttention {
     if (options === null || typeof options !== 'object') {
       throw new InvalidArgumentError('options', 'an object', String(options));
     }
-    const deterministic = options.deterministic ?? false;
-    if (c.dropout > 0 && !deterministic) {
-      throw new UnsupportedError(
-        'te.DotProductAttention',
-        `attentionDropout=${c.dropout} is not implemented (attnlab has no seeded dropout); ` +
-          'pass deterministic: true to run without dropout, as TE does at inference, or set attentionDropout: 0',
-      );
-    }
+    this.#checkDropout(options);
     const qkv = splitQkv(c.layout, c.transposed, query, key, value);
     this.#checkShapes(qkv.query, qkv.key, qkv.value);
     const attentionOptions = attentionOptionsFor(c, options.sequenceDescriptor, options.bias);
@@ -145,6 +140,74 @@ export class DotProductAttention {
       variant: result.variant,
       fallbackReason,
     };
+  }
+
+  /**
+   * Gradients of forward's output with respect to query, key and value (and bias), for ∂loss/∂output
+   * `dOutput` (the output's shape): the forward is run again and its residuals pulled back through
+   * attentionVjp, on cuDNN on the GPU as the forward. bf16/fp16 and the bshd_bshd_bshd layout; under an
+   * FP8 autocast it refuses (attnlab has no FP8 backward graph) unless the scope allows the fallback.
+   *
+   * @example
+   * const out = attn.forward(q, k, v);
+   * const { dQuery, dKey, dValue } = attn.backward(q, k, v, dOut);
+   */
+  backward(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    dOutput: Tensor,
+    options: ForwardOptions = {},
+  ): AttentionBackwardResult & { readonly fallbackReason?: string } {
+    const c = this.config;
+    if (options === null || typeof options !== 'object') {
+      throw new InvalidArgumentError('options', 'an object', String(options));
+    }
+    this.#checkDropout(options);
+    if (c.layout !== 'bshd_bshd_bshd' || c.transposed) {
+      const name = c.transposed ? `${c.layout} (sequence-first)` : c.layout;
+      throw new UnsupportedError(
+        'te.DotProductAttention backward',
+        `qkvFormat/layout ${name}: the backward takes separate (B,S,N,H) query, key and value (bshd_bshd_bshd) only`,
+      );
+    }
+    const qkv = splitQkv(c.layout, c.transposed, query, key, value);
+    this.#checkShapes(qkv.query, qkv.key, qkv.value);
+    const scope = activeAutocast(options.autocast);
+    let fallbackReason: string | undefined;
+    if (scope?.enabled) {
+      const reason =
+        "attnlab has no FP8 backward: cuDNN's FP8 SDPA backward graph (e5m2 gradients, TE's HYBRID format) is not built";
+      if (!scope.fallback) {
+        throw new UnsupportedError(
+          'te.DotProductAttention FP8 backward',
+          `${reason}; call backward outside autocast, or pass autocast({ ..., fallback: true }) for the ${qkv.query.dtype} backward`,
+        );
+      }
+      fallbackReason = reason;
+    }
+    const attentionOptions = attentionOptionsFor(c, options.sequenceDescriptor, options.bias);
+    const implementation = qkv.query.device === 'cuda' ? 'cudnn' : undefined;
+    const f = attentionVjp(qkv.query, qkv.key, qkv.value, { ...attentionOptions, implementation });
+    try {
+      return { ...f.backward(dOutput), fallbackReason };
+    } finally {
+      if (f.output.device === 'cuda') {
+        f.output.dispose();
+        f.logSumExp.dispose();
+      }
+    }
+  }
+
+  /** TE's dropout rule: attnlab has none, so a module with dropout runs only when told deterministic. */
+  #checkDropout(options: ForwardOptions): void {
+    if (this.config.dropout > 0 && !(options.deterministic ?? false)) {
+      throw new UnsupportedError(
+        'te.DotProductAttention',
+        `attentionDropout=${this.config.dropout} is not implemented (attnlab has no seeded dropout); ` +
+          'pass deterministic: true to run without dropout, as TE does at inference, or set attentionDropout: 0',
+      );
+    }
   }
 
   /** The layout's tensors against the configured N, K, H and Hv, named as the caller knows them. */

@@ -2,7 +2,9 @@
 cases attnlab sends, the codelab's way: host wall time of a jitted call followed by
 block_until_ready (JAX has no public per-call device timer), many repeats, median and p10/p90.
 
-Request and answer: see peer_common.py. Run by src/bench/peers.ts; by hand:
+With "pass": "backward" it times the pullback alone (jax.vjp once per input set, then the jitted
+pullback applied to dO), with "forward+backward" one jitted call of both. Request and answer: see
+peer_common.py. Run by src/bench/peers.ts; by hand:
   echo '{"cases":[{"sweep":"x","B":4,"T":128,"S":128,"N":8,"K":8,"H":64,"dtype":"bfloat16","causal":false}],
          "impls":["xla"],"warmup":3,"repeats":50,"min_repeats":10,"budget_ms":500,"seed":0,
          "check_error":true,"l2_bytes":52428800}' | python3 jax_peer.py
@@ -36,12 +38,33 @@ def versions(jax):
     return found
 
 
+def gradient_call(jax, forward, d_out, what):
+    """(q, k, v) -> (dq, dk, dv): the pullback of a vjp made once per input set, or forward and pullback."""
+    if what == "forward+backward":
+        both = jax.jit(lambda q, k, v, g: jax.vjp(forward, q, k, v)[1](g))
+        return lambda q, k, v: both(q, k, v, d_out)
+    pull = jax.jit(lambda pullback, g: pullback(g))
+    saved = {}
+
+    def call(q, k, v):
+        if id(q) not in saved:  # residuals of this input set, made once, outside the timed calls
+            saved[id(q)] = jax.vjp(forward, q, k, v)[1]
+        return pull(saved[id(q)], d_out)
+
+    return call
+
+
 def measure(jax, jnp, case, impl, request):
     row = common.base_row(case, "jax", impl)
     dtype = jnp.dtype(case["dtype"])
     q32, k32, v32 = common.host_inputs(case, request["seed"])
     q, k, v = (jnp.asarray(x, dtype=dtype) for x in (q32, k32, v32))
     fn = jax.jit(partial(jax.nn.dot_product_attention, is_causal=case["causal"], implementation=impl))
+    what = request.get("pass", "forward")
+    if what != "forward":
+        row["pass"] = what
+        request = {**request, "check_error": False}  # the float64 check is of the forward's output
+        fn = gradient_call(jax, fn, jnp.asarray(q32, dtype=dtype), what)
     try:
         t0 = time.perf_counter()
         out = jax.block_until_ready(fn(q, k, v))

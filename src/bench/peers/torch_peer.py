@@ -4,7 +4,9 @@ around each call as attnlab does. Inputs are made in attnlab's (B,T,N,H) layout 
 (B,N,T,H) transposed views, so both libraries get the same bytes in memory.
 
 With "ceiling": true in the request it also measures the dense bf16 matmul ceiling (8192^3).
-Request and answer: see peer_common.py.
+With "pass": "backward" it times the backward alone: the forward runs once per input set and
+torch.autograd.grad(out, (q, k, v), dO, retain_graph=True) is the timed call; "forward+backward"
+times both in one call. Request and answer: see peer_common.py.
 """
 
 import re
@@ -63,13 +65,29 @@ def measure(torch, case, impl, request):
     row = common.base_row(case, "torch", impl)
     dtype = getattr(torch, case["dtype"])
     host = common.host_inputs(case, request["seed"])
-    make = lambda: [torch.from_numpy(x).to(device="cuda", dtype=dtype) for x in host]  # noqa: E731
+    what = request.get("pass", "forward")
+    grad = what != "forward"
+    make = lambda: [torch.from_numpy(x).to(device="cuda", dtype=dtype).requires_grad_(grad) for x in host]  # noqa: E731
     gqa = case["K"] != case["N"]
     backend = getattr(SDPBackend, BACKENDS[impl])
 
-    def call(q, k, v):
+    def forward(q, k, v):
         out = sdpa(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=case["causal"], enable_gqa=gqa)
         return out.transpose(1, 2)
+
+    call = forward
+    if grad:
+        row["pass"] = what
+        request = {**request, "check_error": False}  # the float64 check is of the forward's output
+        d_out = torch.from_numpy(host[0]).to(device="cuda", dtype=dtype)  # (B,T,N,H), the output's shape
+        saved = {}
+
+        def call(q, k, v):
+            if what == "forward+backward":
+                return torch.autograd.grad(forward(q, k, v), (q, k, v), d_out)
+            if id(q) not in saved:  # the residuals of this input set, made once, outside the timed calls
+                saved[id(q)] = forward(q, k, v)
+            return torch.autograd.grad(saved[id(q)], (q, k, v), d_out, retain_graph=True)
 
     # Entered once, not per call: its flag switching is not part of what a user's call costs.
     with sdpa_kernel(backend):
