@@ -288,6 +288,15 @@ describe('cuDNN FFI flow against a stand-in library', { skip }, () => {
         [`launch ${B * T}`, 'execute'],
       ],
       ['S_b = 0', { keyValueSeqLengths: [S, 0] }, ['execute', 'launch 24']],
+      [
+        'bias + bottom-right causal (the bound folded into the bias)',
+        {
+          bias: randomNormal([1, 1, T, S], { seed: 9, dtype: 'bfloat16' }),
+          isCausal: true,
+          causalAlignment: 'bottom_right',
+        },
+        [`launch ${T}`, 'execute'],
+      ],
     ];
     const driver = cu() as unknown as Record<string, (...args: unknown[]) => unknown>;
     const fn = loadCudnn().fn as unknown as Record<string, (...args: unknown[]) => unknown>;

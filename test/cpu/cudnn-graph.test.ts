@@ -21,9 +21,6 @@ import { Tensor } from '../../src/tensor/tensor.js';
 import { buildInputs, CASES } from '../support/cases.js';
 import { evaluateGraph, H200, maxError } from '../support/cudnn-graph-eval.js';
 
-/** Cases of the shared matrix cuDNN cannot run, and the words its reason must contain (none today). */
-const REFUSED: Record<string, string> = {};
-
 interface Inputs {
   q: Tensor;
   k: Tensor;
@@ -41,12 +38,14 @@ function checkComposite({ q, k, v, options }: Inputs, describeOptions: DescribeO
     query: p.query.toFloat64Array(),
     key: p.key.toFloat64Array(),
     value: p.value.toFloat64Array(),
-    bias: d.prepare.convertBias ? convertedBias(p, d.features) : p.bias?.tensor.toFloat64Array(),
+    bias: d.prepare.convertBias
+      ? convertedBias(p, d.features, d.prepare.foldedRight)
+      : p.bias?.tensor.toFloat64Array(),
     seqLenQ: Float64Array.from(p.querySeqLengths ?? new Array(p.B).fill(p.T)),
     seqLenKv: Float64Array.from(p.keyValueSeqLengths ?? new Array(p.B).fill(p.S)),
   };
   const got = evaluateGraph(spec, { memory, scale: p.scale });
-  if (d.prepare.fixEmptyRows) fixEmptyRowsLikeTheDevice(p, d.features, got);
+  if (d.prepare.fixEmptyRows) fixEmptyRowsLikeTheDevice(p, d.features, d.prepare.foldedRight, got);
   // The reference runs on float64 copies (exact: every bf16/fp16 value is a float64) so that its
   // output is not rounded to the input dtype and any masking mistake stands out.
   const exact = (t: Tensor) => t.astype('float64');
@@ -91,8 +90,11 @@ function problem(shape: Parameters<typeof inputs>[0], options: AttentionOptions)
   return validateAttention(q, k, v, { ...options, returnLogSumExp: true });
 }
 
-/** The bias masks.cu's conversion writes, by its rule: the bias (or 0) where kept, the fill elsewhere. */
-function convertedBias(p: AttentionProblem, f: SdpaFeatures): Float64Array {
+/**
+ * The bias masks.cu's conversion writes, by its rule: the bias (or 0) where kept — by the mask and a
+ * folded bottom-right bound j ≤ t + S_b − T_b + right — the fill elsewhere.
+ */
+function convertedBias(p: AttentionProblem, f: SdpaFeatures, foldedRight: number | null): Float64Array {
   const [D0, D1, T, S] = f.bias?.dims ?? [];
   const fill = Tensor.fromRaw(Uint16Array.of(MASK_FILL_BITS[f.dtype]), [1], f.dtype).toFloat64Array()[0];
   const mask = p.mask?.tensor.toFloat64Array();
@@ -105,7 +107,9 @@ function convertedBias(p: AttentionProblem, f: SdpaFeatures): Float64Array {
     for (let n = 0; n < D1; n++)
       for (let t = 0; t < T; t++)
         for (let s = 0; s < S; s++, index++) {
-          const keep = mask === undefined || mask[at(p.mask, [b, n, t, s])] !== 0;
+          const d = (p.keyValueSeqLengths?.[b] ?? S) - (p.querySeqLengths?.[b] ?? T);
+          const inBound = foldedRight === null || s <= t + d + foldedRight;
+          const keep = inBound && (mask === undefined || mask[at(p.mask, [b, n, t, s])] !== 0);
           out[index] = keep ? (bias ? bias[at(p.bias, [b, n, t, s])] : 0) : fill;
         }
   return out;
@@ -115,9 +119,11 @@ function convertedBias(p: AttentionProblem, f: SdpaFeatures): Float64Array {
 function fixEmptyRowsLikeTheDevice(
   p: AttentionProblem,
   f: SdpaFeatures,
+  foldedRight: number | null,
   got: ReturnType<typeof evaluateGraph>,
 ) {
   const { B, T, S, N, Hv } = f;
+  const right = f.right ?? foldedRight;
   const mask = p.mask?.tensor.toFloat64Array();
   for (let b = 0; b < B; b++)
     for (let t = 0; t < T; t++)
@@ -126,7 +132,7 @@ function fixEmptyRowsLikeTheDevice(
         const Sb = p.keyValueSeqLengths?.[b] ?? S;
         const d = f.alignment === 'bottom_right' ? Sb - Tb : 0;
         const lo = Math.max(0, f.left === null ? 0 : t + d - f.left);
-        const hi = Math.min(Sb - 1, f.right === null ? Sb - 1 : t + d + f.right);
+        const hi = Math.min(Sb - 1, right === null ? Sb - 1 : t + d + right);
         let sees = t < Tb && lo <= hi;
         if (sees && mask && p.mask) {
           const [m0, m1, m2, m3] = p.mask.strides;
@@ -145,11 +151,6 @@ describe('cuDNN composite graph, interpreted in float64', () => {
       const { q, k, v, options } = buildInputs(c, 'bfloat16', 7);
       const p = validateAttention(q, k, v, { ...options, returnLogSumExp: true });
       const d = describeSdpa(p, H200);
-      if (REFUSED[c.name]) {
-        assert.ok(!d.ok, 'cuDNN was expected to refuse this case');
-        assert.match(d.reason, new RegExp(REFUSED[c.name].replace(/[()]/g, '\\$&')));
-        return;
-      }
       assert.ok(d.ok, d.ok ? '' : d.reason);
       checkComposite({ q, k, v, options });
       checkComposite({ q, k, v, options }, { statsLayout: 'bnt' });
@@ -187,6 +188,23 @@ describe('cuDNN composite graph, interpreted in float64', () => {
     ],
     ['left-only window (right unbounded)', base, { localWindowSize: [4, 1000] }],
     ['bias (B,N,T,S) + window', base, { localWindowSize: [7, 7] }],
+    // A bottom-right right bound beside a bias is folded into the converted bias.
+    ['bias (B,N,T,S) + bottom-right causal T<S', base, { isCausal: true, causalAlignment: 'bottom_right' }],
+    [
+      'bias (B,N,T,S) + bottom-right window [3,2] + padding',
+      base,
+      {
+        localWindowSize: [3, 2],
+        causalAlignment: 'bottom_right',
+        querySeqLengths: [24, 12],
+        keyValueSeqLengths: [30, 7],
+      },
+    ],
+    [
+      'bias (B,N,T,S) + bottom-right causal T>S',
+      { ...base, T: 40, S: 24 },
+      { isCausal: true, causalAlignment: 'bottom_right' },
+    ],
     [
       'T = S top-left and bottom-right agree',
       { ...base, T: 40 },

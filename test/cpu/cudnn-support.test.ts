@@ -64,14 +64,6 @@ describe('cuDNN refuses what its engines cannot run, and says why', () => {
       /bias must have the inputs' dtype bfloat16, got float32/,
     );
   });
-  it('a bias or a mask together with a bottom-right causal mask (T ≠ S)', () => {
-    const bias = randomNormal([1, 1, 8, 16], { seed: 4, dtype: 'bfloat16' });
-    const p = problem({ T: 8 }, { bias, isCausal: true, causalAlignment: 'bottom_right' });
-    assert.match(reason(p), /a bias with a bottom-right/);
-    const mask = Tensor.fromRaw(new Uint8Array(8 * 16).fill(1), [1, 1, 8, 16], 'bool');
-    const masked = problem({ T: 8 }, { mask, isCausal: true, causalAlignment: 'bottom_right' });
-    assert.match(reason(masked), /a boolean mask \(taken as a bias\) with a bottom-right/);
-  });
   it("cuDNN 9.14.0's non-causal window bug at S > 1024", () => {
     const p = problem({ B: 1, T: 8, S: 1100, N: 1, K: 1, H: 8 }, { localWindowSize: [64, 2000] });
     assert.match(reason(p, { ...H200, version: 91400 }), /9\.14\.0/);
@@ -110,7 +102,11 @@ describe('cuDNN runs what its graph cannot express with device work around it', 
     for (const [maskShape, biasShape, dims] of cases) {
       const bias = biasShape ? randomNormal(biasShape, { seed: 4, dtype: 'bfloat16' }) : undefined;
       const d = accept(problem({}, { mask: bool(maskShape), bias }));
-      assert.deepEqual(d.prepare, { convertBias: true, fixEmptyRows: true }, `mask ${maskShape}`);
+      assert.deepEqual(
+        d.prepare,
+        { convertBias: true, fixEmptyRows: true, foldedRight: null },
+        `mask ${maskShape}`,
+      );
       assert.equal(d.features.graph, 'composite');
       assert.deepEqual(d.features.bias?.dims, dims, `mask ${maskShape} bias ${biasShape}`);
       assert.deepEqual(d.features.bias?.strides, [dims[1] * 256, 256, 16, 1]);
@@ -121,12 +117,12 @@ describe('cuDNN runs what its graph cannot express with device work around it', 
     const withBias = accept(problem({}, { bias, isCausal: true }));
     const withMask = accept(problem({}, { mask: bool([2, 1, 16, 16]), isCausal: true }));
     assert.equal(withMask.key, withBias.key);
-    assert.deepEqual(withBias.prepare, { convertBias: false, fixEmptyRows: false });
+    assert.deepEqual(withBias.prepare, { convertBias: false, fixEmptyRows: false, foldedRight: null });
   });
   it('a bias broadcast over T or S is expanded; one broadcast over B or N only is read in place', () => {
     const overT = accept(problem({}, { bias: randomNormal([2, 1, 1, 16], { seed: 4, dtype: 'bfloat16' }) }));
     assert.deepEqual(overT.features.bias, { dims: [2, 1, 16, 16], strides: [256, 256, 16, 1] });
-    assert.deepEqual(overT.prepare, { convertBias: true, fixEmptyRows: false });
+    assert.deepEqual(overT.prepare, { convertBias: true, fixEmptyRows: false, foldedRight: null });
     const overS = accept(problem({}, { bias: randomNormal([1, 4, 16, 1], { seed: 4, dtype: 'bfloat16' }) }));
     assert.deepEqual(overS.features.bias?.dims, [1, 4, 16, 16]);
     assert.equal(overS.prepare.convertBias, true);
@@ -134,6 +130,24 @@ describe('cuDNN runs what its graph cannot express with device work around it', 
       problem({}, { bias: randomNormal([1, 4, 16, 16], { seed: 4, dtype: 'bfloat16' }) }),
     );
     assert.equal(inPlace.prepare.convertBias, false);
+  });
+  it('a bias or a mask beside a bottom-right right bound: the bound goes into the converted bias', () => {
+    const bias = randomNormal([1, 1, 8, 16], { seed: 4, dtype: 'bfloat16' });
+    const d = accept(problem({ T: 8 }, { bias, isCausal: true, causalAlignment: 'bottom_right' }));
+    assert.deepEqual(d.prepare, { convertBias: true, fixEmptyRows: false, foldedRight: 0 });
+    assert.equal(d.features.right, null);
+    assert.deepEqual(d.features.bias, { dims: [1, 1, 8, 16], strides: [128, 128, 16, 1] });
+    // With sequence lengths the bound moves with each batch: the bias keeps B.
+    const mask = Tensor.fromRaw(new Uint8Array(8 * 16).fill(1), [1, 1, 8, 16], 'bool');
+    const padded = accept(
+      problem(
+        { T: 8 },
+        { mask, localWindowSize: [4, 2], causalAlignment: 'bottom_right', keyValueSeqLengths: [16, 9] },
+      ),
+    );
+    assert.deepEqual(padded.prepare, { convertBias: true, fixEmptyRows: true, foldedRight: 2 });
+    assert.equal(padded.features.left, 4);
+    assert.deepEqual(padded.features.bias?.dims, [2, 1, 8, 16]);
   });
   it('bottom-right alignment or a left window with T > S: through full sequence lengths', () => {
     for (const options of [

@@ -45,11 +45,6 @@ const seed = Number(process.env.ATTNLAB_TEST_SEED ?? Date.now() % 1_000_000_000)
 process.env.ATTNLAB_CACHE_DIR = mkdtempSync(join(tmpdir(), 'attnlab-cudnn-'));
 reloadConfig();
 
-/** Cases cuDNN refuses, and the words of the reason. */
-const REFUSED: Record<string, RegExp> = {
-  'mask + bottom-right causal T<S': /boolean mask \(taken as a bias\) with a bottom-right/,
-};
-
 const CUDNN_CASES: readonly AttentionCase[] = [
   {
     name: 'T=S=384 causal (several tiles)',
@@ -101,6 +96,18 @@ const CUDNN_CASES: readonly AttentionCase[] = [
     shape: { B: 2, T: 96, S: 96, N: 2, K: 2, H: 64 },
     maskShape: [2, 1, 96, 1],
     options: { isCausal: true, localWindowSize: [20, 0] },
+  },
+  // A bottom-right right bound beside a mask or bias is applied by the bias conversion instead.
+  {
+    name: 'bias (B,1,T,S) + bottom-right window [6,1] + padding',
+    shape: { B: 2, T: 100, S: 160, N: 2, K: 2, H: 64 },
+    biasShape: [2, 1, 100, 160],
+    options: {
+      localWindowSize: [6, 1],
+      causalAlignment: 'bottom_right',
+      querySeqLengths: [100, 70],
+      keyValueSeqLengths: [40, 160],
+    },
   },
   {
     name: 'mask + bottom-right causal T<S',
@@ -176,14 +183,6 @@ describe('cudnn backend', { skip }, () => {
   for (const dtype of ['bfloat16', 'float16'] as const) {
     [...CASES, ...CUDNN_CASES].forEach((c, index) => {
       it(`${c.name} (${dtype})`, () => {
-        if (REFUSED[c.name]) {
-          const { q, k, v, options } = deviceInputs(c, dtype, seed);
-          assert.throws(
-            () => attention(q, k, v, { ...options, implementation: 'cudnn' }),
-            (e: unknown) => e instanceof UnsupportedError && REFUSED[c.name].test(e.message),
-          );
-          return;
-        }
         variants.add(runCase(c, dtype, seed + 16 * index, null));
       });
     });

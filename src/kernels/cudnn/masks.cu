@@ -22,10 +22,13 @@ typedef long long i64;
 #define WARPS (THREADS / 32)
 
 // One block per row (d0, d1, t) of the output bias; threads stride over s. Strides in elements,
-// 0 on broadcast dimensions; a null mask keeps everything, a null bias adds 0.
+// 0 on broadcast dimensions; a null mask keeps everything, a null bias adds 0. With `fold_right`,
+// the bottom-right bound j ≤ t + S_b − T_b + right is applied here too (cuDNN's graph takes no bias
+// beside it); d0 is then the batch whenever sequence lengths are given.
 extern "C" __global__ void __launch_bounds__(THREADS) attnlab_cudnn_bias_from_mask(
     unsigned short *out, i64 D1, i64 T, i64 S, const unsigned char *mask, i64 m0, i64 m1, i64 m2,
-    i64 m3, const unsigned short *bias, i64 b0, i64 b1, i64 b2, i64 b3, unsigned fill) {
+    i64 m3, const unsigned short *bias, i64 b0, i64 b1, i64 b2, i64 b3, unsigned fill,
+    int fold_right, i64 right, const int *seq_q, const int *seq_kv) {
   const i64 row = blockIdx.x;
   const i64 t = row % T;
   const i64 d1 = (row / T) % D1;
@@ -33,8 +36,14 @@ extern "C" __global__ void __launch_bounds__(THREADS) attnlab_cudnn_bias_from_ma
   unsigned short *dst = out + row * S;
   const unsigned char *mrow = mask ? mask + d0 * m0 + d1 * m1 + t * m2 : nullptr;
   const unsigned short *brow = bias ? bias + d0 * b0 + d1 * b1 + t * b2 : nullptr;
+  i64 last = S - 1;  // the last key this row keeps
+  if (fold_right) {
+    const i64 Tb = seq_q ? seq_q[d0] : T;
+    const i64 Sb = seq_kv ? seq_kv[d0] : S;
+    last = t + Sb - Tb + right;
+  }
   for (i64 s = threadIdx.x; s < S; s += THREADS) {
-    const bool keep = !mrow || mrow[s * m3] != 0;
+    const bool keep = s <= last && (!mrow || mrow[s * m3] != 0);
     dst[s] = keep ? (brow ? brow[s * b3] : (unsigned short)0) : (unsigned short)fill;
   }
 }

@@ -89,7 +89,15 @@ export function runCudnnAttention(p: AttentionProblem, options?: DescribeOptions
   // these blocks runs after this call's kernels).
   const scratch: DeviceBuffer[] = [];
   try {
-    const bias = d.prepare.convertBias ? biasFromMask(p, f) : null;
+    let lengths: [bigint, bigint] | null = null;
+    if (f.padding) {
+      const q = sequenceLengthsBuffer(p.querySeqLengths, B, T);
+      const kv = sequenceLengthsBuffer(p.keyValueSeqLengths, B, p.S);
+      scratch.push(q, kv);
+      lengths = [q.ptr, kv.ptr];
+    }
+    const { convertBias, foldedRight } = d.prepare;
+    const bias = convertBias ? biasFromMask(p, f, foldedRight, lengths) : null;
     if (bias) scratch.push(bias);
     const pointers: CallPointers = {
       query: p.query.buffer.ptr,
@@ -98,17 +106,11 @@ export function runCudnnAttention(p: AttentionProblem, options?: DescribeOptions
       output: output.buffer.ptr,
       stats: statsBuffer?.ptr,
       bias: bias ? bias.ptr : p.bias?.tensor.buffer.ptr,
+      seqLenQ: lengths?.[0],
+      seqLenKv: lengths?.[1],
     };
-    let lengths: [bigint, bigint] | null = null;
-    if (f.padding) {
-      const q = sequenceLengthsBuffer(p.querySeqLengths, B, T);
-      const kv = sequenceLengthsBuffer(p.keyValueSeqLengths, B, p.S);
-      scratch.push(q, kv);
-      lengths = [q.ptr, kv.ptr];
-      [pointers.seqLenQ, pointers.seqLenKv] = lengths;
-    }
     executePlan(entry, handle, pointers, p.scale);
-    if (d.prepare.fixEmptyRows) fixEmptyRows(p, f, output.buffer.ptr, statsBuffer?.ptr, lengths);
+    if (d.prepare.fixEmptyRows) fixEmptyRows(p, f, foldedRight, output.buffer.ptr, statsBuffer?.ptr, lengths);
   } finally {
     for (const buffer of scratch) buffer.release();
   }

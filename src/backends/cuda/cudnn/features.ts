@@ -58,6 +58,8 @@ export interface DescribeOptions {
 export interface Preparation {
   readonly convertBias: boolean;
   readonly fixEmptyRows: boolean;
+  /** A bottom-right right bound applied by the bias conversion instead of the graph, or null. */
+  readonly foldedRight: number | null;
 }
 
 export type Description =
@@ -111,12 +113,11 @@ export function describeSdpa(
   if (p.bias && p.bias.tensor.dtype !== p.dtype) {
     return no(`the bias must have the inputs' dtype ${p.dtype}, got ${p.bias.tensor.dtype}`);
   }
+  // cuDNN takes no bias beside a bottom-right right bound: the bound then goes into the converted
+  // bias (fill where j > i + S_b − T_b + right) and leaves the graph, which then skips no tiles.
+  const foldedRight = (p.bias || p.mask) && right !== null && alignment === 'bottom_right' ? right : null;
   if (p.bias || p.mask) {
-    if (right !== null && alignment === 'bottom_right') {
-      const what = p.bias ? 'a bias' : 'a boolean mask (taken as a bias)';
-      return no(`cuDNN cannot combine ${what} with a bottom-right causal or right-bounded window`);
-    }
-    const converted = biasLayout(p);
+    const converted = biasLayout(p, foldedRight !== null, foldedRight !== null && given);
     convertBias = converted.convert;
     bias = converted.bias;
   }
@@ -140,26 +141,42 @@ export function describeSdpa(
     H: p.H,
     Hv: p.Hv,
     padding,
-    right,
+    right: foldedRight !== null ? null : right,
     left,
     alignment,
     bias,
     stats: p.returnLogSumExp ? (options.statsLayout ?? DEFAULT_STATS_LAYOUT) : 'none',
   };
-  return { ok: true, features, key: JSON.stringify(features), prepare: { convertBias, fixEmptyRows } };
+  return {
+    ok: true,
+    features,
+    key: JSON.stringify(features),
+    prepare: { convertBias, fixEmptyRows, foldedRight },
+  };
 }
 
 /**
  * The bias as cuDNN reads it. cuDNN takes dims (1|B, 1|N, T, S) with T and S in memory; a bias of
  * the inputs' dtype broadcast only over B or N is read in place, with the packed stride of the dims
  * inside for each size-1 dim. A mask, or a bias broadcast over T or S, is converted (masks.ts) into
- * a packed (1|B, 1|N, T, S) tensor, B and N kept where either operand varies along them.
+ * a packed (1|B, 1|N, T, S) tensor, B and N kept where either operand varies along them (B also
+ * when `perBatch`: a folded bottom-right bound that moves with each batch's lengths); so is any
+ * bias when `mustConvert` (a bound folded into it).
  */
-function biasLayout(p: AttentionProblem): { bias: NonNullable<SdpaFeatures['bias']>; convert: boolean } {
-  const varies = (d: 0 | 1) => (p.bias?.strides[d] ?? 0) !== 0 || (p.mask?.strides[d] ?? 0) !== 0;
+function biasLayout(
+  p: AttentionProblem,
+  mustConvert: boolean,
+  perBatch: boolean,
+): { bias: NonNullable<SdpaFeatures['bias']>; convert: boolean } {
+  const varies = (d: 0 | 1) =>
+    (d === 0 && perBatch) || (p.bias?.strides[d] ?? 0) !== 0 || (p.mask?.strides[d] ?? 0) !== 0;
   const dims = [varies(0) ? p.B : 1, varies(1) ? p.N : 1, p.T, p.S];
   const inPlace =
-    p.bias && !p.mask && (p.bias.strides[2] !== 0 || p.T === 1) && (p.bias.strides[3] !== 0 || p.S === 1);
+    !mustConvert &&
+    p.bias &&
+    !p.mask &&
+    (p.bias.strides[2] !== 0 || p.T === 1) &&
+    (p.bias.strides[3] !== 0 || p.S === 1);
   const strides = inPlace && p.bias ? [...p.bias.strides] : [0, 0, 0, 0];
   for (let d = 3; d >= 0; d--) {
     if (!inPlace || dims[d] === 1 || strides[d] === 0)

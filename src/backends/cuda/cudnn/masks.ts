@@ -50,10 +50,16 @@ function operandArgs(operand: BroadcastOperand | null): KernelArg[] {
 }
 
 /**
- * The additive bias cuDNN reads for `p` (mask and bias combined, broadcasts expanded over T and S),
- * shaped as `f.bias` says; the caller releases it after enqueuing cuDNN.
+ * The additive bias cuDNN reads for `p` (mask and bias combined, broadcasts expanded over T and S,
+ * a folded bottom-right bound applied), shaped as `f.bias` says; the caller releases it after
+ * enqueuing cuDNN. `lengths` are the device sequence-length tensors (null without padding).
  */
-export function biasFromMask(p: AttentionProblem, f: SdpaFeatures): DeviceBuffer {
+export function biasFromMask(
+  p: AttentionProblem,
+  f: SdpaFeatures,
+  foldedRight: number | null,
+  lengths: readonly [bigint, bigint] | null,
+): DeviceBuffer {
   if (!f.bias) throw new Error('biasFromMask: the graph has no bias tensor');
   const [D0, D1, T, S] = f.bias.dims;
   const out = allocDevice(D0 * D1 * T * S * 2);
@@ -68,6 +74,10 @@ export function biasFromMask(p: AttentionProblem, f: SdpaFeatures): DeviceBuffer
       ...operandArgs(p.mask),
       ...operandArgs(p.bias),
       u32(MASK_FILL_BITS[f.dtype]),
+      i32(foldedRight !== null ? 1 : 0),
+      i64(foldedRight ?? 0),
+      ptr(lengths && p.querySeqLengths ? lengths[0] : 0n),
+      ptr(lengths && p.keyValueSeqLengths ? lengths[1] : 0n),
     ],
   );
   return out;
@@ -86,11 +96,13 @@ function lseStrides(f: SdpaFeatures): [number, number, number] {
 export function fixEmptyRows(
   p: AttentionProblem,
   f: SdpaFeatures,
+  foldedRight: number | null,
   output: bigint,
   lse: bigint | undefined,
   lengths: readonly [bigint, bigint] | null,
 ): void {
   const { B, T, S, N, Hv } = f;
+  const right = f.right ?? foldedRight;
   const [sb, st, sn] = lseStrides(f);
   const mask = p.mask;
   const fields = [
@@ -103,9 +115,9 @@ export function fixEmptyRows(
     ptr(lengths ? lengths[1] : 0n),
     ...operandArgs(mask),
     ...[B, T, S, N, Hv].map((x) => i64(x)),
-    i64(f.right ?? 0),
+    i64(right ?? 0),
     i64(f.left ?? 0),
-    i32(f.right !== null ? 1 : 0),
+    i32(right !== null ? 1 : 0),
     i32(f.left !== null ? 1 : 0),
     i32(f.alignment === 'bottom_right' ? 1 : 0),
   ] as { type: 'ptr' | 'i64' | 'i32'; value: number | bigint }[];
