@@ -1,0 +1,380 @@
+// Standalone check-and-time harness for the Hopper kernel (src/kernels/hopper/hopper_fwd.cu), so that
+// one device call can test many shapes and variants without Node.js. A measurement tool, not a test:
+// the library's own GPU suite (test/gpu/) checks the backend against the float64 oracle.
+//
+// Build (here or on the device):
+//   nvcc -O2 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I src/kernels -Xptxas -v \
+//        -o bench/hopper/harness bench/hopper/harness.cu -lcuda
+// Run: bench/hopper/harness check   — correctness cases (float32 GPU reference), then
+//      bench/hopper/harness time    — B=4, T=S=8192, N=16 timings of every variant.
+// Every check draws fresh random inputs, poisons the outputs first (0xFF bytes: NaN), and compares
+// ‖out − ref‖/‖ref‖, NaN positions and the log-sum-exp; each case runs twice and must be bit-identical.
+#include <cuda.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "hopper/hopper_fwd.cu"
+
+#define CK(x)                                                                             \
+  do {                                                                                    \
+    CUresult r_ = (x);                                                                    \
+    if (r_ != CUDA_SUCCESS) {                                                             \
+      const char* s_;                                                                     \
+      cuGetErrorName(r_, &s_);                                                            \
+      fprintf(stderr, "%s:%d %s -> %s\n", __FILE__, __LINE__, #x, s_);                    \
+      exit(2);                                                                            \
+    }                                                                                     \
+  } while (0)
+#define RT(x)                                                                                  \
+  do {                                                                                         \
+    cudaError_t e_ = (x);                                                                      \
+    if (e_ != cudaSuccess) {                                                                   \
+      fprintf(stderr, "%s:%d %s -> %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));     \
+      exit(2);                                                                                 \
+    }                                                                                          \
+  } while (0)
+
+template <class C>
+__global__ void __launch_bounds__(384, 1) hopper_kernel(const __grid_constant__ HopperParams p) {
+  hopper_fwd<C>(p);
+}
+
+// ---- inputs ----
+__device__ __forceinline__ float hash_normal(unsigned long long i, unsigned seed) {
+  unsigned long long x = i * 0x9E3779B97F4A7C15ull + seed * 0xD1B54A32D192ED03ull;
+  x ^= x >> 31; x *= 0xBF58476D1CE4E5B9ull; x ^= x >> 29; x *= 0x94D049BB133111EBull; x ^= x >> 32;
+  const float u1 = ((x & 0xFFFFFF) + 1) / 16777217.f, u2 = ((x >> 24) & 0xFFFFFF) / 16777216.f;
+  return sqrtf(-2.f * logf(u1)) * cospif(2.f * u2);
+}
+__device__ __forceinline__ u16 to16(float f, bool fp16) {
+  if (fp16) { unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+  unsigned short h; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h;
+}
+__device__ __forceinline__ float from16(u16 h, bool fp16) {
+  if (fp16) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
+  return __uint_as_float(static_cast<u32>(h) << 16);
+}
+__global__ void fill(u16* x, size_t n, unsigned seed, float stddev, bool fp16) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    x[i] = to16(hash_normal(i, seed) * stddev, fp16);
+}
+
+// ---- reference: one thread per (b, t, n) row, float32, IEEE NaN semantics over the visible keys ----
+__global__ void reference(const u16* q, const u16* k, const u16* v, float* o, float* lse, int B, int T, int S, int N,
+                          int K, int D, const int* qlens, const int* kvlens, int causal, int bottom_right, float scale,
+                          bool fp16) {
+  const long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (idx >= (long long)B * T * N) return;
+  const int n = idx % N, t = (idx / N) % T, b = idx / ((long long)N * T);
+  const int kh = n / (N / K);
+  const int tl = qlens ? min(max(qlens[b], 0), T) : T, sl = kvlens ? min(max(kvlens[b], 0), S) : S;
+  const int diag = bottom_right ? sl - tl : 0;
+  float* orow = o + idx * D;
+  const u16* qr = q + idx * D;
+  int hi = sl;
+  if (causal) hi = min(hi, t + diag + 1);
+  if (t >= tl || hi <= 0) {
+    for (int d = 0; d < D; ++d) orow[d] = 0.f;
+    lse[idx] = -INFINITY;
+    return;
+  }
+  float m = -INFINITY;
+  bool nan = false;
+  for (int j = 0; j < hi; ++j) {
+    const u16* kr = k + (((long long)b * S + j) * K + kh) * D;
+    float x = 0.f;
+    for (int d = 0; d < D; ++d) x += from16(qr[d], fp16) * from16(kr[d], fp16);
+    x *= scale;
+    if (x != x) nan = true;
+    m = fmaxf(m, x);
+  }
+  if (nan) m = NAN;
+  float l = 0.f;
+  for (int d = 0; d < D; ++d) orow[d] = 0.f;
+  for (int j = 0; j < hi; ++j) {
+    const u16* kr = k + (((long long)b * S + j) * K + kh) * D;
+    const u16* vr = v + (((long long)b * S + j) * K + kh) * D;
+    float x = 0.f;
+    for (int d = 0; d < D; ++d) x += from16(qr[d], fp16) * from16(kr[d], fp16);
+    x *= scale;
+    const float pw = (m == -INFINITY) ? 0.f : expf(x - m);
+    l += pw;
+    for (int d = 0; d < D; ++d) orow[d] += pw * from16(vr[d], fp16);
+  }
+  if (l == 0.f) {
+    for (int d = 0; d < D; ++d) orow[d] = 0.f;
+    lse[idx] = -INFINITY;
+    return;
+  }
+  for (int d = 0; d < D; ++d) orow[d] /= l;
+  lse[idx] = m + logf(l);
+}
+
+// ---- tensor maps ----
+static void encode(TmaDesc* out, const void* base, int D, int rows, int heads, int B, int box_rows, bool fp16) {
+  const cuuint64_t dims[4] = {(cuuint64_t)D, (cuuint64_t)rows, (cuuint64_t)heads, (cuuint64_t)B};
+  const cuuint64_t strides[3] = {(cuuint64_t)heads * D * 2, (cuuint64_t)D * 2, (cuuint64_t)rows * heads * D * 2};
+  const cuuint32_t box[4] = {64, (cuuint32_t)box_rows, 1, 1};
+  const cuuint32_t estr[4] = {1, 1, 1, 1};
+  CK(cuTensorMapEncodeTiled(reinterpret_cast<CUtensorMap*>(out),
+                            fp16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4,
+                            const_cast<void*>(base), dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+}
+
+struct Problem {
+  int B, T, S, N, K, D;
+  int causal, bottom_right;
+  bool fp16;
+  std::vector<int> qlens, kvlens;  // empty: full
+  const char* nan_case;            // null, "qrow", "qinf", "padkv"
+};
+
+struct Buffers {
+  u16 *q, *k, *v, *o, *o2;
+  float *lse, *lse2, *ref, *ref_lse;
+  int *ql, *kl;
+};
+
+template <class C>
+struct Runner {
+  static const char* name() {
+    static char buf[96];
+    snprintf(buf, sizeof buf, "wgmma.d%d.128x%dx3wg.s%d%s%s", C::D, C::BN, C::STAGES, C::OVERLAP ? ".overlap" : "",
+             C::FP16 ? ".f16" : ".bf16");
+    return buf;
+  }
+  static void launch(const Problem& pr, const Buffers& bf, u16* o, float* lse, cudaStream_t st) {
+    HopperParams hp;
+    memset(&hp, 0, sizeof hp);
+    encode(&hp.tm_q, bf.q, pr.D, pr.T, pr.N, pr.B, 128, pr.fp16);
+    encode(&hp.tm_k, bf.k, pr.D, pr.S, pr.K, pr.B, C::BN, pr.fp16);
+    encode(&hp.tm_v, bf.v, pr.D, pr.S, pr.K, pr.B, C::BN, pr.fp16);
+    FlashParams& f = hp.f;
+    f.q = bf.q; f.k = bf.k; f.v = bf.v; f.o = o; f.lse = lse; f.bias = nullptr; f.mask = nullptr;
+    f.q_lens = pr.qlens.empty() ? nullptr : bf.ql;
+    f.kv_lens = pr.kvlens.empty() ? nullptr : bf.kl;
+    const long long D = pr.D;
+    const long long qs[3] = {(long long)pr.T * pr.N * D, pr.N * D, D}, ks[3] = {(long long)pr.S * pr.K * D, pr.K * D, D};
+    for (int i = 0; i < 3; ++i) { f.q_strides[i] = qs[i]; f.o_strides[i] = qs[i]; f.k_strides[i] = ks[i]; f.v_strides[i] = ks[i]; }
+    for (int i = 0; i < 4; ++i) f.bias_strides[i] = f.mask_strides[i] = 0;
+    f.B = pr.B; f.T = pr.T; f.S = pr.S; f.N = pr.N; f.K = pr.K; f.H = pr.D; f.Hv = pr.D;
+    f.group = pr.N / pr.K; f.window_left = f.window_right = 1 << 29;
+    f.scale_log2 = (1.f / sqrtf((float)pr.D)) * 1.4426950408889634f;
+    f.flags = (pr.causal ? FLASH_FLAG_CAUSAL : 0) | (pr.bottom_right ? FLASH_FLAG_BOTTOM_RIGHT : 0);
+    const u32 smem = hopper_smem_bytes<C>();
+    static bool once = false;
+    if (!once) {
+      RT(cudaFuncSetAttribute(hopper_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+      once = true;
+    }
+    dim3 grid((pr.T + 127) / 128, pr.B * pr.N);
+    hopper_kernel<C><<<grid, 384, smem, st>>>(hp);
+    RT(cudaGetLastError());
+  }
+};
+
+static Buffers alloc(const Problem& pr) {
+  Buffers b;
+  const size_t nq = (size_t)pr.B * pr.T * pr.N * pr.D, nk = (size_t)pr.B * pr.S * pr.K * pr.D;
+  RT(cudaMalloc(&b.q, nq * 2)); RT(cudaMalloc(&b.o, nq * 2)); RT(cudaMalloc(&b.o2, nq * 2));
+  RT(cudaMalloc(&b.k, nk * 2)); RT(cudaMalloc(&b.v, nk * 2));
+  RT(cudaMalloc(&b.lse, (size_t)pr.B * pr.T * pr.N * 4)); RT(cudaMalloc(&b.lse2, (size_t)pr.B * pr.T * pr.N * 4));
+  b.ref = nullptr; b.ref_lse = nullptr;
+  RT(cudaMalloc(&b.ql, 4 * pr.B + 4)); RT(cudaMalloc(&b.kl, 4 * pr.B + 4));
+  if (!pr.qlens.empty()) RT(cudaMemcpy(b.ql, pr.qlens.data(), 4 * pr.B, cudaMemcpyHostToDevice));
+  if (!pr.kvlens.empty()) RT(cudaMemcpy(b.kl, pr.kvlens.data(), 4 * pr.B, cudaMemcpyHostToDevice));
+  return b;
+}
+static void release(Buffers& b) {
+  cudaFree(b.q); cudaFree(b.k); cudaFree(b.v); cudaFree(b.o); cudaFree(b.o2); cudaFree(b.lse); cudaFree(b.lse2);
+  if (b.ref) cudaFree(b.ref);
+  if (b.ref_lse) cudaFree(b.ref_lse);
+  cudaFree(b.ql); cudaFree(b.kl);
+}
+
+static unsigned g_seed = 1;
+static void fill_inputs(const Problem& pr, Buffers& b) {
+  const size_t nq = (size_t)pr.B * pr.T * pr.N * pr.D, nk = (size_t)pr.B * pr.S * pr.K * pr.D;
+  fill<<<1024, 256>>>(b.q, nq, g_seed++, 1.f, pr.fp16);
+  fill<<<1024, 256>>>(b.k, nk, g_seed++, 1.f, pr.fp16);
+  fill<<<1024, 256>>>(b.v, nk, g_seed++, 1.f, pr.fp16);
+  RT(cudaDeviceSynchronize());
+  const u16 nan16 = pr.fp16 ? 0x7E00 : 0x7FC0, inf16 = pr.fp16 ? 0x7C00 : 0x7F80;
+  if (pr.nan_case && !strcmp(pr.nan_case, "qrow")) {  // NaN in one element of query row (b=0, t=5, n=0)
+    RT(cudaMemcpy(b.q + (size_t)5 * pr.N * pr.D + 3, &nan16, 2, cudaMemcpyHostToDevice));
+  }
+  if (pr.nan_case && !strcmp(pr.nan_case, "qinf")) {  // +Inf in query row (b=0, t=7, n=1)
+    RT(cudaMemcpy(b.q + ((size_t)7 * pr.N + 1) * pr.D + 2, &inf16, 2, cudaMemcpyHostToDevice));
+  }
+  if (pr.nan_case && !strcmp(pr.nan_case, "padkv")) {  // NaN in every padded K and V row of batch 0
+    std::vector<u16> row((size_t)pr.K * pr.D, nan16);
+    for (int j = pr.kvlens[0]; j < pr.S; ++j) {
+      RT(cudaMemcpy(b.k + (size_t)j * pr.K * pr.D, row.data(), row.size() * 2, cudaMemcpyHostToDevice));
+      RT(cudaMemcpy(b.v + (size_t)j * pr.K * pr.D, row.data(), row.size() * 2, cudaMemcpyHostToDevice));
+    }
+  }
+}
+
+static int g_failures = 0;
+
+template <class C>
+static void check(const Problem& pr, FILE* log) {
+  Buffers b = alloc(pr);
+  fill_inputs(pr, b);
+  const size_t rows = (size_t)pr.B * pr.T * pr.N, nq = rows * pr.D;
+  RT(cudaMalloc(&b.ref, nq * 4)); RT(cudaMalloc(&b.ref_lse, rows * 4));
+  reference<<<(rows + 127) / 128, 128>>>(b.q, b.k, b.v, b.ref, b.ref_lse, pr.B, pr.T, pr.S, pr.N, pr.K, pr.D,
+                                         pr.qlens.empty() ? nullptr : b.ql, pr.kvlens.empty() ? nullptr : b.kl,
+                                         pr.causal, pr.bottom_right, 1.f / sqrtf((float)pr.D), pr.fp16);
+  RT(cudaGetLastError());
+  RT(cudaMemset(b.o, 0xFF, nq * 2)); RT(cudaMemset(b.lse, 0xFF, rows * 4));
+  RT(cudaMemset(b.o2, 0xFF, nq * 2)); RT(cudaMemset(b.lse2, 0xFF, rows * 4));
+  Runner<C>::launch(pr, b, b.o, b.lse, 0);
+  Runner<C>::launch(pr, b, b.o2, b.lse2, 0);
+  RT(cudaDeviceSynchronize());
+  std::vector<u16> o(nq), o2(nq);
+  std::vector<float> ref(nq), lse(rows), lse2(rows), rlse(rows);
+  RT(cudaMemcpy(o.data(), b.o, nq * 2, cudaMemcpyDeviceToHost));
+  RT(cudaMemcpy(o2.data(), b.o2, nq * 2, cudaMemcpyDeviceToHost));
+  RT(cudaMemcpy(ref.data(), b.ref, nq * 4, cudaMemcpyDeviceToHost));
+  RT(cudaMemcpy(lse.data(), b.lse, rows * 4, cudaMemcpyDeviceToHost));
+  RT(cudaMemcpy(lse2.data(), b.lse2, rows * 4, cudaMemcpyDeviceToHost));
+  RT(cudaMemcpy(rlse.data(), b.ref_lse, rows * 4, cudaMemcpyDeviceToHost));
+  const bool identical = !memcmp(o.data(), o2.data(), nq * 2) && !memcmp(lse.data(), lse2.data(), rows * 4);
+  double num = 0, den = 0, lse_err = 0;
+  size_t nan_mismatch = 0, lse_mismatch = 0;
+  auto f32 = [&](u16 h) {
+    if (pr.fp16) {
+      const int e = (h >> 10) & 31, m = h & 1023, s = h >> 15;
+      float v = e == 0 ? ldexpf((float)m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexpf((float)(m | 1024), e - 25);
+      return s ? -v : v;
+    }
+    u32 x = (u32)h << 16; float f; memcpy(&f, &x, 4); return f;
+  };
+  for (size_t i = 0; i < nq; ++i) {
+    const float x = f32(o[i]), r = ref[i];
+    if (std::isnan(x) != std::isnan(r)) { ++nan_mismatch; continue; }
+    if (std::isnan(r)) continue;
+    num += (double)(x - r) * (x - r);
+    den += (double)r * r;
+  }
+  for (size_t i = 0; i < rows; ++i) {
+    const float x = lse[i], r = rlse[i];
+    if (std::isnan(x) != std::isnan(r) || (std::isinf(r) != std::isinf(x))) { ++lse_mismatch; continue; }
+    if (std::isfinite(r)) lse_err = std::max(lse_err, (double)fabsf(x - r));
+  }
+  const double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+  const bool ok = identical && nan_mismatch == 0 && lse_mismatch == 0 && rel < 1e-2 && lse_err < 2e-2;
+  if (!ok) ++g_failures;
+  char lens[64] = "";
+  if (!pr.kvlens.empty()) snprintf(lens, sizeof lens, " q_lens[0]=%d kv_lens[0]=%d", pr.qlens.empty() ? pr.T : pr.qlens[0], pr.kvlens[0]);
+  fprintf(log, "%s %-40s B=%d T=%d S=%d N=%d K=%d causal=%d%s%s%s rel=%.2e lse=%.2e nan_mis=%zu lse_mis=%zu ident=%d\n",
+          ok ? "PASS" : "FAIL", Runner<C>::name(), pr.B, pr.T, pr.S, pr.N, pr.K, pr.causal,
+          pr.bottom_right ? "(br)" : "", lens, pr.nan_case ? pr.nan_case : "", rel, lse_err, nan_mismatch,
+          lse_mismatch, identical);
+  fflush(log);
+  release(b);
+}
+
+template <class C>
+static void time_case(int D, int causal, FILE* log) {
+  Problem pr{4, 8192, 8192, 16, 16, D, causal, 0, C::FP16, {}, {}, nullptr};
+  Buffers b = alloc(pr);
+  fill_inputs(pr, b);
+  cudaEvent_t e0, e1;
+  RT(cudaEventCreate(&e0)); RT(cudaEventCreate(&e1));
+  for (int i = 0; i < 3; ++i) Runner<C>::launch(pr, b, b.o, b.lse, 0);
+  std::vector<float> ms;
+  for (int i = 0; i < 15; ++i) {
+    RT(cudaEventRecord(e0));
+    Runner<C>::launch(pr, b, b.o, b.lse, 0);
+    RT(cudaEventRecord(e1));
+    RT(cudaEventSynchronize(e1));
+    float t; RT(cudaEventElapsedTime(&t, e0, e1)); ms.push_back(t);
+  }
+  std::sort(ms.begin(), ms.end());
+  const double flops = 4.0 * pr.B * pr.N * (double)pr.T * pr.S * D / (causal ? 2 : 1);
+  fprintf(log, "TIME %-40s H=%d causal=%d median=%.3f ms min=%.3f  %.1f TFLOP/s\n", Runner<C>::name(), D, causal,
+          ms[ms.size() / 2], ms[0], flops / (ms[ms.size() / 2] * 1e-3) / 1e12);
+  fflush(log);
+  release(b);
+}
+
+template <class C>
+static void check_all(FILE* log, bool quick) {
+  const int D = C::D;
+  const bool f16 = C::FP16;
+  std::vector<Problem> cases = {
+      {2, 512, 512, 4, 4, D, 0, 0, f16, {}, {}, nullptr},
+      {2, 512, 512, 4, 4, D, 1, 0, f16, {}, {}, nullptr},
+      {1, 300, 700, 4, 2, D, 1, 1, f16, {}, {}, nullptr},      // GQA, bottom-right, ragged tiles
+      {1, 700, 300, 4, 1, D, 1, 0, f16, {}, {}, nullptr},      // MQA, top-left: rows past S see all
+      {1, 700, 300, 2, 1, D, 1, 1, f16, {}, {}, nullptr},      // bottom-right, T > S: rows see nothing
+      {2, 333, 517, 4, 2, D, 0, 0, f16, {301, 17}, {517, 250}, nullptr},
+      {2, 256, 640, 2, 2, D, 1, 1, f16, {200, 256}, {333, 0}, nullptr},  // a batch with no keys
+      {2, 256, 384, 2, 2, D, 0, 0, f16, {}, {250, 129}, "padkv"},        // NaN in padded K/V stays out
+      {1, 256, 256, 2, 2, D, 0, 0, f16, {}, {}, "qrow"},
+      {1, 256, 256, 2, 2, D, 1, 0, f16, {}, {}, "qinf"},
+      {1, 1, 1, 1, 1, D, 0, 0, f16, {}, {}, nullptr},
+      {1, 129, 65, 3, 1, D, 0, 0, f16, {}, {}, nullptr},
+  };
+  if (!quick) cases.push_back({1, 2048, 2048, 2, 2, D, 1, 0, f16, {}, {}, nullptr});
+  for (auto& pr : cases) check<C>(pr, log);
+}
+
+using D128 = HopperConfig<128, 128, 2, false, false>;
+using D128o = HopperConfig<128, 128, 2, false, true>;
+using D128o176 = HopperConfig<128, 176, 2, false, true>;
+using D128f16 = HopperConfig<128, 128, 2, true, true>;
+using D64o = HopperConfig<64, 128, 2, false, true>;
+using D64o192 = HopperConfig<64, 192, 2, false, true>;
+using D256o = HopperConfig<256, 80, 2, false, true>;
+using D256o64 = HopperConfig<256, 64, 2, false, true>;
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "check";
+  CK(cuInit(0));
+  RT(cudaFree(0));
+  FILE* log = stdout;
+  if (mode == "check" || mode == "all") {
+    check_all<D128>(log, false);
+    check_all<D128o>(log, false);
+    check_all<D128o176>(log, true);
+    check_all<D128f16>(log, true);
+    check_all<D64o>(log, false);
+    check_all<D64o192>(log, true);
+    check_all<D256o>(log, false);
+    check_all<D256o64>(log, true);
+    printf("CHECK failures: %d\n", g_failures);
+  }
+  if (mode == "sanitize") {  // small cases for compute-sanitizer
+    Problem a{1, 300, 700, 4, 2, 128, 1, 1, false, {}, {}, nullptr};
+    Problem c{2, 256, 640, 2, 2, 128, 1, 1, false, {200, 256}, {333, 0}, nullptr};
+    check<D128o>(a, log); check<D128o>(c, log); check<D128>(a, log);
+    Problem d{1, 300, 700, 4, 2, 64, 1, 0, false, {}, {}, nullptr};
+    check<D64o>(d, log);
+    Problem e{2, 256, 640, 2, 2, 256, 0, 0, false, {200, 256}, {333, 100}, nullptr};
+    check<D256o>(e, log);
+    printf("CHECK failures: %d\n", g_failures);
+  }
+  if (mode == "time" || mode == "all") {
+    for (int causal = 0; causal < 2; ++causal) {
+      time_case<D128>(128, causal, log);
+      time_case<D128o>(128, causal, log);
+      time_case<D128o176>(128, causal, log);
+      time_case<D64o>(64, causal, log);
+      time_case<D64o192>(64, causal, log);
+      time_case<D256o>(256, causal, log);
+      time_case<D256o64>(256, causal, log);
+    }
+  }
+  return g_failures ? 1 : 0;
+}
