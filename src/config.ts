@@ -20,6 +20,7 @@ export const LIBRARY_VARIABLES = {
 export type ConfiguredLibrary = keyof typeof LIBRARY_VARIABLES;
 
 export type CudnnGraphChoice = 'composite' | 'unified';
+export type FlashKernelChoice = 'wgmma' | 'mma';
 
 export interface AttnlabConfig {
   /**
@@ -43,6 +44,11 @@ export interface AttnlabConfig {
   readonly kernelsDir: string | null;
   /** ATTNLAB_FLASH_TILES, e.g. '128x64x4': the flash kernel's tiles for every head dim (benchmarks). */
   readonly flashTiles: string | null;
+  /**
+   * ATTNLAB_FLASH_KERNEL=wgmma|mma: on sm_90a, run the cases the Hopper kernel covers on it (wgmma)
+   * or keep every case on the mma.sync kernel; unset follows HOPPER_BY_DEFAULT (hopper-variant.ts).
+   */
+  readonly flashKernel: FlashKernelChoice | null;
   /** ATTNLAB_CUDNN_GRAPH=composite|unified: the cuDNN SDPA graph to build where both can run. */
   readonly cudnnGraph: CudnnGraphChoice | null;
   /** ATTNLAB_CUDNN_TRACE=1: print every cuDNN backend call and its status to stderr. */
@@ -60,6 +66,7 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
   const text = (name: string): string | null => env[name] || null;
   const debug = Number(text('ATTNLAB_DEBUG') ?? 0);
   const graph = text('ATTNLAB_CUDNN_GRAPH');
+  const flashKernel = text('ATTNLAB_FLASH_KERNEL');
   const cacheRoot = text('ATTNLAB_CACHE_DIR') ?? join(homedir(), '.cache', 'attnlab');
   const libraries = Object.fromEntries(
     Object.entries(LIBRARY_VARIABLES).map(([library, variable]) => [library, text(variable)]),
@@ -74,6 +81,7 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
     assertNoCompile: text('ATTNLAB_ASSERT_NO_COMPILE') === '1',
     kernelsDir: text('ATTNLAB_KERNELS_DIR'),
     flashTiles: text('ATTNLAB_FLASH_TILES'),
+    flashKernel: flashKernel === 'wgmma' || flashKernel === 'mma' ? flashKernel : null,
     cudnnGraph: graph === 'composite' || graph === 'unified' ? graph : null,
     cudnnTrace: text('ATTNLAB_CUDNN_TRACE') === '1',
     commit: text('ATTNLAB_COMMIT'),

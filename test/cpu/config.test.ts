@@ -58,6 +58,7 @@ describe('config', () => {
       ATTNLAB_ASSERT_NO_COMPILE: '1',
       ATTNLAB_KERNELS_DIR: '/k',
       ATTNLAB_FLASH_TILES: '128x64x4s2',
+      ATTNLAB_FLASH_KERNEL: 'wgmma',
       ATTNLAB_CUDNN_GRAPH: 'unified',
       ATTNLAB_CUDNN_TRACE: '1',
       ATTNLAB_COMMIT: 'abc1234',
@@ -70,6 +71,8 @@ describe('config', () => {
     assert.equal(c.assertNoCompile, true);
     assert.equal(c.kernelsDir, '/k');
     assert.equal(c.flashTiles, '128x64x4s2');
+    assert.equal(c.flashKernel, 'wgmma');
+    assert.equal(readConfig({ ATTNLAB_FLASH_KERNEL: 'hopper' }).flashKernel, null);
     assert.equal(c.cudnnGraph, 'unified');
     assert.equal(c.cudnnTrace, true);
     assert.equal(c.commit, 'abc1234');

@@ -37,7 +37,7 @@ struct HopperParams {
   FlashParams f;
 };
 // 3 tensor maps (128 bytes each) + FlashParams (280), rounded up to the maps' 64-byte alignment.
-static_assert(sizeof(HopperParams) == 704, "HopperParams layout changed: update hopper-params.ts");
+static_assert(sizeof(HopperParams) == 704, "HopperParams layout changed: update src/backends/cuda/flash/hopper.ts");
 
 template <int D_, int BN_, int STAGES_, bool FP16_, bool OVERLAP_>
 struct HopperConfig {

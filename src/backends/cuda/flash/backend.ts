@@ -1,6 +1,9 @@
 /**
- * Implementation 'flash' on CUDA: attnlab's own FlashAttention-2 class kernel
- * (src/kernels/flash/flash_fwd.cu), one launch per call, compiled by NVRTC per variant and cached.
+ * Implementation 'flash' on CUDA: attnlab's own kernels, one launch per call, compiled by NVRTC per
+ * variant and cached. On sm_90a, when the Hopper kernel is on (hopper-variant.ts), the cases
+ * hopperVariant() accepts run on the wgmma + TMA kernel (src/kernels/hopper/hopper_fwd.cu, variant
+ * keys ending in `.wgmma`); every other case, and every other GPU, on the FlashAttention-2 class
+ * mma.sync kernel (src/kernels/flash/flash_fwd.cu).
  */
 
 import { itemSize } from '../../../tensor/dtype.js';
@@ -12,7 +15,9 @@ import { cudaAvailable, getCudaContext, targetArch } from '../context.js';
 import { launchKernel } from '../launch.js';
 import { allocDevice, copyInt32ToDevice } from '../memory.js';
 import { decodeSupport, runDecode, wantsDecodeKernel } from './decode.js';
-import { buildFlashParams, marshalFlashParams } from './params.js';
+import { launchHopper } from './hopper.js';
+import { hopperVariant, hopperVariantKey } from './hopper-variant.js';
+import { buildFlashParams, type FlashPointers, marshalFlashParams } from './params.js';
 import {
   FLASH_BIAS_CODES,
   type FlashVariant,
@@ -94,8 +99,10 @@ export function flashKernel(variant: FlashVariant): bigint {
 /** Runs the kernel on `p` (inputs on the GPU); the output and log-sum-exp are new device tensors. */
 export function runFlash(p: AttentionProblem): BackendOutput {
   const { B, T, N, Hv } = p;
-  const variant = flashVariant(p, targetArch());
-  const key = flashVariantKey(variant);
+  const arch = targetArch();
+  const hopper = hopperVariant(p, arch);
+  const variant = 'variant' in hopper ? null : flashVariant(p, arch);
+  const key = 'variant' in hopper ? hopperVariantKey(hopper.variant) : flashVariantKey(variant!);
   const out = allocDevice(B * T * N * Hv * itemSize(p.dtype));
   const lse = p.returnLogSumExp ? allocDevice(B * T * N * 4) : null;
   const lengths = (values: Int32Array | null) => (values ? copyInt32ToDevice(values) : null);
@@ -103,8 +110,7 @@ export function runFlash(p: AttentionProblem): BackendOutput {
   const kvLens = lengths(p.keyValueSeqLengths);
   try {
     if (B * N * T > 0) {
-      const fn = flashKernel(variant);
-      const params = buildFlashParams(p, {
+      const pointers: FlashPointers = {
         q: p.query.buffer.ptr,
         k: p.key.buffer.ptr,
         v: p.value.buffer.ptr,
@@ -114,18 +120,9 @@ export function runFlash(p: AttentionProblem): BackendOutput {
         mask: p.mask?.tensor.buffer.ptr ?? 0n,
         qLens: qLens?.ptr ?? 0n,
         kvLens: kvLens?.ptr ?? 0n,
-      });
-      const { blockM, warps } = variant.tiles;
-      launchKernel(
-        fn,
-        {
-          // x: query blocks (the kernel visits them last-first), y: batch × head; see schedule.cuh.
-          grid: [Math.ceil(T / blockM), B * N, 1],
-          block: [warps * 32, 1, 1],
-          sharedBytes: flashVariantSharedBytes(variant),
-        },
-        [marshalFlashParams(params)],
-      );
+      };
+      if ('variant' in hopper) launchHopper(p, hopper.variant, pointers);
+      else launchMma(p, variant!, pointers);
     }
   } finally {
     // Safe before the kernel ran: the pool hands these blocks only to work enqueued later on the
@@ -138,6 +135,21 @@ export function runFlash(p: AttentionProblem): BackendOutput {
     logSumExp: lse ? Tensor.fromDeviceBuffer(lse, [B, T, N], 'float32') : undefined,
     variant: key,
   };
+}
+
+/** The mma.sync kernel (flash_fwd.cu / flash_fwd_f32.cu) on `p`. */
+function launchMma(p: AttentionProblem, variant: FlashVariant, pointers: FlashPointers): void {
+  const { blockM, warps } = variant.tiles;
+  launchKernel(
+    flashKernel(variant),
+    {
+      // x: query blocks (the kernel visits them last-first), y: batch × head; see schedule.cuh.
+      grid: [Math.ceil(p.T / blockM), p.B * p.N, 1],
+      block: [warps * 32, 1, 1],
+      sharedBytes: flashVariantSharedBytes(variant),
+    },
+    [marshalFlashParams(buildFlashParams(p, pointers))],
+  );
 }
 
 /** Paged and packed problems need the decode kernel; dense ones may take it (decode.ts says when). */

@@ -1,0 +1,82 @@
+/**
+ * The flash backend's Hopper path: runs a problem that hopperVariant() accepts on the wgmma + TMA
+ * kernel (src/kernels/hopper/hopper_fwd.cu), one launch per call.
+ *
+ * The kernel takes HopperParams by value (__grid_constant__): three CUtensorMaps (Q, K, V: 4-D,
+ * head dim innermost, boxes of 64 columns) and then FlashParams unchanged, so the scheduling and
+ * masking rules are the mma.sync kernel's own.
+ */
+import { AttnlabError } from '../../../errors.js';
+import type { AttentionProblem } from '../../problem.js';
+import { loadKernels } from '../compile.js';
+import { encodeTiledMap } from '../ffi/tensor-map.js';
+import { type KernelArg, launchKernel, type ScalarType, structLayout } from '../launch.js';
+import {
+  HOPPER_BLOCK_M,
+  HOPPER_KERNEL,
+  HOPPER_THREADS,
+  type HopperVariant,
+  hopperDefines,
+  hopperSharedBytes,
+} from './hopper-variant.js';
+import { buildFlashParams, type FlashPointers, marshalFlashParams } from './params.js';
+
+/** sizeof(HopperParams): 3 maps of 128 bytes, FlashParams (280), padded to the maps' 64-byte alignment. */
+export const HOPPER_PARAMS_BYTES = 704;
+
+/**
+ * The three tensor maps of `p` for `v`: (dim, rows, heads, batch) with byte strides of a row, a
+ * head and a batch (the layouts buildFlashParams states), boxes of 64 × rows × 1 × 1.
+ */
+export function hopperTensorMaps(p: AttentionProblem, v: HopperVariant, q: bigint, k: bigint, val: bigint) {
+  const map = (address: bigint, rows: number, heads: number, dim: number, boxRows: number) =>
+    encodeTiledMap({
+      dtype: v.dtype,
+      address,
+      dims: [dim, rows, heads, p.B],
+      byteStrides: [heads * dim * 2, dim * 2, rows * heads * dim * 2],
+      box: [64, boxRows, 1, 1],
+    });
+  return [
+    map(q, p.T, p.N, p.H, HOPPER_BLOCK_M),
+    map(k, p.S, p.K, p.H, v.blockN),
+    map(val, p.S, p.K, p.Hv, v.blockN),
+  ] as const;
+}
+
+/** HopperParams as a struct argument: the maps' words, FlashParams' fields, the tail padding. */
+export function marshalHopperParams(maps: readonly BigUint64Array[], flash: KernelArg): KernelArg {
+  if (flash.type !== 'struct') throw new AttnlabError('HopperParams: FlashParams must be a struct');
+  const words = maps.flatMap((m) => Array.from(m, (value) => ({ type: 'u64' as ScalarType, value })));
+  const fields = [...words, ...flash.fields];
+  const unpadded = structLayout(fields).size;
+  for (let size = unpadded; size < HOPPER_PARAMS_BYTES; size += 8) fields.push({ type: 'u64', value: 0n });
+  const { size } = structLayout(fields);
+  if (size !== HOPPER_PARAMS_BYTES)
+    throw new AttnlabError(
+      `HopperParams: ${size} bytes marshalled, the kernel expects ${HOPPER_PARAMS_BYTES}`,
+    );
+  return { type: 'struct', fields };
+}
+
+/** Enqueues the Hopper kernel on `p`; the caller owns the output buffers in `pointers`. */
+export function launchHopper(p: AttentionProblem, v: HopperVariant, pointers: FlashPointers): void {
+  const module = loadKernels({
+    file: HOPPER_KERNEL.file,
+    kernels: [HOPPER_KERNEL.name],
+    defines: hopperDefines(v),
+  });
+  const fn = module.functions.get(HOPPER_KERNEL.name)!;
+  const maps = hopperTensorMaps(p, v, pointers.q, pointers.k, pointers.v);
+  const params = marshalHopperParams(maps, marshalFlashParams(buildFlashParams(p, pointers)));
+  launchKernel(
+    fn,
+    {
+      // x: query blocks (visited last-first), y: batch × head, as the mma.sync kernel (schedule.cuh).
+      grid: [Math.ceil(p.T / HOPPER_BLOCK_M), p.B * p.N, 1],
+      block: [HOPPER_THREADS, 1, 1],
+      sharedBytes: hopperSharedBytes(v),
+    },
+    [params],
+  );
+}

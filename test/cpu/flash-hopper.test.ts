@@ -1,0 +1,139 @@
+/**
+ * The flash backend's Hopper path, host side, without a GPU: which case runs on the wgmma kernel
+ * and which on mma.sync (the dispatch rule), its variant keys and shared memory, the 704-byte
+ * HopperParams, and — with nvcc present — that the backend's own -D set compiles for sm_90a.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { validateAttention } from '../../src/api/validate.js';
+import { compileOptions, kernelsDir } from '../../src/backends/cuda/compile.js';
+import { HOPPER_PARAMS_BYTES, marshalHopperParams } from '../../src/backends/cuda/flash/hopper.js';
+import {
+  HOPPER_BY_DEFAULT,
+  HOPPER_KERNEL,
+  hopperDefines,
+  hopperSharedBytes,
+  hopperVariant,
+  hopperVariantKey,
+} from '../../src/backends/cuda/flash/hopper-variant.js';
+import { buildFlashParams, marshalFlashParams } from '../../src/backends/cuda/flash/params.js';
+import type { AttentionOptions } from '../../src/backends/problem.js';
+import type { FloatDType } from '../../src/tensor/dtype.js';
+import { randomNormal } from '../../src/tensor/random.js';
+
+function problem(H: number, dtype: FloatDType, options: AttentionOptions = {}, Hv = H) {
+  const q = randomNormal([2, 8, 4, H], { seed: 1, dtype });
+  const k = randomNormal([2, 8, 2, H], { seed: 2, dtype });
+  const v = randomNormal([2, 8, 2, Hv], { seed: 3, dtype });
+  return validateAttention(q, k, v, options);
+}
+
+/** The variant key on sm_90a (no ATTNLAB_FLASH_KERNEL), or `mma: <reason>`. */
+function dispatch(H: number, dtype: FloatDType, options: AttentionOptions = {}, Hv = H, arch = 'sm_90a') {
+  const choice = hopperVariant(problem(H, dtype, options, Hv), arch, 'wgmma');
+  return 'variant' in choice ? hopperVariantKey(choice.variant) : `mma: ${choice.reason}`;
+}
+
+describe('cuda flash: the Hopper (wgmma) path', () => {
+  it('runs bf16/fp16 H = Hv ∈ {64, 128, 256} on sm_90a, causal or not, MHA/GQA, with lengths', () => {
+    assert.equal(dispatch(128, 'bfloat16'), 'flash-fwd.sm_90a.bf16.d128.128x128x3wg.wgmma');
+    assert.equal(dispatch(64, 'float16'), 'flash-fwd.sm_90a.f16.d64.128x192x3wg.wgmma');
+    assert.equal(dispatch(256, 'bfloat16'), 'flash-fwd.sm_90a.bf16.d256.128x80x3wg.wgmma');
+    const lengths = { querySeqLengths: [8, 3], keyValueSeqLengths: [5, 0] };
+    for (const options of [
+      { isCausal: true },
+      { isCausal: true, causalAlignment: 'bottom_right' as const },
+      lengths,
+    ]) {
+      assert.match(dispatch(128, 'bfloat16', options), /\.wgmma$/);
+    }
+  });
+
+  it('leaves every other case to the mma.sync kernel, saying why', () => {
+    const mask = randomNormal([1, 1, 8, 8], { seed: 4 }).astype('bool');
+    const bias = randomNormal([1, 4, 8, 8], { seed: 5, dtype: 'float32' });
+    const cases: Array<[string, string]> = [
+      [dispatch(128, 'float32'), 'dtype float32'],
+      [dispatch(96, 'bfloat16'), 'H=96'],
+      [dispatch(192, 'bfloat16', {}, 128), 'H=192 ≠ Hv=128'],
+      [dispatch(128, 'bfloat16', { bias }), 'additive bias'],
+      [dispatch(128, 'bfloat16', { mask }), 'boolean mask'],
+      [dispatch(128, 'bfloat16', { localWindowSize: [4, 0] }), 'local window'],
+      [dispatch(128, 'bfloat16', {}, 128, 'sm_80'), 'target sm_80'],
+      [dispatch(128, 'bfloat16', {}, 128, 'sm_89'), 'target sm_89'],
+    ];
+    for (const [got, reason] of cases)
+      assert.ok(got.startsWith('mma: ') && got.includes(reason), `${got} / ${reason}`);
+    assert.deepEqual(hopperVariant(problem(128, 'bfloat16'), 'sm_90a', 'mma'), {
+      reason: 'ATTNLAB_FLASH_KERNEL=mma',
+    });
+    // Unset: HOPPER_BY_DEFAULT decides.
+    const unset = hopperVariant(problem(128, 'bfloat16'), 'sm_90a', undefined);
+    assert.equal('variant' in unset, HOPPER_BY_DEFAULT);
+  });
+
+  it('fits every variant in an H200 block (227 KiB) and sizes Q, two K+V stages and the barriers', () => {
+    for (const H of [64, 128, 256]) {
+      const choice = hopperVariant(problem(H, 'bfloat16'), 'sm_90a', 'wgmma');
+      assert.ok('variant' in choice);
+      const v = choice.variant;
+      const bytes = hopperSharedBytes(v);
+      assert.equal(bytes, 1024 + 128 * H * 2 + 4 * v.blockN * H * 2 + 8 * 9);
+      assert.ok(bytes <= 227 * 1024, `H=${H}: ${bytes} B`);
+      // Each 64-column box of a K/V tile must start on a 1024-byte swizzle atom.
+      assert.equal((v.blockN * 128) % 1024, 0);
+    }
+  });
+
+  it('marshals HopperParams: three 128-byte tensor maps, then FlashParams, 704 bytes', () => {
+    const p = problem(128, 'bfloat16', { isCausal: true });
+    const flash = marshalFlashParams(
+      buildFlashParams(p, { q: 1n, k: 2n, v: 3n, o: 4n, lse: 0n, bias: 0n, mask: 0n, qLens: 0n, kvLens: 0n }),
+    );
+    const maps = [1n, 2n, 3n].map((x) => new BigUint64Array(16).fill(x));
+    const arg = marshalHopperParams(maps, flash);
+    assert.equal(arg.type, 'struct');
+    if (arg.type !== 'struct' || flash.type !== 'struct') return;
+    assert.equal(arg.fields[16].value, 2n);
+    assert.equal(arg.fields[48].value, 1n, 'FlashParams.q follows the maps');
+    assert.equal(HOPPER_PARAMS_BYTES, 704);
+  });
+
+  const nvcc = spawnSync('nvcc', ['--version']).status === 0;
+  it("compiles with the backend's own defines for sm_90a", {
+    skip: nvcc ? false : 'nvcc not on PATH',
+  }, () => {
+    const choice = hopperVariant(problem(128, 'float16'), 'sm_90a', 'wgmma');
+    assert.ok('variant' in choice);
+    const spec = {
+      file: HOPPER_KERNEL.file,
+      kernels: [HOPPER_KERNEL.name],
+      defines: hopperDefines(choice.variant),
+    };
+    const source = readFileSync(join(kernelsDir(), spec.file), 'utf8');
+    for (const macro of new Set(source.match(/HOPPER_[A-Z0-9]+/g)))
+      assert.ok(macro in spec.defines, `hopper_fwd.cu reads ${macro}, hopperDefines lacks it`);
+    const dir = mkdtempSync(join(tmpdir(), 'attnlab-hopper-'));
+    try {
+      const defines = compileOptions(spec, 'sm_90a').filter((o) => o.startsWith('-D'));
+      const args = [
+        '-cubin',
+        '-gencode=arch=compute_90a,code=sm_90a',
+        '-std=c++17',
+        '-I',
+        kernelsDir(),
+        ...defines,
+      ];
+      const result = spawnSync('nvcc', [...args, '-o', join(dir, 'k.cubin'), join(kernelsDir(), spec.file)], {
+        encoding: 'utf8',
+      });
+      assert.equal(result.status, 0, result.stderr);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

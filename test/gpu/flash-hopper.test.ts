@@ -1,0 +1,174 @@
+/**
+ * The flash backend's Hopper kernel (wgmma + TMA, sm_90a) against the float64 CPU reference: every
+ * case it covers — bf16/fp16, H = 64, 128, 256, MHA/GQA/MQA, causal both alignments, padding lengths
+ * (a batch with no keys), several tiles — runs with variant `….wgmma`; results are bit-identical
+ * across runs; NaN in padded keys and values stays out, a NaN query row comes out NaN; a case it
+ * does not cover runs on mma.sync. Skips off compute capability 9.0, and while the kernel is off
+ * (run it with ATTNLAB_FLASH_KERNEL=wgmma). The shared matrix
+ * (test/gpu/flash.test.ts) also reaches this kernel for its H = 64/128/256 cases on the H200.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { attention } from '../../src/api/attention.js';
+import { cudaAvailable, getCudaContext } from '../../src/backends/cuda/context.js';
+import { HOPPER_BY_DEFAULT } from '../../src/backends/cuda/flash/hopper-variant.js';
+import { setAllocationPoison } from '../../src/backends/cuda/memory.js';
+import { config } from '../../src/config.js';
+import type { FloatDType } from '../../src/tensor/dtype.js';
+import { randomNormal } from '../../src/tensor/random.js';
+import { Tensor } from '../../src/tensor/tensor.js';
+import { type AttentionCase, buildInputs } from '../support/cases.js';
+import { checkAgainstOracle } from '../support/oracle.js';
+
+const cuda = cudaAvailable();
+const hopper = cuda.ok && getCudaContext().properties.computeCapability.major === 9;
+// The Hopper kernel is opt-in for now (HOPPER_BY_DEFAULT in hopper-variant.ts): this file runs when it
+// is on, by default or by ATTNLAB_FLASH_KERNEL=wgmma.
+const choice = config().flashKernel;
+const enabled = HOPPER_BY_DEFAULT ? choice !== 'mma' : choice === 'wgmma';
+const skip = !cuda.ok
+  ? `no CUDA device: ${cuda.reason}`
+  : !hopper
+    ? 'not a compute capability 9.x GPU'
+    : enabled
+      ? false
+      : 'the Hopper kernel is off (run with ATTNLAB_FLASH_KERNEL=wgmma)';
+const seed = Number(process.env.ATTNLAB_TEST_SEED ?? Date.now() % 1_000_000_000);
+
+// Each case has more than 64 GQA-packed rows per kv head: smaller dense problems take the decode
+// kernel (decode.ts) before the Hopper rule is asked.
+const HOPPER_CASES: readonly AttentionCase[] = [
+  { name: 'T=S=300', shape: { B: 2, T: 300, S: 300, N: 2, K: 2, H: 0 } },
+  { name: 'T=S=700 causal', shape: { B: 1, T: 700, S: 700, N: 2, K: 2, H: 0 }, options: { isCausal: true } },
+  {
+    name: 'GQA T=300 S=700 causal bottom-right',
+    shape: { B: 1, T: 300, S: 700, N: 4, K: 2, H: 0 },
+    options: { isCausal: true, causalAlignment: 'bottom_right' },
+  },
+  {
+    name: 'MQA T=500 S=200 causal bottom-right (rows see nothing)',
+    shape: { B: 1, T: 500, S: 200, N: 4, K: 1, H: 0 },
+    options: { isCausal: true, causalAlignment: 'bottom_right' },
+  },
+  {
+    name: 'padding lengths, a batch with no keys',
+    shape: { B: 3, T: 200, S: 333, N: 2, K: 1, H: 0 },
+    options: { querySeqLengths: [200, 77, 150], keyValueSeqLengths: [333, 129, 0], isCausal: true },
+  },
+  { name: 'T=129 S=65 GQA', shape: { B: 2, T: 129, S: 65, N: 4, K: 2, H: 0 } },
+];
+
+function withHeadDim(c: AttentionCase, H: number): AttentionCase {
+  return { ...c, shape: { ...c.shape, H } };
+}
+
+function run(c: AttentionCase, dtype: FloatDType, caseSeed: number) {
+  const { q, k, v, options } = buildInputs(c, dtype, caseSeed);
+  const result = attention(q.to('cuda'), k.to('cuda'), v.to('cuda'), {
+    ...options,
+    implementation: 'flash',
+    returnLogSumExp: true,
+  });
+  return { result, inputs: { q, k, v, options } };
+}
+
+/** A bf16 tensor of shape (B, S, K, H) with every row at or past `from` of batch 0 set to NaN. */
+function nanPastLength(t: Tensor, from: number): Tensor {
+  const [, S, K, H] = t.shape;
+  const bits = new Uint16Array(t.data as Uint16Array);
+  bits.fill(0x7fc0, from * K * H, S * K * H);
+  return Tensor.fromRaw(bits, t.shape, t.dtype);
+}
+
+describe('cuda flash: the Hopper kernel', { skip }, () => {
+  before(() => {
+    console.log(`# seed ${seed} (ATTNLAB_TEST_SEED=${seed} replays this run)`);
+    setAllocationPoison(0xff);
+  });
+  after(() => setAllocationPoison(null));
+
+  for (const H of [64, 128, 256]) {
+    for (const dtype of ['bfloat16', 'float16'] as const) {
+      HOPPER_CASES.forEach((base, index) => {
+        const c = withHeadDim(base, H);
+        it(`H=${H} ${c.name} (${dtype})`, () => {
+          const caseSeed = seed + 97 * index + H;
+          const { result, inputs } = run(c, dtype, caseSeed);
+          assert.match(result.variant, /\.wgmma$/, `${c.name}: ran ${result.variant}`);
+          checkAgainstOracle(
+            result,
+            inputs,
+            dtype,
+            `H=${H} ${c.name} ${dtype} (seed ${caseSeed}, ${result.variant})`,
+            1e-3,
+          );
+        });
+      });
+    }
+  }
+
+  it('gives bit-identical results on repeated runs', () => {
+    for (const H of [64, 128, 256]) {
+      const c = withHeadDim(HOPPER_CASES[2], H);
+      const { q, k, v, options } = buildInputs(c, 'bfloat16', seed + H);
+      const inputs = [q.to('cuda'), k.to('cuda'), v.to('cuda')] as const;
+      const once = () => attention(...inputs, { ...options, implementation: 'flash', returnLogSumExp: true });
+      const a = once();
+      const b = once();
+      assert.deepEqual(
+        new Uint16Array(b.output.to('cpu').data as Uint16Array),
+        new Uint16Array(a.output.to('cpu').data as Uint16Array),
+        `H=${H}`,
+      );
+      assert.deepEqual(b.logSumExp!.toFloat64Array(), a.logSumExp!.toFloat64Array(), `H=${H} log-sum-exp`);
+    }
+  });
+
+  it('keeps NaN in padded keys and values out of every row', () => {
+    const B = 2,
+      S = 300,
+      kvLen = 170;
+    const q = randomNormal([B, 128, 2, 128], { seed: seed + 1, dtype: 'bfloat16' });
+    const k = nanPastLength(randomNormal([B, S, 2, 128], { seed: seed + 2, dtype: 'bfloat16' }), kvLen);
+    const v = nanPastLength(randomNormal([B, S, 2, 128], { seed: seed + 3, dtype: 'bfloat16' }), kvLen);
+    const options = { keyValueSeqLengths: [kvLen, S] };
+    const result = attention(q.to('cuda'), k.to('cuda'), v.to('cuda'), {
+      ...options,
+      implementation: 'flash',
+      returnLogSumExp: true,
+    });
+    assert.match(result.variant, /\.wgmma$/);
+    checkAgainstOracle(result, { q, k, v, options }, 'bfloat16', `NaN past kv length (seed ${seed})`, 1e-3);
+  });
+
+  it('makes a query row with a NaN come out NaN, and only that row', () => {
+    const q = randomNormal([1, 96, 2, 128], { seed: seed + 5, dtype: 'bfloat16' });
+    const bits = new Uint16Array(q.data as Uint16Array);
+    bits[(5 * 2 + 1) * 128 + 3] = 0x7fc0; // (t=5, n=1, h=3)
+    const qNan = Tensor.fromRaw(bits, q.shape, 'bfloat16');
+    const k = randomNormal([1, 96, 2, 128], { seed: seed + 6, dtype: 'bfloat16' });
+    const result = attention(qNan.to('cuda'), k.to('cuda'), k.to('cuda'), {
+      implementation: 'flash',
+      returnLogSumExp: true,
+    });
+    assert.match(result.variant, /\.wgmma$/);
+    const out = result.output.toFloat64Array();
+    const lse = result.logSumExp!.toFloat64Array();
+    for (let t = 0; t < 96; t++) {
+      for (let n = 0; n < 2; n++) {
+        const row = out.subarray((t * 2 + n) * 128, (t * 2 + n + 1) * 128);
+        const nan = t === 5 && n === 1;
+        assert.equal(row.every(Number.isNaN), nan, `row t=${t} n=${n}`);
+        assert.equal(row.some(Number.isNaN), nan, `row t=${t} n=${n}`);
+        assert.equal(Number.isNaN(lse[t * 2 + n]), nan, `log-sum-exp t=${t} n=${n}`);
+      }
+    }
+  });
+
+  it('runs the cases it does not cover on the mma.sync kernel', () => {
+    for (const H of [96, 32]) {
+      const { result } = run(withHeadDim(HOPPER_CASES[0], H), 'bfloat16', seed);
+      assert.doesNotMatch(result.variant, /wgmma/, `H=${H}`);
+    }
+  });
+});
