@@ -24,6 +24,7 @@ import { buildFlashParams, marshalFlashParams } from '../../src/backends/cuda/fl
 import type { AttentionOptions } from '../../src/backends/problem.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
+import { compileStructLayout, structCompiler } from '../support/c-layout.js';
 
 function problem(H: number, dtype: FloatDType, options: AttentionOptions = {}, Hv = H) {
   const q = randomNormal([2, 8, 4, H], { seed: 1, dtype });
@@ -101,6 +102,43 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
     assert.equal(arg.fields[16].value, 2n);
     assert.equal(arg.fields[48].value, 1n, 'FlashParams.q follows the maps');
     assert.equal(HOPPER_PARAMS_BYTES, 704);
+  });
+
+  const compiler = structCompiler();
+  it('lays HopperParams out as the compiler does: maps at 0/128/256, FlashParams at 384, 704 bytes', {
+    skip: 'reason' in compiler ? compiler.reason : false,
+  }, () => {
+    const kernel = readFileSync(join(kernelsDir(), HOPPER_KERNEL.file), 'utf8');
+    const sm90 = readFileSync(join(kernelsDir(), 'hopper/sm90.cuh'), 'utf8');
+    const struct = (source: string, name: string) =>
+      new RegExp(`struct (__align__\\(64\\) )?${name} \\{[\\s\\S]*?\\n\\};`).exec(source)![0];
+    const dir = mkdtempSync(join(tmpdir(), 'attnlab-hopper-layout-'));
+    try {
+      const layout = compileStructLayout({
+        prelude: [
+          '#include "flash/params.cuh"',
+          'typedef unsigned long long u64;',
+          struct(sm90, 'TmaDesc'),
+          struct(kernel, 'HopperParams'),
+        ].join('\n'),
+        name: 'HopperParams',
+        members: ['tm_q', 'tm_k', 'tm_v', 'f'],
+        includeDir: kernelsDir(),
+        scratch: dir,
+      });
+      assert.equal(layout.size, HOPPER_PARAMS_BYTES);
+      assert.deepEqual(
+        layout.scalars.map((m) => [m.member, m.offset, m.bytes]),
+        [
+          ['tm_q', 0, 128],
+          ['tm_k', 128, 128],
+          ['tm_v', 256, 128],
+          ['f', 384, 280],
+        ],
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   const nvcc = spawnSync('nvcc', ['--version']).status === 0;
