@@ -1,100 +1,50 @@
 /**
- * The correctness matrix as a library function: every backend on every available device, every case,
- * each dtype the device runs, against the float64 reference with the same-precision tolerance rule.
- * `attnlab check` prints its rows; the GPU test suites assert on the same rows.
+ * `attnlab check`'s loop: the suite (suite.ts) for every backend on every available device — the
+ * same cases, precisions and rows as the CPU and GPU tests — against the float64 reference. The
+ * reference backend is the oracle and is not checked against itself.
  */
-import { attention } from '../api/attention.js';
-import { validateAttention } from '../api/validate.js';
-import { cudaAvailable } from '../backends/cuda/context.js';
-import type { AttentionOptions, Implementation } from '../backends/problem.js';
-import { BACKENDS } from '../backends/registry.js';
-import type { FloatDType } from '../tensor/dtype.js';
-import type { Device } from '../tensor/storage.js';
-import type { Tensor } from '../tensor/tensor.js';
-import { checkAccuracy, plainLowPrecision } from './accuracy.js';
-import { type AttentionCase, buildInputs, CASES } from './cases.js';
 
-export interface CheckRow {
-  case: string;
-  backend: Implementation;
-  device: Device;
-  dtype: FloatDType;
-  status: 'pass' | 'fail' | 'unsupported';
-  error?: number;
-  bound?: number;
-  detail: string;
-  variant?: string;
-}
+import { cudaAvailable } from '../backends/cuda/context.js';
+import type { Implementation } from '../backends/problem.js';
+import { BACKENDS } from '../backends/registry.js';
+import type { Device } from '../tensor/storage.js';
+import type { AttentionCase } from './cases.js';
+import { RANDOM_CASES_SEED } from './random-cases.js';
+import { type CheckRow, checkCase, DEVICE_PRECISIONS, OracleCache, PRECISIONS, suiteCases } from './suite.js';
 
 export interface CheckOptions {
   devices?: Device[];
   backends?: Implementation[];
-  dtypes?: FloatDType[];
-  cases?: readonly AttentionCase[];
+  /** Precisions to run on every device (default: DEVICE_PRECISIONS of each). */
+  precisions?: Array<keyof typeof PRECISIONS>;
+  /** Keeps the cases it returns true for (default: all of suiteCases). */
+  filter?: (c: AttentionCase) => boolean;
+  /** Seed of the inputs (default: time-based); case i gets seed + 16·i. */
   seed?: number;
+  /** Seed of the random cases (default RANDOM_CASES_SEED, as in the tests). */
+  casesSeed?: number;
   onRow?: (row: CheckRow) => void;
-}
-
-const DEFAULT_DTYPES: Record<Device, FloatDType[]> = {
-  cpu: ['float32'],
-  cuda: ['bfloat16', 'float16', 'float32'],
-};
-
-function onDevice(options: AttentionOptions, device: Device): AttentionOptions {
-  if (device === 'cpu') return options;
-  return {
-    ...options,
-    bias: options.bias?.to(device),
-    mask: options.mask?.to(device),
-  };
 }
 
 export function runCheck(options: CheckOptions = {}): CheckRow[] {
   const devices = options.devices ?? (cudaAvailable().ok ? ['cpu', 'cuda'] : ['cpu']);
   const seed = options.seed ?? Date.now() % 1_000_000;
   const rows: CheckRow[] = [];
-  for (const c of options.cases ?? CASES) {
-    for (const device of devices) {
-      for (const dtype of options.dtypes ?? DEFAULT_DTYPES[device]) {
-        const { q, k, v, options: caseOptions } = buildInputs(c, dtype, seed);
-        // The oracle sees exactly the rounded inputs the backend sees, widened to float64.
-        const wide = (t: Tensor) => t.astype('float64');
-        const ref = attention(wide(q), wide(k), wide(v), {
-          ...caseOptions,
-          bias: caseOptions.bias && wide(caseOptions.bias),
-          implementation: 'reference',
-        }).output.toFloat64Array();
-        const plain = plainLowPrecision(q, k, v, caseOptions, dtype);
-        const [dq, dk, dv] = device === 'cpu' ? [q, k, v] : [q.to(device), k.to(device), v.to(device)];
-        const deviceOptions = onDevice(caseOptions, device);
-        for (const backend of BACKENDS) {
-          if (backend.device !== device || backend.name === 'reference') continue;
-          if (options.backends && !options.backends.includes(backend.name)) continue;
-          const base = { case: c.name, backend: backend.name, device, dtype };
-          const support = backend.supports(validateAttention(dq, dk, dv, deviceOptions));
-          if (!support.ok) {
-            rows.push({ ...base, status: 'unsupported', detail: support.reason });
-            options.onRow?.(rows[rows.length - 1]);
-            continue;
-          }
-          const result = attention(dq, dk, dv, { ...deviceOptions, implementation: backend.name });
-          const precision = dtype === 'float32' && device === 'cuda' ? 'float32' : dtype;
-          const report = checkAccuracy(result.output.toFloat64Array(), ref, plain, precision);
-          if (device !== 'cpu') result.output.dispose();
-          rows.push({
-            ...base,
-            status: report.ok ? 'pass' : 'fail',
-            error: report.error,
-            bound: report.bound,
-            detail: report.message,
-            variant: result.variant,
-          });
-          options.onRow?.(rows[rows.length - 1]);
+  const oracles = new OracleCache();
+  for (const device of devices) {
+    const cases = suiteCases(device, options.casesSeed ?? RANDOM_CASES_SEED);
+    const precisions = options.precisions?.map((p) => PRECISIONS[p]) ?? DEVICE_PRECISIONS[device];
+    for (const backend of BACKENDS) {
+      if (backend.device !== device || backend.name === 'reference') continue;
+      if (options.backends && !options.backends.includes(backend.name)) continue;
+      cases.forEach((c, index) => {
+        if (options.filter && !options.filter(c)) return;
+        for (const precision of precisions) {
+          const row = checkCase({ backend, case: c, precision, seed: seed + 16 * index, oracles });
+          rows.push(row);
+          options.onRow?.(row);
         }
-        if (device !== 'cpu') {
-          for (const t of [dq, dk, dv, deviceOptions.bias, deviceOptions.mask]) t?.dispose();
-        }
-      }
+      });
     }
   }
   return rows;

@@ -1,17 +1,21 @@
 /**
- * `attnlab check`: the correctness matrix (every backend on every available device against the float64
- * reference) as a table. Exits 1 when any row fails.
+ * `attnlab check`: the correctness suite of the tests (src/check/suite.ts: every backend on every
+ * available device, each case it supports, against the float64 reference) as a table. Exits 1 when
+ * any row fails; a failing row prints the suite's one description (both errors, case, variant).
  */
 import type { Command } from 'commander';
 import { cudaAvailable } from '../backends/cuda/context.js';
 import { IMPLEMENTATIONS, type Implementation } from '../backends/problem.js';
-import { type AttentionCase, CASES } from '../check/cases.js';
-import { type CheckRow, runCheck } from '../check/run-check.js';
+import type { AttentionCase } from '../check/cases.js';
+import { RANDOM_CASES_SEED } from '../check/random-cases.js';
+import { runCheck } from '../check/run-check.js';
+import { type CheckRow, describeRow, PRECISIONS, suiteCases } from '../check/suite.js';
 import { InvalidArgumentError } from '../errors.js';
-import { type FloatDType, isFloatDType } from '../tensor/dtype.js';
 import type { Device } from '../tensor/storage.js';
 import { MAX_SEED, parseInteger } from './numbers.js';
 import { renderTable } from './table.js';
+
+type PrecisionName = keyof typeof PRECISIONS;
 
 function list<T extends string>(argument: string, value: string, allowed: (v: string) => boolean): T[] {
   const items = value.split(',').map((s) => s.trim());
@@ -25,12 +29,16 @@ function list<T extends string>(argument: string, value: string, allowed: (v: st
 export function registerCheckCommand(program: Command): void {
   program
     .command('check')
-    .description('Run every backend against the float64 CPU reference over the correctness matrix')
+    .description('Run the correctness suite: every backend against the float64 CPU reference')
     .option('--device <list>', 'devices to check: cpu,cuda (default: all available)')
     .option('--impl <list>', `backends to check (${IMPLEMENTATIONS.join(', ')})`)
-    .option('--dtype <list>', 'dtypes (default: float32 on cpu; bfloat16,float16,float32 on cuda)')
+    .option(
+      '--dtype <list>',
+      `precisions (${Object.keys(PRECISIONS).join(', ')}; default: float32 on cpu; bfloat16,float16,float32,tf32 on cuda)`,
+    )
     .option('--case <text>', 'only cases whose name contains this text')
     .option('--seed <n>', 'seed for the random inputs (default: time-based, printed)')
+    .option('--cases-seed <n>', `seed of the random cases (default ${RANDOM_CASES_SEED}, as the tests)`)
     .option('--json', 'print the rows as JSON')
     .action(
       (o: {
@@ -39,10 +47,15 @@ export function registerCheckCommand(program: Command): void {
         dtype?: string;
         case?: string;
         seed?: string;
+        casesSeed?: string;
         json?: boolean;
       }) => {
         const seed =
           o.seed === undefined ? Date.now() % 1_000_000 : parseInteger('--seed', o.seed, 0, MAX_SEED);
+        const casesSeed =
+          o.casesSeed === undefined
+            ? RANDOM_CASES_SEED
+            : parseInteger('--cases-seed', o.casesSeed, 0, MAX_SEED);
         const devices = o.device
           ? list<Device>('--device', o.device, (d) => d === 'cpu' || d === 'cuda')
           : undefined;
@@ -54,17 +67,17 @@ export function registerCheckCommand(program: Command): void {
             `cuda (not available: ${cuda.reason.split(';')[0]})`,
           );
         }
-        const cases = o.case === undefined ? undefined : matchingCases(o.case);
+        const onDevices = devices ?? (cuda.ok ? ['cpu', 'cuda'] : ['cpu']);
+        const filter = o.case === undefined ? undefined : matchingCases(o.case, onDevices, casesSeed);
         const rows = runCheck({
           devices,
           backends: o.impl
             ? list<Implementation>('--impl', o.impl, (b) => IMPLEMENTATIONS.includes(b as Implementation))
             : undefined,
-          dtypes: o.dtype
-            ? list<FloatDType>('--dtype', o.dtype, (d) => isFloatDType(d as FloatDType))
-            : undefined,
-          cases,
+          precisions: o.dtype ? list<PrecisionName>('--dtype', o.dtype, (d) => d in PRECISIONS) : undefined,
+          filter,
           seed,
+          casesSeed,
         });
         if (rows.length === 0) {
           // Only the reference was asked for: it is the oracle, checked against itself it says nothing.
@@ -74,46 +87,58 @@ export function registerCheckCommand(program: Command): void {
             String(o.impl),
           );
         }
-        const failed = rows.filter((r) => r.status === 'fail').length;
+        const failed = rows.filter((r) => r.status === 'fail');
         if (o.json) {
-          process.stdout.write(`${JSON.stringify({ seed, rows }, null, 2)}\n`);
+          process.stdout.write(`${JSON.stringify({ seed, casesSeed, rows }, null, 2)}\n`);
         } else {
           process.stdout.write(`${renderRows(rows)}\n`);
+          for (const row of failed) process.stdout.write(`${describeRow(row)}\n`);
           const passed = rows.filter((r) => r.status === 'pass').length;
-          const unsupported = rows.length - passed - failed;
+          const skipped = rows.length - passed - failed.length;
           process.stdout.write(
-            `seed ${seed}: ${passed} passed, ${failed} failed, ${unsupported} not supported\n`,
+            `seed ${seed}: ${passed} passed, ${failed.length} failed, ${skipped} skipped (not supported); random cases of --cases-seed ${casesSeed}\n`,
           );
         }
-        if (failed > 0) process.exitCode = 1;
+        if (failed.length > 0) process.exitCode = 1;
       },
     );
 }
 
-/** The cases whose name contains `text`; none is an error that lists a few names to choose from. */
-function matchingCases(text: string): AttentionCase[] {
-  const found = CASES.filter((c) => c.name.includes(text));
-  if (found.length === 0) {
-    const some = CASES.slice(0, 4).map((c) => JSON.stringify(c.name));
+/**
+ * A filter keeping the cases whose name contains `text`; matching none of the cases the devices
+ * run is an error that lists a few names to choose from.
+ */
+function matchingCases(text: string, devices: Device[], casesSeed: number): (c: AttentionCase) => boolean {
+  const all = [...new Set(devices.flatMap((d) => suiteCases(d, casesSeed)).map((c) => c.name))].map(
+    (name) => ({
+      name,
+    }),
+  );
+  if (!all.some((c) => c.name.includes(text))) {
+    const some = all.slice(0, 4).map((c) => JSON.stringify(c.name));
     throw new InvalidArgumentError(
       '--case',
-      `text found in a case name (${CASES.length} cases, e.g. ${some.join(', ')})`,
+      `text found in a case name (${all.length} cases, e.g. ${some.join(', ')})`,
       `${JSON.stringify(text)}, which matches none`,
     );
   }
-  return found;
+  return (c) => c.name.includes(text);
 }
 
 function renderRows(rows: CheckRow[]): string {
   return renderTable(
-    ['case', 'backend', 'dtype', 'result', 'max |err|', 'bound'],
-    rows.map((r) => [
-      r.case,
-      `${r.backend} (${r.device})`,
-      r.dtype,
-      r.status === 'unsupported' ? `n/a: ${r.detail.slice(0, 40)}` : r.status,
-      r.error === undefined ? '' : r.error.toExponential(2),
-      r.bound === undefined ? '' : r.bound.toExponential(2),
-    ]),
+    ['case', 'backend', 'precision', 'result', 'max |err|', 'bound', 'lse rel err'],
+    rows.map((r) => {
+      const [output, lse] = r.comparisons;
+      return [
+        r.case,
+        `${r.backend} (${r.device})`,
+        r.precision,
+        r.status === 'skipped' ? `skipped: ${(r.reason ?? '').slice(0, 40)}` : r.status,
+        output ? output.error.toExponential(2) : '',
+        output ? output.bound.toExponential(2) : '',
+        lse ? lse.error.toExponential(2) : '',
+      ];
+    }),
   );
 }

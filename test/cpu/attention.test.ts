@@ -4,9 +4,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { attention, dotProductAttention } from '../../src/api/attention.js';
+import { cpuFlashBackend } from '../../src/backends/cpu/flash.js';
+import { buildInputs, CASES } from '../../src/check/cases.js';
+import { PRECISIONS } from '../../src/check/suite.js';
 import { Tensor } from '../../src/tensor/tensor.js';
-import { buildInputs, CASES } from '../support/cases.js';
-import { checkAccuracy, maxAbsDiff, plainLowPrecision } from '../support/tolerance.js';
+import { defineBackendSuite } from '../support/backend-suite.js';
 
 const f64 = (values: number[], shape: number[]) => Tensor.fromArray(values, shape, 'float64');
 
@@ -101,38 +103,14 @@ describe('hand-checked cases', () => {
   });
 });
 
-describe('correctness matrix: reference vs flash (CPU) and low-precision dtypes', () => {
-  for (const c of CASES) {
-    it(c.name, () => {
-      const { q, k, v, options } = buildInputs(c, 'float64', 1000);
-      const ref = attention(q, k, v, { ...options, implementation: 'reference', returnLogSumExp: true });
-      const flash = attention(q, k, v, { ...options, implementation: 'flash', returnLogSumExp: true });
-      assert.equal(flash.backend, 'flash');
-      assert.ok(maxAbsDiff(flash.output.toFloat64Array(), ref.output.toFloat64Array()) < 1e-12);
-      assert.ok(maxAbsDiff(flash.logSumExp!.toFloat64Array(), ref.logSumExp!.toFloat64Array()) < 1e-5);
-      assert.ok(ref.output.toFloat64Array().every(Number.isFinite));
-    });
-  }
-  for (const dtype of ['float32', 'float16', 'bfloat16'] as const) {
-    it(`${dtype} flash meets the same-precision tolerance rule`, () => {
-      const c = CASES.find((x) => x.name === 'padding + causal bottom-right + GQA')!;
-      const { q, k, v, options } = buildInputs(c, dtype, 77);
-      const reference = attention(q, k, v, { ...options, implementation: 'reference' }).output;
-      // The reference output is rounded to dtype; compare in float64 on the same (already rounded) inputs.
-      const exact = attention(q.astype('float64'), k.astype('float64'), v.astype('float64'), options).output;
-      const flash = attention(q, k, v, { ...options, implementation: 'flash' }).output;
-      assert.equal(flash.dtype, dtype);
-      const report = checkAccuracy(
-        flash.toFloat64Array(),
-        exact.toFloat64Array(),
-        plainLowPrecision(q, k, v, options, dtype),
-        dtype,
-      );
-      assert.ok(report.ok, report.message);
-      assert.ok(maxAbsDiff(reference.toFloat64Array(), flash.toFloat64Array()) <= report.bound);
-    });
-  }
+// The correctness matrix in float64: the suite's runner (as test/gpu/* use it), so the tiled CPU
+// flash must match the float64 reference to ~1e-12, output and log-sum-exp. Other precisions and the
+// random cases: suite.test.ts.
+describe('correctness matrix in float64: CPU flash against the reference', () => {
+  defineBackendSuite(cpuFlashBackend, { cases: CASES, precisions: [PRECISIONS.float64] });
+});
 
+describe('CPU flash', () => {
   it('runs the codelab default shape (B=4,T=128,N=8,H=64) with flash in well under a second', () => {
     const { q, k, v } = buildInputs(
       { name: 'default', shape: { B: 4, T: 128, S: 128, N: 8, K: 8, H: 64 } },

@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { attentionVjp } from '../../src/api/backward.js';
+import { buildInputs, CASES } from '../../src/check/cases.js';
 import {
   checkGradients,
   gradientValues,
@@ -14,7 +15,6 @@ import {
   referenceGradients,
 } from '../../src/check/gradients.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
-import { buildInputs, CASES } from '../support/cases.js';
 
 // float32 adds 6 s and nothing bfloat16 does not cover: the CPU backends compute in float64 either way.
 const DTYPES: FloatDType[] = ['float64', 'bfloat16'];

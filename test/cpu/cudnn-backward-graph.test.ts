@@ -10,9 +10,9 @@ import { attention } from '../../src/api/attention.js';
 import { validateBackward } from '../../src/api/validate-backward.js';
 import { describeSdpaBackward } from '../../src/backends/cuda/cudnn/backward.js';
 import { buildSdpaBackwardGraph } from '../../src/backends/cuda/cudnn/sdpa-backward-graph.js';
+import { buildInputs, CASES } from '../../src/check/cases.js';
 import { randomOutputGradient, referenceGradients } from '../../src/check/gradients.js';
 import type { Tensor } from '../../src/tensor/tensor.js';
-import { buildInputs, CASES } from '../support/cases.js';
 import { evaluateGraph, H200, maxError } from '../support/cudnn-graph-eval.js';
 
 /** Cases the cuDNN backward refuses (the forward runs them through device-side preparations). */

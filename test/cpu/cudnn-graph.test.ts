@@ -15,10 +15,10 @@ import {
 import { MASK_FILL_BITS } from '../../src/backends/cuda/cudnn/masks.js';
 import { buildSdpaGraph } from '../../src/backends/cuda/cudnn/sdpa-graph.js';
 import type { AttentionOptions, AttentionProblem } from '../../src/backends/problem.js';
+import { buildInputs, CASES } from '../../src/check/cases.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';
-import { buildInputs, CASES } from '../support/cases.js';
 import { evaluateGraph, H200, maxError } from '../support/cudnn-graph-eval.js';
 
 interface Inputs {

@@ -11,6 +11,7 @@ import { attentionVjp } from '../../src/api/backward.js';
 import { cudaAvailable } from '../../src/backends/cuda/context.js';
 import { memoryStats, resetPeakMemory, setAllocationPoison } from '../../src/backends/cuda/memory.js';
 import type { Implementation } from '../../src/backends/problem.js';
+import { buildInputs, CASES } from '../../src/check/cases.js';
 import {
   checkGradients,
   gradientValues,
@@ -22,7 +23,6 @@ import { UnsupportedError } from '../../src/errors.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import type { Tensor } from '../../src/tensor/tensor.js';
-import { buildInputs, CASES } from '../support/cases.js';
 
 const cuda = cudaAvailable();
 const skip = cuda.ok ? false : `no CUDA device: ${cuda.reason}`;

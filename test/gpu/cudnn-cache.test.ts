@@ -17,10 +17,10 @@ import { cudaAvailable, synchronize } from '../../src/backends/cuda/context.js';
 import { runCudnnAttention } from '../../src/backends/cuda/cudnn/backend.js';
 import { clearMemoryPlanCache, planCacheStats } from '../../src/backends/cuda/cudnn/plan-cache.js';
 import { memoryStats } from '../../src/backends/cuda/memory.js';
+import { type AttentionCase, buildInputs } from '../../src/check/cases.js';
 import { reloadConfig } from '../../src/config.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import type { Tensor } from '../../src/tensor/tensor.js';
-import { type AttentionCase, buildInputs } from '../support/cases.js';
 
 const DISK_CASE: AttentionCase = {
   name: 'disk cache: T=S=256 causal GQA H=128 + lse',

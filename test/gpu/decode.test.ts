@@ -14,13 +14,12 @@ import type { AttentionOptions } from '../../src/backends/problem.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';
+import { assertMatchesOracle } from '../support/backend-suite.js';
 import { pack, pagedCopy, sliceRows } from '../support/kv-layouts.js';
-import { checkAgainstOracle } from '../support/oracle.js';
 
 const cuda = cudaAvailable();
 const skip = cuda.ok ? false : `no CUDA device: ${cuda.reason}`;
 const seed = Number(process.env.ATTNLAB_TEST_SEED ?? Date.now() % 1_000_000_000);
-const LSE_TOLERANCE = 2e-3;
 
 interface DecodeCase {
   name: string;
@@ -100,7 +99,7 @@ describe('flash decode kernel', { skip }, () => {
           returnLogSumExp: true,
         });
         assert.match(r.variant, /^flash-decode/);
-        checkAgainstOracle(r, { q, k, v, options }, dtype, `${c.name} ${dtype}`, LSE_TOLERANCE);
+        assertMatchesOracle(r, { q, k, v, options }, dtype, `${c.name} ${dtype}`);
       });
     }
     for (const blockSize of [16, 64]) {
@@ -118,7 +117,7 @@ describe('flash decode kernel', { skip }, () => {
           returnLogSumExp: true,
         });
         assert.match(r.variant, new RegExp(`paged${blockSize}`));
-        checkAgainstOracle(r, { q, k, v, options }, dtype, `paged ${blockSize} ${c.name}`, LSE_TOLERANCE);
+        assertMatchesOracle(r, { q, k, v, options }, dtype, `paged ${blockSize} ${c.name}`);
       });
     }
   });
@@ -166,7 +165,7 @@ describe('flash decode kernel', { skip }, () => {
       [c.B, c.T, c.N],
       'float32',
     );
-    checkAgainstOracle({ output, logSumExp: lse }, dense, dtype, 'packed', LSE_TOLERANCE);
+    assertMatchesOracle({ output, logSumExp: lse }, dense, dtype, 'packed');
   });
 
   it('NaN values reach exactly the rows that see them (2 tokens, window: keys one row sees and the other not)', () => {
@@ -250,7 +249,7 @@ describe('flash decode kernel', { skip }, () => {
     assert.match(variant, /flash-decode.*paged16/);
     const output = Tensor.fromRaw(out, [B, L, N, H], dtype);
     const oracleOptions: AttentionOptions = { isCausal: true };
-    checkAgainstOracle(
+    assertMatchesOracle(
       {
         output,
         logSumExp: attention(q, k, v, { isCausal: true, implementation: 'reference', returnLogSumExp: true })
@@ -259,7 +258,6 @@ describe('flash decode kernel', { skip }, () => {
       { q, k, v, options: oracleOptions },
       dtype,
       'decode loop',
-      LSE_TOLERANCE,
     );
   });
 });

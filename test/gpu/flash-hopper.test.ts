@@ -13,12 +13,12 @@ import { attention } from '../../src/api/attention.js';
 import { cudaAvailable, getCudaContext } from '../../src/backends/cuda/context.js';
 import { HOPPER_BY_DEFAULT } from '../../src/backends/cuda/flash/hopper-variant.js';
 import { setAllocationPoison } from '../../src/backends/cuda/memory.js';
+import { type AttentionCase, buildInputs } from '../../src/check/cases.js';
 import { config } from '../../src/config.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';
-import { type AttentionCase, buildInputs } from '../support/cases.js';
-import { checkAgainstOracle } from '../support/oracle.js';
+import { assertMatchesOracle } from '../support/backend-suite.js';
 
 const cuda = cudaAvailable();
 const hopper = cuda.ok && getCudaContext().properties.computeCapability.major === 9;
@@ -95,12 +95,11 @@ describe('cuda flash: the Hopper kernel', { skip }, () => {
           const caseSeed = seed + 97 * index + H;
           const { result, inputs } = run(c, dtype, caseSeed);
           assert.match(result.variant, /\.wgmma$/, `${c.name}: ran ${result.variant}`);
-          checkAgainstOracle(
+          assertMatchesOracle(
             result,
             inputs,
             dtype,
-            `H=${H} ${c.name} ${dtype} (seed ${caseSeed}, ${result.variant})`,
-            1e-3,
+            `H=${H} ${c.name} (seed ${caseSeed}, ${result.variant})`,
           );
         });
       });
@@ -138,7 +137,7 @@ describe('cuda flash: the Hopper kernel', { skip }, () => {
       returnLogSumExp: true,
     });
     assert.match(result.variant, /\.wgmma$/);
-    checkAgainstOracle(result, { q, k, v, options }, 'bfloat16', `NaN past kv length (seed ${seed})`, 1e-3);
+    assertMatchesOracle(result, { q, k, v, options }, 'bfloat16', `NaN past kv length (seed ${seed})`);
   });
 
   it('makes a query row with a NaN come out NaN, and only that row', () => {

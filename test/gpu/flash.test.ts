@@ -1,10 +1,12 @@
 /**
- * The CUDA flash kernel against the float64 CPU reference over the shared correctness matrix plus
- * kernel-specific cases (multi-tile causal, windows with padding, padded head dims, H ≠ Hv, float32
- * bias), with FlashAttention's accuracy rule, fresh random inputs per run (the seed is printed;
+ * The CUDA flash kernel through the correctness suite (src/check/suite.ts, run by
+ * test/support/backend-suite.ts): every case (hand-picked, several tiles long, random) in bfloat16,
+ * float16, float32 and tf32 (float32 runs the FMA kernel: true float32 products for both), against
+ * the float64 reference with FlashAttention's rule, fresh inputs per run (the seed is printed;
  * ATTNLAB_TEST_SEED replays one) and poisoned device memory, so an element the kernel forgot to
- * write reads as NaN. float32 inputs run the FMA kernel against the float32 tolerance. Also: peak
- * device memory is O(T), and float64 is refused with a reason.
+ * write reads as NaN. The tile configurations beside the table's (ATTNLAB_FLASH_TILES) run a few
+ * cases through the same suite. Also: the compiled kernels state the shared memory the launcher asks
+ * for, peak device memory is O(T), and float64 is refused with a reason.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -12,7 +14,7 @@ import { attention } from '../../src/api/attention.js';
 import { validateAttention } from '../../src/api/validate.js';
 import { readModuleGlobal } from '../../src/backends/cuda/compile.js';
 import { cudaAvailable, synchronize, targetArch } from '../../src/backends/cuda/context.js';
-import { flashModule } from '../../src/backends/cuda/flash/backend.js';
+import { cudaFlashBackend, flashModule } from '../../src/backends/cuda/flash/backend.js';
 import { chooseFlashTiles } from '../../src/backends/cuda/flash/tiles.js';
 import {
   type FlashVariant,
@@ -27,108 +29,69 @@ import {
   roundAllocationSize,
   setAllocationPoison,
 } from '../../src/backends/cuda/memory.js';
-import type { AttentionOptions } from '../../src/backends/problem.js';
+import { CASES, LONG_CASES } from '../../src/check/cases.js';
+import { type CheckRow, OracleCache, PRECISIONS } from '../../src/check/suite.js';
 import { reloadConfig } from '../../src/config.js';
 import { UnsupportedError } from '../../src/errors.js';
-import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
-import { type AttentionCase, buildInputs, CASES, WINDOW_CASES } from '../support/cases.js';
-import { checkAgainstOracle } from '../support/oracle.js';
+import { defineBackendSuite, testSeed as seed, seedLine } from '../support/backend-suite.js';
 
 const cuda = cudaAvailable();
 const skip = cuda.ok ? false : `no CUDA device: ${cuda.reason}`;
-const seed = Number(process.env.ATTNLAB_TEST_SEED ?? Date.now() % 1_000_000_000);
 
-/** Cases that exercise what the shared matrix does not: several tiles, skipping, padding of D. */
-const FLASH_CASES: readonly AttentionCase[] = [
-  {
-    name: 'T=S=1000 causal (tiles skipped, diagonal masked)',
-    shape: { B: 1, T: 1000, S: 1000, N: 1, K: 1, H: 32 },
-    options: { isCausal: true },
-  },
-  { name: 'T=1000 S=203', shape: { B: 1, T: 1000, S: 203, N: 2, K: 1, H: 32 } },
-  ...WINDOW_CASES,
-  {
-    name: 'GQA N=8 K=2 causal T=200 S=333',
-    shape: { B: 1, T: 200, S: 333, N: 8, K: 2, H: 64 },
-    options: { isCausal: true },
-  },
-  { name: 'H=40 (padded to 48)', shape: { B: 2, T: 70, S: 90, N: 2, K: 2, H: 40 } },
-  { name: 'H=64 Hv=32', shape: { B: 1, T: 50, S: 77, N: 2, K: 1, H: 64, Hv: 32 } },
-  { name: 'H=200 causal', shape: { B: 1, T: 150, S: 150, N: 1, K: 1, H: 200 }, options: { isCausal: true } },
-  { name: 'T=1 S=203 decode step', shape: { B: 3, T: 1, S: 203, N: 4, K: 1, H: 128 } },
-  {
-    name: 'bias broadcast over B,N (1,1,T,S) + causal',
-    shape: { B: 2, T: 130, S: 140, N: 2, K: 2, H: 64 },
-    biasShape: [1, 1, 130, 140],
-    options: { isCausal: true },
-  },
-];
-
-function onDevice(options: AttentionOptions, biasDType?: FloatDType): AttentionOptions {
-  const bias = options.bias && biasDType ? options.bias.astype(biasDType) : options.bias;
-  return { ...options, bias: bias?.to('cuda'), mask: options.mask?.to('cuda') };
+/** Every row: the variant names the kernel that ran; float32 and tf32 ran the FMA kernel. */
+function expectVariant(row: CheckRow): void {
+  assert.match(row.variant ?? '', /^flash-fwd\.sm_\d+a?\.(bf16|f16|f32)\.d\d+\.\d+x\d+x\d+/);
+  if (row.precision === 'float32' || row.precision === 'tf32') {
+    assert.match(row.variant ?? '', /\.f32\.d\d+\.32x32x8\.fma/, `${row.precision} runs the FMA kernel`);
+  }
 }
 
-function runCase(c: AttentionCase, dtype: FloatDType, caseSeed: number, biasDType?: FloatDType): void {
-  const { q, k, v, options } = buildInputs(c, dtype, caseSeed);
-  const result = attention(q.to('cuda'), k.to('cuda'), v.to('cuda'), {
-    ...onDevice(options, biasDType),
-    implementation: 'flash',
-    returnLogSumExp: true,
-  });
-  assert.equal(result.backend, 'flash');
-  assert.equal(result.device, 'cuda');
-  assert.match(result.variant, /^flash-fwd\.sm_\d+a?\.(bf16|f16|f32)\.d\d+\.\d+x\d+x\d+/);
-  // The oracle reads the bias in the dtype the kernel read it in.
-  const bias = biasDType && options.bias ? options.bias.astype(biasDType) : options.bias;
-  // Logits are float32 sums of exact products; 1e-3 leaves room for ex2/lg2.approx, not for a bug.
-  checkAgainstOracle(
-    result,
-    { q, k, v, options: { ...options, bias } },
-    dtype,
-    `${c.name} ${dtype} (seed ${caseSeed}, ${result.variant})`,
-    1e-3,
-  );
+/** Runs a check with ATTNLAB_FLASH_TILES set, and restores the table afterwards. */
+function withTiles(tiles: string) {
+  return (run: () => CheckRow): CheckRow => {
+    process.env.ATTNLAB_FLASH_TILES = tiles;
+    reloadConfig();
+    try {
+      return run();
+    } finally {
+      delete process.env.ATTNLAB_FLASH_TILES;
+      reloadConfig();
+    }
+  };
 }
 
 describe('cuda flash kernel', { skip }, () => {
   before(() => {
-    console.log(`# seed ${seed} (ATTNLAB_TEST_SEED=${seed} replays this run)`);
+    console.log(seedLine());
     setAllocationPoison(0xff);
   });
   after(() => setAllocationPoison(null));
 
-  const all = [...CASES, ...FLASH_CASES];
-  for (const dtype of ['bfloat16', 'float16'] as const) {
-    all.forEach((c, index) => {
-      it(`${c.name} (${dtype})`, () => runCase(c, dtype, seed + 16 * index));
+  const oracles = new OracleCache();
+  defineBackendSuite(cudaFlashBackend, { oracles, expect: expectVariant });
+
+  // The table picks one configuration per head dim; the others (two K/V stages, 8 warps at small
+  // D, one m-tile per warp) are reachable through ATTNLAB_FLASH_TILES and must be as correct.
+  const tileCaseNames = [
+    'T=S=1000 causal (tiles skipped, diagonal masked)',
+    'T=300 S=330 window [64,0] bottom-right + padding',
+    'bias broadcast over B,N (1,1,T,S) + causal',
+    'T=113 S=203 causal',
+    'mask (B,1,T,S) with a fully masked row',
+  ];
+  const tileCases = [...CASES, ...LONG_CASES].filter((c) => tileCaseNames.includes(c.name));
+  assert.equal(tileCases.length, tileCaseNames.length, 'every tile case is in the case lists');
+  for (const tiles of ['64x64x4', '128x32x4', '128x64x4s2', '128x128x8s2']) {
+    defineBackendSuite(cudaFlashBackend, {
+      cases: tileCases,
+      precisions: [PRECISIONS.bfloat16],
+      label: `, tiles ${tiles}`,
+      around: withTiles(tiles),
+      oracles,
+      expect: (row) => assert.match(row.variant ?? '', new RegExp(`\\.${tiles}(\\.|$)`)),
     });
   }
-
-  it('reads a float32 bias beside bfloat16 inputs', () => {
-    const c = CASES.find((x) => x.biasShape && x.options?.isCausal) ?? FLASH_CASES[FLASH_CASES.length - 1];
-    runCase(c, 'bfloat16', seed + 7, 'float32');
-  });
-
-  // float32 runs the FMA kernel (true float32 products), for 'highest' and 'tf32' alike.
-  const float32Cases = [...CASES, ...FLASH_CASES.filter((c) => /1000 causal|padding|Hv=32/.test(c.name))];
-  float32Cases.forEach((c, index) => {
-    it(`${c.name} (float32)`, () => runCase(c, 'float32', seed + 1000 + 16 * index));
-  });
-
-  it("runs float32Precision 'tf32' at float32 precision and says so in the variant", () => {
-    const c = FLASH_CASES[0];
-    const { q, k, v } = buildInputs(c, 'float32', seed + 5);
-    const r = attention(q.to('cuda'), k.to('cuda'), v.to('cuda'), {
-      implementation: 'flash',
-      isCausal: true,
-      float32Precision: 'tf32',
-      returnLogSumExp: true,
-    });
-    assert.match(r.variant, /\.f32\..*\.fma$/);
-    checkAgainstOracle(r, { q, k, v, options: { isCausal: true } }, 'float32', `tf32 (${r.variant})`, 1e-3);
-  });
 
   it('refuses float64 with the reason', () => {
     const x = randomNormal([1, 8, 1, 32], { seed, dtype: 'float64' }).to('cuda');
@@ -137,27 +100,6 @@ describe('cuda flash kernel', { skip }, () => {
       (e: unknown) => e instanceof UnsupportedError && /float64/.test(e.message),
     );
   });
-
-  // The table picks one configuration per head dim; the others (two K/V stages, 8 warps at small
-  // D, one m-tile per warp) are reachable through ATTNLAB_FLASH_TILES and must be as correct.
-  const tileCases = [
-    ...FLASH_CASES.filter((c) => /1000 causal|padding|bias/.test(c.name)),
-    ...CASES.filter((c) => /T=113 S=203 causal|mask/.test(c.name)),
-  ];
-  for (const tiles of ['64x64x4', '128x32x4', '128x64x4s2', '128x128x8s2']) {
-    tileCases.forEach((c, index) => {
-      it(`${c.name} (bfloat16, tiles ${tiles})`, () => {
-        process.env.ATTNLAB_FLASH_TILES = tiles;
-        reloadConfig();
-        try {
-          runCase(c, 'bfloat16', seed + 2000 + 16 * index);
-        } finally {
-          delete process.env.ATTNLAB_FLASH_TILES;
-          reloadConfig();
-        }
-      });
-    });
-  }
 
   it('every compiled variant states the shared memory the launcher asks for', () => {
     const arch = targetArch();

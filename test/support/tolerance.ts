@@ -1,1 +1,0 @@
-export * from '../../src/check/accuracy.js';
