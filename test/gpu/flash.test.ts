@@ -39,9 +39,15 @@ import { defineBackendSuite, testSeed as seed, seedLine } from '../support/backe
 const cuda = cudaAvailable();
 const skip = cuda.ok ? false : `no CUDA device: ${cuda.reason}`;
 
-/** Every row: the variant names the kernel that ran; float32 and tf32 ran the FMA kernel. */
+/**
+ * Every row: the variant names the kernel that ran (the forward kernel, or for short 16-bit queries
+ * without bias or mask the decode kernel, decode.ts); float32 and tf32 ran the FMA kernel.
+ */
 function expectVariant(row: CheckRow): void {
-  assert.match(row.variant ?? '', /^flash-fwd\.sm_\d+a?\.(bf16|f16|f32)\.d\d+\.\d+x\d+x\d+/);
+  assert.match(
+    row.variant ?? '',
+    /^flash-(fwd\.sm_\d+a?\.(bf16|f16|f32)\.d\d+\.\d+x\d+x\d+|decode\.sm_\d+a?\.(bf16|f16)\.d\d+)/,
+  );
   if (row.precision === 'float32' || row.precision === 'tf32') {
     assert.match(row.variant ?? '', /\.f32\.d\d+\.32x32x8\.fma/, `${row.precision} runs the FMA kernel`);
   }
