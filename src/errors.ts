@@ -59,17 +59,19 @@ export class CacheFullError extends AttnlabError {
   }
 }
 
-/** The GPU has not enough free memory for an allocation. */
+/** The GPU (or, for a host tensor, the process) has not enough free memory for an allocation. */
 export class OutOfMemoryError extends AttnlabError {
   override readonly name = 'OutOfMemoryError';
   constructor(
     readonly requestedBytes: number,
     readonly freeBytes: number,
     readonly totalBytes: number,
+    readonly device: 'cuda' | 'cpu' = 'cuda',
+    detail = '',
   ) {
     super(
-      `GPU out of memory: asked for ${formatBytes(requestedBytes)}, ${formatBytes(freeBytes)} free of ` +
-        `${formatBytes(totalBytes)}`,
+      `${device === 'cuda' ? 'GPU' : 'host'} out of memory: asked for ${formatBytes(requestedBytes)}` +
+        `${detail ? ` (${detail})` : ''}, ${formatBytes(freeBytes)} free of ${formatBytes(totalBytes)}`,
     );
   }
 }

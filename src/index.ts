@@ -5,6 +5,7 @@
 export { attention, dotProductAttention } from './api/attention.js';
 export { attentionBackward, attentionVjp } from './api/backward.js';
 export { KVCache, type KVCacheOptions } from './api/kv-cache.js';
+export { type MemoryStats, memoryStats } from './api/memory.js';
 export {
   type AttentionBackwardResult,
   type AttentionGradients,
@@ -13,7 +14,7 @@ export {
   type BackwardOptions,
 } from './backends/backward-problem.js';
 export { cudaAvailable } from './backends/cuda/context.js';
-export { emptyCache, memoryStats, resetPeakMemory } from './backends/cuda/memory.js';
+export { emptyCache, resetPeakMemory } from './backends/cuda/memory.js';
 export {
   type AttentionOptions,
   type AttentionResult,
@@ -51,5 +52,6 @@ export {
   roundTo,
 } from './tensor/dtype.js';
 export { Random, randomNormal, randomUniform } from './tensor/random.js';
+export { keep, tidy } from './tensor/scope.js';
 export type { Device } from './tensor/storage.js';
 export { Tensor } from './tensor/tensor.js';

@@ -14,11 +14,13 @@
  * }
  */
 
+import { checkKeys } from '../arguments.js';
 import { appendToPools } from '../backends/cuda/flash/kv-append.js';
 import { allocDevice, fillDevice32 } from '../backends/cuda/memory.js';
 import type { AttentionOptions, AttentionResult } from '../backends/problem.js';
 import { CacheFullError, InvalidArgumentError } from '../errors.js';
 import { allocRaw, type FloatDType } from '../tensor/dtype.js';
+import { keep } from '../tensor/scope.js';
 import type { Device } from '../tensor/storage.js';
 import { Tensor } from '../tensor/tensor.js';
 import { attention } from './attention.js';
@@ -74,10 +76,7 @@ export class KVCache {
     if (options === null || typeof options !== 'object') {
       throw new InvalidArgumentError('options', 'an object', String(options));
     }
-    for (const name of Object.keys(options)) {
-      if (!KNOWN.includes(name))
-        throw new InvalidArgumentError('options', `only ${KNOWN.join(', ')}`, `'${name}'`);
-    }
+    checkKeys('options', options, KNOWN);
     this.numBlocks = positiveInteger('numBlocks', options.numBlocks);
     this.blockSize = positiveInteger('blockSize', options.blockSize);
     this.K = positiveInteger('numKvHeads', options.numKvHeads);
@@ -227,12 +226,13 @@ export class KVCache {
     this.#sequences.clear();
   }
 
+  /** The pools belong to the cache until its dispose(): kept out of any tidy() the cache is made in. */
   #pool(shape: number[], elements: number): Tensor {
-    if (this.device === 'cpu') return Tensor.fromRaw(allocRaw(this.dtype, elements), shape, this.dtype);
+    if (this.device === 'cpu') return keep(Tensor.fromRaw(allocRaw(this.dtype, elements), shape, this.dtype));
     const bytes = elements * 2;
     const buffer = allocDevice(bytes);
     fillDevice32(buffer, 0, Math.ceil(bytes / 4));
-    return Tensor.fromDeviceBuffer(buffer, shape, this.dtype);
+    return keep(Tensor.fromDeviceBuffer(buffer, shape, this.dtype));
   }
 
   #sequence(id: number, argument: string): Sequence {

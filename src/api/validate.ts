@@ -4,6 +4,14 @@
  */
 
 import {
+  checkBoolean,
+  checkChoice,
+  checkFinite,
+  checkKeys,
+  checkOptionsObject,
+  describeValue,
+} from '../arguments.js';
+import {
   type AttentionOptions,
   type AttentionProblem,
   type BroadcastOperand,
@@ -18,10 +26,7 @@ import { LAYOUT_OPTIONS, layoutOf } from './kv-layout.js';
 const shapeText = (t: Tensor): string => `[${t.shape.join(', ')}]`;
 
 export function checkTensor(argument: string, value: unknown): Tensor {
-  if (!(value instanceof Tensor)) {
-    const got = value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value;
-    throw new InvalidArgumentError(argument, 'a Tensor', got);
-  }
+  if (!(value instanceof Tensor)) throw new InvalidArgumentError(argument, 'a Tensor', describeValue(value));
   if (value.disposed) throw new InvalidArgumentError(argument, 'a live Tensor', 'a disposed Tensor');
   return value;
 }
@@ -58,7 +63,7 @@ function checkLengths(
 ) {
   if (value === undefined) return null;
   if (value === null || typeof value !== 'object' || typeof value.length !== 'number') {
-    throw new InvalidArgumentError(argument, `${B} integers (one per batch, B=${B})`, String(value));
+    throw new InvalidArgumentError(argument, `${B} integers (one per batch, B=${B})`, describeValue(value));
   }
   if (value.length !== B)
     throw new InvalidArgumentError(argument, `${B} values (B=${B})`, `${value.length} values`);
@@ -66,7 +71,11 @@ function checkLengths(
   for (let b = 0; b < B; b++) {
     const v = value[b];
     if (!Number.isInteger(v) || v < 0 || v > max) {
-      throw new InvalidArgumentError(`${argument}[${b}]`, `an integer in [0, ${letter}=${max}]`, String(v));
+      throw new InvalidArgumentError(
+        `${argument}[${b}]`,
+        `an integer in [0, ${letter}=${max}]`,
+        describeValue(v),
+      );
     }
     lengths[b] = v;
   }
@@ -78,20 +87,20 @@ function checkWindow(value: AttentionOptions['localWindowSize']): AttentionProbl
   const isBound = (v: unknown): v is number => (Number.isInteger(v) && (v as number) >= 0) || v === Infinity;
   if (typeof value === 'number') {
     if (!isBound(value))
-      throw new InvalidArgumentError('localWindowSize', 'a non-negative integer', String(value));
+      throw new InvalidArgumentError('localWindowSize', 'a non-negative integer', describeValue(value));
     return { left: value, right: value };
   }
   if (!Array.isArray(value) || value.length !== 2 || !isBound(value[0]) || !isBound(value[1])) {
     throw new InvalidArgumentError(
       'localWindowSize',
       'a non-negative integer or [left, right] of non-negative integers (Infinity for unbounded)',
-      JSON.stringify(value),
+      describeValue(value),
     );
   }
   return { left: value[0], right: value[1] };
 }
 
-const KNOWN_OPTIONS = new Set([
+const KNOWN_OPTIONS: readonly string[] = [
   'bias',
   'mask',
   'scale',
@@ -104,26 +113,35 @@ const KNOWN_OPTIONS = new Set([
   'float32Precision',
   'returnLogSumExp',
   ...LAYOUT_OPTIONS,
-]);
+];
+
+/** Names users bring from jax.nn.dot_product_attention and torch's scaled_dot_product_attention. */
+const OPTION_ALIASES: Readonly<Record<string, string>> = {
+  is_causal: 'isCausal',
+  attn_mask: 'mask',
+  query_seq_lengths: 'querySeqLengths',
+  key_value_seq_lengths: 'keyValueSeqLengths',
+  local_window_size: 'localWindowSize',
+  window_size: 'localWindowSize',
+  softmax_scale: 'scale',
+  causal: 'isCausal',
+  backend: 'implementation',
+  return_lse: 'returnLogSumExp',
+  returnLse: 'returnLogSumExp',
+};
 
 export function validateAttention(
   queryIn: unknown,
   keyIn: unknown,
   valueIn: unknown,
-  options: AttentionOptions = {},
+  optionsIn?: AttentionOptions,
 ): AttentionProblem {
-  if (options === null || typeof options !== 'object') {
-    throw new InvalidArgumentError('options', 'an object', String(options));
-  }
-  for (const name of Object.keys(options)) {
-    if (!KNOWN_OPTIONS.has(name)) {
-      throw new InvalidArgumentError(
-        'options',
-        `only ${[...KNOWN_OPTIONS].join(', ')}`,
-        `unknown option '${name}'`,
-      );
-    }
-  }
+  const options = checkOptionsObject<AttentionOptions>(
+    'options',
+    optionsIn,
+    'an object of attention options (or undefined)',
+  );
+  checkKeys('options', options, KNOWN_OPTIONS, OPTION_ALIASES);
   const layout = layoutOf(
     checkTensor('query', queryIn),
     checkTensor('key', keyIn),
@@ -188,29 +206,21 @@ export function validateAttention(
     if (t.device !== device) throw new InvalidArgumentError('mask.device', device, t.device);
     mask = checkBroadcast('mask', t, q.batched, target);
   }
-  const scale = options.scale ?? 1 / Math.sqrt(H);
-  if (typeof scale !== 'number' || !Number.isFinite(scale)) {
-    throw new InvalidArgumentError('scale', 'a finite number', String(options.scale));
-  }
-  if (options.isCausal !== undefined && typeof options.isCausal !== 'boolean') {
-    throw new InvalidArgumentError('isCausal', 'a boolean', String(options.isCausal));
-  }
-  const alignment = options.causalAlignment ?? 'top_left';
-  if (alignment !== 'top_left' && alignment !== 'bottom_right') {
-    throw new InvalidArgumentError('causalAlignment', "'top_left' or 'bottom_right'", String(alignment));
-  }
-  const implementation = options.implementation;
-  if (implementation !== undefined && !IMPLEMENTATIONS.includes(implementation as Implementation)) {
-    throw new InvalidArgumentError(
-      'implementation',
-      `undefined or ${IMPLEMENTATIONS.join(', ')}`,
-      String(implementation),
-    );
-  }
-  const precision = options.float32Precision ?? 'highest';
-  if (precision !== 'highest' && precision !== 'tf32') {
-    throw new InvalidArgumentError('float32Precision', "'highest' or 'tf32'", String(precision));
-  }
+  const scale = checkFinite('scale', options.scale, 1 / Math.sqrt(H));
+  const causal = checkBoolean('isCausal', options.isCausal, false);
+  const returnLogSumExp = checkBoolean('returnLogSumExp', options.returnLogSumExp, false);
+  const alignment =
+    options.causalAlignment === undefined
+      ? 'top_left'
+      : checkChoice('causalAlignment', options.causalAlignment, ['top_left', 'bottom_right'] as const);
+  const implementation =
+    options.implementation === undefined
+      ? undefined
+      : checkChoice<Implementation>('implementation', options.implementation, IMPLEMENTATIONS);
+  const precision =
+    options.float32Precision === undefined
+      ? 'highest'
+      : checkChoice('float32Precision', options.float32Precision, ['highest', 'tf32'] as const);
   return {
     B,
     T,
@@ -227,7 +237,7 @@ export function validateAttention(
     bias,
     mask,
     scale,
-    causal: options.isCausal ?? false,
+    causal,
     alignment,
     window: checkWindow(options.localWindowSize),
     querySeqLengths:
@@ -236,7 +246,7 @@ export function validateAttention(
       layout.keyValueSeqLengths ?? checkLengths('keyValueSeqLengths', options.keyValueSeqLengths, B, S, 'S'),
     paged: layout.paged,
     packed: layout.packed,
-    returnLogSumExp: options.returnLogSumExp ?? false,
+    returnLogSumExp,
     float32Precision: precision,
     batched: layout.batched,
     implementation,

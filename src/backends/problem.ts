@@ -4,6 +4,9 @@
  * Letter legend (used in docs, names and errors alike): B batch, T query length, S key/value length,
  * N query heads, K key/value heads (N % K == 0), H head dim of Q and K, Hv head dim of V.
  */
+
+import { checkBoolean, checkInteger, describeValue } from '../arguments.js';
+import { InvalidArgumentError } from '../errors.js';
 import type { FloatDType } from '../tensor/dtype.js';
 import type { Device } from '../tensor/storage.js';
 import type { Tensor } from '../tensor/tensor.js';
@@ -144,6 +147,13 @@ export interface AttentionResult {
 
 /** Floating-point work of one forward attention: 4·B·N·T·S·H (two matmuls), halved when causal. */
 export function attentionFlops(p: Omit<ProblemSize, 'K'> & { readonly causal?: boolean }): number {
+  if (p === null || typeof p !== 'object') {
+    throw new InvalidArgumentError('problem', 'an object { B, T, S, N, H, causal? }', describeValue(p));
+  }
+  for (const letter of ['B', 'T', 'S', 'N', 'H'] as const) {
+    checkInteger(letter, p[letter], 1, Number.MAX_SAFE_INTEGER, 'a positive integer');
+  }
+  checkBoolean('causal', p.causal, false);
   const flops = 4 * p.B * p.N * p.T * p.S * p.H;
   return p.causal ? flops / 2 : flops;
 }

@@ -3,7 +3,7 @@
  * order, that runs on the inputs' device and supports the problem; a named backend that cannot run
  * the case throws with its reason and never falls back.
  */
-import { InvalidArgumentError, UnsupportedError } from '../errors.js';
+import { UnsupportedError } from '../errors.js';
 import type { Device } from '../tensor/storage.js';
 import { type AttentionBackend, type InputLayout, SUPPORTED, type Support, unsupported } from './backend.js';
 import { cpuFlashBackend } from './cpu/flash.js';
@@ -72,11 +72,15 @@ export function chooseFrom<P extends AttentionProblem, E extends Candidate<P>>(
   if (problem.implementation !== undefined) {
     const named = onDevice.find((b) => b.name === problem.implementation);
     if (!named) {
+      // A valid problem on the other device: the backend exists but cannot run these inputs.
+      const devices = table.filter((b) => b.name === problem.implementation).map((b) => b.device);
       const available = onDevice.map((b) => b.name).join(', ');
-      throw new InvalidArgumentError(
-        'implementation',
-        `a backend that runs${operation} on ${problem.device} (${available})`,
-        JSON.stringify(problem.implementation),
+      throw new UnsupportedError(
+        `${problem.implementation}${operation}`,
+        devices.length === 0
+          ? `${problem.implementation} has no${operation} implementation (on ${problem.device}: ${available})`
+          : `${problem.implementation} runs on ${devices.join(' and ')}, the inputs are on ${problem.device} ` +
+              `(move them with .to('${devices[0]}'), or pick a ${problem.device} backend: ${available})`,
       );
     }
     const support = supportOf(named);

@@ -8,7 +8,7 @@
 import { attention } from '../api/attention.js';
 import { cudaAvailable, getCudaContext, synchronize } from '../backends/cuda/context.js';
 import { deviceMemoryInfo, memoryStats, resetPeakMemory } from '../backends/cuda/memory.js';
-import { AttnlabError, InvalidArgumentError, OutOfMemoryError, UnsupportedError } from '../errors.js';
+import { AttnlabError, OutOfMemoryError, UnsupportedError } from '../errors.js';
 import type { Pass, ResultRow, RowStatus } from '../results/schema.js';
 import { allocRaw, itemSize } from '../tensor/dtype.js';
 import { randomNormal } from '../tensor/random.js';
@@ -308,11 +308,14 @@ function finish(
 /** The status and reason of a case that did not run; anything not thrown on purpose is 'unexpected' (a bug). */
 function failure(error: unknown, device: Device): { status: RowStatus; reason: string } {
   if (error instanceof OutOfMemoryError) return { status: 'out-of-memory', reason: error.message };
-  if (error instanceof UnsupportedError) return { status: 'unsupported', reason: error.message };
-  if (error instanceof InvalidArgumentError && error.argument === 'implementation') {
+  if (error instanceof UnsupportedError) {
+    // A cuda backend asked for on cpu inputs: say why the inputs were not on the GPU.
     const cuda = cudaAvailable();
-    const why = device === 'cpu' && !cuda.ok ? ` (no CUDA here: ${cuda.reason})` : '';
-    return { status: 'unsupported', reason: `${error.message}${why}` };
+    const onCpu = device === 'cpu' && !cuda.ok && error.reason.includes('runs on cuda');
+    return {
+      status: 'unsupported',
+      reason: `${error.message}${onCpu ? ` (no CUDA here: ${cuda.reason})` : ''}`,
+    };
   }
   if (error instanceof AttnlabError) return { status: 'error', reason: `${error.name}: ${error.message}` };
   const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error);

@@ -10,6 +10,7 @@
  * An explicit object on the call wins over an enclosing callback scope.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { checkBoolean, checkKeys, describeValue } from '../arguments.js';
 import { InvalidArgumentError } from '../errors.js';
 import { DelayedScaling, type Fp8Recipe, isRecipe } from './recipe.js';
 
@@ -40,15 +41,19 @@ function resolve(options: AutocastOptions): Fp8Autocast {
     throw new InvalidArgumentError(
       'autocast options',
       'an object { enabled?, recipe?, fallback? }',
-      String(options),
+      describeValue(options),
     );
   }
-  const { enabled = true, recipe = new DelayedScaling(), fallback = false } = options;
-  if (typeof enabled !== 'boolean') throw new InvalidArgumentError('enabled', 'a boolean', String(enabled));
-  if (typeof fallback !== 'boolean')
-    throw new InvalidArgumentError('fallback', 'a boolean', String(fallback));
+  checkKeys('autocast options', options, ['enabled', 'recipe', 'fallback'], { fp8_recipe: 'recipe' });
+  const enabled = checkBoolean('enabled', options.enabled, true);
+  const fallback = checkBoolean('fallback', options.fallback, false);
+  const recipe = options.recipe ?? new DelayedScaling();
   if (!isRecipe(recipe)) {
-    throw new InvalidArgumentError('recipe', 'a DelayedScaling or Float8CurrentScaling', String(recipe));
+    throw new InvalidArgumentError(
+      'recipe',
+      'a DelayedScaling or Float8CurrentScaling',
+      describeValue(recipe),
+    );
   }
   return Object.freeze({ enabled, recipe, fallback });
 }
@@ -67,7 +72,7 @@ export function autocast(options: AutocastOptions): Fp8Autocast;
 export function autocast<R>(options: AutocastOptions, body?: () => R): R | Fp8Autocast {
   const resolved = resolve(options);
   if (body === undefined) return resolved;
-  if (typeof body !== 'function') throw new InvalidArgumentError('body', 'a function', typeof body);
+  if (typeof body !== 'function') throw new InvalidArgumentError('body', 'a function', describeValue(body));
   return scope.run(resolved, body);
 }
 
@@ -75,7 +80,11 @@ export function autocast<R>(options: AutocastOptions, body?: () => R): R | Fp8Au
 export function activeAutocast(explicit?: Fp8Autocast): Fp8Autocast | undefined {
   if (explicit !== undefined) {
     if (explicit === null || typeof explicit !== 'object' || !isRecipe(explicit.recipe)) {
-      throw new InvalidArgumentError('autocast', 'an object returned by autocast({ ... })', String(explicit));
+      throw new InvalidArgumentError(
+        'autocast',
+        'an object returned by autocast({ ... })',
+        describeValue(explicit),
+      );
     }
     return explicit;
   }

@@ -9,6 +9,7 @@
  *   bshd_bs2hd       q (B,T,N,H)      kv (B,S,2,K,H)   (needs Hv = H)
  * and the same with B and T (or S) swapped for the sbhd family.
  */
+import { describeValue, suggest } from '../arguments.js';
 import { InvalidArgumentError } from '../errors.js';
 import { allocRaw } from '../tensor/dtype.js';
 import { Tensor } from '../tensor/tensor.js';
@@ -22,6 +23,7 @@ const TRANSPOSED: Record<TransposedQkvLayout, QkvLayout> = {
   sb3hd: 'bs3hd',
   sbhd_sb2hd: 'bshd_bs2hd',
 };
+const QKV_FORMATS: Readonly<Record<string, string>> = { bshd: 'bshd_bshd_bshd', sbhd: 'sbhd_sbhd_sbhd' };
 const LAYOUTS: readonly string[] = ['bshd_bshd_bshd', 'bs3hd', 'bshd_bs2hd', ...Object.keys(TRANSPOSED)];
 
 /** A layout name and the transposeBatchSequence flag → the bs layout and whether inputs are sb. */
@@ -30,7 +32,13 @@ export function resolveLayout(
   transposeBatchSequence: boolean | undefined,
 ): { layout: QkvLayout; transposed: boolean } {
   if (typeof name !== 'string' || !LAYOUTS.includes(name)) {
-    throw new InvalidArgumentError('qkvLayout', `one of ${LAYOUTS.join(', ')}`, JSON.stringify(name));
+    // TE's qkv_format names ('bshd', 'sbhd') mean the unpacked layouts.
+    const hint = typeof name === 'string' ? suggest(name, LAYOUTS, QKV_FORMATS, 1) : undefined;
+    throw new InvalidArgumentError(
+      'qkvLayout',
+      `one of ${LAYOUTS.join(', ')}`,
+      `${describeValue(name)}${hint ? ` (did you mean '${hint}'?)` : ''}`,
+    );
   }
   if (name in TRANSPOSED) {
     if (transposeBatchSequence === false) {
@@ -73,7 +81,7 @@ function gather(
 
 function checkRank(argument: string, tensor: Tensor, rank: number, letters: string): void {
   if (!(tensor instanceof Tensor))
-    throw new InvalidArgumentError(argument, `a Tensor ${letters}`, typeof tensor);
+    throw new InvalidArgumentError(argument, `a Tensor ${letters}`, describeValue(tensor));
   if (tensor.rank !== rank) {
     throw new InvalidArgumentError(
       argument,

@@ -10,6 +10,7 @@
 import { attention } from '../api/attention.js';
 import { attentionVjp } from '../api/backward.js';
 import { validateAttention } from '../api/validate.js';
+import { checkBoolean, checkKeys, checkOptionsObject } from '../arguments.js';
 import type { AttentionBackwardResult } from '../backends/backward-problem.js';
 import { cudaAvailable, getCudaContext } from '../backends/cuda/context.js';
 import { fp8Support } from '../backends/cuda/fp8/support.js';
@@ -27,6 +28,26 @@ import {
   resolveConfig,
   SequenceDescriptor,
 } from './options.js';
+
+const FORWARD_KEYS: readonly string[] = [
+  'sequenceDescriptor',
+  'bias',
+  'deterministic',
+  'autocast',
+  'keepFp8Output',
+];
+
+/** TE's forward() argument names → ours (a mask type or window per call is a constructor option here). */
+const TE_FORWARD_NAMES: Readonly<Record<string, string>> = {
+  attention_mask: 'sequenceDescriptor',
+  sequence_descriptor: 'sequenceDescriptor',
+  core_attention_bias: 'bias',
+  attn_mask_type: 'attnMaskType (a constructor option)',
+  attnMaskType: 'attnMaskType (a constructor option)',
+  window_size: 'windowSize (a constructor option)',
+  windowSize: 'windowSize (a constructor option)',
+  core_attention_bias_type: 'attnBiasType (a constructor option)',
+};
 
 export interface ForwardOptions {
   /** Per-batch lengths (or a legacy mask) for the padding mask types. */
@@ -92,10 +113,8 @@ export class DotProductAttention {
     options: ForwardOptions = {},
   ): DotProductAttentionResult {
     const c = this.config;
-    if (options === null || typeof options !== 'object') {
-      throw new InvalidArgumentError('options', 'an object', String(options));
-    }
-    this.#checkDropout(options);
+    this.#checkOptions(options);
+    const keepFp8Output = options.keepFp8Output ?? false;
     const qkv = splitQkv(c.layout, c.transposed, query, key, value);
     this.#checkShapes(qkv.query, qkv.key, qkv.value);
     const attentionOptions = attentionOptionsFor(c, options.sequenceDescriptor, options.bias);
@@ -105,13 +124,7 @@ export class DotProductAttention {
       const problem = validateAttention(qkv.query, qkv.key, qkv.value, attentionOptions);
       const support = fp8Support(problem, problem.device === 'cpu' ? 'emulated' : gpuCapability());
       if (support.ok) {
-        const step = runFp8Step(
-          problem,
-          attentionOptions,
-          scope.recipe,
-          this.fp8State,
-          options.keepFp8Output ?? false,
-        );
+        const step = runFp8Step(problem, attentionOptions, scope.recipe, this.fp8State, keepFp8Output);
         return {
           output: outputInLayout(step.output, c.transposed),
           precision: 'fp8',
@@ -160,10 +173,7 @@ export class DotProductAttention {
     options: ForwardOptions = {},
   ): AttentionBackwardResult & { readonly fallbackReason?: string } {
     const c = this.config;
-    if (options === null || typeof options !== 'object') {
-      throw new InvalidArgumentError('options', 'an object', String(options));
-    }
-    this.#checkDropout(options);
+    this.#checkOptions(options);
     if (c.layout !== 'bshd_bshd_bshd' || c.transposed) {
       const name = c.transposed ? `${c.layout} (sequence-first)` : c.layout;
       throw new UnsupportedError(
@@ -200,8 +210,13 @@ export class DotProductAttention {
   }
 
   /** TE's dropout rule: attnlab has none, so a module with dropout runs only when told deterministic. */
-  #checkDropout(options: ForwardOptions): void {
-    if (this.config.dropout > 0 && !(options.deterministic ?? false)) {
+  /** The options object, its keys and flags, then TE's dropout rule (forward and backward alike). */
+  #checkOptions(options: ForwardOptions): void {
+    checkOptionsObject('options', options, 'an object of forward options (or undefined)');
+    checkKeys('options', options, FORWARD_KEYS, TE_FORWARD_NAMES);
+    const deterministic = checkBoolean('deterministic', options.deterministic, false);
+    checkBoolean('keepFp8Output', options.keepFp8Output, false);
+    if (this.config.dropout > 0 && !deterministic) {
       throw new UnsupportedError(
         'te.DotProductAttention',
         `attentionDropout=${this.config.dropout} is not implemented (attnlab has no seeded dropout); ` +

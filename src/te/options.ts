@@ -11,7 +11,7 @@
  * Bias types: no_bias; post_scale_bias = softmax(scale·QKᵀ + bias), our bias as it is;
  * pre_scale_bias = softmax(scale·(QKᵀ + bias)), our bias multiplied by scale.
  */
-
+import { checkBoolean, checkChoice, checkKeys, checkOptionsObject, describeValue } from '../arguments.js';
 import type { AttentionOptions } from '../backends/problem.js';
 import { InvalidArgumentError } from '../errors.js';
 import { Tensor } from '../tensor/tensor.js';
@@ -76,14 +76,49 @@ export interface ResolvedConfig {
 }
 
 const positiveInt = (argument: string, v: unknown): number => {
-  if (!Number.isInteger(v) || (v as number) < 1)
-    throw new InvalidArgumentError(argument, 'a positive integer', String(v));
-  return v as number;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1)
+    throw new InvalidArgumentError(argument, 'a positive integer', describeValue(v));
+  return v;
+};
+
+const CONFIG_KEYS: readonly string[] = [
+  'headDim',
+  'numAttentionHeads',
+  'numGqaGroups',
+  'attnMaskType',
+  'attnBiasType',
+  'qkvLayout',
+  'transposeBatchSequence',
+  'scaleFactor',
+  'windowSize',
+  'attentionDropout',
+];
+
+/** TE's Python argument names (transformer_engine.pytorch.DotProductAttention, te.jax's) → ours. */
+const TE_CONFIG_NAMES: Readonly<Record<string, string>> = {
+  kv_channels: 'headDim',
+  head_dim: 'headDim',
+  num_attention_heads: 'numAttentionHeads',
+  num_gqa_groups: 'numGqaGroups',
+  attn_mask_type: 'attnMaskType',
+  attn_bias_type: 'attnBiasType',
+  qkv_layout: 'qkvLayout',
+  qkv_format: 'qkvLayout',
+  transpose_batch_sequence: 'transposeBatchSequence',
+  softmax_scale: 'scaleFactor',
+  scale_factor: 'scaleFactor',
+  window_size: 'windowSize',
+  attention_dropout: 'attentionDropout',
 };
 
 export function resolveConfig(config: DotProductAttentionConfig): ResolvedConfig {
-  if (config === null || typeof config !== 'object') {
-    throw new InvalidArgumentError('config', 'an object { headDim, numAttentionHeads, ... }', String(config));
+  if (config === undefined) {
+    throw new InvalidArgumentError('config', 'an object { headDim, numAttentionHeads, ... }', 'undefined');
+  }
+  checkOptionsObject('config', config, 'an object { headDim, numAttentionHeads, ... }');
+  checkKeys('config', config, CONFIG_KEYS, TE_CONFIG_NAMES);
+  if (Array.isArray(config.headDim) && config.headDim.length !== 2) {
+    throw new InvalidArgumentError('headDim', 'H or [H, Hv]', describeValue(config.headDim));
   }
   const dims = Array.isArray(config.headDim) ? config.headDim : [config.headDim, config.headDim];
   const H = positiveInt('headDim', dims[0]);
@@ -92,41 +127,38 @@ export function resolveConfig(config: DotProductAttentionConfig): ResolvedConfig
   const K = positiveInt('numGqaGroups', config.numGqaGroups ?? N);
   if (N % K !== 0)
     throw new InvalidArgumentError('numGqaGroups', `a divisor of numAttentionHeads=${N}`, String(K));
-  const maskType = config.attnMaskType ?? 'causal';
-  if (!MASK_TYPES.includes(maskType)) {
-    throw new InvalidArgumentError(
-      'attnMaskType',
-      `one of ${MASK_TYPES.join(', ')}`,
-      JSON.stringify(maskType),
-    );
-  }
-  const biasType = config.attnBiasType;
-  if (biasType !== undefined && !BIAS_TYPES.includes(biasType)) {
-    throw new InvalidArgumentError(
-      'attnBiasType',
-      `one of ${BIAS_TYPES.join(', ')}`,
-      JSON.stringify(biasType),
-    );
-  }
+  const maskType =
+    config.attnMaskType === undefined
+      ? 'causal'
+      : checkChoice('attnMaskType', config.attnMaskType, MASK_TYPES);
+  const biasType =
+    config.attnBiasType === undefined
+      ? undefined
+      : checkChoice('attnBiasType', config.attnBiasType, BIAS_TYPES);
+  if (config.transposeBatchSequence !== undefined)
+    checkBoolean('transposeBatchSequence', config.transposeBatchSequence, false);
   const { layout, transposed } = resolveLayout(
     config.qkvLayout ?? 'bshd_bshd_bshd',
     config.transposeBatchSequence,
   );
   const scale = config.scaleFactor ?? 1 / Math.sqrt(H);
   if (typeof scale !== 'number' || !Number.isFinite(scale)) {
-    throw new InvalidArgumentError('scaleFactor', 'a finite number', String(config.scaleFactor));
+    throw new InvalidArgumentError('scaleFactor', 'a finite number', describeValue(config.scaleFactor));
   }
   const window = config.windowSize ?? null;
-  if (window !== null && (!Array.isArray(window) || window.length !== 2 || !window.every(Number.isInteger))) {
+  if (
+    window !== null &&
+    (!Array.isArray(window) || window.length !== 2 || !window.every(Number.isSafeInteger))
+  ) {
     throw new InvalidArgumentError(
       'windowSize',
       '[left, right] integers (negative = unbounded)',
-      JSON.stringify(window),
+      describeValue(window),
     );
   }
   const dropout = config.attentionDropout ?? 0;
   if (typeof dropout !== 'number' || !(dropout >= 0 && dropout < 1)) {
-    throw new InvalidArgumentError('attentionDropout', 'a rate in [0, 1)', String(dropout));
+    throw new InvalidArgumentError('attentionDropout', 'a rate in [0, 1)', describeValue(dropout));
   }
   return { H, Hv, N, K, maskType, biasType, layout, transposed, scale, window, dropout };
 }
@@ -147,8 +179,16 @@ export class SequenceDescriptor {
     querySeqLengths: ArrayLike<number>,
     keyValueSeqLengths?: ArrayLike<number>,
   ): SequenceDescriptor {
-    const q = Int32Array.from(querySeqLengths);
-    return new SequenceDescriptor(q, keyValueSeqLengths ? Int32Array.from(keyValueSeqLengths) : q, null);
+    const q = seqLengths('querySeqLengths', querySeqLengths);
+    const kv = keyValueSeqLengths === undefined ? q : seqLengths('keyValueSeqLengths', keyValueSeqLengths);
+    if (kv.length !== q.length) {
+      throw new InvalidArgumentError(
+        'keyValueSeqLengths',
+        `${q.length} lengths (one per batch, as querySeqLengths)`,
+        `${kv.length} lengths`,
+      );
+    }
+    return new SequenceDescriptor(q, kv, null);
   }
 
   /** TE's legacy mask: bool, broadcastable to (B,N,T,S), true where a pair is masked out. */
@@ -157,11 +197,36 @@ export class SequenceDescriptor {
       throw new InvalidArgumentError(
         'mask',
         'a bool Tensor (true = masked out, TE convention)',
-        String(mask),
+        describeValue(mask),
       );
     }
     return new SequenceDescriptor(null, null, mask);
   }
+}
+
+/**
+ * Per-batch lengths as int32: an array or typed array of integers in [0, 2^31 − 1]. Whether each
+ * fits its sequence (≤ T or S) is checked at the call, where T and S are known.
+ */
+function seqLengths(argument: string, value: unknown): Int32Array {
+  const isList = Array.isArray(value) || (ArrayBuffer.isView(value) && !(value instanceof DataView));
+  if (!isList) {
+    throw new InvalidArgumentError(
+      argument,
+      'an array of non-negative integers (one per batch)',
+      describeValue(value),
+    );
+  }
+  const list = value as ArrayLike<unknown>;
+  const lengths = new Int32Array(list.length);
+  for (let b = 0; b < list.length; b++) {
+    const v = list[b];
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > 2 ** 31 - 1) {
+      throw new InvalidArgumentError(`${argument}[${b}]`, 'an integer in [0, 2^31 - 1]', describeValue(v));
+    }
+    lengths[b] = v;
+  }
+  return lengths;
 }
 
 /** Our keep-mask from TE's masked-out mask: the same shape and device with every value flipped. */
@@ -198,7 +263,7 @@ export function attentionOptionsFor(
       throw new InvalidArgumentError(
         'sequenceDescriptor',
         `a SequenceDescriptor (attnMaskType '${config.maskType}' pads by per-batch lengths)`,
-        String(sequence),
+        describeValue(sequence),
       );
     }
     if (sequence.legacyMask) options.mask = invertMask(sequence.legacyMask);

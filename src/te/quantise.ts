@@ -7,7 +7,7 @@
  * NaN (e4m3fn has no infinity; its non-saturating overflow is NaN).
  */
 import { InvalidArgumentError } from '../errors.js';
-import { decodeArray, encodeValue, type FloatDType, type Fp8DType, isFp8DType } from '../tensor/dtype.js';
+import { decodeArray, encodeOne, type FloatDType, type Fp8DType, isFp8DType } from '../tensor/dtype.js';
 import { Tensor } from '../tensor/tensor.js';
 
 /** A quantised tensor with the scale that produced it and the amax of the values it came from. */
@@ -54,11 +54,12 @@ export function quantiseValues(
   if (!isFp8DType(dtype))
     throw new InvalidArgumentError('dtype', 'float8_e4m3fn or float8_e5m2', String(dtype));
   const codes = new Uint8Array(values.length);
+  const SATURATE = { saturate: true };
   // The GPU multiplies in float32 and then rounds to FP8; doing the same here (not one float64
   // product) keeps the rare double-rounding ties identical, so host and GPU codes match bit for bit.
   const scale32 = Math.fround(scale);
   for (let i = 0; i < values.length; i++) {
-    codes[i] = encodeValue(Math.fround(values[i] * scale32), dtype, { saturate: true });
+    codes[i] = encodeOne(Math.fround(values[i] * scale32), dtype, SATURATE);
   }
   return {
     tensor: Tensor.fromRaw(codes, shape, dtype),

@@ -9,6 +9,7 @@
  * scale made from earlier steps only: no extra pass over the data, at the risk of clipping a new
  * outlier (quantisation saturates).
  */
+import { checkChoice, checkKeys, checkOptionsObject, describeValue } from '../arguments.js';
 import { InvalidArgumentError } from '../errors.js';
 import { type Fp8DType, fp8Max } from '../tensor/dtype.js';
 
@@ -27,10 +28,20 @@ export function backwardDType(format: Fp8Format): Fp8DType {
 }
 
 function checkFormat(value: unknown): Fp8Format {
-  if (value !== 'E4M3' && value !== 'HYBRID') {
-    throw new InvalidArgumentError('fp8Format', "'E4M3' or 'HYBRID'", JSON.stringify(value));
-  }
-  return value;
+  return checkChoice<Fp8Format>('fp8Format', value, ['E4M3', 'HYBRID']);
+}
+
+/** TE's recipe argument names → ours. */
+const TE_RECIPE_NAMES: Readonly<Record<string, string>> = {
+  fp8_format: 'fp8Format',
+  amax_history_len: 'amaxHistoryLen',
+  amax_compute_algo: 'amaxComputeAlgo',
+};
+
+function recipeOptions<T extends object>(name: string, options: unknown, keys: readonly string[]): T {
+  const o = checkOptionsObject<T>('options', options, `an object { ${keys.join(', ')} } (or undefined)`);
+  checkKeys(`${name} options`, o, keys, TE_RECIPE_NAMES);
+  return o;
 }
 
 export interface DelayedScalingOptions {
@@ -53,24 +64,26 @@ export class DelayedScaling {
   readonly amaxComputeAlgo: AmaxComputeAlgo;
 
   constructor(options: DelayedScalingOptions = {}) {
-    const { margin = 0, fp8Format = 'HYBRID', amaxHistoryLen = 1024, amaxComputeAlgo = 'max' } = options;
-    if (!Number.isInteger(margin) || margin < 0) {
-      throw new InvalidArgumentError('margin', 'a non-negative integer', String(margin));
+    const o = recipeOptions<DelayedScalingOptions>('DelayedScaling', options, [
+      'margin',
+      'fp8Format',
+      'amaxHistoryLen',
+      'amaxComputeAlgo',
+    ]);
+    const { margin = 0, fp8Format = 'HYBRID', amaxHistoryLen = 1024, amaxComputeAlgo = 'max' } = o;
+    if (typeof margin !== 'number' || !Number.isInteger(margin) || margin < 0) {
+      throw new InvalidArgumentError('margin', 'a non-negative integer', describeValue(margin));
     }
-    if (!Number.isInteger(amaxHistoryLen) || amaxHistoryLen < 1) {
-      throw new InvalidArgumentError('amaxHistoryLen', 'an integer ≥ 1', String(amaxHistoryLen));
-    }
-    if (amaxComputeAlgo !== 'max' && amaxComputeAlgo !== 'most_recent') {
-      throw new InvalidArgumentError(
-        'amaxComputeAlgo',
-        "'max' or 'most_recent'",
-        JSON.stringify(amaxComputeAlgo),
-      );
+    if (typeof amaxHistoryLen !== 'number' || !Number.isSafeInteger(amaxHistoryLen) || amaxHistoryLen < 1) {
+      throw new InvalidArgumentError('amaxHistoryLen', 'an integer ≥ 1', describeValue(amaxHistoryLen));
     }
     this.margin = margin;
     this.fp8Format = checkFormat(fp8Format);
     this.amaxHistoryLen = amaxHistoryLen;
-    this.amaxComputeAlgo = amaxComputeAlgo;
+    this.amaxComputeAlgo = checkChoice<AmaxComputeAlgo>('amaxComputeAlgo', amaxComputeAlgo, [
+      'max',
+      'most_recent',
+    ]);
   }
 }
 
@@ -86,7 +99,8 @@ export class Float8CurrentScaling {
   readonly kind = 'current';
   readonly fp8Format: Fp8Format;
   constructor(options: Float8CurrentScalingOptions = {}) {
-    this.fp8Format = checkFormat(options.fp8Format ?? 'HYBRID');
+    const o = recipeOptions<Float8CurrentScalingOptions>('Float8CurrentScaling', options, ['fp8Format']);
+    this.fp8Format = checkFormat(o.fp8Format ?? 'HYBRID');
   }
 }
 

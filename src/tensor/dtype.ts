@@ -5,6 +5,7 @@
  * the two FP8 formats) and converted from float64 with round-to-nearest-even, directly, never through
  * float32: going float64 → float32 → bfloat16 rounds twice and can land one ulp off.
  */
+import { describeValue } from '../arguments.js';
 import { InvalidArgumentError } from '../errors.js';
 
 export type FloatDType = 'float64' | 'float32' | 'float16' | 'bfloat16' | 'float8_e4m3fn' | 'float8_e5m2';
@@ -99,6 +100,7 @@ export type NarrowDType = keyof typeof FORMATS;
 
 /** The largest finite value of a float dtype. */
 export function finiteMax(dtype: FloatDType): number {
+  if (!isDType(dtype) || !isFloatDType(dtype)) assertFloat('dtype', dtype);
   if (dtype === 'float64') return Number.MAX_VALUE;
   if (dtype === 'float32') return 3.4028234663852886e38;
   return FORMATS[dtype].max;
@@ -213,8 +215,34 @@ export interface EncodeOptions {
   saturate?: boolean;
 }
 
-/** Encodes one float64 into the raw storage value of `dtype`. */
+/**
+ * Encodes one float64 into the raw storage value of `dtype`. int32 truncates toward zero and refuses
+ * NaN, ±Infinity and values outside its range; bool is 1 for every value but 0 (NaN is true, as in
+ * NumPy and PyTorch).
+ */
 export function encodeValue(value: number, dtype: DType, options: EncodeOptions = {}): number {
+  assertDType('dtype', dtype);
+  if (typeof value !== 'number') {
+    throw new InvalidArgumentError('value', 'a number', describeValue(value));
+  }
+  if (dtype === 'int32' && !(value >= -(2 ** 31) && value < 2 ** 31)) {
+    throw new InvalidArgumentError(
+      'value',
+      "a finite number in int32's range [-2147483648, 2147483647]",
+      describeValue(value),
+    );
+  }
+  if (options === null || typeof options !== 'object') {
+    throw new InvalidArgumentError('options', 'an object { saturate?: boolean }', describeValue(options));
+  }
+  if (options.saturate !== undefined && typeof options.saturate !== 'boolean') {
+    throw new InvalidArgumentError('options.saturate', 'a boolean', describeValue(options.saturate));
+  }
+  return encodeOne(value, dtype, options);
+}
+
+/** encodeValue without the checks, for loops over values that were checked once. */
+export function encodeOne(value: number, dtype: DType, options: EncodeOptions): number {
   switch (dtype) {
     case 'float64':
       return value;
@@ -224,9 +252,9 @@ export function encodeValue(value: number, dtype: DType, options: EncodeOptions 
       }
       return Math.fround(value);
     case 'int32':
-      return value | 0;
+      return Math.trunc(value);
     case 'bool':
-      return value ? 1 : 0;
+      return value !== 0 ? 1 : 0;
     case 'bfloat16':
       if (!options.saturate && Math.fround(value) === value) return bfloat16FromFloat32(value);
       return encodeMini(value, FORMATS.bfloat16, options.saturate ?? false);
@@ -237,30 +265,53 @@ export function encodeValue(value: number, dtype: DType, options: EncodeOptions 
 
 /** Decodes one raw storage value of `dtype` to float64 (exact for every dtype). */
 export function decodeValue(raw: number, dtype: DType): number {
+  assertDType('dtype', dtype);
+  if (typeof raw !== 'number') throw new InvalidArgumentError('raw', 'a number', describeValue(raw));
   switch (dtype) {
     case 'float64':
     case 'float32':
     case 'int32':
     case 'bool':
       return raw;
-    default:
-      return decodeTable(dtype)[raw];
+    default: {
+      const table = decodeTable(dtype);
+      if (!Number.isInteger(raw) || raw < 0 || raw >= table.length) {
+        throw new InvalidArgumentError(
+          'raw',
+          `${dtype} bits, an integer in [0, ${table.length - 1}]`,
+          describeValue(raw),
+        );
+      }
+      return table[raw];
+    }
   }
 }
 
 /** Rounds a float64 to the nearest value representable in `dtype` (round-to-nearest-even). */
 export function roundTo(value: number, dtype: FloatDType, options: EncodeOptions = {}): number {
+  if (!isDType(dtype) || !isFloatDType(dtype)) assertFloat('dtype', dtype);
   return decodeValue(encodeValue(value, dtype, options), dtype);
 }
 
-/** Encodes many values; the output is the raw storage array of `dtype`. */
-export function encodeArray(values: ArrayLike<number>, dtype: DType, options: EncodeOptions = {}): RawArray {
-  const out = allocRaw(dtype, values.length);
+function assertFloat(argument: string, value: unknown): never {
+  throw new InvalidArgumentError(argument, `one of ${FLOAT_DTYPES.join(', ')}`, describeValue(value));
+}
+
+/**
+ * Encodes many values (checked by the caller: int32 ones in range) into `out`, by default a new raw
+ * storage array of `dtype`.
+ */
+export function encodeArray(
+  values: ArrayLike<number>,
+  dtype: DType,
+  options: EncodeOptions = {},
+  out: RawArray = allocRaw(dtype, values.length),
+): RawArray {
   if (dtype === 'float64' || (dtype === 'float32' && !options.saturate)) {
     for (let i = 0; i < values.length; i++) out[i] = values[i];
     return out;
   }
-  for (let i = 0; i < values.length; i++) out[i] = encodeValue(values[i], dtype, options);
+  for (let i = 0; i < values.length; i++) out[i] = encodeOne(values[i], dtype, options);
   return out;
 }
 
@@ -278,7 +329,7 @@ export function decodeArray(raw: RawArray, dtype: DType): Float64Array {
 
 export function assertDType(argument: string, value: unknown): DType {
   if (!isDType(value)) {
-    throw new InvalidArgumentError(argument, `one of ${ALL_DTYPES.join(', ')}`, JSON.stringify(value));
+    throw new InvalidArgumentError(argument, `one of ${ALL_DTYPES.join(', ')}`, describeValue(value));
   }
   return value;
 }

@@ -5,7 +5,9 @@
  * const q = Tensor.fromArray([1, 2, 3, 4], [2, 2], 'bfloat16');
  * q.toFloat64Array(); // Float64Array [1, 2, 3, 4]
  */
+import { checkChoice, describeValue } from '../arguments.js';
 import { AttnlabError, InvalidArgumentError } from '../errors.js';
+import { allocHost, checkEncodeOptions, checkShape, checkValues, numel, shapeText } from './checks.js';
 import {
   allocRaw,
   assertDType,
@@ -13,41 +15,32 @@ import {
   decodeArray,
   type EncodeOptions,
   encodeArray,
-  isFloatDType,
   itemSize,
   type RawArray,
 } from './dtype.js';
+import { adoptStorage, isReleased, releaseStorage } from './lifetime.js';
 import { type Device, type DeviceBuffer, deviceAllocator, type Storage } from './storage.js';
 
-/**
- * A safety net for device memory: a device tensor that is garbage-collected without `dispose()`
- * returns its buffer to the pool. Explicit `dispose()` is still the way to keep memory flat in a
- * tight loop, since the collector runs when it likes.
- */
-const deviceFinalizer = new FinalizationRegistry<DeviceBuffer>((buffer) => buffer.release());
+export { numel };
 
-export function numel(shape: readonly number[]): number {
-  let n = 1;
-  for (const d of shape) n *= d;
-  return n;
-}
-
-function checkShape(argument: string, shape: readonly number[]): void {
-  if (!Array.isArray(shape) || shape.some((d) => !Number.isInteger(d) || d < 0)) {
-    throw new InvalidArgumentError(argument, 'an array of non-negative integers', JSON.stringify(shape));
-  }
-}
+/** The storage behind a tensor, for the memory scope (tidy/keep); not part of the public surface. */
+export let storageOf: (tensor: Tensor) => Storage;
 
 export class Tensor {
   readonly shape: readonly number[];
   readonly dtype: DType;
   #storage: Storage;
-  #disposed = false;
 
-  private constructor(shape: readonly number[], dtype: DType, storage: Storage) {
+  static {
+    storageOf = (tensor) => tensor.#storage;
+  }
+
+  /** `view`: over another tensor's storage (reshape), which stays that storage's owner. */
+  private constructor(shape: readonly number[], dtype: DType, storage: Storage, view = false) {
     this.shape = Object.freeze([...shape]);
     this.dtype = dtype;
     this.#storage = storage;
+    if (!view) adoptStorage(storage);
   }
 
   /** A host tensor over raw storage values (bits for float16/bfloat16/fp8). The array is not copied. */
@@ -55,8 +48,8 @@ export class Tensor {
     checkShape('shape', shape);
     assertDType('dtype', dtype);
     const expected = allocRaw(dtype, 0).constructor;
-    if (data.constructor !== expected) {
-      throw new InvalidArgumentError('data', `a ${expected.name} for dtype ${dtype}`, data.constructor.name);
+    if (data === null || data === undefined || data.constructor !== expected) {
+      throw new InvalidArgumentError('data', `a ${expected.name} for dtype ${dtype}`, describeValue(data));
     }
     if (data.length !== numel(shape)) {
       throw new InvalidArgumentError(
@@ -68,7 +61,10 @@ export class Tensor {
     return new Tensor(shape, dtype, { kind: 'host', data });
   }
 
-  /** A host tensor from numbers, each rounded to `dtype` (round-to-nearest-even). */
+  /**
+   * A host tensor from numbers, each rounded to `dtype` (round-to-nearest-even). int32 truncates
+   * toward zero and refuses NaN, ±Infinity and values outside [-2^31, 2^31 − 1].
+   */
   static fromArray(
     values: ArrayLike<number>,
     shape: readonly number[],
@@ -77,6 +73,8 @@ export class Tensor {
   ): Tensor {
     checkShape('shape', shape);
     assertDType('dtype', dtype);
+    checkValues('values', values, dtype);
+    const encode = checkEncodeOptions('options', options);
     if (values.length !== numel(shape)) {
       throw new InvalidArgumentError(
         'values',
@@ -84,23 +82,33 @@ export class Tensor {
         `${values.length} values`,
       );
     }
-    return new Tensor(shape, dtype, { kind: 'host', data: encodeArray(values, dtype, options) });
+    return Tensor.#encoded(values, shape, dtype, encode);
   }
 
+  static #encoded(values: ArrayLike<number>, shape: readonly number[], dtype: DType, options: EncodeOptions) {
+    const data = allocHost(dtype, shape);
+    return new Tensor(shape, dtype, { kind: 'host', data: encodeArray(values, dtype, options, data) });
+  }
+
+  /** A host tensor of zeros (false for bool). */
   static zeros(shape: readonly number[], dtype: DType = 'float32'): Tensor {
     checkShape('shape', shape);
-    return new Tensor(shape, dtype, { kind: 'host', data: allocRaw(dtype, numel(shape)) });
+    assertDType('dtype', dtype);
+    return new Tensor(shape, dtype, { kind: 'host', data: allocHost(dtype, shape) });
   }
 
   /** A device tensor over a buffer from the CUDA pool; the tensor owns the buffer from now on. */
   static fromDeviceBuffer(buffer: DeviceBuffer, shape: readonly number[], dtype: DType): Tensor {
+    checkShape('shape', shape);
+    assertDType('dtype', dtype);
     const needed = numel(shape) * itemSize(dtype);
+    if (buffer === null || typeof buffer !== 'object' || typeof buffer.ptr !== 'bigint') {
+      throw new InvalidArgumentError('buffer', 'a DeviceBuffer from the pool', describeValue(buffer));
+    }
     if (buffer.bytes < needed) {
       throw new InvalidArgumentError('buffer', `at least ${needed} bytes`, `${buffer.bytes} bytes`);
     }
-    const tensor = new Tensor(shape, dtype, { kind: 'device', buffer });
-    deviceFinalizer.register(tensor, buffer, tensor);
-    return tensor;
+    return new Tensor(shape, dtype, { kind: 'device', buffer });
   }
 
   get device(): Device {
@@ -115,8 +123,9 @@ export class Tensor {
   get byteLength(): number {
     return this.size * itemSize(this.dtype);
   }
+  /** True once this tensor, or another view of its storage, was disposed (or its tidy scope ended). */
   get disposed(): boolean {
-    return this.#disposed;
+    return isReleased(this.#storage);
   }
 
   /** The raw host storage (bits for narrow dtypes). Throws for device tensors. */
@@ -151,7 +160,11 @@ export class Tensor {
     for (let d = 0; d < this.rank; d++) {
       const i = index[d];
       if (!Number.isInteger(i) || i < 0 || i >= this.shape[d]) {
-        throw new InvalidArgumentError(`index[${d}]`, `an integer in [0, ${this.shape[d]})`, String(i));
+        throw new InvalidArgumentError(
+          `index[${d}]`,
+          `an integer in [0, ${this.shape[d]})`,
+          describeValue(i),
+        );
       }
       offset = offset * this.shape[d] + i;
     }
@@ -164,28 +177,27 @@ export class Tensor {
     if (numel(shape) !== this.size) {
       throw new InvalidArgumentError(
         'shape',
-        `a shape of ${this.size} elements`,
-        `[${shape.join(', ')}] (${numel(shape)})`,
+        `a shape of ${this.size} elements (as ${shapeText(this.shape)})`,
+        `${shapeText(shape)} (${numel(shape)})`,
       );
     }
-    return new Tensor(shape, this.dtype, this.#live());
+    return new Tensor(shape, this.dtype, this.#live(), true);
   }
 
   /** Converts to another dtype on the host, rounding to nearest even. */
   astype(dtype: DType, options: EncodeOptions = {}): Tensor {
     assertDType('dtype', dtype);
+    checkEncodeOptions('options', options);
     if (dtype === this.dtype) return this;
-    if (!isFloatDType(dtype) && dtype !== 'bool' && dtype !== 'int32') {
-      throw new InvalidArgumentError('dtype', 'a known dtype', dtype);
-    }
-    return Tensor.fromArray(this.toFloat64Array(), this.shape, dtype, options);
+    const values = this.toFloat64Array();
+    // The element that cannot convert is named by its flat index in this tensor.
+    checkValues('tensor', values, dtype);
+    return Tensor.#encoded(values, this.shape, dtype, options);
   }
 
   /** A copy on `device`; the same tensor when it is already there. */
   to(device: Device): Tensor {
-    if (device !== 'cpu' && device !== 'cuda') {
-      throw new InvalidArgumentError('device', "'cpu' or 'cuda'", JSON.stringify(device));
-    }
+    checkChoice<Device>('device', device, ['cpu', 'cuda']);
     const storage = this.#live();
     if (device === this.device) return this;
     if (device === 'cpu') return this.toHost();
@@ -198,7 +210,7 @@ export class Tensor {
   toHost(): Tensor {
     const storage = this.#live();
     if (storage.kind === 'host') return this;
-    const data = allocRaw(this.dtype, this.size);
+    const data = allocHost(this.dtype, this.shape);
     deviceAllocator().copyToHost(
       storage.buffer,
       new Uint8Array(data.buffer, data.byteOffset, data.byteLength),
@@ -206,14 +218,12 @@ export class Tensor {
     return new Tensor(this.shape, this.dtype, { kind: 'host', data });
   }
 
-  /** Frees device memory now (back to attnlab's pool). Host tensors just become unusable. */
+  /**
+   * Frees the storage now: device memory goes back to attnlab's pool, host memory to the collector.
+   * Every view of the same storage (a reshape) becomes unusable with it. Idempotent.
+   */
   dispose(): void {
-    if (this.#disposed) return;
-    this.#disposed = true;
-    if (this.#storage.kind === 'device') {
-      deviceFinalizer.unregister(this);
-      this.#storage.buffer.release();
-    }
+    releaseStorage(this.#storage);
   }
 
   toString(): string {
@@ -222,8 +232,9 @@ export class Tensor {
 
   #live(): Storage {
     // A reshape shares storage, so a buffer released through another view counts as disposed too.
-    if (this.#disposed || (this.#storage.kind === 'device' && this.#storage.buffer.released)) {
-      throw new InvalidArgumentError('tensor', 'a live tensor', 'a disposed tensor');
+    if (isReleased(this.#storage)) {
+      const what = `${shapeText(this.shape)} ${this.dtype} on ${this.device}`;
+      throw new InvalidArgumentError('tensor', 'a live tensor', `a disposed tensor ${what}`);
     }
     return this.#storage;
   }

@@ -10,6 +10,7 @@ import { type CudnnEnvironment, describeSdpa } from '../../src/backends/cuda/cud
 import { planCacheDir, planFileName } from '../../src/backends/cuda/cudnn/plan-cache.js';
 import type { AttentionOptions, AttentionProblem } from '../../src/backends/problem.js';
 import { readConfig } from '../../src/config.js';
+import { UnsupportedError } from '../../src/errors.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';
@@ -71,10 +72,12 @@ describe('cuDNN refuses what its engines cannot run, and says why', () => {
   });
   it('through attention(): a forced cudnn call on a machine without CUDA names the reason', () => {
     const q = randomNormal([1, 4, 1, 8], { seed: 1, dtype: 'bfloat16' });
-    // Host tensors never reach a CUDA backend: the registry says which backends run on the CPU.
+    // Host tensors never reach a CUDA backend: unsupported, saying where cudnn runs and what runs here.
     assert.throws(
       () => attention(q, q, q, { implementation: 'cudnn' }),
-      /implementation: expected a backend that runs on cpu/,
+      (e: unknown) =>
+        e instanceof UnsupportedError &&
+        /cudnn runs on cuda, the inputs are on cpu .*flash, reference/.test(e.message),
     );
   });
 });

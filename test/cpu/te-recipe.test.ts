@@ -26,7 +26,7 @@ describe('recipes', () => {
     assert.throws(() => new DelayedScaling({ amaxHistoryLen: 0 }), /amaxHistoryLen: expected an integer ≥ 1/);
     assert.throws(
       () => new DelayedScaling({ fp8Format: 'E5M2' as never }),
-      /fp8Format: expected 'E4M3' or 'HYBRID'/,
+      /fp8Format: expected one of 'E4M3', 'HYBRID', got the string 'E5M2'$/,
     );
     assert.throws(() => new DelayedScaling({ amaxComputeAlgo: 'mean' as never }), /amaxComputeAlgo/);
     assert.equal(new Float8CurrentScaling().fp8Format, 'HYBRID');

@@ -8,7 +8,7 @@
  * cuMemAlloc buffers share one context — cuDNN picks up the current context at cudnnCreate.
  */
 import { config } from '../../config.js';
-import { AttnlabError } from '../../errors.js';
+import { AttnlabError, UnsupportedError } from '../../errors.js';
 import { lt } from './ffi/cublaslt.js';
 import { CU_DEVICE_ATTRIBUTE, CU_STREAM_NON_BLOCKING, cu, outBigInt, outInt } from './ffi/driver.js';
 import { loadLibrary } from './ffi/libraries.js';
@@ -57,6 +57,12 @@ let availability: { ok: true } | { ok: false; reason: string } | undefined;
  */
 export function getCudaContext(): CudaContext {
   if (context) return context;
+  if (config().disableCuda) {
+    throw new UnsupportedError(
+      'cuda',
+      'ATTNLAB_DISABLE_CUDA=1 disabled CUDA in this process (unset it to use the GPU)',
+    );
+  }
   const d = cu();
   d.cuInit(0);
   const count = outInt((s) => d.cuDeviceGetCount(s));

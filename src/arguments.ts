@@ -1,0 +1,168 @@
+/**
+ * The small vocabulary every public entry point checks its arguments with, so that each error names
+ * the argument, what was expected and what came, with the type where the type is the problem:
+ * `scale: expected a finite number, got the string '0.125'`.
+ */
+import { InvalidArgumentError } from './errors.js';
+
+/** What a value is, as an error message says it: `the string '0.125'`, `NaN`, `an array [1, 2]`. */
+export function describeValue(value: unknown): string {
+  if (value === undefined) return 'undefined';
+  if (value === null) return 'null';
+  switch (typeof value) {
+    case 'string':
+      return `the string ${quote(value)}`;
+    case 'number':
+      return String(value);
+    case 'boolean':
+      return `the boolean ${value}`;
+    case 'bigint':
+      return `the bigint ${value}n`;
+    case 'symbol':
+      return `the symbol ${String(value.description)}`;
+    case 'function':
+      return `a function${value.name ? ` ${value.name}` : ''}`;
+  }
+  if (Array.isArray(value)) return `an array ${short(value)}`;
+  if (ArrayBuffer.isView(value)) {
+    const name = value.constructor.name;
+    return `a ${name}${'length' in value ? ` of ${(value as { length: number }).length}` : ''}`;
+  }
+  const name = (value as object).constructor?.name;
+  // Tensors and other classes describe themselves (Tensor's toString names shape, dtype and device).
+  if (name && name !== 'Object' && typeof (value as object).toString === 'function') {
+    const text = String(value);
+    return text.startsWith('[object') ? `a ${name}` : text;
+  }
+  return `an object ${short(value)}`;
+}
+
+function quote(text: string): string {
+  const clipped = text.length > 40 ? `${text.slice(0, 37)}...` : text;
+  // JSON escapes control characters, so a name read from a file cannot move the terminal's cursor.
+  return `'${JSON.stringify(clipped).slice(1, -1)}'`;
+}
+
+function short(value: unknown): string {
+  let text: string;
+  try {
+    text = JSON.stringify(value, (_k, v) => (typeof v === 'bigint' ? `${v}n` : v)) ?? String(value);
+  } catch {
+    text = '(unprintable)';
+  }
+  return text.length > 60 ? `${text.slice(0, 57)}...` : text;
+}
+
+/** Options given as an object (or left out): anything else is an error naming `argument`. */
+export function checkOptionsObject<T extends object>(argument: string, value: unknown, expected: string): T {
+  if (value === undefined) return {} as T;
+  if (value === null || typeof value !== 'object' || Array.isArray(value) || ArrayBuffer.isView(value)) {
+    throw new InvalidArgumentError(argument, expected, describeValue(value));
+  }
+  return value as T;
+}
+
+/**
+ * Rejects keys outside `known`, listing the valid ones and suggesting the closest: `aliases` maps
+ * names a user brings from elsewhere (TE's snake_case, JAX's and PyTorch's spellings) to ours.
+ */
+export function checkKeys(
+  argument: string,
+  value: object,
+  known: readonly string[],
+  aliases: Readonly<Record<string, string>> = {},
+): void {
+  for (const key of Object.keys(value)) {
+    if (known.includes(key)) continue;
+    const suggestion = suggest(key, known, aliases);
+    throw new InvalidArgumentError(
+      argument,
+      `only ${known.join(', ')}`,
+      `unknown option ${quote(key)}${suggestion ? ` (did you mean ${suggestion}?)` : ''}`,
+    );
+  }
+}
+
+/**
+ * The known name closest to `name`: an alias, the same letters ignoring case, `_` and `-`, or a few
+ * edits away (`maxEdits`, by default 2 or a quarter of the name's length).
+ */
+export function suggest(
+  name: string,
+  known: readonly string[],
+  aliases: Readonly<Record<string, string>> = {},
+  maxEdits = Math.max(2, Math.floor(name.length / 4)),
+): string | undefined {
+  if (Object.hasOwn(aliases, name)) return aliases[name];
+  const squash = (s: string) => s.replace(/[_-]/g, '').toLowerCase();
+  const same = known.find((k) => squash(k) === squash(name));
+  if (same) return same;
+  let best: string | undefined;
+  let bestDistance = maxEdits + 1;
+  for (const k of known) {
+    const d = editDistance(squash(name), squash(k));
+    if (d < bestDistance) {
+      best = k;
+      bestDistance = d;
+    }
+  }
+  return best;
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) {
+      row[j] = Math.min(previous[j] + 1, row[j - 1] + 1, previous[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    previous = row;
+  }
+  return previous[b.length];
+}
+
+/** undefined → `fallback`; a boolean as it is; anything else (including 'false' and 0) is an error. */
+export function checkBoolean(argument: string, value: unknown, fallback: boolean): boolean {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'boolean') throw new InvalidArgumentError(argument, 'a boolean', describeValue(value));
+  return value;
+}
+
+/** undefined → `fallback`; a finite number as it is. */
+export function checkFinite(argument: string, value: unknown, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isFinite(value)) {
+    throw new InvalidArgumentError(argument, 'a finite number', describeValue(value));
+  }
+  return value;
+}
+
+/** An integer in [min, max]; `expected` overrides the wording of what was expected. */
+export function checkInteger(
+  argument: string,
+  value: unknown,
+  min: number,
+  max: number,
+  expected?: string,
+): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    throw new InvalidArgumentError(
+      argument,
+      expected ?? `an integer in [${min}, ${max}]`,
+      describeValue(value),
+    );
+  }
+  return value;
+}
+
+/** One of a few string values, with a suggestion for a near miss ('cuDNN' → 'cudnn'). */
+export function checkChoice<T extends string>(argument: string, value: unknown, choices: readonly T[]): T {
+  if (typeof value === 'string' && (choices as readonly string[]).includes(value)) return value as T;
+  // Values are short ('E4M3', 'cpu'): only a spelling of the same word is suggested, not a near one.
+  const hint = typeof value === 'string' ? suggest(value, choices, {}, value.length >= 6 ? 1 : 0) : undefined;
+  throw new InvalidArgumentError(
+    argument,
+    `one of ${choices.map((c) => `'${c}'`).join(', ')}`,
+    `${describeValue(value)}${hint ? ` (did you mean '${hint}'?)` : ''}`,
+  );
+}

@@ -1,0 +1,104 @@
+/**
+ * The checks a tensor is built through: shapes, values for a dtype, encode options, and host
+ * allocations that say how much was asked when they cannot be made.
+ */
+import { freemem, totalmem } from 'node:os';
+import { checkKeys, checkOptionsObject, describeValue } from '../arguments.js';
+import { InvalidArgumentError, OutOfMemoryError } from '../errors.js';
+import { allocRaw, type DType, type EncodeOptions, itemSize, type RawArray } from './dtype.js';
+
+/** Elements of a shape (1 for rank 0). */
+export function numel(shape: readonly number[]): number {
+  let n = 1;
+  for (const d of shape) n *= d;
+  return n;
+}
+
+export const shapeText = (shape: readonly number[]): string => `[${shape.join(', ')}]`;
+
+/** An array of non-negative safe integers; each bad entry is named with its index. */
+export function checkShape(argument: string, shape: unknown): readonly number[] {
+  if (!Array.isArray(shape)) {
+    throw new InvalidArgumentError(argument, 'an array of non-negative integers', describeValue(shape));
+  }
+  for (let d = 0; d < shape.length; d++) {
+    const size = shape[d];
+    if (typeof size !== 'number' || !Number.isSafeInteger(size) || size < 0) {
+      throw new InvalidArgumentError(`${argument}[${d}]`, 'a non-negative integer', describeValue(size));
+    }
+  }
+  return shape;
+}
+
+/**
+ * Storage for `length` elements of `dtype` on the host. A size the process cannot hold is an
+ * OutOfMemoryError with the bytes asked (V8 refuses typed arrays past its limit with a RangeError).
+ */
+export function allocHost(dtype: DType, shape: readonly number[]): RawArray {
+  const length = numel(shape);
+  const bytes = length * itemSize(dtype);
+  const detail = `shape ${shapeText(shape)} ${dtype}`;
+  if (!Number.isSafeInteger(length)) throw new OutOfMemoryError(bytes, freemem(), totalmem(), 'cpu', detail);
+  try {
+    return allocRaw(dtype, length);
+  } catch (error) {
+    if (error instanceof RangeError) throw new OutOfMemoryError(bytes, freemem(), totalmem(), 'cpu', detail);
+    throw error;
+  }
+}
+
+/** float64 scratch of `shape`'s size, with the same out-of-memory rule. */
+export function allocFloat64(shape: readonly number[]): Float64Array {
+  return allocHost('float64', shape) as Float64Array;
+}
+
+const INT32_MIN = -(2 ** 31);
+const INT32_MAX = 2 ** 31 - 1;
+
+/**
+ * Numbers for `dtype`: an array or typed array whose every element is a number (booleans too for
+ * bool). int32 takes finite values in its range (fractions truncate toward zero, as a C, NumPy or
+ * PyTorch cast does); NaN, ±Infinity and values outside [-2^31, 2^31-1] are refused rather than
+ * wrapped or zeroed.
+ */
+export function checkValues(argument: string, values: unknown, dtype: DType): ArrayLike<number> {
+  const typed = ArrayBuffer.isView(values) && !(values instanceof DataView);
+  if (!typed && !Array.isArray(values)) {
+    const got = typeof values === 'number' ? `the number ${values}` : describeValue(values);
+    throw new InvalidArgumentError(argument, 'an array or typed array of numbers', got);
+  }
+  const list = values as ArrayLike<unknown>;
+  if (values instanceof BigInt64Array || values instanceof BigUint64Array) {
+    throw new InvalidArgumentError(argument, 'an array or typed array of numbers', describeValue(values));
+  }
+  if (!typed) {
+    for (let i = 0; i < list.length; i++) {
+      const v = list[i];
+      if (typeof v !== 'number' && !(dtype === 'bool' && typeof v === 'boolean')) {
+        throw new InvalidArgumentError(`${argument}[${i}]`, `a number (for ${dtype})`, describeValue(v));
+      }
+    }
+  }
+  if (dtype === 'int32') {
+    for (let i = 0; i < list.length; i++) {
+      const v = list[i] as number;
+      if (!(v >= INT32_MIN && v < INT32_MAX + 1)) {
+        throw new InvalidArgumentError(
+          `${argument}[${i}]`,
+          `a finite number in int32's range [${INT32_MIN}, ${INT32_MAX}]`,
+          describeValue(v),
+        );
+      }
+    }
+  }
+  return list as ArrayLike<number>;
+}
+
+export function checkEncodeOptions(argument: string, options: unknown): EncodeOptions {
+  const o = checkOptionsObject<EncodeOptions>(argument, options, 'an object { saturate? } (or undefined)');
+  checkKeys(argument, o, ['saturate']);
+  if (o.saturate !== undefined && typeof o.saturate !== 'boolean') {
+    throw new InvalidArgumentError(`${argument}.saturate`, 'a boolean', describeValue(o.saturate));
+  }
+  return o;
+}

@@ -1,0 +1,196 @@
+/**
+ * tidy(fn) and keep(t) on host tensors, and memoryStats()'s host counters: what is freed when, views
+ * sharing storage, nested scopes, errors and promises, the TE module (bf16 and emulated FP8), and a
+ * 100,000-call loop whose host memory stays exactly flat without a single dispose().
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import {
+  attention,
+  autocast,
+  DelayedScaling,
+  DotProductAttention,
+  InvalidArgumentError,
+  keep,
+  memoryStats,
+  randomNormal,
+  Tensor,
+  tidy,
+} from '../../src/index.js';
+
+const host = () => {
+  const { hostBytes, hostBlocks } = memoryStats();
+  return { hostBytes, hostBlocks };
+};
+
+describe('tidy and keep', () => {
+  it('frees what fn created and did not return; the returned tensor lives', () => {
+    const before = host();
+    let inner!: Tensor;
+    const out = tidy(() => {
+      inner = Tensor.zeros([10]);
+      return Tensor.zeros([3], 'float64');
+    });
+    assert.equal(inner.disposed, true);
+    assert.equal(out.disposed, false);
+    assert.deepEqual(host(), { hostBytes: before.hostBytes + 24, hostBlocks: before.hostBlocks + 1 });
+    out.dispose();
+    assert.deepEqual(host(), before);
+  });
+
+  it('never frees tensors made outside it, even through a view made inside', () => {
+    const outer = Tensor.fromArray([1, 2, 3, 4], [2, 2]);
+    tidy(() => {
+      outer.reshape([4]);
+      outer.astype('float64');
+    });
+    assert.equal(outer.disposed, false);
+    assert.deepEqual(Array.from(outer.toFloat64Array()), [1, 2, 3, 4]);
+  });
+
+  it('keeps the storage of a returned view (a rank-3 attention output is a reshape)', () => {
+    const q = randomNormal([4, 2, 8], { seed: 1 });
+    const r = tidy(() => attention(q, q, q, { returnLogSumExp: true }));
+    assert.equal(r.output.disposed, false);
+    assert.equal(r.logSumExp?.disposed, false);
+    assert.deepEqual(r.output.shape, [4, 2, 8]);
+    assert.ok(r.output.toFloat64Array().every(Number.isFinite));
+  });
+
+  it('finds tensors in arrays, Maps, Sets and nested objects, without calling getters', () => {
+    let reads = 0;
+    const made: Tensor[] = [];
+    const make = () => {
+      const t = Tensor.zeros([1]);
+      made.push(t);
+      return t;
+    };
+    const result = tidy(() => {
+      const lazy = make();
+      const dropped = make();
+      void dropped;
+      return {
+        list: [make(), [make()]],
+        map: new Map([['k', make()]]),
+        set: new Set([make()]),
+        nested: { deeper: { t: make() } },
+        get lazy() {
+          reads++;
+          return lazy;
+        },
+      };
+    });
+    assert.equal(reads, 0);
+    assert.deepEqual(
+      made.map((t) => t.disposed),
+      [true, true, false, false, false, false, false],
+    );
+    void result;
+  });
+
+  it('nests: an inner result belongs to the outer scope, freed there unless returned again', () => {
+    let fromInner!: Tensor;
+    const kept = tidy(() => {
+      fromInner = tidy(() => Tensor.zeros([2]));
+      assert.equal(fromInner.disposed, false);
+      return tidy(() => Tensor.zeros([5]));
+    });
+    assert.equal(fromInner.disposed, true);
+    assert.equal(kept.disposed, false);
+  });
+
+  it('keep(t) survives every enclosing scope; dispose() still frees it', () => {
+    let held!: Tensor;
+    tidy(() => {
+      tidy(() => {
+        held = keep(Tensor.zeros([4]));
+      });
+    });
+    assert.equal(held.disposed, false);
+    held.dispose();
+    assert.equal(held.disposed, true);
+  });
+
+  it('frees everything when fn throws, and rethrows', () => {
+    const before = host();
+    let made!: Tensor;
+    assert.throws(
+      () =>
+        tidy(() => {
+          made = Tensor.zeros([8]);
+          throw new Error('boom');
+        }),
+      /boom/,
+    );
+    assert.equal(made.disposed, true);
+    assert.deepEqual(host(), before);
+  });
+
+  it('refuses a function that returns a Promise, after freeing what it made', () => {
+    let made!: Tensor;
+    assert.throws(
+      () =>
+        tidy(async () => {
+          made = Tensor.zeros([8]);
+          return made;
+        }),
+      (e: unknown) => e instanceof InvalidArgumentError && e.argument === 'fn',
+    );
+    assert.equal(made.disposed, true);
+  });
+
+  it('dispose() of any view frees the storage of every view of it', () => {
+    const t = Tensor.zeros([2, 3]);
+    const view = t.reshape([6]);
+    view.dispose();
+    assert.equal(t.disposed, true);
+    assert.throws(() => t.toFloat64Array(), /tensor: expected a live tensor, got a disposed tensor \[2, 3\]/);
+  });
+});
+
+describe('memoryStats on the host', () => {
+  it('counts bytes and blocks of live tensors; reshapes share one block', () => {
+    const before = host();
+    const t = Tensor.zeros([5], 'float64');
+    t.reshape([1, 5]);
+    assert.deepEqual(host(), { hostBytes: before.hostBytes + 40, hostBlocks: before.hostBlocks + 1 });
+    t.dispose();
+    t.dispose();
+    assert.deepEqual(host(), before);
+  });
+
+  it('stays exactly flat over 100,000 attention calls inside tidy, with no dispose()', () => {
+    const q = randomNormal([1, 2, 1, 4], { seed: 1 });
+    const k = randomNormal([1, 2, 1, 4], { seed: 2 });
+    const before = host();
+    for (let i = 0; i < 100_000; i++) {
+      tidy(() => {
+        const r = attention(q, k, k, { returnLogSumExp: true, isCausal: i % 2 === 0 });
+        r.output.astype('bfloat16');
+      });
+      if (i % 10_000 === 0) assert.deepEqual(host(), before, `after ${i + 1} calls`);
+    }
+    assert.deepEqual(host(), before);
+  });
+
+  it('stays flat with the TE module, bf16 and the emulated FP8 path', () => {
+    const attn = new DotProductAttention({ headDim: 16, numAttentionHeads: 2, attnMaskType: 'causal' });
+    const x = randomNormal([1, 4, 2, 16], { seed: 3, dtype: 'bfloat16' });
+    const recipe = new DelayedScaling({ amaxHistoryLen: 4 });
+    const before = host();
+    for (let i = 0; i < 500; i++) {
+      // What tidy returns survives it, so these return nothing.
+      tidy(() => {
+        attn.forward(x, x, x);
+      });
+      tidy(() => {
+        autocast({ recipe }, () => attn.apply(x, x, x, { keepFp8Output: true }));
+      });
+    }
+    assert.deepEqual(host(), before);
+    const kept = tidy(() => autocast({ recipe }, () => attn.apply(x, x, x, { keepFp8Output: true })));
+    assert.equal(kept.output.disposed, false);
+    assert.equal(kept.output8?.tensor.disposed, false);
+    assert.equal(kept.precision, 'fp8');
+  });
+});
