@@ -1,0 +1,97 @@
+/**
+ * tidy() with "cuda" tensors on a machine without a GPU, against the stand-in libcuda/libcudnn of
+ * test/support/cudnn-fake.c (its cuMemAlloc is malloc; cuDNN's execute records bindings and runs
+ * nothing). What is checked is the pool's bookkeeping, which is what a GPU loop depends on: every
+ * block a tidy scope took is back in the pool when it ends, the pool asks the driver for nothing new
+ * after the first call, and what the scope returns (or keep() holds) stays allocated.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { reloadConfig } from '../../src/config.js';
+import {
+  attention,
+  keep,
+  type MemoryStats,
+  memoryStats,
+  randomNormal,
+  Tensor,
+  tidy,
+} from '../../src/index.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'attnlab-fake-scope-'));
+const here = (name: string) => fileURLToPath(new URL(name, import.meta.url));
+const compile = (source: string, name: string) =>
+  spawnSync('cc', ['-shared', '-fPIC', '-O1', '-o', join(dir, name), here(source), '-lm'], {
+    encoding: 'utf8',
+  });
+const built = [
+  compile('../support/cudnn-fake.c', 'libcuda.so.1'),
+  compile('../support/cudnn-fake.c', 'libcudnn.so.9'),
+  compile('../support/cudnn-fake.c', 'libcudnn_graph.so.9'),
+  compile('../support/te-fake-nvrtc.c', 'libnvrtc.so.13'),
+];
+const skip = built.every((b) => b.status === 0)
+  ? false
+  : `no C compiler: ${built.map((b) => b.error?.message ?? b.stderr).join(' ')}`;
+process.env.ATTNLAB_LIBCUDA = join(dir, 'libcuda.so.1');
+process.env.ATTNLAB_CUDNN = join(dir, 'libcudnn.so.9');
+process.env.ATTNLAB_NVRTC = join(dir, 'libnvrtc.so.13');
+process.env.ATTNLAB_CACHE_DIR = join(dir, 'cache');
+process.env.ATTNLAB_KERNEL_CACHE = '0';
+// The stand-in's plan JSON holds a pointer into its own process: a plan read from disk would dangle.
+process.env.ATTNLAB_CUDNN_PLAN_CACHE = '0';
+delete process.env.ATTNLAB_DISABLE_CUDA;
+reloadConfig();
+
+const device = (s: MemoryStats) => ({
+  liveBlocks: s.liveBlocks,
+  currentBytes: s.currentBytes,
+  driverAllocations: s.driverAllocations,
+});
+
+describe('tidy on the device pool (stand-in driver)', { skip }, () => {
+  it('frees device blocks at the end of the scope, keeps the returned ones', () => {
+    const host = Tensor.zeros([64], 'float32');
+    const before = device(memoryStats());
+    let inner!: Tensor;
+    const out = tidy(() => {
+      inner = host.to('cuda');
+      return host.to('cuda').reshape([8, 8]);
+    });
+    assert.equal(inner.disposed, true);
+    assert.equal(out.disposed, false);
+    assert.equal(memoryStats().liveBlocks, before.liveBlocks + 1);
+    const held = tidy(() => keep(host.to('cuda')));
+    assert.equal(memoryStats().liveBlocks, before.liveBlocks + 2);
+    out.dispose();
+    held.dispose();
+    assert.equal(memoryStats().liveBlocks, before.liveBlocks);
+  });
+
+  it('10,000 cudnn calls with log-sum-exp and host copies hold the pool flat, with no dispose()', () => {
+    const q = randomNormal([1, 16, 2, 64], { seed: 1, dtype: 'bfloat16' }).to('cuda');
+    const call = (i: number) =>
+      tidy(() => {
+        const r = attention(q, q, q, {
+          implementation: 'cudnn',
+          returnLogSumExp: true,
+          isCausal: i % 2 === 0,
+        });
+        assert.equal(r.backend, 'cudnn');
+        r.output.toHost();
+      });
+    call(0);
+    call(1);
+    const start = device(memoryStats());
+    const host = memoryStats().hostBlocks;
+    for (let i = 0; i < 10_000; i++) call(i);
+    assert.deepEqual(device(memoryStats()), start);
+    assert.equal(memoryStats().hostBlocks, host);
+    q.dispose();
+  });
+});
