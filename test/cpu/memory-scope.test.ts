@@ -11,6 +11,7 @@ import {
   DelayedScaling,
   DotProductAttention,
   InvalidArgumentError,
+  KVCache,
   keep,
   memoryStats,
   randomNormal,
@@ -137,6 +138,16 @@ describe('tidy and keep', () => {
       (e: unknown) => e instanceof InvalidArgumentError && e.argument === 'fn',
     );
     assert.equal(made.disposed, true);
+  });
+
+  it("long-lived state made inside a scope (a KVCache and its pools) is not the scope's to free", () => {
+    const cache = tidy(
+      () => new KVCache({ numBlocks: 2, blockSize: 4, numKvHeads: 1, headDim: 8, device: 'cpu' }),
+    );
+    assert.equal(cache.keyPool.disposed, false);
+    assert.equal(cache.valuePool.disposed, false);
+    cache.dispose();
+    assert.equal(cache.keyPool.disposed, true);
   });
 
   it('dispose() of any view frees the storage of every view of it', () => {
