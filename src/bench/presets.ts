@@ -22,12 +22,16 @@ export interface CodelabSizes {
   readonly batch: readonly number[];
   /** T of the batch sweep. */
   readonly batchSeq: number;
-  /** T at which the lab times MHA, GQA and MQA (section 9). */
+  /** T at which the lab times MHA, GQA and MQA (section 9a). */
   readonly headsSeq: number;
   /** The lab's TransformerEngine-style module sweep over T (section 10a), bf16 causal. */
   readonly teSeq: readonly number[];
   /** T of the FP8 comparison (section 10b; sm_90 GPUs only). */
   readonly fp8Seq: number;
+  /** Decoding by KV heads (section 9b): one query token per sequence over a cache of S tokens. */
+  readonly decode: { readonly B: number; readonly S: number; readonly N: number; readonly H: number };
+  /** The long sequence of the forward/backward section (11), beside the default shape. */
+  readonly backwardSeq: number;
 }
 
 /** The sizes of the codelab's sections on each kind of machine; `long` extends the sequence sweep. */
@@ -44,6 +48,9 @@ export function codelabSizes(device: 'cuda' | 'cpu', long: boolean): CodelabSize
       headsSeq: 2048,
       teSeq: doubling(128, 2048),
       fp8Seq: long ? 2048 : 1024,
+      // 2·8·32768·8·128 bf16 values = 1 GiB of cache at K=8: well past L2, ~0.25 ms at 4 TB/s.
+      decode: { B: 8, S: 32768, N: 32, H: 128 },
+      backwardSeq: long ? 8192 : 2048,
     };
   }
   return {
@@ -57,6 +64,9 @@ export function codelabSizes(device: 'cuda' | 'cpu', long: boolean): CodelabSize
     headsSeq: 64,
     teSeq: doubling(16, 64),
     fp8Seq: 64,
+    // A few ms per decode step and ~0.3 s per float64 reference backward call at T=256.
+    decode: { B: 2, S: 2048, N: 8, H: 32 },
+    backwardSeq: 256,
   };
 }
 

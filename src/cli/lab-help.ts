@@ -44,9 +44,11 @@ export function labSizesHelp(): string {
     `  8a     timing at B=${B}, T=${T}, N=${N}, H=${H}: ${series}`,
     `  8b     sequence sweep T = ${range(full.seq)} (to ${quick.seq.at(-1)} with --quick), B=${B}`,
     `  8c     batch sweep B = ${range(full.batch)} (to ${quick.batch.at(-1)} with --quick) at T=${full.batchSeq}`,
-    `  9      MHA, GQA, MQA (K = 8, 2, 1 of N=8, H=64); timed at B=${B}, T=${full.headsSeq}`,
+    `  9a     MHA, GQA, MQA (K = 8, 2, 1 of N=8, H=64); timed at B=${B}, T=${full.headsSeq}`,
+    `  9b     decode step for K = 8, 2, 1 at B=${full.decode.B}, S=${full.decode.S}, N=${full.decode.N}, H=${full.decode.H}: ms, cache bytes, GB/s`,
     `  10a    TE-style module, bf16 causal, over T = ${range(full.teSeq)}`,
     `  10b    ${fp8}`,
+    `  11     forward and backward per backend at T=${T} and T=${full.backwardSeq} (T=${quick.backwardSeq} with --quick), B=${B}`,
     ...(device === 'cuda'
       ? ['Sizes whose naive (B,N,T,S) scores cannot fit in free memory are skipped, each saying so.']
       : []),

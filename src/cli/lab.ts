@@ -25,7 +25,7 @@ export function registerLabCommand(program: Command): void {
   program
     .command('lab')
     .description(
-      "Run the attention codelab's sections 2-10 on this machine (GPU, or CPU backends at small sizes)",
+      "Run the attention codelab's sections 2-10, and 11 (backward), on this machine (GPU, or CPU backends at small sizes)",
     )
     .option('--out <dir>', 'the folder for lab.json (results) and lab.html (report with charts)')
     .option('--no-report', 'write no files: tables and charts in the terminal only')

@@ -1,15 +1,17 @@
 /**
- * `attnlab lab`: the codelab's sections 2–10 in order, on this machine's GPU or, without one, on the
- * CPU backends at small sizes. Returns a results file (tables and timed rows) for JSON and HTML.
+ * `attnlab lab`: the codelab's sections 2–10 in order, then 11 (forward and backward) beyond it, on
+ * this machine's GPU or, without one, on the CPU backends at small sizes. Returns a results file (tables and timed rows) for JSON and HTML.
  */
 
 import { cudaAvailable } from '../backends/cuda/context.js';
 import { resolveCeiling } from '../bench/ceiling.js';
 import { makeResults } from '../bench/results.js';
 import { config } from '../config.js';
-import type { ResultsFile } from '../results/schema.js';
+import type { ResultRow, ResultsFile } from '../results/schema.js';
+import { backwardSection } from './backward.js';
 import { causalSection, createInputs, cudnnSection, fusedSection, gpuCheck, naiveSection } from './basics.js';
 import { LabContext, type LabOptions } from './context.js';
+import { decodeSection } from './decode.js';
 import { fp8Section, teSweep } from './te.js';
 import { defaultTiming, headsSection, sweeps } from './timing.js';
 
@@ -56,10 +58,15 @@ export async function runLab(options: LabOptions): Promise<ResultsFile> {
   if (note && lab.device === 'cuda') lab.note(note);
   await section(lab, '8a', () => defaultTiming(lab));
   await section(lab, '8b-8c', () => sweeps(lab));
-  await section(lab, '9', () => headsSection(lab));
+  let prefill: ResultRow[] = [];
+  await section(lab, '9a', async () => {
+    prefill = await headsSection(lab);
+  });
+  await section(lab, '9b', () => decodeSection(lab, prefill));
 
   await section(lab, '10a', () => teSweep(lab));
   await section(lab, '10b', () => fp8Section(lab));
+  await section(lab, '11', () => backwardSection(lab));
 
   return results(lab);
 }

@@ -1,9 +1,11 @@
 /**
- * The lab's measured sections, the codelab's 8 and 9: timing at the default shape, the sequence and
- * batch sweeps, and the MHA/GQA/MQA shapes with the KV-cache bytes each needs per token.
+ * The lab's measured sections, the codelab's 8 and 9a: timing at the default shape, the sequence and
+ * batch sweeps, and the MHA/GQA/MQA shapes with the KV-cache bytes each needs per token (9b, the
+ * decode step by KV heads, is decode.ts).
  */
 import { attention } from '../api/attention.js';
 import { memoryShortfall } from '../bench/fit.js';
+import type { MeasureOptions } from '../bench/measure.js';
 import { codelabSweeps } from '../bench/presets.js';
 import { terminalProgress } from '../bench/progress.js';
 import { runSweeps, type SweepGroup } from '../bench/run-bench.js';
@@ -16,8 +18,16 @@ import { randomNormal } from '../tensor/random.js';
 import { shapeText } from './compare.js';
 import type { LabContext } from './context.js';
 
-/** Measures the groups, prints the rows, and returns them. cuDNN rows only where section 6 ran cuDNN. */
-async function measureGroups(lab: LabContext, groups: SweepGroup[], title: string): Promise<ResultRow[]> {
+/**
+ * Measures the groups, prints the rows, and returns them. cuDNN rows only where section 6 ran cuDNN.
+ * `measure` overrides the lab's settings (e.g. the pass to time).
+ */
+export async function measureGroups(
+  lab: LabContext,
+  groups: SweepGroup[],
+  title: string,
+  measure: Partial<MeasureOptions> = {},
+): Promise<ResultRow[]> {
   const kept = groups
     .map((g) => ({
       ...g,
@@ -25,7 +35,7 @@ async function measureGroups(lab: LabContext, groups: SweepGroup[], title: strin
     }))
     .filter((g) => g.spec.impl.length > 0);
   const run = await runSweeps(kept, {
-    measure: lab.measure(kept[0]?.name ?? 'lab'),
+    measure: { ...lab.measure(kept[0]?.name ?? 'lab'), ...measure },
     resolvedCeiling: lab.ceiling,
     skip: memoryShortfall,
     progress: terminalProgress(),
@@ -35,7 +45,7 @@ async function measureGroups(lab: LabContext, groups: SweepGroup[], title: strin
 }
 
 /** Each sweep's charts as text (the HTML report draws them as line charts). */
-function printCharts(lab: LabContext, rows: ResultRow[]): void {
+export function printCharts(lab: LabContext, rows: ResultRow[]): void {
   for (const chart of chartsFor([{ name: 'lab', results: { rows } }])) {
     if (chart.id.endsWith('-ms')) lab.say(renderChartText(chart, { color: lab.options.color }));
   }
@@ -81,9 +91,12 @@ export async function sweeps(lab: LabContext): Promise<void> {
   printCharts(lab, batch);
 }
 
-/** 9. MHA, GQA and MQA: the same output shape from 8, 2 and 1 KV heads, and what each saves in the KV cache. */
-export async function headsSection(lab: LabContext): Promise<void> {
-  lab.heading('9. Compare MHA, GQA and MQA');
+/**
+ * 9a. MHA, GQA and MQA: the same output shape from 8, 2 and 1 KV heads, and what each saves in the KV
+ * cache. Returns the timed (prefill) rows, which 9b sets beside the decode step.
+ */
+export async function headsSection(lab: LabContext): Promise<ResultRow[]> {
+  lab.heading('9a. Compare MHA, GQA and MQA');
   const [B, T, N, H] = [2, 64, 8, 64];
   const q = randomNormal([B, T, N, H], { seed: 42, dtype: 'float32' }).to(lab.device);
   const patterns = [
@@ -129,4 +142,5 @@ export async function headsSection(lab: LabContext): Promise<void> {
     `Time by KV heads — B=${lab.sizes.B}, T=${timedT}, N=${N}, H=${H}`,
   );
   printCharts(lab, timed);
+  return timed;
 }

@@ -35,7 +35,7 @@ export type RowStatus = 'ok' | 'unsupported' | 'error' | 'out-of-memory';
 
 /** One measured (or refused) case. */
 export interface ResultRow {
-  /** The group of rows one chart compares: 'bench', or the lab's 'default', 'seq', 'batch', 'heads'. */
+  /** The group of rows one chart compares: 'bench', or the lab's 'default', 'seq', 'batch', 'heads', 'decode', 'fwd-bwd T=<T>'. */
   sweep: string;
   source: RowSource;
   /** The implementation inside its source: attnlab 'naive'…, jax 'xla'/'cudnn', torch 'flash'/'math'…. */

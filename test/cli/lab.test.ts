@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { formatBytes } from '../../src/errors.js';
 import { loadResults } from '../../src/results/files.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -35,9 +36,11 @@ const SECTIONS = [
   '8a. Time the variants at the default shape',
   '8b. Sweep the sequence length',
   '8c. Sweep the batch size',
-  '9. Compare MHA, GQA and MQA',
+  '9a. Compare MHA, GQA and MQA',
+  '9b. Decoding: what GQA and MQA save in the KV cache',
   '10a. The TransformerEngine-style module over sequence lengths',
   '10b. Inspect the FP8 path',
+  '11. Beyond the codelab: forward and backward per backend',
 ];
 
 // No --out: the lab writes its results and report to a folder of its own and names it last.
@@ -138,6 +141,69 @@ describe('attnlab lab on the CPU', () => {
     assert.ok(Number(causal.rows[1][1]) < 1e-6, 'the last position must not');
     const html = readFileSync(join(cwd, written[2]), 'utf8');
     assert.match(html, /<canvas id="chart-\d+-seq-ms"/);
+  });
+});
+
+describe('attnlab lab beyond the codelab: decoding (9b) and the backward (11)', () => {
+  const results = () => {
+    assert.ok(written, 'the lab wrote no results');
+    return loadResults(join(cwd, written[1]));
+  };
+
+  it('9b times one decode step for K = 8, 2, 1 at fixed N and tabulates the cache bytes', () => {
+    const { rows, tables } = results();
+    const decode = rows.filter((r) => r.sweep === 'decode');
+    assert.deepEqual(
+      decode.map((r) => r.K),
+      [8, 2, 1],
+    );
+    const [first] = decode;
+    for (const r of decode) {
+      assert.equal(r.status, 'ok', r.reason);
+      assert.equal(r.T, 1, 'one query token per sequence');
+      assert.ok(r.S >= 1024, `a long cache, got S=${r.S}`);
+      assert.deepEqual([r.B, r.S, r.N, r.H], [first.B, first.S, first.N, first.H], 'only K varies');
+      assert.ok(r.timing && r.timing.ms.median > 0);
+      assert.ok(r.maxError !== null && r.maxError !== undefined && r.maxError < 1e-4, `error ${r.maxError}`);
+    }
+    const table = tables.find((t) => t.title === 'KV-cache bytes and decode-step time');
+    assert.ok(table, 'no cache-bytes table');
+    assert.equal(table.rows.length, 3);
+    const column = (name: string) => table.headers.indexOf(name);
+    for (const [i, r] of decode.entries()) {
+      // float32 on the CPU: 2 (K and V) · B · S · K · H · 4 bytes.
+      assert.equal(table.rows[i][column('Cache bytes')], formatBytes(2 * r.B * r.S * r.K * r.H * 4));
+      assert.equal(table.rows[i][column('K=8 bytes / these')], `${8 / r.K}×`);
+      assert.equal(Number(table.rows[i][column('ms per step')]), Number(r.timing!.ms.median.toFixed(4)));
+      assert.ok(Number(table.rows[i][column('GB/s read')]) > 0);
+    }
+    assert.match(lab.stdout, /decode: median time per call vs KV heads K/);
+    assert.match(lab.stdout, /K=1 keeps [\d.]+ \w+ of cache where K=8 keeps [\d.]+ \w+ \(8× fewer bytes/);
+  });
+
+  it('11 times forward and backward of every CPU backend at the default shape and a long one', () => {
+    const { rows } = results();
+    const passRows = rows.filter((r) => r.sweep.startsWith('fwd-bwd'));
+    const shapes = [...new Set(passRows.map((r) => r.T))];
+    assert.equal(shapes.length, 2, `two shapes, got T = ${shapes.join(', ')}`);
+    assert.ok(shapes[1] > shapes[0], 'the second shape is the longer sequence');
+    for (const T of shapes) {
+      for (const impl of ['reference', 'flash']) {
+        const forward = passRows.find(
+          (r) => r.T === T && r.impl === impl && (r.pass ?? 'forward') === 'forward',
+        );
+        const backward = passRows.find((r) => r.T === T && r.impl === impl && r.pass === 'backward');
+        assert.ok(forward && backward, `${impl} at T=${T}: both passes`);
+        assert.equal(forward.status, 'ok', forward.reason);
+        assert.equal(backward.status, 'ok', backward.reason);
+        assert.equal(backward.flops, 2.5 * forward.flops, 'the backward counts 2.5× the forward flops');
+        assert.ok(backward.timing!.ms.median > 0 && forward.timing!.ms.median > 0);
+        assert.match(backward.label, /backward$/);
+      }
+    }
+    const html = readFileSync(join(cwd, written![2]), 'utf8');
+    assert.match(html, /<canvas id="chart-\d+-fwd-bwd-t-\d+-ms"/);
+    assert.match(html, /<canvas id="chart-\d+-decode-ms"/);
   });
 });
 
