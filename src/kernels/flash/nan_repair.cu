@@ -1,6 +1,6 @@
 // NaN repair after a backend whose P·V we do not control (naive: cuBLASLt; cudnn: cuDNN's fused
 // kernel): every output element that is NaN is recomputed over the keys its row sees
-// (recompute.cuh), so a masked or padded key's NaN or Inf value — multiplied there by its weight 0,
+// (recompute.cuh), and so is a NaN log-sum-exp, so a masked or padded key's NaN or Inf value — multiplied there by its weight 0,
 // which is NaN — never reaches a row that does not see it. A NaN the row does see (a NaN or +inf
 // logit, a visible NaN value) is NaN again after the recompute.
 //
@@ -37,6 +37,11 @@ __device__ __forceinline__ void nan_repair(const FlashParams& p) {
     for (int e = 0; e < VEC; ++e) {
       if (x[e] == x[e]) continue;
       store_elem<ELEM>(p.o, at + e, recompute_element<ELEM, BIAS, MASK>(p, b, n, i, col0 + e));
+    }
+    // The row's log-sum-exp (B,T,N contiguous), when asked for, by its first column's thread.
+    if (p.lse && col0 == 0) {
+      float* lse = p.lse + row_index;
+      if (*lse != *lse) *lse = recompute_lse<ELEM, BIAS, MASK>(p, b, n, i);
     }
   }
 }

@@ -104,3 +104,26 @@ __device__ __noinline__ float recompute_element(const FlashParams& p, int b, int
   }
   return acc / sum;
 }
+
+// The natural-log log-sum-exp of (b, row) over the keys it sees, for a row whose kernel result came
+// out NaN: a NaN key behind a boolean mask (converted to a finite bias for cuDNN) makes cuDNN's
+// whole row NaN, including a row that does not see that key. NaN again for a NaN or +inf visible
+// logit, −inf for a row that sees no key or is padding.
+template <int ELEM, int BIAS, bool MASK>
+__device__ __noinline__ float recompute_lse(const FlashParams& p, int b, int n, int row) {
+  constexpr float LN2 = 0.6931471805599453f;
+  const TileWork w = row_work(p, b, n);
+  if (row >= w.t_len) return neg_inf();
+  float m = neg_inf();
+  for (int key = 0; key < w.s_len; ++key) m = max_nan(m, base2_logit<ELEM, BIAS, MASK>(p, w, row, key));
+  if (m != m || m == -neg_inf()) return __int_as_float(0x7fffffff);
+  if (m == neg_inf()) return neg_inf();
+  float sum = 0.f;
+  for (int key = 0; key < w.s_len; ++key) {
+    const float x = base2_logit<ELEM, BIAS, MASK>(p, w, row, key);
+    if (x != neg_inf()) sum += fast_exp2(x - m);
+  }
+  float log2sum;
+  asm("lg2.approx.f32 %0, %1;\n" : "=f"(log2sum) : "f"(sum));
+  return (m + log2sum) * LN2;
+}

@@ -38,20 +38,24 @@ export function withNanRepair(backend: AttentionBackend): AttentionBackend {
     ...backend,
     run(p: AttentionProblem): BackendOutput {
       const result = backend.run(p);
-      if (canHideKeys(p)) repairOutput(p, result.output.buffer.ptr);
+      if (canHideKeys(p)) repairOutput(p, result.output.buffer.ptr, result.logSumExp?.buffer.ptr ?? 0n);
       return result;
     },
   };
 }
 
-/** Uploads the lengths and enqueues the repair of `output` (B,T,N,Hv, contiguous, in p.dtype). */
-export function repairOutput(p: AttentionProblem, output: bigint): void {
+/**
+ * Uploads the lengths and enqueues the repair of `output` (B,T,N,Hv, contiguous, in p.dtype) and of
+ * `logSumExp` (B,T,N float32; 0n when none was asked for).
+ */
+export function repairOutput(p: AttentionProblem, output: bigint, logSumExp = 0n): void {
   const upload = (values: Int32Array | null) => (values ? copyInt32ToDevice(values) : null);
   const queryLengths = upload(p.querySeqLengths);
   const keyValueLengths = upload(p.keyValueSeqLengths);
   try {
     repairMaskedNaN(p, {
       output,
+      logSumExp,
       queryLengths: queryLengths?.ptr ?? 0n,
       keyValueLengths: keyValueLengths?.ptr ?? 0n,
     });
@@ -65,6 +69,8 @@ export function repairOutput(p: AttentionProblem, output: bigint): void {
 /** Device addresses the repair reads: the output (rewritten in place) and the int32 lengths, if any. */
 export interface RepairPointers {
   readonly output: bigint;
+  /** (B,T,N) float32 log-sum-exp rewritten where NaN, or 0n. */
+  readonly logSumExp?: bigint;
   readonly queryLengths: bigint;
   readonly keyValueLengths: bigint;
 }
@@ -91,7 +97,7 @@ export function repairMaskedNaN(p: AttentionProblem, at: RepairPointers): void {
     k: p.key.buffer.ptr,
     v: p.value.buffer.ptr,
     o: at.output,
-    lse: 0n,
+    lse: at.logSumExp ?? 0n,
     bias: p.bias?.tensor.buffer.ptr ?? 0n,
     mask: p.mask?.tensor.buffer.ptr ?? 0n,
     qLens: at.queryLengths,
