@@ -19,6 +19,7 @@ import type { AttentionOptions } from '../../src/backends/problem.js';
 import { CudaEventTimer } from '../../src/bench/cuda-timer.js';
 import { attnlabCommit, commandLine, describeMachine } from '../../src/bench/machine.js';
 import { summarize } from '../../src/bench/stats.js';
+import { HBM_PEAK_GBS } from '../../src/results/schema.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';
 
@@ -28,7 +29,6 @@ const option = (name: string, fallback: string) =>
 const out = option('--out', 'decode-bench.json');
 const python = option('--torch', 'python3');
 const quick = args.includes('--quick');
-const PEAK_GBS = 4800;
 const [N, H, REPEATS] = [32, 128, 30];
 
 interface Shape {
@@ -102,7 +102,7 @@ const record = (s: Shape, label: string, layout: string, ms: number, variant?: s
     variant,
     ms,
     bandwidthGBs: GBs,
-    bandwidthPercent: (100 * GBs) / PEAK_GBS,
+    bandwidthPercent: (100 * GBs) / HBM_PEAK_GBS,
   });
 };
 
@@ -171,7 +171,7 @@ try {
 
 writeFileSync(
   out,
-  `${JSON.stringify({ kind: 'decode-bench', command: commandLine(), commit: attnlabCommit(), machine: describeMachine(), torch: torchVersion, peakGBs: PEAK_GBS, rows }, null, 2)}\n`,
+  `${JSON.stringify({ kind: 'decode-bench', command: commandLine(), commit: attnlabCommit(), machine: describeMachine(), torch: torchVersion, peakGBs: HBM_PEAK_GBS, rows }, null, 2)}\n`,
 );
 console.log('shape                    layout     attnlab GB/s (% peak)   best torch GB/s   ratio');
 for (const [index, s] of SHAPES.entries()) {

@@ -10,7 +10,7 @@ import { measureAttnlabCase } from '../bench/measure.js';
 import type { BenchCase } from '../bench/sweep.js';
 import { formatBytes } from '../errors.js';
 import { wrapText } from '../report/terminal.js';
-import type { ResultRow } from '../results/schema.js';
+import { HBM_PEAK_GBS, type ResultRow } from '../results/schema.js';
 import { itemSize } from '../tensor/dtype.js';
 import type { LabContext } from './context.js';
 import { printCharts } from './timing.js';
@@ -53,6 +53,13 @@ export async function decodeSection(lab: LabContext, prefill: readonly ResultRow
           attention(q, k, v, { implementation: 'flash', isCausal: true, causalAlignment: 'bottom_right' }),
       }),
     );
+  }
+  // The rows carry their bandwidth (results schema) so reports can show it beside the time.
+  for (const r of rows) {
+    const ms = r.timing?.ms.median;
+    if (!ms) continue;
+    r.bandwidthGBs = decodeStepBytes({ ...r, dtype }) / (ms * 1e-3) / 1e9;
+    if (lab.device === 'cuda') r.bandwidthPercent = (100 * r.bandwidthGBs) / HBM_PEAK_GBS;
   }
   lab.timed(`Decode step by KV heads — B=${B}, S=${S} cached tokens, N=${N}, H=${H}, ${dtype}`, rows);
 

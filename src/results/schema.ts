@@ -6,6 +6,9 @@
 export const RESULTS_SCHEMA = 'attnlab.results';
 export const RESULTS_SCHEMA_VERSION = 1;
 
+/** The H200's HBM3e peak by its datasheet, GB/s: what bandwidthPercent is relative to. */
+export const HBM_PEAK_GBS = 4800;
+
 /** Who produced a row: attnlab itself or a peer framework run through its Python script. */
 export type RowSource = 'attnlab' | 'jax' | 'torch';
 
@@ -64,6 +67,13 @@ export interface ResultRow {
   tflops?: number;
   /** tflops as a percentage of the results file's matmul ceiling. */
   ceilingPercent?: number;
+  /**
+   * Memory-bound rows (decoding): bytes moved — the K/V cache rows read once, Q and O — over the
+   * median time, in GB/s (10^9 bytes per second).
+   */
+  bandwidthGBs?: number;
+  /** bandwidthGBs as a percentage of the GPU's HBM peak (HBM_PEAK_GBS on the H200). */
+  bandwidthPercent?: number;
   /** Peak device memory during the timed calls, bytes (null where the source cannot tell). */
   peakMemoryBytes?: number | null;
   /** Largest |output − float64 reference| over the checked elements. */

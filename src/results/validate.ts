@@ -124,6 +124,8 @@ export function parseResults(value: unknown, source: string): ResultsFile {
       flops: c.nonNegative,
       'tflops?': c.nonNegative,
       'ceilingPercent?': c.nonNegative,
+      'bandwidthGBs?': c.nonNegative,
+      'bandwidthPercent?': c.nonNegative,
       'peakMemoryBytes?': c.nonNegative,
       'maxError?': c.nonNegative,
       'errorCheck?': c.oneOf(['full', 'sampled', 'none']),

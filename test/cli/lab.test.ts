@@ -176,6 +176,11 @@ describe('attnlab lab beyond the codelab: decoding (9b) and the backward (11)', 
       assert.equal(table.rows[i][column('K=8 bytes / these')], `${8 / r.K}×`);
       assert.equal(Number(table.rows[i][column('ms per step')]), Number(r.timing!.ms.median.toFixed(4)));
       assert.ok(Number(table.rows[i][column('GB/s read')]) > 0);
+      // The row carries the same bandwidth (results schema): cache read once, Q and O, over the median.
+      const bytes = 2 * r.B * r.S * r.K * r.H * 4 + 2 * r.B * r.N * r.H * 4;
+      assert.ok(
+        Math.abs(r.bandwidthGBs! - bytes / (r.timing!.ms.median * 1e-3) / 1e9) < 1e-6 * r.bandwidthGBs!,
+      );
     }
     assert.match(lab.stdout, /decode: median time per call vs KV heads K/);
     assert.match(lab.stdout, /K=1 keeps [\d.]+ \w+ of cache where K=8 keeps [\d.]+ \w+ \(8× fewer bytes/);

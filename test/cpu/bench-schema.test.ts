@@ -98,6 +98,19 @@ describe('results schema', () => {
         ),
       /rows\[0\]\.B: expected a positive integer/,
     );
+    // Decode rows' bandwidth: optional, and a number of at least 0 when present.
+    parseResults(
+      mutated((j) => Object.assign(j.rows[0], { bandwidthGBs: 2212.5, bandwidthPercent: 46.1 })),
+      'f',
+    );
+    assert.throws(
+      () =>
+        parseResults(
+          mutated((j) => (j.rows[0].bandwidthGBs = -1)),
+          'f',
+        ),
+      /rows\[0\]\.bandwidthGBs/,
+    );
   });
 
   it('refuses rows that contradict their status, ragged tables and newer schema versions', () => {
