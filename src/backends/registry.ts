@@ -12,7 +12,7 @@ import { cudnnBackend } from './cuda/cudnn/backend.js';
 import { cudaFlashBackend } from './cuda/flash/backend.js';
 import { withNanRepair } from './cuda/flash/nan-repair.js';
 import { cudaNaiveBackend } from './cuda/naive/backend.js';
-import type { AttentionProblem, Implementation } from './problem.js';
+import type { AttentionProblem } from './problem.js';
 
 /** Whether `backend` takes the problem's layout, before asking its supports(). */
 export function layoutSupport(backend: AttentionBackend, problem: AttentionProblem): Support {
@@ -48,7 +48,8 @@ export function chooseBackend(problem: AttentionProblem): AttentionBackend {
 
 /** What `chooseFrom` needs of a table entry: any operation's backend has these. */
 interface Candidate<P> {
-  readonly name: Implementation;
+  /** An Implementation, or an FP8 backend's name (fp8-registry.ts). */
+  readonly name: string;
   readonly device: Device;
   readonly layouts?: readonly InputLayout[];
   supports(problem: P): Support;

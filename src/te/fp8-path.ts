@@ -3,18 +3,18 @@
  * this step's amax), quantise Q/K/V, run attention on the FP8 operands, return O in the module's
  * dtype (or as FP8 codes with their scale), and feed the five amax values back into the state.
  *
- * On CUDA the step runs cuDNN's FP8 graph (src/backends/cuda/fp8/). On the CPU it is emulated with
- * the float64 FP8 reference over the same quantised operands — the same scales, the same state
- * updates — so the whole recipe machinery is testable without a GPU.
+ * The step runs on the FP8 backend the FP8 table (backends/fp8-registry.ts) picks for the problem's
+ * device: cuDNN's FP8 graph on CUDA (backends/cuda/fp8/), the float64 emulation on the CPU
+ * (backends/cpu/fp8-emulation.ts) — the same scales, the same state updates — so the whole recipe
+ * machinery is testable without a GPU.
  */
 
-import { type Fp8StepReport, runCudaFp8 } from '../backends/cuda/fp8/run.js';
-import { DeviceDelayedState } from '../backends/cuda/fp8/state.js';
-import type { AttentionOptions, AttentionProblem } from '../backends/problem.js';
+import type { Fp8BackendName, Fp8StepReport } from '../backends/fp8-backend.js';
+import type { Fp8Scaling, Fp8StepProblem, Fp8StepState } from '../backends/fp8-problem.js';
+import { chooseFp8Backend } from '../backends/fp8-registry.js';
+import type { AttentionProblem } from '../backends/problem.js';
 import type { Tensor } from '../tensor/tensor.js';
-import { fp8ReferenceAttention } from './fp8-reference.js';
-import { currentScales, type Fp8State } from './fp8-state.js';
-import { absMax, dequantiseTensor, quantiseValues } from './quantise.js';
+import type { Fp8State } from './fp8-state.js';
 import { type Fp8Recipe, forwardDType } from './recipe.js';
 
 export interface Fp8StepResult {
@@ -27,63 +27,46 @@ export interface Fp8StepResult {
    * they are read back on first use, which waits for the step.
    */
   readonly report: Fp8StepReport;
-  readonly backend: 'cudnn-fp8' | 'cpu-fp8-emulated';
+  readonly backend: Fp8BackendName;
   readonly variant: string;
 }
 
-/**
- * Runs one FP8 step on the device of the problem's tensors. `options` are the dotProductAttention
- * options the problem was validated from.
- */
+/** Runs one FP8 step on the device of the problem's tensors, through the FP8 table. */
 export function runFp8Step(
   p: AttentionProblem,
-  options: AttentionOptions,
   recipe: Fp8Recipe,
   state: Fp8State,
   keepFp8Output: boolean,
 ): Fp8StepResult {
   const dtype8 = forwardDType(recipe.fp8Format);
-  if (p.device === 'cuda') {
-    if (recipe.kind === 'current') {
-      const result = runCudaFp8({ problem: p, dtype8, scaling: { kind: 'current' }, keepFp8Output });
+  // The state bound to this step's recipe: how a backend reads it and ends the step.
+  const stepState: Fp8StepState = {
+    recordHost: (amax) => state.record(recipe, amax, dtype8),
+    countStep: () => {
       state.steps++;
-      return { ...result, backend: 'cudnn-fp8' };
-    }
-    // The histories and scales live on the device between steps; the host copy catches up when read.
-    const deviceState = state.mirrorFor(recipe, DeviceDelayedState.upload);
-    const result = runCudaFp8({
-      problem: p,
-      dtype8,
-      scaling: {
-        kind: 'delayed',
-        state: deviceState,
-        margin: recipe.margin,
-        mostRecent: recipe.amaxComputeAlgo === 'most_recent',
-      },
-      keepFp8Output,
-    });
-    state.deviceStepEnqueued();
-    return { ...result, backend: 'cudnn-fp8' };
-  }
-  const values = { q: p.query.toFloat64Array(), k: p.key.toFloat64Array(), v: p.value.toFloat64Array() };
-  const scales =
-    recipe.kind === 'delayed'
-      ? state.delayedScales(recipe)
-      : currentScales({ q: absMax(values.q), k: absMax(values.k), v: absMax(values.v) }, dtype8);
-  const q8 = quantiseValues(values.q, p.query.shape, scales.q, dtype8);
-  const k8 = quantiseValues(values.k, p.key.shape, scales.k, dtype8);
-  const v8 = quantiseValues(values.v, p.value.shape, scales.v, dtype8);
-  const reference = fp8ReferenceAttention(q8, k8, v8, options, scales.o, dtype8);
-  const amax = { q: q8.amax, k: k8.amax, v: v8.amax, s: reference.amaxS, o: reference.amaxO };
-  state.record(recipe, amax, dtype8);
-  const { tensor, scaleInv } = reference.output8;
-  return {
-    output: dequantiseTensor(tensor, scaleInv, p.dtype),
-    output8: keepFp8Output ? { tensor, scaleInv } : undefined,
-    report: { scales, amax },
-    backend: 'cpu-fp8-emulated',
-    variant: `cpu-fp8-emulated-${dtype8}-${p.causal ? 'causal' : 'full'}`,
+    },
+    deviceStepEnqueued: () => state.deviceStepEnqueued(),
   };
+  const scaling: Fp8Scaling =
+    recipe.kind === 'delayed'
+      ? {
+          kind: 'delayed',
+          margin: recipe.margin,
+          mostRecent: recipe.amaxComputeAlgo === 'most_recent',
+          hostScales: () => state.delayedScales(recipe),
+          deviceMirror: (upload) => state.mirrorFor(recipe, upload),
+        }
+      : { kind: 'current' };
+  const problem: Fp8StepProblem = {
+    ...p,
+    implementation: undefined,
+    dtype8,
+    scaling,
+    state: stepState,
+    keepFp8Output,
+  };
+  const backend = chooseFp8Backend(problem);
+  return { ...backend.run(problem), backend: backend.name };
 }
 
 /**

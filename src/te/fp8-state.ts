@@ -8,21 +8,12 @@ import {
   type Fp8StateMirror,
   type Fp8TensorName,
   type PerTensor,
-} from '../backends/cuda/fp8/tensors.js';
+} from '../backends/fp8-problem.js';
 import { type Fp8DType, fp8Max } from '../tensor/dtype.js';
 import { type DelayedScaling, type Fp8Recipe, Fp8TensorMeta, forwardDType } from './recipe.js';
 
-/**
- * The scales one step quantises with. Delayed scaling takes them from the state; current scaling
- * derives them from this step's amax of Q, K and V, with two bounds that hold for every input:
- * P ≤ 1, so scale_s = fp8Max; and each output row is a convex combination of V rows, so
- * |O| ≤ max|V| and scale_o = fp8Max / amax_v never clips.
- */
-export function currentScales(amax: { q: number; k: number; v: number }, dtype: Fp8DType): PerTensor<number> {
-  const max = fp8Max(dtype);
-  const of = (a: number) => (a > 0 && Number.isFinite(a) ? Math.fround(max / a) : 1);
-  return { q: of(amax.q), k: of(amax.k), v: of(amax.v), s: Math.fround(max), o: of(amax.v) };
-}
+/** The current-scaling scales, computed where the host emulation needs them. */
+export { currentScales } from '../backends/cpu/fp8-emulation.js';
 
 export class Fp8State {
   #metas: Record<Fp8TensorName, Fp8TensorMeta> | null = null;

@@ -14,7 +14,7 @@ import { checkBoolean, checkKeys, checkOptionsObject } from '../arguments.js';
 import type { AttentionBackwardResult } from '../backends/backward-problem.js';
 import { cudaAvailable, getCudaContext } from '../backends/cuda/context.js';
 import { fp8Support } from '../backends/cuda/fp8/support.js';
-import type { PerTensor } from '../backends/cuda/fp8/tensors.js';
+import type { PerTensor } from '../backends/fp8-problem.js';
 import { InvalidArgumentError, UnsupportedError } from '../errors.js';
 import type { Tensor } from '../tensor/tensor.js';
 import { activeAutocast, type Fp8Autocast } from './autocast.js';
@@ -124,7 +124,7 @@ export class DotProductAttention {
       const problem = validateAttention(qkv.query, qkv.key, qkv.value, attentionOptions);
       const support = fp8Support(problem, problem.device === 'cpu' ? 'emulated' : gpuCapability());
       if (support.ok) {
-        const step = runFp8Step(problem, attentionOptions, scope.recipe, this.fp8State, keepFp8Output);
+        const step = runFp8Step(problem, scope.recipe, this.fp8State, keepFp8Output);
         return {
           output: outputInLayout(step.output, c.transposed),
           precision: 'fp8',

@@ -6,7 +6,7 @@
 // tensors of cuDNN's FP8 graph; 8–13 belong to these kernels. Keeping them on the device lets a
 // step run without the host in the loop until the amax values are read back at its end.
 //
-// Arithmetic matches src/te/quantise.ts bit for bit: x·scale as a float32 product, then one
+// Arithmetic matches src/backends/cpu/fp8-quantise.ts bit for bit: x·scale as a float32 product, then one
 // round-to-nearest-even to e4m3 with saturation (cvt.rn.satfinite, sm_89+); dequantising is
 // decode(x8)·(1/scale) in float32, then one round-to-nearest-even to bf16.
 //

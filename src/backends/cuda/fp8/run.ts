@@ -15,6 +15,8 @@ import { InvalidArgumentError } from '../../../errors.js';
 import { type Fp8DType, fp8Max } from '../../../tensor/dtype.js';
 import type { DeviceBuffer } from '../../../tensor/storage.js';
 import { Tensor } from '../../../tensor/tensor.js';
+import type { Fp8StepOutput, Fp8StepReport } from '../../fp8-backend.js';
+import type { PerTensor } from '../../fp8-problem.js';
 import type { AttentionProblem } from '../../problem.js';
 import { getCudaContext } from '../context.js';
 import { sequenceLengthsBuffer } from '../cudnn/execute.js';
@@ -25,7 +27,6 @@ import { launchCurrentScales, launchDelayedBlock, launchDelayedUpdate, launchQua
 import { enqueueChunks, pipelineChunks } from './pipeline.js';
 import { fp8Plan } from './plan.js';
 import type { DeviceDelayedState } from './state.js';
-import type { PerTensor } from './tensors.js';
 
 export interface CudaFp8Request {
   /** Validated, bfloat16, on the GPU, supported (fp8Support said so). */
@@ -45,19 +46,8 @@ export interface CudaFp8Request {
   readonly chunks?: number;
 }
 
-/** The scales a step quantised with and the amax values it measured. */
-export interface Fp8StepReport {
-  readonly scales: PerTensor<number>;
-  readonly amax: PerTensor<number>;
-}
-
-export interface CudaFp8Result {
-  readonly output: Tensor;
-  readonly output8?: { readonly tensor: Tensor; readonly scaleInv: number };
-  /** Read from the step's scalar block on first use (waits for the step). */
-  readonly report: Fp8StepReport;
-  readonly variant: string;
-}
+/** What runCudaFp8 returns: the FP8 step's output (the report read back on first use). */
+export type CudaFp8Result = Fp8StepOutput;
 
 /** A block nobody read goes back to the pool when its report is collected. */
 const unreadBlocks = new FinalizationRegistry<DeviceBuffer>((block) => block.release());

@@ -11,13 +11,13 @@
  * 'max' and 'most_recent' agree, and ringFromHistory / historyFromRing convert exactly.
  */
 import type { DeviceBuffer } from '../../../tensor/storage.js';
-import { copyToDevice, copyToHost } from '../memory.js';
 import {
   type Fp8MetaSlot,
   type Fp8StateMirror,
   type Fp8TensorName,
   FP8_TENSORS as TENSORS,
-} from './tensors.js';
+} from '../../fp8-problem.js';
+import { copyToDevice, copyToHost } from '../memory.js';
 
 /** Where the rings start, in floats (quantise.cu's STATE_RINGS). */
 export const STATE_RINGS = 8;

@@ -1,0 +1,34 @@
+/**
+ * What an FP8 attention backend is (the FP8 step's table is fp8-registry.ts): a name, a device, a
+ * cheap `supports` and `run`, which quantises Q/K/V, runs attention on the FP8 operands and ends
+ * the step on the problem's state.
+ */
+import type { Device } from '../tensor/storage.js';
+import type { Tensor } from '../tensor/tensor.js';
+import type { Support } from './backend.js';
+import type { Fp8StepProblem, PerTensor } from './fp8-problem.js';
+
+/** The scales a step quantised with and the amax values it measured. */
+export interface Fp8StepReport {
+  readonly scales: PerTensor<number>;
+  readonly amax: PerTensor<number>;
+}
+
+export interface Fp8StepOutput {
+  /** O (B,T,N,Hv) in the inputs' dtype. */
+  readonly output: Tensor;
+  /** O as FP8 codes with the factor back to its units (kept only when asked for). */
+  readonly output8?: { readonly tensor: Tensor; readonly scaleInv: number };
+  /** On the GPU read back on first use, which waits for the step. */
+  readonly report: Fp8StepReport;
+  readonly variant: string;
+}
+
+export type Fp8BackendName = 'cudnn-fp8' | 'cpu-fp8-emulated';
+
+export interface Fp8Backend {
+  readonly name: Fp8BackendName;
+  readonly device: Device;
+  supports(problem: Fp8StepProblem): Support;
+  run(problem: Fp8StepProblem): Fp8StepOutput;
+}
