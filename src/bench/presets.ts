@@ -26,8 +26,19 @@ export interface CodelabSizes {
   readonly headsSeq: number;
   /** The lab's TransformerEngine-style module sweep over T (section 10a), bf16 causal. */
   readonly teSeq: readonly number[];
-  /** T of the FP8 comparison (section 10b; sm_90 GPUs only). */
+  /** T of the FP8 comparison (section 10b; sm_90 GPUs only) at the lab's B, N, H. */
   readonly fp8Seq: number;
+  /**
+   * The second FP8 shape (section 10b): one where the GEMMs, not the quantisation passes, set the
+   * time — the shape of the recorded FP8 speed-up (README: 1.42–1.44× bf16 cuDNN at B=4, T=8192,
+   * N=16, H=128). Null where there is no FP8 (CPU).
+   */
+  readonly fp8Large: {
+    readonly B: number;
+    readonly T: number;
+    readonly N: number;
+    readonly H: number;
+  } | null;
   /** Decoding by KV heads (section 9b): one query token per sequence over a cache of S tokens. */
   readonly decode: { readonly B: number; readonly S: number; readonly N: number; readonly H: number };
   /** The long sequence of the forward/backward section (11), beside the default shape. */
@@ -48,6 +59,8 @@ export function codelabSizes(device: 'cuda' | 'cpu', long: boolean): CodelabSize
       headsSeq: 2048,
       teSeq: doubling(128, 2048),
       fp8Seq: long ? 2048 : 1024,
+      // 4·4·16·8192²·128 / 2 = 1.1 TFLOP per causal call: ~2 ms in bf16, past every fixed cost.
+      fp8Large: { B: 4, T: 8192, N: 16, H: 128 },
       // 2·8·32768·8·128 bf16 values = 1 GiB of cache at K=8: well past L2, ~0.25 ms at 4 TB/s.
       decode: { B: 8, S: 32768, N: 32, H: 128 },
       backwardSeq: long ? 8192 : 2048,
@@ -64,6 +77,7 @@ export function codelabSizes(device: 'cuda' | 'cpu', long: boolean): CodelabSize
     headsSeq: 64,
     teSeq: doubling(16, 64),
     fp8Seq: 64,
+    fp8Large: null,
     // A few ms per decode step and ~0.3 s per float64 reference backward call at T=256.
     decode: { B: 2, S: 2048, N: 8, H: 32 },
     backwardSeq: 256,

@@ -9,6 +9,10 @@ import { cudaAvailable, getCudaContext } from '../backends/cuda/context.js';
 import { codelabSeries, codelabSizes } from '../bench/presets.js';
 import { formatBytes } from '../errors.js';
 
+function shapeOf(shape: { B: number; T: number; N: number; H: number } | null): string {
+  return shape ? `B=${shape.B}, T=${shape.T}, N=${shape.N}, H=${shape.H}` : '—';
+}
+
 /** 16, 32, …, 256 for a doubling list; the list itself when short. */
 function range(values: readonly number[]): string {
   if (values.length <= 3) return values.join(', ');
@@ -35,7 +39,7 @@ export function labSizesHelp(): string {
   }
   const fp8 =
     device === 'cuda'
-      ? `FP8 vs bf16 at T=${full.fp8Seq} (T=${quick.fp8Seq} with --quick) on sm_90 or newer`
+      ? `FP8 vs bf16 at T=${full.fp8Seq} (T=${quick.fp8Seq} with --quick) and at ${shapeOf(full.fp8Large)} on sm_90 or newer`
       : 'FP8 needs an sm_90 GPU (the section says so)';
   const lines = [
     where,
