@@ -35,7 +35,7 @@ function problem(H: number, dtype: FloatDType, options: AttentionOptions = {}, H
 
 /** The variant key on sm_90a (no ATTNLAB_FLASH_KERNEL), or `mma: <reason>`. */
 function dispatch(H: number, dtype: FloatDType, options: AttentionOptions = {}, Hv = H, arch = 'sm_90a') {
-  const choice = hopperVariant(problem(H, dtype, options, Hv), arch, 'wgmma');
+  const choice = hopperVariant(problem(H, dtype, options, Hv), arch, 'wgmma', null);
   return 'variant' in choice ? hopperVariantKey(choice.variant) : `mma: ${choice.reason}`;
 }
 
@@ -49,21 +49,48 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
       { isCausal: true },
       { isCausal: true, causalAlignment: 'bottom_right' as const },
       lengths,
+      { localWindowSize: [4, 0] as [number, number] },
+      { isCausal: true, localWindowSize: [3, 0] as [number, number], ...lengths },
     ]) {
       assert.match(dispatch(128, 'bfloat16', options), /\.wgmma$/);
     }
   });
 
-  it('leaves every other case to the mma.sync kernel, saying why', () => {
+  it('pads H and Hv up to the kernel head dim where 3/4 of it is real: 96 → 128, 48 → 64, 200 → 256', () => {
+    assert.equal(dispatch(96, 'bfloat16'), 'flash-fwd.sm_90a.bf16.d128.128x128x3wg.wgmma');
+    assert.equal(dispatch(200, 'float16'), 'flash-fwd.sm_90a.f16.d256.128x80x3wg.wgmma');
+    assert.equal(dispatch(48, 'bfloat16'), 'flash-fwd.sm_90a.bf16.d64.128x192x3wg.wgmma');
+    assert.equal(dispatch(256, 'bfloat16', {}, 200), 'flash-fwd.sm_90a.bf16.d256.128x80x3wg.wgmma');
+    assert.equal(dispatch(128, 'bfloat16', {}, 104), 'flash-fwd.sm_90a.bf16.d128.128x128x3wg.wgmma');
+  });
+
+  it('runs an additive bias and a boolean mask on the kernel, named in the variant', () => {
     const mask = randomNormal([1, 1, 8, 8], { seed: 4 }).astype('bool');
     const bias = randomNormal([1, 4, 8, 8], { seed: 5, dtype: 'float32' });
+    const biasBf16 = randomNormal([2, 1, 1, 8], { seed: 6, dtype: 'bfloat16' });
+    assert.equal(
+      dispatch(128, 'bfloat16', { bias }),
+      'flash-fwd.sm_90a.bf16.d128.128x128x3wg.bias-f32.wgmma',
+    );
+    assert.equal(dispatch(64, 'bfloat16', { mask }), 'flash-fwd.sm_90a.bf16.d64.128x192x3wg.mask.wgmma');
+    assert.equal(
+      dispatch(256, 'float16', { bias: biasBf16, mask, isCausal: true }),
+      'flash-fwd.sm_90a.f16.d256.128x80x3wg.bias-bf16.mask.wgmma',
+    );
+    const choice = hopperVariant(problem(128, 'bfloat16', { bias }), 'sm_90a', 'wgmma', null);
+    assert.ok('variant' in choice);
+    assert.equal(hopperDefines(choice.variant).HOPPER_BIAS, 1);
+    assert.equal(hopperDefines(choice.variant).HOPPER_MASK, 0);
+  });
+
+  it('leaves every other case to the mma.sync kernel, saying why', () => {
     const cases: Array<[string, string]> = [
       [dispatch(128, 'float32'), 'dtype float32'],
-      [dispatch(96, 'bfloat16'), 'H=96'],
-      [dispatch(192, 'bfloat16', {}, 128), 'H=192 ≠ Hv=128'],
-      [dispatch(128, 'bfloat16', { bias }), 'additive bias'],
-      [dispatch(128, 'bfloat16', { mask }), 'boolean mask'],
-      [dispatch(128, 'bfloat16', { localWindowSize: [4, 0] }), 'local window'],
+      [dispatch(80, 'bfloat16'), 'under 3/4'],
+      [dispatch(32, 'bfloat16'), 'under 3/4'],
+      [dispatch(192, 'bfloat16'), '3 boxes of 64 columns'],
+      [dispatch(192, 'bfloat16', {}, 128), 'the same number of 64-column boxes'],
+      [dispatch(128, 'bfloat16', {}, 64), 'the same number of 64-column boxes'],
       [dispatch(128, 'bfloat16', {}, 128, 'sm_80'), 'target sm_80'],
       [dispatch(128, 'bfloat16', {}, 128, 'sm_89'), 'target sm_89'],
     ];
@@ -73,13 +100,22 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
       reason: 'ATTNLAB_FLASH_KERNEL=mma',
     });
     // Unset: HOPPER_BY_DEFAULT decides.
-    const unset = hopperVariant(problem(128, 'bfloat16'), 'sm_90a', undefined);
+    const unset = hopperVariant(problem(128, 'bfloat16'), 'sm_90a', undefined, null);
     assert.equal('variant' in unset, HOPPER_BY_DEFAULT);
+  });
+
+  it('an explicit mma.sync tile choice (ATTNLAB_FLASH_TILES) runs the mma.sync kernel, under either setting', () => {
+    for (const choice of ['wgmma', undefined] as const) {
+      const got = hopperVariant(problem(128, 'bfloat16'), 'sm_90a', choice, '128x64x4s2');
+      const expected =
+        choice === undefined && !HOPPER_BY_DEFAULT ? 'opt-in' : 'ATTNLAB_FLASH_TILES=128x64x4s2';
+      assert.ok('reason' in got && got.reason.includes(expected), JSON.stringify(got));
+    }
   });
 
   it('fits every variant in an H200 block (227 KiB) and sizes Q, two K+V stages and the barriers', () => {
     for (const H of [64, 128, 256]) {
-      const choice = hopperVariant(problem(H, 'bfloat16'), 'sm_90a', 'wgmma');
+      const choice = hopperVariant(problem(H, 'bfloat16'), 'sm_90a', 'wgmma', null);
       assert.ok('variant' in choice);
       const v = choice.variant;
       const bytes = hopperSharedBytes(v);
@@ -145,7 +181,7 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
   it("compiles with the backend's own defines for sm_90a", {
     skip: nvcc ? false : 'nvcc not on PATH',
   }, () => {
-    const choice = hopperVariant(problem(128, 'float16'), 'sm_90a', 'wgmma');
+    const choice = hopperVariant(problem(128, 'float16'), 'sm_90a', 'wgmma', null);
     assert.ok('variant' in choice);
     const spec = {
       file: HOPPER_KERNEL.file,

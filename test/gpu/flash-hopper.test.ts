@@ -1,7 +1,8 @@
 /**
  * The flash backend's Hopper kernel (wgmma + TMA, sm_90a) against the float64 CPU reference: every
- * case it covers — bf16/fp16, H = 64, 128, 256, MHA/GQA/MQA, causal both alignments, padding lengths
- * (a batch with no keys), several tiles — runs with variant `….wgmma`; results are bit-identical
+ * case it covers — bf16/fp16, H = 64, 128, 256 (and head dims padded up to them: 48, 96, 120/128,
+ * 256/232), MHA/GQA/MQA, causal both alignments, local windows, padding lengths (a batch with no
+ * keys), additive bias, boolean masks, several tiles — runs with variant `….wgmma`; results are bit-identical
  * across runs; NaN in padded keys and values stays out, a NaN query row comes out NaN; a case it
  * does not cover runs on mma.sync. Skips off compute capability 9.0, and while the kernel is off
  * (run it with ATTNLAB_FLASH_KERNEL=wgmma). The shared matrix
@@ -22,8 +23,8 @@ import { assertMatchesOracle } from '../support/backend-suite.js';
 
 const cuda = cudaAvailable();
 const hopper = cuda.ok && getCudaContext().properties.computeCapability.major === 9;
-// The Hopper kernel is opt-in for now (HOPPER_BY_DEFAULT in hopper-variant.ts): this file runs when it
-// is on, by default or by ATTNLAB_FLASH_KERNEL=wgmma.
+// This file runs when the Hopper kernel is on: by default (HOPPER_BY_DEFAULT in hopper-variant.ts)
+// unless ATTNLAB_FLASH_KERNEL=mma, or by ATTNLAB_FLASH_KERNEL=wgmma.
 const choice = config().flashKernel;
 const enabled = HOPPER_BY_DEFAULT ? choice !== 'mma' : choice === 'wgmma';
 const skip = !cuda.ok
@@ -56,6 +57,37 @@ const HOPPER_CASES: readonly AttentionCase[] = [
     options: { querySeqLengths: [200, 77, 150], keyValueSeqLengths: [333, 129, 0], isCausal: true },
   },
   { name: 'T=129 S=65 GQA', shape: { B: 2, T: 129, S: 65, N: 4, K: 2, H: 0 } },
+  {
+    name: 'window [100,0] + padding lengths',
+    shape: { B: 2, T: 400, S: 500, N: 2, K: 1, H: 0 },
+    options: { localWindowSize: [100, 0], keyValueSeqLengths: [500, 230], querySeqLengths: [400, 310] },
+  },
+  {
+    name: 'causal window [37,5] bottom-right T<S',
+    shape: { B: 1, T: 300, S: 450, N: 2, K: 2, H: 0 },
+    options: { isCausal: true, causalAlignment: 'bottom_right', localWindowSize: [37, 5] },
+  },
+  {
+    name: 'bias (1,N,T,S) f32 + causal',
+    shape: { B: 2, T: 200, S: 260, N: 2, K: 1, H: 0 },
+    options: { isCausal: true },
+    biasShape: [1, 2, 200, 260],
+    biasDType: 'float32',
+  },
+  {
+    name: 'bias (B,1,1,S) + mask (B,1,T,S) with fully masked rows',
+    shape: { B: 2, T: 150, S: 190, N: 2, K: 2, H: 0 },
+    biasShape: [2, 1, 1, 190],
+    maskShape: [2, 1, 150, 190],
+  },
+];
+
+/** Head dims that round up inside the kernel (columns past H read as TMA's zeros). */
+const PADDED_HEAD_DIMS: ReadonlyArray<{ H: number; Hv?: number; cases: readonly number[] }> = [
+  { H: 96, cases: [1, 2, 4, 7] },
+  { H: 48, cases: [1, 3] },
+  { H: 256, Hv: 232, cases: [2, 6] },
+  { H: 120, Hv: 128, cases: [0, 4] },
 ];
 
 function withHeadDim(c: AttentionCase, H: number): AttentionCase {
@@ -66,6 +98,8 @@ function run(c: AttentionCase, dtype: FloatDType, caseSeed: number) {
   const { q, k, v, options } = buildInputs(c, dtype, caseSeed);
   const result = attention(q.to('cuda'), k.to('cuda'), v.to('cuda'), {
     ...options,
+    bias: options.bias?.to('cuda'),
+    mask: options.mask?.to('cuda'),
     implementation: 'flash',
     returnLogSumExp: true,
   });
@@ -102,6 +136,24 @@ describe('cuda flash: the Hopper kernel', { skip }, () => {
             `H=${H} ${c.name} (seed ${caseSeed}, ${result.variant})`,
           );
         });
+      });
+    }
+  }
+
+  for (const { H, Hv, cases } of PADDED_HEAD_DIMS) {
+    for (const index of cases) {
+      const base = HOPPER_CASES[index];
+      const c: AttentionCase = { ...base, shape: { ...base.shape, H, Hv: Hv ?? H } };
+      it(`H=${H} Hv=${Hv ?? H} (padded in the kernel) ${c.name} (bfloat16)`, () => {
+        const caseSeed = seed + 31 * index + H;
+        const { result, inputs } = run(c, 'bfloat16', caseSeed);
+        assert.match(result.variant, /\.wgmma$/, `${c.name}: ran ${result.variant}`);
+        assertMatchesOracle(
+          result,
+          inputs,
+          'bfloat16',
+          `H=${H} ${c.name} (seed ${caseSeed}, ${result.variant})`,
+        );
       });
     }
   }
@@ -165,9 +217,16 @@ describe('cuda flash: the Hopper kernel', { skip }, () => {
   });
 
   it('runs the cases it does not cover on the mma.sync kernel', () => {
-    for (const H of [96, 32]) {
-      const { result } = run(withHeadDim(HOPPER_CASES[0], H), 'bfloat16', seed);
-      assert.doesNotMatch(result.variant, /wgmma/, `H=${H}`);
+    for (const [H, Hv] of [
+      [192, 192],
+      [32, 32],
+      [80, 80],
+      [192, 128],
+    ]) {
+      const c = { ...HOPPER_CASES[0], shape: { ...HOPPER_CASES[0].shape, H, Hv } };
+      const { result, inputs } = run(c, 'bfloat16', seed);
+      assert.doesNotMatch(result.variant, /wgmma/, `H=${H} Hv=${Hv}`);
+      assertMatchesOracle(result, inputs, 'bfloat16', `H=${H} Hv=${Hv} on mma.sync (seed ${seed})`);
     }
   });
 });

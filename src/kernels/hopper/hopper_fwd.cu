@@ -21,8 +21,15 @@
 // their logits are masked to −inf, and their V rows are zeroed in shared memory before P·V, since
 // 0 · NaN would otherwise leak a padded NaN into every row.
 //
-// Specialisation: HOPPER_D (64, 128, 256 = H = Hv), HOPPER_BN, HOPPER_STAGES, HOPPER_FP16,
-// HOPPER_OVERLAP define the extern "C" entry attnlab_hopper_fwd. With -DATTNLAB_NVCC_TEST the file
+// Head dims: H and Hv round up to HOPPER_D (64, 128, 256); TMA reads the columns past them as zeros
+// (nothing added to Q·Kᵀ, zero output columns that are not stored).
+//
+// NaN rule: a NaN output element of a finite row can only be a hidden key's NaN/Inf value times its
+// weight 0 inside P·V (causal diagonal, window edge, mask, −inf bias); the epilogue recomputes such
+// elements over the visible keys (flash/recompute.cuh), at one compare per element otherwise.
+//
+// Specialisation: HOPPER_D, HOPPER_BN, HOPPER_STAGES, HOPPER_FP16, HOPPER_OVERLAP, HOPPER_BIAS (the
+// bias element code, 0 none) and HOPPER_MASK define the extern "C" entry attnlab_hopper_fwd. With -DATTNLAB_NVCC_TEST the file
 // instantiates the table's variants instead.
 #include "flash/epilogue.cuh"
 #include "flash/mask.cuh"
@@ -39,10 +46,12 @@ struct HopperParams {
 // 3 tensor maps (128 bytes each) + FlashParams (280), rounded up to the maps' 64-byte alignment.
 static_assert(sizeof(HopperParams) == 704, "HopperParams layout changed: update src/backends/cuda/flash/hopper.ts");
 
-template <int D_, int BN_, int STAGES_, bool FP16_, bool OVERLAP_>
+template <int D_, int BN_, int STAGES_, bool FP16_, bool OVERLAP_, int BIAS_ = 0, bool MASK_ = false>
 struct HopperConfig {
   static constexpr int D = D_, BN = BN_, STAGES = STAGES_, BM = 128;
   static constexpr bool FP16 = FP16_, OVERLAP = OVERLAP_;
+  static constexpr int BIAS = BIAS_;  // 0 none, else the bias element type (flash/params.cuh)
+  static constexpr bool MASK = MASK_;
   static constexpr int THREADS = 384;
   static constexpr int BOXES = D / 64;                      // 64-column TMA boxes per row
   static constexpr u32 Q_BYTES = BM * D * 2;
@@ -179,10 +188,19 @@ __device__ __forceinline__ void store_rows(const FlashParams& p, const TileWork&
     if (row >= p.T) continue;
     // A select, not a multiply by 0: an empty or padding row is 0 whatever its accumulator holds.
     const bool write = row < w.t_len && inv[h] != 0.f;
+    const bool finite_row = write && inv[h] == inv[h];  // inv is NaN for a NaN row
     u16* dst = out + row * p.o_strides[1] + 2 * t;
 #pragma unroll
     for (int d = 0; d < C::DT; ++d) {
-      *reinterpret_cast<u32*>(dst + 8 * d) = write ? pack2<C::FP16>(o[d][2 * h] * inv[h], o[d][2 * h + 1] * inv[h]) : 0u;
+      if (8 * d >= p.Hv) break;  // columns past Hv (D rounds Hv up to 64) are TMA's zeros, not output
+      float x[2] = {o[d][2 * h] * inv[h], o[d][2 * h + 1] * inv[h]};
+      // A NaN element of a finite row can only be a hidden key's NaN/Inf value times its weight 0
+      // inside P·V (the causal diagonal tile): recompute it over the keys the row sees
+      // (flash/recompute.cuh). On finite inputs this is one compare per element, never taken.
+#pragma unroll
+      for (int e = 0; e < 2; ++e)
+        if (finite_row && x[e] != x[e]) x[e] = recompute_element<C::FP16 ? 1 : 0, C::BIAS, C::MASK>(p, w.b, w.n, row, 8 * d + 2 * t + e);
+      *reinterpret_cast<u32*>(dst + 8 * d) = write ? pack2<C::FP16>(x[0], x[1]) : 0u;
     }
     if (p.lse != nullptr && t == 0) p.lse[(static_cast<i64>(w.b) * p.T + row) * p.N + w.n] = row < w.t_len ? lse[h] : neg_inf();
   }
@@ -208,7 +226,7 @@ __device__ __forceinline__ void consume(const FlashParams& p, const TileWork& w,
   auto softmax_tile = [&](int nb) {
     const int n0 = nb * C::BN;
     float (&s3)[1][C::NT][4] = reinterpret_cast<float (&)[1][C::NT][4]>(s);
-    const float factor = scale_and_mask<1, C::NT, 0, false>(s3, p, w, row0, n0, lane, tile_needs_mask<C::BN>(p, w, n0));
+    const float factor = scale_and_mask<1, C::NT, C::BIAS, C::MASK>(s3, p, w, row0, n0, lane, tile_needs_mask<C::BN>(p, w, n0));
     return softmax.update(s, factor, alpha);
   };
   auto release = [&](u32 empty) {
@@ -339,7 +357,8 @@ __device__ __forceinline__ void hopper_fwd(const HopperParams& hp) {
 
 #ifdef HOPPER_D
 extern "C" __global__ void __launch_bounds__(384, 1) attnlab_hopper_fwd(const __grid_constant__ HopperParams p) {
-  hopper_fwd<HopperConfig<HOPPER_D, HOPPER_BN, HOPPER_STAGES, HOPPER_FP16 != 0, HOPPER_OVERLAP != 0>>(p);
+  hopper_fwd<HopperConfig<HOPPER_D, HOPPER_BN, HOPPER_STAGES, HOPPER_FP16 != 0, HOPPER_OVERLAP != 0, HOPPER_BIAS,
+                          HOPPER_MASK != 0>>(p);
 }
 #endif
 
@@ -352,4 +371,6 @@ template __global__ void hopper_fwd_test<HopperConfig<64, 128, 2, false, true>>(
 template __global__ void hopper_fwd_test<HopperConfig<128, 128, 2, false, true>>(const __grid_constant__ HopperParams);
 template __global__ void hopper_fwd_test<HopperConfig<128, 128, 2, true, false>>(const __grid_constant__ HopperParams);
 template __global__ void hopper_fwd_test<HopperConfig<256, 80, 2, false, true>>(const __grid_constant__ HopperParams);
+template __global__ void hopper_fwd_test<HopperConfig<128, 128, 2, false, true, 1, true>>(const __grid_constant__ HopperParams);
+template __global__ void hopper_fwd_test<HopperConfig<256, 80, 2, true, true, 2, false>>(const __grid_constant__ HopperParams);
 #endif

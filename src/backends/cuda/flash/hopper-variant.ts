@@ -2,7 +2,14 @@
  * Which flash problems run on the Hopper kernel (src/kernels/hopper/hopper_fwd.cu: TMA, wgmma,
  * warp specialisation) and with which specialisation. The rule is a pure function of the problem
  * and the compile target, so a CPU test pins it; everything it declines runs on the mma.sync kernel
- * (flash_fwd.cu), which takes every case the flash backend supports.
+ * (flash_fwd.cu), which takes every case the flash backend supports, and the reason is returned.
+ *
+ * Covered: bfloat16/float16; H and Hv in the same number of 64-column boxes (1, 2 or 4: D = 64, 128,
+ * 256) with at least 3/4 of D real (48…64, 96…128, 200…256); MHA/GQA/MQA; causal in both alignments,
+ * local windows, padding lengths, additive bias (f32/bf16/f16) and boolean masks (per element, the
+ * mma.sync kernel's rules: flash/mask.cuh, schedule.cuh); log-sum-exp. Not covered: float32, H=192
+ * (3 boxes), H and Hv of different box counts (e.g. 192/128), paged or packed KV (decode kernel),
+ * and any explicit ATTNLAB_FLASH_TILES choice (mma.sync tiles).
  *
  * Tiles: 128 query rows per block (two consumer warpgroups of 64) and BN keys per K/V tile, two
  * stages. Harness timings on the H200 (B=4, T=S=8192, N=16, bf16; bench/notes/hopper-kernel.md,
@@ -13,13 +20,21 @@
  */
 import { config } from '../../../config.js';
 import type { AttentionProblem } from '../../problem.js';
+import { FLASH_BIAS_CODES, type FlashBiasType } from './variant.js';
 
 export interface HopperVariant {
   readonly kernel: 'wgmma';
   readonly arch: 'sm_90a';
   readonly dtype: 'bfloat16' | 'float16';
-  /** H = Hv: 64, 128 or 256 (whole 64-column TMA boxes of 128 bytes). */
+  /**
+   * The kernel's head dim: 64, 128 or 256 (whole 64-column TMA boxes of 128 bytes). H and Hv round up
+   * to it (hopperHeadDim): TMA reads the columns past them as zeros, which add nothing to Q·Kᵀ and
+   * give zero output columns that are not written.
+   */
   readonly headDim: 64 | 128 | 256;
+  /** Element type of the additive bias, read per element as the mma.sync kernel does. */
+  readonly bias: FlashBiasType;
+  readonly mask: boolean;
   /** Keys per K/V tile. */
   readonly blockN: number;
   readonly stages: 2;
@@ -34,11 +49,11 @@ export const HOPPER_THREADS = 384;
 const BLOCK_N: Record<HopperVariant['headDim'], number> = { 64: 192, 128: 128, 256: 80 };
 
 /**
- * Whether sm_90a runs the Hopper kernel when ATTNLAB_FLASH_KERNEL is unset. Off until the GPU suite
- * has passed on it through the library: the harness checks (100 cases, compute-sanitizer clean) and
- * `attnlab bench` ran it on the H200, but `test:gpu` on it (device run 3) timed out at 200 s before
- * its first result, cause not found (bench/notes/hopper-kernel.md). Flip to true once
- * `ATTNLAB_FLASH_KERNEL=wgmma npm run test:gpu` passes there.
+ * Whether sm_90a runs the Hopper kernel when ATTNLAB_FLASH_KERNEL is unset. Off until the GPU suites
+ * pass with it on through the library. Session 5's first run (9608093, ATTNLAB_FLASH_KERNEL=wgmma,
+ * flash + flash-hopper + nan + backward: 589 of 597) failed only on (a) the ATTNLAB_FLASH_TILES cases,
+ * which now run mma.sync as they ask, and (b) a NaN value behind the causal diagonal leaking through
+ * P·V, which the epilogue now recomputes (hopper_fwd.cu, store_rows).
  */
 export const HOPPER_BY_DEFAULT = false;
 
@@ -51,20 +66,20 @@ export function hopperVariant(
   p: AttentionProblem,
   arch: string,
   kernelChoice: string | null | undefined = config().flashKernel,
+  tilesOverride: string | null | undefined = config().flashTiles,
 ): { variant: HopperVariant } | { reason: string } {
   if (kernelChoice === 'mma') return { reason: 'ATTNLAB_FLASH_KERNEL=mma' };
   if (kernelChoice !== 'wgmma' && !HOPPER_BY_DEFAULT)
     return { reason: 'the Hopper kernel is opt-in (ATTNLAB_FLASH_KERNEL=wgmma)' };
+  // ATTNLAB_FLASH_TILES names mma.sync tiles (BMxBNxWARPS): asking for them asks for that kernel.
+  if (tilesOverride) return { reason: `ATTNLAB_FLASH_TILES=${tilesOverride} names mma.sync tiles` };
   if (arch !== 'sm_90a') return { reason: `target ${arch}: wgmma and setmaxnreg need sm_90a` };
   if (p.dtype !== 'bfloat16' && p.dtype !== 'float16') return { reason: `dtype ${p.dtype}` };
-  if (p.H !== p.Hv) return { reason: `H=${p.H} ≠ Hv=${p.Hv}` };
-  if (p.H !== 64 && p.H !== 128 && p.H !== 256) return { reason: `H=${p.H}: the tiles take 64, 128, 256` };
-  if (p.bias) return { reason: 'additive bias' };
-  if (p.mask) return { reason: 'boolean mask' };
-  if (p.window) return { reason: 'local window' };
+  const headDim = hopperHeadDim(p.H, p.Hv);
+  if (typeof headDim === 'string') return { reason: headDim };
   if (p.paged || p.packed) return { reason: 'paged or packed layout' };
-  // 16-byte aligned Q, K, V (TMA's rule for global addresses): flashSupport already requires it.
-  const headDim = p.H as HopperVariant['headDim'];
+  // 16-byte aligned Q, K, V (TMA's rule for global addresses) and head dims of multiples of 8 (its
+  // rule for strides): flashSupport already requires both.
   return {
     variant: {
       kernel: 'wgmma',
@@ -74,15 +89,41 @@ export function hopperVariant(
       blockN: BLOCK_N[headDim],
       stages: 2,
       overlap: true,
+      bias: p.bias ? (p.bias.tensor.dtype as FlashBiasType) : 'none',
+      mask: p.mask !== null,
     },
   };
 }
 
-/** e.g. `flash-fwd.sm_90a.bf16.d128.128x128x3wg.wgmma`. */
+/**
+ * The kernel head dim for H and Hv, or why there is none. Each row is read in boxes of 64 columns;
+ * H and Hv must need the same number of boxes (TMA zero-fills the part of the last box past them,
+ * as it does rows past T or S; a box wholly past them is never asked of it), and that number must be
+ * 1, 2 or 4 (D = 64, 128, 256: the wgmma N shapes of P·V). At least 3/4 of D must be real: H=96 runs
+ * at 3/4 of the D=128 kernel's rate (≈ 440 TFLOP/s from 592, run 3), still above the mma.sync
+ * kernel's best (360 at H=128); below 3/4 that margin is gone.
+ */
+function hopperHeadDim(H: number, Hv: number): HopperVariant['headDim'] | string {
+  const boxes = (x: number) => Math.ceil(x / 64);
+  if (boxes(H) !== boxes(Hv))
+    return `H=${H}, Hv=${Hv}: the kernel reads both in the same number of 64-column boxes`;
+  const D = 64 * boxes(H);
+  if (D !== 64 && D !== 128 && D !== 256)
+    return `H=${Math.max(H, Hv)}: ${boxes(H)} boxes of 64 columns, the tiles take 1, 2 or 4 (head dims 64, 128, 256)`;
+  if (4 * Math.max(H, Hv) < 3 * D)
+    return `H=${H}, Hv=${Hv}: under 3/4 of the kernel's head dim ${D} (the mma.sync kernel is as fast there)`;
+  return D;
+}
+
+/** e.g. `flash-fwd.sm_90a.bf16.d128.128x128x3wg.wgmma`, `….128x128x3wg.bias-f32.mask.wgmma`. */
 export function hopperVariantKey(v: HopperVariant): string {
   const dtype = v.dtype === 'float16' ? 'f16' : 'bf16';
   const tiles = `${HOPPER_BLOCK_M}x${v.blockN}x3wg${v.overlap ? '' : '.serial'}`;
-  return ['flash-fwd', v.arch, dtype, `d${v.headDim}`, tiles, 'wgmma'].join('.');
+  const parts = ['flash-fwd', v.arch, dtype, `d${v.headDim}`, tiles];
+  if (v.bias !== 'none') parts.push(`bias-${{ float32: 'f32', bfloat16: 'bf16', float16: 'f16' }[v.bias]}`);
+  if (v.mask) parts.push('mask');
+  parts.push('wgmma');
+  return parts.join('.');
 }
 
 /** Dynamic shared memory: alignment slack, Q, STAGES K and V tiles, the mbarriers (hopper_smem_bytes). */
@@ -100,6 +141,8 @@ export function hopperDefines(v: HopperVariant): Record<string, number> {
     HOPPER_STAGES: v.stages,
     HOPPER_FP16: v.dtype === 'float16' ? 1 : 0,
     HOPPER_OVERLAP: v.overlap ? 1 : 0,
+    HOPPER_BIAS: FLASH_BIAS_CODES[v.bias],
+    HOPPER_MASK: v.mask ? 1 : 0,
   };
 }
 
