@@ -1,17 +1,21 @@
 /**
- * The table of attention backends. `auto` (no implementation named) takes the first entry, in this
- * order, that runs on the inputs' device and supports the problem; a named backend that cannot run
- * the case throws with its reason and never falls back.
+ * The table of attention backends. `auto` (no implementation named) takes the first entry that runs
+ * on the inputs' device and supports the problem, in this order or, where the GPU's recorded
+ * benchmark measured the case, fastest first (dispatch-table.ts); a named backend that cannot run the
+ * case throws with its reason and never falls back.
  */
 import { UnsupportedError } from '../errors.js';
 import type { Device } from '../tensor/storage.js';
 import { type AttentionBackend, type InputLayout, SUPPORTED, type Support, unsupported } from './backend.js';
 import { cpuFlashBackend } from './cpu/flash.js';
 import { cpuReferenceBackend } from './cpu/reference.js';
+import { getCudaContext, targetArch } from './cuda/context.js';
 import { cudnnBackend } from './cuda/cudnn/backend.js';
 import { cudaFlashBackend } from './cuda/flash/backend.js';
+import { hopperVariant } from './cuda/flash/hopper-variant.js';
 import { withNanRepair } from './cuda/flash/nan-repair.js';
 import { cudaNaiveBackend } from './cuda/naive/backend.js';
+import { measuredOrder, orderByMeasurement } from './dispatch-table.js';
 import type { AttentionProblem } from './problem.js';
 
 /** Whether `backend` takes the problem's layout, before asking its supports(). */
@@ -30,7 +34,7 @@ function takesLayout(layouts: readonly InputLayout[] | undefined, problem: Atten
   return SUPPORTED;
 }
 
-/** Priority order: fastest first on each device. */
+/** Priority order where no measurement speaks for a case: fastest first on each device. */
 export const BACKENDS: readonly AttentionBackend[] = [
   cpuFlashBackend,
   cpuReferenceBackend,
@@ -43,7 +47,21 @@ export const BACKENDS: readonly AttentionBackend[] = [
 
 /** The backend that will run `problem`, or a typed error saying why none can. */
 export function chooseBackend(problem: AttentionProblem): AttentionBackend {
-  return chooseFrom(BACKENDS, problem, '');
+  return chooseFrom(backendOrder(problem), problem, '');
+}
+
+/**
+ * BACKENDS in the order `auto` tries them for `problem`: on a GPU with a recorded benchmark of this
+ * case (dispatch-table.ts), the measured backends fastest first; otherwise the table's order.
+ */
+export function backendOrder(problem: AttentionProblem): readonly AttentionBackend[] {
+  if (problem.implementation !== undefined || problem.device !== 'cuda') return BACKENDS;
+  const { properties } = getCudaContext();
+  const measured = measuredOrder(problem, {
+    gpu: properties.name,
+    flashKernel: () => ('variant' in hopperVariant(problem, targetArch(properties)) ? 'wgmma' : 'mma'),
+  });
+  return measured ? orderByMeasurement(BACKENDS, measured.order) : BACKENDS;
 }
 
 /** What `chooseFrom` needs of a table entry: any operation's backend has these. */

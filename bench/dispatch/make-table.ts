@@ -1,0 +1,71 @@
+/**
+ * Turns an `attnlab bench` results file into the measured dispatch table's cases
+ * (src/backends/dispatch-table.ts): per (dtype, H, causal) of the file's attnlab forward rows at the
+ * file's one shape, each backend's median TFLOP/s rounded to 0.1. test/cpu/dispatch-table.test.ts
+ * checks the table in src/ against the file it cites with the same function.
+ *
+ * Run: node --import tsx bench/dispatch/make-table.ts bench/results/<run>/<file>.json
+ */
+import { fileURLToPath } from 'node:url';
+import type { DispatchTable, MeasuredCase } from '../../src/backends/dispatch-table.js';
+import { IMPLEMENTATIONS, type Implementation } from '../../src/backends/problem.js';
+import { loadResults } from '../../src/results/files.js';
+import type { ResultsFile } from '../../src/results/schema.js';
+
+/** The table a results file supports; throws when its attnlab rows span more than one shape. */
+export function tableFromResults(file: ResultsFile, source: string): DispatchTable {
+  const rows = file.rows.filter(
+    (r) =>
+      r.source === 'attnlab' &&
+      (r.pass ?? 'forward') === 'forward' &&
+      r.status === 'ok' &&
+      r.tflops !== undefined &&
+      IMPLEMENTATIONS.includes(r.impl as Implementation) &&
+      (r.dtype === 'bfloat16' || r.dtype === 'float16'),
+  );
+  if (rows.length === 0) throw new Error(`${source}: no attnlab forward rows with a timing`);
+  const shapes = new Set(rows.map((r) => `${r.B}x${r.T}x${r.S}x${r.N}x${r.K}`));
+  if (shapes.size !== 1)
+    throw new Error(`${source}: attnlab rows at ${[...shapes].join(', ')}; one shape expected`);
+  const flashKinds = new Set(
+    rows.filter((r) => r.impl === 'flash').map((r) => (r.variant?.endsWith('.wgmma') ? 'wgmma' : 'mma')),
+  );
+  if (flashKinds.size > 1) throw new Error(`${source}: flash rows of both kernels`);
+  const cases = new Map<
+    string,
+    {
+      dtype: MeasuredCase['dtype'];
+      H: number;
+      causal: boolean;
+      tflops: Partial<Record<Implementation, number>>;
+    }
+  >();
+  for (const r of rows) {
+    const key = `${r.dtype}/${r.H}/${r.causal}`;
+    const entry = cases.get(key) ?? {
+      dtype: r.dtype as MeasuredCase['dtype'],
+      H: r.H,
+      causal: r.causal,
+      tflops: {},
+    };
+    entry.tflops[r.impl as Implementation] = Math.round(r.tflops! * 10) / 10;
+    cases.set(key, entry);
+  }
+  const [first] = rows;
+  return {
+    source,
+    gpu: file.machine.gpu?.name ?? 'unknown',
+    flashKernel: flashKinds.has('mma') ? 'mma' : 'wgmma',
+    shape: { B: first.B, T: first.T, S: first.S, N: first.N },
+    cases: [...cases.values()],
+  };
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const path = process.argv[2];
+  if (!path) {
+    console.error('usage: node --import tsx bench/dispatch/make-table.ts <results.json>');
+    process.exit(2);
+  }
+  console.log(JSON.stringify(tableFromResults(loadResults(path), path), null, 2));
+}

@@ -1,0 +1,113 @@
+/**
+ * The measured dispatch table (src/backends/dispatch-table.ts) without a GPU: its cases are what the
+ * results file it cites says; the measured case speaks only for its own GPU, dtype, head dim,
+ * causality and plain long sequences; backends come fastest first, a flash measurement counts only
+ * for the kernel measured, and the registry's order fills in the rest.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { tableFromResults } from '../../bench/dispatch/make-table.js';
+import { validateAttention } from '../../src/api/validate.js';
+import {
+  DISPATCH_TABLES,
+  type DispatchTable,
+  H200_DISPATCH,
+  MIN_MEASURED_LENGTH,
+  measuredOrder,
+  orderByMeasurement,
+} from '../../src/backends/dispatch-table.js';
+import type { AttentionOptions } from '../../src/backends/problem.js';
+import { loadResults } from '../../src/results/files.js';
+import type { FloatDType } from '../../src/tensor/dtype.js';
+import { randomNormal } from '../../src/tensor/random.js';
+
+function problem(
+  H: number,
+  options: AttentionOptions = {},
+  dtype: FloatDType = 'bfloat16',
+  T = 2048,
+  Hv = H,
+) {
+  const q = randomNormal([1, T, 1, H], { seed: 1, dtype });
+  const k = randomNormal([1, T, 1, H], { seed: 2, dtype });
+  const v = randomNormal([1, T, 1, Hv], { seed: 3, dtype });
+  return validateAttention(q, k, v, options);
+}
+
+const h200 = (flashKernel: 'wgmma' | 'mma' = 'wgmma') => ({
+  gpu: 'NVIDIA H200',
+  flashKernel: () => flashKernel,
+});
+
+describe('measured dispatch table', () => {
+  it('holds exactly what each cited results file measured', () => {
+    for (const table of DISPATCH_TABLES) {
+      assert.deepEqual(tableFromResults(loadResults(table.source), table.source), table, table.source);
+    }
+  });
+
+  it('orders the backends fastest first, per case, from a table', () => {
+    const table: DispatchTable = {
+      source: 'synthetic',
+      gpu: 'GPU X',
+      flashKernel: 'wgmma',
+      shape: { B: 1, T: 8192, S: 8192, N: 1 },
+      cases: [
+        { dtype: 'bfloat16', H: 128, causal: false, tflops: { cudnn: 500, flash: 600, naive: 50 } },
+        { dtype: 'bfloat16', H: 128, causal: true, tflops: { cudnn: 500, flash: 400 } },
+      ],
+    };
+    const gpuX = { gpu: 'GPU X', flashKernel: () => 'wgmma' as const };
+    assert.deepEqual(measuredOrder(problem(128), gpuX, [table])?.order, ['flash', 'cudnn', 'naive']);
+    assert.deepEqual(measuredOrder(problem(128, { isCausal: true }), gpuX, [table])?.order, [
+      'cudnn',
+      'flash',
+    ]);
+    // The flash measurement is the Hopper kernel's: with the mma.sync kernel it does not count.
+    const mma = { gpu: 'GPU X', flashKernel: () => 'mma' as const };
+    assert.deepEqual(measuredOrder(problem(128), mma, [table])?.order, ['cudnn', 'naive']);
+    assert.equal(measuredOrder(problem(128), h200(), [table]), null, 'another GPU');
+  });
+
+  it('speaks only for the measured case: plain, long, same dtype and head dims', () => {
+    assert.ok(measuredOrder(problem(128), h200()));
+    assert.ok(measuredOrder(problem(64, { isCausal: true, keyValueSeqLengths: [1500] }), h200()));
+    const bias = randomNormal([1, 1, 2048, 2048], { seed: 4, dtype: 'bfloat16' });
+    const mask = randomNormal([1, 1, 2048, 2048], { seed: 5 }).astype('bool');
+    const outside: Array<[string, ReturnType<typeof problem>]> = [
+      ['bias', problem(128, { bias })],
+      ['mask', problem(128, { mask })],
+      ['window', problem(128, { localWindowSize: [256, 0] })],
+      ['short', problem(128, {}, 'bfloat16', MIN_MEASURED_LENGTH - 8)],
+      ['unmeasured head dim', problem(96)],
+      ['H ≠ Hv', problem(128, {}, 'bfloat16', 2048, 64)],
+      ['unmeasured dtype', problem(128, {}, 'float32')],
+    ];
+    for (const [name, p] of outside) assert.equal(measuredOrder(p, h200()), null, name);
+    assert.equal(
+      measuredOrder(problem(128), { gpu: 'NVIDIA H100 80GB HBM3', flashKernel: () => 'wgmma' }),
+      null,
+    );
+  });
+
+  it("follows the H200's record: cudnn at H=64 and 128, the Hopper kernel at H=256", () => {
+    const fastest = (H: number, isCausal: boolean, kernel: 'wgmma' | 'mma' = 'wgmma') =>
+      measuredOrder(problem(H, { isCausal }), h200(kernel))?.order[0];
+    for (const isCausal of [false, true]) {
+      for (const H of [64, 128, 256]) {
+        const measured = H200_DISPATCH.cases.find((c) => c.H === H && c.causal === isCausal)!.tflops;
+        assert.equal(fastest(H, isCausal), measured.flash! > measured.cudnn! ? 'flash' : 'cudnn', `H=${H}`);
+        assert.equal(fastest(H, isCausal, 'mma'), 'cudnn', `H=${H}, flash on mma.sync`);
+      }
+    }
+  });
+
+  it('puts the measured backends first and keeps the rest in the registry order', () => {
+    const table = [{ name: 'cudnn' }, { name: 'flash' }, { name: 'naive' }];
+    const names = (order: string[]) => orderByMeasurement(table, order).map((b) => b.name);
+    assert.deepEqual(names(['flash', 'cudnn']), ['flash', 'cudnn', 'naive']);
+    assert.deepEqual(names(['naive']), ['naive', 'cudnn', 'flash']);
+    assert.deepEqual(names(['cudnn']), ['cudnn', 'flash', 'naive']);
+    assert.deepEqual(names([]), ['cudnn', 'flash', 'naive']);
+  });
+});
