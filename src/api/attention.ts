@@ -3,7 +3,7 @@
  */
 
 import type { AttentionOptions, AttentionResult } from '../backends/problem.js';
-import { chooseBackend } from '../backends/registry.js';
+import { chooseBackend, measuredChoice } from '../backends/registry.js';
 import { config } from '../config.js';
 import type { Tensor } from '../tensor/tensor.js';
 import { validateAttention } from './validate.js';
@@ -36,8 +36,12 @@ export function attention(
   // ATTNLAB_DEBUG ≥ 1: which backend and kernel variant ran (config() is read once, then cached).
   if (config().debug >= 1) {
     const { B, T, S, N, K, H } = problem;
+    const measured = measuredChoice(problem);
+    const why = measured
+      ? ` (auto: ${measured.order.map((name) => `${name} ${measured.measured.tflops[name]}`).join(' > ')} TFLOP/s in ${measured.table.source})`
+      : '';
     process.stderr.write(
-      `[attnlab] ${backend.name} (${backend.device}) ran ${result.variant} for B=${B} T=${T} S=${S} N=${N} K=${K} H=${H} ${problem.dtype}\n`,
+      `[attnlab] ${backend.name} (${backend.device}) ran ${result.variant} for B=${B} T=${T} S=${S} N=${N} K=${K} H=${H} ${problem.dtype}${why}\n`,
     );
   }
   const { T, N, Hv } = problem;

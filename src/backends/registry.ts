@@ -15,7 +15,7 @@ import { cudaFlashBackend } from './cuda/flash/backend.js';
 import { hopperVariant } from './cuda/flash/hopper-variant.js';
 import { withNanRepair } from './cuda/flash/nan-repair.js';
 import { cudaNaiveBackend } from './cuda/naive/backend.js';
-import { measuredOrder, orderByMeasurement } from './dispatch-table.js';
+import { type MeasuredOrder, measuredOrder, orderByMeasurement } from './dispatch-table.js';
 import type { AttentionProblem } from './problem.js';
 
 /** Whether `backend` takes the problem's layout, before asking its supports(). */
@@ -55,13 +55,18 @@ export function chooseBackend(problem: AttentionProblem): AttentionBackend {
  * case (dispatch-table.ts), the measured backends fastest first; otherwise the table's order.
  */
 export function backendOrder(problem: AttentionProblem): readonly AttentionBackend[] {
-  if (problem.implementation !== undefined || problem.device !== 'cuda') return BACKENDS;
+  const measured = measuredChoice(problem);
+  return measured ? orderByMeasurement(BACKENDS, measured.order) : BACKENDS;
+}
+
+/** The recorded measurement `auto` follows for `problem`, or null (a named backend, no record). */
+export function measuredChoice(problem: AttentionProblem): MeasuredOrder | null {
+  if (problem.implementation !== undefined || problem.device !== 'cuda') return null;
   const { properties } = getCudaContext();
-  const measured = measuredOrder(problem, {
+  return measuredOrder(problem, {
     gpu: properties.name,
     flashKernel: () => ('variant' in hopperVariant(problem, targetArch(properties)) ? 'wgmma' : 'mma'),
   });
-  return measured ? orderByMeasurement(BACKENDS, measured.order) : BACKENDS;
 }
 
 /** What `chooseFrom` needs of a table entry: any operation's backend has these. */
