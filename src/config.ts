@@ -14,7 +14,7 @@ export const LIBRARY_VARIABLES = {
   nvrtc: 'ATTNLAB_NVRTC',
   cublasLt: 'ATTNLAB_CUBLASLT',
   cudnn: 'ATTNLAB_CUDNN',
-  /** Reserved for the NCCL binding (multi-GPU collectives); nothing loads NCCL yet. */
+  /** NCCL, for context-parallel attention across GPUs (backends/cuda/ffi/nccl.ts). */
   nccl: 'ATTNLAB_NCCL',
 } as const;
 export type ConfiguredLibrary = keyof typeof LIBRARY_VARIABLES;

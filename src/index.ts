@@ -4,8 +4,16 @@
  */
 export { attention, dotProductAttention } from './api/attention.js';
 export { attentionBackward, attentionVjp } from './api/backward.js';
+export {
+  type ContextParallelOptions,
+  type ContextParallelResult,
+  contextParallelAttention,
+  gatherSequence,
+  shardSequence,
+} from './api/context-parallel.js';
 export { KVCache, type KVCacheOptions } from './api/kv-cache.js';
 export { type MemoryStats, memoryStats } from './api/memory.js';
+export { RingGroup, type RingGroupKind } from './api/ring-group.js';
 export {
   type AttentionBackwardResult,
   type AttentionGradients,

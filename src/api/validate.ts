@@ -54,7 +54,7 @@ function checkBroadcast(
   return { tensor, strides };
 }
 
-function checkLengths(
+export function checkLengths(
   argument: string,
   value: ArrayLike<number> | undefined,
   B: number,

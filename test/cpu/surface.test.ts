@@ -19,6 +19,7 @@ import {
   attentionFlops,
   attentionVjp,
   autocast,
+  contextParallelAttention,
   DelayedScaling,
   DotProductAttention,
   decodeValue,
@@ -26,15 +27,18 @@ import {
   encodeValue,
   Float8CurrentScaling,
   finiteMax,
+  gatherSequence,
   InvalidArgumentError,
   KVCache,
   keep,
   OutOfMemoryError,
   Random,
+  RingGroup,
   randomNormal,
   randomUniform,
   roundTo,
   SequenceDescriptor,
+  shardSequence,
   Tensor,
   tidy,
   UnsupportedError,
@@ -63,6 +67,7 @@ const te = { headDim: 16, numAttentionHeads: 4, numGqaGroups: 2 };
 const module = new DotProductAttention({ ...te, attnMaskType: 'no_mask' });
 const padded = new DotProductAttention({ ...te, attnMaskType: 'padding' });
 const bad = (o: object) => o as never;
+const ring2 = RingGroup.loopback(2);
 const cache = { numBlocks: 4, blockSize: 4, numKvHeads: 2, headDim: 16, device: 'cpu' } as const;
 
 const CASES: readonly Case[] = [
@@ -216,6 +221,39 @@ const CASES: readonly Case[] = [
     'ids[0]',
   ],
   ['KVCache.freeSequence', () => new KVCache(cache).freeSequence(3), I, 'id'],
+  // Context parallelism (ring attention over a RingGroup)
+  [
+    'contextParallelAttention',
+    () => contextParallelAttention([q, q], [kv, kv], [kv, kv], bad({})),
+    I,
+    'options.group',
+  ],
+  ['contextParallelAttention', () => contextParallelAttention([q], [kv], [kv], { group: ring2 }), I, 'query'],
+  [
+    'contextParallelAttention',
+    () =>
+      contextParallelAttention([z([2, 3, 4, 16]), z([2, 3, 4, 16])], [kv, kv], [kv, kv], { group: ring2 }),
+    I,
+    'query',
+  ],
+  [
+    'contextParallelAttention',
+    () =>
+      contextParallelAttention(
+        [q, q],
+        [kv, kv],
+        [kv, kv],
+        bad({ group: ring2, mask: z([1, 1, 8, 10], 'bool') }),
+      ),
+    UnsupportedError,
+    /mask is not sharded/,
+  ],
+  ['shardSequence', () => shardSequence(z([2, 6, 4, 16]), 2), I, 'tensor'],
+  ['shardSequence', () => shardSequence(q, 1.5), I, 'ranks'],
+  ['gatherSequence', () => gatherSequence([q, z([2, 6, 4, 16])]), I, 'shards[1]'],
+  ['RingGroup.loopback', () => RingGroup.loopback(0), I, 'size'],
+  ['RingGroup.nccl', () => RingGroup.nccl([0, 0]), I, 'devices'],
+  ['RingGroup.nccl', () => RingGroup.nccl(2), UnsupportedError, /ATTNLAB_DISABLE_CUDA=1/],
   // Element conversions
   ['encodeValue', () => encodeValue('1' as never, 'float16'), I, 'value'],
   ['encodeValue', () => encodeValue(1, 'f16' as never), I, 'dtype'],

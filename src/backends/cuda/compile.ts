@@ -15,7 +15,7 @@
  */
 import { config } from '../../config.js';
 import { CompileError } from '../../errors.js';
-import { getCudaContext, targetArch } from './context.js';
+import { currentDeviceOrdinal, getCudaContext, targetArch } from './context.js';
 import { cu, outBigInt } from './ffi/driver.js';
 import { decodeCString, NVRTC_ERROR_COMPILATION, nv } from './ffi/nvrtc.js';
 import { type KernelBinary, kernelCacheDir, kernelCacheKey, readCache, writeCache } from './kernel-cache.js';
@@ -98,7 +98,9 @@ export function compileOptions(spec: KernelSpec, arch: string): string[] {
  * NVRTC (and stored). Throws CompileError with the log, the options and the numbered source lines.
  */
 export function loadKernels(spec: KernelSpec): CompiledModule {
+  // Modules are loaded into one device's context: the device is part of both in-memory keys.
   const specKey = JSON.stringify([
+    currentDeviceOrdinal(),
     kernelsDir(),
     spec.file,
     spec.kernels,
@@ -128,7 +130,7 @@ function loadKernelsByKey(spec: KernelSpec): CompiledModule {
     headers,
   });
   const started = performance.now();
-  const inMemory = modules.get(key);
+  const inMemory = modules.get(`${currentDeviceOrdinal()}:${key}`);
   if (inMemory) {
     record({ file: spec.file, key, source: 'memory', milliseconds: 0, cubinBytes: 0 });
     return inMemory;
@@ -149,7 +151,7 @@ function loadKernelsByKey(spec: KernelSpec): CompiledModule {
     if (useDisk) writeCache(key, binary);
   }
   const loaded = loadModule(key, binary);
-  modules.set(key, loaded);
+  modules.set(`${currentDeviceOrdinal()}:${key}`, loaded);
   const milliseconds = cached ? performance.now() - started : binary.compileMs;
   record({
     file: spec.file,

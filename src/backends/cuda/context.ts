@@ -1,6 +1,7 @@
 /**
- * The one CUDA context and stream attnlab uses. All backends (naive, flash, cuDNN) enqueue on the
- * same non-blocking stream, so work is ordered between them without events, and the memory pool can
+ * The CUDA context and stream attnlab uses, per device (device 0 unless a multi-GPU caller picks
+ * another with onDevice). All backends (naive, flash, cuDNN) enqueue on the device's one
+ * non-blocking stream, so work is ordered between them without events, and the memory pool can
  * hand a released block to the next call without waiting: anything that used it ran earlier on the
  * same stream.
  *
@@ -8,10 +9,11 @@
  * cuMemAlloc buffers share one context — cuDNN picks up the current context at cudnnCreate.
  */
 import { config } from '../../config.js';
-import { AttnlabError, UnsupportedError } from '../../errors.js';
+import { AttnlabError, InvalidArgumentError, UnsupportedError } from '../../errors.js';
 import { lt } from './ffi/cublaslt.js';
 import { CU_DEVICE_ATTRIBUTE, CU_STREAM_NON_BLOCKING, cu, outBigInt, outInt } from './ffi/driver.js';
 import { loadLibrary } from './ffi/libraries.js';
+import { formatNcclVersion, nc } from './ffi/nccl.js';
 import { nv } from './ffi/nvrtc.js';
 
 /** What attnlab reads about the GPU once, at context creation. */
@@ -43,12 +45,16 @@ export interface CudaContext {
   readonly properties: DeviceProperties;
 }
 
-let context: CudaContext | undefined;
+/** One context per device ordinal, made on first use (device 0 alone unless a caller asks for more). */
+const contexts = new Map<number, CudaContext>();
+let currentDevice = 0;
+let deviceTotal: number | undefined;
 let availability: { ok: true } | { ok: false; reason: string } | undefined;
 
 /**
- * Initialises CUDA on first call (cuInit, device 0's primary context made current, two
- * non-blocking streams) and returns it; later calls return the same object.
+ * The context of the current device (device 0 unless inside onDevice): on the first call CUDA is
+ * initialised (cuInit, device 0's primary context made current, two non-blocking streams); later
+ * calls return the same object.
  * Throws LibraryNotFoundError when there is no libcuda, DeviceError when the driver fails.
  *
  * @example
@@ -56,7 +62,12 @@ let availability: { ok: true } | { ok: false; reason: string } | undefined;
  * console.log(properties.name, properties.computeCapability);
  */
 export function getCudaContext(): CudaContext {
-  if (context) return context;
+  return contexts.get(currentDevice) ?? deviceContext(currentDevice);
+}
+
+/** How many CUDA devices the driver sees (initialises CUDA). */
+export function deviceCount(): number {
+  if (deviceTotal !== undefined) return deviceTotal;
   if (config().disableCuda) {
     throw new UnsupportedError(
       'cuda',
@@ -65,15 +76,60 @@ export function getCudaContext(): CudaContext {
   }
   const d = cu();
   d.cuInit(0);
-  const count = outInt((s) => d.cuDeviceGetCount(s));
-  if (count === 0) throw new AttnlabError('cuDeviceGetCount: expected at least one CUDA device, got 0');
-  const device = outInt((s) => d.cuDeviceGet(s, 0));
+  deviceTotal = outInt((s) => d.cuDeviceGetCount(s));
+  if (deviceTotal === 0) throw new AttnlabError('cuDeviceGetCount: expected at least one CUDA device, got 0');
+  return deviceTotal;
+}
+
+/**
+ * The context of device `ordinal`: its primary context retained, its two streams made (with that
+ * context current while they are made, then the current device's again). Multi-GPU work (one Node
+ * process driving every GPU of the host, as context-parallel attention does) runs each device's part
+ * inside onDevice; everything keyed by device (kernel modules, the memory pool, library handles)
+ * follows the current device.
+ */
+export function deviceContext(ordinal: number): CudaContext {
+  const known = contexts.get(ordinal);
+  if (known) return known;
+  const count = deviceCount();
+  if (!Number.isInteger(ordinal) || ordinal < 0 || ordinal >= count)
+    throw new InvalidArgumentError('device', `a CUDA device ordinal in [0, ${count})`, String(ordinal));
+  const d = cu();
+  const device = outInt((s) => d.cuDeviceGet(s, ordinal));
   const primary = outBigInt((s) => d.cuDevicePrimaryCtxRetain(s, device));
   d.cuCtxSetCurrent(primary);
   const stream = outBigInt((s) => d.cuStreamCreate(s, CU_STREAM_NON_BLOCKING));
   const sideStream = outBigInt((s) => d.cuStreamCreate(s, CU_STREAM_NON_BLOCKING));
-  context = { device, context: primary, stream, sideStream, properties: readProperties(device) };
-  return context;
+  const made = { device, context: primary, stream, sideStream, properties: readProperties(device) };
+  contexts.set(ordinal, made);
+  const back = contexts.get(currentDevice);
+  if (back && back !== made) d.cuCtxSetCurrent(back.context);
+  return made;
+}
+
+/** The ordinal of the device getCudaContext() returns now. */
+export function currentDeviceOrdinal(): number {
+  return currentDevice;
+}
+
+/**
+ * Runs `fn` with device `ordinal` current: its context is made current and getCudaContext() returns
+ * it, so every allocation, launch and library call inside goes to that device; the previous device
+ * is current again afterwards (also when fn throws).
+ */
+export function onDevice<R>(ordinal: number, fn: () => R): R {
+  const target = deviceContext(ordinal);
+  const previous = currentDevice;
+  if (previous === ordinal) return fn();
+  const d = cu();
+  d.cuCtxSetCurrent(target.context);
+  currentDevice = ordinal;
+  try {
+    return fn();
+  } finally {
+    currentDevice = previous;
+    d.cuCtxSetCurrent(deviceContext(previous).context);
+  }
 }
 
 function readProperties(device: number): DeviceProperties {
@@ -149,6 +205,7 @@ export function cudaInfo(): Record<string, string> {
   };
   probe('nvrtc', () => `${nv().version} (${nv().path})`);
   probe('cublasLt', () => `${formatLibraryVersion(lt().version)} (${lt().path})`);
+  probe('nccl', () => `${formatNcclVersion(nc().version)} (${nc().path})`);
   probe('cudnn', () => {
     const { lib, path } = loadLibrary('cudnn');
     return `${formatLibraryVersion(Number(lib.func('size_t cudnnGetVersion()')()))} (${path})`;

@@ -7,7 +7,7 @@
  * heuristic algorithm, keeps them in a table keyed by the shape, and runs them on attnlab's stream.
  */
 import { DeviceError } from '../../errors.js';
-import { getCudaContext } from './context.js';
+import { currentDeviceOrdinal, getCudaContext } from './context.js';
 import {
   ALGO_BYTES,
   CUBLAS_OP,
@@ -64,6 +64,8 @@ interface MatmulPlan {
 const WORKSPACE_BYTES = 32 << 20;
 let handle: bigint | undefined;
 let workspace: { ptr: bigint } | undefined;
+let handleDevice: number | undefined;
+const perDevice = new Map<number, { handle: bigint; workspace: { ptr: bigint } }>();
 const plans = new Map<string, MatmulPlan>();
 let planBuilds = 0;
 
@@ -73,12 +75,19 @@ export function matmulPlanBuilds(): number {
 }
 
 function getHandle(): bigint {
-  if (handle === undefined) {
+  // One handle and workspace per device: the workspace must be memory of the device that runs.
+  const device = currentDeviceOrdinal();
+  if (handleDevice !== device) {
     getCudaContext();
-    handle = outBigInt((slot) => lt().cublasLtCreate(slot));
-    workspace = allocDevice(WORKSPACE_BYTES);
+    const made = perDevice.get(device) ?? {
+      handle: outBigInt((slot) => lt().cublasLtCreate(slot)),
+      workspace: allocDevice(WORKSPACE_BYTES),
+    };
+    perDevice.set(device, made);
+    ({ handle, workspace } = made);
+    handleDevice = device;
   }
-  return handle;
+  return handle!;
 }
 
 /** Largest power of two ≤ 256 dividing every one of `byteOffsets` (0 divides by anything). */

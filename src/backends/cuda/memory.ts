@@ -13,7 +13,7 @@
  */
 import { DeviceError, InvalidArgumentError, OutOfMemoryError } from '../../errors.js';
 import { type DeviceBuffer, registerDeviceAllocator } from '../../tensor/storage.js';
-import { getCudaContext } from './context.js';
+import { currentDeviceOrdinal, getCudaContext } from './context.js';
 import { cu, outBigInt } from './ffi/driver.js';
 
 /** Below 1 MiB sizes round to 512 B; above, to 2 MiB, so a few shapes share a handful of buckets. */
@@ -42,7 +42,13 @@ export interface MemoryStats {
   readonly cacheHits: number;
 }
 
-const freeLists = new Map<number, bigint[]>();
+/** Free blocks by device ordinal, then rounded size: a block goes back to the device it came from. */
+const freeListsByDevice = new Map<number, Map<number, bigint[]>>();
+function freeListsOf(device: number): Map<number, bigint[]> {
+  let lists = freeListsByDevice.get(device);
+  if (!lists) freeListsByDevice.set(device, (lists = new Map()));
+  return lists;
+}
 let currentBytes = 0;
 let peakBytes = 0;
 let reservedBytes = 0;
@@ -58,6 +64,7 @@ class PooledBuffer implements DeviceBuffer {
     readonly ptr: bigint,
     readonly bytes: number,
     readonly blockBytes: number,
+    readonly device = 0,
   ) {}
   get released(): boolean {
     return this.#released;
@@ -68,9 +75,10 @@ class PooledBuffer implements DeviceBuffer {
     if (this.blockBytes === 0) return;
     currentBytes -= this.blockBytes;
     liveBlocks--;
-    const list = freeLists.get(this.blockBytes);
+    const lists = freeListsOf(this.device);
+    const list = lists.get(this.blockBytes);
     if (list) list.push(this.ptr);
-    else freeLists.set(this.blockBytes, [this.ptr]);
+    else lists.set(this.blockBytes, [this.ptr]);
   }
 }
 
@@ -87,14 +95,15 @@ export function allocDevice(bytes: number): DeviceBuffer {
   if (bytes === 0) return new PooledBuffer(0n, 0, 0);
   const { stream } = getCudaContext();
   const block = roundAllocationSize(bytes);
-  let ptr = freeLists.get(block)?.pop();
+  const device = currentDeviceOrdinal();
+  let ptr = freeListsOf(device).get(block)?.pop();
   if (ptr !== undefined) cacheHits++;
   else ptr = allocateFromDriver(block, bytes);
   currentBytes += block;
   liveBlocks++;
   peakBytes = Math.max(peakBytes, currentBytes);
   if (poisonByte !== null) cu().cuMemsetD8Async(ptr, poisonByte, block, stream);
-  return new PooledBuffer(ptr, bytes, block);
+  return new PooledBuffer(ptr, bytes, block, device);
 }
 
 function allocateFromDriver(block: number, requested: number): bigint {
@@ -133,8 +142,9 @@ export function deviceMemoryInfo(): { free: number; total: number } {
   return { free: Number(free[0]), total: Number(total[0]) };
 }
 
-/** Returns every cached (free) block to the driver. Blocks in use are not touched. */
+/** Returns every cached (free) block of the current device to the driver. Blocks in use are not touched. */
 export function emptyCache(): void {
+  const freeLists = freeListsOf(currentDeviceOrdinal());
   if (freeLists.size === 0) return;
   const d = cu();
   // cuMemFree of a block the stream may still be reading is safe only after the stream drains.
@@ -187,11 +197,15 @@ export function copyInt32ToDevice(values: Int32Array): DeviceBuffer {
  * already enqueued on it runs first.
  */
 export function growingDeviceBuffer(): (bytes: number) => DeviceBuffer {
-  let buffer: DeviceBuffer | null = null;
+  // One buffer per device: a workspace must live on the device that uses it.
+  const buffers = new Map<number, DeviceBuffer>();
   return (bytes) => {
+    const device = currentDeviceOrdinal();
+    let buffer = buffers.get(device);
     if (!buffer || buffer.bytes < bytes) {
       buffer?.release();
       buffer = allocDevice(bytes);
+      buffers.set(device, buffer);
     }
     return buffer;
   };

@@ -80,7 +80,9 @@ export function getPlan<F extends SdpaFeatures>(
   build: (features: F) => GraphSpec = buildSdpaGraph,
   kind: string = features.graph,
 ): CachedPlan {
-  const hit = memory.get(key);
+  // A plan is bound to the handle (one per device) it was built with: the handle is part of the key.
+  const memoryKey = `${handle}|${key}`;
+  const hit = memory.get(memoryKey);
   if (hit) {
     stats.memoryHits++;
     return hit;
@@ -121,7 +123,7 @@ export function getPlan<F extends SdpaFeatures>(
       });
   }
   entry = { ...entry, setupMs: performance.now() - started };
-  memory.set(key, entry);
+  memory.set(memoryKey, entry);
   return entry;
 }
 

@@ -12,7 +12,7 @@ import { writeSync } from 'node:fs';
 import koffi from 'koffi';
 import { config } from '../../../config.js';
 import { DeviceError } from '../../../errors.js';
-import { getCudaContext } from '../context.js';
+import { currentDeviceOrdinal, getCudaContext } from '../context.js';
 import { ATTR_TYPE, DESCRIPTOR, statusCategory } from './cudnn-constants.js';
 import { loadLibrary } from './libraries.js';
 
@@ -44,7 +44,8 @@ export interface Cudnn {
 }
 
 let cudnn: Cudnn | undefined;
-let handle: bigint | undefined;
+/** One handle per device ordinal (cudnnCreate binds the context current at the time). */
+const handles = new Map<number, bigint>();
 
 /** Loads cuDNN once (the newest copy found, see libraries.ts). Throws LibraryNotFoundError. */
 export function loadCudnn(): Cudnn {
@@ -118,14 +119,16 @@ export function check(call: string | (() => string), status: number): void {
  * context.ts made the device's primary one).
  */
 export function cudnnHandle(): bigint {
-  if (handle !== undefined) return handle;
+  const device = currentDeviceOrdinal();
+  const known = handles.get(device);
+  if (known !== undefined) return known;
   const { stream } = getCudaContext();
   const lib = loadCudnn();
   const out = new BigUint64Array(1);
   check('cudnnCreate', lib.fn.cudnnCreate(out));
   check('cudnnSetStream', lib.fn.cudnnSetStream(out[0], stream));
-  handle = out[0];
-  return handle;
+  handles.set(device, out[0]);
+  return out[0];
 }
 
 /** A value array of one attribute type, as cuDNN reads it (it copies the array during the call). */

@@ -1,6 +1,6 @@
 /**
- * Finding and loading the four C libraries attnlab talks to: the CUDA driver (libcuda), NVRTC,
- * cuBLASLt and cuDNN. Nothing here runs at import time: a machine without a GPU imports attnlab and
+ * Finding and loading the C libraries attnlab talks to: the CUDA driver (libcuda), NVRTC,
+ * cuBLASLt, cuDNN and NCCL. Nothing here runs at import time: a machine without a GPU imports attnlab and
  * only pays for the search when a CUDA backend is first asked for.
  *
  * Search order, for each library: the ATTNLAB_<LIB> variable (a file, or a folder to look in), then
@@ -17,7 +17,7 @@ import koffi, { type LibraryHandle } from 'koffi';
 import { config, LIBRARY_VARIABLES, readConfig } from '../../../config.js';
 import { LibraryNotFoundError } from '../../../errors.js';
 
-export type LibraryName = 'cuda' | 'nvrtc' | 'cublasLt' | 'cudnn';
+export type LibraryName = 'cuda' | 'nvrtc' | 'cublasLt' | 'cudnn' | 'nccl';
 
 interface LibrarySpec {
   /** Sonames, newest first. */
@@ -47,6 +47,12 @@ const SPECS: Record<LibraryName, LibrarySpec> = {
     sonames: ['libcudnn.so.9', 'libcudnn.so'],
     pythonPackages: ['cudnn'],
     hint: 'Install cuDNN 9 (or pip install nvidia-cudnn-cu13), or set ATTNLAB_CUDNN.',
+  },
+  // Context-parallel attention across GPUs (backends/cuda/ffi/nccl.ts); PyTorch's wheels ship it.
+  nccl: {
+    sonames: ['libnccl.so.2', 'libnccl.so'],
+    pythonPackages: ['nccl'],
+    hint: 'Install NCCL 2 (or pip install nvidia-nccl-cu13), or set ATTNLAB_NCCL.',
   },
 };
 
