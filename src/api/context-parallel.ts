@@ -10,7 +10,7 @@ import type { AttentionOptions, Implementation } from '../backends/problem.js';
 import type { RingOps } from '../backends/ring-backend.js';
 import { InvalidArgumentError, UnsupportedError } from '../errors.js';
 import type { Tensor } from '../tensor/tensor.js';
-import { type RingGroup, transportOf } from './ring-group.js';
+import { checkGroup, type RingGroup, transportOf } from './ring-group.js';
 import { hostRingOps } from './ring-ops.js';
 import { type RingProblem, runRing } from './ring-run.js';
 import { chunksOf } from './ring-schedule.js';
@@ -111,7 +111,7 @@ export function validateContextParallel(
     }
   }
   const { group, querySeqLengths, keyValueSeqLengths, ...local } = options;
-  transportOf(group, 'cpu'); // checks the group before anything else
+  checkGroup(group); // before anything else: its size says how many shards to expect
   const P = group.size;
   const arrays = [
     ['query', query],

@@ -100,8 +100,8 @@ function checkDevices(devices: unknown): number[] {
   return [...devices];
 }
 
-/** The transport of `group` for shards on `device`; throws on a group that was destroyed. */
-export function transportOf(group: unknown, device: 'cpu' | 'cuda'): RingTransport {
+/** `group` as a live RingGroup, or InvalidArgumentError naming options.group. */
+export function checkGroup(group: unknown): RingGroup {
   if (!(group instanceof RingGroup))
     throw new InvalidArgumentError(
       'options.group',
@@ -109,7 +109,12 @@ export function transportOf(group: unknown, device: 'cpu' | 'cuda'): RingTranspo
       describeValue(group),
     );
   if (group.destroyed) throw new InvalidArgumentError('options.group', 'a live RingGroup', 'a destroyed one');
-  return factories.get(group)!.transport(device);
+  return group;
+}
+
+/** The transport of `group` for shards on `device` (the group checked first). */
+export function transportOf(group: unknown, device: 'cpu' | 'cuda'): RingTransport {
+  return factories.get(checkGroup(group))!.transport(device);
 }
 
 /** Virtual ranks on the host: the exchange copies each shard's bytes to the next rank's buffer. */
