@@ -195,6 +195,22 @@ export const NAN_CASES: readonly NanCase[] = [
   },
 ];
 
+/**
+ * The cases at T = S = 256, for the FP8 path: cuDNN's FP8 graph was verified on the H200 at
+ * sequence lengths that are multiples of 64 (cudnn-sdpa-verified.md §7). Every prediction above
+ * still holds there (they name rows, keys and lengths below 150); the FP8 path refuses the cases
+ * with a bias, a mask or a window, and bottom-right causal with padding.
+ */
+export const FP8_NAN_CASES: readonly NanCase[] = NAN_CASES.map((c) => ({
+  ...c,
+  shape: { ...c.shape, T: 256, S: 256 },
+}));
+
+/** Whether a case poisons with +inf or −inf (which e4m3 saturates to ±448 on the FP8 path). */
+export function poisonsWithInf(c: NanCase): boolean {
+  return c.poison.some((p) => Math.abs(p.value) === Number.POSITIVE_INFINITY);
+}
+
 function fill(t: Float64Array, dims: readonly number[], at: readonly (number | null)[], value: number): void {
   const walk = (axis: number, offset: number) => {
     if (axis === dims.length) {

@@ -9,9 +9,13 @@ import { attention } from '../../src/api/attention.js';
 import { validateAttention } from '../../src/api/validate.js';
 import { type AttentionBackend, SUPPORTED } from '../../src/backends/backend.js';
 import { canHideKeys, withNanRepair } from '../../src/backends/cuda/flash/nan-repair.js';
+import { fp8Support } from '../../src/backends/cuda/fp8/support.js';
 import type { AttentionOptions } from '../../src/backends/problem.js';
-import { buildNanInputs, NAN_CASES } from '../../src/check/nan-cases.js';
+import { buildNanInputs, FP8_NAN_CASES, NAN_CASES, poisonsWithInf } from '../../src/check/nan-cases.js';
 import { compareNanCase } from '../../src/check/nan-pattern.js';
+import { runFp8Step } from '../../src/te/fp8-path.js';
+import { Fp8State } from '../../src/te/fp8-state.js';
+import { DelayedScaling, Float8CurrentScaling } from '../../src/te/recipe.js';
 import { Tensor } from '../../src/tensor/tensor.js';
 
 const SEED = 1200;
@@ -40,6 +44,40 @@ for (const implementation of ['reference', 'flash'] as const) {
     }
   });
 }
+
+describe('FP8 path (CPU emulation): NaN reaches exactly the rows that see it, ±Inf saturates', () => {
+  let ran = 0;
+  for (const c of FP8_NAN_CASES) {
+    for (const recipe of [new Float8CurrentScaling(), new DelayedScaling()]) {
+      it(`${c.name} (${recipe.kind})`, (t) => {
+        const run = (poisoned: boolean) => {
+          const { q, k, v, options } = buildNanInputs(c, 'bfloat16', SEED, poisoned);
+          const p = validateAttention(q, k, v, options);
+          const support = fp8Support(p, 'emulated');
+          if (!support.ok) return support.reason;
+          return runFp8Step(p, recipe, new Fp8State(), false).output.toFloat64Array();
+        };
+        const clean = run(false);
+        if (typeof clean === 'string') return t.skip(clean);
+        const out = run(true) as Float64Array;
+        ran++;
+        if (poisonsWithInf(c)) {
+          // e4m3 has no infinity: TE's saturating cast makes ±Inf ±448 (scaled), a large finite value.
+          const bad = out.findIndex((x) => !Number.isFinite(x));
+          assert.equal(bad, -1, `out[${bad}] = ${out[bad]}: an Inf input saturates on the FP8 path`);
+          return;
+        }
+        // The scales skip NaN (amax) and the poisoned entries are 0 in the clean problem, so every
+        // element the poison does not reach is the clean problem's, bit for bit.
+        const cmp = compareNanCase(c, out, undefined, clean, new Float64Array(0), 0);
+        assert.ok(cmp.ok, cmp.message);
+      });
+    }
+  }
+  it('ran the value-side cases (causal and padding) rather than refusing them', () => {
+    assert.ok(ran >= 16, `only ${ran} FP8 NaN cases ran`);
+  });
+});
 
 describe('NaN and Inf, hand-checked', () => {
   const f64 = (values: number[], shape: number[]) => Tensor.fromArray(values, shape, 'float64');
@@ -81,6 +119,18 @@ describe('the NaN repair wrapper of the naive and cudnn backends (registry)', ()
 
   it('runs the repair only where a key can be hidden from a row', () => {
     assert.equal(canHideKeys(problem({})), false);
+    // Nothing hidden: one token decoding bottom-right, lengths that pad nothing, a window wider than
+    // the problem (S = T = 4).
+    const one = (options: AttentionOptions) => {
+      const q = Tensor.zeros([1, 1, 1, 8], 'float64');
+      const kv = Tensor.zeros([1, 4, 1, 8], 'float64');
+      return validateAttention(q, kv, kv, options);
+    };
+    assert.equal(canHideKeys(one({ isCausal: true, causalAlignment: 'bottom_right' })), false);
+    assert.equal(canHideKeys(one({ isCausal: true })), true, 'top-left: the one query sees key 0 only');
+    assert.equal(canHideKeys(problem({ keyValueSeqLengths: [4] })), false);
+    assert.equal(canHideKeys(problem({ localWindowSize: [8, 8] })), false);
+    assert.equal(canHideKeys(problem({ localWindowSize: [7, 8] })), true);
     for (const options of [
       { isCausal: true },
       { localWindowSize: [1, 1] as [number, number] },

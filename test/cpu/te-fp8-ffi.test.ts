@@ -280,6 +280,8 @@ describe('FP8 step through the FFI (stand-in libraries)', { skip }, () => {
       'launch side', // dequantise chunk 1
       'record e5 side', // join
       'wait main e5',
+      'launch main', // the NaN repair of O: this problem hides keys (causal, padding)
+      'launch main', // O8 takes the repaired values
       'launch main', // the delayed-scaling update, after everything
     ]);
     // Chunk 1's graph reads the second half of each operand, its own scalar block and lengths.

@@ -3,20 +3,28 @@
  * (float32, float16, bfloat16), flash (bfloat16, float16 on tensor cores; float32 on FMAs) and cudnn
  * (bfloat16, float16), compared with compareNanCase: the NaN, +inf and empty-row pattern exactly, the
  * rest against the float64 reference of the clean problem. A case a backend refuses is skipped with
- * its reason. Then the FP8 path: a NaN query row through e4m3 quantisation, cuDNN's FP8 graph and the
- * amax history. Skips, with the reason, where there is no GPU.
+ * its reason. Then the FP8 path: every case the FP8 graph takes (FP8_NAN_CASES: causal, padding),
+ * on cuDNN's FP8 graph against the CPU emulation of the same step (the rule, computed in float64 on
+ * the same e4m3 operands): the NaN and ±Inf pattern exactly, the rest within e4m3's tolerance, and O
+ * the dequantised O8 everywhere; and a NaN query row through e4m3 quantisation, cuDNN's FP8 graph and
+ * the amax history. Skips, with the reason, where there is no GPU.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { attention } from '../../src/api/attention.js';
+import { validateAttention } from '../../src/api/validate.js';
 import { cudaAvailable, getCudaContext } from '../../src/backends/cuda/context.js';
+import { fp8Support } from '../../src/backends/cuda/fp8/support.js';
 import type { AttentionOptions } from '../../src/backends/problem.js';
-import { buildNanInputs, NAN_CASES, type NanCase } from '../../src/check/nan-cases.js';
+import { buildNanInputs, FP8_NAN_CASES, NAN_CASES, type NanCase } from '../../src/check/nan-cases.js';
 import { compareNanCase, NAN_CASE_TOLERANCE } from '../../src/check/nan-pattern.js';
 import { UnsupportedError } from '../../src/errors.js';
 import { autocast } from '../../src/te/autocast.js';
+import { runFp8Step } from '../../src/te/fp8-path.js';
+import { Fp8State } from '../../src/te/fp8-state.js';
 import { DotProductAttention } from '../../src/te/module.js';
-import { DelayedScaling } from '../../src/te/recipe.js';
+import { dequantiseTensor } from '../../src/te/quantise.js';
+import { DelayedScaling, Float8CurrentScaling } from '../../src/te/recipe.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';
@@ -86,8 +94,54 @@ describe('GPU: NaN and Inf reach exactly the rows that see them', { skip }, () =
 });
 
 const sm90 = cuda.ok && getCudaContext().properties.computeCapability.major >= 9;
+const fp8Skip = skip || (sm90 ? false : 'FP8 attention needs sm_90');
+
+/** Same non-finite values at the same places; finite ones within `tolerance`. */
+function compareFp8(got: Float64Array, want: Float64Array, tolerance: number): string[] {
+  const wrong: string[] = [];
+  let count = 0;
+  for (let e = 0; e < want.length; e++) {
+    const [a, b] = [got[e], want[e]];
+    const same = Number.isFinite(b) ? Math.abs(a - b) <= tolerance : Object.is(a, b);
+    if (!same && count++ < 6) wrong.push(`[${e}] ${a}, expected ${b}`);
+  }
+  if (count > 6) wrong.push(`… ${count} in all`);
+  return wrong;
+}
+
+describe('GPU FP8: NaN in Q, K or V reaches exactly the rows that see it (vs the CPU emulation)', {
+  skip: fp8Skip,
+}, () => {
+  for (const c of FP8_NAN_CASES) {
+    for (const recipe of [new Float8CurrentScaling(), new DelayedScaling({ amaxHistoryLen: 4 })]) {
+      it(`${c.name} (${recipe.kind})`, (t) => {
+        const { q, k, v, options } = buildNanInputs(c, 'bfloat16', seed, true);
+        const host = validateAttention(q, k, v, options);
+        const support = fp8Support(host, 'emulated');
+        if (!support.ok) return t.skip(support.reason);
+        const want = runFp8Step(host, recipe, new Fp8State(), false).output.toFloat64Array();
+        const device = validateAttention(q.to('cuda'), k.to('cuda'), v.to('cuda'), onCuda(options));
+        const step = runFp8Step(device, recipe, new Fp8State(), true);
+        assert.equal(step.backend, 'cudnn-fp8');
+        const got = step.output.toFloat64Array();
+        let oMax = 0;
+        for (const x of want) if (Number.isFinite(x)) oMax = Math.max(oMax, Math.abs(x));
+        // As test/gpu/fp8.test.ts: e4m3 rounds O (2^-4 of |O|max) and cuDNN rounds P about as much.
+        const wrong = compareFp8(got, want, oMax * 2 ** -3);
+        assert.deepEqual(wrong, [], `${step.variant}: ${wrong.join('; ')}`);
+        // The repair's values went into O8 too: O is O8 dequantised, element for element.
+        const o8 = step.output8!;
+        const decoded = dequantiseTensor(o8.tensor.toHost(), o8.scaleInv).toFloat64Array();
+        assert.deepEqual(compareFp8(got, decoded, 0), [], 'O against O8 dequantised');
+        step.output.dispose();
+        o8.tensor.dispose();
+      });
+    }
+  }
+});
+
 describe('GPU FP8: a NaN query row through e4m3, cuDNN FP8 and the amax history', {
-  skip: skip || (sm90 ? false : 'FP8 attention needs sm_90'),
+  skip: fp8Skip,
 }, () => {
   it('gives that row NaN, the others the bf16 result, and keeps the scales finite', () => {
     const [B, T, N, H] = [1, 128, 2, 64];

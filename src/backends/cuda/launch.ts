@@ -22,7 +22,9 @@ export type KernelArg =
   | {
       readonly type: 'struct';
       readonly fields: ReadonlyArray<{ readonly type: ScalarType; readonly value: number | bigint }>;
-    };
+    }
+  /** A struct laid out beforehand (packStruct), copied as is: for launches repeated with few changes. */
+  | { readonly type: 'bytes'; readonly bytes: Uint8Array };
 
 export const ptr = (value: bigint): KernelArg => ({ type: 'ptr', value });
 export const i32 = (value: number): KernelArg => ({ type: 'i32', value });
@@ -97,6 +99,26 @@ export function structLayout(fields: ReadonlyArray<{ type: ScalarType }>): {
   return { offsets, size: Math.ceil(offset / align) * align, align };
 }
 
+/**
+ * A struct's fields laid out once into bytes (C's rules, as launchKernel lays out a 'struct'), with
+ * each field's offset, so that a caller can rewrite a few fields (pointers) and launch the bytes.
+ */
+export function packStruct(
+  fields: ReadonlyArray<{ readonly type: ScalarType; readonly value: number | bigint }>,
+): {
+  bytes: Uint8Array;
+  view: DataView;
+  offsets: number[];
+} {
+  const layout = structLayout(fields);
+  const bytes = new Uint8Array(layout.size);
+  const view = new DataView(bytes.buffer);
+  fields.forEach((field, i) => {
+    writeScalar(view, layout.offsets[i], field.type, field.value);
+  });
+  return { bytes, view, offsets: layout.offsets };
+}
+
 function writeScalar(view: DataView, at: number, type: ScalarType, value: number | bigint): void {
   switch (type) {
     case 'i32':
@@ -123,7 +145,14 @@ export function launchKernel(fn: bigint, config: LaunchConfig, args: readonly Ke
     throw new InvalidArgumentError('args', `at most ${MAX_ARGS} kernel arguments`, String(args.length));
   let offset = 0;
   args.forEach((arg, index) => {
-    if (arg.type === 'struct') {
+    if (arg.type === 'bytes') {
+      offset = Math.ceil(offset / 16) * 16;
+      if (offset + arg.bytes.byteLength > ARENA_BYTES)
+        throw new InvalidArgumentError('args', `at most ${ARENA_BYTES} bytes`, 'more');
+      new Uint8Array(bytes.buffer, bytes.byteOffset + offset, arg.bytes.byteLength).set(arg.bytes);
+      table[index] = base + BigInt(offset);
+      offset += arg.bytes.byteLength;
+    } else if (arg.type === 'struct') {
       const layout = structLayout(arg.fields);
       offset = Math.ceil(offset / 16) * 16;
       if (offset + layout.size > ARENA_BYTES)

@@ -235,3 +235,33 @@ extern "C" __global__ void __launch_bounds__(THREADS) attnlab_fp8_dequantise(
       if (g + u * stride < groups) out[g + u * stride] = dequantise8(raw[u], inverse);
   }
 }
+
+// After the NaN repair (src/backends/cuda/flash/nan-repair.ts, enqueued on the bf16 O of a step whose
+// problem hides keys from some rows) recomputed the elements a masked key's NaN value had made NaN —
+// cuDNN's P8·V8 multiplies it by its weight 0 — the FP8 codes follow: an O8 code that is NaN where
+// the repaired O is not becomes e4m3(O·scale_o), and O becomes that code dequantised, so O stays
+// exactly O8 dequantised everywhere, as dequantise8 computes it. Without NaN codes: one read of O8.
+extern "C" __global__ void __launch_bounds__(THREADS) attnlab_fp8_requantise_repaired(
+    uint2* __restrict__ o8, unsigned short* __restrict__ out, long long groups, const float* __restrict__ block) {
+  const float scale = block[SLOT(SCALE_O)];
+  const float inverse = 1.0f / scale;
+  const long long stride = (long long)gridDim.x * THREADS;
+  for (long long g = (long long)blockIdx.x * THREADS + threadIdx.x; g < groups; g += stride) {
+    uint2 raw = o8[g];
+    unsigned char* codes = reinterpret_cast<unsigned char*>(&raw);
+    bool changed = false;
+#pragma unroll
+    for (int e = 0; e < VEC; e++) {
+      if ((codes[e] & 0x7fu) != 0x7fu) continue;  // e4m3fn's only NaN codes: S.1111.111
+      const float repaired = bf16_bits_to_float(out[g * VEC + e]);
+      if (repaired != repaired) continue;  // a NaN the row sees: it stays
+      const unsigned short code = e4m3x2(repaired * scale, 0.0f) & 0xffu;
+      float x, unused;
+      e4m3x2_to_float2(code, x, unused);
+      codes[e] = (unsigned char)code;
+      out[g * VEC + e] = (unsigned short)(bf16x2(x * inverse, 0.0f) & 0xffffu);
+      changed = true;
+    }
+    if (changed) o8[g] = raw;
+  }
+}

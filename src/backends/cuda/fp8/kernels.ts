@@ -21,6 +21,7 @@ const NAMES = [
   'attnlab_fp8_dequantise',
   'attnlab_fp8_delayed_block',
   'attnlab_fp8_delayed_update',
+  'attnlab_fp8_requantise_repaired',
 ] as const;
 
 let loaded: Record<(typeof NAMES)[number], bigint> | undefined;
@@ -87,6 +88,19 @@ export function launchDequantise(
     functions().attnlab_fp8_dequantise,
     { grid: [gridFor(groups), 1, 1], block: [THREADS, 1, 1], stream },
     [ptr(input), ptr(output), i64(groups), ptr(block)],
+  );
+}
+
+/**
+ * After the NaN repair of the bf16 O: O8 codes that are NaN where O no longer is get O·scale_o
+ * (scale_o from the block), and O that code dequantised (see quantise.cu).
+ */
+export function launchRequantiseRepaired(o8: bigint, output: bigint, elements: number, block: bigint): void {
+  const groups = elements / VEC;
+  launchKernel(
+    functions().attnlab_fp8_requantise_repaired,
+    { grid: [gridFor(groups), 1, 1], block: [THREADS, 1, 1] },
+    [ptr(o8), ptr(output), i64(groups), ptr(block)],
   );
 }
 

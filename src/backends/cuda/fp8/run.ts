@@ -4,7 +4,9 @@
  *      current scaling records amax(Q, K, V) in a first pass and derives the scales on the device;
  *   2. one fused launch quantises Q, K, V to e4m3 and records their amax;
  *   3. cuDNN's FP8 SDPA graph writes O8 (e4m3; bf16 output is Blackwell-only) and amax_s, amax_o;
- *   4. O8 is dequantised to bf16;
+ *   4. O8 is dequantised to bf16; where the problem hides keys from some rows (causal, padding), the
+ *      NaN repair recomputes any NaN that a hidden key's value put there (../flash/nan-repair.ts)
+ *      and O8 follows it;
  *   5. delayed scaling records the five amax values in the device state and updates its scales.
  * Large problems run in 2–4 batch chunks, pipelined over two streams (pipeline.ts).
  * The step works in the process's scalar blocks (stepScalars) and copies them at its end into a
@@ -21,9 +23,16 @@ import type { AttentionProblem } from '../../problem.js';
 import { getCudaContext } from '../context.js';
 import { sequenceLengthsBuffer } from '../cudnn/execute.js';
 import { cu } from '../ffi/driver.js';
+import { canHideKeys, repairOutput } from '../flash/nan-repair.js';
 import { allocDevice, copyToHost, fillDevice32, growingDeviceBuffer } from '../memory.js';
 import { fp8GraphFeatures, SCALAR_BLOCK_BYTES, SCALAR_SLOTS as SLOT } from './graph.js';
-import { launchCurrentScales, launchDelayedBlock, launchDelayedUpdate, launchQuantise3 } from './kernels.js';
+import {
+  launchCurrentScales,
+  launchDelayedBlock,
+  launchDelayedUpdate,
+  launchQuantise3,
+  launchRequantiseRepaired,
+} from './kernels.js';
 import { enqueueChunks, pipelineChunks } from './pipeline.js';
 import { fp8Plan } from './plan.js';
 import type { DeviceDelayedState } from './state.js';
@@ -187,6 +196,13 @@ export function runCudaFp8(request: CudaFp8Request): CudaFp8Result {
       chunks,
       p.scale,
     );
+    if (canHideKeys(p)) {
+      // cuDNN's FP8 graph multiplies a masked key's value by its weight 0, so a NaN there reaches
+      // rows that never see it (as in the bf16 graph): the repair recomputes those elements from the
+      // bf16 inputs over the keys each row sees, and O8 takes the repaired values, e4m3-rounded.
+      repairOutput(p, output.ptr);
+      launchRequantiseRepaired(o8.ptr, output.ptr, queryElements, scalars.ptr);
+    }
     if (scaling.kind === 'delayed') {
       const { state } = scaling;
       const step = state.nextStep();
