@@ -4,14 +4,15 @@
  * runs on the inputs' device and supports the problem; a named backend that cannot run it throws
  * UnsupportedError with the reason and never falls back.
  *
- * A new backward backend (e.g. the fused CUDA `flash` kernel) is one file exporting a
- * BackwardBackend and one line in BACKWARD_BACKENDS, at its priority.
+ * A new backward backend is one file exporting a BackwardBackend and one line in BACKWARD_BACKENDS,
+ * at its priority.
  */
 import type { BackwardBackend } from './backward-backend.js';
 import type { BackwardProblem } from './backward-problem.js';
 import { cpuFlashBackward } from './cpu/flash-backward.js';
 import { cpuReferenceBackward } from './cpu/reference-backward.js';
 import { cudnnBackward } from './cuda/cudnn/backward.js';
+import { cudaFlashBackward } from './cuda/flash/backward.js';
 import { cudaNaiveBackward } from './cuda/naive/backward.js';
 import { chooseFrom } from './registry.js';
 
@@ -19,8 +20,9 @@ import { chooseFrom } from './registry.js';
 export const BACKWARD_BACKENDS: readonly BackwardBackend[] = [
   cpuFlashBackward,
   cpuReferenceBackward,
-  // cuda: cudnn > (flash, fused, to come) > naive
+  // cuda: cudnn > flash (fused, attnlab's own) > naive
   cudnnBackward,
+  cudaFlashBackward,
   cudaNaiveBackward,
 ];
 

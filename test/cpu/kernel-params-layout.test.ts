@@ -1,7 +1,7 @@
 /**
  * The launch-parameter structs as the compiler lays them out, against the TypeScript marshalling:
  * FlashParams (src/kernels/flash/params.cuh, included as the kernels include it) and SoftmaxParams
- * (softmax_rows.cuh) and the backward's three structs (softmax_backward.cu). Every scalar's offset, size and kind (pointer, integer, float) and the struct's size
+ * (softmax_rows.cuh), the fused flash backward's FlashBwdParams (flash/bwd_params.cuh) and the backward's three structs (softmax_backward.cu). Every scalar's offset, size and kind (pointer, integer, float) and the struct's size
  * must agree, so a field added, moved or retyped on one side only fails here rather than on the GPU.
  * Skips, saying why, without nvcc or a C++ compiler.
  */
@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { validateAttention } from '../../src/api/validate.js';
 import { kernelsDir } from '../../src/backends/cuda/compile.js';
+import { marshalFlashBwdParams } from '../../src/backends/cuda/flash/backward-params.js';
 import { buildFlashParams, marshalFlashParams } from '../../src/backends/cuda/flash/params.js';
 import { softmaxFields } from '../../src/backends/cuda/naive/softmax.js';
 import {
@@ -48,6 +49,21 @@ describe('launch-parameter structs: compiler vs TypeScript', { skip }, () => {
     assert.ok(arg.type === 'struct');
     assert.deepEqual(layoutMismatches(layout, arg.fields), []);
     console.log(`# FlashParams: ${layout.size} B, ${layout.scalars.length} scalars`);
+  });
+
+  it('FlashBwdParams of bwd_params.cuh is what marshalFlashBwdParams writes', () => {
+    const header = readFileSync(join(kernelsDir(), 'flash/bwd_params.cuh'), 'utf8');
+    const layout = compileStructLayout({
+      prelude: '#include "flash/bwd_params.cuh"',
+      name: 'FlashBwdParams',
+      members: structMembers(header, 'FlashBwdParams'),
+      includeDir: kernelsDir(),
+      scratch,
+    });
+    const pointers = { dOutput: 1n, lse2: 2n, dsum: 3n, dqAccum: 0n, dQuery: 4n, dKey: 5n, dValue: 6n };
+    const arg = marshalFlashBwdParams(pointers, 0.125, 128);
+    assert.ok(arg.type === 'struct');
+    assert.deepEqual(layoutMismatches(layout, arg.fields), []);
   });
 
   it('SoftmaxParams of softmax_rows.cuh is what softmaxFields writes', () => {

@@ -1,5 +1,5 @@
 /**
- * The GPU backward backends (naive, cudnn) against the float64 CPU reference over the forward's case
+ * The GPU backward backends (naive, cudnn, flash) against the float64 CPU reference over the forward's case
  * list (src/check/cases.ts), with the backward accuracy rule (src/check/gradients.ts): each gradient's
  * error ≤ 2× the plain same-precision implementation's + a floor. A case cuDNN refuses must refuse with
  * UnsupportedError and a reason. Poisoned device memory (0xFF = NaN) catches unwritten elements.
@@ -11,7 +11,7 @@ import { attentionVjp } from '../../src/api/backward.js';
 import { cudaAvailable } from '../../src/backends/cuda/context.js';
 import { memoryStats, resetPeakMemory, setAllocationPoison } from '../../src/backends/cuda/memory.js';
 import type { Implementation } from '../../src/backends/problem.js';
-import { buildInputs, CASES } from '../../src/check/cases.js';
+import { type AttentionCase, buildInputs, CASES, LONG_CASES } from '../../src/check/cases.js';
 import {
   checkGradients,
   gradientValues,
@@ -19,6 +19,7 @@ import {
   randomOutputGradient,
   referenceGradients,
 } from '../../src/check/gradients.js';
+import { randomCases } from '../../src/check/random-cases.js';
 import { UnsupportedError } from '../../src/errors.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
@@ -28,11 +29,25 @@ const cuda = cudaAvailable();
 const skip = cuda.ok ? false : `no CUDA device: ${cuda.reason}`;
 const seed = Number(process.env.ATTNLAB_TEST_SEED ?? Date.now() % 1_000_000_000);
 
-const RUNS: ReadonlyArray<{ dtype: FloatDType; backends: Implementation[] }> = [
-  { dtype: 'bfloat16', backends: ['naive', 'cudnn'] },
-  { dtype: 'float16', backends: ['naive', 'cudnn'] },
+// The fused flash backward also takes LONG_CASES: its tiles (128 keys × 64 queries per step, 128-row
+// dQ blocks) need several-tile shapes for the causal/window/padding block ranges to be exercised.
+interface Run {
+  dtype: FloatDType;
+  backends: Implementation[];
+  cases?: readonly AttentionCase[];
+  deterministic?: boolean;
+}
+const RUNS: readonly Run[] = [
+  { dtype: 'bfloat16', backends: ['naive', 'cudnn', 'flash'] },
+  { dtype: 'float16', backends: ['naive', 'cudnn', 'flash'] },
   { dtype: 'float32', backends: ['naive'] },
+  { dtype: 'bfloat16', backends: ['flash'], cases: LONG_CASES },
+  { dtype: 'float16', backends: ['flash'], cases: LONG_CASES },
+  { dtype: 'bfloat16', backends: ['flash'], cases: randomCases(24, seed % 1000), deterministic: true },
+  { dtype: 'float16', backends: ['flash'], cases: [...CASES, ...LONG_CASES], deterministic: true },
 ];
+const runLabel = (run: Run) =>
+  run.cases ? ` · ${run.backends.join(',')}${run.deterministic ? ' deterministic' : ''}` : '';
 
 const summary: string[] = [];
 
@@ -47,8 +62,8 @@ describe('GPU attention backward', { skip }, () => {
   });
 
   for (const run of RUNS) {
-    CASES.forEach((c, index) => {
-      it(`${c.name} · ${run.dtype}`, () => {
+    (run.cases ?? CASES).forEach((c, index) => {
+      it(`${c.name} · ${run.dtype}${runLabel(run)}`, () => {
         const { q, k, v, options } = buildInputs(c, run.dtype, seed + 17 * index);
         const dO = randomOutputGradient(q, v, run.dtype, seed + 17 * index + 9);
         const inputs = { q, k, v, options, dO };
@@ -60,7 +75,7 @@ describe('GPU attention backward', { skip }, () => {
           for (const implementation of run.backends) {
             let f: ReturnType<typeof attentionVjp>;
             try {
-              f = attentionVjp(cq, ck, cv, { ...device, implementation });
+              f = attentionVjp(cq, ck, cv, { ...device, implementation, deterministic: run.deterministic });
             } catch (error) {
               assert.ok(error instanceof UnsupportedError, `${implementation}: ${error}`);
               summary.push(`${implementation} ${run.dtype} ${c.name}: refused (${error.reason})`);

@@ -1,0 +1,126 @@
+/**
+ * The fused CUDA flash backward's variant (src/kernels/flash/flash_bwd.cu): what specialises the
+ * module, its tiles with the reasons, the shared memory each main kernel asks for, and the support
+ * rule that needs no GPU (backward.ts adds the device's checks).
+ *
+ * Register counts are ptxas's (nvcc 13.0, `-Xptxas -v`, sm_90a / sm_80), no spills anywhere:
+ *   dK/dV loop (128 keys × 64 queries, 8 warps): D=128 255/255 registers (bf16 and fp16, with and
+ *   without dQ), D=96 ≤ 246, D=64 ≤ 203, D=32 less;  dQ pass (128 × 64, 8 warps): D=128 244, D=64 172.
+ */
+import { SUPPORTED, type Support, unsupported } from '../../backend.js';
+import type { BackwardProblem } from '../../backward-problem.js';
+
+/** Row and key indices are int32 in the kernels, and i + diag ± window must not overflow. */
+const MAX_LENGTH = 1 << 28;
+/** The largest padded head dim whose dK and dV accumulators fit a warp's registers (see tiles). */
+export const FLASH_BACKWARD_MAX_HEAD_DIM = 128;
+
+export interface FlashBackwardTiles {
+  /** Keys per block of the dK/dV loop: 16 per warp (one m-tile; dK+dV take D/2 registers per lane). */
+  readonly keys: number;
+  /** Query rows per step of that loop. */
+  readonly queries: number;
+  readonly warps: number;
+}
+
+/**
+ * 128 keys × 64 queries over 8 warps for every head dim up to 128 (FlashAttention-2's Bc × Br for
+ * its sm80 hdim-128 backward): each warp holds dK and dV of its 16 keys (D/2 float32 registers per
+ * lane each, 128 at D=128) plus Sᵀ and dPᵀ of 16 × 64 (32 each); 64 queries also tile the dQ
+ * product exactly once over the 8 warps (4 m-tiles × 2 halves of D). 32 rows per warp would need
+ * 2·D accumulator registers for dK+dV alone.
+ */
+export const FLASH_BACKWARD_TILES: FlashBackwardTiles = { keys: 128, queries: 64, warps: 8 };
+/** The deterministic dQ pass: the forward's shape, 128 query rows (16 per warp), 64-key tiles, 2 stages. */
+export const FLASH_BACKWARD_DQ_TILES = { rows: 128, keys: 64, warps: 8 } as const;
+/** lse2/D rows per (b, n) are padded to this, a multiple of every query block. */
+export const FLASH_BACKWARD_ROW_PAD = 128;
+
+export interface FlashBackwardVariant {
+  readonly arch: string;
+  readonly dtype: 'bfloat16' | 'float16';
+  /** max(H, Hv) padded to a multiple of 32 (≥ 32): the dQ product gives each of 2 warps D/2 columns, a multiple of 16. */
+  readonly headDim: number;
+  readonly tiles: FlashBackwardTiles;
+  readonly deterministic: boolean;
+}
+
+export function flashBackwardHeadDim(H: number, Hv: number): number {
+  return Math.max(32, Math.ceil(Math.max(H, Hv) / 32) * 32);
+}
+
+export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBackwardVariant {
+  return {
+    arch,
+    dtype: p.dtype as FlashBackwardVariant['dtype'],
+    headDim: flashBackwardHeadDim(p.H, p.Hv),
+    tiles: FLASH_BACKWARD_TILES,
+    deterministic: p.deterministic,
+  };
+}
+
+/** e.g. `flash-bwd.sm_90a.bf16.d128.128x64x8`, `….det` for the deterministic dQ pass. */
+export function flashBackwardVariantKey(v: FlashBackwardVariant): string {
+  const dtype = v.dtype === 'float16' ? 'f16' : 'bf16';
+  const { keys, queries, warps } = v.tiles;
+  const parts = ['flash-bwd', v.arch, dtype, `d${v.headDim}`, `${keys}x${queries}x${warps}`];
+  if (v.deterministic) parts.push('det');
+  return parts.join('.');
+}
+
+export function flashBackwardDefines(v: FlashBackwardVariant): Record<string, number> {
+  return {
+    FLASH_D: v.headDim,
+    FLASH_FP16: v.dtype === 'float16' ? 1 : 0,
+    FLASH_BWD_KEYS: v.tiles.keys,
+    FLASH_BWD_QUERIES: v.tiles.queries,
+    FLASH_NW: v.tiles.warps,
+  };
+}
+
+/** Dynamic shared memory per block of each main kernel, as bwd_dkdv.cuh / bwd_dq.cuh lay it out. */
+export function flashBackwardSharedBytes(v: FlashBackwardVariant): {
+  dkdv: number;
+  dkdvOnly: number;
+  dq: number;
+} {
+  const pitch = (v.headDim + 8) * 2; // bytes per padded 16-bit row
+  const { keys, queries } = v.tiles;
+  // K | V | two stages of (Q | dO | lse2 | D) | dSᵀ (queries × (keys + 8)) when dQ is accumulated here.
+  const kvOnly = 2 * keys * pitch + 2 * (2 * queries * pitch + 2 * queries * 4);
+  const dq = FLASH_BACKWARD_DQ_TILES;
+  return {
+    dkdv: kvOnly + queries * (keys + 8) * 2,
+    dkdvOnly: kvOnly,
+    // Q | dO | two stages of (K | V).
+    dq: 2 * dq.rows * pitch + 2 * 2 * dq.keys * pitch,
+  };
+}
+
+/** What the kernels cannot take, decided from the problem alone (no GPU needed); SUPPORTED otherwise. */
+export function flashBackwardRule(p: BackwardProblem): Support {
+  if (p.dtype !== 'bfloat16' && p.dtype !== 'float16') {
+    return unsupported(`dtype ${p.dtype}: the fused backward runs on tensor cores, bfloat16 or float16 only`);
+  }
+  if (p.bias) return unsupported('a bias: the fused backward computes no dBias (cudnn and naive do)');
+  if (p.mask)
+    return unsupported('a boolean mask: the fused backward applies causal, window and lengths only');
+  if (p.H % 8 !== 0 || p.Hv % 8 !== 0 || Math.max(p.H, p.Hv) > FLASH_BACKWARD_MAX_HEAD_DIM) {
+    return unsupported(
+      `head dims H=${p.H}, Hv=${p.Hv}: the fused backward needs multiples of 8 of at most ` +
+        `${FLASH_BACKWARD_MAX_HEAD_DIM} (dK and dV of 16 keys per warp must fit in registers)`,
+    );
+  }
+  if (p.logSumExp.dtype !== 'float32') {
+    return unsupported(`logSumExp ${p.logSumExp.dtype}: the kernels read a float32 log-sum-exp`);
+  }
+  if (p.T >= MAX_LENGTH || p.S >= MAX_LENGTH) {
+    return unsupported(`T=${p.T}, S=${p.S}: the kernels index rows with int32 and need T, S < 2^28`);
+  }
+  if (p.B * p.N > 65535) {
+    return unsupported(
+      `B·N = ${p.B * p.N}: the grid's y dimension (one per batch and head) is at most 65535`,
+    );
+  }
+  return SUPPORTED;
+}

@@ -1,0 +1,205 @@
+// The backward's main loop (FlashAttention-2, Algorithm 2): one block owns BNK keys of one
+// (batch, KV head), keeps their K and V tiles in shared memory and dK, dV in registers, and walks
+// over every query block of every query head of its group (GQA/MQA: the group's sum comes out of
+// the same registers, in a fixed order, with no reduction pass).
+//
+// The products are computed transposed, keys as rows, so each warp owns 16·MI keys and every
+// product but dQ stays in its registers (mainloop.cuh's tiles with the roles swapped: C::BM is the
+// key block, C::BN the query block):
+//   Sᵀ  = K·Qᵀ           qk_tile (A = this warp's K rows, B = the Q tile)
+//   Pᵀ  = 2^(Sᵀ·scale·log2e − lse2)
+//   dPᵀ = V·dOᵀ          qk_tile (A = V rows, B = the dO tile)
+//   dV += Pᵀ·dO          pv_tile (P from the accumulators, dO read transposed)
+//   dSᵀ = Pᵀ ∘ (dPᵀ − D)
+//   dK += dSᵀ·Q          pv_tile
+//   dQ += dS·K           (DQ only) dSᵀ goes to shared memory transposed; the warps split the
+//                        query block × head dim and add their tiles to the float32 accumulator
+//                        with reductions (order-dependent: deterministic runs use flash_bwd_dq).
+// Pipeline: Q, dO, lse2 and D of the next query block load (cp.async) while this one computes;
+// two barriers per query block (one when DQ is off).
+#pragma once
+#include "flash/bwd_common.cuh"
+#include "flash/mainloop.cuh"
+
+template <class C, bool DQ>
+struct BwdKvLayout {
+  static constexpr int BNK = C::BM;  // keys per block
+  static constexpr int BMQ = C::BN;  // queries per step
+  static constexpr int DS_PITCH = BNK + 8;
+  static constexpr u32 KV_TILE = BNK * C::PITCH * 2;
+  static constexpr u32 Q_TILE = BMQ * C::PITCH * 2;
+  // One stage: Q | dO | lse2 | D.
+  static constexpr u32 STAGE = 2 * Q_TILE + 2 * BMQ * 4;
+  static constexpr u32 DS_BYTES = DQ ? BMQ * DS_PITCH * 2 : 0;
+  // K | V | stage 0 | stage 1 | dSᵀ (DQ only).
+  static constexpr unsigned SHARED_BYTES = 2 * KV_TILE + 2 * STAGE + DS_BYTES;
+  // The dQ product: the block's BMQ/16 m-tiles times SPLIT column ranges of the head dim, one per warp.
+  static constexpr int MQ = BMQ / 16;
+  static constexpr int SPLIT = C::NW / MQ;
+  static constexpr int DQ_COLS = C::D / (SPLIT > 0 ? SPLIT : 1);
+  static_assert(!DQ || (SPLIT * MQ == C::NW && DQ_COLS % 16 == 0), "dQ: warps must tile (BMQ/16) × D/16");
+};
+
+template <class C, bool DQ>
+__device__ __forceinline__ void flash_bwd_dkdv(const FlashParams& p, const FlashBwdParams& x) {
+  using L = BwdKvLayout<C, DQ>;
+  constexpr int BNK = L::BNK, BMQ = L::BMQ;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const u32 k_smem = smem_addr(smem);
+  const u32 v_smem = k_smem + L::KV_TILE;
+  const u32 stage0 = v_smem + L::KV_TILE;
+  const u32 ds_smem = stage0 + 2 * L::STAGE;
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int g = lane >> 2;
+  const int t = lane & 3;
+
+  TileWork w;
+  w.b = blockIdx.y / p.K;
+  w.kv_head = blockIdx.y % p.K;
+  w.t_len = clamp_len(p.q_lens, w.b, p.T);
+  w.s_len = clamp_len(p.kv_lens, w.b, p.S);
+  w.diag = (p.flags & FLASH_FLAG_BOTTOM_RIGHT) ? w.s_len - w.t_len : 0;
+  const int kn0 = blockIdx.x * BNK;
+  const int key0 = kn0 + warp * 16 * C::MI;  // first key of this warp
+  // The query rows that see a key of [kn0, kn_last]: key j is seen by rows i with
+  // j − diag − right ≤ i ≤ j − diag + left (window) and i ≥ j − diag (causal).
+  const int kn_last = imin(kn0 + BNK, w.s_len) - 1;
+  int lo = 0, hi = w.t_len;
+  if (p.flags & FLASH_FLAG_CAUSAL) lo = imax(lo, kn0 - w.diag);
+  if (p.flags & FLASH_FLAG_WINDOW) {
+    lo = imax(lo, kn0 - w.diag - p.window_right);
+    hi = imin(hi, kn_last - w.diag + p.window_left + 1);
+  }
+  if (kn0 >= w.s_len) hi = lo;
+  const int mb_lo = lo / BMQ;
+  const int blocks = hi > lo ? (hi + BMQ - 1) / BMQ - mb_lo : 0;
+  const int steps = blocks * p.group;  // (head, query block) pairs, head-major
+
+  float dk[C::MI][C::DT][4], dv[C::MI][C::DT][4];
+#pragma unroll
+  for (int i = 0; i < C::MI; ++i)
+#pragma unroll
+    for (int d = 0; d < C::DT; ++d)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) dk[i][d][c] = dv[i][d][c] = 0.f;
+
+  if (steps > 0) {
+    const u16* k = p.k + w.b * p.k_strides[0] + w.kv_head * p.k_strides[2] + kn0 * p.k_strides[1];
+    const u16* v = p.v + w.b * p.v_strides[0] + w.kv_head * p.v_strides[2] + kn0 * p.v_strides[1];
+    load_tile<BNK, C::D, C::THREADS>(k_smem, k, p.k_strides[1], w.s_len - kn0, p.H);
+    load_tile<BNK, C::D, C::THREADS>(v_smem, v, p.v_strides[1], w.s_len - kn0, p.Hv);
+    // Step s: head n = kv_head·group + s / blocks, query block mb_lo + s % blocks.
+    auto load_step = [&](u32 dst, int s) {
+      const int n = w.kv_head * p.group + s / blocks;
+      const int m0 = (mb_lo + s % blocks) * BMQ;
+      const i64 qa = w.b * p.q_strides[0] + n * p.q_strides[2] + m0 * p.q_strides[1];
+      const i64 oa = w.b * p.o_strides[0] + n * p.o_strides[2] + m0 * p.o_strides[1];
+      load_tile<BMQ, C::D, C::THREADS>(dst, p.q + qa, p.q_strides[1], w.t_len - m0, p.H);
+      load_tile<BMQ, C::D, C::THREADS>(dst + L::Q_TILE, x.d_o + oa, p.o_strides[1], w.t_len - m0, p.Hv);
+      // lse2 and D of the block: t_pad is a multiple of 128 ≥ BMQ, so whole 16-byte chunks are in range.
+      const i64 row = (static_cast<i64>(w.b) * p.N + n) * x.t_pad + m0;
+      for (int c = threadIdx.x; c < 2 * BMQ / 4; c += C::THREADS) {
+        const float* from = c < BMQ / 4 ? x.lse2 + row + 4 * c : x.dsum + row + 4 * (c - BMQ / 4);
+        cp_async_16(dst + 2 * L::Q_TILE + 16 * c, from, 16);
+      }
+    };
+    load_step(stage0, 0);
+    cp_async_commit();
+    // A operands: this warp's K (resp. V) rows; B: the Q (resp. dO) tile; transposed B: dO (resp. Q).
+    // The V, dO and Q addresses are the K, Q and dO ones at fixed offsets: 3 registers, not 6.
+    const LaneAddresses ka = lane_addresses<C>(k_smem, stage0, stage0 + L::Q_TILE, warp, lane);
+    const float* row_stats = reinterpret_cast<const float*>(smem + 2 * L::KV_TILE + 2 * L::Q_TILE);
+
+    u32 stage = 0;
+    for (int s = 0; s < steps; ++s) {
+      const int m0 = (mb_lo + s % blocks) * BMQ;
+      cp_async_wait<0>();
+      __syncthreads();  // this step's tiles landed; every warp is done with the other stage and dSᵀ
+      if (s + 1 < steps) load_step(stage0 + (stage ^ L::STAGE), s + 1);
+      cp_async_commit();
+
+      float st[C::MI][C::NT][4];
+      qk_tile<C>(st, ka.q, ka.k + stage);
+      // Per-element rule only where some (key, row) pair of the tile pair may be invisible.
+      const bool boundary = kn0 + BNK > w.s_len ||
+                            ((p.flags & FLASH_FLAG_CAUSAL) && kn0 + BNK - 1 > m0 + w.diag) ||
+                            ((p.flags & FLASH_FLAG_WINDOW) && (kn0 + BNK - 1 > m0 + w.diag + p.window_right ||
+                                                               kn0 < m0 + BMQ - 1 + w.diag - p.window_left));
+      const float* lse2 = row_stats + stage / 4;
+      const float* dsum = lse2 + BMQ;
+      // Read where used (a 64-bit shared load per n-tile): held in registers for the whole step they
+      // would take 4·NT more per lane and make the D = 128 loop spill.
+#pragma unroll
+      for (int i = 0; i < C::MI; ++i)
+#pragma unroll
+        for (int j = 0; j < C::NT; ++j)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) {
+            const int key = key0 + i * 16 + g + 8 * (c >> 1);
+            const int row = m0 + j * 8 + 2 * t + (c & 1);
+            const bool visible = !boundary || key_visible(p, w, row, key);
+            st[i][j][c] = recompute_p(st[i][j][c], p.scale_log2, lse2[j * 8 + 2 * t + (c & 1)], visible);
+          }
+      float dpt[C::MI][C::NT][4];
+      qk_tile<C>(dpt, ka.q + L::KV_TILE, ka.k + L::Q_TILE + stage);
+      pv_tile<C>(dv, st, ka.v + stage);
+#pragma unroll
+      for (int i = 0; i < C::MI; ++i)
+#pragma unroll
+        for (int j = 0; j < C::NT; ++j)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) {
+            // Selected, not multiplied: an invisible pair's P is 0 and its dP may be NaN (a masked NaN value).
+            dpt[i][j][c] = st[i][j][c] == 0.f ? 0.f : st[i][j][c] * (dpt[i][j][c] - dsum[j * 8 + 2 * t + (c & 1)]);
+          }
+      pv_tile<C>(dk, dpt, ka.v - L::Q_TILE + stage);
+
+      if constexpr (DQ) {
+        u16* ds = reinterpret_cast<u16*>(smem + (ds_smem - k_smem));
+#pragma unroll
+        for (int i = 0; i < C::MI; ++i)
+#pragma unroll
+          for (int j = 0; j < C::NT; ++j)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+              const int key = key0 - kn0 + i * 16 + g + 8 * (c >> 1);
+              const int row = j * 8 + 2 * t + (c & 1);
+              ds[row * L::DS_PITCH + key] = round16<C::FP16>(dpt[i][j][c]);
+            }
+        __syncthreads();  // dSᵀ complete
+        const int mq = warp % L::MQ;
+        const int col0 = (warp / L::MQ) * L::DQ_COLS;
+        float dq[L::DQ_COLS / 8][4];
+#pragma unroll
+        for (int d = 0; d < L::DQ_COLS / 8; ++d)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) dq[d][c] = 0.f;
+        const u32 a_lane = ds_smem + ((mq * 16 + (lane & 15)) * L::DS_PITCH + (lane >> 4) * 8) * 2;
+        const u32 b_lane = k_smem + (((lane & 7) + ((lane >> 3) & 1) * 8) * C::PITCH + (lane >> 4) * 8 + col0) * 2;
+#pragma unroll
+        for (int kk = 0; kk < BNK / 16; ++kk) {
+          u32 a[4];
+          ldmatrix_x4(a, a_lane + kk * 16 * 2);
+#pragma unroll
+          for (int d = 0; d < L::DQ_COLS / 8; d += 2) {
+            u32 b[4];
+            ldmatrix_x4_trans(b, b_lane + (kk * 16 * C::PITCH + d * 8) * 2);
+            mma_16816<C::FP16>(dq[d], a, b[0], b[1]);
+            mma_16816<C::FP16>(dq[d + 1], a, b[2], b[3]);
+          }
+        }
+        const int n = w.kv_head * p.group + s / blocks;
+        float* acc = x.dq_accum + (static_cast<i64>(w.b) * p.T * p.N + n) * p.H;
+        atomic_add_tile<L::DQ_COLS / 8>(acc, static_cast<i64>(p.N) * p.H, dq, m0 + mq * 16, col0, w.t_len, p.H,
+                                        lane);
+      }
+      stage ^= L::STAGE;
+    }
+  }
+  // Every key row of the block is written, zeros where no query sees it (padding included).
+  u16* dk_out = x.dk + w.b * p.k_strides[0] + w.kv_head * p.k_strides[2];
+  u16* dv_out = x.dv + w.b * p.v_strides[0] + w.kv_head * p.v_strides[2];
+  store_tile<C::MI, C::DT, C::FP16>(dk_out, p.k_strides[1], dk, x.scale, key0, p.S, p.H, lane);
+  store_tile<C::MI, C::DT, C::FP16>(dv_out, p.v_strides[1], dv, 1.f, key0, p.S, p.Hv, lane);
+}

@@ -1,0 +1,108 @@
+// The deterministic dQ pass: the forward's shape (one block per BM query rows of one (batch, head),
+// key tiles streamed last to first, schedule_tile's key range) with dQ kept in registers, so no two
+// blocks ever add to the same element and the result is bitwise reproducible. Per key tile:
+//   S  = Q·Kᵀ, P = 2^(S·scale·log2e − lse2)     qk_tile
+//   dP = dO·Vᵀ, dS = P ∘ (dP − D)              qk_tile (A = the dO tile, B = V)
+//   dQ += dS·K                                 pv_tile (K read transposed)
+// K and V are double buffered (tile j−1 loads while tile j computes), as the forward's STAGES = 2.
+#pragma once
+#include "flash/bwd_common.cuh"
+#include "flash/mainloop.cuh"
+
+template <class C>
+struct BwdDqLayout {
+  static constexpr u32 Q_TILE = C::BM * C::PITCH * 2;
+  static constexpr u32 STAGE = 2 * C::KV_TILE_BYTES;
+  // Q | dO | K0 | V0 | K1 | V1.
+  static constexpr unsigned SHARED_BYTES = 2 * Q_TILE + 2 * STAGE;
+};
+
+template <class C>
+__device__ __forceinline__ void flash_bwd_dq(const FlashParams& p, const FlashBwdParams& x) {
+  using L = BwdDqLayout<C>;
+  static_assert(C::STAGES == 2, "the dQ pass double-buffers K and V");
+  extern __shared__ __align__(16) unsigned char smem[];
+  const u32 q_smem = smem_addr(smem);
+  const u32 do_smem = q_smem + L::Q_TILE;
+  const u32 k_smem = do_smem + L::Q_TILE;
+  const u32 v_smem = k_smem + C::KV_TILE_BYTES;
+  const TileWork w = schedule_tile<C::BM>(p);
+  if (w.m0 >= p.T) return;
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int g = lane >> 2;
+  const int t = lane & 3;
+  const int row0 = w.m0 + warp * 16 * C::MI;
+
+  float dq[C::MI][C::DT][4];
+#pragma unroll
+  for (int i = 0; i < C::MI; ++i)
+#pragma unroll
+    for (int d = 0; d < C::DT; ++d)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) dq[i][d][c] = 0.f;
+
+  if (w.n_lo < w.n_hi) {
+    const u16* k = p.k + w.b * p.k_strides[0] + w.kv_head * p.k_strides[2];
+    const u16* v = p.v + w.b * p.v_strides[0] + w.kv_head * p.v_strides[2];
+    const i64 ks = p.k_strides[1], vs = p.v_strides[1];
+    auto load_kv = [&](u32 offset, int n0) {
+      load_tile<C::BN, C::D, C::THREADS>(k_smem + offset, k + n0 * ks, ks, w.s_len - n0, p.H);
+      load_tile<C::BN, C::D, C::THREADS>(v_smem + offset, v + n0 * vs, vs, w.s_len - n0, p.Hv);
+    };
+    const i64 qa = w.b * p.q_strides[0] + w.n * p.q_strides[2] + w.m0 * p.q_strides[1];
+    const i64 oa = w.b * p.o_strides[0] + w.n * p.o_strides[2] + w.m0 * p.o_strides[1];
+    const int block_lo = w.n_lo / C::BN;
+    const int block_hi = (w.n_hi + C::BN - 1) / C::BN;
+    load_tile<C::BM, C::D, C::THREADS>(q_smem, p.q + qa, p.q_strides[1], w.t_len - w.m0, p.H);
+    load_tile<C::BM, C::D, C::THREADS>(do_smem, x.d_o + oa, p.o_strides[1], w.t_len - w.m0, p.Hv);
+    load_kv(0, (block_hi - 1) * C::BN);
+    cp_async_commit();
+    if (block_hi - 2 >= block_lo) load_kv(L::STAGE, (block_hi - 2) * C::BN);
+    cp_async_commit();
+
+    // Row statistics of this lane's rows g and g + 8 of each m-tile (t_pad covers the whole block).
+    float lse_r[C::MI][2], d_r[C::MI][2];
+    const i64 stats = (static_cast<i64>(w.b) * p.N + w.n) * x.t_pad;
+#pragma unroll
+    for (int i = 0; i < C::MI; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        lse_r[i][h] = x.lse2[stats + row0 + i * 16 + g + 8 * h];
+        d_r[i][h] = x.dsum[stats + row0 + i * 16 + g + 8 * h];
+      }
+    // Q as A against K; dO as A against V; K transposed as the B of dS·K.
+    const LaneAddresses qa_l = lane_addresses<C>(q_smem, k_smem, k_smem, warp, lane);
+    const LaneAddresses da_l = lane_addresses<C>(do_smem, v_smem, v_smem, warp, lane);
+
+    u32 stage = 0;
+    for (int nb = block_hi - 1; nb >= block_lo; --nb) {
+      const int n0 = nb * C::BN;
+      cp_async_wait<1>();  // tile nb landed; tile nb − 1 may still be in flight
+      __syncthreads();
+      float s[C::MI][C::NT][4], dp[C::MI][C::NT][4];
+      qk_tile<C>(s, qa_l.q, qa_l.k + stage);
+      qk_tile<C>(dp, da_l.q, da_l.k + stage);
+      const bool boundary = tile_needs_mask<C::BN>(p, w, n0);
+#pragma unroll
+      for (int i = 0; i < C::MI; ++i)
+#pragma unroll
+        for (int j = 0; j < C::NT; ++j)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) {
+            const int row = row0 + i * 16 + g + 8 * (c >> 1);
+            const int key = n0 + j * 8 + 2 * t + (c & 1);
+            const bool visible = !boundary || key_visible(p, w, row, key);
+            const float pr = recompute_p(s[i][j][c], p.scale_log2, lse_r[i][c >> 1], visible);
+            dp[i][j][c] = pr == 0.f ? 0.f : pr * (dp[i][j][c] - d_r[i][c >> 1]);
+          }
+      pv_tile<C>(dq, dp, qa_l.v + stage);
+      __syncthreads();  // every warp is done with this buffer pair: refill it with tile nb − 2
+      if (nb - 2 >= block_lo) load_kv(stage, (nb - 2) * C::BN);
+      cp_async_commit();
+      stage ^= L::STAGE;
+    }
+  }
+  u16* out = x.dq + w.b * p.q_strides[0] + w.n * p.q_strides[2];
+  store_tile<C::MI, C::DT, C::FP16>(out, p.q_strides[1], dq, x.scale, row0, p.T, p.H, lane);
+}

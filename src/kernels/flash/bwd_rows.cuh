@@ -1,0 +1,89 @@
+// The backward's two memory-bound kernels around the main one (FlashAttention-2's preprocessing
+// and dQ conversion).
+//
+// prep: one warp per row (b, n, t) of the padded (B·N, t_pad) layout: D = rowsum(dO ∘ O) in float32,
+// the log-sum-exp turned into base 2 (so P = 2^(s·scale·log2e − lse2) is one FFMA and one MUFU op),
+// and the row's float32 dQ accumulator zeroed. A padded row (t ≥ t_len) and a row that saw no key
+// (lse −inf) get lse2 = +inf: every weight 2^(x − inf) is then exactly 0, where exp(−inf − (−inf))
+// would be NaN.
+//
+// dq_convert: dQ = scale · accumulator, rounded once to the input dtype, 8 elements per thread.
+#pragma once
+#include "flash/bwd_params.cuh"
+#include "flash/mma.cuh"
+#include "flash/schedule.cuh"
+
+template <bool FP16>
+__device__ __forceinline__ float half_to_float(u16 h) {
+  if constexpr (FP16) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(h));
+    return f;
+  } else {
+    return __uint_as_float(static_cast<u32>(h) << 16);
+  }
+}
+
+// Σ a[i]·b[i] over the 8 16-bit elements of two 16-byte chunks.
+template <bool FP16>
+__device__ __forceinline__ float dot8(const u128& a, const u128& b) {
+  const u32 wa[4] = {a.x, a.y, a.z, a.w};
+  const u32 wb[4] = {b.x, b.y, b.z, b.w};
+  float sum = 0.f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    sum = fmaf(half_to_float<FP16>(wa[i] & 0xffffu), half_to_float<FP16>(wb[i] & 0xffffu), sum);
+    sum = fmaf(half_to_float<FP16>(wa[i] >> 16), half_to_float<FP16>(wb[i] >> 16), sum);
+  }
+  return sum;
+}
+
+template <bool FP16>
+__device__ __forceinline__ void flash_bwd_prep(const FlashParams& p, const FlashBwdParams& x) {
+  const i64 row = static_cast<i64>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= static_cast<i64>(p.B) * p.N * x.t_pad) return;
+  const int t = static_cast<int>(row % x.t_pad);
+  const int bn = static_cast<int>(row / x.t_pad);
+  const int b = bn / p.N;
+  const int n = bn % p.N;
+  const int t_len = clamp_len(p.q_lens, b, p.T);
+  float dot = 0.f;
+  if (t < t_len) {
+    const i64 at = b * p.o_strides[0] + t * p.o_strides[1] + n * p.o_strides[2];
+    for (int c = lane; c < p.Hv / 8; c += 32) {
+      dot += dot8<FP16>(*reinterpret_cast<const u128*>(p.o + at + c * 8),
+                        *reinterpret_cast<const u128*>(x.d_o + at + c * 8));
+    }
+#pragma unroll
+    for (int m = 16; m >= 1; m >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, m);
+  }
+  if (lane == 0) {
+    constexpr float LOG2E = 1.4426950408889634f;
+    const float lse = t < t_len ? p.lse[(static_cast<i64>(b) * p.T + t) * p.N + n] : neg_inf();
+    x.lse2[row] = lse == neg_inf() ? -neg_inf() : lse * LOG2E;
+    x.dsum[row] = dot;
+  }
+  if (x.dq_accum != nullptr && t < p.T) {
+    float* acc = x.dq_accum + ((static_cast<i64>(b) * p.T + t) * p.N + n) * p.H;
+    for (int c = lane; c < p.H / 4; c += 32) reinterpret_cast<u128*>(acc)[c] = u128{0, 0, 0, 0};
+  }
+}
+
+struct __align__(16) F32x4 {
+  float x, y, z, w;
+};
+
+template <bool FP16>
+__device__ __forceinline__ void flash_bwd_dq_convert(const FlashParams& p, const FlashBwdParams& x) {
+  const i64 chunks = static_cast<i64>(p.B) * p.T * p.N * p.H / 8;
+  const i64 stride = static_cast<i64>(gridDim.x) * blockDim.x;
+  for (i64 c = static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x; c < chunks; c += stride) {
+    const F32x4* from = reinterpret_cast<const F32x4*>(x.dq_accum) + 2 * c;
+    const F32x4 a = from[0];
+    const F32x4 b = from[1];
+    const float s = x.scale;
+    reinterpret_cast<u128*>(x.dq)[c] = u128{pack2<FP16>(a.x * s, a.y * s), pack2<FP16>(a.z * s, a.w * s),
+                                            pack2<FP16>(b.x * s, b.y * s), pack2<FP16>(b.z * s, b.w * s)};
+  }
+}

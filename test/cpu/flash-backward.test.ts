@@ -1,0 +1,149 @@
+/**
+ * The fused CUDA flash backward without a GPU: its support rule (what it refuses, with the reason),
+ * its place in the backward table (cudnn > flash > naive on cuda), what a forced `flash` does with a
+ * case it cannot run and where `auto` goes instead, and the variant/tiles/shared-memory arithmetic.
+ * The kernels themselves run in test/gpu/flash-backward.test.ts.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { validateBackward } from '../../src/api/validate-backward.js';
+import type { BackwardOptions, BackwardProblem } from '../../src/backends/backward-problem.js';
+import { BACKWARD_BACKENDS, chooseBackwardBackend } from '../../src/backends/backward-registry.js';
+import {
+  FLASH_BACKWARD_TILES,
+  flashBackwardHeadDim,
+  flashBackwardRule,
+  flashBackwardSharedBytes,
+  flashBackwardVariant,
+  flashBackwardVariantKey,
+} from '../../src/backends/cuda/flash/backward-variant.js';
+import { UnsupportedError } from '../../src/errors.js';
+import type { FloatDType } from '../../src/tensor/dtype.js';
+import { Tensor } from '../../src/tensor/tensor.js';
+
+/** A validated host problem (B=2, T=40, S=56, N=4, K=2). */
+interface ProblemShape {
+  dtype?: FloatDType;
+  H?: number;
+  Hv?: number;
+  lse?: FloatDType;
+}
+
+function problem(options: BackwardOptions = {}, shape: ProblemShape = {}): BackwardProblem {
+  const { dtype = 'bfloat16', H = 64, lse = 'float32' } = shape;
+  const Hv = shape.Hv ?? H;
+  const q = Tensor.zeros([2, 40, 4, H], dtype);
+  const k = Tensor.zeros([2, 56, 2, H], dtype);
+  const v = Tensor.zeros([2, 56, 2, Hv], dtype);
+  const o = Tensor.zeros([2, 40, 4, Hv], dtype);
+  return validateBackward(q, k, v, o, Tensor.zeros([2, 40, 4], lse), o, options);
+}
+
+/** The same problem as the GPU would see it: a cuda device (only the rule runs, no GPU is touched). */
+const onCuda = (p: BackwardProblem): BackwardProblem => ({ ...p, device: 'cuda' });
+
+describe('flash (cuda) backward: support rule', () => {
+  it('takes bf16/fp16 with causal, windows, lengths, GQA, H ≠ Hv up to 128', () => {
+    for (const [options, shape] of [
+      [{}, {}],
+      [{ isCausal: true, causalAlignment: 'bottom_right' }, { dtype: 'float16' }],
+      [{ localWindowSize: [8, 3] }, { H: 128 }],
+      [
+        { querySeqLengths: [40, 7], keyValueSeqLengths: [3, 56] },
+        { H: 72, Hv: 32 },
+      ],
+      [
+        { deterministic: true, isCausal: true },
+        { H: 128, Hv: 128 },
+      ],
+    ] as const) {
+      assert.deepEqual(flashBackwardRule(problem(options as BackwardOptions, shape)), { ok: true });
+    }
+  });
+
+  it('refuses what the kernels do not do, saying why', () => {
+    const cases: Array<[BackwardProblem, RegExp]> = [
+      [problem({}, { dtype: 'float32' }), /dtype float32.*bfloat16 or float16/],
+      [problem({ bias: Tensor.zeros([1, 4, 40, 56], 'bfloat16') }), /bias.*dBias/],
+      [problem({ mask: Tensor.fromRaw(new Uint8Array(40 * 56).fill(1), [1, 1, 40, 56], 'bool') }), /mask/],
+      [problem({}, { H: 256 }), /H=256, Hv=256.*at most 128/],
+      [problem({}, { H: 64, Hv: 160 }), /Hv=160/],
+      [problem({}, { H: 60 }), /multiples of 8/],
+      [problem({}, { lse: 'float64' }), /logSumExp float64/],
+    ];
+    for (const [p, reason] of cases) {
+      const support = flashBackwardRule(p);
+      assert.equal(support.ok, false);
+      assert.match((support as { reason: string }).reason, reason);
+    }
+  });
+});
+
+describe('flash (cuda) backward: dispatch', () => {
+  it('sits between cudnn and naive in the cuda rows of the backward table', () => {
+    const cuda = BACKWARD_BACKENDS.filter((b) => b.device === 'cuda').map((b) => b.name);
+    assert.deepEqual(cuda, ['cudnn', 'flash', 'naive']);
+  });
+
+  it('forced on a case it cannot run: UnsupportedError with the reason, no fallback', () => {
+    const p = onCuda(problem({ implementation: 'flash', bias: Tensor.zeros([1, 4, 40, 56], 'bfloat16') }));
+    assert.throws(
+      () => chooseBackwardBackend(p),
+      (e: unknown) =>
+        e instanceof UnsupportedError && /flash \(cuda\) backward/.test(e.message) && /dBias/.test(e.reason),
+    );
+  });
+
+  it('auto: a case flash refuses is offered to the next backend (its reason is listed, naive is asked)', () => {
+    const p = onCuda(problem({ bias: Tensor.zeros([1, 4, 40, 56], 'bfloat16') }));
+    // Without a GPU every cuda backend refuses; the error lists them in the order they were asked.
+    try {
+      const chosen = chooseBackwardBackend(p);
+      assert.notEqual(chosen.name, 'flash'); // a GPU machine: cudnn or naive take the bias
+    } catch (error) {
+      assert.ok(error instanceof UnsupportedError);
+      const order = ['cudnn:', 'flash: a bias', 'naive:'].map((s) => error.reason.indexOf(s));
+      assert.ok(
+        order.every((at, i) => at >= 0 && (i === 0 || at > order[i - 1])),
+        error.reason,
+      );
+    }
+  });
+});
+
+describe('flash (cuda) backward: variant and tiles', () => {
+  it('pads the head dim to a multiple of 32 (the dQ product splits D over 2 warps in 16-column steps)', () => {
+    assert.deepEqual(
+      [
+        [32, 32],
+        [40, 40],
+        [64, 64],
+        [72, 32],
+        [96, 96],
+        [112, 128],
+        [128, 64],
+      ].map(([H, Hv]) => flashBackwardHeadDim(H, Hv)),
+      [32, 64, 64, 96, 96, 128, 128],
+    );
+  });
+
+  it('names the variant by arch, dtype, head dim, tiles and the deterministic pass', () => {
+    const v = flashBackwardVariant(problem({ deterministic: true }, { dtype: 'float16', H: 128 }), 'sm_90a');
+    assert.equal(flashBackwardVariantKey(v), 'flash-bwd.sm_90a.f16.d128.128x64x8.det');
+    const fast = flashBackwardVariant(problem({}, { H: 64 }), 'sm_80');
+    assert.equal(flashBackwardVariantKey(fast), 'flash-bwd.sm_80.bf16.d64.128x64x8');
+  });
+
+  it('fits every head dim in an H100/H200 block (227 KiB) and an A100 one (163 KiB)', () => {
+    for (let D = 32; D <= 128; D += 32) {
+      const v = flashBackwardVariant(problem({}, { H: D }), 'sm_90a');
+      const s = flashBackwardSharedBytes(v);
+      assert.ok(Math.max(s.dkdv, s.dq) <= 163 * 1024, `D=${D}: ${JSON.stringify(s)}`);
+      assert.ok(s.dkdvOnly < s.dkdv);
+    }
+    // D=128: K, V (2 × 128 × 136 × 2) + 2 stages of Q, dO, lse2, D (2 × (2 × 64 × 136 × 2 + 512)) + dSᵀ 64 × 136 × 2.
+    const d128 = flashBackwardSharedBytes(flashBackwardVariant(problem({}, { H: 128 }), 'sm_90a'));
+    assert.equal(d128.dkdv, 69632 + 70656 + 17408);
+    assert.equal(FLASH_BACKWARD_TILES.keys % 16, 0);
+  });
+});

@@ -1,0 +1,249 @@
+/**
+ * The fused CUDA flash backward beyond the shared gradient suite (test/gpu/backward.test.ts runs it
+ * over CASES, LONG_CASES and random cases): the deterministic pass is bitwise reproducible and agrees
+ * with the atomic one, peak memory is O(T) (no (B,N,T,S) buffer, against naive's), the shared memory
+ * the launcher asks for is what the compiled kernels state, NaN reaches exactly the gradients the
+ * reference's does, a forced refusal says why and `auto` moves on. The "sanitize:" tests are small
+ * runs of every kernel for compute-sanitizer (memcheck, racecheck): `--test-name-pattern=sanitize`.
+ * Skips without a GPU.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { attentionVjp } from '../../src/api/backward.js';
+import type { BackwardOptions } from '../../src/backends/backward-problem.js';
+import { readModuleGlobal } from '../../src/backends/cuda/compile.js';
+import { cudaAvailable, targetArch } from '../../src/backends/cuda/context.js';
+import { flashBackwardModule } from '../../src/backends/cuda/flash/backward.js';
+import {
+  FLASH_BACKWARD_TILES,
+  type FlashBackwardVariant,
+  flashBackwardSharedBytes,
+} from '../../src/backends/cuda/flash/backward-variant.js';
+import { memoryStats, resetPeakMemory, setAllocationPoison } from '../../src/backends/cuda/memory.js';
+import { referenceGradients } from '../../src/check/gradients.js';
+import { UnsupportedError } from '../../src/errors.js';
+import type { FloatDType } from '../../src/tensor/dtype.js';
+import { randomNormal } from '../../src/tensor/random.js';
+import { Tensor } from '../../src/tensor/tensor.js';
+
+const cuda = cudaAvailable();
+const skip = cuda.ok ? false : `no CUDA device: ${cuda.reason}`;
+const seed = Number(process.env.ATTNLAB_TEST_SEED ?? Date.now() % 1_000_000_000);
+
+interface Shape {
+  B: number;
+  T: number;
+  S: number;
+  N: number;
+  K: number;
+  H: number;
+}
+
+function inputs(s: Shape, dtype: FloatDType, at: number) {
+  const q = randomNormal([s.B, s.T, s.N, s.H], { seed: at, dtype });
+  const k = randomNormal([s.B, s.S, s.K, s.H], { seed: at + 1, dtype });
+  const v = randomNormal([s.B, s.S, s.K, s.H], { seed: at + 2, dtype });
+  const dO = randomNormal([s.B, s.T, s.N, s.H], { seed: at + 3, dtype });
+  return { q, k, v, dO };
+}
+
+const bits = (t: Tensor) => Buffer.from((t.toHost().data as Uint16Array).buffer);
+
+describe('GPU flash backward', { skip }, () => {
+  before(() => {
+    console.log(`# flash-backward.test.ts seed ${seed} (ATTNLAB_TEST_SEED=${seed} replays it)`);
+    setAllocationPoison(0xff);
+  });
+  after(() => setAllocationPoison(null));
+
+  it('deterministic: bitwise identical twice, and within rounding of the atomic dQ', () => {
+    const shape = { B: 2, T: 700, S: 900, N: 4, K: 2, H: 128 };
+    const host = inputs(shape, 'bfloat16', seed);
+    const [q, k, v, dO] = [host.q, host.k, host.v, host.dO].map((t) => t.to('cuda'));
+    const options: BackwardOptions = {
+      implementation: 'flash',
+      isCausal: true,
+      causalAlignment: 'bottom_right',
+    };
+    const f = attentionVjp(q, k, v, { ...options, deterministic: true });
+    const a = f.backward(dO);
+    const b = f.backward(dO);
+    assert.match(a.variant, /^flash-bwd\..*\.det$/);
+    for (const key of ['dQuery', 'dKey', 'dValue'] as const)
+      assert.ok(bits(a[key]).equals(bits(b[key])), key);
+    const atomic = attentionVjp(q, k, v, options).backward(dO);
+    assert.doesNotMatch(atomic.variant, /\.det$/);
+    // dK and dV come from the same loop in both: identical. dQ differs by the order of its float32 sums only.
+    assert.ok(bits(a.dKey).equals(bits(atomic.dKey)) && bits(a.dValue).equals(bits(atomic.dValue)));
+    const x = a.dQuery.toFloat64Array();
+    const y = atomic.dQuery.toFloat64Array();
+    let worst = 0;
+    let largest = 0;
+    for (let i = 0; i < x.length; i++) {
+      worst = Math.max(worst, Math.abs(x[i] - y[i]));
+      largest = Math.max(largest, Math.abs(x[i]));
+    }
+    assert.ok(worst <= 2 ** -7 * largest, `max |det − atomic| ${worst} against max |dQ| ${largest}`);
+    for (const t of [
+      q,
+      k,
+      v,
+      dO,
+      f.output,
+      f.logSumExp,
+      a.dQuery,
+      a.dKey,
+      a.dValue,
+      b.dQuery,
+      b.dKey,
+      b.dValue,
+    ])
+      t.dispose();
+  });
+
+  it('peak memory is O(T): no (B,N,T,S) buffer, unlike naive', () => {
+    const shape = { B: 1, T: 4096, S: 4096, N: 4, K: 4, H: 64 };
+    const host = inputs(shape, 'bfloat16', seed + 10);
+    const [q, k, v, dO] = [host.q, host.k, host.v, host.dO].map((t) => t.to('cuda'));
+    const f = attentionVjp(q, k, v, { implementation: 'flash', isCausal: true });
+    resetPeakMemory();
+    const before = memoryStats().currentBytes;
+    const g = f.backward(dO);
+    const peak = memoryStats().peakBytes - before;
+    const { B, T, S, N, H } = shape;
+    // Gradients (3 × B·T·N·H·2) + dQ accumulator (B·T·N·H·4) + row statistics (2 × B·N·T·4), rounded by the pool.
+    const linear = 3 * B * T * N * H * 2 + B * T * N * H * 4 + 2 * B * N * T * 4;
+    assert.ok(peak < 2 * linear, `peak ${peak} B, linear terms ${linear} B`);
+    assert.ok(
+      peak < B * N * T * S * 2,
+      `peak ${peak} B against one 16-bit (B,N,T,S) matrix ${B * N * T * S * 2} B`,
+    );
+    console.log(
+      `# flash backward peak ${peak} B at B=1 T=S=4096 N=4 H=64 (naive: ≥ ${B * N * T * S * 12} B)`,
+    );
+    for (const t of [q, k, v, dO, f.output, f.logSumExp, g.dQuery, g.dKey, g.dValue]) t.dispose();
+  });
+
+  it('asks for the shared memory the compiled kernels state', () => {
+    for (const headDim of [64, 128]) {
+      for (const dtype of ['bfloat16', 'float16'] as const) {
+        const variant: FlashBackwardVariant = {
+          arch: targetArch(),
+          dtype,
+          headDim,
+          tiles: FLASH_BACKWARD_TILES,
+          deterministic: false,
+        };
+        const module = flashBackwardModule(variant);
+        const stated = (name: string) =>
+          new DataView(readModuleGlobal(module, `attnlab_flash_bwd_${name}_shared_bytes`).buffer).getUint32(
+            0,
+            true,
+          );
+        const want = flashBackwardSharedBytes(variant);
+        assert.deepEqual(
+          { dkdv: stated('dkdv'), dkdvOnly: stated('dkdv_only'), dq: stated('dq') },
+          want,
+          `D=${headDim} ${dtype}`,
+        );
+      }
+    }
+  });
+
+  it('NaN in a query row reaches that row’s dQ and every key’s dK/dV, NaN behind key padding nothing, as the reference', () => {
+    const shape = { B: 1, T: 150, S: 300, N: 2, K: 1, H: 64 };
+    const host = inputs(shape, 'bfloat16', seed + 20);
+    const qa = host.q.toFloat64Array();
+    qa[(70 * shape.N + 1) * shape.H + 5] = Number.NaN; // row t=70 of head 1
+    const ka = host.k.toFloat64Array();
+    ka[270 * shape.H + 9] = Number.NaN; // key 270, past keyValueSeqLengths = 250
+    const q = Tensor.fromArray(qa, host.q.shape, 'bfloat16');
+    const k = Tensor.fromArray(ka, host.k.shape, 'bfloat16');
+    const options: BackwardOptions = { keyValueSeqLengths: [250] };
+    const reference = referenceGradients({ q, k, v: host.v, options, dO: host.dO });
+    const [cq, ck, cv, cdO] = [q, k, host.v, host.dO].map((t) => t.to('cuda'));
+    for (const deterministic of [false, true]) {
+      const f = attentionVjp(cq, ck, cv, { ...options, implementation: 'flash', deterministic });
+      const g = f.backward(cdO);
+      for (const key of ['dQuery', 'dKey', 'dValue'] as const) {
+        const got = g[key].toFloat64Array();
+        const want = reference[key] as Float64Array;
+        assert.ok(
+          want.some(Number.isNaN) && !want.every(Number.isNaN),
+          `${key}: the reference is partly NaN`,
+        );
+        for (let i = 0; i < got.length; i++) {
+          assert.equal(
+            Number.isNaN(got[i]),
+            Number.isNaN(want[i]),
+            `${key}[${i}] deterministic=${deterministic}`,
+          );
+        }
+        g[key].dispose();
+      }
+      f.output.dispose();
+      f.logSumExp.dispose();
+    }
+    for (const t of [cq, ck, cv, cdO]) t.dispose();
+  });
+
+  it('forced on a bias: UnsupportedError with the reason; auto gives the bias to another backend', () => {
+    const host = inputs({ B: 1, T: 64, S: 64, N: 2, K: 2, H: 64 }, 'bfloat16', seed + 30);
+    const [q, k, v, dO] = [host.q, host.k, host.v, host.dO].map((t) => t.to('cuda'));
+    const bias = Tensor.zeros([1, 2, 64, 64], 'bfloat16').to('cuda');
+    const f = attentionVjp(q, k, v, { implementation: 'flash', bias });
+    assert.throws(
+      () => f.backward(dO),
+      (e: unknown) => e instanceof UnsupportedError && /bias/.test(e.reason),
+    );
+    const auto = attentionVjp(q, k, v, { bias }).backward(dO);
+    assert.notEqual(auto.backend, 'flash');
+    for (const t of [
+      q,
+      k,
+      v,
+      dO,
+      bias,
+      f.output,
+      f.logSumExp,
+      auto.dQuery,
+      auto.dKey,
+      auto.dValue,
+      auto.dBias,
+    ])
+      t?.dispose();
+  });
+
+  // Small runs of every kernel and both dQ paths for compute-sanitizer, checked against naive.
+  const SANITIZE: ReadonlyArray<[string, Shape, BackwardOptions]> = [
+    ['MHA causal H=128', { B: 1, T: 200, S: 200, N: 2, K: 2, H: 128 }, { isCausal: true }],
+    [
+      'GQA window + padding H=64',
+      { B: 2, T: 130, S: 170, N: 4, K: 2, H: 64 },
+      { localWindowSize: [50, 20], querySeqLengths: [130, 70], keyValueSeqLengths: [90, 170] },
+    ],
+    [
+      'MQA bottom-right H=96',
+      { B: 1, T: 90, S: 260, N: 2, K: 1, H: 96 },
+      { isCausal: true, causalAlignment: 'bottom_right' },
+    ],
+  ];
+  for (const [name, shape, options] of SANITIZE) {
+    for (const deterministic of [false, true]) {
+      it(`sanitize: ${name}${deterministic ? ' deterministic' : ''}`, () => {
+        const host = inputs(shape, 'float16', seed + 40);
+        const [q, k, v, dO] = [host.q, host.k, host.v, host.dO].map((t) => t.to('cuda'));
+        const g = attentionVjp(q, k, v, { ...options, implementation: 'flash', deterministic }).backward(dO);
+        const n = attentionVjp(q, k, v, { ...options, implementation: 'naive' }).backward(dO);
+        for (const key of ['dQuery', 'dKey', 'dValue'] as const) {
+          const x = g[key].toFloat64Array();
+          const y = n[key].toFloat64Array();
+          const scale = y.reduce((m, e) => Math.max(m, Math.abs(e)), 1);
+          const worst = x.reduce((m, e, i) => Math.max(m, Math.abs(e - y[i])), 0);
+          assert.ok(worst <= 0.02 * scale, `${key}: max |flash − naive| ${worst}, max |naive| ${scale}`);
+        }
+        for (const t of [q, k, v, dO, g.dQuery, g.dKey, g.dValue, n.dQuery, n.dKey, n.dValue]) t.dispose();
+      });
+    }
+  }
+});
