@@ -2,6 +2,7 @@
 // log-sum-exp, dS = P ∘ (dP − D), and the final store of a float32 accumulator tile as 16-bit rows.
 #pragma once
 #include "flash/bwd_params.cuh"
+#include "flash/copy.cuh"
 #include "flash/mma.cuh"
 #include "flash/schedule.cuh"
 
@@ -74,5 +75,46 @@ __device__ __forceinline__ void atomic_add_tile(float* base, i64 stride, const f
       asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(at + col + 1), "f"(acc[d][2 * h + 1]) : "memory");
 #endif
     }
+  }
+}
+
+// Whether a 16-bit element is ±inf or NaN: all exponent bits set (bf16 0x7f80, fp16 0x7c00).
+template <bool FP16>
+__device__ __forceinline__ bool non_finite16(u32 h) {
+  constexpr u32 EXP = FP16 ? 0x7c00u : 0x7f80u;
+  return (h & EXP) == EXP;
+}
+
+// Zeroes the non-finite elements of the tile chunks this thread itself copied with load_tile<ROWS,
+// D, THREADS> (same thread → chunk mapping), once its copies have landed (cp_async_wait) and before
+// the barrier that publishes the tile. An operand's NaN must not meet a zero weight inside a tensor-
+// core product (0·NaN = NaN): K's in dQ += dS·K for rows that do not see the key, Q's in dK += dSᵀ·Q
+// for keys that do not see the row. The NaN still reaches every gradient the reference gives it:
+// a row that sees a non-finite key or query element has a NaN log-sum-exp (the forward's rule), so
+// its P and dS are NaN for every key it sees, and NaN · 0 is NaN.
+template <int ROWS, int D, int THREADS, bool FP16>
+__device__ __forceinline__ void zero_non_finite(unsigned char* tile) {
+  constexpr int CHUNKS = SmemTile<D>::CHUNKS;
+  constexpr int PITCH_BYTES = SmemTile<D>::PITCH * 2;
+  auto fix = [&](int r, int c) {
+    u128* at = reinterpret_cast<u128*>(tile + r * PITCH_BYTES + c * 16);
+    u32 w[4] = {at->x, at->y, at->z, at->w};
+    bool any = false;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) any |= non_finite16<FP16>(w[i]) || non_finite16<FP16>(w[i] >> 16);
+    if (!any) return;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      if (non_finite16<FP16>(w[i])) w[i] &= 0xffff0000u;
+      if (non_finite16<FP16>(w[i] >> 16)) w[i] &= 0x0000ffffu;
+    }
+    *at = u128{w[0], w[1], w[2], w[3]};
+  };
+  if constexpr (THREADS % CHUNKS == 0) {
+    constexpr int ROWS_PER_STEP = THREADS / CHUNKS;
+#pragma unroll
+    for (int r = threadIdx.x / CHUNKS; r < ROWS; r += ROWS_PER_STEP) fix(r, threadIdx.x % CHUNKS);
+  } else {
+    for (int idx = threadIdx.x; idx < ROWS * CHUNKS; idx += THREADS) fix(idx / CHUNKS, idx % CHUNKS);
   }
 }

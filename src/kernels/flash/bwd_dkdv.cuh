@@ -115,6 +115,9 @@ __device__ __forceinline__ void flash_bwd_dkdv(const FlashParams& p, const Flash
     for (int s = 0; s < steps; ++s) {
       const int m0 = (mb_lo + s % blocks) * BMQ;
       cp_async_wait<0>();
+      // Each thread cleans what it copied: K and V once (with step 0's group), Q at every step.
+      if (s == 0) zero_non_finite<BNK, C::D, C::THREADS, C::FP16>(smem);
+      zero_non_finite<BMQ, C::D, C::THREADS, C::FP16>(smem + 2 * L::KV_TILE + stage);
       __syncthreads();  // this step's tiles landed; every warp is done with the other stage and dSᵀ
       if (s + 1 < steps) load_step(stage0 + (stage ^ L::STAGE), s + 1);
       cp_async_commit();

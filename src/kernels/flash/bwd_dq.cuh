@@ -79,6 +79,8 @@ __device__ __forceinline__ void flash_bwd_dq(const FlashParams& p, const FlashBw
     for (int nb = block_hi - 1; nb >= block_lo; --nb) {
       const int n0 = nb * C::BN;
       cp_async_wait<1>();  // tile nb landed; tile nb − 1 may still be in flight
+      // K's NaN must not meet the zero dS of rows that do not see its key (bwd_common.cuh).
+      zero_non_finite<C::BN, C::D, C::THREADS, C::FP16>(smem + 2 * L::Q_TILE + stage);
       __syncthreads();
       float s[C::MI][C::NT][4], dp[C::MI][C::NT][4];
       qk_tile<C>(s, qa_l.q, qa_l.k + stage);
