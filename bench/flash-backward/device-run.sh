@@ -19,12 +19,14 @@ export -f bench sanitize
 for s in $steps; do case $s in
   tests) step tests 80 bash -c 'node --import tsx --test test/gpu/flash-backward.test.ts > "$OUT/tests-flash.log" 2>&1 &
       node --import tsx --test --test-name-pattern=flash test/gpu/backward.test.ts; a=$?; wait $!; b=$?; exit $((a | b))' ;;
-  # The same tests in 5 processes at once, each file run by node itself so that results stream out.
-  shards) step shards 32 bash -c 'f=test/gpu/backward.test.ts; i=0
+  # The same tests in 5 processes at once (each stopped after 30 s), each file run by node itself so
+  # that results stream out; their logs are joined into shards.log.
+  shards) step shards 40 bash -c 'f=test/gpu/backward.test.ts; i=0
       for pattern in "· flash\$" "(T=300 S=1100|T=S=1000).* · flash long" "^(?!.*(T=300 S=1100|T=S=1000)).* · flash long" \
           "flash deterministic|flash random"; do i=$((i + 1))
-        node --import tsx --test-name-pattern="$pattern" $f > "$OUT/shard$i.log" 2>&1 & done
-      node --import tsx test/gpu/flash-backward.test.ts > "$OUT/tests-flash.log" 2>&1 & wait' ;;
+        timeout 30 node --import tsx --test-name-pattern="$pattern" $f > /tmp/shard$i.log 2>&1 & done
+      timeout 30 node --import tsx test/gpu/flash-backward.test.ts > /tmp/shard0.log 2>&1 & wait
+      for g in /tmp/shard?.log; do echo "=== $g"; cat $g; done' ;;
   quick) step quick 60 bash -c 'bench --head-dim 128 --impl flash --name quick' ;;
   bench) step bench 85 bash -c 'bench --head-dim 128 --impl flash,cudnn --peers jax,torch \
       --name h200-flash-backward --json "$OUT/h200-flash-backward.json"' ;;
@@ -34,6 +36,8 @@ for s in $steps; do case $s in
 esac; done
 echo "== failures"
 grep -hE "^not ok|^ *not ok|Error|ERROR SUMMARY|RACECHECK SUMMARY|Hazard|Race|error:" "$out"/*.log 2>/dev/null | grep -v "# SKIP" | head -30
-for f in "$out"/tests*.log "$out"/shard*.log; do [ -f "$f" ] && echo "$(basename $f): $(grep -cE "^ *ok " $f) ok, $(grep -cE "^ *not ok " $f) not ok, $(grep -hE "^# (pass|fail)" $f | tr "\n" " ")"; done
+for f in "$out"/tests*.log; do [ -f "$f" ] && echo "$(basename $f): $(grep -hE "^# (pass|fail)" $f | tr "\n" " ")"; done
+[ -f "$out/shards.log" ] && awk '/^=== /{f=$2} /^# (pass|fail|skipped)/{print f": "$0}' "$out/shards.log"
+[ -f "$out/shards.log" ] && grep -cE "^ *ok .* · flash|^ *ok " "$out/shards.log"
 echo "== bench"; grep -hE "TFLOP|flash|cudnn|torch|jax" "$out"/bench*.log "$out/quick.log" 2>/dev/null | tail -30
 printf '%s\n' "${summary[@]}"
