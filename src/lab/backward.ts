@@ -2,7 +2,7 @@
  * 11. Beyond the codelab: the forward and the backward pass of every backend, at the codelab's
  * default shape and at a long sequence. The backward row times `attentionVjp(…).backward(dO)` alone,
  * its residuals made before the timed calls (as jax.vjp's pullback); its flops count 2.5× the
- * forward's. A backend without a backward for the case (CUDA flash, for now) gets an 'unsupported'
+ * forward's. A backend without a backward for the case gets an 'unsupported'
  * row with the reason, not a silent gap.
  */
 

@@ -20,6 +20,7 @@ import {
   flashBackwardSharedBytes,
 } from '../../src/backends/cuda/flash/backward-variant.js';
 import { memoryStats, resetPeakMemory, setAllocationPoison } from '../../src/backends/cuda/memory.js';
+import type { ProblemSize } from '../../src/backends/problem.js';
 import { referenceGradients } from '../../src/check/gradients.js';
 import { UnsupportedError } from '../../src/errors.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
@@ -30,16 +31,7 @@ const cuda = cudaAvailable();
 const skip = cuda.ok ? false : `no CUDA device: ${cuda.reason}`;
 const seed = Number(process.env.ATTNLAB_TEST_SEED ?? Date.now() % 1_000_000_000);
 
-interface Shape {
-  B: number;
-  T: number;
-  S: number;
-  N: number;
-  K: number;
-  H: number;
-}
-
-function inputs(s: Shape, dtype: FloatDType, at: number) {
+function inputs(s: ProblemSize, dtype: FloatDType, at: number) {
   const q = randomNormal([s.B, s.T, s.N, s.H], { seed: at, dtype });
   const k = randomNormal([s.B, s.S, s.K, s.H], { seed: at + 1, dtype });
   const v = randomNormal([s.B, s.S, s.K, s.H], { seed: at + 2, dtype });
@@ -240,7 +232,7 @@ describe('GPU flash backward', { skip }, () => {
   });
 
   // Small runs of every kernel and both dQ paths for compute-sanitizer, checked against naive.
-  const SANITIZE: ReadonlyArray<[string, Shape, BackwardOptions]> = [
+  const SANITIZE: ReadonlyArray<[string, ProblemSize, BackwardOptions]> = [
     ['MHA causal H=128', { B: 1, T: 200, S: 200, N: 2, K: 2, H: 128 }, { isCausal: true }],
     [
       'GQA window + padding H=64',

@@ -12,6 +12,11 @@
  *
  * Takes bf16/fp16 with causal (both alignments), windows, padding lengths, GQA/MQA, H, Hv ≤ 128;
  * backward-variant.ts says why not otherwise, and `auto` then goes on to naive.
+ *
+ * NaN and Inf: non-finite Q and K elements are zeroed in shared memory after their loads (the NaN
+ * log-sum-exp of every row that sees them still carries the NaN to exactly the reference's gradients;
+ * bwd_common.cuh). A non-finite dO element is not: it also reaches, through 0·NaN in dV += Pᵀ·dO, the
+ * dV of keys in the same 128-key block that its row does not see (the reference leaves those finite).
  */
 import { UnsupportedError } from '../../../errors.js';
 import { itemSize } from '../../../tensor/dtype.js';
