@@ -21,7 +21,7 @@ export {
   attentionBackwardFlops,
   type BackwardOptions,
 } from './backends/backward-problem.js';
-export { cudaAvailable } from './backends/cuda/context.js';
+export { cudaAvailable, deviceCount, onDevice } from './backends/cuda/context.js';
 export { emptyCache, resetPeakMemory } from './backends/cuda/memory.js';
 export {
   type AttentionOptions,

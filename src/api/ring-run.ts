@@ -87,11 +87,19 @@ function validRows(rows: RowRange, chunks: readonly [number, number], chunk: num
   return count;
 }
 
+/** Benchmark knobs (bench/ring/ring-bench.ts); contextParallelAttention passes none. */
+export interface RunOptions {
+  /** false: leave the exchange out (each rank meets its own shard P times): the compute alone, wrong results. */
+  readonly exchange?: boolean;
+  /** Wraps each rank's work of each step (its calls and merges), e.g. to time it with events. */
+  readonly around?: (step: number, rank: number, work: () => void) => void;
+}
+
 export function runRing(
   p: RingProblem,
   ops: RingOps,
   transport: RingTransport,
-  options: { exchange?: boolean } = {},
+  options: RunOptions = {},
 ): RingOutput {
   const exchange = options.exchange ?? true;
   const { P } = p;
@@ -117,7 +125,7 @@ export function runRing(
       if (next && step < P - 1) transport.shift(current, next);
       for (let rank = 0; rank < P; rank++) {
         const [k, v] = current[rank];
-        transport.onRank(rank, () => {
+        const work = () => {
           for (const group of groups) {
             const at = group.steps[step][rank];
             for (const call of at.calls) {
@@ -128,7 +136,8 @@ export function runRing(
               variants.add(done.variant);
             }
           }
-        });
+        };
+        transport.onRank(rank, () => (options.around ? options.around(step, rank, work) : work()));
       }
       if (next && step < P - 1) {
         transport.wait();

@@ -74,6 +74,17 @@ export interface ResultRow {
   bandwidthGBs?: number;
   /** bandwidthGBs as a percentage of the GPU's HBM peak (HBM_PEAK_GBS on the H200). */
   bandwidthPercent?: number;
+  /**
+   * Context-parallel rows (bench/ring): the GPUs the call ran on (1 for a single-GPU call and for the
+   * loopback group, whose ranks share one GPU).
+   */
+  gpus?: number;
+  /** Context-parallel rows: the ranks P the sequence was split over (virtual ones for the loopback group). */
+  ranks?: number;
+  /** Context-parallel rows: the single-GPU call's median time of the same shape over this row's. */
+  speedupOverOneGpu?: number;
+  /** Context-parallel rows: false on the row timed with the key/value exchange left out (wrong results, the compute alone). */
+  exchange?: boolean;
   /** Peak device memory during the timed calls, bytes (null where the source cannot tell). */
   peakMemoryBytes?: number | null;
   /** Largest |output − float64 reference| over the checked elements. */

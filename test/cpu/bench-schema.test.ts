@@ -111,6 +111,27 @@ describe('results schema', () => {
         ),
       /rows\[0\]\.bandwidthGBs/,
     );
+    // Context-parallel rows: gpus and ranks positive integers, the speedup a number, exchange a boolean.
+    parseResults(
+      mutated((j) =>
+        Object.assign(j.rows[0], { gpus: 2, ranks: 2, speedupOverOneGpu: 1.86, exchange: false }),
+      ),
+      'f',
+    );
+    for (const [field, value, message] of [
+      ['gpus', 0, /rows\[0\]\.gpus: expected a positive integer/],
+      ['ranks', 1.5, /rows\[0\]\.ranks/],
+      ['speedupOverOneGpu', -1, /rows\[0\]\.speedupOverOneGpu/],
+      ['exchange', 'no', /rows\[0\]\.exchange/],
+    ] as const)
+      assert.throws(
+        () =>
+          parseResults(
+            mutated((j) => Object.assign(j.rows[0], { [field]: value })),
+            'f',
+          ),
+        message,
+      );
   });
 
   it('refuses rows that contradict their status, ragged tables and newer schema versions', () => {

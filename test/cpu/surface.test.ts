@@ -32,6 +32,7 @@ import {
   KVCache,
   keep,
   OutOfMemoryError,
+  onDevice,
   Random,
   RingGroup,
   randomNormal,
@@ -252,6 +253,8 @@ const CASES: readonly Case[] = [
   ['shardSequence', () => shardSequence(q, 1.5), I, 'ranks'],
   ['gatherSequence', () => gatherSequence([q, z([2, 6, 4, 16])]), I, 'shards[1]'],
   ['RingGroup.loopback', () => RingGroup.loopback(0), I, 'size'],
+  ['onDevice', () => onDevice(0, 'fn' as never), I, 'fn'],
+  ['onDevice', () => onDevice(1, () => 0), UnsupportedError, /ATTNLAB_DISABLE_CUDA=1/],
   ['RingGroup.nccl', () => RingGroup.nccl([0, 0]), I, 'devices'],
   ['RingGroup.nccl', () => RingGroup.nccl(2), UnsupportedError, /ATTNLAB_DISABLE_CUDA=1/],
   // Element conversions
@@ -420,7 +423,7 @@ const CASES: readonly Case[] = [
 ];
 
 /** Exports that take no arguments (nothing to validate) or are not functions one calls with input. */
-const NO_INPUT = new Set(['cudaAvailable', 'memoryStats', 'emptyCache', 'resetPeakMemory']);
+const NO_INPUT = new Set(['cudaAvailable', 'deviceCount', 'memoryStats', 'emptyCache', 'resetPeakMemory']);
 
 describe('every public function rejects bad input with a typed error naming the argument', () => {
   for (const [api, call, type, argument] of CASES) {

@@ -8,6 +8,7 @@
  * The device's primary context is retained (not a new context) so that cuDNN, cuBLASLt and our own
  * cuMemAlloc buffers share one context — cuDNN picks up the current context at cudnnCreate.
  */
+import { describeValue } from '../../arguments.js';
 import { config } from '../../config.js';
 import { AttnlabError, InvalidArgumentError, UnsupportedError } from '../../errors.js';
 import { lt } from './ffi/cublaslt.js';
@@ -115,9 +116,14 @@ export function currentDeviceOrdinal(): number {
 /**
  * Runs `fn` with device `ordinal` current: its context is made current and getCudaContext() returns
  * it, so every allocation, launch and library call inside goes to that device; the previous device
- * is current again afterwards (also when fn throws).
+ * is current again afterwards (also when fn throws). Tensors made inside live on that device.
+ *
+ * @example
+ * const shard = onDevice(1, () => randomNormal([1, 4096, 16, 128], { seed: 1, dtype: 'bfloat16' }).to('cuda'));
  */
 export function onDevice<R>(ordinal: number, fn: () => R): R {
+  if (typeof fn !== 'function')
+    throw new InvalidArgumentError('fn', 'a function to run on the device', describeValue(fn));
   const target = deviceContext(ordinal);
   const previous = currentDevice;
   if (previous === ordinal) return fn();
