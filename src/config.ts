@@ -44,6 +44,8 @@ export interface AttnlabConfig {
   readonly kernelsDir: string | null;
   /** ATTNLAB_FLASH_TILES, e.g. '128x64x4': the flash kernel's tiles for every head dim (benchmarks). */
   readonly flashTiles: string | null;
+  /** ATTNLAB_FLASH_BWD_TILES, e.g. '128x128x8': the fused flash backward's keys×queries×warps (benchmarks). */
+  readonly flashBackwardTiles: string | null;
   /**
    * ATTNLAB_FLASH_KERNEL=wgmma|mma: on sm_90a, run the cases the Hopper kernel covers on it (wgmma)
    * or keep every case on the mma.sync kernel; unset follows HOPPER_BY_DEFAULT (hopper-variant.ts).
@@ -81,6 +83,7 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
     assertNoCompile: text('ATTNLAB_ASSERT_NO_COMPILE') === '1',
     kernelsDir: text('ATTNLAB_KERNELS_DIR'),
     flashTiles: text('ATTNLAB_FLASH_TILES'),
+    flashBackwardTiles: text('ATTNLAB_FLASH_BWD_TILES'),
     flashKernel: flashKernel === 'wgmma' || flashKernel === 'mma' ? flashKernel : null,
     cudnnGraph: graph === 'composite' || graph === 'unified' ? graph : null,
     cudnnTrace: text('ATTNLAB_CUDNN_TRACE') === '1',

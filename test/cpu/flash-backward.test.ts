@@ -10,6 +10,7 @@ import { validateBackward } from '../../src/api/validate-backward.js';
 import type { BackwardOptions, BackwardProblem } from '../../src/backends/backward-problem.js';
 import { BACKWARD_BACKENDS, chooseBackwardBackend } from '../../src/backends/backward-registry.js';
 import {
+  chooseFlashBackwardTiles,
   FLASH_BACKWARD_TILES,
   flashBackwardHeadDim,
   flashBackwardRule,
@@ -17,7 +18,7 @@ import {
   flashBackwardVariant,
   flashBackwardVariantKey,
 } from '../../src/backends/cuda/flash/backward-variant.js';
-import { UnsupportedError } from '../../src/errors.js';
+import { InvalidArgumentError, UnsupportedError } from '../../src/errors.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import { Tensor } from '../../src/tensor/tensor.js';
 
@@ -132,6 +133,26 @@ describe('flash (cuda) backward: variant and tiles', () => {
     assert.equal(flashBackwardVariantKey(v), 'flash-bwd.sm_90a.f16.d128.128x64x8.det');
     const fast = flashBackwardVariant(problem({}, { H: 64 }), 'sm_80');
     assert.equal(flashBackwardVariantKey(fast), 'flash-bwd.sm_80.bf16.d64.128x64x8');
+  });
+
+  it('ATTNLAB_FLASH_BWD_TILES overrides the tiles within the kernel shape rules, and says them otherwise', () => {
+    assert.deepEqual(chooseFlashBackwardTiles(128, null), FLASH_BACKWARD_TILES);
+    assert.deepEqual(chooseFlashBackwardTiles(64, '128x128x8'), { keys: 128, queries: 128, warps: 8 });
+    assert.deepEqual(chooseFlashBackwardTiles(128, ' 64x64x4 '), { keys: 64, queries: 64, warps: 4 });
+    assert.deepEqual(chooseFlashBackwardTiles(32, '128x64x8'), { keys: 128, queries: 64, warps: 8 });
+    // keys ≠ 16·warps; 48 queries = 3 m-tiles do not divide 8 warps; D=96 over 4 parts is 24 columns; text.
+    for (const [D, text] of [
+      [128, '100x64x8'],
+      [128, '128x48x8'],
+      [96, '128x32x8'],
+      [64, 'big'],
+    ] as const) {
+      assert.throws(
+        () => chooseFlashBackwardTiles(D, text),
+        (e: unknown) => e instanceof InvalidArgumentError && /ATTNLAB_FLASH_BWD_TILES/.test(e.message),
+        `${D} ${text}`,
+      );
+    }
   });
 
   it('fits every head dim in an H100/H200 block (227 KiB) and an A100 one (163 KiB)', () => {

@@ -7,6 +7,8 @@
  *   dK/dV loop (128 keys × 64 queries, 8 warps): D=128 255/255 registers (bf16 and fp16, with and
  *   without dQ), D=96 ≤ 246, D=64 ≤ 203, D=32 less;  dQ pass (128 × 64, 8 warps): D=128 244, D=64 172.
  */
+import { config } from '../../../config.js';
+import { InvalidArgumentError } from '../../../errors.js';
 import { SUPPORTED, type Support, unsupported } from '../../backend.js';
 import type { BackwardProblem } from '../../backward-problem.js';
 
@@ -50,13 +52,49 @@ export function flashBackwardHeadDim(H: number, Hv: number): number {
 }
 
 export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBackwardVariant {
+  const headDim = flashBackwardHeadDim(p.H, p.Hv);
   return {
     arch,
     dtype: p.dtype as FlashBackwardVariant['dtype'],
-    headDim: flashBackwardHeadDim(p.H, p.Hv),
-    tiles: FLASH_BACKWARD_TILES,
+    headDim,
+    tiles: chooseFlashBackwardTiles(headDim),
     deterministic: p.deterministic,
   };
+}
+
+/**
+ * The dK/dV loop's tiles for padded head dim D: FLASH_BACKWARD_TILES, or `ATTNLAB_FLASH_BWD_TILES=
+ * KEYSxQUERIESxWARPS` so that a benchmark can compare others without a rebuild (each compiles without
+ * spills at D ≤ 128 on sm_90a: 128x128x8 at D=64 takes 247 registers, 128x32x8 at D=128 241, 64x64x4
+ * 255; only 128x64x8 has run on a GPU so far). The kernel's shape rules: 16 keys per warp, queries a
+ * multiple of 16 whose 16-row tiles divide the warps, and D split over the rest in 16-column steps.
+ */
+export function chooseFlashBackwardTiles(
+  D: number,
+  override = config().flashBackwardTiles,
+): FlashBackwardTiles {
+  if (!override) return FLASH_BACKWARD_TILES;
+  const match = /^(\d+)x(\d+)x(\d+)$/.exec(override.trim());
+  const [keys, queries, warps] = match ? [Number(match[1]), Number(match[2]), Number(match[3])] : [0, 0, 0];
+  const split = warps / (queries / 16);
+  const ok =
+    warps >= 1 &&
+    warps <= 16 &&
+    keys === 16 * warps &&
+    queries >= 16 &&
+    queries % 16 === 0 &&
+    Number.isInteger(split) &&
+    split >= 1 &&
+    (D / split) % 16 === 0;
+  if (!ok) {
+    throw new InvalidArgumentError(
+      'ATTNLAB_FLASH_BWD_TILES',
+      `KEYSxQUERIESxWARPS with KEYS = 16·WARPS, QUERIES a multiple of 16 whose QUERIES/16 divides WARPS, ` +
+        `and D=${D} split into WARPS/(QUERIES/16) parts of a multiple of 16 columns, e.g. 128x64x8`,
+      JSON.stringify(override),
+    );
+  }
+  return { keys, queries, warps };
 }
 
 /** e.g. `flash-bwd.sm_90a.bf16.d128.128x64x8`, `….det` for the deterministic dQ pass. */
