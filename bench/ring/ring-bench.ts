@@ -137,6 +137,8 @@ function row(
     r.tflops = flops / (m.ms.median * 1e-3) / 1e12;
   }
   rows.push(r);
+  // Streamed as measured, so that a run cut short still shows what it timed.
+  console.error(`[ring-bench] T=${T} ${label}: ${m ? `${m.ms.median.toFixed(2)} ms` : reason}`);
   return r;
 }
 
@@ -225,6 +227,9 @@ for (const T of lengths) {
           for (let s = 0; s < P; s++) total += Math.max(...times.slice(s * P, (s + 1) * P));
           const perRank = Array.from({ length: P }, (_, r) =>
             times.filter((_, i) => i % P === r).reduce((a, b) => a + b, 0),
+          );
+          console.error(
+            `[ring-bench] T=${T} P=${P} projected ${total.toFixed(2)} ms (${(oneGpu / total).toFixed(2)}x)`,
           );
           projected.push([
             String(T),
