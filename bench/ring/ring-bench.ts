@@ -6,7 +6,7 @@
  *
  * Groups: `--nccl` uses RingGroup.nccl(P) for every P the host has GPUs for (one rank per GPU; time
  * = host wall time of the call until every rank's stream has finished); without it, the loopback
- * group runs the P ranks one after another on GPU 0 (CUDA events), so its speedup is ~1 or below by
+ * group runs the P ranks one after another on GPU 0 (CUDA events), so its speedup is ≈ 1 by
  * construction, and the table "projected" gives what P GPUs would take if the exchange hides under
  * compute: Σ over steps of the slowest rank's event-timed work — a projection, not a measurement.
  *
@@ -260,7 +260,7 @@ if (projected.length)
 notes.push(
   nccl
     ? 'ring rows: RingGroup.nccl, one rank per GPU, one Node process; wall time until every rank finished'
-    : 'ring rows: RingGroup.loopback, all ranks on one GPU one after another (speedup ≤ 1 by construction); see the projected table',
+    : 'ring rows: RingGroup.loopback, all ranks on one GPU one after another (speedup ≈ 1 by construction); see the projected table',
 );
 saveResults(out, makeResults('bench', { rows, tables, notes }));
 console.log('T        label                                                  ms        speedup   TFLOP/s');
