@@ -19,7 +19,11 @@
 static const char *ok_text = "no error";
 int cuInit(unsigned f) { (void)f; return 0; }
 int cuDriverGetVersion(int *v) { *v = 13000; return 0; }
-int cuDeviceGetCount(int *c) { *c = 1; return 0; }
+/* test/cpu/devices.test.ts builds it with -DFAKE_DEVICE_COUNT=2: device d's context is 0x1234 + 0x100·d. */
+#ifndef FAKE_DEVICE_COUNT
+#define FAKE_DEVICE_COUNT 1
+#endif
+int cuDeviceGetCount(int *c) { *c = FAKE_DEVICE_COUNT; return 0; }
 int cuDeviceGet(int *d, int o) { *d = o; return 0; }
 int cuDeviceGetName(char *n, int len, int d) { (void)d; snprintf(n, len, "Fake H200"); return 0; }
 int cuDeviceGetAttribute(int *v, int a, int d) {
@@ -28,8 +32,10 @@ int cuDeviceGetAttribute(int *v, int a, int d) {
   return 0;
 }
 int cuDeviceTotalMem_v2(size_t *b, int d) { (void)d; *b = (size_t)1 << 34; return 0; }
-int cuDevicePrimaryCtxRetain(void **c, int d) { (void)d; *c = (void *)0x1234; return 0; }
-int cuCtxSetCurrent(void *c) { (void)c; return 0; }
+int cuDevicePrimaryCtxRetain(void **c, int d) { *c = (void *)(uintptr_t)(0x1234 + 0x100 * d); return 0; }
+static void *current_context;
+int cuCtxSetCurrent(void *c) { current_context = c; return 0; }
+void *fake_current_context(void) { return current_context; }
 int cuCtxSynchronize(void) { return 0; }
 /* Streams 0x5678 (attnlab's, the one cuDNN's handle is bound to), 0x5688, … in order of creation. */
 static uintptr_t next_stream = 0x5678;

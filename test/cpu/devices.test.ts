@@ -1,0 +1,81 @@
+/**
+ * Several devices in one process (src/backends/cuda/context.ts) against the stand-in libcuda of
+ * test/support/cudnn-fake.c built with two devices: onDevice makes the device's primary context
+ * current and getCudaContext() return it, restores the previous one (also on a throw), and the memory
+ * pool never hands a block of one device to another.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import koffi from 'koffi';
+import { deviceContext, deviceCount, getCudaContext, onDevice } from '../../src/backends/cuda/context.js';
+import { memoryStats } from '../../src/backends/cuda/memory.js';
+import { reloadConfig } from '../../src/config.js';
+import { InvalidArgumentError } from '../../src/errors.js';
+import { Tensor } from '../../src/tensor/tensor.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'attnlab-fake-devices-'));
+const library = join(dir, 'libcuda.so.1');
+const source = fileURLToPath(new URL('../support/cudnn-fake.c', import.meta.url));
+const built = spawnSync(
+  'cc',
+  ['-shared', '-fPIC', '-O1', '-DFAKE_DEVICE_COUNT=2', '-o', library, source, '-lm'],
+  {
+    encoding: 'utf8',
+  },
+);
+const skip = built.status === 0 ? false : `no C compiler: ${built.error?.message ?? built.stderr}`;
+process.env.ATTNLAB_LIBCUDA = library;
+delete process.env.ATTNLAB_DISABLE_CUDA;
+reloadConfig();
+
+const current = () => koffi.address(koffi.load(library).func('void *fake_current_context()')());
+
+describe('several devices in one process (stand-in driver with 2 devices)', { skip }, () => {
+  it('onDevice switches the current context and getCudaContext(), and switches back', () => {
+    assert.equal(deviceCount(), 2);
+    const zero = getCudaContext();
+    assert.equal(zero.context, 0x1234n);
+    const one = onDevice(1, () => {
+      assert.equal(current(), 0x1334n);
+      return getCudaContext();
+    });
+    assert.equal(one, deviceContext(1));
+    assert.equal(one.context, 0x1334n);
+    assert.notEqual(one.stream, zero.stream);
+    assert.equal(current(), 0x1234n);
+    assert.equal(getCudaContext(), zero);
+    assert.throws(() =>
+      onDevice(1, () => {
+        throw new Error('inside');
+      }),
+    );
+    assert.equal(current(), 0x1234n);
+    assert.equal(getCudaContext(), zero);
+  });
+
+  it('refuses an ordinal past the count, naming the device', () => {
+    assert.throws(
+      () => onDevice(2, () => 0),
+      (e: unknown) =>
+        e instanceof InvalidArgumentError && e.argument === 'device' && /\[0, 2\)/.test(e.message),
+    );
+  });
+
+  it('keeps a free list per device: a block released on device 1 is reused there, never on device 0', () => {
+    const shape = [4096];
+    onDevice(1, () => Tensor.zeros(shape).to('cuda').dispose());
+    const before = memoryStats();
+    Tensor.zeros(shape).to('cuda').dispose(); // device 0: a new block from the driver
+    const afterZero = memoryStats();
+    assert.equal(afterZero.driverAllocations, before.driverAllocations + 1);
+    onDevice(1, () => Tensor.zeros(shape).to('cuda').dispose()); // device 1: its own block again
+    const afterOne = memoryStats();
+    assert.equal(afterOne.driverAllocations, afterZero.driverAllocations);
+    assert.equal(afterOne.cacheHits, afterZero.cacheHits + 1);
+  });
+});
