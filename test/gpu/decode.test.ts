@@ -134,10 +134,9 @@ describe('flash decode kernel', { skip }, () => {
     }
   });
 
-  // The H200 takes the bulk loader wherever rows allow; sm_80 GPUs and unaligned rows take cp.async,
-  // so both run here. Forced split counts reach the combine with uneven slices.
+  // Forced split counts reach the combine with uneven slices (and with empty splits: 17 exceeds the
+  // tiles of the short cases). The bulk loader is not forced here: it is off (decode.ts says why).
   for (const forced of [
-    { loader: 'async', splits: undefined },
     { loader: undefined, splits: 3 },
     { loader: 'async', splits: 17 },
   ] as const) {

@@ -11,8 +11,8 @@
 //   and a second kernel combines the slices by their log-sum-exp;
 // - inside the block the 4 warps share each 64-key tile (RT=1: 16 keys each, RT=4: all 64 keys of
 //   one row tile each) and keep their own online softmax; tiles stream through shared memory in
-//   STAGES stages (2–3 tiles, 32–64 KB in flight per block), by bulk copies on sm_90 or cp.async
-//   (decode_load.cuh), and the partial rows are merged in shared memory at the end.
+//   STAGES stages (2–3 tiles, 32–64 KB in flight per block), by cp.async (or, opt-in on sm_90, bulk
+//   copies: decode_load.cuh), and the partial rows are merged in shared memory at the end.
 // A paged cache is read through its block table (key j of sequence b sits in pool slot
 // table[b][j / blockSize]·blockSize + j % blockSize); a packed one through its offsets.
 //

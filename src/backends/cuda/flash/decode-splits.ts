@@ -4,16 +4,18 @@
  * A split-KV grid of `blocks · splits` blocks runs in waves of `slots` (multiprocessors × blocks
  * that fit on one by shared memory: 2 at D=128). The time of a launch is about
  *   waves · (tiles per split + FILL) + (splits > 1 ? COMBINE : 0)      (in 64-key tile times)
- * FILL: a block's pipeline fill and merge, COMBINE: the second launch and its reads, both measured
- * on the H200 by bench/decode/splits-sweep.ts (bench/results/2026-12-01-s5-decode/splits.json: the
- * sweep over split counts whose best per shape this model reproduces, see that record). The count
- * minimising it is taken: B=8, S=128k, K=8 gets 4 splits (256 blocks, one wave) where the old
- * "two blocks per SM" rule took 5 (320 blocks: a second wave of 56 and 60% of the bandwidth).
+ * FILL: a block's pipeline fill and merge, COMBINE: the second launch and its reads. Both are
+ * estimates (a fill is one DRAM latency, ~1–2 µs, about one tile time of a block at full bandwidth;
+ * a launch ~3–5 µs), NOT yet measured: bench/decode/splits-sweep.ts measures every split count per
+ * shape against the model's choice, and its first run (bench/results/2026-12-01-s5-decode) came
+ * back empty. The count minimising the time is taken: B=8, S=128k, K=8 gets 4 splits (256 blocks,
+ * one wave of 264) where the old "two blocks per SM" rule took 5 (320 blocks: a second wave of 56;
+ * measured 1.38 TB/s there against 2.2 at B=64, bench/results/2026-12-01-decode).
  */
 
-/** Pipeline fill + merge of one block, in tile times (measured: see the header). */
+/** Pipeline fill + merge of one block, in tile times (an estimate: see the header). */
 export const FILL_TILES = 1;
-/** The combine launch, in tile times (measured: see the header). */
+/** The combine launch, in tile times (an estimate: see the header). */
 export const COMBINE_TILES = 2;
 const MAX_SPLITS = 128;
 const TIE = 0.02;
@@ -45,8 +47,9 @@ export function chooseSplitCount(s: SplitShape): number {
 }
 
 /**
- * Forced choices for measuring (bench/decode/splits-sweep.ts) and for tests that must reach the
- * cp.async loader on a GPU that would take the bulk one. Unset fields keep the normal choice.
+ * Forced choices for measuring (bench/decode/splits-sweep.ts) and for tests: a split count, or the
+ * loader ('bulk' is the only way to reach the bulk-copy loader, off by default: decode.ts says why).
+ * Unset fields keep the normal choice.
  */
 export interface DecodeTuning {
   splits?: number;

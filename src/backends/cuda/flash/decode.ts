@@ -7,9 +7,10 @@
  * whose rows per key/value head (T·N/K, GQA-packed into m16 tiles) fit in 4 tiles — decoding and
  * short speculative steps, where the prefill kernel's 128-row query tiles would be mostly padding and
  * its grid of B·N blocks too small to fill 132 SMs. Up to 4 row tiles share one block (`rowTiles`),
- * so each K/V byte is read once per kv head (MQA N=32 has 2). On sm_90 the K/V rows arrive by bulk
- * copies (decode_load.cuh says why); elsewhere, or for rows that are not 16-byte multiples at
- * 16-byte-aligned addresses, by cp.async. The split count comes from decode-splits.ts.
+ * so each K/V byte is read once per kv head (MQA N=32 has 2). K/V rows arrive by 16-byte cp.async;
+ * the bulk-copy loader of decode_load.cuh (sm_90) runs only when decodeTuning asks for it: on its
+ * first H200 run (2026-12-01, session 5) the decode tests stalled at the first bulk launch, and it
+ * stays off until a run shows it correct. The split count comes from decode-splits.ts.
  */
 import { AttnlabError } from '../../../errors.js';
 import { Tensor } from '../../../tensor/tensor.js';
@@ -75,7 +76,7 @@ export function decodeVariant(p: AttentionProblem, arch: string): DecodeVariant 
     valueHeadDim,
     stages: wide ? 2 : 3,
     rowTiles: wide || tiles <= 1 ? 1 : tiles <= 2 ? 2 : 4,
-    bulk: decodeTuning.loader !== 'async' && bulkLoadable(p, arch),
+    bulk: decodeTuning.loader === 'bulk' && bulkLoadable(p, arch),
   };
 }
 
