@@ -240,28 +240,45 @@ extern "C" __global__ void __launch_bounds__(THREADS) attnlab_fp8_dequantise(
 // problem hides keys from some rows) recomputed the elements a masked key's NaN value had made NaN —
 // cuDNN's P8·V8 multiplies it by its weight 0 — the FP8 codes follow: an O8 code that is NaN where
 // the repaired O is not becomes e4m3(O·scale_o), and O becomes that code dequantised, so O stays
-// exactly O8 dequantised everywhere, as dequantise8 computes it. Without NaN codes: one read of O8.
+// exactly O8 dequantised everywhere, as dequantise8 computes it. Without NaN codes: one read of O8,
+// 16 codes per load and REQUANTISE_UNROLL loads in flight per thread, tested on their bits.
+#define REQUANTISE_UNROLL 4
+
+// Nonzero where some byte of `w` is an e4m3fn NaN (S.1111.111): its low 7 bits plus 1 carry into bit 7.
+__device__ __forceinline__ unsigned nan_codes(unsigned w) { return ((w & 0x7f7f7f7fu) + 0x01010101u) & 0x80808080u; }
+
+__device__ __noinline__ void requantise16(uint4* o8, unsigned short* out, long long g, float scale, float inverse) {
+  uint4 raw = o8[g];
+  unsigned char* codes = reinterpret_cast<unsigned char*>(&raw);
+  bool changed = false;
+  for (int e = 0; e < 16; e++) {
+    if ((codes[e] & 0x7fu) != 0x7fu) continue;
+    const float repaired = bf16_bits_to_float(out[g * 16 + e]);
+    if (repaired != repaired) continue;  // a NaN the row sees: it stays
+    const unsigned short code = e4m3x2(repaired * scale, 0.0f) & 0xffu;
+    float x, unused;
+    e4m3x2_to_float2(code, x, unused);
+    codes[e] = (unsigned char)code;
+    out[g * 16 + e] = (unsigned short)(bf16x2(x * inverse, 0.0f) & 0xffffu);
+    changed = true;
+  }
+  if (changed) o8[g] = raw;
+}
+
+// `groups` counts 16 elements (FP8 head dims are multiples of 16).
 extern "C" __global__ void __launch_bounds__(THREADS) attnlab_fp8_requantise_repaired(
-    uint2* __restrict__ o8, unsigned short* __restrict__ out, long long groups, const float* __restrict__ block) {
+    uint4* __restrict__ o8, unsigned short* __restrict__ out, long long groups, const float* __restrict__ block) {
   const float scale = block[SLOT(SCALE_O)];
   const float inverse = 1.0f / scale;
   const long long stride = (long long)gridDim.x * THREADS;
-  for (long long g = (long long)blockIdx.x * THREADS + threadIdx.x; g < groups; g += stride) {
-    uint2 raw = o8[g];
-    unsigned char* codes = reinterpret_cast<unsigned char*>(&raw);
-    bool changed = false;
+  for (long long g = (long long)blockIdx.x * THREADS + threadIdx.x; g < groups; g += REQUANTISE_UNROLL * stride) {
+    uint4 raw[REQUANTISE_UNROLL];
 #pragma unroll
-    for (int e = 0; e < VEC; e++) {
-      if ((codes[e] & 0x7fu) != 0x7fu) continue;  // e4m3fn's only NaN codes: S.1111.111
-      const float repaired = bf16_bits_to_float(out[g * VEC + e]);
-      if (repaired != repaired) continue;  // a NaN the row sees: it stays
-      const unsigned short code = e4m3x2(repaired * scale, 0.0f) & 0xffu;
-      float x, unused;
-      e4m3x2_to_float2(code, x, unused);
-      codes[e] = (unsigned char)code;
-      out[g * VEC + e] = (unsigned short)(bf16x2(x * inverse, 0.0f) & 0xffffu);
-      changed = true;
+    for (int u = 0; u < REQUANTISE_UNROLL; u++) raw[u] = g + u * stride < groups ? o8[g + u * stride] : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int u = 0; u < REQUANTISE_UNROLL; u++) {
+      const uint4 r = raw[u];
+      if (nan_codes(r.x) | nan_codes(r.y) | nan_codes(r.z) | nan_codes(r.w)) requantise16(o8, out, g + u * stride, scale, inverse);
     }
-    if (changed) o8[g] = raw;
   }
 }

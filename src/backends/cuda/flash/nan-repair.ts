@@ -101,12 +101,9 @@ function repairLaunch(p: AttentionProblem, elem: 0 | 1 | 2): RepairLaunch {
     launches.set(key, known);
     return known;
   }
-  const lanes = elem === 2 ? 4 : 8;
-  const vec = p.Hv % lanes === 0 ? lanes : 1;
   const bias = (p.bias ? p.bias.tensor.dtype : 'none') as FlashBiasType;
   const defines = {
     REPAIR_ELEM: elem,
-    REPAIR_VEC: vec,
     FLASH_BIAS: FLASH_BIAS_CODES[bias],
     FLASH_MASK: p.mask ? 1 : 0,
   };
@@ -128,7 +125,8 @@ function repairLaunch(p: AttentionProblem, elem: 0 | 1 | 2): RepairLaunch {
     }),
   );
   if (fields.type !== 'struct') throw new Error('marshalFlashParams gives a struct');
-  const work = (p.B * p.T * p.N * p.Hv) / vec;
+  // Threads scan O 16 bytes at a time (8 elements, 4 in float32), several loads in flight each.
+  const work = Math.ceil((p.B * p.T * p.N * p.Hv) / (elem === 2 ? 4 : 8));
   const entry: RepairLaunch = {
     fn,
     blocks: Math.min(MAX_BLOCKS, Math.ceil(work / THREADS)),

@@ -96,7 +96,7 @@ export function launchDequantise(
  * (scale_o from the block), and O that code dequantised (see quantise.cu).
  */
 export function launchRequantiseRepaired(o8: bigint, output: bigint, elements: number, block: bigint): void {
-  const groups = elements / VEC;
+  const groups = elements / 16; // 16 codes per load; FP8 head dims are multiples of 16
   launchKernel(
     functions().attnlab_fp8_requantise_repaired,
     { grid: [gridFor(groups), 1, 1], block: [THREADS, 1, 1] },
