@@ -164,8 +164,5 @@ export const cudaFlashBackend: AttentionBackend = {
   device: 'cuda',
   layouts: ['paged', 'packed'],
   supports: supportsFlash,
-  // Paged and packed problems passed decodeSupport in `supports` already: only a dense problem that
-  // may take the decode kernel asks again (once per call, not twice).
-  run: (p) =>
-    wantsDecodeKernel(p) && (p.paged || p.packed || decodeSupport(p).ok) ? runDecode(p) : runFlash(p),
+  run: (p) => (wantsDecodeKernel(p) && decodeSupport(p).ok ? runDecode(p) : runFlash(p)),
 };
