@@ -9,7 +9,7 @@
  *   repair alone; cudnn causal, cudnn with padding, naive causal; attention() itself, non-causal
  *   (no repair) and causal, as a user calls it.
  * - big: B=4, T=S=8192, N=16, H=128 bf16 causal, CUDA events: cudnn bare and wrapped, and the
- *   repair kernel alone on a NaN-free output.
+ *   repair kernel alone on a NaN-free output, timed in alternating blocks (interleavedMs).
  * - fp8: the same big shape through the FP8 step (current scaling), and its repair (the kernel above
  *   plus the O8 requantise pass) alone.
  *
@@ -50,14 +50,22 @@ function wallPerCall(fn: () => void, calls = 2000, bursts = 5): number {
   return median(perCall);
 }
 
-/** Events median (ms) after `settleMs` of back-to-back calls (the H200 settles under its power cap). */
-function settledMs(fn: () => void, settleMs = 150, iterations = 20): number {
-  const end = performance.now() + settleMs;
+/**
+ * Medians (ms) of several calls timed in alternating blocks (ABAB…) after one shared settle, so that
+ * the H200's slowing under its power cap as a run goes on falls on every call alike: timed one after
+ * the other, the second of two equal calls came out ~15% slower (session 5, s5-final README).
+ */
+function interleavedMs(fns: readonly (() => void)[], rounds = 6, iterations = 8): number[] {
+  const end = performance.now() + 150;
   while (performance.now() < end) {
-    for (let i = 0; i < 5; i++) fn();
+    for (const fn of fns) fn();
     synchronize();
   }
-  return timeOnStream(fn, { iterations, warmup: 2 }).median;
+  const samples = fns.map(() => [] as number[]);
+  for (let r = 0; r < rounds; r++) {
+    for (const [i, fn] of fns.entries()) samples[i]!.push(timeOnStream(fn, { iterations, warmup: 1 }).median);
+  }
+  return samples.map((s) => median(s));
 }
 
 const bareAndWrapped = (backend: AttentionBackend) => [backend, withNanRepair(backend)] as const;
@@ -97,10 +105,12 @@ if (parts.has('big')) {
   const x = bigInput();
   const p = validateAttention(x, x, x, { isCausal: true });
   const [bareBackend, wrappedBackend] = bareAndWrapped(cudnnBackend);
-  const bare = settledMs(() => bareBackend.run(p).output.dispose());
-  const wrapped = settledMs(() => wrappedBackend.run(p).output.dispose());
   const out = bareBackend.run(p).output;
-  const repair = settledMs(() => repairOutput(p, out.buffer.ptr));
+  const [bare, wrapped, repair] = interleavedMs([
+    () => bareBackend.run(p).output.dispose(),
+    () => wrappedBackend.run(p).output.dispose(),
+    () => repairOutput(p, out.buffer.ptr),
+  ]);
   out.dispose();
   record('big', 'cudnn causal B=4 T=8192 N=16 H=128: bare', bare, 'ms');
   record('big', 'cudnn causal: with the repair', wrapped, 'ms');
@@ -120,17 +130,19 @@ if (parts.has('fp8')) {
   const p = validateAttention(x, x, x, { isCausal: true });
   const [recipe, state] = [new Float8CurrentScaling(), new Fp8State()];
   const step = () => runFp8Step(p, recipe, state, false).output.dispose();
-  const ms = settledMs(step);
-  record('fp8', 'FP8 step causal B=4 T=8192 N=16 H=128 (current scaling)', ms, 'ms');
-  record('fp8', 'FP8 step causal: TFLOP/s', flops / (ms * 1e9), 'TFLOP/s');
   const first = runFp8Step(p, recipe, state, true);
   const o8 = first.output8!.tensor;
   const block = allocDevice(1024);
   // Without NaN codes (a NaN-free step) the pass reads O8 and never uses the block's scale_o.
-  const repair = settledMs(() => {
-    repairOutput(p, first.output.buffer.ptr);
-    kernels.launchRequantiseRepaired(o8.buffer.ptr, first.output.buffer.ptr, B * T * N * H, block.ptr);
-  });
+  const [ms, repair] = interleavedMs([
+    step,
+    () => {
+      repairOutput(p, first.output.buffer.ptr);
+      kernels.launchRequantiseRepaired(o8.buffer.ptr, first.output.buffer.ptr, B * T * N * H, block.ptr);
+    },
+  ]);
+  record('fp8', 'FP8 step causal B=4 T=8192 N=16 H=128 (current scaling)', ms, 'ms');
+  record('fp8', 'FP8 step causal: TFLOP/s', flops / (ms * 1e9), 'TFLOP/s');
   record('fp8', 'FP8 repair alone (repair kernel + O8 requantise pass)', repair * 1000, 'us');
   record('fp8', "FP8 repair's share of the causal step", repair / ms, 'fraction');
   for (const t of [first.output, o8]) t.dispose();
