@@ -21,6 +21,17 @@ const SMALL_LIMIT = 1 << 20;
 const SMALL_ROUND = 512;
 const LARGE_ROUND = 2 << 20;
 
+/**
+ * The name of the first of `tensors` whose device address is not a multiple of `bytes`, or undefined:
+ * the kernels that copy 16-byte chunks refuse a view that starts mid-chunk (a sliced tensor).
+ */
+export function firstMisaligned(
+  tensors: readonly (readonly [string, { readonly buffer: { readonly ptr: bigint } }])[],
+  bytes = 16,
+): string | undefined {
+  return tensors.find(([, tensor]) => tensor.buffer.ptr % BigInt(bytes) !== 0n)?.[0];
+}
+
 export function roundAllocationSize(bytes: number): number {
   const unit = bytes <= SMALL_LIMIT ? SMALL_ROUND : LARGE_ROUND;
   return Math.max(unit, Math.ceil(bytes / unit) * unit);

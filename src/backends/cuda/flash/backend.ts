@@ -13,7 +13,7 @@ import type { AttentionProblem, BackendOutput } from '../../problem.js';
 import { type CompiledModule, loadKernels } from '../compile.js';
 import { cudaAvailable, getCudaContext, targetArch } from '../context.js';
 import { launchKernel } from '../launch.js';
-import { allocDevice, copyInt32ToDevice } from '../memory.js';
+import { allocDevice, copyInt32ToDevice, firstMisaligned } from '../memory.js';
 import { decodeSupport, runDecode, wantsDecodeKernel } from './decode.js';
 import { launchHopper } from './hopper.js';
 import { hopperVariant, hopperVariantKey } from './hopper-variant.js';
@@ -73,14 +73,15 @@ export function flashSupport(p: AttentionProblem): Support {
       `B·N = ${p.B * p.N}: the grid's y dimension (one per batch and head) is at most 65535`,
     );
   }
-  for (const [name, tensor] of [
+  const misaligned = firstMisaligned([
     ['query', p.query],
     ['key', p.key],
     ['value', p.value],
-  ] as const) {
-    if (tensor.buffer.ptr % 16n !== 0n) {
-      return unsupported(`${name} is not 16-byte aligned on the device (the kernel copies 16-byte chunks)`);
-    }
+  ]);
+  if (misaligned) {
+    return unsupported(
+      `${misaligned} is not 16-byte aligned on the device (the kernel copies 16-byte chunks)`,
+    );
   }
   return SUPPORTED;
 }

@@ -28,7 +28,7 @@ import type { BackwardOutput, BackwardProblem } from '../../backward-problem.js'
 import { type CompiledModule, loadKernels } from '../compile.js';
 import { cudaAvailable, getCudaContext, targetArch } from '../context.js';
 import { launchKernel } from '../launch.js';
-import { allocDevice, copyInt32ToDevice } from '../memory.js';
+import { allocDevice, copyInt32ToDevice, firstMisaligned } from '../memory.js';
 import { marshalFlashBwdParams } from './backward-params.js';
 import {
   FLASH_BACKWARD_DQ_TILES,
@@ -78,16 +78,17 @@ function supports(p: BackwardProblem): Support {
         `${properties.maxSharedMemoryPerBlockOptin} B`,
     );
   }
-  for (const [name, tensor] of [
+  const misaligned = firstMisaligned([
     ['query', p.query],
     ['key', p.key],
     ['value', p.value],
     ['output', p.output],
     ['dOutput', p.dOutput],
-  ] as const) {
-    if (tensor.buffer.ptr % 16n !== 0n) {
-      return unsupported(`${name} is not 16-byte aligned on the device (the kernels copy 16-byte chunks)`);
-    }
+  ]);
+  if (misaligned) {
+    return unsupported(
+      `${misaligned} is not 16-byte aligned on the device (the kernels copy 16-byte chunks)`,
+    );
   }
   return { ok: true };
 }
