@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# The whole GPU suite in one device call, sharded so that it ends inside the call's limit, with the
+# sanitizer checks beside it. Run through .device/on-gpu.sh from the project root:
+#   bash .device/on-gpu.sh bash scripts/gpu-verify.sh "$OUT" [cap seconds, default 300]
+# Why sharded: NVRTC compiles of the kernel variants dominate (flash.test.ts alone took ~186 s in one
+# process in session 5); each shard is its own process, so the 16 cores compile in parallel. One top-level
+# suite per shard prints its results when it ends, so a shard cut at the cap loses only itself.
+# Kernel cache: every shard shares one ATTNLAB_CACHE_DIR (writes are temp + rename, safe across
+# processes). A cache carried in .kcache/kernels.tar.xz seeds it, and the cache at the end comes back as
+# $OUT/kernels.tar.xz, so the next call compiles only what changed (the key hashes every source).
+set -u
+out=${1:?usage: gpu-verify.sh <output folder> [cap seconds]}
+cap=${2:-300}
+export NO_COLOR=1 ATTNLAB_CACHE_DIR=/tmp/attnlab-verify-cache
+export ATTNLAB_COMMIT=${ATTNLAB_COMMIT:-$(cat .device/commit 2>/dev/null || echo unknown)}
+mkdir -p "$ATTNLAB_CACHE_DIR"
+[ -f .kcache/kernels.tar.xz ] && tar -C "$ATTNLAB_CACHE_DIR" -xJf .kcache/kernels.tar.xz
+echo "seeded $(ls "$ATTNLAB_CACHE_DIR/kernels" 2>/dev/null | grep -c cubin) cached kernels"
+san=compute-sanitizer
+command -v $san > /dev/null || san=/usr/local/cuda/bin/compute-sanitizer
+
+shard() { # name, "VAR=value ..." (or -), node --test arguments...
+  local name=$1 vars=$2; shift 2
+  [ "$vars" = - ] && vars=
+  (
+    env $vars timeout --kill-after=5 "$cap" node --import tsx --test --test-reporter=tap "$@" > "$out/$name.tap" 2>&1
+    echo "rc=$?" >> "$out/$name.tap"
+  ) &
+}
+sanitize() { # name, tool, node --test arguments... (one small pattern each: the tools slow kernels ~10-100x)
+  local name=$1 tool=$2; shift 2
+  (
+    timeout --kill-after=5 "$cap" $san --tool "$tool" --error-exitcode 9 --print-limit 20 \
+      node --import tsx --test --test-reporter=tap "$@" > "$out/$name.san" 2>&1
+    echo "rc=$?" >> "$out/$name.san"
+  ) &
+}
+
+# The files that finish well inside the cap run in one node --test (it runs files in parallel).
+shard rest - test/gpu/{cudnn-cache,cudnn,flash-backward,flash-hopper,fp8,memory-scope,naive,ring,runtime}.test.ts
+for p in float32 bfloat16 float16; do
+  shard "flash-$p" - --test-name-pattern="· $p\$" test/gpu/flash.test.ts
+done
+shard flash-other - --test-name-pattern='other tile configurations|^cuda flash kernel$' test/gpu/flash.test.ts
+# The Hopper kernel in place of the mma.sync one wherever it runs: HOPPER_BY_DEFAULT's condition.
+for p in bfloat16 float16; do
+  shard "wgmma-$p" ATTNLAB_FLASH_KERNEL=wgmma --test-name-pattern="· $p\$" test/gpu/flash.test.ts
+done
+shard wgmma-other ATTNLAB_FLASH_KERNEL=wgmma --test-name-pattern='other tile configurations|^cuda flash kernel$' \
+  test/gpu/flash.test.ts
+shard nan - test/gpu/nan.test.ts
+shard backward-flash - --test-name-pattern='· flash$' test/gpu/backward.test.ts
+shard backward-flash-more - --test-name-pattern='· flash (long|deterministic|random deterministic)$' \
+  test/gpu/backward.test.ts
+shard backward-other - --test-name-pattern='^GPU attention backward( · (bfloat16|float16|float32))?$' \
+  test/gpu/backward.test.ts
+shard decode - test/gpu/decode.test.ts
+# Kernels no sanitizer has seen yet: the flat-scan NaN repair (nan_repair.cu), the FP8 requantise
+# (quantise.cu), the ring's log-sum-exp merge (merge.cu); the Hopper kernel under racecheck/synccheck.
+sanitize memcheck-nan-repair memcheck --test-name-pattern='cudnn bfloat16' test/gpu/nan.test.ts
+sanitize memcheck-fp8 memcheck test/gpu/fp8.test.ts
+sanitize memcheck-ring memcheck --test-name-pattern='^flash .*P=2$' test/gpu/ring.test.ts
+for tool in racecheck synccheck; do
+  ATTNLAB_FLASH_KERNEL=wgmma sanitize "$tool-hopper" "$tool" --test-name-pattern='^H=128 .*\(bfloat16\)$' \
+    test/gpu/flash-hopper.test.ts
+done
+wait
+echo "all shards done at ${SECONDS} s"
+tar -C "$ATTNLAB_CACHE_DIR" -cf - kernels | xz -T8 -6 > "$out/kernels.tar.xz"
+ls -la "$out/kernels.tar.xz"
+echo "== summary (tests pass fail skipped, rc; sanitizers: summary line)"
+for f in "$out"/*.tap; do
+  printf '%-18s %s %s\n' "$(basename "$f" .tap)" "$(grep -E '^# (pass|fail|skipped)' "$f" | awk '{printf "%s=%s ", $2, $3}')" "$(tail -1 "$f")"
+done
+for f in "$out"/*.san; do
+  printf '%-24s %s %s\n' "$(basename "$f" .san)" "$(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$f" | tr '\n' ' ')" "$(grep -E '^# (pass|fail)' "$f" | awk '{printf "%s=%s ", $2, $3}') $(tail -1 "$f")"
+done
+grep -hE '^\s*not ok' "$out"/*.tap "$out"/*.san | head -30
