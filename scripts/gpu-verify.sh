@@ -19,7 +19,7 @@ echo "seeded $(ls "$ATTNLAB_CACHE_DIR/kernels" 2>/dev/null | grep -c cubin) cach
 san=compute-sanitizer
 command -v $san > /dev/null || san=/usr/local/cuda/bin/compute-sanitizer
 
-shard() { # name, "VAR=value ..." (or -), node --test arguments...
+shard() { # name, "VAR=value ..." (or -), node --test arguments... (log: $out/<name>.tap, deleted after archiving)
   local name=$1 vars=$2; shift 2
   [ "$vars" = - ] && vars=
   (
@@ -59,6 +59,7 @@ shard decode - test/gpu/decode.test.ts
 # (quantise.cu), the ring's log-sum-exp merge (merge.cu); the Hopper kernel under racecheck/synccheck.
 sanitize memcheck-nan-repair memcheck --test-name-pattern='cudnn bfloat16' test/gpu/nan.test.ts
 sanitize memcheck-fp8 memcheck test/gpu/fp8.test.ts
+sanitize memcheck-decode memcheck --test-name-pattern='window' test/gpu/decode.test.ts
 sanitize memcheck-ring memcheck --test-name-pattern='^flash .*P=2$' test/gpu/ring.test.ts
 for tool in racecheck synccheck; do
   ATTNLAB_FLASH_KERNEL=wgmma sanitize "$tool-hopper" "$tool" --test-name-pattern='^H=128 .*\(bfloat16\)$' \
@@ -66,8 +67,10 @@ for tool in racecheck synccheck; do
 done
 wait
 echo "all shards done at ${SECONDS} s"
+# At most 8 files come back from $OUT: the logs travel as one archive, the cache as another.
 tar -C "$ATTNLAB_CACHE_DIR" -cf - kernels | xz -T8 -6 > "$out/kernels.tar.xz"
-ls -la "$out/kernels.tar.xz"
+tar -C "$out" -cf - $(cd "$out" && ls *.tap *.san) | xz -T8 -6 > "$out/logs.tar.xz"
+ls -la "$out/kernels.tar.xz" "$out/logs.tar.xz"
 echo "== summary (tests pass fail skipped, rc; sanitizers: summary line)"
 for f in "$out"/*.tap; do
   printf '%-18s %s %s\n' "$(basename "$f" .tap)" "$(grep -E '^# (pass|fail|skipped)' "$f" | awk '{printf "%s=%s ", $2, $3}')" "$(tail -1 "$f")"
@@ -76,3 +79,4 @@ for f in "$out"/*.san; do
   printf '%-24s %s %s\n' "$(basename "$f" .san)" "$(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$f" | tr '\n' ' ')" "$(grep -E '^# (pass|fail)' "$f" | awk '{printf "%s=%s ", $2, $3}') $(tail -1 "$f")"
 done
 grep -hE '^\s*not ok' "$out"/*.tap "$out"/*.san | head -30
+rm -f "$out"/*.tap "$out"/*.san

@@ -71,6 +71,18 @@ const CASES: DecodeCase[] = [
     H: 64,
     options: { isCausal: true, causalAlignment: 'bottom_right', localWindowSize: [64, 0] },
   },
+  {
+    // A ring step's shape (test/gpu/ring.test.ts, window P=2): queries 40…63 see no key at all, their
+    // window starts after the last one; the kernel once read keys 40…47 and the block table past its row.
+    name: 'window [0, ∞) over fewer keys than queries (rows past the keys see none)',
+    B: 2,
+    T: 64,
+    S: 40,
+    N: 2,
+    K: 2,
+    H: 64,
+    options: { localWindowSize: [0, Number.POSITIVE_INFINITY] },
+  },
 ];
 
 function inputs(c: DecodeCase, dtype: FloatDType, salt: number) {

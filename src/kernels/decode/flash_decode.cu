@@ -88,7 +88,11 @@ __device__ __forceinline__ KeyRange key_range(const DecodeParams& p, int t, int 
     lo = imax(lo, diag - p.window_left);
     hi = imin(hi, diag + p.window_right + 1);
   }
-  return {imax(lo, 0), imax(hi, imax(lo, 0))};
+  // lo can pass Sb (a window that starts after the last key, as a ring step's shifted window [0, ∞)
+  // does for queries past the keys): clamp it, or the block's union [lo(first), hi(last)) reaches past
+  // the cache and the loader reads keys (and block-table entries) that do not exist.
+  lo = imin(imax(lo, 0), Sb);
+  return {lo, imax(hi, lo)};
 }
 
 // Element offset of key row j of batch b, kv head kh (K or V: token stride and head stride given).
