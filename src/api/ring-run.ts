@@ -194,8 +194,7 @@ function runCall(
   const v = slice(ops, value, group, call.keyRows);
   const made = [q, k, v].filter((t, i) => t !== [p.query[rank], key, value][i]);
   try {
-    const full = (lens: Int32Array | null, size: number) =>
-      lens && lens.some((l) => l < size) ? lens : undefined;
+    const full = (lens: Int32Array | null, size: number) => (lens?.some((l) => l < size) ? lens : undefined);
     const r = attention(q, k, v, {
       scale: p.scale,
       isCausal: call.causal,
