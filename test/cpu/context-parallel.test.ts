@@ -8,23 +8,13 @@ import { describe, it } from 'node:test';
 import { attention } from '../../src/api/attention.js';
 import { contextParallelAttention, gatherSequence, shardSequence } from '../../src/api/context-parallel.js';
 import { RingGroup } from '../../src/api/ring-group.js';
-import type { AttentionOptions } from '../../src/backends/problem.js';
 import { InvalidArgumentError, UnsupportedError } from '../../src/errors.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';
+import type { RingCase } from '../support/ring-case.js';
 
-interface Case {
-  readonly name: string;
-  readonly B: number;
-  readonly T: number;
-  readonly S: number;
-  readonly N: number;
-  readonly K: number;
-  readonly options: AttentionOptions;
-}
-
-const CASES: readonly Case[] = [
+const CASES: readonly RingCase[] = [
   { name: 'MHA', B: 2, T: 32, S: 32, N: 4, K: 4, options: {} },
   { name: 'causal', B: 2, T: 32, S: 32, N: 4, K: 4, options: { isCausal: true } },
   { name: 'causal GQA', B: 1, T: 48, S: 48, N: 4, K: 2, options: { isCausal: true } },
@@ -85,7 +75,7 @@ function maxDiff(a: Float64Array, b: Float64Array): number {
 }
 
 function compare(
-  c: Case,
+  c: RingCase,
   P: number,
   implementation: 'reference' | 'flash',
   dtype: FloatDType,

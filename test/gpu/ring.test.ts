@@ -21,27 +21,17 @@ import {
   onDevice,
 } from '../../src/backends/cuda/context.js';
 import { NCCL_DATA_TYPE, NCCL_UNIQUE_ID_BYTES, nc } from '../../src/backends/cuda/ffi/nccl.js';
-import type { AttentionOptions } from '../../src/backends/problem.js';
 import { maxAbsDiff } from '../../src/check/accuracy.js';
 import { InvalidArgumentError, UnsupportedError } from '../../src/errors.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';
+import type { RingCase } from '../support/ring-case.js';
 
 const cuda = cudaAvailable();
 const skip = cuda.ok ? false : `no CUDA device: ${cuda.reason}`;
 
-interface Case {
-  readonly name: string;
-  readonly B: number;
-  readonly T: number;
-  readonly S: number;
-  readonly N: number;
-  readonly K: number;
-  readonly options: AttentionOptions;
-}
-
 const H = 64;
-const CASES: readonly Case[] = [
+const CASES: readonly RingCase[] = [
   { name: 'causal', B: 1, T: 512, S: 512, N: 4, K: 4, options: { isCausal: true } },
   { name: 'non-causal GQA', B: 2, T: 256, S: 256, N: 4, K: 2, options: {} },
   { name: 'causal MQA', B: 1, T: 256, S: 256, N: 4, K: 1, options: { isCausal: true } },
@@ -66,7 +56,7 @@ const CASES: readonly Case[] = [
   { name: 'window', B: 1, T: 256, S: 256, N: 2, K: 2, options: { isCausal: true, localWindowSize: [40, 0] } },
 ];
 
-function inputs(c: Case) {
+function inputs(c: RingCase) {
   return {
     q: randomNormal([c.B, c.T, c.N, H], { seed: 11, dtype: 'bfloat16' }),
     k: randomNormal([c.B, c.S, c.K, H], { seed: 12, dtype: 'bfloat16' }),
@@ -75,7 +65,7 @@ function inputs(c: Case) {
 }
 
 /** Ring vs single call, both against float64: the ring's error ≤ 2 × the single call's + 2^-8. */
-function check(c: Case, P: number, implementation: 'flash' | 'cudnn', group: RingGroup): void {
+function check(c: RingCase, P: number, implementation: 'flash' | 'cudnn', group: RingGroup): void {
   const { q, k, v } = inputs(c);
   const reference = attention(q.astype('float64'), k.astype('float64'), v.astype('float64'), {
     ...c.options,
