@@ -9,7 +9,7 @@ import { attention } from '../api/attention.js';
 import { measureAttnlabCase } from '../bench/measure.js';
 import type { BenchCase } from '../bench/sweep.js';
 import { formatBytes } from '../errors.js';
-import { wrapText } from '../report/terminal.js';
+import { formatNumber, wrapText } from '../report/terminal.js';
 import { HBM_PEAK_GBS, type ResultRow } from '../results/schema.js';
 import { itemSize } from '../tensor/dtype.js';
 import type { LabContext } from './context.js';
@@ -75,7 +75,7 @@ export async function decodeSection(lab: LabContext, prefill: readonly ResultRow
       `${(cacheBytes({ ...r, K: 8, dtype }) / bytes).toFixed(0)}×`,
       ms ? ms.toFixed(4) : `${r.status}: ${r.reason ?? ''}`.slice(0, 60),
       ms && baseMs ? `${(baseMs / ms).toFixed(2)}×` : '—',
-      gbs ? gbs.toFixed(1) : '—',
+      gbs ? formatNumber(gbs) : '—',
     ];
   });
   lab.table(
