@@ -14,6 +14,19 @@ export interface Fp8StepReport {
   readonly amax: PerTensor<number>;
 }
 
+/**
+ * What an FP8 step keeps for its backward (when asked): the e4m3 operands and output it computed
+ * with, and on the GPU the float32 (B,N,T) log-sum-exp of cuDNN's FP8 graph (the CPU emulation
+ * recomputes the softmax exactly and keeps none). The step's report holds the scales.
+ */
+export interface Fp8Residuals {
+  readonly q8: Tensor;
+  readonly k8: Tensor;
+  readonly v8: Tensor;
+  readonly o8: Tensor;
+  readonly logSumExp: Tensor | null;
+}
+
 export interface Fp8StepOutput {
   /** O (B,T,N,Hv) in the inputs' dtype. */
   readonly output: Tensor;
@@ -22,6 +35,8 @@ export interface Fp8StepOutput {
   /** On the GPU read back on first use, which waits for the step. */
   readonly report: Fp8StepReport;
   readonly variant: string;
+  /** Present when the problem asked to keep residuals (keepResiduals). */
+  readonly residuals?: Fp8Residuals;
 }
 
 export type Fp8BackendName = 'cudnn-fp8' | 'cpu-fp8-emulated';

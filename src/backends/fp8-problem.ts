@@ -60,4 +60,6 @@ export interface Fp8StepProblem extends AttentionProblem {
   readonly scaling: Fp8Scaling;
   readonly state: Fp8StepState;
   readonly keepFp8Output: boolean;
+  /** Keep the FP8 operands, O8 and the statistics for a backward (Fp8StepOutput.residuals). */
+  readonly keepResiduals?: boolean;
 }

@@ -9,7 +9,7 @@
  * machinery is testable without a GPU.
  */
 
-import type { Fp8BackendName, Fp8StepReport } from '../backends/fp8-backend.js';
+import type { Fp8BackendName, Fp8Residuals, Fp8StepReport } from '../backends/fp8-backend.js';
 import type { Fp8Scaling, Fp8StepProblem, Fp8StepState } from '../backends/fp8-problem.js';
 import { chooseFp8Backend } from '../backends/fp8-registry.js';
 import type { AttentionProblem } from '../backends/problem.js';
@@ -29,6 +29,8 @@ export interface Fp8StepResult {
   readonly report: Fp8StepReport;
   readonly backend: Fp8BackendName;
   readonly variant: string;
+  /** What the backward needs, when the step was asked to keep it. */
+  readonly residuals?: Fp8Residuals;
 }
 
 /** Runs one FP8 step on the device of the problem's tensors, through the FP8 table. */
@@ -37,6 +39,7 @@ export function runFp8Step(
   recipe: Fp8Recipe,
   state: Fp8State,
   keepFp8Output: boolean,
+  keepResiduals = false,
 ): Fp8StepResult {
   const dtype8 = forwardDType(recipe.fp8Format);
   // The state bound to this step's recipe: how a backend reads it and ends the step.
@@ -64,6 +67,7 @@ export function runFp8Step(
     scaling,
     state: stepState,
     keepFp8Output,
+    keepResiduals,
   };
   const backend = chooseFp8Backend(problem);
   return { ...backend.run(problem), backend: backend.name };

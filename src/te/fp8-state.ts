@@ -3,6 +3,8 @@
  * history and scale for each of the five FP8 tensors of the forward pass, Q, K, V, S (the softmax
  * output P fed to the second matmul) and O.
  */
+
+import { FP8_GRADIENTS, type Fp8GradientName, type PerGradient } from '../backends/fp8-backward-problem.js';
 import {
   FP8_TENSORS,
   type Fp8StateMirror,
@@ -10,7 +12,7 @@ import {
   type PerTensor,
 } from '../backends/fp8-problem.js';
 import { type Fp8DType, fp8Max } from '../tensor/dtype.js';
-import { type DelayedScaling, type Fp8Recipe, Fp8TensorMeta, forwardDType } from './recipe.js';
+import { backwardDType, type DelayedScaling, type Fp8Recipe, Fp8TensorMeta, forwardDType } from './recipe.js';
 
 /** The current-scaling scales, computed where the host emulation needs them. */
 export { currentScales } from '../backends/cpu/fp8-emulation.js';
@@ -106,10 +108,46 @@ export class Fp8State {
     for (const name of FP8_TENSORS) this.#metas![name].recordDelayed(amax[name], recipe, dtype);
   }
 
+  /**
+   * The backward's metas, TE's `scaling_bwd`: dO, dP (the softmax gradient), dQ, dK, dV; created by
+   * the first FP8 backward. They live on the host: a backward reads its amax values back at its end.
+   */
+  #gradientMetas: Record<Fp8GradientName, Fp8TensorMeta> | null = null;
+  /** FP8 backward steps recorded since the state was created or reset. */
+  backwardSteps = 0;
+
+  get gradientMetas(): PerGradient<Fp8TensorMeta> | null {
+    return this.#gradientMetas;
+  }
+
+  /**
+   * The scales the next FP8 backward quantises with: TE's rule over each gradient's history with
+   * the gradient type's maximum (57344 for e5m2 under HYBRID), starting at 1 as TE's do. A history
+   * of another length starts afresh.
+   */
+  backwardScales(recipe: DelayedScaling): PerGradient<number> {
+    if (!this.#gradientMetas || this.#gradientMetas.dO.amaxHistory.length !== recipe.amaxHistoryLen) {
+      const make = () => new Fp8TensorMeta(recipe.amaxHistoryLen);
+      this.#gradientMetas = { dO: make(), dP: make(), dQ: make(), dK: make(), dV: make() };
+    }
+    const m = this.#gradientMetas;
+    return { dO: m.dO.scale, dP: m.dP.scale, dQ: m.dQ.scale, dK: m.dK.scale, dV: m.dV.scale };
+  }
+
+  /** Ends a backward step: records the five amax values and updates the scales (delayed scaling). */
+  recordBackward(recipe: DelayedScaling, amax: PerGradient<number>): void {
+    this.backwardScales(recipe);
+    const dtype = backwardDType(recipe.fp8Format);
+    for (const name of FP8_GRADIENTS) this.#gradientMetas![name].recordDelayed(amax[name], recipe, dtype);
+    this.backwardSteps++;
+  }
+
   /** Forgets every history and scale (TE re-initialises its metas the same way). */
   reset(): void {
     this.#dropMirror();
     this.#metas = null;
+    this.#gradientMetas = null;
     this.steps = 0;
+    this.backwardSteps = 0;
   }
 }

@@ -11,13 +11,19 @@ import { attention } from '../api/attention.js';
 import { attentionVjp } from '../api/backward.js';
 import { validateAttention } from '../api/validate.js';
 import { checkBoolean, checkKeys, checkOptionsObject } from '../arguments.js';
-import type { AttentionBackwardResult } from '../backends/backward-problem.js';
+import type { AttentionGradients } from '../backends/backward-problem.js';
 import { cudaAvailable, getCudaContext } from '../backends/cuda/context.js';
 import { fp8Support } from '../backends/cuda/fp8/support.js';
+import type { Fp8BackendName } from '../backends/fp8-backend.js';
+import type { PerGradient } from '../backends/fp8-backward-problem.js';
 import type { PerTensor } from '../backends/fp8-problem.js';
+import { fp8BackwardSupportFor } from '../backends/fp8-registry.js';
+import type { Implementation } from '../backends/problem.js';
 import { InvalidArgumentError, UnsupportedError } from '../errors.js';
+import type { Device } from '../tensor/storage.js';
 import type { Tensor } from '../tensor/tensor.js';
 import { activeAutocast, type Fp8Autocast } from './autocast.js';
+import { runFp8BackwardStep } from './fp8-backward-path.js';
 import { describeFp8Path, runFp8Step } from './fp8-path.js';
 import { Fp8State } from './fp8-state.js';
 import { outputInLayout, splitQkv } from './layout.js';
@@ -78,6 +84,27 @@ export interface DotProductAttentionResult {
    */
   readonly fp8?: { readonly scales: PerTensor<number>; readonly amax: PerTensor<number> };
   /** Set when FP8 was asked for, could not run, and autocast's fallback ran the bf16 path. */
+  readonly fallbackReason?: string;
+}
+
+/** What DotProductAttention.backward returns: the gradients, which path and backend made them. */
+export interface ModuleBackwardResult extends AttentionGradients {
+  /** attentionBackward's backend on the bf16 path; 'cudnn-fp8' or 'cpu-fp8-emulated' on the FP8 path. */
+  readonly backend: Implementation | Fp8BackendName;
+  readonly device: Device;
+  /** The kernel variant; on the FP8 path the forward's, then ' + ', then the backward graph's. */
+  readonly variant: string;
+  readonly precision: 'fp8' | 'bf16';
+  /**
+   * FP8 only: the backward's scales and the amax values it measured for dO, dP (the softmax
+   * gradient), dQ, dK, dV, and the FP8 gradient codes (e5m2 under HYBRID) the bf16 gradients came from.
+   */
+  readonly fp8?: {
+    readonly scales: PerGradient<number>;
+    readonly amax: PerGradient<number>;
+    readonly gradients8: { readonly dQuery: Tensor; readonly dKey: Tensor; readonly dValue: Tensor };
+  };
+  /** Set when FP8 was asked for, could not run, and autocast's fallback ran the bf16 backward. */
   readonly fallbackReason?: string;
 }
 
@@ -157,13 +184,19 @@ export class DotProductAttention {
 
   /**
    * Gradients of forward's output with respect to query, key and value (and bias), for ∂loss/∂output
-   * `dOutput` (the output's shape): the forward is run again and its residuals pulled back through
-   * attentionVjp, on cuDNN on the GPU as the forward. bf16/fp16 and the bshd_bshd_bshd layout; under an
-   * FP8 autocast it refuses (attnlab has no FP8 backward graph) unless the scope allows the fallback.
+   * `dOutput` (the output's shape): the forward is run again and its residuals pulled back, on cuDNN
+   * on the GPU as the forward; the bshd_bshd_bshd layout. Outside autocast: bf16/fp16 through
+   * attentionVjp. Under an FP8 autocast with DelayedScaling, TE's FP8 backward: the FP8 forward keeps
+   * Q8/K8/V8/O8 and its statistics, dO is quantised to the recipe's gradient type (e5m2 under
+   * HYBRID), cuDNN's FP8 backward graph returns FP8 dQ/dK/dV (dequantised to bf16 here; the codes in
+   * `fp8.gradients8`) and the five backward amax values go into the module's histories. Where that
+   * cannot run (H ≠ 128 on Hopper, current scaling, …) it throws UnsupportedError with the reason,
+   * unless the scope allows the fallback to the bf16 backward.
    *
    * @example
    * const out = attn.forward(q, k, v);
    * const { dQuery, dKey, dValue } = attn.backward(q, k, v, dOut);
+   * const g8 = autocast({ recipe: new DelayedScaling() }, () => attn.backward(q, k, v, dOut)); // FP8, sm_90
    */
   backward(
     query: Tensor,
@@ -171,7 +204,7 @@ export class DotProductAttention {
     value: Tensor,
     dOutput: Tensor,
     options: ForwardOptions = {},
-  ): AttentionBackwardResult & { readonly fallbackReason?: string } {
+  ): ModuleBackwardResult {
     const c = this.config;
     this.#checkOptions(options);
     if (c.layout !== 'bshd_bshd_bshd' || c.transposed) {
@@ -185,9 +218,25 @@ export class DotProductAttention {
     this.#checkShapes(qkv.query, qkv.key, qkv.value);
     const scope = activeAutocast(options.autocast);
     let fallbackReason: string | undefined;
+    const attentionOptions = attentionOptionsFor(c, options.sequenceDescriptor, options.bias);
     if (scope?.enabled) {
-      const reason =
-        "attnlab has no FP8 backward: cuDNN's FP8 SDPA backward graph (e5m2 gradients, TE's HYBRID format) is not built";
+      const problem = validateAttention(qkv.query, qkv.key, qkv.value, attentionOptions);
+      const recipe = scope.recipe;
+      const support = fp8BackwardSupportFor(problem, recipe.kind);
+      if (support.ok && recipe.kind === 'delayed') {
+        const g = runFp8BackwardStep(problem, recipe, this.fp8State, dOutput);
+        return {
+          dQuery: g.dQuery,
+          dKey: g.dKey,
+          dValue: g.dValue,
+          backend: g.backend,
+          device: g.device,
+          variant: `${g.forwardVariant} + ${g.variant}`,
+          precision: 'fp8',
+          fp8: { scales: g.scales, amax: g.amax, gradients8: g.gradients8 },
+        };
+      }
+      const reason = support.ok ? 'the FP8 backward takes DelayedScaling' : support.reason;
       if (!scope.fallback) {
         throw new UnsupportedError(
           'te.DotProductAttention FP8 backward',
@@ -196,11 +245,10 @@ export class DotProductAttention {
       }
       fallbackReason = reason;
     }
-    const attentionOptions = attentionOptionsFor(c, options.sequenceDescriptor, options.bias);
     const implementation = qkv.query.device === 'cuda' ? 'cudnn' : undefined;
     const f = attentionVjp(qkv.query, qkv.key, qkv.value, { ...attentionOptions, implementation });
     try {
-      return { ...f.backward(dOutput), fallbackReason };
+      return { ...f.backward(dOutput), precision: 'bf16', fallbackReason };
     } finally {
       if (f.output.device === 'cuda') {
         f.output.dispose();

@@ -22,7 +22,7 @@ export function forwardDType(_format: Fp8Format): Fp8DType {
   return 'float8_e4m3fn';
 }
 
-/** The FP8 dtype of gradients, for completeness: E5M2 under HYBRID (attnlab has no backward pass). */
+/** The FP8 dtype of gradients (the FP8 backward's dO, dP, dQ, dK, dV): E5M2 under HYBRID, else E4M3. */
 export function backwardDType(format: Fp8Format): Fp8DType {
   return format === 'HYBRID' ? 'float8_e5m2' : 'float8_e4m3fn';
 }

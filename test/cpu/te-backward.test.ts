@@ -1,7 +1,7 @@
 /**
  * The TE-style module's backward on the CPU: the gradients attentionBackward gives for the options
- * the module maps its own to (causal by default, GQA), and the refusals with their reasons (FP8
- * autocast, packed layouts).
+ * the module maps its own to (causal by default, GQA), and the refusals with their reasons (an FP8
+ * backward cuDNN cannot run, packed layouts). The FP8 backward itself: te-fp8-backward.test.ts.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
@@ -32,16 +32,19 @@ describe('te.DotProductAttention backward', () => {
     assert.equal(got.dQuery.dtype, 'bfloat16');
   });
 
-  test('refuses under FP8 autocast with the reason, and runs bf16 with fallback', () => {
+  test('refuses an FP8 backward it cannot run (H ≠ 128) with the reason, and runs bf16 with fallback', () => {
     const attn = new DotProductAttention(config);
     const recipe = new DelayedScaling({ fp8Format: 'HYBRID' });
     assert.throws(
       () => autocast({ enabled: true, recipe }, () => attn.backward(q, k, v, dO)),
       (e: unknown) =>
-        e instanceof UnsupportedError && /no FP8 backward/.test(e.reason) && /fallback: true/.test(e.reason),
+        e instanceof UnsupportedError &&
+        /H = Hv = 128; got H=16/.test(e.reason) &&
+        /fallback: true/.test(e.reason),
     );
     const g = autocast({ enabled: true, recipe, fallback: true }, () => attn.backward(q, k, v, dO));
-    assert.match(g.fallbackReason ?? '', /no FP8 backward/);
+    assert.match(g.fallbackReason ?? '', /H = Hv = 128/);
+    assert.equal(g.precision, 'bf16');
   });
 
   test('refuses packed layouts with the layout named', () => {

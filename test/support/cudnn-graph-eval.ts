@@ -225,6 +225,12 @@ function reduce(
   const x = tensors.get(op.x) as TensorSpec;
   const y = tensors.get(op.y) as TensorSpec;
   const out = new Float64Array(size(y.dims)).fill(op.operator === 'max' ? Number.NEGATIVE_INFINITY : 0);
+  const combine =
+    op.operator === 'max'
+      ? Math.max
+      : op.operator === 'amax'
+        ? (a: number, x: number) => Math.max(a, Math.abs(x))
+        : (a: number, x: number) => a + x;
   const xv = get(op.x);
   const at: number[] = [];
   for (let i = 0; i < xv.length; i++) {
@@ -235,7 +241,7 @@ function reduce(
       y.dims,
       y.dims,
     );
-    out[j] = op.operator === 'max' ? Math.max(out[j], xv[i]) : out[j] + xv[i];
+    out[j] = combine(out[j], xv[i]);
   }
   return out;
 }

@@ -46,6 +46,9 @@ export function runFp8Emulated(p: Fp8StepProblem): Fp8StepOutput {
     output: dequantiseTensor(tensor, scaleInv, p.dtype),
     output8: p.keepFp8Output ? { tensor, scaleInv } : undefined,
     report: { scales, amax },
+    residuals: p.keepResiduals
+      ? { q8: q8.tensor, k8: k8.tensor, v8: v8.tensor, o8: tensor, logSumExp: null }
+      : undefined,
     variant: `cpu-fp8-emulated-${dtype8}-${p.causal ? 'causal' : 'full'}`,
   };
 }

@@ -31,34 +31,7 @@
 #define VEC 8
 #define THREADS 256
 
-__device__ __forceinline__ float bf16_bits_to_float(unsigned bits) { return __uint_as_float(bits << 16); }
-
-// Two floats → two e4m3 codes in one 16-bit word; `lo` lands in the low byte (the lower address).
-__device__ __forceinline__ unsigned short e4m3x2(float lo, float hi) {
-  unsigned short r;
-  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
-  return r;
-}
-
-__device__ __forceinline__ unsigned bf16x2(float lo, float hi) {
-  unsigned r;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-}
-
-// Block-wide max of non-negative floats, then one atomicMax on their bits (for x ≥ 0 the IEEE order
-// and the unsigned order agree). fmaxf skips NaN, as the host's absMax does.
-__device__ __forceinline__ void block_amax(float local, float* target) {
-  __shared__ float warp_max[THREADS / 32];
-  for (int offset = 16; offset > 0; offset >>= 1) local = fmaxf(local, __shfl_xor_sync(0xffffffffu, local, offset));
-  if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = local;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    local = threadIdx.x < THREADS / 32 ? warp_max[threadIdx.x] : 0.0f;
-    for (int offset = 16; offset > 0; offset >>= 1) local = fmaxf(local, __shfl_xor_sync(0xffffffffu, local, offset));
-    if (threadIdx.x == 0) atomicMax(reinterpret_cast<unsigned*>(target), __float_as_uint(local));
-  }
-}
+#include "fp8_codec.cuh"
 
 // Delayed scaling with its state on the device, as TE keeps its fp8_metas: `state` holds the five
 // scales (Q, K, V, S, O at floats 0–4) and, from float STATE_RINGS on, one ring of `len` amax values
@@ -196,15 +169,6 @@ extern "C" __global__ void attnlab_fp8_current_scales(float* blocks, float fp8_m
     block[SLOT(DESCALE_S)] = 1.0f / fp8_max;
     block[SLOT(SCALE_O)] = scales[2];
   }
-}
-
-// Two e4m3 codes (the low byte first) → two exact halves by the hardware conversion (sm_89+), then
-// floats: every e4m3fn value (subnormals and NaN included) is exact in f16, so nothing rounds here.
-__device__ __forceinline__ void e4m3x2_to_float2(unsigned short codes, float& lo, float& hi) {
-  unsigned halves;
-  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(halves) : "h"(codes));
-  asm("cvt.f32.f16 %0, %1;" : "=f"(lo) : "h"((unsigned short)(halves & 0xffffu)));
-  asm("cvt.f32.f16 %0, %1;" : "=f"(hi) : "h"((unsigned short)(halves >> 16)));
 }
 
 __device__ __forceinline__ uint4 dequantise8(const uint2 raw, const float inverse) {

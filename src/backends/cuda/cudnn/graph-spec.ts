@@ -6,7 +6,7 @@
  */
 
 /** The cuDNN data types a graph here uses. */
-export type GraphDType = 'float' | 'half' | 'bfloat16' | 'int32' | 'boolean' | 'fp8_e4m3';
+export type GraphDType = 'float' | 'half' | 'bfloat16' | 'int32' | 'boolean' | 'fp8_e4m3' | 'fp8_e5m2';
 
 export interface TensorSpec {
   readonly uid: number;

@@ -22,6 +22,7 @@ const DATA_TYPES: Record<GraphDType, number> = {
   int32: DATA_TYPE.INT32,
   boolean: DATA_TYPE.BOOLEAN,
   fp8_e4m3: DATA_TYPE.FP8_E4M3,
+  fp8_e5m2: DATA_TYPE.FP8_E5M2,
 };
 
 const MODES: Record<PointwiseMode, number> = {

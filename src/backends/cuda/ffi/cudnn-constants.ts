@@ -126,6 +126,8 @@ export const DATA_TYPE = {
   BOOLEAN: 11,
   /** FP8 with 4 exponent and 3 mantissa bits (the FP8 SDPA graph's Q, K, V, P and O). */
   FP8_E4M3: 12,
+  /** FP8 with 5 exponent and 2 mantissa bits (the FP8 backward graph's gradients under HYBRID). */
+  FP8_E5M2: 13,
 } as const;
 
 /** cudnnPointwiseMode_t (sparse: families start at 0, 100, 200, 300, 400, 500, 600). */

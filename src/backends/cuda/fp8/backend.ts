@@ -15,7 +15,13 @@ export const cudnnFp8Backend: Fp8Backend = {
   run(p) {
     const { dtype8, keepFp8Output } = p;
     if (p.scaling.kind === 'current') {
-      const result = runCudaFp8({ problem: p, dtype8, scaling: { kind: 'current' }, keepFp8Output });
+      const result = runCudaFp8({
+        problem: p,
+        dtype8,
+        scaling: { kind: 'current' },
+        keepFp8Output,
+        keepResiduals: p.keepResiduals,
+      });
       p.state.countStep();
       return result;
     }
@@ -27,6 +33,7 @@ export const cudnnFp8Backend: Fp8Backend = {
       dtype8,
       scaling: { kind: 'delayed', state, margin, mostRecent },
       keepFp8Output,
+      keepResiduals: p.keepResiduals,
     });
     p.state.deviceStepEnqueued();
     return result;

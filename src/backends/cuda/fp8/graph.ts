@@ -38,6 +38,11 @@ export const SCALAR_BLOCK_BYTES = 14 * 16;
 export interface Fp8GraphFeatures extends ProblemSize {
   readonly causal: boolean;
   readonly padding: boolean;
+  /**
+   * Write the softmax statistics (log-sum-exp, float32 (B,N,T)) to memory, for the FP8 backward;
+   * otherwise they stay virtual (the branch itself is required by the engine either way).
+   */
+  readonly stats?: boolean;
 }
 
 export function fp8GraphFeatures(p: AttentionProblem): Fp8GraphFeatures {
@@ -45,9 +50,23 @@ export function fp8GraphFeatures(p: AttentionProblem): Fp8GraphFeatures {
   return { B, T, S, N, K, H, causal, padding: p.querySeqLengths !== null || p.keyValueSeqLengths !== null };
 }
 
-/** What each non-virtual uid is bound to at execute time. */
+/** Device tensors of the FP8 graphs (forward and backward), by what they hold. */
+export type Fp8MemoryRole =
+  | 'q8'
+  | 'k8'
+  | 'v8'
+  | 'o8'
+  | 'stats'
+  | 'seqLenQ'
+  | 'seqLenKv'
+  | 'dO8'
+  | 'dQ8'
+  | 'dK8'
+  | 'dV8';
+
+/** What each non-virtual uid is bound to at execute time; a scalar's slot is in its graph's block. */
 export type Fp8Role =
-  | { readonly kind: 'q8' | 'k8' | 'v8' | 'o8' | 'seqLenQ' | 'seqLenKv' }
+  | { readonly kind: Fp8MemoryRole }
   | { readonly kind: 'scalar'; readonly slot: number }
   | { readonly kind: 'attnScale' }
   | { readonly kind: 'negativeInfinity' };
@@ -91,6 +110,7 @@ export function buildFp8Graph(f: Fp8GraphFeatures, options: Fp8GraphOptions = {}
     k8: 'key',
     v8: 'value',
     o8: 'output',
+    stats: 'stats',
     seqLenQ: 'seqLenQ',
     seqLenKv: 'seqLenKv',
   } as const;
@@ -98,7 +118,7 @@ export function buildFp8Graph(f: Fp8GraphFeatures, options: Fp8GraphOptions = {}
     name: string,
     dims: number[],
     strides: number[],
-    role: Fp8Role & { kind: keyof typeof nearest },
+    role: { readonly kind: keyof typeof nearest },
     dtype: GraphDType = 'fp8_e4m3',
   ) => {
     const uid = g.io(name, dtype, dims, strides, { kind: nearest[role.kind] });
@@ -195,7 +215,8 @@ export function buildFp8Graph(f: Fp8GraphFeatures, options: Fp8GraphOptions = {}
   g.op({ kind: 'reduction', operator: 'add', x: exp, y: sum });
   const logSum = row('log_sum_exp');
   g.op({ kind: 'pointwise', mode: 'log', precision: 'float', x: sum, y: logSum });
-  g.op({ kind: 'pointwise', mode: 'add', precision: 'float', x: max, b: logSum, y: row('Stats') });
+  const stats = f.stats ? io('Stats', rowDims, rowStrides, { kind: 'stats' }, 'float') : row('Stats');
+  g.op({ kind: 'pointwise', mode: 'add', precision: 'float', x: max, b: logSum, y: stats });
   const p = pointwise('P', 'div', 'float', exp, sum);
 
   // 5. amax of P, then P8 = e4m3(P · scale_s) feeds the second FP8 matmul.

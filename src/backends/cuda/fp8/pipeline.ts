@@ -47,6 +47,8 @@ export interface StepBuffers {
   readonly quantised: readonly [bigint, bigint, bigint];
   readonly o8: bigint;
   readonly output: bigint;
+  /** Float32 (B,N,T) log-sum-exp when the plan writes it (a residual of the FP8 backward): B·N·T rows. */
+  readonly stats?: { readonly ptr: bigint; readonly rows: number };
   readonly blocks: bigint;
   /** Sequence lengths per batch element (int32), when the problem has padding. */
   readonly lengths: readonly [bigint, bigint] | null;
@@ -100,6 +102,7 @@ export function enqueueChunks(plan: Fp8Plan, buffers: StepBuffers, chunks: numbe
           k8: offset(buffers.quantised[1], kv, c, 1),
           v8: offset(buffers.quantised[2], kv, c, 1),
           o8: offset(buffers.o8, q, c, 1),
+          stats: buffers.stats && offset(buffers.stats.ptr, buffers.stats.rows / chunks, c, 4),
           scalarBlock: block,
           seqLenQ: buffers.lengths?.[0] && offset(buffers.lengths[0], buffers.batch / chunks, c, 4),
           seqLenKv: buffers.lengths?.[1] && offset(buffers.lengths[1], buffers.batch / chunks, c, 4),

@@ -11,7 +11,13 @@ import { cachedVariantPack, workspacePointer } from '../cudnn/execute.js';
 import { buildPlanForSpec, type ExecutionPlan, kernelNameFromJson, serializePlan } from '../cudnn/plan.js';
 import { versionText } from '../cudnn/plan-cache.js';
 import { allocHostScalars, check, cudnnHandle, loadCudnn } from '../ffi/cudnn.js';
-import { buildFp8Graph, type Fp8Graph, type Fp8GraphFeatures, type Fp8Role } from './graph.js';
+import {
+  buildFp8Graph,
+  type Fp8Graph,
+  type Fp8GraphFeatures,
+  type Fp8MemoryRole,
+  type Fp8Role,
+} from './graph.js';
 
 export interface Fp8Plan {
   readonly graph: Fp8Graph;
@@ -38,14 +44,21 @@ const plans = new Map<string, Fp8Plan>();
 
 /** The plan for `f`, built on first use; throws UnsupportedError when no cuDNN engine runs it. */
 export function fp8Plan(f: Fp8GraphFeatures): Fp8Plan {
+  return fp8PlanFor(`forward ${JSON.stringify(f)}`, 'fp8', () => buildFp8Graph(f));
+}
+
+/**
+ * The plan of an FP8 graph (forward or backward), cached under `key`; `label` names the graph in
+ * the variant ("fp8", "fp8 backward").
+ */
+export function fp8PlanFor(key: string, label: string, build: () => Fp8Graph): Fp8Plan {
   const env = cudnnEnvironment();
-  if (!env.ok) throw new UnsupportedError('cudnn-fp8', env.reason);
-  const key = JSON.stringify(f);
+  if (!env.ok) throw new UnsupportedError(`cudnn-${label.replace(' ', '-')}`, env.reason);
   const known = plans.get(key);
   if (known) return known;
   const started = performance.now();
   const handle = cudnnHandle();
-  const graph = buildFp8Graph(f);
+  const graph = build();
   // The graph's descriptors stay alive with the plan (for the process), as cudnn-frontend keeps them.
   const { plan } = buildPlanForSpec(graph.spec, handle);
   const kernel = kernelNameFromJson(serializePlan(plan.plan)) ?? 'kernel name not in plan';
@@ -65,7 +78,7 @@ export function fp8Plan(f: Fp8GraphFeatures): Fp8Plan {
   const entry: Fp8Plan = {
     graph,
     plan,
-    variant: `cudnn ${versionText(env.env.version)} fp8 engine ${plan.engine} ${kernel}`,
+    variant: `cudnn ${versionText(env.env.version)} ${label} engine ${plan.engine} ${kernel}`,
     uids: BigInt64Array.from(nonVirtual, (t) => BigInt(t.uid)),
     pointers: new BigUint64Array(nonVirtual.length),
     roles,
@@ -78,16 +91,12 @@ export function fp8Plan(f: Fp8GraphFeatures): Fp8Plan {
   return entry;
 }
 
-/** Device pointers of one call. */
-export interface Fp8Pointers {
-  readonly q8: bigint;
-  readonly k8: bigint;
-  readonly v8: bigint;
-  readonly o8: bigint;
-  readonly scalarBlock: bigint;
-  readonly seqLenQ?: bigint;
-  readonly seqLenKv?: bigint;
-}
+/**
+ * Device pointers of one call: each memory role the graph has (the forward's Q8, K8, V8, O8, the
+ * statistics when kept, lengths when padded; the backward's dO8, dQ8, dK8, dV8 too), and the scalar
+ * block its scalar slots are offsets into.
+ */
+export type Fp8Pointers = { readonly [role in Fp8MemoryRole]?: bigint } & { readonly scalarBlock: bigint };
 
 /** Enqueues the plan on attnlab's stream (cuDNN's handle is bound to it); nothing waits. */
 export function executeFp8Plan(entry: Fp8Plan, pointers: Fp8Pointers, attnScale: number): void {
@@ -120,7 +129,7 @@ export function executeFp8Plan(entry: Fp8Plan, pointers: Fp8Pointers, attnScale:
     workspacePointer(entry.plan.workspaceBytes),
   );
   check(
-    'cudnnBackendExecute (FP8 SDPA)',
+    `cudnnBackendExecute (FP8 SDPA${entry.variant.includes('backward') ? ' backward' : ''})`,
     loadCudnn().fn.cudnnBackendExecute(cudnnHandle(), entry.plan.plan, pack),
   );
 }

@@ -17,7 +17,7 @@ import { InvalidArgumentError } from '../../../errors.js';
 import { type Fp8DType, fp8Max } from '../../../tensor/dtype.js';
 import type { DeviceBuffer } from '../../../tensor/storage.js';
 import { Tensor } from '../../../tensor/tensor.js';
-import type { Fp8StepOutput, Fp8StepReport } from '../../fp8-backend.js';
+import type { Fp8Residuals, Fp8StepOutput, Fp8StepReport } from '../../fp8-backend.js';
 import type { PerTensor } from '../../fp8-problem.js';
 import type { AttentionProblem } from '../../problem.js';
 import { getCudaContext } from '../context.js';
@@ -53,6 +53,8 @@ export interface CudaFp8Request {
   readonly keepFp8Output: boolean;
   /** Batch chunks to pipeline (a divisor of B); pipelineChunks(problem) when not given. */
   readonly chunks?: number;
+  /** Keep Q8, K8, V8, O8 and the log-sum-exp for the FP8 backward (result.residuals). */
+  readonly keepResiduals?: boolean;
 }
 
 /** What runCudaFp8 returns: the FP8 step's output (the report read back on first use). */
@@ -154,7 +156,8 @@ export function runCudaFp8(request: CudaFp8Request): CudaFp8Result {
   if (!Number.isInteger(chunks) || chunks < 1 || B % chunks !== 0) {
     throw new InvalidArgumentError('chunks', `a whole number that divides the batch B=${B}`, String(chunks));
   }
-  const plan = fp8Plan({ ...fp8GraphFeatures(p), B: B / chunks });
+  const keepResiduals = request.keepResiduals ?? false;
+  const plan = fp8Plan({ ...fp8GraphFeatures(p), B: B / chunks, stats: keepResiduals });
   const [queryElements, keyValueElements] = [B * T * N * H, B * S * K * H];
   const blockBytes = chunks * SCALAR_BLOCK_BYTES;
   const scalars = stepScalars(blockBytes);
@@ -164,6 +167,7 @@ export function runCudaFp8(request: CudaFp8Request): CudaFp8Result {
   const v8 = allocDevice(keyValueElements);
   const o8 = allocDevice(queryElements);
   const output = allocDevice(queryElements * 2);
+  const stats = keepResiduals ? allocDevice(B * N * T * 4) : null;
   const lengths = [p.querySeqLengths, p.keyValueSeqLengths].some((l) => l !== null)
     ? [sequenceLengthsBuffer(p.querySeqLengths, B, T), sequenceLengthsBuffer(p.keyValueSeqLengths, B, S)]
     : null;
@@ -187,6 +191,7 @@ export function runCudaFp8(request: CudaFp8Request): CudaFp8Result {
         quantised,
         o8: o8.ptr,
         output: output.ptr,
+        stats: stats ? { ptr: stats.ptr, rows: B * N * T } : undefined,
         blocks: scalars.ptr,
         lengths: lengths && [lengths[0].ptr, lengths[1].ptr],
         batch: B,
@@ -219,11 +224,11 @@ export function runCudaFp8(request: CudaFp8Request): CudaFp8Result {
     }
     cu().cuMemcpyDtoDAsync_v2(block.ptr, scalars.ptr, blockBytes, getCudaContext().stream);
   } catch (error) {
-    for (const buffer of [output, o8, block]) buffer.release();
+    for (const buffer of [output, o8, block, ...(stats ? [q8, k8, v8, stats] : [])]) buffer.release();
     throw error;
   } finally {
     // The pool is stream-ordered: a later user of these blocks runs after this step's kernels.
-    for (const buffer of [q8, k8, v8, ...(lengths ?? [])]) buffer.release();
+    for (const buffer of [...(keepResiduals ? [] : [q8, k8, v8]), ...(lengths ?? [])]) buffer.release();
   }
   const report = new BlockReport(block, chunks);
   let output8: CudaFp8Result['output8'];
@@ -235,8 +240,19 @@ export function runCudaFp8(request: CudaFp8Request): CudaFp8Result {
         return 1 / report.scales.o;
       },
     };
-  else o8.release();
+  const residuals: Fp8Residuals | undefined = stats
+    ? {
+        q8: Tensor.fromDeviceBuffer(q8, [B, T, N, H], request.dtype8),
+        k8: Tensor.fromDeviceBuffer(k8, [B, S, K, H], request.dtype8),
+        v8: Tensor.fromDeviceBuffer(v8, [B, S, K, H], request.dtype8),
+        // O8 serves the caller's output8 and the backward alike: the same codes.
+        o8: output8 ? output8.tensor : Tensor.fromDeviceBuffer(o8, [B, T, N, H], request.dtype8),
+        logSumExp: Tensor.fromDeviceBuffer(stats, [B, N, T], 'float32'),
+      }
+    : undefined;
+  if (!output8 && !residuals) o8.release();
   return {
+    residuals,
     output: Tensor.fromDeviceBuffer(output, [B, T, N, H], 'bfloat16'),
     output8,
     report,
