@@ -17,7 +17,7 @@
 #define VEC 8
 #define THREADS 256
 
-#include "fp8_codec.cuh"
+#include "fp8/fp8_codec.cuh"
 
 __device__ __forceinline__ unsigned short fp8x2(float lo, float hi, int e5m2) {
   return e5m2 ? e5m2x2(lo, hi) : e4m3x2(lo, hi);

@@ -31,7 +31,7 @@
 #define VEC 8
 #define THREADS 256
 
-#include "fp8_codec.cuh"
+#include "fp8/fp8_codec.cuh"
 
 // Delayed scaling with its state on the device, as TE keeps its fp8_metas: `state` holds the five
 // scales (Q, K, V, S, O at floats 0–4) and, from float STATE_RINGS on, one ring of `len` amax values
