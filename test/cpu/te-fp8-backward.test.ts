@@ -29,7 +29,7 @@ const v = randomNormal([B, T, K, H], { seed: 13, dtype: 'bfloat16' });
 const dO = randomNormal([B, T, N, H], { seed: 14, dtype: 'bfloat16' });
 const config = { headDim: H, numAttentionHeads: N, numGqaGroups: K };
 
-export function relativeError(got: Tensor, want: Tensor): number {
+function relativeError(got: Tensor, want: Tensor): number {
   const [a, b] = [got.toFloat64Array(), want.toFloat64Array()];
   let [err, norm] = [0, 0];
   for (let i = 0; i < a.length; i++) {
