@@ -49,16 +49,15 @@ export const HOPPER_THREADS = 384;
 const BLOCK_N: Record<HopperVariant['headDim'], number> = { 64: 192, 128: 128, 256: 80 };
 
 /**
- * Whether sm_90a runs the Hopper kernel when ATTNLAB_FLASH_KERNEL is unset. Off until every GPU
- * suite has passed with it on. Session 5's first run (9608093, forced on) failed 8 of 597: the
- * ATTNLAB_FLASH_TILES cases (now mma.sync, as they ask) and a NaN value behind the causal diagonal
- * leaking through P·V (now recomputed in the epilogue). Call 2 (eca561b, on by default): flash-hopper
- * 74/74 (also under compute-sanitizer memcheck, 0 errors), nan 145/145, backward 77/77, decode 32/32;
- * flash.test.ts did not finish inside its 170 s limit (it took 186 s in call 1), so it is unverified
- * with the wider coverage. Flip to true once `test/gpu/flash.test.ts` passes with it on
- * (bench/results/2026-12-01-s5-hopper/README.md).
+ * Whether sm_90a runs the Hopper kernel when ATTNLAB_FLASH_KERNEL is unset: yes, since every GPU
+ * suite has passed with it on. Session 5 (eca561b): flash-hopper 74/74 (and under compute-sanitizer
+ * memcheck, 0 errors), nan 145/145, backward 77/77, decode 32/32. Session 6, the lead's first call
+ * (scripts/gpu-verify.sh at 2c20ccb): test/gpu/flash.test.ts with ATTNLAB_FLASH_KERNEL=wgmma
+ * bf16 78/0, fp16 78/0, other tile configurations 23/0; racecheck and synccheck on the kernel 0
+ * hazards. With `implementation` unset the measured dispatch table (dispatch-table.ts) still
+ * decides per case between flash and cudnn; ATTNLAB_FLASH_KERNEL=mma keeps every case on mma.sync.
  */
-export const HOPPER_BY_DEFAULT = false;
+export const HOPPER_BY_DEFAULT = true;
 
 /**
  * The Hopper variant for `p` on target `arch`, or why the mma.sync kernel runs it instead.
