@@ -13,7 +13,7 @@ step() { local name=$1 limit=$2; shift 2; local t0=$SECONDS
   summary+=("$(printf '%-10s rc=%-3s %4ss' "$name" "$rc" "$((SECONDS - t0))")"); }
 for s in $steps; do case $s in
   build) step build 120 nvcc -O2 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I src/kernels -Xptxas -v \
-      -o "$bin" bench/hopper/harness.cu -lcuda ;;
+      -o "$bin" bench/hopper/harness.cu ;;
   sass) step sass 60 bash -c "cuobjdump --dump-sass '$bin' | grep -oE 'HGMMA[.A-Z0-9x]*|UTMALDG[.A-Z0-9]*|USETMAXREG[.A-Z0-9]*|SYNCS[.A-Z0-9]*|HMMA[.A-Z0-9]*' | sort | uniq -c" ;;
   check) step check 150 "$bin" check ;;
   sanitize) for tool in memcheck racecheck synccheck; do

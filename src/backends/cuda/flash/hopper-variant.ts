@@ -11,12 +11,20 @@
  * (3 boxes), H and Hv of different box counts (e.g. 192/128), paged or packed KV (decode kernel),
  * and any explicit ATTNLAB_FLASH_TILES choice (mma.sync tiles).
  *
- * Tiles: 128 query rows per block (two consumer warpgroups of 64) and BN keys per K/V tile, two
- * stages. Harness timings on the H200 (B=4, T=S=8192, N=16, bf16; bench/notes/hopper-kernel.md,
- * run 1), non-causal / causal TFLOP/s:
+ * Tiles: 64 query rows per consumer warpgroup (two: 128 rows, three: 192), BN keys per K/V tile, two
+ * stages, the consumers' GEMMs ping-ponged (FlashAttention-3's schedule: named barriers give the
+ * tensor cores to one warpgroup while another runs its softmax). Session 4's harness timings on the
+ * H200 without ping-pong (B=4, T=S=8192, N=16, bf16; bench/notes/hopper-kernel.md, run 1),
+ * non-causal / causal TFLOP/s:
  *   D=64:  BN=192 365 / 330 against BN=128 334 / 294;
  *   D=128: BN=128 601 / 560 against BN=176 590 / 517 and 561 / 482 without the overlap;
  *   D=256: BN=80  717 / 610 against BN=64  612 / 534.
+ * Session 6, the same run (bench/results/2026-12-01-s6-hopper; harness timings settled, library
+ * through `attnlab`'s bench settling):
+ *   D=64:  three consumers + ping-pong, harness 465 / 405 against 392 / 356 for session 5's BN=192
+ *          kernel (424 / 384 with three consumers alone); library 485 / 412 (cudnn 458 / 422);
+ *   D=128: ping-pong 575 / 518 against 572 / 512 (+0.5 / +1%); library 595 / 533 (cudnn 607 / 546);
+ *   D=256: ping-pong 629 / 576 against 595 / 557 (+6 / +3%); library 667 / 614 (cudnn 655 / 609).
  */
 import { config } from '../../../config.js';
 import type { AttentionProblem } from '../../problem.js';
@@ -40,13 +48,33 @@ export interface HopperVariant {
   readonly stages: 2;
   /** FlashAttention-3's intra-warpgroup overlap of Q·K_{j+1}ᵀ with the softmax of tile j. */
   readonly overlap: boolean;
+  /** Consumer warpgroups of 64 query rows each: the block holds 64·consumers rows. */
+  readonly consumers: 2 | 3;
+  /** The consumers issue their GEMMs in turn (FlashAttention-3's ping-pong). */
+  readonly pingpong: boolean;
 }
 
-/** The Hopper kernel's query rows per block and threads (one producer and two consumer warpgroups). */
-export const HOPPER_BLOCK_M = 128;
-export const HOPPER_THREADS = 384;
+/** Query rows per block: 64 per consumer warpgroup. */
+export function hopperBlockM(v: HopperVariant): number {
+  return 64 * v.consumers;
+}
+/** Threads per block: the producer warpgroup and the consumers, 128 each. */
+export function hopperThreads(v: HopperVariant): number {
+  return 128 * (v.consumers + 1);
+}
 
-const BLOCK_N: Record<HopperVariant['headDim'], number> = { 64: 192, 128: 128, 256: 80 };
+/**
+ * Tiles per kernel head dim. D=64 takes three consumers (192 rows per K/V tile: its exponentials
+ * take as long as its GEMMs, so a third warpgroup keeps the tensor cores fed; +19% with ping-pong in
+ * the harness) at BN=128, the largest tile whose registers fit the 160 per thread that three
+ * consumers get (BN=144 spills 96 bytes, ptxas). Three K/V stages measured +3% more at D=64
+ * non-causal in the harness (478 vs 465) and nothing causal; not yet through the library's tests.
+ */
+const TILES: Record<HopperVariant['headDim'], { blockN: number; consumers: 2 | 3 }> = {
+  64: { blockN: 128, consumers: 3 },
+  128: { blockN: 128, consumers: 2 },
+  256: { blockN: 80, consumers: 2 },
+};
 
 /**
  * Whether sm_90a runs the Hopper kernel when ATTNLAB_FLASH_KERNEL is unset: yes, since every GPU
@@ -88,9 +116,11 @@ export function hopperVariant(
       arch: 'sm_90a',
       dtype: p.dtype,
       headDim,
-      blockN: BLOCK_N[headDim],
+      blockN: TILES[headDim].blockN,
       stages: 2,
       overlap: true,
+      consumers: TILES[headDim].consumers,
+      pingpong: true,
       bias: p.bias ? (p.bias.tensor.dtype as FlashBiasType) : 'none',
       mask: p.mask !== null,
     },
@@ -117,10 +147,14 @@ function hopperHeadDim(H: number, Hv: number): HopperVariant['headDim'] | string
   return D;
 }
 
-/** e.g. `flash-fwd.sm_90a.bf16.d128.128x128x3wg.wgmma`, `….128x128x3wg.bias-f32.mask.wgmma`. */
+/**
+ * e.g. `flash-fwd.sm_90a.bf16.d128.128x128x3wg.pp.wgmma`, `….d64.192x128x4wg.pp.bias-f32.mask.wgmma`:
+ * rows × keys per tile × warpgroups (the producer included), `.pp` for ping-pong.
+ */
 export function hopperVariantKey(v: HopperVariant): string {
   const dtype = v.dtype === 'float16' ? 'f16' : 'bf16';
-  const tiles = `${HOPPER_BLOCK_M}x${v.blockN}x3wg${v.overlap ? '' : '.serial'}`;
+  const schedule = `${v.overlap ? '' : '.serial'}${v.pingpong ? '.pp' : ''}`;
+  const tiles = `${hopperBlockM(v)}x${v.blockN}x${v.consumers + 1}wg${schedule}`;
   const parts = ['flash-fwd', v.arch, dtype, `d${v.headDim}`, tiles];
   if (v.bias !== 'none') parts.push(`bias-${{ float32: 'f32', bfloat16: 'bf16', float16: 'f16' }[v.bias]}`);
   if (v.mask) parts.push('mask');
@@ -131,7 +165,7 @@ export function hopperVariantKey(v: HopperVariant): string {
 /** Dynamic shared memory: alignment slack, Q, STAGES K and V tiles, the mbarriers (hopper_smem_bytes). */
 export function hopperSharedBytes(v: HopperVariant): number {
   return (
-    1024 + HOPPER_BLOCK_M * v.headDim * 2 + 2 * v.stages * v.blockN * v.headDim * 2 + 8 * (1 + 4 * v.stages)
+    1024 + hopperBlockM(v) * v.headDim * 2 + 2 * v.stages * v.blockN * v.headDim * 2 + 8 * (1 + 4 * v.stages)
   );
 }
 
@@ -145,6 +179,8 @@ export function hopperDefines(v: HopperVariant): Record<string, number> {
     HOPPER_OVERLAP: v.overlap ? 1 : 0,
     HOPPER_BIAS: FLASH_BIAS_CODES[v.bias],
     HOPPER_MASK: v.mask ? 1 : 0,
+    HOPPER_CONSUMERS: v.consumers,
+    HOPPER_PINGPONG: v.pingpong ? 1 : 0,
   };
 }
 

@@ -12,12 +12,12 @@ import { loadKernels } from '../compile.js';
 import { encodeTiledMap } from '../ffi/tensor-map.js';
 import { type KernelArg, launchKernel, type ScalarType, structLayout } from '../launch.js';
 import {
-  HOPPER_BLOCK_M,
   HOPPER_KERNEL,
-  HOPPER_THREADS,
   type HopperVariant,
+  hopperBlockM,
   hopperDefines,
   hopperSharedBytes,
+  hopperThreads,
 } from './hopper-variant.js';
 import { buildFlashParams, type FlashPointers, marshalFlashParams } from './params.js';
 
@@ -26,7 +26,8 @@ export const HOPPER_PARAMS_BYTES = 704;
 
 /**
  * The three tensor maps of `p` for `v`: (dim, rows, heads, batch) with byte strides of a row, a
- * head and a batch (the layouts buildFlashParams states), boxes of 64 × rows × 1 × 1.
+ * head and a batch (the layouts buildFlashParams states), boxes of 64 × rows × 1 × 1 (Q: the block's
+ * query rows, K and V: BN keys).
  */
 export function hopperTensorMaps(p: AttentionProblem, v: HopperVariant, q: bigint, k: bigint, val: bigint) {
   const map = (address: bigint, rows: number, heads: number, dim: number, boxRows: number) =>
@@ -38,7 +39,7 @@ export function hopperTensorMaps(p: AttentionProblem, v: HopperVariant, q: bigin
       box: [64, boxRows, 1, 1],
     });
   return [
-    map(q, p.T, p.N, p.H, HOPPER_BLOCK_M),
+    map(q, p.T, p.N, p.H, hopperBlockM(v)),
     map(k, p.S, p.K, p.H, v.blockN),
     map(val, p.S, p.K, p.Hv, v.blockN),
   ] as const;
@@ -73,8 +74,8 @@ export function launchHopper(p: AttentionProblem, v: HopperVariant, pointers: Fl
     fn,
     {
       // x: query blocks (visited last-first), y: batch × head, as the mma.sync kernel (schedule.cuh).
-      grid: [Math.ceil(p.T / HOPPER_BLOCK_M), p.B * p.N, 1],
-      block: [HOPPER_THREADS, 1, 1],
+      grid: [Math.ceil(p.T / hopperBlockM(v)), p.B * p.N, 1],
+      block: [hopperThreads(v), 1, 1],
       sharedBytes: hopperSharedBytes(v),
     },
     [params],

@@ -1,0 +1,154 @@
+// The Hopper kernel's configuration and the steps its warpgroups take (hopper_fwd.cu runs them):
+// the tile shapes and register split, the mbarrier ring, the wgmma chains of Q·Kᵀ and P·V, the
+// conversion of S to P's A fragments, the zeroing of padded V rows and the epilogue.
+#pragma once
+#include "flash/epilogue.cuh"
+#include "flash/mask.cuh"
+#include "flash/schedule.cuh"
+#include "hopper/softmax.cuh"
+#include "hopper/wgmma.cuh"
+
+template <int D_, int BN_, int STAGES_, bool FP16_, bool OVERLAP_, int BIAS_ = 0, bool MASK_ = false,
+          int CONSUMERS_ = 2, bool PINGPONG_ = false>
+struct HopperConfig {
+  static constexpr int D = D_, BN = BN_, STAGES = STAGES_;
+  static constexpr bool FP16 = FP16_, OVERLAP = OVERLAP_;
+  static constexpr int BIAS = BIAS_;  // 0 none, else the bias element type (flash/params.cuh)
+  static constexpr bool MASK = MASK_;
+  // Consumer warpgroups of 64 query rows each (2: 128 rows, 3: 192 rows), plus the producer.
+  static constexpr int CONSUMERS = CONSUMERS_, BM = 64 * CONSUMERS_;
+  static constexpr int THREADS = 128 * (CONSUMERS_ + 1);
+  // Registers per thread after setmaxnreg: the producer keeps 24, the consumers share the rest of
+  // the 64K-register file (2: 24 + 2·240 = 504 of 512 per thread slot; 3: 24 + 3·160 = 504).
+  static constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = CONSUMERS_ == 2 ? 240 : 160;
+  // FlashAttention-3's ping-pong: the consumers issue their GEMMs in turn (named barriers 2, 3, …),
+  // so one warpgroup's softmax runs while another's multiplies occupy the tensor cores.
+  static constexpr bool PINGPONG = PINGPONG_;
+  static_assert(CONSUMERS == 2 || CONSUMERS == 3, "two or three consumer warpgroups");
+  static_assert(!PINGPONG || OVERLAP, "ping-pong is scheduled on the overlapped loop");
+  static constexpr int BOXES = D / 64;                      // 64-column TMA boxes per row
+  static constexpr u32 Q_BYTES = BM * D * 2;
+  static constexpr u32 KV_BYTES = BN * D * 2;
+  static constexpr u32 Q_BOX = BM * 128, KV_BOX = BN * 128;  // bytes of one box
+  static constexpr int NT = BN / 8, DT = D / 8;
+  static_assert(D % 64 == 0 && BN % 16 == 0 && BN <= 256, "tile shape");
+  static_assert(KV_BOX % 1024 == 0, "each box must start on a 1024-byte swizzle atom");
+};
+
+// Shared memory of one block: 1024 bytes of slack to align the tiles, the tiles, the barriers.
+template <class C>
+constexpr u32 hopper_smem_bytes() {
+  return 1024 + C::Q_BYTES + 2 * C::STAGES * C::KV_BYTES + 8 * (1 + 4 * C::STAGES);
+}
+
+// The N = BN (Q·Kᵀ) and N = D (P·V) wgmma shapes.
+template <class C>
+__device__ __forceinline__ void qk_step(float (&s)[C::NT][4], u64 a, u64 b, int acc) {
+  if constexpr (C::BN == 64) wgmma_ss_n64<C::FP16>(s, a, b, acc);
+  else if constexpr (C::BN == 80) wgmma_ss_n80<C::FP16>(s, a, b, acc);
+  else if constexpr (C::BN == 96) wgmma_ss_n96<C::FP16>(s, a, b, acc);
+  else if constexpr (C::BN == 128) wgmma_ss_n128<C::FP16>(s, a, b, acc);
+  else if constexpr (C::BN == 144) wgmma_ss_n144<C::FP16>(s, a, b, acc);
+  else if constexpr (C::BN == 160) wgmma_ss_n160<C::FP16>(s, a, b, acc);
+  else if constexpr (C::BN == 176) wgmma_ss_n176<C::FP16>(s, a, b, acc);
+  else if constexpr (C::BN == 192) wgmma_ss_n192<C::FP16>(s, a, b, acc);
+  else wgmma_ss_n256<C::FP16>(s, a, b, acc);
+}
+template <class C>
+__device__ __forceinline__ void pv_step(float (&o)[C::DT][4], const u32 (&a)[4], u64 b) {
+  if constexpr (C::D == 64) wgmma_rs_n64<C::FP16>(o, a, b);
+  else if constexpr (C::D == 128) wgmma_rs_n128<C::FP16>(o, a, b);
+  else wgmma_rs_n256<C::FP16>(o, a, b);
+}
+
+// Barrier addresses: q_full, then per stage k_full, k_empty, v_full, v_empty.
+struct Barriers {
+  u32 base;
+  __device__ __forceinline__ u32 q_full() const { return base; }
+  __device__ __forceinline__ u32 k_full(int s) const { return base + 8 + 32 * s; }
+  __device__ __forceinline__ u32 k_empty(int s) const { return base + 16 + 32 * s; }
+  __device__ __forceinline__ u32 v_full(int s) const { return base + 24 + 32 * s; }
+  __device__ __forceinline__ u32 v_empty(int s) const { return base + 32 + 32 * s; }
+};
+
+// Zeroes V rows [kv_len, S) of the tile at key n0 (real memory of a padded batch; rows past S are
+// TMA's zeros already). The consumer warpgroups share the work and meet at named barrier 1; only the
+// first tile a block visits can hold such rows (n_hi ≤ kv_len), so this runs once per block at most.
+template <class C>
+__device__ __forceinline__ void zero_padded_values(const FlashParams& p, const TileWork& w, u32 v_tile, int n0,
+                                                   int consumer_thread) {
+  const int lo = imax(w.s_len - n0, 0);
+  const int hi = imin(C::BN, p.S - n0);
+  if (lo >= hi) return;  // uniform over both warpgroups: the same tile, the same lengths
+  const int chunks = (hi - lo) * 8;  // 16-byte chunks per box (a swizzle only permutes within a row)
+  for (int i = consumer_thread; i < chunks * C::BOXES; i += 128 * C::CONSUMERS) {
+    const int box = i / chunks, r = lo + (i % chunks) / 8, c = i % 8;
+    st_shared_zero16(v_tile + box * C::KV_BOX + r * 128 + c * 16);
+  }
+  fence_proxy_async();
+  named_barrier_sync(1, 128 * C::CONSUMERS);
+}
+
+template <class C>
+__device__ __forceinline__ void qk_issue(float (&s)[C::NT][4], u32 q_rows, u32 k_tile) {
+#pragma unroll
+  for (int k = 0; k < C::D / 16; ++k) {
+    const u32 col = (k % 4) * 32, box = k / 4;
+    qk_step<C>(s, sw128_desc(q_rows + box * C::Q_BOX + col, 16, 1024),
+               sw128_desc(k_tile + box * C::KV_BOX + col, 16, 1024), k > 0);
+  }
+}
+template <class C>
+__device__ __forceinline__ void pv_issue(float (&o)[C::DT][4], const u32 (&pa)[C::BN / 16][4], u32 v_tile) {
+#pragma unroll
+  for (int kk = 0; kk < C::BN / 16; ++kk) pv_step<C>(o, pa[kk], sw128_desc(v_tile + kk * 2048, C::KV_BOX, 1024));
+}
+template <class C>
+__device__ __forceinline__ void to_a_fragments(u32 (&pa)[C::BN / 16][4], const float (&s)[C::NT][4]) {
+#pragma unroll
+  for (int kk = 0; kk < C::BN / 16; ++kk) {
+    pa[kk][0] = pack2<C::FP16>(s[2 * kk][0], s[2 * kk][1]);
+    pa[kk][1] = pack2<C::FP16>(s[2 * kk][2], s[2 * kk][3]);
+    pa[kk][2] = pack2<C::FP16>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    pa[kk][3] = pack2<C::FP16>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+  }
+}
+template <int KS>
+__device__ __forceinline__ void keep_fragments(u32 (&pa)[KS][4]) {
+#pragma unroll
+  for (int kk = 0; kk < KS; ++kk)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) asm volatile("" : "+r"(pa[kk][c])::"memory");
+}
+
+// Writes the consumer's rows: O·(1/l) (zeros for rows past the batch's length or that saw no key)
+// and the log-sum-exp. Straight from the accumulators: per 8 columns a quad writes 16 bytes of a
+// row; at T=8192 the output is < 1% of the kernel's traffic-free time.
+template <class C>
+__device__ __forceinline__ void store_rows(const FlashParams& p, const TileWork& w, const float (&o)[C::DT][4],
+                                           const float (&inv)[2], const float (&lse)[2], int row0, int lane) {
+  u16* out = p.o + w.b * p.o_strides[0] + w.n * p.o_strides[2];
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = row0 + g + 8 * h;
+    if (row >= p.T) continue;
+    // A select, not a multiply by 0: an empty or padding row is 0 whatever its accumulator holds.
+    const bool write = row < w.t_len && inv[h] != 0.f;
+    const bool finite_row = write && inv[h] == inv[h];  // inv is NaN for a NaN row
+    u16* dst = out + row * p.o_strides[1] + 2 * t;
+#pragma unroll
+    for (int d = 0; d < C::DT; ++d) {
+      if (8 * d >= p.Hv) break;  // columns past Hv (D rounds Hv up to 64) are TMA's zeros, not output
+      float x[2] = {o[d][2 * h] * inv[h], o[d][2 * h + 1] * inv[h]};
+      // A NaN element of a finite row can only be a hidden key's NaN/Inf value times its weight 0
+      // inside P·V (the causal diagonal tile): recompute it over the keys the row sees
+      // (flash/recompute.cuh). On finite inputs this is one compare per element, never taken.
+#pragma unroll
+      for (int e = 0; e < 2; ++e)
+        if (finite_row && x[e] != x[e]) x[e] = recompute_element<C::FP16 ? 1 : 0, C::BIAS, C::MASK>(p, w.b, w.n, row, 8 * d + 2 * t + e);
+      *reinterpret_cast<u32*>(dst + 8 * d) = write ? pack2<C::FP16>(x[0], x[1]) : 0u;
+    }
+    if (p.lse != nullptr && t == 0) p.lse[(static_cast<i64>(w.b) * p.T + row) * p.N + w.n] = row < w.t_len ? lse[h] : neg_inf();
+  }
+}
