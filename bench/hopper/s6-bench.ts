@@ -2,9 +2,11 @@
  * The Hopper kernel's benches in one run (issue 14, session 6): the headline shape (B=4, T=S=8192,
  * N=16, H = 64/128/256), a T sweep at B·T = 32k (T = 1k…32k, H=128; its B=1, T=32k point is the long
  * context), and GQA (K=4, H=128), each causal and not, through attnlab's flash (the wgmma kernel)
- * and cudnn backends, then PyTorch's flash and cuDNN backends on them (one Python process); then the
- * same shapes on the mma.sync kernel (ATTNLAB_FLASH_KERNEL=mma). Same settling as `attnlab bench`. Writes one results
- * JSON (partial results kept on a time limit) and prints a table with the ratios last.
+ * and cudnn backends, then PyTorch's flash and cuDNN backends on them (one Python process), then the
+ * headline shape on the mma.sync kernel (ATTNLAB_FLASH_KERNEL=mma). Same settling as `attnlab
+ * bench`. Writes one results JSON (what finished is kept when a time limit stops it) and prints a
+ * table with the ratios last. Session 6's call stopped it during PyTorch's rows: budget the torch
+ * part (~20 shapes × 2 backends) at ~60 s on top of attnlab's ~85 s.
  *
  *   node --import tsx bench/hopper/s6-bench.ts <out.json> [--quick]
  * --quick: the headline shape only (no sweep, no GQA), for a call short of time.

@@ -35,19 +35,24 @@ export interface DispatchTable {
 /** Below this T or S a case is not the one measured (8192): launch and tail effects dominate. */
 export const MIN_MEASURED_LENGTH = 1024;
 
-/** The H200, session 4's `attnlab bench` run 3 (commit 1157e47, bench/results/2026-12-01-hopper). */
+/**
+ * The H200, session 6's bench of the ping-pong Hopper kernel (three consumer warpgroups at H=64;
+ * bench/results/2026-12-01-s6-hopper, the headline rows of s6-bench.json). Session 4's table
+ * (run 3, 1157e47: flash 369/343, 592/545, 666/620 TFLOP/s) is superseded: H=64 non-causal moved
+ * from cudnn to flash (485 vs 458).
+ */
 export const H200_DISPATCH: DispatchTable = {
-  source: 'bench/results/2026-12-01-hopper/h200-hopper-wgmma.json',
+  source: 'bench/results/2026-12-01-s6-hopper/h200-s6-headline.json',
   gpu: 'NVIDIA H200',
   flashKernel: 'wgmma',
   shape: { B: 4, T: 8192, S: 8192, N: 16 },
   cases: [
-    { dtype: 'bfloat16', H: 64, causal: false, tflops: { flash: 369.2, cudnn: 459.1 } },
-    { dtype: 'bfloat16', H: 128, causal: false, tflops: { flash: 592.0, cudnn: 602.8 } },
-    { dtype: 'bfloat16', H: 256, causal: false, tflops: { flash: 665.5, cudnn: 659.1 } },
-    { dtype: 'bfloat16', H: 64, causal: true, tflops: { flash: 342.9, cudnn: 427.9 } },
-    { dtype: 'bfloat16', H: 128, causal: true, tflops: { flash: 545.0, cudnn: 550.6 } },
-    { dtype: 'bfloat16', H: 256, causal: true, tflops: { flash: 619.6, cudnn: 617.0 } },
+    { dtype: 'bfloat16', H: 64, causal: false, tflops: { flash: 485.3, cudnn: 458.4 } },
+    { dtype: 'bfloat16', H: 128, causal: false, tflops: { flash: 594.6, cudnn: 606.5 } },
+    { dtype: 'bfloat16', H: 256, causal: false, tflops: { flash: 667, cudnn: 654.7 } },
+    { dtype: 'bfloat16', H: 64, causal: true, tflops: { flash: 411.7, cudnn: 422.3 } },
+    { dtype: 'bfloat16', H: 128, causal: true, tflops: { flash: 532.5, cudnn: 545.8 } },
+    { dtype: 'bfloat16', H: 256, causal: true, tflops: { flash: 614.1, cudnn: 609.1 } },
   ],
 };
 
