@@ -13,15 +13,11 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { attention } from '../../src/api/attention.js';
 import { getCudaContext } from '../../src/backends/cuda/context.js';
-import { cu } from '../../src/backends/cuda/ffi/driver.js';
-import { allocDevice, copyToDevice } from '../../src/backends/cuda/memory.js';
 import type { AttentionOptions } from '../../src/backends/problem.js';
-import { CudaEventTimer } from '../../src/bench/cuda-timer.js';
 import { attnlabCommit, commandLine, describeMachine } from '../../src/bench/machine.js';
-import { summarize } from '../../src/bench/stats.js';
 import { HBM_PEAK_GBS } from '../../src/results/schema.js';
-import { randomNormal } from '../../src/tensor/random.js';
-import { Tensor } from '../../src/tensor/tensor.js';
+import type { Tensor } from '../../src/tensor/tensor.js';
+import { type DecodeRow, deviceRandom, medianMs, shuffledTable } from './device-timing.js';
 
 const args = process.argv.slice(2);
 const option = (name: string, fallback: string) =>
@@ -47,47 +43,9 @@ const SHAPES: Shape[] = quick
       ...[2048, 8192, 32768].map((S) => ({ B: 1, S, K: 8 })),
     ];
 
-/** A device tensor of `shape` whose bytes tile a 4 MiB seeded random block (values do not change the time). */
-function deviceRandom(shape: number[], seed: number): Tensor {
-  const elements = shape.reduce((a, d) => a * d, 1);
-  const block = randomNormal([Math.min(elements, 1 << 21)], { seed, dtype: 'bfloat16' }).data as Uint16Array;
-  const bytes = elements * 2;
-  const buffer = allocDevice(bytes);
-  const tile = copyToDevice(new Uint8Array(block.buffer, block.byteOffset, block.byteLength));
-  const { stream } = getCudaContext();
-  for (let at = 0; at < bytes; at += tile.bytes) {
-    cu().cuMemcpyDtoDAsync_v2(buffer.ptr + BigInt(at), tile.ptr, Math.min(tile.bytes, bytes - at), stream);
-  }
-  tile.release();
-  return Tensor.fromDeviceBuffer(buffer, shape, 'bfloat16');
-}
+const time = (call: () => Tensor) => medianMs(call, REPEATS, 300);
 
-/** Median device ms of `call` after 300 ms of back-to-back calls. */
-function time(call: () => Tensor): number {
-  call().dispose();
-  const end = performance.now() + 300;
-  while (performance.now() < end) call().dispose();
-  const timer = new CudaEventTimer(REPEATS);
-  for (let i = 0; i < REPEATS; i++) timer.time(() => call()).dispose();
-  const ms = summarize(timer.read()).median;
-  timer.dispose();
-  return ms;
-}
-
-interface Row {
-  label: string;
-  B: number;
-  S: number;
-  N: number;
-  K: number;
-  H: number;
-  layout: string;
-  variant?: string;
-  ms?: number;
-  bandwidthGBs?: number;
-  bandwidthPercent?: number;
-  reason?: string;
-}
+type Row = DecodeRow;
 
 const rows: Row[] = [];
 const bytesOf = (s: Shape) => 2 * (2 * s.B * s.S * s.K * H + 2 * s.B * N * H);
@@ -123,17 +81,10 @@ SHAPES.forEach((s, index) => {
     v.dispose();
   }
   for (const blockSize of [16, 64]) {
-    const blocksPerSeq = Math.ceil(s.S / blockSize);
-    const numBlocks = s.B * blocksPerSeq;
+    const table = shuffledTable(s.B, s.S, blockSize);
+    const numBlocks = table.shape[0] * table.shape[1];
     const k = deviceRandom([numBlocks, blockSize, s.K, H], 10 * index + 4);
     const v = deviceRandom([numBlocks, blockSize, s.K, H], 10 * index + 5);
-    // A shuffled table: pages of one sequence scattered over the pool, as after many appends and frees.
-    const order = Int32Array.from({ length: numBlocks }, (_, i) => i);
-    for (let i = numBlocks - 1; i > 0; i--) {
-      const j = (i * 2654435761) % (i + 1);
-      [order[i], order[j]] = [order[j], order[i]];
-    }
-    const table = Tensor.fromRaw(order, [s.B, blocksPerSeq], 'int32');
     const options: AttentionOptions = {
       implementation: 'flash',
       blockTable: table,

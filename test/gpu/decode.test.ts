@@ -8,7 +8,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { attention } from '../../src/api/attention.js';
 import { KVCache } from '../../src/api/kv-cache.js';
-import { cudaAvailable } from '../../src/backends/cuda/context.js';
+import { cudaAvailable, targetArch } from '../../src/backends/cuda/context.js';
+import { decodeTuning } from '../../src/backends/cuda/flash/decode-splits.js';
 import { setAllocationPoison } from '../../src/backends/cuda/memory.js';
 import type { AttentionOptions } from '../../src/backends/problem.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
@@ -48,6 +49,17 @@ const CASES: DecodeCase[] = [
     kvLengths: [1000, 1, 0, 517],
   },
   { name: 'MQA N=32 (two row tiles)', B: 2, T: 1, S: 3000, N: 32, K: 1, H: 64 },
+  {
+    name: 'MQA N=16, 3 tokens (48 rows: four row tiles in one block, one of them padding)',
+    B: 2,
+    T: 3,
+    S: 1500,
+    N: 16,
+    K: 1,
+    H: 128,
+    options: { isCausal: true, causalAlignment: 'bottom_right' },
+  },
+  { name: 'H=72, Hv=40 (padded head-dim columns)', B: 2, T: 1, S: 700, N: 4, K: 2, H: 72, Hv: 40 },
   {
     name: 'MHA, 3 new tokens, causal bottom-right',
     B: 2,
@@ -133,6 +145,49 @@ describe('flash decode kernel', { skip }, () => {
       });
     }
   });
+
+  // Forced split counts reach the combine with uneven slices (and with empty splits: 17 exceeds the
+  // tiles of the short cases); each loader is forced once, whichever is the default.
+  for (const forced of [
+    { loader: 'bulk', splits: 3 },
+    { loader: 'async', splits: 17 },
+    { loader: 'async', splits: undefined },
+  ] as const) {
+    describe(`forced ${forced.loader ?? 'default'} loader, ${forced.splits ?? 'chosen'} splits`, () => {
+      before(() => Object.assign(decodeTuning, forced));
+      after(() => {
+        delete decodeTuning.loader;
+        delete decodeTuning.splits;
+      });
+      CASES.forEach((c, index) => {
+        it(`dense and paged 16: ${c.name}`, () => {
+          const dtype = 'bfloat16';
+          const { q, k, v } = inputs(c, dtype, index * 10 + 3);
+          const lengths = c.kvLengths ?? Array.from({ length: c.B }, (_, b) => c.S - 29 * b);
+          const options: AttentionOptions = { ...c.options, keyValueSeqLengths: lengths };
+          const dense = attention(q.to('cuda'), k.to('cuda'), v.to('cuda'), {
+            ...options,
+            implementation: 'flash',
+            returnLogSumExp: true,
+          });
+          // The bulk loader needs sm_90 (every case here has 16-byte rows).
+          if (forced.loader === 'async' || targetArch() === 'sm_90a')
+            assert.match(dense.variant, new RegExp(`\\.${forced.loader}\\.`));
+          if (forced.splits) assert.match(dense.variant, new RegExp(`split${forced.splits}`));
+          assertMatchesOracle(dense, { q, k, v, options }, dtype, `forced dense ${c.name}`);
+          const pk = pagedCopy(k, 16, seed + index);
+          const pv = pagedCopy(v, 16, seed + index);
+          const paged = attention(q.to('cuda'), pk.pool.to('cuda'), pv.pool.to('cuda'), {
+            ...options,
+            blockTable: pk.table,
+            implementation: 'flash',
+            returnLogSumExp: true,
+          });
+          assertMatchesOracle(paged, { q, k, v, options }, dtype, `forced paged ${c.name}`);
+        });
+      });
+    });
+  }
 
   it('packed query and key/value (varlen prefill and decode mixed, causal bottom-right)', () => {
     const dtype = 'bfloat16';

@@ -3,14 +3,16 @@
 // Decoding reads the whole K/V cache once per step and does almost no arithmetic per byte, so the
 // kernel is built to keep bytes in flight, not tensor cores busy:
 // - GQA packing: the G = N/K query heads that share a key/value head, times the T new tokens, are
-//   the rows of one m16 tile, so a cache row is read once for all of them (K=1, N=32: 32 rows,
-//   two tiles; K=8: 4 rows);
-// - split-KV: a block owns one (batch, kv head, 16-row tile) and one slice of the keys; the grid is
-//   splits × row tiles × B·K, enough blocks to fill the GPU when B·K alone would not
-//   (B=1, K=8: 8 blocks on 132 SMs), and a second kernel combines the slices by their log-sum-exp;
-// - inside the block the 4 warps take 16 keys each of a 64-key tile and keep their own online
-//   softmax; tiles stream through shared memory in STAGES cp.async stages (2–3 tiles, 32–64 KB in
-//   flight per block), and the 4 partial rows are merged in shared memory at the end.
+//   the rows of m16 tiles, and up to RT = 4 such tiles share one block, so a cache row is read once
+//   for all of them (K=8, N=32: 4 rows, one tile; K=1, N=32: 32 rows, two tiles in one block, where
+//   one block per tile read every K/V byte twice);
+// - split-KV: a block owns one (batch, kv head, row group) and one slice of the keys; the grid is
+//   splits × row groups × B·K, the split count chosen by the host's wave model (decode-splits.ts),
+//   and a second kernel combines the slices by their log-sum-exp;
+// - inside the block the 4 warps share each 64-key tile (RT=1: 16 keys each, RT=4: all 64 keys of
+//   one row tile each) and keep their own online softmax; tiles stream through shared memory in
+//   STAGES stages (2–3 tiles, 32–64 KB in flight per block), by cp.async (or, opt-in on sm_90, bulk
+//   copies: decode_load.cuh), and the partial rows are merged in shared memory at the end.
 // A paged cache is read through its block table (key j of sequence b sits in pool slot
 // table[b][j / blockSize]·blockSize + j % blockSize); a packed one through its offsets.
 //
@@ -19,6 +21,7 @@
 // tensor-core product would turn 0·NaN into NaN: a warp whose 16 keys are not all visible to every
 // row checks its V slice for NaN/Inf and, if there is one, does that slice's P·V in scalar code,
 // skipping the pairs a row does not see (rare: NaN/Inf values at partly masked positions).
+#include "decode/decode_load.cuh"
 #include "flash/mma.cuh"
 
 struct DecodeParams {
@@ -46,25 +49,35 @@ struct DecodeParams {
 // 12 pointers, 8 strides, 16 four-byte fields: 96 + 64 + 64 = 224 bytes (marshalled in decode-params.ts).
 static_assert(sizeof(DecodeParams) == 224, "DecodeParams layout changed: update decode-params.ts");
 
-constexpr int DEC_BN = 64;       // keys per tile: 16 per warp
+constexpr int DEC_BN = 64;       // keys per tile
 constexpr int DEC_WARPS = 4;
-constexpr int DEC_ROWS = 16;     // (token, head) rows per block: one m16 tile
+constexpr int DEC_THREADS = DEC_WARPS * 32;
+constexpr int DEC_ROWS = 16;     // (token, head) rows of one m16 tile
 
-template <int D, int DV, bool FP16, int STAGES>
+// RT row tiles per block (1, 2 or 4): warp w takes row tile w % RT and keys KPW·(w / RT) … of each
+// 64-key tile, so all 16·RT rows of a kv head (MQA N=32: 2 tiles) share one read of each K/V byte.
+template <int D, int DV, bool FP16, int STAGES, int RT, bool BULK>
 struct DecodeConfig {
-  static constexpr int D_ = D, DV_ = DV, STAGES_ = STAGES;
+  static constexpr int D_ = D, DV_ = DV, STAGES_ = STAGES, RT_ = RT;
+  static constexpr bool BULK_ = BULK;
+  static constexpr int ROWS = DEC_ROWS * RT;
+  static constexpr int KPW = DEC_BN * RT / DEC_WARPS;  // keys per warp per tile: 16, 32, 64
   static constexpr int PITCH = D + 8;    // +16 bytes per row: ldmatrix's 8 row reads hit 8 bank groups
   static constexpr int PITCHV = DV + 8;
-  static constexpr int Q_BYTES = DEC_ROWS * PITCH * 2;
+  static constexpr int BAR_BYTES = 64;   // STAGES ≤ 8 mbarriers of the bulk loader
+  static constexpr int Q_BYTES = ROWS * PITCH * 2;
   static constexpr int K_BYTES = DEC_BN * PITCH * 2;
   static constexpr int V_BYTES = DEC_BN * PITCHV * 2;
   static constexpr int STAGE_BYTES = K_BYTES + V_BYTES;
   static constexpr int P_BYTES = DEC_WARPS * 16 * 16 * 4;  // the scalar P·V path's weights
   static constexpr int MERGE_BYTES = DEC_WARPS * DEC_ROWS * (DV + 2) * 4;
   static constexpr int LOOP_BYTES = STAGES * STAGE_BYTES;
-  static constexpr int SMEM = Q_BYTES + P_BYTES + (LOOP_BYTES > MERGE_BYTES ? LOOP_BYTES : MERGE_BYTES);
+  static constexpr int SMEM =
+      BAR_BYTES + Q_BYTES + P_BYTES + (LOOP_BYTES > MERGE_BYTES ? LOOP_BYTES : MERGE_BYTES);
   static constexpr int KT = D / 16;
   static constexpr int DT = DV / 8;
+  static_assert(STAGES >= 2 && STAGES <= 8, "stages");
+  static_assert(!BULK || DEC_THREADS == 2 * DEC_BN, "the bulk loader gives each thread one K or V row");
 };
 
 __device__ __forceinline__ float nan_max(float a, float b) {
@@ -95,32 +108,18 @@ __device__ __forceinline__ KeyRange key_range(const DecodeParams& p, int t, int 
   return {lo, imax(hi, lo)};
 }
 
-// Element offset of key row j of batch b, kv head kh (K or V: token stride and head stride given).
-__device__ __forceinline__ i64 cache_row(const DecodeParams& p, int b, int j, i64 token, i64 head, int kh) {
-  i64 slot;
-  if (p.block_table) {
-    const int page = p.block_table[(i64)b * p.max_blocks + j / p.block_size];
-    slot = (i64)page * p.block_size + j % p.block_size;
-  } else if (p.kv_offsets) {
-    slot = (i64)p.kv_offsets[b] + j;
-  } else {
-    slot = (i64)b * p.S + j;
-  }
-  return slot * token + (i64)kh * head;
-}
-
 __device__ __forceinline__ i64 query_token(const DecodeParams& p, int b, int t) {
   return p.q_offsets ? (i64)p.q_offsets[b] + t : (i64)b * p.T + t;
 }
 
-// ROWS × COLS 16-bit tile from rows given by row_offset(r) (or zeros where row_ok is false) into a
+// ROWS × COLS 16-bit tile from rows given by row_offset(r) (or zeros where it is negative) into a
 // padded shared tile; columns past `cols` are zero-filled.
 template <int ROWS, int D, class RowOffset>
 __device__ __forceinline__ void load_rows(u32 dst, const u16* base, int cols, RowOffset row_offset) {
   constexpr int CHUNKS = D / 8;
   constexpr int PITCH = D + 8;
 #pragma unroll
-  for (int c = threadIdx.x; c < ROWS * CHUNKS; c += DEC_WARPS * 32) {
+  for (int c = threadIdx.x; c < ROWS * CHUNKS; c += DEC_THREADS) {
     const int r = c / CHUNKS, chunk = c % CHUNKS;
     const i64 off = row_offset(r);
     const bool ok = off >= 0 && chunk * 8 < cols;
@@ -146,22 +145,59 @@ __device__ __forceinline__ bool has_non_finite(u32 x) {
   return (x & e) == e || ((x >> 16) & e) == e;
 }
 
+// The rare P·V of 16 keys whose V holds NaN/Inf where some row does not see them: per visible
+// (row, key) pair, in scalar code. The column loop is not unrolled (unrolled, 4 copies of 16 × 4 × 16
+// multiply-adds made RT=4 take ~30 s to compile); each column group's 4 sums reach the accumulator
+// registers through an unrolled select, since registers take only compile-time indices.
+template <class C, bool FP16>
+__device__ __forceinline__ void scalar_pv(float (&o)[C::DT][4], const float* sP, const u16* sV, int chunk0,
+                                          const int (&lo)[2], const int (&hi)[2], int g, int tq) {
+#pragma unroll 1
+  for (int d = 0; d < C::DT; ++d) {
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 1
+    for (int kk = 0; kk < 16; ++kk) {
+      const int j = chunk0 + kk;
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int h = c / 2;
+        if (j < lo[h] || j >= hi[h]) continue;
+        const u16 bits = sV[kk * C::PITCHV + d * 8 + 2 * tq + (c % 2)];
+        float x;
+        if constexpr (FP16) {
+          asm("cvt.f32.f16 %0, %1;\n" : "=f"(x) : "h"(bits));
+        } else {
+          x = __uint_as_float(static_cast<u32>(bits) << 16);
+        }
+        acc[c] = fmaf(sP[(g + 8 * h) * 16 + kk], x, acc[c]);
+      }
+    }
+#pragma unroll
+    for (int dd = 0; dd < C::DT; ++dd)
+      if (dd == d)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) o[dd][c] += acc[c];
+  }
+}
+
 template <class C, bool FP16>
 __device__ __forceinline__ void flash_decode(const DecodeParams& p) {
-  constexpr int D = C::D_, DV = C::DV_, STAGES = C::STAGES_;
+  constexpr int D = C::D_, DV = C::DV_, STAGES = C::STAGES_, RT = C::RT_, KPW = C::KPW;
+  constexpr bool BULK = C::BULK_;
   extern __shared__ __align__(16) unsigned char smem[];
   const int split = blockIdx.x, tile = blockIdx.y;
   const int b = blockIdx.z / p.K, kh = blockIdx.z % p.K;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, tq = lane % 4;
+  const int rt = warp % RT, slice = warp / RT;  // this warp's row tile and key slice
   const int G = p.group;
 
   const int Tb = p.q_offsets ? p.q_offsets[b + 1] - p.q_offsets[b] : (p.q_lens ? p.q_lens[b] : p.T);
   const int Sb = p.kv_offsets ? p.kv_offsets[b + 1] - p.kv_offsets[b] : (p.kv_lens ? p.kv_lens[b] : p.S);
   const int rows_b = Tb * G;
-  const int r0 = tile * DEC_ROWS;
+  const int r0 = tile * C::ROWS;
   if (r0 >= rows_b) return;  // rows past this batch's queries: nothing to write (padding is pre-zeroed)
-  const int r_last = imin(r0 + DEC_ROWS, rows_b) - 1;
+  const int r_last = imin(r0 + C::ROWS, rows_b) - 1;
   // Visible ranges grow with t, so the block's union is [lo(first row), hi(last row)) and the keys
   // every row sees are [lo(last row), hi(first row)).
   const KeyRange first = key_range(p, r0 / G, Tb, Sb), last = key_range(p, r_last / G, Tb, Sb);
@@ -171,40 +207,116 @@ __device__ __forceinline__ void flash_decode(const DecodeParams& p) {
   const int per_split = (tiles + p.splits - 1) / p.splits;
   const int tile_lo = imin(split * per_split, tiles), tile_hi = imin(tile_lo + per_split, tiles);
 
-  u16* sQ = reinterpret_cast<u16*>(smem);
-  float* sP = reinterpret_cast<float*>(smem + C::Q_BYTES) + warp * 256;
-  unsigned char* loop = smem + C::Q_BYTES + C::P_BYTES;
+  const u32 bars = smem_addr(smem);
+  u16* sQ = reinterpret_cast<u16*>(smem + C::BAR_BYTES);
+  float* sP = reinterpret_cast<float*>(smem + C::BAR_BYTES + C::Q_BYTES) + warp * 256;
+  unsigned char* loop = smem + C::BAR_BYTES + C::Q_BYTES + C::P_BYTES;
   const u32 q_smem = smem_addr(sQ), loop_smem = smem_addr(loop);
 
+  // Cache slot of key j: dense b·S + j, packed offset + j, paged table[b][j / bs]·bs + j % bs.
+  const bool paged = p.block_table != nullptr;
+  const int* table_row = paged ? p.block_table + (i64)b * p.max_blocks : nullptr;
+  const i64 kv_base = p.kv_offsets ? (i64)p.kv_offsets[b] : (i64)b * p.S;
+  const i64 k_head = (i64)kh * p.k_head, v_head = (i64)kh * p.v_head;
+  auto slot_of = [&](int j) -> i64 {
+    if (paged) return (i64)table_row[j / p.block_size] * p.block_size + j % p.block_size;
+    return kv_base + j;
+  };
+
+  if constexpr (BULK) {
+    if (threadIdx.x == 0)
+      for (int s = 0; s < STAGES; ++s) dec_mbar_init(bars + s * 8, 1);
+    // Head-dim padding columns (H < D) are never written by a row copy: zero them once.
+    if (p.H < D || p.Hv < DV)
+      for (int r = threadIdx.x; r < STAGES * DEC_BN; r += DEC_THREADS) {
+        const u32 stage_base = loop_smem + (r / DEC_BN) * C::STAGE_BYTES;
+        zero_row(stage_base + (r % DEC_BN) * C::PITCH * 2, p.H, D);
+        zero_row(stage_base + C::K_BYTES + (r % DEC_BN) * C::PITCHV * 2, p.Hv, DV);
+      }
+    __syncthreads();  // barriers initialised before any copy arrives on them
+  }
+
   // Q rows (t, g) → query head kh·G + g.
-  load_rows<DEC_ROWS, D>(q_smem, p.q, p.H, [&](int r) -> i64 {
+  load_rows<C::ROWS, D>(q_smem, p.q, p.H, [&](int r) -> i64 {
     const int rr = r0 + r;
     if (rr >= rows_b) return -1;
     return query_token(p, b, rr / G) * p.q_token + (i64)(kh * G + rr % G) * p.q_head;
   });
-  auto load_stage = [&](int stage, int i) {
+
+  // The bulk loader: thread t copies row t % 64 of K (t < 64) or of V; a paged row's table entry
+  // is loaded one refill ahead (`page`), so the copy's address never waits on it.
+  const int my_row = threadIdx.x % DEC_BN;
+  const bool my_v = threadIdx.x >= DEC_BN;
+  auto page_for = [&](int i) -> int {
+    const int j = u_lo + i * DEC_BN + my_row;
+    return (paged && i < tile_hi && j < u_hi) ? table_row[j / p.block_size] : 0;
+  };
+  auto bulk_stage = [&](int stage, int i, int page) {
+    const int key0 = u_lo + i * DEC_BN, j = key0 + my_row;
+    const u32 bar = bars + stage * 8;
+    const u32 k_dst = loop_smem + stage * C::STAGE_BYTES;
+    const u32 dst = my_v ? k_dst + C::K_BYTES + my_row * C::PITCHV * 2 : k_dst + my_row * C::PITCH * 2;
+    if (threadIdx.x == 0) dec_mbar_arrive_expect_tx(bar, imin(DEC_BN, u_hi - key0) * (p.H + p.Hv) * 2);
+    if (j < u_hi) {
+      const i64 slot = paged ? (i64)page * p.block_size + j % p.block_size : kv_base + j;
+      const u16* src = my_v ? p.v + slot * p.v_token + v_head : p.k + slot * p.k_token + k_head;
+      bulk_row_copy(dst, src, (my_v ? p.Hv : p.H) * 2, bar);
+    } else {
+      zero_row(dst, 0, my_v ? DV : D);
+      dec_fence_proxy_async();
+    }
+  };
+  // The cp.async loader: one slot lookup per row for both K and V where their widths agree.
+  auto async_stage = [&](int stage, int i) {
     const int key0 = u_lo + i * DEC_BN;
     const u32 k_dst = loop_smem + stage * C::STAGE_BYTES, v_dst = k_dst + C::K_BYTES;
-    load_rows<DEC_BN, D>(k_dst, p.k, p.H, [&](int r) -> i64 {
-      const int j = key0 + r;
-      return j < u_hi ? cache_row(p, b, j, p.k_token, p.k_head, kh) : -1;
-    });
-    load_rows<DEC_BN, DV>(v_dst, p.v, p.Hv, [&](int r) -> i64 {
-      const int j = key0 + r;
-      return j < u_hi ? cache_row(p, b, j, p.v_token, p.v_head, kh) : -1;
-    });
-  };
+    if constexpr (D == DV) {
+      constexpr int CHUNKS = D / 8;
 #pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
-    if (tile_lo + s < tile_hi) load_stage(s, tile_lo + s);
+      for (int c = threadIdx.x; c < DEC_BN * CHUNKS; c += DEC_THREADS) {
+        const int r = c / CHUNKS, chunk = c % CHUNKS, j = key0 + r;
+        const bool row_ok = j < u_hi;
+        const i64 slot = row_ok ? slot_of(j) : 0;
+        const bool k_ok = row_ok && chunk * 8 < p.H, v_ok = row_ok && chunk * 8 < p.Hv;
+        cp_async_16(k_dst + (r * C::PITCH + chunk * 8) * 2, k_ok ? p.k + slot * p.k_token + k_head + chunk * 8 : p.k,
+                    k_ok ? 16 : 0);
+        cp_async_16(v_dst + (r * C::PITCHV + chunk * 8) * 2, v_ok ? p.v + slot * p.v_token + v_head + chunk * 8 : p.v,
+                    v_ok ? 16 : 0);
+      }
+    } else {
+      load_rows<DEC_BN, D>(k_dst, p.k, p.H, [&](int r) -> i64 {
+        const int j = key0 + r;
+        return j < u_hi ? slot_of(j) * p.k_token + k_head : -1;
+      });
+      load_rows<DEC_BN, DV>(v_dst, p.v, p.Hv, [&](int r) -> i64 {
+        const int j = key0 + r;
+        return j < u_hi ? slot_of(j) * p.v_token + v_head : -1;
+      });
+    }
+  };
+
+  int page = 0;  // bulk + paged: the table entry of this thread's row in the next tile to load
+  if constexpr (BULK) {
     cp_async_commit();
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s)
+      if (tile_lo + s < tile_hi) bulk_stage(s, tile_lo + s, page_for(tile_lo + s));
+    page = page_for(tile_lo + STAGES - 1);
+    cp_async_wait<0>();
+    __syncthreads();  // Q and the prologue's zero rows are visible to every warp
+  } else {
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+      if (tile_lo + s < tile_hi) async_stage(s, tile_lo + s);
+      cp_async_commit();
+    }
   }
 
-  // This lane's two rows (g, g+8): visible range, or empty when the row is padding.
+  // This lane's two rows (g, g+8) of its row tile: visible range, or empty when the row is padding.
   int lo[2], hi[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int rr = r0 + g + 8 * h;
+    const int rr = r0 + rt * DEC_ROWS + g + 8 * h;
     const KeyRange range = rr < rows_b ? key_range(p, rr / G, Tb, Sb) : KeyRange{0, 0};
     lo[h] = range.lo;
     hi[h] = range.hi;
@@ -215,38 +327,52 @@ __device__ __forceinline__ void flash_decode(const DecodeParams& p) {
   for (int d = 0; d < C::DT; ++d)
 #pragma unroll
     for (int c = 0; c < 4; ++c) o[d][c] = 0.f;
+  const u32 q_tile = q_smem + rt * DEC_ROWS * C::PITCH * 2;
 
   for (int i = tile_lo; i < tile_hi; ++i) {
     const int stage = (i - tile_lo) % STAGES;
-    cp_async_wait<STAGES - 2>();
-    __syncthreads();  // tile i (and Q) landed; every warp is done with the stage refilled next
-    {
-      const int next = i + STAGES - 1;
-      if (next < tile_hi) load_stage((next - tile_lo) % STAGES, next);
+    const int next = i + STAGES - 1;
+    if constexpr (BULK) {
+      __syncthreads();  // every warp is done with tile i − 1, whose stage is refilled next
+      if (next < tile_hi) bulk_stage((next - tile_lo) % STAGES, next, page);
+      page = page_for(next + 1);
+      dec_mbar_wait(bars + stage * 8, ((i - tile_lo) / STAGES) & 1);
+    } else {
+      cp_async_wait<STAGES - 2>();
+      __syncthreads();  // tile i (and Q) landed; every warp is done with the stage refilled next
+      if (next < tile_hi) async_stage((next - tile_lo) % STAGES, next);
       cp_async_commit();
     }
     const u32 k_tile = loop_smem + stage * C::STAGE_BYTES, v_tile = k_tile + C::K_BYTES;
-    const int key0 = u_lo + i * DEC_BN + warp * 16;  // this warp's 16 keys
+    const int key0 = u_lo + i * DEC_BN + slice * KPW;  // this warp's KPW keys
 
-    float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+    float s[KPW / 8][4];
+#pragma unroll
+    for (int nt = 0; nt < KPW / 8; ++nt)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) s[nt][c] = 0.f;
     {
-      const int key_row = warp * 16 + (lane / 16) * 8 + (lane % 8);
+      const int key_row = slice * KPW + (lane / 16) * 8 + (lane % 8);
       const int col = ((lane / 8) % 2) * 8;
 #pragma unroll
       for (int kk = 0; kk < C::KT; ++kk) {
         // Q's fragments are re-read from shared memory each tile rather than held: 4·D/16 registers
-        // saved (64 at D=256, where holding them spilled), for one ldmatrix per 2 mma.
-        u32 qa[4], kb[4];
-        ldmatrix_x4(qa, q_smem + ((lane % 16) * C::PITCH + kk * 16 + (lane / 16) * 8) * 2);
-        ldmatrix_x4(kb, k_tile + (key_row * C::PITCH + kk * 16 + col) * 2);
-        mma_16816<FP16>(s[0], qa, kb[0], kb[1]);
-        mma_16816<FP16>(s[1], qa, kb[2], kb[3]);
+        // saved (64 at D=256, where holding them spilled), for one ldmatrix per 2·KPW/16 mma.
+        u32 qa[4];
+        ldmatrix_x4(qa, q_tile + ((lane % 16) * C::PITCH + kk * 16 + (lane / 16) * 8) * 2);
+#pragma unroll
+        for (int kc = 0; kc < KPW / 16; ++kc) {
+          u32 kb[4];
+          ldmatrix_x4(kb, k_tile + ((key_row + kc * 16) * C::PITCH + kk * 16 + col) * 2);
+          mma_16816<FP16>(s[2 * kc], qa, kb[0], kb[1]);
+          mma_16816<FP16>(s[2 * kc + 1], qa, kb[2], kb[3]);
+        }
       }
     }
     // Scale into base 2 and mask what each row does not see.
     float mx[2] = {neg_inf(), neg_inf()};
 #pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
+    for (int nt = 0; nt < KPW / 8; ++nt)
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
         const int h = c / 2, j = key0 + nt * 8 + 2 * tq + (c % 2);
@@ -261,7 +387,7 @@ __device__ __forceinline__ void flash_decode(const DecodeParams& p) {
       m[h] = m_new;
       float sum = 0.f;
 #pragma unroll
-      for (int nt = 0; nt < 2; ++nt)
+      for (int nt = 0; nt < KPW / 8; ++nt)
 #pragma unroll
         for (int c = 2 * h; c < 2 * h + 2; ++c) {
           s[nt][c] = fast_exp2(s[nt][c] - base);
@@ -275,67 +401,54 @@ __device__ __forceinline__ void flash_decode(const DecodeParams& p) {
       }
     }
 
-    // A slice every row sees entirely cannot be contaminated by masked values; otherwise look for
-    // NaN/Inf in its V rows (rows 2 lanes each, 16 bytes at a time).
-    bool scalar_pv = false;
-    if (!(key0 >= all_lo && key0 + 16 <= all_hi)) {
-      bool bad = false;
-      const u16* sV = reinterpret_cast<const u16*>(loop + stage * C::STAGE_BYTES + C::K_BYTES);
-      const int row = warp * 16 + lane / 2;
 #pragma unroll
-      for (int c = (lane % 2) * 8; c < DV; c += 16) {
-        const u128 x = *reinterpret_cast<const u128*>(sV + row * C::PITCHV + c);
-        bad |= has_non_finite<FP16>(x.x) | has_non_finite<FP16>(x.y) | has_non_finite<FP16>(x.z) |
-               has_non_finite<FP16>(x.w);
-      }
-      scalar_pv = __any_sync(0xffffffffu, bad);
-    }
-    if (!scalar_pv) {
-      u32 a[4] = {pack2<FP16>(s[0][0], s[0][1]), pack2<FP16>(s[0][2], s[0][3]), pack2<FP16>(s[1][0], s[1][1]),
-                  pack2<FP16>(s[1][2], s[1][3])};
-      const int v_row = warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
+    for (int kc = 0; kc < KPW / 16; ++kc) {
+      const int chunk0 = key0 + kc * 16, chunk_row = slice * KPW + kc * 16;
+      // 16 keys every row of the block sees entirely cannot be contaminated by masked values;
+      // otherwise look for NaN/Inf in their V rows (rows 2 lanes each, 16 bytes at a time).
+      bool use_scalar = false;
+      if (!(chunk0 >= all_lo && chunk0 + 16 <= all_hi)) {
+        bool bad = false;
+        const u16* sV = reinterpret_cast<const u16*>(loop + stage * C::STAGE_BYTES + C::K_BYTES);
+        const int row = chunk_row + lane / 2;
 #pragma unroll
-      for (int d = 0; d < C::DT; d += 2) {
-        u32 vb[4];
-        ldmatrix_x4_trans(vb, v_tile + (v_row * C::PITCHV + d * 8 + (lane / 16) * 8) * 2);
-        mma_16816<FP16>(o[d], a, vb[0], vb[1]);
-        mma_16816<FP16>(o[d + 1], a, vb[2], vb[3]);
-      }
-    } else {
-      // Scalar P·V over the visible pairs only: weights through shared memory, one row of V at a time.
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) sP[(g + 8 * (c / 2)) * 16 + nt * 8 + 2 * tq + (c % 2)] = s[nt][c];
-      __syncwarp();
-      const u16* sV = reinterpret_cast<const u16*>(loop + stage * C::STAGE_BYTES + C::K_BYTES);
-#pragma unroll
-      for (int d = 0; d < C::DT; ++d)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          const int h = c / 2, row = g + 8 * h, col = d * 8 + 2 * tq + (c % 2);
-          float acc = 0.f;
-          for (int kk = 0; kk < 16; ++kk) {
-            const int j = key0 + kk;
-            if (j < lo[h] || j >= hi[h]) continue;
-            const u16 bits = sV[(warp * 16 + kk) * C::PITCHV + col];
-            float x;
-            if constexpr (FP16) {
-              asm("cvt.f32.f16 %0, %1;\n" : "=f"(x) : "h"(bits));
-            } else {
-              x = __uint_as_float(static_cast<u32>(bits) << 16);
-            }
-            acc = fmaf(sP[row * 16 + kk], x, acc);
-          }
-          o[d][c] += acc;
+        for (int c = (lane % 2) * 8; c < DV; c += 16) {
+          const u128 x = *reinterpret_cast<const u128*>(sV + row * C::PITCHV + c);
+          bad |= has_non_finite<FP16>(x.x) | has_non_finite<FP16>(x.y) | has_non_finite<FP16>(x.z) |
+                 has_non_finite<FP16>(x.w);
         }
-      __syncwarp();
+        use_scalar = __any_sync(0xffffffffu, bad);
+      }
+      if (!use_scalar) {
+        u32 a[4] = {pack2<FP16>(s[2 * kc][0], s[2 * kc][1]), pack2<FP16>(s[2 * kc][2], s[2 * kc][3]),
+                    pack2<FP16>(s[2 * kc + 1][0], s[2 * kc + 1][1]), pack2<FP16>(s[2 * kc + 1][2], s[2 * kc + 1][3])};
+        const int v_row = chunk_row + (lane % 8) + ((lane / 8) % 2) * 8;
+#pragma unroll
+        for (int d = 0; d < C::DT; d += 2) {
+          u32 vb[4];
+          ldmatrix_x4_trans(vb, v_tile + (v_row * C::PITCHV + d * 8 + (lane / 16) * 8) * 2);
+          mma_16816<FP16>(o[d], a, vb[0], vb[1]);
+          mma_16816<FP16>(o[d + 1], a, vb[2], vb[3]);
+        }
+      } else {
+        // Scalar P·V over the visible pairs only: weights through shared memory, one row of V at a time.
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+          for (int c = 0; c < 4; ++c)
+            sP[(g + 8 * (c / 2)) * 16 + nt * 8 + 2 * tq + (c % 2)] = s[2 * kc + nt][c];
+        __syncwarp();
+        scalar_pv<C, FP16>(o, sP, reinterpret_cast<const u16*>(loop + stage * C::STAGE_BYTES + C::K_BYTES) +
+                                      chunk_row * C::PITCHV, chunk0, lo, hi, g, tq);
+        __syncwarp();
+      }
     }
   }
-  cp_async_wait<0>();
+  if constexpr (!BULK) cp_async_wait<0>();
   __syncthreads();  // every warp is done with the stages: the merge reuses them
 
-  // Merge the 4 warps' partial rows: m, l (quad-summed) and O through shared memory.
+  // Merge the partial rows of the 4 / RT warps of each row tile: m, l (quad-summed) and O through
+  // shared memory, laid out per warp.
   float* eM = reinterpret_cast<float*>(loop);
   float* eL = eM + DEC_WARPS * DEC_ROWS;
   float* eO = eL + DEC_WARPS * DEC_ROWS;
@@ -356,19 +469,22 @@ __device__ __forceinline__ void flash_decode(const DecodeParams& p) {
   __syncthreads();
 
   constexpr float LN2 = 0.6931471805599453f;
-  constexpr int THREADS_PER_ROW = DEC_WARPS * 32 / DEC_ROWS;  // 8
+  constexpr int THREADS_PER_ROW = DEC_THREADS / C::ROWS;  // 8, 4 or 2
+  constexpr int SLICES = DEC_WARPS / RT;                  // warps that share a row tile
   const int row = threadIdx.x / THREADS_PER_ROW, part = threadIdx.x % THREADS_PER_ROW;
+  const int row_tile = row / DEC_ROWS, row16 = row % DEC_ROWS;
   const int rr = r0 + row;
   if (rr >= rows_b) return;
+  auto at = [&](int w) { return (w * RT + row_tile) * DEC_ROWS + row16; };  // warp w·RT + row_tile
   float M = neg_inf();
 #pragma unroll
-  for (int w = 0; w < DEC_WARPS; ++w) M = nan_max(M, eM[w * DEC_ROWS + row]);
+  for (int w = 0; w < SLICES; ++w) M = nan_max(M, eM[at(w)]);
   const float base = M == neg_inf() ? 0.f : M;
-  float weight[DEC_WARPS], L = 0.f;
+  float weight[SLICES], L = 0.f;
 #pragma unroll
-  for (int w = 0; w < DEC_WARPS; ++w) {
-    weight[w] = fast_exp2(eM[w * DEC_ROWS + row] - base);
-    L += eL[w * DEC_ROWS + row] * weight[w];
+  for (int w = 0; w < SLICES; ++w) {
+    weight[w] = fast_exp2(eM[at(w)] - base);
+    L += eL[at(w)] * weight[w];
   }
   const bool empty = L == 0.f;  // false for NaN: a NaN row stays NaN
   const float inv = empty ? 0.f : 1.f / L;
@@ -383,9 +499,9 @@ __device__ __forceinline__ void flash_decode(const DecodeParams& p) {
     for (int col = part * 2; col < p.Hv; col += THREADS_PER_ROW * 2) {
       float x0 = 0.f, x1 = 0.f;
 #pragma unroll
-      for (int w = 0; w < DEC_WARPS; ++w) {
-        x0 += eO[(w * DEC_ROWS + row) * DV + col] * weight[w];
-        x1 += eO[(w * DEC_ROWS + row) * DV + col + 1] * weight[w];
+      for (int w = 0; w < SLICES; ++w) {
+        x0 += eO[at(w) * DV + col] * weight[w];
+        x1 += eO[at(w) * DV + col + 1] * weight[w];
       }
       *reinterpret_cast<u32*>(dst + col) = pack2<FP16>(x0 * inv, x1 * inv);
     }
@@ -395,7 +511,7 @@ __device__ __forceinline__ void flash_decode(const DecodeParams& p) {
     for (int col = part; col < p.Hv; col += THREADS_PER_ROW) {
       float x = 0.f;
 #pragma unroll
-      for (int w = 0; w < DEC_WARPS; ++w) x += eO[(w * DEC_ROWS + row) * DV + col] * weight[w];
+      for (int w = 0; w < SLICES; ++w) x += eO[at(w) * DV + col] * weight[w];
       dst[col] = x * inv;
     }
     if (part == 0) p.lse_part[(i64)split * p.rows_total + out_row] = lse;
@@ -436,7 +552,8 @@ __device__ __forceinline__ void flash_decode_combine(const DecodeParams& p) {
 #ifdef DECODE_D
 extern "C" __global__ void __launch_bounds__(DEC_WARPS * 32)
     attnlab_flash_decode(const __grid_constant__ DecodeParams p) {
-  flash_decode<DecodeConfig<DECODE_D, DECODE_DV, DECODE_FP16 != 0, DECODE_STAGES>, DECODE_FP16 != 0>(p);
+  flash_decode<DecodeConfig<DECODE_D, DECODE_DV, DECODE_FP16 != 0, DECODE_STAGES, DECODE_RT, DECODE_BULK != 0>,
+               DECODE_FP16 != 0>(p);
 }
 extern "C" __global__ void __launch_bounds__(128) attnlab_flash_decode_combine(const __grid_constant__ DecodeParams p) {
   flash_decode_combine<DECODE_DV, DECODE_FP16 != 0>(p);
@@ -452,9 +569,15 @@ template <int DV, bool FP16>
 __global__ void __launch_bounds__(128) combine_test(const __grid_constant__ DecodeParams p) {
   flash_decode_combine<DV, FP16>(p);
 }
-template __global__ void decode_test<DecodeConfig<64, 64, false, 3>, false>(const __grid_constant__ DecodeParams);
-template __global__ void decode_test<DecodeConfig<128, 128, false, 3>, false>(const __grid_constant__ DecodeParams);
-template __global__ void decode_test<DecodeConfig<128, 128, true, 3>, true>(const __grid_constant__ DecodeParams);
-template __global__ void decode_test<DecodeConfig<256, 256, false, 2>, false>(const __grid_constant__ DecodeParams);
+template __global__ void decode_test<DecodeConfig<64, 64, false, 3, 4, false>, false>(const __grid_constant__ DecodeParams);
+template __global__ void decode_test<DecodeConfig<128, 128, false, 3, 1, false>, false>(const __grid_constant__ DecodeParams);
+template __global__ void decode_test<DecodeConfig<128, 128, true, 3, 2, false>, true>(const __grid_constant__ DecodeParams);
+template __global__ void decode_test<DecodeConfig<128, 64, false, 3, 1, false>, false>(const __grid_constant__ DecodeParams);
+template __global__ void decode_test<DecodeConfig<256, 256, false, 2, 1, false>, false>(const __grid_constant__ DecodeParams);
+template __global__ void decode_test<DecodeConfig<128, 128, false, 3, 1, true>, false>(const __grid_constant__ DecodeParams);
+template __global__ void decode_test<DecodeConfig<128, 128, false, 3, 2, true>, false>(const __grid_constant__ DecodeParams);
+template __global__ void decode_test<DecodeConfig<128, 128, false, 3, 4, true>, false>(const __grid_constant__ DecodeParams);
+template __global__ void decode_test<DecodeConfig<128, 128, false, 4, 1, true>, false>(const __grid_constant__ DecodeParams);
+template __global__ void decode_test<DecodeConfig<256, 256, true, 2, 2, true>, true>(const __grid_constant__ DecodeParams);
 template __global__ void combine_test<128, false>(const __grid_constant__ DecodeParams);
 #endif

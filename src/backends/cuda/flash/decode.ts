@@ -6,7 +6,11 @@
  * Which problems take it: every paged or packed one (the prefill kernel has neither), and dense ones
  * whose rows per key/value head (T·N/K, GQA-packed into m16 tiles) fit in 4 tiles — decoding and
  * short speculative steps, where the prefill kernel's 128-row query tiles would be mostly padding and
- * its grid of B·N blocks too small to fill 132 SMs.
+ * its grid of B·N blocks too small to fill 132 SMs. Up to 4 row tiles share one block (`rowTiles`),
+ * so each K/V byte is read once per kv head (MQA N=32 has 2). K/V rows arrive by 16-byte cp.async;
+ * the bulk-copy loader of decode_load.cuh (sm_90) runs only when decodeTuning asks for it: on its
+ * first H200 run (2026-12-01, session 5) the decode tests stalled at the first bulk launch, and it
+ * stays off until a run shows it correct. The split count comes from decode-splits.ts.
  */
 import { AttnlabError } from '../../../errors.js';
 import { Tensor } from '../../../tensor/tensor.js';
@@ -16,6 +20,7 @@ import { loadKernels } from '../compile.js';
 import { getCudaContext, targetArch } from '../context.js';
 import { type KernelArg, launchKernel, type ScalarType, structLayout } from '../launch.js';
 import { allocDevice, copyInt32ToDevice, fillDevice32 } from '../memory.js';
+import { chooseSplitCount, decodeTuning } from './decode-splits.js';
 import { FLASH_FLAGS } from './params.js';
 
 /** Keys per tile and rows per block, as DEC_BN / DEC_ROWS in flash_decode.cu. */
@@ -34,37 +39,69 @@ export interface DecodeVariant {
   /** Q/K and V head dims padded to multiples of 16. */
   readonly headDim: number;
   readonly valueHeadDim: number;
-  /** cp.async stages of K+V tiles: 3 up to D=128 (2 blocks of ~110 KB per SM), 2 above. */
+  /** Stages of K+V tiles: 3 up to D=128 (2 blocks of ~110 KB per SM), 2 above. */
   readonly stages: number;
+  /** m16 row tiles per block: 1, 2 or 4 (the kernel's RT); 1 above D=128, where registers run out. */
+  readonly rowTiles: number;
+  /** K/V rows by cp.async.bulk on an mbarrier (sm_90) rather than 16-byte cp.async. */
+  readonly bulk: boolean;
 }
 
 const pad16 = (x: number) => Math.ceil(x / 16) * 16;
 
+/** m16 tiles of GQA-packed (token, query head) rows per kv head. */
+const rowTileCount = (p: AttentionProblem) => Math.ceil((p.T * p.N) / p.K / BLOCK_ROWS);
+
+/** Whether the bulk loader can take `p`: sm_90+, rows of 16-byte multiples at 16-byte-aligned addresses. */
+function bulkLoadable(p: AttentionProblem, arch: string): boolean {
+  const major = Number(/sm_(\d+)/.exec(arch)?.[1] ?? 0);
+  const aligned = (t: { buffer: { ptr: bigint } }) => t.buffer.ptr % 16n === 0n;
+  return (
+    major >= 90 &&
+    p.H % 8 === 0 &&
+    p.Hv % 8 === 0 &&
+    (p.device !== 'cuda' || (aligned(p.key) && aligned(p.value)))
+  );
+}
+
+/**
+ * The loader where both can run: 'bulk' (sm_90, rows of 16-byte multiples) unless a GPU run says
+ * otherwise. Session 5's "stall at the first bulk launch" was NVRTC time: the unrolled scalar P·V
+ * fallback made RT=4 take ~32 s to compile (47k PTX lines; 6k now, 0.7 s), and a test process in
+ * that native call ignores SIGTERM.
+ */
+const DEFAULT_LOADER: 'bulk' | 'async' = 'bulk';
+
 export function decodeVariant(p: AttentionProblem, arch: string): DecodeVariant {
   const headDim = pad16(p.H);
   const valueHeadDim = pad16(p.Hv);
+  const wide = Math.max(headDim, valueHeadDim) > 128;
+  const tiles = rowTileCount(p);
   return {
     arch,
     fp16: p.dtype === 'float16',
     headDim,
     valueHeadDim,
-    stages: Math.max(headDim, valueHeadDim) <= 128 ? 3 : 2,
+    stages: wide ? 2 : 3,
+    rowTiles: wide || tiles <= 1 ? 1 : tiles <= 2 ? 2 : 4,
+    bulk: (decodeTuning.loader ?? DEFAULT_LOADER) === 'bulk' && bulkLoadable(p, arch),
   };
 }
 
 export function decodeVariantKey(v: DecodeVariant): string {
   return `flash-decode.${v.arch}.${v.fp16 ? 'f16' : 'bf16'}.d${v.headDim}${
     v.valueHeadDim !== v.headDim ? `v${v.valueHeadDim}` : ''
-  }.64x16x4s${v.stages}`;
+  }.64x${16 * v.rowTiles}x4s${v.stages}.${v.bulk ? 'bulk' : 'async'}`;
 }
 
 /** Shared memory of one block, as DecodeConfig::SMEM. */
 export function decodeSharedBytes(v: DecodeVariant): number {
-  const q = BLOCK_ROWS * (v.headDim + 8) * 2;
+  const barriers = 64;
+  const q = BLOCK_ROWS * v.rowTiles * (v.headDim + 8) * 2;
   const weights = 4 * 16 * 16 * 4;
   const stage = TILE_KEYS * (v.headDim + 8) * 2 + TILE_KEYS * (v.valueHeadDim + 8) * 2;
   const merge = 4 * BLOCK_ROWS * (v.valueHeadDim + 2) * 4;
-  return q + weights + Math.max(v.stages * stage, merge);
+  return barriers + q + weights + Math.max(v.stages * stage, merge);
 }
 
 /** Whether the flash backend should run `p` through the decode kernel rather than the prefill one. */
@@ -94,17 +131,23 @@ export function decodeSupport(p: AttentionProblem): Support {
 }
 
 /**
- * Splits of the key range: enough blocks for about two per SM (what fits by shared memory at D=128),
- * but no split shorter than two tiles (128 keys), where the combine's extra pass would cost more than
- * the parallelism gains. A heuristic in the spirit of FlashAttention's num_splits_heuristic, to be
- * replaced by the measured table in bench/results/ once it exists.
+ * Splits of the key range (decode-splits.ts): the grid's waves over the blocks that fit at once,
+ * `multiprocessors` × as many blocks of `v` as one's shared memory holds (228 KB on sm_90, taken as
+ * the per-block opt-in limit + the 1 KB the driver reserves per block).
  */
-export function chooseSplits(p: AttentionProblem, multiprocessors: number): number {
-  const rowTiles = Math.ceil((p.T * p.N) / p.K / BLOCK_ROWS);
-  const blocks = p.B * p.K * rowTiles;
-  const tiles = Math.ceil(p.S / TILE_KEYS);
-  const wanted = Math.ceil((2 * multiprocessors) / blocks);
-  return Math.max(1, Math.min(wanted, Math.floor(tiles / 2), 128));
+export function chooseSplits(
+  p: AttentionProblem,
+  v: DecodeVariant,
+  multiprocessors: number,
+  sharedLimit: number,
+): number {
+  if (decodeTuning.splits) return decodeTuning.splits;
+  const perSm = Math.max(1, Math.floor((sharedLimit + 1024) / (decodeSharedBytes(v) + 1024)));
+  return chooseSplitCount({
+    blocks: p.B * p.K * Math.ceil(rowTileCount(p) / v.rowTiles),
+    tiles: Math.max(1, Math.ceil(p.S / TILE_KEYS)),
+    slots: multiprocessors * perSm,
+  });
 }
 
 function kernels(v: DecodeVariant): { split: bigint; combine: bigint } {
@@ -118,6 +161,8 @@ function kernels(v: DecodeVariant): { split: bigint; combine: bigint } {
       DECODE_DV: v.valueHeadDim,
       DECODE_FP16: v.fp16 ? 1 : 0,
       DECODE_STAGES: v.stages,
+      DECODE_RT: v.rowTiles,
+      DECODE_BULK: v.bulk ? 1 : 0,
     },
   });
   return { split: module.functions.get(split)!, combine: module.functions.get(combine)! };
@@ -132,7 +177,12 @@ export function runDecode(p: AttentionProblem): BackendOutput {
   const variant = decodeVariant(p, targetArch());
   const key = decodeVariantKey(variant);
   const { properties } = getCudaContext();
-  const splits = chooseSplits(p, properties.multiprocessorCount);
+  const splits = chooseSplits(
+    p,
+    variant,
+    properties.multiprocessorCount,
+    properties.maxSharedMemoryPerBlockOptin,
+  );
   const itemBytes = 2;
   const out = allocDevice(rows * Hv * itemBytes);
   const lse = p.returnLogSumExp ? allocDevice(rows * 4) : null;
@@ -193,10 +243,10 @@ export function runDecode(p: AttentionProblem): BackendOutput {
         flags,
         rowsTotal: rows,
       });
-      const rowTiles = Math.ceil((T * N) / K / BLOCK_ROWS);
+      const rowGroups = Math.ceil(rowTileCount(p) / variant.rowTiles);
       launchKernel(
         fn.split,
-        { grid: [splits, rowTiles, B * K], block: [128, 1, 1], sharedBytes: decodeSharedBytes(variant) },
+        { grid: [splits, rowGroups, B * K], block: [128, 1, 1], sharedBytes: decodeSharedBytes(variant) },
         [params],
       );
       if (splits > 1) {

@@ -1,0 +1,398 @@
+// Standalone check and timing of src/kernels/decode/flash_decode.cu, built by nvcc (no Node.js, no
+// NVRTC), so that one device call can test the kernel in seconds and a stalled launch costs a timeout
+// of its own, not the call:
+//   nvcc -O2 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I src/kernels -DDECODE_SPIN_LIMIT=16777216 \
+//        -o harness bench/decode/harness.cu
+//   timeout -s KILL 20 ./harness check     # every loader × row-tile variant vs a float reference
+//   compute-sanitizer --tool memcheck ./harness check quick
+//   timeout -s KILL 60 ./harness bench [sweep]   # GB/s per shape, layout, loader (and every split count)
+// It launches the kernel exactly as src/backends/cuda/flash/decode.ts does (grid, shared memory,
+// DecodeParams); DECODE_SPIN_LIMIT makes a bulk-loader wait that never completes trap with a message.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "decode/flash_decode.cu"
+
+template <class C>
+__global__ void __launch_bounds__(DEC_THREADS) h_decode(const __grid_constant__ DecodeParams p) {
+  flash_decode<C, false>(p);
+}
+template <int DV>
+__global__ void __launch_bounds__(128) h_combine(const __grid_constant__ DecodeParams p) {
+  flash_decode_combine<DV, false>(p);
+}
+
+#define CHECK(x)                                                                         \
+  do {                                                                                   \
+    cudaError_t e = (x);                                                                 \
+    if (e != cudaSuccess) {                                                              \
+      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
+      exit(3);                                                                           \
+    }                                                                                    \
+  } while (0)
+
+struct Variant {
+  int d, dv, rt;
+  bool bulk;
+  void (*split)(DecodeParams);
+  void (*combine)(DecodeParams);
+  int smem;
+};
+template <int D, int DV, int RT, bool BULK>
+Variant make() {
+  using C = DecodeConfig<D, DV, false, 3, RT, BULK>;
+  CHECK(cudaFuncSetAttribute(h_decode<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM));
+  return {D, DV, RT, BULK, h_decode<C>, h_combine<DV>, C::SMEM};
+}
+static std::vector<Variant> variants() {
+  return {make<128, 128, 1, false>(), make<128, 128, 2, false>(), make<128, 128, 4, false>(),
+          make<128, 128, 1, true>(),  make<128, 128, 2, true>(),  make<128, 128, 4, true>(),
+          make<80, 48, 1, true>(),    make<80, 48, 2, false>()};
+}
+static const Variant& pick(const std::vector<Variant>& vs, int d, int dv, int rt, bool bulk) {
+  for (auto& v : vs)
+    if (v.d == d && v.dv == dv && v.rt == rt && v.bulk == bulk) return v;
+  fprintf(stderr, "no variant d%d dv%d rt%d bulk%d\n", d, dv, rt, bulk);
+  exit(2);
+}
+
+static float bf2f(uint16_t b) {
+  uint32_t u = uint32_t(b) << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static uint16_t f2bf(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7fffffff) > 0x7f800000) return 0x7fc0;
+  return uint16_t((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+
+struct Problem {
+  int B, T, S, N, K, H, Hv, bs;  // bs 0: dense
+  std::vector<int> lens;          // key lengths (B)
+  int window_left = -1;           // -1: none; else the window [left, ∞)
+  bool causal = false;
+  bool bottom_right = true;       // causal / window diagonal alignment
+};
+
+// Launches as decode.ts does; returns the device time of `reps` launches' median (ms) when reps > 0.
+struct Device {
+  uint16_t *q, *k, *v, *o;
+  float *lse, *opart, *lpart;
+  int *table, *lens;
+};
+
+static DecodeParams params(const Problem& pr, const Device& d, int splits, int max_blocks) {
+  DecodeParams p{};
+  p.q = d.q, p.k = d.k, p.v = d.v, p.o = d.o, p.lse = d.lse, p.o_part = d.opart, p.lse_part = d.lpart;
+  p.block_table = pr.bs ? d.table : nullptr;
+  p.kv_lens = d.lens;
+  p.q_token = pr.N * pr.H, p.q_head = pr.H, p.k_token = pr.K * pr.H, p.k_head = pr.H;
+  p.v_token = pr.K * pr.Hv, p.v_head = pr.Hv, p.o_token = pr.N * pr.Hv, p.o_head = pr.Hv;
+  p.B = pr.B, p.T = pr.T, p.S = pr.S, p.N = pr.N, p.K = pr.K, p.H = pr.H, p.Hv = pr.Hv, p.group = pr.N / pr.K;
+  p.block_size = pr.bs, p.max_blocks = max_blocks, p.splits = splits;
+  p.window_left = pr.window_left >= 0 ? pr.window_left : 1 << 29, p.window_right = 1 << 29;
+  p.scale_log2 = 1.f / sqrtf(float(pr.H)) * 1.4426950408889634f;
+  p.flags = (pr.causal ? FLASH_FLAG_CAUSAL : 0) | (pr.bottom_right ? FLASH_FLAG_BOTTOM_RIGHT : 0) | (pr.window_left >= 0 ? FLASH_FLAG_WINDOW : 0);
+  p.rows_total = pr.B * pr.T * pr.N;
+  return p;
+}
+static void launch(const Variant& v, const DecodeParams& p, cudaStream_t s = 0) {
+  const int tiles = (p.T * p.group + 15) / 16, groups = (tiles + v.rt - 1) / v.rt;
+  v.split<<<dim3(p.splits, groups, p.B * p.K), DEC_THREADS, v.smem, s>>>(p);
+  if (p.splits > 1) v.combine<<<(p.rows_total + 3) / 4, 128, 0, s>>>(p);
+}
+
+// float reference: O and lse (natural log) per (b, t, n).
+static void reference(const Problem& pr, const std::vector<uint16_t>& q, const std::vector<uint16_t>& k,
+                      const std::vector<uint16_t>& v, std::vector<float>& o, std::vector<float>& lse) {
+  const int G = pr.N / pr.K;
+  o.assign(size_t(pr.B) * pr.T * pr.N * pr.Hv, 0.f);
+  lse.assign(size_t(pr.B) * pr.T * pr.N, -INFINITY);
+  const float scale = 1.f / sqrtf(float(pr.H));
+  std::vector<double> s(pr.S);
+  for (int b = 0; b < pr.B; ++b)
+    for (int t = 0; t < pr.T; ++t)
+      for (int n = 0; n < pr.N; ++n) {
+        const int Sb = pr.lens[b], diag = t + (pr.bottom_right ? Sb - pr.T : 0);
+        int lo = 0, hi = Sb;
+        if (pr.causal) hi = std::min(hi, diag + 1);
+        if (pr.window_left >= 0) lo = std::max(lo, diag - pr.window_left);
+        lo = std::min(std::max(lo, 0), Sb);
+        hi = std::max(hi, lo);
+        if (hi <= lo) continue;
+        const int kh = n / G;
+        double m = -INFINITY;
+        for (int j = lo; j < hi; ++j) {
+          double acc = 0;
+          for (int h = 0; h < pr.H; ++h)
+            acc += double(bf2f(q[((size_t(b) * pr.T + t) * pr.N + n) * pr.H + h])) *
+                   bf2f(k[((size_t(b) * pr.S + j) * pr.K + kh) * pr.H + h]);
+          s[j] = acc * scale;
+          m = std::max(m, s[j]);
+        }
+        double l = 0;
+        for (int j = lo; j < hi; ++j) l += (s[j] = exp(s[j] - m));
+        float* out = &o[((size_t(b) * pr.T + t) * pr.N + n) * pr.Hv];
+        for (int j = lo; j < hi; ++j)
+          for (int h = 0; h < pr.Hv; ++h)
+            out[h] += float(s[j] / l * bf2f(v[((size_t(b) * pr.S + j) * pr.K + kh) * pr.Hv + h]));
+        lse[(size_t(b) * pr.T + t) * pr.N + n] = float(m + log(l));
+      }
+}
+
+// Dense (B, S, K, H) host data → the device layout of `pr` (dense, or a pool with a shuffled table);
+// unused slots (past a length) hold NaN, so a kernel that reads them fails.
+static Device upload(const Problem& pr, const std::vector<uint16_t>& q, const std::vector<uint16_t>& k,
+                     const std::vector<uint16_t>& v, int splits, int& max_blocks, std::mt19937& rng) {
+  Device d{};
+  const size_t rows = size_t(pr.B) * pr.T * pr.N;
+  max_blocks = pr.bs ? (pr.S + pr.bs - 1) / pr.bs : 0;
+  const int slots_total = pr.bs ? pr.B * max_blocks * pr.bs : pr.B * pr.S;
+  std::vector<uint16_t> kd(size_t(slots_total) * pr.K * pr.H, 0x7fc0), vd(size_t(slots_total) * pr.K * pr.Hv, 0x7fc0);
+  std::vector<int> table(size_t(pr.B) * std::max(max_blocks, 1));
+  std::vector<int> perm(pr.B * std::max(max_blocks, 1));
+  for (size_t i = 0; i < perm.size(); ++i) perm[i] = int(i);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  for (int b = 0; b < pr.B; ++b) {
+    for (int i = 0; i < max_blocks; ++i) table[size_t(b) * max_blocks + i] = perm[size_t(b) * max_blocks + i];
+    for (int j = 0; j < pr.lens[b]; ++j) {
+      const size_t slot = pr.bs ? size_t(table[size_t(b) * max_blocks + j / pr.bs]) * pr.bs + j % pr.bs : size_t(b) * pr.S + j;
+      memcpy(&kd[slot * pr.K * pr.H], &k[(size_t(b) * pr.S + j) * pr.K * pr.H], pr.K * pr.H * 2);
+      memcpy(&vd[slot * pr.K * pr.Hv], &v[(size_t(b) * pr.S + j) * pr.K * pr.Hv], pr.K * pr.Hv * 2);
+    }
+  }
+  auto put = [](void** dst, const void* src, size_t bytes) {
+    CHECK(cudaMalloc(dst, std::max<size_t>(bytes, 16)));
+    CHECK(cudaMemcpy(*dst, src, bytes, cudaMemcpyHostToDevice));
+  };
+  put((void**)&d.q, q.data(), q.size() * 2);
+  put((void**)&d.k, kd.data(), kd.size() * 2);
+  put((void**)&d.v, vd.data(), vd.size() * 2);
+  put((void**)&d.table, table.data(), table.size() * 4);
+  put((void**)&d.lens, pr.lens.data(), pr.B * 4);
+  CHECK(cudaMalloc(&d.o, rows * pr.Hv * 2 + 16));
+  CHECK(cudaMemset(d.o, 0xff, rows * pr.Hv * 2));  // NaN: an element nobody writes fails
+  CHECK(cudaMalloc(&d.lse, rows * 4 + 16));
+  CHECK(cudaMalloc(&d.opart, size_t(splits) * rows * 128 * 4 + 16));
+  CHECK(cudaMalloc(&d.lpart, size_t(splits) * rows * 4 + 16));
+  return d;
+}
+static void release(Device& d) {
+  for (void* x : {(void*)d.q, (void*)d.k, (void*)d.v, (void*)d.o, (void*)d.lse, (void*)d.opart, (void*)d.lpart,
+                  (void*)d.table, (void*)d.lens})
+    cudaFree(x);
+}
+
+static int check(bool quick) {
+  auto vs = variants();
+  std::mt19937 rng(1234);
+  std::normal_distribution<float> normal;
+  struct Case {
+    const char* name;
+    Problem pr;
+  };
+  std::vector<Case> cases = {
+      {"GQA 4:1 ragged 1000/1/0/517", {4, 1, 1000, 8, 2, 128, 128, 0, {1000, 1, 0, 517}}},
+      {"MQA N=32 S=3000", {2, 1, 3000, 32, 1, 128, 128, 0, {3000, 2963}}},
+      {"MQA N=16 T=3 causal", {2, 3, 1500, 16, 1, 128, 128, 0, {1500, 1441}, -1, true}},
+      {"K=8 N=32 S=4100", {3, 1, 4100, 32, 8, 128, 128, 0, {4100, 64, 65}}},
+      {"H=72 Hv=40", {2, 1, 700, 4, 2, 72, 40, 0, {700, 663}}},
+      {"window 64 T=2", {2, 2, 500, 4, 1, 128, 128, 0, {500, 3}, 64, true}},
+      {"window past the last key", {1, 12, 8, 4, 1, 128, 128, 0, {8}, 0, false, false}},
+  };
+  int failures = 0, runs = 0;
+  for (auto& c : cases)
+    for (int bs : {0, 16, 64}) {
+      if (quick && bs == 64) continue;
+      Problem pr = c.pr;
+      pr.bs = bs;
+      const int G = pr.N / pr.K;
+      std::vector<uint16_t> q(size_t(pr.B) * pr.T * pr.N * pr.H), k(size_t(pr.B) * pr.S * pr.K * pr.H),
+          v(size_t(pr.B) * pr.S * pr.K * pr.Hv);
+      for (auto* x : {&q, &k, &v})
+        for (auto& e : *x) e = f2bf(normal(rng));
+      std::vector<float> ro, rl;
+      reference(pr, q, k, v, ro, rl);
+      const int d = pr.H == 72 ? 80 : 128, dv = pr.Hv == 40 ? 48 : 128;
+      const int tiles = (pr.T * G + 15) / 16, natural = tiles <= 1 ? 1 : tiles <= 2 ? 2 : 4;
+      for (const Variant& var : vs) {
+        if (var.d != d || var.dv != dv || var.rt < natural) continue;
+        for (int splits : {1, 3, 17}) {
+          if (quick && splits != 3) continue;
+          int max_blocks = 0;
+          Device dev = upload(pr, q, k, v, splits, max_blocks, rng);
+          const DecodeParams p = params(pr, dev, splits, max_blocks);
+          launch(var, p);
+          cudaError_t e = cudaDeviceSynchronize();
+          ++runs;
+          if (e != cudaSuccess) {
+            printf("FAIL %-28s bs=%-2d rt=%d %s splits=%-2d: %s\n", c.name, bs, var.rt, var.bulk ? "bulk " : "async",
+                   splits, cudaGetErrorString(e));
+            return 1 + failures;  // the context is gone
+          }
+          const size_t rows = size_t(pr.B) * pr.T * pr.N;
+          std::vector<uint16_t> o(rows * pr.Hv);
+          std::vector<float> lse(rows);
+          CHECK(cudaMemcpy(o.data(), dev.o, o.size() * 2, cudaMemcpyDeviceToHost));
+          CHECK(cudaMemcpy(lse.data(), dev.lse, rows * 4, cudaMemcpyDeviceToHost));
+          double err = 0, lerr = 0;
+          for (size_t i = 0; i < o.size(); ++i) {
+            const float x = bf2f(o[i]);
+            err = std::max(err, std::isnan(x) ? INFINITY : double(fabsf(x - ro[i])));
+          }
+          for (size_t i = 0; i < rows; ++i)
+            lerr = std::max(lerr, std::isinf(rl[i]) ? (std::isinf(lse[i]) && lse[i] < 0 ? 0.0 : INFINITY)
+                                                    : double(fabsf(lse[i] - rl[i])));
+          const bool ok = err < 2e-2 && lerr < 1e-2;
+          if (!ok) ++failures;
+          printf("%s %-28s bs=%-2d rt=%d %s splits=%-2d max|dO|=%.2e max|dlse|=%.2e\n", ok ? "ok  " : "FAIL", c.name, bs,
+                 var.rt, var.bulk ? "bulk " : "async", splits, err, lerr);
+          release(dev);
+        }
+      }
+    }
+  printf("check: %d runs, %d failures\n", runs, failures);
+  return failures ? 1 : 0;
+}
+
+// The split count decode-splits.ts picks (its wave model), to print beside the measured best.
+static int model_splits(long blocks, int tiles, int slots) {
+  const int limit = std::min(128, tiles);
+  std::vector<double> cost(limit);
+  for (int s = 1; s <= limit; ++s) {
+    const long waves = (blocks * s + slots - 1) / slots;
+    cost[s - 1] = double(waves) * ((tiles + s - 1) / s + 1) + (s > 1 ? 2 : 0);
+  }
+  const double least = *std::min_element(cost.begin(), cost.end());
+  for (int s = 1; s <= limit; ++s)
+    if (cost[s - 1] <= least * 1.02) return s;
+  return 1;
+}
+
+__global__ void fill_random(uint16_t* x, size_t n, uint32_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint32_t h = uint32_t(i) * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    x[i] = to_bits<false>((float(h & 0xffff) / 65536.f - 0.5f) * 3.f);
+  }
+}
+
+static int bench(int argc, char** argv) {
+  const bool sweep = argc > 2 && !strcmp(argv[2], "sweep");
+  auto vs = variants();
+  cudaDeviceProp prop;
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  const int N = 32, H = 128;
+  struct Shape {
+    int B, S, K;
+  };
+  std::vector<Shape> shapes = {{64, 16384, 8}, {8, 131072, 8}, {128, 8192, 8}, {64, 16384, 4}, {64, 16384, 1},
+                               {1, 2048, 8},   {1, 8192, 8},   {1, 32768, 8},  {16, 8192, 8},  {1, 131072, 8}};
+  const size_t max_elems = size_t(128) * 8192 * 8 * H;  // the largest B·S·K·H above: 1 Gi elements, 2 GiB
+  uint16_t *k, *v, *q, *o;
+  float *lse, *opart, *lpart;
+  int *table, *lens;
+  CHECK(cudaMalloc(&k, max_elems * 2));
+  CHECK(cudaMalloc(&v, max_elems * 2));
+  fill_random<<<4096, 256>>>(k, max_elems, 1);
+  fill_random<<<4096, 256>>>(v, max_elems, 2);
+  CHECK(cudaMalloc(&q, size_t(128) * N * H * 2));
+  fill_random<<<64, 256>>>(q, size_t(128) * N * H, 3);
+  CHECK(cudaMalloc(&o, size_t(128) * N * H * 2));
+  CHECK(cudaMalloc(&lse, size_t(128) * N * 4));
+  CHECK(cudaMalloc(&opart, size_t(128) * 128 * N * H * 4));
+  CHECK(cudaMalloc(&lpart, size_t(128) * 128 * N * 4));
+  CHECK(cudaMalloc(&table, size_t(max_elems / (16 * H)) * 4));
+  CHECK(cudaMalloc(&lens, 128 * 4));
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  std::mt19937 rng(7);
+  printf("%-6s %-7s %-2s %-8s %-6s %-3s %-6s %-9s %-8s %-6s\n", "B", "S", "K", "layout", "loader", "rt", "splits",
+         "ms", "GB/s", "model");
+  for (const Shape& sh : shapes) {
+    std::vector<int> l(sh.B, sh.S);
+    CHECK(cudaMemcpy(lens, l.data(), sh.B * 4, cudaMemcpyHostToDevice));
+    const double bytes = 2.0 * (2.0 * sh.B * sh.S * sh.K * H + 2.0 * sh.B * N * H);
+    const int G = N / sh.K, tiles = (G + 15) / 16, rt = tiles <= 1 ? 1 : tiles <= 2 ? 2 : 4;
+    const long blocks = long(sh.B) * sh.K * ((tiles + rt - 1) / rt);
+    bool settle = true;
+    for (int bs : {0, 16, 64}) {
+      if (bs) {  // a shuffled table over as many blocks as the cache holds
+        const int mb = sh.S / bs;
+        std::vector<int> perm(size_t(sh.B) * mb);
+        for (size_t i = 0; i < perm.size(); ++i) perm[i] = int(i);
+        std::shuffle(perm.begin(), perm.end(), rng);
+        CHECK(cudaMemcpy(table, perm.data(), perm.size() * 4, cudaMemcpyHostToDevice));
+      }
+      for (bool bulk : {true, false}) {
+        const Variant& var = pick(vs, 128, 128, rt, bulk);
+        const int per_sm = std::max(1, int((prop.sharedMemPerMultiprocessor) / (var.smem + 1024)));
+        const int model = model_splits(blocks, (sh.S + 63) / 64, prop.multiProcessorCount * per_sm);
+        std::vector<int> list = {model};
+        if (sweep && bulk && bs != 64)  // the sweep: every split count, bulk loader, dense and paged16
+          for (int s : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64})
+            if (s != model && s <= (sh.S + 63) / 64) list.push_back(s);
+        for (int splits : list) {
+          DecodeParams p{};
+          p.q = q, p.k = k, p.v = v, p.o = o, p.lse = nullptr, p.o_part = opart, p.lse_part = lpart;
+          p.block_table = bs ? table : nullptr, p.kv_lens = lens;
+          p.q_token = N * H, p.q_head = H, p.k_token = sh.K * H, p.k_head = H, p.v_token = sh.K * H, p.v_head = H;
+          p.o_token = N * H, p.o_head = H;
+          p.B = sh.B, p.T = 1, p.S = sh.S, p.N = N, p.K = sh.K, p.H = H, p.Hv = H, p.group = G;
+          p.block_size = bs, p.max_blocks = bs ? sh.S / bs : 0, p.splits = splits;
+          p.window_left = p.window_right = 1 << 29;
+          p.scale_log2 = 0.127517f, p.flags = 0, p.rows_total = sh.B * N;
+          // the first configuration of a shape settles ~150 ms (the H200 under its power cap), every
+          // one warms 5 launches; the median of 20
+          cudaEventRecord(a);
+          launch(var, p);
+          cudaEventRecord(b);
+          CHECK(cudaEventSynchronize(b));
+          float one;
+          cudaEventElapsedTime(&one, a, b);
+          const int warm = settle ? std::max(5, int(150 / std::max(one, 0.01f))) : 5;
+          settle = false;
+          for (int i = 0; i < warm; ++i) launch(var, p);
+          std::vector<float> t;
+          for (int r = 0; r < 20; ++r) {
+            cudaEventRecord(a);
+            launch(var, p);
+            cudaEventRecord(b);
+            CHECK(cudaEventSynchronize(b));
+            float ms;
+            cudaEventElapsedTime(&ms, a, b);
+            t.push_back(ms);
+          }
+          std::sort(t.begin(), t.end());
+          const float ms = t[t.size() / 2];
+          printf("%-6d %-7d %-2d %-8s %-6s %-3d %-6d %-9.4f %-8.0f %s\n", sh.B, sh.S, sh.K,
+                 bs ? (bs == 16 ? "paged16" : "paged64") : "dense", bulk ? "bulk" : "async", rt, splits, ms,
+                 bytes / (ms * 1e-3) / 1e9, splits == model ? "*" : "");
+          fflush(stdout);
+        }
+      }
+    }
+  }
+  CHECK(cudaDeviceSynchronize());
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  if (argc > 1 && !strcmp(argv[1], "check")) return check(argc > 2 && !strcmp(argv[2], "quick"));
+  if (argc > 1 && !strcmp(argv[1], "bench")) return bench(argc, argv);
+  fprintf(stderr, "usage: harness check [quick] | bench [sweep]\n");
+  return 2;
+}

@@ -1,0 +1,28 @@
+/** The decode kernel's split-count model (src/backends/cuda/flash/decode-splits.ts). */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { chooseSplitCount, splitCost } from '../../src/backends/cuda/flash/decode-splits.js';
+
+// H200: 132 SMs × 2 blocks of ~110 KB at D=128.
+const slots = 264;
+
+describe('decode split count', () => {
+  it('fills one wave instead of spilling into a second (B=8, S=128k, K=8: 64 blocks, 2048 tiles)', () => {
+    const splits = chooseSplitCount({ blocks: 64, tiles: 2048, slots });
+    assert.ok(64 * splits <= slots, `${splits} splits make ${64 * splits} blocks`);
+    assert.equal(splits, 4);
+  });
+  it('does not split a grid that already has several waves of long blocks (B=64, S=16k, K=8)', () => {
+    assert.equal(chooseSplitCount({ blocks: 512, tiles: 256, slots }), 1);
+  });
+  it('splits a single sequence across the GPU, never into slices shorter than one tile', () => {
+    const splits = chooseSplitCount({ blocks: 8, tiles: 32, slots });
+    assert.ok(splits > 8 && splits <= 32, `${splits}`);
+    assert.equal(chooseSplitCount({ blocks: 8, tiles: 1, slots }), 1);
+  });
+  it('costs grow with a partial extra wave', () => {
+    assert.ok(
+      splitCost({ blocks: 64, tiles: 2048, slots }, 5) > splitCost({ blocks: 64, tiles: 2048, slots }, 4),
+    );
+  });
+});
