@@ -267,15 +267,16 @@ static int check(bool quick) {
 
 // The split count decode-splits.ts picks (its wave model), to print beside the measured best.
 static int model_splits(long blocks, int tiles, int slots) {
-  const int limit = std::min(128, tiles);
-  std::vector<double> cost(limit);
-  for (int s = 1; s <= limit; ++s) {
+  const int candidates[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128};
+  auto cost = [&](int s) {
     const long waves = (blocks * s + slots - 1) / slots;
-    cost[s - 1] = double(waves) * ((tiles + s - 1) / s + 1) + (s > 1 ? 2 : 0);
-  }
-  const double least = *std::min_element(cost.begin(), cost.end());
-  for (int s = 1; s <= limit; ++s)
-    if (cost[s - 1] <= least * 1.02) return s;
+    return double(waves) * ((tiles + s - 1) / s + 1) + (s > 1 ? 2 + 0.25 * s : 0);
+  };
+  double least = INFINITY;
+  for (int s : candidates)
+    if (s <= tiles) least = std::min(least, cost(s));
+  for (int s : candidates)
+    if (s <= tiles && cost(s) <= least * 1.02) return s;
   return 1;
 }
 

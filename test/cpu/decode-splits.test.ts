@@ -17,8 +17,22 @@ describe('decode split count', () => {
   });
   it('splits a single sequence across the GPU, never into slices shorter than one tile', () => {
     const splits = chooseSplitCount({ blocks: 8, tiles: 32, slots });
-    assert.ok(splits > 8 && splits <= 32, `${splits}`);
+    assert.ok(splits > 1 && splits <= 32, `${splits}`);
     assert.equal(chooseSplitCount({ blocks: 8, tiles: 1, slots }), 1);
+  });
+  // The H200 sweep's best split counts (bench/results/2026-12-01-s6-decode, B=1 K=8: 8 blocks).
+  for (const [S, best] of [
+    [2048, 8],
+    [8192, 16],
+    [32768, 32],
+    [131072, 32],
+  ] as const) {
+    it(`B=1, S=${S}, K=8 takes the sweep's best, ${best} splits`, () => {
+      assert.equal(chooseSplitCount({ blocks: 8, tiles: S / 64, slots }), best);
+    });
+  }
+  it('MQA with two row tiles per block (1 block per SM): B=64, S=16k, K=1 takes 2', () => {
+    assert.equal(chooseSplitCount({ blocks: 64, tiles: 256, slots: 132 }), 2);
   });
   it('costs grow with a partial extra wave', () => {
     assert.ok(

@@ -4,12 +4,11 @@
 // (D=128) in and its instructions issued, not its arithmetic. Two loaders:
 // - cp.async: every thread issues 16-byte copies; one cache-row lookup (block-table load, 64-bit
 //   offset) per row serves both K and V. 64 rows × 16 chunks × 2 = 16 copies per thread per tile.
-// - bulk (sm_90, H and Hv multiples of 8, 16-byte aligned rows; OFF unless the host's decodeTuning
-//   asks: the first H200 run stalled at its first launch, cause not yet found): one thread per row, one
-//   `cp.async.bulk` of the whole row (256 B at H=128) completing on the stage's mbarrier: 1 copy
-//   per thread per tile, no per-thread tracking of outstanding copies, and the bytes in flight are
-//   bounded by the stages alone. Rows past the key range are zero-filled by ordinary stores (bulk
-//   copies cannot zero-fill), so stale shared memory never meets a zero softmax weight.
+// - bulk (sm_90, H and Hv multiples of 8, 16-byte aligned rows; the default there, decode.ts): one
+//   thread per row, one `cp.async.bulk` of the whole row (256 B at H=128) completing on the stage's
+//   mbarrier: 1 copy per thread per tile, no per-thread tracking of outstanding copies, and the bytes
+//   in flight are bounded by the stages alone. Rows past the key range are zero-filled by ordinary
+//   stores (bulk copies cannot zero-fill), so stale shared memory never meets a zero softmax weight.
 #pragma once
 #include "flash/mma.cuh"
 

@@ -2,22 +2,27 @@
  * How many slices of the key range the decode kernel splits each (batch, kv head, row group) into.
  *
  * A split-KV grid of `blocks · splits` blocks runs in waves of `slots` (multiprocessors × blocks
- * that fit on one by shared memory: 2 at D=128). The time of a launch is about
- *   waves · (tiles per split + FILL) + (splits > 1 ? COMBINE : 0)      (in 64-key tile times)
- * FILL: a block's pipeline fill and merge, COMBINE: the second launch and its reads. Both are
- * estimates (a fill is one DRAM latency, ~1–2 µs, about one tile time of a block at full bandwidth;
- * a launch ~3–5 µs), NOT yet measured: bench/decode/splits-sweep.ts measures every split count per
- * shape against the model's choice, and its first run (bench/results/2026-12-01-s5-decode) came
- * back empty. The count minimising the time is taken: B=8, S=128k, K=8 gets 4 splits (256 blocks,
- * one wave of 264) where the old "two blocks per SM" rule took 5 (320 blocks: a second wave of 56;
- * measured 1.38 TB/s there against 2.2 at B=64, bench/results/2026-12-01-decode).
+ * that fit on one by shared memory: 2 at D=128 with one row tile, 1 with two). The time of a launch
+ * is about (in tile times: one block's time for one 64-key tile, ~2.3 µs at D=128 on the H200)
+ *   waves · (tiles per split + FILL) + (splits > 1 ? COMBINE + PER_SPLIT · splits : 0)
+ * FILL: a block's pipeline fill and merge; COMBINE: the second launch; PER_SPLIT: what each split
+ * adds (its partial rows written and read back, the combine's serial loop over splits). Fitted to
+ * the H200 sweep of every split count (bench/results/2026-12-01-s6-decode, 10 shapes × dense and
+ * paged16, bulk loader): with PER_SPLIT = 0 the model took 32 splits at B=1 S=2k (29.8 µs, the
+ * best, 8 splits, 22.3 µs) and 32 at S=8k (36.9 µs, best 16: 34.8); with 0.25 it picks the measured
+ * best or one within 1% at every shape of the sweep. Past a few waves the differences are smaller than
+ * the model's error, and the fewest splits within TIE of the least are taken, among the counts the
+ * sweep measured (SPLIT_CANDIDATES).
  */
 
-/** Pipeline fill + merge of one block, in tile times (an estimate: see the header). */
+/** Pipeline fill + merge of one block, in tile times. */
 export const FILL_TILES = 1;
-/** The combine launch, in tile times (an estimate: see the header). */
+/** The combine launch, in tile times. */
 export const COMBINE_TILES = 2;
-const MAX_SPLITS = 128;
+/** Each split's share of the combine (tile times), fitted to the sweep: see the header. */
+export const PER_SPLIT_TILES = 0.25;
+/** The split counts the sweep measured (and 96, 128 past it): the model chooses among these only. */
+const SPLIT_CANDIDATES = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128];
 const TIE = 0.02;
 
 export interface SplitShape {
@@ -32,7 +37,8 @@ export interface SplitShape {
 /** Modelled launch time (tile times) of `splits`, as in the header. */
 export function splitCost(s: SplitShape, splits: number): number {
   const waves = Math.ceil((s.blocks * splits) / s.slots);
-  return waves * (Math.ceil(s.tiles / splits) + FILL_TILES) + (splits > 1 ? COMBINE_TILES : 0);
+  const combine = splits > 1 ? COMBINE_TILES + PER_SPLIT_TILES * splits : 0;
+  return waves * (Math.ceil(s.tiles / splits) + FILL_TILES) + combine;
 }
 
 /**
@@ -40,16 +46,16 @@ export function splitCost(s: SplitShape, splits: number): number {
  * differences are smaller than its error, and every extra split costs a combine read and a fill.
  */
 export function chooseSplitCount(s: SplitShape): number {
-  const limit = Math.min(MAX_SPLITS, s.tiles);
-  const costs = Array.from({ length: limit }, (_, i) => splitCost(s, i + 1));
+  const candidates = SPLIT_CANDIDATES.filter((n) => n <= s.tiles);
+  const costs = candidates.map((n) => splitCost(s, n));
   const least = Math.min(...costs);
-  return costs.findIndex((cost) => cost <= least * (1 + TIE)) + 1;
+  return candidates[costs.findIndex((cost) => cost <= least * (1 + TIE))];
 }
 
 /**
  * Forced choices for measuring (bench/decode/splits-sweep.ts) and for tests: a split count, or the
- * loader ('bulk' is the only way to reach the bulk-copy loader, off by default: decode.ts says why).
- * Unset fields keep the normal choice.
+ * loader (bulk copies or 16-byte cp.async; decode.ts picks bulk on sm_90). Unset fields keep the
+ * normal choice.
  */
 export interface DecodeTuning {
   splits?: number;

@@ -7,10 +7,11 @@
  * whose rows per key/value head (T·N/K, GQA-packed into m16 tiles) fit in 4 tiles — decoding and
  * short speculative steps, where the prefill kernel's 128-row query tiles would be mostly padding and
  * its grid of B·N blocks too small to fill 132 SMs. Up to 4 row tiles share one block (`rowTiles`),
- * so each K/V byte is read once per kv head (MQA N=32 has 2). K/V rows arrive by 16-byte cp.async;
- * the bulk-copy loader of decode_load.cuh (sm_90) runs only when decodeTuning asks for it: on its
- * first H200 run (2026-12-01, session 5) the decode tests stalled at the first bulk launch, and it
- * stays off until a run shows it correct. The split count comes from decode-splits.ts.
+ * so each K/V byte is read once per kv head (MQA N=32 has 2). K/V rows arrive by cp.async.bulk on
+ * stage mbarriers (decode_load.cuh; sm_90, rows of 16-byte multiples) or by 16-byte cp.async
+ * elsewhere (decodeTuning.loader forces either); both passed the decode GPU tests on the H200, and
+ * compute-sanitizer memcheck of bench/decode/harness.cu's nvcc build of the same kernel source
+ * (bench/results/2026-12-01-s6-decode). The split count comes from decode-splits.ts.
  */
 import { AttnlabError } from '../../../errors.js';
 import { Tensor } from '../../../tensor/tensor.js';
@@ -65,10 +66,11 @@ function bulkLoadable(p: AttentionProblem, arch: string): boolean {
 }
 
 /**
- * The loader where both can run: 'bulk' (sm_90, rows of 16-byte multiples) unless a GPU run says
- * otherwise. Session 5's "stall at the first bulk launch" was NVRTC time: the unrolled scalar P·V
- * fallback made RT=4 take ~32 s to compile (47k PTX lines; 6k now, 0.7 s), and a test process in
- * that native call ignores SIGTERM.
+ * The loader where both can run. Bulk: paged caches read 3.6 TB/s with it against 2.6 by cp.async
+ * (the row's table entry is loaded a tile ahead); dense 3.9 against 4.0 (bench/results/2026-12-01-s6-decode).
+ * Session 5's "stall at the first bulk launch" was NVRTC time, not the loader: the unrolled scalar
+ * P·V fallback made RT=4 take ~32 s to compile (47k PTX lines; 6k now, 0.7 s), and a test process
+ * inside that native call does not act on SIGTERM.
  */
 const DEFAULT_LOADER: 'bulk' | 'async' = 'bulk';
 
