@@ -6,6 +6,7 @@
 //   timeout -s KILL 20 ./harness check     # every loader × row-tile variant vs a float reference
 //   compute-sanitizer --tool memcheck ./harness check quick
 //   timeout -s KILL 60 ./harness bench [sweep]   # GB/s per shape, layout, loader (and every split count)
+//   ncu ... ./harness bench one 64 16384 8 16 bulk  # one configuration: B S K blockSize (0: dense) loader
 // It launches the kernel exactly as src/backends/cuda/flash/decode.ts does (grid, shared memory,
 // DecodeParams); DECODE_SPIN_LIMIT makes a bulk-loader wait that never completes trap with a message.
 #include <cuda_runtime.h>
@@ -82,6 +83,7 @@ struct Problem {
   int window_left = -1;           // -1: none; else the window [left, ∞)
   bool causal = false;
   bool bottom_right = true;       // causal / window diagonal alignment
+  bool nan_v = false;             // NaN in V at keys one row sees and another not (the scalar P·V path)
 };
 
 // Launches as decode.ts does; returns the device time of `reps` launches' median (ms) when reps > 0.
@@ -209,6 +211,7 @@ static int check(bool quick) {
       {"H=72 Hv=40", {2, 1, 700, 4, 2, 72, 40, 0, {700, 663}}},
       {"window 64 T=2", {2, 2, 500, 4, 1, 128, 128, 0, {500, 3}, 64, true}},
       {"window past the last key", {1, 12, 8, 4, 1, 128, 128, 0, {8}, 0, false, false}},
+      {"NaN in V, window 10 T=2", {2, 2, 300, 8, 1, 128, 128, 0, {300, 250}, 10, true, true, true}},
   };
   int failures = 0, runs = 0;
   for (auto& c : cases)
@@ -221,6 +224,13 @@ static int check(bool quick) {
           v(size_t(pr.B) * pr.S * pr.K * pr.Hv);
       for (auto* x : {&q, &k, &v})
         for (auto& e : *x) e = f2bf(normal(rng));
+      if (pr.nan_v)  // token 1 alone sees key len−1, token 0 alone len−12, nobody keys 0…199
+        for (int b = 0; b < pr.B; ++b)
+          for (int kh = 0; kh < pr.K; ++kh) {
+            auto at = [&](int j, int col) -> uint16_t& { return v[((size_t(b) * pr.S + j) * pr.K + kh) * pr.Hv + col]; };
+            at(pr.lens[b] - 1, 3) = at(pr.lens[b] - 12, 7) = 0x7fc0;
+            for (int j = 0; j < 200; ++j) at(j, 9) = 0x7fc0;
+          }
       std::vector<float> ro, rl;
       reference(pr, q, k, v, ro, rl);
       const int d = pr.H == 72 ? 80 : 128, dv = pr.Hv == 40 ? 48 : 128;
@@ -248,7 +258,8 @@ static int check(bool quick) {
           double err = 0, lerr = 0;
           for (size_t i = 0; i < o.size(); ++i) {
             const float x = bf2f(o[i]);
-            err = std::max(err, std::isnan(x) ? INFINITY : double(fabsf(x - ro[i])));
+            err = std::max(err, std::isnan(x) || std::isnan(ro[i]) ? (std::isnan(x) == std::isnan(ro[i]) ? 0.0 : INFINITY)
+                                                           : double(fabsf(x - ro[i])));
           }
           for (size_t i = 0; i < rows; ++i)
             lerr = std::max(lerr, std::isinf(rl[i]) ? (std::isinf(lse[i]) && lse[i] < 0 ? 0.0 : INFINITY)
@@ -270,7 +281,7 @@ static int model_splits(long blocks, int tiles, int slots) {
   const int candidates[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128};
   auto cost = [&](int s) {
     const long waves = (blocks * s + slots - 1) / slots;
-    return double(waves) * ((tiles + s - 1) / s + 1) + (s > 1 ? 2 + 0.25 * s : 0);
+    return double(waves) * ((tiles + s - 1) / s + 1) + (s > 1 ? 2 + 0.125 * s : 0);
   };
   double least = INFINITY;
   for (int s : candidates)
@@ -292,6 +303,8 @@ __global__ void fill_random(uint16_t* x, size_t n, uint32_t seed) {
 
 static int bench(int argc, char** argv) {
   const bool sweep = argc > 2 && !strcmp(argv[2], "sweep");
+  // `bench one B S K blockSize bulk|async`: that configuration alone (the model's split count), for ncu.
+  const bool one = argc > 7 && !strcmp(argv[2], "one");
   auto vs = variants();
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -301,6 +314,8 @@ static int bench(int argc, char** argv) {
   };
   std::vector<Shape> shapes = {{64, 16384, 8}, {8, 131072, 8}, {128, 8192, 8}, {64, 16384, 4}, {64, 16384, 1},
                                {1, 2048, 8},   {1, 8192, 8},   {1, 32768, 8},  {16, 8192, 8},  {1, 131072, 8}};
+  if (one) shapes = {{atoi(argv[3]), atoi(argv[4]), atoi(argv[5])}};
+  const int one_bs = one ? atoi(argv[6]) : -1, one_bulk = one ? !strcmp(argv[7], "bulk") : -1;
   const size_t max_elems = size_t(128) * 8192 * 8 * H;  // the largest B·S·K·H above: 1 Gi elements, 2 GiB
   uint16_t *k, *v, *q, *o;
   float *lse, *opart, *lpart;
@@ -331,6 +346,7 @@ static int bench(int argc, char** argv) {
     const long blocks = long(sh.B) * sh.K * ((tiles + rt - 1) / rt);
     bool settle = true;
     for (int bs : {0, 16, 64}) {
+      if (one && bs != one_bs) continue;
       if (bs) {  // a shuffled table over as many blocks as the cache holds
         const int mb = sh.S / bs;
         std::vector<int> perm(size_t(sh.B) * mb);
@@ -339,6 +355,7 @@ static int bench(int argc, char** argv) {
         CHECK(cudaMemcpy(table, perm.data(), perm.size() * 4, cudaMemcpyHostToDevice));
       }
       for (bool bulk : {true, false}) {
+        if (one && int(bulk) != one_bulk) continue;
         const Variant& var = pick(vs, 128, 128, rt, bulk);
         const int per_sm = std::max(1, int((prop.sharedMemPerMultiprocessor) / (var.smem + 1024)));
         const int model = model_splits(blocks, (sh.S + 63) / 64, prop.multiProcessorCount * per_sm);
@@ -394,6 +411,6 @@ static int bench(int argc, char** argv) {
 int main(int argc, char** argv) {
   if (argc > 1 && !strcmp(argv[1], "check")) return check(argc > 2 && !strcmp(argv[2], "quick"));
   if (argc > 1 && !strcmp(argv[1], "bench")) return bench(argc, argv);
-  fprintf(stderr, "usage: harness check [quick] | bench [sweep]\n");
+  fprintf(stderr, "usage: harness check [quick] | bench [sweep | one B S K blockSize bulk|async]\n");
   return 2;
 }

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { chooseSplitCount, splitCost } from '../../src/backends/cuda/flash/decode-splits.js';
 
-// H200: 132 SMs × 2 blocks of ~110 KB at D=128.
+// H200: 132 SMs × 2 blocks of ~110 KB at D=128 (one or two row tiles).
 const slots = 264;
 
 describe('decode split count', () => {
@@ -20,10 +20,10 @@ describe('decode split count', () => {
     assert.ok(splits > 1 && splits <= 32, `${splits}`);
     assert.equal(chooseSplitCount({ blocks: 8, tiles: 1, slots }), 1);
   });
-  // The H200 sweep's best split counts (bench/results/2026-12-01-s6-decode, B=1 K=8: 8 blocks).
+  // The H200 sweep's best split counts (bench/results/2026-12-01-s6-decode, second sweep; B=1 K=8: 8 blocks).
   for (const [S, best] of [
-    [2048, 8],
-    [8192, 16],
+    [2048, 16],
+    [8192, 32],
     [32768, 32],
     [131072, 32],
   ] as const) {
@@ -31,8 +31,8 @@ describe('decode split count', () => {
       assert.equal(chooseSplitCount({ blocks: 8, tiles: S / 64, slots }), best);
     });
   }
-  it('MQA with two row tiles per block (1 block per SM): B=64, S=16k, K=1 takes 2', () => {
-    assert.equal(chooseSplitCount({ blocks: 64, tiles: 256, slots: 132 }), 2);
+  it('MQA (two row tiles in each of B·K = 64 blocks) fills one wave: B=64, S=16k, K=1 takes 4', () => {
+    assert.equal(chooseSplitCount({ blocks: 64, tiles: 256, slots }), 4);
   });
   it('costs grow with a partial extra wave', () => {
     assert.ok(

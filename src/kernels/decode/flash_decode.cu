@@ -69,11 +69,10 @@ struct DecodeConfig {
   static constexpr int K_BYTES = DEC_BN * PITCH * 2;
   static constexpr int V_BYTES = DEC_BN * PITCHV * 2;
   static constexpr int STAGE_BYTES = K_BYTES + V_BYTES;
-  static constexpr int P_BYTES = DEC_WARPS * 16 * 16 * 4;  // the scalar P·V path's weights
   static constexpr int MERGE_BYTES = DEC_WARPS * DEC_ROWS * (DV + 2) * 4;
   static constexpr int LOOP_BYTES = STAGES * STAGE_BYTES;
   static constexpr int SMEM =
-      BAR_BYTES + Q_BYTES + P_BYTES + (LOOP_BYTES > MERGE_BYTES ? LOOP_BYTES : MERGE_BYTES);
+      BAR_BYTES + Q_BYTES + (LOOP_BYTES > MERGE_BYTES ? LOOP_BYTES : MERGE_BYTES);
   static constexpr int KT = D / 16;
   static constexpr int DT = DV / 8;
   static_assert(STAGES >= 2 && STAGES <= 8, "stages");
@@ -146,18 +145,23 @@ __device__ __forceinline__ bool has_non_finite(u32 x) {
 }
 
 // The rare P·V of 16 keys whose V holds NaN/Inf where some row does not see them: per visible
-// (row, key) pair, in scalar code. The column loop is not unrolled (unrolled, 4 copies of 16 × 4 × 16
-// multiply-adds made RT=4 take ~30 s to compile); each column group's 4 sums reach the accumulator
-// registers through an unrolled select, since registers take only compile-time indices.
+// (row, key) pair, in scalar code. `pt` is the warp's 16 × 16 tile of weights in the mma layout (lane
+// (g, tq) holds rows g, g+8 and keys 8·nt + 2·tq, +1); the weight of (row, key kk) comes from lane
+// 4·g + (kk % 8) / 2 by a shuffle, so no shared memory is needed (the 4 KB it took kept two blocks of
+// two row tiles from fitting on one SM). The column loop is not unrolled (unrolled, 4 copies of
+// 16 × 4 × 16 multiply-adds made RT=4 take ~30 s to compile); each column group's 4 sums reach the
+// accumulator registers through an unrolled select, since registers take only compile-time indices.
 template <class C, bool FP16>
-__device__ __forceinline__ void scalar_pv(float (&o)[C::DT][4], const float* sP, const u16* sV, int chunk0,
-                                          const int (&lo)[2], const int (&hi)[2], int g, int tq) {
+__device__ __forceinline__ void scalar_pv(float (&o)[C::DT][4], const float (&pt)[2][4], const u16* sV,
+                                          int chunk0, const int (&lo)[2], const int (&hi)[2], int g, int tq) {
 #pragma unroll 1
   for (int d = 0; d < C::DT; ++d) {
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll 1
+#pragma unroll
     for (int kk = 0; kk < 16; ++kk) {
-      const int j = chunk0 + kk;
+      const int j = chunk0 + kk, from = 4 * g + (kk % 8) / 2;
+      const float w[2] = {__shfl_sync(0xffffffffu, pt[kk / 8][kk % 2], from),
+                          __shfl_sync(0xffffffffu, pt[kk / 8][2 + kk % 2], from)};
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
         const int h = c / 2;
@@ -169,7 +173,7 @@ __device__ __forceinline__ void scalar_pv(float (&o)[C::DT][4], const float* sP,
         } else {
           x = __uint_as_float(static_cast<u32>(bits) << 16);
         }
-        acc[c] = fmaf(sP[(g + 8 * h) * 16 + kk], x, acc[c]);
+        acc[c] = fmaf(w[h], x, acc[c]);
       }
     }
 #pragma unroll
@@ -209,8 +213,7 @@ __device__ __forceinline__ void flash_decode(const DecodeParams& p) {
 
   const u32 bars = smem_addr(smem);
   u16* sQ = reinterpret_cast<u16*>(smem + C::BAR_BYTES);
-  float* sP = reinterpret_cast<float*>(smem + C::BAR_BYTES + C::Q_BYTES) + warp * 256;
-  unsigned char* loop = smem + C::BAR_BYTES + C::Q_BYTES + C::P_BYTES;
+  unsigned char* loop = smem + C::BAR_BYTES + C::Q_BYTES;
   const u32 q_smem = smem_addr(sQ), loop_smem = smem_addr(loop);
 
   // Cache slot of key j: dense b·S + j, packed offset + j, paged table[b][j / bs]·bs + j % bs.
@@ -431,16 +434,14 @@ __device__ __forceinline__ void flash_decode(const DecodeParams& p) {
           mma_16816<FP16>(o[d + 1], a, vb[2], vb[3]);
         }
       } else {
-        // Scalar P·V over the visible pairs only: weights through shared memory, one row of V at a time.
+        // Scalar P·V over the visible pairs only (weights by shuffles, V one row at a time).
+        float pt[2][4];
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-          for (int c = 0; c < 4; ++c)
-            sP[(g + 8 * (c / 2)) * 16 + nt * 8 + 2 * tq + (c % 2)] = s[2 * kc + nt][c];
-        __syncwarp();
-        scalar_pv<C, FP16>(o, sP, reinterpret_cast<const u16*>(loop + stage * C::STAGE_BYTES + C::K_BYTES) +
+          for (int c = 0; c < 4; ++c) pt[nt][c] = s[2 * kc + nt][c];
+        scalar_pv<C, FP16>(o, pt, reinterpret_cast<const u16*>(loop + stage * C::STAGE_BYTES + C::K_BYTES) +
                                       chunk_row * C::PITCHV, chunk0, lo, hi, g, tq);
-        __syncwarp();
       }
     }
   }
@@ -520,31 +521,52 @@ __device__ __forceinline__ void flash_decode(const DecodeParams& p) {
 
 // The combine: one warp per (token, head) row merges the splits' normalised rows by their
 // log-sum-exp: lse = log Σ e^lse_s, O = Σ e^(lse_s − lse) · O_s. Padding rows of a dense query
-// (t ≥ its length) are left as the host zeroed them.
+// (t ≥ its length) are left as the host zeroed them. The lanes read the splits' lse in parallel
+// (one split each, 32 at a time) and put their weights in shared memory; then each lane owns 4
+// columns and reads one 16-byte chunk of every split's row, independent loads the compiler can keep
+// in flight (the first version walked the splits three times one lse at a time, and once per
+// column: ~0.6 µs per split at B=1, the sweep of bench/results/2026-12-01-s6-decode).
+constexpr int DEC_MAX_SPLITS = 128;  // decode-splits.ts never asks for more
 template <int DV, bool FP16>
 __device__ __forceinline__ void flash_decode_combine(const DecodeParams& p) {
-  const int row = blockIdx.x * 4 + threadIdx.x / 32, lane = threadIdx.x % 32;
+  __shared__ float weights[4][DEC_MAX_SPLITS];
+  const int warp = threadIdx.x / 32, row = blockIdx.x * 4 + warp, lane = threadIdx.x % 32;
   if (row >= p.rows_total) return;
   if (!p.q_offsets) {
     const int token = row / p.N, b = token / p.T, t = token % p.T;
     if (t >= (p.q_lens ? p.q_lens[b] : p.T)) return;
   }
+  const int splits = imin(p.splits, DEC_MAX_SPLITS);
   float M = neg_inf();
-  for (int s = 0; s < p.splits; ++s) M = nan_max(M, p.lse_part[(i64)s * p.rows_total + row]);
+  for (int s = lane; s < splits; s += 32) M = nan_max(M, p.lse_part[(i64)s * p.rows_total + row]);
+#pragma unroll
+  for (int d = 16; d > 0; d /= 2) M = nan_max(M, __shfl_xor_sync(0xffffffffu, M, d));
   const float base = M == neg_inf() ? 0.f : M;
   float sum = 0.f;
-  for (int s = 0; s < p.splits; ++s) sum += __expf(p.lse_part[(i64)s * p.rows_total + row] - base);
+  for (int s = lane; s < splits; s += 32) {
+    // A split that saw nothing has weight 0 and O 0; one that saw a NaN carries it.
+    const float w = __expf(p.lse_part[(i64)s * p.rows_total + row] - base);
+    weights[warp][s] = w;
+    sum += w;
+  }
+#pragma unroll
+  for (int d = 16; d > 0; d /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, d);
+  __syncwarp();
   const bool empty = sum == 0.f;
   const float inv = empty ? 0.f : 1.f / sum;
   u16* dst = p.o + (i64)(row / p.N) * p.o_token + (i64)(row % p.N) * p.o_head;
-  for (int col = lane; col < p.Hv; col += 32) {
-    float x = 0.f;
-    for (int s = 0; s < p.splits; ++s) {
-      const i64 at = (i64)s * p.rows_total + row;
-      // A split that saw nothing has weight 0 and O 0; one that saw a NaN carries it.
-      x += __expf(p.lse_part[at] - base) * p.o_part[at * DV + col];
+  for (int col = 4 * lane; col < p.Hv; col += 128) {
+    float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 4
+    for (int s = 0; s < splits; ++s) {
+      const float w = weights[warp][s];
+      const float4 y = *reinterpret_cast<const float4*>(p.o_part + ((i64)s * p.rows_total + row) * DV + col);
+      x.x += w * y.x, x.y += w * y.y, x.z += w * y.z, x.w += w * y.w;
     }
-    dst[col] = to_bits<FP16>(x * inv);
+    const float out[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+      if (col + c < p.Hv) dst[col + c] = to_bits<FP16>(out[c] * inv);
   }
   if (p.lse && lane == 0) p.lse[row] = empty ? neg_inf() : base + __logf(sum);
 }
@@ -574,10 +596,7 @@ template __global__ void decode_test<DecodeConfig<128, 128, false, 3, 1, false>,
 template __global__ void decode_test<DecodeConfig<128, 128, true, 3, 2, false>, true>(const __grid_constant__ DecodeParams);
 template __global__ void decode_test<DecodeConfig<128, 64, false, 3, 1, false>, false>(const __grid_constant__ DecodeParams);
 template __global__ void decode_test<DecodeConfig<256, 256, false, 2, 1, false>, false>(const __grid_constant__ DecodeParams);
-template __global__ void decode_test<DecodeConfig<128, 128, false, 3, 1, true>, false>(const __grid_constant__ DecodeParams);
 template __global__ void decode_test<DecodeConfig<128, 128, false, 3, 2, true>, false>(const __grid_constant__ DecodeParams);
-template __global__ void decode_test<DecodeConfig<128, 128, false, 3, 4, true>, false>(const __grid_constant__ DecodeParams);
-template __global__ void decode_test<DecodeConfig<128, 128, false, 4, 1, true>, false>(const __grid_constant__ DecodeParams);
 template __global__ void decode_test<DecodeConfig<256, 256, true, 2, 2, true>, true>(const __grid_constant__ DecodeParams);
 template __global__ void combine_test<128, false>(const __grid_constant__ DecodeParams);
 #endif

@@ -2,17 +2,18 @@
  * How many slices of the key range the decode kernel splits each (batch, kv head, row group) into.
  *
  * A split-KV grid of `blocks · splits` blocks runs in waves of `slots` (multiprocessors × blocks
- * that fit on one by shared memory: 2 at D=128 with one row tile, 1 with two). The time of a launch
+ * that fit on one by shared memory: 2 at D=128 with one or two row tiles). The time of a launch
  * is about (in tile times: one block's time for one 64-key tile, ~2.3 µs at D=128 on the H200)
  *   waves · (tiles per split + FILL) + (splits > 1 ? COMBINE + PER_SPLIT · splits : 0)
  * FILL: a block's pipeline fill and merge; COMBINE: the second launch; PER_SPLIT: what each split
- * adds (its partial rows written and read back, the combine's serial loop over splits). Fitted to
- * the H200 sweep of every split count (bench/results/2026-12-01-s6-decode, 10 shapes × dense and
- * paged16, bulk loader): with PER_SPLIT = 0 the model took 32 splits at B=1 S=2k (29.8 µs, the
- * best, 8 splits, 22.3 µs) and 32 at S=8k (36.9 µs, best 16: 34.8); with 0.25 it picks the measured
- * best or one within 1% at every shape of the sweep. Past a few waves the differences are smaller than
- * the model's error, and the fewest splits within TIE of the least are taken, among the counts the
- * sweep measured (SPLIT_CANDIDATES).
+ * adds (its partial rows written and read back by the combine). Fitted to H200 sweeps of every
+ * split count (bench/results/2026-12-01-s6-decode, 10 shapes × dense and paged16, bulk loader).
+ * With no per-split term the model took 32 splits at B=1 S=2k where 8 was best (29.8 vs 22.3 µs,
+ * first sweep); with the combine reading the splits in parallel (second sweep) the best moved to
+ * 16 at S=2k (17.5 µs) and 32 at S=8k (23.9 µs), and PER_SPLIT = 0.125 picks those and, at every
+ * other shape of the sweep, the best or one within 5%. Past a few waves the differences are
+ * smaller than the model's error, and the fewest splits within TIE of the least are taken, among
+ * the counts the sweep measured (SPLIT_CANDIDATES).
  */
 
 /** Pipeline fill + merge of one block, in tile times. */
@@ -20,9 +21,11 @@ export const FILL_TILES = 1;
 /** The combine launch, in tile times. */
 export const COMBINE_TILES = 2;
 /** Each split's share of the combine (tile times), fitted to the sweep: see the header. */
-export const PER_SPLIT_TILES = 0.25;
+export const PER_SPLIT_TILES = 0.125;
 /** The split counts the sweep measured (and 96, 128 past it): the model chooses among these only. */
 const SPLIT_CANDIDATES = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128];
+/** The most splits the combine kernel merges (DEC_MAX_SPLITS in flash_decode.cu). */
+export const MAX_SPLITS = 128;
 const TIE = 0.02;
 
 export interface SplitShape {

@@ -13,7 +13,7 @@
  * compute-sanitizer memcheck of bench/decode/harness.cu's nvcc build of the same kernel source
  * (bench/results/2026-12-01-s6-decode). The split count comes from decode-splits.ts.
  */
-import { AttnlabError } from '../../../errors.js';
+import { AttnlabError, InvalidArgumentError } from '../../../errors.js';
 import { Tensor } from '../../../tensor/tensor.js';
 import { SUPPORTED, type Support, unsupported } from '../../backend.js';
 import type { AttentionProblem, BackendOutput } from '../../problem.js';
@@ -21,7 +21,7 @@ import { loadKernels } from '../compile.js';
 import { getCudaContext, targetArch } from '../context.js';
 import { type KernelArg, launchKernel, type ScalarType, structLayout } from '../launch.js';
 import { allocDevice, copyInt32ToDevice, fillDevice32 } from '../memory.js';
-import { chooseSplitCount, decodeTuning } from './decode-splits.js';
+import { chooseSplitCount, decodeTuning, MAX_SPLITS } from './decode-splits.js';
 import { FLASH_FLAGS } from './params.js';
 
 /** Keys per tile and rows per block, as DEC_BN / DEC_ROWS in flash_decode.cu. */
@@ -66,13 +66,14 @@ function bulkLoadable(p: AttentionProblem, arch: string): boolean {
 }
 
 /**
- * The loader where both can run. Bulk: paged caches read 3.6 TB/s with it against 2.6 by cp.async
- * (the row's table entry is loaded a tile ahead); dense 3.9 against 4.0 (bench/results/2026-12-01-s6-decode).
- * Session 5's "stall at the first bulk launch" was NVRTC time, not the loader: the unrolled scalar
- * P·V fallback made RT=4 take ~32 s to compile (47k PTX lines; 6k now, 0.7 s), and a test process
- * inside that native call does not act on SIGTERM.
+ * The loader where both can run, by layout, as measured on the H200 (bench/results/2026-12-01-s6-decode,
+ * kernel alone, B·S = 1M, K=8): a paged cache reads 3.6 TB/s by bulk copies against 2.6 by cp.async
+ * (the bulk loader loads each row's table entry a tile ahead; cp.async's addresses wait on it), a
+ * dense or packed one 4.0 by cp.async against 3.9 by bulk copies. Session 5's "stall at the first
+ * bulk launch" was NVRTC time, not the loader: the unrolled scalar P·V fallback made RT=4 take ~32 s
+ * to compile (47k PTX lines; 6k now), and a test process inside that native call ignores SIGTERM.
  */
-const DEFAULT_LOADER: 'bulk' | 'async' = 'bulk';
+const defaultLoader = (p: AttentionProblem): 'bulk' | 'async' => (p.paged ? 'bulk' : 'async');
 
 export function decodeVariant(p: AttentionProblem, arch: string): DecodeVariant {
   const headDim = pad16(p.H);
@@ -86,7 +87,7 @@ export function decodeVariant(p: AttentionProblem, arch: string): DecodeVariant 
     valueHeadDim,
     stages: wide ? 2 : 3,
     rowTiles: wide || tiles <= 1 ? 1 : tiles <= 2 ? 2 : 4,
-    bulk: (decodeTuning.loader ?? DEFAULT_LOADER) === 'bulk' && bulkLoadable(p, arch),
+    bulk: (decodeTuning.loader ?? defaultLoader(p)) === 'bulk' && bulkLoadable(p, arch),
   };
 }
 
@@ -100,10 +101,9 @@ export function decodeVariantKey(v: DecodeVariant): string {
 export function decodeSharedBytes(v: DecodeVariant): number {
   const barriers = 64;
   const q = BLOCK_ROWS * v.rowTiles * (v.headDim + 8) * 2;
-  const weights = 4 * 16 * 16 * 4;
   const stage = TILE_KEYS * (v.headDim + 8) * 2 + TILE_KEYS * (v.valueHeadDim + 8) * 2;
   const merge = 4 * BLOCK_ROWS * (v.valueHeadDim + 2) * 4;
-  return barriers + q + weights + Math.max(v.stages * stage, merge);
+  return barriers + q + Math.max(v.stages * stage, merge);
 }
 
 /** Whether the flash backend should run `p` through the decode kernel rather than the prefill one. */
@@ -143,7 +143,17 @@ export function chooseSplits(
   multiprocessors: number,
   sharedLimit: number,
 ): number {
-  if (decodeTuning.splits) return decodeTuning.splits;
+  if (decodeTuning.splits) {
+    // The combine kernel keeps one weight per split in shared memory (DEC_MAX_SPLITS).
+    if (!Number.isInteger(decodeTuning.splits) || decodeTuning.splits > MAX_SPLITS) {
+      throw new InvalidArgumentError(
+        'decodeTuning.splits',
+        `an integer from 1 to ${MAX_SPLITS}`,
+        String(decodeTuning.splits),
+      );
+    }
+    return decodeTuning.splits;
+  }
   const perSm = Math.max(1, Math.floor((sharedLimit + 1024) / (decodeSharedBytes(v) + 1024)));
   return chooseSplitCount({
     blocks: p.B * p.K * Math.ceil(rowTileCount(p) / v.rowTiles),
