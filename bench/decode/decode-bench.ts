@@ -5,7 +5,11 @@
  * PyTorch's SDPA backends on the same dense shapes in the same run (bench/decode/torch_decode.py).
  * One query token per sequence, N=32, H=128, bf16. CUDA events, 300 ms settle, median of 30.
  *
- *   node --import tsx bench/decode/decode-bench.ts --out decode.json [--torch python3] [--quick]
+ *   node --import tsx bench/decode/decode-bench.ts --out decode.json [--torch python3] [--quick] [--impl flash,cudnn]
+ *
+ * --impl names the attnlab backends timed (default flash); cudnn runs the dense cache through its
+ * fused graph and the paged ones through cuDNN's paged attention (PAGED_CACHE_LOAD). A backend that
+ * refuses a case gives a row with its reason.
  */
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
@@ -25,6 +29,7 @@ const option = (name: string, fallback: string) =>
 const out = option('--out', 'decode-bench.json');
 const python = option('--torch', 'python3');
 const quick = args.includes('--quick');
+const impls = option('--impl', 'flash').split(',') as Array<'flash' | 'cudnn'>;
 const [N, H, REPEATS] = [32, 128, 30];
 
 interface Shape {
@@ -64,19 +69,33 @@ const record = (s: Shape, label: string, layout: string, ms: number, variant?: s
   });
 };
 
+/** Times `impl` on one layout of `s`, or records why it cannot run. */
+function measure(
+  s: Shape,
+  impl: string,
+  layout: string,
+  run: () => { output: Tensor; variant: string },
+): void {
+  let variant = '';
+  try {
+    const ms = time(() => {
+      const r = run();
+      variant = r.variant;
+      return r.output;
+    });
+    record(s, `attnlab ${impl} ${layout}`, layout, ms, variant);
+  } catch (error) {
+    rows.push({ label: `attnlab ${impl} ${layout}`, ...s, N, H, layout, reason: (error as Error).message });
+  }
+}
+
 getCudaContext();
 SHAPES.forEach((s, index) => {
   const q = deviceRandom([s.B, 1, N, H], 10 * index + 1);
   {
     const k = deviceRandom([s.B, s.S, s.K, H], 10 * index + 2);
     const v = deviceRandom([s.B, s.S, s.K, H], 10 * index + 3);
-    let variant = '';
-    const ms = time(() => {
-      const r = attention(q, k, v, { implementation: 'flash' });
-      variant = r.variant;
-      return r.output;
-    });
-    record(s, 'attnlab flash dense', 'dense', ms, variant);
+    for (const impl of impls) measure(s, impl, 'dense', () => attention(q, k, v, { implementation: impl }));
     k.dispose();
     v.dispose();
   }
@@ -85,18 +104,15 @@ SHAPES.forEach((s, index) => {
     const numBlocks = table.shape[0] * table.shape[1];
     const k = deviceRandom([numBlocks, blockSize, s.K, H], 10 * index + 4);
     const v = deviceRandom([numBlocks, blockSize, s.K, H], 10 * index + 5);
-    const options: AttentionOptions = {
-      implementation: 'flash',
-      blockTable: table,
-      keyValueSeqLengths: Array.from({ length: s.B }, () => s.S),
-    };
-    let variant = '';
-    const ms = time(() => {
-      const r = attention(q, k, v, options);
-      variant = r.variant;
-      return r.output;
-    });
-    record(s, `attnlab flash paged${blockSize}`, `paged${blockSize}`, ms, variant);
+    const lengths = Array.from({ length: s.B }, () => s.S);
+    for (const impl of impls) {
+      const options: AttentionOptions = {
+        implementation: impl,
+        blockTable: table,
+        keyValueSeqLengths: lengths,
+      };
+      measure(s, impl, `paged${blockSize}`, () => attention(q, k, v, options));
+    }
     k.dispose();
     v.dispose();
   }
@@ -124,7 +140,7 @@ writeFileSync(
   out,
   `${JSON.stringify({ kind: 'decode-bench', command: commandLine(), commit: attnlabCommit(), machine: describeMachine(), torch: torchVersion, peakGBs: HBM_PEAK_GBS, rows }, null, 2)}\n`,
 );
-console.log('shape                    layout     attnlab GB/s (% peak)   best torch GB/s   ratio');
+console.log('shape                    attnlab         GB/s (% peak)           best torch GB/s   ratio');
 for (const [index, s] of SHAPES.entries()) {
   void index;
   const mine = rows.filter((r) => r.B === s.B && r.S === s.S && r.K === s.K && r.label.startsWith('attnlab'));
@@ -133,10 +149,14 @@ for (const [index, s] of SHAPES.entries()) {
   );
   const best = torch.reduce((a, r) => Math.max(a, r.bandwidthGBs ?? 0), 0);
   for (const r of mine) {
+    if (r.reason) {
+      console.log(`B=${s.B} S=${s.S} K=${s.K}`.padEnd(25) + `${r.label}: ${r.reason.slice(0, 120)}`);
+      continue;
+    }
     const ratio = best && r.layout === 'dense' ? (r.bandwidthGBs! / best).toFixed(2) : '';
     console.log(
       `B=${s.B} S=${s.S} K=${s.K}`.padEnd(25) +
-        r.layout.padEnd(11) +
+        r.label.replace('attnlab ', '').padEnd(16) +
         `${r.bandwidthGBs!.toFixed(0)} (${r.bandwidthPercent!.toFixed(1)}%)`.padEnd(24) +
         `${best ? best.toFixed(0) : '-'}`.padEnd(18) +
         ratio,

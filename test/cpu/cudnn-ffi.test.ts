@@ -22,6 +22,7 @@ import type { BackwardOptions } from '../../src/backends/backward-problem.js';
 import { cudnnEnvironment, runCudnnAttention } from '../../src/backends/cuda/cudnn/backend.js';
 import { describeSdpaBackward } from '../../src/backends/cuda/cudnn/backward.js';
 import { describeSdpa } from '../../src/backends/cuda/cudnn/features.js';
+import { pageTableForCudnn } from '../../src/backends/cuda/cudnn/paged-call.js';
 import { clearMemoryPlanCache, planCacheStats } from '../../src/backends/cuda/cudnn/plan-cache.js';
 import { buildSdpaBackwardGraph } from '../../src/backends/cuda/cudnn/sdpa-backward-graph.js';
 import { buildSdpaGraph } from '../../src/backends/cuda/cudnn/sdpa-graph.js';
@@ -34,6 +35,7 @@ import { UnsupportedError } from '../../src/errors.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';
+import { pack, pagedCopy } from '../support/kv-layouts.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'attnlab-fake-cudnn-'));
 const source = fileURLToPath(new URL('../support/cudnn-fake.c', import.meta.url));
@@ -125,7 +127,10 @@ function runAndCheckBindings(p: AttentionProblem): void {
         expectPointer(r.output.buffer.ptr);
         break;
       case 'stats':
-        expectPointer(r.logSumExp?.buffer.ptr);
+        // A packed query's log-sum-exp is cuDNN's (B,T,N) output packed into a new buffer.
+        if (p.packed?.querySeqOffsets)
+          assert.ok(got.ptr !== '0' && got.ptr !== String(r.logSumExp?.buffer.ptr));
+        else expectPointer(r.logSumExp?.buffer.ptr);
         break;
       case 'seqLenQ':
       case 'seqLenKv': {
@@ -135,6 +140,27 @@ function runAndCheckBindings(p: AttentionProblem): void {
             : (p.keyValueSeqLengths ?? new Int32Array(p.B).fill(p.S));
         const values = koffi.decode(BigInt(got.ptr), 'int32_t', p.B) as number[];
         assert.deepEqual([...values], [...want], `${binding.kind} contents`);
+        break;
+      }
+      case 'pageTable': {
+        const values = koffi.decode(BigInt(got.ptr), 'int32_t', p.B * (p.paged?.maxBlocksPerSeq ?? 0));
+        assert.deepEqual([...(values as number[])], [...pageTableForCudnn(p)], 'page table contents');
+        break;
+      }
+      case 'raggedQuery':
+      case 'raggedKey':
+      case 'raggedValue':
+      case 'raggedOutput': {
+        const query = binding.kind === 'raggedQuery' || binding.kind === 'raggedOutput';
+        const offsets = (query ? p.packed?.querySeqOffsets : p.packed?.keyValueSeqOffsets) as Int32Array;
+        const heads = query ? p.N : p.K;
+        const width = binding.kind === 'raggedQuery' || binding.kind === 'raggedKey' ? p.H : p.Hv;
+        const values = koffi.decode(BigInt(got.ptr), 'int64_t', p.B + 1) as ArrayLike<number | bigint>;
+        assert.deepEqual(
+          Array.from(values, Number),
+          [...offsets].map((o) => o * heads * width),
+          binding.kind,
+        );
         break;
       }
       case 'scale':
@@ -263,6 +289,45 @@ describe('cuDNN FFI flow against a stand-in library', { skip }, () => {
   ];
   for (const [name, options] of backwardCases)
     it(`backward binds every uid: ${name}`, () => runBackwardAndCheckBindings(shape, options));
+  // Paged and packed (paged.ts): the pools, page tables and ragged offsets reach cuDNN as built.
+  const layoutProblem = (paged: boolean, packedQuery: boolean, packedKv: boolean) => {
+    const [B, T, S, N, K, H] = [3, 4, 40, 4, 2, 64];
+    const q = randomNormal([B, T, N, H], { seed: 1, dtype: 'bfloat16' });
+    const k = randomNormal([B, S, K, H], { seed: 2, dtype: 'bfloat16' });
+    const v = randomNormal([B, S, K, H], { seed: 3, dtype: 'bfloat16' });
+    const [qLengths, kvLengths] = [
+      [4, 0, 2],
+      [40, 7, 1],
+    ];
+    const options: AttentionOptions = {
+      isCausal: true,
+      causalAlignment: 'bottom_right',
+      returnLogSumExp: true,
+    };
+    let [query, key, value] = [q, k, v];
+    if (packedQuery) {
+      const packed = pack(q, qLengths);
+      query = packed.tensor;
+      options.querySeqOffsets = packed.offsets;
+    }
+    if (paged) {
+      const [pk, pv] = [pagedCopy(k, 16, 5), pagedCopy(v, 16, 5)];
+      [key, value] = [pk.pool, pv.pool];
+      Object.assign(options, { blockTable: pk.table, keyValueSeqLengths: kvLengths });
+    } else if (packedKv) {
+      const [pk, pv] = [pack(k, kvLengths), pack(v, kvLengths)];
+      [key, value] = [pk.tensor, pv.tensor];
+      options.keyValueSeqOffsets = pk.offsets;
+    }
+    const [qd, kd, vd] = [query, key, value].map((t) => t.to('cuda'));
+    return validateAttention(qd, kd, vd, { ...options, implementation: 'cudnn' });
+  };
+  it('binds every uid: paged cache (block size 16)', () =>
+    runAndCheckBindings(layoutProblem(true, false, false)));
+  it('binds every uid: packed query and key/value', () =>
+    runAndCheckBindings(layoutProblem(false, true, true)));
+  it('binds every uid: packed query on a paged cache', () =>
+    runAndCheckBindings(layoutProblem(true, true, false)));
   it('binds every uid: float16 H=256', () =>
     runAndCheckBindings(deviceProblem([1, 8, 8, 2, 1, 256], { isCausal: true }, 'float16')));
 

@@ -76,7 +76,8 @@ int cuGetErrorString(int s, const char **t) { (void)s; *t = ok_text; return 0; }
 enum { T_HANDLE = 0, T_DATA_TYPE = 1, T_BOOLEAN = 2, T_INT64 = 3, T_FLOAT = 4, T_VOID_PTR = 6, T_HEUR_MODE = 8,
        T_POINTWISE_MODE = 14, T_DESC = 15, T_REDUCTION = 18, T_CHAR = 24 };
 enum { D_POINTWISE = 0, D_ENGINE = 2, D_ENGINECFG = 3, D_ENGINEHEUR = 4, D_PLAN = 5, D_OP_POINTWISE = 13, D_GRAPH = 15,
-       D_PACK = 16, D_TENSOR = 17, D_MATMUL = 18, D_OP_MATMUL = 19, D_REDUCTION = 21, D_OP_REDUCTION = 22, D_SDPA = 41 };
+       D_PACK = 16, D_TENSOR = 17, D_MATMUL = 18, D_OP_MATMUL = 19, D_REDUCTION = 21, D_OP_REDUCTION = 22,
+       D_PAGED_LOAD = 35, D_SDPA = 41 };
 
 #define MAX_ATTRS 24
 typedef struct { int name, type; int64_t count; unsigned char *bytes; } Attr;
@@ -176,6 +177,7 @@ int cudnnBackendFinalize(Desc *d) {
     int64_t *a = ints(ref(d, 1520), 902, NULL), *b = ints(ref(d, 1521), 902, NULL), *c = ints(ref(d, 1522), 902, NULL);
     if (a[3] != b[2] || a[2] != c[2] || b[3] != c[3]) return fail(2000, "matmul: A[..,M,K] B[..,K,N] C[..,M,N] do not fit");
   } else if (d->type == D_OP_REDUCTION) { static const int req[] = {1610, 1611, 1612}; s = check_required(d, req, 3); }
+  else if (d->type == D_PAGED_LOAD) { static const int req[] = {1950, 1951, 1952, 1953}; s = check_required(d, req, 4); }
   else if (d->type == D_SDPA) { static const int req[] = {2800, 2801, 2802, 2803, 2805}; s = check_required(d, req, 5); }
   else if (d->type == D_GRAPH) { static const int req[] = {800, 801}; s = check_required(d, req, 2); }
   else if (d->type == D_ENGINEHEUR) { static const int req[] = {200, 201}; s = check_required(d, req, 2); }
@@ -224,7 +226,15 @@ int cudnnBackendGetAttribute(Desc *d, int name, int type, int64_t requested, int
   return fail(3000, "attribute not readable in the fake");
 }
 
-/* Every non-virtual tensor reachable from the graph's ops, recorded once. */
+static int add_tensor(Desc *t, Desc **out, int n, int max) {
+  int seen = 0;
+  for (int j = 0; j < n; j++) seen |= out[j] == t || *ints(out[j], 906, NULL) == *ints(t, 906, NULL);
+  if (!seen && n < max) out[n++] = t;
+  return n;
+}
+
+/* Every non-virtual tensor reachable from the graph's ops, recorded once, with the ragged-offset
+   tensors (attribute 913) of packed tensors, which cuDNN reads through the tensor, not an op. */
 static int collect(Desc *graph, Desc **out, int max) {
   int n = 0;
   Attr *ops = find(graph, 801);
@@ -234,9 +244,9 @@ static int collect(Desc *graph, Desc **out, int max) {
       if (op->attrs[a].type != T_DESC) continue;
       Desc *t = *(Desc **)op->attrs[a].bytes;
       if (t->type != D_TENSOR || find(t, 907)) continue;
-      int seen = 0;
-      for (int j = 0; j < n; j++) seen |= out[j] == t || *ints(out[j], 906, NULL) == *ints(t, 906, NULL);
-      if (!seen && n < max) out[n++] = t;
+      n = add_tensor(t, out, n, max);
+      Desc *offsets = ref(t, 913);
+      if (offsets) n = add_tensor(offsets, out, n, max);
     }
   }
   return n;

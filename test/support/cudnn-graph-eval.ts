@@ -7,6 +7,10 @@
  * heads by floor(i · dimOperand / dimOut) (GQA), and the GEMM overrides limit M/N/K per batch.
  * Inputs and outputs are read and written through the declared strides, so a wrong layout shows up
  * as a wrong answer. With `roundP` the tensor feeding the second matmul is rounded to its dtype.
+ * A ragged tensor's batch b starts at element offsets[b] (its rows past its sequence's length are
+ * neither read nor written: they belong to the next sequence), and a paged cache load
+ * gathers pages through the table, reading 1000 (finite garbage only the mask can hide) past each
+ * sequence's length.
  */
 
 import type { CudnnEnvironment } from '../../src/backends/cuda/cudnn/features.js';
@@ -36,6 +40,8 @@ export interface EvalInputs {
   readonly memory: Partial<Record<MemoryBinding, Float64Array>>;
   readonly scale: number;
   readonly roundP?: boolean;
+  /** Elements of an output's memory where its dims do not say (a packed output: totalT·N·Hv). */
+  readonly outputElements?: Partial<Record<MemoryBinding, number>>;
 }
 
 export interface EvalOutputs {
@@ -67,18 +73,30 @@ export function evaluateGraph(spec: GraphSpec, inputs: EvalInputs): EvalOutputs 
     spec.ops.map((op) => (op.kind === 'matmul' ? op.c : op.kind === 'sdpa' ? op.o : op.y)),
   );
 
+  /** Batch b's first element and row count of a ragged tensor, or null for a dense one. */
+  const raggedOf = (t: TensorSpec): Ragged | null => {
+    if (t.raggedOffset === undefined) return null;
+    const kind = spec.bindings.get(t.raggedOffset)?.kind;
+    const offsets = kind && kind !== 'scale' && kind !== 'constant' ? inputs.memory[kind] : undefined;
+    if (!offsets) throw new Error(`no offsets for ragged tensor ${t.name}`);
+    // The sequence dim is the one with the largest stride inside a batch (dim 3 of a transposed Kᵀ).
+    const rowDim = [1, 2, 3].reduce((best, d) => (t.strides[d] > t.strides[best] ? d : best), 1);
+    return { offsets, rowDim, rowStride: t.strides[rowDim] };
+  };
   for (const t of spec.tensors) {
     const binding = spec.bindings.get(t.uid);
     if (!binding) continue;
     if (binding.kind === 'scale') values.set(t.uid, Float64Array.of(inputs.scale));
     else if (binding.kind === 'constant') values.set(t.uid, Float64Array.of(binding.value));
     else if (outputs.has(t.uid)) {
-      const extent = t.dims.reduce((end, d, i) => end + (d - 1) * t.strides[i], 1);
+      const extent =
+        inputs.outputElements?.[binding.kind] ??
+        t.dims.reduce((end, d, i) => end + (d - 1) * t.strides[i], 1);
       written[binding.kind] = new Float64Array(extent).fill(binding.kind === 'stats' ? Number.NaN : 0);
     } else {
       const memory = inputs.memory[binding.kind];
       if (!memory) throw new Error(`no memory for ${binding.kind}`);
-      values.set(t.uid, gather(t, memory));
+      values.set(t.uid, gather(t, memory, raggedOf(t)));
     }
   }
   const get = (uid: number) => {
@@ -92,7 +110,7 @@ export function evaluateGraph(spec: GraphSpec, inputs: EvalInputs): EvalOutputs 
     values.set(uid, v);
     const memory =
       binding && binding.kind !== 'scale' && binding.kind !== 'constant' ? written[binding.kind] : undefined;
-    if (memory) scatter(t, v, memory);
+    if (memory) scatter(t, v, memory, raggedOf(t));
   };
 
   for (const op of spec.ops) {
@@ -113,20 +131,63 @@ export function evaluateGraph(spec: GraphSpec, inputs: EvalInputs): EvalOutputs 
     } else if (op.kind === 'reduction') put(op.y, reduce(op, tensors, get));
     else if (op.kind === 'reshape')
       put(op.y, reshape(tensors.get(op.x) as TensorSpec, tensors.get(op.y) as TensorSpec, get(op.x)));
+    else if (op.kind === 'paged_cache_load') put(op.y, pagedLoad(op, tensors, get));
     else throw new Error('the unified SDPA op is not interpreted here; test the composite graph');
   }
   return { output: written.output ?? new Float64Array(0), stats: written.stats ?? null, written };
 }
 
-/** Logical [dims] values of a bound tensor read from memory through its strides. */
-function gather(t: TensorSpec, memory: Float64Array): Values {
+/** A ragged tensor's B+1 element offsets, its sequence dim and that dim's stride. */
+interface Ragged {
+  readonly offsets: Float64Array;
+  readonly rowDim: number;
+  readonly rowStride: number;
+}
+
+/** The memory offset of logical `index` of `t`, or −1 for a ragged row past its sequence. */
+function elementOffset(t: TensorSpec, index: readonly number[], ragged: Ragged | null): number {
+  let offset = ragged ? ragged.offsets[index[0]] : index[0] * t.strides[0];
+  const count = ragged ? ragged.offsets[index[0] + 1] - ragged.offsets[index[0]] : 0;
+  if (ragged && index[ragged.rowDim] * ragged.rowStride >= count) return -1;
+  for (let d = 1; d < index.length; d++) offset += index[d] * t.strides[d];
+  return offset;
+}
+
+/** Logical [dims] values of a bound tensor read from memory through its strides (1000 past a ragged row's end). */
+function gather(t: TensorSpec, memory: Float64Array, ragged: Ragged | null = null): Values {
   const out = new Float64Array(size(t.dims));
   const index: number[] = [];
   for (let i = 0; i < out.length; i++) {
     unravel(i, t.dims, index);
-    let offset = 0;
-    for (let d = 0; d < index.length; d++) offset += index[d] * t.strides[d];
-    out[i] = memory[offset];
+    const offset = elementOffset(t, index, ragged);
+    out[i] = offset < 0 ? 1000 : memory[offset];
+  }
+  return out;
+}
+
+/** y[b, h, s, d] (or its transpose, strides[2] = 1) = container[table[b][s / blockSize], h, s % blockSize, d]. */
+function pagedLoad(
+  op: Extract<OpSpec, { kind: 'paged_cache_load' }>,
+  tensors: Map<number, TensorSpec>,
+  get: (uid: number) => Values,
+): Values {
+  const [c, y, table] = [op.container, op.y, op.pageTable].map((u) => tensors.get(u) as TensorSpec);
+  const [container, pages, lengths] = [get(op.container), get(op.pageTable), get(op.sequence)];
+  const [, heads, blockSize, width] = c.dims;
+  const M = table.dims[2];
+  const transposed = y.strides[2] === 1;
+  const out = new Float64Array(size(y.dims));
+  const at: number[] = [];
+  for (let i = 0; i < out.length; i++) {
+    unravel(i, y.dims, at);
+    const [b, h] = at;
+    const [s, d] = transposed ? [at[3], at[2]] : [at[2], at[3]];
+    if (s >= lengths[b]) {
+      out[i] = 1000;
+      continue;
+    }
+    const block = pages[b * M + Math.floor(s / blockSize)];
+    out[i] = container[((block * heads + h) * blockSize + (s % blockSize)) * width + d];
   }
   return out;
 }
@@ -139,13 +200,12 @@ function reshape(x: TensorSpec, y: TensorSpec, xv: Values): Values {
   return gather(y, memory);
 }
 
-function scatter(t: TensorSpec, values: Values, memory: Float64Array): void {
+function scatter(t: TensorSpec, values: Values, memory: Float64Array, ragged: Ragged | null = null): void {
   const index: number[] = [];
   for (let i = 0; i < values.length; i++) {
     unravel(i, t.dims, index);
-    let offset = 0;
-    for (let d = 0; d < index.length; d++) offset += index[d] * t.strides[d];
-    memory[offset] = values[i];
+    const offset = elementOffset(t, index, ragged);
+    if (offset >= 0) memory[offset] = values[i];
   }
 }
 

@@ -19,6 +19,7 @@ import { allocDevice, copyToDevice, copyToHost } from '../memory.js';
 import { type CallPointers, executePlan, sequenceLengthsBuffer } from './execute.js';
 import { type CudnnEnvironment, type DescribeOptions, type Description, describeSdpa } from './features.js';
 import { biasFromMask, fixEmptyRows } from './masks.js';
+import { clearEmptyPackedRows, packLogSumExp, prepareLayoutCall } from './paged-call.js';
 import { getPlan } from './plan-cache.js';
 
 type Environment = { ok: true; env: CudnnEnvironment } | { ok: false; reason: string };
@@ -79,12 +80,16 @@ export function runCudnnAttention(p: AttentionProblem, options?: DescribeOptions
   reported.add(entry);
 
   const { B, T, N, Hv } = f;
+  // A packed query gives a packed output (totalT, N, Hv); its log-sum-exp is packed after cuDNN.
+  const packedRows = f.ragged?.query ? (p.packed?.querySeqOffsets ?? null) : null;
+  const rows = packedRows ? packedRows[B] : B * T;
+  const outputShape = packedRows ? [rows, N, Hv] : [B, T, N, Hv];
   const output = Tensor.fromDeviceBuffer(
-    allocDevice(B * T * N * Hv * itemSize(p.dtype)),
-    [B, T, N, Hv],
+    allocDevice(rows * N * Hv * itemSize(p.dtype)),
+    outputShape,
     p.dtype,
   );
-  const statsBuffer = f.stats === 'none' ? null : allocDevice(B * T * N * 4);
+  let statsBuffer = f.stats === 'none' ? null : allocDevice(B * T * N * 4);
   // Per-call device buffers, released once enqueued (the pool is stream-ordered: a later user of
   // these blocks runs after this call's kernels).
   const scratch: DeviceBuffer[] = [];
@@ -99,7 +104,10 @@ export function runCudnnAttention(p: AttentionProblem, options?: DescribeOptions
     const { convertBias, foldedRight } = d.prepare;
     const bias = convertBias ? biasFromMask(p, f, foldedRight, lengths) : null;
     if (bias) scratch.push(bias);
+    const layout = prepareLayoutCall(p, f);
+    if (layout) scratch.push(...layout.buffers);
     const pointers: CallPointers = {
+      ...layout?.pointers,
       query: p.query.buffer.ptr,
       key: p.key.buffer.ptr,
       value: p.value.buffer.ptr,
@@ -110,7 +118,14 @@ export function runCudnnAttention(p: AttentionProblem, options?: DescribeOptions
       seqLenKv: lengths?.[1],
     };
     executePlan(entry, handle, pointers, p.scale);
-    if (d.prepare.fixEmptyRows) fixEmptyRows(p, f, foldedRight, output.buffer.ptr, statsBuffer?.ptr, lengths);
+    if (packedRows && statsBuffer) {
+      scratch.push(statsBuffer);
+      statsBuffer = packLogSumExp(statsBuffer, packedRows, T, N);
+    }
+    if (d.prepare.fixEmptyRows) {
+      if (packedRows) clearEmptyPackedRows(p, f, foldedRight, output.buffer.ptr, statsBuffer?.ptr);
+      else fixEmptyRows(p, f, foldedRight, output.buffer.ptr, statsBuffer?.ptr, lengths);
+    }
   } finally {
     for (const buffer of scratch) buffer.release();
   }
@@ -118,7 +133,7 @@ export function runCudnnAttention(p: AttentionProblem, options?: DescribeOptions
   if (statsBuffer) {
     logSumExp =
       f.stats === 'btn'
-        ? Tensor.fromDeviceBuffer(statsBuffer, [B, T, N], 'float32')
+        ? Tensor.fromDeviceBuffer(statsBuffer, outputShape.slice(0, -1), 'float32')
         : transposeStatsOnHost(statsBuffer, B, N, T);
   }
   return {
@@ -136,6 +151,8 @@ const SUPPORTED: Support = { ok: true };
 export const cudnnBackend: AttentionBackend = {
   name: 'cudnn',
   device: 'cuda',
+  // Paged and packed problems go through describeSdpa's layout rules (paged.ts), like any other.
+  layouts: ['paged', 'packed'],
   supports(p) {
     const e = cudnnEnvironment();
     if (!e.ok) return { ok: false, reason: e.reason };

@@ -9,6 +9,7 @@
 import { config } from '../../../config.js';
 import type { AttentionProblem, CausalAlignment, ProblemSize } from '../../problem.js';
 import { CUDNN_UNIFIED_SEQ_LEN_VERSION } from '../ffi/cudnn-constants.js';
+import { describeLayout, type LayoutFeatures } from './paged.js';
 
 export type GraphKind = 'unified' | 'composite';
 
@@ -18,7 +19,8 @@ export type GraphKind = 'unified' | 'composite';
  */
 export type StatsLayout = 'none' | 'btn' | 'bnt';
 
-export interface SdpaFeatures extends ProblemSize {
+/** `paged` and `ragged` (paged.ts) are absent for dense problems, so their keys are as they were. */
+export interface SdpaFeatures extends ProblemSize, LayoutFeatures {
   readonly graph: GraphKind;
   readonly dtype: 'float16' | 'bfloat16';
   readonly Hv: number;
@@ -89,13 +91,20 @@ export function describeSdpa(
   if (p.H % 8 !== 0 || p.Hv % 8 !== 0 || p.H > MAX_HEAD_DIM || p.Hv > MAX_HEAD_DIM) {
     return no(`head dims must be multiples of 8 and at most ${MAX_HEAD_DIM}, got H=${p.H}, Hv=${p.Hv}`);
   }
+  const layout = describeLayout(p, env);
+  if (!layout.ok) return no(layout.reason);
+  const laidOut = p.paged !== null || p.packed !== null;
+  // Paged and packed problems always carry lengths (a paged cache's, or the offsets'): padding is on.
   const given = p.querySeqLengths !== null || p.keyValueSeqLengths !== null;
   const windowRight = p.window ? p.window.right : Number.POSITIVE_INFINITY;
   const rightValue = p.causal ? Math.min(windowRight, 0) : windowRight;
   // A bound of max(T, S) or more masks nothing (|i + d − j| < max(T, S) for every valid pair), so it
   // is dropped: fewer mask ops, and a window-free graph may take the unified op.
   const reach = Math.max(p.T, p.S);
-  const right = rightValue < reach ? rightValue : null;
+  let right = rightValue < reach ? rightValue : null;
+  // Bottom-right with right ≥ T − 1 keeps every key below S_b for every row: a paged or packed
+  // decode step needs no causal mask ops (i + S_b − T_b + right ≥ S_b − 1 for all i ≥ 0).
+  if (laidOut && p.alignment === 'bottom_right' && right !== null && right >= p.T - 1) right = null;
   const leftValue = p.window ? p.window.left : Number.POSITIVE_INFINITY;
   const left = leftValue < reach ? leftValue : null;
   if (right !== null && right < 0) return no(`the window's right bound must be ≥ 0 for cuDNN, got ${right}`);
@@ -123,11 +132,13 @@ export function describeSdpa(
   }
   const fixEmptyRows =
     !options.rawEmptyRows && (p.mask !== null || firstEmptyRow(p, right, left, alignment) !== null);
-  const unifiedOk = !bias && !bounded && (!padding || env.version >= CUDNN_UNIFIED_SEQ_LEN_VERSION);
-  const wanted = options.graph ?? config().cudnnGraph ?? undefined;
+  const unifiedOk =
+    !laidOut && !bias && !bounded && (!padding || env.version >= CUDNN_UNIFIED_SEQ_LEN_VERSION);
+  // Paged and packed inputs take the composite graph, whatever ATTNLAB_CUDNN_GRAPH says.
+  const wanted = options.graph ?? (laidOut ? 'composite' : (config().cudnnGraph ?? undefined));
   if (wanted === 'unified' && !unifiedOk) {
     return no(
-      `the unified SDPA op of cuDNN ${env.version} cannot take bias, causal, windows or (before 9.15) padding`,
+      `the unified SDPA op of cuDNN ${env.version} cannot take bias, causal, windows, paged or packed inputs or (before 9.15) padding`,
     );
   }
   const features: SdpaFeatures = {
@@ -145,7 +156,9 @@ export function describeSdpa(
     left,
     alignment,
     bias,
-    stats: p.returnLogSumExp ? (options.statsLayout ?? DEFAULT_STATS_LAYOUT) : 'none',
+    // A packed query's log-sum-exp is written (B,T,N) and packed afterwards (paged-call.ts).
+    stats: p.returnLogSumExp ? (laidOut ? 'btn' : (options.statsLayout ?? DEFAULT_STATS_LAYOUT)) : 'none',
+    ...layout.layout,
   };
   return {
     ok: true,

@@ -6,7 +6,15 @@
  */
 
 /** The cuDNN data types a graph here uses. */
-export type GraphDType = 'float' | 'half' | 'bfloat16' | 'int32' | 'boolean' | 'fp8_e4m3' | 'fp8_e5m2';
+export type GraphDType =
+  | 'float'
+  | 'half'
+  | 'bfloat16'
+  | 'int32'
+  | 'int64'
+  | 'boolean'
+  | 'fp8_e4m3'
+  | 'fp8_e5m2';
 
 export interface TensorSpec {
   readonly uid: number;
@@ -18,6 +26,11 @@ export interface TensorSpec {
   readonly virtual: boolean;
   /** A host scalar whose value is passed at execute time (scale, −inf, window offsets). */
   readonly byValue: boolean;
+  /**
+   * A packed (ragged, THD) tensor: the uid of its (B+1) offsets tensor, where batch b starts at
+   * element offsets[b] instead of b · strides[0].
+   */
+  readonly raggedOffset?: number;
 }
 
 export type PointwiseMode =
@@ -65,6 +78,18 @@ export type OpSpec =
       readonly y: number;
     }
   | {
+      /**
+       * y (virtual [B, K, H, S] Kᵀ or [B, K, S, Hv] V) gathered from a paged container
+       * [numBlocks, K, blockSize, H] through pageTable [B, 1, maxBlocksPerSeq, 1], `sequence` tokens
+       * per batch (the key/value lengths).
+       */
+      readonly kind: 'paged_cache_load';
+      readonly container: number;
+      readonly pageTable: number;
+      readonly sequence: number;
+      readonly y: number;
+    }
+  | {
       /** y is x re-viewed through y's dims and strides (the same elements, e.g. a transpose). */
       readonly kind: 'reshape';
       readonly x: number;
@@ -96,6 +121,11 @@ export type MemoryBinding =
   | 'bias'
   | 'seqLenQ'
   | 'seqLenKv'
+  | 'pageTable'
+  | 'raggedQuery'
+  | 'raggedKey'
+  | 'raggedValue'
+  | 'raggedOutput'
   | 'dOutput'
   | 'dQuery'
   | 'dKey'
@@ -124,15 +154,20 @@ export class GraphBuilder {
   readonly #bindings = new Map<number, Binding>();
   #nextUid = 1;
 
-  /** A tensor in memory (an input or output), bound to `binding` at execute time. */
+  /**
+   * A tensor in memory (an input or output), bound to `binding` at execute time; `raggedOffset`
+   * (an offsets tensor made before it) makes it packed.
+   */
   io(
     name: string,
     dtype: GraphDType,
     dims: readonly number[],
     strides: readonly number[],
     binding: Binding,
+    raggedOffset?: number,
   ): number {
-    const uid = this.#add({ name, dtype, dims, strides, virtual: false, byValue: false });
+    const spec = { name, dtype, dims, strides, virtual: false, byValue: false };
+    const uid = this.#add(raggedOffset === undefined ? spec : { ...spec, raggedOffset });
     this.#bindings.set(uid, binding);
     return uid;
   }

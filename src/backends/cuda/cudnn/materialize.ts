@@ -20,6 +20,7 @@ const DATA_TYPES: Record<GraphDType, number> = {
   half: DATA_TYPE.HALF,
   bfloat16: DATA_TYPE.BFLOAT16,
   int32: DATA_TYPE.INT32,
+  int64: DATA_TYPE.INT64,
   boolean: DATA_TYPE.BOOLEAN,
   fp8_e4m3: DATA_TYPE.FP8_E4M3,
   fp8_e5m2: DATA_TYPE.FP8_E5M2,
@@ -56,12 +57,13 @@ export function materializeGraph(spec: GraphSpec, handle: bigint): MaterializedG
   };
   try {
     const tensors = new Map<number, bigint>();
-    for (const t of spec.tensors) tensors.set(t.uid, tensorDescriptor(t, make));
     const desc = (uid: number) => {
       const d = tensors.get(uid);
       if (d === undefined) throw new Error(`cuDNN graph: operation refers to unknown tensor uid ${uid}`);
       return d;
     };
+    // In uid order: a ragged tensor's offsets tensor is made (and finalized) before it.
+    for (const t of spec.tensors) tensors.set(t.uid, tensorDescriptor(t, make, desc));
     const ops = spec.ops.map((op, index) => operationDescriptor(op, index, desc, make));
     const graph = make(DESCRIPTOR.OPERATIONGRAPH);
     set.handle(graph, ATTR.OPERATIONGRAPH_HANDLE, handle);
@@ -79,7 +81,11 @@ export function destroyAll(descriptors: readonly bigint[]): void {
   for (let i = descriptors.length - 1; i >= 0; i--) destroyDescriptor(descriptors[i]);
 }
 
-function tensorDescriptor(t: TensorSpec, make: (type: number) => bigint): bigint {
+function tensorDescriptor(
+  t: TensorSpec,
+  make: (type: number) => bigint,
+  desc: (uid: number) => bigint,
+): bigint {
   const d = make(DESCRIPTOR.TENSOR);
   set.enumValue(d, ATTR.TENSOR_DATA_TYPE, ATTR_TYPE.DATA_TYPE, DATA_TYPES[t.dtype]);
   set.int64(d, ATTR.TENSOR_DIMENSIONS, t.dims);
@@ -89,6 +95,8 @@ function tensorDescriptor(t: TensorSpec, make: (type: number) => bigint): bigint
   set.int64(d, ATTR.TENSOR_BYTE_ALIGNMENT, [16]);
   if (t.virtual) set.boolean(d, ATTR.TENSOR_IS_VIRTUAL, true);
   if (t.byValue) set.boolean(d, ATTR.TENSOR_IS_BY_VALUE, true);
+  if (t.raggedOffset !== undefined)
+    set.descriptors(d, ATTR.TENSOR_RAGGED_OFFSET_DESC, [desc(t.raggedOffset)]);
   finalize(d, `tensor ${t.name} (uid ${t.uid})`);
   return d;
 }
@@ -150,6 +158,15 @@ function operationDescriptor(
       set.descriptors(d, ATTR.OPERATION_REDUCTION_YDESC, [desc(op.y)]);
       set.descriptors(d, ATTR.OPERATION_REDUCTION_DESC, [reduction]);
       finalize(d, `reduction op ${index} (${op.operator})`);
+      return d;
+    }
+    case 'paged_cache_load': {
+      const d = make(DESCRIPTOR.OPERATION_PAGED_CACHE_LOAD);
+      set.descriptors(d, ATTR.OPERATION_PAGED_CACHE_LOAD_CONTAINER_DESC, [desc(op.container)]);
+      set.descriptors(d, ATTR.OPERATION_PAGED_CACHE_LOAD_PAGE_TABLE_DESC, [desc(op.pageTable)]);
+      set.descriptors(d, ATTR.OPERATION_PAGED_CACHE_LOAD_SEQUENCE_DESC, [desc(op.sequence)]);
+      set.descriptors(d, ATTR.OPERATION_PAGED_CACHE_LOAD_YDESC, [desc(op.y)]);
+      finalize(d, `paged cache load op ${index}`);
       return d;
     }
     case 'reshape': {

@@ -9,26 +9,24 @@
  *   since the matcher recognises exactly that shape.
  *
  * Memory layout: attnlab keeps (B,T,N,H); cuDNN's logical order is [b,h,s,d], so Q is declared
- * [B,N,T,H] with strides [T·N·H, H, N·H, 1] — a view, no copy.
+ * [B,N,T,H] with strides [T·N·H, H, N·H, 1] — a view, no copy. Paged and packed inputs (paged.ts)
+ * take the composite graph with the padding mask.
  */
 
 import type { SdpaFeatures } from './features.js';
 import { GraphBuilder, type GraphDType, type GraphSpec } from './graph-spec.js';
+import { graphOperands } from './paged.js';
 import { scoreMasks } from './score-masks.js';
 
 /** The graph for `f`. Deterministic: the same features give the same uids and op order. */
 export function buildSdpaGraph(f: SdpaFeatures): GraphSpec {
   const g = new GraphBuilder();
   const io: GraphDType = f.dtype === 'float16' ? 'half' : 'bfloat16';
-  const { B, T, S, N, K, H, Hv } = f;
-  const q = g.io('Q', io, [B, N, T, H], [T * N * H, H, N * H, 1], { kind: 'query' });
+  const { B, T, N } = f;
+  // Q, K, V, O: dense, packed or paged (paged.ts); a paged K or V is loaded where it is used.
+  const operands = graphOperands(g, f, io);
+  const { query: q, output: o } = operands;
   const composite = f.graph === 'composite';
-  // The composite graph multiplies by Kᵀ, declared as a transposed view of the same memory.
-  const k = composite
-    ? g.io('K^T', io, [B, K, H, S], [S * K * H, H, 1, K * H], { kind: 'key' })
-    : g.io('K', io, [B, K, S, H], [S * K * H, H, K * H, 1], { kind: 'key' });
-  const v = g.io('V', io, [B, K, S, Hv], [S * K * Hv, Hv, K * Hv, 1], { kind: 'value' });
-  const o = g.io('O', io, [B, N, T, Hv], [T * N * Hv, Hv, N * Hv, 1], { kind: 'output' });
   const rowDims = [B, N, T, 1];
   const rowStrides = [N * T, T, 1, 1];
   let stats: number | undefined;
@@ -44,6 +42,7 @@ export function buildSdpaGraph(f: SdpaFeatures): GraphSpec {
     : null;
 
   if (!composite) {
+    const [k, v] = [operands.key(lengths?.kv), operands.value(lengths?.kv)];
     const scale = g.scalar('attn_scale', { kind: 'scale' }, 1);
     g.op({ kind: 'sdpa', q, k, v, o, scale, stats, seqLenQ: lengths?.q, seqLenKv: lengths?.kv });
     return g.build();
@@ -51,6 +50,7 @@ export function buildSdpaGraph(f: SdpaFeatures): GraphSpec {
 
   const m = scoreMasks(g, f);
   // 1. S = Q·Kᵀ, × scale, + bias.
+  const k = operands.key(lengths?.kv);
   const bmm1 = m.score('S');
   g.op({ kind: 'matmul', a: q, b: k, c: bmm1, mOverride: lengths?.q, nOverride: lengths?.kv });
   let s = m.pointwise('S_scaled', 'mul', 'float', bmm1, g.scalar('attn_scale', { kind: 'scale' }));
@@ -78,6 +78,7 @@ export function buildSdpaGraph(f: SdpaFeatures): GraphSpec {
   const p = m.pointwise('P', 'div', 'float', exp, sum, { dtype: io });
 
   // 6. O = P·V.
+  const v = operands.value(lengths?.kv);
   g.op({ kind: 'matmul', a: p, b: v, c: o, mOverride: lengths?.q, kOverride: lengths?.kv });
   return g.build();
 }

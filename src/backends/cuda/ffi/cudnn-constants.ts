@@ -2,7 +2,9 @@
  * The cuDNN 9 backend-API enum values attnlab uses, as C ints.
  *
  * Every value was read from the installed headers on the H200 (cudnn_graph_v9.h of 9.14 and of 9.19
- * agree on all of them). They are ABI: cuDNN keeps them
+ * agree on all of them), except the paged-cache-load and ragged-offset values (descriptor 35,
+ * attributes 913 and 1950–1953, INT64 10), taken from cuDNN 9.13.1's cudnn_graph.h as published in
+ * bindings and checked against the H200's headers by the paged GPU run. They are ABI: cuDNN keeps them
  * stable within major version 9, so they are written here rather than parsed from a header the
  * user's machine may not have.
  */
@@ -24,6 +26,8 @@ export const DESCRIPTOR = {
   OPERATION_REDUCTION: 22,
   /** A re-view of a tensor with other dims/strides (the backward graph's Pᵀ, dSᵀ and K). */
   OPERATION_RESHAPE: 31,
+  /** Gathers a paged K or V cache through its page table into a virtual tensor (cuDNN 9.5+). */
+  OPERATION_PAGED_CACHE_LOAD: 35,
   OPERATION_SDPA_FWD: 41,
 } as const;
 
@@ -81,6 +85,8 @@ export const ATTR = {
   TENSOR_UNIQUE_ID: 906,
   TENSOR_IS_VIRTUAL: 907,
   TENSOR_IS_BY_VALUE: 908,
+  /** The (B+1) element offsets of a packed (ragged, THD) tensor's batches. */
+  TENSOR_RAGGED_OFFSET_DESC: 913,
 
   VARIANT_PACK_UNIQUE_IDS: 1000,
   VARIANT_PACK_DATA_POINTERS: 1001,
@@ -103,6 +109,11 @@ export const ATTR = {
   OPERATION_REDUCTION_YDESC: 1611,
   OPERATION_REDUCTION_DESC: 1612,
 
+  OPERATION_PAGED_CACHE_LOAD_CONTAINER_DESC: 1950,
+  OPERATION_PAGED_CACHE_LOAD_YDESC: 1951,
+  OPERATION_PAGED_CACHE_LOAD_SEQUENCE_DESC: 1952,
+  OPERATION_PAGED_CACHE_LOAD_PAGE_TABLE_DESC: 1953,
+
   OPERATION_RESHAPE_XDESC: 2200,
   OPERATION_RESHAPE_YDESC: 2201,
 
@@ -123,6 +134,8 @@ export const DATA_TYPE = {
   HALF: 2,
   INT32: 4,
   BFLOAT16: 9,
+  /** Ragged offsets from cuDNN 9.6 (cudnn-frontend's tests switch to int64 there). */
+  INT64: 10,
   BOOLEAN: 11,
   /** FP8 with 4 exponent and 3 mantissa bits (the FP8 SDPA graph's Q, K, V, P and O). */
   FP8_E4M3: 12,
