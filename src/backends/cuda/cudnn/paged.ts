@@ -29,9 +29,10 @@ export const CUDNN_RAGGED_PRE_HOPPER_VERSION = 91801;
 export const CUDNN_RAGGED_INT64_VERSION = 90600;
 
 /**
- * Whether `auto` (no implementation named) may choose cudnn for paged and packed problems. Off until
- * the GPU run of test/gpu/cudnn-paged.test.ts and the decode measurement say it should be taken over
- * the flash decode kernel; a call naming 'cudnn' takes these layouts either way.
+ * Whether `auto` (no implementation named) may choose cudnn for paged and packed problems. Off until a
+ * decode measurement says cuDNN's paged path (its sm80 wmma kernel on the H200, 9.19) beats the flash
+ * decode kernel: test/gpu/cudnn-paged.test.ts passed on the H200, the bandwidth is not measured yet
+ * (bench/results/2026-12-01-s6-paged). A call naming 'cudnn' takes these layouts either way.
  */
 export const AUTO_TAKES_LAYOUTS = false;
 
