@@ -47,6 +47,12 @@ export interface AttnlabConfig {
   /** ATTNLAB_FLASH_BWD_TILES, e.g. '128x128x8': the fused flash backward's keys×queries×warps (benchmarks). */
   readonly flashBackwardTiles: string | null;
   /**
+   * ATTNLAB_FLASH_BWD_KERNEL=wgmma|mma: on sm_90a, run the fused flash backward's dK/dV loop on wgmma
+   * (hopper/hopper_bwd.cu) where it applies, or on mma.sync; unset follows HOPPER_BACKWARD_BY_DEFAULT
+   * (backward-variant.ts).
+   */
+  readonly flashBackwardKernel: FlashKernelChoice | null;
+  /**
    * ATTNLAB_FLASH_KERNEL=wgmma|mma: on sm_90a, run the cases the Hopper kernel covers on it (wgmma)
    * or keep every case on the mma.sync kernel; unset follows HOPPER_BY_DEFAULT (hopper-variant.ts).
    */
@@ -69,6 +75,7 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
   const debug = Number(text('ATTNLAB_DEBUG') ?? 0);
   const graph = text('ATTNLAB_CUDNN_GRAPH');
   const flashKernel = text('ATTNLAB_FLASH_KERNEL');
+  const flashBackwardKernel = text('ATTNLAB_FLASH_BWD_KERNEL');
   const cacheRoot = text('ATTNLAB_CACHE_DIR') ?? join(homedir(), '.cache', 'attnlab');
   const libraries = Object.fromEntries(
     Object.entries(LIBRARY_VARIABLES).map(([library, variable]) => [library, text(variable)]),
@@ -84,6 +91,8 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
     kernelsDir: text('ATTNLAB_KERNELS_DIR'),
     flashTiles: text('ATTNLAB_FLASH_TILES'),
     flashBackwardTiles: text('ATTNLAB_FLASH_BWD_TILES'),
+    flashBackwardKernel:
+      flashBackwardKernel === 'wgmma' || flashBackwardKernel === 'mma' ? flashBackwardKernel : null,
     flashKernel: flashKernel === 'wgmma' || flashKernel === 'mma' ? flashKernel : null,
     cudnnGraph: graph === 'composite' || graph === 'unified' ? graph : null,
     cudnnTrace: text('ATTNLAB_CUDNN_TRACE') === '1',

@@ -10,8 +10,11 @@ import { validateBackward } from '../../src/api/validate-backward.js';
 import type { BackwardOptions, BackwardProblem } from '../../src/backends/backward-problem.js';
 import { BACKWARD_BACKENDS, chooseBackwardBackend } from '../../src/backends/backward-registry.js';
 import {
+  chooseFlashBackwardKernel,
   chooseFlashBackwardTiles,
   FLASH_BACKWARD_TILES,
+  flashBackwardDefines,
+  flashBackwardFile,
   flashBackwardHeadDim,
   flashBackwardRule,
   flashBackwardSharedBytes,
@@ -153,6 +156,24 @@ describe('flash (cuda) backward: variant and tiles', () => {
         `${D} ${text}`,
       );
     }
+  });
+
+  it('runs the wgmma dK/dV loop only on sm_90a at padded D=128, when asked (or by default once verified)', () => {
+    assert.equal(chooseFlashBackwardKernel(128, 'sm_90a', 'wgmma', null), 'wgmma');
+    assert.equal(chooseFlashBackwardKernel(128, 'sm_90a', 'mma', null), 'mma');
+    // mma.sync tiles asked for, another head dim, another GPU: the mma.sync loop.
+    assert.equal(chooseFlashBackwardKernel(128, 'sm_90a', 'wgmma', '128x32x8'), 'mma');
+    assert.equal(chooseFlashBackwardKernel(64, 'sm_90a', 'wgmma', null), 'mma');
+    assert.equal(chooseFlashBackwardKernel(128, 'sm_80', 'wgmma', null), 'mma');
+    const v = { ...flashBackwardVariant(problem({}, { H: 128 }), 'sm_90a'), kernel: 'wgmma' as const };
+    assert.equal(flashBackwardVariantKey(v), 'flash-bwd.sm_90a.bf16.d128.128x64x8.wgmma');
+    assert.equal(flashBackwardFile(v), 'hopper/hopper_bwd.cu');
+    assert.deepEqual(flashBackwardDefines(v), { FLASH_D: 128, FLASH_FP16: 0 });
+    // 1 KiB slack + K, V (2 × 128 × 256) + 2 stages of (Q, dO 2 × 64 × 256 + 512, rounded to 33 KiB) + dS 64 × 128 × 2.
+    const bytes = flashBackwardSharedBytes(v);
+    assert.equal(bytes.dkdvOnly, 1024 + 65536 + 2 * 33792);
+    assert.equal(bytes.dkdv, bytes.dkdvOnly + 16384);
+    assert.ok(bytes.dkdv <= 227 * 1024);
   });
 
   it('fits every head dim in an H100/H200 block (227 KiB) and an A100 one (163 KiB)', () => {

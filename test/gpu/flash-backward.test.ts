@@ -2,9 +2,11 @@
  * The fused CUDA flash backward beyond the shared gradient suite (test/gpu/backward.test.ts runs it
  * over CASES, LONG_CASES and random cases): the deterministic pass is bitwise reproducible and agrees
  * with the atomic one, peak memory is O(T) (no (B,N,T,S) buffer, against naive's), the shared memory
- * the launcher asks for is what the compiled kernels state, NaN in Q or K reaches exactly the
- * gradients the reference's does (NaN in dO is not checked: see backward.ts), a forced refusal says why and `auto` moves on. The "sanitize:" tests are small
- * runs of every kernel for compute-sanitizer (memcheck, racecheck): `--test-name-pattern=sanitize`.
+ * the launcher asks for is what the compiled kernels state, NaN in Q, K or dO reaches exactly the
+ * gradients the reference's does, a forced refusal says why and `auto` moves on. The "sanitize:"
+ * tests are small runs of every kernel for compute-sanitizer (memcheck, racecheck):
+ * `--test-name-pattern=sanitize`. Everything here runs on the dK/dV loop that the variant picks
+ * (ATTNLAB_FLASH_BWD_KERNEL=wgmma: the Hopper one where it applies, i.e. H = 128 cases on sm_90a).
  * Skips without a GPU.
  */
 import assert from 'node:assert/strict';
@@ -18,6 +20,7 @@ import {
   FLASH_BACKWARD_TILES,
   type FlashBackwardVariant,
   flashBackwardSharedBytes,
+  HOPPER_BACKWARD_TILES,
 } from '../../src/backends/cuda/flash/backward-variant.js';
 import { memoryStats, resetPeakMemory, setAllocationPoison } from '../../src/backends/cuda/memory.js';
 import type { ProblemSize } from '../../src/backends/problem.js';
@@ -117,13 +120,19 @@ describe('GPU flash backward', { skip }, () => {
   });
 
   it('asks for the shared memory the compiled kernels state', () => {
-    for (const headDim of [64, 128]) {
+    const wgmma = targetArch() === 'sm_90a';
+    const kinds = [
+      ...[64, 128].map((headDim) => ({ kernel: 'mma' as const, headDim, tiles: FLASH_BACKWARD_TILES })),
+      ...(wgmma ? [{ kernel: 'wgmma' as const, headDim: 128, tiles: HOPPER_BACKWARD_TILES }] : []),
+    ];
+    for (const { kernel, headDim, tiles } of kinds) {
       for (const dtype of ['bfloat16', 'float16'] as const) {
         const variant: FlashBackwardVariant = {
+          kernel,
           arch: targetArch(),
           dtype,
           headDim,
-          tiles: FLASH_BACKWARD_TILES,
+          tiles,
           deterministic: false,
         };
         const module = flashBackwardModule(variant);
@@ -136,16 +145,17 @@ describe('GPU flash backward', { skip }, () => {
         assert.deepEqual(
           { dkdv: stated('dkdv'), dkdvOnly: stated('dkdv_only'), dq: stated('dq') },
           want,
-          `D=${headDim} ${dtype}`,
+          `${kernel} D=${headDim} ${dtype}`,
         );
       }
     }
   });
 
-  // Each case poisons elements (flat index into q or k) and must give exactly the reference's NaN
-  // pattern in every gradient: a non-finite Q or K element must not reach the rows or keys that do
-  // not see it through the zero weights of the tensor-core products (0·NaN).
-  const NAN_CASES: ReadonlyArray<[string, BackwardOptions, Array<['q' | 'k', number]>]> = [
+  // Each case poisons elements (flat index into q, k or dO) and must give exactly the reference's NaN
+  // pattern in every gradient: a non-finite Q, K or dO element must not reach the rows or keys that
+  // do not see it through the zero weights of the tensor-core products (0·NaN). Shapes at H = 64 and
+  // H = 128 (the Hopper loop's head dim).
+  const NAN_CASES: ReadonlyArray<[string, BackwardOptions, Array<['q' | 'k' | 'dO', number]>]> = [
     // Row 70 of head 1 (q index (t·N + n)·H + h); key 270, past keyValueSeqLengths = 250.
     [
       'a query row, and a key behind the padding',
@@ -164,45 +174,62 @@ describe('GPU flash backward', { skip }, () => {
         ['q', 20 * 2 * 64 + 7],
       ],
     ],
+    // Causal: dO of row 10 (head 0) reaches dV of keys 0..10 only (column 3), not the rest of their
+    // 128-key block; dO of row 140 (head 1), column 60, past the diagonal of keys 141.. .
+    [
+      'dO of a row behind the causal mask of most of its key block',
+      { isCausal: true },
+      [
+        ['dO', 10 * 2 * 64 + 3],
+        ['dO', (140 * 2 + 1) * 64 + 60],
+      ],
+    ],
   ];
-  for (const [name, options, poison] of NAN_CASES) {
-    it(`NaN in ${name}: exactly the reference's NaN gradients`, () => {
-      const shape = { B: 1, T: 150, S: 300, N: 2, K: 1, H: 64 };
-      const host = inputs(shape, 'bfloat16', seed + 20);
-      const values = { q: host.q.toFloat64Array(), k: host.k.toFloat64Array() };
-      for (const [operand, at] of poison) values[operand][at] = Number.NaN;
-      const q = Tensor.fromArray(values.q, host.q.shape, 'bfloat16');
-      const k = Tensor.fromArray(values.k, host.k.shape, 'bfloat16');
-      const reference = referenceGradients({ q, k, v: host.v, options, dO: host.dO });
-      const [cq, ck, cv, cdO] = [q, k, host.v, host.dO].map((t) => t.to('cuda'));
-      for (const deterministic of [false, true]) {
-        const f = attentionVjp(cq, ck, cv, { ...options, implementation: 'flash', deterministic });
-        const g = f.backward(cdO);
-        for (const key of ['dQuery', 'dKey', 'dValue'] as const) {
-          const got = g[key].toFloat64Array();
-          const want = reference[key] as Float64Array;
-          let mismatches = 0;
-          let first = -1;
-          for (let i = 0; i < got.length; i++) {
-            if (Number.isNaN(got[i]) !== Number.isNaN(want[i])) {
-              mismatches++;
-              if (first < 0) first = i;
+  for (const [name, options, poison] of NAN_CASES)
+    for (const H of [64, 128]) {
+      it(`NaN in ${name}, H=${H}: exactly the reference's NaN gradients`, () => {
+        const shape = { B: 1, T: 150, S: 300, N: 2, K: 1, H };
+        const host = inputs(shape, 'bfloat16', seed + 20);
+        const values = {
+          q: host.q.toFloat64Array(),
+          k: host.k.toFloat64Array(),
+          dO: host.dO.toFloat64Array(),
+        };
+        // Indices are written for H = 64: (row · heads + head) · 64 + column keeps its meaning at H = 128.
+        for (const [operand, at] of poison) values[operand][Math.floor(at / 64) * H + (at % 64)] = Number.NaN;
+        const q = Tensor.fromArray(values.q, host.q.shape, 'bfloat16');
+        const k = Tensor.fromArray(values.k, host.k.shape, 'bfloat16');
+        const dO = Tensor.fromArray(values.dO, host.dO.shape, 'bfloat16');
+        const reference = referenceGradients({ q, k, v: host.v, options, dO });
+        const [cq, ck, cv, cdO] = [q, k, host.v, dO].map((t) => t.to('cuda'));
+        for (const deterministic of [false, true]) {
+          const f = attentionVjp(cq, ck, cv, { ...options, implementation: 'flash', deterministic });
+          const g = f.backward(cdO);
+          for (const key of ['dQuery', 'dKey', 'dValue'] as const) {
+            const got = g[key].toFloat64Array();
+            const want = reference[key] as Float64Array;
+            let mismatches = 0;
+            let first = -1;
+            for (let i = 0; i < got.length; i++) {
+              if (Number.isNaN(got[i]) !== Number.isNaN(want[i])) {
+                mismatches++;
+                if (first < 0) first = i;
+              }
             }
+            const nan = want.filter(Number.isNaN).length;
+            assert.equal(
+              mismatches,
+              0,
+              `${key} deterministic=${deterministic}: ${mismatches} elements differ in NaN-ness from the reference's (${nan} NaN of ${want.length}), first at ${first}`,
+            );
+            g[key].dispose();
           }
-          const nan = want.filter(Number.isNaN).length;
-          assert.equal(
-            mismatches,
-            0,
-            `${key} deterministic=${deterministic}: ${mismatches} elements differ in NaN-ness from the reference's (${nan} NaN of ${want.length}), first at ${first}`,
-          );
-          g[key].dispose();
+          f.output.dispose();
+          f.logSumExp.dispose();
         }
-        f.output.dispose();
-        f.logSumExp.dispose();
-      }
-      for (const t of [cq, ck, cv, cdO]) t.dispose();
-    });
-  }
+        for (const t of [cq, ck, cv, cdO]) t.dispose();
+      });
+    }
 
   it('forced on a bias: UnsupportedError with the reason; auto gives the bias to another backend', () => {
     const host = inputs({ B: 1, T: 64, S: 64, N: 2, K: 2, H: 64 }, 'bfloat16', seed + 30);

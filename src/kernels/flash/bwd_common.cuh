@@ -1,10 +1,25 @@
-// Pieces both backward main loops share: the softmax weights recomputed from the base-2
-// log-sum-exp, dS = P ∘ (dP − D), and the final store of a float32 accumulator tile as 16-bit rows.
+// Pieces every backward main loop shares (the mma.sync dK/dV loop bwd_dkdv.cuh, the deterministic
+// dQ pass bwd_dq.cuh, the Hopper dK/dV loop hopper/bwd_dkdv_sm90.cuh): the key block's query range,
+// the softmax weights recomputed from the base-2 log-sum-exp and dS = P ∘ (dP − D) over a warp's
+// accumulator tile, the cleaning of non-finite operand elements in shared memory (and the exact
+// contribution of a non-finite dO element to dV), the final store of a float32 tile as 16-bit rows
+// and the float32 reductions of dQ.
 #pragma once
 #include "flash/bwd_params.cuh"
 #include "flash/copy.cuh"
 #include "flash/mma.cuh"
 #include "flash/schedule.cuh"
+
+template <bool FP16>
+__device__ __forceinline__ float half_to_float(u16 h) {
+  if constexpr (FP16) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(h));
+    return f;
+  } else {
+    return __uint_as_float(static_cast<u32>(h) << 16);
+  }
+}
 
 // One 16-bit value, rounded to nearest even (the transposed dS tile is stored element by element).
 template <bool FP16>
@@ -22,6 +37,121 @@ __device__ __forceinline__ u16 round16(float x) {
 __device__ __forceinline__ float recompute_p(float s, float scale_log2, float lse2, bool visible) {
   const float pr = fast_exp2(fmaf(s, scale_log2, -lse2));
   return visible ? pr : 0.f;
+}
+
+// The work of one key block [kn0, kn0 + BNK) of one (batch, KV head) in the dK/dV loops: the query
+// blocks of BMQ rows that hold a row seeing one of its keys, [mb_lo, mb_lo + blocks). Key j is seen
+// by rows i with j − diag − right ≤ i ≤ j − diag + left (window) and i ≥ j − diag (causal).
+struct KeyBlockWork {
+  TileWork w;  // b, kv_head, t_len, s_len, diag (the query-side fields are unused)
+  int kn0, mb_lo, blocks;
+};
+
+template <int BNK, int BMQ>
+__device__ __forceinline__ KeyBlockWork key_block_work(const FlashParams& p) {
+  KeyBlockWork k;
+  TileWork& w = k.w;
+  w.b = blockIdx.y / p.K;
+  w.kv_head = blockIdx.y % p.K;
+  w.t_len = clamp_len(p.q_lens, w.b, p.T);
+  w.s_len = clamp_len(p.kv_lens, w.b, p.S);
+  w.diag = (p.flags & FLASH_FLAG_BOTTOM_RIGHT) ? w.s_len - w.t_len : 0;
+  k.kn0 = blockIdx.x * BNK;
+  const int kn_last = imin(k.kn0 + BNK, w.s_len) - 1;
+  int lo = 0, hi = w.t_len;
+  if (p.flags & FLASH_FLAG_CAUSAL) lo = imax(lo, k.kn0 - w.diag);
+  if (p.flags & FLASH_FLAG_WINDOW) {
+    lo = imax(lo, k.kn0 - w.diag - p.window_right);
+    hi = imin(hi, kn_last - w.diag + p.window_left + 1);
+  }
+  if (k.kn0 >= w.s_len) hi = lo;
+  k.mb_lo = lo / BMQ;
+  k.blocks = hi > lo ? (hi + BMQ - 1) / BMQ - k.mb_lo : 0;
+  return k;
+}
+
+// Rows [n0, n0 + ROWS) of K and V of (w.b, w.kv_head) into k_dst and v_dst (load_tile's layout, or
+// with SW128 the 128-byte swizzled boxes wgmma reads: LOAD is load_tile or load_tile_sw128); rows
+// past s_len are zeros.
+template <int ROWS, class Load>
+__device__ __forceinline__ void load_kv_tiles(u32 k_dst, u32 v_dst, const FlashParams& p, const TileWork& w, int n0,
+                                              Load load) {
+  const i64 ks = p.k_strides[1], vs = p.v_strides[1];
+  load(k_dst, p.k + w.b * p.k_strides[0] + w.kv_head * p.k_strides[2] + n0 * ks, ks, w.s_len - n0, p.H);
+  load(v_dst, p.v + w.b * p.v_strides[0] + w.kv_head * p.v_strides[2] + n0 * vs, vs, w.s_len - n0, p.Hv);
+}
+
+// Rows [m0, m0 + ROWS) of Q and dO of (b, head n) into q_dst and do_dst; rows past t_len are zeros.
+template <int ROWS, class Load>
+__device__ __forceinline__ void load_q_do_tiles(u32 q_dst, u32 do_dst, const FlashParams& p, const FlashBwdParams& x,
+                                                int b, int n, int m0, int t_len, Load load) {
+  const i64 qa = b * p.q_strides[0] + n * p.q_strides[2] + m0 * p.q_strides[1];
+  const i64 oa = b * p.o_strides[0] + n * p.o_strides[2] + m0 * p.o_strides[1];
+  load(q_dst, p.q + qa, p.q_strides[1], t_len - m0, p.H);
+  load(do_dst, x.d_o + oa, p.o_strides[1], t_len - m0, p.Hv);
+}
+
+// Step s of a key block's walk over the query blocks of its group's heads (head-major: head
+// kv_head·group + s / blocks, query block mb_lo + s % blocks): its Q and dO tiles and its rows' lse2
+// and D, as cp.async copies into q_dst, do_dst and stats_dst (lse2 | D).
+template <int BMQ, int THREADS, class Load>
+__device__ __forceinline__ void load_query_step(u32 q_dst, u32 do_dst, u32 stats_dst, const FlashParams& p,
+                                                const FlashBwdParams& x, const KeyBlockWork& kb, int s, Load load) {
+  const TileWork& w = kb.w;
+  const int n = w.kv_head * p.group + s / kb.blocks;
+  const int m0 = (kb.mb_lo + s % kb.blocks) * BMQ;
+  load_q_do_tiles<BMQ>(q_dst, do_dst, p, x, w.b, n, m0, w.t_len, load);
+  // t_pad is a multiple of 128 ≥ BMQ, so whole 16-byte chunks are in range.
+  const i64 row = (static_cast<i64>(w.b) * p.N + n) * x.t_pad + m0;
+  for (int c = threadIdx.x; c < 2 * BMQ / 4; c += THREADS) {
+    const float* from = c < BMQ / 4 ? x.lse2 + row + 4 * c : x.dsum + row + 4 * (c - BMQ / 4);
+    cp_async_16(stats_dst + 16 * c, from, 16);
+  }
+}
+
+// Whether some (key, row) pair of the key block and the query block at m0 may be invisible: only
+// then do the weights need the per-element rule.
+template <int BNK, int BMQ>
+__device__ __forceinline__ bool key_block_boundary(const FlashParams& p, const KeyBlockWork& k, int m0) {
+  const TileWork& w = k.w;
+  return k.kn0 + BNK > w.s_len || ((p.flags & FLASH_FLAG_CAUSAL) && k.kn0 + BNK - 1 > m0 + w.diag) ||
+         ((p.flags & FLASH_FLAG_WINDOW) &&
+          (k.kn0 + BNK - 1 > m0 + w.diag + p.window_right || k.kn0 < m0 + BMQ - 1 + w.diag - p.window_left));
+}
+
+// s ← P over a warp's accumulator tile: element (i, j, c) lies at A-row r0 + 16i + g + 8·(c/2) and
+// column c0 + 8j + 2t + c%2 (the mma.sync and wgmma C layout); the A-rows are keys in the dK/dV
+// loops (KEY_ROWS, the transposed products) and query rows in the dQ pass. lse2_of(i, j, c) gives
+// the element's row statistic.
+template <bool KEY_ROWS, int MI, int NT, class Lse2>
+__device__ __forceinline__ void weights_tile(float (&s)[MI][NT][4], const FlashParams& p, const TileWork& w,
+                                             bool boundary, int r0, int c0, int lane, Lse2 lse2_of) {
+  const int g = lane >> 2;
+  const int t = lane & 3;
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int a = r0 + i * 16 + g + 8 * (c >> 1);
+        const int b = c0 + j * 8 + 2 * t + (c & 1);
+        const bool visible = !boundary || (KEY_ROWS ? key_visible(p, w, b, a) : key_visible(p, w, a, b));
+        s[i][j][c] = recompute_p(s[i][j][c], p.scale_log2, lse2_of(i, j, c), visible);
+      }
+}
+
+// dp ← dS = P ∘ (dP − D) over the same tile, D from dsum_of(i, j, c). Selected, not multiplied: an
+// invisible pair's P is 0 and its dP may be NaN (a masked NaN value).
+template <int MI, int NT, class Dsum>
+__device__ __forceinline__ void ds_tile(float (&dp)[MI][NT][4], const float (&pr)[MI][NT][4], Dsum dsum_of) {
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int c = 0; c < 4; ++c)
+        dp[i][j][c] = pr[i][j][c] == 0.f ? 0.f : pr[i][j][c] * (dp[i][j][c] - dsum_of(i, j, c));
 }
 
 // Writes rows [row0, row0 + 16·MI) × columns [0, cols) of a warp's accumulator tile, times `scale`,
@@ -85,24 +215,37 @@ __device__ __forceinline__ bool non_finite16(u32 h) {
   return (h & EXP) == EXP;
 }
 
+// Byte offset of 16-byte chunk c of row r in a tile of ROWS rows stored as 64-column boxes (128-byte
+// rows, one box after the other) with the 128-byte swizzle (TMA's SWIZZLE_128B, what wgmma's
+// descriptors read): chunk c % 8 of a row moves to position (c % 8) ^ (r % 8).
+template <int ROWS>
+__device__ __forceinline__ u32 sw128_offset(int r, int c) {
+  return (c >> 3) * (ROWS * 128) + r * 128 + (((c & 7) ^ (r & 7)) << 4);
+}
+
 // Zeroes the non-finite elements of the tile chunks this thread itself copied with load_tile<ROWS,
-// D, THREADS> (same thread → chunk mapping), once its copies have landed (cp_async_wait) and before
-// the barrier that publishes the tile. An operand's NaN must not meet a zero weight inside a tensor-
-// core product (0·NaN = NaN): K's in dQ += dS·K for rows that do not see the key, Q's in dK += dSᵀ·Q
-// for keys that do not see the row. The NaN still reaches every gradient the reference gives it:
-// a row that sees a non-finite key or query element has a NaN log-sum-exp (the forward's rule), so
-// its P and dS are NaN for every key it sees, and NaN · 0 is NaN.
-template <int ROWS, int D, int THREADS, bool FP16>
-__device__ __forceinline__ void zero_non_finite(unsigned char* tile) {
+// D, THREADS> (or load_tile_sw128 when SW128: the same thread → chunk mapping), once its copies have
+// landed (cp_async_wait) and before the barrier that publishes the tile; returns whether it met one.
+// An operand's NaN must not meet a zero weight inside a tensor-core product (0·NaN = NaN): K's in
+// dQ += dS·K for rows that do not see the key, Q's in dK += dSᵀ·Q for keys that do not see the row,
+// dO's in dV += Pᵀ·dO for keys that do not see the row. The NaN still reaches every gradient the
+// reference gives it: a row that sees a non-finite key or query element has a NaN log-sum-exp (the
+// forward's rule), so its P and dS are NaN for every key it sees, and NaN · 0 is NaN; a row whose dO
+// holds one has a non-finite D = rowsum(dO ∘ O) (the prep reads dO from global memory), so its dS is
+// non-finite wherever P ≠ 0; and add_non_finite_do puts the element back into dV for those keys.
+template <int ROWS, int D, int THREADS, bool FP16, bool SW128 = false>
+__device__ __forceinline__ bool zero_non_finite(unsigned char* tile) {
   constexpr int CHUNKS = SmemTile<D>::CHUNKS;
   constexpr int PITCH_BYTES = SmemTile<D>::PITCH * 2;
+  bool found = false;
   auto fix = [&](int r, int c) {
-    u128* at = reinterpret_cast<u128*>(tile + r * PITCH_BYTES + c * 16);
+    u128* at = reinterpret_cast<u128*>(tile + (SW128 ? sw128_offset<ROWS>(r, c) : r * PITCH_BYTES + c * 16));
     u32 w[4] = {at->x, at->y, at->z, at->w};
     bool any = false;
 #pragma unroll
     for (int i = 0; i < 4; ++i) any |= non_finite16<FP16>(w[i]) || non_finite16<FP16>(w[i] >> 16);
     if (!any) return;
+    found = true;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       if (non_finite16<FP16>(w[i])) w[i] &= 0xffff0000u;
@@ -115,6 +258,49 @@ __device__ __forceinline__ void zero_non_finite(unsigned char* tile) {
 #pragma unroll
     for (int r = threadIdx.x / CHUNKS; r < ROWS; r += ROWS_PER_STEP) fix(r, threadIdx.x % CHUNKS);
   } else {
+    static_assert(!SW128, "the swizzled loader needs whole rows per pass");
     for (int idx = threadIdx.x; idx < ROWS * CHUNKS; idx += THREADS) fix(idx / CHUNKS, idx % CHUNKS);
   }
+  return found;
+}
+
+// The slow path of a query block whose dO tile held a non-finite element (zero_non_finite zeroed it
+// in shared memory, so dV += Pᵀ·dO left it out): adds P · dO[i][h] to dV[key][h] for each such
+// element and each of this warp's 16 keys (rows g and g + 8 of pt and dv) whose weight P for row i is
+// not 0 — the reference's rule (it skips P = 0). pt: the warp's Pᵀ tile (keys × the block's 8·NT
+// rows); d_o: row 0 of the block's dO, `rows` of them valid, `cols` = Hv columns. Each lane re-reads
+// its own dV columns of every row from global memory (compile-time register indices only: a
+// run-time index into dv would move it to local memory); P comes by shuffle from the lane of the
+// quad that holds the row. Only poisoned inputs come here.
+template <int NT, int DT, bool FP16>
+__device__ __forceinline__ void add_non_finite_do(float (&dv)[DT][4], const float (&pt)[NT][4], const u16* d_o,
+                                                  i64 stride, int rows, int cols, int lane) {
+  const int g = lane >> 2;
+  const int t = lane & 3;
+  // Row r = 8j + rr: j unrolled, so that pt is indexed by constants only.
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+    for (int rr = 0; rr < 8; ++rr) {
+      const int r = 8 * j + rr;
+      if (r >= rows) break;
+      const float mine[2] = {(rr & 1) ? pt[j][1] : pt[j][0], (rr & 1) ? pt[j][3] : pt[j][2]};
+      const int src = g * 4 + (rr >> 1);
+      const float pk[2] = {__shfl_sync(0xffffffffu, mine[0], src), __shfl_sync(0xffffffffu, mine[1], src)};
+      const u16* row = d_o + r * stride;
+#pragma unroll
+      for (int d = 0; d < DT; ++d) {
+        const int col = d * 8 + 2 * t;
+        if (col >= cols) continue;
+        const u32 pair = *reinterpret_cast<const u32*>(row + col);
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const u32 h = e ? pair >> 16 : pair & 0xffffu;
+          if (!non_finite16<FP16>(h)) continue;
+          const float x = half_to_float<FP16>(static_cast<u16>(h));
+#pragma unroll
+          for (int k = 0; k < 2; ++k)
+            if (pk[k] != 0.f) dv[d][2 * k + e] += pk[k] * x;
+        }
+      }
+    }
 }

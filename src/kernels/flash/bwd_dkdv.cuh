@@ -54,27 +54,11 @@ __device__ __forceinline__ void flash_bwd_dkdv(const FlashParams& p, const Flash
   const int g = lane >> 2;
   const int t = lane & 3;
 
-  TileWork w;
-  w.b = blockIdx.y / p.K;
-  w.kv_head = blockIdx.y % p.K;
-  w.t_len = clamp_len(p.q_lens, w.b, p.T);
-  w.s_len = clamp_len(p.kv_lens, w.b, p.S);
-  w.diag = (p.flags & FLASH_FLAG_BOTTOM_RIGHT) ? w.s_len - w.t_len : 0;
-  const int kn0 = blockIdx.x * BNK;
+  const KeyBlockWork kb = key_block_work<BNK, BMQ>(p);
+  const TileWork& w = kb.w;
+  const int kn0 = kb.kn0, mb_lo = kb.mb_lo, blocks = kb.blocks;
   const int key0 = kn0 + warp * 16 * C::MI;  // first key of this warp
-  // The query rows that see a key of [kn0, kn_last]: key j is seen by rows i with
-  // j − diag − right ≤ i ≤ j − diag + left (window) and i ≥ j − diag (causal).
-  const int kn_last = imin(kn0 + BNK, w.s_len) - 1;
-  int lo = 0, hi = w.t_len;
-  if (p.flags & FLASH_FLAG_CAUSAL) lo = imax(lo, kn0 - w.diag);
-  if (p.flags & FLASH_FLAG_WINDOW) {
-    lo = imax(lo, kn0 - w.diag - p.window_right);
-    hi = imin(hi, kn_last - w.diag + p.window_left + 1);
-  }
-  if (kn0 >= w.s_len) hi = lo;
-  const int mb_lo = lo / BMQ;
-  const int blocks = hi > lo ? (hi + BMQ - 1) / BMQ - mb_lo : 0;
-  const int steps = blocks * p.group;  // (head, query block) pairs, head-major
+  const int steps = blocks * p.group;        // (head, query block) pairs, head-major
 
   float dk[C::MI][C::DT][4], dv[C::MI][C::DT][4];
 #pragma unroll
@@ -85,24 +69,14 @@ __device__ __forceinline__ void flash_bwd_dkdv(const FlashParams& p, const Flash
       for (int c = 0; c < 4; ++c) dk[i][d][c] = dv[i][d][c] = 0.f;
 
   if (steps > 0) {
-    const u16* k = p.k + w.b * p.k_strides[0] + w.kv_head * p.k_strides[2] + kn0 * p.k_strides[1];
-    const u16* v = p.v + w.b * p.v_strides[0] + w.kv_head * p.v_strides[2] + kn0 * p.v_strides[1];
-    load_tile<BNK, C::D, C::THREADS>(k_smem, k, p.k_strides[1], w.s_len - kn0, p.H);
-    load_tile<BNK, C::D, C::THREADS>(v_smem, v, p.v_strides[1], w.s_len - kn0, p.Hv);
-    // Step s: head n = kv_head·group + s / blocks, query block mb_lo + s % blocks.
+    load_kv_tiles<BNK>(k_smem, v_smem, p, w, kn0, [](u32 dst, const u16* src, i64 stride, int rows, int cols) {
+      load_tile<BNK, C::D, C::THREADS>(dst, src, stride, rows, cols);
+    });
     auto load_step = [&](u32 dst, int s) {
-      const int n = w.kv_head * p.group + s / blocks;
-      const int m0 = (mb_lo + s % blocks) * BMQ;
-      const i64 qa = w.b * p.q_strides[0] + n * p.q_strides[2] + m0 * p.q_strides[1];
-      const i64 oa = w.b * p.o_strides[0] + n * p.o_strides[2] + m0 * p.o_strides[1];
-      load_tile<BMQ, C::D, C::THREADS>(dst, p.q + qa, p.q_strides[1], w.t_len - m0, p.H);
-      load_tile<BMQ, C::D, C::THREADS>(dst + L::Q_TILE, x.d_o + oa, p.o_strides[1], w.t_len - m0, p.Hv);
-      // lse2 and D of the block: t_pad is a multiple of 128 ≥ BMQ, so whole 16-byte chunks are in range.
-      const i64 row = (static_cast<i64>(w.b) * p.N + n) * x.t_pad + m0;
-      for (int c = threadIdx.x; c < 2 * BMQ / 4; c += C::THREADS) {
-        const float* from = c < BMQ / 4 ? x.lse2 + row + 4 * c : x.dsum + row + 4 * (c - BMQ / 4);
-        cp_async_16(dst + 2 * L::Q_TILE + 16 * c, from, 16);
-      }
+      load_query_step<BMQ, C::THREADS>(dst, dst + L::Q_TILE, dst + 2 * L::Q_TILE, p, x, kb, s,
+                                       [](u32 to, const u16* src, i64 stride, int rows, int cols) {
+                                         load_tile<BMQ, C::D, C::THREADS>(to, src, stride, rows, cols);
+                                       });
     };
     load_step(stage0, 0);
     cp_async_commit();
@@ -115,47 +89,35 @@ __device__ __forceinline__ void flash_bwd_dkdv(const FlashParams& p, const Flash
     for (int s = 0; s < steps; ++s) {
       const int m0 = (mb_lo + s % blocks) * BMQ;
       cp_async_wait<0>();
-      // Each thread cleans what it copied: K and V once (with step 0's group), Q at every step.
+      // Each thread cleans what it copied: K once (with step 0's group), Q and dO at every step.
       if (s == 0) zero_non_finite<BNK, C::D, C::THREADS, C::FP16>(smem);
       zero_non_finite<BMQ, C::D, C::THREADS, C::FP16>(smem + 2 * L::KV_TILE + stage);
-      __syncthreads();  // this step's tiles landed; every warp is done with the other stage and dSᵀ
+      const bool do_dirty = zero_non_finite<BMQ, C::D, C::THREADS, C::FP16>(smem + 2 * L::KV_TILE + stage + L::Q_TILE);
+      // This step's tiles landed; every warp is done with the other stage and dSᵀ.
+      const bool any_dirty = __syncthreads_or(do_dirty);
       if (s + 1 < steps) load_step(stage0 + (stage ^ L::STAGE), s + 1);
       cp_async_commit();
 
       float st[C::MI][C::NT][4];
       qk_tile<C>(st, ka.q, ka.k + stage);
-      // Per-element rule only where some (key, row) pair of the tile pair may be invisible.
-      const bool boundary = kn0 + BNK > w.s_len ||
-                            ((p.flags & FLASH_FLAG_CAUSAL) && kn0 + BNK - 1 > m0 + w.diag) ||
-                            ((p.flags & FLASH_FLAG_WINDOW) && (kn0 + BNK - 1 > m0 + w.diag + p.window_right ||
-                                                               kn0 < m0 + BMQ - 1 + w.diag - p.window_left));
       const float* lse2 = row_stats + stage / 4;
       const float* dsum = lse2 + BMQ;
       // Read where used (a 64-bit shared load per n-tile): held in registers for the whole step they
       // would take 4·NT more per lane and make the D = 128 loop spill.
-#pragma unroll
-      for (int i = 0; i < C::MI; ++i)
-#pragma unroll
-        for (int j = 0; j < C::NT; ++j)
-#pragma unroll
-          for (int c = 0; c < 4; ++c) {
-            const int key = key0 + i * 16 + g + 8 * (c >> 1);
-            const int row = m0 + j * 8 + 2 * t + (c & 1);
-            const bool visible = !boundary || key_visible(p, w, row, key);
-            st[i][j][c] = recompute_p(st[i][j][c], p.scale_log2, lse2[j * 8 + 2 * t + (c & 1)], visible);
-          }
+      weights_tile<true>(st, p, w, key_block_boundary<BNK, BMQ>(p, kb, m0), key0, m0, lane,
+                         [&](int, int j, int c) { return lse2[j * 8 + 2 * t + (c & 1)]; });
       float dpt[C::MI][C::NT][4];
       qk_tile<C>(dpt, ka.q + L::KV_TILE, ka.k + L::Q_TILE + stage);
       pv_tile<C>(dv, st, ka.v + stage);
+      if (any_dirty) {
+        const int n = w.kv_head * p.group + s / blocks;
+        const i64 oa = w.b * p.o_strides[0] + n * p.o_strides[2] + m0 * p.o_strides[1];
 #pragma unroll
-      for (int i = 0; i < C::MI; ++i)
-#pragma unroll
-        for (int j = 0; j < C::NT; ++j)
-#pragma unroll
-          for (int c = 0; c < 4; ++c) {
-            // Selected, not multiplied: an invisible pair's P is 0 and its dP may be NaN (a masked NaN value).
-            dpt[i][j][c] = st[i][j][c] == 0.f ? 0.f : st[i][j][c] * (dpt[i][j][c] - dsum[j * 8 + 2 * t + (c & 1)]);
-          }
+        for (int i = 0; i < C::MI; ++i)
+          add_non_finite_do<C::NT, C::DT, C::FP16>(dv[i], st[i], x.d_o + oa, p.o_strides[1], w.t_len - m0, p.Hv,
+                                                   lane);
+      }
+      ds_tile(dpt, st, [&](int, int j, int c) { return dsum[j * 8 + 2 * t + (c & 1)]; });
       pv_tile<C>(dk, dpt, ka.v - L::Q_TILE + stage);
 
       if constexpr (DQ) {

@@ -31,7 +31,6 @@ __device__ __forceinline__ void flash_bwd_dq(const FlashParams& p, const FlashBw
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const int g = lane >> 2;
-  const int t = lane & 3;
   const int row0 = w.m0 + warp * 16 * C::MI;
 
   float dq[C::MI][C::DT][4];
@@ -43,19 +42,18 @@ __device__ __forceinline__ void flash_bwd_dq(const FlashParams& p, const FlashBw
       for (int c = 0; c < 4; ++c) dq[i][d][c] = 0.f;
 
   if (w.n_lo < w.n_hi) {
-    const u16* k = p.k + w.b * p.k_strides[0] + w.kv_head * p.k_strides[2];
-    const u16* v = p.v + w.b * p.v_strides[0] + w.kv_head * p.v_strides[2];
-    const i64 ks = p.k_strides[1], vs = p.v_strides[1];
     auto load_kv = [&](u32 offset, int n0) {
-      load_tile<C::BN, C::D, C::THREADS>(k_smem + offset, k + n0 * ks, ks, w.s_len - n0, p.H);
-      load_tile<C::BN, C::D, C::THREADS>(v_smem + offset, v + n0 * vs, vs, w.s_len - n0, p.Hv);
+      load_kv_tiles<C::BN>(k_smem + offset, v_smem + offset, p, w, n0,
+                           [](u32 dst, const u16* src, i64 stride, int rows, int cols) {
+                             load_tile<C::BN, C::D, C::THREADS>(dst, src, stride, rows, cols);
+                           });
     };
-    const i64 qa = w.b * p.q_strides[0] + w.n * p.q_strides[2] + w.m0 * p.q_strides[1];
-    const i64 oa = w.b * p.o_strides[0] + w.n * p.o_strides[2] + w.m0 * p.o_strides[1];
     const int block_lo = w.n_lo / C::BN;
     const int block_hi = (w.n_hi + C::BN - 1) / C::BN;
-    load_tile<C::BM, C::D, C::THREADS>(q_smem, p.q + qa, p.q_strides[1], w.t_len - w.m0, p.H);
-    load_tile<C::BM, C::D, C::THREADS>(do_smem, x.d_o + oa, p.o_strides[1], w.t_len - w.m0, p.Hv);
+    load_q_do_tiles<C::BM>(q_smem, do_smem, p, x, w.b, w.n, w.m0, w.t_len,
+                           [](u32 dst, const u16* src, i64 stride, int rows, int cols) {
+                             load_tile<C::BM, C::D, C::THREADS>(dst, src, stride, rows, cols);
+                           });
     load_kv(0, (block_hi - 1) * C::BN);
     cp_async_commit();
     if (block_hi - 2 >= block_lo) load_kv(L::STAGE, (block_hi - 2) * C::BN);
@@ -85,19 +83,9 @@ __device__ __forceinline__ void flash_bwd_dq(const FlashParams& p, const FlashBw
       float s[C::MI][C::NT][4], dp[C::MI][C::NT][4];
       qk_tile<C>(s, qa_l.q, qa_l.k + stage);
       qk_tile<C>(dp, da_l.q, da_l.k + stage);
-      const bool boundary = tile_needs_mask<C::BN>(p, w, n0);
-#pragma unroll
-      for (int i = 0; i < C::MI; ++i)
-#pragma unroll
-        for (int j = 0; j < C::NT; ++j)
-#pragma unroll
-          for (int c = 0; c < 4; ++c) {
-            const int row = row0 + i * 16 + g + 8 * (c >> 1);
-            const int key = n0 + j * 8 + 2 * t + (c & 1);
-            const bool visible = !boundary || key_visible(p, w, row, key);
-            const float pr = recompute_p(s[i][j][c], p.scale_log2, lse_r[i][c >> 1], visible);
-            dp[i][j][c] = pr == 0.f ? 0.f : pr * (dp[i][j][c] - d_r[i][c >> 1]);
-          }
+      weights_tile<false>(s, p, w, tile_needs_mask<C::BN>(p, w, n0), row0, n0, lane,
+                          [&](int i, int, int c) { return lse_r[i][c >> 1]; });
+      ds_tile(dp, s, [&](int i, int, int c) { return d_r[i][c >> 1]; });
       pv_tile<C>(dq, dp, qa_l.v + stage);
       __syncthreads();  // every warp is done with this buffer pair: refill it with tile nb − 2
       if (nb - 2 >= block_lo) load_kv(stage, (nb - 2) * C::BN);

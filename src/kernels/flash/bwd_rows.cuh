@@ -9,20 +9,7 @@
 //
 // dq_convert: dQ = scale · accumulator, rounded once to the input dtype, 8 elements per thread.
 #pragma once
-#include "flash/bwd_params.cuh"
-#include "flash/mma.cuh"
-#include "flash/schedule.cuh"
-
-template <bool FP16>
-__device__ __forceinline__ float half_to_float(u16 h) {
-  if constexpr (FP16) {
-    float f;
-    asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(h));
-    return f;
-  } else {
-    return __uint_as_float(static_cast<u32>(h) << 16);
-  }
-}
+#include "flash/bwd_common.cuh"
 
 // Σ a[i]·b[i] over the 8 16-bit elements of two 16-byte chunks.
 template <bool FP16>

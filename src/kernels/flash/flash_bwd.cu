@@ -12,23 +12,15 @@
 // tiles: 128 query rows over 8 warps, 64-key tiles, two K/V stages. -DATTNLAB_NVCC_TEST instead
 // instantiates the tile table's configurations for nvcc checks.
 #include "flash/bwd_dkdv.cuh"
-#include "flash/bwd_dq.cuh"
-#include "flash/bwd_rows.cuh"
+#include "flash/bwd_entries.cuh"
 
-template <int D, bool FP16>
-using BwdDqConfig = FlashConfig<D, 128, 64, 8, 2, FP16, 0, false>;
 // Roles swapped for the dK/dV loop: "BM" is the key block, "BN" the query step (bwd_dkdv.cuh).
 template <int D, int KEYS, int QUERIES, int NW, bool FP16>
 using BwdKvConfig = FlashConfig<D, KEYS, QUERIES, NW, 2, FP16, 0, false>;
 
 #ifdef FLASH_D
 using KvC = BwdKvConfig<FLASH_D, FLASH_BWD_KEYS, FLASH_BWD_QUERIES, FLASH_NW, FLASH_FP16 != 0>;
-using DqC = BwdDqConfig<FLASH_D, FLASH_FP16 != 0>;
 
-extern "C" __global__ void __launch_bounds__(256) attnlab_flash_bwd_prep(const __grid_constant__ FlashParams p,
-                                                                        const __grid_constant__ FlashBwdParams x) {
-  flash_bwd_prep<FLASH_FP16 != 0>(p, x);
-}
 extern "C" __global__ void __launch_bounds__(FLASH_NW * 32, 1)
     attnlab_flash_bwd_dkdv(const __grid_constant__ FlashParams p, const __grid_constant__ FlashBwdParams x) {
   flash_bwd_dkdv<KvC, true>(p, x);
@@ -37,18 +29,9 @@ extern "C" __global__ void __launch_bounds__(FLASH_NW * 32, 1)
     attnlab_flash_bwd_dkdv_only(const __grid_constant__ FlashParams p, const __grid_constant__ FlashBwdParams x) {
   flash_bwd_dkdv<KvC, false>(p, x);
 }
-extern "C" __global__ void __launch_bounds__(256) attnlab_flash_bwd_dq(const __grid_constant__ FlashParams p,
-                                                                      const __grid_constant__ FlashBwdParams x) {
-  flash_bwd_dq<DqC>(p, x);
-}
-extern "C" __global__ void __launch_bounds__(256)
-    attnlab_flash_bwd_dq_convert(const __grid_constant__ FlashParams p, const __grid_constant__ FlashBwdParams x) {
-  flash_bwd_dq_convert<FLASH_FP16 != 0>(p, x);
-}
 // Shared memory per block of each main kernel, read back by the host (as the forward's).
 extern "C" __device__ unsigned attnlab_flash_bwd_dkdv_shared_bytes = BwdKvLayout<KvC, true>::SHARED_BYTES;
 extern "C" __device__ unsigned attnlab_flash_bwd_dkdv_only_shared_bytes = BwdKvLayout<KvC, false>::SHARED_BYTES;
-extern "C" __device__ unsigned attnlab_flash_bwd_dq_shared_bytes = BwdDqLayout<DqC>::SHARED_BYTES;
 #endif
 
 #ifdef ATTNLAB_NVCC_TEST

@@ -39,6 +39,11 @@ export const FLASH_BACKWARD_DQ_TILES = { rows: 128, keys: 64, warps: 8 } as cons
 export const FLASH_BACKWARD_ROW_PAD = 128;
 
 export interface FlashBackwardVariant {
+  /**
+   * The dK/dV loop: 'mma' (mma.sync, flash/flash_bwd.cu, every GPU from sm_80) or 'wgmma' (the
+   * Hopper loop, hopper/hopper_bwd.cu: sm_90a, padded head dim 128, its own fixed tiles).
+   */
+  readonly kernel: FlashBackwardKernel;
   readonly arch: string;
   readonly dtype: 'bfloat16' | 'float16';
   /** max(H, Hv) padded to a multiple of 32 (≥ 32): the dQ product gives each of 2 warps D/2 columns, a multiple of 16. */
@@ -51,13 +56,40 @@ export function flashBackwardHeadDim(H: number, Hv: number): number {
   return Math.max(32, Math.ceil(Math.max(H, Hv) / 32) * 32);
 }
 
+export type FlashBackwardKernel = 'mma' | 'wgmma';
+
+/**
+ * Whether sm_90a runs the wgmma dK/dV loop when ATTNLAB_FLASH_BWD_KERNEL is unset. Off: it has not
+ * run on a GPU yet (written in session 6; ATTNLAB_FLASH_BWD_KERNEL=wgmma opts in).
+ */
+export const HOPPER_BACKWARD_BY_DEFAULT = false;
+/** The wgmma loop's tiles (hopper/bwd_dkdv_sm90.cuh): 128 keys over two warpgroups, 64 queries per step. */
+export const HOPPER_BACKWARD_TILES: FlashBackwardTiles = { keys: 128, queries: 64, warps: 8 };
+
+/**
+ * Which dK/dV loop runs: wgmma on sm_90a for a padded head dim of 128 (each warpgroup's dQ share is
+ * one 64-column box of it) unless ATTNLAB_FLASH_BWD_KERNEL=mma or ATTNLAB_FLASH_BWD_TILES (mma.sync
+ * tiles) says otherwise; mma.sync everywhere else.
+ */
+export function chooseFlashBackwardKernel(
+  headDim: number,
+  arch: string,
+  choice = config().flashBackwardKernel,
+  tiles = config().flashBackwardTiles,
+): FlashBackwardKernel {
+  if (arch !== 'sm_90a' || headDim !== 128 || tiles || choice === 'mma') return 'mma';
+  return choice === 'wgmma' || HOPPER_BACKWARD_BY_DEFAULT ? 'wgmma' : 'mma';
+}
+
 export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBackwardVariant {
   const headDim = flashBackwardHeadDim(p.H, p.Hv);
+  const kernel = chooseFlashBackwardKernel(headDim, arch);
   return {
+    kernel,
     arch,
     dtype: p.dtype as FlashBackwardVariant['dtype'],
     headDim,
-    tiles: chooseFlashBackwardTiles(headDim),
+    tiles: kernel === 'wgmma' ? HOPPER_BACKWARD_TILES : chooseFlashBackwardTiles(headDim),
     deterministic: p.deterministic,
   };
 }
@@ -97,16 +129,26 @@ export function chooseFlashBackwardTiles(
   return { keys, queries, warps };
 }
 
-/** e.g. `flash-bwd.sm_90a.bf16.d128.128x64x8`, `….det` for the deterministic dQ pass. */
+/**
+ * e.g. `flash-bwd.sm_90a.bf16.d128.128x64x8`, `….wgmma` for the Hopper loop, `….det` for the
+ * deterministic dQ pass.
+ */
 export function flashBackwardVariantKey(v: FlashBackwardVariant): string {
   const dtype = v.dtype === 'float16' ? 'f16' : 'bf16';
   const { keys, queries, warps } = v.tiles;
   const parts = ['flash-bwd', v.arch, dtype, `d${v.headDim}`, `${keys}x${queries}x${warps}`];
+  if (v.kernel === 'wgmma') parts.push('wgmma');
   if (v.deterministic) parts.push('det');
   return parts.join('.');
 }
 
+/** The module's source file, relative to src/kernels. */
+export function flashBackwardFile(v: FlashBackwardVariant): string {
+  return v.kernel === 'wgmma' ? 'hopper/hopper_bwd.cu' : 'flash/flash_bwd.cu';
+}
+
 export function flashBackwardDefines(v: FlashBackwardVariant): Record<string, number> {
+  if (v.kernel === 'wgmma') return { FLASH_D: v.headDim, FLASH_FP16: v.dtype === 'float16' ? 1 : 0 };
   return {
     FLASH_D: v.headDim,
     FLASH_FP16: v.dtype === 'float16' ? 1 : 0,
@@ -124,15 +166,20 @@ export function flashBackwardSharedBytes(v: FlashBackwardVariant): {
 } {
   const pitch = (v.headDim + 8) * 2; // bytes per padded 16-bit row
   const { keys, queries } = v.tiles;
+  const dq = FLASH_BACKWARD_DQ_TILES;
+  // Q | dO | two stages of (K | V), the deterministic dQ pass of either module.
+  const dqBytes = 2 * dq.rows * pitch + 2 * 2 * dq.keys * pitch;
+  if (v.kernel === 'wgmma') {
+    // 1 KiB of alignment slack | K | V (128-byte rows, no padding) | two stages of (Q | dO | lse2, D),
+    // each rounded up to the 1 KiB swizzle atom | dS (queries × keys) when dQ is accumulated here.
+    const row = v.headDim * 2;
+    const stage = Math.ceil((2 * queries * row + 2 * queries * 4) / 1024) * 1024;
+    const only = 1024 + 2 * keys * row + 2 * stage;
+    return { dkdv: only + queries * keys * 2, dkdvOnly: only, dq: dqBytes };
+  }
   // K | V | two stages of (Q | dO | lse2 | D) | dSᵀ (queries × (keys + 8)) when dQ is accumulated here.
   const kvOnly = 2 * keys * pitch + 2 * (2 * queries * pitch + 2 * queries * 4);
-  const dq = FLASH_BACKWARD_DQ_TILES;
-  return {
-    dkdv: kvOnly + queries * (keys + 8) * 2,
-    dkdvOnly: kvOnly,
-    // Q | dO | two stages of (K | V).
-    dq: 2 * dq.rows * pitch + 2 * 2 * dq.keys * pitch,
-  };
+  return { dkdv: kvOnly + queries * (keys + 8) * 2, dkdvOnly: kvOnly, dq: dqBytes };
 }
 
 /** What the kernels cannot take, decided from the problem alone (no GPU needed); SUPPORTED otherwise. */

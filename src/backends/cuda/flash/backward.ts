@@ -13,10 +13,17 @@
  * Takes bf16/fp16 with causal (both alignments), windows, padding lengths, GQA/MQA, H, Hv ≤ 128;
  * backward-variant.ts says why not otherwise, and `auto` then goes on to naive.
  *
- * NaN and Inf: non-finite Q and K elements are zeroed in shared memory after their loads (the NaN
- * log-sum-exp of every row that sees them still carries the NaN to exactly the reference's gradients;
- * bwd_common.cuh). A non-finite dO element is not: it also reaches, through 0·NaN in dV += Pᵀ·dO, the
- * dV of keys in the same 128-key block that its row does not see (the reference leaves those finite).
+ * On sm_90a with ATTNLAB_FLASH_BWD_KERNEL=wgmma (padded head dim 128), step 2 runs on the Hopper
+ * loop instead (hopper/hopper_bwd.cu: wgmma, two warpgroups of 64 keys); the rest is the same module
+ * code, launch and parameters.
+ *
+ * NaN and Inf: non-finite Q, K and dO elements are zeroed in shared memory after their loads, so that
+ * none meets a zero weight inside a tensor-core product (0·NaN); the NaN log-sum-exp of every row that
+ * sees a non-finite Q or K element, and the non-finite D = rowsum(dO∘O) of a row whose dO holds one,
+ * still carry them to exactly the reference's dQ, dK and dV, and a query block whose dO held one adds
+ * those elements back into dV for the keys whose weight for that row is not 0 (bwd_common.cuh).
+ * Exact for NaN; an infinite dO element gives a non-finite dS where the reference's is (its dP·0
+ * terms can differ between NaN and ±Inf).
  */
 import { UnsupportedError } from '../../../errors.js';
 import { itemSize } from '../../../tensor/dtype.js';
@@ -35,6 +42,7 @@ import {
   FLASH_BACKWARD_ROW_PAD,
   type FlashBackwardVariant,
   flashBackwardDefines,
+  flashBackwardFile,
   flashBackwardRule,
   flashBackwardSharedBytes,
   flashBackwardVariant,
@@ -42,7 +50,6 @@ import {
 } from './backward-variant.js';
 import { buildFlashParams, marshalFlashParams } from './params.js';
 
-export const FLASH_BACKWARD_FILE = 'flash/flash_bwd.cu';
 export const FLASH_BACKWARD_KERNELS = [
   'attnlab_flash_bwd_prep',
   'attnlab_flash_bwd_dkdv',
@@ -51,10 +58,13 @@ export const FLASH_BACKWARD_KERNELS = [
   'attnlab_flash_bwd_dq_convert',
 ] as const;
 
-/** The module of `variant` (all five kernels, one NVRTC compile, cached like the forward's). */
+/**
+ * The module of `variant` (all five kernels, one NVRTC compile, cached like the forward's): the
+ * mma.sync module or the Hopper one, which share the entry names and launch parameters.
+ */
 export function flashBackwardModule(variant: FlashBackwardVariant): CompiledModule {
   return loadKernels({
-    file: FLASH_BACKWARD_FILE,
+    file: flashBackwardFile(variant),
     kernels: [...FLASH_BACKWARD_KERNELS],
     defines: flashBackwardDefines(variant),
   });

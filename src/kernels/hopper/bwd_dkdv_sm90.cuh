@@ -1,0 +1,279 @@
+// The backward's dK/dV loop on Hopper (sm_90a): FlashAttention-2's Algorithm 2 with the products on
+// wgmma, the block's two warpgroups each owning 64 of its 128 keys.
+//
+// Why: the mma.sync loop (flash/bwd_dkdv.cuh) gives each warp 16 keys against the whole 64-query
+// tile, so every warp re-reads the Q and dO tiles from shared memory for each of its four products:
+// ~92 KB of ldmatrix traffic per warp and query block, against 10.5 MFLOP per block — it runs at
+// 0.69× PyTorch's FlashAttention-2 backward. A wgmma reads its shared operands once per warpgroup
+// (4 warps), so the same products read ~1/3 of those bytes.
+//
+// Per query block of 64 rows, warpgroup wg (keys kn0 + 64·wg …):
+//   Sᵀ  = K_wg·Qᵀ    wgmma m64n64k16, A = K rows, B = the Q tile (both K-major: head dim contiguous)
+//   dPᵀ = V_wg·dOᵀ   the same with V and dO
+//   Pᵀ = 2^(Sᵀ·scale·log2e − lse2), dSᵀ = Pᵀ ∘ (dPᵀ − D)   on the accumulators (bwd_common.cuh)
+//   dV += Pᵀ·dO      wgmma m64n(D)k16, A = Pᵀ from registers, B = dO MN-major (as V in the forward)
+//   dK += dSᵀ·Q      the same with dSᵀ and Q
+//   dQ += dS·K       (DQ) dSᵀ goes to shared memory as dS (queries × keys, K-major); warpgroup wg
+//                    computes the 64 queries × head-dim box wg (m64n64k16, B = K MN-major) over all
+//                    128 keys and adds it to the float32 accumulator with reductions.
+// The accumulator layout of a warpgroup's m64 wgmma is mma.sync's C fragment per warp (warp w holds
+// rows 16w + g and 16w + g + 8), so the masking, weights and dS code is the mma.sync loop's, with
+// warp 4·wg + w owning keys kn0 + 16·(4·wg + w) — the same keys as there.
+//
+// Loads: cp.async into 128-byte swizzled boxes of 64 columns (TMA's SWIZZLE_128B, which the wgmma
+// descriptors of hopper/sm90.cuh read); the next query block's Q, dO, lse2 and D load while this one
+// computes. cp.async writes through the generic proxy, so each thread fences it to the async proxy
+// before the barrier that publishes the tiles to wgmma. No producer warpgroup or TMA: every thread
+// loads, as in the mma.sync loop.
+//
+// Shared memory (D = 128, bf16): K 32 KB | V 32 KB | 2 stages of (Q 16 KB | dO 16 KB | lse2, D 512 B,
+// padded to 1 KB) | dS 16 KB (DQ) = 145 KB + 1 KB of alignment slack.
+#pragma once
+#include "flash/bwd_common.cuh"
+#include "hopper/wgmma.cuh"
+
+template <int D_, bool FP16_>
+struct HopperBwdConfig {
+  static constexpr int D = D_, BNK = 128, BMQ = 64, THREADS = 256, NW = 8;
+  static constexpr bool FP16 = FP16_;
+  static constexpr int BOXES = D / 64;
+  static constexpr int DT = D / 8;    // 8-column n-tiles of dK, dV
+  static constexpr int NT = BMQ / 8;  // 8-query n-tiles of Sᵀ, dPᵀ
+  static constexpr u32 KV_BOX = BNK * 128, KV_BYTES = BOXES * KV_BOX;
+  static constexpr u32 Q_BOX = BMQ * 128, Q_BYTES = BOXES * Q_BOX;
+  static constexpr u32 STATS = 2 * Q_BYTES;                      // lse2 | D inside a stage
+  static constexpr u32 STAGE = (2 * Q_BYTES + 2 * BMQ * 4 + 1023) / 1024 * 1024;
+  static constexpr u32 DS_BOX = BMQ * 128, DS_BYTES = (BNK / 64) * DS_BOX;  // 64 keys per box
+  static_assert(D == 128, "the dQ split gives each warpgroup one 64-column box of the head dim");
+};
+
+template <class C, bool DQ>
+constexpr unsigned hopper_bwd_smem_bytes() {
+  return 1024 + 2 * C::KV_BYTES + 2 * C::STAGE + (DQ ? C::DS_BYTES : 0);
+}
+
+// Rows [0, ROWS) of a (ROWS × D) tile into 128-byte swizzled boxes (sw128_offset), zero-filled past
+// valid_rows and valid_cols. The same thread → chunk mapping as load_tile (zero_non_finite relies on
+// it): thread i copies chunk i % (D/8) of rows i / (D/8) + k · THREADS/(D/8), whose swizzled column
+// stays fixed since the row step is a multiple of 8.
+template <int ROWS, int D, int THREADS>
+__device__ __forceinline__ void load_tile_sw128(u32 dst, const u16* src, i64 row_stride, int valid_rows,
+                                                int valid_cols) {
+  constexpr int CHUNKS = D / 8;
+  constexpr int ROWS_PER_STEP = THREADS / CHUNKS;
+  static_assert(THREADS % CHUNKS == 0 && ROWS % ROWS_PER_STEP == 0 && ROWS_PER_STEP % 8 == 0, "tile mapping");
+  const int c = threadIdx.x % CHUNKS;
+  const int r0 = threadIdx.x / CHUNKS;
+  const bool col_ok = c * 8 < valid_cols;
+  const u16* from = src + r0 * row_stride + c * 8;
+  u32 to = dst + sw128_offset<ROWS>(r0, c);
+#pragma unroll
+  for (int it = 0; it < ROWS / ROWS_PER_STEP; ++it) {
+    const bool ok = col_ok && r0 + it * ROWS_PER_STEP < valid_rows;
+    cp_async_16(to, ok ? from : src, ok ? 16 : 0);
+    from += ROWS_PER_STEP * row_stride;
+    to += ROWS_PER_STEP * 128;
+  }
+}
+
+// m64n64k16 with B MN-major (imm-trans-b = 1): dQ's B is K, whose rows are the reduction (keys).
+template <bool FP16>
+__device__ __forceinline__ void wgmma_ss_n64_tb(float (&d)[8][4], u64 a_desc, u64 b_desc, int accumulate) {
+#define ATTNLAB_WGMMA_N64_TB(TYPE)                                                                                  \
+  asm volatile("{ .reg .pred p; setp.ne.b32 p, %34, 0;\n"                                                          \
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE                                         \
+               " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26," \
+               "%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 1; }\n"                                                 \
+               : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),         \
+                 "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),         \
+                 "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]),         \
+                 "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),         \
+                 "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),         \
+                 "+f"(d[7][2]), "+f"(d[7][3])                                                                      \
+               : "l"(a_desc), "l"(b_desc), "r"(accumulate))
+  if constexpr (FP16) {
+    ATTNLAB_WGMMA_N64_TB("f16");
+  } else {
+    ATTNLAB_WGMMA_N64_TB("bf16");
+  }
+#undef ATTNLAB_WGMMA_N64_TB
+}
+
+// The A fragments (m16k16 per warp, 4 registers per k-step) of a 64-column accumulator tile.
+template <bool FP16>
+__device__ __forceinline__ void sm90_a_fragments(u32 (&a)[4][4], const float (&s)[8][4]) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    a[kk][0] = pack2<FP16>(s[2 * kk][0], s[2 * kk][1]);
+    a[kk][1] = pack2<FP16>(s[2 * kk][2], s[2 * kk][3]);
+    a[kk][2] = pack2<FP16>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    a[kk][3] = pack2<FP16>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+  }
+}
+__device__ __forceinline__ void pin_fragments(u32 (&a)[4][4]) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) asm volatile("" : "+r"(a[kk][c])::"memory");
+}
+
+template <class C, bool DQ>
+__device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const FlashBwdParams& x) {
+  constexpr int BNK = C::BNK, BMQ = C::BMQ;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const u32 raw = smem_addr(smem_raw);
+  const u32 base = (raw + 1023) & ~1023u;
+  unsigned char* smem = smem_raw + (base - raw);  // the same bytes as generic pointers
+  const u32 k_smem = base;
+  const u32 v_smem = k_smem + C::KV_BYTES;
+  const u32 stage0 = v_smem + C::KV_BYTES;
+  const u32 ds_smem = stage0 + 2 * C::STAGE;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int wg = warp / 4, g = lane >> 2, t = lane & 3;  // warpgroup; the lane's C-fragment roles
+
+  const KeyBlockWork kb = key_block_work<BNK, BMQ>(p);
+  const TileWork& w = kb.w;
+  const int kn0 = kb.kn0, blocks = kb.blocks;
+  const int key0 = kn0 + warp * 16;    // first key of this warp: warpgroup wg's keys kn0 + 64·wg …
+  const int steps = blocks * p.group;  // (head, query block) pairs, head-major
+
+  float dk[C::DT][4], dv[C::DT][4];
+#pragma unroll
+  for (int d = 0; d < C::DT; ++d)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) dk[d][c] = dv[d][c] = 0.f;
+
+  if (steps > 0) {
+    auto load_keys = [](u32 dst, const u16* src, i64 stride, int rows, int cols) {
+      load_tile_sw128<BNK, C::D, C::THREADS>(dst, src, stride, rows, cols);
+    };
+    load_kv_tiles<BNK>(k_smem, v_smem, p, w, kn0, load_keys);
+    auto load_step = [&](u32 dst, int s) {
+      load_query_step<BMQ, C::THREADS>(dst, dst + C::Q_BYTES, dst + C::STATS, p, x, kb, s,
+                                       [](u32 to, const u16* src, i64 stride, int rows, int cols) {
+                                         load_tile_sw128<BMQ, C::D, C::THREADS>(to, src, stride, rows, cols);
+                                       });
+    };
+    load_step(stage0, 0);
+    cp_async_commit();
+    // This warpgroup's 64 key rows inside each K (V) box: the A operand of Sᵀ (dPᵀ).
+    const u32 k_rows = k_smem + wg * 64 * 128;
+    const u32 v_rows = v_smem + wg * 64 * 128;
+
+    u32 stage = 0;
+    for (int s = 0; s < steps; ++s) {
+      const int n = w.kv_head * p.group + s / blocks;
+      const int m0 = (kb.mb_lo + s % blocks) * BMQ;
+      const u32 q_tile = stage0 + stage;
+      const u32 do_tile = q_tile + C::Q_BYTES;
+      cp_async_wait<0>();
+      // Each thread cleans what it copied (bwd_common.cuh): K once, Q and dO at every step.
+      if (s == 0) zero_non_finite<BNK, C::D, C::THREADS, C::FP16, true>(smem);
+      zero_non_finite<BMQ, C::D, C::THREADS, C::FP16, true>(smem + (q_tile - base));
+      const bool do_dirty = zero_non_finite<BMQ, C::D, C::THREADS, C::FP16, true>(smem + (do_tile - base));
+      fence_proxy_async();
+      // This step's tiles landed; every warpgroup is done with the other stage and with dS.
+      const bool any_dirty = __syncthreads_or(do_dirty);
+      if (s + 1 < steps) load_step(stage0 + (stage ^ C::STAGE), s + 1);
+      cp_async_commit();
+
+      float st[C::NT][4], dpt[C::NT][4];
+      wgmma_fence();
+#pragma unroll
+      for (int k = 0; k < C::D / 16; ++k) {
+        const u32 col = (k % 4) * 32, box = k / 4;
+        wgmma_ss_n64<C::FP16>(st, sw128_desc(k_rows + box * C::KV_BOX + col, 16, 1024),
+                              sw128_desc(q_tile + box * C::Q_BOX + col, 16, 1024), k > 0);
+      }
+#pragma unroll
+      for (int k = 0; k < C::D / 16; ++k) {
+        const u32 col = (k % 4) * 32, box = k / 4;
+        wgmma_ss_n64<C::FP16>(dpt, sw128_desc(v_rows + box * C::KV_BOX + col, 16, 1024),
+                              sw128_desc(do_tile + box * C::Q_BOX + col, 16, 1024), k > 0);
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_accumulators(st);
+      fence_accumulators(dpt);
+
+      const float* lse2 = reinterpret_cast<const float*>(smem + (q_tile - base) + C::STATS);
+      const float* dsum = lse2 + BMQ;
+      float(&st3)[1][C::NT][4] = reinterpret_cast<float(&)[1][C::NT][4]>(st);
+      float(&dpt3)[1][C::NT][4] = reinterpret_cast<float(&)[1][C::NT][4]>(dpt);
+      weights_tile<true>(st3, p, w, key_block_boundary<BNK, BMQ>(p, kb, m0), key0, m0, lane,
+                         [&](int, int j, int c) { return lse2[j * 8 + 2 * t + (c & 1)]; });
+      if (any_dirty) {
+        const i64 oa = w.b * p.o_strides[0] + n * p.o_strides[2] + m0 * p.o_strides[1];
+        add_non_finite_do<C::NT, C::DT, C::FP16>(dv, st, x.d_o + oa, p.o_strides[1], w.t_len - m0, p.Hv, lane);
+      }
+      ds_tile(dpt3, st3, [&](int, int j, int c) { return dsum[j * 8 + 2 * t + (c & 1)]; });
+      u32 pa[4][4], da[4][4];
+      sm90_a_fragments<C::FP16>(pa, st);
+      sm90_a_fragments<C::FP16>(da, dpt);
+      fence_accumulators(dv);
+      fence_accumulators(dk);
+      pin_fragments(pa);
+      pin_fragments(da);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BMQ / 16; ++kk) {
+        if constexpr (C::D == 128) {
+          wgmma_rs_n128<C::FP16>(dv, pa[kk], sw128_desc(do_tile + kk * 2048, C::Q_BOX, 1024));
+        }
+      }
+#pragma unroll
+      for (int kk = 0; kk < BMQ / 16; ++kk) {
+        if constexpr (C::D == 128) {
+          wgmma_rs_n128<C::FP16>(dk, da[kk], sw128_desc(q_tile + kk * 2048, C::Q_BOX, 1024));
+        }
+      }
+      wgmma_commit();
+
+      if constexpr (DQ) {
+        // dS (query q, key kl of this warpgroup's 64) at box wg, row q, column kl: 16-bit stores.
+        unsigned char* ds = smem + (ds_smem - base) + wg * C::DS_BOX;
+#pragma unroll
+        for (int j = 0; j < C::NT; ++j)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) {
+            const int kl = (warp % 4) * 16 + g + 8 * (c >> 1);
+            const int q = j * 8 + 2 * t + (c & 1);
+            *reinterpret_cast<u16*>(ds + q * 128 + (((kl >> 3) ^ (q & 7)) << 4) + (kl & 7) * 2) =
+                round16<C::FP16>(dpt[j][c]);
+          }
+        fence_proxy_async();
+        __syncthreads();  // dS complete (both warpgroups' keys)
+        float dq[8][4];
+        wgmma_fence();
+#pragma unroll
+        for (int k = 0; k < BNK / 16; ++k) {
+          wgmma_ss_n64_tb<C::FP16>(dq, sw128_desc(ds_smem + (k / 4) * C::DS_BOX + (k % 4) * 32, 16, 1024),
+                                   sw128_desc(k_smem + wg * C::KV_BOX + k * 2048, C::KV_BOX, 1024), k > 0);
+        }
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_accumulators(dq);
+        fence_accumulators(dv);
+        fence_accumulators(dk);
+        pin_fragments(pa);
+        pin_fragments(da);
+        float* acc = x.dq_accum + (static_cast<i64>(w.b) * p.T * p.N + n) * p.H;
+        atomic_add_tile<8>(acc, static_cast<i64>(p.N) * p.H, dq, m0 + (warp % 4) * 16, wg * 64, w.t_len, p.H, lane);
+      } else {
+        wgmma_wait<0>();
+        fence_accumulators(dv);
+        fence_accumulators(dk);
+        pin_fragments(pa);
+        pin_fragments(da);
+      }
+      stage ^= C::STAGE;
+    }
+  }
+  // Every key row of the block is written, zeros where no query sees it (padding included).
+  u16* dk_out = x.dk + w.b * p.k_strides[0] + w.kv_head * p.k_strides[2];
+  u16* dv_out = x.dv + w.b * p.v_strides[0] + w.kv_head * p.v_strides[2];
+  const float(&dk3)[1][C::DT][4] = reinterpret_cast<const float(&)[1][C::DT][4]>(dk);
+  const float(&dv3)[1][C::DT][4] = reinterpret_cast<const float(&)[1][C::DT][4]>(dv);
+  store_tile<1, C::DT, C::FP16>(dk_out, p.k_strides[1], dk3, x.scale, key0, p.S, p.H, lane);
+  store_tile<1, C::DT, C::FP16>(dv_out, p.v_strides[1], dv3, 1.f, key0, p.S, p.Hv, lane);
+}

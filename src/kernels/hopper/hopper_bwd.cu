@@ -1,0 +1,37 @@
+// attnlab-min-arch: sm_90a
+//
+// The flash backward with its dK/dV loop on wgmma (hopper/bwd_dkdv_sm90.cuh): the same five entry
+// points and launch parameters as flash/flash_bwd.cu, so the host swaps the module and nothing else.
+// The prep, the deterministic dQ pass and the dQ conversion are flash_bwd.cu's (flash/bwd_entries.cuh);
+// attnlab_flash_bwd_dkdv and _dkdv_only are the wgmma loop with and without the dQ reductions, on
+// 128-key blocks of 256 threads (two warpgroups of 64 keys), 64 queries per step.
+//
+// Specialisation: FLASH_D (128: the head dim H, Hv padded to it) and FLASH_FP16. -DATTNLAB_NVCC_TEST
+// instantiates both dtypes instead.
+#include "flash/bwd_entries.cuh"
+#include "hopper/bwd_dkdv_sm90.cuh"
+
+#ifdef FLASH_D
+using KvC = HopperBwdConfig<FLASH_D, FLASH_FP16 != 0>;
+
+extern "C" __global__ void __launch_bounds__(256, 1)
+    attnlab_flash_bwd_dkdv(const __grid_constant__ FlashParams p, const __grid_constant__ FlashBwdParams x) {
+  hopper_bwd_dkdv<KvC, true>(p, x);
+}
+extern "C" __global__ void __launch_bounds__(256, 1)
+    attnlab_flash_bwd_dkdv_only(const __grid_constant__ FlashParams p, const __grid_constant__ FlashBwdParams x) {
+  hopper_bwd_dkdv<KvC, false>(p, x);
+}
+extern "C" __device__ unsigned attnlab_flash_bwd_dkdv_shared_bytes = hopper_bwd_smem_bytes<KvC, true>();
+extern "C" __device__ unsigned attnlab_flash_bwd_dkdv_only_shared_bytes = hopper_bwd_smem_bytes<KvC, false>();
+#endif
+
+#ifdef ATTNLAB_NVCC_TEST
+template <class C, bool DQ>
+__global__ void __launch_bounds__(256, 1) hopper_bwd_dkdv_test(const __grid_constant__ FlashParams p,
+                                                               const __grid_constant__ FlashBwdParams x) {
+  hopper_bwd_dkdv<C, DQ>(p, x);
+}
+template __global__ void hopper_bwd_dkdv_test<HopperBwdConfig<128, false>, true>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
+template __global__ void hopper_bwd_dkdv_test<HopperBwdConfig<128, true>, false>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
+#endif
