@@ -4,8 +4,9 @@
  * rule that needs no GPU (backward.ts adds the device's checks).
  *
  * Register counts are ptxas's (nvcc 13.0, `-Xptxas -v`, sm_90a / sm_80), no spills anywhere:
- *   dK/dV loop (128 keys × 64 queries, 8 warps): D=128 255/255 registers (bf16 and fp16, with and
- *   without dQ), D=96 ≤ 246, D=64 ≤ 203, D=32 less;  dQ pass (128 × 64, 8 warps): D=128 244, D=64 172.
+ *   dK/dV loop (128 keys × 64 queries, 8 warps): D=128 255/253 registers with/without dQ (session 6,
+ *   with the dO clean-up), D=96 ≤ 246, D=64 ≤ 203, D=32 less;  dQ pass (128 × 64, 8 warps): D=128
+ *   240, D=64 172;  the wgmma dK/dV loop (hopper/hopper_bwd.cu, D=128): 240/237.
  */
 import { config } from '../../../config.js';
 import { InvalidArgumentError } from '../../../errors.js';
@@ -59,8 +60,12 @@ export function flashBackwardHeadDim(H: number, Hv: number): number {
 export type FlashBackwardKernel = 'mma' | 'wgmma';
 
 /**
- * Whether sm_90a runs the wgmma dK/dV loop when ATTNLAB_FLASH_BWD_KERNEL is unset. Off: it has not
- * run on a GPU yet (written in session 6; ATTNLAB_FLASH_BWD_KERNEL=wgmma opts in).
+ * Whether sm_90a runs the wgmma dK/dV loop when ATTNLAB_FLASH_BWD_KERNEL is unset. Off until the
+ * shared gradient suite passes with it on (scripts/gpu-verify.sh shards backward-flash-wgmma*). Session
+ * 6 (b8fe0d3): test/gpu/flash-backward.test.ts 16/16 with it on, memcheck 0 errors, racecheck 0
+ * hazards; backward.test.ts's flash shards did not finish inside that call. Measured at B=4 T=S=8192
+ * N=16 H=128 bf16: 268 / 258 TFLOP/s (causal) against the mma.sync loop's 188 / 181 and PyTorch
+ * FlashAttention-2's 311 / 302 (bench/results/2026-12-01-s6-flash-backward/README.md).
  */
 export const HOPPER_BACKWARD_BY_DEFAULT = false;
 /** The wgmma loop's tiles (hopper/bwd_dkdv_sm90.cuh): 128 keys over two warpgroups, 64 queries per step. */
@@ -98,8 +103,9 @@ export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBac
  * The dK/dV loop's tiles for padded head dim D: FLASH_BACKWARD_TILES, or `ATTNLAB_FLASH_BWD_TILES=
  * KEYSxQUERIESxWARPS` so that a benchmark can compare others without a rebuild (each compiles without
  * spills at D ≤ 128 on sm_90a: 128x128x8 at D=64 takes 247 registers, 128x32x8 at D=128 241, 64x64x4
- * 255; only 128x64x8 has run on a GPU so far). The kernel's shape rules: 16 keys per warp, queries a
- * multiple of 16 whose 16-row tiles divide the warps, and D split over the rest in 16-column steps.
+ * 255). On the H200 at D=128 (session 6, one process) 128x32x8 and 64x64x4 ran 7% and 8% slower than
+ * 128x64x8. The kernel's shape rules: 16 keys per warp, queries a multiple of 16 whose 16-row tiles
+ * divide the warps, and D split over the rest in 16-column steps.
  */
 export function chooseFlashBackwardTiles(
   D: number,
