@@ -290,8 +290,8 @@ describe('cuDNN FFI flow against a stand-in library', { skip }, () => {
   for (const [name, options] of backwardCases)
     it(`backward binds every uid: ${name}`, () => runBackwardAndCheckBindings(shape, options));
   // Paged and packed (paged.ts): the pools, page tables and ragged offsets reach cuDNN as built.
-  const layoutProblem = (paged: boolean, packedQuery: boolean, packedKv: boolean) => {
-    const [B, T, S, N, K, H] = [3, 4, 40, 4, 2, 64];
+  const layoutProblem = (paged: boolean, packedQuery: boolean, packedKv: boolean, T = 4) => {
+    const [B, S, N, K, H] = [3, 40, 4, 2, 64];
     const q = randomNormal([B, T, N, H], { seed: 1, dtype: 'bfloat16' });
     const k = randomNormal([B, S, K, H], { seed: 2, dtype: 'bfloat16' });
     const v = randomNormal([B, S, K, H], { seed: 3, dtype: 'bfloat16' });
@@ -328,6 +328,20 @@ describe('cuDNN FFI flow against a stand-in library', { skip }, () => {
     runAndCheckBindings(layoutProblem(false, true, true)));
   it('binds every uid: packed query on a paged cache', () =>
     runAndCheckBindings(layoutProblem(true, true, false)));
+  it('binds every uid: paged decode step on the unified op (ATTNLAB_CUDNN_GRAPH=unified)', () => {
+    process.env.ATTNLAB_CUDNN_GRAPH = 'unified';
+    reloadConfig();
+    try {
+      const p = layoutProblem(true, false, false, 1);
+      const env = cudnnEnvironment();
+      const d = env.ok ? describeSdpa(p, env.env) : null;
+      assert.equal(d?.ok && d.features.graph, 'unified');
+      runAndCheckBindings(p);
+    } finally {
+      delete process.env.ATTNLAB_CUDNN_GRAPH;
+      reloadConfig();
+    }
+  });
   it('binds every uid: float16 H=256', () =>
     runAndCheckBindings(deviceProblem([1, 8, 8, 2, 1, 256], { isCausal: true }, 'float16')));
 

@@ -13,6 +13,7 @@ import { type CudnnEnvironment, describeSdpa } from '../../src/backends/cuda/cud
 import { emptyPackedRuns, pageTableForCudnn } from '../../src/backends/cuda/cudnn/paged-call.js';
 import { buildSdpaGraph } from '../../src/backends/cuda/cudnn/sdpa-graph.js';
 import type { AttentionOptions, AttentionProblem, ProblemSize } from '../../src/backends/problem.js';
+import { reloadConfig } from '../../src/config.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';
 import { evaluateGraph, H200, maxError } from '../support/cudnn-graph-eval.js';
@@ -243,19 +244,22 @@ describe('cudnn paged and packed graphs, interpreted in float64', () => {
   });
 });
 
-describe('cudnn paged and packed graph structure', () => {
-  const paged = (c: Partial<LayoutCase> = {}) => {
-    const base: LayoutCase = {
-      name: '',
-      ...sizes(2, 1, 40, 4, 2, 16),
-      kvLengths: [40, 3],
-      blockSize: 16,
-      options: decode,
-      ...c,
-    };
-    const { query, key, value, options } = build(base, 7);
-    return validateAttention(query, key, value, options);
+/** A paged decode step (B=2, T=1, S=40, block size 16), with `c` overriding any of it. */
+function pagedProblem(c: Partial<LayoutCase> = {}) {
+  const base: LayoutCase = {
+    name: '',
+    ...sizes(2, 1, 40, 4, 2, 16),
+    kvLengths: [40, 3],
+    blockSize: 16,
+    options: decode,
+    ...c,
   };
+  const { query, key, value, options } = build(base, 7);
+  return validateAttention(query, key, value, options);
+}
+
+describe('cudnn paged and packed graph structure', () => {
+  const paged = pagedProblem;
   const featuresOf = (p: AttentionProblem, env: CudnnEnvironment = H200) => {
     const d = describeSdpa(p, env);
     assert.ok(d.ok, d.ok ? '' : d.reason);
@@ -384,8 +388,60 @@ describe('cudnn paged and packed support rules, by cuDNN version', () => {
     const p = problem({ blockSize: undefined, T: 2, qLengths: [2, 1], packedQuery: true }, { mask });
     assert.match(reason(p), /boolean mask with a packed query/);
   });
-  it('the unified op is refused by name, and ATTNLAB_CUDNN_GRAPH does not apply', () => {
-    const d = describeSdpa(problem({}), H200, { graph: 'unified' });
-    assert.ok(!d.ok && /paged or packed/.test(d.reason));
+  it('the unified op (asked for) takes a paged cache from cuDNN 9.15, not packed inputs or a causal mask', () => {
+    const unified = (p: AttentionProblem, env: CudnnEnvironment = H200) => {
+      const d = describeSdpa(p, env, { graph: 'unified' });
+      return d.ok ? d.features.graph : d.reason;
+    };
+    assert.equal(unified(problem({}, decode)), 'unified'); // a decode step: the causal bound drops
+    assert.match(
+      unified(problem({}), { ...H200, version: 91400 }),
+      /before 9\.15\) padding or a paged cache/,
+    );
+    assert.match(unified(problem({ T: 3 }, decode)), /cannot take bias, causal/);
+    const packed = problem({
+      blockSize: undefined,
+      T: 2,
+      qLengths: [2, 1],
+      packedQuery: true,
+      packedKv: true,
+    });
+    assert.match(unified(packed), /packed inputs/);
+  });
+  it('ATTNLAB_CUDNN_GRAPH=unified moves a paged cache to the unified op only where it can run', () => {
+    process.env.ATTNLAB_CUDNN_GRAPH = 'unified';
+    reloadConfig();
+    try {
+      const graphOf = (p: AttentionProblem) => {
+        const d = describeSdpa(p, H200);
+        return d.ok ? d.features.graph : d.reason;
+      };
+      assert.equal(graphOf(problem({}, decode)), 'unified');
+      assert.equal(graphOf(problem({ T: 3 }, decode)), 'composite');
+    } finally {
+      delete process.env.ATTNLAB_CUDNN_GRAPH;
+      reloadConfig();
+    }
+    const unset = describeSdpa(problem({}, decode), H200);
+    assert.equal(unset.ok && unset.features.graph, 'composite', 'without the variable: composite');
+  });
+});
+
+describe('cudnn unified SDPA_FWD op on a paged cache', () => {
+  it('reads the containers as K and V through the page tables, with the sequence lengths', () => {
+    const d = describeSdpa(pagedProblem(), H200, { graph: 'unified' });
+    assert.ok(d.ok, d.ok ? '' : d.reason);
+    const spec = buildSdpaGraph(d.features);
+    assert.equal(spec.ops.length, 1);
+    const op = spec.ops[0];
+    assert.ok(op.kind === 'sdpa');
+    const tensor = (uid: number | undefined) => spec.tensors.find((t) => t.uid === uid)!;
+    assert.equal(tensor(op.k).name, 'K_container');
+    assert.deepEqual(tensor(op.k).dims, [9, 2, 16, 16]);
+    assert.equal(tensor(op.v).name, 'V_container');
+    assert.equal(spec.bindings.get(op.pageTableK as number)?.kind, 'pageTable');
+    assert.equal(spec.bindings.get(op.pageTableV as number)?.kind, 'pageTable');
+    assert.equal(spec.bindings.get(op.seqLenKv as number)?.kind, 'seqLenKv');
+    assert.deepEqual(tensor(op.scale).dims, [1]);
   });
 });

@@ -9,7 +9,7 @@
 import { config } from '../../../config.js';
 import type { AttentionProblem, CausalAlignment, ProblemSize } from '../../problem.js';
 import { CUDNN_UNIFIED_SEQ_LEN_VERSION } from '../ffi/cudnn-constants.js';
-import { describeLayout, type LayoutFeatures } from './paged.js';
+import { describeLayout, type LayoutFeatures, unifiedTakesLayout } from './paged.js';
 
 export type GraphKind = 'unified' | 'composite';
 
@@ -133,12 +133,18 @@ export function describeSdpa(
   const fixEmptyRows =
     !options.rawEmptyRows && (p.mask !== null || firstEmptyRow(p, right, left, alignment) !== null);
   const unifiedOk =
-    !laidOut && !bias && !bounded && (!padding || env.version >= CUDNN_UNIFIED_SEQ_LEN_VERSION);
-  // Paged and packed inputs take the composite graph, whatever ATTNLAB_CUDNN_GRAPH says.
-  const wanted = options.graph ?? (laidOut ? 'composite' : (config().cudnnGraph ?? undefined));
+    (!laidOut || unifiedTakesLayout(layout.layout, env.version)) &&
+    !bias &&
+    !bounded &&
+    (!padding || env.version >= CUDNN_UNIFIED_SEQ_LEN_VERSION);
+  // Paged and packed inputs take the composite graph (the one verified on the H200) unless the
+  // unified op is asked for and can run them (a paged cache on 9.15+, see unifiedTakesLayout).
+  const configured = config().cudnnGraph ?? undefined;
+  const layoutGraph = configured === 'unified' && unifiedOk ? 'unified' : 'composite';
+  const wanted = options.graph ?? (laidOut ? layoutGraph : configured);
   if (wanted === 'unified' && !unifiedOk) {
     return no(
-      `the unified SDPA op of cuDNN ${env.version} cannot take bias, causal, windows, paged or packed inputs or (before 9.15) padding`,
+      `the unified SDPA op of cuDNN ${env.version} cannot take bias, causal, windows, packed inputs or (before 9.15) padding or a paged cache`,
     );
   }
   const features: SdpaFeatures = {

@@ -105,6 +105,9 @@ export type OpSpec =
       readonly stats?: number;
       readonly seqLenQ?: number;
       readonly seqLenKv?: number;
+      /** A paged cache: k and v are its containers, read through these page tables (9.15+). */
+      readonly pageTableK?: number;
+      readonly pageTableV?: number;
     };
 
 /**

@@ -188,6 +188,10 @@ function operationDescriptor(
         set.descriptors(d, ATTR.OPERATION_SDPA_FWD_SEQ_LEN_QDESC, [desc(op.seqLenQ)]);
       if (op.seqLenKv !== undefined)
         set.descriptors(d, ATTR.OPERATION_SDPA_FWD_SEQ_LEN_KVDESC, [desc(op.seqLenKv)]);
+      if (op.pageTableK !== undefined)
+        set.descriptors(d, ATTR.OPERATION_SDPA_FWD_PAGE_TABLE_KDESC, [desc(op.pageTableK)]);
+      if (op.pageTableV !== undefined)
+        set.descriptors(d, ATTR.OPERATION_SDPA_FWD_PAGE_TABLE_VDESC, [desc(op.pageTableV)]);
       finalize(d, 'SDPA_FWD op');
       return d;
     }

@@ -27,6 +27,17 @@ export const CUDNN_PAGED_WIDE_HEADS_VERSION = 91000;
 export const CUDNN_RAGGED_PRE_HOPPER_VERSION = 91801;
 /** int64 ragged offsets from 9.6 (cudnn-frontend's tests switch there); int32 before. */
 export const CUDNN_RAGGED_INT64_VERSION = 90600;
+/** The unified SDPA_FWD op takes page tables (attributes 2807/2808) from 9.15. */
+export const CUDNN_UNIFIED_PAGED_VERSION = 91500;
+
+/**
+ * Whether the unified op can run this layout: a paged cache with a dense query on cuDNN 9.15+ (the
+ * caller adds the op's own limits: no bias, no mask bound beyond what a decode step drops). Only
+ * when asked (ATTNLAB_CUDNN_GRAPH=unified): the composite graph is the path the H200 verified.
+ */
+export function unifiedTakesLayout(layout: LayoutFeatures, version: number): boolean {
+  return layout.paged !== undefined && layout.ragged === undefined && version >= CUDNN_UNIFIED_PAGED_VERSION;
+}
 
 /**
  * Whether `auto` (no implementation named) may choose cudnn for paged and packed problems. Off until a
@@ -138,6 +149,8 @@ export interface GraphOperands {
   readonly key: (kvLengths: number | undefined) => number;
   /** V [B,K,S,Hv]; with a paged cache this emits the V load, so call it just before P·V. */
   readonly value: (kvLengths: number | undefined) => number;
+  /** The unified op on a paged cache: key and value are the containers, read through these. */
+  readonly pageTables?: { readonly k: number; readonly v: number };
 }
 
 /**
@@ -184,6 +197,15 @@ export function graphOperands(g: GraphBuilder, f: Sizes, io: GraphDType): GraphO
   const table = (name: string) => g.io(name, 'int32', [B, 1, M, 1], [M, M, 1, 1], { kind: 'pageTable' });
   const keyTable = table('page_table_k');
   const valueTable = table('page_table_v');
+  if (f.graph === 'unified') {
+    return {
+      query,
+      output,
+      key: () => keyContainer,
+      value: () => valueContainer,
+      pageTables: { k: keyTable, v: valueTable },
+    };
+  }
   const load = (name: string, from: number, pageTable: number, dims: number[], strides: number[]) => {
     return (kvLengths: number | undefined) => {
       if (kvLengths === undefined) throw new Error('a paged cache load needs the key/value lengths tensor');

@@ -44,7 +44,20 @@ export function buildSdpaGraph(f: SdpaFeatures): GraphSpec {
   if (!composite) {
     const [k, v] = [operands.key(lengths?.kv), operands.value(lengths?.kv)];
     const scale = g.scalar('attn_scale', { kind: 'scale' }, 1);
-    g.op({ kind: 'sdpa', q, k, v, o, scale, stats, seqLenQ: lengths?.q, seqLenKv: lengths?.kv });
+    const tables = operands.pageTables;
+    g.op({
+      kind: 'sdpa',
+      q,
+      k,
+      v,
+      o,
+      scale,
+      stats,
+      seqLenQ: lengths?.q,
+      seqLenKv: lengths?.kv,
+      pageTableK: tables?.k,
+      pageTableV: tables?.v,
+    });
     return g.build();
   }
 

@@ -124,6 +124,9 @@ export const ATTR = {
   OPERATION_SDPA_FWD_ODESC: 2803,
   OPERATION_SDPA_FWD_STATSDESC: 2804,
   OPERATION_SDPA_FWD_SCALEDESC: 2805,
+  /** 9.15 and later: the unified op reads paged K/V containers through these tables. */
+  OPERATION_SDPA_FWD_PAGE_TABLE_KDESC: 2807,
+  OPERATION_SDPA_FWD_PAGE_TABLE_VDESC: 2808,
   /** 9.15 and later only (9.14's header stops at 2806). */
   OPERATION_SDPA_FWD_SEQ_LEN_QDESC: 2809,
   OPERATION_SDPA_FWD_SEQ_LEN_KVDESC: 2810,
