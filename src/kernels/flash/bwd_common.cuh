@@ -264,6 +264,25 @@ __device__ __forceinline__ bool zero_non_finite(unsigned char* tile) {
   return found;
 }
 
+// Whether the query block whose statistics (lse2 | D, as load_query_step copies them to `stats`) this
+// thread copied flags a row holding a non-finite element: lse2 NaN (the prep's flag for Q, or a NaN
+// row) or D not finite (dO). Each of the first BMQ/2 threads checks its own 16-byte chunk, complete
+// after its cp_async_wait; the caller ORs the answers over the block at its barrier. Only a flagged
+// block cleans its Q and dO tiles (zero_non_finite) and takes add_non_finite_do.
+template <int BMQ>
+__device__ __forceinline__ bool stats_flag_non_finite(const unsigned char* stats) {
+  if (threadIdx.x >= BMQ / 2) return false;
+  const u128 v = *reinterpret_cast<const u128*>(stats + 16 * threadIdx.x);
+  const u32 w[4] = {v.x, v.y, v.z, v.w};
+  bool flagged = false;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const bool non_finite = (w[i] & 0x7f800000u) == 0x7f800000u;
+    flagged |= threadIdx.x < BMQ / 4 ? non_finite && (w[i] & 0x007fffffu) != 0 : non_finite;
+  }
+  return flagged;
+}
+
 // The slow path of a query block whose dO tile held a non-finite element (zero_non_finite zeroed it
 // in shared memory, so dV += Pᵀ·dO left it out): adds P · dO[i][h] to dV[key][h] for each such
 // element and each of this warp's 16 keys (rows g and g + 8 of pt and dv) whose weight P for row i is

@@ -10,12 +10,17 @@
 template <int D, bool FP16>
 using BwdDqConfig = FlashConfig<D, 128, 64, 8, 2, FP16, 0, false>;
 
+// The Hopper module flags rows with a non-finite Q in their lse2 (bwd_rows.cuh); the mma.sync one does not.
+#ifndef FLASH_BWD_PREP_FLAGS_Q
+#define FLASH_BWD_PREP_FLAGS_Q 0
+#endif
+
 #ifdef FLASH_D
 using DqC = BwdDqConfig<FLASH_D, FLASH_FP16 != 0>;
 
 extern "C" __global__ void __launch_bounds__(256) attnlab_flash_bwd_prep(const __grid_constant__ FlashParams p,
                                                                         const __grid_constant__ FlashBwdParams x) {
-  flash_bwd_prep<FLASH_FP16 != 0>(p, x);
+  flash_bwd_prep<FLASH_FP16 != 0, FLASH_BWD_PREP_FLAGS_Q != 0>(p, x);
 }
 extern "C" __global__ void __launch_bounds__(256) attnlab_flash_bwd_dq(const __grid_constant__ FlashParams p,
                                                                       const __grid_constant__ FlashBwdParams x) {

@@ -25,7 +25,12 @@ __device__ __forceinline__ float dot8(const u128& a, const u128& b) {
   return sum;
 }
 
-template <bool FP16>
+// FLAG_Q (the Hopper module): a row whose Q holds a non-finite element gets lse2 = NaN, so that the
+// dK/dV loop can tell from the row statistics alone which query blocks need their Q and dO tiles
+// cleaned (bwd_dkdv_sm90.cuh): lse2 is NaN then, or D is not finite. The NaN changes no result: a
+// row that sees a key already has a NaN log-sum-exp from the forward, and a row that sees none has
+// weight 0 for every key whatever lse2 holds (the visibility rule is a select).
+template <bool FP16, bool FLAG_Q = false>
 __device__ __forceinline__ void flash_bwd_prep(const FlashParams& p, const FlashBwdParams& x) {
   const i64 row = static_cast<i64>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -36,6 +41,17 @@ __device__ __forceinline__ void flash_bwd_prep(const FlashParams& p, const Flash
   const int n = bn % p.N;
   const int t_len = clamp_len(p.q_lens, b, p.T);
   float dot = 0.f;
+  bool q_bad = false;
+  if (FLAG_Q && t < t_len) {
+    const u16* q = p.q + b * p.q_strides[0] + t * p.q_strides[1] + n * p.q_strides[2];
+    for (int c = lane; c < p.H / 8; c += 32) {
+      const u128 v = *reinterpret_cast<const u128*>(q + c * 8);
+      const u32 w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) q_bad |= non_finite16<FP16>(w[i]) || non_finite16<FP16>(w[i] >> 16);
+    }
+    q_bad = __any_sync(0xffffffffu, q_bad);
+  }
   if (t < t_len) {
     const i64 at = b * p.o_strides[0] + t * p.o_strides[1] + n * p.o_strides[2];
     for (int c = lane; c < p.Hv / 8; c += 32) {
@@ -48,7 +64,7 @@ __device__ __forceinline__ void flash_bwd_prep(const FlashParams& p, const Flash
   if (lane == 0) {
     constexpr float LOG2E = 1.4426950408889634f;
     const float lse = t < t_len ? p.lse[(static_cast<i64>(b) * p.T + t) * p.N + n] : neg_inf();
-    x.lse2[row] = lse == neg_inf() ? -neg_inf() : lse * LOG2E;
+    x.lse2[row] = q_bad ? __int_as_float(0x7fc00000) : lse == neg_inf() ? -neg_inf() : lse * LOG2E;
     x.dsum[row] = dot;
   }
   if (x.dq_accum != nullptr && t < p.T) {

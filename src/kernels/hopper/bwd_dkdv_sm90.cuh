@@ -99,6 +99,15 @@ __device__ __forceinline__ void wgmma_ss_n64_tb(float (&d)[8][4], u64 a_desc, u6
 #undef ATTNLAB_WGMMA_N64_TB
 }
 
+// Four 8×8 b16 matrices stored transposed (the inverse of ldmatrix .trans): lanes 8i..8i+7 give the
+// row addresses of stored matrix i, and each lane's r[i] = (row g, columns 2t, 2t+1) of source matrix i
+// lands in stored rows 2t and 2t+1 at column g.
+__device__ __forceinline__ void stmatrix_x4_trans(u32 addr, const u32 (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r[0]),
+               "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+
 // The A fragments (m16k16 per warp, 4 registers per k-step) of a 64-column accumulator tile.
 template <bool FP16>
 __device__ __forceinline__ void sm90_a_fragments(u32 (&a)[4][4], const float (&s)[8][4]) {
@@ -129,7 +138,7 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
   const u32 stage0 = v_smem + C::KV_BYTES;
   const u32 ds_smem = stage0 + 2 * C::STAGE;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int wg = warp / 4, g = lane >> 2, t = lane & 3;  // warpgroup; the lane's C-fragment roles
+  const int wg = warp / 4, t = lane & 3;  // warpgroup; the lane's C-fragment column role
 
   const KeyBlockWork kb = key_block_work<BNK, BMQ>(p);
   const TileWork& w = kb.w;
@@ -167,13 +176,21 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
       const u32 q_tile = stage0 + stage;
       const u32 do_tile = q_tile + C::Q_BYTES;
       cp_async_wait<0>();
-      // Each thread cleans what it copied (bwd_common.cuh): K once, Q and dO at every step.
+      // Each thread cleans what it copied (bwd_common.cuh): K once per block; Q and dO only in a query
+      // block whose row statistics say that one of its rows holds a non-finite element (lse2 NaN: the
+      // prep's flag for Q, or a NaN row; D not finite: dO), which the threads that copied the
+      // statistics read back (their own copies, complete after their wait).
       if (s == 0) zero_non_finite<BNK, C::D, C::THREADS, C::FP16, true>(smem);
-      zero_non_finite<BMQ, C::D, C::THREADS, C::FP16, true>(smem + (q_tile - base));
-      const bool do_dirty = zero_non_finite<BMQ, C::D, C::THREADS, C::FP16, true>(smem + (do_tile - base));
+      const bool flagged = stats_flag_non_finite<BMQ>(smem + (q_tile - base) + C::STATS);
       fence_proxy_async();
       // This step's tiles landed; every warpgroup is done with the other stage and with dS.
-      const bool any_dirty = __syncthreads_or(do_dirty);
+      const bool any_dirty = __syncthreads_or(flagged);
+      if (any_dirty) {  // poisoned inputs only
+        zero_non_finite<BMQ, C::D, C::THREADS, C::FP16, true>(smem + (q_tile - base));
+        zero_non_finite<BMQ, C::D, C::THREADS, C::FP16, true>(smem + (do_tile - base));
+        fence_proxy_async();
+        __syncthreads();
+      }
       if (s + 1 < steps) load_step(stage0 + (stage ^ C::STAGE), s + 1);
       cp_async_commit();
 
@@ -230,17 +247,13 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
       wgmma_commit();
 
       if constexpr (DQ) {
-        // dS (query q, key kl of this warpgroup's 64) at box wg, row q, column kl: 16-bit stores.
-        unsigned char* ds = smem + (ds_smem - base) + wg * C::DS_BOX;
+        // dS (query q, key kl of this warpgroup's 64) at box wg, row q, column kl, from the dSᵀ A
+        // fragments: stmatrix .trans stores each 8 × 8 (keys × queries) block as queries × keys. Lane L
+        // gives the row address of block L / 8 = (key half h, query n-tile 2kk + i / 2): row r = L % 8.
+        const int blk = lane >> 3, r = lane & 7;
+        const u32 ds_row = ds_smem + wg * C::DS_BOX + r * 128 + (((2 * (warp % 4) + (blk & 1)) ^ r) << 4);
 #pragma unroll
-        for (int j = 0; j < C::NT; ++j)
-#pragma unroll
-          for (int c = 0; c < 4; ++c) {
-            const int kl = (warp % 4) * 16 + g + 8 * (c >> 1);
-            const int q = j * 8 + 2 * t + (c & 1);
-            *reinterpret_cast<u16*>(ds + q * 128 + (((kl >> 3) ^ (q & 7)) << 4) + (kl & 7) * 2) =
-                round16<C::FP16>(dpt[j][c]);
-          }
+        for (int kk = 0; kk < BMQ / 16; ++kk) stmatrix_x4_trans(ds_row + (16 * kk + 8 * (blk >> 1)) * 128, da[kk]);
         fence_proxy_async();
         __syncthreads();  // dS complete (both warpgroups' keys)
         float dq[8][4];

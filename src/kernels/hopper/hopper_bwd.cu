@@ -8,6 +8,7 @@
 //
 // Specialisation: FLASH_D (128: the head dim H, Hv padded to it) and FLASH_FP16. -DATTNLAB_NVCC_TEST
 // instantiates both dtypes instead.
+#define FLASH_BWD_PREP_FLAGS_Q 1
 #include "flash/bwd_entries.cuh"
 #include "hopper/bwd_dkdv_sm90.cuh"
 
