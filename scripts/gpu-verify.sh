@@ -55,12 +55,12 @@ shard backward-flash-more - --test-name-pattern='· flash (long|deterministic|ra
   test/gpu/backward.test.ts
 shard backward-other - --test-name-pattern='^GPU attention backward( · (bfloat16|float16|float32))?$' \
   test/gpu/backward.test.ts
-# The Hopper dK/dV loop of the flash backward (ATTNLAB_FLASH_BWD_KERNEL=wgmma) over the gradient suite:
-# HOPPER_BACKWARD_BY_DEFAULT's condition (backward-variant.ts).
-shard backward-flash-wgmma ATTNLAB_FLASH_BWD_KERNEL=wgmma --test-name-pattern='· flash$' test/gpu/backward.test.ts
-shard backward-flash-wgmma-more ATTNLAB_FLASH_BWD_KERNEL=wgmma \
+# The default flash backward on sm_90a runs its dK/dV loop on wgmma at padded H=128; the same suite with
+# ATTNLAB_FLASH_BWD_KERNEL=mma keeps the mma.sync loop (other GPUs, other head dims) covered at H=128 too.
+shard backward-flash-mma ATTNLAB_FLASH_BWD_KERNEL=mma --test-name-pattern='· flash$' test/gpu/backward.test.ts
+shard backward-flash-mma-more ATTNLAB_FLASH_BWD_KERNEL=mma \
   --test-name-pattern='· flash (long|deterministic|random deterministic)$' test/gpu/backward.test.ts
-shard flash-backward-wgmma ATTNLAB_FLASH_BWD_KERNEL=wgmma test/gpu/flash-backward.test.ts
+shard flash-backward-mma ATTNLAB_FLASH_BWD_KERNEL=mma test/gpu/flash-backward.test.ts
 shard decode - test/gpu/decode.test.ts
 # Kernels no sanitizer has seen yet: the flat-scan NaN repair (nan_repair.cu), the FP8 requantise
 # (quantise.cu), the ring's log-sum-exp merge (merge.cu); the Hopper kernel under racecheck/synccheck.

@@ -132,8 +132,14 @@ describe('flash (cuda) backward: variant and tiles', () => {
   });
 
   it('names the variant by arch, dtype, head dim, tiles and the deterministic pass', () => {
+    // On sm_90a a padded D=128 takes the wgmma loop by default; elsewhere the mma.sync one.
     const v = flashBackwardVariant(problem({ deterministic: true }, { dtype: 'float16', H: 128 }), 'sm_90a');
-    assert.equal(flashBackwardVariantKey(v), 'flash-bwd.sm_90a.f16.d128.128x64x8.det');
+    assert.equal(flashBackwardVariantKey(v), 'flash-bwd.sm_90a.f16.d128.128x64x8.wgmma.det');
+    const a100 = flashBackwardVariant(
+      problem({ deterministic: true }, { dtype: 'float16', H: 128 }),
+      'sm_80',
+    );
+    assert.equal(flashBackwardVariantKey(a100), 'flash-bwd.sm_80.f16.d128.128x64x8.det');
     const fast = flashBackwardVariant(problem({}, { H: 64 }), 'sm_80');
     assert.equal(flashBackwardVariantKey(fast), 'flash-bwd.sm_80.bf16.d64.128x64x8');
   });
@@ -161,6 +167,8 @@ describe('flash (cuda) backward: variant and tiles', () => {
   it('runs the wgmma dK/dV loop only on sm_90a at padded D=128, when asked (or by default once verified)', () => {
     assert.equal(chooseFlashBackwardKernel(128, 'sm_90a', 'wgmma', null), 'wgmma');
     assert.equal(chooseFlashBackwardKernel(128, 'sm_90a', 'mma', null), 'mma');
+    // Unset: the default, wgmma since it passed the gradient suite on the H200 (HOPPER_BACKWARD_BY_DEFAULT).
+    assert.equal(chooseFlashBackwardKernel(128, 'sm_90a', null, null), 'wgmma');
     // mma.sync tiles asked for, another head dim, another GPU: the mma.sync loop.
     assert.equal(chooseFlashBackwardKernel(128, 'sm_90a', 'wgmma', '128x32x8'), 'mma');
     assert.equal(chooseFlashBackwardKernel(64, 'sm_90a', 'wgmma', null), 'mma');
@@ -176,15 +184,15 @@ describe('flash (cuda) backward: variant and tiles', () => {
     assert.ok(bytes.dkdv <= 227 * 1024);
   });
 
-  it('fits every head dim in an H100/H200 block (227 KiB) and an A100 one (163 KiB)', () => {
+  it('fits every head dim of the mma.sync loop in an A100 block (163 KiB), so also in an H100/H200 one', () => {
     for (let D = 32; D <= 128; D += 32) {
-      const v = flashBackwardVariant(problem({}, { H: D }), 'sm_90a');
+      const v = flashBackwardVariant(problem({}, { H: D }), 'sm_80');
       const s = flashBackwardSharedBytes(v);
       assert.ok(Math.max(s.dkdv, s.dq) <= 163 * 1024, `D=${D}: ${JSON.stringify(s)}`);
       assert.ok(s.dkdvOnly < s.dkdv);
     }
     // D=128: K, V (2 × 128 × 136 × 2) + 2 stages of Q, dO, lse2, D (2 × (2 × 64 × 136 × 2 + 512)) + dSᵀ 64 × 136 × 2.
-    const d128 = flashBackwardSharedBytes(flashBackwardVariant(problem({}, { H: 128 }), 'sm_90a'));
+    const d128 = flashBackwardSharedBytes(flashBackwardVariant(problem({}, { H: 128 }), 'sm_80'));
     assert.equal(d128.dkdv, 69632 + 70656 + 17408);
     assert.equal(FLASH_BACKWARD_TILES.keys % 16, 0);
   });

@@ -6,7 +6,7 @@
  * gradients the reference's does, a forced refusal says why and `auto` moves on. The "sanitize:"
  * tests are small runs of every kernel for compute-sanitizer (memcheck, racecheck):
  * `--test-name-pattern=sanitize`. Everything here runs on the dK/dV loop that the variant picks
- * (ATTNLAB_FLASH_BWD_KERNEL=wgmma: the Hopper one where it applies, i.e. H = 128 cases on sm_90a).
+ * (on sm_90a by default the Hopper one where it applies, i.e. H = 128 cases; ATTNLAB_FLASH_BWD_KERNEL=mma keeps mma.sync).
  * Skips without a GPU.
  */
 import assert from 'node:assert/strict';

@@ -60,14 +60,14 @@ export function flashBackwardHeadDim(H: number, Hv: number): number {
 export type FlashBackwardKernel = 'mma' | 'wgmma';
 
 /**
- * Whether sm_90a runs the wgmma dK/dV loop when ATTNLAB_FLASH_BWD_KERNEL is unset. Off until the
- * shared gradient suite passes with it on (scripts/gpu-verify.sh shards backward-flash-wgmma*). Session
- * 6 (b8fe0d3): test/gpu/flash-backward.test.ts 16/16 with it on, memcheck 0 errors, racecheck 0
- * hazards; backward.test.ts's flash shards did not finish inside that call. Measured at B=4 T=S=8192
- * N=16 H=128 bf16: 268 / 258 TFLOP/s (causal) against the mma.sync loop's 188 / 181 and PyTorch
- * FlashAttention-2's 311 / 302 (bench/results/2026-12-01-s6-flash-backward/README.md).
+ * Whether sm_90a runs the wgmma dK/dV loop when ATTNLAB_FLASH_BWD_KERNEL is unset: yes since session 6's
+ * last H200 call (bench/results/2026-12-01-s6-final), where the shared gradient suite passed with it on
+ * (backward.test flash 50/0, long/deterministic/random 70/0, flash-backward.test 16/0, memcheck 0), for
+ * this loop with the flag-gated Q/dO clean-up and stmatrix dS stores (was wgmma-lean.patch). Measured
+ * there at B=4 T=S=8192 N=16 H=128 bf16, same bench run: 17.8 / 9.40 ms (causal) against PyTorch
+ * FlashAttention-2's 17.7 / 9.07 ms (0.99× / 0.96×); the mma.sync loop takes 29.2 / 15.3 ms.
  */
-export const HOPPER_BACKWARD_BY_DEFAULT = false;
+export const HOPPER_BACKWARD_BY_DEFAULT = true;
 /** The wgmma loop's tiles (hopper/bwd_dkdv_sm90.cuh): 128 keys over two warpgroups, 64 queries per step. */
 export const HOPPER_BACKWARD_TILES: FlashBackwardTiles = { keys: 128, queries: 64, warps: 8 };
 
