@@ -2,11 +2,14 @@
  * The Hopper kernel's benches in one run (issue 14, session 6): the headline shape (B=4, T=S=8192,
  * N=16, H = 64/128/256), a T sweep at B·T = 32k (T = 1k…32k, H=128; its B=1, T=32k point is the long
  * context), and GQA (K=4, H=128), each causal and not, through attnlab's flash (the wgmma kernel)
- * and cudnn backends, then PyTorch's flash and cuDNN backends on them (one Python process), then the
+ * and cudnn backends, then PyTorch's flash and cuDNN backends on them (the headline shape with its peers
+ * first, then the rest with theirs: one Python process each), then the
  * headline shape on the mma.sync kernel (ATTNLAB_FLASH_KERNEL=mma). Same settling as `attnlab
  * bench`. Writes one results JSON (what finished is kept when a time limit stops it) and prints a
- * table with the ratios last. Session 6's call stopped it during PyTorch's rows: budget the torch
- * part (~20 shapes × 2 backends) at ~60 s on top of attnlab's ~85 s.
+ * table with the ratios last. Session 6's calls stopped it during PyTorch's rows twice: the whole set's
+ * attnlab rows took most of 180 s on a cold kernel and cuDNN plan cache (plan builds ~3 s each), and the
+ * headline shape alone with PyTorch did not fit in 110 s — budget ≥ 150 s for the headline with its
+ * peers and ~300 s for everything, or carry a warm cache.
  *
  *   node --import tsx bench/hopper/s6-bench.ts <out.json> [--quick]
  * --quick: the headline shape only (no sweep, no GQA), for a call short of time.
@@ -78,16 +81,19 @@ const absorb = (run: BenchRun) => {
 };
 
 // 1. attnlab flash (the Hopper kernel, the default on sm_90a) and cudnn, then PyTorch's flash and
-// cuDNN backends on the same shapes.
-absorb(
-  await runSweeps(groups(attnlabImpls), {
-    measure,
-    ceiling: 893,
-    peers,
-    peerImpls: { torch: ['flash', 'cudnn'] },
-    onPartial: (r) => save(r),
-  }),
-);
+// cuDNN backends on the same shapes: the headline shape with its peers first, then the rest with theirs,
+// so a call cut short keeps a complete same-run comparison (session 6 lost PyTorch's rows twice when one
+// sweep timed every attnlab shape before starting PyTorch).
+const sweepOptions = {
+  measure,
+  ceiling: 893,
+  peers,
+  peerImpls: { torch: ['flash', 'cudnn'] },
+  onPartial: (r: BenchRun) => save(r),
+};
+const attnlabGroups = groups(attnlabImpls);
+absorb(await runSweeps(attnlabGroups.slice(0, 1), sweepOptions));
+if (attnlabGroups.length > 1) absorb(await runSweeps(attnlabGroups.slice(1), sweepOptions));
 // 2. The mma.sync kernel on the headline shape (the sweep's mma.sync numbers: earlier records).
 process.env.ATTNLAB_FLASH_KERNEL = 'mma';
 reloadConfig();
