@@ -5,31 +5,13 @@
  * GPU a few times (8 blocks of 256 threads per SM) and loops.
  */
 import type { Fp8DType } from '../../../tensor/dtype.js';
-import { loadKernels } from '../compile.js';
-import { getCudaContext } from '../context.js';
 import { i32, i64, launchKernel, ptr } from '../launch.js';
-import { VEC } from './kernels.js';
+import { gridFor, kernelTable, THREADS, VEC } from './kernels.js';
 
-const THREADS = 256;
-const BLOCKS_PER_SM = 8;
-const NAMES = ['attnlab_fp8_quantise_gradient', 'attnlab_fp8_dequantise_gradients'] as const;
-
-let loaded: Record<(typeof NAMES)[number], bigint> | undefined;
-
-function functions(): Record<(typeof NAMES)[number], bigint> {
-  if (loaded) return loaded;
-  const module = loadKernels({ file: 'fp8/gradients.cu', kernels: NAMES });
-  loaded = Object.fromEntries(NAMES.map((name) => [name, module.functions.get(name)!])) as Record<
-    (typeof NAMES)[number],
-    bigint
-  >;
-  return loaded;
-}
-
-function gridFor(groups: number): number {
-  const limit = getCudaContext().properties.multiprocessorCount * BLOCKS_PER_SM;
-  return Math.max(1, Math.min(limit, Math.ceil(groups / THREADS)));
-}
+const functions = kernelTable('fp8/gradients.cu', [
+  'attnlab_fp8_quantise_gradient',
+  'attnlab_fp8_dequantise_gradients',
+]);
 
 const isE5m2 = (dtype: Fp8DType) => (dtype === 'float8_e5m2' ? 1 : 0);
 

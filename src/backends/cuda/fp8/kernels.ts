@@ -10,37 +10,46 @@ import { loadKernels } from '../compile.js';
 import { getCudaContext } from '../context.js';
 import { f32, i32, i64, launchKernel, ptr } from '../launch.js';
 
-const THREADS = 256;
+/** Threads per block of the streaming passes (here and in gradient-kernels.ts). */
+export const THREADS = 256;
 /** Elements per thread and step (one 16-byte load of bf16). */
 export const VEC = 8;
 const BLOCKS_PER_SM = 8;
 
-const NAMES = [
+/**
+ * The CUfunctions of one .cu file's kernels, looked up once per process (a property read per launch
+ * instead of loadKernels' spec key).
+ */
+export function kernelTable<Name extends string>(
+  file: string,
+  names: readonly Name[],
+): () => Record<Name, bigint> {
+  let loaded: Record<Name, bigint> | undefined;
+  return () => {
+    if (loaded) return loaded;
+    const module = loadKernels({ file, kernels: names });
+    loaded = Object.fromEntries(names.map((name) => [name, module.functions.get(name)!])) as Record<
+      Name,
+      bigint
+    >;
+    return loaded;
+  };
+}
+
+/** Blocks for `groups` groups of VEC elements: one group per thread, at most 8 blocks per SM (the kernels loop). */
+export function gridFor(groups: number): number {
+  const limit = getCudaContext().properties.multiprocessorCount * BLOCKS_PER_SM;
+  return Math.max(1, Math.min(limit, Math.ceil(groups / THREADS)));
+}
+
+const functions = kernelTable('fp8/quantise.cu', [
   'attnlab_fp8_quantise3',
   'attnlab_fp8_current_scales',
   'attnlab_fp8_dequantise',
   'attnlab_fp8_delayed_block',
   'attnlab_fp8_delayed_update',
   'attnlab_fp8_requantise_repaired',
-] as const;
-
-let loaded: Record<(typeof NAMES)[number], bigint> | undefined;
-
-/** The kernels, looked up once per process (a Map lookup instead of loadKernels' spec key on every launch). */
-function functions(): Record<(typeof NAMES)[number], bigint> {
-  if (loaded) return loaded;
-  const module = loadKernels({ file: 'fp8/quantise.cu', kernels: NAMES });
-  loaded = Object.fromEntries(NAMES.map((name) => [name, module.functions.get(name)!])) as Record<
-    (typeof NAMES)[number],
-    bigint
-  >;
-  return loaded;
-}
-
-function gridFor(groups: number): number {
-  const limit = getCudaContext().properties.multiprocessorCount * BLOCKS_PER_SM;
-  return Math.max(1, Math.min(limit, Math.ceil(groups / THREADS)));
-}
+]);
 
 /**
  * bf16 Q, K, V (element counts a multiple of 8) → e4m3 with the scales in the scalar block, and
