@@ -70,6 +70,11 @@ sanitize memcheck-nan-repair memcheck --test-name-pattern='cudnn bfloat16' test/
 sanitize memcheck-fp8 memcheck test/gpu/fp8.test.ts
 sanitize memcheck-decode memcheck --test-name-pattern='window' test/gpu/decode.test.ts
 sanitize memcheck-ring memcheck --test-name-pattern='^flash .*P=2$' test/gpu/ring.test.ts
+# Session 7: racecheck on the row-tile decode kernel and on the default (wgmma) flash backward; memcheck
+# on the FP8 backward's dO quantise / gradient dequantise (fp8/gradients.cu).
+sanitize racecheck-decode racecheck --test-name-pattern='window' test/gpu/decode.test.ts
+sanitize racecheck-flash-backward racecheck --test-name-pattern=sanitize test/gpu/flash-backward.test.ts
+sanitize memcheck-fp8-gradients memcheck --test-name-pattern='bit for bit' test/gpu/fp8-backward.test.ts
 for tool in racecheck synccheck; do
   ATTNLAB_FLASH_KERNEL=wgmma sanitize "$tool-hopper" "$tool" --test-name-pattern='^H=128 .*\(bfloat16\)$' \
     test/gpu/flash-hopper.test.ts
