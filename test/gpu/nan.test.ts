@@ -96,13 +96,19 @@ describe('GPU: NaN and Inf reach exactly the rows that see them', { skip }, () =
 const sm90 = cuda.ok && getCudaContext().properties.computeCapability.major >= 9;
 const fp8Skip = skip || (sm90 ? false : 'FP8 attention needs sm_90');
 
-/** Same non-finite values at the same places; finite ones within `tolerance`. */
-function compareFp8(got: Float64Array, want: Float64Array, tolerance: number): string[] {
+/** One e4m3 step at |x| when O is stored as x / scaleInv (3 mantissa bits; subnormal below 2^-6). */
+function e4m3Step(x: number, scaleInv: number): number {
+  const scaled = Math.abs(x) / scaleInv;
+  return 2 ** (Math.max(Math.floor(Math.log2(scaled)), -6) - 3) * scaleInv;
+}
+
+/** Same non-finite values at the same places; finite ones within `tolerance(expected)`. */
+function compareFp8(got: Float64Array, want: Float64Array, tolerance: (x: number) => number): string[] {
   const wrong: string[] = [];
   let count = 0;
   for (let e = 0; e < want.length; e++) {
     const [a, b] = [got[e], want[e]];
-    const same = Number.isFinite(b) ? Math.abs(a - b) <= tolerance : Object.is(a, b);
+    const same = Number.isFinite(b) ? Math.abs(a - b) <= tolerance(b) : Object.is(a, b);
     if (!same && count++ < 6) wrong.push(`[${e}] ${a}, expected ${b}`);
   }
   if (count > 6) wrong.push(`… ${count} in all`);
@@ -126,13 +132,21 @@ describe('GPU FP8: NaN in Q, K or V reaches exactly the rows that see it (vs the
         const got = step.output.toFloat64Array();
         let oMax = 0;
         for (const x of want) if (Number.isFinite(x)) oMax = Math.max(oMax, Math.abs(x));
-        // As test/gpu/fp8.test.ts: e4m3 rounds O (2^-4 of |O|max) and cuDNN rounds P about as much.
-        const wrong = compareFp8(got, want, oMax * 2 ** -3);
+        // As test/gpu/fp8.test.ts: e4m3 rounds O (2^-4 of |O|max) and cuDNN rounds P about as much;
+        // plus one e4m3 step of O at the element, since the GPU and the emulation each round O once.
+        // Delayed scaling's first step stores O at scale 1, where a step is 2^-4 of the value itself:
+        // session 7 saw 0.625 for 0.75 (two steps) at |O|max < 1, past the |O|max·2^-3 bound alone.
+        const scaleInv = step.output8!.scaleInv;
+        const wrong = compareFp8(got, want, (x) => oMax * 2 ** -3 + e4m3Step(x, scaleInv));
         assert.deepEqual(wrong, [], `${step.variant}: ${wrong.join('; ')}`);
         // The repair's values went into O8 too: O is O8 dequantised, element for element.
         const o8 = step.output8!;
         const decoded = dequantiseTensor(o8.tensor.toHost(), o8.scaleInv).toFloat64Array();
-        assert.deepEqual(compareFp8(got, decoded, 0), [], 'O against O8 dequantised');
+        assert.deepEqual(
+          compareFp8(got, decoded, () => 0),
+          [],
+          'O against O8 dequantised',
+        );
         step.output.dispose();
         o8.tensor.dispose();
       });
