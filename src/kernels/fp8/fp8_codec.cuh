@@ -1,8 +1,12 @@
 // Conversions and the block-wide amax shared by the FP8 kernels (quantise.cu, gradients.cu): bf16 and
 // float ↔ e4m3/e5m2 pairs by the hardware's cvt instructions (sm_89+), rounding to nearest even with
-// saturation, as src/backends/cpu/fp8-quantise.ts does on the host. The includer defines THREADS
-// (the block size block_amax reduces over).
+// saturation, as src/backends/cpu/fp8-quantise.ts does on the host; and the group codec both
+// kernels' loops are made of (quantise8, dequantise8). The includer defines THREADS (the block size
+// block_amax reduces over).
 #pragma once
+
+// 8 elements a group: one 16-byte load of bf16, one 8-byte store of FP8 (VEC of fp8/kernels.ts).
+#define VEC 8
 
 __device__ __forceinline__ float bf16_bits_to_float(unsigned bits) { return __uint_as_float(bits << 16); }
 
@@ -55,4 +59,51 @@ __device__ __forceinline__ void e5m2x2_to_float2(unsigned short codes, float& lo
   asm("cvt.rn.f16x2.e5m2x2 %0, %1;" : "=r"(halves) : "h"(codes));
   asm("cvt.f32.f16 %0, %1;" : "=f"(lo) : "h"((unsigned short)(halves & 0xffffu)));
   asm("cvt.f32.f16 %0, %1;" : "=f"(hi) : "h"((unsigned short)(halves >> 16)));
+}
+
+// One FP8 format or the other by a flag: a literal `false` (quantise.cu's e4m3-only kernels) folds
+// away once inlined; gradients.cu passes its run-time e5m2 argument.
+__device__ __forceinline__ unsigned short fp8x2(float lo, float hi, bool e5m2) {
+  return e5m2 ? e5m2x2(lo, hi) : e4m3x2(lo, hi);
+}
+
+__device__ __forceinline__ void fp8x2_to_float2(unsigned short codes, float& lo, float& hi, bool e5m2) {
+  if (e5m2)
+    e5m2x2_to_float2(codes, lo, hi);
+  else
+    e4m3x2_to_float2(codes, lo, hi);
+}
+
+// A group of VEC bf16 (16 bytes) → VEC FP8 codes (8 bytes, element 0 in the low byte of .x): each
+// x·scale a float32 product rounded once to FP8 with saturation; the group's largest |x| (before
+// scaling) folded into `amax`.
+__device__ __forceinline__ uint2 quantise8(const uint4 raw, const float scale, float& amax, const bool e5m2) {
+  const unsigned words[4] = {raw.x, raw.y, raw.z, raw.w};
+  float x[VEC];
+#pragma unroll
+  for (int i = 0; i < 4; i++) {
+    x[2 * i] = bf16_bits_to_float(words[i] & 0xffffu);
+    x[2 * i + 1] = bf16_bits_to_float(words[i] >> 16);
+  }
+#pragma unroll
+  for (int i = 0; i < VEC; i++) amax = fmaxf(amax, fabsf(x[i]));
+  uint2 packed;
+  packed.x = (unsigned)fp8x2(x[0] * scale, x[1] * scale, e5m2) |
+             ((unsigned)fp8x2(x[2] * scale, x[3] * scale, e5m2) << 16);
+  packed.y = (unsigned)fp8x2(x[4] * scale, x[5] * scale, e5m2) |
+             ((unsigned)fp8x2(x[6] * scale, x[7] * scale, e5m2) << 16);
+  return packed;
+}
+
+// A group of VEC FP8 codes → VEC bf16: decode(x8)·inverse in float32, rounded once to bf16.
+__device__ __forceinline__ uint4 dequantise8(const uint2 raw, const float inverse, const bool e5m2) {
+  float x[VEC];
+#pragma unroll
+  for (int i = 0; i < 2; i++) {
+    fp8x2_to_float2((unsigned short)(raw.x >> (16 * i)), x[2 * i], x[2 * i + 1], e5m2);
+    fp8x2_to_float2((unsigned short)(raw.y >> (16 * i)), x[4 + 2 * i], x[4 + 2 * i + 1], e5m2);
+  }
+#pragma unroll
+  for (int i = 0; i < VEC; i++) x[i] *= inverse;
+  return make_uint4(bf16x2(x[0], x[1]), bf16x2(x[2], x[3]), bf16x2(x[4], x[5]), bf16x2(x[6], x[7]));
 }

@@ -14,14 +14,9 @@
 #define SCALE_DO 16
 #define AMAX_DO 17
 
-#define VEC 8
 #define THREADS 256
 
 #include "fp8/fp8_codec.cuh"
-
-__device__ __forceinline__ unsigned short fp8x2(float lo, float hi, int e5m2) {
-  return e5m2 ? e5m2x2(lo, hi) : e4m3x2(lo, hi);
-}
 
 // bf16 dO (groups of VEC elements) → FP8 with scale block[SCALE_DO]; its amax into block[AMAX_DO],
 // which the host zeroed when it wrote the block.
@@ -30,24 +25,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) attnlab_fp8_quantise_gradi
   const float scale = block[SLOT(SCALE_DO)];
   const long long stride = (long long)gridDim.x * THREADS;
   float amax = 0.0f;
-  for (long long g = (long long)blockIdx.x * THREADS + threadIdx.x; g < groups; g += stride) {
-    const uint4 raw = in[g];
-    const unsigned words[4] = {raw.x, raw.y, raw.z, raw.w};
-    float x[VEC];
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-      x[2 * i] = bf16_bits_to_float(words[i] & 0xffffu);
-      x[2 * i + 1] = bf16_bits_to_float(words[i] >> 16);
-    }
-#pragma unroll
-    for (int i = 0; i < VEC; i++) amax = fmaxf(amax, fabsf(x[i]));
-    uint2 packed;
-    packed.x = (unsigned)fp8x2(x[0] * scale, x[1] * scale, e5m2) |
-               ((unsigned)fp8x2(x[2] * scale, x[3] * scale, e5m2) << 16);
-    packed.y = (unsigned)fp8x2(x[4] * scale, x[5] * scale, e5m2) |
-               ((unsigned)fp8x2(x[6] * scale, x[7] * scale, e5m2) << 16);
-    out[g] = packed;
-  }
+  for (long long g = (long long)blockIdx.x * THREADS + threadIdx.x; g < groups; g += stride)
+    out[g] = quantise8(in[g], scale, amax, e5m2);
   block_amax(amax, block + SLOT(AMAX_DO));
 }
 
@@ -62,22 +41,6 @@ extern "C" __global__ void __launch_bounds__(THREADS) attnlab_fp8_dequantise_gra
   const long long groups = z == 0 ? q_groups : kv_groups;
   const float inverse = 1.0f / block[SLOT(SCALE_DQ + z)];
   const long long stride = (long long)gridDim.x * THREADS;
-  for (long long g = (long long)blockIdx.x * THREADS + threadIdx.x; g < groups; g += stride) {
-    const uint2 raw = in[g];
-    float x[VEC];
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-      const unsigned short lo = (unsigned short)(raw.x >> (16 * i)), hi = (unsigned short)(raw.y >> (16 * i));
-      if (e5m2) {
-        e5m2x2_to_float2(lo, x[2 * i], x[2 * i + 1]);
-        e5m2x2_to_float2(hi, x[4 + 2 * i], x[4 + 2 * i + 1]);
-      } else {
-        e4m3x2_to_float2(lo, x[2 * i], x[2 * i + 1]);
-        e4m3x2_to_float2(hi, x[4 + 2 * i], x[4 + 2 * i + 1]);
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < VEC; i++) x[i] *= inverse;
-    out[g] = make_uint4(bf16x2(x[0], x[1]), bf16x2(x[2], x[3]), bf16x2(x[4], x[5]), bf16x2(x[6], x[7]));
-  }
+  for (long long g = (long long)blockIdx.x * THREADS + threadIdx.x; g < groups; g += stride)
+    out[g] = dequantise8(in[g], inverse, e5m2);
 }

@@ -27,8 +27,6 @@
 // back: each chunk's cuDNN graph writes its own amax_s and amax_o. The scales are the same in all.
 #define BLOCK_FLOATS SLOT(14)
 
-// 8 elements per thread and step: one 16-byte load of bf16, one 8-byte store of e4m3.
-#define VEC 8
 #define THREADS 256
 
 #include "fp8/fp8_codec.cuh"
@@ -106,22 +104,6 @@ extern "C" __global__ void __launch_bounds__(THREADS) attnlab_fp8_delayed_update
 // the H200 short of memory parallelism (4.0 of its 4.3 TB/s copy rate for this kernel).
 #define UNROLL 2
 
-__device__ __forceinline__ uint2 quantise8(const uint4 raw, const float scale, float& amax) {
-  const unsigned words[4] = {raw.x, raw.y, raw.z, raw.w};
-  float x[VEC];
-#pragma unroll
-  for (int i = 0; i < 4; i++) {
-    x[2 * i] = bf16_bits_to_float(words[i] & 0xffffu);
-    x[2 * i + 1] = bf16_bits_to_float(words[i] >> 16);
-  }
-#pragma unroll
-  for (int i = 0; i < VEC; i++) amax = fmaxf(amax, fabsf(x[i]));
-  uint2 packed;
-  packed.x = (unsigned)e4m3x2(x[0] * scale, x[1] * scale) | ((unsigned)e4m3x2(x[2] * scale, x[3] * scale) << 16);
-  packed.y = (unsigned)e4m3x2(x[4] * scale, x[5] * scale) | ((unsigned)e4m3x2(x[6] * scale, x[7] * scale) << 16);
-  return packed;
-}
-
 // blockIdx.y picks the tensor (0 Q, 1 K, 2 V). Records amax in block[AMAX_Q + z]; unless amax_only,
 // also writes x·scale as e4m3 with scale = block[SCALE_Q + z]. Sizes are in groups of VEC elements.
 extern "C" __global__ void __launch_bounds__(THREADS) attnlab_fp8_quantise3(
@@ -141,7 +123,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) attnlab_fp8_quantise3(
     for (int u = 0; u < UNROLL; u++) raw[u] = g + u * stride < groups ? in[g + u * stride] : make_uint4(0, 0, 0, 0);
 #pragma unroll
     for (int u = 0; u < UNROLL; u++) {
-      const uint2 packed = quantise8(raw[u], scale, amax);
+      const uint2 packed = quantise8(raw[u], scale, amax, false);
       if (!amax_only && g + u * stride < groups) out[g + u * stride] = packed;
     }
   }
@@ -171,18 +153,6 @@ extern "C" __global__ void attnlab_fp8_current_scales(float* blocks, float fp8_m
   }
 }
 
-__device__ __forceinline__ uint4 dequantise8(const uint2 raw, const float inverse) {
-  float x[VEC];
-#pragma unroll
-  for (int i = 0; i < 2; i++) {
-    e4m3x2_to_float2((unsigned short)(raw.x >> (16 * i)), x[2 * i], x[2 * i + 1]);
-    e4m3x2_to_float2((unsigned short)(raw.y >> (16 * i)), x[4 + 2 * i], x[4 + 2 * i + 1]);
-  }
-#pragma unroll
-  for (int i = 0; i < VEC; i++) x[i] *= inverse;
-  return make_uint4(bf16x2(x[0], x[1]), bf16x2(x[2], x[3]), bf16x2(x[4], x[5]), bf16x2(x[6], x[7]));
-}
-
 // O8 (e4m3) → bf16: decode(x8)·(1/scale_o), the float32 product rounded once to bf16. Four 8-byte
 // loads in flight per thread and step (one left the kernel at 2.8 TB/s on the H200).
 #define DEQUANTISE_UNROLL 4
@@ -196,7 +166,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) attnlab_fp8_dequantise(
     for (int u = 0; u < DEQUANTISE_UNROLL; u++) raw[u] = g + u * stride < groups ? in[g + u * stride] : make_uint2(0, 0);
 #pragma unroll
     for (int u = 0; u < DEQUANTISE_UNROLL; u++)
-      if (g + u * stride < groups) out[g + u * stride] = dequantise8(raw[u], inverse);
+      if (g + u * stride < groups) out[g + u * stride] = dequantise8(raw[u], inverse, false);
   }
 }
 
