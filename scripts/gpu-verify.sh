@@ -18,25 +18,8 @@ export ATTNLAB_COMMIT=${ATTNLAB_COMMIT:-$(cat .device/commit 2>/dev/null || echo
 mkdir -p "$ATTNLAB_CACHE_DIR"
 [ -f .kcache/kernels.tar.xz ] && tar -C "$ATTNLAB_CACHE_DIR" -xJf .kcache/kernels.tar.xz
 echo "seeded $(ls "$ATTNLAB_CACHE_DIR/kernels" 2>/dev/null | grep -c cubin) cached kernels"
-san=compute-sanitizer
-command -v $san > /dev/null || san=/usr/local/cuda/bin/compute-sanitizer
-
-shard() { # name, "VAR=value ..." (or -), node --test arguments... (log: $out/<name>.tap, deleted after archiving)
-  local name=$1 vars=$2; shift 2
-  [ "$vars" = - ] && vars=
-  (
-    env $vars timeout --kill-after=5 "$cap" node --import tsx --test --test-reporter=tap "$@" > "$out/$name.tap" 2>&1
-    echo "rc=$?" >> "$out/$name.tap"
-  ) &
-}
-sanitize() { # name, tool, node --test arguments... (one small pattern each: the tools slow kernels ~10-100x)
-  local name=$1 tool=$2; shift 2
-  (
-    timeout --kill-after=5 "$cap" $san --tool "$tool" --error-exitcode 9 --print-limit 20 \
-      node --import tsx --test --test-reporter=tap "$@" > "$out/$name.san" 2>&1
-    echo "rc=$?" >> "$out/$name.san"
-  ) &
-}
+logs=$out  # the shards' and sanitizers' logs (deleted after archiving)
+source "$(dirname "${BASH_SOURCE[0]}")/gpu-lib.sh"  # shard, sanitize, summary
 
 # Every other file (a new test file lands here without an edit) in one node --test, files in parallel.
 rest=$(ls test/gpu/*.test.ts | grep -vE '/(flash|nan|backward|decode)\.test\.ts$')
@@ -87,11 +70,5 @@ tar -C "$ATTNLAB_CACHE_DIR" -cf - $(cd "$ATTNLAB_CACHE_DIR" && ls -d kernels cud
 tar -C "$out" -cf - $(cd "$out" && ls *.tap *.san) | xz -T8 -6 > "$out/logs.tar.xz"
 ls -la "$out/kernels.tar.xz" "$out/logs.tar.xz"
 echo "== summary (tests pass fail skipped, rc; sanitizers: summary line)"
-for f in "$out"/*.tap; do
-  printf '%-18s %s %s\n' "$(basename "$f" .tap)" "$(grep -E '^# (pass|fail|skipped)' "$f" | awk '{printf "%s=%s ", $2, $3}')" "$(tail -1 "$f")"
-done
-for f in "$out"/*.san; do
-  printf '%-24s %s %s\n' "$(basename "$f" .san)" "$(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$f" | tr '\n' ' ')" "$(grep -E '^# (pass|fail)' "$f" | awk '{printf "%s=%s ", $2, $3}') $(tail -1 "$f")"
-done
-grep -hE '^\s*not ok' "$out"/*.tap "$out"/*.san | head -30
+summary 18 24 30
 rm -f "$out"/*.tap "$out"/*.san

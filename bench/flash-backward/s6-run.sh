@@ -12,23 +12,9 @@ mkdir -p "$logs"
 export NO_COLOR=1 ATTNLAB_CACHE_DIR=${ATTNLAB_CACHE_DIR:-/tmp/attnlab-cache}
 mkdir -p "$ATTNLAB_CACHE_DIR"
 cap=${CAP:-50}
-san=compute-sanitizer
-command -v $san > /dev/null || san=/usr/local/cuda/bin/compute-sanitizer
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/gpu-lib.sh"  # shard, sanitize, summary (logs, cap)
 W=ATTNLAB_FLASH_BWD_KERNEL=wgmma
 t0=$SECONDS
-
-shard() { # name, "VAR=value" (or -), node --test arguments...
-  local name=$1 vars=$2; shift 2
-  [ "$vars" = - ] && vars=
-  (env $vars timeout --kill-after=5 "$cap" node --import tsx --test --test-reporter=tap "$@" > "$logs/$name.tap" 2>&1
-    echo "rc=$?" >> "$logs/$name.tap") &
-}
-sanitize() { # name, tool, node --test arguments... (run with the wgmma loop on)
-  local name=$1 tool=$2; shift 2
-  (env $W timeout --kill-after=5 "$cap" $san --tool "$tool" --error-exitcode 9 --print-limit 20 \
-      node --import tsx --test --test-reporter=tap "$@" > "$logs/$name.san" 2>&1
-    echo "rc=$?" >> "$logs/$name.san") &
-}
 
 # A. correctness, in parallel (NVRTC compiles dominate; 16 cores)
 shard fb-mma - test/gpu/flash-backward.test.ts
@@ -37,8 +23,8 @@ shard bw-mma - --test-name-pattern='· flash$' test/gpu/backward.test.ts
 shard bw-wgmma $W --test-name-pattern='· flash$' test/gpu/backward.test.ts
 shard bwl-mma - --test-name-pattern='· flash (long|deterministic|random deterministic)$' test/gpu/backward.test.ts
 shard bwl-wgmma $W --test-name-pattern='· flash (long|deterministic|random deterministic)$' test/gpu/backward.test.ts
-sanitize memcheck-wgmma memcheck --test-name-pattern=sanitize test/gpu/flash-backward.test.ts
-sanitize racecheck-wgmma racecheck --test-name-pattern='sanitize: MHA' test/gpu/flash-backward.test.ts
+ATTNLAB_FLASH_BWD_KERNEL=wgmma sanitize memcheck-wgmma memcheck --test-name-pattern=sanitize test/gpu/flash-backward.test.ts
+ATTNLAB_FLASH_BWD_KERNEL=wgmma sanitize racecheck-wgmma racecheck --test-name-pattern='sanitize: MHA' test/gpu/flash-backward.test.ts
 # The tile variants' modules, compiled now so that the timing below compiles nothing.
 (for t in 128x32x8 64x64x4; do timeout -s KILL "$cap" node --import tsx bench/flash-backward/variants.ts \
   --profile 1 256 2 128 "mma:$t"; done > "$logs/warm.log" 2>&1) &
@@ -65,14 +51,7 @@ echo "bench-wgmma rc=$? at $((SECONDS - t0)) s" | tee -a "$logs/times.log"
 
 {
   echo "== tests (pass fail skipped, rc)"
-  for f in "$logs"/*.tap; do
-    printf '%-12s %s %s\n' "$(basename "$f" .tap)" "$(grep -E '^# (pass|fail|skipped)' "$f" | awk '{printf "%s=%s ", $2, $3}')" "$(tail -1 "$f")"
-  done
-  for f in "$logs"/*.san; do
-    printf '%-16s %s %s %s\n' "$(basename "$f" .san)" "$(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$f" | tr '\n' ' ')" \
-      "$(grep -E '^# (pass|fail)' "$f" | awk '{printf "%s=%s ", $2, $3}')" "$(tail -1 "$f")"
-  done
-  grep -hE '^\s*not ok' "$logs"/*.tap "$logs"/*.san | head -20
+  summary 12 16 20
   echo "== sass: $(grep -c HGMMA "$logs/hopper_bwd.sass" 2>/dev/null) HGMMA, $(grep -cE 'LDL|STL' "$logs/hopper_bwd.sass" 2>/dev/null) LDL/STL"
   echo "== ncu"
   grep -E "attnlab_flash_bwd_dkdv|Duration|Compute \(SM\) Throughput|Memory Throughput|Registers Per|Achieved Occupancy|Warp Cycles Per Issued|Issue Slots Busy|L1/TEX Hit|Shared Memory" "$logs/ncu.log" | head -40

@@ -18,38 +18,25 @@ mkdir -p "$logs"
 export NO_COLOR=1 ATTNLAB_CACHE_DIR=/tmp/attnlab-s6-cache ATTNLAB_COMMIT=${ATTNLAB_COMMIT:-unknown}
 mkdir -p "$ATTNLAB_CACHE_DIR"
 [ -f ../.kcache/kernels.tar.xz ] && tar -C "$ATTNLAB_CACHE_DIR" -xJf ../.kcache/kernels.tar.xz
-san=compute-sanitizer
-command -v $san > /dev/null || san=/usr/local/cuda/bin/compute-sanitizer
-tests=${TEST_CAP:-80}
-
-shard() { # name, node --test arguments...
-  local name=$1; shift
-  ( timeout --kill-after=5 $tests node --import tsx --test --test-reporter=tap "$@" > "$logs/$name.tap" 2>&1
-    echo "rc=$?" >> "$logs/$name.tap" ) &
-}
-sanitize() { # name, tool, node --test arguments...
-  local name=$1 tool=$2; shift 2
-  ( timeout --kill-after=5 $tests $san --tool "$tool" --error-exitcode 9 --print-limit 20 \
-      node --import tsx --test --test-reporter=tap "$@" > "$logs/$name.san" 2>&1
-    echo "rc=$?" >> "$logs/$name.san" ) &
-}
+cap=${TEST_CAP:-80}
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/gpu-lib.sh"  # shard, sanitize, summary (logs, cap)
 hsan() { # harness under a sanitizer tool
-  ( timeout --kill-after=5 $tests $san --tool "$1" --error-exitcode 9 --print-limit 20 "$harness" sanitize \
+  ( timeout --kill-after=5 $cap $san --tool "$1" --error-exitcode 9 --print-limit 20 "$harness" sanitize \
       > "$logs/harness-$1.san" 2>&1; echo "rc=$?" >> "$logs/harness-$1.san" ) &
 }
 
-for H in 64 128 256; do shard "hopper-h$H" --test-name-pattern="^H=$H " test/gpu/flash-hopper.test.ts; done
-shard hopper-rest --test-name-pattern='^H=(96|48|120) |bit-identical|NaN|does not cover' test/gpu/flash-hopper.test.ts
-for p in bfloat16 float16; do shard "flash-$p" --test-name-pattern="· $p\$" test/gpu/flash.test.ts; done
-shard flash-other --test-name-pattern='other tile configurations|^cuda flash kernel$' test/gpu/flash.test.ts
-shard nan test/gpu/nan.test.ts
-shard ring test/gpu/ring.test.ts
-shard backward-flash --test-name-pattern='· flash$' test/gpu/backward.test.ts
+for H in 64 128 256; do shard "hopper-h$H" - --test-name-pattern="^H=$H " test/gpu/flash-hopper.test.ts; done
+shard hopper-rest - --test-name-pattern='^H=(96|48|120) |bit-identical|NaN|does not cover' test/gpu/flash-hopper.test.ts
+for p in bfloat16 float16; do shard "flash-$p" - --test-name-pattern="· $p\$" test/gpu/flash.test.ts; done
+shard flash-other - --test-name-pattern='other tile configurations|^cuda flash kernel$' test/gpu/flash.test.ts
+shard nan - test/gpu/nan.test.ts
+shard ring - test/gpu/ring.test.ts
+shard backward-flash - --test-name-pattern='· flash$' test/gpu/backward.test.ts
 for tool in racecheck synccheck; do
   sanitize "$tool-h128" "$tool" --test-name-pattern='^H=128 .*\(bfloat16\)$' test/gpu/flash-hopper.test.ts
   sanitize "$tool-h64" "$tool" --test-name-pattern='^H=64 .*(padding|window|T=S=700).*\(bfloat16\)$' test/gpu/flash-hopper.test.ts
 done
-( timeout --kill-after=5 $tests "$harness" check > "$logs/harness-check.log" 2>&1; echo "rc=$?" >> "$logs/harness-check.log"
+( timeout --kill-after=5 $cap "$harness" check > "$logs/harness-check.log" 2>&1; echo "rc=$?" >> "$logs/harness-check.log"
   for tool in memcheck racecheck synccheck; do hsan $tool; done; wait ) &
 wait
 echo "correctness done at ${SECONDS} s"
@@ -68,15 +55,8 @@ else
 fi
 
 tar -C "$ATTNLAB_CACHE_DIR" -cf - kernels | xz -T8 -3 > "$out/kernels.tar.xz"
-echo "== correctness (pass fail; rc)"
-for f in "$logs"/*.tap; do
-  printf '%-16s %s %s\n' "$(basename "$f" .tap)" "$(grep -E '^# (pass|fail)' "$f" | awk '{printf "%s=%s ", $2, $3}')" "$(tail -1 "$f")"
-done
-for f in "$logs"/*.san; do
-  printf '%-18s %s %s %s\n' "$(basename "$f" .san)" "$(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$f" | tr '\n' ' ')" \
-    "$(grep -E '^# (pass|fail)' "$f" | awk '{printf "%s=%s ", $2, $3}')" "$(tail -1 "$f")"
-done
-grep -hE '^\s*not ok' "$logs"/*.tap "$logs"/*.san | head -20
+echo "== correctness (pass fail skipped; rc)"
+summary 16 18 20
 echo "harness check: $(grep -c '^PASS' "$logs/harness-check.log") pass, $(grep -c '^FAIL' "$logs/harness-check.log") fail; $(tail -1 "$logs/harness-check.log")"
 grep '^FAIL' "$logs/harness-check.log" | head -5
 echo "== harness time"

@@ -1,0 +1,117 @@
+/**
+ * The device scripts, without a GPU: every shell script parses (`bash -n`), and scripts/gpu-verify.sh
+ * — the one call that verifies a session — runs to its summary table with a fake `node` and a fake
+ * `compute-sanitizer` on PATH, so that an edit to it or to scripts/gpu-lib.sh that would cost a device
+ * call (a missing helper, a broken table, variables not reaching a shard) fails here first.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+const root = fileURLToPath(new URL('../../', import.meta.url));
+
+function shellScripts(dir: string): string[] {
+  return readdirSync(dir, { recursive: true, encoding: 'utf8' })
+    .filter((path) => path.endsWith('.sh'))
+    .map((path) => join(dir, path));
+}
+
+function missing(commands: string[]): string[] {
+  return commands.filter((c) => spawnSync('bash', ['-c', `command -v ${c}`]).status !== 0);
+}
+
+// One test: a failure where the arguments name nan.test.ts; the skipped count says whether
+// ATTNLAB_FLASH_KERNEL=wgmma reached the process (1) or not (0).
+const FAKE_NODE = `#!/usr/bin/env bash
+echo "TAP version 13"
+case "$*" in *nan.test*) echo "not ok 1 - fake failure";; *) echo "ok 1 - fake";; esac
+echo "# pass 1"
+case "$*" in *nan.test*) echo "# fail 1";; *) echo "# fail 0";; esac
+[ "\${ATTNLAB_FLASH_KERNEL-}" = wgmma ] && echo "# skipped 1" || echo "# skipped 0"
+`;
+const FAKE_SANITIZER = `#!/usr/bin/env bash
+tool=
+while [ "$1" != node ]; do [ "$1" = --tool ] && tool=$2; shift; done
+"$@"
+echo "========= ERROR SUMMARY: 0 errors ($tool kernel=\${ATTNLAB_FLASH_KERNEL-default})"
+`;
+
+const work = mkdtempSync(join(tmpdir(), 'attnlab-gpu-scripts-'));
+after(() => rmSync(work, { recursive: true, force: true }));
+
+describe('device scripts', () => {
+  test('every shell script parses (bash -n)', () => {
+    const scripts = [...shellScripts(join(root, 'scripts')), ...shellScripts(join(root, 'bench'))];
+    assert.ok(scripts.some((s) => s.endsWith('gpu-verify.sh')));
+    for (const script of scripts) {
+      const result = spawnSync('bash', ['-n', script], { encoding: 'utf8' });
+      assert.equal(result.status, 0, `${script}: ${result.stderr}`);
+    }
+  });
+
+  test('gpu-verify.sh runs every shard and sanitizer to its summary table (fake node)', (t) => {
+    const absent = missing(['timeout', 'tar', 'xz']);
+    if (absent.length > 0) {
+      t.skip(`needs ${absent.join(', ')} on PATH`);
+      return;
+    }
+    // A copy of what the script reads (scripts/, the names of test/gpu/), and no .kcache to unpack.
+    const tree = join(work, 'tree');
+    const bin = join(work, 'bin');
+    const out = join(work, 'out');
+    for (const dir of [join(tree, 'scripts'), join(tree, 'test/gpu'), bin, out])
+      mkdirSync(dir, { recursive: true });
+    for (const file of ['gpu-verify.sh', 'gpu-lib.sh'])
+      copyFileSync(join(root, 'scripts', file), join(tree, 'scripts', file));
+    for (const file of readdirSync(join(root, 'test/gpu'))) writeFileSync(join(tree, 'test/gpu', file), '');
+    writeFileSync(join(bin, 'node'), FAKE_NODE);
+    writeFileSync(join(bin, 'compute-sanitizer'), FAKE_SANITIZER);
+    chmodSync(join(bin, 'node'), 0o755);
+    chmodSync(join(bin, 'compute-sanitizer'), 0o755);
+
+    const result = spawnSync('bash', ['scripts/gpu-verify.sh', out, '20'], {
+      cwd: tree,
+      encoding: 'utf8',
+      env: { ...process.env, PATH: `${bin}:${process.env.PATH}` },
+      timeout: 60_000,
+    });
+    assert.equal(result.status, 0, result.stderr);
+    const table = result.stdout.slice(result.stdout.indexOf('== summary'));
+    assert.ok(table.length > 0, result.stdout);
+    const row = (name: string) => table.split('\n').find((line) => line.split(/\s+/)[0] === name) ?? '';
+
+    for (const shard of ['rest', 'flash-float32', 'flash-bfloat16', 'backward-flash', 'decode'])
+      assert.match(row(shard), /pass=1 fail=0 skipped=0 +rc=0$/, `${shard} in\n${table}`);
+    assert.match(row('nan'), /pass=1 fail=1 skipped=0 +rc=0$/, table);
+    assert.match(row('wgmma-bfloat16'), /skipped=1 /, `the shard's variables reach node:\n${table}`);
+    assert.match(
+      row('memcheck-fp8'),
+      /ERROR SUMMARY: 0 errors \(memcheck kernel=default\) +pass=1 fail=0 +rc=0$/,
+    );
+    assert.match(
+      row('synccheck-hopper'),
+      /\(synccheck kernel=wgmma\)/,
+      `a prefix variable reaches sanitize:\n${table}`,
+    );
+    assert.match(table, /^not ok 1 - fake failure$/m);
+    assert.ok(existsSync(join(out, 'logs.tar.xz')), 'the logs come back as one archive');
+    assert.deepEqual(
+      readdirSync(out).filter((f) => /\.(tap|san)$/.test(f)),
+      [],
+      'the logs are deleted after archiving',
+    );
+  });
+});
