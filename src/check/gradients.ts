@@ -13,7 +13,7 @@ import { attention } from '../api/attention.js';
 import { attentionBackward } from '../api/backward.js';
 import { validateBackward } from '../api/validate-backward.js';
 import type { AttentionGradients } from '../backends/backward-problem.js';
-import { forEachRow, type RowLogits } from '../backends/cpu/rows.js';
+import { gradientSums } from '../backends/cpu/row-gradients.js';
 import type { AttentionOptions } from '../backends/problem.js';
 import { type FloatDType, roundTo } from '../tensor/dtype.js';
 import { randomNormal } from '../tensor/random.js';
@@ -67,54 +67,11 @@ export function plainLowPrecisionGradients(inputs: BackwardInputs, dtype: FloatD
   const { q, k, v, options, dO } = inputs;
   // The output only fills the validated problem's slot; the plain path recomputes what it needs.
   const p = validateBackward(q, k, v, dO, Tensor.zeros(dO.shape.slice(0, -1), 'float32'), dO, options);
-  const { T, S, N, K, H, Hv, scale } = p;
   const r = (x: number) => roundTo(x, dtype);
-  const qa = p.query.toFloat64Array();
-  const ka = p.key.toFloat64Array();
-  const va = p.value.toFloat64Array();
-  const da = p.dOutput.toFloat64Array();
-  const dq = new Float64Array(qa.length);
-  const dk = new Float64Array(ka.length);
-  const dv = new Float64Array(va.length);
-  const dbias = p.bias ? new Float64Array(p.bias.tensor.size) : null;
-  const bs = p.bias?.strides ?? [0, 0, 0, 0];
-  const dP = new Float64Array(S);
-  const visit = ({ b, n, i, kh, lo, hi, max, logits }: RowLogits) => {
-    if (max === Number.NEGATIVE_INFINITY) return;
-    let sum = 0;
-    for (let j = lo; j < hi; j++) sum += logits[j] = Math.exp(logits[j] - max);
-    const qOff = ((b * T + i) * N + n) * H;
-    const oOff = ((b * T + i) * N + n) * Hv;
-    let D = 0;
-    for (let j = lo; j < hi; j++) {
-      const P = (logits[j] = r(logits[j] / sum));
-      if (P === 0) continue;
-      const vOff = ((b * S + j) * K + kh) * Hv;
-      let dot = 0;
-      for (let h = 0; h < Hv; h++) dot += da[oOff + h] * va[vOff + h];
-      dP[j] = r(dot);
-      D += P * dP[j];
-    }
-    D = r(D);
-    const biasRow = b * bs[0] + n * bs[1] + i * bs[2];
-    for (let j = lo; j < hi; j++) {
-      const P = logits[j];
-      if (P === 0) continue;
-      const dS = r(P * (dP[j] - D));
-      const kOff = ((b * S + j) * K + kh) * H;
-      const vOff = ((b * S + j) * K + kh) * Hv;
-      for (let h = 0; h < Hv; h++) dv[vOff + h] += P * da[oOff + h];
-      for (let h = 0; h < H; h++) {
-        dq[qOff + h] += scale * dS * ka[kOff + h];
-        dk[kOff + h] += scale * dS * qa[qOff + h];
-      }
-      if (dbias) dbias[biasRow + j * bs[3]] += dS;
-    }
-  };
-  forEachRow(p, qa, ka, visit, r);
+  const g = gradientSums(p, r);
   const rounded = (a: Float64Array) => a.map(r);
-  const values: GradientValues = { dQuery: rounded(dq), dKey: rounded(dk), dValue: rounded(dv) };
-  if (dbias) values.dBias = rounded(dbias);
+  const values: GradientValues = { dQuery: rounded(g.dq), dKey: rounded(g.dk), dValue: rounded(g.dv) };
+  if (g.dbias) values.dBias = rounded(g.dbias);
   return values;
 }
 

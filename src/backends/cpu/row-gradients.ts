@@ -1,0 +1,74 @@
+/**
+ * The float64 gradient sums of the CPU reference backward (reference-backward.ts) and of the plain
+ * same-precision baseline of the backward accuracy rule (src/check/gradients.ts), computed once, so
+ * that the baseline is the reference with its intermediates rounded and nothing else. Row by row
+ * (forEachRow, rows.ts), for a row that sees some key:
+ *
+ *   P = softmax(logits);  dP_j = dO·v_j;  D = Σ_j P_j·dP_j;  dS_j = P_j·(dP_j − D)
+ *   dV_j += P_j·dO;  dQ += scale·dS_j·k_j;  dK_j += scale·dS_j·q;  dBias_j += dS_j
+ *
+ * `round`, when given, rounds the logits (as forEachRow does), P, dP, D and dS. Keys whose weight is 0
+ * (masked, or underflowed) are skipped as the forward skips them, so a NaN there does not leak in; a
+ * row that sees nothing contributes nothing.
+ */
+import type { BackwardProblem } from '../backward-problem.js';
+import { type GradientBuffers, gradientBuffers } from './gradients.js';
+import { forEachRow, type RowLogits } from './rows.js';
+
+const exact = (x: number) => x;
+
+/** The sums over every row of `p`, kept in float64: the caller rounds each once, to its dtype. */
+export function gradientSums(p: BackwardProblem, round?: (x: number) => number): GradientBuffers {
+  const q = p.query.toFloat64Array();
+  const k = p.key.toFloat64Array();
+  const g = gradientBuffers(p);
+  forEachRow(p, q, k, rowGradients(p, q, k, g, round ?? exact), round);
+  return g;
+}
+
+function rowGradients(
+  p: BackwardProblem,
+  q: Float64Array,
+  k: Float64Array,
+  g: GradientBuffers,
+  round: (x: number) => number,
+): (row: RowLogits) => void {
+  const { T, S, N, K, H, Hv, scale } = p;
+  const v = p.value.toFloat64Array();
+  const dO = p.dOutput.toFloat64Array();
+  const bs = p.bias?.strides ?? [0, 0, 0, 0];
+  const dP = new Float64Array(S);
+  return ({ b, n, i, kh, lo, hi, max, logits }) => {
+    if (max === Number.NEGATIVE_INFINITY) return; // sees nothing (or padded): zero gradients
+    let sum = 0;
+    for (let j = lo; j < hi; j++) sum += logits[j] = Math.exp(logits[j] - max);
+    const qOff = ((b * T + i) * N + n) * H;
+    const oOff = ((b * T + i) * N + n) * Hv;
+    let D = 0;
+    for (let j = lo; j < hi; j++) {
+      const P = (logits[j] = round(logits[j] / sum));
+      if (P === 0) continue;
+      const vOff = ((b * S + j) * K + kh) * Hv;
+      let dot = 0;
+      for (let h = 0; h < Hv; h++) dot += dO[oOff + h] * v[vOff + h];
+      dP[j] = round(dot);
+      D += P * dP[j];
+    }
+    D = round(D);
+    const biasRow = b * bs[0] + n * bs[1] + i * bs[2];
+    for (let j = lo; j < hi; j++) {
+      const P = logits[j];
+      if (P === 0) continue;
+      const dS = round(P * (dP[j] - D));
+      const kOff = ((b * S + j) * K + kh) * H;
+      const vOff = ((b * S + j) * K + kh) * Hv;
+      for (let h = 0; h < Hv; h++) g.dv[vOff + h] += P * dO[oOff + h];
+      const dLogit = scale * dS;
+      for (let h = 0; h < H; h++) {
+        g.dq[qOff + h] += dLogit * k[kOff + h];
+        g.dk[kOff + h] += dLogit * q[qOff + h];
+      }
+      if (g.dbias) g.dbias[biasRow + j * bs[3]] += dS;
+    }
+  };
+}
