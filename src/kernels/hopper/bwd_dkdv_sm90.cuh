@@ -4,7 +4,7 @@
 // Why: the mma.sync loop (flash/bwd_dkdv.cuh) gives each warp 16 keys against the whole 64-query
 // tile, so every warp re-reads the Q and dO tiles from shared memory for each of its four products:
 // ~92 KB of ldmatrix traffic per warp and query block, against 10.5 MFLOP per block — it runs at
-// 0.69× PyTorch's FlashAttention-2 backward. A wgmma reads its shared operands once per warpgroup
+// 0.60× PyTorch's FlashAttention-2 backward. A wgmma reads its shared operands once per warpgroup
 // (4 warps), so the same products read ~1/3 of those bytes.
 //
 // Per query block of 64 rows, warpgroup wg (keys kn0 + 64·wg …):
@@ -20,14 +20,25 @@
 // rows 16w + g and 16w + g + 8), so the masking, weights and dS code is the mma.sync loop's, with
 // warp 4·wg + w owning keys kn0 + 16·(4·wg + w) — the same keys as there.
 //
-// Loads: cp.async into 128-byte swizzled boxes of 64 columns (TMA's SWIZZLE_128B, which the wgmma
-// descriptors of hopper/sm90.cuh read); the next query block's Q, dO, lse2 and D load while this one
-// computes. cp.async writes through the generic proxy, so each thread fences it to the async proxy
-// before the barrier that publishes the tiles to wgmma. No producer warpgroup or TMA: every thread
-// loads, as in the mma.sync loop.
+// Schedule of step s (session 7; session 6's loop ran every phase in lock step behind two barriers
+// per step, the tensor cores idle through the elementwise work, the dQ reductions and the loads:
+// ncu had 36% issue slots busy and integer ALU the busiest pipe at 0.99× / 0.96× FA2):
+//   Sᵀ(s) and dPᵀ(s) are two commit groups, issued at the end of step s − 1: Pᵀ is computed while
+//   dPᵀ still multiplies, and dV(s) is issued before dSᵀ, which is computed while dV multiplies
+//   (FlashAttention-3's order); dQ(s) then dK(s) are issued after the step's one barrier, and the dQ
+//   reductions run while dK multiplies; the loads of step s + 2 are issued behind them.
+// One barrier per step needs three stages of Q/dO/statistics and two dS buffers: at the barrier of
+// step s every warpgroup has retired all of step s − 1's products, so the stage step s − 1 read and
+// the dS buffer step s − 2 wrote are free.
 //
-// Shared memory (D = 128, bf16): K 32 KB | V 32 KB | 2 stages of (Q 16 KB | dO 16 KB | lse2, D 512 B,
-// padded to 1 KB) | dS 16 KB (DQ) = 145 KB + 1 KB of alignment slack.
+// Loads: cp.async into 128-byte swizzled boxes of 64 columns (TMA's SWIZZLE_128B, which the wgmma
+// descriptors of hopper/sm90.cuh read), two steps ahead. cp.async writes through the generic proxy,
+// so each thread fences it to the async proxy before the barrier that publishes the tiles to wgmma.
+// No producer warpgroup or TMA: every thread loads, as in the mma.sync loop.
+//
+// Shared memory (D = 128, bf16): K 32 KB | V 32 KB | 3 stages of (Q 16 KB | dO 16 KB | lse2, D 512 B,
+// padded to 1 KB) | 2 × dS 16 KB (DQ) = 195 KB + 1 KB of alignment slack (227 KB allowed; one block
+// per SM either way, by registers).
 #pragma once
 #include "flash/bwd_common.cuh"
 #include "hopper/wgmma.cuh"
@@ -44,12 +55,13 @@ struct HopperBwdConfig {
   static constexpr u32 STATS = 2 * Q_BYTES;                      // lse2 | D inside a stage
   static constexpr u32 STAGE = (2 * Q_BYTES + 2 * BMQ * 4 + 1023) / 1024 * 1024;
   static constexpr u32 DS_BOX = BMQ * 128, DS_BYTES = (BNK / 64) * DS_BOX;  // 64 keys per box
+  static constexpr int STAGES = 3, DS_BUFFERS = 2;  // the one-barrier schedule's (see above)
   static_assert(D == 128, "the dQ split gives each warpgroup one 64-column box of the head dim");
 };
 
 template <class C, bool DQ>
 constexpr unsigned hopper_bwd_smem_bytes() {
-  return 1024 + 2 * C::KV_BYTES + 2 * C::STAGE + (DQ ? C::DS_BYTES : 0);
+  return 1024 + 2 * C::KV_BYTES + C::STAGES * C::STAGE + (DQ ? C::DS_BUFFERS * C::DS_BYTES : 0);
 }
 
 // Rows [0, ROWS) of a (ROWS × D) tile into 128-byte swizzled boxes (sw128_offset), zero-filled past
@@ -126,6 +138,11 @@ __device__ __forceinline__ void pin_fragments(u32 (&a)[4][4]) {
     for (int c = 0; c < 4; ++c) asm volatile("" : "+r"(a[kk][c])::"memory");
 }
 
+
+// cp.async.wait_group has no memory clobber (flash/mma.cuh): this keeps the compiler from reading a
+// tile this thread copied (the statistics' flags, the non-finite scan) before the wait.
+__device__ __forceinline__ void compiler_fence() { asm volatile("" ::: "memory"); }
+
 template <class C, bool DQ>
 __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const FlashBwdParams& x) {
   constexpr int BNK = C::BNK, BMQ = C::BMQ;
@@ -136,7 +153,7 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
   const u32 k_smem = base;
   const u32 v_smem = k_smem + C::KV_BYTES;
   const u32 stage0 = v_smem + C::KV_BYTES;
-  const u32 ds_smem = stage0 + 2 * C::STAGE;
+  const u32 ds0 = stage0 + C::STAGES * C::STAGE;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int wg = warp / 4, t = lane & 3;  // warpgroup; the lane's C-fragment column role
 
@@ -153,48 +170,32 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
     for (int c = 0; c < 4; ++c) dk[d][c] = dv[d][c] = 0.f;
 
   if (steps > 0) {
-    auto load_keys = [](u32 dst, const u16* src, i64 stride, int rows, int cols) {
-      load_tile_sw128<BNK, C::D, C::THREADS>(dst, src, stride, rows, cols);
-    };
-    load_kv_tiles<BNK>(k_smem, v_smem, p, w, kn0, load_keys);
-    auto load_step = [&](u32 dst, int s) {
+    auto stage_of = [&](int s) { return stage0 + static_cast<u32>(s % C::STAGES) * C::STAGE; };
+    auto load_step = [&](int s) {
+      const u32 dst = stage_of(s);
       load_query_step<BMQ, C::THREADS>(dst, dst + C::Q_BYTES, dst + C::STATS, p, x, kb, s,
                                        [](u32 to, const u16* src, i64 stride, int rows, int cols) {
                                          load_tile_sw128<BMQ, C::D, C::THREADS>(to, src, stride, rows, cols);
                                        });
     };
-    load_step(stage0, 0);
-    cp_async_commit();
+    // Whether the statistics of step s flag a non-finite Q or dO row (bwd_common.cuh): only then are
+    // its Q and dO tiles cleaned and dV takes add_non_finite_do. Needs this thread's copies landed.
+    auto flagged = [&](int s) { return s < steps && stats_flag_non_finite<BMQ>(smem + (stage_of(s) - base) + C::STATS); };
+    // The slow path of a flagged step: each thread zeroes the non-finite elements it copied, published
+    // by one more barrier (uniform: the flag is the block's OR).
+    auto clean_step = [&](int s) {
+      zero_non_finite<BMQ, C::D, C::THREADS, C::FP16, true>(smem + (stage_of(s) - base));
+      zero_non_finite<BMQ, C::D, C::THREADS, C::FP16, true>(smem + (stage_of(s) - base) + C::Q_BYTES);
+      fence_proxy_async();
+      __syncthreads();
+    };
     // This warpgroup's 64 key rows inside each K (V) box: the A operand of Sᵀ (dPᵀ).
     const u32 k_rows = k_smem + wg * 64 * 128;
     const u32 v_rows = v_smem + wg * 64 * 128;
-
-    u32 stage = 0;
-    for (int s = 0; s < steps; ++s) {
-      const int n = w.kv_head * p.group + s / blocks;
-      const int m0 = (kb.mb_lo + s % blocks) * BMQ;
-      const u32 q_tile = stage0 + stage;
-      const u32 do_tile = q_tile + C::Q_BYTES;
-      cp_async_wait<0>();
-      // Each thread cleans what it copied (bwd_common.cuh): K once per block; Q and dO only in a query
-      // block whose row statistics say that one of its rows holds a non-finite element (lse2 NaN: the
-      // prep's flag for Q, or a NaN row; D not finite: dO), which the threads that copied the
-      // statistics read back (their own copies, complete after their wait).
-      if (s == 0) zero_non_finite<BNK, C::D, C::THREADS, C::FP16, true>(smem);
-      const bool flagged = stats_flag_non_finite<BMQ>(smem + (q_tile - base) + C::STATS);
-      fence_proxy_async();
-      // This step's tiles landed; every warpgroup is done with the other stage and with dS.
-      const bool any_dirty = __syncthreads_or(flagged);
-      if (any_dirty) {  // poisoned inputs only
-        zero_non_finite<BMQ, C::D, C::THREADS, C::FP16, true>(smem + (q_tile - base));
-        zero_non_finite<BMQ, C::D, C::THREADS, C::FP16, true>(smem + (do_tile - base));
-        fence_proxy_async();
-        __syncthreads();
-      }
-      if (s + 1 < steps) load_step(stage0 + (stage ^ C::STAGE), s + 1);
-      cp_async_commit();
-
-      float st[C::NT][4], dpt[C::NT][4];
+    float st[C::NT][4], dpt[C::NT][4];
+    // Sᵀ(s) and dPᵀ(s) as two commit groups, so that Pᵀ can start when Sᵀ is done.
+    auto issue_sdp = [&](int s) {
+      const u32 q_tile = stage_of(s), do_tile = q_tile + C::Q_BYTES;
       wgmma_fence();
 #pragma unroll
       for (int k = 0; k < C::D / 16; ++k) {
@@ -202,6 +203,7 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
         wgmma_ss_n64<C::FP16>(st, sw128_desc(k_rows + box * C::KV_BOX + col, 16, 1024),
                               sw128_desc(q_tile + box * C::Q_BOX + col, 16, 1024), k > 0);
       }
+      wgmma_commit();
 #pragma unroll
       for (int k = 0; k < C::D / 16; ++k) {
         const u32 col = (k % 4) * 32, box = k / 4;
@@ -209,28 +211,46 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
                               sw128_desc(do_tile + box * C::Q_BOX + col, 16, 1024), k > 0);
       }
       wgmma_commit();
-      wgmma_wait<0>();
-      fence_accumulators(st);
-      fence_accumulators(dpt);
+    };
 
+    load_kv_tiles<BNK>(k_smem, v_smem, p, w, kn0, [](u32 dst, const u16* src, i64 stride, int rows, int cols) {
+      load_tile_sw128<BNK, C::D, C::THREADS>(dst, src, stride, rows, cols);
+    });
+    load_step(0);
+    cp_async_commit();
+    if (steps > 1) load_step(1);
+    cp_async_commit();
+    cp_async_wait<1>();  // K, V and step 0 (this thread's copies)
+    compiler_fence();
+    zero_non_finite<BNK, C::D, C::THREADS, C::FP16, true>(smem);  // K, once per block
+    bool dirty = flagged(0);
+    fence_proxy_async();
+    dirty = __syncthreads_or(dirty);
+    if (dirty) clean_step(0);
+
+    for (int s = 0; s < steps; ++s) {
+      const int n = w.kv_head * p.group + s / blocks;
+      const int m0 = (kb.mb_lo + s % blocks) * BMQ;
+      const u32 q_tile = stage_of(s);
+      const u32 do_tile = q_tile + C::Q_BYTES;
       const float* lse2 = reinterpret_cast<const float*>(smem + (q_tile - base) + C::STATS);
       const float* dsum = lse2 + BMQ;
       float(&st3)[1][C::NT][4] = reinterpret_cast<float(&)[1][C::NT][4]>(st);
       float(&dpt3)[1][C::NT][4] = reinterpret_cast<float(&)[1][C::NT][4]>(dpt);
+
+      issue_sdp(s);
+      wgmma_wait<1>();  // Sᵀ(s); dPᵀ(s) may still run
+      fence_accumulators(st);
       weights_tile<true>(st3, p, w, key_block_boundary<BNK, BMQ>(p, kb, m0), key0, m0, lane,
                          [&](int, int j, int c) { return lse2[j * 8 + 2 * t + (c & 1)]; });
-      if (any_dirty) {
+      if (dirty) {
         const i64 oa = w.b * p.o_strides[0] + n * p.o_strides[2] + m0 * p.o_strides[1];
         add_non_finite_do<C::NT, C::DT, C::FP16>(dv, st, x.d_o + oa, p.o_strides[1], w.t_len - m0, p.Hv, lane);
       }
-      ds_tile(dpt3, st3, [&](int, int j, int c) { return dsum[j * 8 + 2 * t + (c & 1)]; });
       u32 pa[4][4], da[4][4];
       sm90_a_fragments<C::FP16>(pa, st);
-      sm90_a_fragments<C::FP16>(da, dpt);
       fence_accumulators(dv);
-      fence_accumulators(dk);
       pin_fragments(pa);
-      pin_fragments(da);
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < BMQ / 16; ++kk) {
@@ -238,14 +258,14 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
           wgmma_rs_n128<C::FP16>(dv, pa[kk], sw128_desc(do_tile + kk * 2048, C::Q_BOX, 1024));
         }
       }
-#pragma unroll
-      for (int kk = 0; kk < BMQ / 16; ++kk) {
-        if constexpr (C::D == 128) {
-          wgmma_rs_n128<C::FP16>(dk, da[kk], sw128_desc(q_tile + kk * 2048, C::Q_BOX, 1024));
-        }
-      }
       wgmma_commit();
 
+      wgmma_wait<1>();  // dPᵀ(s); dV(s) may still run
+      fence_accumulators(dpt);
+      ds_tile(dpt3, st3, [&](int, int j, int c) { return dsum[j * 8 + 2 * t + (c & 1)]; });
+      sm90_a_fragments<C::FP16>(da, dpt);
+      pin_fragments(da);
+      const u32 ds_smem = ds0 + static_cast<u32>(s % C::DS_BUFFERS) * C::DS_BYTES;
       if constexpr (DQ) {
         // dS (query q, key kl of this warpgroup's 64) at box wg, row q, column kl, from the dSᵀ A
         // fragments: stmatrix .trans stores each 8 × 8 (keys × queries) block as queries × keys. Lane L
@@ -254,32 +274,49 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
         const u32 ds_row = ds_smem + wg * C::DS_BOX + r * 128 + (((2 * (warp % 4) + (blk & 1)) ^ r) << 4);
 #pragma unroll
         for (int kk = 0; kk < BMQ / 16; ++kk) stmatrix_x4_trans(ds_row + (16 * kk + 8 * (blk >> 1)) * 128, da[kk]);
-        fence_proxy_async();
-        __syncthreads();  // dS complete (both warpgroups' keys)
-        float dq[8][4];
-        wgmma_fence();
+      }
+      // The step's one barrier: dS(s) complete (both warpgroups' keys), step s + 1's tiles landed, and
+      // every warpgroup done with step s − 1 (its stage takes step s + 2's loads below).
+      cp_async_wait<0>();
+      compiler_fence();
+      bool dirty_next = flagged(s + 1);
+      fence_proxy_async();
+      dirty_next = __syncthreads_or(dirty_next);
+
+      float dq[8][4];
+      wgmma_fence();
+      if constexpr (DQ) {
 #pragma unroll
         for (int k = 0; k < BNK / 16; ++k) {
           wgmma_ss_n64_tb<C::FP16>(dq, sw128_desc(ds_smem + (k / 4) * C::DS_BOX + (k % 4) * 32, 16, 1024),
                                    sw128_desc(k_smem + wg * C::KV_BOX + k * 2048, C::KV_BOX, 1024), k > 0);
         }
         wgmma_commit();
-        wgmma_wait<0>();
+      }
+#pragma unroll
+      for (int kk = 0; kk < BMQ / 16; ++kk) {
+        if constexpr (C::D == 128) {
+          wgmma_rs_n128<C::FP16>(dk, da[kk], sw128_desc(q_tile + kk * 2048, C::Q_BOX, 1024));
+        }
+      }
+      wgmma_commit();
+      if (s + 2 < steps) load_step(s + 2);
+      cp_async_commit();
+      if constexpr (DQ) {
+        wgmma_wait<1>();  // dV(s) and dQ(s); the reductions run while dK(s) multiplies
         fence_accumulators(dq);
         fence_accumulators(dv);
-        fence_accumulators(dk);
         pin_fragments(pa);
-        pin_fragments(da);
         float* acc = x.dq_accum + (static_cast<i64>(w.b) * p.T * p.N + n) * p.H;
         atomic_add_tile<8>(acc, static_cast<i64>(p.N) * p.H, dq, m0 + (warp % 4) * 16, wg * 64, w.t_len, p.H, lane);
-      } else {
-        wgmma_wait<0>();
-        fence_accumulators(dv);
-        fence_accumulators(dk);
-        pin_fragments(pa);
-        pin_fragments(da);
       }
-      stage ^= C::STAGE;
+      wgmma_wait<0>();
+      fence_accumulators(dv);
+      fence_accumulators(dk);
+      pin_fragments(pa);
+      pin_fragments(da);
+      if (dirty_next) clean_step(s + 1);
+      dirty = dirty_next;
     }
   }
   // Every key row of the block is written, zeros where no query sees it (padding included).

@@ -6,7 +6,8 @@
  * Register counts are ptxas's (nvcc 13.0, `-Xptxas -v`, sm_90a / sm_80), no spills anywhere:
  *   dK/dV loop (128 keys × 64 queries, 8 warps): D=128 255/253 registers with/without dQ (session 6,
  *   with the dO clean-up), D=96 ≤ 246, D=64 ≤ 203, D=32 less;  dQ pass (128 × 64, 8 warps): D=128
- *   240, D=64 172;  the wgmma dK/dV loop (hopper/hopper_bwd.cu, D=128): 240/237.
+ *   240, D=64 172;  the wgmma dK/dV loop (hopper/hopper_bwd.cu, D=128, session 7's one-barrier
+ *   schedule): 250/254 bf16, 250/254 fp16.
  */
 import { config } from '../../../config.js';
 import { InvalidArgumentError } from '../../../errors.js';
@@ -176,12 +177,13 @@ export function flashBackwardSharedBytes(v: FlashBackwardVariant): {
   // Q | dO | two stages of (K | V), the deterministic dQ pass of either module.
   const dqBytes = 2 * dq.rows * pitch + 2 * 2 * dq.keys * pitch;
   if (v.kernel === 'wgmma') {
-    // 1 KiB of alignment slack | K | V (128-byte rows, no padding) | two stages of (Q | dO | lse2, D),
-    // each rounded up to the 1 KiB swizzle atom | dS (queries × keys) when dQ is accumulated here.
+    // 1 KiB of alignment slack | K | V (128-byte rows, no padding) | three stages of (Q | dO | lse2, D),
+    // each rounded up to the 1 KiB swizzle atom | two dS buffers (queries × keys) when dQ is
+    // accumulated here: the one-barrier-per-step schedule of hopper/bwd_dkdv_sm90.cuh.
     const row = v.headDim * 2;
     const stage = Math.ceil((2 * queries * row + 2 * queries * 4) / 1024) * 1024;
-    const only = 1024 + 2 * keys * row + 2 * stage;
-    return { dkdv: only + queries * keys * 2, dkdvOnly: only, dq: dqBytes };
+    const only = 1024 + 2 * keys * row + 3 * stage;
+    return { dkdv: only + 2 * queries * keys * 2, dkdvOnly: only, dq: dqBytes };
   }
   // K | V | two stages of (Q | dO | lse2 | D) | dSᵀ (queries × (keys + 8)) when dQ is accumulated here.
   const kvOnly = 2 * keys * pitch + 2 * (2 * queries * pitch + 2 * queries * 4);
