@@ -64,9 +64,10 @@ export type FlashBackwardKernel = 'mma' | 'wgmma';
  * Whether sm_90a runs the wgmma dK/dV loop when ATTNLAB_FLASH_BWD_KERNEL is unset: yes since session 6's
  * last H200 call (bench/results/2026-12-01-s6-final), where the shared gradient suite passed with it on
  * (backward.test flash 50/0, long/deterministic/random 70/0, flash-backward.test 16/0, memcheck 0), for
- * this loop with the flag-gated Q/dO clean-up and stmatrix dS stores (was wgmma-lean.patch). Measured
- * there at B=4 T=S=8192 N=16 H=128 bf16, same bench run: 17.8 / 9.40 ms (causal) against PyTorch
- * FlashAttention-2's 17.7 / 9.07 ms (0.99× / 0.96×); the mma.sync loop takes 29.2 / 15.3 ms.
+ * this loop with the flag-gated Q/dO clean-up and stmatrix dS stores (was wgmma-lean.patch). Session 7's
+ * one-barrier schedule passed the same suite (bench/results/2026-12-01-s7-flash-backward) and measured at
+ * B=4 T=S=8192 N=16 H=128 bf16, same bench run: 17.42 / 8.91 ms (causal) against PyTorch
+ * FlashAttention-2's 17.75 / 9.08 ms (1.02× / 1.02×); the mma.sync loop takes 29.7 / 15.1 ms.
  */
 export const HOPPER_BACKWARD_BY_DEFAULT = true;
 /** The wgmma loop's tiles (hopper/bwd_dkdv_sm90.cuh): 128 keys over two warpgroups, 64 queries per step. */
