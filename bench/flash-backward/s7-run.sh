@@ -21,34 +21,22 @@ export ATTNLAB_COMMIT=${ATTNLAB_COMMIT:-$(cat "$tree/.commit" 2>/dev/null || ech
 mkdir -p "$ATTNLAB_CACHE_DIR"
 [ -f .kcache/kernels.tar.xz ] && tar -C "$ATTNLAB_CACHE_DIR" -xJf .kcache/kernels.tar.xz
 cap=${CAP:-100}
-san=compute-sanitizer
-command -v $san > /dev/null || san=/usr/local/cuda/bin/compute-sanitizer
+source "$tree/scripts/gpu-lib.sh"  # shard, sanitize, summary (logs, cap)
 t0=$SECONDS
 
-shard() { # name, "VAR=value" (or -), node --test arguments...
-  local name=$1 vars=$2; shift 2
-  [ "$vars" = - ] && vars=
-  (cd "$tree" && env $vars timeout --kill-after=5 "$cap" node --import tsx --test --test-reporter=tap "$@" \
-    > "$logs/$name.tap" 2>&1; echo "rc=$?" >> "$logs/$name.tap") &
-}
-sanitize() { # name, tool, node --test arguments...
-  local name=$1 tool=$2; shift 2
-  (cd "$tree" && timeout --kill-after=5 "$cap" $san --tool "$tool" --error-exitcode 9 --print-limit 20 \
-    node --import tsx --test --test-reporter=tap "$@" > "$logs/$name.san" 2>&1; echo "rc=$?" >> "$logs/$name.san") &
-}
-
+cd "$tree"
 shard fb - test/gpu/flash-backward.test.ts
 shard bw - --test-name-pattern='· flash$' test/gpu/backward.test.ts
 shard bwl - --test-name-pattern='· flash (long|deterministic|random deterministic)$' test/gpu/backward.test.ts
 sanitize memcheck memcheck --test-name-pattern=sanitize test/gpu/flash-backward.test.ts
 sanitize racecheck racecheck --test-name-pattern=sanitize test/gpu/flash-backward.test.ts
 sanitize synccheck synccheck --test-name-pattern='sanitize: MHA' test/gpu/flash-backward.test.ts
-(cd "$tree" && ATTNLAB_CACHE_DIR=$(mktemp -d) timeout -s KILL 90 node --import tsx bench/flash-backward/nvrtc-regs.ts \
-  64 128 > "$logs/nvrtc-regs.log" 2>&1) &
+(ATTNLAB_CACHE_DIR=$(mktemp -d) timeout -s KILL 90 node --import tsx bench/flash-backward/nvrtc-regs.ts 64 128 \
+  > "$logs/nvrtc-regs.log" 2>&1) &
 # The mma.sync D=128 module of this tree, compiled now so that the timing below compiles nothing.
-(cd "$tree" && timeout -s KILL 90 node --import tsx bench/flash-backward/variants.ts --profile 1 256 2 128 mma \
+(timeout -s KILL 90 node --import tsx bench/flash-backward/variants.ts --profile 1 256 2 128 mma \
   > "$logs/warm.log" 2>&1) &
-(cd "$tree" && nvcc -gencode=arch=compute_90a,code=sm_90a -I src/kernels -DFLASH_D=128 -DFLASH_FP16=0 -cubin \
+(nvcc -gencode=arch=compute_90a,code=sm_90a -I src/kernels -DFLASH_D=128 -DFLASH_FP16=0 -cubin \
   -Xptxas -v -o /tmp/hopper_bwd.cubin src/kernels/hopper/hopper_bwd.cu && cuobjdump -sass /tmp/hopper_bwd.cubin \
   > "$logs/hopper_bwd.sass") > "$logs/sass.log" 2>&1 &
 wait
@@ -57,29 +45,22 @@ echo "A done at $((SECONDS - t0)) s" | tee "$logs/times.log"
 (cd "$root" && timeout -s KILL 45 node --import tsx bench/flash-backward/variants.ts 4 8192 16 128 wgmma mma \
   > "$logs/variants-main.log" 2>&1)
 echo "variants main rc=$? at $((SECONDS - t0)) s" | tee -a "$logs/times.log"
-(cd "$tree" && timeout -s KILL 45 node --import tsx bench/flash-backward/variants.ts 4 8192 16 128 wgmma mma \
-  > "$logs/variants-new.log" 2>&1)
+timeout -s KILL 45 node --import tsx bench/flash-backward/variants.ts 4 8192 16 128 wgmma mma \
+  > "$logs/variants-new.log" 2>&1
 echo "variants new rc=$? at $((SECONDS - t0)) s" | tee -a "$logs/times.log"
-(cd "$tree" && timeout -s KILL 110 node --import tsx src/cli/bin.ts bench --pass backward --batch 4 --seq 8192 \
+timeout -s KILL 110 node --import tsx src/cli/bin.ts bench --pass backward --batch 4 --seq 8192 \
   --heads 16 --head-dim 128,64 --dtype bfloat16 --causal false,true --repeats 10 --budget-ms 150 --no-check \
   --ceiling 800 --no-progress --impl flash --peers torch --name s7-flash-backward \
-  --json "$out/s7-flash-backward.json" > "$logs/bench.log" 2>&1)
+  --json "$out/s7-flash-backward.json" > "$logs/bench.log" 2>&1
 echo "bench rc=$? at $((SECONDS - t0)) s" | tee -a "$logs/times.log"
 
 {
   echo "== tests (pass fail skipped, rc)"
-  for f in "$logs"/*.tap; do
-    printf '%-10s %s %s\n' "$(basename "$f" .tap)" "$(grep -E '^# (pass|fail|skipped)' "$f" | awk '{printf "%s=%s ", $2, $3}')" "$(tail -1 "$f")"
-  done
-  for f in "$logs"/*.san; do
-    printf '%-10s %s %s %s\n' "$(basename "$f" .san)" "$(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$f" | tr '\n' ' ')" \
-      "$(grep -E '^# (pass|fail)' "$f" | awk '{printf "%s=%s ", $2, $3}')" "$(tail -1 "$f")"
-  done
-  grep -hE '^\s*not ok' "$logs"/*.tap "$logs"/*.san | head -20
+  summary 10 10 20
   echo "== sass: $(grep -c HGMMA "$logs/hopper_bwd.sass" 2>/dev/null) HGMMA, $(grep -cE 'LDL|STL' "$logs/hopper_bwd.sass" 2>/dev/null) LDL/STL, $(grep -c WARPGROUP "$logs/hopper_bwd.sass" 2>/dev/null) WARPGROUP"
   grep -E "C75|Used|spill" "$logs/sass.log" | head -8
   echo "== nvrtc ptxas"
-  grep -E "==|Compiling entry|Used|spill" "$logs/nvrtc-regs.log" | grep -B2 -A1 -E "dkdv|==" | head -40
+  grep -aE "==|Compiling entry|Used|spill" "$logs/nvrtc-regs.log" | grep -B2 -A1 -E "dkdv|==" | head -40
   echo "== variants (B=4 T=S=8192 N=16 H=128 bf16): main, then this tree"
   grep -hE "causal=|Error" "$logs/variants-main.log" "$logs/variants-new.log" | head -12
   echo "== bench"
