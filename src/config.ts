@@ -48,7 +48,7 @@ export interface AttnlabConfig {
   readonly flashBackwardTiles: string | null;
   /**
    * ATTNLAB_FLASH_BWD_KERNEL=wgmma|mma: on sm_90a, run the fused flash backward's dK/dV loop on wgmma
-   * (hopper/hopper_bwd.cu) where it applies, or on mma.sync; unset follows HOPPER_BACKWARD_BY_DEFAULT
+   * (hopper/hopper_bwd.cu) where it applies, or on mma.sync; unset follows HOPPER_BACKWARD_DEFAULT_HEAD_DIMS
    * (backward-variant.ts).
    */
   readonly flashBackwardKernel: FlashKernelChoice | null;

@@ -18,6 +18,7 @@ import {
   flashBackwardDefines,
   flashBackwardFile,
   flashBackwardVariantKey,
+  HOPPER_BACKWARD_HEAD_DIMS,
   HOPPER_BACKWARD_TILES,
 } from '../../src/backends/cuda/flash/backward-variant.js';
 import { reloadConfig } from '../../src/config.js';
@@ -32,7 +33,7 @@ const variants: FlashBackwardVariant[] = [];
 for (const headDim of dims.length ? dims : [64, 128]) {
   const base = { arch, dtype: 'bfloat16' as const, headDim, deterministic: false };
   variants.push({ ...base, kernel: 'mma', tiles: FLASH_BACKWARD_TILES });
-  if (arch === 'sm_90a' && headDim === 128)
+  if (arch === 'sm_90a' && HOPPER_BACKWARD_HEAD_DIMS.includes(headDim))
     variants.push({ ...base, kernel: 'wgmma', tiles: HOPPER_BACKWARD_TILES });
 }
 for (const v of variants) {

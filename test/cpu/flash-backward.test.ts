@@ -20,6 +20,8 @@ import {
   flashBackwardSharedBytes,
   flashBackwardVariant,
   flashBackwardVariantKey,
+  HOPPER_BACKWARD_DEFAULT_HEAD_DIMS,
+  HOPPER_BACKWARD_HEAD_DIMS,
 } from '../../src/backends/cuda/flash/backward-variant.js';
 import { InvalidArgumentError, UnsupportedError } from '../../src/errors.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
@@ -164,15 +166,20 @@ describe('flash (cuda) backward: variant and tiles', () => {
     }
   });
 
-  it('runs the wgmma dK/dV loop only on sm_90a at padded D=128, when asked (or by default once verified)', () => {
-    assert.equal(chooseFlashBackwardKernel(128, 'sm_90a', 'wgmma', null), 'wgmma');
-    assert.equal(chooseFlashBackwardKernel(128, 'sm_90a', 'mma', null), 'mma');
-    // Unset: the default, wgmma since it passed the gradient suite on the H200 (HOPPER_BACKWARD_BY_DEFAULT).
+  it('runs the wgmma dK/dV loop only on sm_90a at padded D=64 or 128, when asked (or by default once verified)', () => {
+    for (const D of HOPPER_BACKWARD_HEAD_DIMS) {
+      assert.equal(chooseFlashBackwardKernel(D, 'sm_90a', 'wgmma', null), 'wgmma');
+      assert.equal(chooseFlashBackwardKernel(D, 'sm_90a', 'mma', null), 'mma');
+      // Unset: wgmma where it passed the gradient suite on the H200 (HOPPER_BACKWARD_DEFAULT_HEAD_DIMS).
+      const byDefault = HOPPER_BACKWARD_DEFAULT_HEAD_DIMS.includes(D) ? 'wgmma' : 'mma';
+      assert.equal(chooseFlashBackwardKernel(D, 'sm_90a', null, null), byDefault);
+    }
     assert.equal(chooseFlashBackwardKernel(128, 'sm_90a', null, null), 'wgmma');
     // mma.sync tiles asked for, another head dim, another GPU: the mma.sync loop.
     assert.equal(chooseFlashBackwardKernel(128, 'sm_90a', 'wgmma', '128x32x8'), 'mma');
-    assert.equal(chooseFlashBackwardKernel(64, 'sm_90a', 'wgmma', null), 'mma');
+    for (const D of [32, 96]) assert.equal(chooseFlashBackwardKernel(D, 'sm_90a', 'wgmma', null), 'mma');
     assert.equal(chooseFlashBackwardKernel(128, 'sm_80', 'wgmma', null), 'mma');
+    assert.equal(chooseFlashBackwardKernel(64, 'sm_80', 'wgmma', null), 'mma');
     const v = { ...flashBackwardVariant(problem({}, { H: 128 }), 'sm_90a'), kernel: 'wgmma' as const };
     assert.equal(flashBackwardVariantKey(v), 'flash-bwd.sm_90a.bf16.d128.128x64x8.wgmma');
     assert.equal(flashBackwardFile(v), 'hopper/hopper_bwd.cu');
@@ -182,6 +189,12 @@ describe('flash (cuda) backward: variant and tiles', () => {
     assert.equal(bytes.dkdvOnly, 1024 + 65536 + 3 * 33792);
     assert.equal(bytes.dkdv, bytes.dkdvOnly + 2 * 16384);
     assert.ok(bytes.dkdv <= 227 * 1024);
+    // D=64: K, V (2 × 128 × 128) + 3 stages of (2 × 64 × 128 + 512, rounded to 17 KiB) + the same 2 dS.
+    const v64 = { ...flashBackwardVariant(problem({}, { H: 64 }), 'sm_90a'), kernel: 'wgmma' as const };
+    assert.equal(flashBackwardVariantKey(v64), 'flash-bwd.sm_90a.bf16.d64.128x64x8.wgmma');
+    const bytes64 = flashBackwardSharedBytes(v64);
+    assert.equal(bytes64.dkdvOnly, 1024 + 32768 + 3 * 17408);
+    assert.equal(bytes64.dkdv, bytes64.dkdvOnly + 2 * 16384);
   });
 
   it('fits every head dim of the mma.sync loop in an A100 block (163 KiB), so also in an H100/H200 one', () => {

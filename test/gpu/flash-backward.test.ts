@@ -20,6 +20,7 @@ import {
   FLASH_BACKWARD_TILES,
   type FlashBackwardVariant,
   flashBackwardSharedBytes,
+  HOPPER_BACKWARD_HEAD_DIMS,
   HOPPER_BACKWARD_TILES,
 } from '../../src/backends/cuda/flash/backward-variant.js';
 import { memoryStats, resetPeakMemory, setAllocationPoison } from '../../src/backends/cuda/memory.js';
@@ -123,7 +124,13 @@ describe('GPU flash backward', { skip }, () => {
     const wgmma = targetArch() === 'sm_90a';
     const kinds = [
       ...[64, 128].map((headDim) => ({ kernel: 'mma' as const, headDim, tiles: FLASH_BACKWARD_TILES })),
-      ...(wgmma ? [{ kernel: 'wgmma' as const, headDim: 128, tiles: HOPPER_BACKWARD_TILES }] : []),
+      ...(wgmma
+        ? HOPPER_BACKWARD_HEAD_DIMS.map((headDim) => ({
+            kernel: 'wgmma' as const,
+            headDim,
+            tiles: HOPPER_BACKWARD_TILES,
+          }))
+        : []),
     ];
     for (const { kernel, headDim, tiles } of kinds) {
       for (const dtype of ['bfloat16', 'float16'] as const) {

@@ -15,7 +15,10 @@
 //   dK += dSᵀ·Q      the same with dSᵀ and Q
 //   dQ += dS·K       (DQ) dSᵀ goes to shared memory as dS (queries × keys, K-major); warpgroup wg
 //                    computes the 64 queries × head-dim box wg (m64n64k16, B = K MN-major) over all
-//                    128 keys and adds it to the float32 accumulator with reductions.
+//                    128 keys and adds it to the float32 accumulator with reductions. At D = 64 the
+//                    head dim is one box, warpgroup 0's: warpgroup 1 goes on to its next step's
+//                    products meanwhile (they meet again at the next barrier). The other split, each
+//                    warpgroup its own 64 keys over the whole head dim, would double the reductions.
 // The accumulator layout of a warpgroup's m64 wgmma is mma.sync's C fragment per warp (warp w holds
 // rows 16w + g and 16w + g + 8), so the masking, weights and dS code is the mma.sync loop's, with
 // warp 4·wg + w owning keys kn0 + 16·(4·wg + w) — the same keys as there.
@@ -38,7 +41,7 @@
 //
 // Shared memory (D = 128, bf16): K 32 KB | V 32 KB | 3 stages of (Q 16 KB | dO 16 KB | lse2, D 512 B,
 // padded to 1 KB) | 2 × dS 16 KB (DQ) = 195 KB + 1 KB of alignment slack (227 KB allowed; one block
-// per SM either way, by registers).
+// per SM either way, by registers). D = 64: 16 | 16 | 3 × 17 | 2 × 16 = 115 KB + 1 KB.
 #pragma once
 #include "flash/bwd_common.cuh"
 #include "hopper/wgmma.cuh"
@@ -56,7 +59,7 @@ struct HopperBwdConfig {
   static constexpr u32 STAGE = (2 * Q_BYTES + 2 * BMQ * 4 + 1023) / 1024 * 1024;
   static constexpr u32 DS_BOX = BMQ * 128, DS_BYTES = (BNK / 64) * DS_BOX;  // 64 keys per box
   static constexpr int STAGES = 3, DS_BUFFERS = 2;  // the one-barrier schedule's (see above)
-  static_assert(D == 128, "the dQ split gives each warpgroup one 64-column box of the head dim");
+  static_assert(D == 64 || D == 128, "one or two 64-column boxes of the head dim (dQ's split)");
 };
 
 template <class C, bool DQ>
@@ -139,6 +142,16 @@ __device__ __forceinline__ void pin_fragments(u32 (&a)[4][4]) {
 }
 
 
+// dV += Pᵀ·dO and dK += dSᵀ·Q, one k-step of 16 queries: N = D.
+template <class C>
+__device__ __forceinline__ void dkv_step(float (&d)[C::DT][4], const u32 (&a)[4], u64 b_desc) {
+  if constexpr (C::D == 64) {
+    wgmma_rs_n64<C::FP16>(d, a, b_desc);
+  } else {
+    wgmma_rs_n128<C::FP16>(d, a, b_desc);
+  }
+}
+
 // cp.async.wait_group has no memory clobber (flash/mma.cuh): this keeps the compiler from reading a
 // tile this thread copied (the statistics' flags, the non-finite scan) before the wait.
 __device__ __forceinline__ void compiler_fence() { asm volatile("" ::: "memory"); }
@@ -156,6 +169,9 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
   const u32 ds0 = stage0 + C::STAGES * C::STAGE;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int wg = warp / 4, t = lane & 3;  // warpgroup; the lane's C-fragment column role
+  // The warpgroup as a value ptxas knows to be warp-uniform (a lane-0 shuffle): a wgmma under a branch
+  // on threadIdx is otherwise treated as divergent and serialised (C7520).
+  const int wg_uniform = __shfl_sync(0xffffffffu, wg, 0);
 
   const KeyBlockWork kb = key_block_work<BNK, BMQ>(p);
   const TileWork& w = kb.w;
@@ -253,11 +269,7 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
       pin_fragments(pa);
       wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < BMQ / 16; ++kk) {
-        if constexpr (C::D == 128) {
-          wgmma_rs_n128<C::FP16>(dv, pa[kk], sw128_desc(do_tile + kk * 2048, C::Q_BOX, 1024));
-        }
-      }
+      for (int kk = 0; kk < BMQ / 16; ++kk) dkv_step<C>(dv, pa[kk], sw128_desc(do_tile + kk * 2048, C::Q_BOX, 1024));
       wgmma_commit();
 
       wgmma_wait<1>();  // dPᵀ(s); dV(s) may still run
@@ -283,34 +295,38 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
       fence_proxy_async();
       dirty_next = __syncthreads_or(dirty_next);
 
-      float dq[8][4];
-      wgmma_fence();
-      if constexpr (DQ) {
+      // dK(s), then step s + 2's loads behind the products.
+      auto issue_dk_and_loads = [&] {
+#pragma unroll
+        for (int kk = 0; kk < BMQ / 16; ++kk) dkv_step<C>(dk, da[kk], sw128_desc(q_tile + kk * 2048, C::Q_BOX, 1024));
+        wgmma_commit();
+        if (s + 2 < steps) load_step(s + 2);
+        cp_async_commit();
+      };
+      // This warpgroup's 64-column box of dQ: both at D = 128, warpgroup 0's at D = 64. Each path is
+      // straight-line from its first wgmma to its wait, which keeps ptxas from serialising them.
+      if (DQ && (C::BOXES == 2 || wg_uniform == 0)) {
+        float dq[8][4];
+        wgmma_fence();
 #pragma unroll
         for (int k = 0; k < BNK / 16; ++k) {
           wgmma_ss_n64_tb<C::FP16>(dq, sw128_desc(ds_smem + (k / 4) * C::DS_BOX + (k % 4) * 32, 16, 1024),
                                    sw128_desc(k_smem + wg * C::KV_BOX + k * 2048, C::KV_BOX, 1024), k > 0);
         }
         wgmma_commit();
-      }
-#pragma unroll
-      for (int kk = 0; kk < BMQ / 16; ++kk) {
-        if constexpr (C::D == 128) {
-          wgmma_rs_n128<C::FP16>(dk, da[kk], sw128_desc(q_tile + kk * 2048, C::Q_BOX, 1024));
-        }
-      }
-      wgmma_commit();
-      if (s + 2 < steps) load_step(s + 2);
-      cp_async_commit();
-      if constexpr (DQ) {
+        issue_dk_and_loads();
         wgmma_wait<1>();  // dV(s) and dQ(s); the reductions run while dK(s) multiplies
         fence_accumulators(dq);
         fence_accumulators(dv);
         pin_fragments(pa);
         float* acc = x.dq_accum + (static_cast<i64>(w.b) * p.T * p.N + n) * p.H;
         atomic_add_tile<8>(acc, static_cast<i64>(p.N) * p.H, dq, m0 + (warp % 4) * 16, wg * 64, w.t_len, p.H, lane);
+        wgmma_wait<0>();
+      } else {
+        wgmma_fence();
+        issue_dk_and_loads();
+        wgmma_wait<0>();
       }
-      wgmma_wait<0>();
       fence_accumulators(dv);
       fence_accumulators(dk);
       pin_fragments(pa);

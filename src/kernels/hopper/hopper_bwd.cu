@@ -6,7 +6,7 @@
 // attnlab_flash_bwd_dkdv and _dkdv_only are the wgmma loop with and without the dQ reductions, on
 // 128-key blocks of 256 threads (two warpgroups of 64 keys), 64 queries per step.
 //
-// Specialisation: FLASH_D (128: the head dim H, Hv padded to it) and FLASH_FP16. -DATTNLAB_NVCC_TEST
+// Specialisation: FLASH_D (64 or 128: the head dim H, Hv padded to it) and FLASH_FP16. -DATTNLAB_NVCC_TEST
 // instantiates both dtypes instead.
 #define FLASH_BWD_PREP_FLAGS_Q 1
 #include "flash/bwd_entries.cuh"
@@ -35,4 +35,6 @@ __global__ void __launch_bounds__(256, 1) hopper_bwd_dkdv_test(const __grid_cons
 }
 template __global__ void hopper_bwd_dkdv_test<HopperBwdConfig<128, false>, true>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
 template __global__ void hopper_bwd_dkdv_test<HopperBwdConfig<128, true>, false>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
+template __global__ void hopper_bwd_dkdv_test<HopperBwdConfig<64, false>, true>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
+template __global__ void hopper_bwd_dkdv_test<HopperBwdConfig<64, true>, false>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
 #endif

@@ -43,7 +43,7 @@ export const FLASH_BACKWARD_ROW_PAD = 128;
 export interface FlashBackwardVariant {
   /**
    * The dK/dV loop: 'mma' (mma.sync, flash/flash_bwd.cu, every GPU from sm_80) or 'wgmma' (the
-   * Hopper loop, hopper/hopper_bwd.cu: sm_90a, padded head dim 128, its own fixed tiles).
+   * Hopper loop, hopper/hopper_bwd.cu: sm_90a, padded head dim 64 or 128, its own fixed tiles).
    */
   readonly kernel: FlashBackwardKernel;
   readonly arch: string;
@@ -61,22 +61,29 @@ export function flashBackwardHeadDim(H: number, Hv: number): number {
 export type FlashBackwardKernel = 'mma' | 'wgmma';
 
 /**
- * Whether sm_90a runs the wgmma dK/dV loop when ATTNLAB_FLASH_BWD_KERNEL is unset: yes since session 6's
- * last H200 call (bench/results/2026-12-01-s6-final), where the shared gradient suite passed with it on
+ * The padded head dims the wgmma dK/dV loop is built for (hopper/bwd_dkdv_sm90.cuh: one or two 64-column
+ * boxes of the head dim; at D = 64 warpgroup 0 computes dQ's one box).
+ */
+export const HOPPER_BACKWARD_HEAD_DIMS: readonly number[] = [64, 128];
+/**
+ * Those it runs on sm_90a when ATTNLAB_FLASH_BWD_KERNEL is unset. D = 128 since session 6's last H200
+ * call (bench/results/2026-12-01-s6-final), where the shared gradient suite passed with it on
  * (backward.test flash 50/0, long/deterministic/random 70/0, flash-backward.test 16/0, memcheck 0), for
  * this loop with the flag-gated Q/dO clean-up and stmatrix dS stores (was wgmma-lean.patch). Session 7's
  * one-barrier schedule passed the same suite (bench/results/2026-12-01-s7-flash-backward) and measured at
  * B=4 T=S=8192 N=16 H=128 bf16, same bench run: 17.42 / 8.91 ms (causal) against PyTorch
- * FlashAttention-2's 17.75 / 9.08 ms (1.02× / 1.02×); the mma.sync loop takes 29.7 / 15.1 ms.
+ * FlashAttention-2's 17.75 / 9.08 ms (1.02× / 1.02×); the mma.sync loop takes 29.7 / 15.1 ms. D = 64
+ * only when asked until the gradient suite has passed with it on the H200.
  */
-export const HOPPER_BACKWARD_BY_DEFAULT = true;
+export const HOPPER_BACKWARD_DEFAULT_HEAD_DIMS: readonly number[] = [128];
 /** The wgmma loop's tiles (hopper/bwd_dkdv_sm90.cuh): 128 keys over two warpgroups, 64 queries per step. */
 export const HOPPER_BACKWARD_TILES: FlashBackwardTiles = { keys: 128, queries: 64, warps: 8 };
 
 /**
- * Which dK/dV loop runs: wgmma on sm_90a for a padded head dim of 128 (each warpgroup's dQ share is
- * one 64-column box of it) unless ATTNLAB_FLASH_BWD_KERNEL=mma or ATTNLAB_FLASH_BWD_TILES (mma.sync
- * tiles) says otherwise; mma.sync everywhere else.
+ * Which dK/dV loop runs: wgmma on sm_90a for a padded head dim of HOPPER_BACKWARD_HEAD_DIMS when
+ * ATTNLAB_FLASH_BWD_KERNEL=wgmma, and of HOPPER_BACKWARD_DEFAULT_HEAD_DIMS when it is unset, unless
+ * ATTNLAB_FLASH_BWD_KERNEL=mma or ATTNLAB_FLASH_BWD_TILES (mma.sync tiles) says otherwise; mma.sync
+ * everywhere else.
  */
 export function chooseFlashBackwardKernel(
   headDim: number,
@@ -84,8 +91,9 @@ export function chooseFlashBackwardKernel(
   choice = config().flashBackwardKernel,
   tiles = config().flashBackwardTiles,
 ): FlashBackwardKernel {
-  if (arch !== 'sm_90a' || headDim !== 128 || tiles || choice === 'mma') return 'mma';
-  return choice === 'wgmma' || HOPPER_BACKWARD_BY_DEFAULT ? 'wgmma' : 'mma';
+  if (arch !== 'sm_90a' || !HOPPER_BACKWARD_HEAD_DIMS.includes(headDim) || tiles || choice === 'mma')
+    return 'mma';
+  return choice === 'wgmma' || HOPPER_BACKWARD_DEFAULT_HEAD_DIMS.includes(headDim) ? 'wgmma' : 'mma';
 }
 
 export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBackwardVariant {
