@@ -40,8 +40,8 @@ shard backward-flash-more - --test-name-pattern='· flash (long|deterministic|ra
   test/gpu/backward.test.ts
 shard backward-other - --test-name-pattern='^GPU attention backward( · (bfloat16|float16|float32))?$' \
   test/gpu/backward.test.ts
-# The default flash backward on sm_90a runs its dK/dV loop on wgmma at padded H=128; the same suite with
-# ATTNLAB_FLASH_BWD_KERNEL=mma keeps the mma.sync loop (other GPUs, other head dims) covered at H=128 too.
+# The default flash backward on sm_90a runs its dK/dV loop on wgmma at padded H=64 and 128; the same suite with
+# ATTNLAB_FLASH_BWD_KERNEL=mma keeps the mma.sync loop (other GPUs, other head dims) covered at H=64 and 128 too.
 shard backward-flash-mma ATTNLAB_FLASH_BWD_KERNEL=mma --test-name-pattern='· flash$' test/gpu/backward.test.ts
 shard backward-flash-mma-more ATTNLAB_FLASH_BWD_KERNEL=mma \
   --test-name-pattern='· flash (long|deterministic|random deterministic)$' test/gpu/backward.test.ts

@@ -73,9 +73,12 @@ export const HOPPER_BACKWARD_HEAD_DIMS: readonly number[] = [64, 128];
  * one-barrier schedule passed the same suite (bench/results/2026-12-01-s7-flash-backward) and measured at
  * B=4 T=S=8192 N=16 H=128 bf16, same bench run: 17.42 / 8.91 ms (causal) against PyTorch
  * FlashAttention-2's 17.75 / 9.08 ms (1.02× / 1.02×); the mma.sync loop takes 29.7 / 15.1 ms. D = 64
- * only when asked until the gradient suite has passed with it on the H200.
+ * since session 7's second call, where the same suite passed with the wgmma loop at D = 64 and 128
+ * (ATTNLAB_FLASH_BWD_KERNEL=wgmma: 50/0, 70/0, 16/0, memcheck/racecheck/synccheck 0) and it measured
+ * 12.24 / 6.34 ms at H=64 against the mma.sync loop's 17.8 / 8.98 (1.44× / 1.41×) and PyTorch FA2's
+ * 9.57 / 5.20 ms (0.78× / 0.82×, same bench run).
  */
-export const HOPPER_BACKWARD_DEFAULT_HEAD_DIMS: readonly number[] = [128];
+export const HOPPER_BACKWARD_DEFAULT_HEAD_DIMS: readonly number[] = [64, 128];
 /** The wgmma loop's tiles (hopper/bwd_dkdv_sm90.cuh): 128 keys over two warpgroups, 64 queries per step. */
 export const HOPPER_BACKWARD_TILES: FlashBackwardTiles = { keys: 128, queries: 64, warps: 8 };
 

@@ -13,7 +13,7 @@
  * Takes bf16/fp16 with causal (both alignments), windows, padding lengths, GQA/MQA, H, Hv ≤ 128;
  * backward-variant.ts says why not otherwise, and `auto` then goes on to naive.
  *
- * On sm_90a at a padded head dim of 128 (and 64 with ATTNLAB_FLASH_BWD_KERNEL=wgmma), step 2 runs on the Hopper
+ * On sm_90a at a padded head dim of 64 or 128 (unless ATTNLAB_FLASH_BWD_KERNEL=mma), step 2 runs on the Hopper
  * loop instead (hopper/hopper_bwd.cu: wgmma, two warpgroups of 64 keys); the rest is the same module
  * code, launch and parameters.
  *
