@@ -21,6 +21,7 @@ export type ConfiguredLibrary = keyof typeof LIBRARY_VARIABLES;
 
 export type CudnnGraphChoice = 'composite' | 'unified';
 export type FlashKernelChoice = 'wgmma' | 'mma';
+export type DecodeKernelChoice = 'heads' | 'rows';
 
 export interface AttnlabConfig {
   /**
@@ -57,6 +58,12 @@ export interface AttnlabConfig {
    * or keep every case on the mma.sync kernel; unset follows HOPPER_BY_DEFAULT (hopper-variant.ts).
    */
   readonly flashKernel: FlashKernelChoice | null;
+  /**
+   * ATTNLAB_DECODE_KERNEL=heads|rows: the flash backend's decode kernel where both can run (every kv
+   * head of a token row per block, flash_decode_heads.cu, or one kv head per block, flash_decode.cu);
+   * unset follows decode.ts's measured choice.
+   */
+  readonly decodeKernel: DecodeKernelChoice | null;
   /** ATTNLAB_CUDNN_GRAPH=composite|unified: the cuDNN SDPA graph to build where both can run. */
   readonly cudnnGraph: CudnnGraphChoice | null;
   /** ATTNLAB_CUDNN_TRACE=1: print every cuDNN backend call and its status to stderr. */
@@ -76,6 +83,7 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
   const graph = text('ATTNLAB_CUDNN_GRAPH');
   const flashKernel = text('ATTNLAB_FLASH_KERNEL');
   const flashBackwardKernel = text('ATTNLAB_FLASH_BWD_KERNEL');
+  const decodeKernel = text('ATTNLAB_DECODE_KERNEL');
   const cacheRoot = text('ATTNLAB_CACHE_DIR') ?? join(homedir(), '.cache', 'attnlab');
   const libraries = Object.fromEntries(
     Object.entries(LIBRARY_VARIABLES).map(([library, variable]) => [library, text(variable)]),
@@ -94,6 +102,7 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
     flashBackwardKernel:
       flashBackwardKernel === 'wgmma' || flashBackwardKernel === 'mma' ? flashBackwardKernel : null,
     flashKernel: flashKernel === 'wgmma' || flashKernel === 'mma' ? flashKernel : null,
+    decodeKernel: decodeKernel === 'heads' || decodeKernel === 'rows' ? decodeKernel : null,
     cudnnGraph: graph === 'composite' || graph === 'unified' ? graph : null,
     cudnnTrace: text('ATTNLAB_CUDNN_TRACE') === '1',
     commit: text('ATTNLAB_COMMIT'),

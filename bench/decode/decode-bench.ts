@@ -5,11 +5,15 @@
  * PyTorch's SDPA backends on the same dense shapes in the same run (bench/decode/torch_decode.py).
  * One query token per sequence, N=32, H=128, bf16. CUDA events, 300 ms settle, median of 30.
  *
- *   node --import tsx bench/decode/decode-bench.ts --out decode.json [--torch python3] [--quick] [--impl flash,cudnn]
+ *   node --import tsx bench/decode/decode-bench.ts --out decode.json [--torch python3|none] [--quick]
+ *        [--impl flash,cudnn] [--shapes 64:16384:8,1:2048:8] [--layouts dense,paged16,paged64]
  *
  * --impl names the attnlab backends timed (default flash); cudnn runs the dense cache through its
- * fused graph and the paged ones through cuDNN's paged attention (PAGED_CACHE_LOAD). A backend that
- * refuses a case gives a row with its reason.
+ * fused graph and the paged ones through cuDNN's paged attention (PAGED_CACHE_LOAD; with
+ * ATTNLAB_CUDNN_GRAPH=unified, the unified SDPA_FWD op's paged attributes). A backend that refuses
+ * a case gives a row with its reason. --shapes B:S:K lists replace the default shapes, --layouts
+ * the three layouts. Each paged shape at B=1 is also timed with the device copies of its table and
+ * lengths dropped before every call ("uncached": what every call paid before int32-cache.ts).
  */
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
@@ -17,6 +21,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { attention } from '../../src/api/attention.js';
 import { getCudaContext } from '../../src/backends/cuda/context.js';
+import { clearInt32Cache } from '../../src/backends/cuda/int32-cache.js';
 import type { AttentionOptions } from '../../src/backends/problem.js';
 import { attnlabCommit, commandLine, describeMachine } from '../../src/bench/machine.js';
 import { HBM_PEAK_GBS } from '../../src/results/schema.js';
@@ -37,16 +42,23 @@ interface Shape {
   S: number;
   K: number;
 }
-const SHAPES: Shape[] = quick
-  ? [{ B: 64, S: 16384, K: 8 }]
-  : [
-      { B: 64, S: 16384, K: 8 },
-      { B: 8, S: 131072, K: 8 },
-      { B: 128, S: 8192, K: 8 },
-      { B: 64, S: 16384, K: 4 },
-      { B: 64, S: 16384, K: 1 },
-      ...[2048, 8192, 32768].map((S) => ({ B: 1, S, K: 8 })),
-    ];
+const shapesOption = option('--shapes', '');
+const layouts = option('--layouts', 'dense,paged16,paged64').split(',');
+const SHAPES: Shape[] = shapesOption
+  ? shapesOption.split(',').map((t) => {
+      const [B, S, K] = t.split(':').map(Number);
+      return { B, S, K };
+    })
+  : quick
+    ? [{ B: 64, S: 16384, K: 8 }]
+    : [
+        { B: 64, S: 16384, K: 8 },
+        { B: 8, S: 131072, K: 8 },
+        { B: 128, S: 8192, K: 8 },
+        { B: 64, S: 16384, K: 4 },
+        { B: 64, S: 16384, K: 1 },
+        ...[2048, 8192, 32768].map((S) => ({ B: 1, S, K: 8 })),
+      ];
 
 const time = (call: () => Tensor) => medianMs(call, REPEATS, 300);
 
@@ -95,11 +107,13 @@ SHAPES.forEach((s, index) => {
   {
     const k = deviceRandom([s.B, s.S, s.K, H], 10 * index + 2);
     const v = deviceRandom([s.B, s.S, s.K, H], 10 * index + 3);
-    for (const impl of impls) measure(s, impl, 'dense', () => attention(q, k, v, { implementation: impl }));
+    if (layouts.includes('dense'))
+      for (const impl of impls) measure(s, impl, 'dense', () => attention(q, k, v, { implementation: impl }));
     k.dispose();
     v.dispose();
   }
   for (const blockSize of [16, 64]) {
+    if (!layouts.includes(`paged${blockSize}`)) continue;
     const table = shuffledTable(s.B, s.S, blockSize);
     const numBlocks = table.shape[0] * table.shape[1];
     const k = deviceRandom([numBlocks, blockSize, s.K, H], 10 * index + 4);
@@ -112,6 +126,11 @@ SHAPES.forEach((s, index) => {
         keyValueSeqLengths: lengths,
       };
       measure(s, impl, `paged${blockSize}`, () => attention(q, k, v, options));
+      if (s.B === 1)
+        measure(s, impl, `paged${blockSize} uncached`, () => {
+          clearInt32Cache();
+          return attention(q, k, v, options);
+        });
     }
     k.dispose();
     v.dispose();
@@ -120,21 +139,22 @@ SHAPES.forEach((s, index) => {
 });
 
 let torchVersion = '';
-try {
-  const script = join(dirname(fileURLToPath(import.meta.url)), 'torch_decode.py');
-  const request = JSON.stringify({ cases: SHAPES.map((s) => ({ ...s, N, H })), repeats: REPEATS });
-  const answer = JSON.parse(
-    execFileSync(python, [script, request], { encoding: 'utf8', maxBuffer: 1 << 24 }),
-  );
-  torchVersion = answer.torch;
-  for (const r of answer.rows) {
-    const s = SHAPES[r.case];
-    if (r.error) rows.push({ label: `torch ${r.impl}`, ...s, N, H, layout: 'dense', reason: r.error });
-    else record(s, `torch ${r.impl}`, 'dense', r.ms);
+if (python !== 'none')
+  try {
+    const script = join(dirname(fileURLToPath(import.meta.url)), 'torch_decode.py');
+    const request = JSON.stringify({ cases: SHAPES.map((s) => ({ ...s, N, H })), repeats: REPEATS });
+    const answer = JSON.parse(
+      execFileSync(python, [script, request], { encoding: 'utf8', maxBuffer: 1 << 24 }),
+    );
+    torchVersion = answer.torch;
+    for (const r of answer.rows) {
+      const s = SHAPES[r.case];
+      if (r.error) rows.push({ label: `torch ${r.impl}`, ...s, N, H, layout: 'dense', reason: r.error });
+      else record(s, `torch ${r.impl}`, 'dense', r.ms);
+    }
+  } catch (error) {
+    console.error(`torch peer did not run: ${(error as Error).message.split('\n')[0]}`);
   }
-} catch (error) {
-  console.error(`torch peer did not run: ${(error as Error).message.split('\n')[0]}`);
-}
 
 writeFileSync(
   out,

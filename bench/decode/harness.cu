@@ -20,10 +20,15 @@
 #include <vector>
 
 #include "decode/flash_decode.cu"
+#include "decode/flash_decode_heads.cu"
 
 template <class C>
 __global__ void __launch_bounds__(DEC_THREADS) h_decode(const __grid_constant__ DecodeParams p) {
   flash_decode<C, false>(p);
+}
+template <class C>
+__global__ void __launch_bounds__(C::THREADS) h_heads(const __grid_constant__ DecodeParams p) {
+  flash_decode_heads<C, false>(p);
 }
 template <int DV>
 __global__ void __launch_bounds__(128) h_combine(const __grid_constant__ DecodeParams p) {
@@ -45,6 +50,15 @@ struct Variant {
   void (*split)(DecodeParams);
   void (*combine)(DecodeParams);
   int smem;
+  // flash_decode_heads.cu's kernel when hb > 0: hb kv heads per block, rt row tiles per head,
+  // `slices` warps per row tile, tk keys per tile; 32·hb·rt·slices threads.
+  int hb = 0, slices = 0, tk = 64, threads = DEC_THREADS, stages = 3;
+  const char* name() const {
+    static char buf[64];
+    if (!hb) return bulk ? "bulk" : "async";
+    snprintf(buf, sizeof buf, "heads%d.%dx%d.s%d", hb, slices, tk / slices, stages);
+    return buf;
+  }
 };
 template <int D, int DV, int RT, bool BULK>
 Variant make() {
@@ -52,10 +66,32 @@ Variant make() {
   CHECK(cudaFuncSetAttribute(h_decode<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM));
   return {D, DV, RT, BULK, h_decode<C>, h_combine<DV>, C::SMEM};
 }
+template <int HB, int RTH, int SLICES, int KPW, int STAGES = 3>
+Variant make_heads() {
+  using C = HeadsConfig<128, 128, false, HB, RTH, SLICES, KPW, STAGES>;
+  CHECK(cudaFuncSetAttribute(h_heads<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM));
+  Variant v{128, 128, RTH, true, h_heads<C>, h_combine<128>, C::SMEM};
+  v.hb = HB, v.slices = SLICES, v.tk = C::TK, v.threads = C::THREADS, v.stages = STAGES;
+  return v;
+}
 static std::vector<Variant> variants() {
-  return {make<128, 128, 1, false>(), make<128, 128, 2, false>(), make<128, 128, 4, false>(),
-          make<128, 128, 1, true>(),  make<128, 128, 2, true>(),  make<128, 128, 4, true>(),
-          make<80, 48, 1, true>(),    make<80, 48, 2, false>()};
+  return {make<128, 128, 1, false>(),     make<128, 128, 2, false>(),     make<128, 128, 4, false>(),
+          make<128, 128, 1, true>(),      make<128, 128, 2, true>(),      make<128, 128, 4, true>(),
+          make<80, 48, 1, true>(),        make<80, 48, 2, false>(),
+          // the heads kernel as decode.ts chooses it (stage ≈ 64 KB: TK·HB = 128 at H = Hv = 128) …
+          make_heads<8, 1, 1, 16>(),      make_heads<4, 1, 2, 16>(),      make_heads<2, 1, 4, 16>(),
+          make_heads<1, 1, 8, 16>(),      make_heads<1, 2, 4, 32>(),      make_heads<1, 4, 2, 64>(),
+          // … and alternatives for the bench: 4 warps of 4 heads (2 blocks per SM), smaller stages
+          make_heads<4, 1, 1, 16>(),      make_heads<1, 2, 4, 16, 5>(),   make_heads<8, 1, 1, 16, 2>()};
+}
+// The heads variant decode.ts would pick for G rows per kv head (T = 1) and K kv heads.
+static const Variant* natural_heads(const std::vector<Variant>& vs, int rows, int K) {
+  const int rth = rows <= 16 ? 1 : rows <= 32 ? 2 : 4;
+  int hb = 1;
+  while (hb * 2 <= 8 / rth && K % (hb * 2) == 0) hb *= 2;
+  for (auto& v : vs)
+    if (v.hb == hb && v.rt == rth && v.slices == 8 / (hb * rth) && v.stages == 3) return &v;
+  return nullptr;
 }
 static const Variant& pick(const std::vector<Variant>& vs, int d, int dv, int rt, bool bulk) {
   for (auto& v : vs)
@@ -110,7 +146,10 @@ static DecodeParams params(const Problem& pr, const Device& d, int splits, int m
 }
 static void launch(const Variant& v, const DecodeParams& p, cudaStream_t s = 0) {
   const int tiles = (p.T * p.group + 15) / 16, groups = (tiles + v.rt - 1) / v.rt;
-  v.split<<<dim3(p.splits, groups, p.B * p.K), DEC_THREADS, v.smem, s>>>(p);
+  if (v.hb)
+    v.split<<<dim3(p.splits, p.K / v.hb, p.B), v.threads, v.smem, s>>>(p);
+  else
+    v.split<<<dim3(p.splits, groups, p.B * p.K), DEC_THREADS, v.smem, s>>>(p);
   if (p.splits > 1) v.combine<<<(p.rows_total + 3) / 4, 128, 0, s>>>(p);
 }
 
@@ -195,7 +234,7 @@ static void release(Device& d) {
     cudaFree(x);
 }
 
-static int check(bool quick) {
+static int check(bool quick, bool heads_only, int max_cases) {
   auto vs = variants();
   std::mt19937 rng(1234);
   std::normal_distribution<float> normal;
@@ -214,6 +253,7 @@ static int check(bool quick) {
       {"NaN in V, window 10 T=2", {2, 2, 300, 8, 1, 128, 128, 0, {300, 250}, 10, true, true, true}},
   };
   int failures = 0, runs = 0;
+  if (max_cases < int(cases.size())) cases.resize(max_cases);
   for (auto& c : cases)
     for (int bs : {0, 16, 64}) {
       if (quick && bs == 64) continue;
@@ -237,6 +277,8 @@ static int check(bool quick) {
       const int tiles = (pr.T * G + 15) / 16, natural = tiles <= 1 ? 1 : tiles <= 2 ? 2 : 4;
       for (const Variant& var : vs) {
         if (var.d != d || var.dv != dv || var.rt < natural) continue;
+        if (var.hb && (pr.K % var.hb || pr.H % 16 || pr.Hv % 16)) continue;
+        if (heads_only && !var.hb) continue;
         for (int splits : {1, 3, 17}) {
           if (quick && splits != 3) continue;
           int max_blocks = 0;
@@ -246,8 +288,8 @@ static int check(bool quick) {
           cudaError_t e = cudaDeviceSynchronize();
           ++runs;
           if (e != cudaSuccess) {
-            printf("FAIL %-28s bs=%-2d rt=%d %s splits=%-2d: %s\n", c.name, bs, var.rt, var.bulk ? "bulk " : "async",
-                   splits, cudaGetErrorString(e));
+            printf("FAIL %-28s bs=%-2d rt=%d %s splits=%-2d: %s\n", c.name, bs, var.rt, var.name(), splits,
+                   cudaGetErrorString(e));
             return 1 + failures;  // the context is gone
           }
           const size_t rows = size_t(pr.B) * pr.T * pr.N;
@@ -266,8 +308,8 @@ static int check(bool quick) {
                                                     : double(fabsf(lse[i] - rl[i])));
           const bool ok = err < 2e-2 && lerr < 1e-2;
           if (!ok) ++failures;
-          printf("%s %-28s bs=%-2d rt=%d %s splits=%-2d max|dO|=%.2e max|dlse|=%.2e\n", ok ? "ok  " : "FAIL", c.name, bs,
-                 var.rt, var.bulk ? "bulk " : "async", splits, err, lerr);
+          printf("%s %-28s bs=%-2d rt=%d %-16s splits=%-2d max|dO|=%.2e max|dlse|=%.2e\n", ok ? "ok  " : "FAIL", c.name,
+                 bs, var.rt, var.name(), splits, err, lerr);
           release(dev);
         }
       }
@@ -303,7 +345,7 @@ __global__ void fill_random(uint16_t* x, size_t n, uint32_t seed) {
 
 static int bench(int argc, char** argv) {
   const bool sweep = argc > 2 && !strcmp(argv[2], "sweep");
-  // `bench one B S K blockSize bulk|async`: that configuration alone (the model's split count), for ncu.
+  // `bench one B S K blockSize bulk|async|heads|<heads variant name>`: that configuration alone (the model's split count), for ncu.
   const bool one = argc > 7 && !strcmp(argv[2], "one");
   auto vs = variants();
   cudaDeviceProp prop;
@@ -315,7 +357,8 @@ static int bench(int argc, char** argv) {
   std::vector<Shape> shapes = {{64, 16384, 8}, {8, 131072, 8}, {128, 8192, 8}, {64, 16384, 4}, {64, 16384, 1},
                                {1, 2048, 8},   {1, 8192, 8},   {1, 32768, 8},  {16, 8192, 8},  {1, 131072, 8}};
   if (one) shapes = {{atoi(argv[3]), atoi(argv[4]), atoi(argv[5])}};
-  const int one_bs = one ? atoi(argv[6]) : -1, one_bulk = one ? !strcmp(argv[7], "bulk") : -1;
+  const int one_bs = one ? atoi(argv[6]) : -1;
+  const char* one_loader = one ? argv[7] : "";
   const size_t max_elems = size_t(128) * 8192 * 8 * H;  // the largest B·S·K·H above: 1 Gi elements, 2 GiB
   uint16_t *k, *v, *q, *o;
   float *lse, *opart, *lpart;
@@ -336,7 +379,7 @@ static int bench(int argc, char** argv) {
   cudaEventCreate(&a);
   cudaEventCreate(&b);
   std::mt19937 rng(7);
-  printf("%-6s %-7s %-2s %-8s %-6s %-3s %-6s %-9s %-8s %-6s\n", "B", "S", "K", "layout", "loader", "rt", "splits",
+  printf("%-6s %-7s %-2s %-8s %-16s %-3s %-6s %-9s %-8s %-6s\n", "B", "S", "K", "layout", "kernel", "rt", "splits",
          "ms", "GB/s", "model");
   for (const Shape& sh : shapes) {
     std::vector<int> l(sh.B, sh.S);
@@ -354,15 +397,26 @@ static int bench(int argc, char** argv) {
         std::shuffle(perm.begin(), perm.end(), rng);
         CHECK(cudaMemcpy(table, perm.data(), perm.size() * 4, cudaMemcpyHostToDevice));
       }
-      for (bool bulk : {true, false}) {
-        if (one && int(bulk) != one_bulk) continue;
-        const Variant& var = pick(vs, 128, 128, rt, bulk);
-        const int per_sm = std::max(1, int((prop.sharedMemPerMultiprocessor) / (var.smem + 1024)));
-        const int model = model_splits(blocks, (sh.S + 63) / 64, prop.multiProcessorCount * per_sm);
+      // the row-tile kernel's two loaders, then the heads kernel as decode.ts picks it and its alternatives
+      std::vector<const Variant*> cands = {&pick(vs, 128, 128, rt, true), &pick(vs, 128, 128, rt, false)};
+      const Variant* nat = natural_heads(vs, G, sh.K);
+      if (nat) cands.push_back(nat);
+      for (auto& v : vs)  // 4 heads a block (2 KB… 1 KB rows), and the natural one's other stage counts
+        if (v.hb && &v != nat && sh.K % v.hb == 0 && v.rt == rt && v.d == 128 &&
+            (v.hb == 4 || (nat && v.hb == nat->hb && v.slices == nat->slices)))
+          cands.push_back(&v);
+      for (const Variant* vp : cands) {
+        const Variant& var = *vp;
+        if (one && strcmp(one_loader, var.name()) && !(var.hb && vp == nat && !strcmp(one_loader, "heads"))) continue;
+        const int per_sm = std::max(1, std::min(int(prop.sharedMemPerMultiprocessor / (var.smem + 1024)),
+                                                int(prop.regsPerMultiprocessor / (var.threads * 176))));
+        const long var_blocks = var.hb ? long(sh.B) * (sh.K / var.hb) : blocks;
+        const int var_tiles = (sh.S + var.tk - 1) / var.tk;
+        const int model = model_splits(var_blocks, var_tiles, prop.multiProcessorCount * per_sm);
         std::vector<int> list = {model};
-        if (sweep && bulk && bs != 64)  // the sweep: every split count, bulk loader, dense and paged16
-          for (int s : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64})
-            if (s != model && s <= (sh.S + 63) / 64) list.push_back(s);
+        if (sweep && bs != 64 && vp == nat)  // every split count of the heads kernel (the row-tile one: s6)
+          for (int s : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128})
+            if (s != model && s <= var_tiles) list.push_back(s);
         for (int splits : list) {
           DecodeParams p{};
           p.q = q, p.k = k, p.v = v, p.o = o, p.lse = nullptr, p.o_part = opart, p.lse_part = lpart;
@@ -396,8 +450,8 @@ static int bench(int argc, char** argv) {
           }
           std::sort(t.begin(), t.end());
           const float ms = t[t.size() / 2];
-          printf("%-6d %-7d %-2d %-8s %-6s %-3d %-6d %-9.4f %-8.0f %s\n", sh.B, sh.S, sh.K,
-                 bs ? (bs == 16 ? "paged16" : "paged64") : "dense", bulk ? "bulk" : "async", rt, splits, ms,
+          printf("%-6d %-7d %-2d %-8s %-16s %-3d %-6d %-9.4f %-8.0f %s\n", sh.B, sh.S, sh.K,
+                 bs ? (bs == 16 ? "paged16" : "paged64") : "dense", var.name(), rt, splits, ms,
                  bytes / (ms * 1e-3) / 1e9, splits == model ? "*" : "");
           fflush(stdout);
         }
@@ -409,8 +463,10 @@ static int bench(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
-  if (argc > 1 && !strcmp(argv[1], "check")) return check(argc > 2 && !strcmp(argv[2], "quick"));
+  if (argc > 1 && !strcmp(argv[1], "check"))
+    return check(argc > 2 && !strcmp(argv[2], "quick"), argc > 3 && !strcmp(argv[3], "heads"),
+                 argc > 4 ? atoi(argv[4]) : 1 << 30);
   if (argc > 1 && !strcmp(argv[1], "bench")) return bench(argc, argv);
-  fprintf(stderr, "usage: harness check [quick] | bench [sweep | one B S K blockSize bulk|async]\n");
+  fprintf(stderr, "usage: harness check [quick [heads [cases]]] | bench [sweep | one B S K blockSize bulk|async|heads]\n");
   return 2;
 }

@@ -10,6 +10,7 @@ import { attention } from '../../src/api/attention.js';
 import { KVCache } from '../../src/api/kv-cache.js';
 import { cudaAvailable, targetArch } from '../../src/backends/cuda/context.js';
 import { decodeTuning } from '../../src/backends/cuda/flash/decode-splits.js';
+import { int32Uploads } from '../../src/backends/cuda/int32-cache.js';
 import { setAllocationPoison } from '../../src/backends/cuda/memory.js';
 import type { AttentionOptions } from '../../src/backends/problem.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
@@ -148,16 +149,23 @@ describe('flash decode kernel', { skip }, () => {
 
   // Forced split counts reach the combine with uneven slices (and with empty splits: 17 exceeds the
   // tiles of the short cases); each loader is forced once, whichever is the default.
+  // The heads kernel (flash_decode_heads.cu) is forced the same way where it can run (sm_90, H and
+  // Hv multiples of 16 up to 128); elsewhere the row-tile kernel takes the case.
   for (const forced of [
     { loader: 'bulk', splits: 3 },
     { loader: 'async', splits: 17 },
     { loader: 'async', splits: undefined },
+    { kernel: 'heads', splits: 3 },
+    { kernel: 'heads', splits: 17 },
+    { kernel: 'rows', splits: undefined },
   ] as const) {
-    describe(`forced ${forced.loader ?? 'default'} loader, ${forced.splits ?? 'chosen'} splits`, () => {
+    const what = 'kernel' in forced ? `${forced.kernel} kernel` : `${forced.loader} loader`;
+    describe(`forced ${what}, ${forced.splits ?? 'chosen'} splits`, () => {
       before(() => Object.assign(decodeTuning, forced));
       after(() => {
         delete decodeTuning.loader;
         delete decodeTuning.splits;
+        delete decodeTuning.kernel;
       });
       CASES.forEach((c, index) => {
         it(`dense and paged 16: ${c.name}`, () => {
@@ -171,8 +179,15 @@ describe('flash decode kernel', { skip }, () => {
             returnLogSumExp: true,
           });
           // The bulk loader needs sm_90 (every case here has 16-byte rows).
-          if (forced.loader === 'async' || targetArch() === 'sm_90a')
+          if ('loader' in forced && (forced.loader === 'async' || targetArch() === 'sm_90a'))
             assert.match(dense.variant, new RegExp(`\\.${forced.loader}\\.`));
+          const headsFit =
+            targetArch() === 'sm_90a' && c.H % 16 === 0 && (c.Hv ?? c.H) % 16 === 0 && c.H <= 128;
+          if ('kernel' in forced && (forced.kernel === 'rows' || headsFit))
+            assert.match(
+              dense.variant,
+              forced.kernel === 'heads' ? /^flash-decode-heads\./ : /^flash-decode\.sm/,
+            );
           if (forced.splits) assert.match(dense.variant, new RegExp(`split${forced.splits}`));
           assertMatchesOracle(dense, { q, k, v, options }, dtype, `forced dense ${c.name}`);
           const pk = pagedCopy(k, 16, seed + index);
@@ -286,6 +301,30 @@ describe('flash decode kernel', { skip }, () => {
     for (let n = 0; n < 2; n++)
       for (let h = 0; h < 64; h++)
         assert.equal(Number.isNaN(out[n * 64 + h]), h === 5, `head ${n} column ${h}`);
+  });
+
+  it('a repeated paged call uploads nothing: its table and lengths stay on the device (int32-cache.ts)', () => {
+    const c = { B: 2, T: 1, S: 200, N: 8, K: 2, H: 64 };
+    const { q, k, v } = inputs({ name: 'uploads', ...c }, 'bfloat16', 950);
+    const pk = pagedCopy(k, 16, 5);
+    const pv = pagedCopy(v, 16, 5);
+    const [dq, dk, dv] = [q.to('cuda'), pk.pool.to('cuda'), pv.pool.to('cuda')];
+    const call = (lengths: number[]) =>
+      attention(dq, dk, dv, { blockTable: pk.table, keyValueSeqLengths: lengths, implementation: 'flash' });
+    const first = call([200, 150]).output.toFloat64Array();
+    const before = int32Uploads();
+    const again = call([200, 150]).output.toFloat64Array();
+    assert.equal(int32Uploads(), before, 'the same table and lengths again: no upload');
+    assert.deepEqual(again, first);
+    // New lengths are new content: one upload, and the result follows them.
+    const shorter = call([200, 100]);
+    assert.equal(int32Uploads(), before + 1);
+    assertMatchesOracle(
+      shorter,
+      { q, k, v, options: { keyValueSeqLengths: [200, 100] } },
+      'bfloat16',
+      'after the lengths changed',
+    );
   });
 
   it('a 1,000-step decode loop through KVCache equals one causal prefill over the final sequences', () => {

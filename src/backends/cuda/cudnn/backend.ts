@@ -15,8 +15,9 @@ import type { AttentionBackend, Support } from '../../backend.js';
 import type { AttentionProblem, BackendOutput } from '../../problem.js';
 import { cudaAvailable, getCudaContext } from '../context.js';
 import { cudnnHandle, loadCudnn } from '../ffi/cudnn.js';
+import { int32OnDevice } from '../int32-cache.js';
 import { allocDevice, copyToDevice, copyToHost } from '../memory.js';
-import { type CallPointers, executePlan, sequenceLengthsBuffer } from './execute.js';
+import { type CallPointers, executePlan } from './execute.js';
 import { type CudnnEnvironment, type DescribeOptions, type Description, describeSdpa } from './features.js';
 import { biasFromMask, fixEmptyRows } from './masks.js';
 import { clearEmptyPackedRows, packLogSumExp, prepareLayoutCall } from './paged-call.js';
@@ -96,9 +97,9 @@ export function runCudnnAttention(p: AttentionProblem, options?: DescribeOptions
   try {
     let lengths: [bigint, bigint] | null = null;
     if (f.padding) {
-      const q = sequenceLengthsBuffer(p.querySeqLengths, B, T);
-      const kv = sequenceLengthsBuffer(p.keyValueSeqLengths, B, p.S);
-      scratch.push(q, kv);
+      // Kept on the device across calls, found again by content (int32-cache.ts): not scratch.
+      const q = int32OnDevice(p.querySeqLengths ?? new Int32Array(B).fill(T));
+      const kv = int32OnDevice(p.keyValueSeqLengths ?? new Int32Array(B).fill(p.S));
       lengths = [q.ptr, kv.ptr];
     }
     const { convertBias, foldedRight } = d.prepare;

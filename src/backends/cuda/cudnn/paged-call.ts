@@ -11,6 +11,7 @@ import type { DeviceBuffer } from '../../../tensor/storage.js';
 import type { AttentionProblem } from '../../problem.js';
 import { getCudaContext } from '../context.js';
 import { cu } from '../ffi/driver.js';
+import { int32OnDevice } from '../int32-cache.js';
 import { allocDevice, copyInt32ToDevice, copyToDevice } from '../memory.js';
 import type { CallPointers } from './execute.js';
 import type { SdpaFeatures } from './features.js';
@@ -58,7 +59,8 @@ export function prepareLayoutCall(p: AttentionProblem, f: SdpaFeatures): LayoutC
     buffers.push(buffer);
     return buffer.ptr;
   };
-  if (f.paged) pointers.pageTable = keep(copyInt32ToDevice(pageTableForCudnn(p)));
+  // The page table stays on the device across calls, found again by content (int32-cache.ts).
+  if (f.paged) pointers.pageTable = int32OnDevice(pageTableForCudnn(p)).ptr;
   const query = p.packed?.querySeqOffsets;
   const keyValue = p.packed?.keyValueSeqOffsets;
   const dtype = f.ragged?.offsets ?? 'int32';

@@ -56,12 +56,14 @@ export function chooseSplitCount(s: SplitShape): number {
 }
 
 /**
- * Forced choices for measuring (bench/decode/splits-sweep.ts) and for tests: a split count, or the
- * loader (bulk copies or 16-byte cp.async; decode.ts picks bulk on sm_90). Unset fields keep the
- * normal choice.
+ * Forced choices for measuring (bench/decode/splits-sweep.ts) and for tests: a split count, the
+ * kernel, or the row-tile kernel's loader (bulk copies or 16-byte cp.async; forcing a loader forces
+ * the row-tile kernel unless `kernel` says heads). Unset fields keep the normal choice.
  */
 export interface DecodeTuning {
   splits?: number;
   loader?: 'bulk' | 'async';
+  /** The row-tile kernel (flash_decode.cu) or the heads kernel (flash_decode_heads.cu, decode-heads.ts). */
+  kernel?: 'rows' | 'heads';
 }
 export const decodeTuning: DecodeTuning = {};

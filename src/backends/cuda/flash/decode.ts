@@ -13,14 +13,25 @@
  * compute-sanitizer memcheck of bench/decode/harness.cu's nvcc build of the same kernel source
  * (bench/results/2026-12-01-s6-decode). The split count comes from decode-splits.ts.
  */
+import { config } from '../../../config.js';
 import { AttnlabError, InvalidArgumentError } from '../../../errors.js';
 import { Tensor } from '../../../tensor/tensor.js';
 import { SUPPORTED, type Support, unsupported } from '../../backend.js';
 import type { AttentionProblem, BackendOutput } from '../../problem.js';
 import { loadKernels } from '../compile.js';
 import { getCudaContext, targetArch } from '../context.js';
+import { int32OnDevice } from '../int32-cache.js';
 import { type KernelArg, launchKernel, type ScalarType, structLayout } from '../launch.js';
-import { allocDevice, copyInt32ToDevice, fillDevice32 } from '../memory.js';
+import { allocDevice, fillDevice32 } from '../memory.js';
+import {
+  type DecodeHeadsVariant,
+  headsDefines,
+  headsSharedBytes,
+  headsSupport,
+  headsTileKeys,
+  headsVariant,
+  headsVariantKey,
+} from './decode-heads.js';
 import { chooseSplitCount, decodeTuning, MAX_SPLITS } from './decode-splits.js';
 import { FLASH_FLAGS } from './params.js';
 
@@ -35,6 +46,7 @@ const NEG_INF_BITS = 0xff800000;
 export const DECODE_PARAMS_BYTES = 12 * 8 + 8 * 8 + 16 * 4;
 
 export interface DecodeVariant {
+  readonly kind?: 'rows';
   readonly arch: string;
   readonly fp16: boolean;
   /** Q/K and V head dims padded to multiples of 16. */
@@ -139,7 +151,7 @@ export function decodeSupport(p: AttentionProblem): Support {
  */
 export function chooseSplits(
   p: AttentionProblem,
-  v: DecodeVariant,
+  v: DecodeVariant | DecodeHeadsVariant,
   multiprocessors: number,
   sharedLimit: number,
 ): number {
@@ -154,31 +166,51 @@ export function chooseSplits(
     }
     return decodeTuning.splits;
   }
-  const perSm = Math.max(1, Math.floor((sharedLimit + 1024) / (decodeSharedBytes(v) + 1024)));
+  const shared = v.kind === 'heads' ? headsSharedBytes(v) : decodeSharedBytes(v);
+  const perSm = Math.max(1, Math.floor((sharedLimit + 1024) / (shared + 1024)));
   return chooseSplitCount({
-    blocks: p.B * p.K * Math.ceil(rowTileCount(p) / v.rowTiles),
-    tiles: Math.max(1, Math.ceil(p.S / TILE_KEYS)),
+    blocks: v.kind === 'heads' ? p.B * (p.K / v.heads) : p.B * p.K * Math.ceil(rowTileCount(p) / v.rowTiles),
+    tiles: Math.max(1, Math.ceil(p.S / (v.kind === 'heads' ? headsTileKeys(v) : TILE_KEYS))),
     slots: multiprocessors * perSm,
   });
 }
 
-function kernels(v: DecodeVariant): { split: bigint; combine: bigint } {
-  const split = 'attnlab_flash_decode';
+/**
+ * Where both decode kernels can run, the heads kernel unless told otherwise: a measured choice
+ * (bench/results/2026-12-01-s7-decode).
+ */
+const HEADS_BY_DEFAULT = true;
+
+/**
+ * Whether `p` runs on the heads kernel (decode-heads.ts) rather than the row-tile kernel: where it
+ * can, unless decodeTuning (`kernel`, or a `loader`, which only the row-tile kernel has) or
+ * ATTNLAB_DECODE_KERNEL forces one.
+ */
+function runsOnHeads(p: AttentionProblem, arch: string): boolean {
+  const forced = decodeTuning.kernel ?? (decodeTuning.loader ? 'rows' : config().decodeKernel);
+  if (forced === 'rows' || !headsSupport(p, arch).ok) return false;
+  return forced === 'heads' || HEADS_BY_DEFAULT;
+}
+
+/** The split and combine kernels of a decode kernel file, specialised by `defines`. */
+function loadDecode(file: string, split: string, defines: Record<string, number>) {
   const combine = 'attnlab_flash_decode_combine';
-  const module = loadKernels({
-    file: 'decode/flash_decode.cu',
-    kernels: [split, combine],
-    defines: {
-      DECODE_D: v.headDim,
-      DECODE_DV: v.valueHeadDim,
-      DECODE_FP16: v.fp16 ? 1 : 0,
-      DECODE_STAGES: v.stages,
-      DECODE_RT: v.rowTiles,
-      DECODE_BULK: v.bulk ? 1 : 0,
-    },
-  });
+  const module = loadKernels({ file, kernels: [split, combine], defines });
   return { split: module.functions.get(split)!, combine: module.functions.get(combine)! };
 }
+
+const headsKernels = (v: DecodeHeadsVariant) =>
+  loadDecode('decode/flash_decode_heads.cu', 'attnlab_flash_decode_heads', headsDefines(v));
+
+const kernels = (v: DecodeVariant) =>
+  loadDecode('decode/flash_decode.cu', 'attnlab_flash_decode', {
+    DECODE_D: v.headDim,
+    DECODE_DV: v.valueHeadDim,
+    DECODE_FP16: v.fp16 ? 1 : 0,
+    DECODE_STAGES: v.stages,
+    DECODE_RT: v.rowTiles,
+    DECODE_BULK: v.bulk ? 1 : 0,
+  });
 
 export function runDecode(p: AttentionProblem): BackendOutput {
   const { B, T, N, K, H, Hv } = p;
@@ -186,15 +218,13 @@ export function runDecode(p: AttentionProblem): BackendOutput {
   const kvOffsets = p.packed?.keyValueSeqOffsets ?? null;
   const tokens = queryOffsets ? queryOffsets[B] : B * T;
   const rows = tokens * N;
-  const variant = decodeVariant(p, targetArch());
-  const key = decodeVariantKey(variant);
+  const arch = targetArch();
   const { properties } = getCudaContext();
-  const splits = chooseSplits(
-    p,
-    variant,
-    properties.multiprocessorCount,
-    properties.maxSharedMemoryPerBlockOptin,
-  );
+  const sharedLimit = properties.maxSharedMemoryPerBlockOptin;
+  const variant = runsOnHeads(p, arch) ? headsVariant(p, arch, sharedLimit) : decodeVariant(p, arch);
+  const heads = variant.kind === 'heads' ? variant : null;
+  const key = heads ? headsVariantKey(heads) : decodeVariantKey(variant as DecodeVariant);
+  const splits = chooseSplits(p, variant, properties.multiprocessorCount, sharedLimit);
   const itemBytes = 2;
   const out = allocDevice(rows * Hv * itemBytes);
   const lse = p.returnLogSumExp ? allocDevice(rows * 4) : null;
@@ -203,7 +233,8 @@ export function runDecode(p: AttentionProblem): BackendOutput {
     fillDevice32(out, 0);
     if (lse) fillDevice32(lse, NEG_INF_BITS);
   }
-  const upload = (values: Int32Array | null) => (values ? copyInt32ToDevice(values) : null);
+  // Kept on the device across calls and found again by content (int32-cache.ts): not released here.
+  const upload = (values: Int32Array | null) => (values ? int32OnDevice(values) : null);
   const table = upload(p.paged?.blockTable ?? null);
   const qOffsets = upload(queryOffsets);
   const kvOffs = upload(kvOffsets);
@@ -213,7 +244,7 @@ export function runDecode(p: AttentionProblem): BackendOutput {
   const partLse = splits > 1 ? allocDevice(splits * rows * 4) : null;
   try {
     if (rows > 0) {
-      const fn = kernels(variant);
+      const fn = heads ? headsKernels(heads) : kernels(variant as DecodeVariant);
       let flags = 0;
       if (p.causal) flags |= FLASH_FLAGS.causal;
       if (p.alignment === 'bottom_right') flags |= FLASH_FLAGS.bottomRight;
@@ -255,19 +286,28 @@ export function runDecode(p: AttentionProblem): BackendOutput {
         flags,
         rowsTotal: rows,
       });
-      const rowGroups = Math.ceil(rowTileCount(p) / variant.rowTiles);
-      launchKernel(
-        fn.split,
-        { grid: [splits, rowGroups, B * K], block: [128, 1, 1], sharedBytes: decodeSharedBytes(variant) },
-        [params],
-      );
+      if (heads) {
+        launchKernel(
+          fn.split,
+          { grid: [splits, K / heads.heads, B], block: [256, 1, 1], sharedBytes: headsSharedBytes(heads) },
+          [params],
+        );
+      } else {
+        const rows = variant as DecodeVariant;
+        const rowGroups = Math.ceil(rowTileCount(p) / rows.rowTiles);
+        launchKernel(
+          fn.split,
+          { grid: [splits, rowGroups, B * K], block: [128, 1, 1], sharedBytes: decodeSharedBytes(rows) },
+          [params],
+        );
+      }
       if (splits > 1) {
         launchKernel(fn.combine, { grid: [Math.ceil(rows / 4), 1, 1], block: [128, 1, 1] }, [params]);
       }
     }
   } finally {
     // The pool hands these blocks only to work enqueued later on the same stream.
-    for (const buffer of [table, qOffsets, kvOffs, qLens, kvLens, partO, partLse]) buffer?.release();
+    for (const buffer of [partO, partLse]) buffer?.release();
   }
   const shape = queryOffsets ? [tokens, N, Hv] : [B, T, N, Hv];
   return {

@@ -1,0 +1,174 @@
+// What the decode kernels share (flash_decode.cu: one kv head per block; flash_decode_heads.cu:
+// every kv head of a token row per block): the launch parameters, the NaN-propagating max, each
+// query's visible key range, the scalar P·V for NaN/Inf values at partly masked keys, and the
+// combine of the splits by their log-sum-exp.
+#pragma once
+#include "decode/decode_load.cuh"
+#include "flash/mma.cuh"
+
+struct DecodeParams {
+  const u16* q;            // query rows: token index · q_token + head · q_head
+  const u16* k;            // cache rows: (dense b·S + j | packed offset + j | paged slot) · k_token + kv head · k_head
+  const u16* v;
+  u16* o;                  // output rows, laid out as the query (token-major)
+  float* lse;              // natural-log log-sum-exp per (token, head), or null
+  float* o_part;           // [split][token·N + head][Dv] float32, normalised per split (splits > 1)
+  float* lse_part;         // [split][token·N + head]
+  const int* block_table;  // (B, max_blocks) pool blocks, or null when the cache is not paged
+  const int* q_offsets;    // B+1 starts of a packed query, or null (token = b·T + t)
+  const int* kv_offsets;   // B+1 starts of packed keys, or null
+  const int* q_lens;       // valid query lengths (B), or null
+  const int* kv_lens;      // valid key lengths (B), or null
+  i64 q_token, q_head, k_token, k_head, v_token, v_head, o_token, o_head;
+  int B, T, S, N, K, H, Hv, group;
+  int block_size, max_blocks;
+  int splits;
+  int window_left, window_right;  // inclusive, clamped to 1<<29 for unbounded
+  float scale_log2;
+  int flags;                      // FLASH_FLAG_* of flash/params.cuh
+  int rows_total;                 // tokens · N: the row count of o_part / lse_part
+};
+// 12 pointers, 8 strides, 16 four-byte fields: 96 + 64 + 64 = 224 bytes (marshalled in decode-params.ts).
+static_assert(sizeof(DecodeParams) == 224, "DecodeParams layout changed: update decode-params.ts");
+
+__device__ __forceinline__ float nan_max(float a, float b) {
+  // fmaxf drops a NaN; the rule wants it to win.
+  return (a != a || b != b) ? __int_as_float(0x7fffffff) : fmaxf(a, b);
+}
+__device__ __forceinline__ float quad_nan_max(float x) {
+  x = nan_max(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return nan_max(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+
+// Keys [lo, hi) that query t of a batch with Tb queries and Sb keys sees.
+struct KeyRange {
+  int lo, hi;
+};
+__device__ __forceinline__ KeyRange key_range(const DecodeParams& p, int t, int Tb, int Sb) {
+  const int diag = t + ((p.flags & FLASH_FLAG_BOTTOM_RIGHT) ? Sb - Tb : 0);
+  int lo = 0, hi = Sb;
+  if (p.flags & FLASH_FLAG_CAUSAL) hi = imin(hi, diag + 1);
+  if (p.flags & FLASH_FLAG_WINDOW) {
+    lo = imax(lo, diag - p.window_left);
+    hi = imin(hi, diag + p.window_right + 1);
+  }
+  // lo can pass Sb (a window that starts after the last key, as a ring step's shifted window [0, ∞)
+  // does for queries past the keys): clamp it, or the block's union [lo(first), hi(last)) reaches past
+  // the cache and the loader reads keys (and block-table entries) that do not exist.
+  lo = imin(imax(lo, 0), Sb);
+  return {lo, imax(hi, lo)};
+}
+
+__device__ __forceinline__ i64 query_token(const DecodeParams& p, int b, int t) {
+  return p.q_offsets ? (i64)p.q_offsets[b] + t : (i64)b * p.T + t;
+}
+
+template <bool FP16>
+__device__ __forceinline__ u16 to_bits(float x) {
+  u16 r;
+  if constexpr (FP16) {
+    asm("cvt.rn.f16.f32 %0, %1;\n" : "=h"(r) : "f"(x));
+  } else {
+    asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(r) : "f"(x));
+  }
+  return r;
+}
+
+template <bool FP16>
+__device__ __forceinline__ bool has_non_finite(u32 x) {
+  const u32 e = FP16 ? 0x7c00u : 0x7f80u;
+  return (x & e) == e || ((x >> 16) & e) == e;
+}
+
+// The rare P·V of 16 keys whose V holds NaN/Inf where some row does not see them: per visible
+// (row, key) pair, in scalar code. `pt` is the warp's 16 × 16 tile of weights in the mma layout (lane
+// (g, tq) holds rows g, g+8 and keys 8·nt + 2·tq, +1); the weight of (row, key kk) comes from lane
+// 4·g + (kk % 8) / 2 by a shuffle, so no shared memory is needed (the 4 KB it took kept two blocks of
+// two row tiles from fitting on one SM). The column loop is not unrolled (unrolled, 4 copies of
+// 16 × 4 × 16 multiply-adds made RT=4 take ~30 s to compile); each column group's 4 sums reach the
+// accumulator registers through an unrolled select, since registers take only compile-time indices.
+template <class C, bool FP16>
+__device__ __forceinline__ void scalar_pv(float (&o)[C::DT][4], const float (&pt)[2][4], const u16* sV,
+                                          int chunk0, const int (&lo)[2], const int (&hi)[2], int g, int tq) {
+#pragma unroll 1
+  for (int d = 0; d < C::DT; ++d) {
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int kk = 0; kk < 16; ++kk) {
+      const int j = chunk0 + kk, from = 4 * g + (kk % 8) / 2;
+      const float w[2] = {__shfl_sync(0xffffffffu, pt[kk / 8][kk % 2], from),
+                          __shfl_sync(0xffffffffu, pt[kk / 8][2 + kk % 2], from)};
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int h = c / 2;
+        if (j < lo[h] || j >= hi[h]) continue;
+        const u16 bits = sV[kk * C::PITCHV + d * 8 + 2 * tq + (c % 2)];
+        float x;
+        if constexpr (FP16) {
+          asm("cvt.f32.f16 %0, %1;\n" : "=f"(x) : "h"(bits));
+        } else {
+          x = __uint_as_float(static_cast<u32>(bits) << 16);
+        }
+        acc[c] = fmaf(w[h], x, acc[c]);
+      }
+    }
+#pragma unroll
+    for (int dd = 0; dd < C::DT; ++dd)
+      if (dd == d)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) o[dd][c] += acc[c];
+  }
+}
+
+// The combine: one warp per (token, head) row merges the splits' normalised rows by their
+// log-sum-exp: lse = log Σ e^lse_s, O = Σ e^(lse_s − lse) · O_s. Padding rows of a dense query
+// (t ≥ its length) are left as the host zeroed them. The lanes read the splits' lse in parallel
+// (one split each, 32 at a time) and put their weights in shared memory; then each lane owns 4
+// columns and reads one 16-byte chunk of every split's row, independent loads the compiler can keep
+// in flight (the first version walked the splits three times one lse at a time, and once per
+// column: ~0.6 µs per split at B=1, the sweep of bench/results/2026-12-01-s6-decode).
+constexpr int DEC_MAX_SPLITS = 128;  // decode-splits.ts never asks for more
+template <int DV, bool FP16>
+__device__ __forceinline__ void flash_decode_combine(const DecodeParams& p) {
+  __shared__ float weights[4][DEC_MAX_SPLITS];
+  const int warp = threadIdx.x / 32, row = blockIdx.x * 4 + warp, lane = threadIdx.x % 32;
+  if (row >= p.rows_total) return;
+  if (!p.q_offsets) {
+    const int token = row / p.N, b = token / p.T, t = token % p.T;
+    if (t >= (p.q_lens ? p.q_lens[b] : p.T)) return;
+  }
+  const int splits = imin(p.splits, DEC_MAX_SPLITS);
+  float M = neg_inf();
+  for (int s = lane; s < splits; s += 32) M = nan_max(M, p.lse_part[(i64)s * p.rows_total + row]);
+#pragma unroll
+  for (int d = 16; d > 0; d /= 2) M = nan_max(M, __shfl_xor_sync(0xffffffffu, M, d));
+  const float base = M == neg_inf() ? 0.f : M;
+  float sum = 0.f;
+  for (int s = lane; s < splits; s += 32) {
+    // A split that saw nothing has weight 0 and O 0; one that saw a NaN carries it.
+    const float w = __expf(p.lse_part[(i64)s * p.rows_total + row] - base);
+    weights[warp][s] = w;
+    sum += w;
+  }
+#pragma unroll
+  for (int d = 16; d > 0; d /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, d);
+  __syncwarp();
+  const bool empty = sum == 0.f;
+  const float inv = empty ? 0.f : 1.f / sum;
+  u16* dst = p.o + (i64)(row / p.N) * p.o_token + (i64)(row % p.N) * p.o_head;
+  for (int col = 4 * lane; col < p.Hv; col += 128) {
+    float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 4
+    for (int s = 0; s < splits; ++s) {
+      const float w = weights[warp][s];
+      const float4 y = *reinterpret_cast<const float4*>(p.o_part + ((i64)s * p.rows_total + row) * DV + col);
+      x.x += w * y.x, x.y += w * y.y, x.z += w * y.z, x.w += w * y.w;
+    }
+    const float out[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+      if (col + c < p.Hv) dst[col + c] = to_bits<FP16>(out[c] * inv);
+  }
+  if (p.lse && lane == 0) p.lse[row] = empty ? neg_inf() : base + __logf(sum);
+}
+
