@@ -15,6 +15,7 @@ import { cudaFlashBackend } from './cuda/flash/backend.js';
 import { hopperVariant } from './cuda/flash/hopper-variant.js';
 import { withNanRepair } from './cuda/flash/nan-repair.js';
 import { cudaNaiveBackend } from './cuda/naive/backend.js';
+import { type MeasuredDecodeOrder, measuredDecodeOrder } from './decode-dispatch-table.js';
 import { type MeasuredOrder, measuredOrder, orderByMeasurement } from './dispatch-table.js';
 import type { AttentionProblem } from './problem.js';
 
@@ -55,8 +56,32 @@ export function chooseBackend(problem: AttentionProblem): AttentionBackend {
  * case (dispatch-table.ts), the measured backends fastest first; otherwise the table's order.
  */
 export function backendOrder(problem: AttentionProblem): readonly AttentionBackend[] {
+  if ((problem.paged || problem.packed) && problem.implementation === undefined) return layoutOrder(problem);
   const measured = measuredChoice(problem);
   return measured ? orderByMeasurement(BACKENDS, measured.order) : BACKENDS;
+}
+
+/**
+ * A paged or packed problem with `implementation` unset: cudnn only where the measured decode table
+ * ranks it first for the case (decode-dispatch-table.ts: paged decode steps at K=8 on the H200),
+ * otherwise the flash decode kernels, which were measured everywhere they run; a call naming
+ * 'cudnn' takes these layouts either way.
+ */
+function layoutOrder(problem: AttentionProblem): readonly AttentionBackend[] {
+  const measured = measuredDecodeChoice(problem);
+  if (measured) return orderByMeasurement(BACKENDS, measured.order);
+  const what = problem.paged ? 'a paged KV cache' : 'packed sequences';
+  const refused = unsupported(
+    `${what} runs on cudnn with implementation unset only where the measured decode table ranks it first ` +
+      `(src/backends/decode-dispatch-table.ts); name implementation: 'cudnn' to run it there`,
+  );
+  return BACKENDS.map((b) => (b.name === 'cudnn' ? { ...b, supports: () => refused } : b));
+}
+
+/** The recorded decode measurement `auto` follows for a paged `problem`, or null. */
+export function measuredDecodeChoice(problem: AttentionProblem): MeasuredDecodeOrder | null {
+  if (problem.implementation !== undefined || problem.device !== 'cuda' || !problem.paged) return null;
+  return measuredDecodeOrder(problem, getCudaContext().properties.name);
 }
 
 /** The recorded measurement `auto` follows for `problem`, or null (a named backend, no record). */

@@ -6,8 +6,10 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { recordedGbs } from '../../bench/dispatch/make-decode-table.js';
 import { tableFromResults } from '../../bench/dispatch/make-table.js';
 import { validateAttention } from '../../src/api/validate.js';
+import { DECODE_DISPATCH_TABLES, measuredDecodeOrder } from '../../src/backends/decode-dispatch-table.js';
 import {
   DISPATCH_TABLES,
   type DispatchTable,
@@ -16,7 +18,7 @@ import {
   measuredOrder,
   orderByMeasurement,
 } from '../../src/backends/dispatch-table.js';
-import type { AttentionOptions } from '../../src/backends/problem.js';
+import type { AttentionOptions, AttentionProblem } from '../../src/backends/problem.js';
 import { loadResults } from '../../src/results/files.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
@@ -109,5 +111,82 @@ describe('measured dispatch table', () => {
     assert.deepEqual(names(['naive']), ['naive', 'cudnn', 'flash']);
     assert.deepEqual(names(['cudnn']), ['cudnn', 'flash', 'naive']);
     assert.deepEqual(names([]), ['cudnn', 'flash', 'naive']);
+  });
+});
+
+describe('measured paged-decode table', () => {
+  /** The fields the decode table reads: a paged decode step (B, one token, N, K, H) over `lengths`. */
+  const step = (
+    c: { B: number; N: number; K: number; H: number },
+    blockSize: number,
+    lengths: number[],
+    extra = {},
+  ) =>
+    ({
+      ...c,
+      T: 1,
+      S: Math.max(...lengths),
+      Hv: c.H,
+      dtype: 'bfloat16',
+      device: 'cuda',
+      paged: { blockSize },
+      packed: null,
+      bias: null,
+      mask: null,
+      window: null,
+      causal: true,
+      alignment: 'bottom_right',
+      keyValueSeqLengths: Int32Array.from(lengths),
+      implementation: undefined,
+      ...extra,
+    }) as unknown as AttentionProblem;
+  const h200Gpu = 'NVIDIA H200';
+
+  it('holds exactly what the files it cites recorded', () => {
+    for (const table of DECODE_DISPATCH_TABLES)
+      for (const c of table.cases)
+        for (const [impl, timing] of Object.entries(c.timing))
+          assert.equal(
+            recordedGbs(c, impl, timing!),
+            c.gbs[impl as 'flash' | 'cudnn'],
+            `${impl} B=${c.B} S=${c.S} K=${c.K}`,
+          );
+  });
+
+  it("follows the H200's record: cudnn at K=8 (1M tokens, and B=1 S=2k block 16), flash for MQA", () => {
+    const gqa = { B: 64, N: 32, K: 8, H: 128 };
+    const first = (p: AttentionProblem) => measuredDecodeOrder(p, h200Gpu)?.order[0];
+    for (const blockSize of [16, 64]) {
+      assert.equal(first(step(gqa, blockSize, Array(64).fill(16384))), 'cudnn', `K=8 block ${blockSize}`);
+      assert.equal(first(step({ ...gqa, B: 8 }, blockSize, Array(8).fill(131072))), 'cudnn');
+      assert.equal(
+        first(step({ ...gqa, K: 1 }, blockSize, Array(64).fill(16384))),
+        'flash',
+        `MQA block ${blockSize}`,
+      );
+    }
+    // Ragged lengths count by the tokens held: 64 sequences of 12k–20k are the measured size.
+    const ragged = Array.from({ length: 64 }, (_, b) => 12000 + 125 * b);
+    assert.equal(first(step(gqa, 16, ragged)), 'cudnn');
+    assert.equal(first(step({ ...gqa, B: 1 }, 16, [2048])), 'cudnn', 'B=1 S=2k: both host-bound, cudnn less');
+  });
+
+  it('speaks only for a decode step like the one measured', () => {
+    const gqa = { B: 64, N: 32, K: 8, H: 128 };
+    const full = Array(64).fill(16384);
+    const outside: Array<[string, AttentionProblem]> = [
+      ['B=1 S=2k at block 64 (not measured)', step({ ...gqa, B: 1 }, 64, [2048])],
+      ['a quarter of the measured tokens', step(gqa, 16, Array(64).fill(4096))],
+      ['K=4 (not measured)', step({ ...gqa, K: 4 }, 16, full)],
+      ['H=64', step({ ...gqa, H: 64 }, 16, full)],
+      ['2 new tokens', step(gqa, 16, full, { T: 2 })],
+      ['a window', step(gqa, 16, full, { window: { left: 128, right: 0 } })],
+      ['top-left causal', step(gqa, 16, full, { alignment: 'top_left' })],
+      ['float16', step(gqa, 16, full, { dtype: 'float16' })],
+      ['a packed query', step(gqa, 16, full, { packed: { querySeqOffsets: new Int32Array(65) } })],
+      ['a dense cache', step(gqa, 16, full, { paged: null })],
+    ];
+    for (const [name, p] of outside) assert.equal(measuredDecodeOrder(p, h200Gpu), null, name);
+    assert.equal(measuredDecodeOrder(step(gqa, 16, full), 'NVIDIA H100 80GB HBM3'), null, 'another GPU');
   });
 });

@@ -72,6 +72,8 @@ const CASES: DecodeCase[] = [
     options: { isCausal: true, causalAlignment: 'bottom_right' },
   },
   { name: 'long cache, few blocks: many splits + combine', B: 1, T: 1, S: 8192, N: 8, K: 8, H: 128 },
+  // Forced onto the heads kernel: all 8 kv heads of a token row in one block (dense: B ≥ 8, 2 stages).
+  { name: 'GQA 4:1, N=32, K=8, B=8', B: 8, T: 1, S: 600, N: 32, K: 8, H: 128 },
   { name: 'H=256', B: 2, T: 1, S: 600, N: 4, K: 2, H: 256 },
   { name: 'H=128, Hv=64', B: 2, T: 1, S: 900, N: 8, K: 4, H: 128, Hv: 64 },
   {
@@ -310,7 +312,12 @@ describe('flash decode kernel', { skip }, () => {
     const pv = pagedCopy(v, 16, 5);
     const [dq, dk, dv] = [q.to('cuda'), pk.pool.to('cuda'), pv.pool.to('cuda')];
     const call = (lengths: number[]) =>
-      attention(dq, dk, dv, { blockTable: pk.table, keyValueSeqLengths: lengths, implementation: 'flash' });
+      attention(dq, dk, dv, {
+        blockTable: pk.table,
+        keyValueSeqLengths: lengths,
+        implementation: 'flash',
+        returnLogSumExp: true,
+      });
     const first = call([200, 150]).output.toFloat64Array();
     const before = int32Uploads();
     const again = call([200, 150]).output.toFloat64Array();

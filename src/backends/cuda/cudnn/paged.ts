@@ -40,14 +40,6 @@ export function unifiedTakesLayout(layout: LayoutFeatures, version: number): boo
   return layout.paged !== undefined && layout.ragged === undefined && version >= CUDNN_UNIFIED_PAGED_VERSION;
 }
 
-/**
- * Whether `auto` (no implementation named) may choose cudnn for paged and packed problems. Off until a
- * decode measurement says cuDNN's paged path (its sm80 wmma kernel on the H200, 9.19) beats the flash
- * decode kernel: test/gpu/cudnn-paged.test.ts passed on the H200, the bandwidth is not measured yet
- * (bench/results/2026-12-01-s6-paged). A call naming 'cudnn' takes these layouts either way.
- */
-export const AUTO_TAKES_LAYOUTS = false;
-
 /** features.ts's CudnnEnvironment, structurally (features.ts imports this file). */
 interface Environment {
   readonly version: number;
@@ -79,16 +71,6 @@ export function describeLayout(p: AttentionProblem, env: Environment): LayoutDes
   if (!p.paged && !p.packed) return { ok: true, layout: {} };
   const packedQuery = p.packed?.querySeqOffsets != null;
   const packedKv = p.packed?.keyValueSeqOffsets != null;
-  const what = p.paged
-    ? packedQuery
-      ? 'a paged KV cache with a packed query'
-      : 'a paged KV cache'
-    : 'packed sequences';
-  if (!AUTO_TAKES_LAYOUTS && p.implementation !== 'cudnn') {
-    return no(
-      `${what} runs on cudnn only when named (implementation: 'cudnn'); auto takes the flash decode kernel`,
-    );
-  }
   const v = env.version;
   const { major, minor } = env.computeCapability;
   if (p.paged && v < CUDNN_PAGED_VERSION) {

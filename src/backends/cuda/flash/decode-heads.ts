@@ -8,10 +8,14 @@
  *
  * The table (why each number):
  * - 8 warps a block, one m16 row tile (a kv head's GQA-packed rows, or 16 of them) each, HB =
- *   the largest power of two dividing K up to 8 / RTH, and SLICES = 8 / (HB·RTH) warps splitting a
+ *   the largest power of two dividing K up to 8 / RTH and maxHeadsPerBlock (measured), and SLICES = 8 / (HB·RTH) warps splitting a
  *   tile's keys where there are fewer row tiles than warps (K=4: 2 slices, MQA N=32: 4);
  * - a stage of TK keys ≈ 64 KB of K+V (TK·HB·(H+Hv)·2 bytes: K=8, H=128: 16 keys), 3 stages: ~200 KB,
- *   one block per SM with 128 KB in flight while it computes on the third;
+ *   one block per SM with 128 KB in flight while it computes on the third; 2 stages for 8 heads on a
+ *   dense cache, measured no slower in two runs and faster in five of six pairs (B=64 S=16k, B=8
+ *   S=128k, B=128 S=8k: 4214/4214/4257 and 4222/4228/4292 GB/s against 3 stages' 4172/4251/4246 and
+ *   4241/4154/4079, bench/results/2026-12-01-s7-decode): at one block per SM the DRAM stream, not
+ *   the depth in flight, holds it;
  * - H and Hv multiples of 16 up to 128 (the tile keeps no padded head-dim columns; larger heads
  *   would leave one stage), sm_90 bulk copies, rows at 16-byte-aligned addresses.
  */
@@ -63,12 +67,40 @@ export function headsSupport(p: AttentionProblem, arch: string): Support {
   return SUPPORTED;
 }
 
+/**
+ * Cached tokens (B × S, or the sum of the lengths) from which the heads kernel is the faster one, as
+ * measured on the H200 (bench/results/2026-12-01-s7-decode, kernels alone, N=32, H=128, K=8): at
+ * B=16 S=8k and B=1 S=128k it reads 3.68–3.70 / 3.52–3.54 TB/s against the row-tile kernel's
+ * 3.59 / 3.22–3.55; at B=1 and S=2k, 8k, 32k the row-tile kernel's B·K blocks split better (491 vs 397,
+ * 1406 vs 1092, 2612 vs 2429 GB/s): one heads block per sequence reads only ~36 GB/s, so a short
+ * cache is split into slices too short to amortise a block's start and merge.
+ */
+export const HEADS_MIN_TOKENS = 131072;
+
+/** Whether the measured rule prefers the heads kernel for `p` (where both can run). */
+export function headsPreferred(p: AttentionProblem): boolean {
+  let tokens = p.B * p.S;
+  if (p.keyValueSeqLengths) tokens = p.keyValueSeqLengths.reduce((a, l) => a + l, 0);
+  return tokens >= HEADS_MIN_TOKENS;
+}
+
+/**
+ * The most kv heads one block serves, as measured (same record, K=8): 4 for a paged cache (4.10–4.22
+ * TB/s against 8's 4.03–4.17 at 1M tokens, faster in 11 of 12 pairs: 1 KB rows of scattered pages), 8 for
+ * dense and packed caches with B ≥ 8 (4.17–4.25 against 4.08–4.18), 4 below (B=1 S=128k: 3.54 vs 3.39,
+ * twice the blocks to split over the GPU).
+ */
+export function maxHeadsPerBlock(p: AttentionProblem): number {
+  return p.paged || p.B < 8 ? 4 : WARPS;
+}
+
 /** The heads kernel's configuration for `p` (the header's table). */
 export function headsVariant(p: AttentionProblem, arch: string, sharedLimit: number): DecodeHeadsVariant {
   const rows = Math.ceil((p.T * p.N) / p.K);
   const rowTiles = rows <= 16 ? 1 : rows <= 32 ? 2 : 4;
+  const most = Math.min(WARPS / rowTiles, maxHeadsPerBlock(p));
   let heads = 1;
-  while (heads * 2 <= WARPS / rowTiles && p.K % (heads * 2) === 0) heads *= 2;
+  while (heads * 2 <= most && p.K % (heads * 2) === 0) heads *= 2;
   const slices = WARPS / (heads * rowTiles);
   // TK ≈ 64 KB of K+V, a power of two, one thread per K or V row (2·TK ≤ 256), 16…64 keys a warp.
   const rowBytes = heads * (p.H + p.Hv) * 2;
@@ -85,7 +117,7 @@ export function headsVariant(p: AttentionProblem, arch: string, sharedLimit: num
     rowTiles,
     slices,
     keysPerWarp: Math.min(keysPerWarp, Math.floor((WARPS * 32) / 2 / slices)),
-    stages: 3,
+    stages: heads === 8 && !p.paged ? 2 : 3,
   };
   return headsSharedBytes(base) <= sharedLimit ? base : { ...base, stages: 2 };
 }

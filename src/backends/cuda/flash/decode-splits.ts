@@ -13,7 +13,9 @@
  * 16 at S=2k (17.5 µs) and 32 at S=8k (23.9 µs), and PER_SPLIT = 0.125 picks those and, at every
  * other shape of the sweep, the best or one within 5%. Past a few waves the differences are
  * smaller than the model's error, and the fewest splits within TIE of the least are taken, among
- * the counts the sweep measured (SPLIT_CANDIDATES).
+ * the counts the sweep measured (SPLIT_CANDIDATES). The heads kernel (decode-heads.ts) uses the same
+ * model over its own tiles and one block per SM: in its sweep (bench/results/2026-12-01-s7-decode) it
+ * picked the best count at every shape with B ≥ 8 (16 at B=8 S=128k, 8 at B=16 S=8k, 2 at B=64 S=16k).
  */
 
 /** Pipeline fill + merge of one block, in tile times. */

@@ -1,17 +1,21 @@
 /**
- * The flash backend's decoding path: src/kernels/decode/flash_decode.cu, a split-KV kernel for few
- * queries per sequence over a long cache (dense, paged through a block table, or packed), and its
- * combine kernel. Two launches per call at most: the split, and the combine when splits > 1.
+ * The flash backend's decoding path: split-KV kernels for few queries per sequence over a long cache
+ * (dense, paged through a block table, or packed) and their combine kernel. Two launches per call at
+ * most: the split, and the combine when splits > 1. Two split kernels: the heads kernel
+ * (flash_decode_heads.cu, decode-heads.ts: whole token rows of up to 8 kv heads a block) for long
+ * caches where it runs and measured faster, and the row-tile kernel (flash_decode.cu, below) for
+ * the rest.
  *
- * Which problems take it: every paged or packed one (the prefill kernel has neither), and dense ones
- * whose rows per key/value head (T·N/K, GQA-packed into m16 tiles) fit in 4 tiles — decoding and
- * short speculative steps, where the prefill kernel's 128-row query tiles would be mostly padding and
- * its grid of B·N blocks too small to fill 132 SMs. Up to 4 row tiles share one block (`rowTiles`),
- * so each K/V byte is read once per kv head (MQA N=32 has 2). K/V rows arrive by cp.async.bulk on
- * stage mbarriers (decode_load.cuh; sm_90, rows of 16-byte multiples) or by 16-byte cp.async
- * elsewhere (decodeTuning.loader forces either); both passed the decode GPU tests on the H200, and
- * compute-sanitizer memcheck of bench/decode/harness.cu's nvcc build of the same kernel source
- * (bench/results/2026-12-01-s6-decode). The split count comes from decode-splits.ts.
+ * Which problems take the decode path: every paged or packed one (the prefill kernel has neither),
+ * and dense ones whose rows per key/value head (T·N/K, GQA-packed into m16 tiles) fit in 4 tiles —
+ * decoding and short speculative steps, where the prefill kernel's 128-row query tiles would be
+ * mostly padding and its grid of B·N blocks too small to fill 132 SMs. In the row-tile kernel up to
+ * 4 row tiles share one block (`rowTiles`), so each K/V byte is read once per kv head (MQA N=32 has
+ * 2). Its K/V rows arrive by cp.async.bulk on stage mbarriers (decode_load.cuh; sm_90, rows of
+ * 16-byte multiples) or by 16-byte cp.async elsewhere (decodeTuning.loader forces either); both
+ * passed the decode GPU tests on the H200, and compute-sanitizer memcheck of bench/decode/harness.cu's
+ * nvcc build of the same kernel source (bench/results/2026-12-01-s6-decode; the heads kernel:
+ * s7-decode). The split count comes from decode-splits.ts.
  */
 import { config } from '../../../config.js';
 import { AttnlabError, InvalidArgumentError } from '../../../errors.js';
@@ -26,6 +30,7 @@ import { allocDevice, fillDevice32 } from '../memory.js';
 import {
   type DecodeHeadsVariant,
   headsDefines,
+  headsPreferred,
   headsSharedBytes,
   headsSupport,
   headsTileKeys,
@@ -176,20 +181,15 @@ export function chooseSplits(
 }
 
 /**
- * Where both decode kernels can run, the heads kernel unless told otherwise: a measured choice
- * (bench/results/2026-12-01-s7-decode).
- */
-const HEADS_BY_DEFAULT = true;
-
-/**
  * Whether `p` runs on the heads kernel (decode-heads.ts) rather than the row-tile kernel: where it
- * can, unless decodeTuning (`kernel`, or a `loader`, which only the row-tile kernel has) or
+ * can and the measured rule prefers it (headsPreferred: long caches, B·S ≥ 128k tokens), unless
+ * decodeTuning (`kernel`, or a `loader`, which only the row-tile kernel has) or
  * ATTNLAB_DECODE_KERNEL forces one.
  */
 function runsOnHeads(p: AttentionProblem, arch: string): boolean {
   const forced = decodeTuning.kernel ?? (decodeTuning.loader ? 'rows' : config().decodeKernel);
   if (forced === 'rows' || !headsSupport(p, arch).ok) return false;
-  return forced === 'heads' || HEADS_BY_DEFAULT;
+  return forced === 'heads' || headsPreferred(p);
 }
 
 /** The split and combine kernels of a decode kernel file, specialised by `defines`. */

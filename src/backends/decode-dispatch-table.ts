@@ -1,0 +1,192 @@
+/**
+ * The measured order for paged decode steps with `implementation` unset: cuDNN's paged attention or
+ * the flash decode kernels, from the recorded decode benchmarks of this GPU, as dispatch-table.ts
+ * does for dense prefill. Each number is transcribed from a results file of the record (its
+ * `sources`; bench/dispatch/make-decode-table.ts reads them, and test/cpu/dispatch-table.test.ts
+ * checks the table against the files).
+ *
+ * A case speaks only for a decode step like the one measured: the same GPU, bf16, H = Hv, N, K and
+ * block size, one new token (causal bottom-right or not: at T = 1 the bound drops nothing), no bias,
+ * mask or window, and a cache of about the measured size (cached tokens within a factor of 2 of the
+ * case's B·S; of several, the case nearest in B). Everything else runs on the flash decode kernels
+ * (registry.ts), which were measured everywhere they run.
+ *
+ * What the numbers are: GB/s of K/V read once + Q + O, `timing` saying how each was taken — the
+ * kernels alone (bench/decode/harness, CUDA events around the launches) or a library call
+ * (bench/decode/decode-bench.ts, events around attention(), host work included). Where flash is
+ * timed as kernels and still slower than cuDNN's library call, its library call is slower still.
+ */
+import type { AttentionProblem, Implementation } from './problem.js';
+
+export interface MeasuredDecodeCase {
+  readonly B: number;
+  readonly S: number;
+  readonly N: number;
+  readonly K: number;
+  readonly H: number;
+  readonly blockSize: number;
+  /** GB/s of each backend. */
+  readonly gbs: Partial<Record<Implementation, number>>;
+  /** How each backend's number was timed, the file it is in, and (kernels) the harness's variant name. */
+  readonly timing: Partial<Record<Implementation, DecodeTiming>>;
+}
+
+export interface DecodeTiming {
+  readonly kind: 'kernel' | 'library';
+  readonly source: string;
+  readonly kernel?: string;
+}
+
+export interface DecodeDispatchTable {
+  /** `machine.gpu.name` of the record: the table applies only to a GPU of this name. */
+  readonly gpu: string;
+  readonly dtype: 'bfloat16';
+  readonly cases: readonly MeasuredDecodeCase[];
+}
+
+const S7 = 'bench/results/2026-12-01-s7-decode';
+// The heads kernel as decode-heads.ts configures it for a paged cache: 4 kv heads a block at K=8, 1 at K=1.
+const heads4 = { kind: 'kernel', source: `${S7}/call1-bench.log.txt`, kernel: 'heads4.2x16.s3' } as const;
+const heads1 = { kind: 'kernel', source: `${S7}/call1-bench.log.txt`, kernel: 'heads1.4x32.s3' } as const;
+const cudnnCall = { kind: 'library', source: `${S7}/call1-cudnn-paged.json` } as const;
+
+/**
+ * The H200, session 7 (cuDNN 9.19.0, composite graph: engine 1, its sm80 wmma paged kernel; flash:
+ * the heads kernel at long caches, the row-tile kernel at B=1 S=2k). cuDNN is faster at K=8 by
+ * 4–5% at 1M cached tokens, and at B=1 S=2k, where both library calls are host-bound (flash's
+ * kernels alone read 489 GB/s there, its call 206); flash is faster for MQA (K=1), where cuDNN's
+ * kernel reads 1.6–2.4 TB/s.
+ */
+export const H200_PAGED_DECODE: DecodeDispatchTable = {
+  gpu: 'NVIDIA H200',
+  dtype: 'bfloat16',
+  cases: [
+    {
+      B: 64,
+      S: 16384,
+      N: 32,
+      K: 8,
+      H: 128,
+      blockSize: 16,
+      gbs: { flash: 4201, cudnn: 4401 },
+      timing: { flash: heads4, cudnn: cudnnCall },
+    },
+    {
+      B: 64,
+      S: 16384,
+      N: 32,
+      K: 8,
+      H: 128,
+      blockSize: 64,
+      gbs: { flash: 4223, cudnn: 4429 },
+      timing: { flash: heads4, cudnn: cudnnCall },
+    },
+    {
+      B: 8,
+      S: 131072,
+      N: 32,
+      K: 8,
+      H: 128,
+      blockSize: 16,
+      gbs: { flash: 4150, cudnn: 4361 },
+      timing: { flash: heads4, cudnn: cudnnCall },
+    },
+    {
+      B: 8,
+      S: 131072,
+      N: 32,
+      K: 8,
+      H: 128,
+      blockSize: 64,
+      gbs: { flash: 4185, cudnn: 4363 },
+      timing: { flash: heads4, cudnn: cudnnCall },
+    },
+    {
+      B: 64,
+      S: 16384,
+      N: 32,
+      K: 1,
+      H: 128,
+      blockSize: 16,
+      gbs: { flash: 2801, cudnn: 1555 },
+      timing: { flash: heads1, cudnn: cudnnCall },
+    },
+    {
+      B: 64,
+      S: 16384,
+      N: 32,
+      K: 1,
+      H: 128,
+      blockSize: 64,
+      gbs: { flash: 2767, cudnn: 2408 },
+      timing: { flash: heads1, cudnn: cudnnCall },
+    },
+    {
+      B: 1,
+      S: 2048,
+      N: 32,
+      K: 8,
+      H: 128,
+      blockSize: 16,
+      gbs: { flash: 206, cudnn: 279 },
+      timing: { flash: { kind: 'library', source: `${S7}/call2-b1.json` }, cudnn: cudnnCall },
+    },
+  ],
+};
+
+export const DECODE_DISPATCH_TABLES: readonly DecodeDispatchTable[] = [H200_PAGED_DECODE];
+
+export interface MeasuredDecodeOrder {
+  /** Backend names, fastest first. */
+  readonly order: readonly Implementation[];
+  readonly table: DecodeDispatchTable;
+  readonly measured: MeasuredDecodeCase;
+}
+
+/** Whether `p` is a decode step a measured case can speak for (the header's conditions but size). */
+function isMeasurableStep(p: AttentionProblem): boolean {
+  const plainMask = !p.causal || p.alignment === 'bottom_right';
+  return (
+    p.paged !== null &&
+    !p.packed &&
+    p.T === 1 &&
+    plainMask &&
+    !p.bias &&
+    !p.mask &&
+    !p.window &&
+    p.H === p.Hv &&
+    p.keyValueSeqLengths !== null
+  );
+}
+
+/** The measured case that speaks for `p` on a GPU named `gpu`, fastest first, or null. */
+export function measuredDecodeOrder(
+  p: AttentionProblem,
+  gpu: string,
+  tables: readonly DecodeDispatchTable[] = DECODE_DISPATCH_TABLES,
+): MeasuredDecodeOrder | null {
+  if (!isMeasurableStep(p) || !p.paged || !p.keyValueSeqLengths) return null;
+  const tokens = p.keyValueSeqLengths.reduce((a, l) => a + l, 0);
+  const blockSize = p.paged.blockSize;
+  for (const table of tables) {
+    if (table.gpu !== gpu || table.dtype !== p.dtype) continue;
+    const near = table.cases
+      .filter(
+        (c) =>
+          c.N === p.N &&
+          c.K === p.K &&
+          c.H === p.H &&
+          c.blockSize === blockSize &&
+          tokens >= (c.B * c.S) / 2 &&
+          tokens <= c.B * c.S * 2,
+      )
+      .sort((a, b) => Math.abs(Math.log(a.B / p.B)) - Math.abs(Math.log(b.B / p.B)));
+    if (near.length === 0) continue;
+    const measured = near[0];
+    const order = (Object.entries(measured.gbs) as Array<[Implementation, number]>)
+      .sort((a, b) => b[1] - a[1])
+      .map(([name]) => name);
+    return { order, table, measured };
+  }
+  return null;
+}
