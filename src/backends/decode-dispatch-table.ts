@@ -49,6 +49,28 @@ const S7 = 'bench/results/2026-12-01-s7-decode';
 const heads4 = { kind: 'kernel', source: `${S7}/call1-bench.log.txt`, kernel: 'heads4.2x16.s3' } as const;
 const heads1 = { kind: 'kernel', source: `${S7}/call1-bench.log.txt`, kernel: 'heads1.4x32.s3' } as const;
 const cudnnCall = { kind: 'library', source: `${S7}/call1-cudnn-paged.json` } as const;
+const flashCall = { kind: 'library', source: `${S7}/call2-b1.json` } as const;
+
+/** A measured decode step of N=32, H=128: [GB/s, how it was timed] of flash and of cudnn. */
+function step(
+  B: number,
+  S: number,
+  K: number,
+  blockSize: number,
+  flash: [number, DecodeTiming],
+  cudnn: [number, DecodeTiming],
+): MeasuredDecodeCase {
+  return {
+    B,
+    S,
+    N: 32,
+    K,
+    H: 128,
+    blockSize,
+    gbs: { flash: flash[0], cudnn: cudnn[0] },
+    timing: { flash: flash[1], cudnn: cudnn[1] },
+  };
+}
 
 /**
  * The H200, session 7 (cuDNN 9.19.0, composite graph: engine 1, its sm80 wmma paged kernel; flash:
@@ -61,76 +83,13 @@ export const H200_PAGED_DECODE: DecodeDispatchTable = {
   gpu: 'NVIDIA H200',
   dtype: 'bfloat16',
   cases: [
-    {
-      B: 64,
-      S: 16384,
-      N: 32,
-      K: 8,
-      H: 128,
-      blockSize: 16,
-      gbs: { flash: 4201, cudnn: 4401 },
-      timing: { flash: heads4, cudnn: cudnnCall },
-    },
-    {
-      B: 64,
-      S: 16384,
-      N: 32,
-      K: 8,
-      H: 128,
-      blockSize: 64,
-      gbs: { flash: 4223, cudnn: 4429 },
-      timing: { flash: heads4, cudnn: cudnnCall },
-    },
-    {
-      B: 8,
-      S: 131072,
-      N: 32,
-      K: 8,
-      H: 128,
-      blockSize: 16,
-      gbs: { flash: 4150, cudnn: 4361 },
-      timing: { flash: heads4, cudnn: cudnnCall },
-    },
-    {
-      B: 8,
-      S: 131072,
-      N: 32,
-      K: 8,
-      H: 128,
-      blockSize: 64,
-      gbs: { flash: 4185, cudnn: 4363 },
-      timing: { flash: heads4, cudnn: cudnnCall },
-    },
-    {
-      B: 64,
-      S: 16384,
-      N: 32,
-      K: 1,
-      H: 128,
-      blockSize: 16,
-      gbs: { flash: 2801, cudnn: 1555 },
-      timing: { flash: heads1, cudnn: cudnnCall },
-    },
-    {
-      B: 64,
-      S: 16384,
-      N: 32,
-      K: 1,
-      H: 128,
-      blockSize: 64,
-      gbs: { flash: 2767, cudnn: 2408 },
-      timing: { flash: heads1, cudnn: cudnnCall },
-    },
-    {
-      B: 1,
-      S: 2048,
-      N: 32,
-      K: 8,
-      H: 128,
-      blockSize: 16,
-      gbs: { flash: 206, cudnn: 279 },
-      timing: { flash: { kind: 'library', source: `${S7}/call2-b1.json` }, cudnn: cudnnCall },
-    },
+    step(64, 16384, 8, 16, [4201, heads4], [4401, cudnnCall]),
+    step(64, 16384, 8, 64, [4223, heads4], [4429, cudnnCall]),
+    step(8, 131072, 8, 16, [4150, heads4], [4361, cudnnCall]),
+    step(8, 131072, 8, 64, [4185, heads4], [4363, cudnnCall]),
+    step(64, 16384, 1, 16, [2801, heads1], [1555, cudnnCall]),
+    step(64, 16384, 1, 64, [2767, heads1], [2408, cudnnCall]),
+    step(1, 2048, 8, 16, [206, flashCall], [279, cudnnCall]),
   ],
 };
 
