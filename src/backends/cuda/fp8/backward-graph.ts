@@ -17,8 +17,9 @@
  * memory declared as cuDNN's [b,h,s,d]; K8 and V8 are given as transposed views, K re-viewed for dQ.
  */
 import type { ProblemSize } from '../../problem.js';
-import { contiguousStrides, GraphBuilder, type GraphDType, type PointwiseMode } from '../cudnn/graph-spec.js';
+import { contiguousStrides, GraphBuilder, type GraphDType } from '../cudnn/graph-spec.js';
 import type { Fp8Graph, Fp8MemoryRole, Fp8Role } from './graph.js';
+import { fp8ScoreSteps } from './score-steps.js';
 
 /** Slots (16 bytes each) of the backward's scalar block, shared with src/kernels/fp8/gradients.cu. */
 export const BACKWARD_SLOTS = {
@@ -100,28 +101,9 @@ export function buildFp8BackwardGraph(f: Fp8BackwardFeatures): Fp8Graph {
   const attnScale = g.scalar('attn_scale', { kind: 'scale' });
   roles.set(attnScale, { kind: 'attnScale' });
 
-  const scoreDims = [B, N, T, S];
-  const scoreStrides = contiguousStrides(scoreDims);
-  const pointwise = (
-    name: string,
-    mode: PointwiseMode,
-    precision: GraphDType,
-    x: number,
-    b?: number,
-    o: { dtype?: GraphDType; t?: number; axis?: number; dims?: number[] } = {},
-  ) => {
-    const dims = o.dims ?? scoreDims;
-    const y = g.virtual(name, o.dtype ?? 'float', dims, contiguousStrides(dims));
-    g.op({ kind: 'pointwise', mode, precision, x, b, t: o.t, y, axis: o.axis });
-    return y;
-  };
+  const { scoreDims, scoreStrides, pointwise, masks } = fp8ScoreSteps(g, roles, f);
   const mul = (name: string, x: number, b: number, dims?: number[], dtype?: GraphDType) =>
     pointwise(name, 'mul', 'float', x, b, { dims, dtype });
-  const select = (name: string, x: number, keep: number) => {
-    const fill = g.scalar(`${name}_fill`, { kind: 'constant', dtype: 'float', value: -Infinity });
-    roles.set(fill, { kind: 'negativeInfinity' });
-    return pointwise(name, 'binary_select', 'float', x, fill, { t: keep });
-  };
 
   // D = rowsum(dO8 ∘ O8), descaled: the softmax-gradient row sums, kept on chip.
   const dOO = mul('dO_O', dO, o, [B, N, T, H]);
@@ -136,20 +118,7 @@ export function buildFp8BackwardGraph(f: Fp8BackwardFeatures): Fp8Graph {
   let s = mul('S_scaled', bmm1, attnScale);
   s = mul('S_descale_q', s, scalar('descaleQ'));
   s = mul('S_descale_k', s, scalar('descaleK'));
-  if (lengths) {
-    const row = pointwise('pad_row', 'gen_index', 'int32', s, undefined, { dtype: 'int32', axis: 2 });
-    const col = pointwise('pad_col', 'gen_index', 'int32', s, undefined, { dtype: 'int32', axis: 3 });
-    const rowOk = pointwise('pad_row_ok', 'cmp_lt', 'boolean', row, lengths.q, { dtype: 'boolean' });
-    const colOk = pointwise('pad_col_ok', 'cmp_lt', 'boolean', col, lengths.kv, { dtype: 'boolean' });
-    const keep = pointwise('pad_keep', 'logical_and', 'boolean', rowOk, colOk, { dtype: 'boolean' });
-    s = select('pad_select', s, keep);
-  }
-  if (f.causal) {
-    const row = pointwise('causal_row', 'gen_index', 'float', s, undefined, { dtype: 'int32', axis: 2 });
-    const col = pointwise('causal_col', 'gen_index', 'float', s, undefined, { dtype: 'int32', axis: 3 });
-    const keep = pointwise('causal_keep', 'cmp_ge', 'boolean', row, col, { dtype: 'boolean' });
-    s = select('causal_select', s, keep);
-  }
+  s = masks(s, lengths, f.causal);
   const p = pointwise('P', 'exp', 'float', pointwise('S_minus_stats', 'sub', 'float', s, stats));
   const p8 = mul('P8', p, scalar('scaleS'), scoreDims, 'fp8_e4m3');
 

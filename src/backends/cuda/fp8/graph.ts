@@ -12,7 +12,8 @@
  * and two amax values are device scalars in the scalar block of src/kernels/fp8/quantise.cu.
  */
 import type { AttentionProblem, ProblemSize } from '../../problem.js';
-import { GraphBuilder, type GraphDType, type GraphSpec, type PointwiseMode } from '../cudnn/graph-spec.js';
+import { GraphBuilder, type GraphDType, type GraphSpec } from '../cudnn/graph-spec.js';
+import { fp8ScoreSteps } from './score-steps.js';
 
 /** Slots of the scalar block (16 bytes each), shared with quantise.cu's SLOT numbers. */
 export const SCALAR_SLOTS = {
@@ -143,34 +144,7 @@ export function buildFp8Graph(f: Fp8GraphFeatures, options: Fp8GraphOptions = {}
       }
     : null;
 
-  const scoreDims = [B, N, T, S];
-  const scoreStrides = [N * T * S, T * S, S, 1];
-  const pointwise = (
-    name: string,
-    mode: PointwiseMode,
-    precision: GraphDType,
-    x: number,
-    b?: number,
-    options: { dtype?: GraphDType; t?: number; axis?: number; dims?: number[]; strides?: number[] } = {},
-  ) => {
-    const y = g.virtual(
-      name,
-      options.dtype ?? 'float',
-      options.dims ?? scoreDims,
-      options.strides ?? scoreStrides,
-    );
-    g.op({ kind: 'pointwise', mode, precision, x, b, t: options.t, y, axis: options.axis });
-    return y;
-  };
-  const select = (name: string, x: number, keep: number) => {
-    const fill = g.scalar(`${name}_fill`, {
-      kind: 'constant',
-      dtype: 'float',
-      value: Number.NEGATIVE_INFINITY,
-    });
-    roles.set(fill, { kind: 'negativeInfinity' });
-    return pointwise(name, 'binary_select', 'float', x, fill, { t: keep });
-  };
+  const { scoreDims, scoreStrides, pointwise, masks } = fp8ScoreSteps(g, roles, f);
 
   // 1. S = Q8·K8ᵀ, then the attention scale and the two input descales.
   const bmm1 = g.virtual('S', 'float', scoreDims, scoreStrides);
@@ -181,28 +155,8 @@ export function buildFp8Graph(f: Fp8GraphFeatures, options: Fp8GraphOptions = {}
   s = pointwise('S_descale_q', 'mul', 'float', s, scalar('descaleQ'));
   s = pointwise('S_descale_k', 'mul', 'float', s, scalar('descaleK'));
 
-  // 2. Padding needs both the mask ops and the matmul overrides (either alone is silently wrong).
-  if (lengths) {
-    const row = pointwise('pad_row', 'gen_index', 'int32', s, undefined, { dtype: 'int32', axis: 2 });
-    const col = pointwise('pad_col', 'gen_index', 'int32', s, undefined, { dtype: 'int32', axis: 3 });
-    const rowOk = pointwise('pad_row_ok', 'cmp_lt', 'boolean', row, lengths.q, { dtype: 'boolean' });
-    const colOk = pointwise('pad_col_ok', 'cmp_lt', 'boolean', col, lengths.kv, { dtype: 'boolean' });
-    s = select(
-      'pad_select',
-      s,
-      pointwise('pad_keep', 'logical_and', 'boolean', rowOk, colOk, { dtype: 'boolean' }),
-    );
-  }
-  // 3. Causal, top-left: keep row ≥ col.
-  if (f.causal) {
-    const row = pointwise('causal_row', 'gen_index', 'float', s, undefined, { dtype: 'int32', axis: 2 });
-    const col = pointwise('causal_col', 'gen_index', 'float', s, undefined, { dtype: 'int32', axis: 3 });
-    s = select(
-      'causal_select',
-      s,
-      pointwise('causal_keep', 'cmp_ge', 'boolean', row, col, { dtype: 'boolean' }),
-    );
-  }
+  // 2. Padding, then 3. causal (top-left: keep row ≥ col).
+  s = masks(s, lengths, f.causal);
 
   // 4. Softmax; the statistics branch is required by the engine's pattern matcher even unread.
   const rowDims = [B, N, T, 1];
@@ -228,14 +182,8 @@ export function buildFp8Graph(f: Fp8GraphFeatures, options: Fp8GraphOptions = {}
   const outStrides = [N * T * H, T * H, H, 1];
   const x = g.virtual('X', 'float', outDims, outStrides);
   g.op({ kind: 'matmul', a: p8, b: v, c: x, mOverride: lengths?.q, kOverride: lengths?.kv });
-  const descaled = pointwise('X_descale_s', 'mul', 'float', x, scalar('descaleS'), {
-    dims: outDims,
-    strides: outStrides,
-  });
-  const x2 = pointwise('X_descale_v', 'mul', 'float', descaled, scalar('descaleV'), {
-    dims: outDims,
-    strides: outStrides,
-  });
+  const descaled = pointwise('X_descale_s', 'mul', 'float', x, scalar('descaleS'), { dims: outDims });
+  const x2 = pointwise('X_descale_v', 'mul', 'float', descaled, scalar('descaleV'), { dims: outDims });
   g.op({ kind: 'pointwise', mode: 'mul', precision: 'float', x: x2, b: scalar('scaleO'), y: o });
   g.op({ kind: 'reduction', operator: 'amax', x: x2, y: scalar('amaxO') });
   return { spec: g.build(), roles };
