@@ -7,8 +7,9 @@
  *
  * A case speaks only for a decode step like the one measured: the same GPU, bf16, H = Hv, N, K and
  * block size, one new token (causal bottom-right or not: at T = 1 the bound drops nothing), no bias,
- * mask or window, and a cache of about the measured size (cached tokens within a factor of 2 of the
- * case's B·S; of several, the case nearest in B). Everything else runs on the flash decode kernels
+ * mask or window, a cache of about the measured size (cached tokens within a factor of 2 of the
+ * case's B·S; of several, the case nearest in B), and a block table with room to grow (tableHasRoom:
+ * cuDNN builds a graph per table width). Everything else runs on the flash decode kernels
  * (registry.ts), which were measured everywhere they run.
  *
  * What the numbers are: GB/s of K/V read once + Q + O, `timing` saying how each was taken — the
@@ -102,6 +103,20 @@ export interface MeasuredDecodeOrder {
   readonly measured: MeasuredDecodeCase;
 }
 
+/**
+ * Whether the next decode steps keep `p`'s cuDNN graph: a block table with room for one more block
+ * for its longest sequence. A tight table (KVCache's is) widens every blockSize tokens, and each
+ * width is a new cuDNN graph, 0.27–2.9 s to build (bench/results/2026-12-01-s6-paged) against the
+ * ~0.05 ms per step cuDNN saves at 1M tokens (4.40 vs 4.20 TB/s): there the flash kernels, which
+ * need no build, are the faster choice for a growing cache. (The measured calls repeated one fixed
+ * table; whether cuDNN's time grows with unused table width was not measured.)
+ */
+function tableHasRoom(p: AttentionProblem): boolean {
+  if (!p.paged || !p.keyValueSeqLengths) return false;
+  const longest = p.keyValueSeqLengths.reduce((a, l) => Math.max(a, l), 0);
+  return p.paged.maxBlocksPerSeq * p.paged.blockSize >= longest + p.paged.blockSize;
+}
+
 /** Whether `p` is a decode step a measured case can speak for (the header's conditions but size). */
 function isMeasurableStep(p: AttentionProblem): boolean {
   const plainMask = !p.causal || p.alignment === 'bottom_right';
@@ -114,7 +129,8 @@ function isMeasurableStep(p: AttentionProblem): boolean {
     !p.mask &&
     !p.window &&
     p.H === p.Hv &&
-    p.keyValueSeqLengths !== null
+    p.keyValueSeqLengths !== null &&
+    tableHasRoom(p)
   );
 }
 

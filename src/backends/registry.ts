@@ -63,7 +63,8 @@ export function backendOrder(problem: AttentionProblem): readonly AttentionBacke
 
 /**
  * A paged or packed problem with `implementation` unset: cudnn only where the measured decode table
- * ranks it first for the case (decode-dispatch-table.ts: paged decode steps at K=8 on the H200),
+ * ranks it first for the case (decode-dispatch-table.ts: paged decode steps at K=8 on the H200, with
+ * a block table that has room to grow),
  * otherwise the flash decode kernels, which were measured everywhere they run; a call naming
  * 'cudnn' takes these layouts either way.
  */

@@ -129,7 +129,8 @@ describe('measured paged-decode table', () => {
       Hv: c.H,
       dtype: 'bfloat16',
       device: 'cuda',
-      paged: { blockSize },
+      // A table with room for one more block (a serving system's fixed-width table).
+      paged: { blockSize, maxBlocksPerSeq: Math.ceil(Math.max(...lengths) / blockSize) + 1 },
       packed: null,
       bias: null,
       mask: null,
@@ -185,6 +186,8 @@ describe('measured paged-decode table', () => {
       ['float16', step(gqa, 16, full, { dtype: 'float16' })],
       ['a packed query', step(gqa, 16, full, { packed: { querySeqOffsets: new Int32Array(65) } })],
       ['a dense cache', step(gqa, 16, full, { paged: null })],
+      // KVCache's table is tight: it widens as the cache grows, and each width is a new cuDNN graph.
+      ['a tight table', step(gqa, 16, full, { paged: { blockSize: 16, maxBlocksPerSeq: 1024 } })],
     ];
     for (const [name, p] of outside) assert.equal(measuredDecodeOrder(p, h200Gpu), null, name);
     assert.equal(measuredDecodeOrder(step(gqa, 16, full), 'NVIDIA H100 80GB HBM3'), null, 'another GPU');
