@@ -161,8 +161,10 @@ template <class C>
 struct Runner {
   static const char* name() {
     static char buf[96];
-    snprintf(buf, sizeof buf, "wgmma.d%d.%dx%dx%dwg.s%d%s%s%s", C::D, C::BM, C::BN, C::CONSUMERS + 1, C::STAGES,
-             C::OVERLAP ? ".overlap" : "", C::PINGPONG ? ".pingpong" : "", C::FP16 ? ".f16" : ".bf16");
+    snprintf(buf, sizeof buf, "wgmma.d%d.%dx%dx%dwg.s%d%s%s%s%s%s%s%s", C::D, C::BM, C::BN, C::CONSUMERS + 1,
+             C::STAGES, C::OVERLAP ? ".overlap" : "", C::PINGPONG ? ".pingpong" : "", C::LATE_WAIT ? ".latewait" : "",
+             C::DESC_STEP ? ".descstep" : "", C::GROUPED ? ".grouped" : "", C::FP16 ? ".f16" : ".bf16",
+             C::PROBE == 1 ? ".probe-nosoftmax" : C::PROBE == 2 ? ".probe-noload" : "");
     return buf;
   }
   static void launch(const Problem& pr, const Buffers& bf, u16* o, float* lse, cudaStream_t st) {
@@ -189,7 +191,8 @@ struct Runner {
       RT(cudaFuncSetAttribute(hopper_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
       once = true;
     }
-    dim3 grid((pr.T + C::BM - 1) / C::BM, pr.B * pr.N);
+    const int qblocks = (pr.T + C::BM - 1) / C::BM;
+    dim3 grid = C::GROUPED ? dim3(qblocks * pr.B * pr.N) : dim3(qblocks, pr.B * pr.N);
     hopper_kernel<C><<<grid, C::THREADS, smem, st>>>(hp);
     RT(cudaGetLastError());
   }
@@ -298,9 +301,35 @@ static void check(const Problem& pr, FILE* log) {
   release(b);
 }
 
+// Session 7's schedules change the order of instructions, not the arithmetic: their outputs and
+// log-sum-exps must equal the base variant's bit for bit (on the same inputs).
+template <class C, class Base>
+static void identical(const Problem& pr, FILE* log) {
+  Buffers b = alloc(pr);
+  fill_inputs(pr, b);
+  const size_t rows = (size_t)pr.B * pr.T * pr.N, nq = rows * pr.D;
+  RT(cudaMemset(b.o, 0xFF, nq * 2)); RT(cudaMemset(b.lse, 0xFF, rows * 4));
+  RT(cudaMemset(b.o2, 0x7F, nq * 2)); RT(cudaMemset(b.lse2, 0x7F, rows * 4));
+  Runner<C>::launch(pr, b, b.o, b.lse, 0);
+  Runner<Base>::launch(pr, b, b.o2, b.lse2, 0);
+  RT(cudaDeviceSynchronize());
+  std::vector<u16> o(nq), o2(nq);
+  std::vector<float> lse(rows), lse2(rows);
+  RT(cudaMemcpy(o.data(), b.o, nq * 2, cudaMemcpyDeviceToHost));
+  RT(cudaMemcpy(o2.data(), b.o2, nq * 2, cudaMemcpyDeviceToHost));
+  RT(cudaMemcpy(lse.data(), b.lse, rows * 4, cudaMemcpyDeviceToHost));
+  RT(cudaMemcpy(lse2.data(), b.lse2, rows * 4, cudaMemcpyDeviceToHost));
+  const bool ok = !memcmp(o.data(), o2.data(), nq * 2) && !memcmp(lse.data(), lse2.data(), rows * 4);
+  if (!ok) ++g_failures;
+  fprintf(log, "%s %-44s == %s B=%d T=%d S=%d N=%d K=%d causal=%d%s\n", ok ? "SAME" : "DIFF", Runner<C>::name(),
+          Runner<Base>::name(), pr.B, pr.T, pr.S, pr.N, pr.K, pr.causal, pr.nan_case ? pr.nan_case : "");
+  fflush(log);
+  release(b);
+}
+
 template <class C>
-static void time_case(int D, int causal, FILE* log) {
-  Problem pr{4, 8192, 8192, 16, 16, D, causal, 0, C::FP16, {}, {}, nullptr};
+static void time_case(int D, int causal, FILE* log, int B = 4, int T = 8192) {
+  Problem pr{B, T, T, 16, 16, D, causal, 0, C::FP16, {}, {}, nullptr};
   Buffers b = alloc(pr);
   fill_inputs(pr, b);
   cudaEvent_t e0, e1;
@@ -318,20 +347,20 @@ static void time_case(int D, int causal, FILE* log) {
   }
   std::sort(ms.begin(), ms.end());
   const double flops = 4.0 * pr.B * pr.N * (double)pr.T * pr.S * D / (causal ? 2 : 1);
-  fprintf(log, "TIME %-40s H=%d causal=%d median=%.3f ms min=%.3f  %.1f TFLOP/s\n", Runner<C>::name(), D, causal,
-          ms[ms.size() / 2], ms[0], flops / (ms[ms.size() / 2] * 1e-3) / 1e12);
+  fprintf(log, "TIME %-44s H=%d B=%d T=%d causal=%d median=%.3f ms min=%.3f  %.1f TFLOP/s\n", Runner<C>::name(), D,
+          B, T, causal, ms[ms.size() / 2], ms[0], flops / (ms[ms.size() / 2] * 1e-3) / 1e12);
   fflush(log);
   release(b);
 }
 
-// Two launches of the headline shape, for a profiler: `ncu --clock-control none --launch-skip 1
-// --launch-count 1 -k regex:hopper_kernel ...` (or one filter per variant) sees the second.
+// One launch of the headline shape, for a profiler: `ncu --clock-control none -k regex:hopper_kernel ...`
+// sees every variant of the profile mode once (bench/hopper/s7-call1.sh).
 template <class C>
 static void profile_case(int causal) {
   Problem pr{4, 8192, 8192, 16, 16, C::D, causal, 0, C::FP16, {}, {}, nullptr};
   Buffers b = alloc(pr);
   fill_inputs(pr, b);
-  for (int i = 0; i < 2; ++i) Runner<C>::launch(pr, b, b.o, b.lse, 0);
+  Runner<C>::launch(pr, b, b.o, b.lse, 0);
   RT(cudaDeviceSynchronize());
   printf("PROFILED %s causal=%d\n", Runner<C>::name(), causal);
   release(b);
@@ -373,6 +402,54 @@ using D256o = HopperConfig<256, 80, 2, false, true>;
 using D256p = HopperConfig<256, 80, 2, false, true, 0, false, 2, true>;
 using D256p64 = HopperConfig<256, 64, 2, false, true, 0, false, 2, true>;
 using D256pf16 = HopperConfig<256, 80, 2, true, true, 0, false, 2, true>;
+// Session 7: other key tiles at D=128, and the probes (tiles.cuh: PROBE) of the three library variants.
+using D128p160 = HopperConfig<128, 160, 2, false, true, 0, false, 2, true>;
+using D128p176 = HopperConfig<128, 176, 2, false, true, 0, false, 2, true>;
+using D128p192 = HopperConfig<128, 192, 2, false, true, 0, false, 2, true>;
+using D128p96 = HopperConfig<128, 96, 2, false, true, 0, false, 2, true>;
+using D128pNoSm = HopperConfig<128, 128, 2, false, true, 0, false, 2, true, false, false, false, 1>;
+using D128pNoLd = HopperConfig<128, 128, 2, false, true, 0, false, 2, true, false, false, false, 2>;
+using D64c3pNoSm = HopperConfig<64, 128, 2, false, true, 0, false, 3, true, false, false, false, 1>;
+using D64c3pNoLd = HopperConfig<64, 128, 2, false, true, 0, false, 3, true, false, false, false, 2>;
+using D256pNoSm = HopperConfig<256, 80, 2, false, true, 0, false, 2, true, false, false, false, 1>;
+using D256pNoLd = HopperConfig<256, 80, 2, false, true, 0, false, 2, true, false, false, false, 2>;
+// Session 7's schedules: late P·V wait (lw), stepped descriptors (ds), both (s7: the library's choice).
+using D128lw = HopperConfig<128, 128, 2, false, true, 0, false, 2, true, true, false>;
+using D128ds = HopperConfig<128, 128, 2, false, true, 0, false, 2, true, false, true>;
+using D128s7 = HopperConfig<128, 128, 2, false, true, 0, false, 2, true, true, true>;
+using D128s7s3 = HopperConfig<128, 128, 3, false, true, 0, false, 2, true, true, true>;
+using D128s7f16 = HopperConfig<128, 128, 2, true, true, 0, false, 2, true, true, true>;
+using D64lw = HopperConfig<64, 128, 2, false, true, 0, false, 3, true, true, false>;
+using D64ds = HopperConfig<64, 128, 2, false, true, 0, false, 3, true, false, true>;
+using D64s7 = HopperConfig<64, 128, 2, false, true, 0, false, 3, true, true, true>;
+using D64s7s3 = HopperConfig<64, 128, 3, false, true, 0, false, 3, true, true, true>;
+using D256lw = HopperConfig<256, 80, 2, false, true, 0, false, 2, true, true, false>;
+using D256ds = HopperConfig<256, 80, 2, false, true, 0, false, 2, true, false, true>;
+using D256s7 = HopperConfig<256, 80, 2, false, true, 0, false, 2, true, true, true>;
+using D256s7f16 = HopperConfig<256, 80, 2, true, true, 0, false, 2, true, true, true>;
+// + the grouped longest-first grid (g).
+using D128s7g = HopperConfig<128, 128, 2, false, true, 0, false, 2, true, true, true, true>;
+using D128s7gf16 = HopperConfig<128, 128, 2, true, true, 0, false, 2, true, true, true, true>;
+using D64s7g = HopperConfig<64, 128, 2, false, true, 0, false, 3, true, true, true, true>;
+using D256s7g = HopperConfig<256, 80, 2, false, true, 0, false, 2, true, true, true, true>;
+
+// The check cases of check_all, each compared bit for bit against the base variant.
+template <class C, class Base>
+static void identical_all(FILE* log) {
+  const int D = C::D;
+  const bool f16 = C::FP16;
+  std::vector<Problem> cases = {
+      {2, 512, 512, 4, 4, D, 0, 0, f16, {}, {}, nullptr},
+      {2, 512, 512, 4, 4, D, 1, 0, f16, {}, {}, nullptr},
+      {1, 300, 700, 4, 2, D, 1, 1, f16, {}, {}, nullptr},
+      {2, 256, 640, 2, 2, D, 1, 1, f16, {200, 256}, {333, 0}, nullptr},
+      {2, 256, 384, 2, 2, D, 0, 0, f16, {}, {250, 129}, "padkv"},
+      {1, 256, 256, 2, 2, D, 1, 0, f16, {}, {}, "qinf"},
+      {2, 4096, 4096, 4, 2, D, 1, 0, f16, {}, {}, nullptr},
+      {1, 4096, 4096, 4, 4, D, 0, 0, f16, {}, {}, nullptr},
+  };
+  for (auto& pr : cases) identical<C, Base>(pr, log);
+}
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "check";
@@ -392,6 +469,66 @@ int main(int argc, char** argv) {
     check_all<D128o>(log, true);
     printf("CHECK failures: %d\n", g_failures);
   }
+  if (mode == "check7") {  // session 7: the new schedules against the oracle and bit for bit against the base
+    check_all<D128s7>(log, false);
+    check_all<D128s7f16>(log, true);
+    check_all<D128s7s3>(log, true);
+    check_all<D64s7>(log, false);
+    check_all<D64s7s3>(log, true);
+    check_all<D256s7>(log, false);
+    check_all<D256s7f16>(log, true);
+    identical_all<D128s7, D128p>(log);
+    identical_all<D128lw, D128p>(log);
+    identical_all<D128ds, D128p>(log);
+    identical_all<D128s7f16, D128pf16>(log);
+    identical_all<D64s7, D64c3p>(log);
+    identical_all<D256s7, D256p>(log);
+    identical_all<D256s7f16, D256pf16>(log);
+    check_all<D128s7g>(log, false);
+    check_all<D128s7gf16>(log, true);
+    check_all<D64s7g>(log, false);
+    check_all<D256s7g>(log, false);
+    identical_all<D128s7g, D128p>(log);
+    identical_all<D64s7g, D64c3p>(log);
+    identical_all<D256s7g, D256p>(log);
+    printf("CHECK failures: %d\n", g_failures);
+  }
+  if (mode == "sanitize7") {  // small cases of the session-7 schedules for compute-sanitizer
+    Problem a{1, 300, 700, 4, 2, 128, 1, 1, false, {}, {}, nullptr};
+    Problem c{2, 256, 640, 2, 2, 128, 1, 1, false, {200, 256}, {333, 0}, nullptr};
+    check<D128s7>(a, log); check<D128s7>(c, log);
+    Problem d{1, 300, 700, 4, 2, 64, 1, 0, false, {}, {}, nullptr};
+    Problem d2{2, 256, 640, 2, 2, 64, 1, 1, false, {200, 256}, {333, 0}, nullptr};
+    check<D64s7>(d, log); check<D64s7>(d2, log);
+    Problem e{2, 256, 640, 2, 2, 256, 0, 0, false, {200, 256}, {333, 100}, nullptr};
+    check<D256s7>(e, log);
+    check<D128s7g>(a, log); check<D128s7g>(c, log); check<D64s7g>(d2, log); check<D256s7g>(e, log);
+    printf("CHECK failures: %d\n", g_failures);
+  }
+  if (mode == "time8") {  // session 7: each schedule beside the base, interleaved twice (the clock drifts 3-5%)
+    for (int causal = 0; causal < 2; ++causal)
+      for (int rep = 0; rep < 2; ++rep) {
+        time_case<D128p>(128, causal, log);
+        time_case<D128lw>(128, causal, log);
+        time_case<D128ds>(128, causal, log);
+        time_case<D128s7>(128, causal, log);
+        time_case<D128s7g>(128, causal, log);
+        time_case<D128s7s3>(128, causal, log);
+        time_case<D64c3p>(64, causal, log);
+        time_case<D64s7>(64, causal, log);
+        time_case<D64s7g>(64, causal, log);
+        time_case<D64s7s3>(64, causal, log);
+        time_case<D256p>(256, causal, log);
+        time_case<D256s7>(256, causal, log);
+        time_case<D256s7g>(256, causal, log);
+      }
+    for (int causal = 0; causal < 2; ++causal)
+      for (int T = 1024; T <= 4096; T *= 2) {
+        time_case<D128p>(128, causal, log, 32768 / T, T);
+        time_case<D128s7>(128, causal, log, 32768 / T, T);
+        time_case<D128s7g>(128, causal, log, 32768 / T, T);
+      }
+  }
   if (mode == "sanitize") {  // small cases for compute-sanitizer
     Problem a{1, 300, 700, 4, 2, 128, 1, 1, false, {}, {}, nullptr};
     Problem c{2, 256, 640, 2, 2, 128, 1, 1, false, {200, 256}, {333, 0}, nullptr};
@@ -404,10 +541,34 @@ int main(int argc, char** argv) {
     check<D256p>(e, log);
     printf("CHECK failures: %d\n", g_failures);
   }
-  if (mode == "profile") {  // the library's three variants (hopper-variant.ts), non-causal
+  if (mode == "profile") {  // the library's three variants (hopper-variant.ts), non-causal, then D=128 causal
     profile_case<D128p>(0);
     profile_case<D64c3p>(0);
     profile_case<D256p>(0);
+    profile_case<D128p>(1);
+  }
+  if (mode == "time7") {  // session 7: tiles and probes beside the library's variants, then short T
+    for (int causal = 0; causal < 2; ++causal) {
+      time_case<D128p>(128, causal, log);
+      time_case<D128pNoSm>(128, causal, log);
+      time_case<D128pNoLd>(128, causal, log);
+      time_case<D128p3s>(128, causal, log);
+      time_case<D128p160>(128, causal, log);
+      time_case<D128p176>(128, causal, log);
+      time_case<D128p192>(128, causal, log);
+      time_case<D128p96>(128, causal, log);
+      time_case<D128p>(128, causal, log);
+      time_case<D64c3p>(64, causal, log);
+      time_case<D64c3pNoSm>(64, causal, log);
+      time_case<D64c3pNoLd>(64, causal, log);
+      time_case<D64c3p3s>(64, causal, log);
+      time_case<D256p>(256, causal, log);
+      time_case<D256pNoSm>(256, causal, log);
+      time_case<D256pNoLd>(256, causal, log);
+      time_case<D256p64>(256, causal, log);
+    }
+    for (int causal = 0; causal < 2; ++causal)
+      for (int T = 1024; T <= 4096; T *= 2) time_case<D128p>(128, causal, log, 32768 / T, T);
   }
   if (mode == "time" || mode == "all") {
     // Each variant beside its predecessor, both causalities; the order alternates old and new.

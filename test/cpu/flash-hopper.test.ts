@@ -43,9 +43,9 @@ function dispatch(H: number, dtype: FloatDType, options: AttentionOptions = {}, 
 
 describe('cuda flash: the Hopper (wgmma) path', () => {
   it('runs bf16/fp16 H = Hv ∈ {64, 128, 256} on sm_90a, causal or not, MHA/GQA, with lengths', () => {
-    assert.equal(dispatch(128, 'bfloat16'), 'flash-fwd.sm_90a.bf16.d128.128x128x3wg.pp.wgmma');
-    assert.equal(dispatch(64, 'float16'), 'flash-fwd.sm_90a.f16.d64.192x128x4wg.pp.wgmma');
-    assert.equal(dispatch(256, 'bfloat16'), 'flash-fwd.sm_90a.bf16.d256.128x80x3wg.pp.wgmma');
+    assert.equal(dispatch(128, 'bfloat16'), 'flash-fwd.sm_90a.bf16.d128.128x128x3wg.pp.lw.ds.grp.wgmma');
+    assert.equal(dispatch(64, 'float16'), 'flash-fwd.sm_90a.f16.d64.192x128x4wg.pp.lw.ds.grp.wgmma');
+    assert.equal(dispatch(256, 'bfloat16'), 'flash-fwd.sm_90a.bf16.d256.128x80x3wg.pp.lw.ds.grp.wgmma');
     const lengths = { querySeqLengths: [8, 3], keyValueSeqLengths: [5, 0] };
     for (const options of [
       { isCausal: true },
@@ -59,11 +59,17 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
   });
 
   it('pads H and Hv up to the kernel head dim where 3/4 of it is real: 96 → 128, 48 → 64, 200 → 256', () => {
-    assert.equal(dispatch(96, 'bfloat16'), 'flash-fwd.sm_90a.bf16.d128.128x128x3wg.pp.wgmma');
-    assert.equal(dispatch(200, 'float16'), 'flash-fwd.sm_90a.f16.d256.128x80x3wg.pp.wgmma');
-    assert.equal(dispatch(48, 'bfloat16'), 'flash-fwd.sm_90a.bf16.d64.192x128x4wg.pp.wgmma');
-    assert.equal(dispatch(256, 'bfloat16', {}, 200), 'flash-fwd.sm_90a.bf16.d256.128x80x3wg.pp.wgmma');
-    assert.equal(dispatch(128, 'bfloat16', {}, 104), 'flash-fwd.sm_90a.bf16.d128.128x128x3wg.pp.wgmma');
+    assert.equal(dispatch(96, 'bfloat16'), 'flash-fwd.sm_90a.bf16.d128.128x128x3wg.pp.lw.ds.grp.wgmma');
+    assert.equal(dispatch(200, 'float16'), 'flash-fwd.sm_90a.f16.d256.128x80x3wg.pp.lw.ds.grp.wgmma');
+    assert.equal(dispatch(48, 'bfloat16'), 'flash-fwd.sm_90a.bf16.d64.192x128x4wg.pp.lw.ds.grp.wgmma');
+    assert.equal(
+      dispatch(256, 'bfloat16', {}, 200),
+      'flash-fwd.sm_90a.bf16.d256.128x80x3wg.pp.lw.ds.grp.wgmma',
+    );
+    assert.equal(
+      dispatch(128, 'bfloat16', {}, 104),
+      'flash-fwd.sm_90a.bf16.d128.128x128x3wg.pp.lw.ds.grp.wgmma',
+    );
   });
 
   it('runs an additive bias and a boolean mask on the kernel, named in the variant', () => {
@@ -72,12 +78,15 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
     const biasBf16 = randomNormal([2, 1, 1, 8], { seed: 6, dtype: 'bfloat16' });
     assert.equal(
       dispatch(128, 'bfloat16', { bias }),
-      'flash-fwd.sm_90a.bf16.d128.128x128x3wg.pp.bias-f32.wgmma',
+      'flash-fwd.sm_90a.bf16.d128.128x128x3wg.pp.lw.ds.grp.bias-f32.wgmma',
     );
-    assert.equal(dispatch(64, 'bfloat16', { mask }), 'flash-fwd.sm_90a.bf16.d64.192x128x4wg.pp.mask.wgmma');
+    assert.equal(
+      dispatch(64, 'bfloat16', { mask }),
+      'flash-fwd.sm_90a.bf16.d64.192x128x4wg.pp.lw.ds.grp.mask.wgmma',
+    );
     assert.equal(
       dispatch(256, 'float16', { bias: biasBf16, mask, isCausal: true }),
-      'flash-fwd.sm_90a.f16.d256.128x80x3wg.pp.bias-bf16.mask.wgmma',
+      'flash-fwd.sm_90a.f16.d256.128x80x3wg.pp.lw.ds.grp.bias-bf16.mask.wgmma',
     );
     const choice = hopperVariant(problem(128, 'bfloat16', { bias }), 'sm_90a', 'wgmma', null);
     assert.ok('variant' in choice);

@@ -26,14 +26,15 @@ __device__ __forceinline__ int clamp_len(const int* lens, int b, int full) {
   return len < 0 ? 0 : (len > full ? full : len);
 }
 
-// The block's work. n_lo ≥ n_hi means no row of the block sees any key (or no row is valid).
+// The work of query block `m_block` (rows m_block·BM …) of head `bh` = b·N + n. n_lo ≥ n_hi means no
+// row of the block sees any key (or no row is valid).
 template <int BM>
-__device__ __forceinline__ TileWork schedule_tile(const FlashParams& p) {
+__device__ __forceinline__ TileWork schedule_tile_at(const FlashParams& p, int m_block, int bh) {
   TileWork w;
-  w.b = blockIdx.y / p.N;
-  w.n = blockIdx.y % p.N;
+  w.b = bh / p.N;
+  w.n = bh % p.N;
   w.kv_head = w.n / p.group;
-  w.m0 = (gridDim.x - 1 - blockIdx.x) * BM;
+  w.m0 = m_block * BM;
   w.t_len = clamp_len(p.q_lens, w.b, p.T);
   w.s_len = clamp_len(p.kv_lens, w.b, p.S);
   w.diag = (p.flags & FLASH_FLAG_BOTTOM_RIGHT) ? w.s_len - w.t_len : 0;
@@ -51,6 +52,12 @@ __device__ __forceinline__ TileWork schedule_tile(const FlashParams& p) {
   w.n_lo = lo;
   w.n_hi = hi;
   return w;
+}
+
+// The block's work in the 2-D grid above (x: query block counted from the end, y: b·N + n).
+template <int BM>
+__device__ __forceinline__ TileWork schedule_tile(const FlashParams& p) {
+  return schedule_tile_at<BM>(p, gridDim.x - 1 - blockIdx.x, blockIdx.y);
 }
 
 // Whether some (row, key) pair in the key tile [n0, n0 + BN) is invisible to some valid row of the

@@ -34,7 +34,9 @@
 // elements over the visible keys (flash/recompute.cuh), at one compare per element otherwise.
 //
 // Specialisation: HOPPER_D, HOPPER_BN, HOPPER_STAGES, HOPPER_FP16, HOPPER_OVERLAP, HOPPER_BIAS (the
-// bias element code, 0 none), HOPPER_MASK, HOPPER_CONSUMERS and HOPPER_PINGPONG define the extern
+// bias element code, 0 none), HOPPER_MASK, HOPPER_CONSUMERS, HOPPER_PINGPONG, HOPPER_LATEWAIT,
+// HOPPER_DESCSTEP and HOPPER_GROUPED (tiles.cuh says what the last three do; 0 when not defined;
+// GROUPED takes a 1-D grid) define the extern
 // "C" entry attnlab_hopper_fwd. With -DATTNLAB_NVCC_TEST the file
 // instantiates the table's variants instead.
 #include "hopper/tiles.cuh"
@@ -63,6 +65,12 @@ __device__ __forceinline__ void produce(const HopperParams& hp, const TileWork& 
     const u32 phase = (it / C::STAGES) & 1;
     const u32 k_dst = sk + s * C::KV_BYTES, v_dst = sv + s * C::KV_BYTES;
     mbar_wait(bar.k_empty(s), phase ^ 1);
+    if (C::PROBE == 2 && it >= C::STAGES) {  // probe: no traffic after the first round
+      mbar_arrive(bar.k_full(s));
+      mbar_wait(bar.v_empty(s), phase ^ 1);
+      mbar_arrive(bar.v_full(s));
+      continue;
+    }
     mbar_arrive_expect_tx(bar.k_full(s), C::KV_BYTES);
 #pragma unroll
     for (int c = 0; c < C::BOXES; ++c)
@@ -81,7 +89,10 @@ __device__ __forceinline__ void consume(const FlashParams& p, const TileWork& w,
   const int thread = threadIdx.x % 128;
   const int lane = thread % 32;
   const int row0 = w.m0 + consumer * 64 + (thread / 32) * 16;  // first row of this warp
-  const u32 q_rows = sq + consumer * 64 * 128;                  // this warpgroup's 64 rows in each Q box
+  // This warpgroup's 64 rows in each Q box. With DESC_STEP the consumer index goes through a
+  // shuffle so the compiler knows it is warp-uniform: the descriptors then live in uniform registers,
+  // where wgmma reads them, without a move per step.
+  const u32 q_rows = sq + (C::DESC_STEP ? __shfl_sync(0xffffffffu, consumer, 0) : consumer) * 64 * 128;
   float o[C::DT][4];
 #pragma unroll
   for (int d = 0; d < C::DT; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f;
@@ -93,6 +104,7 @@ __device__ __forceinline__ void consume(const FlashParams& p, const TileWork& w,
 
   // Logits of tile nb into base-2 weights (s overwritten); returns whether O must be rescaled.
   auto softmax_tile = [&](int nb) {
+    if constexpr (C::PROBE == 1) return false;
     const int n0 = nb * C::BN;
     float (&s3)[1][C::NT][4] = reinterpret_cast<float (&)[1][C::NT][4]>(s);
     const float factor = scale_and_mask<1, C::NT, C::BIAS, C::MASK>(s3, p, w, row0, n0, lane, tile_needs_mask<C::BN>(p, w, n0));
@@ -185,12 +197,28 @@ __device__ __forceinline__ void consume(const FlashParams& p, const TileWork& w,
       fence_accumulators(s);
       release(bar.k_empty(st));
       const bool moved = softmax_tile(nb);
-      wgmma_wait<0>();  // P_{it−1}·V_{it−1} done: O and P's registers are free
-      fence_accumulators(o);
-      keep_fragments(pa);
-      release(bar.v_empty(prev));
-      if (moved) RowSoftmax<C::NT>::rescale(o, alpha);
-      to_a_fragments<C>(pa, s);
+      // P_{it−1}·V_{it−1} done: O and P's registers are free, V's stage can be refilled.
+      auto finish_tile = [&]() {
+        fence_accumulators(o);
+        keep_fragments(pa);
+        release(bar.v_empty(prev));
+        if (moved) RowSoftmax<C::NT>::rescale(o, alpha);
+        to_a_fragments<C>(pa, s);
+      };
+      if constexpr (C::LATE_WAIT) {
+        // A branch on a block-uniform value (wgmma.wait_group must be the same instruction for the
+        // whole warpgroup) ends the softmax's basic block, so the wait cannot be scheduled above it.
+        if (it & 1) {
+          wgmma_wait_all_odd();
+          finish_tile();
+        } else {
+          wgmma_wait<0>();
+          finish_tile();
+        }
+      } else {
+        wgmma_wait<0>();
+        finish_tile();
+      }
     }
     const int last = (tiles - 1) % C::STAGES;
     wait_values(tiles - 1, block_lo);
@@ -209,10 +237,30 @@ __device__ __forceinline__ void consume(const FlashParams& p, const TileWork& w,
   store_rows<C>(p, w, o, inv, lse, row0, lane);
 }
 
+// GROUPED's block order. The 2-D grid runs each head's query blocks longest first, head after head,
+// so under a causal mask a head's longest block can start when only that head's shorter blocks are
+// left to run beside it: at T=8192 (64 blocks of 128 rows) it runs ~48 tiles alone on its SM. Here
+// the grid is 1-D and walks groups of heads, each group longest block first across its heads
+// (the longest of every head, then the second longest, …): the last blocks of the grid are short
+// ones. A group is as many query heads as have K and V in ~24 MiB (4·S·D bytes per KV head, shared
+// by p.group query heads), so the K/V that the blocks in flight read stay in the 50 MB L2 as they
+// do with the 2-D grid (where the blocks in flight belong to one or two heads).
+template <class C>
+__device__ __forceinline__ TileWork hopper_tile(const FlashParams& p) {
+  if constexpr (!C::GROUPED) return schedule_tile<C::BM>(p);
+  const int qblocks = (p.T + C::BM - 1) / C::BM, heads = p.B * p.N;
+  const long long kv_bytes = 4ll * p.S * C::D;
+  const int fit = imax(1, static_cast<int>((24ll << 20) / (kv_bytes > 0 ? kv_bytes : 1)));  // KV heads
+  const int group = imin(heads, imin(fit, heads) * p.group);
+  const int g = blockIdx.x / (group * qblocks), r = blockIdx.x - g * group * qblocks;
+  const int in_group = imin(group, heads - g * group);
+  return schedule_tile_at<C::BM>(p, qblocks - 1 - r / in_group, g * group + r % in_group);
+}
+
 template <class C>
 __device__ __forceinline__ void hopper_fwd(const HopperParams& hp) {
   const FlashParams& p = hp.f;
-  const TileWork w = schedule_tile<C::BM>(p);
+  const TileWork w = hopper_tile<C>(p);
   if (w.m0 >= p.T) return;
   if (w.n_lo >= w.n_hi) {
     store_empty_block<C::BM, C::THREADS>(p, w);
@@ -247,10 +295,20 @@ __device__ __forceinline__ void hopper_fwd(const HopperParams& hp) {
 }
 
 #ifdef HOPPER_D
+#ifndef HOPPER_LATEWAIT
+#define HOPPER_LATEWAIT 0
+#endif
+#ifndef HOPPER_DESCSTEP
+#define HOPPER_DESCSTEP 0
+#endif
+#ifndef HOPPER_GROUPED
+#define HOPPER_GROUPED 0
+#endif
 extern "C" __global__ void __launch_bounds__(128 * (HOPPER_CONSUMERS + 1), 1)
     attnlab_hopper_fwd(const __grid_constant__ HopperParams p) {
   hopper_fwd<HopperConfig<HOPPER_D, HOPPER_BN, HOPPER_STAGES, HOPPER_FP16 != 0, HOPPER_OVERLAP != 0, HOPPER_BIAS,
-                          HOPPER_MASK != 0, HOPPER_CONSUMERS, HOPPER_PINGPONG != 0>>(p);
+                          HOPPER_MASK != 0, HOPPER_CONSUMERS, HOPPER_PINGPONG != 0, HOPPER_LATEWAIT != 0,
+                          HOPPER_DESCSTEP != 0, HOPPER_GROUPED != 0>>(p);
 }
 #endif
 
@@ -265,8 +323,9 @@ template __global__ void hopper_fwd_test<HopperConfig<128, 128, 2, true, false>>
 template __global__ void hopper_fwd_test<HopperConfig<256, 80, 2, false, true>>(const __grid_constant__ HopperParams);
 template __global__ void hopper_fwd_test<HopperConfig<128, 128, 2, false, true, 1, true>>(const __grid_constant__ HopperParams);
 template __global__ void hopper_fwd_test<HopperConfig<256, 80, 2, true, true, 2, false>>(const __grid_constant__ HopperParams);
-// The library's table (hopper-variant.ts): ping-pong, three consumers at D=64.
-template __global__ void hopper_fwd_test<HopperConfig<64, 128, 2, false, true, 0, false, 3, true>>(const __grid_constant__ HopperParams);
-template __global__ void hopper_fwd_test<HopperConfig<128, 128, 2, true, true, 1, true, 2, true>>(const __grid_constant__ HopperParams);
-template __global__ void hopper_fwd_test<HopperConfig<256, 80, 2, false, true, 3, false, 2, true>>(const __grid_constant__ HopperParams);
+// The library's table (hopper-variant.ts): ping-pong, three consumers at D=64, session 7's late P·V
+// wait, stepped descriptors and the grouped grid.
+template __global__ void hopper_fwd_test<HopperConfig<64, 128, 2, false, true, 0, false, 3, true, true, true, true>>(const __grid_constant__ HopperParams);
+template __global__ void hopper_fwd_test<HopperConfig<128, 128, 2, true, true, 1, true, 2, true, true, true, true>>(const __grid_constant__ HopperParams);
+template __global__ void hopper_fwd_test<HopperConfig<256, 80, 2, false, true, 3, false, 2, true, true, true, true>>(const __grid_constant__ HopperParams);
 #endif

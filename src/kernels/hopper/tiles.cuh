@@ -9,7 +9,8 @@
 #include "hopper/wgmma.cuh"
 
 template <int D_, int BN_, int STAGES_, bool FP16_, bool OVERLAP_, int BIAS_ = 0, bool MASK_ = false,
-          int CONSUMERS_ = 2, bool PINGPONG_ = false>
+          int CONSUMERS_ = 2, bool PINGPONG_ = false, bool LATE_WAIT_ = false, bool DESC_STEP_ = false,
+          bool GROUPED_ = false, int PROBE_ = 0>
 struct HopperConfig {
   static constexpr int D = D_, BN = BN_, STAGES = STAGES_;
   static constexpr bool FP16 = FP16_, OVERLAP = OVERLAP_;
@@ -24,6 +25,21 @@ struct HopperConfig {
   // FlashAttention-3's ping-pong: the consumers issue their GEMMs in turn (named barriers 2, 3, …),
   // so one warpgroup's softmax runs while another's multiplies occupy the tensor cores.
   static constexpr bool PINGPONG = PINGPONG_;
+  // Session 7 (bench/notes/hopper-kernel.md). LATE_WAIT: the wait for P_{j−1}·V_{j−1} sits behind a
+  // branch on the loop parity, in its own basic block after the softmax of tile j. In one block
+  // ptxas scheduled that wait (WARPGROUP.DEPBAR.LE gsb0, 0x0) at the top, before the softmax, so the
+  // softmax never overlapped the warpgroup's own P·V (ncu, H=128: 9.8% of all stall samples on it).
+  // DESC_STEP: the shared-memory descriptors of a tile are made once and stepped by adding the byte
+  // offset >> 4 (the start-address field cannot carry: shared addresses are < 2^18), with the
+  // consumer index made warp-uniform, so the turn issues its wgmmas without per-step address math.
+  static constexpr bool LATE_WAIT = LATE_WAIT_, DESC_STEP = DESC_STEP_;
+  // GROUPED: a 1-D grid walked longest-first across a group of heads whose K and V fit in L2
+  // together (hopper_tile), instead of longest-first within each head (schedule.cuh's 2-D grid).
+  static constexpr bool GROUPED = GROUPED_;
+  // Measurement probes for the harness only (wrong results on purpose; the library never sets one):
+  // 1 skips the softmax (P = S), 2 loads K/V only into the first STAGES buffers and then reuses
+  // them, so the timings without the exponentials or without the tile traffic can be taken apart.
+  static constexpr int PROBE = PROBE_;
   static_assert(CONSUMERS == 2 || CONSUMERS == 3, "two or three consumer warpgroups");
   static_assert(!PINGPONG || OVERLAP, "ping-pong is scheduled on the overlapped loop");
   static constexpr int BOXES = D / 64;                      // 64-column TMA boxes per row
@@ -91,17 +107,28 @@ __device__ __forceinline__ void zero_padded_values(const FlashParams& p, const T
 
 template <class C>
 __device__ __forceinline__ void qk_issue(float (&s)[C::NT][4], u32 q_rows, u32 k_tile) {
+  const u64 q_desc = sw128_desc(q_rows, 16, 1024), k_desc = sw128_desc(k_tile, 16, 1024);
 #pragma unroll
   for (int k = 0; k < C::D / 16; ++k) {
     const u32 col = (k % 4) * 32, box = k / 4;
-    qk_step<C>(s, sw128_desc(q_rows + box * C::Q_BOX + col, 16, 1024),
-               sw128_desc(k_tile + box * C::KV_BOX + col, 16, 1024), k > 0);
+    if constexpr (C::DESC_STEP)
+      qk_step<C>(s, q_desc + ((box * C::Q_BOX + col) >> 4), k_desc + ((box * C::KV_BOX + col) >> 4), k > 0);
+    else
+      qk_step<C>(s, sw128_desc(q_rows + box * C::Q_BOX + col, 16, 1024),
+                 sw128_desc(k_tile + box * C::KV_BOX + col, 16, 1024), k > 0);
   }
 }
 template <class C>
 __device__ __forceinline__ void pv_issue(float (&o)[C::DT][4], const u32 (&pa)[C::BN / 16][4], u32 v_tile) {
+  const u64 v_desc = sw128_desc(v_tile, C::KV_BOX, 1024);
 #pragma unroll
-  for (int kk = 0; kk < C::BN / 16; ++kk) pv_step<C>(o, pa[kk], sw128_desc(v_tile + kk * 2048, C::KV_BOX, 1024));
+  for (int kk = 0; kk < C::BN / 16; ++kk)
+    pv_step<C>(o, pa[kk], C::DESC_STEP ? v_desc + kk * (2048 >> 4) : sw128_desc(v_tile + kk * 2048, C::KV_BOX, 1024));
+}
+// wgmma.wait_group 0 with a different asm text, so that the two waits of LATE_WAIT's parity branch
+// stay two (identical inline asms in both arms would be hoisted above the branch).
+__device__ __forceinline__ void wgmma_wait_all_odd() {
+  asm volatile("wgmma.wait_group.sync.aligned 0; // odd tile\n" ::: "memory");
 }
 template <class C>
 __device__ __forceinline__ void to_a_fragments(u32 (&pa)[C::BN / 16][4], const float (&s)[C::NT][4]) {

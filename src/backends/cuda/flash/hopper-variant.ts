@@ -52,6 +52,19 @@ export interface HopperVariant {
   readonly consumers: 2 | 3;
   /** The consumers issue their GEMMs in turn (FlashAttention-3's ping-pong). */
   readonly pingpong: boolean;
+  /**
+   * The wait for P·V sits in its own basic block after the softmax (HOPPER_LATEWAIT), so ptxas
+   * cannot schedule it before the softmax: session 7's ncu profile found it there, the softmax of
+   * tile j waiting for P_{j−1}·V_{j−1} (9.8% of all stall samples at H=128).
+   */
+  readonly lateWait: boolean;
+  /** Shared-memory descriptors stepped by constant adds in uniform registers (HOPPER_DESCSTEP). */
+  readonly descStep: boolean;
+  /**
+   * A 1-D grid walked longest block first across groups of heads whose K/V fit in L2 together
+   * (HOPPER_GROUPED, hopper_fwd.cu hopper_tile), instead of longest first within each head.
+   */
+  readonly grouped: boolean;
 }
 
 /** Query rows per block: 64 per consumer warpgroup. */
@@ -61,6 +74,11 @@ export function hopperBlockM(v: HopperVariant): number {
 /** Threads per block: the producer warpgroup and the consumers, 128 each. */
 export function hopperThreads(v: HopperVariant): number {
   return 128 * (v.consumers + 1);
+}
+/** The launch grid: (query blocks, B·N), or one dimension of both when the grid is grouped. */
+export function hopperGrid(v: HopperVariant, T: number, heads: number): [number, number, number] {
+  const blocks = Math.ceil(T / hopperBlockM(v));
+  return v.grouped ? [blocks * heads, 1, 1] : [blocks, heads, 1];
 }
 
 /**
@@ -75,6 +93,12 @@ const TILES: Record<HopperVariant['headDim'], { blockN: number; consumers: 2 | 3
   128: { blockN: 128, consumers: 2 },
   256: { blockN: 80, consumers: 2 },
 };
+
+/**
+ * Session 7's schedule (the same arithmetic, bit for bit: only the order of the instructions and of
+ * the blocks changes): the P·V wait after the softmax, descriptors stepped by adds, the grouped grid.
+ */
+const SCHEDULE = { lateWait: true, descStep: true, grouped: true } as const;
 
 /**
  * Whether sm_90a runs the Hopper kernel when ATTNLAB_FLASH_KERNEL is unset: yes, since every GPU
@@ -121,6 +145,7 @@ export function hopperVariant(
       overlap: true,
       consumers: TILES[headDim].consumers,
       pingpong: true,
+      ...SCHEDULE,
       bias: p.bias ? (p.bias.tensor.dtype as FlashBiasType) : 'none',
       mask: p.mask !== null,
     },
@@ -148,12 +173,13 @@ function hopperHeadDim(H: number, Hv: number): HopperVariant['headDim'] | string
 }
 
 /**
- * e.g. `flash-fwd.sm_90a.bf16.d128.128x128x3wg.pp.wgmma`, `….d64.192x128x4wg.pp.bias-f32.mask.wgmma`:
- * rows × keys per tile × warpgroups (the producer included), `.pp` for ping-pong.
+ * e.g. `flash-fwd.sm_90a.bf16.d128.128x128x3wg.pp.lw.ds.grp.wgmma`, `….d64.192x128x4wg.pp.lw.ds.grp.mask.wgmma`:
+ * rows × keys per tile × warpgroups (the producer included), `.pp` for ping-pong, `.lw` for the late
+ * P·V wait, `.ds` for stepped descriptors, `.grp` for the grouped longest-first grid.
  */
 export function hopperVariantKey(v: HopperVariant): string {
   const dtype = v.dtype === 'float16' ? 'f16' : 'bf16';
-  const schedule = `${v.overlap ? '' : '.serial'}${v.pingpong ? '.pp' : ''}`;
+  const schedule = `${v.overlap ? '' : '.serial'}${v.pingpong ? '.pp' : ''}${v.lateWait ? '.lw' : ''}${v.descStep ? '.ds' : ''}${v.grouped ? '.grp' : ''}`;
   const tiles = `${hopperBlockM(v)}x${v.blockN}x${v.consumers + 1}wg${schedule}`;
   const parts = ['flash-fwd', v.arch, dtype, `d${v.headDim}`, tiles];
   if (v.bias !== 'none') parts.push(`bias-${{ float32: 'f32', bfloat16: 'bf16', float16: 'f16' }[v.bias]}`);
@@ -181,6 +207,9 @@ export function hopperDefines(v: HopperVariant): Record<string, number> {
     HOPPER_MASK: v.mask ? 1 : 0,
     HOPPER_CONSUMERS: v.consumers,
     HOPPER_PINGPONG: v.pingpong ? 1 : 0,
+    HOPPER_LATEWAIT: v.lateWait ? 1 : 0,
+    HOPPER_DESCSTEP: v.descStep ? 1 : 0,
+    HOPPER_GROUPED: v.grouped ? 1 : 0,
   };
 }
 

@@ -16,6 +16,7 @@ import {
   type HopperVariant,
   hopperBlockM,
   hopperDefines,
+  hopperGrid,
   hopperSharedBytes,
   hopperThreads,
 } from './hopper-variant.js';
@@ -73,8 +74,9 @@ export function launchHopper(p: AttentionProblem, v: HopperVariant, pointers: Fl
   launchKernel(
     fn,
     {
-      // x: query blocks (visited last-first), y: batch × head, as the mma.sync kernel (schedule.cuh).
-      grid: [Math.ceil(p.T / hopperBlockM(v)), p.B * p.N, 1],
+      // x: query blocks (visited last-first), y: batch × head, as the mma.sync kernel (schedule.cuh);
+      // or both in x, walked by hopper_tile (hopper_fwd.cu) when the variant is grouped.
+      grid: hopperGrid(v, p.T, p.B * p.N),
       block: [hopperThreads(v), 1, 1],
       sharedBytes: hopperSharedBytes(v),
     },
