@@ -163,7 +163,8 @@ struct Runner {
     static char buf[96];
     snprintf(buf, sizeof buf, "wgmma.d%d.%dx%dx%dwg.s%d%s%s%s%s%s%s%s", C::D, C::BM, C::BN, C::CONSUMERS + 1,
              C::STAGES, C::OVERLAP ? ".overlap" : "", C::PINGPONG ? ".pingpong" : "", C::LATE_WAIT ? ".latewait" : "",
-             C::DESC_STEP ? ".descstep" : "", C::GROUPED ? ".grouped" : "", C::FP16 ? ".f16" : ".bf16",
+             C::DESC_STEP ? ".descstep" : "", C::GROUPED ? ".grouped" : C::PERSISTENT ? ".persistent" : "",
+             C::FP16 ? ".f16" : ".bf16",
              C::PROBE == 1 ? ".probe-nosoftmax" : C::PROBE == 2 ? ".probe-noload" : "");
     return buf;
   }
@@ -192,7 +193,11 @@ struct Runner {
       once = true;
     }
     const int qblocks = (pr.T + C::BM - 1) / C::BM;
-    dim3 grid = C::GROUPED ? dim3(qblocks * pr.B * pr.N) : dim3(qblocks, pr.B * pr.N);
+    static int sms = 0;
+    if (!sms) RT(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    dim3 grid = C::PERSISTENT ? dim3(std::min(qblocks * pr.B * pr.N, sms))
+                : C::GROUPED  ? dim3(qblocks * pr.B * pr.N)
+                              : dim3(qblocks, pr.B * pr.N);
     hopper_kernel<C><<<grid, C::THREADS, smem, st>>>(hp);
     RT(cudaGetLastError());
   }
@@ -407,12 +412,12 @@ using D128p160 = HopperConfig<128, 160, 2, false, true, 0, false, 2, true>;
 using D128p176 = HopperConfig<128, 176, 2, false, true, 0, false, 2, true>;
 using D128p192 = HopperConfig<128, 192, 2, false, true, 0, false, 2, true>;
 using D128p96 = HopperConfig<128, 96, 2, false, true, 0, false, 2, true>;
-using D128pNoSm = HopperConfig<128, 128, 2, false, true, 0, false, 2, true, false, false, false, 1>;
-using D128pNoLd = HopperConfig<128, 128, 2, false, true, 0, false, 2, true, false, false, false, 2>;
-using D64c3pNoSm = HopperConfig<64, 128, 2, false, true, 0, false, 3, true, false, false, false, 1>;
-using D64c3pNoLd = HopperConfig<64, 128, 2, false, true, 0, false, 3, true, false, false, false, 2>;
-using D256pNoSm = HopperConfig<256, 80, 2, false, true, 0, false, 2, true, false, false, false, 1>;
-using D256pNoLd = HopperConfig<256, 80, 2, false, true, 0, false, 2, true, false, false, false, 2>;
+using D128pNoSm = HopperConfig<128, 128, 2, false, true, 0, false, 2, true, false, false, false, false, 1>;
+using D128pNoLd = HopperConfig<128, 128, 2, false, true, 0, false, 2, true, false, false, false, false, 2>;
+using D64c3pNoSm = HopperConfig<64, 128, 2, false, true, 0, false, 3, true, false, false, false, false, 1>;
+using D64c3pNoLd = HopperConfig<64, 128, 2, false, true, 0, false, 3, true, false, false, false, false, 2>;
+using D256pNoSm = HopperConfig<256, 80, 2, false, true, 0, false, 2, true, false, false, false, false, 1>;
+using D256pNoLd = HopperConfig<256, 80, 2, false, true, 0, false, 2, true, false, false, false, false, 2>;
 // Session 7's schedules: late P·V wait (lw), stepped descriptors (ds), both (s7: the library's choice).
 using D128lw = HopperConfig<128, 128, 2, false, true, 0, false, 2, true, true, false>;
 using D128ds = HopperConfig<128, 128, 2, false, true, 0, false, 2, true, false, true>;
@@ -432,6 +437,12 @@ using D128s7g = HopperConfig<128, 128, 2, false, true, 0, false, 2, true, true, 
 using D128s7gf16 = HopperConfig<128, 128, 2, true, true, 0, false, 2, true, true, true, true>;
 using D64s7g = HopperConfig<64, 128, 2, false, true, 0, false, 3, true, true, true, true>;
 using D256s7g = HopperConfig<256, 80, 2, false, true, 0, false, 2, true, true, true, true>;
+// + the persistent grid (P).
+using D128s7P = HopperConfig<128, 128, 2, false, true, 0, false, 2, true, true, true, false, true>;
+using D128s7Pf16 = HopperConfig<128, 128, 2, true, true, 0, false, 2, true, true, true, false, true>;
+using D64s7P = HopperConfig<64, 128, 2, false, true, 0, false, 3, true, true, true, false, true>;
+using D256s7P = HopperConfig<256, 80, 2, false, true, 0, false, 2, true, true, true, false, true>;
+using D128s7Pser = HopperConfig<128, 128, 2, false, false, 0, false, 2, false, false, true, false, true>;
 
 // The check cases of check_all, each compared bit for bit against the base variant.
 template <class C, class Base>
@@ -492,6 +503,64 @@ int main(int argc, char** argv) {
     identical_all<D64s7g, D64c3p>(log);
     identical_all<D256s7g, D256p>(log);
     printf("CHECK failures: %d\n", g_failures);
+  }
+  if (mode == "check8") {  // the persistent grid: oracle, bit for bit against the base, many items per block
+    check_all<D128s7P>(log, false);
+    check_all<D128s7Pf16>(log, true);
+    check_all<D64s7P>(log, false);
+    check_all<D256s7P>(log, false);
+    check_all<D128s7Pser>(log, true);
+    check_all<D128s7>(log, true);
+    check_all<D64s7>(log, true);
+    check_all<D256s7>(log, true);
+    identical_all<D128s7P, D128p>(log);
+    identical_all<D128s7Pf16, D128pf16>(log);
+    identical_all<D64s7P, D64c3p>(log);
+    identical_all<D256s7P, D256p>(log);
+    identical_all<D128s7, D128p>(log);
+    identical_all<D64s7, D64c3p>(log);
+    identical_all<D256s7, D256p>(log);
+    // More items than SMs with every kind of item: empty (T > S bottom-right), short and long causal.
+    Problem many{8, 1500, 1100, 8, 2, 128, 1, 1, false, {}, {}, nullptr};
+    Problem ragged{6, 900, 1000, 8, 4, 128, 1, 0, false, {900, 17, 0, 500, 899, 1}, {1000, 5, 0, 999, 64, 1000}, nullptr};
+    check<D128s7P>(many, log); check<D128s7P>(ragged, log); identical<D128s7P, D128p>(many, log);
+    identical<D128s7P, D128p>(ragged, log);
+    Problem many64{8, 1500, 1100, 8, 2, 64, 1, 1, false, {}, {}, nullptr};
+    check<D64s7P>(many64, log); identical<D64s7P, D64c3p>(many64, log);
+    Problem many256{4, 1500, 1100, 8, 2, 256, 1, 1, false, {}, {}, nullptr};
+    check<D256s7P>(many256, log); identical<D256s7P, D256p>(many256, log);
+    printf("CHECK failures: %d\n", g_failures);
+  }
+  if (mode == "sanitize8") {  // the persistent grid under compute-sanitizer: several items per block
+    Problem a{1, 300, 700, 4, 2, 128, 1, 1, false, {}, {}, nullptr};
+    Problem c{2, 256, 640, 2, 2, 128, 1, 1, false, {200, 256}, {333, 0}, nullptr};
+    Problem m{4, 1100, 900, 8, 2, 128, 1, 1, false, {}, {}, nullptr};
+    check<D128s7P>(a, log); check<D128s7P>(c, log); check<D128s7P>(m, log);
+    Problem d2{2, 256, 640, 2, 2, 64, 1, 1, false, {200, 256}, {333, 0}, nullptr};
+    Problem m64{4, 1100, 900, 8, 2, 64, 1, 0, false, {}, {}, nullptr};
+    check<D64s7P>(d2, log); check<D64s7P>(m64, log);
+    Problem e{2, 256, 640, 2, 2, 256, 0, 0, false, {200, 256}, {333, 100}, nullptr};
+    check<D256s7P>(e, log);
+    check<D128s7>(a, log); check<D64s7>(d2, log); check<D256s7>(e, log);
+    printf("CHECK failures: %d\n", g_failures);
+  }
+  if (mode == "time9") {  // the persistent grid beside the base and session 7's schedule, then short T
+    for (int causal = 0; causal < 2; ++causal) {
+      time_case<D128p>(128, causal, log);
+      time_case<D128s7>(128, causal, log);
+      time_case<D128s7P>(128, causal, log);
+      time_case<D256s7>(256, causal, log);
+      time_case<D256s7P>(256, causal, log);
+      time_case<D64s7>(64, causal, log);
+      time_case<D64s7P>(64, causal, log);
+      time_case<D128s7P>(128, causal, log);
+      time_case<D128s7>(128, causal, log);
+    }
+    for (int causal = 0; causal < 2; ++causal)
+      for (int T = 1024; T <= 2048; T *= 2) {
+        time_case<D128s7>(128, causal, log, 32768 / T, T);
+        time_case<D128s7P>(128, causal, log, 32768 / T, T);
+      }
   }
   if (mode == "sanitize7") {  // small cases of the session-7 schedules for compute-sanitizer
     Problem a{1, 300, 700, 4, 2, 128, 1, 1, false, {}, {}, nullptr};

@@ -5,7 +5,8 @@
  * (T = 1024, 2048; H=128), causal and not. No PyTorch rows: the device call that runs it is short
  * (s6-bench.ts has the peers). Writes one results JSON and prints the table with the ratios last.
  *
- *   node --import tsx bench/hopper/s7-bench.ts <out.json> [--smoke]
+ *   node --import tsx bench/hopper/s7-bench.ts <out.json> [--flash-only] [--smoke]
+ * --flash-only: attnlab flash alone (a second tree's variant, beside the first run's cudnn rows).
  * --smoke: a tiny shape on whatever device there is, flash and the CPU reference (checks the script).
  */
 import { cudaAvailable } from '../../src/backends/cuda/context.js';
@@ -18,9 +19,10 @@ import type { ResultRow } from '../../src/results/schema.js';
 const out = process.argv[2];
 if (!out) throw new Error('usage: s7-bench.ts <out.json> [--smoke]');
 const smoke = process.argv.includes('--smoke');
+const flashOnly = process.argv.includes('--flash-only');
 if (!smoke && !cudaAvailable().ok) throw new Error('s7-bench needs a CUDA device');
 
-const impl: SweepSpec['impl'] = smoke ? ['flash', 'reference'] : ['flash', 'cudnn'];
+const impl: SweepSpec['impl'] = smoke ? ['flash', 'reference'] : flashOnly ? ['flash'] : ['flash', 'cudnn'];
 const spec = (B: number, T: number, H: number[]): SweepSpec => ({
   impl,
   dtype: ['bfloat16'],

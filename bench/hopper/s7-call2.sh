@@ -20,9 +20,8 @@ export PATH=/usr/local/cuda/bin:$PATH
 export NO_COLOR=1 ATTNLAB_CACHE_DIR=/tmp/attnlab-s7-cache ATTNLAB_COMMIT=${ATTNLAB_COMMIT:-s7-hopper-wip}
 mkdir -p "$ATTNLAB_CACHE_DIR"
 [ -f ../.kcache/kernels.tar.xz ] && tar -C "$ATTNLAB_CACHE_DIR" -xJf ../.kcache/kernels.tar.xz
-san=compute-sanitizer
-command -v $san > /dev/null || san=/usr/local/cuda/bin/compute-sanitizer
-tests=${TEST_CAP:-110}
+cap=${TEST_CAP:-110}
+source scripts/gpu-lib.sh  # shard, sanitize, summary; sets san
 if ! timeout -s KILL 20 "$harness" none > /dev/null 2>&1; then
   echo "carried harness failed to start; building here"
   timeout -s KILL 150 nvcc -O2 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I src/kernels -o /tmp/harness \
@@ -39,18 +38,6 @@ for f in 128ELi128ELi2ELb0ELb1ELi0ELb0ELi2ELb1ELb0ELb0ELb0 128ELi128ELi2ELb0ELb1
   timeout -s KILL 30 cuobjdump -sass -fun "${k}${f}ELi0EEEv12HopperParams" "$harness" | python3 bench/hopper/sass-markers.py
 done > "$out/sass-markers.txt" 2>&1
 
-shard() { # name, "VAR=value ..." or -, node --test arguments...
-  local name=$1 vars=$2; shift 2
-  [ "$vars" = - ] && vars=
-  ( env $vars timeout --kill-after=5 $tests node --import tsx --test --test-reporter=tap "$@" > "$logs/$name.tap" 2>&1
-    echo "rc=$?" >> "$logs/$name.tap" ) &
-}
-sanitize() { # name, tool, node --test arguments...
-  local name=$1 tool=$2; shift 2
-  ( timeout --kill-after=5 $tests $san --tool "$tool" --error-exitcode 9 --print-limit 20 \
-      node --import tsx --test --test-reporter=tap "$@" > "$logs/$name.san" 2>&1
-    echo "rc=$?" >> "$logs/$name.san" ) &
-}
 for H in 64 128 256; do shard "hopper-h$H" - --test-name-pattern="^H=$H " test/gpu/flash-hopper.test.ts; done
 shard hopper-rest - --test-name-pattern='^H=(96|48|120) |bit-identical|NaN|does not cover' test/gpu/flash-hopper.test.ts
 for p in bfloat16 float16; do
@@ -66,7 +53,7 @@ for tool in racecheck synccheck; do
     test/gpu/flash-hopper.test.ts
 done
 sanitize memcheck-h256 memcheck --test-name-pattern='^H=256 .*\(bfloat16\)$' test/gpu/flash-hopper.test.ts
-( timeout --kill-after=5 $tests "$harness" check7 > "$logs/harness-check7.log" 2>&1
+( timeout --kill-after=5 $cap "$harness" check7 > "$logs/harness-check7.log" 2>&1
   echo "rc=$?" >> "$logs/harness-check7.log"
   for tool in memcheck racecheck synccheck; do
     timeout --kill-after=5 60 $san --tool "$tool" --error-exitcode 9 --print-limit 20 "$harness" sanitize7 \
@@ -89,14 +76,7 @@ fi
 
 tar -C "$ATTNLAB_CACHE_DIR" -cf - kernels cudnn-plans 2> /dev/null | xz -T8 -3 > "$out/kernels.tar.xz"
 echo "== correctness (pass fail; rc)"
-for f in "$logs"/*.tap; do
-  printf '%-16s %s %s\n' "$(basename "$f" .tap)" "$(grep -E '^# (pass|fail)' "$f" | awk '{printf "%s=%s ", $2, $3}')" "$(tail -1 "$f")"
-done
-for f in "$logs"/*.san; do
-  printf '%-18s %s %s %s\n' "$(basename "$f" .san)" "$(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$f" | tr '\n' ' ')" \
-    "$(grep -E '^# (pass|fail)' "$f" | awk '{printf "%s=%s ", $2, $3}')" "$(tail -1 "$f")"
-done
-grep -hE '^\s*not ok' "$logs"/*.tap "$logs"/*.san | head -12
+summary 16 18 12
 c7=$logs/harness-check7.log
 echo "harness check7: $(grep -c '^PASS' "$c7") pass, $(grep -c '^FAIL' "$c7") fail, $(grep -c '^SAME' "$c7") same, $(grep -c '^DIFF' "$c7") diff; $(tail -2 "$c7" | tr '\n' ' ')"
 grep -E '^(FAIL|DIFF)' "$c7" | head -5

@@ -43,9 +43,9 @@ function dispatch(H: number, dtype: FloatDType, options: AttentionOptions = {}, 
 
 describe('cuda flash: the Hopper (wgmma) path', () => {
   it('runs bf16/fp16 H = Hv ∈ {64, 128, 256} on sm_90a, causal or not, MHA/GQA, with lengths', () => {
-    assert.equal(dispatch(128, 'bfloat16'), 'flash-fwd.sm_90a.bf16.d128.128x128x3wg.pp.lw.ds.grp.wgmma');
-    assert.equal(dispatch(64, 'float16'), 'flash-fwd.sm_90a.f16.d64.192x128x4wg.pp.lw.ds.grp.wgmma');
-    assert.equal(dispatch(256, 'bfloat16'), 'flash-fwd.sm_90a.bf16.d256.128x80x3wg.pp.lw.ds.grp.wgmma');
+    assert.equal(dispatch(128, 'bfloat16'), 'flash-fwd.sm_90a.bf16.d128.128x128x3wg.pp.lw.ds.wgmma');
+    assert.equal(dispatch(64, 'float16'), 'flash-fwd.sm_90a.f16.d64.192x128x4wg.pp.lw.ds.wgmma');
+    assert.equal(dispatch(256, 'bfloat16'), 'flash-fwd.sm_90a.bf16.d256.128x80x3wg.pp.lw.ds.wgmma');
     const lengths = { querySeqLengths: [8, 3], keyValueSeqLengths: [5, 0] };
     for (const options of [
       { isCausal: true },
@@ -59,17 +59,11 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
   });
 
   it('pads H and Hv up to the kernel head dim where 3/4 of it is real: 96 → 128, 48 → 64, 200 → 256', () => {
-    assert.equal(dispatch(96, 'bfloat16'), 'flash-fwd.sm_90a.bf16.d128.128x128x3wg.pp.lw.ds.grp.wgmma');
-    assert.equal(dispatch(200, 'float16'), 'flash-fwd.sm_90a.f16.d256.128x80x3wg.pp.lw.ds.grp.wgmma');
-    assert.equal(dispatch(48, 'bfloat16'), 'flash-fwd.sm_90a.bf16.d64.192x128x4wg.pp.lw.ds.grp.wgmma');
-    assert.equal(
-      dispatch(256, 'bfloat16', {}, 200),
-      'flash-fwd.sm_90a.bf16.d256.128x80x3wg.pp.lw.ds.grp.wgmma',
-    );
-    assert.equal(
-      dispatch(128, 'bfloat16', {}, 104),
-      'flash-fwd.sm_90a.bf16.d128.128x128x3wg.pp.lw.ds.grp.wgmma',
-    );
+    assert.equal(dispatch(96, 'bfloat16'), 'flash-fwd.sm_90a.bf16.d128.128x128x3wg.pp.lw.ds.wgmma');
+    assert.equal(dispatch(200, 'float16'), 'flash-fwd.sm_90a.f16.d256.128x80x3wg.pp.lw.ds.wgmma');
+    assert.equal(dispatch(48, 'bfloat16'), 'flash-fwd.sm_90a.bf16.d64.192x128x4wg.pp.lw.ds.wgmma');
+    assert.equal(dispatch(256, 'bfloat16', {}, 200), 'flash-fwd.sm_90a.bf16.d256.128x80x3wg.pp.lw.ds.wgmma');
+    assert.equal(dispatch(128, 'bfloat16', {}, 104), 'flash-fwd.sm_90a.bf16.d128.128x128x3wg.pp.lw.ds.wgmma');
   });
 
   it('runs an additive bias and a boolean mask on the kernel, named in the variant', () => {
@@ -78,15 +72,15 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
     const biasBf16 = randomNormal([2, 1, 1, 8], { seed: 6, dtype: 'bfloat16' });
     assert.equal(
       dispatch(128, 'bfloat16', { bias }),
-      'flash-fwd.sm_90a.bf16.d128.128x128x3wg.pp.lw.ds.grp.bias-f32.wgmma',
+      'flash-fwd.sm_90a.bf16.d128.128x128x3wg.pp.lw.ds.bias-f32.wgmma',
     );
     assert.equal(
       dispatch(64, 'bfloat16', { mask }),
-      'flash-fwd.sm_90a.bf16.d64.192x128x4wg.pp.lw.ds.grp.mask.wgmma',
+      'flash-fwd.sm_90a.bf16.d64.192x128x4wg.pp.lw.ds.mask.wgmma',
     );
     assert.equal(
       dispatch(256, 'float16', { bias: biasBf16, mask, isCausal: true }),
-      'flash-fwd.sm_90a.f16.d256.128x80x3wg.pp.lw.ds.grp.bias-bf16.mask.wgmma',
+      'flash-fwd.sm_90a.f16.d256.128x80x3wg.pp.lw.ds.bias-bf16.mask.wgmma',
     );
     const choice = hopperVariant(problem(128, 'bfloat16', { bias }), 'sm_90a', 'wgmma', null);
     assert.ok('variant' in choice);
@@ -124,7 +118,7 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
     }
   });
 
-  it('fits every variant in an H200 block (227 KiB) and sizes Q, two K+V stages and the barriers', () => {
+  it('fits every variant in an H200 block (227 KiB) and sizes Q, two K+V stages and the barriers (q_full, 4 per stage, q_empty)', () => {
     const rows = { 64: 192, 128: 128, 256: 128 } as const;
     for (const H of [64, 128, 256]) {
       const choice = hopperVariant(problem(H, 'bfloat16'), 'sm_90a', 'wgmma', null);
@@ -133,7 +127,7 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
       const bytes = hopperSharedBytes(v);
       assert.equal(hopperBlockM(v), rows[H as 64 | 128 | 256]);
       assert.equal(hopperThreads(v), 128 * (v.consumers + 1));
-      assert.equal(bytes, 1024 + hopperBlockM(v) * H * 2 + 4 * v.blockN * H * 2 + 8 * 9);
+      assert.equal(bytes, 1024 + hopperBlockM(v) * H * 2 + 4 * v.blockN * H * 2 + 8 * 10);
       assert.ok(bytes <= 227 * 1024, `H=${H}: ${bytes} B`);
       // Each 64-column box of a K/V tile must start on a 1024-byte swizzle atom.
       assert.equal((v.blockN * 128) % 1024, 0);

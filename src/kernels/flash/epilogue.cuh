@@ -59,18 +59,20 @@ __device__ __forceinline__ void store_output(const FlashParams& p, const TileWor
   }
 }
 
-// A block none of whose rows sees a key: zeros and −inf without touching Q, K or V.
+// A block none of whose rows sees a key: zeros and −inf without touching Q, K or V. THREADS threads
+// share it, `thread` the caller's index among them (a subset of the block may do it: the Hopper
+// kernel's persistent grid leaves its producer out).
 template <int BM, int THREADS>
-__device__ __forceinline__ void store_empty_block(const FlashParams& p, const TileWork& w) {
+__device__ __forceinline__ void store_empty_block(const FlashParams& p, const TileWork& w, int thread = threadIdx.x) {
   u16* out = p.o + w.b * p.o_strides[0] + w.n * p.o_strides[2];
   const int chunks = p.Hv / 8;
   const int rows = imin(BM, p.T - w.m0);
-  for (int idx = threadIdx.x; idx < rows * chunks; idx += THREADS) {
+  for (int idx = thread; idx < rows * chunks; idx += THREADS) {
     const int row = w.m0 + idx / chunks;
     *reinterpret_cast<u128*>(out + row * p.o_strides[1] + (idx % chunks) * 8) = u128{0, 0, 0, 0};
   }
   if (p.lse != nullptr) {
-    for (int r = threadIdx.x; r < rows; r += THREADS) {
+    for (int r = thread; r < rows; r += THREADS) {
       p.lse[(static_cast<i64>(w.b) * p.T + w.m0 + r) * p.N + w.n] = neg_inf();
     }
   }

@@ -35,8 +35,8 @@
 //
 // Specialisation: HOPPER_D, HOPPER_BN, HOPPER_STAGES, HOPPER_FP16, HOPPER_OVERLAP, HOPPER_BIAS (the
 // bias element code, 0 none), HOPPER_MASK, HOPPER_CONSUMERS, HOPPER_PINGPONG, HOPPER_LATEWAIT,
-// HOPPER_DESCSTEP and HOPPER_GROUPED (tiles.cuh says what the last three do; 0 when not defined;
-// GROUPED takes a 1-D grid) define the extern
+// HOPPER_DESCSTEP, HOPPER_GROUPED and HOPPER_PERSISTENT (tiles.cuh says what the last four do; 0 when
+// not defined; GROUPED and PERSISTENT take a 1-D grid) define the extern
 // "C" entry attnlab_hopper_fwd. With -DATTNLAB_NVCC_TEST the file
 // instantiates the table's variants instead.
 #include "hopper/tiles.cuh"
@@ -50,16 +50,24 @@ struct HopperParams {
 // 3 tensor maps (128 bytes each) + FlashParams (280), rounded up to the maps' 64-byte alignment.
 static_assert(sizeof(HopperParams) == 704, "HopperParams layout changed: update src/backends/cuda/flash/hopper.ts");
 
+// Where one work item (a query block of one head) sits among a block's items: the K/V ring and
+// the Q barriers run on from item to item in the persistent grid; one item per block otherwise.
+struct ItemSlot {
+  int ring;    // K/V tiles the block loaded before this item (stage and phase of its first tile)
+  int item;    // the block's items with keys before this one (the phase of q_full and q_empty)
+  bool first;  // the block's first item with keys: the last consumer opens the first turn
+  bool last;   // its last: the last consumer's last turn opens nothing
+};
+
 template <class C>
 __device__ __forceinline__ void produce(const HopperParams& hp, const TileWork& w, u32 sq, u32 sk, u32 sv,
-                                        const Barriers& bar, int block_lo, int block_hi) {
-  tma_prefetch_desc(&hp.tm_q);
-  tma_prefetch_desc(&hp.tm_k);
-  tma_prefetch_desc(&hp.tm_v);
+                                        const Barriers& bar, int block_lo, int block_hi, const ItemSlot& slot) {
+  // The consumers free Q after their last Q·Kᵀ of the previous item (a fresh barrier passes parity 1).
+  if constexpr (C::PERSISTENT) mbar_wait(bar.q_empty(), (slot.item & 1) ^ 1);
   mbar_arrive_expect_tx(bar.q_full(), C::Q_BYTES);
 #pragma unroll
   for (int c = 0; c < C::BOXES; ++c) tma_load_4d(sq + c * C::Q_BOX, &hp.tm_q, bar.q_full(), c * 64, w.m0, w.n, w.b);
-  int it = 0;
+  int it = slot.ring;
   for (int nb = block_hi - 1; nb >= block_lo; --nb, ++it) {
     const int s = it % C::STAGES;
     const u32 phase = (it / C::STAGES) & 1;
@@ -85,7 +93,8 @@ __device__ __forceinline__ void produce(const HopperParams& hp, const TileWork& 
 
 template <class C>
 __device__ __forceinline__ void consume(const FlashParams& p, const TileWork& w, u32 sq, u32 sk, u32 sv,
-                                        const Barriers& bar, int block_lo, int block_hi, int consumer) {
+                                        const Barriers& bar, int block_lo, int block_hi, int consumer,
+                                        const ItemSlot& slot) {
   const int thread = threadIdx.x % 128;
   const int lane = thread % 32;
   const int row0 = w.m0 + consumer * 64 + (thread / 32) * 16;  // first row of this warp
@@ -113,9 +122,16 @@ __device__ __forceinline__ void consume(const FlashParams& p, const TileWork& w,
   auto release = [&](u32 empty) {
     if (lane == 0) mbar_arrive(empty);
   };
+  // Stage and phase of the item's tile `it` in the ring.
+  auto stage = [&](int it) { return (slot.ring + it) % C::STAGES; };
+  auto phase = [&](int it) { return static_cast<u32>(((slot.ring + it) / C::STAGES) & 1); };
+  // Q can be refilled for the next item once this warp's last Q·Kᵀ has read it.
+  auto release_q = [&]() {
+    if constexpr (C::PERSISTENT) release(bar.q_empty());
+  };
   auto wait_values = [&](int it, int nb) {
-    const int st = it % C::STAGES;
-    mbar_wait(bar.v_full(st), (it / C::STAGES) & 1);
+    const int st = stage(it);
+    mbar_wait(bar.v_full(st), phase(it));
     if (p.kv_lens != nullptr) zero_padded_values<C>(p, w, sv + st * C::KV_BYTES, nb * C::BN, consumer * 128 + thread);
   };
 
@@ -128,19 +144,19 @@ __device__ __forceinline__ void consume(const FlashParams& p, const TileWork& w,
     wgmma_fence();
   };
 
-  mbar_wait(bar.q_full(), 0);
+  mbar_wait(bar.q_full(), slot.item & 1);
   const int tiles = block_hi - block_lo;
   if constexpr (!C::OVERLAP) {
     for (int it = 0; it < tiles; ++it) {
-      const int nb = block_hi - 1 - it, st = it % C::STAGES;
-      const u32 phase = (it / C::STAGES) & 1;
-      mbar_wait(bar.k_full(st), phase);
+      const int nb = block_hi - 1 - it, st = stage(it);
+      mbar_wait(bar.k_full(st), phase(it));
       fence_operands();
       qk_issue<C>(s, q_rows, sk + st * C::KV_BYTES);
       wgmma_commit();
       wgmma_wait<0>();
       fence_accumulators(s);
       release(bar.k_empty(st));
+      if (it == tiles - 1) release_q();
       if (softmax_tile(nb)) RowSoftmax<C::NT>::rescale(o, alpha);
       to_a_fragments<C>(pa, s);
       wait_values(it, nb);
@@ -156,36 +172,40 @@ __device__ __forceinline__ void consume(const FlashParams& p, const TileWork& w,
     // Ping-pong turns: consumer c issues its GEMMs after bar.sync on barrier 2 + c and then lets the
     // next consumer go (bar.arrive on its barrier; each barrier counts the 128 threads that sync
     // plus the 128 that arrive). Every consumer takes tiles + 1 turns (S_0; S_it with P_{it−1}·V_{it−1};
-    // the last P·V). The last consumer opens consumer 0's first turn and skips its own last arrive,
-    // so no barrier is left half-arrived at exit. Waits on V (and the padded-row zeroing, which
-    // meets every consumer at barrier 1) happen outside a turn, or the turns would deadlock.
+    // the last P·V). The last consumer opens consumer 0's first turn of the block's first item and
+    // skips its own last arrive of its last item, so no barrier is left half-arrived at exit; between
+    // items of the persistent grid that arrive opens consumer 0's first turn of the next item. Waits
+    // on V (and the padded-row zeroing, which meets every consumer at barrier 1) happen outside a
+    // turn, or the turns would deadlock.
     auto turn_begin = [&]() {
       if constexpr (C::PINGPONG) named_barrier_sync(2 + consumer, 256);
     };
     auto turn_end = [&](bool last_turn) {
       if constexpr (C::PINGPONG) {
-        if (!(last_turn && consumer == C::CONSUMERS - 1)) named_barrier_arrive(2 + (consumer + 1) % C::CONSUMERS, 256);
+        if (!(last_turn && slot.last && consumer == C::CONSUMERS - 1))
+          named_barrier_arrive(2 + (consumer + 1) % C::CONSUMERS, 256);
       }
     };
     if constexpr (C::PINGPONG) {
-      if (consumer == C::CONSUMERS - 1) named_barrier_arrive(2, 256);
+      if (slot.first && consumer == C::CONSUMERS - 1) named_barrier_arrive(2, 256);
     }
     // Prologue: S_0 and its softmax (O is still 0: no rescale needed).
-    mbar_wait(bar.k_full(0), 0);
+    mbar_wait(bar.k_full(stage(0)), phase(0));
     turn_begin();
     wgmma_fence();
-    qk_issue<C>(s, q_rows, sk);
+    qk_issue<C>(s, q_rows, sk + stage(0) * C::KV_BYTES);
     wgmma_commit();
     turn_end(false);
     wgmma_wait<0>();
     fence_accumulators(s);
-    release(bar.k_empty(0));
+    release(bar.k_empty(stage(0)));
+    if (tiles == 1) release_q();
     softmax_tile(block_hi - 1);
     to_a_fragments<C>(pa, s);
     for (int it = 1; it < tiles; ++it) {
-      const int nb = block_hi - 1 - it, st = it % C::STAGES, prev = (it - 1) % C::STAGES;
+      const int nb = block_hi - 1 - it, st = stage(it), prev = stage(it - 1);
       wait_values(it - 1, nb + 1);
-      mbar_wait(bar.k_full(st), (it / C::STAGES) & 1);
+      mbar_wait(bar.k_full(st), phase(it));
       turn_begin();
       fence_operands();  // the zeroing branch above may have moved O or P between registers
       qk_issue<C>(s, q_rows, sk + st * C::KV_BYTES);  // S_it = Q·K_itᵀ
@@ -196,6 +216,7 @@ __device__ __forceinline__ void consume(const FlashParams& p, const TileWork& w,
       wgmma_wait<1>();  // S_it is ready; P·V may still run
       fence_accumulators(s);
       release(bar.k_empty(st));
+      if (it == tiles - 1) release_q();
       const bool moved = softmax_tile(nb);
       // P_{it−1}·V_{it−1} done: O and P's registers are free, V's stage can be refilled.
       auto finish_tile = [&]() {
@@ -220,7 +241,7 @@ __device__ __forceinline__ void consume(const FlashParams& p, const TileWork& w,
         finish_tile();
       }
     }
-    const int last = (tiles - 1) % C::STAGES;
+    const int last = stage(tiles - 1);
     wait_values(tiles - 1, block_lo);
     turn_begin();
     fence_operands();
@@ -260,19 +281,37 @@ __device__ __forceinline__ TileWork hopper_tile(const FlashParams& p) {
 template <class C>
 __device__ __forceinline__ void hopper_fwd(const HopperParams& hp) {
   const FlashParams& p = hp.f;
-  const TileWork w = hopper_tile<C>(p);
-  if (w.m0 >= p.T) return;
-  if (w.n_lo >= w.n_hi) {
-    store_empty_block<C::BM, C::THREADS>(p, w);
-    return;
-  }
   extern __shared__ __align__(1024) unsigned char smem[];
   const u32 sq = (smem_addr(smem) + 1023) & ~1023u;
   const u32 sk = sq + C::Q_BYTES;
   const u32 sv = sk + C::STAGES * C::KV_BYTES;
-  const Barriers bar{sv + C::STAGES * C::KV_BYTES};
+  const Barriers bar{sv + C::STAGES * C::KV_BYTES, C::STAGES};
+  const int warpgroup = threadIdx.x / 128;
+  // The work items: query block m of head b·N + n, counted as the 2-D grid dispatches them (query
+  // blocks of a head last first, then the next head). One per block, or with PERSISTENT every
+  // gridDim.x-th from blockIdx.x (gridDim.x ≈ the SM count): one block per SM keeps its pipeline
+  // and registers from item to item, and the producer loads the next item's Q and first K/V tiles
+  // while the consumers finish the last P·V and store O (at T=1024 an item is only 8 key tiles).
+  const int qblocks = (p.T + C::BM - 1) / C::BM;
+  const int items = C::PERSISTENT ? qblocks * p.B * p.N : 1;
+  const int step = C::PERSISTENT ? static_cast<int>(gridDim.x) : 1;
+  auto work = [&](int i) {
+    if constexpr (C::PERSISTENT) return schedule_tile_at<C::BM>(p, qblocks - 1 - i % qblocks, i / qblocks);
+    else return hopper_tile<C>(p);
+  };
+  auto has_keys = [&](const TileWork& w) { return w.n_lo < w.n_hi; };
+  const int first = C::PERSISTENT ? static_cast<int>(blockIdx.x) : 0;
+  if (!C::PERSISTENT) {  // one item: blocks with nothing to load leave before the barriers exist
+    const TileWork w = work(0);
+    if (w.m0 >= p.T) return;
+    if (!has_keys(w)) {
+      store_empty_block<C::BM, C::THREADS>(p, w);
+      return;
+    }
+  }
   if (threadIdx.x == 0) {
     mbar_init(bar.q_full(), 1);
+    mbar_init(bar.q_empty(), 4 * C::CONSUMERS);  // one arrival per consumer warp
     for (int s = 0; s < C::STAGES; ++s) {
       mbar_init(bar.k_full(s), 1);
       mbar_init(bar.v_full(s), 1);
@@ -280,17 +319,41 @@ __device__ __forceinline__ void hopper_fwd(const HopperParams& hp) {
       mbar_init(bar.v_empty(s), 4 * C::CONSUMERS);
     }
     mbar_fence_init();
+    tma_prefetch_desc(&hp.tm_q);
+    tma_prefetch_desc(&hp.tm_k);
+    tma_prefetch_desc(&hp.tm_v);
   }
   __syncthreads();
-  const int block_lo = w.n_lo / C::BN;
-  const int block_hi = (w.n_hi + C::BN - 1) / C::BN;
-  const int warpgroup = threadIdx.x / 128;
+  // Both roles walk the same items; the items without keys are the consumers' alone (zeros, −inf).
+  // Each role is one branch with its own loop: setmaxnreg holds only when the roles do not share code.
+  auto for_each_item = [&](auto&& run, auto&& empty) {
+    ItemSlot slot{0, 0, true, true};
+    for (int i = first; i < items; i += step) {
+      const TileWork w = work(i);
+      if (!has_keys(w)) {  // persistent only (checked above otherwise)
+        empty(w);
+        continue;
+      }
+      slot.last = true;
+      for (int j = i + step; j < items && slot.last; j += step) slot.last = !has_keys(work(j));
+      const int block_lo = w.n_lo / C::BN;
+      const int block_hi = (w.n_hi + C::BN - 1) / C::BN;
+      run(w, block_lo, block_hi, slot);
+      slot.ring += block_hi - block_lo;
+      ++slot.item;
+      slot.first = false;
+    }
+  };
   if (warpgroup == 0) {
     regs_decrease<C::PRODUCER_REGS>();
-    if (threadIdx.x == 0) produce<C>(hp, w, sq, sk, sv, bar, block_lo, block_hi);
+    if (threadIdx.x == 0)
+      for_each_item([&](const TileWork& w, int lo, int hi, const ItemSlot& slot) { produce<C>(hp, w, sq, sk, sv, bar, lo, hi, slot); },
+                    [](const TileWork&) {});
   } else {
     regs_increase<C::CONSUMER_REGS>();
-    consume<C>(p, w, sq, sk, sv, bar, block_lo, block_hi, warpgroup - 1);
+    for_each_item(
+        [&](const TileWork& w, int lo, int hi, const ItemSlot& slot) { consume<C>(p, w, sq, sk, sv, bar, lo, hi, warpgroup - 1, slot); },
+        [&](const TileWork& w) { store_empty_block<C::BM, 128 * C::CONSUMERS>(p, w, threadIdx.x - 128); });
   }
 }
 
@@ -304,11 +367,14 @@ __device__ __forceinline__ void hopper_fwd(const HopperParams& hp) {
 #ifndef HOPPER_GROUPED
 #define HOPPER_GROUPED 0
 #endif
+#ifndef HOPPER_PERSISTENT
+#define HOPPER_PERSISTENT 0
+#endif
 extern "C" __global__ void __launch_bounds__(128 * (HOPPER_CONSUMERS + 1), 1)
     attnlab_hopper_fwd(const __grid_constant__ HopperParams p) {
   hopper_fwd<HopperConfig<HOPPER_D, HOPPER_BN, HOPPER_STAGES, HOPPER_FP16 != 0, HOPPER_OVERLAP != 0, HOPPER_BIAS,
                           HOPPER_MASK != 0, HOPPER_CONSUMERS, HOPPER_PINGPONG != 0, HOPPER_LATEWAIT != 0,
-                          HOPPER_DESCSTEP != 0, HOPPER_GROUPED != 0>>(p);
+                          HOPPER_DESCSTEP != 0, HOPPER_GROUPED != 0, HOPPER_PERSISTENT != 0>>(p);
 }
 #endif
 
@@ -324,8 +390,12 @@ template __global__ void hopper_fwd_test<HopperConfig<256, 80, 2, false, true>>(
 template __global__ void hopper_fwd_test<HopperConfig<128, 128, 2, false, true, 1, true>>(const __grid_constant__ HopperParams);
 template __global__ void hopper_fwd_test<HopperConfig<256, 80, 2, true, true, 2, false>>(const __grid_constant__ HopperParams);
 // The library's table (hopper-variant.ts): ping-pong, three consumers at D=64, session 7's late P·V
-// wait, stepped descriptors and the grouped grid.
-template __global__ void hopper_fwd_test<HopperConfig<64, 128, 2, false, true, 0, false, 3, true, true, true, true>>(const __grid_constant__ HopperParams);
-template __global__ void hopper_fwd_test<HopperConfig<128, 128, 2, true, true, 1, true, 2, true, true, true, true>>(const __grid_constant__ HopperParams);
-template __global__ void hopper_fwd_test<HopperConfig<256, 80, 2, false, true, 3, false, 2, true, true, true, true>>(const __grid_constant__ HopperParams);
+// wait and stepped descriptors.
+template __global__ void hopper_fwd_test<HopperConfig<64, 128, 2, false, true, 0, false, 3, true, true, true>>(const __grid_constant__ HopperParams);
+template __global__ void hopper_fwd_test<HopperConfig<128, 128, 2, true, true, 1, true, 2, true, true, true>>(const __grid_constant__ HopperParams);
+template __global__ void hopper_fwd_test<HopperConfig<256, 80, 2, false, true, 3, false, 2, true, true, true>>(const __grid_constant__ HopperParams);
+// The grouped and the persistent grids (measured in the harness; hopper-variant.ts SCHEDULE).
+template __global__ void hopper_fwd_test<HopperConfig<128, 128, 2, false, true, 0, false, 2, true, true, true, true>>(const __grid_constant__ HopperParams);
+template __global__ void hopper_fwd_test<HopperConfig<128, 128, 2, false, true, 1, true, 2, true, true, true, false, true>>(const __grid_constant__ HopperParams);
+template __global__ void hopper_fwd_test<HopperConfig<64, 128, 2, true, true, 0, false, 3, true, true, true, false, true>>(const __grid_constant__ HopperParams);
 #endif

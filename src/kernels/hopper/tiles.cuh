@@ -10,7 +10,7 @@
 
 template <int D_, int BN_, int STAGES_, bool FP16_, bool OVERLAP_, int BIAS_ = 0, bool MASK_ = false,
           int CONSUMERS_ = 2, bool PINGPONG_ = false, bool LATE_WAIT_ = false, bool DESC_STEP_ = false,
-          bool GROUPED_ = false, int PROBE_ = 0>
+          bool GROUPED_ = false, bool PERSISTENT_ = false, int PROBE_ = 0>
 struct HopperConfig {
   static constexpr int D = D_, BN = BN_, STAGES = STAGES_;
   static constexpr bool FP16 = FP16_, OVERLAP = OVERLAP_;
@@ -36,6 +36,10 @@ struct HopperConfig {
   // GROUPED: a 1-D grid walked longest-first across a group of heads whose K and V fit in L2
   // together (hopper_tile), instead of longest-first within each head (schedule.cuh's 2-D grid).
   static constexpr bool GROUPED = GROUPED_;
+  // PERSISTENT: a 1-D grid of about one block per SM, each running every gridDim.x-th work item
+  // (hopper_fwd), with the K/V ring, the Q barriers and the ping-pong turns running on across items.
+  static constexpr bool PERSISTENT = PERSISTENT_;
+  static_assert(!(GROUPED && PERSISTENT), "one block order at a time");
   // Measurement probes for the harness only (wrong results on purpose; the library never sets one):
   // 1 skips the softmax (P = S), 2 loads K/V only into the first STAGES buffers and then reuses
   // them, so the timings without the exponentials or without the tile traffic can be taken apart.
@@ -54,7 +58,7 @@ struct HopperConfig {
 // Shared memory of one block: 1024 bytes of slack to align the tiles, the tiles, the barriers.
 template <class C>
 constexpr u32 hopper_smem_bytes() {
-  return 1024 + C::Q_BYTES + 2 * C::STAGES * C::KV_BYTES + 8 * (1 + 4 * C::STAGES);
+  return 1024 + C::Q_BYTES + 2 * C::STAGES * C::KV_BYTES + 8 * (2 + 4 * C::STAGES);
 }
 
 // The N = BN (Q·Kᵀ) and N = D (P·V) wgmma shapes.
@@ -77,14 +81,17 @@ __device__ __forceinline__ void pv_step(float (&o)[C::DT][4], const u32 (&a)[4],
   else wgmma_rs_n256<C::FP16>(o, a, b);
 }
 
-// Barrier addresses: q_full, then per stage k_full, k_empty, v_full, v_empty.
+// Barrier addresses: q_full, then per stage k_full, k_empty, v_full, v_empty, then q_empty (the
+// persistent grid's: Q is free for the next item).
 struct Barriers {
   u32 base;
+  int stages;
   __device__ __forceinline__ u32 q_full() const { return base; }
   __device__ __forceinline__ u32 k_full(int s) const { return base + 8 + 32 * s; }
   __device__ __forceinline__ u32 k_empty(int s) const { return base + 16 + 32 * s; }
   __device__ __forceinline__ u32 v_full(int s) const { return base + 24 + 32 * s; }
   __device__ __forceinline__ u32 v_empty(int s) const { return base + 32 + 32 * s; }
+  __device__ __forceinline__ u32 q_empty() const { return base + 8 + 32 * stages; }
 };
 
 // Zeroes V rows [kv_len, S) of the tile at key n0 (real memory of a padded batch; rows past S are

@@ -65,6 +65,11 @@ export interface HopperVariant {
    * (HOPPER_GROUPED, hopper_fwd.cu hopper_tile), instead of longest first within each head.
    */
   readonly grouped: boolean;
+  /**
+   * About one block per SM, each running every gridDim.x-th query block (HOPPER_PERSISTENT,
+   * hopper_fwd.cu): the K/V ring and the ping-pong turns run on from one query block to the next.
+   */
+  readonly persistent: boolean;
 }
 
 /** Query rows per block: 64 per consumer warpgroup. */
@@ -75,9 +80,18 @@ export function hopperBlockM(v: HopperVariant): number {
 export function hopperThreads(v: HopperVariant): number {
   return 128 * (v.consumers + 1);
 }
-/** The launch grid: (query blocks, B·N), or one dimension of both when the grid is grouped. */
-export function hopperGrid(v: HopperVariant, T: number, heads: number): [number, number, number] {
+/**
+ * The launch grid: (query blocks, B·N); both in one dimension when the grid is grouped; at most one
+ * block per SM (`multiprocessors`) when it is persistent.
+ */
+export function hopperGrid(
+  v: HopperVariant,
+  T: number,
+  heads: number,
+  multiprocessors: number,
+): [number, number, number] {
   const blocks = Math.ceil(T / hopperBlockM(v));
+  if (v.persistent) return [Math.min(blocks * heads, multiprocessors), 1, 1];
   return v.grouped ? [blocks * heads, 1, 1] : [blocks, heads, 1];
 }
 
@@ -98,7 +112,7 @@ const TILES: Record<HopperVariant['headDim'], { blockN: number; consumers: 2 | 3
  * Session 7's schedule (the same arithmetic, bit for bit: only the order of the instructions and of
  * the blocks changes): the P·V wait after the softmax, descriptors stepped by adds, the grouped grid.
  */
-const SCHEDULE = { lateWait: true, descStep: true, grouped: true } as const;
+const SCHEDULE = { lateWait: true, descStep: true, grouped: false, persistent: false } as const;
 
 /**
  * Whether sm_90a runs the Hopper kernel when ATTNLAB_FLASH_KERNEL is unset: yes, since every GPU
@@ -179,7 +193,7 @@ function hopperHeadDim(H: number, Hv: number): HopperVariant['headDim'] | string
  */
 export function hopperVariantKey(v: HopperVariant): string {
   const dtype = v.dtype === 'float16' ? 'f16' : 'bf16';
-  const schedule = `${v.overlap ? '' : '.serial'}${v.pingpong ? '.pp' : ''}${v.lateWait ? '.lw' : ''}${v.descStep ? '.ds' : ''}${v.grouped ? '.grp' : ''}`;
+  const schedule = `${v.overlap ? '' : '.serial'}${v.pingpong ? '.pp' : ''}${v.lateWait ? '.lw' : ''}${v.descStep ? '.ds' : ''}${v.grouped ? '.grp' : ''}${v.persistent ? '.pers' : ''}`;
   const tiles = `${hopperBlockM(v)}x${v.blockN}x${v.consumers + 1}wg${schedule}`;
   const parts = ['flash-fwd', v.arch, dtype, `d${v.headDim}`, tiles];
   if (v.bias !== 'none') parts.push(`bias-${{ float32: 'f32', bfloat16: 'bf16', float16: 'f16' }[v.bias]}`);
@@ -188,10 +202,13 @@ export function hopperVariantKey(v: HopperVariant): string {
   return parts.join('.');
 }
 
-/** Dynamic shared memory: alignment slack, Q, STAGES K and V tiles, the mbarriers (hopper_smem_bytes). */
+/**
+ * Dynamic shared memory: alignment slack, Q, STAGES K and V tiles, the mbarriers (q_full, 4 per
+ * stage, q_empty; hopper_smem_bytes).
+ */
 export function hopperSharedBytes(v: HopperVariant): number {
   return (
-    1024 + hopperBlockM(v) * v.headDim * 2 + 2 * v.stages * v.blockN * v.headDim * 2 + 8 * (1 + 4 * v.stages)
+    1024 + hopperBlockM(v) * v.headDim * 2 + 2 * v.stages * v.blockN * v.headDim * 2 + 8 * (2 + 4 * v.stages)
   );
 }
 
@@ -210,6 +227,7 @@ export function hopperDefines(v: HopperVariant): Record<string, number> {
     HOPPER_LATEWAIT: v.lateWait ? 1 : 0,
     HOPPER_DESCSTEP: v.descStep ? 1 : 0,
     HOPPER_GROUPED: v.grouped ? 1 : 0,
+    HOPPER_PERSISTENT: v.persistent ? 1 : 0,
   };
 }
 

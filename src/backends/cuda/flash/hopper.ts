@@ -9,6 +9,7 @@
 import { AttnlabError } from '../../../errors.js';
 import type { AttentionProblem } from '../../problem.js';
 import { loadKernels } from '../compile.js';
+import { getCudaContext } from '../context.js';
 import { encodeTiledMap } from '../ffi/tensor-map.js';
 import { type KernelArg, launchKernel, type ScalarType, structLayout } from '../launch.js';
 import {
@@ -75,8 +76,8 @@ export function launchHopper(p: AttentionProblem, v: HopperVariant, pointers: Fl
     fn,
     {
       // x: query blocks (visited last-first), y: batch × head, as the mma.sync kernel (schedule.cuh);
-      // or both in x, walked by hopper_tile (hopper_fwd.cu) when the variant is grouped.
-      grid: hopperGrid(v, p.T, p.B * p.N),
+      // or both in x, walked by hopper_fwd.cu when the variant is grouped or persistent.
+      grid: hopperGrid(v, p.T, p.B * p.N, getCudaContext().properties.multiprocessorCount),
       block: [hopperThreads(v), 1, 1],
       sharedBytes: hopperSharedBytes(v),
     },
