@@ -9,7 +9,10 @@
 // query, so it builds on a machine without a GPU and the binary travels to the device.)
 // Run: bench/hopper/harness check   — correctness cases (float32 GPU reference), then
 //      bench/hopper/harness time    — B=4, T=S=8192, N=16 timings of every variant;
-//      bench/hopper/harness profile — two launches of each library variant, for ncu.
+//      bench/hopper/harness profile — one launch of each library variant (and D=128 causal), for ncu;
+//      session 7: check7 / check8 (its schedules and the persistent grid against the oracle and bit
+//      for bit against the base), sanitize7 / sanitize8 (small cases for compute-sanitizer), time7 /
+//      time8 / time9 (probes and tiles; each schedule beside the base), `none` (loads and exits).
 // Every check draws fresh random inputs, poisons the outputs first (0xFF bytes: NaN), and compares
 // ‖out − ref‖/‖ref‖, NaN positions and the log-sum-exp; each case runs twice and must be bit-identical.
 #include <cuda.h>

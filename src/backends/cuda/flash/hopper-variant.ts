@@ -25,6 +25,10 @@
  *          kernel (424 / 384 with three consumers alone); library 485 / 412 (cudnn 458 / 422);
  *   D=128: ping-pong 575 / 518 against 572 / 512 (+0.5 / +1%); library 595 / 533 (cudnn 607 / 546);
  *   D=256: ping-pong 629 / 576 against 595 / 557 (+6 / +3%); library 667 / 614 (cudnn 655 / 609).
+ * Session 7 (bench/results/2026-12-01-s7-hopper): the late P·V wait and stepped descriptors
+ * (SCHEDULE below), harness +3–4% at D=128, +4% at D=64, +7% at D=256; library, same run as cudnn:
+ *   D=64 506.7 / 427.8 (cudnn 459.0 / 422.4), D=128 617.9 / 556.0 (613.1 / 547.3),
+ *   D=256 697.5 / 639.2 (665.9 / 617.1).
  */
 import { config } from '../../../config.js';
 import type { AttentionProblem } from '../../problem.js';
@@ -110,7 +114,11 @@ const TILES: Record<HopperVariant['headDim'], { blockN: number; consumers: 2 | 3
 
 /**
  * Session 7's schedule (the same arithmetic, bit for bit: only the order of the instructions and of
- * the blocks changes): the P·V wait after the softmax, descriptors stepped by adds, the grouped grid.
+ * the blocks changes, harness check7/check8): the P·V wait after the softmax and descriptors
+ * stepped by adds, on. Measured and off: the grouped grid (−6…−8% non-causal: the K/V of six heads
+ * in flight no longer stay in L2) and the persistent grid (non-causal +0.2…5.5%, causal −4…−14%:
+ * its static round-robin walk leaves blocks of unequal causal work; its D=256 library suite has not
+ * run to the end).
  */
 const SCHEDULE = { lateWait: true, descStep: true, grouped: false, persistent: false } as const;
 
