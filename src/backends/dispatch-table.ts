@@ -36,23 +36,24 @@ export interface DispatchTable {
 export const MIN_MEASURED_LENGTH = 1024;
 
 /**
- * The H200, session 6's bench of the ping-pong Hopper kernel (three consumer warpgroups at H=64;
- * bench/results/2026-12-01-s6-hopper, the headline rows of s6-bench.json). Session 4's table
- * (run 3, 1157e47: flash 369/343, 592/545, 666/620 TFLOP/s) is superseded: H=64 non-causal moved
- * from cudnn to flash (485 vs 458).
+ * The H200, session 7's bench of the Hopper kernel with the P·V wait after the softmax and stepped
+ * descriptors (bench/results/2026-12-01-s7-hopper, the headline rows of call 3's s7-bench.json, run
+ * at 7bfe35b). Session 6's table (flash 485.3/411.7, 594.6/532.5, 667/614.1 TFLOP/s) is superseded:
+ * H=128 and H=64 causal moved from cudnn to flash (H=128 non-causal by 0.8%, inside the run-to-run
+ * spread of ~1–3%; the other five by 1.3–10%).
  */
 export const H200_DISPATCH: DispatchTable = {
-  source: 'bench/results/2026-12-01-s6-hopper/h200-s6-headline.json',
+  source: 'bench/results/2026-12-01-s7-hopper/h200-s7-headline.json',
   gpu: 'NVIDIA H200',
   flashKernel: 'wgmma',
   shape: { B: 4, T: 8192, S: 8192, N: 16 },
   cases: [
-    { dtype: 'bfloat16', H: 64, causal: false, tflops: { flash: 485.3, cudnn: 458.4 } },
-    { dtype: 'bfloat16', H: 128, causal: false, tflops: { flash: 594.6, cudnn: 606.5 } },
-    { dtype: 'bfloat16', H: 256, causal: false, tflops: { flash: 667, cudnn: 654.7 } },
-    { dtype: 'bfloat16', H: 64, causal: true, tflops: { flash: 411.7, cudnn: 422.3 } },
-    { dtype: 'bfloat16', H: 128, causal: true, tflops: { flash: 532.5, cudnn: 545.8 } },
-    { dtype: 'bfloat16', H: 256, causal: true, tflops: { flash: 614.1, cudnn: 609.1 } },
+    { dtype: 'bfloat16', H: 64, causal: false, tflops: { flash: 506.7, cudnn: 459 } },
+    { dtype: 'bfloat16', H: 128, causal: false, tflops: { flash: 617.9, cudnn: 613.1 } },
+    { dtype: 'bfloat16', H: 256, causal: false, tflops: { flash: 697.5, cudnn: 665.9 } },
+    { dtype: 'bfloat16', H: 64, causal: true, tflops: { flash: 427.8, cudnn: 422.4 } },
+    { dtype: 'bfloat16', H: 128, causal: true, tflops: { flash: 556, cudnn: 547.3 } },
+    { dtype: 'bfloat16', H: 256, causal: true, tflops: { flash: 639.2, cudnn: 617.1 } },
   ],
 };
 
