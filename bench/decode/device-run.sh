@@ -51,7 +51,7 @@ shard forced-bulk 70 --test-name-pattern='forced bulk' $dec
 shard forced-async 70 --test-name-pattern='forced async' $dec
 shard forced-heads 70 --test-name-pattern='forced heads' $dec
 shard forced-rows 70 --test-name-pattern='forced rows' $dec
-shard other 70 --test-name-pattern='(packed query|NaN|1,000-step|repeated paged)' $dec
+shard other 70 --test-name-pattern='(packed query|NaN|1,000-step|repeated paged|auto runs)' $dec
 shard ring 70 --test-name-pattern='window' test/gpu/ring.test.ts
 shard cudnn-paged 70 test/gpu/cudnn-paged.test.ts
 sanitize memcheck memcheck 99

@@ -8,11 +8,13 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { attention } from '../../src/api/attention.js';
 import { KVCache } from '../../src/api/kv-cache.js';
+import { validateAttention } from '../../src/api/validate.js';
 import { cudaAvailable, targetArch } from '../../src/backends/cuda/context.js';
 import { decodeTuning } from '../../src/backends/cuda/flash/decode-splits.js';
 import { int32Uploads } from '../../src/backends/cuda/int32-cache.js';
 import { setAllocationPoison } from '../../src/backends/cuda/memory.js';
 import type { AttentionOptions } from '../../src/backends/problem.js';
+import { measuredDecodeChoice } from '../../src/backends/registry.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';
@@ -332,6 +334,33 @@ describe('flash decode kernel', { skip }, () => {
       'bfloat16',
       'after the lengths changed',
     );
+  });
+
+  it('auto runs a paged decode step where the measured decode table says: a table with room, a tight one', () => {
+    // B=1, S=2k, K=8, N=32, H=128, block 16 is a measured case (decode-dispatch-table.ts): cudnn on
+    // the H200 while the table has room for the next block, flash once it is tight (cuDNN would build
+    // a graph per table width as the cache grows); elsewhere whatever the table says, flash by default.
+    const c = { B: 1, T: 1, S: 2064, N: 32, K: 8, H: 128 };
+    const { q, k, v } = inputs({ name: 'auto', ...c }, 'bfloat16', 1100);
+    const pk = pagedCopy(k, 16, 11);
+    const pv = pagedCopy(v, 16, 11);
+    const [dq, dk, dv] = [q.to('cuda'), pk.pool.to('cuda'), pv.pool.to('cuda')];
+    for (const [length, tight] of [
+      [2048, false],
+      [2064, true],
+    ] as const) {
+      const options: AttentionOptions = {
+        isCausal: true,
+        causalAlignment: 'bottom_right',
+        keyValueSeqLengths: [length],
+      };
+      const problem = validateAttention(dq, dk, dv, { ...options, blockTable: pk.table });
+      const expected = measuredDecodeChoice(problem)?.order[0] ?? 'flash';
+      if (tight) assert.equal(expected, 'flash', 'a tight table never takes cudnn');
+      const r = attention(dq, dk, dv, { ...options, blockTable: pk.table, returnLogSumExp: true });
+      assert.equal(r.backend, expected, `${length} tokens in a table of ${pk.M} blocks: ${r.variant}`);
+      assertMatchesOracle(r, { q, k, v, options }, 'bfloat16', `auto, ${length} tokens`);
+    }
   });
 
   it('a 1,000-step decode loop through KVCache equals one causal prefill over the final sequences', () => {
