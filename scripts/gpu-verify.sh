@@ -46,7 +46,14 @@ shard backward-flash-mma ATTNLAB_FLASH_BWD_KERNEL=mma --test-name-pattern='· fl
 shard backward-flash-mma-more ATTNLAB_FLASH_BWD_KERNEL=mma \
   --test-name-pattern='· flash (long|deterministic|random deterministic)$' test/gpu/backward.test.ts
 shard flash-backward-mma ATTNLAB_FLASH_BWD_KERNEL=mma test/gpu/flash-backward.test.ts
-shard decode - test/gpu/decode.test.ts
+# decode.test.ts in three processes: with 116 tests it ran past a 150 s cap as one shard in session 7
+# (159 s alone on a warm machine). Its six "forced …" suites split by kernel family; the third takes
+# everything else. A suite whose name matches runs all its tests, and node's root test is `<root>`, so
+# the complement excludes the suites, their tests' names and both roots (checked with node 20's runner).
+shard decode-forced-loaders - --test-name-pattern='^forced (bulk|async) loader' test/gpu/decode.test.ts
+shard decode-forced-kernels - --test-name-pattern='^forced (heads|rows) kernel' test/gpu/decode.test.ts
+shard decode - --test-name-pattern='^(?!forced |dense and paged 16: |flash decode kernel$|<root>$)' \
+  test/gpu/decode.test.ts
 # Kernels no sanitizer has seen yet: the flat-scan NaN repair (nan_repair.cu), the FP8 requantise
 # (quantise.cu), the ring's log-sum-exp merge (merge.cu); the Hopper kernel under racecheck/synccheck.
 sanitize memcheck-nan-repair memcheck --test-name-pattern='cudnn bfloat16' test/gpu/nan.test.ts
