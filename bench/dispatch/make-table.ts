@@ -1,8 +1,9 @@
 /**
  * Turns an `attnlab bench` results file into the measured dispatch table's cases
- * (src/backends/dispatch-table.ts): per (dtype, H, causal) of the file's attnlab forward rows at the
- * file's one shape, each backend's median TFLOP/s rounded to 0.1. test/cpu/dispatch-table.test.ts
- * checks the table in src/ against the file it cites with the same function.
+ * (src/backends/dispatch-table.ts): per (dtype, H, causal) of the file's attnlab forward rows at one
+ * shape, each backend's median TFLOP/s rounded to 0.1; `tablesFromResults` makes one table per
+ * multi-head shape of a sweep (a T sweep gives one per length). test/cpu/dispatch-table.test.ts
+ * checks the tables in src/ against the file they cite with the same functions.
  *
  * Run: node --import tsx bench/dispatch/make-table.ts bench/results/<run>/<file>.json
  */
@@ -61,11 +62,32 @@ export function tableFromResults(file: ResultsFile, source: string): DispatchTab
   };
 }
 
+/**
+ * One table per shape of the file's attnlab forward rows with K = N (GQA rows measure the same
+ * kernels at the same length, so they add no choice), shortest sequences first.
+ */
+export function tablesFromResults(file: ResultsFile, source: string): DispatchTable[] {
+  const shapeOf = (r: ResultsFile['rows'][number]) => `${r.B}x${r.T}x${r.S}x${r.N}x${r.K}`;
+  const shapes = new Map<string, number>();
+  for (const r of file.rows)
+    if (r.source === 'attnlab' && r.K === r.N) shapes.set(shapeOf(r), Math.sqrt(r.T * r.S));
+  return [...shapes]
+    .sort((a, b) => a[1] - b[1])
+    .flatMap(([shape]) => {
+      const rows = file.rows.filter((r) => r.source === 'attnlab' && shapeOf(r) === shape);
+      const timed = rows.some(
+        (r) =>
+          r.status === 'ok' && r.tflops !== undefined && IMPLEMENTATIONS.includes(r.impl as Implementation),
+      );
+      return timed ? [tableFromResults({ ...file, rows }, source)] : [];
+    });
+}
+
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const path = process.argv[2];
   if (!path) {
     console.error('usage: node --import tsx bench/dispatch/make-table.ts <results.json>');
     process.exit(2);
   }
-  console.log(JSON.stringify(tableFromResults(loadResults(path), path), null, 2));
+  console.log(JSON.stringify(tablesFromResults(loadResults(path), path), null, 2));
 }

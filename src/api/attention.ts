@@ -38,7 +38,7 @@ export function attention(
     const { B, T, S, N, K, H } = problem;
     const measured = measuredChoice(problem);
     const why = measured
-      ? ` (auto: ${measured.order.map((name) => `${name} ${measured.measured.tflops[name]}`).join(' > ')} TFLOP/s in ${measured.table.source})`
+      ? ` (auto: ${measured.order.map((name) => `${name} ${measured.measured.tflops[name]}`).join(' > ')} TFLOP/s at T=S=${measured.table.shape.T} in ${measured.table.source})`
       : '';
     process.stderr.write(
       `[attnlab] ${backend.name} (${backend.device}) ran ${result.variant} for B=${B} T=${T} S=${S} N=${N} K=${K} H=${H} ${problem.dtype}${why}\n`,

@@ -7,8 +7,10 @@
  * A measurement speaks only for the case it measured: the same GPU, dtype, head dims, causality, no
  * bias, mask, window, paged or packed layout, and sequences long enough that the kernels' steady
  * state decides (T and S at least MIN_MEASURED_LENGTH; at T ≤ 64 per kv head the flash backend takes
- * its decode kernel, which the bench did not time). Everything else keeps the registry's order.
- * Lengths and GQA change neither backend's kernel choice, so they keep the case's measurement.
+ * its decode kernel, which the bench did not time). Where a sweep measured several lengths, the one
+ * nearest to the case's (√(T·S), in octaves) speaks: on the H200 the Hopper kernel trails cuDNN at
+ * T ≤ 4k (0.86× at 1k) and leads from 8k, so one length cannot speak for all. Everything else keeps the
+ * registry's order. Batch and GQA change neither backend's kernel choice, so they keep the measurement.
  */
 import type { AttentionProblem, Implementation } from './problem.js';
 
@@ -36,28 +38,63 @@ export interface DispatchTable {
 export const MIN_MEASURED_LENGTH = 1024;
 
 /**
- * The H200, session 7's bench of the Hopper kernel with the P·V wait after the softmax and stepped
- * descriptors (bench/results/2026-12-01-s7-hopper, the headline rows of call 3's s7-bench.json, run
- * at 7bfe35b). Session 6's table (flash 485.3/411.7, 594.6/532.5, 667/614.1 TFLOP/s) is superseded:
- * H=128 and H=64 causal moved from cudnn to flash (H=128 non-causal by 0.8%, inside the run-to-run
- * spread of ~1–3%; the other five by 1.3–10%).
+ * The H200, session 7's final bench (bench/results/2026-12-01-s7-final, s6-bench.ts at 10ae054: the
+ * Hopper kernel with the P·V wait after the softmax and stepped descriptors, beside attnlab cudnn and
+ * PyTorch in the same run): the headline shape B=4, T=S=8192 at H = 64/128/256, and the T sweep at
+ * B·T = 32k at H=128 — cudnn leads at 1k, 2k and 4k (by 2–22%), flash from 8k (by 1–10%). Session 7's
+ * call-3 table (one length: flash 617.9/556 against cudnn 613.1/547.3 at H=128) is superseded.
  */
-export const H200_DISPATCH: DispatchTable = {
-  source: 'bench/results/2026-12-01-s7-hopper/h200-s7-headline.json',
+const H200_SOURCE = 'bench/results/2026-12-01-s7-final/h200-s7-final-forward.json';
+const h200 = (
+  B: number,
+  T: number,
+  cases: ReadonlyArray<readonly [H: number, causal: boolean, flash: number, cudnn: number]>,
+): DispatchTable => ({
+  source: H200_SOURCE,
   gpu: 'NVIDIA H200',
   flashKernel: 'wgmma',
-  shape: { B: 4, T: 8192, S: 8192, N: 16 },
-  cases: [
-    { dtype: 'bfloat16', H: 64, causal: false, tflops: { flash: 506.7, cudnn: 459 } },
-    { dtype: 'bfloat16', H: 128, causal: false, tflops: { flash: 617.9, cudnn: 613.1 } },
-    { dtype: 'bfloat16', H: 256, causal: false, tflops: { flash: 697.5, cudnn: 665.9 } },
-    { dtype: 'bfloat16', H: 64, causal: true, tflops: { flash: 427.8, cudnn: 422.4 } },
-    { dtype: 'bfloat16', H: 128, causal: true, tflops: { flash: 556, cudnn: 547.3 } },
-    { dtype: 'bfloat16', H: 256, causal: true, tflops: { flash: 639.2, cudnn: 617.1 } },
-  ],
-};
+  shape: { B, T, S: T, N: 16 },
+  cases: cases.map(([H, causal, flash, cudnn]) => ({
+    dtype: 'bfloat16',
+    H,
+    causal,
+    tflops: { flash, cudnn },
+  })),
+});
 
-export const DISPATCH_TABLES: readonly DispatchTable[] = [H200_DISPATCH];
+/** The H200's tables, shortest sequences first; H200_DISPATCH[3] is the headline shape (T = 8192). */
+export const H200_DISPATCH: readonly DispatchTable[] = [
+  h200(32, 1024, [
+    [128, false, 456.4, 528.7],
+    [128, true, 299.4, 366],
+  ]),
+  h200(16, 2048, [
+    [128, false, 530.7, 568.3],
+    [128, true, 398.8, 439.6],
+  ]),
+  h200(8, 4096, [
+    [128, false, 570.7, 584.7],
+    [128, true, 478.9, 499.3],
+  ]),
+  h200(4, 8192, [
+    [64, false, 492.6, 446.7],
+    [128, false, 606.2, 589.2],
+    [256, false, 696.1, 651.9],
+    [64, true, 422.2, 415.3],
+    [128, true, 544.8, 536.8],
+    [256, true, 632.1, 598.7],
+  ]),
+  h200(2, 16384, [
+    [128, false, 617.3, 600.6],
+    [128, true, 588.7, 558.3],
+  ]),
+  h200(1, 32768, [
+    [128, false, 625.7, 609.4],
+    [128, true, 606.5, 576.1],
+  ]),
+];
+
+export const DISPATCH_TABLES: readonly DispatchTable[] = H200_DISPATCH;
 
 /** What the caller knows of the device: the GPU's name, and which flash kernel `p` would run (asked
  * only when a measurement matches, so the common small call pays for neither). */
@@ -81,12 +118,16 @@ export function measuredCase(
 ): { table: DispatchTable; measured: MeasuredCase } | null {
   if (p.bias || p.mask || p.window || p.paged || p.packed || p.H !== p.Hv) return null;
   if (p.T < MIN_MEASURED_LENGTH || p.S < MIN_MEASURED_LENGTH) return null;
+  let nearest: { table: DispatchTable; measured: MeasuredCase } | null = null;
+  let nearestOctaves = Number.POSITIVE_INFINITY;
   for (const table of tables) {
     if (table.gpu !== device.gpu) continue;
     const measured = table.cases.find((c) => c.dtype === p.dtype && c.H === p.H && c.causal === p.causal);
-    if (measured) return { table, measured };
+    if (!measured) continue;
+    const octaves = Math.abs(Math.log2(Math.sqrt((p.T * p.S) / (table.shape.T * table.shape.S))));
+    if (octaves < nearestOctaves) [nearest, nearestOctaves] = [{ table, measured }, octaves];
   }
-  return null;
+  return nearest;
 }
 
 /**

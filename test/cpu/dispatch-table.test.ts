@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { recordedGbs } from '../../bench/dispatch/make-decode-table.js';
-import { tableFromResults } from '../../bench/dispatch/make-table.js';
+import { tablesFromResults } from '../../bench/dispatch/make-table.js';
 import { validateAttention } from '../../src/api/validate.js';
 import { DECODE_DISPATCH_TABLES, measuredDecodeOrder } from '../../src/backends/decode-dispatch-table.js';
 import {
@@ -43,8 +43,9 @@ const h200 = (flashKernel: 'wgmma' | 'mma' = 'wgmma') => ({
 
 describe('measured dispatch table', () => {
   it('holds exactly what each cited results file measured', () => {
-    for (const table of DISPATCH_TABLES) {
-      assert.deepEqual(tableFromResults(loadResults(table.source), table.source), table, table.source);
+    for (const source of new Set(DISPATCH_TABLES.map((t) => t.source))) {
+      const cited = DISPATCH_TABLES.filter((t) => t.source === source);
+      assert.deepEqual(tablesFromResults(loadResults(source), source), cited, source);
     }
   });
 
@@ -92,16 +93,50 @@ describe('measured dispatch table', () => {
     );
   });
 
-  it("follows the H200's record: cudnn at H=64 and 128, the Hopper kernel at H=256", () => {
-    const fastest = (H: number, isCausal: boolean, kernel: 'wgmma' | 'mma' = 'wgmma') =>
-      measuredOrder(problem(H, { isCausal }), h200(kernel))?.order[0];
-    for (const isCausal of [false, true]) {
-      for (const H of [64, 128, 256]) {
-        const measured = H200_DISPATCH.cases.find((c) => c.H === H && c.causal === isCausal)!.tflops;
-        assert.equal(fastest(H, isCausal), measured.flash! > measured.cudnn! ? 'flash' : 'cudnn', `H=${H}`);
-        assert.equal(fastest(H, isCausal, 'mma'), 'cudnn', `H=${H}, flash on mma.sync`);
+  it("follows the H200's record at each measured length: cudnn below 8k at H=128, the Hopper kernel from 8k", () => {
+    const fastest = (p: AttentionProblem, kernel: 'wgmma' | 'mma' = 'wgmma') =>
+      measuredOrder(p, h200(kernel))?.order[0];
+    const headline = H200_DISPATCH.find((t) => t.shape.T === 8192)!;
+    for (const table of H200_DISPATCH.filter((t) => t.shape.T <= 8192)) {
+      for (const c of table.cases) {
+        if (c.H !== 128 && table !== headline) continue;
+        const p = problem(c.H, { isCausal: c.causal }, 'bfloat16', table.shape.T);
+        const { flash, cudnn } = c.tflops;
+        const what = `T=${table.shape.T} H=${c.H}${c.causal ? ' causal' : ''}`;
+        assert.equal(fastest(p), flash! > cudnn! ? 'flash' : 'cudnn', what);
+        assert.equal(fastest(p, 'mma'), 'cudnn', `${what}, flash on mma.sync`);
       }
     }
+    // The record itself: short sequences to cudnn, the headline shape to flash (s7-final).
+    assert.equal(fastest(problem(128, {}, 'bfloat16', 1024)), 'cudnn');
+    assert.equal(fastest(problem(128, {}, 'bfloat16', 8192)), 'flash');
+  });
+
+  it('takes the measured length nearest to the case (in octaves of √(T·S)), per head dim', () => {
+    const table = (T: number, flash: number, cudnn: number, H = 128): DispatchTable => ({
+      source: `synthetic ${T}`,
+      gpu: 'GPU X',
+      flashKernel: 'wgmma',
+      shape: { B: 1, T, S: T, N: 1 },
+      cases: [{ dtype: 'bfloat16', H, causal: false, tflops: { flash, cudnn } }],
+    });
+    const tables = [table(1024, 400, 500), table(8192, 600, 500), table(4096, 300, 200, 64)];
+    const gpuX = { gpu: 'GPU X', flashKernel: () => 'wgmma' as const };
+    const from = (T: number, H = 128) => measuredOrder(problem(H, {}, 'bfloat16', T), gpuX, tables);
+    assert.equal(from(1024)?.table.shape.T, 1024);
+    assert.equal(from(2048)?.order[0], 'cudnn', '1 octave from 1k, 2 from 8k');
+    assert.equal(from(4096)?.order[0], 'flash', '2 octaves from 1k, 1 from 8k');
+    assert.equal(from(16384)?.table.shape.T, 8192);
+    assert.equal(from(1024, 64)?.table.shape.T, 4096, 'the only length measured at H=64');
+    // √(T·S): a short query over a long cache sits between the two.
+    const q = randomNormal([1, 1024, 1, 128], { seed: 1, dtype: 'bfloat16' });
+    const kv = randomNormal([1, 8192, 1, 128], { seed: 2, dtype: 'bfloat16' });
+    const p = validateAttention(q, kv, kv, {});
+    assert.equal(
+      measuredOrder(p, gpuX, tables)?.table.shape.T,
+      1024,
+      '√(1k·8k) = 2.9k: 1.5 octaves each way, first wins',
+    );
   });
 
   it('puts the measured backends first and keeps the rest in the registry order', () => {
