@@ -167,3 +167,43 @@ export function orderByMeasurement<E extends { readonly name: string }>(
     .sort((a, b) => rank(a.backend) - rank(b.backend) || a.index - b.index)
     .map(({ backend }) => backend);
 }
+
+/**
+ * What `implementation: undefined` follows on a GPU of this name, in one line for `attnlab info`: per
+ * measured (dtype, H, causality), the fastest backend over runs of measured lengths, e.g.
+ * "bfloat16 H=128: cudnn at T=S 1024–4096, flash at 8192–32768"; or that no benchmark was recorded
+ * for it (then the registry's order decides). The flash rows count for the kernel family measured.
+ */
+export function autoDispatchSummary(
+  gpu: string | null,
+  registryOrder: readonly string[],
+  tables: readonly DispatchTable[] = DISPATCH_TABLES,
+): string {
+  const mine = tables.filter((t) => t.gpu === gpu);
+  if (mine.length === 0) {
+    const measured = [...new Set(tables.map((t) => t.gpu))].join(', ');
+    const where = gpu ?? 'this machine (no GPU)';
+    return `registry order (${registryOrder.join(', ')}): no recorded benchmark for ${where} (recorded: ${measured})`;
+  }
+  const points = new Map<string, Array<{ length: number; fastest: string }>>();
+  for (const table of [...mine].sort((a, b) => a.shape.T - b.shape.T)) {
+    for (const c of table.cases) {
+      const [fastest] = Object.entries(c.tflops).sort((a, b) => b[1] - a[1])[0];
+      const key = `${c.dtype} H=${c.H}${c.causal ? ' causal' : ''}`;
+      points.set(key, [...(points.get(key) ?? []), { length: table.shape.T, fastest }]);
+    }
+  }
+  const lines = [...points].map(([key, list]) => {
+    const parts: string[] = [];
+    for (let start = 0, i = 1; i <= list.length; i++) {
+      if (i < list.length && list[i].fastest === list[start].fastest) continue;
+      const [a, b] = [list[start].length, list[i - 1].length];
+      parts.push(`${list[start].fastest} at T=S ${a === b ? a : `${a}–${b}`}`);
+      start = i;
+    }
+    return `${key}: ${parts.join(', ')}`;
+  });
+  const sources = [...new Set(mine.map((t) => t.source))].join(', ');
+  const kernel = mine[0].flashKernel === 'wgmma' ? 'the Hopper kernel' : 'the mma.sync kernel';
+  return `measured (flash = ${kernel}; ${sources}): ${lines.join('; ')}; other cases: ${registryOrder.join(', ')}`;
+}

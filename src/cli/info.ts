@@ -5,6 +5,7 @@
  */
 import type { Command } from 'commander';
 import { cudaAvailable, cudaInfo } from '../backends/cuda/context.js';
+import { autoDispatchSummary } from '../backends/dispatch-table.js';
 import { BACKENDS } from '../backends/registry.js';
 import { renderTable } from '../report/terminal.js';
 import { packageVersion } from '../version.js';
@@ -24,12 +25,16 @@ export function collectInfo(): Record<string, string> {
     // Only what can run here is "available"; the GPU backends are named with why they cannot.
     backends: cuda.ok ? `${backendsOn('cpu')}, ${backendsOn('cuda')}` : backendsOn('cpu'),
   };
+  const cudaOrder = BACKENDS.filter((b) => b.device === 'cuda').map((b) => b.name);
   if (!cuda.ok) {
     info.cuda = `not available: ${cuda.reason}`;
     info['not available'] = `${backendsOn('cuda')}: they need a CUDA GPU`;
+    info['auto dispatch'] = autoDispatchSummary(null, cudaOrder);
     return info;
   }
   for (const [key, value] of Object.entries(cudaInfo())) info[key] = String(value);
+  // With implementation unset, dense prefill on this GPU follows its recorded benchmark, if any.
+  info['auto dispatch'] = autoDispatchSummary(info.gpu ?? null, cudaOrder);
   return info;
 }
 

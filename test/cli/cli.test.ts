@@ -30,6 +30,7 @@ describe('attnlab CLI', () => {
     assert.equal(info.node, process.version);
     assert.match(info.cuda, /not available: ATTNLAB_DISABLE_CUDA=1/);
     assert.match(info.backends, /reference \(cpu\)/);
+    assert.match(info['auto dispatch'], /^registry order \(cudnn, flash, naive\): no recorded benchmark/);
   });
 
   it('check runs the CPU matrix and prints a passing table', () => {

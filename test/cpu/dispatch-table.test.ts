@@ -11,6 +11,7 @@ import { tablesFromResults } from '../../bench/dispatch/make-table.js';
 import { validateAttention } from '../../src/api/validate.js';
 import { DECODE_DISPATCH_TABLES, measuredDecodeOrder } from '../../src/backends/decode-dispatch-table.js';
 import {
+  autoDispatchSummary,
   DISPATCH_TABLES,
   type DispatchTable,
   H200_DISPATCH,
@@ -136,6 +137,35 @@ describe('measured dispatch table', () => {
       measuredOrder(p, gpuX, tables)?.table.shape.T,
       1024,
       '√(1k·8k) = 2.9k: 1.5 octaves each way, first wins',
+    );
+  });
+
+  it('sums up for `attnlab info` what auto follows on a GPU: runs of lengths per case, or none', () => {
+    const table = (T: number, flash: number, cudnn: number): DispatchTable => ({
+      source: 'synthetic.json',
+      gpu: 'GPU X',
+      flashKernel: 'wgmma',
+      shape: { B: 1, T, S: T, N: 1 },
+      cases: [{ dtype: 'bfloat16', H: 128, causal: true, tflops: { flash, cudnn } }],
+    });
+    const tables = [
+      table(8192, 600, 500),
+      table(1024, 400, 500),
+      table(2048, 450, 500),
+      table(32768, 700, 600),
+    ];
+    assert.equal(
+      autoDispatchSummary('GPU X', ['cudnn', 'flash'], tables),
+      'measured (flash = the Hopper kernel; synthetic.json): bfloat16 H=128 causal: cudnn at T=S 1024–2048, ' +
+        'flash at T=S 8192–32768; other cases: cudnn, flash',
+    );
+    assert.match(
+      autoDispatchSummary('GPU Y', ['cudnn', 'flash'], tables),
+      /^registry order \(cudnn, flash\): no recorded benchmark for GPU Y \(recorded: GPU X\)$/,
+    );
+    assert.match(
+      autoDispatchSummary('NVIDIA H200', ['cudnn']),
+      /H=128: cudnn at T=S 1024–4096, flash at T=S 8192–32768/,
     );
   });
 
