@@ -326,21 +326,45 @@ interface DecodeParamValues {
   readonly rowsTotal: number;
 }
 
-/** DecodeParams field for field, in declaration order. */
+/** DecodeParams' scalar types in declaration order (decode_common.cuh). */
+export const DECODE_PARAM_TYPES: readonly ScalarType[] = [
+  ...Array<ScalarType>(12).fill('ptr'),
+  ...Array<ScalarType>(8).fill('i64'),
+  ...Array<ScalarType>(13).fill('i32'),
+  'f32',
+  'i32',
+  'i32',
+];
+/** Laid out once, by C's rules as launchKernel lays out a 'struct' argument. */
+const DECODE_LAYOUT = structLayout(DECODE_PARAM_TYPES.map((type) => ({ type })));
+
+/**
+ * DecodeParams field for field, in declaration order, as bytes written at offsets laid out once; both
+ * launches of a call (split and combine) copy them as they are. The 'struct' argument this replaced
+ * built 36 field objects per call and laid them out and wrote them field by field again in each
+ * launch: ~2.9 µs of host time per call against ~0.6 µs now (bench/decode/host-cost.ts, on the CPU),
+ * out of the ~24 µs a B=1 call spends above its kernels (bench/results/2026-12-01-s7-decode).
+ */
 export function marshalDecodeParams(f: DecodeParamValues): KernelArg {
-  const fields: Array<{ type: ScalarType; value: number | bigint }> = [
-    ...f.pointers.map((value) => ({ type: 'ptr' as const, value })),
-    ...f.strides.map((value) => ({ type: 'i64' as const, value })),
-    ...f.ints.map((value) => ({ type: 'i32' as const, value })),
-    { type: 'f32', value: f.scaleLog2 },
-    { type: 'i32', value: f.flags },
-    { type: 'i32', value: f.rowsTotal },
-  ];
-  const { size } = structLayout(fields);
-  if (fields.length !== 12 + 8 + 16 || size !== DECODE_PARAMS_BYTES) {
+  const { offsets, size } = DECODE_LAYOUT;
+  if (
+    f.pointers.length !== 12 ||
+    f.strides.length !== 8 ||
+    f.ints.length !== 13 ||
+    size !== DECODE_PARAMS_BYTES
+  ) {
     throw new AttnlabError(
-      `DecodeParams: ${size} bytes marshalled, the kernel expects ${DECODE_PARAMS_BYTES}`,
+      `DecodeParams: ${f.pointers.length} pointers, ${f.strides.length} strides, ${f.ints.length} + 3 four-byte fields in ${size} bytes; the kernel expects 12, 8, 13 + 3 in ${DECODE_PARAMS_BYTES}`,
     );
   }
-  return { type: 'struct', fields };
+  const bytes = new Uint8Array(size);
+  const view = new DataView(bytes.buffer);
+  let i = 0;
+  for (const value of f.pointers) view.setBigUint64(offsets[i++], value, true);
+  for (const value of f.strides) view.setBigInt64(offsets[i++], BigInt(value), true);
+  for (const value of f.ints) view.setInt32(offsets[i++], value, true);
+  view.setFloat32(offsets[i++], f.scaleLog2, true);
+  view.setInt32(offsets[i++], f.flags, true);
+  view.setInt32(offsets[i], f.rowsTotal, true);
+  return { type: 'bytes', bytes };
 }

@@ -1,0 +1,64 @@
+/**
+ * CPU timing of host steps of one flash decode call that need no GPU (issue 16: a B=1 S=2k paged16
+ * call spends ~24 µs above its ~17 µs of kernels, bench/results/2026-12-01-s7-decode): validation, and
+ * the DecodeParams marshalling of both launches — as decode.ts does it (bytes written once, copied by
+ * each launch) and as it did before (36 field objects, then a field-by-field layout and write per
+ * launch, which packStruct reproduces). Best of 5 rounds of 20,000 calls each; no GPU, no CUDA.
+ *   node --import tsx bench/decode/host-cost.ts
+ */
+import { validateAttention } from '../../src/api/validate.js';
+import { DECODE_PARAM_TYPES, marshalDecodeParams } from '../../src/backends/cuda/flash/decode.js';
+import { packStruct, structLayout } from '../../src/backends/cuda/launch.js';
+import { randomNormal } from '../../src/tensor/random.js';
+
+function best(f: () => unknown, calls = 20_000, rounds = 5): number {
+  let least = Number.POSITIVE_INFINITY;
+  for (let r = 0; r < rounds; r++) {
+    const started = process.hrtime.bigint();
+    for (let i = 0; i < calls; i++) f();
+    least = Math.min(least, Number(process.hrtime.bigint() - started) / calls / 1000);
+  }
+  return least;
+}
+
+const B = 1,
+  S = 2048,
+  N = 32,
+  K = 8,
+  H = 128,
+  blockSize = 16,
+  blocks = S / blockSize;
+const query = randomNormal([B, 1, N, H], { seed: 1, dtype: 'bfloat16' });
+const pool = randomNormal([blocks, blockSize, K, H], { seed: 2, dtype: 'bfloat16' });
+const options = {
+  blockTable: [Array.from({ length: blocks }, (_, i) => i)],
+  keyValueSeqLengths: [S],
+  isCausal: true,
+};
+const values = {
+  pointers: Array.from({ length: 12 }, (_, i) => 0x7f0000000000n + BigInt(i) * 4096n),
+  strides: [N * H, H, K * H, H, K * H, H, N * H, H],
+  ints: [B, 1, S, N, K, H, H, N / K, blockSize, blocks, 1, 1 << 29, 1 << 29],
+  scaleLog2: Math.LOG2E / Math.sqrt(H),
+  flags: 3,
+  rowsTotal: B * N,
+};
+const arena = new Uint8Array(4096);
+const before = () => {
+  const { pointers, strides, ints, scaleLog2, flags, rowsTotal } = values;
+  const all = [pointers, strides, ints, [scaleLog2, flags, rowsTotal]].flat();
+  const fields = DECODE_PARAM_TYPES.map((type, i) => ({ type, value: all[i] }));
+  structLayout(fields);
+  for (let launch = 0; launch < 2; launch++) arena.set(packStruct(fields).bytes, 16);
+};
+const now = () => {
+  const arg = marshalDecodeParams(values);
+  if (arg.type !== 'bytes') throw new Error('DecodeParams: bytes expected');
+  for (let launch = 0; launch < 2; launch++) arena.set(arg.bytes, 16);
+};
+const rows: Array<[string, number]> = [
+  ['validateAttention (paged, B=1 S=2k)', best(() => validateAttention(query, pool, pool, options))],
+  ['DecodeParams, 2 launches: before', best(before)],
+  ['DecodeParams, 2 launches: now', best(now)],
+];
+for (const [name, us] of rows) console.log(`${name.padEnd(38)} ${us.toFixed(2)} µs`);
