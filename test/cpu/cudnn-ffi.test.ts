@@ -5,12 +5,9 @@
  * uid was bound to, so the test checks every pointer and every by-value scalar cuDNN would read.
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import koffi from 'koffi';
@@ -35,33 +32,10 @@ import { UnsupportedError } from '../../src/errors.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';
+import { useFakeCudaStack } from '../support/fake-cuda.js';
 import { pack, pagedCopy } from '../support/kv-layouts.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'attnlab-fake-cudnn-'));
-const source = fileURLToPath(new URL('../support/cudnn-fake.c', import.meta.url));
-const compile = (name: string) =>
-  spawnSync('cc', ['-shared', '-fPIC', '-O1', '-o', join(dir, name), source, '-lm'], { encoding: 'utf8' });
-// libcudnn_graph.so.9 stands for cuDNN's sub-libraries, which are preloaded from the same folder.
-const nvrtcSource = fileURLToPath(new URL('../support/te-fake-nvrtc.c', import.meta.url));
-const built = [
-  compile('libcuda.so.1'),
-  compile('libcudnn.so.9'),
-  compile('libcudnn_graph.so.9'),
-  // The mask and empty-row passes around cuDNN are NVRTC kernels: a stand-in "compiles" them.
-  spawnSync('cc', ['-shared', '-fPIC', '-O1', '-o', join(dir, 'libnvrtc.so.13'), nvrtcSource], {
-    encoding: 'utf8',
-  }),
-];
-const skip = built.every((b) => b.status === 0)
-  ? false
-  : `no C compiler: ${built.map((b) => b.error?.message ?? b.stderr).join(' ')}`;
-// The libraries load lazily, at the first CUDA call: these variables are read then.
-process.env.ATTNLAB_LIBCUDA = join(dir, 'libcuda.so.1');
-process.env.ATTNLAB_CUDNN = join(dir, 'libcudnn.so.9');
-process.env.ATTNLAB_CACHE_DIR = join(dir, 'cache');
-process.env.ATTNLAB_NVRTC = join(dir, 'libnvrtc.so.13');
-process.env.ATTNLAB_KERNEL_CACHE = '0';
-reloadConfig();
+const { dir, skip } = useFakeCudaStack('attnlab-fake-cudnn-', { cudnnGraph: true, planCache: true });
 
 interface Bound {
   ptr: string;

@@ -6,13 +6,7 @@
  * after the first call, and what the scope returns (or keep() holds) stays allocated.
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
-import { reloadConfig } from '../../src/config.js';
 import {
   attention,
   keep,
@@ -22,31 +16,10 @@ import {
   Tensor,
   tidy,
 } from '../../src/index.js';
+import { useFakeCudaStack } from '../support/fake-cuda.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'attnlab-fake-scope-'));
-const here = (name: string) => fileURLToPath(new URL(name, import.meta.url));
-const compile = (source: string, name: string) =>
-  spawnSync('cc', ['-shared', '-fPIC', '-O1', '-o', join(dir, name), here(source), '-lm'], {
-    encoding: 'utf8',
-  });
-const built = [
-  compile('../support/cudnn-fake.c', 'libcuda.so.1'),
-  compile('../support/cudnn-fake.c', 'libcudnn.so.9'),
-  compile('../support/cudnn-fake.c', 'libcudnn_graph.so.9'),
-  compile('../support/te-fake-nvrtc.c', 'libnvrtc.so.13'),
-];
-const skip = built.every((b) => b.status === 0)
-  ? false
-  : `no C compiler: ${built.map((b) => b.error?.message ?? b.stderr).join(' ')}`;
-process.env.ATTNLAB_LIBCUDA = join(dir, 'libcuda.so.1');
-process.env.ATTNLAB_CUDNN = join(dir, 'libcudnn.so.9');
-process.env.ATTNLAB_NVRTC = join(dir, 'libnvrtc.so.13');
-process.env.ATTNLAB_CACHE_DIR = join(dir, 'cache');
-process.env.ATTNLAB_KERNEL_CACHE = '0';
-// The stand-in's plan JSON holds a pointer into its own process: a plan read from disk would dangle.
-process.env.ATTNLAB_CUDNN_PLAN_CACHE = '0';
 delete process.env.ATTNLAB_DISABLE_CUDA;
-reloadConfig();
+const { skip } = useFakeCudaStack('attnlab-fake-scope-', { cudnnGraph: true });
 
 const device = (s: MemoryStats) => ({
   liveBlocks: s.liveBlocks,

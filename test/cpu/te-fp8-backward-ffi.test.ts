@@ -7,12 +7,8 @@
  * forward's descales and the backward's scales. Kernels do not run there; numbers are the GPU test's.
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import koffi from 'koffi';
 import { validateAttention } from '../../src/api/validate.js';
 import { getCudaContext } from '../../src/backends/cuda/context.js';
@@ -21,33 +17,13 @@ import { cu } from '../../src/backends/cuda/ffi/driver.js';
 import { BACKWARD_SLOTS, buildFp8BackwardGraph } from '../../src/backends/cuda/fp8/backward-graph.js';
 import { backwardFeatures } from '../../src/backends/cuda/fp8/backward-run.js';
 import { buildFp8Graph, type Fp8Role, fp8GraphFeatures } from '../../src/backends/cuda/fp8/graph.js';
-import { reloadConfig } from '../../src/config.js';
 import { autocast } from '../../src/te/autocast.js';
 import { DotProductAttention } from '../../src/te/module.js';
 import { DelayedScaling } from '../../src/te/recipe.js';
 import { randomNormal } from '../../src/tensor/random.js';
+import { useFakeCudaStack } from '../support/fake-cuda.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'attnlab-fake-fp8-bwd-'));
-const here = (name: string) => fileURLToPath(new URL(name, import.meta.url));
-const compile = (source: string, name: string) =>
-  spawnSync('cc', ['-shared', '-fPIC', '-O1', '-o', join(dir, name), here(source), '-lm'], {
-    encoding: 'utf8',
-  });
-const built = [
-  compile('../support/cudnn-fake.c', 'libcuda.so.1'),
-  compile('../support/cudnn-fake.c', 'libcudnn.so.9'),
-  compile('../support/te-fake-nvrtc.c', 'libnvrtc.so.13'),
-];
-const skip = built.every((b) => b.status === 0)
-  ? false
-  : `no C compiler: ${built.map((b) => b.error?.message ?? b.stderr).join(' ')}`;
-process.env.ATTNLAB_LIBCUDA = join(dir, 'libcuda.so.1');
-process.env.ATTNLAB_CUDNN = join(dir, 'libcudnn.so.9');
-process.env.ATTNLAB_NVRTC = join(dir, 'libnvrtc.so.13');
-process.env.ATTNLAB_CACHE_DIR = join(dir, 'cache');
-process.env.ATTNLAB_KERNEL_CACHE = '0';
-process.env.ATTNLAB_CUDNN_PLAN_CACHE = '0';
-reloadConfig();
+const { dir, skip } = useFakeCudaStack('attnlab-fake-fp8-bwd-');
 
 interface Bound {
   ptr: string;

@@ -7,12 +7,8 @@
  * non-virtual tensor once, the eight FP8 scalars at their slots of one block, the by-value scalars.
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import koffi from 'koffi';
 import { validateAttention } from '../../src/api/validate.js';
 import { getCudaContext } from '../../src/backends/cuda/context.js';
@@ -28,37 +24,15 @@ import {
 import { pipelineChunks } from '../../src/backends/cuda/fp8/pipeline.js';
 import { runCudaFp8 } from '../../src/backends/cuda/fp8/run.js';
 import { DeviceDelayedState } from '../../src/backends/cuda/fp8/state.js';
-import { reloadConfig } from '../../src/config.js';
 import { InvalidArgumentError } from '../../src/errors.js';
 import { autocast } from '../../src/te/autocast.js';
 import { Fp8State } from '../../src/te/fp8-state.js';
 import { DotProductAttention, SequenceDescriptor } from '../../src/te/module.js';
 import { DelayedScaling } from '../../src/te/recipe.js';
 import { randomNormal } from '../../src/tensor/random.js';
+import { useFakeCudaStack } from '../support/fake-cuda.js';
 
-const dir = mkdtempSync(join(tmpdir(), 'attnlab-fake-fp8-'));
-const here = (name: string) => fileURLToPath(new URL(name, import.meta.url));
-const compile = (source: string, name: string) =>
-  spawnSync('cc', ['-shared', '-fPIC', '-O1', '-o', join(dir, name), here(source), '-lm'], {
-    encoding: 'utf8',
-  });
-const built = [
-  compile('../support/cudnn-fake.c', 'libcuda.so.1'),
-  compile('../support/cudnn-fake.c', 'libcudnn.so.9'),
-  compile('../support/te-fake-nvrtc.c', 'libnvrtc.so.13'),
-];
-const skip = built.every((b) => b.status === 0)
-  ? false
-  : `no C compiler: ${built.map((b) => b.error?.message ?? b.stderr).join(' ')}`;
-// Read at the first CUDA call, which this file makes before any other (each test file is a process).
-process.env.ATTNLAB_LIBCUDA = join(dir, 'libcuda.so.1');
-process.env.ATTNLAB_CUDNN = join(dir, 'libcudnn.so.9');
-process.env.ATTNLAB_NVRTC = join(dir, 'libnvrtc.so.13');
-process.env.ATTNLAB_CACHE_DIR = join(dir, 'cache');
-process.env.ATTNLAB_KERNEL_CACHE = '0';
-// The stand-in's plan JSON holds a pointer into its own process: a plan read from disk would dangle.
-process.env.ATTNLAB_CUDNN_PLAN_CACHE = '0';
-reloadConfig();
+const { dir, skip } = useFakeCudaStack('attnlab-fake-fp8-');
 
 interface Bound {
   ptr: string;
