@@ -3,9 +3,23 @@
 # not run. The sourcing script sets, before it calls them:
 #   logs  the folder that gets one <name>.tap (test shard) or <name>.san (sanitizer run) per process
 #   cap   seconds each process may run: `timeout --kill-after=5`, since a kernel that hangs ignores SIGTERM
-# and then `wait`s for them. Sourcing sets `san`, the compute-sanitizer to use.
+# and then `wait`s for them. Sourcing sets `san`, the compute-sanitizer to use. harness_binary picks the
+# Hopper harness to run (carried, or built on the device).
 san=compute-sanitizer
 command -v $san > /dev/null || san=/usr/local/cuda/bin/compute-sanitizer
+
+# The standalone Hopper harness (bench/hopper/harness.cu) as carried, or built here when the carried
+# binary does not start (built off the device, it may not load): prints the path to use.
+harness_binary() { # carried binary, log file
+  if timeout -s KILL 20 "$1" none >> "$2" 2>&1; then
+    echo "$1"
+    return
+  fi
+  echo "carried harness $1 failed to start; building /tmp/harness" >> "$2"
+  timeout -s KILL 150 nvcc -O2 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I src/kernels \
+    -o /tmp/harness bench/hopper/harness.cu >> "$2" 2>&1 || echo "harness build failed" >> "$2"
+  echo /tmp/harness
+}
 
 shard() { # name, "VAR=value ..." (or -), node --test arguments... → $logs/<name>.tap, its rc last
   local name=$1 vars=$2

@@ -66,8 +66,11 @@ sanitize racecheck-decode racecheck --test-name-pattern='window' test/gpu/decode
 sanitize racecheck-flash-backward racecheck --test-name-pattern=sanitize test/gpu/flash-backward.test.ts
 sanitize memcheck-fp8-gradients memcheck --test-name-pattern='bit for bit' test/gpu/fp8-backward.test.ts
 for tool in racecheck synccheck; do
-  ATTNLAB_FLASH_KERNEL=wgmma sanitize "$tool-hopper" "$tool" --test-name-pattern='^H=128 .*\(bfloat16\)$' \
+  ATTNLAB_FLASH_KERNEL=wgmma sanitize "$tool-hopper" "$tool" --test-name-pattern='^H=128 (?!long).*\(bfloat16\)$' \
     test/gpu/flash-hopper.test.ts
+  # Session 8: the three-consumer D=128 tile of long T (192 rows × 80 keys), one case.
+  ATTNLAB_FLASH_KERNEL=wgmma sanitize "$tool-hopper-long" "$tool" \
+    --test-name-pattern='^H=128 long T: T=8192 S=300 MQA \(bfloat16\)$' test/gpu/flash-hopper.test.ts
 done
 wait
 echo "all shards done at ${SECONDS} s"

@@ -12,7 +12,9 @@
 //      bench/hopper/harness profile — one launch of each library variant (and D=128 causal), for ncu;
 //      session 7: check7 / check8 (its schedules and the persistent grid against the oracle and bit
 //      for bit against the base), sanitize7 / sanitize8 (small cases for compute-sanitizer), time7 /
-//      time8 / time9 (probes and tiles; each schedule beside the base), `none` (loads and exits).
+//      time8 / time9 (probes and tiles; each schedule beside the base), `none` (loads and exits);
+//      session 8: check10 / sanitize10 / time11 / profile10 (tiles.cuh SLACK, the conditional rescale,
+//      beside session 7's variant); check11 / time12 / time13 (three consumers at D=128).
 // Every check draws fresh random inputs, poisons the outputs first (0xFF bytes: NaN), and compares
 // ‖out − ref‖/‖ref‖, NaN positions and the log-sum-exp; each case runs twice and must be bit-identical.
 #include <cuda.h>
@@ -152,6 +154,9 @@ struct Problem {
   bool fp16;
   std::vector<int> qlens, kvlens;  // empty: full
   const char* nan_case;            // null, "qrow", "qinf", "padkv"
+  // Standard deviation of Q and K (V stays 1): 4 gives logits of std ~16, so that a row's max jumps
+  // by far more than the rescale slack between tiles (session 8's SLACK variants).
+  float qk_std = 1.f;
 };
 
 struct Buffers {
@@ -163,11 +168,13 @@ struct Buffers {
 template <class C>
 struct Runner {
   static const char* name() {
-    static char buf[96];
-    snprintf(buf, sizeof buf, "wgmma.d%d.%dx%dx%dwg.s%d%s%s%s%s%s%s%s", C::D, C::BM, C::BN, C::CONSUMERS + 1,
+    static char buf[112];
+    char slack[16] = "";
+    if (C::SLACK) snprintf(slack, sizeof slack, ".slack%d", C::SLACK);
+    snprintf(buf, sizeof buf, "wgmma.d%d.%dx%dx%dwg.s%d%s%s%s%s%s%s%s%s", C::D, C::BM, C::BN, C::CONSUMERS + 1,
              C::STAGES, C::OVERLAP ? ".overlap" : "", C::PINGPONG ? ".pingpong" : "", C::LATE_WAIT ? ".latewait" : "",
              C::DESC_STEP ? ".descstep" : "", C::GROUPED ? ".grouped" : C::PERSISTENT ? ".persistent" : "",
-             C::FP16 ? ".f16" : ".bf16",
+             slack, C::FP16 ? ".f16" : ".bf16",
              C::PROBE == 1 ? ".probe-nosoftmax" : C::PROBE == 2 ? ".probe-noload" : "");
     return buf;
   }
@@ -228,8 +235,8 @@ static void release(Buffers& b) {
 static unsigned g_seed = 1;
 static void fill_inputs(const Problem& pr, Buffers& b) {
   const size_t nq = (size_t)pr.B * pr.T * pr.N * pr.D, nk = (size_t)pr.B * pr.S * pr.K * pr.D;
-  fill<<<1024, 256>>>(b.q, nq, g_seed++, 1.f, pr.fp16);
-  fill<<<1024, 256>>>(b.k, nk, g_seed++, 1.f, pr.fp16);
+  fill<<<1024, 256>>>(b.q, nq, g_seed++, pr.qk_std, pr.fp16);
+  fill<<<1024, 256>>>(b.k, nk, g_seed++, pr.qk_std, pr.fp16);
   fill<<<1024, 256>>>(b.v, nk, g_seed++, 1.f, pr.fp16);
   RT(cudaDeviceSynchronize());
   const u16 nan16 = pr.fp16 ? 0x7E00 : 0x7FC0, inf16 = pr.fp16 ? 0x7C00 : 0x7F80;
@@ -446,6 +453,19 @@ using D128s7Pf16 = HopperConfig<128, 128, 2, true, true, 0, false, 2, true, true
 using D64s7P = HopperConfig<64, 128, 2, false, true, 0, false, 3, true, true, true, false, true>;
 using D256s7P = HopperConfig<256, 80, 2, false, true, 0, false, 2, true, true, true, false, true>;
 using D128s7Pser = HopperConfig<128, 128, 2, false, false, 0, false, 2, false, false, true, false, true>;
+// Session 8: FlashAttention-4's conditional rescale (tiles.cuh SLACK: the running max moves only when
+// a tile rises more than SLACK above it, base 2) on session 7's library variants.
+template <int D, int BN, int CONSUMERS, int SLACK, bool FP16 = false>
+using S7Slack = HopperConfig<D, BN, 2, FP16, true, 0, false, CONSUMERS, true, true, true, false, false, 0, SLACK>;
+using D128k8 = S7Slack<128, 128, 2, 8>;
+using D128k4 = S7Slack<128, 128, 2, 4>;
+using D128k8f16 = S7Slack<128, 128, 2, 8, true>;
+using D64k8 = S7Slack<64, 128, 3, 8>;
+using D256k8 = S7Slack<256, 80, 2, 8>;
+// Three consumers at D=128 (192 rows: two warpgroups' softmax may hide under the third's GEMMs, as at
+// D=64), on tiles that fit 160 registers: BN=80 and 64 0 spills, BN=96 spills 64 bytes (ptxas).
+using D128c3b80k8 = S7Slack<128, 80, 3, 8>;
+using D128c3b64k8 = S7Slack<128, 64, 3, 8>;
 
 // The check cases of check_all, each compared bit for bit against the base variant.
 template <class C, class Base>
@@ -533,6 +553,83 @@ int main(int argc, char** argv) {
     Problem many256{4, 1500, 1100, 8, 2, 256, 1, 1, false, {}, {}, nullptr};
     check<D256s7P>(many256, log); identical<D256s7P, D256p>(many256, log);
     printf("CHECK failures: %d\n", g_failures);
+  }
+  if (mode == "check10") {  // session 8: the rescale slack against the oracle, with wide logits too
+    check_all<D128k8>(log, false);
+    check_all<D128k4>(log, true);
+    check_all<D128k8f16>(log, true);
+    check_all<D64k8>(log, false);
+    check_all<D256k8>(log, false);
+    // Q and K of std 4: logits of std ~16, the max jumps by far more than the slack between tiles.
+    std::vector<Problem> wide = {
+        {2, 512, 512, 4, 4, 128, 0, 0, false, {}, {}, nullptr, 4.f},
+        {2, 512, 512, 4, 2, 128, 1, 0, false, {}, {}, nullptr, 4.f},
+        {2, 256, 384, 2, 2, 128, 0, 0, false, {}, {250, 129}, "padkv", 4.f},
+        {1, 2048, 2048, 2, 2, 128, 1, 1, false, {}, {}, nullptr, 2.f},
+    };
+    for (const auto& pr : wide) { check<D128s7>(pr, log); check<D128k8>(pr, log); check<D128k4>(pr, log); }
+    Problem wide64{2, 512, 512, 4, 4, 64, 1, 0, false, {}, {}, nullptr, 4.f};
+    Problem wide256{2, 512, 512, 4, 4, 256, 1, 0, false, {}, {}, nullptr, 4.f};
+    check<D64s7>(wide64, log); check<D64k8>(wide64, log); check<D256s7>(wide256, log); check<D256k8>(wide256, log);
+    printf("CHECK failures: %d\n", g_failures);
+  }
+  if (mode == "sanitize10") {  // the rescale slack under compute-sanitizer (registers only; cheap insurance)
+    Problem a{1, 300, 700, 4, 2, 128, 1, 1, false, {}, {}, nullptr};
+    Problem c{2, 256, 640, 2, 2, 128, 1, 1, false, {200, 256}, {333, 0}, nullptr};
+    Problem d2{2, 256, 640, 2, 2, 64, 1, 1, false, {200, 256}, {333, 0}, nullptr};
+    Problem e{2, 256, 640, 2, 2, 256, 0, 0, false, {200, 256}, {333, 100}, nullptr};
+    check<D128k8>(a, log); check<D128k8>(c, log); check<D64k8>(d2, log); check<D256k8>(e, log);
+    printf("CHECK failures: %d\n", g_failures);
+  }
+  if (mode == "time11") {  // session 8: the rescale slack beside session 7's variant (off), interleaved three times
+    for (int causal = 0; causal < 2; ++causal)
+      for (int rep = 0; rep < 3; ++rep) {
+        time_case<D128s7>(128, causal, log);
+        time_case<D128k8>(128, causal, log);
+        time_case<D128k4>(128, causal, log);
+        time_case<D64s7>(64, causal, log);
+        time_case<D64k8>(64, causal, log);
+        time_case<D256s7>(256, causal, log);
+        time_case<D256k8>(256, causal, log);
+      }
+    for (int causal = 0; causal < 2; ++causal) {
+      time_case<D128s7>(128, causal, log, 16, 2048);
+      time_case<D128k8>(128, causal, log, 16, 2048);
+    }
+  }
+  if (mode == "check11") {  // three consumers at D=128 against the oracle
+    check_all<D128c3b80k8>(log, false);
+    check_all<D128c3b64k8>(log, true);
+    printf("CHECK failures: %d\n", g_failures);
+  }
+  if (mode == "time12") {  // three consumers at D=128 beside the two-consumer library variant, interleaved twice
+    for (int causal = 0; causal < 2; ++causal)
+      for (int rep = 0; rep < 2; ++rep) {
+        time_case<D128k8>(128, causal, log);
+        time_case<D128c3b80k8>(128, causal, log);
+        time_case<D128c3b64k8>(128, causal, log);
+      }
+    for (int causal = 0; causal < 2; ++causal) {
+      time_case<D128k8>(128, causal, log, 16, 2048);
+      time_case<D128c3b80k8>(128, causal, log, 16, 2048);
+    }
+  }
+  if (mode == "time13") {  // the same, longer: six interleaved reps (time12's two disagreed by ±4%)
+    for (int causal = 0; causal < 2; ++causal)
+      for (int rep = 0; rep < 6; ++rep) {
+        time_case<D128k8>(128, causal, log);
+        time_case<D128c3b80k8>(128, causal, log);
+      }
+    for (int rep = 0; rep < 3; ++rep) {
+      time_case<D128k8>(128, 0, log, 2, 16384);
+      time_case<D128c3b80k8>(128, 0, log, 2, 16384);
+    }
+  }
+  if (mode == "profile10") {  // one launch each of off / slack 8 at D=128 and D=64, for ncu
+    profile_case<D128s7>(0);
+    profile_case<D128k8>(0);
+    profile_case<D64s7>(0);
+    profile_case<D64k8>(0);
   }
   if (mode == "sanitize8") {  // the persistent grid under compute-sanitizer: several items per block
     Problem a{1, 300, 700, 4, 2, 128, 1, 1, false, {}, {}, nullptr};

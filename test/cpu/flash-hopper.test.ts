@@ -43,9 +43,9 @@ function dispatch(H: number, dtype: FloatDType, options: AttentionOptions = {}, 
 
 describe('cuda flash: the Hopper (wgmma) path', () => {
   it('runs bf16/fp16 H = Hv ∈ {64, 128, 256} on sm_90a, causal or not, MHA/GQA, with lengths', () => {
-    assert.equal(dispatch(128, 'bfloat16'), 'flash-fwd.sm_90a.bf16.d128.128x128x3wg.pp.lw.ds.wgmma');
-    assert.equal(dispatch(64, 'float16'), 'flash-fwd.sm_90a.f16.d64.192x128x4wg.pp.lw.ds.wgmma');
-    assert.equal(dispatch(256, 'bfloat16'), 'flash-fwd.sm_90a.bf16.d256.128x80x3wg.pp.lw.ds.wgmma');
+    assert.equal(dispatch(128, 'bfloat16'), 'flash-fwd.sm_90a.bf16.d128.128x128x3wg.pp.lw.ds.sl8.wgmma');
+    assert.equal(dispatch(64, 'float16'), 'flash-fwd.sm_90a.f16.d64.192x128x4wg.pp.lw.ds.sl8.wgmma');
+    assert.equal(dispatch(256, 'bfloat16'), 'flash-fwd.sm_90a.bf16.d256.128x80x3wg.pp.lw.ds.sl8.wgmma');
     const lengths = { querySeqLengths: [8, 3], keyValueSeqLengths: [5, 0] };
     for (const options of [
       { isCausal: true },
@@ -59,11 +59,36 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
   });
 
   it('pads H and Hv up to the kernel head dim where 3/4 of it is real: 96 → 128, 48 → 64, 200 → 256', () => {
-    assert.equal(dispatch(96, 'bfloat16'), 'flash-fwd.sm_90a.bf16.d128.128x128x3wg.pp.lw.ds.wgmma');
-    assert.equal(dispatch(200, 'float16'), 'flash-fwd.sm_90a.f16.d256.128x80x3wg.pp.lw.ds.wgmma');
-    assert.equal(dispatch(48, 'bfloat16'), 'flash-fwd.sm_90a.bf16.d64.192x128x4wg.pp.lw.ds.wgmma');
-    assert.equal(dispatch(256, 'bfloat16', {}, 200), 'flash-fwd.sm_90a.bf16.d256.128x80x3wg.pp.lw.ds.wgmma');
-    assert.equal(dispatch(128, 'bfloat16', {}, 104), 'flash-fwd.sm_90a.bf16.d128.128x128x3wg.pp.lw.ds.wgmma');
+    assert.equal(dispatch(96, 'bfloat16'), 'flash-fwd.sm_90a.bf16.d128.128x128x3wg.pp.lw.ds.sl8.wgmma');
+    assert.equal(dispatch(200, 'float16'), 'flash-fwd.sm_90a.f16.d256.128x80x3wg.pp.lw.ds.sl8.wgmma');
+    assert.equal(dispatch(48, 'bfloat16'), 'flash-fwd.sm_90a.bf16.d64.192x128x4wg.pp.lw.ds.sl8.wgmma');
+    assert.equal(
+      dispatch(256, 'bfloat16', {}, 200),
+      'flash-fwd.sm_90a.bf16.d256.128x80x3wg.pp.lw.ds.sl8.wgmma',
+    );
+    assert.equal(
+      dispatch(128, 'bfloat16', {}, 104),
+      'flash-fwd.sm_90a.bf16.d128.128x128x3wg.pp.lw.ds.sl8.wgmma',
+    );
+  });
+
+  it('takes three consumers on 80-key tiles at H=128 from T=8192 on, but not with a bias and a mask together', () => {
+    const long = (T: number, options: AttentionOptions = {}) => {
+      const q = randomNormal([1, T, 1, 128], { seed: 7, dtype: 'bfloat16' });
+      const kv = randomNormal([1, 8, 1, 128], { seed: 8, dtype: 'bfloat16' });
+      const choice = hopperVariant(validateAttention(q, kv, kv, options), 'sm_90a', 'wgmma', null);
+      return 'variant' in choice ? hopperVariantKey(choice.variant) : `mma: ${choice.reason}`;
+    };
+    assert.equal(long(8192), 'flash-fwd.sm_90a.bf16.d128.192x80x4wg.pp.lw.ds.sl8.wgmma');
+    assert.equal(long(8191), 'flash-fwd.sm_90a.bf16.d128.128x128x3wg.pp.lw.ds.sl8.wgmma');
+    const mask = randomNormal([1, 1, 8192, 8], { seed: 9 }).astype('bool');
+    const bias = randomNormal([1, 1, 8192, 8], { seed: 10, dtype: 'bfloat16' });
+    assert.equal(long(8192, { mask }), 'flash-fwd.sm_90a.bf16.d128.192x80x4wg.pp.lw.ds.sl8.mask.wgmma');
+    assert.equal(long(8192, { bias }), 'flash-fwd.sm_90a.bf16.d128.192x80x4wg.pp.lw.ds.sl8.bias-bf16.wgmma');
+    assert.equal(
+      long(8192, { bias, mask }),
+      'flash-fwd.sm_90a.bf16.d128.128x128x3wg.pp.lw.ds.sl8.bias-bf16.mask.wgmma',
+    );
   });
 
   it('runs an additive bias and a boolean mask on the kernel, named in the variant', () => {
@@ -72,20 +97,21 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
     const biasBf16 = randomNormal([2, 1, 1, 8], { seed: 6, dtype: 'bfloat16' });
     assert.equal(
       dispatch(128, 'bfloat16', { bias }),
-      'flash-fwd.sm_90a.bf16.d128.128x128x3wg.pp.lw.ds.bias-f32.wgmma',
+      'flash-fwd.sm_90a.bf16.d128.128x128x3wg.pp.lw.ds.sl8.bias-f32.wgmma',
     );
     assert.equal(
       dispatch(64, 'bfloat16', { mask }),
-      'flash-fwd.sm_90a.bf16.d64.192x128x4wg.pp.lw.ds.mask.wgmma',
+      'flash-fwd.sm_90a.bf16.d64.192x128x4wg.pp.lw.ds.sl8.mask.wgmma',
     );
     assert.equal(
       dispatch(256, 'float16', { bias: biasBf16, mask, isCausal: true }),
-      'flash-fwd.sm_90a.f16.d256.128x80x3wg.pp.lw.ds.bias-bf16.mask.wgmma',
+      'flash-fwd.sm_90a.f16.d256.128x80x3wg.pp.lw.ds.sl8.bias-bf16.mask.wgmma',
     );
     const choice = hopperVariant(problem(128, 'bfloat16', { bias }), 'sm_90a', 'wgmma', null);
     assert.ok('variant' in choice);
     assert.equal(hopperDefines(choice.variant).HOPPER_BIAS, 1);
     assert.equal(hopperDefines(choice.variant).HOPPER_MASK, 0);
+    assert.equal(hopperDefines(choice.variant).HOPPER_SLACK, 8);
   });
 
   it('leaves every other case to the mma.sync kernel, saying why', () => {

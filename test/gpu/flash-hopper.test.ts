@@ -82,6 +82,30 @@ const HOPPER_CASES: readonly AttentionCase[] = [
   },
 ];
 
+/**
+ * H=128 from T=8192 on takes the three-consumer tile (192 rows × 80 keys, hopper-variant.ts
+ * D128_LONG). Short key sides keep the float64 reference cheap (T·S·N·H ≤ 2.2e9 multiply-adds).
+ */
+const LONG_T_CASES: readonly AttentionCase[] = [
+  { name: 'T=8192 S=300 MQA', shape: { B: 1, T: 8192, S: 300, N: 2, K: 1, H: 128 } },
+  {
+    name: 'T=8200 S=520 causal, lengths, a batch with no keys',
+    shape: { B: 2, T: 8200, S: 520, N: 1, K: 1, H: 128 },
+    options: { isCausal: true, querySeqLengths: [8200, 5001], keyValueSeqLengths: [520, 0] },
+  },
+  {
+    name: 'T=8192 S=400 GQA causal bottom-right (rows see nothing)',
+    shape: { B: 1, T: 8192, S: 400, N: 2, K: 1, H: 128 },
+    options: { isCausal: true, causalAlignment: 'bottom_right' },
+  },
+  {
+    name: 'T=8192 S=200 mask (1,1,T,S) + window [50,50]',
+    shape: { B: 1, T: 8192, S: 200, N: 1, K: 1, H: 128 },
+    options: { localWindowSize: [50, 50] },
+    maskShape: [1, 1, 8192, 200],
+  },
+];
+
 /** Head dims that round up inside the kernel (columns past H read as TMA's zeros). */
 const PADDED_HEAD_DIMS: ReadonlyArray<{ H: number; Hv?: number; cases: readonly number[] }> = [
   { H: 96, cases: [1, 2, 4, 7] },
@@ -158,9 +182,20 @@ describe('cuda flash: the Hopper kernel', { skip }, () => {
     }
   }
 
+  LONG_T_CASES.forEach((c, index) => {
+    for (const dtype of index === 0 ? (['bfloat16', 'float16'] as const) : (['bfloat16'] as const)) {
+      it(`H=128 long T: ${c.name} (${dtype})`, () => {
+        const caseSeed = seed + 53 * index;
+        const { result, inputs } = run(c, dtype, caseSeed);
+        assert.match(result.variant, /\.d128\.192x80x4wg\..*\.wgmma$/, `${c.name}: ran ${result.variant}`);
+        assertMatchesOracle(result, inputs, dtype, `${c.name} (seed ${caseSeed}, ${result.variant})`);
+      });
+    }
+  });
+
   it('gives bit-identical results on repeated runs', () => {
-    for (const H of [64, 128, 256]) {
-      const c = withHeadDim(HOPPER_CASES[2], H);
+    for (const c of [...[64, 128, 256].map((H) => withHeadDim(HOPPER_CASES[2], H)), LONG_T_CASES[2]]) {
+      const H = c.shape.H;
       const { q, k, v, options } = buildInputs(c, 'bfloat16', seed + H);
       const inputs = [q.to('cuda'), k.to('cuda'), v.to('cuda')] as const;
       const once = () => attention(...inputs, { ...options, implementation: 'flash', returnLogSumExp: true });

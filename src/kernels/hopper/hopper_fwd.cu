@@ -35,8 +35,8 @@
 //
 // Specialisation: HOPPER_D, HOPPER_BN, HOPPER_STAGES, HOPPER_FP16, HOPPER_OVERLAP, HOPPER_BIAS (the
 // bias element code, 0 none), HOPPER_MASK, HOPPER_CONSUMERS, HOPPER_PINGPONG, HOPPER_LATEWAIT,
-// HOPPER_DESCSTEP, HOPPER_GROUPED and HOPPER_PERSISTENT (tiles.cuh says what the last four do; 0 when
-// not defined; GROUPED and PERSISTENT take a 1-D grid) define the extern
+// HOPPER_DESCSTEP, HOPPER_GROUPED, HOPPER_PERSISTENT and HOPPER_SLACK (tiles.cuh says what the last
+// five do; 0 when not defined; GROUPED and PERSISTENT take a 1-D grid) define the extern
 // "C" entry attnlab_hopper_fwd. With -DATTNLAB_NVCC_TEST the file
 // instantiates the table's variants instead.
 #include "hopper/tiles.cuh"
@@ -105,7 +105,7 @@ __device__ __forceinline__ void consume(const FlashParams& p, const TileWork& w,
   float o[C::DT][4];
 #pragma unroll
   for (int d = 0; d < C::DT; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f;
-  RowSoftmax<C::NT> softmax;
+  RowSoftmax<C::NT, C::SLACK> softmax;
   softmax.init();
   float alpha[2];
   float s[C::NT][4];
@@ -157,7 +157,7 @@ __device__ __forceinline__ void consume(const FlashParams& p, const TileWork& w,
       fence_accumulators(s);
       release(bar.k_empty(st));
       if (it == tiles - 1) release_q();
-      if (softmax_tile(nb)) RowSoftmax<C::NT>::rescale(o, alpha);
+      if (softmax_tile(nb)) RowSoftmax<C::NT, C::SLACK>::rescale(o, alpha);
       to_a_fragments<C>(pa, s);
       wait_values(it, nb);
       fence_operands();
@@ -223,7 +223,7 @@ __device__ __forceinline__ void consume(const FlashParams& p, const TileWork& w,
         fence_accumulators(o);
         keep_fragments(pa);
         release(bar.v_empty(prev));
-        if (moved) RowSoftmax<C::NT>::rescale(o, alpha);
+        if (moved) RowSoftmax<C::NT, C::SLACK>::rescale(o, alpha);
         to_a_fragments<C>(pa, s);
       };
       if constexpr (C::LATE_WAIT) {
@@ -370,11 +370,14 @@ __device__ __forceinline__ void hopper_fwd(const HopperParams& hp) {
 #ifndef HOPPER_PERSISTENT
 #define HOPPER_PERSISTENT 0
 #endif
+#ifndef HOPPER_SLACK
+#define HOPPER_SLACK 0
+#endif
 extern "C" __global__ void __launch_bounds__(128 * (HOPPER_CONSUMERS + 1), 1)
     attnlab_hopper_fwd(const __grid_constant__ HopperParams p) {
   hopper_fwd<HopperConfig<HOPPER_D, HOPPER_BN, HOPPER_STAGES, HOPPER_FP16 != 0, HOPPER_OVERLAP != 0, HOPPER_BIAS,
                           HOPPER_MASK != 0, HOPPER_CONSUMERS, HOPPER_PINGPONG != 0, HOPPER_LATEWAIT != 0,
-                          HOPPER_DESCSTEP != 0, HOPPER_GROUPED != 0, HOPPER_PERSISTENT != 0>>(p);
+                          HOPPER_DESCSTEP != 0, HOPPER_GROUPED != 0, HOPPER_PERSISTENT != 0, 0, HOPPER_SLACK>>(p);
 }
 #endif
 
@@ -390,10 +393,11 @@ template __global__ void hopper_fwd_test<HopperConfig<256, 80, 2, false, true>>(
 template __global__ void hopper_fwd_test<HopperConfig<128, 128, 2, false, true, 1, true>>(const __grid_constant__ HopperParams);
 template __global__ void hopper_fwd_test<HopperConfig<256, 80, 2, true, true, 2, false>>(const __grid_constant__ HopperParams);
 // The library's table (hopper-variant.ts): ping-pong, three consumers at D=64, session 7's late P·V
-// wait and stepped descriptors.
-template __global__ void hopper_fwd_test<HopperConfig<64, 128, 2, false, true, 0, false, 3, true, true, true>>(const __grid_constant__ HopperParams);
-template __global__ void hopper_fwd_test<HopperConfig<128, 128, 2, true, true, 1, true, 2, true, true, true>>(const __grid_constant__ HopperParams);
-template __global__ void hopper_fwd_test<HopperConfig<256, 80, 2, false, true, 3, false, 2, true, true, true>>(const __grid_constant__ HopperParams);
+// wait and stepped descriptors, session 8's rescale slack.
+template __global__ void hopper_fwd_test<HopperConfig<64, 128, 2, false, true, 0, false, 3, true, true, true, false, false, 0, 8>>(const __grid_constant__ HopperParams);
+template __global__ void hopper_fwd_test<HopperConfig<128, 128, 2, true, true, 1, true, 2, true, true, true, false, false, 0, 8>>(const __grid_constant__ HopperParams);
+template __global__ void hopper_fwd_test<HopperConfig<256, 80, 2, false, true, 3, false, 2, true, true, true, false, false, 0, 8>>(const __grid_constant__ HopperParams);
+template __global__ void hopper_fwd_test<HopperConfig<128, 128, 2, false, true, 0, false, 2, true, true, true>>(const __grid_constant__ HopperParams);
 // The grouped and the persistent grids (measured in the harness; hopper-variant.ts SCHEDULE).
 template __global__ void hopper_fwd_test<HopperConfig<128, 128, 2, false, true, 0, false, 2, true, true, true, true>>(const __grid_constant__ HopperParams);
 template __global__ void hopper_fwd_test<HopperConfig<128, 128, 2, false, true, 1, true, 2, true, true, true, false, true>>(const __grid_constant__ HopperParams);

@@ -8,11 +8,19 @@
 // NaN rule (README): a NaN logit is skipped by fmaxf but becomes NaN through 2^(NaN) in the sum and
 // in P·V, so the row's output and log-sum-exp are NaN; a +Inf logit makes the max +Inf and
 // 2^(Inf − Inf) NaN; −Inf logits (masked or real) weigh 0. A row whose sum is exactly 0 saw no key.
+//
+// SLACK > 0 (FlashAttention-4's conditional rescale): the max a row's weights are taken against moves
+// only when a tile's max exceeds it by more than SLACK (base 2). The weights are then ≤ 2^SLACK (256
+// at 8: far inside float32 and bfloat16's range, and bfloat16 keeps 8 significant bits at any scale),
+// and the result is the same after normalisation: O and the sum share the stale max, and the
+// log-sum-exp adds it back. A first tile (max −inf), a +Inf logit and NaN keep the rules above:
+// (x − (−inf)) and (+inf − m) exceed any slack; −inf − (−inf) is NaN, which compares false.
 #pragma once
 #include "flash/mma.cuh"
 
-template <int NT>
+template <int NT, int SLACK = 0>
 struct RowSoftmax {
+  static_assert(SLACK >= 0 && SLACK <= 16, "SLACK: 0 (the max moves on every rise) … 16 (weights ≤ 2^16)");
   float row_max[2];
   float row_sum[2];
 
@@ -32,7 +40,8 @@ struct RowSoftmax {
       for (int j = 0; j < NT; ++j) raw = fmaxf(raw, fmaxf(s[j][2 * h], s[j][2 * h + 1]));
       raw = fmaxf(raw, __shfl_xor_sync(0xffffffffu, raw, 1));
       raw = fmaxf(raw, __shfl_xor_sync(0xffffffffu, raw, 2));
-      const float mx = fmaxf(row_max[h], raw * factor);
+      const float risen = fmaxf(row_max[h], raw * factor);
+      const float mx = SLACK > 0 && risen - row_max[h] <= static_cast<float>(SLACK) ? row_max[h] : risen;
       // A row that has seen only −inf keeps max −inf; subtracting 0 keeps its weights 0, not NaN.
       const float base = mx == neg_inf() ? 0.f : mx;
       const float a = row_max[h] == mx ? 1.f : fast_exp2(row_max[h] - base);

@@ -10,7 +10,7 @@
 
 template <int D_, int BN_, int STAGES_, bool FP16_, bool OVERLAP_, int BIAS_ = 0, bool MASK_ = false,
           int CONSUMERS_ = 2, bool PINGPONG_ = false, bool LATE_WAIT_ = false, bool DESC_STEP_ = false,
-          bool GROUPED_ = false, bool PERSISTENT_ = false, int PROBE_ = 0>
+          bool GROUPED_ = false, bool PERSISTENT_ = false, int PROBE_ = 0, int SLACK_ = 0>
 struct HopperConfig {
   static constexpr int D = D_, BN = BN_, STAGES = STAGES_;
   static constexpr bool FP16 = FP16_, OVERLAP = OVERLAP_;
@@ -44,6 +44,10 @@ struct HopperConfig {
   // 1 skips the softmax (P = S), 2 loads K/V only into the first STAGES buffers and then reuses
   // them, so the timings without the exponentials or without the tile traffic can be taken apart.
   static constexpr int PROBE = PROBE_;
+  // SLACK (session 8, FlashAttention-4's conditional rescale): a row keeps its running max while a
+  // tile's max exceeds it by at most SLACK in base 2, so O is rescaled only when some row of the warp
+  // moved further (hopper/softmax.cuh); 0 moves the max on every rise, as before.
+  static constexpr int SLACK = SLACK_;
   static_assert(CONSUMERS == 2 || CONSUMERS == 3, "two or three consumer warpgroups");
   static_assert(!PINGPONG || OVERLAP, "ping-pong is scheduled on the overlapped loop");
   static constexpr int BOXES = D / 64;                      // 64-column TMA boxes per row

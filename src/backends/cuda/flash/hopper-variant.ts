@@ -74,6 +74,13 @@ export interface HopperVariant {
    * hopper_fwd.cu): the K/V ring and the ping-pong turns run on from one query block to the next.
    */
   readonly persistent: boolean;
+  /**
+   * FlashAttention-4's conditional rescale (HOPPER_SLACK, hopper/softmax.cuh): a row's running max
+   * moves only when a tile rises more than this many powers of 2 above it, so most tiles skip
+   * O *= alpha; the weights stay ≤ 2^slack and the result is the same after normalisation. 0: the
+   * max moves on every rise.
+   */
+  readonly rescaleSlack: 0 | 8;
 }
 
 /** Query rows per block: 64 per consumer warpgroup. */
@@ -113,14 +120,44 @@ const TILES: Record<HopperVariant['headDim'], { blockN: number; consumers: 2 | 3
 };
 
 /**
+ * D=128 at long T takes three consumers on BN=80 keys (192 rows; the largest tile whose registers fit
+ * 160 per thread: BN=96 spills 64 bytes, ptxas), so two warpgroups' softmax hides under the third's
+ * GEMMs as at D=64. Session 8's harness, same runs, slack 8 on both (bench/results/2026-12-01-s8-hopper
+ * call3/call4), B=4 N=16 bf16, TFLOP/s non-causal / causal: T=8192 623.7 / 548.8 against 594.2 / 531.7
+ * (+5.0 / +3.2%, six interleaved reps), T=16384 (B=2) 640.6 / — against 616.3 (+3.9%); at T=2048 (B=16)
+ * 538.4 / 388.6 against 542.9 / 403.5 (−1 / −4%: 2048 rows make 10⅔ blocks of 192, a third of the last
+ * one idle). Unmeasured between 2k and 8k, so the switch sits at the first measured win. With both a
+ * bias and a mask ptxas spills 20 bytes there, so that pair keeps the two-consumer tile.
+ */
+const D128_LONG = { blockN: 80, consumers: 3, fromT: 8192 } as const;
+
+function hopperTiles(
+  headDim: HopperVariant['headDim'],
+  p: AttentionProblem,
+): { blockN: number; consumers: 2 | 3 } {
+  if (headDim === 128 && p.T >= D128_LONG.fromT && !(p.bias && p.mask))
+    return { blockN: D128_LONG.blockN, consumers: D128_LONG.consumers };
+  return TILES[headDim];
+}
+
+/**
  * Session 7's schedule (the same arithmetic, bit for bit: only the order of the instructions and of
  * the blocks changes, harness check7/check8): the P·V wait after the softmax and descriptors
  * stepped by adds, on. Measured and off: the grouped grid (−6…−8% non-causal: the K/V of six heads
  * in flight no longer stay in L2) and the persistent grid (non-causal +0.2…5.5%, causal −4…−14%:
  * its static round-robin walk leaves blocks of unequal causal work; its D=256 library suite has not
- * run to the end).
+ * run to the end). Session 8 (bench/results/2026-12-01-s8-hopper, harness, mean of three interleaved
+ * runs, non-causal / causal): the rescale slack of 8 +2.1 / +2.3% at D=128, +3.7 / +4.1% at D=256,
+ * +0.2 / +0.9% at D=64, +4.1 / +2.2% at D=128 T=2048 (check10 79/0 against the oracle, with logits of
+ * std 16; memcheck, racecheck, synccheck 0); a slack of 4 gave +2.3 / +0.6% at D=128.
  */
-const SCHEDULE = { lateWait: true, descStep: true, grouped: false, persistent: false } as const;
+const SCHEDULE = {
+  lateWait: true,
+  descStep: true,
+  grouped: false,
+  persistent: false,
+  rescaleSlack: 8,
+} as const;
 
 /**
  * Whether sm_90a runs the Hopper kernel when ATTNLAB_FLASH_KERNEL is unset: yes, since every GPU
@@ -162,10 +199,9 @@ export function hopperVariant(
       arch: 'sm_90a',
       dtype: p.dtype,
       headDim,
-      blockN: TILES[headDim].blockN,
+      ...hopperTiles(headDim, p),
       stages: 2,
       overlap: true,
-      consumers: TILES[headDim].consumers,
       pingpong: true,
       ...SCHEDULE,
       bias: p.bias ? (p.bias.tensor.dtype as FlashBiasType) : 'none',
@@ -195,13 +231,14 @@ function hopperHeadDim(H: number, Hv: number): HopperVariant['headDim'] | string
 }
 
 /**
- * e.g. `flash-fwd.sm_90a.bf16.d128.128x128x3wg.pp.lw.ds.grp.wgmma`, `….d64.192x128x4wg.pp.lw.ds.grp.mask.wgmma`:
+ * e.g. `flash-fwd.sm_90a.bf16.d128.128x128x3wg.pp.lw.ds.sl8.wgmma`, `….d64.192x128x4wg.pp.lw.ds.sl8.mask.wgmma`:
  * rows × keys per tile × warpgroups (the producer included), `.pp` for ping-pong, `.lw` for the late
- * P·V wait, `.ds` for stepped descriptors, `.grp` for the grouped longest-first grid.
+ * P·V wait, `.ds` for stepped descriptors, `.grp` for the grouped longest-first grid, `.sl8` for the
+ * rescale slack.
  */
 export function hopperVariantKey(v: HopperVariant): string {
   const dtype = v.dtype === 'float16' ? 'f16' : 'bf16';
-  const schedule = `${v.overlap ? '' : '.serial'}${v.pingpong ? '.pp' : ''}${v.lateWait ? '.lw' : ''}${v.descStep ? '.ds' : ''}${v.grouped ? '.grp' : ''}${v.persistent ? '.pers' : ''}`;
+  const schedule = `${v.overlap ? '' : '.serial'}${v.pingpong ? '.pp' : ''}${v.lateWait ? '.lw' : ''}${v.descStep ? '.ds' : ''}${v.grouped ? '.grp' : ''}${v.persistent ? '.pers' : ''}${v.rescaleSlack ? `.sl${v.rescaleSlack}` : ''}`;
   const tiles = `${hopperBlockM(v)}x${v.blockN}x${v.consumers + 1}wg${schedule}`;
   const parts = ['flash-fwd', v.arch, dtype, `d${v.headDim}`, tiles];
   if (v.bias !== 'none') parts.push(`bias-${{ float32: 'f32', bfloat16: 'bf16', float16: 'f16' }[v.bias]}`);
@@ -236,6 +273,7 @@ export function hopperDefines(v: HopperVariant): Record<string, number> {
     HOPPER_DESCSTEP: v.descStep ? 1 : 0,
     HOPPER_GROUPED: v.grouped ? 1 : 0,
     HOPPER_PERSISTENT: v.persistent ? 1 : 0,
+    HOPPER_SLACK: v.rescaleSlack,
   };
 }
 
