@@ -21,6 +21,7 @@
 
 #include "decode/flash_decode.cu"
 #include "decode/flash_decode_heads.cu"
+#include "decode/flash_decode_persist.cu"
 
 template <class C>
 __global__ void __launch_bounds__(DEC_THREADS) h_decode(const __grid_constant__ DecodeParams p) {
@@ -29,6 +30,14 @@ __global__ void __launch_bounds__(DEC_THREADS) h_decode(const __grid_constant__ 
 template <class C>
 __global__ void __launch_bounds__(C::THREADS) h_heads(const __grid_constant__ DecodeParams p) {
   flash_decode_heads<C, false>(p);
+}
+template <class C>
+__global__ void __launch_bounds__(C::THREADS, 1) h_persist(const __grid_constant__ DecodeParams p) {
+  flash_decode_persist<C, false>(p);
+}
+template <int HB, int TK>
+__global__ void __launch_bounds__(128) h_persist_combine(const __grid_constant__ DecodeParams p) {
+  flash_decode_persist_combine<HB, TK, 128, false>(p);
 }
 template <int DV>
 __global__ void __launch_bounds__(128) h_combine(const __grid_constant__ DecodeParams p) {
@@ -53,10 +62,12 @@ struct Variant {
   // flash_decode_heads.cu's kernel when hb > 0: hb kv heads per block, rt row tiles per head,
   // `slices` warps per row tile, tk keys per tile; 32·hb·rt·slices threads.
   int hb = 0, slices = 0, tk = 64, threads = DEC_THREADS, stages = 3;
+  // flash_decode_persist.cu's kernel when persist > 0: a grid of `persist` blocks (SMs × occupancy)
+  int persist = 0, per_sm = 0;
   const char* name() const {
     static char buf[64];
     if (!hb) return bulk ? "bulk" : "async";
-    snprintf(buf, sizeof buf, "heads%d.%dx%d.s%d", hb, slices, tk / slices, stages);
+    snprintf(buf, sizeof buf, "%s%d.%dx%d.s%d", persist ? "persist" : "heads", hb, slices, tk / slices, stages);
     return buf;
   }
 };
@@ -74,6 +85,19 @@ Variant make_heads() {
   v.hb = HB, v.slices = SLICES, v.tk = C::TK, v.threads = C::THREADS, v.stages = STAGES;
   return v;
 }
+// The persistent heads kernel, one warp per row tile: P = SMs × the blocks that fit on one.
+template <int HB, int RTH, int STAGES>
+Variant make_persist() {
+  using C = HeadsConfig<128, 128, false, HB, RTH, 1, 16, STAGES>;
+  CHECK(cudaFuncSetAttribute(h_persist<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM));
+  int per_sm = 0, sms = 0;
+  CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, h_persist<C>, C::THREADS, C::SMEM));
+  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  Variant v{128, 128, RTH, true, h_persist<C>, h_persist_combine<HB, C::TK>, C::SMEM};
+  v.hb = HB, v.slices = 1, v.tk = C::TK, v.threads = C::THREADS, v.stages = STAGES;
+  v.per_sm = per_sm, v.persist = std::min(sms * std::max(per_sm, 1), DEC_PERSIST_MAX_BLOCKS);
+  return v;
+}
 static std::vector<Variant> variants() {
   return {make<128, 128, 1, false>(),     make<128, 128, 2, false>(),     make<128, 128, 4, false>(),
           make<128, 128, 1, true>(),      make<128, 128, 2, true>(),      make<128, 128, 4, true>(),
@@ -82,7 +106,11 @@ static std::vector<Variant> variants() {
           make_heads<8, 1, 1, 16>(),      make_heads<4, 1, 2, 16>(),      make_heads<2, 1, 4, 16>(),
           make_heads<1, 1, 8, 16>(),      make_heads<1, 2, 4, 32>(),      make_heads<1, 4, 2, 64>(),
           // … and alternatives for the bench: 4 warps of 4 heads (2 blocks per SM), smaller stages
-          make_heads<4, 1, 1, 16>(),      make_heads<1, 2, 4, 16, 5>(),   make_heads<8, 1, 1, 16, 2>()};
+          make_heads<4, 1, 1, 16>(),      make_heads<1, 2, 4, 16, 5>(),   make_heads<8, 1, 1, 16, 2>(),
+          // … and the persistent grid (session 8, not yet the library's): 8 heads 2/3 stages (1 block/SM),
+          // 4 heads 3 stages (2 blocks/SM) or 6 (one, ~166 KB in flight), MQA two row tiles 8 stages
+          make_persist<8, 1, 3>(),        make_persist<8, 1, 2>(),        make_persist<4, 1, 3>(),
+          make_persist<4, 1, 6>(),        make_persist<1, 2, 8>()};
 }
 // The heads variant decode.ts would pick for G rows per kv head (T = 1) and K kv heads.
 static const Variant* natural_heads(const std::vector<Variant>& vs, int rows, int K) {
@@ -90,7 +118,7 @@ static const Variant* natural_heads(const std::vector<Variant>& vs, int rows, in
   int hb = 1;
   while (hb * 2 <= 8 / rth && K % (hb * 2) == 0) hb *= 2;
   for (auto& v : vs)
-    if (v.hb == hb && v.rt == rth && v.slices == 8 / (hb * rth) && v.stages == 3) return &v;
+    if (!v.persist && v.hb == hb && v.rt == rth && v.slices == 8 / (hb * rth) && v.stages == 3) return &v;
   return nullptr;
 }
 static const Variant& pick(const std::vector<Variant>& vs, int d, int dv, int rt, bool bulk) {
@@ -145,6 +173,11 @@ static DecodeParams params(const Problem& pr, const Device& d, int splits, int m
   return p;
 }
 static void launch(const Variant& v, const DecodeParams& p, cudaStream_t s = 0) {
+  if (v.persist) {  // p.splits is the grid (P); the combine always runs
+    v.split<<<p.splits, v.threads, v.smem, s>>>(p);
+    v.combine<<<(p.rows_total + 3) / 4, 128, 0, s>>>(p);
+    return;
+  }
   const int tiles = (p.T * p.group + 15) / 16, groups = (tiles + v.rt - 1) / v.rt;
   if (v.hb)
     v.split<<<dim3(p.splits, p.K / v.hb, p.B), v.threads, v.smem, s>>>(p);
@@ -247,6 +280,7 @@ static int check(bool quick, bool heads_only, int max_cases) {
       {"MQA N=32 S=3000", {2, 1, 3000, 32, 1, 128, 128, 0, {3000, 2963}}},
       {"MQA N=16 T=3 causal", {2, 3, 1500, 16, 1, 128, 128, 0, {1500, 1441}, -1, true}},
       {"K=8 N=32 S=4100", {3, 1, 4100, 32, 8, 128, 128, 0, {4100, 64, 65}}},
+      {"K=8 ragged 0/2000/1/333", {4, 1, 2000, 32, 8, 128, 128, 0, {0, 2000, 1, 333}}},
       {"H=72 Hv=40", {2, 1, 700, 4, 2, 72, 40, 0, {700, 663}}},
       {"window 64 T=2", {2, 2, 500, 4, 1, 128, 128, 0, {500, 3}, 64, true}},
       {"window past the last key", {1, 12, 8, 4, 1, 128, 128, 0, {8}, 0, false, false}},
@@ -279,8 +313,11 @@ static int check(bool quick, bool heads_only, int max_cases) {
         if (var.d != d || var.dv != dv || var.rt < natural) continue;
         if (var.hb && (pr.K % var.hb || pr.H % 16 || pr.Hv % 16)) continue;
         if (heads_only && !var.hb) continue;
-        for (int splits : {1, 3, 17}) {
-          if (quick && splits != 3) continue;
+        // persistent: the grid instead (SMs × occupancy; 7 blocks, several per item; 300, past the tiles of
+        // the small cases, so blocks with no tiles exist)
+        const std::vector<int> grid_list = var.persist ? std::vector<int>{var.persist, 7, 300} : std::vector<int>{1, 3, 17};
+        for (int splits : grid_list) {
+          if (quick && splits != (var.persist ? 7 : 3)) continue;
           int max_blocks = 0;
           Device dev = upload(pr, q, k, v, splits, max_blocks, rng);
           const DecodeParams p = params(pr, dev, splits, max_blocks);
@@ -308,8 +345,8 @@ static int check(bool quick, bool heads_only, int max_cases) {
                                                     : double(fabsf(lse[i] - rl[i])));
           const bool ok = err < 2e-2 && lerr < 1e-2;
           if (!ok) ++failures;
-          printf("%s %-28s bs=%-2d rt=%d %-16s splits=%-2d max|dO|=%.2e max|dlse|=%.2e\n", ok ? "ok  " : "FAIL", c.name,
-                 bs, var.rt, var.name(), splits, err, lerr);
+          printf("%s %-28s bs=%-2d rt=%d %-16s %s=%-2d max|dO|=%.2e max|dlse|=%.2e\n", ok ? "ok  " : "FAIL", c.name,
+                 bs, var.rt, var.name(), var.persist ? "grid" : "splits", splits, err, lerr);
           release(dev);
         }
       }
@@ -371,8 +408,9 @@ static int bench(int argc, char** argv) {
   fill_random<<<64, 256>>>(q, size_t(128) * N * H, 3);
   CHECK(cudaMalloc(&o, size_t(128) * N * H * 2));
   CHECK(cudaMalloc(&lse, size_t(128) * N * 4));
-  CHECK(cudaMalloc(&opart, size_t(128) * 128 * N * H * 4));
-  CHECK(cudaMalloc(&lpart, size_t(128) * 128 * N * 4));
+  // partial rows: 128 splits, or a persistent grid's DEC_PERSIST_MAX_BLOCKS slots, of B ≤ 128 × N rows
+  CHECK(cudaMalloc(&opart, size_t(DEC_PERSIST_MAX_BLOCKS) * 128 * N * H * 4));
+  CHECK(cudaMalloc(&lpart, size_t(DEC_PERSIST_MAX_BLOCKS) * 128 * N * 4));
   CHECK(cudaMalloc(&table, size_t(max_elems / (16 * H)) * 4));
   CHECK(cudaMalloc(&lens, 128 * 4));
   cudaEvent_t a, b;
@@ -403,7 +441,7 @@ static int bench(int argc, char** argv) {
       if (nat) cands.push_back(nat);
       for (auto& v : vs)  // 4 heads a block (2 KB… 1 KB rows), and the natural one's other stage counts
         if (v.hb && &v != nat && sh.K % v.hb == 0 && v.rt == rt && v.d == 128 &&
-            (v.hb == 4 || (nat && v.hb == nat->hb && v.slices == nat->slices)))
+            (v.persist || v.hb == 4 || (nat && v.hb == nat->hb && v.slices == nat->slices)))
           cands.push_back(&v);
       for (const Variant* vp : cands) {
         const Variant& var = *vp;
@@ -412,7 +450,7 @@ static int bench(int argc, char** argv) {
                                                 int(prop.regsPerMultiprocessor / (var.threads * 176))));
         const long var_blocks = var.hb ? long(sh.B) * (sh.K / var.hb) : blocks;
         const int var_tiles = (sh.S + var.tk - 1) / var.tk;
-        const int model = model_splits(var_blocks, var_tiles, prop.multiProcessorCount * per_sm);
+        const int model = var.persist ? var.persist : model_splits(var_blocks, var_tiles, prop.multiProcessorCount * per_sm);
         std::vector<int> list = {model};
         if (sweep && bs != 64 && vp == nat)  // every split count of the heads kernel (the row-tile one: s6)
           for (int s : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128})

@@ -120,6 +120,58 @@ __device__ __forceinline__ void scalar_pv(float (&o)[C::DT][4], const float (&pt
   }
 }
 
+// The combines' last step: row `row`'s output Σ_s w_s · O_s / Σ_s w_s over the `splits` normalised rows
+// of o_part (weights w_s = e^(lse_s − base), their sum `sum`), and its log-sum-exp base + log sum. Each
+// lane owns 4 columns and reads one 16-byte chunk of every split's row, independent loads the compiler
+// can keep in flight. SKIP_ZERO: rows of weight 0 are not read (flash_decode_persist_combine: the slot
+// of a block with no tiles holds nothing written; 0 · a finite row adds nothing).
+template <int DV, bool FP16, bool SKIP_ZERO>
+__device__ __forceinline__ void write_combined_row(const DecodeParams& p, int row, int lane, const float* weights,
+                                                   int splits, float base, float sum) {
+  const bool empty = sum == 0.f;
+  const float inv = empty ? 0.f : 1.f / sum;
+  u16* dst = p.o + (i64)(row / p.N) * p.o_token + (i64)(row % p.N) * p.o_head;
+  for (int col = 4 * lane; col < p.Hv; col += 128) {
+    float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 4
+    for (int s = 0; s < splits; ++s) {
+      const float w = weights[s];
+      if (SKIP_ZERO && w == 0.f) continue;
+      const float4 y = *reinterpret_cast<const float4*>(p.o_part + ((i64)s * p.rows_total + row) * DV + col);
+      x.x += w * y.x, x.y += w * y.y, x.z += w * y.z, x.w += w * y.w;
+    }
+    const float out[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+      if (col + c < p.Hv) dst[col + c] = to_bits<FP16>(out[c] * inv);
+  }
+  if (p.lse && lane == 0) p.lse[row] = empty ? neg_inf() : base + __logf(sum);
+}
+
+// Row `row` from `splits` partial rows whose log-sum-exps lse_of(s) gives (read twice; the lanes take
+// 32 splits at a time): the weights e^(lse_s − max) into `weights` (this warp's shared slots), then
+// write_combined_row.
+template <int DV, bool FP16, bool SKIP_ZERO, class LseOf>
+__device__ __forceinline__ void combine_row(const DecodeParams& p, int row, int lane, float* weights, int splits,
+                                            LseOf lse_of) {
+  float M = neg_inf();
+  for (int s = lane; s < splits; s += 32) M = nan_max(M, lse_of(s));
+#pragma unroll
+  for (int d = 16; d > 0; d /= 2) M = nan_max(M, __shfl_xor_sync(0xffffffffu, M, d));
+  const float base = M == neg_inf() ? 0.f : M;
+  float sum = 0.f;
+  for (int s = lane; s < splits; s += 32) {
+    // A split that saw nothing has weight 0 and O 0; one that saw a NaN carries it.
+    const float w = __expf(lse_of(s) - base);
+    weights[s] = w;
+    sum += w;
+  }
+#pragma unroll
+  for (int d = 16; d > 0; d /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, d);
+  __syncwarp();
+  write_combined_row<DV, FP16, SKIP_ZERO>(p, row, lane, weights, splits, base, sum);
+}
+
 // The combine: one warp per (token, head) row merges the splits' normalised rows by their
 // log-sum-exp: lse = log Σ e^lse_s, O = Σ e^(lse_s − lse) · O_s. Padding rows of a dense query
 // (t ≥ its length) are left as the host zeroed them. The lanes read the splits' lse in parallel
@@ -138,37 +190,7 @@ __device__ __forceinline__ void flash_decode_combine(const DecodeParams& p) {
     if (t >= (p.q_lens ? p.q_lens[b] : p.T)) return;
   }
   const int splits = imin(p.splits, DEC_MAX_SPLITS);
-  float M = neg_inf();
-  for (int s = lane; s < splits; s += 32) M = nan_max(M, p.lse_part[(i64)s * p.rows_total + row]);
-#pragma unroll
-  for (int d = 16; d > 0; d /= 2) M = nan_max(M, __shfl_xor_sync(0xffffffffu, M, d));
-  const float base = M == neg_inf() ? 0.f : M;
-  float sum = 0.f;
-  for (int s = lane; s < splits; s += 32) {
-    // A split that saw nothing has weight 0 and O 0; one that saw a NaN carries it.
-    const float w = __expf(p.lse_part[(i64)s * p.rows_total + row] - base);
-    weights[warp][s] = w;
-    sum += w;
-  }
-#pragma unroll
-  for (int d = 16; d > 0; d /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, d);
-  __syncwarp();
-  const bool empty = sum == 0.f;
-  const float inv = empty ? 0.f : 1.f / sum;
-  u16* dst = p.o + (i64)(row / p.N) * p.o_token + (i64)(row % p.N) * p.o_head;
-  for (int col = 4 * lane; col < p.Hv; col += 128) {
-    float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 4
-    for (int s = 0; s < splits; ++s) {
-      const float w = weights[warp][s];
-      const float4 y = *reinterpret_cast<const float4*>(p.o_part + ((i64)s * p.rows_total + row) * DV + col);
-      x.x += w * y.x, x.y += w * y.y, x.z += w * y.z, x.w += w * y.w;
-    }
-    const float out[4] = {x.x, x.y, x.z, x.w};
-#pragma unroll
-    for (int c = 0; c < 4; ++c)
-      if (col + c < p.Hv) dst[col + c] = to_bits<FP16>(out[c] * inv);
-  }
-  if (p.lse && lane == 0) p.lse[row] = empty ? neg_inf() : base + __logf(sum);
+  combine_row<DV, FP16, false>(p, row, lane, weights[warp], splits,
+                               [&](int s) { return p.lse_part[(i64)s * p.rows_total + row]; });
 }
 

@@ -41,6 +41,29 @@ __device__ __forceinline__ void start_rows(const DecodeParams& p, int r0, int ro
     for (int c = 0; c < 4; ++c) o[d][c] = 0.f;
 }
 
+// Q's A fragments for a warp's 16 rows r0 + g, r0 + g + 8 of kv head kh (rows_b rows of G = p.group per
+// token; 0 for padding rows), straight from global memory in the mma A layout: (row g, cols 2tq..+1),
+// (g+8, …), (g, 2tq+8..), (g+8, 2tq+8..). The heads kernels hold them in registers for the whole loop.
+template <int KT>
+__device__ __forceinline__ void load_q_fragments(u32 (&qa)[KT][4], const DecodeParams& p, int b, int kh, int G,
+                                                 int r0, int rows_b, int lane) {
+  const int g = lane / 4, tq = lane % 4;
+  const u16* q_row[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int rr = r0 + g + 8 * h;
+    q_row[h] = rr < rows_b ? p.q + query_token(p, b, rr / G) * p.q_token + (i64)(kh * G + rr % G) * p.q_head
+                           : nullptr;
+  }
+#pragma unroll
+  for (int kk = 0; kk < KT; ++kk)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const u16* row = q_row[c % 2];
+      qa[kk][c] = row ? *reinterpret_cast<const u32*>(row + kk * 16 + 2 * tq + 8 * (c / 2)) : 0u;
+    }
+}
+
 // s = Q·Kᵀ for the warp's 16 rows and KPW keys, K rows row0 … of the tile at k_tile (pitch PITCH
 // elements); q_frag(kk, qa) gives the A fragment of Q's columns 16·kk … (from registers or shared).
 template <int KT, int KPW, int PITCH, bool FP16, class QFrag>

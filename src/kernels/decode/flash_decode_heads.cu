@@ -16,6 +16,8 @@
 //   and splits > 1 are combined by flash_decode_combine (decode_common.cuh) in a second launch.
 // H and Hv are multiples of 16 and at most 128 (decode.ts keeps other head dims on flash_decode.cu).
 // The NaN rule is flash_decode.cu's (the scalar P·V where V holds NaN/Inf at keys a row does not see).
+#ifndef ATTNLAB_FLASH_DECODE_HEADS_CU  // flash_decode_persist.cu includes this file too
+#define ATTNLAB_FLASH_DECODE_HEADS_CU
 #include "decode/decode_warp.cuh"
 
 template <int D, int DV, bool FP16, int HB, int RTH, int SLICES, int KPW, int STAGES>
@@ -109,25 +111,9 @@ __device__ __forceinline__ void flash_decode_heads(const DecodeParams& p) {
     if (tile_lo + s < tile_hi) load_stage(s, tile_lo + s, page_for(tile_lo + s));
   page = page_for(tile_lo + STAGES - 1);
 
-  // Q fragments of this warp's 16 rows (rt·16 + g, +8 of kv head kh), straight from global memory
-  // in the mma A layout: (row g, cols 2tq..+1), (g+8, …), (g, 2tq+8..), (g+8, 2tq+8..).
+  // Q fragments of this warp's 16 rows (rt·16 + g, +8 of kv head kh), from global memory once.
   u32 qa[C::KT][4];
-  {
-    const u16* q_row[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int rr = rt * 16 + g + 8 * h;
-      q_row[h] = rr < rows_b ? p.q + query_token(p, b, rr / G) * p.q_token + (i64)(kh * G + rr % G) * p.q_head
-                             : nullptr;
-    }
-#pragma unroll
-    for (int kk = 0; kk < C::KT; ++kk)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const u16* row = q_row[c % 2];
-        qa[kk][c] = row ? *reinterpret_cast<const u32*>(row + kk * 16 + 2 * tq + 8 * (c / 2)) : 0u;
-      }
-  }
+  load_q_fragments<C::KT>(qa, p, b, kh, G, rt * 16, rows_b, lane);
 
   // This lane's two rows: visible range, or empty when the row is padding.
   int lo[2], hi[2];
@@ -196,3 +182,4 @@ template __global__ void decode_heads_test<HeadsConfig<128, 128, false, 4, 1, 2,
 template __global__ void decode_heads_test<HeadsConfig<128, 128, false, 1, 2, 4, 32, 3>, false>(const __grid_constant__ DecodeParams);
 template __global__ void decode_heads_test<HeadsConfig<64, 64, true, 8, 1, 1, 32, 3>, true>(const __grid_constant__ DecodeParams);
 #endif
+#endif  // ATTNLAB_FLASH_DECODE_HEADS_CU

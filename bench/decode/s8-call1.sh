@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Session 8's first decode call (issue 16): the persistent heads kernel (src/kernels/decode/
+# flash_decode_persist.cu, in bench/decode/harness.cu only — the library does not run it) checked and
+# timed beside the heads kernel the library runs and PyTorch's SDPA (cuDNN, flash) in the same call.
+# No Node.js. ~140 s of wall time, each step under its own SIGKILL limit. Exact commands:
+#   here:   cd /work/wt/decode && nvcc -O2 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I src/kernels \
+#             -DDECODE_SPIN_LIMIT=16777216 -o bench/decode/harness bench/decode/harness.cu && \
+#           rm -rf /work/main/.wt-decode && mkdir -p /work/main/.wt-decode && \
+#           git ls-files -co --exclude-standard | grep -v '^bench/results/20' | tar -cf - -T - | tar -xf - -C /work/main/.wt-decode
+#   device: run(carry: [".wt-decode"], command: "cd .wt-decode && bash bench/decode/s8-call1.sh", timeout_s: 200)
+# Order: the harness check (every variant against a float64-accumulated reference; the persistent one at
+# its SMs × occupancy grid, at 7 blocks and at 300, more blocks than the small cases have tiles) beside
+# memcheck and racecheck of the heads and persistent variants; then, the GPU to itself, the harness
+# bench twice (flag off = heads*, on = persist*, interleaved per shape: run-to-run spread) and PyTorch.
+# Logs in $OUT; the table last: best heads vs best persist GB/s per shape and layout, PyTorch's beside.
+set -u
+out=${OUT:-/tmp/out}
+mkdir -p "$out" /tmp/s8
+san=compute-sanitizer
+command -v $san > /dev/null || san=/usr/local/cuda/bin/compute-sanitizer
+t0=$SECONDS
+if [ ! -x bench/decode/harness ]; then  # not carried: build it here (~15 s)
+  timeout -s KILL 60 nvcc -O2 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I src/kernels \
+    -DDECODE_SPIN_LIMIT=16777216 -o bench/decode/harness bench/decode/harness.cu > "$out/build.log" 2>&1
+  echo "build rc=$? $((SECONDS - t0))s"
+fi
+sanitize() { # name, tool, cases: `check quick heads` (heads + persistent variants, dense and paged16)
+  (timeout -s KILL 85 $san --tool "$2" --error-exitcode 9 ./bench/decode/harness check quick heads "$3" \
+    > "/tmp/s8/$1.san" 2>&1; echo "rc=$? $1 $((SECONDS - t0))s" >> "/tmp/s8/$1.san") &
+}
+sanitize memcheck memcheck 99
+sanitize racecheck racecheck 4  # GQA 4:1 ragged, MQA N=32, MQA T=3 causal, K=8 N=32 (persist 8 and 4 heads)
+timeout -s KILL 60 ./bench/decode/harness check > "$out/check.log" 2>&1
+echo "check rc=$? $((SECONDS - t0))s: $(tail -1 "$out/check.log")"
+wait
+cat /tmp/s8/*.san > "$out/sanitizers.log"
+for r in 1 2; do
+  timeout -s KILL 25 ./bench/decode/harness bench > "$out/bench$r.log" 2>&1
+  echo "bench$r rc=$? $((SECONDS - t0))s"
+done
+cases='[{"B":64,"S":16384,"K":8},{"B":8,"S":131072,"K":8},{"B":128,"S":8192,"K":8},{"B":64,"S":16384,"K":4},'
+cases+='{"B":64,"S":16384,"K":1},{"B":1,"S":2048,"K":8},{"B":1,"S":32768,"K":8}]'
+timeout -s KILL 28 /opt/torch/.venv/bin/python bench/decode/torch_decode.py \
+  "{\"cases\": $(echo "$cases" | sed 's/}/,"N":32,"H":128}/g'), \"repeats\": 30}" > "$out/torch.json" 2> "$out/torch.err"
+echo "torch rc=$? $((SECONDS - t0))s"
+
+echo "== check"; grep -cE '^ok' "$out/check.log"; grep -E '^FAIL|^check:' "$out/check.log" | head -20
+grep -E 'persist' "$out/check.log" | awk '{print $1}' | sort | uniq -c
+echo "== sanitizers"; grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY|^check:|^rc=' "$out/sanitizers.log"
+echo "== GB/s: best heads* (the library's kernel family) vs best persist* per shape, both bench runs; PyTorch same call"
+/opt/torch/.venv/bin/python - "$out" <<'EOF'
+import json, sys, collections
+out = sys.argv[1]
+best = collections.defaultdict(dict)  # (B, S, K, layout) -> {family: [(GB/s, name, run)]}
+for run in (1, 2):
+    try:
+        lines = open(f"{out}/bench{run}.log").read().splitlines()
+    except OSError:
+        continue
+    for line in lines:
+        f = line.split()
+        if len(f) < 9 or not f[0].isdigit():
+            continue
+        fam = "persist" if f[4].startswith("persist") else "heads" if f[4].startswith("heads") else None
+        if fam:
+            best[(int(f[0]), int(f[1]), int(f[2]), f[3])].setdefault(fam, []).append((float(f[8]), f[4], run))
+torch = {}
+try:
+    req = [(64, 16384, 8), (8, 131072, 8), (128, 8192, 8), (64, 16384, 4), (64, 16384, 1), (1, 2048, 8), (1, 32768, 8)]
+    for row in json.load(open(f"{out}/torch.json"))["rows"]:
+        if "ms" in row and row["case"] < len(req):
+            B, S, K = req[row["case"]]
+            gb = 2.0 * (2.0 * B * S * K * 128 + 2.0 * B * 32 * 128) / (row["ms"] * 1e-3) / 1e9
+            torch.setdefault((B, S, K), {})[row["impl"]] = gb
+except (OSError, ValueError, KeyError):
+    pass
+print(f"{'B':>4} {'S':>7} {'K':>2} {'layout':8} {'heads (run1/run2)':>26} {'persist (run1/run2)':>28} {'on/off':>6} {'torch cudnn':>11} {'flash':>6}")
+for key in sorted(best, key=lambda k: (-k[0] * k[1], k)):
+    row = best[key]
+    def cell(fam):
+        xs = row.get(fam, [])
+        if not xs:
+            return "-", 0.0
+        per = [max((x for x in xs if x[2] == r), default=None) for r in (1, 2)]
+        top = max(xs)
+        return f"{'/'.join(f'{p[0]:.0f}' if p else '-' for p in per)} {top[1]}", top[0]
+    h, hb = cell("heads")
+    p, pb = cell("persist")
+    t = torch.get(key[:3], {}) if key[3] == "dense" else {}
+    ratio = f"{pb / hb:.3f}" if hb and pb else "-"
+    print(f"{key[0]:>4} {key[1]:>7} {key[2]:>2} {key[3]:8} {h:>26} {p:>28} {ratio:>6} "
+          f"{t.get('cudnn', 0):>11.0f} {t.get('flash', 0):>6.0f}")
+EOF
+echo "total $((SECONDS - t0))s"
