@@ -90,6 +90,8 @@ template <int HB, int RTH, int STAGES>
 Variant make_persist() {
   using C = HeadsConfig<128, 128, false, HB, RTH, 1, 16, STAGES>;
   CHECK(cudaFuncSetAttribute(h_persist<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM));
+  // the whole carveout, as launchKernel asks: 2 blocks of ~100 KB (persist4 s3) or 3 of 70 KB share an SM
+  CHECK(cudaFuncSetAttribute(h_persist<C>, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
   int per_sm = 0, sms = 0;
   CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, h_persist<C>, C::THREADS, C::SMEM));
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
@@ -417,6 +419,8 @@ static int bench(int argc, char** argv) {
   cudaEventCreate(&a);
   cudaEventCreate(&b);
   std::mt19937 rng(7);
+  for (auto& v : vs)  // the persistent grids: SMs × the blocks the occupancy API fits on one
+    if (v.persist) printf("# %s: %d blocks/SM, grid %d, %d B shared\n", v.name(), v.per_sm, v.persist, v.smem);
   printf("%-6s %-7s %-2s %-8s %-16s %-3s %-6s %-9s %-8s %-6s\n", "B", "S", "K", "layout", "kernel", "rt", "splits",
          "ms", "GB/s", "model");
   for (const Shape& sh : shapes) {

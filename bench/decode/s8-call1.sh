@@ -44,6 +44,7 @@ timeout -s KILL 28 /opt/torch/.venv/bin/python bench/decode/torch_decode.py \
   "{\"cases\": $(echo "$cases" | sed 's/}/,"N":32,"H":128}/g'), \"repeats\": 30}" > "$out/torch.json" 2> "$out/torch.err"
 echo "torch rc=$? $((SECONDS - t0))s"
 
+grep "^# persist" "$out/bench1.log"
 echo "== check"; grep -cE '^ok' "$out/check.log"; grep -E '^FAIL|^check:' "$out/check.log" | head -20
 grep -E 'persist' "$out/check.log" | awk '{print $1}' | sort | uniq -c
 echo "== sanitizers"; grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY|^check:|^rc=' "$out/sanitizers.log"
