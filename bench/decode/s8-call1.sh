@@ -2,8 +2,9 @@
 # Session 8's first decode call (issue 16): the persistent heads kernel (src/kernels/decode/
 # flash_decode_persist.cu, in bench/decode/harness.cu only — the library does not run it) checked and
 # timed beside the heads kernel the library runs and PyTorch's SDPA (cuDNN, flash) in the same call.
-# No Node.js. ~140 s of wall time, each step under its own SIGKILL limit. Exact commands:
-#   here:   cd /work/wt/decode && nvcc -O2 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I src/kernels \
+# No Node.js. ~100 s of wall time expected, at most ~145 s (the SIGKILL limits: sanitizers 75 beside the
+# check 60, bench 2 × 20, PyTorch 28). Exact commands:
+#   here:   cd /work/wt/decode && git checkout -q decode-s8 && nvcc -O2 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I src/kernels \
 #             -DDECODE_SPIN_LIMIT=16777216 -o bench/decode/harness bench/decode/harness.cu && \
 #           rm -rf /work/main/.wt-decode && mkdir -p /work/main/.wt-decode && \
 #           git ls-files -co --exclude-standard | grep -v '^bench/results/20' | tar -cf - -T - | tar -xf - -C /work/main/.wt-decode
@@ -25,7 +26,7 @@ if [ ! -x bench/decode/harness ]; then  # not carried: build it here (~15 s)
   echo "build rc=$? $((SECONDS - t0))s"
 fi
 sanitize() { # name, tool, cases: `check quick heads` (heads + persistent variants, dense and paged16)
-  (timeout -s KILL 85 $san --tool "$2" --error-exitcode 9 ./bench/decode/harness check quick heads "$3" \
+  (timeout -s KILL 75 $san --tool "$2" --error-exitcode 9 ./bench/decode/harness check quick heads "$3" \
     > "/tmp/s8/$1.san" 2>&1; echo "rc=$? $1 $((SECONDS - t0))s" >> "/tmp/s8/$1.san") &
 }
 sanitize memcheck memcheck 99
@@ -35,7 +36,7 @@ echo "check rc=$? $((SECONDS - t0))s: $(tail -1 "$out/check.log")"
 wait
 cat /tmp/s8/*.san > "$out/sanitizers.log"
 for r in 1 2; do
-  timeout -s KILL 25 ./bench/decode/harness bench > "$out/bench$r.log" 2>&1
+  timeout -s KILL 20 ./bench/decode/harness bench > "$out/bench$r.log" 2>&1
   echo "bench$r rc=$? $((SECONDS - t0))s"
 done
 cases='[{"B":64,"S":16384,"K":8},{"B":8,"S":131072,"K":8},{"B":128,"S":8192,"K":8},{"B":64,"S":16384,"K":4},'
