@@ -21,7 +21,7 @@
 
 #include "decode/flash_decode.cu"
 #include "decode/flash_decode_heads.cu"
-#include "decode/flash_decode_persist.cu"
+#include "flash_decode_persist.cu"  // bench/decode/: the persistent experiment, not a library kernel
 
 template <class C>
 __global__ void __launch_bounds__(DEC_THREADS) h_decode(const __grid_constant__ DecodeParams p) {

@@ -123,8 +123,9 @@ __device__ __forceinline__ void scalar_pv(float (&o)[C::DT][4], const float (&pt
 // The combines' last step: row `row`'s output Σ_s w_s · O_s / Σ_s w_s over the `splits` normalised rows
 // of o_part (weights w_s = e^(lse_s − base), their sum `sum`), and its log-sum-exp base + log sum. Each
 // lane owns 4 columns and reads one 16-byte chunk of every split's row, independent loads the compiler
-// can keep in flight. SKIP_ZERO: rows of weight 0 are not read (flash_decode_persist_combine: the slot
-// of a block with no tiles holds nothing written; 0 · a finite row adds nothing).
+// can keep in flight. SKIP_ZERO: rows of weight 0 are not read (the combine of the persistent experiment,
+// bench/decode/flash_decode_persist.cu: the slot of a block with no tiles holds nothing written; 0 · a
+// finite row adds nothing).
 template <int DV, bool FP16, bool SKIP_ZERO>
 __device__ __forceinline__ void write_combined_row(const DecodeParams& p, int row, int lane, const float* weights,
                                                    int splits, float base, float sum) {

@@ -1,10 +1,14 @@
 // The heads kernel (flash_decode_heads.cu) on a persistent grid: P = SMs × occupancy blocks split the
 // whole job's tiles evenly (stream-K), so no SM idles and no block's pipeline drains at an item's end.
+// MEASURED SLOWER (session 8, bench/decode/s8-plan.md "Result"): dense 0.98–0.99×, paged 0.90–0.93×,
+// K=1 0.48–0.51× of the heads kernel; so it lives here, in the harness only (bench/decode/harness.cu),
+// not in src/kernels, and the library never loads it.
 // Why (bench/results/2026-12-01-s7-decode): at B·S = 1M every shape ran 128 blocks on 132 SMs
 // (B=64 splits 2, B=8 splits 16, B=128 splits 1, paged K/HB = 2 × B=64) — 4 SMs idle, 3% of the
 // machine — and one block reads ≤ 36 GB/s (splits = 1: 64 blocks 2283 GB/s, 8 blocks 289), under
 // load 32.6–33; 4.3 TB/s needs 32.6 GB/s from each of 132 SMs. Experimental: the library does not
 // load this file (decode.ts runs flash_decode_heads.cu); bench/decode/harness.cu checks and times it.
+// Built with the harness: nvcc … -I src/kernels bench/decode/harness.cu (this file is included from there).
 //
 // Work: items i = b · (K / HB) + kv-head group, each of n_b tiles of TK keys (the item's visible keys
 // [lo, hi) as in block_keys); global tile g = A_i + local tile. Block w takes tiles
@@ -257,34 +261,3 @@ __device__ __forceinline__ void flash_decode_persist_combine(const DecodeParams&
     return live ? p.lse_part[(i64)s * p.rows_total + row] : neg_inf();
   });
 }
-
-#ifdef DECODE_PERSIST
-// For a later NVRTC path (decode.ts does not build it yet): the same macros as the heads kernel.
-using DecodePersistConfig = HeadsConfig<DECODE_HEADS_D, DECODE_HEADS_DV, DECODE_FP16 != 0, DECODE_HEADS_HB,
-                                        DECODE_HEADS_RTH, 1, DECODE_HEADS_KPW, DECODE_STAGES>;
-extern "C" __global__ void __launch_bounds__(DecodePersistConfig::THREADS)
-    attnlab_flash_decode_persist(const __grid_constant__ DecodeParams p) {
-  flash_decode_persist<DecodePersistConfig, DECODE_FP16 != 0>(p);
-}
-extern "C" __global__ void __launch_bounds__(128)
-    attnlab_flash_decode_persist_combine(const __grid_constant__ DecodeParams p) {
-  flash_decode_persist_combine<DECODE_HEADS_HB, DecodePersistConfig::TK, DECODE_HEADS_DV, DECODE_FP16 != 0>(p);
-}
-#endif
-
-#ifdef ATTNLAB_NVCC_TEST
-template <class C, bool FP16>
-__global__ void __launch_bounds__(C::THREADS) decode_persist_test(const __grid_constant__ DecodeParams p) {
-  flash_decode_persist<C, FP16>(p);
-}
-template <int HB, int TK, int DV>
-__global__ void __launch_bounds__(128) decode_persist_combine_test(const __grid_constant__ DecodeParams p) {
-  flash_decode_persist_combine<HB, TK, DV, false>(p);
-}
-// K=8 G=4 (8 heads, 2 and 3 stages), K=4 (4 heads, 6 stages), MQA N=32 (two row tiles).
-template __global__ void decode_persist_test<HeadsConfig<128, 128, false, 8, 1, 1, 16, 3>, false>(const __grid_constant__ DecodeParams);
-template __global__ void decode_persist_test<HeadsConfig<128, 128, false, 8, 1, 1, 16, 2>, false>(const __grid_constant__ DecodeParams);
-template __global__ void decode_persist_test<HeadsConfig<128, 128, false, 4, 1, 1, 16, 6>, false>(const __grid_constant__ DecodeParams);
-template __global__ void decode_persist_test<HeadsConfig<128, 128, false, 1, 2, 1, 16, 8>, false>(const __grid_constant__ DecodeParams);
-template __global__ void decode_persist_combine_test<8, 16, 128>(const __grid_constant__ DecodeParams);
-#endif
