@@ -6,14 +6,19 @@
  * One query token per sequence, N=32, H=128, bf16. CUDA events, 300 ms settle, median of 30.
  *
  *   node --import tsx bench/decode/decode-bench.ts --out decode.json [--torch python3|none] [--quick]
- *        [--impl flash,cudnn] [--shapes 64:16384:8,1:2048:8] [--layouts dense,paged16,paged64]
+ *        [--impl flash,cudnn,auto] [--shapes 64:16384:8,1:2048:8] [--layouts dense,paged16,paged64]
+ *        [--table-room] [--no-uncached]
  *
  * --impl names the attnlab backends timed (default flash); cudnn runs the dense cache through its
  * fused graph and the paged ones through cuDNN's paged attention (PAGED_CACHE_LOAD; with
- * ATTNLAB_CUDNN_GRAPH=unified, the unified SDPA_FWD op's paged attributes). A backend that refuses
+ * ATTNLAB_CUDNN_GRAPH=unified, the unified SDPA_FWD op's paged attributes); auto leaves
+ * `implementation` unset (the row's variant says which backend ran). A backend that refuses
  * a case gives a row with its reason. --shapes B:S:K lists replace the default shapes, --layouts
- * the three layouts. Each paged shape at B=1 is also timed with the device copies of its table and
- * lengths dropped before every call ("uncached": what every call paid before int32-cache.ts).
+ * the three layouts. --table-room gives each block table one unused column (a serving system's
+ * fixed-width table; the only tables `auto` may run on cuDNN), else the table is tight. Each paged
+ * shape at B=1 is also timed with the device copies of its table and lengths dropped before every
+ * call ("uncached": what every call paid before int32-cache.ts), unless --no-uncached.
+ * The results file is rewritten after every shape, so a run cut short keeps the shapes it finished.
  */
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
@@ -34,7 +39,10 @@ const option = (name: string, fallback: string) =>
 const out = option('--out', 'decode-bench.json');
 const python = option('--torch', 'python3');
 const quick = args.includes('--quick');
-const impls = option('--impl', 'flash').split(',') as Array<'flash' | 'cudnn'>;
+const impls = option('--impl', 'flash').split(',') as Array<'flash' | 'cudnn' | 'auto'>;
+const spare = args.includes('--table-room') ? 1 : 0;
+const uncached = !args.includes('--no-uncached');
+const implementation = (impl: string) => (impl === 'auto' ? undefined : (impl as 'flash' | 'cudnn'));
 const [N, H, REPEATS] = [32, 128, 30];
 
 interface Shape {
@@ -86,19 +94,34 @@ function measure(
   s: Shape,
   impl: string,
   layout: string,
-  run: () => { output: Tensor; variant: string },
+  run: () => { output: Tensor; variant: string; backend: string },
 ): void {
   let variant = '';
   try {
     const ms = time(() => {
       const r = run();
-      variant = r.variant;
+      variant = impl === 'auto' ? `${r.backend}: ${r.variant}` : r.variant;
       return r.output;
     });
     record(s, `attnlab ${impl} ${layout}`, layout, ms, variant);
   } catch (error) {
     rows.push({ label: `attnlab ${impl} ${layout}`, ...s, N, H, layout, reason: (error as Error).message });
   }
+}
+
+let torchVersion = '';
+let header: Record<string, unknown> | undefined;
+function writeResults(): void {
+  header ??= {
+    kind: 'decode-bench',
+    command: commandLine(),
+    commit: attnlabCommit(),
+    machine: describeMachine(),
+  };
+  writeFileSync(
+    out,
+    `${JSON.stringify({ ...header, torch: torchVersion, peakGBs: HBM_PEAK_GBS, rows }, null, 2)}\n`,
+  );
 }
 
 getCudaContext();
@@ -108,25 +131,26 @@ SHAPES.forEach((s, index) => {
     const k = deviceRandom([s.B, s.S, s.K, H], 10 * index + 2);
     const v = deviceRandom([s.B, s.S, s.K, H], 10 * index + 3);
     if (layouts.includes('dense'))
-      for (const impl of impls) measure(s, impl, 'dense', () => attention(q, k, v, { implementation: impl }));
+      for (const impl of impls)
+        measure(s, impl, 'dense', () => attention(q, k, v, { implementation: implementation(impl) }));
     k.dispose();
     v.dispose();
   }
   for (const blockSize of [16, 64]) {
     if (!layouts.includes(`paged${blockSize}`)) continue;
-    const table = shuffledTable(s.B, s.S, blockSize);
-    const numBlocks = table.shape[0] * table.shape[1];
+    const table = shuffledTable(s.B, s.S, blockSize, spare);
+    const numBlocks = s.B * Math.ceil(s.S / blockSize);
     const k = deviceRandom([numBlocks, blockSize, s.K, H], 10 * index + 4);
     const v = deviceRandom([numBlocks, blockSize, s.K, H], 10 * index + 5);
     const lengths = Array.from({ length: s.B }, () => s.S);
     for (const impl of impls) {
       const options: AttentionOptions = {
-        implementation: impl,
+        implementation: implementation(impl),
         blockTable: table,
         keyValueSeqLengths: lengths,
       };
       measure(s, impl, `paged${blockSize}`, () => attention(q, k, v, options));
-      if (s.B === 1)
+      if (s.B === 1 && uncached)
         measure(s, impl, `paged${blockSize} uncached`, () => {
           clearInt32Cache();
           return attention(q, k, v, options);
@@ -136,9 +160,9 @@ SHAPES.forEach((s, index) => {
     v.dispose();
   }
   q.dispose();
+  writeResults();
 });
 
-let torchVersion = '';
 if (python !== 'none')
   try {
     const script = join(dirname(fileURLToPath(import.meta.url)), 'torch_decode.py');
@@ -156,10 +180,7 @@ if (python !== 'none')
     console.error(`torch peer did not run: ${(error as Error).message.split('\n')[0]}`);
   }
 
-writeFileSync(
-  out,
-  `${JSON.stringify({ kind: 'decode-bench', command: commandLine(), commit: attnlabCommit(), machine: describeMachine(), torch: torchVersion, peakGBs: HBM_PEAK_GBS, rows }, null, 2)}\n`,
-);
+writeResults();
 console.log('shape                    attnlab         GB/s (% peak)           best torch GB/s   ratio');
 for (const [index, s] of SHAPES.entries()) {
   void index;

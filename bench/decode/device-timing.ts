@@ -26,8 +26,13 @@ export function deviceRandom(shape: number[], seed: number): Tensor {
   return Tensor.fromDeviceBuffer(buffer, shape, 'bfloat16');
 }
 
-/** (B, ceil(S / blockSize)) pool blocks, a sequence's pages scattered as after many appends and frees. */
-export function shuffledTable(B: number, S: number, blockSize: number): Tensor {
+/**
+ * (B, ceil(S / blockSize) + spare) pool blocks, a sequence's pages scattered as after many appends and
+ * frees; `spare` unused entries (0) end each row: a serving system's fixed-width table with room for
+ * the next blocks (the case where `auto` may pick cuDNN, decode-dispatch-table.ts). The pool holds
+ * B · ceil(S / blockSize) blocks either way.
+ */
+export function shuffledTable(B: number, S: number, blockSize: number, spare = 0): Tensor {
   const blocksPerSeq = Math.ceil(S / blockSize);
   const numBlocks = B * blocksPerSeq;
   const order = Int32Array.from({ length: numBlocks }, (_, i) => i);
@@ -35,7 +40,11 @@ export function shuffledTable(B: number, S: number, blockSize: number): Tensor {
     const j = (i * 2654435761) % (i + 1);
     [order[i], order[j]] = [order[j], order[i]];
   }
-  return Tensor.fromRaw(order, [B, blocksPerSeq], 'int32');
+  if (spare === 0) return Tensor.fromRaw(order, [B, blocksPerSeq], 'int32');
+  const width = blocksPerSeq + spare;
+  const table = new Int32Array(B * width);
+  for (let b = 0; b < B; b++) table.set(order.subarray(b * blocksPerSeq, (b + 1) * blocksPerSeq), b * width);
+  return Tensor.fromRaw(table, [B, width], 'int32');
 }
 
 /** Median device ms of `call` over `repeats` timed calls after `settleMs` of back-to-back calls. */

@@ -1,9 +1,9 @@
 /**
- * Reads the numbers of the measured paged-decode table (src/backends/decode-dispatch-table.ts) from
+ * Reads the numbers of the measured decode table (src/backends/decode-dispatch-table.ts) from
  * the files its cases cite, so test/cpu/dispatch-table.test.ts can check every transcribed number:
- * - a decode-bench.ts results file (JSON): the row labelled `attnlab <impl> paged<blockSize>` at the
+ * - a decode-bench.ts results file (JSON): the row labelled `attnlab <impl> <layout>` (dense, paged16, …) at the
  *   case's B, S, K — its bandwidthGBs;
- * - a harness log (bench/decode/harness bench, text): the line of B S K paged<blockSize> for the
+ * - a harness log (bench/decode/harness bench, text): the line of B S K <layout> for the
  *   case's kernel variant at the model's split count (marked *) — its GB/s column.
  * Rounded to whole GB/s, as the table holds them.
  *
@@ -20,7 +20,7 @@ import {
 /** The GB/s `timing` points at for case `c` of backend `impl`; throws when the file has no such row. */
 export function recordedGbs(c: MeasuredDecodeCase, impl: string, timing: DecodeTiming): number {
   const text = readFileSync(timing.source, 'utf8');
-  const layout = `paged${c.blockSize}`;
+  const layout = c.layout;
   if (timing.source.endsWith('.json')) {
     const rows = JSON.parse(text).rows as Array<Record<string, unknown>>;
     const row = rows.find(
@@ -52,6 +52,6 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
       const numbers = Object.entries(c.timing).map(
         ([impl, timing]) => `${impl} ${recordedGbs(c, impl, timing!)} (${timing!.kind})`,
       );
-      console.log(`${table.gpu} B=${c.B} S=${c.S} K=${c.K} paged${c.blockSize}: ${numbers.join(', ')}`);
+      console.log(`${table.gpu} B=${c.B} S=${c.S} K=${c.K} ${c.layout}: ${numbers.join(', ')}`);
     }
 }

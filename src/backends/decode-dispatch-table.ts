@@ -1,16 +1,18 @@
 /**
- * The measured order for paged decode steps with `implementation` unset: cuDNN's paged attention or
- * the flash decode kernels, from the recorded decode benchmarks of this GPU, as dispatch-table.ts
+ * The measured order for decode steps with `implementation` unset — on a paged cache cuDNN's paged
+ * attention or the flash decode kernels, on a dense cache (B, S, K, H) cuDNN's fused SDPA or the
+ * flash decode kernels — from the recorded decode benchmarks of this GPU, as dispatch-table.ts
  * does for dense prefill. Each number is transcribed from a results file of the record (its
  * `sources`; bench/dispatch/make-decode-table.ts reads them, and test/cpu/dispatch-table.test.ts
  * checks the table against the files).
  *
  * A case speaks only for a decode step like the one measured: the same GPU, bf16, H = Hv, N, K and
- * block size, one new token (causal bottom-right or not: at T = 1 the bound drops nothing), no bias,
+ * layout (dense, or paged with the same block size), one new token (causal bottom-right or not: at T = 1 the bound drops nothing), no bias,
  * mask or window, a cache of about the measured size (cached tokens within a factor of 2 of the
- * case's B·S; of several, the case nearest in B), and a block table with room to grow (tableHasRoom:
- * cuDNN builds a graph per table width). Everything else runs on the flash decode kernels
- * (registry.ts), which were measured everywhere they run.
+ * case's B·S; of several, the case nearest in B), and for a paged cache a block table with room to
+ * grow (tableHasRoom: cuDNN builds a graph per table width). Every other paged or packed problem runs
+ * on the flash decode kernels (registry.ts), which were measured everywhere they run; every other
+ * dense one follows the registry's order (cudnn first).
  *
  * What the numbers are: GB/s of K/V read once + Q + O, `timing` saying how each was taken — the
  * kernels alone (bench/decode/harness, CUDA events around the launches) or a library call
@@ -25,7 +27,8 @@ export interface MeasuredDecodeCase {
   readonly N: number;
   readonly K: number;
   readonly H: number;
-  readonly blockSize: number;
+  /** 'dense' (key/value (B, S, K, H)) or 'paged<block size>' (pools through a block table). */
+  readonly layout: string;
   /** GB/s of each backend. */
   readonly gbs: Partial<Record<Implementation, number>>;
   /** How each backend's number was timed, the file it is in, and (kernels) the harness's variant name. */
@@ -57,7 +60,7 @@ function step(
   B: number,
   S: number,
   K: number,
-  blockSize: number,
+  layout: string,
   flash: [number, DecodeTiming],
   cudnn: [number, DecodeTiming],
 ): MeasuredDecodeCase {
@@ -67,7 +70,7 @@ function step(
     N: 32,
     K,
     H: 128,
-    blockSize,
+    layout,
     gbs: { flash: flash[0], cudnn: cudnn[0] },
     timing: { flash: flash[1], cudnn: cudnn[1] },
   };
@@ -84,13 +87,13 @@ export const H200_PAGED_DECODE: DecodeDispatchTable = {
   gpu: 'NVIDIA H200',
   dtype: 'bfloat16',
   cases: [
-    step(64, 16384, 8, 16, [4201, heads4], [4401, cudnnCall]),
-    step(64, 16384, 8, 64, [4223, heads4], [4429, cudnnCall]),
-    step(8, 131072, 8, 16, [4150, heads4], [4361, cudnnCall]),
-    step(8, 131072, 8, 64, [4185, heads4], [4363, cudnnCall]),
-    step(64, 16384, 1, 16, [2801, heads1], [1555, cudnnCall]),
-    step(64, 16384, 1, 64, [2767, heads1], [2408, cudnnCall]),
-    step(1, 2048, 8, 16, [206, flashCall], [279, cudnnCall]),
+    step(64, 16384, 8, 'paged16', [4201, heads4], [4401, cudnnCall]),
+    step(64, 16384, 8, 'paged64', [4223, heads4], [4429, cudnnCall]),
+    step(8, 131072, 8, 'paged16', [4150, heads4], [4361, cudnnCall]),
+    step(8, 131072, 8, 'paged64', [4185, heads4], [4363, cudnnCall]),
+    step(64, 16384, 1, 'paged16', [2801, heads1], [1555, cudnnCall]),
+    step(64, 16384, 1, 'paged64', [2767, heads1], [2408, cudnnCall]),
+    step(1, 2048, 8, 'paged16', [206, flashCall], [279, cudnnCall]),
   ],
 };
 
@@ -121,7 +124,6 @@ function tableHasRoom(p: AttentionProblem): boolean {
 function isMeasurableStep(p: AttentionProblem): boolean {
   const plainMask = !p.causal || p.alignment === 'bottom_right';
   return (
-    p.paged !== null &&
     !p.packed &&
     p.T === 1 &&
     plainMask &&
@@ -129,9 +131,13 @@ function isMeasurableStep(p: AttentionProblem): boolean {
     !p.mask &&
     !p.window &&
     p.H === p.Hv &&
-    p.keyValueSeqLengths !== null &&
-    tableHasRoom(p)
+    (!p.paged || (p.keyValueSeqLengths !== null && tableHasRoom(p)))
   );
+}
+
+/** The layout name a case records for `p`: 'dense' or 'paged<block size>'. */
+export function decodeLayout(p: AttentionProblem): string {
+  return p.paged ? `paged${p.paged.blockSize}` : 'dense';
 }
 
 /** The measured case that speaks for `p` on a GPU named `gpu`, fastest first, or null. */
@@ -140,9 +146,9 @@ export function measuredDecodeOrder(
   gpu: string,
   tables: readonly DecodeDispatchTable[] = DECODE_DISPATCH_TABLES,
 ): MeasuredDecodeOrder | null {
-  if (!isMeasurableStep(p) || !p.paged || !p.keyValueSeqLengths) return null;
-  const tokens = p.keyValueSeqLengths.reduce((a, l) => a + l, 0);
-  const blockSize = p.paged.blockSize;
+  if (!isMeasurableStep(p)) return null;
+  const tokens = p.keyValueSeqLengths ? p.keyValueSeqLengths.reduce((a, l) => a + l, 0) : p.B * p.S;
+  const layout = decodeLayout(p);
   for (const table of tables) {
     if (table.gpu !== gpu || table.dtype !== p.dtype) continue;
     const near = table.cases
@@ -151,7 +157,7 @@ export function measuredDecodeOrder(
           c.N === p.N &&
           c.K === p.K &&
           c.H === p.H &&
-          c.blockSize === blockSize &&
+          c.layout === layout &&
           tokens >= (c.B * c.S) / 2 &&
           tokens <= c.B * c.S * 2,
       )

@@ -53,12 +53,13 @@ export function chooseBackend(problem: AttentionProblem): AttentionBackend {
 
 /**
  * BACKENDS in the order `auto` tries them for `problem`: on a GPU with a recorded benchmark of this
- * case (dispatch-table.ts), the measured backends fastest first; otherwise the table's order.
+ * case (dispatch-table.ts for prefill, decode-dispatch-table.ts for a decode step on a dense cache),
+ * the measured backends fastest first; otherwise the table's order.
  */
 export function backendOrder(problem: AttentionProblem): readonly AttentionBackend[] {
   if ((problem.paged || problem.packed) && problem.implementation === undefined) return layoutOrder(problem);
-  const measured = measuredChoice(problem);
-  return measured ? orderByMeasurement(BACKENDS, measured.order) : BACKENDS;
+  const measured = measuredChoice(problem)?.order ?? measuredDecodeChoice(problem)?.order;
+  return measured ? orderByMeasurement(BACKENDS, measured) : BACKENDS;
 }
 
 /**
@@ -79,9 +80,9 @@ function layoutOrder(problem: AttentionProblem): readonly AttentionBackend[] {
   return BACKENDS.map((b) => (b.name === 'cudnn' ? { ...b, supports: () => refused } : b));
 }
 
-/** The recorded decode measurement `auto` follows for a paged `problem`, or null. */
+/** The recorded decode measurement `auto` follows for a decode step on a paged or dense cache, or null. */
 export function measuredDecodeChoice(problem: AttentionProblem): MeasuredDecodeOrder | null {
-  if (problem.implementation !== undefined || problem.device !== 'cuda' || !problem.paged) return null;
+  if (problem.implementation !== undefined || problem.device !== 'cuda' || problem.packed) return null;
   return measuredDecodeOrder(problem, getCudaContext().properties.name);
 }
 

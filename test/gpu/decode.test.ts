@@ -363,6 +363,25 @@ describe('flash decode kernel', { skip }, () => {
     }
   });
 
+  it('auto runs a dense decode step where the measured decode table says (cudnn, the registry order, elsewhere)', () => {
+    // B=1, S=2k, K=8, N=32, H=128 on a dense cache is a measured case on the H200 (decode-dispatch-table.ts);
+    // with 2 new tokens it is not (the table speaks for one), and the registry's order (cudnn first) holds.
+    const c = { B: 1, T: 2, S: 2048, N: 32, K: 8, H: 128 };
+    const { q, k, v } = inputs({ name: 'auto dense', ...c }, 'bfloat16', 1200);
+    const [dk, dv] = [k.to('cuda'), v.to('cuda')];
+    for (const T of [1, 2]) {
+      const qt = sliceRows(q, 0, T);
+      const dq = qt.to('cuda');
+      const options: AttentionOptions = { isCausal: true, causalAlignment: 'bottom_right' };
+      const problem = validateAttention(dq, dk, dv, options);
+      const measured = measuredDecodeChoice(problem);
+      if (T === 2) assert.equal(measured, null, 'two new tokens: no measured decode step speaks for it');
+      const r = attention(dq, dk, dv, { ...options, returnLogSumExp: true });
+      if (measured) assert.equal(r.backend, measured.order[0], `T=${T}: ${r.variant}`);
+      assertMatchesOracle(r, { q: qt, k, v, options }, 'bfloat16', `auto dense, T=${T}`);
+    }
+  });
+
   it('a 1,000-step decode loop through KVCache equals one causal prefill over the final sequences', () => {
     const [B, L, N, K, H] = [2, 1000, 8, 2, 64];
     const dtype = 'bfloat16';
