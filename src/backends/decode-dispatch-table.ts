@@ -48,12 +48,10 @@ export interface DecodeDispatchTable {
   readonly cases: readonly MeasuredDecodeCase[];
 }
 
-const S7 = 'bench/results/2026-12-01-s7-decode';
-// The heads kernel as decode-heads.ts configures it for a paged cache: 4 kv heads a block at K=8, 1 at K=1.
-const heads4 = { kind: 'kernel', source: `${S7}/call1-bench.log.txt`, kernel: 'heads4.2x16.s3' } as const;
-const heads1 = { kind: 'kernel', source: `${S7}/call1-bench.log.txt`, kernel: 'heads1.4x32.s3' } as const;
-const cudnnCall = { kind: 'library', source: `${S7}/call1-cudnn-paged.json` } as const;
-const flashCall = { kind: 'library', source: `${S7}/call2-b1.json` } as const;
+const S8 = 'bench/results/2026-12-01-s8-decode';
+// Library calls (bench/decode/decode-bench.ts --table-room: block tables with one spare column, the
+// tables this table speaks for), flash, cudnn and PyTorch in one run.
+const call = { kind: 'library', source: `${S8}/call2-library.json` } as const;
 
 /** A measured decode step of N=32, H=128: [GB/s, how it was timed] of flash and of cudnn. */
 function step(
@@ -77,27 +75,46 @@ function step(
 }
 
 /**
- * The H200, session 7 (cuDNN 9.19.0, composite graph: engine 1, its sm80 wmma paged kernel; flash:
- * the heads kernel at long caches, the row-tile kernel at B=1 S=2k). cuDNN is faster at K=8 by
- * 4–5% at 1M cached tokens, and at B=1 S=2k, where both library calls are host-bound (flash's
- * kernels alone read 489 GB/s there, its call 206); flash is faster for MQA (K=1), where cuDNN's
- * kernel reads 1.6–2.4 TB/s.
+ * The H200, session 8 (cuDNN 9.19.0: dense on the unified graph, engine 8, paged on the composite
+ * graph, engine 1, both its sm80 wmma kernel; flash: the heads kernel from 128k cached tokens, the
+ * row-tile kernel below). cuDNN is faster on every dense cache measured (4.45–4.47 TB/s at 1M tokens
+ * against flash's 4.02–4.26; K=1 3.32 vs 3.05; B=1 S=32k 3.27 vs 2.74) and on paged caches at K=8 and
+ * K=4 (4.30–4.47 against 4.09–4.25; B=128 S=8k block 16: 4.45 vs 3.72, where flash's kernels alone
+ * read 4.15 in the same session); flash on paged caches for MQA (K=1 block 64: 2.87 vs 2.43; block 16:
+ * 0.92 vs 0.88, 585 µs per call where block 64 takes 187: both look host-bound there, a table of 65k
+ * entries validated and looked up every call) and at B=1 (S=2k: 0.21 vs 0.16, S=32k: 2.35–2.50 vs
+ * 1.81–2.15). Not recorded: dense B=1 S=2k, where the two are within
+ * the run's noise (flash 276 GB/s, cudnn 265 and 307 in two rows of the same call): the registry's
+ * order (cudnn first) stays.
  */
-export const H200_PAGED_DECODE: DecodeDispatchTable = {
+export const H200_DECODE: DecodeDispatchTable = {
   gpu: 'NVIDIA H200',
   dtype: 'bfloat16',
   cases: [
-    step(64, 16384, 8, 'paged16', [4201, heads4], [4401, cudnnCall]),
-    step(64, 16384, 8, 'paged64', [4223, heads4], [4429, cudnnCall]),
-    step(8, 131072, 8, 'paged16', [4150, heads4], [4361, cudnnCall]),
-    step(8, 131072, 8, 'paged64', [4185, heads4], [4363, cudnnCall]),
-    step(64, 16384, 1, 'paged16', [2801, heads1], [1555, cudnnCall]),
-    step(64, 16384, 1, 'paged64', [2767, heads1], [2408, cudnnCall]),
-    step(1, 2048, 8, 'paged16', [206, flashCall], [279, cudnnCall]),
+    step(64, 16384, 8, 'dense', [4208, call], [4449, call]),
+    step(8, 131072, 8, 'dense', [4211, call], [4465, call]),
+    step(128, 8192, 8, 'dense', [4260, call], [4454, call]),
+    step(64, 16384, 4, 'dense', [4024, call], [4462, call]),
+    step(64, 16384, 1, 'dense', [3049, call], [3320, call]),
+    step(1, 32768, 8, 'dense', [2744, call], [3268, call]),
+    step(64, 16384, 8, 'paged16', [4240, call], [4406, call]),
+    step(64, 16384, 8, 'paged64', [4245, call], [4428, call]),
+    step(8, 131072, 8, 'paged16', [4175, call], [4371, call]),
+    step(8, 131072, 8, 'paged64', [4185, call], [4366, call]),
+    step(128, 8192, 8, 'paged16', [3720, call], [4452, call]),
+    step(128, 8192, 8, 'paged64', [4216, call], [4467, call]),
+    step(64, 16384, 4, 'paged16', [4094, call], [4298, call]),
+    step(64, 16384, 4, 'paged64', [4149, call], [4366, call]),
+    step(64, 16384, 1, 'paged16', [920, call], [880, call]),
+    step(64, 16384, 1, 'paged64', [2872, call], [2434, call]),
+    step(1, 2048, 8, 'paged16', [213, call], [159, call]),
+    step(1, 2048, 8, 'paged64', [198, call], [149, call]),
+    step(1, 32768, 8, 'paged16', [2351, call], [1808, call]),
+    step(1, 32768, 8, 'paged64', [2497, call], [2153, call]),
   ],
 };
 
-export const DECODE_DISPATCH_TABLES: readonly DecodeDispatchTable[] = [H200_PAGED_DECODE];
+export const DECODE_DISPATCH_TABLES: readonly DecodeDispatchTable[] = [H200_DECODE];
 
 export interface MeasuredDecodeOrder {
   /** Backend names, fastest first. */

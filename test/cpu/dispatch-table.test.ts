@@ -219,38 +219,58 @@ describe('measured paged-decode table', () => {
           );
   });
 
-  it("follows the H200's record: cudnn at K=8 (1M tokens, and B=1 S=2k block 16), flash for MQA", () => {
+  it("follows the H200's record: cudnn at K=8 and 4 (paged and dense), flash for paged MQA and paged B=1", () => {
     const gqa = { B: 64, N: 32, K: 8, H: 128 };
     const first = (p: AttentionProblem) => measuredDecodeOrder(p, h200Gpu)?.order[0];
     for (const blockSize of [16, 64]) {
       assert.equal(first(step(gqa, blockSize, Array(64).fill(16384))), 'cudnn', `K=8 block ${blockSize}`);
       assert.equal(first(step({ ...gqa, B: 8 }, blockSize, Array(8).fill(131072))), 'cudnn');
+      assert.equal(first(step({ ...gqa, B: 128 }, blockSize, Array(128).fill(8192))), 'cudnn');
+      assert.equal(
+        first(step({ ...gqa, K: 4 }, blockSize, Array(64).fill(16384))),
+        'cudnn',
+        `K=4 ${blockSize}`,
+      );
       assert.equal(
         first(step({ ...gqa, K: 1 }, blockSize, Array(64).fill(16384))),
         'flash',
         `MQA block ${blockSize}`,
       );
+      assert.equal(first(step({ ...gqa, B: 1 }, blockSize, [2048])), 'flash', `B=1 S=2k block ${blockSize}`);
+      assert.equal(
+        first(step({ ...gqa, B: 1 }, blockSize, [32768])),
+        'flash',
+        `B=1 S=32k block ${blockSize}`,
+      );
     }
     // Ragged lengths count by the tokens held: 64 sequences of 12k–20k are the measured size.
     const ragged = Array.from({ length: 64 }, (_, b) => 12000 + 125 * b);
     assert.equal(first(step(gqa, 16, ragged)), 'cudnn');
-    assert.equal(first(step({ ...gqa, B: 1 }, 16, [2048])), 'cudnn', 'B=1 S=2k: both host-bound, cudnn less');
+    // A dense cache: cudnn wherever it was measured (K=8, 4, 1 at 1M tokens; B=1 S=32k), with or
+    // without lengths; B=1 S=2k was within the run's noise and is not recorded (the registry's order).
+    const dense = (c: typeof gqa, S: number, extra = {}) =>
+      step(c, 16, Array(c.B).fill(S), { paged: null, keyValueSeqLengths: null, S, ...extra });
+    for (const K of [8, 4, 1]) assert.equal(first(dense({ ...gqa, K }, 16384)), 'cudnn', `dense K=${K}`);
+    assert.equal(first(dense({ ...gqa, B: 1 }, 32768)), 'cudnn', 'dense B=1 S=32k');
+    assert.equal(first(step(gqa, 16, ragged, { paged: null })), 'cudnn', 'dense with lengths');
+    assert.equal(measuredDecodeOrder(dense({ ...gqa, B: 1 }, 2048), h200Gpu), null, 'dense B=1 S=2k');
   });
 
   it('speaks only for a decode step like the one measured', () => {
     const gqa = { B: 64, N: 32, K: 8, H: 128 };
     const full = Array(64).fill(16384);
     const outside: Array<[string, AttentionProblem]> = [
-      ['B=1 S=2k at block 64 (not measured)', step({ ...gqa, B: 1 }, 64, [2048])],
+      ['B=1 S=8k (between the measured 2k and 32k)', step({ ...gqa, B: 1 }, 64, [8192])],
       ['a quarter of the measured tokens', step(gqa, 16, Array(64).fill(4096))],
-      ['K=4 (not measured)', step({ ...gqa, K: 4 }, 16, full)],
+      ['K=2 (not measured)', step({ ...gqa, K: 2 }, 16, full)],
+      ['block size 32 (not measured)', step(gqa, 32, full)],
       ['H=64', step({ ...gqa, H: 64 }, 16, full)],
       ['2 new tokens', step(gqa, 16, full, { T: 2 })],
       ['a window', step(gqa, 16, full, { window: { left: 128, right: 0 } })],
       ['top-left causal', step(gqa, 16, full, { alignment: 'top_left' })],
       ['float16', step(gqa, 16, full, { dtype: 'float16' })],
       ['a packed query', step(gqa, 16, full, { packed: { querySeqOffsets: new Int32Array(65) } })],
-      ['a dense cache', step(gqa, 16, full, { paged: null })],
+      ['a dense cache, 2 new tokens', step(gqa, 16, full, { paged: null, T: 2 })],
       // KVCache's table is tight: it widens as the cache grows, and each width is a new cuDNN graph.
       ['a tight table', step(gqa, 16, full, { paged: { blockSize: 16, maxBlocksPerSeq: 1024 } })],
     ];

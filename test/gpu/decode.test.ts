@@ -337,9 +337,10 @@ describe('flash decode kernel', { skip }, () => {
   });
 
   it('auto runs a paged decode step where the measured decode table says: a table with room, a tight one', () => {
-    // B=1, S=2k, K=8, N=32, H=128, block 16 is a measured case (decode-dispatch-table.ts): cudnn on
-    // the H200 while the table has room for the next block, flash once it is tight (cuDNN would build
-    // a graph per table width as the cache grows); elsewhere whatever the table says, flash by default.
+    // B=1, S=2k, K=8, N=32, H=128, block 16 is a measured case (decode-dispatch-table.ts): on the H200
+    // what the table says while the table has room for the next block (flash since session 8's record,
+    // cudnn in session 7's), flash once it is tight (cuDNN would build a graph per table width as the
+    // cache grows); elsewhere whatever the table says, flash by default.
     const c = { B: 1, T: 1, S: 2064, N: 32, K: 8, H: 128 };
     const { q, k, v } = inputs({ name: 'auto', ...c }, 'bfloat16', 1100);
     const pk = pagedCopy(k, 16, 11);
@@ -364,9 +365,9 @@ describe('flash decode kernel', { skip }, () => {
   });
 
   it('auto runs a dense decode step where the measured decode table says (cudnn, the registry order, elsewhere)', () => {
-    // B=1, S=2k, K=8, N=32, H=128 on a dense cache is a measured case on the H200 (decode-dispatch-table.ts);
-    // with 2 new tokens it is not (the table speaks for one), and the registry's order (cudnn first) holds.
-    const c = { B: 1, T: 2, S: 2048, N: 32, K: 8, H: 128 };
+    // B=1, S=32k, K=8, N=32, H=128 on a dense cache is a measured case on the H200 (decode-dispatch-table.ts:
+    // cudnn); with 2 new tokens it is not (the table speaks for one), and the registry's order holds.
+    const c = { B: 1, T: 2, S: 32768, N: 32, K: 8, H: 128 };
     const { q, k, v } = inputs({ name: 'auto dense', ...c }, 'bfloat16', 1200);
     const [dk, dv] = [k.to('cuda'), v.to('cuda')];
     for (const T of [1, 2]) {
