@@ -132,9 +132,11 @@ export function checkBlockTable(
       );
     }
     const used = Math.ceil(length / blockSize);
-    for (let m = 0; m < used; m++) {
-      const block = table[b * M + m];
-      if (block < 0 || block >= numBlocks) {
+    // One unsigned compare per entry (a negative block reads as ≥ 2^31): this loop runs on every call,
+    // 65k entries for B=64, S=16k, block 16.
+    for (let m = 0, at = b * M; m < used; m++, at++) {
+      const block = table[at];
+      if (block >>> 0 >= numBlocks) {
         throw new InvalidArgumentError(
           `blockTable[${b}][${m}]`,
           `a pool block in [0, numBlocks=${numBlocks}) (sequence ${b} holds ${length} tokens: ${used} blocks)`,

@@ -81,8 +81,8 @@ function step(
  * against flash's 4.02–4.26; K=1 3.32 vs 3.05; B=1 S=32k 3.27 vs 2.74) and on paged caches at K=8 and
  * K=4 (4.30–4.47 against 4.09–4.25; B=128 S=8k block 16: 4.45 vs 3.72, where flash's kernels alone
  * read 4.15 in the same session); flash on paged caches for MQA (K=1 block 64: 2.87 vs 2.43; block 16:
- * 0.92 vs 0.88, 585 µs per call where block 64 takes 187: both look host-bound there, a table of 65k
- * entries validated and looked up every call) and at B=1 (S=2k: 0.21 vs 0.16, S=32k: 2.35–2.50 vs
+ * 0.92 vs 0.88, 585 µs per call where block 64 takes 187 and the kernels alone ~190: not explained)
+ * and at B=1 (S=2k: 0.21 vs 0.16, S=32k: 2.35–2.50 vs
  * 1.81–2.15). Not recorded: dense B=1 S=2k, where the two are within
  * the run's noise (flash 276 GB/s, cudnn 265 and 307 in two rows of the same call): the registry's
  * order (cudnn first) stays.
