@@ -6,8 +6,8 @@ accumulators), so the wrappers are generated rather than typed. Run from the rep
   python3 bench/hopper/gen-wgmma.py > src/kernels/hopper/wgmma.cuh
 """
 
-SS_N = [64, 80, 96, 128, 144, 160, 176, 192, 256]  # Q·Kᵀ: N = keys per tile
-RS_N = [64, 128, 256]  # P·V: N = head dim
+SS_N = [64, 80, 96, 112, 128, 144, 160, 176, 192, 256]  # Q·Kᵀ: N = keys per tile
+RS_N = [64, 128, 192, 256]  # P·V: N = value head dim (Hv padded to whole 64-column boxes)
 
 
 def operands(n):

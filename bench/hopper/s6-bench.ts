@@ -11,8 +11,10 @@
  * headline shape alone with PyTorch did not fit in 110 s — budget ≥ 150 s for the headline with its
  * peers and ~300 s for everything, or carry a warm cache.
  *
- *   node --import tsx bench/hopper/s6-bench.ts <out.json> [--quick]
+ *   node --import tsx bench/hopper/s6-bench.ts <out.json> [--quick] [--head-dims=192,…] [--no-peers]
  * --quick: the headline shape only (no sweep, no GQA), for a call short of time.
+ * --head-dims: the headline shape's H list instead of 64,128,256 (session 8: 192).
+ * --no-peers: attnlab's rows only (flash, cudnn, then the mma.sync kernel), no PyTorch process.
  * --smoke: a tiny shape on whatever device there is, attnlab only (checks this script on a CPU).
  */
 import { cudaAvailable } from '../../src/backends/cuda/context.js';
@@ -28,6 +30,12 @@ const out = process.argv[2];
 if (!out) throw new Error('usage: s6-bench.ts <out.json> [--quick]');
 const quick = process.argv.includes('--quick');
 const smoke = process.argv.includes('--smoke');
+const noPeers = process.argv.includes('--no-peers');
+const headDimsFlag = process.argv.find((a) => a.startsWith('--head-dims='));
+const headDims = headDimsFlag
+  ? headDimsFlag.slice('--head-dims='.length).split(',').map(Number)
+  : [64, 128, 256];
+if (headDims.some((H) => !Number.isInteger(H) || H <= 0)) throw new Error(`--head-dims: ${headDimsFlag}`);
 if (!smoke && !cudaAvailable().ok) throw new Error('s6-bench needs a CUDA device');
 
 const base = { dtype: ['bfloat16'], causal: [false, true] } as const;
@@ -42,9 +50,7 @@ const spec = (B: number, T: number, H: number[], K?: number): Omit<SweepSpec, 'i
   headDim: H,
 });
 const shapes: { name: string; spec: Omit<SweepSpec, 'impl'> }[] = [
-  smoke
-    ? { name: 'smoke', spec: spec(1, 64, [64]) }
-    : { name: 'headline', spec: spec(4, 8192, [64, 128, 256]) },
+  smoke ? { name: 'smoke', spec: spec(1, 64, [64]) } : { name: 'headline', spec: spec(4, 8192, headDims) },
 ];
 if (!quick && !smoke) {
   for (const T of [1024, 2048, 4096, 16384, 32768])
@@ -58,7 +64,7 @@ const measure = smoke
   : { repeats: 30, budgetMs: 250, settleMs: 300, checkError: false };
 const [attnlabImpls, peers]: [SweepSpec['impl'], PeerName[]] = smoke
   ? [['flash', 'reference'], []]
-  : [['flash', 'cudnn'], ['torch']];
+  : [['flash', 'cudnn'], noPeers ? [] : ['torch']];
 
 const all: BenchRun = { rows: [], peers: [], ceiling: null, notes: [] };
 const save = (extra?: BenchRun) => {

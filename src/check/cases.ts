@@ -138,6 +138,18 @@ export const LONG_CASES: readonly AttentionCase[] = [
     shape: { B: 1, T: 200, S: 200, N: 4, K: 2, H: 256 },
     options: { isCausal: true },
   },
+  // Three 64-column boxes (the Hopper kernel's D=192) and key/value head dims of different box counts
+  // (its Dk=192, Dv=128 after padding); both have > 64 GQA-packed rows per kv head (no decode kernel).
+  {
+    name: 'H=192 causal GQA',
+    shape: { B: 1, T: 200, S: 260, N: 4, K: 2, H: 192 },
+    options: { isCausal: true },
+  },
+  {
+    name: 'H=160 Hv=96 padding + window',
+    shape: { B: 2, T: 150, S: 180, N: 2, K: 1, H: 160, Hv: 96 },
+    options: { localWindowSize: [60, 10], querySeqLengths: [150, 101], keyValueSeqLengths: [180, 77] },
+  },
   { name: 'T=1 S=203 decode step', shape: { B: 3, T: 1, S: 203, N: 4, K: 1, H: 128 } },
   {
     name: 'T=300 S=1100 causal bottom-right MQA',

@@ -15,12 +15,14 @@ import { HOPPER_PARAMS_BYTES, marshalHopperParams } from '../../src/backends/cud
 import {
   HOPPER_BY_DEFAULT,
   HOPPER_KERNEL,
+  HOPPER_SHARED_LIMIT,
   hopperBlockM,
   hopperDefines,
   hopperSharedBytes,
   hopperThreads,
   hopperVariant,
   hopperVariantKey,
+  tilesForHeadDims,
 } from '../../src/backends/cuda/flash/hopper-variant.js';
 import { buildFlashParams, marshalFlashParams } from '../../src/backends/cuda/flash/params.js';
 import type { AttentionOptions } from '../../src/backends/problem.js';
@@ -55,6 +57,85 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
       { isCausal: true, localWindowSize: [3, 0] as [number, number], ...lengths },
     ]) {
       assert.match(dispatch(128, 'bfloat16', options), /\.wgmma$/);
+    }
+  });
+
+  it('runs H = Hv = 192 (three 64-column boxes) and pads 160 and 144 up to it, BN=112', () => {
+    assert.equal(dispatch(192, 'bfloat16'), 'flash-fwd.sm_90a.bf16.d192.128x112x3wg.pp.lw.ds.sl8.wgmma');
+    assert.equal(dispatch(160, 'float16'), 'flash-fwd.sm_90a.f16.d192.128x112x3wg.pp.lw.ds.sl8.wgmma');
+    assert.equal(
+      dispatch(144, 'bfloat16', { isCausal: true }),
+      'flash-fwd.sm_90a.bf16.d192.128x112x3wg.pp.lw.ds.sl8.wgmma',
+    );
+    const choice = hopperVariant(problem(160, 'bfloat16'), 'sm_90a', 'wgmma', null);
+    assert.ok('variant' in choice);
+    assert.deepEqual(
+      [
+        hopperDefines(choice.variant).HOPPER_DK,
+        hopperDefines(choice.variant).HOPPER_DV,
+        hopperDefines(choice.variant).HOPPER_BN,
+      ],
+      [192, 192, 112],
+    );
+  });
+
+  it('runs H and Hv of different box counts with a key and a value head dim each, named d<Dk>v<Dv>', () => {
+    assert.equal(
+      dispatch(192, 'bfloat16', {}, 128),
+      'flash-fwd.sm_90a.bf16.d192v128.128x128x3wg.pp.lw.ds.sl8.wgmma',
+    );
+    assert.equal(dispatch(128, 'float16', {}, 64), 'flash-fwd.sm_90a.f16.d128v64.128x128x3wg.pp.lw.ds.sl8.wgmma');
+    assert.equal(
+      dispatch(256, 'bfloat16', {}, 128),
+      'flash-fwd.sm_90a.bf16.d256v128.128x96x3wg.pp.lw.ds.sl8.wgmma',
+    );
+    assert.equal(
+      dispatch(64, 'bfloat16', {}, 256),
+      'flash-fwd.sm_90a.bf16.d64v256.128x80x3wg.pp.lw.ds.sl8.wgmma',
+    );
+    // Each dim pads on its own: H=100 → 128, Hv=160 → 192.
+    assert.equal(
+      dispatch(100, 'bfloat16', {}, 160),
+      'flash-fwd.sm_90a.bf16.d128v192.128x112x3wg.pp.lw.ds.sl8.wgmma',
+    );
+    const choice = hopperVariant(problem(192, 'bfloat16', {}, 128), 'sm_90a', 'wgmma', null);
+    assert.ok('variant' in choice);
+    assert.equal(hopperDefines(choice.variant).HOPPER_DK, 192);
+    assert.equal(hopperDefines(choice.variant).HOPPER_DV, 128);
+  });
+
+  it('picks every pair of kernel head dims a tile that fits shared memory and the registers, with a Q·Kᵀ shape the kernel has', () => {
+    // BN per (Dk, Dv): the rule in hopperTiles; the D=64/128/256 rows are the measured table.
+    const expected: Record<string, number> = {
+      '64/64': 128,
+      '64/128': 128,
+      '64/192': 112,
+      '64/256': 80,
+      '128/64': 128,
+      '128/128': 128,
+      '128/192': 112,
+      '128/256': 80,
+      '192/64': 128,
+      '192/128': 128,
+      '192/192': 112,
+      '192/256': 80,
+      '256/64': 128,
+      '256/128': 96,
+      '256/192': 80,
+      '256/256': 80,
+    };
+    const wrappers = new Set([64, 80, 96, 112, 128, 144, 160, 176, 192, 256]); // tiles.cuh qk_step
+    for (const dk of [64, 128, 192, 256] as const) {
+      for (const dv of [64, 128, 192, 256] as const) {
+        const tiles = tilesForHeadDims(dk, dv);
+        assert.equal(tiles.blockN, expected[`${dk}/${dv}`], `${dk}/${dv}`);
+        assert.equal(tiles.consumers, dk === 64 && dv === 64 ? 3 : 2, `${dk}/${dv}`);
+        assert.ok(wrappers.has(tiles.blockN), `${dk}/${dv}: BN=${tiles.blockN}`);
+        const choice = hopperVariant(problem(dk, 'bfloat16', {}, dv), 'sm_90a', 'wgmma', null);
+        assert.ok('variant' in choice, `${dk}/${dv}`);
+        assert.ok(hopperSharedBytes(choice.variant) <= HOPPER_SHARED_LIMIT, `${dk}/${dv}`);
+        if (tiles.consumers === 2) assert.ok((3 * tiles.blockN) / 4 + dv / 2 <= 188, `${dk}/${dv} registers`);
+      }
     }
   });
 
@@ -119,9 +200,11 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
       [dispatch(128, 'float32'), 'dtype float32'],
       [dispatch(80, 'bfloat16'), 'under 3/4'],
       [dispatch(32, 'bfloat16'), 'under 3/4'],
-      [dispatch(192, 'bfloat16'), '3 boxes of 64 columns'],
-      [dispatch(192, 'bfloat16', {}, 128), 'the same number of 64-column boxes'],
-      [dispatch(128, 'bfloat16', {}, 64), 'the same number of 64-column boxes'],
+      [dispatch(136, 'bfloat16'), "H=136: under 3/4 of the kernel's head dim 192"],
+      [dispatch(128, 'bfloat16', {}, 72), "Hv=72: under 3/4 of the kernel's head dim 128"],
+      [dispatch(40, 'bfloat16', {}, 128), 'H=40: under 3/4'],
+      [dispatch(192, 'bfloat16', {}, 136), 'Hv=136: under 3/4'],
+      [dispatch(264, 'bfloat16', {}, 256), 'H=264: 5 boxes of 64 columns'],
       [dispatch(128, 'bfloat16', {}, 128, 'sm_80'), 'target sm_80'],
       [dispatch(128, 'bfloat16', {}, 128, 'sm_89'), 'target sm_89'],
     ];
@@ -145,16 +228,17 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
   });
 
   it('fits every variant in an H200 block (227 KiB) and sizes Q, two K+V stages and the barriers (q_full, 4 per stage, q_empty)', () => {
-    const rows = { 64: 192, 128: 128, 256: 128 } as const;
-    for (const H of [64, 128, 256]) {
-      const choice = hopperVariant(problem(H, 'bfloat16'), 'sm_90a', 'wgmma', null);
+    const rows = { 64: 192, 128: 128, 192: 128, 256: 128 } as const;
+    const pairs = ([64, 128, 192, 256] as const).map((H) => [H, H] as const);
+    for (const [H, Hv] of [...pairs, [192, 128], [256, 64]] as const) {
+      const choice = hopperVariant(problem(H, 'bfloat16', {}, Hv), 'sm_90a', 'wgmma', null);
       assert.ok('variant' in choice);
       const v = choice.variant;
       const bytes = hopperSharedBytes(v);
-      assert.equal(hopperBlockM(v), rows[H as 64 | 128 | 256]);
+      assert.equal(hopperBlockM(v), H === Hv ? rows[H] : 128);
       assert.equal(hopperThreads(v), 128 * (v.consumers + 1));
-      assert.equal(bytes, 1024 + hopperBlockM(v) * H * 2 + 4 * v.blockN * H * 2 + 8 * 10);
-      assert.ok(bytes <= 227 * 1024, `H=${H}: ${bytes} B`);
+      assert.equal(bytes, 1024 + hopperBlockM(v) * H * 2 + 2 * v.blockN * (H + Hv) * 2 + 8 * 10);
+      assert.ok(bytes <= 227 * 1024, `H=${H} Hv=${Hv}: ${bytes} B`);
       // Each 64-column box of a K/V tile must start on a 1024-byte swizzle atom.
       assert.equal((v.blockN * 128) % 1024, 0);
     }
@@ -212,36 +296,53 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
   });
 
   const nvcc = spawnSync('nvcc', ['--version']).status === 0;
-  it("compiles with the backend's own defines for sm_90a", {
+  it("compiles with the backend's own defines for sm_90a (D=128 f16, D=192, 192/128)", {
     skip: nvcc ? false : 'nvcc not on PATH',
   }, () => {
-    const choice = hopperVariant(problem(128, 'float16'), 'sm_90a', 'wgmma', null);
-    assert.ok('variant' in choice);
-    const spec = {
-      file: HOPPER_KERNEL.file,
-      kernels: [HOPPER_KERNEL.name],
-      defines: hopperDefines(choice.variant),
-    };
-    const source = readFileSync(join(kernelsDir(), spec.file), 'utf8');
-    for (const macro of new Set(source.match(/HOPPER_[A-Z0-9]+/g)))
-      assert.ok(macro in spec.defines, `hopper_fwd.cu reads ${macro}, hopperDefines lacks it`);
-    const dir = mkdtempSync(join(tmpdir(), 'attnlab-hopper-'));
-    try {
-      const defines = compileOptions(spec, 'sm_90a').filter((o) => o.startsWith('-D'));
-      const args = [
-        '-cubin',
-        '-gencode=arch=compute_90a,code=sm_90a',
-        '-std=c++17',
-        '-I',
-        kernelsDir(),
-        ...defines,
-      ];
-      const result = spawnSync('nvcc', [...args, '-o', join(dir, 'k.cubin'), join(kernelsDir(), spec.file)], {
-        encoding: 'utf8',
-      });
-      assert.equal(result.status, 0, result.stderr);
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
+    for (const [H, Hv, dtype] of [
+      [128, 128, 'float16'],
+      [192, 192, 'bfloat16'],
+      [192, 128, 'bfloat16'],
+    ] as const)
+      compileBackendDefines(H, Hv, dtype);
   });
 });
+
+/**
+ * nvcc compiles hopper_fwd.cu with the -D set the backend gives the case (H, Hv, dtype), and ptxas
+ * fits the library's tile in registers without spilling (hopperTiles' register rule).
+ */
+function compileBackendDefines(H: number, Hv: number, dtype: FloatDType) {
+  const choice = hopperVariant(problem(H, dtype, {}, Hv), 'sm_90a', 'wgmma', null);
+  assert.ok('variant' in choice);
+  const spec = {
+    file: HOPPER_KERNEL.file,
+    kernels: [HOPPER_KERNEL.name],
+    defines: hopperDefines(choice.variant),
+  };
+  const source = readFileSync(join(kernelsDir(), spec.file), 'utf8');
+  for (const macro of new Set(source.match(/HOPPER_[A-Z0-9]+/g)))
+    assert.ok(macro in spec.defines, `hopper_fwd.cu reads ${macro}, hopperDefines lacks it`);
+  const dir = mkdtempSync(join(tmpdir(), 'attnlab-hopper-'));
+  try {
+    const defines = compileOptions(spec, 'sm_90a').filter((o) => o.startsWith('-D'));
+    const args = ['-cubin', '-gencode=arch=compute_90a,code=sm_90a', '-std=c++17', '-Xptxas', '-v'];
+    const file = join(kernelsDir(), spec.file);
+    const result = spawnSync(
+      'nvcc',
+      [...args, '-I', kernelsDir(), ...defines, '-o', join(dir, 'k.cubin'), file],
+      {
+        encoding: 'utf8',
+      },
+    );
+    assert.equal(result.status, 0, `H=${H} Hv=${Hv}: ${result.stderr}`);
+    assert.match(result.stderr, /0 bytes spill stores, 0 bytes spill loads/, result.stderr);
+    assert.doesNotMatch(
+      result.stderr,
+      /[1-9]\d* bytes spill (stores|loads)/,
+      `H=${H} Hv=${Hv} spills:\n${result.stderr}`,
+    );
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}

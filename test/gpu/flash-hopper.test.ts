@@ -1,12 +1,13 @@
 /**
  * The flash backend's Hopper kernel (wgmma + TMA, sm_90a) against the float64 CPU reference: every
- * case it covers — bf16/fp16, H = 64, 128, 256 (and head dims padded up to them: 48, 96, 120/128,
- * 256/232), MHA/GQA/MQA, causal both alignments, local windows, padding lengths (a batch with no
+ * case it covers — bf16/fp16, H = 64, 128, 192, 256 (and head dims padded up to them: 48, 96, 160,
+ * 120/128, 256/232), key and value head dims of different box counts (192/128, 128/64, 256/128,
+ * 64/256, 160/96), MHA/GQA/MQA, causal both alignments, local windows, padding lengths (a batch with no
  * keys), additive bias, boolean masks, several tiles — runs with variant `….wgmma`; results are bit-identical
  * across runs; NaN in padded keys and values stays out, a NaN query row comes out NaN; a case it
  * does not cover runs on mma.sync. Skips off compute capability 9.0, and while the kernel is off
  * (run it with ATTNLAB_FLASH_KERNEL=wgmma). The shared matrix
- * (test/gpu/flash.test.ts) also reaches this kernel for its H = 64/128/256 cases on the H200.
+ * (test/gpu/flash.test.ts) also reaches this kernel for its H = 64/128/192/256 cases on the H200.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -112,10 +113,45 @@ const PADDED_HEAD_DIMS: ReadonlyArray<{ H: number; Hv?: number; cases: readonly 
   { H: 48, cases: [1, 3] },
   { H: 256, Hv: 232, cases: [2, 6] },
   { H: 120, Hv: 128, cases: [0, 4] },
+  { H: 160, cases: [1, 2, 4, 8, 9] },
 ];
 
-function withHeadDim(c: AttentionCase, H: number): AttentionCase {
-  return { ...c, shape: { ...c.shape, H } };
+/**
+ * Key and value head dims of different box counts (the kernel's Dk for Q/K, Dv for V/O): each case
+ * list holds causal, GQA/MQA, padding (a batch with no keys), rows that see nothing, bias and mask.
+ */
+const MIXED_HEAD_DIMS: ReadonlyArray<{
+  H: number;
+  Hv: number;
+  cases: readonly number[];
+  fp16?: readonly number[];
+}> = [
+  { H: 192, Hv: 128, cases: HOPPER_CASES.map((_, i) => i), fp16: [2, 4, 9] },
+  { H: 128, Hv: 64, cases: [0, 2, 4, 9] },
+  { H: 256, Hv: 128, cases: [1, 3, 8] },
+  { H: 64, Hv: 256, cases: [2, 4, 9] },
+  { H: 160, Hv: 96, cases: [1, 4, 6] },
+];
+
+/** The NaN tests' head dims: the first H=128 kernel, D=192, and key/value dims of their own. */
+const NAN_HEAD_DIMS: ReadonlyArray<readonly [number, number]> = [
+  [128, 128],
+  [192, 192],
+  [192, 128],
+];
+
+function withHeadDims(c: AttentionCase, H: number, Hv = H): AttentionCase {
+  return { ...c, shape: { ...c.shape, H, Hv } };
+}
+
+/** One test: `c` runs on the Hopper kernel (variant `….wgmma`) and matches the float64 oracle. */
+function itRunsOnTheKernel(label: string, c: AttentionCase, dtype: FloatDType, seedOffset: number) {
+  it(`${label} ${c.name} (${dtype})`, () => {
+    const caseSeed = seed + seedOffset;
+    const { result, inputs } = run(c, dtype, caseSeed);
+    assert.match(result.variant, /\.wgmma$/, `${c.name}: ran ${result.variant}`);
+    assertMatchesOracle(result, inputs, dtype, `${label} ${c.name} (seed ${caseSeed}, ${result.variant})`);
+  });
 }
 
 function run(c: AttentionCase, dtype: FloatDType, caseSeed: number) {
@@ -145,40 +181,34 @@ describe('cuda flash: the Hopper kernel', { skip }, () => {
   });
   after(() => setAllocationPoison(null));
 
-  for (const H of [64, 128, 256]) {
+  for (const H of [64, 128, 192, 256]) {
     for (const dtype of ['bfloat16', 'float16'] as const) {
       HOPPER_CASES.forEach((base, index) => {
-        const c = withHeadDim(base, H);
-        it(`H=${H} ${c.name} (${dtype})`, () => {
-          const caseSeed = seed + 97 * index + H;
-          const { result, inputs } = run(c, dtype, caseSeed);
-          assert.match(result.variant, /\.wgmma$/, `${c.name}: ran ${result.variant}`);
-          assertMatchesOracle(
-            result,
-            inputs,
-            dtype,
-            `H=${H} ${c.name} (seed ${caseSeed}, ${result.variant})`,
-          );
-        });
+        itRunsOnTheKernel(`H=${H}`, withHeadDims(base, H), dtype, 97 * index + H);
       });
     }
   }
 
   for (const { H, Hv, cases } of PADDED_HEAD_DIMS) {
     for (const index of cases) {
-      const base = HOPPER_CASES[index];
-      const c: AttentionCase = { ...base, shape: { ...base.shape, H, Hv: Hv ?? H } };
-      it(`H=${H} Hv=${Hv ?? H} (padded in the kernel) ${c.name} (bfloat16)`, () => {
-        const caseSeed = seed + 31 * index + H;
-        const { result, inputs } = run(c, 'bfloat16', caseSeed);
-        assert.match(result.variant, /\.wgmma$/, `${c.name}: ran ${result.variant}`);
-        assertMatchesOracle(
-          result,
-          inputs,
-          'bfloat16',
-          `H=${H} ${c.name} (seed ${caseSeed}, ${result.variant})`,
-        );
-      });
+      const c = withHeadDims(HOPPER_CASES[index], H, Hv);
+      itRunsOnTheKernel(`H=${H} Hv=${Hv ?? H} (padded in the kernel)`, c, 'bfloat16', 31 * index + H);
+    }
+  }
+
+  for (const { H, Hv, cases, fp16 = [] } of MIXED_HEAD_DIMS) {
+    const runs = [
+      ...cases.map((index) => [index, 'bfloat16'] as const),
+      ...fp16.map((index) => [index, 'float16'] as const),
+    ];
+    for (const [index, dtype] of runs) {
+      const c = withHeadDims(HOPPER_CASES[index], H, Hv);
+      itRunsOnTheKernel(
+        `H/Hv=${H}/${Hv} (key and value dims of their own)`,
+        c,
+        dtype,
+        53 * index + H + 7 * Hv,
+      );
     }
   }
 
@@ -194,8 +224,15 @@ describe('cuda flash: the Hopper kernel', { skip }, () => {
   });
 
   it('gives bit-identical results on repeated runs', () => {
-    for (const c of [...[64, 128, 256].map((H) => withHeadDim(HOPPER_CASES[2], H)), LONG_T_CASES[2]]) {
-      const H = c.shape.H;
+    const pairs = [
+      [64, 64],
+      [128, 128],
+      [192, 192],
+      [256, 256],
+      [192, 128],
+    ] as const;
+    for (const c of [...pairs.map(([H, Hv]) => withHeadDims(HOPPER_CASES[2], H, Hv)), LONG_T_CASES[2]]) {
+      const { H, Hv = H } = c.shape;
       const { q, k, v, options } = buildInputs(c, 'bfloat16', seed + H);
       const inputs = [q.to('cuda'), k.to('cuda'), v.to('cuda')] as const;
       const once = () => attention(...inputs, { ...options, implementation: 'flash', returnLogSumExp: true });
@@ -204,62 +241,74 @@ describe('cuda flash: the Hopper kernel', { skip }, () => {
       assert.deepEqual(
         new Uint16Array(b.output.to('cpu').data as Uint16Array),
         new Uint16Array(a.output.to('cpu').data as Uint16Array),
-        `H=${H}`,
+        `H=${H} Hv=${Hv}`,
       );
-      assert.deepEqual(b.logSumExp!.toFloat64Array(), a.logSumExp!.toFloat64Array(), `H=${H} log-sum-exp`);
+      assert.deepEqual(
+        b.logSumExp!.toFloat64Array(),
+        a.logSumExp!.toFloat64Array(),
+        `H=${H} Hv=${Hv} log-sum-exp`,
+      );
     }
   });
 
-  it('keeps NaN in padded keys and values out of every row', () => {
-    const B = 2,
-      S = 300,
-      kvLen = 170;
-    const q = randomNormal([B, 128, 2, 128], { seed: seed + 1, dtype: 'bfloat16' });
-    const k = nanPastLength(randomNormal([B, S, 2, 128], { seed: seed + 2, dtype: 'bfloat16' }), kvLen);
-    const v = nanPastLength(randomNormal([B, S, 2, 128], { seed: seed + 3, dtype: 'bfloat16' }), kvLen);
-    const options = { keyValueSeqLengths: [kvLen, S] };
-    const result = attention(q.to('cuda'), k.to('cuda'), v.to('cuda'), {
-      ...options,
-      implementation: 'flash',
-      returnLogSumExp: true,
+  for (const [H, Hv] of NAN_HEAD_DIMS) {
+    it(`keeps NaN in padded keys and values out of every row (H=${H} Hv=${Hv})`, () => {
+      const B = 2,
+        S = 300,
+        kvLen = 170;
+      const q = randomNormal([B, 128, 2, H], { seed: seed + 1, dtype: 'bfloat16' });
+      const k = nanPastLength(randomNormal([B, S, 2, H], { seed: seed + 2, dtype: 'bfloat16' }), kvLen);
+      const v = nanPastLength(randomNormal([B, S, 2, Hv], { seed: seed + 3, dtype: 'bfloat16' }), kvLen);
+      const options = { keyValueSeqLengths: [kvLen, S] };
+      const result = attention(q.to('cuda'), k.to('cuda'), v.to('cuda'), {
+        ...options,
+        implementation: 'flash',
+        returnLogSumExp: true,
+      });
+      assert.match(result.variant, /\.wgmma$/);
+      assertMatchesOracle(
+        result,
+        { q, k, v, options },
+        'bfloat16',
+        `NaN past kv length H=${H} Hv=${Hv} (seed ${seed})`,
+      );
     });
-    assert.match(result.variant, /\.wgmma$/);
-    assertMatchesOracle(result, { q, k, v, options }, 'bfloat16', `NaN past kv length (seed ${seed})`);
-  });
 
-  it('makes a query row with a NaN come out NaN, and only that row', () => {
-    const q = randomNormal([1, 96, 2, 128], { seed: seed + 5, dtype: 'bfloat16' });
-    const bits = new Uint16Array(q.data as Uint16Array);
-    bits[(5 * 2 + 1) * 128 + 3] = 0x7fc0; // (t=5, n=1, h=3)
-    const qNan = Tensor.fromRaw(bits, q.shape, 'bfloat16');
-    const k = randomNormal([1, 96, 2, 128], { seed: seed + 6, dtype: 'bfloat16' });
-    const result = attention(qNan.to('cuda'), k.to('cuda'), k.to('cuda'), {
-      implementation: 'flash',
-      returnLogSumExp: true,
-    });
-    assert.match(result.variant, /\.wgmma$/);
-    const out = result.output.toFloat64Array();
-    const lse = result.logSumExp!.toFloat64Array();
-    for (let t = 0; t < 96; t++) {
-      for (let n = 0; n < 2; n++) {
-        const row = out.subarray((t * 2 + n) * 128, (t * 2 + n + 1) * 128);
-        const nan = t === 5 && n === 1;
-        assert.equal(row.every(Number.isNaN), nan, `row t=${t} n=${n}`);
-        assert.equal(row.some(Number.isNaN), nan, `row t=${t} n=${n}`);
-        assert.equal(Number.isNaN(lse[t * 2 + n]), nan, `log-sum-exp t=${t} n=${n}`);
+    it(`makes a query row with a NaN come out NaN, and only that row (H=${H} Hv=${Hv})`, () => {
+      const q = randomNormal([1, 96, 2, H], { seed: seed + 5, dtype: 'bfloat16' });
+      const bits = new Uint16Array(q.data as Uint16Array);
+      bits[(5 * 2 + 1) * H + 3] = 0x7fc0; // (t=5, n=1, h=3)
+      const qNan = Tensor.fromRaw(bits, q.shape, 'bfloat16');
+      const k = randomNormal([1, 96, 2, H], { seed: seed + 6, dtype: 'bfloat16' });
+      const v = randomNormal([1, 96, 2, Hv], { seed: seed + 7, dtype: 'bfloat16' });
+      const result = attention(qNan.to('cuda'), k.to('cuda'), v.to('cuda'), {
+        implementation: 'flash',
+        returnLogSumExp: true,
+      });
+      assert.match(result.variant, /\.wgmma$/);
+      const out = result.output.toFloat64Array();
+      const lse = result.logSumExp!.toFloat64Array();
+      for (let t = 0; t < 96; t++) {
+        for (let n = 0; n < 2; n++) {
+          const row = out.subarray((t * 2 + n) * Hv, (t * 2 + n + 1) * Hv);
+          const nan = t === 5 && n === 1;
+          assert.equal(row.every(Number.isNaN), nan, `row t=${t} n=${n}`);
+          assert.equal(row.some(Number.isNaN), nan, `row t=${t} n=${n}`);
+          assert.equal(Number.isNaN(lse[t * 2 + n]), nan, `log-sum-exp t=${t} n=${n}`);
+        }
       }
-    }
-  });
+    });
+  }
 
   it('runs the cases it does not cover on the mma.sync kernel', () => {
     for (const [H, Hv] of [
-      [192, 192],
       [32, 32],
       [80, 80],
-      [192, 128],
+      [136, 136],
+      [128, 72],
+      [192, 40],
     ]) {
-      const c = { ...HOPPER_CASES[0], shape: { ...HOPPER_CASES[0].shape, H, Hv } };
-      const { result, inputs } = run(c, 'bfloat16', seed);
+      const { result, inputs } = run(withHeadDims(HOPPER_CASES[0], H, Hv), 'bfloat16', seed);
       assert.doesNotMatch(result.variant, /wgmma/, `H=${H} Hv=${Hv}`);
       assertMatchesOracle(result, inputs, 'bfloat16', `H=${H} Hv=${Hv} on mma.sync (seed ${seed})`);
     }

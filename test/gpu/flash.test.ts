@@ -46,7 +46,7 @@ const skip = cuda.ok ? false : `no CUDA device: ${cuda.reason}`;
 function expectVariant(row: CheckRow): void {
   assert.match(
     row.variant ?? '',
-    /^flash-(fwd\.sm_\d+a?\.(bf16|f16|f32)\.d\d+\.\d+x\d+x\d+|decode\.sm_\d+a?\.(bf16|f16)\.d\d+)/,
+    /^flash-(fwd\.sm_\d+a?\.(bf16|f16|f32)\.d\d+(v\d+)?\.\d+x\d+x\d+|decode\.sm_\d+a?\.(bf16|f16)\.d\d+)/,
   );
   if (row.precision === 'float32' || row.precision === 'tf32') {
     assert.match(row.variant ?? '', /\.f32\.d\d+\.32x32x8\.fma/, `${row.precision} runs the FMA kernel`);

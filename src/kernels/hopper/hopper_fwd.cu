@@ -18,7 +18,7 @@
 // others run their softmax, instead of all of them contending for the tensor cores at once and
 // then all waiting on the exponentials together.
 //
-// Shared memory: Q (BM × D), then STAGES K tiles, STAGES V tiles (BN × D), each a row of boxes of
+// Shared memory: Q (BM × DK), then STAGES K tiles (BN × DK), STAGES V tiles (BN × DV), each a row of boxes of
 // 64 columns (128 bytes) with the 128-byte swizzle, then the mbarriers. Keys are visited last tile
 // first, as the mma.sync kernel does (schedule.cuh), so the masked tiles come first.
 //
@@ -26,14 +26,15 @@
 // their logits are masked to −inf, and their V rows are zeroed in shared memory before P·V, since
 // 0 · NaN would otherwise leak a padded NaN into every row.
 //
-// Head dims: H and Hv round up to HOPPER_D (64, 128, 256); TMA reads the columns past them as zeros
-// (nothing added to Q·Kᵀ, zero output columns that are not stored).
+// Head dims: H rounds up to HOPPER_DK, Hv to HOPPER_DV (each 64, 128, 192 or 256: whole boxes of 64
+// columns, any pair the tiles fit, e.g. 192/128); TMA reads the columns past them as zeros (nothing
+// added to Q·Kᵀ, zero output columns that are not stored).
 //
 // NaN rule: a NaN output element of a finite row can only be a hidden key's NaN/Inf value times its
 // weight 0 inside P·V (causal diagonal, window edge, mask, −inf bias); the epilogue recomputes such
 // elements over the visible keys (flash/recompute.cuh), at one compare per element otherwise.
 //
-// Specialisation: HOPPER_D, HOPPER_BN, HOPPER_STAGES, HOPPER_FP16, HOPPER_OVERLAP, HOPPER_BIAS (the
+// Specialisation: HOPPER_DK, HOPPER_DV, HOPPER_BN, HOPPER_STAGES, HOPPER_FP16, HOPPER_OVERLAP, HOPPER_BIAS (the
 // bias element code, 0 none), HOPPER_MASK, HOPPER_CONSUMERS, HOPPER_PINGPONG, HOPPER_LATEWAIT,
 // HOPPER_DESCSTEP, HOPPER_GROUPED, HOPPER_PERSISTENT and HOPPER_SLACK (tiles.cuh says what the last
 // five do; 0 when not defined; GROUPED and PERSISTENT take a 1-D grid) define the extern
@@ -71,7 +72,7 @@ __device__ __forceinline__ void produce(const HopperParams& hp, const TileWork& 
   for (int nb = block_hi - 1; nb >= block_lo; --nb, ++it) {
     const int s = it % C::STAGES;
     const u32 phase = (it / C::STAGES) & 1;
-    const u32 k_dst = sk + s * C::KV_BYTES, v_dst = sv + s * C::KV_BYTES;
+    const u32 k_dst = sk + s * C::K_BYTES, v_dst = sv + s * C::V_BYTES;
     mbar_wait(bar.k_empty(s), phase ^ 1);
     if (C::PROBE == 2 && it >= C::STAGES) {  // probe: no traffic after the first round
       mbar_arrive(bar.k_full(s));
@@ -79,14 +80,14 @@ __device__ __forceinline__ void produce(const HopperParams& hp, const TileWork& 
       mbar_arrive(bar.v_full(s));
       continue;
     }
-    mbar_arrive_expect_tx(bar.k_full(s), C::KV_BYTES);
+    mbar_arrive_expect_tx(bar.k_full(s), C::K_BYTES);
 #pragma unroll
     for (int c = 0; c < C::BOXES; ++c)
       tma_load_4d(k_dst + c * C::KV_BOX, &hp.tm_k, bar.k_full(s), c * 64, nb * C::BN, w.kv_head, w.b);
     mbar_wait(bar.v_empty(s), phase ^ 1);
-    mbar_arrive_expect_tx(bar.v_full(s), C::KV_BYTES);
+    mbar_arrive_expect_tx(bar.v_full(s), C::V_BYTES);
 #pragma unroll
-    for (int c = 0; c < C::BOXES; ++c)
+    for (int c = 0; c < C::V_BOXES; ++c)
       tma_load_4d(v_dst + c * C::KV_BOX, &hp.tm_v, bar.v_full(s), c * 64, nb * C::BN, w.kv_head, w.b);
   }
 }
@@ -132,7 +133,7 @@ __device__ __forceinline__ void consume(const FlashParams& p, const TileWork& w,
   auto wait_values = [&](int it, int nb) {
     const int st = stage(it);
     mbar_wait(bar.v_full(st), phase(it));
-    if (p.kv_lens != nullptr) zero_padded_values<C>(p, w, sv + st * C::KV_BYTES, nb * C::BN, consumer * 128 + thread);
+    if (p.kv_lens != nullptr) zero_padded_values<C>(p, w, sv + st * C::V_BYTES, nb * C::BN, consumer * 128 + thread);
   };
 
   // The register writes to O (rescale) and P must stay before wgmma.fence: pinning them with empty
@@ -151,7 +152,7 @@ __device__ __forceinline__ void consume(const FlashParams& p, const TileWork& w,
       const int nb = block_hi - 1 - it, st = stage(it);
       mbar_wait(bar.k_full(st), phase(it));
       fence_operands();
-      qk_issue<C>(s, q_rows, sk + st * C::KV_BYTES);
+      qk_issue<C>(s, q_rows, sk + st * C::K_BYTES);
       wgmma_commit();
       wgmma_wait<0>();
       fence_accumulators(s);
@@ -161,7 +162,7 @@ __device__ __forceinline__ void consume(const FlashParams& p, const TileWork& w,
       to_a_fragments<C>(pa, s);
       wait_values(it, nb);
       fence_operands();
-      pv_issue<C>(o, pa, sv + st * C::KV_BYTES);
+      pv_issue<C>(o, pa, sv + st * C::V_BYTES);
       wgmma_commit();
       wgmma_wait<0>();
       fence_accumulators(o);
@@ -193,7 +194,7 @@ __device__ __forceinline__ void consume(const FlashParams& p, const TileWork& w,
     mbar_wait(bar.k_full(stage(0)), phase(0));
     turn_begin();
     wgmma_fence();
-    qk_issue<C>(s, q_rows, sk + stage(0) * C::KV_BYTES);
+    qk_issue<C>(s, q_rows, sk + stage(0) * C::K_BYTES);
     wgmma_commit();
     turn_end(false);
     wgmma_wait<0>();
@@ -208,9 +209,9 @@ __device__ __forceinline__ void consume(const FlashParams& p, const TileWork& w,
       mbar_wait(bar.k_full(st), phase(it));
       turn_begin();
       fence_operands();  // the zeroing branch above may have moved O or P between registers
-      qk_issue<C>(s, q_rows, sk + st * C::KV_BYTES);  // S_it = Q·K_itᵀ
+      qk_issue<C>(s, q_rows, sk + st * C::K_BYTES);  // S_it = Q·K_itᵀ
       wgmma_commit();
-      pv_issue<C>(o, pa, sv + prev * C::KV_BYTES);  // O += P_{it−1}·V_{it−1}
+      pv_issue<C>(o, pa, sv + prev * C::V_BYTES);  // O += P_{it−1}·V_{it−1}
       wgmma_commit();
       turn_end(false);
       wgmma_wait<1>();  // S_it is ready; P·V may still run
@@ -245,7 +246,7 @@ __device__ __forceinline__ void consume(const FlashParams& p, const TileWork& w,
     wait_values(tiles - 1, block_lo);
     turn_begin();
     fence_operands();
-    pv_issue<C>(o, pa, sv + last * C::KV_BYTES);
+    pv_issue<C>(o, pa, sv + last * C::V_BYTES);
     wgmma_commit();
     turn_end(true);
     wgmma_wait<0>();
@@ -270,7 +271,7 @@ template <class C>
 __device__ __forceinline__ TileWork hopper_tile(const FlashParams& p) {
   if constexpr (!C::GROUPED) return schedule_tile<C::BM>(p);
   const int qblocks = (p.T + C::BM - 1) / C::BM, heads = p.B * p.N;
-  const long long kv_bytes = 4ll * p.S * C::D;
+  const long long kv_bytes = 2ll * p.S * (C::D + C::DV);
   const int fit = imax(1, static_cast<int>((24ll << 20) / (kv_bytes > 0 ? kv_bytes : 1)));  // KV heads
   const int group = imin(heads, imin(fit, heads) * p.group);
   const int g = blockIdx.x / (group * qblocks), r = blockIdx.x - g * group * qblocks;
@@ -284,8 +285,8 @@ __device__ __forceinline__ void hopper_fwd(const HopperParams& hp) {
   extern __shared__ __align__(1024) unsigned char smem[];
   const u32 sq = (smem_addr(smem) + 1023) & ~1023u;
   const u32 sk = sq + C::Q_BYTES;
-  const u32 sv = sk + C::STAGES * C::KV_BYTES;
-  const Barriers bar{sv + C::STAGES * C::KV_BYTES, C::STAGES};
+  const u32 sv = sk + C::STAGES * C::K_BYTES;
+  const Barriers bar{sv + C::STAGES * C::V_BYTES, C::STAGES};
   const int warpgroup = threadIdx.x / 128;
   // The work items: query block m of head b·N + n, counted as the 2-D grid dispatches them (query
   // blocks of a head last first, then the next head). One per block, or with PERSISTENT every
@@ -357,7 +358,7 @@ __device__ __forceinline__ void hopper_fwd(const HopperParams& hp) {
   }
 }
 
-#ifdef HOPPER_D
+#ifdef HOPPER_DK
 #ifndef HOPPER_LATEWAIT
 #define HOPPER_LATEWAIT 0
 #endif
@@ -375,9 +376,10 @@ __device__ __forceinline__ void hopper_fwd(const HopperParams& hp) {
 #endif
 extern "C" __global__ void __launch_bounds__(128 * (HOPPER_CONSUMERS + 1), 1)
     attnlab_hopper_fwd(const __grid_constant__ HopperParams p) {
-  hopper_fwd<HopperConfig<HOPPER_D, HOPPER_BN, HOPPER_STAGES, HOPPER_FP16 != 0, HOPPER_OVERLAP != 0, HOPPER_BIAS,
+  hopper_fwd<HopperConfig<HOPPER_DK, HOPPER_BN, HOPPER_STAGES, HOPPER_FP16 != 0, HOPPER_OVERLAP != 0, HOPPER_BIAS,
                           HOPPER_MASK != 0, HOPPER_CONSUMERS, HOPPER_PINGPONG != 0, HOPPER_LATEWAIT != 0,
-                          HOPPER_DESCSTEP != 0, HOPPER_GROUPED != 0, HOPPER_PERSISTENT != 0, 0, HOPPER_SLACK>>(p);
+                          HOPPER_DESCSTEP != 0, HOPPER_GROUPED != 0, HOPPER_PERSISTENT != 0, 0, HOPPER_SLACK,
+                          HOPPER_DV>>(p);
 }
 #endif
 
@@ -402,4 +404,11 @@ template __global__ void hopper_fwd_test<HopperConfig<128, 128, 2, false, true, 
 template __global__ void hopper_fwd_test<HopperConfig<128, 128, 2, false, true, 0, false, 2, true, true, true, true>>(const __grid_constant__ HopperParams);
 template __global__ void hopper_fwd_test<HopperConfig<128, 128, 2, false, true, 1, true, 2, true, true, true, false, true>>(const __grid_constant__ HopperParams);
 template __global__ void hopper_fwd_test<HopperConfig<64, 128, 2, true, true, 0, false, 3, true, true, true, false, true>>(const __grid_constant__ HopperParams);
+// Session 8's head dims (hopper-variant.ts hopperTiles): D=192 at BN=112, and key/value dims of
+// different box counts (192/128, 128/64, 256/128 at BN=96, 64/256 at BN=80), with and without bias/mask.
+template __global__ void hopper_fwd_test<HopperConfig<192, 112, 2, false, true, 0, false, 2, true, true, true, false, false, 0, 8>>(const __grid_constant__ HopperParams);
+template __global__ void hopper_fwd_test<HopperConfig<192, 128, 2, true, true, 1, true, 2, true, true, true, false, false, 0, 8, 128>>(const __grid_constant__ HopperParams);
+template __global__ void hopper_fwd_test<HopperConfig<128, 128, 2, false, true, 0, false, 2, true, true, true, false, false, 0, 8, 64>>(const __grid_constant__ HopperParams);
+template __global__ void hopper_fwd_test<HopperConfig<256, 96, 2, false, true, 2, false, 2, true, true, true, false, false, 0, 8, 128>>(const __grid_constant__ HopperParams);
+template __global__ void hopper_fwd_test<HopperConfig<64, 80, 2, false, true, 0, true, 2, true, true, true, false, false, 0, 8, 256>>(const __grid_constant__ HopperParams);
 #endif

@@ -10,9 +10,11 @@
 
 template <int D_, int BN_, int STAGES_, bool FP16_, bool OVERLAP_, int BIAS_ = 0, bool MASK_ = false,
           int CONSUMERS_ = 2, bool PINGPONG_ = false, bool LATE_WAIT_ = false, bool DESC_STEP_ = false,
-          bool GROUPED_ = false, bool PERSISTENT_ = false, int PROBE_ = 0, int SLACK_ = 0>
+          bool GROUPED_ = false, bool PERSISTENT_ = false, int PROBE_ = 0, int SLACK_ = 0, int DV_ = D_>
 struct HopperConfig {
-  static constexpr int D = D_, BN = BN_, STAGES = STAGES_;
+  // D: the key head dim (Q and K: H rounded up to whole 64-column boxes); DV: the value head dim (V
+  // and O: Hv rounded up the same way), D unless given. Q·Kᵀ runs D/16 k-steps, P·V is N = DV.
+  static constexpr int D = D_, DV = DV_, BN = BN_, STAGES = STAGES_;
   static constexpr bool FP16 = FP16_, OVERLAP = OVERLAP_;
   static constexpr int BIAS = BIAS_;  // 0 none, else the bias element type (flash/params.cuh)
   static constexpr bool MASK = MASK_;
@@ -50,27 +52,28 @@ struct HopperConfig {
   static constexpr int SLACK = SLACK_;
   static_assert(CONSUMERS == 2 || CONSUMERS == 3, "two or three consumer warpgroups");
   static_assert(!PINGPONG || OVERLAP, "ping-pong is scheduled on the overlapped loop");
-  static constexpr int BOXES = D / 64;                      // 64-column TMA boxes per row
+  static constexpr int BOXES = D / 64, V_BOXES = DV / 64;  // 64-column TMA boxes per row of Q/K, of V
   static constexpr u32 Q_BYTES = BM * D * 2;
-  static constexpr u32 KV_BYTES = BN * D * 2;
+  static constexpr u32 K_BYTES = BN * D * 2, V_BYTES = BN * DV * 2;  // one stage's K tile, V tile
   static constexpr u32 Q_BOX = BM * 128, KV_BOX = BN * 128;  // bytes of one box
-  static constexpr int NT = BN / 8, DT = D / 8;
-  static_assert(D % 64 == 0 && BN % 16 == 0 && BN <= 256, "tile shape");
+  static constexpr int NT = BN / 8, DT = DV / 8;             // accumulator n-tiles of S, of O
+  static_assert(D % 64 == 0 && DV % 64 == 0 && D <= 256 && DV <= 256 && BN % 16 == 0 && BN <= 256, "tile shape");
   static_assert(KV_BOX % 1024 == 0, "each box must start on a 1024-byte swizzle atom");
 };
 
 // Shared memory of one block: 1024 bytes of slack to align the tiles, the tiles, the barriers.
 template <class C>
 constexpr u32 hopper_smem_bytes() {
-  return 1024 + C::Q_BYTES + 2 * C::STAGES * C::KV_BYTES + 8 * (2 + 4 * C::STAGES);
+  return 1024 + C::Q_BYTES + C::STAGES * (C::K_BYTES + C::V_BYTES) + 8 * (2 + 4 * C::STAGES);
 }
 
-// The N = BN (Q·Kᵀ) and N = D (P·V) wgmma shapes.
+// The N = BN (Q·Kᵀ) and N = DV (P·V) wgmma shapes.
 template <class C>
 __device__ __forceinline__ void qk_step(float (&s)[C::NT][4], u64 a, u64 b, int acc) {
   if constexpr (C::BN == 64) wgmma_ss_n64<C::FP16>(s, a, b, acc);
   else if constexpr (C::BN == 80) wgmma_ss_n80<C::FP16>(s, a, b, acc);
   else if constexpr (C::BN == 96) wgmma_ss_n96<C::FP16>(s, a, b, acc);
+  else if constexpr (C::BN == 112) wgmma_ss_n112<C::FP16>(s, a, b, acc);
   else if constexpr (C::BN == 128) wgmma_ss_n128<C::FP16>(s, a, b, acc);
   else if constexpr (C::BN == 144) wgmma_ss_n144<C::FP16>(s, a, b, acc);
   else if constexpr (C::BN == 160) wgmma_ss_n160<C::FP16>(s, a, b, acc);
@@ -80,8 +83,9 @@ __device__ __forceinline__ void qk_step(float (&s)[C::NT][4], u64 a, u64 b, int 
 }
 template <class C>
 __device__ __forceinline__ void pv_step(float (&o)[C::DT][4], const u32 (&a)[4], u64 b) {
-  if constexpr (C::D == 64) wgmma_rs_n64<C::FP16>(o, a, b);
-  else if constexpr (C::D == 128) wgmma_rs_n128<C::FP16>(o, a, b);
+  if constexpr (C::DV == 64) wgmma_rs_n64<C::FP16>(o, a, b);
+  else if constexpr (C::DV == 128) wgmma_rs_n128<C::FP16>(o, a, b);
+  else if constexpr (C::DV == 192) wgmma_rs_n192<C::FP16>(o, a, b);
   else wgmma_rs_n256<C::FP16>(o, a, b);
 }
 
@@ -108,7 +112,7 @@ __device__ __forceinline__ void zero_padded_values(const FlashParams& p, const T
   const int hi = imin(C::BN, p.S - n0);
   if (lo >= hi) return;  // uniform over both warpgroups: the same tile, the same lengths
   const int chunks = (hi - lo) * 8;  // 16-byte chunks per box (a swizzle only permutes within a row)
-  for (int i = consumer_thread; i < chunks * C::BOXES; i += 128 * C::CONSUMERS) {
+  for (int i = consumer_thread; i < chunks * C::V_BOXES; i += 128 * C::CONSUMERS) {
     const int box = i / chunks, r = lo + (i % chunks) / 8, c = i % 8;
     st_shared_zero16(v_tile + box * C::KV_BOX + r * 128 + c * 16);
   }

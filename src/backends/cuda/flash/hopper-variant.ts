@@ -4,12 +4,13 @@
  * and the compile target, so a CPU test pins it; everything it declines runs on the mma.sync kernel
  * (flash_fwd.cu), which takes every case the flash backend supports, and the reason is returned.
  *
- * Covered: bfloat16/float16; H and Hv in the same number of 64-column boxes (1, 2 or 4: D = 64, 128,
- * 256) with at least 3/4 of D real (48…64, 96…128, 200…256); MHA/GQA/MQA; causal in both alignments,
- * local windows, padding lengths, additive bias (f32/bf16/f16) and boolean masks (per element, the
- * mma.sync kernel's rules: flash/mask.cuh, schedule.cuh); log-sum-exp. Not covered: float32, H=192
- * (3 boxes), H and Hv of different box counts (e.g. 192/128), paged or packed KV (decode kernel),
- * and any explicit ATTNLAB_FLASH_TILES choice (mma.sync tiles).
+ * Covered: bfloat16/float16; H and Hv each in 1–4 boxes of 64 columns (kernel head dims Dk for Q/K
+ * and Dv for V/O of 64, 128, 192 or 256, any pair: 192/192, 192/128, 128/64, 256/128, …), each with
+ * at least 3/4 of its padded dim real (48…64, 96…128, 144…192, 192…256); MHA/GQA/MQA; causal in both
+ * alignments, local windows, padding lengths, additive bias (f32/bf16/f16) and boolean masks (per
+ * element, the mma.sync kernel's rules: flash/mask.cuh, schedule.cuh); log-sum-exp. Not covered:
+ * float32, paged or packed KV (decode kernel), and any explicit ATTNLAB_FLASH_TILES choice (mma.sync
+ * tiles).
  *
  * Tiles: 64 query rows per consumer warpgroup (two: 128 rows, three: 192), BN keys per K/V tile, two
  * stages, the consumers' GEMMs ping-ponged (FlashAttention-3's schedule: named barriers give the
@@ -34,16 +35,20 @@ import { config } from '../../../config.js';
 import type { AttentionProblem } from '../../problem.js';
 import { FLASH_BIAS_CODES, type FlashBiasType } from './variant.js';
 
+/** Kernel head dims: 1–4 boxes of 64 columns (wgmma's P·V takes N = 64, 128, 192, 256). */
+export type HopperHeadDim = 64 | 128 | 192 | 256;
+
 export interface HopperVariant {
   readonly kernel: 'wgmma';
   readonly arch: 'sm_90a';
   readonly dtype: 'bfloat16' | 'float16';
   /**
-   * The kernel's head dim: 64, 128 or 256 (whole 64-column TMA boxes of 128 bytes). H and Hv round up
-   * to it (hopperHeadDim): TMA reads the columns past them as zeros, which add nothing to Q·Kᵀ and
-   * give zero output columns that are not written.
+   * The kernel's key head dim (Q and K) and value head dim (V and O): whole 64-column TMA boxes of
+   * 128 bytes. H rounds up to keyDim and Hv to valueDim (hopperHeadDims): TMA reads the columns past
+   * them as zeros, which add nothing to Q·Kᵀ and give zero output columns that are not written.
    */
-  readonly headDim: 64 | 128 | 256;
+  readonly keyDim: HopperHeadDim;
+  readonly valueDim: HopperHeadDim;
   /** Element type of the additive bias, read per element as the mma.sync kernel does. */
   readonly bias: FlashBiasType;
   readonly mask: boolean;
@@ -107,17 +112,41 @@ export function hopperGrid(
 }
 
 /**
- * Tiles per kernel head dim. D=64 takes three consumers (192 rows per K/V tile: its exponentials
- * take as long as its GEMMs, so a third warpgroup keeps the tensor cores fed; +19% with ping-pong in
- * the harness) at BN=128, the largest tile whose registers fit the 160 per thread that three
- * consumers get (BN=144 spills 96 bytes, ptxas). Three K/V stages measured +3% more at D=64
- * non-causal in the harness (478 vs 465) and nothing causal; not yet through the library's tests.
+ * Tiles for kernel head dims Dk (Q, K) and Dv (V, O). Dk = Dv = 64 takes three consumers (192 rows
+ * per K/V tile: its exponentials take as long as its GEMMs, so a third warpgroup keeps the tensor
+ * cores fed; +19% with ping-pong in the harness) at BN=128, the largest tile whose registers fit the
+ * 160 per thread that three consumers get (BN=144 spills 96 bytes, ptxas). Three K/V stages measured
+ * +3% more at D=64 non-causal in the harness (478 vs 465) and nothing causal; not in the table.
+ *
+ * Every other pair takes two consumers (240 registers each) and the largest BN, a multiple of 16 (P·V
+ * takes k-steps of 16 keys) up to 128 (BN=160/176 measured slower at D=128, session 4), that fits
+ *   shared memory: 1024 + 128·Dk·2 (Q) + 2 stages · BN·(Dk + Dv)·2 (K, V) + 80 ≤ 227 KiB (232448);
+ *   registers: a consumer holds S (BN/2 floats), the previous tile's P (BN/4) and O (Dv/2), and
+ *     3/4·BN + Dv/2 ≤ 188, the D=256 tile's count (BN=80: 60 + 128), the most that ptxas has fitted
+ *     in 240 with 0 spills (D=128: 96 + 64 = 160).
+ * This keeps D=128 at 128 and D=256 at 80 (both measured best: 601 against 590 at BN=176; 717
+ * against 612 at BN=64, session 4) and gives D=192 BN=112: 128 is out on both counts (shared memory
+ * 1024 + 49152 + 196608 + 80 = 246864 > 232448; registers 96 + 96 = 192), 112 needs 222288 bytes and
+ * 84 + 96 = 180 registers. Session 8, ptxas (CUDA 13, sm_90a, nvcc -Xptxas -v): every pair's tile
+ * compiles with 0 spills, except with a bias and a mask where Dv = 256 (192/256: 16 bytes, 256/256:
+ * 48, as the D=256 tile had before). Mixed pairs: 192/128 BN=128 (214096 bytes), 256/128 BN=96
+ * (214096), 128/64 BN=128, 128/256 BN=80, 256/64 BN=128 (230480).
  */
-const TILES: Record<HopperVariant['headDim'], { blockN: number; consumers: 2 | 3 }> = {
-  64: { blockN: 128, consumers: 3 },
-  128: { blockN: 128, consumers: 2 },
-  256: { blockN: 80, consumers: 2 },
-};
+export function tilesForHeadDims(
+  keyDim: HopperHeadDim,
+  valueDim: HopperHeadDim,
+): { blockN: number; consumers: 2 | 3 } {
+  if (keyDim === 64 && valueDim === 64) return { blockN: 128, consumers: 3 };
+  let blockN = 16;
+  for (let bn = 16; bn <= 128; bn += 16) {
+    const shared = 1024 + 128 * keyDim * 2 + 2 * bn * (keyDim + valueDim) * 2 + 80;
+    if (shared <= HOPPER_SHARED_LIMIT && (3 * bn) / 4 + valueDim / 2 <= 188) blockN = bn;
+  }
+  return { blockN, consumers: 2 };
+}
+
+/** Dynamic shared memory one block may take on sm_90 (227 KiB, cudaDevAttrMaxSharedMemoryPerBlockOptin). */
+export const HOPPER_SHARED_LIMIT = 227 * 1024;
 
 /**
  * D=128 at long T takes three consumers on BN=80 keys (192 rows; the largest tile whose registers fit
@@ -131,13 +160,15 @@ const TILES: Record<HopperVariant['headDim'], { blockN: number; consumers: 2 | 3
  */
 const D128_LONG = { blockN: 80, consumers: 3, fromT: 8192 } as const;
 
+/** The tiles for `p`: D128_LONG's where it applies (H and Hv both padded to 128), else tilesForHeadDims. */
 function hopperTiles(
-  headDim: HopperVariant['headDim'],
+  dims: { keyDim: HopperHeadDim; valueDim: HopperHeadDim },
   p: AttentionProblem,
 ): { blockN: number; consumers: 2 | 3 } {
-  if (headDim === 128 && p.T >= D128_LONG.fromT && !(p.bias && p.mask))
+  const d128 = dims.keyDim === 128 && dims.valueDim === 128;
+  if (d128 && p.T >= D128_LONG.fromT && !(p.bias && p.mask))
     return { blockN: D128_LONG.blockN, consumers: D128_LONG.consumers };
-  return TILES[headDim];
+  return tilesForHeadDims(dims.keyDim, dims.valueDim);
 }
 
 /**
@@ -188,8 +219,8 @@ export function hopperVariant(
   if (tilesOverride) return { reason: `ATTNLAB_FLASH_TILES=${tilesOverride} names mma.sync tiles` };
   if (arch !== 'sm_90a') return { reason: `target ${arch}: wgmma and setmaxnreg need sm_90a` };
   if (p.dtype !== 'bfloat16' && p.dtype !== 'float16') return { reason: `dtype ${p.dtype}` };
-  const headDim = hopperHeadDim(p.H, p.Hv);
-  if (typeof headDim === 'string') return { reason: headDim };
+  const dims = hopperHeadDims(p.H, p.Hv);
+  if (typeof dims === 'string') return { reason: dims };
   if (p.paged || p.packed) return { reason: 'paged or packed layout' };
   // 16-byte aligned Q, K, V (TMA's rule for global addresses) and head dims of multiples of 8 (its
   // rule for strides): flashSupport already requires both.
@@ -198,8 +229,8 @@ export function hopperVariant(
       kernel: 'wgmma',
       arch: 'sm_90a',
       dtype: p.dtype,
-      headDim,
-      ...hopperTiles(headDim, p),
+      ...dims,
+      ...hopperTiles(dims, p),
       stages: 2,
       overlap: true,
       pingpong: true,
@@ -211,36 +242,43 @@ export function hopperVariant(
 }
 
 /**
- * The kernel head dim for H and Hv, or why there is none. Each row is read in boxes of 64 columns;
- * H and Hv must need the same number of boxes (TMA zero-fills the part of the last box past them,
- * as it does rows past T or S; a box wholly past them is never asked of it), and that number must be
- * 1, 2 or 4 (D = 64, 128, 256: the wgmma N shapes of P·V). At least 3/4 of D must be real: H=96 runs
+ * The kernel head dims for H and Hv, or why there are none. Each row is read in boxes of 64 columns
+ * (TMA zero-fills the part of the last box past H or Hv, as it does rows past T or S; a box wholly
+ * past them is never asked of it): Q and K in Dk/64 boxes, V in Dv/64, each 1 to 4 (wgmma's P·V has
+ * N = Dv ≤ 256; Q·Kᵀ takes Dk/16 k-steps). At least 3/4 of each padded dim must be real: H=96 runs
  * at 3/4 of the D=128 kernel's rate (≈ 440 TFLOP/s from 592, run 3), still above the mma.sync
  * kernel's best (360 at H=128); below 3/4 that margin is gone.
  */
-function hopperHeadDim(H: number, Hv: number): HopperVariant['headDim'] | string {
-  const boxes = (x: number) => Math.ceil(x / 64);
-  if (boxes(H) !== boxes(Hv))
-    return `H=${H}, Hv=${Hv}: the kernel reads both in the same number of 64-column boxes`;
-  const D = 64 * boxes(H);
-  if (D !== 64 && D !== 128 && D !== 256)
-    return `H=${Math.max(H, Hv)}: ${boxes(H)} boxes of 64 columns, the tiles take 1, 2 or 4 (head dims 64, 128, 256)`;
-  if (4 * Math.max(H, Hv) < 3 * D)
-    return `H=${H}, Hv=${Hv}: under 3/4 of the kernel's head dim ${D} (the mma.sync kernel is as fast there)`;
-  return D;
+export function hopperHeadDims(
+  H: number,
+  Hv: number,
+): { keyDim: HopperHeadDim; valueDim: HopperHeadDim } | string {
+  const padded = (x: number) => 64 * Math.ceil(x / 64);
+  for (const [name, x] of [
+    ['H', H],
+    ['Hv', Hv],
+  ] as const) {
+    if (padded(x) > 256)
+      return `${name}=${x}: ${padded(x) / 64} boxes of 64 columns, the tiles take 1 to 4 (head dims up to 256)`;
+    if (4 * x < 3 * padded(x))
+      return `${name}=${x}: under 3/4 of the kernel's head dim ${padded(x)} (the mma.sync kernel is as fast there)`;
+  }
+  return { keyDim: padded(H) as HopperHeadDim, valueDim: padded(Hv) as HopperHeadDim };
 }
 
 /**
- * e.g. `flash-fwd.sm_90a.bf16.d128.128x128x3wg.pp.lw.ds.sl8.wgmma`, `….d64.192x128x4wg.pp.lw.ds.sl8.mask.wgmma`:
- * rows × keys per tile × warpgroups (the producer included), `.pp` for ping-pong, `.lw` for the late
- * P·V wait, `.ds` for stepped descriptors, `.grp` for the grouped longest-first grid, `.sl8` for the
- * rescale slack.
+ * e.g. `flash-fwd.sm_90a.bf16.d128.128x128x3wg.pp.lw.ds.sl8.wgmma`, `….d64.192x128x4wg.pp.lw.ds.sl8.mask.wgmma`,
+ * `….d192v128.128x128x3wg.pp.lw.ds.sl8.wgmma`: the kernel head dims (`d<Dk>` when Dv = Dk, else
+ * `d<Dk>v<Dv>`), rows × keys per tile × warpgroups (the producer included), `.pp` for ping-pong, `.lw`
+ * for the late P·V wait, `.ds` for stepped descriptors, `.grp` for the grouped longest-first grid,
+ * `.sl8` for the rescale slack.
  */
 export function hopperVariantKey(v: HopperVariant): string {
   const dtype = v.dtype === 'float16' ? 'f16' : 'bf16';
   const schedule = `${v.overlap ? '' : '.serial'}${v.pingpong ? '.pp' : ''}${v.lateWait ? '.lw' : ''}${v.descStep ? '.ds' : ''}${v.grouped ? '.grp' : ''}${v.persistent ? '.pers' : ''}${v.rescaleSlack ? `.sl${v.rescaleSlack}` : ''}`;
   const tiles = `${hopperBlockM(v)}x${v.blockN}x${v.consumers + 1}wg${schedule}`;
-  const parts = ['flash-fwd', v.arch, dtype, `d${v.headDim}`, tiles];
+  const dims = v.valueDim === v.keyDim ? `d${v.keyDim}` : `d${v.keyDim}v${v.valueDim}`;
+  const parts = ['flash-fwd', v.arch, dtype, dims, tiles];
   if (v.bias !== 'none') parts.push(`bias-${{ float32: 'f32', bfloat16: 'bf16', float16: 'f16' }[v.bias]}`);
   if (v.mask) parts.push('mask');
   parts.push('wgmma');
@@ -252,15 +290,15 @@ export function hopperVariantKey(v: HopperVariant): string {
  * stage, q_empty; hopper_smem_bytes).
  */
 export function hopperSharedBytes(v: HopperVariant): number {
-  return (
-    1024 + hopperBlockM(v) * v.headDim * 2 + 2 * v.stages * v.blockN * v.headDim * 2 + 8 * (2 + 4 * v.stages)
-  );
+  const kv = v.stages * v.blockN * (v.keyDim + v.valueDim) * 2;
+  return 1024 + hopperBlockM(v) * v.keyDim * 2 + kv + 8 * (2 + 4 * v.stages);
 }
 
 /** The -D set of the kernel's extern "C" entry. */
 export function hopperDefines(v: HopperVariant): Record<string, number> {
   return {
-    HOPPER_D: v.headDim,
+    HOPPER_DK: v.keyDim,
+    HOPPER_DV: v.valueDim,
     HOPPER_BN: v.blockN,
     HOPPER_STAGES: v.stages,
     HOPPER_FP16: v.dtype === 'float16' ? 1 : 0,
