@@ -84,7 +84,10 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
       dispatch(192, 'bfloat16', {}, 128),
       'flash-fwd.sm_90a.bf16.d192v128.128x128x3wg.pp.lw.ds.sl8.wgmma',
     );
-    assert.equal(dispatch(128, 'float16', {}, 64), 'flash-fwd.sm_90a.f16.d128v64.128x128x3wg.pp.lw.ds.sl8.wgmma');
+    assert.equal(
+      dispatch(128, 'float16', {}, 64),
+      'flash-fwd.sm_90a.f16.d128v64.128x128x3wg.pp.lw.ds.sl8.wgmma',
+    );
     assert.equal(
       dispatch(256, 'bfloat16', {}, 128),
       'flash-fwd.sm_90a.bf16.d256v128.128x96x3wg.pp.lw.ds.sl8.wgmma',

@@ -30,6 +30,9 @@
  * (SCHEDULE below), harness +3–4% at D=128, +4% at D=64, +7% at D=256; library, same run as cudnn:
  *   D=64 506.7 / 427.8 (cudnn 459.0 / 422.4), D=128 617.9 / 556.0 (613.1 / 547.3),
  *   D=256 697.5 / 639.2 (665.9 / 617.1).
+ * Session 8 (bench/results/2026-12-01-s8-h192, slack 8): D=192 (BN=112) 668.2 / 605.3 against cudnn
+ * 621.1 / 575.3 and mma.sync 230.7 / 234.8; its GPU suite (H=192, 160 and the Dk ≠ Dv pairs 192/128,
+ * 160/96, 128/64, 256/128, 64/256) passed against the float64 oracle, sanitizers 0.
  */
 import { config } from '../../../config.js';
 import type { AttentionProblem } from '../../problem.js';
