@@ -38,13 +38,13 @@ export interface DispatchTable {
 export const MIN_MEASURED_LENGTH = 1024;
 
 /**
- * The H200, session 7's final bench (bench/results/2026-12-01-s7-final, s6-bench.ts at 10ae054: the
- * Hopper kernel with the P·V wait after the softmax and stepped descriptors, beside attnlab cudnn and
- * PyTorch in the same run): the headline shape B=4, T=S=8192 at H = 64/128/256, and the T sweep at
- * B·T = 32k at H=128 — cudnn leads at 1k, 2k and 4k (by 2–22%), flash from 8k (by 1–10%). Session 7's
- * call-3 table (one length: flash 617.9/556 against cudnn 613.1/547.3 at H=128) is superseded.
+ * The H200, session 8's forward bench (bench/results/2026-12-01-s8-forward, s6-bench.ts at a3239b7: the
+ * Hopper kernel with the rescale slack and, at H=128 from T=8192, three consumers on 192×80 tiles,
+ * beside attnlab cudnn and PyTorch in the same run): the headline shape B=4, T=S=8192 at H = 64/128/256,
+ * and the T sweep at B·T = 32k at H=128 — cudnn leads at 1k, 2k and 4k (by 0.4–20%), flash from 8k (by
+ * 3–11%). Session 7's final table (bench/results/2026-12-01-s7-final) is superseded.
  */
-const H200_SOURCE = 'bench/results/2026-12-01-s7-final/h200-s7-final-forward.json';
+const H200_SOURCE = 'bench/results/2026-12-01-s8-forward/h200-s8-forward.json';
 const h200 = (
   B: number,
   T: number,
@@ -65,32 +65,32 @@ const h200 = (
 /** The H200's tables, shortest sequences first; H200_DISPATCH[3] is the headline shape (T = 8192). */
 export const H200_DISPATCH: readonly DispatchTable[] = [
   h200(32, 1024, [
-    [128, false, 456.4, 528.7],
-    [128, true, 299.4, 366],
+    [128, false, 456.2, 529.7],
+    [128, true, 301.3, 360.9],
   ]),
   h200(16, 2048, [
-    [128, false, 530.7, 568.3],
-    [128, true, 398.8, 439.6],
+    [128, false, 528.2, 562.1],
+    [128, true, 397.3, 439.3],
   ]),
   h200(8, 4096, [
-    [128, false, 570.7, 584.7],
-    [128, true, 478.9, 499.3],
+    [128, false, 582.9, 585],
+    [128, true, 484.7, 494.9],
   ]),
   h200(4, 8192, [
-    [64, false, 492.6, 446.7],
-    [128, false, 606.2, 589.2],
-    [256, false, 696.1, 651.9],
-    [64, true, 422.2, 415.3],
-    [128, true, 544.8, 536.8],
-    [256, true, 632.1, 598.7],
+    [64, false, 487.4, 445.9],
+    [128, false, 625.6, 595.2],
+    [256, false, 697.7, 645.9],
+    [64, true, 417.6, 415.3],
+    [128, true, 551.8, 535.1],
+    [256, true, 628.3, 594.2],
   ]),
   h200(2, 16384, [
-    [128, false, 617.3, 600.6],
-    [128, true, 588.7, 558.3],
+    [128, false, 647.8, 600.4],
+    [128, true, 588.2, 558.2],
   ]),
   h200(1, 32768, [
-    [128, false, 625.7, 609.4],
-    [128, true, 606.5, 576.1],
+    [128, false, 656.8, 603.1],
+    [128, true, 632.3, 571.7],
   ]),
 ];
 

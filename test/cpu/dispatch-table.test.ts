@@ -108,7 +108,7 @@ describe('measured dispatch table', () => {
         assert.equal(fastest(p, 'mma'), 'cudnn', `${what}, flash on mma.sync`);
       }
     }
-    // The record itself: short sequences to cudnn, the headline shape to flash (s7-final).
+    // The record itself: short sequences to cudnn, the headline shape to flash (s8-forward).
     assert.equal(fastest(problem(128, {}, 'bfloat16', 1024)), 'cudnn');
     assert.equal(fastest(problem(128, {}, 'bfloat16', 8192)), 'flash');
   });
