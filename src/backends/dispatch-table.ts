@@ -45,12 +45,19 @@ export const MIN_MEASURED_LENGTH = 1024;
  * 3–11%). Session 7's final table (bench/results/2026-12-01-s7-final) is superseded.
  */
 const H200_SOURCE = 'bench/results/2026-12-01-s8-forward/h200-s8-forward.json';
+/**
+ * H=192 (the Hopper kernel's D=192 tile, BN=112), the headline shape in the h192 engineer's call
+ * (bench/results/2026-12-01-s8-h192, s6-bench.ts --quick --head-dims=192 at c49fda8): flash 1.076 /
+ * 1.052 of cudnn.
+ */
+const H200_H192_SOURCE = 'bench/results/2026-12-01-s8-h192/h200-s8-h192.json';
 const h200 = (
   B: number,
   T: number,
   cases: ReadonlyArray<readonly [H: number, causal: boolean, flash: number, cudnn: number]>,
+  source = H200_SOURCE,
 ): DispatchTable => ({
-  source: H200_SOURCE,
+  source,
   gpu: 'NVIDIA H200',
   flashKernel: 'wgmma',
   shape: { B, T, S: T, N: 16 },
@@ -62,7 +69,7 @@ const h200 = (
   })),
 });
 
-/** The H200's tables, shortest sequences first; H200_DISPATCH[3] is the headline shape (T = 8192). */
+/** The H200's tables, shortest sequences first; H200_DISPATCH[3] is the headline shape (T = 8192), [4] its H=192. */
 export const H200_DISPATCH: readonly DispatchTable[] = [
   h200(32, 1024, [
     [128, false, 456.2, 529.7],
@@ -84,6 +91,15 @@ export const H200_DISPATCH: readonly DispatchTable[] = [
     [128, true, 551.8, 535.1],
     [256, true, 628.3, 594.2],
   ]),
+  h200(
+    4,
+    8192,
+    [
+      [192, false, 668.2, 621.1],
+      [192, true, 605.3, 575.3],
+    ],
+    H200_H192_SOURCE,
+  ),
   h200(2, 16384, [
     [128, false, 647.8, 600.4],
     [128, true, 588.2, 558.2],

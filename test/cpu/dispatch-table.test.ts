@@ -111,6 +111,9 @@ describe('measured dispatch table', () => {
     // The record itself: short sequences to cudnn, the headline shape to flash (s8-forward).
     assert.equal(fastest(problem(128, {}, 'bfloat16', 1024)), 'cudnn');
     assert.equal(fastest(problem(128, {}, 'bfloat16', 8192)), 'flash');
+    // H=192 (the h192 record): the Hopper kernel's D=192 tile leads cudnn, causal or not.
+    assert.equal(fastest(problem(192, {}, 'bfloat16', 8192)), 'flash');
+    assert.equal(fastest(problem(192, { isCausal: true }, 'bfloat16', 8192)), 'flash');
   });
 
   it('takes the measured length nearest to the case (in octaves of √(T·S)), per head dim', () => {
