@@ -72,6 +72,14 @@ export function maxLength(lengths: Int32Array): number {
 }
 
 /** The block table as (B, M) host integers; its entries in use are checked against the pool. */
+/** The last block table that passed checkBlockTable: its entries, pool and each row's checked blocks. */
+let lastChecked: { table: Int32Array; numBlocks: number; M: number; used: Int32Array } | null = null;
+
+function sameEntries(a: Int32Array, b: Int32Array): boolean {
+  const bytes = (x: Int32Array) => Buffer.from(x.buffer, x.byteOffset, x.byteLength);
+  return bytes(a).equals(bytes(b));
+}
+
 export function checkBlockTable(
   value: unknown,
   B: number,
@@ -79,6 +87,7 @@ export function checkBlockTable(
   keyValueSeqLengths: ArrayLike<number> | undefined,
 ): PagedKv {
   let table: Int32Array;
+  let borrowed = false;
   let rows: number;
   let M: number;
   if (value instanceof Tensor) {
@@ -92,7 +101,8 @@ export function checkBlockTable(
       );
     }
     [rows, M] = value.shape;
-    table = Int32Array.from(value.toHost().data as Int32Array);
+    table = value.toHost().data as Int32Array; // copied below unless a checked table holds the same entries
+    borrowed = true;
   } else if (Array.isArray(value)) {
     rows = value.length;
     M = rows > 0 && Array.isArray(value[0]) ? value[0].length : -1;
@@ -122,6 +132,20 @@ export function checkBlockTable(
   }
   const { numBlocks, blockSize } = pool;
   const capacity = M * blockSize;
+  // The entries a previous call already checked need no second look: a decode loop passes the same
+  // table on every step while its lengths grow inside the blocks already checked (a new block every
+  // blockSize steps). 65,600 entries (B=64, S=16k, block 16) take ~85 µs to check on the build
+  // machine and 262 µs on the H200 machine's CPU, longer than that step's ~190 µs kernel; the byte
+  // compare that finds the table checked is ~3 µs.
+  const known =
+    lastChecked !== null &&
+    lastChecked.numBlocks === numBlocks &&
+    lastChecked.M === M &&
+    lastChecked.table.length === table.length &&
+    sameEntries(lastChecked.table, table)
+      ? lastChecked
+      : null;
+  const used = new Int32Array(B);
   for (let b = 0; b < B; b++) {
     const length = keyValueSeqLengths[b];
     if (!Number.isInteger(length) || length < 0 || length > capacity) {
@@ -131,20 +155,24 @@ export function checkBlockTable(
         String(length),
       );
     }
-    const used = Math.ceil(length / blockSize);
-    // One unsigned compare per entry (a negative block reads as ≥ 2^31): this loop runs on every call,
-    // 65k entries for B=64, S=16k, block 16.
-    for (let m = 0, at = b * M; m < used; m++, at++) {
+    used[b] = Math.ceil(length / blockSize);
+    // One unsigned compare per entry (a negative block reads as ≥ 2^31), from the first one not yet
+    // checked for this row.
+    for (let m = known ? Math.min(known.used[b], used[b]) : 0, at = b * M + m; m < used[b]; m++, at++) {
       const block = table[at];
       if (block >>> 0 >= numBlocks) {
         throw new InvalidArgumentError(
           `blockTable[${b}][${m}]`,
-          `a pool block in [0, numBlocks=${numBlocks}) (sequence ${b} holds ${length} tokens: ${used} blocks)`,
+          `a pool block in [0, numBlocks=${numBlocks}) (sequence ${b} holds ${length} tokens: ${used[b]} blocks)`,
           String(block),
         );
       }
     }
   }
+  const checked = known ?? { table: borrowed ? table.slice() : table, numBlocks, M, used };
+  if (known) for (let b = 0; b < B; b++) known.used[b] = Math.max(known.used[b], used[b]);
+  lastChecked = checked;
+  table = checked.table; // the same entries, in an array the caller's tensor does not own
   return { blockTable: table, maxBlocksPerSeq: M, blockSize, numBlocks };
 }
 

@@ -58,6 +58,32 @@ describe('paged KV cache', () => {
     assert.deepEqual([...paged.output.toFloat64Array()], [...dense]);
   });
 
+  it('checks again what a repeated table has not had checked: grown lengths, a changed entry, a smaller pool', () => {
+    const q1 = randomNormal([2, 1, 2, 8], { seed: 11 });
+    const pool5 = randomNormal([5, 4, 1, 8], { seed: 12 });
+    // Row 1's second block is not allocated yet (-1): fine while sequence 1 holds ≤ 4 tokens.
+    const table = Tensor.fromArray([0, 1, 2, -1], [2, 2], 'int32');
+    const step = (lengths: number[], t = table, pool = pool5) =>
+      attention(q1, pool, pool, { blockTable: t, keyValueSeqLengths: lengths });
+    step([5, 3]);
+    step([6, 4]); // the same table, lengths inside the blocks already checked
+    assert.throws(
+      () => step([6, 5]), // sequence 1 now reads its second block
+      (e: unknown) => e instanceof InvalidArgumentError && e.argument === 'blockTable[1][1]',
+    );
+    step([6, 4]);
+    const changed = Tensor.fromArray([0, 7, 2, -1], [2, 2], 'int32');
+    assert.throws(
+      () => step([6, 4], changed),
+      (e: unknown) => e instanceof InvalidArgumentError && e.argument === 'blockTable[0][1]',
+    );
+    const pool2 = randomNormal([2, 4, 1, 8], { seed: 13 });
+    assert.throws(
+      () => step([6, 4], table, pool2), // same entries, but block 2 is past a 2-block pool
+      (e: unknown) => e instanceof InvalidArgumentError && e.argument === 'blockTable[1][0]',
+    );
+  });
+
   const q = randomNormal([2, 1, 2, 8], { seed: 9 });
   const pool = randomNormal([5, 4, 1, 8], { seed: 10 });
   const bad: [string, Record<string, unknown>, string][] = [
