@@ -10,9 +10,9 @@
  */
 import { validateAttention } from '../../src/api/validate.js';
 import { DECODE_PARAM_TYPES, marshalDecodeParams } from '../../src/backends/cuda/flash/decode.js';
-import { sameInts } from '../../src/backends/cuda/int32-cache.js';
 import { packStruct, structLayout } from '../../src/backends/cuda/launch.js';
 import { randomNormal } from '../../src/tensor/random.js';
+import { sameInts } from '../../src/tensor/same-ints.js';
 import { Tensor } from '../../src/tensor/tensor.js';
 import { shuffledTable } from './device-timing.js';
 

@@ -19,6 +19,7 @@
 
 import type { PackedSeqs, PagedKv } from '../backends/problem.js';
 import { InvalidArgumentError } from '../errors.js';
+import { sameInts } from '../tensor/same-ints.js';
 import { Tensor } from '../tensor/tensor.js';
 
 export const LAYOUT_OPTIONS = ['blockTable', 'querySeqOffsets', 'keyValueSeqOffsets'] as const;
@@ -74,11 +75,6 @@ export function maxLength(lengths: Int32Array): number {
 /** The block table as (B, M) host integers; its entries in use are checked against the pool. */
 /** The last block table that passed checkBlockTable: its entries, pool and each row's checked blocks. */
 let lastChecked: { table: Int32Array; numBlocks: number; M: number; used: Int32Array } | null = null;
-
-function sameEntries(a: Int32Array, b: Int32Array): boolean {
-  const bytes = (x: Int32Array) => Buffer.from(x.buffer, x.byteOffset, x.byteLength);
-  return bytes(a).equals(bytes(b));
-}
 
 export function checkBlockTable(
   value: unknown,
@@ -141,8 +137,7 @@ export function checkBlockTable(
     lastChecked !== null &&
     lastChecked.numBlocks === numBlocks &&
     lastChecked.M === M &&
-    lastChecked.table.length === table.length &&
-    sameEntries(lastChecked.table, table)
+    sameInts(lastChecked.table, table)
       ? lastChecked
       : null;
   const used = new Int32Array(B);

@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { sameInts } from '../../src/backends/cuda/int32-cache.js';
+import { sameInts } from '../../src/tensor/same-ints.js';
 
 describe('int32 cache content compare', () => {
   it('is true only for the same ints in the same order', () => {

@@ -14,6 +14,8 @@
  * The buffers belong to this cache: callers must not release them. An evicted one goes back to the
  * stream-ordered pool (memory.ts), which hands it only to work enqueued after the kernels that read it.
  */
+
+import { sameInts } from '../../tensor/same-ints.js';
 import type { DeviceBuffer } from '../../tensor/storage.js';
 import { currentDeviceOrdinal } from './context.js';
 import { copyInt32ToDevice } from './memory.js';
@@ -33,17 +35,6 @@ interface Entry {
 const entries: Entry[] = [];
 let bytesKept = 0;
 let uploads = 0;
-
-const bytesOf = (a: Int32Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength);
-
-/**
- * Whether `a` and `b` hold the same ints: a byte compare (memcmp), ~3 µs for the 65k entries of a
- * B=64, S=16k, block-16 table on the build machine's CPU, where an element loop took ~96 µs — every
- * call compares (bench/decode/host-cost.ts).
- */
-export function sameInts(a: Int32Array, b: Int32Array): boolean {
-  return a.length === b.length && bytesOf(a).equals(bytesOf(b));
-}
 
 /** A device buffer holding `values`, uploaded only when no kept buffer holds the same ints. */
 export function int32OnDevice(values: Int32Array): DeviceBuffer {
