@@ -92,7 +92,7 @@ export interface HopperVariant {
 }
 
 /** Query rows per block: 64 per consumer warpgroup. */
-export function hopperBlockM(v: HopperVariant): number {
+export function hopperBlockM(v: Pick<HopperVariant, 'consumers'>): number {
   return 64 * v.consumers;
 }
 /** Threads per block: the producer warpgroup and the consumers, 128 each. */
@@ -142,7 +142,7 @@ export function tilesForHeadDims(
   if (keyDim === 64 && valueDim === 64) return { blockN: 128, consumers: 3 };
   let blockN = 16;
   for (let bn = 16; bn <= 128; bn += 16) {
-    const shared = 1024 + 128 * keyDim * 2 + 2 * bn * (keyDim + valueDim) * 2 + 80;
+    const shared = hopperSharedBytes({ consumers: 2, stages: 2, blockN: bn, keyDim, valueDim });
     if (shared <= HOPPER_SHARED_LIMIT && (3 * bn) / 4 + valueDim / 2 <= 188) blockN = bn;
   }
   return { blockN, consumers: 2 };
@@ -292,7 +292,9 @@ export function hopperVariantKey(v: HopperVariant): string {
  * Dynamic shared memory: alignment slack, Q, STAGES K and V tiles, the mbarriers (q_full, 4 per
  * stage, q_empty; hopper_smem_bytes).
  */
-export function hopperSharedBytes(v: HopperVariant): number {
+export function hopperSharedBytes(
+  v: Pick<HopperVariant, 'consumers' | 'stages' | 'blockN' | 'keyDim' | 'valueDim'>,
+): number {
   const kv = v.stages * v.blockN * (v.keyDim + v.valueDim) * 2;
   return 1024 + hopperBlockM(v) * v.keyDim * 2 + kv + 8 * (2 + 4 * v.stages);
 }
