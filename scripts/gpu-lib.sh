@@ -21,6 +21,15 @@ harness_binary() { # carried binary, log file
   echo /tmp/harness
 }
 
+# The start of a harness call (bench/hopper/s9-call1.sh): sets logs=<folder>/logs (made), CUDA's tools
+# on PATH, and bin, the harness to run (harness_binary).
+harness_call() { # output folder, carried harness binary
+  logs=$1/logs
+  mkdir -p "$logs"
+  export PATH=/usr/local/cuda/bin:$PATH
+  bin=$(harness_binary "$2" "$logs/run.log")
+}
+
 shard() { # name, "VAR=value ..." (or -), node --test arguments... → $logs/<name>.tap, its rc last
   local name=$1 vars=$2
   shift 2

@@ -14,7 +14,9 @@
 //      for bit against the base), sanitize7 / sanitize8 (small cases for compute-sanitizer), time7 /
 //      time8 / time9 (probes and tiles; each schedule beside the base), `none` (loads and exits);
 //      session 8: check10 / sanitize10 / time11 / profile10 (tiles.cuh SLACK, the conditional rescale,
-//      beside session 7's variant); check11 / time12 / time13 (three consumers at D=128).
+//      beside session 7's variant); check11 / time12 / time13 (three consumers at D=128);
+//      session 9: check12 / sanitize12 / time14 / time15 (the dynamic persistent grid, tiles.cuh
+//      PERSISTENT = 2, and its section of heads swept).
 // Every check draws fresh random inputs, poisons the outputs first (0xFF bytes: NaN), and compares
 // ‖out − ref‖/‖ref‖, NaN positions and the log-sum-exp; each case runs twice and must be bit-identical.
 #include <cuda.h>
@@ -165,6 +167,11 @@ struct Buffers {
   int *ql, *kl;
 };
 
+// The persistent grids' block count when > 0 (at most the SM count): check12 sets it small.
+static int g_grid_cap = 0;
+// The dynamic grid's section of query heads when > 0 (HopperParams::dynamic_section), else its rule.
+static int g_section = 0;
+
 template <class C>
 struct Runner {
   static const char* name() {
@@ -173,7 +180,8 @@ struct Runner {
     if (C::SLACK) snprintf(slack, sizeof slack, ".slack%d", C::SLACK);
     snprintf(buf, sizeof buf, "wgmma.d%d.%dx%dx%dwg.s%d%s%s%s%s%s%s%s%s", C::D, C::BM, C::BN, C::CONSUMERS + 1,
              C::STAGES, C::OVERLAP ? ".overlap" : "", C::PINGPONG ? ".pingpong" : "", C::LATE_WAIT ? ".latewait" : "",
-             C::DESC_STEP ? ".descstep" : "", C::GROUPED ? ".grouped" : C::PERSISTENT ? ".persistent" : "",
+             C::DESC_STEP ? ".descstep" : "",
+             C::GROUPED ? ".grouped" : C::DYNAMIC ? ".dynamic" : C::PERSISTENT ? ".persistent" : "",
              slack, C::FP16 ? ".f16" : ".bf16",
              C::PROBE == 1 ? ".probe-nosoftmax" : C::PROBE == 2 ? ".probe-noload" : "");
     return buf;
@@ -205,9 +213,21 @@ struct Runner {
     const int qblocks = (pr.T + C::BM - 1) / C::BM;
     static int sms = 0;
     if (!sms) RT(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-    dim3 grid = C::PERSISTENT ? dim3(std::min(qblocks * pr.B * pr.N, sms))
+    // A persistent grid of one block per SM, or of g_grid_cap blocks where a check asks for fewer
+    // (many items per block on small cases).
+    const int blocks = std::min(qblocks * pr.B * pr.N, g_grid_cap > 0 ? std::min(sms, g_grid_cap) : sms);
+    dim3 grid = C::PERSISTENT ? dim3(blocks)
                 : C::GROUPED  ? dim3(qblocks * pr.B * pr.N)
                               : dim3(qblocks, pr.B * pr.N);
+    if constexpr (C::DYNAMIC) {
+      // The work counter: one int per variant, zeroed on the launch stream before every launch
+      // (what the library would do per call: cuMemsetD32Async, ~2 µs of a separate node, timed here).
+      static int* counter = nullptr;
+      if (!counter) RT(cudaMalloc(&counter, sizeof(int)));
+      RT(cudaMemsetAsync(counter, 0, sizeof(int), st));
+      hp.work_counter = counter;
+      hp.dynamic_section = g_section;
+    }
     hopper_kernel<C><<<grid, C::THREADS, smem, st>>>(hp);
     RT(cudaGetLastError());
   }
@@ -343,7 +363,7 @@ static void identical(const Problem& pr, FILE* log) {
 }
 
 template <class C>
-static void time_case(int D, int causal, FILE* log, int B = 4, int T = 8192) {
+static void time_case(int D, int causal, FILE* log, int B = 4, int T = 8192, int settle_ms = 0) {
   Problem pr{B, T, T, 16, 16, D, causal, 0, C::FP16, {}, {}, nullptr};
   Buffers b = alloc(pr);
   fill_inputs(pr, b);
@@ -351,7 +371,19 @@ static void time_case(int D, int causal, FILE* log, int B = 4, int T = 8192) {
   RT(cudaEventCreate(&e0)); RT(cudaEventCreate(&e1));
   // Settle: ~150 ms of back-to-back calls first, so that every variant is timed under the power cap
   // (the library's bench settles 300 ms; the first harness runs did not, and read up to 7% high).
-  for (int i = 0; i < (causal ? 70 : 40); ++i) Runner<C>::launch(pr, b, b.o, b.lse, 0);
+  // With settle_ms (session 9's time14), back-to-back launches for that long, whatever one takes
+  // (40 launches at T=1024 B=32 are only ~20 ms).
+  if (settle_ms > 0) {
+    RT(cudaEventRecord(e0));
+    for (float el = 0.f; el < settle_ms;) {
+      for (int i = 0; i < 10; ++i) Runner<C>::launch(pr, b, b.o, b.lse, 0);
+      RT(cudaEventRecord(e1));
+      RT(cudaEventSynchronize(e1));
+      RT(cudaEventElapsedTime(&el, e0, e1));
+    }
+  } else {
+    for (int i = 0; i < (causal ? 70 : 40); ++i) Runner<C>::launch(pr, b, b.o, b.lse, 0);
+  }
   std::vector<float> ms;
   for (int i = 0; i < 15; ++i) {
     RT(cudaEventRecord(e0));
@@ -466,6 +498,15 @@ using D256k8 = S7Slack<256, 80, 2, 8>;
 // D=64), on tiles that fit 160 registers: BN=80 and 64 0 spills, BN=96 spills 64 bytes (ptxas).
 using D128c3b80k8 = S7Slack<128, 80, 3, 8>;
 using D128c3b64k8 = S7Slack<128, 64, 3, 8>;
+using D192k8 = S7Slack<192, 112, 2, 8>;
+// Session 9: the dynamic persistent grid (tiles.cuh PERSISTENT = 2: a global atomic work counter,
+// longest items first over L2-sized sections of heads) on a variant C, the same in all else (its
+// twin on the 2-D grid is C itself); PERSIST = 1 is session 7's static walk, for comparison.
+template <class C, int PERSIST = 2>
+using Dyn = HopperConfig<C::D, C::BN, C::STAGES, C::FP16, C::OVERLAP, C::BIAS, C::MASK, C::CONSUMERS, C::PINGPONG,
+                         C::LATE_WAIT, C::DESC_STEP, C::GROUPED, PERSIST, C::PROBE, C::SLACK, C::DV>;
+// Without ping-pong and overlap (no named-barrier turns): the item hand-over alone.
+using D128ser = HopperConfig<128, 128, 2, false, false, 0, false, 2, false, false, true>;
 
 // The check cases of check_all, each compared bit for bit against the base variant.
 template <class C, class Base>
@@ -483,6 +524,19 @@ static void identical_all(FILE* log) {
       {1, 4096, 4096, 4, 4, D, 0, 0, f16, {}, {}, nullptr},
   };
   for (auto& pr : cases) identical<C, Base>(pr, log);
+}
+
+// One case on the dynamic grid's C: against the oracle, then bit for bit against C on the 2-D grid.
+template <class C>
+static void check_and_match(const Problem& pr, FILE* log) {
+  check<Dyn<C>>(pr, log);
+  identical<Dyn<C>, C>(pr, log);
+}
+// check_all on the dynamic grid's C, then identical_all against C on the 2-D grid.
+template <class C>
+static void check_and_match(FILE* log, bool quick) {
+  check_all<Dyn<C>>(log, quick);
+  identical_all<Dyn<C>, C>(log);
 }
 
 int main(int argc, char** argv) {
@@ -623,6 +677,103 @@ int main(int argc, char** argv) {
     for (int rep = 0; rep < 3; ++rep) {
       time_case<D128k8>(128, 0, log, 2, 16384);
       time_case<D128c3b80k8>(128, 0, log, 2, 16384);
+    }
+  }
+  if (mode == "check12") {  // session 9: the dynamic grid against the oracle, bit for bit against the 2-D grid
+    check_and_match<D128k8>(log, false);
+    check_and_match<D128k8f16>(log, true);
+    check_and_match<D128c3b80k8>(log, false);
+    check_and_match<D64k8>(log, false);
+    check_and_match<D256k8>(log, false);
+    check_and_match<D192k8>(log, true);
+    check_and_match<D128ser>(log, true);
+    // More items than SMs of every kind: empty (T > S bottom-right; q_len 0; kv_len 0), short and
+    // long causal, GQA, padded K/V rows (zeroed per item), non-causal with ragged lengths.
+    Problem many{8, 1500, 1100, 8, 2, 128, 1, 1, false, {}, {}, nullptr};
+    Problem ragged{6, 900, 1000, 8, 4, 128, 1, 0, false, {900, 17, 0, 500, 899, 1}, {1000, 5, 0, 999, 64, 1000}, nullptr};
+    Problem ragged_full{6, 700, 900, 4, 2, 128, 0, 0, false, {700, 0, 333, 1, 699, 650}, {900, 77, 0, 899, 1, 450}, nullptr};
+    Problem tall{4, 2000, 700, 8, 1, 128, 1, 1, false, {}, {}, nullptr};  // bottom-right T > S: 1300 rows see nothing
+    Problem top{4, 2000, 3000, 8, 2, 128, 1, 0, false, {}, {}, nullptr};  // top-left T < S
+    for (const auto& pr : {many, ragged, ragged_full, tall, top}) {
+      check_and_match<D128k8>(pr, log);
+      check_and_match<D128c3b80k8>(pr, log);
+    }
+    auto at = [](Problem pr, int D) { pr.D = D; return pr; };
+    for (const auto& pr : {many, ragged, tall}) {
+      check_and_match<D64k8>(at(pr, 64), log);
+      check_and_match<D256k8>(at(pr, 256), log);
+    }
+    check_and_match<D192k8>(at(ragged, 192), log);
+    // Few blocks, many items each (1: one block walks every item; the ring and the turns run on
+    // through hundreds of items and their phases).
+    for (int cap : {1, 3, 7}) {
+      g_grid_cap = cap;
+      fprintf(log, "grid cap %d\n", cap);
+      check<Dyn<D128k8>>(ragged, log); identical<Dyn<D128k8>, D128k8>(many, log);
+      check<Dyn<D128c3b80k8>>(ragged, log); identical<Dyn<D128c3b80k8>, D128c3b80k8>(many, log);
+      check<Dyn<D64k8>>(at(ragged, 64), log); check<Dyn<D256k8>>(at(ragged_full, 256), log);
+      check<Dyn<D128ser>>(ragged, log); identical<Dyn<D128ser>, D128ser>(tall, log);
+    }
+    g_grid_cap = 0;
+    for (int sec : {3, 5, 1000}) {  // sections that leave a partial last one, and one over every head
+      g_section = sec;
+      fprintf(log, "section %d\n", sec);
+      check<Dyn<D128k8>>(many, log); identical<Dyn<D128c3b80k8>, D128c3b80k8>(ragged, log);
+    }
+    g_section = 0;
+    printf("CHECK failures: %d\n", g_failures);
+  }
+  if (mode == "sanitize12") {  // the dynamic grid under compute-sanitizer: several items per block, empty items
+    Problem a{1, 300, 700, 4, 2, 128, 1, 1, false, {}, {}, nullptr};
+    Problem c{2, 256, 640, 2, 2, 128, 1, 1, false, {200, 256}, {333, 0}, nullptr};
+    Problem m{4, 1100, 900, 8, 2, 128, 1, 1, false, {}, {}, nullptr};
+    Problem r{4, 700, 500, 4, 2, 128, 0, 0, false, {700, 0, 333, 650}, {500, 77, 0, 450}, nullptr};
+    check<Dyn<D128k8>>(a, log); check<Dyn<D128k8>>(c, log); check<Dyn<D128k8>>(m, log);
+    check<Dyn<D128c3b80k8>>(c, log); check<Dyn<D128c3b80k8>>(m, log);
+    g_grid_cap = 5;
+    check<Dyn<D128k8>>(m, log); check<Dyn<D128k8>>(r, log); check<Dyn<D128c3b80k8>>(r, log); check<Dyn<D128ser>>(r, log);
+    Problem d2{2, 256, 640, 2, 2, 64, 1, 1, false, {200, 256}, {333, 0}, nullptr};
+    Problem m64{4, 1100, 900, 8, 2, 64, 1, 0, false, {}, {}, nullptr};
+    check<Dyn<D64k8>>(d2, log); check<Dyn<D64k8>>(m64, log);
+    Problem e{2, 256, 640, 2, 2, 256, 0, 0, false, {200, 256}, {333, 100}, nullptr};
+    check<Dyn<D256k8>>(e, log);
+    g_grid_cap = 0;
+    printf("CHECK failures: %d\n", g_failures);
+  }
+  if (mode == "time14") {  // session 9: the dynamic grid beside the library's tiles, interleaved three times
+    const int shapes[3][2] = {{4, 8192}, {16, 2048}, {32, 1024}};  // (B, T): B·T = 32k
+    for (int causal = 0; causal < 2; ++causal)
+      for (int rep = 0; rep < 3; ++rep)
+        for (const auto& bt : shapes) {
+          const int B = bt[0], T = bt[1];
+          // D=128: the library takes 192x80 (3 consumers) from T=8192 and 128x128 below; both, each dynamic.
+          time_case<D128c3b80k8>(128, causal, log, B, T, 150);
+          time_case<Dyn<D128c3b80k8>>(128, causal, log, B, T, 150);
+          time_case<D128k8>(128, causal, log, B, T, 150);
+          time_case<Dyn<D128k8>>(128, causal, log, B, T, 150);
+          if (rep == 0 && T != 2048) time_case<Dyn<D128c3b80k8, 1>>(128, causal, log, B, T, 150);  // the static walk
+          time_case<D64k8>(64, causal, log, B, T, 150);
+          time_case<Dyn<D64k8>>(64, causal, log, B, T, 150);
+          time_case<D256k8>(256, causal, log, B, T, 150);
+          time_case<Dyn<D256k8>>(256, causal, log, B, T, 150);
+        }
+  }
+  if (mode == "time15") {  // the dynamic grid's section of heads, swept at D=128 causal (192x80 at 8k, 128x128 at 1k)
+    for (int rep = 0; rep < 2; ++rep) {
+      time_case<D128c3b80k8>(128, 1, log, 4, 8192, 150);
+      for (int sec : {1, 2, 4, 0, 16, 64}) {
+        g_section = sec;
+        fprintf(log, "section %d\n", sec);
+        time_case<Dyn<D128c3b80k8>>(128, 1, log, 4, 8192, 150);
+      }
+      g_section = 0;
+      time_case<D128k8>(128, 1, log, 32, 1024, 150);
+      for (int sec : {1, 8, 0, 128, 512}) {
+        g_section = sec;
+        fprintf(log, "section %d\n", sec);
+        time_case<Dyn<D128k8>>(128, 1, log, 32, 1024, 150);
+      }
+      g_section = 0;
     }
   }
   if (mode == "profile10") {  // one launch each of off / slack 8 at D=128 and D=64, for ncu

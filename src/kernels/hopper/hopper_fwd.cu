@@ -37,7 +37,8 @@
 // Specialisation: HOPPER_DK, HOPPER_DV, HOPPER_BN, HOPPER_STAGES, HOPPER_FP16, HOPPER_OVERLAP, HOPPER_BIAS (the
 // bias element code, 0 none), HOPPER_MASK, HOPPER_CONSUMERS, HOPPER_PINGPONG, HOPPER_LATEWAIT,
 // HOPPER_DESCSTEP, HOPPER_GROUPED, HOPPER_PERSISTENT and HOPPER_SLACK (tiles.cuh says what the last
-// five do; 0 when not defined; GROUPED and PERSISTENT take a 1-D grid) define the extern
+// five do; 0 when not defined; GROUPED and PERSISTENT take a 1-D grid; PERSISTENT=2, the dynamic
+// grid, also needs HopperParams::work_counter, which the library does not set yet) define the extern
 // "C" entry attnlab_hopper_fwd. With -DATTNLAB_NVCC_TEST the file
 // instantiates the table's variants instead.
 #include "hopper/tiles.cuh"
@@ -47,8 +48,17 @@ struct HopperParams {
   TmaDesc tm_k;  // (H, S, K, B) boxes of 64 × BN rows
   TmaDesc tm_v;  // (Hv, S, K, B) boxes of 64 × BN rows
   FlashParams f;
+  // The dynamic persistent grid's work counter (HopperConfig PERSISTENT = 2 only; null otherwise):
+  // one device int, 0 at launch (the caller zeroes it before every launch, e.g. cuMemsetD32Async on
+  // the launch stream), counting the items handed out after each block's first. It sits in the tail
+  // padding (byte 664, the first word after FlashParams), so the struct keeps its size and the
+  // library, which writes zeros there, is unchanged.
+  int* work_counter;
+  // The dynamic grid's section of query heads (dynamic_section) when > 0, else its rule: for the
+  // harness's sweeps; byte 672, still in the tail padding.
+  int dynamic_section;
 };
-// 3 tensor maps (128 bytes each) + FlashParams (280), rounded up to the maps' 64-byte alignment.
+// 3 tensor maps (128 bytes each) + FlashParams (280) + the counter, rounded up to the maps' 64-byte alignment.
 static_assert(sizeof(HopperParams) == 704, "HopperParams layout changed: update src/backends/cuda/flash/hopper.ts");
 
 // Where one work item (a query block of one head) sits among a block's items: the K/V ring and
@@ -63,8 +73,9 @@ struct ItemSlot {
 template <class C>
 __device__ __forceinline__ void produce(const HopperParams& hp, const TileWork& w, u32 sq, u32 sk, u32 sv,
                                         const Barriers& bar, int block_lo, int block_hi, const ItemSlot& slot) {
-  // The consumers free Q after their last Q·Kᵀ of the previous item (a fresh barrier passes parity 1).
-  if constexpr (C::PERSISTENT) mbar_wait(bar.q_empty(), (slot.item & 1) ^ 1);
+  // The consumers free Q after their last Q·Kᵀ of the previous item (a fresh barrier passes parity 1);
+  // the dynamic grid's producer waits before it writes the item slot (run_dynamic).
+  if constexpr (C::PERSISTENT && !C::DYNAMIC) mbar_wait(bar.q_empty(), (slot.item & 1) ^ 1);
   mbar_arrive_expect_tx(bar.q_full(), C::Q_BYTES);
 #pragma unroll
   for (int c = 0; c < C::BOXES; ++c) tma_load_4d(sq + c * C::Q_BOX, &hp.tm_q, bar.q_full(), c * 64, w.m0, w.n, w.b);
@@ -267,16 +278,145 @@ __device__ __forceinline__ void consume(const FlashParams& p, const TileWork& w,
 // ones. A group is as many query heads as have K and V in ~24 MiB (4·S·D bytes per KV head, shared
 // by p.group query heads), so the K/V that the blocks in flight read stay in the 50 MB L2 as they
 // do with the 2-D grid (where the blocks in flight belong to one or two heads).
+//
+// Item i of an order in sections of `group` consecutive query heads (b·N + n), each section walked
+// longest block first across its heads (the last query block of every head, then the one before, …).
+template <class C>
+__device__ __forceinline__ TileWork sectioned_tile(const FlashParams& p, int i, int qblocks, int group) {
+  const int heads = p.B * p.N;
+  const int g = i / (group * qblocks), r = i - g * group * qblocks;
+  const int in_group = imin(group, heads - g * group);
+  return schedule_tile_at<C::BM>(p, qblocks - 1 - r / in_group, g * group + r % in_group);
+}
+// Query heads whose K and V (2·S·(D + DV) bytes per KV head, shared by p.group query heads) fit in
+// `bytes`, at least one KV head's.
+template <class C>
+__device__ __forceinline__ int heads_in_bytes(const FlashParams& p, long long bytes) {
+  const long long kv_bytes = 2ll * p.S * (C::D + C::DV);
+  const int fit = imax(1, static_cast<int>(bytes / (kv_bytes > 0 ? kv_bytes : 1)));  // KV heads
+  return imin(p.B * p.N, imin(fit, p.B * p.N) * p.group);
+}
 template <class C>
 __device__ __forceinline__ TileWork hopper_tile(const FlashParams& p) {
   if constexpr (!C::GROUPED) return schedule_tile<C::BM>(p);
-  const int qblocks = (p.T + C::BM - 1) / C::BM, heads = p.B * p.N;
-  const long long kv_bytes = 2ll * p.S * (C::D + C::DV);
-  const int fit = imax(1, static_cast<int>((24ll << 20) / (kv_bytes > 0 ? kv_bytes : 1)));  // KV heads
-  const int group = imin(heads, imin(fit, heads) * p.group);
-  const int g = blockIdx.x / (group * qblocks), r = blockIdx.x - g * group * qblocks;
-  const int in_group = imin(group, heads - g * group);
-  return schedule_tile_at<C::BM>(p, qblocks - 1 - r / in_group, g * group + r % in_group);
+  const int qblocks = (p.T + C::BM - 1) / C::BM;
+  return sectioned_tile<C>(p, blockIdx.x, qblocks, heads_in_bytes<C>(p, 24ll << 20));
+}
+
+// Item i of the dynamic grid's order: heads / section sections of consecutive query heads, as equal
+// as they can be (the first heads % sections hold one head more), each walked longest block first
+// across its heads. Not sectioned_tile's partial last section: a last section of one head runs its
+// longest block alone at the end (bench/hopper/s9-schedule-model.py: 192x80 at T=8192 causal,
+// sections of 7 heads over 64 leave one, 7.5% idle against 1.4% balanced).
+template <class C>
+__device__ __forceinline__ TileWork dynamic_tile(const FlashParams& p, int i, int qblocks, int section) {
+  const int heads = p.B * p.N;
+  const int sections = imax(1, heads / section);
+  const int base = heads / sections, extra = heads - base * sections;  // heads per section, larger ones
+  const int in_larger = extra * (base + 1) * qblocks;                  // items of the larger sections
+  const int size = i < in_larger ? base + 1 : base;
+  const int j = i < in_larger ? i : i - in_larger;
+  const int g = j / (size * qblocks), r = j - g * size * qblocks;
+  const int head0 = i < in_larger ? g * size : extra * (base + 1) + g * base;
+  return schedule_tile_at<C::BM>(p, qblocks - 1 - r / size, head0 + r % size);
+}
+
+// The dynamic grid's section of heads (dynamic_tile). Without a causal mask every item of a head
+// has the same work: one head per section, the 2-D grid's order (the blocks in flight share one or
+// two heads' K/V in L2, which GROUPED's six heads of 24 MiB did not: −6…−8%, session 7). Causal:
+// the longest items of a section go first, and a section must hold enough work after its longest
+// items that the other blocks are still busy when those end: with P blocks and q query blocks per
+// head (q…1 tiles of keys, ~q²/2 per head) the g heads' work after the first g items, ~g·q²/2,
+// must cover (P − g)·q, so g ≥ ~2P/q (T=8192, BM=128: 5 heads of 64 blocks at P=132). Otherwise as
+// many heads as have K/V in 16 MiB (a third of the 50 MB L2; T=8192 D=128: 4 heads, T=1024: 32).
+// T=8192 D=128 on 192x80 tiles (43 blocks per head): 7 heads, 28 MiB; on 128x128 (64): 5, 20 MiB.
+// The balance term is capped at 32 MiB of K/V (D=256 at T=8192 would ask for 5 heads, 40 MiB).
+template <class C>
+__device__ __forceinline__ int dynamic_section(const HopperParams& hp, int qblocks) {
+  const FlashParams& p = hp.f;
+  if (hp.dynamic_section > 0) return imin(p.B * p.N, hp.dynamic_section);
+  if (!(p.flags & FLASH_FLAG_CAUSAL)) return 1;
+  const int balance = (2 * static_cast<int>(gridDim.x) + qblocks - 1) / qblocks;
+  const int balance_heads = imin((balance + p.group - 1) / p.group * p.group, heads_in_bytes<C>(p, 32ll << 20));
+  return imin(p.B * p.N, imax(heads_in_bytes<C>(p, 16ll << 20), balance_heads));
+}
+
+// The dynamic persistent grid (PERSISTENT = 2). Block p runs item p first; the producer then takes
+// gridDim.x + atomicAdd(work_counter, 1) after issuing the last K/V tile of each item (two stages
+// before the consumers finish it, so the atomic's ~1 µs round trip hides under their last tiles;
+// taking it this late rather than at the item's start keeps the hand-out close to greedy).
+// Every item, with keys or not, and the end (an index ≥ items) pass one phase of the Q barriers:
+//   producer: wait q_empty (the consumers are done with Q and with the slot's last index), write the
+//             index into the slot, then arrive on q_full with Q's bytes and load Q, K, V (an item with
+//             keys), or arrive without bytes (an item without keys, or the end);
+//   consumers: wait q_full, read the slot (lane 0, shuffled to the warp: lane 0's q_empty arrival
+//             then orders its read before the producer's next write), and run the item (q_empty
+//             after the last Q·Kᵀ), or write its zeros and arrive on q_empty, or leave.
+// The K/V ring's position advances by the item's tiles on both sides, as in the static walk. The
+// ping-pong turns: the last consumer opens consumer 0's first turn before the first item, every
+// item's last turn opens the next one's, and consumer 0 takes the one left open before it leaves,
+// so every named barrier is balanced at exit without knowing which item is a block's last.
+template <class C>
+__device__ __forceinline__ void run_dynamic(const HopperParams& hp, u32 sq, u32 sk, u32 sv, const Barriers& bar) {
+  const FlashParams& p = hp.f;
+  const int qblocks = (p.T + C::BM - 1) / C::BM;
+  const int items = qblocks * p.B * p.N;
+  const int section = dynamic_section<C>(hp, qblocks);
+  auto range = [&](const TileWork& w, int& lo, int& hi) {
+    lo = w.n_lo / C::BN;
+    hi = (w.n_hi + C::BN - 1) / C::BN;
+  };
+  const int warpgroup = threadIdx.x / 128;
+  if (warpgroup == 0) {
+    regs_decrease<C::PRODUCER_REGS>();
+    if (threadIdx.x != 0) return;
+    int index = static_cast<int>(blockIdx.x);
+    int ring = 0;
+    for (int item = 0;; ++item) {
+      mbar_wait(bar.q_empty(), (item & 1) ^ 1);
+      st_shared_s32(bar.item_slot(), index);
+      if (index >= items) {
+        mbar_arrive(bar.q_full());
+        return;
+      }
+      const TileWork w = dynamic_tile<C>(p, index, qblocks, section);
+      if (w.n_lo < w.n_hi) {
+        int lo, hi;
+        range(w, lo, hi);
+        produce<C>(hp, w, sq, sk, sv, bar, lo, hi, ItemSlot{ring, item, false, false});
+        ring += hi - lo;
+      } else {
+        mbar_arrive(bar.q_full());
+      }
+      index = static_cast<int>(gridDim.x) + atomicAdd(hp.work_counter, 1);
+    }
+  }
+  regs_increase<C::CONSUMER_REGS>();
+  const int consumer = warpgroup - 1;
+  if constexpr (C::PINGPONG) {
+    if (consumer == C::CONSUMERS - 1) named_barrier_arrive(2, 256);
+  }
+  int ring = 0;
+  for (int item = 0;; ++item) {
+    mbar_wait(bar.q_full(), item & 1);
+    int index = 0;
+    if (threadIdx.x % 32 == 0) index = ld_shared_s32(bar.item_slot());
+    index = __shfl_sync(0xffffffffu, index, 0);
+    if (index >= items) break;
+    const TileWork w = dynamic_tile<C>(p, index, qblocks, section);
+    if (w.n_lo < w.n_hi) {
+      int lo, hi;
+      range(w, lo, hi);
+      consume<C>(p, w, sq, sk, sv, bar, lo, hi, consumer, ItemSlot{ring, item, false, false});
+      ring += hi - lo;
+    } else {
+      store_empty_block<C::BM, 128 * C::CONSUMERS>(p, w, threadIdx.x - 128);
+      if (threadIdx.x % 32 == 0) mbar_arrive(bar.q_empty());
+    }
+  }
+  if constexpr (C::PINGPONG) {
+    if (consumer == 0) named_barrier_sync(2, 256);
+  }
 }
 
 template <class C>
@@ -325,6 +465,10 @@ __device__ __forceinline__ void hopper_fwd(const HopperParams& hp) {
     tma_prefetch_desc(&hp.tm_v);
   }
   __syncthreads();
+  if constexpr (C::DYNAMIC) {
+    run_dynamic<C>(hp, sq, sk, sv, bar);
+    return;
+  }
   // Both roles walk the same items; the items without keys are the consumers' alone (zeros, −inf).
   // Each role is one branch with its own loop: setmaxnreg holds only when the roles do not share code.
   auto for_each_item = [&](auto&& run, auto&& empty) {
@@ -378,7 +522,7 @@ extern "C" __global__ void __launch_bounds__(128 * (HOPPER_CONSUMERS + 1), 1)
     attnlab_hopper_fwd(const __grid_constant__ HopperParams p) {
   hopper_fwd<HopperConfig<HOPPER_DK, HOPPER_BN, HOPPER_STAGES, HOPPER_FP16 != 0, HOPPER_OVERLAP != 0, HOPPER_BIAS,
                           HOPPER_MASK != 0, HOPPER_CONSUMERS, HOPPER_PINGPONG != 0, HOPPER_LATEWAIT != 0,
-                          HOPPER_DESCSTEP != 0, HOPPER_GROUPED != 0, HOPPER_PERSISTENT != 0, 0, HOPPER_SLACK,
+                          HOPPER_DESCSTEP != 0, HOPPER_GROUPED != 0, HOPPER_PERSISTENT, 0, HOPPER_SLACK,
                           HOPPER_DV>>(p);
 }
 #endif
@@ -404,6 +548,9 @@ template __global__ void hopper_fwd_test<HopperConfig<128, 128, 2, false, true, 
 template __global__ void hopper_fwd_test<HopperConfig<128, 128, 2, false, true, 0, false, 2, true, true, true, true>>(const __grid_constant__ HopperParams);
 template __global__ void hopper_fwd_test<HopperConfig<128, 128, 2, false, true, 1, true, 2, true, true, true, false, true>>(const __grid_constant__ HopperParams);
 template __global__ void hopper_fwd_test<HopperConfig<64, 128, 2, true, true, 0, false, 3, true, true, true, false, true>>(const __grid_constant__ HopperParams);
+// Session 9's dynamic persistent grid (harness only, NOT yet run on a GPU): the library's D=128 tiles.
+template __global__ void hopper_fwd_test<HopperConfig<128, 80, 2, false, true, 0, false, 3, true, true, true, false, 2, 0, 8>>(const __grid_constant__ HopperParams);
+template __global__ void hopper_fwd_test<HopperConfig<128, 128, 2, true, true, 1, true, 2, true, true, true, false, 2, 0, 8>>(const __grid_constant__ HopperParams);
 // Session 8's head dims (hopper-variant.ts hopperTiles): D=192 at BN=112, and key/value dims of
 // different box counts (192/128, 128/64, 256/128 at BN=96, 64/256 at BN=80), with and without bias/mask.
 template __global__ void hopper_fwd_test<HopperConfig<192, 112, 2, false, true, 0, false, 2, true, true, true, false, false, 0, 8>>(const __grid_constant__ HopperParams);

@@ -107,3 +107,12 @@ __device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
 __device__ __forceinline__ void st_shared_zero16(u32 addr) {
   asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(addr), "r"(0) : "memory");
 }
+// A 32-bit shared-memory word (the dynamic grid's item slot: hopper_fwd.cu).
+__device__ __forceinline__ void st_shared_s32(u32 addr, int x) {
+  asm volatile("st.shared.s32 [%0], %1;\n" ::"r"(addr), "r"(x) : "memory");
+}
+__device__ __forceinline__ int ld_shared_s32(u32 addr) {
+  int x;
+  asm volatile("ld.shared.s32 %0, [%1];\n" : "=r"(x) : "r"(addr) : "memory");
+  return x;
+}

@@ -10,7 +10,7 @@
 
 template <int D_, int BN_, int STAGES_, bool FP16_, bool OVERLAP_, int BIAS_ = 0, bool MASK_ = false,
           int CONSUMERS_ = 2, bool PINGPONG_ = false, bool LATE_WAIT_ = false, bool DESC_STEP_ = false,
-          bool GROUPED_ = false, bool PERSISTENT_ = false, int PROBE_ = 0, int SLACK_ = 0, int DV_ = D_>
+          bool GROUPED_ = false, int PERSISTENT_ = 0, int PROBE_ = 0, int SLACK_ = 0, int DV_ = D_>
 struct HopperConfig {
   // D: the key head dim (Q and K: H rounded up to whole 64-column boxes); DV: the value head dim (V
   // and O: Hv rounded up the same way), D unless given. Q·Kᵀ runs D/16 k-steps, P·V is N = DV.
@@ -23,7 +23,12 @@ struct HopperConfig {
   static constexpr int THREADS = 128 * (CONSUMERS_ + 1);
   // Registers per thread after setmaxnreg: the producer keeps 24, the consumers share the rest of
   // the 64K-register file (2: 24 + 2·240 = 504 of 512 per thread slot; 3: 24 + 3·160 = 504).
-  static constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = CONSUMERS_ == 2 ? 240 : 160;
+  // The dynamic grid's producer (PERSISTENT = 2) keeps 32: with 24, every variant with its
+  // atomicAdd spilled 8–68 bytes (ptxas, sm_90a; a volatile load in its place spilled nothing), so
+  // 2 consumers get 232 (the pool: (168 − 32)·128 freed ≥ (232 − 168)·256 asked) and 3 keep 160
+  // ((128 − 32)·128 = (160 − 128)·384 exactly; FlashAttention-3's 32/160 split): 0 spills on every tile.
+  static constexpr int PRODUCER_REGS = PERSISTENT_ == 2 ? 32 : 24;
+  static constexpr int CONSUMER_REGS = CONSUMERS_ == 2 ? (PERSISTENT_ == 2 ? 232 : 240) : 160;
   // FlashAttention-3's ping-pong: the consumers issue their GEMMs in turn (named barriers 2, 3, …),
   // so one warpgroup's softmax runs while another's multiplies occupy the tensor cores.
   static constexpr bool PINGPONG = PINGPONG_;
@@ -38,9 +43,14 @@ struct HopperConfig {
   // GROUPED: a 1-D grid walked longest-first across a group of heads whose K and V fit in L2
   // together (hopper_tile), instead of longest-first within each head (schedule.cuh's 2-D grid).
   static constexpr bool GROUPED = GROUPED_;
-  // PERSISTENT: a 1-D grid of about one block per SM, each running every gridDim.x-th work item
-  // (hopper_fwd), with the K/V ring, the Q barriers and the ping-pong turns running on across items.
-  static constexpr bool PERSISTENT = PERSISTENT_;
+  // PERSISTENT (1 or 2): a 1-D grid of about one block per SM with the K/V ring, the Q barriers and
+  // the ping-pong turns running on across work items (hopper_fwd). 1, static: block p runs items p,
+  // p + gridDim.x, … in the 2-D grid's order. 2, DYNAMIC (session 9): block p runs item p, then
+  // whatever a global atomic counter (HopperParams::work_counter, zeroed before each launch) hands
+  // its producer next, in a longest-first order over L2-sized sections of heads (dynamic_tile);
+  // the producer passes each item to the consumers through shared memory and the Q barriers.
+  static constexpr bool PERSISTENT = PERSISTENT_ != 0, DYNAMIC = PERSISTENT_ == 2;
+  static_assert(PERSISTENT_ >= 0 && PERSISTENT_ <= 2, "PERSISTENT is 0 (off), 1 (static) or 2 (dynamic)");
   static_assert(!(GROUPED && PERSISTENT), "one block order at a time");
   // Measurement probes for the harness only (wrong results on purpose; the library never sets one):
   // 1 skips the softmax (P = S), 2 loads K/V only into the first STAGES buffers and then reuses
@@ -61,10 +71,11 @@ struct HopperConfig {
   static_assert(KV_BOX % 1024 == 0, "each box must start on a 1024-byte swizzle atom");
 };
 
-// Shared memory of one block: 1024 bytes of slack to align the tiles, the tiles, the barriers.
+// Shared memory of one block: 1024 bytes of slack to align the tiles, the tiles, the barriers (and
+// the dynamic grid's item slot).
 template <class C>
 constexpr u32 hopper_smem_bytes() {
-  return 1024 + C::Q_BYTES + C::STAGES * (C::K_BYTES + C::V_BYTES) + 8 * (2 + 4 * C::STAGES);
+  return 1024 + C::Q_BYTES + C::STAGES * (C::K_BYTES + C::V_BYTES) + 8 * (2 + 4 * C::STAGES + (C::DYNAMIC ? 1 : 0));
 }
 
 // The N = BN (Q·Kᵀ) and N = DV (P·V) wgmma shapes.
@@ -100,6 +111,9 @@ struct Barriers {
   __device__ __forceinline__ u32 v_full(int s) const { return base + 24 + 32 * s; }
   __device__ __forceinline__ u32 v_empty(int s) const { return base + 32 + 32 * s; }
   __device__ __forceinline__ u32 q_empty() const { return base + 8 + 32 * stages; }
+  // Not a barrier: the dynamic grid's next work item (an int), written by the producer between its
+  // q_empty wait and its q_full arrival, read by the consumers after their q_full wait.
+  __device__ __forceinline__ u32 item_slot() const { return base + 16 + 32 * stages; }
 };
 
 // Zeroes V rows [kv_len, S) of the tile at key n0 (real memory of a padded batch; rows past S are
