@@ -79,6 +79,13 @@ for tool in racecheck synccheck; do
   ATTNLAB_FLASH_KERNEL=wgmma sanitize "$tool-hopper-long" "$tool" \
     --test-name-pattern='^H=128 long T: T=8192 S=300 MQA \(bfloat16\)$' test/gpu/flash-hopper.test.ts
 done
+# Session 9: memcheck on that tile (session 8 ran racecheck/synccheck only), and the dynamic persistent grid
+# (work counter, item slot) under all three, on its D=128 case with lengths and a batch without keys.
+sanitize memcheck-hopper-long memcheck --test-name-pattern='^H=128 long T: T=8192 S=300 MQA \(bfloat16\)$' \
+  test/gpu/flash-hopper.test.ts
+for tool in memcheck racecheck synccheck; do
+  sanitize "$tool-hopper-dynamic" "$tool" --test-name-pattern='^dynamic grid: D=128 ' test/gpu/flash-hopper.test.ts
+done
 wait
 echo "all shards done at ${SECONDS} s"
 # At most 8 files come back from $OUT: the logs travel as one archive, the cache as another.

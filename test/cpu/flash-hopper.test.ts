@@ -16,8 +16,10 @@ import {
   HOPPER_BY_DEFAULT,
   HOPPER_KERNEL,
   HOPPER_SHARED_LIMIT,
+  type HopperVariant,
   hopperBlockM,
   hopperDefines,
+  hopperGrid,
   hopperSharedBytes,
   hopperThreads,
   hopperVariant,
@@ -25,9 +27,11 @@ import {
   tilesForHeadDims,
 } from '../../src/backends/cuda/flash/hopper-variant.js';
 import { buildFlashParams, marshalFlashParams } from '../../src/backends/cuda/flash/params.js';
+import { structLayout } from '../../src/backends/cuda/launch.js';
 import type { AttentionOptions } from '../../src/backends/problem.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
+import { Tensor } from '../../src/tensor/tensor.js';
 import { compileStructLayout, structCompiler } from '../support/c-layout.js';
 
 function problem(H: number, dtype: FloatDType, options: AttentionOptions = {}, Hv = H) {
@@ -175,6 +179,36 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
     );
   });
 
+  it('walks causal and shorter rows on the dynamic persistent grid (HOPPER_PERSISTENT=2, .dyn), one block per SM', () => {
+    // MQA keeps K and V small: the rule reads T, the heads and the tiles, not S.
+    const grid = (T: number, H: number, N: number, options: AttentionOptions = {}) => {
+      const q = Tensor.zeros([1, T, N, H], 'bfloat16');
+      const kv = Tensor.zeros([1, 8, 1, H], 'bfloat16');
+      const choice = hopperVariant(validateAttention(q, kv, kv, options), 'sm_90a', 'wgmma', null);
+      assert.ok('variant' in choice, JSON.stringify(choice));
+      return choice.variant;
+    };
+    const causal = { isCausal: true };
+    // 1024 rows of 32 heads: 256 items on 128-row tiles, 352 on D=64's 192-row ones (11 × 32).
+    assert.equal(grid(1024, 128, 32, causal).persistent, false, 'under DYNAMIC_MIN_ITEMS (264)');
+    assert.equal(grid(1024, 128, 33, causal).persistent, 'dynamic');
+    assert.equal(grid(2048, 64, 32).persistent, 'dynamic', 'non-causal below T=8192');
+    assert.equal(grid(8192, 64, 8).persistent, false, 'non-causal from T=8192: the 2-D grid');
+    assert.equal(grid(8192, 64, 8, causal).persistent, 'dynamic');
+    assert.equal(grid(8192, 256, 8, causal).persistent, 'dynamic');
+    // D128_LONG's three-consumer tile keeps the 2-D grid (−2.2% causal on it in the harness).
+    assert.equal(grid(8192, 128, 8, causal).persistent, false);
+    const mask = Tensor.zeros([1, 1, 2048, 8], 'bool');
+    assert.equal(grid(2048, 128, 32, { ...causal, mask }).persistent, false, 'not measured with a mask');
+    const v = grid(2048, 128, 32, causal);
+    assert.equal(hopperVariantKey(v), 'flash-fwd.sm_90a.bf16.d128.128x128x3wg.pp.lw.ds.dyn.sl8.wgmma');
+    assert.equal(hopperDefines(v).HOPPER_PERSISTENT, 2);
+    assert.deepEqual(hopperGrid(v, 2048, 32, 132), [132, 1, 1]);
+    assert.deepEqual(hopperGrid(v, 128, 4, 132), [4, 1, 1], 'never more blocks than items');
+    // The item slot: one more 8-byte word after the barriers.
+    assert.equal(hopperSharedBytes(v), hopperSharedBytes({ ...v, persistent: false }) + 8);
+  });
+
   it('runs an additive bias and a boolean mask on the kernel, named in the variant', () => {
     const mask = randomNormal([1, 1, 8, 8], { seed: 4 }).astype('bool');
     const bias = randomNormal([1, 4, 8, 8], { seed: 5, dtype: 'float32' });
@@ -259,10 +293,18 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
     assert.equal(arg.fields[16].value, 2n);
     assert.equal(arg.fields[48].value, 1n, 'FlashParams.q follows the maps');
     assert.equal(HOPPER_PARAMS_BYTES, 704);
+    // The dynamic grid's work counter: the first word after FlashParams (hopper_fwd.cu, byte 664).
+    const withCounter = marshalHopperParams(maps, flash, 0xc0ffee00n);
+    if (withCounter.type !== 'struct') return;
+    const at = 48 + flash.fields.length;
+    assert.equal(withCounter.fields[at].value, 0xc0ffee00n);
+    assert.equal(structLayout(withCounter.fields).offsets[at], 664);
+    assert.equal(structLayout(withCounter.fields).size, 704);
+    assert.equal(arg.fields[at].value, 0n, 'no counter: a null pointer');
   });
 
   const compiler = structCompiler();
-  it('lays HopperParams out as the compiler does: maps at 0/128/256, FlashParams at 384, 704 bytes', {
+  it('lays HopperParams out as the compiler does: maps at 0/128/256, FlashParams at 384, the work counter at 664, 704 bytes', {
     skip: 'reason' in compiler ? compiler.reason : false,
   }, () => {
     const kernel = readFileSync(join(kernelsDir(), HOPPER_KERNEL.file), 'utf8');
@@ -279,7 +321,7 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
           struct(kernel, 'HopperParams'),
         ].join('\n'),
         name: 'HopperParams',
-        members: ['tm_q', 'tm_k', 'tm_v', 'f'],
+        members: ['tm_q', 'tm_k', 'tm_v', 'f', 'work_counter', 'dynamic_section'],
         includeDir: kernelsDir(),
         scratch: dir,
       });
@@ -291,6 +333,8 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
           ['tm_k', 128, 128],
           ['tm_v', 256, 128],
           ['f', 384, 280],
+          ['work_counter', 664, 8],
+          ['dynamic_section', 672, 4],
         ],
       );
     } finally {
@@ -299,15 +343,17 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
   });
 
   const nvcc = spawnSync('nvcc', ['--version']).status === 0;
-  it("compiles with the backend's own defines for sm_90a (D=128 f16, D=192, 192/128)", {
+  it("compiles with the backend's own defines for sm_90a (D=128 f16, D=192, 192/128, the dynamic grid at D=128 and D=64)", {
     skip: nvcc ? false : 'nvcc not on PATH',
   }, () => {
-    for (const [H, Hv, dtype] of [
-      [128, 128, 'float16'],
-      [192, 192, 'bfloat16'],
-      [192, 128, 'bfloat16'],
+    for (const [H, Hv, dtype, persistent] of [
+      [128, 128, 'float16', false],
+      [192, 192, 'bfloat16', false],
+      [192, 128, 'bfloat16', false],
+      [128, 128, 'bfloat16', 'dynamic'],
+      [64, 64, 'bfloat16', 'dynamic'],
     ] as const)
-      compileBackendDefines(H, Hv, dtype);
+      compileBackendDefines(H, Hv, dtype, persistent);
   });
 });
 
@@ -315,13 +361,18 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
  * nvcc compiles hopper_fwd.cu with the -D set the backend gives the case (H, Hv, dtype), and ptxas
  * fits the library's tile in registers without spilling (hopperTiles' register rule).
  */
-function compileBackendDefines(H: number, Hv: number, dtype: FloatDType) {
+function compileBackendDefines(
+  H: number,
+  Hv: number,
+  dtype: FloatDType,
+  persistent: HopperVariant['persistent'],
+) {
   const choice = hopperVariant(problem(H, dtype, {}, Hv), 'sm_90a', 'wgmma', null);
   assert.ok('variant' in choice);
   const spec = {
     file: HOPPER_KERNEL.file,
     kernels: [HOPPER_KERNEL.name],
-    defines: hopperDefines(choice.variant),
+    defines: hopperDefines({ ...choice.variant, persistent }),
   };
   const source = readFileSync(join(kernelsDir(), spec.file), 'utf8');
   for (const macro of new Set(source.match(/HOPPER_[A-Z0-9]+/g)))

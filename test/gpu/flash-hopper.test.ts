@@ -107,6 +107,29 @@ const LONG_T_CASES: readonly AttentionCase[] = [
   },
 ];
 
+/**
+ * Enough query blocks × heads (≥ DYNAMIC_MIN_ITEMS, 264) for the dynamic persistent grid (hopper-variant.ts
+ * hopperGridOrder): every block takes items from the work counter after its first. Short key sides
+ * keep the float64 reference cheap (≤ 1.4e9 multiply-adds each); sequences of lengths 7 and with no
+ * keys give items with nothing to do beside the longest ones.
+ */
+const DYNAMIC_CASES: readonly AttentionCase[] = [
+  {
+    name: 'D=128 T=2048 S=300 GQA causal, lengths, a batch with no keys (288 items)',
+    shape: { B: 3, T: 2048, S: 300, N: 6, K: 2, H: 128 },
+    options: { isCausal: true, querySeqLengths: [2048, 1500, 7], keyValueSeqLengths: [300, 0, 120] },
+  },
+  {
+    name: 'D=64 T=1536 S=256 GQA 5:1 non-causal (320 items of 192 rows)',
+    shape: { B: 2, T: 1536, S: 256, N: 20, K: 4, H: 64 },
+  },
+  {
+    name: 'D=192 T=1024 S=160 MQA causal bottom-right (288 items)',
+    shape: { B: 1, T: 1024, S: 160, N: 36, K: 1, H: 192 },
+    options: { isCausal: true, causalAlignment: 'bottom_right' },
+  },
+];
+
 /** Head dims that round up inside the kernel (columns past H read as TMA's zeros). */
 const PADDED_HEAD_DIMS: ReadonlyArray<{ H: number; Hv?: number; cases: readonly number[] }> = [
   { H: 96, cases: [1, 2, 4, 7] },
@@ -223,6 +246,15 @@ describe('cuda flash: the Hopper kernel', { skip }, () => {
     }
   });
 
+  DYNAMIC_CASES.forEach((c, index) => {
+    it(`dynamic grid: ${c.name}`, () => {
+      const caseSeed = seed + 71 * index;
+      const { result, inputs } = run(c, 'bfloat16', caseSeed);
+      assert.match(result.variant, /\.dyn\..*\.wgmma$/, `${c.name}: ran ${result.variant}`);
+      assertMatchesOracle(result, inputs, 'bfloat16', `${c.name} (seed ${caseSeed}, ${result.variant})`);
+    });
+  });
+
   it('gives bit-identical results on repeated runs', () => {
     const pairs = [
       [64, 64],
@@ -231,7 +263,10 @@ describe('cuda flash: the Hopper kernel', { skip }, () => {
       [256, 256],
       [192, 128],
     ] as const;
-    for (const c of [...pairs.map(([H, Hv]) => withHeadDims(HOPPER_CASES[2], H, Hv)), LONG_T_CASES[2]]) {
+    // DYNAMIC_CASES[0]: a second launch finds the work counter zeroed again (a stale count would
+    // hand every block an index past the last item after its first).
+    const more = [LONG_T_CASES[2], DYNAMIC_CASES[0]];
+    for (const c of [...pairs.map(([H, Hv]) => withHeadDims(HOPPER_CASES[2], H, Hv)), ...more]) {
       const { H, Hv = H } = c.shape;
       const { q, k, v, options } = buildInputs(c, 'bfloat16', seed + H);
       const inputs = [q.to('cuda'), k.to('cuda'), v.to('cuda')] as const;

@@ -38,7 +38,7 @@
 // bias element code, 0 none), HOPPER_MASK, HOPPER_CONSUMERS, HOPPER_PINGPONG, HOPPER_LATEWAIT,
 // HOPPER_DESCSTEP, HOPPER_GROUPED, HOPPER_PERSISTENT and HOPPER_SLACK (tiles.cuh says what the last
 // five do; 0 when not defined; GROUPED and PERSISTENT take a 1-D grid; PERSISTENT=2, the dynamic
-// grid, also needs HopperParams::work_counter, which the library does not set yet) define the extern
+// grid, also needs HopperParams::work_counter: src/backends/cuda/flash/hopper.ts zeroes and passes it) define the extern
 // "C" entry attnlab_hopper_fwd. With -DATTNLAB_NVCC_TEST the file
 // instantiates the table's variants instead.
 #include "hopper/tiles.cuh"

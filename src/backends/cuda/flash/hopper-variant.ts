@@ -78,10 +78,12 @@ export interface HopperVariant {
    */
   readonly grouped: boolean;
   /**
-   * About one block per SM, each running every gridDim.x-th query block (HOPPER_PERSISTENT,
-   * hopper_fwd.cu): the K/V ring and the ping-pong turns run on from one query block to the next.
+   * About one block per SM (HOPPER_PERSISTENT, hopper_fwd.cu), the K/V ring and the ping-pong turns
+   * running on from one query block to the next: 'static', each block runs every gridDim.x-th query
+   * block; 'dynamic', each block runs its first and then whatever a global work counter (zeroed
+   * before every launch: hopper.ts) hands it next, longest first over L2-sized sections of heads.
    */
-  readonly persistent: boolean;
+  readonly persistent: false | 'static' | 'dynamic';
   /**
    * FlashAttention-4's conditional rescale (HOPPER_SLACK, hopper/softmax.cuh): a row's running max
    * moves only when a tile rises more than this many powers of 2 above it, so most tiles skip
@@ -110,7 +112,7 @@ export function hopperGrid(
   multiprocessors: number,
 ): [number, number, number] {
   const blocks = Math.ceil(T / hopperBlockM(v));
-  if (v.persistent) return [Math.min(blocks * heads, multiprocessors), 1, 1];
+  if (v.persistent !== false) return [Math.min(blocks * heads, multiprocessors), 1, 1];
   return v.grouped ? [blocks * heads, 1, 1] : [blocks, heads, 1];
 }
 
@@ -178,7 +180,7 @@ function hopperTiles(
  * Session 7's schedule (the same arithmetic, bit for bit: only the order of the instructions and of
  * the blocks changes, harness check7/check8): the P·V wait after the softmax and descriptors
  * stepped by adds, on. Measured and off: the grouped grid (−6…−8% non-causal: the K/V of six heads
- * in flight no longer stay in L2) and the persistent grid (non-causal +0.2…5.5%, causal −4…−14%:
+ * in flight no longer stay in L2) and the static persistent grid (non-causal +0.2…5.5%, causal −4…−14%:
  * its static round-robin walk leaves blocks of unequal causal work; its D=256 library suite has not
  * run to the end). Session 8 (bench/results/2026-12-01-s8-hopper, harness, mean of three interleaved
  * runs, non-causal / causal): the rescale slack of 8 +2.1 / +2.3% at D=128, +3.7 / +4.1% at D=256,
@@ -189,9 +191,40 @@ const SCHEDULE = {
   lateWait: true,
   descStep: true,
   grouped: false,
-  persistent: false,
   rescaleSlack: 8,
 } as const;
+
+/**
+ * Work items (query blocks × heads) from which the dynamic grid runs: two waves of the H200's 132
+ * SMs. Below that most blocks run one item, as on the 2-D grid, and the counter's reset (a memset
+ * before the launch, ~1–2 µs of host time) would be all that changed.
+ */
+export const DYNAMIC_MIN_ITEMS = 264;
+
+/**
+ * The block order for `p` on `tiles`. Session 9's harness (bench/results/2026-12-01-s9-call1,
+ * hopper-dynamic-harness.txt; B·T = 32k, N=16, bf16, three interleaved reps, same run), the dynamic
+ * grid against the library's 2-D grid on the same tile, non-causal / causal:
+ *   D=64 (192×128):  T=1024 +2.9 / +9.7%, T=2048 +0.5 / +7.3%, T=8192 −0.6 / +2.6%;
+ *   D=128 (128×128): T=1024 +2.6 / +4.2%, T=2048 +0.1 / +3.0%;
+ *   D=128 at T=8192 (D128_LONG's 192×80): +0.3 / −2.2% — stays on the 2-D grid;
+ *   D=256 (128×80):  T=1024 +1.6 / +0.8%, T=2048 +1.4 / +2.9%, T=8192 +0.6 / +2.8%.
+ * Causal rows give their blocks unequal work (a query block sees its keys up to the diagonal), so a
+ * block that takes the next item when it is free balances them; without the mask every item is the
+ * same work and only the short rows gain. Hence: dynamic where causal or T < 8192, not on
+ * D128_LONG's tile, not with a bias or a mask (not measured there: those tiles keep the 2-D grid).
+ * Its results are bit for bit the 2-D grid's (harness check12: the same items, each computed alone).
+ */
+function hopperGridOrder(
+  p: AttentionProblem,
+  tiles: { blockN: number; consumers: 2 | 3 },
+  dims: { keyDim: HopperHeadDim; valueDim: HopperHeadDim },
+): HopperVariant['persistent'] {
+  const long128 = dims.keyDim === 128 && dims.valueDim === 128 && tiles.consumers === D128_LONG.consumers;
+  const items = Math.ceil(p.T / (64 * tiles.consumers)) * p.B * p.N;
+  if (p.bias || p.mask || long128 || items < DYNAMIC_MIN_ITEMS) return false;
+  return p.causal || p.T < D128_LONG.fromT ? 'dynamic' : false;
+}
 
 /**
  * Whether sm_90a runs the Hopper kernel when ATTNLAB_FLASH_KERNEL is unset: yes, since every GPU
@@ -227,17 +260,19 @@ export function hopperVariant(
   if (p.paged || p.packed) return { reason: 'paged or packed layout' };
   // 16-byte aligned Q, K, V (TMA's rule for global addresses) and head dims of multiples of 8 (its
   // rule for strides): flashSupport already requires both.
+  const tiles = hopperTiles(dims, p);
   return {
     variant: {
       kernel: 'wgmma',
       arch: 'sm_90a',
       dtype: p.dtype,
       ...dims,
-      ...hopperTiles(dims, p),
+      ...tiles,
       stages: 2,
       overlap: true,
       pingpong: true,
       ...SCHEDULE,
+      persistent: hopperGridOrder(p, tiles, dims),
       bias: p.bias ? (p.bias.tensor.dtype as FlashBiasType) : 'none',
       mask: p.mask !== null,
     },
@@ -274,11 +309,11 @@ export function hopperHeadDims(
  * `….d192v128.128x128x3wg.pp.lw.ds.sl8.wgmma`: the kernel head dims (`d<Dk>` when Dv = Dk, else
  * `d<Dk>v<Dv>`), rows × keys per tile × warpgroups (the producer included), `.pp` for ping-pong, `.lw`
  * for the late P·V wait, `.ds` for stepped descriptors, `.grp` for the grouped longest-first grid,
- * `.sl8` for the rescale slack.
+ * `.pers` / `.dyn` for the static / dynamic persistent grid, `.sl8` for the rescale slack.
  */
 export function hopperVariantKey(v: HopperVariant): string {
   const dtype = v.dtype === 'float16' ? 'f16' : 'bf16';
-  const schedule = `${v.overlap ? '' : '.serial'}${v.pingpong ? '.pp' : ''}${v.lateWait ? '.lw' : ''}${v.descStep ? '.ds' : ''}${v.grouped ? '.grp' : ''}${v.persistent ? '.pers' : ''}${v.rescaleSlack ? `.sl${v.rescaleSlack}` : ''}`;
+  const schedule = `${v.overlap ? '' : '.serial'}${v.pingpong ? '.pp' : ''}${v.lateWait ? '.lw' : ''}${v.descStep ? '.ds' : ''}${v.grouped ? '.grp' : ''}${v.persistent ? PERSISTENT_GRIDS[v.persistent].suffix : ''}${v.rescaleSlack ? `.sl${v.rescaleSlack}` : ''}`;
   const tiles = `${hopperBlockM(v)}x${v.blockN}x${v.consumers + 1}wg${schedule}`;
   const dims = v.valueDim === v.keyDim ? `d${v.keyDim}` : `d${v.keyDim}v${v.valueDim}`;
   const parts = ['flash-fwd', v.arch, dtype, dims, tiles];
@@ -290,13 +325,15 @@ export function hopperVariantKey(v: HopperVariant): string {
 
 /**
  * Dynamic shared memory: alignment slack, Q, STAGES K and V tiles, the mbarriers (q_full, 4 per
- * stage, q_empty; hopper_smem_bytes).
+ * stage, q_empty) and the dynamic grid's item slot (hopper_smem_bytes).
  */
 export function hopperSharedBytes(
-  v: Pick<HopperVariant, 'consumers' | 'stages' | 'blockN' | 'keyDim' | 'valueDim'>,
+  v: Pick<HopperVariant, 'consumers' | 'stages' | 'blockN' | 'keyDim' | 'valueDim'> &
+    Partial<Pick<HopperVariant, 'persistent'>>,
 ): number {
   const kv = v.stages * v.blockN * (v.keyDim + v.valueDim) * 2;
-  return 1024 + hopperBlockM(v) * v.keyDim * 2 + kv + 8 * (2 + 4 * v.stages);
+  const words = 2 + 4 * v.stages + (v.persistent === 'dynamic' ? 1 : 0);
+  return 1024 + hopperBlockM(v) * v.keyDim * 2 + kv + 8 * words;
 }
 
 /** The -D set of the kernel's extern "C" entry. */
@@ -315,9 +352,15 @@ export function hopperDefines(v: HopperVariant): Record<string, number> {
     HOPPER_LATEWAIT: v.lateWait ? 1 : 0,
     HOPPER_DESCSTEP: v.descStep ? 1 : 0,
     HOPPER_GROUPED: v.grouped ? 1 : 0,
-    HOPPER_PERSISTENT: v.persistent ? 1 : 0,
+    HOPPER_PERSISTENT: v.persistent ? PERSISTENT_GRIDS[v.persistent].code : 0,
     HOPPER_SLACK: v.rescaleSlack,
   };
 }
+
+/** HOPPER_PERSISTENT's values (tiles.cuh HopperConfig) and the variant key's suffixes. */
+const PERSISTENT_GRIDS = {
+  static: { code: 1, suffix: '.pers' },
+  dynamic: { code: 2, suffix: '.dyn' },
+} as const;
 
 export const HOPPER_KERNEL = { file: 'hopper/hopper_fwd.cu', name: 'attnlab_hopper_fwd' } as const;

@@ -4,14 +4,17 @@
  *
  * The kernel takes HopperParams by value (__grid_constant__): three CUtensorMaps (Q, K, V: 4-D,
  * head dim innermost, boxes of 64 columns) and then FlashParams unchanged, so the scheduling and
- * masking rules are the mma.sync kernel's own.
+ * masking rules are the mma.sync kernel's own; the dynamic persistent grid also reads a work
+ * counter, one int per device kept here and zeroed on the stream before each of its launches.
  */
 import { AttnlabError } from '../../../errors.js';
+import type { DeviceBuffer } from '../../../tensor/storage.js';
 import type { AttentionProblem } from '../../problem.js';
 import { loadKernels } from '../compile.js';
-import { getCudaContext } from '../context.js';
+import { currentDeviceOrdinal, getCudaContext } from '../context.js';
 import { encodeTiledMap } from '../ffi/tensor-map.js';
 import { type KernelArg, launchKernel, type ScalarType, structLayout } from '../launch.js';
+import { allocDevice, fillDevice32 } from '../memory.js';
 import {
   HOPPER_KERNEL,
   type HopperVariant,
@@ -47,11 +50,18 @@ export function hopperTensorMaps(p: AttentionProblem, v: HopperVariant, q: bigin
   ] as const;
 }
 
-/** HopperParams as a struct argument: the maps' words, FlashParams' fields, the tail padding. */
-export function marshalHopperParams(maps: readonly BigUint64Array[], flash: KernelArg): KernelArg {
+/**
+ * HopperParams as a struct argument: the maps' words, FlashParams' fields, then the tail: the
+ * dynamic grid's work counter (byte 664, 0 = none), its section override (0: the kernel's rule), padding.
+ */
+export function marshalHopperParams(
+  maps: readonly BigUint64Array[],
+  flash: KernelArg,
+  workCounter = 0n,
+): KernelArg {
   if (flash.type !== 'struct') throw new AttnlabError('HopperParams: FlashParams must be a struct');
   const words = maps.flatMap((m) => Array.from(m, (value) => ({ type: 'u64' as ScalarType, value })));
-  const fields = [...words, ...flash.fields];
+  const fields = [...words, ...flash.fields, { type: 'u64' as ScalarType, value: workCounter }];
   const unpadded = structLayout(fields).size;
   for (let size = unpadded; size < HOPPER_PARAMS_BYTES; size += 8) fields.push({ type: 'u64', value: 0n });
   const { size } = structLayout(fields);
@@ -60,6 +70,21 @@ export function marshalHopperParams(maps: readonly BigUint64Array[], flash: Kern
       `HopperParams: ${size} bytes marshalled, the kernel expects ${HOPPER_PARAMS_BYTES}`,
     );
   return { type: 'struct', fields };
+}
+
+/** One int per device, never released: a launch finds it zeroed by the memset enqueued before it. */
+const workCounters = new Map<number, DeviceBuffer>();
+
+/** The device's work counter, zeroed on the stream (ordered before the next launch, after the last). */
+function zeroedWorkCounter(): bigint {
+  const device = currentDeviceOrdinal();
+  let counter = workCounters.get(device);
+  if (!counter) {
+    counter = allocDevice(4);
+    workCounters.set(device, counter);
+  }
+  fillDevice32(counter, 0, 1);
+  return counter.ptr;
 }
 
 /** Enqueues the Hopper kernel on `p`; the caller owns the output buffers in `pointers`. */
@@ -71,12 +96,13 @@ export function launchHopper(p: AttentionProblem, v: HopperVariant, pointers: Fl
   });
   const fn = module.functions.get(HOPPER_KERNEL.name)!;
   const maps = hopperTensorMaps(p, v, pointers.q, pointers.k, pointers.v);
-  const params = marshalHopperParams(maps, marshalFlashParams(buildFlashParams(p, pointers)));
+  const counter = v.persistent === 'dynamic' ? zeroedWorkCounter() : 0n;
+  const params = marshalHopperParams(maps, marshalFlashParams(buildFlashParams(p, pointers)), counter);
   launchKernel(
     fn,
     {
       // x: query blocks (visited last-first), y: batch × head, as the mma.sync kernel (schedule.cuh);
-      // or both in x, walked by hopper_fwd.cu when the variant is grouped or persistent.
+      // or both in x, walked by hopper_fwd.cu when the variant is grouped or persistent (one block per SM).
       grid: hopperGrid(v, p.T, p.B * p.N, getCudaContext().properties.multiprocessorCount),
       block: [hopperThreads(v), 1, 1],
       sharedBytes: hopperSharedBytes(v),
