@@ -38,13 +38,14 @@ export interface DispatchTable {
 export const MIN_MEASURED_LENGTH = 1024;
 
 /**
- * The H200, session 8's forward bench (bench/results/2026-12-01-s8-forward, s6-bench.ts at a3239b7: the
- * Hopper kernel with the rescale slack and, at H=128 from T=8192, three consumers on 192×80 tiles,
- * beside attnlab cudnn and PyTorch in the same run): the headline shape B=4, T=S=8192 at H = 64/128/256,
- * and the T sweep at B·T = 32k at H=128 — cudnn leads at 1k, 2k and 4k (by 0.4–20%), flash from 8k (by
- * 3–11%). Session 7's final table (bench/results/2026-12-01-s7-final) is superseded.
+ * The H200, session 9's forward bench (bench/results/2026-12-01-s9-forward, s6-bench.ts at fe66fdd: the
+ * Hopper kernel of session 8 — rescale slack, three consumers on 192×80 tiles at H=128 from T=8192 —
+ * with the dynamic persistent grid where hopper-variant.ts takes it, beside attnlab cudnn and PyTorch in
+ * the same run): the headline shape B=4, T=S=8192 at H = 64/128/256, and the T sweep at B·T = 32k at
+ * H=128 — cudnn leads at 1k and 2k (by 4–16%), the two are level at 4k (flash by 0.2–0.3%), flash
+ * leads from 8k (by 3–11%). Session 8's table (bench/results/2026-12-01-s8-forward) is superseded.
  */
-const H200_SOURCE = 'bench/results/2026-12-01-s8-forward/h200-s8-forward.json';
+const H200_SOURCE = 'bench/results/2026-12-01-s9-forward/h200-s9-forward.json';
 /**
  * H=192 (the Hopper kernel's D=192 tile, BN=112), the headline shape in the h192 engineer's call
  * (bench/results/2026-12-01-s8-h192, s6-bench.ts --quick --head-dims=192 at c49fda8): flash 1.076 /
@@ -72,24 +73,24 @@ const h200 = (
 /** The H200's tables, shortest sequences first; H200_DISPATCH[3] is the headline shape (T = 8192), [4] its H=192. */
 export const H200_DISPATCH: readonly DispatchTable[] = [
   h200(32, 1024, [
-    [128, false, 456.2, 529.7],
-    [128, true, 301.3, 360.9],
+    [128, false, 475.7, 528.8],
+    [128, true, 313.3, 364.9],
   ]),
   h200(16, 2048, [
-    [128, false, 528.2, 562.1],
-    [128, true, 397.3, 439.3],
+    [128, false, 538.2, 560.1],
+    [128, true, 415.5, 439.2],
   ]),
   h200(8, 4096, [
-    [128, false, 582.9, 585],
-    [128, true, 484.7, 494.9],
+    [128, false, 580.3, 578.9],
+    [128, true, 496.3, 494.7],
   ]),
   h200(4, 8192, [
-    [64, false, 487.4, 445.9],
-    [128, false, 625.6, 595.2],
-    [256, false, 697.7, 645.9],
-    [64, true, 417.6, 415.3],
-    [128, true, 551.8, 535.1],
-    [256, true, 628.3, 594.2],
+    [64, false, 491.9, 450.2],
+    [128, false, 625.6, 567.6],
+    [256, false, 691.1, 639.6],
+    [64, true, 432.8, 411.3],
+    [128, true, 550.1, 535.9],
+    [256, true, 637.8, 592.2],
   ]),
   h200(
     4,
@@ -101,12 +102,12 @@ export const H200_DISPATCH: readonly DispatchTable[] = [
     H200_H192_SOURCE,
   ),
   h200(2, 16384, [
-    [128, false, 647.8, 600.4],
-    [128, true, 588.2, 558.2],
+    [128, false, 647, 600.6],
+    [128, true, 592.9, 560.3],
   ]),
   h200(1, 32768, [
-    [128, false, 656.8, 603.1],
-    [128, true, 632.3, 571.7],
+    [128, false, 656, 602.5],
+    [128, true, 631.9, 569.4],
   ]),
 ];
 
@@ -187,7 +188,7 @@ export function orderByMeasurement<E extends { readonly name: string }>(
 /**
  * What `implementation: undefined` follows on a GPU of this name, in one line for `attnlab info`: per
  * measured (dtype, H, causality), the fastest backend over runs of measured lengths, e.g.
- * "bfloat16 H=128: cudnn at T=S 1024–4096, flash at 8192–32768"; or that no benchmark was recorded
+ * "bfloat16 H=128: cudnn at T=S 1024–2048, flash at 4096–32768"; or that no benchmark was recorded
  * for it (then the registry's order decides). The flash rows count for the kernel family measured.
  */
 export function autoDispatchSummary(

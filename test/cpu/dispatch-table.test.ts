@@ -108,7 +108,7 @@ describe('measured dispatch table', () => {
         assert.equal(fastest(p, 'mma'), 'cudnn', `${what}, flash on mma.sync`);
       }
     }
-    // The record itself: short sequences to cudnn, the headline shape to flash (s8-forward).
+    // The record itself: short sequences to cudnn, the headline shape to flash (s9-forward).
     assert.equal(fastest(problem(128, {}, 'bfloat16', 1024)), 'cudnn');
     assert.equal(fastest(problem(128, {}, 'bfloat16', 8192)), 'flash');
     // H=192 (the h192 record): the Hopper kernel's D=192 tile leads cudnn, causal or not.
@@ -168,7 +168,7 @@ describe('measured dispatch table', () => {
     );
     assert.match(
       autoDispatchSummary('NVIDIA H200', ['cudnn']),
-      /H=128: cudnn at T=S 1024–4096, flash at T=S 8192–32768/,
+      /H=128: cudnn at T=S 1024–2048, flash at T=S 4096–32768/,
     );
   });
 
