@@ -24,12 +24,14 @@ source "$(dirname "${BASH_SOURCE[0]}")/gpu-lib.sh"  # shard, sanitize, summary
 # Every other file (a new test file lands here without an edit) in one node --test, files in parallel.
 rest=$(ls test/gpu/*.test.ts | grep -vE '/(flash|flash-hopper|nan|backward|decode)\.test\.ts$')
 shard rest - $rest
-# flash-hopper.test.ts in three processes: session 8 added D=192 and the Dk ≠ Dv pairs (~17 more Hopper
+# flash-hopper.test.ts in four processes: session 8 added D=192 and the Dk ≠ Dv pairs (~17 more Hopper
 # variants to compile cold; 71 tests in nine shards took 33 s in h192's call), too many for one shard's cap.
 # The complement excludes the suite's name and node's root, as decode's third shard does.
 shard hopper-192 - --test-name-pattern='^H=(160|192) ' test/gpu/flash-hopper.test.ts
 shard hopper-dk-dv - --test-name-pattern='^H/Hv=' test/gpu/flash-hopper.test.ts
-shard hopper - --test-name-pattern='^(?!H=(160|192) |H/Hv=|cuda flash: the Hopper kernel$|<root>$)' \
+# Session 9: H=64/128 in a fourth, beside the dynamic grid's cases (float64 references of ~1.4e9 multiply-adds).
+shard hopper-64-128 - --test-name-pattern='^H=(64|128) ' test/gpu/flash-hopper.test.ts
+shard hopper - --test-name-pattern='^(?!H=(64|128|160|192) |H/Hv=|cuda flash: the Hopper kernel$|<root>$)' \
   test/gpu/flash-hopper.test.ts
 for p in float32 bfloat16 float16; do
   shard "flash-$p" - --test-name-pattern="· $p\$" test/gpu/flash.test.ts
