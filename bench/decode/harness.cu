@@ -21,6 +21,7 @@
 
 #include "decode/flash_decode.cu"
 #include "decode/flash_decode_heads.cu"
+#include "decode/flash_decode_ws.cu"  // session 9: the heads kernel with a producer warp (harness only)
 #include "flash_decode_persist.cu"  // bench/decode/: the persistent experiment, not a library kernel
 
 template <class C>
@@ -30,6 +31,10 @@ __global__ void __launch_bounds__(DEC_THREADS) h_decode(const __grid_constant__ 
 template <class C>
 __global__ void __launch_bounds__(C::THREADS) h_heads(const __grid_constant__ DecodeParams p) {
   flash_decode_heads<C, false>(p);
+}
+template <class C>
+__global__ void __launch_bounds__(C::THREADS, C::MINB_) h_ws(const __grid_constant__ DecodeParams p) {
+  flash_decode_ws<C, false>(p);
 }
 template <class C>
 __global__ void __launch_bounds__(C::THREADS, 1) h_persist(const __grid_constant__ DecodeParams p) {
@@ -64,9 +69,18 @@ struct Variant {
   int hb = 0, slices = 0, tk = 64, threads = DEC_THREADS, stages = 3;
   // flash_decode_persist.cu's kernel when persist > 0: a grid of `persist` blocks (SMs × occupancy)
   int persist = 0, per_sm = 0;
+  // flash_decode_ws.cu's kernel (hb > 0): a producer warp beside hb·rt·slices consumers; Q from shared
+  // memory (qsmem), `minb` blocks per SM asked of the launch bounds; per_sm from the occupancy API
+  bool ws = false, qsmem = false, fast = false;  // fast: ws_softmax's FAST path
+  int minb = 1;
   const char* name() const {
     static char buf[64];
     if (!hb) return bulk ? "bulk" : "async";
+    if (ws) {
+      snprintf(buf, sizeof buf, "ws%d.%dx%d.s%d%s%s%s", hb, slices, tk / slices, stages, qsmem ? "q" : "",
+               fast ? "f" : "", minb > 1 ? ".b2" : "");
+      return buf;
+    }
     snprintf(buf, sizeof buf, "%s%d.%dx%d.s%d", persist ? "persist" : "heads", hb, slices, tk / slices, stages);
     return buf;
   }
@@ -83,6 +97,19 @@ Variant make_heads() {
   CHECK(cudaFuncSetAttribute(h_heads<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM));
   Variant v{128, 128, RTH, true, h_heads<C>, h_combine<128>, C::SMEM};
   v.hb = HB, v.slices = SLICES, v.tk = C::TK, v.threads = C::THREADS, v.stages = STAGES;
+  return v;
+}
+// The producer-warp heads kernel (session 9): per_sm from the occupancy API with the whole carveout.
+template <int HB, int RTH, int SLICES, int KPW, int STAGES, bool QSMEM, int MINB, bool FAST>
+Variant make_ws() {
+  using C = WsConfig<128, 128, false, HB, RTH, SLICES, KPW, STAGES, QSMEM, MINB, FAST>;
+  CHECK(cudaFuncSetAttribute(h_ws<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM));
+  CHECK(cudaFuncSetAttribute(h_ws<C>, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
+  int per_sm = 0;
+  CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, h_ws<C>, C::THREADS, C::SMEM));
+  Variant v{128, 128, RTH, true, h_ws<C>, h_combine<128>, C::SMEM};
+  v.hb = HB, v.slices = SLICES, v.tk = C::TK, v.threads = C::THREADS, v.stages = STAGES;
+  v.ws = true, v.qsmem = QSMEM, v.fast = FAST, v.minb = MINB, v.per_sm = per_sm;
   return v;
 }
 // The persistent heads kernel, one warp per row tile: P = SMs × the blocks that fit on one.
@@ -112,7 +139,15 @@ static std::vector<Variant> variants() {
           // … and the persistent grid (session 8, not yet the library's): 8 heads 2/3 stages (1 block/SM),
           // 4 heads 3 stages (2 blocks/SM) or 6 (one, ~166 KB in flight), MQA two row tiles 8 stages
           make_persist<8, 1, 3>(),        make_persist<8, 1, 2>(),        make_persist<4, 1, 3>(),
-          make_persist<4, 1, 6>(),        make_persist<1, 2, 8>()};
+          make_persist<4, 1, 6>(),        make_persist<1, 2, 8>(),
+          // … and the producer-warp kernel (session 9, bench/decode/s9-plan.md), names ws<HB>.<SLICES>x<KPW>.s<STAGES>
+          // [q: Q in shared][f: FAST softmax][.b2: two blocks per SM]: MQA like for like with heads1.4x32.s3, then
+          // each change alone (f, q), 64-key tiles 6 deep, 12 consumers (Q in shared: 128 registers), two blocks
+          // of 6 consumers per SM; K=4 (and K=8's 4-head blocks) like for like with heads4.2x16.s3, and f
+          make_ws<1, 2, 4, 32, 3, false, 1, false>(), make_ws<1, 2, 4, 32, 3, false, 1, true>(),
+          make_ws<1, 2, 4, 32, 3, true, 1, false>(),  make_ws<1, 2, 4, 16, 6, false, 1, true>(),
+          make_ws<1, 2, 6, 16, 4, true, 1, true>(),   make_ws<1, 2, 3, 16, 4, true, 2, true>(),
+          make_ws<4, 1, 2, 16, 3, false, 1, false>(), make_ws<4, 1, 2, 16, 3, false, 1, true>()};
 }
 // The heads variant decode.ts would pick for G rows per kv head (T = 1) and K kv heads.
 static const Variant* natural_heads(const std::vector<Variant>& vs, int rows, int K) {
@@ -120,7 +155,7 @@ static const Variant* natural_heads(const std::vector<Variant>& vs, int rows, in
   int hb = 1;
   while (hb * 2 <= 8 / rth && K % (hb * 2) == 0) hb *= 2;
   for (auto& v : vs)
-    if (!v.persist && v.hb == hb && v.rt == rth && v.slices == 8 / (hb * rth) && v.stages == 3) return &v;
+    if (!v.persist && !v.ws && v.hb == hb && v.rt == rth && v.slices == 8 / (hb * rth) && v.stages == 3) return &v;
   return nullptr;
 }
 static const Variant& pick(const std::vector<Variant>& vs, int d, int dv, int rt, bool bulk) {
@@ -419,7 +454,9 @@ static int bench(int argc, char** argv) {
   cudaEventCreate(&a);
   cudaEventCreate(&b);
   std::mt19937 rng(7);
-  for (auto& v : vs)  // the persistent grids: SMs × the blocks the occupancy API fits on one
+  for (auto& v : vs)  // the persistent grids and producer-warp variants: the blocks the occupancy API fits on one SM
+    if (v.ws) printf("# %s: %d blocks/SM, %d threads, %d B shared\n", v.name(), v.per_sm, v.threads, v.smem);
+  for (auto& v : vs)
     if (v.persist) printf("# %s: %d blocks/SM, grid %d, %d B shared\n", v.name(), v.per_sm, v.persist, v.smem);
   printf("%-6s %-7s %-2s %-8s %-16s %-3s %-6s %-9s %-8s %-6s\n", "B", "S", "K", "layout", "kernel", "rt", "splits",
          "ms", "GB/s", "model");
@@ -445,17 +482,22 @@ static int bench(int argc, char** argv) {
       if (nat) cands.push_back(nat);
       for (auto& v : vs)  // 4 heads a block (2 KB… 1 KB rows), and the natural one's other stage counts
         if (v.hb && &v != nat && sh.K % v.hb == 0 && v.rt == rt && v.d == 128 &&
-            (v.persist || v.hb == 4 || (nat && v.hb == nat->hb && v.slices == nat->slices)))
+            (v.ws || (!v.persist && (v.hb == 4 || (nat && v.hb == nat->hb && v.slices == nat->slices)))))
           cands.push_back(&v);
       for (const Variant* vp : cands) {
         const Variant& var = *vp;
         if (one && strcmp(one_loader, var.name()) && !(var.hb && vp == nat && !strcmp(one_loader, "heads"))) continue;
-        const int per_sm = std::max(1, std::min(int(prop.sharedMemPerMultiprocessor / (var.smem + 1024)),
-                                                int(prop.regsPerMultiprocessor / (var.threads * 176))));
+        const int per_sm = var.ws ? std::max(1, var.per_sm)
+                                  : std::max(1, std::min(int(prop.sharedMemPerMultiprocessor / (var.smem + 1024)),
+                                                         int(prop.regsPerMultiprocessor / (var.threads * 176))));
         const long var_blocks = var.hb ? long(sh.B) * (sh.K / var.hb) : blocks;
         const int var_tiles = (sh.S + var.tk - 1) / var.tk;
         const int model = var.persist ? var.persist : model_splits(var_blocks, var_tiles, prop.multiProcessorCount * per_sm);
         std::vector<int> list = {model};
+        if (var.ws && per_sm > 1) {  // and the count for one block per SM, to see what the second block adds
+          const int one_per_sm = model_splits(var_blocks, var_tiles, prop.multiProcessorCount);
+          if (one_per_sm != model) list.push_back(one_per_sm);
+        }
         if (sweep && bs != 64 && vp == nat)  // every split count of the heads kernel (the row-tile one: s6)
           for (int s : {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128})
             if (s != model && s <= var_tiles) list.push_back(s);

@@ -17,65 +17,30 @@
 set -u
 out=${OUT:-/tmp/out}
 mkdir -p "$out" /tmp/s8
-san=compute-sanitizer
-command -v $san > /dev/null || san=/usr/local/cuda/bin/compute-sanitizer
-t0=$SECONDS
-if [ ! -x bench/decode/harness ]; then  # not carried: build it here (~15 s)
-  timeout -s KILL 60 nvcc -O2 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I src/kernels \
-    -DDECODE_SPIN_LIMIT=16777216 -o bench/decode/harness bench/decode/harness.cu > "$out/build.log" 2>&1
-  echo "build rc=$? $((SECONDS - t0))s"
-fi
-sanitize() { # name, tool, cases: `check quick heads` (heads + persistent variants, dense and paged16)
-  (timeout -s KILL 75 $san --tool "$2" --error-exitcode 9 ./bench/decode/harness check quick heads "$3" \
-    > "/tmp/s8/$1.san" 2>&1; echo "rc=$? $1 $((SECONDS - t0))s" >> "/tmp/s8/$1.san") &
-}
-sanitize memcheck memcheck 99
-sanitize racecheck racecheck 4  # GQA 4:1 ragged, MQA N=32, MQA T=3 causal, K=8 N=32 (persist 8 and 4 heads)
-timeout -s KILL 60 ./bench/decode/harness check > "$out/check.log" 2>&1
-echo "check rc=$? $((SECONDS - t0))s: $(tail -1 "$out/check.log")"
-wait
-cat /tmp/s8/*.san > "$out/sanitizers.log"
-for r in 1 2; do
-  timeout -s KILL 20 ./bench/decode/harness bench > "$out/bench$r.log" 2>&1
-  echo "bench$r rc=$? $((SECONDS - t0))s"
-done
+. bench/decode/harness-steps.sh  # harness_build, harness_sanitize, harness_torch (factored out in session 9)
+t0=$harness_t0
+harness_build "$out" 60
+harness_sanitize /tmp/s8/memcheck.san memcheck 99 75  # `check quick heads`: heads + persistent variants, dense and paged16
+harness_sanitize /tmp/s8/racecheck.san racecheck 4 75  # GQA 4:1 ragged, MQA N=32, MQA T=3 causal, K=8 N=32 (persist 8 and 4 heads)
+harness_check_bench "$out" /tmp/s8 60 20
 cases='[{"B":64,"S":16384,"K":8},{"B":8,"S":131072,"K":8},{"B":128,"S":8192,"K":8},{"B":64,"S":16384,"K":4},'
 cases+='{"B":64,"S":16384,"K":1},{"B":1,"S":2048,"K":8},{"B":1,"S":32768,"K":8}]'
-timeout -s KILL 28 /opt/torch/.venv/bin/python bench/decode/torch_decode.py \
-  "{\"cases\": $(echo "$cases" | sed 's/}/,"N":32,"H":128}/g'), \"repeats\": 30}" > "$out/torch.json" 2> "$out/torch.err"
-echo "torch rc=$? $((SECONDS - t0))s"
+harness_torch "$out" 28 "$cases"
 
 grep "^# persist" "$out/bench1.log"
-echo "== check"; grep -cE '^ok' "$out/check.log"; grep -E '^FAIL|^check:' "$out/check.log" | head -20
-grep -E 'persist' "$out/check.log" | awk '{print $1}' | sort | uniq -c
-echo "== sanitizers"; grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY|^check:|^rc=' "$out/sanitizers.log"
+harness_summary "$out" persist
 echo "== GB/s: best heads* (the library's kernel family) vs best persist* per shape, both bench runs; PyTorch same call"
 /opt/torch/.venv/bin/python - "$out" <<'EOF'
-import json, sys, collections
+import sys, collections
+sys.path.insert(0, "bench/decode")
+from harness_logs import bench_rows, torch_gbs
 out = sys.argv[1]
 best = collections.defaultdict(dict)  # (B, S, K, layout) -> {family: [(GB/s, name, run)]}
-for run in (1, 2):
-    try:
-        lines = open(f"{out}/bench{run}.log").read().splitlines()
-    except OSError:
-        continue
-    for line in lines:
-        f = line.split()
-        if len(f) < 9 or not f[0].isdigit():
-            continue
-        fam = "persist" if f[4].startswith("persist") else "heads" if f[4].startswith("heads") else None
-        if fam:
-            best[(int(f[0]), int(f[1]), int(f[2]), f[3])].setdefault(fam, []).append((float(f[8]), f[4], run))
-torch = {}
-try:
-    req = [(64, 16384, 8), (8, 131072, 8), (128, 8192, 8), (64, 16384, 4), (64, 16384, 1), (1, 2048, 8), (1, 32768, 8)]
-    for row in json.load(open(f"{out}/torch.json"))["rows"]:
-        if "ms" in row and row["case"] < len(req):
-            B, S, K = req[row["case"]]
-            gb = 2.0 * (2.0 * B * S * K * 128 + 2.0 * B * 32 * 128) / (row["ms"] * 1e-3) / 1e9
-            torch.setdefault((B, S, K), {})[row["impl"]] = gb
-except (OSError, ValueError, KeyError):
-    pass
+for key, name, _, _, run, gbs in bench_rows(out):
+    fam = "persist" if name.startswith("persist") else "heads" if name.startswith("heads") else None
+    if fam:
+        best[key].setdefault(fam, []).append((gbs, name, run))
+torch = torch_gbs(out, [(64, 16384, 8), (8, 131072, 8), (128, 8192, 8), (64, 16384, 4), (64, 16384, 1), (1, 2048, 8), (1, 32768, 8)])
 print(f"{'B':>4} {'S':>7} {'K':>2} {'layout':8} {'heads (run1/run2)':>26} {'persist (run1/run2)':>28} {'on/off':>6} {'torch cudnn':>11} {'flash':>6}")
 for key in sorted(best, key=lambda k: (-k[0] * k[1], k)):
     row = best[key]
