@@ -185,6 +185,7 @@ struct Problem {
   bool causal = false;
   bool bottom_right = true;       // causal / window diagonal alignment
   bool nan_v = false;             // NaN in V at keys one row sees and another not (the scalar P·V path)
+  int nan_k = -1;                 // ≥ 0: NaN in K at that key of sequence 0 (every kv head): NaN logits
 };
 
 // Launches as decode.ts does; returns the device time of `reps` launches' median (ms) when reps > 0.
@@ -322,6 +323,11 @@ static int check(bool quick, bool heads_only, int max_cases) {
       {"window 64 T=2", {2, 2, 500, 4, 1, 128, 128, 0, {500, 3}, 64, true}},
       {"window past the last key", {1, 12, 8, 4, 1, 128, 128, 0, {8}, 0, false, false}},
       {"NaN in V, window 10 T=2", {2, 2, 300, 8, 1, 128, 128, 0, {300, 250}, 10, true, true, true}},
+      // NaN logits (session 9's FAST softmax drops them from the max; they must still reach l and O):
+      // sequence 0's rows all see key 100 (tiles every row sees whole), and with a window only token 0
+      // sees key len−12 of sequence 0
+      {"NaN in K, MQA N=32", {2, 1, 700, 32, 1, 128, 128, 0, {700, 650}, -1, false, true, false, 100}},
+      {"NaN in K, window 10 T=2", {2, 2, 300, 8, 1, 128, 128, 0, {300, 250}, 10, true, true, false, 288}},
   };
   int failures = 0, runs = 0;
   if (max_cases < int(cases.size())) cases.resize(max_cases);
@@ -342,6 +348,8 @@ static int check(bool quick, bool heads_only, int max_cases) {
             at(pr.lens[b] - 1, 3) = at(pr.lens[b] - 12, 7) = 0x7fc0;
             for (int j = 0; j < 200; ++j) at(j, 9) = 0x7fc0;
           }
+      if (pr.nan_k >= 0)
+        for (int kh = 0; kh < pr.K; ++kh) k[(size_t(pr.nan_k) * pr.K + kh) * pr.H] = 0x7fc0;  // b = 0
       std::vector<float> ro, rl;
       reference(pr, q, k, v, ro, rl);
       const int d = pr.H == 72 ? 80 : 128, dv = pr.Hv == 40 ? 48 : 128;
@@ -378,8 +386,10 @@ static int check(bool quick, bool heads_only, int max_cases) {
                                                            : double(fabsf(x - ro[i])));
           }
           for (size_t i = 0; i < rows; ++i)
-            lerr = std::max(lerr, std::isinf(rl[i]) ? (std::isinf(lse[i]) && lse[i] < 0 ? 0.0 : INFINITY)
-                                                    : double(fabsf(lse[i] - rl[i])));
+            lerr = std::max(lerr, std::isnan(rl[i]) || std::isnan(lse[i])
+                                      ? (std::isnan(rl[i]) == std::isnan(lse[i]) ? 0.0 : INFINITY)  // a NaN on one side only
+                                  : std::isinf(rl[i]) ? (std::isinf(lse[i]) && lse[i] < 0 ? 0.0 : INFINITY)
+                                                      : double(fabsf(lse[i] - rl[i])));
           const bool ok = err < 2e-2 && lerr < 1e-2;
           if (!ok) ++failures;
           printf("%s %-28s bs=%-2d rt=%d %-16s %s=%-2d max|dO|=%.2e max|dlse|=%.2e\n", ok ? "ok  " : "FAIL", c.name,

@@ -12,7 +12,7 @@
 #           (bench/decode/harness is untracked and not ignored, so the tar carries it; never commit it)
 #   device: run(carry: [".wt-decode"], command: "cd .wt-decode && bash bench/decode/s9-call1.sh", timeout_s: 240)
 # Order: the harness check (every variant against a float64-accumulated reference: dense, paged 16 and 64,
-# splits 1/3/17, ragged lengths, windows, NaN in V) beside memcheck (quick: every heads/ws variant, all
+# splits 1/3/17, ragged lengths, windows, NaN in V, NaN in K) beside memcheck (quick: every heads/ws variant, all
 # cases) and racecheck (quick, first 2 cases: GQA 4:1 ragged, MQA N=32 — the ws kernel's mbarrier-only
 # hand-offs); then, the GPU to itself, the harness bench twice and PyTorch. Logs in $OUT; tables last:
 # (1) best heads* vs best ws* per shape and layout, PyTorch's beside; (2) every variant at B=64 S=16k
