@@ -210,7 +210,6 @@ __device__ __forceinline__ void flash_decode_persist(const DecodeParams& p) {
 
     const u32 k_tile = loop_smem + stage * C::STAGE_BYTES + hh * D * 2;
     const u32 v_tile = loop_smem + stage * C::STAGE_BYTES + C::K_BYTES + hh * DV * 2;
-    const u16* sV = reinterpret_cast<const u16*>(loop + stage * C::STAGE_BYTES + C::K_BYTES) + hh * DV;
     const int key0 = cp.item.lo + cp.t * TK;
     float s[TK / 8][4];
     qk_tile<C::KT, TK, C::PITCH, FP16>(s, k_tile, 0, lane, [&](int kk, u32 (&a)[4]) {
@@ -218,7 +217,7 @@ __device__ __forceinline__ void flash_decode_persist(const DecodeParams& p) {
       for (int c = 0; c < 4; ++c) a[c] = qa[kk][c];
     });
     online_softmax<TK, C::DT>(s, o, m, l, key0, lo, hi, p.scale_log2, tq);
-    pv_tile<C, FP16, TK>(o, s, v_tile, sV, key0, 0, cp.item.all_lo, cp.item.all_hi, lo, hi, lane);
+    pv_tile<C, FP16, TK>(o, s, v_tile, key0, 0, cp.item.all_lo, cp.item.all_hi, lo, hi, lane);
 
     if (cp.t + 1 == cp.n || j + 1 == count) end_item();
     if (j + 1 < count) {

@@ -9,6 +9,7 @@
 //   ncu ... ./harness bench one 64 16384 8 16 bulk  # one configuration: B S K blockSize (0: dense) loader
 // It launches the kernel exactly as src/backends/cuda/flash/decode.ts does (grid, shared memory,
 // DecodeParams); DECODE_SPIN_LIMIT makes a bulk-loader wait that never completes trap with a message.
+#include <cuda.h>  // CUtensorMap types (cuTensorMapEncodeTiled comes through the runtime, no -lcuda)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -16,7 +17,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "decode/flash_decode.cu"
@@ -35,6 +38,12 @@ __global__ void __launch_bounds__(C::THREADS) h_heads(const __grid_constant__ De
 template <class C>
 __global__ void __launch_bounds__(C::THREADS, C::MINB_) h_ws(const __grid_constant__ DecodeParams p) {
   flash_decode_ws<C, false>(p);
+}
+template <class C>
+__global__ void __launch_bounds__(C::THREADS, C::MINB_)
+    h_ws_tma(const __grid_constant__ DecodeParams p, const __grid_constant__ TmaDesc kmap,
+             const __grid_constant__ TmaDesc vmap) {
+  flash_decode_ws<C, false>(p, &kmap, &vmap);
 }
 template <class C>
 __global__ void __launch_bounds__(C::THREADS, 1) h_persist(const __grid_constant__ DecodeParams p) {
@@ -72,13 +81,17 @@ struct Variant {
   // flash_decode_ws.cu's kernel (hb > 0): a producer warp beside hb·rt·slices consumers; Q from shared
   // memory (qsmem), `minb` blocks per SM asked of the launch bounds; per_sm from the occupancy API
   bool ws = false, qsmem = false, fast = false;  // fast: ws_softmax's FAST path
-  int minb = 1;
+  int minb = 1, producers = 1;
+  // the TMA loader (decode_tma.cuh): launched with K and V tensor maps (tma_maps)
+  void (*split_tma)(DecodeParams, TmaDesc, TmaDesc) = nullptr;
   const char* name() const {
     static char buf[64];
     if (!hb) return bulk ? "bulk" : "async";
     if (ws) {
-      snprintf(buf, sizeof buf, "ws%d.%dx%d.s%d%s%s%s", hb, slices, tk / slices, stages, qsmem ? "q" : "",
-               fast ? "f" : "", minb > 1 ? ".b2" : "");
+      char p[8] = "";
+      if (producers > 1) snprintf(p, sizeof p, ".p%d", producers);
+      snprintf(buf, sizeof buf, "%s%d.%dx%d.s%d%s%s%s%s", split_tma ? "tma" : "ws", hb, slices, tk / slices, stages,
+               qsmem ? "q" : "", fast ? "f" : "", minb > 1 ? ".b2" : "", p);
       return buf;
     }
     snprintf(buf, sizeof buf, "%s%d.%dx%d.s%d", persist ? "persist" : "heads", hb, slices, tk / slices, stages);
@@ -99,18 +112,77 @@ Variant make_heads() {
   v.hb = HB, v.slices = SLICES, v.tk = C::TK, v.threads = C::THREADS, v.stages = STAGES;
   return v;
 }
-// The producer-warp heads kernel (session 9): per_sm from the occupancy API with the whole carveout.
-template <int HB, int RTH, int SLICES, int KPW, int STAGES, bool QSMEM, int MINB, bool FAST>
+// The producer-warp heads kernel (session 9): per_sm from the occupancy API with the whole carveout;
+// PRODUCERS row-copy warps, or the TMA loader.
+template <int HB, int RTH, int SLICES, int KPW, int STAGES, bool QSMEM, int MINB, bool FAST, int PRODUCERS = 1,
+          bool TMA = false>
 Variant make_ws() {
-  using C = WsConfig<128, 128, false, HB, RTH, SLICES, KPW, STAGES, QSMEM, MINB, FAST>;
-  CHECK(cudaFuncSetAttribute(h_ws<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM));
-  CHECK(cudaFuncSetAttribute(h_ws<C>, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
+  using C = WsConfig<128, 128, false, HB, RTH, SLICES, KPW, STAGES, QSMEM, MINB, FAST, PRODUCERS, TMA>;
+  const void* fn;
+  if constexpr (TMA) fn = (const void*)h_ws_tma<C>;
+  else fn = (const void*)h_ws<C>;
+  CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM));
+  CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
   int per_sm = 0;
-  CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, h_ws<C>, C::THREADS, C::SMEM));
-  Variant v{128, 128, RTH, true, h_ws<C>, h_combine<128>, C::SMEM};
+  CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, C::THREADS, C::SMEM));
+  Variant v{128, 128, RTH, true, nullptr, h_combine<128>, C::SMEM};
   v.hb = HB, v.slices = SLICES, v.tk = C::TK, v.threads = C::THREADS, v.stages = STAGES;
-  v.ws = true, v.qsmem = QSMEM, v.fast = FAST, v.minb = MINB, v.per_sm = per_sm;
+  v.ws = true, v.qsmem = QSMEM, v.fast = FAST, v.minb = MINB, v.per_sm = per_sm, v.producers = PRODUCERS;
+  if constexpr (TMA) v.split_tma = h_ws_tma<C>;
+  else v.split = h_ws<C>;
   return v;
+}
+// Whether the TMA loader takes problem (H, Hv, block size): one 128-wide kv head a block, and pages of
+// a power of two ≥ 8 rows (whole boxes of 1024-byte swizzle atoms that tile TK-aligned tiles).
+static bool tma_takes(int H, int Hv, int bs) { return H == 128 && Hv == 128 && (bs == 0 || (bs >= 8 && !(bs & (bs - 1)))); }
+
+// cuTensorMapEncodeTiled, found through the runtime (the harness links no libcuda).
+typedef CUresult (*EncodeTiled)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+static EncodeTiled encoder() {
+  static EncodeTiled fn = nullptr;
+  if (fn) return fn;
+  cudaDriverEntryPointQueryResult found;
+  CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", (void**)&fn, 12000, cudaEnableDefault, &found));
+  if (found != cudaDriverEntryPointSuccess || !fn) {
+    fprintf(stderr, "cuTensorMapEncodeTiled not found\n");
+    exit(3);
+  }
+  return fn;
+}
+// decode_tma.cuh's map of a cache (K or V): dims {H, tokens, K, sequences or pool blocks}, box {64, boxr}.
+static TmaDesc tma_map(const uint16_t* base, int H, int tokens, int K, long outer, long token_stride, long head_stride,
+                       int boxr) {
+  CUtensorMap m;
+  const cuuint64_t dims[4] = {cuuint64_t(H), cuuint64_t(tokens), cuuint64_t(K), cuuint64_t(outer)};
+  const cuuint64_t strides[3] = {cuuint64_t(token_stride) * 2, cuuint64_t(head_stride) * 2,
+                                 cuuint64_t(token_stride) * tokens * 2};
+  const cuuint32_t box[4] = {64, cuuint32_t(boxr), 1, 1}, unit[4] = {1, 1, 1, 1};
+  const CUresult r = encoder()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, (void*)base, dims, strides, box, unit,
+                               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    fprintf(stderr, "cuTensorMapEncodeTiled: CUresult %d (tokens %d, outer %ld, box rows %d)\n", int(r), tokens, outer, boxr);
+    exit(3);
+  }
+  TmaDesc d;
+  memcpy(&d, &m, sizeof d);
+  return d;
+}
+// The maps of p's cache for a TK-key tile, built once per (pointers, shape): the pool of a paged cache has
+// B · max_blocks blocks (upload's and bench's tables), a dense one B sequences of S.
+static std::pair<TmaDesc, TmaDesc> tma_maps(const DecodeParams& p, int tk) {
+  static std::map<std::tuple<const void*, const void*, int, int, int, int, int>, std::pair<TmaDesc, TmaDesc>> cache;
+  const bool paged = p.block_table != nullptr;
+  const int tokens = paged ? p.block_size : p.S, boxr = paged ? std::min(p.block_size, tk) : tk;
+  const long outer = paged ? long(p.B) * p.max_blocks : p.B;
+  const auto key = std::make_tuple((const void*)p.k, (const void*)p.v, tokens, int(outer), p.K, boxr, p.H);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  const std::pair<TmaDesc, TmaDesc> maps{tma_map(p.k, p.H, tokens, p.K, outer, p.k_token, p.k_head, boxr),
+                                         tma_map(p.v, p.Hv, tokens, p.K, outer, p.v_token, p.v_head, boxr)};
+  return cache[key] = maps;
 }
 // The persistent heads kernel, one warp per row tile: P = SMs × the blocks that fit on one.
 template <int HB, int RTH, int STAGES>
@@ -127,7 +199,7 @@ Variant make_persist() {
   v.per_sm = per_sm, v.persist = std::min(sms * std::max(per_sm, 1), DEC_PERSIST_MAX_BLOCKS);
   return v;
 }
-static std::vector<Variant> variants() {
+static std::vector<Variant> all_variants() {
   return {make<128, 128, 1, false>(),     make<128, 128, 2, false>(),     make<128, 128, 4, false>(),
           make<128, 128, 1, true>(),      make<128, 128, 2, true>(),      make<128, 128, 4, true>(),
           make<80, 48, 1, true>(),        make<80, 48, 2, false>(),
@@ -147,7 +219,31 @@ static std::vector<Variant> variants() {
           make_ws<1, 2, 4, 32, 3, false, 1, false>(), make_ws<1, 2, 4, 32, 3, false, 1, true>(),
           make_ws<1, 2, 4, 32, 3, true, 1, false>(),  make_ws<1, 2, 4, 16, 6, false, 1, true>(),
           make_ws<1, 2, 6, 16, 4, true, 1, true>(),   make_ws<1, 2, 3, 16, 4, true, 2, true>(),
-          make_ws<4, 1, 2, 16, 3, false, 1, false>(), make_ws<4, 1, 2, 16, 3, false, 1, true>()};
+          make_ws<4, 1, 2, 16, 3, false, 1, false>(), make_ws<4, 1, 2, 16, 3, false, 1, true>(),
+          // … device call 1 found the one producer warp's row copies the limit (0.33×): 2 and 4 producer warps
+          // (.p2, .p4: is it the copies per warp?), then the TMA loader (decode_tma.cuh: 4 tensor copies a dense
+          // tile, 32 at block 16): like for like with heads1.4x32.s3 and with FAST, 64-key tiles 6 deep, two
+          // blocks of 4 consumers per SM
+          make_ws<1, 2, 4, 32, 3, false, 1, true, 2>(), make_ws<1, 2, 4, 32, 3, false, 1, true, 4>(),
+          make_ws<1, 2, 4, 32, 3, false, 1, false, 1, true>(), make_ws<1, 2, 4, 32, 3, false, 1, true, 1, true>(),
+          make_ws<1, 2, 4, 16, 6, false, 1, true, 1, true>(),  make_ws<1, 2, 2, 32, 3, false, 2, true, 1, true>()};
+}
+// all_variants() less those whose name starts with one of HARNESS_SKIP's comma-separated prefixes (a device
+// call re-runs the check and bench without a variant whose launch failed: the context is gone after one).
+static std::vector<Variant> variants() {
+  std::vector<Variant> vs = all_variants(), kept;
+  const char* skip = getenv("HARNESS_SKIP");
+  for (const Variant& v : vs) {
+    bool drop = false;
+    for (const char* at = skip; at && *at;) {
+      const char* end = strchr(at, ',');
+      const size_t n = end ? size_t(end - at) : strlen(at);
+      if (n && !strncmp(v.name(), at, n)) drop = true;
+      at = end ? end + 1 : nullptr;
+    }
+    if (!drop) kept.push_back(v);
+  }
+  return kept;
 }
 // The heads variant decode.ts would pick for G rows per kv head (T = 1) and K kv heads.
 static const Variant* natural_heads(const std::vector<Variant>& vs, int rows, int K) {
@@ -217,7 +313,10 @@ static void launch(const Variant& v, const DecodeParams& p, cudaStream_t s = 0) 
     return;
   }
   const int tiles = (p.T * p.group + 15) / 16, groups = (tiles + v.rt - 1) / v.rt;
-  if (v.hb)
+  if (v.split_tma) {
+    const auto maps = tma_maps(p, v.tk);
+    v.split_tma<<<dim3(p.splits, p.K / v.hb, p.B), v.threads, v.smem, s>>>(p, maps.first, maps.second);
+  } else if (v.hb)
     v.split<<<dim3(p.splits, p.K / v.hb, p.B), v.threads, v.smem, s>>>(p);
   else
     v.split<<<dim3(p.splits, groups, p.B * p.K), DEC_THREADS, v.smem, s>>>(p);
@@ -357,6 +456,7 @@ static int check(bool quick, bool heads_only, int max_cases) {
       for (const Variant& var : vs) {
         if (var.d != d || var.dv != dv || var.rt < natural) continue;
         if (var.hb && (pr.K % var.hb || pr.H % 16 || pr.Hv % 16)) continue;
+        if (var.split_tma && !tma_takes(pr.H, pr.Hv, bs)) continue;
         if (heads_only && !var.hb) continue;
         // persistent: the grid instead (SMs × occupancy; 7 blocks, several per item; 300, past the tiles of
         // the small cases, so blocks with no tiles exist)

@@ -87,9 +87,10 @@ __device__ __forceinline__ bool has_non_finite(u32 x) {
 // two row tiles from fitting on one SM). The column loop is not unrolled (unrolled, 4 copies of
 // 16 × 4 × 16 multiply-adds made RT=4 take ~30 s to compile); each column group's 4 sums reach the
 // accumulator registers through an unrolled select, since registers take only compile-time indices.
-template <class C, bool FP16>
-__device__ __forceinline__ void scalar_pv(float (&o)[C::DT][4], const float (&pt)[2][4], const u16* sV,
-                                          int chunk0, const int (&lo)[2], const int (&hi)[2], int g, int tq) {
+// v_at(kk, col): V's element (chunk row kk, column col) from shared memory, in the tile's layout.
+template <class C, bool FP16, class VAt>
+__device__ __forceinline__ void scalar_pv(float (&o)[C::DT][4], const float (&pt)[2][4], VAt v_at, int chunk0,
+                                          const int (&lo)[2], const int (&hi)[2], int g, int tq) {
 #pragma unroll 1
   for (int d = 0; d < C::DT; ++d) {
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
@@ -102,7 +103,7 @@ __device__ __forceinline__ void scalar_pv(float (&o)[C::DT][4], const float (&pt
       for (int c = 0; c < 4; ++c) {
         const int h = c / 2;
         if (j < lo[h] || j >= hi[h]) continue;
-        const u16 bits = sV[kk * C::PITCHV + d * 8 + 2 * tq + (c % 2)];
+        const u16 bits = v_at(kk, d * 8 + 2 * tq + (c % 2));
         float x;
         if constexpr (FP16) {
           asm("cvt.f32.f16 %0, %1;\n" : "=f"(x) : "h"(bits));

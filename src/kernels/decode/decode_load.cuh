@@ -65,6 +65,22 @@ __device__ __forceinline__ void dec_mbar_wait(u32 bar, u32 parity) {
   }
 #endif
 }
+__device__ __forceinline__ void dec_mbar_arrive(u32 bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+#endif
+}
+// dec_mbar_wait without its printf under DECODE_SPIN_LIMIT (the harness): at 128–168 registers the call's
+// saved registers spilled 16–28 bytes (ptxas -v); a stalled wait still traps, and the harness names the
+// variant and case whose launch failed.
+__device__ __forceinline__ void ws_wait(u32 bar, u32 parity) {
+#ifdef DECODE_SPIN_LIMIT
+  for (long long tries = 0; !dec_mbar_try_wait(bar, parity); ++tries)
+    if (tries == DECODE_SPIN_LIMIT) __trap();
+#else
+  dec_mbar_wait(bar, parity);
+#endif
+}
 // Ordinary shared-memory stores that a later bulk copy may overwrite, or that readers take in
 // turn with bulk-copied rows, are ordered with the async proxy by this.
 __device__ __forceinline__ void dec_fence_proxy_async() {
@@ -75,6 +91,18 @@ __device__ __forceinline__ void dec_fence_proxy_async() {
 
 __device__ __forceinline__ void st_shared_zero(u32 addr) {
   asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(addr), "r"(0) : "memory");
+}
+
+// Shared-memory loads by 32-bit address (tiles whose layout is computed, decode_warp.cuh's layouts).
+__device__ __forceinline__ u128 ld_shared_u128(u32 addr) {
+  u128 x;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(x.x), "=r"(x.y), "=r"(x.z), "=r"(x.w) : "r"(addr));
+  return x;
+}
+__device__ __forceinline__ u16 ld_shared_u16(u32 addr) {
+  u16 x;
+  asm volatile("ld.shared.u16 %0, [%1];\n" : "=h"(x) : "r"(addr));
+  return x;
 }
 
 // Columns [from, cols) of a shared 16-bit row set to zero, 16 bytes at a time (from: a multiple of 8).

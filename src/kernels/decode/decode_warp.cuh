@@ -64,10 +64,26 @@ __device__ __forceinline__ void load_q_fragments(u32 (&qa)[KT][4], const DecodeP
     }
 }
 
-// s = Q·Kᵀ for the warp's 16 rows and KPW keys, K rows row0 … of the tile at k_tile (pitch PITCH
-// elements); q_frag(kk, qa) gives the A fragment of Q's columns 16·kk … (from registers or shared).
-template <int KT, int KPW, int PITCH, bool FP16, class QFrag>
-__device__ __forceinline__ void qk_tile(float (&s)[KPW / 8][4], u32 k_tile, int row0, int lane, QFrag q_frag) {
+// Where element (row, col) of a K or V tile lives in shared memory (a 32-bit shared address from the
+// tile's): padded token rows of PITCH elements (the row-copy kernels: ldmatrix's 8 rows hit 8 bank groups
+// through the 16-byte pad), or TMA's 128-byte swizzle (flash_decode_ws.cu's TMA loader): 64-column halves
+// of ROWS rows × 128 B one after the other, 16-byte chunk c of row r at chunk c ^ (r % 8), so 8 rows of
+// one logical chunk land in 8 different bank groups with no pad (each half starts 1024-byte aligned).
+template <int PITCH>
+struct PitchLayout {
+  __device__ static __forceinline__ u32 at(u32 tile, int row, int col) { return tile + (row * PITCH + col) * 2; }
+};
+template <int ROWS>
+struct Sw128Layout {
+  __device__ static __forceinline__ u32 at(u32 tile, int row, int col) {
+    return tile + (col / 64) * (ROWS * 128) + row * 128 + ((((col % 64) / 8) ^ (row % 8)) << 4) + (col % 8) * 2;
+  }
+};
+
+// s = Q·Kᵀ for the warp's 16 rows and KPW keys, K rows row0 … of the tile at k_tile (layout L);
+// q_frag(kk, qa) gives the A fragment of Q's columns 16·kk … (from registers or shared).
+template <int KT, int KPW, class L, bool FP16, class QFrag>
+__device__ __forceinline__ void qk_tile_at(float (&s)[KPW / 8][4], u32 k_tile, int row0, int lane, QFrag q_frag) {
 #pragma unroll
   for (int nt = 0; nt < KPW / 8; ++nt)
 #pragma unroll
@@ -81,11 +97,15 @@ __device__ __forceinline__ void qk_tile(float (&s)[KPW / 8][4], u32 k_tile, int 
 #pragma unroll
     for (int kc = 0; kc < KPW / 16; ++kc) {
       u32 kb[4];
-      ldmatrix_x4(kb, k_tile + ((key_row + kc * 16) * PITCH + kk * 16 + col) * 2);
+      ldmatrix_x4(kb, L::at(k_tile, key_row + kc * 16, kk * 16 + col));
       mma_16816<FP16>(s[2 * kc], qa, kb[0], kb[1]);
       mma_16816<FP16>(s[2 * kc + 1], qa, kb[2], kb[3]);
     }
   }
+}
+template <int KT, int KPW, int PITCH, bool FP16, class QFrag>
+__device__ __forceinline__ void qk_tile(float (&s)[KPW / 8][4], u32 k_tile, int row0, int lane, QFrag q_frag) {
+  qk_tile_at<KT, KPW, PitchLayout<PITCH>, FP16>(s, k_tile, row0, lane, q_frag);
 }
 
 // Scales the logits s into base 2, masks (−inf) the keys key0 + … a row does not see ([lo, hi) per
@@ -127,13 +147,13 @@ __device__ __forceinline__ void online_softmax(float (&s)[KPW / 8][4], float (&o
 }
 
 // o += P·V over the warp's KPW keys key0 …, whose V rows are rows row0 … of the tile at v_tile
-// (shared address; sV: the same tile as a pointer). 16 keys every row of the block sees ([all_lo,
-// all_hi)) cannot be contaminated by masked values; other chunks are checked for NaN/Inf in V (2
-// lanes a row, 16 bytes at a time) and, if one holds any, multiplied in scalar code.
-template <class C, bool FP16, int KPW>
-__device__ __forceinline__ void pv_tile(float (&o)[C::DT][4], const float (&s)[KPW / 8][4], u32 v_tile,
-                                        const u16* sV, int key0, int row0, int all_lo, int all_hi,
-                                        const int (&lo)[2], const int (&hi)[2], int lane) {
+// (shared address, layout L). 16 keys every row of the block sees ([all_lo, all_hi)) cannot be
+// contaminated by masked values; other chunks are checked for NaN/Inf in V (2 lanes a row, 16 bytes
+// at a time) and, if one holds any, multiplied in scalar code.
+template <class C, bool FP16, int KPW, class L>
+__device__ __forceinline__ void pv_tile_at(float (&o)[C::DT][4], const float (&s)[KPW / 8][4], u32 v_tile, int key0,
+                                           int row0, int all_lo, int all_hi, const int (&lo)[2], const int (&hi)[2],
+                                           int lane) {
   constexpr int DV = C::DT * 8;
   const int g = lane / 4, tq = lane % 4;
 #pragma unroll
@@ -145,7 +165,7 @@ __device__ __forceinline__ void pv_tile(float (&o)[C::DT][4], const float (&s)[K
       const int row = chunk_row + lane / 2;
 #pragma unroll
       for (int c = (lane % 2) * 8; c < DV; c += 16) {
-        const u128 x = *reinterpret_cast<const u128*>(sV + row * C::PITCHV + c);
+        const u128 x = ld_shared_u128(L::at(v_tile, row, c));
         bad |= has_non_finite<FP16>(x.x) | has_non_finite<FP16>(x.y) | has_non_finite<FP16>(x.z) |
                has_non_finite<FP16>(x.w);
       }
@@ -158,7 +178,7 @@ __device__ __forceinline__ void pv_tile(float (&o)[C::DT][4], const float (&s)[K
 #pragma unroll
       for (int d = 0; d < C::DT; d += 2) {
         u32 vb[4];
-        ldmatrix_x4_trans(vb, v_tile + (v_row * C::PITCHV + d * 8 + (lane / 16) * 8) * 2);
+        ldmatrix_x4_trans(vb, L::at(v_tile, v_row, d * 8 + (lane / 16) * 8));
         mma_16816<FP16>(o[d], a, vb[0], vb[1]);
         mma_16816<FP16>(o[d + 1], a, vb[2], vb[3]);
       }
@@ -169,9 +189,16 @@ __device__ __forceinline__ void pv_tile(float (&o)[C::DT][4], const float (&s)[K
       for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
         for (int c = 0; c < 4; ++c) pt[nt][c] = s[2 * kc + nt][c];
-      scalar_pv<C, FP16>(o, pt, sV + chunk_row * C::PITCHV, chunk0, lo, hi, g, tq);
+      scalar_pv<C, FP16>(o, pt, [&](int kk, int col) { return ld_shared_u16(L::at(v_tile, chunk_row + kk, col)); },
+                         chunk0, lo, hi, g, tq);
     }
   }
+}
+template <class C, bool FP16, int KPW>
+__device__ __forceinline__ void pv_tile(float (&o)[C::DT][4], const float (&s)[KPW / 8][4], u32 v_tile, int key0,
+                                        int row0, int all_lo, int all_hi, const int (&lo)[2], const int (&hi)[2],
+                                        int lane) {
+  pv_tile_at<C, FP16, KPW, PitchLayout<C::PITCHV>>(o, s, v_tile, key0, row0, all_lo, all_hi, lo, hi, lane);
 }
 
 // Shared memory of the merge, per warp: 16 maxima, 16 sums (quad-summed here), 16 × DV outputs.

@@ -226,8 +226,7 @@ __device__ __forceinline__ void flash_decode(const DecodeParams& p) {
       ldmatrix_x4(qa, q_tile + ((lane % 16) * C::PITCH + kk * 16 + (lane / 16) * 8) * 2);
     });
     online_softmax<KPW, C::DT>(s, o, m, l, key0, lo, hi, p.scale_log2, tq);
-    pv_tile<C, FP16, KPW>(o, s, v_tile, reinterpret_cast<const u16*>(loop + stage * C::STAGE_BYTES + C::K_BYTES),
-                          key0, slice * KPW, all_lo, all_hi, lo, hi, lane);
+    pv_tile<C, FP16, KPW>(o, s, v_tile, key0, slice * KPW, all_lo, all_hi, lo, hi, lane);
   }
   if constexpr (!BULK) cp_async_wait<0>();
   __syncthreads();  // every warp is done with the stages: the merge reuses them

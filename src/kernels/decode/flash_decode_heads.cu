@@ -131,7 +131,6 @@ __device__ __forceinline__ void flash_decode_heads(const DecodeParams& p) {
 
     const u32 k_tile = loop_smem + stage * C::STAGE_BYTES + hh * D * 2;
     const u32 v_tile = loop_smem + stage * C::STAGE_BYTES + C::K_BYTES + hh * DV * 2;
-    const u16* sV = reinterpret_cast<const u16*>(loop + stage * C::STAGE_BYTES + C::K_BYTES) + hh * DV;
     const int key0 = u_lo + i * TK + slice * KPW;  // this warp's KPW keys
 
     float s[KPW / 8][4];
@@ -140,7 +139,7 @@ __device__ __forceinline__ void flash_decode_heads(const DecodeParams& p) {
       for (int c = 0; c < 4; ++c) a[c] = qa[kk][c];
     });
     online_softmax<KPW, C::DT>(s, o, m, l, key0, lo, hi, p.scale_log2, tq);
-    pv_tile<C, FP16, KPW>(o, s, v_tile, sV, key0, slice * KPW, all_lo, all_hi, lo, hi, lane);
+    pv_tile<C, FP16, KPW>(o, s, v_tile, key0, slice * KPW, all_lo, all_hi, lo, hi, lane);
   }
   __syncthreads();  // every warp is done with the stages: the merge reuses them
 

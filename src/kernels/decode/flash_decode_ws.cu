@@ -25,54 +25,48 @@
 // - FAST: the softmax of ws_softmax below (a shorter dependent chain and fewer instructions per key).
 #ifndef ATTNLAB_FLASH_DECODE_WS_CU
 #define ATTNLAB_FLASH_DECODE_WS_CU
+#include "decode/decode_tma.cuh"
 #include "decode/decode_warp.cuh"
 
+// PRODUCERS: producer warps of the row copies, warps CONSUMERS … CONSUMERS + PRODUCERS − 1, splitting a
+// tile's rows by 32-row chunks (device call 1: one producer warp issues ~68 clocks per row copy, 256 a
+// 128-key tile, and ws1.4x32.s3f read 0.33× of heads1.4x32.s3). TMA: the tile as a handful of tensor
+// copies instead (decode_tma.cuh; HB = 1, D = DV = 128, one producer warp): unpadded 128-byte-swizzled
+// halves, read through Sw128Layout.
 template <int D, int DV, bool FP16, int HB, int RTH, int SLICES, int KPW, int STAGES, bool QSMEM, int MINB,
-          bool FAST = false>
+          bool FAST = false, int PRODUCERS = 1, bool TMA = false>
 struct WsConfig {
   static constexpr int D_ = D, DV_ = DV, HB_ = HB, RTH_ = RTH, SLICES_ = SLICES, KPW_ = KPW, STAGES_ = STAGES;
-  static constexpr bool QSMEM_ = QSMEM, FAST_ = FAST;
-  static constexpr int MINB_ = MINB;
+  static constexpr bool QSMEM_ = QSMEM, FAST_ = FAST, TMA_ = TMA;
+  static constexpr int MINB_ = MINB, PRODUCERS_ = PRODUCERS;
   static constexpr int TILES = HB * RTH;
   static constexpr int CONSUMERS = TILES * SLICES;
-  static constexpr int THREADS = (CONSUMERS + 1) * 32;
+  static constexpr int THREADS = (CONSUMERS + PRODUCERS) * 32;
   static constexpr int TK = KPW * SLICES;
-  static constexpr int KEYS_PER_LANE = (TK + 31) / 32;  // the producer lane's keys of a tile
-  static constexpr int PITCH = HB * D + 8;               // padded token rows, as HeadsConfig
-  static constexpr int PITCHV = HB * DV + 8;
+  static constexpr int KEYS_PER_LANE = (TK + 32 * PRODUCERS - 1) / (32 * PRODUCERS);  // a producer lane's keys
+  static constexpr int PITCH = TMA ? HB * D : HB * D + 8;  // padded token rows, as HeadsConfig (TMA: swizzled)
+  static constexpr int PITCHV = TMA ? HB * DV : HB * DV + 8;
   static constexpr int Q_PITCH = D + 8;
   static constexpr int BAR_BYTES = 128;                  // full[8], empty[8]
   static constexpr int Q_BYTES = QSMEM ? TILES * 16 * Q_PITCH * 2 : 0;
+  static constexpr int ALIGN_BYTES = TMA ? 1024 : 0;     // the stages start 1024-byte aligned (the swizzle atom)
   static constexpr int K_BYTES = TK * PITCH * 2;
   static constexpr int V_BYTES = TK * PITCHV * 2;
   static constexpr int STAGE_BYTES = K_BYTES + V_BYTES;
   static constexpr int LOOP_BYTES = STAGES * STAGE_BYTES;
   static constexpr int MERGE_BYTES = CONSUMERS * 16 * (DV + 2) * 4;
-  static constexpr int SMEM = BAR_BYTES + Q_BYTES + (LOOP_BYTES > MERGE_BYTES ? LOOP_BYTES : MERGE_BYTES);
+  static constexpr int SMEM =
+      BAR_BYTES + Q_BYTES + ALIGN_BYTES + (LOOP_BYTES > MERGE_BYTES ? LOOP_BYTES : MERGE_BYTES);
   static constexpr int KT = D / 16;
   static constexpr int DT = DV / 8;
   static_assert(D % 16 == 0 && DV % 16 == 0 && D <= 128 && DV <= 128, "head dims: multiples of 16, ≤ 128");
   static_assert(KPW % 16 == 0 && KPW <= 64, "keys per warp: 16, 32, 48 or 64");
   static_assert(STAGES >= 2 && STAGES <= 8 && CONSUMERS <= 16, "stages, consumer warps");
   static_assert(Q_BYTES % 16 == 0, "the stages stay 16-byte aligned");
+  static_assert(!TMA || (HB == 1 && D == 128 && DV == 128 && PRODUCERS == 1 && (TK & (TK - 1)) == 0),
+                "the TMA loader: one kv head of H = Hv = 128, one producer warp, a power-of-two tile");
 };
 
-__device__ __forceinline__ void dec_mbar_arrive(u32 bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-#endif
-}
-// dec_mbar_wait without its printf under DECODE_SPIN_LIMIT (the harness): at 128–168 registers the call's
-// saved registers spilled 16–28 bytes (ptxas -v); a stalled wait still traps, and the harness names the
-// variant and case whose launch failed.
-__device__ __forceinline__ void ws_wait(u32 bar, u32 parity) {
-#ifdef DECODE_SPIN_LIMIT
-  for (long long tries = 0; !dec_mbar_try_wait(bar, parity); ++tries)
-    if (tries == DECODE_SPIN_LIMIT) __trap();
-#else
-  dec_mbar_wait(bar, parity);
-#endif
-}
 // The consumer warps alone (the producer has left): barrier 1, CONSUMERS·32 threads.
 __device__ __forceinline__ void consumers_sync(int threads) {
   asm volatile("bar.sync 1, %0;\n" ::"r"(threads) : "memory");
@@ -143,8 +137,22 @@ __device__ __forceinline__ void ws_softmax(float (&s)[KPW / 8][4], float (&o)[DT
   }
 }
 
+// The stages' layouts: padded rows (row copies) or the TMA's swizzled halves of TK rows.
+template <class C, bool TMA = C::TMA_>
+struct WsLayouts {
+  using K = PitchLayout<C::PITCH>;
+  using V = PitchLayout<C::PITCHV>;
+};
+template <class C>
+struct WsLayouts<C, true> {
+  using K = Sw128Layout<C::TK>;
+  using V = Sw128Layout<C::TK>;
+};
+
+// kmap, vmap: the TMA loader's tensor maps of K and V (tma_map_dims gives their shape), else unused.
 template <class C, bool FP16>
-__device__ __forceinline__ void flash_decode_ws(const DecodeParams& p) {
+__device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const TmaDesc* kmap = nullptr,
+                                                const TmaDesc* vmap = nullptr) {
   constexpr int D = C::D_, DV = C::DV_, HB = C::HB_, RTH = C::RTH_, KPW = C::KPW_, STAGES = C::STAGES_;
   constexpr int TK = C::TK, TILES = C::TILES, SLICES = C::SLICES_, CONSUMERS = C::CONSUMERS;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -156,17 +164,19 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p) {
   const int Sb = p.kv_offsets ? p.kv_offsets[b + 1] - p.kv_offsets[b] : (p.kv_lens ? p.kv_lens[b] : p.S);
   const int rows_b = Tb * G;
   if (rows_b == 0) return;
-  const BlockKeys keys = block_keys<TK>(p, 0, Tb - 1, Tb, Sb, split);
+  const BlockKeys keys = C::TMA_ ? tma_block_keys<TK>(block_keys<TK>(p, 0, Tb - 1, Tb, Sb, 0), p.splits, split)
+                                 : block_keys<TK>(p, 0, Tb - 1, Tb, Sb, split);
   const int u_lo = keys.lo, u_hi = keys.hi, tile_lo = keys.tile_lo, tile_hi = keys.tile_hi;
 
   const u32 full = smem_addr(smem), empty = full + 64;
   const u32 q_smem = full + C::BAR_BYTES;
-  unsigned char* loop = smem + C::BAR_BYTES + C::Q_BYTES;
-  const u32 loop_smem = smem_addr(loop);
+  const u32 loop_unaligned = full + C::BAR_BYTES + C::Q_BYTES;
+  const u32 loop_smem = C::ALIGN_BYTES ? (loop_unaligned + C::ALIGN_BYTES - 1) & ~u32(C::ALIGN_BYTES - 1) : loop_unaligned;
+  unsigned char* loop = smem + (loop_smem - full);
 
   if (threadIdx.x == 0)
     for (int s = 0; s < STAGES; ++s) {
-      dec_mbar_init(full + s * 8, 1);
+      dec_mbar_init(full + s * 8, C::PRODUCERS_);
       dec_mbar_init(empty + s * 8, CONSUMERS);
     }
   if constexpr (C::QSMEM_) {  // Q tile rows (row tile r: head r / RTH, rows (r % RTH)·16 …), zeros past rows_b
@@ -181,15 +191,21 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p) {
   }
   __syncthreads();  // barriers initialised and Q written before anyone uses them
 
-  if (warp == CONSUMERS) {  // the producer
+  if (warp >= CONSUMERS) {  // the producers
+    if constexpr (C::TMA_) {
+      tma_produce<TK, STAGES, C::K_BYTES, C::STAGE_BYTES>(p, kmap, vmap, keys, b, kh0, loop_smem, full, empty, lane);
+      return;
+    }
+    const int pw = warp - CONSUMERS, P = C::PRODUCERS_;  // this warp's 32-row chunks: pw, pw + P, …
     const bool paged = p.block_table != nullptr;
     const int* table_row = paged ? p.block_table + (i64)b * p.max_blocks : nullptr;
     const i64 kv_base = p.kv_offsets ? (i64)p.kv_offsets[b] : (i64)b * p.S;
     const i64 k_head0 = (i64)kh0 * p.k_head, v_head0 = (i64)kh0 * p.v_head;
+    auto row_of = [&](int r) { return lane + 32 * (pw + P * r); };
     auto pages_of = [&](int i, int (&pg)[C::KEYS_PER_LANE]) {
 #pragma unroll
       for (int r = 0; r < C::KEYS_PER_LANE; ++r) {
-        const int row = lane + 32 * r, j = u_lo + i * TK + row;
+        const int row = row_of(r), j = u_lo + i * TK + row;
         pg[r] = (paged && row < TK && i < tile_hi && j < u_hi) ? table_row[j / p.block_size] : 0;
       }
     };
@@ -203,21 +219,24 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p) {
       const int key0 = u_lo + i * TK;
       const u32 base = loop_smem + stage * C::STAGE_BYTES, bar = full + stage * 8;
       // Rows past the range first (zeros, ordered before later bulk copies into them); lane 0 arms the
-      // barrier once every lane's zeros are written (its arrival releases them), then the copies.
+      // barrier with this warp's bytes once every lane's zeros are written (its arrival releases them),
+      // then the copies. `full` completes after all PRODUCERS arrivals and every byte.
+      int rows = 0;  // this warp's rows in the range
 #pragma unroll
       for (int r = 0; r < C::KEYS_PER_LANE; ++r) {
-        const int row = lane + 32 * r;
+        const int row = row_of(r);
         if (row < TK && key0 + row >= u_hi) {
           zero_row(base + row * C::PITCH * 2, 0, HB * D);
           zero_row(base + C::K_BYTES + row * C::PITCHV * 2, 0, HB * DV);
         }
+        rows += imax(0, imin(32, imin(TK, u_hi - key0) - (row - lane)));
       }
       dec_fence_proxy_async();
       __syncwarp();
-      if (lane == 0) dec_mbar_arrive_expect_tx(bar, imin(TK, u_hi - key0) * HB * (p.H + p.Hv) * 2);
+      if (lane == 0) dec_mbar_arrive_expect_tx(bar, rows * HB * (p.H + p.Hv) * 2);
 #pragma unroll
       for (int r = 0; r < C::KEYS_PER_LANE; ++r) {
-        const int row = lane + 32 * r, j = key0 + row;
+        const int row = row_of(r), j = key0 + row;
         if (row < TK && j < u_hi) {
           const i64 slot = paged ? (i64)pg[r] * p.block_size + j % p.block_size : kv_base + j;
           bulk_row_copy(base + row * C::PITCH * 2, p.k + slot * p.k_token + k_head0, HB * D * 2, bar);
@@ -227,7 +246,7 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p) {
 #pragma unroll
       for (int r = 0; r < C::KEYS_PER_LANE; ++r) pg[r] = next[r];
     }
-    return;  // the consumers' merge syncs on barrier 1 without this warp
+    return;  // the consumers' merge syncs on barrier 1 without these warps
   }
 
   const int g = lane / 4, tq = lane % 4;
@@ -247,10 +266,11 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p) {
     ws_wait(full + stage * 8, (n / STAGES) & 1);
     const u32 k_tile = loop_smem + stage * C::STAGE_BYTES + hh * D * 2;
     const u32 v_tile = loop_smem + stage * C::STAGE_BYTES + C::K_BYTES + hh * DV * 2;
-    const u16* sV = reinterpret_cast<const u16*>(loop + stage * C::STAGE_BYTES + C::K_BYTES) + hh * DV;
     const int key0 = u_lo + i * TK + slice * KPW;
     float s[KPW / 8][4];
-    qk_tile<C::KT, KPW, C::PITCH, FP16>(s, k_tile, slice * KPW, lane, [&](int kk, u32 (&a)[4]) {
+    using L = typename WsLayouts<C>::K;
+    using LV = typename WsLayouts<C>::V;
+    qk_tile_at<C::KT, KPW, L, FP16>(s, k_tile, slice * KPW, lane, [&](int kk, u32 (&a)[4]) {
       if constexpr (C::QSMEM_) {
         ldmatrix_x4(a, q_tile + kk * 32);
       } else {
@@ -260,7 +280,7 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p) {
     });
     const bool all_visible = key0 >= keys.all_lo && key0 + KPW <= keys.all_hi;
     ws_softmax<KPW, C::DT, C::FAST_>(s, o, m, l, key0, lo, hi, p.scale_log2, tq, all_visible);
-    pv_tile<C, FP16, KPW>(o, s, v_tile, sV, key0, slice * KPW, keys.all_lo, keys.all_hi, lo, hi, lane);
+    pv_tile_at<C, FP16, KPW, LV>(o, s, v_tile, key0, slice * KPW, keys.all_lo, keys.all_hi, lo, hi, lane);
     __syncwarp();  // the warp's reads of this stage are done before it is released
     if (lane == 0) dec_mbar_arrive(empty + stage * 8);
   }
@@ -280,6 +300,21 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p) {
                                                       (kh0 + row_tile / RTH) * G + rr % G, split, part);
 }
 
+// The library's entry (decode-tma.ts): the TMA loader, one kv head of H = Hv = 128 a block in RTH row tiles of
+// SLICES warps, one producer warp; K and V tensor maps beside DecodeParams (each 128 bytes, __grid_constant__).
+#ifdef DECODE_WS_RTH
+using DecodeTmaConfig = WsConfig<128, 128, DECODE_FP16 != 0, 1, DECODE_WS_RTH, DECODE_WS_SLICES, DECODE_WS_KPW,
+                                 DECODE_STAGES, false, 1, DECODE_WS_FAST != 0, 1, true>;
+extern "C" __global__ void __launch_bounds__(DecodeTmaConfig::THREADS, 1)
+    attnlab_flash_decode_tma(const __grid_constant__ DecodeParams p, const __grid_constant__ TmaDesc kmap,
+                             const __grid_constant__ TmaDesc vmap) {
+  flash_decode_ws<DecodeTmaConfig, DECODE_FP16 != 0>(p, &kmap, &vmap);
+}
+extern "C" __global__ void __launch_bounds__(128) attnlab_flash_decode_combine(const __grid_constant__ DecodeParams p) {
+  flash_decode_combine<128, DECODE_FP16 != 0>(p);
+}
+#endif
+
 #ifdef ATTNLAB_NVCC_TEST
 template <class C, bool FP16>
 __global__ void __launch_bounds__(C::THREADS, C::MINB_) decode_ws_test(const __grid_constant__ DecodeParams p) {
@@ -293,5 +328,17 @@ template __global__ void decode_ws_test<WsConfig<128, 128, false, 1, 2, 4, 16, 6
 template __global__ void decode_ws_test<WsConfig<128, 128, false, 1, 2, 6, 16, 4, true, 1, true>, false>(const __grid_constant__ DecodeParams);
 template __global__ void decode_ws_test<WsConfig<128, 128, false, 1, 2, 3, 16, 4, true, 2, true>, false>(const __grid_constant__ DecodeParams);
 template __global__ void decode_ws_test<WsConfig<64, 64, true, 4, 1, 2, 32, 3, false, 1, true>, true>(const __grid_constant__ DecodeParams);
+// two producer warps; the TMA loader (one block per SM, and two of 4 consumers)
+template __global__ void decode_ws_test<WsConfig<128, 128, false, 1, 2, 4, 32, 3, false, 1, true, 2>, false>(const __grid_constant__ DecodeParams);
+template <class C, bool FP16>
+__global__ void __launch_bounds__(C::THREADS, C::MINB_)
+    decode_ws_tma_test(const __grid_constant__ DecodeParams p, const __grid_constant__ TmaDesc k,
+                       const __grid_constant__ TmaDesc v) {
+  flash_decode_ws<C, FP16>(p, &k, &v);
+}
+template __global__ void decode_ws_tma_test<WsConfig<128, 128, false, 1, 2, 4, 32, 3, false, 1, true, 1, true>, false>(
+    const __grid_constant__ DecodeParams, const __grid_constant__ TmaDesc, const __grid_constant__ TmaDesc);
+template __global__ void decode_ws_tma_test<WsConfig<128, 128, true, 1, 2, 2, 32, 3, false, 2, true, 1, true>, true>(
+    const __grid_constant__ DecodeParams, const __grid_constant__ TmaDesc, const __grid_constant__ TmaDesc);
 #endif
 #endif  // ATTNLAB_FLASH_DECODE_WS_CU
