@@ -21,7 +21,7 @@ export type ConfiguredLibrary = keyof typeof LIBRARY_VARIABLES;
 
 export type CudnnGraphChoice = 'composite' | 'unified';
 export type FlashKernelChoice = 'wgmma' | 'mma';
-export type DecodeKernelChoice = 'heads' | 'rows';
+export type DecodeKernelChoice = 'heads' | 'rows' | 'tma';
 
 export interface AttnlabConfig {
   /**
@@ -59,9 +59,9 @@ export interface AttnlabConfig {
    */
   readonly flashKernel: FlashKernelChoice | null;
   /**
-   * ATTNLAB_DECODE_KERNEL=heads|rows: the flash backend's decode kernel where both can run (every kv
-   * head of a token row per block, flash_decode_heads.cu, or one kv head per block, flash_decode.cu);
-   * unset follows decode.ts's measured choice.
+   * ATTNLAB_DECODE_KERNEL=heads|rows|tma: the flash backend's decode kernel where it can run (every kv
+   * head of a token row per block, flash_decode_heads.cu; one kv head per block, flash_decode.cu; the
+   * heads kernel's TMA form, flash_decode_ws.cu); unset follows decode.ts's measured choice.
    */
   readonly decodeKernel: DecodeKernelChoice | null;
   /** ATTNLAB_CUDNN_GRAPH=composite|unified: the cuDNN SDPA graph to build where both can run. */
@@ -102,7 +102,8 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
     flashBackwardKernel:
       flashBackwardKernel === 'wgmma' || flashBackwardKernel === 'mma' ? flashBackwardKernel : null,
     flashKernel: flashKernel === 'wgmma' || flashKernel === 'mma' ? flashKernel : null,
-    decodeKernel: decodeKernel === 'heads' || decodeKernel === 'rows' ? decodeKernel : null,
+    decodeKernel:
+      decodeKernel === 'heads' || decodeKernel === 'rows' || decodeKernel === 'tma' ? decodeKernel : null,
     cudnnGraph: graph === 'composite' || graph === 'unified' ? graph : null,
     cudnnTrace: text('ATTNLAB_CUDNN_TRACE') === '1',
     commit: text('ATTNLAB_COMMIT'),

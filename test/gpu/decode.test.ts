@@ -20,6 +20,7 @@ import { randomNormal } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';
 import { assertMatchesOracle } from '../support/backend-suite.js';
 import { pack, pagedCopy, sliceRows } from '../support/kv-layouts.js';
+import { assertSameNaNs, NAN_WINDOW_OPTIONS } from '../support/nan-window.js';
 
 const cuda = cudaAvailable();
 const skip = cuda.ok ? false : `no CUDA device: ${cuda.reason}`;
@@ -263,11 +264,7 @@ describe('flash decode kernel', { skip }, () => {
     values[(c.S - 12) * 64 + 7] = Number.NaN; // only token 0 sees key S−12
     for (let j = 0; j < 200; j++) values[j * 64 + 9] = Number.NaN; // nobody sees keys 0…199
     const poisoned = Tensor.fromArray(values, v.shape, 'bfloat16');
-    const options: AttentionOptions = {
-      isCausal: true,
-      causalAlignment: 'bottom_right',
-      localWindowSize: [10, 0],
-    };
+    const options = NAN_WINDOW_OPTIONS;
     const expected = attention(q, k, poisoned, {
       ...options,
       implementation: 'reference',
@@ -283,13 +280,11 @@ describe('flash decode kernel', { skip }, () => {
             implementation: 'flash',
           })
         : attention(q.to('cuda'), k.to('cuda'), poisoned.to('cuda'), { ...options, implementation: 'flash' });
-      const got = r.output.toFloat64Array();
-      for (let i = 0; i < expected.length; i++) {
-        const where = `blockSize ${blockSize} element ${i} (token ${Math.floor(i / 256)}, column ${i % 64})`;
-        assert.equal(Number.isNaN(got[i]), Number.isNaN(expected[i]), where);
-        if (!Number.isNaN(expected[i]))
-          assert.ok(Math.abs(got[i] - expected[i]) < 0.05, `${where}: ${got[i]} vs ${expected[i]}`);
-      }
+      assertSameNaNs(
+        r.output.toFloat64Array(),
+        expected,
+        (i) => `blockSize ${blockSize} element ${i} (token ${Math.floor(i / 256)}, column ${i % 64})`,
+      );
     }
   });
 

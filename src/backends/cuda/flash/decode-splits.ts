@@ -65,7 +65,11 @@ export function chooseSplitCount(s: SplitShape): number {
 export interface DecodeTuning {
   splits?: number;
   loader?: 'bulk' | 'async';
-  /** The row-tile kernel (flash_decode.cu) or the heads kernel (flash_decode_heads.cu, decode-heads.ts). */
-  kernel?: 'rows' | 'heads';
+  /**
+   * The row-tile kernel (flash_decode.cu), the heads kernel (flash_decode_heads.cu, decode-heads.ts) or
+   * its TMA form (flash_decode_ws.cu, decode-tma.ts); a kernel that cannot take the problem leaves the
+   * normal choice.
+   */
+  kernel?: 'rows' | 'heads' | 'tma';
 }
 export const decodeTuning: DecodeTuning = {};

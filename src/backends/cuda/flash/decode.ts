@@ -1,10 +1,11 @@
 /**
  * The flash backend's decoding path: split-KV kernels for few queries per sequence over a long cache
  * (dense, paged through a block table, or packed) and their combine kernel. Two launches per call at
- * most: the split, and the combine when splits > 1. Two split kernels: the heads kernel
+ * most: the split, and the combine when splits > 1. Three split kernels: the heads kernel
  * (flash_decode_heads.cu, decode-heads.ts: whole token rows of up to 8 kv heads a block) for long
- * caches where it runs and measured faster, and the row-tile kernel (flash_decode.cu, below) for
- * the rest.
+ * caches where it runs and measured faster, its TMA form (flash_decode_ws.cu, decode-tma.ts: a producer
+ * warp's tensor copies) where the heads kernel would serve MQA-like rows (one kv head, two row tiles;
+ * 1.20–1.32× there), and the row-tile kernel (flash_decode.cu, below) for the rest.
  *
  * Which problems take the decode path: every paged or packed one (the prefill kernel has neither),
  * and dense ones whose rows per key/value head (T·N/K, GQA-packed into m16 tiles) fit in 4 tiles —
@@ -38,6 +39,20 @@ import {
   headsVariantKey,
 } from './decode-heads.js';
 import { chooseSplitCount, decodeTuning, MAX_SPLITS } from './decode-splits.js';
+import {
+  type DecodeTmaVariant,
+  encodedMap,
+  TMA_KERNEL,
+  tmaDefines,
+  tmaMapSpecs,
+  tmaPreferred,
+  tmaSharedBytes,
+  tmaSupport,
+  tmaThreads,
+  tmaTileKeys,
+  tmaVariant,
+  tmaVariantKey,
+} from './decode-tma.js';
 import { FLASH_FLAGS } from './params.js';
 
 /** Keys per tile and rows per block, as DEC_BN / DEC_ROWS in flash_decode.cu. */
@@ -156,7 +171,7 @@ export function decodeSupport(p: AttentionProblem): Support {
  */
 export function chooseSplits(
   p: AttentionProblem,
-  v: DecodeVariant | DecodeHeadsVariant,
+  v: DecodeVariant | DecodeHeadsVariant | DecodeTmaVariant,
   multiprocessors: number,
   sharedLimit: number,
 ): number {
@@ -171,11 +186,16 @@ export function chooseSplits(
     }
     return decodeTuning.splits;
   }
-  const shared = v.kind === 'heads' ? headsSharedBytes(v) : decodeSharedBytes(v);
+  const shared =
+    v.kind === 'heads' ? headsSharedBytes(v) : v.kind === 'tma' ? tmaSharedBytes(v) : decodeSharedBytes(v);
   const perSm = Math.max(1, Math.floor((sharedLimit + 1024) / (shared + 1024)));
+  const tileKeys = v.kind === 'heads' ? headsTileKeys(v) : v.kind === 'tma' ? tmaTileKeys(v) : TILE_KEYS;
   return chooseSplitCount({
-    blocks: v.kind === 'heads' ? p.B * (p.K / v.heads) : p.B * p.K * Math.ceil(rowTileCount(p) / v.rowTiles),
-    tiles: Math.max(1, Math.ceil(p.S / (v.kind === 'heads' ? headsTileKeys(v) : TILE_KEYS))),
+    blocks:
+      v.kind === 'heads' || v.kind === 'tma'
+        ? p.B * (p.K / v.heads)
+        : p.B * p.K * Math.ceil(rowTileCount(p) / v.rowTiles),
+    tiles: Math.max(1, Math.ceil(p.S / tileKeys)),
     slots: multiprocessors * perSm,
   });
 }
@@ -187,9 +207,26 @@ export function chooseSplits(
  * ATTNLAB_DECODE_KERNEL forces one.
  */
 function runsOnHeads(p: AttentionProblem, arch: string): boolean {
-  const forced = decodeTuning.kernel ?? (decodeTuning.loader ? 'rows' : config().decodeKernel);
+  const forced = forcedKernel();
   if (forced === 'rows' || !headsSupport(p, arch).ok) return false;
   return forced === 'heads' || headsPreferred(p);
+}
+const forcedKernel = () => decodeTuning.kernel ?? (decodeTuning.loader ? 'rows' : config().decodeKernel);
+
+/**
+ * The split kernel for `p`: the TMA kernel where forced and it can run, or where the heads kernel would
+ * run in its MQA configuration (tmaPreferred) unless the heads kernel is forced; else runsOnHeads' choice.
+ */
+export function splitVariant(
+  p: AttentionProblem,
+  arch: string,
+  sharedLimit: number,
+): DecodeVariant | DecodeHeadsVariant | DecodeTmaVariant {
+  const forced = forcedKernel();
+  if (forced === 'tma' && tmaSupport(p, arch).ok) return tmaVariant(p, arch);
+  if (!runsOnHeads(p, arch)) return decodeVariant(p, arch);
+  const heads = headsVariant(p, arch, sharedLimit);
+  return forced !== 'heads' && tmaPreferred(p, heads, arch) ? tmaVariant(p, arch) : heads;
 }
 
 /** The split and combine kernels of a decode kernel file, specialised by `defines`. */
@@ -201,6 +238,8 @@ function loadDecode(file: string, split: string, defines: Record<string, number>
 
 const headsKernels = (v: DecodeHeadsVariant) =>
   loadDecode('decode/flash_decode_heads.cu', 'attnlab_flash_decode_heads', headsDefines(v));
+const tmaKernels = (v: DecodeTmaVariant) =>
+  loadDecode('decode/flash_decode_ws.cu', TMA_KERNEL, tmaDefines(v));
 
 const kernels = (v: DecodeVariant) =>
   loadDecode('decode/flash_decode.cu', 'attnlab_flash_decode', {
@@ -221,9 +260,14 @@ export function runDecode(p: AttentionProblem): BackendOutput {
   const arch = targetArch();
   const { properties } = getCudaContext();
   const sharedLimit = properties.maxSharedMemoryPerBlockOptin;
-  const variant = runsOnHeads(p, arch) ? headsVariant(p, arch, sharedLimit) : decodeVariant(p, arch);
+  const variant = splitVariant(p, arch, sharedLimit);
   const heads = variant.kind === 'heads' ? variant : null;
-  const key = heads ? headsVariantKey(heads) : decodeVariantKey(variant as DecodeVariant);
+  const tma = variant.kind === 'tma' ? variant : null;
+  const key = heads
+    ? headsVariantKey(heads)
+    : tma
+      ? tmaVariantKey(tma)
+      : decodeVariantKey(variant as DecodeVariant);
   const splits = chooseSplits(p, variant, properties.multiprocessorCount, sharedLimit);
   const itemBytes = 2;
   const out = allocDevice(rows * Hv * itemBytes);
@@ -244,7 +288,7 @@ export function runDecode(p: AttentionProblem): BackendOutput {
   const partLse = splits > 1 ? allocDevice(splits * rows * 4) : null;
   try {
     if (rows > 0) {
-      const fn = heads ? headsKernels(heads) : kernels(variant as DecodeVariant);
+      const fn = heads ? headsKernels(heads) : tma ? tmaKernels(tma) : kernels(variant as DecodeVariant);
       let flags = 0;
       if (p.causal) flags |= FLASH_FLAGS.causal;
       if (p.alignment === 'bottom_right') flags |= FLASH_FLAGS.bottomRight;
@@ -286,7 +330,15 @@ export function runDecode(p: AttentionProblem): BackendOutput {
         flags,
         rowsTotal: rows,
       });
-      if (heads) {
+      if (tma) {
+        // The K and V tensor maps follow DecodeParams as two more 128-byte arguments (decode_tma.cuh).
+        const [kMap, vMap] = tmaMapSpecs(p, tma, p.key.buffer.ptr, p.value.buffer.ptr).map(encodedMap);
+        launchKernel(
+          fn.split,
+          { grid: [splits, K, B], block: [tmaThreads(tma), 1, 1], sharedBytes: tmaSharedBytes(tma) },
+          [params, { type: 'bytes', bytes: kMap }, { type: 'bytes', bytes: vMap }],
+        );
+      } else if (heads) {
         launchKernel(
           fn.split,
           { grid: [splits, K / heads.heads, B], block: [256, 1, 1], sharedBytes: headsSharedBytes(heads) },

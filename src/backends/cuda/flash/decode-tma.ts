@@ -1,0 +1,154 @@
+/**
+ * The TMA decode kernel (src/kernels/decode/flash_decode_ws.cu with decode_tma.cuh): the heads kernel's
+ * MQA configuration (one kv head a block, two m16 row tiles, 4 warps splitting a tile's 128 keys) with
+ * one producer warp that brings each tile in as a handful of tensor copies (TMA, 128-byte swizzle) on
+ * full/empty mbarriers, so no consumer warp copies rows or waits for another during the loop.
+ *
+ * Why (bench/results/2026-12-01-s9-decode, H200, kernels alone, B=64 S=16k N=32 K=1 H=128 bf16): the
+ * heads kernel reads 2.80–2.81 TB/s paged (block 16 and 64) and 2.96–3.00 dense; its 8 warps meet at a
+ * barrier every tile and each issues one row copy. This kernel reads 3.69–3.71 paged16 (1.32×), 3.52–3.58
+ * paged64 and 3.59–3.62 dense (1.20–1.28×) in the same runs; one producer warp issuing the 256 row copies
+ * itself was 3× slower (~68 clocks a copy), which the tensor copies remove (4 a dense tile, 32 a block-16
+ * tile, 8 at block 64).
+ *
+ * The table: measured only for MQA-like packing, so it replaces the heads kernel only where that one
+ * would serve one kv head a block in two row tiles (17–32 rows per kv head: N=32 K=1 at T=1), on sm_90
+ * with H = Hv = 128, dense or paged with power-of-two blocks ≥ 8 (a box of a page's rows; the swizzle
+ * atom is 8 rows), not packed keys. decodeTuning.kernel = 'tma' forces it wherever it can run (up to 32
+ * rows per kv head).
+ */
+import { SUPPORTED, type Support, unsupported } from '../../backend.js';
+import type { AttentionProblem } from '../../problem.js';
+import { encodeTiledMap, type TiledMapSpec } from '../ffi/tensor-map.js';
+import type { DecodeHeadsVariant } from './decode-heads.js';
+
+export interface DecodeTmaVariant extends Omit<DecodeHeadsVariant, 'kind'> {
+  readonly kind: 'tma';
+  /** ws_softmax's FAST path: masks skipped on tiles every row sees whole, the max as an fmaxf tree. */
+  readonly fast: boolean;
+}
+
+/** The kernel's name in flash_decode_ws.cu. */
+export const TMA_KERNEL = 'attnlab_flash_decode_tma';
+const ROW_TILES = 2;
+const SLICES = 4;
+const KEYS_PER_WARP = 32;
+const STAGES = 3;
+/** Rows a block serves: two m16 row tiles of one kv head. */
+const MAX_ROWS = 16 * ROW_TILES;
+
+const major = (arch: string) => Number(/sm_(\d+)/.exec(arch)?.[1] ?? 0);
+const powerOfTwo = (x: number) => x > 0 && (x & (x - 1)) === 0;
+
+/** Why the TMA kernel cannot take `p` on `arch`, before any device is asked. */
+export function tmaSupport(p: AttentionProblem, arch: string): Support {
+  if (major(arch) < 90) return unsupported(`${arch}: the TMA decode kernel needs sm_90 tensor copies`);
+  if (p.H !== 128 || p.Hv !== 128)
+    return unsupported(`H=${p.H}, Hv=${p.Hv}: the TMA decode kernel takes 128`);
+  const rows = (p.T * p.N) / p.K;
+  if (rows > MAX_ROWS)
+    return unsupported(`T·N/K = ${rows} rows per kv head, the TMA decode kernel takes ${MAX_ROWS}`);
+  if (p.packed?.keyValueSeqOffsets)
+    return unsupported('packed keys: the TMA decode kernel reads dense or paged caches');
+  if (p.paged && (p.paged.blockSize < 8 || !powerOfTwo(p.paged.blockSize)))
+    return unsupported(`block size ${p.paged.blockSize}: the TMA decode kernel takes powers of two from 8`);
+  const aligned = (t: { buffer: { ptr: bigint } }) => t.buffer.ptr % 16n === 0n;
+  if (p.device === 'cuda' && !(aligned(p.key) && aligned(p.value)))
+    return unsupported('key/value not 16-byte aligned: tensor maps need it');
+  if (p.B > 65535) return unsupported(`B = ${p.B}: the grid's z dimension is at most 65535`);
+  return SUPPORTED;
+}
+
+/** Whether the measured rule replaces the heads kernel's variant `heads` by this kernel for `p`. */
+export function tmaPreferred(p: AttentionProblem, heads: DecodeHeadsVariant, arch: string): boolean {
+  return heads.heads === 1 && heads.rowTiles === ROW_TILES && tmaSupport(p, arch).ok;
+}
+
+export function tmaVariant(p: AttentionProblem, arch: string): DecodeTmaVariant {
+  return {
+    kind: 'tma',
+    arch,
+    fp16: p.dtype === 'float16',
+    headDim: 128,
+    valueHeadDim: 128,
+    heads: 1,
+    rowTiles: ROW_TILES,
+    slices: SLICES,
+    keysPerWarp: KEYS_PER_WARP,
+    stages: STAGES,
+    fast: true,
+  };
+}
+
+export const tmaTileKeys = (v: DecodeTmaVariant) => v.slices * v.keysPerWarp;
+export const tmaThreads = (v: DecodeTmaVariant) => (v.rowTiles * v.slices + 1) * 32;
+
+/** Shared memory of one block, as WsConfig::SMEM with TMA (unpadded stages, 1024-byte aligned). */
+export function tmaSharedBytes(v: DecodeTmaVariant): number {
+  const keys = tmaTileKeys(v);
+  const stage = keys * (v.headDim + v.valueHeadDim) * 2;
+  const merge = v.rowTiles * v.slices * 16 * (v.valueHeadDim + 2) * 4;
+  return 128 + 1024 + Math.max(v.stages * stage, merge);
+}
+
+export function tmaVariantKey(v: DecodeTmaVariant): string {
+  return `flash-decode-tma.${v.arch}.${v.fp16 ? 'f16' : 'bf16'}.d${v.headDim}.1x${v.rowTiles}x${v.slices}.k${tmaTileKeys(
+    v,
+  )}s${v.stages}${v.fast ? 'f' : ''}`;
+}
+
+/** NVRTC defines of flash_decode_ws.cu's library entry for `v`. */
+export function tmaDefines(v: DecodeTmaVariant): Record<string, number> {
+  return {
+    DECODE_FP16: v.fp16 ? 1 : 0,
+    DECODE_WS_RTH: v.rowTiles,
+    DECODE_WS_SLICES: v.slices,
+    DECODE_WS_KPW: v.keysPerWarp,
+    DECODE_STAGES: v.stages,
+    DECODE_WS_FAST: v.fast ? 1 : 0,
+  };
+}
+
+/**
+ * The K and V maps decode_tma.cuh reads (4-D, innermost first): head dim, token (S dense, blockSize
+ * paged), kv head, sequence (dense) or pool block (paged), with the layouts' byte strides; boxes of
+ * 64 columns × the tile's TK rows (dense) or min(blockSize, TK) rows (paged: a page's rows).
+ */
+export function tmaMapSpecs(
+  p: AttentionProblem,
+  v: DecodeTmaVariant,
+  k: bigint,
+  val: bigint,
+): TiledMapSpec[] {
+  const tile = tmaTileKeys(v);
+  const tokens = p.paged ? p.paged.blockSize : p.S;
+  const outer = p.paged ? p.paged.numBlocks : p.B;
+  const boxRows = p.paged ? Math.min(p.paged.blockSize, tile) : tile;
+  const spec = (address: bigint, dim: number): TiledMapSpec => ({
+    dtype: p.dtype === 'float16' ? 'float16' : 'bfloat16',
+    address,
+    dims: [dim, tokens, p.K, outer],
+    byteStrides: [p.K * dim * 2, dim * 2, tokens * p.K * dim * 2],
+    box: [64, boxRows, 1, 1],
+  });
+  return [spec(k, p.H), spec(val, p.Hv)];
+}
+
+/**
+ * Encoded maps by spec: a decode loop calls with the same cache every step, and a map depends on its
+ * address and shape alone (a freed and reallocated buffer at the same address with the same shape has
+ * the same map). At most MAP_CACHE_SIZE kept, the oldest dropped first.
+ */
+const MAP_CACHE_SIZE = 64;
+const maps = new Map<string, Uint8Array>();
+
+export function encodedMap(spec: TiledMapSpec): Uint8Array {
+  const key = `${spec.dtype}:${spec.address}:${spec.dims}:${spec.byteStrides}:${spec.box}`;
+  let map = maps.get(key);
+  if (!map) {
+    map = new Uint8Array(encodeTiledMap(spec).buffer);
+    if (maps.size >= MAP_CACHE_SIZE) maps.delete(maps.keys().next().value as string);
+    maps.set(key, map);
+  }
+  return map;
+}

@@ -1,0 +1,203 @@
+/**
+ * The TMA decode kernel (flash_decode_ws.cu with decode_tma.cuh, decode-tma.ts) against the float64
+ * reference of the dense call: forced (decodeTuning.kernel = 'tma') over dense caches and paged pools of
+ * block 16, 64 and 256 with shuffled tables, ragged lengths incl. 0 and 1, forced split counts, windows,
+ * fp16, and the NaN rule; then the measured choice at the shape it was measured on. Rows past a
+ * sequence hold NaN in the dense cache and in the pool (the kernel copies whole pages and boxes: those
+ * rows must never reach the output). Skips, saying why, off sm_90.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { attention } from '../../src/api/attention.js';
+import { cudaAvailable, targetArch } from '../../src/backends/cuda/context.js';
+import { decodeTuning } from '../../src/backends/cuda/flash/decode-splits.js';
+import { setAllocationPoison } from '../../src/backends/cuda/memory.js';
+import type { AttentionOptions } from '../../src/backends/problem.js';
+import type { FloatDType } from '../../src/tensor/dtype.js';
+import { randomNormal } from '../../src/tensor/random.js';
+import { Tensor } from '../../src/tensor/tensor.js';
+import { assertMatchesOracle } from '../support/backend-suite.js';
+import { pagedCopy } from '../support/kv-layouts.js';
+import { assertSameNaNs, NAN_WINDOW_OPTIONS } from '../support/nan-window.js';
+
+const cuda = cudaAvailable();
+const skip = !cuda.ok
+  ? `no CUDA device: ${cuda.reason}`
+  : targetArch() !== 'sm_90a'
+    ? `${targetArch()}: the TMA decode kernel runs on sm_90`
+    : false;
+const seed = Number(process.env.ATTNLAB_TEST_SEED ?? Date.now() % 1_000_000_000);
+
+/** A case's sizes (H = Hv = 128), its key lengths and options. */
+interface TmaCase extends Record<'B' | 'T' | 'S' | 'N' | 'K', number> {
+  name: string;
+  lengths: number[];
+  options?: AttentionOptions;
+}
+
+const CASES: TmaCase[] = [
+  {
+    name: 'MQA N=32, ragged lengths incl. 0 and 1',
+    B: 4,
+    T: 1,
+    S: 3000,
+    N: 32,
+    K: 1,
+    lengths: [3000, 1, 0, 2963],
+  },
+  {
+    name: 'GQA 8:1, K=2 (16 rows per kv head: one row tile of padding)',
+    B: 2,
+    T: 1,
+    S: 1000,
+    N: 16,
+    K: 2,
+    lengths: [1000, 517],
+  },
+  {
+    name: 'window [64, 0], 2 tokens (tiles start before the window: masked keys in copied pages)',
+    B: 2,
+    T: 2,
+    S: 700,
+    N: 16,
+    K: 1,
+    lengths: [700, 3],
+    options: { isCausal: true, causalAlignment: 'bottom_right', localWindowSize: [64, 0] },
+  },
+];
+
+/** q, k, v with k and v NaN at rows past each sequence's length. */
+function inputs(c: TmaCase, dtype: FloatDType, salt: number) {
+  const q = randomNormal([c.B, c.T, c.N, 128], { seed: seed + salt, dtype });
+  const poisonPast = (t: Tensor) => {
+    const x = t.toFloat64Array();
+    const row = c.K * 128;
+    for (let b = 0; b < c.B; b++) x.fill(Number.NaN, (b * c.S + c.lengths[b]) * row, (b + 1) * c.S * row);
+    return Tensor.fromArray(x, t.shape, dtype);
+  };
+  const k = poisonPast(randomNormal([c.B, c.S, c.K, 128], { seed: seed + salt + 1, dtype }));
+  const v = poisonPast(randomNormal([c.B, c.S, c.K, 128], { seed: seed + salt + 2, dtype }));
+  return { q, k, v };
+}
+
+function run(q: Tensor, k: Tensor, v: Tensor, blockSize: number, options: AttentionOptions, salt: number) {
+  if (!blockSize)
+    return attention(q.to('cuda'), k.to('cuda'), v.to('cuda'), {
+      ...options,
+      implementation: 'flash',
+      returnLogSumExp: true,
+    });
+  const pk = pagedCopy(k, blockSize, seed + salt);
+  const pv = pagedCopy(v, blockSize, seed + salt);
+  return attention(q.to('cuda'), pk.pool.to('cuda'), pv.pool.to('cuda'), {
+    ...options,
+    blockTable: pk.table,
+    implementation: 'flash',
+    returnLogSumExp: true,
+  });
+}
+
+describe('flash decode, TMA kernel', { skip }, () => {
+  before(() => {
+    console.log(`# decode-tma suite seed ${seed} (ATTNLAB_TEST_SEED=${seed} replays it)`);
+    setAllocationPoison(0xff);
+  });
+  after(() => {
+    setAllocationPoison(null);
+    delete decodeTuning.kernel;
+    delete decodeTuning.splits;
+  });
+
+  describe('forced', () => {
+    before(() => {
+      decodeTuning.kernel = 'tma';
+    });
+    after(() => {
+      delete decodeTuning.kernel;
+      delete decodeTuning.splits;
+    });
+    CASES.forEach((c, index) => {
+      for (const splits of [undefined, 1, 3, 17]) {
+        it(`${c.name}, ${splits ?? 'chosen'} splits: dense, paged 16, 64, 256`, () => {
+          if (splits) decodeTuning.splits = splits;
+          else delete decodeTuning.splits;
+          const { q, k, v } = inputs(c, 'bfloat16', index * 10);
+          const options: AttentionOptions = { ...c.options, keyValueSeqLengths: c.lengths };
+          for (const blockSize of [0, 16, 64, 256]) {
+            const r = run(q, k, v, blockSize, options, index + blockSize);
+            assert.match(r.variant, /^flash-decode-tma\./);
+            if (splits) assert.match(r.variant, new RegExp(`split${splits}`));
+            assertMatchesOracle(
+              r,
+              { q, k, v, options },
+              'bfloat16',
+              `${c.name} block ${blockSize} splits ${splits}`,
+            );
+          }
+        });
+      }
+    });
+
+    it('float16, dense and paged 16', () => {
+      const c = CASES[0];
+      const { q, k, v } = inputs(c, 'float16', 40);
+      const options: AttentionOptions = { keyValueSeqLengths: c.lengths };
+      for (const blockSize of [0, 16]) {
+        const r = run(q, k, v, blockSize, options, 41 + blockSize);
+        assert.match(r.variant, /^flash-decode-tma\.sm_90a\.f16/);
+        assertMatchesOracle(r, { q, k, v, options }, 'float16', `float16 block ${blockSize}`);
+      }
+    });
+
+    it('NaN in V and K reaches exactly the rows that see it (window [10, 0], 2 tokens)', () => {
+      // Token 0 sees keys S−12…S−2, token 1 sees S−11…S−1 (bottom-right); keys 0…199 nobody sees.
+      const c: TmaCase = { name: 'nan', B: 1, T: 2, S: 300, N: 16, K: 1, lengths: [300] };
+      const { q, k, v } = inputs(c, 'bfloat16', 60);
+      const vs = v.toFloat64Array();
+      vs[(c.S - 1) * 128 + 3] = Number.NaN; // only token 1 sees it
+      for (let j = 0; j < 200; j++) vs[j * 128 + 9] = Number.NaN; // nobody sees these
+      const ks = k.toFloat64Array();
+      ks[(c.S - 12) * 128] = Number.NaN; // a NaN logit only token 0 sees
+      const [kk, vv] = [Tensor.fromArray(ks, k.shape, 'bfloat16'), Tensor.fromArray(vs, v.shape, 'bfloat16')];
+      const options = NAN_WINDOW_OPTIONS;
+      const expected = attention(q, kk, vv, {
+        ...options,
+        implementation: 'reference',
+      }).output.toFloat64Array();
+      assert.ok(
+        expected.some(Number.isNaN) && !expected.every(Number.isNaN),
+        'the case has NaN and finite outputs',
+      );
+      for (const blockSize of [0, 16, 64]) {
+        const r = run(q, kk, vv, blockSize, options, 61 + blockSize);
+        assert.match(r.variant, /^flash-decode-tma\./);
+        assertSameNaNs(
+          r.output.toFloat64Array(),
+          expected,
+          (i) => `block ${blockSize} element ${i} (token ${Math.floor(i / (16 * 128))}, column ${i % 128})`,
+        );
+      }
+    });
+  });
+
+  it('runs by default where measured (MQA N=32, B·S = 128k, block 16), equal to the forced heads kernel', () => {
+    const c: TmaCase = { name: 'measured', B: 8, T: 1, S: 16384, N: 32, K: 1, lengths: Array(8).fill(16384) };
+    const { q, k, v } = inputs(c, 'bfloat16', 80);
+    const options: AttentionOptions = { keyValueSeqLengths: c.lengths };
+    const chosen = run(q, k, v, 16, options, 81);
+    assert.match(chosen.variant, /^flash-decode-tma\.sm_90a\.bf16\.d128\.1x2x4\.k128s3f\.split\d+\.paged16$/);
+    decodeTuning.kernel = 'heads';
+    try {
+      const heads = run(q, k, v, 16, options, 81);
+      assert.match(heads.variant, /^flash-decode-heads\./);
+      const [a, b] = [chosen.output.toFloat64Array(), heads.output.toFloat64Array()];
+      const [la, lb] = [chosen.logSumExp!.toFloat64Array(), heads.logSumExp!.toFloat64Array()];
+      let worst = 0;
+      for (let i = 0; i < a.length; i++) worst = Math.max(worst, Math.abs(a[i] - b[i]));
+      for (let i = 0; i < la.length; i++) worst = Math.max(worst, Math.abs(la[i] - lb[i]) / 100);
+      assert.ok(worst < 1e-2, `largest difference from the heads kernel ${worst}`);
+    } finally {
+      delete decodeTuning.kernel;
+    }
+  });
+});
