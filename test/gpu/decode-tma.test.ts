@@ -159,7 +159,7 @@ describe('flash decode, TMA kernel', { skip }, () => {
       const ks = k.toFloat64Array();
       ks[(c.S - 12) * 128] = Number.NaN; // a NaN logit only token 0 sees
       const [kk, vv] = [Tensor.fromArray(ks, k.shape, 'bfloat16'), Tensor.fromArray(vs, v.shape, 'bfloat16')];
-      const options = NAN_WINDOW_OPTIONS;
+      const options: AttentionOptions = { ...NAN_WINDOW_OPTIONS, keyValueSeqLengths: c.lengths };
       const expected = attention(q, kk, vv, {
         ...options,
         implementation: 'reference',
