@@ -81,7 +81,7 @@ struct Variant {
   // flash_decode_ws.cu's kernel (hb > 0): a producer warp beside hb·rt·slices consumers; Q from shared
   // memory (qsmem), `minb` blocks per SM asked of the launch bounds; per_sm from the occupancy API
   bool ws = false, qsmem = false, fast = false;  // fast: ws_softmax's FAST path
-  int minb = 1, producers = 1, cregs = 0;  // cregs: the consumers' registers by setmaxnreg (name suffix .r<n>)
+  int minb = 1, producers = 1;
   // the TMA loader (decode_tma.cuh): launched with K and V tensor maps (tma_maps)
   void (*split_tma)(DecodeParams, TmaDesc, TmaDesc) = nullptr;
   const char* name() const {
@@ -90,7 +90,6 @@ struct Variant {
     if (ws) {
       char p[8] = "";
       if (producers > 1) snprintf(p, sizeof p, ".p%d", producers);
-      if (cregs) snprintf(p, sizeof p, ".r%d", cregs);
       snprintf(buf, sizeof buf, "%s%d.%dx%d.s%d%s%s%s%s", split_tma ? "tma" : "ws", hb, slices, tk / slices, stages,
                qsmem ? "q" : "", fast ? "f" : "", minb > 1 ? ".b2" : "", p);
       return buf;
@@ -116,9 +115,9 @@ Variant make_heads() {
 // The producer-warp heads kernel (session 9): per_sm from the occupancy API with the whole carveout;
 // PRODUCERS row-copy warps, or the TMA loader.
 template <int HB, int RTH, int SLICES, int KPW, int STAGES, bool QSMEM, int MINB, bool FAST, int PRODUCERS = 1,
-          bool TMA = false, int CREGS = 0>
+          bool TMA = false>
 Variant make_ws() {
-  using C = WsConfig<128, 128, false, HB, RTH, SLICES, KPW, STAGES, QSMEM, MINB, FAST, PRODUCERS, TMA, CREGS>;
+  using C = WsConfig<128, 128, false, HB, RTH, SLICES, KPW, STAGES, QSMEM, MINB, FAST, PRODUCERS, TMA>;
   const void* fn;
   if constexpr (TMA) fn = (const void*)h_ws_tma<C>;
   else fn = (const void*)h_ws<C>;
@@ -129,18 +128,13 @@ Variant make_ws() {
   Variant v{128, 128, RTH, true, nullptr, h_combine<128>, C::SMEM};
   v.hb = HB, v.slices = SLICES, v.tk = C::TK, v.threads = C::THREADS, v.stages = STAGES;
   v.ws = true, v.qsmem = QSMEM, v.fast = FAST, v.minb = MINB, v.per_sm = per_sm, v.producers = PRODUCERS;
-  v.cregs = CREGS;
   if constexpr (TMA) v.split_tma = h_ws_tma<C>;
   else v.split = h_ws<C>;
   return v;
 }
-// Whether the TMA loader of TK-key tiles takes problem (H, Hv, block size): one 128-wide kv head a block, and
-// pages of a power of two ≥ 8 rows whose boxes (min(block, TK) rows: whole 1024-byte swizzle atoms) tile both
-// the page and the TK-aligned tile (TK = 96: blocks 8–32; 192: 8–64; 128: any).
-static bool tma_takes(int H, int Hv, int bs, int tk) {
-  const int boxr = std::min(bs, tk);
-  return H == 128 && Hv == 128 && (bs == 0 || (bs >= 8 && !(bs & (bs - 1)) && tk % boxr == 0 && bs % boxr == 0));
-}
+// Whether the TMA loader takes problem (H, Hv, block size): one 128-wide kv head a block, and pages of
+// a power of two ≥ 8 rows (whole boxes of 1024-byte swizzle atoms that tile TK-aligned tiles).
+static bool tma_takes(int H, int Hv, int bs) { return H == 128 && Hv == 128 && (bs == 0 || (bs >= 8 && !(bs & (bs - 1)))); }
 
 // cuTensorMapEncodeTiled, found through the runtime (the harness links no libcuda).
 typedef CUresult (*EncodeTiled)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
@@ -232,35 +226,23 @@ static std::vector<Variant> all_variants() {
           // blocks of 4 consumers per SM
           make_ws<1, 2, 4, 32, 3, false, 1, true, 2>(), make_ws<1, 2, 4, 32, 3, false, 1, true, 4>(),
           make_ws<1, 2, 4, 32, 3, false, 1, false, 1, true>(), make_ws<1, 2, 4, 32, 3, false, 1, true, 1, true>(),
-          make_ws<1, 2, 4, 16, 6, false, 1, true, 1, true>(),  make_ws<1, 2, 2, 32, 3, false, 2, true, 1, true>(),
-          // … call A: tma1.4x32.s3f 3.69 TB/s paged16, the library's since; more consumer warps now that none
-          // loads (3 per scheduler), Q in shared memory to make room: the library's 8 with Q in shared (its cost),
-          // 12 consumers of 96-key tiles 4 deep (128 registers, 0 spills; 96 takes blocks ≤ 32 only), and by
-          // setmaxnreg 12 of 192-key tiles 2 deep and of 96 × 4 (the same 384 keys in flight as 128 × 3);
-          // 16 consumers spill at 104–112 registers (not built)
-          make_ws<1, 2, 4, 32, 3, true, 1, true, 1, true>(),   make_ws<1, 2, 6, 16, 4, true, 1, true, 1, true>(),
-          // … and by setmaxnreg (a producer warpgroup at 40 registers): 12 consumers at 152
-          make_ws<1, 2, 6, 32, 2, true, 1, true, 1, true, 152>(), make_ws<1, 2, 6, 16, 4, true, 1, true, 1, true, 152>()};
-}
-// Whether `name` starts with one of the comma-separated prefixes of `list`.
-static bool prefixed(const char* name, const char* list) {
-  for (const char* at = list; at && *at;) {
-    const char* end = strchr(at, ',');
-    const size_t n = end ? size_t(end - at) : strlen(at);
-    if (n && !strncmp(name, at, n)) return true;
-    at = end ? end + 1 : nullptr;
-  }
-  return false;
+          make_ws<1, 2, 4, 16, 6, false, 1, true, 1, true>(),  make_ws<1, 2, 2, 32, 3, false, 2, true, 1, true>()};
 }
 // all_variants() less those whose name starts with one of HARNESS_SKIP's comma-separated prefixes (a device
-// call re-runs the check and bench without a variant whose launch failed: the context is gone after one);
-// with HARNESS_ONLY, only those named by its prefixes (the check of a few new variants; not for `bench`,
-// which needs the row-tile kernels beside them).
+// call re-runs the check and bench without a variant whose launch failed: the context is gone after one).
 static std::vector<Variant> variants() {
   std::vector<Variant> vs = all_variants(), kept;
-  const char *skip = getenv("HARNESS_SKIP"), *only = getenv("HARNESS_ONLY");
-  for (const Variant& v : vs)
-    if (!prefixed(v.name(), skip) && (!only || prefixed(v.name(), only))) kept.push_back(v);
+  const char* skip = getenv("HARNESS_SKIP");
+  for (const Variant& v : vs) {
+    bool drop = false;
+    for (const char* at = skip; at && *at;) {
+      const char* end = strchr(at, ',');
+      const size_t n = end ? size_t(end - at) : strlen(at);
+      if (n && !strncmp(v.name(), at, n)) drop = true;
+      at = end ? end + 1 : nullptr;
+    }
+    if (!drop) kept.push_back(v);
+  }
   return kept;
 }
 // The heads variant decode.ts would pick for G rows per kv head (T = 1) and K kv heads.
@@ -474,7 +456,7 @@ static int check(bool quick, bool heads_only, int max_cases) {
       for (const Variant& var : vs) {
         if (var.d != d || var.dv != dv || var.rt < natural) continue;
         if (var.hb && (pr.K % var.hb || pr.H % 16 || pr.Hv % 16)) continue;
-        if (var.split_tma && !tma_takes(pr.H, pr.Hv, bs, var.tk)) continue;
+        if (var.split_tma && !tma_takes(pr.H, pr.Hv, bs)) continue;
         if (heads_only && !var.hb) continue;
         // persistent: the grid instead (SMs × occupancy; 7 blocks, several per item; 300, past the tiles of
         // the small cases, so blocks with no tiles exist)
@@ -559,16 +541,6 @@ static int bench(int argc, char** argv) {
   std::vector<Shape> shapes = {{64, 16384, 8}, {8, 131072, 8}, {128, 8192, 8}, {64, 16384, 4}, {64, 16384, 1},
                                {1, 2048, 8},   {1, 8192, 8},   {1, 32768, 8},  {16, 8192, 8},  {1, 131072, 8}};
   if (one) shapes = {{atoi(argv[3]), atoi(argv[4]), atoi(argv[5])}};
-  if (const char* list = getenv("HARNESS_SHAPES")) {  // "B:S:K,…": those shapes only (B·S·K ≤ 128·8192·8)
-    shapes.clear();
-    for (const char* at = list; at && *at;) {
-      Shape sh{};
-      if (sscanf(at, "%d:%d:%d", &sh.B, &sh.S, &sh.K) == 3 && long(sh.B) * sh.S * sh.K <= 128L * 8192 * 8)
-        shapes.push_back(sh);
-      at = strchr(at, ',');
-      at = at ? at + 1 : nullptr;
-    }
-  }
   const int one_bs = one ? atoi(argv[6]) : -1;
   const char* one_loader = one ? argv[7] : "";
   const size_t max_elems = size_t(128) * 8192 * 8 * H;  // the largest B·S·K·H above: 1 Gi elements, 2 GiB
@@ -624,7 +596,6 @@ static int bench(int argc, char** argv) {
           cands.push_back(&v);
       for (const Variant* vp : cands) {
         const Variant& var = *vp;
-        if (var.split_tma && !tma_takes(H, H, bs, var.tk)) continue;
         if (one && strcmp(one_loader, var.name()) && !(var.hb && vp == nat && !strcmp(one_loader, "heads"))) continue;
         const int per_sm = var.ws ? std::max(1, var.per_sm)
                                   : std::max(1, std::min(int(prop.sharedMemPerMultiprocessor / (var.smem + 1024)),

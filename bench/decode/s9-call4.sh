@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
 # Session 9's call D (decode, second shift): more consumer warps on the TMA decode kernel now that none loads.
+# A record of a call that ran at b2f81d5: its variants lost and are NOT on main (branch decode-s9-callD keeps
+# them; main's kernel source and harness are 4505cd0's, the source the library's GPU tests ran). Run it from
+# a checkout of decode-s9-callD.
 # New harness variants beside the library's tma1.4x32.s3f and heads1.4x32.s3 (bench/decode/s9-plan.md, "Call D"):
 # tma1.4x32.s3qf (the library's 8 consumers, Q in shared: its cost), tma1.6x16.s4qf (12 consumers, 96-key tiles
 # 4 deep, 128 registers), and by setmaxnreg (producer warpgroup at 40 registers, consumers at 152)

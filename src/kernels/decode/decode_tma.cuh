@@ -13,8 +13,7 @@
 // two halves [0,64) and [64,128) of TK rows × 128 B each (Sw128Layout<TK>), then V's.
 //
 // Tiles start at multiples of TK (tma_block_keys), so a paged tile covers whole pages (TK % BOXR == 0
-// and blockSize % BOXR == 0: the host runs this loader only for power-of-two blocks ≥ 8 that satisfy
-// both, tma_block_fits; TK need not be a power of two: 96 and 192 keys take blocks 8–32 and 8–64). Rows the
+// and blockSize % BOXR == 0: the host runs this loader only for power-of-two blocks ≥ 8). Rows the
 // copies do not write (pages past the range) hold stale shared memory, rows past a sequence inside a
 // copied box hold whatever the cache holds there (dense rows ≥ S come as zeros): no zero-fill. They
 // are safe as the consumers treat them: logits of keys a row does not see are replaced by −inf
@@ -38,8 +37,8 @@ __device__ __forceinline__ BlockKeys tma_block_keys(BlockKeys k, int splits, int
 
 // The producer warp: per tile, wait the stage's `empty` barrier (after the first STAGES tiles), arm
 // `full` with the bytes of the boxes it copies, and issue them: copy c (lane c, c + 32) is box c % B,
-// half (c / B) % 2, of K (c < 2B) or V, where B = TK / BOXR boxes a half (lane c + 32r for r < R: R = 3
-// copies a lane at TK = 192 and block 8, 96 copies). The next tile's table entries are loaded before the wait.
+// half (c / B) % 2, of K (c < 2B) or V, where B = TK / BOXR boxes a half. The next tile's table
+// entries are loaded before the wait.
 template <int TK, int STAGES, int K_BYTES, int STAGE_BYTES>
 __device__ __forceinline__ void tma_produce(const DecodeParams& p, const TmaDesc* kmap, const TmaDesc* vmap,
                                             const BlockKeys& keys, int b, int kh, u32 loop_smem, u32 full,
@@ -52,19 +51,18 @@ __device__ __forceinline__ void tma_produce(const DecodeParams& p, const TmaDesc
     tma_prefetch_desc(kmap);
     tma_prefetch_desc(vmap);
   }
-  constexpr int R = (4 * TK / 8 + 31) / 32;  // copies a lane at the smallest box (8 rows)
-  auto pages_of = [&](int i, int (&pg)[R]) {
+  auto pages_of = [&](int i, int (&pg)[2]) {
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
+    for (int r = 0; r < 2; ++r) {
       const int c = lane + 32 * r, kb = keys.lo + i * TK + (c % boxes) * boxr;
       pg[r] = (paged && c < copies && i < keys.tile_hi && kb < keys.hi) ? table_row[kb / p.block_size] : 0;
     }
   };
-  int pg[R];
+  int pg[2];
   pages_of(keys.tile_lo, pg);
   for (int i = keys.tile_lo; i < keys.tile_hi; ++i) {
     const int n = i - keys.tile_lo, stage = n % STAGES;
-    int next[R];
+    int next[2];
     pages_of(i + 1, next);
     if (n >= STAGES) ws_wait(empty + stage * 8, (n / STAGES - 1) & 1);
     const int key0 = keys.lo + i * TK;
@@ -73,7 +71,7 @@ __device__ __forceinline__ void tma_produce(const DecodeParams& p, const TmaDesc
     if (lane == 0) dec_mbar_arrive_expect_tx(bar, valid * boxr * 128 * 4);  // 4 copies of boxr × 128 B a box
     __syncwarp();
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
+    for (int r = 0; r < 2; ++r) {
       const int c = lane + 32 * r, box = c % boxes, half = (c / boxes) % 2;
       if (c >= copies || box >= valid) continue;
       const bool v = c >= 2 * boxes;
@@ -84,8 +82,7 @@ __device__ __forceinline__ void tma_produce(const DecodeParams& p, const TmaDesc
       else
         tma_load_4d(dst, v ? vmap : kmap, bar, half * 64, kb, kh, b);
     }
-#pragma unroll
-    for (int r = 0; r < R; ++r) pg[r] = next[r];
+    pg[0] = next[0], pg[1] = next[1];
   }
 #else
   __trap();  // the host runs the TMA loader only on sm_90

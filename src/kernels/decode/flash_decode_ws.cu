@@ -33,21 +33,15 @@
 // 128-key tile, and ws1.4x32.s3f read 0.33× of heads1.4x32.s3). TMA: the tile as a handful of tensor
 // copies instead (decode_tma.cuh; HB = 1, D = DV = 128, one producer warp): unpadded 128-byte-swizzled
 // halves, read through Sw128Layout.
-// CREGS (> 0): registers a consumer thread gets by setmaxnreg; the producer is then a whole warpgroup (4 warps,
-// the first copies, the others leave) that gives its registers back down to PRODUCER_REGS. 13 warps get 128
-// registers a thread at launch (allocated as 16), 17 get 96 (as 20): 12 consumers spill 20 B at 128 with
-// 192-key tiles, 16 spill 88 B at 96 (ptxas, nvcc 13.0). The producer at 24 spills (the tile's page
-// entries, up to 3 a lane); at 40 it does not, and 12 consumers get (65536 − 128·40) / 384 → 152 (0 spills),
-// 16 would get (640·96 − 128·40) / 512 → 104 (52 B spilled: not built).
 template <int D, int DV, bool FP16, int HB, int RTH, int SLICES, int KPW, int STAGES, bool QSMEM, int MINB,
-          bool FAST = false, int PRODUCERS = 1, bool TMA = false, int CREGS = 0>
+          bool FAST = false, int PRODUCERS = 1, bool TMA = false>
 struct WsConfig {
   static constexpr int D_ = D, DV_ = DV, HB_ = HB, RTH_ = RTH, SLICES_ = SLICES, KPW_ = KPW, STAGES_ = STAGES;
   static constexpr bool QSMEM_ = QSMEM, FAST_ = FAST, TMA_ = TMA;
-  static constexpr int MINB_ = MINB, PRODUCERS_ = PRODUCERS, CREGS_ = CREGS, PRODUCER_REGS = 40;
+  static constexpr int MINB_ = MINB, PRODUCERS_ = PRODUCERS;
   static constexpr int TILES = HB * RTH;
   static constexpr int CONSUMERS = TILES * SLICES;
-  static constexpr int THREADS = (CONSUMERS + (CREGS ? 4 : PRODUCERS)) * 32;
+  static constexpr int THREADS = (CONSUMERS + PRODUCERS) * 32;
   static constexpr int TK = KPW * SLICES;
   static constexpr int KEYS_PER_LANE = (TK + 32 * PRODUCERS - 1) / (32 * PRODUCERS);  // a producer lane's keys
   static constexpr int PITCH = TMA ? HB * D : HB * D + 8;  // padded token rows, as HeadsConfig (TMA: swizzled)
@@ -69,22 +63,9 @@ struct WsConfig {
   static_assert(KPW % 16 == 0 && KPW <= 64, "keys per warp: 16, 32, 48 or 64");
   static_assert(STAGES >= 2 && STAGES <= 8 && CONSUMERS <= 16, "stages, consumer warps");
   static_assert(Q_BYTES % 16 == 0, "the stages stay 16-byte aligned");
-  static_assert(!TMA || (HB == 1 && D == 128 && DV == 128 && PRODUCERS == 1 && TK % 32 == 0 && TK <= 256),
-                "the TMA loader: one kv head of H = Hv = 128, one producer warp, a tile of 32·n ≤ 256 keys (a box)");
-  static_assert(!CREGS || (TMA && CONSUMERS % 4 == 0 && MINB == 1 && CREGS % 8 == 0 &&
-                           CONSUMERS * 32 * CREGS + 128 * PRODUCER_REGS <= 65536),
-                "setmaxnreg: whole consumer warpgroups, one block per SM, the register file");
+  static_assert(!TMA || (HB == 1 && D == 128 && DV == 128 && PRODUCERS == 1 && (TK & (TK - 1)) == 0),
+                "the TMA loader: one kv head of H = Hv = 128, one producer warp, a power-of-two tile");
 };
-
-// setmaxnreg (sm90.cuh's regs_increase / regs_decrease) where it exists: sm_90a; the sm_80 build of this file
-// (CI's compile test) never runs the TMA loader.
-template <int REGS, bool INCREASE>
-__device__ __forceinline__ void ws_regs() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if constexpr (INCREASE) regs_increase<REGS>();
-  else regs_decrease<REGS>();
-#endif
-}
 
 // The consumer warps alone (the producer has left): barrier 1, CONSUMERS·32 threads.
 __device__ __forceinline__ void consumers_sync(int threads) {
@@ -211,10 +192,8 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const Tma
   __syncthreads();  // barriers initialised and Q written before anyone uses them
 
   if (warp >= CONSUMERS) {  // the producers
-    if constexpr (C::CREGS_ > 0) ws_regs<C::PRODUCER_REGS, false>();  // the whole warpgroup, then 3 warps leave
     if constexpr (C::TMA_) {
-      if (warp == CONSUMERS)
-        tma_produce<TK, STAGES, C::K_BYTES, C::STAGE_BYTES>(p, kmap, vmap, keys, b, kh0, loop_smem, full, empty, lane);
+      tma_produce<TK, STAGES, C::K_BYTES, C::STAGE_BYTES>(p, kmap, vmap, keys, b, kh0, loop_smem, full, empty, lane);
       return;
     }
     const int pw = warp - CONSUMERS, P = C::PRODUCERS_;  // this warp's 32-row chunks: pw, pw + P, …
@@ -268,72 +247,64 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const Tma
       for (int r = 0; r < C::KEYS_PER_LANE; ++r) pg[r] = next[r];
     }
     return;  // the consumers' merge syncs on barrier 1 without these warps
-  } else {  // the consumers: a branch of their own, so that setmaxnreg's budget holds in it (as hopper_fwd.cu)
-    if constexpr (C::CREGS_ > 0) ws_regs<C::CREGS_, true>();
-    const int g = lane / 4, tq = lane % 4;
-    const int tile_id = warp % TILES, slice = warp / TILES;
-    const int hh = tile_id / RTH, rt = tile_id % RTH, kh = kh0 + hh;
-    u32 qa[C::QSMEM_ ? 1 : C::KT][4];
-    if constexpr (!C::QSMEM_) load_q_fragments<C::KT>(qa, p, b, kh, G, rt * 16, rows_b, lane);
-    const u32 q_tile = q_smem + ((tile_id * 16 + lane % 16) * C::Q_PITCH + (lane / 16) * 8) * 2;
-
-    int lo[2], hi[2];
-    float m[2] = {neg_inf(), neg_inf()}, l[2] = {0.f, 0.f};
-    float o[C::DT][4];
-    start_rows<C::DT>(p, rt * 16, rows_b, Tb, Sb, g, lo, hi, o);
-
-    for (int i = tile_lo; i < tile_hi; ++i) {
-      const int n = i - tile_lo, stage = n % STAGES;
-      ws_wait(full + stage * 8, (n / STAGES) & 1);
-      const u32 k_tile = loop_smem + stage * C::STAGE_BYTES + hh * D * 2;
-      const u32 v_tile = loop_smem + stage * C::STAGE_BYTES + C::K_BYTES + hh * DV * 2;
-      const int key0 = u_lo + i * TK + slice * KPW;
-      float s[KPW / 8][4];
-      using L = typename WsLayouts<C>::K;
-      using LV = typename WsLayouts<C>::V;
-      qk_tile_at<C::KT, KPW, L, FP16>(s, k_tile, slice * KPW, lane, [&](int kk, u32 (&a)[4]) {
-        if constexpr (C::QSMEM_) {
-          ldmatrix_x4(a, q_tile + kk * 32);
-        } else {
-#pragma unroll
-          for (int c = 0; c < 4; ++c) a[c] = qa[kk][c];
-        }
-      });
-      const bool all_visible = key0 >= keys.all_lo && key0 + KPW <= keys.all_hi;
-      ws_softmax<KPW, C::DT, C::FAST_>(s, o, m, l, key0, lo, hi, p.scale_log2, tq, all_visible);
-      pv_tile_at<C, FP16, KPW, LV>(o, s, v_tile, key0, slice * KPW, keys.all_lo, keys.all_hi, lo, hi, lane);
-      __syncwarp();  // the warp's reads of this stage are done before it is released
-      if (lane == 0) dec_mbar_arrive(empty + stage * 8);
-    }
-    consumers_sync(CONSUMERS * 32);  // every consumer is done with the stages: the merge reuses them
-
-    const MergeSlots slots = merge_slots(loop, CONSUMERS);
-    stash_partial<C::DT>(slots, warp, m, l, o, lane);
-    consumers_sync(CONSUMERS * 32);
-
-    constexpr int THREADS_PER_ROW = CONSUMERS * 32 / (TILES * 16);  // 2·SLICES
-    const int row = threadIdx.x / THREADS_PER_ROW, part = threadIdx.x % THREADS_PER_ROW;
-    const int row_tile = row / 16, row16 = row % 16;
-    const int rr = (row_tile % RTH) * 16 + row16;
-    if (rr >= rows_b) return;
-    auto at = [&](int w) { return (w * TILES + row_tile) * 16 + row16; };
-    write_merged_row<SLICES, DV, THREADS_PER_ROW, FP16>(p, slots, at, query_token(p, b, rr / G),
-                                                        (kh0 + row_tile / RTH) * G + rr % G, split, part);
   }
+
+  const int g = lane / 4, tq = lane % 4;
+  const int tile_id = warp % TILES, slice = warp / TILES;
+  const int hh = tile_id / RTH, rt = tile_id % RTH, kh = kh0 + hh;
+  u32 qa[C::QSMEM_ ? 1 : C::KT][4];
+  if constexpr (!C::QSMEM_) load_q_fragments<C::KT>(qa, p, b, kh, G, rt * 16, rows_b, lane);
+  const u32 q_tile = q_smem + ((tile_id * 16 + lane % 16) * C::Q_PITCH + (lane / 16) * 8) * 2;
+
+  int lo[2], hi[2];
+  float m[2] = {neg_inf(), neg_inf()}, l[2] = {0.f, 0.f};
+  float o[C::DT][4];
+  start_rows<C::DT>(p, rt * 16, rows_b, Tb, Sb, g, lo, hi, o);
+
+  for (int i = tile_lo; i < tile_hi; ++i) {
+    const int n = i - tile_lo, stage = n % STAGES;
+    ws_wait(full + stage * 8, (n / STAGES) & 1);
+    const u32 k_tile = loop_smem + stage * C::STAGE_BYTES + hh * D * 2;
+    const u32 v_tile = loop_smem + stage * C::STAGE_BYTES + C::K_BYTES + hh * DV * 2;
+    const int key0 = u_lo + i * TK + slice * KPW;
+    float s[KPW / 8][4];
+    using L = typename WsLayouts<C>::K;
+    using LV = typename WsLayouts<C>::V;
+    qk_tile_at<C::KT, KPW, L, FP16>(s, k_tile, slice * KPW, lane, [&](int kk, u32 (&a)[4]) {
+      if constexpr (C::QSMEM_) {
+        ldmatrix_x4(a, q_tile + kk * 32);
+      } else {
+#pragma unroll
+        for (int c = 0; c < 4; ++c) a[c] = qa[kk][c];
+      }
+    });
+    const bool all_visible = key0 >= keys.all_lo && key0 + KPW <= keys.all_hi;
+    ws_softmax<KPW, C::DT, C::FAST_>(s, o, m, l, key0, lo, hi, p.scale_log2, tq, all_visible);
+    pv_tile_at<C, FP16, KPW, LV>(o, s, v_tile, key0, slice * KPW, keys.all_lo, keys.all_hi, lo, hi, lane);
+    __syncwarp();  // the warp's reads of this stage are done before it is released
+    if (lane == 0) dec_mbar_arrive(empty + stage * 8);
+  }
+  consumers_sync(CONSUMERS * 32);  // every consumer is done with the stages: the merge reuses them
+
+  const MergeSlots slots = merge_slots(loop, CONSUMERS);
+  stash_partial<C::DT>(slots, warp, m, l, o, lane);
+  consumers_sync(CONSUMERS * 32);
+
+  constexpr int THREADS_PER_ROW = CONSUMERS * 32 / (TILES * 16);  // 2·SLICES
+  const int row = threadIdx.x / THREADS_PER_ROW, part = threadIdx.x % THREADS_PER_ROW;
+  const int row_tile = row / 16, row16 = row % 16;
+  const int rr = (row_tile % RTH) * 16 + row16;
+  if (rr >= rows_b) return;
+  auto at = [&](int w) { return (w * TILES + row_tile) * 16 + row16; };
+  write_merged_row<SLICES, DV, THREADS_PER_ROW, FP16>(p, slots, at, query_token(p, b, rr / G),
+                                                      (kh0 + row_tile / RTH) * G + rr % G, split, part);
 }
 
 // The library's entry (decode-tma.ts): the TMA loader, one kv head of H = Hv = 128 a block in RTH row tiles of
 // SLICES warps, one producer warp; K and V tensor maps beside DecodeParams (each 128 bytes, __grid_constant__).
-// DECODE_WS_QSMEM: Q's fragments from shared memory; DECODE_WS_CREGS: the consumers' registers by setmaxnreg.
 #ifdef DECODE_WS_RTH
-#ifndef DECODE_WS_QSMEM
-#define DECODE_WS_QSMEM 0
-#endif
-#ifndef DECODE_WS_CREGS
-#define DECODE_WS_CREGS 0
-#endif
 using DecodeTmaConfig = WsConfig<128, 128, DECODE_FP16 != 0, 1, DECODE_WS_RTH, DECODE_WS_SLICES, DECODE_WS_KPW,
-                                 DECODE_STAGES, DECODE_WS_QSMEM != 0, 1, DECODE_WS_FAST != 0, 1, true, DECODE_WS_CREGS>;
+                                 DECODE_STAGES, false, 1, DECODE_WS_FAST != 0, 1, true>;
 extern "C" __global__ void __launch_bounds__(DecodeTmaConfig::THREADS, 1)
     attnlab_flash_decode_tma(const __grid_constant__ DecodeParams p, const __grid_constant__ TmaDesc kmap,
                              const __grid_constant__ TmaDesc vmap) {
@@ -368,11 +339,6 @@ __global__ void __launch_bounds__(C::THREADS, C::MINB_)
 template __global__ void decode_ws_tma_test<WsConfig<128, 128, false, 1, 2, 4, 32, 3, false, 1, true, 1, true>, false>(
     const __grid_constant__ DecodeParams, const __grid_constant__ TmaDesc, const __grid_constant__ TmaDesc);
 template __global__ void decode_ws_tma_test<WsConfig<128, 128, true, 1, 2, 2, 32, 3, false, 2, true, 1, true>, true>(
-    const __grid_constant__ DecodeParams, const __grid_constant__ TmaDesc, const __grid_constant__ TmaDesc);
-// 12 consumers (Q in shared) by setmaxnreg: 192-key tiles 2 deep, 96-key tiles 4 deep (fp16)
-template __global__ void decode_ws_tma_test<WsConfig<128, 128, false, 1, 2, 6, 32, 2, true, 1, true, 1, true, 152>, false>(
-    const __grid_constant__ DecodeParams, const __grid_constant__ TmaDesc, const __grid_constant__ TmaDesc);
-template __global__ void decode_ws_tma_test<WsConfig<128, 128, true, 1, 2, 6, 16, 4, true, 1, true, 1, true, 152>, true>(
     const __grid_constant__ DecodeParams, const __grid_constant__ TmaDesc, const __grid_constant__ TmaDesc);
 #endif
 #endif  // ATTNLAB_FLASH_DECODE_WS_CU
