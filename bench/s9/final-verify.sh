@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Session 9's last GPU call (lead), on the final main: the whole GPU suite (scripts/gpu-verify.sh, cap 200 s a
+# Prepared as session 9's last GPU call and NOT run (no device was lent after 21:13 UTC): the next session's
+# first call on main as it stands — the whole GPU suite (scripts/gpu-verify.sh, cap 200 s a
 # shard), then alone on the GPU the decode shapes of issue 16 through the library beside PyTorch's SDPA
 # (dense, paged 16 and 64; K=8, 4, 1 at B=64 S=16k), then `attnlab lab --quick`.
 # From the project root, .device and .kcache carried:
-#   bash .device/on-gpu.sh bash bench/results/2026-12-01-s9-final/run.sh "$OUT"
+#   bash .device/on-gpu.sh bash bench/s9/final-verify.sh "$OUT"
 set -u
 out=${1:?output folder}
-L=/tmp/s9-final-logs
+L=/tmp/final-verify-logs
 mkdir -p "$out/verify" $L
 bash scripts/gpu-verify.sh "$out/verify" 200 > $L/verify.txt 2>&1
 echo "verify done at ${SECONDS} s"
@@ -16,9 +17,9 @@ timeout --kill-after=5 90 node --import tsx bench/decode/decode-bench.ts --out $
   --torch /opt/torch/.venv/bin/python --impl flash,cudnn,auto --table-room --no-uncached \
   --shapes 64:16384:8,64:16384:4,64:16384:1 > $L/decode.txt 2>&1
 echo "decode rc=$? at ${SECONDS} s"
-timeout --kill-after=5 75 node --import tsx src/cli/bin.ts lab --quick --out /tmp/s9-final-lab > $L/lab.txt 2>&1
+timeout --kill-after=5 75 node --import tsx src/cli/bin.ts lab --quick --out /tmp/final-verify-lab > $L/lab.txt 2>&1
 echo "lab rc=$? at ${SECONDS} s"
-cp /tmp/s9-final-lab/lab.json /tmp/s9-final-lab/lab.html $L/ 2>/dev/null
+cp /tmp/final-verify-lab/lab.json /tmp/final-verify-lab/lab.html $L/ 2>/dev/null
 mv "$out/verify/kernels.tar.xz" "$out/kernels.tar.xz" 2>/dev/null
 cp "$out/verify/logs.tar.xz" $L/verify-logs.tar.xz 2>/dev/null
 rm -rf "$out/verify"
