@@ -81,3 +81,24 @@ export function encodeTiledMap(spec: TiledMapSpec): BigUint64Array {
   );
   return map;
 }
+
+/**
+ * encodeTiledMap's map of `spec`, kept: a map depends on the spec alone (address, shape, strides, box,
+ * dtype; a freed and reallocated buffer at the same address and shape has the same map), and a decode
+ * loop or a benchmark asks for the same maps every call — one FFI encode each otherwise (three per
+ * Hopper forward, two per TMA decode step). At most MAP_CACHE_SIZE kept, the oldest dropped first.
+ * Callers must not write to the returned words.
+ */
+const MAP_CACHE_SIZE = 64;
+const maps = new Map<string, BigUint64Array>();
+
+export function cachedTiledMap(spec: TiledMapSpec): BigUint64Array {
+  const key = `${spec.dtype}:${spec.address}:${spec.dims}:${spec.byteStrides}:${spec.box}`;
+  let map = maps.get(key);
+  if (!map) {
+    map = encodeTiledMap(spec);
+    if (maps.size >= MAP_CACHE_SIZE) maps.delete(maps.keys().next().value as string);
+    maps.set(key, map);
+  }
+  return map;
+}

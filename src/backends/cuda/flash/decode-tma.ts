@@ -19,7 +19,7 @@
  */
 import { SUPPORTED, type Support, unsupported } from '../../backend.js';
 import type { AttentionProblem } from '../../problem.js';
-import { encodeTiledMap, type TiledMapSpec } from '../ffi/tensor-map.js';
+import type { TiledMapSpec } from '../ffi/tensor-map.js';
 import type { DecodeHeadsVariant } from './decode-heads.js';
 
 export interface DecodeTmaVariant extends Omit<DecodeHeadsVariant, 'kind'> {
@@ -132,23 +132,4 @@ export function tmaMapSpecs(
     box: [64, boxRows, 1, 1],
   });
   return [spec(k, p.H), spec(val, p.Hv)];
-}
-
-/**
- * Encoded maps by spec: a decode loop calls with the same cache every step, and a map depends on its
- * address and shape alone (a freed and reallocated buffer at the same address with the same shape has
- * the same map). At most MAP_CACHE_SIZE kept, the oldest dropped first.
- */
-const MAP_CACHE_SIZE = 64;
-const maps = new Map<string, Uint8Array>();
-
-export function encodedMap(spec: TiledMapSpec): Uint8Array {
-  const key = `${spec.dtype}:${spec.address}:${spec.dims}:${spec.byteStrides}:${spec.box}`;
-  let map = maps.get(key);
-  if (!map) {
-    map = new Uint8Array(encodeTiledMap(spec).buffer);
-    if (maps.size >= MAP_CACHE_SIZE) maps.delete(maps.keys().next().value as string);
-    maps.set(key, map);
-  }
-  return map;
 }

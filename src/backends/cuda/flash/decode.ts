@@ -25,6 +25,7 @@ import { SUPPORTED, type Support, unsupported } from '../../backend.js';
 import type { AttentionProblem, BackendOutput } from '../../problem.js';
 import { loadKernels } from '../compile.js';
 import { getCudaContext, targetArch } from '../context.js';
+import { cachedTiledMap } from '../ffi/tensor-map.js';
 import { int32OnDevice } from '../int32-cache.js';
 import { type KernelArg, launchKernel, type ScalarType, structLayout } from '../launch.js';
 import { allocDevice, fillDevice32 } from '../memory.js';
@@ -41,7 +42,6 @@ import {
 import { chooseSplitCount, decodeTuning, MAX_SPLITS } from './decode-splits.js';
 import {
   type DecodeTmaVariant,
-  encodedMap,
   TMA_KERNEL,
   tmaDefines,
   tmaMapSpecs,
@@ -332,7 +332,9 @@ export function runDecode(p: AttentionProblem): BackendOutput {
       });
       if (tma) {
         // The K and V tensor maps follow DecodeParams as two more 128-byte arguments (decode_tma.cuh).
-        const [kMap, vMap] = tmaMapSpecs(p, tma, p.key.buffer.ptr, p.value.buffer.ptr).map(encodedMap);
+        const [kMap, vMap] = tmaMapSpecs(p, tma, p.key.buffer.ptr, p.value.buffer.ptr).map(
+          (spec) => new Uint8Array(cachedTiledMap(spec).buffer),
+        );
         launchKernel(
           fn.split,
           { grid: [splits, K, B], block: [tmaThreads(tma), 1, 1], sharedBytes: tmaSharedBytes(tma) },

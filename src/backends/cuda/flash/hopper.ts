@@ -12,7 +12,7 @@ import type { DeviceBuffer } from '../../../tensor/storage.js';
 import type { AttentionProblem } from '../../problem.js';
 import { loadKernels } from '../compile.js';
 import { currentDeviceOrdinal, getCudaContext } from '../context.js';
-import { encodeTiledMap } from '../ffi/tensor-map.js';
+import { cachedTiledMap } from '../ffi/tensor-map.js';
 import { type KernelArg, launchKernel, type ScalarType, structLayout } from '../launch.js';
 import { allocDevice, fillDevice32 } from '../memory.js';
 import {
@@ -36,7 +36,7 @@ export const HOPPER_PARAMS_BYTES = 704;
  */
 export function hopperTensorMaps(p: AttentionProblem, v: HopperVariant, q: bigint, k: bigint, val: bigint) {
   const map = (address: bigint, rows: number, heads: number, dim: number, boxRows: number) =>
-    encodeTiledMap({
+    cachedTiledMap({
       dtype: v.dtype,
       address,
       dims: [dim, rows, heads, p.B],
