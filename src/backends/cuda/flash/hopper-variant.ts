@@ -221,7 +221,7 @@ function hopperGridOrder(
   dims: { keyDim: HopperHeadDim; valueDim: HopperHeadDim },
 ): HopperVariant['persistent'] {
   const long128 = dims.keyDim === 128 && dims.valueDim === 128 && tiles.consumers === D128_LONG.consumers;
-  const items = Math.ceil(p.T / (64 * tiles.consumers)) * p.B * p.N;
+  const items = Math.ceil(p.T / hopperBlockM(tiles)) * p.B * p.N;
   if (p.bias || p.mask || long128 || items < DYNAMIC_MIN_ITEMS) return false;
   return p.causal || p.T < D128_LONG.fromT ? 'dynamic' : false;
 }
