@@ -42,8 +42,8 @@ __global__ void __launch_bounds__(C::THREADS, C::MINB_) h_ws(const __grid_consta
 template <class C>
 __global__ void __launch_bounds__(C::THREADS, C::MINB_)
     h_ws_tma(const __grid_constant__ DecodeParams p, const __grid_constant__ TmaDesc kmap,
-             const __grid_constant__ TmaDesc vmap) {
-  flash_decode_ws<C, false>(p, &kmap, &vmap);
+             const __grid_constant__ TmaDesc vmap, int* arrivals) {
+  flash_decode_ws<C, false>(p, &kmap, &vmap, arrivals);
 }
 template <class C>
 __global__ void __launch_bounds__(C::THREADS, 1) h_persist(const __grid_constant__ DecodeParams p) {
@@ -82,16 +82,22 @@ struct Variant {
   // memory (qsmem), `minb` blocks per SM asked of the launch bounds; per_sm from the occupancy API
   bool ws = false, qsmem = false, fast = false;  // fast: ws_softmax's FAST path
   int minb = 1, producers = 1;
+  // TMA: `group` rows a box moves both halves of (a 5-D map; 0: a box a half), `loadonly`: the consumers
+  // only wait and release the stages (the loader's ceiling; not checked: no output)
+  int group = 0;
+  bool loadonly = false;
   // the TMA loader (decode_tma.cuh): launched with K and V tensor maps (tma_maps)
-  void (*split_tma)(DecodeParams, TmaDesc, TmaDesc) = nullptr;
+  void (*split_tma)(DecodeParams, TmaDesc, TmaDesc, int*) = nullptr;
   const char* name() const {
     static char buf[64];
     if (!hb) return bulk ? "bulk" : "async";
     if (ws) {
       char p[8] = "";
       if (producers > 1) snprintf(p, sizeof p, ".p%d", producers);
-      snprintf(buf, sizeof buf, "%s%d.%dx%d.s%d%s%s%s%s", split_tma ? "tma" : "ws", hb, slices, tk / slices, stages,
-               qsmem ? "q" : "", fast ? "f" : "", minb > 1 ? ".b2" : "", p);
+      char g[16] = "";
+      if (group) snprintf(g, sizeof g, group < 0 ? ".raw" : ".g%d", group);
+      snprintf(buf, sizeof buf, "%s%d.%dx%d.s%d%s%s%s%s%s%s", split_tma ? "tma" : "ws", hb, slices, tk / slices, stages,
+               qsmem ? "q" : "", fast ? "f" : "", minb > 1 ? ".b2" : "", p, g, loadonly ? ".lo" : "");
       return buf;
     }
     snprintf(buf, sizeof buf, "%s%d.%dx%d.s%d", persist ? "persist" : "heads", hb, slices, tk / slices, stages);
@@ -115,9 +121,9 @@ Variant make_heads() {
 // The producer-warp heads kernel (session 9): per_sm from the occupancy API with the whole carveout;
 // PRODUCERS row-copy warps, or the TMA loader.
 template <int HB, int RTH, int SLICES, int KPW, int STAGES, bool QSMEM, int MINB, bool FAST, int PRODUCERS = 1,
-          bool TMA = false>
+          bool TMA = false, int GROUP = 0, bool LOADONLY = false>
 Variant make_ws() {
-  using C = WsConfig<128, 128, false, HB, RTH, SLICES, KPW, STAGES, QSMEM, MINB, FAST, PRODUCERS, TMA>;
+  using C = WsConfig<128, 128, false, HB, RTH, SLICES, KPW, STAGES, QSMEM, MINB, FAST, PRODUCERS, TMA, GROUP, LOADONLY>;
   const void* fn;
   if constexpr (TMA) fn = (const void*)h_ws_tma<C>;
   else fn = (const void*)h_ws<C>;
@@ -128,18 +134,30 @@ Variant make_ws() {
   Variant v{128, 128, RTH, true, nullptr, h_combine<128>, C::SMEM};
   v.hb = HB, v.slices = SLICES, v.tk = C::TK, v.threads = C::THREADS, v.stages = STAGES;
   v.ws = true, v.qsmem = QSMEM, v.fast = FAST, v.minb = MINB, v.per_sm = per_sm, v.producers = PRODUCERS;
+  v.group = GROUP, v.loadonly = LOADONLY;
   if constexpr (TMA) v.split_tma = h_ws_tma<C>;
   else v.split = h_ws<C>;
   return v;
 }
 // Whether the TMA loader takes problem (H, Hv, block size): one 128-wide kv head a block, and pages of
 // a power of two ≥ 8 rows (whole boxes of 1024-byte swizzle atoms that tile TK-aligned tiles).
-static bool tma_takes(int H, int Hv, int bs) { return H == 128 && Hv == 128 && (bs == 0 || (bs >= 8 && !(bs & (bs - 1)))); }
+// Grouped boxes: pages of whole groups.
+static bool tma_takes(int H, int Hv, int bs, int group = 0) {
+  return H == 128 && Hv == 128 && (bs == 0 || (bs >= 8 && !(bs & (bs - 1)) && bs % std::max(group, 1) == 0));
+}
 
 // cuTensorMapEncodeTiled, found through the runtime (the harness links no libcuda).
 typedef CUresult (*EncodeTiled)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                                 const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+// HARNESS_L2: the maps' L2 promotion (none, 64, 128, 256: the library's), to see what the L2 does with it.
+static CUtensorMapL2promotion l2_promotion() {
+  const char* e = getenv("HARNESS_L2");
+  if (!e || !*e || !strcmp(e, "256")) return CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
+  if (!strcmp(e, "128")) return CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
+  if (!strcmp(e, "64")) return CU_TENSOR_MAP_L2_PROMOTION_L2_64B;
+  return CU_TENSOR_MAP_L2_PROMOTION_NONE;
+}
 static EncodeTiled encoder() {
   static EncodeTiled fn = nullptr;
   if (fn) return fn;
@@ -153,15 +171,15 @@ static EncodeTiled encoder() {
 }
 // decode_tma.cuh's map of a cache (K or V): dims {H, tokens, K, sequences or pool blocks}, box {64, boxr}.
 static TmaDesc tma_map(const uint16_t* base, int H, int tokens, int K, long outer, long token_stride, long head_stride,
-                       int boxr) {
+                       int boxr, bool raw = false) {
   CUtensorMap m;
   const cuuint64_t dims[4] = {cuuint64_t(H), cuuint64_t(tokens), cuuint64_t(K), cuuint64_t(outer)};
   const cuuint64_t strides[3] = {cuuint64_t(token_stride) * 2, cuuint64_t(head_stride) * 2,
                                  cuuint64_t(token_stride) * tokens * 2};
-  const cuuint32_t box[4] = {64, cuuint32_t(boxr), 1, 1}, unit[4] = {1, 1, 1, 1};
+  const cuuint32_t box[4] = {raw ? 128u : 64u, cuuint32_t(boxr), 1, 1}, unit[4] = {1, 1, 1, 1};
   const CUresult r = encoder()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, (void*)base, dims, strides, box, unit,
-                               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+                               CU_TENSOR_MAP_INTERLEAVE_NONE, raw ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B,
+                               l2_promotion(), CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) {
     fprintf(stderr, "cuTensorMapEncodeTiled: CUresult %d (tokens %d, outer %ld, box rows %d)\n", int(r), tokens, outer, boxr);
     exit(3);
@@ -170,16 +188,45 @@ static TmaDesc tma_map(const uint16_t* base, int H, int tokens, int K, long oute
   memcpy(&d, &m, sizeof d);
   return d;
 }
+// The grouped map (group > 0): dims {64, tokens, 2 halves, K, outer} with the halves a dimension of
+// stride 128 B inside the token stride, box {64, group, 2, 1, 1}: one copy, both halves of `group` rows.
+static TmaDesc tma_group_map(const uint16_t* base, int tokens, int K, long outer, long token_stride,
+                             long head_stride, int group) {
+  CUtensorMap m;
+  const cuuint64_t dims[5] = {64, cuuint64_t(tokens), 2, cuuint64_t(K), cuuint64_t(outer)};
+  const cuuint64_t strides[4] = {cuuint64_t(token_stride) * 2, 128, cuuint64_t(head_stride) * 2,
+                                 cuuint64_t(token_stride) * tokens * 2};
+  const cuuint32_t box[5] = {64, cuuint32_t(group), 2, 1, 1}, unit[5] = {1, 1, 1, 1, 1};
+  const CUresult r = encoder()(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 5, (void*)base, dims, strides, box, unit,
+                               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                               l2_promotion(), CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    fprintf(stderr, "cuTensorMapEncodeTiled (grouped): CUresult %d (tokens %d, outer %ld, group %d)\n", int(r),
+            tokens, outer, group);
+    exit(3);
+  }
+  TmaDesc d;
+  memcpy(&d, &m, sizeof d);
+  return d;
+}
 // The maps of p's cache for a TK-key tile, built once per (pointers, shape): the pool of a paged cache has
 // B · max_blocks blocks (upload's and bench's tables), a dense one B sequences of S.
-static std::pair<TmaDesc, TmaDesc> tma_maps(const DecodeParams& p, int tk) {
+static std::pair<TmaDesc, TmaDesc> tma_maps(const DecodeParams& p, int tk, int group = 0) {
   static std::map<std::tuple<const void*, const void*, int, int, int, int, int>, std::pair<TmaDesc, TmaDesc>> cache;
   const bool paged = p.block_table != nullptr;
-  const int tokens = paged ? p.block_size : p.S, boxr = paged ? std::min(p.block_size, tk) : tk;
+  const int tokens = paged ? p.block_size : p.S;
+  const int rows = paged ? std::min(p.block_size, tk) : tk;
+  const int boxr = group ? -1000 * group : rows;  // the key tells the kinds apart (−1: raw rows)
   const long outer = paged ? long(p.B) * p.max_blocks : p.B;
   const auto key = std::make_tuple((const void*)p.k, (const void*)p.v, tokens, int(outer), p.K, boxr, p.H);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
+  if (group < 0)
+    return cache[key] = {tma_map(p.k, p.H, tokens, p.K, outer, p.k_token, p.k_head, rows, true),
+                         tma_map(p.v, p.Hv, tokens, p.K, outer, p.v_token, p.v_head, rows, true)};
+  if (group)
+    return cache[key] = {tma_group_map(p.k, tokens, p.K, outer, p.k_token, p.k_head, group),
+                         tma_group_map(p.v, tokens, p.K, outer, p.v_token, p.v_head, group)};
   const std::pair<TmaDesc, TmaDesc> maps{tma_map(p.k, p.H, tokens, p.K, outer, p.k_token, p.k_head, boxr),
                                          tma_map(p.v, p.Hv, tokens, p.K, outer, p.v_token, p.v_head, boxr)};
   return cache[key] = maps;
@@ -226,7 +273,16 @@ static std::vector<Variant> all_variants() {
           // blocks of 4 consumers per SM
           make_ws<1, 2, 4, 32, 3, false, 1, true, 2>(), make_ws<1, 2, 4, 32, 3, false, 1, true, 4>(),
           make_ws<1, 2, 4, 32, 3, false, 1, false, 1, true>(), make_ws<1, 2, 4, 32, 3, false, 1, true, 1, true>(),
-          make_ws<1, 2, 4, 16, 6, false, 1, true, 1, true>(),  make_ws<1, 2, 2, 32, 3, false, 2, true, 1, true>()};
+          make_ws<1, 2, 4, 16, 6, false, 1, true, 1, true>(),  make_ws<1, 2, 2, 32, 3, false, 2, true, 1, true>(),
+          // … session 10: one copy moves both 128-byte halves of `group` rows (.g<group>: a 2 KB … 8 KB stretch of
+          // the cache a copy, in address order, where a half-box strides 256 B over 16 KB), and the loader's
+          // ceiling with consumers that only release the stages (.lo)
+          make_ws<1, 2, 4, 32, 3, false, 1, true, 1, true, 8>(), make_ws<1, 2, 4, 32, 3, false, 1, true, 1, true, 16>(),
+          make_ws<1, 2, 4, 32, 3, false, 1, true, 1, true, 32>(),
+          make_ws<1, 2, 4, 32, 3, false, 1, true, 1, true, 0, true>(),
+          make_ws<1, 2, 4, 32, 3, false, 1, true, 1, true, 8, true>(),
+          make_ws<1, 2, 4, 32, 3, false, 1, true, 1, true, 16, true>(),
+          make_ws<1, 2, 4, 32, 3, false, 1, true, 1, true, -1, true>()};
 }
 // all_variants() less those whose name starts with one of HARNESS_SKIP's comma-separated prefixes (a device
 // call re-runs the check and bench without a variant whose launch failed: the context is gone after one).
@@ -240,6 +296,18 @@ static std::vector<Variant> variants() {
       const size_t n = end ? size_t(end - at) : strlen(at);
       if (n && !strncmp(v.name(), at, n)) drop = true;
       at = end ? end + 1 : nullptr;
+    }
+    // HARNESS_ONLY: keep only names starting with one of its prefixes (and the heads/row-tile kernels the
+    // bench always times beside them)
+    if (const char* only = getenv("HARNESS_ONLY"); only && *only && v.ws) {
+      bool keep = false;
+      for (const char* at = only; at && *at;) {
+        const char* end = strchr(at, ',');
+        const size_t n = end ? size_t(end - at) : strlen(at);
+        if (n && !strncmp(v.name(), at, n)) keep = true;
+        at = end ? end + 1 : nullptr;
+      }
+      drop = drop || !keep;
     }
     if (!drop) kept.push_back(v);
   }
@@ -306,6 +374,18 @@ static DecodeParams params(const Problem& pr, const Device& d, int splits, int m
   p.rows_total = pr.B * pr.T * pr.N;
   return p;
 }
+// HARNESS_FUSE=1: the TMA kernels merge their splits themselves (flash_decode_ws.cu's fused_combine) on
+// counts that start at zero and that the last split of each (sequence, kv head) sets back to zero.
+static int* fused_arrivals() {
+  static int* counts = nullptr;
+  const char* e = getenv("HARNESS_FUSE");
+  if (!e || strcmp(e, "1")) return nullptr;
+  if (!counts) {
+    CHECK(cudaMalloc(&counts, 1 << 20));  // B · K ≤ 256 Ki counts
+    CHECK(cudaMemset(counts, 0, 1 << 20));
+  }
+  return counts;
+}
 static void launch(const Variant& v, const DecodeParams& p, cudaStream_t s = 0) {
   if (v.persist) {  // p.splits is the grid (P); the combine always runs
     v.split<<<p.splits, v.threads, v.smem, s>>>(p);
@@ -314,8 +394,10 @@ static void launch(const Variant& v, const DecodeParams& p, cudaStream_t s = 0) 
   }
   const int tiles = (p.T * p.group + 15) / 16, groups = (tiles + v.rt - 1) / v.rt;
   if (v.split_tma) {
-    const auto maps = tma_maps(p, v.tk);
-    v.split_tma<<<dim3(p.splits, p.K / v.hb, p.B), v.threads, v.smem, s>>>(p, maps.first, maps.second);
+    const auto maps = tma_maps(p, v.tk, v.group);
+    int* arrivals = fused_arrivals();
+    v.split_tma<<<dim3(p.splits, p.K / v.hb, p.B), v.threads, v.smem, s>>>(p, maps.first, maps.second, arrivals);
+    if (arrivals) return;  // no combine launch
   } else if (v.hb)
     v.split<<<dim3(p.splits, p.K / v.hb, p.B), v.threads, v.smem, s>>>(p);
   else
@@ -456,7 +538,9 @@ static int check(bool quick, bool heads_only, int max_cases) {
       for (const Variant& var : vs) {
         if (var.d != d || var.dv != dv || var.rt < natural) continue;
         if (var.hb && (pr.K % var.hb || pr.H % 16 || pr.Hv % 16)) continue;
-        if (var.split_tma && !tma_takes(pr.H, pr.Hv, bs)) continue;
+        if (var.split_tma && !tma_takes(pr.H, pr.Hv, bs, var.group)) continue;
+        if (var.loadonly) continue;
+        if (getenv("HARNESS_ONLY") && *getenv("HARNESS_ONLY") && !var.ws) continue;  // the kept ws/tma variants alone
         if (heads_only && !var.hb) continue;
         // persistent: the grid instead (SMs × occupancy; 7 blocks, several per item; 300, past the tiles of
         // the small cases, so blocks with no tiles exist)
@@ -541,6 +625,15 @@ static int bench(int argc, char** argv) {
   std::vector<Shape> shapes = {{64, 16384, 8}, {8, 131072, 8}, {128, 8192, 8}, {64, 16384, 4}, {64, 16384, 1},
                                {1, 2048, 8},   {1, 8192, 8},   {1, 32768, 8},  {16, 8192, 8},  {1, 131072, 8}};
   if (one) shapes = {{atoi(argv[3]), atoi(argv[4]), atoi(argv[5])}};
+  if (const char* list = getenv("HARNESS_SHAPES"); list && *list && !one) {  // B:S:K,… instead of the shapes above
+    shapes.clear();
+    for (const char* at = list; at && *at;) {
+      Shape sh{};
+      if (sscanf(at, "%d:%d:%d", &sh.B, &sh.S, &sh.K) == 3) shapes.push_back(sh);
+      at = strchr(at, ',');
+      at = at ? at + 1 : nullptr;
+    }
+  }
   const int one_bs = one ? atoi(argv[6]) : -1;
   const char* one_loader = one ? argv[7] : "";
   const size_t max_elems = size_t(128) * 8192 * 8 * H;  // the largest B·S·K·H above: 1 Gi elements, 2 GiB
@@ -593,7 +686,7 @@ static int bench(int argc, char** argv) {
       for (auto& v : vs)  // 4 heads a block (2 KB… 1 KB rows), and the natural one's other stage counts
         if (v.hb && &v != nat && sh.K % v.hb == 0 && v.rt == rt && v.d == 128 &&
             (v.ws || (!v.persist && (v.hb == 4 || (nat && v.hb == nat->hb && v.slices == nat->slices)))))
-          cands.push_back(&v);
+          if (!v.split_tma || tma_takes(128, 128, bs, v.group)) cands.push_back(&v);
       for (const Variant* vp : cands) {
         const Variant& var = *vp;
         if (one && strcmp(one_loader, var.name()) && !(var.hb && vp == nat && !strcmp(one_loader, "heads"))) continue;
@@ -604,6 +697,13 @@ static int bench(int argc, char** argv) {
         const int var_tiles = (sh.S + var.tk - 1) / var.tk;
         const int model = var.persist ? var.persist : model_splits(var_blocks, var_tiles, prop.multiProcessorCount * per_sm);
         std::vector<int> list = {model};
+        if (const char* extra = getenv("HARNESS_SPLITS"); extra && var.ws)  // more split counts for ws/tma variants
+          for (const char* at = extra; at && *at;) {
+            const int s = atoi(at);
+            if (s > 0 && s != model && s <= var_tiles) list.push_back(s);
+            at = strchr(at, ',');
+            at = at ? at + 1 : nullptr;
+          }
         if (var.ws && per_sm > 1) {  // and the count for one block per SM, to see what the second block adds
           const int one_per_sm = model_splits(var_blocks, var_tiles, prop.multiProcessorCount);
           if (one_per_sm != model) list.push_back(one_per_sm);

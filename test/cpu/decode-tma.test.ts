@@ -102,6 +102,7 @@ describe('TMA decode kernel table', () => {
           [64, box, 1, 1],
         ],
       );
+      assert.equal(pk.l2Promotion, 'none', 'decode streams each byte once: no L2 promotion');
     }
   });
   for (const [why, p, arch] of [

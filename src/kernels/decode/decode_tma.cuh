@@ -36,17 +36,21 @@ __device__ __forceinline__ BlockKeys tma_block_keys(BlockKeys k, int splits, int
 }
 
 // The producer warp: per tile, wait the stage's `empty` barrier (after the first STAGES tiles), arm
-// `full` with the bytes of the boxes it copies, and issue them: copy c (lane c, c + 32) is box c % B,
-// half (c / B) % 2, of K (c < 2B) or V, where B = TK / BOXR boxes a half. The next tile's table
-// entries are loaded before the wait.
-template <int TK, int STAGES, int K_BYTES, int STAGE_BYTES>
+// `full` with the bytes of the boxes it copies, and issue them. GROUP = 0: copy c (lane c, c + 32) is box
+// c % B, half (c / B) % 2, of K (c < 2B) or V, where B = TK / BOXR boxes a half (a 4-D map, box {64, BOXR}).
+// GROUP > 0: copy c is group c % B of K (c < B) or V, B = TK / GROUP, both halves of its GROUP rows in one
+// box {64, GROUP, 2} of a 5-D map (halves as a dimension of stride 128 B, Sw128Layout<GROUP>). The next
+// tile's table entries are loaded before the wait. GROUP < 0 (the harness's loader-only measurement, no
+// consumer reads them): whole 256-byte rows unswizzled, box {128, BOXR} of the 4-D map, K and V a box each.
+template <int TK, int STAGES, int K_BYTES, int STAGE_BYTES, int GROUP = 0>
 __device__ __forceinline__ void tma_produce(const DecodeParams& p, const TmaDesc* kmap, const TmaDesc* vmap,
                                             const BlockKeys& keys, int b, int kh, u32 loop_smem, u32 full,
                                             u32 empty, int lane) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   const bool paged = p.block_table != nullptr;
   const int* table_row = paged ? p.block_table + (i64)b * p.max_blocks : nullptr;
-  const int boxr = paged ? imin(p.block_size, TK) : TK, boxes = TK / boxr, copies = 4 * boxes;
+  const int boxr = GROUP > 0 ? GROUP : paged ? imin(p.block_size, TK) : TK, boxes = TK / boxr;
+  const int copies = (GROUP ? 2 : 4) * boxes;
   if (lane == 0) {
     tma_prefetch_desc(kmap);
     tma_prefetch_desc(vmap);
@@ -68,19 +72,36 @@ __device__ __forceinline__ void tma_produce(const DecodeParams& p, const TmaDesc
     const int key0 = keys.lo + i * TK;
     const int valid = paged ? imin(boxes, (keys.hi - key0 + boxr - 1) / boxr) : boxes;  // boxes with keys
     const u32 base = loop_smem + stage * STAGE_BYTES, bar = full + stage * 8;
-    if (lane == 0) dec_mbar_arrive_expect_tx(bar, valid * boxr * 128 * 4);  // 4 copies of boxr × 128 B a box
+    if (lane == 0) dec_mbar_arrive_expect_tx(bar, valid * boxr * 128 * 4);  // K and V: boxr rows × 256 B a box
     __syncwarp();
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const int c = lane + 32 * r, box = c % boxes, half = (c / boxes) % 2;
+      const int c = lane + 32 * r, box = c % boxes;
       if (c >= copies || box >= valid) continue;
-      const bool v = c >= 2 * boxes;
-      const u32 dst = base + (v ? K_BYTES : 0) + half * (TK * 128) + box * boxr * 128;
       const int kb = key0 + box * boxr;
-      if (paged)
-        tma_load_4d(dst, v ? vmap : kmap, bar, half * 64, kb % p.block_size, kh, pg[r]);
-      else
-        tma_load_4d(dst, v ? vmap : kmap, bar, half * 64, kb, kh, b);
+      if constexpr (GROUP < 0) {
+        const bool v = c >= boxes;
+        const u32 dst = base + (v ? K_BYTES : 0) + box * boxr * 256;
+        if (paged)
+          tma_load_4d(dst, v ? vmap : kmap, bar, 0, kb % p.block_size, kh, pg[r]);
+        else
+          tma_load_4d(dst, v ? vmap : kmap, bar, 0, kb, kh, b);
+      } else if constexpr (GROUP > 0) {
+        const bool v = c >= boxes;
+        const u32 dst = base + (v ? K_BYTES : 0) + box * GROUP * 256;
+        if (paged)
+          tma_load_5d(dst, v ? vmap : kmap, bar, 0, kb % p.block_size, 0, kh, pg[r]);
+        else
+          tma_load_5d(dst, v ? vmap : kmap, bar, 0, kb, 0, kh, b);
+      } else {
+        const bool v = c >= 2 * boxes;
+        const int half = (c / boxes) % 2;
+        const u32 dst = base + (v ? K_BYTES : 0) + half * (TK * 128) + box * boxr * 128;
+        if (paged)
+          tma_load_4d(dst, v ? vmap : kmap, bar, half * 64, kb % p.block_size, kh, pg[r]);
+        else
+          tma_load_4d(dst, v ? vmap : kmap, bar, half * 64, kb, kh, b);
+      }
     }
     pg[0] = next[0], pg[1] = next[1];
   }

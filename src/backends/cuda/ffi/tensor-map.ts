@@ -15,10 +15,11 @@ import { loadLibrary } from './libraries.js';
 
 /** CUtensorMapDataType values attnlab uses. */
 export const TENSOR_MAP_DTYPE = { float16: 6, bfloat16: 9 } as const;
-/** CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, the others' zero values. */
+/** CU_TENSOR_MAP_SWIZZLE_128B, the interleave's zero value. */
 const SWIZZLE_128B = 3;
-const L2_PROMOTION_256B = 3;
 const INTERLEAVE_NONE = 0;
+/** CUtensorMapL2promotion: how far the L2 widens each request of a copy. */
+const L2_PROMOTION = { none: 0, '64B': 1, '128B': 2, '256B': 3 } as const;
 /** Out-of-bounds elements read as zeros (CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE). */
 const OOB_FILL_ZERO = 0;
 
@@ -31,6 +32,12 @@ export interface TiledMapSpec {
   readonly byteStrides: readonly number[];
   /** Box (elements per dimension) one copy moves; box[0] · element size ≤ 128 with the 128B swizzle. */
   readonly box: readonly number[];
+  /**
+   * L2 promotion, 256B unless said. The decode maps stream every byte once: their half-row boxes
+   * (128 B of 256-byte rows) promoted to 256 B cost the L2 a quarter more sectors (ncu: 34.0 M against
+   * 25.6 M at B=64 S=16k K=1) and 5% of the bandwidth (bench/results/2026-12-01-s10-decode).
+   */
+  readonly l2Promotion?: keyof typeof L2_PROMOTION;
 }
 
 type Encode = (...args: unknown[]) => void;
@@ -61,7 +68,7 @@ function encoder(): Encode {
   return encode;
 }
 
-/** The 128-byte CUtensorMap of `spec` (128-byte swizzle, L2 promotion 256 B, zero fill), as 16 words. */
+/** The 128-byte CUtensorMap of `spec` (128-byte swizzle, its L2 promotion, zero fill), as 16 words. */
 export function encodeTiledMap(spec: TiledMapSpec): BigUint64Array {
   const rank = spec.dims.length;
   const map = new BigUint64Array(16);
@@ -76,7 +83,7 @@ export function encodeTiledMap(spec: TiledMapSpec): BigUint64Array {
     new Uint32Array(rank).fill(1),
     INTERLEAVE_NONE,
     SWIZZLE_128B,
-    L2_PROMOTION_256B,
+    L2_PROMOTION[spec.l2Promotion ?? '256B'],
     OOB_FILL_ZERO,
   );
   return map;
@@ -93,7 +100,7 @@ const MAP_CACHE_SIZE = 64;
 const maps = new Map<string, BigUint64Array>();
 
 export function cachedTiledMap(spec: TiledMapSpec): BigUint64Array {
-  const key = `${spec.dtype}:${spec.address}:${spec.dims}:${spec.byteStrides}:${spec.box}`;
+  const key = `${spec.dtype}:${spec.address}:${spec.dims}:${spec.byteStrides}:${spec.box}:${spec.l2Promotion ?? '256B'}`;
   let map = maps.get(key);
   if (!map) {
     map = encodeTiledMap(spec);
