@@ -42,8 +42,8 @@ __global__ void __launch_bounds__(C::THREADS, C::MINB_) h_ws(const __grid_consta
 template <class C>
 __global__ void __launch_bounds__(C::THREADS, C::MINB_)
     h_ws_tma(const __grid_constant__ DecodeParams p, const __grid_constant__ TmaDesc kmap,
-             const __grid_constant__ TmaDesc vmap, int* arrivals) {
-  flash_decode_ws<C, false>(p, &kmap, &vmap, arrivals);
+             const __grid_constant__ TmaDesc vmap) {
+  flash_decode_ws<C, false>(p, &kmap, &vmap);
 }
 template <class C>
 __global__ void __launch_bounds__(C::THREADS, 1) h_persist(const __grid_constant__ DecodeParams p) {
@@ -87,7 +87,7 @@ struct Variant {
   int group = 0;
   bool loadonly = false;
   // the TMA loader (decode_tma.cuh): launched with K and V tensor maps (tma_maps)
-  void (*split_tma)(DecodeParams, TmaDesc, TmaDesc, int*) = nullptr;
+  void (*split_tma)(DecodeParams, TmaDesc, TmaDesc) = nullptr;
   const char* name() const {
     static char buf[64];
     if (!hb) return bulk ? "bulk" : "async";
@@ -374,18 +374,6 @@ static DecodeParams params(const Problem& pr, const Device& d, int splits, int m
   p.rows_total = pr.B * pr.T * pr.N;
   return p;
 }
-// HARNESS_FUSE=1: the TMA kernels merge their splits themselves (flash_decode_ws.cu's fused_combine) on
-// counts that start at zero and that the last split of each (sequence, kv head) sets back to zero.
-static int* fused_arrivals() {
-  static int* counts = nullptr;
-  const char* e = getenv("HARNESS_FUSE");
-  if (!e || strcmp(e, "1")) return nullptr;
-  if (!counts) {
-    CHECK(cudaMalloc(&counts, 1 << 20));  // B · K ≤ 256 Ki counts
-    CHECK(cudaMemset(counts, 0, 1 << 20));
-  }
-  return counts;
-}
 static void launch(const Variant& v, const DecodeParams& p, cudaStream_t s = 0) {
   if (v.persist) {  // p.splits is the grid (P); the combine always runs
     v.split<<<p.splits, v.threads, v.smem, s>>>(p);
@@ -395,9 +383,7 @@ static void launch(const Variant& v, const DecodeParams& p, cudaStream_t s = 0) 
   const int tiles = (p.T * p.group + 15) / 16, groups = (tiles + v.rt - 1) / v.rt;
   if (v.split_tma) {
     const auto maps = tma_maps(p, v.tk, v.group);
-    int* arrivals = fused_arrivals();
-    v.split_tma<<<dim3(p.splits, p.K / v.hb, p.B), v.threads, v.smem, s>>>(p, maps.first, maps.second, arrivals);
-    if (arrivals) return;  // no combine launch
+    v.split_tma<<<dim3(p.splits, p.K / v.hb, p.B), v.threads, v.smem, s>>>(p, maps.first, maps.second);
   } else if (v.hb)
     v.split<<<dim3(p.splits, p.K / v.hb, p.B), v.threads, v.smem, s>>>(p);
   else

@@ -7,6 +7,8 @@
 # (four shards), memcheck and racecheck of the TMA kernel through attention(), and decode-bench.ts beside
 # PyTorch's SDPA. From the worktree copy's root, .device and .kcache carried:
 #   cd .wt-decode && bash ../.device/on-gpu.sh bash bench/decode/s10-call4.sh   (logs: $OUT/logs.tar.xz)
+# Ran at 5a9025e. The fused combine lost (bench/results/2026-12-01-s10-decode §3) and was removed after, with
+# HARNESS_FUSE: from later commits the harness steps here time the separate combine twice.
 set -u
 out=$OUT; L=/tmp/s10-lib; mkdir -p $L /tmp/s10h; t0=$SECONDS
 . bench/decode/harness-steps.sh

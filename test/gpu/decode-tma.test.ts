@@ -2,8 +2,7 @@
  * The TMA decode kernel (flash_decode_ws.cu with decode_tma.cuh, decode-tma.ts) against the float64
  * reference of the dense call: forced (decodeTuning.kernel = 'tma') over dense caches and paged pools of
  * block 16, 64 and 256 with shuffled tables, ragged lengths incl. 0 and 1, forced split counts, windows,
- * fp16, and the NaN rule; the in-kernel merge of the splits over repeated calls; then the measured
- * choice at the shape it was measured on. Rows past a
+ * fp16, and the NaN rule; then the measured choice at the shape it was measured on. Rows past a
  * sequence hold NaN in the dense cache and in the pool (the kernel copies whole pages and boxes: those
  * rows must never reach the output). Skips, saying why, off sm_90.
  */
@@ -179,37 +178,6 @@ describe('flash decode, TMA kernel', { skip }, () => {
         );
       }
     });
-  });
-
-  it('merges its splits in the kernel: repeated calls equal, counts reset and grown (B·K past 1024)', () => {
-    // fused_combine: the last split block of each (sequence, kv head) merges the rows and sets its count
-    // back to 0. A count left non-zero would make no block the last one in the next call: its output
-    // would stay the allocation poison (NaN), so a repeat is a test of the reset.
-    decodeTuning.kernel = 'tma';
-    try {
-      for (const c of [
-        { name: 'repeat', B: 3, T: 1, S: 2000, N: 32, K: 1, lengths: [2000, 1999, 1] },
-        { name: 'grown', B: 1100, T: 1, S: 100, N: 32, K: 1, lengths: Array(1100).fill(100) },
-      ] as TmaCase[]) {
-        const { q, k, v } = inputs(c, 'bfloat16', c.B);
-        const options: AttentionOptions = { keyValueSeqLengths: c.lengths };
-        decodeTuning.splits = 3;
-        const first = run(q, k, v, 16, options, 90);
-        assert.match(first.variant, /^flash-decode-tma\..*split3/);
-        assertMatchesOracle(first, { q, k, v, options }, 'bfloat16', `${c.name}: first call`);
-        for (let i = 0; i < 2; i++) {
-          const again = run(q, k, v, 16, options, 90);
-          assert.deepEqual(
-            again.output.toFloat64Array(),
-            first.output.toFloat64Array(),
-            `${c.name}: call ${i + 2}`,
-          );
-        }
-      }
-    } finally {
-      delete decodeTuning.kernel;
-      delete decodeTuning.splits;
-    }
   });
 
   it('runs by default where measured (MQA N=32, B·S = 128k, block 16), equal to the forced heads kernel', () => {

@@ -66,21 +66,26 @@ __device__ __forceinline__ void load_q_fragments(u32 (&qa)[KT][4], const DecodeP
 
 // Where element (row, col) of a K or V tile lives in shared memory (a 32-bit shared address from the
 // tile's): padded token rows of PITCH elements (the row-copy kernels: ldmatrix's 8 rows hit 8 bank groups
-// through the 16-byte pad), or TMA's 128-byte swizzle (flash_decode_ws.cu's TMA loader): groups of GROUP
-// rows one after the other, each its two 64-column halves of GROUP rows × 128 B, 16-byte chunk c of row r
-// at chunk c ^ (r % 8), so 8 rows of one logical chunk land in 8 different bank groups with no pad (each
-// half starts 1024-byte aligned). GROUP = the tile's rows: one group, filled by two copies a box (one a
-// half); fewer: one tensor copy moves both halves of a group's rows, which lie 256 B apart in the cache.
+// through the 16-byte pad), or TMA's 128-byte swizzle (flash_decode_ws.cu's TMA loader): 64-column halves
+// of ROWS rows × 128 B one after the other, 16-byte chunk c of row r at chunk c ^ (r % 8), so 8 rows of
+// one logical chunk land in 8 different bank groups with no pad (each half starts 1024-byte aligned).
+// Sw128GroupLayout: groups of GROUP rows one after the other, each its two halves of GROUP rows (the
+// harness's grouped boxes, decode_tma.cuh: one copy moves both halves of a group's rows).
 template <int PITCH>
 struct PitchLayout {
   __device__ static __forceinline__ u32 at(u32 tile, int row, int col) { return tile + (row * PITCH + col) * 2; }
 };
-template <int GROUP>
+template <int ROWS>
 struct Sw128Layout {
+  __device__ static __forceinline__ u32 at(u32 tile, int row, int col) {
+    return tile + (col / 64) * (ROWS * 128) + row * 128 + ((((col % 64) / 8) ^ (row % 8)) << 4) + (col % 8) * 2;
+  }
+};
+template <int GROUP>
+struct Sw128GroupLayout {
   static_assert(GROUP % 8 == 0, "whole 1024-byte swizzle atoms");
   __device__ static __forceinline__ u32 at(u32 tile, int row, int col) {
-    return tile + (row / GROUP) * (GROUP * 256) + (col / 64) * (GROUP * 128) + (row % GROUP) * 128 +
-           ((((col % 64) / 8) ^ (row % 8)) << 4) + (col % 8) * 2;
+    return Sw128Layout<GROUP>::at(tile + (row / GROUP) * (GROUP * 256), row % GROUP, col);
   }
 };
 

@@ -146,49 +146,24 @@ struct WsLayouts {
   using K = PitchLayout<C::PITCH>;
   using V = PitchLayout<C::PITCHV>;
 };
+template <class C, bool GROUPED = (C::GROUP_ > 0)>
+struct WsTmaLayout {
+  using L = Sw128Layout<C::TK>;
+};
+template <class C>
+struct WsTmaLayout<C, true> {
+  using L = Sw128GroupLayout<C::GROUP_>;
+};
 template <class C>
 struct WsLayouts<C, true> {
-  using K = Sw128Layout<(C::GROUP_ > 0) ? C::GROUP_ : C::TK>;
-  using V = Sw128Layout<(C::GROUP_ > 0) ? C::GROUP_ : C::TK>;
+  using K = typename WsTmaLayout<C>::L;
+  using V = typename WsTmaLayout<C>::L;
 };
 
-// The split blocks' combine in the kernel (arrivals non-null, splits > 1): each block writes its partial
-// rows, then counts itself on arrivals[b · gridDim.y + blockIdx.y]; the last of the splits to arrive merges
-// the rows of its kv heads from every split (combine_row, one warp a row, reading through L2: other SMs
-// wrote them) and sets the count back to 0 for the next launch. Why: the separate combine launch costs
-// ~4% at B=64 S=16k K=1 (the kernel alone 127 µs in ncu, 135.6 µs with the combine, loader alone).
-// Ordering as CUDA's threadFenceReduction: writes, __threadfence, barrier, atomic; barrier, fence, reads.
-template <int DV, bool FP16, int CONSUMERS, int ROWS, class RowOf>
-__device__ __forceinline__ void fused_combine(const DecodeParams& p, int* arrivals, unsigned char* scratch, int warp,
-                                              int lane, RowOf row_of) {
-  __threadfence();
-  consumers_sync(CONSUMERS * 32);
-  int* last = reinterpret_cast<int*>(scratch);
-  if (threadIdx.x == 0) {
-    int* count = arrivals + (i64)blockIdx.z * gridDim.y + blockIdx.y;
-    const bool is_last = atomicAdd(count, 1) == p.splits - 1;
-    if (is_last) *count = 0;  // every split has counted: nobody touches it again in this launch
-    *last = is_last;
-  }
-  consumers_sync(CONSUMERS * 32);
-  if (!*last) return;
-  __threadfence();
-  float* weights = reinterpret_cast<float*>(scratch) + 32 + warp * DEC_MAX_SPLITS;
-  const int splits = imin(p.splits, DEC_MAX_SPLITS);
-  for (int r = warp; r < ROWS; r += CONSUMERS) {
-    const int out_row = row_of(r);  // −1: not a row of this block
-    if (out_row < 0) continue;
-    combine_row<DV, FP16, false, true>(p, out_row, lane, weights, splits, [&](int s) {
-      return __ldcg(p.lse_part + (i64)s * p.rows_total + out_row);
-    });
-  }
-}
-
-// kmap, vmap: the TMA loader's tensor maps of K and V (tma_map_dims gives their shape), else unused;
-// arrivals: the fused combine's counts (fused_combine), or null for the separate combine launch.
+// kmap, vmap: the TMA loader's tensor maps of K and V (tma_map_dims gives their shape), else unused.
 template <class C, bool FP16>
 __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const TmaDesc* kmap = nullptr,
-                                                const TmaDesc* vmap = nullptr, int* arrivals = nullptr) {
+                                                const TmaDesc* vmap = nullptr) {
   constexpr int D = C::D_, DV = C::DV_, HB = C::HB_, RTH = C::RTH_, KPW = C::KPW_, STAGES = C::STAGES_;
   constexpr int TK = C::TK, TILES = C::TILES, SLICES = C::SLICES_, CONSUMERS = C::CONSUMERS;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -336,16 +311,10 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const Tma
   const int row = threadIdx.x / THREADS_PER_ROW, part = threadIdx.x % THREADS_PER_ROW;
   const int row_tile = row / 16, row16 = row % 16;
   const int rr = (row_tile % RTH) * 16 + row16;
+  if (rr >= rows_b) return;
   auto at = [&](int w) { return (w * TILES + row_tile) * 16 + row16; };
-  if (rr < rows_b)
-    write_merged_row<SLICES, DV, THREADS_PER_ROW, FP16>(p, slots, at, query_token(p, b, rr / G),
-                                                        (kh0 + row_tile / RTH) * G + rr % G, split, part);
-  if (!arrivals || p.splits == 1) return;
-  consumers_sync(CONSUMERS * 32);  // the merge slots are read: fused_combine reuses their first bytes
-  fused_combine<DV, FP16, CONSUMERS, TILES * 16>(p, arrivals, loop, warp, lane, [&](int r) {
-    const int tile = r / 16, q = (tile % RTH) * 16 + r % 16;
-    return q < rows_b ? int(query_token(p, b, q / G) * p.N + (kh0 + tile / RTH) * G + q % G) : -1;
-  });
+  write_merged_row<SLICES, DV, THREADS_PER_ROW, FP16>(p, slots, at, query_token(p, b, rr / G),
+                                                      (kh0 + row_tile / RTH) * G + rr % G, split, part);
 }
 
 // The library's entry (decode-tma.ts): the TMA loader, one kv head of H = Hv = 128 a block in RTH row tiles of
@@ -355,8 +324,8 @@ using DecodeTmaConfig = WsConfig<128, 128, DECODE_FP16 != 0, 1, DECODE_WS_RTH, D
                                  DECODE_STAGES, false, 1, DECODE_WS_FAST != 0, 1, true>;
 extern "C" __global__ void __launch_bounds__(DecodeTmaConfig::THREADS, 1)
     attnlab_flash_decode_tma(const __grid_constant__ DecodeParams p, const __grid_constant__ TmaDesc kmap,
-                             const __grid_constant__ TmaDesc vmap, int* arrivals) {
-  flash_decode_ws<DecodeTmaConfig, DECODE_FP16 != 0>(p, &kmap, &vmap, arrivals);
+                             const __grid_constant__ TmaDesc vmap) {
+  flash_decode_ws<DecodeTmaConfig, DECODE_FP16 != 0>(p, &kmap, &vmap);
 }
 extern "C" __global__ void __launch_bounds__(128) attnlab_flash_decode_combine(const __grid_constant__ DecodeParams p) {
   flash_decode_combine<128, DECODE_FP16 != 0>(p);
@@ -381,15 +350,15 @@ template __global__ void decode_ws_test<WsConfig<128, 128, false, 1, 2, 4, 32, 3
 template <class C, bool FP16>
 __global__ void __launch_bounds__(C::THREADS, C::MINB_)
     decode_ws_tma_test(const __grid_constant__ DecodeParams p, const __grid_constant__ TmaDesc k,
-                       const __grid_constant__ TmaDesc v, int* arrivals) {
-  flash_decode_ws<C, FP16>(p, &k, &v, arrivals);
+                       const __grid_constant__ TmaDesc v) {
+  flash_decode_ws<C, FP16>(p, &k, &v);
 }
 template __global__ void decode_ws_tma_test<WsConfig<128, 128, false, 1, 2, 4, 32, 3, false, 1, true, 1, true>, false>(
-    const __grid_constant__ DecodeParams, const __grid_constant__ TmaDesc, const __grid_constant__ TmaDesc, int*);
+    const __grid_constant__ DecodeParams, const __grid_constant__ TmaDesc, const __grid_constant__ TmaDesc);
 template __global__ void decode_ws_tma_test<WsConfig<128, 128, true, 1, 2, 2, 32, 3, false, 2, true, 1, true>, true>(
-    const __grid_constant__ DecodeParams, const __grid_constant__ TmaDesc, const __grid_constant__ TmaDesc, int*);
+    const __grid_constant__ DecodeParams, const __grid_constant__ TmaDesc, const __grid_constant__ TmaDesc);
 // the grouped boxes (decode_tma.cuh, GROUP = 16)
 template __global__ void decode_ws_tma_test<WsConfig<128, 128, false, 1, 2, 4, 32, 3, false, 1, true, 1, true, 16>, false>(
-    const __grid_constant__ DecodeParams, const __grid_constant__ TmaDesc, const __grid_constant__ TmaDesc, int*);
+    const __grid_constant__ DecodeParams, const __grid_constant__ TmaDesc, const __grid_constant__ TmaDesc);
 #endif
 #endif  // ATTNLAB_FLASH_DECODE_WS_CU

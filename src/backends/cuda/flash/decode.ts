@@ -20,12 +20,11 @@
  */
 import { config } from '../../../config.js';
 import { AttnlabError, InvalidArgumentError } from '../../../errors.js';
-import type { DeviceBuffer } from '../../../tensor/storage.js';
 import { Tensor } from '../../../tensor/tensor.js';
 import { SUPPORTED, type Support, unsupported } from '../../backend.js';
 import type { AttentionProblem, BackendOutput } from '../../problem.js';
 import { loadKernels } from '../compile.js';
-import { currentDeviceOrdinal, getCudaContext, targetArch } from '../context.js';
+import { getCudaContext, targetArch } from '../context.js';
 import { cachedTiledMap } from '../ffi/tensor-map.js';
 import { int32OnDevice } from '../int32-cache.js';
 import { type KernelArg, launchKernel, type ScalarType, structLayout } from '../launch.js';
@@ -336,17 +335,10 @@ export function runDecode(p: AttentionProblem): BackendOutput {
         const [kMap, vMap] = tmaMapSpecs(p, tma, p.key.buffer.ptr, p.value.buffer.ptr).map(
           (spec) => new Uint8Array(cachedTiledMap(spec).buffer),
         );
-        // Split blocks merge themselves (flash_decode_ws.cu's fused_combine): no combine launch below.
-        const arrivals = splits > 1 ? arrivalCounts(B * K) : 0n;
         launchKernel(
           fn.split,
           { grid: [splits, K, B], block: [tmaThreads(tma), 1, 1], sharedBytes: tmaSharedBytes(tma) },
-          [
-            params,
-            { type: 'bytes', bytes: kMap },
-            { type: 'bytes', bytes: vMap },
-            { type: 'ptr', value: arrivals },
-          ],
+          [params, { type: 'bytes', bytes: kMap }, { type: 'bytes', bytes: vMap }],
         );
       } else if (heads) {
         launchKernel(
@@ -363,7 +355,7 @@ export function runDecode(p: AttentionProblem): BackendOutput {
           [params],
         );
       }
-      if (splits > 1 && !tma) {
+      if (splits > 1) {
         launchKernel(fn.combine, { grid: [Math.ceil(rows / 4), 1, 1], block: [128, 1, 1] }, [params]);
       }
     }
@@ -377,27 +369,6 @@ export function runDecode(p: AttentionProblem): BackendOutput {
     logSumExp: lse ? Tensor.fromDeviceBuffer(lse, shape.slice(0, -1), 'float32') : undefined,
     variant: `${key}.split${splits}${p.paged ? `.paged${p.paged.blockSize}` : ''}${p.packed ? '.packed' : ''}`,
   };
-}
-
-/**
- * The TMA kernel's fused-combine counts, one int per (sequence, kv head), kept per device: zeroed on the
- * stream when made (or grown), and the last split block of each (sequence, kv head) sets its count back
- * to 0, so no memset is enqueued per call. Calls on one device share them, in stream order (one stream
- * per context). Why fused: the separate combine launch cost ~4% of a B=64 S=16k MQA step
- * (bench/results/2026-12-01-s10-decode).
- */
-const arrivalBuffers = new Map<number, DeviceBuffer>();
-function arrivalCounts(count: number): bigint {
-  const device = currentDeviceOrdinal();
-  let buffer = arrivalBuffers.get(device);
-  if (!buffer || buffer.bytes < count * 4) {
-    // The pool hands the old block only to work enqueued later, after the launches that use it.
-    buffer?.release();
-    buffer = allocDevice(Math.max(count, 1024) * 4);
-    fillDevice32(buffer, 0);
-    arrivalBuffers.set(device, buffer);
-  }
-  return buffer.ptr;
 }
 
 interface DecodeParamValues {
