@@ -742,11 +742,129 @@ static int bench(int argc, char** argv) {
   return 0;
 }
 
+// `harness ceiling`: the K=1 loader alone, two ways of spreading the cache over the SMs and two copy
+// engines (session 10: the TMA decode kernel's loader alone read ≤ 3.96 TB/s at B=64 S=16k). One producer
+// warp (lane 0 issues a tile's copies), one warp releasing each stage; 128-key tiles of K and V (64 KB a
+// stage), 3 stages. splits > 0: grid (splits, 1, B) as the library (a block = a key range of one
+// sequence); splits = 0: a persistent grid whose blocks each stream an equal run of the B·S/128 tiles in
+// sequence order. BULK: one 32 KB cp.async.bulk per K or V tile (dense, unswizzled) instead of four TMA
+// tensor copies of 128-byte half rows.
+template <bool BULK>
+__global__ void __launch_bounds__(64, 1) h_ceiling(const __grid_constant__ DecodeParams p,
+                                                   const __grid_constant__ TmaDesc kmap,
+                                                   const __grid_constant__ TmaDesc vmap, int splits) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  constexpr int TK = 128, STAGES = 3, HALF = TK * 128, KB = TK * 256, STAGE = 2 * KB;
+  const u32 full = smem_addr(smem), empty = full + 64;
+  const u32 loop = (full + 128 + 1023) & ~1023u;
+  const int tps = (p.S + TK - 1) / TK;
+  const long total = long(p.B) * tps;
+  long g0, g1;
+  if (splits) {
+    const int per = (tps + splits - 1) / splits, b = blockIdx.z;
+    g0 = long(b) * tps + imin(blockIdx.x * per, tps), g1 = long(b) * tps + imin(blockIdx.x * per + per, tps);
+  } else {
+    g0 = total * blockIdx.x / gridDim.x, g1 = total * (blockIdx.x + 1) / gridDim.x;
+  }
+  if (threadIdx.x == 0)
+    for (int s = 0; s < STAGES; ++s) dec_mbar_init(full + s * 8, 1), dec_mbar_init(empty + s * 8, 1);
+  __syncthreads();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (long g = g0; g < g1; ++g) {
+    const int n = int(g - g0), stage = n % STAGES;
+    const u32 bar = full + stage * 8, base = loop + stage * STAGE;
+    if (warp == 1) {
+      if (n >= STAGES) ws_wait(empty + stage * 8, (n / STAGES - 1) & 1);
+      if (lane == 0) {
+        const int b = int(g / tps), key0 = int(g % tps) * TK;
+        dec_mbar_arrive_expect_tx(bar, 2 * KB);
+        if (BULK) {
+          bulk_row_copy(base, p.k + (long(b) * p.S + key0) * p.k_token, KB, bar);
+          bulk_row_copy(base + KB, p.v + (long(b) * p.S + key0) * p.v_token, KB, bar);
+        } else {
+          for (int h = 0; h < 2; ++h) {
+            tma_load_4d(base + h * HALF, &kmap, bar, h * 64, key0, 0, b);
+            tma_load_4d(base + KB + h * HALF, &vmap, bar, h * 64, key0, 0, b);
+          }
+        }
+      }
+      __syncwarp();
+    } else {
+      ws_wait(bar, (n / STAGES) & 1);
+      __syncwarp();
+      if (lane == 0) dec_mbar_arrive(empty + stage * 8);
+    }
+  }
+}
+
+// Times h_ceiling at K=1 (dense, N=32 rows' worth of Q and O counted as the decode bench does) for
+// HARNESS_SHAPES (B:S:1), library grids (splits 1, 2, 4) and persistent grids of 128, 132, 264 blocks.
+static int ceiling() {
+  cudaDeviceProp prop;
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  const int H = 128, N = 32;
+  std::vector<std::pair<int, int>> shapes = {{64, 16384}, {128, 8192}, {8, 131072}};
+  const size_t max_elems = size_t(128) * 8192 * H;
+  uint16_t *k, *v;
+  CHECK(cudaMalloc(&k, max_elems * 2));
+  CHECK(cudaMalloc(&v, max_elems * 2));
+  fill_random<<<4096, 256>>>(k, max_elems, 1);
+  fill_random<<<4096, 256>>>(v, max_elems, 2);
+  const int smem = 128 + 1024 + 3 * 65536;
+  for (auto fn : {h_ceiling<false>, h_ceiling<true>}) {
+    CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
+  }
+  const char* l2 = getenv("HARNESS_L2");
+  printf("# ceiling: %d SMs, L2 promotion %s\n", prop.multiProcessorCount, l2 ? l2 : "256");
+  printf("%-6s %-7s %-5s %-12s %-9s %-8s\n", "B", "S", "copy", "grid", "ms", "GB/s");
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  for (auto [B, S] : shapes) {
+    DecodeParams p{};
+    p.k = k, p.v = v, p.k_token = H, p.k_head = H, p.v_token = H, p.v_head = H;
+    p.B = B, p.S = S, p.K = 1, p.H = H, p.Hv = H, p.N = N, p.T = 1;
+    const auto maps = tma_maps(p, 128, 0);
+    const double bytes = 2.0 * (2.0 * B * S * H + 2.0 * B * N * H);
+    for (int bulk = 0; bulk < 2; ++bulk)
+      for (int grid : {-1, -2, -4, 128, 132, 264}) {  // negative: library grid of that many splits
+        auto fn = bulk ? h_ceiling<true> : h_ceiling<false>;
+        auto run = [&]() {
+          if (grid < 0)
+            fn<<<dim3(-grid, 1, B), 64, smem>>>(p, maps.first, maps.second, -grid);
+          else
+            fn<<<grid, 64, smem>>>(p, maps.first, maps.second, 0);
+        };
+        for (int i = 0; i < 200; ++i) run();  // settle the clocks under the power cap
+        std::vector<float> t;
+        for (int r = 0; r < 20; ++r) {
+          cudaEventRecord(a);
+          run();
+          cudaEventRecord(b);
+          CHECK(cudaEventSynchronize(b));
+          float ms;
+          cudaEventElapsedTime(&ms, a, b);
+          t.push_back(ms);
+        }
+        std::sort(t.begin(), t.end());
+        char g[16];
+        snprintf(g, sizeof g, grid < 0 ? "splits%d" : "persist%d", grid < 0 ? -grid : grid);
+        printf("%-6d %-7d %-5s %-12s %-9.4f %-8.0f\n", B, S, bulk ? "bulk" : "tma", g, t[10],
+               bytes / (t[10] * 1e-3) / 1e9);
+        fflush(stdout);
+      }
+  }
+  CHECK(cudaDeviceSynchronize());
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc > 1 && !strcmp(argv[1], "check"))
     return check(argc > 2 && !strcmp(argv[2], "quick"), argc > 3 && !strcmp(argv[3], "heads"),
                  argc > 4 ? atoi(argv[4]) : 1 << 30);
   if (argc > 1 && !strcmp(argv[1], "bench")) return bench(argc, argv);
+  if (argc > 1 && !strcmp(argv[1], "ceiling")) return ceiling();
   fprintf(stderr, "usage: harness check [quick [heads [cases]]] | bench [sweep | one B S K blockSize bulk|async|heads]\n");
   return 2;
 }
