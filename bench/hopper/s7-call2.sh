@@ -10,18 +10,14 @@
 #      the base variant) and its sanitize7 under memcheck, racecheck and synccheck;
 #   2. harness time8 alone on the GPU (each schedule beside the base, interleaved twice);
 #   3. bench/hopper/s7-bench.ts (attnlab flash beside attnlab cudnn, same run) in the time left.
+# Ran once, from the tree of 9bf96c9 (its own full copy of these steps); the steps it shares with
+# s7-call3.sh are now s7-common.sh's.
 set -u
 out=${1:?output folder}
 harness=${2:?harness binary}
 deadline=${3:-200}
-logs=$out/logs
-mkdir -p "$logs"
-export PATH=/usr/local/cuda/bin:$PATH
-export NO_COLOR=1 ATTNLAB_CACHE_DIR=/tmp/attnlab-s7-cache ATTNLAB_COMMIT=${ATTNLAB_COMMIT:-s7-hopper-wip}
-mkdir -p "$ATTNLAB_CACHE_DIR"
-[ -f ../.kcache/kernels.tar.xz ] && tar -C "$ATTNLAB_CACHE_DIR" -xJf ../.kcache/kernels.tar.xz
-cap=${TEST_CAP:-110}
-source scripts/gpu-lib.sh  # shard, sanitize, summary; sets san
+source bench/hopper/s7-common.sh
+s7_setup 110
 if ! timeout -s KILL 20 "$harness" none > /dev/null 2>&1; then
   echo "carried harness failed to start; building here"
   timeout -s KILL 150 nvcc -O2 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I src/kernels -o /tmp/harness \
@@ -38,11 +34,8 @@ for f in 128ELi128ELi2ELb0ELb1ELi0ELb0ELi2ELb1ELb0ELb0ELb0 128ELi128ELi2ELb0ELb1
   timeout -s KILL 30 cuobjdump -sass -fun "${k}${f}ELi0EEEv12HopperParams" "$harness" | python3 bench/hopper/sass-markers.py
 done > "$out/sass-markers.txt" 2>&1
 
-for H in 64 128 256; do shard "hopper-h$H" - --test-name-pattern="^H=$H " test/gpu/flash-hopper.test.ts; done
-shard hopper-rest - --test-name-pattern='^H=(96|48|120) |bit-identical|NaN|does not cover' test/gpu/flash-hopper.test.ts
-for p in bfloat16 float16; do
-  shard "wgmma-$p" ATTNLAB_FLASH_KERNEL=wgmma --test-name-pattern="· $p\$" test/gpu/flash.test.ts
-done
+s7_hopper_shards hopper
+s7_wgmma_shards
 shard wgmma-other ATTNLAB_FLASH_KERNEL=wgmma --test-name-pattern='other tile configurations|^cuda flash kernel$' \
   test/gpu/flash.test.ts
 shard nan - test/gpu/nan.test.ts
@@ -53,18 +46,11 @@ for tool in racecheck synccheck; do
     test/gpu/flash-hopper.test.ts
 done
 sanitize memcheck-h256 memcheck --test-name-pattern='^H=256 .*\(bfloat16\)$' test/gpu/flash-hopper.test.ts
-( timeout --kill-after=5 $cap "$harness" check7 > "$logs/harness-check7.log" 2>&1
-  echo "rc=$?" >> "$logs/harness-check7.log"
-  for tool in memcheck racecheck synccheck; do
-    timeout --kill-after=5 60 $san --tool "$tool" --error-exitcode 9 --print-limit 20 "$harness" sanitize7 \
-      > "$logs/harness-$tool.san" 2>&1
-    echo "rc=$?" >> "$logs/harness-$tool.san"
-  done ) &
+s7_harness_checks check7 sanitize7 60
 wait
 echo "correctness done at ${SECONDS} s"
 
-timeout --kill-after=5 60 "$harness" time8 > "$out/time8.log" 2>&1
-echo "harness time8 rc=$? at ${SECONDS} s"
+s7_harness_time time8 60
 
 left=$((deadline - SECONDS))
 if [ $left -gt 25 ]; then
@@ -74,16 +60,10 @@ else
   echo "bench skipped: ${left} s left"
 fi
 
-tar -C "$ATTNLAB_CACHE_DIR" -cf - kernels cudnn-plans 2> /dev/null | xz -T8 -3 > "$out/kernels.tar.xz"
-echo "== correctness (pass fail; rc)"
-summary 16 18 12
-c7=$logs/harness-check7.log
-echo "harness check7: $(grep -c '^PASS' "$c7") pass, $(grep -c '^FAIL' "$c7") fail, $(grep -c '^SAME' "$c7") same, $(grep -c '^DIFF' "$c7") diff; $(tail -2 "$c7" | tr '\n' ' ')"
-grep -E '^(FAIL|DIFF)' "$c7" | head -5
+s7_cache_and_check_summary check7 18
 echo "== sass (P·V wait vs exponentials)"
 grep -E '^==|DEPBAR|MUFU' "$out/sass-markers.txt" | head -40
-echo "== harness time8"
-sed -E 's/ +/ /g; s/wgmma\.//; s/\.overlap\.pingpong//; s/ median=/ /' "$out/time8.log" | cut -c1-110
+s7_time_table time8
 echo "== bench"
 sed -n '/^TFLOP\/s/,$p' "$logs/bench.log" | head -20
 tail -2 "$logs/bench.log"
