@@ -20,6 +20,7 @@ mkdir -p "$ATTNLAB_CACHE_DIR"
 echo "seeded $(ls "$ATTNLAB_CACHE_DIR/kernels" 2>/dev/null | grep -c cubin) cached kernels"
 logs=$out  # the shards' and sanitizers' logs (deleted after archiving)
 source "$(dirname "${BASH_SOURCE[0]}")/gpu-lib.sh"  # shard, sanitize, summary
+source "$(dirname "${BASH_SOURCE[0]}")/gpu-steps.sh"  # step groups that bench/ session scripts run too
 
 # Every other file (a new test file lands here without an edit) in one node --test, files in parallel.
 rest=$(ls test/gpu/*.test.ts | grep -vE '/(flash|flash-hopper|nan|backward|decode)\.test\.ts$')
@@ -38,11 +39,8 @@ for p in float32 bfloat16 float16; do
 done
 shard flash-other - --test-name-pattern='other tile configurations|^cuda flash kernel$' test/gpu/flash.test.ts
 # The Hopper kernel in place of the mma.sync one wherever it runs: HOPPER_BY_DEFAULT's condition.
-for p in bfloat16 float16; do
-  shard "wgmma-$p" ATTNLAB_FLASH_KERNEL=wgmma --test-name-pattern="· $p\$" test/gpu/flash.test.ts
-done
-shard wgmma-other ATTNLAB_FLASH_KERNEL=wgmma --test-name-pattern='other tile configurations|^cuda flash kernel$' \
-  test/gpu/flash.test.ts
+wgmma_type_shards
+wgmma_other_shard
 shard nan - test/gpu/nan.test.ts
 shard backward-flash - --test-name-pattern='· flash$' test/gpu/backward.test.ts
 shard backward-flash-more - --test-name-pattern='· flash (long|deterministic|random deterministic)$' \
@@ -81,13 +79,8 @@ for tool in racecheck synccheck; do
   ATTNLAB_FLASH_KERNEL=wgmma sanitize "$tool-hopper-long" "$tool" \
     --test-name-pattern='^H=128 long T: T=8192 S=300 MQA \(bfloat16\)$' test/gpu/flash-hopper.test.ts
 done
-# Session 9: memcheck on that tile (session 8 ran racecheck/synccheck only), and the dynamic persistent grid
-# (work counter, item slot) under all three, on its D=128 case with lengths and a batch without keys.
-sanitize memcheck-hopper-long memcheck --test-name-pattern='^H=128 long T: T=8192 S=300 MQA \(bfloat16\)$' \
-  test/gpu/flash-hopper.test.ts
-for tool in memcheck racecheck synccheck; do
-  sanitize "$tool-hopper-dynamic" "$tool" --test-name-pattern='^dynamic grid: D=128 ' test/gpu/flash-hopper.test.ts
-done
+# Session 9: memcheck on that tile, and the dynamic persistent grid under all three (gpu-steps.sh).
+hopper_dynamic_sanitizers
 wait
 echo "all shards done at ${SECONDS} s"
 # At most 8 files come back from $OUT: the logs travel as one archive, the cache as another.

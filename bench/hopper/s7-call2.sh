@@ -35,9 +35,8 @@ for f in 128ELi128ELi2ELb0ELb1ELi0ELb0ELi2ELb1ELb0ELb0ELb0 128ELi128ELi2ELb0ELb1
 done > "$out/sass-markers.txt" 2>&1
 
 s7_hopper_shards hopper
-s7_wgmma_shards
-shard wgmma-other ATTNLAB_FLASH_KERNEL=wgmma --test-name-pattern='other tile configurations|^cuda flash kernel$' \
-  test/gpu/flash.test.ts
+wgmma_type_shards
+wgmma_other_shard
 shard nan - test/gpu/nan.test.ts
 shard backward-flash - --test-name-pattern='· flash$' test/gpu/backward.test.ts
 for tool in racecheck synccheck; do

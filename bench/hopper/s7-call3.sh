@@ -22,7 +22,7 @@ s7_setup 70
 here=$PWD
 
 s7_hopper_shards hopper
-s7_wgmma_shards
+wgmma_type_shards
 shard nan - test/gpu/nan.test.ts
 cd "$ptree"
 s7_hopper_shards pers

@@ -3,7 +3,7 @@
 # Both calls ran before this file was split out of them: call 2 from the tree of 9bf96c9, call 3 from
 # 7bfe35b (on main as e7a58c0), each with its own full copy of these lines
 # (bench/results/2026-12-01-s7-hopper/README.md). To reproduce one exactly, check out that commit:
-# scripts/gpu-lib.sh has changed since.
+# scripts/gpu-lib.sh has changed since, and scripts/gpu-steps.sh (gpu-verify.sh's steps) came after.
 
 # Logs folder, CUDA's tools, the shared kernel cache seeded from ../.kcache, gpu-lib's helpers.
 s7_setup() { # default cap (s)
@@ -15,19 +15,13 @@ s7_setup() { # default cap (s)
   [ -f ../.kcache/kernels.tar.xz ] && tar -C "$ATTNLAB_CACHE_DIR" -xJf ../.kcache/kernels.tar.xz
   cap=${TEST_CAP:-$1}
   source scripts/gpu-lib.sh # shard, sanitize, summary; sets san
+  source scripts/gpu-steps.sh # wgmma_type_shards, wgmma_other_shard: the steps gpu-verify.sh runs
 }
 
 # flash-hopper.test.ts of the current tree in four shards, named <prefix>-h64, -h128, -h256, -rest.
 s7_hopper_shards() { # prefix
   for H in 64 128 256; do shard "$1-h$H" - --test-name-pattern="^H=$H " test/gpu/flash-hopper.test.ts; done
   shard "$1-rest" - --test-name-pattern='^H=(96|48|120) |bit-identical|NaN|does not cover' test/gpu/flash-hopper.test.ts
-}
-
-# flash.test.ts with the Hopper kernel in place of the mma.sync one, one shard per 16-bit type.
-s7_wgmma_shards() {
-  for p in bfloat16 float16; do
-    shard "wgmma-$p" ATTNLAB_FLASH_KERNEL=wgmma --test-name-pattern="· $p\$" test/gpu/flash.test.ts
-  done
 }
 
 # In the background: the harness's oracle check, then its sanitize mode under the three sanitizers.

@@ -74,7 +74,7 @@ describe('device scripts', () => {
     const out = join(work, 'out');
     for (const dir of [join(tree, 'scripts'), join(tree, 'test/gpu'), bin, out])
       mkdirSync(dir, { recursive: true });
-    for (const file of ['gpu-verify.sh', 'gpu-lib.sh'])
+    for (const file of ['gpu-verify.sh', 'gpu-lib.sh', 'gpu-steps.sh'])
       copyFileSync(join(root, 'scripts', file), join(tree, 'scripts', file));
     for (const file of readdirSync(join(root, 'test/gpu'))) writeFileSync(join(tree, 'test/gpu', file), '');
     writeFileSync(join(bin, 'node'), FAKE_NODE);
@@ -97,6 +97,16 @@ describe('device scripts', () => {
       assert.match(row(shard), /pass=1 fail=0 skipped=0 +rc=0$/, `${shard} in\n${table}`);
     assert.match(row('nan'), /pass=1 fail=1 skipped=0 +rc=0$/, table);
     assert.match(row('wgmma-bfloat16'), /skipped=1 /, `the shard's variables reach node:\n${table}`);
+    // The step groups gpu-verify.sh shares with bench/ session scripts (scripts/gpu-steps.sh) run too.
+    for (const shard of ['wgmma-float16', 'wgmma-other'])
+      assert.match(row(shard), /pass=1 fail=0 skipped=1 +rc=0$/, `${shard} in\n${table}`);
+    for (const tool of ['memcheck', 'racecheck', 'synccheck'])
+      assert.match(
+        row(`${tool}-hopper-dynamic`),
+        new RegExp(`\\(${tool} kernel=default\\) +pass=1 fail=0 +rc=0$`),
+        table,
+      );
+    assert.match(row('memcheck-hopper-long'), /\(memcheck kernel=default\) +pass=1 fail=0 +rc=0$/, table);
     assert.match(
       row('memcheck-fp8'),
       /ERROR SUMMARY: 0 errors \(memcheck kernel=default\) +pass=1 fail=0 +rc=0$/,
