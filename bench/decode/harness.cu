@@ -85,7 +85,7 @@ struct Variant {
   // TMA: `group` rows a box moves both halves of (a 5-D map; 0: a box a half), `loadonly`: the consumers
   // only wait and release the stages (the loader's ceiling; not checked: no output)
   int group = 0;
-  bool loadonly = false;
+  int loadonly = 0;  // 2: nor Q before nor the merge after the loop (.lo2)
   // the TMA loader (decode_tma.cuh): launched with K and V tensor maps (tma_maps)
   void (*split_tma)(DecodeParams, TmaDesc, TmaDesc) = nullptr;
   const char* name() const {
@@ -97,7 +97,8 @@ struct Variant {
       char g[16] = "";
       if (group) snprintf(g, sizeof g, group < 0 ? ".raw" : ".g%d", group);
       snprintf(buf, sizeof buf, "%s%d.%dx%d.s%d%s%s%s%s%s%s", split_tma ? "tma" : "ws", hb, slices, tk / slices, stages,
-               qsmem ? "q" : "", fast ? "f" : "", minb > 1 ? ".b2" : "", p, g, loadonly ? ".lo" : "");
+               qsmem ? "q" : "", fast ? "f" : "", minb > 1 ? ".b2" : "", p, g,
+               loadonly == 2 ? ".lo2" : loadonly ? ".lo" : "");
       return buf;
     }
     snprintf(buf, sizeof buf, "%s%d.%dx%d.s%d", persist ? "persist" : "heads", hb, slices, tk / slices, stages);
@@ -121,7 +122,7 @@ Variant make_heads() {
 // The producer-warp heads kernel (session 9): per_sm from the occupancy API with the whole carveout;
 // PRODUCERS row-copy warps, or the TMA loader.
 template <int HB, int RTH, int SLICES, int KPW, int STAGES, bool QSMEM, int MINB, bool FAST, int PRODUCERS = 1,
-          bool TMA = false, int GROUP = 0, bool LOADONLY = false>
+          bool TMA = false, int GROUP = 0, int LOADONLY = 0>
 Variant make_ws() {
   using C = WsConfig<128, 128, false, HB, RTH, SLICES, KPW, STAGES, QSMEM, MINB, FAST, PRODUCERS, TMA, GROUP, LOADONLY>;
   const void* fn;
@@ -279,10 +280,12 @@ static std::vector<Variant> all_variants() {
           // ceiling with consumers that only release the stages (.lo)
           make_ws<1, 2, 4, 32, 3, false, 1, true, 1, true, 8>(), make_ws<1, 2, 4, 32, 3, false, 1, true, 1, true, 16>(),
           make_ws<1, 2, 4, 32, 3, false, 1, true, 1, true, 32>(),
-          make_ws<1, 2, 4, 32, 3, false, 1, true, 1, true, 0, true>(),
-          make_ws<1, 2, 4, 32, 3, false, 1, true, 1, true, 8, true>(),
-          make_ws<1, 2, 4, 32, 3, false, 1, true, 1, true, 16, true>(),
-          make_ws<1, 2, 4, 32, 3, false, 1, true, 1, true, -1, true>()};
+          make_ws<1, 2, 4, 32, 3, false, 1, true, 1, true, 0, 1>(),
+          make_ws<1, 2, 4, 32, 3, false, 1, true, 1, true, 8, 1>(),
+          make_ws<1, 2, 4, 32, 3, false, 1, true, 1, true, 16, 1>(),
+          make_ws<1, 2, 4, 32, 3, false, 1, true, 1, true, -1, 1>(),
+          // … and (prepared in session 10, not yet run) the loader with neither Q before nor the merge after
+          make_ws<1, 2, 4, 32, 3, false, 1, true, 1, true, 0, 2>()};
 }
 // all_variants() less those whose name starts with one of HARNESS_SKIP's comma-separated prefixes (a device
 // call re-runs the check and bench without a variant whose launch failed: the context is gone after one).
@@ -748,9 +751,10 @@ static int bench(int argc, char** argv) {
 // stage), 3 stages. splits > 0: grid (splits, 1, B) as the library (a block = a key range of one
 // sequence); splits = 0: a persistent grid whose blocks each stream an equal run of the B·S/128 tiles in
 // sequence order. BULK: one 32 KB cp.async.bulk per K or V tile (dense, unswizzled) instead of four TMA
-// tensor copies of 128-byte half rows.
-template <bool BULK>
-__global__ void __launch_bounds__(64, 1) h_ceiling(const __grid_constant__ DecodeParams p,
+// tensor copies of 128-byte half rows. CW: warps that wait for and release each stage (the kernel has 8,
+// and its producer is the last warp, as here): does their polling slow the producer?
+template <bool BULK, int CW = 1>
+__global__ void __launch_bounds__(32 * (CW + 1), 1) h_ceiling(const __grid_constant__ DecodeParams p,
                                                    const __grid_constant__ TmaDesc kmap,
                                                    const __grid_constant__ TmaDesc vmap, int splits) {
   extern __shared__ __align__(16) unsigned char smem[];
@@ -767,13 +771,13 @@ __global__ void __launch_bounds__(64, 1) h_ceiling(const __grid_constant__ Decod
     g0 = total * blockIdx.x / gridDim.x, g1 = total * (blockIdx.x + 1) / gridDim.x;
   }
   if (threadIdx.x == 0)
-    for (int s = 0; s < STAGES; ++s) dec_mbar_init(full + s * 8, 1), dec_mbar_init(empty + s * 8, 1);
+    for (int s = 0; s < STAGES; ++s) dec_mbar_init(full + s * 8, 1), dec_mbar_init(empty + s * 8, CW);
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (long g = g0; g < g1; ++g) {
     const int n = int(g - g0), stage = n % STAGES;
     const u32 bar = full + stage * 8, base = loop + stage * STAGE;
-    if (warp == 1) {
+    if (warp == CW) {
       if (n >= STAGES) ws_wait(empty + stage * 8, (n / STAGES - 1) & 1);
       if (lane == 0) {
         const int b = int(g / tps), key0 = int(g % tps) * TK;
@@ -811,7 +815,7 @@ static int ceiling() {
   fill_random<<<4096, 256>>>(k, max_elems, 1);
   fill_random<<<4096, 256>>>(v, max_elems, 2);
   const int smem = 128 + 1024 + 3 * 65536;
-  for (auto fn : {h_ceiling<false>, h_ceiling<true>}) {
+  for (auto fn : {h_ceiling<false>, h_ceiling<true>, h_ceiling<false, 8>}) {
     CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
   }
@@ -821,20 +825,22 @@ static int ceiling() {
   cudaEvent_t a, b;
   cudaEventCreate(&a);
   cudaEventCreate(&b);
-  for (auto [B, S] : shapes) {
+  for (const auto& shape : shapes) {
+    const int B = shape.first, S = shape.second;
     DecodeParams p{};
     p.k = k, p.v = v, p.k_token = H, p.k_head = H, p.v_token = H, p.v_head = H;
     p.B = B, p.S = S, p.K = 1, p.H = H, p.Hv = H, p.N = N, p.T = 1;
     const auto maps = tma_maps(p, 128, 0);
     const double bytes = 2.0 * (2.0 * B * S * H + 2.0 * B * N * H);
-    for (int bulk = 0; bulk < 2; ++bulk)
+    for (int copy = 0; copy < 3; ++copy)  // TMA, bulk, TMA with 8 releasing warps (tma8)
       for (int grid : {-1, -2, -4, 128, 132, 264}) {  // negative: library grid of that many splits
-        auto fn = bulk ? h_ceiling<true> : h_ceiling<false>;
+        auto fn = copy == 1 ? h_ceiling<true> : copy == 2 ? h_ceiling<false, 8> : h_ceiling<false>;
+        const int threads = copy == 2 ? 288 : 64;
         auto run = [&]() {
           if (grid < 0)
-            fn<<<dim3(-grid, 1, B), 64, smem>>>(p, maps.first, maps.second, -grid);
+            fn<<<dim3(-grid, 1, B), threads, smem>>>(p, maps.first, maps.second, -grid);
           else
-            fn<<<grid, 64, smem>>>(p, maps.first, maps.second, 0);
+            fn<<<grid, threads, smem>>>(p, maps.first, maps.second, 0);
         };
         for (int i = 0; i < 200; ++i) run();  // settle the clocks under the power cap
         std::vector<float> t;
@@ -850,7 +856,7 @@ static int ceiling() {
         std::sort(t.begin(), t.end());
         char g[16];
         snprintf(g, sizeof g, grid < 0 ? "splits%d" : "persist%d", grid < 0 ? -grid : grid);
-        printf("%-6d %-7d %-5s %-12s %-9.4f %-8.0f\n", B, S, bulk ? "bulk" : "tma", g, t[10],
+        printf("%-6d %-7d %-5s %-12s %-9.4f %-8.0f\n", B, S, copy == 1 ? "bulk" : copy == 2 ? "tma8" : "tma", g, t[10],
                bytes / (t[10] * 1e-3) / 1e9);
         fflush(stdout);
       }

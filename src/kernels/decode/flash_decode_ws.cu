@@ -34,10 +34,12 @@
 // copies instead (decode_tma.cuh; HB = 1, D = DV = 128, one producer warp): unpadded 128-byte-swizzled
 // halves, read through Sw128Layout.
 template <int D, int DV, bool FP16, int HB, int RTH, int SLICES, int KPW, int STAGES, bool QSMEM, int MINB,
-          bool FAST = false, int PRODUCERS = 1, bool TMA = false, int GROUP = 0, bool LOADONLY = false>
+          bool FAST = false, int PRODUCERS = 1, bool TMA = false, int GROUP = 0, int LOADONLY = 0>
 struct WsConfig {
   static constexpr int D_ = D, DV_ = DV, HB_ = HB, RTH_ = RTH, SLICES_ = SLICES, KPW_ = KPW, STAGES_ = STAGES;
-  static constexpr bool QSMEM_ = QSMEM, FAST_ = FAST, TMA_ = TMA, LOADONLY_ = LOADONLY;
+  static constexpr bool QSMEM_ = QSMEM, FAST_ = FAST, TMA_ = TMA;
+  // harness only: 1, the consumers only release the stages; 2, nor load Q before nor merge after the loop
+  static constexpr int LOADONLY_ = LOADONLY;
   static constexpr int GROUP_ = GROUP;  // TMA: rows a box moves both halves of (0: a box a half, decode_tma.cuh)
   static constexpr int MINB_ = MINB, PRODUCERS_ = PRODUCERS;
   static constexpr int TILES = HB * RTH;
@@ -265,7 +267,7 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const Tma
   const int tile_id = warp % TILES, slice = warp / TILES;
   const int hh = tile_id / RTH, rt = tile_id % RTH, kh = kh0 + hh;
   u32 qa[C::QSMEM_ ? 1 : C::KT][4];
-  if constexpr (!C::QSMEM_) load_q_fragments<C::KT>(qa, p, b, kh, G, rt * 16, rows_b, lane);
+  if constexpr (!C::QSMEM_ && C::LOADONLY_ < 2) load_q_fragments<C::KT>(qa, p, b, kh, G, rt * 16, rows_b, lane);
   const u32 q_tile = q_smem + ((tile_id * 16 + lane % 16) * C::Q_PITCH + (lane / 16) * 8) * 2;
 
   int lo[2], hi[2];
@@ -301,6 +303,7 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const Tma
     __syncwarp();  // the warp's reads of this stage are done before it is released
     if (lane == 0) dec_mbar_arrive(empty + stage * 8);
   }
+  if constexpr (C::LOADONLY_ == 2) return;
   consumers_sync(CONSUMERS * 32);  // every consumer is done with the stages: the merge reuses them
 
   const MergeSlots slots = merge_slots(loop, CONSUMERS);
