@@ -600,6 +600,23 @@ __global__ void fill_random(uint16_t* x, size_t n, uint32_t seed) {
   }
 }
 
+// The median of 20 launches of `launch_once` (ms), each between the events a and b.
+template <class F>
+static float median_ms(F launch_once, cudaEvent_t a, cudaEvent_t b) {
+  std::vector<float> t;
+  for (int r = 0; r < 20; ++r) {
+    cudaEventRecord(a);
+    launch_once();
+    cudaEventRecord(b);
+    CHECK(cudaEventSynchronize(b));
+    float ms;
+    cudaEventElapsedTime(&ms, a, b);
+    t.push_back(ms);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
 static int bench(int argc, char** argv) {
   const bool sweep = argc > 2 && !strcmp(argv[2], "sweep");
   // `bench one B S K blockSize bulk|async|heads|<heads variant name>`: that configuration alone (the model's split count), for ncu.
@@ -721,18 +738,7 @@ static int bench(int argc, char** argv) {
           const int warm = settle ? std::max(5, int(150 / std::max(one, 0.01f))) : 5;
           settle = false;
           for (int i = 0; i < warm; ++i) launch(var, p);
-          std::vector<float> t;
-          for (int r = 0; r < 20; ++r) {
-            cudaEventRecord(a);
-            launch(var, p);
-            cudaEventRecord(b);
-            CHECK(cudaEventSynchronize(b));
-            float ms;
-            cudaEventElapsedTime(&ms, a, b);
-            t.push_back(ms);
-          }
-          std::sort(t.begin(), t.end());
-          const float ms = t[t.size() / 2];
+          const float ms = median_ms([&]() { launch(var, p); }, a, b);
           printf("%-6d %-7d %-2d %-8s %-16s %-3d %-6d %-9.4f %-8.0f %s\n", sh.B, sh.S, sh.K,
                  bs ? (bs == 16 ? "paged16" : "paged64") : "dense", var.name(), rt, splits, ms,
                  bytes / (ms * 1e-3) / 1e9, splits == model ? "*" : "");
@@ -843,21 +849,11 @@ static int ceiling() {
             fn<<<grid, threads, smem>>>(p, maps.first, maps.second, 0);
         };
         for (int i = 0; i < 200; ++i) run();  // settle the clocks under the power cap
-        std::vector<float> t;
-        for (int r = 0; r < 20; ++r) {
-          cudaEventRecord(a);
-          run();
-          cudaEventRecord(b);
-          CHECK(cudaEventSynchronize(b));
-          float ms;
-          cudaEventElapsedTime(&ms, a, b);
-          t.push_back(ms);
-        }
-        std::sort(t.begin(), t.end());
+        const float ms = median_ms(run, a, b);
         char g[16];
         snprintf(g, sizeof g, grid < 0 ? "splits%d" : "persist%d", grid < 0 ? -grid : grid);
-        printf("%-6d %-7d %-5s %-12s %-9.4f %-8.0f\n", B, S, copy == 1 ? "bulk" : copy == 2 ? "tma8" : "tma", g, t[10],
-               bytes / (t[10] * 1e-3) / 1e9);
+        printf("%-6d %-7d %-5s %-12s %-9.4f %-8.0f\n", B, S, copy == 1 ? "bulk" : copy == 2 ? "tma8" : "tma", g, ms,
+               bytes / (ms * 1e-3) / 1e9);
         fflush(stdout);
       }
   }
