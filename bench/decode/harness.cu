@@ -45,6 +45,13 @@ __global__ void __launch_bounds__(C::THREADS, C::MINB_)
              const __grid_constant__ TmaDesc vmap) {
   flash_decode_ws<C, false>(p, &kmap, &vmap);
 }
+// the same in clusters of two CTAs (ROWGROUPS = 2, MULTICAST: one key range, multicast copies, each CTA its rows)
+template <class C>
+__global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(C::THREADS, C::MINB_)
+    h_ws_tma_cluster(const __grid_constant__ DecodeParams p, const __grid_constant__ TmaDesc kmap,
+                     const __grid_constant__ TmaDesc vmap) {
+  flash_decode_ws<C, false>(p, &kmap, &vmap);
+}
 template <class C>
 __global__ void __launch_bounds__(C::THREADS, 1) h_persist(const __grid_constant__ DecodeParams p) {
   flash_decode_persist<C, false>(p);
@@ -86,6 +93,8 @@ struct Variant {
   // only wait and release the stages (the loader's ceiling; not checked: no output)
   int group = 0;
   int loadonly = 0;  // 2: nor Q before nor the merge after the loop (.lo2)
+  int cluster = 1;   // CTAs a cluster (.c2: multicast copies)
+  int rowgroups = 1;  // CTAs sharing a key range, each its rows (.r2; .c2 too): the grid's x is splits × rowgroups
   // the TMA loader (decode_tma.cuh): launched with K and V tensor maps (tma_maps)
   void (*split_tma)(DecodeParams, TmaDesc, TmaDesc) = nullptr;
   const char* name() const {
@@ -96,8 +105,9 @@ struct Variant {
       if (producers > 1) snprintf(p, sizeof p, ".p%d", producers);
       char g[16] = "";
       if (group) snprintf(g, sizeof g, group < 0 ? ".raw" : ".g%d", group);
-      snprintf(buf, sizeof buf, "%s%d.%dx%d.s%d%s%s%s%s%s%s", split_tma ? "tma" : "ws", hb, slices, tk / slices, stages,
-               qsmem ? "q" : "", fast ? "f" : "", minb > 1 ? ".b2" : "", p, g,
+      snprintf(buf, sizeof buf, "%s%d.%dx%d.s%d%s%s%s%s%s%s%s", split_tma ? "tma" : "ws", hb, slices, tk / slices,
+               stages, qsmem ? "q" : "", fast ? "f" : "", minb > 1 ? ".b2" : "", p, g,
+               cluster > 1 ? ".c2" : rowgroups > 1 ? ".r2" : "",
                loadonly == 2 ? ".lo2" : loadonly ? ".lo" : "");
       return buf;
     }
@@ -122,21 +132,25 @@ Variant make_heads() {
 // The producer-warp heads kernel (session 9): per_sm from the occupancy API with the whole carveout;
 // PRODUCERS row-copy warps, or the TMA loader.
 template <int HB, int RTH, int SLICES, int KPW, int STAGES, bool QSMEM, int MINB, bool FAST, int PRODUCERS = 1,
-          bool TMA = false, int GROUP = 0, int LOADONLY = 0>
+          bool TMA = false, int GROUP = 0, int LOADONLY = 0, int ROWGROUPS = 1, bool MULTICAST = false>
 Variant make_ws() {
-  using C = WsConfig<128, 128, false, HB, RTH, SLICES, KPW, STAGES, QSMEM, MINB, FAST, PRODUCERS, TMA, GROUP, LOADONLY>;
+  using C = WsConfig<128, 128, false, HB, RTH, SLICES, KPW, STAGES, QSMEM, MINB, FAST, PRODUCERS, TMA, GROUP, LOADONLY,
+                     ROWGROUPS, MULTICAST>;
+  constexpr int CLUSTER = C::CLUSTER_;
   const void* fn;
-  if constexpr (TMA) fn = (const void*)h_ws_tma<C>;
+  if constexpr (CLUSTER > 1) fn = (const void*)h_ws_tma_cluster<C>;
+  else if constexpr (TMA) fn = (const void*)h_ws_tma<C>;
   else fn = (const void*)h_ws<C>;
   CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM));
   CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
-  int per_sm = 0;
-  CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, C::THREADS, C::SMEM));
+  int per_sm = 1;  // a cluster kernel: one CTA an SM (its ~193 KB of stages)
+  if constexpr (CLUSTER == 1) CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, C::THREADS, C::SMEM));
   Variant v{128, 128, RTH, true, nullptr, h_combine<128>, C::SMEM};
   v.hb = HB, v.slices = SLICES, v.tk = C::TK, v.threads = C::THREADS, v.stages = STAGES;
   v.ws = true, v.qsmem = QSMEM, v.fast = FAST, v.minb = MINB, v.per_sm = per_sm, v.producers = PRODUCERS;
-  v.group = GROUP, v.loadonly = LOADONLY;
-  if constexpr (TMA) v.split_tma = h_ws_tma<C>;
+  v.group = GROUP, v.loadonly = LOADONLY, v.cluster = CLUSTER, v.rowgroups = ROWGROUPS, v.rt = RTH * ROWGROUPS;
+  if constexpr (CLUSTER > 1) v.split_tma = h_ws_tma_cluster<C>;
+  else if constexpr (TMA) v.split_tma = h_ws_tma<C>;
   else v.split = h_ws<C>;
   return v;
 }
@@ -284,8 +298,29 @@ static std::vector<Variant> all_variants() {
           make_ws<1, 2, 4, 32, 3, false, 1, true, 1, true, 8, 1>(),
           make_ws<1, 2, 4, 32, 3, false, 1, true, 1, true, 16, 1>(),
           make_ws<1, 2, 4, 32, 3, false, 1, true, 1, true, -1, 1>(),
-          // … and (prepared in session 10, not yet run) the loader with neither Q before nor the merge after
-          make_ws<1, 2, 4, 32, 3, false, 1, true, 1, true, 0, 2>()};
+          // … and the loader with neither Q before nor the merge after (session 11, call 1)
+          make_ws<1, 2, 4, 32, 3, false, 1, true, 1, true, 0, 2>(),
+          // … session 11: clusters of two CTAs sharing a key range by multicast copies, each with one row tile
+          // (16 of MQA's 32 heads): one split at B=64 instead of two and their combine (5% in call 1: .lo2 at
+          // splits 2 read 4019 GB/s, at splits 1 4140 = the copies alone). 8 warps of 16 keys, 4 of 32, and
+          // 4 of 16 keys in 64-key stages 6 deep; the first with idle consumers (.lo, .lo2)
+          // (call 2: correct, sanitizers clean, but 2.2–2.3 TB/s, and 2.9 with idle consumers: lost)
+          make_ws<1, 1, 8, 16, 3, false, 1, true, 1, true, 0, 0, 2, true>(),
+          make_ws<1, 1, 8, 16, 3, false, 1, true, 1, true, 0, 2, 2, true>(),
+          // … the same two CTAs without a cluster, each reading the range (the second read an L2 hit, if the
+          // L2 keeps up: `ceiling`'s dup2), 8 warps of 16 keys and 4 of 32; idle consumers (.lo2)
+          make_ws<1, 1, 8, 16, 3, false, 1, true, 1, true, 0, 0, 2>(),
+          make_ws<1, 1, 4, 32, 3, false, 1, true, 1, true, 0, 0, 2>(),
+          make_ws<1, 1, 8, 16, 3, false, 1, true, 1, true, 0, 2, 2>(),
+          // … (call 3: dense r2 4031 GB/s where the library's two splits read 3774, but paged16 2046 and paged64
+          // 3512: one CTA issues all 32 / 8 boxes of its sequence's tiles; at one split, 64 blocks, grouped boxes
+          // of 16 rows read 3888 with idle consumers where half boxes read 2576): row groups with grouped boxes
+          make_ws<1, 1, 8, 16, 3, false, 1, true, 1, true, 8, 0, 2>(),
+          make_ws<1, 1, 8, 16, 3, false, 1, true, 1, true, 16, 0, 2>(),
+          make_ws<1, 1, 8, 16, 3, false, 1, true, 1, true, 32, 0, 2>(),
+          make_ws<1, 1, 8, 16, 3, false, 1, true, 1, true, 64, 0, 2>(),
+          make_ws<1, 1, 8, 16, 3, false, 1, true, 1, true, 16, 2, 2>(),
+          make_ws<1, 2, 4, 32, 3, false, 1, true, 1, true, 64>()};
 }
 // all_variants() less those whose name starts with one of HARNESS_SKIP's comma-separated prefixes (a device
 // call re-runs the check and bench without a variant whose launch failed: the context is gone after one).
@@ -300,14 +335,16 @@ static std::vector<Variant> variants() {
       if (n && !strncmp(v.name(), at, n)) drop = true;
       at = end ? end + 1 : nullptr;
     }
-    // HARNESS_ONLY: keep only names starting with one of its prefixes (and the heads/row-tile kernels the
-    // bench always times beside them)
+    // HARNESS_ONLY: keep only names starting with one of its prefixes (a prefix ending in '=': that name
+    // alone), and the heads/row-tile kernels the bench always times beside them
     if (const char* only = getenv("HARNESS_ONLY"); only && *only && v.ws) {
       bool keep = false;
       for (const char* at = only; at && *at;) {
         const char* end = strchr(at, ',');
         const size_t n = end ? size_t(end - at) : strlen(at);
-        if (n && !strncmp(v.name(), at, n)) keep = true;
+        if (n > 1 && at[n - 1] == '=') {
+          if (strlen(v.name()) == n - 1 && !strncmp(v.name(), at, n - 1)) keep = true;
+        } else if (n && !strncmp(v.name(), at, n)) keep = true;
         at = end ? end + 1 : nullptr;
       }
       drop = drop || !keep;
@@ -377,6 +414,12 @@ static DecodeParams params(const Problem& pr, const Device& d, int splits, int m
   p.rows_total = pr.B * pr.T * pr.N;
   return p;
 }
+// HARNESS_PDL=1: the TMA kernels and their combine launched as programmatic dependents (each may start
+// while the one before finishes, and waits in griddepcontrol.wait for its writes)
+static bool pdl() {
+  static const int on = getenv("HARNESS_PDL") && atoi(getenv("HARNESS_PDL")) > 0;
+  return on;
+}
 static void launch(const Variant& v, const DecodeParams& p, cudaStream_t s = 0) {
   if (v.persist) {  // p.splits is the grid (P); the combine always runs
     v.split<<<p.splits, v.threads, v.smem, s>>>(p);
@@ -386,7 +429,21 @@ static void launch(const Variant& v, const DecodeParams& p, cudaStream_t s = 0) 
   const int tiles = (p.T * p.group + 15) / 16, groups = (tiles + v.rt - 1) / v.rt;
   if (v.split_tma) {
     const auto maps = tma_maps(p, v.tk, v.group);
-    v.split_tma<<<dim3(p.splits, p.K / v.hb, p.B), v.threads, v.smem, s>>>(p, maps.first, maps.second);
+    const dim3 grid(p.splits * v.rowgroups, p.K / v.hb, p.B);
+    if (pdl()) {
+      cudaLaunchConfig_t cfg{};
+      cudaLaunchAttribute attr{};
+      attr.id = cudaLaunchAttributeProgrammaticStreamSerialization, attr.val.programmaticStreamSerializationAllowed = 1;
+      cfg.gridDim = grid, cfg.blockDim = dim3(v.threads), cfg.dynamicSmemBytes = v.smem, cfg.stream = s;
+      cfg.attrs = &attr, cfg.numAttrs = 1;
+      CHECK(cudaLaunchKernelEx(&cfg, v.split_tma, p, maps.first, maps.second));
+      if (p.splits > 1) {
+        cfg.gridDim = dim3((p.rows_total + 3) / 4), cfg.blockDim = dim3(128), cfg.dynamicSmemBytes = 0;
+        CHECK(cudaLaunchKernelEx(&cfg, v.combine, p));
+      }
+      return;
+    }
+    v.split_tma<<<grid, v.threads, v.smem, s>>>(p, maps.first, maps.second);
   } else if (v.hb)
     v.split<<<dim3(p.splits, p.K / v.hb, p.B), v.threads, v.smem, s>>>(p);
   else
@@ -667,6 +724,18 @@ static int bench(int argc, char** argv) {
     if (v.ws) printf("# %s: %d blocks/SM, %d threads, %d B shared\n", v.name(), v.per_sm, v.threads, v.smem);
   for (auto& v : vs)
     if (v.persist) printf("# %s: %d blocks/SM, grid %d, %d B shared\n", v.name(), v.per_sm, v.persist, v.smem);
+  for (auto& v : vs)  // clusters: how many fit the GPU at once (GPCs of an odd SM count leave one idle)
+    if (v.cluster > 1) {
+      cudaLaunchConfig_t cfg{};
+      cudaLaunchAttribute attr{};
+      attr.id = cudaLaunchAttributeClusterDimension;
+      attr.val.clusterDim.x = v.cluster, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
+      cfg.gridDim = dim3(v.cluster * 64, 1, 1), cfg.blockDim = dim3(v.threads), cfg.dynamicSmemBytes = v.smem;
+      cfg.attrs = &attr, cfg.numAttrs = 1;
+      int clusters = 0;
+      const cudaError_t e = cudaOccupancyMaxActiveClusters(&clusters, (const void*)v.split_tma, &cfg);
+      printf("# %s: %d clusters of %d at once (%s)\n", v.name(), clusters, v.cluster, cudaGetErrorString(e));
+    }
   printf("%-6s %-7s %-2s %-8s %-16s %-3s %-6s %-9s %-8s %-6s\n", "B", "S", "K", "layout", "kernel", "rt", "splits",
          "ms", "GB/s", "model");
   for (const Shape& sh : shapes) {
@@ -699,7 +768,7 @@ static int bench(int argc, char** argv) {
         const int per_sm = var.ws ? std::max(1, var.per_sm)
                                   : std::max(1, std::min(int(prop.sharedMemPerMultiprocessor / (var.smem + 1024)),
                                                          int(prop.regsPerMultiprocessor / (var.threads * 176))));
-        const long var_blocks = var.hb ? long(sh.B) * (sh.K / var.hb) : blocks;
+        const long var_blocks = var.hb ? long(sh.B) * (sh.K / var.hb) * var.rowgroups : blocks;
         const int var_tiles = (sh.S + var.tk - 1) / var.tk;
         const int model = var.persist ? var.persist : model_splits(var_blocks, var_tiles, prop.multiProcessorCount * per_sm);
         std::vector<int> list = {model};
@@ -762,7 +831,7 @@ static int bench(int argc, char** argv) {
 template <bool BULK, int CW = 1>
 __global__ void __launch_bounds__(32 * (CW + 1), 1) h_ceiling(const __grid_constant__ DecodeParams p,
                                                    const __grid_constant__ TmaDesc kmap,
-                                                   const __grid_constant__ TmaDesc vmap, int splits) {
+                                                   const __grid_constant__ TmaDesc vmap, int splits, int dup) {
   extern __shared__ __align__(16) unsigned char smem[];
   constexpr int TK = 128, STAGES = 3, HALF = TK * 128, KB = TK * 256, STAGE = 2 * KB;
   const u32 full = smem_addr(smem), empty = full + 64;
@@ -771,8 +840,8 @@ __global__ void __launch_bounds__(32 * (CW + 1), 1) h_ceiling(const __grid_const
   const long total = long(p.B) * tps;
   long g0, g1;
   if (splits) {
-    const int per = (tps + splits - 1) / splits, b = blockIdx.z;
-    g0 = long(b) * tps + imin(blockIdx.x * per, tps), g1 = long(b) * tps + imin(blockIdx.x * per + per, tps);
+    const int per = (tps + splits - 1) / splits, b = blockIdx.z, x = blockIdx.x / dup;
+    g0 = long(b) * tps + imin(x * per, tps), g1 = long(b) * tps + imin(x * per + per, tps);
   } else {
     g0 = total * blockIdx.x / gridDim.x, g1 = total * (blockIdx.x + 1) / gridDim.x;
   }
@@ -839,19 +908,24 @@ static int ceiling() {
     const auto maps = tma_maps(p, 128, 0);
     const double bytes = 2.0 * (2.0 * B * S * H + 2.0 * B * N * H);
     for (int copy = 0; copy < 3; ++copy)  // TMA, bulk, TMA with 8 releasing warps (tma8)
-      for (int grid : {-1, -2, -4, 128, 132, 264}) {  // negative: library grid of that many splits
+      for (int grid : {-1, -2, -4, 128, 132, 264, -1001, -1002}) {  // negative: library grid of that many splits
+        // (−1000·dup − splits: each block read by dup blocks, adjacent in x: the row groups' second read)
+        const int dup = grid < -1000 ? 2 : 1, sp = grid < -1000 ? -grid - 1000 : -grid;
         auto fn = copy == 1 ? h_ceiling<true> : copy == 2 ? h_ceiling<false, 8> : h_ceiling<false>;
         const int threads = copy == 2 ? 288 : 64;
         auto run = [&]() {
           if (grid < 0)
-            fn<<<dim3(-grid, 1, B), threads, smem>>>(p, maps.first, maps.second, -grid);
+            fn<<<dim3(sp * dup, 1, B), threads, smem>>>(p, maps.first, maps.second, sp, dup);
           else
-            fn<<<grid, threads, smem>>>(p, maps.first, maps.second, 0);
+            fn<<<grid, threads, smem>>>(p, maps.first, maps.second, 0, 1);
         };
         for (int i = 0; i < 200; ++i) run();  // settle the clocks under the power cap
         const float ms = median_ms(run, a, b);
         char g[16];
-        snprintf(g, sizeof g, grid < 0 ? "splits%d" : "persist%d", grid < 0 ? -grid : grid);
+        if (dup > 1)
+          snprintf(g, sizeof g, "splits%d.dup%d", sp, dup);
+        else
+          snprintf(g, sizeof g, grid < 0 ? "splits%d" : "persist%d", grid < 0 ? sp : grid);
         printf("%-6d %-7d %-5s %-12s %-9.4f %-8.0f\n", B, S, copy == 1 ? "bulk" : copy == 2 ? "tma8" : "tma", g, ms,
                bytes / (ms * 1e-3) / 1e9);
         fflush(stdout);

@@ -3,6 +3,20 @@
 // query's visible key range, the scalar P·V for NaN/Inf values at partly masked keys, and the
 // combine of the splits by their log-sum-exp.
 #pragma once
+
+// Programmatic dependent launch (sm_90; no-ops where the launch did not ask for it, and before sm_90): a
+// kernel launched with it may start while the previous one in the stream finishes; it waits here until
+// that kernel's writes are visible. grid_dependents_may_launch lets the next such kernel start early.
+__device__ __forceinline__ void grid_dependency_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void grid_dependents_may_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
 #include "decode/decode_load.cuh"
 #include "flash/mma.cuh"
 
@@ -185,6 +199,8 @@ constexpr int DEC_MAX_SPLITS = 128;  // decode-splits.ts never asks for more
 template <int DV, bool FP16>
 __device__ __forceinline__ void flash_decode_combine(const DecodeParams& p) {
   __shared__ float weights[4][DEC_MAX_SPLITS];
+  grid_dependency_wait();
+  grid_dependents_may_launch();
   const int warp = threadIdx.x / 32, row = blockIdx.x * 4 + warp, lane = threadIdx.x % 32;
   if (row >= p.rows_total) return;
   if (!p.q_offsets) {

@@ -34,13 +34,18 @@
 // copies instead (decode_tma.cuh; HB = 1, D = DV = 128, one producer warp): unpadded 128-byte-swizzled
 // halves, read through Sw128Layout.
 template <int D, int DV, bool FP16, int HB, int RTH, int SLICES, int KPW, int STAGES, bool QSMEM, int MINB,
-          bool FAST = false, int PRODUCERS = 1, bool TMA = false, int GROUP = 0, int LOADONLY = 0>
+          bool FAST = false, int PRODUCERS = 1, bool TMA = false, int GROUP = 0, int LOADONLY = 0, int ROWGROUPS = 1,
+          bool MULTICAST = false>
 struct WsConfig {
   static constexpr int D_ = D, DV_ = DV, HB_ = HB, RTH_ = RTH, SLICES_ = SLICES, KPW_ = KPW, STAGES_ = STAGES;
   static constexpr bool QSMEM_ = QSMEM, FAST_ = FAST, TMA_ = TMA;
   // harness only: 1, the consumers only release the stages; 2, nor load Q before nor merge after the loop
   static constexpr int LOADONLY_ = LOADONLY;
   static constexpr int GROUP_ = GROUP;  // TMA: rows a box moves both halves of (0: a box a half, decode_tma.cuh)
+  // ROWGROUPS: CTAs that share one key range, each with TILES row tiles of the head's rows (rank·TILES·16 …),
+  // adjacent in the grid's x (split · ROWGROUPS + rank); each reads the whole range, or, MULTICAST, the TMA
+  // loader's copies are shared by the CTAs of a cluster of ROWGROUPS (decode_tma.cuh)
+  static constexpr int ROWGROUPS_ = ROWGROUPS, CLUSTER_ = MULTICAST ? ROWGROUPS : 1;
   static constexpr int MINB_ = MINB, PRODUCERS_ = PRODUCERS;
   static constexpr int TILES = HB * RTH;
   static constexpr int CONSUMERS = TILES * SLICES;
@@ -70,6 +75,8 @@ struct WsConfig {
                 "the TMA loader: one kv head of H = Hv = 128, one producer warp, a power-of-two tile");
   static_assert(GROUP == 0 || (TMA && GROUP % 8 == 0 && TK % GROUP == 0) || (TMA && GROUP == -1 && LOADONLY),
                 "TMA groups: 8·n rows tiling the tile (−1: unswizzled whole rows, nobody reads them)");
+  static_assert(ROWGROUPS == 1 || (HB == 1 && (!MULTICAST || (ROWGROUPS == 2 && TMA && GROUP == 0))),
+                "row groups: one kv head a block; clusters of two CTAs, the TMA half boxes");
 };
 
 // The consumer warps alone (the producer has left): barrier 1, CONSUMERS·32 threads.
@@ -162,6 +169,18 @@ struct WsLayouts<C, true> {
   using V = typename WsTmaLayout<C>::L;
 };
 
+// A consumer warp's release of a stage: one arrival on its `empty`, in every CTA of the cluster (each
+// CTA's producer overwrites the stage in all of them).
+template <int CL>
+__device__ __forceinline__ void release_stage(u32 empty) {
+  if constexpr (CL == 1) {
+    dec_mbar_arrive(empty);
+  } else {
+#pragma unroll
+    for (int r = 0; r < CL; ++r) mbar_arrive_cluster(empty, r);
+  }
+}
+
 // kmap, vmap: the TMA loader's tensor maps of K and V (tma_map_dims gives their shape), else unused.
 template <class C, bool FP16>
 __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const TmaDesc* kmap = nullptr,
@@ -169,7 +188,12 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const Tma
   constexpr int D = C::D_, DV = C::DV_, HB = C::HB_, RTH = C::RTH_, KPW = C::KPW_, STAGES = C::STAGES_;
   constexpr int TK = C::TK, TILES = C::TILES, SLICES = C::SLICES_, CONSUMERS = C::CONSUMERS;
   extern __shared__ __align__(16) unsigned char smem[];
-  const int split = blockIdx.x, kh0 = blockIdx.y * HB, b = blockIdx.z;
+  constexpr int CL = C::CLUSTER_, RG = C::ROWGROUPS_;
+  const int rank = CL > 1 ? int(cluster_ctarank()) : int(blockIdx.x % RG);
+  const int split = blockIdx.x / RG, kh0 = blockIdx.y * HB, b = blockIdx.z;
+  const int row0 = rank * TILES * 16;  // this CTA's first row of a kv head's rows_b (HB = 1 where RG > 1)
+  grid_dependency_wait();  // launched early (programmatic dependent launch): what earlier kernels wrote is visible
+  grid_dependents_may_launch();  // the combine's blocks may take their place beside this one's and wait
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int G = p.group;
 
@@ -190,24 +214,29 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const Tma
   if (threadIdx.x == 0)
     for (int s = 0; s < STAGES; ++s) {
       dec_mbar_init(full + s * 8, C::PRODUCERS_);
-      dec_mbar_init(empty + s * 8, CONSUMERS);
+      dec_mbar_init(empty + s * 8, CONSUMERS * CL);
     }
   if constexpr (C::QSMEM_) {  // Q tile rows (row tile r: head r / RTH, rows (r % RTH)·16 …), zeros past rows_b
     for (int c = threadIdx.x; c < TILES * 16 * (D / 8); c += C::THREADS) {
       const int row = c / (D / 8), col = (c % (D / 8)) * 8, tile = row / 16;
-      const int rr = (tile % RTH) * 16 + row % 16, n = (kh0 + tile / RTH) * G + rr % G;
+      const int rr = row0 + (tile % RTH) * 16 + row % 16, n = (kh0 + tile / RTH) * G + rr % G;
       u128 x{0u, 0u, 0u, 0u};
       if (rr < rows_b)
         x = *reinterpret_cast<const u128*>(p.q + query_token(p, b, rr / G) * p.q_token + (i64)n * p.q_head + col);
       *reinterpret_cast<u128*>(smem + C::BAR_BYTES + (row * C::Q_PITCH + col) * 2) = x;
     }
   }
-  __syncthreads();  // barriers initialised and Q written before anyone uses them
+  // barriers initialised and Q written before anyone uses them (a cluster's peers included: their copies
+  // complete on this CTA's `full`, their consumers arrive on its `empty`)
+  if constexpr (CL > 1)
+    cluster_sync_all();
+  else
+    __syncthreads();
 
   if (warp >= CONSUMERS) {  // the producers
     if constexpr (C::TMA_) {
-      tma_produce<TK, STAGES, C::K_BYTES, C::STAGE_BYTES, C::GROUP_>(p, kmap, vmap, keys, b, kh0, loop_smem, full,
-                                                                     empty, lane);
+      tma_produce<TK, STAGES, C::K_BYTES, C::STAGE_BYTES, C::GROUP_, CL>(p, kmap, vmap, keys, b, kh0, loop_smem, full,
+                                                                         empty, lane, rank);
       return;
     }
     const int pw = warp - CONSUMERS, P = C::PRODUCERS_;  // this warp's 32-row chunks: pw, pw + P, …
@@ -267,20 +296,20 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const Tma
   const int tile_id = warp % TILES, slice = warp / TILES;
   const int hh = tile_id / RTH, rt = tile_id % RTH, kh = kh0 + hh;
   u32 qa[C::QSMEM_ ? 1 : C::KT][4];
-  if constexpr (!C::QSMEM_ && C::LOADONLY_ < 2) load_q_fragments<C::KT>(qa, p, b, kh, G, rt * 16, rows_b, lane);
+  if constexpr (!C::QSMEM_ && C::LOADONLY_ < 2) load_q_fragments<C::KT>(qa, p, b, kh, G, row0 + rt * 16, rows_b, lane);
   const u32 q_tile = q_smem + ((tile_id * 16 + lane % 16) * C::Q_PITCH + (lane / 16) * 8) * 2;
 
   int lo[2], hi[2];
   float m[2] = {neg_inf(), neg_inf()}, l[2] = {0.f, 0.f};
   float o[C::DT][4];
-  start_rows<C::DT>(p, rt * 16, rows_b, Tb, Sb, g, lo, hi, o);
+  start_rows<C::DT>(p, row0 + rt * 16, rows_b, Tb, Sb, g, lo, hi, o);
 
   for (int i = tile_lo; i < tile_hi; ++i) {
     const int n = i - tile_lo, stage = n % STAGES;
     ws_wait(full + stage * 8, (n / STAGES) & 1);
     if constexpr (C::LOADONLY_) {  // the harness's loader ceiling: the bytes arrive, nobody computes
       __syncwarp();
-      if (lane == 0) dec_mbar_arrive(empty + stage * 8);
+      if (lane == 0) release_stage<CL>(empty + stage * 8);
       continue;
     }
     const u32 k_tile = loop_smem + stage * C::STAGE_BYTES + hh * D * 2;
@@ -301,7 +330,7 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const Tma
     ws_softmax<KPW, C::DT, C::FAST_>(s, o, m, l, key0, lo, hi, p.scale_log2, tq, all_visible);
     pv_tile_at<C, FP16, KPW, LV>(o, s, v_tile, key0, slice * KPW, keys.all_lo, keys.all_hi, lo, hi, lane);
     __syncwarp();  // the warp's reads of this stage are done before it is released
-    if (lane == 0) dec_mbar_arrive(empty + stage * 8);
+    if (lane == 0) release_stage<CL>(empty + stage * 8);
   }
   if constexpr (C::LOADONLY_ == 2) return;
   consumers_sync(CONSUMERS * 32);  // every consumer is done with the stages: the merge reuses them
@@ -313,7 +342,7 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const Tma
   constexpr int THREADS_PER_ROW = CONSUMERS * 32 / (TILES * 16);  // 2·SLICES
   const int row = threadIdx.x / THREADS_PER_ROW, part = threadIdx.x % THREADS_PER_ROW;
   const int row_tile = row / 16, row16 = row % 16;
-  const int rr = (row_tile % RTH) * 16 + row16;
+  const int rr = row0 + (row_tile % RTH) * 16 + row16;
   if (rr >= rows_b) return;
   auto at = [&](int w) { return (w * TILES + row_tile) * 16 + row16; };
   write_merged_row<SLICES, DV, THREADS_PER_ROW, FP16>(p, slots, at, query_token(p, b, rr / G),
