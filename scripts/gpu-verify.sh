@@ -23,8 +23,14 @@ source "$(dirname "${BASH_SOURCE[0]}")/gpu-lib.sh"  # shard, sanitize, summary
 source "$(dirname "${BASH_SOURCE[0]}")/gpu-steps.sh"  # step groups that bench/ session scripts run too
 
 # Every other file (a new test file lands here without an edit) in one node --test, files in parallel.
-rest=$(ls test/gpu/*.test.ts | grep -vE '/(flash|flash-hopper|nan|backward|decode)\.test\.ts$')
+rest=$(ls test/gpu/*.test.ts | grep -vE '/(flash|flash-hopper|nan|backward|decode|decode-tma)\.test\.ts$')
 shard rest - $rest
+# decode-tma.test.ts in three: session 11's two forms × 6 cache layouts × 4 split counts (144 calls, ~8
+# TMA variants to compile cold), one form a shard, the rest (fp16, NaN, the defaults, the decode loop) a third.
+shard decode-tma-1 - --test-name-pattern=', 1 row group\(s\), ' test/gpu/decode-tma.test.ts
+shard decode-tma-2 - --test-name-pattern=', 2 row group\(s\), ' test/gpu/decode-tma.test.ts
+shard decode-tma - --test-name-pattern='^(?!.*, [12] row group\(s\), |forced$|flash decode, TMA kernel$|<root>$)' \
+  test/gpu/decode-tma.test.ts
 # flash-hopper.test.ts in four processes: session 8 added D=192 and the Dk ≠ Dv pairs (~17 more Hopper
 # variants to compile cold; 71 tests in nine shards took 33 s in h192's call), too many for one shard's cap.
 # The complement excludes the suite's name and node's root, as decode's third shard does.
@@ -70,6 +76,12 @@ sanitize memcheck-ring memcheck --test-name-pattern='^flash .*P=2$' test/gpu/rin
 # Session 7: racecheck on the row-tile decode kernel and on the default (wgmma) flash backward; memcheck
 # on the FP8 backward's dO quantise / gradient dequantise (fp8/gradients.cu).
 sanitize racecheck-decode racecheck --test-name-pattern='window' test/gpu/decode.test.ts
+# Session 11: the TMA decode kernel's row groups and grouped boxes (dense and pages of 8…256) and its
+# programmatic dependent launches, under memcheck and racecheck: the window case at 3 splits.
+for tool in memcheck racecheck; do
+  sanitize "$tool-decode-tma" "$tool" --test-name-pattern='^window .*, [12] row group\(s\), 3 splits' \
+    test/gpu/decode-tma.test.ts
+done
 sanitize racecheck-flash-backward racecheck --test-name-pattern=sanitize test/gpu/flash-backward.test.ts
 sanitize memcheck-fp8-gradients memcheck --test-name-pattern='bit for bit' test/gpu/fp8-backward.test.ts
 for tool in racecheck synccheck; do

@@ -45,13 +45,6 @@ __global__ void __launch_bounds__(C::THREADS, C::MINB_)
              const __grid_constant__ TmaDesc vmap) {
   flash_decode_ws<C, false>(p, &kmap, &vmap);
 }
-// the same in clusters of two CTAs (ROWGROUPS = 2, MULTICAST: one key range, multicast copies, each CTA its rows)
-template <class C>
-__global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(C::THREADS, C::MINB_)
-    h_ws_tma_cluster(const __grid_constant__ DecodeParams p, const __grid_constant__ TmaDesc kmap,
-                     const __grid_constant__ TmaDesc vmap) {
-  flash_decode_ws<C, false>(p, &kmap, &vmap);
-}
 template <class C>
 __global__ void __launch_bounds__(C::THREADS, 1) h_persist(const __grid_constant__ DecodeParams p) {
   flash_decode_persist<C, false>(p);
@@ -93,8 +86,7 @@ struct Variant {
   // only wait and release the stages (the loader's ceiling; not checked: no output)
   int group = 0;
   int loadonly = 0;  // 2: nor Q before nor the merge after the loop (.lo2)
-  int cluster = 1;   // CTAs a cluster (.c2: multicast copies)
-  int rowgroups = 1;  // CTAs sharing a key range, each its rows (.r2; .c2 too): the grid's x is splits × rowgroups
+  int rowgroups = 1;  // blocks sharing a key range, each its rows (.r2): the grid's x is splits × rowgroups
   // the TMA loader (decode_tma.cuh): launched with K and V tensor maps (tma_maps)
   void (*split_tma)(DecodeParams, TmaDesc, TmaDesc) = nullptr;
   const char* name() const {
@@ -107,7 +99,7 @@ struct Variant {
       if (group) snprintf(g, sizeof g, group < 0 ? ".raw" : ".g%d", group);
       snprintf(buf, sizeof buf, "%s%d.%dx%d.s%d%s%s%s%s%s%s%s", split_tma ? "tma" : "ws", hb, slices, tk / slices,
                stages, qsmem ? "q" : "", fast ? "f" : "", minb > 1 ? ".b2" : "", p, g,
-               cluster > 1 ? ".c2" : rowgroups > 1 ? ".r2" : "",
+               rowgroups > 1 ? ".r2" : "",
                loadonly == 2 ? ".lo2" : loadonly ? ".lo" : "");
       return buf;
     }
@@ -132,25 +124,22 @@ Variant make_heads() {
 // The producer-warp heads kernel (session 9): per_sm from the occupancy API with the whole carveout;
 // PRODUCERS row-copy warps, or the TMA loader.
 template <int HB, int RTH, int SLICES, int KPW, int STAGES, bool QSMEM, int MINB, bool FAST, int PRODUCERS = 1,
-          bool TMA = false, int GROUP = 0, int LOADONLY = 0, int ROWGROUPS = 1, bool MULTICAST = false>
+          bool TMA = false, int GROUP = 0, int LOADONLY = 0, int ROWGROUPS = 1>
 Variant make_ws() {
   using C = WsConfig<128, 128, false, HB, RTH, SLICES, KPW, STAGES, QSMEM, MINB, FAST, PRODUCERS, TMA, GROUP, LOADONLY,
-                     ROWGROUPS, MULTICAST>;
-  constexpr int CLUSTER = C::CLUSTER_;
+                     ROWGROUPS>;
   const void* fn;
-  if constexpr (CLUSTER > 1) fn = (const void*)h_ws_tma_cluster<C>;
-  else if constexpr (TMA) fn = (const void*)h_ws_tma<C>;
+  if constexpr (TMA) fn = (const void*)h_ws_tma<C>;
   else fn = (const void*)h_ws<C>;
   CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM));
   CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
-  int per_sm = 1;  // a cluster kernel: one CTA an SM (its ~193 KB of stages)
-  if constexpr (CLUSTER == 1) CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, C::THREADS, C::SMEM));
+  int per_sm = 0;
+  CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, C::THREADS, C::SMEM));
   Variant v{128, 128, RTH, true, nullptr, h_combine<128>, C::SMEM};
   v.hb = HB, v.slices = SLICES, v.tk = C::TK, v.threads = C::THREADS, v.stages = STAGES;
   v.ws = true, v.qsmem = QSMEM, v.fast = FAST, v.minb = MINB, v.per_sm = per_sm, v.producers = PRODUCERS;
-  v.group = GROUP, v.loadonly = LOADONLY, v.cluster = CLUSTER, v.rowgroups = ROWGROUPS, v.rt = RTH * ROWGROUPS;
-  if constexpr (CLUSTER > 1) v.split_tma = h_ws_tma_cluster<C>;
-  else if constexpr (TMA) v.split_tma = h_ws_tma<C>;
+  v.group = GROUP, v.loadonly = LOADONLY, v.rowgroups = ROWGROUPS, v.rt = RTH * ROWGROUPS;
+  if constexpr (TMA) v.split_tma = h_ws_tma<C>;
   else v.split = h_ws<C>;
   return v;
 }
@@ -300,15 +289,11 @@ static std::vector<Variant> all_variants() {
           make_ws<1, 2, 4, 32, 3, false, 1, true, 1, true, -1, 1>(),
           // … and the loader with neither Q before nor the merge after (session 11, call 1)
           make_ws<1, 2, 4, 32, 3, false, 1, true, 1, true, 0, 2>(),
-          // … session 11: clusters of two CTAs sharing a key range by multicast copies, each with one row tile
-          // (16 of MQA's 32 heads): one split at B=64 instead of two and their combine (5% in call 1: .lo2 at
-          // splits 2 read 4019 GB/s, at splits 1 4140 = the copies alone). 8 warps of 16 keys, 4 of 32, and
-          // 4 of 16 keys in 64-key stages 6 deep; the first with idle consumers (.lo, .lo2)
-          // (call 2: correct, sanitizers clean, but 2.2–2.3 TB/s, and 2.9 with idle consumers: lost)
-          make_ws<1, 1, 8, 16, 3, false, 1, true, 1, true, 0, 0, 2, true>(),
-          make_ws<1, 1, 8, 16, 3, false, 1, true, 1, true, 0, 2, 2, true>(),
-          // … the same two CTAs without a cluster, each reading the range (the second read an L2 hit, if the
-          // L2 keeps up: `ceiling`'s dup2), 8 warps of 16 keys and 4 of 32; idle consumers (.lo2)
+          // … session 11: two blocks sharing a key range, each one row tile (16 of MQA's 32 heads): one split at
+          // B=64 instead of two and their combine (5% in call 1: .lo2 at splits 2 read 4019 GB/s, at splits 1
+          // 4140 = the copies alone). In a cluster, sharing the copies by multicast (call 2, since removed: 2.3
+          // TB/s, lost); here each reads the range (the second read an L2 hit, if the L2 keeps up: `ceiling`'s
+          // dup2), 8 warps of 16 keys and 4 of 32; idle consumers (.lo2)
           make_ws<1, 1, 8, 16, 3, false, 1, true, 1, true, 0, 0, 2>(),
           make_ws<1, 1, 4, 32, 3, false, 1, true, 1, true, 0, 0, 2>(),
           make_ws<1, 1, 8, 16, 3, false, 1, true, 1, true, 0, 2, 2>(),
@@ -724,18 +709,6 @@ static int bench(int argc, char** argv) {
     if (v.ws) printf("# %s: %d blocks/SM, %d threads, %d B shared\n", v.name(), v.per_sm, v.threads, v.smem);
   for (auto& v : vs)
     if (v.persist) printf("# %s: %d blocks/SM, grid %d, %d B shared\n", v.name(), v.per_sm, v.persist, v.smem);
-  for (auto& v : vs)  // clusters: how many fit the GPU at once (GPCs of an odd SM count leave one idle)
-    if (v.cluster > 1) {
-      cudaLaunchConfig_t cfg{};
-      cudaLaunchAttribute attr{};
-      attr.id = cudaLaunchAttributeClusterDimension;
-      attr.val.clusterDim.x = v.cluster, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
-      cfg.gridDim = dim3(v.cluster * 64, 1, 1), cfg.blockDim = dim3(v.threads), cfg.dynamicSmemBytes = v.smem;
-      cfg.attrs = &attr, cfg.numAttrs = 1;
-      int clusters = 0;
-      const cudaError_t e = cudaOccupancyMaxActiveClusters(&clusters, (const void*)v.split_tma, &cfg);
-      printf("# %s: %d clusters of %d at once (%s)\n", v.name(), clusters, v.cluster, cudaGetErrorString(e));
-    }
   printf("%-6s %-7s %-2s %-8s %-16s %-3s %-6s %-9s %-8s %-6s\n", "B", "S", "K", "layout", "kernel", "rt", "splits",
          "ms", "GB/s", "model");
   for (const Shape& sh : shapes) {

@@ -5,7 +5,9 @@
 # (dense, paged 16 and 64; K=8, 4, 1 at B=64 S=16k), then `attnlab lab --quick`.
 # From the project root, .device and .kcache carried:
 #   bash .device/on-gpu.sh bash bench/s9/final-verify.sh "$OUT"
+# Later sessions' calls reuse it with DECODE_SHAPES (B:S:K,…) and DECODE_CAP (seconds) for the decode bench.
 set -u
+shapes=${DECODE_SHAPES:-64:16384:8,64:16384:4,64:16384:1}
 out=${1:?output folder}
 L=/tmp/final-verify-logs
 mkdir -p "$out/verify" $L
@@ -13,9 +15,9 @@ bash scripts/gpu-verify.sh "$out/verify" 200 > $L/verify.txt 2>&1
 echo "verify done at ${SECONDS} s"
 export ATTNLAB_CACHE_DIR=/tmp/attnlab-verify-cache NO_COLOR=1
 export ATTNLAB_COMMIT=${ATTNLAB_COMMIT:-$(cat .device/commit 2>/dev/null || echo unknown)}
-timeout --kill-after=5 90 node --import tsx bench/decode/decode-bench.ts --out $L/decode.json \
+timeout --kill-after=5 "${DECODE_CAP:-90}" node --import tsx bench/decode/decode-bench.ts --out $L/decode.json \
   --torch /opt/torch/.venv/bin/python --impl flash,cudnn,auto --table-room --no-uncached \
-  --shapes 64:16384:8,64:16384:4,64:16384:1 > $L/decode.txt 2>&1
+  --shapes "$shapes" > $L/decode.txt 2>&1
 echo "decode rc=$? at ${SECONDS} s"
 timeout --kill-after=5 75 node --import tsx src/cli/bin.ts lab --quick --out /tmp/final-verify-lab > $L/lab.txt 2>&1
 echo "lab rc=$? at ${SECONDS} s"

@@ -5,8 +5,10 @@ import { chooseSplits, splitVariant } from '../../src/backends/cuda/flash/decode
 import { headsVariant } from '../../src/backends/cuda/flash/decode-heads.js';
 import { decodeTuning } from '../../src/backends/cuda/flash/decode-splits.js';
 import {
+  tmaDefines,
   tmaMapSpecs,
   tmaPreferred,
+  tmaRowGroups,
   tmaSharedBytes,
   tmaSupport,
   tmaThreads,
@@ -44,11 +46,20 @@ const problem = (o: {
   } as unknown as AttentionProblem;
 };
 const LIMIT = 232448; // the H200's opt-in shared memory per block
-const kind = (p: AttentionProblem) => splitVariant(p, 'sm_90a', LIMIT).kind ?? 'rows';
+const SMS = 132;
+const split = (p: AttentionProblem) => splitVariant(p, 'sm_90a', LIMIT, SMS);
+const kind = (p: AttentionProblem) => split(p).kind ?? 'rows';
+/** The TMA variant decode.ts picks for `p`. */
+const picked = (p: AttentionProblem) => {
+  const v = split(p);
+  assert.equal(v.kind, 'tma');
+  return v as ReturnType<typeof tmaVariant>;
+};
 
 describe('TMA decode kernel table', () => {
   afterEach(() => {
     delete decodeTuning.kernel;
+    delete decodeTuning.rowGroups;
   });
   it('replaces the heads kernel where that one serves MQA rows (one kv head, two row tiles), as measured', () => {
     for (const blockSize of [0, 16, 64])
@@ -73,14 +84,87 @@ describe('TMA decode kernel table', () => {
     const v = tmaVariant(p, 'sm_90a');
     assert.equal(tmaThreads(v), 288, '8 consumer warps and one producer');
     assert.equal(tmaSharedBytes(v), 197_760);
-    assert.equal(tmaVariantKey(v), 'flash-decode-tma.sm_90a.bf16.d128.1x2x4.k128s3f');
+    assert.equal(tmaVariantKey(v), 'flash-decode-tma.sm_90a.bf16.d128.1x2x4.k128s3f.g8');
     assert.equal(
-      chooseSplits(p, v, 132, LIMIT),
-      chooseSplits(p, headsVariant(p, 'sm_90a', LIMIT), 132, LIMIT),
+      chooseSplits(p, v, SMS, LIMIT),
+      chooseSplits(p, headsVariant(p, 'sm_90a', LIMIT), SMS, LIMIT),
     );
     assert.equal(tmaPreferred(p, headsVariant(p, 'sm_90a', LIMIT), 'sm_90a'), true);
   });
-  it('maps a dense cache (H, S, K, B) and a pool (H, blockSize, K, blocks) with a page a box', () => {
+  it('runs row groups where the one-block form splits the keys, pages hold 32 rows or more and both groups have rows', () => {
+    const dense = picked(problem({ blockSize: 0 }));
+    assert.deepEqual(
+      [dense.rowGroups, dense.rowTiles, dense.slices, dense.keysPerWarp, dense.boxGroup],
+      [2, 1, 8, 16, 0],
+      'B=64 S=16k dense: two splits of the one-block form become two row groups',
+    );
+    assert.equal(tmaVariantKey(dense), 'flash-decode-tma.sm_90a.bf16.d128.1x1x8.k128s3f.r2');
+    assert.equal(tmaThreads(dense), 288);
+    assert.equal(tmaSharedBytes(dense), 197_760, 'the same stages, and 8 warps merge');
+    assert.equal(chooseSplits(problem({ blockSize: 0 }), dense, SMS, LIMIT), 1, '128 blocks: one split');
+    const paged64 = picked(problem({ blockSize: 64 }));
+    assert.deepEqual([paged64.rowGroups, paged64.boxGroup], [2, 32], 'block 64: grouped boxes of 32 rows');
+    const paged16 = picked(problem({ blockSize: 16 }));
+    assert.deepEqual([paged16.rowGroups, paged16.boxGroup], [1, 8], 'block 16: one block, boxes of 8 rows');
+    const long = picked(problem({ B: 128, S: 8192, blockSize: 0 }));
+    assert.deepEqual([long.rowGroups, long.boxGroup], [1, 0], 'B=128: one split already fills the GPU');
+    const wide = picked(problem({ B: 8, S: 131072, blockSize: 64 }));
+    assert.equal(wide.rowGroups, 2, 'B=8 S=128k: row groups halve the splits');
+    assert.equal(chooseSplits(problem({ B: 8, S: 131072, blockSize: 64 }), wide, SMS, LIMIT), 8);
+    assert.equal(tmaRowGroups(problem({ N: 16, K: 1 }), 4), 1, '16 rows: the second group would have none');
+    assert.equal(tmaRowGroups(problem({ N: 16, T: 2, blockSize: 0 }), 2), 2, 'two tokens of N=16: 32 rows');
+    assert.equal(tmaRowGroups(problem({ blockSize: 8 }), 2), 1, 'block 8');
+    assert.equal(tmaRowGroups(problem({ blockSize: 32 }), 2), 2, 'block 32');
+  });
+  it('takes a forced form, with boxes that fit the pages', () => {
+    decodeTuning.rowGroups = 2;
+    assert.deepEqual(
+      [picked(problem({ blockSize: 16 })).rowGroups, picked(problem({ blockSize: 16 })).boxGroup],
+      [2, 16],
+    );
+    assert.equal(picked(problem({ blockSize: 8 })).boxGroup, 8);
+    decodeTuning.rowGroups = 1;
+    const one = picked(problem({ blockSize: 0 }));
+    assert.deepEqual([one.rowGroups, one.rowTiles, one.slices, one.boxGroup], [1, 2, 4, 0]);
+    assert.equal(picked(problem({ blockSize: 64 })).boxGroup, 0, 'one block, block 64: half boxes of a page');
+    decodeTuning.rowGroups = 3 as 2;
+    assert.throws(() => split(problem({})), /decodeTuning\.rowGroups/);
+  });
+  it("gives the kernel its form's defines", () => {
+    assert.deepEqual(tmaDefines(tmaVariant(problem({ blockSize: 64 }), 'sm_90a', 2)), {
+      DECODE_FP16: 0,
+      DECODE_WS_RTH: 1,
+      DECODE_WS_SLICES: 8,
+      DECODE_WS_KPW: 16,
+      DECODE_STAGES: 3,
+      DECODE_WS_FAST: 1,
+      DECODE_WS_GROUP: 32,
+      DECODE_WS_ROWGROUPS: 2,
+    });
+  });
+  it('maps grouped boxes as 5-D: 64 columns, rows, the two halves 128 B apart, kv head, block', () => {
+    const p = problem({ blockSize: 64, K: 2, N: 64 });
+    const [k] = tmaMapSpecs(p, tmaVariant(p, 'sm_90a', 2), 0n, 0n);
+    assert.deepEqual(
+      [k.dims, k.byteStrides, k.box],
+      [
+        [64, 64, 2, 2, (64 * 16384) / 64 + 3],
+        [512, 128, 256, 64 * 512],
+        [64, 32, 2, 1, 1],
+      ],
+    );
+    const [g8] = tmaMapSpecs(
+      problem({ blockSize: 16 }),
+      tmaVariant(problem({ blockSize: 16 }), 'sm_90a', 1),
+      0n,
+      0n,
+    );
+    assert.deepEqual([g8.dims[1], g8.box], [16, [64, 8, 2, 1, 1]], 'block 16, one block: groups of 8 rows');
+    const d = problem({ blockSize: 0 });
+    const [dk] = tmaMapSpecs(d, tmaVariant(d, 'sm_90a', 1), 0n, 0n);
+    assert.deepEqual(dk.box, [64, 128, 1, 1], 'one block, dense: half boxes of a tile');
+  });
+  it('maps a dense cache (H, S, K, B) and a pool (H, blockSize, K, blocks) with a page a box (one block a range)', () => {
     const dense = problem({ blockSize: 0, K: 2, N: 32 });
     const [k, v] = tmaMapSpecs(dense, tmaVariant(dense, 'sm_90a'), 4096n, 8192n);
     assert.deepEqual(
@@ -88,12 +172,12 @@ describe('TMA decode kernel table', () => {
       [4096n, 8192n, [128, 16384, 2, 64], [512, 256, 16384 * 512], [64, 128, 1, 1]],
     );
     for (const [blockSize, box] of [
-      [16, 16],
+      [32, 32],
       [64, 64],
       [256, 128], // a page holds two tiles: a box is a tile
     ]) {
       const p = problem({ blockSize });
-      const [pk] = tmaMapSpecs(p, tmaVariant(p, 'sm_90a'), 0n, 0n);
+      const [pk] = tmaMapSpecs(p, tmaVariant(p, 'sm_90a', 1), 0n, 0n);
       assert.deepEqual(
         [pk.dims, pk.byteStrides, pk.box],
         [

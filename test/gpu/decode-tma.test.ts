@@ -1,14 +1,17 @@
 /**
  * The TMA decode kernel (flash_decode_ws.cu with decode_tma.cuh, decode-tma.ts) against the float64
- * reference of the dense call: forced (decodeTuning.kernel = 'tma') over dense caches and paged pools of
- * block 16, 64 and 256 with shuffled tables, ragged lengths incl. 0 and 1, forced split counts, windows,
- * fp16, and the NaN rule; then the measured choice at the shape it was measured on. Rows past a
+ * reference of the dense call: forced (decodeTuning.kernel = 'tma') in both forms (one block a key range,
+ * and row groups: two, each its row tile) over dense caches and paged pools of block 8, 16, 32, 64 and 256
+ * (half boxes and grouped boxes of 8, 16, 32 rows) with shuffled tables, ragged lengths incl. 0 and 1,
+ * forced split counts, windows, fp16, and the NaN rule; then the measured choice at the shape it was
+ * measured on, and a decode loop of appends (the kernel launched as a programmatic dependent). Rows past a
  * sequence hold NaN in the dense cache and in the pool (the kernel copies whole pages and boxes: those
  * rows must never reach the output). Skips, saying why, off sm_90.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { attention } from '../../src/api/attention.js';
+import { KVCache } from '../../src/api/kv-cache.js';
 import { cudaAvailable, targetArch } from '../../src/backends/cuda/context.js';
 import { decodeTuning } from '../../src/backends/cuda/flash/decode-splits.js';
 import { setAllocationPoison } from '../../src/backends/cuda/memory.js';
@@ -17,7 +20,7 @@ import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';
 import { assertMatchesOracle } from '../support/backend-suite.js';
-import { pagedCopy } from '../support/kv-layouts.js';
+import { pagedCopy, sliceRows } from '../support/kv-layouts.js';
 import { assertSameNaNs, NAN_WINDOW_OPTIONS } from '../support/nan-window.js';
 
 const cuda = cudaAvailable();
@@ -106,6 +109,7 @@ describe('flash decode, TMA kernel', { skip }, () => {
     setAllocationPoison(null);
     delete decodeTuning.kernel;
     delete decodeTuning.splits;
+    delete decodeTuning.rowGroups;
   });
 
   describe('forced', () => {
@@ -115,27 +119,31 @@ describe('flash decode, TMA kernel', { skip }, () => {
     after(() => {
       delete decodeTuning.kernel;
       delete decodeTuning.splits;
+      delete decodeTuning.rowGroups;
     });
     CASES.forEach((c, index) => {
-      for (const splits of [undefined, 1, 3, 17]) {
-        it(`${c.name}, ${splits ?? 'chosen'} splits: dense, paged 16, 64, 256`, () => {
-          if (splits) decodeTuning.splits = splits;
-          else delete decodeTuning.splits;
-          const { q, k, v } = inputs(c, 'bfloat16', index * 10);
-          const options: AttentionOptions = { ...c.options, keyValueSeqLengths: c.lengths };
-          for (const blockSize of [0, 16, 64, 256]) {
-            const r = run(q, k, v, blockSize, options, index + blockSize);
-            assert.match(r.variant, /^flash-decode-tma\./);
-            if (splits) assert.match(r.variant, new RegExp(`split${splits}`));
-            assertMatchesOracle(
-              r,
-              { q, k, v, options },
-              'bfloat16',
-              `${c.name} block ${blockSize} splits ${splits}`,
-            );
-          }
-        });
-      }
+      for (const rowGroups of [1, 2] as const)
+        for (const splits of [undefined, 1, 3, 17]) {
+          it(`${c.name}, ${rowGroups} row group(s), ${splits ?? 'chosen'} splits: dense, paged 8…256`, () => {
+            decodeTuning.rowGroups = rowGroups;
+            if (splits) decodeTuning.splits = splits;
+            else delete decodeTuning.splits;
+            const { q, k, v } = inputs(c, 'bfloat16', index * 10);
+            const options: AttentionOptions = { ...c.options, keyValueSeqLengths: c.lengths };
+            for (const blockSize of [0, 8, 16, 32, 64, 256]) {
+              const r = run(q, k, v, blockSize, options, index + blockSize);
+              assert.match(r.variant, rowGroups === 2 ? /^flash-decode-tma\..*\.r2/ : /^flash-decode-tma\./);
+              if (rowGroups === 1) assert.doesNotMatch(r.variant, /\.r2/);
+              if (splits) assert.match(r.variant, new RegExp(`split${splits}`));
+              assertMatchesOracle(
+                r,
+                { q, k, v, options },
+                'bfloat16',
+                `${c.name} block ${blockSize}, ${rowGroups} row group(s), splits ${splits}`,
+              );
+            }
+          });
+        }
     });
 
     it('float16, dense and paged 16', () => {
@@ -185,7 +193,10 @@ describe('flash decode, TMA kernel', { skip }, () => {
     const { q, k, v } = inputs(c, 'bfloat16', 80);
     const options: AttentionOptions = { keyValueSeqLengths: c.lengths };
     const chosen = run(q, k, v, 16, options, 81);
-    assert.match(chosen.variant, /^flash-decode-tma\.sm_90a\.bf16\.d128\.1x2x4\.k128s3f\.split\d+\.paged16$/);
+    assert.match(
+      chosen.variant,
+      /^flash-decode-tma\.sm_90a\.bf16\.d128\.1x2x4\.k128s3f\.g8\.split\d+\.paged16$/,
+    );
     decodeTuning.kernel = 'heads';
     try {
       const heads = run(q, k, v, 16, options, 81);
@@ -198,6 +209,77 @@ describe('flash decode, TMA kernel', { skip }, () => {
       assert.ok(worst < 1e-2, `largest difference from the heads kernel ${worst}`);
     } finally {
       delete decodeTuning.kernel;
+    }
+  });
+
+  it('runs row groups by default on dense and block-64 caches at that shape, equal to one block a range', () => {
+    const c: TmaCase = {
+      name: 'groups',
+      B: 8,
+      T: 1,
+      S: 16384,
+      N: 32,
+      K: 1,
+      lengths: [16384, 9000, 1, 0, 16384, 5, 777, 16000],
+    };
+    const { q, k, v } = inputs(c, 'bfloat16', 90);
+    const options: AttentionOptions = { keyValueSeqLengths: c.lengths };
+    for (const blockSize of [0, 64]) {
+      const chosen = run(q, k, v, blockSize, options, 91 + blockSize);
+      assert.match(chosen.variant, /^flash-decode-tma\.sm_90a\.bf16\.d128\.1x1x8\.k128s3f\.r2/);
+      assertMatchesOracle(
+        chosen,
+        { q, k, v, options },
+        'bfloat16',
+        `row groups by default, block ${blockSize}`,
+      );
+    }
+  });
+
+  it("a decode loop of appends reads each step's cache (the kernel waits for the append before it)", () => {
+    // 40 steps of B=3 MQA N=32 with no host wait between an append and the attention after it: the TMA
+    // kernel is a programmatic dependent and must see the rows the append before it wrote.
+    const [B, L, N, H] = [3, 40, 32, 128];
+    const dtype = 'bfloat16';
+    const prefix = 600;
+    const q = randomNormal([B, L, N, H], { seed: seed + 95, dtype });
+    const k = randomNormal([B, prefix + L, 1, H], { seed: seed + 96, dtype });
+    const v = randomNormal([B, prefix + L, 1, H], { seed: seed + 97, dtype });
+    for (const rowGroups of [1, 2] as const) {
+      decodeTuning.kernel = 'tma';
+      decodeTuning.rowGroups = rowGroups;
+      const cache = new KVCache({
+        numBlocks: B * Math.ceil((prefix + L) / 64) + 4,
+        blockSize: 64,
+        numKvHeads: 1,
+        headDim: H,
+      });
+      const ids = Array.from({ length: B }, () => cache.addSequence());
+      try {
+        cache.append(ids, sliceRows(k, 0, prefix).to('cuda'), sliceRows(v, 0, prefix).to('cuda'));
+        const outputs: Tensor[] = [];
+        for (let t = 0; t < L; t++) {
+          cache.append(ids, sliceRows(k, prefix + t, 1).to('cuda'), sliceRows(v, prefix + t, 1).to('cuda'));
+          const r = cache.attention(sliceRows(q, t, 1).to('cuda'), ids, { implementation: 'flash' });
+          assert.match(r.variant, /^flash-decode-tma\./);
+          outputs.push(r.output);
+        }
+        for (const t of [0, 1, L / 2, L - 1]) {
+          const kt = sliceRows(k, 0, prefix + t + 1);
+          const vt = sliceRows(v, 0, prefix + t + 1);
+          const qt = sliceRows(q, t, 1);
+          assertMatchesOracle(
+            { output: outputs[t].toHost() },
+            { q: qt, k: kt, v: vt, options: {} },
+            dtype,
+            `step ${t}, ${rowGroups} row group(s)`,
+          );
+        }
+      } finally {
+        cache.dispose();
+        delete decodeTuning.kernel;
+        delete decodeTuning.rowGroups;
+      }
     }
   });
 });

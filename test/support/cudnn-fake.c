@@ -69,6 +69,10 @@ int cuLaunchKernel(void *f, unsigned a, unsigned b, unsigned c, unsigned d, unsi
   (void)f; (void)a; (void)b; (void)c; (void)d; (void)e; (void)g; (void)h; (void)s; (void)p; (void)x;
   return 0;
 }
+int cuLaunchKernelEx(const void *config, void *f, void **p, void **x) {
+  (void)config; (void)f; (void)p; (void)x;
+  return 0;
+}
 int cuGetErrorName(int s, const char **n) { (void)s; *n = "CUDA_ERROR_FAKE"; return 0; }
 int cuGetErrorString(int s, const char **t) { (void)s; *t = ok_text; return 0; }
 

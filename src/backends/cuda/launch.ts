@@ -15,6 +15,7 @@ import koffi from 'koffi';
 import { InvalidArgumentError } from '../../errors.js';
 import { getCudaContext } from './context.js';
 import { CU_FUNC_ATTRIBUTE, cu, outInt } from './ffi/driver.js';
+import { LAUNCH_ATTRIBUTE_BYTES, LAUNCH_CONFIG_BYTES, writeDependentLaunch } from './launch-dependent.js';
 
 export type ScalarType = 'i32' | 'u32' | 'f32' | 'i64' | 'u64' | 'ptr';
 export type KernelArg =
@@ -39,6 +40,11 @@ export interface LaunchConfig {
   readonly sharedBytes?: number;
   /** Defaults to attnlab's stream. */
   readonly stream?: bigint;
+  /**
+   * Launch as a programmatic dependent of the work before it on the stream (launch-dependent.ts): only
+   * for kernels that run griddepcontrol.wait before reading memory, and only on sm_90 or newer.
+   */
+  readonly dependent?: boolean;
 }
 
 /** Bytes of each scalar kernel-argument type (C sizeof on the 64-bit targets CUDA supports). */
@@ -46,6 +52,9 @@ export const SCALAR_BYTES: Record<ScalarType, number> = { i32: 4, u32: 4, f32: 4
 /** Without opting in, a block gets 48 KiB of dynamic shared memory at most. */
 const DEFAULT_SHARED_LIMIT = 48 * 1024;
 const ARENA_BYTES = 4096;
+/** After the argument values: cuLaunchKernelEx's config and its one attribute (launch-dependent.ts). */
+const LAUNCH_EX_AT = ARENA_BYTES;
+const ALLOC_BYTES = ARENA_BYTES + LAUNCH_CONFIG_BYTES + LAUNCH_ATTRIBUTE_BYTES;
 const MAX_ARGS = 64;
 
 interface Arena {
@@ -64,11 +73,11 @@ const sharedOptIn = new Map<bigint, number>();
 
 function getArena(): Arena {
   if (arena) return arena;
-  const values = koffi.alloc('uint8_t', ARENA_BYTES);
+  const values = koffi.alloc('uint8_t', ALLOC_BYTES);
   const table = koffi.alloc('uint64_t', MAX_ARGS);
   arena = {
     base: toAddress(values),
-    bytes: new DataView(koffi.view(values, ARENA_BYTES)),
+    bytes: new DataView(koffi.view(values, ALLOC_BYTES)),
     table: new BigUint64Array(koffi.view(table, 8 * MAX_ARGS)),
     tableAddress: toAddress(table),
     owners: [values, table],
@@ -180,6 +189,16 @@ export function launchKernel(fn: bigint, config: LaunchConfig, args: readonly Ke
   const stream = config.stream ?? getCudaContext().stream;
   const [gx, gy, gz] = config.grid;
   const [bx, by, bz] = config.block;
+  if (config.dependent) {
+    const launch = writeDependentLaunch(bytes, LAUNCH_EX_AT, base, {
+      grid: config.grid,
+      block: config.block,
+      sharedBytes: shared,
+      stream,
+    });
+    cu().cuLaunchKernelEx(launch, fn, tableAddress, null);
+    return;
+  }
   cu().cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, shared, stream, tableAddress, null);
 }
 

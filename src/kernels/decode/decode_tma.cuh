@@ -42,17 +42,10 @@ __device__ __forceinline__ BlockKeys tma_block_keys(BlockKeys k, int splits, int
 // box {64, GROUP, 2} of a 5-D map (halves as a dimension of stride 128 B, Sw128Layout<GROUP>). The next
 // tile's table entries are loaded before the wait. GROUP < 0 (the harness's loader-only measurement, no
 // consumer reads them): whole 256-byte rows unswizzled, box {128, BOXR} of the 4-D map, K and V a box each.
-//
-// CLUSTER > 1 (GROUP = 0): the CTAs of a cluster share the block's keys (each takes its own query rows):
-// CTA `rank` issues the copies c with c % CLUSTER == rank, multicast to all, and arms its own `full` with
-// the whole tile's bytes; a stage's `empty` counts the consumers of every CTA (a copy overwrites the
-// stage in all of them). At the end the producer waits for the last stages' releases, so that no peer
-// arrives on this CTA's barriers after it has exited.
-template <int TK, int STAGES, int K_BYTES, int STAGE_BYTES, int GROUP = 0, int CLUSTER = 1>
+template <int TK, int STAGES, int K_BYTES, int STAGE_BYTES, int GROUP = 0>
 __device__ __forceinline__ void tma_produce(const DecodeParams& p, const TmaDesc* kmap, const TmaDesc* vmap,
                                             const BlockKeys& keys, int b, int kh, u32 loop_smem, u32 full,
-                                            u32 empty, int lane, int rank = 0) {
-  static_assert(CLUSTER == 1 || GROUP == 0, "multicast: the half boxes only");
+                                            u32 empty, int lane) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   const bool paged = p.block_table != nullptr;
   const int* table_row = paged ? p.block_table + (i64)b * p.max_blocks : nullptr;
@@ -84,7 +77,7 @@ __device__ __forceinline__ void tma_produce(const DecodeParams& p, const TmaDesc
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int c = lane + 32 * r, box = c % boxes;
-      if (c >= copies || box >= valid || (CLUSTER > 1 && c % CLUSTER != rank)) continue;
+      if (c >= copies || box >= valid) continue;
       const int kb = key0 + box * boxr;
       if constexpr (GROUP < 0) {
         const bool v = c >= boxes;
@@ -104,18 +97,13 @@ __device__ __forceinline__ void tma_produce(const DecodeParams& p, const TmaDesc
         const bool v = c >= 2 * boxes;
         const int half = (c / boxes) % 2;
         const u32 dst = base + (v ? K_BYTES : 0) + half * (TK * 128) + box * boxr * 128;
-        const int c1 = paged ? kb % p.block_size : kb, c3 = paged ? pg[r] : b;
-        if constexpr (CLUSTER > 1)
-          tma_load_4d_multicast(dst, v ? vmap : kmap, bar, u16((1u << CLUSTER) - 1), half * 64, c1, kh, c3);
+        if (paged)
+          tma_load_4d(dst, v ? vmap : kmap, bar, half * 64, kb % p.block_size, kh, pg[r]);
         else
-          tma_load_4d(dst, v ? vmap : kmap, bar, half * 64, c1, kh, c3);
+          tma_load_4d(dst, v ? vmap : kmap, bar, half * 64, kb, kh, b);
       }
     }
     pg[0] = next[0], pg[1] = next[1];
-  }
-  if constexpr (CLUSTER > 1) {  // the releases of the last tiles (tile n − STAGES's, for n past the end)
-    const int tiles = keys.tile_hi - keys.tile_lo;
-    for (int n = imax(tiles, STAGES); n < tiles + STAGES; ++n) ws_wait(empty + (n % STAGES) * 8, (n / STAGES - 1) & 1);
   }
 #else
   __trap();  // the host runs the TMA loader only on sm_90

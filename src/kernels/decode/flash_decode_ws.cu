@@ -34,18 +34,18 @@
 // copies instead (decode_tma.cuh; HB = 1, D = DV = 128, one producer warp): unpadded 128-byte-swizzled
 // halves, read through Sw128Layout.
 template <int D, int DV, bool FP16, int HB, int RTH, int SLICES, int KPW, int STAGES, bool QSMEM, int MINB,
-          bool FAST = false, int PRODUCERS = 1, bool TMA = false, int GROUP = 0, int LOADONLY = 0, int ROWGROUPS = 1,
-          bool MULTICAST = false>
+          bool FAST = false, int PRODUCERS = 1, bool TMA = false, int GROUP = 0, int LOADONLY = 0, int ROWGROUPS = 1>
 struct WsConfig {
   static constexpr int D_ = D, DV_ = DV, HB_ = HB, RTH_ = RTH, SLICES_ = SLICES, KPW_ = KPW, STAGES_ = STAGES;
   static constexpr bool QSMEM_ = QSMEM, FAST_ = FAST, TMA_ = TMA;
   // harness only: 1, the consumers only release the stages; 2, nor load Q before nor merge after the loop
   static constexpr int LOADONLY_ = LOADONLY;
   static constexpr int GROUP_ = GROUP;  // TMA: rows a box moves both halves of (0: a box a half, decode_tma.cuh)
-  // ROWGROUPS: CTAs that share one key range, each with TILES row tiles of the head's rows (rank·TILES·16 …),
-  // adjacent in the grid's x (split · ROWGROUPS + rank); each reads the whole range, or, MULTICAST, the TMA
-  // loader's copies are shared by the CTAs of a cluster of ROWGROUPS (decode_tma.cuh)
-  static constexpr int ROWGROUPS_ = ROWGROUPS, CLUSTER_ = MULTICAST ? ROWGROUPS : 1;
+  // ROWGROUPS: blocks that share one key range, each with TILES row tiles of the head's rows (rank·TILES·16 …),
+  // adjacent in the grid's x (split · ROWGROUPS + rank), each reading the whole range: the second read of a
+  // tile hits the L2, and a row group replaces a split and its share of the combine (bench/results/
+  // 2026-12-02-s11-decode: B=64 S=16k K=1 dense 3910 → 4175 GB/s with one split instead of two)
+  static constexpr int ROWGROUPS_ = ROWGROUPS;
   static constexpr int MINB_ = MINB, PRODUCERS_ = PRODUCERS;
   static constexpr int TILES = HB * RTH;
   static constexpr int CONSUMERS = TILES * SLICES;
@@ -75,8 +75,7 @@ struct WsConfig {
                 "the TMA loader: one kv head of H = Hv = 128, one producer warp, a power-of-two tile");
   static_assert(GROUP == 0 || (TMA && GROUP % 8 == 0 && TK % GROUP == 0) || (TMA && GROUP == -1 && LOADONLY),
                 "TMA groups: 8·n rows tiling the tile (−1: unswizzled whole rows, nobody reads them)");
-  static_assert(ROWGROUPS == 1 || (HB == 1 && (!MULTICAST || (ROWGROUPS == 2 && TMA && GROUP == 0))),
-                "row groups: one kv head a block; clusters of two CTAs, the TMA half boxes");
+  static_assert(ROWGROUPS >= 1 && (ROWGROUPS == 1 || HB == 1), "row groups: one kv head a block");
 };
 
 // The consumer warps alone (the producer has left): barrier 1, CONSUMERS·32 threads.
@@ -169,18 +168,6 @@ struct WsLayouts<C, true> {
   using V = typename WsTmaLayout<C>::L;
 };
 
-// A consumer warp's release of a stage: one arrival on its `empty`, in every CTA of the cluster (each
-// CTA's producer overwrites the stage in all of them).
-template <int CL>
-__device__ __forceinline__ void release_stage(u32 empty) {
-  if constexpr (CL == 1) {
-    dec_mbar_arrive(empty);
-  } else {
-#pragma unroll
-    for (int r = 0; r < CL; ++r) mbar_arrive_cluster(empty, r);
-  }
-}
-
 // kmap, vmap: the TMA loader's tensor maps of K and V (tma_map_dims gives their shape), else unused.
 template <class C, bool FP16>
 __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const TmaDesc* kmap = nullptr,
@@ -188,10 +175,9 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const Tma
   constexpr int D = C::D_, DV = C::DV_, HB = C::HB_, RTH = C::RTH_, KPW = C::KPW_, STAGES = C::STAGES_;
   constexpr int TK = C::TK, TILES = C::TILES, SLICES = C::SLICES_, CONSUMERS = C::CONSUMERS;
   extern __shared__ __align__(16) unsigned char smem[];
-  constexpr int CL = C::CLUSTER_, RG = C::ROWGROUPS_;
-  const int rank = CL > 1 ? int(cluster_ctarank()) : int(blockIdx.x % RG);
+  constexpr int RG = C::ROWGROUPS_;
   const int split = blockIdx.x / RG, kh0 = blockIdx.y * HB, b = blockIdx.z;
-  const int row0 = rank * TILES * 16;  // this CTA's first row of a kv head's rows_b (HB = 1 where RG > 1)
+  const int row0 = int(blockIdx.x % RG) * TILES * 16;  // this block's first row of a kv head's rows_b
   grid_dependency_wait();  // launched early (programmatic dependent launch): what earlier kernels wrote is visible
   grid_dependents_may_launch();  // the combine's blocks may take their place beside this one's and wait
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -214,7 +200,7 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const Tma
   if (threadIdx.x == 0)
     for (int s = 0; s < STAGES; ++s) {
       dec_mbar_init(full + s * 8, C::PRODUCERS_);
-      dec_mbar_init(empty + s * 8, CONSUMERS * CL);
+      dec_mbar_init(empty + s * 8, CONSUMERS);
     }
   if constexpr (C::QSMEM_) {  // Q tile rows (row tile r: head r / RTH, rows (r % RTH)·16 …), zeros past rows_b
     for (int c = threadIdx.x; c < TILES * 16 * (D / 8); c += C::THREADS) {
@@ -226,17 +212,12 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const Tma
       *reinterpret_cast<u128*>(smem + C::BAR_BYTES + (row * C::Q_PITCH + col) * 2) = x;
     }
   }
-  // barriers initialised and Q written before anyone uses them (a cluster's peers included: their copies
-  // complete on this CTA's `full`, their consumers arrive on its `empty`)
-  if constexpr (CL > 1)
-    cluster_sync_all();
-  else
-    __syncthreads();
+  __syncthreads();  // barriers initialised and Q written before anyone uses them
 
   if (warp >= CONSUMERS) {  // the producers
     if constexpr (C::TMA_) {
-      tma_produce<TK, STAGES, C::K_BYTES, C::STAGE_BYTES, C::GROUP_, CL>(p, kmap, vmap, keys, b, kh0, loop_smem, full,
-                                                                         empty, lane, rank);
+      tma_produce<TK, STAGES, C::K_BYTES, C::STAGE_BYTES, C::GROUP_>(p, kmap, vmap, keys, b, kh0, loop_smem, full,
+                                                                     empty, lane);
       return;
     }
     const int pw = warp - CONSUMERS, P = C::PRODUCERS_;  // this warp's 32-row chunks: pw, pw + P, …
@@ -309,7 +290,7 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const Tma
     ws_wait(full + stage * 8, (n / STAGES) & 1);
     if constexpr (C::LOADONLY_) {  // the harness's loader ceiling: the bytes arrive, nobody computes
       __syncwarp();
-      if (lane == 0) release_stage<CL>(empty + stage * 8);
+      if (lane == 0) dec_mbar_arrive(empty + stage * 8);
       continue;
     }
     const u32 k_tile = loop_smem + stage * C::STAGE_BYTES + hh * D * 2;
@@ -330,7 +311,7 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const Tma
     ws_softmax<KPW, C::DT, C::FAST_>(s, o, m, l, key0, lo, hi, p.scale_log2, tq, all_visible);
     pv_tile_at<C, FP16, KPW, LV>(o, s, v_tile, key0, slice * KPW, keys.all_lo, keys.all_hi, lo, hi, lane);
     __syncwarp();  // the warp's reads of this stage are done before it is released
-    if (lane == 0) release_stage<CL>(empty + stage * 8);
+    if (lane == 0) dec_mbar_arrive(empty + stage * 8);
   }
   if constexpr (C::LOADONLY_ == 2) return;
   consumers_sync(CONSUMERS * 32);  // every consumer is done with the stages: the merge reuses them
@@ -350,10 +331,12 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const Tma
 }
 
 // The library's entry (decode-tma.ts): the TMA loader, one kv head of H = Hv = 128 a block in RTH row tiles of
-// SLICES warps, one producer warp; K and V tensor maps beside DecodeParams (each 128 bytes, __grid_constant__).
+// SLICES warps, one producer warp, DECODE_WS_ROWGROUPS blocks a key range, boxes of DECODE_WS_GROUP rows'
+// both halves (0: a box a half); K and V tensor maps beside DecodeParams (each 128 bytes, __grid_constant__).
 #ifdef DECODE_WS_RTH
 using DecodeTmaConfig = WsConfig<128, 128, DECODE_FP16 != 0, 1, DECODE_WS_RTH, DECODE_WS_SLICES, DECODE_WS_KPW,
-                                 DECODE_STAGES, false, 1, DECODE_WS_FAST != 0, 1, true>;
+                                 DECODE_STAGES, false, 1, DECODE_WS_FAST != 0, 1, true, DECODE_WS_GROUP, 0,
+                                 DECODE_WS_ROWGROUPS>;
 extern "C" __global__ void __launch_bounds__(DecodeTmaConfig::THREADS, 1)
     attnlab_flash_decode_tma(const __grid_constant__ DecodeParams p, const __grid_constant__ TmaDesc kmap,
                              const __grid_constant__ TmaDesc vmap) {
@@ -389,8 +372,13 @@ template __global__ void decode_ws_tma_test<WsConfig<128, 128, false, 1, 2, 4, 3
     const __grid_constant__ DecodeParams, const __grid_constant__ TmaDesc, const __grid_constant__ TmaDesc);
 template __global__ void decode_ws_tma_test<WsConfig<128, 128, true, 1, 2, 2, 32, 3, false, 2, true, 1, true>, true>(
     const __grid_constant__ DecodeParams, const __grid_constant__ TmaDesc, const __grid_constant__ TmaDesc);
-// the grouped boxes (decode_tma.cuh, GROUP = 16)
+// the grouped boxes (decode_tma.cuh, GROUP = 8, 16), and row groups of one row tile with GROUP = 32
+template __global__ void decode_ws_tma_test<WsConfig<128, 128, false, 1, 2, 4, 32, 3, false, 1, true, 1, true, 8>, false>(
+    const __grid_constant__ DecodeParams, const __grid_constant__ TmaDesc, const __grid_constant__ TmaDesc);
 template __global__ void decode_ws_tma_test<WsConfig<128, 128, false, 1, 2, 4, 32, 3, false, 1, true, 1, true, 16>, false>(
+    const __grid_constant__ DecodeParams, const __grid_constant__ TmaDesc, const __grid_constant__ TmaDesc);
+template __global__ void
+decode_ws_tma_test<WsConfig<128, 128, true, 1, 1, 8, 16, 3, false, 1, true, 1, true, 32, 0, 2>, true>(
     const __grid_constant__ DecodeParams, const __grid_constant__ TmaDesc, const __grid_constant__ TmaDesc);
 #endif
 #endif  // ATTNLAB_FLASH_DECODE_WS_CU

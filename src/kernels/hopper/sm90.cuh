@@ -55,38 +55,6 @@ __device__ __forceinline__ void tma_load_5d(u32 dst, const TmaDesc* map, u32 bar
       "l"(reinterpret_cast<u64>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4)
       : "memory");
 }
-// ---- the same 4-D box multicast to the CTAs of `mask` in this cluster: each receives it at the same
-// shared-memory offset, and the complete_tx goes to the barrier at `bar`'s offset in each ----
-__device__ __forceinline__ void tma_load_4d_multicast(u32 dst, const TmaDesc* map, u32 bar, u16 mask, int c0, int c1,
-                                                      int c2, int c3) {
-  asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], "
-      "[%1, {%4, %5, %6, %7}], [%2], %3;\n" ::"r"(dst),
-      "l"(reinterpret_cast<u64>(map)), "r"(bar), "h"(mask), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
-      : "memory");
-}
-
-// ---- clusters ----
-__device__ __forceinline__ u32 cluster_ctarank() {
-  u32 r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-// Every thread of every CTA of the cluster: what each wrote before is visible to all after (barrier
-// initialisations included, with fence.mbarrier_init before it).
-__device__ __forceinline__ void cluster_sync_all() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-// One arrival on the barrier at shared offset `bar` of cluster CTA `rank` (this one included), released
-// at cluster scope: this thread's earlier shared-memory reads are done before the peer reuses the bytes.
-__device__ __forceinline__ void mbar_arrive_cluster(u32 bar, u32 rank) {
-  asm volatile(
-      "{\n .reg .b32 remote;\n mapa.shared::cluster.u32 remote, %0, %1;\n"
-      " mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
-      "r"(rank)
-      : "memory");
-}
-
 __device__ __forceinline__ void tma_prefetch_desc(const TmaDesc* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<u64>(map)) : "memory");
 }

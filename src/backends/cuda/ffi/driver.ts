@@ -78,6 +78,7 @@ const PROTOTYPES = {
   cuLaunchKernel:
     'int cuLaunchKernel(void *f, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bx, uint32_t by, ' +
     'uint32_t bz, uint32_t shmem, void *stream, void *params, void *extra)',
+  cuLaunchKernelEx: 'int cuLaunchKernelEx(void *config, void *f, void *params, void *extra)',
 } as const;
 
 export type DriverFunctionName = keyof typeof PROTOTYPES;

@@ -71,5 +71,7 @@ export interface DecodeTuning {
    * normal choice.
    */
   kernel?: 'rows' | 'heads' | 'tma';
+  /** The TMA kernel's form (decode-tma.ts, tmaRowGroups): one block a key range, or two (row groups). */
+  rowGroups?: 1 | 2;
 }
 export const decodeTuning: DecodeTuning = {};

@@ -16,6 +16,19 @@
  * with H = Hv = 128, dense or paged with power-of-two blocks ≥ 8 (a box of a page's rows; the swizzle
  * atom is 8 rows), not packed keys. decodeTuning.kernel = 'tma' forces it wherever it can run (up to 32
  * rows per kv head).
+ *
+ * Two forms (tmaForm; bench/results/2026-12-02-s11-decode, kernels alone, H200, B=64 S=16k):
+ * - one block a key range with both row tiles (4 warps of 32 keys each);
+ * - row groups: two blocks a key range, each one row tile (8 warps of 16 keys), each reading the range; the
+ *   second read of a tile hits the L2. A row group replaces a split: where the first form splits the keys
+ *   (B=64: two splits), this one reads 4175 GB/s dense against 3910 with no combine, 3957 against 3765 at
+ *   block 64. Where the first form runs one split (B=128 S=8k) row groups would make two waves (3716
+ *   against 4058), and a block reading a whole range issues twice the copies: with 16-row pages that
+ *   starves it (3671 against the first form's 3811), so pages under 32 rows keep the first form.
+ * Boxes: a copy moves one 128-byte half of a page's rows (or a dense tile's 128), or, grouped, both halves
+ * of `boxGroup` rows (a 5-D map whose third dimension is the half): at block 16 the first form reads 3811
+ * with groups of 8 against 3574 with half boxes (+7%; 3925 against 3680 at B=128), and row groups read
+ * pages of 32 rows and more in groups of 32 (3957 against 3577 with half boxes at block 64).
  */
 import { SUPPORTED, type Support, unsupported } from '../../backend.js';
 import type { AttentionProblem } from '../../problem.js';
@@ -26,16 +39,21 @@ export interface DecodeTmaVariant extends Omit<DecodeHeadsVariant, 'kind'> {
   readonly kind: 'tma';
   /** ws_softmax's FAST path: masks skipped on tiles every row sees whole, the max as an fmaxf tree. */
   readonly fast: boolean;
+  /** Blocks that share a key range, each `rowTiles` of the kv head's rows (1, or 2: row groups). */
+  readonly rowGroups: 1 | 2;
+  /** Rows whose two 128-byte halves one copy moves (0: a copy moves one half). */
+  readonly boxGroup: 0 | 8 | 16 | 32;
 }
 
 /** The kernel's name in flash_decode_ws.cu. */
 export const TMA_KERNEL = 'attnlab_flash_decode_tma';
-const ROW_TILES = 2;
-const SLICES = 4;
-const KEYS_PER_WARP = 32;
 const STAGES = 3;
-/** Rows a block serves: two m16 row tiles of one kv head. */
-const MAX_ROWS = 16 * ROW_TILES;
+/** Keys a stage holds, in either form: 4 warps × 32 or 8 × 16. */
+const TILE_KEYS = 128;
+/** Rows a key range serves: two m16 row tiles of one kv head (one a block with row groups). */
+const MAX_ROWS = 32;
+/** The smallest page that row groups read (grouped boxes of 32 rows; 16-row pages starve them). */
+const ROW_GROUP_MIN_PAGE = 32;
 
 const major = (arch: string) => Number(/sm_(\d+)/.exec(arch)?.[1] ?? 0);
 const powerOfTwo = (x: number) => x > 0 && (x & (x - 1)) === 0;
@@ -61,10 +79,17 @@ export function tmaSupport(p: AttentionProblem, arch: string): Support {
 
 /** Whether the measured rule replaces the heads kernel's variant `heads` by this kernel for `p`. */
 export function tmaPreferred(p: AttentionProblem, heads: DecodeHeadsVariant, arch: string): boolean {
-  return heads.heads === 1 && heads.rowTiles === ROW_TILES && tmaSupport(p, arch).ok;
+  return heads.heads === 1 && heads.rowTiles === 2 && tmaSupport(p, arch).ok;
 }
 
-export function tmaVariant(p: AttentionProblem, arch: string): DecodeTmaVariant {
+/**
+ * The kernel in `rowGroups` form for `p` (tmaForm picks it): one block a key range with two row tiles of
+ * 4 warps, or two blocks of one row tile of 8 warps; grouped boxes as the header says.
+ */
+export function tmaVariant(p: AttentionProblem, arch: string, rowGroups: 1 | 2 = 1): DecodeTmaVariant {
+  const page = p.paged?.blockSize ?? 0;
+  const boxGroup =
+    rowGroups === 2 ? (page ? (Math.min(page, 32) as 8 | 16 | 32) : 0) : page && page <= 16 ? 8 : 0;
   return {
     kind: 'tma',
     arch,
@@ -72,12 +97,26 @@ export function tmaVariant(p: AttentionProblem, arch: string): DecodeTmaVariant 
     headDim: 128,
     valueHeadDim: 128,
     heads: 1,
-    rowTiles: ROW_TILES,
-    slices: SLICES,
-    keysPerWarp: KEYS_PER_WARP,
+    rowTiles: rowGroups === 2 ? 1 : 2,
+    slices: rowGroups === 2 ? 8 : 4,
+    keysPerWarp: TILE_KEYS / (rowGroups === 2 ? 8 : 4),
     stages: STAGES,
     fast: true,
+    rowGroups,
+    boxGroup,
   };
+}
+
+/**
+ * Row groups or not (the header's measurements): two blocks a key range where the one-block form would
+ * split it (`splitsOfOne` ≥ 2), both of them have rows (17–32 a kv head) and pages, if any, hold 32 rows
+ * or more. decodeTuning.rowGroups forces either.
+ */
+export function tmaRowGroups(p: AttentionProblem, splitsOfOne: number, forced?: 1 | 2): 1 | 2 {
+  if (forced) return forced;
+  const rows = (p.T * p.N) / p.K;
+  const pagesFit = !p.paged || p.paged.blockSize >= ROW_GROUP_MIN_PAGE;
+  return splitsOfOne >= 2 && rows > 16 && pagesFit ? 2 : 1;
 }
 
 export const tmaTileKeys = (v: DecodeTmaVariant) => v.slices * v.keysPerWarp;
@@ -92,9 +131,10 @@ export function tmaSharedBytes(v: DecodeTmaVariant): number {
 }
 
 export function tmaVariantKey(v: DecodeTmaVariant): string {
+  const form = `${v.rowGroups > 1 ? `.r${v.rowGroups}` : ''}${v.boxGroup ? `.g${v.boxGroup}` : ''}`;
   return `flash-decode-tma.${v.arch}.${v.fp16 ? 'f16' : 'bf16'}.d${v.headDim}.1x${v.rowTiles}x${v.slices}.k${tmaTileKeys(
     v,
-  )}s${v.stages}${v.fast ? 'f' : ''}`;
+  )}s${v.stages}${v.fast ? 'f' : ''}${form}`;
 }
 
 /** NVRTC defines of flash_decode_ws.cu's library entry for `v`. */
@@ -106,15 +146,19 @@ export function tmaDefines(v: DecodeTmaVariant): Record<string, number> {
     DECODE_WS_KPW: v.keysPerWarp,
     DECODE_STAGES: v.stages,
     DECODE_WS_FAST: v.fast ? 1 : 0,
+    DECODE_WS_GROUP: v.boxGroup,
+    DECODE_WS_ROWGROUPS: v.rowGroups,
   };
 }
 
 /**
  * The K and V maps decode_tma.cuh reads (4-D, innermost first): head dim, token (S dense, blockSize
  * paged), kv head, sequence (dense) or pool block (paged), with the layouts' byte strides; boxes of
- * 64 columns × the tile's TK rows (dense) or min(blockSize, TK) rows (paged: a page's rows). No L2
- * promotion: every byte is read once, and 256-byte promotion of the 128-byte half rows read 3.61 TB/s
- * where none read 3.80 (kernel alone, B=64 S=16k dense; 3.60 → 3.74 at block 64, block 16 even).
+ * 64 columns × the tile's TK rows (dense) or min(blockSize, TK) rows (paged: a page's rows). Grouped
+ * boxes (boxGroup > 0): 5-D, the head dim split into 64 columns × 2 halves (stride 128 B), box {64,
+ * boxGroup, 2, 1, 1}. No L2 promotion: every byte is read once, and 256-byte promotion of the 128-byte
+ * half rows read 3.61 TB/s where none read 3.80 (kernel alone, B=64 S=16k dense; 3.60 → 3.74 at block
+ * 64, block 16 even).
  */
 export function tmaMapSpecs(
   p: AttentionProblem,
@@ -126,12 +170,15 @@ export function tmaMapSpecs(
   const tokens = p.paged ? p.paged.blockSize : p.S;
   const outer = p.paged ? p.paged.numBlocks : p.B;
   const boxRows = p.paged ? Math.min(p.paged.blockSize, tile) : tile;
+  const grouped = v.boxGroup > 0;
   const spec = (address: bigint, dim: number): TiledMapSpec => ({
     dtype: p.dtype === 'float16' ? 'float16' : 'bfloat16',
     address,
-    dims: [dim, tokens, p.K, outer],
-    byteStrides: [p.K * dim * 2, dim * 2, tokens * p.K * dim * 2],
-    box: [64, boxRows, 1, 1],
+    dims: grouped ? [64, tokens, 2, p.K, outer] : [dim, tokens, p.K, outer],
+    byteStrides: grouped
+      ? [p.K * dim * 2, 128, dim * 2, tokens * p.K * dim * 2]
+      : [p.K * dim * 2, dim * 2, tokens * p.K * dim * 2],
+    box: grouped ? [64, v.boxGroup, 2, 1, 1] : [64, boxRows, 1, 1],
     l2Promotion: 'none',
   });
   return [spec(k, p.H), spec(val, p.Hv)];

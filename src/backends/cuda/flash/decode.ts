@@ -46,6 +46,7 @@ import {
   tmaDefines,
   tmaMapSpecs,
   tmaPreferred,
+  tmaRowGroups,
   tmaSharedBytes,
   tmaSupport,
   tmaThreads,
@@ -192,9 +193,11 @@ export function chooseSplits(
   const tileKeys = v.kind === 'heads' ? headsTileKeys(v) : v.kind === 'tma' ? tmaTileKeys(v) : TILE_KEYS;
   return chooseSplitCount({
     blocks:
-      v.kind === 'heads' || v.kind === 'tma'
+      v.kind === 'heads'
         ? p.B * (p.K / v.heads)
-        : p.B * p.K * Math.ceil(rowTileCount(p) / v.rowTiles),
+        : v.kind === 'tma'
+          ? p.B * p.K * v.rowGroups
+          : p.B * p.K * Math.ceil(rowTileCount(p) / v.rowTiles),
     tiles: Math.max(1, Math.ceil(p.S / tileKeys)),
     slots: multiprocessors * perSm,
   });
@@ -216,17 +219,27 @@ const forcedKernel = () => decodeTuning.kernel ?? (decodeTuning.loader ? 'rows' 
 /**
  * The split kernel for `p`: the TMA kernel where forced and it can run, or where the heads kernel would
  * run in its MQA configuration (tmaPreferred) unless the heads kernel is forced; else runsOnHeads' choice.
+ * The TMA kernel in row groups where its one-block form would split the keys (tmaRowGroups).
  */
 export function splitVariant(
   p: AttentionProblem,
   arch: string,
   sharedLimit: number,
+  multiprocessors: number,
 ): DecodeVariant | DecodeHeadsVariant | DecodeTmaVariant {
   const forced = forcedKernel();
-  if (forced === 'tma' && tmaSupport(p, arch).ok) return tmaVariant(p, arch);
+  const rowGroups = decodeTuning.rowGroups;
+  if (rowGroups !== undefined && rowGroups !== 1 && rowGroups !== 2)
+    throw new InvalidArgumentError('decodeTuning.rowGroups', '1 or 2', String(rowGroups));
+  const tma = () => {
+    const one = tmaVariant(p, arch, 1);
+    const groups = tmaRowGroups(p, chooseSplits(p, one, multiprocessors, sharedLimit), rowGroups);
+    return groups === 1 ? one : tmaVariant(p, arch, groups);
+  };
+  if (forced === 'tma' && tmaSupport(p, arch).ok) return tma();
   if (!runsOnHeads(p, arch)) return decodeVariant(p, arch);
   const heads = headsVariant(p, arch, sharedLimit);
-  return forced !== 'heads' && tmaPreferred(p, heads, arch) ? tmaVariant(p, arch) : heads;
+  return forced !== 'heads' && tmaPreferred(p, heads, arch) ? tma() : heads;
 }
 
 /** The split and combine kernels of a decode kernel file, specialised by `defines`. */
@@ -260,7 +273,7 @@ export function runDecode(p: AttentionProblem): BackendOutput {
   const arch = targetArch();
   const { properties } = getCudaContext();
   const sharedLimit = properties.maxSharedMemoryPerBlockOptin;
-  const variant = splitVariant(p, arch, sharedLimit);
+  const variant = splitVariant(p, arch, sharedLimit, properties.multiprocessorCount);
   const heads = variant.kind === 'heads' ? variant : null;
   const tma = variant.kind === 'tma' ? variant : null;
   const key = heads
@@ -331,13 +344,16 @@ export function runDecode(p: AttentionProblem): BackendOutput {
         rowsTotal: rows,
       });
       if (tma) {
-        // The K and V tensor maps follow DecodeParams as two more 128-byte arguments (decode_tma.cuh).
+        // The K and V tensor maps follow DecodeParams as two more 128-byte arguments (decode_tma.cuh). A
+        // programmatic dependent: the kernel waits (griddepcontrol.wait) before it reads memory, and lets its
+        // combine start as its last blocks finish (launch-dependent.ts).
         const [kMap, vMap] = tmaMapSpecs(p, tma, p.key.buffer.ptr, p.value.buffer.ptr).map(
           (spec) => new Uint8Array(cachedTiledMap(spec).buffer),
         );
+        const grid: [number, number, number] = [splits * tma.rowGroups, K, B];
         launchKernel(
           fn.split,
-          { grid: [splits, K, B], block: [tmaThreads(tma), 1, 1], sharedBytes: tmaSharedBytes(tma) },
+          { grid, block: [tmaThreads(tma), 1, 1], sharedBytes: tmaSharedBytes(tma), dependent: true },
           [params, { type: 'bytes', bytes: kMap }, { type: 'bytes', bytes: vMap }],
         );
       } else if (heads) {
@@ -356,7 +372,13 @@ export function runDecode(p: AttentionProblem): BackendOutput {
         );
       }
       if (splits > 1) {
-        launchKernel(fn.combine, { grid: [Math.ceil(rows / 4), 1, 1], block: [128, 1, 1] }, [params]);
+        // The combine waits for its split kernel's writes (griddepcontrol.wait) wherever it runs; launched
+        // as a dependent after the TMA kernel, the one that lets it start early (sm_90).
+        launchKernel(
+          fn.combine,
+          { grid: [Math.ceil(rows / 4), 1, 1], block: [128, 1, 1], dependent: tma !== null },
+          [params],
+        );
       }
     }
   } finally {
