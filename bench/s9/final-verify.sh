@@ -5,13 +5,14 @@
 # (dense, paged 16 and 64; K=8, 4, 1 at B=64 S=16k), then `attnlab lab --quick`.
 # From the project root, .device and .kcache carried:
 #   bash .device/on-gpu.sh bash bench/s9/final-verify.sh "$OUT"
-# Later sessions' calls reuse it with DECODE_SHAPES (B:S:K,…) and DECODE_CAP (seconds) for the decode bench.
+# Later sessions' calls reuse it with DECODE_SHAPES (B:S:K,…), and DECODE_CAP, VERIFY_CAP (a shard), LAB_CAP
+# (seconds).
 set -u
 shapes=${DECODE_SHAPES:-64:16384:8,64:16384:4,64:16384:1}
 out=${1:?output folder}
 L=/tmp/final-verify-logs
 mkdir -p "$out/verify" $L
-bash scripts/gpu-verify.sh "$out/verify" 200 > $L/verify.txt 2>&1
+bash scripts/gpu-verify.sh "$out/verify" "${VERIFY_CAP:-200}" > $L/verify.txt 2>&1
 echo "verify done at ${SECONDS} s"
 export ATTNLAB_CACHE_DIR=/tmp/attnlab-verify-cache NO_COLOR=1
 export ATTNLAB_COMMIT=${ATTNLAB_COMMIT:-$(cat .device/commit 2>/dev/null || echo unknown)}
@@ -19,7 +20,7 @@ timeout --kill-after=5 "${DECODE_CAP:-90}" node --import tsx bench/decode/decode
   --torch /opt/torch/.venv/bin/python --impl flash,cudnn,auto --table-room --no-uncached \
   --shapes "$shapes" > $L/decode.txt 2>&1
 echo "decode rc=$? at ${SECONDS} s"
-timeout --kill-after=5 75 node --import tsx src/cli/bin.ts lab --quick --out /tmp/final-verify-lab > $L/lab.txt 2>&1
+timeout --kill-after=5 "${LAB_CAP:-75}" node --import tsx src/cli/bin.ts lab --quick --out /tmp/final-verify-lab > $L/lab.txt 2>&1
 echo "lab rc=$? at ${SECONDS} s"
 cp /tmp/final-verify-lab/lab.json /tmp/final-verify-lab/lab.html $L/ 2>/dev/null
 mv "$out/verify/kernels.tar.xz" "$out/kernels.tar.xz" 2>/dev/null
