@@ -68,6 +68,11 @@ export interface AttnlabConfig {
   readonly cudnnGraph: CudnnGraphChoice | null;
   /** ATTNLAB_CUDNN_TRACE=1: print every cuDNN backend call and its status to stderr. */
   readonly cudnnTrace: boolean;
+  /**
+   * ATTNLAB_DEPENDENT_LAUNCH=0: launch the kernels that ask for it (the TMA decode kernel and its combine)
+   * as plain launches instead of programmatic dependents (launch-dependent.ts); for timing them apart.
+   */
+  readonly dependentLaunch: boolean;
   /** ATTNLAB_COMMIT: the commit results files record when the checkout has no .git. */
   readonly commit: string | null;
   /** ATTNLAB_PYTHON: the only interpreter tried for the JAX/PyTorch peers. */
@@ -106,6 +111,7 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
       decodeKernel === 'heads' || decodeKernel === 'rows' || decodeKernel === 'tma' ? decodeKernel : null,
     cudnnGraph: graph === 'composite' || graph === 'unified' ? graph : null,
     cudnnTrace: text('ATTNLAB_CUDNN_TRACE') === '1',
+    dependentLaunch: text('ATTNLAB_DEPENDENT_LAUNCH') !== '0',
     commit: text('ATTNLAB_COMMIT'),
     python: text('ATTNLAB_PYTHON'),
     libraries,

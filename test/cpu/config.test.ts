@@ -75,6 +75,8 @@ describe('config', () => {
     assert.equal(readConfig({ ATTNLAB_FLASH_KERNEL: 'hopper' }).flashKernel, null);
     assert.equal(c.cudnnGraph, 'unified');
     assert.equal(c.cudnnTrace, true);
+    assert.equal(c.dependentLaunch, true, 'dependent launches unless ATTNLAB_DEPENDENT_LAUNCH=0');
+    assert.equal(readConfig({ ATTNLAB_DEPENDENT_LAUNCH: '0' }).dependentLaunch, false);
     assert.equal(c.commit, 'abc1234');
     assert.equal(c.python, '/py');
     assert.equal(c.libraries.nvrtc, '/lib/nvrtc');

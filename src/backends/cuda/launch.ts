@@ -12,6 +12,7 @@
  * in the .cu and in the field list that builds it.
  */
 import koffi from 'koffi';
+import { config as settings } from '../../config.js';
 import { InvalidArgumentError } from '../../errors.js';
 import { getCudaContext } from './context.js';
 import { CU_FUNC_ATTRIBUTE, cu, outInt } from './ffi/driver.js';
@@ -43,6 +44,7 @@ export interface LaunchConfig {
   /**
    * Launch as a programmatic dependent of the work before it on the stream (launch-dependent.ts): only
    * for kernels that run griddepcontrol.wait before reading memory, and only on sm_90 or newer.
+   * ATTNLAB_DEPENDENT_LAUNCH=0 makes it a plain launch.
    */
   readonly dependent?: boolean;
 }
@@ -189,7 +191,7 @@ export function launchKernel(fn: bigint, config: LaunchConfig, args: readonly Ke
   const stream = config.stream ?? getCudaContext().stream;
   const [gx, gy, gz] = config.grid;
   const [bx, by, bz] = config.block;
-  if (config.dependent) {
+  if (config.dependent && settings().dependentLaunch) {
     const launch = writeDependentLaunch(bytes, LAUNCH_EX_AT, base, {
       grid: config.grid,
       block: config.block,
