@@ -69,8 +69,9 @@ export interface AttnlabConfig {
   /** ATTNLAB_CUDNN_TRACE=1: print every cuDNN backend call and its status to stderr. */
   readonly cudnnTrace: boolean;
   /**
-   * ATTNLAB_DEPENDENT_LAUNCH=0: launch the kernels that ask for it (the TMA decode kernel and its combine)
-   * as plain launches instead of programmatic dependents (launch-dependent.ts); for timing them apart.
+   * ATTNLAB_DEPENDENT_LAUNCH=1: launch the kernels that can be (the TMA decode kernel and its combine) as
+   * programmatic dependents (launch-dependent.ts). Off by default: calls of one kernel back to back ran
+   * 146 µs each with it against 125 without (B=64 S=16k K=1, bench/results/2026-12-02-s11-final).
    */
   readonly dependentLaunch: boolean;
   /** ATTNLAB_COMMIT: the commit results files record when the checkout has no .git. */
@@ -111,7 +112,7 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
       decodeKernel === 'heads' || decodeKernel === 'rows' || decodeKernel === 'tma' ? decodeKernel : null,
     cudnnGraph: graph === 'composite' || graph === 'unified' ? graph : null,
     cudnnTrace: text('ATTNLAB_CUDNN_TRACE') === '1',
-    dependentLaunch: text('ATTNLAB_DEPENDENT_LAUNCH') !== '0',
+    dependentLaunch: text('ATTNLAB_DEPENDENT_LAUNCH') === '1',
     commit: text('ATTNLAB_COMMIT'),
     python: text('ATTNLAB_PYTHON'),
     libraries,

@@ -55,7 +55,7 @@ const call = { kind: 'library', source: `${S8}/call2-library.json` } as const;
 // Session 11's first verification call, MQA (K=1) on flash's TMA decode kernel (decode-tma.ts: row groups and
 // grouped boxes, programmatic dependent launches since session 11) and cudnn in one run beside PyTorch.
 const S11 = 'bench/results/2026-12-02-s11-final';
-const callS11 = { kind: 'library', source: `${S11}/decode.json` } as const;
+const callS11 = { kind: 'library', source: `${S11}/call5-decode.json` } as const;
 
 /** A measured decode step of N=32, H=128: [GB/s, how it was timed] of flash and of cudnn. */
 function step(

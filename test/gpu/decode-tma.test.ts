@@ -4,7 +4,7 @@
  * and row groups: two, each its row tile) over dense caches and paged pools of block 8, 16, 32, 64 and 256
  * (half boxes and grouped boxes of 8, 16, 32 rows) with shuffled tables, ragged lengths incl. 0 and 1,
  * forced split counts, windows, fp16, and the NaN rule; then the measured choice at the shape it was
- * measured on, and a decode loop of appends (the kernel launched as a programmatic dependent). Rows past a
+ * measured on, and a decode loop of appends (plain launches, and programmatic dependents). Rows past a
  * sequence hold NaN in the dense cache and in the pool (the kernel copies whole pages and boxes: those
  * rows must never reach the output). Skips, saying why, off sm_90.
  */
@@ -16,6 +16,7 @@ import { cudaAvailable, targetArch } from '../../src/backends/cuda/context.js';
 import { decodeTuning } from '../../src/backends/cuda/flash/decode-splits.js';
 import { setAllocationPoison } from '../../src/backends/cuda/memory.js';
 import type { AttentionOptions, AttentionResult } from '../../src/backends/problem.js';
+import { reloadConfig } from '../../src/config.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';
@@ -236,18 +237,25 @@ describe('flash decode, TMA kernel', { skip }, () => {
     }
   });
 
-  it("a decode loop of appends reads each step's cache (the kernel waits for the append before it)", () => {
+  it("a decode loop of appends reads each step's cache (the kernel waits for the append before it), plain and dependent", () => {
     // 40 steps of B=3 MQA N=32 with no host wait between an append and the attention after it: the TMA
-    // kernel is a programmatic dependent and must see the rows the append before it wrote.
+    // kernel must see the rows the append before it wrote, plain or as a programmatic dependent.
     const [B, L, N, H] = [3, 40, 32, 128];
     const dtype = 'bfloat16';
     const prefix = 600;
     const q = randomNormal([B, L, N, H], { seed: seed + 95, dtype });
     const k = randomNormal([B, prefix + L, 1, H], { seed: seed + 96, dtype });
     const v = randomNormal([B, prefix + L, 1, H], { seed: seed + 97, dtype });
-    for (const rowGroups of [1, 2] as const) {
+    for (const [rowGroups, dependent] of [
+      [1, false],
+      [2, false],
+      [1, true],
+      [2, true],
+    ] as const) {
       decodeTuning.kernel = 'tma';
       decodeTuning.rowGroups = rowGroups;
+      process.env.ATTNLAB_DEPENDENT_LAUNCH = dependent ? '1' : '0';
+      reloadConfig();
       const cache = new KVCache({
         numBlocks: B * Math.ceil((prefix + L) / 64) + 4,
         blockSize: 64,
@@ -275,13 +283,15 @@ describe('flash decode, TMA kernel', { skip }, () => {
             { output: outputs[t].output.toHost(), logSumExp: outputs[t].logSumExp?.toHost() },
             { q: qt, k: kt, v: vt, options: {} },
             dtype,
-            `step ${t}, ${rowGroups} row group(s)`,
+            `step ${t}, ${rowGroups} row group(s), ${dependent ? 'dependent' : 'plain'} launches`,
           );
         }
       } finally {
         cache.dispose();
         delete decodeTuning.kernel;
         delete decodeTuning.rowGroups;
+        delete process.env.ATTNLAB_DEPENDENT_LAUNCH;
+        reloadConfig();
       }
     }
   });

@@ -44,7 +44,7 @@ export interface LaunchConfig {
   /**
    * Launch as a programmatic dependent of the work before it on the stream (launch-dependent.ts): only
    * for kernels that run griddepcontrol.wait before reading memory, and only on sm_90 or newer.
-   * ATTNLAB_DEPENDENT_LAUNCH=0 makes it a plain launch.
+   * A plain launch unless ATTNLAB_DEPENDENT_LAUNCH=1 (config.ts says why).
    */
   readonly dependent?: boolean;
 }

@@ -345,8 +345,8 @@ export function runDecode(p: AttentionProblem): BackendOutput {
       });
       if (tma) {
         // The K and V tensor maps follow DecodeParams as two more 128-byte arguments (decode_tma.cuh). A
-        // programmatic dependent: the kernel waits (griddepcontrol.wait) before it reads memory, and lets its
-        // combine start as its last blocks finish (launch-dependent.ts).
+        // programmatic dependent where ATTNLAB_DEPENDENT_LAUNCH=1 (launch-dependent.ts): the kernel waits
+        // (griddepcontrol.wait) before it reads memory, and lets its combine start as its last blocks finish.
         const [kMap, vMap] = tmaMapSpecs(p, tma, p.key.buffer.ptr, p.value.buffer.ptr).map(
           (spec) => new Uint8Array(cachedTiledMap(spec).buffer),
         );
@@ -372,8 +372,8 @@ export function runDecode(p: AttentionProblem): BackendOutput {
         );
       }
       if (splits > 1) {
-        // The combine waits for its split kernel's writes (griddepcontrol.wait) wherever it runs; launched
-        // as a dependent after the TMA kernel, the one that lets it start early (sm_90).
+        // The combine waits for its split kernel's writes (griddepcontrol.wait) wherever it runs (a no-op in a
+        // plain launch); a dependent after the TMA kernel, the one that lets it start early (sm_90).
         launchKernel(
           fn.combine,
           { grid: [Math.ceil(rows / 4), 1, 1], block: [128, 1, 1], dependent: tma !== null },
