@@ -52,10 +52,10 @@ const S8 = 'bench/results/2026-12-01-s8-decode';
 // Library calls (bench/decode/decode-bench.ts --table-room: block tables with one spare column, the
 // tables this table speaks for), flash, cudnn and PyTorch in one run.
 const call = { kind: 'library', source: `${S8}/call2-library.json` } as const;
-// Session 11's first verification call, MQA (K=1) on flash's TMA decode kernel (decode-tma.ts: row groups and
-// grouped boxes, programmatic dependent launches since session 11) and cudnn in one run beside PyTorch.
+// Session 11's last call (d1c1b3e), MQA (K=1) on flash's TMA decode kernel (decode-tma.ts: row groups and
+// grouped boxes since session 11) and cudnn in one run beside PyTorch.
 const S11 = 'bench/results/2026-12-02-s11-final';
-const callS11 = { kind: 'library', source: `${S11}/call5-decode.json` } as const;
+const callS11 = { kind: 'library', source: `${S11}/call8-decode.json` } as const;
 
 /** A measured decode step of N=32, H=128: [GB/s, how it was timed] of flash and of cudnn. */
 function step(
@@ -85,9 +85,9 @@ function step(
  * at 1M tokens against flash's 4.02–4.26; B=1 S=32k 3.27 vs 2.74) and on paged caches at K=8 and
  * K=4 (4.30–4.47 against 4.09–4.25; B=128 S=8k block 16: 4.45 vs 3.72, where flash's kernels alone
  * read 4.15 in the same session); flash at B=1 (S=2k: 0.21 vs 0.16, S=32k: 2.35–2.50 vs 1.81–2.15).
- * MQA (K=1) from session 11's first verification call, flash on its TMA kernel: flash everywhere; B=64
- * S=16k paged block 16 3.79 vs 2.45, block 64 3.98 vs 2.42, dense 4.09 vs 3.28; B=8 S=128k 3.73 / 3.81 /
- * 3.90 vs 2.93 / 2.95 / 2.94 (session 10: 3.81 / 3.84 / 3.89 at B=64, one block a key range; session 9:
+ * MQA (K=1) from session 11's last call, flash on its TMA kernel: flash everywhere; B=64 S=16k paged
+ * block 16 3.76 vs 2.42, block 64 3.99 vs 2.43, dense 4.10 vs 3.35; B=8 S=128k 3.77 / 3.82 / 3.93 vs
+ * 2.84 / 2.79 / 2.77 (session 10: 3.81 / 3.84 / 3.89 at B=64, one block a key range; session 9:
  * 3.75 / 3.66 / 3.66 before the maps dropped their L2 promotion; session 8 had flash's heads kernel at
  * 0.92 / 2.87 paged and 3.05 dense, cuDNN first on the dense cache). Not recorded: dense B=1 S=2k, where the two are within
  * the run's noise (flash 276 GB/s, cudnn 265 and 307 in two rows of the same call): the registry's
@@ -101,8 +101,8 @@ export const H200_DECODE: DecodeDispatchTable = {
     step(8, 131072, 8, 'dense', [4211, call], [4465, call]),
     step(128, 8192, 8, 'dense', [4260, call], [4454, call]),
     step(64, 16384, 4, 'dense', [4024, call], [4462, call]),
-    step(64, 16384, 1, 'dense', [4094, callS11], [3278, callS11]),
-    step(8, 131072, 1, 'dense', [3897, callS11], [2941, callS11]),
+    step(64, 16384, 1, 'dense', [4095, callS11], [3351, callS11]),
+    step(8, 131072, 1, 'dense', [3934, callS11], [2765, callS11]),
     step(1, 32768, 8, 'dense', [2744, call], [3268, call]),
     step(64, 16384, 8, 'paged16', [4240, call], [4406, call]),
     step(64, 16384, 8, 'paged64', [4245, call], [4428, call]),
@@ -112,10 +112,10 @@ export const H200_DECODE: DecodeDispatchTable = {
     step(128, 8192, 8, 'paged64', [4216, call], [4467, call]),
     step(64, 16384, 4, 'paged16', [4094, call], [4298, call]),
     step(64, 16384, 4, 'paged64', [4149, call], [4366, call]),
-    step(64, 16384, 1, 'paged16', [3793, callS11], [2450, callS11]),
-    step(64, 16384, 1, 'paged64', [3984, callS11], [2417, callS11]),
-    step(8, 131072, 1, 'paged16', [3725, callS11], [2931, callS11]),
-    step(8, 131072, 1, 'paged64', [3807, callS11], [2951, callS11]),
+    step(64, 16384, 1, 'paged16', [3763, callS11], [2421, callS11]),
+    step(64, 16384, 1, 'paged64', [3993, callS11], [2431, callS11]),
+    step(8, 131072, 1, 'paged16', [3767, callS11], [2837, callS11]),
+    step(8, 131072, 1, 'paged64', [3820, callS11], [2788, callS11]),
     step(1, 2048, 8, 'paged16', [213, call], [159, call]),
     step(1, 2048, 8, 'paged64', [198, call], [149, call]),
     step(1, 32768, 8, 'paged16', [2351, call], [1808, call]),
