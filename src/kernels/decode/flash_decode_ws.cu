@@ -178,8 +178,11 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const Tma
   constexpr int RG = C::ROWGROUPS_;
   const int split = blockIdx.x / RG, kh0 = blockIdx.y * HB, b = blockIdx.z;
   const int row0 = int(blockIdx.x % RG) * TILES * 16;  // this block's first row of a kv head's rows_b
-  grid_dependency_wait();  // launched early (programmatic dependent launch): what earlier kernels wrote is visible
-  grid_dependents_may_launch();  // the combine's blocks may take their place beside this one's and wait
+  // Launched as a programmatic dependent (ATTNLAB_DEPENDENT_LAUNCH=1, launch-dependent.ts), the block may start
+  // before the kernel ahead of it ends: it waits here until that kernel's writes are visible, then lets the
+  // combine's blocks take their places beside it and wait too. Both are no-ops in a plain launch.
+  grid_dependency_wait();
+  grid_dependents_may_launch();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int G = p.group;
 
