@@ -17,7 +17,7 @@
  * atom is 8 rows), not packed keys. decodeTuning.kernel = 'tma' forces it wherever it can run (up to 32
  * rows per kv head).
  *
- * Two forms (tmaForm; bench/results/2026-12-02-s11-decode, kernels alone, H200, B=64 S=16k):
+ * Two forms (tmaRowGroups picks one; bench/results/2026-12-02-s11-decode, kernels alone, H200, B=64 S=16k):
  * - one block a key range with both row tiles (4 warps of 32 keys each);
  * - row groups: two blocks a key range, each one row tile (8 warps of 16 keys), each reading the range; the
  *   second read of a tile hits the L2. A row group replaces a split: where the first form splits the keys
@@ -83,13 +83,22 @@ export function tmaPreferred(p: AttentionProblem, heads: DecodeHeadsVariant, arc
 }
 
 /**
- * The kernel in `rowGroups` form for `p` (tmaForm picks it): one block a key range with two row tiles of
- * 4 warps, or two blocks of one row tile of 8 warps; grouped boxes as the header says.
+ * Rows a copy moves both halves of, as the header measured: dense caches and the one-block form's pages
+ * of 32 rows and more take half boxes; its smaller pages groups of 8; row groups' pages groups of up to 32
+ * (a group never spans two pages).
+ */
+function boxGroupFor(p: AttentionProblem, rowGroups: 1 | 2): DecodeTmaVariant['boxGroup'] {
+  const page = p.paged?.blockSize ?? 0;
+  if (!page) return 0;
+  if (rowGroups === 2) return Math.min(page, 32) as 8 | 16 | 32;
+  return page <= 16 ? 8 : 0;
+}
+
+/**
+ * The kernel in `rowGroups` form for `p` (splitVariant picks it through tmaRowGroups): one block a key
+ * range with two row tiles of 4 warps, or two blocks of one row tile of 8 warps.
  */
 export function tmaVariant(p: AttentionProblem, arch: string, rowGroups: 1 | 2 = 1): DecodeTmaVariant {
-  const page = p.paged?.blockSize ?? 0;
-  const boxGroup =
-    rowGroups === 2 ? (page ? (Math.min(page, 32) as 8 | 16 | 32) : 0) : page && page <= 16 ? 8 : 0;
   return {
     kind: 'tma',
     arch,
@@ -103,7 +112,7 @@ export function tmaVariant(p: AttentionProblem, arch: string, rowGroups: 1 | 2 =
     stages: STAGES,
     fast: true,
     rowGroups,
-    boxGroup,
+    boxGroup: boxGroupFor(p, rowGroups),
   };
 }
 
