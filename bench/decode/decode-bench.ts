@@ -3,11 +3,13 @@
  * Q and O) over device time, as GB/s and as a percentage of the H200's 4.8 TB/s HBM peak, for
  * attnlab's flash decode kernel on a dense cache and on paged caches (block sizes 16 and 64), beside
  * PyTorch's SDPA backends on the same dense shapes in the same run (bench/decode/torch_decode.py).
- * One query token per sequence, N=32, H=128, bf16. CUDA events, 300 ms settle, median of 30.
+ * One query token per sequence, N=32, H=128, bf16. CUDA events, 300 ms settle, median of 30 samples,
+ * each `--batch` calls back to back between one event pair (default 20; 1: an event pair a call, as
+ * sessions 5–11 timed), on both sides.
  *
  *   node --import tsx bench/decode/decode-bench.ts --out decode.json [--torch python3|none] [--quick]
  *        [--impl flash,cudnn,auto] [--shapes 64:16384:8,1:2048:8] [--layouts dense,paged16,paged64]
- *        [--table-room] [--no-uncached]
+ *        [--table-room] [--no-uncached] [--batch 20] [--tuning '{"kernel":"tma","rowGroups":2}']
  *
  * --impl names the attnlab backends timed (default flash); cudnn runs the dense cache through its
  * fused graph and the paged ones through cuDNN's paged attention (PAGED_CACHE_LOAD; with
@@ -18,6 +20,8 @@
  * fixed-width table; the only tables `auto` may run on cuDNN), else the table is tight. Each paged
  * shape at B=1 is also timed with the device copies of its table and lengths dropped before every
  * call ("uncached": what every call paid before int32-cache.ts), unless --no-uncached.
+ * --tuning sets the flash backend's decodeTuning (decode-splits.ts: kernel, rowGroups, splits, loader) for
+ * every attnlab call of the run, to measure a choice the rule does not make; the header records it.
  * The results file is rewritten after every shape, so a run cut short keeps the shapes it finished.
  */
 import { execFileSync } from 'node:child_process';
@@ -26,6 +30,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { attention } from '../../src/api/attention.js';
 import { getCudaContext } from '../../src/backends/cuda/context.js';
+import { decodeTuning } from '../../src/backends/cuda/flash/decode-splits.js';
 import { clearInt32Cache } from '../../src/backends/cuda/int32-cache.js';
 import type { AttentionOptions } from '../../src/backends/problem.js';
 import { attnlabCommit, commandLine, describeMachine } from '../../src/bench/machine.js';
@@ -43,6 +48,9 @@ const impls = option('--impl', 'flash').split(',') as Array<'flash' | 'cudnn' | 
 const spare = args.includes('--table-room') ? 1 : 0;
 const uncached = !args.includes('--no-uncached');
 const implementation = (impl: string) => (impl === 'auto' ? undefined : (impl as 'flash' | 'cudnn'));
+const batch = Number(option('--batch', '20'));
+const tuning = JSON.parse(option('--tuning', '{}')) as typeof decodeTuning;
+Object.assign(decodeTuning, tuning);
 const [N, H, REPEATS] = [32, 128, 30];
 
 interface Shape {
@@ -68,7 +76,7 @@ const SHAPES: Shape[] = shapesOption
         ...[2048, 8192, 32768].map((S) => ({ B: 1, S, K: 8 })),
       ];
 
-const time = (call: () => Tensor) => medianMs(call, REPEATS, 300);
+const time = (call: () => Tensor) => medianMs(call, REPEATS, 300, batch);
 
 type Row = DecodeRow;
 
@@ -117,6 +125,8 @@ function writeResults(): void {
     command: commandLine(),
     commit: attnlabCommit(),
     machine: describeMachine(),
+    callsPerEventPair: batch,
+    decodeTuning: tuning,
   };
   writeFileSync(
     out,
@@ -166,7 +176,7 @@ SHAPES.forEach((s, index) => {
 if (python !== 'none')
   try {
     const script = join(dirname(fileURLToPath(import.meta.url)), 'torch_decode.py');
-    const request = JSON.stringify({ cases: SHAPES.map((s) => ({ ...s, N, H })), repeats: REPEATS });
+    const request = JSON.stringify({ cases: SHAPES.map((s) => ({ ...s, N, H })), repeats: REPEATS, batch });
     const answer = JSON.parse(
       execFileSync(python, [script, request], { encoding: 'utf8', maxBuffer: 1 << 24 }),
     );

@@ -1,13 +1,14 @@
 /**
  * What the decode benchmarks share: device inputs of random bf16 (a 4 MiB seeded block tiled over
  * the buffer: values do not change a decode's time, and filling gigabytes on the host would), a
- * shuffled block table, and the median device time of a call after a settle period.
+ * shuffled block table, and the median device time of a call (alone or in batches) after a settle period.
  */
 import { getCudaContext } from '../../src/backends/cuda/context.js';
 import { cu } from '../../src/backends/cuda/ffi/driver.js';
 import { allocDevice, copyToDevice } from '../../src/backends/cuda/memory.js';
 import { CudaEventTimer } from '../../src/bench/cuda-timer.js';
 import { summarize } from '../../src/bench/stats.js';
+import { InvalidArgumentError } from '../../src/errors.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';
 
@@ -47,14 +48,29 @@ export function shuffledTable(B: number, S: number, blockSize: number, spare = 0
   return Tensor.fromRaw(table, [B, width], 'int32');
 }
 
-/** Median device ms of `call` over `repeats` timed calls after `settleMs` of back-to-back calls. */
-export function medianMs(call: () => Tensor, repeats: number, settleMs: number): number {
+/**
+ * Median device ms of one `call` over `repeats` timed samples after `settleMs` of back-to-back calls.
+ * A sample is `batch` calls enqueued back to back between one event pair, divided by `batch`: with one
+ * call a sample (batch 1), a call whose host time (43–185 µs on the device machine, session 11) nears its
+ * device time (125–130 µs at B=64 S=16k K=1) pays the event records and any host stall inside its pair,
+ * and rows varied by up to 25% with their order (bench/results/2026-12-02-s11-final, call 7); 50 calls a
+ * pair read the same dense call at 4.19–4.29 TB/s where one a pair read 4.10.
+ */
+export function medianMs(call: () => Tensor, repeats: number, settleMs: number, batch = 1): number {
+  if (!Number.isInteger(batch) || batch < 1)
+    throw new InvalidArgumentError('batch', 'an integer ≥ 1', String(batch));
   call().dispose();
   const end = performance.now() + settleMs;
   while (performance.now() < end) call().dispose();
   const timer = new CudaEventTimer(repeats);
-  for (let i = 0; i < repeats; i++) timer.time(() => call()).dispose();
-  const ms = summarize(timer.read()).median;
+  for (let i = 0; i < repeats; i++)
+    timer
+      .time(() => {
+        for (let j = 1; j < batch; j++) call().dispose();
+        return call();
+      })
+      .dispose();
+  const ms = summarize(timer.read()).median / batch;
   timer.dispose();
   return ms;
 }

@@ -1,10 +1,11 @@
 """PyTorch's decode peer for bench/decode/decode-bench.ts: scaled_dot_product_attention with one
 query token over a dense (B, S, K, H) cache, each backend forced (cudnn, flash, efficient), GQA
 through enable_gqa. Inputs are made in attnlab's (B, S, K, H) layout and passed as (B, K, S, H)
-transposed views, as the prefill peer does. CUDA events around each call, 300 ms of back-to-back
-calls first (the H200 settles under its power cap), median of `repeats`.
+transposed views, as the prefill peer does. 300 ms of back-to-back calls first (the H200 settles under
+its power cap), then `repeats` samples of `batch` calls (default 1) between one pair of CUDA events, as
+decode-bench.ts times attnlab's; the median sample over `batch`.
 
-    python3 torch_decode.py '{"cases": [{"B": 64, "S": 16384, "N": 32, "K": 8, "H": 128}], "repeats": 30}'
+    python3 torch_decode.py '{"cases": [{"B": 64, "S": 16384, "N": 32, "K": 8, "H": 128}], "repeats": 30, "batch": 20}'
 prints one JSON object: {"rows": [{"case": i, "impl": "cudnn", "ms": …} | {"case": i, "impl": …, "error": …}]}
 """
 
@@ -36,13 +37,15 @@ def main():
                         call()
                     torch.cuda.synchronize()
                     times = []
+                    batch = request.get("batch", 1)
                     for _ in range(request.get("repeats", 30)):
                         start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                         start.record()
-                        call()
+                        for _ in range(batch):
+                            call()
                         stop.record()
                         stop.synchronize()
-                        times.append(start.elapsed_time(stop))
+                        times.append(start.elapsed_time(stop) / batch)
                 times.sort()
                 rows.append({"case": index, "impl": name, "ms": times[len(times) // 2]})
             except Exception as error:  # a refused backend is a row with its reason
