@@ -20,6 +20,10 @@
  * fixed-width table; the only tables `auto` may run on cuDNN), else the table is tight. Each paged
  * shape at B=1 is also timed with the device copies of its table and lengths dropped before every
  * call ("uncached": what every call paid before int32-cache.ts), unless --no-uncached.
+ * Each row also times its calls with the host taken out (src/bench/hidden-host.ts: the batch enqueued
+ * behind a GPU spin; PyTorch's behind torch.cuda._sleep): `kernelsGBs` is what the kernels read,
+ * `hostUsPerCall` the host's enqueue time a call; --no-kernels-alone skips it. At B=1 the host decides a
+ * call's time on both sides (session 12), and these columns say by how much.
  * --tuning sets the flash backend's decodeTuning (decode-splits.ts: kernel, rowGroups, splits, loader) for
  * every attnlab call of the run, to measure a choice the rule does not make; the header records it.
  * The results file is rewritten after every shape, so a run cut short keeps the shapes it finished.
@@ -33,6 +37,7 @@ import { getCudaContext } from '../../src/backends/cuda/context.js';
 import { decodeTuning } from '../../src/backends/cuda/flash/decode-splits.js';
 import { clearInt32Cache } from '../../src/backends/cuda/int32-cache.js';
 import type { AttentionOptions } from '../../src/backends/problem.js';
+import { timeHostHidden } from '../../src/bench/hidden-host.js';
 import { attnlabCommit, commandLine, describeMachine } from '../../src/bench/machine.js';
 import { HBM_PEAK_GBS } from '../../src/results/schema.js';
 import type { Tensor } from '../../src/tensor/tensor.js';
@@ -49,6 +54,7 @@ const spare = args.includes('--table-room') ? 1 : 0;
 const uncached = !args.includes('--no-uncached');
 const implementation = (impl: string) => (impl === 'auto' ? undefined : (impl as 'flash' | 'cudnn'));
 const batch = Number(option('--batch', '20'));
+const hostHidden = !args.includes('--no-kernels-alone');
 const tuning = JSON.parse(option('--tuning', '{}')) as typeof decodeTuning;
 Object.assign(decodeTuning, tuning);
 const [N, H, REPEATS] = [32, 128, 30];
@@ -82,8 +88,16 @@ type Row = DecodeRow;
 
 const rows: Row[] = [];
 const bytesOf = (s: Shape) => 2 * (2 * s.B * s.S * s.K * H + 2 * s.B * N * H);
-const record = (s: Shape, label: string, layout: string, ms: number, variant?: string) => {
-  const GBs = bytesOf(s) / (ms * 1e-3) / 1e9;
+const gbs = (s: Shape, ms: number) => bytesOf(s) / (ms * 1e-3) / 1e9;
+const record = (
+  s: Shape,
+  label: string,
+  layout: string,
+  ms: number,
+  variant?: string,
+  hidden?: { deviceMs: number; hostMs: number },
+) => {
+  const GBs = gbs(s, ms);
   rows.push({
     label,
     ...s,
@@ -94,6 +108,11 @@ const record = (s: Shape, label: string, layout: string, ms: number, variant?: s
     ms,
     bandwidthGBs: GBs,
     bandwidthPercent: (100 * GBs) / HBM_PEAK_GBS,
+    ...(hidden && {
+      kernelsMs: hidden.deviceMs,
+      kernelsGBs: gbs(s, hidden.deviceMs),
+      hostUsPerCall: hidden.hostMs * 1000,
+    }),
   });
 };
 
@@ -106,12 +125,21 @@ function measure(
 ): void {
   let variant = '';
   try {
-    const ms = time(() => {
+    const call = () => {
       const r = run();
       variant = impl === 'auto' ? `${r.backend}: ${r.variant}` : r.variant;
       return r.output;
-    });
-    record(s, `attnlab ${impl} ${layout}`, layout, ms, variant);
+    };
+    const ms = time(call);
+    let hidden: ReturnType<typeof timeHostHidden> | undefined;
+    let kernelsReason: string | undefined;
+    try {
+      hidden = hostHidden ? timeHostHidden(call, { samples: REPEATS, batch }) : undefined;
+    } catch (error) {
+      kernelsReason = (error as Error).message;
+    }
+    record(s, `attnlab ${impl} ${layout}`, layout, ms, variant, hidden);
+    if (kernelsReason) rows[rows.length - 1].kernelsReason = kernelsReason;
   } catch (error) {
     rows.push({ label: `attnlab ${impl} ${layout}`, ...s, N, H, layout, reason: (error as Error).message });
   }
@@ -176,7 +204,12 @@ SHAPES.forEach((s, index) => {
 if (python !== 'none')
   try {
     const script = join(dirname(fileURLToPath(import.meta.url)), 'torch_decode.py');
-    const request = JSON.stringify({ cases: SHAPES.map((s) => ({ ...s, N, H })), repeats: REPEATS, batch });
+    const request = JSON.stringify({
+      cases: SHAPES.map((s) => ({ ...s, N, H })),
+      repeats: REPEATS,
+      batch,
+      hidden: hostHidden,
+    });
     const answer = JSON.parse(
       execFileSync(python, [script, request], { encoding: 'utf8', maxBuffer: 1 << 24 }),
     );
@@ -184,33 +217,59 @@ if (python !== 'none')
     for (const r of answer.rows) {
       const s = SHAPES[r.case];
       if (r.error) rows.push({ label: `torch ${r.impl}`, ...s, N, H, layout: 'dense', reason: r.error });
-      else record(s, `torch ${r.impl}`, 'dense', r.ms);
+      else
+        record(
+          s,
+          `torch ${r.impl}`,
+          'dense',
+          r.ms,
+          undefined,
+          r.kernelsMs ? { deviceMs: r.kernelsMs, hostMs: r.hostUsPerCall / 1000 } : undefined,
+        );
     }
   } catch (error) {
     console.error(`torch peer did not run: ${(error as Error).message.split('\n')[0]}`);
   }
 
 writeResults();
-console.log('shape                    attnlab         GB/s (% peak)           best torch GB/s   ratio');
-for (const [index, s] of SHAPES.entries()) {
-  void index;
-  const mine = rows.filter((r) => r.B === s.B && r.S === s.S && r.K === s.K && r.label.startsWith('attnlab'));
-  const torch = rows.filter(
-    (r) => r.B === s.B && r.S === s.S && r.K === s.K && r.label.startsWith('torch') && r.bandwidthGBs,
-  );
-  const best = torch.reduce((a, r) => Math.max(a, r.bandwidthGBs ?? 0), 0);
-  for (const r of mine) {
+console.log(
+  'shape                    attnlab         GB/s (% peak)       best torch  ratio  | kernels alone: GB/s  best torch  ratio  host µs/call',
+);
+const bestOf = (rs: Row[], key: 'bandwidthGBs' | 'kernelsGBs') =>
+  rs.reduce((a, r) => Math.max(a, r[key] ?? 0), 0);
+for (const s of SHAPES) {
+  const same = rows.filter((r) => r.B === s.B && r.S === s.S && r.K === s.K);
+  const torch = same.filter((r) => r.label.startsWith('torch') && r.bandwidthGBs);
+  const best = bestOf(torch, 'bandwidthGBs');
+  const bestAlone = bestOf(torch, 'kernelsGBs');
+  const ratio = (mine: number | undefined, theirs: number, dense: boolean) =>
+    mine && theirs && dense ? (mine / theirs).toFixed(2) : '';
+  for (const r of same.filter((x) => x.label.startsWith('attnlab'))) {
     if (r.reason) {
       console.log(`B=${s.B} S=${s.S} K=${s.K}`.padEnd(25) + `${r.label}: ${r.reason.slice(0, 120)}`);
       continue;
     }
-    const ratio = best && r.layout === 'dense' ? (r.bandwidthGBs! / best).toFixed(2) : '';
+    const dense = r.layout === 'dense';
     console.log(
       `B=${s.B} S=${s.S} K=${s.K}`.padEnd(25) +
         r.label.replace('attnlab ', '').padEnd(16) +
-        `${r.bandwidthGBs!.toFixed(0)} (${r.bandwidthPercent!.toFixed(1)}%)`.padEnd(24) +
-        `${best ? best.toFixed(0) : '-'}`.padEnd(18) +
-        ratio,
+        `${r.bandwidthGBs!.toFixed(0)} (${r.bandwidthPercent!.toFixed(1)}%)`.padEnd(20) +
+        `${best ? best.toFixed(0) : '-'}`.padEnd(12) +
+        ratio(r.bandwidthGBs, best, dense).padEnd(7) +
+        '| ' +
+        `${r.kernelsGBs ? r.kernelsGBs.toFixed(0) : '-'}`.padEnd(21) +
+        `${bestAlone ? bestAlone.toFixed(0) : '-'}`.padEnd(12) +
+        ratio(r.kernelsGBs, bestAlone, dense).padEnd(7) +
+        (r.hostUsPerCall ? r.hostUsPerCall.toFixed(1) : '-'),
     );
   }
+  for (const r of torch)
+    console.log(
+      `B=${s.B} S=${s.S} K=${s.K}`.padEnd(25) +
+        r.label.padEnd(16) +
+        `${r.bandwidthGBs!.toFixed(0)} (${r.bandwidthPercent!.toFixed(1)}%)`.padEnd(39) +
+        '| ' +
+        `${r.kernelsGBs ? r.kernelsGBs.toFixed(0) : '-'}`.padEnd(40) +
+        (r.hostUsPerCall ? r.hostUsPerCall.toFixed(1) : '-'),
+    );
 }

@@ -88,5 +88,11 @@ export interface DecodeRow {
   ms?: number;
   bandwidthGBs?: number;
   bandwidthPercent?: number;
+  /** Device ms of a call with the host's time hidden behind a GPU spin (src/bench/hidden-host.ts). */
+  kernelsMs?: number;
+  kernelsGBs?: number;
+  hostUsPerCall?: number;
+  /** Why the kernels-alone timing has no value (the host outlasted the longest spin). */
+  kernelsReason?: string;
   reason?: string;
 }

@@ -3,7 +3,8 @@ query token over a dense (B, S, K, H) cache, each backend forced (cudnn, flash, 
 through enable_gqa. Inputs are made in attnlab's (B, S, K, H) layout and passed as (B, K, S, H)
 transposed views, as the prefill peer does. 300 ms of back-to-back calls first (the H200 settles under
 its power cap), then `repeats` samples of `batch` calls (default 1) between one pair of CUDA events, as
-decode-bench.ts times attnlab's; the median sample over `batch`.
+decode-bench.ts times attnlab's; the median sample over `batch`. With "hidden", each row also gets the
+calls' device time with the host's taken out (`kernelsMs`, `hostUsPerCall`: see hidden() below).
 
     python3 torch_decode.py '{"cases": [{"B": 64, "S": 16384, "N": 32, "K": 8, "H": 128}], "repeats": 30, "batch": 20}'
 prints one JSON object: {"rows": [{"case": i, "impl": "cudnn", "ms": …} | {"case": i, "impl": …, "error": …}]}
@@ -12,6 +13,39 @@ prints one JSON object: {"rows": [{"case": i, "impl": "cudnn", "ms": …} | {"ca
 import json
 import sys
 import time
+
+
+def hidden(call, samples, batch):
+    """attnlab's src/bench/hidden-host.ts on this side: each sample enqueues torch.cuda._sleep and behind it
+    `batch` calls between one event pair; a sample counts only if the host finished enqueuing before the
+    sleep ended (its own event pair says how long it ran), and the sleep doubles until it does."""
+    import torch
+
+    cycles, device, host = 2_000_000, [], []
+    for _ in range(samples + 100):
+        if len(device) == samples or cycles > 200_000_000:  # ~0.1 s: past it, not worth waiting
+            break
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
+        started = time.perf_counter()
+        events[0].record()
+        torch.cuda._sleep(cycles)
+        events[1].record()
+        events[2].record()
+        for _ in range(batch):
+            call()
+        events[3].record()
+        host_ms = (time.perf_counter() - started) * 1000
+        events[3].synchronize()
+        if host_ms < events[0].elapsed_time(events[1]):
+            device.append(events[2].elapsed_time(events[3]) / batch)
+            host.append(host_ms / batch)
+        else:
+            cycles *= 2
+    if len(device) < samples:
+        return {"kernelsReason": f"{len(device)} of {samples} samples enqueued within the sleep"}
+    device.sort()
+    host.sort()
+    return {"kernelsMs": device[len(device) // 2], "hostUsPerCall": host[len(host) // 2] * 1000}
 
 
 def main():
@@ -46,8 +80,11 @@ def main():
                         stop.record()
                         stop.synchronize()
                         times.append(start.elapsed_time(stop) / batch)
-                times.sort()
-                rows.append({"case": index, "impl": name, "ms": times[len(times) // 2]})
+                    times.sort()
+                    row = {"case": index, "impl": name, "ms": times[len(times) // 2]}
+                    if request.get("hidden"):
+                        row.update(hidden(call, request.get("repeats", 30), batch))
+                rows.append(row)
             except Exception as error:  # a refused backend is a row with its reason
                 rows.append({"case": index, "impl": name, "error": " ".join(str(error).split())[:300]})
         del q, k, v

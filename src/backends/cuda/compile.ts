@@ -66,7 +66,8 @@ const HISTORY_LIMIT = 256;
 
 function record(stats: CompileStats): void {
   history.push(stats);
-  if (history.length > HISTORY_LIMIT) history.splice(0, history.length - HISTORY_LIMIT);
+  // Trimmed in halves, not an entry a call: shifting 256 entries on every warm call cost ~0.5 µs.
+  if (history.length >= 2 * HISTORY_LIMIT) history.splice(0, history.length - HISTORY_LIMIT);
 }
 
 /** The last compile or cache lookup, for `attnlab` to report first-call compile time. */
@@ -74,9 +75,9 @@ export function lastCompileStats(): CompileStats | undefined {
   return history.at(-1);
 }
 
-/** Every lookup made in this process, in order (a warm run shows only 'memory' and 'disk'). */
+/** The last HISTORY_LIMIT lookups made in this process, in order (a warm run shows only 'memory' and 'disk'). */
 export function compileHistory(): readonly CompileStats[] {
-  return history;
+  return history.slice(-HISTORY_LIMIT);
 }
 
 /** NVRTC options for `spec` on `arch`; sorted defines so that the key does not depend on key order. */
@@ -99,14 +100,12 @@ export function compileOptions(spec: KernelSpec, arch: string): string[] {
  */
 export function loadKernels(spec: KernelSpec): CompiledModule {
   // Modules are loaded into one device's context: the device is part of both in-memory keys.
-  const specKey = JSON.stringify([
-    currentDeviceOrdinal(),
-    kernelsDir(),
-    spec.file,
-    spec.kernels,
-    spec.defines ?? {},
-    spec.options ?? [],
-  ]);
+  // Joined by hand: JSON.stringify of the same parts took ~1.5 µs of a warm decode call's ~15.
+  let defines = '';
+  for (const name in spec.defines) defines += `${name}=${spec.defines[name]} `;
+  const specKey = `${currentDeviceOrdinal()}\n${kernelsDir()}\n${spec.file}\n${spec.kernels.join('\n')}\n\n${defines}\n${
+    spec.options?.join('\n') ?? ''
+  }`;
   const known = bySpec.get(specKey);
   if (known) {
     record({ file: spec.file, key: known.key, source: 'memory', milliseconds: 0, cubinBytes: 0 });
