@@ -82,6 +82,9 @@ for tool in memcheck racecheck; do
   sanitize "$tool-decode-tma" "$tool" --test-name-pattern='^window .*, [12] row group\(s\), 3 splits' \
     test/gpu/decode-tma.test.ts
 done
+# Session 12: the TMA kernel with 4 rows a kv head and eight kv heads a token (the rule's K=8 case).
+sanitize memcheck-decode-tma-gqa memcheck --test-name-pattern='^GQA 4:1, K=8 .*, [12] row group\(s\), 3 splits' \
+  test/gpu/decode-tma.test.ts
 sanitize racecheck-flash-backward racecheck --test-name-pattern=sanitize test/gpu/flash-backward.test.ts
 sanitize memcheck-fp8-gradients memcheck --test-name-pattern='bit for bit' test/gpu/fp8-backward.test.ts
 for tool in racecheck synccheck; do

@@ -61,14 +61,25 @@ describe('TMA decode kernel table', () => {
     delete decodeTuning.kernel;
     delete decodeTuning.rowGroups;
   });
-  it('replaces the heads kernel where that one serves MQA rows (one kv head, two row tiles), as measured', () => {
-    for (const blockSize of [0, 16, 64])
+  it('replaces the heads kernel wherever it can run, and the row-tile kernel on short MQA caches, as measured', () => {
+    for (const blockSize of [0, 16, 64]) {
       assert.equal(kind(problem({ blockSize })), 'tma', `block ${blockSize}`);
+      assert.equal(kind(problem({ K: 8, blockSize })), 'tma', `K=8 (4 rows a kv head), block ${blockSize}`);
+    }
     assert.equal(kind(problem({ N: 16, T: 2 })), 'tma', '2 tokens of N=16: 32 rows');
-    assert.equal(kind(problem({ K: 8 })), 'heads', 'K=8: 4 heads a block, bytes-bound, the heads kernel');
-    assert.equal(kind(problem({ N: 16 })), 'heads', 'N=16 K=1: one row tile (not measured)');
-    assert.equal(kind(problem({ B: 1, S: 2048 })), 'rows', 'a short cache stays on the row-tile kernel');
+    assert.equal(kind(problem({ N: 16 })), 'tma', 'N=16 K=1: one row tile');
     assert.equal(kind(problem({ blockSize: 12 })), 'heads', 'block 12: no whole boxes');
+    assert.equal(kind(problem({ K: 8, H: 64 })), 'heads', 'H=64: the TMA kernel takes 128');
+    for (const blockSize of [0, 16, 64]) {
+      const short = picked(problem({ B: 1, S: 2048, blockSize }));
+      assert.equal(short.rowGroups, 2, `B=1 S=2k MQA, block ${blockSize}: row groups`);
+      assert.equal(
+        kind(problem({ B: 1, S: 2048, K: 8, blockSize })),
+        'rows',
+        `B=1 S=2k K=8, block ${blockSize}`,
+      );
+    }
+    assert.equal(kind(problem({ B: 1, S: 2048, N: 16 })), 'rows', '16 rows a kv head on a short cache');
   });
   it('gives way to a forced kernel, and is forced wherever it can run', () => {
     decodeTuning.kernel = 'heads';
@@ -89,9 +100,9 @@ describe('TMA decode kernel table', () => {
       chooseSplits(p, v, SMS, LIMIT),
       chooseSplits(p, headsVariant(p, 'sm_90a', LIMIT), SMS, LIMIT),
     );
-    assert.equal(tmaPreferred(p, headsVariant(p, 'sm_90a', LIMIT), 'sm_90a'), true);
+    assert.equal(tmaPreferred(p, 'sm_90a'), true);
   });
-  it('runs row groups where the one-block form splits the keys, pages hold 32 rows or more and both groups have rows', () => {
+  it('runs row groups where the one-block form splits the keys, both groups have rows and pages hold 32 rows or the grid is small', () => {
     const dense = picked(problem({ blockSize: 0 }));
     assert.deepEqual(
       [dense.rowGroups, dense.rowTiles, dense.slices, dense.keysPerWarp, dense.boxGroup],
@@ -111,10 +122,25 @@ describe('TMA decode kernel table', () => {
     const wide = picked(problem({ B: 8, S: 131072, blockSize: 64 }));
     assert.equal(wide.rowGroups, 2, 'B=8 S=128k: row groups halve the splits');
     assert.equal(chooseSplits(problem({ B: 8, S: 131072, blockSize: 64 }), wide, SMS, LIMIT), 8);
-    assert.equal(tmaRowGroups(problem({ N: 16, K: 1 }), 4), 1, '16 rows: the second group would have none');
-    assert.equal(tmaRowGroups(problem({ N: 16, T: 2, blockSize: 0 }), 2), 2, 'two tokens of N=16: 32 rows');
-    assert.equal(tmaRowGroups(problem({ blockSize: 8 }), 2), 1, 'block 8');
-    assert.equal(tmaRowGroups(problem({ blockSize: 32 }), 2), 2, 'block 32');
+    assert.equal(
+      tmaRowGroups(problem({ N: 16, K: 1 }), 4, SMS),
+      1,
+      '16 rows: the second group would have none',
+    );
+    assert.equal(
+      tmaRowGroups(problem({ N: 16, T: 2, blockSize: 0 }), 2, SMS),
+      2,
+      'two tokens of N=16: 32 rows',
+    );
+    assert.equal(tmaRowGroups(problem({ blockSize: 8 }), 2, SMS), 1, 'block 8, 128 blocks');
+    assert.equal(tmaRowGroups(problem({ blockSize: 32 }), 2, SMS), 2, 'block 32');
+    assert.equal(tmaRowGroups(problem({ B: 34, blockSize: 16 }), 2, SMS), 1, 'block 16, 68 blocks');
+    assert.equal(
+      tmaRowGroups(problem({ B: 33, blockSize: 16 }), 2, SMS),
+      2,
+      'block 16, 66 blocks: half the GPU',
+    );
+    assert.equal(tmaRowGroups(problem({ B: 1, blockSize: 8 }), 32, SMS), 2, 'block 8, B=1, 32 blocks');
   });
   it('takes a forced form, with boxes that fit the pages', () => {
     decodeTuning.rowGroups = 2;

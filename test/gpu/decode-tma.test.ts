@@ -59,6 +59,15 @@ const CASES: TmaCase[] = [
     lengths: [1000, 517],
   },
   {
+    name: 'GQA 4:1, K=8 N=32 (4 rows per kv head: eight kv heads a token)',
+    B: 3,
+    T: 1,
+    S: 900,
+    N: 32,
+    K: 8,
+    lengths: [900, 417, 2],
+  },
+  {
     name: 'window [64, 0], 2 tokens (tiles start before the window: masked keys in copied pages)',
     B: 2,
     T: 2,
@@ -210,6 +219,39 @@ describe('flash decode, TMA kernel', { skip }, () => {
       assert.ok(worst < 1e-2, `largest difference from the heads kernel ${worst}`);
     } finally {
       delete decodeTuning.kernel;
+    }
+  });
+
+  it('runs by default with 4 rows a kv head (as K=8 N=32) where the heads kernel would (B·S = 128k), equal to it', () => {
+    // K=2 N=8 rather than K=8 N=32: the same rows a kv head with a quarter of the host copies.
+    const c: TmaCase = { name: 'GQA 4:1', B: 8, T: 1, S: 16384, N: 8, K: 2, lengths: Array(8).fill(16384) };
+    const { q, k, v } = inputs(c, 'bfloat16', 100);
+    const options: AttentionOptions = { keyValueSeqLengths: c.lengths };
+    for (const blockSize of [0, 16, 64]) {
+      const chosen = run(q, k, v, blockSize, options, 101 + blockSize);
+      assert.match(chosen.variant, /^flash-decode-tma\.sm_90a\.bf16\.d128\.1x2x4\.k128s3f/);
+      decodeTuning.kernel = 'heads';
+      try {
+        const heads = run(q, k, v, blockSize, options, 101 + blockSize);
+        assert.match(heads.variant, /^flash-decode-heads\./);
+        const [a, b] = [chosen.output.toFloat64Array(), heads.output.toFloat64Array()];
+        let worst = 0;
+        for (let i = 0; i < a.length; i++) worst = Math.max(worst, Math.abs(a[i] - b[i]));
+        assert.ok(worst < 1e-2, `block ${blockSize}: largest difference from the heads kernel ${worst}`);
+      } finally {
+        delete decodeTuning.kernel;
+      }
+    }
+  });
+
+  it('runs row groups by default on a short MQA cache (B=1 S=2k), pages of 16 included', () => {
+    const c: TmaCase = { name: 'short', B: 1, T: 1, S: 2048, N: 32, K: 1, lengths: [2048] };
+    const { q, k, v } = inputs(c, 'bfloat16', 110);
+    const options: AttentionOptions = { keyValueSeqLengths: c.lengths };
+    for (const blockSize of [0, 16, 64]) {
+      const chosen = run(q, k, v, blockSize, options, 111 + blockSize);
+      assert.match(chosen.variant, /^flash-decode-tma\.sm_90a\.bf16\.d128\.1x1x8\.k128s3f\.r2/);
+      assertMatchesOracle(chosen, { q, k, v, options }, 'bfloat16', `short cache, block ${blockSize}`);
     }
   });
 

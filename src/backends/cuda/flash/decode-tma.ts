@@ -11,11 +11,12 @@
  * itself was 3× slower (~68 clocks a copy), which the tensor copies remove (4 a dense tile, 32 a block-16
  * tile, 8 at block 64).
  *
- * The table: measured only for MQA-like packing, so it replaces the heads kernel only where that one
- * would serve one kv head a block in two row tiles (17–32 rows per kv head: N=32 K=1 at T=1), on sm_90
- * with H = Hv = 128, dense or paged with power-of-two blocks ≥ 8 (a box of a page's rows; the swizzle
- * atom is 8 rows), not packed keys. decodeTuning.kernel = 'tma' forces it wherever it can run (up to 32
- * rows per kv head).
+ * The table (tmaPreferred, tmaPreferredShort): on sm_90 with H = Hv = 128, dense or paged with power-of-two
+ * blocks ≥ 8 (a box of a page's rows; the swizzle atom is 8 rows), not packed keys, and up to 32 rows a kv
+ * head, it replaces the heads kernel wherever that one would run (B·S ≥ 128k cached tokens: at K=8, 4413 /
+ * 4388 / 4376 GB/s dense / block 16 / block 64 against 4229 / 4252 / 4258, kernels alone, B=64 S=16k,
+ * bench/results/2026-12-02-s12-decode) and, on shorter caches, the row-tile kernel for MQA-like rows (17–32
+ * a kv head: 1.2–1.9× at B=1, S=2k…32k). decodeTuning.kernel = 'tma' forces it wherever it can run.
  *
  * Two forms (tmaRowGroups picks one; bench/results/2026-12-02-s11-decode, kernels alone, H200, B=64 S=16k):
  * - one block a key range with both row tiles (4 warps of 32 keys each);
@@ -24,7 +25,8 @@
  *   (B=64: two splits), this one reads 4175 GB/s dense against 3910 with no combine, 3957 against 3765 at
  *   block 64. Where the first form runs one split (B=128 S=8k) row groups would make two waves (3716
  *   against 4058), and a block reading a whole range issues twice the copies: with 16-row pages that
- *   starves it (3671 against the first form's 3811), so pages under 32 rows keep the first form.
+ *   starves it (3671 against the first form's 3811), so pages under 32 rows keep the first form unless its
+ *   grid fills at most half the GPU (B=1 S=32k, 32 blocks: 786 against 602; s12-decode).
  * Boxes: a copy moves one 128-byte half of a page's rows (or a dense tile's 128), or, grouped, both halves
  * of `boxGroup` rows (a 5-D map whose third dimension is the half): at block 16 the first form reads 3811
  * with groups of 8 against 3574 with half boxes (+7%; 3925 against 3680 at B=128), and row groups read
@@ -52,7 +54,7 @@ const STAGES = 3;
 const TILE_KEYS = 128;
 /** Rows a key range serves: two m16 row tiles of one kv head (one a block with row groups). */
 const MAX_ROWS = 32;
-/** The smallest page that row groups read (grouped boxes of 32 rows; 16-row pages starve them). */
+/** The smallest page that row groups read on a full GPU (grouped boxes of 32 rows; 16-row pages starve them). */
 const ROW_GROUP_MIN_PAGE = 32;
 
 const major = (arch: string) => Number(/sm_(\d+)/.exec(arch)?.[1] ?? 0);
@@ -77,9 +79,26 @@ export function tmaSupport(p: AttentionProblem, arch: string): Support {
   return SUPPORTED;
 }
 
-/** Whether the measured rule replaces the heads kernel's variant `heads` by this kernel for `p`. */
-export function tmaPreferred(p: AttentionProblem, heads: DecodeHeadsVariant, arch: string): boolean {
-  return heads.heads === 1 && heads.rowTiles === 2 && tmaSupport(p, arch).ok;
+/**
+ * Whether the measured rule runs this kernel for `p` where the heads kernel would run (B·S ≥ 128k cached
+ * tokens): wherever it can. Kernels alone, same run (bench/results/2026-12-02-s12-decode, call 2, H200,
+ * B=64 S=16k): at K=8 (4 rows a kv head, one block each) it reads 4413 / 4388 / 4376 GB/s dense / block 16
+ * / block 64 against the heads kernel's 4229 / 4252 / 4258 (4 kv heads a block), and at K=1 (session 11)
+ * 4183 / 3780 / 4056 against 3.0 / 2.8 / 2.8 TB/s.
+ */
+export function tmaPreferred(p: AttentionProblem, arch: string): boolean {
+  return tmaSupport(p, arch).ok;
+}
+
+/**
+ * Whether the measured rule runs this kernel for `p` where the row-tile kernel would (under 128k cached
+ * tokens): for MQA-like rows (17–32 a kv head), in row groups. Kernels alone (same call, B=1, K=1, dense /
+ * block 16 / block 64): S=2k 85 / 84 / 84 GB/s against 72 / 62 / 62, S=8k 279 / 271 / 276 against 200 / 161
+ * / 161, S=32k 828 / 786 / 815 against 496 / 407 / 409. With 4 rows a kv head (K=8) the row-tile kernel's
+ * blocks split a short cache as well (S=2k dense 645 against 599) and it stays.
+ */
+export function tmaPreferredShort(p: AttentionProblem, arch: string): boolean {
+  return (p.T * p.N) / p.K > 16 && tmaSupport(p, arch).ok;
 }
 
 /**
@@ -118,13 +137,22 @@ export function tmaVariant(p: AttentionProblem, arch: string, rowGroups: 1 | 2 =
 
 /**
  * Row groups or not (the header's measurements): two blocks a key range where the one-block form would
- * split it (`splitsOfOne` ≥ 2), both of them have rows (17–32 a kv head) and pages, if any, hold 32 rows
- * or more. decodeTuning.rowGroups forces either.
+ * split it (`splitsOfOne` ≥ 2) and both of them have rows (17–32 a kv head), with pages, if any, of 32 rows
+ * or more, or of any size where the one-block grid (B·K·splitsOfOne blocks) fills at most half of the
+ * `multiprocessors`: the copies that starve row groups of 16-row pages at B=64 (128 blocks: 3671 against
+ * 3811 GB/s) do not at B=1 (32 blocks: 786 against 602, s12-decode call 2). decodeTuning.rowGroups forces
+ * either.
  */
-export function tmaRowGroups(p: AttentionProblem, splitsOfOne: number, forced?: 1 | 2): 1 | 2 {
+export function tmaRowGroups(
+  p: AttentionProblem,
+  splitsOfOne: number,
+  multiprocessors: number,
+  forced?: 1 | 2,
+): 1 | 2 {
   if (forced) return forced;
   const rows = (p.T * p.N) / p.K;
-  const pagesFit = !p.paged || p.paged.blockSize >= ROW_GROUP_MIN_PAGE;
+  const fewBlocks = p.B * p.K * splitsOfOne <= multiprocessors / 2;
+  const pagesFit = !p.paged || p.paged.blockSize >= ROW_GROUP_MIN_PAGE || fewBlocks;
   return splitsOfOne >= 2 && rows > 16 && pagesFit ? 2 : 1;
 }
 

@@ -46,6 +46,7 @@ import {
   tmaDefines,
   tmaMapSpecs,
   tmaPreferred,
+  tmaPreferredShort,
   tmaRowGroups,
   tmaSharedBytes,
   tmaSupport,
@@ -217,9 +218,10 @@ function runsOnHeads(p: AttentionProblem, arch: string): boolean {
 const forcedKernel = () => decodeTuning.kernel ?? (decodeTuning.loader ? 'rows' : config().decodeKernel);
 
 /**
- * The split kernel for `p`: the TMA kernel where forced and it can run, or where the heads kernel would
- * run in its MQA configuration (tmaPreferred) unless the heads kernel is forced; else runsOnHeads' choice.
- * The TMA kernel in row groups where its one-block form would split the keys (tmaRowGroups).
+ * The split kernel for `p`: the TMA kernel where forced and it can run; else, unless a kernel is forced,
+ * where the heads kernel would run (tmaPreferred) or, on a short cache, the row-tile kernel with MQA-like
+ * rows (tmaPreferredShort); else runsOnHeads' choice. The TMA kernel in row groups where its one-block form
+ * would split the keys (tmaRowGroups).
  */
 export function splitVariant(
   p: AttentionProblem,
@@ -233,13 +235,13 @@ export function splitVariant(
     throw new InvalidArgumentError('decodeTuning.rowGroups', '1 or 2', String(rowGroups));
   const tma = () => {
     const one = tmaVariant(p, arch, 1);
-    const groups = tmaRowGroups(p, chooseSplits(p, one, multiprocessors, sharedLimit), rowGroups);
+    const splitsOfOne = chooseSplits(p, one, multiprocessors, sharedLimit);
+    const groups = tmaRowGroups(p, splitsOfOne, multiprocessors, rowGroups);
     return groups === 1 ? one : tmaVariant(p, arch, groups);
   };
   if (forced === 'tma' && tmaSupport(p, arch).ok) return tma();
-  if (!runsOnHeads(p, arch)) return decodeVariant(p, arch);
-  const heads = headsVariant(p, arch, sharedLimit);
-  return forced !== 'heads' && tmaPreferred(p, heads, arch) ? tma() : heads;
+  if (!runsOnHeads(p, arch)) return !forced && tmaPreferredShort(p, arch) ? tma() : decodeVariant(p, arch);
+  return forced !== 'heads' && tmaPreferred(p, arch) ? tma() : headsVariant(p, arch, sharedLimit);
 }
 
 /** The split and combine kernels of a decode kernel file, specialised by `defines`. */
