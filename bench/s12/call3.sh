@@ -41,17 +41,7 @@ run small 80 --torch $py --impl flash,cudnn --table-room --shapes 1:2048:1,1:819
 tar -C "$ATTNLAB_CACHE_DIR" -cJf "$out/kernels.tar.xz" .
 summary 24 24 10 > "$out/tests.txt"
 tar -C "$out" -cJf "$out/runs.tar.xz" runs
-python3 - "$out/runs" > "$out/table.txt" <<'PY'
-import json, sys, glob, os
-for f in sorted(glob.glob(sys.argv[1] + "/*.json")):
-    d = json.load(open(f))
-    for r in d["rows"]:
-        v = r.get("variant") or r.get("reason", "")[:50]
-        f0 = lambda x: f"{x:.0f}" if x else "-"
-        label = r["label"][8:22] if r["label"].startswith("attnlab") else r["label"][:14]
-        print(f'{os.path.basename(f)[:-5]:5} {r["B"]:>3} {r["S"]:>6} {r["K"]} {label:14} '
-              f'{f0(r.get("bandwidthGBs")):>5} {f0(r.get("kernelsGBs")):>5} {r.get("hostUsPerCall", 0):5.1f} {v[-40:]}')
-PY
+python3 bench/s12/table.py "$out/runs" > "$out/table.txt"
 rm -rf "$out/runs"
 cat "$out/tests.txt"
 grep -v "efficien" "$out/table.txt"
