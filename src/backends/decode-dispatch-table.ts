@@ -52,10 +52,11 @@ const S8 = 'bench/results/2026-12-01-s8-decode';
 // Library calls (bench/decode/decode-bench.ts --table-room: block tables with one spare column, the
 // tables this table speaks for), flash, cudnn and PyTorch in one run.
 const call = { kind: 'library', source: `${S8}/call2-library.json` } as const;
-// Session 11's last call (d1c1b3e), MQA (K=1) on flash's TMA decode kernel (decode-tma.ts: row groups and
-// grouped boxes since session 11) and cudnn in one run beside PyTorch.
-const S11 = 'bench/results/2026-12-02-s11-final';
-const callS11 = { kind: 'library', source: `${S11}/call8-decode.json` } as const;
+// Session 12, call 3 (e1910a3): flash with the TMA decode kernel at K=8, 4 and 1 from 128k cached tokens and
+// at B=1 S=32k K=1, cudnn and PyTorch in one run, each row 20 calls between a pair of events.
+const S12 = 'bench/results/2026-12-02-s12-decode';
+const callS12 = { kind: 'library', source: `${S12}/call3-big.json` } as const;
+const callS12Small = { kind: 'library', source: `${S12}/call3-small.json` } as const;
 
 /** A measured decode step of N=32, H=128: [GB/s, how it was timed] of flash and of cudnn. */
 function step(
@@ -79,43 +80,54 @@ function step(
 }
 
 /**
- * The H200, session 8 (cuDNN 9.19.0: dense on the unified graph, engine 8, paged on the composite
- * graph, engine 1, both its sm80 wmma kernel; flash: the heads kernel from 128k cached tokens, the
- * row-tile kernel below). cuDNN is faster on every dense cache measured at K=8 and K=4 (4.45–4.47 TB/s
- * at 1M tokens against flash's 4.02–4.26; B=1 S=32k 3.27 vs 2.74) and on paged caches at K=8 and
- * K=4 (4.30–4.47 against 4.09–4.25; B=128 S=8k block 16: 4.45 vs 3.72, where flash's kernels alone
- * read 4.15 in the same session); flash at B=1 (S=2k: 0.21 vs 0.16, S=32k: 2.35–2.50 vs 1.81–2.15).
- * MQA (K=1) from session 11's last call, flash on its TMA kernel: flash everywhere; B=64 S=16k paged
- * block 16 3.76 vs 2.42, block 64 3.99 vs 2.43, dense 4.10 vs 3.35; B=8 S=128k 3.77 / 3.82 / 3.93 vs
- * 2.84 / 2.79 / 2.77 (session 10: 3.81 / 3.84 / 3.89 at B=64, one block a key range; session 9:
- * 3.75 / 3.66 / 3.66 before the maps dropped their L2 promotion; session 8 had flash's heads kernel at
- * 0.92 / 2.87 paged and 3.05 dense, cuDNN first on the dense cache). Not recorded: dense B=1 S=2k, where the two are within
- * the run's noise (flash 276 GB/s, cudnn 265 and 307 in two rows of the same call): the registry's
- * order (cudnn first) stays.
+ * The H200 (cuDNN 9.19.0: dense on the unified graph, engine 8, paged on the composite graph, engine 1,
+ * both its sm80 wmma kernel). From 128k cached tokens, session 12's call 3 (flash on its TMA kernel):
+ * cuDNN is first on every dense cache at K=8 and 4 (4.36–4.45 TB/s against flash's 4.08–4.44) and on
+ * every paged one but one (K=8: 4.35–4.42 against 4.28–4.40, B=64 block 16 a tie, 4396 against 4394;
+ * K=4: 4.13–4.31 against 3.73–4.27); flash on every MQA (K=1) cache (dense 3.98–4.09 against 2.66–3.80,
+ * paged 3.77–3.99 against 2.41–3.16). Before (session 8, flash's heads kernel) flash read 4.02–4.26 dense
+ * and 3.72–4.25 paged at K=8 and 4, second everywhere. At B=1 S=32k K=1 cuDNN is first (call 3: 832 /
+ * 479 / 483 GB/s against flash's row groups 664 / 407 / 424; the host sets both, ~25–45 µs a call). At
+ * B=1 K=8, session 8: flash on paged caches (S=2k: 0.21 vs 0.16, S=32k: 2.35–2.50 vs 1.81–2.15), cuDNN on
+ * the dense one at S=32k (3.27 vs 2.74). Not recorded: dense B=1 S=2k, where the two are within the run's
+ * noise (session 8: flash 276 GB/s, cudnn 265 and 307 in two rows of the same call): the registry's order
+ * (cudnn first) stays.
  */
 export const H200_DECODE: DecodeDispatchTable = {
   gpu: 'NVIDIA H200',
   dtype: 'bfloat16',
   cases: [
-    step(64, 16384, 8, 'dense', [4208, call], [4449, call]),
-    step(8, 131072, 8, 'dense', [4211, call], [4465, call]),
-    step(128, 8192, 8, 'dense', [4260, call], [4454, call]),
-    step(64, 16384, 4, 'dense', [4024, call], [4462, call]),
-    step(64, 16384, 1, 'dense', [4095, callS11], [3351, callS11]),
-    step(8, 131072, 1, 'dense', [3934, callS11], [2765, callS11]),
+    step(64, 16384, 8, 'dense', [4435, callS12], [4447, callS12]),
+    step(8, 131072, 8, 'dense', [4359, callS12], [4438, callS12]),
+    step(128, 8192, 8, 'dense', [4323, callS12], [4408, callS12]),
+    step(64, 16384, 8, 'paged16', [4396, callS12], [4394, callS12]),
+    step(8, 131072, 8, 'paged16', [4334, callS12], [4355, callS12]),
+    step(128, 8192, 8, 'paged16', [4275, callS12], [4411, callS12]),
+    step(64, 16384, 8, 'paged64', [4385, callS12], [4399, callS12]),
+    step(8, 131072, 8, 'paged64', [4315, callS12], [4349, callS12]),
+    step(128, 8192, 8, 'paged64', [4332, callS12], [4416, callS12]),
+    step(64, 16384, 4, 'dense', [4129, callS12], [4405, callS12]),
+    step(8, 131072, 4, 'dense', [4312, callS12], [4415, callS12]),
+    step(128, 8192, 4, 'dense', [4080, callS12], [4362, callS12]),
+    step(64, 16384, 4, 'paged16', [3943, callS12], [4253, callS12]),
+    step(8, 131072, 4, 'paged16', [4264, callS12], [4298, callS12]),
+    step(128, 8192, 4, 'paged16', [3731, callS12], [4158, callS12]),
+    step(64, 16384, 4, 'paged64', [4082, callS12], [4215, callS12]),
+    step(8, 131072, 4, 'paged64', [4274, callS12], [4306, callS12]),
+    step(128, 8192, 4, 'paged64', [4002, callS12], [4131, callS12]),
+    step(64, 16384, 1, 'dense', [4086, callS12], [3325, callS12]),
+    step(8, 131072, 1, 'dense', [3982, callS12], [2656, callS12]),
+    step(128, 8192, 1, 'dense', [4069, callS12], [3800, callS12]),
+    step(64, 16384, 1, 'paged16', [3824, callS12], [2413, callS12]),
+    step(8, 131072, 1, 'paged16', [3770, callS12], [2579, callS12]),
+    step(128, 8192, 1, 'paged16', [3922, callS12], [3125, callS12]),
+    step(64, 16384, 1, 'paged64', [3986, callS12], [2424, callS12]),
+    step(8, 131072, 1, 'paged64', [3864, callS12], [2578, callS12]),
+    step(128, 8192, 1, 'paged64', [3965, callS12], [3163, callS12]),
+    step(1, 32768, 1, 'dense', [664, callS12Small], [832, callS12Small]),
+    step(1, 32768, 1, 'paged16', [407, callS12Small], [479, callS12Small]),
+    step(1, 32768, 1, 'paged64', [424, callS12Small], [483, callS12Small]),
     step(1, 32768, 8, 'dense', [2744, call], [3268, call]),
-    step(64, 16384, 8, 'paged16', [4240, call], [4406, call]),
-    step(64, 16384, 8, 'paged64', [4245, call], [4428, call]),
-    step(8, 131072, 8, 'paged16', [4175, call], [4371, call]),
-    step(8, 131072, 8, 'paged64', [4185, call], [4366, call]),
-    step(128, 8192, 8, 'paged16', [3720, call], [4452, call]),
-    step(128, 8192, 8, 'paged64', [4216, call], [4467, call]),
-    step(64, 16384, 4, 'paged16', [4094, call], [4298, call]),
-    step(64, 16384, 4, 'paged64', [4149, call], [4366, call]),
-    step(64, 16384, 1, 'paged16', [3763, callS11], [2421, callS11]),
-    step(64, 16384, 1, 'paged64', [3993, callS11], [2431, callS11]),
-    step(8, 131072, 1, 'paged16', [3767, callS11], [2837, callS11]),
-    step(8, 131072, 1, 'paged64', [3820, callS11], [2788, callS11]),
     step(1, 2048, 8, 'paged16', [213, call], [159, call]),
     step(1, 2048, 8, 'paged64', [198, call], [149, call]),
     step(1, 32768, 8, 'paged16', [2351, call], [1808, call]),

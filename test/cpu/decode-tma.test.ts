@@ -71,15 +71,17 @@ describe('TMA decode kernel table', () => {
     assert.equal(kind(problem({ blockSize: 12 })), 'heads', 'block 12: no whole boxes');
     assert.equal(kind(problem({ K: 8, H: 64 })), 'heads', 'H=64: the TMA kernel takes 128');
     for (const blockSize of [0, 16, 64]) {
-      const short = picked(problem({ B: 1, S: 2048, blockSize }));
-      assert.equal(short.rowGroups, 2, `B=1 S=2k MQA, block ${blockSize}: row groups`);
+      const short = picked(problem({ B: 1, S: 32768, blockSize }));
+      assert.equal(short.rowGroups, 2, `B=1 S=32k MQA, block ${blockSize}: row groups`);
+      assert.equal(kind(problem({ B: 1, S: 16384, blockSize })), 'rows', 'B=1 S=16k: the host decides');
       assert.equal(
-        kind(problem({ B: 1, S: 2048, K: 8, blockSize })),
+        kind(problem({ B: 1, S: 32768, K: 8, blockSize })),
         'rows',
-        `B=1 S=2k K=8, block ${blockSize}`,
+        `B=1 S=32k K=8, block ${blockSize}`,
       );
     }
-    assert.equal(kind(problem({ B: 1, S: 2048, N: 16 })), 'rows', '16 rows a kv head on a short cache');
+    assert.equal(kind(problem({ B: 2, S: 16384 })), 'tma', '32k tokens in two sequences');
+    assert.equal(kind(problem({ B: 1, S: 32768, N: 16 })), 'rows', '16 rows a kv head on a short cache');
   });
   it('gives way to a forced kernel, and is forced wherever it can run', () => {
     decodeTuning.kernel = 'heads';

@@ -244,8 +244,8 @@ describe('flash decode, TMA kernel', { skip }, () => {
     }
   });
 
-  it('runs row groups by default on a short MQA cache (B=1 S=2k), pages of 16 included', () => {
-    const c: TmaCase = { name: 'short', B: 1, T: 1, S: 2048, N: 32, K: 1, lengths: [2048] };
+  it('runs row groups by default on a short MQA cache (B=1 S=32k), pages of 16 included', () => {
+    const c: TmaCase = { name: 'short', B: 1, T: 1, S: 32768, N: 32, K: 1, lengths: [32768] };
     const { q, k, v } = inputs(c, 'bfloat16', 110);
     const options: AttentionOptions = { keyValueSeqLengths: c.lengths };
     for (const blockSize of [0, 16, 64]) {

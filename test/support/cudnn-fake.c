@@ -73,6 +73,15 @@ int cuLaunchKernelEx(const void *config, void *f, void **p, void **x) {
   (void)config; (void)f; (void)p; (void)x;
   return 0;
 }
+/* A tensor map whose 128 bytes carry the address and the rank, so a test can tell two maps apart. */
+int cuTensorMapEncodeTiled(void *m, int dt, unsigned r, uint64_t a, void *d, void *s, void *b, void *e, int i, int sw,
+                           int l2, int oob) {
+  (void)dt; (void)d; (void)s; (void)b; (void)e; (void)i; (void)sw; (void)l2; (void)oob;
+  uint64_t *words = (uint64_t *)m;
+  for (int w = 0; w < 16; w++) words[w] = 0;
+  words[0] = a, words[1] = r;
+  return 0;
+}
 int cuGetErrorName(int s, const char **n) { (void)s; *n = "CUDA_ERROR_FAKE"; return 0; }
 int cuGetErrorString(int s, const char **t) { (void)s; *t = ok_text; return 0; }
 

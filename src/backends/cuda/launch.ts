@@ -63,6 +63,8 @@ interface Arena {
   /** Address of the argument values. */
   readonly base: bigint;
   readonly bytes: DataView;
+  /** The same bytes, for copying a laid-out struct in with one set() and no new view per argument. */
+  readonly octets: Uint8Array;
   /** The void*[] table, one address per argument; its own address is what cuLaunchKernel receives. */
   readonly table: BigUint64Array;
   readonly tableAddress: bigint;
@@ -80,6 +82,7 @@ function getArena(): Arena {
   arena = {
     base: toAddress(values),
     bytes: new DataView(koffi.view(values, ALLOC_BYTES)),
+    octets: new Uint8Array(koffi.view(values, ALLOC_BYTES)),
     table: new BigUint64Array(koffi.view(table, 8 * MAX_ARGS)),
     tableAddress: toAddress(table),
     owners: [values, table],
@@ -151,7 +154,7 @@ function writeScalar(view: DataView, at: number, type: ScalarType, value: number
 
 /** Marshals `args` and enqueues `fn` on the stream; throws DeviceError (with the call) on failure. */
 export function launchKernel(fn: bigint, config: LaunchConfig, args: readonly KernelArg[]): void {
-  const { base, bytes, table, tableAddress } = getArena();
+  const { base, bytes, octets, table, tableAddress } = getArena();
   if (args.length > MAX_ARGS)
     throw new InvalidArgumentError('args', `at most ${MAX_ARGS} kernel arguments`, String(args.length));
   let offset = 0;
@@ -160,7 +163,7 @@ export function launchKernel(fn: bigint, config: LaunchConfig, args: readonly Ke
       offset = Math.ceil(offset / 16) * 16;
       if (offset + arg.bytes.byteLength > ARENA_BYTES)
         throw new InvalidArgumentError('args', `at most ${ARENA_BYTES} bytes`, 'more');
-      new Uint8Array(bytes.buffer, bytes.byteOffset + offset, arg.bytes.byteLength).set(arg.bytes);
+      octets.set(arg.bytes, offset);
       table[index] = base + BigInt(offset);
       offset += arg.bytes.byteLength;
     } else if (arg.type === 'struct') {

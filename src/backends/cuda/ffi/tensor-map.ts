@@ -100,7 +100,13 @@ const MAP_CACHE_SIZE = 64;
 const maps = new Map<string, BigUint64Array>();
 
 export function cachedTiledMap(spec: TiledMapSpec): BigUint64Array {
-  const key = `${spec.dtype}:${spec.address}:${spec.dims}:${spec.byteStrides}:${spec.box}:${spec.l2Promotion ?? '256B'}`;
+  // Joined element by element: a template of the three arrays (Array.prototype.join) took 0.45 µs of a
+  // 1.2 µs hit, this 0.18 (fake driver, bench-style loop); a TMA decode step asks for two maps.
+  let key = `${spec.dtype}:${spec.address}:${spec.l2Promotion ?? '256B'}`;
+  for (const part of [spec.dims, spec.byteStrides, spec.box]) {
+    key += ';';
+    for (const x of part) key += `,${x}`;
+  }
   let map = maps.get(key);
   if (!map) {
     map = encodeTiledMap(spec);

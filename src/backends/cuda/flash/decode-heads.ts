@@ -21,6 +21,7 @@
  */
 import { SUPPORTED, type Support, unsupported } from '../../backend.js';
 import type { AttentionProblem } from '../../problem.js';
+import { archMajor, keyValueAligned } from './decode-common.js';
 
 export interface DecodeHeadsVariant {
   readonly kind: 'heads';
@@ -55,14 +56,12 @@ export function headsSharedBytes(v: DecodeHeadsVariant): number {
 
 /** Why the heads kernel cannot take `p` on `arch`, before any device is asked. */
 export function headsSupport(p: AttentionProblem, arch: string): Support {
-  const major = Number(/sm_(\d+)/.exec(arch)?.[1] ?? 0);
-  if (major < 90) return unsupported(`${arch}: the heads decode kernel copies rows in bulk (sm_90)`);
+  if (archMajor(arch) < 90)
+    return unsupported(`${arch}: the heads decode kernel copies rows in bulk (sm_90)`);
   if (p.H % 16 || p.Hv % 16 || p.H > 128 || p.Hv > 128)
     return unsupported(`H=${p.H}, Hv=${p.Hv}: the heads decode kernel takes multiples of 16 up to 128`);
   if ((p.T * p.N) / p.K > 64) return unsupported(`T·N/K = ${(p.T * p.N) / p.K} rows per kv head, at most 64`);
-  const aligned = (t: { buffer: { ptr: bigint } }) => t.buffer.ptr % 16n === 0n;
-  if (p.device === 'cuda' && !(aligned(p.key) && aligned(p.value)))
-    return unsupported('key/value not 16-byte aligned: bulk copies need it');
+  if (!keyValueAligned(p)) return unsupported('key/value not 16-byte aligned: bulk copies need it');
   if (p.B > 65535) return unsupported(`B = ${p.B}: the grid's z dimension is at most 65535`);
   return SUPPORTED;
 }

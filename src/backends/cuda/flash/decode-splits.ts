@@ -51,10 +51,11 @@ export function splitCost(s: SplitShape, splits: number): number {
  * differences are smaller than its error, and every extra split costs a combine read and a fill.
  */
 export function chooseSplitCount(s: SplitShape): number {
-  const candidates = SPLIT_CANDIDATES.filter((n) => n <= s.tiles);
-  const costs = candidates.map((n) => splitCost(s, n));
-  const least = Math.min(...costs);
-  return candidates[costs.findIndex((cost) => cost <= least * (1 + TIE))];
+  // Two passes over the candidates, no arrays: this runs two or three times a decode call.
+  let least = Number.POSITIVE_INFINITY;
+  for (const n of SPLIT_CANDIDATES) if (n <= s.tiles) least = Math.min(least, splitCost(s, n));
+  for (const n of SPLIT_CANDIDATES) if (n <= s.tiles && splitCost(s, n) <= least * (1 + TIE)) return n;
+  return 1;
 }
 
 /**

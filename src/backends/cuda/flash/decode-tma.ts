@@ -15,8 +15,9 @@
  * blocks ≥ 8 (a box of a page's rows; the swizzle atom is 8 rows), not packed keys, and up to 32 rows a kv
  * head, it replaces the heads kernel wherever that one would run (B·S ≥ 128k cached tokens: at K=8, 4413 /
  * 4388 / 4376 GB/s dense / block 16 / block 64 against 4229 / 4252 / 4258, kernels alone, B=64 S=16k,
- * bench/results/2026-12-02-s12-decode) and, on shorter caches, the row-tile kernel for MQA-like rows (17–32
- * a kv head: 1.2–1.9× at B=1, S=2k…32k). decodeTuning.kernel = 'tma' forces it wherever it can run.
+ * bench/results/2026-12-02-s12-decode) and, on shorter caches of 32k tokens or more, the row-tile kernel for
+ * MQA-like rows (17–32 a kv head: 1.6–1.9× at B=1 S=32k, kernels alone; below, the host decides).
+ * decodeTuning.kernel = 'tma' forces it wherever it can run.
  *
  * Two forms (tmaRowGroups picks one; bench/results/2026-12-02-s11-decode, kernels alone, H200, B=64 S=16k):
  * - one block a key range with both row tiles (4 warps of 32 keys each);
@@ -34,7 +35,8 @@
  */
 import { SUPPORTED, type Support, unsupported } from '../../backend.js';
 import type { AttentionProblem } from '../../problem.js';
-import type { TiledMapSpec } from '../ffi/tensor-map.js';
+import { cachedTiledMap, type TiledMapSpec } from '../ffi/tensor-map.js';
+import { archMajor, keyValueAligned } from './decode-common.js';
 import type { DecodeHeadsVariant } from './decode-heads.js';
 
 export interface DecodeTmaVariant extends Omit<DecodeHeadsVariant, 'kind'> {
@@ -57,12 +59,11 @@ const MAX_ROWS = 32;
 /** The smallest page that row groups read on a full GPU (grouped boxes of 32 rows; 16-row pages starve them). */
 const ROW_GROUP_MIN_PAGE = 32;
 
-const major = (arch: string) => Number(/sm_(\d+)/.exec(arch)?.[1] ?? 0);
 const powerOfTwo = (x: number) => x > 0 && (x & (x - 1)) === 0;
 
 /** Why the TMA kernel cannot take `p` on `arch`, before any device is asked. */
 export function tmaSupport(p: AttentionProblem, arch: string): Support {
-  if (major(arch) < 90) return unsupported(`${arch}: the TMA decode kernel needs sm_90 tensor copies`);
+  if (archMajor(arch) < 90) return unsupported(`${arch}: the TMA decode kernel needs sm_90 tensor copies`);
   if (p.H !== 128 || p.Hv !== 128)
     return unsupported(`H=${p.H}, Hv=${p.Hv}: the TMA decode kernel takes 128`);
   const rows = (p.T * p.N) / p.K;
@@ -72,9 +73,7 @@ export function tmaSupport(p: AttentionProblem, arch: string): Support {
     return unsupported('packed keys: the TMA decode kernel reads dense or paged caches');
   if (p.paged && (p.paged.blockSize < 8 || !powerOfTwo(p.paged.blockSize)))
     return unsupported(`block size ${p.paged.blockSize}: the TMA decode kernel takes powers of two from 8`);
-  const aligned = (t: { buffer: { ptr: bigint } }) => t.buffer.ptr % 16n === 0n;
-  if (p.device === 'cuda' && !(aligned(p.key) && aligned(p.value)))
-    return unsupported('key/value not 16-byte aligned: tensor maps need it');
+  if (!keyValueAligned(p)) return unsupported('key/value not 16-byte aligned: tensor maps need it');
   if (p.B > 65535) return unsupported(`B = ${p.B}: the grid's z dimension is at most 65535`);
   return SUPPORTED;
 }
@@ -91,14 +90,27 @@ export function tmaPreferred(p: AttentionProblem, arch: string): boolean {
 }
 
 /**
+ * Cached tokens (B·S, or the sum of the lengths) from which this kernel takes short caches from the
+ * row-tile kernel. Kernels alone it is faster from the shortest cache measured (B=1 K=1, dense / block 16 /
+ * block 64, bench/results/2026-12-02-s12-decode call 2: S=2k 85 / 84 / 84 GB/s against 72 / 62 / 62, S=8k
+ * 279 / 271 / 276 against 200 / 161 / 161, S=32k 828 / 786 / 815 against 496 / 407 / 409), but its host
+ * path is a few µs longer (two tensor maps, a third launch argument: 15 against 11–14 µs a call on the
+ * fake driver, ~25–60 µs on the device machine) and below ~32k tokens the host, not the kernel, sets a
+ * call's time: per call, 20 back to back, it read 25 / 123 GB/s at S=2k / 8k where the row-tile kernel
+ * read 71 / 199, and 664 against 498 at S=32k (calls 2 and 3).
+ */
+export const TMA_SHORT_MIN_TOKENS = 32768;
+
+/**
  * Whether the measured rule runs this kernel for `p` where the row-tile kernel would (under 128k cached
- * tokens): for MQA-like rows (17–32 a kv head), in row groups. Kernels alone (same call, B=1, K=1, dense /
- * block 16 / block 64): S=2k 85 / 84 / 84 GB/s against 72 / 62 / 62, S=8k 279 / 271 / 276 against 200 / 161
- * / 161, S=32k 828 / 786 / 815 against 496 / 407 / 409. With 4 rows a kv head (K=8) the row-tile kernel's
- * blocks split a short cache as well (S=2k dense 645 against 599) and it stays.
+ * tokens): for MQA-like rows (17–32 a kv head) from TMA_SHORT_MIN_TOKENS, in row groups. With 4 rows a kv
+ * head (K=8) the row-tile kernel's blocks split a short cache as well (B=1 S=2k dense: 645 GB/s against
+ * 599 alone) and it stays.
  */
 export function tmaPreferredShort(p: AttentionProblem, arch: string): boolean {
-  return (p.T * p.N) / p.K > 16 && tmaSupport(p, arch).ok;
+  let tokens = p.B * p.S;
+  if (p.keyValueSeqLengths) tokens = p.keyValueSeqLengths.reduce((a, l) => a + l, 0);
+  return tokens >= TMA_SHORT_MIN_TOKENS && (p.T * p.N) / p.K > 16 && tmaSupport(p, arch).ok;
 }
 
 /**
@@ -219,4 +231,30 @@ export function tmaMapSpecs(
     l2Promotion: 'none',
   });
   return [spec(k, p.H), spec(val, p.Hv)];
+}
+
+interface KeptMaps {
+  readonly k: bigint;
+  readonly v: bigint;
+  readonly signature: string;
+  readonly bytes: readonly [Uint8Array, Uint8Array];
+}
+/** The maps of the last call on each key buffer: a decode loop asks for the same two every step. */
+const kept = new WeakMap<object, KeptMaps>();
+
+/**
+ * The K and V maps of `p` for `v` as the kernel's two 128-byte arguments. Kept per key buffer and found
+ * again by its address, the value's and what the maps depend on (tile, box group, sizes): building the specs and
+ * cachedTiledMap's keys took ~2.7 µs of a ~17 µs B=1 call (fake driver), this lookup ~0.2.
+ */
+export function tmaMapBytes(p: AttentionProblem, v: DecodeTmaVariant): readonly [Uint8Array, Uint8Array] {
+  const k = p.key.buffer.ptr;
+  const val = p.value.buffer.ptr;
+  const signature = `${p.dtype}:${p.K}:${p.H}:${p.Hv}:${p.S}:${p.B}:${p.paged?.blockSize}:${p.paged?.numBlocks}:${tmaTileKeys(v)}:${v.boxGroup}`;
+  const last = kept.get(p.key.buffer);
+  if (last && last.k === k && last.v === val && last.signature === signature) return last.bytes;
+  const [kMap, vMap] = tmaMapSpecs(p, v, k, val).map((spec) => new Uint8Array(cachedTiledMap(spec).buffer));
+  const bytes = [kMap, vMap] as const;
+  kept.set(p.key.buffer, { k, v: val, signature, bytes });
+  return bytes;
 }

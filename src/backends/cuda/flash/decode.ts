@@ -25,10 +25,10 @@ import { SUPPORTED, type Support, unsupported } from '../../backend.js';
 import type { AttentionProblem, BackendOutput } from '../../problem.js';
 import { loadKernels } from '../compile.js';
 import { getCudaContext, targetArch } from '../context.js';
-import { cachedTiledMap } from '../ffi/tensor-map.js';
 import { int32OnDevice } from '../int32-cache.js';
 import { type KernelArg, launchKernel, type ScalarType, structLayout } from '../launch.js';
 import { allocDevice, fillDevice32 } from '../memory.js';
+import { archMajor, keyValueAligned } from './decode-common.js';
 import {
   type DecodeHeadsVariant,
   headsDefines,
@@ -44,7 +44,7 @@ import {
   type DecodeTmaVariant,
   TMA_KERNEL,
   tmaDefines,
-  tmaMapSpecs,
+  tmaMapBytes,
   tmaPreferred,
   tmaPreferredShort,
   tmaRowGroups,
@@ -89,14 +89,7 @@ const rowTileCount = (p: AttentionProblem) => Math.ceil((p.T * p.N) / p.K / BLOC
 
 /** Whether the bulk loader can take `p`: sm_90+, rows of 16-byte multiples at 16-byte-aligned addresses. */
 function bulkLoadable(p: AttentionProblem, arch: string): boolean {
-  const major = Number(/sm_(\d+)/.exec(arch)?.[1] ?? 0);
-  const aligned = (t: { buffer: { ptr: bigint } }) => t.buffer.ptr % 16n === 0n;
-  return (
-    major >= 90 &&
-    p.H % 8 === 0 &&
-    p.Hv % 8 === 0 &&
-    (p.device !== 'cuda' || (aligned(p.key) && aligned(p.value)))
-  );
+  return archMajor(arch) >= 90 && p.H % 8 === 0 && p.Hv % 8 === 0 && keyValueAligned(p);
 }
 
 /**
@@ -349,9 +342,7 @@ export function runDecode(p: AttentionProblem): BackendOutput {
         // The K and V tensor maps follow DecodeParams as two more 128-byte arguments (decode_tma.cuh). A
         // programmatic dependent where ATTNLAB_DEPENDENT_LAUNCH=1 (launch-dependent.ts): the kernel waits
         // (griddepcontrol.wait) before it reads memory, and lets its combine start as its last blocks finish.
-        const [kMap, vMap] = tmaMapSpecs(p, tma, p.key.buffer.ptr, p.value.buffer.ptr).map(
-          (spec) => new Uint8Array(cachedTiledMap(spec).buffer),
-        );
+        const [kMap, vMap] = tmaMapBytes(p, tma);
         const grid: [number, number, number] = [splits * tma.rowGroups, K, B];
         launchKernel(
           fn.split,
