@@ -3,9 +3,10 @@
  * (dense, paged through a block table, or packed) and their combine kernel. Two launches per call at
  * most: the split, and the combine when splits > 1. Three split kernels: the heads kernel
  * (flash_decode_heads.cu, decode-heads.ts: whole token rows of up to 8 kv heads a block) for long
- * caches where it runs and measured faster, its TMA form (flash_decode_ws.cu, decode-tma.ts: a producer
- * warp's tensor copies) where the heads kernel would serve MQA-like rows (one kv head, two row tiles;
- * 1.20–1.32× there), and the row-tile kernel (flash_decode.cu, below) for the rest.
+ * caches where it runs and measured faster than the row-tile kernel; its TMA form (flash_decode_ws.cu,
+ * decode-tma.ts: one kv head a block, a producer warp's tensor copies) in its place wherever that can run
+ * (since session 12: +2–6% at K=8, 1.20–1.32× at K=1) and on MQA-like caches from 32k tokens; and the
+ * row-tile kernel (flash_decode.cu, below) for the rest.
  *
  * Which problems take the decode path: every paged or packed one (the prefill kernel has neither),
  * and dense ones whose rows per key/value head (T·N/K, GQA-packed into m16 tiles) fit in 4 tiles —
