@@ -19,7 +19,7 @@
  * (bench/decode/decode-bench.ts, events around attention(), host work included). Where flash is
  * timed as kernels and still slower than cuDNN's library call, its library call is slower still.
  */
-import type { AttentionProblem, Implementation } from './problem.js';
+import { type AttentionProblem, cachedTokens, type Implementation } from './problem.js';
 
 export interface MeasuredDecodeCase {
   readonly B: number;
@@ -185,7 +185,7 @@ export function measuredDecodeOrder(
   tables: readonly DecodeDispatchTable[] = DECODE_DISPATCH_TABLES,
 ): MeasuredDecodeOrder | null {
   if (!isMeasurableStep(p)) return null;
-  const tokens = p.keyValueSeqLengths ? p.keyValueSeqLengths.reduce((a, l) => a + l, 0) : p.B * p.S;
+  const tokens = cachedTokens(p);
   const layout = decodeLayout(p);
   for (const table of tables) {
     if (table.gpu !== gpu || table.dtype !== p.dtype) continue;

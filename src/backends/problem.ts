@@ -157,3 +157,11 @@ export function attentionFlops(p: Omit<ProblemSize, 'K'> & { readonly causal?: b
   const flops = 4 * p.B * p.N * p.T * p.S * p.H;
   return p.causal ? flops / 2 : flops;
 }
+
+/**
+ * Key/value tokens a problem's cache holds: the sum of its per-sequence lengths where given, else B·S.
+ * The decode rules (decode-heads.ts, decode-tma.ts) and the measured decode table compare caches by it.
+ */
+export function cachedTokens(p: Pick<AttentionProblem, 'B' | 'S' | 'keyValueSeqLengths'>): number {
+  return p.keyValueSeqLengths ? p.keyValueSeqLengths.reduce((a, l) => a + l, 0) : p.B * p.S;
+}

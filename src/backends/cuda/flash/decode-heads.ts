@@ -20,7 +20,7 @@
  *   would leave one stage), sm_90 bulk copies, rows at 16-byte-aligned addresses.
  */
 import { SUPPORTED, type Support, unsupported } from '../../backend.js';
-import type { AttentionProblem } from '../../problem.js';
+import { type AttentionProblem, cachedTokens } from '../../problem.js';
 import { archMajor, keyValueAligned } from './decode-common.js';
 
 export interface DecodeHeadsVariant {
@@ -78,9 +78,7 @@ export const HEADS_MIN_TOKENS = 131072;
 
 /** Whether the measured rule prefers the heads kernel for `p` (where both can run). */
 export function headsPreferred(p: AttentionProblem): boolean {
-  let tokens = p.B * p.S;
-  if (p.keyValueSeqLengths) tokens = p.keyValueSeqLengths.reduce((a, l) => a + l, 0);
-  return tokens >= HEADS_MIN_TOKENS;
+  return cachedTokens(p) >= HEADS_MIN_TOKENS;
 }
 
 /**

@@ -34,7 +34,7 @@
  * pages of 32 rows and more in groups of 32 (3957 against 3577 with half boxes at block 64).
  */
 import { SUPPORTED, type Support, unsupported } from '../../backend.js';
-import type { AttentionProblem } from '../../problem.js';
+import { type AttentionProblem, cachedTokens } from '../../problem.js';
 import { cachedTiledMap, type TiledMapSpec } from '../ffi/tensor-map.js';
 import { archMajor, keyValueAligned } from './decode-common.js';
 import type { DecodeHeadsVariant } from './decode-heads.js';
@@ -108,9 +108,7 @@ export const TMA_SHORT_MIN_TOKENS = 32768;
  * 599 alone) and it stays.
  */
 export function tmaPreferredShort(p: AttentionProblem, arch: string): boolean {
-  let tokens = p.B * p.S;
-  if (p.keyValueSeqLengths) tokens = p.keyValueSeqLengths.reduce((a, l) => a + l, 0);
-  return tokens >= TMA_SHORT_MIN_TOKENS && (p.T * p.N) / p.K > 16 && tmaSupport(p, arch).ok;
+  return cachedTokens(p) >= TMA_SHORT_MIN_TOKENS && (p.T * p.N) / p.K > 16 && tmaSupport(p, arch).ok;
 }
 
 /**
