@@ -64,3 +64,35 @@ summary() { # shard name width, sanitizer name width, most "not ok" lines: one l
   done
   grep -hE '^\s*not ok' "$logs"/*.tap "$logs"/*.san | head -"$3"
 }
+
+# A decode bench call through the compiled library (bench/s13/call2.sh): decode_call sets the cache and commit
+# exports, unpacks the carried kernel cache, puts the PyTorch peer beside dist's decode-bench and starts
+# nvidia-smi logging temperatures, power and clocks every 200 ms into $runs/smi.csv; decode_run runs one
+# decode-bench (its rows to $runs/<name>.json and .txt); decode_end stops the logging, prints every run's rows
+# (bench/s12/table.py) and packs $runs into runs.tar.xz (8 files come back from $OUT).
+decode_call() { # output folder → runs=<folder>/runs
+  export NO_COLOR=1 ATTNLAB_CACHE_DIR=/tmp/attnlab-decode-cache
+  export ATTNLAB_COMMIT=${ATTNLAB_COMMIT:-$(cat .device/commit 2>/dev/null || echo unknown)}
+  decode_out=$1 runs=$1/runs
+  mkdir -p "$ATTNLAB_CACHE_DIR" "$runs"
+  [ -f .kcache/kernels.tar.xz ] && tar -C "$ATTNLAB_CACHE_DIR" -xJf .kcache/kernels.tar.xz
+  cp bench/decode/torch_decode.py dist/bench/decode/
+  nvidia-smi --format=csv,noheader -lms 200 --query-gpu=timestamp,temperature.gpu,temperature.memory,power.draw,clocks.sm,clocks.mem,clocks_event_reasons.active,utilization.gpu \
+    > "$runs/smi.csv" 2>&1 &
+  decode_smi=$!
+}
+decode_run() { # name, cap (s), decode-bench arguments
+  local name=$1 cap=$2
+  shift 2
+  timeout --kill-after=5 "$cap" node dist/bench/decode/decode-bench.js --out "$runs/$name.json" --no-uncached "$@" 2>&1 |
+    grep -v "UserWarning\|call = lambda" > "$runs/$name.txt"
+  echo "$name rc=${PIPESTATUS[0]} at ${SECONDS} s"
+}
+decode_end() {
+  kill "$decode_smi"
+  python3 bench/s12/table.py "$runs" > "$runs/table.txt"
+  tar -C "$decode_out" -cJf "$decode_out/runs.tar.xz" runs
+  cp "$runs/table.txt" "$decode_out/"
+  grep -v efficien "$decode_out/table.txt"
+  grep -h '"uuid"' "$runs"/*.json | sort | uniq -c
+}

@@ -9,6 +9,7 @@ import { readFileSync } from 'node:fs';
 import { cpus, hostname } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { cudaAvailable, getCudaContext } from '../backends/cuda/context.js';
+import { cu } from '../backends/cuda/ffi/driver.js';
 import { loadCudnn } from '../backends/cuda/ffi/cudnn.js';
 import { nv } from '../backends/cuda/ffi/nvrtc.js';
 import { config } from '../config.js';
@@ -43,6 +44,18 @@ function kernelDriverVersion(): string | undefined {
   }
 }
 
+/** The device's UUID as nvidia-smi writes it (GPU-8-4-4-4-12 hex digits), or undefined where the driver has none. */
+export function gpuUuid(ordinal: number): string | undefined {
+  try {
+    const bytes = new Uint8Array(16);
+    cu().cuDeviceGetUuid_v2(bytes, ordinal);
+    const hex = Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
+    return `GPU-${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Host, GPU and library facts for a results file. Initialises CUDA when a GPU is usable. */
 export function describeMachine(): ResultsFile['machine'] {
   const cpuList = cpus();
@@ -66,6 +79,8 @@ export function describeMachine(): ResultsFile['machine'] {
     l2Bytes: p.l2CacheBytes,
     driver: kernel ? `${kernel} (${cudaLevel})` : cudaLevel,
   };
+  const uuid = gpuUuid(p.ordinal);
+  if (uuid) machine.gpu.uuid = uuid;
   const probe = (name: string, read: () => string) => {
     try {
       machine.libraries[name] = read();

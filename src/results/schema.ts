@@ -135,6 +135,11 @@ export interface GpuInfo {
   memoryBytes: number;
   l2Bytes?: number;
   driver?: string;
+  /**
+   * The GPU's UUID (cuDeviceGetUuid, as nvidia-smi prints it): rows from two files compare only on one GPU
+   * (two H200s read the same decode rows 3% apart: bench/results/2026-12-02-s13-decode).
+   */
+  uuid?: string;
 }
 
 export interface PeerInfo {

@@ -172,6 +172,7 @@ export function parseResults(value: unknown, source: string): ResultsFile {
             memoryBytes: c.nonNegative,
             'l2Bytes?': c.nonNegative,
             'driver?': c.string,
+            'uuid?': c.string,
           }),
         libraries: c.record(c.string),
       }),

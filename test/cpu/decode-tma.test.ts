@@ -5,6 +5,7 @@ import { chooseSplits, splitVariant } from '../../src/backends/cuda/flash/decode
 import { headsVariant } from '../../src/backends/cuda/flash/decode-heads.js';
 import { decodeTuning } from '../../src/backends/cuda/flash/decode-splits.js';
 import {
+  ROW_GROUP_MAX_KEYS,
   tmaDefines,
   tmaMapSpecs,
   tmaPreferred,
@@ -125,24 +126,40 @@ describe('TMA decode kernel table', () => {
     assert.equal(wide.rowGroups, 2, 'B=8 S=128k: row groups halve the splits');
     assert.equal(chooseSplits(problem({ B: 8, S: 131072, blockSize: 64 }), wide, SMS, LIMIT), 8);
     assert.equal(
-      tmaRowGroups(problem({ N: 16, K: 1 }), 4, SMS),
+      tmaRowGroups(problem({ N: 16, K: 1 }), 4, 16384, SMS),
       1,
       '16 rows: the second group would have none',
     );
     assert.equal(
-      tmaRowGroups(problem({ N: 16, T: 2, blockSize: 0 }), 2, SMS),
+      tmaRowGroups(problem({ N: 16, T: 2, blockSize: 0 }), 2, 16384, SMS),
       2,
       'two tokens of N=16: 32 rows',
     );
-    assert.equal(tmaRowGroups(problem({ blockSize: 8 }), 2, SMS), 1, 'block 8, 128 blocks');
-    assert.equal(tmaRowGroups(problem({ blockSize: 32 }), 2, SMS), 2, 'block 32');
-    assert.equal(tmaRowGroups(problem({ B: 34, blockSize: 16 }), 2, SMS), 1, 'block 16, 68 blocks');
+    assert.equal(tmaRowGroups(problem({ blockSize: 8 }), 2, 16384, SMS), 1, 'block 8, 128 blocks');
+    assert.equal(tmaRowGroups(problem({ blockSize: 32 }), 2, 16384, SMS), 2, 'block 32');
+    assert.equal(tmaRowGroups(problem({ B: 34, blockSize: 16 }), 2, 16384, SMS), 1, 'block 16, 68 blocks');
     assert.equal(
-      tmaRowGroups(problem({ B: 33, blockSize: 16 }), 2, SMS),
+      tmaRowGroups(problem({ B: 33, blockSize: 16 }), 2, 16384, SMS),
       2,
       'block 16, 66 blocks: half the GPU',
     );
-    assert.equal(tmaRowGroups(problem({ B: 1, blockSize: 8 }), 32, SMS), 2, 'block 8, B=1, 32 blocks');
+    assert.equal(tmaRowGroups(problem({ B: 1, blockSize: 8 }), 32, 16384, SMS), 2, 'block 8, B=1, 32 blocks');
+  });
+  it('keeps a row group to ranges whose second read can still hit the L2', () => {
+    const at = (S: number, blockSize = 0) => picked(problem({ S, blockSize }));
+    assert.equal(at(32768).rowGroups, 2, 'B=64 S=32k dense: 32k keys a block');
+    assert.equal(at(65536).rowGroups, 1, 'B=64 S=64k dense: 64k keys a block in row groups');
+    assert.equal(
+      chooseSplits(problem({ S: 65536, blockSize: 0 }), at(65536), SMS, LIMIT),
+      2,
+      'two splits instead',
+    );
+    assert.equal(at(65536, 64).rowGroups, 1, 'block 64 as dense');
+    assert.equal(tmaRowGroups(problem({ S: 65536 }), 2, ROW_GROUP_MAX_KEYS + 1, SMS), 1);
+    assert.equal(tmaRowGroups(problem({ S: 65536, blockSize: 0 }), 2, ROW_GROUP_MAX_KEYS, SMS), 2);
+    assert.equal(tmaRowGroups(problem({ S: 65536 }), 2, 65536, SMS, 2), 2, 'forced');
+    const wide = picked(problem({ B: 8, S: 262144, blockSize: 0 }));
+    assert.equal(wide.rowGroups, 2, 'B=8 S=256k: splits keep a block under the bound');
   });
   it('takes a forced form, with boxes that fit the pages', () => {
     decodeTuning.rowGroups = 2;

@@ -14,6 +14,7 @@ import { fileURLToPath } from 'node:url';
 import koffi from 'koffi';
 import { deviceContext, deviceCount, getCudaContext, onDevice } from '../../src/backends/cuda/context.js';
 import { memoryStats } from '../../src/backends/cuda/memory.js';
+import { describeMachine, gpuUuid } from '../../src/bench/machine.js';
 import { reloadConfig } from '../../src/config.js';
 import { InvalidArgumentError } from '../../src/errors.js';
 import { Tensor } from '../../src/tensor/tensor.js';
@@ -36,6 +37,11 @@ reloadConfig();
 const current = () => koffi.address(koffi.load(library).func('void *fake_current_context()')());
 
 describe('several devices in one process (stand-in driver with 2 devices)', { skip }, () => {
+  it("names each device by its UUID as nvidia-smi writes it, and a results file's machine records device 0's", () => {
+    assert.equal(gpuUuid(0), 'GPU-00010203-0405-0607-0809-0a0b0c0d0e0f');
+    assert.equal(gpuUuid(1), 'GPU-01020304-0506-0708-090a-0b0c0d0e0f10');
+    assert.equal(describeMachine().gpu?.uuid, gpuUuid(0));
+  });
   it('onDevice switches the current context and getCudaContext(), and switches back', () => {
     assert.equal(deviceCount(), 2);
     const zero = getCudaContext();

@@ -32,6 +32,7 @@ int cuDeviceGetAttribute(int *v, int a, int d) {
   return 0;
 }
 int cuDeviceTotalMem_v2(size_t *b, int d) { (void)d; *b = (size_t)1 << 34; return 0; }
+int cuDeviceGetUuid_v2(unsigned char *u, int d) { for (int i = 0; i < 16; ++i) u[i] = (unsigned char)(i + d); return 0; }
 int cuDevicePrimaryCtxRetain(void **c, int d) { *c = (void *)(uintptr_t)(0x1234 + 0x100 * d); return 0; }
 static void *current_context;
 int cuCtxSetCurrent(void *c) { current_context = c; return 0; }

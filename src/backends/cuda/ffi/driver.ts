@@ -50,6 +50,7 @@ const PROTOTYPES = {
   cuDeviceGetName: 'int cuDeviceGetName(void *name, int len, int device)',
   cuDeviceGetAttribute: 'int cuDeviceGetAttribute(void *value, int attribute, int device)',
   cuDeviceTotalMem_v2: 'int cuDeviceTotalMem_v2(void *bytes, int device)',
+  cuDeviceGetUuid_v2: 'int cuDeviceGetUuid_v2(void *uuid, int device)',
   cuDevicePrimaryCtxRetain: 'int cuDevicePrimaryCtxRetain(void *context, int device)',
   cuCtxSetCurrent: 'int cuCtxSetCurrent(void *context)',
   cuCtxSynchronize: 'int cuCtxSynchronize()',

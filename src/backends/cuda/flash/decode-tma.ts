@@ -58,6 +58,14 @@ const TILE_KEYS = 128;
 const MAX_ROWS = 32;
 /** The smallest page that row groups read on a full GPU (grouped boxes of 32 rows; 16-row pages starve them). */
 const ROW_GROUP_MIN_PAGE = 32;
+/**
+ * The most keys one block of a row group reads. The group's second read of a tile is an L2 hit only while
+ * the tile is still there: at ~4.4 TB/s the H200's 50 MB L2 turns over in ~11 µs, a few tiles of one block's
+ * progress, so the two blocks may drift apart only that far, and over a longer range they drift further.
+ * Measured (bench/results/2026-12-02-s13-decode, call 1, B=64 K=1 dense, one split in row groups): S=32k
+ * 4455 GB/s, S=64k 3970, where the one-block form (block 16, two splits) read 4306 on the same 4M tokens.
+ */
+export const ROW_GROUP_MAX_KEYS = 32768;
 
 const powerOfTwo = (x: number) => x > 0 && (x & (x - 1)) === 0;
 
@@ -150,12 +158,14 @@ export function tmaVariant(p: AttentionProblem, arch: string, rowGroups: 1 | 2 =
  * split it (`splitsOfOne` ≥ 2) and both of them have rows (17–32 a kv head), with pages, if any, of 32 rows
  * or more, or of any size where the one-block grid (B·K·splitsOfOne blocks) fills at most half of the
  * `multiprocessors`: the copies that starve row groups of 16-row pages at B=64 (128 blocks: 3671 against
- * 3811 GB/s) do not at B=1 (32 blocks: 786 against 602, s12-decode call 2). decodeTuning.rowGroups forces
- * either.
+ * 3811 GB/s) do not at B=1 (32 blocks: 786 against 602, s12-decode call 2). `groupedKeys`, the keys a block
+ * of the grouped form would read (its longest range over its split count), at most ROW_GROUP_MAX_KEYS.
+ * decodeTuning.rowGroups forces either.
  */
 export function tmaRowGroups(
   p: AttentionProblem,
   splitsOfOne: number,
+  groupedKeys: number,
   multiprocessors: number,
   forced?: 1 | 2,
 ): 1 | 2 {
@@ -163,7 +173,8 @@ export function tmaRowGroups(
   const rows = (p.T * p.N) / p.K;
   const fewBlocks = p.B * p.K * splitsOfOne <= multiprocessors / 2;
   const pagesFit = !p.paged || p.paged.blockSize >= ROW_GROUP_MIN_PAGE || fewBlocks;
-  return splitsOfOne >= 2 && rows > 16 && pagesFit ? 2 : 1;
+  const rangeFits = groupedKeys <= ROW_GROUP_MAX_KEYS;
+  return splitsOfOne >= 2 && rows > 16 && pagesFit && rangeFits ? 2 : 1;
 }
 
 export const tmaTileKeys = (v: DecodeTmaVariant) => v.slices * v.keysPerWarp;

@@ -215,7 +215,7 @@ const forcedKernel = () => decodeTuning.kernel ?? (decodeTuning.loader ? 'rows' 
  * The split kernel for `p`: the TMA kernel where forced and it can run; else, unless a kernel is forced,
  * where the heads kernel would run (tmaPreferred) or, on a short cache, the row-tile kernel with MQA-like
  * rows (tmaPreferredShort); else runsOnHeads' choice. The TMA kernel in row groups where its one-block form
- * would split the keys (tmaRowGroups).
+ * would split the keys and a group's blocks read at most ROW_GROUP_MAX_KEYS each (tmaRowGroups).
  */
 export function splitVariant(
   p: AttentionProblem,
@@ -229,9 +229,10 @@ export function splitVariant(
     throw new InvalidArgumentError('decodeTuning.rowGroups', '1 or 2', String(rowGroups));
   const tma = () => {
     const one = tmaVariant(p, arch, 1);
+    const grouped = tmaVariant(p, arch, 2);
     const splitsOfOne = chooseSplits(p, one, multiprocessors, sharedLimit);
-    const groups = tmaRowGroups(p, splitsOfOne, multiprocessors, rowGroups);
-    return groups === 1 ? one : tmaVariant(p, arch, groups);
+    const groupedKeys = Math.ceil(p.S / chooseSplits(p, grouped, multiprocessors, sharedLimit));
+    return tmaRowGroups(p, splitsOfOne, groupedKeys, multiprocessors, rowGroups) === 1 ? one : grouped;
   };
   if (forced === 'tma' && tmaSupport(p, arch).ok) return tma();
   if (!runsOnHeads(p, arch)) return !forced && tmaPreferredShort(p, arch) ? tma() : decodeVariant(p, arch);
