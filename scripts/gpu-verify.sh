@@ -85,6 +85,10 @@ done
 # Session 12: the TMA kernel with 4 rows a kv head and eight kv heads a token (the rule's K=8 case).
 sanitize memcheck-decode-tma-gqa memcheck --test-name-pattern='^GQA 4:1, K=8 .*, [12] row group\(s\), 3 splits' \
   test/gpu/decode-tma.test.ts
+# Session 13: the TMA kernel merging its own splits (split counters, the last block's merge), at 2, 3 and 17.
+for tool in memcheck synccheck; do
+  sanitize "$tool-decode-tma-fused" "$tool" --test-name-pattern='^merges the splits' test/gpu/decode-tma.test.ts
+done
 sanitize racecheck-flash-backward racecheck --test-name-pattern=sanitize test/gpu/flash-backward.test.ts
 sanitize memcheck-fp8-gradients memcheck --test-name-pattern='bit for bit' test/gpu/fp8-backward.test.ts
 for tool in racecheck synccheck; do

@@ -148,6 +148,7 @@ describe('TMA decode kernel table', () => {
   it('keeps a row group to ranges whose second read can still hit the L2', () => {
     const at = (S: number, blockSize = 0) => picked(problem({ S, blockSize }));
     assert.equal(at(32768).rowGroups, 2, 'B=64 S=32k dense: 32k keys a block');
+    assert.equal(at(49152, 64).rowGroups, 2, 'B=64 S=48k, block 64: 48k keys a block');
     assert.equal(at(65536).rowGroups, 1, 'B=64 S=64k dense: 64k keys a block in row groups');
     assert.equal(
       chooseSplits(problem({ S: 65536, blockSize: 0 }), at(65536), SMS, LIMIT),

@@ -120,6 +120,7 @@ describe('flash decode, TMA kernel', { skip }, () => {
     delete decodeTuning.kernel;
     delete decodeTuning.splits;
     delete decodeTuning.rowGroups;
+    delete decodeTuning.combine;
   });
 
   describe('forced', () => {
@@ -154,6 +155,41 @@ describe('flash decode, TMA kernel', { skip }, () => {
             }
           });
         }
+    });
+
+    it('merges the splits in the split kernel or the combine kernel, either at any count (ragged, window)', () => {
+      try {
+        for (const [c, index] of [
+          [CASES[0], 0],
+          [CASES[3], 3],
+        ] as const)
+          for (const [combine, splits] of [
+            ['kernel', 3],
+            ['fused', 17],
+            ['fused', 2],
+          ] as const) {
+            decodeTuning.combine = combine;
+            decodeTuning.splits = splits;
+            const { q, k, v } = inputs(c, 'bfloat16', index * 10);
+            const options: AttentionOptions = { ...c.options, keyValueSeqLengths: c.lengths };
+            for (const blockSize of [0, 16]) {
+              const r = run(q, k, v, blockSize, options, index + blockSize);
+              assert.match(
+                r.variant,
+                new RegExp(`split${splits}${combine === 'fused' ? '\\.fused' : '(?!\\.fused)'}`),
+              );
+              assertMatchesOracle(
+                r,
+                { q, k, v, options },
+                'bfloat16',
+                `${c.name} block ${blockSize}, ${combine} ${splits}`,
+              );
+            }
+          }
+      } finally {
+        delete decodeTuning.combine;
+        delete decodeTuning.splits;
+      }
     });
 
     it('float16, dense and paged 16', () => {
@@ -205,7 +241,7 @@ describe('flash decode, TMA kernel', { skip }, () => {
     const chosen = run(q, k, v, 16, options, 81);
     assert.match(
       chosen.variant,
-      /^flash-decode-tma\.sm_90a\.bf16\.d128\.1x2x4\.k128s3f\.g8\.split\d+\.paged16$/,
+      /^flash-decode-tma\.sm_90a\.bf16\.d128\.1x2x4\.k128s3f\.g8\.split\d+(\.fused)?\.paged16$/,
     );
     decodeTuning.kernel = 'heads';
     try {

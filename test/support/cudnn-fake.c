@@ -28,7 +28,8 @@ int cuDeviceGet(int *d, int o) { *d = o; return 0; }
 int cuDeviceGetName(char *n, int len, int d) { (void)d; snprintf(n, len, "Fake H200"); return 0; }
 int cuDeviceGetAttribute(int *v, int a, int d) {
   (void)d;
-  *v = a == 75 ? 9 : a == 76 ? 0 : a == 16 ? 132 : a == 38 ? 50 << 20 : 1024;
+  /* sm_90, 132 SMs, 50 MB of L2, the H200's 232,448 B of opt-in shared memory a block (97); 1024 for the rest */
+  *v = a == 75 ? 9 : a == 76 ? 0 : a == 16 ? 132 : a == 38 ? 50 << 20 : a == 97 ? 232448 : 1024;
   return 0;
 }
 int cuDeviceTotalMem_v2(size_t *b, int d) { (void)d; *b = (size_t)1 << 34; return 0; }
@@ -66,12 +67,17 @@ int cuModuleGetFunction(void **f, void *m, const char *n) { (void)m; (void)n; *f
 int cuModuleGetGlobal_v2(uint64_t *p, size_t *b, void *m, const char *n) { (void)m; (void)n; *p = 0; *b = 0; return 0; }
 int cuFuncSetAttribute(void *f, int a, int v) { (void)f; (void)a; (void)v; return 0; }
 int cuFuncGetAttribute(int *v, int a, void *f) { (void)a; (void)f; *v = 0; return 0; }
+/* Kernel launches so far (both entry points), for a test to count a call's launches. */
+static int launch_count = 0;
+int fake_launch_count(void) { return launch_count; }
 int cuLaunchKernel(void *f, unsigned a, unsigned b, unsigned c, unsigned d, unsigned e, unsigned g, unsigned h, void *s, void **p, void **x) {
   (void)f; (void)a; (void)b; (void)c; (void)d; (void)e; (void)g; (void)h; (void)s; (void)p; (void)x;
+  launch_count++;
   return 0;
 }
 int cuLaunchKernelEx(const void *config, void *f, void **p, void **x) {
   (void)config; (void)f; (void)p; (void)x;
+  launch_count++;
   return 0;
 }
 /* A tensor map whose 128 bytes carry the address and the rank, so a test can tell two maps apart. */

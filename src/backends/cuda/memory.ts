@@ -205,9 +205,10 @@ export function copyInt32ToDevice(values: Int32Array): DeviceBuffer {
  * A device buffer kept for the process and replaced by a larger one when a call needs more (the
  * cuDNN workspace, the FP8 step's scalar blocks). Sharing one is safe because every user enqueues
  * on attnlab's stream in order; the one it replaces goes back to the stream-ordered pool, so work
- * already enqueued on it runs first.
+ * already enqueued on it runs first. `prepare` is enqueued on each new buffer before its first use (the
+ * decode kernel's split counters start at zero: decode.ts).
  */
-export function growingDeviceBuffer(): (bytes: number) => DeviceBuffer {
+export function growingDeviceBuffer(prepare?: (made: DeviceBuffer) => void): (bytes: number) => DeviceBuffer {
   // One buffer per device: a workspace must live on the device that uses it.
   const buffers = new Map<number, DeviceBuffer>();
   return (bytes) => {
@@ -216,6 +217,7 @@ export function growingDeviceBuffer(): (bytes: number) => DeviceBuffer {
     if (!buffer || buffer.bytes < bytes) {
       buffer?.release();
       buffer = allocDevice(bytes);
+      prepare?.(buffer);
       buffers.set(device, buffer);
     }
     return buffer;

@@ -140,8 +140,9 @@ __device__ __forceinline__ void scalar_pv(float (&o)[C::DT][4], const float (&pt
 // lane owns 4 columns and reads one 16-byte chunk of every split's row, independent loads the compiler
 // can keep in flight. SKIP_ZERO: rows of weight 0 are not read (the combine of the persistent experiment,
 // bench/decode/flash_decode_persist.cu: the slot of a block with no tiles holds nothing written; 0 · a
-// finite row adds nothing).
-template <int DV, bool FP16, bool SKIP_ZERO>
+// finite row adds nothing). L2: the rows are read from the L2 (ld.global.cg), past this SM's L1: other blocks of
+// the same launch wrote them (the split kernel's own combine, flash_decode_ws.cu).
+template <int DV, bool FP16, bool SKIP_ZERO, bool L2 = false>
 __device__ __forceinline__ void write_combined_row(const DecodeParams& p, int row, int lane, const float* weights,
                                                    int splits, float base, float sum) {
   const bool empty = sum == 0.f;
@@ -153,7 +154,8 @@ __device__ __forceinline__ void write_combined_row(const DecodeParams& p, int ro
     for (int s = 0; s < splits; ++s) {
       const float w = weights[s];
       if (SKIP_ZERO && w == 0.f) continue;
-      const float4 y = *reinterpret_cast<const float4*>(p.o_part + ((i64)s * p.rows_total + row) * DV + col);
+      const float4* at = reinterpret_cast<const float4*>(p.o_part + ((i64)s * p.rows_total + row) * DV + col);
+      const float4 y = L2 ? __ldcg(at) : *at;
       x.x += w * y.x, x.y += w * y.y, x.z += w * y.z, x.w += w * y.w;
     }
     const float out[4] = {x.x, x.y, x.z, x.w};
@@ -167,7 +169,7 @@ __device__ __forceinline__ void write_combined_row(const DecodeParams& p, int ro
 // Row `row` from `splits` partial rows whose log-sum-exps lse_of(s) gives (read twice; the lanes take
 // 32 splits at a time): the weights e^(lse_s − max) into `weights` (this warp's shared slots), then
 // write_combined_row.
-template <int DV, bool FP16, bool SKIP_ZERO, class LseOf>
+template <int DV, bool FP16, bool SKIP_ZERO, class LseOf, bool L2 = false>
 __device__ __forceinline__ void combine_row(const DecodeParams& p, int row, int lane, float* weights, int splits,
                                             LseOf lse_of) {
   float M = neg_inf();
@@ -185,7 +187,7 @@ __device__ __forceinline__ void combine_row(const DecodeParams& p, int row, int 
 #pragma unroll
   for (int d = 16; d > 0; d /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, d);
   __syncwarp();
-  write_combined_row<DV, FP16, SKIP_ZERO>(p, row, lane, weights, splits, base, sum);
+  write_combined_row<DV, FP16, SKIP_ZERO, L2>(p, row, lane, weights, splits, base, sum);
 }
 
 // The combine: one warp per (token, head) row merges the splits' normalised rows by their

@@ -168,10 +168,46 @@ struct WsLayouts<C, true> {
   using V = typename WsTmaLayout<C>::L;
 };
 
+// The combine inside the split kernel, for a launch of p.splits > 1 given `counter`, its (sequence, kv head, row
+// group)'s counter (zero before the launch): once every consumer thread has written its partial row, the block
+// counts itself in; the last of the item's p.splits blocks merges their partial rows into the output as
+// flash_decode_combine would (a warp a row, from the L2) and sets the counter back to zero for the next launch.
+// Why: the combine's own launch and its wait for the split kernel's last block cost ~5% of a 1M-token K=1 call
+// (bench/results/2026-12-02-s11-decode §1: the loader alone read 4019 GB/s at two splits against 4226 for its
+// copies alone); the host fuses it where the last block's share is small (decode.ts: up to 4 splits).
+// `scratch`: shared memory no thread reads any more (the stages and merge slots): the flag, then the weights.
+template <class C, bool FP16>
+__device__ __forceinline__ void combine_in_split(const DecodeParams& p, int* counter, unsigned char* scratch, int b,
+                                                 int kh0, int row0, int rows_b, int warp, int lane) {
+  constexpr int CONSUMERS = C::CONSUMERS, RTH = C::RTH_;
+  volatile int* last = reinterpret_cast<volatile int*>(scratch);
+  __threadfence();                 // this thread's partial row, visible to the whole GPU before the block counts
+  consumers_sync(CONSUMERS * 32);  // every partial row written, and the merge slots read
+  if (threadIdx.x == 0) {
+    __threadfence();
+    const int arrived = atomicAdd(counter, 1);
+    *last = arrived == p.splits - 1;
+    if (arrived == p.splits - 1) *counter = 0;  // every block of the item has counted
+  }
+  consumers_sync(CONSUMERS * 32);
+  if (!*last) return;
+  __threadfence();  // the counter read before the other blocks' partial rows
+  float* weights = reinterpret_cast<float*>(scratch + 128) + warp * DEC_MAX_SPLITS;
+  for (int r = warp; r < C::TILES * 16; r += CONSUMERS) {  // this block's rows, as write_merged_row's
+    const int rr = row0 + ((r / 16) % RTH) * 16 + r % 16;
+    if (rr >= rows_b) continue;
+    const int row = int(query_token(p, b, rr / p.group) * p.N) + (kh0 + r / 16 / RTH) * p.group + rr % p.group;
+    const auto lse_of = [&](int s) { return __ldcg(p.lse_part + (i64)s * p.rows_total + row); };
+    combine_row<C::DV_, FP16, false, decltype(lse_of), true>(p, row, lane, weights, p.splits, lse_of);
+  }
+}
+
 // kmap, vmap: the TMA loader's tensor maps of K and V (tma_map_dims gives their shape), else unused.
+// split_counters: where not null and p.splits > 1, the combine runs in this launch (combine_in_split), one
+// counter per (sequence, kv head, row group) in that order.
 template <class C, bool FP16>
 __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const TmaDesc* kmap = nullptr,
-                                                const TmaDesc* vmap = nullptr) {
+                                                const TmaDesc* vmap = nullptr, int* split_counters = nullptr) {
   constexpr int D = C::D_, DV = C::DV_, HB = C::HB_, RTH = C::RTH_, KPW = C::KPW_, STAGES = C::STAGES_;
   constexpr int TK = C::TK, TILES = C::TILES, SLICES = C::SLICES_, CONSUMERS = C::CONSUMERS;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -327,23 +363,27 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const Tma
   const int row = threadIdx.x / THREADS_PER_ROW, part = threadIdx.x % THREADS_PER_ROW;
   const int row_tile = row / 16, row16 = row % 16;
   const int rr = row0 + (row_tile % RTH) * 16 + row16;
-  if (rr >= rows_b) return;
   auto at = [&](int w) { return (w * TILES + row_tile) * 16 + row16; };
-  write_merged_row<SLICES, DV, THREADS_PER_ROW, FP16>(p, slots, at, query_token(p, b, rr / G),
-                                                      (kh0 + row_tile / RTH) * G + rr % G, split, part);
+  if (rr < rows_b)
+    write_merged_row<SLICES, DV, THREADS_PER_ROW, FP16>(p, slots, at, query_token(p, b, rr / G),
+                                                        (kh0 + row_tile / RTH) * G + rr % G, split, part);
+  if (split_counters && p.splits > 1)
+    combine_in_split<C, FP16>(p, split_counters + ((i64)b * gridDim.y + blockIdx.y) * RG + blockIdx.x % RG, loop, b,
+                              kh0, row0, rows_b, warp, lane);
 }
 
 // The library's entry (decode-tma.ts): the TMA loader, one kv head of H = Hv = 128 a block in RTH row tiles of
 // SLICES warps, one producer warp, DECODE_WS_ROWGROUPS blocks a key range, boxes of DECODE_WS_GROUP rows'
-// both halves (0: a box a half); K and V tensor maps beside DecodeParams (each 128 bytes, __grid_constant__).
+// both halves (0: a box a half); K and V tensor maps beside DecodeParams (each 128 bytes, __grid_constant__),
+// then the split counters (null: the combine kernel merges the splits).
 #ifdef DECODE_WS_RTH
 using DecodeTmaConfig = WsConfig<128, 128, DECODE_FP16 != 0, 1, DECODE_WS_RTH, DECODE_WS_SLICES, DECODE_WS_KPW,
                                  DECODE_STAGES, false, 1, DECODE_WS_FAST != 0, 1, true, DECODE_WS_GROUP, 0,
                                  DECODE_WS_ROWGROUPS>;
 extern "C" __global__ void __launch_bounds__(DecodeTmaConfig::THREADS, 1)
     attnlab_flash_decode_tma(const __grid_constant__ DecodeParams p, const __grid_constant__ TmaDesc kmap,
-                             const __grid_constant__ TmaDesc vmap) {
-  flash_decode_ws<DecodeTmaConfig, DECODE_FP16 != 0>(p, &kmap, &vmap);
+                             const __grid_constant__ TmaDesc vmap, int* split_counters) {
+  flash_decode_ws<DecodeTmaConfig, DECODE_FP16 != 0>(p, &kmap, &vmap, split_counters);
 }
 extern "C" __global__ void __launch_bounds__(128) attnlab_flash_decode_combine(const __grid_constant__ DecodeParams p) {
   flash_decode_combine<128, DECODE_FP16 != 0>(p);

@@ -74,5 +74,10 @@ export interface DecodeTuning {
   kernel?: 'rows' | 'heads' | 'tma';
   /** The TMA kernel's form (decode-tma.ts, tmaRowGroups): one block a key range, or two (row groups). */
   rowGroups?: 1 | 2;
+  /**
+   * Where the TMA kernel's splits are merged (decode-tma.ts, tmaCombinesInSplit): by the split kernel's last
+   * block of each key range ('fused', at any split count) or by the combine kernel ('kernel').
+   */
+  combine?: 'fused' | 'kernel';
 }
 export const decodeTuning: DecodeTuning = {};

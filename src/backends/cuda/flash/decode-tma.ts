@@ -33,6 +33,7 @@
  * with groups of 8 against 3574 with half boxes (+7%; 3925 against 3680 at B=128), and row groups read
  * pages of 32 rows and more in groups of 32 (3957 against 3577 with half boxes at block 64).
  */
+import { InvalidArgumentError } from '../../../errors.js';
 import { SUPPORTED, type Support, unsupported } from '../../backend.js';
 import { type AttentionProblem, cachedTokens } from '../../problem.js';
 import { cachedTiledMap, type TiledMapSpec } from '../ffi/tensor-map.js';
@@ -62,10 +63,11 @@ const ROW_GROUP_MIN_PAGE = 32;
  * The most keys one block of a row group reads. The group's second read of a tile is an L2 hit only while
  * the tile is still there: at ~4.4 TB/s the H200's 50 MB L2 turns over in ~11 µs, a few tiles of one block's
  * progress, so the two blocks may drift apart only that far, and over a longer range they drift further.
- * Measured (bench/results/2026-12-02-s13-decode, call 1, B=64 K=1 dense, one split in row groups): S=32k
- * 4455 GB/s, S=64k 3970, where the one-block form (block 16, two splits) read 4306 on the same 4M tokens.
+ * Measured (bench/results/2026-12-02-s13-decode, call 2, B=64 K=1, one split in row groups against the
+ * one-block form's two, dense / block 64, GB/s): S=32k 4433 / 4253 against 4294 / 4190, S=48k 4429 / 4349
+ * against 4386 / 4329, S=64k 3842 / 3809 against 4417 / 4354 (call 1: 4455 at S=32k, 3970 at S=64k).
  */
-export const ROW_GROUP_MAX_KEYS = 32768;
+export const ROW_GROUP_MAX_KEYS = 49152;
 
 const powerOfTwo = (x: number) => x > 0 && (x & (x - 1)) === 0;
 
@@ -175,6 +177,24 @@ export function tmaRowGroups(
   const pagesFit = !p.paged || p.paged.blockSize >= ROW_GROUP_MIN_PAGE || fewBlocks;
   const rangeFits = groupedKeys <= ROW_GROUP_MAX_KEYS;
   return splitsOfOne >= 2 && rows > 16 && pagesFit && rangeFits ? 2 : 1;
+}
+
+/**
+ * The most splits the TMA kernel merges itself (flash_decode_ws.cu, combine_in_split: the last block of a key
+ * range to finish merges its splits' partial rows, and no combine kernel runs). That saves the combine's
+ * launch and its wait for the split kernel's last block (~5% of a 1M-token K=1 call at two splits,
+ * bench/results/2026-12-02-s11-decode §1), but one block then reads every split's rows of its range: 64 KB
+ * at 4 splits of 32 rows, 512 KB at B=1 N=32 K=1 S=32k's 32 splits, where the combine kernel spreads them
+ * over 8 blocks.
+ */
+export const TMA_COMBINE_IN_SPLIT_MAX = 4;
+
+/** Whether a launch of `splits` merges them in the split kernel (decodeTuning.combine, `forced`, decides either). */
+export function tmaCombinesInSplit(splits: number, forced?: 'fused' | 'kernel'): boolean {
+  if (forced !== undefined && forced !== 'fused' && forced !== 'kernel')
+    throw new InvalidArgumentError('decodeTuning.combine', "'fused' or 'kernel'", String(forced));
+  if (splits < 2 || forced === 'kernel') return false;
+  return forced === 'fused' || splits <= TMA_COMBINE_IN_SPLIT_MAX;
 }
 
 export const tmaTileKeys = (v: DecodeTmaVariant) => v.slices * v.keysPerWarp;

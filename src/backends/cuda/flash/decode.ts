@@ -1,7 +1,8 @@
 /**
  * The flash backend's decoding path: split-KV kernels for few queries per sequence over a long cache
  * (dense, paged through a block table, or packed) and their combine kernel. Two launches per call at
- * most: the split, and the combine when splits > 1. Three split kernels: the heads kernel
+ * most: the split, and the combine when splits > 1 (the TMA kernel merges up to 4 splits itself: one
+ * launch; decode-tma.ts, tmaCombinesInSplit). Three split kernels: the heads kernel
  * (flash_decode_heads.cu, decode-heads.ts: whole token rows of up to 8 kv heads a block) for long
  * caches where it runs and measured faster than the row-tile kernel; its TMA form (flash_decode_ws.cu,
  * decode-tma.ts: one kv head a block, a producer warp's tensor copies) in its place wherever that can run
@@ -27,8 +28,8 @@ import type { AttentionProblem, BackendOutput } from '../../problem.js';
 import { loadKernels } from '../compile.js';
 import { getCudaContext, targetArch } from '../context.js';
 import { int32OnDevice } from '../int32-cache.js';
-import { type KernelArg, launchKernel, type ScalarType, structLayout } from '../launch.js';
-import { allocDevice, fillDevice32 } from '../memory.js';
+import { type KernelArg, launchKernel, ptr, type ScalarType, structLayout } from '../launch.js';
+import { allocDevice, fillDevice32, growingDeviceBuffer } from '../memory.js';
 import { archMajor, keyValueAligned } from './decode-common.js';
 import {
   type DecodeHeadsVariant,
@@ -44,6 +45,7 @@ import { chooseSplitCount, decodeTuning, MAX_SPLITS } from './decode-splits.js';
 import {
   type DecodeTmaVariant,
   TMA_KERNEL,
+  tmaCombinesInSplit,
   tmaDefines,
   tmaMapBytes,
   tmaPreferred,
@@ -261,6 +263,13 @@ const kernels = (v: DecodeVariant) =>
     DECODE_BULK: v.bulk ? 1 : 0,
   });
 
+/**
+ * The TMA kernel's split counters (flash_decode_ws.cu, combine_in_split), one int per (sequence, kv head, row
+ * group) of a launch: zeroed once when made, and left zero by every launch (the last block of each key range
+ * resets its counter), so calls share them in stream order with no memset of their own.
+ */
+const splitCounters = growingDeviceBuffer((made) => fillDevice32(made, 0));
+
 export function runDecode(p: AttentionProblem): BackendOutput {
   const { B, T, N, K, H, Hv } = p;
   const queryOffsets = p.packed?.querySeqOffsets ?? null;
@@ -294,6 +303,9 @@ export function runDecode(p: AttentionProblem): BackendOutput {
   const kvOffs = upload(kvOffsets);
   const qLens = upload(queryOffsets ? null : p.querySeqLengths);
   const kvLens = upload(kvOffsets ? null : p.keyValueSeqLengths);
+  // The TMA kernel's last block of each key range merges up to TMA_COMBINE_IN_SPLIT_MAX splits itself.
+  const inSplit = tma !== null && tmaCombinesInSplit(splits, decodeTuning.combine);
+  const counters = inSplit ? splitCounters(B * K * tma.rowGroups * 4) : null;
   const partO = splits > 1 ? allocDevice(splits * rows * variant.valueHeadDim * 4) : null;
   const partLse = splits > 1 ? allocDevice(splits * rows * 4) : null;
   try {
@@ -349,7 +361,7 @@ export function runDecode(p: AttentionProblem): BackendOutput {
         launchKernel(
           fn.split,
           { grid, block: [tmaThreads(tma), 1, 1], sharedBytes: tmaSharedBytes(tma), dependent: true },
-          [params, { type: 'bytes', bytes: kMap }, { type: 'bytes', bytes: vMap }],
+          [params, { type: 'bytes', bytes: kMap }, { type: 'bytes', bytes: vMap }, ptr(counters?.ptr ?? 0n)],
         );
       } else if (heads) {
         launchKernel(
@@ -366,7 +378,7 @@ export function runDecode(p: AttentionProblem): BackendOutput {
           [params],
         );
       }
-      if (splits > 1) {
+      if (splits > 1 && !inSplit) {
         // The combine waits for its split kernel's writes (griddepcontrol.wait) wherever it runs (a no-op in a
         // plain launch); a dependent after the TMA kernel, the one that lets it start early (sm_90).
         launchKernel(
@@ -384,7 +396,7 @@ export function runDecode(p: AttentionProblem): BackendOutput {
   return {
     output: Tensor.fromDeviceBuffer(out, shape, p.dtype),
     logSumExp: lse ? Tensor.fromDeviceBuffer(lse, shape.slice(0, -1), 'float32') : undefined,
-    variant: `${key}.split${splits}${p.paged ? `.paged${p.paged.blockSize}` : ''}${p.packed ? '.packed' : ''}`,
+    variant: `${key}.split${splits}${inSplit ? '.fused' : ''}${p.paged ? `.paged${p.paged.blockSize}` : ''}${p.packed ? '.packed' : ''}`,
   };
 }
 

@@ -1,0 +1,73 @@
+/**
+ * Where the TMA decode kernel's splits are merged (decode-tma.ts, tmaCombinesInSplit; decode.ts): in the split
+ * kernel up to TMA_COMBINE_IN_SPLIT_MAX splits (one launch a call, variant `.fused`), by the combine kernel
+ * past it or where decodeTuning.combine says 'kernel' (two launches), against the stand-in driver of
+ * test/support/cudnn-fake.c, which counts launches. The merged values are the GPU tests' (decode-tma.test.ts).
+ */
+import assert from 'node:assert/strict';
+import { afterEach, describe, it } from 'node:test';
+import koffi from 'koffi';
+import { attention } from '../../src/api/attention.js';
+import { decodeTuning } from '../../src/backends/cuda/flash/decode-splits.js';
+import { TMA_COMBINE_IN_SPLIT_MAX, tmaCombinesInSplit } from '../../src/backends/cuda/flash/decode-tma.js';
+import { allocDevice } from '../../src/backends/cuda/memory.js';
+import { InvalidArgumentError } from '../../src/errors.js';
+import { Tensor } from '../../src/tensor/tensor.js';
+import { useFakeCudaStack } from '../support/fake-cuda.js';
+
+const { dir, skip } = useFakeCudaStack('attnlab-fake-decode-combine-');
+const device = (shape: number[]) =>
+  Tensor.fromDeviceBuffer(allocDevice(shape.reduce((a, d) => a * d, 2)), shape, 'bfloat16');
+
+describe('TMA decode: where the splits are merged', () => {
+  afterEach(() => {
+    delete decodeTuning.kernel;
+    delete decodeTuning.splits;
+    delete decodeTuning.combine;
+  });
+  it('in the split kernel from 2 to TMA_COMBINE_IN_SPLIT_MAX splits unless forced, nowhere for one', () => {
+    assert.equal(TMA_COMBINE_IN_SPLIT_MAX, 4);
+    assert.deepEqual(
+      [1, 2, 3, 4, 5, 32].map((n) => tmaCombinesInSplit(n)),
+      [false, true, true, true, false, false],
+    );
+    assert.equal(tmaCombinesInSplit(3, 'kernel'), false);
+    assert.equal(tmaCombinesInSplit(17, 'fused'), true);
+    assert.equal(tmaCombinesInSplit(1, 'fused'), false, 'one split: nothing to merge');
+    assert.throws(
+      () => tmaCombinesInSplit(2, 'both' as 'fused'),
+      (e: unknown) => e instanceof InvalidArgumentError && /decodeTuning\.combine/.test(e.message),
+    );
+  });
+
+  it('launches one kernel a fused call and two where the combine kernel merges (stand-in driver)', { skip }, () => {
+    const launches = koffi.load(`${dir}/libcuda.so.1`).func('int fake_launch_count()');
+    const q = device([2, 1, 32, 128]);
+    const k = device([2, 4096, 1, 128]);
+    const v = device([2, 4096, 1, 128]);
+    const call = () => {
+      const before = launches() as number;
+      const r = attention(q, k, v, { implementation: 'flash' });
+      return { variant: r.variant, launches: (launches() as number) - before };
+    };
+    decodeTuning.kernel = 'tma';
+    const counted = (splits: number, combine?: 'fused' | 'kernel') => {
+      decodeTuning.splits = splits;
+      if (combine) decodeTuning.combine = combine;
+      else delete decodeTuning.combine;
+      return call();
+    };
+    // The first fused call also zeroes the counters it makes (a memset, not a launch).
+    for (const splits of [2, 4]) {
+      const fused = counted(splits);
+      assert.equal(fused.launches, 1, `${splits} splits: ${fused.variant}`);
+      assert.match(fused.variant, new RegExp(`^flash-decode-tma\\..*\\.split${splits}\\.fused$`));
+    }
+    assert.deepEqual(counted(5), { variant: counted(5).variant, launches: 2 });
+    assert.doesNotMatch(counted(5).variant, /fused/);
+    assert.equal(counted(3, 'kernel').launches, 2);
+    assert.equal(counted(17, 'fused').launches, 1);
+    assert.equal(counted(1).launches, 1);
+    assert.doesNotMatch(counted(1).variant, /fused/);
+  });
+});
