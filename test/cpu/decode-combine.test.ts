@@ -40,7 +40,7 @@ describe('TMA decode: where the splits are merged', () => {
     );
   });
 
-  it('launches one kernel a fused call and two where the combine kernel merges (stand-in driver)', { skip }, () => {
+  it('launches once a fused call, twice where the combine kernel merges', { skip }, () => {
     const launches = koffi.load(`${dir}/libcuda.so.1`).func('int fake_launch_count()');
     const q = device([2, 1, 32, 128]);
     const k = device([2, 4096, 1, 128]);
