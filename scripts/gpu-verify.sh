@@ -85,8 +85,9 @@ done
 # Session 12: the TMA kernel with 4 rows a kv head and eight kv heads a token (the rule's K=8 case).
 sanitize memcheck-decode-tma-gqa memcheck --test-name-pattern='^GQA 4:1, K=8 .*, [12] row group\(s\), 3 splits' \
   test/gpu/decode-tma.test.ts
-# Session 13: the TMA kernel merging its own splits (split counters, the last block's merge), at 2, 3 and 17.
-for tool in memcheck synccheck; do
+# Session 13: the TMA kernel merging its own splits (split counters, the last block's merge; decodeTuning.combine
+# 'fused' at 2 and 17 splits, the combine kernel at 3).
+for tool in memcheck racecheck synccheck; do
   sanitize "$tool-decode-tma-fused" "$tool" --test-name-pattern='^merges the splits' test/gpu/decode-tma.test.ts
 done
 sanitize racecheck-flash-backward racecheck --test-name-pattern=sanitize test/gpu/flash-backward.test.ts

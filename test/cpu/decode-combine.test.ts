@@ -1,15 +1,15 @@
 /**
- * Where the TMA decode kernel's splits are merged (decode-tma.ts, tmaCombinesInSplit; decode.ts): in the split
- * kernel up to TMA_COMBINE_IN_SPLIT_MAX splits (one launch a call, variant `.fused`), by the combine kernel
- * past it or where decodeTuning.combine says 'kernel' (two launches), against the stand-in driver of
- * test/support/cudnn-fake.c, which counts launches. The merged values are the GPU tests' (decode-tma.test.ts).
+ * Where the TMA decode kernel's splits are merged (decode-tma.ts, tmaCombinesInSplit; decode.ts): by the combine
+ * kernel (two launches a call), or in the split kernel where decodeTuning.combine = 'fused' (one launch, variant
+ * `.fused`), against the stand-in driver of test/support/cudnn-fake.c, which counts launches. The merged values
+ * are the GPU tests' (decode-tma.test.ts).
  */
 import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
 import koffi from 'koffi';
 import { attention } from '../../src/api/attention.js';
 import { decodeTuning } from '../../src/backends/cuda/flash/decode-splits.js';
-import { TMA_COMBINE_IN_SPLIT_MAX, tmaCombinesInSplit } from '../../src/backends/cuda/flash/decode-tma.js';
+import { tmaCombinesInSplit } from '../../src/backends/cuda/flash/decode-tma.js';
 import { allocDevice } from '../../src/backends/cuda/memory.js';
 import { InvalidArgumentError } from '../../src/errors.js';
 import { Tensor } from '../../src/tensor/tensor.js';
@@ -25,13 +25,13 @@ describe('TMA decode: where the splits are merged', () => {
     delete decodeTuning.splits;
     delete decodeTuning.combine;
   });
-  it('in the split kernel from 2 to TMA_COMBINE_IN_SPLIT_MAX splits unless forced, nowhere for one', () => {
-    assert.equal(TMA_COMBINE_IN_SPLIT_MAX, 4);
+  it('by the combine kernel unless forced into the split kernel, nowhere for one split', () => {
     assert.deepEqual(
-      [1, 2, 3, 4, 5, 32].map((n) => tmaCombinesInSplit(n)),
-      [false, true, true, true, false, false],
+      [1, 2, 4, 32].map((n) => tmaCombinesInSplit(n)),
+      [false, false, false, false],
     );
     assert.equal(tmaCombinesInSplit(3, 'kernel'), false);
+    assert.equal(tmaCombinesInSplit(2, 'fused'), true);
     assert.equal(tmaCombinesInSplit(17, 'fused'), true);
     assert.equal(tmaCombinesInSplit(1, 'fused'), false, 'one split: nothing to merge');
     assert.throws(
@@ -58,16 +58,17 @@ describe('TMA decode: where the splits are merged', () => {
       return call();
     };
     // The first fused call also zeroes the counters it makes (a memset, not a launch).
-    for (const splits of [2, 4]) {
-      const fused = counted(splits);
+    for (const splits of [2, 4, 17]) {
+      const fused = counted(splits, 'fused');
       assert.equal(fused.launches, 1, `${splits} splits: ${fused.variant}`);
       assert.match(fused.variant, new RegExp(`^flash-decode-tma\\..*\\.split${splits}\\.fused$`));
     }
-    assert.deepEqual(counted(5), { variant: counted(5).variant, launches: 2 });
-    assert.doesNotMatch(counted(5).variant, /fused/);
-    assert.equal(counted(3, 'kernel').launches, 2);
-    assert.equal(counted(17, 'fused').launches, 1);
+    for (const combine of [undefined, 'kernel'] as const) {
+      const two = counted(3, combine);
+      assert.equal(two.launches, 2, `3 splits, ${combine ?? 'default'}: ${two.variant}`);
+      assert.doesNotMatch(two.variant, /fused/);
+    }
     assert.equal(counted(1).launches, 1);
-    assert.doesNotMatch(counted(1).variant, /fused/);
+    assert.doesNotMatch(counted(1, 'fused').variant, /fused/);
   });
 });

@@ -174,7 +174,8 @@ struct WsLayouts<C, true> {
 // flash_decode_combine would (a warp a row, from the L2) and sets the counter back to zero for the next launch.
 // Why: the combine's own launch and its wait for the split kernel's last block cost ~5% of a 1M-token K=1 call
 // (bench/results/2026-12-02-s11-decode §1: the loader alone read 4019 GB/s at two splits against 4226 for its
-// copies alone); the host fuses it where the last block's share is small (decode.ts: up to 4 splits).
+// copies alone). Measured slower, not faster (bench/results/2026-12-02-s13-decode, call 3): the host runs it only
+// where decodeTuning.combine = 'fused' asks (decode-tma.ts, tmaCombinesInSplit).
 // `scratch`: shared memory no thread reads any more (the stages and merge slots): the flag, then the weights.
 template <class C, bool FP16>
 __device__ __forceinline__ void combine_in_split(const DecodeParams& p, int* counter, unsigned char* scratch, int b,
@@ -199,6 +200,7 @@ __device__ __forceinline__ void combine_in_split(const DecodeParams& p, int* cou
     const int row = int(query_token(p, b, rr / p.group) * p.N) + (kh0 + r / 16 / RTH) * p.group + rr % p.group;
     const auto lse_of = [&](int s) { return __ldcg(p.lse_part + (i64)s * p.rows_total + row); };
     combine_row<C::DV_, FP16, false, decltype(lse_of), true>(p, row, lane, weights, p.splits, lse_of);
+    __syncwarp();  // every lane has read this row's weights before the next row's are written (racecheck)
   }
 }
 

@@ -76,7 +76,7 @@ export interface DecodeTuning {
   rowGroups?: 1 | 2;
   /**
    * Where the TMA kernel's splits are merged (decode-tma.ts, tmaCombinesInSplit): by the split kernel's last
-   * block of each key range ('fused', at any split count) or by the combine kernel ('kernel').
+   * block of each key range ('fused', at any split count) or by the combine kernel ('kernel', the default).
    */
   combine?: 'fused' | 'kernel';
 }

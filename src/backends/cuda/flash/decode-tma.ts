@@ -180,21 +180,19 @@ export function tmaRowGroups(
 }
 
 /**
- * The most splits the TMA kernel merges itself (flash_decode_ws.cu, combine_in_split: the last block of a key
- * range to finish merges its splits' partial rows, and no combine kernel runs). That saves the combine's
- * launch and its wait for the split kernel's last block (~5% of a 1M-token K=1 call at two splits,
- * bench/results/2026-12-02-s11-decode §1), but one block then reads every split's rows of its range: 64 KB
- * at 4 splits of 32 rows, 512 KB at B=1 N=32 K=1 S=32k's 32 splits, where the combine kernel spreads them
- * over 8 blocks.
+ * Whether a launch of `splits` merges them in the split kernel (flash_decode_ws.cu, combine_in_split: the last
+ * block of a key range to finish merges its splits' partial rows; no combine kernel runs): only where
+ * decodeTuning.combine (`forced`) = 'fused'. Meant to save the combine's launch and its wait for the split
+ * kernel's last block (~5% of a 1M-token K=1 call at two splits, bench/results/2026-12-02-s11-decode §1), it
+ * measured slower where the library runs 2–4 splits (bench/results/2026-12-02-s13-decode, call 3, same run,
+ * GB/s fused against the combine kernel: B=8 S=128k K=4, 4 splits, 4251 / 3809 / 4209 against 4341 / 4314 /
+ * 4300 dense / block 16 / block 64; B=64 S=64k K=1, 2 splits, 4159 / 3818 / 4048 against 4328 / 4300 / 4261;
+ * K=8 at 2 splits within 0.2%).
  */
-export const TMA_COMBINE_IN_SPLIT_MAX = 4;
-
-/** Whether a launch of `splits` merges them in the split kernel (decodeTuning.combine, `forced`, decides either). */
 export function tmaCombinesInSplit(splits: number, forced?: 'fused' | 'kernel'): boolean {
   if (forced !== undefined && forced !== 'fused' && forced !== 'kernel')
     throw new InvalidArgumentError('decodeTuning.combine', "'fused' or 'kernel'", String(forced));
-  if (splits < 2 || forced === 'kernel') return false;
-  return forced === 'fused' || splits <= TMA_COMBINE_IN_SPLIT_MAX;
+  return splits > 1 && forced === 'fused';
 }
 
 export const tmaTileKeys = (v: DecodeTmaVariant) => v.slices * v.keysPerWarp;

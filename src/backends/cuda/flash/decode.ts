@@ -1,8 +1,8 @@
 /**
  * The flash backend's decoding path: split-KV kernels for few queries per sequence over a long cache
  * (dense, paged through a block table, or packed) and their combine kernel. Two launches per call at
- * most: the split, and the combine when splits > 1 (the TMA kernel merges up to 4 splits itself: one
- * launch; decode-tma.ts, tmaCombinesInSplit). Three split kernels: the heads kernel
+ * most: the split, and the combine when splits > 1 (the TMA kernel can merge them itself where
+ * decodeTuning.combine asks: decode-tma.ts, tmaCombinesInSplit). Three split kernels: the heads kernel
  * (flash_decode_heads.cu, decode-heads.ts: whole token rows of up to 8 kv heads a block) for long
  * caches where it runs and measured faster than the row-tile kernel; its TMA form (flash_decode_ws.cu,
  * decode-tma.ts: one kv head a block, a producer warp's tensor copies) in its place wherever that can run
@@ -303,7 +303,7 @@ export function runDecode(p: AttentionProblem): BackendOutput {
   const kvOffs = upload(kvOffsets);
   const qLens = upload(queryOffsets ? null : p.querySeqLengths);
   const kvLens = upload(kvOffsets ? null : p.keyValueSeqLengths);
-  // The TMA kernel's last block of each key range merges up to TMA_COMBINE_IN_SPLIT_MAX splits itself.
+  // The TMA kernel's last block of each key range merges the splits itself where decodeTuning.combine asks.
   const inSplit = tma !== null && tmaCombinesInSplit(splits, decodeTuning.combine);
   const counters = inSplit ? splitCounters(B * K * tma.rowGroups * 4) : null;
   const partO = splits > 1 ? allocDevice(splits * rows * variant.valueHeadDim * 4) : null;
