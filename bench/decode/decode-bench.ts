@@ -9,7 +9,7 @@
  *
  *   node --import tsx bench/decode/decode-bench.ts --out decode.json [--torch python3|none] [--quick]
  *        [--impl flash,cudnn,auto] [--shapes 64:16384:8,1:2048:8] [--layouts dense,paged16,paged64]
- *        [--table-room] [--no-uncached] [--batch 20] [--tuning '{"kernel":"tma","rowGroups":2}']
+ *        [--table-room] [--no-uncached] [--batch 20] [--tuning '{"kernel":"tma","rowGroups":2}'] [--empty-pool]
  *
  * --impl names the attnlab backends timed (default flash); cudnn runs the dense cache through its
  * fused graph and the paged ones through cuDNN's paged attention (PAGED_CACHE_LOAD; with
@@ -24,8 +24,12 @@
  * behind a GPU spin; PyTorch's behind torch.cuda._sleep): `kernelsGBs` is what the kernels read,
  * `hostUsPerCall` the host's enqueue time a call; --no-kernels-alone skips it. At B=1 the host decides a
  * call's time on both sides (session 12), and these columns say by how much.
- * --tuning sets the flash backend's decodeTuning (decode-splits.ts: kernel, rowGroups, splits, loader) for
- * every attnlab call of the run, to measure a choice the rule does not make; the header records it.
+ * --tuning sets the flash backend's decodeTuning (decode-splits.ts: kernel, rowGroups, splits, loader,
+ * combine) for every attnlab call of the run, to measure a choice the rule does not make; the header records it.
+ * --empty-pool returns the memory pool's free blocks to the driver after each shape (emptyCache), so each
+ * shape's tensors are allocated afresh: session 13 saw flash's K=4 rows read 2–3% less after K=8 shapes in the
+ * same process than first in one (bench/results/2026-12-02-s13-decode §1), and this tells whether the pool's
+ * state is why.
  * The results file is rewritten after every shape, so a run cut short keeps the shapes it finished.
  */
 import { execFileSync } from 'node:child_process';
@@ -36,6 +40,7 @@ import { attention } from '../../src/api/attention.js';
 import { getCudaContext } from '../../src/backends/cuda/context.js';
 import { decodeTuning } from '../../src/backends/cuda/flash/decode-splits.js';
 import { clearInt32Cache } from '../../src/backends/cuda/int32-cache.js';
+import { emptyCache } from '../../src/backends/cuda/memory.js';
 import type { AttentionOptions } from '../../src/backends/problem.js';
 import { timeHostHidden } from '../../src/bench/hidden-host.js';
 import { attnlabCommit, commandLine, describeMachine } from '../../src/bench/machine.js';
@@ -55,6 +60,7 @@ const uncached = !args.includes('--no-uncached');
 const implementation = (impl: string) => (impl === 'auto' ? undefined : (impl as 'flash' | 'cudnn'));
 const batch = Number(option('--batch', '20'));
 const hostHidden = !args.includes('--no-kernels-alone');
+const emptyPool = args.includes('--empty-pool');
 const tuning = JSON.parse(option('--tuning', '{}')) as typeof decodeTuning;
 Object.assign(decodeTuning, tuning);
 const [N, H, REPEATS] = [32, 128, 30];
@@ -155,6 +161,7 @@ function writeResults(): void {
     machine: describeMachine(),
     callsPerEventPair: batch,
     decodeTuning: tuning,
+    ...(emptyPool && { emptyPool }),
   };
   writeFileSync(
     out,
@@ -198,6 +205,7 @@ SHAPES.forEach((s, index) => {
     v.dispose();
   }
   q.dispose();
+  if (emptyPool) emptyCache();
   writeResults();
 });
 
