@@ -10,6 +10,7 @@ import { formatBytes } from '../errors.js';
 import type { ResultRow, ResultTable } from '../results/schema.js';
 import { shapeLabel } from '../results/shape-label.js';
 import { type ChartSpec, chartsFor, type NamedResults } from './charts.js';
+import { gpuMismatchNote } from './gpus.js';
 import { CHART_BOOT_SCRIPT } from './html-script.js';
 import { formatNumber } from './terminal.js';
 
@@ -104,6 +105,7 @@ function machineTable(file: NamedResults): string {
         : `CPU only: ${machine.cpu}`,
     ],
     ...(machine.gpu?.driver ? [['driver', machine.gpu.driver]] : []),
+    ...(machine.gpu?.uuid ? [['GPU UUID', machine.gpu.uuid]] : []),
     ...Object.entries(machine.libraries),
     ['host', `${machine.hostname} (${machine.platform}), Node.js ${machine.node}`],
     ['attnlab', `${attnlab.version}, commit ${attnlab.commit}`],
@@ -124,7 +126,11 @@ function machineTable(file: NamedResults): string {
 }
 
 function notesSection(files: readonly NamedResults[]): string {
-  const notes = files.flatMap((f) => f.results.notes.map((n) => (files.length > 1 ? `${f.name}: ${n}` : n)));
+  const mismatch = gpuMismatchNote(files);
+  const notes = [
+    ...(mismatch ? [mismatch] : []),
+    ...files.flatMap((f) => f.results.notes.map((n) => (files.length > 1 ? `${f.name}: ${n}` : n))),
+  ];
   if (notes.length === 0) return '';
   return section('Notes', `<ul>${notes.map((n) => `<li>${escapeHtml(n)}</li>`).join('')}</ul>`);
 }

@@ -116,6 +116,7 @@ export function renderMachine(results: ResultsFile, options: { color?: boolean }
       m.gpu ? `${m.gpu.name} (sm ${m.gpu.computeCapability}, ${formatBytes(m.gpu.memoryBytes)})` : m.cpu,
     ],
     ...(m.gpu?.driver ? [['driver', m.gpu.driver]] : []),
+    ...(m.gpu?.uuid ? [['GPU UUID', m.gpu.uuid]] : []),
     ...Object.entries(m.libraries).map(([k, v]) => [k, v]),
     ['node', m.node],
     ['attnlab', `${results.attnlab.version} (${results.attnlab.commit})`],

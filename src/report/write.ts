@@ -5,6 +5,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { chartsFor, type NamedResults } from './charts.js';
+import { gpuMismatchNote } from './gpus.js';
 import { buildHtmlReport } from './html.js';
 import { renderChartText, renderMachine, renderResultRows } from './results-terminal.js';
 import { renderTable } from './terminal.js';
@@ -31,6 +32,8 @@ export function writeReport(files: readonly NamedResults[], options: WriteReport
     );
     for (const note of file.results.notes) parts.push(`note: ${note}`);
   }
+  const mismatch = gpuMismatchNote(files);
+  if (mismatch) parts.push(`note: ${mismatch}`);
   for (const chart of chartsFor(files)) parts.push(renderChartText(chart, { color }));
   if (options.htmlPath) {
     mkdirSync(dirname(options.htmlPath), { recursive: true });
