@@ -3,7 +3,8 @@
  * reference of the dense call: forced (decodeTuning.kernel = 'tma') in both forms (one block a key range,
  * and row groups: two, each its row tile) over dense caches and paged pools of block 8, 16, 32, 64 and 256
  * (half boxes and grouped boxes of 8, 16, 32 rows) with shuffled tables, ragged lengths incl. 0 and 1,
- * forced split counts, windows, fp16, and the NaN rule; then the measured choice at the shape it was
+ * forced split counts, both places the splits merge (the combine kernel, or the split kernel's last block:
+ * decodeTuning.combine), windows, fp16, and the NaN rule; then the measured choice at the shape it was
  * measured on, and a decode loop of appends (plain launches, and programmatic dependents). Rows past a
  * sequence hold NaN in the dense cache and in the pool (the kernel copies whole pages and boxes: those
  * rows must never reach the output). Skips, saying why, off sm_90.
