@@ -22,6 +22,8 @@ export type ConfiguredLibrary = keyof typeof LIBRARY_VARIABLES;
 export type CudnnGraphChoice = 'composite' | 'unified';
 export type FlashKernelChoice = 'wgmma' | 'mma';
 export type DecodeKernelChoice = 'heads' | 'rows' | 'tma';
+/** Which decode launches are programmatic dependents (ATTNLAB_DEPENDENT_LAUNCH: 1, combine, else none). */
+export type DependentLaunchChoice = 'all' | 'combine' | 'off';
 
 export interface AttnlabConfig {
   /**
@@ -69,11 +71,12 @@ export interface AttnlabConfig {
   /** ATTNLAB_CUDNN_TRACE=1: print every cuDNN backend call and its status to stderr. */
   readonly cudnnTrace: boolean;
   /**
-   * ATTNLAB_DEPENDENT_LAUNCH=1: launch the kernels that can be (the TMA decode kernel and its combine) as
-   * programmatic dependents (launch-dependent.ts). Off by default: calls of one kernel back to back ran
-   * 146 µs each with it against 125 without (B=64 S=16k K=1, bench/results/2026-12-02-s11-final).
+   * ATTNLAB_DEPENDENT_LAUNCH=1 ('all'): launch the kernels that can be (the TMA decode kernel and its combine)
+   * as programmatic dependents (launch-dependent.ts); =combine: only the combine, after its split kernel.
+   * Off by default: calls of one kernel back to back ran 146 µs each with it against 125 without (B=64 S=16k
+   * K=1, bench/results/2026-12-02-s11-final).
    */
-  readonly dependentLaunch: boolean;
+  readonly dependentLaunch: DependentLaunchChoice;
   /** ATTNLAB_COMMIT: the commit results files record when the checkout has no .git. */
   readonly commit: string | null;
   /** ATTNLAB_PYTHON: the only interpreter tried for the JAX/PyTorch peers. */
@@ -90,6 +93,7 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
   const flashKernel = text('ATTNLAB_FLASH_KERNEL');
   const flashBackwardKernel = text('ATTNLAB_FLASH_BWD_KERNEL');
   const decodeKernel = text('ATTNLAB_DECODE_KERNEL');
+  const dependent = text('ATTNLAB_DEPENDENT_LAUNCH');
   const cacheRoot = text('ATTNLAB_CACHE_DIR') ?? join(homedir(), '.cache', 'attnlab');
   const libraries = Object.fromEntries(
     Object.entries(LIBRARY_VARIABLES).map(([library, variable]) => [library, text(variable)]),
@@ -112,7 +116,7 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
       decodeKernel === 'heads' || decodeKernel === 'rows' || decodeKernel === 'tma' ? decodeKernel : null,
     cudnnGraph: graph === 'composite' || graph === 'unified' ? graph : null,
     cudnnTrace: text('ATTNLAB_CUDNN_TRACE') === '1',
-    dependentLaunch: text('ATTNLAB_DEPENDENT_LAUNCH') === '1',
+    dependentLaunch: dependent === '1' ? 'all' : dependent === 'combine' ? 'combine' : 'off',
     commit: text('ATTNLAB_COMMIT'),
     python: text('ATTNLAB_PYTHON'),
     libraries,

@@ -10,6 +10,7 @@
  *   node --import tsx bench/decode/decode-bench.ts --out decode.json [--torch python3|none] [--quick]
  *        [--impl flash,cudnn,auto] [--shapes 64:16384:8,1:2048:8] [--layouts dense,paged16,paged64]
  *        [--table-room] [--no-uncached] [--batch 20] [--tuning '{"kernel":"tma","rowGroups":2}'] [--empty-pool]
+ *        [--table-order shuffled|sequential]
  *
  * --impl names the attnlab backends timed (default flash); cudnn runs the dense cache through its
  * fused graph and the paged ones through cuDNN's paged attention (PAGED_CACHE_LOAD; with
@@ -30,6 +31,9 @@
  * shape's tensors are allocated afresh: session 13 saw flash's K=4 rows read 2–3% less after K=8 shapes in the
  * same process than first in one (bench/results/2026-12-02-s13-decode §1), and this tells whether the pool's
  * state is why.
+ * --table-order sequential gives each sequence its pages in pool order (a fresh pool) instead of scattered
+ * (shuffled, the default): at K=1 a page of 16 rows is 4 KiB of K, and this tells what scattering such pages
+ * costs apart from the layout itself.
  * The results file is rewritten after every shape, so a run cut short keeps the shapes it finished.
  */
 import { execFileSync } from 'node:child_process';
@@ -44,9 +48,10 @@ import { emptyCache } from '../../src/backends/cuda/memory.js';
 import type { AttentionOptions } from '../../src/backends/problem.js';
 import { timeHostHidden } from '../../src/bench/hidden-host.js';
 import { attnlabCommit, commandLine, describeMachine } from '../../src/bench/machine.js';
+import { InvalidArgumentError } from '../../src/errors.js';
 import { HBM_PEAK_GBS } from '../../src/results/schema.js';
 import type { Tensor } from '../../src/tensor/tensor.js';
-import { type DecodeRow, deviceRandom, medianMs, shuffledTable } from './device-timing.js';
+import { type DecodeRow, deviceRandom, medianMs, shuffledTable, type TableOrder } from './device-timing.js';
 
 const args = process.argv.slice(2);
 const option = (name: string, fallback: string) =>
@@ -61,6 +66,9 @@ const implementation = (impl: string) => (impl === 'auto' ? undefined : (impl as
 const batch = Number(option('--batch', '20'));
 const hostHidden = !args.includes('--no-kernels-alone');
 const emptyPool = args.includes('--empty-pool');
+const tableOrder = option('--table-order', 'shuffled') as TableOrder;
+if (tableOrder !== 'shuffled' && tableOrder !== 'sequential')
+  throw new InvalidArgumentError('--table-order', 'shuffled or sequential', tableOrder);
 const tuning = JSON.parse(option('--tuning', '{}')) as typeof decodeTuning;
 Object.assign(decodeTuning, tuning);
 const [N, H, REPEATS] = [32, 128, 30];
@@ -162,6 +170,7 @@ function writeResults(): void {
     callsPerEventPair: batch,
     decodeTuning: tuning,
     ...(emptyPool && { emptyPool }),
+    ...(tableOrder !== 'shuffled' && { tableOrder }),
   };
   writeFileSync(
     out,
@@ -183,7 +192,7 @@ SHAPES.forEach((s, index) => {
   }
   for (const blockSize of [16, 64]) {
     if (!layouts.includes(`paged${blockSize}`)) continue;
-    const table = shuffledTable(s.B, s.S, blockSize, spare);
+    const table = shuffledTable(s.B, s.S, blockSize, spare, tableOrder);
     const numBlocks = s.B * Math.ceil(s.S / blockSize);
     const k = deviceRandom([numBlocks, blockSize, s.K, H], 10 * index + 4);
     const v = deviceRandom([numBlocks, blockSize, s.K, H], 10 * index + 5);

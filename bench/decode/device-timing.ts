@@ -27,24 +27,37 @@ export function deviceRandom(shape: number[], seed: number): Tensor {
   return Tensor.fromDeviceBuffer(buffer, shape, 'bfloat16');
 }
 
+/** How a benchmark's block table orders the pool: pages scattered (after many appends and frees) or in order. */
+export type TableOrder = 'shuffled' | 'sequential';
+
 /**
  * (B, ceil(S / blockSize) + spare) pool blocks, a sequence's pages scattered as after many appends and
- * frees; `spare` unused entries (0) end each row: a serving system's fixed-width table with room for
- * the next blocks (the case where `auto` may pick cuDNN, decode-dispatch-table.ts). The pool holds
+ * frees (`order` 'shuffled', the default) or each sequence's pages one after another in the pool
+ * ('sequential', a freshly allocated pool: what the layout costs against a dense cache, page order aside);
+ * `spare` unused entries (0) end each row: a serving system's fixed-width table with room for the next
+ * blocks (the case where `auto` may pick cuDNN, decode-dispatch-table.ts). The pool holds
  * B · ceil(S / blockSize) blocks either way.
  */
-export function shuffledTable(B: number, S: number, blockSize: number, spare = 0): Tensor {
+export function shuffledTable(
+  B: number,
+  S: number,
+  blockSize: number,
+  spare = 0,
+  order: TableOrder = 'shuffled',
+): Tensor {
+  if (order !== 'shuffled' && order !== 'sequential')
+    throw new InvalidArgumentError('table order', "'shuffled' or 'sequential'", String(order));
   const blocksPerSeq = Math.ceil(S / blockSize);
   const numBlocks = B * blocksPerSeq;
-  const order = Int32Array.from({ length: numBlocks }, (_, i) => i);
-  for (let i = numBlocks - 1; i > 0; i--) {
+  const pages = Int32Array.from({ length: numBlocks }, (_, i) => i);
+  for (let i = numBlocks - 1; order === 'shuffled' && i > 0; i--) {
     const j = (i * 2654435761) % (i + 1);
-    [order[i], order[j]] = [order[j], order[i]];
+    [pages[i], pages[j]] = [pages[j], pages[i]];
   }
-  if (spare === 0) return Tensor.fromRaw(order, [B, blocksPerSeq], 'int32');
+  if (spare === 0) return Tensor.fromRaw(pages, [B, blocksPerSeq], 'int32');
   const width = blocksPerSeq + spare;
   const table = new Int32Array(B * width);
-  for (let b = 0; b < B; b++) table.set(order.subarray(b * blocksPerSeq, (b + 1) * blocksPerSeq), b * width);
+  for (let b = 0; b < B; b++) table.set(pages.subarray(b * blocksPerSeq, (b + 1) * blocksPerSeq), b * width);
   return Tensor.fromRaw(table, [B, width], 'int32');
 }
 

@@ -75,9 +75,10 @@ describe('config', () => {
     assert.equal(readConfig({ ATTNLAB_FLASH_KERNEL: 'hopper' }).flashKernel, null);
     assert.equal(c.cudnnGraph, 'unified');
     assert.equal(c.cudnnTrace, true);
-    assert.equal(c.dependentLaunch, false, 'plain launches unless ATTNLAB_DEPENDENT_LAUNCH=1');
-    assert.equal(readConfig({ ATTNLAB_DEPENDENT_LAUNCH: '1' }).dependentLaunch, true);
-    assert.equal(readConfig({ ATTNLAB_DEPENDENT_LAUNCH: 'yes' }).dependentLaunch, false);
+    assert.equal(c.dependentLaunch, 'off', 'plain launches unless ATTNLAB_DEPENDENT_LAUNCH=1 or combine');
+    assert.equal(readConfig({ ATTNLAB_DEPENDENT_LAUNCH: '1' }).dependentLaunch, 'all');
+    assert.equal(readConfig({ ATTNLAB_DEPENDENT_LAUNCH: 'combine' }).dependentLaunch, 'combine');
+    assert.equal(readConfig({ ATTNLAB_DEPENDENT_LAUNCH: 'yes' }).dependentLaunch, 'off');
     assert.equal(c.commit, 'abc1234');
     assert.equal(c.python, '/py');
     assert.equal(c.libraries.nvrtc, '/lib/nvrtc');

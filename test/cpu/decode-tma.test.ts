@@ -61,6 +61,7 @@ describe('TMA decode kernel table', () => {
   afterEach(() => {
     delete decodeTuning.kernel;
     delete decodeTuning.rowGroups;
+    delete decodeTuning.boxGroup;
   });
   it('replaces the heads kernel wherever it can run, and the row-tile kernel on short MQA caches, as measured', () => {
     for (const blockSize of [0, 16, 64]) {
@@ -175,6 +176,21 @@ describe('TMA decode kernel table', () => {
     assert.equal(picked(problem({ blockSize: 64 })).boxGroup, 0, 'one block, block 64: half boxes of a page');
     decodeTuning.rowGroups = 3 as 2;
     assert.throws(() => split(problem({})), /decodeTuning\.rowGroups/);
+  });
+  it('takes a forced box group that tiles the stage and stays inside a page, and names a wrong one', () => {
+    decodeTuning.boxGroup = 16;
+    assert.equal(picked(problem({ blockSize: 64 })).boxGroup, 16);
+    assert.equal(picked(problem({ blockSize: 0 })).boxGroup, 16, 'dense rows take groups too');
+    assert.match(tmaVariantKey(picked(problem({ blockSize: 16 }))), /\.g16$/);
+    decodeTuning.boxGroup = 0;
+    assert.equal(picked(problem({ blockSize: 16 })).boxGroup, 0, 'half boxes forced at block 16');
+    decodeTuning.boxGroup = 32;
+    assert.throws(
+      () => split(problem({ blockSize: 16 })),
+      /decodeTuning\.boxGroup.*at most the block size 16.*32/,
+    );
+    decodeTuning.boxGroup = 24 as 16;
+    assert.throws(() => split(problem({ blockSize: 0 })), /decodeTuning\.boxGroup/);
   });
   it("gives the kernel its form's defines", () => {
     assert.deepEqual(tmaDefines(tmaVariant(problem({ blockSize: 64 }), 'sm_90a', 2)), {

@@ -326,14 +326,15 @@ describe('flash decode, TMA kernel', { skip }, () => {
     const k = randomNormal([B, prefix + L, 1, H], { seed: seed + 96, dtype });
     const v = randomNormal([B, prefix + L, 1, H], { seed: seed + 97, dtype });
     for (const [rowGroups, dependent] of [
-      [1, false],
-      [2, false],
-      [1, true],
-      [2, true],
+      [1, '0'],
+      [2, '0'],
+      [1, '1'],
+      [2, '1'],
+      [1, 'combine'],
     ] as const) {
       decodeTuning.kernel = 'tma';
       decodeTuning.rowGroups = rowGroups;
-      process.env.ATTNLAB_DEPENDENT_LAUNCH = dependent ? '1' : '0';
+      process.env.ATTNLAB_DEPENDENT_LAUNCH = dependent;
       reloadConfig();
       const cache = new KVCache({
         numBlocks: B * Math.ceil((prefix + L) / 64) + 4,
@@ -362,7 +363,7 @@ describe('flash decode, TMA kernel', { skip }, () => {
             { output: outputs[t].output.toHost(), logSumExp: outputs[t].logSumExp?.toHost() },
             { q: qt, k: kt, v: vt, options: {} },
             dtype,
-            `step ${t}, ${rowGroups} row group(s), ${dependent ? 'dependent' : 'plain'} launches`,
+            `step ${t}, ${rowGroups} row group(s), ATTNLAB_DEPENDENT_LAUNCH=${dependent}`,
           );
         }
       } finally {

@@ -12,7 +12,6 @@
  * in the .cu and in the field list that builds it.
  */
 import koffi from 'koffi';
-import { config as settings } from '../../config.js';
 import { InvalidArgumentError } from '../../errors.js';
 import { getCudaContext } from './context.js';
 import { CU_FUNC_ATTRIBUTE, cu, outInt } from './ffi/driver.js';
@@ -43,8 +42,8 @@ export interface LaunchConfig {
   readonly stream?: bigint;
   /**
    * Launch as a programmatic dependent of the work before it on the stream (launch-dependent.ts): only
-   * for kernels that run griddepcontrol.wait before reading memory, and only on sm_90 or newer.
-   * A plain launch unless ATTNLAB_DEPENDENT_LAUNCH=1 (config.ts says why).
+   * for kernels that run griddepcontrol.wait before reading memory, and only on sm_90 or newer. The caller
+   * decides (decode.ts, by ATTNLAB_DEPENDENT_LAUNCH: config.ts says why it is off by default).
    */
   readonly dependent?: boolean;
 }
@@ -194,7 +193,7 @@ export function launchKernel(fn: bigint, config: LaunchConfig, args: readonly Ke
   const stream = config.stream ?? getCudaContext().stream;
   const [gx, gy, gz] = config.grid;
   const [bx, by, bz] = config.block;
-  if (config.dependent && settings().dependentLaunch) {
+  if (config.dependent) {
     const launch = writeDependentLaunch(bytes, LAUNCH_EX_AT, base, {
       grid: config.grid,
       block: config.block,

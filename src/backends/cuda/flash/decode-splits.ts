@@ -79,5 +79,10 @@ export interface DecodeTuning {
    * block of each key range ('fused', at any split count) or by the combine kernel ('kernel', the default).
    */
   combine?: 'fused' | 'kernel';
+  /**
+   * The TMA kernel's copies (decode-tma.ts, DecodeTmaVariant.boxGroup): 0, a copy a 128-byte half of a page's
+   * (or a dense tile's) rows, or 8, 16, 32 rows with both halves a copy; the rule picks by layout and form.
+   */
+  boxGroup?: 0 | 8 | 16 | 32;
 }
 export const decodeTuning: DecodeTuning = {};

@@ -134,10 +134,30 @@ function boxGroupFor(p: AttentionProblem, rowGroups: 1 | 2): DecodeTmaVariant['b
 }
 
 /**
+ * decodeTuning.boxGroup, for measuring a box the rule does not pick: 0 (a copy a half), or 8, 16 or 32 rows
+ * (both halves a copy) that tile the 128-key stage and, paged, stay inside a page.
+ */
+function checkedBoxGroup(p: AttentionProblem, group: number): DecodeTmaVariant['boxGroup'] {
+  const page = p.paged?.blockSize ?? Number.POSITIVE_INFINITY;
+  if (group !== 0 && !((group === 8 || group === 16 || group === 32) && group <= page))
+    throw new InvalidArgumentError(
+      'decodeTuning.boxGroup',
+      `0, 8, 16 or 32${p.paged ? ` rows, at most the block size ${page}` : ' rows'}`,
+      String(group),
+    );
+  return group as DecodeTmaVariant['boxGroup'];
+}
+
+/**
  * The kernel in `rowGroups` form for `p` (splitVariant picks it through tmaRowGroups): one block a key
  * range with two row tiles of 4 warps, or two blocks of one row tile of 8 warps.
  */
-export function tmaVariant(p: AttentionProblem, arch: string, rowGroups: 1 | 2 = 1): DecodeTmaVariant {
+export function tmaVariant(
+  p: AttentionProblem,
+  arch: string,
+  rowGroups: 1 | 2 = 1,
+  forcedBoxGroup?: number,
+): DecodeTmaVariant {
   return {
     kind: 'tma',
     arch,
@@ -151,7 +171,7 @@ export function tmaVariant(p: AttentionProblem, arch: string, rowGroups: 1 | 2 =
     stages: STAGES,
     fast: true,
     rowGroups,
-    boxGroup: boxGroupFor(p, rowGroups),
+    boxGroup: forcedBoxGroup === undefined ? boxGroupFor(p, rowGroups) : checkedBoxGroup(p, forcedBoxGroup),
   };
 }
 

@@ -230,8 +230,8 @@ export function splitVariant(
   if (rowGroups !== undefined && rowGroups !== 1 && rowGroups !== 2)
     throw new InvalidArgumentError('decodeTuning.rowGroups', '1 or 2', String(rowGroups));
   const tma = () => {
-    const one = tmaVariant(p, arch, 1);
-    const grouped = tmaVariant(p, arch, 2);
+    const one = tmaVariant(p, arch, 1, decodeTuning.boxGroup);
+    const grouped = tmaVariant(p, arch, 2, decodeTuning.boxGroup);
     const splitsOfOne = chooseSplits(p, one, multiprocessors, sharedLimit);
     const groupedKeys = Math.ceil(p.S / chooseSplits(p, grouped, multiprocessors, sharedLimit));
     return tmaRowGroups(p, splitsOfOne, groupedKeys, multiprocessors, rowGroups) === 1 ? one : grouped;
@@ -306,6 +306,7 @@ export function runDecode(p: AttentionProblem): BackendOutput {
   // The TMA kernel's last block of each key range merges the splits itself where decodeTuning.combine asks.
   const inSplit = tma !== null && tmaCombinesInSplit(splits, decodeTuning.combine);
   const counters = inSplit ? splitCounters(B * K * tma.rowGroups * 4) : null;
+  const dependent = config().dependentLaunch;
   const partO = splits > 1 ? allocDevice(splits * rows * variant.valueHeadDim * 4) : null;
   const partLse = splits > 1 ? allocDevice(splits * rows * 4) : null;
   try {
@@ -355,12 +356,18 @@ export function runDecode(p: AttentionProblem): BackendOutput {
       if (tma) {
         // The K and V tensor maps follow DecodeParams as two more 128-byte arguments (decode_tma.cuh). A
         // programmatic dependent where ATTNLAB_DEPENDENT_LAUNCH=1 (launch-dependent.ts): the kernel waits
-        // (griddepcontrol.wait) before it reads memory, and lets its combine start as its last blocks finish.
+        // (griddepcontrol.wait) before it reads memory; either way it lets its combine start as its last
+        // blocks finish where that one is a dependent (=1 or =combine).
         const [kMap, vMap] = tmaMapBytes(p, tma);
         const grid: [number, number, number] = [splits * tma.rowGroups, K, B];
         launchKernel(
           fn.split,
-          { grid, block: [tmaThreads(tma), 1, 1], sharedBytes: tmaSharedBytes(tma), dependent: true },
+          {
+            grid,
+            block: [tmaThreads(tma), 1, 1],
+            sharedBytes: tmaSharedBytes(tma),
+            dependent: dependent === 'all',
+          },
           [params, { type: 'bytes', bytes: kMap }, { type: 'bytes', bytes: vMap }, ptr(counters?.ptr ?? 0n)],
         );
       } else if (heads) {
@@ -383,7 +390,11 @@ export function runDecode(p: AttentionProblem): BackendOutput {
         // plain launch); a dependent after the TMA kernel, the one that lets it start early (sm_90).
         launchKernel(
           fn.combine,
-          { grid: [Math.ceil(rows / 4), 1, 1], block: [128, 1, 1], dependent: tma !== null },
+          {
+            grid: [Math.ceil(rows / 4), 1, 1],
+            block: [128, 1, 1],
+            dependent: tma !== null && dependent !== 'off',
+          },
           [params],
         );
       }
