@@ -22,8 +22,8 @@ export type ConfiguredLibrary = keyof typeof LIBRARY_VARIABLES;
 export type CudnnGraphChoice = 'composite' | 'unified';
 export type FlashKernelChoice = 'wgmma' | 'mma';
 export type DecodeKernelChoice = 'heads' | 'rows' | 'tma';
-/** Which decode launches are programmatic dependents (ATTNLAB_DEPENDENT_LAUNCH: 1, combine, else none). */
-export type DependentLaunchChoice = 'all' | 'combine' | 'off';
+/** Which decode launches are programmatic dependents (ATTNLAB_DEPENDENT_LAUNCH: 1, splits, combine, else none). */
+export type DependentLaunchChoice = 'all' | 'splits' | 'combine' | 'off';
 
 export interface AttnlabConfig {
   /**
@@ -72,7 +72,8 @@ export interface AttnlabConfig {
   readonly cudnnTrace: boolean;
   /**
    * ATTNLAB_DEPENDENT_LAUNCH=1 ('all'): launch the kernels that can be (the TMA decode kernel and its combine)
-   * as programmatic dependents (launch-dependent.ts); =combine: only the combine, after its split kernel.
+   * as programmatic dependents (launch-dependent.ts); =splits: both, where the keys are split (a combine
+   * follows); =combine: only the combine, after its split kernel.
    * Off by default: calls of one kernel back to back ran 146 µs each with it against 125 without (B=64 S=16k
    * K=1, bench/results/2026-12-02-s11-final).
    */
@@ -116,7 +117,8 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
       decodeKernel === 'heads' || decodeKernel === 'rows' || decodeKernel === 'tma' ? decodeKernel : null,
     cudnnGraph: graph === 'composite' || graph === 'unified' ? graph : null,
     cudnnTrace: text('ATTNLAB_CUDNN_TRACE') === '1',
-    dependentLaunch: dependent === '1' ? 'all' : dependent === 'combine' ? 'combine' : 'off',
+    dependentLaunch:
+      dependent === '1' ? 'all' : dependent === 'splits' || dependent === 'combine' ? dependent : 'off',
     commit: text('ATTNLAB_COMMIT'),
     python: text('ATTNLAB_PYTHON'),
     libraries,

@@ -7,7 +7,10 @@ import sys
 
 f0 = lambda x: f"{x:.0f}" if x else "-"
 for f in sorted(glob.glob(sys.argv[1] + "/*.json")):
-    for r in json.load(open(f))["rows"]:
+    results = json.load(open(f))
+    if results.get("kind") != "decode-bench":  # fixed-cost.ts and other benches write their own files
+        continue
+    for r in results["rows"]:
         v = r.get("variant") or r.get("reason", "")[:50]
         label = r["label"][8:22] if r["label"].startswith("attnlab") else r["label"][:14]
         print(f'{os.path.basename(f)[:-5]:5} {r["B"]:>3} {r["S"]:>6} {r["K"]} {label:14} '

@@ -78,6 +78,7 @@ describe('config', () => {
     assert.equal(c.dependentLaunch, 'off', 'plain launches unless ATTNLAB_DEPENDENT_LAUNCH=1 or combine');
     assert.equal(readConfig({ ATTNLAB_DEPENDENT_LAUNCH: '1' }).dependentLaunch, 'all');
     assert.equal(readConfig({ ATTNLAB_DEPENDENT_LAUNCH: 'combine' }).dependentLaunch, 'combine');
+    assert.equal(readConfig({ ATTNLAB_DEPENDENT_LAUNCH: 'splits' }).dependentLaunch, 'splits');
     assert.equal(readConfig({ ATTNLAB_DEPENDENT_LAUNCH: 'yes' }).dependentLaunch, 'off');
     assert.equal(c.commit, 'abc1234');
     assert.equal(c.python, '/py');

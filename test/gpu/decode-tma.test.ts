@@ -331,6 +331,7 @@ describe('flash decode, TMA kernel', { skip }, () => {
       [1, '1'],
       [2, '1'],
       [1, 'combine'],
+      [1, 'splits'],
     ] as const) {
       decodeTuning.kernel = 'tma';
       decodeTuning.rowGroups = rowGroups;

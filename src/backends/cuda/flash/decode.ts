@@ -356,8 +356,8 @@ export function runDecode(p: AttentionProblem): BackendOutput {
       if (tma) {
         // The K and V tensor maps follow DecodeParams as two more 128-byte arguments (decode_tma.cuh). A
         // programmatic dependent where ATTNLAB_DEPENDENT_LAUNCH=1 (launch-dependent.ts): the kernel waits
-        // (griddepcontrol.wait) before it reads memory; either way it lets its combine start as its last
-        // blocks finish where that one is a dependent (=1 or =combine).
+        // (griddepcontrol.wait) before it reads memory; =splits, only where a combine follows. Either way it
+        // lets its combine start as its last blocks finish where that one is a dependent (any value but 0).
         const [kMap, vMap] = tmaMapBytes(p, tma);
         const grid: [number, number, number] = [splits * tma.rowGroups, K, B];
         launchKernel(
@@ -366,7 +366,7 @@ export function runDecode(p: AttentionProblem): BackendOutput {
             grid,
             block: [tmaThreads(tma), 1, 1],
             sharedBytes: tmaSharedBytes(tma),
-            dependent: dependent === 'all',
+            dependent: dependent === 'all' || (dependent === 'splits' && splits > 1 && !inSplit),
           },
           [params, { type: 'bytes', bytes: kMap }, { type: 'bytes', bytes: vMap }, ptr(counters?.ptr ?? 0n)],
         );
