@@ -90,6 +90,13 @@ sanitize memcheck-decode-tma-gqa memcheck --test-name-pattern='^GQA 4:1, K=8 .*,
 for tool in memcheck racecheck synccheck; do
   sanitize "$tool-decode-tma-fused" "$tool" --test-name-pattern='^merges the splits' test/gpu/decode-tma.test.ts
 done
+# Session 14: split calls under 1 GiB launch as programmatic dependents by default (decode-tma.ts,
+# tmaDependentLaunches): the window case at 3 splits under synccheck too, the decode loop of appends (every
+# ATTNLAB_DEPENDENT_LAUNCH value) under memcheck, and the host-hidden timing's spin kernel (gpu_spin.cu).
+sanitize synccheck-decode-tma synccheck --test-name-pattern='^window .*, [12] row group\(s\), 3 splits' \
+  test/gpu/decode-tma.test.ts
+sanitize memcheck-decode-loop memcheck --test-name-pattern='^a decode loop of appends' test/gpu/decode-tma.test.ts
+sanitize memcheck-gpu-spin memcheck test/gpu/hidden-host.test.ts
 sanitize racecheck-flash-backward racecheck --test-name-pattern=sanitize test/gpu/flash-backward.test.ts
 sanitize memcheck-fp8-gradients memcheck --test-name-pattern='bit for bit' test/gpu/fp8-backward.test.ts
 for tool in racecheck synccheck; do

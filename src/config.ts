@@ -22,8 +22,8 @@ export type ConfiguredLibrary = keyof typeof LIBRARY_VARIABLES;
 export type CudnnGraphChoice = 'composite' | 'unified';
 export type FlashKernelChoice = 'wgmma' | 'mma';
 export type DecodeKernelChoice = 'heads' | 'rows' | 'tma';
-/** Which decode launches are programmatic dependents (ATTNLAB_DEPENDENT_LAUNCH: 1, splits, combine, else none). */
-export type DependentLaunchChoice = 'all' | 'splits' | 'combine' | 'off';
+/** Which decode launches are programmatic dependents (ATTNLAB_DEPENDENT_LAUNCH: 1, splits, combine, 0; unset: auto). */
+export type DependentLaunchChoice = 'auto' | 'all' | 'splits' | 'combine' | 'off';
 
 export interface AttnlabConfig {
   /**
@@ -71,11 +71,10 @@ export interface AttnlabConfig {
   /** ATTNLAB_CUDNN_TRACE=1: print every cuDNN backend call and its status to stderr. */
   readonly cudnnTrace: boolean;
   /**
-   * ATTNLAB_DEPENDENT_LAUNCH=1 ('all'): launch the kernels that can be (the TMA decode kernel and its combine)
-   * as programmatic dependents (launch-dependent.ts); =splits: both, where the keys are split (a combine
-   * follows); =combine: only the combine, after its split kernel.
-   * Off by default: calls of one kernel back to back ran 146 µs each with it against 125 without (B=64 S=16k
-   * K=1, bench/results/2026-12-02-s11-final).
+   * Which TMA decode launches are programmatic dependents (launch-dependent.ts; decode-tma.ts,
+   * tmaDependentLaunches, has the measurements): unset or any other value, 'auto' (both kernels of a split call
+   * whose cache read is under 1 GiB); =1 'all' (the TMA kernel always, and its combine); =splits (both kernels
+   * wherever the keys are split); =combine (only the combine); =0 'off' (plain launches).
    */
   readonly dependentLaunch: DependentLaunchChoice;
   /** ATTNLAB_COMMIT: the commit results files record when the checkout has no .git. */
@@ -118,7 +117,13 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
     cudnnGraph: graph === 'composite' || graph === 'unified' ? graph : null,
     cudnnTrace: text('ATTNLAB_CUDNN_TRACE') === '1',
     dependentLaunch:
-      dependent === '1' ? 'all' : dependent === 'splits' || dependent === 'combine' ? dependent : 'off',
+      dependent === '1'
+        ? 'all'
+        : dependent === '0'
+          ? 'off'
+          : dependent === 'splits' || dependent === 'combine'
+            ? dependent
+            : 'auto',
     commit: text('ATTNLAB_COMMIT'),
     python: text('ATTNLAB_PYTHON'),
     libraries,

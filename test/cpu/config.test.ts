@@ -75,11 +75,12 @@ describe('config', () => {
     assert.equal(readConfig({ ATTNLAB_FLASH_KERNEL: 'hopper' }).flashKernel, null);
     assert.equal(c.cudnnGraph, 'unified');
     assert.equal(c.cudnnTrace, true);
-    assert.equal(c.dependentLaunch, 'off', 'plain launches unless ATTNLAB_DEPENDENT_LAUNCH=1 or combine');
+    assert.equal(c.dependentLaunch, 'auto', 'the measured rule unless ATTNLAB_DEPENDENT_LAUNCH says');
+    assert.equal(readConfig({ ATTNLAB_DEPENDENT_LAUNCH: '0' }).dependentLaunch, 'off');
     assert.equal(readConfig({ ATTNLAB_DEPENDENT_LAUNCH: '1' }).dependentLaunch, 'all');
     assert.equal(readConfig({ ATTNLAB_DEPENDENT_LAUNCH: 'combine' }).dependentLaunch, 'combine');
     assert.equal(readConfig({ ATTNLAB_DEPENDENT_LAUNCH: 'splits' }).dependentLaunch, 'splits');
-    assert.equal(readConfig({ ATTNLAB_DEPENDENT_LAUNCH: 'yes' }).dependentLaunch, 'off');
+    assert.equal(readConfig({ ATTNLAB_DEPENDENT_LAUNCH: 'yes' }).dependentLaunch, 'auto');
     assert.equal(c.commit, 'abc1234');
     assert.equal(c.python, '/py');
     assert.equal(c.libraries.nvrtc, '/lib/nvrtc');

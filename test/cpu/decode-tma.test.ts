@@ -5,8 +5,10 @@ import { chooseSplits, splitVariant } from '../../src/backends/cuda/flash/decode
 import { headsVariant } from '../../src/backends/cuda/flash/decode-heads.js';
 import { decodeTuning } from '../../src/backends/cuda/flash/decode-splits.js';
 import {
+  DEPENDENT_MAX_BYTES,
   ROW_GROUP_MAX_KEYS,
   tmaDefines,
+  tmaDependentLaunches,
   tmaMapSpecs,
   tmaPreferred,
   tmaRowGroups,
@@ -192,6 +194,31 @@ describe('TMA decode kernel table', () => {
     decodeTuning.boxGroup = 24 as 16;
     assert.throws(() => split(problem({ blockSize: 0 })), /decodeTuning\.boxGroup/);
   });
+  it('launches a split call under 1 GiB as dependents by default, and what ATTNLAB_DEPENDENT_LAUNCH asks otherwise', () => {
+    const both = { split: true, combine: true };
+    const none = { split: false, combine: false };
+    const kOneMillion = 64 * 16384 * 1 * 256 * 2; // B=64 S=16k K=1: 0.54 GB
+    assert.deepEqual(tmaDependentLaunches('auto', 2, false, kOneMillion), both);
+    assert.deepEqual(tmaDependentLaunches('auto', 32, false, 1 * 32768 * 512), both, 'B=1 S=32k');
+    assert.deepEqual(tmaDependentLaunches('auto', 2, false, 4 * kOneMillion), none, '2.1 GB: plain');
+    assert.deepEqual(
+      tmaDependentLaunches('auto', 2, false, DEPENDENT_MAX_BYTES),
+      none,
+      'the bound is exclusive',
+    );
+    assert.deepEqual(
+      tmaDependentLaunches('auto', 1, false, kOneMillion),
+      none,
+      'one split: no combine, plain',
+    );
+    assert.deepEqual(tmaDependentLaunches('auto', 4, true, kOneMillion), none, 'the own combine: one launch');
+    assert.deepEqual(tmaDependentLaunches('splits', 4, false, 4 * kOneMillion), both);
+    assert.deepEqual(tmaDependentLaunches('splits', 1, false, kOneMillion), none);
+    assert.deepEqual(tmaDependentLaunches('all', 1, false, kOneMillion), { split: true, combine: false });
+    assert.deepEqual(tmaDependentLaunches('all', 2, false, 4 * kOneMillion), both);
+    assert.deepEqual(tmaDependentLaunches('combine', 2, false, kOneMillion), { split: false, combine: true });
+    assert.deepEqual(tmaDependentLaunches('off', 2, false, kOneMillion), none);
+  });
   it("gives the kernel its form's defines", () => {
     assert.deepEqual(tmaDefines(tmaVariant(problem({ blockSize: 64 }), 'sm_90a', 2)), {
       DECODE_FP16: 0,
@@ -202,7 +229,10 @@ describe('TMA decode kernel table', () => {
       DECODE_WS_FAST: 1,
       DECODE_WS_GROUP: 32,
       DECODE_WS_ROWGROUPS: 2,
+      DECODE_WS_FUSED: 0,
     });
+    const own = tmaDefines(tmaVariant(problem({ blockSize: 64 }), 'sm_90a', 1), true);
+    assert.equal(own.DECODE_WS_FUSED, 1, 'the own combine only in the kernel of the launches that use it');
   });
   it('maps grouped boxes as 5-D: 64 columns, rows, the two halves 128 B apart, kv head, block', () => {
     const p = problem({ blockSize: 64, K: 2, N: 64 });

@@ -332,6 +332,7 @@ describe('flash decode, TMA kernel', { skip }, () => {
       [2, '1'],
       [1, 'combine'],
       [1, 'splits'],
+      [2, 'auto'],
     ] as const) {
       decodeTuning.kernel = 'tma';
       decodeTuning.rowGroups = rowGroups;

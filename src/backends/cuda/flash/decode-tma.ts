@@ -33,6 +33,7 @@
  * with groups of 8 against 3574 with half boxes (+7%; 3925 against 3680 at B=128), and row groups read
  * pages of 32 rows and more in groups of 32 (3957 against 3577 with half boxes at block 64).
  */
+import type { DependentLaunchChoice } from '../../../config.js';
 import { InvalidArgumentError } from '../../../errors.js';
 import { SUPPORTED, type Support, unsupported } from '../../backend.js';
 import { type AttentionProblem, cachedTokens } from '../../problem.js';
@@ -215,6 +216,48 @@ export function tmaCombinesInSplit(splits: number, forced?: 'fused' | 'kernel'):
   return splits > 1 && forced === 'fused';
 }
 
+/**
+ * The cache bytes under which the default (ATTNLAB_DEPENDENT_LAUNCH unset) launches a split TMA call's two
+ * kernels as programmatic dependents. Interleaved A/B, two processes each (bench/results/2026-12-02-s14-decode,
+ * call 2, H200, GB/s plain → both dependents): B=1 S=32k K=1, 32 splits, 16 MB, 841 / 796 / 834 → 912 / 846 /
+ * 902 dense / block 16 / block 64 (+6–8%); B=64 S=16k K=1 block 16, two splits, 0.54 GB, 3795 → 3863 (+1.8%);
+ * but B=64 S=64k K=1 (two splits, 2.1 GB) 4330 / 4284 / 4285 → 4293 / 4251 / 4266 and B=8 S=128k K=4 block 16
+ * (four splits, 2.1 GB) 4303 → 4241 lose 0.4–1.4%. What it saves is the next launch's latency, a few µs a call;
+ * what it costs grows with the call (~1–2%): even near 1.2 GB, under 1 GiB it is taken.
+ */
+export const DEPENDENT_MAX_BYTES = 2 ** 30;
+
+/**
+ * Which of a TMA call's launches are programmatic dependents (launch-dependent.ts) for `choice`
+ * (ATTNLAB_DEPENDENT_LAUNCH, config.ts): the split kernel (it waits for the work before it) and the combine
+ * after it. 'auto' (unset): both where the keys are split (a combine follows; the kernel's own combine aside) and
+ * the cache read is under DEPENDENT_MAX_BYTES; every launch ('all', =1) makes one-split calls back to back slower
+ * (B=64 S=16k K=1 row groups 4134 → 3602 dense, 4026 → 3398 block 64, call 2; 146 against 125 µs a call in
+ * session 11), so no other value makes a one-split call's kernel a dependent.
+ */
+export function tmaDependentLaunches(
+  choice: DependentLaunchChoice,
+  splits: number,
+  combinesInSplit: boolean,
+  cacheBytes: number,
+): { readonly split: boolean; readonly combine: boolean } {
+  const combined = splits > 1 && !combinesInSplit;
+  switch (choice) {
+    case 'off':
+      return { split: false, combine: false };
+    case 'all':
+      return { split: true, combine: combined };
+    case 'combine':
+      return { split: false, combine: combined };
+    case 'splits':
+      return { split: combined, combine: combined };
+    case 'auto': {
+      const both = combined && cacheBytes < DEPENDENT_MAX_BYTES;
+      return { split: both, combine: both };
+    }
+  }
+}
+
 export const tmaTileKeys = (v: DecodeTmaVariant) => v.slices * v.keysPerWarp;
 export const tmaThreads = (v: DecodeTmaVariant) => (v.rowTiles * v.slices + 1) * 32;
 
@@ -233,8 +276,11 @@ export function tmaVariantKey(v: DecodeTmaVariant): string {
   )}s${v.stages}${v.fast ? 'f' : ''}${form}`;
 }
 
-/** NVRTC defines of flash_decode_ws.cu's library entry for `v`. */
-export function tmaDefines(v: DecodeTmaVariant): Record<string, number> {
+/**
+ * NVRTC defines of flash_decode_ws.cu's library entry for `v`; `combinesInSplit` compiles the kernel's own combine
+ * in (DECODE_WS_FUSED: only for the launches that use it, as the kernel with it read 2.5–3% less otherwise).
+ */
+export function tmaDefines(v: DecodeTmaVariant, combinesInSplit = false): Record<string, number> {
   return {
     DECODE_FP16: v.fp16 ? 1 : 0,
     DECODE_WS_RTH: v.rowTiles,
@@ -244,6 +290,7 @@ export function tmaDefines(v: DecodeTmaVariant): Record<string, number> {
     DECODE_WS_FAST: v.fast ? 1 : 0,
     DECODE_WS_GROUP: v.boxGroup,
     DECODE_WS_ROWGROUPS: v.rowGroups,
+    DECODE_WS_FUSED: combinesInSplit ? 1 : 0,
   };
 }
 

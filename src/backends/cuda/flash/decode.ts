@@ -24,7 +24,7 @@ import { config } from '../../../config.js';
 import { AttnlabError, InvalidArgumentError } from '../../../errors.js';
 import { Tensor } from '../../../tensor/tensor.js';
 import { SUPPORTED, type Support, unsupported } from '../../backend.js';
-import type { AttentionProblem, BackendOutput } from '../../problem.js';
+import { type AttentionProblem, type BackendOutput, cachedTokens } from '../../problem.js';
 import { loadKernels } from '../compile.js';
 import { getCudaContext, targetArch } from '../context.js';
 import { int32OnDevice } from '../int32-cache.js';
@@ -47,6 +47,7 @@ import {
   TMA_KERNEL,
   tmaCombinesInSplit,
   tmaDefines,
+  tmaDependentLaunches,
   tmaMapBytes,
   tmaPreferred,
   tmaPreferredShort,
@@ -250,8 +251,8 @@ function loadDecode(file: string, split: string, defines: Record<string, number>
 
 const headsKernels = (v: DecodeHeadsVariant) =>
   loadDecode('decode/flash_decode_heads.cu', 'attnlab_flash_decode_heads', headsDefines(v));
-const tmaKernels = (v: DecodeTmaVariant) =>
-  loadDecode('decode/flash_decode_ws.cu', TMA_KERNEL, tmaDefines(v));
+const tmaKernels = (v: DecodeTmaVariant, combinesInSplit: boolean) =>
+  loadDecode('decode/flash_decode_ws.cu', TMA_KERNEL, tmaDefines(v, combinesInSplit));
 
 const kernels = (v: DecodeVariant) =>
   loadDecode('decode/flash_decode.cu', 'attnlab_flash_decode', {
@@ -306,12 +307,23 @@ export function runDecode(p: AttentionProblem): BackendOutput {
   // The TMA kernel's last block of each key range merges the splits itself where decodeTuning.combine asks.
   const inSplit = tma !== null && tmaCombinesInSplit(splits, decodeTuning.combine);
   const counters = inSplit ? splitCounters(B * K * tma.rowGroups * 4) : null;
-  const dependent = config().dependentLaunch;
+  const dependent = tma
+    ? tmaDependentLaunches(
+        config().dependentLaunch,
+        splits,
+        inSplit,
+        cachedTokens(p) * K * (H + Hv) * itemBytes,
+      )
+    : { split: false, combine: false };
   const partO = splits > 1 ? allocDevice(splits * rows * variant.valueHeadDim * 4) : null;
   const partLse = splits > 1 ? allocDevice(splits * rows * 4) : null;
   try {
     if (rows > 0) {
-      const fn = heads ? headsKernels(heads) : tma ? tmaKernels(tma) : kernels(variant as DecodeVariant);
+      const fn = heads
+        ? headsKernels(heads)
+        : tma
+          ? tmaKernels(tma, inSplit)
+          : kernels(variant as DecodeVariant);
       let flags = 0;
       if (p.causal) flags |= FLASH_FLAGS.causal;
       if (p.alignment === 'bottom_right') flags |= FLASH_FLAGS.bottomRight;
@@ -355,9 +367,8 @@ export function runDecode(p: AttentionProblem): BackendOutput {
       });
       if (tma) {
         // The K and V tensor maps follow DecodeParams as two more 128-byte arguments (decode_tma.cuh). A
-        // programmatic dependent where ATTNLAB_DEPENDENT_LAUNCH=1 (launch-dependent.ts): the kernel waits
-        // (griddepcontrol.wait) before it reads memory; =splits, only where a combine follows. Either way it
-        // lets its combine start as its last blocks finish where that one is a dependent (any value but 0).
+        // programmatic dependent where tmaDependentLaunches says (launch-dependent.ts): the kernel waits
+        // (griddepcontrol.wait) before it reads memory, and lets its combine start as its last blocks finish.
         const [kMap, vMap] = tmaMapBytes(p, tma);
         const grid: [number, number, number] = [splits * tma.rowGroups, K, B];
         launchKernel(
@@ -366,7 +377,7 @@ export function runDecode(p: AttentionProblem): BackendOutput {
             grid,
             block: [tmaThreads(tma), 1, 1],
             sharedBytes: tmaSharedBytes(tma),
-            dependent: dependent === 'all' || (dependent === 'splits' && splits > 1 && !inSplit),
+            dependent: dependent.split,
           },
           [params, { type: 'bytes', bytes: kMap }, { type: 'bytes', bytes: vMap }, ptr(counters?.ptr ?? 0n)],
         );
@@ -387,13 +398,13 @@ export function runDecode(p: AttentionProblem): BackendOutput {
       }
       if (splits > 1 && !inSplit) {
         // The combine waits for its split kernel's writes (griddepcontrol.wait) wherever it runs (a no-op in a
-        // plain launch); a dependent after the TMA kernel, the one that lets it start early (sm_90).
+        // plain launch); a dependent where tmaDependentLaunches says, after the TMA kernel that lets it start early.
         launchKernel(
           fn.combine,
           {
             grid: [Math.ceil(rows / 4), 1, 1],
             block: [128, 1, 1],
-            dependent: tma !== null && dependent !== 'off',
+            dependent: dependent.combine,
           },
           [params],
         );
