@@ -377,10 +377,7 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const Tma
 // The library's entry (decode-tma.ts): the TMA loader, one kv head of H = Hv = 128 a block in RTH row tiles of
 // SLICES warps, one producer warp, DECODE_WS_ROWGROUPS blocks a key range, boxes of DECODE_WS_GROUP rows'
 // both halves (0: a box a half); K and V tensor maps beside DecodeParams (each 128 bytes, __grid_constant__),
-// then the split counters (null: the combine kernel merges the splits), read only where DECODE_WS_FUSED = 1: with
-// the own combine compiled in, the kernel (163 → 165 registers in row groups) read 2.5–3% less where the combine
-// kernel merges, on four H200s (B=64 K=1 dense, 1M tokens 4122–4136 against 4247–4268 GB/s before, 4M 4320–4338
-// against 4417–4423; bench/results/2026-12-02-s14-decode §1).
+// then the split counters (null: the combine kernel merges the splits).
 #ifdef DECODE_WS_RTH
 using DecodeTmaConfig = WsConfig<128, 128, DECODE_FP16 != 0, 1, DECODE_WS_RTH, DECODE_WS_SLICES, DECODE_WS_KPW,
                                  DECODE_STAGES, false, 1, DECODE_WS_FAST != 0, 1, true, DECODE_WS_GROUP, 0,
@@ -388,11 +385,7 @@ using DecodeTmaConfig = WsConfig<128, 128, DECODE_FP16 != 0, 1, DECODE_WS_RTH, D
 extern "C" __global__ void __launch_bounds__(DecodeTmaConfig::THREADS, 1)
     attnlab_flash_decode_tma(const __grid_constant__ DecodeParams p, const __grid_constant__ TmaDesc kmap,
                              const __grid_constant__ TmaDesc vmap, int* split_counters) {
-#if DECODE_WS_FUSED
   flash_decode_ws<DecodeTmaConfig, DECODE_FP16 != 0>(p, &kmap, &vmap, split_counters);
-#else
-  flash_decode_ws<DecodeTmaConfig, DECODE_FP16 != 0>(p, &kmap, &vmap);  // no own combine compiled in
-#endif
 }
 extern "C" __global__ void __launch_bounds__(128) attnlab_flash_decode_combine(const __grid_constant__ DecodeParams p) {
   flash_decode_combine<128, DECODE_FP16 != 0>(p);

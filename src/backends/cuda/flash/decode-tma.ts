@@ -276,11 +276,8 @@ export function tmaVariantKey(v: DecodeTmaVariant): string {
   )}s${v.stages}${v.fast ? 'f' : ''}${form}`;
 }
 
-/**
- * NVRTC defines of flash_decode_ws.cu's library entry for `v`; `combinesInSplit` compiles the kernel's own combine
- * in (DECODE_WS_FUSED: only for the launches that use it, as the kernel with it read 2.5–3% less otherwise).
- */
-export function tmaDefines(v: DecodeTmaVariant, combinesInSplit = false): Record<string, number> {
+/** NVRTC defines of flash_decode_ws.cu's library entry for `v`. */
+export function tmaDefines(v: DecodeTmaVariant): Record<string, number> {
   return {
     DECODE_FP16: v.fp16 ? 1 : 0,
     DECODE_WS_RTH: v.rowTiles,
@@ -290,7 +287,6 @@ export function tmaDefines(v: DecodeTmaVariant, combinesInSplit = false): Record
     DECODE_WS_FAST: v.fast ? 1 : 0,
     DECODE_WS_GROUP: v.boxGroup,
     DECODE_WS_ROWGROUPS: v.rowGroups,
-    DECODE_WS_FUSED: combinesInSplit ? 1 : 0,
   };
 }
 

@@ -251,8 +251,8 @@ function loadDecode(file: string, split: string, defines: Record<string, number>
 
 const headsKernels = (v: DecodeHeadsVariant) =>
   loadDecode('decode/flash_decode_heads.cu', 'attnlab_flash_decode_heads', headsDefines(v));
-const tmaKernels = (v: DecodeTmaVariant, combinesInSplit: boolean) =>
-  loadDecode('decode/flash_decode_ws.cu', TMA_KERNEL, tmaDefines(v, combinesInSplit));
+const tmaKernels = (v: DecodeTmaVariant) =>
+  loadDecode('decode/flash_decode_ws.cu', TMA_KERNEL, tmaDefines(v));
 
 const kernels = (v: DecodeVariant) =>
   loadDecode('decode/flash_decode.cu', 'attnlab_flash_decode', {
@@ -319,11 +319,7 @@ export function runDecode(p: AttentionProblem): BackendOutput {
   const partLse = splits > 1 ? allocDevice(splits * rows * 4) : null;
   try {
     if (rows > 0) {
-      const fn = heads
-        ? headsKernels(heads)
-        : tma
-          ? tmaKernels(tma, inSplit)
-          : kernels(variant as DecodeVariant);
+      const fn = heads ? headsKernels(heads) : tma ? tmaKernels(tma) : kernels(variant as DecodeVariant);
       let flags = 0;
       if (p.causal) flags |= FLASH_FLAGS.causal;
       if (p.alignment === 'bottom_right') flags |= FLASH_FLAGS.bottomRight;
