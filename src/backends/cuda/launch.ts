@@ -43,7 +43,7 @@ export interface LaunchConfig {
   /**
    * Launch as a programmatic dependent of the work before it on the stream (launch-dependent.ts): only
    * for kernels that run griddepcontrol.wait before reading memory, and only on sm_90 or newer. The caller
-   * decides (decode.ts, by ATTNLAB_DEPENDENT_LAUNCH: config.ts says why it is off by default).
+   * decides (decode.ts, by decode-tma.ts's tmaDependentLaunches and ATTNLAB_DEPENDENT_LAUNCH, config.ts).
    */
   readonly dependent?: boolean;
 }

@@ -223,7 +223,7 @@ export function tmaCombinesInSplit(splits: number, forced?: 'fused' | 'kernel'):
  * 902 dense / block 16 / block 64 (+6–8%); B=64 S=16k K=1 block 16, two splits, 0.54 GB, 3795 → 3863 (+1.8%);
  * but B=64 S=64k K=1 (two splits, 2.1 GB) 4330 / 4284 / 4285 → 4293 / 4251 / 4266 and B=8 S=128k K=4 block 16
  * (four splits, 2.1 GB) 4303 → 4241 lose 0.4–1.4%. What it saves is the next launch's latency, a few µs a call;
- * what it costs grows with the call (~1–2%): even near 1.2 GB, under 1 GiB it is taken.
+ * what it costs grows with the call (~1–2%); on these rows the two cross near 1.2 GB, and the bound is 1 GiB.
  */
 export const DEPENDENT_MAX_BYTES = 2 ** 30;
 
