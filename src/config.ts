@@ -130,6 +130,37 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
   };
 }
 
+/**
+ * The ATTNLAB_* variables that change which kernels run, how they launch, or what a timing includes (a compile
+ * past a disabled cache, a debug line a call): a results file records those set (machine.settings), since a row
+ * measured under one says nothing about the defaults (session 14: ATTNLAB_DEPENDENT_LAUNCH=1 read 3604 GB/s where
+ * the default read 4134).
+ */
+export const RUN_SETTING_VARIABLES = [
+  'ATTNLAB_FLASH_KERNEL',
+  'ATTNLAB_FLASH_TILES',
+  'ATTNLAB_FLASH_BWD_KERNEL',
+  'ATTNLAB_FLASH_BWD_TILES',
+  'ATTNLAB_DECODE_KERNEL',
+  'ATTNLAB_DEPENDENT_LAUNCH',
+  'ATTNLAB_CUDNN_GRAPH',
+  'ATTNLAB_KERNELS_DIR',
+  'ATTNLAB_KERNEL_CACHE',
+  'ATTNLAB_CUDNN_PLAN_CACHE',
+  'ATTNLAB_DEBUG',
+  'ATTNLAB_CUDNN_TRACE',
+] as const;
+
+/** The RUN_SETTING_VARIABLES set (non-empty) in `env`, with their values as given. */
+export function runSettings(env: Record<string, string | undefined> = process.env): Record<string, string> {
+  const set: Record<string, string> = {};
+  for (const name of RUN_SETTING_VARIABLES) {
+    const value = env[name];
+    if (value) set[name] = value;
+  }
+  return set;
+}
+
 let current: AttnlabConfig | null = null;
 
 /** The settings of this process, read from process.env at the first call. */

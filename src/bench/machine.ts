@@ -12,7 +12,7 @@ import { cudaAvailable, getCudaContext } from '../backends/cuda/context.js';
 import { loadCudnn } from '../backends/cuda/ffi/cudnn.js';
 import { cu } from '../backends/cuda/ffi/driver.js';
 import { nv } from '../backends/cuda/ffi/nvrtc.js';
-import { config } from '../config.js';
+import { config, runSettings } from '../config.js';
 import type { ResultsFile } from '../results/schema.js';
 import { packageVersion } from '../version.js';
 
@@ -67,6 +67,8 @@ export function describeMachine(): ResultsFile['machine'] {
     device: 'cpu',
     libraries: {},
   };
+  const settings = runSettings();
+  if (Object.keys(settings).length > 0) machine.settings = settings;
   if (!cudaAvailable().ok) return machine;
   const p = getCudaContext().properties;
   const cudaLevel = `CUDA ${Math.floor(p.driverVersion / 1000)}.${(p.driverVersion % 1000) / 10}`;

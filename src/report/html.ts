@@ -12,6 +12,7 @@ import { shapeLabel } from '../results/shape-label.js';
 import { type ChartSpec, chartsFor, type NamedResults } from './charts.js';
 import { gpuMismatchNote } from './gpus.js';
 import { CHART_BOOT_SCRIPT } from './html-script.js';
+import { settingsLine, settingsMismatchNote } from './settings.js';
 import { formatNumber } from './terminal.js';
 
 /** Text safe to place in HTML element content and attribute values. */
@@ -107,6 +108,7 @@ function machineTable(file: NamedResults): string {
     ...(machine.gpu?.driver ? [['driver', machine.gpu.driver]] : []),
     ...(machine.gpu?.uuid ? [['GPU UUID', machine.gpu.uuid]] : []),
     ...Object.entries(machine.libraries),
+    ...(settingsLine(machine) ? [['settings', settingsLine(machine) as string]] : []),
     ['host', `${machine.hostname} (${machine.platform}), Node.js ${machine.node}`],
     ['attnlab', `${attnlab.version}, commit ${attnlab.commit}`],
     [
@@ -126,9 +128,9 @@ function machineTable(file: NamedResults): string {
 }
 
 function notesSection(files: readonly NamedResults[]): string {
-  const mismatch = gpuMismatchNote(files);
+  const mismatches = [gpuMismatchNote(files), settingsMismatchNote(files)].filter((n) => n !== undefined);
   const notes = [
-    ...(mismatch ? [mismatch] : []),
+    ...mismatches,
     ...files.flatMap((f) => f.results.notes.map((n) => (files.length > 1 ? `${f.name}: ${n}` : n))),
   ];
   if (notes.length === 0) return '';

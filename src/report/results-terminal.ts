@@ -2,11 +2,13 @@
  * Results in the terminal: the per-row table of a bench run, and each chart as a line chart (sweeps)
  * or as bars (single-shape groups).
  */
+
 import { formatBytes } from '../errors.js';
 import type { ResultRow, ResultsFile } from '../results/schema.js';
 import { shapeLabel } from '../results/shape-label.js';
 import type { ChartSpec } from './charts.js';
 import { renderLineChart } from './line-chart.js';
+import { settingsLine } from './settings.js';
 import { formatNumber, renderBars, renderTable } from './terminal.js';
 
 const ROW_HEADERS = [
@@ -118,6 +120,7 @@ export function renderMachine(results: ResultsFile, options: { color?: boolean }
     ...(m.gpu?.driver ? [['driver', m.gpu.driver]] : []),
     ...(m.gpu?.uuid ? [['GPU UUID', m.gpu.uuid]] : []),
     ...Object.entries(m.libraries).map(([k, v]) => [k, v]),
+    ...(settingsLine(m) ? [['settings', settingsLine(m) as string]] : []),
     ['node', m.node],
     ['attnlab', `${results.attnlab.version} (${results.attnlab.commit})`],
     ...(results.ceiling

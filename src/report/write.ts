@@ -8,6 +8,7 @@ import { chartsFor, type NamedResults } from './charts.js';
 import { gpuMismatchNote } from './gpus.js';
 import { buildHtmlReport } from './html.js';
 import { renderChartText, renderMachine, renderResultRows } from './results-terminal.js';
+import { settingsMismatchNote } from './settings.js';
 import { renderTable } from './terminal.js';
 
 export interface WriteReportOptions {
@@ -32,8 +33,8 @@ export function writeReport(files: readonly NamedResults[], options: WriteReport
     );
     for (const note of file.results.notes) parts.push(`note: ${note}`);
   }
-  const mismatch = gpuMismatchNote(files);
-  if (mismatch) parts.push(`note: ${mismatch}`);
+  for (const mismatch of [gpuMismatchNote(files), settingsMismatchNote(files)])
+    if (mismatch) parts.push(`note: ${mismatch}`);
   for (const chart of chartsFor(files)) parts.push(renderChartText(chart, { color }));
   if (options.htmlPath) {
     mkdirSync(dirname(options.htmlPath), { recursive: true });

@@ -178,6 +178,11 @@ export interface ResultsFile {
     gpu?: GpuInfo;
     /** Loaded library versions, e.g. { cudnn: '9.19.0', nvrtc: '13.0' }. */
     libraries: Record<string, string>;
+    /**
+     * The ATTNLAB_* variables set that change what runs or its timing (config.ts, RUN_SETTING_VARIABLES), as
+     * given, e.g. { ATTNLAB_DEPENDENT_LAUNCH: '1' }; absent when none is set (the library's defaults).
+     */
+    settings?: Record<string, string>;
   };
   ceiling: CeilingInfo | null;
   peers: PeerInfo[];

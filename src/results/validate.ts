@@ -175,6 +175,7 @@ export function parseResults(value: unknown, source: string): ResultsFile {
             'uuid?': c.string,
           }),
         libraries: c.record(c.string),
+        'settings?': c.record(c.string),
       }),
     'ceiling?': (v, p) => c.fields(v, p, { tflops: c.nonNegative, dtype: c.string, source: c.string }),
     peers: (v, p) =>
