@@ -10,9 +10,8 @@ import { formatBytes } from '../errors.js';
 import type { ResultRow, ResultTable } from '../results/schema.js';
 import { shapeLabel } from '../results/shape-label.js';
 import { type ChartSpec, chartsFor, type NamedResults } from './charts.js';
-import { gpuMismatchNote } from './gpus.js';
 import { CHART_BOOT_SCRIPT } from './html-script.js';
-import { settingsLine, settingsMismatchNote } from './settings.js';
+import { comparisonNotes, settingsLine } from './settings.js';
 import { formatNumber } from './terminal.js';
 
 /** Text safe to place in HTML element content and attribute values. */
@@ -98,6 +97,7 @@ function simpleTable(
 
 function machineTable(file: NamedResults): string {
   const { machine, attnlab, ceiling, peers } = file.results;
+  const settings = settingsLine(machine);
   const rows: string[][] = [
     [
       'device',
@@ -108,7 +108,7 @@ function machineTable(file: NamedResults): string {
     ...(machine.gpu?.driver ? [['driver', machine.gpu.driver]] : []),
     ...(machine.gpu?.uuid ? [['GPU UUID', machine.gpu.uuid]] : []),
     ...Object.entries(machine.libraries),
-    ...(settingsLine(machine) ? [['settings', settingsLine(machine) as string]] : []),
+    ...(settings ? [['settings', settings]] : []),
     ['host', `${machine.hostname} (${machine.platform}), Node.js ${machine.node}`],
     ['attnlab', `${attnlab.version}, commit ${attnlab.commit}`],
     [
@@ -128,9 +128,8 @@ function machineTable(file: NamedResults): string {
 }
 
 function notesSection(files: readonly NamedResults[]): string {
-  const mismatches = [gpuMismatchNote(files), settingsMismatchNote(files)].filter((n) => n !== undefined);
   const notes = [
-    ...mismatches,
+    ...comparisonNotes(files),
     ...files.flatMap((f) => f.results.notes.map((n) => (files.length > 1 ? `${f.name}: ${n}` : n))),
   ];
   if (notes.length === 0) return '';

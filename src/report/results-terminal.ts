@@ -112,6 +112,7 @@ export function renderChartText(chart: ChartSpec, options: { color?: boolean } =
 /** The machine and versions of a results file, as key/value lines. */
 export function renderMachine(results: ResultsFile, options: { color?: boolean } = {}): string {
   const m = results.machine;
+  const settings = settingsLine(m);
   const rows: string[][] = [
     [
       'device',
@@ -120,7 +121,7 @@ export function renderMachine(results: ResultsFile, options: { color?: boolean }
     ...(m.gpu?.driver ? [['driver', m.gpu.driver]] : []),
     ...(m.gpu?.uuid ? [['GPU UUID', m.gpu.uuid]] : []),
     ...Object.entries(m.libraries).map(([k, v]) => [k, v]),
-    ...(settingsLine(m) ? [['settings', settingsLine(m) as string]] : []),
+    ...(settings ? [['settings', settings]] : []),
     ['node', m.node],
     ['attnlab', `${results.attnlab.version} (${results.attnlab.commit})`],
     ...(results.ceiling

@@ -5,6 +5,7 @@
  */
 import type { ResultsFile } from '../results/schema.js';
 import type { NamedResults } from './charts.js';
+import { gpuMismatchNote } from './gpus.js';
 
 /** `NAME=value, …` of the settings a file records, or undefined where none was set (the defaults). */
 export function settingsLine(machine: ResultsFile['machine']): string | undefined {
@@ -18,4 +19,9 @@ export function settingsMismatchNote(files: readonly NamedResults[]): string | u
   if (new Set(lines).size < 2) return undefined;
   const where = files.map((f, i) => `${f.name}: ${lines[i]}`).join('; ');
   return `these files ran under different ATTNLAB_* settings (${where}): their rows compare as two configurations do`;
+}
+
+/** The notes a comparison of `files` needs before its rows are read side by side: other GPUs, other settings. */
+export function comparisonNotes(files: readonly NamedResults[]): string[] {
+  return [gpuMismatchNote(files), settingsMismatchNote(files)].filter((n) => n !== undefined);
 }

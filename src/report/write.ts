@@ -5,10 +5,9 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { chartsFor, type NamedResults } from './charts.js';
-import { gpuMismatchNote } from './gpus.js';
 import { buildHtmlReport } from './html.js';
 import { renderChartText, renderMachine, renderResultRows } from './results-terminal.js';
-import { settingsMismatchNote } from './settings.js';
+import { comparisonNotes } from './settings.js';
 import { renderTable } from './terminal.js';
 
 export interface WriteReportOptions {
@@ -33,8 +32,7 @@ export function writeReport(files: readonly NamedResults[], options: WriteReport
     );
     for (const note of file.results.notes) parts.push(`note: ${note}`);
   }
-  for (const mismatch of [gpuMismatchNote(files), settingsMismatchNote(files)])
-    if (mismatch) parts.push(`note: ${mismatch}`);
+  for (const note of comparisonNotes(files)) parts.push(`note: ${note}`);
   for (const chart of chartsFor(files)) parts.push(renderChartText(chart, { color }));
   if (options.htmlPath) {
     mkdirSync(dirname(options.htmlPath), { recursive: true });
