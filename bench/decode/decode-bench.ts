@@ -51,7 +51,7 @@ import { attnlabCommit, commandLine, describeMachine } from '../../src/bench/mac
 import { InvalidArgumentError } from '../../src/errors.js';
 import { HBM_PEAK_GBS } from '../../src/results/schema.js';
 import type { Tensor } from '../../src/tensor/tensor.js';
-import { type DecodeRow, deviceRandom, medianMs, shuffledTable, type TableOrder } from './device-timing.js';
+import { type DecodeRow, deviceRandom, medianMs, pageTable, type TableOrder } from './device-timing.js';
 
 const args = process.argv.slice(2);
 const option = (name: string, fallback: string) =>
@@ -192,7 +192,7 @@ SHAPES.forEach((s, index) => {
   }
   for (const blockSize of [16, 64]) {
     if (!layouts.includes(`paged${blockSize}`)) continue;
-    const table = shuffledTable(s.B, s.S, blockSize, spare, tableOrder);
+    const table = pageTable(s.B, s.S, blockSize, spare, tableOrder);
     const numBlocks = s.B * Math.ceil(s.S / blockSize);
     const k = deviceRandom([numBlocks, blockSize, s.K, H], 10 * index + 4);
     const v = deviceRandom([numBlocks, blockSize, s.K, H], 10 * index + 5);

@@ -1,7 +1,7 @@
 /**
  * What the decode benchmarks share: device inputs of random bf16 (a 4 MiB seeded block tiled over
  * the buffer: values do not change a decode's time, and filling gigabytes on the host would), a
- * shuffled block table, and the median device time of a call (alone or in batches) after a settle period.
+ * block table (pages shuffled or in pool order), and the median device time of a call (alone or in batches) after a settle period.
  */
 import { getCudaContext } from '../../src/backends/cuda/context.js';
 import { cu } from '../../src/backends/cuda/ffi/driver.js';
@@ -38,7 +38,7 @@ export type TableOrder = 'shuffled' | 'sequential';
  * blocks (the case where `auto` may pick cuDNN, decode-dispatch-table.ts). The pool holds
  * B · ceil(S / blockSize) blocks either way.
  */
-export function shuffledTable(
+export function pageTable(
   B: number,
   S: number,
   blockSize: number,

@@ -21,7 +21,7 @@ import type { AttentionOptions } from '../../src/backends/problem.js';
 import { timeHostHidden } from '../../src/bench/hidden-host.js';
 import { attnlabCommit, commandLine, describeMachine } from '../../src/bench/machine.js';
 import { InvalidArgumentError } from '../../src/errors.js';
-import { deviceRandom, medianMs, shuffledTable } from './device-timing.js';
+import { deviceRandom, medianMs, pageTable } from './device-timing.js';
 
 const args = process.argv.slice(2);
 const option = (name: string, fallback: string) => {
@@ -87,7 +87,7 @@ for (const layout of layouts) {
   const shape = blockSize ? [B * Math.ceil(S / blockSize), blockSize, K, H] : [B, S, K, H];
   const k = deviceRandom(shape, 2);
   const v = deviceRandom(shape, 3);
-  const table = blockSize ? shuffledTable(B, S, blockSize) : null;
+  const table = blockSize ? pageTable(B, S, blockSize) : null;
   const mine: Row[] = [];
   const optionsAt = (length: number): AttentionOptions => ({
     implementation,

@@ -14,7 +14,7 @@ import { packStruct, structLayout } from '../../src/backends/cuda/launch.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { sameInts } from '../../src/tensor/same-ints.js';
 import { Tensor } from '../../src/tensor/tensor.js';
-import { shuffledTable } from './device-timing.js';
+import { pageTable } from './device-timing.js';
 
 function best(f: () => unknown, calls = 20_000, rounds = 5): number {
   let least = Number.POSITIVE_INFINITY;
@@ -67,7 +67,7 @@ const big = { B: 64, S: 16384, H: 16 };
 const bigBlocks = (big.B * big.S) / blockSize;
 const bigQuery = randomNormal([big.B, 1, 4, big.H], { seed: 3, dtype: 'bfloat16' });
 const bigPool = Tensor.zeros([bigBlocks, blockSize, 1, big.H], 'bfloat16');
-const bigTable = shuffledTable(big.B, big.S, blockSize, 1);
+const bigTable = pageTable(big.B, big.S, blockSize, 1);
 const bigOptions = { blockTable: bigTable, keyValueSeqLengths: Array(big.B).fill(big.S) };
 const tableInts = bigTable.toHost().data as Int32Array;
 const kept = tableInts.slice();

@@ -16,7 +16,7 @@ import { attention } from '../../src/api/attention.js';
 import { getCudaContext } from '../../src/backends/cuda/context.js';
 import { decodeTuning } from '../../src/backends/cuda/flash/decode-splits.js';
 import type { AttentionOptions } from '../../src/backends/problem.js';
-import { deviceRandom, shuffledTable } from './device-timing.js';
+import { deviceRandom, pageTable } from './device-timing.js';
 
 const shapes = process.argv.slice(2).length
   ? process.argv.slice(2)
@@ -32,7 +32,7 @@ for (const shape of shapes) {
   const options: AttentionOptions = blockSize
     ? {
         implementation: 'flash',
-        blockTable: shuffledTable(B, S, blockSize),
+        blockTable: pageTable(B, S, blockSize),
         keyValueSeqLengths: Array(B).fill(S),
       }
     : { implementation: 'flash' };

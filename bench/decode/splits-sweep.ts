@@ -15,7 +15,7 @@ import { decodeTuning } from '../../src/backends/cuda/flash/decode-splits.js';
 import type { AttentionOptions } from '../../src/backends/problem.js';
 import { attnlabCommit, commandLine, describeMachine } from '../../src/bench/machine.js';
 import { HBM_PEAK_GBS } from '../../src/results/schema.js';
-import { type DecodeRow, deviceRandom, medianMs, shuffledTable } from './device-timing.js';
+import { type DecodeRow, deviceRandom, medianMs, pageTable } from './device-timing.js';
 
 const args = process.argv.slice(2);
 const option = (name: string, fallback: string) =>
@@ -49,7 +49,7 @@ shapes.forEach(([B, S], index) => {
   const q = deviceRandom([B, 1, N, H], 10 * index + 1);
   for (const layout of layouts) {
     const blockSize = layout === 'dense' ? 0 : Number(layout.replace('paged', ''));
-    const table = blockSize ? shuffledTable(B, S, blockSize) : null;
+    const table = blockSize ? pageTable(B, S, blockSize) : null;
     const rowsOfCache = table ? [table.shape[0] * table.shape[1], blockSize] : [B, S];
     const k = deviceRandom([...rowsOfCache, K, H], 10 * index + 2);
     const v = deviceRandom([...rowsOfCache, K, H], 10 * index + 3);

@@ -8,14 +8,14 @@
 import { attention } from '../../src/api/attention.js';
 import { getCudaContext } from '../../src/backends/cuda/context.js';
 import { CudaEventTimer } from '../../src/bench/cuda-timer.js';
-import { deviceRandom, shuffledTable } from '../decode/device-timing.js';
+import { deviceRandom, pageTable } from '../decode/device-timing.js';
 
 const [B, S, N, H] = [64, 16384, 32, 128];
 getCudaContext();
 const q = deviceRandom([B, 1, N, H], 1);
 const k = deviceRandom([B, S, 1, H], 2);
 const v = deviceRandom([B, S, 1, H], 3);
-const table = shuffledTable(B, S, 64, 1);
+const table = pageTable(B, S, 64, 1);
 const pk = deviceRandom([B * (S / 64), 64, 1, H], 4);
 const pv = deviceRandom([B * (S / 64), 64, 1, H], 5);
 const lengths = Array(B).fill(S);
