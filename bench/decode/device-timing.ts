@@ -1,7 +1,8 @@
 /**
  * What the decode benchmarks share: device inputs of random bf16 (a 4 MiB seeded block tiled over
  * the buffer: values do not change a decode's time, and filling gigabytes on the host would), a
- * block table (pages shuffled or in pool order), and the median device time of a call (alone or in batches) after a settle period.
+ * block table (pages shuffled or in pool order), and the median device time of a call (alone or in
+ * batches) after a settle period.
  */
 import { getCudaContext } from '../../src/backends/cuda/context.js';
 import { cu } from '../../src/backends/cuda/ffi/driver.js';
