@@ -67,7 +67,7 @@ summary() { # shard name width, sanitizer name width, most "not ok" lines: one l
 
 # A decode bench call through the compiled library (bench/s13/call2.sh): decode_call sets the cache and commit
 # exports, unpacks the carried kernel cache, puts the PyTorch peer beside dist's decode-bench and starts
-# nvidia-smi logging temperatures, power and clocks every 200 ms into $runs/smi.csv; decode_run runs one
+# nvidia-smi logging temperatures, power and clocks every 200 ms (SMI_MS) into $runs/smi.csv; decode_run runs one
 # decode-bench (its rows to $runs/<name>.json and .txt); decode_end stops the logging, prints every run's rows
 # (bench/s12/table.py) and packs $runs into runs.tar.xz (8 files come back from $OUT).
 decode_call() { # output folder → runs=<folder>/runs
@@ -77,7 +77,7 @@ decode_call() { # output folder → runs=<folder>/runs
   mkdir -p "$ATTNLAB_CACHE_DIR" "$runs"
   [ -f .kcache/kernels.tar.xz ] && tar -C "$ATTNLAB_CACHE_DIR" -xJf .kcache/kernels.tar.xz
   cp bench/decode/torch_decode.py dist/bench/decode/
-  nvidia-smi --format=csv,noheader -lms 200 --query-gpu=timestamp,temperature.gpu,temperature.memory,power.draw,clocks.sm,clocks.mem,clocks_event_reasons.active,utilization.gpu \
+  nvidia-smi --format=csv,noheader -lms "${SMI_MS:-200}" --query-gpu=timestamp,temperature.gpu,temperature.memory,power.draw,clocks.sm,clocks.mem,clocks_event_reasons.active,utilization.gpu \
     > "$runs/smi.csv" 2>&1 &
   decode_smi=$!
 }

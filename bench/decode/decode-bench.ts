@@ -34,6 +34,9 @@
  * --table-order sequential gives each sequence its pages in pool order (a fresh pool) instead of scattered
  * (shuffled, the default): at K=1 a page of 16 rows is 4 KiB of K, and this tells what scattering such pages
  * costs apart from the layout itself.
+ * Each attnlab row records when its two timings ran (`measuredAt`, UTC), so that a log of the GPU's clocks and
+ * power (scripts/gpu-lib.sh's decode_call: nvidia-smi every 200 ms) can be read beside it (bench/s12/table.py):
+ * back to back at ~4.4 TB/s the H200 runs at its 700 W cap and lowers its SM clocks (session 14, call 3).
  * The results file is rewritten after every shape, so a run cut short keeps the shapes it finished.
  */
 import { execFileSync } from 'node:child_process';
@@ -144,7 +147,9 @@ function measure(
       variant = impl === 'auto' ? `${r.backend}: ${r.variant}` : r.variant;
       return r.output;
     };
+    const started = new Date().toISOString();
     const ms = time(call);
+    const timed = new Date().toISOString();
     let hidden: ReturnType<typeof timeHostHidden> | undefined;
     let kernelsReason: string | undefined;
     try {
@@ -153,7 +158,12 @@ function measure(
       kernelsReason = (error as Error).message;
     }
     record(s, `attnlab ${impl} ${layout}`, layout, ms, variant, hidden);
-    if (kernelsReason) rows[rows.length - 1].kernelsReason = kernelsReason;
+    const row = rows[rows.length - 1];
+    row.measuredAt = {
+      perCall: [started, timed],
+      ...(hidden && { kernels: [timed, new Date().toISOString()] }),
+    };
+    if (kernelsReason) row.kernelsReason = kernelsReason;
   } catch (error) {
     rows.push({ label: `attnlab ${impl} ${layout}`, ...s, N, H, layout, reason: (error as Error).message });
   }

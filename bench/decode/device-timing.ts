@@ -108,5 +108,7 @@ export interface DecodeRow {
   hostUsPerCall?: number;
   /** Why the kernels-alone timing has no value (the host outlasted the longest spin). */
   kernelsReason?: string;
+  /** When each timing ran, ISO UTC [start, end]: per call, then the kernels alone. */
+  measuredAt?: { perCall: [string, string]; kernels?: [string, string] };
   reason?: string;
 }

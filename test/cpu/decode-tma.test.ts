@@ -63,6 +63,7 @@ describe('TMA decode kernel table', () => {
   afterEach(() => {
     delete decodeTuning.kernel;
     delete decodeTuning.rowGroups;
+    delete decodeTuning.rowTiles;
     delete decodeTuning.boxGroup;
   });
   it('replaces the heads kernel wherever it can run, and the row-tile kernel on short MQA caches, as measured', () => {
@@ -107,6 +108,41 @@ describe('TMA decode kernel table', () => {
       chooseSplits(p, headsVariant(p, 'sm_90a', LIMIT), SMS, LIMIT),
     );
     assert.equal(tmaPreferred(p, 'sm_90a'), true);
+  });
+  it('gives a kv head of at most 16 rows one row tile of 8 warps in the one-block form, two where forced', () => {
+    for (const [K, N, T] of [
+      [8, 32, 1],
+      [4, 32, 1],
+      [2, 32, 1],
+      [1, 16, 1],
+    ]) {
+      const v = picked(problem({ K, N, T }));
+      assert.deepEqual(
+        [v.rowGroups, v.rowTiles, v.slices, v.keysPerWarp],
+        [1, 1, 8, 16],
+        `K=${K} N=${N}: ${(T * N) / K} rows, one tile`,
+      );
+      assert.match(tmaVariantKey(v), /\.1x1x8\.k128s3f\.g8$/);
+      assert.equal(tmaThreads(v), 288);
+      assert.equal(tmaSharedBytes(v), 197_760, 'the same stages; 8 warps merge, as row groups');
+    }
+    decodeTuning.rowTiles = 2;
+    const two = picked(problem({ K: 4 }));
+    assert.deepEqual(
+      [two.rowTiles, two.slices, two.keysPerWarp],
+      [2, 4, 32],
+      'forced: two tiles, one of padding',
+    );
+    decodeTuning.rowTiles = 1;
+    const mqa = picked(problem({ K: 1 }));
+    assert.equal(mqa.rowTiles, 2, '32 rows do not fit one tile: forcing one leaves two');
+    assert.equal(
+      picked(problem({ K: 1, blockSize: 0 })).rowGroups,
+      2,
+      'row groups keep their one tile a block',
+    );
+    decodeTuning.rowTiles = 3 as 1;
+    assert.throws(() => split(problem({ K: 4 })), /decodeTuning\.rowTiles.*1 or 2.*3/s);
   });
   it('runs row groups where the one-block form splits the keys, both groups have rows and pages hold 32 rows or the grid is small', () => {
     const dense = picked(problem({ blockSize: 0 }));

@@ -121,6 +121,7 @@ describe('flash decode, TMA kernel', { skip }, () => {
     delete decodeTuning.kernel;
     delete decodeTuning.splits;
     delete decodeTuning.rowGroups;
+    delete decodeTuning.rowTiles;
     delete decodeTuning.combine;
   });
 
@@ -156,6 +157,31 @@ describe('flash decode, TMA kernel', { skip }, () => {
             }
           });
         }
+    });
+
+    it('keeps two row tiles where forced on kv heads of at most 16 rows (K=2 N=16, K=8 N=32), 3 splits: dense, paged 8…256', () => {
+      try {
+        decodeTuning.rowTiles = 2;
+        decodeTuning.splits = 3;
+        for (const index of [1, 2]) {
+          const c = CASES[index];
+          const { q, k, v } = inputs(c, 'bfloat16', index * 10 + 5);
+          const options: AttentionOptions = { ...c.options, keyValueSeqLengths: c.lengths };
+          for (const blockSize of [0, 8, 16, 32, 64, 256]) {
+            const r = run(q, k, v, blockSize, options, index + blockSize + 5);
+            assert.match(r.variant, /^flash-decode-tma\..*\.1x2x4\..*split3/);
+            assertMatchesOracle(
+              r,
+              { q, k, v, options },
+              'bfloat16',
+              `${c.name} block ${blockSize}, two tiles`,
+            );
+          }
+        }
+      } finally {
+        delete decodeTuning.rowTiles;
+        delete decodeTuning.splits;
+      }
     });
 
     it('merges the splits in the split kernel or the combine kernel, either at any count (ragged, window)', () => {
@@ -259,26 +285,38 @@ describe('flash decode, TMA kernel', { skip }, () => {
     }
   });
 
-  it('runs by default with 4 rows a kv head (as K=8 N=32) where the heads kernel would (B·S = 128k), equal to it', () => {
+  it('runs by default with 4 rows a kv head (as K=8 N=32) where the heads kernel would (B·S = 128k), in one row tile (two forced), equal to it', () => {
     // K=2 N=8 rather than K=8 N=32: the same rows a kv head with a quarter of the host copies.
     const c: TmaCase = { name: 'GQA 4:1', B: 8, T: 1, S: 16384, N: 8, K: 2, lengths: Array(8).fill(16384) };
     const { q, k, v } = inputs(c, 'bfloat16', 100);
     const options: AttentionOptions = { keyValueSeqLengths: c.lengths };
-    for (const blockSize of [0, 16, 64]) {
-      const chosen = run(q, k, v, blockSize, options, 101 + blockSize);
-      assert.match(chosen.variant, /^flash-decode-tma\.sm_90a\.bf16\.d128\.1x2x4\.k128s3f/);
-      decodeTuning.kernel = 'heads';
-      try {
-        const heads = run(q, k, v, blockSize, options, 101 + blockSize);
-        assert.match(heads.variant, /^flash-decode-heads\./);
-        const [a, b] = [chosen.output.toFloat64Array(), heads.output.toFloat64Array()];
-        let worst = 0;
-        for (let i = 0; i < a.length; i++) worst = Math.max(worst, Math.abs(a[i] - b[i]));
-        assert.ok(worst < 1e-2, `block ${blockSize}: largest difference from the heads kernel ${worst}`);
-      } finally {
-        delete decodeTuning.kernel;
+    for (const rowTiles of [undefined, 2] as const)
+      for (const blockSize of [0, 16, 64]) {
+        if (rowTiles) decodeTuning.rowTiles = rowTiles;
+        const chosen = run(q, k, v, blockSize, options, 101 + blockSize);
+        delete decodeTuning.rowTiles;
+        assert.match(
+          chosen.variant,
+          rowTiles === 2
+            ? /^flash-decode-tma\.sm_90a\.bf16\.d128\.1x2x4\.k128s3f/
+            : /^flash-decode-tma\.sm_90a\.bf16\.d128\.1x1x8\.k128s3f(?!.*\.r2)/,
+        );
+        decodeTuning.kernel = 'heads';
+        try {
+          const heads = run(q, k, v, blockSize, options, 101 + blockSize);
+          assert.match(heads.variant, /^flash-decode-heads\./);
+          const [a, b] = [chosen.output.toFloat64Array(), heads.output.toFloat64Array()];
+          let worst = 0;
+          for (let i = 0; i < a.length; i++) worst = Math.max(worst, Math.abs(a[i] - b[i]));
+          assert.ok(
+            worst < 1e-2,
+            `block ${blockSize}, ${rowTiles ?? 1} row tile(s): largest difference from the heads kernel ${worst}`,
+          );
+          assertMatchesOracle(chosen, { q, k, v, options }, 'bfloat16', `GQA 4:1 block ${blockSize}`);
+        } finally {
+          delete decodeTuning.kernel;
+        }
       }
-    }
   });
 
   it('runs row groups by default on a short MQA cache (B=1 S=32k), pages of 16 included', () => {

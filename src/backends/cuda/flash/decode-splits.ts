@@ -75,6 +75,11 @@ export interface DecodeTuning {
   /** The TMA kernel's form (decode-tma.ts, tmaRowGroups): one block a key range, or two (row groups). */
   rowGroups?: 1 | 2;
   /**
+   * The one-block form's row tiles (decode-tma.ts, oneBlockRowTiles): 2 where a kv head's rows fit one (at most
+   * 16), for measuring the tile of padding the rule leaves out; 1 (the rule there) cannot hold more rows.
+   */
+  rowTiles?: 1 | 2;
+  /**
    * Where the TMA kernel's splits are merged (decode-tma.ts, tmaCombinesInSplit): by the split kernel's last
    * block of each key range ('fused', at any split count) or by the combine kernel ('kernel', the default).
    */

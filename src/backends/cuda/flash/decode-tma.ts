@@ -20,7 +20,8 @@
  * decodeTuning.kernel = 'tma' forces it wherever it can run.
  *
  * Two forms (tmaRowGroups picks one; bench/results/2026-12-02-s11-decode, kernels alone, H200, B=64 S=16k):
- * - one block a key range with both row tiles (4 warps of 32 keys each);
+ * - one block a key range with both row tiles (4 warps of 32 keys each), or with its one where a kv head has at
+ *   most 16 rows (8 warps of 16 keys: oneBlockRowTiles);
  * - row groups: two blocks a key range, each one row tile (8 warps of 16 keys), each reading the range; the
  *   second read of a tile hits the L2. A row group replaces a split: where the first form splits the keys
  *   (B=64: two splits), this one reads 4175 GB/s dense against 3910 with no combine, 3957 against 3765 at
@@ -56,6 +57,8 @@ export const TMA_KERNEL = 'attnlab_flash_decode_tma';
 const STAGES = 3;
 /** Keys a stage holds, in either form: 4 warps × 32 or 8 × 16. */
 const TILE_KEYS = 128;
+/** Rows of one m16 row tile. */
+const ROW_TILE_ROWS = 16;
 /** Rows a key range serves: two m16 row tiles of one kv head (one a block with row groups). */
 const MAX_ROWS = 32;
 /** The smallest page that row groups read on a full GPU (grouped boxes of 32 rows; 16-row pages starve them). */
@@ -150,15 +153,34 @@ function checkedBoxGroup(p: AttentionProblem, group: number): DecodeTmaVariant['
 }
 
 /**
+ * Row tiles of the one-block form: one (8 warps of 16 keys) where a kv head has at most 16 rows, else two
+ * (4 warps of 32 keys each). Why: with two tiles of 16 rows at K=8 (4 rows a kv head) or K=4 (8), the second
+ * tile is all padding and half the tensor-core and softmax work of a key is thrown away; the kernel still
+ * reads at the copy's pace with the host hidden (4380–4413 GB/s, B=64 S=16k, session 14), but a call after
+ * call keeps the H200 at its 700 W cap (nvidia-smi: SW power cap in ~37% of the samples, SM clocks 1.2–1.9
+ * GHz), where that work costs time: flash's K=4 read 4170 a call against 4380 kernels alone while cuDNN's
+ * read 4490 / 4500 (bench/results/2026-12-02-s14-decode, call 3). `forced` (decodeTuning.rowTiles): two where
+ * one would do, for measuring; one cannot hold more than 16 rows, so there it leaves two.
+ */
+function oneBlockRowTiles(p: AttentionProblem, forced?: 1 | 2): 1 | 2 {
+  const rows = (p.T * p.N) / p.K;
+  if (rows > ROW_TILE_ROWS) return 2;
+  return forced ?? 1;
+}
+
+/**
  * The kernel in `rowGroups` form for `p` (splitVariant picks it through tmaRowGroups): one block a key
- * range with two row tiles of 4 warps, or two blocks of one row tile of 8 warps.
+ * range with one row tile of 8 warps or two of 4 (oneBlockRowTiles), or two blocks of one row tile of 8 warps.
  */
 export function tmaVariant(
   p: AttentionProblem,
   arch: string,
   rowGroups: 1 | 2 = 1,
   forcedBoxGroup?: number,
+  forcedRowTiles?: 1 | 2,
 ): DecodeTmaVariant {
+  const rowTiles = rowGroups === 2 ? 1 : oneBlockRowTiles(p, forcedRowTiles);
+  const slices = rowTiles === 2 ? 4 : 8;
   return {
     kind: 'tma',
     arch,
@@ -166,9 +188,9 @@ export function tmaVariant(
     headDim: 128,
     valueHeadDim: 128,
     heads: 1,
-    rowTiles: rowGroups === 2 ? 1 : 2,
-    slices: rowGroups === 2 ? 8 : 4,
-    keysPerWarp: TILE_KEYS / (rowGroups === 2 ? 8 : 4),
+    rowTiles,
+    slices,
+    keysPerWarp: TILE_KEYS / slices,
     stages: STAGES,
     fast: true,
     rowGroups,

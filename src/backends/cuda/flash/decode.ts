@@ -230,8 +230,11 @@ export function splitVariant(
   const rowGroups = decodeTuning.rowGroups;
   if (rowGroups !== undefined && rowGroups !== 1 && rowGroups !== 2)
     throw new InvalidArgumentError('decodeTuning.rowGroups', '1 or 2', String(rowGroups));
+  const rowTiles = decodeTuning.rowTiles;
+  if (rowTiles !== undefined && rowTiles !== 1 && rowTiles !== 2)
+    throw new InvalidArgumentError('decodeTuning.rowTiles', '1 or 2', String(rowTiles));
   const tma = () => {
-    const one = tmaVariant(p, arch, 1, decodeTuning.boxGroup);
+    const one = tmaVariant(p, arch, 1, decodeTuning.boxGroup, rowTiles);
     const grouped = tmaVariant(p, arch, 2, decodeTuning.boxGroup);
     const splitsOfOne = chooseSplits(p, one, multiprocessors, sharedLimit);
     const groupedKeys = Math.ceil(p.S / chooseSplits(p, grouped, multiprocessors, sharedLimit));
