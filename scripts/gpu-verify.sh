@@ -82,9 +82,12 @@ for tool in memcheck racecheck; do
   sanitize "$tool-decode-tma" "$tool" --test-name-pattern='^window .*, [12] row group\(s\), 3 splits' \
     test/gpu/decode-tma.test.ts
 done
-# Session 12: the TMA kernel with 4 rows a kv head and eight kv heads a token (the rule's K=8 case).
-sanitize memcheck-decode-tma-gqa memcheck --test-name-pattern='^GQA 4:1, K=8 .*, [12] row group\(s\), 3 splits' \
-  test/gpu/decode-tma.test.ts
+# Session 12: the TMA kernel with 4 rows a kv head and eight kv heads a token (the rule's K=8 case); session 15:
+# its one-block form runs one row tile of 8 warps there (decode-tma.ts, oneBlockRowTiles), under all three tools.
+for tool in memcheck racecheck synccheck; do
+  sanitize "$tool-decode-tma-gqa" "$tool" --test-name-pattern='^GQA 4:1, K=8 .*, [12] row group\(s\), 3 splits' \
+    test/gpu/decode-tma.test.ts
+done
 # Session 13: the TMA kernel merging its own splits (split counters, the last block's merge; decodeTuning.combine
 # 'fused' at 2 and 17 splits, the combine kernel at 3).
 for tool in memcheck racecheck synccheck; do

@@ -154,13 +154,16 @@ function checkedBoxGroup(p: AttentionProblem, group: number): DecodeTmaVariant['
 
 /**
  * Row tiles of the one-block form: one (8 warps of 16 keys) where a kv head has at most 16 rows, else two
- * (4 warps of 32 keys each). Why: with two tiles of 16 rows at K=8 (4 rows a kv head) or K=4 (8), the second
- * tile is all padding and half the tensor-core and softmax work of a key is thrown away; the kernel still
- * reads at the copy's pace with the host hidden (4380–4413 GB/s, B=64 S=16k, session 14), but a call after
- * call keeps the H200 at its 700 W cap (nvidia-smi: SW power cap in ~37% of the samples, SM clocks 1.2–1.9
- * GHz), where that work costs time: flash's K=4 read 4170 a call against 4380 kernels alone while cuDNN's
- * read 4490 / 4500 (bench/results/2026-12-02-s14-decode, call 3). `forced` (decodeTuning.rowTiles): two where
- * one would do, for measuring; one cannot hold more than 16 rows, so there it leaves two.
+ * (4 warps of 32 keys each). Why: with two tiles at K=8 (4 rows a kv head) or K=4 (8) the second is all
+ * padding, and half the tensor-core and softmax work of every key is thrown away. With the host hidden that
+ * costs no time, but call after call the H200 sits at its 700 W cap and lowers its SM clocks, and then it does.
+ * Measured (bench/results/2026-12-02-s15-decode, call 1, interleaved, two processes each, GB/s a call / kernels
+ * alone, mean SM clock and share of nvidia-smi samples power-capped during the calls): K=4 B=64 S=16k one tile
+ * 4412–4417 / 4444 dense, 4270 / 4277 block 16, 4363 / 4400 block 64 at ~1.9 GHz, 8–18% capped; two tiles
+ * 4139–4194 / 4390, 3869–3905 / 4320, 4147–4205 / 4345 at ~1.75 GHz, 75–83% capped (B=128 S=8k alike: 4335 /
+ * 4268 / 4329 against 4060 / 3843 / 4066). At K=8 both read the same (4396–4419 against 4383–4430) with 42–50%
+ * of samples capped against 85–95%. `forced` (decodeTuning.rowTiles): two where one would do, for measuring;
+ * one cannot hold more than 16 rows, so there it leaves two.
  */
 function oneBlockRowTiles(p: AttentionProblem, forced?: 1 | 2): 1 | 2 {
   const rows = (p.T * p.N) / p.K;
