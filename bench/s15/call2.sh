@@ -15,13 +15,12 @@ py=/opt/torch/.venv/bin/python
 decode_run table 200 --torch $py --impl flash,cudnn --table-room \
   --shapes 64:16384:8,8:131072:8,128:8192:8,64:16384:4,8:131072:4,128:8192:4
 k4=64:16384:4,128:8192:4
-for n in 1 2; do
-  decode_run "box8-$n" 30 --torch none --impl flash --layouts paged16 --shapes $k4
-  decode_run "box0-$n" 30 --torch none --impl flash --layouts paged16 --shapes $k4 --tuning '{"boxGroup":0}'
-  decode_run "box16-$n" 30 --torch none --impl flash --layouts paged16 --shapes $k4 --tuning '{"boxGroup":16}'
-done
+decode_run box8-1 30 --torch none --impl flash --layouts paged16 --shapes $k4
+decode_run box0 30 --torch none --impl flash --layouts paged16 --shapes $k4 --tuning '{"boxGroup":0}'
+decode_run box16 30 --torch none --impl flash --layouts paged16 --shapes $k4 --tuning '{"boxGroup":16}'
+decode_run box8-2 30 --torch none --impl flash --layouts paged16 --shapes $k4
 decode_run k1 40 --torch none --impl flash --shapes 64:16384:1
-timeout --kill-after=5 120 node dist/src/cli/bin.js lab --quick --out "$runs/lab" > "$runs/lab.txt" 2>&1
+timeout --kill-after=5 90 node dist/src/cli/bin.js lab --quick --out "$runs/lab" > "$runs/lab.txt" 2>&1
 echo "lab rc=$? at ${SECONDS} s"
 rm -f "$runs"/lab/*.html
 decode_end
