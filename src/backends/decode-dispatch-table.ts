@@ -57,6 +57,12 @@ const call = { kind: 'library', source: `${S8}/call2-library.json` } as const;
 const S12 = 'bench/results/2026-12-02-s12-decode';
 const callS12 = { kind: 'library', source: `${S12}/call3-big.json` } as const;
 const callS12Small = { kind: 'library', source: `${S12}/call3-small.json` } as const;
+// Session 15, call 2 (4d32aac): flash's TMA kernel with one row tile at K=8 and 4 (decode-tma.ts,
+// oneBlockRowTiles), cuDNN and PyTorch in one run, tables with room, 20 calls between a pair of events.
+const callS15 = {
+  kind: 'library',
+  source: 'bench/results/2026-12-02-s15-decode/call2-table.json',
+} as const;
 
 /** A measured decode step of N=32, H=128: [GB/s, how it was timed] of flash and of cudnn. */
 function step(
@@ -81,12 +87,15 @@ function step(
 
 /**
  * The H200 (cuDNN 9.19.0: dense on the unified graph, engine 8, paged on the composite graph, engine 1,
- * both its sm80 wmma kernel). From 128k cached tokens, session 12's call 3 (flash on its TMA kernel):
- * cuDNN is first on every dense cache at K=8 and 4 (4.36–4.45 TB/s against flash's 4.08–4.44) and on
- * every paged one but one (K=8: 4.35–4.42 against 4.28–4.40, B=64 block 16 a tie, 4396 against 4394;
- * K=4: 4.13–4.31 against 3.73–4.27); flash on every MQA (K=1) cache (dense 3.98–4.09 against 2.66–3.80,
- * paged 3.77–3.99 against 2.41–3.16). Before (session 8, flash's heads kernel) flash read 4.02–4.26 dense
- * and 3.72–4.25 paged at K=8 and 4, second everywhere. At B=1 S=32k K=1 cuDNN is first (call 3: 832 /
+ * both its sm80 wmma kernel). From 128k cached tokens at K=8 and 4, session 15's call 2 (flash on its TMA
+ * kernel with one row tile): cuDNN is first by 0.04–2.6% but for B=8 S=128k dense K=8 (flash 4597 against
+ * 4584) and block 64 (4538 / 4500 against 4480 / 4413 at K=8 / 4); flash reads 4.30–4.60 TB/s, cuDNN
+ * 4.41–4.61. That GPU never reached its 700 W cap in the run (SM clock 1980 MHz throughout); call 1's H200,
+ * capped in 8–82% of its samples, had flash first on paged K=4 (4301 / 4355 against 4192 / 4263 at B=64,
+ * 4265 / 4315 against 4084 / 4236 at B=128, blocks 16 / 64): between the two the order is the GPU's, and the
+ * table keeps the run with tables with room. At K=1, session 12's call 3: flash on every MQA cache (dense
+ * 3.98–4.09 against 2.66–3.80, paged 3.77–3.99 against 2.41–3.16). Before (session 12, two row tiles) flash
+ * read 4.08–4.44 dense and 3.73–4.40 paged at K=8 and 4, second but for one tie. At B=1 S=32k K=1 cuDNN is first (call 3: 832 /
  * 479 / 483 GB/s against flash's row groups 664 / 407 / 424; the host sets both, ~25–45 µs a call). At
  * B=1 K=8, session 8: flash on paged caches (S=2k: 0.21 vs 0.16, S=32k: 2.35–2.50 vs 1.81–2.15), cuDNN on
  * the dense one at S=32k (3.27 vs 2.74). Not recorded: dense B=1 S=2k, where the two are within the run's
@@ -97,24 +106,24 @@ export const H200_DECODE: DecodeDispatchTable = {
   gpu: 'NVIDIA H200',
   dtype: 'bfloat16',
   cases: [
-    step(64, 16384, 8, 'dense', [4435, callS12], [4447, callS12]),
-    step(8, 131072, 8, 'dense', [4359, callS12], [4438, callS12]),
-    step(128, 8192, 8, 'dense', [4323, callS12], [4408, callS12]),
-    step(64, 16384, 8, 'paged16', [4396, callS12], [4394, callS12]),
-    step(8, 131072, 8, 'paged16', [4334, callS12], [4355, callS12]),
-    step(128, 8192, 8, 'paged16', [4275, callS12], [4411, callS12]),
-    step(64, 16384, 8, 'paged64', [4385, callS12], [4399, callS12]),
-    step(8, 131072, 8, 'paged64', [4315, callS12], [4349, callS12]),
-    step(128, 8192, 8, 'paged64', [4332, callS12], [4416, callS12]),
-    step(64, 16384, 4, 'dense', [4129, callS12], [4405, callS12]),
-    step(8, 131072, 4, 'dense', [4312, callS12], [4415, callS12]),
-    step(128, 8192, 4, 'dense', [4080, callS12], [4362, callS12]),
-    step(64, 16384, 4, 'paged16', [3943, callS12], [4253, callS12]),
-    step(8, 131072, 4, 'paged16', [4264, callS12], [4298, callS12]),
-    step(128, 8192, 4, 'paged16', [3731, callS12], [4158, callS12]),
-    step(64, 16384, 4, 'paged64', [4082, callS12], [4215, callS12]),
-    step(8, 131072, 4, 'paged64', [4274, callS12], [4306, callS12]),
-    step(128, 8192, 4, 'paged64', [4002, callS12], [4131, callS12]),
+    step(64, 16384, 8, 'dense', [4516, callS15], [4565, callS15]),
+    step(8, 131072, 8, 'dense', [4597, callS15], [4584, callS15]),
+    step(128, 8192, 8, 'dense', [4534, callS15], [4562, callS15]),
+    step(64, 16384, 8, 'paged16', [4494, callS15], [4510, callS15]),
+    step(8, 131072, 8, 'paged16', [4414, callS15], [4477, callS15]),
+    step(128, 8192, 8, 'paged16', [4441, callS15], [4558, callS15]),
+    step(64, 16384, 8, 'paged64', [4492, callS15], [4531, callS15]),
+    step(8, 131072, 8, 'paged64', [4538, callS15], [4480, callS15]),
+    step(128, 8192, 8, 'paged64', [4508, callS15], [4570, callS15]),
+    step(64, 16384, 4, 'dense', [4541, callS15], [4614, callS15]),
+    step(8, 131072, 4, 'dense', [4523, callS15], [4564, callS15]),
+    step(128, 8192, 4, 'dense', [4470, callS15], [4561, callS15]),
+    step(64, 16384, 4, 'paged16', [4409, callS15], [4438, callS15]),
+    step(8, 131072, 4, 'paged16', [4303, callS15], [4407, callS15]),
+    step(128, 8192, 4, 'paged16', [4383, callS15], [4425, callS15]),
+    step(64, 16384, 4, 'paged64', [4484, callS15], [4486, callS15]),
+    step(8, 131072, 4, 'paged64', [4500, callS15], [4413, callS15]),
+    step(128, 8192, 4, 'paged64', [4443, callS15], [4482, callS15]),
     step(64, 16384, 1, 'dense', [4086, callS12], [3325, callS12]),
     step(8, 131072, 1, 'dense', [3982, callS12], [2656, callS12]),
     step(128, 8192, 1, 'dense', [4069, callS12], [3800, callS12]),

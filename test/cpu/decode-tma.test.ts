@@ -122,16 +122,18 @@ describe('TMA decode kernel table', () => {
         [1, 1, 8, 16],
         `K=${K} N=${N}: ${(T * N) / K} rows, one tile`,
       );
-      assert.match(tmaVariantKey(v), /\.1x1x8\.k128s3f\.g8$/);
+      assert.match(tmaVariantKey(v), /\.1x1x8\.k128s3f\.g16$/, 'a 16-row page a box');
+      assert.equal(picked(problem({ K, N, T, blockSize: 8 })).boxGroup, 8, 'block 8: groups of 8');
+      assert.equal(picked(problem({ K, N, T, blockSize: 64 })).boxGroup, 0, 'block 64: half boxes');
       assert.equal(tmaThreads(v), 288);
       assert.equal(tmaSharedBytes(v), 197_760, 'the same stages; 8 warps merge, as row groups');
     }
     decodeTuning.rowTiles = 2;
     const two = picked(problem({ K: 4 }));
     assert.deepEqual(
-      [two.rowTiles, two.slices, two.keysPerWarp],
-      [2, 4, 32],
-      'forced: two tiles, one of padding',
+      [two.rowTiles, two.slices, two.keysPerWarp, two.boxGroup],
+      [2, 4, 32, 8],
+      'forced: two tiles, one of padding, and the two-tile boxes',
     );
     decodeTuning.rowTiles = 1;
     const mqa = picked(problem({ K: 1 }));

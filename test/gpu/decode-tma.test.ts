@@ -312,7 +312,6 @@ describe('flash decode, TMA kernel', { skip }, () => {
             worst < 1e-2,
             `block ${blockSize}, ${rowTiles ?? 1} row tile(s): largest difference from the heads kernel ${worst}`,
           );
-          assertMatchesOracle(chosen, { q, k, v, options }, 'bfloat16', `GQA 4:1 block ${blockSize}`);
         } finally {
           delete decodeTuning.kernel;
         }

@@ -126,14 +126,18 @@ export function tmaPreferredShort(p: AttentionProblem, arch: string): boolean {
 }
 
 /**
- * Rows a copy moves both halves of, as the header measured: dense caches and the one-block form's pages
- * of 32 rows and more take half boxes; its smaller pages groups of 8; row groups' pages groups of up to 32
- * (a group never spans two pages).
+ * Rows a copy moves both halves of, as the header measured: dense caches and the one-block form's pages of 32
+ * rows and more take half boxes; its smaller pages groups of 8, or with one row tile a 16-row page in one box
+ * (K=4 block 16, bench/results/2026-12-02-s15-decode call 2, GB/s a call at B=64 S=16k / B=128 S=8k: 4438 /
+ * 4467 against 4375–4379 / 4376–4381 with groups of 8 in the runs before and after, half boxes 4448 / 4319;
+ * the two-tile MQA form was measured the other way, session 14: 3702 against 3772); row groups' pages groups
+ * of up to 32 (a group never spans two pages).
  */
-function boxGroupFor(p: AttentionProblem, rowGroups: 1 | 2): DecodeTmaVariant['boxGroup'] {
+function boxGroupFor(p: AttentionProblem, rowGroups: 1 | 2, rowTiles: 1 | 2): DecodeTmaVariant['boxGroup'] {
   const page = p.paged?.blockSize ?? 0;
   if (!page) return 0;
   if (rowGroups === 2) return Math.min(page, 32) as 8 | 16 | 32;
+  if (page === 16 && rowTiles === 1) return 16;
   return page <= 16 ? 8 : 0;
 }
 
@@ -197,7 +201,8 @@ export function tmaVariant(
     stages: STAGES,
     fast: true,
     rowGroups,
-    boxGroup: forcedBoxGroup === undefined ? boxGroupFor(p, rowGroups) : checkedBoxGroup(p, forcedBoxGroup),
+    boxGroup:
+      forcedBoxGroup === undefined ? boxGroupFor(p, rowGroups, rowTiles) : checkedBoxGroup(p, forcedBoxGroup),
   };
 }
 
