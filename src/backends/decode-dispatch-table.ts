@@ -63,6 +63,11 @@ const callS15 = {
   kind: 'library',
   source: 'bench/results/2026-12-02-s15-decode/call2-table.json',
 } as const;
+// Its call 4 (2babb36): the block-16 rows again, the one-tile form reading a 16-row page a box (call 3: +1.1–2.4%).
+const callS15Pages16 = {
+  kind: 'library',
+  source: 'bench/results/2026-12-02-s15-decode/call4-table16.json',
+} as const;
 
 /** A measured decode step of N=32, H=128: [GB/s, how it was timed] of flash and of cudnn. */
 function step(
@@ -87,16 +92,18 @@ function step(
 
 /**
  * The H200 (cuDNN 9.19.0: dense on the unified graph, engine 8, paged on the composite graph, engine 1,
- * both its sm80 wmma kernel). From 128k cached tokens at K=8 and 4, session 15's call 2 (flash on its TMA
- * kernel with one row tile): cuDNN is first by 0.04–2.6% but for B=8 S=128k dense K=8 (flash 4597 against
- * 4584) and block 64 (4538 / 4500 against 4480 / 4413 at K=8 / 4); flash reads 4.30–4.60 TB/s, cuDNN
- * 4.41–4.61. That GPU never reached its 700 W cap in the run (SM clock 1980 MHz throughout); call 1's H200,
- * capped in 8–82% of its samples, had flash first on paged K=4 (4301 / 4355 against 4192 / 4263 at B=64,
- * 4265 / 4315 against 4084 / 4236 at B=128, blocks 16 / 64): between the two the order is the GPU's, and the
- * table keeps the run with tables with room. At K=1, session 12's call 3: flash on every MQA cache (dense
- * 3.98–4.09 against 2.66–3.80, paged 3.77–3.99 against 2.41–3.16). Before (session 12, two row tiles) flash
- * read 4.08–4.44 dense and 3.73–4.40 paged at K=8 and 4, second but for one tie. At B=1 S=32k K=1 cuDNN is first (call 3: 832 /
- * 479 / 483 GB/s against flash's row groups 664 / 407 / 424; the host sets both, ~25–45 µs a call). At
+ * both its sm80 wmma kernel). From 128k cached tokens at K=8 and 4, session 15 (flash on its TMA kernel with
+ * one row tile), dense and block 64 from call 2: cuDNN first by 0.04–2.0% but for B=8 S=128k dense K=8 (flash
+ * 4597 against 4584) and block 64 (4538 / 4500 against 4480 / 4413 at K=8 / 4); block 16 from call 4, a 16-row
+ * page a box: flash first at K=8 (4476–4529 against 4456–4475) and at B=8 S=128k K=4 (4444 against 4421),
+ * cuDNN by 0.1–0.4% at B=64 and 128 K=4. Those two GPUs never reached their 700 W cap in the runs (SM clock
+ * 1980 MHz throughout); call 1's H200, capped in 8–82% of its samples, had flash first on paged K=4 even with
+ * groups of 8 (4301 / 4355 against 4192 / 4263 at B=64, 4265 / 4315 against 4084 / 4236 at B=128, blocks 16 /
+ * 64): where the two are that close the order is the GPU's, and the table keeps the runs with tables with room.
+ * At K=1, session 12's call 3: flash on every MQA cache (dense 3.98–4.09 against 2.66–3.80, paged 3.77–3.99
+ * against 2.41–3.16). Before (session 12, two row tiles) flash read 4.08–4.44 dense and 3.73–4.40 paged at K=8
+ * and 4, second but for one tie. At B=1 S=32k K=1 cuDNN is first (call 3: 832 / 479 / 483 GB/s against flash's
+ * row groups 664 / 407 / 424; the host sets both, ~25–45 µs a call). At
  * B=1 K=8, session 8: flash on paged caches (S=2k: 0.21 vs 0.16, S=32k: 2.35–2.50 vs 1.81–2.15), cuDNN on
  * the dense one at S=32k (3.27 vs 2.74). Not recorded: dense B=1 S=2k, where the two are within the run's
  * noise (session 8: flash 276 GB/s, cudnn 265 and 307 in two rows of the same call): the registry's order
@@ -109,18 +116,18 @@ export const H200_DECODE: DecodeDispatchTable = {
     step(64, 16384, 8, 'dense', [4516, callS15], [4565, callS15]),
     step(8, 131072, 8, 'dense', [4597, callS15], [4584, callS15]),
     step(128, 8192, 8, 'dense', [4534, callS15], [4562, callS15]),
-    step(64, 16384, 8, 'paged16', [4494, callS15], [4510, callS15]),
-    step(8, 131072, 8, 'paged16', [4414, callS15], [4477, callS15]),
-    step(128, 8192, 8, 'paged16', [4441, callS15], [4558, callS15]),
+    step(64, 16384, 8, 'paged16', [4508, callS15Pages16], [4456, callS15Pages16]),
+    step(8, 131072, 8, 'paged16', [4529, callS15Pages16], [4475, callS15Pages16]),
+    step(128, 8192, 8, 'paged16', [4476, callS15Pages16], [4473, callS15Pages16]),
     step(64, 16384, 8, 'paged64', [4492, callS15], [4531, callS15]),
     step(8, 131072, 8, 'paged64', [4538, callS15], [4480, callS15]),
     step(128, 8192, 8, 'paged64', [4508, callS15], [4570, callS15]),
     step(64, 16384, 4, 'dense', [4541, callS15], [4614, callS15]),
     step(8, 131072, 4, 'dense', [4523, callS15], [4564, callS15]),
     step(128, 8192, 4, 'dense', [4470, callS15], [4561, callS15]),
-    step(64, 16384, 4, 'paged16', [4409, callS15], [4438, callS15]),
-    step(8, 131072, 4, 'paged16', [4303, callS15], [4407, callS15]),
-    step(128, 8192, 4, 'paged16', [4383, callS15], [4425, callS15]),
+    step(64, 16384, 4, 'paged16', [4403, callS15Pages16], [4420, callS15Pages16]),
+    step(8, 131072, 4, 'paged16', [4444, callS15Pages16], [4421, callS15Pages16]),
+    step(128, 8192, 4, 'paged16', [4399, callS15Pages16], [4405, callS15Pages16]),
     step(64, 16384, 4, 'paged64', [4484, callS15], [4486, callS15]),
     step(8, 131072, 4, 'paged64', [4500, callS15], [4413, callS15]),
     step(128, 8192, 4, 'paged64', [4443, callS15], [4482, callS15]),

@@ -128,10 +128,11 @@ export function tmaPreferredShort(p: AttentionProblem, arch: string): boolean {
 /**
  * Rows a copy moves both halves of, as the header measured: dense caches and the one-block form's pages of 32
  * rows and more take half boxes; its smaller pages groups of 8, or with one row tile a 16-row page in one box
- * (K=4 block 16, bench/results/2026-12-02-s15-decode call 2, GB/s a call at B=64 S=16k / B=128 S=8k: 4438 /
+ * (bench/results/2026-12-02-s15-decode, GB/s a call at B=64 S=16k / B=128 S=8k, block 16: call 2, K=4, 4438 /
  * 4467 against 4375–4379 / 4376–4381 with groups of 8 in the runs before and after, half boxes 4448 / 4319;
- * the two-tile MQA form was measured the other way, session 14: 3702 against 3772); row groups' pages groups
- * of up to 32 (a group never spans two pages).
+ * call 3, interleaved, two processes each, K=8 4452–4454 / 4443–4444 against 4405–4406 / 4339–4342 and K=4
+ * 4342–4349 / 4339 against 4274–4277 / 4262–4263; the two-tile MQA form was measured the other way, session
+ * 14: 3702 against 3772); row groups' pages groups of up to 32 (a group never spans two pages).
  */
 function boxGroupFor(p: AttentionProblem, rowGroups: 1 | 2, rowTiles: 1 | 2): DecodeTmaVariant['boxGroup'] {
   const page = p.paged?.blockSize ?? 0;
