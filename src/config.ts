@@ -16,6 +16,8 @@ export const LIBRARY_VARIABLES = {
   cudnn: 'ATTNLAB_CUDNN',
   /** NCCL, for context-parallel attention across GPUs (backends/cuda/ffi/nccl.ts). */
   nccl: 'ATTNLAB_NCCL',
+  /** NVML, the driver's management library: the GPU's power state beside bench rows (ffi/nvml.ts). */
+  nvml: 'ATTNLAB_NVML',
 } as const;
 export type ConfiguredLibrary = keyof typeof LIBRARY_VARIABLES;
 
@@ -81,7 +83,7 @@ export interface AttnlabConfig {
   readonly commit: string | null;
   /** ATTNLAB_PYTHON: the only interpreter tried for the JAX/PyTorch peers. */
   readonly python: string | null;
-  /** ATTNLAB_LIBCUDA, ATTNLAB_NVRTC, ATTNLAB_CUBLASLT, ATTNLAB_CUDNN, ATTNLAB_NCCL. */
+  /** ATTNLAB_LIBCUDA, ATTNLAB_NVRTC, ATTNLAB_CUBLASLT, ATTNLAB_CUDNN, ATTNLAB_NCCL, ATTNLAB_NVML. */
   readonly libraries: Readonly<Record<ConfiguredLibrary, string | null>>;
 }
 

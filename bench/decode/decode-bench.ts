@@ -34,7 +34,9 @@
  * --table-order sequential gives each sequence its pages in pool order (a fresh pool) instead of scattered
  * (shuffled, the default): at K=1 a page of 16 rows is 4 KiB of K, and this tells what scattering such pages
  * costs apart from the layout itself.
- * Each attnlab row records when its two timings ran (`measuredAt`, UTC), so that a log of the GPU's clocks and
+ * Each attnlab row records the GPU's power state over each timing where NVML answers (`power`, `kernelsPower`:
+ * % of the time the power limit held it below its clocks, mean W; src/bench/gpu-power.ts), and when its two
+ * timings ran (`measuredAt`, UTC), so that a log of the GPU's clocks and
  * power (scripts/gpu-lib.sh's decode_call: nvidia-smi every 200 ms) can be read beside it (bench/s12/table.py):
  * back to back at ~4.4 TB/s the H200 runs at its 700 W cap and lowers its SM clocks (session 14, call 3).
  * The results file is rewritten after every shape, so a run cut short keeps the shapes it finished.
@@ -49,6 +51,7 @@ import { decodeTuning } from '../../src/backends/cuda/flash/decode-splits.js';
 import { clearInt32Cache } from '../../src/backends/cuda/int32-cache.js';
 import { emptyCache } from '../../src/backends/cuda/memory.js';
 import type { AttentionOptions } from '../../src/backends/problem.js';
+import { gpuPowerProbe } from '../../src/bench/gpu-power.js';
 import { timeHostHidden } from '../../src/bench/hidden-host.js';
 import { attnlabCommit, commandLine, describeMachine } from '../../src/bench/machine.js';
 import { InvalidArgumentError } from '../../src/errors.js';
@@ -148,17 +151,23 @@ function measure(
       return r.output;
     };
     const started = new Date().toISOString();
+    const endPerCall = gpuPowerProbe()?.start();
     const ms = time(call);
+    const power = endPerCall?.();
     const timed = new Date().toISOString();
     let hidden: ReturnType<typeof timeHostHidden> | undefined;
     let kernelsReason: string | undefined;
+    const endKernels = hostHidden ? gpuPowerProbe()?.start() : undefined;
     try {
       hidden = hostHidden ? timeHostHidden(call, { samples: REPEATS, batch }) : undefined;
     } catch (error) {
       kernelsReason = (error as Error).message;
     }
+    const kernelsPower = endKernels?.();
     record(s, `attnlab ${impl} ${layout}`, layout, ms, variant, hidden);
     const row = rows[rows.length - 1];
+    if (power) row.power = power;
+    if (kernelsPower && hidden) row.kernelsPower = kernelsPower;
     row.measuredAt = {
       perCall: [started, timed],
       ...(hidden && { kernels: [timed, new Date().toISOString()] }),

@@ -8,6 +8,7 @@ import { getCudaContext } from '../../src/backends/cuda/context.js';
 import { cu } from '../../src/backends/cuda/ffi/driver.js';
 import { allocDevice, copyToDevice } from '../../src/backends/cuda/memory.js';
 import { CudaEventTimer } from '../../src/bench/cuda-timer.js';
+import type { PowerWindow } from '../../src/bench/gpu-power.js';
 import { summarize } from '../../src/bench/stats.js';
 import { InvalidArgumentError } from '../../src/errors.js';
 import { randomNormal } from '../../src/tensor/random.js';
@@ -108,6 +109,9 @@ export interface DecodeRow {
   hostUsPerCall?: number;
   /** Why the kernels-alone timing has no value (the host outlasted the longest spin). */
   kernelsReason?: string;
+  /** The GPU's power state over the calls and over the kernels-alone timing (src/bench/gpu-power.ts). */
+  power?: PowerWindow;
+  kernelsPower?: PowerWindow;
   /** When each timing ran, ISO UTC [start, end]: per call, then the kernels alone. */
   measuredAt?: { perCall: [string, string]; kernels?: [string, string] };
   reason?: string;

@@ -2,7 +2,7 @@
 label, GB/s per call (20 calls a pair of events), GB/s of the kernels alone, host µs a call, variant; and where
 the folder holds decode_call's nvidia-smi log (smi.csv) and the row its times (measuredAt, session 15 on), the
 mean SM clock (MHz) and the share of samples with the SW power cap active (%) during each timing, per call
-then kernels alone. nvidia-smi writes local time: the device machine's clock is UTC (its `date` in the call)."""
+then kernels alone, and NVML's share of the calls' time power-capped and mean W where the row has them. nvidia-smi writes local time: the device machine's clock is UTC (its `date` in the call)."""
 import csv
 import glob
 import json
@@ -51,5 +51,7 @@ for f in sorted(glob.glob(sys.argv[1] + "/*.json")):
         label = r["label"][8:22] if r["label"].startswith("attnlab") else r["label"][:14]
         at = r.get("measuredAt") or {}
         clocks = f' {during(samples, at.get("perCall"))} {during(samples, at.get("kernels"))}' if samples else ""
+        if r.get("power"):  # NVML over the calls (session 15 on): % of the time power-capped, mean W
+            clocks += f' nvml {r["power"]["cappedPercent"]:3.0f}% {r["power"]["meanWatts"]:3.0f} W'
         print(f'{os.path.basename(f)[:-5]:5} {r["B"]:>3} {r["S"]:>6} {r["K"]} {label:14} '
               f'{f0(r.get("bandwidthGBs")):>5} {f0(r.get("kernelsGBs")):>5} {r.get("hostUsPerCall", 0):5.1f}{clocks} {v[-40:]}')

@@ -10,11 +10,12 @@ import { cpus, hostname } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { cudaAvailable, getCudaContext } from '../backends/cuda/context.js';
 import { loadCudnn } from '../backends/cuda/ffi/cudnn.js';
-import { cu } from '../backends/cuda/ffi/driver.js';
 import { nv } from '../backends/cuda/ffi/nvrtc.js';
 import { config, runSettings } from '../config.js';
 import type { ResultsFile } from '../results/schema.js';
 import { packageVersion } from '../version.js';
+import { gpuPowerProbe } from './gpu-power.js';
+import { gpuUuid } from './gpu-uuid.js';
 
 /**
  * The attnlab commit: ATTNLAB_COMMIT when set (a checkout copied without .git, as on the GPU
@@ -39,18 +40,6 @@ export function attnlabCommit(): string {
 function kernelDriverVersion(): string | undefined {
   try {
     return /Kernel Module\s+([\d.]+)/.exec(readFileSync('/proc/driver/nvidia/version', 'utf8'))?.[1];
-  } catch {
-    return undefined;
-  }
-}
-
-/** The device's UUID as nvidia-smi writes it (GPU-8-4-4-4-12 hex digits), or undefined where the driver has none. */
-export function gpuUuid(ordinal: number): string | undefined {
-  try {
-    const bytes = new Uint8Array(16);
-    cu().cuDeviceGetUuid_v2(bytes, ordinal);
-    const hex = Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
-    return `GPU-${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
   } catch {
     return undefined;
   }
@@ -83,6 +72,8 @@ export function describeMachine(): ResultsFile['machine'] {
   };
   const uuid = gpuUuid(p.ordinal);
   if (uuid) machine.gpu.uuid = uuid;
+  const power = gpuPowerProbe();
+  if (power) machine.gpu.powerLimitWatts = power.limitWatts;
   const probe = (name: string, read: () => string) => {
     try {
       machine.libraries[name] = read();
@@ -102,4 +93,4 @@ export function commandLine(argv: readonly string[] = process.argv): string {
   return ['attnlab', ...args].join(' ');
 }
 
-export { packageVersion };
+export { gpuUuid, packageVersion };

@@ -16,6 +16,7 @@ import type { Device } from '../tensor/storage.js';
 import { Tensor } from '../tensor/tensor.js';
 import { maxErrorAgainstOracle } from './accuracy.js';
 import { CudaEventTimer } from './cuda-timer.js';
+import { gpuPowerProbe } from './gpu-power.js';
 import { backwardCall, rowFlops } from './pass-call.js';
 import { summarize } from './stats.js';
 import type { BenchCase } from './sweep.js';
@@ -192,6 +193,8 @@ export function measureAttnlabCase(c: BenchCase, options: Partial<MeasureOptions
     for (let i = 0; i < settle; i++) call(copies[i % copies.length]).output.dispose();
     const timer = new CudaEventTimer(repeats);
     const hostSamples: number[] = [];
+    // NVML's counters from the first timed call's enqueue to after the last one finished (timer.read waits).
+    const endPower = gpuPowerProbe()?.start();
     try {
       for (let i = 0; i < repeats; i++) {
         const set = copies[i % copies.length];
@@ -206,6 +209,7 @@ export function measureAttnlabCase(c: BenchCase, options: Partial<MeasureOptions
         result.output.dispose();
       }
       const ms = summarize(timer.read());
+      const power = endPower?.();
       const timing = {
         method: 'cuda-events' as const,
         ms,
@@ -214,6 +218,7 @@ export function measureAttnlabCase(c: BenchCase, options: Partial<MeasureOptions
         warmup: o.warmup,
         settleCalls: settle,
         inputCopies: copies.length,
+        ...(power && { power }),
       };
       return finish(base, c, o, timing, {
         peakMemoryBytes,

@@ -107,6 +107,7 @@ function machineTable(file: NamedResults): string {
     ],
     ...(machine.gpu?.driver ? [['driver', machine.gpu.driver]] : []),
     ...(machine.gpu?.uuid ? [['GPU UUID', machine.gpu.uuid]] : []),
+    ...(machine.gpu?.powerLimitWatts ? [['power limit', `${machine.gpu.powerLimitWatts} W`]] : []),
     ...Object.entries(machine.libraries),
     ...(settings ? [['settings', settings]] : []),
     ['host', `${machine.hostname} (${machine.platform}), Node.js ${machine.node}`],

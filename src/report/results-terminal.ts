@@ -120,6 +120,7 @@ export function renderMachine(results: ResultsFile, options: { color?: boolean }
     ],
     ...(m.gpu?.driver ? [['driver', m.gpu.driver]] : []),
     ...(m.gpu?.uuid ? [['GPU UUID', m.gpu.uuid]] : []),
+    ...(m.gpu?.powerLimitWatts ? [['power limit', `${m.gpu.powerLimitWatts} W`]] : []),
     ...Object.entries(m.libraries).map(([k, v]) => [k, v]),
     ...(settings ? [['settings', settings]] : []),
     ['node', m.node],

@@ -6,6 +6,7 @@
 import type { ResultsFile } from '../results/schema.js';
 import type { NamedResults } from './charts.js';
 import { gpuMismatchNote } from './gpus.js';
+import { powerCapNotes } from './power.js';
 
 /** `NAME=value, …` of the settings a file records, or undefined where none was set (the defaults). */
 export function settingsLine(machine: ResultsFile['machine']): string | undefined {
@@ -21,7 +22,11 @@ export function settingsMismatchNote(files: readonly NamedResults[]): string | u
   return `these files ran under different ATTNLAB_* settings (${where}): their rows compare as two configurations do`;
 }
 
-/** The notes a comparison of `files` needs before its rows are read side by side: other GPUs, other settings. */
+/**
+ * The notes `files` need before their rows are read side by side: other GPUs, other settings, rows timed at the
+ * GPU's power limit.
+ */
 export function comparisonNotes(files: readonly NamedResults[]): string[] {
-  return [gpuMismatchNote(files), settingsMismatchNote(files)].filter((n) => n !== undefined);
+  const notes = [gpuMismatchNote(files), settingsMismatchNote(files)].filter((n) => n !== undefined);
+  return [...notes, ...powerCapNotes(files)];
 }

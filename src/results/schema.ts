@@ -118,6 +118,11 @@ export interface RowTiming {
   inputCopies: number;
   /** Untimed back-to-back calls right before the timed ones (GPU rows; see MeasureOptions.settleMs). */
   settleCalls?: number;
+  /**
+   * The GPU's power state over the timed calls (attnlab GPU rows where NVML answers, bench/gpu-power.ts): % of
+   * the time its power limit held it below its clocks, mean W drawn, the limit.
+   */
+  power?: { cappedPercent: number; meanWatts: number; limitWatts: number };
 }
 
 /** A table of strings (the lab's non-timing sections: Q/K/V, causal effect, head shapes). */
@@ -140,6 +145,8 @@ export interface GpuInfo {
    * (two H200s read the same decode rows 3% apart: bench/results/2026-12-02-s13-decode).
    */
   uuid?: string;
+  /** The enforced power limit, W, from NVML where the driver's library answers (bench/gpu-power.ts). */
+  powerLimitWatts?: number;
 }
 
 export interface PeerInfo {

@@ -101,6 +101,12 @@ export function parseResults(value: unknown, source: string): ResultsFile {
       warmup: c.nonNegative,
       inputCopies: c.size,
       'settleCalls?': c.size,
+      'power?': (w, wp) =>
+        c.fields(w, wp, {
+          cappedPercent: c.nonNegative,
+          meanWatts: c.nonNegative,
+          limitWatts: c.nonNegative,
+        }),
     });
   const row: Check = (v, p) => {
     const r = c.fields(v, p, {
@@ -173,6 +179,7 @@ export function parseResults(value: unknown, source: string): ResultsFile {
             'l2Bytes?': c.nonNegative,
             'driver?': c.string,
             'uuid?': c.string,
+            'powerLimitWatts?': c.nonNegative,
           }),
         libraries: c.record(c.string),
         'settings?': c.record(c.string),

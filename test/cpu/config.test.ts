@@ -36,7 +36,14 @@ describe('config', () => {
     assert.equal(c.disableCuda, false);
     assert.equal(c.assertNoCompile, false);
     assert.equal(c.cudnnGraph, null);
-    assert.deepEqual(c.libraries, { cuda: null, nvrtc: null, cublasLt: null, cudnn: null, nccl: null });
+    assert.deepEqual(c.libraries, {
+      cuda: null,
+      nvrtc: null,
+      cublasLt: null,
+      cudnn: null,
+      nccl: null,
+      nvml: null,
+    });
   });
 
   it('ATTNLAB_CACHE_DIR is the root for every disk cache; =0 switches turn one off', () => {

@@ -14,6 +14,7 @@ import { fileURLToPath } from 'node:url';
 import koffi from 'koffi';
 import { deviceContext, deviceCount, getCudaContext, onDevice } from '../../src/backends/cuda/context.js';
 import { memoryStats } from '../../src/backends/cuda/memory.js';
+import { gpuPowerProbe, powerProbeReason } from '../../src/bench/gpu-power.js';
 import { describeMachine, gpuUuid } from '../../src/bench/machine.js';
 import { reloadConfig } from '../../src/config.js';
 import { InvalidArgumentError } from '../../src/errors.js';
@@ -31,6 +32,8 @@ const built = spawnSync(
 );
 const skip = built.status === 0 ? false : `no C compiler: ${built.error?.message ?? built.stderr}`;
 process.env.ATTNLAB_LIBCUDA = library;
+// No NVML here: the machine record goes without a power limit and says nothing of it (gpu-power.ts).
+process.env.ATTNLAB_NVML = join(dir, 'no-libnvidia-ml.so.1');
 delete process.env.ATTNLAB_DISABLE_CUDA;
 reloadConfig();
 
@@ -41,6 +44,9 @@ describe('several devices in one process (stand-in driver with 2 devices)', { sk
     assert.equal(gpuUuid(0), 'GPU-00010203-0405-0607-0809-0a0b0c0d0e0f');
     assert.equal(gpuUuid(1), 'GPU-01020304-0506-0708-090a-0b0c0d0e0f10');
     assert.equal(describeMachine().gpu?.uuid, gpuUuid(0));
+    assert.equal(describeMachine().gpu?.powerLimitWatts, undefined, 'no NVML: no power limit');
+    assert.equal(gpuPowerProbe(), null);
+    assert.match(powerProbeReason(), /libnvidia-ml/);
   });
   it('onDevice switches the current context and getCudaContext(), and switches back', () => {
     assert.equal(deviceCount(), 2);

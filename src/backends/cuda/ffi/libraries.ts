@@ -1,6 +1,6 @@
 /**
  * Finding and loading the C libraries attnlab talks to: the CUDA driver (libcuda), NVRTC,
- * cuBLASLt, cuDNN and NCCL. Nothing here runs at import time: a machine without a GPU imports attnlab and
+ * cuBLASLt, cuDNN, NCCL and NVML. Nothing here runs at import time: a machine without a GPU imports attnlab and
  * only pays for the search when a CUDA backend is first asked for.
  *
  * Search order, for each library: the ATTNLAB_<LIB> variable (a file, or a folder to look in), then
@@ -17,7 +17,7 @@ import koffi, { type LibraryHandle } from 'koffi';
 import { config, LIBRARY_VARIABLES, readConfig } from '../../../config.js';
 import { LibraryNotFoundError } from '../../../errors.js';
 
-export type LibraryName = 'cuda' | 'nvrtc' | 'cublasLt' | 'cudnn' | 'nccl';
+export type LibraryName = 'cuda' | 'nvrtc' | 'cublasLt' | 'cudnn' | 'nccl' | 'nvml';
 
 interface LibrarySpec {
   /** Sonames, newest first. */
@@ -53,6 +53,12 @@ const SPECS: Record<LibraryName, LibrarySpec> = {
     sonames: ['libnccl.so.2', 'libnccl.so'],
     pythonPackages: ['nccl'],
     hint: 'Install NCCL 2 (or pip install nvidia-nccl-cu13), or set ATTNLAB_NCCL.',
+  },
+  // The GPU's power state beside benchmark rows (ffi/nvml.ts); the driver installs it beside libcuda.
+  nvml: {
+    sonames: ['libnvidia-ml.so.1', 'libnvidia-ml.so'],
+    pythonPackages: [],
+    hint: 'It comes with the NVIDIA driver; or set ATTNLAB_NVML to libnvidia-ml.so.1 or its folder.',
   },
 };
 

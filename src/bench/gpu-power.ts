@@ -1,0 +1,103 @@
+/**
+ * The GPU's power state over a row's timed calls, from NVML's counters (backends/cuda/ffi/nvml.ts) read before
+ * the first timed call and after the last one finished: the share of that time the power limit held the GPU
+ * below its clocks, and the mean power drawn.
+ *
+ * Why: back to back at full memory bandwidth an H200 sits at its 700 W limit and lowers its SM clock to
+ * 1.2–1.9 GHz; a kernel doing more work per byte then reads less (flash decode at K=4 with a tile of padding:
+ * 4.14 TB/s a call against 4.39 with the host hidden, 75–83% of nvidia-smi's samples power-capped), and of four
+ * H200s in one session two never reached the limit (bench/results/2026-12-02-s15-decode). A row that records
+ * how long it was capped says which state its number belongs to.
+ *
+ * Counters, not samples: NVML's violation time (ns held below clocks by power, with the host µs it was read
+ * at) and total energy (mJ) are cumulative, so two readings bracket the calls exactly as the CUDA events do,
+ * with no sampling thread. Where NVML, the device or a counter is missing (no driver library, a GPU that does
+ * not report them), rows go without and `powerProbeReason()` says why.
+ */
+import { getCudaContext } from '../backends/cuda/context.js';
+import {
+  enforcedPowerLimitWatts,
+  nvmlDevice,
+  type PowerCounters,
+  readPowerCounters,
+} from '../backends/cuda/ffi/nvml.js';
+import { gpuUuid } from './gpu-uuid.js';
+
+/** The power state over a timed window (results schema: rows[].timing.power). */
+export interface PowerWindow {
+  /** % of the window the power limit held the GPU below its application clocks (NVML_PERF_POLICY_POWER). */
+  readonly cappedPercent: number;
+  /** Mean power drawn over the window, W (energy counter difference over the host's time). */
+  readonly meanWatts: number;
+  /** The enforced power limit, W. */
+  readonly limitWatts: number;
+}
+
+/**
+ * The window between readings `a` and `b`, `hostMs` apart on the host clock, or null when a counter went
+ * backwards (a driver reload) or the window is empty. The violation time is over NVML's own reference clock
+ * where it advanced (the two readings' referenceTime), else over `hostMs`; the share is clamped to [0, 100].
+ */
+export function powerBetween(
+  a: PowerCounters,
+  b: PowerCounters,
+  hostMs: number,
+  limitWatts: number,
+): PowerWindow | null {
+  if (b.powerViolationNs < a.powerViolationNs || b.energyMj < a.energyMj || !(hostMs > 0)) return null;
+  const windowNs =
+    b.referenceUs > a.referenceUs ? Number(b.referenceUs - a.referenceUs) * 1000 : hostMs * 1e6;
+  const capped = (100 * Number(b.powerViolationNs - a.powerViolationNs)) / windowNs;
+  return {
+    cappedPercent: Math.min(100, Math.max(0, capped)),
+    meanWatts: Number(b.energyMj - a.energyMj) / hostMs,
+    limitWatts,
+  };
+}
+
+/** Reads the current GPU's counters; `start()` returns the function that ends the window. */
+export interface PowerProbe {
+  readonly limitWatts: number;
+  start(): () => PowerWindow | null;
+}
+
+let probe: PowerProbe | null | undefined;
+let probeReason = '';
+
+/**
+ * The probe of attnlab's CUDA device (found in NVML by its UUID), made once per process; null where NVML or
+ * the counters are not there (powerProbeReason says why). Nothing here throws.
+ */
+export function gpuPowerProbe(): PowerProbe | null {
+  if (probe !== undefined) return probe;
+  try {
+    const uuid = gpuUuid(getCudaContext().properties.ordinal);
+    if (!uuid) throw new Error('the driver gave no UUID for the device');
+    const device = nvmlDevice(uuid);
+    const limitWatts = enforcedPowerLimitWatts(device);
+    readPowerCounters(device); // a GPU without the counters fails here, not in a row
+    probe = {
+      limitWatts,
+      start() {
+        const before = readPowerCounters(device);
+        const t0 = performance.now();
+        return () => {
+          try {
+            return powerBetween(before, readPowerCounters(device), performance.now() - t0, limitWatts);
+          } catch {
+            return null;
+          }
+        };
+      },
+    };
+  } catch (error) {
+    probeReason = error instanceof Error ? error.message.split('\n')[0] : String(error);
+    probe = null;
+  }
+  return probe;
+}
+
+/** Why gpuPowerProbe() gave null ('' before it was asked or where it worked). */
+export function powerProbeReason(): string {
+  return probeReason;
+}

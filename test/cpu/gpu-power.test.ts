@@ -1,0 +1,98 @@
+/**
+ * The GPU's power state beside bench rows (src/bench/gpu-power.ts, src/backends/cuda/ffi/nvml.ts): the window
+ * between two counter readings, and NVML through koffi against a stand-in libnvidia-ml (test/support/nvml-fake.c)
+ * beside the stand-in driver (cudnn-fake.c), on a machine without a GPU: the device found by its UUID, the
+ * power limit, the counters read as NVML writes them, NVML's failures as DeviceError with its text.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import koffi from 'koffi';
+import { enforcedPowerLimitWatts, nvmlDevice, readPowerCounters } from '../../src/backends/cuda/ffi/nvml.js';
+import { gpuPowerProbe, powerBetween } from '../../src/bench/gpu-power.js';
+import { describeMachine } from '../../src/bench/machine.js';
+import { reloadConfig } from '../../src/config.js';
+import { DeviceError } from '../../src/errors.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'attnlab-fake-nvml-'));
+const here = (name: string) => fileURLToPath(new URL(name, import.meta.url));
+const build = (source: string, name: string) =>
+  spawnSync('cc', ['-shared', '-fPIC', '-O1', '-o', join(dir, name), here(source), '-lm'], {
+    encoding: 'utf8',
+  });
+const built = [
+  build('../support/cudnn-fake.c', 'libcuda.so.1'),
+  build('../support/nvml-fake.c', 'libnvidia-ml.so.1'),
+];
+const skip = built.every((b) => b.status === 0)
+  ? false
+  : `no C compiler: ${built.map((b) => b.error?.message ?? b.stderr).join(' ')}`;
+process.env.ATTNLAB_LIBCUDA = join(dir, 'libcuda.so.1');
+process.env.ATTNLAB_NVML = dir;
+delete process.env.ATTNLAB_DISABLE_CUDA;
+reloadConfig();
+
+const counters = (referenceUs: number, powerViolationNs: number, energyMj: number) => ({
+  referenceUs: BigInt(referenceUs),
+  powerViolationNs: BigInt(powerViolationNs),
+  energyMj: BigInt(energyMj),
+});
+
+describe('power window between two NVML readings', () => {
+  it("takes the capped share over NVML's reference clock and the mean power over the host's time", () => {
+    const w = powerBetween(counters(1e6, 0, 0), counters(1.5e6, 1e8, 350_000), 500, 700);
+    assert.deepEqual(w, { cappedPercent: 20, meanWatts: 700, limitWatts: 700 });
+  });
+  it("falls back to the host's time where the reference clock did not move, and clamps the share", () => {
+    assert.equal(powerBetween(counters(7, 0, 0), counters(7, 2e8, 0), 400, 700)?.cappedPercent, 50);
+    assert.equal(powerBetween(counters(0, 0, 0), counters(1000, 5e6, 0), 1, 700)?.cappedPercent, 100);
+  });
+  it('gives nothing for counters that went backwards or an empty window', () => {
+    assert.equal(powerBetween(counters(0, 10, 0), counters(1000, 5, 0), 1, 700), null);
+    assert.equal(powerBetween(counters(0, 0, 10), counters(1000, 0, 5), 1, 700), null);
+    assert.equal(powerBetween(counters(0, 0, 0), counters(1000, 0, 0), 0, 700), null);
+  });
+});
+
+describe('NVML through koffi (stand-in library)', { skip }, () => {
+  it('finds the device by its UUID, reads the limit and the counters as nvml.h lays them out', () => {
+    const device = nvmlDevice('GPU-00010203-0405-0607-0809-0a0b0c0d0e0f');
+    assert.equal(device, 0xd00dn);
+    assert.equal(enforcedPowerLimitWatts(device), 700);
+    const a = readPowerCounters(device);
+    const b = readPowerCounters(device);
+    assert.equal(b.referenceUs - a.referenceUs, 10_000n, 'referenceTime, µs: the first u64');
+    assert.equal(b.powerViolationNs - a.powerViolationNs, 2_500_000n, 'violationTime, ns: the second');
+    assert.equal(b.energyMj - a.energyMj, 7000n);
+  });
+  it("turns NVML's failures into DeviceError with its text", () => {
+    assert.throws(
+      () => nvmlDevice('GPU-ffffffff-0000-0000-0000-000000000000'),
+      (e: unknown) =>
+        e instanceof DeviceError &&
+        /nvmlDeviceGetHandleByUUID/.test(e.message) &&
+        /Not Found/.test(e.message),
+    );
+  });
+  it("probes attnlab's device once: the limit in the machine record, a window over the calls", () => {
+    const probe = gpuPowerProbe();
+    assert.ok(probe, 'the stand-in answers');
+    assert.equal(probe.limitWatts, 700);
+    const end = probe.start();
+    const window = end();
+    assert.ok(window);
+    assert.equal(window.cappedPercent, 25, '2.5 ms of every 10 ms');
+    assert.equal(window.limitWatts, 700);
+    assert.ok(window.meanWatts > 0);
+    assert.equal(gpuPowerProbe(), probe, 'made once');
+    assert.equal(describeMachine().gpu?.powerLimitWatts, 700);
+    // A counter that stops answering mid-run leaves the row without a window, and never throws.
+    const stop = probe.start();
+    koffi.load(join(dir, 'libnvidia-ml.so.1')).func('void fake_set_violation_unsupported(int)')(1);
+    assert.equal(stop(), null);
+  });
+});

@@ -1,0 +1,46 @@
+/**
+ * The GPU's power state beside bench rows on a real GPU (src/bench/gpu-power.ts through the driver's
+ * libnvidia-ml): the probe finds attnlab's device by its UUID, the limit is a GPU's, a window over GPU work
+ * reads a plausible draw, and a bench row records it. Skips, saying why, without a GPU.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { attention } from '../../src/api/attention.js';
+import { cudaAvailable, synchronize } from '../../src/backends/cuda/context.js';
+import { gpuPowerProbe, powerProbeReason } from '../../src/bench/gpu-power.js';
+import { describeMachine } from '../../src/bench/machine.js';
+import { measureAttnlabCase } from '../../src/bench/measure.js';
+import { randomNormal } from '../../src/tensor/random.js';
+
+const cuda = cudaAvailable();
+const skip = cuda.ok ? false : `no CUDA device: ${cuda.reason}`;
+
+describe('GPU power state (NVML)', { skip }, () => {
+  it("reads the device's limit and a window's draw and capped share", () => {
+    const probe = gpuPowerProbe();
+    assert.ok(probe, `NVML probe: ${powerProbeReason()}`);
+    assert.ok(probe.limitWatts >= 50 && probe.limitWatts <= 2000, `limit ${probe.limitWatts} W`);
+    assert.equal(describeMachine().gpu?.powerLimitWatts, probe.limitWatts);
+    const [q, k, v] = [0, 1, 2].map((seed) =>
+      randomNormal([4, 2048, 16, 128], { seed, dtype: 'bfloat16' }).to('cuda'),
+    );
+    const end = probe.start();
+    const t0 = performance.now();
+    while (performance.now() - t0 < 400) attention(q, k, v, { implementation: 'flash' }).output.dispose();
+    synchronize();
+    const window = end();
+    for (const t of [q, k, v]) t.dispose();
+    assert.ok(window, 'a window');
+    assert.ok(window.cappedPercent >= 0 && window.cappedPercent <= 100, `capped ${window.cappedPercent}%`);
+    assert.ok(window.meanWatts > 30 && window.meanWatts < 2 * probe.limitWatts, `${window.meanWatts} W`);
+  });
+  it('puts the window in a bench row', () => {
+    const r = measureAttnlabCase(
+      { B: 2, T: 1024, S: 1024, N: 8, K: 8, H: 128, dtype: 'bfloat16', causal: false, impl: 'flash' },
+      { checkError: false, repeats: 20, settleMs: 50 },
+    );
+    assert.equal(r.status, 'ok', r.reason);
+    assert.ok(r.timing?.power, 'timing.power');
+    assert.ok(r.timing.power.meanWatts > 0);
+  });
+});
