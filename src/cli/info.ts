@@ -7,6 +7,7 @@ import type { Command } from 'commander';
 import { cudaAvailable, cudaInfo } from '../backends/cuda/context.js';
 import { autoDispatchSummary } from '../backends/dispatch-table.js';
 import { BACKENDS } from '../backends/registry.js';
+import { gpuPowerProbe, powerProbeReason } from '../bench/gpu-power.js';
 import { renderTable } from '../report/terminal.js';
 import { packageVersion } from '../version.js';
 
@@ -33,6 +34,11 @@ export function collectInfo(): Record<string, string> {
     return info;
   }
   for (const [key, value] of Object.entries(cudaInfo())) info[key] = String(value);
+  // Timings on a GPU at its power limit run at lower clocks: bench rows record how long they were held there.
+  const power = gpuPowerProbe();
+  info['power limit'] = power
+    ? `${power.limitWatts} W (NVML; bench rows record their time held at it)`
+    : `not read: ${powerProbeReason()}`;
   // With implementation unset, dense prefill on this GPU follows its recorded benchmark, if any.
   info['auto dispatch'] = autoDispatchSummary(info.gpu ?? null, cudaOrder);
   return info;

@@ -15,6 +15,7 @@ import koffi from 'koffi';
 import { enforcedPowerLimitWatts, nvmlDevice, readPowerCounters } from '../../src/backends/cuda/ffi/nvml.js';
 import { gpuPowerProbe, powerBetween } from '../../src/bench/gpu-power.js';
 import { describeMachine } from '../../src/bench/machine.js';
+import { collectInfo } from '../../src/cli/info.js';
 import { reloadConfig } from '../../src/config.js';
 import { DeviceError } from '../../src/errors.js';
 
@@ -90,6 +91,7 @@ describe('NVML through koffi (stand-in library)', { skip }, () => {
     assert.ok(window.meanWatts > 0);
     assert.equal(gpuPowerProbe(), probe, 'made once');
     assert.equal(describeMachine().gpu?.powerLimitWatts, 700);
+    assert.match(collectInfo()['power limit'], /^700 W \(NVML/, '`attnlab info` says it');
     // A counter that stops answering mid-run leaves the row without a window, and never throws.
     const stop = probe.start();
     koffi.load(join(dir, 'libnvidia-ml.so.1')).func('void fake_set_violation_unsupported(int)')(1);
