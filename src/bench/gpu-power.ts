@@ -61,22 +61,26 @@ export interface PowerProbe {
   start(): () => PowerWindow | null;
 }
 
-let probe: PowerProbe | null | undefined;
+/** Probes by CUDA ordinal (null: NVML did not answer for that device), and why the last one failed. */
+const probes = new Map<number, PowerProbe | null>();
 let probeReason = '';
 
 /**
- * The probe of attnlab's CUDA device (found in NVML by its UUID), made once per process; null where NVML or
- * the counters are not there (powerProbeReason says why). Nothing here throws.
+ * The probe of attnlab's current CUDA device (found in NVML by its UUID), made once per device and process;
+ * null where NVML or the counters are not there (powerProbeReason says why). Nothing here throws.
  */
 export function gpuPowerProbe(): PowerProbe | null {
-  if (probe !== undefined) return probe;
+  const ordinal = getCudaContext().properties.ordinal;
+  const known = probes.get(ordinal);
+  if (known !== undefined) return known;
+  let made: PowerProbe | null = null;
   try {
-    const uuid = gpuUuid(getCudaContext().properties.ordinal);
+    const uuid = gpuUuid(ordinal);
     if (!uuid) throw new Error('the driver gave no UUID for the device');
     const device = nvmlDevice(uuid);
     const limitWatts = enforcedPowerLimitWatts(device);
     readPowerCounters(device); // a GPU without the counters fails here, not in a row
-    probe = {
+    made = {
       limitWatts,
       start() {
         const before = readPowerCounters(device);
@@ -92,9 +96,9 @@ export function gpuPowerProbe(): PowerProbe | null {
     };
   } catch (error) {
     probeReason = error instanceof Error ? error.message.split('\n')[0] : String(error);
-    probe = null;
   }
-  return probe;
+  probes.set(ordinal, made);
+  return made;
 }
 
 /** Why gpuPowerProbe() gave null ('' before it was asked or where it worked). */

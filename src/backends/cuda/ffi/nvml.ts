@@ -63,7 +63,7 @@ export interface PowerCounters {
   readonly energyMj: bigint;
 }
 
-/** The NVML device whose UUID (GPU-…, as cuDeviceGetUuid gives it: bench/machine.ts) is `uuid`. */
+/** The NVML device whose UUID (GPU-…, as cuDeviceGetUuid gives it: bench/gpu-uuid.ts) is `uuid`. */
 export function nvmlDevice(uuid: string): bigint {
   const slot = new BigUint64Array(1);
   nvmlApi().nvmlDeviceGetHandleByUUID(uuid, slot);
