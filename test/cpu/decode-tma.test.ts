@@ -65,6 +65,7 @@ describe('TMA decode kernel table', () => {
     delete decodeTuning.rowGroups;
     delete decodeTuning.rowTiles;
     delete decodeTuning.boxGroup;
+    delete decodeTuning.multicast;
   });
   it('replaces the heads kernel wherever it can run, and the row-tile kernel on short MQA caches, as measured', () => {
     for (const blockSize of [0, 16, 64]) {
@@ -217,6 +218,23 @@ describe('TMA decode kernel table', () => {
     decodeTuning.rowGroups = 3 as 2;
     assert.throws(() => split(problem({})), /decodeTuning\.rowGroups/);
   });
+  it('runs forced row groups as two-CTA clusters with multicast copies, only in row groups', () => {
+    decodeTuning.rowGroups = 2;
+    decodeTuning.multicast = true;
+    for (const blockSize of [0, 16, 64]) {
+      const v = picked(problem({ blockSize }));
+      assert.equal(v.multicast, true, `block ${blockSize}`);
+      assert.match(tmaVariantKey(v), /\.r2mc(\.g\d+)?$/);
+      assert.equal(tmaDefines(v).DECODE_WS_MULTICAST, 1);
+    }
+    decodeTuning.rowGroups = 1;
+    const one = picked(problem({ blockSize: 16 }));
+    assert.equal(one.multicast, false, 'the one-block form has no pair to share a tile with');
+    assert.equal(tmaDefines(one).DECODE_WS_MULTICAST, 0);
+    assert.doesNotMatch(tmaVariantKey(one), /mc/);
+    decodeTuning.multicast = 'yes' as unknown as boolean;
+    assert.throws(() => split(problem({})), /decodeTuning\.multicast.*true or false.*yes/);
+  });
   it('takes a forced box group that tiles the stage and stays inside a page, and names a wrong one', () => {
     decodeTuning.boxGroup = 16;
     assert.equal(picked(problem({ blockSize: 64 })).boxGroup, 16);
@@ -267,6 +285,7 @@ describe('TMA decode kernel table', () => {
       DECODE_WS_FAST: 1,
       DECODE_WS_GROUP: 32,
       DECODE_WS_ROWGROUPS: 2,
+      DECODE_WS_MULTICAST: 0,
     });
   });
   it('maps grouped boxes as 5-D: 64 columns, rows, the two halves 128 B apart, kv head, block', () => {

@@ -123,6 +123,7 @@ describe('flash decode, TMA kernel', { skip }, () => {
     delete decodeTuning.rowGroups;
     delete decodeTuning.rowTiles;
     delete decodeTuning.combine;
+    delete decodeTuning.multicast;
   });
 
   describe('forced', () => {
@@ -133,26 +134,34 @@ describe('flash decode, TMA kernel', { skip }, () => {
       delete decodeTuning.kernel;
       delete decodeTuning.splits;
       delete decodeTuning.rowGroups;
+      delete decodeTuning.multicast;
     });
+    // The forms: one block a key range, row groups of two blocks, and row groups as two-CTA clusters whose
+    // producers multicast each half of a tile into both (decodeTuning.multicast).
+    const FORMS = [
+      { name: '1 row group(s)', rowGroups: 1, multicast: false, variant: /^flash-decode-tma\.(?!.*\.r2)/ },
+      { name: '2 row group(s)', rowGroups: 2, multicast: false, variant: /^flash-decode-tma\..*\.r2(?!mc)/ },
+      { name: 'clustered row groups', rowGroups: 2, multicast: true, variant: /^flash-decode-tma\..*\.r2mc/ },
+    ] as const;
     CASES.forEach((c, index) => {
-      for (const rowGroups of [1, 2] as const)
+      for (const form of FORMS)
         for (const splits of [undefined, 1, 3, 17]) {
-          it(`${c.name}, ${rowGroups} row group(s), ${splits ?? 'chosen'} splits: dense, paged 8…256`, () => {
-            decodeTuning.rowGroups = rowGroups;
+          it(`${c.name}, ${form.name}, ${splits ?? 'chosen'} splits: dense, paged 8…256`, () => {
+            decodeTuning.rowGroups = form.rowGroups;
+            decodeTuning.multicast = form.multicast;
             if (splits) decodeTuning.splits = splits;
             else delete decodeTuning.splits;
             const { q, k, v } = inputs(c, 'bfloat16', index * 10);
             const options: AttentionOptions = { ...c.options, keyValueSeqLengths: c.lengths };
             for (const blockSize of [0, 8, 16, 32, 64, 256]) {
               const r = run(q, k, v, blockSize, options, index + blockSize);
-              assert.match(r.variant, rowGroups === 2 ? /^flash-decode-tma\..*\.r2/ : /^flash-decode-tma\./);
-              if (rowGroups === 1) assert.doesNotMatch(r.variant, /\.r2/);
+              assert.match(r.variant, form.variant);
               if (splits) assert.match(r.variant, new RegExp(`split${splits}`));
               assertMatchesOracle(
                 r,
                 { q, k, v, options },
                 'bfloat16',
-                `${c.name} block ${blockSize}, ${rowGroups} row group(s), splits ${splits}`,
+                `${c.name} block ${blockSize}, ${form.name}, splits ${splits}`,
               );
             }
           });
@@ -190,13 +199,15 @@ describe('flash decode, TMA kernel', { skip }, () => {
           [CASES[0], 0],
           [CASES[3], 3],
         ] as const)
-          for (const [combine, splits] of [
-            ['kernel', 3],
-            ['fused', 17],
-            ['fused', 2],
+          for (const [combine, splits, multicast] of [
+            ['kernel', 3, false],
+            ['fused', 17, false],
+            ['fused', 2, false],
+            ['fused', 3, true],
           ] as const) {
             decodeTuning.combine = combine;
             decodeTuning.splits = splits;
+            if (multicast) Object.assign(decodeTuning, { rowGroups: 2, multicast });
             const { q, k, v } = inputs(c, 'bfloat16', index * 10);
             const options: AttentionOptions = { ...c.options, keyValueSeqLengths: c.lengths };
             for (const blockSize of [0, 16]) {
@@ -209,13 +220,17 @@ describe('flash decode, TMA kernel', { skip }, () => {
                 r,
                 { q, k, v, options },
                 'bfloat16',
-                `${c.name} block ${blockSize}, ${combine} ${splits}`,
+                `${c.name} block ${blockSize}, ${combine} ${splits}${multicast ? ', clustered row groups' : ''}`,
               );
             }
+            delete decodeTuning.rowGroups;
+            delete decodeTuning.multicast;
           }
       } finally {
         delete decodeTuning.combine;
         delete decodeTuning.splits;
+        delete decodeTuning.rowGroups;
+        delete decodeTuning.multicast;
       }
     });
 
@@ -362,17 +377,20 @@ describe('flash decode, TMA kernel', { skip }, () => {
     const q = randomNormal([B, L, N, H], { seed: seed + 95, dtype });
     const k = randomNormal([B, prefix + L, 1, H], { seed: seed + 96, dtype });
     const v = randomNormal([B, prefix + L, 1, H], { seed: seed + 97, dtype });
-    for (const [rowGroups, dependent] of [
-      [1, '0'],
-      [2, '0'],
-      [1, '1'],
-      [2, '1'],
-      [1, 'combine'],
-      [1, 'splits'],
-      [2, 'auto'],
+    for (const [rowGroups, dependent, multicast] of [
+      [1, '0', false],
+      [2, '0', false],
+      [1, '1', false],
+      [2, '1', false],
+      [1, 'combine', false],
+      [1, 'splits', false],
+      [2, 'auto', false],
+      [2, '0', true],
+      [2, '1', true],
     ] as const) {
       decodeTuning.kernel = 'tma';
       decodeTuning.rowGroups = rowGroups;
+      decodeTuning.multicast = multicast;
       process.env.ATTNLAB_DEPENDENT_LAUNCH = dependent;
       reloadConfig();
       const cache = new KVCache({
@@ -402,13 +420,14 @@ describe('flash decode, TMA kernel', { skip }, () => {
             { output: outputs[t].output.toHost(), logSumExp: outputs[t].logSumExp?.toHost() },
             { q: qt, k: kt, v: vt, options: {} },
             dtype,
-            `step ${t}, ${rowGroups} row group(s), ATTNLAB_DEPENDENT_LAUNCH=${dependent}`,
+            `step ${t}, ${rowGroups} row group(s)${multicast ? ' in clusters' : ''}, ATTNLAB_DEPENDENT_LAUNCH=${dependent}`,
           );
         }
       } finally {
         cache.dispose();
         delete decodeTuning.kernel;
         delete decodeTuning.rowGroups;
+        delete decodeTuning.multicast;
         delete process.env.ATTNLAB_DEPENDENT_LAUNCH;
         reloadConfig();
       }

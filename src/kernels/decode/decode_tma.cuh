@@ -42,10 +42,17 @@ __device__ __forceinline__ BlockKeys tma_block_keys(BlockKeys k, int splits, int
 // box {64, GROUP, 2} of a 5-D map (halves as a dimension of stride 128 B, Sw128Layout<GROUP>). The next
 // tile's table entries are loaded before the wait. GROUP < 0 (the harness's loader-only measurement, no
 // consumer reads them): whole 256-byte rows unswizzled, box {128, BOXR} of the 4-D map, K and V a box each.
-template <int TK, int STAGES, int K_BYTES, int STAGE_BYTES, int GROUP = 0>
+//
+// MULTICAST (row groups as a cluster of two CTAs, flash_decode_ws.cu): both CTAs read the same tiles, so each
+// producer issues the copies of its parity (c % 2 == `rank`) to both CTAs at once, and arms its own `full`
+// with the whole stage's bytes (half come from the other CTA's copies; the phase cannot complete before this
+// producer's arrival, the barrier's only one, whatever order the bytes come in). Its `empty` counts both
+// CTAs' consumers: a stage is refilled only when neither CTA reads it any more.
+template <int TK, int STAGES, int K_BYTES, int STAGE_BYTES, int GROUP = 0, bool MULTICAST = false>
 __device__ __forceinline__ void tma_produce(const DecodeParams& p, const TmaDesc* kmap, const TmaDesc* vmap,
                                             const BlockKeys& keys, int b, int kh, u32 loop_smem, u32 full,
-                                            u32 empty, int lane) {
+                                            u32 empty, int lane, int rank = 0) {
+  static_assert(!MULTICAST || GROUP >= 0, "multicast: the boxes consumers read");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   const bool paged = p.block_table != nullptr;
   const int* table_row = paged ? p.block_table + (i64)b * p.max_blocks : nullptr;
@@ -77,7 +84,7 @@ __device__ __forceinline__ void tma_produce(const DecodeParams& p, const TmaDesc
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int c = lane + 32 * r, box = c % boxes;
-      if (c >= copies || box >= valid) continue;
+      if (c >= copies || box >= valid || (MULTICAST && c % 2 != rank)) continue;
       const int kb = key0 + box * boxr;
       if constexpr (GROUP < 0) {
         const bool v = c >= boxes;
@@ -89,18 +96,22 @@ __device__ __forceinline__ void tma_produce(const DecodeParams& p, const TmaDesc
       } else if constexpr (GROUP > 0) {
         const bool v = c >= boxes;
         const u32 dst = base + (v ? K_BYTES : 0) + box * GROUP * 256;
-        if (paged)
-          tma_load_5d(dst, v ? vmap : kmap, bar, 0, kb % p.block_size, 0, kh, pg[r]);
+        const TmaDesc* map = v ? vmap : kmap;
+        const int c1 = paged ? kb % p.block_size : kb, c4 = paged ? pg[r] : b;
+        if constexpr (MULTICAST)
+          tma_load_5d_multicast(dst, map, bar, 0b11, 0, c1, 0, kh, c4);
         else
-          tma_load_5d(dst, v ? vmap : kmap, bar, 0, kb, 0, kh, b);
+          tma_load_5d(dst, map, bar, 0, c1, 0, kh, c4);
       } else {
         const bool v = c >= 2 * boxes;
         const int half = (c / boxes) % 2;
         const u32 dst = base + (v ? K_BYTES : 0) + half * (TK * 128) + box * boxr * 128;
-        if (paged)
-          tma_load_4d(dst, v ? vmap : kmap, bar, half * 64, kb % p.block_size, kh, pg[r]);
+        const TmaDesc* map = v ? vmap : kmap;
+        const int c1 = paged ? kb % p.block_size : kb, c3 = paged ? pg[r] : b;
+        if constexpr (MULTICAST)
+          tma_load_4d_multicast(dst, map, bar, 0b11, half * 64, c1, kh, c3);
         else
-          tma_load_4d(dst, v ? vmap : kmap, bar, half * 64, kb, kh, b);
+          tma_load_4d(dst, map, bar, half * 64, c1, kh, c3);
       }
     }
     pg[0] = next[0], pg[1] = next[1];

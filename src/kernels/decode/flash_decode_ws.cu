@@ -34,7 +34,8 @@
 // copies instead (decode_tma.cuh; HB = 1, D = DV = 128, one producer warp): unpadded 128-byte-swizzled
 // halves, read through Sw128Layout.
 template <int D, int DV, bool FP16, int HB, int RTH, int SLICES, int KPW, int STAGES, bool QSMEM, int MINB,
-          bool FAST = false, int PRODUCERS = 1, bool TMA = false, int GROUP = 0, int LOADONLY = 0, int ROWGROUPS = 1>
+          bool FAST = false, int PRODUCERS = 1, bool TMA = false, int GROUP = 0, int LOADONLY = 0, int ROWGROUPS = 1,
+          bool MULTICAST = false>
 struct WsConfig {
   static constexpr int D_ = D, DV_ = DV, HB_ = HB, RTH_ = RTH, SLICES_ = SLICES, KPW_ = KPW, STAGES_ = STAGES;
   static constexpr bool QSMEM_ = QSMEM, FAST_ = FAST, TMA_ = TMA;
@@ -46,6 +47,10 @@ struct WsConfig {
   // tile hits the L2, and a row group replaces a split and its share of the combine (bench/results/
   // 2026-12-02-s11-decode: B=64 S=16k K=1 dense 3910 → 4175 GB/s with one split instead of two)
   static constexpr int ROWGROUPS_ = ROWGROUPS;
+  // MULTICAST: the row group's two blocks as one cluster of two CTAs (the kernel's __cluster_dims__), its
+  // producers each copying half of every tile into both (tma_produce): one read of a tile from the L2 for the
+  // pair, and the pair in step by construction (no drift for the L2 to cover, ROW_GROUP_MAX_KEYS in decode-tma.ts)
+  static constexpr bool MULTICAST_ = MULTICAST;
   static constexpr int MINB_ = MINB, PRODUCERS_ = PRODUCERS;
   static constexpr int TILES = HB * RTH;
   static constexpr int CONSUMERS = TILES * SLICES;
@@ -76,6 +81,8 @@ struct WsConfig {
   static_assert(GROUP == 0 || (TMA && GROUP % 8 == 0 && TK % GROUP == 0) || (TMA && GROUP == -1 && LOADONLY),
                 "TMA groups: 8·n rows tiling the tile (−1: unswizzled whole rows, nobody reads them)");
   static_assert(ROWGROUPS >= 1 && (ROWGROUPS == 1 || HB == 1), "row groups: one kv head a block");
+  static_assert(!MULTICAST || (TMA && ROWGROUPS == 2 && GROUP >= 0 && LOADONLY == 0),
+                "multicast: the TMA loader's row groups of two, boxes the consumers read");
 };
 
 // The consumer warps alone (the producer has left): barrier 1, CONSUMERS·32 threads.
@@ -238,10 +245,12 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const Tma
   const u32 loop_smem = C::ALIGN_BYTES ? (loop_unaligned + C::ALIGN_BYTES - 1) & ~u32(C::ALIGN_BYTES - 1) : loop_unaligned;
   unsigned char* loop = smem + (loop_smem - full);
 
+  constexpr bool MC = C::MULTICAST_;
+  const int peer = int(blockIdx.x % RG) ^ 1;  // with MC, the other CTA of the cluster (its rank: blockIdx.x % 2)
   if (threadIdx.x == 0)
     for (int s = 0; s < STAGES; ++s) {
       dec_mbar_init(full + s * 8, C::PRODUCERS_);
-      dec_mbar_init(empty + s * 8, CONSUMERS);
+      dec_mbar_init(empty + s * 8, CONSUMERS * (MC ? 2 : 1));  // with MC, both CTAs' consumers release a stage
     }
   if constexpr (C::QSMEM_) {  // Q tile rows (row tile r: head r / RTH, rows (r % RTH)·16 …), zeros past rows_b
     for (int c = threadIdx.x; c < TILES * 16 * (D / 8); c += C::THREADS) {
@@ -254,11 +263,19 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const Tma
     }
   }
   __syncthreads();  // barriers initialised and Q written before anyone uses them
+  if constexpr (MC) {  // and the other CTA's, before its copies and arrivals reach this one's barriers
+    cluster_arrive();
+    cluster_wait();
+  }
 
   if (warp >= CONSUMERS) {  // the producers
     if constexpr (C::TMA_) {
-      tma_produce<TK, STAGES, C::K_BYTES, C::STAGE_BYTES, C::GROUP_>(p, kmap, vmap, keys, b, kh0, loop_smem, full,
-                                                                     empty, lane);
+      tma_produce<TK, STAGES, C::K_BYTES, C::STAGE_BYTES, C::GROUP_, MC>(p, kmap, vmap, keys, b, kh0, loop_smem,
+                                                                         full, empty, lane, peer ^ 1);
+      if constexpr (MC) {  // the cluster's end (see the consumers')
+        cluster_arrive();
+        cluster_wait();
+      }
       return;
     }
     const int pw = warp - CONSUMERS, P = C::PRODUCERS_;  // this warp's 32-row chunks: pw, pw + P, …
@@ -352,8 +369,15 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const Tma
     ws_softmax<KPW, C::DT, C::FAST_>(s, o, m, l, key0, lo, hi, p.scale_log2, tq, all_visible);
     pv_tile_at<C, FP16, KPW, LV>(o, s, v_tile, key0, slice * KPW, keys.all_lo, keys.all_hi, lo, hi, lane);
     __syncwarp();  // the warp's reads of this stage are done before it is released
-    if (lane == 0) dec_mbar_arrive(empty + stage * 8);
+    if (lane == 0) {
+      dec_mbar_arrive(empty + stage * 8);
+      if constexpr (MC) mbar_arrive_cluster(empty + stage * 8, peer);  // the other producer copies into it too
+    }
   }
+  // With MC: this CTA's last access to the other's shared memory (an arrival) is behind it; it leaves only when
+  // the other has passed the same point, so no arrival ever reaches a CTA that has exited. Every copy into this
+  // CTA has landed (its full barriers all completed), so the merge below may reuse the stages.
+  if constexpr (MC) cluster_arrive();
   if constexpr (C::LOADONLY_ == 2) return;
   consumers_sync(CONSUMERS * 32);  // every consumer is done with the stages: the merge reuses them
 
@@ -372,6 +396,7 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const Tma
   if (split_counters && p.splits > 1)
     combine_in_split<C, FP16>(p, split_counters + ((i64)b * gridDim.y + blockIdx.y) * RG + blockIdx.x % RG, loop, b,
                               kh0, row0, rows_b, warp, lane);
+  if constexpr (MC) cluster_wait();
 }
 
 // The library's entry (decode-tma.ts): the TMA loader, one kv head of H = Hv = 128 a block in RTH row tiles of
@@ -379,10 +404,18 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const Tma
 // both halves (0: a box a half); K and V tensor maps beside DecodeParams (each 128 bytes, __grid_constant__),
 // then the split counters (null: the combine kernel merges the splits).
 #ifdef DECODE_WS_RTH
+#ifndef DECODE_WS_MULTICAST
+#define DECODE_WS_MULTICAST 0
+#endif
 using DecodeTmaConfig = WsConfig<128, 128, DECODE_FP16 != 0, 1, DECODE_WS_RTH, DECODE_WS_SLICES, DECODE_WS_KPW,
                                  DECODE_STAGES, false, 1, DECODE_WS_FAST != 0, 1, true, DECODE_WS_GROUP, 0,
-                                 DECODE_WS_ROWGROUPS>;
-extern "C" __global__ void __launch_bounds__(DecodeTmaConfig::THREADS, 1)
+                                 DECODE_WS_ROWGROUPS, DECODE_WS_MULTICAST != 0>;
+#if DECODE_WS_MULTICAST
+#define DECODE_TMA_CLUSTER __cluster_dims__(2, 1, 1)
+#else
+#define DECODE_TMA_CLUSTER
+#endif
+extern "C" __global__ void __launch_bounds__(DecodeTmaConfig::THREADS, 1) DECODE_TMA_CLUSTER
     attnlab_flash_decode_tma(const __grid_constant__ DecodeParams p, const __grid_constant__ TmaDesc kmap,
                              const __grid_constant__ TmaDesc vmap, int* split_counters) {
   flash_decode_ws<DecodeTmaConfig, DECODE_FP16 != 0>(p, &kmap, &vmap, split_counters);
@@ -424,6 +457,13 @@ template __global__ void decode_ws_tma_test<WsConfig<128, 128, false, 1, 2, 4, 3
     const __grid_constant__ DecodeParams, const __grid_constant__ TmaDesc, const __grid_constant__ TmaDesc);
 template __global__ void
 decode_ws_tma_test<WsConfig<128, 128, true, 1, 1, 8, 16, 3, false, 1, true, 1, true, 32, 0, 2>, true>(
+    const __grid_constant__ DecodeParams, const __grid_constant__ TmaDesc, const __grid_constant__ TmaDesc);
+// row groups as a cluster with multicast copies, half boxes (dense) and groups of 16
+template __global__ void
+decode_ws_tma_test<WsConfig<128, 128, false, 1, 1, 8, 16, 3, false, 1, true, 1, true, 0, 0, 2, true>, false>(
+    const __grid_constant__ DecodeParams, const __grid_constant__ TmaDesc, const __grid_constant__ TmaDesc);
+template __global__ void
+decode_ws_tma_test<WsConfig<128, 128, false, 1, 1, 8, 16, 3, false, 1, true, 1, true, 16, 0, 2, true>, false>(
     const __grid_constant__ DecodeParams, const __grid_constant__ TmaDesc, const __grid_constant__ TmaDesc);
 #endif
 #endif  // ATTNLAB_FLASH_DECODE_WS_CU

@@ -58,6 +58,49 @@ __device__ __forceinline__ void tma_load_5d(u32 dst, const TmaDesc* map, u32 bar
 __device__ __forceinline__ void tma_prefetch_desc(const TmaDesc* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<u64>(map)) : "memory");
 }
+// The same two loads multicast: the box lands at `dst` in every CTA of the cluster named in `ctas` (a bit a
+// CTA rank), each completing `bytes` on the mbarrier at `bar` in that CTA (the same CTA-relative offsets).
+__device__ __forceinline__ void tma_load_4d_multicast(u32 dst, const TmaDesc* map, u32 bar, u16 ctas, int c0, int c1,
+                                                      int c2, int c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], "
+      "[%1, {%4, %5, %6, %7}], [%2], %3;\n" ::"r"(dst),
+      "l"(reinterpret_cast<u64>(map)), "r"(bar), "h"(ctas), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+      : "memory");
+}
+__device__ __forceinline__ void tma_load_5d_multicast(u32 dst, const TmaDesc* map, u32 bar, u16 ctas, int c0, int c1,
+                                                      int c2, int c3, int c4) {
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], "
+      "[%1, {%4, %5, %6, %7, %8}], [%2], %3;\n" ::"r"(dst),
+      "l"(reinterpret_cast<u64>(map)), "r"(bar), "h"(ctas), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4)
+      : "memory");
+}
+
+// ---- thread-block clusters (sm_90; files that also build for sm_80, as decode's, call them only there) ----
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define SM90_CLUSTER_ASM(...) asm volatile(__VA_ARGS__)
+#else
+#define SM90_CLUSTER_ASM(...) __trap()
+#endif
+__device__ __forceinline__ u32 cluster_cta_rank() {
+  u32 rank = 0;
+  SM90_CLUSTER_ASM("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+  return rank;
+}
+// The cluster-wide barrier in two halves: every thread of every CTA arrives (release: its earlier memory
+// operations, remote ones included, are visible to the cluster), and waits (acquire) until all have.
+__device__ __forceinline__ void cluster_arrive() { SM90_CLUSTER_ASM("barrier.cluster.arrive.release;\n" ::: "memory"); }
+__device__ __forceinline__ void cluster_wait() { SM90_CLUSTER_ASM("barrier.cluster.wait.acquire;\n" ::: "memory"); }
+// One arrival on the mbarrier at CTA-relative address `bar` of cluster CTA `cta` (release at cluster scope:
+// this thread's earlier reads of its own shared memory are done before the arrival is seen).
+__device__ __forceinline__ void mbar_arrive_cluster(u32 bar, u32 cta) {
+  SM90_CLUSTER_ASM(
+      "{\n .reg .b32 remote;\n mapa.shared::cluster.u32 remote, %0, %1;\n"
+      " mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
+      "r"(cta)
+      : "memory");
+}
 
 // ---- wgmma ordering ----
 // Before the first wgmma of a group: orders earlier register writes (accumulators, A fragments) of

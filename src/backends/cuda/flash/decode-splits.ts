@@ -89,5 +89,10 @@ export interface DecodeTuning {
    * (or a dense tile's) rows, or 8, 16, 32 rows with both halves a copy; the rule picks by layout and form.
    */
   boxGroup?: 0 | 8 | 16 | 32;
+  /**
+   * Row groups as two-CTA clusters sharing each tile by TMA multicast (decode-tma.ts, DecodeTmaVariant.multicast)
+   * or as two independent blocks each reading it; applies where the TMA kernel runs in row groups.
+   */
+  multicast?: boolean;
 }
 export const decodeTuning: DecodeTuning = {};

@@ -50,6 +50,12 @@ export interface DecodeTmaVariant extends Omit<DecodeHeadsVariant, 'kind'> {
   readonly rowGroups: 1 | 2;
   /** Rows whose two 128-byte halves one copy moves (0: a copy moves one half). */
   readonly boxGroup: 0 | 8 | 16 | 32;
+  /**
+   * Row groups as a cluster of two CTAs whose producers each copy half of every tile into both (TMA
+   * multicast): one L2 read of a tile for the pair instead of two, and the pair in step. False in the
+   * one-block form.
+   */
+  readonly multicast: boolean;
 }
 
 /** The kernel's name in flash_decode_ws.cu. */
@@ -186,6 +192,7 @@ export function tmaVariant(
   rowGroups: 1 | 2 = 1,
   forcedBoxGroup?: number,
   forcedRowTiles?: 1 | 2,
+  multicast = false,
 ): DecodeTmaVariant {
   const rowTiles = rowGroups === 2 ? 1 : oneBlockRowTiles(p, forcedRowTiles);
   const slices = rowTiles === 2 ? 4 : 8;
@@ -204,6 +211,7 @@ export function tmaVariant(
     rowGroups,
     boxGroup:
       forcedBoxGroup === undefined ? boxGroupFor(p, rowGroups, rowTiles) : checkedBoxGroup(p, forcedBoxGroup),
+    multicast: rowGroups === 2 && multicast,
   };
 }
 
@@ -301,7 +309,7 @@ export function tmaSharedBytes(v: DecodeTmaVariant): number {
 }
 
 export function tmaVariantKey(v: DecodeTmaVariant): string {
-  const form = `${v.rowGroups > 1 ? `.r${v.rowGroups}` : ''}${v.boxGroup ? `.g${v.boxGroup}` : ''}`;
+  const form = `${v.rowGroups > 1 ? `.r${v.rowGroups}` : ''}${v.multicast ? 'mc' : ''}${v.boxGroup ? `.g${v.boxGroup}` : ''}`;
   return `flash-decode-tma.${v.arch}.${v.fp16 ? 'f16' : 'bf16'}.d${v.headDim}.1x${v.rowTiles}x${v.slices}.k${tmaTileKeys(
     v,
   )}s${v.stages}${v.fast ? 'f' : ''}${form}`;
@@ -318,6 +326,7 @@ export function tmaDefines(v: DecodeTmaVariant): Record<string, number> {
     DECODE_WS_FAST: v.fast ? 1 : 0,
     DECODE_WS_GROUP: v.boxGroup,
     DECODE_WS_ROWGROUPS: v.rowGroups,
+    DECODE_WS_MULTICAST: v.multicast ? 1 : 0,
   };
 }
 

@@ -233,9 +233,12 @@ export function splitVariant(
   const rowTiles = decodeTuning.rowTiles;
   if (rowTiles !== undefined && rowTiles !== 1 && rowTiles !== 2)
     throw new InvalidArgumentError('decodeTuning.rowTiles', '1 or 2', String(rowTiles));
+  const multicast = decodeTuning.multicast;
+  if (multicast !== undefined && typeof multicast !== 'boolean')
+    throw new InvalidArgumentError('decodeTuning.multicast', 'true or false', String(multicast));
   const tma = () => {
     const one = tmaVariant(p, arch, 1, decodeTuning.boxGroup, rowTiles);
-    const grouped = tmaVariant(p, arch, 2, decodeTuning.boxGroup);
+    const grouped = tmaVariant(p, arch, 2, decodeTuning.boxGroup, undefined, multicast);
     const splitsOfOne = chooseSplits(p, one, multiprocessors, sharedLimit);
     const groupedKeys = Math.ceil(p.S / chooseSplits(p, grouped, multiprocessors, sharedLimit));
     return tmaRowGroups(p, splitsOfOne, groupedKeys, multiprocessors, rowGroups) === 1 ? one : grouped;
