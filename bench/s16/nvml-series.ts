@@ -18,6 +18,8 @@ const device = nvmlDevice(uuid);
 const [q, k, v] = [0, 1, 2].map((seed) =>
   randomNormal([4, 2048, 16, 128], { seed, dtype: 'bfloat16' }).to('cuda'),
 );
+attention(q, k, v, { implementation: 'flash' }).output.dispose(); // compiles, cold
+synchronize();
 const t0 = performance.now();
 let last = readPowerCounters(device);
 console.log('ms refUs violationNs energyMj');

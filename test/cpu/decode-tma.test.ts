@@ -223,17 +223,22 @@ describe('TMA decode kernel table', () => {
     decodeTuning.multicast = true;
     for (const blockSize of [0, 16, 64]) {
       const v = picked(problem({ blockSize }));
-      assert.equal(v.multicast, true, `block ${blockSize}`);
+      assert.equal(v.multicast, 'consumers', `block ${blockSize}`);
       assert.match(tmaVariantKey(v), /\.r2mc(\.g\d+)?$/);
       assert.equal(tmaDefines(v).DECODE_WS_MULTICAST, 1);
     }
     decodeTuning.rowGroups = 1;
     const one = picked(problem({ blockSize: 16 }));
-    assert.equal(one.multicast, false, 'the one-block form has no pair to share a tile with');
+    assert.equal(one.multicast, 'none', 'the one-block form has no pair to share a tile with');
     assert.equal(tmaDefines(one).DECODE_WS_MULTICAST, 0);
     assert.doesNotMatch(tmaVariantKey(one), /mc/);
+    decodeTuning.rowGroups = 2;
+    decodeTuning.multicast = 'forwarded';
+    const forwarded = picked(problem({ blockSize: 64 }));
+    assert.deepEqual([forwarded.multicast, tmaDefines(forwarded).DECODE_WS_MULTICAST], ['forwarded', 2]);
+    assert.match(tmaVariantKey(forwarded), /\.r2mf\.g32$/);
     decodeTuning.multicast = 'yes' as unknown as boolean;
-    assert.throws(() => split(problem({})), /decodeTuning\.multicast.*true or false.*yes/);
+    assert.throws(() => split(problem({})), /decodeTuning\.multicast.*true, false or 'forwarded'.*yes/);
   });
   it('takes a forced box group that tiles the stage and stays inside a page, and names a wrong one', () => {
     decodeTuning.boxGroup = 16;

@@ -142,6 +142,12 @@ describe('flash decode, TMA kernel', { skip }, () => {
       { name: '1 row group(s)', rowGroups: 1, multicast: false, variant: /^flash-decode-tma\.(?!.*\.r2)/ },
       { name: '2 row group(s)', rowGroups: 2, multicast: false, variant: /^flash-decode-tma\..*\.r2(?!mc)/ },
       { name: 'clustered row groups', rowGroups: 2, multicast: true, variant: /^flash-decode-tma\..*\.r2mc/ },
+      {
+        name: 'clustered row groups forwarding',
+        rowGroups: 2,
+        multicast: 'forwarded',
+        variant: /^flash-decode-tma\..*\.r2mf/,
+      },
     ] as const;
     CASES.forEach((c, index) => {
       for (const form of FORMS)
@@ -387,6 +393,7 @@ describe('flash decode, TMA kernel', { skip }, () => {
       [2, 'auto', false],
       [2, '0', true],
       [2, '1', true],
+      [2, '1', 'forwarded'],
     ] as const) {
       decodeTuning.kernel = 'tma';
       decodeTuning.rowGroups = rowGroups;
@@ -420,7 +427,7 @@ describe('flash decode, TMA kernel', { skip }, () => {
             { output: outputs[t].output.toHost(), logSumExp: outputs[t].logSumExp?.toHost() },
             { q: qt, k: kt, v: vt, options: {} },
             dtype,
-            `step ${t}, ${rowGroups} row group(s)${multicast ? ' in clusters' : ''}, ATTNLAB_DEPENDENT_LAUNCH=${dependent}`,
+            `step ${t}, ${rowGroups} row group(s)${multicast ? ` in clusters (${multicast})` : ''}, ATTNLAB_DEPENDENT_LAUNCH=${dependent}`,
           );
         }
       } finally {

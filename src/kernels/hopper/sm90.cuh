@@ -92,12 +92,13 @@ __device__ __forceinline__ u32 cluster_cta_rank() {
 // operations, remote ones included, are visible to the cluster), and waits (acquire) until all have.
 __device__ __forceinline__ void cluster_arrive() { SM90_CLUSTER_ASM("barrier.cluster.arrive.release;\n" ::: "memory"); }
 __device__ __forceinline__ void cluster_wait() { SM90_CLUSTER_ASM("barrier.cluster.wait.acquire;\n" ::: "memory"); }
-// One arrival on the mbarrier at CTA-relative address `bar` of cluster CTA `cta` (release at cluster scope:
-// this thread's earlier reads of its own shared memory are done before the arrival is seen).
+// One arrival on the mbarrier at CTA-relative address `bar` of cluster CTA `cta`, with the arrive's default
+// semantics (release at CTA scope, as CUTLASS's ClusterBarrier::arrive): what it orders is this thread's reads
+// of its own shared memory before another CTA's TMA writes there, which the barrier's completion carries.
 __device__ __forceinline__ void mbar_arrive_cluster(u32 bar, u32 cta) {
   SM90_CLUSTER_ASM(
       "{\n .reg .b32 remote;\n mapa.shared::cluster.u32 remote, %0, %1;\n"
-      " mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
+      " mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
       "r"(cta)
       : "memory");
 }

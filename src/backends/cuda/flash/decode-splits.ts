@@ -91,8 +91,9 @@ export interface DecodeTuning {
   boxGroup?: 0 | 8 | 16 | 32;
   /**
    * Row groups as two-CTA clusters sharing each tile by TMA multicast (decode-tma.ts, DecodeTmaVariant.multicast)
-   * or as two independent blocks each reading it; applies where the TMA kernel runs in row groups.
+   * or as two independent blocks each reading it; applies where the TMA kernel runs in row groups. 'forwarded':
+   * clusters whose producers forward their consumers' release of a stage (DecodeTmaVariant.multicast).
    */
-  multicast?: boolean;
+  multicast?: boolean | 'forwarded';
 }
 export const decodeTuning: DecodeTuning = {};

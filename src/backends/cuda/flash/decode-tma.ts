@@ -53,9 +53,11 @@ export interface DecodeTmaVariant extends Omit<DecodeHeadsVariant, 'kind'> {
   /**
    * Row groups as a cluster of two CTAs whose producers each copy half of every tile into both (TMA
    * multicast): one L2 read of a tile for the pair instead of two, and the pair in step. False in the
-   * one-block form.
+   * one-block form. How a CTA learns that the other has released a stage: 'consumers', every consumer warp
+   * arrives on both CTAs' barrier; 'forwarded', the producer forwards its own consumers' release (one remote
+   * arrival a tile). None: two independent blocks, or the one-block form.
    */
-  readonly multicast: boolean;
+  readonly multicast: 'none' | 'consumers' | 'forwarded';
 }
 
 /** The kernel's name in flash_decode_ws.cu. */
@@ -192,7 +194,7 @@ export function tmaVariant(
   rowGroups: 1 | 2 = 1,
   forcedBoxGroup?: number,
   forcedRowTiles?: 1 | 2,
-  multicast = false,
+  multicast: boolean | 'forwarded' = false,
 ): DecodeTmaVariant {
   const rowTiles = rowGroups === 2 ? 1 : oneBlockRowTiles(p, forcedRowTiles);
   const slices = rowTiles === 2 ? 4 : 8;
@@ -211,7 +213,7 @@ export function tmaVariant(
     rowGroups,
     boxGroup:
       forcedBoxGroup === undefined ? boxGroupFor(p, rowGroups, rowTiles) : checkedBoxGroup(p, forcedBoxGroup),
-    multicast: rowGroups === 2 && multicast,
+    multicast: rowGroups !== 2 || !multicast ? 'none' : multicast === 'forwarded' ? 'forwarded' : 'consumers',
   };
 }
 
@@ -309,7 +311,7 @@ export function tmaSharedBytes(v: DecodeTmaVariant): number {
 }
 
 export function tmaVariantKey(v: DecodeTmaVariant): string {
-  const form = `${v.rowGroups > 1 ? `.r${v.rowGroups}` : ''}${v.multicast ? 'mc' : ''}${v.boxGroup ? `.g${v.boxGroup}` : ''}`;
+  const form = `${v.rowGroups > 1 ? `.r${v.rowGroups}` : ''}${{ none: '', consumers: 'mc', forwarded: 'mf' }[v.multicast]}${v.boxGroup ? `.g${v.boxGroup}` : ''}`;
   return `flash-decode-tma.${v.arch}.${v.fp16 ? 'f16' : 'bf16'}.d${v.headDim}.1x${v.rowTiles}x${v.slices}.k${tmaTileKeys(
     v,
   )}s${v.stages}${v.fast ? 'f' : ''}${form}`;
@@ -326,7 +328,7 @@ export function tmaDefines(v: DecodeTmaVariant): Record<string, number> {
     DECODE_WS_FAST: v.fast ? 1 : 0,
     DECODE_WS_GROUP: v.boxGroup,
     DECODE_WS_ROWGROUPS: v.rowGroups,
-    DECODE_WS_MULTICAST: v.multicast ? 1 : 0,
+    DECODE_WS_MULTICAST: { none: 0, consumers: 1, forwarded: 2 }[v.multicast],
   };
 }
 

@@ -234,8 +234,8 @@ export function splitVariant(
   if (rowTiles !== undefined && rowTiles !== 1 && rowTiles !== 2)
     throw new InvalidArgumentError('decodeTuning.rowTiles', '1 or 2', String(rowTiles));
   const multicast = decodeTuning.multicast;
-  if (multicast !== undefined && typeof multicast !== 'boolean')
-    throw new InvalidArgumentError('decodeTuning.multicast', 'true or false', String(multicast));
+  if (multicast !== undefined && typeof multicast !== 'boolean' && multicast !== 'forwarded')
+    throw new InvalidArgumentError('decodeTuning.multicast', "true, false or 'forwarded'", String(multicast));
   const tma = () => {
     const one = tmaVariant(p, arch, 1, decodeTuning.boxGroup, rowTiles);
     const grouped = tmaVariant(p, arch, 2, decodeTuning.boxGroup, undefined, multicast);
