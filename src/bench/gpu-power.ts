@@ -10,8 +10,11 @@
  * how long it was capped says which state its number belongs to.
  *
  * Counters, not samples: NVML's violation time (ns held below clocks by power, with the host µs it was read
- * at) and total energy (mJ) are cumulative, so two readings bracket the calls exactly as the CUDA events do,
- * with no sampling thread. Where NVML, the device or a counter is missing (no driver library, a GPU that does
+ * at) and total energy (mJ) are cumulative, so two readings bracket the calls with no sampling thread. But NVML
+ * refreshes them only every ~100 ms (H200, bench/results/2026-12-02-s16-decode call 3: read every ~0.5 ms over
+ * 0.6 s of GPU work, both changed together at 73, 171, 271, 371, 471 and 571 ms, never backwards): a window
+ * covers NVML's refreshes inside it (`sampledMs`), off the calls' own span by up to ~100 ms at each end, and a
+ * window with no refresh inside it has no reading (call 1: a ~1 ms bench row read a mean of 0 W). Where NVML, the device or a counter is missing (no driver library, a GPU that does
  * not report them), rows go without and `powerProbeReason()` says why.
  */
 import { getCudaContext } from '../backends/cuda/context.js';
@@ -27,30 +30,29 @@ import { gpuUuid } from './gpu-uuid.js';
 export interface PowerWindow {
   /** % of the window the power limit held the GPU below its application clocks (NVML_PERF_POLICY_POWER). */
   readonly cappedPercent: number;
-  /** Mean power drawn over the window, W (energy counter difference over the host's time). */
+  /** Mean power drawn, W (the energy counter's difference over NVML's time between its two refreshes). */
   readonly meanWatts: number;
+  /** The span between NVML's first and last refresh inside the window, ms: what the two numbers cover. */
+  readonly sampledMs: number;
   /** The enforced power limit, W. */
   readonly limitWatts: number;
 }
 
 /**
- * The window between readings `a` and `b`, `hostMs` apart on the host clock, or null when a counter went
- * backwards (a driver reload) or the window is empty. The violation time is over NVML's own reference clock
- * where it advanced (the two readings' referenceTime), else over `hostMs`; the share is clamped to [0, 100].
+ * The window between readings `a` and `b`, or null when NVML did not refresh its counters between them (its
+ * referenceTime did not advance: a window shorter than its ~100 ms period) or a counter went backwards (a
+ * driver reload). Both numbers are over NVML's own time between the two refreshes; the share is clamped to
+ * [0, 100].
  */
-export function powerBetween(
-  a: PowerCounters,
-  b: PowerCounters,
-  hostMs: number,
-  limitWatts: number,
-): PowerWindow | null {
-  if (b.powerViolationNs < a.powerViolationNs || b.energyMj < a.energyMj || !(hostMs > 0)) return null;
-  const windowNs =
-    b.referenceUs > a.referenceUs ? Number(b.referenceUs - a.referenceUs) * 1000 : hostMs * 1e6;
-  const capped = (100 * Number(b.powerViolationNs - a.powerViolationNs)) / windowNs;
+export function powerBetween(a: PowerCounters, b: PowerCounters, limitWatts: number): PowerWindow | null {
+  if (b.referenceUs <= a.referenceUs || b.powerViolationNs < a.powerViolationNs || b.energyMj < a.energyMj)
+    return null;
+  const sampledMs = Number(b.referenceUs - a.referenceUs) / 1000;
+  const capped = (100 * Number(b.powerViolationNs - a.powerViolationNs)) / (sampledMs * 1e6);
   return {
     cappedPercent: Math.min(100, Math.max(0, capped)),
-    meanWatts: Number(b.energyMj - a.energyMj) / hostMs,
+    meanWatts: Number(b.energyMj - a.energyMj) / sampledMs,
+    sampledMs,
     limitWatts,
   };
 }
@@ -84,10 +86,9 @@ export function gpuPowerProbe(): PowerProbe | null {
       limitWatts,
       start() {
         const before = readPowerCounters(device);
-        const t0 = performance.now();
         return () => {
           try {
-            return powerBetween(before, readPowerCounters(device), performance.now() - t0, limitWatts);
+            return powerBetween(before, readPowerCounters(device), limitWatts);
           } catch {
             return null;
           }

@@ -122,7 +122,8 @@ export interface RowTiming {
    * The GPU's power state over the timed calls (attnlab GPU rows where NVML answers, bench/gpu-power.ts): % of
    * the time its power limit held it below its clocks, mean W drawn, the limit.
    */
-  power?: { cappedPercent: number; meanWatts: number; limitWatts: number };
+  /** sampledMs: from session 16 (files before it have no such field). */
+  power?: { cappedPercent: number; meanWatts: number; sampledMs?: number; limitWatts: number };
 }
 
 /** A table of strings (the lab's non-timing sections: Q/K/V, causal effect, head shapes). */

@@ -105,6 +105,7 @@ export function parseResults(value: unknown, source: string): ResultsFile {
         c.fields(w, wp, {
           cappedPercent: c.nonNegative,
           meanWatts: c.nonNegative,
+          'sampledMs?': c.nonNegative,
           limitWatts: c.nonNegative,
         }),
     });

@@ -137,8 +137,10 @@ describe('TMA decode kernel table', () => {
       'forced: two tiles, one of padding, and the two-tile boxes',
     );
     decodeTuning.rowTiles = 1;
+    decodeTuning.rowGroups = 1;
     const mqa = picked(problem({ K: 1 }));
     assert.equal(mqa.rowTiles, 2, '32 rows do not fit one tile: forcing one leaves two');
+    delete decodeTuning.rowGroups;
     assert.equal(
       picked(problem({ K: 1, blockSize: 0 })).rowGroups,
       2,
@@ -147,7 +149,7 @@ describe('TMA decode kernel table', () => {
     decodeTuning.rowTiles = 3 as 1;
     assert.throws(() => split(problem({ K: 4 })), /decodeTuning\.rowTiles.*1 or 2.*3/s);
   });
-  it('runs row groups where the one-block form splits the keys, both groups have rows and pages hold 32 rows or the grid is small', () => {
+  it('runs row groups where the one-block form splits the keys and both groups have rows: clusters sharing copies on pages of 16 and more, pages of 8 where the grid is small', () => {
     const dense = picked(problem({ blockSize: 0 }));
     assert.deepEqual(
       [dense.rowGroups, dense.rowTiles, dense.slices, dense.keysPerWarp, dense.boxGroup],
@@ -158,10 +160,29 @@ describe('TMA decode kernel table', () => {
     assert.equal(tmaThreads(dense), 288);
     assert.equal(tmaSharedBytes(dense), 197_760, 'the same stages, and 8 warps merge');
     assert.equal(chooseSplits(problem({ blockSize: 0 }), dense, SMS, LIMIT), 1, '128 blocks: one split');
+    assert.equal(dense.multicast, false, 'dense: two blocks, the second read an L2 hit');
     const paged64 = picked(problem({ blockSize: 64 }));
-    assert.deepEqual([paged64.rowGroups, paged64.boxGroup], [2, 32], 'block 64: grouped boxes of 32 rows');
+    assert.deepEqual(
+      [paged64.rowGroups, paged64.boxGroup, paged64.multicast],
+      [2, 32, true],
+      'block 64: a cluster, grouped boxes of 32 rows',
+    );
+    assert.match(tmaVariantKey(paged64), /\.r2mc\.g32$/);
     const paged16 = picked(problem({ blockSize: 16 }));
-    assert.deepEqual([paged16.rowGroups, paged16.boxGroup], [1, 8], 'block 16: one block, boxes of 8 rows');
+    assert.deepEqual(
+      [paged16.rowGroups, paged16.boxGroup, paged16.multicast],
+      [2, 16, true],
+      'block 16: a cluster, a page a box, each CTA issuing half',
+    );
+    const paged8 = picked(problem({ blockSize: 8 }));
+    assert.deepEqual([paged8.rowGroups, paged8.boxGroup], [1, 8], 'block 8: one block, boxes of 8 rows');
+    decodeTuning.multicast = false;
+    assert.deepEqual(
+      [picked(problem({ blockSize: 16 })).rowGroups, picked(problem({ blockSize: 64 })).multicast],
+      [1, false],
+      'without clusters, 16-row pages starve two blocks (one block), and block 64 runs two',
+    );
+    delete decodeTuning.multicast;
     const long = picked(problem({ B: 128, S: 8192, blockSize: 0 }));
     assert.deepEqual([long.rowGroups, long.boxGroup], [1, 0], 'B=128: one split already fills the GPU');
     const wide = picked(problem({ B: 8, S: 131072, blockSize: 64 }));
@@ -179,9 +200,14 @@ describe('TMA decode kernel table', () => {
     );
     assert.equal(tmaRowGroups(problem({ blockSize: 8 }), 2, 16384, SMS), 1, 'block 8, 128 blocks');
     assert.equal(tmaRowGroups(problem({ blockSize: 32 }), 2, 16384, SMS), 2, 'block 32');
-    assert.equal(tmaRowGroups(problem({ B: 34, blockSize: 16 }), 2, 16384, SMS), 1, 'block 16, 68 blocks');
+    assert.equal(tmaRowGroups(problem({ B: 34, blockSize: 16 }), 2, 16384, SMS), 2, 'block 16: a cluster');
     assert.equal(
-      tmaRowGroups(problem({ B: 33, blockSize: 16 }), 2, 16384, SMS),
+      tmaRowGroups(problem({ B: 34, blockSize: 16 }), 2, 16384, SMS, undefined, false),
+      1,
+      'block 16, 68 blocks, no cluster',
+    );
+    assert.equal(
+      tmaRowGroups(problem({ B: 33, blockSize: 16 }), 2, 16384, SMS, undefined, false),
       2,
       'block 16, 66 blocks: half the GPU',
     );
@@ -223,22 +249,20 @@ describe('TMA decode kernel table', () => {
     decodeTuning.multicast = true;
     for (const blockSize of [0, 16, 64]) {
       const v = picked(problem({ blockSize }));
-      assert.equal(v.multicast, 'consumers', `block ${blockSize}`);
+      assert.equal(v.multicast, true, `block ${blockSize}`);
       assert.match(tmaVariantKey(v), /\.r2mc(\.g\d+)?$/);
       assert.equal(tmaDefines(v).DECODE_WS_MULTICAST, 1);
     }
     decodeTuning.rowGroups = 1;
     const one = picked(problem({ blockSize: 16 }));
-    assert.equal(one.multicast, 'none', 'the one-block form has no pair to share a tile with');
+    assert.equal(one.multicast, false, 'the one-block form has no pair to share a tile with');
     assert.equal(tmaDefines(one).DECODE_WS_MULTICAST, 0);
     assert.doesNotMatch(tmaVariantKey(one), /mc/);
     decodeTuning.rowGroups = 2;
-    decodeTuning.multicast = 'forwarded';
-    const forwarded = picked(problem({ blockSize: 64 }));
-    assert.deepEqual([forwarded.multicast, tmaDefines(forwarded).DECODE_WS_MULTICAST], ['forwarded', 2]);
-    assert.match(tmaVariantKey(forwarded), /\.r2mf\.g32$/);
+    decodeTuning.multicast = false;
+    assert.equal(picked(problem({ blockSize: 64 })).multicast, false, 'two independent blocks, forced');
     decodeTuning.multicast = 'yes' as unknown as boolean;
-    assert.throws(() => split(problem({})), /decodeTuning\.multicast.*true, false or 'forwarded'.*yes/);
+    assert.throws(() => split(problem({})), /decodeTuning\.multicast.*true or false.*yes/);
   });
   it('takes a forced box group that tiles the stage and stays inside a page, and names a wrong one', () => {
     decodeTuning.boxGroup = 16;

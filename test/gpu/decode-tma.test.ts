@@ -142,12 +142,6 @@ describe('flash decode, TMA kernel', { skip }, () => {
       { name: '1 row group(s)', rowGroups: 1, multicast: false, variant: /^flash-decode-tma\.(?!.*\.r2)/ },
       { name: '2 row group(s)', rowGroups: 2, multicast: false, variant: /^flash-decode-tma\..*\.r2(?!mc)/ },
       { name: 'clustered row groups', rowGroups: 2, multicast: true, variant: /^flash-decode-tma\..*\.r2mc/ },
-      {
-        name: 'clustered row groups forwarding',
-        rowGroups: 2,
-        multicast: 'forwarded',
-        variant: /^flash-decode-tma\..*\.r2mf/,
-      },
     ] as const;
     CASES.forEach((c, index) => {
       for (const form of FORMS)
@@ -282,14 +276,14 @@ describe('flash decode, TMA kernel', { skip }, () => {
     });
   });
 
-  it('runs by default where measured (MQA N=32, B·S = 128k, block 16), equal to the forced heads kernel', () => {
+  it('runs by default where measured (MQA N=32, B·S = 128k, block 16: clustered row groups), equal to the forced heads kernel', () => {
     const c: TmaCase = { name: 'measured', B: 8, T: 1, S: 16384, N: 32, K: 1, lengths: Array(8).fill(16384) };
     const { q, k, v } = inputs(c, 'bfloat16', 80);
     const options: AttentionOptions = { keyValueSeqLengths: c.lengths };
     const chosen = run(q, k, v, 16, options, 81);
     assert.match(
       chosen.variant,
-      /^flash-decode-tma\.sm_90a\.bf16\.d128\.1x2x4\.k128s3f\.g8\.split\d+(\.fused)?\.paged16$/,
+      /^flash-decode-tma\.sm_90a\.bf16\.d128\.1x1x8\.k128s3f\.r2mc\.g16\.split\d+(\.fused)?\.paged16$/,
     );
     decodeTuning.kernel = 'heads';
     try {
@@ -364,7 +358,12 @@ describe('flash decode, TMA kernel', { skip }, () => {
     const options: AttentionOptions = { keyValueSeqLengths: c.lengths };
     for (const blockSize of [0, 64]) {
       const chosen = run(q, k, v, blockSize, options, 91 + blockSize);
-      assert.match(chosen.variant, /^flash-decode-tma\.sm_90a\.bf16\.d128\.1x1x8\.k128s3f\.r2/);
+      assert.match(
+        chosen.variant,
+        blockSize
+          ? /^flash-decode-tma\.sm_90a\.bf16\.d128\.1x1x8\.k128s3f\.r2mc\./
+          : /^flash-decode-tma\.sm_90a\.bf16\.d128\.1x1x8\.k128s3f\.r2(?!mc)/,
+      );
       assertMatchesOracle(
         chosen,
         { q, k, v, options },
@@ -393,7 +392,6 @@ describe('flash decode, TMA kernel', { skip }, () => {
       [2, 'auto', false],
       [2, '0', true],
       [2, '1', true],
-      [2, '1', 'forwarded'],
     ] as const) {
       decodeTuning.kernel = 'tma';
       decodeTuning.rowGroups = rowGroups;

@@ -34,13 +34,23 @@ describe('GPU power state (NVML)', { skip }, () => {
     assert.ok(window.cappedPercent >= 0 && window.cappedPercent <= 100, `capped ${window.cappedPercent}%`);
     assert.ok(window.meanWatts > 30 && window.meanWatts < 2 * probe.limitWatts, `${window.meanWatts} W`);
   });
-  it('puts the window in a bench row', () => {
-    const r = measureAttnlabCase(
-      { B: 2, T: 1024, S: 1024, N: 8, K: 8, H: 128, dtype: 'bfloat16', causal: false, impl: 'flash' },
-      { checkError: false, repeats: 20, settleMs: 50 },
+  it('puts the window in a bench row that spans NVML refreshes (~100 ms apart), and none in a ~1 ms one', () => {
+    // ~2 ms a call (1.1 TFLOP at ~500 TFLOP/s) × 200: ~0.4 s, three or four refreshes
+    const long = measureAttnlabCase(
+      { B: 8, T: 4096, S: 4096, N: 16, K: 16, H: 128, dtype: 'bfloat16', causal: false, impl: 'flash' },
+      { checkError: false, repeats: 200, minRepeats: 200, budgetMs: 10_000, settleMs: 50 },
     );
-    assert.equal(r.status, 'ok', r.reason);
-    assert.ok(r.timing?.power, 'timing.power');
-    assert.ok(r.timing.power.meanWatts > 0);
+    assert.equal(long.status, 'ok', long.reason);
+    const power = long.timing?.power;
+    assert.ok(power, 'timing.power');
+    assert.ok(power.meanWatts > 30, `${power.meanWatts} W`);
+    assert.ok(power.sampledMs !== undefined && power.sampledMs >= 100, `sampled ${power.sampledMs} ms`);
+    const short = measureAttnlabCase(
+      { B: 2, T: 1024, S: 1024, N: 8, K: 8, H: 128, dtype: 'bfloat16', causal: false, impl: 'flash' },
+      { checkError: false, repeats: 20, minRepeats: 20, settleMs: 50 },
+    );
+    assert.equal(short.status, 'ok', short.reason);
+    if (short.timing?.power)
+      assert.ok(short.timing.power.meanWatts > 30, 'a refresh fell inside: a real draw');
   });
 });

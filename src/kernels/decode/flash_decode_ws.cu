@@ -35,7 +35,7 @@
 // halves, read through Sw128Layout.
 template <int D, int DV, bool FP16, int HB, int RTH, int SLICES, int KPW, int STAGES, bool QSMEM, int MINB,
           bool FAST = false, int PRODUCERS = 1, bool TMA = false, int GROUP = 0, int LOADONLY = 0, int ROWGROUPS = 1,
-          int MULTICAST = 0>
+          bool MULTICAST = false>
 struct WsConfig {
   static constexpr int D_ = D, DV_ = DV, HB_ = HB, RTH_ = RTH, SLICES_ = SLICES, KPW_ = KPW, STAGES_ = STAGES;
   static constexpr bool QSMEM_ = QSMEM, FAST_ = FAST, TMA_ = TMA;
@@ -50,8 +50,7 @@ struct WsConfig {
   // MULTICAST: the row group's two blocks as one cluster of two CTAs (the kernel's __cluster_dims__), its
   // producers each copying half of every tile into both (tma_produce): one read of a tile from the L2 for the
   // pair, and the pair in step by construction (no drift for the L2 to cover, ROW_GROUP_MAX_KEYS in decode-tma.ts)
-  // (1: every consumer warp releases a stage in both CTAs; 2: the producer forwards its consumers' release)
-  static constexpr int MULTICAST_ = MULTICAST;
+  static constexpr bool MULTICAST_ = MULTICAST;
   static constexpr int MINB_ = MINB, PRODUCERS_ = PRODUCERS;
   static constexpr int TILES = HB * RTH;
   static constexpr int CONSUMERS = TILES * SLICES;
@@ -82,9 +81,8 @@ struct WsConfig {
   static_assert(GROUP == 0 || (TMA && GROUP % 8 == 0 && TK % GROUP == 0) || (TMA && GROUP == -1 && LOADONLY),
                 "TMA groups: 8·n rows tiling the tile (−1: unswizzled whole rows, nobody reads them)");
   static_assert(ROWGROUPS >= 1 && (ROWGROUPS == 1 || HB == 1), "row groups: one kv head a block");
-  static_assert(MULTICAST == 0 || (TMA && ROWGROUPS == 2 && GROUP >= 0 && LOADONLY == 0),
+  static_assert(!MULTICAST || (TMA && ROWGROUPS == 2 && GROUP >= 0 && LOADONLY == 0),
                 "multicast: the TMA loader's row groups of two, boxes the consumers read");
-  static_assert(MULTICAST != 2 || STAGES <= 4, "forwarded releases: peer_free[s] at full + 32, beside full[4]");
 };
 
 // The consumer warps alone (the producer has left): barrier 1, CONSUMERS·32 threads.
@@ -247,15 +245,12 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const Tma
   const u32 loop_smem = C::ALIGN_BYTES ? (loop_unaligned + C::ALIGN_BYTES - 1) & ~u32(C::ALIGN_BYTES - 1) : loop_unaligned;
   unsigned char* loop = smem + (loop_smem - full);
 
-  constexpr bool MC = C::MULTICAST_ != 0;
-  constexpr bool FORWARD = C::MULTICAST_ == 2;  // peer_free[s] (full + 32 + 8s): the other producer's release
-  const u32 peer_free = full + 32;
+  constexpr bool MC = C::MULTICAST_;
   const int peer = int(blockIdx.x % RG) ^ 1;  // with MC, the other CTA of the cluster (its rank: blockIdx.x % 2)
   if (threadIdx.x == 0)
     for (int s = 0; s < STAGES; ++s) {
       dec_mbar_init(full + s * 8, C::PRODUCERS_);
-      dec_mbar_init(empty + s * 8, CONSUMERS * (MC && !FORWARD ? 2 : 1));  // MULTICAST 1: both CTAs' consumers
-      if (FORWARD) dec_mbar_init(peer_free + s * 8, 1);
+      dec_mbar_init(empty + s * 8, CONSUMERS * (MC ? 2 : 1));  // with MC, both CTAs' consumers release a stage
     }
   if constexpr (C::QSMEM_) {  // Q tile rows (row tile r: head r / RTH, rows (r % RTH)·16 …), zeros past rows_b
     for (int c = threadIdx.x; c < TILES * 16 * (D / 8); c += C::THREADS) {
@@ -275,8 +270,8 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const Tma
 
   if (warp >= CONSUMERS) {  // the producers
     if constexpr (C::TMA_) {
-      tma_produce<TK, STAGES, C::K_BYTES, C::STAGE_BYTES, C::GROUP_, C::MULTICAST_>(
-          p, kmap, vmap, keys, b, kh0, loop_smem, full, empty, lane, peer ^ 1, peer_free);
+      tma_produce<TK, STAGES, C::K_BYTES, C::STAGE_BYTES, C::GROUP_, MC>(p, kmap, vmap, keys, b, kh0, loop_smem,
+                                                                         full, empty, lane, peer ^ 1);
       if constexpr (MC) {  // the cluster's end (see the consumers')
         cluster_arrive();
         cluster_wait();
@@ -376,7 +371,7 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const Tma
     __syncwarp();  // the warp's reads of this stage are done before it is released
     if (lane == 0) {
       dec_mbar_arrive(empty + stage * 8);
-      if constexpr (MC && !FORWARD) mbar_arrive_cluster(empty + stage * 8, peer);  // the other producer copies here
+      if constexpr (MC) mbar_arrive_cluster(empty + stage * 8, peer);  // the other producer copies here too
     }
   }
   // With MC: this CTA's last access to the other's shared memory (an arrival) is behind it; it leaves only when
@@ -414,7 +409,7 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const Tma
 #endif
 using DecodeTmaConfig = WsConfig<128, 128, DECODE_FP16 != 0, 1, DECODE_WS_RTH, DECODE_WS_SLICES, DECODE_WS_KPW,
                                  DECODE_STAGES, false, 1, DECODE_WS_FAST != 0, 1, true, DECODE_WS_GROUP, 0,
-                                 DECODE_WS_ROWGROUPS, DECODE_WS_MULTICAST>;
+                                 DECODE_WS_ROWGROUPS, DECODE_WS_MULTICAST != 0>;
 #if DECODE_WS_MULTICAST
 #define DECODE_TMA_CLUSTER __cluster_dims__(2, 1, 1)
 #else
@@ -465,13 +460,10 @@ decode_ws_tma_test<WsConfig<128, 128, true, 1, 1, 8, 16, 3, false, 1, true, 1, t
     const __grid_constant__ DecodeParams, const __grid_constant__ TmaDesc, const __grid_constant__ TmaDesc);
 // row groups as a cluster with multicast copies, half boxes (dense) and groups of 16
 template __global__ void
-decode_ws_tma_test<WsConfig<128, 128, false, 1, 1, 8, 16, 3, false, 1, true, 1, true, 0, 0, 2, 1>, false>(
+decode_ws_tma_test<WsConfig<128, 128, false, 1, 1, 8, 16, 3, false, 1, true, 1, true, 0, 0, 2, true>, false>(
     const __grid_constant__ DecodeParams, const __grid_constant__ TmaDesc, const __grid_constant__ TmaDesc);
 template __global__ void
-decode_ws_tma_test<WsConfig<128, 128, false, 1, 1, 8, 16, 3, false, 1, true, 1, true, 16, 0, 2, 1>, false>(
-    const __grid_constant__ DecodeParams, const __grid_constant__ TmaDesc, const __grid_constant__ TmaDesc);
-template __global__ void
-decode_ws_tma_test<WsConfig<128, 128, false, 1, 1, 8, 16, 3, false, 1, true, 1, true, 16, 0, 2, 2>, false>(
+decode_ws_tma_test<WsConfig<128, 128, false, 1, 1, 8, 16, 3, false, 1, true, 1, true, 16, 0, 2, true>, false>(
     const __grid_constant__ DecodeParams, const __grid_constant__ TmaDesc, const __grid_constant__ TmaDesc);
 #endif
 #endif  // ATTNLAB_FLASH_DECODE_WS_CU

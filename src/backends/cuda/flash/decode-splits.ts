@@ -91,9 +91,9 @@ export interface DecodeTuning {
   boxGroup?: 0 | 8 | 16 | 32;
   /**
    * Row groups as two-CTA clusters sharing each tile by TMA multicast (decode-tma.ts, DecodeTmaVariant.multicast)
-   * or as two independent blocks each reading it; applies where the TMA kernel runs in row groups. 'forwarded':
-   * clusters whose producers forward their consumers' release of a stage (DecodeTmaVariant.multicast).
+   * or as two independent blocks each reading it (decode-tma.ts, tmaMulticast); applies where the TMA kernel
+   * runs in row groups.
    */
-  multicast?: boolean | 'forwarded';
+  multicast?: boolean;
 }
 export const decodeTuning: DecodeTuning = {};

@@ -53,11 +53,9 @@ export interface DecodeTmaVariant extends Omit<DecodeHeadsVariant, 'kind'> {
   /**
    * Row groups as a cluster of two CTAs whose producers each copy half of every tile into both (TMA
    * multicast): one L2 read of a tile for the pair instead of two, and the pair in step. False in the
-   * one-block form. How a CTA learns that the other has released a stage: 'consumers', every consumer warp
-   * arrives on both CTAs' barrier; 'forwarded', the producer forwards its own consumers' release (one remote
-   * arrival a tile). None: two independent blocks, or the one-block form.
+   * one-block form (tmaMulticast says where).
    */
-  readonly multicast: 'none' | 'consumers' | 'forwarded';
+  readonly multicast: boolean;
 }
 
 /** The kernel's name in flash_decode_ws.cu. */
@@ -194,7 +192,7 @@ export function tmaVariant(
   rowGroups: 1 | 2 = 1,
   forcedBoxGroup?: number,
   forcedRowTiles?: 1 | 2,
-  multicast: boolean | 'forwarded' = false,
+  multicast = false,
 ): DecodeTmaVariant {
   const rowTiles = rowGroups === 2 ? 1 : oneBlockRowTiles(p, forcedRowTiles);
   const slices = rowTiles === 2 ? 4 : 8;
@@ -213,8 +211,24 @@ export function tmaVariant(
     rowGroups,
     boxGroup:
       forcedBoxGroup === undefined ? boxGroupFor(p, rowGroups, rowTiles) : checkedBoxGroup(p, forcedBoxGroup),
-    multicast: rowGroups !== 2 || !multicast ? 'none' : multicast === 'forwarded' ? 'forwarded' : 'consumers',
+    multicast: rowGroups === 2 && multicast,
   };
+}
+
+/**
+ * Whether row groups run as a cluster of two CTAs whose producers each copy half of every tile into both
+ * (TMA multicast; flash_decode_ws.cu MULTICAST): on paged caches of 16 rows and more, where two independent
+ * blocks each issue a tile's page copies; dense caches keep two blocks, each reading a tile from the L2 after
+ * the other (`forced`: decodeTuning.multicast). Measured (bench/results/2026-12-02-s16-decode, call 3, H200,
+ * interleaved, two processes each, K=1, GB/s a call): B=64 S=16k block 16 3916–3919 against the rule's one-block
+ * form 3835–3837 (+2.1%; two independent blocks read 3661–3671 there in call 1), block 64 4112–4117 against
+ * 4091–4096, B=8 S=128k block 16 / 64 3817 / 4018–4019 against 3778 / 3963–3967; dense 4246–4250 against
+ * 4262–4265 and 4128–4130 against 4129–4132. Each consumer warp releases a stage in both CTAs with a plain
+ * remote arrive: with release at cluster scope (a fence a warp a tile) the same kernel read 0.68× (call 2).
+ */
+export function tmaMulticast(p: AttentionProblem, forced?: boolean): boolean {
+  if (forced !== undefined) return forced;
+  return (p.paged?.blockSize ?? 0) >= 16;
 }
 
 /**
@@ -224,7 +238,8 @@ export function tmaVariant(
  * `multiprocessors`: the copies that starve row groups of 16-row pages at B=64 (128 blocks: 3671 against
  * 3811 GB/s) do not at B=1 (32 blocks: 786 against 602, s12-decode call 2). `groupedKeys`, the keys a block
  * of the grouped form would read (its longest range over its split count), at most ROW_GROUP_MAX_KEYS.
- * decodeTuning.rowGroups forces either.
+ * Where the pair is a cluster sharing its copies (tmaMulticast, `multicast` forcing it as decodeTuning does),
+ * each CTA issues half of them and 16-row pages fit as well. decodeTuning.rowGroups (`forced`) forces either.
  */
 export function tmaRowGroups(
   p: AttentionProblem,
@@ -232,11 +247,13 @@ export function tmaRowGroups(
   groupedKeys: number,
   multiprocessors: number,
   forced?: 1 | 2,
+  multicast?: boolean,
 ): 1 | 2 {
   if (forced) return forced;
   const rows = (p.T * p.N) / p.K;
   const fewBlocks = p.B * p.K * splitsOfOne <= multiprocessors / 2;
-  const pagesFit = !p.paged || p.paged.blockSize >= ROW_GROUP_MIN_PAGE || fewBlocks;
+  const shared = tmaMulticast(p, multicast);
+  const pagesFit = !p.paged || p.paged.blockSize >= ROW_GROUP_MIN_PAGE || fewBlocks || shared;
   const rangeFits = groupedKeys <= ROW_GROUP_MAX_KEYS;
   return splitsOfOne >= 2 && rows > 16 && pagesFit && rangeFits ? 2 : 1;
 }
@@ -311,7 +328,7 @@ export function tmaSharedBytes(v: DecodeTmaVariant): number {
 }
 
 export function tmaVariantKey(v: DecodeTmaVariant): string {
-  const form = `${v.rowGroups > 1 ? `.r${v.rowGroups}` : ''}${{ none: '', consumers: 'mc', forwarded: 'mf' }[v.multicast]}${v.boxGroup ? `.g${v.boxGroup}` : ''}`;
+  const form = `${v.rowGroups > 1 ? `.r${v.rowGroups}` : ''}${v.multicast ? 'mc' : ''}${v.boxGroup ? `.g${v.boxGroup}` : ''}`;
   return `flash-decode-tma.${v.arch}.${v.fp16 ? 'f16' : 'bf16'}.d${v.headDim}.1x${v.rowTiles}x${v.slices}.k${tmaTileKeys(
     v,
   )}s${v.stages}${v.fast ? 'f' : ''}${form}`;
@@ -328,7 +345,7 @@ export function tmaDefines(v: DecodeTmaVariant): Record<string, number> {
     DECODE_WS_FAST: v.fast ? 1 : 0,
     DECODE_WS_GROUP: v.boxGroup,
     DECODE_WS_ROWGROUPS: v.rowGroups,
-    DECODE_WS_MULTICAST: { none: 0, consumers: 1, forwarded: 2 }[v.multicast],
+    DECODE_WS_MULTICAST: v.multicast ? 1 : 0,
   };
 }
 

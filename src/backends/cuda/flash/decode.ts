@@ -51,6 +51,7 @@ import {
   tmaMapBytes,
   tmaPreferred,
   tmaPreferredShort,
+  tmaMulticast,
   tmaRowGroups,
   tmaSharedBytes,
   tmaSupport,
@@ -234,14 +235,16 @@ export function splitVariant(
   if (rowTiles !== undefined && rowTiles !== 1 && rowTiles !== 2)
     throw new InvalidArgumentError('decodeTuning.rowTiles', '1 or 2', String(rowTiles));
   const multicast = decodeTuning.multicast;
-  if (multicast !== undefined && typeof multicast !== 'boolean' && multicast !== 'forwarded')
-    throw new InvalidArgumentError('decodeTuning.multicast', "true, false or 'forwarded'", String(multicast));
+  if (multicast !== undefined && typeof multicast !== 'boolean')
+    throw new InvalidArgumentError('decodeTuning.multicast', 'true or false', String(multicast));
   const tma = () => {
     const one = tmaVariant(p, arch, 1, decodeTuning.boxGroup, rowTiles);
-    const grouped = tmaVariant(p, arch, 2, decodeTuning.boxGroup, undefined, multicast);
+    const grouped = tmaVariant(p, arch, 2, decodeTuning.boxGroup, undefined, tmaMulticast(p, multicast));
     const splitsOfOne = chooseSplits(p, one, multiprocessors, sharedLimit);
     const groupedKeys = Math.ceil(p.S / chooseSplits(p, grouped, multiprocessors, sharedLimit));
-    return tmaRowGroups(p, splitsOfOne, groupedKeys, multiprocessors, rowGroups) === 1 ? one : grouped;
+    return tmaRowGroups(p, splitsOfOne, groupedKeys, multiprocessors, rowGroups, multicast) === 1
+      ? one
+      : grouped;
   };
   if (forced === 'tma' && tmaSupport(p, arch).ok) return tma();
   if (!runsOnHeads(p, arch)) return !forced && tmaPreferredShort(p, arch) ? tma() : decodeVariant(p, arch);
