@@ -13,8 +13,10 @@
  * at) and total energy (mJ) are cumulative, so two readings bracket the calls with no sampling thread. But NVML
  * refreshes them only every ~100 ms (H200, bench/results/2026-12-02-s16-decode call 3: read every ~0.5 ms over
  * 0.6 s of GPU work, both changed together at 73, 171, 271, 371, 471 and 571 ms, never backwards): a window
- * covers NVML's refreshes inside it (`sampledMs`), off the calls' own span by up to ~100 ms at each end, and a
- * window with no refresh inside it has no reading (call 1: a ~1 ms bench row read a mean of 0 W). Where NVML, the device or a counter is missing (no driver library, a GPU that does
+ * covers NVML's refreshes inside it (`sampledMs`), off the calls' own span by up to ~100 ms at each end. A
+ * window under POWER_MIN_WINDOW_MS has no reading: with no refresh inside it the counters do not move (call 1:
+ * a ~1 ms bench row read a mean of 0 W), and with one the violation clock may have moved while the energy
+ * counter had not (call 5: a ~1 ms row read under 30 W). Where NVML, the device or a counter is missing (no driver library, a GPU that does
  * not report them), rows go without and `powerProbeReason()` says why.
  */
 import { getCudaContext } from '../backends/cuda/context.js';
@@ -38,13 +40,22 @@ export interface PowerWindow {
   readonly limitWatts: number;
 }
 
+/** The shortest window read: at least two of NVML's ~100 ms refreshes fall inside it. */
+export const POWER_MIN_WINDOW_MS = 250;
+
 /**
- * The window between readings `a` and `b`, or null when NVML did not refresh its counters between them (its
- * referenceTime did not advance: a window shorter than its ~100 ms period) or a counter went backwards (a
- * driver reload). Both numbers are over NVML's own time between the two refreshes; the share is clamped to
- * [0, 100].
+ * The window between readings `a` and `b`, `hostMs` apart on the host clock, or null when it is shorter than
+ * POWER_MIN_WINDOW_MS, NVML did not refresh its counters between them (its referenceTime did not advance) or
+ * a counter went backwards (a driver reload). Both numbers are over NVML's own time between the two
+ * refreshes; the share is clamped to [0, 100].
  */
-export function powerBetween(a: PowerCounters, b: PowerCounters, limitWatts: number): PowerWindow | null {
+export function powerBetween(
+  a: PowerCounters,
+  b: PowerCounters,
+  hostMs: number,
+  limitWatts: number,
+): PowerWindow | null {
+  if (!(hostMs >= POWER_MIN_WINDOW_MS)) return null;
   if (b.referenceUs <= a.referenceUs || b.powerViolationNs < a.powerViolationNs || b.energyMj < a.energyMj)
     return null;
   const sampledMs = Number(b.referenceUs - a.referenceUs) / 1000;
@@ -86,9 +97,10 @@ export function gpuPowerProbe(): PowerProbe | null {
       limitWatts,
       start() {
         const before = readPowerCounters(device);
+        const t0 = performance.now();
         return () => {
           try {
-            return powerBetween(before, readPowerCounters(device), limitWatts);
+            return powerBetween(before, readPowerCounters(device), performance.now() - t0, limitWatts);
           } catch {
             return null;
           }

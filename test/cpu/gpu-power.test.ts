@@ -13,7 +13,7 @@ import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import koffi from 'koffi';
 import { enforcedPowerLimitWatts, nvmlDevice, readPowerCounters } from '../../src/backends/cuda/ffi/nvml.js';
-import { gpuPowerProbe, powerBetween } from '../../src/bench/gpu-power.js';
+import { gpuPowerProbe, POWER_MIN_WINDOW_MS, powerBetween } from '../../src/bench/gpu-power.js';
 import { describeMachine } from '../../src/bench/machine.js';
 import { collectInfo } from '../../src/cli/info.js';
 import { reloadConfig } from '../../src/config.js';
@@ -45,17 +45,18 @@ const counters = (referenceUs: number, powerViolationNs: number, energyMj: numbe
 
 describe('power window between two NVML readings', () => {
   it("takes the capped share over NVML's reference clock and the mean power over the host's time", () => {
-    const w = powerBetween(counters(1e6, 0, 0), counters(1.5e6, 1e8, 350_000), 700);
+    const w = powerBetween(counters(1e6, 0, 0), counters(1.5e6, 1e8, 350_000), 520, 700);
     assert.deepEqual(w, { cappedPercent: 20, meanWatts: 700, sampledMs: 500, limitWatts: 700 });
   });
   it('clamps the share to 100%', () => {
-    assert.equal(powerBetween(counters(0, 0, 0), counters(1000, 5e6, 0), 700)?.cappedPercent, 100);
+    assert.equal(powerBetween(counters(0, 0, 0), counters(1000, 5e6, 0), 300, 700)?.cappedPercent, 100);
   });
-  it('gives nothing where NVML did not refresh its counters inside the window, or a counter went backwards', () => {
-    assert.equal(powerBetween(counters(7, 0, 0), counters(7, 2e8, 10), 700), null, 'no refresh: ~1 ms row');
-    assert.equal(powerBetween(counters(9, 0, 0), counters(7, 0, 0), 700), null, 'reference clock back');
-    assert.equal(powerBetween(counters(0, 10, 0), counters(1000, 5, 0), 700), null);
-    assert.equal(powerBetween(counters(0, 0, 10), counters(1000, 0, 5), 700), null);
+  it('gives nothing for a window under two refreshes, without a refresh, or with a counter gone backwards', () => {
+    assert.equal(powerBetween(counters(0, 0, 0), counters(1e5, 1e6, 10), 1.2, 700), null, 'a ~1 ms row');
+    assert.equal(powerBetween(counters(7, 0, 0), counters(7, 2e8, 10), 400, 700), null, 'no refresh');
+    assert.equal(powerBetween(counters(9, 0, 0), counters(7, 0, 0), 400, 700), null, 'reference clock back');
+    assert.equal(powerBetween(counters(0, 10, 0), counters(1000, 5, 0), 400, 700), null);
+    assert.equal(powerBetween(counters(0, 0, 10), counters(1000, 0, 5), 400, 700), null);
   });
 });
 
@@ -83,7 +84,9 @@ describe('NVML through koffi (stand-in library)', { skip }, () => {
     const probe = gpuPowerProbe();
     assert.ok(probe, 'the stand-in answers');
     assert.equal(probe.limitWatts, 700);
+    assert.equal(probe.start()(), null, 'a window under POWER_MIN_WINDOW_MS of host time: no reading');
     const end = probe.start();
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, POWER_MIN_WINDOW_MS + 5);
     const window = end();
     assert.ok(window);
     assert.equal(window.cappedPercent, 25, '2.5 ms of every 10 ms');

@@ -34,11 +34,11 @@ describe('GPU power state (NVML)', { skip }, () => {
     assert.ok(window.cappedPercent >= 0 && window.cappedPercent <= 100, `capped ${window.cappedPercent}%`);
     assert.ok(window.meanWatts > 30 && window.meanWatts < 2 * probe.limitWatts, `${window.meanWatts} W`);
   });
-  it('puts the window in a bench row that spans NVML refreshes (~100 ms apart), and none in a ~1 ms one', () => {
-    // ~2 ms a call (1.1 TFLOP at ~500 TFLOP/s) × 200: ~0.4 s, three or four refreshes
+  it('puts the window in a bench row that spans NVML refreshes (~100 ms apart), and none in a ~1 ms one (POWER_MIN_WINDOW_MS)', () => {
+    // ~2 ms a call (1.1 TFLOP at ~500 TFLOP/s) × 300: ~0.6 s, five or six refreshes
     const long = measureAttnlabCase(
       { B: 8, T: 4096, S: 4096, N: 16, K: 16, H: 128, dtype: 'bfloat16', causal: false, impl: 'flash' },
-      { checkError: false, repeats: 200, minRepeats: 200, budgetMs: 10_000, settleMs: 50 },
+      { checkError: false, repeats: 300, minRepeats: 300, budgetMs: 10_000, settleMs: 50 },
     );
     assert.equal(long.status, 'ok', long.reason);
     const power = long.timing?.power;
@@ -50,7 +50,6 @@ describe('GPU power state (NVML)', { skip }, () => {
       { checkError: false, repeats: 20, minRepeats: 20, settleMs: 50 },
     );
     assert.equal(short.status, 'ok', short.reason);
-    if (short.timing?.power)
-      assert.ok(short.timing.power.meanWatts > 30, 'a refresh fell inside: a real draw');
+    assert.equal(short.timing?.power, undefined, 'under two refreshes: no reading');
   });
 });
