@@ -28,7 +28,9 @@
  *   block 64. Where the first form runs one split (B=128 S=8k) row groups would make two waves (3716
  *   against 4058), and a block reading a whole range issues twice the copies: with 16-row pages that
  *   starves it (3671 against the first form's 3811), so pages under 32 rows keep the first form unless its
- *   grid fills at most half the GPU (B=1 S=32k, 32 blocks: 786 against 602; s12-decode).
+ *   grid fills at most half the GPU (B=1 S=32k, 32 blocks: 786 against 602; s12-decode) — or the pair is a
+ *   cluster (tmaMulticast: on pages of 16 rows and more the two blocks are one two-CTA cluster whose producers
+ *   each copy half of every tile into both, TMA multicast; +0.5–2.1% at K=1, bench/results/2026-12-02-s16-decode).
  * Boxes: a copy moves one 128-byte half of a page's rows (or a dense tile's 128), or, grouped, both halves
  * of `boxGroup` rows (a 5-D map whose third dimension is the half): at block 16 the first form reads 3811
  * with groups of 8 against 3574 with half boxes (+7%; 3925 against 3680 at B=128), and row groups read
