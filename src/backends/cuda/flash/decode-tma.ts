@@ -69,7 +69,7 @@ const TILE_KEYS = 128;
 const ROW_TILE_ROWS = 16;
 /** Rows a key range serves: two m16 row tiles of one kv head (one a block with row groups). */
 const MAX_ROWS = 32;
-/** The smallest page that row groups read on a full GPU (grouped boxes of 32 rows; 16-row pages starve them). */
+/** The smallest page that two independent row-group blocks read on a full GPU (16-row pages starve them; clusters take 16). */
 const ROW_GROUP_MIN_PAGE = 32;
 /**
  * The most keys one block of a row group reads. The group's second read of a tile is an L2 hit only while
