@@ -49,7 +49,8 @@ struct WsConfig {
   static constexpr int ROWGROUPS_ = ROWGROUPS;
   // MULTICAST: the row group's two blocks as one cluster of two CTAs (the kernel's __cluster_dims__), its
   // producers each copying half of every tile into both (tma_produce): one read of a tile from the L2 for the
-  // pair, and the pair in step by construction (no drift for the L2 to cover, ROW_GROUP_MAX_KEYS in decode-tma.ts)
+  // pair, and the pair in step by construction (decode-tma.ts, tmaMulticast; past ROW_GROUP_MAX_KEYS a block the
+  // one-block form still reads more, bench/results/2026-12-02-s16-decode call 4)
   static constexpr bool MULTICAST_ = MULTICAST;
   static constexpr int MINB_ = MINB, PRODUCERS_ = PRODUCERS;
   static constexpr int TILES = HB * RTH;
