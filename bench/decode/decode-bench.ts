@@ -35,7 +35,8 @@
  * (shuffled, the default): at K=1 a page of 16 rows is 4 KiB of K, and this tells what scattering such pages
  * costs apart from the layout itself.
  * Each attnlab row records the GPU's power state over each timing where NVML answers (`power`, `kernelsPower`:
- * % of the time the power limit held it below its clocks, mean W; src/bench/gpu-power.ts), and when its two
+ * % of the time the power limit held it below its clocks, mean W, over NVML's ~100 ms refreshes; a timing under
+ * 250 ms, as the kernels-alone one often is, has none: src/bench/gpu-power.ts), and when its two
  * timings ran (`measuredAt`, UTC), so that a log of the GPU's clocks and
  * power (scripts/gpu-lib.sh's decode_call: nvidia-smi every 200 ms) can be read beside it (bench/s12/table.py):
  * back to back at ~4.4 TB/s the H200 runs at its 700 W cap and lowers its SM clocks (session 14, call 3).
