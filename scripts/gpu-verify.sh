@@ -31,8 +31,10 @@ shard decode-tma-1 - --test-name-pattern=', 1 row group\(s\), ' test/gpu/decode-
 shard decode-tma-2 - --test-name-pattern=', 2 row group\(s\), ' test/gpu/decode-tma.test.ts
 # Session 16: row groups as two-CTA clusters with multicast copies, the third form, a fourth shard.
 shard decode-tma-mc - --test-name-pattern=', clustered row groups, ' test/gpu/decode-tma.test.ts
+# The measured defaults (float64 oracles at 1M-token shapes, ~100 s warm) apart from the rest (call 4: cut cold).
+shard decode-tma-defaults - --test-name-pattern='^runs ' test/gpu/decode-tma.test.ts
 shard decode-tma - \
-  --test-name-pattern='^(?!.*(, [12] row group\(s\), |, clustered row groups, )|forced$|flash decode, TMA kernel$|<root>$)' \
+  --test-name-pattern='^(?!.*(, [12] row group\(s\), |, clustered row groups, )|runs |forced$|flash decode, TMA kernel$|<root>$)' \
   test/gpu/decode-tma.test.ts
 # flash-hopper.test.ts in four processes: session 8 added D=192 and the Dk ≠ Dv pairs (~17 more Hopper
 # variants to compile cold; 71 tests in nine shards took 33 s in h192's call), too many for one shard's cap.
@@ -68,7 +70,11 @@ shard flash-backward-mma ATTNLAB_FLASH_BWD_KERNEL=mma test/gpu/flash-backward.te
 # the complement excludes the suites, their tests' names and both roots (checked with node 20's runner).
 shard decode-forced-loaders - --test-name-pattern='^forced (bulk|async) loader' test/gpu/decode.test.ts
 shard decode-forced-kernels - --test-name-pattern='^forced (heads|rows) kernel' test/gpu/decode.test.ts
-shard decode - --test-name-pattern='^(?!forced |dense and paged 16: |flash decode kernel$|<root>$)' \
+# Session 16: the third (117 s alone, warm) was cut at 240 s in a cold call (bench/results/2026-12-02-s16-decode,
+# call 4), so the cases over the layouts ("dense: …", "paged (blockSize n): …", 63 s of it) are a fourth.
+shard decode-cases - --test-name-pattern='^(dense|paged \(blockSize \d+\)): ' test/gpu/decode.test.ts
+shard decode - \
+  --test-name-pattern='^(?!forced |dense: |paged \(blockSize \d+\): |dense and paged 16: |flash decode kernel$|<root>$)' \
   test/gpu/decode.test.ts
 # Kernels no sanitizer has seen yet: the flat-scan NaN repair (nan_repair.cu), the FP8 requantise
 # (quantise.cu), the ring's log-sum-exp merge (merge.cu); the Hopper kernel under racecheck/synccheck.
