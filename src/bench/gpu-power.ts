@@ -13,11 +13,11 @@
  * at) and total energy (mJ) are cumulative, so two readings bracket the calls with no sampling thread. But NVML
  * refreshes them only every ~100 ms (H200, bench/results/2026-12-02-s16-decode call 3: read every ~0.5 ms over
  * 0.6 s of GPU work, both changed together at 73, 171, 271, 371, 471 and 571 ms, never backwards): a window
- * covers NVML's refreshes inside it (`sampledMs`), off the calls' own span by up to ~100 ms at each end. A
+ * covers NVML's refreshes around it (`sampledMs`), off the calls' own span by up to ~100 ms at each end. A
  * window under POWER_MIN_WINDOW_MS has no reading: with no refresh inside it the counters do not move (call 1:
  * a ~1 ms bench row read a mean of 0 W), and with one the violation clock may have moved while the energy
- * counter had not (call 5: a ~1 ms row read under 30 W). Where NVML, the device or a counter is missing (no driver library, a GPU that does
- * not report them), rows go without and `powerProbeReason()` says why.
+ * counter had not (call 5: a ~1 ms row read under 30 W). Where NVML, the device or a counter is missing (no
+ * driver library, a GPU that does not report them), rows go without and `powerProbeReason()` says why.
  */
 import { getCudaContext } from '../backends/cuda/context.js';
 import {
@@ -34,7 +34,7 @@ export interface PowerWindow {
   readonly cappedPercent: number;
   /** Mean power drawn, W (the energy counter's difference over NVML's time between its two refreshes). */
   readonly meanWatts: number;
-  /** The span between NVML's first and last refresh inside the window, ms: what the two numbers cover. */
+  /** NVML's time from its last refresh before the window to its last inside it, ms: what the numbers cover. */
   readonly sampledMs: number;
   /** The enforced power limit, W. */
   readonly limitWatts: number;
