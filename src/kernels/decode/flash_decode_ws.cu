@@ -247,7 +247,9 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const Tma
   unsigned char* loop = smem + (loop_smem - full);
 
   constexpr bool MC = C::MULTICAST_;
-  const int peer = int(blockIdx.x % RG) ^ 1;  // with MC, the other CTA of the cluster (its rank: blockIdx.x % 2)
+  // With MC, this CTA's rank in its cluster of two (__cluster_dims__(2, 1, 1) pairs blockIdx.x 2s and 2s + 1) and
+  // the other CTA's.
+  const int rank = int(blockIdx.x % RG), peer = rank ^ 1;
   if (threadIdx.x == 0)
     for (int s = 0; s < STAGES; ++s) {
       dec_mbar_init(full + s * 8, C::PRODUCERS_);
@@ -272,7 +274,7 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const Tma
   if (warp >= CONSUMERS) {  // the producers
     if constexpr (C::TMA_) {
       tma_produce<TK, STAGES, C::K_BYTES, C::STAGE_BYTES, C::GROUP_, MC>(p, kmap, vmap, keys, b, kh0, loop_smem,
-                                                                         full, empty, lane, peer ^ 1);
+                                                                         full, empty, lane, rank);
       if constexpr (MC) {  // the cluster's end (see the consumers')
         cluster_arrive();
         cluster_wait();

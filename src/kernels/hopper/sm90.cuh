@@ -83,11 +83,6 @@ __device__ __forceinline__ void tma_load_5d_multicast(u32 dst, const TmaDesc* ma
 #else
 #define SM90_CLUSTER_ASM(...) __trap()
 #endif
-__device__ __forceinline__ u32 cluster_cta_rank() {
-  u32 rank = 0;
-  SM90_CLUSTER_ASM("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
-  return rank;
-}
 // The cluster-wide barrier in two halves: every thread of every CTA arrives (release: its earlier memory
 // operations, remote ones included, are visible to the cluster), and waits (acquire) until all have.
 __device__ __forceinline__ void cluster_arrive() { SM90_CLUSTER_ASM("barrier.cluster.arrive.release;\n" ::: "memory"); }
