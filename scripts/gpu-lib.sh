@@ -96,3 +96,20 @@ decode_end() {
   grep -v efficien "$decode_out/table.txt"
   grep -h '"uuid"' "$runs"/*.json | sort | uniq -c
 }
+
+# The start and end every session call script repeats (bench/s17/call*.sh): call_start sets logs=<folder>/tests
+# (made), the kernel cache folder (ATTNLAB_CACHE_DIR, seeded from a carried .kcache/kernels.tar.xz, a previous
+# call's), NO_COLOR, and prints the time and the GPU; call_save_cache packs that cache into <folder>/kernels.tar.xz
+# for the next call's .kcache.
+call_start() { # output folder, kernel cache folder
+  logs=$1/tests
+  mkdir -p "$logs" "$2"
+  export NO_COLOR=1 ATTNLAB_CACHE_DIR=$2
+  [ -f .kcache/kernels.tar.xz ] && tar -C "$ATTNLAB_CACHE_DIR" -xJf .kcache/kernels.tar.xz
+  date -u
+  nvidia-smi --query-gpu=name,uuid,power.limit --format=csv,noheader
+}
+call_save_cache() { # output folder
+  tar -C "$ATTNLAB_CACHE_DIR" -cf - $(cd "$ATTNLAB_CACHE_DIR" && ls -d kernels cudnn-plans 2>/dev/null) |
+    xz -T8 -6 > "$1/kernels.tar.xz"
+}
