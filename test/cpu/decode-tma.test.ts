@@ -66,7 +66,6 @@ describe('TMA decode kernel table', () => {
     delete decodeTuning.rowTiles;
     delete decodeTuning.boxGroup;
     delete decodeTuning.multicast;
-    delete decodeTuning.prefetch;
   });
   it('replaces the heads kernel wherever it can run, and the row-tile kernel on short MQA caches, as measured', () => {
     for (const blockSize of [0, 16, 64]) {
@@ -265,24 +264,6 @@ describe('TMA decode kernel table', () => {
     decodeTuning.multicast = 'yes' as unknown as boolean;
     assert.throws(() => split(problem({})), /decodeTuning\.multicast.*true or false.*yes/);
   });
-  it('prefetches the tiles ahead into the L2 where asked, in every form, and names a wrong distance', () => {
-    for (const rowGroups of [1, 2] as const)
-      for (const blockSize of [0, 16, 64]) {
-        decodeTuning.rowGroups = rowGroups;
-        decodeTuning.prefetch = 2;
-        const v = picked(problem({ blockSize }));
-        assert.equal(v.prefetch, 2, `row groups ${rowGroups}, block ${blockSize}`);
-        assert.match(tmaVariantKey(v), /\.pf2$/);
-        assert.equal(tmaDefines(v).DECODE_WS_PREFETCH, 2);
-        delete decodeTuning.prefetch;
-        assert.equal(picked(problem({ blockSize })).prefetch, 0, 'none unless asked');
-        assert.doesNotMatch(tmaVariantKey(picked(problem({ blockSize }))), /\.pf/);
-      }
-    for (const wrong of [-1, 5, 1.5, Number.NaN]) {
-      decodeTuning.prefetch = wrong;
-      assert.throws(() => split(problem({})), /decodeTuning\.prefetch.*0 … 4.*/, String(wrong));
-    }
-  });
   it('takes a forced box group that tiles the stage and stays inside a page, and names a wrong one', () => {
     decodeTuning.boxGroup = 16;
     assert.equal(picked(problem({ blockSize: 64 })).boxGroup, 16);
@@ -334,7 +315,6 @@ describe('TMA decode kernel table', () => {
       DECODE_WS_GROUP: 32,
       DECODE_WS_ROWGROUPS: 2,
       DECODE_WS_MULTICAST: 0,
-      DECODE_WS_PREFETCH: 0,
     });
   });
   it('maps grouped boxes as 5-D: 64 columns, rows, the two halves 128 B apart, kv head, block', () => {

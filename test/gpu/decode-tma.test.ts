@@ -124,7 +124,6 @@ describe('flash decode, TMA kernel', { skip }, () => {
     delete decodeTuning.rowTiles;
     delete decodeTuning.combine;
     delete decodeTuning.multicast;
-    delete decodeTuning.prefetch;
   });
 
   describe('forced', () => {
@@ -136,7 +135,6 @@ describe('flash decode, TMA kernel', { skip }, () => {
       delete decodeTuning.splits;
       delete decodeTuning.rowGroups;
       delete decodeTuning.multicast;
-      delete decodeTuning.prefetch;
     });
     // The forms: one block a key range, row groups of two blocks, and row groups as two-CTA clusters whose
     // producers multicast each half of a tile into both (decodeTuning.multicast).
@@ -144,21 +142,6 @@ describe('flash decode, TMA kernel', { skip }, () => {
       { name: '1 row group(s)', rowGroups: 1, multicast: false, variant: /^flash-decode-tma\.(?!.*\.r2)/ },
       { name: '2 row group(s)', rowGroups: 2, multicast: false, variant: /^flash-decode-tma\..*\.r2(?!mc)/ },
       { name: 'clustered row groups', rowGroups: 2, multicast: true, variant: /^flash-decode-tma\..*\.r2mc/ },
-      // the producer's L2 prefetch of the tiles ahead (decodeTuning.prefetch) in the one-block and clustered forms
-      {
-        name: 'prefetching 1 row group',
-        rowGroups: 1,
-        multicast: false,
-        prefetch: 1,
-        variant: /^flash-decode-tma\.(?!.*\.r2).*\.pf1(\.|$)/,
-      },
-      {
-        name: 'prefetching clustered row groups',
-        rowGroups: 2,
-        multicast: true,
-        prefetch: 2,
-        variant: /^flash-decode-tma\..*\.r2mc.*\.pf2(\.|$)/,
-      },
     ] as const;
     CASES.forEach((c, index) => {
       for (const form of FORMS)
@@ -166,8 +149,6 @@ describe('flash decode, TMA kernel', { skip }, () => {
           it(`${c.name}, ${form.name}, ${splits ?? 'chosen'} splits: dense, paged 8…256`, () => {
             decodeTuning.rowGroups = form.rowGroups;
             decodeTuning.multicast = form.multicast;
-            if ('prefetch' in form) decodeTuning.prefetch = form.prefetch;
-            else delete decodeTuning.prefetch;
             if (splits) decodeTuning.splits = splits;
             else delete decodeTuning.splits;
             const { q, k, v } = inputs(c, 'bfloat16', index * 10);

@@ -50,16 +50,11 @@ __device__ __forceinline__ BlockKeys tma_block_keys(BlockKeys k, int splits, int
 // CTAs' consumers (every consumer warp arrives on both CTAs' `empty`): a stage is refilled only when neither
 // CTA reads it any more. (Session 16, call 3: a producer forwarding its own consumers' release to the other CTA,
 // one remote arrival a tile instead of 8, read the same GB/s within 0.3%; the simpler protocol stays.)
-//
-// PREFETCH > 0: after tile i's copies, the same boxes of tile i + PREFETCH are fetched into the L2 (TMA's L2
-// prefetch: no shared memory, no barrier), so that DRAM sees the reads of PREFETCH more tiles than the STAGES the
-// shared memory holds, and the copy that later moves a box into a stage finds it in the L2.
-template <int TK, int STAGES, int K_BYTES, int STAGE_BYTES, int GROUP = 0, bool MULTICAST = false, int PREFETCH = 0>
+template <int TK, int STAGES, int K_BYTES, int STAGE_BYTES, int GROUP = 0, bool MULTICAST = false>
 __device__ __forceinline__ void tma_produce(const DecodeParams& p, const TmaDesc* kmap, const TmaDesc* vmap,
                                             const BlockKeys& keys, int b, int kh, u32 loop_smem, u32 full,
                                             u32 empty, int lane, int rank = 0) {
   static_assert(!MULTICAST || GROUP >= 0, "multicast: the boxes consumers read");
-  static_assert(PREFETCH >= 0 && PREFETCH <= 4 && (PREFETCH == 0 || GROUP >= 0), "L2 prefetch: 0 … 4 tiles ahead");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   const bool paged = p.block_table != nullptr;
   const int* table_row = paged ? p.block_table + (i64)b * p.max_blocks : nullptr;
@@ -80,9 +75,8 @@ __device__ __forceinline__ void tma_produce(const DecodeParams& p, const TmaDesc
   pages_of(keys.tile_lo, pg);
   for (int i = keys.tile_lo; i < keys.tile_hi; ++i) {
     const int n = i - keys.tile_lo, stage = n % STAGES;
-    int next[2], ahead[2];
+    int next[2];
     pages_of(i + 1, next);
-    if constexpr (PREFETCH > 0) pages_of(i + PREFETCH, ahead);  // in flight with next's during the wait
     if (n >= STAGES) ws_wait(empty + stage * 8, (n / STAGES - 1) & 1);
     const int key0 = keys.lo + i * TK;
     const int valid = paged ? imin(boxes, (keys.hi - key0 + boxr - 1) / boxr) : boxes;  // boxes with keys
@@ -120,24 +114,6 @@ __device__ __forceinline__ void tma_produce(const DecodeParams& p, const TmaDesc
           tma_load_4d_multicast(dst, map, bar, 0b11, half * 64, c1, kh, c3);
         else
           tma_load_4d(dst, map, bar, half * 64, c1, kh, c3);
-      }
-    }
-    if constexpr (PREFETCH > 0) {
-      const int key_ahead = keys.lo + (i + PREFETCH) * TK;
-      const int valid_ahead =
-          i + PREFETCH >= keys.tile_hi ? 0 : paged ? imin(boxes, (keys.hi - key_ahead + boxr - 1) / boxr) : boxes;
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int c = lane + 32 * r, box = c % boxes;
-        if (c >= copies || box >= valid_ahead || (MULTICAST && c % 2 != rank)) continue;
-        const int kb = key_ahead + box * boxr;
-        if constexpr (GROUP > 0) {
-          const TmaDesc* map = c >= boxes ? vmap : kmap;
-          tma_prefetch_l2_5d(map, 0, paged ? kb % p.block_size : kb, 0, kh, paged ? ahead[r] : b);
-        } else {
-          const TmaDesc* map = c >= 2 * boxes ? vmap : kmap;
-          tma_prefetch_l2_4d(map, ((c / boxes) % 2) * 64, paged ? kb % p.block_size : kb, kh, paged ? ahead[r] : b);
-        }
       }
     }
     pg[0] = next[0], pg[1] = next[1];

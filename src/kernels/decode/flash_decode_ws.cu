@@ -35,7 +35,7 @@
 // halves, read through Sw128Layout.
 template <int D, int DV, bool FP16, int HB, int RTH, int SLICES, int KPW, int STAGES, bool QSMEM, int MINB,
           bool FAST = false, int PRODUCERS = 1, bool TMA = false, int GROUP = 0, int LOADONLY = 0, int ROWGROUPS = 1,
-          bool MULTICAST = false, int PREFETCH = 0>
+          bool MULTICAST = false>
 struct WsConfig {
   static constexpr int D_ = D, DV_ = DV, HB_ = HB, RTH_ = RTH, SLICES_ = SLICES, KPW_ = KPW, STAGES_ = STAGES;
   static constexpr bool QSMEM_ = QSMEM, FAST_ = FAST, TMA_ = TMA;
@@ -52,8 +52,6 @@ struct WsConfig {
   // pair, and the pair in step by construction (decode-tma.ts, tmaMulticast; past ROW_GROUP_MAX_KEYS a block the
   // one-block form still reads more, bench/results/2026-12-02-s16-decode call 4)
   static constexpr bool MULTICAST_ = MULTICAST;
-  // PREFETCH: the TMA producer also fetches the tile PREFETCH ahead of the one it copies into the L2 (tma_produce)
-  static constexpr int PREFETCH_ = PREFETCH;
   static constexpr int MINB_ = MINB, PRODUCERS_ = PRODUCERS;
   static constexpr int TILES = HB * RTH;
   static constexpr int CONSUMERS = TILES * SLICES;
@@ -86,7 +84,6 @@ struct WsConfig {
   static_assert(ROWGROUPS >= 1 && (ROWGROUPS == 1 || HB == 1), "row groups: one kv head a block");
   static_assert(!MULTICAST || (TMA && ROWGROUPS == 2 && GROUP >= 0 && LOADONLY == 0),
                 "multicast: the TMA loader's row groups of two, boxes the consumers read");
-  static_assert(PREFETCH == 0 || (TMA && GROUP >= 0), "L2 prefetch: the TMA loader's boxes");
 };
 
 // The consumer warps alone (the producer has left): barrier 1, CONSUMERS·32 threads.
@@ -276,9 +273,8 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const Tma
 
   if (warp >= CONSUMERS) {  // the producers
     if constexpr (C::TMA_) {
-      tma_produce<TK, STAGES, C::K_BYTES, C::STAGE_BYTES, C::GROUP_, MC, C::PREFETCH_>(p, kmap, vmap, keys, b, kh0,
-                                                                                       loop_smem, full, empty, lane,
-                                                                                       rank);
+      tma_produce<TK, STAGES, C::K_BYTES, C::STAGE_BYTES, C::GROUP_, MC>(p, kmap, vmap, keys, b, kh0, loop_smem,
+                                                                         full, empty, lane, rank);
       if constexpr (MC) {  // the cluster's end (see the consumers')
         cluster_arrive();
         cluster_wait();
@@ -414,12 +410,9 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const Tma
 #ifndef DECODE_WS_MULTICAST
 #define DECODE_WS_MULTICAST 0
 #endif
-#ifndef DECODE_WS_PREFETCH
-#define DECODE_WS_PREFETCH 0
-#endif
 using DecodeTmaConfig = WsConfig<128, 128, DECODE_FP16 != 0, 1, DECODE_WS_RTH, DECODE_WS_SLICES, DECODE_WS_KPW,
                                  DECODE_STAGES, false, 1, DECODE_WS_FAST != 0, 1, true, DECODE_WS_GROUP, 0,
-                                 DECODE_WS_ROWGROUPS, DECODE_WS_MULTICAST != 0, DECODE_WS_PREFETCH>;
+                                 DECODE_WS_ROWGROUPS, DECODE_WS_MULTICAST != 0>;
 #if DECODE_WS_MULTICAST
 #define DECODE_TMA_CLUSTER __cluster_dims__(2, 1, 1)
 #else
@@ -474,13 +467,6 @@ decode_ws_tma_test<WsConfig<128, 128, false, 1, 1, 8, 16, 3, false, 1, true, 1, 
     const __grid_constant__ DecodeParams, const __grid_constant__ TmaDesc, const __grid_constant__ TmaDesc);
 template __global__ void
 decode_ws_tma_test<WsConfig<128, 128, false, 1, 1, 8, 16, 3, false, 1, true, 1, true, 16, 0, 2, true>, false>(
-    const __grid_constant__ DecodeParams, const __grid_constant__ TmaDesc, const __grid_constant__ TmaDesc);
-// the L2 prefetch of a tile ahead: half boxes of the one-block form, groups of 16 in a cluster
-template __global__ void
-decode_ws_tma_test<WsConfig<128, 128, false, 1, 1, 8, 16, 3, false, 1, true, 1, true, 0, 0, 1, false, 1>, false>(
-    const __grid_constant__ DecodeParams, const __grid_constant__ TmaDesc, const __grid_constant__ TmaDesc);
-template __global__ void
-decode_ws_tma_test<WsConfig<128, 128, false, 1, 1, 8, 16, 3, false, 1, true, 1, true, 16, 0, 2, true, 2>, false>(
     const __grid_constant__ DecodeParams, const __grid_constant__ TmaDesc, const __grid_constant__ TmaDesc);
 #endif
 #endif  // ATTNLAB_FLASH_DECODE_WS_CU

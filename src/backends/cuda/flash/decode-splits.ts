@@ -95,10 +95,5 @@ export interface DecodeTuning {
    * runs in row groups.
    */
   multicast?: boolean;
-  /**
-   * The TMA kernel's L2 prefetch (decode-tma.ts, DecodeTmaVariant.prefetch): tiles ahead of the copied one whose
-   * boxes the producer also fetches into the L2, 0 … 4.
-   */
-  prefetch?: number;
 }
 export const decodeTuning: DecodeTuning = {};

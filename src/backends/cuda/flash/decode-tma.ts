@@ -58,15 +58,7 @@ export interface DecodeTmaVariant extends Omit<DecodeHeadsVariant, 'kind'> {
    * one-block form (tmaMulticast says where).
    */
   readonly multicast: boolean;
-  /**
-   * Tiles ahead of the one it copies whose boxes the producer also fetches into the L2 (TMA's L2 prefetch,
-   * decode_tma.cuh): 0, none.
-   */
-  readonly prefetch: 0 | 1 | 2 | 3 | 4;
 }
-
-/** The longest L2 prefetch distance the kernel takes (decode_tma.cuh's PREFETCH). */
-export const MAX_PREFETCH = 4;
 
 /** The kernel's name in flash_decode_ws.cu. */
 export const TMA_KERNEL = 'attnlab_flash_decode_tma';
@@ -202,7 +194,7 @@ export function tmaVariant(
   rowGroups: 1 | 2 = 1,
   form: TmaForm = {},
 ): DecodeTmaVariant {
-  const { boxGroup: forcedBoxGroup, rowTiles: forcedRowTiles, multicast = false, prefetch = 0 } = form;
+  const { boxGroup: forcedBoxGroup, rowTiles: forcedRowTiles, multicast = false } = form;
   const rowTiles = rowGroups === 2 ? 1 : oneBlockRowTiles(p, forcedRowTiles);
   const slices = rowTiles === 2 ? 4 : 8;
   return {
@@ -221,27 +213,18 @@ export function tmaVariant(
     boxGroup:
       forcedBoxGroup === undefined ? boxGroupFor(p, rowGroups, rowTiles) : checkedBoxGroup(p, forcedBoxGroup),
     multicast: rowGroups === 2 && multicast,
-    prefetch: checkedPrefetch(prefetch),
   };
 }
 
-/** What tmaVariant takes beside the row groups: forced box rows and row tiles, clusters, the L2 prefetch. */
+/**
+ * What tmaVariant takes beside the row groups: forced box rows and row tiles, clusters. (Session 17 measured an
+ * L2 prefetch of the tiles ahead by the producer and removed it: 0.69–0.89× at K=1 B=64 S=16k,
+ * bench/results/2026-12-03-s17-decode call 1.)
+ */
 export interface TmaForm {
   readonly boxGroup?: number;
   readonly rowTiles?: 1 | 2;
   readonly multicast?: boolean;
-  readonly prefetch?: number;
-}
-
-/** The L2 prefetch distance decodeTuning.prefetch asks for: 0 (none) … MAX_PREFETCH tiles ahead. */
-function checkedPrefetch(tiles: number): DecodeTmaVariant['prefetch'] {
-  if (!Number.isInteger(tiles) || tiles < 0 || tiles > MAX_PREFETCH)
-    throw new InvalidArgumentError(
-      'decodeTuning.prefetch',
-      `an integer 0 … ${MAX_PREFETCH} (tiles ahead)`,
-      String(tiles),
-    );
-  return tiles as DecodeTmaVariant['prefetch'];
 }
 
 /**
@@ -357,7 +340,7 @@ export function tmaSharedBytes(v: DecodeTmaVariant): number {
 }
 
 export function tmaVariantKey(v: DecodeTmaVariant): string {
-  const form = `${v.rowGroups > 1 ? `.r${v.rowGroups}` : ''}${v.multicast ? 'mc' : ''}${v.boxGroup ? `.g${v.boxGroup}` : ''}${v.prefetch ? `.pf${v.prefetch}` : ''}`;
+  const form = `${v.rowGroups > 1 ? `.r${v.rowGroups}` : ''}${v.multicast ? 'mc' : ''}${v.boxGroup ? `.g${v.boxGroup}` : ''}`;
   return `flash-decode-tma.${v.arch}.${v.fp16 ? 'f16' : 'bf16'}.d${v.headDim}.1x${v.rowTiles}x${v.slices}.k${tmaTileKeys(
     v,
   )}s${v.stages}${v.fast ? 'f' : ''}${form}`;
@@ -375,7 +358,6 @@ export function tmaDefines(v: DecodeTmaVariant): Record<string, number> {
     DECODE_WS_GROUP: v.boxGroup,
     DECODE_WS_ROWGROUPS: v.rowGroups,
     DECODE_WS_MULTICAST: v.multicast ? 1 : 0,
-    DECODE_WS_PREFETCH: v.prefetch,
   };
 }
 
