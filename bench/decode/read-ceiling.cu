@@ -1,0 +1,217 @@
+// What reading alone reaches on this GPU, by the bytes one call reads: the ceiling a decode kernel's GB/s
+// sits under at issue 16's sizes (a K=1 cache of 1M tokens, H=128, bf16, is 512 MiB of K and V).
+//
+// Why: K=1 paged decode at 1M tokens reads 3.9 (block 16) to 4.1 (block 64) TB/s and dense 4.26, against
+// issue 16's goal of 4.3; sessions 13–14 put ~8–14 µs of fixed time on each call (launch gap, ramp, tail) and
+// session 11's TMA loader alone (the library's copies and grid, no arithmetic) read 4.14–4.23 TB/s at that size.
+// This asks the same of the simplest readers there are, so the goal can be set against what the GPU does:
+//   ldg    every thread streams 16-byte loads (ld.global.nc.L1::no_allocate), grid-stride, 8 in flight a thread;
+//   bulk   one thread a CTA keeps STAGES stages of 64 KiB in flight with cp.async.bulk copies of CHUNK bytes
+//          (the TMA engine, as the decode kernel's producer: 4 KiB is a 16-row page of K or V at H=128 bf16,
+//          16 KiB a 64-row page), chunks in order or in a random order (a paged pool handed out at random).
+// Each launch reads the whole buffer once; 20 launches back to back between two CUDA events (as decode-bench),
+// median of 15 such windows after 3 warm ones; GB/s = bytes / (time / 20). A least-squares line through the sizes
+// gives each reader's fixed µs a launch and its marginal rate.
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o /tmp/read-ceiling bench/decode/read-ceiling.cu
+//   /tmp/read-ceiling [MiB ...]        (default: 128 256 512 1024 2048 4096)
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#define CHECK(x)                                                                        \
+  do {                                                                                  \
+    cudaError_t e_ = (x);                                                               \
+    if (e_ != cudaSuccess) {                                                            \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                     \
+    }                                                                                   \
+  } while (0)
+
+// A value no sum of this buffer's words reaches in practice: the write that keeps the loads alive.
+constexpr unsigned MAGIC = 0x9e3779b9u;
+
+__global__ void __launch_bounds__(512) read_ldg(const uint4* __restrict__ src, size_t n, unsigned* sink) {
+  constexpr int UNROLL = 8;
+  unsigned acc = 0;
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (; i + (UNROLL - 1) * stride < n; i += UNROLL * stride) {
+    uint4 v[UNROLL];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u)
+      asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                   : "=r"(v[u].x), "=r"(v[u].y), "=r"(v[u].z), "=r"(v[u].w)
+                   : "l"(src + i + u * stride));
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+  }
+  for (; i < n; i += stride) {
+    const uint4 v = src[i];
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == MAGIC) *sink = acc;
+}
+
+constexpr int STAGES = 3;
+constexpr unsigned STAGE_BYTES = 64u << 10;
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// One thread: stage s of load i holds chunks i·per_stage … of this CTA's range; `order` (or null: in order)
+// maps a logical chunk to the one read. Waits stage s's barrier, reads one word of it, refills it.
+__global__ void __launch_bounds__(32) read_bulk(const unsigned char* __restrict__ src, const int* __restrict__ order,
+                                                 long long chunks, unsigned chunk_bytes, unsigned* sink) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ __align__(8) unsigned long long full[STAGES];
+  if (threadIdx.x != 0) return;
+  const int per_stage = STAGE_BYTES / chunk_bytes;
+  const long long loads_total = (chunks + per_stage - 1) / per_stage;
+  const long long lo = loads_total * blockIdx.x / gridDim.x, hi = loads_total * (blockIdx.x + 1) / gridDim.x;
+  for (int s = 0; s < STAGES; ++s)
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32(&full[s])));
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  auto issue = [&](long long load, int s) {
+    const long long c0 = load * per_stage;
+    const int n = int(chunks - c0 < per_stage ? chunks - c0 : per_stage);
+    const unsigned bar = smem_u32(&full[s]);
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(n * chunk_bytes) : "memory");
+    for (int j = 0; j < n; ++j) {
+      const long long c = order ? order[c0 + j] : c0 + j;
+      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                       smem_u32(smem + s * STAGE_BYTES + j * chunk_bytes)),
+                   "l"(src + c * chunk_bytes), "r"(chunk_bytes), "r"(bar)
+                   : "memory");
+    }
+  };
+  for (long long l = lo; l < hi && l < lo + STAGES; ++l) issue(l, int(l - lo));
+  unsigned acc = 0;
+  for (long long l = lo; l < hi; ++l) {
+    const int s = int((l - lo) % STAGES);
+    const unsigned phase = unsigned((l - lo) / STAGES) & 1u;
+    asm volatile(
+        "{\n .reg .pred p;\n W%=: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra W%=;\n}" ::"r"(
+            smem_u32(&full[s])),
+        "r"(phase)
+        : "memory");
+    acc ^= *reinterpret_cast<volatile unsigned*>(smem + s * STAGE_BYTES);
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the read above before the copies that refill
+    if (l + STAGES < hi) issue(l + STAGES, s);
+  }
+  if (acc == MAGIC) *sink = acc;
+}
+
+struct Timing {
+  float median_ms, spread;
+};
+
+template <class Launch>
+Timing time_windows(Launch launch) {
+  constexpr int CALLS = 20, WINDOWS = 15, WARM = 3;
+  cudaEvent_t a, b;
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&b));
+  std::vector<float> ms;
+  for (int w = 0; w < WARM + WINDOWS; ++w) {
+    CHECK(cudaEventRecord(a));
+    for (int c = 0; c < CALLS; ++c) launch();
+    CHECK(cudaEventRecord(b));
+    CHECK(cudaEventSynchronize(b));
+    float t;
+    CHECK(cudaEventElapsedTime(&t, a, b));
+    if (w >= WARM) ms.push_back(t / CALLS);
+  }
+  CHECK(cudaGetLastError());
+  std::sort(ms.begin(), ms.end());
+  CHECK(cudaEventDestroy(a));
+  CHECK(cudaEventDestroy(b));
+  return {ms[ms.size() / 2], (ms.back() - ms.front()) / ms[ms.size() / 2]};
+}
+
+struct Row {
+  std::string reader;
+  double mib, us, gbs;
+};
+
+int main(int argc, char** argv) {
+  std::vector<double> sizes_mib;
+  for (int i = 1; i < argc; ++i) sizes_mib.push_back(std::atof(argv[i]));
+  if (sizes_mib.empty()) sizes_mib = {128, 256, 512, 1024, 2048, 4096};
+  cudaDeviceProp prop;
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  const int sms = prop.multiProcessorCount;
+  std::printf("# %s, %d SMs, L2 %d MiB\n", prop.name, sms, prop.l2CacheSize >> 20);
+  const size_t max_bytes = size_t(*std::max_element(sizes_mib.begin(), sizes_mib.end()) * 1048576.0);
+  unsigned char* buf;
+  unsigned* sink;
+  CHECK(cudaMalloc(&buf, max_bytes));
+  CHECK(cudaMalloc(&sink, 4));
+  CHECK(cudaMemset(buf, 0x5a, max_bytes));
+  CHECK(cudaFuncSetAttribute(read_bulk, cudaFuncAttributeMaxDynamicSharedMemorySize, STAGES * STAGE_BYTES));
+  // The random orders: one permutation of the largest buffer's chunks per chunk size, each size's prefix
+  // renumbered so that it reads only its own bytes.
+  std::vector<Row> rows;
+  std::mt19937 rng(16);
+  for (double mib : sizes_mib) {
+    const size_t bytes = size_t(mib * 1048576.0);
+    auto add = [&](const std::string& reader, Timing t) {
+      const double us = t.median_ms * 1e3;
+      rows.push_back({reader, mib, us, bytes / (us * 1e-6) / 1e9});
+      std::printf("%-26s %7.0f MiB %9.1f us %7.0f GB/s  (spread %.1f%%)\n", reader.c_str(), mib, us,
+                  rows.back().gbs, 100 * t.spread);
+      std::fflush(stdout);
+    };
+    for (int per_sm : {2, 4}) {
+      const int blocks = sms * per_sm;
+      add("ldg " + std::to_string(per_sm) + "x512/SM", time_windows([&] {
+            read_ldg<<<blocks, 512>>>(reinterpret_cast<const uint4*>(buf), bytes / 16, sink);
+          }));
+    }
+    for (unsigned chunk : {4096u, 16384u, 65536u}) {
+      const long long chunks = bytes / chunk;
+      std::vector<int> perm(chunks);
+      std::iota(perm.begin(), perm.end(), 0);
+      std::shuffle(perm.begin(), perm.end(), rng);
+      int* order;
+      CHECK(cudaMalloc(&order, chunks * sizeof(int)));
+      CHECK(cudaMemcpy(order, perm.data(), chunks * sizeof(int), cudaMemcpyHostToDevice));
+      for (int ctas : {128, sms}) {
+        for (bool random : {false, true}) {
+          if (random && chunk == 65536u) continue;
+          const std::string name = "bulk " + std::to_string(chunk >> 10) + "K " + (random ? "random " : "in order ") +
+                                   std::to_string(ctas);
+          add(name, time_windows([&] {
+                read_bulk<<<ctas, 32, STAGES * STAGE_BYTES>>>(buf, random ? order : nullptr, chunks, chunk, sink);
+              }));
+        }
+      }
+      CHECK(cudaFree(order));
+    }
+  }
+  // Fixed time and marginal rate of each reader: t = t0 + bytes / rate over every size.
+  std::printf("\n# reader: fixed us a launch, marginal GB/s (least squares over the sizes); GB/s at 512 MiB\n");
+  std::vector<std::string> readers;
+  for (const Row& r : rows)
+    if (std::find(readers.begin(), readers.end(), r.reader) == readers.end()) readers.push_back(r.reader);
+  for (const std::string& name : readers) {
+    double sx = 0, sy = 0, sxx = 0, sxy = 0, n = 0, at512 = 0;
+    for (const Row& r : rows)
+      if (r.reader == name) {
+        const double x = r.mib * 1048576.0 / 1e9;  // GB
+        sx += x, sy += r.us, sxx += x * x, sxy += x * r.us, n += 1;
+        if (r.mib == 512) at512 = r.gbs;
+      }
+    const double slope = (n * sxy - sx * sy) / (n * sxx - sx * sx), t0 = (sy - slope * sx) / n;
+    std::printf("%-26s %6.1f us %7.0f GB/s   %7.0f GB/s\n", name.c_str(), t0, 1e6 / slope, at512);
+  }
+  CHECK(cudaFree(buf));
+  return 0;
+}
