@@ -8,7 +8,11 @@
 //   ldg    every thread streams 16-byte loads (ld.global.nc.L1::no_allocate), grid-stride, 8 in flight a thread;
 //   bulk   one thread a CTA keeps STAGES stages of 64 KiB in flight with cp.async.bulk copies of CHUNK bytes
 //          (the TMA engine, as the decode kernel's producer: 4 KiB is a 16-row page of K or V at H=128 bf16,
-//          16 KiB a 64-row page), chunks in order or in a random order (a paged pool handed out at random).
+//          16 KiB a 64-row page), chunks in an order: `in order`; `random` (a pool handed out at random, as
+//          decode-bench's shuffled tables); `random in 2M` (shuffled only inside each 2 MiB: what the GPU's
+//          large pages and their TLB see as in order); `kvcache 64` (sequence s's page j is pool block j·64 + s,
+//          what KVCache's free list gives 64 sequences that grow a token at a time);
+//   ldg 4K the plain loads over 4 KiB chunks in the same orders (a warp a chunk, 8 loads a lane in flight).
 // Each launch reads the whole buffer once; 20 launches back to back between two CUDA events (as decode-bench),
 // median of 15 such windows after 3 warm ones; GB/s = bytes / (time / 20). A least-squares line through the sizes
 // gives each reader's fixed µs a launch and its marginal rate.
@@ -55,6 +59,27 @@ __global__ void __launch_bounds__(512) read_ldg(const uint4* __restrict__ src, s
   for (; i < n; i += stride) {
     const uint4 v = src[i];
     acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == MAGIC) *sink = acc;
+}
+
+// A warp a 4 KiB chunk (lane ℓ: 16 bytes at ℓ + 32u, u < 8, all in flight), chunks warp, warp + warps, …
+__global__ void __launch_bounds__(512) read_ldg_chunks(const unsigned char* __restrict__ src,
+                                                       const int* __restrict__ order, long long chunks, unsigned* sink) {
+  constexpr int PER_LANE = 4096 / 512;
+  const int lane = threadIdx.x % 32;
+  const long long warps = (long long)gridDim.x * blockDim.x / 32;
+  unsigned acc = 0;
+  for (long long c = (blockIdx.x * (long long)blockDim.x + threadIdx.x) / 32; c < chunks; c += warps) {
+    const uint4* chunk = reinterpret_cast<const uint4*>(src + (size_t)order[c] * 4096);
+    uint4 v[PER_LANE];
+#pragma unroll
+    for (int u = 0; u < PER_LANE; ++u)
+      asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                   : "=r"(v[u].x), "=r"(v[u].y), "=r"(v[u].z), "=r"(v[u].w)
+                   : "l"(chunk + lane + 32 * u));
+#pragma unroll
+    for (int u = 0; u < PER_LANE; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
   }
   if (acc == MAGIC) *sink = acc;
 }
@@ -136,6 +161,34 @@ Timing time_windows(Launch launch) {
   return {ms[ms.size() / 2], (ms.back() - ms.front()) / ms[ms.size() / 2]};
 }
 
+enum class Order { InOrder, Random, Random2M, KvCache64 };
+const char* order_name(Order o) {
+  switch (o) {
+    case Order::InOrder: return "in order";
+    case Order::Random: return "random";
+    case Order::Random2M: return "random in 2M";
+    case Order::KvCache64: return "kvcache 64";
+  }
+  return "?";
+}
+
+// The chunk each logical chunk reads, for `chunks` chunks of `chunk_bytes` (Order's comment at the top).
+std::vector<int> make_order(Order o, long long chunks, unsigned chunk_bytes, std::mt19937& rng) {
+  std::vector<int> order(chunks);
+  std::iota(order.begin(), order.end(), 0);
+  if (o == Order::Random) std::shuffle(order.begin(), order.end(), rng);
+  if (o == Order::Random2M) {
+    const long long window = (2 << 20) / chunk_bytes;
+    for (long long w = 0; w < chunks; w += window)
+      std::shuffle(order.begin() + w, order.begin() + std::min(chunks, w + window), rng);
+  }
+  if (o == Order::KvCache64) {
+    const long long per_seq = chunks / 64;
+    for (long long c = 0; c < per_seq * 64; ++c) order[c] = int((c % per_seq) * 64 + c / per_seq);
+  }
+  return order;
+}
+
 struct Row {
   std::string reader;
   double mib, us, gbs;
@@ -156,8 +209,7 @@ int main(int argc, char** argv) {
   CHECK(cudaMalloc(&sink, 4));
   CHECK(cudaMemset(buf, 0x5a, max_bytes));
   CHECK(cudaFuncSetAttribute(read_bulk, cudaFuncAttributeMaxDynamicSharedMemorySize, STAGES * STAGE_BYTES));
-  // The random orders: one permutation of the largest buffer's chunks per chunk size, each size's prefix
-  // renumbered so that it reads only its own bytes.
+  // Each size, chunk size and order has its own table of chunk indices (make_order), inside the size's bytes.
   std::vector<Row> rows;
   std::mt19937 rng(16);
   for (double mib : sizes_mib) {
@@ -177,21 +229,25 @@ int main(int argc, char** argv) {
     }
     for (unsigned chunk : {4096u, 16384u, 65536u}) {
       const long long chunks = bytes / chunk;
-      std::vector<int> perm(chunks);
-      std::iota(perm.begin(), perm.end(), 0);
-      std::shuffle(perm.begin(), perm.end(), rng);
       int* order;
       CHECK(cudaMalloc(&order, chunks * sizeof(int)));
-      CHECK(cudaMemcpy(order, perm.data(), chunks * sizeof(int), cudaMemcpyHostToDevice));
-      for (int ctas : {128, sms}) {
-        for (bool random : {false, true}) {
-          if (random && chunk == 65536u) continue;
-          const std::string name = "bulk " + std::to_string(chunk >> 10) + "K " + (random ? "random " : "in order ") +
+      for (Order o : {Order::InOrder, Order::Random, Order::Random2M, Order::KvCache64}) {
+        if (chunk == 65536u && o != Order::InOrder) continue;
+        if (chunk == 16384u && o == Order::KvCache64) continue;
+        const std::vector<int> host = make_order(o, chunks, chunk, rng);
+        CHECK(cudaMemcpy(order, host.data(), chunks * sizeof(int), cudaMemcpyHostToDevice));
+        for (int ctas : {128, sms}) {
+          const std::string name = "bulk " + std::to_string(chunk >> 10) + "K " + order_name(o) + " " +
                                    std::to_string(ctas);
           add(name, time_windows([&] {
-                read_bulk<<<ctas, 32, STAGES * STAGE_BYTES>>>(buf, random ? order : nullptr, chunks, chunk, sink);
+                read_bulk<<<ctas, 32, STAGES * STAGE_BYTES>>>(buf, o == Order::InOrder ? nullptr : order, chunks, chunk,
+                                                             sink);
               }));
         }
+        if (chunk == 4096u)
+          add(std::string("ldg 4K ") + order_name(o), time_windows([&] {
+                read_ldg_chunks<<<sms * 4, 512>>>(buf, order, chunks, sink);
+              }));
       }
       CHECK(cudaFree(order));
     }
