@@ -10,7 +10,7 @@
  *   node --import tsx bench/decode/decode-bench.ts --out decode.json [--torch python3|none] [--quick]
  *        [--impl flash,cudnn,auto] [--shapes 64:16384:8,1:2048:8] [--layouts dense,paged16,paged64]
  *        [--table-room] [--no-uncached] [--batch 20] [--tuning '{"kernel":"tma","rowGroups":2}'] [--empty-pool]
- *        [--table-order shuffled|sequential]
+ *        [--table-order shuffled|sequential|interleaved]
  *
  * --impl names the attnlab backends timed (default flash); cudnn runs the dense cache through its
  * fused graph and the paged ones through cuDNN's paged attention (PAGED_CACHE_LOAD; with
@@ -33,7 +33,8 @@
  * state is why.
  * --table-order sequential gives each sequence its pages in pool order (a fresh pool) instead of scattered
  * (shuffled, the default): at K=1 a page of 16 rows is 4 KiB of K, and this tells what scattering such pages
- * costs apart from the layout itself.
+ * costs apart from the layout itself; --table-order interleaved lays the pages out as KVCache's free list does in a
+ * decode loop of B sequences growing together (sequence b's page j at pool block j·B + b).
  * Each attnlab row records the GPU's power state over each timing where NVML answers (`power`, `kernelsPower`:
  * % of the time the power limit held it below its clocks, mean W, over NVML's ~100 ms refreshes; a timing under
  * 250 ms, as the kernels-alone one often is, has none: src/bench/gpu-power.ts), and when its two
@@ -58,7 +59,14 @@ import { attnlabCommit, commandLine, describeMachine } from '../../src/bench/mac
 import { InvalidArgumentError } from '../../src/errors.js';
 import { HBM_PEAK_GBS } from '../../src/results/schema.js';
 import type { Tensor } from '../../src/tensor/tensor.js';
-import { type DecodeRow, deviceRandom, medianMs, pageTable, type TableOrder } from './device-timing.js';
+import {
+  type DecodeRow,
+  deviceRandom,
+  medianMs,
+  pageTable,
+  TABLE_ORDERS,
+  type TableOrder,
+} from './device-timing.js';
 
 const args = process.argv.slice(2);
 const option = (name: string, fallback: string) =>
@@ -74,8 +82,8 @@ const batch = Number(option('--batch', '20'));
 const hostHidden = !args.includes('--no-kernels-alone');
 const emptyPool = args.includes('--empty-pool');
 const tableOrder = option('--table-order', 'shuffled') as TableOrder;
-if (tableOrder !== 'shuffled' && tableOrder !== 'sequential')
-  throw new InvalidArgumentError('--table-order', 'shuffled or sequential', tableOrder);
+if (!TABLE_ORDERS.includes(tableOrder))
+  throw new InvalidArgumentError('--table-order', TABLE_ORDERS.join(', '), tableOrder);
 const tuning = JSON.parse(option('--tuning', '{}')) as typeof decodeTuning;
 Object.assign(decodeTuning, tuning);
 const [N, H, REPEATS] = [32, 128, 30];

@@ -29,13 +29,19 @@ export function deviceRandom(shape: number[], seed: number): Tensor {
   return Tensor.fromDeviceBuffer(buffer, shape, 'bfloat16');
 }
 
-/** How a benchmark's block table orders the pool: pages scattered (after many appends and frees) or in order. */
-export type TableOrder = 'shuffled' | 'sequential';
+/**
+ * How a benchmark's block table orders the pool: pages scattered (after many appends and frees), in order, or
+ * interleaved as KVCache's free list hands blocks to B sequences that grow a token at a time from an empty pool.
+ */
+export type TableOrder = 'shuffled' | 'sequential' | 'interleaved';
+export const TABLE_ORDERS: readonly TableOrder[] = ['shuffled', 'sequential', 'interleaved'];
 
 /**
  * (B, ceil(S / blockSize) + spare) pool blocks, a sequence's pages scattered as after many appends and
  * frees (`order` 'shuffled', the default) or each sequence's pages one after another in the pool
- * ('sequential', a freshly allocated pool: what the layout costs against a dense cache, page order aside);
+ * ('sequential', a freshly allocated pool: what the layout costs against a dense cache, page order aside), or
+ * sequence b's page j at pool block j·B + b ('interleaved': KVCache's free list in a decode loop of B sequences
+ * growing a token at a time, src/api/kv-cache.ts; the pages a step's blocks read at once lie side by side);
  * `spare` unused entries (0) end each row: a serving system's fixed-width table with room for the next
  * blocks (the case where `auto` may pick cuDNN, decode-dispatch-table.ts). The pool holds
  * B · ceil(S / blockSize) blocks either way.
@@ -47,11 +53,17 @@ export function pageTable(
   spare = 0,
   order: TableOrder = 'shuffled',
 ): Tensor {
-  if (order !== 'shuffled' && order !== 'sequential')
-    throw new InvalidArgumentError('table order', "'shuffled' or 'sequential'", String(order));
+  if (!TABLE_ORDERS.includes(order))
+    throw new InvalidArgumentError(
+      'table order',
+      TABLE_ORDERS.map((o) => `'${o}'`).join(', '),
+      String(order),
+    );
   const blocksPerSeq = Math.ceil(S / blockSize);
   const numBlocks = B * blocksPerSeq;
-  const pages = Int32Array.from({ length: numBlocks }, (_, i) => i);
+  const pages = Int32Array.from({ length: numBlocks }, (_, i) =>
+    order === 'interleaved' ? (i % blocksPerSeq) * B + Math.floor(i / blocksPerSeq) : i,
+  );
   for (let i = numBlocks - 1; order === 'shuffled' && i > 0; i--) {
     const j = (i * 2654435761) % (i + 1);
     [pages[i], pages[j]] = [pages[j], pages[i]];
