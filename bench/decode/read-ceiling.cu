@@ -12,7 +12,10 @@
 //          decode-bench's shuffled tables); `random in 2M` (shuffled only inside each 2 MiB: what the GPU's
 //          large pages and their TLB see as in order); `kvcache 64` (sequence s's page j is pool block j·64 + s,
 //          what KVCache's free list gives 64 sequences that grow a token at a time);
-//   ldg 4K the plain loads over 4 KiB chunks in the same orders (a warp a chunk, 8 loads a lane in flight).
+//   ldg 4K the plain loads over 4 KiB chunks in the same orders (a warp a chunk, 8 loads a lane in flight);
+//   lsu 4K the bulk reader's stages (3 × 64 KiB a CTA, one CTA a SM) filled by W warps of 16-byte cp.async
+//          (the load/store path, as ldg) instead of the TMA engine, each thread's copies completing on the stage's
+//          mbarrier (cp.async.mbarrier.arrive.noinc): what a decode loader on that path could read.
 // Each launch reads the whole buffer once; 20 launches back to back between two CUDA events (as decode-bench),
 // median of 15 such windows after 3 warm ones; GB/s = bytes / (time / 20). A least-squares line through the sizes
 // gives each reader's fixed µs a launch and its marginal rate.
@@ -134,6 +137,50 @@ __global__ void __launch_bounds__(32) read_bulk(const unsigned char* __restrict_
   if (acc == MAGIC) *sink = acc;
 }
 
+// W warps: stage s of load l holds chunks l·16 … (4 KiB each) of this CTA's share, thread t copying the 16-byte
+// pieces t, t + 32W, … of the stage; each thread waits the stage, reads one of its own pieces, refills it.
+__global__ void __launch_bounds__(256) read_lsu(const unsigned char* __restrict__ src, const int* __restrict__ order,
+                                                long long chunks, unsigned* sink) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ __align__(8) unsigned long long full[STAGES];
+  constexpr int PER_STAGE = STAGE_BYTES / 4096, PIECES = STAGE_BYTES / 16;
+  const long long loads_total = (chunks + PER_STAGE - 1) / PER_STAGE;
+  const long long lo = loads_total * blockIdx.x / gridDim.x, hi = loads_total * (blockIdx.x + 1) / gridDim.x;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s)
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(&full[s])), "r"(blockDim.x));
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  auto issue = [&](long long load, int s) {
+    const long long c0 = load * PER_STAGE;
+    for (int q = threadIdx.x; q < PIECES; q += blockDim.x) {
+      const long long c = c0 + q / 256;
+      if (c < chunks) {
+        const unsigned char* from = src + (size_t)(order ? order[c] : c) * 4096 + (q % 256) * 16;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_u32(smem + s * STAGE_BYTES + q * 16)),
+                     "l"(from)
+                     : "memory");
+      }
+    }
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_u32(&full[s])) : "memory");
+  };
+  for (long long l = lo; l < hi && l < lo + STAGES; ++l) issue(l, int(l - lo));
+  unsigned acc = 0;
+  for (long long l = lo; l < hi; ++l) {
+    const int s = int((l - lo) % STAGES);
+    const unsigned phase = unsigned((l - lo) / STAGES) & 1u;
+    asm volatile(
+        "{\n .reg .pred p;\n W%=: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra W%=;\n}" ::"r"(
+            smem_u32(&full[s])),
+        "r"(phase)
+        : "memory");
+    acc ^= *reinterpret_cast<volatile unsigned*>(smem + s * STAGE_BYTES + threadIdx.x * 16);
+    if (l + STAGES < hi) issue(l + STAGES, s);
+  }
+  if (acc == MAGIC) *sink = acc;
+}
+
 struct Timing {
   float median_ms, spread;
 };
@@ -209,6 +256,7 @@ int main(int argc, char** argv) {
   CHECK(cudaMalloc(&sink, 4));
   CHECK(cudaMemset(buf, 0x5a, max_bytes));
   CHECK(cudaFuncSetAttribute(read_bulk, cudaFuncAttributeMaxDynamicSharedMemorySize, STAGES * STAGE_BYTES));
+  CHECK(cudaFuncSetAttribute(read_lsu, cudaFuncAttributeMaxDynamicSharedMemorySize, STAGES * STAGE_BYTES));
   // Each size, chunk size and order has its own table of chunk indices (make_order), inside the size's bytes.
   std::vector<Row> rows;
   std::mt19937 rng(16);
@@ -244,10 +292,16 @@ int main(int argc, char** argv) {
                                                              sink);
               }));
         }
-        if (chunk == 4096u)
+        if (chunk == 4096u) {
           add(std::string("ldg 4K ") + order_name(o), time_windows([&] {
                 read_ldg_chunks<<<sms * 4, 512>>>(buf, order, chunks, sink);
               }));
+          for (int warps : {4, 8})
+            add("lsu 4K " + std::string(order_name(o)) + " " + std::to_string(warps) + "w", time_windows([&] {
+                  read_lsu<<<sms, warps * 32, STAGES * STAGE_BYTES>>>(buf, o == Order::InOrder ? nullptr : order,
+                                                                     chunks, sink);
+                }));
+        }
       }
       CHECK(cudaFree(order));
     }
