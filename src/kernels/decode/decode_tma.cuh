@@ -122,3 +122,41 @@ __device__ __forceinline__ void tma_produce(const DecodeParams& p, const TmaDesc
   __trap();  // the host runs the TMA loader only on sm_90
 #endif
 }
+
+// The same stages filled on the load/store path instead (LSU, flash_decode_ws.cu): the producer warps' threads each
+// issue 16-byte cp.async copies of a tile's rows straight into the swizzled layout `L` (L::at: K's rows, then V's
+// K_BYTES on) and arrive on the stage's `full` barrier when their own copies have landed
+// (cp.async.mbarrier.arrive.noinc: `full` counts every producer thread). Rows past the range are zero-filled by
+// the same copies (no bytes read), so no stale shared memory stays in a stage.
+// Why: bench/decode/read-ceiling.cu (bench/results/2026-12-03-s17-decode, calls 2–4): one CTA's TMA copies of 4 KiB
+// at scattered addresses (a 16-row page of K or V at H = 128) read 3.92–3.98 TB/s over 512 MiB where the same
+// copies in address order read 4.46–4.56 and plain 16-byte loads of the scattered chunks 4.37.
+template <int TK, int STAGES, int K_BYTES, int STAGE_BYTES, int THREADS, class L>
+__device__ __forceinline__ void lsu_produce(const DecodeParams& p, const BlockKeys& keys, int b, int kh, u32 loop_smem,
+                                            u32 full, u32 empty, int t) {
+  constexpr int PIECES = TK * 16;  // 16-byte pieces of a tile's K rows (H = 128 bf16: 16 a row); V's as many
+  static_assert(PIECES % THREADS == 0, "every producer thread copies as many pieces");
+  const bool paged = p.block_table != nullptr;
+  const int* table_row = paged ? p.block_table + (i64)b * p.max_blocks : nullptr;
+  const u16* k_head = p.k + (i64)kh * p.k_head;
+  const u16* v_head = p.v + (i64)kh * p.v_head;
+  for (int i = keys.tile_lo; i < keys.tile_hi; ++i) {
+    const int n = i - keys.tile_lo, stage = n % STAGES;
+    if (n >= STAGES) ws_wait(empty + stage * 8, (n / STAGES - 1) & 1);
+    const int key0 = keys.lo + i * TK;
+    const u32 base = loop_smem + stage * STAGE_BYTES;
+#pragma unroll 8
+    for (int q = t; q < PIECES; q += THREADS) {
+      const int row = q / 16, col = (q % 16) * 8, j = key0 + row;
+      const bool in = j < keys.hi;
+      const i64 slot = !in ? 0 : paged ? (i64)__ldg(table_row + j / p.block_size) * p.block_size + j % p.block_size
+                                       : (i64)b * p.S + j;
+      cp_async_16(L::at(base, row, col), k_head + slot * p.k_token + col, in ? 16 : 0);
+      cp_async_16(L::at(base + K_BYTES, row, col), v_head + slot * p.v_token + col, in ? 16 : 0);
+    }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(full + stage * 8) : "memory");
+#endif
+  }
+  asm volatile("cp.async.wait_all;\n" ::: "memory");  // no thread leaves with copies of its own in flight
+}
