@@ -3,7 +3,8 @@
 # not run. The sourcing script sets, before it calls them:
 #   logs  the folder that gets one <name>.tap (test shard) or <name>.san (sanitizer run) per process
 #   cap   seconds each process may run: `timeout --kill-after=5`, since a kernel that hangs ignores SIGTERM
-# and then `wait`s for them. Sourcing sets `san`, the compute-sanitizer to use. harness_binary picks the
+# and then `wait`s for them. Sourcing sets `san`, the compute-sanitizer to use. `only` (optional), a bash regex:
+# shards and sanitizer runs whose names it does not match are skipped (scripts/gpu-verify.sh's third argument). harness_binary picks the
 # Hopper harness to run (carried, or built on the device).
 san=compute-sanitizer
 command -v $san > /dev/null || san=/usr/local/cuda/bin/compute-sanitizer
@@ -32,6 +33,7 @@ harness_call() { # output folder, carried harness binary
 
 shard() { # name, "VAR=value ..." (or -), node --test arguments... → $logs/<name>.tap, its rc last
   local name=$1 vars=$2
+  [ -n "${only:-}" ] && ! [[ $name =~ $only ]] && return
   shift 2
   [ "$vars" = - ] && vars=
   (
@@ -44,6 +46,7 @@ shard() { # name, "VAR=value ..." (or -), node --test arguments... → $logs/<na
 # call (`VAR=value sanitize …`): bash exports them to the processes the function starts.
 sanitize() { # name, tool, node --test arguments... → $logs/<name>.san, its rc last
   local name=$1 tool=$2
+  [ -n "${only:-}" ] && ! [[ $name =~ $only ]] && return
   shift 2
   (
     timeout --kill-after=5 "$cap" $san --tool "$tool" --error-exitcode 9 --print-limit 20 \

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole GPU suite in one device call, sharded so that it ends inside the call's limit, with the
 # sanitizer checks beside it. Run through .device/on-gpu.sh from the project root:
-#   bash .device/on-gpu.sh bash scripts/gpu-verify.sh "$OUT" [cap seconds, default 300]
+#   bash .device/on-gpu.sh bash scripts/gpu-verify.sh "$OUT" [cap seconds, default 300] [only: a bash regex of
+#   the shard and sanitizer names to run, e.g. 'decode|gpu-power' after a change that touches nothing else]
 # Why sharded: NVRTC compiles of the kernel variants dominate (flash.test.ts alone took ~186 s in one
 # process in session 5); each shard is its own process, so the 16 cores compile in parallel. One top-level
 # suite per shard prints its results when it ends, so a shard cut at the cap loses only itself.
@@ -11,8 +12,9 @@
 # the cuDNN plans too (cudnn-plans/, keyed by cuDNN version, GPU and graph): a plan built cold took 2.9 s
 # in session 6, one loaded from disk 34 ms — what makes a bench's first calls cheap on a fresh machine.
 set -u
-out=${1:?usage: gpu-verify.sh <output folder> [cap seconds]}
+out=${1:?usage: gpu-verify.sh <output folder> [cap seconds] [only]}
 cap=${2:-300}
+only=${3:-}
 export NO_COLOR=1 ATTNLAB_CACHE_DIR=/tmp/attnlab-verify-cache
 export ATTNLAB_COMMIT=${ATTNLAB_COMMIT:-$(cat .device/commit 2>/dev/null || echo unknown)}
 mkdir -p "$ATTNLAB_CACHE_DIR"
