@@ -33,12 +33,10 @@ shard decode-tma-1 - --test-name-pattern=', 1 row group\(s\), ' test/gpu/decode-
 shard decode-tma-2 - --test-name-pattern=', 2 row group\(s\), ' test/gpu/decode-tma.test.ts
 # Session 16: row groups as two-CTA clusters with multicast copies, the third form, a fourth shard.
 shard decode-tma-mc - --test-name-pattern=', clustered row groups, ' test/gpu/decode-tma.test.ts
-# Session 17: the stages filled on the load/store path (decodeTuning.copies = 'lsu'), one block and row groups.
-shard decode-tma-lsu - --test-name-pattern=', lsu copies in ' test/gpu/decode-tma.test.ts
 # The measured defaults (float64 oracles at 1M-token shapes, ~100 s warm) apart from the rest (call 4: cut cold).
 shard decode-tma-defaults - --test-name-pattern='^runs ' test/gpu/decode-tma.test.ts
 shard decode-tma - \
-  --test-name-pattern='^(?!.*(, [12] row group\(s\), |, clustered row groups, |, lsu copies in )|runs |forced$|flash decode, TMA kernel$|<root>$)' \
+  --test-name-pattern='^(?!.*(, [12] row group\(s\), |, clustered row groups, )|runs |forced$|flash decode, TMA kernel$|<root>$)' \
   test/gpu/decode-tma.test.ts
 # flash-hopper.test.ts in four processes: session 8 added D=192 and the Dk ≠ Dv pairs (~17 more Hopper
 # variants to compile cold; 71 tests in nine shards took 33 s in h192's call), too many for one shard's cap.
@@ -92,7 +90,7 @@ sanitize racecheck-decode racecheck --test-name-pattern='window' test/gpu/decode
 # Session 11: the TMA decode kernel's row groups and grouped boxes (dense and pages of 8…256) and its
 # programmatic dependent launches, under memcheck and racecheck: the window case at 3 splits.
 for tool in memcheck racecheck; do
-  sanitize "$tool-decode-tma" "$tool" --test-name-pattern='^window .*, ([12] row group\(s\)|clustered row groups|lsu copies in [^,]*), 3 splits' \
+  sanitize "$tool-decode-tma" "$tool" --test-name-pattern='^window .*, ([12] row group\(s\)|clustered row groups), 3 splits' \
     test/gpu/decode-tma.test.ts
 done
 # Session 12: the TMA kernel with 4 rows a kv head and eight kv heads a token (the rule's K=8 case); session 15:
@@ -110,7 +108,7 @@ done
 # Session 14: split calls under 1 GiB launch as programmatic dependents by default (decode-tma.ts,
 # tmaDependentLaunches): the window case at 3 splits under synccheck too, the decode loop of appends (every
 # ATTNLAB_DEPENDENT_LAUNCH value) under memcheck, and the host-hidden timing's spin kernel (gpu_spin.cu).
-sanitize synccheck-decode-tma synccheck --test-name-pattern='^window .*, ([12] row group\(s\)|clustered row groups|lsu copies in [^,]*), 3 splits' \
+sanitize synccheck-decode-tma synccheck --test-name-pattern='^window .*, ([12] row group\(s\)|clustered row groups), 3 splits' \
   test/gpu/decode-tma.test.ts
 sanitize memcheck-decode-loop memcheck --test-name-pattern='^a decode loop of appends' test/gpu/decode-tma.test.ts
 # The spin's test asserts its time too (2 ms within bounds), which memcheck's slowdown can break (call 5: 3.4 ms):

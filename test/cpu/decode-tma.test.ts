@@ -66,7 +66,6 @@ describe('TMA decode kernel table', () => {
     delete decodeTuning.rowTiles;
     delete decodeTuning.boxGroup;
     delete decodeTuning.multicast;
-    delete decodeTuning.copies;
   });
   it('replaces the heads kernel wherever it can run, and the row-tile kernel on short MQA caches, as measured', () => {
     for (const blockSize of [0, 16, 64]) {
@@ -265,27 +264,6 @@ describe('TMA decode kernel table', () => {
     decodeTuning.multicast = 'yes' as unknown as boolean;
     assert.throws(() => split(problem({})), /decodeTuning\.multicast.*true or false.*yes/);
   });
-  it('fills the stages on the load/store path only where asked, in either form, never as a cluster', () => {
-    for (const rowGroups of [1, 2] as const)
-      for (const blockSize of [0, 16, 64]) {
-        const tensor = picked(problem({ blockSize }));
-        assert.equal(tensor.lsuWarps, 0, 'tensor copies unless asked');
-        assert.doesNotMatch(tmaVariantKey(tensor), /lsu/);
-        decodeTuning.rowGroups = rowGroups;
-        decodeTuning.copies = 'lsu';
-        const v = picked(problem({ blockSize }));
-        assert.equal(v.lsuWarps, 2, `row groups ${rowGroups}, block ${blockSize}`);
-        assert.equal(v.multicast, false, 'multicast is a tensor copy: no cluster');
-        assert.equal(v.rowGroups, rowGroups);
-        assert.match(tmaVariantKey(v), /\.lsu2$/);
-        assert.equal(tmaDefines(v).DECODE_WS_LSU_WARPS, 2);
-        assert.equal(tmaThreads(v), (v.rowTiles * v.slices + 2) * 32, 'two producer warps');
-        delete decodeTuning.copies;
-        delete decodeTuning.rowGroups;
-      }
-    decodeTuning.copies = 'ldg' as unknown as 'lsu';
-    assert.throws(() => split(problem({})), /decodeTuning\.copies.*'tensor' or 'lsu'.*ldg/);
-  });
   it('takes a forced box group that tiles the stage and stays inside a page, and names a wrong one', () => {
     decodeTuning.boxGroup = 16;
     assert.equal(picked(problem({ blockSize: 64 })).boxGroup, 16);
@@ -337,7 +315,6 @@ describe('TMA decode kernel table', () => {
       DECODE_WS_GROUP: 32,
       DECODE_WS_ROWGROUPS: 2,
       DECODE_WS_MULTICAST: 0,
-      DECODE_WS_LSU_WARPS: 0,
     });
   });
   it('maps grouped boxes as 5-D: 64 columns, rows, the two halves 128 B apart, kv head, block', () => {

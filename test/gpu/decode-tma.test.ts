@@ -124,7 +124,6 @@ describe('flash decode, TMA kernel', { skip }, () => {
     delete decodeTuning.rowTiles;
     delete decodeTuning.combine;
     delete decodeTuning.multicast;
-    delete decodeTuning.copies;
   });
 
   describe('forced', () => {
@@ -136,29 +135,13 @@ describe('flash decode, TMA kernel', { skip }, () => {
       delete decodeTuning.splits;
       delete decodeTuning.rowGroups;
       delete decodeTuning.multicast;
-      delete decodeTuning.copies;
     });
     // The forms: one block a key range, row groups of two blocks, and row groups as two-CTA clusters whose
-    // producers multicast each half of a tile into both (decodeTuning.multicast); the first two with their stages
-    // filled by two warps of cp.async on the load/store path (decodeTuning.copies = 'lsu').
+    // producers multicast each half of a tile into both (decodeTuning.multicast).
     const FORMS = [
       { name: '1 row group(s)', rowGroups: 1, multicast: false, variant: /^flash-decode-tma\.(?!.*\.r2)/ },
       { name: '2 row group(s)', rowGroups: 2, multicast: false, variant: /^flash-decode-tma\..*\.r2(?!mc)/ },
       { name: 'clustered row groups', rowGroups: 2, multicast: true, variant: /^flash-decode-tma\..*\.r2mc/ },
-      {
-        name: 'lsu copies in 1 row group',
-        rowGroups: 1,
-        multicast: false,
-        copies: 'lsu',
-        variant: /^flash-decode-tma\.(?!.*\.r2).*\.lsu2(\.|$)/,
-      },
-      {
-        name: 'lsu copies in 2 row groups',
-        rowGroups: 2,
-        multicast: false,
-        copies: 'lsu',
-        variant: /^flash-decode-tma\..*\.r2\..*\.lsu2(\.|$)/,
-      },
     ] as const;
     CASES.forEach((c, index) => {
       for (const form of FORMS)
@@ -166,8 +149,6 @@ describe('flash decode, TMA kernel', { skip }, () => {
           it(`${c.name}, ${form.name}, ${splits ?? 'chosen'} splits: dense, paged 8…256`, () => {
             decodeTuning.rowGroups = form.rowGroups;
             decodeTuning.multicast = form.multicast;
-            if ('copies' in form) decodeTuning.copies = form.copies;
-            else delete decodeTuning.copies;
             if (splits) decodeTuning.splits = splits;
             else delete decodeTuning.splits;
             const { q, k, v } = inputs(c, 'bfloat16', index * 10);

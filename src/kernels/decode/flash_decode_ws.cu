@@ -35,7 +35,7 @@
 // halves, read through Sw128Layout.
 template <int D, int DV, bool FP16, int HB, int RTH, int SLICES, int KPW, int STAGES, bool QSMEM, int MINB,
           bool FAST = false, int PRODUCERS = 1, bool TMA = false, int GROUP = 0, int LOADONLY = 0, int ROWGROUPS = 1,
-          bool MULTICAST = false, bool LSU = false>
+          bool MULTICAST = false>
 struct WsConfig {
   static constexpr int D_ = D, DV_ = DV, HB_ = HB, RTH_ = RTH, SLICES_ = SLICES, KPW_ = KPW, STAGES_ = STAGES;
   static constexpr bool QSMEM_ = QSMEM, FAST_ = FAST, TMA_ = TMA;
@@ -52,9 +52,6 @@ struct WsConfig {
   // pair, and the pair in step by construction (decode-tma.ts, tmaMulticast; past ROW_GROUP_MAX_KEYS a block the
   // one-block form still reads more, bench/results/2026-12-02-s16-decode call 4)
   static constexpr bool MULTICAST_ = MULTICAST;
-  // LSU: the TMA loader's stages and layouts, filled by PRODUCERS warps of 16-byte cp.async instead of tensor
-  // copies (lsu_produce, decode_tma.cuh; decode-tma.ts, DecodeTmaVariant.copies)
-  static constexpr bool LSU_ = LSU;
   static constexpr int MINB_ = MINB, PRODUCERS_ = PRODUCERS;
   static constexpr int TILES = HB * RTH;
   static constexpr int CONSUMERS = TILES * SLICES;
@@ -80,10 +77,8 @@ struct WsConfig {
   static_assert(KPW % 16 == 0 && KPW <= 64, "keys per warp: 16, 32, 48 or 64");
   static_assert(STAGES >= 2 && STAGES <= 8 && CONSUMERS <= 16, "stages, consumer warps");
   static_assert(Q_BYTES % 16 == 0, "the stages stay 16-byte aligned");
-  static_assert(!TMA || (HB == 1 && D == 128 && DV == 128 && (PRODUCERS == 1 || LSU) && (TK & (TK - 1)) == 0),
-                "the TMA loader: one kv head of H = Hv = 128, one producer warp (LSU: any), a power-of-two tile");
-  static_assert(!LSU || (TMA && !MULTICAST && LOADONLY == 0 && GROUP >= 0),
-                "LSU: the TMA loader's stages, no cluster (multicast is a tensor copy's), read by the consumers");
+  static_assert(!TMA || (HB == 1 && D == 128 && DV == 128 && PRODUCERS == 1 && (TK & (TK - 1)) == 0),
+                "the TMA loader: one kv head of H = Hv = 128, one producer warp, a power-of-two tile");
   static_assert(GROUP == 0 || (TMA && GROUP % 8 == 0 && TK % GROUP == 0) || (TMA && GROUP == -1 && LOADONLY),
                 "TMA groups: 8·n rows tiling the tile (−1: unswizzled whole rows, nobody reads them)");
   static_assert(ROWGROUPS >= 1 && (ROWGROUPS == 1 || HB == 1), "row groups: one kv head a block");
@@ -257,7 +252,7 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const Tma
   const int rank = int(blockIdx.x % RG), peer = rank ^ 1;
   if (threadIdx.x == 0)
     for (int s = 0; s < STAGES; ++s) {
-      dec_mbar_init(full + s * 8, C::LSU_ ? C::PRODUCERS_ * 32 : C::PRODUCERS_);  // LSU: every producer thread
+      dec_mbar_init(full + s * 8, C::PRODUCERS_);
       dec_mbar_init(empty + s * 8, CONSUMERS * (MC ? 2 : 1));  // with MC, both CTAs' consumers release a stage
     }
   if constexpr (C::QSMEM_) {  // Q tile rows (row tile r: head r / RTH, rows (r % RTH)·16 …), zeros past rows_b
@@ -277,11 +272,7 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const Tma
   }
 
   if (warp >= CONSUMERS) {  // the producers
-    if constexpr (C::LSU_) {
-      lsu_produce<TK, STAGES, C::K_BYTES, C::STAGE_BYTES, C::PRODUCERS_ * 32, typename WsLayouts<C>::K>(
-          p, keys, b, kh0, loop_smem, full, empty, threadIdx.x - CONSUMERS * 32);
-      return;
-    } else if constexpr (C::TMA_) {
+    if constexpr (C::TMA_) {
       tma_produce<TK, STAGES, C::K_BYTES, C::STAGE_BYTES, C::GROUP_, MC>(p, kmap, vmap, keys, b, kh0, loop_smem,
                                                                          full, empty, lane, rank);
       if constexpr (MC) {  // the cluster's end (see the consumers')
@@ -412,20 +403,16 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const Tma
 }
 
 // The library's entry (decode-tma.ts): the TMA loader, one kv head of H = Hv = 128 a block in RTH row tiles of
-// SLICES warps, one producer warp (or DECODE_WS_LSU_WARPS warps of cp.async copies), DECODE_WS_ROWGROUPS blocks a
-// key range, boxes of DECODE_WS_GROUP rows' both halves (0: a box a half); K and V tensor maps beside DecodeParams (each 128 bytes, __grid_constant__),
+// SLICES warps, one producer warp, DECODE_WS_ROWGROUPS blocks a key range, boxes of DECODE_WS_GROUP rows'
+// both halves (0: a box a half); K and V tensor maps beside DecodeParams (each 128 bytes, __grid_constant__),
 // then the split counters (null: the combine kernel merges the splits).
 #ifdef DECODE_WS_RTH
 #ifndef DECODE_WS_MULTICAST
 #define DECODE_WS_MULTICAST 0
 #endif
-#ifndef DECODE_WS_LSU_WARPS
-#define DECODE_WS_LSU_WARPS 0
-#endif
-using DecodeTmaConfig =
-    WsConfig<128, 128, DECODE_FP16 != 0, 1, DECODE_WS_RTH, DECODE_WS_SLICES, DECODE_WS_KPW, DECODE_STAGES, false, 1,
-             DECODE_WS_FAST != 0, DECODE_WS_LSU_WARPS ? DECODE_WS_LSU_WARPS : 1, true, DECODE_WS_GROUP, 0,
-             DECODE_WS_ROWGROUPS, DECODE_WS_MULTICAST != 0, DECODE_WS_LSU_WARPS != 0>;
+using DecodeTmaConfig = WsConfig<128, 128, DECODE_FP16 != 0, 1, DECODE_WS_RTH, DECODE_WS_SLICES, DECODE_WS_KPW,
+                                 DECODE_STAGES, false, 1, DECODE_WS_FAST != 0, 1, true, DECODE_WS_GROUP, 0,
+                                 DECODE_WS_ROWGROUPS, DECODE_WS_MULTICAST != 0>;
 #if DECODE_WS_MULTICAST
 #define DECODE_TMA_CLUSTER __cluster_dims__(2, 1, 1)
 #else
@@ -480,13 +467,6 @@ decode_ws_tma_test<WsConfig<128, 128, false, 1, 1, 8, 16, 3, false, 1, true, 1, 
     const __grid_constant__ DecodeParams, const __grid_constant__ TmaDesc, const __grid_constant__ TmaDesc);
 template __global__ void
 decode_ws_tma_test<WsConfig<128, 128, false, 1, 1, 8, 16, 3, false, 1, true, 1, true, 16, 0, 2, true>, false>(
-    const __grid_constant__ DecodeParams, const __grid_constant__ TmaDesc, const __grid_constant__ TmaDesc);
-// the load/store-path loader: two producer warps into groups of 16 (row groups) and half-box stages (one block)
-template __global__ void
-decode_ws_tma_test<WsConfig<128, 128, false, 1, 1, 8, 16, 3, false, 1, true, 2, true, 16, 0, 2, false, true>, false>(
-    const __grid_constant__ DecodeParams, const __grid_constant__ TmaDesc, const __grid_constant__ TmaDesc);
-template __global__ void
-decode_ws_tma_test<WsConfig<128, 128, false, 1, 2, 4, 32, 3, false, 1, true, 2, true, 0, 0, 1, false, true>, false>(
     const __grid_constant__ DecodeParams, const __grid_constant__ TmaDesc, const __grid_constant__ TmaDesc);
 #endif
 #endif  // ATTNLAB_FLASH_DECODE_WS_CU

@@ -95,10 +95,5 @@ export interface DecodeTuning {
    * runs in row groups.
    */
   multicast?: boolean;
-  /**
-   * How the TMA kernel's stages are filled (decode-tma.ts, DecodeTmaVariant.lsuWarps): one producer warp's tensor
-   * copies ('tensor', the default) or two warps of 16-byte cp.async on the load/store path ('lsu'; no clusters).
-   */
-  copies?: 'tensor' | 'lsu';
 }
 export const decodeTuning: DecodeTuning = {};

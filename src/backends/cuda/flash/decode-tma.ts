@@ -58,17 +58,7 @@ export interface DecodeTmaVariant extends Omit<DecodeHeadsVariant, 'kind'> {
    * one-block form (tmaMulticast says where).
    */
   readonly multicast: boolean;
-  /**
-   * Producer warps of 16-byte cp.async copies filling the same stages on the load/store path (decode_tma.cuh,
-   * lsu_produce), or 0: one producer warp's tensor copies. Forced only (decodeTuning.copies = 'lsu') until measured:
-   * bench/decode/read-ceiling.cu read scattered 4 KiB chunks at 3.92–3.98 TB/s with the TMA engine and 4.37 with
-   * plain loads (bench/results/2026-12-03-s17-decode, calls 2–3).
-   */
-  readonly lsuWarps: 0 | 2;
 }
-
-/** Producer warps of the load/store-path loader: with 8 consumer warps, 10 leave 204 registers a thread (ptxas: 167). */
-const LSU_WARPS = 2;
 
 /** The kernel's name in flash_decode_ws.cu. */
 export const TMA_KERNEL = 'attnlab_flash_decode_tma';
@@ -204,10 +194,7 @@ export function tmaVariant(
   rowGroups: 1 | 2 = 1,
   form: TmaForm = {},
 ): DecodeTmaVariant {
-  const { boxGroup: forcedBoxGroup, rowTiles: forcedRowTiles, multicast = false, copies = 'tensor' } = form;
-  if (copies !== 'tensor' && copies !== 'lsu')
-    throw new InvalidArgumentError('decodeTuning.copies', "'tensor' or 'lsu'", String(copies));
-  const lsu = copies === 'lsu';
+  const { boxGroup: forcedBoxGroup, rowTiles: forcedRowTiles, multicast = false } = form;
   const rowTiles = rowGroups === 2 ? 1 : oneBlockRowTiles(p, forcedRowTiles);
   const slices = rowTiles === 2 ? 4 : 8;
   return {
@@ -225,22 +212,20 @@ export function tmaVariant(
     rowGroups,
     boxGroup:
       forcedBoxGroup === undefined ? boxGroupFor(p, rowGroups, rowTiles) : checkedBoxGroup(p, forcedBoxGroup),
-    multicast: rowGroups === 2 && multicast && !lsu,
-    lsuWarps: lsu ? LSU_WARPS : 0,
+    multicast: rowGroups === 2 && multicast,
   };
 }
 
 /**
- * What tmaVariant takes beside the row groups: forced box rows and row tiles, clusters (never with the load/store
- * loader: multicast is a tensor copy's), the loader's copies. (Session 17 measured an
- * L2 prefetch of the tiles ahead by the producer and removed it: 0.69–0.89× at K=1 B=64 S=16k,
- * bench/results/2026-12-03-s17-decode call 1.)
+ * What tmaVariant takes beside the row groups: forced box rows and row tiles, clusters. Session 17 measured two
+ * other loaders at K=1 B=64 S=16k and removed them (bench/results/2026-12-03-s17-decode): an L2 prefetch of the
+ * tiles ahead by the producer, 0.73–0.89× (call 1), and two producer warps of 16-byte cp.async filling the same
+ * stages, 0.27–0.49× (call 5: two warps cannot issue 64 KiB a tile fast enough; a bare reader needs 8).
  */
 export interface TmaForm {
   readonly boxGroup?: number;
   readonly rowTiles?: 1 | 2;
   readonly multicast?: boolean;
-  readonly copies?: 'tensor' | 'lsu';
 }
 
 /**
@@ -345,7 +330,7 @@ export function tmaDependentLaunches(
 }
 
 export const tmaTileKeys = (v: DecodeTmaVariant) => v.slices * v.keysPerWarp;
-export const tmaThreads = (v: DecodeTmaVariant) => (v.rowTiles * v.slices + (v.lsuWarps || 1)) * 32;
+export const tmaThreads = (v: DecodeTmaVariant) => (v.rowTiles * v.slices + 1) * 32;
 
 /** Shared memory of one block, as WsConfig::SMEM with TMA (unpadded stages, 1024-byte aligned). */
 export function tmaSharedBytes(v: DecodeTmaVariant): number {
@@ -356,7 +341,7 @@ export function tmaSharedBytes(v: DecodeTmaVariant): number {
 }
 
 export function tmaVariantKey(v: DecodeTmaVariant): string {
-  const form = `${v.rowGroups > 1 ? `.r${v.rowGroups}` : ''}${v.multicast ? 'mc' : ''}${v.boxGroup ? `.g${v.boxGroup}` : ''}${v.lsuWarps ? `.lsu${v.lsuWarps}` : ''}`;
+  const form = `${v.rowGroups > 1 ? `.r${v.rowGroups}` : ''}${v.multicast ? 'mc' : ''}${v.boxGroup ? `.g${v.boxGroup}` : ''}`;
   return `flash-decode-tma.${v.arch}.${v.fp16 ? 'f16' : 'bf16'}.d${v.headDim}.1x${v.rowTiles}x${v.slices}.k${tmaTileKeys(
     v,
   )}s${v.stages}${v.fast ? 'f' : ''}${form}`;
@@ -374,7 +359,6 @@ export function tmaDefines(v: DecodeTmaVariant): Record<string, number> {
     DECODE_WS_GROUP: v.boxGroup,
     DECODE_WS_ROWGROUPS: v.rowGroups,
     DECODE_WS_MULTICAST: v.multicast ? 1 : 0,
-    DECODE_WS_LSU_WARPS: v.lsuWarps,
   };
 }
 
