@@ -21,6 +21,7 @@
 // gives each reader's fixed µs a launch and its marginal rate.
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o /tmp/read-ceiling bench/decode/read-ceiling.cu
 //   /tmp/read-ceiling [MiB ...]        (default: 128 256 512 1024 2048 4096)
+//   /tmp/read-ceiling --in-flight      (scattered 4 KiB chunks against the bytes in flight a SM: in_flight below)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -96,6 +97,7 @@ __device__ __forceinline__ unsigned smem_u32(const void* p) {
 
 // One thread: stage s of load i holds chunks i·per_stage … of this CTA's range; `order` (or null: in order)
 // maps a logical chunk to the one read. Waits stage s's barrier, reads one word of it, refills it.
+template <int STAGES = ::STAGES, unsigned STAGE_BYTES = ::STAGE_BYTES>
 __global__ void __launch_bounds__(32) read_bulk(const unsigned char* __restrict__ src, const int* __restrict__ order,
                                                  long long chunks, unsigned chunk_bytes, unsigned* sink) {
   extern __shared__ __align__(128) unsigned char smem[];
@@ -241,21 +243,67 @@ struct Row {
   double mib, us, gbs;
 };
 
+// `--in-flight`: scattered 4 KiB chunks against the bytes a SM keeps in flight, at 512 MiB and 1 GiB: the bulk reader
+// with its 192 KiB as 3 × 64, 6 × 32 or 12 × 16 KiB stages (a stage is refilled only when all of it has landed, so
+// finer stages keep more of it in flight) and 13 × 16 KiB (208 KiB), and plain loads from 1–4 blocks of 512 a SM
+// (64–256 KiB in flight). Why: call 5 of session 17 read scattered 4 KiB pages at 4.44 TB/s with plain loads (256
+// KiB in flight a SM) and 3.98 with the bulk reader (≤ 192 KiB): if the bytes in flight are what costs, a decode
+// kernel's finer stages would recover some of it.
+template <int ST, unsigned SB>
+void time_bulk(const char* name, const unsigned char* buf, const int* order, long long chunks, int ctas, unsigned* sink,
+               double mib) {
+  CHECK(cudaFuncSetAttribute((read_bulk<ST, SB>), cudaFuncAttributeMaxDynamicSharedMemorySize, ST * SB));
+  const Timing t = time_windows([&] { read_bulk<ST, SB><<<ctas, 32, ST * SB>>>(buf, order, chunks, 4096, sink); });
+  std::printf("%-34s %7.0f MiB %9.1f us %7.0f GB/s\n", name, mib, t.median_ms * 1e3,
+              mib * 1048576.0 / (t.median_ms * 1e-3) / 1e9);
+}
+
+int in_flight(const unsigned char* buf, unsigned* sink, int sms) {
+  std::mt19937 rng(17);
+  for (double mib : {512.0, 1024.0}) {
+    const long long chunks = (long long)(mib * 1048576.0) / 4096;
+    int* order;
+    CHECK(cudaMalloc(&order, chunks * sizeof(int)));
+    for (Order o : {Order::InOrder, Order::Random}) {
+      const std::vector<int> host = make_order(o, chunks, 4096, rng);
+      CHECK(cudaMemcpy(order, host.data(), chunks * sizeof(int), cudaMemcpyHostToDevice));
+      const int* ord = o == Order::InOrder ? nullptr : order;
+      const std::string tag = std::string(" ") + order_name(o);
+      time_bulk<3, 65536>(("bulk 3x64K" + tag).c_str(), buf, ord, chunks, 128, sink, mib);
+      time_bulk<6, 32768>(("bulk 6x32K" + tag).c_str(), buf, ord, chunks, 128, sink, mib);
+      time_bulk<12, 16384>(("bulk 12x16K" + tag).c_str(), buf, ord, chunks, 128, sink, mib);
+      time_bulk<13, 16384>(("bulk 13x16K" + tag).c_str(), buf, ord, chunks, 128, sink, mib);
+      for (int per_sm = 1; per_sm <= 4; ++per_sm) {
+        const Timing t = time_windows([&] { read_ldg_chunks<<<sms * per_sm, 512>>>(buf, order, chunks, sink); });
+        std::printf("%-34s %7.0f MiB %9.1f us %7.0f GB/s\n",
+                    ("ldg " + std::to_string(per_sm * 64) + "K in flight" + tag).c_str(), mib, t.median_ms * 1e3,
+                    mib * 1048576.0 / (t.median_ms * 1e-3) / 1e9);
+      }
+      std::fflush(stdout);
+    }
+    CHECK(cudaFree(order));
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  const bool flight = argc > 1 && std::string(argv[1]) == "--in-flight";
   std::vector<double> sizes_mib;
-  for (int i = 1; i < argc; ++i) sizes_mib.push_back(std::atof(argv[i]));
+  for (int i = flight ? 2 : 1; i < argc; ++i) sizes_mib.push_back(std::atof(argv[i]));
   if (sizes_mib.empty()) sizes_mib = {128, 256, 512, 1024, 2048, 4096};
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
   const int sms = prop.multiProcessorCount;
   std::printf("# %s, %d SMs, L2 %d MiB\n", prop.name, sms, prop.l2CacheSize >> 20);
-  const size_t max_bytes = size_t(*std::max_element(sizes_mib.begin(), sizes_mib.end()) * 1048576.0);
+  const size_t max_bytes =
+      flight ? size_t(1024) << 20 : size_t(*std::max_element(sizes_mib.begin(), sizes_mib.end()) * 1048576.0);
   unsigned char* buf;
   unsigned* sink;
   CHECK(cudaMalloc(&buf, max_bytes));
   CHECK(cudaMalloc(&sink, 4));
   CHECK(cudaMemset(buf, 0x5a, max_bytes));
-  CHECK(cudaFuncSetAttribute(read_bulk, cudaFuncAttributeMaxDynamicSharedMemorySize, STAGES * STAGE_BYTES));
+  if (flight) return in_flight(buf, sink, sms);
+  CHECK(cudaFuncSetAttribute((read_bulk<STAGES, STAGE_BYTES>), cudaFuncAttributeMaxDynamicSharedMemorySize, STAGES * STAGE_BYTES));
   CHECK(cudaFuncSetAttribute(read_lsu, cudaFuncAttributeMaxDynamicSharedMemorySize, STAGES * STAGE_BYTES));
   // Each size, chunk size and order has its own table of chunk indices (make_order), inside the size's bytes.
   std::vector<Row> rows;
@@ -288,7 +336,7 @@ int main(int argc, char** argv) {
           const std::string name = "bulk " + std::to_string(chunk >> 10) + "K " + order_name(o) + " " +
                                    std::to_string(ctas);
           add(name, time_windows([&] {
-                read_bulk<<<ctas, 32, STAGES * STAGE_BYTES>>>(buf, o == Order::InOrder ? nullptr : order, chunks, chunk,
+                read_bulk<STAGES, STAGE_BYTES><<<ctas, 32, STAGES * STAGE_BYTES>>>(buf, o == Order::InOrder ? nullptr : order, chunks, chunk,
                                                              sink);
               }));
         }
