@@ -95,6 +95,29 @@ __device__ __forceinline__ unsigned smem_u32(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
 
+// Until the barrier at `bar` has completed the phase of parity `phase`.
+__device__ __forceinline__ void wait_phase(unsigned bar, unsigned phase) {
+  asm volatile("{\n .reg .pred p;\n W%=: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra W%=;\n}" ::"r"(bar),
+               "r"(phase)
+               : "memory");
+}
+
+// The readers' ring of STAGES stages over loads lo … hi − 1: the first STAGES issued, then each waited for, read
+// (`read(stage)`, one word into the sum that keeps the loads alive) and refilled with the load STAGES ahead.
+template <int STAGES, class Issue, class Read>
+__device__ __forceinline__ unsigned stage_ring(long long lo, long long hi, const unsigned long long* full, Issue issue,
+                                               Read read) {
+  for (long long l = lo; l < hi && l < lo + STAGES; ++l) issue(l, int(l - lo));
+  unsigned acc = 0;
+  for (long long l = lo; l < hi; ++l) {
+    const int s = int((l - lo) % STAGES);
+    wait_phase(smem_u32(&full[s]), unsigned((l - lo) / STAGES) & 1u);
+    acc ^= read(s);
+    if (l + STAGES < hi) issue(l + STAGES, s);
+  }
+  return acc;
+}
+
 // One thread: stage s of load i holds chunks i·per_stage … of this CTA's range; `order` (or null: in order)
 // maps a logical chunk to the one read. Waits stage s's barrier, reads one word of it, refills it.
 template <int STAGES = ::STAGES, unsigned STAGE_BYTES = ::STAGE_BYTES>
@@ -122,20 +145,11 @@ __global__ void __launch_bounds__(32) read_bulk(const unsigned char* __restrict_
                    : "memory");
     }
   };
-  for (long long l = lo; l < hi && l < lo + STAGES; ++l) issue(l, int(l - lo));
-  unsigned acc = 0;
-  for (long long l = lo; l < hi; ++l) {
-    const int s = int((l - lo) % STAGES);
-    const unsigned phase = unsigned((l - lo) / STAGES) & 1u;
-    asm volatile(
-        "{\n .reg .pred p;\n W%=: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra W%=;\n}" ::"r"(
-            smem_u32(&full[s])),
-        "r"(phase)
-        : "memory");
-    acc ^= *reinterpret_cast<volatile unsigned*>(smem + s * STAGE_BYTES);
+  const unsigned acc = stage_ring<STAGES>(lo, hi, full, issue, [&](int s) {
+    const unsigned word = *reinterpret_cast<volatile unsigned*>(smem + s * STAGE_BYTES);
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // the read above before the copies that refill
-    if (l + STAGES < hi) issue(l + STAGES, s);
-  }
+    return word;
+  });
   if (acc == MAGIC) *sink = acc;
 }
 
@@ -167,19 +181,9 @@ __global__ void __launch_bounds__(256) read_lsu(const unsigned char* __restrict_
     }
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_u32(&full[s])) : "memory");
   };
-  for (long long l = lo; l < hi && l < lo + STAGES; ++l) issue(l, int(l - lo));
-  unsigned acc = 0;
-  for (long long l = lo; l < hi; ++l) {
-    const int s = int((l - lo) % STAGES);
-    const unsigned phase = unsigned((l - lo) / STAGES) & 1u;
-    asm volatile(
-        "{\n .reg .pred p;\n W%=: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra W%=;\n}" ::"r"(
-            smem_u32(&full[s])),
-        "r"(phase)
-        : "memory");
-    acc ^= *reinterpret_cast<volatile unsigned*>(smem + s * STAGE_BYTES + threadIdx.x * 16);
-    if (l + STAGES < hi) issue(l + STAGES, s);
-  }
+  const unsigned acc = stage_ring<STAGES>(lo, hi, full, issue, [&](int s) {
+    return *reinterpret_cast<volatile unsigned*>(smem + s * STAGE_BYTES + threadIdx.x * 16);
+  });
   if (acc == MAGIC) *sink = acc;
 }
 
