@@ -3,8 +3,9 @@
 # not run. The sourcing script sets, before it calls them:
 #   logs  the folder that gets one <name>.tap (test shard) or <name>.san (sanitizer run) per process
 #   cap   seconds each process may run: `timeout --kill-after=5`, since a kernel that hangs ignores SIGTERM
-# and then `wait`s for them. Sourcing sets `san`, the compute-sanitizer to use. `only` (optional), a bash regex:
-# shards and sanitizer runs whose names it does not match are skipped (scripts/gpu-verify.sh's third argument). harness_binary picks the
+#   only  (optional) a bash regex: shards and sanitizer runs whose names it does not match are skipped
+#         (scripts/gpu-verify.sh's third argument)
+# and then `wait`s for them. Sourcing sets `san`, the compute-sanitizer to use. harness_binary picks the
 # Hopper harness to run (carried, or built on the device).
 san=compute-sanitizer
 command -v $san > /dev/null || san=/usr/local/cuda/bin/compute-sanitizer

@@ -2,7 +2,8 @@
 # The whole GPU suite in one device call, sharded so that it ends inside the call's limit, with the
 # sanitizer checks beside it. Run through .device/on-gpu.sh from the project root:
 #   bash .device/on-gpu.sh bash scripts/gpu-verify.sh "$OUT" [cap seconds, default 300] [only: a bash regex of
-#   the shard and sanitizer names to run, e.g. 'decode|gpu-power' after a change that touches nothing else]
+#   the shard and sanitizer names to run, e.g. 'decode' after a change to the decode path alone; test files with no
+#   shard of their own run in the shard named `rest`]
 # Why sharded: NVRTC compiles of the kernel variants dominate (flash.test.ts alone took ~186 s in one
 # process in session 5); each shard is its own process, so the 16 cores compile in parallel. One top-level
 # suite per shard prints its results when it ends, so a shard cut at the cap loses only itself.
