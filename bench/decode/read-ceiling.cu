@@ -253,13 +253,19 @@ struct Row {
 // (64–256 KiB in flight). Why: call 5 of session 17 read scattered 4 KiB pages at 4.44 TB/s with plain loads (256
 // KiB in flight a SM) and 3.98 with the bulk reader (≤ 192 KiB): if the bytes in flight are what costs, a decode
 // kernel's finer stages would recover some of it.
+// One row: the reader, the bytes a launch reads, its median µs and GB/s and the windows' spread; returns the GB/s.
+double print_row(const std::string& reader, double mib, Timing t) {
+  const double us = t.median_ms * 1e3, gbs = mib * 1048576.0 / (us * 1e-6) / 1e9;
+  std::printf("%-34s %7.0f MiB %9.1f us %7.0f GB/s  (spread %.1f%%)\n", reader.c_str(), mib, us, gbs, 100 * t.spread);
+  std::fflush(stdout);
+  return gbs;
+}
+
 template <int ST, unsigned SB>
 void time_bulk(const char* name, const unsigned char* buf, const int* order, long long chunks, int ctas, unsigned* sink,
                double mib) {
   CHECK(cudaFuncSetAttribute((read_bulk<ST, SB>), cudaFuncAttributeMaxDynamicSharedMemorySize, ST * SB));
-  const Timing t = time_windows([&] { read_bulk<ST, SB><<<ctas, 32, ST * SB>>>(buf, order, chunks, 4096, sink); });
-  std::printf("%-34s %7.0f MiB %9.1f us %7.0f GB/s\n", name, mib, t.median_ms * 1e3,
-              mib * 1048576.0 / (t.median_ms * 1e-3) / 1e9);
+  print_row(name, mib, time_windows([&] { read_bulk<ST, SB><<<ctas, 32, ST * SB>>>(buf, order, chunks, 4096, sink); }));
 }
 
 int in_flight(const unsigned char* buf, unsigned* sink, int sms) {
@@ -277,13 +283,9 @@ int in_flight(const unsigned char* buf, unsigned* sink, int sms) {
       time_bulk<6, 32768>(("bulk 6x32K" + tag).c_str(), buf, ord, chunks, 128, sink, mib);
       time_bulk<12, 16384>(("bulk 12x16K" + tag).c_str(), buf, ord, chunks, 128, sink, mib);
       time_bulk<13, 16384>(("bulk 13x16K" + tag).c_str(), buf, ord, chunks, 128, sink, mib);
-      for (int per_sm = 1; per_sm <= 4; ++per_sm) {
-        const Timing t = time_windows([&] { read_ldg_chunks<<<sms * per_sm, 512>>>(buf, order, chunks, sink); });
-        std::printf("%-34s %7.0f MiB %9.1f us %7.0f GB/s\n",
-                    ("ldg " + std::to_string(per_sm * 64) + "K in flight" + tag).c_str(), mib, t.median_ms * 1e3,
-                    mib * 1048576.0 / (t.median_ms * 1e-3) / 1e9);
-      }
-      std::fflush(stdout);
+      for (int per_sm = 1; per_sm <= 4; ++per_sm)
+        print_row("ldg " + std::to_string(per_sm * 64) + "K in flight" + tag, mib,
+                  time_windows([&] { read_ldg_chunks<<<sms * per_sm, 512>>>(buf, order, chunks, sink); }));
     }
     CHECK(cudaFree(order));
   }
@@ -315,11 +317,7 @@ int main(int argc, char** argv) {
   for (double mib : sizes_mib) {
     const size_t bytes = size_t(mib * 1048576.0);
     auto add = [&](const std::string& reader, Timing t) {
-      const double us = t.median_ms * 1e3;
-      rows.push_back({reader, mib, us, bytes / (us * 1e-6) / 1e9});
-      std::printf("%-26s %7.0f MiB %9.1f us %7.0f GB/s  (spread %.1f%%)\n", reader.c_str(), mib, us,
-                  rows.back().gbs, 100 * t.spread);
-      std::fflush(stdout);
+      rows.push_back({reader, mib, t.median_ms * 1e3, print_row(reader, mib, t)});
     };
     for (int per_sm : {2, 4}) {
       const int blocks = sms * per_sm;
@@ -372,7 +370,7 @@ int main(int argc, char** argv) {
         if (r.mib == 512) at512 = r.gbs;
       }
     const double slope = (n * sxy - sx * sy) / (n * sxx - sx * sx), t0 = (sy - slope * sx) / n;
-    std::printf("%-26s %6.1f us %7.0f GB/s   %7.0f GB/s\n", name.c_str(), t0, 1e6 / slope, at512);
+    std::printf("%-34s %6.1f us %7.0f GB/s   %7.0f GB/s\n", name.c_str(), t0, 1e6 / slope, at512);
   }
   CHECK(cudaFree(buf));
   return 0;
