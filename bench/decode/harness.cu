@@ -26,6 +26,7 @@
 #include "decode/flash_decode_heads.cu"
 #include "decode/flash_decode_ws.cu"  // session 9: the heads kernel with a producer warp (harness only)
 #include "flash_decode_persist.cu"  // bench/decode/: the persistent experiment, not a library kernel
+#include "flash_decode_regs.cu"     // session 18: K and V loaded into mma fragments (harness only)
 
 template <class C>
 __global__ void __launch_bounds__(DEC_THREADS) h_decode(const __grid_constant__ DecodeParams p) {
@@ -52,6 +53,10 @@ __global__ void __launch_bounds__(C::THREADS, 1) h_persist(const __grid_constant
 template <int HB, int TK>
 __global__ void __launch_bounds__(128) h_persist_combine(const __grid_constant__ DecodeParams p) {
   flash_decode_persist_combine<HB, TK, 128, false>(p);
+}
+template <class C>
+__global__ void __launch_bounds__(C::THREADS) h_regs(const __grid_constant__ DecodeParams p) {
+  flash_decode_regs<C>(p);
 }
 template <int DV>
 __global__ void __launch_bounds__(128) h_combine(const __grid_constant__ DecodeParams p) {
@@ -89,8 +94,19 @@ struct Variant {
   int rowgroups = 1;  // blocks sharing a key range, each its rows (.r2): the grid's x is splits × rowgroups
   // the TMA loader (decode_tma.cuh): launched with K and V tensor maps (tma_maps)
   void (*split_tma)(DecodeParams, TmaDesc, TmaDesc) = nullptr;
+  // flash_decode_regs.cu's kernel: a pair of warps a split, `stages` steps of 16 keys in flight, an L2 prefetch
+  // `prefetch` steps past them (0: none), loads with the L2::256B hint (l2_256)
+  bool regs = false, l2_256 = false;
+  int prefetch = 0;
+  void (*split_general)(DecodeParams) = nullptr;
   const char* name() const {
     static char buf[64];
+    if (regs) {
+      char pf[16] = "";
+      if (prefetch) snprintf(pf, sizeof pf, ".pf%d", prefetch);
+      snprintf(buf, sizeof buf, "regs.d%d%s%s%s", stages, qsmem ? "q" : "", pf, l2_256 ? ".l2" : "");
+      return buf;
+    }
     if (!hb) return bulk ? "bulk" : "async";
     if (ws) {
       char p[8] = "";
@@ -235,6 +251,22 @@ static std::pair<TmaDesc, TmaDesc> tma_maps(const DecodeParams& p, int tk, int g
                                          tma_map(p.v, p.Hv, tokens, p.K, outer, p.v_token, p.v_head, boxr)};
   return cache[key] = maps;
 }
+// flash_decode_regs.cu's kernel: ≤ 32 rows a kv head (rt 2), blocks a SM from the occupancy API.
+// The launch picks the WHOLE form where the problem allows it (split_general otherwise).
+template <int DEPTH, int PF, bool L2_256, bool QSMEM>
+Variant make_regs() {
+  using C = RegsConfig<DEPTH, PF, L2_256, QSMEM, true>;
+  using CG = RegsConfig<DEPTH, PF, L2_256, QSMEM, false>;
+  CHECK(cudaFuncSetAttribute(h_regs<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM));
+  CHECK(cudaFuncSetAttribute(h_regs<CG>, cudaFuncAttributeMaxDynamicSharedMemorySize, CG::SMEM));
+  int per_sm = 0;
+  CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, h_regs<C>, C::THREADS, C::SMEM));
+  Variant v{128, 128, 2, false, h_regs<C>, h_combine<128>, C::SMEM};
+  v.split_general = h_regs<CG>, v.qsmem = QSMEM;
+  v.regs = true, v.stages = DEPTH, v.prefetch = PF, v.l2_256 = L2_256, v.tk = REGS_KEYS, v.threads = C::THREADS;
+  v.per_sm = per_sm;
+  return v;
+}
 // The persistent heads kernel, one warp per row tile: P = SMs × the blocks that fit on one.
 template <int HB, int RTH, int STAGES>
 Variant make_persist() {
@@ -305,7 +337,13 @@ static std::vector<Variant> all_variants() {
           make_ws<1, 1, 8, 16, 3, false, 1, true, 1, true, 32, 0, 2>(),
           make_ws<1, 1, 8, 16, 3, false, 1, true, 1, true, 64, 0, 2>(),
           make_ws<1, 1, 8, 16, 3, false, 1, true, 1, true, 16, 2, 2>(),
-          make_ws<1, 2, 4, 32, 3, false, 1, true, 1, true, 64>()};
+          make_ws<1, 2, 4, 32, 3, false, 1, true, 1, true, 64>(),
+          // … session 18: no stages at all, K and V loaded into the mma fragments by a pair of warps
+          // (flash_decode_regs.cu): 2–4 steps of 16 keys in flight a warp, an L2 prefetch, the L2::256B hint
+          // (q: Q's fragments in shared memory)
+          make_regs<2, 0, false, false>(), make_regs<3, 0, false, false>(), make_regs<3, 0, false, true>(),
+          make_regs<4, 0, false, true>(),  make_regs<3, 0, true, false>(),  make_regs<2, 8, false, false>(),
+          make_regs<3, 8, false, false>()};
 }
 // all_variants() less those whose name starts with one of HARNESS_SKIP's comma-separated prefixes (a device
 // call re-runs the check and bench without a variant whose launch failed: the context is gone after one).
@@ -322,7 +360,7 @@ static std::vector<Variant> variants() {
     }
     // HARNESS_ONLY: keep only names starting with one of its prefixes (a prefix ending in '=': that name
     // alone), and the heads/row-tile kernels the bench always times beside them
-    if (const char* only = getenv("HARNESS_ONLY"); only && *only && v.ws) {
+    if (const char* only = getenv("HARNESS_ONLY"); only && *only && (v.ws || v.regs)) {
       bool keep = false;
       for (const char* at = only; at && *at;) {
         const char* end = strchr(at, ',');
@@ -406,6 +444,12 @@ static bool pdl() {
   return on;
 }
 static void launch(const Variant& v, const DecodeParams& p, cudaStream_t s = 0) {
+  if (v.regs) {
+    const bool whole = p.block_size % REGS_KEYS == 0 && !(p.flags & FLASH_FLAG_WINDOW) && !p.kv_offsets;
+    (whole ? v.split : v.split_general)<<<dim3(p.splits, 1, p.B * p.K), v.threads, v.smem, s>>>(p);
+    if (p.splits > 1) v.combine<<<(p.rows_total + 3) / 4, 128, 0, s>>>(p);
+    return;
+  }
   if (v.persist) {  // p.splits is the grid (P); the combine always runs
     v.split<<<p.splits, v.threads, v.smem, s>>>(p);
     v.combine<<<(p.rows_total + 3) / 4, 128, 0, s>>>(p);
@@ -571,7 +615,9 @@ static int check(bool quick, bool heads_only, int max_cases) {
         if (var.hb && (pr.K % var.hb || pr.H % 16 || pr.Hv % 16)) continue;
         if (var.split_tma && !tma_takes(pr.H, pr.Hv, bs, var.group)) continue;
         if (var.loadonly) continue;
-        if (getenv("HARNESS_ONLY") && *getenv("HARNESS_ONLY") && !var.ws) continue;  // the kept ws/tma variants alone
+        if (getenv("HARNESS_ONLY") && *getenv("HARNESS_ONLY") && !var.ws && !var.regs) continue;
+        // the regs kernel: 128-wide heads, and no NaN/Inf in V where some rows see a key and others not
+        if (var.regs && (pr.H != 128 || pr.Hv != 128 || pr.nan_v)) continue;  // the kept ws/tma variants alone
         if (heads_only && !var.hb) continue;
         // persistent: the grid instead (SMs × occupancy; 7 blocks, several per item; 300, past the tiles of
         // the small cases, so blocks with no tiles exist)
@@ -706,7 +752,7 @@ static int bench(int argc, char** argv) {
   cudaEventCreate(&b);
   std::mt19937 rng(7);
   for (auto& v : vs)  // the persistent grids and producer-warp variants: the blocks the occupancy API fits on one SM
-    if (v.ws) printf("# %s: %d blocks/SM, %d threads, %d B shared\n", v.name(), v.per_sm, v.threads, v.smem);
+    if (v.ws || v.regs) printf("# %s: %d blocks/SM, %d threads, %d B shared\n", v.name(), v.per_sm, v.threads, v.smem);
   for (auto& v : vs)
     if (v.persist) printf("# %s: %d blocks/SM, grid %d, %d B shared\n", v.name(), v.per_sm, v.persist, v.smem);
   printf("%-6s %-7s %-2s %-8s %-16s %-3s %-6s %-9s %-8s %-6s\n", "B", "S", "K", "layout", "kernel", "rt", "splits",
@@ -735,17 +781,20 @@ static int bench(int argc, char** argv) {
         if (v.hb && &v != nat && sh.K % v.hb == 0 && v.rt == rt && v.d == 128 &&
             (v.ws || (!v.persist && (v.hb == 4 || (nat && v.hb == nat->hb && v.slices == nat->slices)))))
           if (!v.split_tma || tma_takes(128, 128, bs, v.group)) cands.push_back(&v);
+      if (rt <= 2)
+        for (auto& v : vs)
+          if (v.regs) cands.push_back(&v);
       for (const Variant* vp : cands) {
         const Variant& var = *vp;
         if (one && strcmp(one_loader, var.name()) && !(var.hb && vp == nat && !strcmp(one_loader, "heads"))) continue;
-        const int per_sm = var.ws ? std::max(1, var.per_sm)
+        const int per_sm = var.ws || var.regs ? std::max(1, var.per_sm)
                                   : std::max(1, std::min(int(prop.sharedMemPerMultiprocessor / (var.smem + 1024)),
                                                          int(prop.regsPerMultiprocessor / (var.threads * 176))));
         const long var_blocks = var.hb ? long(sh.B) * (sh.K / var.hb) * var.rowgroups : blocks;
         const int var_tiles = (sh.S + var.tk - 1) / var.tk;
         const int model = var.persist ? var.persist : model_splits(var_blocks, var_tiles, prop.multiProcessorCount * per_sm);
         std::vector<int> list = {model};
-        if (const char* extra = getenv("HARNESS_SPLITS"); extra && var.ws)  // more split counts for ws/tma variants
+        if (const char* extra = getenv("HARNESS_SPLITS"); extra && (var.ws || var.regs))  // more split counts for ws/tma variants
           for (const char* at = extra; at && *at;) {
             const int s = atoi(at);
             if (s > 0 && s != model && s <= var_tiles) list.push_back(s);

@@ -1,0 +1,301 @@
+// Split-KV decoding with K and V loaded straight into mma fragments: no shared-memory stages, no TMA.
+// An experiment of session 18 (bench/decode/s18-plan.md), in the harness only (bench/decode/regs-harness.cu):
+// the library does not load this file.
+//
+// Why: at K=1 (32 query rows a kv head) with 16-row pages the TMA kernel reads 3.91 TB/s, 99% of what a bare
+// TMA reader of the same scattered 4 KiB pages reaches (3.92–4.02), while plain 16-byte loads into registers
+// read those pages at 4.31 TB/s with 64 KiB in flight a SM and 4.42–4.47 with 128–256 KiB
+// (bench/decode/read-ceiling.cu, session 17). So the warps that compute load the cache themselves.
+//
+// Layout. A pair of warps owns one split (a key range) of one (sequence, kv head) and all of its ≤ 32 rows
+// (two m16 tiles). Warp w of the pair reads half of every K row (d ∈ [64w, 64w + 64)) and half of every V row
+// (dv ∈ [64w, 64w + 64)), so the pair reads each cache byte once and holds 32 × 64 outputs a warp (64
+// registers), where one warp with all 128 columns would need 128.
+// - Q·Kᵀ: each warp's partial logits over its d half, summed through 2 KiB of shared memory a step (one named
+//   barrier for the pair). The order of d inside a dot product is free, so the mma's k index is mapped to the
+//   bytes each lane loads: lane (g, t) of key g takes the 32 contiguous bytes d = 64w + 16t … + 15; chunk kk's
+//   B registers are words 2kk and 2kk + 1 of them, and Q's A fragment is gathered the same way once.
+// - P·V: P stays in the registers of the logits (FlashAttention-2's layout: the accumulator of Q·Kᵀ is the A
+//   fragment). B = V needs two keys in one register, V holds two columns: lane (g, t) loads 16 bytes of each
+//   of its 4 keys 2t, 2t+1, 2t+8, 2t+9 at dv = 64w + 8g …, and one byte permute makes each B register. Output
+//   column g of n-tile j is dv 64w + 8g + j, so a lane's accumulators of a row are dv 64w + 16t … + 15: whole
+//   16-float runs, written without shuffles.
+// - DEPTH steps of 16 keys in flight a warp (4 KiB each: 32 registers), issued DEPTH steps ahead; the page
+//   table entry of a step is loaded one step before its K/V loads need it.
+// Scope: H = Hv = 128, ≤ 32 rows a kv head, bf16; masks by key range (lengths, causal, windows) as the other
+// decode kernels. Not handled: NaN/Inf in V at keys some rows of the block see and others not (the other
+// kernels' scalar P·V), the packed (offsets) layout.
+#include "decode/decode_warp.cuh"
+
+constexpr int REGS_KEYS = 16;  // keys a step
+
+// QSMEM: Q's fragments kept in shared memory ([warp][m-tile][chunk][lane], 16 bytes a lane: one conflict-free
+// ld.shared.v4 a fragment) and read every step, instead of 32 registers held for the loop.
+// WHOLE: the launch promises that every step's 16 keys sit at consecutive slots of one page (dense, or pages
+// of a multiple of 16 rows, and no window: the key range starts at 0), so a step needs one table entry, loaded
+// a step ahead; otherwise each key's slot is looked up.
+template <int DEPTH, int PF, bool L2_256, bool QSMEM = false, bool WHOLE = true>
+struct RegsConfig {
+  static constexpr int DEPTH_ = DEPTH, PF_ = PF;
+  static constexpr bool L2_256_ = L2_256, QSMEM_ = QSMEM, WHOLE_ = WHOLE;
+  static constexpr int THREADS = 64;
+  // the logits' exchange: [parity][warp][4 float4 registers][32 lanes]
+  static constexpr int XCH_BYTES = 2 * 2 * 4 * 32 * 16;
+  static constexpr int Q_BYTES = QSMEM ? 2 * 2 * 4 * 32 * 16 : 0;
+  static constexpr int SMEM = XCH_BYTES + Q_BYTES;
+};
+
+__device__ __forceinline__ uint4 regs_ld16(const u16* src, bool l2_256) {
+  uint4 r;
+  if (l2_256)
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                 : "l"(src));
+  else
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                 : "l"(src));
+  return r;
+}
+__device__ __forceinline__ u32 word_of(const uint4& x, int i) { return i == 0 ? x.x : i == 1 ? x.y : i == 2 ? x.z : x.w; }
+
+// One step's K and V as this lane holds them: k[h] = 16 d of key g + 8h (two 16-byte loads),
+// v[i] = 8 dv of key 2t + {0, 1, 8, 9}[i].
+struct RegsStep {
+  uint4 k[2][2];
+  uint4 v[4];
+};
+
+template <class C>
+__device__ __forceinline__ void flash_decode_regs(const DecodeParams& p) {
+  constexpr int DEPTH = C::DEPTH_, PF = C::PF_;
+  constexpr bool L2_256 = C::L2_256_, QSMEM = C::QSMEM_;
+  extern __shared__ __align__(16) unsigned char smem[];
+  float4* xch = reinterpret_cast<float4*>(smem);
+  const int split = blockIdx.x;
+  const int b = blockIdx.z / p.K, kh = blockIdx.z % p.K;
+  const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, tq = lane % 4;
+  uint4* q_frags = reinterpret_cast<uint4*>(smem + C::XCH_BYTES) + w * 2 * 4 * 32 + lane;
+  const int G = p.group;
+
+  const int Tb = p.q_lens ? p.q_lens[b] : p.T;
+  const int Sb = p.kv_lens ? p.kv_lens[b] : p.S;
+  const int rows_b = Tb * G;
+  if (rows_b == 0) return;
+  const BlockKeys keys = block_keys<REGS_KEYS>(p, 0, (rows_b - 1) / G, Tb, Sb, split);
+  const int u_lo = keys.lo, u_hi = keys.hi, tile_lo = keys.tile_lo, tile_hi = keys.tile_hi;
+
+  const bool paged = p.block_table != nullptr;
+  const int* table_row = paged ? p.block_table + (i64)b * p.max_blocks : nullptr;
+  const i64 kv_base = (i64)b * p.S;
+  constexpr bool whole = C::WHOLE_;
+  auto slot_of = [&](int j) -> i64 {
+    if (paged) return (i64)table_row[j / p.block_size] * p.block_size + j % p.block_size;
+    return kv_base + j;
+  };
+  auto step_base = [&](int i) -> i64 {  // the slot of step i's first key (whole steps only)
+    const int key0 = u_lo + i * REGS_KEYS;
+    if (i >= tile_hi) return 0;
+    return paged ? (i64)table_row[key0 / p.block_size] * p.block_size + key0 % p.block_size : kv_base + key0;
+  };
+  const u16* k_lane = p.k + (i64)kh * p.k_head + 64 * w + 16 * tq;
+  const u16* v_lane = p.v + (i64)kh * p.v_head + 64 * w + 8 * g;
+  // Step i's K loads (issue_k) go out when Q·Kᵀ of the step DEPTH before has used its registers, its V loads
+  // (issue_v) after that step's P·V: no register holds two steps at once.
+  auto issue_k = [&](RegsStep& st, int i, i64 base) {
+    if (i >= tile_hi) return;
+    const int key0 = u_lo + i * REGS_KEYS;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int j = key0 + g + 8 * h;
+      if (j < u_hi) {
+        const u16* src = k_lane + (whole ? base + g + 8 * h : slot_of(j)) * p.k_token;
+        st.k[h][0] = regs_ld16(src, L2_256);
+        st.k[h][1] = regs_ld16(src + 8, L2_256);
+      } else {
+        st.k[h][0] = st.k[h][1] = make_uint4(0, 0, 0, 0);
+      }
+    }
+  };
+  auto issue_v = [&](RegsStep& st, int i, i64 base) {
+    if (i >= tile_hi) return;
+    const int key0 = u_lo + i * REGS_KEYS;
+#pragma unroll
+    for (int x = 0; x < 4; ++x) {
+      const int kk = 2 * tq + (x & 1) + 8 * (x >> 1), j = key0 + kk;
+      st.v[x] = j < u_hi ? regs_ld16(v_lane + (whole ? base + kk : slot_of(j)) * p.v_token, L2_256)
+                         : make_uint4(0, 0, 0, 0);
+    }
+  };
+  // PF > 0: an L2 prefetch of step i + PF's lines (lane ℓ < 16: K row ℓ's half, else V row ℓ − 16's), so the
+  // DRAM has those bytes in flight without registers holding them.
+  auto prefetch = [&](int i, i64 base) {
+    if (i >= tile_hi) return;
+    const int key0 = u_lo + i * REGS_KEYS, r = lane % 16, j = key0 + r;
+    if (j >= u_hi) return;
+    const i64 slot = whole ? base + r : slot_of(j);
+    const u16* src = lane < 16 ? p.k + slot * p.k_token + (i64)kh * p.k_head + 64 * w
+                               : p.v + slot * p.v_token + (i64)kh * p.v_head + 64 * w;
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(src));
+  };
+
+  // Q's A fragments, gathered in the permuted d order: chunk kk's registers are words 2kk, 2kk + 1 of this
+  // lane's 16 columns 64w + 16t … of rows g, g + 8 of each m-tile.
+  u32 qa[QSMEM ? 1 : 2][4][4];
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt) {
+    uint4 row[2][2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int rr = 16 * mt + g + 8 * h;
+      if (rr < rows_b) {
+        const u16* src = p.q + query_token(p, b, rr / G) * p.q_token + (i64)(kh * G + rr % G) * p.q_head + 64 * w + 16 * tq;
+        row[h][0] = *reinterpret_cast<const uint4*>(src);
+        row[h][1] = *reinterpret_cast<const uint4*>(src + 8);
+      } else {
+        row[h][0] = row[h][1] = make_uint4(0, 0, 0, 0);
+      }
+    }
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      const u32 f[4] = {word_of(row[0][kk / 2], (2 * kk) % 4), word_of(row[1][kk / 2], (2 * kk) % 4),
+                        word_of(row[0][kk / 2], (2 * kk + 1) % 4), word_of(row[1][kk / 2], (2 * kk + 1) % 4)};
+      if constexpr (QSMEM)
+        q_frags[(mt * 4 + kk) * 32] = make_uint4(f[0], f[1], f[2], f[3]);
+      else
+#pragma unroll
+        for (int c = 0; c < 4; ++c) qa[QSMEM ? 0 : mt][kk][c] = f[c];
+    }
+  }
+
+  int lo[2][2], hi[2][2];
+  float m[2][2], l[2][2];
+  float o[2][8][4];
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt) {
+    start_rows<8>(p, 16 * mt, rows_b, Tb, Sb, g, lo[mt], hi[mt], o[mt]);
+    m[mt][0] = m[mt][1] = neg_inf();
+    l[mt][0] = l[mt][1] = 0.f;
+  }
+
+  RegsStep buf[DEPTH];
+  i64 base = whole ? step_base(tile_lo) : 0;
+#pragma unroll
+  for (int s = 0; s < DEPTH; ++s) {
+    const i64 next = whole ? step_base(tile_lo + s + 1) : 0;
+    issue_k(buf[s], tile_lo + s, base);
+    issue_v(buf[s], tile_lo + s, base);
+    base = next;
+  }
+  if constexpr (PF > 0) {
+    for (int s = DEPTH; s < DEPTH + PF; ++s) prefetch(tile_lo + s, whole ? step_base(tile_lo + s) : 0);
+  }
+
+  for (int i0 = tile_lo; i0 < tile_hi; i0 += DEPTH) {
+#pragma unroll
+    for (int s = 0; s < DEPTH; ++s) {
+      const int i = i0 + s;
+      if (i >= tile_hi) break;
+      RegsStep& st = buf[s];
+      // Q·Kᵀ over this warp's d half
+      float sc[2][2][4];
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+          for (int c = 0; c < 4; ++c) sc[mt][nt][c] = 0.f;
+#pragma unroll
+          for (int kk = 0; kk < 4; ++kk) {
+            u32 a[4];
+            if constexpr (QSMEM) {
+              const uint4 f = q_frags[(mt * 4 + kk) * 32];  // each warp reads only what it wrote
+              a[0] = f.x, a[1] = f.y, a[2] = f.z, a[3] = f.w;
+            } else {
+#pragma unroll
+              for (int c = 0; c < 4; ++c) a[c] = qa[QSMEM ? 0 : mt][kk][c];
+            }
+            mma_16816<false>(sc[mt][nt], a, word_of(st.k[nt][kk / 2], (2 * kk) % 4),
+                             word_of(st.k[nt][kk / 2], (2 * kk + 1) % 4));
+          }
+        }
+      const i64 next = whole ? step_base(i + DEPTH + 1) : 0;
+      issue_k(st, i + DEPTH, base);
+      // the pair's two halves summed: write mine, one barrier, read the other's (slots alternate by step
+      // parity, so a warp a step ahead never overwrites what its partner still reads)
+      const int par = (i - tile_lo) & 1;
+      float4* mine = xch + ((par * 2 + w) * 4) * 32 + lane;
+      const float4* other = xch + ((par * 2 + (1 - w)) * 4) * 32 + lane;
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+        mine[q * 32] = make_float4(sc[q / 2][q % 2][0], sc[q / 2][q % 2][1], sc[q / 2][q % 2][2], sc[q / 2][q % 2][3]);
+      asm volatile("bar.sync 1, 64;" ::: "memory");
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const float4 x = other[q * 32];
+        sc[q / 2][q % 2][0] += x.x, sc[q / 2][q % 2][1] += x.y, sc[q / 2][q % 2][2] += x.z, sc[q / 2][q % 2][3] += x.w;
+      }
+      if constexpr (PF > 0) prefetch(i + DEPTH + PF, whole ? step_base(i + DEPTH + PF) : 0);
+      const int key0 = u_lo + i * REGS_KEYS;
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+        online_softmax<REGS_KEYS, 8>(sc[mt], o[mt], m[mt], l[mt], key0, lo[mt], hi[mt], p.scale_log2, tq);
+        const u32 a[4] = {pack2<false>(sc[mt][0][0], sc[mt][0][1]), pack2<false>(sc[mt][0][2], sc[mt][0][3]),
+                          pack2<false>(sc[mt][1][0], sc[mt][1][1]), pack2<false>(sc[mt][1][2], sc[mt][1][3])};
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const u32 sel = (j & 1) ? 0x7632u : 0x5410u;
+          const u32 b0 = __byte_perm(word_of(st.v[0], j / 2), word_of(st.v[1], j / 2), sel);
+          const u32 b1 = __byte_perm(word_of(st.v[2], j / 2), word_of(st.v[3], j / 2), sel);
+          mma_16816<false>(o[mt][j], a, b0, b1);
+        }
+      }
+      issue_v(st, i + DEPTH, base);
+      base = next;
+    }
+  }
+
+  // Each lane's rows: quad-summed l, then its 16 columns 64w + 16t … (accumulator (j, c) is column 8c + j).
+  constexpr float LN2 = 0.6931471805599453f;
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float L = l[mt][h];
+      L += __shfl_xor_sync(0xffffffffu, L, 1);
+      L += __shfl_xor_sync(0xffffffffu, L, 2);
+      const int rr = 16 * mt + g + 8 * h;
+      if (rr >= rows_b) continue;
+      const float M = m[mt][h];
+      const bool empty = L == 0.f;
+      const float inv = empty ? 0.f : 1.f / L;
+      float log2l;
+      asm("lg2.approx.f32 %0, %1;\n" : "=f"(log2l) : "f"(empty ? 1.f : L));
+      const float lse = empty ? neg_inf() : ((M == neg_inf() ? 0.f : M) + log2l) * LN2;
+      const i64 token = query_token(p, b, rr / G);
+      const int n = kh * G + rr % G;
+      const i64 out_row = token * p.N + n;
+      float x[16];
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) x[8 * c + j] = o[mt][j][2 * h + c] * inv;
+      if (p.splits == 1) {
+        u16* dst = p.o + token * p.o_token + (i64)n * p.o_head + 64 * w + 16 * tq;
+        uint4 y0, y1;
+        y0.x = pack2<false>(x[0], x[1]), y0.y = pack2<false>(x[2], x[3]), y0.z = pack2<false>(x[4], x[5]),
+        y0.w = pack2<false>(x[6], x[7]);
+        y1.x = pack2<false>(x[8], x[9]), y1.y = pack2<false>(x[10], x[11]), y1.z = pack2<false>(x[12], x[13]),
+        y1.w = pack2<false>(x[14], x[15]);
+        reinterpret_cast<uint4*>(dst)[0] = y0;
+        reinterpret_cast<uint4*>(dst)[1] = y1;
+        if (p.lse && w == 0 && tq == 0) p.lse[out_row] = lse;
+      } else {
+        float4* dst = reinterpret_cast<float4*>(p.o_part + ((i64)split * p.rows_total + out_row) * 128 + 64 * w + 16 * tq);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) dst[q] = make_float4(x[4 * q], x[4 * q + 1], x[4 * q + 2], x[4 * q + 3]);
+        if (w == 0 && tq == 0) p.lse_part[(i64)split * p.rows_total + out_row] = lse;
+      }
+    }
+}
