@@ -55,7 +55,7 @@ __global__ void __launch_bounds__(128) h_persist_combine(const __grid_constant__
   flash_decode_persist_combine<HB, TK, 128, false>(p);
 }
 template <class C>
-__global__ void __launch_bounds__(C::THREADS) h_regs(const __grid_constant__ DecodeParams p) {
+__global__ void __launch_bounds__(C::THREADS, C::MINB_) h_regs(const __grid_constant__ DecodeParams p) {
   flash_decode_regs<C>(p);
 }
 template <int DV>
@@ -104,7 +104,9 @@ struct Variant {
     if (regs) {
       char pf[16] = "";
       if (prefetch) snprintf(pf, sizeof pf, ".pf%d", prefetch);
-      snprintf(buf, sizeof buf, "regs.d%d%s%s%s", stages, qsmem ? "q" : "", pf, l2_256 ? ".l2" : "");
+      snprintf(buf, sizeof buf, "regs.d%d%s%s%s%s%s", stages, qsmem ? "q" : "", pf, l2_256 ? ".l2" : "",
+               minb > 1 ? (minb == 6 ? ".b6" : ".b") : "",
+               loadonly == 1 ? ".nx" : loadonly == 2 ? ".lo" : "");
       return buf;
     }
     if (!hb) return bulk ? "bulk" : "async";
@@ -253,10 +255,10 @@ static std::pair<TmaDesc, TmaDesc> tma_maps(const DecodeParams& p, int tk, int g
 }
 // flash_decode_regs.cu's kernel: ≤ 32 rows a kv head (rt 2), blocks a SM from the occupancy API.
 // The launch picks the WHOLE form where the problem allows it (split_general otherwise).
-template <int DEPTH, int PF, bool L2_256, bool QSMEM>
+template <int DEPTH, int PF, bool L2_256, bool QSMEM, int MINB = 1, int MODE = 0>
 Variant make_regs() {
-  using C = RegsConfig<DEPTH, PF, L2_256, QSMEM, true>;
-  using CG = RegsConfig<DEPTH, PF, L2_256, QSMEM, false>;
+  using C = RegsConfig<DEPTH, PF, L2_256, QSMEM, true, MINB, MODE>;
+  using CG = RegsConfig<DEPTH, PF, L2_256, QSMEM, false, MINB, MODE>;
   CHECK(cudaFuncSetAttribute(h_regs<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM));
   CHECK(cudaFuncSetAttribute(h_regs<CG>, cudaFuncAttributeMaxDynamicSharedMemorySize, CG::SMEM));
   int per_sm = 0;
@@ -264,6 +266,7 @@ Variant make_regs() {
   Variant v{128, 128, 2, false, h_regs<C>, h_combine<128>, C::SMEM};
   v.split_general = h_regs<CG>, v.qsmem = QSMEM;
   v.regs = true, v.stages = DEPTH, v.prefetch = PF, v.l2_256 = L2_256, v.tk = REGS_KEYS, v.threads = C::THREADS;
+  v.minb = MINB, v.loadonly = MODE;
   v.per_sm = per_sm;
   return v;
 }
@@ -343,7 +346,10 @@ static std::vector<Variant> all_variants() {
           // (q: Q's fragments in shared memory)
           make_regs<2, 0, false, false>(), make_regs<3, 0, false, false>(), make_regs<3, 0, false, true>(),
           make_regs<4, 0, false, true>(),  make_regs<3, 0, true, false>(),  make_regs<2, 8, false, false>(),
-          make_regs<3, 8, false, false>()};
+          // … call 2: registers capped for 5 / 6 pairs a SM, and timing-only forms without the exchange (.nx) and
+          // with loads alone (.lo)
+          make_regs<2, 0, false, true, 6>(), make_regs<3, 0, false, true, 1, 1>(),
+          make_regs<3, 0, false, true, 1, 2>(), make_regs<4, 0, false, true, 1, 2>(), make_regs<2, 0, false, true, 6, 2>()};
 }
 // all_variants() less those whose name starts with one of HARNESS_SKIP's comma-separated prefixes (a device
 // call re-runs the check and bench without a variant whose launch failed: the context is gone after one).

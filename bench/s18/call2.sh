@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Session 18, call 2: why the register-direct kernel read ~3.0 TB/s in call 1 (the harness's TMA kernel ~3.8).
+# K loads now take whole sectors (call 1's lanes each read half of every sector of a K row); timing-only forms
+# without the pair's exchange (.nx) and with the loads alone (.lo, at the full form's 4 blocks a SM); registers
+# capped for 6 pairs a SM (.b6); the harness's TMA kernel tma1.4x32.s3f beside them. Then ncu's warp states
+# and memory tables for regs.d3q on 16-row pages, and the check and memcheck again (the K layout changed).
+#   bash .device/on-gpu.sh bash bench/s18/call2.sh "$OUT"   (.device and tmp carried; tmp/harness built here as
+#   in call1.sh)
+set -u
+out=${1:?output folder}
+export PATH=/usr/local/cuda/bin:$PATH
+mkdir -p "$out/h"
+date -u
+nvidia-smi --query-gpu=name,uuid,power.limit --format=csv,noheader
+bin=tmp/harness
+timeout -s KILL 20 $bin none > /dev/null 2>&1
+if [ $? -ne 2 ]; then  # its usage message exits 2
+  echo "carried harness does not start: building"
+  timeout -s KILL 150 nvcc -O2 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I src/kernels \
+    -DDECODE_SPIN_LIMIT=16777216 -o /tmp/harness bench/decode/harness.cu > "$out/h/build.log" 2>&1
+  bin=/tmp/harness
+fi
+export HARNESS_ONLY=regs
+timeout -s KILL 120 $bin check > "$out/h/check.txt" 2>&1
+echo "check rc=$? at ${SECONDS} s: $(tail -1 "$out/h/check.txt")"
+grep -v '^ok' "$out/h/check.txt" | head -10
+HARNESS_ONLY=regs,tma1.4x32.s3f= HARNESS_SHAPES=64:16384:1 HARNESS_SPLITS=4,8,16 \
+  timeout -s KILL 200 $bin bench > "$out/h/bench.txt" 2>&1
+echo "bench rc=$? at ${SECONDS} s"
+timeout -s KILL 120 ncu --clock-control none -k regex:h_regs --launch-skip 5 --launch-count 1 \
+  --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
+  --section Occupancy --section LaunchStats $bin bench one 64 16384 1 16 regs.d3q > "$out/h/ncu.txt" 2>&1
+echo "ncu rc=$? at ${SECONDS} s"
+timeout -s KILL 120 compute-sanitizer --tool memcheck --error-exitcode 9 --print-limit 20 $bin check quick x 4 \
+  > "$out/h/memcheck.txt" 2>&1
+echo "memcheck rc=$? at ${SECONDS} s: $(tail -2 "$out/h/memcheck.txt" | tr '\n' ' ')"
+grep -h "^#" "$out/h/bench.txt" | grep "regs\|tma"
+grep -v "^#" "$out/h/bench.txt" | awk '{print $4, $5, $7, $9}' | sort -k1,1 -k4,4nr | awk '{k=$1" "$2} !(k in s) {s[k]=1; print}'
+grep -E "Stall|stall|Warp Cycles|Issued|Throughput|Eligible|Active Warps|Registers|Achieved|L1/TEX Hit|L2 Hit|Mem Busy|Max Bandwidth|Duration" "$out/h/ncu.txt" | head -60
