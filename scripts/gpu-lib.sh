@@ -117,3 +117,22 @@ call_save_cache() { # output folder
   tar -C "$ATTNLAB_CACHE_DIR" -cf - $(cd "$ATTNLAB_CACHE_DIR" && ls -d kernels cudnn-plans 2>/dev/null) |
     xz -T8 -6 > "$1/kernels.tar.xz"
 }
+
+# The start of a decode-harness call (bench/s18/call*.sh): CUDA's tools on PATH, <folder>/h made, the time and
+# the GPU printed, and bin, the harness to run: the carried tmp/harness (built off the device: nvcc -O2 -std=c++17
+# -gencode=arch=compute_90a,code=sm_90a -I src/kernels -DDECODE_SPIN_LIMIT=16777216 -o tmp/harness
+# bench/decode/harness.cu), or one built here when it does not start (its usage message exits 2).
+decode_harness_call() { # output folder
+  export PATH=/usr/local/cuda/bin:$PATH
+  mkdir -p "$1/h"
+  date -u
+  nvidia-smi --query-gpu=name,uuid,power.limit --format=csv,noheader
+  bin=tmp/harness
+  timeout -s KILL 20 $bin none > /dev/null 2>&1
+  if [ $? -ne 2 ]; then
+    echo "carried harness does not start: building"
+    timeout -s KILL 150 nvcc -O2 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I src/kernels \
+      -DDECODE_SPIN_LIMIT=16777216 -o /tmp/harness bench/decode/harness.cu > "$1/h/build.log" 2>&1
+    bin=/tmp/harness
+  fi
+}

@@ -10,18 +10,7 @@
 set -u
 out=${1:?output folder}
 . scripts/gpu-lib.sh
-export PATH=/usr/local/cuda/bin:$PATH
-mkdir -p "$out/h"
-date -u
-nvidia-smi --query-gpu=name,uuid,power.limit --format=csv,noheader
-bin=tmp/harness
-timeout -s KILL 20 $bin none > /dev/null 2>&1
-if [ $? -ne 2 ]; then  # its usage message exits 2
-  echo "carried harness does not start: building"
-  timeout -s KILL 150 nvcc -O2 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I src/kernels \
-    -DDECODE_SPIN_LIMIT=16777216 -o /tmp/harness bench/decode/harness.cu > "$out/h/build.log" 2>&1
-  bin=/tmp/harness
-fi
+decode_harness_call "$out"
 export HARNESS_ONLY=regs
 timeout -s KILL 120 $bin check > "$out/h/check.txt" 2>&1
 echo "check rc=$? at ${SECONDS} s"

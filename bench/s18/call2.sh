@@ -4,22 +4,12 @@
 # without the pair's exchange (.nx) and with the loads alone (.lo, at the full form's 4 blocks a SM); registers
 # capped for 6 pairs a SM (.b6); the harness's TMA kernel tma1.4x32.s3f beside them. Then ncu's warp states
 # and memory tables for regs.d3q on 16-row pages, and the check and memcheck again (the K layout changed).
-#   bash .device/on-gpu.sh bash bench/s18/call2.sh "$OUT"   (.device and tmp carried; tmp/harness built here as
-#   in call1.sh)
+#   bash .device/on-gpu.sh bash bench/s18/call2.sh "$OUT"   (.device and tmp carried; tmp/harness: gpu-lib.sh
+#   decode_harness_call)
 set -u
 out=${1:?output folder}
-export PATH=/usr/local/cuda/bin:$PATH
-mkdir -p "$out/h"
-date -u
-nvidia-smi --query-gpu=name,uuid,power.limit --format=csv,noheader
-bin=tmp/harness
-timeout -s KILL 20 $bin none > /dev/null 2>&1
-if [ $? -ne 2 ]; then  # its usage message exits 2
-  echo "carried harness does not start: building"
-  timeout -s KILL 150 nvcc -O2 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I src/kernels \
-    -DDECODE_SPIN_LIMIT=16777216 -o /tmp/harness bench/decode/harness.cu > "$out/h/build.log" 2>&1
-  bin=/tmp/harness
-fi
+. scripts/gpu-lib.sh
+decode_harness_call "$out"
 export HARNESS_ONLY=regs
 timeout -s KILL 120 $bin check > "$out/h/check.txt" 2>&1
 echo "check rc=$? at ${SECONDS} s: $(tail -1 "$out/h/check.txt")"
