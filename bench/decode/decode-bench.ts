@@ -26,7 +26,8 @@
  * `hostUsPerCall` the host's enqueue time a call; --no-kernels-alone skips it. At B=1 the host decides a
  * call's time on both sides (session 12), and these columns say by how much.
  * --tuning sets the flash backend's decodeTuning (decode-splits.ts: kernel, rowGroups, splits, loader,
- * combine) for every attnlab call of the run, to measure a choice the rule does not make; the header records it.
+ * combine, …: applyDecodeTuning checks the keys and values) for every attnlab call of the run, to measure a choice
+ * the rule does not make; the header records it.
  * --empty-pool returns the memory pool's free blocks to the driver after each shape (emptyCache), so each
  * shape's tensors are allocated afresh: session 13 saw flash's K=4 rows read 2–3% less after K=8 shapes in the
  * same process than first in one (bench/results/2026-12-02-s13-decode §1), and this tells whether the pool's
@@ -49,7 +50,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { attention } from '../../src/api/attention.js';
 import { getCudaContext } from '../../src/backends/cuda/context.js';
-import { decodeTuning } from '../../src/backends/cuda/flash/decode-splits.js';
+import { applyDecodeTuning, type DecodeTuning } from '../../src/backends/cuda/flash/decode-splits.js';
 import { clearInt32Cache } from '../../src/backends/cuda/int32-cache.js';
 import { emptyCache } from '../../src/backends/cuda/memory.js';
 import type { AttentionOptions } from '../../src/backends/problem.js';
@@ -84,8 +85,8 @@ const emptyPool = args.includes('--empty-pool');
 const tableOrder = option('--table-order', 'shuffled') as TableOrder;
 if (!TABLE_ORDERS.includes(tableOrder))
   throw new InvalidArgumentError('--table-order', TABLE_ORDERS.join(', '), tableOrder);
-const tuning = JSON.parse(option('--tuning', '{}')) as typeof decodeTuning;
-Object.assign(decodeTuning, tuning);
+const tuning = JSON.parse(option('--tuning', '{}')) as DecodeTuning;
+applyDecodeTuning(tuning, '--tuning');
 const [N, H, REPEATS] = [32, 128, 30];
 
 interface Shape {

@@ -16,7 +16,11 @@
 import { writeFileSync } from 'node:fs';
 import { attention } from '../../src/api/attention.js';
 import { getCudaContext } from '../../src/backends/cuda/context.js';
-import { type DecodeTuning, decodeTuning } from '../../src/backends/cuda/flash/decode-splits.js';
+import {
+  applyDecodeTuning,
+  type DecodeTuning,
+  decodeTuning,
+} from '../../src/backends/cuda/flash/decode-splits.js';
 import type { AttentionOptions } from '../../src/backends/problem.js';
 import { timeHostHidden } from '../../src/bench/hidden-host.js';
 import { attnlabCommit, commandLine, describeMachine } from '../../src/bench/machine.js';
@@ -35,7 +39,7 @@ if (![B, S, K].every((x) => Number.isInteger(x) && x > 0))
 const layouts = option('--layouts', 'dense,paged16,paged64').split(',');
 const implementation = option('--impl', 'flash') as AttentionOptions['implementation'];
 const tuning = JSON.parse(option('--tuning', '{}')) as DecodeTuning;
-Object.assign(decodeTuning, tuning);
+applyDecodeTuning(tuning, '--tuning');
 const [N, H, REPEATS, BATCH] = [32, 128, 30, 20];
 const LENGTHS = [0, S / 16, S / 8, S / 4, S / 2, S].map(Math.floor);
 

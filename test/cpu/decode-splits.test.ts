@@ -1,7 +1,13 @@
 /** The decode kernel's split-count model (src/backends/cuda/flash/decode-splits.ts). */
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
-import { chooseSplitCount, splitCost } from '../../src/backends/cuda/flash/decode-splits.js';
+import { afterEach, describe, it } from 'node:test';
+import {
+  applyDecodeTuning,
+  chooseSplitCount,
+  decodeTuning,
+  splitCost,
+} from '../../src/backends/cuda/flash/decode-splits.js';
+import { InvalidArgumentError } from '../../src/errors.js';
 
 // H200: 132 SMs × 2 blocks of ~110 KB at D=128 (one or two row tiles).
 const slots = 264;
@@ -38,5 +44,47 @@ describe('decode split count', () => {
     assert.ok(
       splitCost({ blocks: 64, tiles: 2048, slots }, 5) > splitCost({ blocks: 64, tiles: 2048, slots }, 4),
     );
+  });
+});
+
+describe("decode tuning (a bench's --tuning)", () => {
+  afterEach(() => {
+    for (const key of Object.keys(decodeTuning)) delete decodeTuning[key as keyof typeof decodeTuning];
+  });
+  it('sets the fields it knows', () => {
+    applyDecodeTuning({ kernel: 'tma', rowGroups: 2, splits: 8, multicast: false }, '--tuning');
+    assert.deepEqual({ ...decodeTuning }, { kernel: 'tma', rowGroups: 2, splits: 8, multicast: false });
+  });
+  it('names an unknown key (a removed field such as prefetch) instead of ignoring it', () => {
+    assert.throws(
+      () => applyDecodeTuning({ prefetch: 1 }, '--tuning'),
+      (e: unknown) =>
+        e instanceof InvalidArgumentError &&
+        e.argument === '--tuning.prefetch' &&
+        /rowGroups/.test(e.expected),
+    );
+    assert.deepEqual({ ...decodeTuning }, {});
+  });
+  it('names a value a field does not take, with the values it does', () => {
+    for (const [fields, key, expected] of [
+      [{ splits: 0 }, 'splits', /1 … 128/],
+      [{ splits: 2.5 }, 'splits', /integer/],
+      [{ splits: 129 }, 'splits', /128/],
+      [{ kernel: 'regs' }, 'kernel', /"rows" or "heads" or "tma"/],
+      [{ boxGroup: 64 }, 'boxGroup', /0 or 8 or 16 or 32/],
+      [{ multicast: 'yes' }, 'multicast', /true or false/],
+    ] as const)
+      assert.throws(
+        () => applyDecodeTuning(fields, '--tuning'),
+        (e: unknown) =>
+          e instanceof InvalidArgumentError && e.argument === `--tuning.${key}` && expected.test(e.expected),
+      );
+  });
+  it('takes an object only', () => {
+    for (const fields of [null, [1], 'tma', 3])
+      assert.throws(
+        () => applyDecodeTuning(fields, '--tuning'),
+        (e: unknown) => e instanceof InvalidArgumentError && e.argument === '--tuning',
+      );
   });
 });

@@ -1,3 +1,5 @@
+import { InvalidArgumentError } from '../../../errors.js';
+
 /**
  * How many slices of the key range the decode kernel splits each (batch, kv head, row group) into.
  *
@@ -97,3 +99,43 @@ export interface DecodeTuning {
   multicast?: boolean;
 }
 export const decodeTuning: DecodeTuning = {};
+
+/** The values each DecodeTuning field takes ('splits': an integer 1 … MAX_SPLITS). */
+const TUNING_VALUES: { readonly [F in keyof Required<DecodeTuning>]: readonly unknown[] | 'splits' } = {
+  splits: 'splits',
+  loader: ['bulk', 'async'],
+  kernel: ['rows', 'heads', 'tma'],
+  rowGroups: [1, 2],
+  rowTiles: [1, 2],
+  combine: ['fused', 'kernel'],
+  boxGroup: [0, 8, 16, 32],
+  multicast: [true, false],
+};
+
+/**
+ * `fields` (a bench's --tuning JSON, parsed) checked against DecodeTuning and set into decodeTuning: an unknown
+ * key or a value a field does not take is an InvalidArgumentError naming `argument` and the key (a removed
+ * field, as session 17's `prefetch`, would otherwise do nothing and say nothing).
+ */
+export function applyDecodeTuning(fields: unknown, argument = 'decodeTuning'): void {
+  if (typeof fields !== 'object' || fields === null || Array.isArray(fields))
+    throw new InvalidArgumentError(argument, 'an object of DecodeTuning fields', JSON.stringify(fields));
+  const known = Object.keys(TUNING_VALUES).join(', ');
+  for (const [key, value] of Object.entries(fields)) {
+    if (!Object.hasOwn(TUNING_VALUES, key))
+      throw new InvalidArgumentError(`${argument}.${key}`, `one of the fields ${known}`, `an unknown key`);
+    const values = TUNING_VALUES[key as keyof DecodeTuning];
+    const ok =
+      values === 'splits'
+        ? Number.isInteger(value) && (value as number) >= 1 && (value as number) <= MAX_SPLITS
+        : values.includes(value);
+    if (!ok) {
+      const expected =
+        values === 'splits'
+          ? `an integer 1 … ${MAX_SPLITS}`
+          : values.map((v) => JSON.stringify(v)).join(' or ');
+      throw new InvalidArgumentError(`${argument}.${key}`, expected, JSON.stringify(value));
+    }
+  }
+  Object.assign(decodeTuning, fields);
+}
