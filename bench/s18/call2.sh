@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Session 18, call 2: why the register-direct kernel read ~3.0 TB/s in call 1 (the harness's TMA kernel ~3.8).
-# K loads now take whole sectors (call 1's lanes each read half of every sector of a K row); timing-only forms
+# K loads now take whole sectors (call 1's lanes each read half of every sector of a K row) and the softmax takes
+# fewer instructions a step (regs_softmax: no mask on whole steps, max.NaN, O rescaled only when a max moves,
+# per-lane 32-bit load offsets; call 1 ran ~700 PTX instructions a step and warp); timing-only forms
 # without the pair's exchange (.nx) and with the loads alone (.lo, at the full form's 4 blocks a SM); registers
 # capped for 6 pairs a SM (.b6); the harness's TMA kernel tma1.4x32.s3f beside them. Then ncu's warp states
 # and memory tables for regs.d3q on 16-row pages, and the check and memcheck again (the K layout changed).
