@@ -39,16 +39,24 @@ constexpr int REGS_KEYS = 16;  // keys a step
 // MINB: blocks a SM asked of the launch bounds (registers capped at 65536 / (64 · MINB)). MODE (timing only,
 // wrong results): 1 each warp uses its own half's logits (no exchange, no barrier), 2 loads only (the loaded
 // words folded into a sink, no mma): what the exchange and the arithmetic cost.
-template <int DEPTH, int PF, bool L2_256, bool QSMEM = false, bool WHOLE = true, int MINB = 1, int MODE = 0>
+// KSMEM: K loaded as V is (8 lanes a key, 16 bytes each: every load instruction reads 4 whole 128-byte lines,
+// where the fragment order reads 8 half lines) and put into its B fragments through a warp-private 2 KiB shared
+// tile (4 st.shared + 4 ldmatrix a step), d then in its natural order. Call 2 (ncu, regs.d3q at block 16): the
+// L2 at 79% of its throughput while DRAM moved 3.0 TB/s; the fragment order asks 48 line requests a warp and
+// step for 32 lines.
+template <int DEPTH, int PF, bool L2_256, bool QSMEM = false, bool WHOLE = true, int MINB = 1, int MODE = 0,
+          bool KSMEM = false>
 struct RegsConfig {
   static constexpr int DEPTH_ = DEPTH, PF_ = PF, MINB_ = MINB, MODE_ = MODE;
-  static constexpr bool L2_256_ = L2_256, QSMEM_ = QSMEM, WHOLE_ = WHOLE;
+  static constexpr bool L2_256_ = L2_256, QSMEM_ = QSMEM, WHOLE_ = WHOLE, KSMEM_ = KSMEM;
   static constexpr int THREADS = 64;
   // the logits' exchange: [parity][warp][4 float4 registers][32 lanes]
   static constexpr int XCH_BYTES = 2 * 2 * 4 * 32 * 16;
   static constexpr int Q_BYTES = QSMEM ? 2 * 2 * 4 * 32 * 16 : 0;
   // MODE 2 needs ~120 registers, so more blocks would fit: shared memory holds it to the full form's 4 (or MINB)
-  static constexpr int SMEM = MODE == 2 ? (227 * 1024 / (MINB > 1 ? MINB : 4) - 1024) & ~15 : XCH_BYTES + Q_BYTES;
+  static constexpr int K_BYTES = KSMEM ? 2 * 16 * 128 : 0;  // [warp][16 keys][64 d], 128-byte swizzle
+  static constexpr int SMEM =
+      MODE == 2 ? (227 * 1024 / (MINB > 1 ? MINB : 4) - 1024) & ~15 : XCH_BYTES + Q_BYTES + K_BYTES;
 };
 
 __device__ __forceinline__ uint4 regs_ld16(const u16* src, bool l2_256) {
@@ -62,6 +70,9 @@ __device__ __forceinline__ uint4 regs_ld16(const u16* src, bool l2_256) {
                  : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
                  : "l"(src));
   return r;
+}
+__device__ __forceinline__ void st_shared_u128(u32 addr, const uint4& x) {
+  asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(addr), "r"(x.x), "r"(x.y), "r"(x.z), "r"(x.w) : "memory");
 }
 __device__ __forceinline__ u32 word_of(const uint4& x, int i) { return i == 0 ? x.x : i == 1 ? x.y : i == 2 ? x.z : x.w; }
 
@@ -122,7 +133,7 @@ __device__ __forceinline__ void regs_softmax(float (&s)[2][4], float (&o)[8][4],
 template <class C>
 __device__ __forceinline__ void flash_decode_regs(const DecodeParams& p) {
   constexpr int DEPTH = C::DEPTH_, PF = C::PF_;
-  constexpr bool L2_256 = C::L2_256_, QSMEM = C::QSMEM_;
+  constexpr bool L2_256 = C::L2_256_, QSMEM = C::QSMEM_, KSMEM = C::KSMEM_;
   extern __shared__ __align__(16) unsigned char smem[];
   float4* xch = reinterpret_cast<float4*>(smem);
   const int split = blockIdx.x;
@@ -152,7 +163,9 @@ __device__ __forceinline__ void flash_decode_regs(const DecodeParams& p) {
     if (i >= tile_hi) return 0;
     return paged ? (i64)table_row[key0 / p.block_size] * p.block_size + key0 % p.block_size : kv_base + key0;
   };
-  const u16* k_lane = p.k + (i64)kh * p.k_head + 64 * w + 8 * tq;
+  // fragment order: lane (g, t) reads key g (+8) at d 64w + 8t, 64w + 32 + 8t; KSMEM: keys 2t + {0, 1, 8, 9} at 64w + 8g
+  const u16* k_lane = p.k + (i64)kh * p.k_head + 64 * w + (KSMEM ? 8 * g : 8 * tq);
+  const u32 k_tile = smem_addr(smem + C::XCH_BYTES + C::Q_BYTES) + w * 16 * 128;
   const u16* v_lane = p.v + (i64)kh * p.v_head + 64 * w + 8 * g;
   // Step i's K loads (issue_k) go out when Q·Kᵀ of the step DEPTH before has used its registers, its V loads
   // (issue_v) after that step's P·V: no register holds two steps at once.
@@ -162,6 +175,17 @@ __device__ __forceinline__ void flash_decode_regs(const DecodeParams& p) {
   auto issue_k = [&](RegsStep& st, int i, i64 base) {
     if (i >= tile_hi) return;
     const int key0 = u_lo + i * REGS_KEYS;
+    if constexpr (KSMEM) {
+      const u16* k_step = k_lane + base * p.k_token;
+#pragma unroll
+      for (int x = 0; x < 4; ++x) {
+        const int kk = 2 * tq + (x & 1) + 8 * (x >> 1), j = key0 + kk;
+        st.k[x / 2][x % 2] =
+            j < u_hi ? regs_ld16(whole ? k_step + kk * (int)p.k_token : k_lane + slot_of(j) * p.k_token, L2_256)
+                     : make_uint4(0, 0, 0, 0);
+      }
+      return;
+    }
     const u16* k_step = k_lane + base * p.k_token + k_off;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -199,7 +223,8 @@ __device__ __forceinline__ void flash_decode_regs(const DecodeParams& p) {
   };
 
   // Q's A fragments, gathered in the permuted d order: chunk kk's registers are words 2kk, 2kk + 1 of this
-  // lane's 16 columns (64w + 8t … + 7, 64w + 32 + 8t … + 7) of rows g, g + 8 of each m-tile.
+  // lane's 16 columns (64w + 8t … + 7, 64w + 32 + 8t … + 7) of rows g, g + 8 of each m-tile (KSMEM: the natural
+  // order, words 2kk, 2kk + 1 gathered as d 16kk + 2t and 16kk + 8 + 2t).
   u32 qa[QSMEM ? 1 : 2][4][4];
 #pragma unroll
   for (int mt = 0; mt < 2; ++mt) {
@@ -208,9 +233,15 @@ __device__ __forceinline__ void flash_decode_regs(const DecodeParams& p) {
     for (int h = 0; h < 2; ++h) {
       const int rr = 16 * mt + g + 8 * h;
       if (rr < rows_b) {
-        const u16* src = p.q + query_token(p, b, rr / G) * p.q_token + (i64)(kh * G + rr % G) * p.q_head + 64 * w + 8 * tq;
-        row[h][0] = *reinterpret_cast<const uint4*>(src);
-        row[h][1] = *reinterpret_cast<const uint4*>(src + 32);
+        const u16* src = p.q + query_token(p, b, rr / G) * p.q_token + (i64)(kh * G + rr % G) * p.q_head + 64 * w;
+        if constexpr (KSMEM) {  // natural order: chunk kk's words are d 16kk + 2t (+1) and 16kk + 8 + 2t (+1)
+          const u32* s32 = reinterpret_cast<const u32*>(src);
+          row[h][0] = make_uint4(s32[tq], s32[4 + tq], s32[8 + tq], s32[12 + tq]);
+          row[h][1] = make_uint4(s32[16 + tq], s32[20 + tq], s32[24 + tq], s32[28 + tq]);
+        } else {
+          row[h][0] = *reinterpret_cast<const uint4*>(src + 8 * tq);
+          row[h][1] = *reinterpret_cast<const uint4*>(src + 32 + 8 * tq);
+        }
       } else {
         row[h][0] = row[h][1] = make_uint4(0, 0, 0, 0);
       }
@@ -269,6 +300,22 @@ __device__ __forceinline__ void flash_decode_regs(const DecodeParams& p) {
         continue;
       }
       // Q·Kᵀ over this warp's d half
+      u32 kb[4][4];  // KSMEM: chunk kk's B registers for keys 0–7 (0, 1) and 8–15 (2, 3)
+      if constexpr (KSMEM) {
+        __syncwarp();  // the previous step's ldmatrix reads are done
+#pragma unroll
+        for (int x = 0; x < 4; ++x) {
+          const int row = 2 * tq + (x & 1) + 8 * (x >> 1);
+          st_shared_u128(k_tile + row * 128 + ((g ^ (row % 8)) << 4), st.k[x / 2][x % 2]);
+        }
+        __syncwarp();
+        const int key_row = (lane / 16) * 8 + (lane % 8);
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+          const int chunk = 2 * kk + (lane / 8) % 2;
+          ldmatrix_x4(kb[kk], k_tile + key_row * 128 + ((chunk ^ (key_row % 8)) << 4));
+        }
+      }
       float sc[2][2][4];
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt)
@@ -286,8 +333,11 @@ __device__ __forceinline__ void flash_decode_regs(const DecodeParams& p) {
 #pragma unroll
               for (int c = 0; c < 4; ++c) a[c] = qa[QSMEM ? 0 : mt][kk][c];
             }
-            mma_16816<false>(sc[mt][nt], a, word_of(st.k[nt][kk / 2], (2 * kk) % 4),
-                             word_of(st.k[nt][kk / 2], (2 * kk + 1) % 4));
+            if constexpr (KSMEM)
+              mma_16816<false>(sc[mt][nt], a, kb[kk][2 * nt], kb[kk][2 * nt + 1]);
+            else
+              mma_16816<false>(sc[mt][nt], a, word_of(st.k[nt][kk / 2], (2 * kk) % 4),
+                               word_of(st.k[nt][kk / 2], (2 * kk + 1) % 4));
           }
         }
       const i64 next = whole ? step_base(i + DEPTH + 1) : 0;

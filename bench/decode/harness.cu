@@ -96,7 +96,7 @@ struct Variant {
   void (*split_tma)(DecodeParams, TmaDesc, TmaDesc) = nullptr;
   // flash_decode_regs.cu's kernel: a pair of warps a split, `stages` steps of 16 keys in flight, an L2 prefetch
   // `prefetch` steps past them (0: none), loads with the L2::256B hint (l2_256)
-  bool regs = false, l2_256 = false;
+  bool regs = false, l2_256 = false, ksmem = false;
   int prefetch = 0;
   void (*split_general)(DecodeParams) = nullptr;
   const char* name() const {
@@ -104,8 +104,8 @@ struct Variant {
     if (regs) {
       char pf[16] = "";
       if (prefetch) snprintf(pf, sizeof pf, ".pf%d", prefetch);
-      snprintf(buf, sizeof buf, "regs.d%d%s%s%s%s%s", stages, qsmem ? "q" : "", pf, l2_256 ? ".l2" : "",
-               minb > 1 ? (minb == 6 ? ".b6" : ".b") : "",
+      snprintf(buf, sizeof buf, "regs.d%d%s%s%s%s%s%s", stages, qsmem ? "q" : "", pf, l2_256 ? ".l2" : "",
+               ksmem ? ".ks" : "", minb > 1 ? (minb == 6 ? ".b6" : ".b") : "",
                loadonly == 1 ? ".nx" : loadonly == 2 ? ".lo" : "");
       return buf;
     }
@@ -255,10 +255,10 @@ static std::pair<TmaDesc, TmaDesc> tma_maps(const DecodeParams& p, int tk, int g
 }
 // flash_decode_regs.cu's kernel: ≤ 32 rows a kv head (rt 2), blocks a SM from the occupancy API.
 // The launch picks the WHOLE form where the problem allows it (split_general otherwise).
-template <int DEPTH, int PF, bool L2_256, bool QSMEM, int MINB = 1, int MODE = 0>
+template <int DEPTH, int PF, bool L2_256, bool QSMEM, int MINB = 1, int MODE = 0, bool KSMEM = false>
 Variant make_regs() {
-  using C = RegsConfig<DEPTH, PF, L2_256, QSMEM, true, MINB, MODE>;
-  using CG = RegsConfig<DEPTH, PF, L2_256, QSMEM, false, MINB, MODE>;
+  using C = RegsConfig<DEPTH, PF, L2_256, QSMEM, true, MINB, MODE, KSMEM>;
+  using CG = RegsConfig<DEPTH, PF, L2_256, QSMEM, false, MINB, MODE, KSMEM>;
   CHECK(cudaFuncSetAttribute(h_regs<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM));
   CHECK(cudaFuncSetAttribute(h_regs<CG>, cudaFuncAttributeMaxDynamicSharedMemorySize, CG::SMEM));
   int per_sm = 0;
@@ -266,7 +266,7 @@ Variant make_regs() {
   Variant v{128, 128, 2, false, h_regs<C>, h_combine<128>, C::SMEM};
   v.split_general = h_regs<CG>, v.qsmem = QSMEM;
   v.regs = true, v.stages = DEPTH, v.prefetch = PF, v.l2_256 = L2_256, v.tk = REGS_KEYS, v.threads = C::THREADS;
-  v.minb = MINB, v.loadonly = MODE;
+  v.minb = MINB, v.loadonly = MODE, v.ksmem = KSMEM;
   v.per_sm = per_sm;
   return v;
 }
@@ -349,7 +349,11 @@ static std::vector<Variant> all_variants() {
           // … call 2: registers capped for 5 / 6 pairs a SM, and timing-only forms without the exchange (.nx) and
           // with loads alone (.lo)
           make_regs<2, 0, false, true, 6>(), make_regs<3, 0, false, true, 1, 1>(),
-          make_regs<3, 0, false, true, 1, 2>(), make_regs<4, 0, false, true, 1, 2>(), make_regs<2, 0, false, true, 6, 2>()};
+          make_regs<3, 0, false, true, 1, 2>(), make_regs<4, 0, false, true, 1, 2>(), make_regs<2, 0, false, true, 6, 2>(),
+          // … call 3: K in whole lines through a warp-private shared tile (.ks), and its loads alone
+          make_regs<3, 0, false, true, 1, 0, true>(), make_regs<3, 0, false, false, 1, 0, true>(),
+          make_regs<2, 0, false, true, 1, 0, true>(), make_regs<4, 0, false, true, 1, 0, true>(),
+          make_regs<3, 0, false, true, 1, 2, true>()};
 }
 // all_variants() less those whose name starts with one of HARNESS_SKIP's comma-separated prefixes (a device
 // call re-runs the check and bench without a variant whose launch failed: the context is gone after one).
