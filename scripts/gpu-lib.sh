@@ -136,3 +136,19 @@ decode_harness_call() { # output folder
     bin=/tmp/harness
   fi
 }
+# The harness's check of the regs kernels (HARNESS_ONLY=regs) into <folder>/h/check.txt, its summary and failures
+# printed; decode_harness_sanitize runs each compute-sanitizer tool named over `check quick` (its first 4 cases).
+decode_harness_check() { # output folder
+  HARNESS_ONLY=regs timeout -s KILL 120 $bin check > "$1/h/check.txt" 2>&1
+  echo "check rc=$? at ${SECONDS} s: $(tail -1 "$1/h/check.txt")"
+  grep -v '^ok' "$1/h/check.txt" | head -10
+}
+decode_harness_sanitize() { # output folder, tools...
+  local out=$1 tool
+  shift
+  for tool in "$@"; do
+    HARNESS_ONLY=regs timeout -s KILL 150 compute-sanitizer --tool $tool --error-exitcode 9 --print-limit 20 \
+      $bin check quick x 4 > "$out/h/$tool.txt" 2>&1
+    echo "$tool rc=$? at ${SECONDS} s: $(tail -2 "$out/h/$tool.txt" | tr '\n' ' ')"
+  done
+}

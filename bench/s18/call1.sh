@@ -11,10 +11,8 @@ set -u
 out=${1:?output folder}
 . scripts/gpu-lib.sh
 decode_harness_call "$out"
+decode_harness_check "$out"
 export HARNESS_ONLY=regs
-timeout -s KILL 120 $bin check > "$out/h/check.txt" 2>&1
-echo "check rc=$? at ${SECONDS} s"
-grep -c '^ok' "$out/h/check.txt"; grep -v '^ok' "$out/h/check.txt" | head -20
 export HARNESS_SHAPES=64:16384:1,128:8192:1 HARNESS_SPLITS=4,8,12,16,24,32
 timeout -s KILL 150 $bin bench > "$out/h/bench1.txt" 2>&1
 echo "bench1 rc=$? at ${SECONDS} s"
@@ -23,10 +21,6 @@ decode_run lib-1 90 --torch none --impl flash --shapes 64:16384:1,128:8192:1
 HARNESS_SHAPES=64:16384:1 timeout -s KILL 120 $bin bench > "$out/h/bench2.txt" 2>&1
 echo "bench2 rc=$? at ${SECONDS} s"
 decode_end
-for tool in memcheck racecheck; do
-  timeout -s KILL 150 compute-sanitizer --tool $tool --error-exitcode 9 --print-limit 20 $bin check quick x 4 \
-    > "$out/h/$tool.txt" 2>&1
-  echo "$tool rc=$? at ${SECONDS} s: $(tail -3 "$out/h/$tool.txt" | tr '\n' ' ')"
-done
+decode_harness_sanitize "$out" memcheck racecheck
 grep -h "^#" "$out/h/bench1.txt"
 grep -h "regs\|tma\|heads" "$out/h/bench1.txt" "$out/h/bench2.txt" | sort -k9 -n -r | head -40

@@ -12,10 +12,7 @@ set -u
 out=${1:?output folder}
 . scripts/gpu-lib.sh
 decode_harness_call "$out"
-export HARNESS_ONLY=regs
-timeout -s KILL 120 $bin check > "$out/h/check.txt" 2>&1
-echo "check rc=$? at ${SECONDS} s: $(tail -1 "$out/h/check.txt")"
-grep -v '^ok' "$out/h/check.txt" | head -10
+decode_harness_check "$out"
 HARNESS_ONLY=regs,tma1.4x32.s3f= HARNESS_SHAPES=64:16384:1 HARNESS_SPLITS=4,8,16 \
   timeout -s KILL 200 $bin bench > "$out/h/bench.txt" 2>&1
 echo "bench rc=$? at ${SECONDS} s"
@@ -23,9 +20,7 @@ timeout -s KILL 120 ncu --clock-control none -k regex:h_regs --launch-skip 5 --l
   --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
   --section Occupancy --section LaunchStats $bin bench one 64 16384 1 16 regs.d3q > "$out/h/ncu.txt" 2>&1
 echo "ncu rc=$? at ${SECONDS} s"
-timeout -s KILL 120 compute-sanitizer --tool memcheck --error-exitcode 9 --print-limit 20 $bin check quick x 4 \
-  > "$out/h/memcheck.txt" 2>&1
-echo "memcheck rc=$? at ${SECONDS} s: $(tail -2 "$out/h/memcheck.txt" | tr '\n' ' ')"
+decode_harness_sanitize "$out" memcheck
 grep -h "^#" "$out/h/bench.txt" | grep "regs\|tma"
 grep -v "^#" "$out/h/bench.txt" | awk '{print $4, $5, $7, $9}' | sort -k1,1 -k4,4nr | awk '{k=$1" "$2} !(k in s) {s[k]=1; print}'
 grep -E "Stall|stall|Warp Cycles|Issued|Throughput|Eligible|Active Warps|Registers|Achieved|L1/TEX Hit|L2 Hit|Mem Busy|Max Bandwidth|Duration" "$out/h/ncu.txt" | head -60

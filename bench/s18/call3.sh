@@ -11,10 +11,7 @@ set -u
 out=${1:?output folder}
 . scripts/gpu-lib.sh
 decode_harness_call "$out"
-export HARNESS_ONLY=regs
-timeout -s KILL 120 $bin check > "$out/h/check.txt" 2>&1
-echo "check rc=$? at ${SECONDS} s: $(tail -1 "$out/h/check.txt")"
-grep -v '^ok' "$out/h/check.txt" | head -10
+decode_harness_check "$out"
 HARNESS_ONLY=regs.d3q=,regs.d3q.ks=,regs.d3.ks=,regs.d2q.ks=,regs.d4q.ks=,regs.d3q.ks.lo=,regs.d3q.lo=,tma1.4x32.s3f= \
   HARNESS_SHAPES=64:16384:1 HARNESS_SPLITS=8,16 timeout -s KILL 200 $bin bench > "$out/h/bench.txt" 2>&1
 echo "bench rc=$? at ${SECONDS} s"
@@ -25,11 +22,7 @@ for v in regs.d3q.ks regs.d3q tma1.4x32.s3f; do
     --section SchedulerStats --metrics "$stalls" $bin bench one 64 16384 1 16 $v > "$out/h/ncu-$v.txt" 2>&1
   echo "ncu $v rc=$? at ${SECONDS} s"
 done
-for tool in memcheck racecheck; do
-  timeout -s KILL 120 compute-sanitizer --tool $tool --error-exitcode 9 --print-limit 20 $bin check quick x 4 \
-    > "$out/h/$tool.txt" 2>&1
-  echo "$tool rc=$? at ${SECONDS} s: $(tail -2 "$out/h/$tool.txt" | tr '\n' ' ')"
-done
+decode_harness_sanitize "$out" memcheck racecheck
 grep -v "^#" "$out/h/bench.txt" | awk '{print $4, $5, $7, $9}' | sort -k1,1 -k4,4nr | awk '{k=$1" "$2} !(k in s) {s[k]=1; print}'
 for v in regs.d3q.ks regs.d3q tma1.4x32.s3f; do
   echo "== $v"
