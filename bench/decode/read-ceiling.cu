@@ -22,6 +22,7 @@
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o /tmp/read-ceiling bench/decode/read-ceiling.cu
 //   /tmp/read-ceiling [MiB ...]        (default: 128 256 512 1024 2048 4096)
 //   /tmp/read-ceiling --in-flight      (scattered 4 KiB chunks against the bytes in flight a SM: in_flight below)
+//   /tmp/read-ceiling --hybrid         (the TMA engine and plain loads at once, each a share of the chunks: hybrid)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -292,23 +293,61 @@ int in_flight(const unsigned char* buf, unsigned* sink, int sms) {
   return 0;
 }
 
+// `--hybrid`: scattered 4 KiB chunks of 512 MiB read by the bulk reader (one CTA a SM, 3 × 64 KiB) and the plain
+// loads (1 or 2 blocks of 512 a SM: 64 / 128 KiB in flight) at the same time, on two streams, the bulk reader taking
+// the first share f of the chunks. Why (session 18): the TMA engine reads scattered 4 KiB pages at ~3.95 TB/s and
+// plain loads at 4.31–4.42, but a decode kernel whose warps load K and V into registers could not keep enough in
+// flight beside its accumulators (calls 1–3: ≤ 3.3 TB/s loads alone). If the two paths add up, a kernel that copies
+// part of each step by TMA into shared memory and loads the rest into registers is the next step.
+int hybrid(const unsigned char* buf, unsigned* sink, int sms) {
+  constexpr double MIB = 512;
+  const long long chunks = (long long)(MIB * 1048576.0) / 4096;
+  std::mt19937 rng(18);
+  const std::vector<int> host = make_order(Order::Random, chunks, 4096, rng);
+  int* order;
+  CHECK(cudaMalloc(&order, chunks * sizeof(int)));
+  CHECK(cudaMemcpy(order, host.data(), chunks * sizeof(int), cudaMemcpyHostToDevice));
+  CHECK(cudaFuncSetAttribute((read_bulk<STAGES, STAGE_BYTES>), cudaFuncAttributeMaxDynamicSharedMemorySize, STAGES * STAGE_BYTES));
+  cudaStream_t bulk_stream, ldg_stream;  // blocking streams: the timing events on the legacy stream wait for both
+  CHECK(cudaStreamCreate(&bulk_stream));
+  CHECK(cudaStreamCreate(&ldg_stream));
+  for (int per_sm : {1, 2})
+    for (double share : {0.0, 0.25, 0.375, 0.5, 0.75, 1.0}) {
+      const long long tma_chunks = (long long)(chunks * share);
+      char name[64];
+      std::snprintf(name, sizeof name, "hybrid tma %.3f + ldg %dK", share, per_sm * 64);
+      print_row(name, MIB, time_windows([&] {
+                  if (tma_chunks > 0)
+                    read_bulk<STAGES, STAGE_BYTES><<<sms, 32, STAGES * STAGE_BYTES, bulk_stream>>>(buf, order, tma_chunks,
+                                                                                                4096, sink);
+                  if (tma_chunks < chunks)
+                    read_ldg_chunks<<<sms * per_sm, 512, 0, ldg_stream>>>(buf, order + tma_chunks, chunks - tma_chunks,
+                                                                           sink);
+                }));
+    }
+  CHECK(cudaFree(order));
+  return 0;
+}
+
 int main(int argc, char** argv) {
   const bool flight = argc > 1 && std::string(argv[1]) == "--in-flight";
+  const bool mixed = argc > 1 && std::string(argv[1]) == "--hybrid";
   std::vector<double> sizes_mib;
-  for (int i = flight ? 2 : 1; i < argc; ++i) sizes_mib.push_back(std::atof(argv[i]));
+  for (int i = flight || mixed ? 2 : 1; i < argc; ++i) sizes_mib.push_back(std::atof(argv[i]));
   if (sizes_mib.empty()) sizes_mib = {128, 256, 512, 1024, 2048, 4096};
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
   const int sms = prop.multiProcessorCount;
   std::printf("# %s, %d SMs, L2 %d MiB\n", prop.name, sms, prop.l2CacheSize >> 20);
   const size_t max_bytes =
-      flight ? size_t(1024) << 20 : size_t(*std::max_element(sizes_mib.begin(), sizes_mib.end()) * 1048576.0);
+      flight || mixed ? size_t(1024) << 20 : size_t(*std::max_element(sizes_mib.begin(), sizes_mib.end()) * 1048576.0);
   unsigned char* buf;
   unsigned* sink;
   CHECK(cudaMalloc(&buf, max_bytes));
   CHECK(cudaMalloc(&sink, 4));
   CHECK(cudaMemset(buf, 0x5a, max_bytes));
   if (flight) return in_flight(buf, sink, sms);
+  if (mixed) return hybrid(buf, sink, sms);
   CHECK(cudaFuncSetAttribute((read_bulk<STAGES, STAGE_BYTES>), cudaFuncAttributeMaxDynamicSharedMemorySize, STAGES * STAGE_BYTES));
   CHECK(cudaFuncSetAttribute(read_lsu, cudaFuncAttributeMaxDynamicSharedMemorySize, STAGES * STAGE_BYTES));
   // Each size, chunk size and order has its own table of chunk indices (make_order), inside the size's bytes.
