@@ -1,6 +1,10 @@
 // Split-KV decoding with K and V loaded straight into mma fragments: no shared-memory stages, no TMA.
-// An experiment of session 18 (bench/decode/s18-plan.md), in the harness only (bench/decode/regs-harness.cu):
-// the library does not load this file.
+// An experiment of session 18 (bench/decode/s18-plan.md), in the harness only (bench/decode/harness.cu's regs.*
+// variants): the library does not load this file.
+// MEASURED SLOWER (bench/results/2026-12-03-s18-decode, H200, K=1 B=64 S=16k): 0.83–0.87× the harness's TMA kernel
+// in every form (best: regs.d3q, 3.15 TB/s dense, 2.92–2.95 at block 16, against 3.63 / 3.48–3.51). The warps stall
+// on their own dependency chain (ncu: 0.34 instructions a cycle a scheduler, 2 warps each), and the loads alone read
+// ≤ 3.3 TB/s: at 255 registers and 8 warps a SM only 3 steps (96 KiB a SM) fit beside the accumulators.
 //
 // Why: at K=1 (32 query rows a kv head) with 16-row pages the TMA kernel reads 3.91 TB/s, 99% of what a bare
 // TMA reader of the same scattered 4 KiB pages reaches (3.92–4.02), while plain 16-byte loads into registers
