@@ -95,7 +95,9 @@ struct Variant {
   // the TMA loader (decode_tma.cuh): launched with K and V tensor maps (tma_maps)
   void (*split_tma)(DecodeParams, TmaDesc, TmaDesc) = nullptr;
   // flash_decode_regs.cu's kernel: a pair of warps a split, `stages` steps of 16 keys in flight, an L2 prefetch
-  // `prefetch` steps past them (0: none), loads with the L2::256B hint (l2_256)
+  // `prefetch` steps past them (0: none), loads with the L2::256B hint (l2_256), K through shared memory (ksmem);
+  // qsmem, minb and loadonly (its MODE: 1 no exchange, 2 loads alone) as above; split_general: the form with a
+  // table lookup a key, for pages not of whole 16-key steps and windows
   bool regs = false, l2_256 = false, ksmem = false;
   int prefetch = 0;
   void (*split_general)(DecodeParams) = nullptr;
@@ -346,8 +348,8 @@ static std::vector<Variant> all_variants() {
           // (q: Q's fragments in shared memory)
           make_regs<2, 0, false, false>(), make_regs<3, 0, false, false>(), make_regs<3, 0, false, true>(),
           make_regs<4, 0, false, true>(),  make_regs<3, 0, true, false>(),  make_regs<2, 8, false, false>(),
-          // … call 2: registers capped for 5 / 6 pairs a SM, and timing-only forms without the exchange (.nx) and
-          // with loads alone (.lo)
+          // … call 2: registers capped for 6 pairs a SM (.b6), and timing-only forms without the exchange (.nx)
+          // and with loads alone (.lo)
           make_regs<2, 0, false, true, 6>(), make_regs<3, 0, false, true, 1, 1>(),
           make_regs<3, 0, false, true, 1, 2>(), make_regs<4, 0, false, true, 1, 2>(), make_regs<2, 0, false, true, 6, 2>(),
           // … call 3: K in whole lines through a warp-private shared tile (.ks), and its loads alone
@@ -625,9 +627,10 @@ static int check(bool quick, bool heads_only, int max_cases) {
         if (var.hb && (pr.K % var.hb || pr.H % 16 || pr.Hv % 16)) continue;
         if (var.split_tma && !tma_takes(pr.H, pr.Hv, bs, var.group)) continue;
         if (var.loadonly) continue;
+        // the kept ws/tma/regs variants alone
         if (getenv("HARNESS_ONLY") && *getenv("HARNESS_ONLY") && !var.ws && !var.regs) continue;
         // the regs kernel: 128-wide heads, and no NaN/Inf in V where some rows see a key and others not
-        if (var.regs && (pr.H != 128 || pr.Hv != 128 || pr.nan_v)) continue;  // the kept ws/tma variants alone
+        if (var.regs && (pr.H != 128 || pr.Hv != 128 || pr.nan_v)) continue;
         if (heads_only && !var.hb) continue;
         // persistent: the grid instead (SMs × occupancy; 7 blocks, several per item; 300, past the tiles of
         // the small cases, so blocks with no tiles exist)
@@ -804,7 +807,7 @@ static int bench(int argc, char** argv) {
         const int var_tiles = (sh.S + var.tk - 1) / var.tk;
         const int model = var.persist ? var.persist : model_splits(var_blocks, var_tiles, prop.multiProcessorCount * per_sm);
         std::vector<int> list = {model};
-        if (const char* extra = getenv("HARNESS_SPLITS"); extra && (var.ws || var.regs))  // more split counts for ws/tma variants
+        if (const char* extra = getenv("HARNESS_SPLITS"); extra && (var.ws || var.regs))  // more split counts: ws/tma/regs
           for (const char* at = extra; at && *at;) {
             const int s = atoi(at);
             if (s > 0 && s != model && s <= var_tiles) list.push_back(s);
