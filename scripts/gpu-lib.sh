@@ -152,3 +152,9 @@ decode_harness_sanitize() { # output folder, tools...
     echo "$tool rc=$? at ${SECONDS} s: $(tail -2 "$out/h/$tool.txt" | tr '\n' ' ')"
   done
 }
+# bench/decode/read-ceiling.cu built on the device as /tmp/read-ceiling (its log to the file named), for the calls
+# that do not carry tmp/read-ceiling (bench/s17/call2.sh, call3.sh) or whose carried one does not start (s18/call4.sh).
+read_ceiling_build() { # build log file
+  timeout -s KILL 120 nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o /tmp/read-ceiling \
+    bench/decode/read-ceiling.cu > "$1" 2>&1 || echo "read-ceiling build failed"
+}

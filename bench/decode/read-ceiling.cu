@@ -325,6 +325,8 @@ int hybrid(const unsigned char* buf, unsigned* sink, int sms) {
                                                                            sink);
                 }));
     }
+  CHECK(cudaStreamDestroy(bulk_stream));
+  CHECK(cudaStreamDestroy(ldg_stream));
   CHECK(cudaFree(order));
   return 0;
 }

@@ -10,8 +10,7 @@ out=${1:?output folder}
 . scripts/gpu-lib.sh
 decode_call "$out"
 nvidia-smi --query-gpu=name,uuid,power.limit --format=csv,noheader
-timeout -s KILL 120 nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o /tmp/read-ceiling \
-  bench/decode/read-ceiling.cu > "$runs/read-ceiling.build.log" 2>&1 || echo "read-ceiling build failed"
+read_ceiling_build "$runs/read-ceiling.build.log"
 timeout --kill-after=5 200 /tmp/read-ceiling > "$runs/read-ceiling.txt" 2>&1
 echo "read-ceiling rc=$? at ${SECONDS} s"
 timeout --kill-after=5 150 node dist/bench/decode/fixed-cost.js --out "$runs/fixed.json" --shape 64:16384:1 > "$runs/fixed.log" 2>&1

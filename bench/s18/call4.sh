@@ -9,14 +9,15 @@
 #   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o tmp/read-ceiling bench/decode/read-ceiling.cu)
 set -u
 out=${1:?output folder}
+. scripts/gpu-lib.sh
 date -u
 nvidia-smi --query-gpu=name,uuid,power.limit --format=csv,noheader
 export PATH=/usr/local/cuda/bin:$PATH NO_COLOR=1
 reader=tmp/read-ceiling
 if ! timeout -s KILL 60 $reader --hybrid > "$out/hybrid.txt" 2>&1; then
   echo "carried reader failed: building"
-  nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o /tmp/read-ceiling bench/decode/read-ceiling.cu &&
-    timeout -s KILL 60 /tmp/read-ceiling --hybrid > "$out/hybrid.txt" 2>&1
+  read_ceiling_build "$out/read-ceiling.build.log"
+  timeout -s KILL 60 /tmp/read-ceiling --hybrid > "$out/hybrid.txt" 2>&1
 fi
 echo "hybrid rc=$? at ${SECONDS} s"
 cat "$out/hybrid.txt"
