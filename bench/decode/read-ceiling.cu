@@ -23,6 +23,7 @@
 //   /tmp/read-ceiling [MiB ...]        (default: 128 256 512 1024 2048 4096)
 //   /tmp/read-ceiling --in-flight      (scattered 4 KiB chunks against the bytes in flight a SM: in_flight below)
 //   /tmp/read-ceiling --hybrid         (the TMA engine and plain loads at once, each a share of the chunks: hybrid)
+//   /tmp/read-ceiling --staged         (stages filled through registers by producer warps, and partly by TMA: staged)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -331,18 +332,153 @@ int hybrid(const unsigned char* buf, unsigned* sink, int sms) {
   return 0;
 }
 
+// Register-staged stages: the bulk reader's ring (3 × 64 KiB a CTA, one CTA a SM, 16 chunks of 4 KiB a stage) filled
+// by P producer warps that load their chunks into registers (ld.global.nc, as ldg) and store them into the stage, and
+// by the TMA engine for the first T chunks of each stage (one thread's cp.async.bulk, as read_bulk); C consumer warps
+// wait each stage's `full`, read a word and release it on `empty`, as a decode kernel's consumers would. Each
+// producer warp holds CPW chunks a stage and two stages in registers (the next stage's loads are in flight while it
+// waits for a free stage and stores this one): CPW · 2 · 4 KiB a warp.
+template <int P, int C, int T, int CPW>
+__global__ void __launch_bounds__((P + C) * 32, 1)
+    read_staged(const unsigned char* __restrict__ src, const int* __restrict__ order, long long chunks, unsigned* sink) {
+  static_assert(P * CPW + T == 16, "a stage is 16 chunks: T by TMA, P · CPW by the producer warps");
+  constexpr int PER_STAGE = 16, N = CPW * 8;
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ __align__(8) unsigned long long full[STAGES], empty[STAGES];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const long long loads_total = (chunks + PER_STAGE - 1) / PER_STAGE;
+  const long long lo = loads_total * blockIdx.x / gridDim.x, hi = loads_total * (blockIdx.x + 1) / gridDim.x;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(&full[s])), "r"(P * 32 + (T > 0 ? 1 : 0)));
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(&empty[s])), "r"(C));
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  if (warp < P) {
+    auto load = [&](long long l, uint4 (&r)[N]) {
+#pragma unroll
+      for (int i = 0; i < CPW; ++i) {
+        const long long c = l * PER_STAGE + T + warp + P * i;
+        if (c < chunks) {
+          const uint4* chunk = reinterpret_cast<const uint4*>(src + (size_t)(order ? order[c] : c) * 4096);
+#pragma unroll
+          for (int u = 0; u < 8; ++u)
+            asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                         : "=r"(r[i * 8 + u].x), "=r"(r[i * 8 + u].y), "=r"(r[i * 8 + u].z), "=r"(r[i * 8 + u].w)
+                         : "l"(chunk + lane + 32 * u));
+        }
+      }
+    };
+    auto store = [&](long long l, const uint4 (&r)[N]) {
+      const int s = int((l - lo) % STAGES);
+      if (l - lo >= STAGES) wait_phase(smem_u32(&empty[s]), unsigned((l - lo) / STAGES - 1) & 1u);
+      if (T > 0 && threadIdx.x == 0) {
+        const long long c0 = l * PER_STAGE;
+        const int n = int(chunks - c0 < T ? chunks - c0 : T);
+        const unsigned bar = smem_u32(&full[s]);
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"((n > 0 ? n : 0) * 4096)
+                     : "memory");
+        for (int j = 0; j < n; ++j)
+          asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 4096, [%2];" ::"r"(
+                           smem_u32(smem + s * STAGE_BYTES + j * 4096)),
+                       "l"(src + (size_t)(order ? order[c0 + j] : c0 + j) * 4096), "r"(bar)
+                       : "memory");
+      }
+#pragma unroll
+      for (int i = 0; i < CPW; ++i) {
+        const int j = T + warp + P * i;
+        if (l * PER_STAGE + j < chunks)
+#pragma unroll
+          for (int u = 0; u < 8; ++u)
+            asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(
+                             smem_u32(smem + s * STAGE_BYTES + j * 4096 + (lane + 32 * u) * 16)),
+                         "r"(r[i * 8 + u].x), "r"(r[i * 8 + u].y), "r"(r[i * 8 + u].z), "r"(r[i * 8 + u].w)
+                         : "memory");
+      }
+      asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(&full[s])) : "memory");
+    };
+    uint4 a[N], b[N];
+    if (lo < hi) load(lo, a);
+    for (long long l = lo; l < hi; l += 2) {
+      if (l + 1 < hi) load(l + 1, b);
+      store(l, a);
+      if (l + 1 >= hi) break;
+      if (l + 2 < hi) load(l + 2, a);
+      store(l + 1, b);
+    }
+  } else {
+    unsigned acc = 0;
+    for (long long l = lo; l < hi; ++l) {
+      const int s = int((l - lo) % STAGES);
+      wait_phase(smem_u32(&full[s]), unsigned((l - lo) / STAGES) & 1u);
+      acc ^= *reinterpret_cast<volatile unsigned*>(smem + s * STAGE_BYTES + (lane % 16) * 4096 + (warp % 8) * 512);
+      __syncwarp();
+      if (lane == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(&empty[s])) : "memory");
+    }
+    if (acc == MAGIC) *sink = acc;
+  }
+}
+
+template <int P, int C, int T, int CPW>
+void time_staged(const unsigned char* buf, const int* order, long long chunks, int sms, unsigned* sink, double mib,
+                 const std::string& tag) {
+  CHECK(cudaFuncSetAttribute((read_staged<P, C, T, CPW>), cudaFuncAttributeMaxDynamicSharedMemorySize, STAGES * STAGE_BYTES));
+  char name[64];
+  std::snprintf(name, sizeof name, "staged p%d c%d tma%d%s", P, C, T, tag.c_str());
+  print_row(name, mib, time_windows([&] {
+              read_staged<P, C, T, CPW><<<sms, (P + C) * 32, STAGES * STAGE_BYTES>>>(buf, order, chunks, sink);
+            }));
+}
+
+// `--staged`: scattered and ordered 4 KiB chunks at 512 MiB and 1 GiB through register-staged stages (read_staged),
+// beside the bulk reader and the plain loads. Why (session 19): plain loads read scattered 4 KiB pages at 4.31–4.47
+// TB/s and the TMA engine at 3.9–4.0, but every loader into shared memory measured so far (TMA, cp.async) reads like
+// the TMA engine; loads into registers stored into the stage by producer warps were not tried. If they read like plain
+// loads, a decode kernel's producer can be such warps with the consumers unchanged.
+int staged(const unsigned char* buf, unsigned* sink, int sms) {
+  std::mt19937 rng(19);
+  for (double mib : {512.0, 1024.0}) {
+    const long long chunks = (long long)(mib * 1048576.0) / 4096;
+    int* order;
+    CHECK(cudaMalloc(&order, chunks * sizeof(int)));
+    for (Order o : {Order::InOrder, Order::Random}) {
+      const std::vector<int> host = make_order(o, chunks, 4096, rng);
+      CHECK(cudaMemcpy(order, host.data(), chunks * sizeof(int), cudaMemcpyHostToDevice));
+      const int* ord = o == Order::InOrder ? nullptr : order;
+      const std::string tag = std::string(" ") + order_name(o);
+      time_bulk<3, 65536>(("bulk 3x64K" + tag).c_str(), buf, ord, chunks, 128, sink, mib);
+      for (int per_sm = 1; per_sm <= 2; ++per_sm)
+        print_row("ldg " + std::to_string(per_sm * 64) + "K in flight" + tag, mib,
+                  time_windows([&] { read_ldg_chunks<<<sms * per_sm, 512>>>(buf, order, chunks, sink); }));
+      time_staged<8, 4, 0, 2>(buf, ord, chunks, sms, sink, mib, tag);
+      time_staged<16, 4, 0, 1>(buf, ord, chunks, sms, sink, mib, tag);
+      time_staged<4, 4, 8, 2>(buf, ord, chunks, sms, sink, mib, tag);
+      time_staged<8, 4, 8, 1>(buf, ord, chunks, sms, sink, mib, tag);
+      time_staged<6, 4, 4, 2>(buf, ord, chunks, sms, sink, mib, tag);
+      time_staged<12, 4, 4, 1>(buf, ord, chunks, sms, sink, mib, tag);
+      time_staged<4, 4, 12, 1>(buf, ord, chunks, sms, sink, mib, tag);
+      time_staged<8, 4, 0, 2>(buf, ord, chunks, 128, sink, mib, tag + " 128");
+    }
+    CHECK(cudaFree(order));
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   const bool flight = argc > 1 && std::string(argv[1]) == "--in-flight";
   const bool mixed = argc > 1 && std::string(argv[1]) == "--hybrid";
+  const bool stage = argc > 1 && std::string(argv[1]) == "--staged";
   std::vector<double> sizes_mib;
-  for (int i = flight || mixed ? 2 : 1; i < argc; ++i) sizes_mib.push_back(std::atof(argv[i]));
+  for (int i = flight || mixed || stage ? 2 : 1; i < argc; ++i) sizes_mib.push_back(std::atof(argv[i]));
   if (sizes_mib.empty()) sizes_mib = {128, 256, 512, 1024, 2048, 4096};
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
   const int sms = prop.multiProcessorCount;
   std::printf("# %s, %d SMs, L2 %d MiB\n", prop.name, sms, prop.l2CacheSize >> 20);
   const size_t max_bytes =
-      flight || mixed ? size_t(1024) << 20 : size_t(*std::max_element(sizes_mib.begin(), sizes_mib.end()) * 1048576.0);
+      flight || mixed || stage ? size_t(1024) << 20 : size_t(*std::max_element(sizes_mib.begin(), sizes_mib.end()) * 1048576.0);
   unsigned char* buf;
   unsigned* sink;
   CHECK(cudaMalloc(&buf, max_bytes));
@@ -350,6 +486,7 @@ int main(int argc, char** argv) {
   CHECK(cudaMemset(buf, 0x5a, max_bytes));
   if (flight) return in_flight(buf, sink, sms);
   if (mixed) return hybrid(buf, sink, sms);
+  if (stage) return staged(buf, sink, sms);
   CHECK(cudaFuncSetAttribute((read_bulk<STAGES, STAGE_BYTES>), cudaFuncAttributeMaxDynamicSharedMemorySize, STAGES * STAGE_BYTES));
   CHECK(cudaFuncSetAttribute(read_lsu, cudaFuncAttributeMaxDynamicSharedMemorySize, STAGES * STAGE_BYTES));
   // Each size, chunk size and order has its own table of chunk indices (make_order), inside the size's bytes.
