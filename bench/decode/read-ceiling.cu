@@ -337,8 +337,9 @@ int hybrid(const unsigned char* buf, unsigned* sink, int sms) {
 // by the TMA engine for the first T chunks of each stage (one thread's cp.async.bulk, as read_bulk); C consumer warps
 // wait each stage's `full`, read a word and release it on `empty`, as a decode kernel's consumers would. Each
 // producer warp holds CPW chunks a stage and two stages in registers (the next stage's loads are in flight while it
-// waits for a free stage and stores this one): CPW · 2 · 4 KiB a warp.
-template <int P, int C, int T, int CPW>
+// waits for a free stage and stores this one): CPW · 2 · 4 KiB a warp; or, !DB, one (a stage's loads issued only once
+// the last one's are stored): CPW · 4 KiB.
+template <int P, int C, int T, int CPW, bool DB = true>
 __global__ void __launch_bounds__((P + C) * 32, 1)
     read_staged(const unsigned char* __restrict__ src, const int* __restrict__ order, long long chunks, unsigned* sink) {
   static_assert(P * CPW + T == 16, "a stage is 16 chunks: T by TMA, P · CPW by the producer warps");
@@ -400,8 +401,13 @@ __global__ void __launch_bounds__((P + C) * 32, 1)
       asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(&full[s])) : "memory");
     };
     uint4 a[N], b[N];
-    if (lo < hi) load(lo, a);
-    for (long long l = lo; l < hi; l += 2) {
+    if constexpr (!DB)
+      for (long long l = lo; l < hi; ++l) {
+        load(l, a);
+        store(l, a);
+      }
+    if (DB && lo < hi) load(lo, a);
+    for (long long l = lo; DB && l < hi; l += 2) {
       if (l + 1 < hi) load(l + 1, b);
       store(l, a);
       if (l + 1 >= hi) break;
@@ -421,14 +427,14 @@ __global__ void __launch_bounds__((P + C) * 32, 1)
   }
 }
 
-template <int P, int C, int T, int CPW>
+template <int P, int C, int T, int CPW, bool DB = true>
 void time_staged(const unsigned char* buf, const int* order, long long chunks, int sms, unsigned* sink, double mib,
                  const std::string& tag) {
-  CHECK(cudaFuncSetAttribute((read_staged<P, C, T, CPW>), cudaFuncAttributeMaxDynamicSharedMemorySize, STAGES * STAGE_BYTES));
+  CHECK(cudaFuncSetAttribute((read_staged<P, C, T, CPW, DB>), cudaFuncAttributeMaxDynamicSharedMemorySize, STAGES * STAGE_BYTES));
   char name[64];
-  std::snprintf(name, sizeof name, "staged p%d c%d tma%d%s", P, C, T, tag.c_str());
+  std::snprintf(name, sizeof name, "staged p%d c%d tma%d%s%s", P, C, T, DB ? "" : " single", tag.c_str());
   print_row(name, mib, time_windows([&] {
-              read_staged<P, C, T, CPW><<<sms, (P + C) * 32, STAGES * STAGE_BYTES>>>(buf, order, chunks, sink);
+              read_staged<P, C, T, CPW, DB><<<sms, (P + C) * 32, STAGES * STAGE_BYTES>>>(buf, order, chunks, sink);
             }));
 }
 
@@ -459,6 +465,10 @@ int staged(const unsigned char* buf, unsigned* sink, int sms) {
       time_staged<6, 4, 4, 2>(buf, ord, chunks, sms, sink, mib, tag);
       time_staged<12, 4, 4, 1>(buf, ord, chunks, sms, sink, mib, tag);
       time_staged<4, 4, 12, 1>(buf, ord, chunks, sms, sink, mib, tag);
+      time_staged<8, 4, 0, 2, false>(buf, ord, chunks, sms, sink, mib, tag);
+      time_staged<16, 4, 0, 1, false>(buf, ord, chunks, sms, sink, mib, tag);
+      time_staged<4, 4, 8, 2, false>(buf, ord, chunks, sms, sink, mib, tag);
+      time_staged<8, 4, 8, 1, false>(buf, ord, chunks, sms, sink, mib, tag);
       time_staged<8, 4, 0, 2>(buf, ord, chunks, 128, sink, mib, tag + " 128");
     }
     CHECK(cudaFree(order));
