@@ -155,30 +155,33 @@ __device__ __forceinline__ void tma_produce(const DecodeParams& p, const TmaDesc
 // K by tensor copies (producer warp 0, tma_issue's KV = false) and V through registers (STAGED): W producer warps each
 // load TK / W of a tile's V rows with 16-byte plain loads (lane ℓ: row pw·TK/W + ℓ/16 + 2u, columns (ℓ % 16)·8 …,
 // two whole 256-byte rows a warp-load) before they wait for the stage, then store them into V's swizzled layout LV
-// and arrive on `full` (every producer thread, and warp 0's armed arrival for K's bytes). Rows past the range are
-// neither loaded nor stored: they keep stale shared memory, as pages past the range do under the tensor copies
-// (the consumers mask both, tma_produce's comment at the top).
+// and arrive on `full` (every producer thread, and warp 0's armed arrival for K's bytes). Rows past the range load
+// the range's last row instead (no branch a load) and are not stored: they keep stale shared memory, as pages past
+// the range do under the tensor copies (the consumers mask both, tma_produce's comment at the top).
 // Why (bench/results/2026-12-03-s19-decode, call 1, read-ceiling --staged): scattered 4 KiB pages of 512 MiB through
 // shared-memory stages read 3888 GB/s by the TMA engine alone and 4189–4201 with half of each stage's pages through
 // 8 warps' registers (plain loads alone, no stages: 4238–4340); a 16-row page of V is one such 4 KiB chunk.
-template <int TK, int STAGES, int K_BYTES, int STAGE_BYTES, int GROUP, int W, class LV>
-__device__ __forceinline__ void staged_produce(const DecodeParams& p, const TmaDesc* kmap, const BlockKeys& keys, int b,
-                                               int kh, u32 loop_smem, u32 full, u32 empty, int pw, int lane) {
+// PAGED: pages of a power-of-two block size (the TMA loader's), so a row's page and its row in it are a shift and a
+// mask: call 4 found the first form's two runtime divisions a load (~1,800 instructions a tile and warp) holding
+// it to 1.3 TB/s.
+template <bool PAGED, int TK, int STAGES, int K_BYTES, int STAGE_BYTES, int GROUP, int W, class LV>
+__device__ __forceinline__ void staged_produce_as(const DecodeParams& p, const TmaDesc* kmap, const BlockKeys& keys,
+                                                  int b, int kh, u32 loop_smem, u32 full, u32 empty, int pw, int lane) {
   constexpr int ROWS = TK / W, LOADS = ROWS / 2;  // a warp's V rows a tile; a lane's loads (two rows a warp-load)
   static_assert(TK % (2 * W) == 0, "whole row pairs a warp");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const int* table_row = p.block_table ? p.block_table + (i64)b * p.max_blocks : nullptr;
+  const int* table_row = PAGED ? p.block_table + (i64)b * p.max_blocks : nullptr;
   const TmaTile<TK, GROUP, false> t(p);
   if (pw == 0 && lane == 0) tma_prefetch_desc(kmap);
-  const u16* v_head = p.v + (i64)kh * p.v_head;
-  const i64 dense0 = (i64)b * p.S;  // dense: sequence b's first token (the TMA loader takes no packed keys)
-  const int row0 = pw * ROWS + lane / 16, col = (lane % 16) * 8;
+  const int bs_log2 = PAGED ? 31 - __clz(p.block_size) : 0, in_page = PAGED ? p.block_size - 1 : 0;
+  const i64 page_elems = PAGED ? (i64)p.block_size * p.v_token : 0;
+  // this lane's 16 bytes of row 0 of K=kh's V: dense, sequence b's (the TMA loader takes no packed keys)
+  const u16* v_lane = p.v + (i64)kh * p.v_head + (PAGED ? 0 : (i64)b * p.S * p.v_token) + (lane % 16) * 8;
+  const int row0 = pw * ROWS + lane / 16, last = keys.hi - 1;
   auto v_pages = [&](int i, int (&pg)[LOADS]) {
 #pragma unroll
-    for (int u = 0; u < LOADS; ++u) {
-      const int j = keys.lo + i * TK + row0 + 2 * u;
-      pg[u] = (table_row && i < keys.tile_hi && j < keys.hi) ? table_row[j / p.block_size] : 0;
-    }
+    for (int u = 0; u < LOADS; ++u)
+      pg[u] = PAGED && i < keys.tile_hi ? table_row[imin(keys.lo + i * TK + row0 + 2 * u, last) >> bs_log2] : 0;
   };
   int kpg[2], vpg[LOADS];
   if (pw == 0) tma_pages(p, t, table_row, keys, keys.tile_lo, lane, kpg);
@@ -188,13 +191,11 @@ __device__ __forceinline__ void staged_produce(const DecodeParams& p, const TmaD
     u128 x[LOADS];
 #pragma unroll
     for (int u = 0; u < LOADS; ++u) {
-      const int j = key0 + row0 + 2 * u;
-      if (j < keys.hi) {
-        const i64 slot = table_row ? (i64)vpg[u] * p.block_size + j % p.block_size : dense0 + j;
-        asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-                     : "=r"(x[u].x), "=r"(x[u].y), "=r"(x[u].z), "=r"(x[u].w)
-                     : "l"(v_head + slot * p.v_token + col));
-      }
+      const int j = imin(key0 + row0 + 2 * u, last);
+      const i64 at = PAGED ? vpg[u] * page_elems + (i64)(j & in_page) * p.v_token : (i64)j * p.v_token;
+      asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                   : "=r"(x[u].x), "=r"(x[u].y), "=r"(x[u].z), "=r"(x[u].w)
+                   : "l"(v_lane + at));
     }
     int knext[2], vnext[LOADS];
     if (pw == 0) tma_pages(p, t, table_row, keys, i + 1, lane, knext);
@@ -205,9 +206,9 @@ __device__ __forceinline__ void staged_produce(const DecodeParams& p, const TmaD
 #pragma unroll
     for (int u = 0; u < LOADS; ++u) {
       const int row = row0 + 2 * u;
-      if (key0 + row < keys.hi)
-        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(LV::at(base + K_BYTES, row, col)), "r"(x[u].x),
-                     "r"(x[u].y), "r"(x[u].z), "r"(x[u].w)
+      if (key0 + row <= last)
+        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(LV::at(base + K_BYTES, row, (lane % 16) * 8)),
+                     "r"(x[u].x), "r"(x[u].y), "r"(x[u].z), "r"(x[u].w)
                      : "memory");
     }
     dec_mbar_arrive(bar);  // releases this thread's stores to the consumers that wait on `full`
@@ -218,4 +219,14 @@ __device__ __forceinline__ void staged_produce(const DecodeParams& p, const TmaD
 #else
   __trap();  // the host runs the TMA loader only on sm_90
 #endif
+}
+template <int TK, int STAGES, int K_BYTES, int STAGE_BYTES, int GROUP, int W, class LV>
+__device__ __forceinline__ void staged_produce(const DecodeParams& p, const TmaDesc* kmap, const BlockKeys& keys, int b,
+                                               int kh, u32 loop_smem, u32 full, u32 empty, int pw, int lane) {
+  if (p.block_table)
+    staged_produce_as<true, TK, STAGES, K_BYTES, STAGE_BYTES, GROUP, W, LV>(p, kmap, keys, b, kh, loop_smem, full,
+                                                                            empty, pw, lane);
+  else
+    staged_produce_as<false, TK, STAGES, K_BYTES, STAGE_BYTES, GROUP, W, LV>(p, kmap, keys, b, kh, loop_smem, full,
+                                                                             empty, pw, lane);
 }
