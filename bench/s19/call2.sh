@@ -8,6 +8,7 @@
 # (B) K=1 B=64 S=16k (1M tokens) dense / block 16 / block 64 through dist's decode-bench: the rule, staged V by 4 and 8
 #     warps in the rule's form and forced into each form, the rule again.
 #   bash .device/on-gpu.sh bash bench/s19/call2.sh "$OUT"   (.device, dist and .kcache carried)
+# Ran at c755eeb: the staged-V kernel (decodeTuning.stagedWarps) was removed after call 5; check that tree out to rerun.
 set -u
 out=${1:?output folder}
 . scripts/gpu-lib.sh

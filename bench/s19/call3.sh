@@ -4,6 +4,7 @@
 # the library's TMA kernel: the rule at block 16 (clustered row groups), V staged by 4 warps at block 16 (one block,
 # two splits) and by 8 warps dense (one block).
 #   bash .device/on-gpu.sh bash bench/s19/call3.sh "$OUT"   (.device, dist and .kcache carried)
+# Ran at a72169c: the staged-V kernel (decodeTuning.stagedWarps) was removed after call 5; check that tree out to rerun.
 set -u
 out=${1:?output folder}
 . scripts/gpu-lib.sh

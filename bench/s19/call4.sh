@@ -3,6 +3,7 @@
 # ~6.4 µs a tile where the rule takes ~1.1). ncu's per-SASS-instruction samples (source page, CSV) of one launch of
 # V staged by 4 warps at block 16 and of the rule, for reading off the device.
 #   bash .device/on-gpu.sh bash bench/s19/call4.sh "$OUT"   (.device, dist and .kcache carried)
+# Ran at 99d1152: the staged-V kernel (decodeTuning.stagedWarps) was removed after call 5; check that tree out to rerun.
 set -u
 out=${1:?output folder}
 date -u

@@ -66,7 +66,6 @@ describe('TMA decode kernel table', () => {
     delete decodeTuning.rowTiles;
     delete decodeTuning.boxGroup;
     delete decodeTuning.multicast;
-    delete decodeTuning.stagedWarps;
   });
   it('replaces the heads kernel wherever it can run, and the row-tile kernel on short MQA caches, as measured', () => {
     for (const blockSize of [0, 16, 64]) {
@@ -265,32 +264,6 @@ describe('TMA decode kernel table', () => {
     decodeTuning.multicast = 'yes' as unknown as boolean;
     assert.throws(() => split(problem({})), /decodeTuning\.multicast.*true or false.*yes/);
   });
-  it('brings V in through registers only where asked, in either form, never as a cluster', () => {
-    for (const rowGroups of [1, 2] as const)
-      for (const blockSize of [0, 16, 64])
-        for (const warps of [4, 8] as const) {
-          const tensor = picked(problem({ blockSize }));
-          assert.equal(tensor.stagedWarps, 0, 'tensor copies unless asked');
-          assert.doesNotMatch(tmaVariantKey(tensor), /\.st\d/);
-          decodeTuning.rowGroups = rowGroups;
-          decodeTuning.stagedWarps = warps;
-          const v = picked(problem({ blockSize }));
-          assert.equal(v.stagedWarps, warps, `row groups ${rowGroups}, block ${blockSize}`);
-          assert.equal(v.multicast, false, 'multicast is a tensor copy: no cluster');
-          assert.equal(v.rowGroups, rowGroups);
-          assert.match(tmaVariantKey(v), new RegExp(`\\.st${warps}$`));
-          assert.equal(tmaDefines(v).DECODE_WS_STAGED, warps);
-          assert.equal(
-            tmaThreads(v),
-            (v.rowTiles * v.slices + warps) * 32,
-            'the staging warps are the producers',
-          );
-          delete decodeTuning.stagedWarps;
-          delete decodeTuning.rowGroups;
-        }
-    decodeTuning.stagedWarps = 2 as 4;
-    assert.throws(() => split(problem({})), /decodeTuning\.stagedWarps.*0, 4 or 8.*2/);
-  });
   it('takes a forced box group that tiles the stage and stays inside a page, and names a wrong one', () => {
     decodeTuning.boxGroup = 16;
     assert.equal(picked(problem({ blockSize: 64 })).boxGroup, 16);
@@ -342,7 +315,6 @@ describe('TMA decode kernel table', () => {
       DECODE_WS_GROUP: 32,
       DECODE_WS_ROWGROUPS: 2,
       DECODE_WS_MULTICAST: 0,
-      DECODE_WS_STAGED: 0,
     });
   });
   it('maps grouped boxes as 5-D: 64 columns, rows, the two halves 128 B apart, kv head, block', () => {

@@ -124,7 +124,6 @@ describe('flash decode, TMA kernel', { skip }, () => {
     delete decodeTuning.rowTiles;
     delete decodeTuning.combine;
     delete decodeTuning.multicast;
-    delete decodeTuning.stagedWarps;
   });
 
   describe('forced', () => {
@@ -136,39 +135,13 @@ describe('flash decode, TMA kernel', { skip }, () => {
       delete decodeTuning.splits;
       delete decodeTuning.rowGroups;
       delete decodeTuning.multicast;
-      delete decodeTuning.stagedWarps;
     });
     // The forms: one block a key range, row groups of two blocks, and row groups as two-CTA clusters whose
-    // producers multicast each half of a tile into both (decodeTuning.multicast); the first two with V brought in
-    // through registers by 4 or 8 producer warps (decodeTuning.stagedWarps).
+    // producers multicast each half of a tile into both (decodeTuning.multicast).
     const FORMS = [
-      {
-        name: '1 row group(s)',
-        rowGroups: 1,
-        multicast: false,
-        variant: /^flash-decode-tma\.(?!.*\.r2)(?!.*\.st)/,
-      },
-      {
-        name: '2 row group(s)',
-        rowGroups: 2,
-        multicast: false,
-        variant: /^flash-decode-tma\..*\.r2(?!mc)(?!.*\.st)/,
-      },
+      { name: '1 row group(s)', rowGroups: 1, multicast: false, variant: /^flash-decode-tma\.(?!.*\.r2)/ },
+      { name: '2 row group(s)', rowGroups: 2, multicast: false, variant: /^flash-decode-tma\..*\.r2(?!mc)/ },
       { name: 'clustered row groups', rowGroups: 2, multicast: true, variant: /^flash-decode-tma\..*\.r2mc/ },
-      {
-        name: 'V staged by 4 warps in 1 row group',
-        rowGroups: 1,
-        multicast: false,
-        stagedWarps: 4,
-        variant: /^flash-decode-tma\.(?!.*\.r2).*\.st4(\.|$)/,
-      },
-      {
-        name: 'V staged by 8 warps in 2 row groups',
-        rowGroups: 2,
-        multicast: false,
-        stagedWarps: 8,
-        variant: /^flash-decode-tma\..*\.r2(?!mc).*\.st8(\.|$)/,
-      },
     ] as const;
     CASES.forEach((c, index) => {
       for (const form of FORMS)
@@ -176,8 +149,6 @@ describe('flash decode, TMA kernel', { skip }, () => {
           it(`${c.name}, ${form.name}, ${splits ?? 'chosen'} splits: dense, paged 8…256`, () => {
             decodeTuning.rowGroups = form.rowGroups;
             decodeTuning.multicast = form.multicast;
-            if ('stagedWarps' in form) decodeTuning.stagedWarps = form.stagedWarps;
-            else delete decodeTuning.stagedWarps;
             if (splits) decodeTuning.splits = splits;
             else delete decodeTuning.splits;
             const { q, k, v } = inputs(c, 'bfloat16', index * 10);
@@ -293,28 +264,14 @@ describe('flash decode, TMA kernel', { skip }, () => {
         expected.some(Number.isNaN) && !expected.every(Number.isNaN),
         'the case has NaN and finite outputs',
       );
-      // tensor copies of K and V, then V staged through registers by 4 and 8 warps (decodeTuning.stagedWarps)
-      try {
-        for (const stagedWarps of [0, 4, 8] as const) {
-          decodeTuning.stagedWarps = stagedWarps;
-          for (const blockSize of [0, 16, 64]) {
-            const r = run(q, kk, vv, blockSize, options, 61 + blockSize);
-            assert.match(
-              r.variant,
-              stagedWarps
-                ? new RegExp(`^flash-decode-tma\\..*\\.st${stagedWarps}\\.`)
-                : /^flash-decode-tma\.(?!.*\.st)/,
-            );
-            assertSameNaNs(
-              r.output.toFloat64Array(),
-              expected,
-              (i) =>
-                `staged ${stagedWarps}, block ${blockSize} element ${i} (token ${Math.floor(i / (16 * 128))}, column ${i % 128})`,
-            );
-          }
-        }
-      } finally {
-        delete decodeTuning.stagedWarps;
+      for (const blockSize of [0, 16, 64]) {
+        const r = run(q, kk, vv, blockSize, options, 61 + blockSize);
+        assert.match(r.variant, /^flash-decode-tma\./);
+        assertSameNaNs(
+          r.output.toFloat64Array(),
+          expected,
+          (i) => `block ${blockSize} element ${i} (token ${Math.floor(i / (16 * 128))}, column ${i % 128})`,
+        );
       }
     });
   });

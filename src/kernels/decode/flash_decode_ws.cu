@@ -35,7 +35,7 @@
 // halves, read through Sw128Layout.
 template <int D, int DV, bool FP16, int HB, int RTH, int SLICES, int KPW, int STAGES, bool QSMEM, int MINB,
           bool FAST = false, int PRODUCERS = 1, bool TMA = false, int GROUP = 0, int LOADONLY = 0, int ROWGROUPS = 1,
-          bool MULTICAST = false, int STAGED = 0>
+          bool MULTICAST = false>
 struct WsConfig {
   static constexpr int D_ = D, DV_ = DV, HB_ = HB, RTH_ = RTH, SLICES_ = SLICES, KPW_ = KPW, STAGES_ = STAGES;
   static constexpr bool QSMEM_ = QSMEM, FAST_ = FAST, TMA_ = TMA;
@@ -52,13 +52,6 @@ struct WsConfig {
   // pair, and the pair in step by construction (decode-tma.ts, tmaMulticast; past ROW_GROUP_MAX_KEYS a block the
   // one-block form still reads more, bench/results/2026-12-02-s16-decode call 4)
   static constexpr bool MULTICAST_ = MULTICAST;
-  // STAGED: K by the TMA loader's tensor copies, V through registers by STAGED producer warps (PRODUCERS = STAGED;
-  // staged_produce, decode_tma.cuh); with 8 consumer warps, 8 such warps take the register file by setmaxnreg
-  // (STAGED_CONSUMER_REGS / STAGED_PRODUCER_REGS below)
-  static constexpr int STAGED_ = STAGED;
-  // the arrivals that complete a stage's `full`: the producer warps (one each), or with STAGED every producer
-  // thread and warp 0's armed arrival for K's bytes
-  static constexpr int FULL_ARRIVALS = STAGED ? STAGED * 32 + 1 : PRODUCERS;
   static constexpr int MINB_ = MINB, PRODUCERS_ = PRODUCERS;
   static constexpr int TILES = HB * RTH;
   static constexpr int CONSUMERS = TILES * SLICES;
@@ -84,16 +77,13 @@ struct WsConfig {
   static_assert(KPW % 16 == 0 && KPW <= 64, "keys per warp: 16, 32, 48 or 64");
   static_assert(STAGES >= 2 && STAGES <= 8 && CONSUMERS <= 16, "stages, consumer warps");
   static_assert(Q_BYTES % 16 == 0, "the stages stay 16-byte aligned");
-  static_assert(!TMA || (HB == 1 && D == 128 && DV == 128 && (PRODUCERS == 1 || STAGED) && (TK & (TK - 1)) == 0),
-                "the TMA loader: one kv head of H = Hv = 128, one producer warp (STAGED: that many), a power-of-two tile");
+  static_assert(!TMA || (HB == 1 && D == 128 && DV == 128 && PRODUCERS == 1 && (TK & (TK - 1)) == 0),
+                "the TMA loader: one kv head of H = Hv = 128, one producer warp, a power-of-two tile");
   static_assert(GROUP == 0 || (TMA && GROUP % 8 == 0 && TK % GROUP == 0) || (TMA && GROUP == -1 && LOADONLY),
                 "TMA groups: 8·n rows tiling the tile (−1: unswizzled whole rows, nobody reads them)");
   static_assert(ROWGROUPS >= 1 && (ROWGROUPS == 1 || HB == 1), "row groups: one kv head a block");
   static_assert(!MULTICAST || (TMA && ROWGROUPS == 2 && GROUP >= 0 && LOADONLY == 0),
                 "multicast: the TMA loader's row groups of two, boxes the consumers read");
-  static_assert(STAGED == 0 || (TMA && !MULTICAST && GROUP >= 0 && PRODUCERS == STAGED && (STAGED == 4 || STAGED == 8) &&
-                                (STAGED == 4 || CONSUMERS == 8)),
-                "staged V: the TMA loader's stages, no cluster, 4 producer warps, or 8 beside 8 consumers");
 };
 
 // The consumer warps alone (the producer has left): barrier 1, CONSUMERS·32 threads.
@@ -222,12 +212,6 @@ __device__ __forceinline__ void combine_in_split(const DecodeParams& p, int* cou
   }
 }
 
-// The register split of a 16-warp staged block (flash_decode_ws, REBALANCE): whole warpgroups change their
-// registers a thread (setmaxnreg, sm_90.cuh's regs_increase / regs_decrease; multiples of 8); the consumers'
-// request is granted once the producers have given theirs back.
-constexpr int STAGED_CONSUMER_REGS = 168, STAGED_PRODUCER_REGS = 88;
-static_assert(128 * 2 * (STAGED_CONSUMER_REGS + STAGED_PRODUCER_REGS) == 65536, "the register file, shared out");
-
 // kmap, vmap: the TMA loader's tensor maps of K and V (tma_map_dims gives their shape), else unused.
 // split_counters: where not null and p.splits > 1, the combine runs in this launch (combine_in_split), one
 // counter per (sequence, kv head, row group) in that order.
@@ -268,7 +252,7 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const Tma
   const int rank = int(blockIdx.x % RG), peer = rank ^ 1;
   if (threadIdx.x == 0)
     for (int s = 0; s < STAGES; ++s) {
-      dec_mbar_init(full + s * 8, C::FULL_ARRIVALS);
+      dec_mbar_init(full + s * 8, C::PRODUCERS_);
       dec_mbar_init(empty + s * 8, CONSUMERS * (MC ? 2 : 1));  // with MC, both CTAs' consumers release a stage
     }
   if constexpr (C::QSMEM_) {  // Q tile rows (row tile r: head r / RTH, rows (r % RTH)·16 …), zeros past rows_b
@@ -287,17 +271,8 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const Tma
     cluster_wait();
   }
 
-  // 8 staged producer warps beside 8 consumers: 512 threads, 128 registers each at launch; the consumers (ptxas:
-  // 165 with 288 threads) take 168 and the producers (a tile's 16 V rows, 32 registers of loads) give back to 88:
-  // 256 · 168 + 256 · 88 = 65,536, the register file.
-  constexpr bool REBALANCE = C::STAGED_ == 8;
   if (warp >= CONSUMERS) {  // the producers
-    if constexpr (C::STAGED_) {
-      if constexpr (REBALANCE) regs_decrease<STAGED_PRODUCER_REGS>();
-      staged_produce<TK, STAGES, C::K_BYTES, C::STAGE_BYTES, C::GROUP_, C::STAGED_, typename WsLayouts<C>::V>(
-          p, kmap, keys, b, kh0, loop_smem, full, empty, warp - CONSUMERS, lane);
-      return;
-    } else if constexpr (C::TMA_) {
+    if constexpr (C::TMA_) {
       tma_produce<TK, STAGES, C::K_BYTES, C::STAGE_BYTES, C::GROUP_, MC>(p, kmap, vmap, keys, b, kh0, loop_smem,
                                                                          full, empty, lane, rank);
       if constexpr (MC) {  // the cluster's end (see the consumers')
@@ -359,7 +334,6 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const Tma
     return;  // the consumers' merge syncs on barrier 1 without these warps
   }
 
-  if constexpr (REBALANCE) regs_increase<STAGED_CONSUMER_REGS>();
   const int g = lane / 4, tq = lane % 4;
   const int tile_id = warp % TILES, slice = warp / TILES;
   const int hh = tile_id / RTH, rt = tile_id % RTH, kh = kh0 + hh;
@@ -436,13 +410,9 @@ __device__ __forceinline__ void flash_decode_ws(const DecodeParams& p, const Tma
 #ifndef DECODE_WS_MULTICAST
 #define DECODE_WS_MULTICAST 0
 #endif
-#ifndef DECODE_WS_STAGED
-#define DECODE_WS_STAGED 0
-#endif
-using DecodeTmaConfig =
-    WsConfig<128, 128, DECODE_FP16 != 0, 1, DECODE_WS_RTH, DECODE_WS_SLICES, DECODE_WS_KPW, DECODE_STAGES, false, 1,
-             DECODE_WS_FAST != 0, DECODE_WS_STAGED ? DECODE_WS_STAGED : 1, true, DECODE_WS_GROUP, 0,
-             DECODE_WS_ROWGROUPS, DECODE_WS_MULTICAST != 0, DECODE_WS_STAGED>;
+using DecodeTmaConfig = WsConfig<128, 128, DECODE_FP16 != 0, 1, DECODE_WS_RTH, DECODE_WS_SLICES, DECODE_WS_KPW,
+                                 DECODE_STAGES, false, 1, DECODE_WS_FAST != 0, 1, true, DECODE_WS_GROUP, 0,
+                                 DECODE_WS_ROWGROUPS, DECODE_WS_MULTICAST != 0>;
 #if DECODE_WS_MULTICAST
 #define DECODE_TMA_CLUSTER __cluster_dims__(2, 1, 1)
 #else
@@ -497,13 +467,6 @@ decode_ws_tma_test<WsConfig<128, 128, false, 1, 1, 8, 16, 3, false, 1, true, 1, 
     const __grid_constant__ DecodeParams, const __grid_constant__ TmaDesc, const __grid_constant__ TmaDesc);
 template __global__ void
 decode_ws_tma_test<WsConfig<128, 128, false, 1, 1, 8, 16, 3, false, 1, true, 1, true, 16, 0, 2, true>, false>(
-    const __grid_constant__ DecodeParams, const __grid_constant__ TmaDesc, const __grid_constant__ TmaDesc);
-// V through registers: 8 warps beside 8 consumers (row groups, groups of 16), 4 beside two row tiles (half boxes)
-template __global__ void
-decode_ws_tma_test<WsConfig<128, 128, false, 1, 1, 8, 16, 3, false, 1, true, 8, true, 16, 0, 2, false, 8>, false>(
-    const __grid_constant__ DecodeParams, const __grid_constant__ TmaDesc, const __grid_constant__ TmaDesc);
-template __global__ void
-decode_ws_tma_test<WsConfig<128, 128, false, 1, 2, 4, 32, 3, false, 1, true, 4, true, 0, 0, 1, false, 4>, false>(
     const __grid_constant__ DecodeParams, const __grid_constant__ TmaDesc, const __grid_constant__ TmaDesc);
 #endif
 #endif  // ATTNLAB_FLASH_DECODE_WS_CU

@@ -136,20 +136,14 @@ __device__ __forceinline__ u64 sw128_desc(u32 addr, u32 leading_bytes, u32 strid
 
 // ---- warp specialisation ----
 // setmaxnreg moves registers between warpgroups; it needs a register cap at entry
-// (__launch_bounds__(threads, 1)) and is executed by every warp of a warpgroup. Hopper only (the library builds
-// sm_90a there): compiled for an older target (CI's sm_80 build of a kernel that also runs there) it is left out.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define ATTNLAB_SETMAXNREG(op, regs) asm volatile("setmaxnreg." op ".sync.aligned.u32 %0;\n" ::"n"(regs))
-#else
-#define ATTNLAB_SETMAXNREG(op, regs)
-#endif
+// (__launch_bounds__(threads, 1)) and is executed by every warp of a warpgroup.
 template <int REGS>
 __device__ __forceinline__ void regs_increase() {
-  ATTNLAB_SETMAXNREG("inc", REGS);
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS));
 }
 template <int REGS>
 __device__ __forceinline__ void regs_decrease() {
-  ATTNLAB_SETMAXNREG("dec", REGS);
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(REGS));
 }
 // bar.sync on a named barrier (0 is __syncthreads'): `threads` of the block, a multiple of 32.
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {

@@ -97,11 +97,6 @@ export interface DecodeTuning {
    * runs in row groups.
    */
   multicast?: boolean;
-  /**
-   * Producer warps that bring each tile's V rows in through registers while K stays on tensor copies (decode-tma.ts,
-   * DecodeTmaVariant.stagedWarps): 4 or 8; 0 (the default), tensor copies for both. Never as a cluster.
-   */
-  stagedWarps?: 0 | 4 | 8;
 }
 export const decodeTuning: DecodeTuning = {};
 
@@ -115,7 +110,6 @@ const TUNING_VALUES: { readonly [F in keyof Required<DecodeTuning>]: readonly un
   combine: ['fused', 'kernel'],
   boxGroup: [0, 8, 16, 32],
   multicast: [true, false],
-  stagedWarps: [0, 4, 8],
 };
 
 /**

@@ -58,14 +58,6 @@ export interface DecodeTmaVariant extends Omit<DecodeHeadsVariant, 'kind'> {
    * one-block form (tmaMulticast says where).
    */
   readonly multicast: boolean;
-  /**
-   * Producer warps that load each tile's V rows into registers and store them into the stage while one of them
-   * issues K's tensor copies (decode_tma.cuh, staged_produce), or 0: one producer warp's tensor copies of both.
-   * Forced only (decodeTuning.stagedWarps) until measured in the library: bench/decode/read-ceiling.cu read
-   * scattered 4 KiB pages of 512 MiB through shared-memory stages at 3888 GB/s by the TMA engine alone and
-   * 4189–4201 with half of each stage through 8 warps' registers (bench/results/2026-12-03-s19-decode, call 1).
-   */
-  readonly stagedWarps: 0 | 4 | 8;
 }
 
 /** The kernel's name in flash_decode_ws.cu. */
@@ -202,9 +194,7 @@ export function tmaVariant(
   rowGroups: 1 | 2 = 1,
   form: TmaForm = {},
 ): DecodeTmaVariant {
-  const { boxGroup: forcedBoxGroup, rowTiles: forcedRowTiles, multicast = false, stagedWarps = 0 } = form;
-  if (stagedWarps !== 0 && stagedWarps !== 4 && stagedWarps !== 8)
-    throw new InvalidArgumentError('decodeTuning.stagedWarps', '0, 4 or 8', String(stagedWarps));
+  const { boxGroup: forcedBoxGroup, rowTiles: forcedRowTiles, multicast = false } = form;
   const rowTiles = rowGroups === 2 ? 1 : oneBlockRowTiles(p, forcedRowTiles);
   const slices = rowTiles === 2 ? 4 : 8;
   return {
@@ -222,23 +212,24 @@ export function tmaVariant(
     rowGroups,
     boxGroup:
       forcedBoxGroup === undefined ? boxGroupFor(p, rowGroups, rowTiles) : checkedBoxGroup(p, forcedBoxGroup),
-    multicast: rowGroups === 2 && multicast && stagedWarps === 0,
-    stagedWarps,
+    multicast: rowGroups === 2 && multicast,
   };
 }
 
 /**
- * What tmaVariant takes beside the row groups: forced box rows and row tiles, clusters (never with V through
- * registers: multicast is a tensor copy's), the warps that stage V (stagedWarps). Session 17 measured two
+ * What tmaVariant takes beside the row groups: forced box rows and row tiles, clusters. Session 17 measured two
  * other loaders at K=1 B=64 S=16k and removed them (bench/results/2026-12-03-s17-decode): an L2 prefetch of the
  * tiles ahead by the producer, 0.73–0.89× (call 1), and two producer warps of 16-byte cp.async filling the same
- * stages, 0.27–0.49× (call 5: two warps cannot issue 64 KiB a tile fast enough; a bare reader needs 8).
+ * stages, 0.27–0.49× (call 5: two warps cannot issue 64 KiB a tile fast enough; a bare reader needs 8). Session 19
+ * measured a third and removed it (bench/results/2026-12-03-s19-decode, the kernel at commit 90c2269): V loaded into
+ * the registers of 4 or 8 producer warps and stored into the stages while K stayed on tensor copies (a bare reader of
+ * that form read scattered 4 KiB pages at 4.19–4.20 TB/s against the TMA engine's 3.89), 0.52–0.94× of the rule in
+ * every form (call 5: block 16 3597 against 3843 GB/s at best).
  */
 export interface TmaForm {
   readonly boxGroup?: number;
   readonly rowTiles?: 1 | 2;
   readonly multicast?: boolean;
-  readonly stagedWarps?: 0 | 4 | 8;
 }
 
 /**
@@ -343,7 +334,7 @@ export function tmaDependentLaunches(
 }
 
 export const tmaTileKeys = (v: DecodeTmaVariant) => v.slices * v.keysPerWarp;
-export const tmaThreads = (v: DecodeTmaVariant) => (v.rowTiles * v.slices + (v.stagedWarps || 1)) * 32;
+export const tmaThreads = (v: DecodeTmaVariant) => (v.rowTiles * v.slices + 1) * 32;
 
 /** Shared memory of one block, as WsConfig::SMEM with TMA (unpadded stages, 1024-byte aligned). */
 export function tmaSharedBytes(v: DecodeTmaVariant): number {
@@ -354,7 +345,7 @@ export function tmaSharedBytes(v: DecodeTmaVariant): number {
 }
 
 export function tmaVariantKey(v: DecodeTmaVariant): string {
-  const form = `${v.rowGroups > 1 ? `.r${v.rowGroups}` : ''}${v.multicast ? 'mc' : ''}${v.boxGroup ? `.g${v.boxGroup}` : ''}${v.stagedWarps ? `.st${v.stagedWarps}` : ''}`;
+  const form = `${v.rowGroups > 1 ? `.r${v.rowGroups}` : ''}${v.multicast ? 'mc' : ''}${v.boxGroup ? `.g${v.boxGroup}` : ''}`;
   return `flash-decode-tma.${v.arch}.${v.fp16 ? 'f16' : 'bf16'}.d${v.headDim}.1x${v.rowTiles}x${v.slices}.k${tmaTileKeys(
     v,
   )}s${v.stages}${v.fast ? 'f' : ''}${form}`;
@@ -372,7 +363,6 @@ export function tmaDefines(v: DecodeTmaVariant): Record<string, number> {
     DECODE_WS_GROUP: v.boxGroup,
     DECODE_WS_ROWGROUPS: v.rowGroups,
     DECODE_WS_MULTICAST: v.multicast ? 1 : 0,
-    DECODE_WS_STAGED: v.stagedWarps,
   };
 }
 

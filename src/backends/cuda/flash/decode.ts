@@ -238,13 +238,12 @@ export function splitVariant(
   if (multicast !== undefined && typeof multicast !== 'boolean')
     throw new InvalidArgumentError('decodeTuning.multicast', 'true or false', String(multicast));
   const tma = () => {
-    const { boxGroup, stagedWarps } = decodeTuning;
-    const one = tmaVariant(p, arch, 1, { boxGroup, rowTiles, stagedWarps });
-    const shared = !stagedWarps && tmaMulticast(p, multicast);
-    const grouped = tmaVariant(p, arch, 2, { boxGroup, multicast: shared, stagedWarps });
+    const { boxGroup } = decodeTuning;
+    const one = tmaVariant(p, arch, 1, { boxGroup, rowTiles });
+    const grouped = tmaVariant(p, arch, 2, { boxGroup, multicast: tmaMulticast(p, multicast) });
     const splitsOfOne = chooseSplits(p, one, multiprocessors, sharedLimit);
     const groupedKeys = Math.ceil(p.S / chooseSplits(p, grouped, multiprocessors, sharedLimit));
-    return tmaRowGroups(p, splitsOfOne, groupedKeys, multiprocessors, rowGroups, shared) === 1
+    return tmaRowGroups(p, splitsOfOne, groupedKeys, multiprocessors, rowGroups, multicast) === 1
       ? one
       : grouped;
   };
