@@ -442,7 +442,10 @@ void time_staged(const unsigned char* buf, const int* order, long long chunks, i
 // beside the bulk reader and the plain loads. Why (session 19): plain loads read scattered 4 KiB pages at 4.31–4.47
 // TB/s and the TMA engine at 3.9–4.0, but every loader into shared memory measured so far (TMA, cp.async) reads like
 // the TMA engine; loads into registers stored into the stage by producer warps were not tried. If they read like plain
-// loads, a decode kernel's producer can be such warps with the consumers unchanged.
+// loads, a decode kernel's producer can be such warps with the consumers unchanged. Measured (bench/results/
+// 2026-12-03-s19-decode, call 1, 512 MiB random): 4189–4201 GB/s at best (8 warps + TMA 8, 12 + TMA 4) against 3888 for
+// the bulk reader and 4238 / 4340 for plain loads with 64 / 128 KiB in flight; the decode kernel built that way read
+// 0.52–0.94× of the library's (calls 2–5) and was removed.
 int staged(const unsigned char* buf, unsigned* sink, int sms) {
   std::mt19937 rng(19);
   for (double mib : {512.0, 1024.0}) {
