@@ -17,6 +17,11 @@ const busy = (microseconds: number) => {
   while (performance.now() < end);
 };
 const none = { dispose() {} };
+/**
+ * The least of `tries` measurements: other processes sharing the GPU only add time. scripts/gpu-verify.sh runs ~50
+ * test and sanitizer processes at once, and a 300 µs spin timed once measured 425 µs there (session 19).
+ */
+const least = (measure: () => number, tries = 3) => Math.min(...Array.from({ length: tries }, measure));
 
 describe('timing with the host hidden', { skip }, () => {
   it('spinGpu keeps the stream busy for the time asked', () => {
@@ -43,7 +48,7 @@ describe('timing with the host hidden', { skip }, () => {
       spinGpu(300);
       return none;
     };
-    const { deviceMs } = timeHostHidden(call, { samples: 5, batch: 4, warmup: 2 });
+    const deviceMs = least(() => timeHostHidden(call, { samples: 5, batch: 4, warmup: 2 }).deviceMs);
     assert.ok(deviceMs >= 0.29 && deviceMs < 0.4, `device ${deviceMs} ms a call`);
   });
 });
