@@ -263,6 +263,25 @@ double print_row(const std::string& reader, double mib, Timing t) {
   return gbs;
 }
 
+// `body(mib, chunks, ord, order, tag)` for 4 KiB chunks of 512 MiB and 1 GiB, in order and random (make_order with
+// `rng`): `order` the device table (the identity in order), `ord` the same or null in order (the bulk reader's and
+// read_staged's convention), `tag` the order's name for the rows.
+template <class Body>
+void each_chunk_order(std::mt19937& rng, Body body) {
+  for (double mib : {512.0, 1024.0}) {
+    const long long chunks = (long long)(mib * 1048576.0) / 4096;
+    int* order;
+    CHECK(cudaMalloc(&order, chunks * sizeof(int)));
+    for (Order o : {Order::InOrder, Order::Random}) {
+      const std::vector<int> host = make_order(o, chunks, 4096, rng);
+      CHECK(cudaMemcpy(order, host.data(), chunks * sizeof(int), cudaMemcpyHostToDevice));
+      body(mib, chunks, o == Order::InOrder ? nullptr : (const int*)order, (const int*)order,
+           std::string(" ") + order_name(o));
+    }
+    CHECK(cudaFree(order));
+  }
+}
+
 template <int ST, unsigned SB>
 void time_bulk(const char* name, const unsigned char* buf, const int* order, long long chunks, int ctas, unsigned* sink,
                double mib) {
@@ -272,25 +291,15 @@ void time_bulk(const char* name, const unsigned char* buf, const int* order, lon
 
 int in_flight(const unsigned char* buf, unsigned* sink, int sms) {
   std::mt19937 rng(17);
-  for (double mib : {512.0, 1024.0}) {
-    const long long chunks = (long long)(mib * 1048576.0) / 4096;
-    int* order;
-    CHECK(cudaMalloc(&order, chunks * sizeof(int)));
-    for (Order o : {Order::InOrder, Order::Random}) {
-      const std::vector<int> host = make_order(o, chunks, 4096, rng);
-      CHECK(cudaMemcpy(order, host.data(), chunks * sizeof(int), cudaMemcpyHostToDevice));
-      const int* ord = o == Order::InOrder ? nullptr : order;
-      const std::string tag = std::string(" ") + order_name(o);
-      time_bulk<3, 65536>(("bulk 3x64K" + tag).c_str(), buf, ord, chunks, 128, sink, mib);
-      time_bulk<6, 32768>(("bulk 6x32K" + tag).c_str(), buf, ord, chunks, 128, sink, mib);
-      time_bulk<12, 16384>(("bulk 12x16K" + tag).c_str(), buf, ord, chunks, 128, sink, mib);
-      time_bulk<13, 16384>(("bulk 13x16K" + tag).c_str(), buf, ord, chunks, 128, sink, mib);
-      for (int per_sm = 1; per_sm <= 4; ++per_sm)
-        print_row("ldg " + std::to_string(per_sm * 64) + "K in flight" + tag, mib,
-                  time_windows([&] { read_ldg_chunks<<<sms * per_sm, 512>>>(buf, order, chunks, sink); }));
-    }
-    CHECK(cudaFree(order));
-  }
+  each_chunk_order(rng, [&](double mib, long long chunks, const int* ord, const int* order, const std::string& tag) {
+    time_bulk<3, 65536>(("bulk 3x64K" + tag).c_str(), buf, ord, chunks, 128, sink, mib);
+    time_bulk<6, 32768>(("bulk 6x32K" + tag).c_str(), buf, ord, chunks, 128, sink, mib);
+    time_bulk<12, 16384>(("bulk 12x16K" + tag).c_str(), buf, ord, chunks, 128, sink, mib);
+    time_bulk<13, 16384>(("bulk 13x16K" + tag).c_str(), buf, ord, chunks, 128, sink, mib);
+    for (int per_sm = 1; per_sm <= 4; ++per_sm)
+      print_row("ldg " + std::to_string(per_sm * 64) + "K in flight" + tag, mib,
+                time_windows([&] { read_ldg_chunks<<<sms * per_sm, 512>>>(buf, order, chunks, sink); }));
+  });
   return 0;
 }
 
@@ -448,34 +457,24 @@ void time_staged(const unsigned char* buf, const int* order, long long chunks, i
 // 0.52–0.94× of the library's (calls 2–5) and was removed.
 int staged(const unsigned char* buf, unsigned* sink, int sms) {
   std::mt19937 rng(19);
-  for (double mib : {512.0, 1024.0}) {
-    const long long chunks = (long long)(mib * 1048576.0) / 4096;
-    int* order;
-    CHECK(cudaMalloc(&order, chunks * sizeof(int)));
-    for (Order o : {Order::InOrder, Order::Random}) {
-      const std::vector<int> host = make_order(o, chunks, 4096, rng);
-      CHECK(cudaMemcpy(order, host.data(), chunks * sizeof(int), cudaMemcpyHostToDevice));
-      const int* ord = o == Order::InOrder ? nullptr : order;
-      const std::string tag = std::string(" ") + order_name(o);
-      time_bulk<3, 65536>(("bulk 3x64K" + tag).c_str(), buf, ord, chunks, 128, sink, mib);
-      for (int per_sm = 1; per_sm <= 2; ++per_sm)
-        print_row("ldg " + std::to_string(per_sm * 64) + "K in flight" + tag, mib,
-                  time_windows([&] { read_ldg_chunks<<<sms * per_sm, 512>>>(buf, order, chunks, sink); }));
-      time_staged<8, 4, 0, 2>(buf, ord, chunks, sms, sink, mib, tag);
-      time_staged<16, 4, 0, 1>(buf, ord, chunks, sms, sink, mib, tag);
-      time_staged<4, 4, 8, 2>(buf, ord, chunks, sms, sink, mib, tag);
-      time_staged<8, 4, 8, 1>(buf, ord, chunks, sms, sink, mib, tag);
-      time_staged<6, 4, 4, 2>(buf, ord, chunks, sms, sink, mib, tag);
-      time_staged<12, 4, 4, 1>(buf, ord, chunks, sms, sink, mib, tag);
-      time_staged<4, 4, 12, 1>(buf, ord, chunks, sms, sink, mib, tag);
-      time_staged<8, 4, 0, 2, false>(buf, ord, chunks, sms, sink, mib, tag);
-      time_staged<16, 4, 0, 1, false>(buf, ord, chunks, sms, sink, mib, tag);
-      time_staged<4, 4, 8, 2, false>(buf, ord, chunks, sms, sink, mib, tag);
-      time_staged<8, 4, 8, 1, false>(buf, ord, chunks, sms, sink, mib, tag);
-      time_staged<8, 4, 0, 2>(buf, ord, chunks, 128, sink, mib, tag + " 128");
-    }
-    CHECK(cudaFree(order));
-  }
+  each_chunk_order(rng, [&](double mib, long long chunks, const int* ord, const int* order, const std::string& tag) {
+    time_bulk<3, 65536>(("bulk 3x64K" + tag).c_str(), buf, ord, chunks, 128, sink, mib);
+    for (int per_sm = 1; per_sm <= 2; ++per_sm)
+      print_row("ldg " + std::to_string(per_sm * 64) + "K in flight" + tag, mib,
+                time_windows([&] { read_ldg_chunks<<<sms * per_sm, 512>>>(buf, order, chunks, sink); }));
+    time_staged<8, 4, 0, 2>(buf, ord, chunks, sms, sink, mib, tag);
+    time_staged<16, 4, 0, 1>(buf, ord, chunks, sms, sink, mib, tag);
+    time_staged<4, 4, 8, 2>(buf, ord, chunks, sms, sink, mib, tag);
+    time_staged<8, 4, 8, 1>(buf, ord, chunks, sms, sink, mib, tag);
+    time_staged<6, 4, 4, 2>(buf, ord, chunks, sms, sink, mib, tag);
+    time_staged<12, 4, 4, 1>(buf, ord, chunks, sms, sink, mib, tag);
+    time_staged<4, 4, 12, 1>(buf, ord, chunks, sms, sink, mib, tag);
+    time_staged<8, 4, 0, 2, false>(buf, ord, chunks, sms, sink, mib, tag);
+    time_staged<16, 4, 0, 1, false>(buf, ord, chunks, sms, sink, mib, tag);
+    time_staged<4, 4, 8, 2, false>(buf, ord, chunks, sms, sink, mib, tag);
+    time_staged<8, 4, 8, 1, false>(buf, ord, chunks, sms, sink, mib, tag);
+    time_staged<8, 4, 0, 2>(buf, ord, chunks, 128, sink, mib, tag + " 128");
+  });
   return 0;
 }
 
