@@ -93,7 +93,7 @@ describe('device scripts', () => {
     assert.ok(table.length > 0, result.stdout);
     const row = (name: string) => table.split('\n').find((line) => line.split(/\s+/)[0] === name) ?? '';
 
-    for (const shard of ['rest', 'flash-float32', 'flash-bfloat16', 'backward-flash', 'decode'])
+    for (const shard of ['rest', 'flash-float32', 'flash-bfloat16', 'backward-flash', 'decode', 'timing'])
       assert.match(row(shard), /pass=1 fail=0 skipped=0 +rc=0$/, `${shard} in\n${table}`);
     assert.match(row('nan'), /pass=1 fail=1 skipped=0 +rc=0$/, table);
     assert.match(row('wgmma-bfloat16'), /skipped=1 /, `the shard's variables reach node:\n${table}`);

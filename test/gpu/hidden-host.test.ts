@@ -18,8 +18,9 @@ const busy = (microseconds: number) => {
 };
 const none = { dispose() {} };
 /**
- * The least of `tries` measurements: other processes sharing the GPU only add time. scripts/gpu-verify.sh runs ~50
- * test and sanitizer processes at once, and a 300 µs spin timed once measured 425 µs there (session 19).
+ * The least of `tries` measurements: other processes sharing the GPU only add time to a device-bound call (node
+ * --test runs test files in parallel). With ~50 processes at once (scripts/gpu-verify.sh's shards) a 300 µs spin
+ * read 425–433 µs even so (sessions 19 and 20), so that script runs this file alone after the others.
  */
 const least = (measure: () => number, tries = 3) => Math.min(...Array.from({ length: tries }, measure));
 
