@@ -19,7 +19,8 @@ import { appendToPools } from '../backends/cuda/flash/kv-append.js';
 import { allocDevice, fillDevice32 } from '../backends/cuda/memory.js';
 import type { AttentionOptions, AttentionResult } from '../backends/problem.js';
 import { CacheFullError, InvalidArgumentError } from '../errors.js';
-import { allocRaw, type FloatDType } from '../tensor/dtype.js';
+import { allocHost } from '../tensor/checks.js';
+import type { FloatDType } from '../tensor/dtype.js';
 import { keep } from '../tensor/scope.js';
 import type { Device } from '../tensor/storage.js';
 import { Tensor } from '../tensor/tensor.js';
@@ -228,7 +229,7 @@ export class KVCache {
 
   /** The pools belong to the cache until its dispose(): kept out of any tidy() the cache is made in. */
   #pool(shape: number[], elements: number): Tensor {
-    if (this.device === 'cpu') return keep(Tensor.fromRaw(allocRaw(this.dtype, elements), shape, this.dtype));
+    if (this.device === 'cpu') return keep(Tensor.fromRaw(allocHost(this.dtype, shape), shape, this.dtype));
     const bytes = elements * 2;
     const buffer = allocDevice(bytes);
     fillDevice32(buffer, 0, Math.ceil(bytes / 4));

@@ -126,6 +126,24 @@ export function checkBlockTable(
       'undefined',
     );
   }
+  if (
+    keyValueSeqLengths === null ||
+    typeof keyValueSeqLengths !== 'object' ||
+    typeof keyValueSeqLengths.length !== 'number'
+  ) {
+    throw new InvalidArgumentError(
+      'keyValueSeqLengths',
+      `B=${B} cached lengths, one per sequence`,
+      describe(keyValueSeqLengths),
+    );
+  }
+  if (keyValueSeqLengths.length !== B) {
+    throw new InvalidArgumentError(
+      'keyValueSeqLengths',
+      `B=${B} cached lengths, one per sequence (the query's batch)`,
+      `${keyValueSeqLengths.length} value${keyValueSeqLengths.length === 1 ? '' : 's'}`,
+    );
+  }
   const { numBlocks, blockSize } = pool;
   const capacity = M * blockSize;
   // The entries a previous call already checked need no second look: a decode loop passes the same
@@ -354,8 +372,8 @@ export function layoutOf(query: Tensor, key: Tensor, value: Tensor, options: Lay
     if (keyValueSeqLengths.length !== B) {
       throw new InvalidArgumentError(
         'keyValueSeqOffsets',
-        `B+1=${B + 1} offsets (B=${B} sequences)`,
-        `${B + 1}`,
+        `B+1=${B + 1} offsets (B=${B} sequences, as querySeqOffsets or the query's batch)`,
+        `${keyValueSeqOffsets.length} (B=${keyValueSeqLengths.length})`,
       );
     }
     S = maxLength(keyValueSeqLengths);

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { attention } from '../../src/api/attention.js';
 import { KVCache } from '../../src/api/kv-cache.js';
-import { CacheFullError, InvalidArgumentError } from '../../src/errors.js';
+import { CacheFullError, InvalidArgumentError, OutOfMemoryError } from '../../src/errors.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { sliceRows } from '../support/kv-layouts.js';
 
@@ -57,6 +57,17 @@ describe('KVCache', () => {
       assert.equal(cache.freeBlocks, 4);
     });
   }
+
+  it('says a host pool too large to hold is out of memory, with the bytes and the shape', () => {
+    assert.throws(
+      () => new KVCache({ numBlocks: 2 ** 40, blockSize: 4, numKvHeads: 1, headDim: 8, device: 'cpu' }),
+      (e: unknown) =>
+        e instanceof OutOfMemoryError &&
+        e.device === 'cpu' &&
+        e.requestedBytes === 2 ** 40 * 4 * 8 * 2 &&
+        e.message.includes('shape [1099511627776, 4, 1, 8] bfloat16'),
+    );
+  });
 
   it('returns blocks when a sequence is freed, and refuses a full append without changing anything', () => {
     const cache = new KVCache({ numBlocks: 4, blockSize: 4, numKvHeads: 1, headDim: 8, device: 'cpu' });

@@ -131,6 +131,39 @@ describe('paged KV cache', () => {
       'keyValueSeqLengths',
     ],
     ['a table of the wrong batch', { blockTable: [[0, 1]], keyValueSeqLengths: [1, 1] }, 'blockTable'],
+    [
+      'lengths of another batch (one too many)',
+      {
+        blockTable: [
+          [0, 1],
+          [2, 3],
+        ],
+        keyValueSeqLengths: [1, 1, 1],
+      },
+      'keyValueSeqLengths',
+    ],
+    [
+      'lengths of another batch (one too few)',
+      {
+        blockTable: [
+          [0, 1],
+          [2, 3],
+        ],
+        keyValueSeqLengths: [1],
+      },
+      'keyValueSeqLengths',
+    ],
+    [
+      'a number for the lengths',
+      {
+        blockTable: [
+          [0, 1],
+          [2, 3],
+        ],
+        keyValueSeqLengths: 4,
+      },
+      'keyValueSeqLengths',
+    ],
     ['ragged rows', { blockTable: [[0, 1], [2]], keyValueSeqLengths: [1, 1] }, 'blockTable[1]'],
     [
       'a float table entry',
@@ -262,6 +295,15 @@ describe('packed sequences', () => {
       'querySeqOffsets[1]',
     ],
   ];
+  it('say how many key offsets came when they describe another batch', () => {
+    assert.throws(
+      () => attention(q, kv, kv, { querySeqOffsets: [0, 2, 4], keyValueSeqOffsets: [0, 1, 2, 5] }),
+      (e: unknown) =>
+        e instanceof InvalidArgumentError &&
+        e.argument === 'keyValueSeqOffsets' &&
+        /expected B\+1=3 offsets .*, got 4 \(B=3\)$/.test(e.message),
+    );
+  });
   for (const [name, options, argument] of bad) {
     it(`refuse ${name}, naming ${argument}`, () => {
       assert.throws(

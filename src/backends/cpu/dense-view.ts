@@ -6,7 +6,8 @@
  * construction, so the CPU tests check the gather itself against hand-built dense inputs.
  */
 
-import { allocRaw, type RawArray } from '../../tensor/dtype.js';
+import { allocHost } from '../../tensor/checks.js';
+import type { RawArray } from '../../tensor/dtype.js';
 import { Tensor } from '../../tensor/tensor.js';
 import type { AttentionProblem, BackendOutput } from '../problem.js';
 
@@ -52,7 +53,7 @@ function gatherPages(pool: Tensor, p: AttentionProblem, shape: readonly number[]
   const { blockTable, maxBlocksPerSeq: M, blockSize } = paged;
   const src = pool.toHost().data;
   const blockElements = src.length / paged.numBlocks;
-  const dst = allocRaw(pool.dtype, p.B * M * blockElements);
+  const dst = allocHost(pool.dtype, shape); // (B, M·blockSize, K, H): p.B·M·blockElements
   const lengths = p.keyValueSeqLengths;
   for (let b = 0; b < p.B; b++) {
     // Only the blocks the sequence holds are read: later table entries may be padding (0 or −1).
@@ -70,7 +71,7 @@ function spreadRows(packed: Tensor, offsets: Int32Array, shape: readonly number[
   const src = packed.toHost().data;
   const rowElements = packed.shape.slice(1).reduce((a, d) => a * d, 1);
   const [B, L] = shape;
-  const dst = allocRaw(packed.dtype, B * L * rowElements);
+  const dst = allocHost(packed.dtype, shape);
   for (let b = 0; b < B; b++) {
     const rows = offsets[b + 1] - offsets[b];
     copyRange(dst, b * L * rowElements, src, offsets[b] * rowElements, rows * rowElements);
@@ -83,7 +84,7 @@ function packRows(dense: Tensor, offsets: Int32Array, shape: readonly number[]):
   const src = dense.toHost().data;
   const [B, L] = dense.shape;
   const rowElements = dense.size / (B * L);
-  const dst = allocRaw(dense.dtype, shape[0] * rowElements);
+  const dst = allocHost(dense.dtype, shape);
   for (let b = 0; b < B; b++) {
     const rows = offsets[b + 1] - offsets[b];
     copyRange(dst, offsets[b] * rowElements, src, b * L * rowElements, rows * rowElements);
