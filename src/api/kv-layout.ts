@@ -32,6 +32,20 @@ const describe = (value: unknown): string => {
   return typeof value === 'object' ? (value.constructor?.name ?? 'an object') : `${typeof value} ${value}`;
 };
 
+/**
+ * Lengths and offsets may come as an int32 Tensor of rank 1 (FlashAttention's cu_seqlens and seqused_k are
+ * tensors), on the host or the GPU: its values, copied to the host for the checks here. Anything else passes
+ * through for the caller's own check.
+ */
+export function int32ListOf(argument: string, value: unknown): unknown {
+  if (!(value instanceof Tensor)) return value;
+  if (value.disposed) throw new InvalidArgumentError(argument, 'a live Tensor', 'a disposed Tensor');
+  if (value.dtype !== 'int32') throw new InvalidArgumentError(`${argument}.dtype`, 'int32', value.dtype);
+  if (value.rank !== 1)
+    throw new InvalidArgumentError(argument, 'an int32 Tensor of rank 1', `[${value.shape.join(', ')}]`);
+  return value.toHost().data as Int32Array;
+}
+
 /** B+1 non-decreasing integers from 0 to `total`. */
 export function checkOffsets(argument: string, value: unknown, total: number, letter: string): Int32Array {
   const values = integerList(argument, value, `B+1 cumulative starts ending at ${letter}=${total}`);
@@ -80,8 +94,9 @@ export function checkBlockTable(
   value: unknown,
   B: number,
   pool: { numBlocks: number; blockSize: number },
-  keyValueSeqLengths: ArrayLike<number> | undefined,
+  lengthsGiven: ArrayLike<number> | Tensor | undefined,
 ): PagedKv {
+  const keyValueSeqLengths = int32ListOf('keyValueSeqLengths', lengthsGiven) as ArrayLike<number> | undefined;
   let table: Int32Array;
   let borrowed = false;
   let rows: number;
@@ -189,7 +204,8 @@ export function checkBlockTable(
   return { blockTable: table, maxBlocksPerSeq: M, blockSize, numBlocks };
 }
 
-function integerList(argument: string, value: unknown, expected: string): number[] {
+function integerList(argument: string, given: unknown, expected: string): number[] {
+  const value = int32ListOf(argument, given);
   if (
     value === null ||
     typeof value !== 'object' ||
@@ -251,7 +267,7 @@ interface LayoutOptions {
   readonly querySeqOffsets?: unknown;
   readonly keyValueSeqOffsets?: unknown;
   readonly querySeqLengths?: unknown;
-  readonly keyValueSeqLengths?: ArrayLike<number>;
+  readonly keyValueSeqLengths?: ArrayLike<number> | Tensor;
 }
 
 export function layoutOf(query: Tensor, key: Tensor, value: Tensor, options: LayoutOptions): Layout {

@@ -21,7 +21,7 @@ import {
 import { InvalidArgumentError } from '../errors.js';
 import { isFloatDType } from '../tensor/dtype.js';
 import { Tensor } from '../tensor/tensor.js';
-import { LAYOUT_OPTIONS, layoutOf } from './kv-layout.js';
+import { int32ListOf, LAYOUT_OPTIONS, layoutOf } from './kv-layout.js';
 
 const shapeText = (t: Tensor): string => `[${t.shape.join(', ')}]`;
 
@@ -56,12 +56,13 @@ function checkBroadcast(
 
 export function checkLengths(
   argument: string,
-  value: ArrayLike<number> | undefined,
+  given: ArrayLike<number> | Tensor | undefined,
   B: number,
   max: number,
   letter: string,
 ) {
-  if (value === undefined) return null;
+  if (given === undefined) return null;
+  const value = int32ListOf(argument, given) as ArrayLike<number>;
   if (value === null || typeof value !== 'object' || typeof value.length !== 'number') {
     throw new InvalidArgumentError(argument, `${B} integers (one per batch, B=${B})`, describeValue(value));
   }

@@ -37,10 +37,10 @@ export interface AttentionOptions {
   isCausal?: boolean;
   /** Diagonal alignment for isCausal and localWindowSize when T ≠ S; default 'top_left'. */
   causalAlignment?: CausalAlignment;
-  /** Valid query length of each batch (B values); rows at or past it output zeros. */
-  querySeqLengths?: ArrayLike<number>;
+  /** Valid query length of each batch (B values: an array, or an int32 Tensor of rank 1); rows at or past it output zeros. */
+  querySeqLengths?: ArrayLike<number> | Tensor;
   /** Valid key/value length of each batch (B values); keys at or past it are masked. */
-  keyValueSeqLengths?: ArrayLike<number>;
+  keyValueSeqLengths?: ArrayLike<number> | Tensor;
   /** Query i sees keys in [i − left, i + right] (inclusive); a number w means [w, w]. */
   localWindowSize?: number | readonly [number, number];
   /** A backend by name, or undefined for the best available. A named backend never falls back. */
@@ -55,9 +55,9 @@ export interface AttentionOptions {
    */
   blockTable?: Tensor | ArrayLike<ArrayLike<number>>;
   /** Packed query (totalT, N, H): B+1 cumulative starts of each sequence's queries. */
-  querySeqOffsets?: ArrayLike<number>;
+  querySeqOffsets?: ArrayLike<number> | Tensor;
   /** Packed key/value (totalS, K, H|Hv): B+1 cumulative starts of each sequence's keys. */
-  keyValueSeqOffsets?: ArrayLike<number>;
+  keyValueSeqOffsets?: ArrayLike<number> | Tensor;
 }
 
 /** A rank-4 operand broadcast to (B,N,T,S): element (b,n,t,s) is at b·strides[0] + … + s·strides[3]. */

@@ -314,6 +314,73 @@ describe('packed sequences', () => {
   }
 });
 
+describe('lengths and offsets as int32 Tensors', () => {
+  const ints = (values: number[]) => Tensor.fromArray(values, [values.length], 'int32');
+  const same = (a: Tensor, b: Tensor) => assert.deepEqual([...a.toFloat64Array()], [...b.toFloat64Array()]);
+
+  it('equal the same values given as arrays: dense lengths, packed offsets, a paged cache', () => {
+    const q = randomNormal([2, 3, 4, 8], { seed: 40 });
+    const k = randomNormal([2, 5, 2, 8], { seed: 41 });
+    same(
+      attention(q, k, k, { querySeqLengths: ints([2, 3]), keyValueSeqLengths: ints([4, 1]) }).output,
+      attention(q, k, k, { querySeqLengths: [2, 3], keyValueSeqLengths: [4, 1] }).output,
+    );
+    const qp = randomNormal([3, 4, 8], { seed: 42 });
+    const kp = randomNormal([5, 2, 8], { seed: 43 });
+    same(
+      attention(qp, kp, kp, { querySeqOffsets: ints([0, 1, 3]), keyValueSeqOffsets: ints([0, 2, 5]) }).output,
+      attention(qp, kp, kp, { querySeqOffsets: [0, 1, 3], keyValueSeqOffsets: [0, 2, 5] }).output,
+    );
+    const pool = randomNormal([4, 4, 2, 8], { seed: 44 });
+    const q1 = randomNormal([2, 1, 4, 8], { seed: 45 });
+    const blockTable = [
+      [0, 1],
+      [3, 2],
+    ];
+    same(
+      attention(q1, pool, pool, { blockTable, keyValueSeqLengths: ints([5, 3]) }).output,
+      attention(q1, pool, pool, { blockTable, keyValueSeqLengths: [5, 3] }).output,
+    );
+  });
+
+  const disposed = ints([0, 5]);
+  disposed.dispose();
+  const q = randomNormal([1, 1, 2, 8], { seed: 46 });
+  const k = randomNormal([1, 5, 1, 8], { seed: 47 });
+  const packedKv = randomNormal([5, 1, 8], { seed: 49 });
+  const bad: [string, () => unknown, string][] = [
+    [
+      'float32 lengths',
+      () => attention(q, k, k, { keyValueSeqLengths: Tensor.zeros([1]) }),
+      'keyValueSeqLengths.dtype',
+    ],
+    [
+      'lengths of rank 2',
+      () => attention(q, k, k, { querySeqLengths: Tensor.fromArray([1], [1, 1], 'int32') }),
+      'querySeqLengths',
+    ],
+    [
+      'disposed offsets',
+      () =>
+        attention(randomNormal([1, 2, 8], { seed: 48 }), packedKv, packedKv, {
+          querySeqOffsets: [0, 1],
+          keyValueSeqOffsets: disposed,
+        }),
+      'keyValueSeqOffsets',
+    ],
+    [
+      'lengths of another batch',
+      () => attention(q, k, k, { keyValueSeqLengths: ints([1, 2]) }),
+      'keyValueSeqLengths',
+    ],
+  ];
+  for (const [name, call, argument] of bad) {
+    it(`refuse ${name}, naming ${argument}`, () => {
+      assert.throws(call, (e: unknown) => e instanceof InvalidArgumentError && e.argument === argument);
+    });
+  }
+});
+
 describe('layouts and the registry', () => {
   it('a backend that does not declare a layout refuses it with the reason', async () => {
     const { layoutSupport } = await import('../../src/backends/registry.js');

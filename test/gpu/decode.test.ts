@@ -111,6 +111,14 @@ function inputs(c: DecodeCase, dtype: FloatDType, salt: number) {
   return { q, k, v };
 }
 
+/** B=2 S=200 (K=2, N=8, H=64, bf16) in pools of 16-row blocks (5 a sequence), and those on the GPU. */
+function pagedOnDevice(name: string, seed: number) {
+  const { q, k, v } = inputs({ name, B: 2, T: 1, S: 200, N: 8, K: 2, H: 64 }, 'bfloat16', seed);
+  const pk = pagedCopy(k, 16, 5);
+  const pv = pagedCopy(v, 16, 5);
+  return { q, k, v, pk, dq: q.to('cuda'), dk: pk.pool.to('cuda'), dv: pv.pool.to('cuda') };
+}
+
 describe('flash decode kernel', { skip }, () => {
   before(() => {
     console.log(`# decode suite seed ${seed} (ATTNLAB_TEST_SEED=${seed} replays it)`);
@@ -303,11 +311,7 @@ describe('flash decode kernel', { skip }, () => {
   });
 
   it('a repeated paged call uploads nothing: its table and lengths stay on the device (int32-cache.ts)', () => {
-    const c = { B: 2, T: 1, S: 200, N: 8, K: 2, H: 64 };
-    const { q, k, v } = inputs({ name: 'uploads', ...c }, 'bfloat16', 950);
-    const pk = pagedCopy(k, 16, 5);
-    const pv = pagedCopy(v, 16, 5);
-    const [dq, dk, dv] = [q.to('cuda'), pk.pool.to('cuda'), pv.pool.to('cuda')];
+    const { q, k, v, pk, dq, dk, dv } = pagedOnDevice('uploads', 950);
     const call = (lengths: number[]) =>
       attention(dq, dk, dv, {
         blockTable: pk.table,
@@ -329,6 +333,37 @@ describe('flash decode kernel', { skip }, () => {
       'bfloat16',
       'after the lengths changed',
     );
+  });
+
+  it('takes the table, lengths and offsets as int32 tensors on the GPU, equal to arrays', () => {
+    const { q, k, v, pk, dq, dk, dv } = pagedOnDevice('device ints', 960);
+    const ints = (values: number[], shape = [values.length]) =>
+      Tensor.fromArray(values, shape, 'int32').to('cuda');
+    const options = { implementation: 'flash', returnLogSumExp: true } as const;
+    const arrays = attention(dq, dk, dv, { ...options, blockTable: pk.table, keyValueSeqLengths: [200, 73] });
+    const tensors = attention(dq, dk, dv, {
+      ...options,
+      blockTable: ints(pk.table.flat(), [2, pk.M]),
+      keyValueSeqLengths: ints([200, 73]),
+    });
+    assert.deepEqual(tensors.output.toFloat64Array(), arrays.output.toFloat64Array());
+    assertMatchesOracle(
+      tensors,
+      { q, k, v, options: { keyValueSeqLengths: [200, 73] } },
+      'bfloat16',
+      'device ints',
+    );
+    // Packed: the same rows with device offsets.
+    const packedK = pack(k, [200, 73]);
+    const packedV = pack(v, [200, 73]);
+    const packedQ = pack(q, [1, 1]);
+    const packed = (qo: unknown, ko: unknown) =>
+      attention(packedQ.tensor.to('cuda'), packedK.tensor.to('cuda'), packedV.tensor.to('cuda'), {
+        implementation: 'flash',
+        querySeqOffsets: qo as number[],
+        keyValueSeqOffsets: ko as number[],
+      }).output.toFloat64Array();
+    assert.deepEqual(packed(ints([0, 1, 2]), ints([0, 200, 273])), packed([0, 1, 2], [0, 200, 273]));
   });
 
   it('auto runs a paged decode step where the measured decode table says: a table with room, a tight one', () => {
