@@ -15,6 +15,7 @@ import { randomNormal } from '../tensor/random.js';
 import type { Device } from '../tensor/storage.js';
 import { Tensor } from '../tensor/tensor.js';
 import { maxErrorAgainstOracle } from './accuracy.js';
+import { withDecodeBandwidth } from './bandwidth.js';
 import { CudaEventTimer } from './cuda-timer.js';
 import { gpuPowerProbe } from './gpu-power.js';
 import { backwardCall, rowFlops } from './pass-call.js';
@@ -307,7 +308,7 @@ function finish(
   const tflops = rowFlops({ ...c, pass: o.pass }) / (timing.ms.median * 1e-3) / 1e12;
   const row: ResultRow = { ...base, status: 'ok', ...extra, timing, tflops };
   if (o.ceilingTflops) row.ceilingPercent = (100 * tflops) / o.ceilingTflops;
-  return row;
+  return withDecodeBandwidth(row, deviceFor(c.impl) === 'cuda');
 }
 
 /** The status and reason of a case that did not run; anything not thrown on purpose is 'unexpected' (a bug). */

@@ -10,6 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { config, readConfig } from '../config.js';
 import { InvalidArgumentError } from '../errors.js';
 import type { CeilingInfo, Pass, PeerInfo, ResultRow } from '../results/schema.js';
+import { withDecodeBandwidth } from './bandwidth.js';
 import { rowFlops } from './pass-call.js';
 import type { BenchCase } from './sweep.js';
 
@@ -184,7 +185,9 @@ export async function runPeer(
       rows: [],
     };
   const ceiling = ceilingTflops ?? answer.ceiling?.tflops ?? null;
-  const rows = (answer.rows ?? []).map((row) => completeRow(row, ceiling));
+  // Torch's script runs on CUDA only; JAX's says its device's platform ('gpu …', or 'cpu …' without one).
+  const onGpu = peer === 'torch' || !(answer.versions?.device ?? '').startsWith('cpu');
+  const rows = (answer.rows ?? []).map((row) => completeRow(row, ceiling, onGpu));
   return {
     info: { name: peer, available: true, python, versions: answer.versions ?? {} },
     rows,
@@ -219,8 +222,8 @@ export function peerEnvironment(env: NodeJS.ProcessEnv = process.env): NodeJS.Pr
   return result;
 }
 
-/** Work, throughput and ceiling share are computed here, from the same formula as attnlab's rows. */
-export function completeRow(row: ResultRow, ceilingTflops: number | null): ResultRow {
+/** Work, throughput, ceiling share and a decode step's bandwidth are computed here, by attnlab's rows' formulas. */
+export function completeRow(row: ResultRow, ceilingTflops: number | null, onGpu = true): ResultRow {
   const flops = rowFlops(row);
   const done: ResultRow = { ...row, flops };
   const median = row.timing?.ms.median;
@@ -228,7 +231,7 @@ export function completeRow(row: ResultRow, ceilingTflops: number | null): Resul
     done.tflops = flops / (median * 1e-3) / 1e12;
     if (ceilingTflops) done.ceilingPercent = (100 * done.tflops) / ceilingTflops;
   }
-  return done;
+  return withDecodeBandwidth(done, onGpu);
 }
 
 function lastLine(text: string | null | undefined): string {

@@ -6,26 +6,16 @@
  * ~T flops per byte and barely moves with K.
  */
 import { attention } from '../api/attention.js';
+import { cacheBytes } from '../bench/bandwidth.js';
 import { measureAttnlabCase } from '../bench/measure.js';
 import type { BenchCase } from '../bench/sweep.js';
 import { formatBytes } from '../errors.js';
 import { formatNumber, wrapText } from '../report/terminal.js';
-import { HBM_PEAK_GBS, type ResultRow } from '../results/schema.js';
-import { itemSize } from '../tensor/dtype.js';
+import type { ResultRow } from '../results/schema.js';
 import type { LabContext } from './context.js';
 import { printCharts } from './timing.js';
 
 export const DECODE_KV_HEADS = [8, 2, 1] as const;
-
-/** Bytes of the K and V cache of B sequences of S tokens: 2 (K and V) · B · S · K · H · itemsize. */
-export function cacheBytes(c: Pick<BenchCase, 'B' | 'S' | 'K' | 'H' | 'dtype'>): number {
-  return 2 * c.B * c.S * c.K * c.H * itemSize(c.dtype);
-}
-
-/** Bytes a decode step moves at the least: the cache read once, plus Q read and O written. */
-export function decodeStepBytes(c: Pick<BenchCase, 'B' | 'T' | 'S' | 'N' | 'K' | 'H' | 'dtype'>): number {
-  return cacheBytes(c) + 2 * c.B * c.T * c.N * c.H * itemSize(c.dtype);
-}
 
 const PATTERN: Record<number, string> = { 8: 'MHA', 2: 'GQA', 1: 'MQA' };
 
@@ -54,20 +44,13 @@ export async function decodeSection(lab: LabContext, prefill: readonly ResultRow
       }),
     );
   }
-  // The rows carry their bandwidth (results schema) so reports can show it beside the time.
-  for (const r of rows) {
-    const ms = r.timing?.ms.median;
-    if (!ms) continue;
-    r.bandwidthGBs = decodeStepBytes({ ...r, dtype }) / (ms * 1e-3) / 1e9;
-    if (lab.device === 'cuda') r.bandwidthPercent = (100 * r.bandwidthGBs) / HBM_PEAK_GBS;
-  }
   lab.timed(`Decode step by KV heads — B=${B}, S=${S} cached tokens, N=${N}, H=${H}, ${dtype}`, rows);
 
   const base = rows.find((r) => r.K === 8);
   const table = rows.map((r) => {
     const ms = r.timing?.ms.median;
     const bytes = cacheBytes({ ...r, dtype });
-    const gbs = ms ? decodeStepBytes({ ...r, dtype }) / (ms * 1e-3) / 1e9 : undefined;
+    const gbs = r.bandwidthGBs;
     const baseMs = base?.timing?.ms.median;
     return [
       `${PATTERN[r.K]} (K=${r.K})`,

@@ -63,6 +63,7 @@ interface Measure {
 const MEASURES: readonly Measure[] = [
   { key: 'ms', name: 'Median time per call', unit: 'ms', value: (r) => r.timing?.ms.median },
   { key: 'tflops', name: 'Throughput', unit: 'TFLOP/s', value: (r) => r.tflops },
+  { key: 'bandwidth', name: 'Bandwidth', unit: 'GB/s', value: (r) => r.bandwidthGBs },
 ];
 
 /** Every chart for the given result files, in the order their sweep groups first appear. */
@@ -86,7 +87,11 @@ export function chartsFor(files: readonly NamedRows[]): ChartSpec[] {
     );
     // T and S move together in self-attention sweeps; S then adds nothing to the series name.
     const seriesAxes = varying.filter((a) => a !== xAxis && !(xAxis === 'T' && a === 'S' && sameTS(entries)));
-    const measures = xAxis ? MEASURES : MEASURES.slice(0, 1);
+    // A group of decode steps (rows with bandwidthGBs) is charted in GB/s: ~2 flops a byte make its TFLOP/s small
+    // and say nothing of how close it reads to the memory's peak; other groups in TFLOP/s.
+    const decode = entries.some((e) => e.row.bandwidthGBs !== undefined);
+    const rate = MEASURES.filter((m) => m.key === (decode ? 'bandwidth' : 'tflops'));
+    const measures = xAxis ? [MEASURES[0], ...rate] : MEASURES.slice(0, 1);
     for (const measure of measures) {
       const series = new Map<string, ChartPoint[]>();
       for (const { row, file } of entries) {

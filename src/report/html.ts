@@ -170,6 +170,8 @@ function rowsTable(files: readonly NamedResults[]): string {
     '1st call ms',
     'TFLOP/s',
     '% peak',
+    'GB/s',
+    '% HBM',
     'peak mem',
     'max err',
     'timing',
@@ -190,6 +192,8 @@ function rowsTable(files: readonly NamedResults[]): string {
       cell(r.timing?.firstCallMs),
       cell(r.tflops),
       cell(r.ceilingPercent, (x) => x.toFixed(1)),
+      cell(r.bandwidthGBs),
+      cell(r.bandwidthPercent, (x) => x.toFixed(1)),
       cell(r.peakMemoryBytes, formatBytes),
       cell(r.maxError, (x) => `${x.toExponential(1)}${r.errorCheck === 'sampled' ? ' (sampled)' : ''}`),
       r.timing ? `${r.timing.method}, ${r.timing.ms.count} calls, ${r.timing.inputCopies} input copies` : '—',
@@ -197,6 +201,6 @@ function rowsTable(files: readonly NamedResults[]): string {
     ]),
   );
   const offset = multi ? 1 : 0;
-  const numeric = headers.map((_, i) => i >= offset + 3 && i <= offset + 12);
+  const numeric = headers.map((_, i) => i >= offset + 3 && i <= offset + 14);
   return simpleTable(headers, rows, numeric, 'wide');
 }

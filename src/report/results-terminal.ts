@@ -17,10 +17,11 @@ const ROW_HEADERS = [
   'p50\np10–p90',
   'host\n1st call',
   'TFLOP/s\n%peak',
+  'GB/s\n%HBM',
   'peak mem',
   'max err',
 ];
-const ROW_ALIGN = ['left', 'right', 'right', 'right', 'right', 'right', 'right'] as const;
+const ROW_ALIGN = ['left', 'right', 'right', 'right', 'right', 'right', 'right', 'right'] as const;
 
 /** A duration in the unit that keeps it short: 61.2 µs, 5.56 ms, 1.20 s. */
 export function formatDuration(ms: number): string {
@@ -40,10 +41,18 @@ function shortBytes(bytes: number): string {
   return `${formatNumber(Number(value))} ${unit}`;
 }
 
+/** A decode step's GB/s over its share of the HBM peak (results schema), or '—'. */
+function bandwidth(row: ResultRow): string {
+  if (row.bandwidthGBs === undefined) return '—';
+  const rate = formatNumber(row.bandwidthGBs);
+  return row.bandwidthPercent !== undefined ? `${rate}\n${row.bandwidthPercent.toFixed(1)}%` : rate;
+}
+
 /**
  * One table row per result row, within 100 columns: each cell holds two related numbers one over
  * the other (median over its p10–p90 range in the same unit, host time per call over the first
- * call, TFLOP/s over the share of the matmul ceiling); numbers never wrap, a long series name
+ * call, TFLOP/s over the share of the matmul ceiling, a decode step's GB/s over its share of the HBM
+ * peak); numbers never wrap, a long series name
  * does. Rows that did not run say why underneath the table.
  */
 export function renderResultRows(
@@ -66,6 +75,7 @@ export function renderResultRows(
       time,
       t ? `${host}${formatDuration(t.firstCallMs)}` : '—',
       row.ceilingPercent !== undefined ? `${rate}\n${row.ceilingPercent.toFixed(1)}%` : rate,
+      bandwidth(row),
       row.peakMemoryBytes != null ? shortBytes(row.peakMemoryBytes) : '—',
       row.maxError != null
         ? `${row.maxError.toExponential(1)}${row.errorCheck === 'sampled' ? '*' : ''}`
@@ -79,7 +89,8 @@ export function renderResultRows(
   const headers = ROW_HEADERS.map((h) =>
     h
       .replace('host\n', rows.some((r) => r.timing?.hostMs) ? 'host\n' : '')
-      .replace('\n%peak', rows.some((r) => r.ceilingPercent !== undefined) ? '\n%peak' : ''),
+      .replace('\n%peak', rows.some((r) => r.ceilingPercent !== undefined) ? '\n%peak' : '')
+      .replace('\n%HBM', rows.some((r) => r.bandwidthPercent !== undefined) ? '\n%HBM' : ''),
   );
   const table = renderTable(pick(headers), cells.map(pick), {
     title: options.title,
