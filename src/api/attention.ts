@@ -2,7 +2,7 @@
  * dotProductAttention: validate once, choose a backend from the registry, run it.
  */
 
-import type { AttentionOptions, AttentionResult } from '../backends/problem.js';
+import type { AttentionOptions, AttentionProblem, AttentionResult } from '../backends/problem.js';
 import { chooseBackend, measuredChoice, measuredDecodeChoice } from '../backends/registry.js';
 import { config } from '../config.js';
 import type { Tensor } from '../tensor/tensor.js';
@@ -30,7 +30,11 @@ export function attention(
   value: Tensor,
   options: AttentionOptions = {},
 ): AttentionResult {
-  const problem = validateAttention(query, key, value, options);
+  return runAttention(validateAttention(query, key, value, options));
+}
+
+/** A problem validateAttention made, on the backend the registry chooses (attention's second half). */
+export function runAttention(problem: AttentionProblem): AttentionResult {
   const backend = chooseBackend(problem);
   const result = backend.run(problem);
   // ATTNLAB_DEBUG ≥ 1: which backend and kernel variant ran (config() is read once, then cached).

@@ -13,9 +13,9 @@ import { chooseBackwardBackend } from '../backends/backward-registry.js';
 import { exactLogSumExp } from '../backends/cpu/reference-backward.js';
 import { config } from '../config.js';
 import { Tensor } from '../tensor/tensor.js';
-import { attention } from './attention.js';
+import { runAttention } from './attention.js';
 import { validateAttention } from './validate.js';
-import { splitBackwardOptions, validateBackward } from './validate-backward.js';
+import { denseForBackward, splitBackwardOptions, validateBackward } from './validate-backward.js';
 
 function runBackward(p: BackwardProblem): AttentionBackwardResult {
   const backend = chooseBackwardBackend(p);
@@ -87,17 +87,17 @@ export function attentionVjp(
   options: BackwardOptions = {},
 ): AttentionVjpResult {
   const { forwardOptions } = splitBackwardOptions(options);
-  const forward = attention(query, key, value, { ...forwardOptions, returnLogSumExp: true });
+  // A layout the backward refuses is refused here, before the forward runs and its residuals are kept.
+  const problem = denseForBackward(
+    validateAttention(query, key, value, { ...forwardOptions, returnLogSumExp: true }),
+  );
+  const forward = runAttention(problem);
   const logSumExp = forward.logSumExp as Tensor;
   // On the CPU float64 inputs keep a float64 log-sum-exp for the backward: the forward's float32 one
   // would limit the gradients to ~1e-7 relative.
   let residual = logSumExp;
   if (forward.device === 'cpu' && query.dtype === 'float64') {
-    residual = Tensor.fromRaw(
-      exactLogSumExp(validateAttention(query, key, value, forwardOptions)),
-      logSumExp.shape,
-      'float64',
-    );
+    residual = Tensor.fromRaw(exactLogSumExp(problem), logSumExp.shape, 'float64');
   }
   return {
     output: forward.output,

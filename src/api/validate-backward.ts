@@ -53,6 +53,17 @@ export function splitBackwardOptions(options: BackwardOptions): {
   return { deterministic: deterministic ?? false, forwardOptions };
 }
 
+/** `p` where the backward can take its layout (dense); a paged cache or packed sequences are refused, saying which. */
+export function denseForBackward(p: AttentionProblem): AttentionProblem {
+  if (p.paged || p.packed) {
+    const layout = p.paged
+      ? 'a paged KV cache (blockTable)'
+      : 'packed sequences (querySeqOffsets/keyValueSeqOffsets)';
+    throw new UnsupportedError('every backend backward', `${layout}: the backward takes dense inputs only`);
+  }
+  return p;
+}
+
 export function validateBackward(
   query: unknown,
   key: unknown,
@@ -63,13 +74,7 @@ export function validateBackward(
   options: BackwardOptions = {},
 ): BackwardProblem {
   const { deterministic, forwardOptions } = splitBackwardOptions(options);
-  const p = validateAttention(query, key, value, forwardOptions);
-  if (p.paged || p.packed) {
-    const layout = p.paged
-      ? 'a paged KV cache (blockTable)'
-      : 'packed sequences (querySeqOffsets/keyValueSeqOffsets)';
-    throw new UnsupportedError('every backend backward', `${layout}: the backward takes dense inputs only`);
-  }
+  const p = denseForBackward(validateAttention(query, key, value, forwardOptions));
   const { B, T, N, Hv } = p;
   const rows = [B, T, N, Hv];
   const own = [p.dtype];

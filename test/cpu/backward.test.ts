@@ -284,6 +284,26 @@ describe('backward validation', () => {
     );
   });
 
+  it('refuses a paged cache or packed sequences when the pullback is asked for, before any forward', () => {
+    const pool = normal([4, 4, 2, 8], 6);
+    const paged = { blockTable: [[0, 1]], keyValueSeqLengths: [5] };
+    const packed = { querySeqOffsets: [0, 4], keyValueSeqOffsets: [0, 5] };
+    for (const [name, call] of [
+      ['a paged KV cache', () => attentionVjp(normal([1, 1, 2, 8], 7), pool, pool, paged)],
+      [
+        'packed sequences',
+        () => attentionVjp(normal([4, 2, 8], 8), normal([5, 2, 8], 9), normal([5, 2, 8], 9), packed),
+      ],
+    ] as const)
+      assert.throws(
+        call,
+        (e: unknown) =>
+          e instanceof UnsupportedError &&
+          e.message.includes(`${name} `) &&
+          /dense inputs only/.test(e.message),
+      );
+  });
+
   it('validates query, key, value and options as the forward does', () => {
     expectError(() => attentionVjp(q, normal([1, 5, 2, 7], 1), v), 'key', /head dim H=8/);
     expectError(
