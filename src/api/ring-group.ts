@@ -102,11 +102,13 @@ function checkDevices(devices: unknown): number[] {
 
 /** `group` as a live RingGroup, or InvalidArgumentError naming options.group. */
 export function checkGroup(group: unknown): RingGroup {
-  if (!(group instanceof RingGroup))
+  // The constructor is private to TypeScript only: from JavaScript `new RingGroup(…)` makes a group with no
+  // transport, which only the two factories give.
+  if (!(group instanceof RingGroup) || factories.get(group) === undefined)
     throw new InvalidArgumentError(
       'options.group',
       'a RingGroup (RingGroup.loopback or RingGroup.nccl)',
-      describeValue(group),
+      group instanceof RingGroup ? 'a RingGroup made with `new`' : describeValue(group),
     );
   if (group.destroyed) throw new InvalidArgumentError('options.group', 'a live RingGroup', 'a destroyed one');
   return group;

@@ -151,6 +151,9 @@ describe('contextParallelAttention arguments', () => {
   it('names the argument of a bad call', () => {
     argument(() => contextParallelAttention(shards, shards, shards, { group: {} as never }), 'options.group');
     argument(() => contextParallelAttention(shards, shards, shards, undefined as never), 'options.group');
+    // The constructor is private to TypeScript only: a group made with `new` from JavaScript has no transport.
+    const made = new (RingGroup as unknown as new (...a: unknown[]) => RingGroup)('loopback', 2, []);
+    argument(() => contextParallelAttention(shards, shards, shards, { group: made }), 'options.group');
     argument(() => contextParallelAttention([shards[0]], shards, shards, { group }), 'query');
     argument(() => contextParallelAttention(shards, [shards[0], 'x'] as never, shards, { group }), 'key[1]');
     argument(
