@@ -9,6 +9,9 @@
 # Hopper harness to run (carried, or built on the device).
 san=compute-sanitizer
 command -v $san > /dev/null || san=/usr/local/cuda/bin/compute-sanitizer
+# Results made on the device name the commit pack-device.sh packed: the device's copy of the tree may hold a stale
+# .git of its own (session 20's call 4 bench JSON said 9f6f22b-dirty for beb1504), which attnlabCommit would read.
+export ATTNLAB_COMMIT=${ATTNLAB_COMMIT:-$(cat .device/commit 2>/dev/null || echo unknown)}
 
 # The standalone Hopper harness (bench/hopper/harness.cu) as carried, or built here when the carried
 # binary does not start (built off the device, it may not load): prints the path to use.
@@ -76,7 +79,6 @@ summary() { # shard name width, sanitizer name width, most "not ok" lines: one l
 # (bench/s12/table.py) and packs $runs into runs.tar.xz (8 files come back from $OUT).
 decode_call() { # output folder → runs=<folder>/runs
   export NO_COLOR=1 ATTNLAB_CACHE_DIR=/tmp/attnlab-decode-cache
-  export ATTNLAB_COMMIT=${ATTNLAB_COMMIT:-$(cat .device/commit 2>/dev/null || echo unknown)}
   decode_out=$1 runs=$1/runs
   mkdir -p "$ATTNLAB_CACHE_DIR" "$runs"
   [ -f .kcache/kernels.tar.xz ] && tar -C "$ATTNLAB_CACHE_DIR" -xJf .kcache/kernels.tar.xz

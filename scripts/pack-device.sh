@@ -8,6 +8,7 @@ sh ../shared/device/pack.sh >/dev/null
 tar -cf - --exclude='node_modules/@biomejs' --exclude='node_modules/@typescript' \
   --exclude='node_modules/typescript' --exclude='node_modules/playwright-core' \
   --exclude='node_modules/.cache' node_modules | xz -T2 -6 > .device/node_modules.tar.xz
-# The GPU machine gets the tree without .git: results made there name this commit (see ATTNLAB_COMMIT).
+# Results made on the GPU machine name this commit (ATTNLAB_COMMIT, set by scripts/gpu-lib.sh): its copy of the tree
+# has no .git of ours (at times a stale one).
 { git rev-parse HEAD; git diff --quiet HEAD || echo '(with uncommitted changes)'; } | paste -sd' ' > .device/commit
 du -sh .device
