@@ -22,13 +22,22 @@ export function decodeStepBytes(c: Sizes): number {
 }
 
 /**
- * `row` with bandwidthGBs where it times a forward decode step (T = 1, status ok, a median time, a dtype of
- * known size), and bandwidthPercent of HBM_PEAK_GBS where it ran on a GPU; any other row as it came.
+ * `row` with bandwidthGBs where it times a forward decode step (T = 1, not causal, status ok, a median time, a
+ * dtype of known size), and bandwidthPercent of HBM_PEAK_GBS where it ran on a GPU; any other row as it came.
+ * Not causal: a decode step's one new token is the cache's last (bottom-right, nothing masked; the lab's rows say
+ * causal false), where a causal row of the bench is top-left and its one query sees one key, not the cache.
  */
 export function withDecodeBandwidth(row: ResultRow, onGpu: boolean): ResultRow {
   const ms = row.timing?.ms.median;
   const forward = (row.pass ?? 'forward') === 'forward';
-  if (row.T !== 1 || !forward || row.status !== 'ok' || !ms || bytesPerElement(row.dtype) === undefined)
+  if (
+    row.T !== 1 ||
+    row.causal ||
+    !forward ||
+    row.status !== 'ok' ||
+    !ms ||
+    bytesPerElement(row.dtype) === undefined
+  )
     return row;
   const bandwidthGBs = decodeStepBytes(row) / (ms * 1e-3) / 1e9;
   return {

@@ -50,9 +50,10 @@ describe('decode bandwidth', () => {
     assert.equal(cpu.bandwidthPercent, undefined, 'no HBM share for a CPU row');
   });
 
-  it('leaves prefill, backward, failed and untimed rows, and unknown dtypes, as they came', () => {
+  it('leaves prefill, causal (top-left: one key seen), backward, failed and untimed rows, and unknown dtypes, as they came', () => {
     for (const other of [
       row({ T: 2 }),
+      row({ causal: true }),
       row({ pass: 'backward' }),
       row({ status: 'unsupported', timing: undefined, reason: 'no' }),
       row({ dtype: 'int4' }),
