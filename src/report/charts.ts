@@ -87,10 +87,11 @@ export function chartsFor(files: readonly NamedRows[]): ChartSpec[] {
     );
     // T and S move together in self-attention sweeps; S then adds nothing to the series name.
     const seriesAxes = varying.filter((a) => a !== xAxis && !(xAxis === 'T' && a === 'S' && sameTS(entries)));
-    // A group of decode steps (rows with bandwidthGBs) is charted in GB/s: ~2 flops a byte make its TFLOP/s small
-    // and say nothing of how close it reads to the memory's peak; other groups in TFLOP/s.
+    // Decode steps (rows with bandwidthGBs) are charted in GB/s: ~2 flops a byte make their TFLOP/s small and say
+    // nothing of how close they read to the memory's peak; the other rows in TFLOP/s (a group of both gets both).
     const decode = entries.some((e) => e.row.bandwidthGBs !== undefined);
-    const rate = MEASURES.filter((m) => m.key === (decode ? 'bandwidth' : 'tflops'));
+    const other = entries.some((e) => e.row.bandwidthGBs === undefined);
+    const rate = MEASURES.filter((m) => (m.key === 'bandwidth' && decode) || (m.key === 'tflops' && other));
     const measures = xAxis ? [MEASURES[0], ...rate] : MEASURES.slice(0, 1);
     for (const measure of measures) {
       const series = new Map<string, ChartPoint[]>();

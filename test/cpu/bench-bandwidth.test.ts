@@ -104,6 +104,19 @@ describe('reports show a decode row in GB/s', () => {
       units.join('\n'),
     );
     assert.ok(!units.some((u) => u.includes('-decode-') && u.endsWith('(TFLOP/s)')), units.join('\n'));
+    // A group of both (a bench over --seq 1,4096) gets both rates, each over its own rows.
+    const mixed = makeResults('bench', {
+      rows: [
+        withDecodeBandwidth(row({ sweep: 'bench' }), true),
+        withDecodeBandwidth(row({ sweep: 'bench', T: 4096, S: 16384, tflops: 500 }), true),
+      ],
+    });
+    const mixedUnits = chartsFor([{ name: 'b', results: mixed }]).map((c) => c.yLabel);
+    assert.deepEqual(mixedUnits.sort(), [
+      'Bandwidth (GB/s)',
+      'Median time per call (ms)',
+      'Throughput (TFLOP/s)',
+    ]);
     const html = buildHtmlReport([{ name: 'lab', results }]);
     assert.match(html, /<th[^>]*>GB\/s<\/th>/);
     assert.match(html, /<th[^>]*>% HBM<\/th>/);
