@@ -34,6 +34,8 @@ async function measuredFile(name: string, seed: number): Promise<NamedResults> {
     [
       { name: 'default', spec: { ...common, batch: [1], seq: [32] } },
       { name: 'seq', spec: { ...common, batch: [1], seq: [16, 32, 64] } },
+      // Decode steps (one query token over 16…64 cached keys): charted in GB/s (src/bench/bandwidth.ts).
+      { name: 'decode', spec: { ...common, batch: [1], seq: [1], kvSeq: [16, 32, 64] } },
     ],
     { measure: { budgetMs: 5, warmup: 1, minRepeats: 2, seed } },
   );
@@ -133,6 +135,9 @@ describe('HTML report in headless Chromium', {
     assert.equal(seq?.type, 'line');
     assert.equal(seq?.xScale, 'logarithmic', 'sizes that double get a log axis');
     assert.equal(charts.find((c) => c.id.includes('-default-ms'))?.type, 'bar');
+    const decode = charts.find((c) => c.id.includes('-decode-bandwidth'));
+    assert.equal(decode?.type, 'line', 'decode steps get a GB/s chart');
+    assert.ok(!charts.some((c) => c.id.includes('-decode-tflops')), 'and no TFLOP/s one');
     // Two files on one chart: each series carries its file's name.
     assert.ok(
       expected.find((c) => c.id.includes('-seq-ms'))?.series.some((s) => s.label.startsWith('cpu-b: ')),
