@@ -18,6 +18,7 @@ import { maxErrorAgainstOracle } from './accuracy.js';
 import { withDecodeBandwidth } from './bandwidth.js';
 import { CudaEventTimer } from './cuda-timer.js';
 import { gpuPowerProbe } from './gpu-power.js';
+import { pagedFromDense } from './paged-inputs.js';
 import { backwardCall, rowFlops } from './pass-call.js';
 import { summarize } from './stats.js';
 import type { BenchCase } from './sweep.js';
@@ -87,11 +88,12 @@ const SHORT_DTYPE: Record<string, string> = {
 
 /** The series name of an attnlab row, e.g. 'attnlab flash bf16 causal'. */
 export function attnlabLabel(
-  c: Pick<BenchCase, 'impl' | 'dtype' | 'causal'>,
+  c: Pick<BenchCase, 'impl' | 'dtype' | 'causal' | 'blockSize'>,
   pass: Pass = 'forward',
 ): string {
   const what = pass === 'forward' ? '' : ` ${pass}`;
-  return `attnlab ${c.impl} ${SHORT_DTYPE[c.dtype] ?? c.dtype}${c.causal ? ' causal' : ''}${what}`;
+  const paged = c.blockSize ? ` paged ${c.blockSize}` : '';
+  return `attnlab ${c.impl} ${SHORT_DTYPE[c.dtype] ?? c.dtype}${paged}${c.causal ? ' causal' : ''}${what}`;
 }
 
 /** Where an implementation runs here: 'reference' always on the CPU, the others on CUDA when usable. */
@@ -120,16 +122,26 @@ export function measureAttnlabCase(c: BenchCase, options: Partial<MeasureOptions
     const host = gradients
       ? [...hostInputs(c, o.seed), seededInput([c.B, c.T, c.N, c.H], o.seed * 3 + 7, c.dtype)]
       : hostInputs(c, o.seed);
+    // A paged case times [q, key pool, value pool] behind a shuffled table; the oracle checks it on the dense
+    // inputs the pools hold. Only attention's forward takes one (the backward takes dense inputs only).
+    if (c.blockSize && (gradients || o.call))
+      throw new UnsupportedError(
+        'bench',
+        `a paged cache ${gradients ? `in a ${o.pass} pass` : 'with a custom call'}`,
+      );
+    const paged = c.blockSize ? pagedFromDense(host[1], host[2], c.blockSize, o.seed) : null;
+    const timed = paged ? [host[0], paged.keyPool, paged.valuePool, ...host.slice(3)] : host;
+    const layout = paged ? { blockTable: paged.blockTable, keyValueSeqLengths: paged.lengths } : {};
     // What the pool holds before this case (long-lived workspaces, e.g. cuBLASLt's 32 MiB) is not
     // this case's memory: the peak is counted from here, inputs included.
     const baseline = device === 'cuda' ? memoryStats().currentBytes : 0;
-    copies.push(device === 'cuda' ? host.map((t) => t.to('cuda')) : host);
+    copies.push(device === 'cuda' ? timed.map((t) => t.to('cuda')) : timed);
     const call = (set: Tensor[]) =>
       gradients
         ? gradients.call(set)
         : o.call
           ? o.call(set[0], set[1], set[2])
-          : attention(set[0], set[1], set[2], { implementation: c.impl, isCausal: c.causal });
+          : attention(set[0], set[1], set[2], { implementation: c.impl, isCausal: c.causal, ...layout });
 
     if (device === 'cuda') resetPeakMemory();
     const t0 = performance.now();
@@ -189,7 +201,7 @@ export function measureAttnlabCase(c: BenchCase, options: Partial<MeasureOptions
       );
     }
 
-    for (let i = 1; i < rotationCopies(host); i++) copies.push(host.map((t) => t.to('cuda')));
+    for (let i = 1; i < rotationCopies(timed); i++) copies.push(timed.map((t) => t.to('cuda')));
     const settle = settleCalls(o.settleMs, perCall);
     for (let i = 0; i < settle; i++) call(copies[i % copies.length]).output.dispose();
     const timer = new CudaEventTimer(repeats);
@@ -295,7 +307,8 @@ export function rotationCopies(host: readonly Tensor[]): number {
 }
 
 function shapeOf(c: BenchCase) {
-  return { B: c.B, T: c.T, S: c.S, N: c.N, K: c.K, H: c.H, dtype: c.dtype, causal: c.causal };
+  const paged = c.blockSize ? { blockSize: c.blockSize } : {};
+  return { B: c.B, T: c.T, S: c.S, N: c.N, K: c.K, H: c.H, dtype: c.dtype, causal: c.causal, ...paged };
 }
 
 function finish(

@@ -126,7 +126,8 @@ export async function runSweeps(groups: readonly SweepGroup[], options: RunOptio
 /** Each (sweep, shape, dtype, causal) once: peers run their own list of implementations on it. */
 function uniqueShapes(cases: readonly (BenchCase & { sweep: string })[]): PeerRequest['cases'] {
   const seen = new Map<string, PeerRequest['cases'][number]>();
-  for (const { impl: _impl, ...shape } of cases) {
+  // Peers run each dense shape once: a paged case's peer row is the dense cache it stands for.
+  for (const { impl: _impl, blockSize: _blockSize, ...shape } of cases) {
     const key = JSON.stringify(shape);
     if (!seen.has(key)) seen.set(key, shape);
   }

@@ -13,6 +13,8 @@ export interface BenchCase extends ProblemSize {
   readonly dtype: FloatDType;
   readonly causal: boolean;
   readonly impl: Implementation;
+  /** Key and value as a paged cache of blocks of this many tokens (paged-inputs.ts); absent: dense. */
+  readonly blockSize?: number;
 }
 
 /** The values each dimension takes. `kvSeq` and `kvHeads` default to `seq` and `heads` (S = T, K = N). */
@@ -26,6 +28,8 @@ export interface SweepSpec {
   readonly dtype: readonly FloatDType[];
   readonly causal: readonly boolean[];
   readonly impl: readonly Implementation[];
+  /** Paged caches of these block sizes instead of dense key and value (absent: dense). */
+  readonly blockSize?: readonly number[];
 }
 
 /** A combination the spec produced that is not a valid problem, and why. */
@@ -51,7 +55,9 @@ export function expandSweep(spec: SweepSpec): { cases: BenchCase[]; skipped: Ski
                     skipped.push({ case: shape, reason: `N=${N} is not a multiple of K=${K}` });
                     continue;
                   }
-                  for (const impl of spec.impl) cases.push({ ...shape, impl });
+                  for (const blockSize of spec.blockSize ?? [undefined])
+                    for (const impl of spec.impl)
+                      cases.push({ ...shape, impl, ...(blockSize ? { blockSize } : {}) });
                 }
               }
             }

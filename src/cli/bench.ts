@@ -38,6 +38,7 @@ interface BenchFlags {
   heads: string;
   kvHeads?: string;
   headDim: string;
+  blockSize?: string;
   dtype: string;
   causal: string;
   pass: string;
@@ -69,6 +70,10 @@ export function registerBenchCommand(program: Command): void {
     .option('--heads <list>', 'N values (query heads)', '8')
     .option('--kv-heads <list>', 'K values (KV heads; N must be a multiple); default K = N')
     .option('--head-dim <list>', 'H values', '64')
+    .option(
+      '--block-size <list>',
+      'key/value as a paged KV cache of blocks of these sizes (e.g. 16,64) behind a shuffled block table, instead of dense; decode steps: --seq 1 --kv-seq <cached tokens>',
+    )
     .option('--dtype <list>', 'dtypes: bfloat16, float16, float32 (bf16, fp16, f32)', 'bfloat16')
     .option('--causal <list>', 'true, false or true,false', 'false')
     .option(
@@ -239,6 +244,7 @@ export function specFrom(flags: Omit<BenchFlags, 'name' | 'progress' | 'check'>)
     heads: parseIntList('--heads', flags.heads),
     kvHeads: flags.kvHeads ? parseIntList('--kv-heads', flags.kvHeads) : undefined,
     headDim: parseIntList('--head-dim', flags.headDim),
+    blockSize: flags.blockSize ? parseIntList('--block-size', flags.blockSize) : undefined,
     dtype: parseDTypeList('--dtype', flags.dtype),
     causal: parseBoolList('--causal', flags.causal),
     impl,

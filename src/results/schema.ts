@@ -55,6 +55,8 @@ export interface ResultRow {
   causal: boolean;
   /** What was timed; absent means 'forward'. */
   pass?: Pass;
+  /** Key and value were a paged cache of blocks of this many tokens behind a shuffled table; absent: dense. */
+  blockSize?: number;
   status: RowStatus;
   /** Why the row has no timing (status other than 'ok'). */
   reason?: string;

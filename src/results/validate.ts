@@ -124,6 +124,7 @@ export function parseResults(value: unknown, source: string): ResultsFile {
       dtype: c.string,
       causal: c.boolean,
       'pass?': c.oneOf(PASSES),
+      'blockSize?': c.size,
       status: c.oneOf(['ok', 'unsupported', 'error', 'out-of-memory']),
       'reason?': c.string,
       'variant?': c.string,
