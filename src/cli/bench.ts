@@ -119,6 +119,18 @@ Examples:
   attnlab bench --preset codelab --peers jax,torch --out bench/results/h200`,
     )
     .action(async (flags: BenchFlags) => {
+      // A preset sets every size: a size option without a default given beside it would be dropped unsaid.
+      for (const [option, value] of [
+        ['--kv-seq', flags.kvSeq],
+        ['--kv-heads', flags.kvHeads],
+        ['--block-size', flags.blockSize],
+      ] as const)
+        if (flags.preset && value !== undefined)
+          throw new InvalidArgumentError(
+            option,
+            `no --preset (the preset '${flags.preset}' sets every size)`,
+            value,
+          );
       const groups = flags.preset
         ? presetGroups(flags.preset)
         : [{ name: flags.name, spec: specFrom(flags) }];

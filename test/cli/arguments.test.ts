@@ -46,6 +46,12 @@ describe('impossible numbers and selections are refused in one line', () => {
     [['bench', '--ceiling', 'Infinity'], /--ceiling: expected a finite number > 0 \(TFLOP\/s\)/],
     [['bench', '--seq', '99999999999999999999'], /--seq: expected positive integers/],
     [['bench', '--batch', '0'], /--batch: expected positive integers/],
+    [['bench', '--block-size', '16,0'], /--block-size: expected positive integers/],
+    [
+      ['bench', '--preset', 'codelab', '--block-size', '16'],
+      /--block-size: expected no --preset \(the preset 'codelab' sets every size\), got 16/,
+    ],
+    [['bench', '--preset', 'codelab', '--kv-seq', '4096'], /--kv-seq: expected no --preset/],
     [['lab', '--budget-ms', '-5'], /--budget-ms: expected a finite number > 0/],
     [['check', '--seed', 'abc'], /--seed: expected an integer/],
     [
