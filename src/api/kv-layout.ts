@@ -17,6 +17,7 @@
  * and value cannot be paged at the same time.
  */
 
+import { describeValue } from '../arguments.js';
 import type { PackedSeqs, PagedKv } from '../backends/problem.js';
 import { InvalidArgumentError } from '../errors.js';
 import { sameInts } from '../tensor/same-ints.js';
@@ -44,6 +45,36 @@ export function int32ListOf(argument: string, value: unknown): unknown {
   if (value.rank !== 1)
     throw new InvalidArgumentError(argument, 'an int32 Tensor of rank 1', `[${value.shape.join(', ')}]`);
   return value.toHost().data as Int32Array;
+}
+
+/** B lengths, each an integer in [0, max] (`letter` names max in the message), or null where none were given. */
+export function checkLengths(
+  argument: string,
+  given: ArrayLike<number> | Tensor | undefined,
+  B: number,
+  max: number,
+  letter: string,
+) {
+  if (given === undefined) return null;
+  const value = int32ListOf(argument, given) as ArrayLike<number>;
+  if (value === null || typeof value !== 'object' || typeof value.length !== 'number') {
+    throw new InvalidArgumentError(argument, `${B} integers (one per batch, B=${B})`, describeValue(value));
+  }
+  if (value.length !== B)
+    throw new InvalidArgumentError(argument, `${B} values (B=${B})`, `${value.length} values`);
+  const lengths = new Int32Array(B);
+  for (let b = 0; b < B; b++) {
+    const v = value[b];
+    if (!Number.isInteger(v) || v < 0 || v > max) {
+      throw new InvalidArgumentError(
+        `${argument}[${b}]`,
+        `an integer in [0, ${letter}=${max}]`,
+        describeValue(v),
+      );
+    }
+    lengths[b] = v;
+  }
+  return lengths;
 }
 
 /** B+1 non-decreasing integers from 0 to `total`. */
@@ -86,17 +117,19 @@ export function maxLength(lengths: Int32Array): number {
   return max;
 }
 
-/** The block table as (B, M) host integers; its entries in use are checked against the pool. */
 /** The last block table that passed checkBlockTable: its entries, pool and each row's checked blocks. */
 let lastChecked: { table: Int32Array; numBlocks: number; M: number; used: Int32Array } | null = null;
 
+/**
+ * The block table as (B, M) host integers, its entries in use checked against the pool, and the B lengths checked
+ * against the table's capacity (M·blockSize tokens).
+ */
 export function checkBlockTable(
   value: unknown,
   B: number,
   pool: { numBlocks: number; blockSize: number },
   lengthsGiven: ArrayLike<number> | Tensor | undefined,
-): PagedKv {
-  const keyValueSeqLengths = int32ListOf('keyValueSeqLengths', lengthsGiven) as ArrayLike<number> | undefined;
+): { paged: PagedKv; lengths: Int32Array } {
   let table: Int32Array;
   let borrowed = false;
   let rows: number;
@@ -134,33 +167,22 @@ export function checkBlockTable(
   }
   if (rows !== B) throw new InvalidArgumentError('blockTable', `B=${B} rows (the query's batch)`, `${rows}`);
   if (M < 1) throw new InvalidArgumentError('blockTable', 'at least one block per sequence', `${M}`);
-  if (keyValueSeqLengths === undefined) {
+  if (lengthsGiven === undefined) {
     throw new InvalidArgumentError(
       'keyValueSeqLengths',
       `B=${B} cached lengths (required with a blockTable)`,
       'undefined',
     );
   }
-  if (
-    keyValueSeqLengths === null ||
-    typeof keyValueSeqLengths !== 'object' ||
-    typeof keyValueSeqLengths.length !== 'number'
-  ) {
-    throw new InvalidArgumentError(
-      'keyValueSeqLengths',
-      `B=${B} cached lengths, one per sequence`,
-      describe(keyValueSeqLengths),
-    );
-  }
-  if (keyValueSeqLengths.length !== B) {
-    throw new InvalidArgumentError(
-      'keyValueSeqLengths',
-      `B=${B} cached lengths, one per sequence (the query's batch)`,
-      `${keyValueSeqLengths.length} value${keyValueSeqLengths.length === 1 ? '' : 's'}`,
-    );
-  }
   const { numBlocks, blockSize } = pool;
-  const capacity = M * blockSize;
+  // The lengths are checked here, where the table's capacity (its width in tokens) is known.
+  const lengths = checkLengths(
+    'keyValueSeqLengths',
+    lengthsGiven,
+    B,
+    M * blockSize,
+    'maxBlocksPerSeq·blockSize',
+  )!;
   // The entries a previous call already checked need no second look: a decode loop passes the same
   // table on every step while its lengths grow inside the blocks already checked (a new block every
   // blockSize steps). 65,600 entries (B=64, S=16k, block 16) take ~85 µs to check on the build
@@ -175,15 +197,7 @@ export function checkBlockTable(
       : null;
   const used = new Int32Array(B);
   for (let b = 0; b < B; b++) {
-    const length = keyValueSeqLengths[b];
-    if (!Number.isInteger(length) || length < 0 || length > capacity) {
-      throw new InvalidArgumentError(
-        `keyValueSeqLengths[${b}]`,
-        `an integer in [0, maxBlocksPerSeq·blockSize = ${M}·${blockSize} = ${capacity}] (the table's capacity)`,
-        String(length),
-      );
-    }
-    used[b] = Math.ceil(length / blockSize);
+    used[b] = Math.ceil(lengths[b] / blockSize);
     // One unsigned compare per entry (a negative block reads as ≥ 2^31), from the first one not yet
     // checked for this row.
     for (let m = known ? Math.min(known.used[b], used[b]) : 0, at = b * M + m; m < used[b]; m++, at++) {
@@ -191,7 +205,7 @@ export function checkBlockTable(
       if (block >>> 0 >= numBlocks) {
         throw new InvalidArgumentError(
           `blockTable[${b}][${m}]`,
-          `a pool block in [0, numBlocks=${numBlocks}) (sequence ${b} holds ${length} tokens: ${used[b]} blocks)`,
+          `a pool block in [0, numBlocks=${numBlocks}) (sequence ${b} holds ${lengths[b]} tokens: ${used[b]} blocks)`,
           String(block),
         );
       }
@@ -201,7 +215,7 @@ export function checkBlockTable(
   if (known) for (let b = 0; b < B; b++) known.used[b] = Math.max(known.used[b], used[b]);
   lastChecked = checked;
   table = checked.table; // the same entries, in an array the caller's tensor does not own
-  return { blockTable: table, maxBlocksPerSeq: M, blockSize, numBlocks };
+  return { paged: { blockTable: table, maxBlocksPerSeq: M, blockSize, numBlocks }, lengths };
 }
 
 function integerList(argument: string, given: unknown, expected: string): number[] {
@@ -370,7 +384,12 @@ export function layoutOf(query: Tensor, key: Tensor, value: Tensor, options: Lay
         shapeText(key),
       );
     }
-    paged = checkBlockTable(options.blockTable, B, { numBlocks, blockSize }, options.keyValueSeqLengths);
+    ({ paged, lengths: keyValueSeqLengths } = checkBlockTable(
+      options.blockTable,
+      B,
+      { numBlocks, blockSize },
+      options.keyValueSeqLengths,
+    ));
     S = paged.maxBlocksPerSeq * blockSize;
   } else if (packedKv) {
     requireRank('key', key, 3, '(totalS, K, H)', 'packed by keyValueSeqOffsets');

@@ -21,7 +21,7 @@ import {
 import { InvalidArgumentError } from '../errors.js';
 import { isFloatDType } from '../tensor/dtype.js';
 import { Tensor } from '../tensor/tensor.js';
-import { int32ListOf, LAYOUT_OPTIONS, layoutOf } from './kv-layout.js';
+import { checkLengths, LAYOUT_OPTIONS, layoutOf } from './kv-layout.js';
 
 const shapeText = (t: Tensor): string => `[${t.shape.join(', ')}]`;
 
@@ -52,35 +52,6 @@ function checkBroadcast(
     stride *= shape[d];
   }
   return { tensor, strides };
-}
-
-export function checkLengths(
-  argument: string,
-  given: ArrayLike<number> | Tensor | undefined,
-  B: number,
-  max: number,
-  letter: string,
-) {
-  if (given === undefined) return null;
-  const value = int32ListOf(argument, given) as ArrayLike<number>;
-  if (value === null || typeof value !== 'object' || typeof value.length !== 'number') {
-    throw new InvalidArgumentError(argument, `${B} integers (one per batch, B=${B})`, describeValue(value));
-  }
-  if (value.length !== B)
-    throw new InvalidArgumentError(argument, `${B} values (B=${B})`, `${value.length} values`);
-  const lengths = new Int32Array(B);
-  for (let b = 0; b < B; b++) {
-    const v = value[b];
-    if (!Number.isInteger(v) || v < 0 || v > max) {
-      throw new InvalidArgumentError(
-        `${argument}[${b}]`,
-        `an integer in [0, ${letter}=${max}]`,
-        describeValue(v),
-      );
-    }
-    lengths[b] = v;
-  }
-  return lengths;
 }
 
 function checkWindow(value: AttentionOptions['localWindowSize']): AttentionProblem['window'] {
