@@ -41,11 +41,10 @@ function shortBytes(bytes: number): string {
   return `${formatNumber(Number(value))} ${unit}`;
 }
 
-/** A decode step's GB/s over its share of the HBM peak (results schema), or '—'. */
-function bandwidth(row: ResultRow): string {
-  if (row.bandwidthGBs === undefined) return '—';
-  const rate = formatNumber(row.bandwidthGBs);
-  return row.bandwidthPercent !== undefined ? `${rate}\n${row.bandwidthPercent.toFixed(1)}%` : rate;
+/** A rate over its share of a peak (TFLOP/s of the matmul ceiling, a decode step's GB/s of HBM), or '—'. */
+function rateCell(rate: number | undefined, percent: number | undefined): string {
+  const text = rate !== undefined ? formatNumber(rate) : '—';
+  return percent !== undefined ? `${text}\n${percent.toFixed(1)}%` : text;
 }
 
 /**
@@ -67,15 +66,14 @@ export function renderResultRows(
       time = `${formatDuration(t.ms.median)}\n${formatNumber(t.ms.p10 / value)}–${formatNumber(t.ms.p90 / value)}`;
     }
     const host = t?.hostMs ? `${formatDuration(t.hostMs.median)}\n` : '';
-    const rate = row.tflops !== undefined ? formatNumber(row.tflops) : '—';
     return [
       // The source is attnlab unless the label names a peer: the prefix only costs width here.
       row.label.replace(/^attnlab /, ''),
       shapeLabel(row),
       time,
       t ? `${host}${formatDuration(t.firstCallMs)}` : '—',
-      row.ceilingPercent !== undefined ? `${rate}\n${row.ceilingPercent.toFixed(1)}%` : rate,
-      bandwidth(row),
+      rateCell(row.tflops, row.ceilingPercent),
+      rateCell(row.bandwidthGBs, row.bandwidthPercent),
       row.peakMemoryBytes != null ? shortBytes(row.peakMemoryBytes) : '—',
       row.maxError != null
         ? `${row.maxError.toExponential(1)}${row.errorCheck === 'sampled' ? '*' : ''}`
