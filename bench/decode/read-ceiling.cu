@@ -24,6 +24,7 @@
 //   /tmp/read-ceiling --in-flight      (scattered 4 KiB chunks against the bytes in flight a SM: in_flight below)
 //   /tmp/read-ceiling --hybrid         (the TMA engine and plain loads at once, each a share of the chunks: hybrid)
 //   /tmp/read-ceiling --staged         (stages filled through registers by producer warps, and partly by TMA: staged)
+//   /tmp/read-ceiling --dynamic        (the bulk reader's stages handed out statically or claimed from a counter)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -124,10 +125,13 @@ __device__ __forceinline__ unsigned stage_ring(long long lo, long long hi, const
 // maps a logical chunk to the one read. Waits stage s's barrier, reads one word of it, refills it.
 template <int STAGES = ::STAGES, unsigned STAGE_BYTES = ::STAGE_BYTES>
 __global__ void __launch_bounds__(32) read_bulk(const unsigned char* __restrict__ src, const int* __restrict__ order,
-                                                 long long chunks, unsigned chunk_bytes, unsigned* sink) {
+                                                 long long chunks, unsigned chunk_bytes, unsigned* sink,
+                                                 unsigned long long* times = nullptr) {
   extern __shared__ __align__(128) unsigned char smem[];
   __shared__ __align__(8) unsigned long long full[STAGES];
   if (threadIdx.x != 0) return;
+  unsigned long long t0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
   const int per_stage = STAGE_BYTES / chunk_bytes;
   const long long loads_total = (chunks + per_stage - 1) / per_stage;
   const long long lo = loads_total * blockIdx.x / gridDim.x, hi = loads_total * (blockIdx.x + 1) / gridDim.x;
@@ -153,6 +157,11 @@ __global__ void __launch_bounds__(32) read_bulk(const unsigned char* __restrict_
     return word;
   });
   if (acc == MAGIC) *sink = acc;
+  if (times) {  // this CTA's start and end (%globaltimer, ns): the tail's spread (`--dynamic`)
+    unsigned long long t1;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
+    times[blockIdx.x] = t0, times[gridDim.x + blockIdx.x] = t1;
+  }
 }
 
 // W warps: stage s of load l holds chunks l·16 … (4 KiB each) of this CTA's share, thread t copying the 16-byte
@@ -187,6 +196,69 @@ __global__ void __launch_bounds__(256) read_lsu(const unsigned char* __restrict_
     return *reinterpret_cast<volatile unsigned*>(smem + s * STAGE_BYTES + threadIdx.x * 16);
   });
   if (acc == MAGIC) *sink = acc;
+}
+
+// The bulk reader with dynamic scheduling: CTAs claim stages (loads of 64 KiB: 16 chunks) from a counter, one at a
+// time, the next claim's atomic issued as soon as the last claim is used (its latency hides behind the wait), so a CTA
+// the memory system serves faster reads more of the buffer and every CTA ends within about a stage of the others.
+// `ctr`: {next load, CTAs done}, both zero before a launch; the last CTA to finish sets them back to zero for the next
+// launch in the stream. `times` (or null): each CTA's start and end (%globaltimer, ns) for the tail's spread.
+template <int STAGES = ::STAGES, unsigned STAGE_BYTES = ::STAGE_BYTES>
+__global__ void __launch_bounds__(32) read_bulk_dynamic(const unsigned char* __restrict__ src,
+                                                         const int* __restrict__ order, long long chunks,
+                                                         unsigned chunk_bytes, unsigned* sink, unsigned* ctr,
+                                                         unsigned long long* times) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ __align__(8) unsigned long long full[STAGES];
+  if (threadIdx.x != 0) return;
+  unsigned long long t0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  const int per_stage = STAGE_BYTES / chunk_bytes;
+  const unsigned loads_total = unsigned((chunks + per_stage - 1) / per_stage);
+  for (int s = 0; s < STAGES; ++s)
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32(&full[s])));
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  auto issue = [&](long long load, int s) {
+    const long long c0 = load * per_stage;
+    const int n = int(chunks - c0 < per_stage ? chunks - c0 : per_stage);
+    const unsigned bar = smem_u32(&full[s]);
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(n * chunk_bytes) : "memory");
+    for (int j = 0; j < n; ++j) {
+      const long long c = order ? order[c0 + j] : c0 + j;
+      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                       smem_u32(smem + s * STAGE_BYTES + j * chunk_bytes)),
+                   "l"(src + c * chunk_bytes), "r"(chunk_bytes), "r"(bar)
+                   : "memory");
+    }
+  };
+  long long issued = 0;
+  unsigned next = atomicAdd(ctr, 1u);
+  while (issued < STAGES && next < loads_total) {
+    issue(next, int(issued));
+    ++issued;
+    next = atomicAdd(ctr, 1u);
+  }
+  unsigned acc = 0;
+  for (long long n = 0; n < issued; ++n) {
+    const int s = int(n % STAGES);
+    wait_phase(smem_u32(&full[s]), unsigned(n / STAGES) & 1u);
+    acc ^= *reinterpret_cast<volatile unsigned*>(smem + s * STAGE_BYTES);
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    if (next < loads_total) {
+      issue(next, s);
+      ++issued;
+      next = atomicAdd(ctr, 1u);
+    }
+  }
+  if (acc == MAGIC) *sink = acc;
+  unsigned long long t1;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
+  if (times) times[blockIdx.x] = t0, times[gridDim.x + blockIdx.x] = t1;
+  __threadfence();
+  if (atomicAdd(ctr + 1, 1u) == gridDim.x - 1) {  // every CTA has made its last claim: reset for the next launch
+    atomicExch(ctr, 0u);
+    atomicExch(ctr + 1, 0u);
+  }
 }
 
 struct Timing {
@@ -478,19 +550,113 @@ int staged(const unsigned char* buf, unsigned* sink, int sms) {
   return 0;
 }
 
+// Fixed time and marginal rate of each reader: t = t0 + bytes / rate over every size it ran at (least squares).
+void print_fits(const std::vector<Row>& rows) {
+  std::printf("\n# reader: fixed us a launch, marginal GB/s (least squares over the sizes); GB/s at 512 MiB\n");
+  std::vector<std::string> readers;
+  for (const Row& r : rows)
+    if (std::find(readers.begin(), readers.end(), r.reader) == readers.end()) readers.push_back(r.reader);
+  for (const std::string& name : readers) {
+    double sx = 0, sy = 0, sxx = 0, sxy = 0, n = 0, at512 = 0;
+    for (const Row& r : rows)
+      if (r.reader == name) {
+        const double x = r.mib * 1048576.0 / 1e9;  // GB
+        sx += x, sy += r.us, sxx += x * x, sxy += x * r.us, n += 1;
+        if (r.mib == 512) at512 = r.gbs;
+      }
+    const double slope = (n * sxy - sx * sy) / (n * sxx - sx * sx), t0 = (sy - slope * sx) / n;
+    std::printf("%-34s %6.1f us %7.0f GB/s   %7.0f GB/s\n", name.c_str(), t0, 1e6 / slope, at512);
+  }
+}
+
+// `--dynamic`: the bulk reader (3 × 64 KiB stages a CTA, one CTA a SM) with its stages handed out statically (each CTA
+// a fixed share of the buffer: read_bulk, 128 CTAs or one a SM; or 8 CTAs a SM, the block scheduler handing out the
+// shares) or claimed from a counter (read_bulk_dynamic), over 4 and 16 KiB chunks in order and random at 512 MiB, 1 and
+// 2 GiB, with each reader's fixed time and marginal rate; at 512 MiB, one launch of each with every CTA's start and end.
+// Why (session 21): scattered 4 KiB chunks cost the static bulk reader ~10 µs of fixed time a launch against ~4 in
+// order, with a marginal rate of 4.45 TB/s (session 17, call 2). If the fixed part is the tail (CTAs whose random
+// pages the memory system serves slower end later, and the last few cannot keep HBM busy), a reader that balances its
+// CTAs dynamically reads 512 MiB of scattered pages near 4.3 TB/s, and a decode kernel of that form (persistent CTAs
+// claiming key ranges) is the next step for issue 16's K=1 goal; if not, the TMA engine's rate is what bounds it.
+int dynamic_schedule(const unsigned char* buf, unsigned* sink, int sms) {
+  unsigned* ctr;
+  unsigned long long* times;
+  CHECK(cudaMalloc(&ctr, 2 * sizeof(unsigned)));
+  CHECK(cudaMemset(ctr, 0, 2 * sizeof(unsigned)));
+  CHECK(cudaMalloc(&times, 2 * 8 * 4096 * sizeof(unsigned long long)));
+  CHECK(cudaFuncSetAttribute((read_bulk<STAGES, STAGE_BYTES>), cudaFuncAttributeMaxDynamicSharedMemorySize, STAGES * STAGE_BYTES));
+  CHECK(cudaFuncSetAttribute((read_bulk_dynamic<STAGES, STAGE_BYTES>), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             STAGES * STAGE_BYTES));
+  // One launch with `times`: how long its CTAs ran and when they ended after the first one started.
+  auto tail = [&](const std::string& name, int ctas, auto launch) {
+    launch(times);
+    CHECK(cudaDeviceSynchronize());
+    std::vector<unsigned long long> t(2 * ctas);
+    CHECK(cudaMemcpy(t.data(), times, t.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
+    const unsigned long long first = *std::min_element(t.begin(), t.begin() + ctas);
+    std::vector<double> ends(ctas);
+    double busy = 0;
+    for (int c = 0; c < ctas; ++c) ends[c] = (t[ctas + c] - first) / 1e3, busy += (t[ctas + c] - t[c]) / 1e3 / ctas;
+    std::sort(ends.begin(), ends.end());
+    std::printf("  tail %-30s CTAs busy %.1f us on average; ends after the first start: first %.1f, median %.1f, "
+                "last %.1f us\n",
+                name.c_str(), busy, ends.front(), ends[ctas / 2], ends.back());
+  };
+  std::vector<Row> rows;
+  std::mt19937 rng(21);
+  for (unsigned chunk : {4096u, 16384u})
+    for (double mib : {512.0, 1024.0, 2048.0}) {
+      const long long chunks = (long long)(mib * 1048576.0) / chunk;
+      int* order;
+      CHECK(cudaMalloc(&order, chunks * sizeof(int)));
+      for (Order o : {Order::InOrder, Order::Random}) {
+        const std::vector<int> host = make_order(o, chunks, chunk, rng);
+        CHECK(cudaMemcpy(order, host.data(), chunks * sizeof(int), cudaMemcpyHostToDevice));
+        const int* ord = o == Order::InOrder ? nullptr : order;
+        const std::string tag = " " + std::to_string(chunk >> 10) + "K " + order_name(o);
+        auto add = [&](const std::string& reader, Timing t) {
+          rows.push_back({reader, mib, t.median_ms * 1e3, print_row(reader, mib, t)});
+        };
+        for (int ctas : {128, sms, 8 * sms}) {
+          auto launch = [&](unsigned long long* tm) {
+            read_bulk<STAGES, STAGE_BYTES><<<ctas, 32, STAGES * STAGE_BYTES>>>(buf, ord, chunks, chunk, sink, tm);
+          };
+          const std::string name = "static " + std::to_string(ctas) + tag;
+          add(name, time_windows([&] { launch(nullptr); }));
+          if (mib == 512.0) tail(name, ctas, launch);
+        }
+        for (int ctas : {128, sms}) {
+          auto launch = [&](unsigned long long* tm) {
+            read_bulk_dynamic<STAGES, STAGE_BYTES><<<ctas, 32, STAGES * STAGE_BYTES>>>(buf, ord, chunks, chunk, sink, ctr,
+                                                                                      tm);
+          };
+          const std::string name = "dynamic " + std::to_string(ctas) + tag;
+          add(name, time_windows([&] { launch(nullptr); }));
+          if (mib == 512.0) tail(name, ctas, launch);
+        }
+      }
+      CHECK(cudaFree(order));
+    }
+  print_fits(rows);
+  CHECK(cudaFree(ctr));
+  CHECK(cudaFree(times));
+  return 0;
+}
+
 int main(int argc, char** argv) {
   const bool flight = argc > 1 && std::string(argv[1]) == "--in-flight";
   const bool mixed = argc > 1 && std::string(argv[1]) == "--hybrid";
   const bool stage = argc > 1 && std::string(argv[1]) == "--staged";
+  const bool dynamic = argc > 1 && std::string(argv[1]) == "--dynamic";
   std::vector<double> sizes_mib;
-  for (int i = flight || mixed || stage ? 2 : 1; i < argc; ++i) sizes_mib.push_back(std::atof(argv[i]));
+  for (int i = flight || mixed || stage || dynamic ? 2 : 1; i < argc; ++i) sizes_mib.push_back(std::atof(argv[i]));
   if (sizes_mib.empty()) sizes_mib = {128, 256, 512, 1024, 2048, 4096};
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
   const int sms = prop.multiProcessorCount;
   std::printf("# %s, %d SMs, L2 %d MiB\n", prop.name, sms, prop.l2CacheSize >> 20);
   const size_t max_bytes =
-      flight || mixed || stage ? size_t(1024) << 20 : size_t(*std::max_element(sizes_mib.begin(), sizes_mib.end()) * 1048576.0);
+      dynamic ? size_t(2048) << 20 : flight || mixed || stage ? size_t(1024) << 20 : size_t(*std::max_element(sizes_mib.begin(), sizes_mib.end()) * 1048576.0);
   unsigned char* buf;
   unsigned* sink;
   CHECK(cudaMalloc(&buf, max_bytes));
@@ -499,6 +665,7 @@ int main(int argc, char** argv) {
   if (flight) return in_flight(buf, sink, sms);
   if (mixed) return hybrid(buf, sink, sms);
   if (stage) return staged(buf, sink, sms);
+  if (dynamic) return dynamic_schedule(buf, sink, sms);
   CHECK(cudaFuncSetAttribute((read_bulk<STAGES, STAGE_BYTES>), cudaFuncAttributeMaxDynamicSharedMemorySize, STAGES * STAGE_BYTES));
   CHECK(cudaFuncSetAttribute(read_lsu, cudaFuncAttributeMaxDynamicSharedMemorySize, STAGES * STAGE_BYTES));
   // Each size, chunk size and order has its own table of chunk indices (make_order), inside the size's bytes.
@@ -546,22 +713,7 @@ int main(int argc, char** argv) {
       CHECK(cudaFree(order));
     }
   }
-  // Fixed time and marginal rate of each reader: t = t0 + bytes / rate over every size.
-  std::printf("\n# reader: fixed us a launch, marginal GB/s (least squares over the sizes); GB/s at 512 MiB\n");
-  std::vector<std::string> readers;
-  for (const Row& r : rows)
-    if (std::find(readers.begin(), readers.end(), r.reader) == readers.end()) readers.push_back(r.reader);
-  for (const std::string& name : readers) {
-    double sx = 0, sy = 0, sxx = 0, sxy = 0, n = 0, at512 = 0;
-    for (const Row& r : rows)
-      if (r.reader == name) {
-        const double x = r.mib * 1048576.0 / 1e9;  // GB
-        sx += x, sy += r.us, sxx += x * x, sxy += x * r.us, n += 1;
-        if (r.mib == 512) at512 = r.gbs;
-      }
-    const double slope = (n * sxy - sx * sy) / (n * sxx - sx * sx), t0 = (sy - slope * sx) / n;
-    std::printf("%-34s %6.1f us %7.0f GB/s   %7.0f GB/s\n", name.c_str(), t0, 1e6 / slope, at512);
-  }
+  print_fits(rows);
   CHECK(cudaFree(buf));
   return 0;
 }
