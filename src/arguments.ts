@@ -56,7 +56,10 @@ function short(value: unknown): string {
 /** Options given as an object (or left out): anything else is an error naming `argument`. */
 export function checkOptionsObject<T extends object>(argument: string, value: unknown, expected: string): T {
   if (value === undefined) return {} as T;
-  if (value === null || typeof value !== 'object' || Array.isArray(value) || ArrayBuffer.isView(value)) {
+  // A plain object only: a Map, a class instance or an array has no option keys of its own (a Map's entries
+  // are not keys), so every option in it would be ignored unsaid.
+  const proto = value !== null && typeof value === 'object' ? Object.getPrototypeOf(value) : undefined;
+  if (proto !== Object.prototype && proto !== null) {
     throw new InvalidArgumentError(argument, expected, describeValue(value));
   }
   return value as T;

@@ -26,7 +26,7 @@ import { buildFp8Graph, type Fp8Layout, fp8GraphFeatures } from '../../src/backe
 import { launchQuantise3 } from '../../src/backends/cuda/fp8/kernels.js';
 import { executeFp8Plan, fp8Plan } from '../../src/backends/cuda/fp8/plan.js';
 import { allocDevice } from '../../src/backends/cuda/memory.js';
-import { type AttentionProblem, attentionFlops } from '../../src/backends/problem.js';
+import { type AttentionProblem, problemFlops } from '../../src/backends/problem.js';
 import { timeOnStream } from '../../src/bench/cuda-timer.js';
 import { seededInput } from '../../src/bench/measure.js';
 import type { Tensor } from '../../src/tensor/tensor.js';
@@ -56,7 +56,7 @@ function line(
   p: AttentionProblem,
   kernel: string,
 ) {
-  const tflops = ms ? attentionFlops(p) / (ms * 1e-3) / 1e12 : null;
+  const tflops = ms ? problemFlops(p) / (ms * 1e-3) / 1e12 : null;
   console.log(
     `${what.padEnd(24)} ${source.padEnd(11)} engine ${String(engine).padStart(3)}  ${ms === null ? '   (slow)' : ms.toFixed(3).padStart(7)} ms  ${tflops === null ? '' : tflops.toFixed(0).padStart(5)} TFLOP/s  ${kernel}`,
   );
@@ -158,7 +158,7 @@ function drift(causal: boolean) {
       () => attention(q, k, v, { implementation: 'cudnn', isCausal: causal }).output.dispose(),
       { iterations: 30, warmup: round === 0 ? 3 : 0 },
     );
-    rounds.push(`${median.toFixed(3)} ms (${(attentionFlops(p) / (median * 1e-3) / 1e12).toFixed(0)})`);
+    rounds.push(`${median.toFixed(3)} ms (${(problemFlops(p) / (median * 1e-3) / 1e12).toFixed(0)})`);
   }
   console.log(`drift bf16 default plan causal=${causal}: ${rounds.join(', ')}`);
 }

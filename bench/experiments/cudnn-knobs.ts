@@ -40,7 +40,7 @@ import { buildFp8Graph, fp8GraphFeatures } from '../../src/backends/cuda/fp8/gra
 import { launchQuantise3 } from '../../src/backends/cuda/fp8/kernels.js';
 import { executeFp8Plan, fp8Plan } from '../../src/backends/cuda/fp8/plan.js';
 import { allocDevice } from '../../src/backends/cuda/memory.js';
-import { attentionFlops } from '../../src/backends/problem.js';
+import { problemFlops } from '../../src/backends/problem.js';
 import { timeOnStream } from '../../src/bench/cuda-timer.js';
 import { seededInput } from '../../src/bench/measure.js';
 import { calibratedScalarBlock } from './fp8-scalars.js';
@@ -247,7 +247,7 @@ function fp8(causal: boolean) {
     `fp8${causal ? ' causal' : ''}`,
     materialized.graph,
     (plan) => executeFp8Plan({ ...reference, plan }, pointers, p.scale),
-    attentionFlops(p),
+    problemFlops(p),
   );
   destroyAll(materialized.descriptors);
   for (const b of [block, q8, k8, v8, o8]) b.release();
@@ -274,7 +274,7 @@ function bf16(causal: boolean) {
       p.scale,
     );
   };
-  sweep(`bf16 ${d.features.graph}${causal ? ' causal' : ''}`, materialized.graph, run, attentionFlops(p));
+  sweep(`bf16 ${d.features.graph}${causal ? ' causal' : ''}`, materialized.graph, run, problemFlops(p));
   destroyAll(materialized.descriptors);
   output.release();
 }

@@ -18,7 +18,7 @@ import { fp8GraphFeatures } from '../../src/backends/cuda/fp8/graph.js';
 import { launchDequantise, launchQuantise3 } from '../../src/backends/cuda/fp8/kernels.js';
 import { executeFp8Plan, fp8Plan } from '../../src/backends/cuda/fp8/plan.js';
 import { allocDevice } from '../../src/backends/cuda/memory.js';
-import { attentionFlops } from '../../src/backends/problem.js';
+import { problemFlops } from '../../src/backends/problem.js';
 import { seededInput } from '../../src/bench/measure.js';
 import { summarize } from '../../src/bench/stats.js';
 import { calibratedScalarBlock } from './fp8-scalars.js';
@@ -139,7 +139,7 @@ for (const causal of [false, true]) {
     });
     return summarize(times).median;
   };
-  const flops = attentionFlops(p);
+  const flops = problemFlops(p);
   const rows: [string, number[]][] = [
     ['graph alone', []],
     ['serial step', []],

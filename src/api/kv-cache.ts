@@ -14,7 +14,7 @@
  * }
  */
 
-import { checkKeys } from '../arguments.js';
+import { checkKeys, checkOptionsObject } from '../arguments.js';
 import { appendToPools } from '../backends/cuda/flash/kv-append.js';
 import { allocDevice, fillDevice32 } from '../backends/cuda/memory.js';
 import type { AttentionOptions, AttentionResult } from '../backends/problem.js';
@@ -25,6 +25,7 @@ import { keep } from '../tensor/scope.js';
 import type { Device } from '../tensor/storage.js';
 import { Tensor } from '../tensor/tensor.js';
 import { attention } from './attention.js';
+import { checkTensor } from './validate.js';
 
 export interface KVCacheOptions {
   readonly numBlocks: number;
@@ -57,6 +58,8 @@ const positiveInteger = (name: string, value: unknown): number => {
   return value;
 };
 
+const INT32_MAX = 2 ** 31 - 1;
+
 const KNOWN = ['numBlocks', 'blockSize', 'numKvHeads', 'headDim', 'valueHeadDim', 'dtype', 'device'];
 
 export class KVCache {
@@ -69,16 +72,24 @@ export class KVCache {
   readonly Hv: number;
   readonly dtype: FloatDType;
   readonly device: Device;
-  readonly #free: number[];
+  /** The free blocks, a stack: #free[0 … #freeCount − 1], the next one given out last. */
+  readonly #free: Int32Array;
+  #freeCount: number;
   readonly #sequences = new Map<number, Sequence>();
   #nextId = 0;
+  #disposed = false;
 
-  constructor(options: KVCacheOptions) {
-    if (options === null || typeof options !== 'object') {
-      throw new InvalidArgumentError('options', 'an object', String(options));
-    }
+  constructor(optionsIn: KVCacheOptions) {
+    const options = checkOptionsObject<KVCacheOptions>('options', optionsIn, 'an object of KVCache options');
     checkKeys('options', options, KNOWN);
     this.numBlocks = positiveInteger('numBlocks', options.numBlocks);
+    // Block tables are int32 (the kernels' and cuDNN's): a pool block past 2^31 − 1 could not be named in one.
+    if (this.numBlocks > INT32_MAX)
+      throw new InvalidArgumentError(
+        'numBlocks',
+        `at most ${INT32_MAX} (int32 block tables)`,
+        String(this.numBlocks),
+      );
     this.blockSize = positiveInteger('blockSize', options.blockSize);
     this.K = positiveInteger('numKvHeads', options.numKvHeads);
     this.H = positiveInteger('headDim', options.headDim);
@@ -102,12 +113,16 @@ export class KVCache {
     const slots = this.numBlocks * this.blockSize;
     this.keyPool = this.#pool([this.numBlocks, this.blockSize, this.K, this.H], slots * this.K * this.H);
     this.valuePool = this.#pool([this.numBlocks, this.blockSize, this.K, this.Hv], slots * this.K * this.Hv);
-    // Lowest blocks first: a fresh cache fills its pool in order.
-    this.#free = Array.from({ length: this.numBlocks }, (_, i) => this.numBlocks - 1 - i);
+    // Lowest blocks first: a fresh cache fills its pool in order. A typed stack: a plain array of numBlocks
+    // entries passes V8's array length limit near 1.3e8 blocks, where the pools themselves still fit.
+    this.#free = new Int32Array(this.numBlocks);
+    for (let i = 0; i < this.numBlocks; i++) this.#free[i] = this.numBlocks - 1 - i;
+    this.#freeCount = this.numBlocks;
   }
 
   /** A new, empty sequence; its id is what append/attention/freeSequence take. */
   addSequence(): number {
+    this.#live();
     const id = this.#nextId++;
     this.#sequences.set(id, { blocks: [], length: 0 });
     return id;
@@ -116,7 +131,7 @@ export class KVCache {
   /** Returns the sequence's blocks to the pool; its id is no longer valid. */
   freeSequence(id: number): void {
     const sequence = this.#sequence(id, 'id');
-    this.#free.push(...sequence.blocks.reverse());
+    for (let i = sequence.blocks.length - 1; i >= 0; i--) this.#free[this.#freeCount++] = sequence.blocks[i];
     this.#sequences.delete(id);
   }
 
@@ -125,13 +140,13 @@ export class KVCache {
   }
 
   get freeBlocks(): number {
-    return this.#free.length;
+    return this.#freeCount;
   }
 
   /**
    * Appends Tnew tokens to each sequence of `ids`: key (B, Tnew, K, H), value (B, Tnew, K, Hv) with
    * B = ids.length, on the cache's device and in its dtype. All or nothing: a full cache throws
-   * CacheFullError before anything changes.
+   * CacheFullError, and a bad id or tensor an InvalidArgumentError, before anything changes.
    */
   append(ids: readonly number[], key: Tensor, value: Tensor): void {
     const sequences = this.#sequences_(ids);
@@ -146,9 +161,9 @@ export class KVCache {
     }
     const needed = sequences.map((s) => Math.ceil((s.length + Tnew) / this.blockSize) - s.blocks.length);
     const total = needed.reduce((a, n) => a + n, 0);
-    if (total > this.#free.length) throw new CacheFullError(total, this.#free.length, this.numBlocks);
+    if (total > this.#freeCount) throw new CacheFullError(total, this.#freeCount, this.numBlocks);
     sequences.forEach((s, b) => {
-      for (let i = 0; i < needed[b]; i++) s.blocks.push(this.#free.pop()!);
+      for (let i = 0; i < needed[b]; i++) s.blocks.push(this.#free[--this.#freeCount]);
     });
     const slots = new Int32Array(B * Tnew);
     sequences.forEach((s, b) => {
@@ -204,9 +219,20 @@ export class KVCache {
    * Attention of `query` (B, T, N, H) over the cached tokens of `ids` (its B sequences), causal with
    * the queries as the last T tokens of each sequence unless `options` says otherwise.
    */
-  attention(query: Tensor, ids: readonly number[], options: AttentionOptions = {}): AttentionResult {
+  attention(query: Tensor, ids: readonly number[], optionsIn: AttentionOptions = {}): AttentionResult {
+    const options = checkOptionsObject<AttentionOptions>(
+      'options',
+      optionsIn,
+      'an object of attention options',
+    );
+    // The query is the caller's, the pools the cache's: a query of another dtype or device is the query's fault.
+    const q = checkTensor('query', query);
+    if (q.dtype !== this.dtype)
+      throw new InvalidArgumentError('query.dtype', `${this.dtype} (the cache's)`, q.dtype);
+    if (q.device !== this.device)
+      throw new InvalidArgumentError('query.device', `${this.device} (the cache's)`, q.device);
     for (const name of ['blockTable', 'keyValueSeqLengths', 'keyValueSeqOffsets'] as const) {
-      if (options?.[name] !== undefined) {
+      if (options[name] !== undefined) {
         throw new InvalidArgumentError(`options.${name}`, 'undefined (the cache sets it)', 'a value');
       }
     }
@@ -220,11 +246,16 @@ export class KVCache {
     });
   }
 
-  /** Frees the pools now (device memory back to attnlab's pool). */
+  /** Frees the pools now (device memory back to attnlab's pool); every later call but dispose() throws. */
   dispose(): void {
+    this.#disposed = true;
     this.keyPool.dispose();
     this.valuePool.dispose();
     this.#sequences.clear();
+  }
+
+  #live(): void {
+    if (this.#disposed) throw new InvalidArgumentError('cache', 'a live KVCache', 'a disposed KVCache');
   }
 
   /** The pools belong to the cache until its dispose(): kept out of any tidy() the cache is made in. */
@@ -237,6 +268,7 @@ export class KVCache {
   }
 
   #sequence(id: number, argument: string): Sequence {
+    this.#live();
     const sequence = this.#sequences.get(id);
     if (!sequence)
       throw new InvalidArgumentError(argument, 'the id of a live sequence (addSequence)', String(id));
@@ -244,6 +276,7 @@ export class KVCache {
   }
 
   #sequences_(ids: readonly number[]): Sequence[] {
+    this.#live();
     if (!Array.isArray(ids) || ids.length === 0) {
       throw new InvalidArgumentError('ids', 'a non-empty array of sequence ids', String(ids));
     }
@@ -253,8 +286,8 @@ export class KVCache {
   }
 
   /** (B, Tnew, K, X) in the cache's dtype and device; returns Tnew. */
-  #checkRows(argument: string, t: Tensor, B: number, X: number): number {
-    if (!(t instanceof Tensor)) throw new InvalidArgumentError(argument, 'a Tensor', typeof t);
+  #checkRows(argument: string, tensor: Tensor, B: number, X: number): number {
+    const t = checkTensor(argument, tensor);
     if (t.dtype !== this.dtype)
       throw new InvalidArgumentError(`${argument}.dtype`, `${this.dtype} (the cache's)`, t.dtype);
     if (t.device !== this.device) throw new InvalidArgumentError(`${argument}.device`, this.device, t.device);

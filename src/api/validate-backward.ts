@@ -4,6 +4,7 @@
  * shapes in the letters, dtypes and devices — each error naming the argument.
  */
 
+import { checkOptionsObject } from '../arguments.js';
 import type { BackwardOptions, BackwardProblem } from '../backends/backward-problem.js';
 import type { AttentionOptions, AttentionProblem } from '../backends/problem.js';
 import { InvalidArgumentError, UnsupportedError } from '../errors.js';
@@ -43,10 +44,11 @@ export function splitBackwardOptions(options: BackwardOptions): {
   deterministic: boolean;
   forwardOptions: AttentionOptions;
 } {
-  if (options === null || typeof options !== 'object') {
-    throw new InvalidArgumentError('options', 'an object', String(options));
-  }
-  const { deterministic, ...forwardOptions } = options;
+  const { deterministic, ...forwardOptions } = checkOptionsObject<BackwardOptions>(
+    'options',
+    options,
+    'an object of attention options and `deterministic` (or undefined)',
+  );
   if (deterministic !== undefined && typeof deterministic !== 'boolean') {
     throw new InvalidArgumentError('deterministic', 'a boolean', String(deterministic));
   }

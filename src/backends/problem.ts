@@ -5,8 +5,7 @@
  * N query heads, K key/value heads (N % K == 0), H head dim of Q and K, Hv head dim of V.
  */
 
-import { checkBoolean, checkInteger, describeValue } from '../arguments.js';
-import { InvalidArgumentError } from '../errors.js';
+import { checkBoolean, checkInteger, checkKeys, checkOptionsObject } from '../arguments.js';
 import type { FloatDType } from '../tensor/dtype.js';
 import type { Device } from '../tensor/storage.js';
 import type { Tensor } from '../tensor/tensor.js';
@@ -146,14 +145,27 @@ export interface AttentionResult {
 }
 
 /** Floating-point work of one forward attention: 4·B·N·T·S·H (two matmuls), halved when causal. */
-export function attentionFlops(p: Omit<ProblemSize, 'K'> & { readonly causal?: boolean }): number {
-  if (p === null || typeof p !== 'object') {
-    throw new InvalidArgumentError('problem', 'an object { B, T, S, N, H, causal? }', describeValue(p));
-  }
+export function attentionFlops(
+  p: Omit<ProblemSize, 'K'> & { readonly causal?: boolean; readonly K?: number },
+): number {
+  const problem = checkOptionsObject<typeof p>('problem', p, 'an object { B, T, S, N, H, K?, causal? }');
+  // A misspelt key (is_causal, causal_) would count a causal problem's work twice, unsaid.
+  checkKeys('problem', problem, FLOPS_KEYS, { is_causal: 'causal', isCausal: 'causal' });
   for (const letter of ['B', 'T', 'S', 'N', 'H'] as const) {
-    checkInteger(letter, p[letter], 1, Number.MAX_SAFE_INTEGER, 'a positive integer');
+    checkInteger(letter, problem[letter], 1, Number.MAX_SAFE_INTEGER, 'a positive integer');
   }
-  checkBoolean('causal', p.causal, false);
+  if (problem.K !== undefined) checkInteger('K', problem.K, 1, Number.MAX_SAFE_INTEGER, 'a positive integer');
+  checkBoolean('causal', problem.causal, false);
+  return problemFlops(problem);
+}
+
+/** attentionFlops' keys: K (kv heads) does not change the work, but a problem's sizes may carry it. */
+const FLOPS_KEYS = ['B', 'T', 'S', 'N', 'K', 'H', 'causal'];
+
+/** attentionFlops without its checks, for a problem or a results row the library made (more keys than B…H). */
+export function problemFlops(
+  p: Pick<ProblemSize, 'B' | 'T' | 'S' | 'N' | 'H'> & { readonly causal?: boolean },
+): number {
   const flops = 4 * p.B * p.N * p.T * p.S * p.H;
   return p.causal ? flops / 2 : flops;
 }

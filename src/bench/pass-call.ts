@@ -5,14 +5,14 @@
  * a row scale with PASS_FLOPS (backward 2.5× the forward's).
  */
 import { attentionVjp } from '../api/backward.js';
-import { attentionFlops } from '../backends/problem.js';
+import { problemFlops } from '../backends/problem.js';
 import { PASS_FLOPS, type Pass, type ResultRow } from '../results/schema.js';
 import type { Tensor } from '../tensor/tensor.js';
 import type { BenchCase } from './sweep.js';
 
 /** A row's floating-point work: the forward's, times its pass's factor. */
 export function rowFlops(row: Pick<ResultRow, 'B' | 'T' | 'S' | 'N' | 'H' | 'causal' | 'pass'>): number {
-  return attentionFlops(row) * PASS_FLOPS[row.pass ?? 'forward'];
+  return problemFlops(row) * PASS_FLOPS[row.pass ?? 'forward'];
 }
 
 export type TimedCall = (set: Tensor[]) => { output: Tensor; variant: string };

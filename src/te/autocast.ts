@@ -10,7 +10,7 @@
  * An explicit object on the call wins over an enclosing callback scope.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { checkBoolean, checkKeys, describeValue } from '../arguments.js';
+import { checkBoolean, checkKeys, checkOptionsObject, describeValue } from '../arguments.js';
 import { InvalidArgumentError } from '../errors.js';
 import { DelayedScaling, type Fp8Recipe, isRecipe } from './recipe.js';
 
@@ -36,14 +36,12 @@ export interface Fp8Autocast {
 
 const scope = new AsyncLocalStorage<Fp8Autocast>();
 
-function resolve(options: AutocastOptions): Fp8Autocast {
-  if (options === null || typeof options !== 'object') {
-    throw new InvalidArgumentError(
-      'autocast options',
-      'an object { enabled?, recipe?, fallback? }',
-      describeValue(options),
-    );
-  }
+function resolve(optionsIn: AutocastOptions): Fp8Autocast {
+  const options = checkOptionsObject<AutocastOptions>(
+    'autocast options',
+    optionsIn,
+    'an object { enabled?, recipe?, fallback? }',
+  );
   checkKeys('autocast options', options, ['enabled', 'recipe', 'fallback'], { fp8_recipe: 'recipe' });
   const enabled = checkBoolean('enabled', options.enabled, true);
   const fallback = checkBoolean('fallback', options.fallback, false);

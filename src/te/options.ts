@@ -11,6 +11,8 @@
  * Bias types: no_bias; post_scale_bias = softmax(scale·QKᵀ + bias), our bias as it is;
  * pre_scale_bias = softmax(scale·(QKᵀ + bias)), our bias multiplied by scale.
  */
+
+import { checkTensor } from '../api/validate.js';
 import { checkBoolean, checkChoice, checkKeys, checkOptionsObject, describeValue } from '../arguments.js';
 import type { AttentionOptions } from '../backends/problem.js';
 import { InvalidArgumentError } from '../errors.js';
@@ -253,6 +255,8 @@ export function attentionOptionsFor(
   bias: Tensor | undefined,
 ): AttentionOptions {
   const options: AttentionOptions = { scale: config.scale };
+  // Checked here, not by attention(): a pre-scale bias is read (scaleBias) before attention sees it.
+  if (bias !== undefined && bias !== null) checkTensor('bias', bias);
   const padding = config.maskType.startsWith('padding');
   if (config.maskType.includes('causal')) {
     options.isCausal = true;
@@ -266,7 +270,8 @@ export function attentionOptionsFor(
         describeValue(sequence),
       );
     }
-    if (sequence.legacyMask) options.mask = invertMask(sequence.legacyMask);
+    if (sequence.legacyMask)
+      options.mask = invertMask(checkTensor('sequenceDescriptor.mask', sequence.legacyMask));
     if (sequence.querySeqLengths) options.querySeqLengths = sequence.querySeqLengths;
     if (sequence.keyValueSeqLengths) options.keyValueSeqLengths = sequence.keyValueSeqLengths;
   } else if (sequence !== undefined && sequence !== null) {

@@ -55,6 +55,17 @@ export interface DelayedScalingOptions {
   amaxComputeAlgo?: AmaxComputeAlgo;
 }
 
+/**
+ * The largest margin: 2^128 is past float32's range, so from there every scale (fp8Max / amax / 2^margin, stored
+ * as float32) would underflow for any amax a float32 tensor holds.
+ */
+const MAX_MARGIN = 127;
+/**
+ * The longest amax history: each FP8 tensor of a module keeps one (8 bytes an entry); TE's default is 1024 and
+ * its recipes use 16–1024. 2^20 entries is 8 MiB a tensor, where 1e15 would fail at the first step, not here.
+ */
+const MAX_AMAX_HISTORY = 2 ** 20;
+
 /** TE's DelayedScaling: per-tensor scales from an amax history of earlier steps. */
 export class DelayedScaling {
   readonly kind = 'delayed';
@@ -71,11 +82,20 @@ export class DelayedScaling {
       'amaxComputeAlgo',
     ]);
     const { margin = 0, fp8Format = 'HYBRID', amaxHistoryLen = 1024, amaxComputeAlgo = 'max' } = o;
-    if (typeof margin !== 'number' || !Number.isInteger(margin) || margin < 0) {
-      throw new InvalidArgumentError('margin', 'a non-negative integer', describeValue(margin));
+    if (typeof margin !== 'number' || !Number.isInteger(margin) || margin < 0 || margin > MAX_MARGIN) {
+      throw new InvalidArgumentError('margin', `an integer in [0, ${MAX_MARGIN}]`, describeValue(margin));
     }
-    if (typeof amaxHistoryLen !== 'number' || !Number.isSafeInteger(amaxHistoryLen) || amaxHistoryLen < 1) {
-      throw new InvalidArgumentError('amaxHistoryLen', 'an integer ≥ 1', describeValue(amaxHistoryLen));
+    if (
+      typeof amaxHistoryLen !== 'number' ||
+      !Number.isInteger(amaxHistoryLen) ||
+      amaxHistoryLen < 1 ||
+      amaxHistoryLen > MAX_AMAX_HISTORY
+    ) {
+      throw new InvalidArgumentError(
+        'amaxHistoryLen',
+        `an integer in [1, ${MAX_AMAX_HISTORY}]`,
+        describeValue(amaxHistoryLen),
+      );
     }
     this.margin = margin;
     this.fp8Format = checkFormat(fp8Format);
@@ -117,8 +137,9 @@ export function isRecipe(value: unknown): value is Fp8Recipe {
 export function computeScale(amax: number, max: number, margin: number, previous: number): number {
   if (!(amax > 0) || !Number.isFinite(amax)) return previous;
   const scale = Math.fround(max / amax / 2 ** margin);
-  // fp8Max / a denormal-small amax overflows float32; TE would store inf and poison the tensor.
-  return Number.isFinite(scale) ? scale : previous;
+  // fp8Max / a denormal-small amax overflows float32; TE would store inf and poison the tensor. A large
+  // amax with a large margin underflows to 0, which would quantise everything to zero and leave no inverse.
+  return Number.isFinite(scale) && scale > 0 ? scale : previous;
 }
 
 /** The amax a history yields: its maximum, or slot 0 (the step just finished) for 'most_recent'. */

@@ -5,7 +5,7 @@
  * the two FP8 formats) and converted from float64 with round-to-nearest-even, directly, never through
  * float32: going float64 → float32 → bfloat16 rounds twice and can land one ulp off.
  */
-import { describeValue } from '../arguments.js';
+import { checkOptionsObject, describeValue } from '../arguments.js';
 import { InvalidArgumentError } from '../errors.js';
 
 export type FloatDType = 'float64' | 'float32' | 'float16' | 'bfloat16' | 'float8_e4m3fn' | 'float8_e5m2';
@@ -232,9 +232,7 @@ export function encodeValue(value: number, dtype: DType, options: EncodeOptions 
       describeValue(value),
     );
   }
-  if (options === null || typeof options !== 'object') {
-    throw new InvalidArgumentError('options', 'an object { saturate?: boolean }', describeValue(options));
-  }
+  checkOptionsObject('options', options, 'an object { saturate?: boolean }');
   if (options.saturate !== undefined && typeof options.saturate !== 'boolean') {
     throw new InvalidArgumentError('options.saturate', 'a boolean', describeValue(options.saturate));
   }
@@ -316,8 +314,11 @@ export function encodeArray(
 }
 
 /** Decodes a raw storage array to float64. */
-export function decodeArray(raw: RawArray, dtype: DType): Float64Array {
-  const out = new Float64Array(raw.length);
+export function decodeArray(
+  raw: RawArray,
+  dtype: DType,
+  out: Float64Array = new Float64Array(raw.length),
+): Float64Array {
   if (dtype === 'float16' || dtype === 'bfloat16' || dtype === 'float8_e4m3fn' || dtype === 'float8_e5m2') {
     const table = decodeTable(dtype);
     for (let i = 0; i < raw.length; i++) out[i] = table[raw[i]];

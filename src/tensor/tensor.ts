@@ -7,7 +7,15 @@
  */
 import { checkChoice, describeValue } from '../arguments.js';
 import { AttnlabError, InvalidArgumentError } from '../errors.js';
-import { allocHost, checkEncodeOptions, checkShape, checkValues, numel, shapeText } from './checks.js';
+import {
+  allocFloat64,
+  allocHost,
+  checkEncodeOptions,
+  checkShape,
+  checkValues,
+  numel,
+  shapeText,
+} from './checks.js';
 import {
   allocRaw,
   assertDType,
@@ -148,7 +156,8 @@ export class Tensor {
 
   /** Values decoded to float64 (copied from the GPU first when needed). */
   toFloat64Array(): Float64Array {
-    return decodeArray(this.toHost().data, this.dtype);
+    // Through allocFloat64: 8 bytes an element can outgrow the host where the tensor's own 2 did not.
+    return decodeArray(this.toHost().data, this.dtype, allocFloat64(this.shape));
   }
 
   /** One element, decoded, by its multi-index. Host tensors only. */

@@ -9,7 +9,12 @@ import { attention } from '../../src/api/attention.js';
 import { KVCache } from '../../src/api/kv-cache.js';
 import { CacheFullError, InvalidArgumentError, OutOfMemoryError } from '../../src/errors.js';
 import { randomNormal } from '../../src/tensor/random.js';
+import { Tensor } from '../../src/tensor/tensor.js';
 import { sliceRows } from '../support/kv-layouts.js';
+
+/** 4 blocks of 2 float16 rows on the CPU, head dim 8. */
+const smallFloat16Cache = (numKvHeads: number) =>
+  new KVCache({ numBlocks: 4, blockSize: 2, numKvHeads, headDim: 8, device: 'cpu', dtype: 'float16' });
 
 describe('KVCache', () => {
   for (const blockSize of [1, 4, 16]) {
@@ -60,13 +65,74 @@ describe('KVCache', () => {
 
   it('says a host pool too large to hold is out of memory, with the bytes and the shape', () => {
     assert.throws(
-      () => new KVCache({ numBlocks: 2 ** 40, blockSize: 4, numKvHeads: 1, headDim: 8, device: 'cpu' }),
+      () => new KVCache({ numBlocks: 2 ** 30, blockSize: 1024, numKvHeads: 1, headDim: 8, device: 'cpu' }),
       (e: unknown) =>
         e instanceof OutOfMemoryError &&
         e.device === 'cpu' &&
-        e.requestedBytes === 2 ** 40 * 4 * 8 * 2 &&
-        e.message.includes('shape [1099511627776, 4, 1, 8] bfloat16'),
+        e.requestedBytes === 2 ** 30 * 1024 * 8 * 2 &&
+        e.message.includes('shape [1073741824, 1024, 1, 8] bfloat16'),
     );
+  });
+
+  it('refuses more blocks than an int32 block table can name', () => {
+    assert.throws(
+      () => new KVCache({ numBlocks: 2 ** 31, blockSize: 1, numKvHeads: 1, headDim: 8, device: 'cpu' }),
+      /numBlocks: expected at most 2147483647 \(int32 block tables\), got 2147483648/,
+    );
+  });
+
+  it("holds a free list of 1.4e8 blocks (a plain array of that length passes V8's limit)", () => {
+    const cache = new KVCache({ numBlocks: 1.4e8, blockSize: 1, numKvHeads: 1, headDim: 8, device: 'cpu' });
+    assert.equal(cache.freeBlocks, 1.4e8);
+    const id = cache.addSequence();
+    const row = Tensor.fromArray(new Array(8).fill(1), [1, 1, 1, 8], 'bfloat16');
+    cache.append([id], row, row);
+    assert.equal(cache.freeBlocks, 1.4e8 - 1);
+    assert.deepEqual([...(cache.blockTable([id]).table.data as Int32Array)], [0]);
+    cache.dispose();
+  });
+
+  it('refuses a disposed key or value before taking any block, naming it', () => {
+    const cache = smallFloat16Cache(2);
+    const id = cache.addSequence();
+    const key = Tensor.zeros([1, 3, 2, 8], 'float16');
+    const value = Tensor.zeros([1, 3, 2, 8], 'float16');
+    key.dispose();
+    assert.throws(() => cache.append([id], key, value), /^InvalidArgumentError: key: expected a live Tensor/);
+    assert.equal(cache.freeBlocks, 4);
+    assert.equal(cache.sequenceLength(id), 0);
+  });
+
+  it('refuses every call after dispose(), naming the cache', () => {
+    const cache = new KVCache({ numBlocks: 4, blockSize: 2, numKvHeads: 1, headDim: 8, device: 'cpu' });
+    const id = cache.addSequence();
+    cache.dispose();
+    const row = Tensor.zeros([1, 1, 1, 8], 'bfloat16');
+    for (const call of [
+      () => cache.addSequence(),
+      () => cache.append([id], row, row),
+      () => cache.sequenceLength(id),
+      () => cache.blockTable([id]),
+      () => cache.freeSequence(id),
+      () => cache.attention(Tensor.zeros([1, 1, 1, 8], 'bfloat16'), [id]),
+    ])
+      assert.throws(call, /^InvalidArgumentError: cache: expected a live KVCache, got a disposed KVCache$/);
+  });
+
+  it("names the query when its dtype or device is not the cache's, and refuses options that are not an object", () => {
+    const cache = smallFloat16Cache(1);
+    const id = cache.addSequence();
+    const row = Tensor.zeros([1, 1, 1, 8], 'float16');
+    cache.append([id], row, row);
+    assert.throws(
+      () => cache.attention(Tensor.zeros([1, 1, 1, 8], 'float32'), [id]),
+      /^InvalidArgumentError: query.dtype: expected float16 \(the cache's\), got float32$/,
+    );
+    for (const options of [5, null, new Map([['isCausal', false]])])
+      assert.throws(
+        () => cache.attention(row, [id], options as never),
+        /^InvalidArgumentError: options: expected an object/,
+      );
   });
 
   it('returns blocks when a sequence is freed, and refuses a full append without changing anything', () => {

@@ -67,6 +67,7 @@ const viewOfDisposed = () => {
 const te = { headDim: 16, numAttentionHeads: 4, numGqaGroups: 2 };
 const module = new DotProductAttention({ ...te, attnMaskType: 'no_mask' });
 const padded = new DotProductAttention({ ...te, attnMaskType: 'padding' });
+const biased = new DotProductAttention({ ...te, attnMaskType: 'no_mask', attnBiasType: 'pre_scale_bias' });
 const bad = (o: object) => o as never;
 const ring2 = RingGroup.loopback(2);
 const cache = { numBlocks: 4, blockSize: 4, numKvHeads: 2, headDim: 16, device: 'cpu' } as const;
@@ -197,6 +198,28 @@ const CASES: readonly Case[] = [
   ['dotProductAttention', () => dotProductAttention(q, kv, kv, bad({ dropout: 0.1 })), I, 'options'],
   ['attentionFlops', () => attentionFlops({ B: 1, T: Number.NaN, S: 1, N: 1, H: 1 }), I, 'T'],
   ['attentionFlops', () => attentionFlops(null as never), I, 'problem'],
+  // A misspelt flag would count the causal work twice; a Map holds no keys of its own
+  [
+    'attentionFlops',
+    () => attentionFlops(bad({ B: 1, T: 1, S: 1, N: 1, H: 1, is_causal: true })),
+    I,
+    'problem',
+  ],
+  ['attention', () => attention(q, kv, kv, bad(new Map([['isCausal', true]]))), I, 'options'],
+  // An output too large for the host (2^38 float64s) is out of memory, not V8's RangeError
+  [
+    'attention',
+    () =>
+      attention(z([1, 65536, 64, 1]), z([1, 1, 1, 1]), z([1, 1, 1, 65536]), { implementation: 'reference' }),
+    OutOfMemoryError,
+    /asked for 2\.00 TiB/,
+  ],
+  [
+    'attention',
+    () => attention(z([1, 65536, 64, 1]), z([1, 1, 1, 1]), z([1, 1, 1, 65536]), { implementation: 'flash' }),
+    OutOfMemoryError,
+    /asked for 2\.00 TiB/,
+  ],
   ['attentionFlops', () => attentionFlops(bad({ B: 1, T: 1, S: 1, N: 1, H: 1, causal: 'no' })), I, 'causal'],
   // The backward pass: the forward's checks plus its own tensors and flags
   ['attentionVjp', () => attentionVjp(q, kv, kv, bad({ deterministic: 'yes' })), I, 'deterministic'],
@@ -323,6 +346,8 @@ const CASES: readonly Case[] = [
     I,
     'attentionDropout',
   ],
+  ['DotProductAttention.forward', () => biased.forward(q, kv, kv, bad({ bias: [[0]] })), I, 'bias'],
+  ['DotProductAttention.forward', () => biased.forward(q, kv, kv, { bias: disposed() }), I, 'bias'],
   [
     'DotProductAttention.forward',
     () => module.forward(q, kv, kv, bad({ deterministic: 'false' })),
@@ -356,6 +381,17 @@ const CASES: readonly Case[] = [
     () => padded.apply(q, kv, kv, { sequenceDescriptor: SequenceDescriptor.fromSeqLens([9, 1]) }),
     I,
     'querySeqLengths[0]',
+  ],
+  [
+    'DotProductAttention.apply',
+    () => {
+      const mask = z([2, 1, 8, 10], 'bool');
+      const sequenceDescriptor = SequenceDescriptor.fromLegacyMask(mask);
+      mask.dispose();
+      return padded.apply(q, kv, kv, { sequenceDescriptor });
+    },
+    I,
+    'sequenceDescriptor.mask',
   ],
   ['SequenceDescriptor.fromSeqLens', () => SequenceDescriptor.fromSeqLens([5.9]), I, 'querySeqLengths[0]'],
   [

@@ -23,7 +23,21 @@ describe('recipes', () => {
       [0, 'HYBRID', 1024, 'max'],
     );
     assert.throws(() => new DelayedScaling({ margin: -1 }), InvalidArgumentError);
-    assert.throws(() => new DelayedScaling({ amaxHistoryLen: 0 }), /amaxHistoryLen: expected an integer ≥ 1/);
+    assert.throws(
+      () => new DelayedScaling({ amaxHistoryLen: 0 }),
+      /amaxHistoryLen: expected an integer in \[1, 1048576\]/,
+    );
+    // Bounded where they are given, not at the first FP8 step: a history of 1e15 entries cannot be allocated, and
+    // from a margin of 128 every scale would underflow float32.
+    assert.throws(
+      () => new DelayedScaling({ amaxHistoryLen: 1e15 }),
+      /amaxHistoryLen: expected an integer in \[1, 1048576\], got 1000000000000000/,
+    );
+    assert.throws(
+      () => new DelayedScaling({ margin: 128 }),
+      /margin: expected an integer in \[0, 127\], got 128/,
+    );
+    assert.equal(new DelayedScaling({ margin: 127 }).margin, 127);
     assert.throws(
       () => new DelayedScaling({ fp8Format: 'E5M2' as never }),
       /fp8Format: expected one of 'E4M3', 'HYBRID', got the string 'E5M2'$/,
@@ -47,6 +61,7 @@ describe('recipes', () => {
     assert.equal(computeScale(Number.POSITIVE_INFINITY, 448, 0, 7), 7);
     assert.equal(computeScale(Number.NaN, 448, 0, 7), 7);
     assert.equal(computeScale(1e-45, 448, 0, 7), 7); // 448/1e-45 overflows float32
+    assert.equal(computeScale(1e30, 448, 127, 7), 7); // underflows float32 to 0: no scale to quantise with
   });
 
   test('history roll: slot 0 moves to the end, the oldest drops out, slot 0 is zeroed', () => {

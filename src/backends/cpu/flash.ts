@@ -8,6 +8,7 @@
  * Key blocks outside every row's visible range (causal, window, padding) are skipped, not masked.
  */
 
+import { allocFloat64, allocHost } from '../../tensor/checks.js';
 import { Tensor } from '../../tensor/tensor.js';
 import { type AttentionBackend, SUPPORTED } from '../backend.js';
 import type { AttentionProblem, BackendOutput } from '../problem.js';
@@ -25,8 +26,8 @@ export function flashAttentionCpu(p: AttentionProblem): BackendOutput {
   const v = p.value.toFloat64Array();
   const terms = pairTerms(p);
   const [ms, bs] = [terms.maskStrides, terms.biasStrides];
-  const out = new Float64Array(B * T * N * Hv);
-  const lse = new Float32Array(B * T * N).fill(Number.NEGATIVE_INFINITY);
+  const out = allocFloat64([B, T, N, Hv]);
+  const lse = (allocHost('float32', [B, T, N]) as Float32Array).fill(Number.NEGATIVE_INFINITY);
   const group = N / K;
   const tile = new Float64Array(BLOCK_Q * BLOCK_K);
   const rowMax = new Float64Array(BLOCK_Q);

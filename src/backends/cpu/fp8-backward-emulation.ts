@@ -14,6 +14,7 @@
  * GPU takes P from the FP8 forward's statistics (7.6e-4 from exact on the H200) and sums in float32
  * in its own order, so the two agree to a rounding step of the gradient type, not bit for bit.
  */
+import { allocFloat64 } from '../../tensor/checks.js';
 import { decodeArray, encodeOne, type Fp8DType } from '../../tensor/dtype.js';
 import type { Fp8BackwardOutput, Fp8BackwardProblem } from '../fp8-backward-problem.js';
 import { absMax, dequantiseTensor, dequantiseValues, quantiseValues } from './fp8-quantise.js';
@@ -47,9 +48,9 @@ export function runFp8BackwardEmulated(b: Fp8BackwardProblem): Fp8BackwardOutput
   const p8 = roundTrip('float8_e4m3fn');
   const dS8 = roundTrip(dtype8);
 
-  const dq = new Float64Array(B * T * N * H);
-  const dk = new Float64Array(B * S * K * H);
-  const dv = new Float64Array(B * S * K * H);
+  const dq = allocFloat64([B, T, N, H]);
+  const dk = allocFloat64([B, S, K, H]);
+  const dv = allocFloat64([B, S, K, H]);
   let amaxDP = 0;
   const weights = new Float64Array(S);
   const dS = new Float64Array(S);

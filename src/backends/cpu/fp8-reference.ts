@@ -12,6 +12,7 @@
  * tolerance against this reference is e4m3 output rounding plus a P-quantisation term.
  */
 
+import { allocFloat64 } from '../../tensor/checks.js';
 import type { Fp8DType } from '../../tensor/dtype.js';
 import { Tensor } from '../../tensor/tensor.js';
 import type { AttentionProblem } from '../problem.js';
@@ -49,7 +50,7 @@ export function fp8ReferenceOnProblem(
 ): Fp8ReferenceResult {
   const { B, T, N, Hv } = p;
   const v = p.value.toFloat64Array();
-  const out = new Float64Array(B * T * N * Hv);
+  const out = allocFloat64([B, T, N, Hv]);
   let amaxS = 0;
   forEachRow(p, p.query.toFloat64Array(), p.key.toFloat64Array(), (row) => {
     if (row.max === Number.NEGATIVE_INFINITY) return; // nothing visible: zeros, as every backend

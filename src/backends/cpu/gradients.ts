@@ -3,6 +3,7 @@
  * each input's shape and dtype, so that both CPU backends round their results one way.
  */
 
+import { allocFloat64 } from '../../tensor/checks.js';
 import type { FloatDType } from '../../tensor/dtype.js';
 import { Tensor } from '../../tensor/tensor.js';
 import type { BackwardOutput, BackwardProblem } from '../backward-problem.js';
@@ -21,10 +22,10 @@ export interface GradientBuffers {
 export function gradientBuffers(p: BackwardProblem): GradientBuffers {
   const { B, T, S, N, K, H, Hv } = p;
   return {
-    dq: new Float64Array(B * T * N * H),
-    dk: new Float64Array(B * S * K * H),
-    dv: new Float64Array(B * S * K * Hv),
-    dbias: p.bias ? new Float64Array(p.bias.tensor.size) : null,
+    dq: allocFloat64([B, T, N, H]),
+    dk: allocFloat64([B, S, K, H]),
+    dv: allocFloat64([B, S, K, Hv]),
+    dbias: p.bias ? allocFloat64(p.bias.tensor.shape) : null,
   };
 }
 

@@ -11,6 +11,7 @@
  * leak in; a row that sees nothing contributes nothing.
  */
 
+import { allocFloat64 } from '../../tensor/checks.js';
 import { SUPPORTED } from '../backend.js';
 import type { BackwardBackend } from '../backward-backend.js';
 import type { BackwardOutput, BackwardProblem } from '../backward-problem.js';
@@ -29,7 +30,7 @@ export function referenceBackward(p: BackwardProblem): BackwardOutput {
  */
 export function exactLogSumExp(p: AttentionProblem): Float64Array {
   const { T, N } = p;
-  const lse = new Float64Array(p.B * T * N).fill(Number.NEGATIVE_INFINITY);
+  const lse = allocFloat64([p.B, T, N]).fill(Number.NEGATIVE_INFINITY);
   forEachRow(p, p.query.toFloat64Array(), p.key.toFloat64Array(), ({ b, n, i, lo, hi, max, logits }) => {
     if (max === Number.NEGATIVE_INFINITY) return;
     let sum = 0;

@@ -7,6 +7,7 @@
  * returned NaN. Zeros are what FlashAttention and cuDNN produce, and what a padded row should hold.)
  */
 
+import { allocFloat64, allocHost } from '../../tensor/checks.js';
 import { Tensor } from '../../tensor/tensor.js';
 import { type AttentionBackend, SUPPORTED } from '../backend.js';
 import type { AttentionProblem, BackendOutput } from '../problem.js';
@@ -16,8 +17,8 @@ import { forEachRow, softmaxTimesValue } from './rows.js';
 export function referenceAttention(p: AttentionProblem): BackendOutput {
   const { B, T, N, Hv } = p;
   const v = p.value.toFloat64Array();
-  const out = new Float64Array(B * T * N * Hv);
-  const lse = new Float32Array(B * T * N).fill(Number.NEGATIVE_INFINITY);
+  const out = allocFloat64([B, T, N, Hv]);
+  const lse = (allocHost('float32', [B, T, N]) as Float32Array).fill(Number.NEGATIVE_INFINITY);
   forEachRow(p, p.query.toFloat64Array(), p.key.toFloat64Array(), (row) => {
     if (row.max === Number.NEGATIVE_INFINITY) return; // nothing visible: zeros, lse −inf
     const sum = softmaxTimesValue(p, row, v, out);
