@@ -12,7 +12,7 @@ import { InvalidArgumentError } from '../errors.js';
 import type { CeilingInfo, Pass, PeerInfo, ResultRow } from '../results/schema.js';
 import { withDecodeBandwidth } from './bandwidth.js';
 import { rowFlops } from './pass-call.js';
-import type { BenchCase } from './sweep.js';
+import { type BenchCase, splitList } from './sweep.js';
 
 export type PeerName = 'jax' | 'torch';
 export const PEERS: readonly PeerName[] = ['jax', 'torch'];
@@ -60,16 +60,13 @@ export interface PeerRun {
 
 /** `jax,torch` as peer names. */
 export function parsePeerList(text: string): PeerName[] {
-  const names = text
-    .split(',')
-    .map((p) => p.trim())
-    .filter(Boolean);
+  const names = splitList('--peers', text);
   for (const name of names) {
     if (!(PEERS as readonly string[]).includes(name)) {
       throw new InvalidArgumentError('--peers', `a list of ${PEERS.join(', ')}`, JSON.stringify(name));
     }
   }
-  return [...new Set(names)] as PeerName[];
+  return names as PeerName[];
 }
 
 /**

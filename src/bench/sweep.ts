@@ -70,8 +70,9 @@ export function expandSweep(spec: SweepSpec): { cases: BenchCase[]; skipped: Ski
 }
 
 /**
- * A list of positive integers from a command-line value: `64,128,256`, or `64..1024` for the powers
- * of two from 64 to 1024 (sizes that double are what attention sweeps use), or a mix: `1,2..16`.
+ * A list of positive integers from a command-line value: `64,128,256`, or `64..1024` for 64 doubled
+ * while it stays ≤ 1024 (sizes that double are what attention sweeps use; `3..10` is 3, 6: the end is
+ * included only when the doubling reaches it), or a mix: `1,2..16`. Each value once, first order kept.
  */
 export function parseIntList(option: string, text: string): number[] {
   const values: number[] = [];
@@ -90,7 +91,7 @@ export function parseIntList(option: string, text: string): number[] {
     }
     values.push(Number(part));
   }
-  return values;
+  return unique(values);
 }
 
 /** `true,false` (also `yes/no`, `1/0`) as booleans. */
@@ -146,13 +147,18 @@ export function parseImplList(option: string, text: string): Implementation[] {
   });
 }
 
-/** The comma-separated, non-empty, de-duplicated items of a list option, in the order given. */
+/**
+ * The comma-separated items of a list option, trimmed, in the order given, each once. An empty item
+ * (`1,,2`, `cpu,`) is refused rather than skipped: it is most often a value that went missing.
+ */
 export function splitList(option: string, text: string): string[] {
-  const parts = text
-    .split(',')
-    .map((p) => p.trim())
-    .filter((p) => p.length > 0);
-  if (parts.length === 0)
-    throw new InvalidArgumentError(option, 'a comma-separated list', JSON.stringify(text));
-  return [...new Set(parts)];
+  const parts = text.split(',').map((p) => p.trim());
+  if (parts.some((p) => p.length === 0)) {
+    throw new InvalidArgumentError(
+      option,
+      'a comma-separated list without empty items',
+      JSON.stringify(text),
+    );
+  }
+  return unique(parts);
 }

@@ -109,6 +109,10 @@ export function registerBenchCommand(program: Command): void {
     .addHelpText(
       'after',
       `
+Lists: comma-separated, each value once (a repeat is dropped, the first order kept), no empty
+item; a..b doubles from a while the value is ≤ b, so 64..1024 is 64,128,256,512,1024 and 3..10 is
+3,6 (b is included only when the doubling reaches it).
+
 Timing: the first call (compile, plan) is reported apart; then a warm-up, --settle-ms of
 back-to-back calls, and many calls with CUDA events around each, inputs rotated over copies spanning 2x L2; median with p10/p90, and host wall
 time per call. Results JSON follows docs/results-schema.md.
@@ -139,7 +143,7 @@ Examples:
         flags.ceiling === undefined
           ? undefined
           : parseNumber('--ceiling', flags.ceiling, 'positive', 'TFLOP/s');
-      const peers = flags.peers ? parsePeerList(flags.peers) : [];
+      const peers = flags.peers !== undefined ? parsePeerList(flags.peers) : [];
       // Files are named by --name when one is given, else by the preset ('bench' by default).
       const name = flags.name !== 'bench' || !flags.preset ? flags.name : flags.preset;
       const jsonPath = flags.json ?? (flags.out ? join(flags.out, `${name}.json`) : undefined);
@@ -244,19 +248,20 @@ function presetGroups(preset: string): SweepGroup[] {
 
 /** The sweep the size options describe. The default implementations are the ones this machine runs. */
 export function specFrom(flags: Omit<BenchFlags, 'name' | 'progress' | 'check'>): SweepSpec {
-  const impl: Implementation[] = flags.impl
-    ? parseImplList('--impl', flags.impl)
-    : cudaAvailable().ok
-      ? ['naive', 'flash', 'cudnn']
-      : ['reference', 'flash'];
+  const impl: Implementation[] =
+    flags.impl !== undefined
+      ? parseImplList('--impl', flags.impl)
+      : cudaAvailable().ok
+        ? ['naive', 'flash', 'cudnn']
+        : ['reference', 'flash'];
   return {
     batch: parseIntList('--batch', flags.batch),
     seq: parseIntList('--seq', flags.seq),
-    kvSeq: flags.kvSeq ? parseIntList('--kv-seq', flags.kvSeq) : undefined,
+    kvSeq: flags.kvSeq !== undefined ? parseIntList('--kv-seq', flags.kvSeq) : undefined,
     heads: parseIntList('--heads', flags.heads),
-    kvHeads: flags.kvHeads ? parseIntList('--kv-heads', flags.kvHeads) : undefined,
+    kvHeads: flags.kvHeads !== undefined ? parseIntList('--kv-heads', flags.kvHeads) : undefined,
     headDim: parseIntList('--head-dim', flags.headDim),
-    blockSize: flags.blockSize ? parseIntList('--block-size', flags.blockSize) : undefined,
+    blockSize: flags.blockSize !== undefined ? parseIntList('--block-size', flags.blockSize) : undefined,
     dtype: parseDTypeList('--dtype', flags.dtype),
     causal: parseBoolList('--causal', flags.causal),
     impl,

@@ -6,6 +6,7 @@
 import type { Command } from 'commander';
 import { cudaAvailable } from '../backends/cuda/context.js';
 import { IMPLEMENTATIONS, type Implementation } from '../backends/problem.js';
+import { splitList } from '../bench/sweep.js';
 import type { AttentionCase } from '../check/cases.js';
 import { RANDOM_CASES_SEED } from '../check/random-cases.js';
 import { runCheck } from '../check/run-check.js';
@@ -18,7 +19,7 @@ import { renderTable } from './table.js';
 type PrecisionName = keyof typeof PRECISIONS;
 
 function list<T extends string>(argument: string, value: string, allowed: (v: string) => boolean): T[] {
-  const items = value.split(',').map((s) => s.trim());
+  const items = splitList(argument, value);
   for (const item of items) {
     if (!allowed(item))
       throw new InvalidArgumentError(argument, 'a comma-separated list of known names', item);

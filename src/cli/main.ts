@@ -10,6 +10,7 @@ import { registerCheckCommand } from './check.js';
 import { describeFailure } from './failure.js';
 import { registerInfoCommand } from './info.js';
 import { registerLabCommand } from './lab.js';
+import { refuseEmptyValues } from './options.js';
 import { registerReportCommand } from './report.js';
 
 export function buildProgram(): Command {
@@ -19,7 +20,8 @@ export function buildProgram(): Command {
     )
     .version(packageVersion())
     .showHelpAfterError()
-    .exitOverride();
+    .exitOverride()
+    .hook('preAction', (_program, command) => refuseEmptyValues(command));
   registerInfoCommand(program);
   registerCheckCommand(program);
   registerLabCommand(program);

@@ -59,6 +59,30 @@ describe('impossible numbers and selections are refused in one line', () => {
       /--case: expected text found in a case name .*matches none/,
     ],
     [['check', '--device', 'cuda'], /--device: .*cuda \(not available: ATTNLAB_DISABLE_CUDA=1\)/],
+    // An empty value is not "not given": each would have been dropped, running the default instead.
+    ...[
+      ['bench', '--impl'],
+      ['bench', '--kv-seq'],
+      ['bench', '--kv-heads'],
+      ['bench', '--block-size'],
+      ['bench', '--peers'],
+      ['bench', '--json'],
+      ['bench', '--html'],
+      ['bench', '--out'],
+      ['lab', '--out'],
+      ['check', '--device'],
+      ['report', 'r.json', '-o'],
+    ].map(([...args]): [string[], RegExp] => [
+      [...args, ''],
+      new RegExp(`${args.at(-1) === '-o' ? '--output' : args.at(-1)}: expected a non-empty <\\w+>, got ""$`),
+    ]),
+    [['bench', '--impl', ' '], /--impl: expected a non-empty <list>, got " "/],
+    [
+      ['bench', '--batch', '1,,2'],
+      /--batch: expected a comma-separated list without empty items, got "1,,2"/,
+    ],
+    [['bench', '--peers', ','], /--peers: expected a comma-separated list without empty items, got ","/],
+    [['check', '--device', 'cpu,'], /--device: expected a comma-separated list without empty items/],
   ];
   for (const [args, pattern] of cases) {
     it(args.join(' '), async () => {
@@ -71,4 +95,22 @@ describe('impossible numbers and selections are refused in one line', () => {
       assert.match(lines[0], pattern);
     });
   }
+});
+
+describe('lists', () => {
+  it('run each item once, in the order given', async () => {
+    const r = await run([
+      'check',
+      '--device',
+      'cpu,cpu',
+      '--dtype',
+      'float32,float32',
+      '--case',
+      'MQA',
+      '--seed',
+      '1',
+    ]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /seed 1: 1 passed, 0 failed/);
+  });
 });

@@ -29,6 +29,8 @@ describe('parseIntList', () => {
     assert.deepEqual(parseIntList('--seq', '64..1024'), [64, 128, 256, 512, 1024]);
     assert.deepEqual(parseIntList('--batch', '1,3..12'), [1, 3, 6, 12]);
     assert.deepEqual(parseIntList('--seq', ' 32 , 32,64 '), [32, 64], 'duplicates and spaces are dropped');
+    assert.deepEqual(parseIntList('--batch', '1..2,2'), [1, 2], 'a value a range made too is measured once');
+    assert.deepEqual(parseIntList('--seq', '3..10'), [3, 6], 'the end only where the doubling reaches it');
   });
 
   it('names the option and the bad item', () => {
@@ -44,6 +46,7 @@ describe('parseIntList', () => {
     assert.throws(() => parseIntList('--seq', '0'), /--seq: expected positive integers/);
     assert.throws(() => parseIntList('--seq', '128..64'), /a range a\.\.b with 1 ≤ a ≤ b/);
     assert.throws(() => parseIntList('--seq', ','), /a comma-separated list/);
+    assert.throws(() => parseIntList('--batch', '1,,2'), /--batch: .*without empty items, got "1,,2"/);
   });
 });
 

@@ -1,0 +1,36 @@
+/**
+ * What the user typed, as against commander's defaults, and the one check every option value gets
+ * before any command runs: commander hands `--impl ''` to the action as '', which a truthiness test
+ * then reads as "not given", so an empty value would be dropped without a word.
+ */
+import type { Command, Option } from 'commander';
+import { InvalidArgumentError } from '../errors.js';
+
+/** The option spelled `long` ('--batch'); a typo here is a bug, so it throws. */
+function optionOf(command: Command, long: string): Option {
+  const option = command.options.find((o) => o.long === long);
+  if (!option) throw new Error(`${command.name()} has no option ${long}`);
+  return option;
+}
+
+/** Whether `long` was given on the command line (not left at its default). */
+export function givenOnCommandLine(command: Command, long: string): boolean {
+  return command.getOptionValueSource(optionOf(command, long).attributeName()) === 'cli';
+}
+
+/** The value `long` holds (its default where it was not given). */
+export function optionValue(command: Command, long: string): unknown {
+  return command.getOptionValue(optionOf(command, long).attributeName());
+}
+
+/** Refuses an option given an empty (or blank) value: `--out ''` names no folder. */
+export function refuseEmptyValues(command: Command): void {
+  for (const option of command.options) {
+    if (!option.long || !givenOnCommandLine(command, option.long)) continue;
+    const value = optionValue(command, option.long);
+    if (typeof value === 'string' && value.trim() === '') {
+      const what = /<([^>]+)>/.exec(option.flags)?.[1] ?? 'value';
+      throw new InvalidArgumentError(option.long, `a non-empty <${what}>`, JSON.stringify(value));
+    }
+  }
+}
