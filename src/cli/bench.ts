@@ -29,6 +29,7 @@ import { saveResults } from '../results/files.js';
 import { PASSES, type Pass, type ResultRow } from '../results/schema.js';
 import { shapeLabel } from '../results/shape-label.js';
 import { MAX_SEED, parseInteger, parseNumber } from './numbers.js';
+import { givenOnCommandLine, optionValue } from './options.js';
 import { checkOutputDir, checkOutputFile, writingTo } from './output-path.js';
 
 interface BenchFlags {
@@ -84,7 +85,7 @@ export function registerBenchCommand(program: Command): void {
     .option('--impl <list>', 'attnlab backends: naive, flash, cudnn, reference (default: this machine’s)')
     .option(
       '--preset <name>',
-      "'codelab': the codelab's default shape, sequence (64..1024) and batch sweeps; 'codelab-long': T to 16384",
+      "'codelab': the codelab's default shape, sequence (64..1024) and batch sweeps; 'codelab-long': T to 16384 (sets every size, dtype and mask; --impl keeps some of its implementations)",
     )
     .option('--name <text>', 'the group name of the rows (not with --preset) and of the --out files', 'bench')
     .option('--peers <list>', 'also run jax and/or torch on the same shapes, e.g. jax,torch')
@@ -122,21 +123,9 @@ Examples:
   attnlab bench --pass backward --batch 4 --seq 8192 --heads 16 --head-dim 128 --impl cudnn --causal true,false --peers jax,torch
   attnlab bench --preset codelab --peers jax,torch --out bench/results/h200`,
     )
-    .action(async (flags: BenchFlags) => {
-      // A preset sets every size: a size option without a default given beside it would be dropped unsaid.
-      for (const [option, value] of [
-        ['--kv-seq', flags.kvSeq],
-        ['--kv-heads', flags.kvHeads],
-        ['--block-size', flags.blockSize],
-      ] as const)
-        if (flags.preset && value !== undefined)
-          throw new InvalidArgumentError(
-            option,
-            `no --preset (the preset '${flags.preset}' sets every size)`,
-            value,
-          );
+    .action(async (flags: BenchFlags, command: Command) => {
       const groups = flags.preset
-        ? presetGroups(flags.preset)
+        ? presetGroups(flags.preset, command, flags.impl)
         : [{ name: flags.name, spec: specFrom(flags) }];
       const measure = measureFrom(flags);
       const ceiling =
@@ -239,11 +228,50 @@ export function nothingRan(rows: readonly ResultRow[]): string | null {
   return `no row ran (${summary}); first: ${first.label} ${shapeLabel(first)}: ${first.reason ?? first.status}`;
 }
 
-function presetGroups(preset: string): SweepGroup[] {
+/** What a preset sets itself: any of these given beside --preset would be dropped unsaid. */
+const PRESET_SETS = [
+  '--batch',
+  '--seq',
+  '--kv-seq',
+  '--heads',
+  '--kv-heads',
+  '--head-dim',
+  '--block-size',
+  '--dtype',
+  '--causal',
+] as const;
+
+/**
+ * The preset's sweeps. Options the preset sets are refused beside it; --impl keeps only the named
+ * implementations of the preset's series (the codelab's float32 series has no cuDNN, so
+ * `--impl cudnn` times the bfloat16 one alone), and naming one the preset never times is refused.
+ */
+function presetGroups(preset: string, command: Command, implText: string | undefined): SweepGroup[] {
   if (preset !== 'codelab' && preset !== 'codelab-long') {
     throw new InvalidArgumentError('--preset', "'codelab' or 'codelab-long'", JSON.stringify(preset));
   }
-  return codelabSweeps(cudaAvailable().ok ? 'cuda' : 'cpu', preset === 'codelab-long');
+  for (const option of PRESET_SETS) {
+    if (givenOnCommandLine(command, option))
+      throw new InvalidArgumentError(
+        option,
+        `no ${option} beside --preset (the preset '${preset}' sets the sizes, dtypes and mask)`,
+        JSON.stringify(optionValue(command, option)),
+      );
+  }
+  const groups = codelabSweeps(cudaAvailable().ok ? 'cuda' : 'cpu', preset === 'codelab-long');
+  if (implText === undefined) return groups;
+  const wanted = parseImplList('--impl', implText);
+  const timed = [...new Set(groups.flatMap((g) => g.spec.impl))];
+  const other = wanted.find((impl) => !timed.includes(impl));
+  if (other)
+    throw new InvalidArgumentError(
+      '--impl',
+      `implementations the preset '${preset}' times here (${timed.join(', ')})`,
+      JSON.stringify(other),
+    );
+  return groups
+    .map((g) => ({ ...g, spec: { ...g.spec, impl: g.spec.impl.filter((impl) => wanted.includes(impl)) } }))
+    .filter((g) => g.spec.impl.length > 0);
 }
 
 /** The sweep the size options describe. The default implementations are the ones this machine runs. */

@@ -4,9 +4,13 @@
  * cases fast; failures.test.ts spawns the CLI where the process itself is the point.
  */
 import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { main } from '../../src/cli/main.js';
 import { reloadConfig } from '../../src/config.js';
+import { loadResults } from '../../src/results/files.js';
 
 process.env.ATTNLAB_DISABLE_CUDA = '1';
 reloadConfig();
@@ -49,9 +53,24 @@ describe('impossible numbers and selections are refused in one line', () => {
     [['bench', '--block-size', '16,0'], /--block-size: expected positive integers/],
     [
       ['bench', '--preset', 'codelab', '--block-size', '16'],
-      /--block-size: expected no --preset \(the preset 'codelab' sets every size\), got 16/,
+      /--block-size: expected no --block-size beside --preset \(the preset 'codelab' sets the sizes, dtypes and mask\), got "16"/,
     ],
-    [['bench', '--preset', 'codelab', '--kv-seq', '4096'], /--kv-seq: expected no --preset/],
+    [['bench', '--preset', 'codelab', '--kv-seq', '4096'], /--kv-seq: expected no --kv-seq beside --preset/],
+    // Every option the preset sets is refused, not dropped: these all once exited 0.
+    ...['--batch', '--seq', '--heads', '--kv-heads', '--head-dim', '--dtype', '--causal'].map(
+      (option): [string[], RegExp] => [
+        ['bench', '--preset', 'codelab', option, 'abc'],
+        new RegExp(`${option}: expected no ${option} beside --preset .*, got "abc"`),
+      ],
+    ),
+    [
+      ['bench', '--preset', 'codelab', '--impl', 'cudnn'],
+      /--impl: expected implementations the preset 'codelab' times here \(reference, flash\), got "cudnn"/,
+    ],
+    [
+      ['bench', '--preset', 'codelab', '--impl', 'turbo'],
+      /--impl: expected one of reference, naive, flash, cudnn, got "turbo"/,
+    ],
     [['lab', '--budget-ms', '-5'], /--budget-ms: expected a finite number > 0/],
     [['check', '--seed', 'abc'], /--seed: expected an integer/],
     [
@@ -95,6 +114,35 @@ describe('impossible numbers and selections are refused in one line', () => {
       assert.match(lines[0], pattern);
     });
   }
+});
+
+describe('bench --preset', () => {
+  it('times only the implementations --impl names', async () => {
+    const json = join(mkdtempSync(join(tmpdir(), 'attnlab-preset-')), 'p.json');
+    const r = await run([
+      'bench',
+      '--preset',
+      'codelab',
+      '--impl',
+      'flash',
+      '--repeats',
+      '1',
+      '--warmup',
+      '0',
+      '--budget-ms',
+      '1',
+      '--settle-ms',
+      '0',
+      '--no-check',
+      '--no-progress',
+      '--json',
+      json,
+    ]);
+    assert.equal(r.code, 0, r.stderr);
+    const rows = loadResults(json).rows;
+    assert.ok(rows.length > 0);
+    assert.deepEqual([...new Set(rows.map((row) => row.impl))], ['flash']);
+  });
 });
 
 describe('lists', () => {
