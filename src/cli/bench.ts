@@ -30,7 +30,14 @@ import { PASSES, type Pass, type ResultRow } from '../results/schema.js';
 import { shapeLabel } from '../results/shape-label.js';
 import { MAX_SEED, parseInteger, parseNumber } from './numbers.js';
 import { givenOnCommandLine, optionValue } from './options.js';
-import { checkOutputDir, checkOutputFile, writingTo } from './output-path.js';
+import {
+  checkDistinctPaths,
+  checkFileName,
+  checkOutputDir,
+  checkOutputFile,
+  type Output,
+  writingTo,
+} from './output-path.js';
 
 interface BenchFlags {
   batch: string;
@@ -133,15 +140,7 @@ Examples:
           ? undefined
           : parseNumber('--ceiling', flags.ceiling, 'positive', 'TFLOP/s');
       const peers = flags.peers !== undefined ? parsePeerList(flags.peers) : [];
-      // Files are named by --name when one is given, else by the preset ('bench' by default).
-      const name = flags.name !== 'bench' || !flags.preset ? flags.name : flags.preset;
-      const jsonPath = flags.json ?? (flags.out ? join(flags.out, `${name}.json`) : undefined);
-      const htmlPath = flags.html ?? (flags.out ? join(flags.out, `${name}.html`) : undefined);
-      // Every path is checked before the first case runs: a bad one costs nothing but this line.
-      const [jsonOption, htmlOption] = [flags.json ? '--json' : '--out', flags.html ? '--html' : '--out'];
-      if (flags.out) checkOutputDir('--out', flags.out);
-      if (jsonPath) checkOutputFile(jsonOption, jsonPath);
-      if (htmlPath) checkOutputFile(htmlOption, htmlPath);
+      const { name, json, html } = outputsFrom(flags);
       const tooLarge = casesThatCannotFit(groups);
       const run = await runSweeps(groups, {
         measure,
@@ -151,24 +150,51 @@ Examples:
         progress: flags.progress ? terminalProgress() : undefined,
         // A run stopped part-way (a time limit on a lent GPU) keeps the parts it finished.
         onPartial: (partial) => {
-          if (jsonPath)
-            writingTo(jsonOption, jsonPath, () => saveResults(jsonPath, makeResults('bench', partial)));
+          if (json)
+            writingTo(json.option, json.path, () => saveResults(json.path, makeResults('bench', partial)));
         },
       });
       const results = makeResults('bench', run);
-      if (jsonPath) writingTo(jsonOption, jsonPath, () => saveResults(jsonPath, results));
-      const text = writingTo(htmlOption, htmlPath ?? '', () =>
-        writeReport([{ name, results }], { htmlPath, color: Boolean(process.stdout.isTTY) }),
+      if (json) writingTo(json.option, json.path, () => saveResults(json.path, results));
+      const text = writingTo(html?.option ?? '--html', html?.path ?? '', () =>
+        writeReport([{ name, results }], { htmlPath: html?.path, color: Boolean(process.stdout.isTTY) }),
       );
       process.stdout.write(`${text}\n`);
-      if (jsonPath) process.stdout.write(`results: ${jsonPath}\n`);
-      if (htmlPath) process.stdout.write(`report:  ${htmlPath}\n`);
+      if (json) process.stdout.write(`results: ${json.path}\n`);
+      if (html) process.stdout.write(`report:  ${html.path}\n`);
       const nothing = nothingRan(results.rows);
       if (nothing) {
         process.stderr.write(`attnlab: bench: ${nothing}\n`);
         process.exitCode = 1;
       }
     });
+}
+
+/**
+ * The name of the rows' group and files, and the results and report files, every path checked before
+ * the first case runs (a bad one costs nothing but its line). --out names the files that --json and
+ * --html leave to it: beside both, it would name nothing, so that is refused rather than dropped.
+ */
+function outputsFrom(flags: BenchFlags): { name: string; json?: Output; html?: Output } {
+  checkFileName('--name', flags.name);
+  // Files are named by --name when one is given, else by the preset ('bench' by default).
+  const name = flags.name !== 'bench' || !flags.preset ? flags.name : flags.preset;
+  if (flags.out !== undefined && flags.json !== undefined && flags.html !== undefined) {
+    throw new InvalidArgumentError(
+      '--out',
+      'no --out beside both --json and --html (they name every file it would)',
+      JSON.stringify(flags.out),
+    );
+  }
+  const inOut = (extension: string): Output | undefined =>
+    flags.out === undefined ? undefined : { option: '--out', path: join(flags.out, `${name}.${extension}`) };
+  const json = flags.json !== undefined ? { option: '--json', path: flags.json } : inOut('json');
+  const html = flags.html !== undefined ? { option: '--html', path: flags.html } : inOut('html');
+  if (flags.out !== undefined) checkOutputDir('--out', flags.out);
+  if (json) checkOutputFile(json.option, json.path);
+  if (html) checkOutputFile(html.option, html.path);
+  if (json && html) checkDistinctPaths(html.option, html.path, [json]);
+  return { name, json, html };
 }
 
 /** The timing options, each checked: a count of 0 repeats or a NaN budget cannot give a row. */

@@ -6,6 +6,7 @@
  */
 import { join } from 'node:path';
 import type { Command } from 'commander';
+import { InvalidArgumentError } from '../errors.js';
 import { runLab } from '../lab/run-lab.js';
 import { writeReport } from '../report/write.js';
 import { saveResults } from '../results/files.js';
@@ -34,6 +35,14 @@ export function registerLabCommand(program: Command): void {
     .addHelpText('after', () => `\n${labSizesHelp()}`)
     .action(async (options: { out?: string; report: boolean; quick?: boolean; budgetMs: string }) => {
       const budgetMs = parseNumber('--budget-ms', options.budgetMs, 'positive', 'ms');
+      if (!options.report && options.out !== undefined) {
+        // --no-report writes no file: the folder would be dropped without a word.
+        throw new InvalidArgumentError(
+          '--out',
+          'no --out with --no-report (which writes no files)',
+          JSON.stringify(options.out),
+        );
+      }
       const color = Boolean(process.stdout.isTTY) && !process.env.NO_COLOR;
       const out = options.report ? (options.out ?? defaultLabFolder()) : undefined;
       const [jsonPath, htmlPath] = out ? [join(out, 'lab.json'), join(out, 'lab.html')] : [];

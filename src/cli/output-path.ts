@@ -31,6 +31,41 @@ export function checkOutputFile(option: string, path: string): void {
   checkCreatable(option, path, dirname(absolute));
 }
 
+/**
+ * Refuses an output `path` that is one of `others` (other outputs, or inputs: `report a.json -o
+ * a.json` would replace its input by HTML). Paths are the same when they resolve alike, or name one
+ * file through a link.
+ */
+export function checkDistinctPaths(option: string, path: string, others: readonly Output[]): void {
+  const clash = others.find((other) => samePath(path, other.path));
+  if (clash) {
+    fail(option, 'a path that no other option or input names', path, `${clash.option} names it too`);
+  }
+}
+
+/** A path named by an option (or by an argument, where `option` says which). */
+export interface Output {
+  readonly option: string;
+  readonly path: string;
+}
+
+function samePath(a: string, b: string): boolean {
+  if (resolve(a) === resolve(b)) return true;
+  const [sa, sb] = [statOrNull(a), statOrNull(b)];
+  return sa !== null && sb !== null && sa.dev === sb.dev && sa.ino === sb.ino;
+}
+
+/** A file name without a folder (`--name`): no separator, not `.` or `..`, so it stays in --out. */
+export function checkFileName(option: string, name: string): void {
+  if (name.trim() === '' || /[/\\]/.test(name) || name === '.' || name === '..') {
+    throw new InvalidArgumentError(
+      option,
+      'a name without / or \\ that is not . or ..',
+      JSON.stringify(name),
+    );
+  }
+}
+
 /** Checks that `path` is a folder files can be written into, or one that can be created. */
 export function checkOutputDir(option: string, path: string): void {
   const absolute = resolve(path);

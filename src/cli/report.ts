@@ -9,7 +9,7 @@ import type { NamedResults } from '../report/charts.js';
 import { neutraliseControls, neutraliseStrings } from '../report/safe-text.js';
 import { writeReport } from '../report/write.js';
 import { loadResults } from '../results/files.js';
-import { checkOutputFile, writingTo } from './output-path.js';
+import { checkDistinctPaths, checkOutputFile, writingTo } from './output-path.js';
 
 /**
  * Short, distinct names for the files: the base name without .json, or the whole path where two
@@ -42,6 +42,8 @@ Example:
     )
     .action((paths: string[], options: { output: string; title?: string; terminal: boolean }) => {
       checkOutputFile('--output', options.output);
+      const inputs = paths.map((path) => ({ option: `the results file ${JSON.stringify(path)}`, path }));
+      checkDistinctPaths('--output', options.output, inputs);
       // Strings from the files (and their names) reach the terminal: their control characters do not.
       const names = displayNames(paths).map(neutraliseControls);
       const files: NamedResults[] = paths.map((path, i) => ({

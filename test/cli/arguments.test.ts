@@ -102,6 +102,24 @@ describe('impossible numbers and selections are refused in one line', () => {
     ],
     [['bench', '--peers', ','], /--peers: expected a comma-separated list without empty items, got ","/],
     [['check', '--device', 'cpu,'], /--device: expected a comma-separated list without empty items/],
+    // Outputs that would be dropped, overwrite each other or replace an input.
+    [['lab', '--no-report', '--out', 'labdir'], /--out: expected no --out with --no-report .*, got "labdir"/],
+    [
+      ['bench', '--out', 'dir', '--json', 'j.json', '--html', 'h.html'],
+      /--out: expected no --out beside both --json and --html .*, got "dir"/,
+    ],
+    [['bench', '--json', 'x', '--html', './x'], /--html: .*got "\.\/x" \(--json names it too\)/],
+    [
+      ['bench', '--out', 'd', '--html', 'd/bench.json'],
+      /--html: .*got "d\/bench\.json" \(--out names it too\)/,
+    ],
+    [['report', 'a.json', '-o', './a.json'], /--output: .*\(the results file "a\.json" names it too\)/],
+    // A name that would write outside --out, or a hidden file.
+    ...['../escaped', 'a/b', 'a\\b', '.', '..'].map((name): [string[], RegExp] => [
+      ['bench', '--name', name, '--out', 'o'],
+      /--name: expected a name without \/ or \\ that is not \. or \.\., got /,
+    ]),
+    [['bench', '--name', ''], /--name: expected a non-empty <text>, got ""/],
   ];
   for (const [args, pattern] of cases) {
     it(args.join(' '), async () => {
