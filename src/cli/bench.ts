@@ -135,6 +135,14 @@ Examples:
         ? presetGroups(flags.preset, command, flags.impl)
         : [{ name: flags.name, spec: specFrom(flags) }];
       const measure = measureFrom(flags);
+      if (measure.pass !== 'forward' && flags.blockSize !== undefined) {
+        // Paged caches are timed on the forward only: each row would say 'unsupported' after the run.
+        throw new InvalidArgumentError(
+          '--block-size',
+          `no --block-size with --pass ${measure.pass} (paged caches are timed on the forward only)`,
+          JSON.stringify(flags.blockSize),
+        );
+      }
       const ceiling =
         flags.ceiling === undefined
           ? undefined

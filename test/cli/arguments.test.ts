@@ -120,6 +120,10 @@ describe('impossible numbers and selections are refused in one line', () => {
       /--name: expected a name without \/ or \\ that is not \. or \.\., got /,
     ]),
     [['bench', '--name', ''], /--name: expected a non-empty <text>, got ""/],
+    [
+      ['bench', '--pass', 'backward', '--block-size', '16'],
+      /--block-size: expected no --block-size with --pass backward \(paged caches are timed on the forward only\), got "16"/,
+    ],
   ];
   for (const [args, pattern] of cases) {
     it(args.join(' '), async () => {
