@@ -106,20 +106,22 @@ export function parseBoolList(option: string, text: string): boolean[] {
   );
 }
 
+/** Short dtype names a command line takes for the full ones (bench --dtype, check --dtype). */
+export const DTYPE_ALIASES: Readonly<Record<string, FloatDType>> = {
+  bf16: 'bfloat16',
+  fp16: 'float16',
+  f16: 'float16',
+  f32: 'float32',
+  fp32: 'float32',
+  f64: 'float64',
+  fp8: 'float8_e4m3fn',
+};
+
 /** Float dtypes by name; `bf16`, `fp16`, `f32` are accepted for bfloat16, float16, float32. */
 export function parseDTypeList(option: string, text: string): FloatDType[] {
-  const aliases: Record<string, FloatDType> = {
-    bf16: 'bfloat16',
-    fp16: 'float16',
-    f16: 'float16',
-    f32: 'float32',
-    fp32: 'float32',
-    f64: 'float64',
-    fp8: 'float8_e4m3fn',
-  };
   return unique(
     splitList(option, text).map((part) => {
-      const dtype = aliases[part.toLowerCase()] ?? part;
+      const dtype = DTYPE_ALIASES[part.toLowerCase()] ?? part;
       if (!(FLOAT_DTYPES as readonly string[]).includes(dtype)) {
         throw new InvalidArgumentError(
           option,

@@ -6,7 +6,8 @@
 import type { Command } from 'commander';
 import { cudaAvailable } from '../backends/cuda/context.js';
 import { IMPLEMENTATIONS, type Implementation } from '../backends/problem.js';
-import { splitList } from '../bench/sweep.js';
+import { BACKENDS } from '../backends/registry.js';
+import { DTYPE_ALIASES, splitList } from '../bench/sweep.js';
 import type { AttentionCase } from '../check/cases.js';
 import { RANDOM_CASES_SEED } from '../check/random-cases.js';
 import { runCheck } from '../check/run-check.js';
@@ -17,14 +18,56 @@ import { MAX_SEED, parseInteger } from './numbers.js';
 import { renderTable } from './table.js';
 
 type PrecisionName = keyof typeof PRECISIONS;
+const DEVICES: readonly Device[] = ['cpu', 'cuda'];
 
-function list<T extends string>(argument: string, value: string, allowed: (v: string) => boolean): T[] {
-  const items = splitList(argument, value);
-  for (const item of items) {
-    if (!allowed(item))
-      throw new InvalidArgumentError(argument, 'a comma-separated list of known names', item);
+/**
+ * A list option's items as names from `names` (`aliases` maps a short spelling to one), each once;
+ * an unknown item is refused with every accepted name.
+ */
+function list<T extends string>(
+  argument: string,
+  value: string,
+  names: readonly T[],
+  aliases: Readonly<Record<string, string>> = {},
+): T[] {
+  const given = splitList(argument, value);
+  const items = given.map((item) => aliases[item.toLowerCase()] ?? item);
+  for (const [i, item] of items.entries()) {
+    if (!(names as readonly string[]).includes(item)) {
+      const short = Object.keys(aliases).filter((a) => (names as readonly string[]).includes(aliases[a]));
+      const also = short.length > 0 ? ` (or ${short.join(', ')})` : '';
+      throw new InvalidArgumentError(
+        argument,
+        `a comma-separated list of ${names.join(', ')}${also}`,
+        JSON.stringify(given[i]),
+      );
+    }
   }
-  return items as T[];
+  return [...new Set(items)] as T[];
+}
+
+/**
+ * The backends --impl names, each one that runs on a device being checked: the reference is the
+ * oracle (checked against itself it says nothing), and a backend of a device not checked here would
+ * give no row at all, so both are refused, saying why, rather than left out of the table.
+ */
+function checkedBackends(text: string, devices: readonly Device[]): Implementation[] {
+  const backends = list<Implementation>('--impl', text, IMPLEMENTATIONS);
+  const runnable = BACKENDS.filter((b) => devices.includes(b.device) && b.name !== 'reference');
+  const expected = `backends to check on ${devices.join(', ')} (${[...new Set(runnable.map((b) => b.name))].join(', ')})`;
+  for (const name of backends) {
+    if (runnable.some((b) => b.name === name)) continue;
+    const on = [...new Set(BACKENDS.filter((b) => b.name === name).map((b) => b.device))];
+    const cuda = cudaAvailable();
+    const why =
+      name === 'reference'
+        ? 'the float64 reference is the oracle every backend is checked against'
+        : on.includes('cuda') && !cuda.ok
+          ? `${name} needs CUDA, which is not usable here: ${cuda.reason.split(';')[0]}`
+          : `${name} runs on ${on.join(', ')}, not checked by --device ${devices.join(',')}`;
+    throw new InvalidArgumentError('--impl', expected, `${JSON.stringify(name)} (${why})`);
+  }
+  return backends;
 }
 
 export function registerCheckCommand(program: Command): void {
@@ -32,10 +75,13 @@ export function registerCheckCommand(program: Command): void {
     .command('check')
     .description('Run the correctness suite: every backend against the float64 CPU reference')
     .option('--device <list>', 'devices to check: cpu,cuda (default: all available)')
-    .option('--impl <list>', `backends to check (${IMPLEMENTATIONS.join(', ')})`)
+    .option(
+      '--impl <list>',
+      `backends to check (${IMPLEMENTATIONS.filter((i) => i !== 'reference').join(', ')}; the reference is the oracle)`,
+    )
     .option(
       '--dtype <list>',
-      `precisions (${Object.keys(PRECISIONS).join(', ')}; default: float32 on cpu; bfloat16,float16,float32,tf32 on cuda)`,
+      `precisions (${Object.keys(PRECISIONS).join(', ')}, or bf16, fp16, f32, f64; default: float32 on cpu; bfloat16,float16,float32,tf32 on cuda)`,
     )
     .option('--case <text>', 'only cases whose name contains this text')
     .option('--seed <n>', 'seed for the random inputs (default: time-based, printed)')
@@ -57,9 +103,7 @@ export function registerCheckCommand(program: Command): void {
           o.casesSeed === undefined
             ? RANDOM_CASES_SEED
             : parseInteger('--cases-seed', o.casesSeed, 0, MAX_SEED);
-        const devices = o.device
-          ? list<Device>('--device', o.device, (d) => d === 'cpu' || d === 'cuda')
-          : undefined;
+        const devices = o.device !== undefined ? list<Device>('--device', o.device, DEVICES) : undefined;
         const cuda = cudaAvailable();
         if (devices?.includes('cuda') && !cuda.ok) {
           throw new InvalidArgumentError(
@@ -68,24 +112,25 @@ export function registerCheckCommand(program: Command): void {
             `cuda (not available: ${cuda.reason.split(';')[0]})`,
           );
         }
-        const onDevices = devices ?? (cuda.ok ? ['cpu', 'cuda'] : ['cpu']);
+        const onDevices: Device[] = devices ?? (cuda.ok ? ['cpu', 'cuda'] : ['cpu']);
         const filter = o.case === undefined ? undefined : matchingCases(o.case, onDevices, casesSeed);
         const rows = runCheck({
           devices,
-          backends: o.impl
-            ? list<Implementation>('--impl', o.impl, (b) => IMPLEMENTATIONS.includes(b as Implementation))
-            : undefined,
-          precisions: o.dtype ? list<PrecisionName>('--dtype', o.dtype, (d) => d in PRECISIONS) : undefined,
+          backends: o.impl !== undefined ? checkedBackends(o.impl, onDevices) : undefined,
+          precisions:
+            o.dtype !== undefined
+              ? list('--dtype', o.dtype, Object.keys(PRECISIONS) as PrecisionName[], DTYPE_ALIASES)
+              : undefined,
           filter,
           seed,
           casesSeed,
         });
         if (rows.length === 0) {
-          // Only the reference was asked for: it is the oracle, checked against itself it says nothing.
+          // Every selection was checked above; an empty table would still read as a pass.
           throw new InvalidArgumentError(
-            '--impl',
-            'a backend other than the float64 reference',
-            String(o.impl),
+            '--impl, --device, --dtype and --case',
+            'a selection with a row to check',
+            'none',
           );
         }
         const failed = rows.filter((r) => r.status === 'fail');

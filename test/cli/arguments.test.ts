@@ -124,6 +124,26 @@ describe('impossible numbers and selections are refused in one line', () => {
       ['bench', '--pass', 'backward', '--block-size', '16'],
       /--block-size: expected no --block-size with --pass backward \(paged caches are timed on the forward only\), got "16"/,
     ],
+    // check: a backend that cannot give a row is refused saying why, not left out of the table.
+    [
+      ['check', '--impl', 'naive,flash'],
+      /--impl: expected backends to check on cpu \(flash\), got "naive" \(naive needs CUDA, which is not usable here: ATTNLAB_DISABLE_CUDA=1\)/,
+    ],
+    [
+      ['check', '--impl', 'cudnn'],
+      /got "cudnn" \(cudnn needs CUDA, which is not usable here: ATTNLAB_DISABLE_CUDA=1\)/,
+    ],
+    [['check', '--impl', 'reference'], /got "reference" \(the float64 reference is the oracle/],
+    // check's lists name what they take, and quote what came.
+    [['check', '--device', 'gpu'], /--device: expected a comma-separated list of cpu, cuda, got "gpu"$/],
+    [
+      ['check', '--impl', 'turbo'],
+      /--impl: expected a comma-separated list of reference, naive, flash, cudnn, got "turbo"$/,
+    ],
+    [
+      ['check', '--dtype', 'fp8'],
+      /--dtype: expected a comma-separated list of float64, float32, tf32, float16, bfloat16 \(or bf16, fp16, f16, f32, fp32, f64\), got "fp8"$/,
+    ],
   ];
   for (const [args, pattern] of cases) {
     it(args.join(' '), async () => {
@@ -181,6 +201,13 @@ describe('lists', () => {
       '1',
     ]);
     assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /seed 1: 1 passed, 0 failed/);
+  });
+
+  it('check --dtype takes the aliases bench takes', async () => {
+    const r = await run(['check', '--dtype', 'f32,fp32', '--case', 'MQA', '--seed', '1']);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /MQA N=8 K=1 .*float32/);
     assert.match(r.stdout, /seed 1: 1 passed, 0 failed/);
   });
 });
