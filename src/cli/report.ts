@@ -6,9 +6,9 @@
 import { basename } from 'node:path';
 import type { Command } from 'commander';
 import type { NamedResults } from '../report/charts.js';
-import { neutraliseControls, neutraliseStrings } from '../report/safe-text.js';
 import { writeReport } from '../report/write.js';
 import { loadResults } from '../results/files.js';
+import { neutraliseLine, neutraliseStrings } from '../results/safe-text.js';
 import { checkDistinctPaths, checkOutputFile, writingTo } from './output-path.js';
 
 /**
@@ -45,7 +45,7 @@ Example:
       const inputs = paths.map((path) => ({ option: `the results file ${JSON.stringify(path)}`, path }));
       checkDistinctPaths('--output', options.output, inputs);
       // Strings from the files (and their names) reach the terminal: their control characters do not.
-      const names = displayNames(paths).map(neutraliseControls);
+      const names = displayNames(paths).map(neutraliseLine);
       const files: NamedResults[] = paths.map((path, i) => ({
         name: names[i],
         results: neutraliseStrings(loadResults(path)),
@@ -58,6 +58,6 @@ Example:
         }),
       );
       if (options.terminal) process.stdout.write(`${text}\n`);
-      process.stdout.write(`report: ${neutraliseControls(options.output)}\n`);
+      process.stdout.write(`report: ${neutraliseLine(options.output)}\n`);
     });
 }

@@ -5,7 +5,7 @@
  * with exit code 1 and no Node stack trace.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -182,5 +182,49 @@ describe('report neutralises terminal control sequences from a results file', ()
       assert.match(r.stdout, shown);
     }
     assert.match(r.stdout, /a note \\x1b\[31mred\\x1b\[0m/);
+  });
+});
+
+describe('report reads only regular JSON files, and says so in one inert line', () => {
+  const folder = join(work, 'report-inputs');
+  mkdirSync(folder);
+
+  it('text that is not JSON: the parser quotes its bytes, written out as \\xNN', async () => {
+    const escapes = join(folder, 'escapes.json');
+    writeFileSync(escapes, '\u001b[2J\u001b]52;c;aGVsbG8=\u0007\nsecond line');
+    const elf = join(folder, 'elf.json');
+    writeFileSync(elf, Buffer.from([0x7f, 0x45, 0x4c, 0x46, 2, 1, 1, 0, 0, 0, 0x0a, 0x0d]));
+    const [a, b] = await Promise.all([
+      cli(['report', escapes, '-o', join(work, 'r1.html')]),
+      cli(['report', elf, '-o', join(work, 'r2.html')]),
+    ]);
+    assertOneLineFailure(a, /escapes\.json: expected JSON, got unparsable text \(.*\\x1b\[2J\\x1b\]52/);
+    assertOneLineFailure(b, /elf\.json: expected JSON, got unparsable text \(.*\\x7fELF\\x02/);
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point
+    for (const r of [a, b]) assert.doesNotMatch(r.stderr.trimEnd(), /[\u0000-\u001f\u007f-\u009f]/);
+  });
+
+  it('a FIFO with no writer and a folder are refused before reading (no hang)', async () => {
+    const fifo = join(folder, 'fifo.json');
+    spawnSync('mkfifo', [fifo]);
+    const [pipe, dir] = await Promise.all([
+      cli(['report', fifo, '-o', join(work, 'r3.html')], { timeoutMs: 20_000 }),
+      cli(['report', folder, '-o', join(work, 'r4.html')]),
+    ]);
+    assertOneLineFailure(
+      pipe,
+      /results file: expected a readable JSON file, got .*fifo\.json \(a FIFO \(named pipe\), not a regular file\)/,
+    );
+    assertOneLineFailure(dir, /got .*report-inputs \(a folder, not a regular file\)/);
+  });
+
+  it('a file name holding a newline is one line in the table heading', async () => {
+    const named = join(folder, 'two\nlines.json');
+    const bench = await cli(['bench', ...TINY, ...QUICK, '--json', named]);
+    assert.equal(bench.code, 0, bench.stderr);
+    const r = await cli(['report', named, '-o', join(work, 'r5.html')]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /^two\\x0alines: 1 rows$/m);
+    assert.doesNotMatch(r.stdout, /^lines/m);
   });
 });

@@ -9,9 +9,22 @@
 // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
 const CONTROLS = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;
 
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
+const ALL_CONTROLS = /[\u0000-\u001f\u007f-\u009f]/g;
+
+const escaped = (c: string) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`;
+
 /** `text` with every terminal control character (but \n and \t) written out as \xNN. */
 export function neutraliseControls(text: string): string {
-  return text.replace(CONTROLS, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
+  return text.replace(CONTROLS, escaped);
+}
+
+/**
+ * `text` as one inert line: every control character, newline and tab included, written out as \xNN
+ * (a file name or a parser's message inside a one-line error, or a table heading).
+ */
+export function neutraliseLine(text: string): string {
+  return text.replace(ALL_CONTROLS, escaped);
 }
 
 /** A deep copy of a JSON value with every string (keys included) neutralised. */
