@@ -24,6 +24,7 @@ import {
   type SweepSpec,
 } from '../bench/sweep.js';
 import { InvalidArgumentError } from '../errors.js';
+import { colorEnabled } from '../report/terminal.js';
 import { writeReport } from '../report/write.js';
 import { saveResults } from '../results/files.js';
 import { PASSES, type Pass, type ResultRow } from '../results/schema.js';
@@ -165,7 +166,7 @@ Examples:
       const results = makeResults('bench', run);
       if (json) writingTo(json.option, json.path, () => saveResults(json.path, results));
       const text = writingTo(html?.option ?? '--html', html?.path ?? '', () =>
-        writeReport([{ name, results }], { htmlPath: html?.path, color: Boolean(process.stdout.isTTY) }),
+        writeReport([{ name, results }], { htmlPath: html?.path, color: colorEnabled() }),
       );
       process.stdout.write(`${text}\n`);
       if (json) process.stdout.write(`results: ${json.path}\n`);

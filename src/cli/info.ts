@@ -8,7 +8,7 @@ import { cudaAvailable, cudaInfo } from '../backends/cuda/context.js';
 import { autoDispatchSummary } from '../backends/dispatch-table.js';
 import { BACKENDS } from '../backends/registry.js';
 import { gpuPowerProbe, powerProbeReason } from '../bench/gpu-power.js';
-import { renderTable } from '../report/terminal.js';
+import { colorEnabled, renderTable } from '../report/terminal.js';
 import { packageVersion } from '../version.js';
 
 /** Backends by device, e.g. 'flash, reference (cpu)'. */
@@ -62,6 +62,6 @@ export function registerInfoCommand(program: Command): void {
         return;
       }
       const rows = Object.entries(info).map(([k, v]) => [k, clauses(v)]);
-      process.stdout.write(`${renderTable(['', 'value'], rows, { color: Boolean(process.stdout.isTTY) })}\n`);
+      process.stdout.write(`${renderTable(['', 'value'], rows, { color: colorEnabled() })}\n`);
     });
 }

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import type { Command } from 'commander';
 import { InvalidArgumentError } from '../errors.js';
 import { runLab } from '../lab/run-lab.js';
+import { colorEnabled } from '../report/terminal.js';
 import { writeReport } from '../report/write.js';
 import { saveResults } from '../results/files.js';
 import type { ResultsFile } from '../results/schema.js';
@@ -43,7 +44,7 @@ export function registerLabCommand(program: Command): void {
           JSON.stringify(options.out),
         );
       }
-      const color = Boolean(process.stdout.isTTY) && !process.env.NO_COLOR;
+      const color = colorEnabled();
       const out = options.report ? (options.out ?? defaultLabFolder()) : undefined;
       const [jsonPath, htmlPath] = out ? [join(out, 'lab.json'), join(out, 'lab.html')] : [];
       if (out && jsonPath && htmlPath) {

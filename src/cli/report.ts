@@ -6,6 +6,7 @@
 import { basename } from 'node:path';
 import type { Command } from 'commander';
 import type { NamedResults } from '../report/charts.js';
+import { colorEnabled } from '../report/terminal.js';
 import { writeReport } from '../report/write.js';
 import { loadResults } from '../results/files.js';
 import { neutraliseLine, neutraliseStrings } from '../results/safe-text.js';
@@ -53,7 +54,7 @@ Example:
       const text = writingTo('--output', options.output, () =>
         writeReport(files, {
           htmlPath: options.output,
-          color: Boolean(process.stdout.isTTY),
+          color: colorEnabled(),
           title: options.title,
         }),
       );

@@ -9,11 +9,19 @@ import picocolors from 'picocolors';
 /** The widest line any renderer here produces. */
 export const TERMINAL_WIDTH = 100;
 
-/** Colours on a TTY, plain text otherwise (and when NO_COLOR is set). */
+/**
+ * The one rule for colour, for every command: on a TTY, unless NO_COLOR is set to anything but ''
+ * (no-color.org). The project reads no FORCE_COLOR.
+ */
+export function colorEnabled(stream: { isTTY?: boolean } = process.stdout): boolean {
+  return Boolean(stream.isTTY) && !process.env.NO_COLOR;
+}
+
+/** picocolors' functions, colouring when colorEnabled says so. */
 export function colorsFor(
   stream: { isTTY?: boolean } = process.stdout,
 ): ReturnType<typeof picocolors.createColors> {
-  return picocolors.createColors(Boolean(stream.isTTY) && !process.env.NO_COLOR);
+  return picocolors.createColors(colorEnabled(stream));
 }
 
 export interface TableOptions {

@@ -13,7 +13,7 @@ import { renderTable } from './terminal.js';
 export interface WriteReportOptions {
   /** Write the HTML report here (folders are created). */
   htmlPath?: string;
-  /** Colour the terminal text (callers pass stdout.isTTY). */
+  /** Colour the terminal text (callers pass colorEnabled(), terminal.ts). */
   color?: boolean;
   title?: string;
 }

@@ -211,3 +211,60 @@ describe('lists', () => {
     assert.match(r.stdout, /seed 1: 1 passed, 0 failed/);
   });
 });
+
+describe('colour follows one rule: a TTY, and NO_COLOR unset or empty', () => {
+  /** Runs `args` with stdout taken for a TTY and NO_COLOR as given. */
+  async function onTty(args: string[], noColor: string | undefined) {
+    const saved = { isTTY: process.stdout.isTTY, noColor: process.env.NO_COLOR };
+    process.stdout.isTTY = true;
+    if (noColor === undefined) delete process.env.NO_COLOR;
+    else process.env.NO_COLOR = noColor;
+    try {
+      return await run(args);
+    } finally {
+      process.stdout.isTTY = saved.isTTY;
+      if (saved.noColor === undefined) delete process.env.NO_COLOR;
+      else process.env.NO_COLOR = saved.noColor;
+    }
+  }
+  const folder = mkdtempSync(join(tmpdir(), 'attnlab-color-'));
+  const json = join(folder, 'tiny.json');
+  const bench = [
+    'bench',
+    '--batch',
+    '1',
+    '--seq',
+    '16',
+    '--heads',
+    '2',
+    '--head-dim',
+    '16',
+    '--impl',
+    'flash',
+    '--repeats',
+    '2',
+    '--warmup',
+    '0',
+    '--settle-ms',
+    '0',
+    '--budget-ms',
+    '5',
+    '--no-progress',
+  ];
+  const commands: [string, string[]][] = [
+    ['bench', [...bench, '--json', json]],
+    ['report', ['report', json, '-o', join(folder, 'r.html')]],
+    ['info', ['info']],
+    ['check', ['check', '--device', 'cpu', '--case', 'MQA', '--seed', '1']],
+  ];
+  for (const [name, args] of commands) {
+    it(name, async () => {
+      const plain = await onTty(args, '1');
+      assert.equal(plain.code, 0, plain.stderr);
+      assert.ok(!plain.stdout.includes('\u001b['), 'NO_COLOR=1: no escape codes');
+      const coloured = await onTty(args, '');
+      assert.equal(coloured.code, 0, coloured.stderr);
+      assert.ok(coloured.stdout.includes('\u001b['), 'NO_COLOR empty counts as unset: colours on a TTY');
+    });
+  }
+});
