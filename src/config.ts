@@ -7,6 +7,7 @@
  */
 import { homedir } from 'node:os';
 import { join } from 'node:path';
+import { InvalidArgumentError } from './errors.js';
 
 /** The libraries found through ATTNLAB_<LIB> (a file, or a folder to look in), before any search. */
 export const LIBRARY_VARIABLES = {
@@ -29,7 +30,7 @@ export type DependentLaunchChoice = 'auto' | 'all' | 'splits' | 'combine' | 'off
 
 export interface AttnlabConfig {
   /**
-   * ATTNLAB_DEBUG (0 when unset or not a number): 1 prints which backend and kernel variant ran each
+   * ATTNLAB_DEBUG (0 when unset; any other value but an integer ≥ 0 is an error): 1 prints which backend and kernel variant ran each
    * call, and disk-cache write problems; 2 adds compiler logs; 3 adds every kernel load.
    */
   readonly debug: number;
@@ -74,7 +75,7 @@ export interface AttnlabConfig {
   readonly cudnnTrace: boolean;
   /**
    * Which TMA decode launches are programmatic dependents (launch-dependent.ts; decode-tma.ts,
-   * tmaDependentLaunches, has the measurements): unset or any other value, 'auto' (both kernels of a split call
+   * tmaDependentLaunches, has the measurements): unset, 'auto' (both kernels of a split call
    * whose cache read is under 1 GiB); =1 'all' (the TMA kernel always, and its combine); =splits (both kernels
    * wherever the keys are split); =combine (only the combine); =0 'off' (plain launches).
    */
@@ -87,49 +88,59 @@ export interface AttnlabConfig {
   readonly libraries: Readonly<Record<ConfiguredLibrary, string | null>>;
 }
 
-/** Parses `env` (any object of variables; tests pass their own). An empty value counts as unset. */
+/**
+ * Parses `env` (any object of variables; tests pass their own). An empty value counts as unset; a
+ * value a variable does not take throws InvalidArgumentError naming the variable, the values it takes
+ * and what came, rather than running the defaults while a results file records the variable as set.
+ */
 export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
   const text = (name: string): string | null => env[name] || null;
-  const debug = Number(text('ATTNLAB_DEBUG') ?? 0);
-  const graph = text('ATTNLAB_CUDNN_GRAPH');
-  const flashKernel = text('ATTNLAB_FLASH_KERNEL');
-  const flashBackwardKernel = text('ATTNLAB_FLASH_BWD_KERNEL');
-  const decodeKernel = text('ATTNLAB_DECODE_KERNEL');
-  const dependent = text('ATTNLAB_DEPENDENT_LAUNCH');
+  const choice = <T extends string>(name: string, allowed: readonly T[]): T | null => {
+    const value = text(name);
+    if (value === null || (allowed as readonly string[]).includes(value)) return value as T | null;
+    throw new InvalidArgumentError(name, `one of ${allowed.join(', ')} (or unset)`, JSON.stringify(value));
+  };
+  /** A 0/1 switch: true when set to `on`. */
+  const flag = (name: string, on: '0' | '1' = '1'): boolean => choice(name, ['0', '1']) === on;
   const cacheRoot = text('ATTNLAB_CACHE_DIR') ?? join(homedir(), '.cache', 'attnlab');
   const libraries = Object.fromEntries(
     Object.entries(LIBRARY_VARIABLES).map(([library, variable]) => [library, text(variable)]),
   ) as Record<ConfiguredLibrary, string | null>;
+  const dependent = choice('ATTNLAB_DEPENDENT_LAUNCH', ['1', 'splits', 'combine', '0']);
   return {
-    debug: Number.isFinite(debug) ? debug : 0,
-    disableCuda: text('ATTNLAB_DISABLE_CUDA') === '1',
+    debug: debugLevel(text('ATTNLAB_DEBUG')),
+    disableCuda: flag('ATTNLAB_DISABLE_CUDA'),
     cacheRoot,
-    kernelCacheDir: text('ATTNLAB_KERNEL_CACHE') === '0' ? null : join(cacheRoot, 'kernels'),
-    cudnnPlanCacheDir: text('ATTNLAB_CUDNN_PLAN_CACHE') === '0' ? null : join(cacheRoot, 'cudnn-plans'),
+    kernelCacheDir: flag('ATTNLAB_KERNEL_CACHE', '0') ? null : join(cacheRoot, 'kernels'),
+    cudnnPlanCacheDir: flag('ATTNLAB_CUDNN_PLAN_CACHE', '0') ? null : join(cacheRoot, 'cudnn-plans'),
     ceilingCacheFile: join(cacheRoot, 'matmul-ceiling.json'),
-    assertNoCompile: text('ATTNLAB_ASSERT_NO_COMPILE') === '1',
+    assertNoCompile: flag('ATTNLAB_ASSERT_NO_COMPILE'),
     kernelsDir: text('ATTNLAB_KERNELS_DIR'),
     flashTiles: text('ATTNLAB_FLASH_TILES'),
     flashBackwardTiles: text('ATTNLAB_FLASH_BWD_TILES'),
-    flashBackwardKernel:
-      flashBackwardKernel === 'wgmma' || flashBackwardKernel === 'mma' ? flashBackwardKernel : null,
-    flashKernel: flashKernel === 'wgmma' || flashKernel === 'mma' ? flashKernel : null,
-    decodeKernel:
-      decodeKernel === 'heads' || decodeKernel === 'rows' || decodeKernel === 'tma' ? decodeKernel : null,
-    cudnnGraph: graph === 'composite' || graph === 'unified' ? graph : null,
-    cudnnTrace: text('ATTNLAB_CUDNN_TRACE') === '1',
-    dependentLaunch:
-      dependent === '1'
-        ? 'all'
-        : dependent === '0'
-          ? 'off'
-          : dependent === 'splits' || dependent === 'combine'
-            ? dependent
-            : 'auto',
+    flashBackwardKernel: choice('ATTNLAB_FLASH_BWD_KERNEL', ['wgmma', 'mma']),
+    flashKernel: choice('ATTNLAB_FLASH_KERNEL', ['wgmma', 'mma']),
+    decodeKernel: choice('ATTNLAB_DECODE_KERNEL', ['heads', 'rows', 'tma']),
+    cudnnGraph: choice('ATTNLAB_CUDNN_GRAPH', ['composite', 'unified']),
+    cudnnTrace: flag('ATTNLAB_CUDNN_TRACE'),
+    dependentLaunch: dependent === '1' ? 'all' : dependent === '0' ? 'off' : (dependent ?? 'auto'),
     commit: text('ATTNLAB_COMMIT'),
     python: text('ATTNLAB_PYTHON'),
     libraries,
   };
+}
+
+/** ATTNLAB_DEBUG: unset or an integer ≥ 0 (0 off; 1, 2, 3 print more; above 3 is as 3). */
+function debugLevel(value: string | null): number {
+  if (value === null) return 0;
+  if (!/^\d+$/.test(value)) {
+    throw new InvalidArgumentError(
+      'ATTNLAB_DEBUG',
+      'an integer ≥ 0 (0 off, 1..3 more output; or unset)',
+      JSON.stringify(value),
+    );
+  }
+  return Number(value);
 }
 
 /**
@@ -153,8 +164,12 @@ export const RUN_SETTING_VARIABLES = [
   'ATTNLAB_CUDNN_TRACE',
 ] as const;
 
-/** The RUN_SETTING_VARIABLES set (non-empty) in `env`, with their values as given. */
+/**
+ * The RUN_SETTING_VARIABLES set (non-empty) in `env`, with their values as given: each checked first
+ * (readConfig), so a results file never records a value that did not apply.
+ */
 export function runSettings(env: Record<string, string | undefined> = process.env): Record<string, string> {
+  readConfig(env);
   const set: Record<string, string> = {};
   for (const name of RUN_SETTING_VARIABLES) {
     const value = env[name];

@@ -12,8 +12,17 @@ export function describeFailure(error: unknown): string {
   if (error instanceof AttnlabError) return `attnlab: ${error.name}: ${error.message}`;
   const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
   const line = `attnlab: unexpected error (a bug in attnlab): ${text.split('\n')[0]}`;
-  if (config().debug > 0 && error instanceof Error && error.stack) return `${line}\n${error.stack}`;
+  if (debugging() && error instanceof Error && error.stack) return `${line}\n${error.stack}`;
   return `${line} (ATTNLAB_DEBUG=1 for the stack)`;
+}
+
+/** ATTNLAB_DEBUG > 0; false where the variables themselves are bad (that error is printed elsewhere). */
+function debugging(): boolean {
+  try {
+    return config().debug > 0;
+  } catch {
+    return false;
+  }
 }
 
 /**

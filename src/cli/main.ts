@@ -4,6 +4,7 @@
  * anything else is a bug: one line too, with the stack behind ATTNLAB_DEBUG (failure.ts).
  */
 import { Command, CommanderError } from 'commander';
+import { config } from '../config.js';
 import { packageVersion } from '../version.js';
 import { registerBenchCommand } from './bench.js';
 import { registerCheckCommand } from './check.js';
@@ -21,7 +22,11 @@ export function buildProgram(): Command {
     .version(packageVersion())
     .showHelpAfterError()
     .exitOverride()
-    .hook('preAction', (_program, command) => refuseEmptyValues(command));
+    .hook('preAction', (_program, command) => {
+      // A bad ATTNLAB_* value is one line before any work, not an error half-way through a sweep.
+      config();
+      refuseEmptyValues(command);
+    });
   registerInfoCommand(program);
   registerCheckCommand(program);
   registerLabCommand(program);

@@ -106,6 +106,30 @@ describe('output paths are checked before any work starts', () => {
   });
 });
 
+describe('a bad ATTNLAB_* value', () => {
+  it('is one line naming the variable before any work, not the defaults run unsaid', async () => {
+    const r = await new Promise<Run>((resolve) => {
+      const child = spawn(
+        process.execPath,
+        ['--import', 'tsx', 'src/cli/bin.ts', 'bench', ...TINY, ...QUICK],
+        {
+          cwd: root,
+          env: { ...env, ATTNLAB_FLASH_KERNEL: 'bogus' },
+        },
+      );
+      let [stdout, stderr] = ['', ''];
+      child.stdout.on('data', (d) => (stdout += d));
+      child.stderr.on('data', (d) => (stderr += d));
+      child.on('close', (code) => resolve({ code, stdout, stderr }));
+    });
+    assertOneLineFailure(
+      r,
+      /^attnlab: InvalidArgumentError: ATTNLAB_FLASH_KERNEL: expected one of wgmma, mma \(or unset\), got "bogus"$/,
+    );
+    assert.equal(r.stdout, '');
+  });
+});
+
 describe('runs in which nothing can run', () => {
   it('bench with no runnable row exits 1 and says why', async () => {
     const r = await cli(['bench', ...TINY.slice(0, -2), '--impl', 'cudnn', ...QUICK]);

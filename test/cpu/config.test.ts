@@ -10,7 +10,8 @@ import { homedir } from 'node:os';
 import { join, relative } from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { config, readConfig, reloadConfig } from '../../src/config.js';
+import { config, readConfig, reloadConfig, runSettings } from '../../src/config.js';
+import { InvalidArgumentError } from '../../src/errors.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -79,7 +80,6 @@ describe('config', () => {
     assert.equal(c.kernelsDir, '/k');
     assert.equal(c.flashTiles, '128x64x4s2');
     assert.equal(c.flashKernel, 'wgmma');
-    assert.equal(readConfig({ ATTNLAB_FLASH_KERNEL: 'hopper' }).flashKernel, null);
     assert.equal(c.cudnnGraph, 'unified');
     assert.equal(c.cudnnTrace, true);
     assert.equal(c.dependentLaunch, 'auto', 'the measured rule unless ATTNLAB_DEPENDENT_LAUNCH says');
@@ -87,20 +87,41 @@ describe('config', () => {
     assert.equal(readConfig({ ATTNLAB_DEPENDENT_LAUNCH: '1' }).dependentLaunch, 'all');
     assert.equal(readConfig({ ATTNLAB_DEPENDENT_LAUNCH: 'combine' }).dependentLaunch, 'combine');
     assert.equal(readConfig({ ATTNLAB_DEPENDENT_LAUNCH: 'splits' }).dependentLaunch, 'splits');
-    assert.equal(readConfig({ ATTNLAB_DEPENDENT_LAUNCH: 'yes' }).dependentLaunch, 'auto');
     assert.equal(c.commit, 'abc1234');
     assert.equal(c.python, '/py');
     assert.equal(c.libraries.nvrtc, '/lib/nvrtc');
     assert.equal(c.libraries.nccl, '/lib/nccl');
-    // Only the documented values switch anything on.
-    const off = readConfig({
-      ATTNLAB_DEBUG: 'yes',
-      ATTNLAB_DISABLE_CUDA: 'true',
-      ATTNLAB_CUDNN_GRAPH: 'fast',
-    });
-    assert.equal(off.debug, 0);
-    assert.equal(off.disableCuda, false);
-    assert.equal(off.cudnnGraph, null);
+    assert.equal(readConfig({ ATTNLAB_DISABLE_CUDA: '0', ATTNLAB_KERNEL_CACHE: '1' }).disableCuda, false);
+  });
+
+  it('refuses a value a variable does not take, naming it, what it takes and what came', () => {
+    // Each of these once ran the defaults unsaid (and a results file recorded it as set).
+    const bad: [string, string, RegExp][] = [
+      ['ATTNLAB_DISABLE_CUDA', 'yes', /expected one of 0, 1 \(or unset\), got "yes"/],
+      ['ATTNLAB_KERNEL_CACHE', 'false', /expected one of 0, 1/],
+      ['ATTNLAB_CUDNN_PLAN_CACHE', 'off', /expected one of 0, 1/],
+      ['ATTNLAB_ASSERT_NO_COMPILE', 'true', /expected one of 0, 1/],
+      ['ATTNLAB_CUDNN_TRACE', '2', /expected one of 0, 1/],
+      ['ATTNLAB_DEBUG', 'abc', /expected an integer ≥ 0 .*, got "abc"/],
+      ['ATTNLAB_DEBUG', '-1', /expected an integer ≥ 0/],
+      ['ATTNLAB_FLASH_KERNEL', 'hopper', /expected one of wgmma, mma \(or unset\), got "hopper"/],
+      ['ATTNLAB_FLASH_BWD_KERNEL', 'bogus', /expected one of wgmma, mma/],
+      ['ATTNLAB_DECODE_KERNEL', 'bogus', /expected one of heads, rows, tma/],
+      ['ATTNLAB_CUDNN_GRAPH', 'fast', /expected one of composite, unified/],
+      [
+        'ATTNLAB_DEPENDENT_LAUNCH',
+        'maybe',
+        /expected one of 1, splits, combine, 0 \(or unset\), got "maybe"/,
+      ],
+    ];
+    for (const [name, value, pattern] of bad) {
+      assert.throws(
+        () => readConfig({ [name]: value }),
+        (e: unknown) => e instanceof InvalidArgumentError && e.argument === name && pattern.test(e.message),
+        `${name}=${value}`,
+      );
+      assert.throws(() => runSettings({ [name]: value }), InvalidArgumentError, `${name}=${value} recorded`);
+    }
   });
 
   it('config() reads process.env once; reloadConfig() reads it again', () => {
