@@ -17,19 +17,13 @@ import { type BenchCase, splitList } from './sweep.js';
 export type PeerName = 'jax' | 'torch';
 export const PEERS: readonly PeerName[] = ['jax', 'torch'];
 
-/** The implementations each peer times, in the order they appear in tables. */
 /**
- * The implementations a backward run times: those with a fused backward (PyTorch's math backend and
+ * The implementations a backward run times (the forward's: PEER_IMPLS, results/schema.ts): those with a fused backward (PyTorch's math backend and
  * JAX's XLA path differentiate an unfused graph of (B,N,T,S) tensors, minutes at long sequences).
  */
 export const BACKWARD_PEER_IMPLS: Record<PeerName, readonly string[]> = {
   jax: ['cudnn'],
   torch: ['flash', 'cudnn', 'efficient'],
-};
-
-export const PEER_IMPLS: Record<PeerName, readonly string[]> = {
-  jax: ['xla', 'cudnn'],
-  torch: ['flash', 'cudnn', 'efficient', 'math'],
 };
 
 const MODULE: Record<PeerName, string> = { jax: 'jax', torch: 'torch' };

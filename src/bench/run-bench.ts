@@ -5,12 +5,12 @@
 
 import { cudaAvailable, getCudaContext } from '../backends/cuda/context.js';
 import { emptyCache } from '../backends/cuda/memory.js';
-import type { CeilingInfo, Pass, PeerInfo, ResultRow } from '../results/schema.js';
+import { type CeilingInfo, type Pass, PEER_IMPLS, type PeerInfo, type ResultRow } from '../results/schema.js';
 import { shapeLabel } from '../results/shape-label.js';
 import { resolveCeiling } from './ceiling.js';
 import { attnlabLabel, DEFAULT_MEASURE, type MeasureOptions, measureAttnlabCase } from './measure.js';
 import { rowFlops } from './pass-call.js';
-import { BACKWARD_PEER_IMPLS, PEER_IMPLS, type PeerName, type PeerRequest, runPeer } from './peers.js';
+import { BACKWARD_PEER_IMPLS, type PeerName, type PeerRequest, runPeer } from './peers.js';
 import { type Progress, SILENT_PROGRESS } from './progress.js';
 import { type BenchCase, expandSweep, type SweepSpec } from './sweep.js';
 

@@ -36,6 +36,18 @@ export type TimingMethod =
 
 export type RowStatus = 'ok' | 'unsupported' | 'error' | 'out-of-memory';
 
+/** The implementations each peer framework times, in the order they appear in tables (row.impl). */
+export const PEER_IMPLS: Readonly<Record<'jax' | 'torch', readonly string[]>> = {
+  jax: ['xla', 'cudnn'],
+  torch: ['flash', 'cudnn', 'efficient', 'math'],
+};
+
+/**
+ * An attnlab row's impl: a backend, or the lab's TransformerEngine-style module (te), with an optional
+ * -variant suffix a bench script adds (te-fp8, flash-mma).
+ */
+export const OWN_IMPL = /^(reference|naive|flash|cudnn|te)(-[a-z0-9]+)*$/;
+
 /** One measured (or refused) case. */
 export interface ResultRow {
   /** The group of rows one chart compares: 'bench', or the lab's 'default', 'seq', 'batch', 'heads', 'decode', 'fwd-bwd T=<T>'. */

@@ -4,7 +4,15 @@
  * was expected and what came.
  */
 import { InvalidArgumentError } from '../errors.js';
-import { PASSES, RESULTS_SCHEMA, RESULTS_SCHEMA_VERSION, type ResultsFile } from './schema.js';
+import { FLOAT_DTYPES } from '../tensor/dtype.js';
+import {
+  OWN_IMPL,
+  PASSES,
+  PEER_IMPLS,
+  RESULTS_SCHEMA,
+  RESULTS_SCHEMA_VERSION,
+  type ResultsFile,
+} from './schema.js';
 
 type Check = (value: unknown, path: string) => void;
 
@@ -43,8 +51,21 @@ class Checker {
   };
 
   size: Check = (value, path) => {
-    if (!Number.isInteger(value) || (value as number) < 1) this.fail(path, 'a positive integer', value);
+    if (!Number.isSafeInteger(value) || (value as number) < 1) this.fail(path, 'a positive integer', value);
   };
+
+  /** A date and time as Date.toISOString writes it (or with an offset), one that parses. */
+  isoDate: Check = (value, path) => {
+    const iso = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/;
+    if (typeof value !== 'string' || !iso.test(value) || Number.isNaN(Date.parse(value)))
+      this.fail(path, 'an ISO 8601 date and time such as 2026-11-30T04:40:00.000Z', value);
+  };
+
+  matches(pattern: RegExp, expected: string): Check {
+    return (value, path) => {
+      if (typeof value !== 'string' || !pattern.test(value)) this.fail(path, expected, value);
+    };
+  }
 
   boolean: Check = (value, path) => {
     if (typeof value !== 'boolean') this.fail(path, 'true or false', value);
@@ -109,6 +130,10 @@ export function parseResults(value: unknown, source: string): ResultsFile {
           limitWatts: c.nonNegative,
         }),
     });
+  const attnlabImpl = c.matches(
+    OWN_IMPL,
+    'an attnlab backend (reference, naive, flash, cudnn) or te, with an optional -variant (te-fp8)',
+  );
   const row: Check = (v, p) => {
     const r = c.fields(v, p, {
       sweep: c.string,
@@ -121,7 +146,7 @@ export function parseResults(value: unknown, source: string): ResultsFile {
       N: c.size,
       K: c.size,
       H: c.size,
-      dtype: c.string,
+      dtype: c.oneOf(FLOAT_DTYPES),
       causal: c.boolean,
       'pass?': c.oneOf(PASSES),
       'blockSize?': c.size,
@@ -142,8 +167,13 @@ export function parseResults(value: unknown, source: string): ResultsFile {
       'maxError?': c.nonNegative,
       'errorCheck?': c.oneOf(['full', 'sampled', 'none']),
     });
-    if (r.status === 'ok' && r.timing === undefined)
+    if (r.source === 'attnlab') attnlabImpl(r.impl, `${p}.impl`);
+    else c.oneOf(PEER_IMPLS[r.source as 'jax' | 'torch'])(r.impl, `${p}.impl`);
+    // An ok row is one that was timed: its timing and rate are what a report plots.
+    if (r.status === 'ok' && (r.timing === undefined || r.timing === null))
       c.fail(`${p}.timing`, "timings on a row of status 'ok'", r.timing);
+    if (r.status === 'ok' && (r.tflops === undefined || r.tflops === null))
+      c.fail(`${p}.tflops`, "a rate on a row of status 'ok'", r.tflops);
     if (r.status !== 'ok' && r.reason === undefined)
       c.fail(`${p}.reason`, `a reason for status ${r.status}`, r.reason);
   };
@@ -163,7 +193,7 @@ export function parseResults(value: unknown, source: string): ResultsFile {
     schema: c.oneOf([RESULTS_SCHEMA]),
     schemaVersion: c.size,
     kind: c.oneOf(['bench', 'lab']),
-    createdAt: c.string,
+    createdAt: c.isoDate,
     command: c.string,
     attnlab: (v, p) => c.fields(v, p, { version: c.string, commit: c.string }),
     machine: (v, p) =>

@@ -170,6 +170,48 @@ describe('results schema', () => {
     assert.throws(() => parseResults([], 'f'), /\$: expected an object/);
   });
 
+  it('refuses what a report would misread: untimed ok rows, unknown names, unsafe sizes, bad dates', () => {
+    // biome-ignore lint/suspicious/noExplicitAny: the point is to write fields of the wrong type.
+    const bad: [(j: Record<string, any>) => void, RegExp][] = [
+      [
+        (j) => (j.rows[0].timing = null),
+        /\$\.rows\[0\]\.timing: expected timings on a row of status 'ok', got null/,
+      ],
+      [
+        (j) => delete j.rows[0].tflops,
+        /\$\.rows\[0\]\.tflops: expected a rate on a row of status 'ok', got nothing/,
+      ],
+      [
+        (j) => (j.rows[0].dtype = 'str'),
+        /\$\.rows\[0\]\.dtype: expected one of float64, float32, .*, got "str"/,
+      ],
+      [(j) => (j.rows[0].impl = 'str'), /\$\.rows\[0\]\.impl: expected an attnlab backend .*, got "str"/],
+      [
+        (j) => Object.assign(j.rows[0], { source: 'torch', impl: 'xla' }),
+        /\$\.rows\[0\]\.impl: expected one of flash, cudnn, efficient, math, got "xla"/,
+      ],
+      [(j) => (j.rows[0].B = 1e308), /\$\.rows\[0\]\.B: expected a positive integer, got 1e\+308/],
+      [(j) => (j.rows[0].H = 2 ** 53), /\$\.rows\[0\]\.H: expected a positive integer/],
+      [
+        (j) => (j.createdAt = 'yesterday'),
+        /\$\.createdAt: expected an ISO 8601 date and time .*, got "yesterday"/,
+      ],
+      [(j) => (j.createdAt = '2026-13-45T99:00:00Z'), /\$\.createdAt: expected an ISO 8601/],
+    ];
+    for (const [change, message] of bad) assert.throws(() => parseResults(mutated(change), 'f'), message);
+    // What the project's own tools write stays valid: a variant suffix, a peer's names, an offset.
+    parseResults(
+      mutated((j) => Object.assign(j.rows[0], { impl: 'flash-mma' })),
+      'f',
+    );
+    parseResults(
+      mutated((j) =>
+        Object.assign(j.rows[0], { source: 'jax', impl: 'xla', createdAt: '2026-11-30T04:40:00+01:00' }),
+      ),
+      'f',
+    );
+  });
+
   it('loadResults says which file is not JSON', () => {
     const path = join(dir, 'broken.json');
     writeFileSync(path, '{"schema": ');
