@@ -24,7 +24,7 @@ export function buildProgram(): Command {
     .exitOverride()
     .hook('preAction', (_program, command) => {
       // A bad ATTNLAB_* value is one line before any work, not an error half-way through a sweep.
-      config();
+      if (command.name() !== 'help') config();
       refuseEmptyValues(command);
     });
   registerInfoCommand(program);
@@ -32,7 +32,24 @@ export function buildProgram(): Command {
   registerLabCommand(program);
   registerBenchCommand(program);
   registerReportCommand(program);
+  registerHelpCommand(program);
   return program;
+}
+
+/** `help [command]`: commander's own answers `help foo` with the general help and no word about foo. */
+function registerHelpCommand(program: Command): void {
+  program.helpCommand(false);
+  program
+    .command('help [command]')
+    .description('display help for command')
+    .action((name: string | undefined) => {
+      if (name === undefined) program.help();
+      const command = program.commands.find((c) => c.name() === name);
+      if (!command) {
+        program.error(`error: unknown command '${name}'`, { exitCode: 2, code: 'commander.unknownCommand' });
+      }
+      command.help();
+    });
 }
 
 export async function main(argv: string[]): Promise<number> {

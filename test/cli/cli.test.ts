@@ -52,4 +52,13 @@ describe('attnlab CLI', () => {
     assert.doesNotMatch(r.stderr, /at .*\.ts:\d+/);
     assert.equal(runCli(['frobnicate']).code, 2);
   });
+
+  it('help <command> shows that command, and says so when there is no such command', () => {
+    const bench = runCli(['help', 'bench']);
+    assert.equal(bench.code, 0, bench.stderr);
+    assert.match(bench.stdout, /^Usage: attnlab bench /);
+    const unknown = runCli(['help', 'foo']);
+    assert.equal(unknown.code, 2);
+    assert.match(unknown.stderr, /^error: unknown command 'foo'$/m);
+  });
 });
