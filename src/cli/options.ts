@@ -23,8 +23,14 @@ export function optionValue(command: Command, long: string): unknown {
   return command.getOptionValue(optionOf(command, long).attributeName());
 }
 
-/** Refuses an option given an empty (or blank) value: `--out ''` names no folder. */
+/** Refuses an option or argument given an empty (or blank) value: `--out ''` names no folder. */
 export function refuseEmptyValues(command: Command): void {
+  command.registeredArguments.forEach((argument, i) => {
+    const values = [command.processedArgs[i]].flat();
+    if (values.some((v) => typeof v === 'string' && v.trim() === '')) {
+      throw new InvalidArgumentError(`<${argument.name()}>`, 'non-empty values', JSON.stringify(values));
+    }
+  });
   for (const option of command.options) {
     if (!option.long || !givenOnCommandLine(command, option.long)) continue;
     const value = optionValue(command, option.long);

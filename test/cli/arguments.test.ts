@@ -96,6 +96,7 @@ describe('impossible numbers and selections are refused in one line', () => {
       new RegExp(`${args.at(-1) === '-o' ? '--output' : args.at(-1)}: expected a non-empty <\\w+>, got ""$`),
     ]),
     [['bench', '--impl', ' '], /--impl: expected a non-empty <list>, got " "/],
+    [['report', 'a.json', ''], /<results>: expected non-empty values, got \["a\.json",""\]/],
     [
       ['bench', '--batch', '1,,2'],
       /--batch: expected a comma-separated list without empty items, got "1,,2"/,
