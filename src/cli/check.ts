@@ -87,6 +87,10 @@ export function registerCheckCommand(program: Command): void {
     .option('--seed <n>', 'seed for the random inputs (default: time-based, printed)')
     .option('--cases-seed <n>', `seed of the random cases (default ${RANDOM_CASES_SEED}, as the tests)`)
     .option('--json', 'print the rows as JSON')
+    .addHelpText(
+      'after',
+      '\nLists are comma-separated, each item run once (a repeat is dropped, the first order kept), no empty item.',
+    )
     .action(
       (o: {
         device?: string;
