@@ -75,7 +75,7 @@ export interface AttnlabConfig {
   readonly cudnnTrace: boolean;
   /**
    * Which TMA decode launches are programmatic dependents (launch-dependent.ts; decode-tma.ts,
-   * tmaDependentLaunches, has the measurements): unset, 'auto' (both kernels of a split call
+   * tmaDependentLaunches, has the measurements): unset or =auto, 'auto' (both kernels of a split call
    * whose cache read is under 1 GiB); =1 'all' (the TMA kernel always, and its combine); =splits (both kernels
    * wherever the keys are split); =combine (only the combine); =0 'off' (plain launches).
    */
@@ -106,7 +106,7 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
   const libraries = Object.fromEntries(
     Object.entries(LIBRARY_VARIABLES).map(([library, variable]) => [library, text(variable)]),
   ) as Record<ConfiguredLibrary, string | null>;
-  const dependent = choice('ATTNLAB_DEPENDENT_LAUNCH', ['1', 'splits', 'combine', '0']);
+  const dependent = choice('ATTNLAB_DEPENDENT_LAUNCH', ['auto', '1', 'splits', 'combine', '0']);
   return {
     debug: debugLevel(text('ATTNLAB_DEBUG')),
     disableCuda: flag('ATTNLAB_DISABLE_CUDA'),

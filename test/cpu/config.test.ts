@@ -87,6 +87,7 @@ describe('config', () => {
     assert.equal(readConfig({ ATTNLAB_DEPENDENT_LAUNCH: '1' }).dependentLaunch, 'all');
     assert.equal(readConfig({ ATTNLAB_DEPENDENT_LAUNCH: 'combine' }).dependentLaunch, 'combine');
     assert.equal(readConfig({ ATTNLAB_DEPENDENT_LAUNCH: 'splits' }).dependentLaunch, 'splits');
+    assert.equal(readConfig({ ATTNLAB_DEPENDENT_LAUNCH: 'auto' }).dependentLaunch, 'auto', 'the GPU suite sets it');
     assert.equal(c.commit, 'abc1234');
     assert.equal(c.python, '/py');
     assert.equal(c.libraries.nvrtc, '/lib/nvrtc');
@@ -111,7 +112,7 @@ describe('config', () => {
       [
         'ATTNLAB_DEPENDENT_LAUNCH',
         'maybe',
-        /expected one of 1, splits, combine, 0 \(or unset\), got "maybe"/,
+        /expected one of auto, 1, splits, combine, 0 \(or unset\), got "maybe"/,
       ],
     ];
     for (const [name, value, pattern] of bad) {
