@@ -87,7 +87,11 @@ describe('config', () => {
     assert.equal(readConfig({ ATTNLAB_DEPENDENT_LAUNCH: '1' }).dependentLaunch, 'all');
     assert.equal(readConfig({ ATTNLAB_DEPENDENT_LAUNCH: 'combine' }).dependentLaunch, 'combine');
     assert.equal(readConfig({ ATTNLAB_DEPENDENT_LAUNCH: 'splits' }).dependentLaunch, 'splits');
-    assert.equal(readConfig({ ATTNLAB_DEPENDENT_LAUNCH: 'auto' }).dependentLaunch, 'auto', 'the GPU suite sets it');
+    assert.equal(
+      readConfig({ ATTNLAB_DEPENDENT_LAUNCH: 'auto' }).dependentLaunch,
+      'auto',
+      'the GPU suite sets it',
+    );
     assert.equal(c.commit, 'abc1234');
     assert.equal(c.python, '/py');
     assert.equal(c.libraries.nvrtc, '/lib/nvrtc');
