@@ -9,13 +9,13 @@ import { cudaRingOps } from '../backends/cuda/ring/ops.js';
 import type { AttentionOptions, Implementation } from '../backends/problem.js';
 import type { RingOps } from '../backends/ring-backend.js';
 import { InvalidArgumentError, UnsupportedError } from '../errors.js';
-import type { Tensor } from '../tensor/tensor.js';
+import { checkTensor, type Tensor } from '../tensor/tensor.js';
 import { checkLengths } from './kv-layout.js';
 import { checkGroup, type RingGroup, transportOf } from './ring-group.js';
 import { hostRingOps } from './ring-ops.js';
 import { type RingProblem, runRing } from './ring-run.js';
 import { chunksOf } from './ring-schedule.js';
-import { checkTensor, validateAttention } from './validate.js';
+import { validateAttention } from './validate.js';
 
 /** attention's options that a sharded call takes, and the group. */
 export interface ContextParallelOptions

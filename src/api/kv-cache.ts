@@ -23,9 +23,8 @@ import { allocHost } from '../tensor/checks.js';
 import type { FloatDType } from '../tensor/dtype.js';
 import { keep } from '../tensor/scope.js';
 import type { Device } from '../tensor/storage.js';
-import { Tensor } from '../tensor/tensor.js';
+import { checkTensor, Tensor } from '../tensor/tensor.js';
 import { attention } from './attention.js';
-import { checkTensor } from './validate.js';
 
 export interface KVCacheOptions {
   readonly numBlocks: number;

@@ -21,7 +21,7 @@ import { describeValue } from '../arguments.js';
 import type { PackedSeqs, PagedKv } from '../backends/problem.js';
 import { InvalidArgumentError } from '../errors.js';
 import { sameInts } from '../tensor/same-ints.js';
-import { Tensor } from '../tensor/tensor.js';
+import { checkTensor, Tensor } from '../tensor/tensor.js';
 
 export const LAYOUT_OPTIONS = ['blockTable', 'querySeqOffsets', 'keyValueSeqOffsets'] as const;
 
@@ -40,7 +40,7 @@ const describe = (value: unknown): string => {
  */
 export function int32ListOf(argument: string, value: unknown): unknown {
   if (!(value instanceof Tensor)) return value;
-  if (value.disposed) throw new InvalidArgumentError(argument, 'a live Tensor', 'a disposed Tensor');
+  checkTensor(argument, value);
   if (value.dtype !== 'int32') throw new InvalidArgumentError(`${argument}.dtype`, 'int32', value.dtype);
   if (value.rank !== 1)
     throw new InvalidArgumentError(argument, 'an int32 Tensor of rank 1', `[${value.shape.join(', ')}]`);
@@ -135,7 +135,7 @@ export function checkBlockTable(
   let rows: number;
   let M: number;
   if (value instanceof Tensor) {
-    if (value.disposed) throw new InvalidArgumentError('blockTable', 'a live Tensor', 'a disposed Tensor');
+    checkTensor('blockTable', value);
     if (value.dtype !== 'int32') throw new InvalidArgumentError('blockTable.dtype', 'int32', value.dtype);
     if (value.rank !== 2) {
       throw new InvalidArgumentError(

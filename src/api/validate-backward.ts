@@ -8,8 +8,8 @@ import { checkOptionsObject } from '../arguments.js';
 import type { BackwardOptions, BackwardProblem } from '../backends/backward-problem.js';
 import type { AttentionOptions, AttentionProblem } from '../backends/problem.js';
 import { InvalidArgumentError, UnsupportedError } from '../errors.js';
-import type { Tensor } from '../tensor/tensor.js';
-import { checkTensor, validateAttention } from './validate.js';
+import { checkTensor, type Tensor } from '../tensor/tensor.js';
+import { validateAttention } from './validate.js';
 
 const shapeText = (shape: readonly number[]): string => `[${shape.join(', ')}]`;
 

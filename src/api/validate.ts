@@ -20,16 +20,10 @@ import {
 } from '../backends/problem.js';
 import { InvalidArgumentError } from '../errors.js';
 import { isFloatDType } from '../tensor/dtype.js';
-import { Tensor } from '../tensor/tensor.js';
+import { checkTensor, type Tensor } from '../tensor/tensor.js';
 import { checkLengths, LAYOUT_OPTIONS, layoutOf } from './kv-layout.js';
 
 const shapeText = (t: Tensor): string => `[${t.shape.join(', ')}]`;
-
-export function checkTensor(argument: string, value: unknown): Tensor {
-  if (!(value instanceof Tensor)) throw new InvalidArgumentError(argument, 'a Tensor', describeValue(value));
-  if (value.disposed) throw new InvalidArgumentError(argument, 'a live Tensor', 'a disposed Tensor');
-  return value;
-}
 
 function checkBroadcast(
   argument: string,

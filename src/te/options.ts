@@ -12,11 +12,10 @@
  * pre_scale_bias = softmax(scale·(QKᵀ + bias)), our bias multiplied by scale.
  */
 
-import { checkTensor } from '../api/validate.js';
 import { checkBoolean, checkChoice, checkKeys, checkOptionsObject, describeValue } from '../arguments.js';
 import type { AttentionOptions } from '../backends/problem.js';
 import { InvalidArgumentError } from '../errors.js';
-import { Tensor } from '../tensor/tensor.js';
+import { checkTensor, Tensor } from '../tensor/tensor.js';
 import { type QkvLayout, resolveLayout, type TransposedQkvLayout } from './layout.js';
 
 export type AttnMaskType =

@@ -248,3 +248,10 @@ export class Tensor {
     return this.#storage;
   }
 }
+
+/** `value` as a live Tensor, or InvalidArgumentError naming `argument`: the one check every API entry uses. */
+export function checkTensor(argument: string, value: unknown): Tensor {
+  if (!(value instanceof Tensor)) throw new InvalidArgumentError(argument, 'a Tensor', describeValue(value));
+  if (value.disposed) throw new InvalidArgumentError(argument, 'a live Tensor', 'a disposed Tensor');
+  return value;
+}
