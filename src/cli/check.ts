@@ -13,9 +13,9 @@ import { RANDOM_CASES_SEED } from '../check/random-cases.js';
 import { runCheck } from '../check/run-check.js';
 import { type CheckRow, describeRow, PRECISIONS, suiteCases } from '../check/suite.js';
 import { InvalidArgumentError } from '../errors.js';
+import { colorEnabled, renderTable } from '../report/terminal.js';
 import type { Device } from '../tensor/storage.js';
 import { MAX_SEED, parseInteger } from './numbers.js';
-import { renderTable } from './table.js';
 
 type PrecisionName = keyof typeof PRECISIONS;
 const DEVICES: readonly Device[] = ['cpu', 'cuda'];
@@ -190,5 +190,7 @@ function renderRows(rows: CheckRow[]): string {
         lse ? lse.error.toExponential(2) : '',
       ];
     }),
+    // The one colour rule (colorEnabled), not cli-table3's own, which also reads TERM.
+    { color: colorEnabled(), align: ['left', 'left', 'left', 'left', 'right', 'right', 'right'] },
   );
 }

@@ -214,10 +214,14 @@ describe('lists', () => {
 });
 
 describe('colour follows one rule: a TTY, and NO_COLOR unset or empty', () => {
-  /** Runs `args` with stdout taken for a TTY and NO_COLOR as given. */
+  /**
+   * Runs `args` with stdout taken for a TTY and NO_COLOR as given, TERM unset as in CI (a library
+   * with its own colour rule reading TERM, as cli-table3's did, would then disagree).
+   */
   async function onTty(args: string[], noColor: string | undefined) {
-    const saved = { isTTY: process.stdout.isTTY, noColor: process.env.NO_COLOR };
+    const saved = { isTTY: process.stdout.isTTY, noColor: process.env.NO_COLOR, term: process.env.TERM };
     process.stdout.isTTY = true;
+    delete process.env.TERM;
     if (noColor === undefined) delete process.env.NO_COLOR;
     else process.env.NO_COLOR = noColor;
     try {
@@ -226,6 +230,7 @@ describe('colour follows one rule: a TTY, and NO_COLOR unset or empty', () => {
       process.stdout.isTTY = saved.isTTY;
       if (saved.noColor === undefined) delete process.env.NO_COLOR;
       else process.env.NO_COLOR = saved.noColor;
+      if (saved.term !== undefined) process.env.TERM = saved.term;
     }
   }
   const folder = mkdtempSync(join(tmpdir(), 'attnlab-color-'));
