@@ -252,7 +252,9 @@ export function encodeOne(value: number, dtype: DType, options: EncodeOptions): 
     case 'int32':
       return Math.trunc(value);
     case 'bool':
-      return value !== 0 ? 1 : 0;
+      // Number(): fromArray takes booleans for bool, and `false !== 0` would store false as true.
+      // NaN stays true (NaN !== 0), as in NumPy and PyTorch.
+      return Number(value) !== 0 ? 1 : 0;
     case 'bfloat16':
       if (!options.saturate && Math.fround(value) === value) return bfloat16FromFloat32(value);
       return encodeMini(value, FORMATS.bfloat16, options.saturate ?? false);

@@ -32,6 +32,15 @@ describe('Tensor', () => {
     );
   });
 
+  it('stores booleans given for a bool tensor as themselves (false was stored as true)', () => {
+    const mask = Tensor.fromArray([true, false, true, false] as never, [4], 'bool');
+    assert.deepEqual([...(mask.data as Uint8Array)], [1, 0, 1, 0]);
+    assert.deepEqual(
+      [...Tensor.fromArray([0, -0, Number.NaN, 2], [4], 'bool').toFloat64Array()],
+      [0, 0, 1, 1],
+    );
+  });
+
   it('cannot be used after dispose', () => {
     const t = Tensor.zeros([2]);
     t.dispose();
