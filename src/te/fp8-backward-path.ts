@@ -11,7 +11,7 @@ import type { Fp8BackwardOutput, PerGradient } from '../backends/fp8-backward-pr
 import { runFp8Backward } from '../backends/fp8-registry.js';
 import type { AttentionProblem } from '../backends/problem.js';
 import { InvalidArgumentError } from '../errors.js';
-import { Tensor } from '../tensor/tensor.js';
+import { checkTensor, Tensor } from '../tensor/tensor.js';
 import { runFp8Step } from './fp8-path.js';
 import type { Fp8State } from './fp8-state.js';
 import { backwardDType, type DelayedScaling } from './recipe.js';
@@ -29,6 +29,7 @@ function checkDOutput(p: AttentionProblem, dOutput: unknown): Tensor {
   if (!(dOutput instanceof Tensor)) {
     throw new InvalidArgumentError('dOutput', 'a Tensor of the output shape', describeValue(dOutput));
   }
+  checkTensor('dOutput', dOutput); // live, and a Tensor itself (not a Proxy of one)
   const want = [p.B, p.T, p.N, p.Hv];
   if (dOutput.shape.join(',') !== want.join(',')) {
     throw new InvalidArgumentError('dOutput', `shape (${want.join(', ')})`, `(${dOutput.shape.join(', ')})`);

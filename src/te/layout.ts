@@ -12,7 +12,7 @@
 import { describeValue, suggest } from '../arguments.js';
 import { InvalidArgumentError } from '../errors.js';
 import { allocRaw } from '../tensor/dtype.js';
-import { Tensor } from '../tensor/tensor.js';
+import { checkTensor, Tensor } from '../tensor/tensor.js';
 
 export type QkvLayout = 'bshd_bshd_bshd' | 'bs3hd' | 'bshd_bs2hd';
 /** The sbhd spellings, accepted as the same layouts with transposeBatchSequence. */
@@ -82,6 +82,9 @@ function gather(
 function checkRank(argument: string, tensor: Tensor, rank: number, letters: string): void {
   if (!(tensor instanceof Tensor))
     throw new InvalidArgumentError(argument, `a Tensor ${letters}`, describeValue(tensor));
+  // Live and a Tensor itself, named as the caller passed it: a sequence-first or packed layout reads
+  // it here, before attention() would check it (a disposed one was refused as 'tensor').
+  checkTensor(argument, tensor);
   if (tensor.rank !== rank) {
     throw new InvalidArgumentError(
       argument,

@@ -34,6 +34,13 @@ export { numel };
 /** The storage behind a tensor, for the memory scope (tidy/keep); not part of the public surface. */
 export let storageOf: (tensor: Tensor) => Storage;
 
+/**
+ * True for a Tensor itself. A Proxy of a Tensor (Vue's `reactive`, MobX) or an object made from
+ * Tensor.prototype passes `instanceof` but holds no storage: its private field is out of reach, and
+ * every use of it would be V8's TypeError from deep inside.
+ */
+export let isTensor: (value: unknown) => value is Tensor;
+
 export class Tensor {
   readonly shape: readonly number[];
   readonly dtype: DType;
@@ -41,6 +48,7 @@ export class Tensor {
 
   static {
     storageOf = (tensor) => tensor.#storage;
+    isTensor = (value): value is Tensor => typeof value === 'object' && value !== null && #storage in value;
   }
 
   /** `view`: over another tensor's storage (reshape), which stays that storage's owner. */
@@ -251,7 +259,13 @@ export class Tensor {
 
 /** `value` as a live Tensor, or InvalidArgumentError naming `argument`: the one check every API entry uses. */
 export function checkTensor(argument: string, value: unknown): Tensor {
-  if (!(value instanceof Tensor)) throw new InvalidArgumentError(argument, 'a Tensor', describeValue(value));
+  if (!isTensor(value)) {
+    const got =
+      value instanceof Tensor
+        ? 'a Proxy of a Tensor or an object made from Tensor.prototype (pass the Tensor itself)'
+        : describeValue(value);
+    throw new InvalidArgumentError(argument, 'a Tensor', got);
+  }
   if (value.disposed) throw new InvalidArgumentError(argument, 'a live Tensor', 'a disposed Tensor');
   return value;
 }

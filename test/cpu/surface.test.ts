@@ -69,6 +69,13 @@ const module = new DotProductAttention({ ...te, attnMaskType: 'no_mask' });
 const padded = new DotProductAttention({ ...te, attnMaskType: 'padding' });
 const biased = new DotProductAttention({ ...te, attnMaskType: 'no_mask', attnBiasType: 'pre_scale_bias' });
 const bad = (o: object) => o as never;
+const sbhd = new DotProductAttention({ ...te, attnMaskType: 'no_mask', qkvLayout: 'sbhd_sbhd_sbhd' });
+const bs3hd = new DotProductAttention({
+  headDim: 16,
+  numAttentionHeads: 4,
+  attnMaskType: 'no_mask',
+  qkvLayout: 'bs3hd',
+});
 const ring2 = RingGroup.loopback(2);
 const cache = { numBlocks: 4, blockSize: 4, numKvHeads: 2, headDim: 16, device: 'cpu' } as const;
 
@@ -452,6 +459,37 @@ const CASES: readonly Case[] = [
   ['autocast', () => autocast(bad({ fp8_recipe: new DelayedScaling() })), I, 'autocast options'],
   ['autocast', () => autocast(null as never), I, 'autocast options'],
   ['autocast', () => autocast({}, 5 as never), I, 'body'],
+  // A Proxy of a Tensor (Vue's reactive, MobX) passes instanceof but holds no storage: V8's TypeError from a
+  // private field before; a disposed or proxied tensor of a sequence-first or packed TE layout was named 'tensor'
+  ['attention', () => attention(new Proxy(q, {}), kv, kv), I, 'query'],
+  ['attention', () => attention(Object.create(Tensor.prototype), kv, kv), I, 'query'],
+  ['attention', () => attention(q, kv, kv, { bias: new Proxy(z([1, 1, 8, 10]), {}) }), I, 'bias'],
+  [
+    'DotProductAttention.forward',
+    () => {
+      const key = z([10, 2, 2, 16]);
+      key.dispose();
+      return sbhd.forward(z([8, 2, 4, 16]), key, z([10, 2, 2, 16]));
+    },
+    I,
+    'key',
+  ],
+  [
+    'DotProductAttention.forward',
+    () => bs3hd.forward(new Proxy(z([2, 8, 3, 4, 16]), {})),
+    I,
+    'query (packed QKV)',
+  ],
+  [
+    'DotProductAttention.backward',
+    () => {
+      const h128 = new DotProductAttention({ headDim: 128, numAttentionHeads: 2, attnMaskType: 'no_mask' });
+      const x = z([1, 4, 2, 128], 'bfloat16');
+      return autocast({}, () => h128.backward(x, x, x, new Proxy(z([1, 4, 2, 128], 'bfloat16'), {})));
+    },
+    I,
+    'dOutput',
+  ],
   // The memory scope
   ['tidy', () => tidy(5 as never), I, 'fn'],
   ['tidy', () => tidy(async () => z([1])), I, 'fn'],
