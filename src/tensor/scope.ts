@@ -12,7 +12,7 @@ import { describeValue } from '../arguments.js';
 import { InvalidArgumentError } from '../errors.js';
 import { closeScope, keepStorage, openScope } from './lifetime.js';
 import type { Storage } from './storage.js';
-import { storageOf, Tensor } from './tensor.js';
+import { isTensor, storageOf, Tensor } from './tensor.js';
 
 /**
  * Runs `fn` and frees every tensor it created except what it returns (and what it passed to
@@ -27,23 +27,24 @@ import { storageOf, Tensor } from './tensor.js';
 export function tidy<R>(fn: () => R): R {
   if (typeof fn !== 'function') throw new InvalidArgumentError('fn', 'a function', describeValue(fn));
   openScope();
-  let result: R;
+  // The scope closes whatever happens, reading the result included: a result whose walk throws (a revoked
+  // Proxy, a Proxy whose ownKeys trap throws) left it open, and every tensor made after it, inside no
+  // tidy, was held by that scope for the rest of the process, out of the GC net's reach.
+  let survivors: ReadonlySet<Storage> = new Set();
   try {
-    result = fn();
-  } catch (error) {
-    closeScope(new Set());
-    throw error;
+    const result = fn();
+    if (isThenable(result)) {
+      throw new InvalidArgumentError(
+        'fn',
+        'a synchronous function (tidy cannot follow tensors across an await)',
+        'a function that returned a Promise',
+      );
+    }
+    survivors = storagesIn(result);
+    return result;
+  } finally {
+    closeScope(survivors);
   }
-  if (isThenable(result)) {
-    closeScope(new Set());
-    throw new InvalidArgumentError(
-      'fn',
-      'a synchronous function (tidy cannot follow tensors across an await)',
-      'a function that returned a Promise',
-    );
-  }
-  closeScope(storagesIn(result));
-  return result;
 }
 
 /**
@@ -51,10 +52,13 @@ export function tidy<R>(fn: () => R): R {
  * until the garbage collector finds it unreachable). Returns the tensor.
  */
 export function keep<T extends Tensor>(tensor: T): T {
-  if (!(tensor instanceof Tensor))
-    throw new InvalidArgumentError('tensor', 'a Tensor', describeValue(tensor));
+  if (!isTensor(tensor)) throw new InvalidArgumentError('tensor', 'a Tensor', notTensor(tensor));
   keepStorage(storageOf(tensor));
   return tensor;
+}
+
+function notTensor(value: unknown): string {
+  return value instanceof Tensor ? 'a Proxy of a Tensor (pass the Tensor itself)' : describeValue(value);
 }
 
 function isThenable(value: unknown): boolean {
@@ -78,8 +82,11 @@ function storagesIn(value: unknown): Set<Storage> {
     const item = stack.pop();
     if (item === null || typeof item !== 'object' || seen.has(item)) continue;
     seen.add(item);
-    if (item instanceof Tensor) {
+    if (isTensor(item)) {
       found.add(storageOf(item));
+    } else if (item instanceof Tensor) {
+      // A Proxy of a Tensor: its storage cannot be reached, so tidy could neither keep nor free it.
+      throw new InvalidArgumentError('fn', 'a result whose tensors are Tensors themselves', notTensor(item));
     } else if (Array.isArray(item) || item instanceof Set) {
       for (const element of item) if (typeof element === 'object') stack.push(element);
     } else if (item instanceof Map) {

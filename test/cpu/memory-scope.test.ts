@@ -18,6 +18,7 @@ import {
   Tensor,
   tidy,
 } from '../../src/index.js';
+import { scopeDepth } from '../../src/tensor/lifetime.js';
 
 const host = () => {
   const { hostBytes, hostBlocks } = memoryStats();
@@ -47,6 +48,35 @@ describe('tidy and keep', () => {
     });
     assert.equal(outer.disposed, false);
     assert.deepEqual(Array.from(outer.toFloat64Array()), [1, 2, 3, 4]);
+  });
+
+  it('closes its scope when reading the result throws, and refuses a Proxy of a Tensor in it', () => {
+    const { proxy, revoke } = Proxy.revocable({}, {});
+    revoke();
+    let made!: Tensor;
+    assert.throws(() =>
+      tidy(() => {
+        made = Tensor.zeros([2]);
+        return proxy;
+      }),
+    );
+    assert.equal(made.disposed, true);
+    const walked = new Proxy(
+      {},
+      {
+        ownKeys() {
+          throw new Error('trap');
+        },
+      },
+    );
+    assert.throws(() => tidy(() => walked), /trap/);
+    assert.throws(
+      () => tidy(() => ({ out: new Proxy(Tensor.zeros([2]), {}) })),
+      (e: unknown) => e instanceof InvalidArgumentError && e.argument === 'fn',
+    );
+    assert.throws(() => keep(new Proxy(Tensor.zeros([1]), {})), InvalidArgumentError);
+    // No scope was left open: one would hold every tensor made later outside any tidy for good.
+    assert.equal(scopeDepth(), 0);
   });
 
   it('keeps the storage of a returned view (a rank-3 attention output is a reshape)', () => {
