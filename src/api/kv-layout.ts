@@ -29,8 +29,8 @@ const describe = (value: unknown): string => {
   if (value === null) return 'null';
   if (Array.isArray(value)) return `an array of ${value.length}`;
   if (value instanceof Tensor) return value.toString();
-  if (typeof value === 'string') return `the string '${value}'`;
-  return typeof value === 'object' ? (value.constructor?.name ?? 'an object') : `${typeof value} ${value}`;
+  // describeValue for the rest: a missing row of a table with holes read "undefined undefined".
+  return describeValue(value);
 };
 
 /**
@@ -149,15 +149,19 @@ export function checkBlockTable(
     borrowed = true;
   } else if (Array.isArray(value)) {
     rows = value.length;
-    M = rows > 0 && Array.isArray(value[0]) ? value[0].length : -1;
-    table = new Int32Array(Math.max(rows * M, 0));
-    for (let b = 0; b < rows; b++) {
-      const row = integerList(`blockTable[${b}]`, value[b], `${M} block indices (one row per sequence)`);
+    // Rows may be arrays, typed arrays or int32 tensors (integerList takes each): the width is row 0's as
+    // read, not only when row 0 is a plain array (an Int32Array row 0 made every row "expected -1 entries").
+    const list = Array.from(value, (row, b) =>
+      integerList(`blockTable[${b}]`, row, 'block indices (one row per sequence)'),
+    );
+    M = rows > 0 ? list[0].length : 0;
+    table = new Int32Array(rows * M);
+    list.forEach((row, b) => {
       if (row.length !== M) {
         throw new InvalidArgumentError(`blockTable[${b}]`, `${M} entries as row 0`, `${row.length}`);
       }
       table.set(row, b * M);
-    }
+    });
   } else {
     throw new InvalidArgumentError(
       'blockTable',

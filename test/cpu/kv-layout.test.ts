@@ -43,7 +43,7 @@ describe('paged KV cache', () => {
     });
   }
 
-  it('takes the table as an int32 Tensor and ignores entries past each length', () => {
+  it('takes the table as an int32 Tensor, or rows of Int32Arrays or tensors, and ignores entries past each length', () => {
     const q = randomNormal([2, 1, 2, 8], { seed: 5 });
     const k = randomNormal([2, 8, 1, 8], { seed: 6 });
     const v = randomNormal([2, 8, 1, 8], { seed: 7 });
@@ -56,6 +56,26 @@ describe('paged KV cache', () => {
     const dense = attention(q, k, v, options).output.toFloat64Array();
     const paged = attention(q, pk.pool, pv.pool, { ...options, blockTable: tensorTable });
     assert.deepEqual([...paged.output.toFloat64Array()], [...dense]);
+    // Rows as Int32Arrays or int32 tensors: row 0 a typed array was refused ("expected -1 entries as row 0").
+    for (const blockTable of [
+      table.map((row) => Int32Array.from(row)),
+      table.map((row) => Tensor.fromArray(row, [row.length], 'int32')),
+    ]) {
+      const rows = attention(q, pk.pool, pv.pool, { ...options, blockTable: blockTable as never });
+      assert.deepEqual([...rows.output.toFloat64Array()], [...dense]);
+    }
+    assert.throws(
+      () => attention(q, pk.pool, pv.pool, { ...options, blockTable: [Int32Array.from(table[0])] as never }),
+      /^InvalidArgumentError: blockTable: expected B=2 rows/,
+    );
+    assert.throws(
+      () =>
+        attention(q, pk.pool, pv.pool, {
+          ...options,
+          blockTable: Object.assign(new Array(2), { 0: table[0] }) as never,
+        }),
+      /^InvalidArgumentError: blockTable\[1\]: expected block indices \(one row per sequence\), got undefined$/,
+    );
   });
 
   it('checks again what a repeated table has not had checked: grown lengths, a changed entry, a smaller pool', () => {
