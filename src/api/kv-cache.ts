@@ -14,7 +14,7 @@
  * }
  */
 
-import { checkKeys, checkOptionsObject } from '../arguments.js';
+import { checkKeys, checkOptionsObject, describeValue } from '../arguments.js';
 import { appendToPools } from '../backends/cuda/flash/kv-append.js';
 import { allocDevice, fillDevice32 } from '../backends/cuda/memory.js';
 import type { AttentionOptions, AttentionResult } from '../backends/problem.js';
@@ -48,11 +48,7 @@ interface Sequence {
 
 const positiveInteger = (name: string, value: unknown): number => {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 1) {
-    throw new InvalidArgumentError(
-      name,
-      'a positive integer',
-      typeof value === 'number' ? String(value) : typeof value,
-    );
+    throw new InvalidArgumentError(name, 'a positive integer', describeValue(value));
   }
   return value;
 };
@@ -139,6 +135,7 @@ export class KVCache {
   }
 
   get freeBlocks(): number {
+    this.#live(); // after dispose() the count would be stale: the sequences' blocks were never returned
     return this.#freeCount;
   }
 
@@ -236,10 +233,13 @@ export class KVCache {
       }
     }
     const { table, lengths } = this.blockTable(ids);
+    // An option given as undefined means its default here too, the cache's (causal bottom-right): spread as
+    // it is, `{ isCausal: undefined }` ran a non-causal call over the cache.
+    const given = Object.fromEntries(Object.entries(options).filter(([, value]) => value !== undefined));
     return attention(query, this.keyPool, this.valuePool, {
       isCausal: true,
       causalAlignment: 'bottom_right',
-      ...options,
+      ...given,
       blockTable: table,
       keyValueSeqLengths: lengths,
     });
@@ -270,18 +270,20 @@ export class KVCache {
     this.#live();
     const sequence = this.#sequences.get(id);
     if (!sequence)
-      throw new InvalidArgumentError(argument, 'the id of a live sequence (addSequence)', String(id));
+      throw new InvalidArgumentError(argument, 'the id of a live sequence (addSequence)', describeValue(id));
     return sequence;
   }
 
   #sequences_(ids: readonly number[]): Sequence[] {
     this.#live();
     if (!Array.isArray(ids) || ids.length === 0) {
-      throw new InvalidArgumentError('ids', 'a non-empty array of sequence ids', String(ids));
+      throw new InvalidArgumentError('ids', 'a non-empty array of sequence ids', describeValue(ids));
     }
     if (new Set(ids).size !== ids.length)
       throw new InvalidArgumentError('ids', 'distinct ids', `[${ids.join(', ')}]`);
-    return ids.map((id, b) => this.#sequence(id, `ids[${b}]`));
+    // Every index, holes included: ids.map skips a hole, and append then wrote that row's key and value into
+    // pool slot 0, another sequence's token.
+    return Array.from(ids, (id, b) => this.#sequence(id, `ids[${b}]`));
   }
 
   /** (B, Tnew, K, X) in the cache's dtype and device; returns Tnew. */

@@ -115,6 +115,7 @@ describe('KVCache', () => {
       () => cache.blockTable([id]),
       () => cache.freeSequence(id),
       () => cache.attention(Tensor.zeros([1, 1, 1, 8], 'bfloat16'), [id]),
+      () => cache.freeBlocks,
     ])
       assert.throws(call, /^InvalidArgumentError: cache: expected a live KVCache, got a disposed KVCache$/);
   });
@@ -133,6 +134,36 @@ describe('KVCache', () => {
         () => cache.attention(row, [id], options as never),
         /^InvalidArgumentError: options: expected an object/,
       );
+  });
+
+  it('keeps its causal bottom-right default for an option given as undefined', () => {
+    const cache = smallFloat16Cache(1);
+    const id = cache.addSequence();
+    const rows = randomNormal([1, 5, 1, 8], { seed: 4, dtype: 'float16' });
+    cache.append([id], rows, rows);
+    const q = randomNormal([1, 2, 1, 8], { seed: 5, dtype: 'float16' });
+    const plain = [...cache.attention(q, [id]).output.toFloat64Array()];
+    for (const options of [{ isCausal: undefined }, { causalAlignment: undefined, scale: undefined }])
+      assert.deepEqual([...cache.attention(q, [id], options).output.toFloat64Array()], plain);
+  });
+
+  it('refuses ids with a hole, naming it, before writing anything', () => {
+    const cache = smallFloat16Cache(1);
+    const a = cache.addSequence();
+    const first = Tensor.fromArray([1, 2, 3, 4, 5, 6, 7, 8], [1, 1, 1, 8], 'float16');
+    cache.append([a], first, first);
+    const b = cache.addSequence();
+    const holed = Object.assign(new Array(2), { 0: b });
+    const two = randomNormal([2, 1, 1, 8], { seed: 6, dtype: 'float16' });
+    assert.throws(
+      () => cache.append(holed, two, two),
+      /^InvalidArgumentError: ids\[1\]: expected the id of a live sequence \(addSequence\), got undefined$/,
+    );
+    // Slot 0 (a's first token) is as it was; b holds nothing.
+    assert.deepEqual([...cache.keyPool.toFloat64Array().subarray(0, 8)], [1, 2, 3, 4, 5, 6, 7, 8]);
+    assert.equal(cache.sequenceLength(b), 0);
+    assert.throws(() => cache.blockTable(holed), /^InvalidArgumentError: ids\[1\]/);
+    assert.throws(() => cache.append(['0'] as never, two, two), /got the string '0'$/);
   });
 
   it('returns blocks when a sequence is freed, and refuses a full append without changing anything', () => {
