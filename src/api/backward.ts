@@ -3,6 +3,7 @@
  * pullback later, like jax.vjp). Validate once, choose a backward backend from its table, run it.
  */
 
+import { checkOptionsObject } from '../arguments.js';
 import type {
   AttentionBackwardResult,
   AttentionVjpResult,
@@ -15,7 +16,12 @@ import { config } from '../config.js';
 import { Tensor } from '../tensor/tensor.js';
 import { runAttention } from './attention.js';
 import { validateAttention } from './validate.js';
-import { denseForBackward, splitBackwardOptions, validateBackward } from './validate-backward.js';
+import {
+  denseForBackward,
+  OPTIONS_EXPECTED,
+  splitBackwardOptions,
+  validateBackward,
+} from './validate-backward.js';
 
 function runBackward(p: BackwardProblem): AttentionBackwardResult {
   const backend = chooseBackwardBackend(p);
@@ -86,11 +92,21 @@ export function attentionVjp(
   value: Tensor,
   options: BackwardOptions = {},
 ): AttentionVjpResult {
-  const { forwardOptions } = splitBackwardOptions(options);
-  // A layout the backward refuses is refused here, before the forward runs and its residuals are kept.
-  const problem = denseForBackward(
-    validateAttention(query, key, value, { ...forwardOptions, returnLogSumExp: true }),
-  );
+  // The options as they are now: backward() runs later, and a caller reusing (mutating) the object between
+  // the two would get the gradients of another forward. Lists are copied too (lengths, the window).
+  const given = checkOptionsObject<BackwardOptions>('options', options, OPTIONS_EXPECTED);
+  const copy = (v: unknown) =>
+    Array.isArray(v) || (ArrayBuffer.isView(v) && !(v instanceof DataView))
+      ? Array.from(v as ArrayLike<unknown>)
+      : v;
+  const kept = Object.fromEntries(Object.entries(given).map(([k, v]) => [k, copy(v)])) as BackwardOptions;
+  const { forwardOptions } = splitBackwardOptions(kept);
+  // Every option checked as given (returnLogSumExp too, which the forward then sets); a layout the backward
+  // refuses is refused here, before the forward runs and its residuals are kept.
+  const problem = {
+    ...denseForBackward(validateAttention(query, key, value, forwardOptions)),
+    returnLogSumExp: true,
+  };
   const forward = runAttention(problem);
   const logSumExp = forward.logSumExp as Tensor;
   // On the CPU float64 inputs keep a float64 log-sum-exp for the backward: the forward's float32 one
@@ -105,6 +121,6 @@ export function attentionVjp(
     backend: forward.backend,
     variant: forward.variant,
     backward: (dOutput: Tensor) =>
-      attentionBackward(query, key, value, forward.output, residual, dOutput, options),
+      attentionBackward(query, key, value, forward.output, residual, dOutput, kept),
   };
 }

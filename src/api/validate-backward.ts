@@ -4,7 +4,7 @@
  * shapes in the letters, dtypes and devices — each error naming the argument.
  */
 
-import { checkOptionsObject } from '../arguments.js';
+import { checkBoolean, checkOptionsObject } from '../arguments.js';
 import type { BackwardOptions, BackwardProblem } from '../backends/backward-problem.js';
 import type { AttentionOptions, AttentionProblem } from '../backends/problem.js';
 import { InvalidArgumentError, UnsupportedError } from '../errors.js';
@@ -39,6 +39,8 @@ function checkResidual(
   return p.batched ? tensor : tensor.reshape(want);
 }
 
+export const OPTIONS_EXPECTED = 'an object of attention options and `deterministic` (or undefined)';
+
 /** Splits off `deterministic` (checked) from the forward's options, which validate.ts checks. */
 export function splitBackwardOptions(options: BackwardOptions): {
   deterministic: boolean;
@@ -47,12 +49,10 @@ export function splitBackwardOptions(options: BackwardOptions): {
   const { deterministic, ...forwardOptions } = checkOptionsObject<BackwardOptions>(
     'options',
     options,
-    'an object of attention options and `deterministic` (or undefined)',
+    OPTIONS_EXPECTED,
   );
-  if (deterministic !== undefined && typeof deterministic !== 'boolean') {
-    throw new InvalidArgumentError('deterministic', 'a boolean', String(deterministic));
-  }
-  return { deterministic: deterministic ?? false, forwardOptions };
+  // checkBoolean says what came: String() made the string 'true' read "got true".
+  return { deterministic: checkBoolean('deterministic', deterministic, false), forwardOptions };
 }
 
 /** `p` where the backward can take its layout (dense); a paged cache or packed sequences are refused, saying which. */

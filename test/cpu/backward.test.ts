@@ -155,6 +155,16 @@ describe('the pullback', () => {
     }
   });
 
+  it('pulls back the forward it ran, whatever happens to the options object afterwards', () => {
+    const options: BackwardOptions = { isCausal: true, keyValueSeqLengths: [7, 3] };
+    const lengths = options.keyValueSeqLengths as number[];
+    const f = attentionVjp(q, k, v, options);
+    const before = [...f.backward(dO).dQuery.toFloat64Array()];
+    options.isCausal = false; // a caller reusing its options object for the next call
+    lengths[1] = 7;
+    assert.deepEqual([...f.backward(dO).dQuery.toFloat64Array()], before);
+  });
+
   it('sums dKey and dValue over each KV head group (GQA equals MHA on repeated K, V)', () => {
     const repeat = (t: Tensor) => {
       const [B, S, K, D] = t.shape;
@@ -277,6 +287,18 @@ describe('backward validation', () => {
       /a boolean/,
     );
     expectError(() => attentionVjp(q, k, v, { deterministic: 'yes' as never }), 'deterministic', /a boolean/);
+    // What came, with its type: the string 'true' read "got true".
+    expectError(
+      () => attentionVjp(q, k, v, { deterministic: 'true' as never }),
+      'deterministic',
+      /got the string 'true'$/,
+    );
+    // Checked as given, though the pullback's forward always returns it (it was dropped unchecked).
+    expectError(
+      () => attentionVjp(q, k, v, { returnLogSumExp: 'no' } as never),
+      'returnLogSumExp',
+      /a boolean/,
+    );
     // A valid call a named backend cannot run is unsupported (as in the forward), not invalid.
     assert.throws(
       () => attentionBackward(q, k, v, r.output, lse, dO, { implementation: 'cudnn' }),
