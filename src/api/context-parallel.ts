@@ -126,9 +126,8 @@ export function validateContextParallel(
         `an array of ${P} shards (one per rank, P=${P})`,
         describeValue(list),
       );
-    list.forEach((t, r) => {
-      checkTensor(`${name}[${r}]`, t);
-    });
+    // Every index, holes included (forEach skips a hole, which then reached attention as 'query').
+    for (let r = 0; r < P; r++) checkTensor(`${name}[${r}]`, list[r]);
   }
   const q = query as Tensor[];
   const k = key as Tensor[];
@@ -217,9 +216,8 @@ export function shardSequence(tensor: Tensor, ranks: number): Tensor[] {
 export function gatherSequence(shards: readonly Tensor[]): Tensor {
   if (!Array.isArray(shards) || shards.length === 0)
     throw new InvalidArgumentError('shards', 'a non-empty array of shards', describeValue(shards));
-  shards.forEach((s, r) => {
-    checkTensor(`shards[${r}]`, s);
-  });
+  // Every index, holes included: forEach skipped a hole, which then failed inside the gather as a TypeError.
+  for (let r = 0; r < shards.length; r++) checkTensor(`shards[${r}]`, shards[r]);
   const P = shards.length;
   const s0 = shards[0];
   if (s0.rank !== 4)

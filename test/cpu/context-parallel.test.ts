@@ -156,6 +156,10 @@ describe('contextParallelAttention arguments', () => {
     argument(() => contextParallelAttention(shards, shards, shards, { group: made }), 'options.group');
     argument(() => contextParallelAttention([shards[0]], shards, shards, { group }), 'query');
     argument(() => contextParallelAttention(shards, [shards[0], 'x'] as never, shards, { group }), 'key[1]');
+    // A hole is named by its index (it was 'query' from inside attention; in gatherSequence a TypeError).
+    const holed = Object.assign(new Array(P), { 1: shards[1] });
+    argument(() => contextParallelAttention(holed, shards, shards, { group }), 'query[0]');
+    argument(() => gatherSequence(Object.assign(new Array(P), { 0: shards[0] })), 'shards[1]');
     argument(
       () => contextParallelAttention(shards, shards, shards, { group, isCausal: 'yes' as never }),
       'isCausal',
