@@ -84,6 +84,9 @@ export function activeAutocast(explicit?: Fp8Autocast): Fp8Autocast | undefined 
         describeValue(explicit),
       );
     }
+    // A hand-made scope's flags are read as booleans too: { enabled: 'no' } was truthy and ran FP8.
+    checkBoolean('autocast.enabled', explicit.enabled, true);
+    checkBoolean('autocast.fallback', explicit.fallback, false);
     return explicit;
   }
   return scope.getStore();

@@ -149,7 +149,8 @@ export function resolveConfig(config: DotProductAttentionConfig): ResolvedConfig
   const window = config.windowSize ?? null;
   if (
     window !== null &&
-    (!Array.isArray(window) || window.length !== 2 || !window.every(Number.isSafeInteger))
+    // Both indices read: every() skips a hole, so [, 0] passed here and failed later as localWindowSize.
+    (!Array.isArray(window) || window.length !== 2 || ![window[0], window[1]].every(Number.isSafeInteger))
   ) {
     throw new InvalidArgumentError(
       'windowSize',

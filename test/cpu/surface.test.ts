@@ -490,6 +490,26 @@ const CASES: readonly Case[] = [
     I,
     'dOutput',
   ],
+  // every() skipped the hole, and the call failed later naming localWindowSize
+  [
+    'DotProductAttention',
+    () => new DotProductAttention(bad({ ...te, windowSize: Object.assign(new Array(2), { 1: 0 }) })),
+    I,
+    'windowSize',
+  ],
+  // A hand-made scope's 'no' was truthy: the FP8 path ran
+  [
+    'DotProductAttention.forward',
+    () =>
+      module.forward(
+        q,
+        kv,
+        kv,
+        bad({ autocast: { enabled: 'no', recipe: new DelayedScaling(), fallback: false } }),
+      ),
+    I,
+    'autocast.enabled',
+  ],
   // The memory scope
   ['tidy', () => tidy(5 as never), I, 'fn'],
   ['tidy', () => tidy(async () => z([1])), I, 'fn'],
