@@ -118,9 +118,19 @@ export class Tensor {
     checkShape('shape', shape);
     assertDType('dtype', dtype);
     const needed = numel(shape) * itemSize(dtype);
-    if (buffer === null || typeof buffer !== 'object' || typeof buffer.ptr !== 'bigint') {
+    // The whole interface, not only ptr: a buffer without release() failed at dispose() as V8's TypeError,
+    // and a NaN size passed the size check below (NaN < needed is false).
+    if (
+      buffer === null ||
+      typeof buffer !== 'object' ||
+      typeof buffer.ptr !== 'bigint' ||
+      typeof buffer.release !== 'function' ||
+      typeof buffer.released !== 'boolean' ||
+      !Number.isSafeInteger(buffer.bytes)
+    ) {
       throw new InvalidArgumentError('buffer', 'a DeviceBuffer from the pool', describeValue(buffer));
     }
+    if (buffer.released) throw new InvalidArgumentError('buffer', 'a live DeviceBuffer', 'a released one');
     if (buffer.bytes < needed) {
       throw new InvalidArgumentError('buffer', `at least ${needed} bytes`, `${buffer.bytes} bytes`);
     }
@@ -205,6 +215,7 @@ export class Tensor {
   astype(dtype: DType, options: EncodeOptions = {}): Tensor {
     assertDType('dtype', dtype);
     checkEncodeOptions('options', options);
+    this.#live(); // the same tensor back is still a use: a disposed one is refused as in every other dtype
     if (dtype === this.dtype) return this;
     const values = this.toFloat64Array();
     // The element that cannot convert is named by its flat index in this tensor.

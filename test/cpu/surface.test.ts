@@ -124,6 +124,25 @@ const CASES: readonly Case[] = [
   ['Tensor.toFloat64Array', () => disposed().toFloat64Array(), I, 'tensor'],
   ['Tensor.toHost', () => viewOfDisposed().toHost(), I, 'tensor'],
   ['Tensor.fromDeviceBuffer', () => Tensor.fromDeviceBuffer(null as never, [1], 'float32'), I, 'buffer'],
+  // Only ptr was checked: no release() failed at dispose() as a TypeError, and a NaN size passed
+  [
+    'Tensor.fromDeviceBuffer',
+    () => Tensor.fromDeviceBuffer(bad({ ptr: 1n, bytes: 1 << 20 }), [1], 'float32'),
+    I,
+    'buffer',
+  ],
+  [
+    'Tensor.fromDeviceBuffer',
+    () =>
+      Tensor.fromDeviceBuffer(
+        bad({ ptr: 1n, bytes: Number.NaN, released: false, release() {} }),
+        [4],
+        'float32',
+      ),
+    I,
+    'buffer',
+  ],
+  ['Tensor.astype', () => disposed().astype('float32'), I, 'tensor'],
   // Seeded random tensors: seeds are safe integers, each its own stream (none alias)
   ['randomNormal', () => randomNormal([2], undefined as never), I, 'options'],
   ['randomNormal', () => randomNormal([2], bad({})), I, 'seed'],
