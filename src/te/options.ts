@@ -142,6 +142,23 @@ export function resolveConfig(config: DotProductAttentionConfig): ResolvedConfig
     config.qkvLayout ?? 'bshd_bshd_bshd',
     config.transposeBatchSequence,
   );
+  // The packed layouts share an axis (layout.ts): a module whose sizes cannot fit its layout was made, then
+  // refused every call naming a key or value the caller never passed. Said here, naming the option.
+  const packedName = String(config.qkvLayout);
+  if (layout === 'bs3hd' && K !== N) {
+    throw new InvalidArgumentError(
+      'numGqaGroups',
+      `numAttentionHeads=${N} or unset with the packed layout '${packedName}' (Q, K and V share its heads axis)`,
+      String(K),
+    );
+  }
+  if (layout !== 'bshd_bshd_bshd' && Hv !== H) {
+    throw new InvalidArgumentError(
+      'headDim',
+      `one head dim with the packed layout '${packedName}' (K and V share its last axis)`,
+      describeValue(config.headDim),
+    );
+  }
   const scale = config.scaleFactor ?? 1 / Math.sqrt(H);
   if (typeof scale !== 'number' || !Number.isFinite(scale)) {
     throw new InvalidArgumentError('scaleFactor', 'a finite number', describeValue(config.scaleFactor));

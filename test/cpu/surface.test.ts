@@ -516,6 +516,14 @@ const CASES: readonly Case[] = [
     I,
     'windowSize',
   ],
+  // A packed layout whose sizes it cannot hold: made, then every call refused naming key or value
+  ['DotProductAttention', () => new DotProductAttention({ ...te, qkvLayout: 'bs3hd' }), I, 'numGqaGroups'],
+  [
+    'DotProductAttention',
+    () => new DotProductAttention({ ...te, headDim: [16, 8], qkvLayout: 'sbhd_sb2hd' }),
+    I,
+    'headDim',
+  ],
   // A hand-made scope's 'no' was truthy: the FP8 path ran
   [
     'DotProductAttention.forward',
