@@ -16,12 +16,52 @@ import {
 
 type Check = (value: unknown, path: string) => void;
 
+/** Whether `a` is `b` to AGREEMENT (relative), both finite. */
+function near(a: number, b: number): boolean {
+  return Number.isFinite(a) && Number.isFinite(b) && Math.abs(a - b) <= AGREEMENT * Math.abs(b);
+}
+
+/** Optional fields whose null the schema documents (docs/results-schema.md): kept as null. */
+const NULLABLE = new Set(['ceiling', 'peakMemoryBytes', 'maxError']);
+
+/** Deeper than this is no results file (the deepest field, rows[].timing.power.limitWatts, is at 5). */
+const MAX_DEPTH = 32;
+
+/** Relative slack for numbers a file states twice (a rate beside the time it came from). */
+const AGREEMENT = 1e-3;
+
+/** At most 80 characters of `value` as JSON, for an error line ('nothing' when absent). */
+function preview(value: unknown): string {
+  if (value === undefined) return 'nothing';
+  if (depthExceeds(value, 8))
+    return Array.isArray(value) ? 'a deeply nested array' : 'a deeply nested object';
+  return String(JSON.stringify(value)?.slice(0, 80));
+}
+
+/**
+ * Whether `value` nests arrays or objects deeper than `limit`, found without recursion: JSON.parse
+ * takes `[[[…]]]` 100,000 deep, and a recursive walk of it (JSON.stringify for an error, the
+ * report's copy of every string) overflows the stack.
+ */
+function depthExceeds(value: unknown, limit: number): boolean {
+  const stack: [unknown, number][] = [[value, 0]];
+  while (stack.length > 0) {
+    const [item, depth] = stack.pop() as [unknown, number];
+    if (item === null || typeof item !== 'object') continue;
+    if (depth >= limit) return true;
+    for (const child of Object.values(item)) stack.push([child, depth + 1]);
+  }
+  return false;
+}
+
 class Checker {
+  /** Optional fields given as null, removed when the whole file has passed. */
+  readonly nulls: [Record<string, unknown>, string][] = [];
+
   constructor(readonly source: string) {}
 
   fail(path: string, expected: string, value: unknown): never {
-    const got = value === undefined ? 'nothing' : JSON.stringify(value)?.slice(0, 80);
-    throw new InvalidArgumentError(`${this.source}: ${path}`, expected, String(got));
+    throw new InvalidArgumentError(`${this.source}: ${path}`, expected, preview(value));
   }
 
   object(value: unknown, path: string): Record<string, unknown> {
@@ -77,12 +117,18 @@ class Checker {
     };
   }
 
-  /** Checks the listed fields; a field whose name ends in '?' may be absent (or null when nullable). */
+  /**
+   * Checks the listed fields; a field whose name ends in '?' may be absent or null. A null one is
+   * removed once the file has passed (`nulls`) unless the schema gives it a meaning (NULLABLE):
+   * readers test the others against undefined (a null `ceilingPercent` once reached `.toFixed` and
+   * ended `attnlab report` with a TypeError).
+   */
   fields(value: unknown, path: string, spec: Record<string, Check>): Record<string, unknown> {
     const obj = this.object(value, path);
     for (const [rawName, check] of Object.entries(spec)) {
       const optional = rawName.endsWith('?');
       const name = optional ? rawName.slice(0, -1) : rawName;
+      if (optional && obj[name] === null && !NULLABLE.has(name)) this.nulls.push([obj, name]);
       if (optional && (obj[name] === undefined || obj[name] === null)) continue;
       check(obj[name], `${path}.${name}`);
     }
@@ -103,8 +149,11 @@ class Checker {
  */
 export function parseResults(value: unknown, source: string): ResultsFile {
   const c = new Checker(source);
-  const summary: Check = (v, p) =>
-    c.fields(v, p, {
+  if (depthExceeds(value, MAX_DEPTH)) {
+    c.fail('$', `JSON nested at most ${MAX_DEPTH} levels deep (a results file nests 5)`, value);
+  }
+  const summary: Check = (v, p) => {
+    const s = c.fields(v, p, {
       median: c.nonNegative,
       p10: c.nonNegative,
       p90: c.nonNegative,
@@ -112,7 +161,20 @@ export function parseResults(value: unknown, source: string): ResultsFile {
       max: c.nonNegative,
       mean: c.nonNegative,
       count: c.size,
-    });
+    }) as Record<'median' | 'p10' | 'p90' | 'min' | 'max' | 'mean', number>;
+    // Percentiles of one set of calls are ordered, and the mean lies within them: a file that says
+    // otherwise was edited or mis-written, and its numbers cannot all be what was measured.
+    const slack = 1e-9 * s.max;
+    const order = ['min', 'p10', 'median', 'p90', 'max'] as const;
+    for (let i = 1; i < order.length; i++) {
+      if (s[order[i]] < s[order[i - 1]] - slack) {
+        c.fail(`${p}.${order[i]}`, `a value ≥ ${order[i - 1]} (${s[order[i - 1]]})`, s[order[i]]);
+      }
+    }
+    if (s.mean < s.min - slack || s.mean > s.max + slack) {
+      c.fail(`${p}.mean`, `a value from min (${s.min}) to max (${s.max})`, s.mean);
+    }
+  };
   const timing: Check = (v, p) =>
     c.fields(v, p, {
       method: c.oneOf(['cuda-events', 'performance-now', 'wall-block-until-ready']),
@@ -174,8 +236,36 @@ export function parseResults(value: unknown, source: string): ResultsFile {
       c.fail(`${p}.timing`, "timings on a row of status 'ok'", r.timing);
     if (r.status === 'ok' && (r.tflops === undefined || r.tflops === null))
       c.fail(`${p}.tflops`, "a rate on a row of status 'ok'", r.tflops);
-    if (r.status !== 'ok' && r.reason === undefined)
+    if (r.status !== 'ok' && (r.reason === undefined || r.reason === null))
       c.fail(`${p}.reason`, `a reason for status ${r.status}`, r.reason);
+    if ((r.N as number) % (r.K as number) !== 0)
+      c.fail(`${p}.K`, `a divisor of N=${r.N} (N query heads share K key/value heads)`, r.K);
+    if (r.status === 'ok') agreesWithTime(r, p);
+  };
+  /**
+   * A rate is `flops / median` (and `ceilingPercent` that rate over the ceiling): a row stating one
+   * that its own time and flops do not give would have the report show a made-up number.
+   */
+  const agreesWithTime = (r: Record<string, unknown>, p: string): void => {
+    const median = (r.timing as { ms: { median: number } }).ms.median;
+    if (!(median > 0)) c.fail(`${p}.timing.ms.median`, "a time > 0 on a row of status 'ok'", median);
+    const tflops = (r.flops as number) / (median * 1e9);
+    if (!near(r.tflops as number, tflops)) {
+      c.fail(`${p}.tflops`, `flops / median = ${tflops.toPrecision(4)} (to ${AGREEMENT * 100}%)`, r.tflops);
+    }
+    if (r.ceilingPercent === undefined || r.ceilingPercent === null) return;
+    const ceiling = (value as { ceiling?: { tflops: number } }).ceiling?.tflops;
+    if (ceiling === undefined || !(ceiling > 0)) {
+      c.fail(`${p}.ceilingPercent`, 'no ceilingPercent in a file without a ceiling', r.ceilingPercent);
+    }
+    const percent = ((r.tflops as number) / (ceiling as number)) * 100;
+    if (!near(r.ceilingPercent as number, percent)) {
+      c.fail(
+        `${p}.ceilingPercent`,
+        `tflops / ceiling.tflops = ${percent.toPrecision(4)}% (to ${AGREEMENT * 100}%)`,
+        r.ceilingPercent,
+      );
+    }
   };
   const table: Check = (v, p) => {
     const t = c.fields(v, p, {
@@ -238,6 +328,7 @@ export function parseResults(value: unknown, source: string): ResultsFile {
       top.schemaVersion,
     );
   }
+  for (const [obj, name] of c.nulls) delete obj[name];
   if (top.ceiling === undefined) top.ceiling = null;
   return top as unknown as ResultsFile;
 }
