@@ -4,7 +4,7 @@
  * Validates once, then runs the ring (ring-run.ts) with the device's RingOps and the group's transport.
  * shardSequence / gatherSequence convert between a whole sequence and the load-balanced shards.
  */
-import { checkOptionsObject, describeValue } from '../arguments.js';
+import { checkKeys, checkOptionsObject, describeValue } from '../arguments.js';
 import { cudaRingOps } from '../backends/cuda/ring/ops.js';
 import type { AttentionOptions, Implementation } from '../backends/problem.js';
 import type { RingOps } from '../backends/ring-backend.js';
@@ -15,7 +15,7 @@ import { checkGroup, type RingGroup, transportOf } from './ring-group.js';
 import { hostRingOps } from './ring-ops.js';
 import { type RingProblem, runRing } from './ring-run.js';
 import { chunksOf } from './ring-schedule.js';
-import { validateAttention } from './validate.js';
+import { ATTENTION_OPTION_ALIASES, ATTENTION_OPTION_KEYS, validateAttention } from './validate.js';
 
 /** attention's options that a sharded call takes, and the group. */
 export interface ContextParallelOptions
@@ -103,6 +103,9 @@ export function validateContextParallel(
 ): { problem: RingProblem; group: RingGroup; device: 'cpu' | 'cuda'; returnLogSumExp: boolean } {
   const options = checkOptionsObject<ContextParallelOptions>('options', optionsIn, 'an object with a group');
   if (optionsIn === undefined) throw new InvalidArgumentError('options.group', 'a RingGroup', 'undefined');
+  // Keys first, this call's own (group among them): a misspelt `groups` was reported as a missing group.
+  // attention's keys (those it refuses below included, to say why) and its aliases: `is_causal` → isCausal.
+  checkKeys('options', options, ['group', ...ATTENTION_OPTION_KEYS], ATTENTION_OPTION_ALIASES);
   for (const name of REFUSED) {
     if ((options as unknown as Record<string, unknown>)[name] !== undefined) {
       throw new UnsupportedError(

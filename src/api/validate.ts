@@ -66,7 +66,7 @@ function checkWindow(value: AttentionOptions['localWindowSize']): AttentionProbl
   return { left: value[0], right: value[1] };
 }
 
-const KNOWN_OPTIONS: readonly string[] = [
+export const ATTENTION_OPTION_KEYS: readonly string[] = [
   'bias',
   'mask',
   'scale',
@@ -82,7 +82,7 @@ const KNOWN_OPTIONS: readonly string[] = [
 ];
 
 /** Names users bring from jax.nn.dot_product_attention and torch's scaled_dot_product_attention. */
-const OPTION_ALIASES: Readonly<Record<string, string>> = {
+export const ATTENTION_OPTION_ALIASES: Readonly<Record<string, string>> = {
   is_causal: 'isCausal',
   attn_mask: 'mask',
   query_seq_lengths: 'querySeqLengths',
@@ -107,7 +107,7 @@ export function validateAttention(
     optionsIn,
     'an object of attention options (or undefined)',
   );
-  checkKeys('options', options, KNOWN_OPTIONS, OPTION_ALIASES);
+  checkKeys('options', options, ATTENTION_OPTION_KEYS, ATTENTION_OPTION_ALIASES);
   const layout = layoutOf(
     checkTensor('query', queryIn),
     checkTensor('key', keyIn),

@@ -174,6 +174,11 @@ describe('contextParallelAttention arguments', () => {
       () => contextParallelAttention(shards, shards, shards, { group, is_causal: true } as never),
       'options',
     );
+    // A misspelt group is an unknown option with a suggestion, not a missing group.
+    assert.throws(
+      () => contextParallelAttention(shards, shards, shards, { groups: group } as never),
+      /^InvalidArgumentError: options: expected only group, .*, got unknown option 'groups' \(did you mean group\?\)$/,
+    );
   });
 
   it('asks for T divisible by 2P, naming query or key', () => {
