@@ -21,9 +21,22 @@ const PSEUDO_FILESYSTEMS: readonly [string, string][] = [
 export function checkOutputFile(option: string, path: string): void {
   const absolute = resolve(path);
   refusePseudo(option, path, absolute);
+  refuseLongNames(option, path, absolute);
   const existing = statOrNull(absolute);
   if (existing) {
     if (existing.isDirectory()) fail(option, 'a file path', path, `${path} is a folder`);
+    // A FIFO is written only once a reader opens it: `report -o fifo` waited forever at the end.
+    const pipe = existing.isFIFO() ? 'a FIFO (named pipe)' : existing.isSocket() ? 'a socket' : '';
+    if (pipe) {
+      fail(
+        option,
+        'a file path',
+        path,
+        `${path} is ${pipe}; attnlab writes whole files, to a file or device`,
+      );
+    }
+    // A link to /proc: name that, rather than the EINVAL its write gives after the run.
+    refusePseudo(option, path, realpathOr(absolute));
     // r+ opens for writing without truncating: the check leaves an existing file as it was.
     probe(option, path, () => closeSync(openSync(absolute, 'r+')));
     return;
@@ -70,6 +83,7 @@ export function checkFileName(option: string, name: string): void {
 export function checkOutputDir(option: string, path: string): void {
   const absolute = resolve(path);
   refusePseudo(option, path, absolute);
+  refuseLongNames(option, path, absolute);
   const existing = statOrNull(absolute);
   if (existing && !existing.isDirectory()) {
     fail(option, 'a folder attnlab can write', path, `${path} is a file, not a folder`);
@@ -110,6 +124,27 @@ function checkCreatable(
   );
 }
 
+/** Linux's NAME_MAX and PATH_MAX, in bytes: a longer name is refused by every call that takes it. */
+const NAME_MAX = 255;
+const PATH_MAX = 4095;
+
+/**
+ * Refuses a path whose names the file system cannot hold. The probe of checkCreatable writes a short
+ * name in the nearest existing folder, so a 300-byte --name passed it and failed as ENAMETOOLONG
+ * only when the results were written, after the run.
+ */
+function refuseLongNames(option: string, path: string, absolute: string): void {
+  const long = absolute.split('/').find((name) => Buffer.byteLength(name) > NAME_MAX);
+  if (long !== undefined) {
+    const bytes = Buffer.byteLength(long);
+    fail(option, 'a path attnlab can write', path, `a name of ${bytes} bytes; at most ${NAME_MAX} fit`);
+  }
+  const bytes = Buffer.byteLength(absolute);
+  if (bytes > PATH_MAX) {
+    fail(option, 'a path attnlab can write', path, `${bytes} bytes in all; at most ${PATH_MAX} fit`);
+  }
+}
+
 function refusePseudo(option: string, path: string, absolute: string): void {
   for (const [root, what] of PSEUDO_FILESYSTEMS) {
     if (absolute === root || absolute.startsWith(`${root}/`)) {
@@ -143,6 +178,7 @@ export function systemReason(error: unknown): string {
     ENOTDIR: 'a part of the path is a file, not a folder',
     EISDIR: 'it is a folder',
     ENOENT: 'no such file or folder',
+    ENAMETOOLONG: 'a name too long for the file system',
   };
   if (e?.code && reasons[e.code]) return `${reasons[e.code]} (${e.code})`;
   return e?.code ?? (error instanceof Error ? error.message : String(error));

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
@@ -85,6 +85,28 @@ describe('output paths are checked before any work starts', () => {
     assertOneLineFailure(through, /--json: .*a-file is a file, not a folder/);
     assertOneLineFailure(folder, /--html: .* is a folder/);
     assertOneLineFailure(outIsFile, /--out: .*a-file is a file, not a folder/);
+  });
+
+  it('a name too long for the file system, a FIFO, a link into /proc: refused before any work', async () => {
+    const long = 'n'.repeat(300);
+    const fifo = join(work, 'fifo');
+    spawnSync('mkfifo', [fifo]);
+    const toProc = join(work, 'to-proc.json');
+    symlinkSync('/proc/self/status', toProc);
+    const runs = await Promise.all([
+      cli(['bench', ...TINY, ...QUICK, '--out', join(work, 'o'), '--name', long]),
+      cli(['bench', ...TINY, ...QUICK, '--json', join(work, 'new', `${long}.json`)]),
+      cli(['lab', '--out', join(work, long)]),
+      // A FIFO that nothing reads: report waited forever on it at the end.
+      cli(['report', 'whatever.json', '-o', fifo], { timeoutMs: 20_000 }),
+      cli(['bench', ...TINY, ...QUICK, '--json', toProc]),
+    ]);
+    assertOneLineFailure(runs[0], /--out: .*\(a name of 305 bytes; at most 255 fit\)/);
+    assertOneLineFailure(runs[1], /--json: .*\(a name of 305 bytes; at most 255 fit\)/);
+    assertOneLineFailure(runs[2], /--out: .*\(a name of 300 bytes; at most 255 fit\)/);
+    assertOneLineFailure(runs[3], /--output: .*fifo is a FIFO \(named pipe\)/);
+    assertOneLineFailure(runs[4], /--json: .*to-proc\.json.*\/proc is the kernel/);
+    for (const r of runs) assert.equal(r.stdout, '', 'before any work');
   });
 
   it('a write that fails after the run (a full disk) is one line too', async () => {
