@@ -236,13 +236,17 @@ export class KVCache {
     // An option given as undefined means its default here too, the cache's (causal bottom-right): spread as
     // it is, `{ isCausal: undefined }` ran a non-causal call over the cache.
     const given = Object.fromEntries(Object.entries(options).filter(([, value]) => value !== undefined));
-    return attention(query, this.keyPool, this.valuePool, {
-      isCausal: true,
-      causalAlignment: 'bottom_right',
-      ...given,
-      blockTable: table,
-      keyValueSeqLengths: lengths,
-    });
+    try {
+      return attention(query, this.keyPool, this.valuePool, {
+        isCausal: true,
+        causalAlignment: 'bottom_right',
+        ...given,
+        blockTable: table,
+        keyValueSeqLengths: lengths,
+      });
+    } finally {
+      table.dispose(); // the call's own (attention keeps a copy of the entries it checked): freed, not left to the GC net
+    }
   }
 
   /** Frees the pools now (device memory back to attnlab's pool); every later call but dispose() throws. */

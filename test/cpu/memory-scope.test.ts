@@ -214,6 +214,36 @@ describe('memoryStats on the host', () => {
     assert.deepEqual(host(), before);
   });
 
+  it('stays flat without tidy when the caller disposes what it got: paged, packed and KVCache calls', () => {
+    // The CPU backends' gathered and spread copies, and the block table KVCache.attention makes, are the call's
+    // own: they were left to the GC net, which a synchronous loop never lets run.
+    const cache = new KVCache({ numBlocks: 8, blockSize: 2, numKvHeads: 1, headDim: 8, device: 'cpu' });
+    const ids = [cache.addSequence(), cache.addSequence()];
+    const rows = randomNormal([2, 3, 1, 8], { seed: 1, dtype: 'bfloat16' });
+    cache.append(ids, rows, rows);
+    const q = randomNormal([2, 1, 2, 8], { seed: 2, dtype: 'bfloat16' });
+    const packed = randomNormal([5, 2, 8], { seed: 3, dtype: 'bfloat16' });
+    const before = host();
+    for (let i = 0; i < 10; i++) {
+      for (const implementation of ['flash', 'reference'] as const) {
+        const calls = [
+          cache.attention(q, ids, { implementation, returnLogSumExp: true }),
+          attention(packed, packed, packed, {
+            implementation,
+            querySeqOffsets: [0, 2, 5],
+            keyValueSeqOffsets: [0, 2, 5],
+            returnLogSumExp: true,
+          }),
+        ];
+        for (const r of calls) {
+          r.output.dispose();
+          r.logSumExp?.dispose();
+        }
+      }
+    }
+    assert.deepEqual(host(), before);
+  });
+
   it('stays flat with the TE module, bf16 and the emulated FP8 path', () => {
     const attn = new DotProductAttention({ headDim: 16, numAttentionHeads: 2, attnMaskType: 'causal' });
     const x = randomNormal([1, 4, 2, 16], { seed: 3, dtype: 'bfloat16' });

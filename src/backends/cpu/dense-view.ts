@@ -18,15 +18,28 @@ export function runDense(
 ): BackendOutput {
   if (!p.paged && !p.packed) return run(p);
   const dense = denseProblem(p);
-  const result = run(dense);
-  const queryOffsets = p.packed?.querySeqOffsets;
-  if (!queryOffsets) return result;
-  const totalT = queryOffsets[queryOffsets.length - 1];
-  return {
-    output: packRows(result.output, queryOffsets, [totalT, p.N, p.Hv]),
-    logSumExp: result.logSumExp && packRows(result.logSumExp, queryOffsets, [totalT, p.N]),
-    variant: result.variant,
-  };
+  // The gathered and spread copies, and the dense output a packed query's is packed from, are this call's
+  // own: freed here. Left to the GC net, a decode loop that disposed all it was given (KVCache's, as the
+  // README writes it) still grew memoryStats().hostBytes by them at every step.
+  const made = [dense.query, dense.key, dense.value].filter((t, i) => t !== [p.query, p.key, p.value][i]);
+  try {
+    const result = run(dense);
+    const queryOffsets = p.packed?.querySeqOffsets;
+    if (!queryOffsets) return result;
+    const totalT = queryOffsets[queryOffsets.length - 1];
+    try {
+      return {
+        output: packRows(result.output, queryOffsets, [totalT, p.N, p.Hv]),
+        logSumExp: result.logSumExp && packRows(result.logSumExp, queryOffsets, [totalT, p.N]),
+        variant: result.variant,
+      };
+    } finally {
+      result.output.dispose();
+      result.logSumExp?.dispose();
+    }
+  } finally {
+    for (const t of made) t.dispose();
+  }
 }
 
 export function denseProblem(p: AttentionProblem): AttentionProblem {
