@@ -6,11 +6,14 @@
  */
 import { config } from '../config.js';
 import { AttnlabError } from '../errors.js';
+import { neutraliseControls } from '../results/safe-text.js';
 
 /** The lines to print for an error that ended a command, without the trailing newline. */
 export function describeFailure(error: unknown): string {
-  if (error instanceof AttnlabError) return `attnlab: ${error.name}: ${error.message}`;
-  const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+  // Messages quote what came (JSON.stringify leaves DEL and the C1 controls, U+0080–U+009F, which
+  // include the one-byte CSI, as they are): those reach the terminal as text, not instructions.
+  if (error instanceof AttnlabError) return `attnlab: ${error.name}: ${neutraliseControls(error.message)}`;
+  const text = neutraliseControls(error instanceof Error ? `${error.name}: ${error.message}` : String(error));
   const line = `attnlab: unexpected error (a bug in attnlab): ${text.split('\n')[0]}`;
   if (debugging() && error instanceof Error && error.stack) return `${line}\n${error.stack}`;
   return `${line} (ATTNLAB_DEBUG=1 for the stack)`;
@@ -35,6 +38,17 @@ export function installProcessGuards(): void {
       if (error.code === 'EPIPE') process.exit(Number(process.exitCode ?? 0));
       fatal(error);
     });
+    // The 'error' event waits for the event loop, which a run that only awaits settled promises (the
+    // lab on the CPU) never reaches: `attnlab lab | head -2` ran every section to the end. The
+    // failed write marks the stream at once, so the next write after it ends the run.
+    const write = stream.write.bind(stream) as (...args: unknown[]) => boolean;
+    stream.write = ((...args: unknown[]) => {
+      const ok = write(...args);
+      if ((stream.errored as NodeJS.ErrnoException | null)?.code === 'EPIPE') {
+        process.exit(Number(process.exitCode ?? 0));
+      }
+      return ok;
+    }) as typeof stream.write;
   }
   process.on('uncaughtException', fatal);
   process.on('unhandledRejection', fatal);

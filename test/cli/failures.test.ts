@@ -45,6 +45,14 @@ function cli(args: string[], options: { closeStdout?: boolean; timeoutMs?: numbe
   });
 }
 
+/** A tiny bench's results file, written at `path`, as parsed JSON to be made hostile. */
+// biome-ignore lint/suspicious/noExplicitAny: the callers write fields of any type into it.
+async function tinyResults(path: string): Promise<Record<string, any>> {
+  const bench = await cli(['bench', ...TINY, ...QUICK, '--json', path]);
+  assert.equal(bench.code, 0, bench.stderr);
+  return JSON.parse(readFileSync(path, 'utf8'));
+}
+
 /** Exit 1, one line on stderr naming `pattern`, no stack frames. */
 function assertOneLineFailure(r: Run, pattern: RegExp): void {
   assert.equal(r.code, 1, `exit code (stderr: ${r.stderr})`);
@@ -185,6 +193,13 @@ describe('the process ends quietly', () => {
       assert.equal(r.stderr, '');
     }
   });
+  it('at the first write after the reader has gone, not when a long run ends', async () => {
+    // The lab awaits only settled promises between sections, so the 'error' event of the failed
+    // write never ran: every section ran on, its progress lines on stderr, to the end.
+    const r = await cli(['lab', '--quick', '--no-report'], { closeStdout: true, timeoutMs: 60_000 });
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(r.stderr, '', 'no section ran after stdout closed');
+  });
 });
 
 describe('info without a GPU', () => {
@@ -211,10 +226,7 @@ describe('info without a GPU', () => {
 
 describe('report neutralises terminal control sequences from a results file', () => {
   it('prints ESC, OSC, CSI, C1 and CR as visible text, and keeps newlines', async () => {
-    const json = join(work, 'tiny.json');
-    const bench = await cli(['bench', ...TINY, ...QUICK, '--json', json]);
-    assert.equal(bench.code, 0, bench.stderr);
-    const results = JSON.parse(readFileSync(json, 'utf8'));
+    const results = await tinyResults(join(work, 'tiny.json'));
     results.rows[0].label = 'evil \u001b]52;c;aGVsbG8=\u0007 \u001b[2J \u009b31m \r over';
     results.notes.push('a note \u001b[31mred\u001b[0m');
     results.machine.cpu = 'cpu \u001bP tmux; \u001b\\';
@@ -248,6 +260,18 @@ describe('report reads only regular JSON files, and says so in one inert line', 
     assertOneLineFailure(b, /elf\.json: expected JSON, got unparsable text \(.*\\x7fELF\\x02/);
     // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point
     for (const r of [a, b]) assert.doesNotMatch(r.stderr.trimEnd(), /[\u0000-\u001f\u007f-\u009f]/);
+  });
+
+  it('a field the schema refuses: the value it quotes is inert too (C1 controls and DEL included)', async () => {
+    const json = join(folder, 'c1.json');
+    const results = await tinyResults(json);
+    // JSON.stringify, which quotes the value, escapes ESC but not the one-byte CSI U+009B or DEL.
+    results.rows[0].dtype = '\u009b2J\u001b[31m\u007f';
+    writeFileSync(json, JSON.stringify(results));
+    const r = await cli(['report', json, '-o', join(work, 'r5.html')]);
+    assertOneLineFailure(r, /\$\.rows\[0\]\.dtype: expected one of .*, got "\\x9b2J\\u001b\[31m\\x7f"/);
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point
+    assert.doesNotMatch(r.stderr.trimEnd(), /[\u0000-\u001f\u007f-\u009f]/);
   });
 
   it('a FIFO with no writer and a folder are refused before reading (no hang)', async () => {
