@@ -139,12 +139,24 @@ export class DotProductAttention {
     value?: Tensor | null,
     options: ForwardOptions = {},
   ): DotProductAttentionResult {
-    const c = this.config;
     this.#checkOptions(options);
     const keepFp8Output = options.keepFp8Output ?? false;
-    const qkv = splitQkv(c.layout, c.transposed, query, key, value);
+    // The copies this call makes (layout gathers, a pre-scaled bias, an inverted legacy mask, the (B,T,N,Hv)
+    // output a sequence-first one is gathered from) are freed when it returns, not left to the GC net, which
+    // a synchronous loop never lets run: memoryStats().hostBytes grew at every call that disposed its output.
+    return freeingCopies((made) => this.#apply({ query, key, value, options, made }, keepFp8Output));
+  }
+
+  #apply(call: Call, keepFp8Output: boolean): DotProductAttentionResult {
+    const { query, key, value, options, made } = call;
+    const c = this.config;
+    const qkv = this.#operands(query, key, value, made);
     this.#checkShapes(qkv.query, qkv.key, qkv.value);
-    const attentionOptions = attentionOptionsFor(c, options.sequenceDescriptor, options.bias);
+    const attentionOptions = this.#attentionOptions(options, made);
+    const inLayout = (output: Tensor) => {
+      if (c.transposed) made.push(output);
+      return outputInLayout(output, c.transposed);
+    };
     const scope = activeAutocast(options.autocast);
     let fallbackReason: string | undefined;
     if (scope?.enabled) {
@@ -153,7 +165,7 @@ export class DotProductAttention {
       if (support.ok) {
         const step = runFp8Step(problem, scope.recipe, this.fp8State, keepFp8Output);
         return {
-          output: outputInLayout(step.output, c.transposed),
+          output: inLayout(step.output),
           precision: 'fp8',
           backend: step.backend,
           variant: step.variant,
@@ -174,7 +186,7 @@ export class DotProductAttention {
     const implementation = qkv.query.device === 'cuda' ? 'cudnn' : undefined;
     const result = attention(qkv.query, qkv.key, qkv.value, { ...attentionOptions, implementation });
     return {
-      output: outputInLayout(result.output, c.transposed),
+      output: inLayout(result.output),
       precision: 'bf16',
       backend: result.backend,
       variant: result.variant,
@@ -214,11 +226,17 @@ export class DotProductAttention {
         `qkvFormat/layout ${name}: the backward takes separate (B,S,N,H) query, key and value (bshd_bshd_bshd) only`,
       );
     }
-    const qkv = splitQkv(c.layout, c.transposed, query, key, value);
+    // As in apply: this call's own copies are freed when it returns.
+    return freeingCopies((made) => this.#backward({ query, key, value, options, made }, dOutput));
+  }
+
+  #backward(call: Call, dOutput: Tensor): ModuleBackwardResult {
+    const { query, key, value, options, made } = call;
+    const qkv = this.#operands(query, key, value, made);
     this.#checkShapes(qkv.query, qkv.key, qkv.value);
     const scope = activeAutocast(options.autocast);
     let fallbackReason: string | undefined;
-    const attentionOptions = attentionOptionsFor(c, options.sequenceDescriptor, options.bias);
+    const attentionOptions = this.#attentionOptions(options, made);
     if (scope?.enabled) {
       const problem = validateAttention(qkv.query, qkv.key, qkv.value, attentionOptions);
       const recipe = scope.recipe;
@@ -247,14 +265,28 @@ export class DotProductAttention {
     }
     const implementation = qkv.query.device === 'cuda' ? 'cudnn' : undefined;
     const f = attentionVjp(qkv.query, qkv.key, qkv.value, { ...attentionOptions, implementation });
-    try {
-      return { ...f.backward(dOutput), precision: 'bf16', fallbackReason };
-    } finally {
-      if (f.output.device === 'cuda') {
-        f.output.dispose();
-        f.logSumExp.dispose();
-      }
-    }
+    made.push(f.output, f.logSumExp); // the residuals, on either device
+    return { ...f.backward(dOutput), precision: 'bf16', fallbackReason };
+  }
+
+  /** The layout's (B,T,N,H)-style tensors; those that are copies of the caller's go into `made`. */
+  #operands(query: Tensor, key: Tensor | null | undefined, value: Tensor | null | undefined, made: Tensor[]) {
+    const qkv = splitQkv(this.config.layout, this.config.transposed, query, key, value);
+    for (const [t, given] of [
+      [qkv.query, query],
+      [qkv.key, key],
+      [qkv.value, value],
+    ] as const)
+      if (t !== given) made.push(t);
+    return qkv;
+  }
+
+  /** attention()'s options for this call; a bias or mask made for it (pre-scaled, inverted) goes into `made`. */
+  #attentionOptions(options: ForwardOptions, made: Tensor[]) {
+    const attentionOptions = attentionOptionsFor(this.config, options.sequenceDescriptor, options.bias);
+    if (attentionOptions.bias && attentionOptions.bias !== options.bias) made.push(attentionOptions.bias);
+    if (attentionOptions.mask) made.push(attentionOptions.mask); // always the inverted copy of a legacy mask
+    return attentionOptions;
   }
 
   /** TE's dropout rule: attnlab has none, so a module with dropout runs only when told deterministic. */
@@ -290,6 +322,24 @@ export class DotProductAttention {
     check('key', k.shape[2], K, 'K', 'numGqaGroups');
     check('key', k.shape[3], H, 'H', 'headDim');
     check('value', v.shape[3], Hv, 'Hv', 'headDim');
+  }
+}
+
+/** One call's arguments, and the list of the copies it makes (freed by freeingCopies when it returns). */
+interface Call {
+  readonly query: Tensor;
+  readonly key: Tensor | null | undefined;
+  readonly value: Tensor | null | undefined;
+  readonly options: ForwardOptions;
+  readonly made: Tensor[];
+}
+
+function freeingCopies<R>(fn: (made: Tensor[]) => R): R {
+  const made: Tensor[] = [];
+  try {
+    return fn(made);
+  } finally {
+    for (const t of made) t.dispose();
   }
 }
 

@@ -248,13 +248,22 @@ function seqLengths(argument: string, value: unknown): Int32Array {
   return lengths;
 }
 
+/** A host copy moved to the GPU; the host copy freed at once (not left to the GC net). */
+function onDevice(host: Tensor): Tensor {
+  try {
+    return host.to('cuda');
+  } finally {
+    host.dispose();
+  }
+}
+
 /** Our keep-mask from TE's masked-out mask: the same shape and device with every value flipped. */
 function invertMask(mask: Tensor): Tensor {
   const bits = mask.toHost().data as Uint8Array;
   const kept = new Uint8Array(bits.length);
   for (let i = 0; i < bits.length; i++) kept[i] = bits[i] ? 0 : 1;
   const result = Tensor.fromRaw(kept, mask.shape, 'bool');
-  return mask.device === 'cuda' ? result.to('cuda') : result;
+  return mask.device === 'cuda' ? onDevice(result) : result;
 }
 
 /** Scales a pre-scale bias once, so that scale·(QKᵀ + bias) = scale·QKᵀ + (scale·bias). */
@@ -262,7 +271,7 @@ function scaleBias(bias: Tensor, scale: number): Tensor {
   const values = bias.toFloat64Array();
   for (let i = 0; i < values.length; i++) values[i] *= scale;
   const result = Tensor.fromArray(values, bias.shape, bias.dtype);
-  return bias.device === 'cuda' ? result.to('cuda') : result;
+  return bias.device === 'cuda' ? onDevice(result) : result;
 }
 
 /** The mask, bias and window part of dotProductAttention's options for one call. */

@@ -15,6 +15,7 @@ import {
   keep,
   memoryStats,
   randomNormal,
+  SequenceDescriptor,
   Tensor,
   tidy,
 } from '../../src/index.js';
@@ -240,6 +241,30 @@ describe('memoryStats on the host', () => {
           r.logSumExp?.dispose();
         }
       }
+    }
+    assert.deepEqual(host(), before);
+  });
+
+  it("stays flat without tidy over the TE module's bf16 calls whose outputs are disposed", () => {
+    // Its own copies (sequence-first and packed layouts, a pre-scaled bias, an inverted legacy mask, the
+    // backward's residuals on the CPU) were left to the GC net.
+    const te = { headDim: 8, numAttentionHeads: 2, attnMaskType: 'no_mask' } as const;
+    const sbhd = new DotProductAttention({ ...te, qkvLayout: 'sbhd_sbhd_sbhd' });
+    const bs3hd = new DotProductAttention({ ...te, qkvLayout: 'bs3hd' });
+    const preScale = new DotProductAttention({ ...te, attnBiasType: 'pre_scale_bias' });
+    const padding = new DotProductAttention({ ...te, attnMaskType: 'padding' });
+    const x = randomNormal([1, 4, 2, 8], { seed: 1 });
+    const packed = randomNormal([1, 4, 3, 2, 8], { seed: 2 });
+    const bias = randomNormal([1, 2, 4, 4], { seed: 3 });
+    const sequenceDescriptor = SequenceDescriptor.fromLegacyMask(Tensor.zeros([1, 1, 4, 4], 'bool'));
+    const before = host();
+    for (let i = 0; i < 5; i++) {
+      sbhd.forward(x, x, x).dispose();
+      bs3hd.forward(packed).dispose();
+      preScale.forward(x, x, x, { bias }).dispose();
+      padding.forward(x, x, x, { sequenceDescriptor }).dispose();
+      const g = preScale.backward(x, x, x, x, { bias });
+      for (const t of [g.dQuery, g.dKey, g.dValue, g.dBias]) t?.dispose();
     }
     assert.deepEqual(host(), before);
   });
