@@ -11,7 +11,7 @@ import { registerCheckCommand } from './check.js';
 import { describeFailure } from './failure.js';
 import { registerInfoCommand } from './info.js';
 import { registerLabCommand } from './lab.js';
-import { refuseEmptyValues } from './options.js';
+import { refuseEmptyValues, refuseRepeatedOptions } from './options.js';
 import { registerReportCommand } from './report.js';
 
 export function buildProgram(): Command {
@@ -33,6 +33,7 @@ export function buildProgram(): Command {
   registerBenchCommand(program);
   registerReportCommand(program);
   registerHelpCommand(program);
+  for (const command of program.commands) refuseRepeatedOptions(command);
   return program;
 }
 

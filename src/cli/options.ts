@@ -40,3 +40,27 @@ export function refuseEmptyValues(command: Command): void {
     }
   }
 }
+
+/**
+ * Refuses an option that takes a value given twice: commander keeps the last value without a word,
+ * so `--impl flash --impl reference` timed reference alone and `--seq 16 --seq 32` one length.
+ * (Flags without a value, `--json --json`, say the same thing twice and stay accepted.)
+ */
+export function refuseRepeatedOptions(command: Command): void {
+  for (const option of command.options) {
+    if (!option.long || !(option.required || option.optional)) continue;
+    const long = option.long;
+    let first: unknown;
+    let seen = false;
+    command.on(`option:${option.name()}`, (value: unknown) => {
+      if (seen) {
+        throw new InvalidArgumentError(
+          long,
+          `${long} once (a second value would replace the first)`,
+          `${JSON.stringify(first)} and then ${JSON.stringify(value)}`,
+        );
+      }
+      [first, seen] = [value, true];
+    });
+  }
+}

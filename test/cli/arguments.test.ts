@@ -103,6 +103,16 @@ describe('impossible numbers and selections are refused in one line', () => {
     ],
     [['bench', '--peers', ','], /--peers: expected a comma-separated list without empty items, got ","/],
     [['check', '--device', 'cpu,'], /--device: expected a comma-separated list without empty items/],
+    // An option given twice: commander kept the last value unsaid (--impl flash --impl reference
+    // timed reference alone).
+    [
+      ['bench', '--impl', 'flash', '--impl', 'reference'],
+      /--impl: expected --impl once \(a second value would replace the first\), got "flash" and then "reference"$/,
+    ],
+    [['bench', '--seq=16', '--seq', '32'], /--seq: expected --seq once .*, got "16" and then "32"$/],
+    [['lab', '--out', 'a', '--out', 'b'], /--out: expected --out once .*, got "a" and then "b"$/],
+    [['check', '--case', 'MQA', '--case', 'GQA'], /--case: expected --case once/],
+    [['report', 'r.json', '-o', 'x.html', '--output', 'y.html'], /--output: expected --output once/],
     // Outputs that would be dropped, overwrite each other or replace an input.
     [['lab', '--no-report', '--out', 'labdir'], /--out: expected no --out with --no-report .*, got "labdir"/],
     [
