@@ -14,13 +14,23 @@ import { checkDistinctPaths, checkOutputFile, writingTo } from './output-path.js
 
 /**
  * Short, distinct names for the files: the base name without .json, or the whole path where two
- * base names clash (bench/results/h200/lab.json vs bench/results/cpu/lab.json).
+ * base names clash (bench/results/h200/lab.json vs bench/results/cpu/lab.json), with its .json where
+ * even that clashes (`a` and `a.json`: one name merged both files' rows into one series per chart).
+ * The paths themselves are distinct (the command refuses a file named twice).
  */
 export function displayNames(paths: readonly string[]): string[] {
-  const bases = paths.map((p) => basename(p).replace(/\.json$/i, ''));
-  return bases.map((b, i) =>
-    bases.indexOf(b) === bases.lastIndexOf(b) ? b : paths[i].replace(/\.json$/i, ''),
+  const distinct = (names: string[], fallback: (i: number) => string) =>
+    names.map((n, i) => (names.indexOf(n) === names.lastIndexOf(n) ? n : fallback(i)));
+  const withoutJson = (p: string) => p.replace(/\.json$/i, '');
+  const names = distinct(
+    distinct(
+      paths.map((p) => withoutJson(basename(p))),
+      (i) => withoutJson(paths[i]),
+    ),
+    (i) => paths[i],
   );
+  // A fallback can meet another file's short name (`a.json` beside the base of `d/a.json.json`).
+  return new Set(names).size === names.length ? names : [...paths];
 }
 
 /** Adds `attnlab report` to the program. */
@@ -45,6 +55,10 @@ Example:
       checkOutputFile('--output', options.output);
       const inputs = paths.map((path) => ({ option: `the results file ${JSON.stringify(path)}`, path }));
       checkDistinctPaths('--output', options.output, inputs);
+      // One file twice would be compared with itself, its rows drawn twice under one name.
+      inputs.forEach((input, i) => {
+        checkDistinctPaths('<results>', input.path, inputs.slice(0, i));
+      });
       // Strings from the files (and their names) reach the terminal: their control characters do not.
       const names = displayNames(paths).map(neutraliseLine);
       const files: NamedResults[] = paths.map((path, i) => ({

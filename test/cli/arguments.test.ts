@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { main } from '../../src/cli/main.js';
+import { displayNames } from '../../src/cli/report.js';
 import { reloadConfig } from '../../src/config.js';
 import { loadResults } from '../../src/results/files.js';
 
@@ -125,6 +126,11 @@ describe('impossible numbers and selections are refused in one line', () => {
       /--html: .*got "d\/bench\.json" \(--out names it too\)/,
     ],
     [['report', 'a.json', '-o', './a.json'], /--output: .*\(the results file "a\.json" names it too\)/],
+    // One results file twice would be compared with itself.
+    [
+      ['report', 'a.json', 'b.json', './a.json'],
+      /<results>: expected a path that no other option or input names, got "\.\/a\.json" \(the results file "a\.json" names it too\)/,
+    ],
     // A name that would write outside --out, or a hidden file.
     ...['../escaped', 'a/b', 'a\\b', '.', '..'].map((name): [string[], RegExp] => [
       ['bench', '--name', name, '--out', 'o'],
@@ -167,6 +173,16 @@ describe('impossible numbers and selections are refused in one line', () => {
       assert.match(lines[0], pattern);
     });
   }
+});
+
+describe('report names each file apart', () => {
+  it('by base name, by path where base names clash, and with .json where even those do', () => {
+    assert.deepEqual(displayNames(['h200/lab.json', 'cpu/lab.json', 'x.json']), ['h200/lab', 'cpu/lab', 'x']);
+    // `a` and `a.json` were both shown as `a`: each chart merged their rows into one series.
+    assert.deepEqual(displayNames(['d/a', 'd/a.json']), ['d/a', 'd/a.json']);
+    const odd = displayNames(['a.json', 'a', 'd/a.json.json']);
+    assert.equal(new Set(odd).size, 3, odd.join(', '));
+  });
 });
 
 describe('bench --preset', () => {
