@@ -117,7 +117,7 @@ export const DTYPE_ALIASES: Readonly<Record<string, FloatDType>> = {
   fp8: 'float8_e4m3fn',
 };
 
-/** Float dtypes by name; `bf16`, `fp16`, `f32` are accepted for bfloat16, float16, float32. */
+/** Float dtypes by name, or by a short name of DTYPE_ALIASES (`bf16` for bfloat16, `fp8` for float8_e4m3fn). */
 export function parseDTypeList(option: string, text: string): FloatDType[] {
   return unique(
     splitList(option, text).map((part) => {
@@ -125,7 +125,7 @@ export function parseDTypeList(option: string, text: string): FloatDType[] {
       if (!(FLOAT_DTYPES as readonly string[]).includes(dtype)) {
         throw new InvalidArgumentError(
           option,
-          `one of ${FLOAT_DTYPES.join(', ')} (or bf16, fp16, f32)`,
+          `one of ${FLOAT_DTYPES.join(', ')} (or ${Object.keys(DTYPE_ALIASES).join(', ')})`,
           part,
         );
       }

@@ -16,6 +16,7 @@ import { makeResults } from '../bench/results.js';
 import { runSweeps, type SweepGroup } from '../bench/run-bench.js';
 import {
   type BenchCase,
+  DTYPE_ALIASES,
   expandSweep,
   parseBoolList,
   parseDTypeList,
@@ -29,6 +30,7 @@ import { writeReport } from '../report/write.js';
 import { saveResults } from '../results/files.js';
 import { PASSES, type Pass, type ResultRow } from '../results/schema.js';
 import { shapeLabel } from '../results/shape-label.js';
+import { FLOAT_DTYPES } from '../tensor/dtype.js';
 import { MAX_SEED, parseInteger, parseNumber } from './numbers.js';
 import { givenOnCommandLine, optionValue } from './options.js';
 import {
@@ -83,7 +85,12 @@ export function registerBenchCommand(program: Command): void {
       '--block-size <list>',
       'key/value as a paged KV cache of blocks of these sizes (e.g. 16,64) behind a shuffled block table, instead of dense; decode steps: --seq 1 --kv-seq <cached tokens>',
     )
-    .option('--dtype <list>', 'dtypes: bfloat16, float16, float32 (bf16, fp16, f32)', 'bfloat16')
+    .option(
+      '--dtype <list>',
+      // Every name parseDTypeList takes: the help once listed three of six (float64 and fp8 ran unlisted).
+      `dtypes: ${FLOAT_DTYPES.join(', ')} (or ${Object.keys(DTYPE_ALIASES).join(', ')}); a backend that cannot take one gives unsupported rows`,
+      'bfloat16',
+    )
     .option('--causal <list>', 'true, false or true,false', 'false')
     .option(
       '--pass <pass>',

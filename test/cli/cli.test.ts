@@ -3,6 +3,8 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { DTYPE_ALIASES } from '../../src/bench/sweep.js';
+import { FLOAT_DTYPES } from '../../src/tensor/dtype.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -51,6 +53,13 @@ describe('attnlab CLI', () => {
     );
     assert.doesNotMatch(r.stderr, /at .*\.ts:\d+/);
     assert.equal(runCli(['frobnicate']).code, 2);
+  });
+
+  it('bench --help names every dtype --dtype takes (it listed three of six)', () => {
+    const help = runCli(['bench', '--help']).stdout.replace(/\s+/g, ' ');
+    for (const name of [...FLOAT_DTYPES, ...Object.keys(DTYPE_ALIASES)]) {
+      assert.match(help, new RegExp(`--dtype <list> .*\\b${name}\\b.* --causal`), name);
+    }
   });
 
   it('help <command> shows that command, and says so when there is no such command', () => {
