@@ -28,6 +28,7 @@ import { InvalidArgumentError } from '../errors.js';
 import { colorEnabled } from '../report/terminal.js';
 import { writeReport } from '../report/write.js';
 import { saveResults } from '../results/files.js';
+import { neutraliseLine } from '../results/safe-text.js';
 import { PASSES, type Pass, type ResultRow } from '../results/schema.js';
 import { shapeLabel } from '../results/shape-label.js';
 import { FLOAT_DTYPES } from '../tensor/dtype.js';
@@ -176,8 +177,9 @@ Examples:
         writeReport([{ name, results }], { htmlPath: html?.path, color: colorEnabled() }),
       );
       process.stdout.write(`${text}\n`);
-      if (json) process.stdout.write(`results: ${json.path}\n`);
-      if (html) process.stdout.write(`report:  ${html.path}\n`);
+      // Paths as one inert line each: a control character in one is the user's typo, not an instruction.
+      if (json) process.stdout.write(`results: ${neutraliseLine(json.path)}\n`);
+      if (html) process.stdout.write(`report:  ${neutraliseLine(html.path)}\n`);
       const nothing = nothingRan(results.rows);
       if (nothing) {
         process.stderr.write(`attnlab: bench: ${nothing}\n`);

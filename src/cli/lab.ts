@@ -11,6 +11,7 @@ import { runLab } from '../lab/run-lab.js';
 import { colorEnabled } from '../report/terminal.js';
 import { writeReport } from '../report/write.js';
 import { saveResults } from '../results/files.js';
+import { neutraliseLine } from '../results/safe-text.js';
 import type { ResultsFile } from '../results/schema.js';
 import { labSizesHelp } from './lab-help.js';
 import { parseNumber } from './numbers.js';
@@ -70,7 +71,7 @@ export function registerLabCommand(program: Command): void {
       if (!jsonPath || !htmlPath) return;
       save(results);
       process.stdout.write(
-        `\nresults: ${jsonPath}\nreport:  ${htmlPath} (open it in a browser: every sweep as a chart)\n`,
+        `\nresults: ${neutraliseLine(jsonPath)}\nreport:  ${neutraliseLine(htmlPath)} (open it in a browser: every sweep as a chart)\n`,
       );
     });
 }

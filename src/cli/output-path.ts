@@ -70,6 +70,11 @@ function samePath(a: string, b: string): boolean {
 
 /** A file name without a folder (`--name`): no separator, not `.` or `..`, so it stays in --out. */
 export function checkFileName(option: string, name: string): void {
+  // It also names the rows' group, printed in tables and chart titles: a control there drives the terminal.
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point
+  if (/[\u0000-\u001f\u007f-\u009f]/.test(name)) {
+    throw new InvalidArgumentError(option, 'a name without control characters', JSON.stringify(name));
+  }
   if (name.trim() === '' || /[/\\]/.test(name) || name === '.' || name === '..') {
     throw new InvalidArgumentError(
       option,

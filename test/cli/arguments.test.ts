@@ -137,6 +137,15 @@ describe('impossible numbers and selections are refused in one line', () => {
       /--name: expected a name without \/ or \\ that is not \. or \.\., got /,
     ]),
     [['bench', '--name', ''], /--name: expected a non-empty <text>, got ""/],
+    // The name titles the rows' tables and charts too: an escape there would drive the terminal.
+    [
+      ['bench', '--name', 'red\u001b[31m'],
+      /--name: expected a name without control characters, got "red\\u001b\[31m"$/,
+    ],
+    [
+      ['bench', '--name', 'two\nlines'],
+      /--name: expected a name without control characters, got "two\\nlines"$/,
+    ],
     [
       ['bench', '--pass', 'backward', '--block-size', '16'],
       /--block-size: expected no --block-size with --pass backward \(paged caches are timed on the forward only\), got "16"/,

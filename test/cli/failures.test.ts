@@ -117,6 +117,14 @@ describe('output paths are checked before any work starts', () => {
     for (const r of runs) assert.equal(r.stdout, '', 'before any work');
   });
 
+  it('a path holding a control character is printed inert in the closing lines', async () => {
+    const r = await cli(['bench', ...TINY, ...QUICK, '--json', join(work, 'e\u001b[2J.json')]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /^results: .*e\\x1b\[2J\.json$/m);
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point
+    assert.doesNotMatch(r.stdout, /\u001b/);
+  });
+
   it('a write that fails after the run (a full disk) is one line too', async () => {
     const r = await cli(['bench', ...TINY, ...QUICK, '--json', '/dev/full']);
     assertOneLineFailure(
