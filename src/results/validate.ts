@@ -16,6 +16,12 @@ import {
 
 type Check = (value: unknown, path: string) => void;
 
+/** Whether the year, month and day of an ISO date exist (Date.parse takes 2026-02-30 as 2 March). */
+function realDay(iso: string): boolean {
+  const [y, m, d] = iso.slice(0, 10).split('-').map(Number);
+  return m >= 1 && m <= 12 && d >= 1 && d <= new Date(Date.UTC(y, m, 0)).getUTCDate();
+}
+
 /** Whether `a` is `b` to AGREEMENT (relative), both finite. */
 function near(a: number, b: number): boolean {
   return Number.isFinite(a) && Number.isFinite(b) && Math.abs(a - b) <= AGREEMENT * Math.abs(b);
@@ -97,8 +103,13 @@ class Checker {
   /** A date and time as Date.toISOString writes it (or with an offset), one that parses. */
   isoDate: Check = (value, path) => {
     const iso = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/;
-    if (typeof value !== 'string' || !iso.test(value) || Number.isNaN(Date.parse(value)))
+    if (typeof value !== 'string' || !iso.test(value) || Number.isNaN(Date.parse(value)) || !realDay(value))
       this.fail(path, 'an ISO 8601 date and time such as 2026-11-30T04:40:00.000Z', value);
+  };
+
+  percent: Check = (value, path) => {
+    this.nonNegative(value, path);
+    if ((value as number) > 100) this.fail(path, 'a share from 0 to 100 (%)', value);
   };
 
   matches(pattern: RegExp, expected: string): Check {
@@ -186,7 +197,7 @@ export function parseResults(value: unknown, source: string): ResultsFile {
       'settleCalls?': c.size,
       'power?': (w, wp) =>
         c.fields(w, wp, {
-          cappedPercent: c.nonNegative,
+          cappedPercent: c.percent,
           meanWatts: c.nonNegative,
           'sampledMs?': c.nonNegative,
           limitWatts: c.nonNegative,
@@ -267,6 +278,22 @@ export function parseResults(value: unknown, source: string): ResultsFile {
       );
     }
   };
+  /**
+   * Two timed rows of one sweep with one label and shape are one point of one series to a chart,
+   * which drew a line through both values at the same size.
+   */
+  const distinctRows = (rows: Record<string, unknown>[], p: string): void => {
+    const first = new Map<string, number>();
+    rows.forEach((r, i) => {
+      if (r.status !== 'ok') return;
+      const key = JSON.stringify([r.sweep, r.label, r.B, r.T, r.S, r.N, r.K, r.H, r.pass ?? 'forward']);
+      const earlier = first.get(key);
+      if (earlier !== undefined) {
+        c.fail(`${p}[${i}]`, `a row of its own (rows[${earlier}] has its sweep, label and shape)`, r.label);
+      }
+      first.set(key, i);
+    });
+  };
   const table: Check = (v, p) => {
     const t = c.fields(v, p, {
       title: c.string,
@@ -308,16 +335,22 @@ export function parseResults(value: unknown, source: string): ResultsFile {
       }),
     'ceiling?': (v, p) => c.fields(v, p, { tflops: c.nonNegative, dtype: c.string, source: c.string }),
     peers: (v, p) =>
-      c.array(v, p, (peer, pp) =>
-        c.fields(peer, pp, {
+      c.array(v, p, (peer, pp) => {
+        const info = c.fields(peer, pp, {
           name: c.oneOf(['jax', 'torch']),
           available: c.boolean,
           'reason?': c.string,
           'python?': c.string,
           'versions?': c.record(c.string),
-        }),
-      ),
-    rows: (v, p) => c.array(v, p, row),
+        });
+        // A report says why a peer did not run ('missing: undefined' once).
+        if (!info.available && (info.reason === undefined || info.reason === null))
+          c.fail(`${pp}.reason`, 'a reason for a peer that did not run', info.reason);
+      }),
+    rows: (v, p) => {
+      c.array(v, p, row);
+      distinctRows(v as Record<string, unknown>[], p);
+    },
     tables: (v, p) => c.array(v, p, table),
     notes: (v, p) => c.array(v, p, c.string),
   });

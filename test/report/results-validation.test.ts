@@ -112,6 +112,25 @@ describe('results files of the wrong shape', () => {
     }, /timing\.ms\.mean: expected a value from min \(1\.8\) to max \(2\.5\), got 9/);
   });
 
+  it('refuses two timed rows a chart would draw as one point, a share over 100%, an unexplained peer, a day that does not exist', () => {
+    refuses((f) => {
+      f.rows.push({ ...f.rows[0], timing: { ...f.rows[0].timing } });
+    }, /\$\.rows\[1\]: expected a row of its own \(rows\[0\] has its sweep, label and shape\)/);
+    refuses((f) => {
+      f.rows[0].timing.power = { cappedPercent: 500, meanWatts: 650, limitWatts: 700 };
+    }, /timing\.power\.cappedPercent: expected a share from 0 to 100 \(%\), got 500/);
+    refuses((f) => {
+      f.peers = [{ name: 'jax', available: false }];
+    }, /peers\[0\]\.reason: expected a reason for a peer that did not run, got nothing/);
+    refuses((f) => {
+      f.createdAt = '2026-02-30T04:40:00Z';
+    }, /createdAt: expected an ISO 8601 date/);
+    // Another pass or shape is another point.
+    const f = json();
+    f.rows.push({ ...f.rows[0], pass: 'backward', flops: 5e9, tflops: 2.5, ceilingPercent: 125 });
+    assert.equal(parseResults(f, 'f.json').rows.length, 2);
+  });
+
   it('refuses K heads that do not divide N', () => {
     refuses((f) => {
       f.rows[0].K = 3;
