@@ -80,7 +80,11 @@ export function parseIntList(option: string, text: string): number[] {
     const range = /^(\d+)\.\.(\d+)$/.exec(part);
     if (range) {
       const [from, to] = [Number(range[1]), Number(range[2])];
-      if (from < 1 || to < from || !Number.isSafeInteger(to)) {
+      // Past 2^53 − 1 the end is no longer the integer typed (1..9007199254740993 read as a ≤ b failing).
+      if (!Number.isSafeInteger(to)) {
+        throw new InvalidArgumentError(option, 'a range a..b with b ≤ 2^53 − 1', JSON.stringify(part));
+      }
+      if (from < 1 || to < from) {
         throw new InvalidArgumentError(option, 'a range a..b with 1 ≤ a ≤ b', JSON.stringify(part));
       }
       for (let v = from; v <= to; v *= 2) values.push(v);

@@ -50,6 +50,10 @@ describe('impossible numbers and selections are refused in one line', () => {
     [['bench', '--seed', '1e3'], /--seed: expected an integer from 0 to/],
     [['bench', '--ceiling', 'Infinity'], /--ceiling: expected a finite number > 0 \(TFLOP\/s\)/],
     [['bench', '--seq', '99999999999999999999'], /--seq: expected positive integers/],
+    [
+      ['bench', '--seq', '1..9007199254740993'],
+      /--seq: expected a range a\.\.b with b ≤ 2\^53 − 1, got "1\.\.9007199254740993"$/,
+    ],
     [['bench', '--batch', '0'], /--batch: expected positive integers/],
     [['bench', '--block-size', '16,0'], /--block-size: expected positive integers/],
     [
