@@ -22,7 +22,9 @@ export function checkOutputFile(option: string, path: string): void {
   const absolute = resolve(path);
   refusePseudo(option, path, absolute);
   refuseLongNames(option, path, absolute);
-  const existing = statOrNull(absolute);
+  // resolve() drops a trailing slash, which the write does not: `--json new/` failed as EISDIR after the run.
+  if (/[/\\]\.?$/.test(path)) fail(option, 'a file path', path, `${path} ends in a folder separator`);
+  const existing = statOrNull(absolute, option, path);
   if (existing) {
     if (existing.isDirectory()) fail(option, 'a file path', path, `${path} is a folder`);
     // A FIFO is written only once a reader opens it: `report -o fifo` waited forever at the end.
@@ -89,7 +91,7 @@ export function checkOutputDir(option: string, path: string): void {
   const absolute = resolve(path);
   refusePseudo(option, path, absolute);
   refuseLongNames(option, path, absolute);
-  const existing = statOrNull(absolute);
+  const existing = statOrNull(absolute, option, path);
   if (existing && !existing.isDirectory()) {
     fail(option, 'a folder attnlab can write', path, `${path} is a file, not a folder`);
   }
@@ -107,12 +109,12 @@ function checkCreatable(
   expected = 'a file path attnlab can write',
 ): void {
   let ancestor = folder;
-  while (!statOrNull(ancestor)) {
+  while (!statOrNull(ancestor, option, path)) {
     const up = dirname(ancestor);
     if (up === ancestor) break;
     ancestor = up;
   }
-  const stat = statOrNull(ancestor);
+  const stat = statOrNull(ancestor, option, path);
   if (stat && !stat.isDirectory()) fail(option, expected, path, `${ancestor} is a file, not a folder`);
   // A symbolic link can lead into /proc: name that, rather than the error number it would give.
   refusePseudo(option, path, realpathOr(ancestor));
@@ -184,6 +186,7 @@ export function systemReason(error: unknown): string {
     EISDIR: 'it is a folder',
     ENOENT: 'no such file or folder',
     ENAMETOOLONG: 'a name too long for the file system',
+    ELOOP: 'a loop of symbolic links',
   };
   if (e?.code && reasons[e.code]) return `${reasons[e.code]} (${e.code})`;
   return e?.code ?? (error instanceof Error ? error.message : String(error));
@@ -193,10 +196,17 @@ function fail(option: string, expected: string, path: string, why: string): neve
   throw new InvalidArgumentError(option, expected, `${JSON.stringify(path)} (${why})`);
 }
 
-function statOrNull(path: string) {
+/**
+ * The file at `path`, or null where there is none. Given the option, a path that cannot be followed
+ * (a loop of symbolic links) is refused: taken as absent, it failed as ELOOP after the run.
+ */
+function statOrNull(path: string, option?: string, shown = path) {
   try {
     return statSync(path);
-  } catch {
+  } catch (error) {
+    if (option && (error as NodeJS.ErrnoException).code === 'ELOOP') {
+      fail(option, 'a path attnlab can write', shown, `${path}: ${systemReason(error)}`);
+    }
     return null;
   }
 }

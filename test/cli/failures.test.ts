@@ -117,6 +117,25 @@ describe('output paths are checked before any work starts', () => {
     for (const r of runs) assert.equal(r.stdout, '', 'before any work');
   });
 
+  it('a loop of symbolic links, and a file path ending in /: refused before any work', async () => {
+    const loop = join(work, 'loop');
+    symlinkSync(loop, loop);
+    const runs = await Promise.all([
+      cli(['bench', ...TINY, ...QUICK, '--json', loop]),
+      cli(['bench', ...TINY, ...QUICK, '--out', join(loop, 'sub')]),
+      cli(['bench', ...TINY, ...QUICK, '--json', join(work, 'new-folder/')]),
+      cli(['report', 'whatever.json', '-o', `${work}/r/`]),
+    ]);
+    assertOneLineFailure(runs[0], /--json: .*loop: a loop of symbolic links \(ELOOP\)\)$/);
+    assertOneLineFailure(runs[1], /--out: .*loop\/sub: a loop of symbolic links \(ELOOP\)\)$/);
+    assertOneLineFailure(
+      runs[2],
+      /--json: expected a file path, got .*new-folder\/ ends in a folder separator/,
+    );
+    assertOneLineFailure(runs[3], /--output: expected a file path, got .*r\/ ends in a folder separator/);
+    for (const r of runs) assert.equal(r.stdout, '', 'before any work');
+  });
+
   it('a path holding a control character is printed inert in the closing lines', async () => {
     const r = await cli(['bench', ...TINY, ...QUICK, '--json', join(work, 'e\u001b[2J.json')]);
     assert.equal(r.code, 0, r.stderr);
