@@ -7,12 +7,19 @@
 import { config } from '../config.js';
 import { AttnlabError } from '../errors.js';
 import { neutraliseControls } from '../results/safe-text.js';
+import { systemReason } from './output-path.js';
 
 /** The lines to print for an error that ended a command, without the trailing newline. */
 export function describeFailure(error: unknown): string {
   // Messages quote what came (JSON.stringify leaves DEL and the C1 controls, U+0080–U+009F, which
   // include the one-byte CSI, as they are): those reach the terminal as text, not instructions.
   if (error instanceof AttnlabError) return `attnlab: ${error.name}: ${neutraliseControls(error.message)}`;
+  // Every file attnlab writes goes through writingTo (output-path.ts); a failed write that reaches here
+  // is stdout's or stderr's (`attnlab info > /dev/full`), a fact about the output, not a bug.
+  const system = error as NodeJS.ErrnoException;
+  if (system?.syscall === 'write' && system.code) {
+    return `attnlab: writing the output failed: ${systemReason(error)}`;
+  }
   const text = neutraliseControls(error instanceof Error ? `${error.name}: ${error.message}` : String(error));
   const line = `attnlab: unexpected error (a bug in attnlab): ${text.split('\n')[0]}`;
   if (debugging() && error instanceof Error && error.stack) return `${line}\n${error.stack}`;

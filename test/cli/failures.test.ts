@@ -6,7 +6,16 @@
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  closeSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
@@ -220,6 +229,22 @@ describe('the process ends quietly', () => {
       assert.equal(r.stderr, '');
     }
   });
+  it('when stdout is a full disk: one line saying so, not "a bug in attnlab"', () => {
+    const full = openSync('/dev/full', 'w');
+    const r = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli/bin.ts', 'info'], {
+      cwd: root,
+      env,
+      stdio: ['ignore', full, 'pipe'],
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    closeSync(full);
+    assertOneLineFailure(
+      { code: r.status, stdout: '', stderr: r.stderr },
+      /^attnlab: writing the output failed: no space left on the device \(ENOSPC\)$/,
+    );
+  });
+
   it('at the first write after the reader has gone, not when a long run ends', async () => {
     // The lab awaits only settled promises between sections, so the 'error' event of the failed
     // write never ran: every section ran on, its progress lines on stderr, to the end.
