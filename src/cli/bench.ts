@@ -172,6 +172,9 @@ Examples:
         },
       });
       const results = makeResults('bench', run);
+      // The status before the output: a reader that has gone ends the process at the next write.
+      const nothing = nothingRan(results.rows);
+      if (nothing) process.exitCode = 1;
       if (json) writingTo(json.option, json.path, () => saveResults(json.path, results));
       const text = writingTo(html?.option ?? '--html', html?.path ?? '', () =>
         writeReport([{ name, results }], { htmlPath: html?.path, color: colorEnabled() }),
@@ -180,11 +183,7 @@ Examples:
       // Paths as one inert line each: a control character in one is the user's typo, not an instruction.
       if (json) process.stdout.write(`results: ${neutraliseLine(json.path)}\n`);
       if (html) process.stdout.write(`report:  ${neutraliseLine(html.path)}\n`);
-      const nothing = nothingRan(results.rows);
-      if (nothing) {
-        process.stderr.write(`attnlab: bench: ${nothing}\n`);
-        process.exitCode = 1;
-      }
+      if (nothing) process.stderr.write(`attnlab: bench: ${nothing}\n`);
     });
 }
 

@@ -138,6 +138,8 @@ export function registerCheckCommand(program: Command): void {
           );
         }
         const failed = rows.filter((r) => r.status === 'fail');
+        // The status before the output: a reader that has gone ends the process at the next write.
+        if (failed.length > 0) process.exitCode = 1;
         if (o.json) {
           process.stdout.write(`${JSON.stringify({ seed, casesSeed, rows }, null, 2)}\n`);
         } else {
@@ -149,7 +151,6 @@ export function registerCheckCommand(program: Command): void {
             `seed ${seed}: ${passed} passed, ${failed.length} failed, ${skipped} skipped (not supported); random cases of --cases-seed ${casesSeed}\n`,
           );
         }
-        if (failed.length > 0) process.exitCode = 1;
       },
     );
 }

@@ -245,6 +245,13 @@ describe('the process ends quietly', () => {
     );
   });
 
+  it('with the status of the run: a bench in which no row ran still exits 1', async () => {
+    // The status is set before the output: ending at the first write after the reader had gone, the
+    // process once exited 0 here.
+    const r = await cli(['bench', ...TINY.slice(0, -1), 'naive', ...QUICK], { closeStdout: true });
+    assert.equal(r.code, 1, r.stderr);
+  });
+
   it('at the first write after the reader has gone, not when a long run ends', async () => {
     // The lab awaits only settled promises between sections, so the 'error' event of the failed
     // write never ran: every section ran on, its progress lines on stderr, to the end.
