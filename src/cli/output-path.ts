@@ -19,6 +19,7 @@ const PSEUDO_FILESYSTEMS: readonly [string, string][] = [
 
 /** Checks that `path` can be created or overwritten as a file; throws InvalidArgumentError if not. */
 export function checkOutputFile(option: string, path: string): void {
+  refuseDash(option, path);
   const absolute = resolve(path);
   refusePseudo(option, path, absolute);
   refuseLongNames(option, path, absolute);
@@ -88,6 +89,7 @@ export function checkFileName(option: string, name: string): void {
 
 /** Checks that `path` is a folder files can be written into, or one that can be created. */
 export function checkOutputDir(option: string, path: string): void {
+  refuseDash(option, path);
   const absolute = resolve(path);
   refusePseudo(option, path, absolute);
   refuseLongNames(option, path, absolute);
@@ -129,6 +131,12 @@ function checkCreatable(
     ancestor,
     expected,
   );
+}
+
+/** `-` is stdout to most commands; here it made a file named `-` in the current folder, unsaid. */
+function refuseDash(option: string, path: string): void {
+  if (path === '-')
+    fail(option, 'a file path', path, 'attnlab writes no results to stdout; ./- names a file called -');
 }
 
 /** Linux's NAME_MAX and PATH_MAX, in bytes: a longer name is refused by every call that takes it. */

@@ -130,6 +130,17 @@ describe('impossible numbers and selections are refused in one line', () => {
       /--html: .*got "d\/bench\.json" \(--out names it too\)/,
     ],
     [['report', 'a.json', '-o', './a.json'], /--output: .*\(the results file "a\.json" names it too\)/],
+    // `-` made a file of that name where stdout was meant.
+    ...[
+      ['bench', '--json', '-'],
+      ['bench', '--html', '-'],
+      ['bench', '--out', '-'],
+      ['lab', '--out', '-'],
+      ['report', 'a.json', '-o', '-'],
+    ].map((args): [string[], RegExp] => [
+      args,
+      /: expected a file path, got "-" \(attnlab writes no results to stdout; \.\/- names a file called -\)$/,
+    ]),
     // One results file twice would be compared with itself.
     [
       ['report', 'a.json', 'b.json', './a.json'],
