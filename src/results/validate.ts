@@ -286,7 +286,9 @@ export function parseResults(value: unknown, source: string): ResultsFile {
     const first = new Map<string, number>();
     rows.forEach((r, i) => {
       if (r.status !== 'ok') return;
-      const key = JSON.stringify([r.sweep, r.label, r.B, r.T, r.S, r.N, r.K, r.H, r.pass ?? 'forward']);
+      // Every field that tells two measurements apart, so no row a run writes is refused at its save.
+      const apart = [r.pass ?? 'forward', r.blockSize, r.gpus, r.ranks, r.exchange];
+      const key = JSON.stringify([r.sweep, r.label, r.B, r.T, r.S, r.N, r.K, r.H, ...apart]);
       const earlier = first.get(key);
       if (earlier !== undefined) {
         c.fail(`${p}[${i}]`, `a row of its own (rows[${earlier}] has its sweep, label and shape)`, r.label);

@@ -128,7 +128,10 @@ describe('results files of the wrong shape', () => {
     // Another pass or shape is another point.
     const f = json();
     f.rows.push({ ...f.rows[0], pass: 'backward', flops: 5e9, tflops: 2.5, ceilingPercent: 125 });
-    assert.equal(parseResults(f, 'f.json').rows.length, 2);
+    // So are a context-parallel row's GPU count and a paged row's block size: a run's own rows
+    // must never be refused when it saves them.
+    f.rows.push({ ...f.rows[0], gpus: 2 }, { ...f.rows[0], blockSize: 16 });
+    assert.equal(parseResults(f, 'f.json').rows.length, 4);
   });
 
   it('refuses K heads that do not divide N', () => {
