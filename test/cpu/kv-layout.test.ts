@@ -43,6 +43,40 @@ describe('paged KV cache', () => {
     });
   }
 
+  it('gathers only the blocks the longest sequence holds: a table 2^22 blocks wide, a bias of its full width', () => {
+    // Tables are sized for the longest context (vLLM): gathered whole, this one asked 2^33 elements (32 GiB)
+    // of host memory for 17 cached tokens and failed with OutOfMemoryError. The bias spans the table's full S.
+    const [B, S, N, K, H, blockSize, wide] = [2, 11, 4, 2, 128, 4, 2 ** 22];
+    const q = randomNormal([B, 2, N, H], { seed: 8 });
+    const k = randomNormal([B, S, K, H], { seed: 9 });
+    const v = randomNormal([B, S, K, H], { seed: 10 });
+    const pk = pagedCopy(k, blockSize, 11);
+    const pv = pagedCopy(v, blockSize, 11);
+    const table = new Int32Array(B * wide);
+    for (let b = 0; b < B; b++) table.set(pk.table[b], b * wide);
+    const biasValues = Array.from({ length: 2 * S }, (_, i) => (i % 5) - 2);
+    const lengths = [S, 6];
+    for (const implementation of IMPLEMENTATIONS) {
+      const common = {
+        implementation,
+        isCausal: true,
+        causalAlignment: 'bottom_right' as const,
+        keyValueSeqLengths: lengths,
+        returnLogSumExp: true,
+      };
+      const dense = attention(q, k, v, { ...common, bias: Tensor.fromArray(biasValues, [1, 1, 2, S]) });
+      const wideBias = new Float64Array(2 * wide * blockSize);
+      for (let i = 0; i < 2; i++) wideBias.set(biasValues.slice(i * S, (i + 1) * S), i * wide * blockSize);
+      const paged = attention(q, pk.pool, pv.pool, {
+        ...common,
+        blockTable: Tensor.fromRaw(table, [B, wide], 'int32'),
+        bias: Tensor.fromArray(wideBias, [1, 1, 2, wide * blockSize]),
+      });
+      assert.deepEqual([...paged.output.toFloat64Array()], [...dense.output.toFloat64Array()]);
+      assert.deepEqual([...paged.logSumExp!.toFloat64Array()], [...dense.logSumExp!.toFloat64Array()]);
+    }
+  });
+
   it('takes the table as an int32 Tensor, or rows of Int32Arrays or tensors, and ignores entries past each length', () => {
     const q = randomNormal([2, 1, 2, 8], { seed: 5 });
     const k = randomNormal([2, 8, 1, 8], { seed: 6 });

@@ -48,15 +48,34 @@ export function denseProblem(p: AttentionProblem): AttentionProblem {
   const kvOffsets = p.packed?.keyValueSeqOffsets ?? null;
   let key = p.key;
   let value = p.value;
+  let keyLength = S;
   if (p.paged) {
-    key = gatherPages(p.key, p, [B, S, K, H]);
-    value = gatherPages(p.value, p, [B, S, K, Hv]);
+    keyLength = gatheredLength(p);
+    key = gatherPages(p.key, p, [B, keyLength, K, H]);
+    value = gatherPages(p.value, p, [B, keyLength, K, Hv]);
   } else if (kvOffsets) {
     key = spreadRows(p.key, kvOffsets, [B, S, K, H]);
     value = spreadRows(p.value, kvOffsets, [B, S, K, Hv]);
   }
   const query = queryOffsets ? spreadRows(p.query, queryOffsets, [B, T, N, H]) : p.query;
-  return { ...p, query, key, value, paged: null, packed: null };
+  return { ...p, S: keyLength, query, key, value, paged: null, packed: null };
+}
+
+/**
+ * The keys a paged problem's dense copy needs: its longest sequence's blocks, not the table's capacity.
+ * Tables are often far wider than what they hold (vLLM sizes them for the longest context a model
+ * takes): a table 65k blocks wide of 16-token blocks gathered whole asked 128 GiB of host memory at
+ * B=8, K=8, H=128 for a few cached tokens. Keys past a sequence's length are padding to every CPU
+ * backend (visibility.ts), and a bias or mask keeps the strides of its own (…, T, S) shape, so a
+ * shorter dense S changes no result. At least one block, so that no copy is empty.
+ */
+function gatheredLength(p: AttentionProblem): number {
+  const paged = p.paged;
+  if (!paged) throw new Error('unreachable: a paged problem expected');
+  const { maxBlocksPerSeq: M, blockSize } = paged;
+  if (!p.keyValueSeqLengths) return M * blockSize;
+  const longest = p.keyValueSeqLengths.reduce((a, l) => Math.max(a, l), 0);
+  return Math.min(M, Math.max(1, Math.ceil(longest / blockSize))) * blockSize;
 }
 
 /** Pool (numBlocks, blockSize, …) → (B, maxBlocks·blockSize, …): sequence b's blocks in table order. */
@@ -66,14 +85,15 @@ function gatherPages(pool: Tensor, p: AttentionProblem, shape: readonly number[]
   const { blockTable, maxBlocksPerSeq: M, blockSize } = paged;
   const src = pool.toHost().data;
   const blockElements = src.length / paged.numBlocks;
-  const dst = allocHost(pool.dtype, shape); // (B, M·blockSize, K, H): p.B·M·blockElements
+  const width = shape[1] / blockSize; // blocks a sequence takes in the dense copy (gatheredLength)
+  const dst = allocHost(pool.dtype, shape); // (B, width·blockSize, K, H): p.B·width·blockElements
   const lengths = p.keyValueSeqLengths;
   for (let b = 0; b < p.B; b++) {
     // Only the blocks the sequence holds are read: later table entries may be padding (0 or −1).
     const used = Math.ceil((lengths ? lengths[b] : M * blockSize) / blockSize);
     for (let m = 0; m < used; m++) {
       const block = blockTable[b * M + m];
-      copyRange(dst, (b * M + m) * blockElements, src, block * blockElements, blockElements);
+      copyRange(dst, (b * width + m) * blockElements, src, block * blockElements, blockElements);
     }
   }
   return Tensor.fromRaw(dst, shape, pool.dtype);
