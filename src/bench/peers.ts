@@ -120,6 +120,7 @@ export async function runPeer(
   request: PeerRequest,
   onProgress: (done: number, total: number, label: string) => void = () => {},
   ceilingTflops: number | null = null,
+  signal?: AbortSignal,
 ): Promise<PeerRun> {
   const found = findPython(peer);
   if ('reason' in found) return { info: { name: peer, available: false, reason: found.reason }, rows: [] };
@@ -127,6 +128,7 @@ export async function runPeer(
   const child = spawn(python, [peerScript(peer)], {
     env: peerEnvironment(),
     stdio: ['pipe', 'pipe', 'pipe'],
+    signal, // aborted: the peer gets SIGTERM, and the answer says it failed (the caller drops it)
   });
   let stdout = '';
   const diagnostics: string[] = [];
@@ -144,6 +146,9 @@ export async function runPeer(
       else if (line.trim()) diagnostics.push(line);
     }
   });
+  // A peer that ends before reading its request (stopped, or failing at import) closes the pipe: the
+  // EPIPE is the exit code's story, told below, not an uncaught error of attnlab's.
+  child.stdin.on('error', () => {});
   child.stdin.end(JSON.stringify(request));
   const code = await new Promise<number | null>((resolve) => {
     child.on('error', () => resolve(-1));

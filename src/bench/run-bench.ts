@@ -34,6 +34,11 @@ export interface RunOptions {
   progress?: Progress;
   /** Called with everything measured so far after attnlab's cases and after each peer. */
   onPartial?: (run: BenchRun) => void;
+  /**
+   * Aborted (bench's Ctrl-C): no case starts after it, a running peer is stopped, and the run returns
+   * what finished, `interrupted` set and a note saying how far it got. The case being measured ends first.
+   */
+  signal?: AbortSignal;
 }
 
 export interface BenchRun {
@@ -41,6 +46,8 @@ export interface BenchRun {
   peers: PeerInfo[];
   ceiling: CeilingInfo | null;
   notes: string[];
+  /** Stopped part-way by `signal`: the rows are those that finished. */
+  interrupted?: boolean;
 }
 
 /** H200's L2 (50 MiB) for peers when attnlab cannot ask the driver (no CUDA: peers then run on CPU). */
@@ -75,7 +82,17 @@ export async function runSweeps(groups: readonly SweepGroup[], options: RunOptio
   progress.start(total);
 
   const rows: ResultRow[] = [];
-  cases.forEach((c, i) => {
+  const signal = options.signal;
+  const stopped = (what: string): BenchRun => {
+    progress.stop();
+    notes.push(`interrupted: ${what}; the rows here are those that finished`);
+    return { rows, peers: peerInfos, ceiling, notes, interrupted: true };
+  };
+  const peerInfos: PeerInfo[] = [];
+  for (const [i, c] of cases.entries()) {
+    // Measuring is synchronous: a turn of the event loop between cases is where a Ctrl-C is heard.
+    if (signal) await new Promise((resolve) => setImmediate(resolve));
+    if (signal?.aborted) return stopped(`${i} of ${cases.length} attnlab cases measured, no peer run`);
     progress.update(
       i,
       `${c.sweep}: attnlab ${c.impl} ${c.dtype}${c.causal ? ' causal' : ''} ${shapeLabel(c)}`,
@@ -86,15 +103,16 @@ export async function runSweeps(groups: readonly SweepGroup[], options: RunOptio
       rows.push(
         measureAttnlabCase(c, { ...options.measure, sweep: c.sweep, ceilingTflops: ceiling?.tflops ?? null }),
       );
-  });
+  }
 
-  const peerInfos: PeerInfo[] = [];
   options.onPartial?.({ rows, peers: peerInfos, ceiling, notes });
   if (peers.length > 0) {
     // Give attnlab's cached blocks back to the driver: the peers are other processes.
     if (cudaAvailable().ok) emptyCache();
     let done = cases.length;
-    for (const peer of peers) {
+    for (const [p, peer] of peers.entries()) {
+      if (signal?.aborted)
+        return stopped(`every attnlab case measured, peers ${peers.slice(p).join(', ')} not run`);
       const impls = options.peerImpls?.[peer] ?? defaultImpls[peer];
       const request = peerRequest(shapes, impls, options.measure ?? {});
       request.ceiling = peer === 'torch' && ceiling === null;
@@ -104,7 +122,12 @@ export async function runSweeps(groups: readonly SweepGroup[], options: RunOptio
         request,
         (d, _t, label) => progress.update(start + d, label),
         ceiling?.tflops ?? null,
+        signal,
       );
+      // A peer stopped part-way answers nothing usable (its process was ended): none of its rows.
+      if (signal?.aborted) {
+        return stopped(`every attnlab case measured, peers ${peers.slice(p).join(', ')} stopped or not run`);
+      }
       done = start + shapes.length * impls.length;
       progress.update(done - 1, `${peer} done`);
       peerInfos.push(run.info);

@@ -159,21 +159,45 @@ Examples:
       const peers = flags.peers !== undefined ? parsePeerList(flags.peers) : [];
       const { name, json, html } = outputsFrom(flags);
       const tooLarge = casesThatCannotFit(groups);
-      const run = await runSweeps(groups, {
-        measure,
-        peers,
-        ceiling,
-        skip: (c) => tooLarge.get(caseKey(c)) ?? null,
-        progress: flags.progress ? terminalProgress() : undefined,
-        // A run stopped part-way (a time limit on a lent GPU) keeps the parts it finished.
-        onPartial: (partial) => {
-          if (json)
-            writingTo(json.option, json.path, () => saveResults(json.path, makeResults('bench', partial)));
-        },
-      });
+      // Ctrl-C stops the run after the case being measured and keeps what finished (a second one quits
+      // at once): a long sweep interrupted used to end with exit 130 and nothing saved.
+      const interrupt = new AbortController();
+      const onInterrupt = () => {
+        if (interrupt.signal.aborted) process.exit(130);
+        interrupt.abort();
+        process.stderr.write(
+          '\nattnlab: bench: stopping after the current case (Ctrl-C again to quit now)\n',
+        );
+      };
+      process.on('SIGINT', onInterrupt);
+      let run: Awaited<ReturnType<typeof runSweeps>>;
+      try {
+        run = await runSweeps(groups, {
+          measure,
+          peers,
+          ceiling,
+          skip: (c) => tooLarge.get(caseKey(c)) ?? null,
+          progress: flags.progress ? terminalProgress() : undefined,
+          // A run stopped part-way (a time limit on a lent GPU) keeps the parts it finished.
+          onPartial: (partial) => {
+            if (json)
+              writingTo(json.option, json.path, () => saveResults(json.path, makeResults('bench', partial)));
+          },
+          signal: interrupt.signal,
+        });
+      } finally {
+        process.off('SIGINT', onInterrupt);
+      }
+      if (run.interrupted) {
+        process.exitCode = 130; // 128 + SIGINT, as a shell reports a command Ctrl-C ended
+        if (run.rows.length === 0) {
+          process.stderr.write('attnlab: bench: interrupted before any case finished: nothing saved\n');
+          return;
+        }
+      }
       const results = makeResults('bench', run);
       // The status before the output: a reader that has gone ends the process at the next write.
-      const nothing = nothingRan(results.rows);
+      const nothing = run.interrupted ? null : nothingRan(results.rows);
       if (nothing) process.exitCode = 1;
       if (json) writingTo(json.option, json.path, () => saveResults(json.path, results));
       const text = writingTo(html?.option ?? '--html', html?.path ?? '', () =>
@@ -184,6 +208,10 @@ Examples:
       if (json) process.stdout.write(`results: ${neutraliseLine(json.path)}\n`);
       if (html) process.stdout.write(`report:  ${neutraliseLine(html.path)}\n`);
       if (nothing) process.stderr.write(`attnlab: bench: ${nothing}\n`);
+      if (run.interrupted) {
+        const saved = json ? `, saved to ${neutraliseLine(json.path)}` : ' (no --json or --out: not saved)';
+        process.stderr.write(`attnlab: bench: interrupted: ${results.rows.length} rows finished${saved}\n`);
+      }
     });
 }
 

@@ -16,19 +16,33 @@ import { loadResults } from '../../src/results/files.js';
 process.env.ATTNLAB_DISABLE_CUDA = '1';
 reloadConfig();
 
-/** Runs `attnlab ...args` in this process: its exit code and what it wrote to stderr and stdout. */
+/**
+ * Runs `attnlab ...args` in this process: its exit code and what it wrote to stderr and stdout. The
+ * CLI writes text; under `node --test` this file's results reach the runner through the same stdout as
+ * serialized Buffers, written whenever a command awaits (bench yields between cases to hear Ctrl-C), so
+ * anything but a string is passed on: swallowed, every suite but the last went unreported, failures too.
+ */
 async function run(args: string[]): Promise<{ code: number; stderr: string; stdout: string }> {
   const [err, out] = [process.stderr.write, process.stdout.write];
   let stderr = '';
   let stdout = '';
-  process.stderr.write = ((chunk: string) => {
-    stderr += chunk;
-    return true;
-  }) as typeof process.stderr.write;
-  process.stdout.write = ((chunk: string) => {
-    stdout += chunk;
-    return true;
-  }) as typeof process.stdout.write;
+  const capture = (
+    stream: NodeJS.WriteStream,
+    original: typeof process.stdout.write,
+    append: (text: string) => void,
+  ) =>
+    ((chunk: unknown, ...rest: unknown[]) => {
+      if (typeof chunk !== 'string')
+        return (original as (...a: unknown[]) => boolean).call(stream, chunk, ...rest);
+      append(chunk);
+      return true;
+    }) as typeof process.stdout.write;
+  process.stderr.write = capture(process.stderr, err, (text) => {
+    stderr += text;
+  });
+  process.stdout.write = capture(process.stdout, out, (text) => {
+    stdout += text;
+  });
   try {
     const code = await main(args);
     return { code, stderr, stdout };

@@ -357,3 +357,46 @@ describe('report reads only regular JSON files, and says so in one inert line', 
     assert.doesNotMatch(r.stdout, /^lines/m);
   });
 });
+
+describe('Ctrl-C during bench', () => {
+  it('stops after the case being measured, saves the rows that finished with a note, and exits 130', async () => {
+    const json = join(work, 'interrupted.json');
+    const sweep = '--seq 16..4096 --heads 2 --head-dim 16 --batch 1 --impl reference,flash';
+    const timing = '--budget-ms 20 --repeats 3 --warmup 0 --settle-ms 0';
+    const args = ['bench', ...`${sweep} ${timing}`.split(' '), '--json', json];
+    const r = await new Promise<Run & { signal: NodeJS.Signals | null }>((resolve, reject) => {
+      const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/bin.ts', ...args], {
+        cwd: root,
+        env,
+      });
+      let [stdout, stderr, sent] = ['', '', false];
+      child.stdout.on('data', (d) => (stdout += d));
+      // Progress lines ([i/18] …) go to stderr off a TTY: interrupt once the third case has started.
+      child.stderr.on('data', (d) => {
+        stderr += d;
+        if (!sent && /^\[3\/18\]/m.test(stderr)) {
+          sent = true;
+          child.kill('SIGINT');
+        }
+      });
+      const timer = setTimeout(() => {
+        child.kill('SIGKILL');
+        reject(new Error(`bench did not end within 60 s; stderr: ${stderr}`));
+      }, 60_000);
+      child.on('close', (code, signal) => {
+        clearTimeout(timer);
+        resolve({ code, signal, stdout, stderr });
+      });
+    });
+    assert.equal(r.code, 130, `ended by ${r.signal}; stderr: ${r.stderr}`);
+    const saved = JSON.parse(readFileSync(json, 'utf8')) as { rows: unknown[]; notes: string[] };
+    assert.ok(saved.rows.length >= 3 && saved.rows.length < 18, `${saved.rows.length} rows`);
+    assert.ok(
+      saved.notes.some((n) => n.startsWith(`interrupted: ${saved.rows.length} of 18 attnlab cases measured`)),
+      saved.notes.join(' | '),
+    );
+    assert.match(r.stderr, new RegExp(`interrupted: ${saved.rows.length} rows finished, saved to `));
+    assert.match(r.stdout, /note: interrupted: /);
+    assert.doesNotMatch(r.stderr, /\n\s+at /, 'no stack trace');
+  });
+});
