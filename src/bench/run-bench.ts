@@ -82,13 +82,13 @@ export async function runSweeps(groups: readonly SweepGroup[], options: RunOptio
   progress.start(total);
 
   const rows: ResultRow[] = [];
+  const peerInfos: PeerInfo[] = [];
   const signal = options.signal;
   const stopped = (what: string): BenchRun => {
     progress.stop();
     notes.push(`interrupted: ${what}; the rows here are those that finished`);
     return { rows, peers: peerInfos, ceiling, notes, interrupted: true };
   };
-  const peerInfos: PeerInfo[] = [];
   for (const [i, c] of cases.entries()) {
     // Measuring is synchronous: a turn of the event loop between cases is where a Ctrl-C is heard.
     if (signal) await new Promise((resolve) => setImmediate(resolve));
