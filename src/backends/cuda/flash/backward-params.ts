@@ -1,7 +1,7 @@
 /**
  * The backward kernels' second parameter struct (src/kernels/flash/bwd_params.cuh, FlashBwdParams),
  * written in one place; the first is the forward's FlashParams (params.ts) over Q, K, V, O and the
- * forward's log-sum-exp. test/cpu/kernel-params-layout.test.ts holds it to the compiler's layout.
+ * forward's log-sum-exp. test/kernels/kernel-params-layout.test.ts holds it to the compiler's layout.
  */
 import type { KernelArg, ScalarType } from '../launch.js';
 

@@ -10,7 +10,7 @@
  *   call a fresh copy of everything it loads, in one process: 100 fresh processes would take
  *   ~100 s here, the namespaces ~7 s; test/cpu/layers.test.ts proves the copies are fresh).
  *
- * `node --import tsx test/layers/layers.ts` prints the report for src/.
+ * `node --import tsx scripts/layers.ts` prints the report for src/ (test/cpu/layers.test.ts runs the check).
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
@@ -197,7 +197,7 @@ export async function checkLayers(
 }
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  const root = fileURLToPath(new URL('../../', import.meta.url));
+  const root = fileURLToPath(new URL('../', import.meta.url));
   const problems = await checkLayers(root, 'docs/architecture.md');
   console.log(
     problems.length
