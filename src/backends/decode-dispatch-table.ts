@@ -51,19 +51,19 @@ export interface DecodeDispatchTable {
 const S8 = 'bench/results/2026-12-01-s8-decode';
 // Library calls (bench/decode/decode-bench.ts --table-room: block tables with one spare column, the
 // tables this table speaks for), flash, cudnn and PyTorch in one run.
-const call = { kind: 'library', source: `${S8}/call2-library.json` } as const;
-// Session 12, call 3 (e1910a3): flash with the TMA decode kernel at K=8, 4 and 1 from 128k cached tokens and
-// at B=1 S=32k K=1, cudnn and PyTorch in one run, each row 20 calls between a pair of events.
+const libraryS8 = { kind: 'library', source: `${S8}/call2-library.json` } as const;
+// At e1910a3: flash with the TMA decode kernel at K=8, 4 and 1 from 128k cached tokens and at B=1 S=32k K=1,
+// cudnn and PyTorch in one run, each row 20 library calls between a pair of events.
 const S12 = 'bench/results/2026-12-02-s12-decode';
 const callS12 = { kind: 'library', source: `${S12}/call3-big.json` } as const;
 const callS12Small = { kind: 'library', source: `${S12}/call3-small.json` } as const;
-// Session 15, call 2 (4d32aac): flash's TMA kernel with one row tile at K=8 and 4 (decode-tma.ts,
-// oneBlockRowTiles), cuDNN and PyTorch in one run, tables with room, 20 calls between a pair of events.
+// At 4d32aac: flash's TMA kernel with one row tile at K=8 and 4 (decode-tma.ts, oneBlockRowTiles), cuDNN
+// and PyTorch in one run, tables with room, 20 library calls between a pair of events.
 const callS15 = {
   kind: 'library',
   source: 'bench/results/2026-12-02-s15-decode/call2-table.json',
 } as const;
-// Its call 4 (2babb36): the block-16 rows again, the one-tile form reading a 16-row page a box (call 3: +1.1–2.4%).
+// At 2babb36: the block-16 rows again, the one-tile form reading a 16-row page a box (+1.1–2.4% over groups of 8).
 const callS15Pages16 = {
   kind: 'library',
   source: 'bench/results/2026-12-02-s15-decode/call4-table16.json',
@@ -92,21 +92,21 @@ function step(
 
 /**
  * The H200 (cuDNN 9.19.0: dense on the unified graph, engine 8, paged on the composite graph, engine 1,
- * both its sm80 wmma kernel). From 128k cached tokens at K=8 and 4, session 15 (flash on its TMA kernel with
- * one row tile), dense and block 64 from call 2: cuDNN first by 0.04–2.0% but for B=8 S=128k dense K=8 (flash
- * 4597 against 4584) and block 64 (4538 / 4500 against 4480 / 4413 at K=8 / 4); block 16 from call 4, a 16-row
+ * both its sm80 wmma kernel). From 128k cached tokens at K=8 and 4 (flash on its TMA kernel with one row
+ * tile), dense and block 64 (callS15): cuDNN first by 0.04–2.0% but for B=8 S=128k dense K=8 (flash
+ * 4597 against 4584) and block 64 (4538 / 4500 against 4480 / 4413 at K=8 / 4); block 16 (callS15Pages16), a 16-row
  * page a box: flash first at K=8 (4476–4529 against 4456–4475) and at B=8 S=128k K=4 (4444 against 4421),
  * cuDNN by 0.1–0.4% at B=64 and 128 K=4. Those two GPUs never reached their 700 W cap in the runs (SM clock
- * 1980 MHz throughout); call 1's H200, capped in 8–82% of its samples, had flash first on paged K=4 even with
+ * 1980 MHz throughout); a third H200, capped in 8–82% of its samples, had flash first on paged K=4 even with
  * groups of 8 (4301 / 4355 against 4192 / 4263 at B=64, 4265 / 4315 against 4084 / 4236 at B=128, blocks 16 /
  * 64): where the two are that close the order is the GPU's, and the table keeps the runs with tables with room.
- * At K=1, session 12's call 3: flash on every MQA cache (dense 3.98–4.09 against 2.66–3.80, paged 3.77–3.99
- * against 2.41–3.16). Before (session 12, two row tiles) flash read 4.08–4.44 dense and 3.73–4.40 paged at K=8
- * and 4, second but for one tie. At B=1 S=32k K=1 cuDNN is first (call 3: 832 / 479 / 483 GB/s against flash's
+ * At K=1 (callS12): flash on every MQA cache (dense 3.98–4.09 against 2.66–3.80, paged 3.77–3.99 against
+ * 2.41–3.16). With two row tiles flash read 4.08–4.44 dense and 3.73–4.40 paged at K=8 and 4, second but for
+ * one tie (bench/results/2026-12-02-s12-decode). At B=1 S=32k K=1 cuDNN is first (832 / 479 / 483 GB/s against flash's
  * row groups 664 / 407 / 424; the host sets both, ~25–45 µs a call). At
- * B=1 K=8, session 8: flash on paged caches (S=2k: 0.21 vs 0.16, S=32k: 2.35–2.50 vs 1.81–2.15), cuDNN on
+ * B=1 K=8 (libraryS8): flash on paged caches (S=2k: 0.21 vs 0.16, S=32k: 2.35–2.50 vs 1.81–2.15), cuDNN on
  * the dense one at S=32k (3.27 vs 2.74). Not recorded: dense B=1 S=2k, where the two are within the run's
- * noise (session 8: flash 276 GB/s, cudnn 265 and 307 in two rows of the same call): the registry's order
+ * noise (flash 276 GB/s, cudnn 265 and 307 in two rows of the same run, `S8`): the registry's order
  * (cudnn first) stays.
  */
 export const H200_DECODE: DecodeDispatchTable = {
@@ -143,11 +143,11 @@ export const H200_DECODE: DecodeDispatchTable = {
     step(1, 32768, 1, 'dense', [664, callS12Small], [832, callS12Small]),
     step(1, 32768, 1, 'paged16', [407, callS12Small], [479, callS12Small]),
     step(1, 32768, 1, 'paged64', [424, callS12Small], [483, callS12Small]),
-    step(1, 32768, 8, 'dense', [2744, call], [3268, call]),
-    step(1, 2048, 8, 'paged16', [213, call], [159, call]),
-    step(1, 2048, 8, 'paged64', [198, call], [149, call]),
-    step(1, 32768, 8, 'paged16', [2351, call], [1808, call]),
-    step(1, 32768, 8, 'paged64', [2497, call], [2153, call]),
+    step(1, 32768, 8, 'dense', [2744, libraryS8], [3268, libraryS8]),
+    step(1, 2048, 8, 'paged16', [213, libraryS8], [159, libraryS8]),
+    step(1, 2048, 8, 'paged64', [198, libraryS8], [149, libraryS8]),
+    step(1, 32768, 8, 'paged16', [2351, libraryS8], [1808, libraryS8]),
+    step(1, 32768, 8, 'paged64', [2497, libraryS8], [2153, libraryS8]),
   ],
 };
 
