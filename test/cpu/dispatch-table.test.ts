@@ -108,7 +108,7 @@ describe('measured dispatch table', () => {
         assert.equal(fastest(p, 'mma'), 'cudnn', `${what}, flash on mma.sync`);
       }
     }
-    // The record itself: short sequences to cudnn, the headline shape to flash (s9-forward).
+    // The record itself: short sequences to cudnn, the headline shape to flash (H200_SOURCE).
     assert.equal(fastest(problem(128, {}, 'bfloat16', 1024)), 'cudnn');
     assert.equal(fastest(problem(128, {}, 'bfloat16', 8192)), 'flash');
     // H=192 (the h192 record): the Hopper kernel's D=192 tile leads cudnn, causal or not.
@@ -225,8 +225,8 @@ describe('measured paged-decode table', () => {
   it("follows the H200's record: at K=8 and 4 cudnn on dense caches and on most paged ones (flash at block 16 K=8, at B=8 S=128k paged), flash for MQA (paged and dense) and paged B=1", () => {
     const gqa = { B: 64, N: 32, K: 8, H: 128 };
     const first = (p: AttentionProblem) => measuredDecodeOrder(p, h200Gpu)?.order[0];
-    // Session 15: at block 64 cuDNN ahead but for B=8 S=128k (flash 4538 / 4500 against 4480 / 4413 at K=8 / 4);
-    // at block 16 (a 16-row page a box, call 4) flash ahead at K=8 and at B=8 K=4, cuDNN at B=64 and 128 K=4.
+    // At block 64 cuDNN ahead but for B=8 S=128k (flash 4538 / 4500 against 4480 / 4413 at K=8 / 4); at
+    // block 16 (a 16-row page a box) flash ahead at K=8 and at B=8 K=4, cuDNN at B=64 and 128 K=4.
     const first16 = (K: number, B: number, S: number) => first(step({ ...gqa, K, B }, 16, Array(B).fill(S)));
     const first64 = (K: number, B: number, S: number) => first(step({ ...gqa, K, B }, 64, Array(B).fill(S)));
     for (const [B, S] of [
@@ -261,7 +261,7 @@ describe('measured paged-decode table', () => {
     const ragged = Array.from({ length: 64 }, (_, b) => 12000 + 125 * b);
     assert.equal(first(step(gqa, 64, ragged)), 'cudnn');
     // A dense cache: cudnn wherever it was measured at K=8 and 4 (1M tokens; B=1 S=32k), with or
-    // without lengths, flash at K=1 (its TMA kernel, session 9); B=1 S=2k was within the run's noise
+    // without lengths, flash at K=1 (its TMA kernel); B=1 S=2k was within the run's noise
     // and is not recorded (the registry's order).
     const dense = (c: typeof gqa, S: number, extra = {}) =>
       step(c, 16, Array(c.B).fill(S), { paged: null, keyValueSeqLengths: null, S, ...extra });
