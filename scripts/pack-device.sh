@@ -1,10 +1,12 @@
 #!/bin/sh
-# Prepares .device/ for the GPU machine (the team's pack.sh beside the checkout), then slims the carried
-# node_modules archive to what runs there: the linter, the type-checker and the browser driver are
-# only needed here, and with them the carried tree would pass the 64 MiB limit (62 MiB vs ~30).
+# Prepares .device/ for a GPU machine without Node.js (scripts/device/pack.sh: Node.js, npm, node_modules and
+# scripts/device/on-gpu.sh), then slims the node_modules archive to what runs there: the linter, the
+# type-checker and the browser driver run only on the development machine, and without them the carried
+# tree is ~30 MiB instead of 62 (a 64 MiB transfer limit). Usage, from the project root after `npm ci`:
+#   sh scripts/pack-device.sh     then on the GPU machine:  bash .device/on-gpu.sh <command...>
 set -eu
 cd "$(git rev-parse --show-toplevel)"
-sh ../shared/device/pack.sh >/dev/null
+sh scripts/device/pack.sh >/dev/null
 tar -cf - --exclude='node_modules/@biomejs' --exclude='node_modules/@typescript' \
   --exclude='node_modules/typescript' --exclude='node_modules/playwright-core' \
   --exclude='node_modules/.cache' node_modules | xz -T2 -6 > .device/node_modules.tar.xz
