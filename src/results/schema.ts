@@ -174,6 +174,18 @@ export interface PeerInfo {
   versions?: Record<string, string>;
 }
 
+/** Which suite a results file records, so a table built from it keeps its provenance as data. */
+export interface SuiteInfo {
+  /** The suite's name (bench/suites.ts), e.g. 'forward'. */
+  name: string;
+  /** The GPU slug the file is filed under (results/suite-path.ts), e.g. 'h200'; 'cpu' without a GPU. */
+  gpu: string;
+  /** The suite's shorter list (`--quick`) rather than the whole suite. */
+  quick: boolean;
+  /** Options given beside --suite that replaced the suite's own values, as typed (e.g. '--seq 64'). */
+  overrides: string[];
+}
+
 export interface CeilingInfo {
   /** Dense matmul TFLOP/s that percentages are relative to. */
   tflops: number;
@@ -206,6 +218,8 @@ export interface ResultsFile {
      */
     settings?: Record<string, string>;
   };
+  /** The named suite the file records (`attnlab bench --suite`); absent for other runs. */
+  suite?: SuiteInfo;
   ceiling: CeilingInfo | null;
   peers: PeerInfo[];
   rows: ResultRow[];
