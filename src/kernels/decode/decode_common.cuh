@@ -196,7 +196,7 @@ __device__ __forceinline__ void combine_row(const DecodeParams& p, int row, int 
 // (one split each, 32 at a time) and put their weights in shared memory; then each lane owns 4
 // columns and reads one 16-byte chunk of every split's row, independent loads the compiler can keep
 // in flight (the first version walked the splits three times one lse at a time, and once per
-// column: ~0.6 µs per split at B=1, the sweep of bench/results/2026-12-01-s6-decode).
+// column: ~0.6 µs per split at B=1, the sweep of benchmarks/results/h200/decode/2026-12-01-row-tile-split-counts).
 constexpr int DEC_MAX_SPLITS = 128;  // decode-splits.ts never asks for more
 template <int DV, bool FP16>
 __device__ __forceinline__ void flash_decode_combine(const DecodeParams& p) {

@@ -3,7 +3,7 @@
 //
 // Why: one producer warp issuing a 128-key tile's 256 whole-row bulk copies (8 a lane, serialised)
 // took ~68 clocks a copy, and ws1.4x32.s3f read 996 GB/s where heads1.4x32.s3 (256 threads, one copy
-// each) read 2982 (device call 1, bench/decode/s9-plan.md). A tensor copy moves a box of 64 columns ×
+// each) read 2982 (device call 1, docs/internals/decode.md). A tensor copy moves a box of 64 columns ×
 // BOXR token rows: dense, the tile's TK rows at once (4 copies a tile: K and V × two 64-column halves);
 // paged, one page's rows (block 16: 32 copies, one per lane; block 64: 8), BOXR = min(block, TK).
 //

@@ -67,10 +67,10 @@ export type FlashBackwardKernel = 'mma' | 'wgmma';
 export const HOPPER_BACKWARD_HEAD_DIMS: readonly number[] = [64, 128];
 /**
  * Those it runs on sm_90a when ATTNLAB_FLASH_BWD_KERNEL is unset. D = 128 since session 6's last H200
- * call (bench/results/2026-12-01-s6-final), where the shared gradient suite passed with it on
+ * call (benchmarks/results/h200/backward/2026-12-01-flash-wgmma-default), where the shared gradient suite passed with it on
  * (backward.test flash 50/0, long/deterministic/random 70/0, flash-backward.test 16/0, memcheck 0), for
  * this loop with the flag-gated Q/dO clean-up and stmatrix dS stores (was wgmma-lean.patch). Session 7's
- * one-barrier schedule passed the same suite (bench/results/2026-12-01-s7-flash-backward) and measured at
+ * one-barrier schedule passed the same suite (benchmarks/results/h200/backward/2026-12-01-flash-wgmma-one-barrier) and measured at
  * B=4 T=S=8192 N=16 H=128 bf16, same bench run: 17.42 / 8.91 ms (causal) against PyTorch
  * FlashAttention-2's 17.75 / 9.08 ms (1.02× / 1.02×); the mma.sync loop takes 29.7 / 15.1 ms. D = 64
  * since session 7's second call, where the same suite passed with the wgmma loop at D = 64 and 128

@@ -15,22 +15,22 @@
  * Tiles: 64 query rows per consumer warpgroup (two: 128 rows, three: 192), BN keys per K/V tile, two
  * stages, the consumers' GEMMs ping-ponged (FlashAttention-3's schedule: named barriers give the
  * tensor cores to one warpgroup while another runs its softmax). Session 4's harness timings on the
- * H200 without ping-pong (B=4, T=S=8192, N=16, bf16; bench/notes/hopper-kernel.md, run 1),
+ * H200 without ping-pong (B=4, T=S=8192, N=16, bf16; docs/internals/hopper-forward.md, run 1),
  * non-causal / causal TFLOP/s:
  *   D=64:  BN=192 365 / 330 against BN=128 334 / 294;
  *   D=128: BN=128 601 / 560 against BN=176 590 / 517 and 561 / 482 without the overlap;
  *   D=256: BN=80  717 / 610 against BN=64  612 / 534.
- * Session 6, the same run (bench/results/2026-12-01-s6-hopper; harness timings settled, library
+ * Session 6, the same run (benchmarks/results/h200/forward/2026-12-01-hopper-ping-pong; harness timings settled, library
  * through `attnlab`'s bench settling):
  *   D=64:  three consumers + ping-pong, harness 465 / 405 against 392 / 356 for session 5's BN=192
  *          kernel (424 / 384 with three consumers alone); library 485 / 412 (cudnn 458 / 422);
  *   D=128: ping-pong 575 / 518 against 572 / 512 (+0.5 / +1%); library 595 / 533 (cudnn 607 / 546);
  *   D=256: ping-pong 629 / 576 against 595 / 557 (+6 / +3%); library 667 / 614 (cudnn 655 / 609).
- * Session 7 (bench/results/2026-12-01-s7-hopper): the late P·V wait and stepped descriptors
+ * Session 7 (benchmarks/results/h200/forward/2026-12-01-hopper-late-pv-wait): the late P·V wait and stepped descriptors
  * (SCHEDULE below), harness +3–4% at D=128, +4% at D=64, +7% at D=256; library, same run as cudnn:
  *   D=64 506.7 / 427.8 (cudnn 459.0 / 422.4), D=128 617.9 / 556.0 (613.1 / 547.3),
  *   D=256 697.5 / 639.2 (665.9 / 617.1).
- * Session 8 (bench/results/2026-12-01-s8-h192, slack 8): D=192 (BN=112) 668.2 / 605.3 against cudnn
+ * Session 8 (benchmarks/results/h200/forward/2026-12-01-h192-and-split-head-dims, slack 8): D=192 (BN=112) 668.2 / 605.3 against cudnn
  * 621.1 / 575.3 and mma.sync 230.7 / 234.8; its GPU suite (H=192, 160 and the Dk ≠ Dv pairs 192/128,
  * 160/96, 128/64, 256/128, 64/256) passed against the float64 oracle, sanitizers 0.
  */
@@ -156,7 +156,7 @@ export const HOPPER_SHARED_LIMIT = 227 * 1024;
 /**
  * D=128 at long T takes three consumers on BN=80 keys (192 rows; the largest tile whose registers fit
  * 160 per thread: BN=96 spills 64 bytes, ptxas), so two warpgroups' softmax hides under the third's
- * GEMMs as at D=64. Session 8's harness, same runs, slack 8 on both (bench/results/2026-12-01-s8-hopper
+ * GEMMs as at D=64. Session 8's harness, same runs, slack 8 on both (benchmarks/results/h200/forward/2026-12-01-hopper-harness-variants
  * call3/call4), B=4 N=16 bf16, TFLOP/s non-causal / causal: T=8192 623.7 / 548.8 against 594.2 / 531.7
  * (+5.0 / +3.2%, six interleaved reps), T=16384 (B=2) 640.6 / — against 616.3 (+3.9%); at T=2048 (B=16)
  * 538.4 / 388.6 against 542.9 / 403.5 (−1 / −4%: 2048 rows make 10⅔ blocks of 192, a third of the last
@@ -182,7 +182,7 @@ function hopperTiles(
  * stepped by adds, on. Measured and off: the grouped grid (−6…−8% non-causal: the K/V of six heads
  * in flight no longer stay in L2) and the static persistent grid (non-causal +0.2…5.5%, causal −4…−14%:
  * its static round-robin walk leaves blocks of unequal causal work; its D=256 library suite has not
- * run to the end). Session 8 (bench/results/2026-12-01-s8-hopper, harness, mean of three interleaved
+ * run to the end). Session 8 (benchmarks/results/h200/forward/2026-12-01-hopper-harness-variants, harness, mean of three interleaved
  * runs, non-causal / causal): the rescale slack of 8 +2.1 / +2.3% at D=128, +3.7 / +4.1% at D=256,
  * +0.2 / +0.9% at D=64, +4.1 / +2.2% at D=128 T=2048 (check10 79/0 against the oracle, with logits of
  * std 16; memcheck, racecheck, synccheck 0); a slack of 4 gave +2.3 / +0.6% at D=128.
@@ -202,7 +202,7 @@ const SCHEDULE = {
 export const DYNAMIC_MIN_ITEMS = 264;
 
 /**
- * The block order for `p` on `tiles`. Session 9's harness (bench/results/2026-12-01-s9-call1,
+ * The block order for `p` on `tiles`. Session 9's harness (benchmarks/results/h200/forward/2026-12-01-hopper-block-order,
  * hopper-dynamic-harness.txt; B·T = 32k, N=16, bf16, three interleaved reps, same run), the dynamic
  * grid against the library's 2-D grid on the same tile, non-causal / causal:
  *   D=64 (192×128):  T=1024 +2.9 / +9.7%, T=2048 +0.5 / +7.3%, T=8192 −0.6 / +2.6%;
