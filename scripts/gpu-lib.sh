@@ -13,7 +13,7 @@ command -v $san > /dev/null || san=/usr/local/cuda/bin/compute-sanitizer
 # .git of its own (session 20's call 4 bench JSON said 9f6f22b-dirty for beb1504), which attnlabCommit would read.
 export ATTNLAB_COMMIT=${ATTNLAB_COMMIT:-$(cat .device/commit 2>/dev/null || echo unknown)}
 
-# The standalone Hopper harness (bench/hopper/harness.cu) as carried, or built here when the carried
+# The standalone Hopper harness (benchmarks/harnesses/hopper-forward-kernel.cu) as carried, or built here when the carried
 # binary does not start (built off the device, it may not load): prints the path to use.
 harness_binary() { # carried binary, log file
   if timeout -s KILL 20 "$1" none >> "$2" 2>&1; then
@@ -22,7 +22,7 @@ harness_binary() { # carried binary, log file
   fi
   echo "carried harness $1 failed to start; building /tmp/harness" >> "$2"
   timeout -s KILL 150 nvcc -O2 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I src/kernels \
-    -o /tmp/harness bench/hopper/harness.cu >> "$2" 2>&1 || echo "harness build failed" >> "$2"
+    -o /tmp/harness benchmarks/harnesses/hopper-forward-kernel.cu >> "$2" 2>&1 || echo "harness build failed" >> "$2"
   echo /tmp/harness
 }
 
@@ -82,7 +82,7 @@ decode_call() { # output folder → runs=<folder>/runs
   decode_out=$1 runs=$1/runs
   mkdir -p "$ATTNLAB_CACHE_DIR" "$runs"
   [ -f .kcache/kernels.tar.xz ] && tar -C "$ATTNLAB_CACHE_DIR" -xJf .kcache/kernels.tar.xz
-  cp bench/decode/torch_decode.py dist/bench/decode/
+  cp benchmarks/harnesses/decode_torch_peer.py dist/bench/decode/
   nvidia-smi --format=csv,noheader -lms "${SMI_MS:-200}" --query-gpu=timestamp,temperature.gpu,temperature.memory,power.draw,clocks.sm,clocks.mem,clocks_event_reasons.active,utilization.gpu \
     > "$runs/smi.csv" 2>&1 &
   decode_smi=$!
@@ -123,7 +123,7 @@ call_save_cache() { # output folder
 # The start of a decode-harness call (bench/s18/call*.sh): CUDA's tools on PATH, <folder>/h made, the time and
 # the GPU printed, and bin, the harness to run: the carried tmp/harness (built off the device: nvcc -O2 -std=c++17
 # -gencode=arch=compute_90a,code=sm_90a -I src/kernels -DDECODE_SPIN_LIMIT=16777216 -o tmp/harness
-# bench/decode/harness.cu), or one built here when it does not start (its usage message exits 2).
+# benchmarks/harnesses/decode-kernel.cu), or one built here when it does not start (its usage message exits 2).
 decode_harness_call() { # output folder
   export PATH=/usr/local/cuda/bin:$PATH
   mkdir -p "$1/h"
@@ -134,7 +134,7 @@ decode_harness_call() { # output folder
   if [ $? -ne 2 ]; then
     echo "carried harness does not start: building"
     timeout -s KILL 150 nvcc -O2 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I src/kernels \
-      -DDECODE_SPIN_LIMIT=16777216 -o /tmp/harness bench/decode/harness.cu > "$1/h/build.log" 2>&1
+      -DDECODE_SPIN_LIMIT=16777216 -o /tmp/harness benchmarks/harnesses/decode-kernel.cu > "$1/h/build.log" 2>&1
     bin=/tmp/harness
   fi
 }
@@ -154,9 +154,9 @@ decode_harness_sanitize() { # output folder, tools...
     echo "$tool rc=$? at ${SECONDS} s: $(tail -2 "$out/h/$tool.txt" | tr '\n' ' ')"
   done
 }
-# bench/decode/read-ceiling.cu built on the device as /tmp/read-ceiling (its log to the file named), for the calls
+# benchmarks/harnesses/hbm-read-ceiling.cu built on the device as /tmp/read-ceiling (its log to the file named), for the calls
 # that do not carry tmp/read-ceiling (bench/s17/call2.sh, call3.sh) or whose carried one does not start (s18/call4.sh).
 read_ceiling_build() { # build log file
   timeout -s KILL 120 nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o /tmp/read-ceiling \
-    bench/decode/read-ceiling.cu > "$1" 2>&1 || echo "read-ceiling build failed"
+    benchmarks/harnesses/hbm-read-ceiling.cu > "$1" 2>&1 || echo "read-ceiling build failed"
 }

@@ -74,7 +74,7 @@ shard flash-backward-mma ATTNLAB_FLASH_BWD_KERNEL=mma test/gpu/flash-backward.te
 # the complement excludes the suites, their tests' names and both roots (checked with node 20's runner).
 shard decode-forced-loaders - --test-name-pattern='^forced (bulk|async) loader' test/gpu/decode.test.ts
 shard decode-forced-kernels - --test-name-pattern='^forced (heads|rows) kernel' test/gpu/decode.test.ts
-# Session 16: the third (117 s alone, warm) was cut at 240 s in a cold call (bench/results/2026-12-02-s16-decode,
+# Session 16: the third (117 s alone, warm) was cut at 240 s in a cold call (benchmarks/results/h200/decode/2026-12-02-1m-tokens-k1-multicast,
 # call 4), so the cases over the layouts ("dense: …", "paged (blockSize n): …", 63 s of it) are a fourth.
 shard decode-cases - --test-name-pattern='^(dense|paged \(blockSize \d+\)): ' test/gpu/decode.test.ts
 shard decode - \

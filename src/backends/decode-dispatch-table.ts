@@ -15,8 +15,8 @@
  * dense one follows the registry's order (cudnn first).
  *
  * What the numbers are: GB/s of K/V read once + Q + O, `timing` saying how each was taken — the
- * kernels alone (bench/decode/harness, CUDA events around the launches) or a library call
- * (bench/decode/decode-bench.ts, events around attention(), host work included). Where flash is
+ * kernels alone (benchmarks/harnesses/decode-kernel.cu, CUDA events around the launches) or a library call
+ * (benchmarks/harnesses/decode-bandwidth.ts, events around attention(), host work included). Where flash is
  * timed as kernels and still slower than cuDNN's library call, its library call is slower still.
  */
 import { type AttentionProblem, cachedTokens, type Implementation } from './problem.js';
@@ -48,25 +48,25 @@ export interface DecodeDispatchTable {
   readonly cases: readonly MeasuredDecodeCase[];
 }
 
-const S8 = 'bench/results/2026-12-01-s8-decode';
-// Library calls (bench/decode/decode-bench.ts --table-room: block tables with one spare column, the
+const S8 = 'benchmarks/results/h200/decode/2026-12-01-persistent-kernel-library-calls';
+// Library calls (benchmarks/harnesses/decode-bandwidth.ts --table-room: block tables with one spare column, the
 // tables this table speaks for), flash, cudnn and PyTorch in one run.
 const libraryS8 = { kind: 'library', source: `${S8}/call2-library.json` } as const;
 // At e1910a3: flash with the TMA decode kernel at K=8, 4 and 1 from 128k cached tokens and at B=1 S=32k K=1,
 // cudnn and PyTorch in one run, each row 20 library calls between a pair of events.
-const S12 = 'bench/results/2026-12-02-s12-decode';
+const S12 = 'benchmarks/results/h200/decode/2026-12-02-tma-kernel-every-k';
 const callS12 = { kind: 'library', source: `${S12}/call3-big.json` } as const;
 const callS12Small = { kind: 'library', source: `${S12}/call3-small.json` } as const;
 // At 4d32aac: flash's TMA kernel with one row tile at K=8 and 4 (decode-tma.ts, oneBlockRowTiles), cuDNN
 // and PyTorch in one run, tables with room, 20 library calls between a pair of events.
 const callS15 = {
   kind: 'library',
-  source: 'bench/results/2026-12-02-s15-decode/call2-table.json',
+  source: 'benchmarks/results/h200/decode/2026-12-02-1m-tokens-k8-k4/run2-table.json',
 } as const;
 // At 2babb36: the block-16 rows again, the one-tile form reading a 16-row page a box (+1.1–2.4% over groups of 8).
 const callS15Pages16 = {
   kind: 'library',
-  source: 'bench/results/2026-12-02-s15-decode/call4-table16.json',
+  source: 'benchmarks/results/h200/decode/2026-12-02-1m-tokens-k8-k4/run4-table16.json',
 } as const;
 
 /** A measured decode step of N=32, H=128: [GB/s, how it was timed] of flash and of cudnn. */
@@ -102,7 +102,7 @@ function step(
  * 64): where the two are that close the order is the GPU's, and the table keeps the runs with tables with room.
  * At K=1 (callS12): flash on every MQA cache (dense 3.98–4.09 against 2.66–3.80, paged 3.77–3.99 against
  * 2.41–3.16). With two row tiles flash read 4.08–4.44 dense and 3.73–4.40 paged at K=8 and 4, second but for
- * one tie (bench/results/2026-12-02-s12-decode). At B=1 S=32k K=1 cuDNN is first (832 / 479 / 483 GB/s against flash's
+ * one tie (benchmarks/results/h200/decode/2026-12-02-tma-kernel-every-k). At B=1 S=32k K=1 cuDNN is first (832 / 479 / 483 GB/s against flash's
  * row groups 664 / 407 / 424; the host sets both, ~25–45 µs a call). At
  * B=1 K=8 (libraryS8): flash on paged caches (S=2k: 0.21 vs 0.16, S=32k: 2.35–2.50 vs 1.81–2.15), cuDNN on
  * the dense one at S=32k (3.27 vs 2.74). Not recorded: dense B=1 S=2k, where the two are within the run's
@@ -163,7 +163,7 @@ export interface MeasuredDecodeOrder {
 /**
  * Whether the next decode steps keep `p`'s cuDNN graph: a block table with room for one more block
  * for its longest sequence. A tight table (KVCache's is) widens every blockSize tokens, and each
- * width is a new cuDNN graph, 0.27–2.9 s to build (bench/results/2026-12-01-s6-paged) against the
+ * width is a new cuDNN graph, 0.27–2.9 s to build on the H200 against the
  * ~0.05 ms per step cuDNN saves at 1M tokens (4.40 vs 4.20 TB/s): there the flash kernels, which
  * need no build, are the faster choice for a growing cache. (The measured calls repeated one fixed
  * table; whether cuDNN's time grows with unused table width was not measured.)

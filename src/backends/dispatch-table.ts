@@ -38,20 +38,20 @@ export interface DispatchTable {
 export const MIN_MEASURED_LENGTH = 1024;
 
 /**
- * The H200's forward bench (bench/results/2026-12-01-s9-forward, the bench script at fe66fdd: the Hopper
+ * The H200's forward bench (benchmarks/results/h200/forward/2026-12-01-head-dims-t-sweep, the bench script at fe66fdd: the Hopper
  * kernel with the rescale slack and three consumers on 192×80 tiles at H=128 from T=8192,
  * with the dynamic persistent grid where hopper-variant.ts takes it, beside attnlab cudnn and PyTorch in
  * the same run): the headline shape B=4, T=S=8192 at H = 64/128/256, and the T sweep at B·T = 32k at
  * H=128 — cudnn leads at 1k and 2k (by 4–16%), the two are level at 4k (flash by 0.2–0.3%), flash
  * leads from 8k (by 3–11%).
  */
-const H200_SOURCE = 'bench/results/2026-12-01-s9-forward/h200-s9-forward.json';
+const H200_SOURCE = 'benchmarks/results/h200/forward/2026-12-01-head-dims-t-sweep/h200-forward.json';
 /**
  * H=192 (the Hopper kernel's D=192 tile, BN=112), the headline shape
- * (bench/results/2026-12-01-s8-h192, the bench script with --quick --head-dims=192 at c49fda8): flash 1.076 /
+ * (benchmarks/results/h200/forward/2026-12-01-h192-and-split-head-dims, the bench script with --quick --head-dims=192 at c49fda8): flash 1.076 /
  * 1.052 of cudnn.
  */
-const H200_H192_SOURCE = 'bench/results/2026-12-01-s8-h192/h200-s8-h192.json';
+const H200_H192_SOURCE = 'benchmarks/results/h200/forward/2026-12-01-h192-and-split-head-dims/h200-h192.json';
 const h200 = (
   B: number,
   T: number,

@@ -10,6 +10,7 @@ import {
   type ResultRow,
   type ResultsFile,
   type ResultTable,
+  type SuiteInfo,
 } from '../results/schema.js';
 import { attnlabCommit, commandLine, describeMachine, packageVersion } from './machine.js';
 
@@ -19,6 +20,7 @@ export interface ResultsContent {
   notes?: string[];
   peers?: PeerInfo[];
   ceiling?: CeilingInfo | null;
+  suite?: SuiteInfo;
 }
 
 /** A results file for this machine and command line, with the given content. */
@@ -31,6 +33,7 @@ export function makeResults(kind: ResultsFile['kind'], content: ResultsContent):
     command: commandLine(),
     attnlab: { version: packageVersion(), commit: attnlabCommit() },
     machine: describeMachine(),
+    ...(content.suite ? { suite: content.suite } : {}),
     ceiling: content.ceiling ?? null,
     peers: content.peers ?? [],
     rows: content.rows,

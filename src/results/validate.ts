@@ -335,6 +335,13 @@ export function parseResults(value: unknown, source: string): ResultsFile {
         libraries: c.record(c.string),
         'settings?': c.record(c.string),
       }),
+    'suite?': (v, p) =>
+      c.fields(v, p, {
+        name: c.string,
+        gpu: c.string,
+        quick: c.boolean,
+        overrides: (o, op) => c.array(o, op, c.string),
+      }),
     'ceiling?': (v, p) => c.fields(v, p, { tflops: c.nonNegative, dtype: c.string, source: c.string }),
     peers: (v, p) =>
       c.array(v, p, (peer, pp) => {

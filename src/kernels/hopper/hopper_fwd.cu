@@ -306,7 +306,7 @@ __device__ __forceinline__ TileWork hopper_tile(const FlashParams& p) {
 // Item i of the dynamic grid's order: heads / section sections of consecutive query heads, as equal
 // as they can be (the first heads % sections hold one head more), each walked longest block first
 // across its heads. Not sectioned_tile's partial last section: a last section of one head runs its
-// longest block alone at the end (the schedule model, bench/hopper/s9-schedule-model.py: 192x80 at
+// longest block alone at the end (the schedule model, benchmarks/harnesses/hopper-schedule-model.py: 192x80 at
 // T=8192 causal, sections of 7 heads over 64 leave one, 7.5% idle against 1.4% balanced).
 template <class C>
 __device__ __forceinline__ TileWork dynamic_tile(const FlashParams& p, int i, int qblocks, int section) {

@@ -32,7 +32,7 @@ struct HopperConfig {
   // FlashAttention-3's ping-pong: the consumers issue their GEMMs in turn (named barriers 2, 3, …),
   // so one warpgroup's softmax runs while another's multiplies occupy the tensor cores.
   static constexpr bool PINGPONG = PINGPONG_;
-  // bench/notes/hopper-kernel.md. LATE_WAIT: the wait for P_{j−1}·V_{j−1} sits behind a
+  // docs/internals/hopper-forward.md. LATE_WAIT: the wait for P_{j−1}·V_{j−1} sits behind a
   // branch on the loop parity, in its own basic block after the softmax of tile j. In one block
   // ptxas schedules that wait (WARPGROUP.DEPBAR.LE gsb0, 0x0) at the top, before the softmax, so the
   // softmax never overlaps the warpgroup's own P·V (ncu, H=128: 9.8% of all stall samples on it).

@@ -68,8 +68,8 @@ export const HOPPER_BACKWARD_HEAD_DIMS: readonly number[] = [64, 128];
 /**
  * Those it runs on sm_90a when ATTNLAB_FLASH_BWD_KERNEL is unset: the shared gradient suite passes
  * with the wgmma loop on at D = 64 and 128 (backward.test flash, long/deterministic/random,
- * flash-backward.test; memcheck, racecheck and synccheck 0; bench/results/2026-12-01-s6-final,
- * bench/results/2026-12-01-s7-flash-backward). At B=4 T=S=8192 N=16 H=128 bf16, one bench run, the
+ * flash-backward.test; memcheck, racecheck and synccheck 0; benchmarks/results/h200/backward/2026-12-01-flash-wgmma-default,
+ * benchmarks/results/h200/backward/2026-12-01-flash-wgmma-one-barrier). At B=4 T=S=8192 N=16 H=128 bf16, one bench run, the
  * loop (one-barrier schedule, flag-gated Q/dO clean-up, stmatrix dS stores) takes 17.42 / 8.91 ms
  * (causal) against PyTorch FlashAttention-2's 17.75 / 9.08 ms (1.02× / 1.02×); the mma.sync loop takes
  * 29.7 / 15.1 ms. At H=64 it takes 12.24 / 6.34 ms against the mma.sync loop's 17.8 / 8.98

@@ -17,11 +17,11 @@
  * tensor cores to one warpgroup while another runs its softmax). On the H200 (B=4, T=S=8192, N=16,
  * bf16, TFLOP/s non-causal / causal, the library and cuDNN in one run) this runs
  *   D=64  506.7 / 427.8 (cuDNN 459.0 / 422.4), D=128 617.9 / 556.0 (613.1 / 547.3),
- *   D=256 697.5 / 639.2 (665.9 / 617.1)  (bench/results/2026-12-01-s7-hopper);
+ *   D=256 697.5 / 639.2 (665.9 / 617.1)  (benchmarks/results/h200/forward/2026-12-01-hopper-late-pv-wait);
  *   D=192 (BN=112) 668.2 / 605.3 (cuDNN 621.1 / 575.3, mma.sync 230.7 / 234.8)
- *         (bench/results/2026-12-01-s8-h192).
+ *         (benchmarks/results/h200/forward/2026-12-01-h192-and-split-head-dims).
  * Ping-pong gives +0.5 / +1% at D=128 and +6 / +3% at D=256; at D=64 three consumers with ping-pong
- * give 465 / 405 against 392 / 356 for two consumers at BN=192 (bench/results/2026-12-01-s6-hopper).
+ * give 465 / 405 against 392 / 356 for two consumers at BN=192 (benchmarks/results/h200/forward/2026-12-01-hopper-ping-pong).
  * docs/internals/hopper-forward.md has the tile and schedule measurements.
  */
 import { config } from '../../../config.js';
@@ -120,7 +120,7 @@ export function hopperGrid(
  *     3/4·BN + Dv/2 ≤ 188, the D=256 tile's count (BN=80: 60 + 128), the most that ptxas has fitted
  *     in 240 with 0 spills (D=128: 96 + 64 = 160).
  * This keeps D=128 at 128 and D=256 at 80 (both measured best: 601 against 590 at BN=176; 717
- * against 612 at BN=64, harness TFLOP/s, bench/notes/hopper-kernel.md) and gives D=192 BN=112: 128 is out on both counts (shared memory
+ * against 612 at BN=64, harness TFLOP/s, docs/internals/hopper-forward.md) and gives D=192 BN=112: 128 is out on both counts (shared memory
  * 1024 + 49152 + 196608 + 80 = 246864 > 232448; registers 96 + 96 = 192), 112 needs 222288 bytes and
  * 84 + 96 = 180 registers. ptxas (CUDA 13, sm_90a, nvcc -Xptxas -v): every pair's tile
  * compiles with 0 spills, except with a bias and a mask where Dv = 256 (192/256: 16 bytes, 256/256:
@@ -146,7 +146,7 @@ export const HOPPER_SHARED_LIMIT = 227 * 1024;
 /**
  * D=128 at long T takes three consumers on BN=80 keys (192 rows; the largest tile whose registers fit
  * 160 per thread: BN=96 spills 64 bytes, ptxas), so two warpgroups' softmax hides under the third's
- * GEMMs as at D=64. In the harness, slack 8 on both (bench/results/2026-12-01-s8-hopper),
+ * GEMMs as at D=64. In the harness, slack 8 on both (benchmarks/results/h200/forward/2026-12-01-hopper-harness-variants),
  * B=4 N=16 bf16, TFLOP/s non-causal / causal: T=8192 623.7 / 548.8 against 594.2 / 531.7
  * (+5.0 / +3.2%, six interleaved reps), T=16384 (B=2) 640.6 / — against 616.3 (+3.9%); at T=2048 (B=16)
  * 538.4 / 388.6 against 542.9 / 403.5 (−1 / −4%: 2048 rows make 10⅔ blocks of 192, a third of the last
@@ -169,10 +169,10 @@ function hopperTiles(
 /**
  * The schedule (the same arithmetic, bit for bit: only the order of the instructions and of the
  * blocks changes). On: the P·V wait after the softmax and descriptors stepped by adds (harness +3–4%
- * at D=128, +4% at D=64, +7% at D=256; bench/results/2026-12-01-s7-hopper), and the rescale slack
+ * at D=128, +4% at D=64, +7% at D=256; benchmarks/results/h200/forward/2026-12-01-hopper-late-pv-wait), and the rescale slack
  * of 8 (harness, mean of three interleaved runs, non-causal / causal: +2.1 / +2.3% at D=128,
  * +3.7 / +4.1% at D=256, +0.2 / +0.9% at D=64, +4.1 / +2.2% at D=128 T=2048; exact against the
- * float64 oracle with logits of std 16, sanitizers clean; bench/results/2026-12-01-s8-hopper; a slack
+ * float64 oracle with logits of std 16, sanitizers clean; benchmarks/results/h200/forward/2026-12-01-hopper-harness-variants; a slack
  * of 4 gives +2.3 / +0.6% at D=128). Off, measured slower: the grouped grid (−6…−8% non-causal: the
  * K/V of six heads in flight no longer stay in L2) and the static persistent grid (non-causal
  * +0.2…5.5%, causal −4…−14%: its round-robin walk leaves blocks of unequal causal work).
@@ -193,7 +193,7 @@ export const DYNAMIC_MIN_ITEMS = 264;
 
 /**
  * The block order for `p` on `tiles`. In the harness (B·T = 32k, N=16, bf16, three interleaved reps,
- * one run; bench/results/2026-12-01-s9-call1/hopper-dynamic-harness.txt), the dynamic
+ * one run; benchmarks/results/h200/forward/2026-12-01-hopper-block-order/hopper-dynamic-harness.txt), the dynamic
  * grid against the library's 2-D grid on the same tile, non-causal / causal:
  *   D=64 (192×128):  T=1024 +2.9 / +9.7%, T=2048 +0.5 / +7.3%, T=8192 −0.6 / +2.6%;
  *   D=128 (128×128): T=1024 +2.6 / +4.2%, T=2048 +0.1 / +3.0%;

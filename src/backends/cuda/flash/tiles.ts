@@ -4,7 +4,7 @@
  *
  * Register counts are ptxas's for sm_90a (nvcc 13.0, `-Xptxas -v`), bf16, no bias or mask;
  * shared memory is (BM + 2·BN)·(D + 8)·2 bytes (Q tile, one K and one V buffer, padded rows).
- * Timings behind the choices are in bench/notes/flash-kernel.md.
+ * Timings behind the choices are in docs/internals/mma-forward.md.
  */
 import { config } from '../../../config.js';
 import { InvalidArgumentError } from '../../../errors.js';
