@@ -1,6 +1,6 @@
 // The heads kernel (flash_decode_heads.cu) on a persistent grid: P = SMs × occupancy blocks split the
 // whole job's tiles evenly (stream-K), so no SM idles and no block's pipeline drains at an item's end.
-// MEASURED SLOWER (session 8, docs/internals/decode.md "Result"): dense 0.98–0.99×, paged 0.90–0.93×,
+// MEASURED SLOWER (docs/internals/decode.md): dense 0.98–0.99×, paged 0.90–0.93×,
 // K=1 0.48–0.51× of the heads kernel; so it lives here, in the harness only (benchmarks/harnesses/decode-kernel.cu),
 // not in src/kernels, and the library never loads it.
 // Why (benchmarks/results/h200/decode/2026-12-01-heads-kernel-cudnn-paged): at B·S = 1M every shape ran 128 blocks on 132 SMs

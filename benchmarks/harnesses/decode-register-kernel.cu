@@ -1,5 +1,5 @@
 // Split-KV decoding with K and V loaded straight into mma fragments: no shared-memory stages, no TMA.
-// An experiment of session 18 (docs/internals/decode.md), in the harness only (benchmarks/harnesses/decode-kernel.cu's regs.*
+// An experiment (docs/internals/decode.md), in the harness only (benchmarks/harnesses/decode-kernel.cu's regs.*
 // variants): the library does not load this file.
 // MEASURED SLOWER (benchmarks/results/h200/decode/2026-12-03-register-loads-scattered-pages, H200, K=1 B=64 S=16k): 0.83–0.87× the harness's TMA kernel
 // in every form (best: regs.d3q, 3.15 TB/s dense, 2.92–2.95 at block 16, against 3.63 / 3.48–3.51). The warps stall
