@@ -19,7 +19,7 @@
 //   barrier for the pair). The order of d inside a dot product is free, so the mma's k index is mapped to the
 //   bytes each lane loads: lane (g, t) of key g takes d = 64w + 8t … + 7 and 64w + 32 + 8t … + 7 (two 16-byte
 //   loads; the 4 lanes of a key read whole 32-byte sectors in each); chunk kk's B registers are words 2kk and
-//   2kk + 1 of those 16 columns, and Q's A fragment is gathered the same way once. (Call 1 had lane t read
+//   2kk + 1 of those 16 columns, and Q's A fragment is gathered the same way once. (A first layout had lane t read
 //   d = 64w + 16t … + 15, so each load instruction took half of every sector: every K sector asked twice.)
 // - P·V: P stays in the registers of the logits (FlashAttention-2's layout: the accumulator of Q·Kᵀ is the A
 //   fragment). B = V needs two keys in one register, V holds two columns: lane (g, t) loads 16 bytes of each
@@ -45,7 +45,7 @@ constexpr int REGS_KEYS = 16;  // keys a step
 // words folded into a sink, no mma): what the exchange and the arithmetic cost.
 // KSMEM: K loaded as V is (8 lanes a key, 16 bytes each: every load instruction reads 4 whole 128-byte lines,
 // where the fragment order reads 8 half lines) and put into its B fragments through a warp-private 2 KiB shared
-// tile (4 st.shared + 4 ldmatrix a step), d then in its natural order. Call 2 (ncu, regs.d3q at block 16): the
+// tile (4 st.shared + 4 ldmatrix a step), d then in its natural order. ncu (regs.d3q at block 16) showed the
 // L2 at 79% of its throughput while DRAM moved 3.0 TB/s; the fragment order asks 48 line requests a warp and
 // step for 32 lines.
 template <int DEPTH, int PF, bool L2_256, bool QSMEM = false, bool WHOLE = true, int MINB = 1, int MODE = 0,
@@ -87,7 +87,7 @@ struct RegsStep {
   uint4 v[4];
 };
 
-// The online softmax of one m-tile's 16 keys, in fewer instructions a step than decode_warp.cuh's (call 1: ~700
+// The online softmax of one m-tile's 16 keys, in fewer instructions a step than decode_warp.cuh's (measured: ~700
 // PTX instructions a step and warp, against ~880 issue slots a step has at 4.3 TB/s): the key-range mask only on
 // steps some row does not see whole (`masked`, warp-uniform), a one-instruction NaN-propagating max (max_nan),
 // the scale folded into the exponent's multiply-add, and O rescaled only when some row's max moved
