@@ -1,4 +1,4 @@
-# Helpers for the device scripts (scripts/gpu-verify.sh, the session scripts under bench/): test shards
+# Helpers for the device scripts (scripts/gpu-verify.sh and other device scripts): test shards
 # and sanitizer runs as background processes with a hard cap each, and their summary table. Sourced,
 # not run. The sourcing script sets, before it calls them:
 #   logs  the folder that gets one <name>.tap (test shard) or <name>.san (sanitizer run) per process
@@ -10,7 +10,7 @@
 san=compute-sanitizer
 command -v $san > /dev/null || san=/usr/local/cuda/bin/compute-sanitizer
 # Results made on the device name the commit pack-device.sh packed: the device's copy of the tree may hold a stale
-# .git of its own (session 20's call 4 bench JSON said 9f6f22b-dirty for beb1504), which attnlabCommit would read.
+# .git of its own (a bench JSON said 9f6f22b-dirty for beb1504), which attnlabCommit would read.
 export ATTNLAB_COMMIT=${ATTNLAB_COMMIT:-$(cat .device/commit 2>/dev/null || echo unknown)}
 
 # The standalone Hopper harness (benchmarks/harnesses/hopper-forward-kernel.cu) as carried, or built here when the carried
@@ -26,7 +26,7 @@ harness_binary() { # carried binary, log file
   echo /tmp/harness
 }
 
-# The start of a harness call (bench/hopper/s9-call1.sh): sets logs=<folder>/logs (made), CUDA's tools
+# The start of a harness run: sets logs=<folder>/logs (made), CUDA's tools
 # on PATH, and bin, the harness to run (harness_binary).
 harness_call() { # output folder, carried harness binary
   logs=$1/logs
@@ -103,7 +103,7 @@ decode_end() {
   grep -h '"uuid"' "$runs"/*.json | sort | uniq -c
 }
 
-# The start and end every session call script repeats (bench/s17/call*.sh): call_start sets logs=<folder>/tests
+# The start and end every device script repeats: call_start sets logs=<folder>/tests
 # (made), the kernel cache folder (ATTNLAB_CACHE_DIR, seeded from a carried .kcache/kernels.tar.xz, a previous
 # call's), NO_COLOR, and prints the time and the GPU; call_save_cache packs that cache into <folder>/kernels.tar.xz
 # for the next call's .kcache.

@@ -146,8 +146,8 @@ function debugLevel(value: string | null): number {
 /**
  * The ATTNLAB_* variables that change which kernels run, how they launch, or what a timing includes (a compile
  * past a disabled cache, a debug line a call): a results file records those set (machine.settings), since a row
- * measured under one says nothing about the defaults (ATTNLAB_DEPENDENT_LAUNCH=1 read 3604 GB/s where the default read
- * 4134, benchmarks/results/h200/decode/2026-12-02-fixed-cost-dependent-launch).
+ * measured under one says nothing about the defaults (ATTNLAB_DEPENDENT_LAUNCH=1 read 3604 GB/s where
+ * the default read 4134).
  */
 export const RUN_SETTING_VARIABLES = [
   'ATTNLAB_FLASH_KERNEL',

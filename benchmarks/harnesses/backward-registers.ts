@@ -1,6 +1,6 @@
 /**
  * ptxas's register and spill report for the flash backward modules as NVRTC builds them (the kernels
- * attnlab runs), which can differ from `nvcc -Xptxas -v` on the same source: session 6's ncu saw
+ * attnlab runs), which can differ from `nvcc -Xptxas -v` on the same source: ncu saw
  * local-memory traffic in the mma.sync dK/dV loop under NVRTC while nvcc reported no spills. Compiles
  * each module once more with `--ptxas-options=-v` (its own cache key) and prints ptxas's lines.
  *

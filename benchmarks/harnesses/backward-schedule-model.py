@@ -1,4 +1,4 @@
-"""List-scheduling model of the flash backward's dK/dV grid (issue 15, session 7): how much longer than
+"""List-scheduling model of the flash backward's dK/dV grid: how much longer than
 the ideal the grid runs when the hardware starts blocks in linear order and each SM takes the next block
 as it frees. One block per SM (registers); a block's time is its query steps plus a fixed cost (K/V load,
 dK/dV store) of about two steps. No GPU needed:

@@ -5,7 +5,7 @@
  * PyTorch's SDPA backends on the same dense shapes in the same run (benchmarks/harnesses/decode_torch_peer.py).
  * One query token per sequence, N=32, H=128, bf16. CUDA events, 300 ms settle, median of 30 samples,
  * each `--batch` calls back to back between one event pair (default 20; 1: an event pair a call, as
- * sessions 5–11 timed), on both sides.
+ * the first benchmarks timed), on both sides.
  *
  *   node --import tsx benchmarks/harnesses/decode-bandwidth.ts --out decode.json [--torch python3|none] [--quick]
  *        [--impl flash,cudnn,auto] [--shapes 64:16384:8,1:2048:8] [--layouts dense,paged16,paged64]
@@ -24,12 +24,12 @@
  * Each row also times its calls with the host taken out (src/bench/hidden-host.ts: the batch enqueued
  * behind a GPU spin; PyTorch's behind torch.cuda._sleep): `kernelsGBs` is what the kernels read,
  * `hostUsPerCall` the host's enqueue time a call; --no-kernels-alone skips it. At B=1 the host decides a
- * call's time on both sides (session 12), and these columns say by how much.
+ * call's time on both sides, and these columns say by how much.
  * --tuning sets the flash backend's decodeTuning (decode-splits.ts: kernel, rowGroups, splits, loader,
  * combine, …: applyDecodeTuning checks the keys and values) for every attnlab call of the run, to measure a choice
  * the rule does not make; the header records it.
  * --empty-pool returns the memory pool's free blocks to the driver after each shape (emptyCache), so each
- * shape's tensors are allocated afresh: session 13 saw flash's K=4 rows read 2–3% less after K=8 shapes in the
+ * shape's tensors are allocated afresh: flash's K=4 rows were seen to read 2–3% less after K=8 shapes in the
  * same process than first in one (benchmarks/results/h200/decode/2026-12-02-cache-length-row-groups §1), and this tells whether the pool's
  * state is why.
  * --table-order sequential gives each sequence its pages in pool order (a fresh pool) instead of scattered
@@ -41,7 +41,7 @@
  * 250 ms, as the kernels-alone one often is, has none: src/bench/gpu-power.ts), and when its two
  * timings ran (`measuredAt`, UTC), so that a log of the GPU's clocks and
  * power (scripts/gpu-lib.sh's decode_call: nvidia-smi every 200 ms) can be read beside it (bench/s12/table.py):
- * back to back at ~4.4 TB/s the H200 runs at its 700 W cap and lowers its SM clocks (session 14, call 3).
+ * back to back at ~4.4 TB/s the H200 runs at its 700 W cap and lowers its SM clocks.
  * The results file is rewritten after every shape, so a run cut short keeps the shapes it finished.
  */
 import { execFileSync } from 'node:child_process';

@@ -6,8 +6,8 @@
  * and with the host hidden (src/bench/hidden-host.ts: the kernels alone). A least-squares line
  * t(L) = t0 + bytes(L) / rate through the kernels-alone times of the lengths from S/16 gives the fixed µs a call's
  * kernels carry and the marginal rate; L = 0 times the launches over empty ranges (launch gap, prologue, merge
- * and output, no tile read). Session 14's first run fitted the per-call times: below ~8k keys a call's host time
- * (31–69 µs a call) decides those, and the line said nothing.
+ * and output, no tile read). The kernels-alone times, not the per-call ones: below ~8k keys a call's host time
+ * (31–69 µs a call) decides those, and a line through them says nothing.
  * Why: between 1M and 4M cached tokens K=1 gains 4–10% at a marginal 4.5–4.7 TB/s, which puts ~11–20 µs of
  * fixed time on each 125–140 µs 1M-token call (benchmarks/results/h200/decode/2026-12-02-cache-length-row-groups §2); this says where.
  *   node --import tsx benchmarks/harnesses/decode-fixed-cost.ts --out fixed.json [--shape 64:16384:1]

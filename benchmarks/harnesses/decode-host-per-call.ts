@@ -2,7 +2,7 @@
  * Host time of a whole flash decode call (validation, dispatch, variant choice, maps, both launches), per
  * split kernel, with no GPU needed: against the stand-in driver of the CPU tests (test/support/cudnn-fake.c
  * built as libcuda/libcudnn, te-fake-nvrtc.c as libnvrtc) the launches cost nothing and what is left is
- * attnlab's own host path. Session 12 measured it so (B=1 S=2k K=1: row-tile kernel 9–13 µs a call, the
+ * attnlab's own host path. Measured so (B=1 S=2k K=1: row-tile kernel 9–13 µs a call, the
  * TMA kernel 15–18 through tsx, 10–13 compiled) and trimmed the TMA path's ~6 µs excess to ~2–3; runs on a
  * shared machine vary by a third, so compare kernels within one run.
  *   cc -shared -fPIC -O1 -o /tmp/fake/libcuda.so.1 test/support/cudnn-fake.c -lm   (and libcudnn.so.9)

@@ -1,7 +1,7 @@
 /**
  * CPU timing of host steps of one flash decode call that need no GPU (issue 16: a B=1 S=2k paged16
  * call spends ~24 µs above its ~17 µs of kernels, benchmarks/results/h200/decode/2026-12-01-heads-kernel-cudnn-paged; a B=64 S=16k
- * block-16 MQA call 585 µs against ~190, benchmarks/results/h200/decode/2026-12-01-persistent-kernel-library-calls): validation (also of a
+ * block-16 MQA call takes 585 µs against ~190 of kernels, benchmarks/results/h200/decode/2026-12-01-persistent-kernel-library-calls): validation (also of a
  * 65,600-entry block table), the int32 cache's content compare of such a table, and
  * the DecodeParams marshalling of both launches — as decode.ts does it (bytes written once, copied by
  * each launch) and as it did before (36 field objects, then a field-by-field layout and write per

@@ -24,9 +24,9 @@
 
 #include "decode/flash_decode.cu"
 #include "decode/flash_decode_heads.cu"
-#include "decode/flash_decode_ws.cu"  // session 9: the heads kernel with a producer warp (harness only)
-#include "flash_decode_persist.cu"  // bench/decode/: the persistent experiment, not a library kernel
-#include "flash_decode_regs.cu"     // session 18: K and V loaded into mma fragments (harness only)
+#include "decode/flash_decode_ws.cu"  // the heads kernel with a producer warp (harness only)
+#include "decode-persistent-kernel.cu"  // a persistent heads kernel (harness only; slower everywhere)
+#include "decode-register-kernel.cu"    // K and V loaded into mma fragments (harness only; 0.52–0.94× the library)
 
 template <class C>
 __global__ void __launch_bounds__(DEC_THREADS) h_decode(const __grid_constant__ DecodeParams p) {
@@ -141,7 +141,7 @@ Variant make_heads() {
   v.hb = HB, v.slices = SLICES, v.tk = C::TK, v.threads = C::THREADS, v.stages = STAGES;
   return v;
 }
-// The producer-warp heads kernel (session 9): per_sm from the occupancy API with the whole carveout;
+// The producer-warp heads kernel: per_sm from the occupancy API with the whole carveout;
 // PRODUCERS row-copy warps, or the TMA loader.
 template <int HB, int RTH, int SLICES, int KPW, int STAGES, bool QSMEM, int MINB, bool FAST, int PRODUCERS = 1,
           bool TMA = false, int GROUP = 0, int LOADONLY = 0, int ROWGROUPS = 1>
@@ -296,11 +296,11 @@ static std::vector<Variant> all_variants() {
           make_heads<1, 1, 8, 16>(),      make_heads<1, 2, 4, 32>(),      make_heads<1, 4, 2, 64>(),
           // … and alternatives for the bench: 4 warps of 4 heads (2 blocks per SM), smaller stages
           make_heads<4, 1, 1, 16>(),      make_heads<1, 2, 4, 16, 5>(),   make_heads<8, 1, 1, 16, 2>(),
-          // … and the persistent grid (session 8, not yet the library's): 8 heads 2/3 stages (1 block/SM),
+          // … and the persistent grid (not the library's): 8 heads 2/3 stages (1 block/SM),
           // 4 heads 3 stages (2 blocks/SM) or 6 (one, ~166 KB in flight), MQA two row tiles 8 stages
           make_persist<8, 1, 3>(),        make_persist<8, 1, 2>(),        make_persist<4, 1, 3>(),
           make_persist<4, 1, 6>(),        make_persist<1, 2, 8>(),
-          // … and the producer-warp kernel (session 9, docs/internals/decode.md), names ws<HB>.<SLICES>x<KPW>.s<STAGES>
+          // … and the producer-warp kernel (docs/internals/decode.md), names ws<HB>.<SLICES>x<KPW>.s<STAGES>
           // [q: Q in shared][f: FAST softmax][.b2: two blocks per SM]: MQA like for like with heads1.4x32.s3, then
           // each change alone (f, q), 64-key tiles 6 deep, 12 consumers (Q in shared: 128 registers), two blocks
           // of 6 consumers per SM; K=4 (and K=8's 4-head blocks) like for like with heads4.2x16.s3, and f
@@ -308,14 +308,14 @@ static std::vector<Variant> all_variants() {
           make_ws<1, 2, 4, 32, 3, true, 1, false>(),  make_ws<1, 2, 4, 16, 6, false, 1, true>(),
           make_ws<1, 2, 6, 16, 4, true, 1, true>(),   make_ws<1, 2, 3, 16, 4, true, 2, true>(),
           make_ws<4, 1, 2, 16, 3, false, 1, false>(), make_ws<4, 1, 2, 16, 3, false, 1, true>(),
-          // … device call 1 found the one producer warp's row copies the limit (0.33×): 2 and 4 producer warps
+          // … one producer warp's row copies the limit (0.33×): 2 and 4 producer warps
           // (.p2, .p4: is it the copies per warp?), then the TMA loader (decode_tma.cuh: 4 tensor copies a dense
           // tile, 32 at block 16): like for like with heads1.4x32.s3 and with FAST, 64-key tiles 6 deep, two
           // blocks of 4 consumers per SM
           make_ws<1, 2, 4, 32, 3, false, 1, true, 2>(), make_ws<1, 2, 4, 32, 3, false, 1, true, 4>(),
           make_ws<1, 2, 4, 32, 3, false, 1, false, 1, true>(), make_ws<1, 2, 4, 32, 3, false, 1, true, 1, true>(),
           make_ws<1, 2, 4, 16, 6, false, 1, true, 1, true>(),  make_ws<1, 2, 2, 32, 3, false, 2, true, 1, true>(),
-          // … session 10: one copy moves both 128-byte halves of `group` rows (.g<group>: a 2 KB … 8 KB stretch of
+          // … one copy moves both 128-byte halves of `group` rows (.g<group>: a 2 KB … 8 KB stretch of
           // the cache a copy, in address order, where a half-box strides 256 B over 16 KB), and the loader's
           // ceiling with consumers that only release the stages (.lo)
           make_ws<1, 2, 4, 32, 3, false, 1, true, 1, true, 8>(), make_ws<1, 2, 4, 32, 3, false, 1, true, 1, true, 16>(),
@@ -324,17 +324,17 @@ static std::vector<Variant> all_variants() {
           make_ws<1, 2, 4, 32, 3, false, 1, true, 1, true, 8, 1>(),
           make_ws<1, 2, 4, 32, 3, false, 1, true, 1, true, 16, 1>(),
           make_ws<1, 2, 4, 32, 3, false, 1, true, 1, true, -1, 1>(),
-          // … and the loader with neither Q before nor the merge after (session 11, call 1)
+          // … and the loader with neither Q before nor the merge after
           make_ws<1, 2, 4, 32, 3, false, 1, true, 1, true, 0, 2>(),
-          // … session 11: two blocks sharing a key range, each one row tile (16 of MQA's 32 heads): one split at
-          // B=64 instead of two and their combine (5% in call 1: .lo2 at splits 2 read 4019 GB/s, at splits 1
-          // 4140 = the copies alone). In a cluster, sharing the copies by multicast (call 2, since removed: 2.3
+          // … two blocks sharing a key range, each one row tile (16 of MQA's 32 heads): one split at
+          // B=64 instead of two and their combine (5%: .lo2 at splits 2 read 4019 GB/s, at splits 1
+          // 4140 = the copies alone). In a cluster, sharing the copies by multicast (since removed: 2.3
           // TB/s, lost); here each reads the range (the second read an L2 hit, if the L2 keeps up: `ceiling`'s
           // dup2), 8 warps of 16 keys and 4 of 32; idle consumers (.lo2)
           make_ws<1, 1, 8, 16, 3, false, 1, true, 1, true, 0, 0, 2>(),
           make_ws<1, 1, 4, 32, 3, false, 1, true, 1, true, 0, 0, 2>(),
           make_ws<1, 1, 8, 16, 3, false, 1, true, 1, true, 0, 2, 2>(),
-          // … (call 3: dense r2 4031 GB/s where the library's two splits read 3774, but paged16 2046 and paged64
+          // … (dense r2 4031 GB/s where the library's two splits read 3774, but paged16 2046 and paged64
           // 3512: one CTA issues all 32 / 8 boxes of its sequence's tiles; at one split, 64 blocks, grouped boxes
           // of 16 rows read 3888 with idle consumers where half boxes read 2576): row groups with grouped boxes
           make_ws<1, 1, 8, 16, 3, false, 1, true, 1, true, 8, 0, 2>(),
@@ -343,16 +343,16 @@ static std::vector<Variant> all_variants() {
           make_ws<1, 1, 8, 16, 3, false, 1, true, 1, true, 64, 0, 2>(),
           make_ws<1, 1, 8, 16, 3, false, 1, true, 1, true, 16, 2, 2>(),
           make_ws<1, 2, 4, 32, 3, false, 1, true, 1, true, 64>(),
-          // … session 18: no stages at all, K and V loaded into the mma fragments by a pair of warps
+          // … no stages at all, K and V loaded into the mma fragments by a pair of warps
           // (flash_decode_regs.cu): 2–4 steps of 16 keys in flight a warp, an L2 prefetch, the L2::256B hint
           // (q: Q's fragments in shared memory)
           make_regs<2, 0, false, false>(), make_regs<3, 0, false, false>(), make_regs<3, 0, false, true>(),
           make_regs<4, 0, false, true>(),  make_regs<3, 0, true, false>(),  make_regs<2, 8, false, false>(),
-          // … call 2: registers capped for 6 pairs a SM (.b6), and timing-only forms without the exchange (.nx)
+          // … registers capped for 6 pairs a SM (.b6), and timing-only forms without the exchange (.nx)
           // and with loads alone (.lo)
           make_regs<2, 0, false, true, 6>(), make_regs<3, 0, false, true, 1, 1>(),
           make_regs<3, 0, false, true, 1, 2>(), make_regs<4, 0, false, true, 1, 2>(), make_regs<2, 0, false, true, 6, 2>(),
-          // … call 3: K in whole lines through a warp-private shared tile (.ks), and its loads alone
+          // … K in whole lines through a warp-private shared tile (.ks), and its loads alone
           make_regs<3, 0, false, true, 1, 0, true>(), make_regs<3, 0, false, false, 1, 0, true>(),
           make_regs<2, 0, false, true, 1, 0, true>(), make_regs<4, 0, false, true, 1, 0, true>(),
           make_regs<3, 0, false, true, 1, 2, true>()};
@@ -591,7 +591,7 @@ static int check(bool quick, bool heads_only, int max_cases) {
       {"window 64 T=2", {2, 2, 500, 4, 1, 128, 128, 0, {500, 3}, 64, true}},
       {"window past the last key", {1, 12, 8, 4, 1, 128, 128, 0, {8}, 0, false, false}},
       {"NaN in V, window 10 T=2", {2, 2, 300, 8, 1, 128, 128, 0, {300, 250}, 10, true, true, true}},
-      // NaN logits (session 9's FAST softmax drops them from the max; they must still reach l and O):
+      // NaN logits (FAST softmax drops them from the max; they must still reach l and O):
       // sequence 0's rows all see key 100 (tiles every row sees whole), and with a window only token 0
       // sees key len−12 of sequence 0
       {"NaN in K, MQA N=32", {2, 1, 700, 32, 1, 128, 128, 0, {700, 650}, -1, false, true, false, 100}},
@@ -856,7 +856,7 @@ static int bench(int argc, char** argv) {
 }
 
 // `harness ceiling`: the K=1 loader alone, two ways of spreading the cache over the SMs and two copy
-// engines (session 10: the TMA decode kernel's loader alone read ≤ 3.96 TB/s at B=64 S=16k). One producer
+// engines (the TMA decode kernel's loader alone reads ≤ 3.96 TB/s at B=64 S=16k). One producer
 // warp (lane 0 issues a tile's copies), one warp releasing each stage; 128-key tiles of K and V (64 KB a
 // stage), 3 stages. splits > 0: grid (splits, 1, B) as the library (a block = a key range of one
 // sequence); splits = 0: a persistent grid whose blocks each stream an equal run of the B·S/128 tiles in

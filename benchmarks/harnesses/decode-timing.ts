@@ -35,9 +35,9 @@ export function deviceRandom(shape: number[], seed: number): Tensor {
 /**
  * Median device ms of one `call` over `repeats` timed samples after `settleMs` of back-to-back calls.
  * A sample is `batch` calls enqueued back to back between one event pair, divided by `batch`: with one
- * call a sample (batch 1), a call whose host time (43–185 µs on the device machine, session 11) nears its
+ * call a sample (batch 1), a call whose host time (43–185 µs on the device machine) nears its
  * device time (125–130 µs at B=64 S=16k K=1) pays the event records and any host stall inside its pair,
- * and rows varied by up to 25% with their order (benchmarks/results/h200/decode/2026-12-02-k1-vs-pytorch-call-timing, call 7); 50 calls a
+ * and rows varied by up to 25% with their order (benchmarks/results/h200/decode/2026-12-02-k1-vs-pytorch-call-timing); 50 calls a
  * pair read the same dense call at 4.19–4.29 TB/s where one a pair read 4.10.
  */
 export function medianMs(call: () => Tensor, repeats: number, settleMs: number, batch = 1): number {

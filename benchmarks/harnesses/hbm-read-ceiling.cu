@@ -2,8 +2,8 @@
 // sits under at issue 16's sizes (a K=1 cache of 1M tokens, H=128, bf16, is 512 MiB of K and V).
 //
 // Why: K=1 paged decode at 1M tokens reads 3.9 (block 16) to 4.1 (block 64) TB/s and dense 4.26, against
-// issue 16's goal of 4.3; sessions 13–14 put ~8–14 µs of fixed time on each call (launch gap, ramp, tail) and
-// session 11's TMA loader alone (the library's copies and grid, no arithmetic) read 4.14–4.23 TB/s at that size.
+// issue 16's goal of 4.3; each call carries ~8–14 µs of fixed time (launch gap, ramp, tail), and the kernel's
+// TMA loader alone (the library's copies and grid, no arithmetic) reads 4.14–4.23 TB/s at that size.
 // This asks the same of the simplest readers there are, so the goal can be set against what the GPU does:
 //   ldg    every thread streams 16-byte loads (ld.global.nc.L1::no_allocate), grid-stride, 8 in flight a thread;
 //   bulk   one thread a CTA keeps STAGES stages of 64 KiB in flight with cp.async.bulk copies of CHUNK bytes
@@ -324,7 +324,7 @@ struct Row {
 // `--in-flight`: scattered 4 KiB chunks against the bytes a SM keeps in flight, at 512 MiB and 1 GiB: the bulk reader
 // with its 192 KiB as 3 × 64, 6 × 32 or 12 × 16 KiB stages (a stage is refilled only when all of it has landed, so
 // finer stages keep more of it in flight) and 13 × 16 KiB (208 KiB), and plain loads from 1–4 blocks of 512 a SM
-// (64–256 KiB in flight). Why: call 5 of session 17 read scattered 4 KiB pages at 4.44 TB/s with plain loads (256
+// (64–256 KiB in flight). Why: one run read scattered 4 KiB pages at 4.44 TB/s with plain loads (256
 // KiB in flight a SM) and 3.98 with the bulk reader (≤ 192 KiB): if the bytes in flight are what costs, a decode
 // kernel's finer stages would recover some of it.
 // One row: the reader, the bytes a launch reads, its median µs and GB/s and the windows' spread; returns the GB/s.
@@ -377,7 +377,7 @@ int in_flight(const unsigned char* buf, unsigned* sink, int sms) {
 
 // `--hybrid`: scattered 4 KiB chunks of 512 MiB read by the bulk reader (one CTA a SM, 3 × 64 KiB) and the plain
 // loads (1 or 2 blocks of 512 a SM: 64 / 128 KiB in flight) at the same time, on two streams, the bulk reader taking
-// the first share f of the chunks. Why (session 18): the TMA engine reads scattered 4 KiB pages at ~3.95 TB/s and
+// the first share f of the chunks. Why: the TMA engine reads scattered 4 KiB pages at ~3.95 TB/s and
 // plain loads at 4.31–4.42, but a decode kernel whose warps load K and V into registers could not keep enough in
 // flight beside its accumulators (calls 1–3: ≤ 3.3 TB/s loads alone). If the two paths add up, a kernel that copies
 // part of each step by TMA into shared memory and loads the rest into registers is the next step.
@@ -520,13 +520,13 @@ void time_staged(const unsigned char* buf, const int* order, long long chunks, i
 }
 
 // `--staged`: scattered and ordered 4 KiB chunks at 512 MiB and 1 GiB through register-staged stages (read_staged),
-// beside the bulk reader and the plain loads. Why (session 19): plain loads read scattered 4 KiB pages at 4.31–4.47
+// beside the bulk reader and the plain loads. Why: plain loads read scattered 4 KiB pages at 4.31–4.47
 // TB/s and the TMA engine at 3.9–4.0, but every loader into shared memory measured so far (TMA, cp.async) reads like
 // the TMA engine; loads into registers stored into the stage by producer warps were not tried. If they read like plain
 // loads, a decode kernel's producer can be such warps with the consumers unchanged. Measured (benchmarks/results/
-// 2026-12-03-s19-decode, call 1, 512 MiB random): 4189–4201 GB/s at best (8 warps + TMA 8, 12 + TMA 4) against 3888 for
+// 2026-12-03-register-filled-stages, 512 MiB random): 4189–4201 GB/s at best (8 warps + TMA 8, 12 + TMA 4) against 3888 for
 // the bulk reader and 4238 / 4340 for plain loads with 64 / 128 KiB in flight; the decode kernel built that way read
-// 0.52–0.94× of the library's (calls 2–5) and was removed.
+// 0.52–0.94× of the library's and was removed.
 int staged(const unsigned char* buf, unsigned* sink, int sms) {
   std::mt19937 rng(19);
   each_chunk_order(rng, [&](double mib, long long chunks, const int* ord, const int* order, const std::string& tag) {
@@ -573,8 +573,8 @@ void print_fits(const std::vector<Row>& rows) {
 // a fixed share of the buffer: read_bulk, 128 CTAs or one a SM; or 8 CTAs a SM, the block scheduler handing out the
 // shares) or claimed from a counter (read_bulk_dynamic), over 4 and 16 KiB chunks in order and random at 512 MiB, 1 and
 // 2 GiB, with each reader's fixed time and marginal rate; at 512 MiB, one launch of each with every CTA's start and end.
-// Why (session 21): scattered 4 KiB chunks cost the static bulk reader ~10 µs of fixed time a launch against ~4 in
-// order, with a marginal rate of 4.45 TB/s (session 17, call 2). If the fixed part is the tail (CTAs whose random
+// Why: scattered 4 KiB chunks cost the static bulk reader ~10 µs of fixed time a launch against ~4 in
+// order, with a marginal rate of 4.45 TB/s. If the fixed part is the tail (CTAs whose random
 // pages the memory system serves slower end later, and the last few cannot keep HBM busy), a reader that balances its
 // CTAs dynamically reads 512 MiB of scattered pages near 4.3 TB/s, and a decode kernel of that form (persistent CTAs
 // claiming key ranges) is the next step for issue 16's K=1 goal; if not, the TMA engine's rate is what bounds it.

@@ -10,12 +10,12 @@
 // Run: benchmarks/harnesses/hopper-forward-kernel.cu check   — correctness cases (float32 GPU reference), then
 //      benchmarks/harnesses/hopper-forward-kernel.cu time    — B=4, T=S=8192, N=16 timings of every variant;
 //      benchmarks/harnesses/hopper-forward-kernel.cu profile — one launch of each library variant (and D=128 causal), for ncu;
-//      session 7: check7 / check8 (its schedules and the persistent grid against the oracle and bit
+//      check7 / check8 (its schedules and the persistent grid against the oracle and bit
 //      for bit against the base), sanitize7 / sanitize8 (small cases for compute-sanitizer), time7 /
 //      time8 / time9 (probes and tiles; each schedule beside the base), `none` (loads and exits);
-//      session 8: check10 / sanitize10 / time11 / profile10 (tiles.cuh SLACK, the conditional rescale,
-//      beside session 7's variant); check11 / time12 / time13 (three consumers at D=128);
-//      session 9: check12 / sanitize12 / time14 / time15 (the dynamic persistent grid, tiles.cuh
+//      check10 / sanitize10 / time11 / profile10 (tiles.cuh SLACK, the conditional rescale,
+//      beside the late-wait variant); check11 / time12 / time13 (three consumers at D=128);
+//      check12 / sanitize12 / time14 / time15 (the dynamic persistent grid, tiles.cuh
 //      PERSISTENT = 2, and its section of heads swept).
 // Every check draws fresh random inputs, poisons the outputs first (0xFF bytes: NaN), and compares
 // ‖out − ref‖/‖ref‖, NaN positions and the log-sum-exp; each case runs twice and must be bit-identical.
@@ -157,7 +157,7 @@ struct Problem {
   std::vector<int> qlens, kvlens;  // empty: full
   const char* nan_case;            // null, "qrow", "qinf", "padkv"
   // Standard deviation of Q and K (V stays 1): 4 gives logits of std ~16, so that a row's max jumps
-  // by far more than the rescale slack between tiles (session 8's SLACK variants).
+  // by far more than the rescale slack between tiles (SLACK variants).
   float qk_std = 1.f;
 };
 
@@ -336,7 +336,7 @@ static void check(const Problem& pr, FILE* log) {
   release(b);
 }
 
-// Session 7's schedules change the order of instructions, not the arithmetic: their outputs and
+// The schedules change the order of instructions, not the arithmetic: their outputs and
 // log-sum-exps must equal the base variant's bit for bit (on the same inputs).
 template <class C, class Base>
 static void identical(const Problem& pr, FILE* log) {
@@ -371,7 +371,7 @@ static void time_case(int D, int causal, FILE* log, int B = 4, int T = 8192, int
   RT(cudaEventCreate(&e0)); RT(cudaEventCreate(&e1));
   // Settle: ~150 ms of back-to-back calls first, so that every variant is timed under the power cap
   // (the library's bench settles 300 ms; the first harness runs did not, and read up to 7% high).
-  // With settle_ms (session 9's time14), back-to-back launches for that long, whatever one takes
+  // With settle_ms (time14), back-to-back launches for that long, whatever one takes
   // (40 launches at T=1024 B=32 are only ~20 ms).
   if (settle_ms > 0) {
     RT(cudaEventRecord(e0));
@@ -401,7 +401,7 @@ static void time_case(int D, int causal, FILE* log, int B = 4, int T = 8192, int
 }
 
 // One launch of the headline shape, for a profiler: `ncu --clock-control none -k regex:hopper_kernel ...`
-// sees every variant of the profile mode once (bench/hopper/s7-call1.sh).
+// sees every variant of the profile mode once.
 template <class C>
 static void profile_case(int causal) {
   Problem pr{4, 8192, 8192, 16, 16, C::D, causal, 0, C::FP16, {}, {}, nullptr};
@@ -436,7 +436,7 @@ static void check_all(FILE* log, bool quick) {
 }
 
 // <D, BN, STAGES, FP16, OVERLAP, BIAS, MASK, CONSUMERS, PINGPONG>
-using D128o = HopperConfig<128, 128, 2, false, true>;                     // session 4/5 default
+using D128o = HopperConfig<128, 128, 2, false, true>;                     // the first default
 using D128p = HopperConfig<128, 128, 2, false, true, 0, false, 2, true>;  // + ping-pong
 using D128p3s = HopperConfig<128, 128, 3, false, true, 0, false, 2, true>;
 using D128pf16 = HopperConfig<128, 128, 2, true, true, 0, false, 2, true>;
@@ -449,7 +449,7 @@ using D256o = HopperConfig<256, 80, 2, false, true>;
 using D256p = HopperConfig<256, 80, 2, false, true, 0, false, 2, true>;
 using D256p64 = HopperConfig<256, 64, 2, false, true, 0, false, 2, true>;
 using D256pf16 = HopperConfig<256, 80, 2, true, true, 0, false, 2, true>;
-// Session 7: other key tiles at D=128, and the probes (tiles.cuh: PROBE) of the three library variants.
+// Other key tiles at D=128, and the probes (tiles.cuh: PROBE) of the three library variants.
 using D128p160 = HopperConfig<128, 160, 2, false, true, 0, false, 2, true>;
 using D128p176 = HopperConfig<128, 176, 2, false, true, 0, false, 2, true>;
 using D128p192 = HopperConfig<128, 192, 2, false, true, 0, false, 2, true>;
@@ -460,7 +460,7 @@ using D64c3pNoSm = HopperConfig<64, 128, 2, false, true, 0, false, 3, true, fals
 using D64c3pNoLd = HopperConfig<64, 128, 2, false, true, 0, false, 3, true, false, false, false, false, 2>;
 using D256pNoSm = HopperConfig<256, 80, 2, false, true, 0, false, 2, true, false, false, false, false, 1>;
 using D256pNoLd = HopperConfig<256, 80, 2, false, true, 0, false, 2, true, false, false, false, false, 2>;
-// Session 7's schedules: late P·V wait (lw), stepped descriptors (ds), both (s7: the library's choice).
+// Schedules: late P·V wait (lw), stepped descriptors (ds), both (s7: the library's choice).
 using D128lw = HopperConfig<128, 128, 2, false, true, 0, false, 2, true, true, false>;
 using D128ds = HopperConfig<128, 128, 2, false, true, 0, false, 2, true, false, true>;
 using D128s7 = HopperConfig<128, 128, 2, false, true, 0, false, 2, true, true, true>;
@@ -485,8 +485,8 @@ using D128s7Pf16 = HopperConfig<128, 128, 2, true, true, 0, false, 2, true, true
 using D64s7P = HopperConfig<64, 128, 2, false, true, 0, false, 3, true, true, true, false, true>;
 using D256s7P = HopperConfig<256, 80, 2, false, true, 0, false, 2, true, true, true, false, true>;
 using D128s7Pser = HopperConfig<128, 128, 2, false, false, 0, false, 2, false, false, true, false, true>;
-// Session 8: FlashAttention-4's conditional rescale (tiles.cuh SLACK: the running max moves only when
-// a tile rises more than SLACK above it, base 2) on session 7's library variants.
+// FlashAttention-4's conditional rescale (tiles.cuh SLACK: the running max moves only when
+// a tile rises more than SLACK above it, base 2) on the late-wait library variants.
 template <int D, int BN, int CONSUMERS, int SLACK, bool FP16 = false>
 using S7Slack = HopperConfig<D, BN, 2, FP16, true, 0, false, CONSUMERS, true, true, true, false, false, 0, SLACK>;
 using D128k8 = S7Slack<128, 128, 2, 8>;
@@ -499,9 +499,9 @@ using D256k8 = S7Slack<256, 80, 2, 8>;
 using D128c3b80k8 = S7Slack<128, 80, 3, 8>;
 using D128c3b64k8 = S7Slack<128, 64, 3, 8>;
 using D192k8 = S7Slack<192, 112, 2, 8>;
-// Session 9: the dynamic persistent grid (tiles.cuh PERSISTENT = 2: a global atomic work counter,
+// The dynamic persistent grid (tiles.cuh PERSISTENT = 2: a global atomic work counter,
 // longest items first over L2-sized sections of heads) on a variant C, the same in all else (its
-// twin on the 2-D grid is C itself); PERSIST = 1 is session 7's static walk, for comparison.
+// twin on the 2-D grid is C itself); PERSIST = 1 is the static walk, for comparison.
 template <class C, int PERSIST = 2>
 using Dyn = HopperConfig<C::D, C::BN, C::STAGES, C::FP16, C::OVERLAP, C::BIAS, C::MASK, C::CONSUMERS, C::PINGPONG,
                          C::LATE_WAIT, C::DESC_STEP, C::GROUPED, PERSIST, C::PROBE, C::SLACK, C::DV>;
@@ -557,7 +557,7 @@ int main(int argc, char** argv) {
     check_all<D128o>(log, true);
     printf("CHECK failures: %d\n", g_failures);
   }
-  if (mode == "check7") {  // session 7: the new schedules against the oracle and bit for bit against the base
+  if (mode == "check7") {  // the new schedules against the oracle and bit for bit against the base
     check_all<D128s7>(log, false);
     check_all<D128s7f16>(log, true);
     check_all<D128s7s3>(log, true);
@@ -608,7 +608,7 @@ int main(int argc, char** argv) {
     check<D256s7P>(many256, log); identical<D256s7P, D256p>(many256, log);
     printf("CHECK failures: %d\n", g_failures);
   }
-  if (mode == "check10") {  // session 8: the rescale slack against the oracle, with wide logits too
+  if (mode == "check10") {  // the rescale slack against the oracle, with wide logits too
     check_all<D128k8>(log, false);
     check_all<D128k4>(log, true);
     check_all<D128k8f16>(log, true);
@@ -635,7 +635,7 @@ int main(int argc, char** argv) {
     check<D128k8>(a, log); check<D128k8>(c, log); check<D64k8>(d2, log); check<D256k8>(e, log);
     printf("CHECK failures: %d\n", g_failures);
   }
-  if (mode == "time11") {  // session 8: the rescale slack beside session 7's variant (off), interleaved three times
+  if (mode == "time11") {  // the rescale slack beside the late-wait variant (off), interleaved three times
     for (int causal = 0; causal < 2; ++causal)
       for (int rep = 0; rep < 3; ++rep) {
         time_case<D128s7>(128, causal, log);
@@ -679,7 +679,7 @@ int main(int argc, char** argv) {
       time_case<D128c3b80k8>(128, 0, log, 2, 16384);
     }
   }
-  if (mode == "check12") {  // session 9: the dynamic grid against the oracle, bit for bit against the 2-D grid
+  if (mode == "check12") {  // the dynamic grid against the oracle, bit for bit against the 2-D grid
     check_and_match<D128k8>(log, false);
     check_and_match<D128k8f16>(log, true);
     check_and_match<D128c3b80k8>(log, false);
@@ -740,7 +740,7 @@ int main(int argc, char** argv) {
     g_grid_cap = 0;
     printf("CHECK failures: %d\n", g_failures);
   }
-  if (mode == "time14") {  // session 9: the dynamic grid beside the library's tiles, interleaved three times
+  if (mode == "time14") {  // the dynamic grid beside the library's tiles, interleaved three times
     const int shapes[3][2] = {{4, 8192}, {16, 2048}, {32, 1024}};  // (B, T): B·T = 32k
     for (int causal = 0; causal < 2; ++causal)
       for (int rep = 0; rep < 3; ++rep)
@@ -795,7 +795,7 @@ int main(int argc, char** argv) {
     check<D128s7>(a, log); check<D64s7>(d2, log); check<D256s7>(e, log);
     printf("CHECK failures: %d\n", g_failures);
   }
-  if (mode == "time9") {  // the persistent grid beside the base and session 7's schedule, then short T
+  if (mode == "time9") {  // the persistent grid beside the base and the late-wait schedule, then short T
     for (int causal = 0; causal < 2; ++causal) {
       time_case<D128p>(128, causal, log);
       time_case<D128s7>(128, causal, log);
@@ -813,7 +813,7 @@ int main(int argc, char** argv) {
         time_case<D128s7P>(128, causal, log, 32768 / T, T);
       }
   }
-  if (mode == "sanitize7") {  // small cases of the session-7 schedules for compute-sanitizer
+  if (mode == "sanitize7") {  // small cases of the schedules for compute-sanitizer
     Problem a{1, 300, 700, 4, 2, 128, 1, 1, false, {}, {}, nullptr};
     Problem c{2, 256, 640, 2, 2, 128, 1, 1, false, {200, 256}, {333, 0}, nullptr};
     check<D128s7>(a, log); check<D128s7>(c, log);
@@ -825,7 +825,7 @@ int main(int argc, char** argv) {
     check<D128s7g>(a, log); check<D128s7g>(c, log); check<D64s7g>(d2, log); check<D256s7g>(e, log);
     printf("CHECK failures: %d\n", g_failures);
   }
-  if (mode == "time8") {  // session 7: each schedule beside the base, interleaved twice (the clock drifts 3-5%)
+  if (mode == "time8") {  // each schedule beside the base, interleaved twice (the clock drifts 3-5%)
     for (int causal = 0; causal < 2; ++causal)
       for (int rep = 0; rep < 2; ++rep) {
         time_case<D128p>(128, causal, log);
@@ -867,7 +867,7 @@ int main(int argc, char** argv) {
     profile_case<D256p>(0);
     profile_case<D128p>(1);
   }
-  if (mode == "time7") {  // session 7: tiles and probes beside the library's variants, then short T
+  if (mode == "time7") {  // tiles and probes beside the library's variants, then short T
     for (int causal = 0; causal < 2; ++causal) {
       time_case<D128p>(128, causal, log);
       time_case<D128pNoSm>(128, causal, log);

@@ -1,4 +1,4 @@
-"""A model of the Hopper forward kernel's block schedules (session 9's predictions, no GPU): items are
+"""A model of the Hopper forward kernel's block schedules (predictions, no GPU): items are
 query blocks of BM rows with t key tiles each (causal: the tiles up to the diagonal, top-left, T=S),
 a block runs them one after another on its SM, each tile takes 1 unit and each item a fixed cost on
 top (Q load, pipeline fill, O store: `fixed` units exposed on the 2-D grid, `overlapped` units left
@@ -6,8 +6,8 @@ when the persistent grid overlaps them with the neighbouring items). L2 is not m
 
   2-D grid   the hardware hands the next block (head-major, longest query block first within a head)
              to the first SM that frees up
-  static     session 7's persistent walk: block p runs items p, p + P, ... (same order)
-  dynamic    session 9: the next item of the sectioned longest-first order to the first free block
+  static     persistent walk: block p runs items p, p + P, ... (same order)
+  dynamic    the next item of the sectioned longest-first order to the first free block
              (`partial`: with a partial last section, as GROUPED's order has; the kernel balances them)
 
 Prints, per case, each schedule's time over the 2-D grid's (lower is faster) and its idle share.

@@ -53,7 +53,7 @@ function wallPerCall(fn: () => void, calls = 2000, bursts = 5): number {
 /**
  * Medians (ms) of several calls timed in alternating blocks (ABAB…) after one shared settle, so that
  * the H200's slowing under its power cap as a run goes on falls on every call alike: timed one after
- * the other, the second of two equal calls came out ~15% slower (session 5, s5-final README).
+ * the other, the second of two equal calls came out ~15% slower .
  */
 function interleavedMs(fns: readonly (() => void)[], rounds = 6, iterations = 8): number[] {
   const end = performance.now() + 150;

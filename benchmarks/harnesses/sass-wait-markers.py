@@ -1,4 +1,4 @@
-"""Where the waits sit in a Hopper kernel's SASS (session 7): reads `cuobjdump -sass -fun <name>` on
+"""Where the waits sit in a Hopper kernel's SASS: reads `cuobjdump -sass -fun <name>` on
 stdin and prints, in order, the synchronisation instructions (WARPGROUP.DEPBAR, BAR, SYNCS, VOTE,
 the last HGMMA of each chain) with runs of MUFU.EX2 collapsed, so one can see whether the wait for
 P·V (DEPBAR.LE gsb0, 0x0) comes after the softmax's exponentials or before them.

@@ -349,7 +349,7 @@ export function runFp8Bench() {
     device: getCudaContext().properties.name,
     cudnn: env.ok ? env.env.version : env.reason,
     command: 'node --import tsx benchmarks/harnesses/te-fp8-parity-and-speed.ts',
-    // pack-device.sh records the commit for runs on a machine without .git (scripts/gpu-session.sh).
+    // pack-device.sh records the commit for runs on a machine without .git (ATTNLAB_COMMIT).
     commit: process.env.ATTNLAB_COMMIT ?? null,
     timing: `CUDA events around each call; throughput: ${ROUNDS} alternating rounds of bf16 and FP8, each ${SETTLE_MS} ms of back-to-back calls then ${ITERATIONS} timed ones, median of all; parts: ${ITERATIONS} calls each after 3 warm-up calls, median`,
     bf16Parity: results.filter((r) => r.section.kind === 'parity').map((r) => r.value),

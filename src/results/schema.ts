@@ -136,7 +136,7 @@ export interface RowTiming {
    * The GPU's power state over the timed calls (attnlab GPU rows where NVML answers, bench/gpu-power.ts): % of
    * the time its power limit held it below its clocks, mean W drawn, the limit.
    */
-  /** sampledMs: absent in files recorded before the field existed. */
+  /** sampledMs: files before 2026-12-02 have no such field. */
   power?: { cappedPercent: number; meanWatts: number; sampledMs?: number; limitWatts: number };
 }
 

@@ -1,6 +1,6 @@
 /**
  * The device scripts, without a GPU: every shell script parses (`bash -n`), and scripts/gpu-verify.sh
- * — the one call that verifies a session — runs to its summary table with a fake `node` and a fake
+ * — the one command that verifies the GPU suite — runs to its summary table with a fake `node` and a fake
  * `compute-sanitizer` on PATH, so that an edit to it or to scripts/gpu-lib.sh that would cost a device
  * call (a missing helper, a broken table, variables not reaching a shard) fails here first.
  */
@@ -97,7 +97,7 @@ describe('device scripts', () => {
       assert.match(row(shard), /pass=1 fail=0 skipped=0 +rc=0$/, `${shard} in\n${table}`);
     assert.match(row('nan'), /pass=1 fail=1 skipped=0 +rc=0$/, table);
     assert.match(row('wgmma-bfloat16'), /skipped=1 /, `the shard's variables reach node:\n${table}`);
-    // The step groups gpu-verify.sh shares with bench/ session scripts (scripts/gpu-steps.sh) run too.
+    // The step groups gpu-verify.sh shares with other device scripts (scripts/gpu-steps.sh) run too.
     for (const shard of ['wgmma-float16', 'wgmma-other'])
       assert.match(row(shard), /pass=1 fail=0 skipped=1 +rc=0$/, `${shard} in\n${table}`);
     for (const tool of ['memcheck', 'racecheck', 'synccheck'])

@@ -135,7 +135,7 @@ describe('GPU FP8: NaN in Q, K or V reaches exactly the rows that see it (vs the
         // As test/gpu/fp8.test.ts: e4m3 rounds O (2^-4 of |O|max) and cuDNN rounds P about as much;
         // plus one e4m3 step of O at the element, since the GPU and the emulation each round O once.
         // Delayed scaling's first step stores O at scale 1, where a step is 2^-4 of the value itself:
-        // 0.625 for 0.75 (two steps) at |O|max < 1 is possible, past the |O|max·2^-3 bound alone.
+        // one run saw 0.625 for 0.75 (two steps) at |O|max < 1, past the |O|max·2^-3 bound alone.
         const scaleInv = step.output8!.scaleInv;
         const wrong = compareFp8(got, want, (x) => oMax * 2 ** -3 + e4m3Step(x, scaleInv));
         assert.deepEqual(wrong, [], `${step.variant}: ${wrong.join('; ')}`);

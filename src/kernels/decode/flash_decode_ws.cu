@@ -1,7 +1,6 @@
 // The heads kernel (flash_decode_heads.cu) with a producer warp: the same whole-token-row bulk copies,
-// row tiles, online softmax and shared-memory merge, but no block-wide barrier per tile. The library
-// runs its TMA form (TMA = true: decode-tma.ts); the row-copy forms run in the harness only
-// (benchmarks/harnesses/decode-kernel.cu).
+// row tiles, online softmax and shared-memory merge, but no block-wide barrier per tile. The
+// experiment for paged MQA (K=1), harness only (benchmarks/harnesses/decode-kernel.cu; the library does not run it).
 //
 // Why (docs/internals/decode.md): at K=1 each 512-byte K+V token row serves 32 query heads, 4
 // m16n8k16 MMAs per key, and heads1.4x32.s3 reads 2.99 TB/s dense = 23.4 GB/s per SM over 128 SMs,
@@ -30,8 +29,8 @@
 #include "decode/decode_warp.cuh"
 
 // PRODUCERS: producer warps of the row copies, warps CONSUMERS … CONSUMERS + PRODUCERS − 1, splitting a
-// tile's rows by 32-row chunks (one producer warp issues ~68 clocks per row copy, 256 a 128-key tile, and
-// ws1.4x32.s3f reads 0.33× of heads1.4x32.s3). TMA: the tile as a handful of tensor
+// tile's rows by 32-row chunks (measured: one producer warp issues ~68 clocks per row copy, 256 a
+// 128-key tile, and ws1.4x32.s3f read 0.33× of heads1.4x32.s3). TMA: the tile as a handful of tensor
 // copies instead (decode_tma.cuh; HB = 1, D = DV = 128, one producer warp): unpadded 128-byte-swizzled
 // halves, read through Sw128Layout.
 template <int D, int DV, bool FP16, int HB, int RTH, int SLICES, int KPW, int STAGES, bool QSMEM, int MINB,
@@ -46,7 +45,7 @@ struct WsConfig {
   // ROWGROUPS: blocks that share one key range, each with TILES row tiles of the head's rows (rank·TILES·16 …),
   // adjacent in the grid's x (split · ROWGROUPS + rank), each reading the whole range: the second read of a
   // tile hits the L2, and a row group replaces a split and its share of the combine (benchmarks/results/
-  // 2026-12-02-s11-decode: B=64 S=16k K=1 dense 3910 → 4175 GB/s with one split instead of two)
+  // benchmarks/results/h200/decode/2026-12-02-k1-loop-overheads: B=64 S=16k K=1 dense 3910 → 4175 GB/s with one split instead of two)
   static constexpr int ROWGROUPS_ = ROWGROUPS;
   // MULTICAST: the row group's two blocks as one cluster of two CTAs (the kernel's __cluster_dims__), its
   // producers each copying half of every tile into both (tma_produce): one read of a tile from the L2 for the
@@ -183,7 +182,7 @@ struct WsLayouts<C, true> {
 // flash_decode_combine would (a warp a row, from the L2) and sets the counter back to zero for the next launch.
 // Why: the combine's own launch and its wait for the split kernel's last block cost ~5% of a 1M-token K=1 call
 // (benchmarks/results/h200/decode/2026-12-02-k1-loop-overheads §1: the loader alone read 4019 GB/s at two splits against 4226 for its
-// copies alone). It measures slower, not faster (benchmarks/results/h200/decode/2026-12-02-cache-length-row-groups): the host runs it only
+// copies alone). Measured slower, not faster (benchmarks/results/h200/decode/2026-12-02-cache-length-row-groups): the host runs it only
 // where decodeTuning.combine = 'fused' asks (decode-tma.ts, tmaCombinesInSplit).
 // `scratch`: shared memory no thread reads any more (the stages and merge slots): the flag, then the weights.
 template <class C, bool FP16>

@@ -323,7 +323,7 @@ __device__ __forceinline__ TileWork dynamic_tile(const FlashParams& p, int i, in
 
 // The dynamic grid's section of heads (dynamic_tile). Without a causal mask every item of a head
 // has the same work: one head per section, the 2-D grid's order (the blocks in flight share one or
-// two heads' K/V in L2, which GROUPED's six heads of 24 MiB do not: −6…−8%). Causal:
+// two heads' K/V in L2, which GROUPED's six heads of 24 MiB did not: −6…−8%). Causal:
 // the longest items of a section go first, and a section must hold enough work after its longest
 // items that the other blocks are still busy when those end: with P blocks and q query blocks per
 // head (q…1 tiles of keys, ~q²/2 per head) the g heads' work after the first g items, ~g·q²/2,
@@ -538,8 +538,8 @@ template __global__ void hopper_fwd_test<HopperConfig<128, 128, 2, true, false>>
 template __global__ void hopper_fwd_test<HopperConfig<256, 80, 2, false, true>>(const __grid_constant__ HopperParams);
 template __global__ void hopper_fwd_test<HopperConfig<128, 128, 2, false, true, 1, true>>(const __grid_constant__ HopperParams);
 template __global__ void hopper_fwd_test<HopperConfig<256, 80, 2, true, true, 2, false>>(const __grid_constant__ HopperParams);
-// The library's table (hopper-variant.ts): ping-pong, three consumers at D=64, the late P·V wait,
-// stepped descriptors and the rescale slack.
+// The library's table (hopper-variant.ts): ping-pong, three consumers at D=64, the late P·V
+// wait and stepped descriptors, the rescale slack.
 template __global__ void hopper_fwd_test<HopperConfig<64, 128, 2, false, true, 0, false, 3, true, true, true, false, false, 0, 8>>(const __grid_constant__ HopperParams);
 template __global__ void hopper_fwd_test<HopperConfig<128, 128, 2, true, true, 1, true, 2, true, true, true, false, false, 0, 8>>(const __grid_constant__ HopperParams);
 template __global__ void hopper_fwd_test<HopperConfig<256, 80, 2, false, true, 3, false, 2, true, true, true, false, false, 0, 8>>(const __grid_constant__ HopperParams);
@@ -548,10 +548,10 @@ template __global__ void hopper_fwd_test<HopperConfig<128, 128, 2, false, true, 
 template __global__ void hopper_fwd_test<HopperConfig<128, 128, 2, false, true, 0, false, 2, true, true, true, true>>(const __grid_constant__ HopperParams);
 template __global__ void hopper_fwd_test<HopperConfig<128, 128, 2, false, true, 1, true, 2, true, true, true, false, true>>(const __grid_constant__ HopperParams);
 template __global__ void hopper_fwd_test<HopperConfig<64, 128, 2, true, true, 0, false, 3, true, true, true, false, true>>(const __grid_constant__ HopperParams);
-// The dynamic persistent grid on the library's D=128 tiles.
+// The dynamic persistent grid (harness only): the library's D=128 tiles.
 template __global__ void hopper_fwd_test<HopperConfig<128, 80, 2, false, true, 0, false, 3, true, true, true, false, 2, 0, 8>>(const __grid_constant__ HopperParams);
 template __global__ void hopper_fwd_test<HopperConfig<128, 128, 2, true, true, 1, true, 2, true, true, true, false, 2, 0, 8>>(const __grid_constant__ HopperParams);
-// The head dims of hopper-variant.ts (hopperTiles): D=192 at BN=112, and key/value dims of
+// Head dims (hopper-variant.ts hopperTiles): D=192 at BN=112, and key/value dims of
 // different box counts (192/128, 128/64, 256/128 at BN=96, 64/256 at BN=80), with and without bias/mask.
 template __global__ void hopper_fwd_test<HopperConfig<192, 112, 2, false, true, 0, false, 2, true, true, true, false, false, 0, 8>>(const __grid_constant__ HopperParams);
 template __global__ void hopper_fwd_test<HopperConfig<192, 128, 2, true, true, 1, true, 2, true, true, true, false, false, 0, 8, 128>>(const __grid_constant__ HopperParams);

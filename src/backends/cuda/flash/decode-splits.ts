@@ -115,7 +115,7 @@ const TUNING_VALUES: { readonly [F in keyof Required<DecodeTuning>]: readonly un
 /**
  * `fields` (a bench's --tuning JSON, parsed) checked against DecodeTuning and set into decodeTuning: an unknown
  * key or a value a field does not take is an InvalidArgumentError naming `argument` and the key (a removed
- * field, such as `prefetch`, would otherwise do nothing and say nothing).
+ * field, as the removed `prefetch`, would otherwise do nothing and say nothing).
  */
 export function applyDecodeTuning(fields: unknown, argument = 'decodeTuning'): void {
   if (typeof fields !== 'object' || fields === null || Array.isArray(fields))

@@ -28,7 +28,7 @@
  *   block 64. Where the first form runs one split (B=128 S=8k) row groups would make two waves (3716
  *   against 4058), and a block reading a whole range issues twice the copies: with 16-row pages that
  *   starves it (3671 against the first form's 3811), so pages under 32 rows keep the first form unless its
- *   grid fills at most half the GPU (B=1 S=32k, 32 blocks: 786 against 602; benchmarks/results/h200/decode/2026-12-02-tma-kernel-every-k) — or the pair is a
+ *   grid fills at most half the GPU (B=1 S=32k, 32 blocks: 786 against 602) — or the pair is a
  *   cluster (tmaMulticast: on pages of 16 rows and more the two blocks are one two-CTA cluster whose producers
  *   each copy half of every tile into both, TMA multicast; +0.5–2.1% at K=1, benchmarks/results/h200/decode/2026-12-02-1m-tokens-k1-multicast).
  * Boxes: a copy moves one 128-byte half of a page's rows (or a dense tile's 128), or, grouped, both halves
@@ -75,9 +75,9 @@ const ROW_GROUP_MIN_PAGE = 32;
  * The most keys one block of a row group reads. The group's second read of a tile is an L2 hit only while
  * the tile is still there: at ~4.4 TB/s the H200's 50 MB L2 turns over in ~11 µs, a few tiles of one block's
  * progress, so the two blocks may drift apart only that far, and over a longer range they drift further.
- * Measured (benchmarks/results/h200/decode/2026-12-02-cache-length-row-groups, B=64 K=1, one split in row groups against the one-block
- * form's two, dense / block 64, GB/s): S=32k 4433 / 4253 against 4294 / 4190, S=48k 4429 / 4349 against
- * 4386 / 4329, S=64k 3842 / 3809 against 4417 / 4354 (another run: 4455 at S=32k, 3970 at S=64k).
+ * Measured (benchmarks/results/h200/decode/2026-12-02-cache-length-row-groups, B=64 K=1, one split in row groups against the
+ * one-block form's two, dense / block 64, GB/s): S=32k 4433 / 4253 against 4294 / 4190, S=48k 4429 / 4349
+ * against 4386 / 4329, S=64k 3842 / 3809 against 4417 / 4354 (another run: 4455 at S=32k, 3970 at S=64k).
  */
 export const ROW_GROUP_MAX_KEYS = 49152;
 
@@ -102,10 +102,10 @@ export function tmaSupport(p: AttentionProblem, arch: string): Support {
 
 /**
  * Whether the measured rule runs this kernel for `p` where the heads kernel would run (B·S ≥ 128k cached
- * tokens): wherever it can. Kernels alone, same run (benchmarks/results/h200/decode/2026-12-02-tma-kernel-every-k, H200, B=64
- * S=16k): at K=8 (4 rows a kv head, one block each) it reads 4413 / 4388 / 4376 GB/s dense / block 16
+ * tokens): wherever it can. Kernels alone, same run (benchmarks/results/h200/decode/2026-12-02-tma-kernel-every-k, H200,
+ * B=64 S=16k): at K=8 (4 rows a kv head, one block each) it reads 4413 / 4388 / 4376 GB/s dense / block 16
  * / block 64 against the heads kernel's 4229 / 4252 / 4258 (4 kv heads a block), and at K=1
- * (benchmarks/results/h200/decode/2026-12-02-k1-loop-overheads) 4183 / 3780 / 4056 against 3.0 / 2.8 / 2.8 TB/s.
+ * 4183 / 3780 / 4056 against 3.0 / 2.8 / 2.8 TB/s.
  */
 export function tmaPreferred(p: AttentionProblem, arch: string): boolean {
   return tmaSupport(p, arch).ok;
@@ -139,9 +139,8 @@ export function tmaPreferredShort(p: AttentionProblem, arch: string): boolean {
  * (benchmarks/results/h200/decode/2026-12-02-1m-tokens-k8-k4, GB/s a call at B=64 S=16k / B=128 S=8k, block 16: K=4, 4438 /
  * 4467 against 4375–4379 / 4376–4381 with groups of 8 in the runs before and after, half boxes 4448 / 4319;
  * interleaved, two processes each, K=8 4452–4454 / 4443–4444 against 4405–4406 / 4339–4342 and K=4
- * 4342–4349 / 4339 against 4274–4277 / 4262–4263; the two-tile MQA form measures the other way, 3702
- * against 3772, benchmarks/results/h200/decode/2026-12-02-fixed-cost-dependent-launch); row groups' pages groups of up to 32 (a group never
- * spans two pages).
+ * 4342–4349 / 4339 against 4274–4277 / 4262–4263; the two-tile MQA form was measured the other way,
+ * 3702 against 3772); row groups' pages groups of up to 32 (a group never spans two pages).
  */
 function boxGroupFor(p: AttentionProblem, rowGroups: 1 | 2, rowTiles: 1 | 2): DecodeTmaVariant['boxGroup'] {
   const page = p.paged?.blockSize ?? 0;
@@ -218,9 +217,14 @@ export function tmaVariant(
 }
 
 /**
- * What tmaVariant takes beside the row groups: forced box rows and row tiles, clusters. The tensor copies are
- * the only loader: an L2 prefetch by the producer, two cp.async producer warps and V through producer
- * registers all measured slower (0.27–0.94×; docs/internals/decode.md lists them).
+ * What tmaVariant takes beside the row groups: forced box rows and row tiles, clusters. Two
+ * other loaders were measured at K=1 B=64 S=16k and removed (benchmarks/results/h200/decode/2026-12-03-l2-prefetch-read-ceiling): an L2 prefetch of the
+ * tiles ahead by the producer, 0.73–0.89×, and two producer warps of 16-byte cp.async filling the same
+ * stages, 0.27–0.49× (two warps cannot issue 64 KiB a tile fast enough; a bare reader needs 8). A third
+ * was measured and removed (benchmarks/results/h200/decode/2026-12-03-register-filled-stages, the kernel at commit 90c2269): V loaded into
+ * the registers of 4 or 8 producer warps and stored into the stages while K stayed on tensor copies (a bare reader of
+ * that form read scattered 4 KiB pages at 4.19–4.20 TB/s against the TMA engine's 3.89), 0.52–0.94× of the rule in
+ * every form (block 16 3597 against 3843 GB/s at best).
  */
 export interface TmaForm {
   readonly boxGroup?: number;
@@ -237,7 +241,7 @@ export interface TmaForm {
  * form 3835–3837 (+2.1%; two independent blocks read 3661–3671 there), block 64 4112–4117 against
  * 4091–4096, B=8 S=128k block 16 / 64 3817 / 4018–4019 against 3778 / 3963–3967; dense 4246–4250 against
  * 4262–4265 and 4128–4130 against 4129–4132. Each consumer warp releases a stage in both CTAs with a plain
- * remote arrive: with release at cluster scope (a fence a warp a tile) the same kernel reads 0.68×.
+ * remote arrive: with release at cluster scope (a fence a warp a tile) the same kernel read 0.68×.
  */
 export function tmaMulticast(p: AttentionProblem, forced?: boolean): boolean {
   if (forced !== undefined) return forced;
@@ -249,7 +253,7 @@ export function tmaMulticast(p: AttentionProblem, forced?: boolean): boolean {
  * split it (`splitsOfOne` ≥ 2) and both of them have rows (17–32 a kv head), with pages, if any, of 32 rows
  * or more, or of any size where the one-block grid (B·K·splitsOfOne blocks) fills at most half of the
  * `multiprocessors`: the copies that starve row groups of 16-row pages at B=64 (128 blocks: 3671 against
- * 3811 GB/s) do not at B=1 (32 blocks: 786 against 602, benchmarks/results/h200/decode/2026-12-02-tma-kernel-every-k). `groupedKeys`, the keys a block
+ * 3811 GB/s) do not at B=1 (32 blocks: 786 against 602). `groupedKeys`, the keys a block
  * of the grouped form would read (its longest range over its split count), at most ROW_GROUP_MAX_KEYS.
  * Where the pair is a cluster sharing its copies (tmaMulticast, `multicast` forcing it as decodeTuning does),
  * each CTA issues half of them and 16-row pages fit as well. decodeTuning.rowGroups (`forced`) forces either.
@@ -276,7 +280,7 @@ export function tmaRowGroups(
  * block of a key range to finish merges its splits' partial rows; no combine kernel runs): only where
  * decodeTuning.combine (`forced`) = 'fused'. Meant to save the combine's launch and its wait for the split
  * kernel's last block (~5% of a 1M-token K=1 call at two splits, benchmarks/results/h200/decode/2026-12-02-k1-loop-overheads §1), it
- * measures slower where the library runs 2–4 splits (benchmarks/results/h200/decode/2026-12-02-cache-length-row-groups, same run,
+ * measured slower where the library runs 2–4 splits (benchmarks/results/h200/decode/2026-12-02-cache-length-row-groups, same run,
  * GB/s fused against the combine kernel: B=8 S=128k K=4, 4 splits, 4251 / 3809 / 4209 against 4341 / 4314 /
  * 4300 dense / block 16 / block 64; B=64 S=64k K=1, 2 splits, 4159 / 3818 / 4048 against 4328 / 4300 / 4261;
  * K=8 at 2 splits within 0.2%).
@@ -303,8 +307,8 @@ export const DEPENDENT_MAX_BYTES = 2 ** 30;
  * (ATTNLAB_DEPENDENT_LAUNCH, config.ts): the split kernel (it waits for the work before it) and the combine
  * after it. 'auto' (unset): both where the keys are split (a combine follows; the kernel's own combine aside) and
  * the cache read is under DEPENDENT_MAX_BYTES; every launch ('all', =1) makes one-split calls back to back slower
- * (B=64 S=16k K=1 row groups 4134 → 3602 dense, 4026 → 3398 block 64, benchmarks/results/h200/decode/2026-12-02-fixed-cost-dependent-launch;
- * 146 against 125 µs a call, benchmarks/results/h200/decode/2026-12-02-k1-loop-overheads), so no other value makes a one-split call's kernel a dependent.
+ * (B=64 S=16k K=1 row groups 4134 → 3602 dense, 4026 → 3398 block 64; 146 against 125 µs a call),
+ * so no other value makes a one-split call's kernel a dependent.
  */
 export function tmaDependentLaunches(
   choice: DependentLaunchChoice,

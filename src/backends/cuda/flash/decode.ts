@@ -6,7 +6,7 @@
  * (flash_decode_heads.cu, decode-heads.ts: whole token rows of up to 8 kv heads a block) for long
  * caches where it runs and measured faster than the row-tile kernel; its TMA form (flash_decode_ws.cu,
  * decode-tma.ts: one kv head a block, a producer warp's tensor copies) in its place wherever that can run
- * (+2–6% at K=8, 1.20–1.32× at K=1, benchmarks/results/h200/decode/2026-12-02-tma-kernel-every-k) and on MQA-like caches from 32k tokens; and the
+ * (+2–6% at K=8, 1.20–1.32× at K=1) and on MQA-like caches from 32k tokens; and the
  * row-tile kernel (flash_decode.cu, below) for the rest.
  *
  * Which problems take the decode path: every paged or packed one (the prefill kernel has neither),
@@ -18,7 +18,7 @@
  * 16-byte multiples) or by 16-byte cp.async elsewhere (decodeTuning.loader forces either); both
  * passed the decode GPU tests on the H200, and compute-sanitizer memcheck of benchmarks/harnesses/decode-kernel.cu's
  * nvcc build of the same kernel source (benchmarks/results/h200/decode/2026-12-01-row-tile-split-counts; the heads kernel:
- * benchmarks/results/h200/decode/2026-12-01-heads-kernel-cudnn-paged). The split count comes from decode-splits.ts.
+ * 2026-12-01-heads-kernel-cudnn-paged). The split count comes from decode-splits.ts.
  */
 import { config } from '../../../config.js';
 import { AttnlabError, InvalidArgumentError } from '../../../errors.js';
@@ -101,9 +101,9 @@ function bulkLoadable(p: AttentionProblem, arch: string): boolean {
  * The loader where both can run, by layout, as measured on the H200 (benchmarks/results/h200/decode/2026-12-01-row-tile-split-counts,
  * kernel alone, B·S = 1M, K=8): a paged cache reads 3.6 TB/s by bulk copies against 2.6 by cp.async
  * (the bulk loader loads each row's table entry a tile ahead; cp.async's addresses wait on it), a
- * dense or packed one 4.0 by cp.async against 3.9 by bulk copies. The P·V product has no unrolled
- * scalar fallback: it made RT=4 take ~32 s to compile in NVRTC (47k PTX lines against 6k), long enough
- * to look like a stalled launch, and a test process inside that native call ignores SIGTERM.
+ * dense or packed one 4.0 by cp.async against 3.9 by bulk copies. A "stall at the first
+ * bulk launch" was NVRTC time, not the loader: the unrolled scalar P·V fallback made RT=4 take ~32 s
+ * to compile (47k PTX lines; 6k now), and a test process inside that native call ignores SIGTERM.
  */
 const defaultLoader = (p: AttentionProblem): 'bulk' | 'async' => (p.paged ? 'bulk' : 'async');
 
