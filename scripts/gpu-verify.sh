@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole GPU suite in one device call, sharded so that it ends inside the call's limit, with the
-# sanitizer checks beside it. Run through .device/on-gpu.sh from the project root:
+# sanitizer checks beside it. Run through .device/on-gpu.sh (made by `sh scripts/pack-device.sh`) from the
+# project root:
 #   bash .device/on-gpu.sh bash scripts/gpu-verify.sh "$OUT" [cap seconds, default 300] [only: a bash regex of
 #   the shard and sanitizer names to run, e.g. 'decode' after a change to the decode path alone; test files with no
 #   shard of their own run in the shard named `rest`]
@@ -130,7 +131,7 @@ hopper_dynamic_sanitizers
 wait
 # The host-hidden timer's tests assert times (a 300 µs spin within 290–400 µs; a call with 200 µs of host timed
 # plainly at ≥ 190 µs), and ~50 processes sharing the GPU time-slice it: one run's spin read
-# 425 µs, another's (least of three) 433 µs and the plain call 183 µs (its start event ran late).
+# 425 µs, another's (least of three) 433 µs and the plainly timed one 183 µs (its start event ran late).
 # They run here, alone on a quiet GPU, as `npm run test:gpu`'s few processes would.
 shard timing - test/gpu/hidden-host.test.ts
 wait
