@@ -51,12 +51,12 @@ export interface DecodeDispatchTable {
 const S8 = 'benchmarks/results/h200/decode/2026-12-01-persistent-kernel-library-calls';
 // Library calls (benchmarks/harnesses/decode-bandwidth.ts --table-room: block tables with one spare column, the
 // tables this table speaks for), flash, cudnn and PyTorch in one run.
-const libraryS8 = { kind: 'library', source: `${S8}/call2-library.json` } as const;
+const libraryS8 = { kind: 'library', source: `${S8}/run2-library.json` } as const;
 // At e1910a3: flash with the TMA decode kernel at K=8, 4 and 1 from 128k cached tokens and at B=1 S=32k K=1,
 // cudnn and PyTorch in one run, each row 20 library calls between a pair of events.
 const S12 = 'benchmarks/results/h200/decode/2026-12-02-tma-kernel-every-k';
-const callS12 = { kind: 'library', source: `${S12}/call3-big.json` } as const;
-const callS12Small = { kind: 'library', source: `${S12}/call3-small.json` } as const;
+const callS12 = { kind: 'library', source: `${S12}/run3-big.json` } as const;
+const callS12Small = { kind: 'library', source: `${S12}/run3-small.json` } as const;
 // At 4d32aac: flash's TMA kernel with one row tile at K=8 and 4 (decode-tma.ts, oneBlockRowTiles), cuDNN
 // and PyTorch in one run, tables with room, 20 library calls between a pair of events.
 const callS15 = {
