@@ -48,23 +48,23 @@ export interface DecodeDispatchTable {
   readonly cases: readonly MeasuredDecodeCase[];
 }
 
-const S8 = 'benchmarks/results/h200/decode/2026-12-01-persistent-kernel-library-calls';
+const LIBRARY_CALLS = 'benchmarks/results/h200/decode/2026-12-01-persistent-kernel-library-calls';
 // Library calls (benchmarks/harnesses/decode-bandwidth.ts --table-room: block tables with one spare column, the
 // tables this table speaks for), flash, cudnn and PyTorch in one run.
-const libraryS8 = { kind: 'library', source: `${S8}/run2-library.json` } as const;
+const libraryCalls = { kind: 'library', source: `${LIBRARY_CALLS}/run2-library.json` } as const;
 // At e1910a3: flash with the TMA decode kernel at K=8, 4 and 1 from 128k cached tokens and at B=1 S=32k K=1,
 // cudnn and PyTorch in one run, each row 20 library calls between a pair of events.
-const S12 = 'benchmarks/results/h200/decode/2026-12-02-tma-kernel-every-k';
-const callS12 = { kind: 'library', source: `${S12}/run3-big.json` } as const;
-const callS12Small = { kind: 'library', source: `${S12}/run3-small.json` } as const;
+const TMA_EVERY_K = 'benchmarks/results/h200/decode/2026-12-02-tma-kernel-every-k';
+const tmaEveryK = { kind: 'library', source: `${TMA_EVERY_K}/run3-big.json` } as const;
+const tmaEveryKSmall = { kind: 'library', source: `${TMA_EVERY_K}/run3-small.json` } as const;
 // At 4d32aac: flash's TMA kernel with one row tile at K=8 and 4 (decode-tma.ts, oneBlockRowTiles), cuDNN
 // and PyTorch in one run, tables with room, 20 library calls between a pair of events.
-const callS15 = {
+const oneRowTile = {
   kind: 'library',
   source: 'benchmarks/results/h200/decode/2026-12-02-1m-tokens-k8-k4/run2-table.json',
 } as const;
 // At 2babb36: the block-16 rows again, the one-tile form reading a 16-row page a box (+1.1–2.4% over groups of 8).
-const callS15Pages16 = {
+const oneRowTilePages16 = {
   kind: 'library',
   source: 'benchmarks/results/h200/decode/2026-12-02-1m-tokens-k8-k4/run4-table16.json',
 } as const;
@@ -93,61 +93,61 @@ function step(
 /**
  * The H200 (cuDNN 9.19.0: dense on the unified graph, engine 8, paged on the composite graph, engine 1,
  * both its sm80 wmma kernel). From 128k cached tokens at K=8 and 4 (flash on its TMA kernel with one row
- * tile), dense and block 64 (callS15): cuDNN first by 0.04–2.0% but for B=8 S=128k dense K=8 (flash
- * 4597 against 4584) and block 64 (4538 / 4500 against 4480 / 4413 at K=8 / 4); block 16 (callS15Pages16), a 16-row
+ * tile), dense and block 64 (oneRowTile): cuDNN first by 0.04–2.0% but for B=8 S=128k dense K=8 (flash
+ * 4597 against 4584) and block 64 (4538 / 4500 against 4480 / 4413 at K=8 / 4); block 16 (oneRowTilePages16), a 16-row
  * page a box: flash first at K=8 (4476–4529 against 4456–4475) and at B=8 S=128k K=4 (4444 against 4421),
  * cuDNN by 0.1–0.4% at B=64 and 128 K=4. Those two GPUs never reached their 700 W cap in the runs (SM clock
  * 1980 MHz throughout); a third H200, capped in 8–82% of its samples, had flash first on paged K=4 even with
  * groups of 8 (4301 / 4355 against 4192 / 4263 at B=64, 4265 / 4315 against 4084 / 4236 at B=128, blocks 16 /
  * 64): where the two are that close the order is the GPU's, and the table keeps the runs with tables with room.
- * At K=1 (callS12): flash on every MQA cache (dense 3.98–4.09 against 2.66–3.80, paged 3.77–3.99 against
+ * At K=1 (tmaEveryK): flash on every MQA cache (dense 3.98–4.09 against 2.66–3.80, paged 3.77–3.99 against
  * 2.41–3.16). With two row tiles flash read 4.08–4.44 dense and 3.73–4.40 paged at K=8 and 4, second but for
  * one tie (benchmarks/results/h200/decode/2026-12-02-tma-kernel-every-k). At B=1 S=32k K=1 cuDNN is first (832 / 479 / 483 GB/s against flash's
  * row groups 664 / 407 / 424; the host sets both, ~25–45 µs a call). At
- * B=1 K=8 (libraryS8): flash on paged caches (S=2k: 0.21 vs 0.16, S=32k: 2.35–2.50 vs 1.81–2.15), cuDNN on
+ * B=1 K=8 (libraryCalls): flash on paged caches (S=2k: 0.21 vs 0.16, S=32k: 2.35–2.50 vs 1.81–2.15), cuDNN on
  * the dense one at S=32k (3.27 vs 2.74). Not recorded: dense B=1 S=2k, where the two are within the run's
- * noise (flash 276 GB/s, cudnn 265 and 307 in two rows of the same run, `S8`): the registry's order
+ * noise (flash 276 GB/s, cudnn 265 and 307 in two rows of the same run, `LIBRARY_CALLS`): the registry's order
  * (cudnn first) stays.
  */
 export const H200_DECODE: DecodeDispatchTable = {
   gpu: 'NVIDIA H200',
   dtype: 'bfloat16',
   cases: [
-    step(64, 16384, 8, 'dense', [4516, callS15], [4565, callS15]),
-    step(8, 131072, 8, 'dense', [4597, callS15], [4584, callS15]),
-    step(128, 8192, 8, 'dense', [4534, callS15], [4562, callS15]),
-    step(64, 16384, 8, 'paged16', [4508, callS15Pages16], [4456, callS15Pages16]),
-    step(8, 131072, 8, 'paged16', [4529, callS15Pages16], [4475, callS15Pages16]),
-    step(128, 8192, 8, 'paged16', [4476, callS15Pages16], [4473, callS15Pages16]),
-    step(64, 16384, 8, 'paged64', [4492, callS15], [4531, callS15]),
-    step(8, 131072, 8, 'paged64', [4538, callS15], [4480, callS15]),
-    step(128, 8192, 8, 'paged64', [4508, callS15], [4570, callS15]),
-    step(64, 16384, 4, 'dense', [4541, callS15], [4614, callS15]),
-    step(8, 131072, 4, 'dense', [4523, callS15], [4564, callS15]),
-    step(128, 8192, 4, 'dense', [4470, callS15], [4561, callS15]),
-    step(64, 16384, 4, 'paged16', [4403, callS15Pages16], [4420, callS15Pages16]),
-    step(8, 131072, 4, 'paged16', [4444, callS15Pages16], [4421, callS15Pages16]),
-    step(128, 8192, 4, 'paged16', [4399, callS15Pages16], [4405, callS15Pages16]),
-    step(64, 16384, 4, 'paged64', [4484, callS15], [4486, callS15]),
-    step(8, 131072, 4, 'paged64', [4500, callS15], [4413, callS15]),
-    step(128, 8192, 4, 'paged64', [4443, callS15], [4482, callS15]),
-    step(64, 16384, 1, 'dense', [4086, callS12], [3325, callS12]),
-    step(8, 131072, 1, 'dense', [3982, callS12], [2656, callS12]),
-    step(128, 8192, 1, 'dense', [4069, callS12], [3800, callS12]),
-    step(64, 16384, 1, 'paged16', [3824, callS12], [2413, callS12]),
-    step(8, 131072, 1, 'paged16', [3770, callS12], [2579, callS12]),
-    step(128, 8192, 1, 'paged16', [3922, callS12], [3125, callS12]),
-    step(64, 16384, 1, 'paged64', [3986, callS12], [2424, callS12]),
-    step(8, 131072, 1, 'paged64', [3864, callS12], [2578, callS12]),
-    step(128, 8192, 1, 'paged64', [3965, callS12], [3163, callS12]),
-    step(1, 32768, 1, 'dense', [664, callS12Small], [832, callS12Small]),
-    step(1, 32768, 1, 'paged16', [407, callS12Small], [479, callS12Small]),
-    step(1, 32768, 1, 'paged64', [424, callS12Small], [483, callS12Small]),
-    step(1, 32768, 8, 'dense', [2744, libraryS8], [3268, libraryS8]),
-    step(1, 2048, 8, 'paged16', [213, libraryS8], [159, libraryS8]),
-    step(1, 2048, 8, 'paged64', [198, libraryS8], [149, libraryS8]),
-    step(1, 32768, 8, 'paged16', [2351, libraryS8], [1808, libraryS8]),
-    step(1, 32768, 8, 'paged64', [2497, libraryS8], [2153, libraryS8]),
+    step(64, 16384, 8, 'dense', [4516, oneRowTile], [4565, oneRowTile]),
+    step(8, 131072, 8, 'dense', [4597, oneRowTile], [4584, oneRowTile]),
+    step(128, 8192, 8, 'dense', [4534, oneRowTile], [4562, oneRowTile]),
+    step(64, 16384, 8, 'paged16', [4508, oneRowTilePages16], [4456, oneRowTilePages16]),
+    step(8, 131072, 8, 'paged16', [4529, oneRowTilePages16], [4475, oneRowTilePages16]),
+    step(128, 8192, 8, 'paged16', [4476, oneRowTilePages16], [4473, oneRowTilePages16]),
+    step(64, 16384, 8, 'paged64', [4492, oneRowTile], [4531, oneRowTile]),
+    step(8, 131072, 8, 'paged64', [4538, oneRowTile], [4480, oneRowTile]),
+    step(128, 8192, 8, 'paged64', [4508, oneRowTile], [4570, oneRowTile]),
+    step(64, 16384, 4, 'dense', [4541, oneRowTile], [4614, oneRowTile]),
+    step(8, 131072, 4, 'dense', [4523, oneRowTile], [4564, oneRowTile]),
+    step(128, 8192, 4, 'dense', [4470, oneRowTile], [4561, oneRowTile]),
+    step(64, 16384, 4, 'paged16', [4403, oneRowTilePages16], [4420, oneRowTilePages16]),
+    step(8, 131072, 4, 'paged16', [4444, oneRowTilePages16], [4421, oneRowTilePages16]),
+    step(128, 8192, 4, 'paged16', [4399, oneRowTilePages16], [4405, oneRowTilePages16]),
+    step(64, 16384, 4, 'paged64', [4484, oneRowTile], [4486, oneRowTile]),
+    step(8, 131072, 4, 'paged64', [4500, oneRowTile], [4413, oneRowTile]),
+    step(128, 8192, 4, 'paged64', [4443, oneRowTile], [4482, oneRowTile]),
+    step(64, 16384, 1, 'dense', [4086, tmaEveryK], [3325, tmaEveryK]),
+    step(8, 131072, 1, 'dense', [3982, tmaEveryK], [2656, tmaEveryK]),
+    step(128, 8192, 1, 'dense', [4069, tmaEveryK], [3800, tmaEveryK]),
+    step(64, 16384, 1, 'paged16', [3824, tmaEveryK], [2413, tmaEveryK]),
+    step(8, 131072, 1, 'paged16', [3770, tmaEveryK], [2579, tmaEveryK]),
+    step(128, 8192, 1, 'paged16', [3922, tmaEveryK], [3125, tmaEveryK]),
+    step(64, 16384, 1, 'paged64', [3986, tmaEveryK], [2424, tmaEveryK]),
+    step(8, 131072, 1, 'paged64', [3864, tmaEveryK], [2578, tmaEveryK]),
+    step(128, 8192, 1, 'paged64', [3965, tmaEveryK], [3163, tmaEveryK]),
+    step(1, 32768, 1, 'dense', [664, tmaEveryKSmall], [832, tmaEveryKSmall]),
+    step(1, 32768, 1, 'paged16', [407, tmaEveryKSmall], [479, tmaEveryKSmall]),
+    step(1, 32768, 1, 'paged64', [424, tmaEveryKSmall], [483, tmaEveryKSmall]),
+    step(1, 32768, 8, 'dense', [2744, libraryCalls], [3268, libraryCalls]),
+    step(1, 2048, 8, 'paged16', [213, libraryCalls], [159, libraryCalls]),
+    step(1, 2048, 8, 'paged64', [198, libraryCalls], [149, libraryCalls]),
+    step(1, 32768, 8, 'paged16', [2351, libraryCalls], [1808, libraryCalls]),
+    step(1, 32768, 8, 'paged64', [2497, libraryCalls], [2153, libraryCalls]),
   ],
 };
 
