@@ -1,4 +1,4 @@
-# Helpers for the device scripts (scripts/gpu-verify.sh and other device scripts): test shards
+# Functions for the device scripts (scripts/gpu-verify.sh and others): test shards
 # and sanitizer runs as background processes with a hard cap each, and their summary table. Sourced,
 # not run. The sourcing script sets, before it calls them:
 #   logs  the folder that gets one <name>.tap (test shard) or <name>.san (sanitizer run) per process
