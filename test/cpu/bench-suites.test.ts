@@ -187,6 +187,59 @@ describe('attnlab bench --suite', () => {
     }
   });
 
+  it('times the TE module in bf16 and under FP8 autocast where the fp8 suite names it (CPU emulation)', () => {
+    const out = mkdtempSync(join(tmpdir(), 'attnlab-suite-'));
+    try {
+      const r = cli([
+        '--suite',
+        'fp8',
+        '--batch',
+        '1',
+        '--seq',
+        '16',
+        '--heads',
+        '2',
+        '--head-dim',
+        '16',
+        '--impl',
+        'reference',
+        '--repeats',
+        '2',
+        '--warmup',
+        '0',
+        '--budget-ms',
+        '1',
+        '--settle-ms',
+        '0',
+        '--out',
+        out,
+        '--no-progress',
+      ]);
+      assert.equal(r.status, 0, r.stderr);
+      const folder = join(out, 'cpu', 'fp8');
+      const [file] = readdirSync(folder).filter((f) => f.endsWith('.json'));
+      const rows = loadResults(join(folder, file)).rows;
+      assert.deepEqual(
+        rows.map((row) => `${row.impl} ${row.causal} ${row.status}`),
+        [
+          'reference false ok',
+          'reference true ok',
+          'te false ok',
+          'te true ok',
+          'te-fp8 false ok',
+          'te-fp8 true ok',
+        ],
+      );
+      // FP8 rounds Q, K, V and P to e4m3: its error against float64 is far above bf16's, the bf16 module's is not.
+      const error = (impl: string) =>
+        Math.max(...rows.filter((row) => row.impl === impl).map((row) => row.maxError ?? Infinity));
+      assert.ok(error('te') < 0.01, `te ${error('te')}`);
+      assert.ok(error('te-fp8') > 3 * error('te'), `te-fp8 ${error('te-fp8')} against te ${error('te')}`);
+    } finally {
+      rmSync(out, { recursive: true, force: true });
+    }
+  });
+
   it('runs a suite on the CPU backends at tiny sizes and files it by GPU, suite, date and commit', () => {
     const out = mkdtempSync(join(tmpdir(), 'attnlab-suite-'));
     try {
