@@ -7,9 +7,12 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import type { SweepGroup } from '../../src/bench/run-bench.js';
+import { summarize } from '../../src/bench/stats.js';
 import { findSuite, resolveSuite, SUITES, suiteListing } from '../../src/bench/suites.js';
 import { type BenchCase, expandSweep } from '../../src/bench/sweep.js';
+import { chartsFor } from '../../src/report/charts.js';
 import { loadResults } from '../../src/results/files.js';
+import type { ResultRow } from '../../src/results/schema.js';
 import { gpuSlug, suiteResultsFiles, utcDay } from '../../src/results/suite-path.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -106,6 +109,42 @@ describe('benchmark suites', () => {
     const all = cases(groups);
     assert.equal(all.length, 2 * 2, 'each group: causal and not, flash only');
     for (const c of all) assert.deepEqual([c.B, c.T, c.H, c.N, c.impl], [1, 32, 16, 16, 'flash']);
+  });
+});
+
+describe('suite charts', () => {
+  it('chart the T sweep at constant B·T as one line per implementation over T, not a point per B', () => {
+    const rows: ResultRow[] = cases(resolveSuite(suite('forward'), { device: 'cuda' }))
+      .filter((c) => c.sweep === 'T sweep at constant B·T' && !c.causal)
+      .map((c) => ({
+        sweep: c.sweep,
+        source: 'attnlab',
+        impl: c.impl,
+        label: `attnlab ${c.impl} bf16`,
+        ...{ B: c.B, T: c.T, S: c.S, N: c.N, K: c.K, H: c.H, dtype: c.dtype, causal: c.causal },
+        status: 'ok',
+        flops: 4 * c.B * c.N * c.T * c.S * c.H,
+        tflops: 500,
+        timing: {
+          method: 'cuda-events',
+          ms: summarize([1, 1, 1]),
+          firstCallMs: 1,
+          warmup: 1,
+          inputCopies: 1,
+        },
+      }));
+    const charts = chartsFor([{ name: 'forward', results: { rows } }]);
+    assert.ok(charts.length > 0);
+    for (const chart of charts) {
+      assert.equal(chart.xLabel, 'query length T');
+      assert.deepEqual(
+        chart.series.map((s) => [s.label, s.points.length]),
+        [
+          ['attnlab flash bf16', 6],
+          ['attnlab cudnn bf16', 6],
+        ],
+      );
+    }
   });
 });
 
