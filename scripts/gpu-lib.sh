@@ -1,5 +1,5 @@
-# Test shards and sanitizer runs for the GPU-machine scripts (scripts/gpu-verify.sh): each a background
-# process with a hard cap, and their summary table. Sourced,
+# Functions for the device scripts (scripts/gpu-verify.sh and others): test shards
+# and sanitizer runs as background processes with a hard cap each, and their summary table. Sourced,
 # not run. The sourcing script sets, before it calls them:
 #   logs  the folder that gets one <name>.tap (test shard) or <name>.san (sanitizer run) per process
 #   cap   seconds each process may run: `timeout --kill-after=5`, since a kernel that hangs ignores SIGTERM

@@ -131,7 +131,7 @@ hopper_dynamic_sanitizers
 wait
 # The host-hidden timer's tests assert times (a 300 µs spin within 290–400 µs; a call with 200 µs of host timed
 # plainly at ≥ 190 µs), and ~50 processes sharing the GPU time-slice it: one run's spin read
-# 425 µs, another's (least of three) 433 µs and the plainly timed one 183 µs (its start event ran late).
+# 425 µs, another's (least of three) 433 µs and the plain one 183 µs (its start event ran late).
 # They run here, alone on a quiet GPU, as `npm run test:gpu`'s few processes would.
 shard timing - test/gpu/hidden-host.test.ts
 wait

@@ -5,7 +5,7 @@
  * several rounds, to show how much one measurement drifts within a process.
  *
  * Run on a GPU: node --import tsx benchmarks/harnesses/cudnn-engine-configs.ts [B T N H]
- * Prints one line per plan; the numbers go into bench/results by hand with the command.
+ * Prints one line per plan; the numbers go into benchmarks/results by hand with the command.
  */
 import { attention } from '../../src/api/attention.js';
 import { validateAttention } from '../../src/api/validate.js';

@@ -40,8 +40,7 @@
  * % of the time the power limit held it below its clocks, mean W, over NVML's ~100 ms refreshes; a timing under
  * 250 ms, as the kernels-alone one often is, has none: src/bench/gpu-power.ts), and when its two
  * timings ran (`measuredAt`, UTC), so that a log of the GPU's clocks and
- * power (`nvidia-smi --query-gpu=timestamp,power.draw,clocks.sm,clocks_event_reasons.active --format=csv
- * -lms 200`) can be read beside it:
+ * power (nvidia-smi --query-gpu=clocks.sm,power.draw --format=csv -lms 200) can be read beside it:
  * back to back at ~4.4 TB/s the H200 runs at its 700 W cap and lowers its SM clocks.
  * The results file is rewritten after every shape, so a run cut short keeps the shapes it finished.
  */

@@ -1,5 +1,5 @@
 /**
- * `attnlab bench --suite NAME`: a named suite (bench/suites.ts) with its pass and peer implementations,
+ * `attnlab bench --suite NAME`: a named suite (src/bench/suites.ts) with its pass and peer implementations,
  * filed under benchmarks/results/<gpu>/<suite>/<date>-<commit>.json and .html (results/suite-path.ts).
  * Size options given beside it replace the suite's values in every group (small sizes for a CPU),
  * and the results file says which.

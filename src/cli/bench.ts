@@ -14,6 +14,7 @@ import { codelabSweeps } from '../bench/presets.js';
 import { terminalProgress } from '../bench/progress.js';
 import { makeResults } from '../bench/results.js';
 import { runSweeps, type SweepGroup } from '../bench/run-bench.js';
+import { SUITES } from '../bench/suites.js';
 import {
   type BenchCase,
   DTYPE_ALIASES,
@@ -108,7 +109,7 @@ export function registerBenchCommand(program: Command): void {
     )
     .option(
       '--suite <name>',
-      "a named suite: forward, backward, decode, fp8, codelab ('list' prints what each times); writes benchmarks/results/<gpu>/<suite>/<date>-<commit>.json and .html (--out <dir> for another root); size options beside it replace the suite's values",
+      `a named suite: ${SUITES.map((s) => s.name).join(', ')} ('list' prints what each times); writes benchmarks/results/<gpu>/<suite>/<date>-<commit>.json and .html (--out <dir> for another root); size options beside it replace the suite's values`,
     )
     .option('--quick', "with --suite: the suite's shorter list (its headline shapes)")
     .option('--name <text>', 'the group name of the rows (not with --preset) and of the --out files', 'bench')

@@ -61,7 +61,7 @@ export function labSizesHelp(): string {
     '--out names another folder or --no-report is given; the last lines name the files.',
     '',
     'Example:',
-    '  attnlab lab --quick --out bench/results/mine',
+    '  attnlab lab --quick --out attnlab-out/mine',
   ];
   return lines.join('\n');
 }

@@ -7,9 +7,12 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import type { SweepGroup } from '../../src/bench/run-bench.js';
+import { summarize } from '../../src/bench/stats.js';
 import { findSuite, resolveSuite, SUITES, suiteListing } from '../../src/bench/suites.js';
 import { type BenchCase, expandSweep } from '../../src/bench/sweep.js';
+import { chartsFor } from '../../src/report/charts.js';
 import { loadResults } from '../../src/results/files.js';
+import type { ResultRow } from '../../src/results/schema.js';
 import { gpuSlug, suiteResultsFiles, utcDay } from '../../src/results/suite-path.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -109,6 +112,42 @@ describe('benchmark suites', () => {
   });
 });
 
+describe('suite charts', () => {
+  it('chart the T sweep at constant B·T as one line per implementation over T, not a point per B', () => {
+    const rows: ResultRow[] = cases(resolveSuite(suite('forward'), { device: 'cuda' }))
+      .filter((c) => c.sweep === 'T sweep at constant B·T' && !c.causal)
+      .map((c) => ({
+        sweep: c.sweep,
+        source: 'attnlab',
+        impl: c.impl,
+        label: `attnlab ${c.impl} bf16`,
+        ...{ B: c.B, T: c.T, S: c.S, N: c.N, K: c.K, H: c.H, dtype: c.dtype, causal: c.causal },
+        status: 'ok',
+        flops: 4 * c.B * c.N * c.T * c.S * c.H,
+        tflops: 500,
+        timing: {
+          method: 'cuda-events',
+          ms: summarize([1, 1, 1]),
+          firstCallMs: 1,
+          warmup: 1,
+          inputCopies: 1,
+        },
+      }));
+    const charts = chartsFor([{ name: 'forward', results: { rows } }]);
+    assert.ok(charts.length > 0);
+    for (const chart of charts) {
+      assert.equal(chart.xLabel, 'query length T');
+      assert.deepEqual(
+        chart.series.map((s) => [s.label, s.points.length]),
+        [
+          ['attnlab flash bf16', 6],
+          ['attnlab cudnn bf16', 6],
+        ],
+      );
+    }
+  });
+});
+
 describe('where suite results go', () => {
   it('names the GPU by a short slug', () => {
     const expected: [string | undefined, string][] = [
@@ -184,6 +223,59 @@ describe('attnlab bench --suite', () => {
       const r = cli(args);
       assert.equal(r.status, 1, `${args.join(' ')}: ${r.stderr}`);
       assert.match(r.stderr, message);
+    }
+  });
+
+  it('times the TE module in bf16 and under FP8 autocast where the fp8 suite names it (CPU emulation)', () => {
+    const out = mkdtempSync(join(tmpdir(), 'attnlab-suite-'));
+    try {
+      const r = cli([
+        '--suite',
+        'fp8',
+        '--batch',
+        '1',
+        '--seq',
+        '16',
+        '--heads',
+        '2',
+        '--head-dim',
+        '16',
+        '--impl',
+        'reference',
+        '--repeats',
+        '2',
+        '--warmup',
+        '0',
+        '--budget-ms',
+        '1',
+        '--settle-ms',
+        '0',
+        '--out',
+        out,
+        '--no-progress',
+      ]);
+      assert.equal(r.status, 0, r.stderr);
+      const folder = join(out, 'cpu', 'fp8');
+      const [file] = readdirSync(folder).filter((f) => f.endsWith('.json'));
+      const rows = loadResults(join(folder, file)).rows;
+      assert.deepEqual(
+        rows.map((row) => `${row.impl} ${row.causal} ${row.status}`),
+        [
+          'reference false ok',
+          'reference true ok',
+          'te false ok',
+          'te true ok',
+          'te-fp8 false ok',
+          'te-fp8 true ok',
+        ],
+      );
+      // FP8 rounds Q, K, V and P to e4m3: its error against float64 is far above bf16's, the bf16 module's is not.
+      const error = (impl: string) =>
+        Math.max(...rows.filter((row) => row.impl === impl).map((row) => row.maxError ?? Infinity));
+      assert.ok(error('te') < 0.01, `te ${error('te')}`);
+      assert.ok(error('te-fp8') > 3 * error('te'), `te-fp8 ${error('te-fp8')} against te ${error('te')}`);
+    } finally {
+      rmSync(out, { recursive: true, force: true });
     }
   });
 
