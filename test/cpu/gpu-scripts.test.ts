@@ -2,7 +2,7 @@
  * The device scripts, without a GPU: every shell script parses (`bash -n`), and scripts/gpu-verify.sh
  * — the one command that verifies the GPU suite — runs to its summary table with a fake `node` and a fake
  * `compute-sanitizer` on PATH, so that an edit to it or to scripts/gpu-lib.sh that would cost a device
- * call (a missing helper, a broken table, variables not reaching a shard) fails here first.
+ * call (a missing function, a broken table, variables not reaching a shard) fails here first.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
