@@ -1,8 +1,8 @@
 /**
  * examples/ on the GPU: each program picks the GPU through cudaAvailable() and must say it ran on
  * cuda, exit 0 and pass its own numeric check there (bf16 or fp16 on the device against the float64
- * reference, a falling loss, FP8 on Hopper or bf16 with fallback elsewhere). Skips, with the reason,
- * where there is no GPU.
+ * reference, a falling loss, FP8 on Hopper or bf16 with fallback elsewhere), all at once so their
+ * kernel compiles overlap. Skips, with the reason, where there is no GPU.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -12,7 +12,7 @@ import { exampleFiles, runExample } from '../examples/run-examples.js';
 const cuda = cudaAvailable();
 const skip = cuda.ok ? false : `no CUDA device: ${cuda.reason}`;
 
-describe('examples on the GPU', { skip }, () => {
+describe('examples on the GPU', { skip, concurrency: true }, () => {
   for (const name of exampleFiles()) {
     it(`${name} runs on cuda`, async () => {
       const run = await runExample(name, { NO_COLOR: '1' }, 300_000);
