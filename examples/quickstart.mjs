@@ -10,10 +10,8 @@ const k = randomNormal([2, 128, 8, 64], { seed: 1, dtype }).to(device);
 const v = randomNormal([2, 128, 8, 64], { seed: 2, dtype }).to(device);
 
 const result = attention(q, k, v); // softmax(Q·Kᵀ / √H)·V, as jax.nn.dot_product_attention
+const first = Array.from(result.output.toFloat64Array().slice(0, 4), (x) => x.toFixed(4));
 console.log(`${result.backend} on ${result.device}: output (${result.output.shape}) ${result.output.dtype}`);
-console.log(
-  'first values:',
-  Array.from(result.output.toFloat64Array().slice(0, 4), (x) => x.toFixed(4)),
-);
+console.log(`first values: ${first.join(' ')}`);
 
 for (const t of [q, k, v, result.output]) t.dispose(); // GPU memory back now, not at garbage collection
