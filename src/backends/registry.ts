@@ -40,7 +40,7 @@ export const BACKENDS: readonly AttentionBackend[] = [
   cpuFlashBackend,
   cpuReferenceBackend,
   // cuda: cudnn > flash > naive. cuDNN's and cuBLASLt's P·V let a masked key's NaN value through
-  // (0 · NaN): the repair recomputes such elements (README, "Rows that see nothing, NaN and Inf").
+  // (0 · NaN): the repair recomputes such elements (docs/guide/attention.md, "Rows that see nothing, NaN and Inf").
   withNanRepair(cudnnBackend),
   cudaFlashBackend,
   withNanRepair(cudaNaiveBackend),

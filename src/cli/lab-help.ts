@@ -2,7 +2,7 @@
  * The part of `attnlab lab --help` that depends on the machine: which device the lab will run on
  * and the sizes each section will use there, read from the same table the lab runs
  * (codelabSizes), so the help cannot drift from what runs. Section numbers are the lab's headings
- * and the README's.
+ * and docs/guide/cli.md's.
  */
 
 import { cudaAvailable, getCudaContext } from '../backends/cuda/context.js';

@@ -1,5 +1,5 @@
 /**
- * The README's NaN/Inf rule on the GPU backends: every case of src/check/nan-cases.ts on naive
+ * The NaN/Inf rule of docs/guide/attention.md on the GPU backends: every case of src/check/nan-cases.ts on naive
  * (float32, float16, bfloat16), flash (bfloat16, float16 on tensor cores; float32 on FMAs) and cudnn
  * (bfloat16, float16), compared with compareNanCase: the NaN, +inf and empty-row pattern exactly, the
  * rest against the float64 reference of the clean problem. A case a backend refuses is skipped with

@@ -3,7 +3,7 @@
  * cudnn: cuDNN's fused kernel, measured on the H200: benchmarks/results/h200/forward/2026-12-01-nan-inf-inputs; the FP8 path:
  * cuDNN's FP8 graph): src/kernels/flash/nan_repair.cu recomputes every NaN output element over the
  * keys its row sees, so that a masked, padded or out-of-window key's NaN or Inf value (times its
- * weight 0: NaN) stays out, as the README's rule says. Without NaN in the output it is one read of
+ * weight 0: NaN) stays out, as the NaN rule in docs/guide/attention.md says. Without NaN in the output it is one read of
  * O; attnlab's own flash kernels do the same inside their epilogue and need no extra launch.
  *
  * It lives with the flash kernel because it reuses its parameters (FlashParams) and its visibility
