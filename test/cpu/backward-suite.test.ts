@@ -2,11 +2,14 @@
  * The gradient suite on the CPU: every case of the forward's correctness matrix (src/check/cases.ts),
  * each CPU backward backend, judged by the backward accuracy rule (src/check/gradients.ts) against
  * the float64 reference; in float64 the tiled flash backward must match the reference to ~1e-12.
+ * Then the NaN rule for gradients (src/check/gradient-nan.ts): every backend gives NaN, ±inf and
+ * finite gradient elements exactly where the reference does.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { attentionVjp } from '../../src/api/backward.js';
 import { buildInputs, CASES } from '../../src/check/cases.js';
+import { compareGradientNan, GRADIENT_NAN_CASES, gradientNanInputs } from '../../src/check/gradient-nan.js';
 import {
   checkGradients,
   gradientValues,
@@ -42,3 +45,20 @@ for (const dtype of DTYPES) {
     });
   });
 }
+
+// float32, the dtype of the infinite-query findings: the CPU flash backward reads the forward's float32
+// log-sum-exp and output there, the reference recomputes its softmax in float64.
+describe('CPU backward NaN rule, float32', () => {
+  GRADIENT_NAN_CASES.forEach((c, index) => {
+    it(c.name, () => {
+      const inputs = gradientNanInputs(c, 'float32', 300 + 10 * index);
+      const reference = referenceGradients(inputs);
+      for (const implementation of ['flash', 'reference'] as const) {
+        const { q, k, v, options, dO } = inputs;
+        const g = attentionVjp(q, k, v, { ...options, implementation }).backward(dO);
+        const r = compareGradientNan(gradientValues(g), reference, 'float32');
+        assert.ok(r.ok, `${implementation}: ${r.message}`);
+      }
+    });
+  });
+});
