@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { attentionVjp } from '../../src/api/backward.js';
 import { buildInputs, CASES } from '../../src/check/cases.js';
+import { GRADIENT_CASES } from '../../src/check/gradient-cases.js';
 import { compareGradientNan, GRADIENT_NAN_CASES, gradientNanInputs } from '../../src/check/gradient-nan.js';
 import {
   checkGradients,
@@ -24,7 +25,7 @@ const DTYPES: FloatDType[] = ['float64', 'bfloat16'];
 
 for (const dtype of DTYPES) {
   describe(`CPU backward suite, ${dtype}`, () => {
-    CASES.forEach((c, index) => {
+    [...CASES, ...GRADIENT_CASES].forEach((c, index) => {
       it(c.name, () => {
         const seed = 100 + 10 * index;
         const { q, k, v, options } = buildInputs(c, dtype, seed);
