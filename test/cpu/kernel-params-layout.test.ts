@@ -62,7 +62,16 @@ describe('launch-parameter structs: compiler vs TypeScript', { skip }, () => {
       includeDir: kernelsDir(),
       scratch,
     });
-    const pointers = { dOutput: 1n, lse2: 2n, dsum: 3n, dqAccum: 0n, dQuery: 4n, dKey: 5n, dValue: 6n };
+    const pointers = {
+      dOutput: 1n,
+      lse2: 2n,
+      dsum: 3n,
+      dqAccum: 0n,
+      dQuery: 4n,
+      dKey: 5n,
+      dValue: 6n,
+      outputFloat32: 7n,
+    };
     const arg = marshalFlashBwdParams(pointers, 0.125, 128);
     assert.ok(arg.type === 'struct');
     assert.deepEqual(layoutMismatches(layout, arg.fields), []);
