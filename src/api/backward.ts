@@ -133,8 +133,7 @@ export function attentionVjp(
 /**
  * The output of the same attention in float32, for D = rowsum(dO∘O): the forward run again on float32
  * copies of the 16-bit inputs (exact: every bfloat16/float16 value is a float32 one), so the only
- * difference from the forward's output is the last rounding. On CUDA it runs the float32 flash kernel
- * (O(T) memory) unless an implementation was named; the CPU backends compute in float64 either way.
+ * difference from the forward's output is the last rounding.
  */
 function float32ForwardOutput(p: AttentionProblem, options: AttentionOptions): Tensor {
   const wide = (t: Tensor) =>
@@ -143,7 +142,9 @@ function float32ForwardOutput(p: AttentionProblem, options: AttentionOptions): T
   // A 16-bit bias widens too: the float32 problem takes a float32 or float64 bias.
   const sixteen = options.bias && (options.bias.dtype === 'bfloat16' || options.bias.dtype === 'float16');
   const bias = sixteen ? wide(options.bias as Tensor) : options.bias;
-  const implementation = options.implementation ?? (p.device === 'cuda' ? 'flash' : undefined);
+  // On CUDA the float32 flash kernel (O(T) memory) whatever ran the forward: cuDNN takes no float32,
+  // naive would hold the (B,N,T,S) scores; on the CPU the backend asked for (both compute in float64).
+  const implementation = p.device === 'cuda' ? 'flash' : options.implementation;
   try {
     const problem = validateAttention(q, k, v, { ...options, bias, implementation, returnLogSumExp: false });
     const output = runAttention(problem).output;
