@@ -7,7 +7,9 @@
  *   P = softmax(logits);  dP_j = dO·v_j;  D = Σ_j P_j·dP_j;  dS_j = P_j·(dP_j − D)
  *   dV_j += P_j·dO;  dQ += scale·dS_j·k_j;  dK_j += scale·dS_j·q;  dBias_j += dS_j
  *
- * `round`, when given, rounds the logits (as forEachRow does), P, dP, D and dS.
+ * `round`, when given, rounds the logits (as forEachRow does), P, dP, D and dS; `accumulate`, when
+ * given, rounds every partial sum of dQ, dK, dV and dBias (a GEMM accumulating in the dtype itself,
+ * as float32 GEMMs do), each sum taken in the order a GEMM's inner loop takes it.
  *
  * Which pairs carry what (docs/guide/gradient-accuracy.md, "NaN and Inf"): D sums over the pairs the
  * forward's weighted sum takes (a −inf logit is masked, an underflowed weight still counts: 0·NaN is
@@ -25,11 +27,15 @@ import { pairTerms } from './visibility.js';
 const exact = (x: number) => x;
 
 /** The sums over every row of `p`, kept in float64: the caller rounds each once, to its dtype. */
-export function gradientSums(p: BackwardProblem, round?: (x: number) => number): GradientBuffers {
+export function gradientSums(
+  p: BackwardProblem,
+  round?: (x: number) => number,
+  accumulate?: (x: number) => number,
+): GradientBuffers {
   const q = p.query.toFloat64Array();
   const k = p.key.toFloat64Array();
   const g = gradientBuffers(p);
-  forEachRow(p, q, k, rowGradients(p, q, k, g, round ?? exact), round);
+  forEachRow(p, q, k, rowGradients(p, q, k, g, round ?? exact, accumulate ?? exact), round);
   return g;
 }
 
@@ -39,6 +45,7 @@ function rowGradients(
   k: Float64Array,
   g: GradientBuffers,
   round: (x: number) => number,
+  acc: (x: number) => number,
 ): (row: RowLogits) => void {
   const { T, S, N, K, H, Hv, scale } = p;
   const v = p.value.toFloat64Array();
@@ -78,13 +85,13 @@ function rowGradients(
       const dS = round(P * (dP[j] - D));
       const kOff = ((b * S + j) * K + kh) * H;
       const vOff = ((b * S + j) * K + kh) * Hv;
-      for (let h = 0; h < Hv; h++) g.dv[vOff + h] += P * dO[oOff + h];
+      for (let h = 0; h < Hv; h++) g.dv[vOff + h] = acc(g.dv[vOff + h] + P * dO[oOff + h]);
       const dLogit = scale * dS;
       for (let h = 0; h < H; h++) {
-        g.dq[qOff + h] += dLogit * k[kOff + h];
-        g.dk[kOff + h] += dLogit * q[qOff + h];
+        g.dq[qOff + h] = acc(g.dq[qOff + h] + dLogit * k[kOff + h]);
+        g.dk[kOff + h] = acc(g.dk[kOff + h] + dLogit * q[qOff + h]);
       }
-      if (g.dbias) g.dbias[biasRow + j * bs[3]] += dS;
+      if (g.dbias) g.dbias[biasRow + j * bs[3]] = acc(g.dbias[biasRow + j * bs[3]] + dS);
     }
   };
 }
