@@ -2,9 +2,10 @@
 //
 // attnlab_softmax_backward — one block per score row (b, n, i). With the recomputed float32 scores
 // (scale·Q·Kᵀ) and dP = dO·Vᵀ from cuBLASLt, the row's softmax is recomputed from the scores (max,
-// then the sum in float64), not taken from the forward's float32 log-sum-exp: at lse ≈ 5 its rounding
-// alone moves every P of the row by up to 2.4e-7 relative, the same way, which the GEMMs' sums over
-// T rows do not average out. In float64, per pair, with e_j = exp(logit_j − max):
+// then the sum), not taken from the forward's float32 log-sum-exp: at lse ≈ 5 its rounding alone
+// moves every P of the row by up to 2.4e-7 relative, the same way, which the GEMMs' sums over T rows
+// do not average out. In float64 for float32 inputs (float32 for 16-bit ones, RowAcc), per pair,
+// with e_j = exp(logit_j − max):
 //     P  = e_j / Σ e                (0 where the pair is not visible, or the row sees nothing)
 //     D  = Σ e_j·dP_j / Σ e         (= rowsum(dO∘O) of the exact output, not of the rounded one)
 //     dS = P · (dP − D)             (0 where P = 0, so a NaN dP of a hidden key does not leak in)
@@ -59,6 +60,24 @@ __device__ double block_sum_double(double v) {
   return result;
 }
 
+// The row sums' type: float64 for float32 inputs (their gradients must be within 2× of a correctly
+// rounded float32 computation), float32 for 16-bit ones (16 more bits than the inputs, at float speed:
+// float64 exp at ~1e9 scores would add ~2.5 ms to a ~10 ms naive backward on an H100).
+template <typename IT>
+struct RowAcc {
+  using type = float;
+};
+template <>
+struct RowAcc<float> {
+  using type = double;
+};
+__device__ __forceinline__ float acc_exp(float x) { return expf(x); }
+__device__ __forceinline__ double acc_exp(double x) { return exp(x); }
+__device__ __forceinline__ float block_sum(float v) { return block_reduce<false>(v); }
+__device__ __forceinline__ double block_sum(double v) { return block_sum_double(v); }
+__device__ __forceinline__ float quiet_nan(float) { return __int_as_float(0x7fc00000); }
+__device__ __forceinline__ double quiet_nan(double) { return __longlong_as_double(0x7ff8000000000000LL); }
+
 // Whether lengths, causality, the window (the range [lo, hi)) and the boolean mask leave pair (i, j).
 __device__ __forceinline__ bool pair_kept(const SoftmaxParams& p, int b, int n, int i, int j, int lo, int hi) {
   if (j < lo || j >= hi) return false;
@@ -81,26 +100,27 @@ __global__ void attnlab_softmax_backward(const SoftmaxParams p, const SoftmaxBac
   m = block_reduce<true>(m);
   const bool empty = m == negative_infinity();
   const bool nan_row = !(m < __int_as_float(0x7f800000));  // NaN or +inf
-  double sum = 0.0, weighted = 0.0;
+  using Acc = typename RowAcc<IT>::type;
+  Acc sum = 0, weighted = 0;
   if (!empty && !nan_row) {
     for (int j = threadIdx.x; j < p.S; j += blockDim.x) {
       const float x = logit<BT>(p, row, b, n, i, j, lo, hi);
       if (x == negative_infinity()) continue;
-      const double e = exp((double)x - (double)m);
+      const Acc e = acc_exp((Acc)x - (Acc)m);
       sum += e;
-      weighted += e * (double)d_scores[j];
+      weighted += e * (Acc)d_scores[j];
     }
   }
-  sum = block_sum_double(sum);
-  const double d = block_sum_double(weighted) / sum;
+  sum = block_sum(sum);
+  const Acc d = block_sum(weighted) / sum;
 
   // Each element is read and written by the same thread, so the in-place writes are safe.
   for (int j = threadIdx.x; j < p.S; j += blockDim.x) {
     const float x = logit<BT>(p, row, b, n, i, j, lo, hi);
-    double prob = 0.0;
-    if (nan_row) prob = pair_kept(p, b, n, i, j, lo, hi) ? __longlong_as_double(0x7ff8000000000000LL) : 0.0;
-    else if (!empty && x != negative_infinity()) prob = exp((double)x - (double)m) / sum;
-    const float ds = prob == 0.0 ? 0.f : (float)(prob * ((double)d_scores[j] - d));
+    Acc prob = 0;
+    if (nan_row) prob = pair_kept(p, b, n, i, j, lo, hi) ? quiet_nan(Acc(0)) : Acc(0);
+    else if (!empty && x != negative_infinity()) prob = acc_exp((Acc)x - (Acc)m) / sum;
+    const float ds = prob == 0 ? 0.f : (float)(prob * ((Acc)d_scores[j] - d));
     probs[j] = from_float<PT>((float)prob);
     d_scores[j] = ds;
     if (d_low) d_low[j] = from_float<PT>(ds);

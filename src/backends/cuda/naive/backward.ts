@@ -6,7 +6,8 @@
  *   1. scores = scale·Q·Kᵀ (float32)     cuBLASLt, the forward's first product (recomputed)
  *   2. dP = dO·Vᵀ (float32)              cuBLASLt, the same product over V and dO
  *   3. P = softmax(scores + bias), D = Σ P·dP, dS = P∘(dP − D)   src/kernels/softmax_backward.cu
- *      (the softmax recomputed per row in float64, not from the float32 log-sum-exp: see there)
+ *      (the softmax recomputed per row, in float64 for float32 inputs, not from the float32
+ *      log-sum-exp: see there)
  *   4. dV_n = Pᵀ·dO, dK_n = scale·dSᵀ·Q  cuBLASLt per query head, float32 (B,S,N,·)
  *   5. dQ = scale·dS·K                   cuBLASLt, the forward's second product over K and dS
  *   Steps 4–5 read Q, K and dO with their non-finite elements zeroed (their rows' dS already carry
