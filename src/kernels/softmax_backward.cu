@@ -28,11 +28,8 @@
 
 // Field order and types must match softmaxBackwardFields in src/backends/cuda/naive/softmax-backward.ts.
 struct SoftmaxBackwardParams {
-  const void* out;     // O (B,T,N,Hv) of IT
-  const void* d_out;   // dO (B,T,N,Hv) of IT
   float* d_scores;     // (B,N,T,S): dP in, dS out
   void* d_scores_low;  // (B,N,T,S) of PT, or null when PT is float (d_scores is the GEMM operand)
-  int Hv;
 };
 
 // Not isfinite(): the same bit test in every kernel file, NVRTC or nvcc.

@@ -41,13 +41,7 @@ export function launchSoftmaxBackward(
   const name = `attnlab_softmax_backward<${typeName(p.dtype)}, ${typeName(probDType)}, ${bias}>`;
   launchKernel(kernel(name), { grid: [p.T, p.N, p.B], block: [softmaxBlockSize(p.S), 1, 1] }, [
     { type: 'struct', fields: softmaxFields(p, buffers) },
-    {
-      type: 'struct',
-      fields: softmaxBackwardFields(
-        { ...buffers, output: p.output.buffer.ptr, dOutput: p.dOutput.buffer.ptr },
-        p.Hv,
-      ),
-    },
+    { type: 'struct', fields: softmaxBackwardFields(buffers) },
   ]);
   return name;
 }
@@ -103,15 +97,11 @@ export function nonFiniteDvFields(
 
 /** The SoftmaxBackwardParams fields in the order of the struct in softmax_backward.cu. */
 export function softmaxBackwardFields(
-  buffers: Pick<SoftmaxBackwardBuffers, 'dScores' | 'dScoresLow'> & { output: bigint; dOutput: bigint },
-  Hv: number,
+  buffers: Pick<SoftmaxBackwardBuffers, 'dScores' | 'dScoresLow'>,
 ): Fields {
   return [
-    { type: 'ptr', value: buffers.output },
-    { type: 'ptr', value: buffers.dOutput },
     { type: 'ptr', value: buffers.dScores },
     { type: 'ptr', value: buffers.dScoresLow },
-    { type: 'i32', value: Hv },
   ];
 }
 
