@@ -7,7 +7,9 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { attention } from '../../src/api/attention.js';
 import { attentionBackward, attentionVjp } from '../../src/api/backward.js';
+import { validateBackward } from '../../src/api/validate-backward.js';
 import type { BackwardOptions } from '../../src/backends/backward-problem.js';
+import { cudnnBackward } from '../../src/backends/cuda/cudnn/backward.js';
 import { InvalidArgumentError, UnsupportedError } from '../../src/errors.js';
 import { Random, randomNormal } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';
@@ -357,6 +359,9 @@ describe('backward validation', () => {
       'output.dtype',
       /float64/,
     );
+    // cuDNN's graph reads O in the inputs' dtype: it refuses a float32 output, saying so (no GPU needed to ask).
+    const support = cudnnBackward.supports(validateBackward(qb, kb, vb, wide, f.logSumExp, dOb, {}));
+    assert.ok(!support.ok && /float32 output/.test(support.reason), JSON.stringify(support));
   });
 
   it('validates query, key, value and options as the forward does', () => {
