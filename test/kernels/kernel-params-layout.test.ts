@@ -1,7 +1,7 @@
 /**
  * The launch-parameter structs as the compiler lays them out, against the TypeScript marshalling:
  * FlashParams (src/kernels/flash/params.cuh, included as the kernels include it) and SoftmaxParams
- * (softmax_rows.cuh), the fused flash backward's FlashBwdParams (flash/bwd_params.cuh) and the backward's three structs (softmax_backward.cu). Every scalar's offset, size and kind (pointer, integer, float) and the struct's size
+ * (softmax_rows.cuh), the fused flash backward's FlashBwdParams (flash/bwd_params.cuh) and the backward's five structs (softmax_backward.cu). Every scalar's offset, size and kind (pointer, integer, float) and the struct's size
  * must agree, so a field added, moved or retyped on one side only fails here rather than on the GPU.
  * Skips, saying why, without nvcc or a C++ compiler.
  */
@@ -18,6 +18,8 @@ import { softmaxFields } from '../../src/backends/cuda/naive/softmax.js';
 import {
   biasGradFields,
   groupSumFields,
+  nonFiniteDvFields,
+  nonFiniteFields,
   softmaxBackwardFields,
 } from '../../src/backends/cuda/naive/softmax-backward.js';
 import { Tensor } from '../../src/tensor/tensor.js';
@@ -60,7 +62,16 @@ describe('launch-parameter structs: compiler vs TypeScript', { skip }, () => {
       includeDir: kernelsDir(),
       scratch,
     });
-    const pointers = { dOutput: 1n, lse2: 2n, dsum: 3n, dqAccum: 0n, dQuery: 4n, dKey: 5n, dValue: 6n };
+    const pointers = {
+      dOutput: 1n,
+      lse2: 2n,
+      dsum: 3n,
+      dqAccum: 0n,
+      dQuery: 4n,
+      dKey: 5n,
+      dValue: 6n,
+      outputFloat32: 7n,
+    };
     const arg = marshalFlashBwdParams(pointers, 0.125, 128);
     assert.ok(arg.type === 'struct');
     assert.deepEqual(layoutMismatches(layout, arg.fields), []);
@@ -86,7 +97,7 @@ describe('launch-parameter structs: compiler vs TypeScript', { skip }, () => {
     assert.deepEqual(layoutMismatches(layout, fields), []);
   });
 
-  it("softmax_backward.cu's three structs are what their field builders write", () => {
+  it("softmax_backward.cu's five structs are what their field builders write", () => {
     const source = readFileSync(join(kernelsDir(), 'softmax_backward.cu'), 'utf8');
     const layoutOf = (name: string) =>
       compileStructLayout({
@@ -97,15 +108,13 @@ describe('launch-parameter structs: compiler vs TypeScript', { skip }, () => {
         scratch,
       });
     const q = Tensor.zeros([2, 8, 4, 64]);
-    const p = problem();
     const bias = validateAttention(q, q, q, { bias: Tensor.zeros([1, 4, 8, 8]) });
     const cases: Array<[string, ReturnType<typeof groupSumFields>]> = [
-      [
-        'SoftmaxBackwardParams',
-        softmaxBackwardFields({ output: 1n, dOutput: 2n, dScores: 3n, dScoresLow: 0n }, p.Hv),
-      ],
+      ['SoftmaxBackwardParams', softmaxBackwardFields({ dScores: 3n, dScoresLow: 0n })],
       ['BiasGradParams', biasGradFields(bias, 1n, 2n)],
       ['GroupSumParams', groupSumFields(1n, 2n, { rows: 18, K: 2, G: 2, D: 64 })],
+      ['NonFiniteParams', nonFiniteFields(1n, 2n, 4096)],
+      ['NonFiniteDvParams', nonFiniteDvFields(1n, 2n, 3n, { N: 4, T: 8, S: 9, Hv: 64 })],
     ];
     for (const [name, fields] of cases) assert.deepEqual(layoutMismatches(layoutOf(name), fields), [], name);
   });
