@@ -112,11 +112,16 @@ const TE_CONFIG_NAMES: Readonly<Record<string, string>> = {
   attention_dropout: 'attentionDropout',
 };
 
-export function resolveConfig(config: DotProductAttentionConfig): ResolvedConfig {
-  if (config === undefined) {
+export function resolveConfig(configIn: DotProductAttentionConfig): ResolvedConfig {
+  if (configIn === undefined) {
     throw new InvalidArgumentError('config', 'an object { headDim, numAttentionHeads, ... }', 'undefined');
   }
-  checkOptionsObject('config', config, 'an object { headDim, numAttentionHeads, ... }');
+  // The module keeps this copy, never the caller's object or its windowSize array.
+  const config = checkOptionsObject<DotProductAttentionConfig>(
+    'config',
+    configIn,
+    'an object { headDim, numAttentionHeads, ... }',
+  );
   checkKeys('config', config, CONFIG_KEYS, TE_CONFIG_NAMES);
   if (Array.isArray(config.headDim) && config.headDim.length !== 2) {
     throw new InvalidArgumentError('headDim', 'H or [H, Hv]', describeValue(config.headDim));
