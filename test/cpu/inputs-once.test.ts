@@ -150,7 +150,12 @@ describe('tensors over caller memory', () => {
   });
 
   it('a resizable buffer shrunk under the tensor is refused, never read as a short view', () => {
-    const buffer = new ArrayBuffer(B * S * N * H * 8, { maxByteLength: 4096 });
+    // A resizable ArrayBuffer (ES2024; Node 20 has it, the compile target's lib does not declare it).
+    const Resizable = ArrayBuffer as unknown as new (
+      bytes: number,
+      options: { maxByteLength: number },
+    ) => ArrayBuffer & { resize(bytes: number): void };
+    const buffer = new Resizable(B * S * N * H * 8, { maxByteLength: 4096 });
     const tensor = Tensor.fromRaw(new Float64Array(buffer), [B, S, N, H], 'float64');
     buffer.resize(8 * 10);
     assert.throws(
