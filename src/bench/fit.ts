@@ -6,7 +6,10 @@
  * naive GPU backend its (B,N,T,S) scores in float32 plus, below float32, the probabilities in the
  * input dtype beside them (at B=4, N=8, T=S=16384 that is 34 GB in float32 and 52 GB in bfloat16).
  * The CPU backends compute in float64, so on the host each element of Q, K, V and O also has an
- * 8-byte copy. 20% of the free memory is left for input rotation, workspaces and the pool.
+ * 8-byte copy, and a second one beside it: the seeded inputs are drawn in float64 before rounding and the
+ * oracle check decodes the output again, while the collector frees the backend's copies only later (counted
+ * once, a case that fit on paper failed to allocate mid-call and V8 aborted the process). 20% of the free
+ * memory is left for input rotation, workspaces and the pool.
  */
 import { freemem } from 'node:os';
 import { cudaAvailable } from '../backends/cuda/context.js';
@@ -24,7 +27,7 @@ export function caseBytes(c: BenchCase): { bytes: number; what: string } {
   const elements = 2 * c.B * c.T * c.N * c.H + 2 * c.B * c.S * c.K * c.H; // Q and O, K and V
   const size = itemSize(c.dtype);
   if (deviceFor(c.impl) === 'cpu') {
-    return { bytes: elements * (size + 8), what: 'Q, K, V, O and their float64 copies' };
+    return { bytes: elements * (size + 16), what: 'Q, K, V, O and two float64 copies of each' };
   }
   if (c.impl === 'naive') {
     const scores = c.B * c.N * c.T * c.S * (4 + (c.dtype === 'float32' ? 0 : size));

@@ -10,7 +10,7 @@ import { shapeLabel } from '../results/shape-label.js';
 import { resolveCeiling } from './ceiling.js';
 import { attnlabLabel, DEFAULT_MEASURE, type MeasureOptions, measureAttnlabCase } from './measure.js';
 import { rowFlops } from './pass-call.js';
-import { BACKWARD_PEER_IMPLS, type PeerName, type PeerRequest, runPeer } from './peers.js';
+import { BACKWARD_PEER_IMPLS, type PeerName, type PeerRequest, type PeerRun, runPeer } from './peers.js';
 import { type Progress, SILENT_PROGRESS } from './progress.js';
 import { type BenchCase, expandSweep, type SweepSpec } from './sweep.js';
 
@@ -39,6 +39,8 @@ export interface RunOptions {
    * what finished, `interrupted` set and a note saying how far it got. The case being measured ends first.
    */
   signal?: AbortSignal;
+  /** The time a peer has for one case before it is stopped (default DEFAULT_PEER_CASE_LIMIT_MS). */
+  peerCaseLimitMs?: number;
 }
 
 export interface BenchRun {
@@ -86,7 +88,9 @@ export async function runSweeps(groups: readonly SweepGroup[], options: RunOptio
   const signal = options.signal;
   const stopped = (what: string): BenchRun => {
     progress.stop();
-    notes.push(`interrupted: ${what}; the rows here are those that finished`);
+    // The signal's name where one stopped the run (bench aborts with it): '… (stopped by SIGTERM)'.
+    const by = typeof signal?.reason === 'string' ? ` (stopped by ${signal.reason})` : '';
+    notes.push(`interrupted: ${what}; the rows here are those that finished${by}`);
     return { rows, peers: peerInfos, ceiling, notes, interrupted: true };
   };
   for (const [i, c] of cases.entries()) {
@@ -117,12 +121,23 @@ export async function runSweeps(groups: readonly SweepGroup[], options: RunOptio
       const request = peerRequest(shapes, impls, options.measure ?? {});
       request.ceiling = peer === 'torch' && ceiling === null;
       const start = done;
+      // A peer is another program: whatever goes wrong with it costs its own rows, never attnlab's.
       const run = await runPeer(
         peer,
         request,
         (d, _t, label) => progress.update(start + d, label),
         ceiling?.tflops ?? null,
         signal,
+        options.peerCaseLimitMs,
+      ).catch(
+        (error: unknown): PeerRun => ({
+          info: {
+            name: peer,
+            available: false,
+            reason: `it failed in attnlab's hands: ${error instanceof Error ? error.message : String(error)}`,
+          },
+          rows: [],
+        }),
       );
       // A peer stopped part-way answers nothing usable (its process was ended): none of its rows.
       if (signal?.aborted) {

@@ -9,13 +9,14 @@ import { cudaAvailable } from '../backends/cuda/context.js';
 import type { Implementation } from '../backends/problem.js';
 import { memoryShortfall } from '../bench/fit.js';
 import { attnlabLabel, type MeasureOptions } from '../bench/measure.js';
-import { parsePeerList } from '../bench/peers.js';
+import { DEFAULT_PEER_CASE_LIMIT_MS, parsePeerList } from '../bench/peers.js';
 import { codelabSweeps } from '../bench/presets.js';
 import { terminalProgress } from '../bench/progress.js';
 import { makeResults } from '../bench/results.js';
 import { runSweeps, type SweepGroup } from '../bench/run-bench.js';
 import {
   type BenchCase,
+  checkSweepSize,
   DTYPE_ALIASES,
   expandSweep,
   parseBoolList,
@@ -28,7 +29,7 @@ import { InvalidArgumentError } from '../errors.js';
 import { colorEnabled } from '../report/terminal.js';
 import { writeReport } from '../report/write.js';
 import { saveResults } from '../results/files.js';
-import { neutraliseLine } from '../results/safe-text.js';
+import { neutraliseLine, neutraliseStrings } from '../results/safe-text.js';
 import { PASSES, type Pass, type ResultRow } from '../results/schema.js';
 import { shapeLabel } from '../results/shape-label.js';
 import { FLOAT_DTYPES } from '../tensor/dtype.js';
@@ -42,6 +43,7 @@ import {
   type Output,
   writingTo,
 } from './output-path.js';
+import { listenForStop, signalExitCode } from './signals.js';
 
 interface BenchFlags {
   batch: string;
@@ -58,6 +60,7 @@ interface BenchFlags {
   preset?: string;
   name: string;
   peers?: string;
+  peerCaseS: string;
   warmup: string;
   repeats: string;
   budgetMs: string;
@@ -105,6 +108,11 @@ export function registerBenchCommand(program: Command): void {
     )
     .option('--name <text>', 'the group name of the rows (not with --preset) and of the --out files', 'bench')
     .option('--peers <list>', 'also run jax and/or torch on the same shapes, e.g. jax,torch')
+    .option(
+      '--peer-case-s <s>',
+      'seconds a peer may take on one case (its imports count as the first) before it is stopped',
+      String(DEFAULT_PEER_CASE_LIMIT_MS / 1000),
+    )
     .option('--warmup <n>', 'untimed calls after the first', '5')
     .option('--repeats <n>', 'most timed calls per case', '100')
     .option('--budget-ms <ms>', 'timed-call budget per case; slow cases get fewer repeats (≥ 10)', '1000')
@@ -157,19 +165,14 @@ Examples:
           ? undefined
           : parseNumber('--ceiling', flags.ceiling, 'positive', 'TFLOP/s');
       const peers = flags.peers !== undefined ? parsePeerList(flags.peers) : [];
+      const peerCaseLimitMs = 1000 * parseNumber('--peer-case-s', flags.peerCaseS, 'positive', 's');
       const { name, json, html } = outputsFrom(flags);
+      // The sizes first: a sweep of millions of cases is refused before a list of them is made.
+      for (const group of groups) checkSweepSize(group.spec, `the sweep '${group.name}'`);
       const tooLarge = casesThatCannotFit(groups);
-      // Ctrl-C stops the run after the case being measured and keeps what finished (a second one quits
-      // at once): a long sweep interrupted used to end with exit 130 and nothing saved.
-      const interrupt = new AbortController();
-      const onInterrupt = () => {
-        if (interrupt.signal.aborted) process.exit(130);
-        interrupt.abort();
-        process.stderr.write(
-          '\nattnlab: bench: stopping after the current case (Ctrl-C again to quit now)\n',
-        );
-      };
-      process.on('SIGINT', onInterrupt);
+      // Ctrl-C, SIGTERM or SIGHUP stops the run after the case being measured and keeps what finished (a
+      // second one quits at once): a sweep ended by a scheduler's SIGTERM used to lose every row.
+      const stop = listenForStop('bench', 'stopping after the current case');
       let run: Awaited<ReturnType<typeof runSweeps>>;
       try {
         run = await runSweeps(groups, {
@@ -183,13 +186,15 @@ Examples:
             if (json)
               writingTo(json.option, json.path, () => saveResults(json.path, makeResults('bench', partial)));
           },
-          signal: interrupt.signal,
+          signal: stop.signal,
+          peerCaseLimitMs,
         });
       } finally {
-        process.off('SIGINT', onInterrupt);
+        stop.dispose();
       }
-      if (run.interrupted) {
-        process.exitCode = 130; // 128 + SIGINT, as a shell reports a command Ctrl-C ended
+      const received = stop.received();
+      if (run.interrupted && received) {
+        process.exitCode = signalExitCode(received); // 128 + the signal, as a shell reports a command it ended
         if (run.rows.length === 0) {
           process.stderr.write('attnlab: bench: interrupted before any case finished: nothing saved\n');
           return;
@@ -200,8 +205,13 @@ Examples:
       const nothing = run.interrupted ? null : nothingRan(results.rows);
       if (nothing) process.exitCode = 1;
       if (json) writingTo(json.option, json.path, () => saveResults(json.path, results));
+      // Printed as report prints a loaded file: every string (a hostname, a variable's value, a peer's
+      // version) with its control characters written out, so nothing in them drives the terminal.
       const text = writingTo(html?.option ?? '--html', html?.path ?? '', () =>
-        writeReport([{ name, results }], { htmlPath: html?.path, color: colorEnabled() }),
+        writeReport([{ name, results: neutraliseStrings(results) }], {
+          htmlPath: html?.path,
+          color: colorEnabled(),
+        }),
       );
       process.stdout.write(`${text}\n`);
       // Paths as one inert line each: a control character in one is the user's typo, not an instruction.
@@ -346,7 +356,7 @@ function presetGroups(preset: string, command: Command, implText: string | undef
 }
 
 /** The sweep the size options describe. The default implementations are the ones this machine runs. */
-export function specFrom(flags: Omit<BenchFlags, 'name' | 'progress' | 'check'>): SweepSpec {
+export function specFrom(flags: Omit<BenchFlags, 'name' | 'progress' | 'check' | 'peerCaseS'>): SweepSpec {
   const impl: Implementation[] =
     flags.impl !== undefined
       ? parseImplList('--impl', flags.impl)
