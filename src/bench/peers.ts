@@ -147,6 +147,10 @@ export async function runPeer(
     watch = setTimeout(() => {
       timedOut = `no answer within ${caseLimitMs / 1000} s on ${current}: stopped (--peer-case-s sets the limit)`;
       child.kill('SIGTERM');
+      // Its pipes are closed from this side: a process it started (a shell's child) may hold them open, and
+      // the wait below is for them as well as for the peer.
+      child.stdout.destroy();
+      child.stderr.destroy();
       setTimeout(() => child.kill('SIGKILL'), 5000).unref();
     }, caseLimitMs);
   };

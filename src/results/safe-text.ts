@@ -43,9 +43,16 @@ export function neutraliseStrings<T>(value: T): T {
   if (typeof value === 'string') return neutraliseControls(value) as T;
   if (Array.isArray(value)) return value.map((v) => neutraliseStrings(v)) as T;
   if (value !== null && typeof value === 'object') {
-    return Object.fromEntries(
-      Object.entries(value).map(([k, v]) => [neutraliseControls(k), neutraliseStrings(v)]),
-    ) as T;
+    // A loop, not Object.fromEntries of mapped entries: a report of 40,000 rows copies ~1.2 million fields.
+    const copy: Record<string, unknown> = {};
+    for (const key of Object.keys(value)) {
+      const v = neutraliseStrings((value as Record<string, unknown>)[key]);
+      // A key '__proto__' (JSON.parse makes it an own key) is defined as data, not assigned: that sets the prototype.
+      if (key === '__proto__')
+        Object.defineProperty(copy, key, { value: v, enumerable: true, writable: true });
+      else copy[neutraliseControls(key)] = v;
+    }
+    return copy as T;
   }
   return value;
 }
