@@ -103,6 +103,13 @@ export interface ModuleBackwardResult extends AttentionGradients {
     readonly scales: PerGradient<number>;
     readonly amax: PerGradient<number>;
     readonly gradients8: { readonly dQuery: Tensor; readonly dKey: Tensor; readonly dValue: Tensor };
+    /**
+     * The backward tensors whose values passed the FP8 format at this step's scale, each with its amax, scale
+     * and the format's limit (`dV: amax 2.139e+5 × scale 0.2728 passes float8_e4m3fn's 448`): their codes
+     * saturated (CPU emulation) or are NaN (cuDNN), so the gradients built from them are clipped or NaN. Empty
+     * when none did. Delayed scaling sets the next step's scales from this step's amax.
+     */
+    readonly overflow: readonly string[];
   };
   /** Set when FP8 was asked for, could not run, and autocast's fallback ran the bf16 backward. */
   readonly fallbackReason?: string;
@@ -251,7 +258,7 @@ export class DotProductAttention {
           device: g.device,
           variant: `${g.forwardVariant} + ${g.variant}`,
           precision: 'fp8',
-          fp8: { scales: g.scales, amax: g.amax, gradients8: g.gradients8 },
+          fp8: { scales: g.scales, amax: g.amax, gradients8: g.gradients8, overflow: g.overflow },
         };
       }
       const reason = support.ok ? 'the FP8 backward takes DelayedScaling' : support.reason;

@@ -12,7 +12,7 @@
  * pre_scale_bias = softmax(scale·(QKᵀ + bias)), our bias multiplied by scale.
  */
 
-import { checkBoolean, checkChoice, checkKeys, checkOptionsObject, describeValue } from '../arguments.js';
+import { checkBoolean, checkChoice, checkKeys, checkOptionsObject, describeValue, snapshot } from '../arguments.js';
 import type { AttentionOptions } from '../backends/problem.js';
 import { InvalidArgumentError } from '../errors.js';
 import { checkTensor, Tensor } from '../tensor/tensor.js';
@@ -241,7 +241,7 @@ function seqLengths(argument: string, value: unknown): Int32Array {
       describeValue(value),
     );
   }
-  const list = value as ArrayLike<unknown>;
+  const list = snapshot(argument, value) as ArrayLike<unknown>; // read once: its length and each entry
   const lengths = new Int32Array(list.length);
   for (let b = 0; b < list.length; b++) {
     const v = list[b];
