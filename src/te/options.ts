@@ -12,7 +12,14 @@
  * pre_scale_bias = softmax(scale·(QKᵀ + bias)), our bias multiplied by scale.
  */
 
-import { checkBoolean, checkChoice, checkKeys, checkOptionsObject, describeValue, snapshot } from '../arguments.js';
+import {
+  checkBoolean,
+  checkChoice,
+  checkKeys,
+  checkOptionsObject,
+  describeValue,
+  snapshot,
+} from '../arguments.js';
 import type { AttentionOptions } from '../backends/problem.js';
 import { InvalidArgumentError } from '../errors.js';
 import { checkTensor, Tensor } from '../tensor/tensor.js';
