@@ -14,7 +14,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import { InvalidArgumentError } from '../errors.js';
+import { formatBytes, InvalidArgumentError } from '../errors.js';
 import { neutraliseLine } from './safe-text.js';
 import type { ResultsFile } from './schema.js';
 import { parseResults } from './validate.js';
@@ -60,6 +60,9 @@ export function writeFileAtomic(path: string, text: string): void {
   }
 }
 
+/** The largest results file read: 256 MiB is ~400,000 rows at ~600 bytes each, ~80 s of report. */
+export const MAX_RESULTS_BYTES = 256 * 2 ** 20;
+
 /**
  * Reads and validates a results file; errors name the file and the field. Anything but a regular
  * file is refused before reading (a FIFO with no writer would block forever), and the file's name and
@@ -77,6 +80,12 @@ export function loadResults(path: string): ResultsFile {
     return refuse(systemMessage(error));
   }
   if (!stat.isFile()) refuse(`${kindOf(stat)}, not a regular file`);
+  // Refused before it is read: parsed, a file of 1 GiB is several GiB of heap, and V8 aborts the process.
+  if (stat.size > MAX_RESULTS_BYTES) {
+    refuse(
+      `${formatBytes(stat.size)}; at most ${formatBytes(MAX_RESULTS_BYTES)} (about 400,000 rows) are read`,
+    );
+  }
   let text = '';
   try {
     text = readFileSync(path, 'utf8');

@@ -13,6 +13,7 @@ import {
   readFileSync,
   readlinkSync,
   symlinkSync,
+  truncateSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -144,6 +145,16 @@ describe('output folders and files', () => {
 });
 
 describe('up-front limits', () => {
+  it('a results file past 256 MiB is refused before it is read, naming its size and the limit', () => {
+    const huge = join(work, 'huge.json');
+    writeFileSync(huge, '');
+    truncateSync(huge, 300 * 2 ** 20); // sparse: no disk used
+    assert.throws(
+      () => loadResults(huge),
+      (e: unknown) => e instanceof Error && /300\.00 MiB; at most 256\.00 MiB/.test(e.message),
+    );
+  });
+
   it('a sweep of millions of cases is refused before any work, naming its size and the limit', async () => {
     const range = '1..4503599627370496';
     const r = await cli(['bench', '--batch', range, '--seq', range, '--heads', range, '--head-dim', range]);
