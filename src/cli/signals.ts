@@ -32,7 +32,9 @@ export function listenForStop(command: string, what: string): StopRequest {
       if (received !== null) process.exit(signalExitCode(name));
       received = name;
       controller.abort(name);
-      process.stderr.write(`\nattnlab: ${command}: ${name}: ${what} (a second signal quits at once)\n`);
+      // SIGHUP says the terminal has gone: a line written to it now would fail, and the results file says it all.
+      if (name !== 'SIGHUP')
+        process.stderr.write(`\nattnlab: ${command}: ${name}: ${what} (a second signal quits at once)\n`);
     };
     process.on(name, handler);
     return [name, handler] as const;
