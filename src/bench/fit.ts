@@ -55,3 +55,28 @@ export function memoryShortfall(c: BenchCase): string | null {
   const where = device === 'cuda' ? 'device memory' : 'host memory';
   return `needs ${formatBytes(bytes)} (${what}), ${formatBytes(free)} of ${where} is free`;
 }
+
+/**
+ * The CPU backends' throughput bound for the time estimate: the CPU flash backend runs B=64 T=128 N=8 H=64
+ * at 0.13 GFLOP/s on the 2-core build machine; 10 GFLOP/s is 75× that, more than any host here reaches, so
+ * the estimate is a floor: a case it refuses would take longer still.
+ */
+export const CPU_FLOPS_BOUND = 10e9;
+
+/** The default most seconds one case may be estimated to need (--max-case-s). */
+export const DEFAULT_MAX_CASE_S = 3600;
+
+/**
+ * Why a CPU case cannot finish within `limitS` seconds, or null: its `calls` calls (the first, the warm-up and
+ * the fewest timed ones) of `flops` each at CPU_FLOPS_BOUND. GPU cases are not estimated (at the H200's
+ * ~700 TFLOP/s the largest case that fits in memory takes seconds a call).
+ */
+export function timeShortfall(c: BenchCase, flops: number, calls: number, limitS: number): string | null {
+  if (deviceFor(c.impl) !== 'cpu') return null;
+  const seconds = (calls * flops) / CPU_FLOPS_BOUND;
+  if (seconds <= limitS) return null;
+  return (
+    `needs at least ${Math.round(seconds).toLocaleString('en-US')} s on the CPU (${calls} calls of ` +
+    `${flops.toExponential(2)} flops at ≤ ${CPU_FLOPS_BOUND / 1e9} GFLOP/s), past --max-case-s ${limitS}`
+  );
+}

@@ -5,7 +5,14 @@
 
 import { cudaAvailable, getCudaContext } from '../backends/cuda/context.js';
 import { emptyCache } from '../backends/cuda/memory.js';
-import { type CeilingInfo, type Pass, PEER_IMPLS, type PeerInfo, type ResultRow } from '../results/schema.js';
+import {
+  type CeilingInfo,
+  type Pass,
+  PEER_IMPLS,
+  type PeerInfo,
+  type ResultRow,
+  type RowStatus,
+} from '../results/schema.js';
 import { shapeLabel } from '../results/shape-label.js';
 import { resolveCeiling } from './ceiling.js';
 import { attnlabLabel, DEFAULT_MEASURE, type MeasureOptions, measureAttnlabCase } from './measure.js';
@@ -29,8 +36,11 @@ export interface RunOptions {
   ceiling?: number;
   /** A ceiling already resolved (the lab resolves it once for all its sections). */
   resolvedCeiling?: CeilingInfo | null;
-  /** Returns why a case must not run (e.g. it would not fit in memory), or null to run it. */
-  skip?: (c: BenchCase) => string | null;
+  /**
+   * Returns why a case must not run, or null to run it: a reason alone means it would not fit in memory (an
+   * 'out-of-memory' row); with a status, that status ('unsupported' for a case past the time limit).
+   */
+  skip?: (c: BenchCase) => string | { status: RowStatus; reason: string } | null;
   progress?: Progress;
   /** Called with everything measured so far after attnlab's cases and after each peer. */
   onPartial?: (run: BenchRun) => void;
@@ -194,8 +204,14 @@ function peerRequest(
 }
 
 /** The row of a case that was not run because it could not fit: says so instead of leaving a gap. */
-function skippedRow(c: BenchCase & { sweep: string }, reason: string, pass: Pass): ResultRow {
+function skippedRow(
+  c: BenchCase & { sweep: string },
+  why: string | { status: RowStatus; reason: string },
+  pass: Pass,
+): ResultRow {
   const { sweep, impl, B, T, S, N, K, H, dtype, causal } = c;
+  const { status, reason } =
+    typeof why === 'string' ? { status: 'out-of-memory' as const, reason: why } : why;
   return {
     sweep,
     source: 'attnlab',
@@ -203,7 +219,7 @@ function skippedRow(c: BenchCase & { sweep: string }, reason: string, pass: Pass
     label: attnlabLabel(c, pass),
     ...{ B, T, S, N, K, H, dtype, causal },
     ...(pass !== 'forward' ? { pass } : {}),
-    status: 'out-of-memory',
+    status,
     reason: `not run: ${reason}`,
     flops: rowFlops({ ...c, pass }),
   };

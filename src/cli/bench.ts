@@ -7,8 +7,9 @@ import { join } from 'node:path';
 import type { Command } from 'commander';
 import { cudaAvailable } from '../backends/cuda/context.js';
 import type { Implementation } from '../backends/problem.js';
-import { memoryShortfall } from '../bench/fit.js';
+import { DEFAULT_MAX_CASE_S, memoryShortfall, timeShortfall } from '../bench/fit.js';
 import { attnlabLabel, type MeasureOptions } from '../bench/measure.js';
+import { rowFlops } from '../bench/pass-call.js';
 import { DEFAULT_PEER_CASE_LIMIT_MS, parsePeerList } from '../bench/peers.js';
 import { codelabSweeps } from '../bench/presets.js';
 import { terminalProgress } from '../bench/progress.js';
@@ -61,6 +62,7 @@ interface BenchFlags {
   name: string;
   peers?: string;
   peerCaseS: string;
+  maxCaseS: string;
   warmup: string;
   repeats: string;
   budgetMs: string;
@@ -112,6 +114,11 @@ export function registerBenchCommand(program: Command): void {
       '--peer-case-s <s>',
       'seconds a peer may take on one case (its imports count as the first) before it is stopped',
       String(DEFAULT_PEER_CASE_LIMIT_MS / 1000),
+    )
+    .option(
+      '--max-case-s <s>',
+      'most seconds a CPU case may need at the least (its first, warm-up and fewest timed calls at ≤ 10 GFLOP/s); longer ones are not run',
+      String(DEFAULT_MAX_CASE_S),
     )
     .option('--warmup <n>', 'untimed calls after the first', '5')
     .option('--repeats <n>', 'most timed calls per case', '100')
@@ -169,7 +176,8 @@ Examples:
       const { name, json, html } = outputsFrom(flags);
       // The sizes first: a sweep of millions of cases is refused before a list of them is made.
       for (const group of groups) checkSweepSize(group.spec, `the sweep '${group.name}'`);
-      const tooLarge = casesThatCannotFit(groups);
+      const maxCaseS = parseNumber('--max-case-s', flags.maxCaseS, 'positive', 's');
+      const tooLarge = casesThatCannotFit(groups, measure, maxCaseS);
       // Ctrl-C, SIGTERM or SIGHUP stops the run after the case being measured and keeps what finished (a
       // second one quits at once): a sweep ended by a scheduler's SIGTERM used to lose every row.
       const stop = listenForStop('bench', 'stopping after the current case');
@@ -279,18 +287,27 @@ function caseKey(c: BenchCase): string {
 }
 
 /**
- * The cases too large for this machine's memory, each with why, printed before anything runs
- * (their rows then say 'out-of-memory: not run: …').
+ * The cases too large for this machine's memory, or too long for --max-case-s, each with why, printed before
+ * anything runs (their rows then say 'out-of-memory: not run: …' or 'unsupported: not run: …').
  */
-function casesThatCannotFit(groups: readonly SweepGroup[]): Map<string, string> {
-  const reasons = new Map<string, string>();
+function casesThatCannotFit(
+  groups: readonly SweepGroup[],
+  measure: Partial<MeasureOptions>,
+  maxCaseS: number,
+): Map<string, string | { status: 'unsupported'; reason: string }> {
+  const reasons = new Map<string, string | { status: 'unsupported'; reason: string }>();
+  const pass = measure.pass ?? 'forward';
+  // The first call, the warm-up and the fewest timed calls: what a case runs however short its budget.
+  const calls = 1 + (measure.warmup ?? 0) + (measure.minRepeats ?? 1);
   for (const group of groups) {
     for (const c of expandSweep(group.spec).cases) {
       const key = caseKey(c);
       if (reasons.has(key)) continue;
-      const why = memoryShortfall(c);
+      const memory = memoryShortfall(c);
+      const time = memory ? null : timeShortfall(c, rowFlops({ ...c, pass }), calls, maxCaseS);
+      const why = memory ?? time;
       if (why) {
-        reasons.set(key, why);
+        reasons.set(key, memory ?? { status: 'unsupported', reason: why });
         process.stderr.write(`attnlab: bench: will not run ${attnlabLabel(c)} ${shapeLabel(c)}: ${why}\n`);
       }
     }
@@ -356,7 +373,9 @@ function presetGroups(preset: string, command: Command, implText: string | undef
 }
 
 /** The sweep the size options describe. The default implementations are the ones this machine runs. */
-export function specFrom(flags: Omit<BenchFlags, 'name' | 'progress' | 'check' | 'peerCaseS'>): SweepSpec {
+export function specFrom(
+  flags: Omit<BenchFlags, 'name' | 'progress' | 'check' | 'peerCaseS' | 'maxCaseS'>,
+): SweepSpec {
   const impl: Implementation[] =
     flags.impl !== undefined
       ? parseImplList('--impl', flags.impl)

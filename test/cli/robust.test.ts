@@ -145,6 +145,19 @@ describe('output folders and files', () => {
 });
 
 describe('up-front limits', () => {
+  it('a CPU case that cannot finish within --max-case-s is not run, and says so before anything runs', async () => {
+    const sizes = ['--seq', '262144', '--heads', '2', '--head-dim', '16', '--batch', '1', '--impl', 'flash'];
+    const r = await cli(['bench', ...sizes, ...QUICK, '--max-case-s', '60']);
+    assert.equal(r.code, 1, r.stderr);
+    const lines = r.stderr.trimEnd().split('\n');
+    assert.match(
+      lines[0],
+      /^attnlab: bench: will not run attnlab flash bf16 1×262144×2×16: needs at least 2,639 s on the CPU \(3 calls of 8\.80e\+12 flops at ≤ 10 GFLOP\/s\), past --max-case-s 60$/,
+    );
+    assert.match(lines[1], /no row ran \(1 unsupported\)/);
+    assert.ok(r.ms < 30_000, `${r.ms} ms`);
+  });
+
   it('a results file past 256 MiB is refused before it is read, naming its size and the limit', () => {
     const huge = join(work, 'huge.json');
     writeFileSync(huge, '');
