@@ -94,14 +94,9 @@ export function attentionVjp(
   value: Tensor,
   options: BackwardOptions = {},
 ): AttentionVjpResult {
-  // The options as they are now: backward() runs later, and a caller reusing (mutating) the object between
-  // the two would get the gradients of another forward. Lists are copied too (lengths, the window).
-  const given = checkOptionsObject<BackwardOptions>('options', options, OPTIONS_EXPECTED);
-  const copy = (v: unknown) =>
-    Array.isArray(v) || (ArrayBuffer.isView(v) && !(v instanceof DataView))
-      ? Array.from(v as ArrayLike<unknown>)
-      : v;
-  const kept = Object.fromEntries(Object.entries(given).map(([k, v]) => [k, copy(v)])) as BackwardOptions;
+  // The options as they are now (the snapshot copies lists too: lengths, the window): backward() runs later,
+  // and a caller reusing (mutating) the object between the two would get the gradients of another forward.
+  const kept = checkOptionsObject<BackwardOptions>('options', options, OPTIONS_EXPECTED);
   const { forwardOptions, float32Output } = splitBackwardOptions(kept);
   // Every option checked as given (returnLogSumExp too, which the forward then sets); a layout the backward
   // refuses is refused here, before the forward runs and its residuals are kept.

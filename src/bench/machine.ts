@@ -12,6 +12,7 @@ import { cudaAvailable, getCudaContext } from '../backends/cuda/context.js';
 import { loadCudnn } from '../backends/cuda/ffi/cudnn.js';
 import { nv } from '../backends/cuda/ffi/nvrtc.js';
 import { config, runSettings } from '../config.js';
+import { neutraliseLine } from '../results/safe-text.js';
 import type { ResultsFile } from '../results/schema.js';
 import { packageRoot, packageVersion } from '../version.js';
 import { gpuPowerProbe } from './gpu-power.js';
@@ -25,7 +26,8 @@ import { gpuUuid } from './gpu-uuid.js';
  */
 export function attnlabCommit(): string {
   const configured = config().commit;
-  if (configured) return configured;
+  // Written out as \xNN where it holds control characters: it reaches the terminal in bench's machine table.
+  if (configured) return neutraliseLine(configured);
   const cwd = packageRoot();
   if (!cwd || !existsSync(join(cwd, '.git'))) return 'unknown';
   try {

@@ -5,12 +5,19 @@
 
 import { cudaAvailable, getCudaContext } from '../backends/cuda/context.js';
 import { emptyCache } from '../backends/cuda/memory.js';
-import { type CeilingInfo, type Pass, PEER_IMPLS, type PeerInfo, type ResultRow } from '../results/schema.js';
+import {
+  type CeilingInfo,
+  type Pass,
+  PEER_IMPLS,
+  type PeerInfo,
+  type ResultRow,
+  type RowStatus,
+} from '../results/schema.js';
 import { shapeLabel } from '../results/shape-label.js';
 import { resolveCeiling } from './ceiling.js';
 import { attnlabLabel, DEFAULT_MEASURE, type MeasureOptions, measureAttnlabCase } from './measure.js';
 import { rowFlops } from './pass-call.js';
-import { BACKWARD_PEER_IMPLS, type PeerName, type PeerRequest, runPeer } from './peers.js';
+import { BACKWARD_PEER_IMPLS, type PeerName, type PeerRequest, type PeerRun, runPeer } from './peers.js';
 import { type Progress, SILENT_PROGRESS } from './progress.js';
 import { type BenchCase, expandSweep, type SweepSpec } from './sweep.js';
 import { type ModuleCall, moduleCall } from './te-calls.js';
@@ -32,8 +39,11 @@ export interface RunOptions {
   ceiling?: number;
   /** A ceiling already resolved (the lab resolves it once for all its sections). */
   resolvedCeiling?: CeilingInfo | null;
-  /** Returns why a case must not run (e.g. it would not fit in memory), or null to run it. */
-  skip?: (c: BenchCase) => string | null;
+  /**
+   * Returns why a case must not run, or null to run it: a reason alone means it would not fit in memory (an
+   * 'out-of-memory' row); with a status, that status ('unsupported' for a case past the time limit).
+   */
+  skip?: (c: BenchCase) => string | { status: RowStatus; reason: string } | null;
   progress?: Progress;
   /** Called with everything measured so far after attnlab's cases and after each peer. */
   onPartial?: (run: BenchRun) => void;
@@ -42,6 +52,8 @@ export interface RunOptions {
    * what finished, `interrupted` set and a note saying how far it got. The case being measured ends first.
    */
   signal?: AbortSignal;
+  /** The time a peer has for one case before it is stopped (default DEFAULT_PEER_CASE_LIMIT_MS). */
+  peerCaseLimitMs?: number;
 }
 
 export interface BenchRun {
@@ -90,7 +102,9 @@ export async function runSweeps(groups: readonly SweepGroup[], options: RunOptio
   const signal = options.signal;
   const stopped = (what: string): BenchRun => {
     progress.stop();
-    notes.push(`interrupted: ${what}; the rows here are those that finished`);
+    // The signal's name where one stopped the run (bench aborts with it): '… (stopped by SIGTERM)'.
+    const by = typeof signal?.reason === 'string' ? ` (stopped by ${signal.reason})` : '';
+    notes.push(`interrupted: ${what}; the rows here are those that finished${by}`);
     return { rows, peers: peerInfos, ceiling, notes, interrupted: true };
   };
   for (const [i, c] of cases.entries()) {
@@ -124,12 +138,23 @@ export async function runSweeps(groups: readonly SweepGroup[], options: RunOptio
       const request = peerRequest(shapes, impls, options.measure ?? {});
       request.ceiling = peer === 'torch' && ceiling === null;
       const start = done;
+      // A peer is another program: whatever goes wrong with it costs its own rows, never attnlab's.
       const run = await runPeer(
         peer,
         request,
         (d, _t, label) => progress.update(start + d, label),
         ceiling?.tflops ?? null,
         signal,
+        options.peerCaseLimitMs,
+      ).catch(
+        (error: unknown): PeerRun => ({
+          info: {
+            name: peer,
+            available: false,
+            reason: `it failed in attnlab's hands: ${error instanceof Error ? error.message : String(error)}`,
+          },
+          rows: [],
+        }),
       );
       // A peer stopped part-way answers nothing usable (its process was ended): none of its rows.
       if (signal?.aborted) {
@@ -190,10 +215,12 @@ function peerRequest(
 /** The row of a case that was not run because it could not fit: says so instead of leaving a gap. */
 function skippedRow(
   c: BenchCase & { sweep: string; module?: ModuleCall },
-  reason: string,
+  why: string | { status: RowStatus; reason: string },
   pass: Pass,
 ): ResultRow {
   const { sweep, impl, B, T, S, N, K, H, dtype, causal } = c;
+  const { status, reason } =
+    typeof why === 'string' ? { status: 'out-of-memory' as const, reason: why } : why;
   const named = c.module
     ? { impl: c.module, label: `${c.module} ${c.dtype}${c.causal ? ' causal' : ''}` }
     : {};
@@ -205,7 +232,7 @@ function skippedRow(
     ...named,
     ...{ B, T, S, N, K, H, dtype, causal },
     ...(pass !== 'forward' ? { pass } : {}),
-    status: 'out-of-memory',
+    status,
     reason: `not run: ${reason}`,
     flops: rowFlops({ ...c, pass }),
   };

@@ -34,7 +34,8 @@ export type TimingMethod =
   /** Host wall time of a call followed by jax.block_until_ready (the codelab's method). */
   | 'wall-block-until-ready';
 
-export type RowStatus = 'ok' | 'unsupported' | 'error' | 'out-of-memory';
+/** 'unavailable': a peer's row that its answer did not give in a valid form (the reason says what was wrong). */
+export type RowStatus = 'ok' | 'unsupported' | 'error' | 'out-of-memory' | 'unavailable';
 
 /** The implementations each peer framework times, in the order they appear in tables (row.impl). */
 export const PEER_IMPLS: Readonly<Record<'jax' | 'torch', readonly string[]>> = {

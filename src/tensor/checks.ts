@@ -3,7 +3,7 @@
  * allocations that say how much was asked when they cannot be made.
  */
 import { freemem, totalmem } from 'node:os';
-import { checkKeys, checkOptionsObject, describeValue } from '../arguments.js';
+import { checkKeys, checkOptionsObject, describeValue, snapshotList } from '../arguments.js';
 import { InvalidArgumentError, OutOfMemoryError } from '../errors.js';
 import { allocRaw, type DType, type EncodeOptions, itemSize, type RawArray } from './dtype.js';
 
@@ -16,18 +16,19 @@ export function numel(shape: readonly number[]): number {
 
 export const shapeText = (shape: readonly number[]): string => `[${shape.join(', ')}]`;
 
-/** An array of non-negative safe integers; each bad entry is named with its index. */
-export function checkShape(argument: string, shape: unknown): readonly number[] {
-  if (!Array.isArray(shape)) {
-    throw new InvalidArgumentError(argument, 'an array of non-negative integers', describeValue(shape));
-  }
+/**
+ * An array of non-negative safe integers, as a frozen copy read once (the only shape its caller uses after
+ * this); each bad entry is named with its index.
+ */
+export function checkShape(argument: string, shapeIn: unknown): readonly number[] {
+  const shape = snapshotList(argument, shapeIn, 'an array of non-negative integers');
   for (let d = 0; d < shape.length; d++) {
     const size = shape[d];
     if (typeof size !== 'number' || !Number.isSafeInteger(size) || size < 0) {
       throw new InvalidArgumentError(`${argument}[${d}]`, 'a non-negative integer', describeValue(size));
     }
   }
-  return shape;
+  return shape as readonly number[];
 }
 
 /**

@@ -41,6 +41,14 @@ export let storageOf: (tensor: Tensor) => Storage;
  */
 export let isTensor: (value: unknown) => value is Tensor;
 
+/**
+ * What became of a host tensor's memory when it no longer holds its elements, or null while it does. `fromRaw`
+ * does not copy, so the caller's buffer can be transferred to a worker (postMessage), detached
+ * (structuredClone with transfer, ArrayBuffer.transfer) or shrunk (a resizable ArrayBuffer) under the tensor:
+ * its view then reads 0 elements or fewer than the shape's, and a kernel over it would read zeros or past it.
+ */
+let lostMemory: (tensor: Tensor) => string | null;
+
 export class Tensor {
   readonly shape: readonly number[];
   readonly dtype: DType;
@@ -49,6 +57,21 @@ export class Tensor {
   static {
     storageOf = (tensor) => tensor.#storage;
     isTensor = (value): value is Tensor => typeof value === 'object' && value !== null && #storage in value;
+    lostMemory = (tensor) => {
+      const storage = tensor.#storage;
+      if (storage.kind !== 'host') return null;
+      const have = storage.data.length;
+      const want = numel(tensor.shape);
+      if (have === want) return null;
+      const buffer = storage.data.buffer as ArrayBuffer & { detached?: boolean; resizable?: boolean };
+      const what =
+        buffer.detached === true || buffer.byteLength === 0
+          ? 'was detached or transferred (postMessage, structuredClone, ArrayBuffer.transfer)'
+          : buffer.resizable
+            ? 'was resized'
+            : 'no longer holds the tensor';
+      return `a Tensor ${shapeText(tensor.shape)} ${tensor.dtype} whose caller-owned ArrayBuffer ${what}: its view holds ${have} of ${want} elements`;
+    };
   }
 
   /** `view`: over another tensor's storage (reshape), which stays that storage's owner. */
@@ -59,9 +82,13 @@ export class Tensor {
     if (!view) adoptStorage(storage);
   }
 
-  /** A host tensor over raw storage values (bits for float16/bfloat16/fp8). The array is not copied. */
+  /**
+   * A host tensor over raw storage values (bits for float16/bfloat16/fp8). The array is not copied: the tensor
+   * reads the caller's memory, and every use checks it is still there (a buffer transferred, detached or
+   * resized under it is refused with InvalidArgumentError naming the tensor, never read as zeros).
+   */
   static fromRaw(data: RawArray, shape: readonly number[], dtype: DType): Tensor {
-    checkShape('shape', shape);
+    shape = checkShape('shape', shape);
     assertDType('dtype', dtype);
     const expected = allocRaw(dtype, 0).constructor;
     if (data === null || data === undefined || data.constructor !== expected) {
@@ -87,7 +114,7 @@ export class Tensor {
     dtype: DType = 'float32',
     options: EncodeOptions = {},
   ): Tensor {
-    checkShape('shape', shape);
+    shape = checkShape('shape', shape);
     assertDType('dtype', dtype);
     checkValues('values', values, dtype);
     const encode = checkEncodeOptions('options', options);
@@ -108,14 +135,14 @@ export class Tensor {
 
   /** A host tensor of zeros (false for bool). */
   static zeros(shape: readonly number[], dtype: DType = 'float32'): Tensor {
-    checkShape('shape', shape);
+    shape = checkShape('shape', shape);
     assertDType('dtype', dtype);
     return new Tensor(shape, dtype, { kind: 'host', data: allocHost(dtype, shape) });
   }
 
   /** A device tensor over a buffer from the CUDA pool; the tensor owns the buffer from now on. */
   static fromDeviceBuffer(buffer: DeviceBuffer, shape: readonly number[], dtype: DType): Tensor {
-    checkShape('shape', shape);
+    shape = checkShape('shape', shape);
     assertDType('dtype', dtype);
     const needed = numel(shape) * itemSize(dtype);
     // The whole interface, not only ptr: a buffer without release() failed at dispose() as V8's TypeError,
@@ -200,7 +227,7 @@ export class Tensor {
 
   /** A tensor of the same storage with another shape of the same size. */
   reshape(shape: readonly number[]): Tensor {
-    checkShape('shape', shape);
+    shape = checkShape('shape', shape);
     if (numel(shape) !== this.size) {
       throw new InvalidArgumentError(
         'shape',
@@ -264,6 +291,9 @@ export class Tensor {
       const what = `${shapeText(this.shape)} ${this.dtype} on ${this.device}`;
       throw new InvalidArgumentError('tensor', 'a live tensor', `a disposed tensor ${what}`);
     }
+    const lost = lostMemory(this);
+    if (lost !== null)
+      throw new InvalidArgumentError('tensor', 'a tensor whose memory is still attached', lost);
     return this.#storage;
   }
 }
@@ -278,5 +308,8 @@ export function checkTensor(argument: string, value: unknown): Tensor {
     throw new InvalidArgumentError(argument, 'a Tensor', got);
   }
   if (value.disposed) throw new InvalidArgumentError(argument, 'a live Tensor', 'a disposed Tensor');
+  const lost = lostMemory(value);
+  if (lost !== null)
+    throw new InvalidArgumentError(argument, 'a Tensor whose memory is still attached', lost);
   return value;
 }
