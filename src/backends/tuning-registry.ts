@@ -81,6 +81,13 @@ function probe(read: () => string): string | null {
   }
 }
 
+/** Reads the current GPU's calibrated file again (another process, or `attnlab tune --reset`, wrote it). */
+export function reloadCalibration(): CalibratedTable {
+  const s = state();
+  s.table = loadCalibration(s.file, s.key);
+  return s.table;
+}
+
 /** The current GPU as the dispatch tables key it. */
 export function currentDeviceClass(): DeviceClass {
   return state().device;
