@@ -88,6 +88,12 @@ export function reloadCalibration(): CalibratedTable {
   return s.table;
 }
 
+/** Empties the current GPU's calibrated table in memory (`attnlab tune --reset`; saved at its end). */
+export function resetCalibration(): void {
+  const s = state();
+  s.table = { ...s.table, entries: {} };
+}
+
 /** The current GPU as the dispatch tables key it. */
 export function currentDeviceClass(): DeviceClass {
   return state().device;
