@@ -6,12 +6,12 @@
  *   auto ran, and which step decided (calibrated, recorded, model);
  * - host time per call at the codelab's shape (B=4 T=128 N=8 H=64 bf16) and a B=1 decode step (S=4096
  *   K=8 N=32 H=128), per backend and auto;
- * - first-call time of the flash kernel in a new process: with an empty kernel cache, then again with
+ * - first-call time of the flash kernel in a new process (and where its kernel came from: shipped, disk cache, NVRTC): with an empty kernel cache, then again with
  *   the cache that first process left (child processes: node --import tsx scripts/measure-auto.ts
  *   --first-call).
  * Writes JSON to the path given with --json (and prints one line a measurement).
  *
- * Run: node --import tsx scripts/measure-auto.ts [--json out.json] [--skip-large]
+ * Run: node --import tsx scripts/measure-auto.ts [--json out.json] [--only small|forward|decode|backward]...
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -22,6 +22,7 @@ import { attention } from '../src/api/attention.js';
 import { attentionBackward } from '../src/api/backward.js';
 import { validateAttention } from '../src/api/validate.js';
 import { backwardDecision } from '../src/backends/backward-registry.js';
+import { compileHistory } from '../src/backends/cuda/compile.js';
 import { synchronize } from '../src/backends/cuda/context.js';
 import type { Implementation } from '../src/backends/problem.js';
 import { autoDecision } from '../src/backends/registry.js';
@@ -124,7 +125,9 @@ function firstCall(): void {
   attention(q, k, v, { isCausal: true, implementation: 'flash' }).output.dispose();
   synchronize();
   const secondMs = performance.now() - t1;
-  process.stdout.write(`${JSON.stringify({ firstMs, secondMs, inputsMs, variant: r.variant })}\n`);
+  // Where each kernel came from: 'prebuilt' (shipped), 'disk' (the cache), 'nvrtc' (compiled now).
+  const kernels = compileHistory().map((h) => `${h.file} ${h.source} ${h.milliseconds.toFixed(1)} ms`);
+  process.stdout.write(`${JSON.stringify({ firstMs, secondMs, inputsMs, variant: r.variant, kernels })}\n`);
 }
 
 function firstCallChild(cacheDir: string): Record<string, unknown> {
@@ -153,35 +156,45 @@ function main(): void {
   const report: Record<string, unknown> = {};
   const print = (what: string, value: unknown) => process.stdout.write(`${what}: ${JSON.stringify(value)}\n`);
   const cacheDir = mkdtempSync(join(tmpdir(), 'attnlab-first-call-'));
-  report.firstCallEmptyCache = firstCallChild(cacheDir);
-  print('first call, empty cache (new process)', report.firstCallEmptyCache);
-  report.firstCallWarmCache = firstCallChild(cacheDir);
-  print('first call, warm cache (new process)', report.firstCallWarmCache);
+  const only = args.flatMap((a, k) => (args[k - 1] === '--only' ? [a] : []));
+  const wants = (part: string) => only.length === 0 || only.includes(part);
   const rows: unknown[] = [];
-  const small: Shape[] = [
-    { B: 4, T: 128, S: 128, N: 8, K: 8, H: 64, causal: false },
-    { B: 4, T: 128, S: 128, N: 8, K: 8, H: 64, causal: true },
-    { B: 1, T: 1, S: 4096, N: 32, K: 8, H: 128, causal: false },
-  ];
-  for (const s of small) {
-    const row = forwardRow(s, 30, 50);
-    rows.push(row);
-    print('host time', row);
-  }
-  if (!args.includes('--skip-large')) {
-    const large: Shape[] = [
-      ...[64, 128, 256].flatMap((H) =>
-        [false, true].map((causal) => ({ B: 4, T: 8192, S: 8192, N: 16, K: 16, H, causal })),
-      ),
-      { B: 64, T: 1, S: 16384, N: 32, K: 1, H: 128, causal: false },
-      { B: 8, T: 1, S: 131072, N: 32, K: 8, H: 128, causal: false },
-      { B: 64, T: 1, S: 16384, N: 32, K: 8, H: 128, causal: false },
+  if (wants('small')) {
+    report.firstCallEmptyCache = firstCallChild(cacheDir);
+    print('first call, empty cache (new process)', report.firstCallEmptyCache);
+    report.firstCallWarmCache = firstCallChild(cacheDir);
+    print('first call, warm cache (new process)', report.firstCallWarmCache);
+    const small: Shape[] = [
+      { B: 4, T: 128, S: 128, N: 8, K: 8, H: 64, causal: false },
+      { B: 4, T: 128, S: 128, N: 8, K: 8, H: 64, causal: true },
+      { B: 1, T: 1, S: 4096, N: 32, K: 8, H: 128, causal: false },
     ];
-    for (const s of large) {
-      const row = forwardRow(s, 5, s.T === 1 ? 10 : 2);
+    for (const s of small) {
+      const row = forwardRow(s, 30, 50);
       rows.push(row);
-      print('auto vs backends', row);
+      print('host time', row);
     }
+  }
+  const large: Shape[] = [
+    ...(wants('forward')
+      ? [64, 128, 256].flatMap((H) =>
+          [false, true].map((causal) => ({ B: 4, T: 8192, S: 8192, N: 16, K: 16, H, causal })),
+        )
+      : []),
+    ...(wants('decode')
+      ? [
+          { B: 64, T: 1, S: 16384, N: 32, K: 1, H: 128, causal: false },
+          { B: 8, T: 1, S: 131072, N: 32, K: 8, H: 128, causal: false },
+          { B: 64, T: 1, S: 16384, N: 32, K: 8, H: 128, causal: false },
+        ]
+      : []),
+  ];
+  for (const s of large) {
+    const row = forwardRow(s, 3, s.T === 1 ? 5 : 2);
+    rows.push(row);
+    print('auto vs backends', row);
+  }
+  if (wants('backward')) {
     const bwd = backwardRow({ B: 4, T: 8192, S: 8192, N: 16, K: 16, H: 128, causal: true }, 3);
     rows.push(bwd);
     print('auto vs backends', bwd);
