@@ -7,7 +7,8 @@
  * The cases are the shapes the benchmarks measure and a codelab-sized call: the headline forward
  * (B=4, T=S=8192, N=16) at H = 64/128/256, causal and not, the T sweep at B·T = 32k where cuDNN and
  * flash trade places on Hopper (1k–4k), the same shapes for the backward, and decode steps on dense
- * caches at the sizes of the decode benchmark (N=32, H=128; K = 8 and 1; 128k–1M cached tokens; B=1).
+ * caches at the sizes of the decode benchmark (N=32, H=128; K = 8, 4 and 1 holding 1M cached tokens;
+ * B=1 with 32k and 4k).
  */
 
 import { validateAttention } from '../api/validate.js';
