@@ -165,6 +165,7 @@ function timed(
     const names = candidates.map((x) => x.name).join(', ') || 'none';
     return { case: c, shapeClass: '', entry: null, note: `nothing to choose: only ${names} takes it` };
   }
-  const { shapeClass, entry } = calibrateOnDevice(c.operation, p, candidates, budgetMs, false);
+  // Saved after each class: a run cut short keeps the classes it finished.
+  const { shapeClass, entry } = calibrateOnDevice(c.operation, p, candidates, budgetMs);
   return { case: c, shapeClass, entry };
 }
