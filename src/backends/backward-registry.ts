@@ -13,6 +13,7 @@ import type { BackwardBackend } from './backward-backend.js';
 import type { BackwardProblem } from './backward-problem.js';
 import { cpuFlashBackward } from './cpu/flash-backward.js';
 import { cpuReferenceBackward } from './cpu/reference-backward.js';
+import { cudaAvailable } from './cuda/context.js';
 import { cudnnBackward } from './cuda/cudnn/backward.js';
 import { cudaFlashBackward } from './cuda/flash/backward.js';
 import { cudaNaiveBackward } from './cuda/naive/backward.js';
@@ -41,7 +42,7 @@ export function chooseBackwardBackend(problem: BackwardProblem): BackwardBackend
 
 /** What decides the backward order `auto` takes on the GPU (a calibrated entry, or the model); null for a named backend or the CPU. */
 export function backwardDecision(problem: BackwardProblem): AutoDecision | null {
-  if (problem.implementation !== undefined || problem.device !== 'cuda') return null;
+  if (problem.implementation !== undefined || problem.device !== 'cuda' || !cudaAvailable().ok) return null;
   const calibrated = calibratedDecision('backward', problem, BACKWARD_BACKENDS);
   if (calibrated) return calibrated;
   const order = BACKWARD_BACKENDS.filter((b) => b.device === 'cuda').map((b) => b.name);

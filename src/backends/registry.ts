@@ -14,7 +14,7 @@ import { type AttentionBackend, type InputLayout, SUPPORTED, type Support, unsup
 import { operationOf, type TunedOperation } from './calibrated-dispatch-table.js';
 import { cpuFlashBackend } from './cpu/flash.js';
 import { cpuReferenceBackend } from './cpu/reference.js';
-import { getCudaContext, targetArch } from './cuda/context.js';
+import { cudaAvailable, getCudaContext, targetArch } from './cuda/context.js';
 import { cudnnBackend } from './cuda/cudnn/backend.js';
 import { cudaFlashBackend } from './cuda/flash/backend.js';
 import { hopperVariant } from './cuda/flash/hopper-variant.js';
@@ -88,7 +88,8 @@ export function backendOrder(problem: AttentionProblem): readonly AttentionBacke
  * GPU's architecture, or the model (the table's order). Null for a named backend or a CPU problem.
  */
 export function autoDecision(problem: AttentionProblem): AutoDecision | null {
-  if (problem.implementation !== undefined || problem.device !== 'cuda') return null;
+  // Without a usable GPU every cuda backend refuses with its reason (chooseFrom lists them): no order to choose.
+  if (problem.implementation !== undefined || problem.device !== 'cuda' || !cudaAvailable().ok) return null;
   const calibrated = calibratedDecision('forward', problem, BACKENDS);
   if (calibrated) return calibrated;
   const measured = measuredChoice(problem);
@@ -133,6 +134,7 @@ export function calibratedDecision<P extends AttentionProblem, E extends Calibra
   problem: P,
   table: readonly E[],
 ): AutoDecision | null {
+  if (!cudaAvailable().ok) return null;
   const op: TunedOperation = operationOf(problem, operation === 'backward');
   const found = calibratedEntry(op, problem);
   if (found) return calibratedWords(found.entry, 'calibrated');
