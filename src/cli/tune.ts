@@ -29,7 +29,8 @@ function timings(t: TunedCase): string {
   if (!t.entry) return t.note ?? '';
   const e = t.entry;
   const times = e.order.map((name) => `${name} ${e.ms[name].toFixed(3)} ms`).join(' < ');
-  const skipped = Object.entries(e.skipped).map(([name, why]) => `${name} skipped: ${why.split('\n')[0]}`);
+  // The reason's first clause: a missing library's message lists every path searched.
+  const skipped = Object.entries(e.skipped).map(([name, why]) => `${name} skipped: ${why.split(/[\n;]/)[0]}`);
   return [times, ...skipped].join('; ');
 }
 

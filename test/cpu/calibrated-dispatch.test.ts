@@ -29,6 +29,7 @@ import {
   currentDeviceClass,
   reloadCalibration,
 } from '../../src/backends/tuning-registry.js';
+import { runTune } from '../../src/bench/tune.js';
 import { reloadConfig } from '../../src/config.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { useFakeCudaStack } from '../support/fake-cuda.js';
@@ -242,6 +243,26 @@ describe('auto on a stand-in GPU: calibrated, then recorded, then the model', { 
     assert.equal(autoDecision(long())?.source, 'recorded');
     delete process.env.ATTNLAB_TUNE;
     reloadConfig();
+  });
+
+  it('attnlab tune calibrates its cases, saves each, and auto follows them', () => {
+    const c = { operation: 'forward', B: 1, T: 256, S: 256, N: 2, K: 2, H: 64, causal: false } as const;
+    const { file, cases } = runTune({
+      cases: [c, { ...c, operation: 'backward' }],
+      budgetMs: 5,
+      reset: true,
+    });
+    assert.equal(cases.length, 2);
+    const [forward, backward] = cases;
+    const order = forward.entry?.order ?? [];
+    assert.ok(order.includes('cudnn') && order.includes('flash'), order.join(', '));
+    assert.match(forward.shapeClass, /^forward bfloat16 H64/);
+    assert.match(backward.shapeClass, /^backward bfloat16 H64/);
+    const onDisk = JSON.parse(readFileSync(file, 'utf8'));
+    assert.deepEqual(Object.keys(onDisk.entries).sort(), [backward.shapeClass, forward.shapeClass].sort());
+    const p = onCuda(problem(1, 256, 64));
+    assert.equal(autoDecision(p)?.source, 'calibrated');
+    assert.deepEqual(autoDecision(p)?.order, forward.entry!.order);
   });
 
   it('ATTNLAB_TUNE=auto times the backends that take a new class once, saves it, and follows it', () => {
