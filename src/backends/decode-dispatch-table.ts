@@ -168,7 +168,20 @@ export interface MeasuredDecodeOrder {
   readonly measured: MeasuredDecodeCase;
   /** How near the table's GPU is to this one (device-dispatch-table.ts). */
   readonly match: DeviceMatch;
+  /** Whether the order is the record's changed by BANDWIDTH_TRANSFER (another GPU of the architecture). */
+  readonly transferred: boolean;
 }
+
+/**
+ * How a decode record carries to a GPU of its architecture but not of its bandwidth class: a decode
+ * step is bound by memory bandwidth, and flash's decode kernels read at the copy ceiling on both Hopper
+ * parts measured (H200 4.5 TB/s; H100 2.9–3.1 TB/s of its 3.0 copy rate, issue #45), cuDNN's only on
+ * the H200 (H100: 1.80–1.86 TB/s at B=64 S=16k K=1 and B=8 S=128k K=8). So where the record has flash
+ * within 2% of cuDNN, flash goes first on the other GPU; where cuDNN led by more (B=1 S=32k: 19–25%),
+ * the record's order stands. `attnlab tune` measures the GPU itself.
+ */
+export const BANDWIDTH_TRANSFER = 'flash first on another bandwidth class where the record has it within 2%';
+const TRANSFER_MARGIN = 0.02;
 
 /**
  * Whether the next decode steps keep `p`'s cuDNN graph: a block table with room for one more block
@@ -229,10 +242,27 @@ export function measuredDecodeOrder(
       .sort((a, b) => Math.abs(Math.log(a.B / p.B)) - Math.abs(Math.log(b.B / p.B)));
     if (near.length === 0) continue;
     const measured = near[0];
-    const order = (Object.entries(measured.gbs) as Array<[Implementation, number]>)
-      .sort((a, b) => b[1] - a[1])
-      .map(([name]) => name);
-    return { order, table, measured, match: nearest.match };
+    const ranked = (Object.entries(measured.gbs) as Array<[Implementation, number]>).sort(
+      (a, b) => b[1] - a[1],
+    );
+    const order = ranked.map(([name]) => name);
+    // Another bandwidth class than the record's (or one not known equal): flash first where it was
+    // within TRANSFER_MARGIN of the leader (BANDWIDTH_TRANSFER).
+    const flash = measured.gbs.flash;
+    if (
+      nearest.match < 2 &&
+      flash !== undefined &&
+      order[0] !== 'flash' &&
+      flash >= ranked[0][1] * (1 - TRANSFER_MARGIN)
+    )
+      return {
+        order: ['flash', ...order.filter((n) => n !== 'flash')],
+        table,
+        measured,
+        match: nearest.match,
+        transferred: true,
+      };
+    return { order, table, measured, match: nearest.match, transferred: false };
   }
   return null;
 }

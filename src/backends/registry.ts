@@ -20,7 +20,12 @@ import { cudaFlashBackend } from './cuda/flash/backend.js';
 import { hopperVariant } from './cuda/flash/hopper-variant.js';
 import { withNanRepair } from './cuda/flash/nan-repair.js';
 import { cudaNaiveBackend } from './cuda/naive/backend.js';
-import { type MeasuredDecodeOrder, measuredDecodeOrder, tableHasRoom } from './decode-dispatch-table.js';
+import {
+  BANDWIDTH_TRANSFER,
+  type MeasuredDecodeOrder,
+  measuredDecodeOrder,
+  tableHasRoom,
+} from './decode-dispatch-table.js';
 import { type DecisionSource, matchWords, modelWords } from './device-dispatch-table.js';
 import { type MeasuredOrder, measuredOrder, orderByMeasurement } from './dispatch-table.js';
 import type { AttentionProblem } from './problem.js';
@@ -107,7 +112,7 @@ export function autoDecision(problem: AttentionProblem): AutoDecision | null {
     return {
       order: decode.order,
       source: 'recorded',
-      why: `${matchWords(decode.match, decode.table.device)}: ${numbers} GB/s at B=${decode.measured.B} S=${decode.measured.S} ${decode.measured.layout}`,
+      why: `${matchWords(decode.match, decode.table.device)}: ${numbers} GB/s at B=${decode.measured.B} S=${decode.measured.S} ${decode.measured.layout}${decode.transferred ? ` (${BANDWIDTH_TRANSFER})` : ''}`,
     };
   }
   const order = BACKENDS.filter((b) => b.device === 'cuda').map((b) => b.name);

@@ -330,4 +330,18 @@ describe('measured paged-decode table', () => {
     assert.equal(measuredDecodeOrder(step(gqa, 16, full), A100), null, 'another architecture');
     assert.equal(measuredDecodeOrder(step(gqa, 16, full), H100)?.match, 1, 'the H100: same architecture');
   });
+
+  it('carries to another bandwidth class of the architecture: flash first where the record has it within 2%', () => {
+    const dense = (B: number, S: number, K: number) =>
+      step({ B, N: 32, K, H: 128 }, 16, Array(B).fill(S), { paged: null, keyValueSeqLengths: null, S });
+    // B=64 S=16k K=8 dense: cudnn 4565 against flash 4516 on the H200 (1.1%): flash on the H100.
+    assert.equal(measuredDecodeOrder(dense(64, 16384, 8), H200)?.order[0], 'cudnn');
+    const h100 = measuredDecodeOrder(dense(64, 16384, 8), H100);
+    assert.deepEqual(h100?.order, ['flash', 'cudnn']);
+    assert.equal(h100?.transferred, true);
+    // B=1 S=32k K=1 dense: cudnn 832 against flash 664 (25%): cudnn stays first.
+    assert.equal(measuredDecodeOrder(dense(1, 32768, 1), H100)?.order[0], 'cudnn');
+    // Where flash leads already nothing changes.
+    assert.equal(measuredDecodeOrder(dense(64, 16384, 1), H100)?.transferred, false);
+  });
 });
