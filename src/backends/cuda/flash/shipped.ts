@@ -70,7 +70,7 @@ export function shippedFlashSpecs(arch: string): KernelSpec[] {
         for (const T of LENGTHS)
           for (const [B, N] of BATCH_HEADS(T)) {
             const p = plainProblem(dtype, H, T, causal, B, N);
-            // The variant the backend takes with no ATTNLAB_FLASH_* set.
+            // The variant the backend takes with neither ATTNLAB_FLASH_KERNEL nor ATTNLAB_FLASH_TILES set.
             const hopper = hopperVariant(p, arch, null, null);
             const spec: KernelSpec =
               'variant' in hopper
