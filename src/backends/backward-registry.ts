@@ -17,6 +17,7 @@ import { cudaAvailable } from './cuda/context.js';
 import { cudnnBackward } from './cuda/cudnn/backward.js';
 import { cudaFlashBackward } from './cuda/flash/backward.js';
 import { cudaNaiveBackward } from './cuda/naive/backward.js';
+import { modelWords } from './device-dispatch-table.js';
 import { orderByMeasurement } from './dispatch-table.js';
 import { type AutoDecision, calibratedDecision, chooseFrom } from './registry.js';
 
@@ -40,11 +41,18 @@ export function chooseBackwardBackend(problem: BackwardProblem): BackwardBackend
   return chooseFrom(table, problem, ' backward');
 }
 
+/**
+ * Why the model puts cuDNN first for the backward: on the H200 at B=4 T=S=8192 N=16 bf16 its backward
+ * ran 492–533 TFLOP/s at H=128 against flash's 309–316 (wgmma dK/dV), and 404–438 at H=64 against 153–175
+ * (bench/results/2026-12-01-s5-flash-backward, 2026-12-01-s7-flash-backward, 2026-12-01-final).
+ */
+const BACKWARD_MODEL = "cuDNN's backward ran 1.6–2.9× flash's on the H200 (B=4 T=8192, H=64 and 128)";
+
 /** What decides the backward order `auto` takes on the GPU (a calibrated entry, or the model); null for a named backend or the CPU. */
 export function backwardDecision(problem: BackwardProblem): AutoDecision | null {
   if (problem.implementation !== undefined || problem.device !== 'cuda' || !cudaAvailable().ok) return null;
   const calibrated = calibratedDecision('backward', problem, BACKWARD_BACKENDS);
   if (calibrated) return calibrated;
   const order = BACKWARD_BACKENDS.filter((b) => b.device === 'cuda').map((b) => b.name);
-  return { order, source: 'model', why: `model: registry order (${order.join(', ')})` };
+  return { order, source: 'model', why: `${modelWords(order)}: ${BACKWARD_MODEL}` };
 }
