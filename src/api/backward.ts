@@ -10,7 +10,7 @@ import type {
   BackwardOptions,
   BackwardProblem,
 } from '../backends/backward-problem.js';
-import { chooseBackwardBackend } from '../backends/backward-registry.js';
+import { backwardDecision, chooseBackwardBackend } from '../backends/backward-registry.js';
 import { exactLogSumExp } from '../backends/cpu/reference-backward.js';
 import { widenToFloat32 } from '../backends/cuda/widen.js';
 import type { AttentionOptions, AttentionProblem } from '../backends/problem.js';
@@ -31,8 +31,10 @@ function runBackward(p: BackwardProblem): AttentionBackwardResult {
   // ATTNLAB_DEBUG ≥ 1: which backend and kernel variant ran each call.
   if (config().debug >= 1) {
     const { B, T, S, N, K, H } = p;
+    const decision = backwardDecision(p);
+    const why = decision ? ` (auto, ${decision.source}: ${decision.why})` : '';
     process.stderr.write(
-      `[attnlab] backward ${backend.name} (${backend.device}) ran ${r.variant} for B=${B} T=${T} S=${S} N=${N} K=${K} H=${H} ${p.dtype}\n`,
+      `[attnlab] backward ${backend.name} (${backend.device}) ran ${r.variant} for B=${B} T=${T} S=${S} N=${N} K=${K} H=${H} ${p.dtype}${why}\n`,
     );
   }
   // Unbatched callers get unbatched gradients; dBias already has the bias's own shape.

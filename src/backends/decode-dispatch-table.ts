@@ -3,10 +3,11 @@
  * attention or the flash decode kernels, on a dense cache (B, S, K, H) cuDNN's fused SDPA or the
  * flash decode kernels — from the recorded decode benchmarks of this GPU, as dispatch-table.ts
  * does for dense prefill. Each number is transcribed from a results file of the record (its
- * `sources`; bench/dispatch/make-decode-table.ts reads them, and test/cpu/dispatch-table.test.ts
+ * `sources`; scripts/dispatch-tables.ts reads them, and test/cpu/dispatch-table.test.ts
  * checks the table against the files).
  *
- * A case speaks only for a decode step like the one measured: the same GPU, bf16, H = Hv, N, K and
+ * A case speaks only for a decode step like the one measured: the same architecture (the nearest
+ * recorded GPU, device-dispatch-table.ts; a calibrated entry comes first), bf16, H = Hv, N, K and
  * layout (dense, or paged with the same block size), one new token (causal bottom-right or not: at T = 1 the bound drops nothing), no bias,
  * mask or window, a cache of about the measured size (cached tokens within a factor of 2 of the
  * case's B·S; of several, the case nearest in B), and for a paged cache a block table with room to
@@ -19,6 +20,7 @@
  * (benchmarks/harnesses/decode-bandwidth.ts, events around attention(), host work included). Where flash is
  * timed as kernels and still slower than cuDNN's library call, its library call is slower still.
  */
+import { type DeviceClass, type DeviceMatch, nearestTables } from './device-dispatch-table.js';
 import { type AttentionProblem, cachedTokens, type Implementation } from './problem.js';
 
 export interface MeasuredDecodeCase {
@@ -42,8 +44,8 @@ export interface DecodeTiming {
 }
 
 export interface DecodeDispatchTable {
-  /** `machine.gpu.name` of the record: the table applies only to a GPU of this name. */
-  readonly gpu: string;
+  /** The GPU of the record as dispatch keys it (the cited files' `machine`): it applies to its architecture. */
+  readonly device: DeviceClass;
   readonly dtype: 'bfloat16';
   readonly cases: readonly MeasuredDecodeCase[];
 }
@@ -110,7 +112,13 @@ function step(
  * (cudnn first) stays.
  */
 export const H200_DECODE: DecodeDispatchTable = {
-  gpu: 'NVIDIA H200',
+  device: {
+    gpu: 'NVIDIA H200',
+    computeCapability: '9.0',
+    multiprocessors: null,
+    memoryBandwidthGBs: null,
+    cudnn: '9.19.0',
+  },
   dtype: 'bfloat16',
   cases: [
     step(64, 16384, 8, 'dense', [4516, oneRowTile], [4565, oneRowTile]),
@@ -158,7 +166,22 @@ export interface MeasuredDecodeOrder {
   readonly order: readonly Implementation[];
   readonly table: DecodeDispatchTable;
   readonly measured: MeasuredDecodeCase;
+  /** How near the table's GPU is to this one (device-dispatch-table.ts). */
+  readonly match: DeviceMatch;
+  /** Whether the order is the record's changed by BANDWIDTH_TRANSFER (another GPU of the architecture). */
+  readonly transferred: boolean;
 }
+
+/**
+ * How a decode record carries to a GPU of its architecture but not of its bandwidth class: a decode
+ * step is bound by memory bandwidth, and flash's decode kernels read at the copy ceiling on both Hopper
+ * parts measured (H200 4.5 TB/s; H100 2.9–3.1 TB/s of its 3.0 copy rate, issue #45), cuDNN's only on
+ * the H200 (H100: 1.80–1.86 TB/s at B=64 S=16k K=1 and B=8 S=128k K=8). So where the record has flash
+ * within 2% of cuDNN, flash goes first on the other GPU; where cuDNN led by more (B=1 S=32k: 19–25%),
+ * the record's order stands. `attnlab tune` measures the GPU itself.
+ */
+export const BANDWIDTH_TRANSFER = 'flash first on another bandwidth class where the record has it within 2%';
+const TRANSFER_MARGIN = 0.02;
 
 /**
  * Whether the next decode steps keep `p`'s cuDNN graph: a block table with room for one more block
@@ -168,7 +191,7 @@ export interface MeasuredDecodeOrder {
  * need no build, are the faster choice for a growing cache. (The measured calls repeated one fixed
  * table; whether cuDNN's time grows with unused table width was not measured.)
  */
-function tableHasRoom(p: AttentionProblem): boolean {
+export function tableHasRoom(p: AttentionProblem): boolean {
   if (!p.paged || !p.keyValueSeqLengths) return false;
   const longest = p.keyValueSeqLengths.reduce((a, l) => Math.max(a, l), 0);
   return p.paged.maxBlocksPerSeq * p.paged.blockSize >= longest + p.paged.blockSize;
@@ -194,17 +217,18 @@ export function decodeLayout(p: AttentionProblem): string {
   return p.paged ? `paged${p.paged.blockSize}` : 'dense';
 }
 
-/** The measured case that speaks for `p` on a GPU named `gpu`, fastest first, or null. */
+/** The measured case that speaks for `p` on `device`, fastest first, or null. */
 export function measuredDecodeOrder(
   p: AttentionProblem,
-  gpu: string,
+  device: DeviceClass,
   tables: readonly DecodeDispatchTable[] = DECODE_DISPATCH_TABLES,
 ): MeasuredDecodeOrder | null {
   if (!isMeasurableStep(p)) return null;
   const tokens = cachedTokens(p);
   const layout = decodeLayout(p);
-  for (const table of tables) {
-    if (table.gpu !== gpu || table.dtype !== p.dtype) continue;
+  const nearest = nearestTables(tables, device);
+  for (const table of nearest.tables) {
+    if (table.dtype !== p.dtype) continue;
     const near = table.cases
       .filter(
         (c) =>
@@ -218,10 +242,27 @@ export function measuredDecodeOrder(
       .sort((a, b) => Math.abs(Math.log(a.B / p.B)) - Math.abs(Math.log(b.B / p.B)));
     if (near.length === 0) continue;
     const measured = near[0];
-    const order = (Object.entries(measured.gbs) as Array<[Implementation, number]>)
-      .sort((a, b) => b[1] - a[1])
-      .map(([name]) => name);
-    return { order, table, measured };
+    const ranked = (Object.entries(measured.gbs) as Array<[Implementation, number]>).sort(
+      (a, b) => b[1] - a[1],
+    );
+    const order = ranked.map(([name]) => name);
+    // Another bandwidth class than the record's (or one not known equal): flash first where it was
+    // within TRANSFER_MARGIN of the leader (BANDWIDTH_TRANSFER).
+    const flash = measured.gbs.flash;
+    if (
+      nearest.match < 2 &&
+      flash !== undefined &&
+      order[0] !== 'flash' &&
+      flash >= ranked[0][1] * (1 - TRANSFER_MARGIN)
+    )
+      return {
+        order: ['flash', ...order.filter((n) => n !== 'flash')],
+        table,
+        measured,
+        match: nearest.match,
+        transferred: true,
+      };
+    return { order, table, measured, match: nearest.match, transferred: false };
   }
   return null;
 }

@@ -73,7 +73,9 @@ export function describeMachine(): ResultsFile['machine'] {
     memoryBytes: p.totalMemoryBytes,
     l2Bytes: p.l2CacheBytes,
     driver: kernel ? `${kernel} (${cudaLevel})` : cudaLevel,
+    multiprocessors: p.multiprocessorCount,
   };
+  if (p.memoryBandwidthGBs) machine.gpu.memoryBandwidthGBs = p.memoryBandwidthGBs;
   const uuid = gpuUuid(p.ordinal);
   if (uuid) machine.gpu.uuid = uuid;
   const power = gpuPowerProbe();

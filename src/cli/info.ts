@@ -7,7 +7,9 @@ import type { Command } from 'commander';
 import { cudaAvailable, cudaInfo } from '../backends/cuda/context.js';
 import { autoDispatchSummary } from '../backends/dispatch-table.js';
 import { BACKENDS } from '../backends/registry.js';
+import { currentCalibration, currentDeviceClass } from '../backends/tuning-registry.js';
 import { gpuPowerProbe, powerProbeReason } from '../bench/gpu-power.js';
+import { config } from '../config.js';
 import { colorEnabled, renderTable } from '../report/terminal.js';
 import { packageVersion } from '../version.js';
 
@@ -39,8 +41,13 @@ export function collectInfo(): Record<string, string> {
   info['power limit'] = power
     ? `${power.limitWatts} W (NVML; bench rows record their time held at it)`
     : `not read: ${powerProbeReason()}`;
-  // With implementation unset, dense prefill on this GPU follows its recorded benchmark, if any.
-  info['auto dispatch'] = autoDispatchSummary(info.gpu ?? null, cudaOrder);
+  // With implementation unset: a calibrated entry first, a recorded table of this architecture next, the model last.
+  const { file, table } = currentCalibration();
+  const entries = Object.keys(table.entries).length;
+  info['auto dispatch'] =
+    `calibrated: ${entries} shape class${entries === 1 ? '' : 'es'} in ${file}` +
+    `${config().tune === 'off' ? ' (ignored: ATTNLAB_TUNE=0)' : entries === 0 ? ' (attnlab tune writes it)' : ''}; ` +
+    `then ${autoDispatchSummary(currentDeviceClass(), cudaOrder)}`;
   return info;
 }
 

@@ -14,6 +14,7 @@ import { registerInfoCommand } from './info.js';
 import { registerLabCommand } from './lab.js';
 import { refuseEmptyValues, refuseRepeatedOptions } from './options.js';
 import { registerReportCommand } from './report.js';
+import { registerTuneCommand } from './tune.js';
 
 export function buildProgram(): Command {
   const program = new Command('attnlab')
@@ -38,6 +39,7 @@ export function buildProgram(): Command {
   registerLabCommand(program);
   registerBenchCommand(program);
   registerReportCommand(program);
+  registerTuneCommand(program);
   registerHelpCommand(program);
   for (const command of program.commands) refuseRepeatedOptions(command);
   return program;

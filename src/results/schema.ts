@@ -163,6 +163,9 @@ export interface GpuInfo {
   uuid?: string;
   /** The enforced power limit, W, from NVML where the driver's library answers (bench/gpu-power.ts). */
   powerLimitWatts?: number;
+  /** SM count and peak memory bandwidth (GB/s): with computeCapability, the device class auto dispatch keys tables by. */
+  multiprocessors?: number;
+  memoryBandwidthGBs?: number;
 }
 
 export interface PeerInfo {

@@ -330,6 +330,8 @@ export function parseResults(value: unknown, source: string): ResultsFile {
             'driver?': c.string,
             'uuid?': c.string,
             'powerLimitWatts?': c.nonNegative,
+            'multiprocessors?': c.nonNegative,
+            'memoryBandwidthGBs?': c.nonNegative,
           }),
         libraries: c.record(c.string),
         'settings?': c.record(c.string),
