@@ -77,7 +77,8 @@ function section(heading: string, html: string): string {
   return `<section><h2>${escapeHtml(heading)}</h2>${html}</section>`;
 }
 
-function simpleTable(
+/** A table as HTML; `numeric` right-aligns those columns. The notebook helpers show their tables with it. */
+export function simpleTable(
   headers: readonly string[],
   rows: readonly string[][],
   numeric: readonly boolean[] = [],
