@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import type { Command } from 'commander';
 import { InvalidArgumentError } from '../errors.js';
 import { runLab } from '../lab/run-lab.js';
+import { NOTEBOOK_FILE, writeCodelabNotebook } from '../notebook/files.js';
 import { colorEnabled } from '../report/terminal.js';
 import { writeReport } from '../report/write.js';
 import { saveResults } from '../results/files.js';
@@ -34,44 +35,75 @@ export function registerLabCommand(program: Command): void {
     .option('--no-report', 'write no files: tables and charts in the terminal only')
     .option('--quick', 'shorter sweeps: sequence length up to 1024 on a GPU, 128 on the CPU')
     .option('--budget-ms <ms>', 'timed-call budget per measured case', '200')
+    .option(
+      '--notebook [dir]',
+      `write the codelab as a Jupyter notebook (${NOTEBOOK_FILE}, TypeScript kernel tslab) into dir (default: the current folder) and run nothing`,
+    )
     .addHelpText('after', () => `\n${labSizesHelp()}`)
-    .action(async (options: { out?: string; report: boolean; quick?: boolean; budgetMs: string }) => {
-      const budgetMs = parseNumber('--budget-ms', options.budgetMs, 'positive', 'ms');
-      if (!options.report && options.out !== undefined) {
-        // --no-report writes no file: the folder would be dropped without a word.
-        throw new InvalidArgumentError(
-          '--out',
-          'no --out with --no-report (which writes no files)',
-          JSON.stringify(options.out),
-        );
-      }
-      const color = colorEnabled();
-      const out = options.report ? (options.out ?? defaultLabFolder()) : undefined;
-      const [jsonPath, htmlPath] = out ? [join(out, 'lab.json'), join(out, 'lab.html')] : [];
-      if (out && jsonPath && htmlPath) {
-        // Checked before the first section: a bad folder costs one line, not a finished lab.
-        checkOutputDir('--out', out);
-        checkOutputFile('--out', jsonPath);
-        checkOutputFile('--out', htmlPath);
-      }
-      const save = (results: ResultsFile) => {
+    .action(
+      async (options: {
+        out?: string;
+        report: boolean;
+        quick?: boolean;
+        budgetMs: string;
+        notebook?: string | true;
+      }) => {
+        if (options.notebook !== undefined) {
+          writeNotebook(options.notebook === true ? '.' : options.notebook, options);
+          return;
+        }
+        const budgetMs = parseNumber('--budget-ms', options.budgetMs, 'positive', 'ms');
+        if (!options.report && options.out !== undefined) {
+          // --no-report writes no file: the folder would be dropped without a word.
+          throw new InvalidArgumentError(
+            '--out',
+            'no --out with --no-report (which writes no files)',
+            JSON.stringify(options.out),
+          );
+        }
+        const color = colorEnabled();
+        const out = options.report ? (options.out ?? defaultLabFolder()) : undefined;
+        const [jsonPath, htmlPath] = out ? [join(out, 'lab.json'), join(out, 'lab.html')] : [];
+        if (out && jsonPath && htmlPath) {
+          // Checked before the first section: a bad folder costs one line, not a finished lab.
+          checkOutputDir('--out', out);
+          checkOutputFile('--out', jsonPath);
+          checkOutputFile('--out', htmlPath);
+        }
+        const save = (results: ResultsFile) => {
+          if (!jsonPath || !htmlPath) return;
+          writingTo('--out', jsonPath, () => saveResults(jsonPath, results));
+          writingTo('--out', htmlPath, () =>
+            writeReport([{ name: 'lab', results }], { htmlPath, title: 'attnlab lab' }),
+          );
+        };
+        const results = await runLab({
+          quick: options.quick ?? false,
+          budgetMs,
+          color,
+          write: (text) => process.stdout.write(`${text}\n`),
+          onSection: save,
+        });
         if (!jsonPath || !htmlPath) return;
-        writingTo('--out', jsonPath, () => saveResults(jsonPath, results));
-        writingTo('--out', htmlPath, () =>
-          writeReport([{ name: 'lab', results }], { htmlPath, title: 'attnlab lab' }),
+        save(results);
+        process.stdout.write(
+          `\nresults: ${neutraliseLine(jsonPath)}\nreport:  ${neutraliseLine(htmlPath)} (open it in a browser: every sweep as a chart)\n`,
         );
-      };
-      const results = await runLab({
-        quick: options.quick ?? false,
-        budgetMs,
-        color,
-        write: (text) => process.stdout.write(`${text}\n`),
-        onSection: save,
-      });
-      if (!jsonPath || !htmlPath) return;
-      save(results);
-      process.stdout.write(
-        `\nresults: ${neutraliseLine(jsonPath)}\nreport:  ${neutraliseLine(htmlPath)} (open it in a browser: every sweep as a chart)\n`,
-      );
-    });
+      },
+    );
+}
+
+/** `--notebook`: copies the notebook and says how to open it; the lab's other options do not apply. */
+function writeNotebook(dir: string, options: { out?: string; quick?: boolean; report: boolean }): void {
+  const clash =
+    options.out !== undefined ? '--out' : options.quick ? '--quick' : !options.report ? '--no-report' : null;
+  if (clash) {
+    throw new InvalidArgumentError('--notebook', `no ${clash} with --notebook (which runs nothing)`, clash);
+  }
+  checkOutputDir('--notebook', dir);
+  const path = writingTo('--notebook', join(dir, NOTEBOOK_FILE), () => writeCodelabNotebook(dir));
+  process.stdout.write(
+    `notebook: ${neutraliseLine(path)}\n` +
+      'open it with the TypeScript kernel: npm install attnlab tslab && npx tslab install && jupyter lab\n',
+  );
 }
