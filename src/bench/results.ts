@@ -4,6 +4,7 @@
 
 import {
   type CeilingInfo,
+  type LabSection,
   type PeerInfo,
   RESULTS_SCHEMA,
   RESULTS_SCHEMA_VERSION,
@@ -19,6 +20,7 @@ export interface ResultsContent {
   notes?: string[];
   peers?: PeerInfo[];
   ceiling?: CeilingInfo | null;
+  sections?: LabSection[];
 }
 
 /** A results file for this machine and command line, with the given content. */
@@ -36,5 +38,6 @@ export function makeResults(kind: ResultsFile['kind'], content: ResultsContent):
     rows: content.rows,
     tables: content.tables ?? [],
     notes: content.notes ?? [],
+    ...(content.sections ? { sections: content.sections } : {}),
   };
 }

@@ -9,6 +9,7 @@ import type { Command } from 'commander';
 import { InvalidArgumentError } from '../errors.js';
 import { runLab } from '../lab/run-lab.js';
 import { NOTEBOOK_FILE, writeCodelabNotebook } from '../notebook/files.js';
+import { recordedGpuLab } from '../report/recorded.js';
 import { colorEnabled } from '../report/terminal.js';
 import { writeReport } from '../report/write.js';
 import { saveResults } from '../results/files.js';
@@ -74,7 +75,11 @@ export function registerLabCommand(program: Command): void {
           if (!jsonPath || !htmlPath) return;
           writingTo('--out', jsonPath, () => saveResults(jsonPath, results));
           writingTo('--out', htmlPath, () =>
-            writeReport([{ name: 'lab', results }], { htmlPath, title: 'attnlab lab' }),
+            writeReport([{ name: 'lab', results }], {
+              htmlPath,
+              title: 'attnlab lab',
+              beside: besideRun(results),
+            }),
           );
         };
         const results = await runLab({
@@ -91,6 +96,16 @@ export function registerLabCommand(program: Command): void {
         );
       },
     );
+}
+
+/**
+ * The recorded GPU run a lab without a GPU shows beside its own numbers (none on a GPU: its own
+ * numbers are the point).
+ */
+function besideRun(results: ResultsFile): { name: string; results: ResultsFile } | null {
+  if (results.machine.device === 'cuda') return null;
+  const recorded = recordedGpuLab();
+  return recorded ? { name: recorded.label, results: recorded.results } : null;
 }
 
 /** `--notebook`: copies the notebook and says how to open it; the lab's other options do not apply. */

@@ -12,6 +12,7 @@ import { runSweeps, type SweepGroup } from '../bench/run-bench.js';
 import type { BenchCase } from '../bench/sweep.js';
 import { chartsFor } from '../report/charts.js';
 import { renderChartText } from '../report/results-terminal.js';
+import { CPU_FUSED_NOTE } from '../report/sweep-text.js';
 import type { ResultRow } from '../results/schema.js';
 import { itemSize } from '../tensor/dtype.js';
 import { randomNormal } from '../tensor/random.js';
@@ -64,10 +65,12 @@ export async function defaultTiming(lab: LabContext): Promise<void> {
     'ms',
   );
   if (lab.device === 'cuda') {
-    lab.say(
+    lab.explain(
       'At this size every path is dominated by launch and dispatch overhead, not arithmetic: compare ' +
         'the "host ms" column (time to enqueue a call) with the device time.',
     );
+  } else {
+    lab.explain(`Why fused is not faster here: ${CPU_FUSED_NOTE}`);
   }
 }
 

@@ -22,7 +22,7 @@ import { formatBytes } from '../errors.js';
 import { type ChartSpec, chartsFor, type NamedRows } from '../report/charts.js';
 import { escapeHtml, simpleTable } from '../report/html.js';
 import { type RecordedRun, recordedGpuLab } from '../report/recorded.js';
-import { sweepShows, sweepTitle } from '../report/sweep-text.js';
+import { CPU_FUSED_NOTE, sweepShows, sweepTitle } from '../report/sweep-text.js';
 import { formatNumber } from '../report/terminal.js';
 import type { ResultRow } from '../results/schema.js';
 import { shapeLabel } from '../results/shape-label.js';
@@ -32,6 +32,7 @@ export type { SweepGroup } from '../bench/run-bench.js';
 export type { SweepSpec } from '../bench/sweep.js';
 export type { ChartSpec } from '../report/charts.js';
 export type { RecordedRun } from '../report/recorded.js';
+export { CPU_FUSED_NOTE } from '../report/sweep-text.js';
 export type { ResultRow } from '../results/schema.js';
 export { chartPng, type PngOptions, pngChartsUnavailable } from './png.js';
 
@@ -201,18 +202,6 @@ export async function show(
     display.html(`<p><em>Why fused is not faster here:</em> ${escapeHtml(CPU_FUSED_NOTE)}</p>`);
   }
 }
-
-/**
- * The CPU lab's reason, shown beside its timings: the two CPU paths do the same float64 arithmetic
- * on one core, and at these sizes the score matrix (T = 128: 64 KiB per head) stays in the CPU's
- * caches, so not writing it saves little.
- */
-export const CPU_FUSED_NOTE =
-  'on the CPU, "reference" (from scratch) and "flash" (fused) do the same float64 arithmetic on one core, ' +
-  'and at these sizes the T×S score matrix (64 KiB per head at T = 128) stays in the CPU caches, so not ' +
-  'writing it saves little. On a GPU the fused kernel keeps its tiles in on-chip memory and runs the ' +
-  'products on tensor cores, while the naive one writes the whole matrix to memory and reads it back: ' +
-  'the recorded GPU run shows what that buys.';
 
 function noRecordedRun(recorded: RecordedRun | null): string {
   return recorded

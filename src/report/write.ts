@@ -16,6 +16,8 @@ export interface WriteReportOptions {
   /** Colour the terminal text (callers pass colorEnabled(), terminal.ts). */
   color?: boolean;
   title?: string;
+  /** A lab report only: a recorded run of the same lab shown beside this one (report/recorded.ts). */
+  beside?: NamedResults | null;
 }
 
 /** The terminal text for `files`; writes the HTML report too when `htmlPath` is set. */
@@ -36,7 +38,10 @@ export function writeReport(files: readonly NamedResults[], options: WriteReport
   for (const chart of chartsFor(files)) parts.push(renderChartText(chart, { color }));
   if (options.htmlPath) {
     mkdirSync(dirname(options.htmlPath), { recursive: true });
-    writeFileSync(options.htmlPath, buildHtmlReport(files, { title: options.title }));
+    writeFileSync(
+      options.htmlPath,
+      buildHtmlReport(files, { title: options.title, beside: options.beside ?? null }),
+    );
   }
   return parts.join('\n\n');
 }
