@@ -122,6 +122,29 @@ describe('the shipped notebook', () => {
   });
 });
 
+describe('the executed GPU copy', () => {
+  const path = join(root, 'notebooks/attention-codelab.gpu.ipynb');
+  it('ran every cell of the same notebook on a CUDA GPU, with tables and charts', {
+    skip: existsSync(path) ? false : 'notebooks/attention-codelab.gpu.ipynb is not in this checkout',
+  }, () => {
+    const gpu = JSON.parse(readFileSync(path, 'utf8')) as Notebook;
+    checkExecuted(gpu, 'executor');
+    const sources = (nb: Notebook) => nb.cells.map(cellSource);
+    assert.deepEqual(
+      sources(gpu),
+      sources(notebook),
+      'the executed copy is of another version of the notebook',
+    );
+    const device = [
+      gpu.cells.find((c) => c.cell_type === 'code' && cellSource(c).includes('notebookDevice()'))?.outputs,
+    ]
+      .flat()
+      .map((o) => JSON.stringify(o))
+      .join('');
+    assert.match(device, /runs on<\/td><td>cuda/);
+  });
+});
+
 describe('attnlab/notebook helpers', () => {
   it('escapes what a table shows', () => {
     const html = htmlTable('<b>t</b>', ['h'], [['<script>x</script>']], 'a & b');
