@@ -214,16 +214,24 @@ export function recordedRun(): RecordedRun | null {
   return recordedGpuLab();
 }
 
-/** A table of the recorded GPU run's tables whose title contains `match` (e.g. 'KV-cache'), as HTML. */
-export function recordedTables(match: string): string {
+/**
+ * The recorded GPU run's tables whose title contains `match` (case counts: 'Fused'), and its timed rows of
+ * the sweeps whose id starts with one of `sweeps` (e.g. ['fp8'], ['fwd-bwd']), as HTML, titled with
+ * the GPU and day; a sentence when the package ships no recorded run or it has none of them.
+ */
+export function recordedTables(match: string, sweeps: readonly string[] = []): string {
   const recorded = recordedGpuLab();
   if (!recorded) return `<p><em>${escapeHtml(noRecordedRun(null))}</em></p>`;
-  const found = recorded.results.tables.filter((t) => t.title.toLowerCase().includes(match.toLowerCase()));
-  if (found.length === 0)
-    return `<p><em>The recorded GPU run (${escapeHtml(recorded.label)}) has no table on ${escapeHtml(match)}.</em></p>`;
-  return found
-    .map((t) => htmlTable(`Recorded on ${recorded.label}: ${t.title}`, t.headers, t.rows, t.note))
-    .join('');
+  const tables = recorded.results.tables
+    .filter((t) => t.title.includes(match))
+    .map((t) => htmlTable(`Recorded on ${recorded.label}: ${t.title}`, t.headers, t.rows, t.note));
+  const rows = recorded.results.rows.filter((r) => sweeps.some((s) => r.sweep.startsWith(s)));
+  if (rows.length > 0)
+    tables.push(rowsHtml(rows, `Recorded on ${recorded.label}: ${sweepTitle(rows[0].sweep)}`));
+  if (tables.length === 0) {
+    return `<p><em>The recorded GPU run (${escapeHtml(recorded.label)}) has nothing on ${escapeHtml(match)}.</em></p>`;
+  }
+  return tables.join('');
 }
 
 /** KV-cache bytes per token and layer: 2 (K and V) × K heads × H × bytes per value. */
