@@ -11,6 +11,7 @@ import { terminalProgress } from '../bench/progress.js';
 import { runSweeps, type SweepGroup } from '../bench/run-bench.js';
 import type { BenchCase } from '../bench/sweep.js';
 import { chartsFor } from '../report/charts.js';
+import { recordedGpuLab } from '../report/recorded.js';
 import { renderChartText } from '../report/results-terminal.js';
 import { CPU_FUSED_NOTE } from '../report/sweep-text.js';
 import type { ResultRow } from '../results/schema.js';
@@ -70,7 +71,11 @@ export async function defaultTiming(lab: LabContext): Promise<void> {
         'the "host ms" column (time to enqueue a call) with the device time.',
     );
   } else {
-    lab.explain(`Why fused is not faster here: ${CPU_FUSED_NOTE}`);
+    const recorded = recordedGpuLab();
+    const beside = recorded
+      ? ` The report shows a recorded run of this lab on ${recorded.label} beside these numbers.`
+      : '';
+    lab.explain(`Why fused is not faster here: ${CPU_FUSED_NOTE}${beside}`);
   }
 }
 

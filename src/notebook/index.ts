@@ -199,7 +199,8 @@ export async function show(
   }
   const impls = new Set(rows.map((r) => r.impl));
   if (device === 'cpu' && impls.has('reference') && impls.has('flash')) {
-    display.html(`<p><em>Why fused is not faster here:</em> ${escapeHtml(CPU_FUSED_NOTE)}</p>`);
+    const beside = recorded ? ` The recorded run on ${recorded.label} shows what that buys.` : '';
+    display.html(`<p><em>Why fused is not faster here:</em> ${escapeHtml(CPU_FUSED_NOTE + beside)}</p>`);
   }
 }
 

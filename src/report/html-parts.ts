@@ -34,7 +34,7 @@ table{border-collapse:collapse;font-size:13px;margin:8px 0;min-width:50%}table.w
 th{border-bottom:1px solid #d0d7de}td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .meta{color:#57606a;font-size:13px}.note{color:#57606a;font-size:13px}.chart{position:relative;height:360px}
 figure{margin:16px 0 28px 0}code{font-size:12px}.bad{color:#d1242f}
-.scroll{overflow-x:auto;max-width:100%}td{overflow-wrap:anywhere}td.n{overflow-wrap:normal}
+.scroll{overflow-x:auto;max-width:100%}td{overflow-wrap:break-word}td.n{overflow-wrap:normal}
 .explain{max-width:760px}.recorded{border-left:3px solid #8250df;padding-left:12px;margin:12px 0}
 details>summary{cursor:pointer;color:#0969da;margin:8px 0}pre.text{white-space:pre-wrap;font-size:12px}`;
 

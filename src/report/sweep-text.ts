@@ -87,5 +87,4 @@ export const CPU_FUSED_NOTE =
   'on the CPU, "reference" (from scratch) and "flash" (fused) do the same float64 arithmetic on one core, ' +
   'and at these sizes the T×S score matrix (64 KiB per head at T = 128) stays in the CPU caches, so not ' +
   'writing it saves little. On a GPU the fused kernel keeps its tiles in on-chip memory and runs the ' +
-  'products on tensor cores, while the naive one writes the whole matrix to memory and reads it back: ' +
-  'the recorded GPU run shows what that buys.';
+  'products on tensor cores, while the naive one writes the whole matrix to memory and reads it back.';
