@@ -6,7 +6,8 @@
  *   node --import tsx scripts/run-notebook.ts notebooks/attention-codelab.ipynb OUT.ipynb
  *
  * Prints one line per code cell (index, output kinds, seconds) and exits 1 when a cell failed
- * (the executed copy is still written, with the error as that cell's output).
+ * (the executed copy is still written, with the error as that cell's output). The copy is rewritten
+ * after every cell, so a run stopped by a time limit keeps the cells it finished.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
@@ -24,7 +25,8 @@ const { notebook: executed, failedCell } = await executeNotebook(notebook, {
     attnlab: new URL('src/index.ts', root).href,
     'attnlab/notebook': new URL('src/notebook/index.ts', root).href,
   },
-  onCell: (index, outputs, ms) => {
+  onCell: (index, outputs, ms, sofar) => {
+    writeFileSync(output, `${JSON.stringify(sofar, null, 1)}\n`);
     const kinds = outputs.map((o) => (o.output_type === 'display_data' ? Object.keys(o.data)[0] : o.output_type));
     process.stdout.write(`cell ${index}: ${(ms / 1000).toFixed(1)} s, ${kinds.join(' ') || 'no output'}\n`);
     for (const o of outputs) if (o.output_type === 'error') process.stdout.write(o.traceback.join(''));

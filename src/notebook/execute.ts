@@ -48,8 +48,11 @@ export interface Notebook {
 export interface ExecuteOptions {
   /** Module specifiers to load from another place, e.g. { attnlab: 'file:///…/src/index.ts' }. */
   readonly modules?: Readonly<Record<string, string>>;
-  /** Called after each code cell with its index and outputs (progress on a long run). */
-  readonly onCell?: (index: number, outputs: readonly NotebookOutput[], ms: number) => void;
+  /**
+   * Called after each code cell with its index, its outputs and the notebook so far (a run cut by a
+   * time limit can still leave the cells it finished).
+   */
+  readonly onCell?: (index: number, outputs: readonly NotebookOutput[], ms: number, sofar: Notebook) => void;
 }
 
 export interface ExecuteResult {
@@ -206,7 +209,7 @@ export async function executeNotebook(
       }
       cell.outputs = outputs;
       cell.execution_count = count;
-      options.onCell?.(index, outputs, performance.now() - started);
+      options.onCell?.(index, outputs, performance.now() - started, out);
       if (failedCell !== null) break;
     }
   } finally {
