@@ -51,7 +51,18 @@ async function labFile(): Promise<NamedResults> {
       },
     ],
   });
-  return { name: 'lab', results: parseResults(JSON.parse(JSON.stringify(results)), 'lab.json') };
+  const parsed = parseResults(JSON.parse(JSON.stringify(results)), 'lab.json');
+  // Times 1.00…1.12 µs apart by 2%: a linear axis whose ticks differ in the third digit.
+  const tiny = parsed.rows
+    .filter((r) => r.sweep === 'seq' && r.timing)
+    .map((r, i) => ({
+      ...r,
+      sweep: 'tiny',
+      timing: { ...r.timing!, ms: { ...r.timing!.ms, median: 0.001 + 0.00002 * i } },
+    }));
+  parsed.rows.push(...tiny);
+  parsed.sections?.push({ title: '12. Close values', text: [], tables: [], sweeps: ['tiny'] });
+  return { name: 'lab', results: parsed };
 }
 
 function recordedFrom(cpu: NamedResults): NamedResults {
@@ -137,6 +148,27 @@ describe('the lab report', () => {
       const canvases = await page.evaluate(() => document.querySelectorAll('canvas').length);
       assert.equal(rendered, canvases);
       assert.deepEqual(errors, []);
+      // Readable axes: no value axis repeats a tick label (a one-digit exponent printed 1.0e-3 six times).
+      const repeated = await page.evaluate(() => {
+        const found: string[] = [];
+        const lib = (
+          window as unknown as {
+            Chart: {
+              getChart(c: HTMLCanvasElement): { scales: Record<string, { ticks: { label: unknown }[] }> };
+            };
+          }
+        ).Chart;
+        for (const canvas of document.querySelectorAll('canvas')) {
+          const chart = lib.getChart(canvas as HTMLCanvasElement);
+          for (const [axis, scale] of Object.entries(chart.scales)) {
+            const labels = scale.ticks.map((t) => String(t.label)).filter((l) => l !== '');
+            if (new Set(labels).size !== labels.length)
+              found.push(`${canvas.id} ${axis}: ${labels.join(' ')}`);
+          }
+        }
+        return found;
+      });
+      assert.deepEqual(repeated, []);
       const overflow = await page.evaluate(
         () => document.documentElement.scrollWidth - document.documentElement.clientWidth,
       );
