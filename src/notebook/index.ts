@@ -22,7 +22,7 @@ import { formatBytes } from '../errors.js';
 import { type ChartSpec, chartsFor, type NamedRows } from '../report/charts.js';
 import { escapeHtml, simpleTable } from '../report/html.js';
 import { type RecordedRun, recordedGpuLab } from '../report/recorded.js';
-import { CPU_FUSED_NOTE, sweepShows, sweepTitle } from '../report/sweep-text.js';
+import { CPU_FUSED_NOTE, chartShows, sweepTitle } from '../report/sweep-text.js';
 import { formatNumber } from '../report/terminal.js';
 import type { ResultRow } from '../results/schema.js';
 import { shapeLabel } from '../results/shape-label.js';
@@ -192,10 +192,9 @@ export async function show(
       continue;
     }
     display.png(await chartPng(spec));
-    const shows = sweepShows(spec.sweep);
-    if (shows && !explained.has(spec.sweep))
-      display.html(`<p><em>What this shows:</em> ${escapeHtml(shows)}</p>`);
-    explained.add(spec.sweep);
+    const shows = chartShows(spec);
+    if (shows && !explained.has(shows)) display.html(`<p><em>What this shows:</em> ${escapeHtml(shows)}</p>`);
+    explained.add(shows);
   }
   const impls = new Set(rows.map((r) => r.impl));
   if (device === 'cpu' && impls.has('reference') && impls.has('flash')) {

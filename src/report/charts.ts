@@ -20,6 +20,8 @@ export interface ChartSpec {
   readonly id: string;
   /** The sweep id the rows share (`seq`, `fwd-bwd T=64`): the title says it in words (sweep-text.ts). */
   readonly sweep: string;
+  /** What the y values are: time per call, throughput or bandwidth. */
+  readonly measure?: 'ms' | 'tflops' | 'bandwidth';
   readonly kind: 'line' | 'bar';
   readonly title: string;
   readonly xLabel: string;
@@ -117,6 +119,7 @@ export function chartsFor(files: readonly NamedRows[]): ChartSpec[] {
       charts.push({
         id: `chart-${charts.length + 1}-${slug(sweep)}-${measure.key}`,
         sweep,
+        measure: measure.key as 'ms' | 'tflops' | 'bandwidth',
         kind: xAxis ? 'line' : 'bar',
         title: `${sweepTitle(sweep)}: ${measure.name.toLowerCase()}${xAxis ? ` vs ${AXIS_NAMES[xAxis]}` : ''} (${shape})`,
         xLabel: xAxis ? AXIS_NAMES[xAxis] : '',

@@ -7,7 +7,7 @@ import type { ResultRow, ResultTable } from '../results/schema.js';
 import { shapeLabel } from '../results/shape-label.js';
 import type { ChartSpec, NamedResults } from './charts.js';
 import { comparisonNotes, settingsLine } from './settings.js';
-import { sweepShows } from './sweep-text.js';
+import { chartShows } from './sweep-text.js';
 import { formatNumber } from './terminal.js';
 
 /** Text safe to place in HTML element content and attribute values. */
@@ -121,7 +121,7 @@ export function chartFigure(chart: ChartSpec): string {
     chart.kind === 'bar'
       ? `${chart.logY ? 'log' : 'linear'} value axis`
       : `${chart.logX ? 'log₂ x axis' : 'linear x axis'}, ${chart.logY ? 'log y axis' : 'linear y axis'}`;
-  const shows = sweepShows(chart.sweep);
+  const shows = chartShows(chart);
   const caption = `${escapeHtml(chart.yLabel)}; ${axes}.${shows ? `<br><strong>What this shows:</strong> ${escapeHtml(shows)}` : ''}`;
   return `<figure><h3>${escapeHtml(chart.title)}</h3><div class="chart"><canvas id="${escapeHtml(chart.id)}" role="img" aria-label="${escapeHtml(chart.title)}"></canvas></div><figcaption class="note">${caption}</figcaption></figure>`;
 }

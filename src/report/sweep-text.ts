@@ -54,6 +54,22 @@ const TEXT: Readonly<Record<string, SweepText>> = {
   },
 };
 
+/** What a throughput or bandwidth chart shows, whatever the sweep. */
+const MEASURE_SHOWS: Readonly<Record<'tflops' | 'bandwidth', string>> = {
+  tflops:
+    'Throughput is the flops done per second (causal counts the visible half): a rising line means the ' +
+    'device is used better as the problem grows; a flat one, that time grows exactly with the work.',
+  bandwidth:
+    'Bytes of the KV cache (and Q, O) read per second: how close a step comes to reading as fast as ' +
+    "the memory allows (an H100's HBM3 peaks near 3.35 TB/s, an H200's HBM3e near 4.8 TB/s).",
+};
+
+/** What a chart shows: the sweep's text for time charts, the measure's for throughput and bandwidth. */
+export function chartShows(chart: { readonly sweep: string; readonly measure?: string }): string {
+  if (chart.measure === 'tflops' || chart.measure === 'bandwidth') return MEASURE_SHOWS[chart.measure];
+  return sweepShows(chart.sweep);
+}
+
 /** A backward-section sweep id: `fwd-bwd T=64`. */
 const FWD_BWD = /^fwd-bwd T=(\d+)$/;
 
