@@ -1,6 +1,6 @@
 /**
  * The chart.js configuration of one chart spec, as plain ES2017 source: the HTML report inlines it
- * into a page that must work from a file:// URL with no build step, and the notebook helpers
+ * into a page that must work from a file:// URL with no build step, and the notebook display functions
  * (src/notebook/png.ts) evaluate the same text in Node to draw the same chart into a PNG. One
  * definition, two hosts, so a notebook chart and a report chart never drift apart.
  *

@@ -42,7 +42,7 @@ export function section(heading: string, html: string): string {
   return `<section><h2>${escapeHtml(heading)}</h2>${html}</section>`;
 }
 
-/** A table as HTML; `numeric` right-aligns those columns. The notebook helpers show their tables with it. */
+/** A table as HTML; `numeric` right-aligns those columns. The notebook shows its tables with it. */
 export function simpleTable(
   headers: readonly string[],
   rows: readonly string[][],

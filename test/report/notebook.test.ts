@@ -1,6 +1,6 @@
 /**
  * The codelab notebook and `attnlab/notebook`: the shipped notebook is a clean source; the display
- * helpers draw tables and PNG charts with the report's renderers; recorded GPU runs load from results
+ * display functions draw tables and PNG charts with the report's renderers; recorded GPU runs load from results
  * files; the notebook runs cell by cell on the CPU through the Node executor and, where Jupyter and
  * the tslab kernel are installed (.ci/run installs them), through `jupyter nbconvert --execute`, and
  * both runs leave every cell without an error and with the same kinds of output.
@@ -145,7 +145,7 @@ describe('the executed GPU copy', () => {
   });
 });
 
-describe('attnlab/notebook helpers', () => {
+describe('attnlab/notebook display functions', () => {
   it('escapes what a table shows', () => {
     const html = htmlTable('<b>t</b>', ['h'], [['<script>x</script>']], 'a & b');
     assert.doesNotMatch(html, /<script>|<b>t/);
