@@ -305,3 +305,26 @@ describe('attnlab bench and report on the CPU', () => {
     assert.match(missing.stderr, /nope\.json/);
   });
 });
+
+describe('attnlab lab --notebook', () => {
+  it('writes the codelab notebook and runs nothing, never over an existing one, and takes no lab options', () => {
+    const dir = join(mkdtempSync(join(tmpdir(), 'attnlab-notebook-')), 'nb');
+    const r = runCli(['lab', '--notebook', dir]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /notebook: .*attention-codelab\.ipynb/);
+    assert.match(r.stdout, /npx tslab install/);
+    assert.doesNotMatch(r.stdout, /GPU check/);
+    const written = readFileSync(join(dir, 'attention-codelab.ipynb'), 'utf8');
+    assert.equal(written, readFileSync(join(root, 'notebooks/attention-codelab.ipynb'), 'utf8'));
+    const again = runCli(['lab', '--notebook', dir]);
+    assert.equal(again.code, 1);
+    assert.match(again.stderr, /--notebook: expected a folder without attention-codelab\.ipynb/);
+    const quick = runCli(['lab', '--notebook', dir, '--quick']);
+    assert.equal(quick.code, 1);
+    assert.match(quick.stderr, /--notebook: expected no --quick with --notebook/);
+    // Without a folder: the current one.
+    const here = mkdtempSync(join(tmpdir(), 'attnlab-notebook-here-'));
+    assert.equal(runCli(['lab', '--notebook'], {}, here).code, 0);
+    assert.ok(existsSync(join(here, 'attention-codelab.ipynb')));
+  });
+});
