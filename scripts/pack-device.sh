@@ -1,7 +1,8 @@
 #!/bin/sh
 # Prepares .device/ for a GPU machine without Node.js (scripts/device/pack.sh: Node.js, npm, node_modules and
 # scripts/device/on-gpu.sh), then slims the node_modules archive to what runs there: the linter, the
-# type-checker and the browser driver run only on the development machine, and without them the carried
+# type-checker, the browser driver and the Jupyter kernel (tslab with its rollup and zeromq; the GPU
+# machine runs the notebook with scripts/run-notebook.ts) run only on the development machine, and without them the carried
 # tree is ~30 MiB instead of 62 (a 64 MiB transfer limit). Usage, from the project root after `npm ci`:
 #   sh scripts/pack-device.sh     then on the GPU machine:  bash .device/on-gpu.sh <command...>
 set -eu
@@ -9,6 +10,8 @@ cd "$(git rev-parse --show-toplevel)"
 sh scripts/device/pack.sh >/dev/null
 tar -cf - --exclude='node_modules/@biomejs' --exclude='node_modules/@typescript' \
   --exclude='node_modules/typescript' --exclude='node_modules/playwright-core' \
+  --exclude='node_modules/tslab' --exclude='node_modules/@tslab' --exclude='node_modules/zeromq' \
+  --exclude='node_modules/rollup' --exclude='node_modules/@rollup' \
   --exclude='node_modules/.cache' node_modules | xz -T2 -6 > .device/node_modules.tar.xz
 # Results made on the GPU machine name this commit (ATTNLAB_COMMIT, set by scripts/gpu-lib.sh): its copy of the tree
 # has no .git of ours (at times a stale one).

@@ -4,6 +4,7 @@
 
 import {
   type CeilingInfo,
+  type LabSection,
   type PeerInfo,
   RESULTS_SCHEMA,
   RESULTS_SCHEMA_VERSION,
@@ -21,6 +22,7 @@ export interface ResultsContent {
   peers?: PeerInfo[];
   ceiling?: CeilingInfo | null;
   suite?: SuiteInfo;
+  sections?: LabSection[];
 }
 
 /** A results file for this machine and command line, with the given content. */
@@ -39,5 +41,6 @@ export function makeResults(kind: ResultsFile['kind'], content: ResultsContent):
     rows: content.rows,
     tables: content.tables ?? [],
     notes: content.notes ?? [],
+    ...(content.sections ? { sections: content.sections } : {}),
   };
 }

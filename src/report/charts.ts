@@ -4,6 +4,7 @@
  * (log axis when its values double), or a bar chart when the group is a single shape.
  */
 import type { ResultRow, ResultsFile } from '../results/schema.js';
+import { sweepTitle } from './sweep-text.js';
 
 export interface ChartPoint {
   readonly x: number;
@@ -17,6 +18,10 @@ export interface ChartSeries {
 
 export interface ChartSpec {
   readonly id: string;
+  /** The sweep id the rows share (`seq`, `fwd-bwd T=64`): the title says it in words (sweep-text.ts). */
+  readonly sweep: string;
+  /** What the y values are: time per call, throughput or bandwidth. */
+  readonly measure?: 'ms' | 'tflops' | 'bandwidth';
   readonly kind: 'line' | 'bar';
   readonly title: string;
   readonly xLabel: string;
@@ -116,8 +121,10 @@ export function chartsFor(files: readonly NamedRows[]): ChartSpec[] {
       );
       charts.push({
         id: `chart-${charts.length + 1}-${slug(sweep)}-${measure.key}`,
+        sweep,
+        measure: measure.key as 'ms' | 'tflops' | 'bandwidth',
         kind: xAxis ? 'line' : 'bar',
-        title: `${sweep}: ${measure.name.toLowerCase()}${xAxis ? ` vs ${AXIS_NAMES[xAxis]}` : ''} (${shape})`,
+        title: `${sweepTitle(sweep)}: ${measure.name.toLowerCase()}${xAxis ? ` vs ${AXIS_NAMES[xAxis]}` : ''} (${shape})`,
         xLabel: xAxis ? AXIS_NAMES[xAxis] : '',
         yLabel: `${measure.name} (${measure.unit})`,
         logX: xAxis !== null && doubles(all.map((p) => p.x)),

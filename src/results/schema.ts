@@ -198,6 +198,18 @@ export interface CeilingInfo {
   source: string;
 }
 
+/**
+ * One section of a lab run as the terminal showed it: its numbered title, the explanations printed in
+ * it, and which tables (by title) and timed sweeps (by sweep id) it produced. The HTML report lays a
+ * lab out by these.
+ */
+export interface LabSection {
+  title: string;
+  text: string[];
+  tables: string[];
+  sweeps: string[];
+}
+
 export interface ResultsFile {
   schema: typeof RESULTS_SCHEMA;
   schemaVersion: number;
@@ -230,4 +242,6 @@ export interface ResultsFile {
   tables: ResultTable[];
   /** Messages worth keeping with the numbers (skipped sizes, missing peers, CPU-only mode). */
   notes: string[];
+  /** The lab's sections in order (absent in bench files and in lab files written before sections existed). */
+  sections?: LabSection[];
 }

@@ -363,6 +363,15 @@ export function parseResults(value: unknown, source: string): ResultsFile {
     },
     tables: (v, p) => c.array(v, p, table),
     notes: (v, p) => c.array(v, p, c.string),
+    'sections?': (v, p) =>
+      c.array(v, p, (s, sp) =>
+        c.fields(s, sp, {
+          title: c.string,
+          text: (t, tp) => c.array(t, tp, c.string),
+          tables: (t, tp) => c.array(t, tp, c.string),
+          sweeps: (t, tp) => c.array(t, tp, c.string),
+        }),
+      ),
   });
   if ((top.schemaVersion as number) > RESULTS_SCHEMA_VERSION) {
     c.fail(
