@@ -18,6 +18,7 @@ import { cudaNaiveBackend } from './cuda/naive/backend.js';
 import { type MeasuredDecodeOrder, measuredDecodeOrder } from './decode-dispatch-table.js';
 import { type MeasuredOrder, measuredOrder, orderByMeasurement } from './dispatch-table.js';
 import type { AttentionProblem } from './problem.js';
+import { webgpuBackend } from './webgpu/backend.js';
 
 /** Whether `backend` takes the problem's layout, before asking its supports(). */
 export function layoutSupport(backend: AttentionBackend, problem: AttentionProblem): Support {
@@ -44,6 +45,7 @@ export const BACKENDS: readonly AttentionBackend[] = [
   withNanRepair(cudnnBackend),
   cudaFlashBackend,
   withNanRepair(cudaNaiveBackend),
+  webgpuBackend,
 ];
 
 /** The backend that will run `problem`, or a typed error saying why none can. */

@@ -48,6 +48,8 @@ export const PRECISIONS = {
 export const DEVICE_PRECISIONS: Record<Device, readonly SuitePrecision[]> = {
   cpu: [PRECISIONS.float32],
   cuda: [PRECISIONS.bfloat16, PRECISIONS.float16, PRECISIONS.float32, PRECISIONS.tf32],
+  // float16 where the adapter has shader-f16; the backend skips it with that reason elsewhere.
+  webgpu: [PRECISIONS.float32, PRECISIONS.float16],
 };
 
 /** Random cases added to the hand-picked ones (see random-cases.ts). */

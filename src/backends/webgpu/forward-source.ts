@@ -1,0 +1,241 @@
+/**
+ * The WGSL of the forward kernel, specialised by its variant: FlashAttention's tiled online
+ * softmax with one invocation per query row. A workgroup takes ROWS query rows of one (b, n) and
+ * walks the key tiles any of its rows can see; each tile of BC keys (K and V, converted to f32) is
+ * loaded once into workgroup memory and read by every row.
+ *
+ * Storage: float32 is array<f32>; float16 and bfloat16 are two values to an array<u32> word,
+ * converted with unpack2x16float / a 16-bit shift (core WGSL, so they need no shader-f16); the
+ * arithmetic is f32. A bool mask is four bytes to a word.
+ *
+ * The NaN rules are explicit, not left to the GPU's max(): WGSL lets an implementation assume no
+ * NaN or infinity, and Vulkan's FMax returns either operand for a NaN. A NaN or +inf logit makes
+ * the row NaN; a −inf logit is a masked key; a row that sees no key outputs zeros with lse −inf.
+ */
+import type { FloatDType } from '../../tensor/dtype.js';
+
+export interface ForwardVariant {
+  readonly dtype: 'float32' | 'float16' | 'bfloat16';
+  readonly H: number;
+  readonly Hv: number;
+  /** Query rows per workgroup (one invocation each). */
+  readonly rows: number;
+  /** Keys per tile in workgroup memory. */
+  readonly bc: number;
+  readonly bias: 'float32' | 'float16' | 'bfloat16' | null;
+  readonly mask: boolean;
+  readonly causal: boolean;
+  readonly window: boolean;
+  readonly lengths: boolean;
+  readonly lse: boolean;
+}
+
+/** The variant key: it names the kernel in results and keys the pipeline cache. */
+export function variantKey(v: ForwardVariant): string {
+  const flags = [
+    v.causal ? 'causal' : '',
+    v.window ? 'window' : '',
+    v.lengths ? 'lengths' : '',
+    v.bias ? `bias-${v.bias}` : '',
+    v.mask ? 'mask' : '',
+    v.lse ? 'lse' : '',
+  ].filter(Boolean);
+  return `webgpu-flash-plain-${v.dtype}-h${v.H}-hv${v.Hv}-r${v.rows}-c${v.bc}${flags.length ? `-${flags.join('-')}` : ''}`;
+}
+
+/** WGSL that reads element i of a buffer of `dtype` as f32. */
+function loader(name: string, buffer: string, dtype: FloatDType): string {
+  switch (dtype) {
+    case 'float32':
+      return `fn ${name}(i: u32) -> f32 { return ${buffer}[i]; }`;
+    case 'float16':
+      return `fn ${name}(i: u32) -> f32 { return unpack2x16float(${buffer}[i >> 1u])[i & 1u]; }`;
+    case 'bfloat16':
+      return `fn ${name}(i: u32) -> f32 { return bitcast<f32>(((${buffer}[i >> 1u] >> ((i & 1u) * 16u)) & 0xffffu) << 16u); }`;
+    default:
+      throw new Error(`no WGSL loader for ${dtype}`);
+  }
+}
+
+function elementType(dtype: FloatDType): string {
+  return dtype === 'float32' ? 'f32' : 'u32';
+}
+
+/** The binding numbers, in the order the launcher binds them. */
+export function bindings(v: ForwardVariant): string[] {
+  return ['params', 'q', 'k', 'v', 'o', ...(v.lse ? ['lse'] : []), ...(v.bias ? ['bias'] : []), ...(v.mask ? ['mask'] : []), ...(v.lengths ? ['lengths'] : [])];
+}
+
+export function forwardSource(v: ForwardVariant): string {
+  const slots = bindings(v);
+  const at = (name: string) => `@group(0) @binding(${slots.indexOf(name)})`;
+  const t = elementType(v.dtype);
+  const decl = [
+    `${at('params')} var<uniform> P: Params;`,
+    `${at('q')} var<storage, read> Q: array<${t}>;`,
+    `${at('k')} var<storage, read> Kb: array<${t}>;`,
+    `${at('v')} var<storage, read> Vb: array<${t}>;`,
+    `${at('o')} var<storage, read_write> O: array<${t}>;`,
+    v.lse ? `${at('lse')} var<storage, read_write> LSE: array<f32>;` : '',
+    v.bias ? `${at('bias')} var<storage, read> BIAS: array<${elementType(v.bias)}>;` : '',
+    v.mask ? `${at('mask')} var<storage, read> MASK: array<u32>;` : '',
+    v.lengths ? `${at('lengths')} var<storage, read> LENS: array<i32>;` : '',
+  ].filter(Boolean);
+  const store =
+    v.dtype === 'float32'
+      ? `for (var h = 0u; h < HV; h++) { O[o0 + h] = acc[h] * inv; }`
+      : v.dtype === 'float16'
+        ? `for (var h = 0u; h < HV; h += 2u) { O[(o0 + h) >> 1u] = pack2x16float(vec2f(acc[h] * inv, acc[h + 1u] * inv)); }`
+        : `for (var h = 0u; h < HV; h += 2u) { O[(o0 + h) >> 1u] = bf16(acc[h] * inv) | (bf16(acc[h + 1u] * inv) << 16u); }`;
+  return `
+const H: u32 = ${v.H}u;
+const HV: u32 = ${v.Hv}u;
+const ROWS: u32 = ${v.rows}u;
+const BC: u32 = ${v.bc}u;
+
+struct Params {
+  B: u32, T: u32, S: u32, N: u32,
+  K: u32, bottom_right: u32, win_left: i32, win_right: i32,
+  scale: f32, causal: u32, has_window: u32, pad0: u32,
+  bias_strides: vec4u,
+  mask_strides: vec4u,
+}
+
+${decl.join('\n')}
+
+var<workgroup> k_tile: array<f32, ${v.bc * v.H}>;
+var<workgroup> v_tile: array<f32, ${v.bc * v.Hv}>;
+var<workgroup> block_lo: atomic<i32>;
+var<workgroup> block_hi: atomic<i32>;
+var<workgroup> range_lo: i32;
+var<workgroup> range_hi: i32;
+
+${loader('load_q', 'Q', v.dtype)}
+${loader('load_k', 'Kb', v.dtype)}
+${loader('load_v', 'Vb', v.dtype)}
+${v.bias ? loader('load_bias', 'BIAS', v.bias) : ''}
+
+/** A NaN by its bits: a runtime value, since a constant NaN is a shader-creation error. */
+fn make_nan(bits: u32) -> f32 { return bitcast<f32>(bits); }
+fn is_nan_or_pos_inf(x: f32) -> bool { let b = bitcast<u32>(x); return (b & 0x7fffffffu) > 0x7f800000u || b == 0x7f800000u; }
+fn is_neg_inf(x: f32) -> bool { return bitcast<u32>(x) == 0xff800000u; }
+fn bf16(x: f32) -> u32 {
+  let b = bitcast<u32>(x);
+  if ((b & 0x7fffffffu) > 0x7f800000u) { return 0x7fc0u; }
+  return (b + 0x7fffu + ((b >> 16u) & 1u)) >> 16u;
+}
+
+@compute @workgroup_size(${v.rows})
+fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: u32) {
+  let b = wg.z;
+  let n = wg.y;
+  let i = wg.x * ROWS + lid;
+  let kh = n / (P.N / P.K);
+  ${v.lengths ? 'let t_len = LENS[b]; let s_len = LENS[P.B + b];' : 'let t_len = i32(P.T); let s_len = i32(P.S);'}
+  // Keys [lo, hi) this row may see (src/backends/cpu/visibility.ts states the rule).
+  var lo = 0;
+  var hi = 0;
+  let row_valid = i < P.T && i32(i) < t_len;
+  if (row_valid) {
+    hi = s_len;
+    var diagonal = i32(i);
+    if (P.bottom_right != 0u) { diagonal += s_len - t_len; }
+    if (P.causal != 0u) { hi = min(hi, diagonal + 1); }
+    if (P.has_window != 0u) {
+      lo = max(lo, diagonal - P.win_left);
+      hi = min(hi, diagonal + P.win_right + 1);
+    }
+    lo = max(lo, 0);
+    hi = max(hi, 0);
+  }
+  if (lid == 0u) { atomicStore(&block_lo, i32(P.S)); atomicStore(&block_hi, 0); }
+  workgroupBarrier();
+  if (lo < hi) { atomicMin(&block_lo, lo); atomicMax(&block_hi, hi); }
+  workgroupBarrier();
+  // The tile loop holds barriers, so its bounds must be workgroup-uniform values.
+  if (lid == 0u) { range_lo = atomicLoad(&block_lo); range_hi = atomicLoad(&block_hi); }
+  let first = workgroupUniformLoad(&range_lo);
+  let last = workgroupUniformLoad(&range_hi);
+
+  var q: array<f32, ${v.H}>;
+  var acc: array<f32, ${v.Hv}>;
+  var s: array<f32, ${v.bc}>;
+  let q0 = ((b * P.T + min(i, P.T - 1u)) * P.N + n) * H;
+  for (var h = 0u; h < H; h++) { q[h] = load_q(q0 + h) * P.scale; }
+  for (var h = 0u; h < HV; h++) { acc[h] = 0.0; }
+  var row_max = 0.0;
+  var row_sum = 0.0;
+  var seen = false;
+  var nan_row = false;
+  ${v.bias ? 'let bias_row = b * P.bias_strides.x + n * P.bias_strides.y + i * P.bias_strides.z;' : ''}
+  ${v.mask ? 'let mask_row = b * P.mask_strides.x + n * P.mask_strides.y + i * P.mask_strides.z;' : ''}
+
+  var j0 = (first / i32(BC)) * i32(BC);
+  loop {
+    if (j0 >= last) { break; }
+    // Load the tile: BC keys of K and V as f32 (keys past S read as zero and are never visible).
+    for (var e = lid; e < BC * H; e += ROWS) {
+      let j = u32(j0) + e / H;
+      k_tile[e] = select(0.0, load_k(((b * P.S + j) * P.K + kh) * H + e % H), j < P.S);
+    }
+    for (var e = lid; e < BC * HV; e += ROWS) {
+      let j = u32(j0) + e / HV;
+      v_tile[e] = select(0.0, load_v(((b * P.S + j) * P.K + kh) * HV + e % HV), j < P.S);
+    }
+    workgroupBarrier();
+    var tile_max = 0.0;
+    var tile_any = false;
+    for (var c = 0u; c < BC; c++) {
+      let j = j0 + i32(c);
+      var visible = j >= lo && j < hi;
+      ${v.mask ? `if (visible) { let m = mask_row + u32(j) * P.mask_strides.w; visible = ((MASK[m >> 2u] >> ((m & 3u) * 8u)) & 0xffu) != 0u; }` : ''}
+      var x = 0.0;
+      if (visible) {
+        for (var h = 0u; h < H; h++) { x += q[h] * k_tile[c * H + h]; }
+        ${v.bias ? 'x += load_bias(bias_row + u32(j) * P.bias_strides.w);' : ''}
+        if (is_nan_or_pos_inf(x)) { nan_row = true; visible = false; }
+        else if (is_neg_inf(x)) { visible = false; }
+      }
+      if (visible) {
+        tile_max = select(x, max(tile_max, x), tile_any);
+        tile_any = true;
+      }
+      s[c] = x;
+      // A key that is not visible is marked by a NaN in s, which the loop below skips.
+      if (!visible) { s[c] = make_nan(0x7fc00000u); }
+    }
+    if (tile_any) {
+      let new_max = select(tile_max, max(row_max, tile_max), seen);
+      let correction = select(0.0, exp(row_max - new_max), seen);
+      row_sum *= correction;
+      for (var h = 0u; h < HV; h++) { acc[h] *= correction; }
+      for (var c = 0u; c < BC; c++) {
+        if ((bitcast<u32>(s[c]) & 0x7fffffffu) > 0x7f800000u) { continue; }
+        let w = exp(s[c] - new_max);
+        row_sum += w;
+        for (var h = 0u; h < HV; h++) { acc[h] += w * v_tile[c * HV + h]; }
+      }
+      row_max = new_max;
+      seen = true;
+    }
+    workgroupBarrier();
+    j0 += i32(BC);
+  }
+
+  if (i >= P.T) { return; }
+  let o0 = ((b * P.T + i) * P.N + n) * HV;
+  var inv = 0.0;
+  var lse_value = make_nan(0xff800000u);
+  if (nan_row) {
+    inv = make_nan(0x7fc00000u);
+    for (var h = 0u; h < HV; h++) { acc[h] = 1.0; }
+    lse_value = inv;
+  } else if (seen && row_sum > 0.0) {
+    inv = 1.0 / row_sum;
+    lse_value = row_max + log(row_sum);
+  }
+  ${store}
+  ${v.lse ? 'LSE[(b * P.T + i) * P.N + n] = lse_value;' : ''}
+}
+`;
+}

@@ -1,0 +1,111 @@
+/**
+ * The forward launch: one parameter block from the problem, one bind group, one dispatch of
+ * (⌈T/64⌉, N, B) workgroups. Pipelines are cached by variant key for the device they were made on.
+ * The output stays on the device; reading it is the caller's (await tensor.toHostAsync()).
+ */
+import { UnsupportedError } from '../../errors.js';
+import { itemSize } from '../../tensor/dtype.js';
+import { Tensor } from '../../tensor/tensor.js';
+import type { AttentionProblem, BackendOutput } from '../problem.js';
+import { bindings, type ForwardVariant, forwardSource, variantKey } from './forward-source.js';
+import { checkGeneration, createTensorBuffer, USAGE } from './memory.js';
+import { planForward } from './plan.js';
+import { webgpuContext } from './runtime.js';
+
+const pipelines = new Map<string, { generation: number; pipeline: GPUComputePipeline }>();
+
+function pipelineFor(variant: ForwardVariant): GPUComputePipeline {
+  const { device, generation } = webgpuContext();
+  const key = variantKey(variant);
+  const cached = pipelines.get(key);
+  if (cached && cached.generation === generation) return cached.pipeline;
+  const module = device.createShaderModule({ code: forwardSource(variant), label: key });
+  const pipeline = device.createComputePipeline({ layout: 'auto', compute: { module, entryPoint: 'main' }, label: key });
+  pipelines.set(key, { generation, pipeline });
+  return pipeline;
+}
+
+/** A window bound as the kernel's i32: Infinity (unbounded) becomes a value past any length. */
+function bound(x: number): number {
+  return Math.min(x, 2 ** 30);
+}
+
+/** The Params struct of forward-source.ts: 16 words of sizes and flags, then two vec4u of strides. */
+function paramsBytes(p: AttentionProblem): ArrayBuffer {
+  const buffer = new ArrayBuffer(96);
+  const u = new Uint32Array(buffer);
+  const i = new Int32Array(buffer);
+  const f = new Float32Array(buffer);
+  u.set([p.B, p.T, p.S, p.N, p.K, p.alignment === 'bottom_right' ? 1 : 0]);
+  i[6] = p.window ? bound(p.window.left) : 0;
+  i[7] = p.window ? bound(p.window.right) : 0;
+  f[8] = p.scale;
+  u[9] = p.causal ? 1 : 0;
+  u[10] = p.window ? 1 : 0;
+  u.set(p.bias ? p.bias.strides : [0, 0, 0, 0], 16);
+  u.set(p.mask ? p.mask.strides : [0, 0, 0, 0], 20);
+  return buffer;
+}
+
+function uploadConstant(device: GPUDevice, bytes: ArrayBuffer, usage: number): GPUBuffer {
+  const buffer = device.createBuffer({ size: Math.max(16, bytes.byteLength), usage, mappedAtCreation: true });
+  new Uint8Array(buffer.getMappedRange()).set(new Uint8Array(bytes));
+  buffer.unmap();
+  return buffer;
+}
+
+export function runForward(p: AttentionProblem): BackendOutput {
+  const { device, info } = webgpuContext();
+  const plan = planForward(p, info.limits);
+  if (!plan.ok) throw new UnsupportedError('webgpu', plan.reason);
+  const { variant } = plan;
+  const inputs = {
+    q: checkGeneration('query', p.query.webgpuBuffer),
+    k: checkGeneration('key', p.key.webgpuBuffer),
+    v: checkGeneration('value', p.value.webgpuBuffer),
+    bias: p.bias ? checkGeneration('bias', p.bias.tensor.webgpuBuffer) : null,
+    mask: p.mask ? checkGeneration('mask', p.mask.tensor.webgpuBuffer) : null,
+  };
+  const pipeline = pipelineFor(variant);
+  const { B, T, N, Hv } = p;
+  const output = createTensorBuffer(B * T * N * Hv * itemSize(p.dtype));
+  const lse = variant.lse ? createTensorBuffer(B * T * N * 4) : null;
+  const temporary: GPUBuffer[] = [uploadConstant(device, paramsBytes(p), USAGE.UNIFORM)];
+  if (variant.lengths) {
+    const lengths = new Int32Array(2 * B);
+    for (let b = 0; b < B; b++) {
+      lengths[b] = p.querySeqLengths ? p.querySeqLengths[b] : T;
+      lengths[B + b] = p.keyValueSeqLengths ? p.keyValueSeqLengths[b] : p.S;
+    }
+    temporary.push(uploadConstant(device, lengths.buffer, USAGE.STORAGE));
+  }
+  const resources: Record<string, GPUBuffer> = {
+    params: temporary[0],
+    q: inputs.q.handle,
+    k: inputs.k.handle,
+    v: inputs.v.handle,
+    o: output.handle,
+  };
+  if (lse) resources.lse = lse.handle;
+  if (inputs.bias) resources.bias = inputs.bias.handle;
+  if (inputs.mask) resources.mask = inputs.mask.handle;
+  if (variant.lengths) resources.lengths = temporary[1];
+  const bindGroup = device.createBindGroup({
+    layout: pipeline.getBindGroupLayout(0),
+    entries: bindings(variant).map((name, binding) => ({ binding, resource: { buffer: resources[name] } })),
+  });
+  const encoder = device.createCommandEncoder();
+  const pass = encoder.beginComputePass();
+  pass.setPipeline(pipeline);
+  pass.setBindGroup(0, bindGroup);
+  pass.dispatchWorkgroups(Math.ceil(T / variant.rows), N, B);
+  pass.end();
+  device.queue.submit([encoder.finish()]);
+  // Destroying after submit is allowed: the queued dispatch keeps what it reads.
+  for (const buffer of temporary) buffer.destroy();
+  return {
+    output: Tensor.fromWebgpuBuffer(output, [B, T, N, Hv], p.dtype),
+    logSumExp: lse ? Tensor.fromWebgpuBuffer(lse, [B, T, N], 'float32') : undefined,
+    variant: variantKey(variant),
+  };
+}

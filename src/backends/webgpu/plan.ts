@@ -1,0 +1,103 @@
+/**
+ * The forward kernel's plan for a problem: its variant (tiles included) or why it cannot run, with
+ * every WebGPU limit checked before a dispatch, so a case past a limit is a typed refusal that names
+ * the limit, never a wrong result.
+ */
+import { itemSize } from '../../tensor/dtype.js';
+import type { AttentionProblem } from '../problem.js';
+import type { ForwardVariant } from './forward-source.js';
+import { bindings } from './forward-source.js';
+import { paddedBytes } from './memory.js';
+import type { WebgpuLimits } from './runtime.js';
+
+/** Query rows per workgroup: one invocation each; 64 is within every adapter's 256-invocation minimum. */
+export const ROWS = 64;
+/**
+ * Head dims up to 256 (q and the accumulator live in each invocation's private memory: 2·256 f32
+ * is what FlashAttention's kernels stop at too).
+ */
+export const MAX_HEAD_DIM = 256;
+/** Keys per tile, largest first: 16 keys of H=Hv=64 take 8 KiB of the 16 KiB every adapter offers. */
+const TILE_KEYS = [16, 8, 4, 2, 1];
+/** Workgroup bytes besides the tiles: two atomics and two i32 copies. */
+const WORKGROUP_EXTRA = 16;
+
+export type Plan = { readonly ok: true; readonly variant: ForwardVariant } | { readonly ok: false; readonly reason: string };
+
+type KernelDType = ForwardVariant['dtype'];
+function isKernelDType(dtype: string): dtype is KernelDType {
+  return dtype === 'float32' || dtype === 'float16' || dtype === 'bfloat16';
+}
+
+function refuse(reason: string): Plan {
+  return { ok: false, reason };
+}
+
+export function planForward(p: AttentionProblem, limits: WebgpuLimits): Plan {
+  const dtype = p.dtype;
+  if (!isKernelDType(dtype)) return refuse(`${dtype} inputs (the kernel reads float32, float16 and bfloat16)`);
+  const biasType = p.bias ? p.bias.tensor.dtype : null;
+  if (biasType !== null && !isKernelDType(biasType)) {
+    return refuse(`a ${biasType} bias (the kernel reads float32, float16 and bfloat16)`);
+  }
+  if (p.dtype !== 'float32' && p.Hv % 2 !== 0) {
+    return refuse(`${p.dtype} stores two values to a 32-bit word, so Hv must be even (Hv=${p.Hv})`);
+  }
+  if (p.H > MAX_HEAD_DIM || p.Hv > MAX_HEAD_DIM) {
+    return refuse(`head dims up to ${MAX_HEAD_DIM} (H=${p.H}, Hv=${p.Hv})`);
+  }
+  if (p.N % p.K !== 0) return refuse(`N=${p.N} is not a multiple of K=${p.K}`);
+  const bc = TILE_KEYS.find((c) => c * (p.H + p.Hv) * 4 + WORKGROUP_EXTRA <= limits.maxComputeWorkgroupStorageSize);
+  if (bc === undefined) {
+    return refuse(
+      `one key of H=${p.H} and Hv=${p.Hv} in f32 needs ${(p.H + p.Hv) * 4 + WORKGROUP_EXTRA} bytes of workgroup storage; ` +
+        `maxComputeWorkgroupStorageSize is ${limits.maxComputeWorkgroupStorageSize}`,
+    );
+  }
+  if (ROWS > limits.maxComputeInvocationsPerWorkgroup) {
+    return refuse(`${ROWS} invocations per workgroup exceed maxComputeInvocationsPerWorkgroup (${limits.maxComputeInvocationsPerWorkgroup})`);
+  }
+  const grid = { 'query tiles (T/64)': Math.ceil(p.T / ROWS), 'heads N': p.N, 'batch B': p.B };
+  for (const [what, count] of Object.entries(grid)) {
+    if (count > limits.maxComputeWorkgroupsPerDimension) {
+      return refuse(`${count} ${what} exceed maxComputeWorkgroupsPerDimension (${limits.maxComputeWorkgroupsPerDimension})`);
+    }
+  }
+  const size = itemSize(p.dtype);
+  const buffers: [string, number][] = [
+    ['query', p.B * p.T * p.N * p.H * size],
+    ['key', p.B * p.S * p.K * p.H * size],
+    ['value', p.B * p.S * p.K * p.Hv * size],
+    ['output', p.B * p.T * p.N * p.Hv * size],
+    ['logSumExp', p.B * p.T * p.N * 4],
+  ];
+  if (p.bias) buffers.push(['bias', p.bias.tensor.byteLength]);
+  if (p.mask) buffers.push(['mask', p.mask.tensor.byteLength]);
+  for (const [name, bytes] of buffers) {
+    const padded = paddedBytes(bytes);
+    if (padded > limits.maxStorageBufferBindingSize) {
+      return refuse(`${name} takes ${padded} bytes, past maxStorageBufferBindingSize (${limits.maxStorageBufferBindingSize})`);
+    }
+    if (padded > limits.maxBufferSize) {
+      return refuse(`${name} takes ${padded} bytes, past maxBufferSize (${limits.maxBufferSize})`);
+    }
+  }
+  const variant: ForwardVariant = {
+    dtype,
+    H: p.H,
+    Hv: p.Hv,
+    rows: ROWS,
+    bc,
+    bias: biasType,
+    mask: p.mask !== null,
+    causal: p.causal,
+    window: p.window !== null,
+    lengths: p.querySeqLengths !== null || p.keyValueSeqLengths !== null,
+    lse: p.returnLogSumExp,
+  };
+  const storage = bindings(variant).length - 1;
+  if (storage > limits.maxStorageBuffersPerShaderStage) {
+    return refuse(`${storage} storage buffers exceed maxStorageBuffersPerShaderStage (${limits.maxStorageBuffersPerShaderStage})`);
+  }
+  return { ok: true, variant };
+}

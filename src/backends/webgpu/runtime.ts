@@ -1,0 +1,223 @@
+/// <reference types="@webgpu/types" />
+/**
+ * The WebGPU device: one adapter and device per process (or page), found once by `initWebgpu()`.
+ *
+ * Where it comes from: `navigator.gpu` in a browser; in Node the optional npm package `webgpu`
+ * (Dawn's dawn.node), imported only here and only when asked, so attnlab loads and its other
+ * backends run where the package is absent or finds no adapter.
+ *
+ * Lifetime: Dawn runs threads of its own. A Node process that exits while the instance is
+ * collected and the device still live can abort in a pthread mutex assertion, so the instance
+ * stays referenced here for the life of the process and `disposeWebgpu()` (also run at exit)
+ * destroys the device first.
+ *
+ * Device loss (a driver reset, `device.destroy()`): the loss is recorded, every call that needs
+ * the device throws DeviceError naming the reason, and a new device is requested at once; the
+ * call after `await webgpuReady()` runs on it. Tensors of the lost device are refused.
+ */
+import { AttnlabError, DeviceError } from '../../errors.js';
+
+/** What `attnlab info` and `initWebgpu()` report about the adapter. */
+export interface WebgpuInfo {
+  readonly vendor: string;
+  readonly architecture: string;
+  readonly description: string;
+  readonly backend: string;
+  readonly features: readonly string[];
+  readonly limits: WebgpuLimits;
+}
+
+/** The limits attnlab's kernels are checked against before a dispatch. */
+export interface WebgpuLimits {
+  readonly maxBufferSize: number;
+  readonly maxStorageBufferBindingSize: number;
+  readonly maxComputeWorkgroupStorageSize: number;
+  readonly maxComputeInvocationsPerWorkgroup: number;
+  readonly maxComputeWorkgroupsPerDimension: number;
+  readonly maxStorageBuffersPerShaderStage: number;
+}
+
+const LIMIT_NAMES: readonly (keyof WebgpuLimits)[] = [
+  'maxBufferSize',
+  'maxStorageBufferBindingSize',
+  'maxComputeWorkgroupStorageSize',
+  'maxComputeInvocationsPerWorkgroup',
+  'maxComputeWorkgroupsPerDimension',
+  'maxStorageBuffersPerShaderStage',
+];
+
+/** The features attnlab asks for when the adapter has them. */
+const WANTED_FEATURES = ['shader-f16', 'subgroups', 'timestamp-query', 'chromium-experimental-subgroup-matrix'];
+
+export interface WebgpuContext {
+  readonly device: GPUDevice;
+  readonly adapter: GPUAdapter;
+  readonly info: WebgpuInfo;
+  /** Increases with every new device: a buffer of an older generation belongs to a lost device. */
+  readonly generation: number;
+}
+
+export interface InitWebgpuOptions {
+  /** A GPU object to use (navigator.gpu, or dawn.node's create()); found automatically otherwise. */
+  readonly gpu?: GPU;
+  /** Dawn switches for dawn.node's create(), e.g. ['backend=vulkan'] (Node only). */
+  readonly dawnOptions?: readonly string[];
+  readonly powerPreference?: GPUPowerPreference;
+}
+
+let gpuObject: GPU | null = null;
+let context: WebgpuContext | null = null;
+let pending: Promise<WebgpuContext> | null = null;
+let lostReason: string | null = null;
+let generation = 0;
+let lastOptions: InitWebgpuOptions = {};
+let unavailable: string | null = null;
+/** Validation and out-of-memory errors Dawn reported outside any call that could throw them. */
+const uncaptured: string[] = [];
+
+/** The npm package's name in a variable: a browser bundler must not try to resolve it. */
+const DAWN_PACKAGE = 'webgpu';
+
+async function findGpu(options: InitWebgpuOptions): Promise<GPU> {
+  if (options.gpu) return options.gpu;
+  if (gpuObject) return gpuObject;
+  const nav = (globalThis as { navigator?: { gpu?: GPU } }).navigator;
+  if (nav?.gpu) return (gpuObject = nav.gpu);
+  let dawn: { create(options: string[]): GPU };
+  try {
+    dawn = await import(DAWN_PACKAGE);
+  } catch (error) {
+    throw new AttnlabError(
+      `WebGPU is not available: no navigator.gpu, and the optional npm package 'webgpu' (Dawn) did not load ` +
+        `(${error instanceof Error ? error.message : String(error)}); install it with npm install webgpu`,
+    );
+  }
+  gpuObject = dawn.create([...(options.dawnOptions ?? [])]);
+  return gpuObject;
+}
+
+async function acquire(options: InitWebgpuOptions): Promise<WebgpuContext> {
+  const gpu = await findGpu(options);
+  const adapter = await gpu.requestAdapter({ powerPreference: options.powerPreference });
+  if (!adapter) {
+    throw new AttnlabError(
+      'WebGPU found no adapter (in Node on Linux: a Vulkan driver and loader, e.g. apt-get install libvulkan1 mesa-vulkan-drivers, ' +
+        'or VK_ICD_FILENAMES pointing at an ICD such as the SwiftShader one Chromium ships)',
+    );
+  }
+  const features = WANTED_FEATURES.filter((f) => adapter.features.has(f)) as GPUFeatureName[];
+  const requiredLimits: Record<string, number> = {};
+  for (const name of LIMIT_NAMES) requiredLimits[name] = adapter.limits[name];
+  const device = await adapter.requestDevice({ requiredFeatures: features, requiredLimits });
+  const limits = Object.fromEntries(LIMIT_NAMES.map((n) => [n, device.limits[n]])) as unknown as WebgpuLimits;
+  const raw = adapter.info as GPUAdapterInfo & { backendType?: string };
+  const info: WebgpuInfo = {
+    vendor: raw.vendor ?? '',
+    architecture: raw.architecture ?? '',
+    description: raw.description ?? '',
+    backend: raw.backendType ?? '',
+    features: [...device.features].sort(),
+    limits,
+  };
+  const made: WebgpuContext = { device, adapter, info, generation: ++generation };
+  device.addEventListener('uncapturederror', (event) => {
+    uncaptured.push((event as GPUUncapturedErrorEvent).error.message);
+  });
+  void device.lost.then((loss) => {
+    if (context !== made) return;
+    context = null;
+    if (loss.reason === 'destroyed' && disposing) return;
+    lostReason = `${loss.reason}${loss.message ? `: ${loss.message}` : ''}`;
+    // Recovery: ask for a new device now; webgpuReady() waits for it.
+    pending = acquire(lastOptions).then(
+      (next) => {
+        context = next;
+        lostReason = null;
+        pending = null;
+        return next;
+      },
+      (error) => {
+        pending = null;
+        throw error;
+      },
+    );
+    pending.catch(() => {});
+  });
+  return made;
+}
+
+let disposing = false;
+let exitHooked = false;
+
+/**
+ * Finds the adapter and opens the device (once; later calls return the same). Throws an
+ * AttnlabError saying why where WebGPU is not available.
+ *
+ * @example
+ * const info = await initWebgpu();
+ * console.log(info.description, info.features);
+ */
+export async function initWebgpu(options: InitWebgpuOptions = {}): Promise<WebgpuInfo> {
+  return (await webgpuReady(options)).info;
+}
+
+/** The device once it is ready (after initWebgpu, or after a loss, the replacement). */
+export async function webgpuReady(options: InitWebgpuOptions = lastOptions): Promise<WebgpuContext> {
+  if (context) return context;
+  if (!pending) {
+    lastOptions = options;
+    pending = acquire(options).then(
+      (made) => {
+        context = made;
+        pending = null;
+        unavailable = null;
+        hookExit();
+        return made;
+      },
+      (error) => {
+        pending = null;
+        unavailable = error instanceof Error ? error.message : String(error);
+        throw error;
+      },
+    );
+  }
+  return pending;
+}
+
+function hookExit(): void {
+  const proc = (globalThis as { process?: { once(event: string, listener: () => void): void } }).process;
+  if (exitHooked || !proc) return;
+  exitHooked = true;
+  proc.once('exit', disposeWebgpu);
+}
+
+/** Destroys the device (idempotent); a later initWebgpu() opens a new one. */
+export function disposeWebgpu(): void {
+  const current = context;
+  context = null;
+  if (!current) return;
+  disposing = true;
+  current.device.destroy();
+  disposing = false;
+}
+
+/** The ready device, or a typed error: not initialised, or lost (with the reason). */
+export function webgpuContext(): WebgpuContext {
+  if (context) return context;
+  if (lostReason !== null) {
+    throw new DeviceError('WebGPU', 'device', 'lost', `${lostReason} (await webgpuReady() for the new device)`);
+  }
+  throw new AttnlabError('no WebGPU device is ready: await initWebgpu() first');
+}
+
+/** Whether a device is ready now, or why not (for registry support checks and `attnlab info`). */
+export function webgpuState(): { readonly ok: true; readonly info: WebgpuInfo } | { readonly ok: false; readonly reason: string } {
+  if (context) return { ok: true, info: context.info };
+  if (lostReason !== null) return { ok: false, reason: `the WebGPU device was lost (${lostReason})` };
+  return { ok: false, reason: unavailable ?? 'no WebGPU device is ready (await initWebgpu() first)' };
+}
+
+/** Errors Dawn reported since the last call, emptied: a readback throws them as DeviceError. */
+export function takeUncapturedErrors(): string[] {
+  return uncaptured.splice(0, uncaptured.length);
+}
