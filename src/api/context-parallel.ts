@@ -138,7 +138,10 @@ export function validateContextParallel(
   // Each rank's shards must be a valid attention call on their own (dtypes, heads, devices, options).
   const first = validateAttention(q[0], k[0], v[0], local);
   if (first.device === 'webgpu') {
-    throw new UnsupportedError('contextParallelAttention', 'the ring runs on cpu and cuda; the shards are on webgpu');
+    throw new UnsupportedError(
+      'contextParallelAttention',
+      'the ring runs on cpu and cuda; the shards are on webgpu',
+    );
   }
   for (let r = 1; r < P; r++) {
     validateAttention(q[r], k[r], v[r], local);

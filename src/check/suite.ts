@@ -165,6 +165,42 @@ export interface CaseCheck {
 
 /** Runs one case on one backend at one precision and judges it; never throws for the backend's errors. */
 export function checkCase(check: CaseCheck): CheckRow {
+  const started = startCase(check);
+  if ('status' in started) return started;
+  try {
+    return started.judge(started.result);
+  } finally {
+    started.dispose();
+  }
+}
+
+/**
+ * checkCase for a backend whose outputs read back asynchronously (webgpu: mapAsync); also fine
+ * for every other backend.
+ */
+export async function checkCaseAsync(check: CaseCheck): Promise<CheckRow> {
+  const started = startCase(check);
+  if ('status' in started) return started;
+  try {
+    const { output, logSumExp } = started.result;
+    return started.judge({ output: await output.toHostAsync(), logSumExp: await logSumExp?.toHostAsync() });
+  } catch (error) {
+    const reason = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+    return { ...started.row, status: 'fail', comparisons: [], reason };
+  } finally {
+    started.dispose();
+  }
+}
+
+interface StartedCase {
+  readonly row: Omit<CheckRow, 'status' | 'comparisons'>;
+  readonly result: BackendOutput;
+  judge(result: { readonly output: Tensor; readonly logSumExp?: Tensor }): CheckRow;
+  dispose(): void;
+}
+
+/** Validates and runs a case: a finished row (skipped, or failed by a throw), or a result to judge. */
+function startCase(check: CaseCheck): CheckRow | StartedCase {
   const { backend, precision, seed } = check;
   const oracle = (check.oracles ?? new OracleCache()).get(check.case, precision.dtype, seed);
   const row = {
@@ -183,6 +219,10 @@ export function checkCase(check: CaseCheck): CheckRow {
     if (moved && onDevice) owned.push(moved);
     return moved;
   };
+  const dispose = () => {
+    for (const t of owned) t.dispose();
+  };
+  let started = false;
   try {
     const problem = validateAttention(own(oracle.q)!, own(oracle.k)!, own(oracle.v)!, {
       ...oracle.options,
@@ -204,11 +244,19 @@ export function checkCase(check: CaseCheck): CheckRow {
     }
     if (onDevice) owned.push(result.output, ...(result.logSumExp ? [result.logSumExp] : []));
     const { B, T, N, Hv, dtype } = problem;
-    const comparisons = compareForward(result, oracle, [B, T, N, Hv], dtype, precision.label);
-    const ok = comparisons.every((c) => c.ok);
-    return { ...row, status: ok ? 'pass' : 'fail', variant: result.variant, comparisons };
+    started = true;
+    return {
+      row,
+      result,
+      dispose,
+      judge: (read) => {
+        const comparisons = compareForward(read, oracle, [B, T, N, Hv], dtype, precision.label);
+        const ok = comparisons.every((c) => c.ok);
+        return { ...row, status: ok ? 'pass' : 'fail', variant: result.variant, comparisons };
+      },
+    };
   } finally {
-    for (const t of owned) t.dispose();
+    if (!started) dispose();
   }
 }
 

@@ -24,10 +24,12 @@ const hostRecords = new WeakMap<Storage, HostRecord>();
  * The GC net. It runs only when the event loop turns and the collector has run: a synchronous loop
  * that never disposes grows until it ends (30,000 undisposed cudnn calls held 15 GiB on the H200).
  */
-const net = new FinalizationRegistry<HostRecord | Extract<Storage, { kind: 'device' | 'webgpu' }>['buffer']>((held) => {
-  if ('release' in held) held.release();
-  else forgetHost(held);
-});
+const net = new FinalizationRegistry<HostRecord | Extract<Storage, { kind: 'device' | 'webgpu' }>['buffer']>(
+  (held) => {
+    if ('release' in held) held.release();
+    else forgetHost(held);
+  },
+);
 
 function forgetHost(record: HostRecord): void {
   if (record.released) return;

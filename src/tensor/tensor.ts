@@ -177,7 +177,11 @@ export class Tensor {
   get buffer(): DeviceBuffer {
     const storage = this.#live();
     if (storage.kind !== 'device') {
-      throw new InvalidArgumentError('tensor', "a cuda tensor (call to('cuda') first)", `a ${this.device} tensor`);
+      throw new InvalidArgumentError(
+        'tensor',
+        "a cuda tensor (call to('cuda') first)",
+        `a ${this.device} tensor`,
+      );
     }
     return storage.buffer;
   }
@@ -186,7 +190,11 @@ export class Tensor {
   get webgpuBuffer(): WebgpuBuffer {
     const storage = this.#live();
     if (storage.kind !== 'webgpu') {
-      throw new InvalidArgumentError('tensor', "a webgpu tensor (call to('webgpu') first)", `a ${this.device} tensor`);
+      throw new InvalidArgumentError(
+        'tensor',
+        "a webgpu tensor (call to('webgpu') first)",
+        `a ${this.device} tensor`,
+      );
     }
     return storage.buffer;
   }

@@ -63,7 +63,17 @@ function elementType(dtype: FloatDType): string {
 
 /** The binding numbers, in the order the launcher binds them. */
 export function bindings(v: ForwardVariant): string[] {
-  return ['params', 'q', 'k', 'v', 'o', ...(v.lse ? ['lse'] : []), ...(v.bias ? ['bias'] : []), ...(v.mask ? ['mask'] : []), ...(v.lengths ? ['lengths'] : [])];
+  return [
+    'params',
+    'q',
+    'k',
+    'v',
+    'o',
+    ...(v.lse ? ['lse'] : []),
+    ...(v.bias ? ['bias'] : []),
+    ...(v.mask ? ['mask'] : []),
+    ...(v.lengths ? ['lengths'] : []),
+  ];
 }
 
 export function forwardSource(v: ForwardVariant): string {

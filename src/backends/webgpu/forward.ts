@@ -20,7 +20,11 @@ function pipelineFor(variant: ForwardVariant): GPUComputePipeline {
   const cached = pipelines.get(key);
   if (cached && cached.generation === generation) return cached.pipeline;
   const module = device.createShaderModule({ code: forwardSource(variant), label: key });
-  const pipeline = device.createComputePipeline({ layout: 'auto', compute: { module, entryPoint: 'main' }, label: key });
+  const pipeline = device.createComputePipeline({
+    layout: 'auto',
+    compute: { module, entryPoint: 'main' },
+    label: key,
+  });
   pipelines.set(key, { generation, pipeline });
   return pipeline;
 }
@@ -30,9 +34,9 @@ function bound(x: number): number {
   return Math.min(x, 2 ** 30);
 }
 
-/** The Params struct of forward-source.ts: 16 words of sizes and flags, then two vec4u of strides. */
+/** The Params struct of forward-source.ts: 12 words of sizes and flags, then two vec4u of strides (offsets 48, 64). */
 function paramsBytes(p: AttentionProblem): ArrayBuffer {
-  const buffer = new ArrayBuffer(96);
+  const buffer = new ArrayBuffer(80);
   const u = new Uint32Array(buffer);
   const i = new Int32Array(buffer);
   const f = new Float32Array(buffer);
@@ -42,8 +46,8 @@ function paramsBytes(p: AttentionProblem): ArrayBuffer {
   f[8] = p.scale;
   u[9] = p.causal ? 1 : 0;
   u[10] = p.window ? 1 : 0;
-  u.set(p.bias ? p.bias.strides : [0, 0, 0, 0], 16);
-  u.set(p.mask ? p.mask.strides : [0, 0, 0, 0], 20);
+  u.set(p.bias ? p.bias.strides : [0, 0, 0, 0], 12);
+  u.set(p.mask ? p.mask.strides : [0, 0, 0, 0], 16);
   return buffer;
 }
 

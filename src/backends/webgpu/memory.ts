@@ -100,7 +100,12 @@ export async function readBuffer(buffer: WebgpuBuffer, out: Uint8Array): Promise
     try {
       await staging.mapAsync(MAP_READ_MODE);
     } catch (error) {
-      throw new DeviceError('WebGPU', 'mapAsync', 'failed', error instanceof Error ? error.message : String(error));
+      throw new DeviceError(
+        'WebGPU',
+        'mapAsync',
+        'failed',
+        error instanceof Error ? error.message : String(error),
+      );
     }
     out.set(new Uint8Array(staging.getMappedRange(), 0, out.byteLength));
     staging.unmap();

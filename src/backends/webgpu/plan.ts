@@ -22,7 +22,9 @@ const TILE_KEYS = [16, 8, 4, 2, 1];
 /** Workgroup bytes besides the tiles: two atomics and two i32 copies. */
 const WORKGROUP_EXTRA = 16;
 
-export type Plan = { readonly ok: true; readonly variant: ForwardVariant } | { readonly ok: false; readonly reason: string };
+export type Plan =
+  | { readonly ok: true; readonly variant: ForwardVariant }
+  | { readonly ok: false; readonly reason: string };
 
 type KernelDType = ForwardVariant['dtype'];
 function isKernelDType(dtype: string): dtype is KernelDType {
@@ -35,7 +37,8 @@ function refuse(reason: string): Plan {
 
 export function planForward(p: AttentionProblem, limits: WebgpuLimits): Plan {
   const dtype = p.dtype;
-  if (!isKernelDType(dtype)) return refuse(`${dtype} inputs (the kernel reads float32, float16 and bfloat16)`);
+  if (!isKernelDType(dtype))
+    return refuse(`${dtype} inputs (the kernel reads float32, float16 and bfloat16)`);
   const biasType = p.bias ? p.bias.tensor.dtype : null;
   if (biasType !== null && !isKernelDType(biasType)) {
     return refuse(`a ${biasType} bias (the kernel reads float32, float16 and bfloat16)`);
@@ -47,7 +50,9 @@ export function planForward(p: AttentionProblem, limits: WebgpuLimits): Plan {
     return refuse(`head dims up to ${MAX_HEAD_DIM} (H=${p.H}, Hv=${p.Hv})`);
   }
   if (p.N % p.K !== 0) return refuse(`N=${p.N} is not a multiple of K=${p.K}`);
-  const bc = TILE_KEYS.find((c) => c * (p.H + p.Hv) * 4 + WORKGROUP_EXTRA <= limits.maxComputeWorkgroupStorageSize);
+  const bc = TILE_KEYS.find(
+    (c) => c * (p.H + p.Hv) * 4 + WORKGROUP_EXTRA <= limits.maxComputeWorkgroupStorageSize,
+  );
   if (bc === undefined) {
     return refuse(
       `one key of H=${p.H} and Hv=${p.Hv} in f32 needs ${(p.H + p.Hv) * 4 + WORKGROUP_EXTRA} bytes of workgroup storage; ` +
@@ -55,12 +60,16 @@ export function planForward(p: AttentionProblem, limits: WebgpuLimits): Plan {
     );
   }
   if (ROWS > limits.maxComputeInvocationsPerWorkgroup) {
-    return refuse(`${ROWS} invocations per workgroup exceed maxComputeInvocationsPerWorkgroup (${limits.maxComputeInvocationsPerWorkgroup})`);
+    return refuse(
+      `${ROWS} invocations per workgroup exceed maxComputeInvocationsPerWorkgroup (${limits.maxComputeInvocationsPerWorkgroup})`,
+    );
   }
   const grid = { 'query tiles (T/64)': Math.ceil(p.T / ROWS), 'heads N': p.N, 'batch B': p.B };
   for (const [what, count] of Object.entries(grid)) {
     if (count > limits.maxComputeWorkgroupsPerDimension) {
-      return refuse(`${count} ${what} exceed maxComputeWorkgroupsPerDimension (${limits.maxComputeWorkgroupsPerDimension})`);
+      return refuse(
+        `${count} ${what} exceed maxComputeWorkgroupsPerDimension (${limits.maxComputeWorkgroupsPerDimension})`,
+      );
     }
   }
   const size = itemSize(p.dtype);
@@ -76,7 +85,9 @@ export function planForward(p: AttentionProblem, limits: WebgpuLimits): Plan {
   for (const [name, bytes] of buffers) {
     const padded = paddedBytes(bytes);
     if (padded > limits.maxStorageBufferBindingSize) {
-      return refuse(`${name} takes ${padded} bytes, past maxStorageBufferBindingSize (${limits.maxStorageBufferBindingSize})`);
+      return refuse(
+        `${name} takes ${padded} bytes, past maxStorageBufferBindingSize (${limits.maxStorageBufferBindingSize})`,
+      );
     }
     if (padded > limits.maxBufferSize) {
       return refuse(`${name} takes ${padded} bytes, past maxBufferSize (${limits.maxBufferSize})`);
@@ -97,7 +108,9 @@ export function planForward(p: AttentionProblem, limits: WebgpuLimits): Plan {
   };
   const storage = bindings(variant).length - 1;
   if (storage > limits.maxStorageBuffersPerShaderStage) {
-    return refuse(`${storage} storage buffers exceed maxStorageBuffersPerShaderStage (${limits.maxStorageBuffersPerShaderStage})`);
+    return refuse(
+      `${storage} storage buffers exceed maxStorageBuffersPerShaderStage (${limits.maxStorageBuffersPerShaderStage})`,
+    );
   }
   return { ok: true, variant };
 }

@@ -47,7 +47,12 @@ const LIMIT_NAMES: readonly (keyof WebgpuLimits)[] = [
 ];
 
 /** The features attnlab asks for when the adapter has them. */
-const WANTED_FEATURES = ['shader-f16', 'subgroups', 'timestamp-query', 'chromium-experimental-subgroup-matrix'];
+const WANTED_FEATURES = [
+  'shader-f16',
+  'subgroups',
+  'timestamp-query',
+  'chromium-experimental-subgroup-matrix',
+];
 
 export interface WebgpuContext {
   readonly device: GPUDevice;
@@ -205,13 +210,20 @@ export function disposeWebgpu(): void {
 export function webgpuContext(): WebgpuContext {
   if (context) return context;
   if (lostReason !== null) {
-    throw new DeviceError('WebGPU', 'device', 'lost', `${lostReason} (await webgpuReady() for the new device)`);
+    throw new DeviceError(
+      'WebGPU',
+      'device',
+      'lost',
+      `${lostReason} (await webgpuReady() for the new device)`,
+    );
   }
   throw new AttnlabError('no WebGPU device is ready: await initWebgpu() first');
 }
 
 /** Whether a device is ready now, or why not (for registry support checks and `attnlab info`). */
-export function webgpuState(): { readonly ok: true; readonly info: WebgpuInfo } | { readonly ok: false; readonly reason: string } {
+export function webgpuState():
+  | { readonly ok: true; readonly info: WebgpuInfo }
+  | { readonly ok: false; readonly reason: string } {
   if (context) return { ok: true, info: context.info };
   if (lostReason !== null) return { ok: false, reason: `the WebGPU device was lost (${lostReason})` };
   return { ok: false, reason: unavailable ?? 'no WebGPU device is ready (await initWebgpu() first)' };
