@@ -7,12 +7,13 @@ import type { Command } from 'commander';
 import { cudaAvailable, cudaInfo } from '../backends/cuda/context.js';
 import { autoDispatchSummary } from '../backends/dispatch-table.js';
 import { BACKENDS } from '../backends/registry.js';
+import { initWebgpu } from '../backends/webgpu/runtime.js';
 import { gpuPowerProbe, powerProbeReason } from '../bench/gpu-power.js';
 import { colorEnabled, renderTable } from '../report/terminal.js';
 import { packageVersion } from '../version.js';
 
 /** Backends by device, e.g. 'flash, reference (cpu)'. */
-function backendsOn(device: 'cpu' | 'cuda'): string {
+function backendsOn(device: 'cpu' | 'cuda' | 'webgpu'): string {
   const names = BACKENDS.filter((b) => b.device === device).map((b) => b.name);
   return `${names.join(', ')} (${device})`;
 }
@@ -44,6 +45,27 @@ export function collectInfo(): Record<string, string> {
   return info;
 }
 
+/**
+ * The WebGPU adapter attnlab finds (navigator.gpu or Dawn's webgpu package): its name, backend,
+ * the features the kernels use and the limits they are checked against, or why there is none.
+ */
+export async function collectWebgpuInfo(): Promise<Record<string, string>> {
+  try {
+    const info = await initWebgpu();
+    const name = [info.vendor, info.architecture, info.description].filter(Boolean).join(' ');
+    const limits = info.limits;
+    return {
+      webgpu: `${name || 'unnamed adapter'}${info.backend ? ` (${info.backend})` : ''}; backend webgpu runs here`,
+      'webgpu features': info.features.join(' ') || 'none',
+      'webgpu limits':
+        `maxBufferSize ${limits.maxBufferSize}; maxStorageBufferBindingSize ${limits.maxStorageBufferBindingSize}; ` +
+        `maxComputeWorkgroupStorageSize ${limits.maxComputeWorkgroupStorageSize}`,
+    };
+  } catch (error) {
+    return { webgpu: `not available: ${error instanceof Error ? error.message : String(error)}` };
+  }
+}
+
 /** A long value as lines at its clause boundaries ('; ', '. ', and '), ' between listed paths). */
 export function clauses(value: string): string {
   if (value.length <= 80) return value;
@@ -55,8 +77,8 @@ export function registerInfoCommand(program: Command): void {
     .command('info')
     .description('Show the GPU, driver and CUDA library versions attnlab found (or why none)')
     .option('--json', 'print JSON instead of a table')
-    .action((options: { json?: boolean }) => {
-      const info = collectInfo();
+    .action(async (options: { json?: boolean }) => {
+      const info = { ...collectInfo(), ...(await collectWebgpuInfo()) };
       if (options.json) {
         process.stdout.write(`${JSON.stringify(info, null, 2)}\n`);
         return;

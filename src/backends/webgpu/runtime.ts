@@ -13,9 +13,10 @@
  *
  * Device loss (a driver reset, `device.destroy()`): the loss is recorded, every call that needs
  * the device throws DeviceError naming the reason, and a new device is requested at once; the
- * call after `await webgpuReady()` runs on it. Tensors of the lost device are refused.
+ * call after `await initWebgpu()` runs on it. Tensors of the lost device are refused.
  */
-import { AttnlabError, DeviceError } from '../../errors.js';
+import { checkKeys, checkOptionsObject } from '../../arguments.js';
+import { AttnlabError, DeviceError, InvalidArgumentError } from '../../errors.js';
 
 /** What `attnlab info` and `initWebgpu()` report about the adapter. */
 export interface WebgpuInfo {
@@ -163,10 +164,43 @@ let exitHooked = false;
  * console.log(info.description, info.features);
  */
 export async function initWebgpu(options: InitWebgpuOptions = {}): Promise<WebgpuInfo> {
-  return (await webgpuReady(options)).info;
+  const o = checkOptionsObject<InitWebgpuOptions>(
+    'options',
+    options,
+    'an object { gpu?, dawnOptions?, powerPreference? }',
+  );
+  checkKeys('options', o, ['gpu', 'dawnOptions', 'powerPreference']);
+  if (o.gpu !== undefined && (o.gpu === null || typeof o.gpu.requestAdapter !== 'function')) {
+    throw new InvalidArgumentError(
+      'options.gpu',
+      'a GPU object (navigator.gpu, or dawn.node create())',
+      String(o.gpu),
+    );
+  }
+  if (
+    o.dawnOptions !== undefined &&
+    !(Array.isArray(o.dawnOptions) && o.dawnOptions.every((x) => typeof x === 'string'))
+  ) {
+    throw new InvalidArgumentError('options.dawnOptions', 'an array of strings', String(o.dawnOptions));
+  }
+  if (
+    o.powerPreference !== undefined &&
+    o.powerPreference !== 'low-power' &&
+    o.powerPreference !== 'high-performance'
+  ) {
+    throw new InvalidArgumentError(
+      'options.powerPreference',
+      "'low-power' or 'high-performance'",
+      String(o.powerPreference),
+    );
+  }
+  return (await webgpuReady(o)).info;
 }
 
-/** The device once it is ready (after initWebgpu, or after a loss, the replacement). */
+/**
+ * The device once it is ready: the one open, the replacement being requested after a loss, or a
+ * new one. `initWebgpu()` is this, with its options checked.
+ */
 export async function webgpuReady(options: InitWebgpuOptions = lastOptions): Promise<WebgpuContext> {
   if (context) return context;
   if (!pending) {
@@ -214,7 +248,7 @@ export function webgpuContext(): WebgpuContext {
       'WebGPU',
       'device',
       'lost',
-      `${lostReason} (await webgpuReady() for the new device)`,
+      `${lostReason} (await initWebgpu() for the new device)`,
     );
   }
   throw new AttnlabError('no WebGPU device is ready: await initWebgpu() first');

@@ -1,0 +1,173 @@
+/**
+ * The webgpu device: tensors to and from it, memory accounting, the limits checked before a
+ * dispatch (typed refusals naming the limit), device loss (a typed error, then recovery), the
+ * backend's choice by `auto` and its refusals. Runs on a software adapter in CI; skips, saying
+ * why, where no WebGPU device opens. initWebgpu's bad options need no device.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { attention } from '../../src/api/attention.js';
+import { memoryStats } from '../../src/api/memory.js';
+import { validateAttention } from '../../src/api/validate.js';
+import { createTensorBuffer } from '../../src/backends/webgpu/memory.js';
+import { planForward } from '../../src/backends/webgpu/plan.js';
+import { initWebgpu, webgpuContext } from '../../src/backends/webgpu/runtime.js';
+import { DeviceError, InvalidArgumentError, UnsupportedError } from '../../src/errors.js';
+import { randomNormal } from '../../src/tensor/random.js';
+import { Tensor } from '../../src/tensor/tensor.js';
+import { webgpuSkipReason } from '../support/webgpu.js';
+
+describe('initWebgpu options', () => {
+  const cases: [unknown, string][] = [
+    [5, 'options'],
+    [{ gpu: {} }, 'options.gpu'],
+    [{ dawnOptions: 'backend=vulkan' }, 'options.dawnOptions'],
+    [{ powerPreference: 'fast' }, 'options.powerPreference'],
+    [{ powerPrefernce: 'low-power' }, 'options'],
+  ];
+  for (const [options, argument] of cases) {
+    it(`refuses ${JSON.stringify(options)} naming ${argument}`, async () => {
+      await assert.rejects(initWebgpu(options as never), (e: unknown) => {
+        assert.ok(e instanceof InvalidArgumentError, String(e));
+        assert.equal(e.argument, argument);
+        return true;
+      });
+    });
+  }
+});
+
+const skip = await webgpuSkipReason();
+
+describe('webgpu device', { skip: skip ?? false }, () => {
+  it('round-trips every dtype through the device, odd byte counts included', async () => {
+    for (const dtype of ['float32', 'float16', 'bfloat16', 'int32', 'float8_e4m3fn'] as const) {
+      const host = Tensor.fromArray([1, -2, 3.5, 0, 7], [5], dtype);
+      const onDevice = host.to('webgpu');
+      assert.equal(onDevice.device, 'webgpu');
+      assert.deepEqual([...(await onDevice.toHostAsync()).data], [...host.data], dtype);
+      onDevice.dispose();
+    }
+    const mask = Tensor.fromArray([1, 0, 1], [3], 'bool').to('webgpu');
+    assert.deepEqual([...(await mask.toHostAsync()).data], [1, 0, 1]);
+    mask.dispose();
+  });
+
+  it('refuses a synchronous read with a typed error that says how to read', () => {
+    const t = Tensor.fromArray([1, 2], [2]).to('webgpu');
+    assert.throws(() => t.toHost(), /toHostAsync/);
+    assert.throws(() => t.toFloat64Array(), InvalidArgumentError);
+    assert.throws(() => t.data, /toHostAsync/);
+    assert.throws(() => t.to('cuda'), InvalidArgumentError);
+    t.dispose();
+  });
+
+  it('counts WebGPU buffers in memoryStats and frees them on dispose, call after call', async () => {
+    const q = randomNormal([1, 8, 2, 16], { seed: 1 }).to('webgpu');
+    const before = memoryStats();
+    for (let i = 0; i < 20; i++) {
+      const r = attention(q, q, q, { returnLogSumExp: true });
+      r.output.dispose();
+      r.logSumExp?.dispose();
+    }
+    const after = memoryStats();
+    assert.equal(after.webgpuBuffers, before.webgpuBuffers);
+    assert.equal(after.webgpuBytes, before.webgpuBytes);
+    const held = attention(q, q, q).output;
+    // 1·8·2·16 float32 = 1,024 bytes.
+    assert.equal(memoryStats().webgpuBytes - before.webgpuBytes, 1024);
+    held.dispose();
+    q.dispose();
+    assert.equal(memoryStats().webgpuBytes, before.webgpuBytes - 1024);
+  });
+
+  it('is what auto picks for webgpu inputs, and says so', () => {
+    const q = randomNormal([1, 4, 2, 8], { seed: 2 }).to('webgpu');
+    const r = attention(q, q, q);
+    assert.equal(r.backend, 'webgpu');
+    assert.equal(r.device, 'webgpu');
+    assert.match(r.variant, /^webgpu-flash-plain-float32-h8-hv8-/);
+    r.output.dispose();
+    q.dispose();
+  });
+
+  it('refuses float64, and a cpu backend named for webgpu inputs, with the reason', () => {
+    const q = randomNormal([1, 4, 2, 8], { seed: 3, dtype: 'float64' }).to('webgpu');
+    assert.throws(
+      () => attention(q, q, q),
+      (e: unknown) => e instanceof UnsupportedError && /float64/.test(e.message),
+    );
+    q.dispose();
+    const f = randomNormal([1, 4, 2, 8], { seed: 3 }).to('webgpu');
+    assert.throws(
+      () => attention(f, f, f, { implementation: 'reference' }),
+      /runs on cpu, the inputs are on webgpu/,
+    );
+    f.dispose();
+  });
+
+  it('checks each limit before a dispatch and names it', () => {
+    const q = randomNormal([1, 4, 2, 128], { seed: 4 });
+    const problem = validateAttention(q, q, q, {});
+    const limits = { ...webgpuContext().info.limits };
+    const cases: [Partial<typeof limits>, RegExp][] = [
+      [{ maxComputeWorkgroupStorageSize: 1024 }, /maxComputeWorkgroupStorageSize is 1024/],
+      [
+        { maxStorageBufferBindingSize: 1000 },
+        /query takes 4096 bytes, past maxStorageBufferBindingSize \(1000\)/,
+      ],
+      [{ maxBufferSize: 2000 }, /past maxBufferSize \(2000\)/],
+      [{ maxComputeInvocationsPerWorkgroup: 32 }, /maxComputeInvocationsPerWorkgroup \(32\)/],
+      [{ maxComputeWorkgroupsPerDimension: 1 }, /2 heads N exceed maxComputeWorkgroupsPerDimension \(1\)/],
+      [
+        { maxStorageBuffersPerShaderStage: 2 },
+        /storage buffers exceed maxStorageBuffersPerShaderStage \(2\)/,
+      ],
+    ];
+    for (const [change, reason] of cases) {
+      const plan = planForward(problem, { ...limits, ...change });
+      assert.equal(plan.ok, false, JSON.stringify(change));
+      assert.match((plan as { reason: string }).reason, reason);
+    }
+    assert.equal(planForward(problem, limits).ok, true);
+  });
+
+  it('refuses a buffer past maxBufferSize by name, before any allocation', () => {
+    const { maxBufferSize } = webgpuContext().info.limits;
+    const before = memoryStats().webgpuBuffers;
+    assert.throws(
+      () => createTensorBuffer(maxBufferSize + 4),
+      (e: unknown) => {
+        return e instanceof UnsupportedError && /maxBufferSize/.test(e.message);
+      },
+    );
+    assert.equal(memoryStats().webgpuBuffers, before);
+  });
+
+  it('turns device loss into DeviceError, then recovers on the next device', async () => {
+    const q = randomNormal([1, 8, 2, 16], { seed: 5 });
+    const old = q.to('webgpu');
+    const expected = await attention(old, old, old).output.toFloat64ArrayAsync();
+    const { generation, device } = webgpuContext();
+    device.destroy();
+    // Dawn reports the loss asynchronously; from then on calls throw DeviceError until the new device is ready.
+    for (let i = 0; i < 200 && !replaced(generation); i++) await new Promise((r) => setTimeout(r, 10));
+    assert.ok(replaced(generation), 'the device loss was reported');
+    await initWebgpu();
+    assert.ok(webgpuContext().generation > generation);
+    assert.throws(() => attention(old, old, old), DeviceError);
+    const fresh = q.to('webgpu');
+    const again = await attention(fresh, fresh, fresh).output.toFloat64ArrayAsync();
+    assert.deepEqual([...again], [...expected]);
+    fresh.dispose();
+    old.dispose();
+  });
+});
+
+/** Whether the device of `generation` is gone: lost (DeviceError now) or replaced already. */
+function replaced(generation: number): boolean {
+  try {
+    return webgpuContext().generation !== generation;
+  } catch (error) {
+    return error instanceof DeviceError;
+  }
+}
