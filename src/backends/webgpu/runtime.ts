@@ -107,8 +107,9 @@ async function acquire(options: InitWebgpuOptions): Promise<WebgpuContext> {
   const adapter = await gpu.requestAdapter({ powerPreference: options.powerPreference });
   if (!adapter) {
     throw new AttnlabError(
-      'WebGPU found no adapter (in Node on Linux: a Vulkan driver and loader, e.g. apt-get install libvulkan1 mesa-vulkan-drivers, ' +
-        'or VK_ICD_FILENAMES pointing at an ICD such as the SwiftShader one Chromium ships)',
+      'WebGPU found no adapter (in Node on Linux: a Vulkan loader, libvulkan1, and a driver Dawn accepts: a GPU vendor\'s, ' +
+        'Mesa ≥ 25 lavapipe, or the SwiftShader ICD of Debian\'s chromium package via ' +
+        'VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json; Debian 12\'s Mesa 22.3 lavapipe is refused)',
     );
   }
   const features = WANTED_FEATURES.filter((f) => adapter.features.has(f)) as GPUFeatureName[];
