@@ -107,9 +107,9 @@ async function acquire(options: InitWebgpuOptions): Promise<WebgpuContext> {
   const adapter = await gpu.requestAdapter({ powerPreference: options.powerPreference });
   if (!adapter) {
     throw new AttnlabError(
-      'WebGPU found no adapter (in Node on Linux: a Vulkan loader, libvulkan1, and a driver Dawn accepts: a GPU vendor\'s, ' +
-        'Mesa ≥ 25 lavapipe, or the SwiftShader ICD of Debian\'s chromium package via ' +
-        'VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json; Debian 12\'s Mesa 22.3 lavapipe is refused)',
+      "WebGPU found no adapter (in Node on Linux: a Vulkan loader, libvulkan1, and a driver Dawn accepts: a GPU vendor's, " +
+        "Mesa ≥ 25 lavapipe, or the SwiftShader ICD of Debian's chromium package via " +
+        "VK_ICD_FILENAMES=/usr/lib/chromium/vk_swiftshader_icd.json; Debian 12's Mesa 22.3 lavapipe is refused)",
     );
   }
   const features = WANTED_FEATURES.filter((f) => adapter.features.has(f)) as GPUFeatureName[];
@@ -267,4 +267,12 @@ export function webgpuState():
 /** Errors Dawn reported since the last call, emptied: a readback throws them as DeviceError. */
 export function takeUncapturedErrors(): string[] {
   return uncaptured.splice(0, uncaptured.length);
+}
+
+/**
+ * Resolves when the device has finished the work queued so far (for timing: attention() only
+ * queues its dispatch).
+ */
+export async function webgpuFinish(): Promise<void> {
+  await webgpuContext().device.queue.onSubmittedWorkDone();
 }
