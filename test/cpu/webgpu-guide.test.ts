@@ -24,7 +24,7 @@ describe('docs/guide/webgpu.md', { skip: skip ?? false }, () => {
     assert.ok(block, 'a ts block importing from attnlab');
     const dir = mkdtempSync(join(tmpdir(), 'attnlab-webgpu-guide-'));
     try {
-      const file = join(dir, 'example.ts');
+      const file = join(dir, 'example.mts'); // ESM outside the package: top-level await
       writeFileSync(file, block.replace("from 'attnlab';", `from '${join(root, 'src/index.ts')}';`));
       const run = spawnSync(process.execPath, ['--import', 'tsx', file], {
         cwd: root,
