@@ -16,5 +16,5 @@ export const webgpuBackend: AttentionBackend = {
     const plan = planForward(problem, state.info.limits);
     return plan.ok ? SUPPORTED : unsupported(plan.reason);
   },
-  run: runForward,
+  run: (problem) => runForward(problem),
 };

@@ -28,6 +28,12 @@ export interface ForwardVariant {
   readonly window: boolean;
   readonly lengths: boolean;
   readonly lse: boolean;
+  /**
+   * Split-KV: the keys are cut into Params.splits chunks, each workgroup writes its chunk's
+   * unnormalised accumulator, max and sum to scratch, and combineSource's kernel merges them. For
+   * few query rows (decode) it is what gives the GPU enough workgroups.
+   */
+  readonly split: boolean;
 }
 
 /** The variant key: it names the kernel in results and keys the pipeline cache. */
@@ -39,6 +45,7 @@ export function variantKey(v: ForwardVariant): string {
     v.bias ? `bias-${v.bias}` : '',
     v.mask ? 'mask' : '',
     v.lse ? 'lse' : '',
+    v.split ? 'split' : '',
   ].filter(Boolean);
   return `webgpu-flash-plain-${v.dtype}-h${v.H}-hv${v.Hv}-r${v.rows}-c${v.bc}${flags.length ? `-${flags.join('-')}` : ''}`;
 }
@@ -63,17 +70,117 @@ function elementType(dtype: FloatDType): string {
 
 /** The binding numbers, in the order the launcher binds them. */
 export function bindings(v: ForwardVariant): string[] {
+  const outputs = v.split ? ['part_o', 'part_ml'] : ['o', ...(v.lse ? ['lse'] : [])];
   return [
     'params',
     'q',
     'k',
     'v',
-    'o',
-    ...(v.lse ? ['lse'] : []),
+    ...outputs,
     ...(v.bias ? ['bias'] : []),
     ...(v.mask ? ['mask'] : []),
     ...(v.lengths ? ['lengths'] : []),
   ];
+}
+
+/** The combine kernel's bindings (split variants only). */
+export function combineBindings(v: ForwardVariant): string[] {
+  return ['params', 'part_o', 'part_ml', 'o', ...(v.lse ? ['lse'] : [])];
+}
+
+/** Rows per workgroup of the combine kernel, and the most splits it merges (its private array). */
+export const COMBINE_ROWS = 64;
+export const MAX_SPLITS = 64;
+
+const PARAMS_STRUCT = `struct Params {
+  B: u32, T: u32, S: u32, N: u32,
+  K: u32, bottom_right: u32, win_left: i32, win_right: i32,
+  scale: f32, causal: u32, has_window: u32, splits: u32,
+  bias_strides: vec4u,
+  mask_strides: vec4u,
+}`;
+
+const HELPERS = `
+/** A NaN or infinity by its bits: a runtime value, since a constant one is a shader-creation error. */
+fn make_nan(bits: u32) -> f32 { return bitcast<f32>(bits); }
+fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
+fn is_nan_or_pos_inf(x: f32) -> bool { let b = bitcast<u32>(x); return (b & 0x7fffffffu) > 0x7f800000u || b == 0x7f800000u; }
+fn is_neg_inf(x: f32) -> bool { return bitcast<u32>(x) == 0xff800000u; }
+fn bf16(x: f32) -> u32 {
+  let b = bitcast<u32>(x);
+  if ((b & 0x7fffffffu) > 0x7f800000u) { return 0x7fc0u; }
+  return (b + 0x7fffu + ((b >> 16u) & 1u)) >> 16u;
+}`;
+
+/** WGSL that writes acc[h] · inv for h < HV to the output row starting at element o0. */
+function storeRow(v: ForwardVariant): string {
+  return v.dtype === 'float32'
+    ? 'for (var h = 0u; h < HV; h++) { O[o0 + h] = acc[h] * inv; }'
+    : v.dtype === 'float16'
+      ? 'for (var h = 0u; h < HV; h += 2u) { O[(o0 + h) >> 1u] = pack2x16float(vec2f(acc[h] * inv, acc[h + 1u] * inv)); }'
+      : 'for (var h = 0u; h < HV; h += 2u) { O[(o0 + h) >> 1u] = bf16(acc[h] * inv) | (bf16(acc[h + 1u] * inv) << 16u); }';
+}
+
+/**
+ * The combine kernel of a split variant: one invocation per (b, t, n) row merges its splits'
+ * (max, sum, accumulator) as FlashDecoding does: M = max m_s, L = Σ l_s·e^(m_s−M),
+ * o = Σ acc_s·e^(m_s−M) / L, lse = M + log L. A NaN sum in any split makes the row NaN; no
+ * visible key in any split leaves zeros and lse −inf.
+ */
+export function combineSource(v: ForwardVariant): string {
+  const slots = combineBindings(v);
+  const at = (name: string) => `@group(0) @binding(${slots.indexOf(name)})`;
+  return `
+const HV: u32 = ${v.Hv}u;
+${PARAMS_STRUCT}
+${at('params')} var<uniform> P: Params;
+${at('part_o')} var<storage, read> PART_O: array<f32>;
+${at('part_ml')} var<storage, read> PART_ML: array<f32>;
+${at('o')} var<storage, read_write> O: array<${elementType(v.dtype)}>;
+${v.lse ? `${at('lse')} var<storage, read_write> LSE: array<f32>;` : ''}
+${HELPERS}
+
+@compute @workgroup_size(${COMBINE_ROWS})
+fn main(@builtin(workgroup_id) wg: vec3u, @builtin(num_workgroups) groups: vec3u, @builtin(local_invocation_index) lid: u32) {
+  let row = (wg.y * groups.x + wg.x) * ${COMBINE_ROWS}u + lid;
+  if (row >= P.B * P.T * P.N) { return; }
+  let base = row * P.splits;
+  var m = -3.0e38;
+  var nan_row = false;
+  for (var s = 0u; s < P.splits; s++) {
+    let l = PART_ML[(base + s) * 2u + 1u];
+    if (is_nan(l)) { nan_row = true; } else if (l > 0.0) { m = max(m, PART_ML[(base + s) * 2u]); }
+  }
+  var factor: array<f32, ${MAX_SPLITS}>;
+  var total = 0.0;
+  for (var s = 0u; s < P.splits; s++) {
+    let l = PART_ML[(base + s) * 2u + 1u];
+    factor[s] = 0.0;
+    if (!is_nan(l) && l > 0.0) { factor[s] = exp(PART_ML[(base + s) * 2u] - m); total += l * factor[s]; }
+  }
+  var acc: array<f32, ${v.Hv}>;
+  for (var h = 0u; h < HV; h++) {
+    var x = 0.0;
+    for (var s = 0u; s < P.splits; s++) {
+      if (factor[s] > 0.0) { x += PART_O[(base + s) * HV + h] * factor[s]; }
+    }
+    acc[h] = x;
+  }
+  let o0 = row * HV;
+  var inv = 0.0;
+  var lse_value = make_nan(0xff800000u);
+  if (nan_row) {
+    inv = make_nan(0x7fc00000u);
+    for (var h = 0u; h < HV; h++) { acc[h] = 1.0; }
+    lse_value = inv;
+  } else if (total > 0.0) {
+    inv = 1.0 / total;
+    lse_value = m + log(total);
+  }
+  ${storeRow(v)}
+  ${v.lse ? 'LSE[row] = lse_value;' : ''}
+}
+`;
 }
 
 export function forwardSource(v: ForwardVariant): string {
@@ -85,31 +192,21 @@ export function forwardSource(v: ForwardVariant): string {
     `${at('q')} var<storage, read> Q: array<${t}>;`,
     `${at('k')} var<storage, read> Kb: array<${t}>;`,
     `${at('v')} var<storage, read> Vb: array<${t}>;`,
-    `${at('o')} var<storage, read_write> O: array<${t}>;`,
-    v.lse ? `${at('lse')} var<storage, read_write> LSE: array<f32>;` : '',
+    v.split ? '' : `${at('o')} var<storage, read_write> O: array<${t}>;`,
+    v.lse && !v.split ? `${at('lse')} var<storage, read_write> LSE: array<f32>;` : '',
+    v.split ? `${at('part_o')} var<storage, read_write> PART_O: array<f32>;` : '',
+    v.split ? `${at('part_ml')} var<storage, read_write> PART_ML: array<f32>;` : '',
     v.bias ? `${at('bias')} var<storage, read> BIAS: array<${elementType(v.bias)}>;` : '',
     v.mask ? `${at('mask')} var<storage, read> MASK: array<u32>;` : '',
     v.lengths ? `${at('lengths')} var<storage, read> LENS: array<i32>;` : '',
   ].filter(Boolean);
-  const store =
-    v.dtype === 'float32'
-      ? `for (var h = 0u; h < HV; h++) { O[o0 + h] = acc[h] * inv; }`
-      : v.dtype === 'float16'
-        ? `for (var h = 0u; h < HV; h += 2u) { O[(o0 + h) >> 1u] = pack2x16float(vec2f(acc[h] * inv, acc[h + 1u] * inv)); }`
-        : `for (var h = 0u; h < HV; h += 2u) { O[(o0 + h) >> 1u] = bf16(acc[h] * inv) | (bf16(acc[h + 1u] * inv) << 16u); }`;
   return `
 const H: u32 = ${v.H}u;
 const HV: u32 = ${v.Hv}u;
 const ROWS: u32 = ${v.rows}u;
 const BC: u32 = ${v.bc}u;
 
-struct Params {
-  B: u32, T: u32, S: u32, N: u32,
-  K: u32, bottom_right: u32, win_left: i32, win_right: i32,
-  scale: f32, causal: u32, has_window: u32, pad0: u32,
-  bias_strides: vec4u,
-  mask_strides: vec4u,
-}
+${PARAMS_STRUCT}
 
 ${decl.join('\n')}
 
@@ -125,19 +222,12 @@ ${loader('load_k', 'Kb', v.dtype)}
 ${loader('load_v', 'Vb', v.dtype)}
 ${v.bias ? loader('load_bias', 'BIAS', v.bias) : ''}
 
-/** A NaN by its bits: a runtime value, since a constant NaN is a shader-creation error. */
-fn make_nan(bits: u32) -> f32 { return bitcast<f32>(bits); }
-fn is_nan_or_pos_inf(x: f32) -> bool { let b = bitcast<u32>(x); return (b & 0x7fffffffu) > 0x7f800000u || b == 0x7f800000u; }
-fn is_neg_inf(x: f32) -> bool { return bitcast<u32>(x) == 0xff800000u; }
-fn bf16(x: f32) -> u32 {
-  let b = bitcast<u32>(x);
-  if ((b & 0x7fffffffu) > 0x7f800000u) { return 0x7fc0u; }
-  return (b + 0x7fffu + ((b >> 16u) & 1u)) >> 16u;
-}
+${HELPERS}
 
 @compute @workgroup_size(${v.rows})
 fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: u32) {
-  let b = wg.z;
+  let b = wg.z / P.splits;
+  let split = wg.z % P.splits;
   let n = wg.y;
   let i = wg.x * ROWS + lid;
   let kh = n / (P.N / P.K);
@@ -164,8 +254,16 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
   workgroupBarrier();
   // The tile loop holds barriers, so its bounds must be workgroup-uniform values.
   if (lid == 0u) { range_lo = atomicLoad(&block_lo); range_hi = atomicLoad(&block_hi); }
-  let first = workgroupUniformLoad(&range_lo);
-  let last = workgroupUniformLoad(&range_hi);
+  var first = workgroupUniformLoad(&range_lo);
+  var last = workgroupUniformLoad(&range_hi);
+  ${
+    v.split
+      ? `// This workgroup's chunk of keys: S cut into P.splits chunks of whole tiles.
+  let chunk = i32(((P.S + P.splits - 1u) / P.splits + BC - 1u) / BC * BC);
+  first = max(first, i32(split) * chunk);
+  last = min(last, i32(split + 1u) * chunk);`
+      : ''
+  }
 
   var q: array<f32, ${v.H}>;
   var acc: array<f32, ${v.Hv}>;
@@ -233,7 +331,13 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
   }
 
   if (i >= P.T) { return; }
-  let o0 = ((b * P.T + i) * P.N + n) * HV;
+  ${
+    v.split
+      ? `let part = ((b * P.T + i) * P.N + n) * P.splits + split;
+  for (var h = 0u; h < HV; h++) { PART_O[part * HV + h] = acc[h]; }
+  PART_ML[part * 2u] = select(-3.0e38, row_max, seen);
+  PART_ML[part * 2u + 1u] = select(select(0.0, row_sum, seen), make_nan(0x7fc00000u), nan_row);`
+      : `let o0 = ((b * P.T + i) * P.N + n) * HV;
   var inv = 0.0;
   var lse_value = make_nan(0xff800000u);
   if (nan_row) {
@@ -244,8 +348,9 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
     inv = 1.0 / row_sum;
     lse_value = row_max + log(row_sum);
   }
-  ${store}
-  ${v.lse ? 'LSE[(b * P.T + i) * P.N + n] = lse_value;' : ''}
+  ${storeRow(v)}
+  ${v.lse ? 'LSE[(b * P.T + i) * P.N + n] = lse_value;' : ''}`
+  }
 }
 `;
 }

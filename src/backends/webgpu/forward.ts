@@ -7,19 +7,25 @@ import { UnsupportedError } from '../../errors.js';
 import { itemSize } from '../../tensor/dtype.js';
 import { Tensor } from '../../tensor/tensor.js';
 import type { AttentionProblem, BackendOutput } from '../problem.js';
-import { bindings, type ForwardVariant, forwardSource, variantKey } from './forward-source.js';
+import {
+  bindings,
+  COMBINE_ROWS,
+  combineBindings,
+  combineSource,
+  forwardSource,
+  variantKey,
+} from './forward-source.js';
 import { checkGeneration, createTensorBuffer, USAGE } from './memory.js';
 import { planForward } from './plan.js';
 import { webgpuContext } from './runtime.js';
 
 const pipelines = new Map<string, { generation: number; pipeline: GPUComputePipeline }>();
 
-function pipelineFor(variant: ForwardVariant): GPUComputePipeline {
+function pipelineFor(key: string, source: () => string): GPUComputePipeline {
   const { device, generation } = webgpuContext();
-  const key = variantKey(variant);
   const cached = pipelines.get(key);
   if (cached && cached.generation === generation) return cached.pipeline;
-  const module = device.createShaderModule({ code: forwardSource(variant), label: key });
+  const module = device.createShaderModule({ code: source(), label: key });
   const pipeline = device.createComputePipeline({
     layout: 'auto',
     compute: { module, entryPoint: 'main' },
@@ -35,7 +41,7 @@ function bound(x: number): number {
 }
 
 /** The Params struct of forward-source.ts: 12 words of sizes and flags, then two vec4u of strides (offsets 48, 64). */
-function paramsBytes(p: AttentionProblem): ArrayBuffer {
+function paramsBytes(p: AttentionProblem, splits: number): ArrayBuffer {
   const buffer = new ArrayBuffer(80);
   const u = new Uint32Array(buffer);
   const i = new Int32Array(buffer);
@@ -46,6 +52,7 @@ function paramsBytes(p: AttentionProblem): ArrayBuffer {
   f[8] = p.scale;
   u[9] = p.causal ? 1 : 0;
   u[10] = p.window ? 1 : 0;
+  u[11] = splits;
   u.set(p.bias ? p.bias.strides : [0, 0, 0, 0], 12);
   u.set(p.mask ? p.mask.strides : [0, 0, 0, 0], 16);
   return buffer;
@@ -58,9 +65,10 @@ function uploadConstant(device: GPUDevice, bytes: ArrayBuffer, usage: number): G
   return buffer;
 }
 
-export function runForward(p: AttentionProblem): BackendOutput {
+/** The forward pass; `splits` overrides the plan's choice (tests run the split path with it). */
+export function runForward(p: AttentionProblem, splits?: number): BackendOutput {
   const { device, info } = webgpuContext();
-  const plan = planForward(p, info.limits);
+  const plan = planForward(p, info.limits, splits);
   if (!plan.ok) throw new UnsupportedError('webgpu', plan.reason);
   const { variant } = plan;
   const inputs = {
@@ -70,46 +78,67 @@ export function runForward(p: AttentionProblem): BackendOutput {
     bias: p.bias ? checkGeneration('bias', p.bias.tensor.webgpuBuffer) : null,
     mask: p.mask ? checkGeneration('mask', p.mask.tensor.webgpuBuffer) : null,
   };
-  const pipeline = pipelineFor(variant);
+  const key = variantKey(variant);
+  const pipeline = pipelineFor(key, () => forwardSource(variant));
   const { B, T, N, Hv } = p;
   const output = createTensorBuffer(B * T * N * Hv * itemSize(p.dtype));
   const lse = variant.lse ? createTensorBuffer(B * T * N * 4) : null;
-  const temporary: GPUBuffer[] = [uploadConstant(device, paramsBytes(p), USAGE.UNIFORM)];
+  const temporary: GPUBuffer[] = [];
+  const scratch = (bytes: number) => {
+    const buffer = device.createBuffer({ size: Math.max(16, bytes), usage: USAGE.STORAGE });
+    temporary.push(buffer);
+    return buffer;
+  };
+  const resources: Record<string, GPUBuffer> = {
+    params: uploadConstant(device, paramsBytes(p, plan.splits), USAGE.UNIFORM),
+    q: inputs.q.handle,
+    k: inputs.k.handle,
+    v: inputs.v.handle,
+    o: output.handle,
+  };
+  temporary.push(resources.params);
+  if (lse) resources.lse = lse.handle;
+  if (inputs.bias) resources.bias = inputs.bias.handle;
+  if (inputs.mask) resources.mask = inputs.mask.handle;
   if (variant.lengths) {
     const lengths = new Int32Array(2 * B);
     for (let b = 0; b < B; b++) {
       lengths[b] = p.querySeqLengths ? p.querySeqLengths[b] : T;
       lengths[B + b] = p.keyValueSeqLengths ? p.keyValueSeqLengths[b] : p.S;
     }
-    temporary.push(uploadConstant(device, lengths.buffer, USAGE.STORAGE));
+    resources.lengths = uploadConstant(device, lengths.buffer, USAGE.STORAGE);
+    temporary.push(resources.lengths);
   }
-  const resources: Record<string, GPUBuffer> = {
-    params: temporary[0],
-    q: inputs.q.handle,
-    k: inputs.k.handle,
-    v: inputs.v.handle,
-    o: output.handle,
-  };
-  if (lse) resources.lse = lse.handle;
-  if (inputs.bias) resources.bias = inputs.bias.handle;
-  if (inputs.mask) resources.mask = inputs.mask.handle;
-  if (variant.lengths) resources.lengths = temporary[1];
-  const bindGroup = device.createBindGroup({
-    layout: pipeline.getBindGroupLayout(0),
-    entries: bindings(variant).map((name, binding) => ({ binding, resource: { buffer: resources[name] } })),
-  });
+  if (variant.split) {
+    const parts = B * T * N * plan.splits;
+    resources.part_o = scratch(parts * Hv * 4);
+    resources.part_ml = scratch(parts * 2 * 4);
+  }
+  const group = (pipe: GPUComputePipeline, names: string[]) =>
+    device.createBindGroup({
+      layout: pipe.getBindGroupLayout(0),
+      entries: names.map((name, binding) => ({ binding, resource: { buffer: resources[name] } })),
+    });
   const encoder = device.createCommandEncoder();
   const pass = encoder.beginComputePass();
   pass.setPipeline(pipeline);
-  pass.setBindGroup(0, bindGroup);
-  pass.dispatchWorkgroups(Math.ceil(T / variant.rows), N, B);
+  pass.setBindGroup(0, group(pipeline, bindings(variant)));
+  pass.dispatchWorkgroups(Math.ceil(T / variant.rows), N, B * plan.splits);
+  if (variant.split) {
+    const combine = pipelineFor(`${key}-combine`, () => combineSource(variant));
+    const workgroups = Math.ceil((B * T * N) / COMBINE_ROWS);
+    const x = Math.min(workgroups, info.limits.maxComputeWorkgroupsPerDimension);
+    pass.setPipeline(combine);
+    pass.setBindGroup(0, group(combine, combineBindings(variant)));
+    pass.dispatchWorkgroups(x, Math.ceil(workgroups / x));
+  }
   pass.end();
   device.queue.submit([encoder.finish()]);
-  // Destroying after submit is allowed: the queued dispatch keeps what it reads.
+  // Destroying after submit is allowed: the queued dispatches keep what they use.
   for (const buffer of temporary) buffer.destroy();
   return {
     output: Tensor.fromWebgpuBuffer(output, [B, T, N, Hv], p.dtype),
     logSumExp: lse ? Tensor.fromWebgpuBuffer(lse, [B, T, N], 'float32') : undefined,
-    variant: variantKey(variant),
+    variant: key,
   };
 }

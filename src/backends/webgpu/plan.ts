@@ -6,7 +6,7 @@
 import { itemSize } from '../../tensor/dtype.js';
 import type { AttentionProblem } from '../problem.js';
 import type { ForwardVariant } from './forward-source.js';
-import { bindings } from './forward-source.js';
+import { bindings, MAX_SPLITS } from './forward-source.js';
 import { paddedBytes } from './memory.js';
 import type { WebgpuLimits } from './runtime.js';
 
@@ -22,9 +22,26 @@ const TILE_KEYS = [16, 8, 4, 2, 1];
 /** Workgroup bytes besides the tiles: two atomics and two i32 copies. */
 const WORKGROUP_EXTRA = 16;
 
+/** The variant, and how many chunks the keys are cut into (1: no split; a run-time value). */
 export type Plan =
-  | { readonly ok: true; readonly variant: ForwardVariant }
+  | { readonly ok: true; readonly variant: ForwardVariant; readonly splits: number }
   | { readonly ok: false; readonly reason: string };
+
+/**
+ * Workgroups worth filling the GPU with: an H100 has 132 SMs, each keeping ~8 of these 64-invocation
+ * workgroups resident, so ~1,000 makes one wave; fewer leaves SMs idle (a decode step at B=8, N=32 has
+ * 256 (b, n) workgroups).
+ */
+const TARGET_WORKGROUPS = 1024;
+/** Keys a split keeps at the least: below ~256 the combine's extra pass costs more than it saves. */
+const MIN_KEYS_PER_SPLIT = 256;
+
+/** Splits for a problem: enough workgroups for one wave, within the combine's MAX_SPLITS. */
+export function chooseSplits(p: Pick<AttentionProblem, 'B' | 'T' | 'S' | 'N'>): number {
+  const workgroups = Math.ceil(p.T / ROWS) * p.N * p.B;
+  const wanted = Math.ceil(TARGET_WORKGROUPS / workgroups);
+  return Math.max(1, Math.min(MAX_SPLITS, wanted, Math.floor(p.S / MIN_KEYS_PER_SPLIT)));
+}
 
 type KernelDType = ForwardVariant['dtype'];
 function isKernelDType(dtype: string): dtype is KernelDType {
@@ -35,7 +52,8 @@ function refuse(reason: string): Plan {
   return { ok: false, reason };
 }
 
-export function planForward(p: AttentionProblem, limits: WebgpuLimits): Plan {
+/** `splits` overrides chooseSplits (tests run the split path on small cases with it). */
+export function planForward(p: AttentionProblem, limits: WebgpuLimits, splits = chooseSplits(p)): Plan {
   const dtype = p.dtype;
   if (!isKernelDType(dtype))
     return refuse(`${dtype} inputs (the kernel reads float32, float16 and bfloat16)`);
@@ -64,7 +82,14 @@ export function planForward(p: AttentionProblem, limits: WebgpuLimits): Plan {
       `${ROWS} invocations per workgroup exceed maxComputeInvocationsPerWorkgroup (${limits.maxComputeInvocationsPerWorkgroup})`,
     );
   }
-  const grid = { 'query tiles (T/64)': Math.ceil(p.T / ROWS), 'heads N': p.N, 'batch B': p.B };
+  if (!Number.isInteger(splits) || splits < 1 || splits > MAX_SPLITS) {
+    return refuse(`splits must be an integer in [1, ${MAX_SPLITS}] (got ${splits})`);
+  }
+  const grid = {
+    'query tiles (T/64)': Math.ceil(p.T / ROWS),
+    'heads N': p.N,
+    'batch B × key splits': p.B * splits,
+  };
   for (const [what, count] of Object.entries(grid)) {
     if (count > limits.maxComputeWorkgroupsPerDimension) {
       return refuse(
@@ -80,6 +105,8 @@ export function planForward(p: AttentionProblem, limits: WebgpuLimits): Plan {
     ['output', p.B * p.T * p.N * p.Hv * size],
     ['logSumExp', p.B * p.T * p.N * 4],
   ];
+  if (splits > 1) buffers.push(['the split-KV scratch', p.B * p.T * p.N * splits * (p.Hv + 2) * 4]);
+  if (splits > 1) buffers.push(['the split-KV scratch', p.B * p.T * p.N * splits * (p.Hv + 2) * 4]);
   if (p.bias) buffers.push(['bias', p.bias.tensor.byteLength]);
   if (p.mask) buffers.push(['mask', p.mask.tensor.byteLength]);
   for (const [name, bytes] of buffers) {
@@ -105,6 +132,7 @@ export function planForward(p: AttentionProblem, limits: WebgpuLimits): Plan {
     window: p.window !== null,
     lengths: p.querySeqLengths !== null || p.keyValueSeqLengths !== null,
     lse: p.returnLogSumExp,
+    split: splits > 1,
   };
   const storage = bindings(variant).length - 1;
   if (storage > limits.maxStorageBuffersPerShaderStage) {
@@ -112,5 +140,5 @@ export function planForward(p: AttentionProblem, limits: WebgpuLimits): Plan {
       `${storage} storage buffers exceed maxStorageBuffersPerShaderStage (${limits.maxStorageBuffersPerShaderStage})`,
     );
   }
-  return { ok: true, variant };
+  return { ok: true, variant, splits };
 }
