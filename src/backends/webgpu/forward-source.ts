@@ -34,6 +34,11 @@ export interface ForwardVariant {
    * few query rows (decode) it is what gives the GPU enough workgroups.
    */
   readonly split: boolean;
+  /**
+   * Values per register: 4 (vec4f q, K/V tiles and accumulator: one 16-byte workgroup load and a
+   * dot() per 4 products) where H and Hv are multiples of 4, else 1.
+   */
+  readonly vec: 4 | 1;
 }
 
 /** The variant key: it names the kernel in results and keys the pipeline cache. */
@@ -46,6 +51,7 @@ export function variantKey(v: ForwardVariant): string {
     v.mask ? 'mask' : '',
     v.lse ? 'lse' : '',
     v.split ? 'split' : '',
+    v.vec === 4 ? 'v4' : '',
   ].filter(Boolean);
   return `webgpu-flash-plain-${v.dtype}-h${v.H}-hv${v.Hv}-r${v.rows}-c${v.bc}${flags.length ? `-${flags.join('-')}` : ''}`;
 }
@@ -112,13 +118,31 @@ fn bf16(x: f32) -> u32 {
   return (b + 0x7fffu + ((b >> 16u) & 1u)) >> 16u;
 }`;
 
-/** WGSL that writes acc[h] · inv for h < HV to the output row starting at element o0. */
-function storeRow(v: ForwardVariant): string {
+/**
+ * WGSL that writes element h of the accumulator (`el('h')`) times inv, for h < HV, to the output
+ * row starting at element o0.
+ */
+function storeRow(v: ForwardVariant, el: (h: string) => string): string {
   return v.dtype === 'float32'
-    ? 'for (var h = 0u; h < HV; h++) { O[o0 + h] = acc[h] * inv; }'
+    ? `for (var h = 0u; h < HV; h++) { O[o0 + h] = ${el('h')} * inv; }`
     : v.dtype === 'float16'
-      ? 'for (var h = 0u; h < HV; h += 2u) { O[(o0 + h) >> 1u] = pack2x16float(vec2f(acc[h] * inv, acc[h + 1u] * inv)); }'
-      : 'for (var h = 0u; h < HV; h += 2u) { O[(o0 + h) >> 1u] = bf16(acc[h] * inv) | (bf16(acc[h + 1u] * inv) << 16u); }';
+      ? `for (var h = 0u; h < HV; h += 2u) { O[(o0 + h) >> 1u] = pack2x16float(vec2f(${el('h')} * inv, ${el('h + 1u')} * inv)); }`
+      : `for (var h = 0u; h < HV; h += 2u) { O[(o0 + h) >> 1u] = bf16(${el('h')} * inv) | (bf16(${el('h + 1u')} * inv) << 16u); }`;
+}
+
+/** WGSL that reads 4 consecutive elements from element i (a multiple of 4) of a buffer of `dtype`. */
+function loader4(name: string, buffer: string, dtype: ForwardVariant['dtype']): string {
+  switch (dtype) {
+    case 'float32':
+      return `fn ${name}(i: u32) -> vec4f { return vec4f(${buffer}[i], ${buffer}[i + 1u], ${buffer}[i + 2u], ${buffer}[i + 3u]); }`;
+    case 'float16':
+      return `fn ${name}(i: u32) -> vec4f { return vec4f(unpack2x16float(${buffer}[i >> 1u]), unpack2x16float(${buffer}[(i >> 1u) + 1u])); }`;
+    case 'bfloat16':
+      return (
+        `fn ${name}(i: u32) -> vec4f { let a = ${buffer}[i >> 1u]; let b = ${buffer}[(i >> 1u) + 1u]; ` +
+        'return vec4f(bitcast<f32>(a << 16u), bitcast<f32>(a & 0xffff0000u), bitcast<f32>(b << 16u), bitcast<f32>(b & 0xffff0000u)); }'
+      );
+  }
 }
 
 /**
@@ -177,7 +201,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(num_workgroups) groups: vec3u
     inv = 1.0 / total;
     lse_value = m + log(total);
   }
-  ${storeRow(v)}
+  ${storeRow(v, (h) => `acc[${h}]`)}
   ${v.lse ? 'LSE[row] = lse_value;' : ''}
 }
 `;
@@ -200,26 +224,35 @@ export function forwardSource(v: ForwardVariant): string {
     v.mask ? `${at('mask')} var<storage, read> MASK: array<u32>;` : '',
     v.lengths ? `${at('lengths')} var<storage, read> LENS: array<i32>;` : '',
   ].filter(Boolean);
+  const W = v.vec;
+  const VT = W === 4 ? 'vec4f' : 'f32';
+  const el = (h: string) => (W === 4 ? `acc[(${h}) / 4u][(${h}) % 4u]` : `acc[${h}]`);
+  const load = (name: string, buffer: string) =>
+    W === 4 ? loader4(name, buffer, v.dtype) : loader(name, buffer, v.dtype);
   return `
 const H: u32 = ${v.H}u;
 const HV: u32 = ${v.Hv}u;
 const ROWS: u32 = ${v.rows}u;
 const BC: u32 = ${v.bc}u;
+/** Values per register (vec4f or f32), and H and HV in registers. */
+const W: u32 = ${W}u;
+const HW: u32 = ${v.H / W}u;
+const HVW: u32 = ${v.Hv / W}u;
 
 ${PARAMS_STRUCT}
 
 ${decl.join('\n')}
 
-var<workgroup> k_tile: array<f32, ${v.bc * v.H}>;
-var<workgroup> v_tile: array<f32, ${v.bc * v.Hv}>;
+var<workgroup> k_tile: array<${VT}, ${(v.bc * v.H) / W}>;
+var<workgroup> v_tile: array<${VT}, ${(v.bc * v.Hv) / W}>;
 var<workgroup> block_lo: atomic<i32>;
 var<workgroup> block_hi: atomic<i32>;
 var<workgroup> range_lo: i32;
 var<workgroup> range_hi: i32;
 
-${loader('load_q', 'Q', v.dtype)}
-${loader('load_k', 'Kb', v.dtype)}
-${loader('load_v', 'Vb', v.dtype)}
+${load('load_q', 'Q')}
+${load('load_k', 'Kb')}
+${load('load_v', 'Vb')}
 ${v.bias ? loader('load_bias', 'BIAS', v.bias) : ''}
 
 ${HELPERS}
@@ -265,12 +298,12 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
       : ''
   }
 
-  var q: array<f32, ${v.H}>;
-  var acc: array<f32, ${v.Hv}>;
+  var q: array<${VT}, ${v.H / W}>;
+  var acc: array<${VT}, ${v.Hv / W}>;
   var s: array<f32, ${v.bc}>;
   let q0 = ((b * P.T + min(i, P.T - 1u)) * P.N + n) * H;
-  for (var h = 0u; h < H; h++) { q[h] = load_q(q0 + h) * P.scale; }
-  for (var h = 0u; h < HV; h++) { acc[h] = 0.0; }
+  for (var h = 0u; h < HW; h++) { q[h] = load_q(q0 + h * W) * P.scale; }
+  for (var h = 0u; h < HVW; h++) { acc[h] = ${VT}(0.0); }
   var row_max = 0.0;
   var row_sum = 0.0;
   var seen = false;
@@ -282,13 +315,13 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
   loop {
     if (j0 >= last) { break; }
     // Load the tile: BC keys of K and V as f32 (keys past S read as zero and are never visible).
-    for (var e = lid; e < BC * H; e += ROWS) {
-      let j = u32(j0) + e / H;
-      k_tile[e] = select(0.0, load_k(((b * P.S + j) * P.K + kh) * H + e % H), j < P.S);
+    for (var e = lid; e < BC * HW; e += ROWS) {
+      let j = u32(j0) + e / HW;
+      if (j < P.S) { k_tile[e] = load_k(((b * P.S + j) * P.K + kh) * H + (e % HW) * W); } else { k_tile[e] = ${VT}(0.0); }
     }
-    for (var e = lid; e < BC * HV; e += ROWS) {
-      let j = u32(j0) + e / HV;
-      v_tile[e] = select(0.0, load_v(((b * P.S + j) * P.K + kh) * HV + e % HV), j < P.S);
+    for (var e = lid; e < BC * HVW; e += ROWS) {
+      let j = u32(j0) + e / HVW;
+      if (j < P.S) { v_tile[e] = load_v(((b * P.S + j) * P.K + kh) * HV + (e % HVW) * W); } else { v_tile[e] = ${VT}(0.0); }
     }
     workgroupBarrier();
     var tile_max = 0.0;
@@ -299,7 +332,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
       ${v.mask ? `if (visible) { let m = mask_row + u32(j) * P.mask_strides.w; visible = ((MASK[m >> 2u] >> ((m & 3u) * 8u)) & 0xffu) != 0u; }` : ''}
       var x = 0.0;
       if (visible) {
-        for (var h = 0u; h < H; h++) { x += q[h] * k_tile[c * H + h]; }
+        for (var h = 0u; h < HW; h++) { x += ${W === 4 ? 'dot(q[h], k_tile[c * HW + h])' : 'q[h] * k_tile[c * HW + h]'}; }
         ${v.bias ? 'x += load_bias(bias_row + u32(j) * P.bias_strides.w);' : ''}
         if (is_nan_or_pos_inf(x)) { nan_row = true; visible = false; }
         else if (is_neg_inf(x)) { visible = false; }
@@ -316,12 +349,12 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
       let new_max = select(tile_max, max(row_max, tile_max), seen);
       let correction = select(0.0, exp(row_max - new_max), seen);
       row_sum *= correction;
-      for (var h = 0u; h < HV; h++) { acc[h] *= correction; }
+      for (var h = 0u; h < HVW; h++) { acc[h] *= correction; }
       for (var c = 0u; c < BC; c++) {
         if ((bitcast<u32>(s[c]) & 0x7fffffffu) > 0x7f800000u) { continue; }
         let w = exp(s[c] - new_max);
         row_sum += w;
-        for (var h = 0u; h < HV; h++) { acc[h] += w * v_tile[c * HV + h]; }
+        for (var h = 0u; h < HVW; h++) { acc[h] += w * v_tile[c * HVW + h]; }
       }
       row_max = new_max;
       seen = true;
@@ -334,7 +367,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
   ${
     v.split
       ? `let part = ((b * P.T + i) * P.N + n) * P.splits + split;
-  for (var h = 0u; h < HV; h++) { PART_O[part * HV + h] = acc[h]; }
+  for (var h = 0u; h < HV; h++) { PART_O[part * HV + h] = ${el('h')}; }
   PART_ML[part * 2u] = select(-3.0e38, row_max, seen);
   PART_ML[part * 2u + 1u] = select(select(0.0, row_sum, seen), make_nan(0x7fc00000u), nan_row);`
       : `let o0 = ((b * P.T + i) * P.N + n) * HV;
@@ -342,13 +375,13 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
   var lse_value = make_nan(0xff800000u);
   if (nan_row) {
     inv = make_nan(0x7fc00000u);
-    for (var h = 0u; h < HV; h++) { acc[h] = 1.0; }
+    for (var h = 0u; h < HVW; h++) { acc[h] = ${VT}(1.0); }
     lse_value = inv;
   } else if (seen && row_sum > 0.0) {
     inv = 1.0 / row_sum;
     lse_value = row_max + log(row_sum);
   }
-  ${storeRow(v)}
+  ${storeRow(v, el)}
   ${v.lse ? 'LSE[(b * P.T + i) * P.N + n] = lse_value;' : ''}`
   }
 }

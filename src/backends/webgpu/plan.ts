@@ -133,6 +133,7 @@ export function planForward(p: AttentionProblem, limits: WebgpuLimits, splits = 
     lengths: p.querySeqLengths !== null || p.keyValueSeqLengths !== null,
     lse: p.returnLogSumExp,
     split: splits > 1,
+    vec: p.H % 4 === 0 && p.Hv % 4 === 0 ? 4 : 1,
   };
   const storage = bindings(variant).length - 1;
   if (storage > limits.maxStorageBuffersPerShaderStage) {
