@@ -15,6 +15,8 @@ import { initWebgpu, webgpuContext } from '../../src/backends/webgpu/runtime.js'
 import { DeviceError, InvalidArgumentError, UnsupportedError } from '../../src/errors.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';
+import { assertMatchesOracle } from '../support/backend-suite.js';
+import { pagedCopy } from '../support/kv-layouts.js';
 import { webgpuSkipReason } from '../support/webgpu.js';
 
 describe('initWebgpu options', () => {
@@ -141,6 +143,37 @@ describe('webgpu device', { skip: skip ?? false }, () => {
       },
     );
     assert.equal(memoryStats().webgpuBuffers, before);
+  });
+
+  it('reads a paged KV cache through its block table (decode and a few new tokens, split or not)', async () => {
+    for (const [T, S, lengths, causal, dtype] of [
+      [1, 100, [100, 37, 1], false, 'float32'],
+      [5, 100, [100, 37, 5], true, 'float32'],
+      [1, 1100, [1100, 700, 9], false, 'float16'],
+    ] as const) {
+      const [B, N, K, H] = [3, 4, 2, 32];
+      const q = randomNormal([B, T, N, H], { seed: 7, dtype });
+      const k = randomNormal([B, S, K, H], { seed: 8, dtype });
+      const v = randomNormal([B, S, K, H], { seed: 9, dtype });
+      const kp = pagedCopy(k, 16, 1);
+      const vp = pagedCopy(v, 16, 1);
+      const options = {
+        keyValueSeqLengths: [...lengths],
+        isCausal: causal,
+        causalAlignment: 'bottom_right' as const,
+      };
+      const [gq, gk, gv] = [q, kp.pool, vp.pool].map((t) => t.to('webgpu'));
+      const r = attention(gq, gk, gv, {
+        ...options,
+        blockTable: kp.table,
+        returnLogSumExp: true,
+        implementation: 'webgpu',
+      });
+      assert.match(r.variant, /-paged/);
+      const read = { output: await r.output.toHostAsync(), logSumExp: await r.logSumExp?.toHostAsync() };
+      assertMatchesOracle(read, { q, k, v, options }, dtype, `paged T=${T} S=${S} ${r.variant}`);
+      for (const t of [gq, gk, gv, r.output, r.logSumExp]) t?.dispose();
+    }
   });
 
   it('turns device loss into DeviceError, then recovers on the next device', async () => {

@@ -39,6 +39,8 @@ export interface ForwardVariant {
    * dot() per 4 products) where H and Hv are multiples of 4, else 1.
    */
   readonly vec: 4 | 1;
+  /** Key and value are pools read through a block table (Params.paged: block size, table width). */
+  readonly paged: boolean;
 }
 
 /** The variant key: it names the kernel in results and keys the pipeline cache. */
@@ -52,6 +54,7 @@ export function variantKey(v: ForwardVariant): string {
     v.lse ? 'lse' : '',
     v.split ? 'split' : '',
     v.vec === 4 ? 'v4' : '',
+    v.paged ? 'paged' : '',
   ].filter(Boolean);
   return `webgpu-flash-plain-${v.dtype}-h${v.H}-hv${v.Hv}-r${v.rows}-c${v.bc}${flags.length ? `-${flags.join('-')}` : ''}`;
 }
@@ -86,6 +89,7 @@ export function bindings(v: ForwardVariant): string[] {
     ...(v.bias ? ['bias'] : []),
     ...(v.mask ? ['mask'] : []),
     ...(v.lengths ? ['lengths'] : []),
+    ...(v.paged ? ['table'] : []),
   ];
 }
 
@@ -104,6 +108,7 @@ const PARAMS_STRUCT = `struct Params {
   scale: f32, causal: u32, has_window: u32, splits: u32,
   bias_strides: vec4u,
   mask_strides: vec4u,
+  paged: vec4u,
 }`;
 
 const HELPERS = `
@@ -129,6 +134,10 @@ function storeRow(v: ForwardVariant, el: (h: string) => string): string {
       ? `for (var h = 0u; h < HV; h += 2u) { O[(o0 + h) >> 1u] = pack2x16float(vec2f(${el('h')} * inv, ${el('h + 1u')} * inv)); }`
       : `for (var h = 0u; h < HV; h += 2u) { O[(o0 + h) >> 1u] = bf16(${el('h')} * inv) | (bf16(${el('h + 1u')} * inv) << 16u); }`;
 }
+
+/** A paged cache's token row: pool block table[b][j / blockSize] (a padding −1 reads block 0, never used). */
+const PAGED_ROW =
+  'let block = u32(max(TABLE[b * P.paged.y + j / P.paged.x], 0)); return block * P.paged.x + j % P.paged.x;';
 
 /** WGSL that reads 4 consecutive elements from element i (a multiple of 4) of a buffer of `dtype`. */
 function loader4(name: string, buffer: string, dtype: ForwardVariant['dtype']): string {
@@ -223,6 +232,7 @@ export function forwardSource(v: ForwardVariant): string {
     v.bias ? `${at('bias')} var<storage, read> BIAS: array<${elementType(v.bias)}>;` : '',
     v.mask ? `${at('mask')} var<storage, read> MASK: array<u32>;` : '',
     v.lengths ? `${at('lengths')} var<storage, read> LENS: array<i32>;` : '',
+    v.paged ? `${at('table')} var<storage, read> TABLE: array<i32>;` : '',
   ].filter(Boolean);
   const W = v.vec;
   const VT = W === 4 ? 'vec4f' : 'f32';
@@ -256,6 +266,11 @@ ${load('load_v', 'Vb')}
 ${v.bias ? loader('load_bias', 'BIAS', v.bias) : ''}
 
 ${HELPERS}
+
+/** The row of key/value token j of sequence b: through the block table for a paged cache. */
+fn kv_row(b: u32, j: u32) -> u32 {
+  ${v.paged ? PAGED_ROW : 'return b * P.S + j;'}
+}
 
 @compute @workgroup_size(${v.rows})
 fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: u32) {
@@ -317,11 +332,11 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
     // Load the tile: BC keys of K and V as f32 (keys past S read as zero and are never visible).
     for (var e = lid; e < BC * HW; e += ROWS) {
       let j = u32(j0) + e / HW;
-      if (j < P.S) { k_tile[e] = load_k(((b * P.S + j) * P.K + kh) * H + (e % HW) * W); } else { k_tile[e] = ${VT}(0.0); }
+      if (j < P.S) { k_tile[e] = load_k((kv_row(b, j) * P.K + kh) * H + (e % HW) * W); } else { k_tile[e] = ${VT}(0.0); }
     }
     for (var e = lid; e < BC * HVW; e += ROWS) {
       let j = u32(j0) + e / HVW;
-      if (j < P.S) { v_tile[e] = load_v(((b * P.S + j) * P.K + kh) * HV + (e % HVW) * W); } else { v_tile[e] = ${VT}(0.0); }
+      if (j < P.S) { v_tile[e] = load_v((kv_row(b, j) * P.K + kh) * HV + (e % HVW) * W); } else { v_tile[e] = ${VT}(0.0); }
     }
     workgroupBarrier();
     var tile_max = 0.0;

@@ -40,9 +40,12 @@ function bound(x: number): number {
   return Math.min(x, 2 ** 30);
 }
 
-/** The Params struct of forward-source.ts: 12 words of sizes and flags, then two vec4u of strides (offsets 48, 64). */
+/**
+ * The Params struct of forward-source.ts: 12 words of sizes and flags, then vec4u bias and mask
+ * strides (offsets 48, 64) and the paged cache's block size and table width (offset 80).
+ */
 function paramsBytes(p: AttentionProblem, splits: number): ArrayBuffer {
-  const buffer = new ArrayBuffer(80);
+  const buffer = new ArrayBuffer(96);
   const u = new Uint32Array(buffer);
   const i = new Int32Array(buffer);
   const f = new Float32Array(buffer);
@@ -55,6 +58,7 @@ function paramsBytes(p: AttentionProblem, splits: number): ArrayBuffer {
   u[11] = splits;
   u.set(p.bias ? p.bias.strides : [0, 0, 0, 0], 12);
   u.set(p.mask ? p.mask.strides : [0, 0, 0, 0], 16);
+  if (p.paged) u.set([p.paged.blockSize, p.paged.maxBlocksPerSeq], 20);
   return buffer;
 }
 
@@ -108,6 +112,15 @@ export function runForward(p: AttentionProblem, splits?: number): BackendOutput 
     }
     resources.lengths = uploadConstant(device, lengths.buffer, USAGE.STORAGE);
     temporary.push(resources.lengths);
+  }
+  if (p.paged) {
+    const table = p.paged.blockTable;
+    resources.table = uploadConstant(
+      device,
+      table.buffer.slice(table.byteOffset, table.byteOffset + table.byteLength) as ArrayBuffer,
+      USAGE.STORAGE,
+    );
+    temporary.push(resources.table);
   }
   if (variant.split) {
     const parts = B * T * N * plan.splits;

@@ -99,15 +99,16 @@ export function planForward(p: AttentionProblem, limits: WebgpuLimits, splits = 
   }
   const size = itemSize(p.dtype);
   const buffers: [string, number][] = [
-    ['query', p.B * p.T * p.N * p.H * size],
-    ['key', p.B * p.S * p.K * p.H * size],
-    ['value', p.B * p.S * p.K * p.Hv * size],
+    ['query', p.query.byteLength],
+    ['key', p.key.byteLength],
+    ['value', p.value.byteLength],
     ['output', p.B * p.T * p.N * p.Hv * size],
     ['logSumExp', p.B * p.T * p.N * 4],
   ];
   if (splits > 1) buffers.push(['the split-KV scratch', p.B * p.T * p.N * splits * (p.Hv + 2) * 4]);
   if (splits > 1) buffers.push(['the split-KV scratch', p.B * p.T * p.N * splits * (p.Hv + 2) * 4]);
   if (p.bias) buffers.push(['bias', p.bias.tensor.byteLength]);
+  if (p.paged) buffers.push(['blockTable', p.paged.blockTable.byteLength]);
   if (p.mask) buffers.push(['mask', p.mask.tensor.byteLength]);
   for (const [name, bytes] of buffers) {
     const padded = paddedBytes(bytes);
@@ -134,6 +135,7 @@ export function planForward(p: AttentionProblem, limits: WebgpuLimits, splits = 
     lse: p.returnLogSumExp,
     split: splits > 1,
     vec: p.H % 4 === 0 && p.Hv % 4 === 0 ? 4 : 1,
+    paged: p.paged !== null,
   };
   const storage = bindings(variant).length - 1;
   if (storage > limits.maxStorageBuffersPerShaderStage) {
