@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { attention } from '../../src/api/attention.js';
+import { KVCache } from '../../src/api/kv-cache.js';
 import { memoryStats } from '../../src/api/memory.js';
 import { validateAttention } from '../../src/api/validate.js';
 import { createTensorBuffer } from '../../src/backends/webgpu/memory.js';
@@ -16,7 +17,7 @@ import { DeviceError, InvalidArgumentError, UnsupportedError } from '../../src/e
 import { randomNormal } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';
 import { assertMatchesOracle } from '../support/backend-suite.js';
-import { pagedCopy } from '../support/kv-layouts.js';
+import { pagedCopy, sliceRows } from '../support/kv-layouts.js';
 import { webgpuSkipReason } from '../support/webgpu.js';
 
 describe('initWebgpu options', () => {
@@ -174,6 +175,46 @@ describe('webgpu device', { skip: skip ?? false }, () => {
       assertMatchesOracle(read, { q, k, v, options }, dtype, `paged T=${T} S=${S} ${r.variant}`);
       for (const t of [gq, gk, gv, r.output, r.logSumExp]) t?.dispose();
     }
+  });
+
+  it("runs a KVCache on 'webgpu': a prompt then decode steps equal the causal prefill", async () => {
+    const [B, L, N, K, H, prompt] = [2, 24, 4, 2, 16, 9];
+    const q = randomNormal([B, L, N, H], { seed: 11, dtype: 'float16' });
+    const k = randomNormal([B, L, K, H], { seed: 12, dtype: 'float16' });
+    const v = randomNormal([B, L, K, H], { seed: 13, dtype: 'float16' });
+    const prefill = attention(q, k, v, {
+      isCausal: true,
+      implementation: 'reference',
+    }).output.toFloat64Array();
+    const cache = new KVCache({
+      numBlocks: 16,
+      blockSize: 4,
+      numKvHeads: K,
+      headDim: H,
+      dtype: 'float16',
+      device: 'webgpu',
+    });
+    const before = memoryStats().webgpuBuffers;
+    const ids = [cache.addSequence(), cache.addSequence()];
+    const row = N * H;
+    for (let t = 0; t < L; t = t === 0 ? prompt : t + 1) {
+      const n = t === 0 ? prompt : 1;
+      const [kt, vt, qt] = [k, v, q].map((x) => sliceRows(x, t, n).to('webgpu'));
+      cache.append(ids, kt, vt);
+      const { output, variant } = cache.attention(qt, ids);
+      assert.match(variant, /^webgpu-flash-.*-paged/);
+      const out = await output.toFloat64ArrayAsync();
+      for (let b = 0; b < B; b++)
+        for (let r = 0; r < n; r++)
+          for (let e = 0; e < row; e++) {
+            const want = prefill[(b * L + t + r) * row + e];
+            // float16 output rounding: half an ulp at |x| < 4 is 2^-9.
+            assert.ok(Math.abs(out[(b * n + r) * row + e] - want) < 2e-3, `t=${t + r} b=${b}`);
+          }
+      for (const x of [kt, vt, qt, output]) x.dispose();
+    }
+    assert.equal(memoryStats().webgpuBuffers, before);
+    cache.dispose();
   });
 
   it('turns device loss into DeviceError, then recovers on the next device', async () => {
