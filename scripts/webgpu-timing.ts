@@ -3,7 +3,8 @@
  * GPU (where CUDA exists) and the copy bandwidth Dawn reaches, and prints one JSON line per row.
  *
  *   forward  B=4 T=S=4096 N=16 K=16 H=128 float16, causal and not
- *   decode   B=8 T=1 S=32768 N=32 K=8 H=128 float16 (a dense cache, every sequence full)
+ *   decode   B=8 T=1 S=32768 N=32 K=8 H=128 float16, every sequence full: a dense cache, and the
+ *            same tokens as a paged cache of 256-token blocks
  *   copy     copyBufferToBuffer of 1 GiB (read + write counted)
  *
  * WebGPU time: wall clock from submit to onSubmittedWorkDone, median of `--reps` after a warm-up
@@ -113,6 +114,27 @@ const cuda = cudaAvailable().ok;
     row({ ...shape, impl: 'webgpu', variant, ms, gbs: bytes / ms / 1e6 });
   } catch (error) {
     row({ ...shape, impl: 'webgpu', error: String(error) });
+  }
+  // The same tokens as a paged pool: (B·S/256, 256, K, H) is the dense cache's memory as it is,
+  // with block b·M + m holding sequence b's block m.
+  const blockSize = 256;
+  const M = S / blockSize;
+  const pool = [dk, dv].map((t) => t.reshape([B * M, blockSize, K, H]));
+  const blockTable = Array.from({ length: B }, (_, b) => Array.from({ length: M }, (_, m) => b * M + m));
+  try {
+    let variant = '';
+    const ms = await timeWebgpu(() => {
+      const r = attention(dq, pool[0], pool[1], {
+        implementation: 'webgpu',
+        blockTable,
+        keyValueSeqLengths: new Array(B).fill(S),
+      });
+      variant = r.variant;
+      return [r.output];
+    });
+    row({ ...shape, layout: 'paged', blockSize, impl: 'webgpu', variant, ms, gbs: bytes / ms / 1e6 });
+  } catch (error) {
+    row({ ...shape, layout: 'paged', impl: 'webgpu', error: String(error) });
   }
   for (const t of [dq, dk, dv]) t.dispose();
   if (cuda) {

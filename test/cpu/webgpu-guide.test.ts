@@ -32,7 +32,10 @@ describe('docs/guide/webgpu.md', { skip: skip ?? false }, () => {
         env: process.env,
       });
       assert.equal(run.status, 0, run.stderr);
-      assert.match(run.stdout, /^webgpu webgpu-flash-plain-float16-h64-hv64-\S*-causal-lse(-v4)?$/m);
+      assert.match(
+        run.stdout,
+        /^webgpu webgpu-flash-(plain|subgroups)-float16-h64-hv64-\S*-causal-lse(-v4)?$/m,
+      );
       const worst = Number(/max \|webgpu − reference\| = (\S+)/.exec(run.stdout)?.[1]);
       assert.ok(worst < 4e-3, run.stdout);
       assert.match(run.stdout, /WebGPU bytes still held: 0$/m);

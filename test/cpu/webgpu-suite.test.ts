@@ -34,8 +34,20 @@ describe('suite: webgpu, split-KV in 3', { skip: skip ?? false }, () => {
     cases: CASES,
     precisions: [PRECISIONS.float32, PRECISIONS.float16],
     readback: 'async',
-    run: (problem) => runForward(problem, 3),
+    run: (problem) => runForward(problem, { splits: 3 }),
     label: ', 3 splits',
     expect: (row) => assert.match(row.variant ?? '', /-split(-|$)/),
+  });
+});
+
+// The one-lane (plain) kernel, which adapters without subgroups run, on the hand-picked cases.
+describe('suite: webgpu, plain kernel', { skip: skip ?? false }, () => {
+  defineBackendSuite(webgpuBackend, {
+    cases: CASES,
+    precisions: [PRECISIONS.float32],
+    readback: 'async',
+    run: (problem) => runForward(problem, { subgroups: false }),
+    label: ', plain',
+    expect: (row) => assert.match(row.variant ?? '', /^webgpu-flash-plain-/),
   });
 });

@@ -14,7 +14,7 @@ export const webgpuBackend: AttentionBackend = {
   supports(problem) {
     const state = webgpuState();
     if (!state.ok) return unsupported(state.reason);
-    const plan = planForward(problem, state.info.limits);
+    const plan = planForward(problem, state.info.limits, undefined, state.info.subgroups);
     return plan.ok ? SUPPORTED : unsupported(plan.reason);
   },
   run: (problem) => runForward(problem),

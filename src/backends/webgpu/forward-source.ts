@@ -41,6 +41,12 @@ export interface ForwardVariant {
   readonly vec: 4 | 1;
   /** Key and value are pools read through a block table (Params.paged: block size, table width). */
   readonly paged: boolean;
+  /**
+   * Invocations per query row: 2 with subgroups (each holds half of q and of the accumulator, and
+   * a score is its half-dot plus its partner's through subgroupShuffleXor: 2·H/2·4 bytes of
+   * registers instead of 2·H·4, which at H=128 no longer spills past 255 registers), else 1.
+   */
+  readonly lanes: 1 | 2;
 }
 
 /** The variant key: it names the kernel in results and keys the pipeline cache. */
@@ -56,7 +62,7 @@ export function variantKey(v: ForwardVariant): string {
     v.vec === 4 ? 'v4' : '',
     v.paged ? 'paged' : '',
   ].filter(Boolean);
-  return `webgpu-flash-plain-${v.dtype}-h${v.H}-hv${v.Hv}-r${v.rows}-c${v.bc}${flags.length ? `-${flags.join('-')}` : ''}`;
+  return `webgpu-flash-${v.lanes === 2 ? 'subgroups' : 'plain'}-${v.dtype}-h${v.H}-hv${v.Hv}-r${v.rows}-c${v.bc}${flags.length ? `-${flags.join('-')}` : ''}`;
 }
 
 /** WGSL that reads element i of a buffer of `dtype` as f32. */
@@ -127,12 +133,12 @@ fn bf16(x: f32) -> u32 {
  * WGSL that writes element h of the accumulator (`el('h')`) times inv, for h < HV, to the output
  * row starting at element o0.
  */
-function storeRow(v: ForwardVariant, el: (h: string) => string): string {
+function storeRow(v: ForwardVariant, el: (h: string) => string, count = 'HV'): string {
   return v.dtype === 'float32'
-    ? `for (var h = 0u; h < HV; h++) { O[o0 + h] = ${el('h')} * inv; }`
+    ? `for (var h = 0u; h < ${count}; h++) { O[o0 + h] = ${el('h')} * inv; }`
     : v.dtype === 'float16'
-      ? `for (var h = 0u; h < HV; h += 2u) { O[(o0 + h) >> 1u] = pack2x16float(vec2f(${el('h')} * inv, ${el('h + 1u')} * inv)); }`
-      : `for (var h = 0u; h < HV; h += 2u) { O[(o0 + h) >> 1u] = bf16(${el('h')} * inv) | (bf16(${el('h + 1u')} * inv) << 16u); }`;
+      ? `for (var h = 0u; h < ${count}; h += 2u) { O[(o0 + h) >> 1u] = pack2x16float(vec2f(${el('h')} * inv, ${el('h + 1u')} * inv)); }`
+      : `for (var h = 0u; h < ${count}; h += 2u) { O[(o0 + h) >> 1u] = bf16(${el('h')} * inv) | (bf16(${el('h + 1u')} * inv) << 16u); }`;
 }
 
 /** A paged cache's token row: pool block table[b][j / blockSize] (a padding −1 reads block 0, never used). */
@@ -239,15 +245,21 @@ export function forwardSource(v: ForwardVariant): string {
   const el = (h: string) => (W === 4 ? `acc[(${h}) / 4u][(${h}) % 4u]` : `acc[${h}]`);
   const load = (name: string, buffer: string) =>
     W === 4 ? loader4(name, buffer, v.dtype) : loader(name, buffer, v.dtype);
-  return `
+  const L = v.lanes;
+  return `${L === 2 ? 'enable subgroups;\n' : ''}
 const H: u32 = ${v.H}u;
 const HV: u32 = ${v.Hv}u;
 const ROWS: u32 = ${v.rows}u;
+/** Invocations per query row, and each one's share of H and Hv in registers and of Hv in elements. */
+const LANES: u32 = ${L}u;
 const BC: u32 = ${v.bc}u;
 /** Values per register (vec4f or f32), and H and HV in registers. */
 const W: u32 = ${W}u;
 const HW: u32 = ${v.H / W}u;
 const HVW: u32 = ${v.Hv / W}u;
+const HWL: u32 = ${v.H / W / L}u;
+const HVWL: u32 = ${v.Hv / W / L}u;
+const HVL: u32 = ${v.Hv / L}u;
 
 ${PARAMS_STRUCT}
 
@@ -272,12 +284,13 @@ fn kv_row(b: u32, j: u32) -> u32 {
   ${v.paged ? PAGED_ROW : 'return b * P.S + j;'}
 }
 
-@compute @workgroup_size(${v.rows})
+@compute @workgroup_size(${v.rows * L})
 fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: u32) {
+  let lane = lid % LANES;
   let b = wg.z / P.splits;
   let split = wg.z % P.splits;
   let n = wg.y;
-  let i = wg.x * ROWS + lid;
+  let i = wg.x * ROWS + lid / LANES;
   let kh = n / (P.N / P.K);
   ${v.lengths ? 'let t_len = LENS[b]; let s_len = LENS[P.B + b];' : 'let t_len = i32(P.T); let s_len = i32(P.S);'}
   // Keys [lo, hi) this row may see (src/backends/cpu/visibility.ts states the rule).
@@ -313,12 +326,12 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
       : ''
   }
 
-  var q: array<${VT}, ${v.H / W}>;
-  var acc: array<${VT}, ${v.Hv / W}>;
+  var q: array<${VT}, ${v.H / W / L}>;
+  var acc: array<${VT}, ${v.Hv / W / L}>;
   var s: array<f32, ${v.bc}>;
   let q0 = ((b * P.T + min(i, P.T - 1u)) * P.N + n) * H;
-  for (var h = 0u; h < HW; h++) { q[h] = load_q(q0 + h * W) * P.scale; }
-  for (var h = 0u; h < HVW; h++) { acc[h] = ${VT}(0.0); }
+  for (var h = 0u; h < HWL; h++) { q[h] = load_q(q0 + (lane * HWL + h) * W) * P.scale; }
+  for (var h = 0u; h < HVWL; h++) { acc[h] = ${VT}(0.0); }
   var row_max = 0.0;
   var row_sum = 0.0;
   var seen = false;
@@ -330,15 +343,27 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
   loop {
     if (j0 >= last) { break; }
     // Load the tile: BC keys of K and V as f32 (keys past S read as zero and are never visible).
-    for (var e = lid; e < BC * HW; e += ROWS) {
+    for (var e = lid; e < BC * HW; e += ROWS * LANES) {
       let j = u32(j0) + e / HW;
       if (j < P.S) { k_tile[e] = load_k((kv_row(b, j) * P.K + kh) * H + (e % HW) * W); } else { k_tile[e] = ${VT}(0.0); }
     }
-    for (var e = lid; e < BC * HVW; e += ROWS) {
+    for (var e = lid; e < BC * HVW; e += ROWS * LANES) {
       let j = u32(j0) + e / HVW;
       if (j < P.S) { v_tile[e] = load_v((kv_row(b, j) * P.K + kh) * HV + (e % HVW) * W); } else { v_tile[e] = ${VT}(0.0); }
     }
     workgroupBarrier();
+    ${
+      L === 2
+        ? `// Every key's score, half from each lane: the shuffle runs on the whole subgroup, outside
+    // the per-row branches below.
+    var dots: array<f32, ${v.bc}>;
+    for (var c = 0u; c < BC; c++) {
+      var half_dot = 0.0;
+      for (var h = 0u; h < HWL; h++) { half_dot += ${W === 4 ? 'dot(q[h], k_tile[c * HW + lane * HWL + h])' : 'q[h] * k_tile[c * HW + lane * HWL + h]'}; }
+      dots[c] = half_dot + subgroupShuffleXor(half_dot, 1u);
+    }`
+        : ''
+    }
     var tile_max = 0.0;
     var tile_any = false;
     for (var c = 0u; c < BC; c++) {
@@ -347,7 +372,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
       ${v.mask ? `if (visible) { let m = mask_row + u32(j) * P.mask_strides.w; visible = ((MASK[m >> 2u] >> ((m & 3u) * 8u)) & 0xffu) != 0u; }` : ''}
       var x = 0.0;
       if (visible) {
-        for (var h = 0u; h < HW; h++) { x += ${W === 4 ? 'dot(q[h], k_tile[c * HW + h])' : 'q[h] * k_tile[c * HW + h]'}; }
+        ${L === 2 ? 'x = dots[c];' : `for (var h = 0u; h < HW; h++) { x += ${W === 4 ? 'dot(q[h], k_tile[c * HW + h])' : 'q[h] * k_tile[c * HW + h]'}; }`}
         ${v.bias ? 'x += load_bias(bias_row + u32(j) * P.bias_strides.w);' : ''}
         if (is_nan_or_pos_inf(x)) { nan_row = true; visible = false; }
         else if (is_neg_inf(x)) { visible = false; }
@@ -364,12 +389,12 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
       let new_max = select(tile_max, max(row_max, tile_max), seen);
       let correction = select(0.0, exp(row_max - new_max), seen);
       row_sum *= correction;
-      for (var h = 0u; h < HVW; h++) { acc[h] *= correction; }
+      for (var h = 0u; h < HVWL; h++) { acc[h] *= correction; }
       for (var c = 0u; c < BC; c++) {
         if ((bitcast<u32>(s[c]) & 0x7fffffffu) > 0x7f800000u) { continue; }
         let w = exp(s[c] - new_max);
         row_sum += w;
-        for (var h = 0u; h < HVW; h++) { acc[h] += w * v_tile[c * HVW + h]; }
+        for (var h = 0u; h < HVWL; h++) { acc[h] += w * v_tile[c * HVW + lane * HVWL + h]; }
       }
       row_max = new_max;
       seen = true;
@@ -382,22 +407,24 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
   ${
     v.split
       ? `let part = ((b * P.T + i) * P.N + n) * P.splits + split;
-  for (var h = 0u; h < HV; h++) { PART_O[part * HV + h] = ${el('h')}; }
-  PART_ML[part * 2u] = select(-3.0e38, row_max, seen);
-  PART_ML[part * 2u + 1u] = select(select(0.0, row_sum, seen), make_nan(0x7fc00000u), nan_row);`
-      : `let o0 = ((b * P.T + i) * P.N + n) * HV;
+  for (var h = 0u; h < HVL; h++) { PART_O[part * HV + lane * HVL + h] = ${el('h')}; }
+  if (lane == 0u) {
+    PART_ML[part * 2u] = select(-3.0e38, row_max, seen);
+    PART_ML[part * 2u + 1u] = select(select(0.0, row_sum, seen), make_nan(0x7fc00000u), nan_row);
+  }`
+      : `let o0 = ((b * P.T + i) * P.N + n) * HV + lane * HVL;
   var inv = 0.0;
   var lse_value = make_nan(0xff800000u);
   if (nan_row) {
     inv = make_nan(0x7fc00000u);
-    for (var h = 0u; h < HVW; h++) { acc[h] = ${VT}(1.0); }
+    for (var h = 0u; h < HVWL; h++) { acc[h] = ${VT}(1.0); }
     lse_value = inv;
   } else if (seen && row_sum > 0.0) {
     inv = 1.0 / row_sum;
     lse_value = row_max + log(row_sum);
   }
-  ${storeRow(v, el)}
-  ${v.lse ? 'LSE[(b * P.T + i) * P.N + n] = lse_value;' : ''}`
+  ${storeRow(v, el, 'HVL')}
+  ${v.lse ? 'if (lane == 0u) { LSE[(b * P.T + i) * P.N + n] = lse_value; }' : ''}`
   }
 }
 `;

@@ -69,10 +69,16 @@ function uploadConstant(device: GPUDevice, bytes: ArrayBuffer, usage: number): G
   return buffer;
 }
 
-/** The forward pass; `splits` overrides the plan's choice (tests run the split path with it). */
-export function runForward(p: AttentionProblem, splits?: number): BackendOutput {
+/** Overrides of the plan's choices, for tests that run each path on small cases. */
+export interface ForwardOverrides {
+  readonly splits?: number;
+  /** False runs the one-lane (plain) kernel where the device has subgroups. */
+  readonly subgroups?: boolean;
+}
+
+export function runForward(p: AttentionProblem, overrides: ForwardOverrides = {}): BackendOutput {
   const { device, info } = webgpuContext();
-  const plan = planForward(p, info.limits, splits);
+  const plan = planForward(p, info.limits, overrides.splits, info.subgroups && (overrides.subgroups ?? true));
   if (!plan.ok) throw new UnsupportedError('webgpu', plan.reason);
   const { variant } = plan;
   const inputs = {

@@ -52,8 +52,16 @@ function refuse(reason: string): Plan {
   return { ok: false, reason };
 }
 
-/** `splits` overrides chooseSplits (tests run the split path on small cases with it). */
-export function planForward(p: AttentionProblem, limits: WebgpuLimits, splits = chooseSplits(p)): Plan {
+/**
+ * `splits` overrides chooseSplits (tests run the split path on small cases with it); `subgroups`:
+ * the device has the subgroups feature (WebgpuInfo.subgroups), for the two-lane kernel.
+ */
+export function planForward(
+  p: AttentionProblem,
+  limits: WebgpuLimits,
+  splits = chooseSplits(p),
+  subgroups = false,
+): Plan {
   const dtype = p.dtype;
   if (!isKernelDType(dtype))
     return refuse(`${dtype} inputs (the kernel reads float32, float16 and bfloat16)`);
@@ -136,6 +144,12 @@ export function planForward(p: AttentionProblem, limits: WebgpuLimits, splits = 
     split: splits > 1,
     vec: p.H % 4 === 0 && p.Hv % 4 === 0 ? 4 : 1,
     paged: p.paged !== null,
+    // Two lanes a row where the device has subgroups and each lane's half of H and Hv is whole vec4s
+    // (a float16 lane writes whole 32-bit words of its half).
+    lanes:
+      subgroups && p.H % 8 === 0 && p.Hv % 8 === 0 && 2 * ROWS <= limits.maxComputeInvocationsPerWorkgroup
+        ? 2
+        : 1,
   };
   const storage = bindings(variant).length - 1;
   if (storage > limits.maxStorageBuffersPerShaderStage) {

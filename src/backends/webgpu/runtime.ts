@@ -26,6 +26,11 @@ export interface WebgpuInfo {
   readonly backend: string;
   readonly features: readonly string[];
   readonly limits: WebgpuLimits;
+  /**
+   * Whether the two-lane kernel can run: the subgroups feature, with subgroups of at least 2
+   * invocations (adapter.info.subgroupMinSize; 4 on SwiftShader, 32 on NVIDIA).
+   */
+  readonly subgroups: boolean;
 }
 
 /** The limits attnlab's kernels are checked against before a dispatch. */
@@ -125,6 +130,8 @@ async function acquire(options: InitWebgpuOptions): Promise<WebgpuContext> {
     backend: raw.backendType ?? '',
     features: [...device.features].sort(),
     limits,
+    subgroups:
+      device.features.has('subgroups') && ((raw as { subgroupMinSize?: number }).subgroupMinSize ?? 0) >= 2,
   };
   const made: WebgpuContext = { device, adapter, info, generation: ++generation };
   device.addEventListener('uncapturederror', (event) => {
