@@ -17,7 +17,7 @@ import { DeviceError, InvalidArgumentError, UnsupportedError } from '../../src/e
 import { randomNormal } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';
 import { assertMatchesOracle } from '../support/backend-suite.js';
-import { pagedCopy, sliceRows } from '../support/kv-layouts.js';
+import { pack, pagedCopy, sliceRows, unpack } from '../support/kv-layouts.js';
 import { webgpuSkipReason } from '../support/webgpu.js';
 
 describe('initWebgpu options', () => {
@@ -173,6 +173,45 @@ describe('webgpu device', { skip: skip ?? false }, () => {
       assert.match(r.variant, /-paged/);
       const read = { output: await r.output.toHostAsync(), logSumExp: await r.logSumExp?.toHostAsync() };
       assertMatchesOracle(read, { q, k, v, options }, dtype, `paged T=${T} S=${S} ${r.variant}`);
+      for (const t of [gq, gk, gv, r.output, r.logSumExp]) t?.dispose();
+    }
+  });
+
+  it('runs packed sequences (query and key/value), split or not, as the dense call with lengths', async () => {
+    for (const [qLengths, kvLengths, causal] of [
+      [[5, 17, 1], [5, 17, 1], true],
+      [[3, 1, 2], [600, 300, 1], false],
+    ] as const) {
+      const [B, N, K, H] = [3, 4, 2, 32];
+      const [T, S] = [Math.max(...qLengths), Math.max(...kvLengths)];
+      const q = randomNormal([B, T, N, H], { seed: 21 });
+      const k = randomNormal([B, S, K, H], { seed: 22 });
+      const v = randomNormal([B, S, K, H], { seed: 23 });
+      const [pq, pk, pv] = [pack(q, [...qLengths]), pack(k, [...kvLengths]), pack(v, [...kvLengths])];
+      const options = { isCausal: causal, causalAlignment: 'bottom_right' as const, returnLogSumExp: true };
+      const want = attention(q, k, v, {
+        ...options,
+        querySeqLengths: [...qLengths],
+        keyValueSeqLengths: [...kvLengths],
+        implementation: 'reference',
+      });
+      const [gq, gk, gv] = [pq.tensor, pk.tensor, pv.tensor].map((t) => t.to('webgpu'));
+      const r = attention(gq, gk, gv, {
+        ...options,
+        querySeqOffsets: pq.offsets,
+        keyValueSeqOffsets: pk.offsets,
+        implementation: 'webgpu',
+      });
+      assert.match(r.variant, S > 512 ? /-split-.*-packedq-packedkv/ : /-packedq-packedkv/);
+      assert.deepEqual(r.output.shape, [pq.offsets[B], N, H]);
+      const out = unpack(await r.output.toHostAsync(), pq.offsets, T);
+      const lse = unpack(await r.logSumExp!.toHostAsync(), pq.offsets, T, Number.NEGATIVE_INFINITY);
+      const [wantOut, wantLse] = [want.output.toFloat64Array(), want.logSumExp!.toFloat64Array()];
+      for (let i = 0; i < out.length; i++)
+        assert.ok(Math.abs(out[i] - wantOut[i]) < 1e-5, `${r.variant} output ${i}`);
+      for (let i = 0; i < lse.length; i++) {
+        assert.ok(lse[i] === wantLse[i] || Math.abs(lse[i] - wantLse[i]) < 1e-5, `${r.variant} lse ${i}`);
+      }
       for (const t of [gq, gk, gv, r.output, r.logSumExp]) t?.dispose();
     }
   });

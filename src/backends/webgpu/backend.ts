@@ -10,7 +10,7 @@ import { webgpuState } from './runtime.js';
 export const webgpuBackend: AttentionBackend = {
   name: 'webgpu',
   device: 'webgpu',
-  layouts: ['paged'],
+  layouts: ['paged', 'packed'],
   supports(problem) {
     const state = webgpuState();
     if (!state.ok) return unsupported(state.reason);

@@ -47,6 +47,9 @@ export interface ForwardVariant {
    * registers instead of 2·H·4, which at H=128 no longer spills past 255 registers), else 1.
    */
   readonly lanes: 1 | 2;
+  /** Packed sequences: the query (and output) rows, and the key/value rows, start at OFFS entries. */
+  readonly packedQuery: boolean;
+  readonly packedKv: boolean;
 }
 
 /** The variant key: it names the kernel in results and keys the pipeline cache. */
@@ -61,6 +64,8 @@ export function variantKey(v: ForwardVariant): string {
     v.split ? 'split' : '',
     v.vec === 4 ? 'v4' : '',
     v.paged ? 'paged' : '',
+    v.packedQuery ? 'packedq' : '',
+    v.packedKv ? 'packedkv' : '',
   ].filter(Boolean);
   return `webgpu-flash-${v.lanes === 2 ? 'subgroups' : 'plain'}-${v.dtype}-h${v.H}-hv${v.Hv}-r${v.rows}-c${v.bc}${flags.length ? `-${flags.join('-')}` : ''}`;
 }
@@ -96,12 +101,20 @@ export function bindings(v: ForwardVariant): string[] {
     ...(v.mask ? ['mask'] : []),
     ...(v.lengths ? ['lengths'] : []),
     ...(v.paged ? ['table'] : []),
+    ...(v.packedQuery || v.packedKv ? ['offsets'] : []),
   ];
 }
 
 /** The combine kernel's bindings (split variants only). */
 export function combineBindings(v: ForwardVariant): string[] {
-  return ['params', 'part_o', 'part_ml', 'o', ...(v.lse ? ['lse'] : [])];
+  return [
+    'params',
+    'part_o',
+    'part_ml',
+    'o',
+    ...(v.lse ? ['lse'] : []),
+    ...(v.packedQuery ? ['offsets'] : []),
+  ];
 }
 
 /** Rows per workgroup of the combine kernel, and the most splits it merges (its private array). */
@@ -177,6 +190,7 @@ ${at('part_o')} var<storage, read> PART_O: array<f32>;
 ${at('part_ml')} var<storage, read> PART_ML: array<f32>;
 ${at('o')} var<storage, read_write> O: array<${elementType(v.dtype)}>;
 ${v.lse ? `${at('lse')} var<storage, read_write> LSE: array<f32>;` : ''}
+${v.packedQuery ? `${at('offsets')} var<storage, read> OFFS: array<i32>;` : ''}
 ${HELPERS}
 
 @compute @workgroup_size(${COMBINE_ROWS})
@@ -205,7 +219,16 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(num_workgroups) groups: vec3u
     }
     acc[h] = x;
   }
-  let o0 = row * HV;
+  ${
+    v.packedQuery
+      ? `// Packed query: logical row (b, i, n) is output row (OFFS[b] + i, n), for i below b's length.
+  let b = row / (P.T * P.N);
+  let i = (row / P.N) % P.T;
+  if (i32(i) >= OFFS[b + 1u] - OFFS[b]) { return; }
+  let out_row = (u32(OFFS[b]) + i) * P.N + row % P.N;`
+      : 'let out_row = row;'
+  }
+  let o0 = out_row * HV;
   var inv = 0.0;
   var lse_value = make_nan(0xff800000u);
   if (nan_row) {
@@ -217,7 +240,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(num_workgroups) groups: vec3u
     lse_value = m + log(total);
   }
   ${storeRow(v, (h) => `acc[${h}]`)}
-  ${v.lse ? 'LSE[row] = lse_value;' : ''}
+  ${v.lse ? 'LSE[out_row] = lse_value;' : ''}
 }
 `;
 }
@@ -239,6 +262,7 @@ export function forwardSource(v: ForwardVariant): string {
     v.mask ? `${at('mask')} var<storage, read> MASK: array<u32>;` : '',
     v.lengths ? `${at('lengths')} var<storage, read> LENS: array<i32>;` : '',
     v.paged ? `${at('table')} var<storage, read> TABLE: array<i32>;` : '',
+    v.packedQuery || v.packedKv ? `${at('offsets')} var<storage, read> OFFS: array<i32>;` : '',
   ].filter(Boolean);
   const W = v.vec;
   const VT = W === 4 ? 'vec4f' : 'f32';
@@ -281,7 +305,12 @@ ${HELPERS}
 
 /** The row of key/value token j of sequence b: through the block table for a paged cache. */
 fn kv_row(b: u32, j: u32) -> u32 {
-  ${v.paged ? PAGED_ROW : 'return b * P.S + j;'}
+  ${v.paged ? PAGED_ROW : v.packedKv ? 'return u32(OFFS[P.B + 1u + b]) + j;' : 'return b * P.S + j;'}
+}
+
+/** The row of query (and output) i of sequence b: from its offset for a packed query. */
+fn q_row(b: u32, i: u32) -> u32 {
+  ${v.packedQuery ? 'return u32(OFFS[b]) + i;' : 'return b * P.T + i;'}
 }
 
 @compute @workgroup_size(${v.rows * L})
@@ -329,7 +358,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
   var q: array<${VT}, ${v.H / W / L}>;
   var acc: array<${VT}, ${v.Hv / W / L}>;
   var s: array<f32, ${v.bc}>;
-  let q0 = ((b * P.T + min(i, P.T - 1u)) * P.N + n) * H;
+  let q0 = (q_row(b, min(i, P.T - 1u)) * P.N + n) * H;
   for (var h = 0u; h < HWL; h++) { q[h] = load_q(q0 + (lane * HWL + h) * W) * P.scale; }
   for (var h = 0u; h < HVWL; h++) { acc[h] = ${VT}(0.0); }
   var row_max = 0.0;
@@ -412,7 +441,8 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
     PART_ML[part * 2u] = select(-3.0e38, row_max, seen);
     PART_ML[part * 2u + 1u] = select(select(0.0, row_sum, seen), make_nan(0x7fc00000u), nan_row);
   }`
-      : `let o0 = ((b * P.T + i) * P.N + n) * HV + lane * HVL;
+      : `${v.packedQuery ? 'if (i32(i) >= t_len) { return; } // a packed query has no row here' : ''}
+  let o0 = (q_row(b, i) * P.N + n) * HV + lane * HVL;
   var inv = 0.0;
   var lse_value = make_nan(0xff800000u);
   if (nan_row) {
@@ -424,7 +454,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
     lse_value = row_max + log(row_sum);
   }
   ${storeRow(v, el, 'HVL')}
-  ${v.lse ? 'if (lane == 0u) { LSE[(b * P.T + i) * P.N + n] = lse_value; }' : ''}`
+  ${v.lse ? 'if (lane == 0u) { LSE[q_row(b, i) * P.N + n] = lse_value; }' : ''}`
   }
 }
 `;

@@ -16,7 +16,7 @@ import {
   variantKey,
 } from './forward-source.js';
 import { checkGeneration, createTensorBuffer, USAGE } from './memory.js';
-import { planForward } from './plan.js';
+import { planForward, queryRows } from './plan.js';
 import { webgpuContext } from './runtime.js';
 
 const pipelines = new Map<string, { generation: number; pipeline: GPUComputePipeline }>();
@@ -91,8 +91,9 @@ export function runForward(p: AttentionProblem, overrides: ForwardOverrides = {}
   const key = variantKey(variant);
   const pipeline = pipelineFor(key, () => forwardSource(variant));
   const { B, T, N, Hv } = p;
-  const output = createTensorBuffer(B * T * N * Hv * itemSize(p.dtype));
-  const lse = variant.lse ? createTensorBuffer(B * T * N * 4) : null;
+  const rows = queryRows(p);
+  const output = createTensorBuffer(rows * N * Hv * itemSize(p.dtype));
+  const lse = variant.lse ? createTensorBuffer(rows * N * 4) : null;
   const temporary: GPUBuffer[] = [];
   const scratch = (bytes: number) => {
     const buffer = device.createBuffer({ size: Math.max(16, bytes), usage: USAGE.STORAGE });
@@ -128,6 +129,13 @@ export function runForward(p: AttentionProblem, overrides: ForwardOverrides = {}
     );
     temporary.push(resources.table);
   }
+  if (variant.packedQuery || variant.packedKv) {
+    const offsets = new Int32Array(2 * (B + 1));
+    if (p.packed?.querySeqOffsets) offsets.set(p.packed.querySeqOffsets);
+    if (p.packed?.keyValueSeqOffsets) offsets.set(p.packed.keyValueSeqOffsets, B + 1);
+    resources.offsets = uploadConstant(device, offsets.buffer, USAGE.STORAGE);
+    temporary.push(resources.offsets);
+  }
   if (variant.split) {
     const parts = B * T * N * plan.splits;
     resources.part_o = scratch(parts * Hv * 4);
@@ -156,8 +164,11 @@ export function runForward(p: AttentionProblem, overrides: ForwardOverrides = {}
   // Destroying after submit is allowed: the queued dispatches keep what they use.
   for (const buffer of temporary) buffer.destroy();
   return {
-    output: Tensor.fromWebgpuBuffer(output, [B, T, N, Hv], p.dtype),
-    logSumExp: lse ? Tensor.fromWebgpuBuffer(lse, [B, T, N], 'float32') : undefined,
+    // A packed query's output is packed like it: (totalT, N, Hv) and (totalT, N).
+    output: Tensor.fromWebgpuBuffer(output, variant.packedQuery ? [rows, N, Hv] : [B, T, N, Hv], p.dtype),
+    logSumExp: lse
+      ? Tensor.fromWebgpuBuffer(lse, variant.packedQuery ? [rows, N] : [B, T, N], 'float32')
+      : undefined,
     variant: key,
   };
 }

@@ -43,6 +43,12 @@ export function chooseSplits(p: Pick<AttentionProblem, 'B' | 'T' | 'S' | 'N'>): 
   return Math.max(1, Math.min(MAX_SPLITS, wanted, Math.floor(p.S / MIN_KEYS_PER_SPLIT)));
 }
 
+/** Query and output rows: totalT for a packed query, else B·T. */
+export function queryRows(p: AttentionProblem): number {
+  const offsets = p.packed?.querySeqOffsets;
+  return offsets ? offsets[offsets.length - 1] : p.B * p.T;
+}
+
 type KernelDType = ForwardVariant['dtype'];
 function isKernelDType(dtype: string): dtype is KernelDType {
   return dtype === 'float32' || dtype === 'float16' || dtype === 'bfloat16';
@@ -110,8 +116,8 @@ export function planForward(
     ['query', p.query.byteLength],
     ['key', p.key.byteLength],
     ['value', p.value.byteLength],
-    ['output', p.B * p.T * p.N * p.Hv * size],
-    ['logSumExp', p.B * p.T * p.N * 4],
+    ['output', queryRows(p) * p.N * p.Hv * size],
+    ['logSumExp', queryRows(p) * p.N * 4],
   ];
   if (splits > 1) buffers.push(['the split-KV scratch', p.B * p.T * p.N * splits * (p.Hv + 2) * 4]);
   if (splits > 1) buffers.push(['the split-KV scratch', p.B * p.T * p.N * splits * (p.Hv + 2) * 4]);
@@ -144,6 +150,8 @@ export function planForward(
     split: splits > 1,
     vec: p.H % 4 === 0 && p.Hv % 4 === 0 ? 4 : 1,
     paged: p.paged !== null,
+    packedQuery: p.packed?.querySeqOffsets != null,
+    packedKv: p.packed?.keyValueSeqOffsets != null,
     // Two lanes a row where the device has subgroups and each lane's half of H and Hv is whole vec4s
     // (a float16 lane writes whole 32-bit words of its half).
     lanes:
