@@ -5,6 +5,7 @@
  * why, where no WebGPU device opens. initWebgpu's bad options need no device.
  */
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { describe, it } from 'node:test';
 import { attention } from '../../src/api/attention.js';
 import { KVCache } from '../../src/api/kv-cache.js';
@@ -254,6 +255,27 @@ describe('webgpu device', { skip: skip ?? false }, () => {
     }
     assert.equal(memoryStats().webgpuBuffers, before);
     cache.dispose();
+  });
+
+  it('keeps the Dawn instance alive: a process that drops everything and collects exits cleanly', () => {
+    // dawn.node's create() result, collected while its device lives, segfaults or aborts the process.
+    const runtime = new URL('../../src/backends/webgpu/runtime.ts', import.meta.url).href;
+    const code =
+      `const m = await import(${JSON.stringify(runtime)}); await m.initWebgpu();` +
+      'for (let i = 0; i < 5; i++) { globalThis.gc(); await new Promise((r) => setTimeout(r, 20)); }' +
+      "process.stdout.write('done');";
+    const run = spawnSync(
+      process.execPath,
+      ['--expose-gc', '--import', 'tsx', '--input-type=module', '-e', code],
+      {
+        encoding: 'utf8',
+        env: process.env,
+        timeout: 60_000,
+      },
+    );
+    assert.equal(run.signal, null, run.stderr);
+    assert.equal(run.status, 0, run.stderr);
+    assert.equal(run.stdout, 'done');
   });
 
   it('turns device loss into DeviceError, then recovers on the next device', async () => {

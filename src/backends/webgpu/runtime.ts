@@ -6,10 +6,12 @@
  * (Dawn's dawn.node), imported only here and only when asked, so attnlab loads and its other
  * backends run where the package is absent or finds no adapter.
  *
- * Lifetime: Dawn runs threads of its own. A Node process that exits while the instance is
- * collected and the device still live can abort in a pthread mutex assertion, so the instance
- * stays referenced here for the life of the process and `disposeWebgpu()` (also run at exit)
- * destroys the device first.
+ * Lifetime: the GPU object dawn.node's create() returns must outlive its devices. Dropped while a
+ * device lives, Node aborts at exit ("terminate called after throwing an instance of
+ * 'std::system_error': Invalid argument", a pthread mutex of the freed instance) or segfaults when
+ * the collector frees it (both seen with dawn.node 0.6.2 on SwiftShader; keeping the object fixes
+ * both). So it stays referenced here for the life of the process, and `disposeWebgpu()` (also run
+ * at exit) destroys the device first.
  *
  * Device loss (a driver reset, `device.destroy()`): the loss is recorded, every call that needs
  * the device throws DeviceError naming the reason, and a new device is requested at once; the
