@@ -6,7 +6,7 @@
  * q.toFloat64Array(); // Float64Array [1, 2, 3, 4]
  */
 import { checkChoice, describeValue } from '../arguments.js';
-import { AttnlabError, InvalidArgumentError } from '../errors.js';
+import { InvalidArgumentError } from '../errors.js';
 import {
   allocFloat64,
   allocHost,
