@@ -3,6 +3,8 @@
  * the browser, then times one forward, and leaves the outcome in `window.attnlabPage` (the
  * headless-Chromium test reads it). Bundled by web/webgpu/serve.ts from the browser entry.
  */
+
+import { PRECISIONS, suiteCases } from '../../src/check/suite.js';
 import {
   attentionFlops,
   type CheckRow,
@@ -13,7 +15,6 @@ import {
   webgpuAttention,
   webgpuFinish,
 } from '../../src/webgpu.js';
-import { PRECISIONS, suiteCases } from '../../src/check/suite.js';
 
 interface PageOutcome {
   adapter: string;
@@ -40,7 +41,9 @@ function show(row: CheckRow): void {
 }
 
 async function time(B: number, T: number, N: number, H: number): Promise<PageOutcome['timing']> {
-  const [q, k, v] = [1, 2, 3].map((seed) => randomNormal([B, T, N, H], { seed, dtype: 'float16' }).to('webgpu'));
+  const [q, k, v] = [1, 2, 3].map((seed) =>
+    randomNormal([B, T, N, H], { seed, dtype: 'float16' }).to('webgpu'),
+  );
   const run = () => webgpuAttention(q, k, v, { isCausal: true });
   const first = run();
   first.output.dispose();
@@ -56,7 +59,12 @@ async function time(B: number, T: number, N: number, H: number): Promise<PageOut
   for (const t of [q, k, v]) t.dispose();
   const ms = times.sort((a, b) => a - b)[2];
   const flops = attentionFlops({ B, T, S: T, N, H, causal: true });
-  return { shape: `B=${B} T=S=${T} N=${N} H=${H} float16 causal`, ms, gflops: flops / ms / 1e6, variant: first.variant };
+  return {
+    shape: `B=${B} T=S=${T} N=${N} H=${H} float16 causal`,
+    ms,
+    gflops: flops / ms / 1e6,
+    variant: first.variant,
+  };
 }
 
 async function main(): Promise<void> {
@@ -72,13 +80,15 @@ async function main(): Promise<void> {
   });
   const passed = rows.filter((r) => r.status === 'pass').length;
   const failed = rows.filter((r) => r.status === 'fail').length;
-  element('summary').textContent = `${passed} passed, ${failed} failed, ${rows.length - passed - failed} skipped`;
+  element('summary').textContent =
+    `${passed} passed, ${failed} failed, ${rows.length - passed - failed} skipped`;
   const shape = params.get('timing') ?? '1,1024,8,64';
   if (shape !== 'none') {
     const [B, T, N, H] = shape.split(',').map(Number);
     outcome.timing = await time(B, T, N, H);
     const t = outcome.timing;
-    element('timing').textContent = `${t?.shape}: ${t?.ms.toFixed(2)} ms, ${t?.gflops.toFixed(2)} GFLOP/s (${t?.variant})`;
+    element('timing').textContent =
+      `${t?.shape}: ${t?.ms.toFixed(2)} ms, ${t?.gflops.toFixed(2)} GFLOP/s (${t?.variant})`;
   }
 }
 

@@ -48,5 +48,7 @@ export async function servePage(port = 0): Promise<{ url: string; server: Server
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const { url } = await servePage(Number(process.argv[2] ?? 8044));
-  process.stdout.write(`attnlab webgpu page: ${url} (Chromium: --enable-unsafe-webgpu where WebGPU is off)\n`);
+  process.stdout.write(
+    `attnlab webgpu page: ${url} (Chromium: --enable-unsafe-webgpu where WebGPU is off)\n`,
+  );
 }
