@@ -120,7 +120,10 @@ describe('webgpu device', { skip: skip ?? false }, () => {
         /query takes 4096 bytes, past maxStorageBufferBindingSize \(1000\)/,
       ],
       [{ maxBufferSize: 2000 }, /past maxBufferSize \(2000\)/],
-      [{ maxComputeInvocationsPerWorkgroup: 32 }, /maxComputeInvocationsPerWorkgroup \(32\)/],
+      [
+        { maxComputeInvocationsPerWorkgroup: 8 },
+        /16 invocations per workgroup exceed maxComputeInvocationsPerWorkgroup \(8\)/,
+      ],
       [{ maxComputeWorkgroupsPerDimension: 1 }, /2 heads N exceed maxComputeWorkgroupsPerDimension \(1\)/],
       [
         { maxStorageBuffersPerShaderStage: 2 },

@@ -10,8 +10,19 @@ import { bindings, MAX_SPLITS } from './forward-source.js';
 import { paddedBytes } from './memory.js';
 import type { WebgpuLimits } from './runtime.js';
 
-/** Query rows per workgroup: one invocation each; 64 is within every adapter's 256-invocation minimum. */
+/** Query rows per workgroup: 64 (×2 lanes with subgroups) is within every adapter's 256-invocation minimum. */
 export const ROWS = 64;
+/**
+ * Rows per workgroup for a few queries (T ≤ 16: decode and speculative steps): a 64-row workgroup
+ * would keep 63 rows idle at T=1; 16 rows make the workgroup one NVIDIA warp with two lanes, and
+ * four times as many fit an SM.
+ */
+export const FEW_ROWS = 16;
+
+/** Query rows per workgroup for a problem's T. */
+export function rowsFor(T: number): number {
+  return T <= FEW_ROWS ? FEW_ROWS : ROWS;
+}
 /**
  * Head dims up to 256 (q and the accumulator live in each invocation's private memory: 2·256 f32
  * is what FlashAttention's kernels stop at too).
@@ -28,18 +39,19 @@ export type Plan =
   | { readonly ok: false; readonly reason: string };
 
 /**
- * Workgroups worth filling the GPU with: an H100 has 132 SMs, each keeping ~8 of these 64-invocation
- * workgroups resident, so ~1,000 makes one wave; fewer leaves SMs idle (a decode step at B=8, N=32 has
- * 256 (b, n) workgroups).
+ * Query rows worth of workgroups that fill the GPU: an H100 has 132 SMs, each keeping ~8 workgroups
+ * of 64 rows resident, so ~1,000 such workgroups (64k rows' worth) make one wave; fewer leave SMs
+ * idle (a decode step at B=8, N=32 has 256 (b, n) workgroups).
  */
-const TARGET_WORKGROUPS = 1024;
+const TARGET_ROWS = 1024 * ROWS;
 /** Keys a split keeps at the least: below ~256 the combine's extra pass costs more than it saves. */
 const MIN_KEYS_PER_SPLIT = 256;
 
 /** Splits for a problem: enough workgroups for one wave, within the combine's MAX_SPLITS. */
 export function chooseSplits(p: Pick<AttentionProblem, 'B' | 'T' | 'S' | 'N'>): number {
-  const workgroups = Math.ceil(p.T / ROWS) * p.N * p.B;
-  const wanted = Math.ceil(TARGET_WORKGROUPS / workgroups);
+  const rows = rowsFor(p.T);
+  const workgroups = Math.ceil(p.T / rows) * p.N * p.B;
+  const wanted = Math.ceil(TARGET_ROWS / rows / workgroups);
   return Math.max(1, Math.min(MAX_SPLITS, wanted, Math.floor(p.S / MIN_KEYS_PER_SPLIT)));
 }
 
@@ -91,16 +103,17 @@ export function planForward(
         `maxComputeWorkgroupStorageSize is ${limits.maxComputeWorkgroupStorageSize}`,
     );
   }
-  if (ROWS > limits.maxComputeInvocationsPerWorkgroup) {
+  const rows = rowsFor(p.T);
+  if (rows > limits.maxComputeInvocationsPerWorkgroup) {
     return refuse(
-      `${ROWS} invocations per workgroup exceed maxComputeInvocationsPerWorkgroup (${limits.maxComputeInvocationsPerWorkgroup})`,
+      `${rows} invocations per workgroup exceed maxComputeInvocationsPerWorkgroup (${limits.maxComputeInvocationsPerWorkgroup})`,
     );
   }
   if (!Number.isInteger(splits) || splits < 1 || splits > MAX_SPLITS) {
     return refuse(`splits must be an integer in [1, ${MAX_SPLITS}] (got ${splits})`);
   }
   const grid = {
-    'query tiles (T/64)': Math.ceil(p.T / ROWS),
+    [`query tiles (T/${rows})`]: Math.ceil(p.T / rows),
     'heads N': p.N,
     'batch B × key splits': p.B * splits,
   };
@@ -139,7 +152,7 @@ export function planForward(
     dtype,
     H: p.H,
     Hv: p.Hv,
-    rows: ROWS,
+    rows,
     bc,
     bias: biasType,
     mask: p.mask !== null,
@@ -155,7 +168,7 @@ export function planForward(
     // Two lanes a row where the device has subgroups and each lane's half of H and Hv is whole vec4s
     // (a float16 lane writes whole 32-bit words of its half).
     lanes:
-      subgroups && p.H % 8 === 0 && p.Hv % 8 === 0 && 2 * ROWS <= limits.maxComputeInvocationsPerWorkgroup
+      subgroups && p.H % 8 === 0 && p.Hv % 8 === 0 && 2 * rows <= limits.maxComputeInvocationsPerWorkgroup
         ? 2
         : 1,
   };
