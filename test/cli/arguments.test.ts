@@ -190,7 +190,10 @@ describe('impossible numbers and selections are refused in one line', () => {
     ],
     [['check', '--impl', 'reference'], /got "reference" \(the float64 reference is the oracle/],
     // check's lists name what they take, and quote what came.
-    [['check', '--device', 'gpu'], /--device: expected a comma-separated list of cpu, cuda, webgpu, got "gpu"$/],
+    [
+      ['check', '--device', 'gpu'],
+      /--device: expected a comma-separated list of cpu, cuda, webgpu, got "gpu"$/,
+    ],
     [
       ['check', '--impl', 'turbo'],
       /--impl: expected a comma-separated list of reference, naive, flash, cudnn, webgpu, got "turbo"$/,
