@@ -13,6 +13,7 @@ import { rowFlops } from './pass-call.js';
 import { BACKWARD_PEER_IMPLS, type PeerName, type PeerRequest, runPeer } from './peers.js';
 import { type Progress, SILENT_PROGRESS } from './progress.js';
 import { type BenchCase, expandSweep, type SweepSpec } from './sweep.js';
+import { measureWebgpuCase } from './webgpu-measure.js';
 
 /** A sweep with the name its rows are grouped (and charted) under. */
 export interface SweepGroup {
@@ -101,7 +102,13 @@ export async function runSweeps(groups: readonly SweepGroup[], options: RunOptio
     if (why) rows.push(skippedRow(c, why, pass));
     else
       rows.push(
-        measureAttnlabCase(c, { ...options.measure, sweep: c.sweep, ceilingTflops: ceiling?.tflops ?? null }),
+        c.impl === 'webgpu'
+          ? await measureWebgpuCase(c, { ...options.measure, sweep: c.sweep, ceilingTflops: null })
+          : measureAttnlabCase(c, {
+              ...options.measure,
+              sweep: c.sweep,
+              ceilingTflops: ceiling?.tflops ?? null,
+            }),
       );
   }
 

@@ -14,6 +14,7 @@ import { validateAttention } from '../../src/api/validate.js';
 import { createTensorBuffer } from '../../src/backends/webgpu/memory.js';
 import { planForward } from '../../src/backends/webgpu/plan.js';
 import { initWebgpu, webgpuContext } from '../../src/backends/webgpu/runtime.js';
+import { measureWebgpuCase } from '../../src/bench/webgpu-measure.js';
 import { DeviceError, InvalidArgumentError, UnsupportedError } from '../../src/errors.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';
@@ -279,6 +280,30 @@ describe('webgpu device', { skip: skip ?? false }, () => {
     assert.equal(run.signal, null, run.stderr);
     assert.equal(run.status, 0, run.stderr);
     assert.equal(run.stdout, 'done');
+  });
+
+  it('is timed by bench (--impl webgpu): a row with its variant and its error against the oracle', async () => {
+    const c = {
+      impl: 'webgpu' as const,
+      dtype: 'float16' as const,
+      B: 1,
+      T: 64,
+      S: 64,
+      N: 2,
+      K: 2,
+      H: 32,
+      causal: true,
+    };
+    const row = await measureWebgpuCase(c, { repeats: 3, minRepeats: 3, warmup: 1, budgetMs: 1000 });
+    assert.equal(row.status, 'ok', row.reason);
+    assert.match(row.variant ?? '', /^webgpu-flash-.*-causal/);
+    assert.equal(row.timing?.method, 'performance-now');
+    assert.ok(
+      row.maxError !== null && row.maxError !== undefined && row.maxError < 4e-3,
+      String(row.maxError),
+    );
+    const backward = await measureWebgpuCase(c, { pass: 'backward' });
+    assert.equal(backward.status, 'unsupported');
   });
 
   it('turns device loss into DeviceError, then recovers on the next device', async () => {
