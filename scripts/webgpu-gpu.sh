@@ -1,7 +1,8 @@
 #!/bin/bash
 # The webgpu backend on the GPU machine's NVIDIA Vulkan driver: the correctness suites, then the
 # timings of scripts/webgpu-timing.ts. Logs go to $1 (default ./webgpu-gpu-out); $2 picks the
-# stage: device (info and device tests, ~15 s), suite (~30 s), timing (~40 s), or all (default).
+# stage: device (info and device tests, ~15 s), suite (~30 s), timing (~40 s), bench (attnlab
+# bench --impl webgpu,flash on the forward shape, ~40 s), or all (default: the first three).
 # Usage, from the repo root: bash .device/on-gpu.sh bash scripts/webgpu-gpu.sh "$OUT/webgpu" suite
 #
 # Dawn needs a Vulkan loader (libvulkan.so.1). Where the machine has none, .deb files under .gl/
@@ -30,5 +31,10 @@ fi
 if [ "$stage" = timing ] || [ "$stage" = all ]; then
   timeout 85 node --import tsx scripts/webgpu-timing.ts --reps 5 > "$out/timing.jsonl" 2> "$out/timing.err"
   echo "rc=$?" >> "$out/timing.err"
+fi
+if [ "$stage" = bench ]; then
+  timeout 85 node --import tsx src/cli/bin.ts bench --impl webgpu,flash --batch 4 --seq 4096 --heads 16 \
+    --head-dim 128 --dtype fp16 --causal false,true --no-progress --json "$out/bench.json" > "$out/bench.log" 2>&1
+  echo "rc=$?" >> "$out/bench.log"
 fi
 tail -n 12 "$out"/*.log "$out"/*.jsonl 2>/dev/null
