@@ -7,17 +7,12 @@ import { UnsupportedError } from '../../errors.js';
 import { itemSize } from '../../tensor/dtype.js';
 import { Tensor } from '../../tensor/tensor.js';
 import type { AttentionProblem, BackendOutput } from '../problem.js';
-import {
-  bindings,
-  COMBINE_ROWS,
-  combineBindings,
-  combineSource,
-  forwardSource,
-  variantKey,
-} from './forward-source.js';
+import { combineSource } from './combine-source.js';
+import { forwardSource } from './forward-source.js';
 import { checkGeneration, createTensorBuffer, USAGE } from './memory.js';
 import { planForward, queryRows } from './plan.js';
 import { webgpuContext } from './runtime.js';
+import { bindings, COMBINE_ROWS, combineBindings, variantKey } from './variant.js';
 
 const pipelines = new Map<string, { generation: number; pipeline: GPUComputePipeline }>();
 

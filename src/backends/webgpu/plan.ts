@@ -5,10 +5,9 @@
  */
 import { itemSize } from '../../tensor/dtype.js';
 import type { AttentionProblem } from '../problem.js';
-import type { ForwardVariant } from './forward-source.js';
-import { bindings, MAX_SPLITS } from './forward-source.js';
 import { paddedBytes } from './memory.js';
 import type { WebgpuLimits } from './runtime.js';
+import { bindings, type ForwardVariant, MAX_SPLITS } from './variant.js';
 
 /** Query rows per workgroup: 64 (×2 lanes with subgroups) is within every adapter's 256-invocation minimum. */
 export const ROWS = 64;
