@@ -10,7 +10,13 @@
 import { config } from '../config.js';
 import { UnsupportedError } from '../errors.js';
 import type { Device } from '../tensor/storage.js';
-import { type AttentionBackend, type InputLayout, SUPPORTED, type Support, unsupported } from './backend.js';
+import {
+  type AttentionBackend,
+  type InputLayout,
+  type Support,
+  takesLayout,
+  unsupported,
+} from './backend.js';
 import { operationOf, type TunedOperation } from './calibrated-dispatch-table.js';
 import { cpuFlashBackend } from './cpu/flash.js';
 import { cpuReferenceBackend } from './cpu/reference.js';
@@ -35,22 +41,9 @@ import {
   currentDeviceClass,
   type Candidate as Timed,
 } from './tuning-registry.js';
+import { webgpuBackend } from './webgpu/backend.js';
 
-/** Whether `backend` takes the problem's layout, before asking its supports(). */
-export function layoutSupport(backend: AttentionBackend, problem: AttentionProblem): Support {
-  return takesLayout(backend.layouts, problem);
-}
-
-function takesLayout(layouts: readonly InputLayout[] | undefined, problem: AttentionProblem): Support {
-  const taken = layouts ?? [];
-  if (problem.paged && !taken.includes('paged')) {
-    return unsupported('a paged KV cache (blockTable) is not taken by this backend');
-  }
-  if (problem.packed && !taken.includes('packed')) {
-    return unsupported('packed sequences (querySeqOffsets/keyValueSeqOffsets) are not taken by this backend');
-  }
-  return SUPPORTED;
-}
+export { layoutSupport } from './backend.js';
 
 /** Priority order where no measurement speaks for a case: fastest first on each device. */
 export const BACKENDS: readonly AttentionBackend[] = [
@@ -61,6 +54,7 @@ export const BACKENDS: readonly AttentionBackend[] = [
   withNanRepair(cudnnBackend),
   cudaFlashBackend,
   withNanRepair(cudaNaiveBackend),
+  webgpuBackend,
 ];
 
 /** The backend that will run `problem`, or a typed error saying why none can. */

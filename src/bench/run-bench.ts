@@ -21,6 +21,7 @@ import { BACKWARD_PEER_IMPLS, type PeerName, type PeerRequest, type PeerRun, run
 import { type Progress, SILENT_PROGRESS } from './progress.js';
 import { type BenchCase, expandSweep, type SweepSpec } from './sweep.js';
 import { type ModuleCall, moduleCall } from './te-calls.js';
+import { measureWebgpuCase } from './webgpu-measure.js';
 
 /** A sweep with the name its rows are grouped (and charted) under. */
 export interface SweepGroup {
@@ -117,12 +118,14 @@ export async function runSweeps(groups: readonly SweepGroup[], options: RunOptio
     if (why) rows.push(skippedRow(c, why, pass));
     else
       rows.push(
-        measureAttnlabCase(c, {
-          ...options.measure,
-          sweep: c.sweep,
-          ceilingTflops: ceiling?.tflops ?? null,
-          ...(c.module ? moduleCall(c.module, c) : {}),
-        }),
+        c.impl === 'webgpu'
+          ? await measureWebgpuCase(c, { ...options.measure, sweep: c.sweep, ceilingTflops: null })
+          : measureAttnlabCase(c, {
+              ...options.measure,
+              sweep: c.sweep,
+              ceilingTflops: ceiling?.tflops ?? null,
+              ...(c.module ? moduleCall(c.module, c) : {}),
+            }),
       );
   }
 

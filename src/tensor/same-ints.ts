@@ -8,5 +8,8 @@
 const bytesOf = (a: Int32Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength);
 
 export function sameInts(a: Int32Array, b: Int32Array): boolean {
-  return a.length === b.length && bytesOf(a).equals(bytesOf(b));
+  if (a.length !== b.length) return false;
+  // A browser has no Buffer (the attnlab/webgpu entry): the element loop there.
+  if (typeof Buffer === 'undefined') return a.every((x, i) => x === b[i]);
+  return bytesOf(a).equals(bytesOf(b));
 }
