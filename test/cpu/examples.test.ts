@@ -58,9 +58,12 @@ describe('examples', { concurrency: 2 }, () => {
     };
     const files = exampleFiles().map((name) => join(examplesDir, name));
     writeFileSync(join(work, 'tsconfig.json'), JSON.stringify({ compilerOptions, files }));
-    const tsc = spawnSync(join(root, 'node_modules/.bin/tsc'), ['-p', join(work, 'tsconfig.json')], {
-      encoding: 'utf8',
-    });
+    // TypeScript's own tsc by path: tslab's TypeScript 5.0 also installs a `tsc` in node_modules/.bin.
+    const tsc = spawnSync(
+      process.execPath,
+      [join(root, 'node_modules/typescript/bin/tsc'), '-p', join(work, 'tsconfig.json')],
+      { encoding: 'utf8' },
+    );
     assert.equal(tsc.status, 0, `${tsc.stdout}${tsc.stderr}`);
   });
 
