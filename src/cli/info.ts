@@ -109,7 +109,9 @@ export function registerInfoCommand(program: Command): void {
     .description('Show the GPU, driver and CUDA library versions attnlab found (or why none)')
     .option('--json', 'print JSON instead of a table')
     .action((options: { json?: boolean }) => {
-      const info = { ...collectInfo(), ...collectWebgpuInfo() };
+      const webgpu = collectWebgpuInfo();
+      const info = { ...collectInfo(), ...webgpu };
+      if (!webgpu.webgpu.startsWith('not available')) info.backends += `, ${backendsOn('webgpu')}`;
       if (options.json) {
         process.stdout.write(`${JSON.stringify(info, null, 2)}\n`);
         return;
