@@ -17,7 +17,7 @@
  * the device throws DeviceError naming the reason, and a new device is requested at once; the
  * call after `await initWebgpu()` runs on it. Tensors of the lost device are refused.
  */
-import { checkKeys, checkOptionsObject } from '../../arguments.js';
+import { checkKeys, checkOptionsObject, describeValue } from '../../arguments.js';
 import { AttnlabError, DeviceError, InvalidArgumentError } from '../../errors.js';
 
 /** What `attnlab info` and `initWebgpu()` report about the adapter. */
@@ -184,14 +184,18 @@ export async function initWebgpu(options: InitWebgpuOptions = {}): Promise<Webgp
     throw new InvalidArgumentError(
       'options.gpu',
       'a GPU object (navigator.gpu, or dawn.node create())',
-      String(o.gpu),
+      describeValue(o.gpu),
     );
   }
   if (
     o.dawnOptions !== undefined &&
     !(Array.isArray(o.dawnOptions) && o.dawnOptions.every((x) => typeof x === 'string'))
   ) {
-    throw new InvalidArgumentError('options.dawnOptions', 'an array of strings', String(o.dawnOptions));
+    throw new InvalidArgumentError(
+      'options.dawnOptions',
+      'an array of strings',
+      describeValue(o.dawnOptions),
+    );
   }
   if (
     o.powerPreference !== undefined &&
@@ -201,7 +205,7 @@ export async function initWebgpu(options: InitWebgpuOptions = {}): Promise<Webgp
     throw new InvalidArgumentError(
       'options.powerPreference',
       "'low-power' or 'high-performance'",
-      String(o.powerPreference),
+      describeValue(o.powerPreference),
     );
   }
   return (await webgpuReady(o)).info;
