@@ -27,11 +27,15 @@ const { notebook: executed, failedCell } = await executeNotebook(notebook, {
   },
   onCell: (index, outputs, ms, sofar) => {
     writeFileSync(output, `${JSON.stringify(sofar, null, 1)}\n`);
-    const kinds = outputs.map((o) => (o.output_type === 'display_data' ? Object.keys(o.data)[0] : o.output_type));
+    const kinds = outputs.map((o) =>
+      o.output_type === 'display_data' ? Object.keys(o.data)[0] : o.output_type,
+    );
     process.stdout.write(`cell ${index}: ${(ms / 1000).toFixed(1)} s, ${kinds.join(' ') || 'no output'}\n`);
     for (const o of outputs) if (o.output_type === 'error') process.stdout.write(o.traceback.join(''));
   },
 });
 writeFileSync(output, `${JSON.stringify(executed, null, 1)}\n`);
-process.stdout.write(`${failedCell === null ? 'every cell ran' : `cell ${failedCell} failed`}: ${pathToFileURL(output).pathname}\n`);
+process.stdout.write(
+  `${failedCell === null ? 'every cell ran' : `cell ${failedCell} failed`}: ${pathToFileURL(output).pathname}\n`,
+);
 process.exit(failedCell === null ? 0 : 1);

@@ -24,6 +24,8 @@ export function describeValue(value: unknown): string {
       return `a function${value.name ? ` ${value.name}` : ''}`;
   }
   if (Array.isArray(value)) return `an array ${short(value)}`;
+  const boxed = boxedPrimitive(value);
+  if (boxed !== undefined) return boxed;
   if (ArrayBuffer.isView(value)) {
     const name = value.constructor.name;
     return `a ${name}${'length' in value ? ` of ${(value as { length: number }).length}` : ''}`;
@@ -35,6 +37,26 @@ export function describeValue(value: unknown): string {
     return text.startsWith('[object') ? `a ${name}` : text;
   }
   return `an object ${short(value)}`;
+}
+
+/**
+ * `new Number(0.5)` and its kin, said as what they are: read through toString they read "0.5", the same as the
+ * number a check refuses them for being.
+ */
+function boxedPrimitive(value: object): string | undefined {
+  for (const [Type, name] of [
+    [Number, 'Number'],
+    [String, 'String'],
+    [Boolean, 'Boolean'],
+  ] as const) {
+    try {
+      const inner = (Type.prototype.valueOf as (this: unknown) => unknown).call(value);
+      return `a ${name} object (new ${name}(${typeof inner === 'string' ? quote(inner) : String(inner)}), not a primitive ${name.toLowerCase()})`;
+    } catch {
+      // not this kind of box
+    }
+  }
+  return undefined;
 }
 
 function quote(text: string): string {
@@ -53,16 +75,92 @@ function short(value: unknown): string {
   return text.length > 60 ? `${text.slice(0, 57)}...` : text;
 }
 
-/** Options given as an object (or left out): anything else is an error naming `argument`. */
+/** The deepest nesting a snapshot copies: options nest 2 deep (a block table's rows); a cycle stops here. */
+const SNAPSHOT_DEPTH = 8;
+/** Entries a snapshot copies from one list: 2^27 (a block table of B=64 × 2M blocks) is past any real input. */
+export const SNAPSHOT_MAX_ENTRIES = 2 ** 27;
+/** The snapshots made here, so a value handed on between entry points is not copied a second time. */
+const snapshots = new WeakSet<object>();
+const typedArrayTag = Object.getOwnPropertyDescriptor(
+  Object.getPrototypeOf(Int8Array.prototype),
+  Symbol.toStringTag,
+)!.get as (this: unknown) => string | undefined;
+
+/**
+ * What the caller passed, read exactly once into plain values that nothing outside attnlab can change:
+ * a plain object (or a Proxy of one) becomes a frozen object without a prototype holding its own enumerable
+ * keys only (nothing inherited from Object.prototype), each read once (an accessor runs once); an array
+ * becomes a frozen array read index by index once (holes as undefined); a typed array becomes a copy of
+ * the same type. Class instances (Tensors), functions and primitives are kept as they are. Every check and
+ * every use after this reads the copy, so a getter, a Proxy or a callback that changes the caller's value
+ * between the check and the use changes nothing.
+ */
+export function snapshot(argument: string, value: unknown): unknown {
+  return copyValue(argument, value, 0);
+}
+
+function copyValue(argument: string, value: unknown, depth: number): unknown {
+  if (value === null || typeof value !== 'object') return value;
+  if (snapshots.has(value)) return value;
+  if (ArrayBuffer.isView(value)) {
+    const tag = typedArrayTag.call(value);
+    if (tag === undefined) return value; // a DataView: no elements to copy
+    const Ctor = globalThis[tag as 'Int32Array'] as Int32ArrayConstructor;
+    return new Ctor(value as Int32Array);
+  }
+  if (depth >= SNAPSHOT_DEPTH) {
+    throw new InvalidArgumentError(
+      argument,
+      `values nested at most ${SNAPSHOT_DEPTH} deep`,
+      'a deeper (or circular) value',
+    );
+  }
+  if (Array.isArray(value)) {
+    const length: unknown = value.length;
+    if (typeof length !== 'number' || length > SNAPSHOT_MAX_ENTRIES) {
+      throw new InvalidArgumentError(
+        argument,
+        `an array of at most ${SNAPSHOT_MAX_ENTRIES} entries`,
+        `an array of ${String(length)}`,
+      );
+    }
+    const copy = new Array<unknown>(length);
+    for (let i = 0; i < length; i++) copy[i] = copyValue(`${argument}[${i}]`, value[i], depth + 1);
+    return remember(Object.freeze(copy));
+  }
+  const proto = Object.getPrototypeOf(value);
+  if (proto !== Object.prototype && proto !== null) return value;
+  const copy: Record<string, unknown> = Object.create(null);
+  for (const key of Object.keys(value)) {
+    copy[key] = copyValue(`${argument}.${key}`, (value as Record<string, unknown>)[key], depth + 1);
+  }
+  return remember(Object.freeze(copy));
+}
+
+function remember<T extends object>(value: T): T {
+  snapshots.add(value);
+  return value;
+}
+
+/** A list argument (ids, a shape) as a frozen copy read once, or an error naming `argument`. */
+export function snapshotList(argument: string, value: unknown, expected: string): readonly unknown[] {
+  if (!Array.isArray(value)) throw new InvalidArgumentError(argument, expected, describeValue(value));
+  return copyValue(argument, value, 0) as readonly unknown[];
+}
+
+/**
+ * Options given as an object (or left out), returned as their snapshot (see `snapshot`): the only value
+ * the caller may read from then on. Anything else is an error naming `argument`.
+ */
 export function checkOptionsObject<T extends object>(argument: string, value: unknown, expected: string): T {
-  if (value === undefined) return {} as T;
+  if (value === undefined) return remember(Object.freeze(Object.create(null))) as T;
   // A plain object only: a Map, a class instance or an array has no option keys of its own (a Map's entries
   // are not keys), so every option in it would be ignored unsaid.
   const proto = value !== null && typeof value === 'object' ? Object.getPrototypeOf(value) : undefined;
   if (proto !== Object.prototype && proto !== null) {
     throw new InvalidArgumentError(argument, expected, describeValue(value));
   }
-  return value as T;
+  return copyValue(argument, value, 0) as T;
 }
 
 /**

@@ -4,7 +4,7 @@
  * Validates once, then runs the ring (ring-run.ts) with the device's RingOps and the group's transport.
  * shardSequence / gatherSequence convert between a whole sequence and the load-balanced shards.
  */
-import { checkKeys, checkOptionsObject, describeValue } from '../arguments.js';
+import { checkKeys, checkOptionsObject, describeValue, snapshotList } from '../arguments.js';
 import { cudaRingOps } from '../backends/cuda/ring/ops.js';
 import type { AttentionOptions, Implementation } from '../backends/problem.js';
 import type { RingOps } from '../backends/ring-backend.js';
@@ -75,10 +75,11 @@ export function contextParallelAttention(
   const checked = validateContextParallel(query, key, value, options);
   const { problem, group, returnLogSumExp } = checked;
   const transport = transportOf(group, checked.device);
+  // The validated copies of the shard lists, not the caller's arrays (read once, in validateContextParallel).
   for (const [name, list] of [
-    ['query', query],
-    ['key', key],
-    ['value', value],
+    ['query', problem.query],
+    ['key', problem.key],
+    ['value', problem.value],
   ] as const)
     list.forEach((t, r) => {
       transport.checkShard?.(`${name}[${r}]`, r, t);
@@ -117,13 +118,10 @@ export function validateContextParallel(
   const { group, querySeqLengths, keyValueSeqLengths, ...local } = options;
   checkGroup(group); // before anything else: its size says how many shards to expect
   const P = group.size;
-  const arrays = [
-    ['query', query],
-    ['key', key],
-    ['value', value],
-  ] as const;
-  for (const [name, list] of arrays) {
-    if (!Array.isArray(list) || list.length !== P)
+  // Each list read once into a frozen copy: the problem keeps the copy, never the caller's array.
+  const shards = (name: string, given: unknown): Tensor[] => {
+    const list = snapshotList(name, given, `an array of ${P} shards (one per rank, P=${P})`);
+    if (list.length !== P)
       throw new InvalidArgumentError(
         name,
         `an array of ${P} shards (one per rank, P=${P})`,
@@ -131,12 +129,24 @@ export function validateContextParallel(
       );
     // Every index, holes included (forEach skips a hole, which then reached attention as 'query').
     for (let r = 0; r < P; r++) checkTensor(`${name}[${r}]`, list[r]);
-  }
-  const q = query as Tensor[];
-  const k = key as Tensor[];
-  const v = value as Tensor[];
+    return list as Tensor[];
+  };
+  const q = shards('query', query);
+  const k = shards('key', key);
+  const v = shards('value', value);
+  const arrays = [
+    ['query', q],
+    ['key', k],
+    ['value', v],
+  ] as const;
   // Each rank's shards must be a valid attention call on their own (dtypes, heads, devices, options).
   const first = validateAttention(q[0], k[0], v[0], local);
+  if (first.device === 'webgpu') {
+    throw new UnsupportedError(
+      'contextParallelAttention',
+      'the ring runs on cpu and cuda; the shards are on webgpu',
+    );
+  }
   for (let r = 1; r < P; r++) {
     validateAttention(q[r], k[r], v[r], local);
     for (const [name, list] of arrays) {
@@ -185,7 +195,7 @@ export function validateContextParallel(
     implementation: first.implementation,
     float32Precision: first.float32Precision,
   };
-  return { problem, group, device: first.device, returnLogSumExp: first.returnLogSumExp };
+  return { problem, group, device: first.device as 'cpu' | 'cuda', returnLogSumExp: first.returnLogSumExp };
 }
 
 /** The RingOps of a tensor's device. */

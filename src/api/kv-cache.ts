@@ -14,10 +14,12 @@
  * }
  */
 
-import { checkKeys, checkOptionsObject, describeValue } from '../arguments.js';
+import { checkKeys, checkOptionsObject, describeValue, snapshotList } from '../arguments.js';
 import { appendToPools } from '../backends/cuda/flash/kv-append.js';
 import { allocDevice, fillDevice32 } from '../backends/cuda/memory.js';
 import type { AttentionOptions, AttentionResult } from '../backends/problem.js';
+import { appendToWebgpuPools } from '../backends/webgpu/kv-append.js';
+import { createTensorBuffer } from '../backends/webgpu/memory.js';
 import { CacheFullError, InvalidArgumentError } from '../errors.js';
 import { allocHost } from '../tensor/checks.js';
 import type { FloatDType } from '../tensor/dtype.js';
@@ -37,7 +39,7 @@ export interface KVCacheOptions {
   readonly valueHeadDim?: number;
   /** 'bfloat16' (default) or 'float16'. */
   readonly dtype?: FloatDType;
-  /** Default 'cuda'. */
+  /** 'cpu', 'cuda' (default) or 'webgpu' (after `await initWebgpu()`). */
   readonly device?: Device;
 }
 
@@ -102,8 +104,8 @@ export class KVCache {
       if (x % 8 !== 0) throw new InvalidArgumentError(name, 'a multiple of 8 (16-byte rows)', String(x));
     }
     const device = options.device ?? 'cuda';
-    if (device !== 'cpu' && device !== 'cuda')
-      throw new InvalidArgumentError('device', "'cpu' or 'cuda'", String(device));
+    if (device !== 'cpu' && device !== 'cuda' && device !== 'webgpu')
+      throw new InvalidArgumentError('device', "'cpu', 'cuda' or 'webgpu'", String(device));
     this.device = device;
     const slots = this.numBlocks * this.blockSize;
     this.keyPool = this.#pool([this.numBlocks, this.blockSize, this.K, this.H], slots * this.K * this.H);
@@ -146,7 +148,7 @@ export class KVCache {
    */
   append(ids: readonly number[], key: Tensor, value: Tensor): void {
     const sequences = this.#sequences_(ids);
-    const B = ids.length;
+    const B = sequences.length;
     const Tnew = this.#checkRows('key', key, B, this.H);
     if (this.#checkRows('value', value, B, this.Hv) !== Tnew) {
       throw new InvalidArgumentError(
@@ -158,9 +160,31 @@ export class KVCache {
     const needed = sequences.map((s) => Math.ceil((s.length + Tnew) / this.blockSize) - s.blocks.length);
     const total = needed.reduce((a, n) => a + n, 0);
     if (total > this.#freeCount) throw new CacheFullError(total, this.#freeCount, this.numBlocks);
+    // The pools are checked live before a block is taken: their owner may have disposed them (keyPool and
+    // valuePool are public), and the write below would then fail with the blocks already handed out.
+    this.#livePools();
+    const freeBefore = this.#freeCount;
+    const blocksBefore = sequences.map((s) => s.blocks.length);
     sequences.forEach((s, b) => {
       for (let i = 0; i < needed[b]; i++) s.blocks.push(this.#free[--this.#freeCount]);
     });
+    try {
+      this.#write(sequences, Tnew, key, value);
+    } catch (error) {
+      // All or nothing: taking a block only moved the stack's top, so the entries above it are still the
+      // blocks taken, and resetting the counts gives every one of them back.
+      this.#freeCount = freeBefore;
+      sequences.forEach((s, b) => {
+        s.blocks.length = blocksBefore[b];
+      });
+      throw error;
+    }
+    for (const s of sequences) s.length += Tnew;
+  }
+
+  /** Writes the Tnew new rows of each sequence into its (already taken) pool slots. */
+  #write(sequences: Sequence[], Tnew: number, key: Tensor, value: Tensor): void {
+    const B = sequences.length;
     const slots = new Int32Array(B * Tnew);
     sequences.forEach((s, b) => {
       for (let t = 0; t < Tnew; t++) {
@@ -171,7 +195,19 @@ export class KVCache {
     });
     const keyRow = this.K * this.H;
     const valueRow = this.K * this.Hv;
-    if (this.device === 'cuda') {
+    if (this.device === 'webgpu') {
+      appendToWebgpuPools(
+        {
+          key,
+          value,
+          keyPool: this.keyPool,
+          valuePool: this.valuePool,
+          keyRowBytes: keyRow * 2,
+          valueRowBytes: valueRow * 2,
+        },
+        slots,
+      );
+    } else if (this.device === 'cuda') {
       appendToPools(
         {
           key: key.buffer.ptr,
@@ -194,19 +230,30 @@ export class KVCache {
       scatter(key, this.keyPool, keyRow);
       scatter(value, this.valuePool, valueRow);
     }
-    for (const s of sequences) s.length += Tnew;
+  }
+
+  #livePools(): void {
+    for (const [name, pool] of [
+      ['keyPool', this.keyPool],
+      ['valuePool', this.valuePool],
+    ] as const) {
+      if (pool.disposed)
+        throw new InvalidArgumentError(`cache.${name}`, 'the live pool of a live KVCache', 'a disposed pool');
+    }
   }
 
   /** The (B, maxBlocks) block table of `ids` (unused entries 0) and their lengths. */
   blockTable(ids: readonly number[]): { table: Tensor; lengths: number[] } {
     const sequences = this.#sequences_(ids);
-    const M = Math.max(1, ...sequences.map((s) => s.blocks.length));
-    const table = new Int32Array(ids.length * M);
+    const B = sequences.length;
+    let M = 1;
+    for (const s of sequences) M = Math.max(M, s.blocks.length); // a spread of B lengths overflows the stack past ~1e5
+    const table = new Int32Array(B * M);
     sequences.forEach((s, b) => {
       table.set(s.blocks, b * M);
     });
     return {
-      table: Tensor.fromRaw(table, [ids.length, M], 'int32'),
+      table: Tensor.fromRaw(table, [B, M], 'int32'),
       lengths: sequences.map((s) => s.length),
     };
   }
@@ -265,6 +312,9 @@ export class KVCache {
   #pool(shape: number[], elements: number): Tensor {
     if (this.device === 'cpu') return keep(Tensor.fromRaw(allocHost(this.dtype, shape), shape, this.dtype));
     const bytes = elements * 2;
+    // WebGPU clears a new buffer, as fillDevice32 clears the CUDA one.
+    if (this.device === 'webgpu')
+      return keep(Tensor.fromWebgpuBuffer(createTensorBuffer(bytes), shape, this.dtype));
     const buffer = allocDevice(bytes);
     fillDevice32(buffer, 0, Math.ceil(bytes / 4));
     return keep(Tensor.fromDeviceBuffer(buffer, shape, this.dtype));
@@ -278,16 +328,18 @@ export class KVCache {
     return sequence;
   }
 
-  #sequences_(ids: readonly number[]): Sequence[] {
+  #sequences_(idsIn: readonly number[]): Sequence[] {
     this.#live();
-    if (!Array.isArray(ids) || ids.length === 0) {
+    // Read once: the distinct check and the lookups below see the same ids, whatever a getter or Proxy does.
+    const ids = snapshotList('ids', idsIn, 'a non-empty array of sequence ids');
+    if (ids.length === 0) {
       throw new InvalidArgumentError('ids', 'a non-empty array of sequence ids', describeValue(ids));
     }
     if (new Set(ids).size !== ids.length)
-      throw new InvalidArgumentError('ids', 'distinct ids', `[${ids.join(', ')}]`);
+      throw new InvalidArgumentError('ids', 'distinct ids', `[${ids.map(String).join(', ')}]`);
     // Every index, holes included: ids.map skips a hole, and append then wrote that row's key and value into
     // pool slot 0, another sequence's token.
-    return Array.from(ids, (id, b) => this.#sequence(id, `ids[${b}]`));
+    return Array.from(ids, (id, b) => this.#sequence(id as number, `ids[${b}]`));
   }
 
   /** (B, Tnew, K, X) in the cache's dtype and device; returns Tnew. */

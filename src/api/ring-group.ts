@@ -14,7 +14,7 @@
  * no unique id has to travel between processes. One process per GPU would also work through
  * ncclCommInitRank and is the model to measure against if a host thread turns out to be the limit.
  */
-import { checkInteger, describeValue } from '../arguments.js';
+import { checkInteger, describeValue, snapshot } from '../arguments.js';
 import { cudaLoopback } from '../backends/cuda/ring/loopback.js';
 import { ncclTransports } from '../backends/cuda/ring/nccl-transport.js';
 import type { RingTransport, RingTransportFactory } from '../backends/ring-backend.js';
@@ -85,7 +85,9 @@ function checkCount(count: number): number[] {
   return Array.from({ length: count }, (_, i) => i);
 }
 
-function checkDevices(devices: unknown): number[] {
+function checkDevices(devicesIn: unknown): number[] {
+  // Read once: the checks and the group see the same ordinals, whatever a getter or Proxy does.
+  const devices = Array.isArray(devicesIn) ? (snapshot('devices', devicesIn) as unknown[]) : devicesIn;
   if (!Array.isArray(devices) || devices.length === 0)
     throw new InvalidArgumentError(
       'devices',
@@ -97,7 +99,7 @@ function checkDevices(devices: unknown): number[] {
   });
   if (new Set(devices).size !== devices.length)
     throw new InvalidArgumentError('devices', 'distinct device ordinals', `[${devices.join(', ')}]`);
-  return [...devices];
+  return [...(devices as number[])];
 }
 
 /** `group` as a live RingGroup, or InvalidArgumentError naming options.group. */

@@ -9,7 +9,9 @@ import { existsSync, readdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { config, readConfig } from '../config.js';
 import { InvalidArgumentError } from '../errors.js';
+import { neutraliseLine } from '../results/safe-text.js';
 import type { CeilingInfo, Pass, PeerInfo, ResultRow } from '../results/schema.js';
+import { invalidRowReason } from '../results/validate.js';
 import { withDecodeBandwidth } from './bandwidth.js';
 import { rowFlops } from './pass-call.js';
 import { type BenchCase, splitList } from './sweep.js';
@@ -121,6 +123,7 @@ export async function runPeer(
   onProgress: (done: number, total: number, label: string) => void = () => {},
   ceilingTflops: number | null = null,
   signal?: AbortSignal,
+  caseLimitMs = DEFAULT_PEER_CASE_LIMIT_MS,
 ): Promise<PeerRun> {
   const found = findPython(peer);
   if ('reason' in found) return { info: { name: peer, available: false, reason: found.reason }, rows: [] };
@@ -131,19 +134,47 @@ export async function runPeer(
     signal, // aborted: the peer gets SIGTERM, and the answer says it failed (the caller drops it)
   });
   let stdout = '';
+  let stdoutBytes = 0;
   const diagnostics: string[] = [];
   let pending = '';
+  // A peer that never answers is stopped: each case (and the import before the first) has caseLimitMs, the
+  // watch restarting at every PROGRESS line; SIGTERM first, SIGKILL 5 s later if it is still there.
+  let timedOut: string | null = null;
+  let current = 'its start (imports, device set-up)';
+  let watch: NodeJS.Timeout | undefined;
+  const rearm = () => {
+    clearTimeout(watch);
+    watch = setTimeout(() => {
+      timedOut = `no answer within ${caseLimitMs / 1000} s on ${current}: stopped (--peer-case-s sets the limit)`;
+      child.kill('SIGTERM');
+      // Its pipes are closed from this side: a process it started (a shell's child) may hold them open, and
+      // the wait below is for them as well as for the peer.
+      child.stdout.destroy();
+      child.stderr.destroy();
+      setTimeout(() => child.kill('SIGKILL'), 5000).unref();
+    }, caseLimitMs);
+  };
+  rearm();
   child.stdout.on('data', (chunk: Buffer) => {
-    stdout += chunk.toString('utf8');
+    // Bounded: an answer is a few hundred bytes a row; a peer writing without end is not read into memory.
+    stdoutBytes += chunk.length;
+    if (stdoutBytes <= MAX_ANSWER_BYTES) stdout += chunk.toString('utf8');
   });
   child.stderr.on('data', (chunk: Buffer) => {
     pending += chunk.toString('utf8');
     const lines = pending.split('\n');
     pending = lines.pop() ?? '';
+    if (pending.length > 65_536) pending = pending.slice(-65_536);
     for (const line of lines) {
       const progress = /^PROGRESS (\d+) (\d+) (.*)$/.exec(line);
-      if (progress) onProgress(Number(progress[1]), Number(progress[2]), progress[3]);
-      else if (line.trim()) diagnostics.push(line);
+      if (progress) {
+        current = `case ${Number(progress[1]) + 1} of ${progress[2]} (${neutraliseLine(progress[3].slice(0, 200))})`;
+        rearm();
+        onProgress(Number(progress[1]), Number(progress[2]), progress[3]);
+      } else if (line.trim()) {
+        diagnostics.push(line.slice(0, 500));
+        if (diagnostics.length > 20) diagnostics.shift();
+      }
     }
   });
   // A peer that ends before reading its request (stopped, or failing at import) closes the pipe: the
@@ -154,41 +185,160 @@ export async function runPeer(
     child.on('error', () => resolve(-1));
     child.on('close', resolve);
   });
+  clearTimeout(watch);
   const fail = (why: string): PeerRun => ({
     info: {
       name: peer,
       available: false,
       python,
-      reason: `${why}; stderr: ${diagnostics.slice(-3).join(' | ') || '(empty)'}`,
+      reason: neutraliseLine(`${why}; stderr: ${diagnostics.slice(-3).join(' | ') || '(empty)'}`),
     },
     rows: [],
   });
+  if (timedOut) return fail(timedOut);
   if (code !== 0) return fail(`${peerScript(peer)} exited with ${code}`);
-  let answer: {
-    versions?: Record<string, string>;
-    rows?: ResultRow[];
-    ceiling?: CeilingInfo;
-    unavailable?: string;
-  };
+  if (stdoutBytes > MAX_ANSWER_BYTES) return fail(`its answer passed ${MAX_ANSWER_BYTES} bytes`);
+  let parsed: unknown;
   try {
-    answer = JSON.parse(stdout.trim().split('\n').pop() ?? '');
+    parsed = JSON.parse(stdout.trim().split('\n').pop() ?? '');
   } catch {
     return fail('its output was not JSON');
   }
-  if (answer.unavailable)
+  return peerAnswer(peer, python, request, parsed, ceilingTflops, fail);
+}
+
+/** The most bytes of a peer's answer read: 64 MiB is ~100,000 rows. */
+const MAX_ANSWER_BYTES = 64 * 2 ** 20;
+
+/** The time a peer has for one case before it is stopped (--peer-case-s): JAX's first compile of a long case is ~1 min. */
+export const DEFAULT_PEER_CASE_LIMIT_MS = 600_000;
+
+/**
+ * The peer's parsed answer, read defensively: each field's type is checked, each row completed and validated on
+ * its own. A row that is not valid, or a second row for one case, is dropped, and each case of the request left
+ * without a valid row gets an 'unavailable' row saying why; attnlab's own rows never depend on it.
+ */
+export function peerAnswer(
+  peer: PeerName,
+  python: string,
+  request: PeerRequest,
+  parsed: unknown,
+  ceilingTflops: number | null,
+  fail: (why: string) => PeerRun,
+): PeerRun {
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed))
+    return fail('its answer was not a JSON object');
+  const answer = parsed as Record<string, unknown>;
+  const versions = stringRecord(answer.versions);
+  if (answer.unavailable !== undefined) {
+    const reason = typeof answer.unavailable === 'string' ? answer.unavailable : 'it said it is unavailable';
     return {
-      info: { name: peer, available: false, python, reason: answer.unavailable, versions: answer.versions },
+      info: { name: peer, available: false, python, reason: neutraliseLine(reason), versions },
       rows: [],
     };
-  const ceiling = ceilingTflops ?? answer.ceiling?.tflops ?? null;
+  }
+  const c = answer.ceiling as CeilingInfo | undefined;
+  const ceilingInfo =
+    c !== null &&
+    typeof c === 'object' &&
+    typeof c.tflops === 'number' &&
+    c.tflops > 0 &&
+    Number.isFinite(c.tflops) &&
+    typeof c.dtype === 'string' &&
+    typeof c.source === 'string'
+      ? { tflops: c.tflops, dtype: c.dtype, source: c.source }
+      : undefined;
+  const ceiling = ceilingTflops ?? ceilingInfo?.tflops ?? null;
   // Torch's script runs on CUDA only; JAX's says its device's platform ('gpu …', or 'cpu …' without one).
-  const onGpu = peer === 'torch' || !(answer.versions?.device ?? '').startsWith('cpu');
-  const rows = (answer.rows ?? []).map((row) => completeRow(row, ceiling, onGpu));
+  const onGpu = peer === 'torch' || !(versions.device ?? '').startsWith('cpu');
+  const given = Array.isArray(answer.rows) ? answer.rows : [];
+  const problems: string[] = [];
+  if (answer.rows !== undefined && !Array.isArray(answer.rows)) problems.push('its rows were not a list');
+  const valid: ResultRow[] = [];
+  const seen = new Set<string>();
+  const fileCeiling = ceiling === null ? null : { tflops: ceiling, dtype: 'bfloat16', source: 'peer' };
+  given.forEach((raw, i) => {
+    let row: ResultRow;
+    try {
+      if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw new Error('not an object');
+      row = completeRow({ ...(raw as ResultRow), source: peer }, ceiling, onGpu);
+    } catch (error) {
+      problems.push(`row ${i}: ${error instanceof Error ? error.message : String(error)}`);
+      return;
+    }
+    const why = invalidRowReason(row, fileCeiling);
+    if (why) problems.push(`row ${i}: ${why.replace(/^row: \$\.rows\[0\]/, '')}`);
+    else if (seen.has(caseOf(row))) problems.push(`row ${i}: a second row for one case`);
+    else {
+      seen.add(caseOf(row));
+      valid.push(row);
+    }
+  });
+  const rows = [...valid];
+  if (problems.length > 0) {
+    const reason = neutraliseLine(
+      `${peer}'s answer had ${problems.length} invalid row(s), none valid for this case; first: ${problems[0]}`.slice(
+        0,
+        500,
+      ),
+    );
+    for (const shape of request.cases)
+      for (const impl of request.impls) {
+        const row = unavailableRow(peer, impl, shape, request.pass ?? 'forward', reason);
+        if (!seen.has(caseOf(row))) rows.push(row);
+      }
+  }
+  return { info: { name: peer, available: true, python, versions }, rows, ceiling: ceilingInfo };
+}
+
+/** The case a row answers: sweep, source, implementation, shape, dtype, mask and pass. */
+function caseOf(r: ResultRow): string {
+  return JSON.stringify([
+    r.sweep,
+    r.source,
+    r.impl,
+    r.B,
+    r.T,
+    r.S,
+    r.N,
+    r.K,
+    r.H,
+    r.dtype,
+    r.causal,
+    r.pass ?? 'forward',
+  ]);
+}
+
+function unavailableRow(
+  peer: PeerName,
+  impl: string,
+  shape: PeerRequest['cases'][number],
+  pass: Pass,
+  reason: string,
+): ResultRow {
+  const { sweep, B, T, S, N, K, H, dtype, causal } = shape;
+  const short: Record<string, string> = { bfloat16: 'bf16', float16: 'f16', float32: 'f32', float64: 'f64' };
   return {
-    info: { name: peer, available: true, python, versions: answer.versions ?? {} },
-    rows,
-    ceiling: answer.ceiling,
+    sweep,
+    source: peer,
+    impl,
+    label: `${peer} ${impl} ${short[dtype] ?? dtype}${causal ? ' causal' : ''}`,
+    ...{ B, T, S, N, K, H, dtype, causal },
+    ...(pass !== 'forward' ? { pass } : {}),
+    status: 'unavailable',
+    reason,
+    flops: rowFlops({ B, T, S, N, H, causal, pass }),
   };
+}
+
+/** The string-valued entries of `value` (a peer's versions), neutralised; anything else dropped. */
+function stringRecord(value: unknown): Record<string, string> {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return {};
+  return Object.fromEntries(
+    Object.entries(value)
+      .filter(([, v]) => typeof v === 'string')
+      .map(([k, v]) => [neutraliseLine(k), neutraliseLine(v as string)]),
+  );
 }
 
 /**

@@ -11,6 +11,7 @@ import {
   type ResultRow,
   type ResultsFile,
   type ResultTable,
+  type SuiteInfo,
 } from '../results/schema.js';
 import { attnlabCommit, commandLine, describeMachine, packageVersion } from './machine.js';
 
@@ -20,6 +21,7 @@ export interface ResultsContent {
   notes?: string[];
   peers?: PeerInfo[];
   ceiling?: CeilingInfo | null;
+  suite?: SuiteInfo;
   sections?: LabSection[];
 }
 
@@ -33,6 +35,7 @@ export function makeResults(kind: ResultsFile['kind'], content: ResultsContent):
     command: commandLine(),
     attnlab: { version: packageVersion(), commit: attnlabCommit() },
     machine: describeMachine(),
+    ...(content.suite ? { suite: content.suite } : {}),
     ceiling: content.ceiling ?? null,
     peers: content.peers ?? [],
     rows: content.rows,

@@ -5,19 +5,30 @@
 
 import { cudaAvailable, getCudaContext } from '../backends/cuda/context.js';
 import { emptyCache } from '../backends/cuda/memory.js';
-import { type CeilingInfo, type Pass, PEER_IMPLS, type PeerInfo, type ResultRow } from '../results/schema.js';
+import {
+  type CeilingInfo,
+  type Pass,
+  PEER_IMPLS,
+  type PeerInfo,
+  type ResultRow,
+  type RowStatus,
+} from '../results/schema.js';
 import { shapeLabel } from '../results/shape-label.js';
 import { resolveCeiling } from './ceiling.js';
 import { attnlabLabel, DEFAULT_MEASURE, type MeasureOptions, measureAttnlabCase } from './measure.js';
 import { rowFlops } from './pass-call.js';
-import { BACKWARD_PEER_IMPLS, type PeerName, type PeerRequest, runPeer } from './peers.js';
+import { BACKWARD_PEER_IMPLS, type PeerName, type PeerRequest, type PeerRun, runPeer } from './peers.js';
 import { type Progress, SILENT_PROGRESS } from './progress.js';
 import { type BenchCase, expandSweep, type SweepSpec } from './sweep.js';
+import { type ModuleCall, moduleCall } from './te-calls.js';
+import { measureWebgpuCase } from './webgpu-measure.js';
 
 /** A sweep with the name its rows are grouped (and charted) under. */
 export interface SweepGroup {
   readonly name: string;
   readonly spec: SweepSpec;
+  /** Time the TransformerEngine-style module (bf16 or FP8 autocast) instead of attention(). */
+  readonly module?: ModuleCall;
 }
 
 export interface RunOptions {
@@ -29,8 +40,11 @@ export interface RunOptions {
   ceiling?: number;
   /** A ceiling already resolved (the lab resolves it once for all its sections). */
   resolvedCeiling?: CeilingInfo | null;
-  /** Returns why a case must not run (e.g. it would not fit in memory), or null to run it. */
-  skip?: (c: BenchCase) => string | null;
+  /**
+   * Returns why a case must not run, or null to run it: a reason alone means it would not fit in memory (an
+   * 'out-of-memory' row); with a status, that status ('unsupported' for a case past the time limit).
+   */
+  skip?: (c: BenchCase) => string | { status: RowStatus; reason: string } | null;
   progress?: Progress;
   /** Called with everything measured so far after attnlab's cases and after each peer. */
   onPartial?: (run: BenchRun) => void;
@@ -39,6 +53,8 @@ export interface RunOptions {
    * what finished, `interrupted` set and a note saying how far it got. The case being measured ends first.
    */
   signal?: AbortSignal;
+  /** The time a peer has for one case before it is stopped (default DEFAULT_PEER_CASE_LIMIT_MS). */
+  peerCaseLimitMs?: number;
 }
 
 export interface BenchRun {
@@ -64,10 +80,11 @@ export async function runSweeps(groups: readonly SweepGroup[], options: RunOptio
   if (note) notes.push(note);
   let ceiling = attnlabCeiling;
 
-  const cases: (BenchCase & { sweep: string })[] = [];
+  const cases: (BenchCase & { sweep: string; module?: ModuleCall })[] = [];
   for (const group of groups) {
     const { cases: expanded, skipped } = expandSweep(group.spec);
-    for (const c of expanded) cases.push({ ...c, sweep: group.name });
+    const module = group.module ? { module: group.module } : {};
+    for (const c of expanded) cases.push({ ...c, sweep: group.name, ...module });
     for (const s of skipped) notes.push(`${group.name}: skipped ${shapeLabel(s.case)}: ${s.reason}`);
   }
   const peers = options.peers ?? [];
@@ -86,22 +103,29 @@ export async function runSweeps(groups: readonly SweepGroup[], options: RunOptio
   const signal = options.signal;
   const stopped = (what: string): BenchRun => {
     progress.stop();
-    notes.push(`interrupted: ${what}; the rows here are those that finished`);
+    // The signal's name where one stopped the run (bench aborts with it): '… (stopped by SIGTERM)'.
+    const by = typeof signal?.reason === 'string' ? ` (stopped by ${signal.reason})` : '';
+    notes.push(`interrupted: ${what}; the rows here are those that finished${by}`);
     return { rows, peers: peerInfos, ceiling, notes, interrupted: true };
   };
   for (const [i, c] of cases.entries()) {
     // Measuring is synchronous: a turn of the event loop between cases is where a Ctrl-C is heard.
     if (signal) await new Promise((resolve) => setImmediate(resolve));
     if (signal?.aborted) return stopped(`${i} of ${cases.length} attnlab cases measured, no peer run`);
-    progress.update(
-      i,
-      `${c.sweep}: attnlab ${c.impl} ${c.dtype}${c.causal ? ' causal' : ''} ${shapeLabel(c)}`,
-    );
+    const what = c.module ?? `attnlab ${c.impl}`;
+    progress.update(i, `${c.sweep}: ${what} ${c.dtype}${c.causal ? ' causal' : ''} ${shapeLabel(c)}`);
     const why = options.skip?.(c);
     if (why) rows.push(skippedRow(c, why, pass));
     else
       rows.push(
-        measureAttnlabCase(c, { ...options.measure, sweep: c.sweep, ceilingTflops: ceiling?.tflops ?? null }),
+        c.impl === 'webgpu'
+          ? await measureWebgpuCase(c, { ...options.measure, sweep: c.sweep, ceilingTflops: null })
+          : measureAttnlabCase(c, {
+              ...options.measure,
+              sweep: c.sweep,
+              ceilingTflops: ceiling?.tflops ?? null,
+              ...(c.module ? moduleCall(c.module, c) : {}),
+            }),
       );
   }
 
@@ -117,12 +141,23 @@ export async function runSweeps(groups: readonly SweepGroup[], options: RunOptio
       const request = peerRequest(shapes, impls, options.measure ?? {});
       request.ceiling = peer === 'torch' && ceiling === null;
       const start = done;
+      // A peer is another program: whatever goes wrong with it costs its own rows, never attnlab's.
       const run = await runPeer(
         peer,
         request,
         (d, _t, label) => progress.update(start + d, label),
         ceiling?.tflops ?? null,
         signal,
+        options.peerCaseLimitMs,
+      ).catch(
+        (error: unknown): PeerRun => ({
+          info: {
+            name: peer,
+            available: false,
+            reason: `it failed in attnlab's hands: ${error instanceof Error ? error.message : String(error)}`,
+          },
+          rows: [],
+        }),
       );
       // A peer stopped part-way answers nothing usable (its process was ended): none of its rows.
       if (signal?.aborted) {
@@ -147,10 +182,12 @@ export async function runSweeps(groups: readonly SweepGroup[], options: RunOptio
 }
 
 /** Each (sweep, shape, dtype, causal) once: peers run their own list of implementations on it. */
-function uniqueShapes(cases: readonly (BenchCase & { sweep: string })[]): PeerRequest['cases'] {
+function uniqueShapes(
+  cases: readonly (BenchCase & { sweep: string; module?: ModuleCall })[],
+): PeerRequest['cases'] {
   const seen = new Map<string, PeerRequest['cases'][number]>();
   // Peers run each dense shape once: a paged case's peer row is the dense cache it stands for.
-  for (const { impl: _impl, blockSize: _blockSize, ...shape } of cases) {
+  for (const { impl: _impl, blockSize: _blockSize, module: _module, ...shape } of cases) {
     const key = JSON.stringify(shape);
     if (!seen.has(key)) seen.set(key, shape);
   }
@@ -179,16 +216,26 @@ function peerRequest(
 }
 
 /** The row of a case that was not run because it could not fit: says so instead of leaving a gap. */
-function skippedRow(c: BenchCase & { sweep: string }, reason: string, pass: Pass): ResultRow {
+function skippedRow(
+  c: BenchCase & { sweep: string; module?: ModuleCall },
+  why: string | { status: RowStatus; reason: string },
+  pass: Pass,
+): ResultRow {
   const { sweep, impl, B, T, S, N, K, H, dtype, causal } = c;
+  const { status, reason } =
+    typeof why === 'string' ? { status: 'out-of-memory' as const, reason: why } : why;
+  const named = c.module
+    ? { impl: c.module, label: `${c.module} ${c.dtype}${c.causal ? ' causal' : ''}` }
+    : {};
   return {
     sweep,
     source: 'attnlab',
     impl,
     label: attnlabLabel(c, pass),
+    ...named,
     ...{ B, T, S, N, K, H, dtype, causal },
     ...(pass !== 'forward' ? { pass } : {}),
-    status: 'out-of-memory',
+    status,
     reason: `not run: ${reason}`,
     flops: rowFlops({ ...c, pass }),
   };

@@ -38,8 +38,56 @@ export interface SkippedCase {
   readonly reason: string;
 }
 
+/**
+ * The most cases one sweep may expand to. Each case is timed for at least a few calls, so 100,000 is days of
+ * measuring at 1 s a case; far past it the case list itself outgrows the heap (ranges on four options to 2^52
+ * are 53^4 ≈ 7.9 million cases per implementation).
+ */
+export const MAX_SWEEP_CASES = 100_000;
+
+/** How many cases `spec` expands to, from its list lengths, before any is made. */
+export function sweepSize(spec: SweepSpec): number {
+  return (
+    spec.dtype.length *
+    spec.causal.length *
+    spec.batch.length *
+    spec.heads.length *
+    (spec.kvHeads ?? [0]).length *
+    spec.headDim.length *
+    spec.seq.length *
+    (spec.kvSeq ?? [0]).length *
+    (spec.blockSize ?? [0]).length *
+    spec.impl.length
+  );
+}
+
+/** Refuses a spec of more than MAX_SWEEP_CASES cases, naming its size and each list's length. */
+export function checkSweepSize(spec: SweepSpec, name = 'the sweep'): void {
+  const size = sweepSize(spec);
+  if (size <= MAX_SWEEP_CASES) return;
+  const lists = [
+    ['--batch', spec.batch],
+    ['--seq', spec.seq],
+    ['--kv-seq', spec.kvSeq],
+    ['--heads', spec.heads],
+    ['--kv-heads', spec.kvHeads],
+    ['--head-dim', spec.headDim],
+    ['--block-size', spec.blockSize],
+    ['--dtype', spec.dtype],
+    ['--causal', spec.causal],
+    ['--impl', spec.impl],
+  ] as const;
+  const counts = lists.filter(([, l]) => l && l.length > 1).map(([o, l]) => `${o} ${l?.length}`);
+  throw new InvalidArgumentError(
+    name,
+    `at most ${MAX_SWEEP_CASES.toLocaleString('en-US')} cases (the product of the lists' lengths)`,
+    `${size.toLocaleString('en-US')} cases (${counts.join(' × ')})`,
+  );
+}
+
 /** Every case of the spec in measuring order, and the combinations left out (N not a multiple of K). */
 export function expandSweep(spec: SweepSpec): { cases: BenchCase[]; skipped: SkippedCase[] } {
+  checkSweepSize(spec);
   const cases: BenchCase[] = [];
   const skipped: SkippedCase[] = [];
   for (const dtype of spec.dtype) {

@@ -7,15 +7,18 @@ import { join } from 'node:path';
 import type { Command } from 'commander';
 import { cudaAvailable } from '../backends/cuda/context.js';
 import type { Implementation } from '../backends/problem.js';
-import { memoryShortfall } from '../bench/fit.js';
+import { DEFAULT_MAX_CASE_S, memoryShortfall, timeShortfall } from '../bench/fit.js';
 import { attnlabLabel, type MeasureOptions } from '../bench/measure.js';
-import { parsePeerList } from '../bench/peers.js';
+import { rowFlops } from '../bench/pass-call.js';
+import { DEFAULT_PEER_CASE_LIMIT_MS, parsePeerList } from '../bench/peers.js';
 import { codelabSweeps } from '../bench/presets.js';
 import { terminalProgress } from '../bench/progress.js';
 import { makeResults } from '../bench/results.js';
 import { runSweeps, type SweepGroup } from '../bench/run-bench.js';
+import { SUITES } from '../bench/suites.js';
 import {
   type BenchCase,
+  checkSweepSize,
   DTYPE_ALIASES,
   expandSweep,
   parseBoolList,
@@ -28,10 +31,11 @@ import { InvalidArgumentError } from '../errors.js';
 import { colorEnabled } from '../report/terminal.js';
 import { writeReport } from '../report/write.js';
 import { saveResults } from '../results/files.js';
-import { neutraliseLine } from '../results/safe-text.js';
+import { neutraliseLine, neutraliseStrings } from '../results/safe-text.js';
 import { PASSES, type Pass, type ResultRow } from '../results/schema.js';
 import { shapeLabel } from '../results/shape-label.js';
 import { FLOAT_DTYPES } from '../tensor/dtype.js';
+import { planSuite, type SuiteFlags, suiteListText } from './bench-suite.js';
 import { MAX_SEED, parseInteger, parseNumber } from './numbers.js';
 import { givenOnCommandLine, optionValue } from './options.js';
 import {
@@ -42,6 +46,7 @@ import {
   type Output,
   writingTo,
 } from './output-path.js';
+import { listenForStop, signalExitCode } from './signals.js';
 
 interface BenchFlags {
   batch: string;
@@ -56,8 +61,12 @@ interface BenchFlags {
   pass: string;
   impl?: string;
   preset?: string;
+  suite?: string;
+  quick?: boolean;
   name: string;
   peers?: string;
+  peerCaseS: string;
+  maxCaseS: string;
   warmup: string;
   repeats: string;
   budgetMs: string;
@@ -103,8 +112,23 @@ export function registerBenchCommand(program: Command): void {
       '--preset <name>',
       "'codelab': the codelab's default shape, sequence (64..1024) and batch sweeps; 'codelab-long': T to 16384 (sets every size, dtype and mask; --impl keeps some of its implementations)",
     )
+    .option(
+      '--suite <name>',
+      `a named suite: ${SUITES.map((s) => s.name).join(', ')} ('list' prints what each times); writes benchmarks/results/<gpu>/<suite>/<date>-<commit>.json and .html (--out <dir> for another root); size options beside it replace the suite's values`,
+    )
+    .option('--quick', "with --suite: the suite's shorter list (its headline shapes)")
     .option('--name <text>', 'the group name of the rows (not with --preset) and of the --out files', 'bench')
     .option('--peers <list>', 'also run jax and/or torch on the same shapes, e.g. jax,torch')
+    .option(
+      '--peer-case-s <s>',
+      'seconds a peer may take on one case (its imports count as the first) before it is stopped',
+      String(DEFAULT_PEER_CASE_LIMIT_MS / 1000),
+    )
+    .option(
+      '--max-case-s <s>',
+      'most seconds a CPU case may need at the least (its first, warm-up and fewest timed calls at ≤ 10 GFLOP/s); longer ones are not run',
+      String(DEFAULT_MAX_CASE_S),
+    )
     .option('--warmup <n>', 'untimed calls after the first', '5')
     .option('--repeats <n>', 'most timed calls per case', '100')
     .option('--budget-ms <ms>', 'timed-call budget per case; slow cases get fewer repeats (≥ 10)', '1000')
@@ -135,15 +159,26 @@ back-to-back calls, and many calls with CUDA events around each, inputs rotated 
 time per call. Results JSON follows docs/results-schema.md.
 
 Examples:
+  attnlab bench --suite forward --peers torch
+  attnlab bench --suite list
   attnlab bench --seq 512..8192 --impl flash,cudnn --dtype bf16 --causal true,false
   attnlab bench --pass backward --batch 4 --seq 8192 --heads 16 --head-dim 128 --impl cudnn --causal true,false --peers jax,torch
-  attnlab bench --preset codelab --peers jax,torch --out bench/results/h200`,
+  attnlab bench --preset codelab --peers jax,torch --out attnlab-out`,
     )
     .action(async (flags: BenchFlags, command: Command) => {
-      const groups = flags.preset
-        ? presetGroups(flags.preset, command, flags.impl)
-        : [{ name: flags.name, spec: specFrom(flags) }];
-      const measure = measureFrom(flags);
+      if (flags.suite === 'list') {
+        process.stdout.write(`${suiteListText()}\n`);
+        return;
+      }
+      if (flags.quick && flags.suite === undefined)
+        throw new InvalidArgumentError('--quick', '--quick with --suite (it shortens a suite)', 'no --suite');
+      const plan = flags.suite !== undefined ? planSuite(flags as BenchFlags & SuiteFlags, command) : null;
+      const groups = plan
+        ? plan.groups
+        : flags.preset
+          ? presetGroups(flags.preset, command, flags.impl)
+          : [{ name: flags.name, spec: specFrom(flags) }];
+      const measure = { ...measureFrom(flags), ...(plan ? { pass: plan.pass } : {}) };
       if (measure.pass !== 'forward' && flags.blockSize !== undefined) {
         // Paged caches are timed on the forward only: each row would say 'unsupported' after the run.
         throw new InvalidArgumentError(
@@ -157,51 +192,60 @@ Examples:
           ? undefined
           : parseNumber('--ceiling', flags.ceiling, 'positive', 'TFLOP/s');
       const peers = flags.peers !== undefined ? parsePeerList(flags.peers) : [];
-      const { name, json, html } = outputsFrom(flags);
-      const tooLarge = casesThatCannotFit(groups);
-      // Ctrl-C stops the run after the case being measured and keeps what finished (a second one quits
-      // at once): a long sweep interrupted used to end with exit 130 and nothing saved.
-      const interrupt = new AbortController();
-      const onInterrupt = () => {
-        if (interrupt.signal.aborted) process.exit(130);
-        interrupt.abort();
-        process.stderr.write(
-          '\nattnlab: bench: stopping after the current case (Ctrl-C again to quit now)\n',
-        );
-      };
-      process.on('SIGINT', onInterrupt);
+      const peerCaseLimitMs = 1000 * parseNumber('--peer-case-s', flags.peerCaseS, 'positive', 's');
+      const { name, json, html } = plan
+        ? { name: plan.suite.name, json: plan.json, html: plan.html }
+        : outputsFrom(flags);
+      const suite = plan ? { suite: plan.info } : {};
+      // The sizes first: a sweep of millions of cases is refused before a list of them is made.
+      for (const group of groups) checkSweepSize(group.spec, `the sweep '${group.name}'`);
+      const maxCaseS = parseNumber('--max-case-s', flags.maxCaseS, 'positive', 's');
+      const tooLarge = casesThatCannotFit(groups, measure, maxCaseS);
+      // Ctrl-C, SIGTERM or SIGHUP stops the run after the case being measured and keeps what finished (a
+      // second one quits at once): a sweep ended by a scheduler's SIGTERM used to lose every row.
+      const stop = listenForStop('bench', 'stopping after the current case');
       let run: Awaited<ReturnType<typeof runSweeps>>;
       try {
         run = await runSweeps(groups, {
           measure,
           peers,
+          ...(plan ? { peerImpls: plan.peerImpls } : {}),
           ceiling,
           skip: (c) => tooLarge.get(caseKey(c)) ?? null,
           progress: flags.progress ? terminalProgress() : undefined,
           // A run stopped part-way (a time limit on a lent GPU) keeps the parts it finished.
           onPartial: (partial) => {
             if (json)
-              writingTo(json.option, json.path, () => saveResults(json.path, makeResults('bench', partial)));
+              writingTo(json.option, json.path, () =>
+                saveResults(json.path, makeResults('bench', { ...partial, ...suite })),
+              );
           },
-          signal: interrupt.signal,
+          signal: stop.signal,
+          peerCaseLimitMs,
         });
       } finally {
-        process.off('SIGINT', onInterrupt);
+        stop.dispose();
       }
-      if (run.interrupted) {
-        process.exitCode = 130; // 128 + SIGINT, as a shell reports a command Ctrl-C ended
+      const received = stop.received();
+      if (run.interrupted && received) {
+        process.exitCode = signalExitCode(received); // 128 + the signal, as a shell reports a command it ended
         if (run.rows.length === 0) {
           process.stderr.write('attnlab: bench: interrupted before any case finished: nothing saved\n');
           return;
         }
       }
-      const results = makeResults('bench', run);
+      const results = makeResults('bench', { ...run, ...suite });
       // The status before the output: a reader that has gone ends the process at the next write.
       const nothing = run.interrupted ? null : nothingRan(results.rows);
       if (nothing) process.exitCode = 1;
       if (json) writingTo(json.option, json.path, () => saveResults(json.path, results));
+      // Printed as report prints a loaded file: every string (a hostname, a variable's value, a peer's
+      // version) with its control characters written out, so nothing in them drives the terminal.
       const text = writingTo(html?.option ?? '--html', html?.path ?? '', () =>
-        writeReport([{ name, results }], { htmlPath: html?.path, color: colorEnabled() }),
+        writeReport([{ name, results: neutraliseStrings(results) }], {
+          htmlPath: html?.path,
+          color: colorEnabled(),
+        }),
       );
       process.stdout.write(`${text}\n`);
       // Paths as one inert line each: a control character in one is the user's typo, not an instruction.
@@ -269,18 +313,27 @@ function caseKey(c: BenchCase): string {
 }
 
 /**
- * The cases too large for this machine's memory, each with why, printed before anything runs
- * (their rows then say 'out-of-memory: not run: …').
+ * The cases too large for this machine's memory, or too long for --max-case-s, each with why, printed before
+ * anything runs (their rows then say 'out-of-memory: not run: …' or 'unsupported: not run: …').
  */
-function casesThatCannotFit(groups: readonly SweepGroup[]): Map<string, string> {
-  const reasons = new Map<string, string>();
+function casesThatCannotFit(
+  groups: readonly SweepGroup[],
+  measure: Partial<MeasureOptions>,
+  maxCaseS: number,
+): Map<string, string | { status: 'unsupported'; reason: string }> {
+  const reasons = new Map<string, string | { status: 'unsupported'; reason: string }>();
+  const pass = measure.pass ?? 'forward';
+  // The first call, the warm-up and the fewest timed calls: what a case runs however short its budget.
+  const calls = 1 + (measure.warmup ?? 0) + (measure.minRepeats ?? 1);
   for (const group of groups) {
     for (const c of expandSweep(group.spec).cases) {
       const key = caseKey(c);
       if (reasons.has(key)) continue;
-      const why = memoryShortfall(c);
+      const memory = memoryShortfall(c);
+      const time = memory ? null : timeShortfall(c, rowFlops({ ...c, pass }), calls, maxCaseS);
+      const why = memory ?? time;
       if (why) {
-        reasons.set(key, why);
+        reasons.set(key, memory ?? { status: 'unsupported', reason: why });
         process.stderr.write(`attnlab: bench: will not run ${attnlabLabel(c)} ${shapeLabel(c)}: ${why}\n`);
       }
     }
@@ -346,7 +399,9 @@ function presetGroups(preset: string, command: Command, implText: string | undef
 }
 
 /** The sweep the size options describe. The default implementations are the ones this machine runs. */
-export function specFrom(flags: Omit<BenchFlags, 'name' | 'progress' | 'check'>): SweepSpec {
+export function specFrom(
+  flags: Omit<BenchFlags, 'name' | 'progress' | 'check' | 'peerCaseS' | 'maxCaseS'>,
+): SweepSpec {
   const impl: Implementation[] =
     flags.impl !== undefined
       ? parseImplList('--impl', flags.impl)

@@ -42,7 +42,8 @@ function debugging(): boolean {
 export function installProcessGuards(): void {
   for (const stream of [process.stdout, process.stderr]) {
     stream.on('error', (error: NodeJS.ErrnoException) => {
-      if (error.code === 'EPIPE') process.exit(Number(process.exitCode ?? 0));
+      // EIO: the terminal itself has gone (SIGHUP); the run's status stands, as for a closed pipe.
+      if (error.code === 'EPIPE' || error.code === 'EIO') process.exit(Number(process.exitCode ?? 0));
       fatal(error);
     });
     // The 'error' event waits for the event loop, which a run that only awaits settled promises (the
@@ -51,7 +52,8 @@ export function installProcessGuards(): void {
     const write = stream.write.bind(stream) as (...args: unknown[]) => boolean;
     stream.write = ((...args: unknown[]) => {
       const ok = write(...args);
-      if ((stream.errored as NodeJS.ErrnoException | null)?.code === 'EPIPE') {
+      const code = (stream.errored as NodeJS.ErrnoException | null)?.code;
+      if (code === 'EPIPE' || code === 'EIO') {
         process.exit(Number(process.exitCode ?? 0));
       }
       return ok;

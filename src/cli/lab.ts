@@ -17,7 +17,11 @@ import { neutraliseLine } from '../results/safe-text.js';
 import type { ResultsFile } from '../results/schema.js';
 import { labSizesHelp } from './lab-help.js';
 import { parseNumber } from './numbers.js';
-import { checkOutputDir, checkOutputFile, writingTo } from './output-path.js';
+import { checkOutputDir, checkOutputFile, createFreshFolder, writingTo } from './output-path.js';
+import { listenForStop, signalExitCode } from './signals.js';
+
+/** The lab's last section, named in the partial marks. */
+const LAST_SECTION = '11';
 
 /** Where the lab writes without --out: a new folder per run, under the current folder. */
 export function defaultLabFolder(now = new Date()): string {
@@ -63,7 +67,10 @@ export function registerLabCommand(program: Command): void {
           );
         }
         const color = colorEnabled();
-        const out = options.report ? (options.out ?? defaultLabFolder()) : undefined;
+        // The default folder is made here, exclusively: two labs started in the same second get two folders.
+        const out = options.report
+          ? (options.out ?? createFreshFolder('--out', defaultLabFolder()))
+          : undefined;
         const [jsonPath, htmlPath] = out ? [join(out, 'lab.json'), join(out, 'lab.html')] : [];
         if (out && jsonPath && htmlPath) {
           // Checked before the first section: a bad folder costs one line, not a finished lab.
@@ -71,8 +78,9 @@ export function registerLabCommand(program: Command): void {
           checkOutputFile('--out', jsonPath);
           checkOutputFile('--out', htmlPath);
         }
-        const save = (results: ResultsFile) => {
+        const save = (results: ResultsFile, note?: string) => {
           if (!jsonPath || !htmlPath) return;
+          if (note) results = { ...results, notes: [...results.notes, note] };
           writingTo('--out', jsonPath, () => saveResults(jsonPath, results));
           writingTo('--out', htmlPath, () =>
             writeReport([{ name: 'lab', results }], {
@@ -82,15 +90,40 @@ export function registerLabCommand(program: Command): void {
             }),
           );
         };
-        const results = await runLab({
-          quick: options.quick ?? false,
-          budgetMs,
-          color,
-          write: (text) => process.stdout.write(`${text}\n`),
-          onSection: save,
-        });
+        // Saved after each section marked partial, so a lab ended by anything (SIGKILL, a machine's time limit)
+        // leaves a file that says so; a stop signal ends it after the running section, saved and marked.
+        const stop = listenForStop('lab', 'stopping after the current section');
+        let last = 'none';
+        let results: ResultsFile;
+        try {
+          results = await runLab({
+            quick: options.quick ?? false,
+            budgetMs,
+            color,
+            write: (text) => process.stdout.write(`${text}\n`),
+            onSection: (partial, section) => {
+              last = section;
+              save(
+                partial,
+                `partial: sections up to ${section} of ${LAST_SECTION} finished; the lab was still running`,
+              );
+            },
+            signal: stop.signal,
+          });
+        } finally {
+          stop.dispose();
+        }
+        const received = stop.received();
+        if (received) {
+          process.exitCode = signalExitCode(received);
+          save(
+            results,
+            `interrupted: sections up to ${last} of ${LAST_SECTION} finished, the rest not run (stopped by ${received})`,
+          );
+          process.stderr.write(`attnlab: lab: interrupted by ${received} after section ${last}\n`);
+        }
         if (!jsonPath || !htmlPath) return;
-        save(results);
+        if (!received) save(results);
         process.stdout.write(
           `\nresults: ${neutraliseLine(jsonPath)}\nreport:  ${neutraliseLine(htmlPath)} (open it in a browser: every sweep as a chart)\n`,
         );

@@ -7,9 +7,10 @@
  * first: Node's `mkdirSync(p, { recursive: true })` under /proc loops forever (mkdir answers ENOENT
  * for a parent that exists), which is how `--out /proc/x` used to hang.
  */
-import { closeSync, openSync, realpathSync, statSync, unlinkSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, realpathSync, statSync, unlinkSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { InvalidArgumentError } from '../errors.js';
+import { BIDI_CONTROLS, neutraliseLine } from '../results/safe-text.js';
 
 /** Kernel filesystems where results cannot be written, with what they are. */
 const PSEUDO_FILESYSTEMS: readonly [string, string][] = [
@@ -65,6 +66,25 @@ export interface Output {
   readonly path: string;
 }
 
+/**
+ * The first of `outputs` that names a file an earlier one names (alike once resolved, or one file through a
+ * link), with that earlier one; null when all are distinct. One stat per path and two maps: linear in the paths.
+ */
+export function firstRepeated(outputs: readonly Output[]): { path: string; first: Output } | null {
+  const byPath = new Map<string, Output>();
+  const byFile = new Map<string, Output>();
+  for (const output of outputs) {
+    const absolute = resolve(output.path);
+    const stat = statOrNull(output.path);
+    const file = stat === null ? null : `${stat.dev}:${stat.ino}`;
+    const first = byPath.get(absolute) ?? (file === null ? undefined : byFile.get(file));
+    if (first) return { path: output.path, first };
+    byPath.set(absolute, output);
+    if (file !== null) byFile.set(file, output);
+  }
+  return null;
+}
+
 function samePath(a: string, b: string): boolean {
   if (resolve(a) === resolve(b)) return true;
   const [sa, sb] = [statOrNull(a), statOrNull(b)];
@@ -78,6 +98,14 @@ export function checkFileName(option: string, name: string): void {
   if (/[\u0000-\u001f\u007f-\u009f]/.test(name)) {
     throw new InvalidArgumentError(option, 'a name without control characters', JSON.stringify(name));
   }
+  // A bidirectional override shows the name reversed from it on (a\u202Enosj.exe reads aexe.json).
+  if (BIDI_CONTROLS.test(name)) {
+    throw new InvalidArgumentError(
+      option,
+      'a name without bidirectional controls (U+202A-U+202E, U+2066-U+2069, U+200E, U+200F, U+061C)',
+      neutraliseLine(JSON.stringify(name)),
+    );
+  }
   if (name.trim() === '' || /[/\\]/.test(name) || name === '.' || name === '..') {
     throw new InvalidArgumentError(
       option,
@@ -85,6 +113,27 @@ export function checkFileName(option: string, name: string): void {
       JSON.stringify(name),
     );
   }
+}
+
+/**
+ * Creates `base`, or `base-2`, `base-3`, … where the name is taken, exclusively (mkdir fails on an existing
+ * folder, so two runs never get the same one), and returns the one it made.
+ */
+export function createFreshFolder(option: string, base: string): string {
+  checkOutputDir(option, base);
+  mkdirSync(dirname(resolve(base)), { recursive: true });
+  for (let n = 1; n <= 1000; n++) {
+    const path = n === 1 ? base : `${base}-${n}`;
+    try {
+      mkdirSync(path);
+      return path;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') {
+        fail(option, 'a folder attnlab can create', path, systemReason(error));
+      }
+    }
+  }
+  return fail(option, 'a folder name not yet taken', base, `${base} and ${base}-2 … ${base}-1000 all exist`);
 }
 
 /** Checks that `path` is a folder files can be written into, or one that can be created. */

@@ -21,7 +21,9 @@ export interface LabOptions {
    * Called with the results so far after each section: a lab stopped part-way (a time limit on a
    * lent GPU machine) still leaves the sections it finished.
    */
-  onSection?: (partial: ResultsFile) => void;
+  onSection?: (partial: ResultsFile, section: string) => void;
+  /** Aborted (a stop signal): no section starts after it; the one running ends first. */
+  signal?: AbortSignal;
 }
 
 export class LabContext {

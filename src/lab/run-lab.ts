@@ -20,6 +20,10 @@ import { defaultTiming, headsSection, sweeps } from './timing.js';
  * one broken backend costs its own section and not the tables and charts of all the others.
  */
 async function section(lab: LabContext, name: string, body: () => void | Promise<void>): Promise<void> {
+  const signal = lab.options.signal;
+  // Sections run synchronously: a turn of the event loop before each is where a stop signal is heard.
+  if (signal) await new Promise((resolve) => setImmediate(resolve));
+  if (signal?.aborted) return;
   try {
     await body();
   } catch (error) {
@@ -27,7 +31,7 @@ async function section(lab: LabContext, name: string, body: () => void | Promise
     lab.note(`section ${name} failed: ${text}`);
     if (config().debug >= 1 && error instanceof Error) lab.say(error.stack ?? '');
   }
-  lab.options.onSection?.(results(lab));
+  lab.options.onSection?.(results(lab), name);
 }
 
 function results(lab: LabContext): ResultsFile {

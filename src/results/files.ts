@@ -2,9 +2,19 @@
  * Saving and loading results files. Saving validates first, so a file on disk always matches
  * docs/results-schema.md; loading validates too, so a report never trusts a hand-edited file.
  */
-import { mkdirSync, readFileSync, type Stats, statSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
-import { InvalidArgumentError } from '../errors.js';
+import { randomBytes } from 'node:crypto';
+import {
+  mkdirSync,
+  readFileSync,
+  realpathSync,
+  renameSync,
+  rmSync,
+  type Stats,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+import { formatBytes, InvalidArgumentError } from '../errors.js';
 import { neutraliseLine } from './safe-text.js';
 import type { ResultsFile } from './schema.js';
 import { parseResults } from './validate.js';
@@ -15,8 +25,43 @@ export function saveResults(path: string, results: ResultsFile): void {
   const json = JSON.stringify(results, null, 1);
   parseResults(JSON.parse(json), path);
   mkdirSync(dirname(path), { recursive: true });
-  writeFileSync(path, `${json}\n`);
+  writeFileAtomic(path, `${json}\n`);
 }
+
+/**
+ * Writes `text` to a temporary file beside `path` and renames it over `path`: a reader (another run, a report)
+ * sees the old file or the new one, never half of one, and a process killed mid-write leaves the old file whole.
+ * A path that exists and is not a regular file (a device such as /dev/null, a link to one) is written in place:
+ * a rename would replace the device itself.
+ */
+export function writeFileAtomic(path: string, text: string): void {
+  let existing: Stats | null = null;
+  try {
+    existing = statSync(path);
+  } catch {
+    existing = null;
+  }
+  if (existing !== null && !existing.isFile()) {
+    writeFileSync(path, text);
+    return;
+  }
+  // The target of a symbolic link is replaced, not the link: the link stays and reads the new file.
+  const target = existing !== null ? realpathSync(path) : path;
+  const temporary = join(
+    dirname(target),
+    `.${basename(target)}.${process.pid}-${randomBytes(4).toString('hex')}.tmp`,
+  );
+  try {
+    writeFileSync(temporary, text, { flag: 'wx' });
+    renameSync(temporary, target);
+  } catch (error) {
+    rmSync(temporary, { force: true });
+    throw error;
+  }
+}
+
+/** The largest results file read: 256 MiB is ~400,000 rows at ~600 bytes each, ~80 s of report. */
+export const MAX_RESULTS_BYTES = 256 * 2 ** 20;
 
 /**
  * Reads and validates a results file; errors name the file and the field. Anything but a regular
@@ -35,6 +80,12 @@ export function loadResults(path: string): ResultsFile {
     return refuse(systemMessage(error));
   }
   if (!stat.isFile()) refuse(`${kindOf(stat)}, not a regular file`);
+  // Refused before it is read: parsed, a file of 1 GiB is several GiB of heap, and V8 aborts the process.
+  if (stat.size > MAX_RESULTS_BYTES) {
+    refuse(
+      `${formatBytes(stat.size)}; at most ${formatBytes(MAX_RESULTS_BYTES)} (about 400,000 rows) are read`,
+    );
+  }
   let text = '';
   try {
     text = readFileSync(path, 'utf8');

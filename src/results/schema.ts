@@ -34,7 +34,8 @@ export type TimingMethod =
   /** Host wall time of a call followed by jax.block_until_ready (the codelab's method). */
   | 'wall-block-until-ready';
 
-export type RowStatus = 'ok' | 'unsupported' | 'error' | 'out-of-memory';
+/** 'unavailable': a peer's row that its answer did not give in a valid form (the reason says what was wrong). */
+export type RowStatus = 'ok' | 'unsupported' | 'error' | 'out-of-memory' | 'unavailable';
 
 /** The implementations each peer framework times, in the order they appear in tables (row.impl). */
 export const PEER_IMPLS: Readonly<Record<'jax' | 'torch', readonly string[]>> = {
@@ -89,7 +90,7 @@ export interface ResultRow {
   /** bandwidthGBs as a percentage of the GPU's HBM peak (HBM_PEAK_GBS on the H200). */
   bandwidthPercent?: number;
   /**
-   * Context-parallel rows (bench/ring): the GPUs the call ran on (1 for a single-GPU call and for the
+   * Context-parallel rows (benchmarks/harnesses/context-parallel.ts): the GPUs the call ran on (1 for a single-GPU call and for the
    * loopback group, whose ranks share one GPU).
    */
   gpus?: number;
@@ -136,7 +137,7 @@ export interface RowTiming {
    * The GPU's power state over the timed calls (attnlab GPU rows where NVML answers, bench/gpu-power.ts): % of
    * the time its power limit held it below its clocks, mean W drawn, the limit.
    */
-  /** sampledMs: from session 16 (files before it have no such field). */
+  /** sampledMs: files before 2026-12-02 have no such field. */
   power?: { cappedPercent: number; meanWatts: number; sampledMs?: number; limitWatts: number };
 }
 
@@ -157,11 +158,14 @@ export interface GpuInfo {
   driver?: string;
   /**
    * The GPU's UUID (cuDeviceGetUuid, as nvidia-smi prints it): rows from two files compare only on one GPU
-   * (two H200s read the same decode rows 3% apart: bench/results/2026-12-02-s13-decode).
+   * (two H200s read the same decode rows 3% apart: benchmarks/results/h200/decode/2026-12-02-cache-length-row-groups).
    */
   uuid?: string;
   /** The enforced power limit, W, from NVML where the driver's library answers (bench/gpu-power.ts). */
   powerLimitWatts?: number;
+  /** SM count and peak memory bandwidth (GB/s): with computeCapability, the device class auto dispatch keys tables by. */
+  multiprocessors?: number;
+  memoryBandwidthGBs?: number;
 }
 
 export interface PeerInfo {
@@ -172,6 +176,18 @@ export interface PeerInfo {
   python?: string;
   /** Package and library versions the peer reported (jax, jaxlib, torch, cudnn…). */
   versions?: Record<string, string>;
+}
+
+/** Which suite a results file records, so a table built from it keeps its provenance as data. */
+export interface SuiteInfo {
+  /** The suite's name (bench/suites.ts), e.g. 'forward'. */
+  name: string;
+  /** The GPU slug the file is filed under (results/suite-path.ts), e.g. 'h200'; 'cpu' without a GPU. */
+  gpu: string;
+  /** The suite's shorter list (`--quick`) rather than the whole suite. */
+  quick: boolean;
+  /** Options given beside --suite that replaced the suite's own values, as typed (e.g. '--seq 64'). */
+  overrides: string[];
 }
 
 export interface CeilingInfo {
@@ -218,6 +234,8 @@ export interface ResultsFile {
      */
     settings?: Record<string, string>;
   };
+  /** The named suite the file records (`attnlab bench --suite`); absent for other runs. */
+  suite?: SuiteInfo;
   ceiling: CeilingInfo | null;
   peers: PeerInfo[];
   rows: ResultRow[];

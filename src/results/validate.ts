@@ -223,7 +223,7 @@ export function parseResults(value: unknown, source: string): ResultsFile {
       causal: c.boolean,
       'pass?': c.oneOf(PASSES),
       'blockSize?': c.size,
-      status: c.oneOf(['ok', 'unsupported', 'error', 'out-of-memory']),
+      status: c.oneOf(['ok', 'unsupported', 'error', 'out-of-memory', 'unavailable']),
       'reason?': c.string,
       'variant?': c.string,
       'timing?': timing,
@@ -287,8 +287,7 @@ export function parseResults(value: unknown, source: string): ResultsFile {
     rows.forEach((r, i) => {
       if (r.status !== 'ok') return;
       // Every field that tells two measurements apart, so no row a run writes is refused at its save.
-      const apart = [r.pass ?? 'forward', r.blockSize, r.gpus, r.ranks, r.exchange];
-      const key = JSON.stringify([r.sweep, r.label, r.B, r.T, r.S, r.N, r.K, r.H, ...apart]);
+      const key = rowKey(r);
       const earlier = first.get(key);
       if (earlier !== undefined) {
         c.fail(`${p}[${i}]`, `a row of its own (rows[${earlier}] has its sweep, label and shape)`, r.label);
@@ -331,9 +330,18 @@ export function parseResults(value: unknown, source: string): ResultsFile {
             'driver?': c.string,
             'uuid?': c.string,
             'powerLimitWatts?': c.nonNegative,
+            'multiprocessors?': c.nonNegative,
+            'memoryBandwidthGBs?': c.nonNegative,
           }),
         libraries: c.record(c.string),
         'settings?': c.record(c.string),
+      }),
+    'suite?': (v, p) =>
+      c.fields(v, p, {
+        name: c.string,
+        gpu: c.string,
+        quick: c.boolean,
+        overrides: (o, op) => c.array(o, op, c.string),
       }),
     'ceiling?': (v, p) => c.fields(v, p, { tflops: c.nonNegative, dtype: c.string, source: c.string }),
     peers: (v, p) =>
@@ -375,4 +383,45 @@ export function parseResults(value: unknown, source: string): ResultsFile {
   for (const [obj, name] of c.nulls) delete obj[name];
   if (top.ceiling === undefined) top.ceiling = null;
   return top as unknown as ResultsFile;
+}
+
+/** What tells two timed rows apart (two ok rows of one key are one point of a chart drawn twice). */
+export function rowKey(r: Record<string, unknown>): string {
+  // Every field that tells two measurements apart, so no row a run writes is refused at its save.
+  const apart = [r.pass ?? 'forward', r.blockSize, r.gpus, r.ranks, r.exchange];
+  return JSON.stringify([r.sweep, r.label, r.B, r.T, r.S, r.N, r.K, r.H, ...apart]);
+}
+
+/**
+ * Why `row` would make a results file invalid (the validator's message for it alone, in a file of that row and
+ * `ceiling`), or null where it is a valid row: how a row from another process (a peer) is checked before it joins
+ * attnlab's, so that one bad row costs its own place and not the whole save.
+ */
+export function invalidRowReason(
+  row: unknown,
+  ceiling: { tflops: number; dtype: string; source: string } | null,
+) {
+  try {
+    parseResults(
+      {
+        schema: RESULTS_SCHEMA,
+        schemaVersion: RESULTS_SCHEMA_VERSION,
+        kind: 'bench',
+        createdAt: '2026-01-01T00:00:00.000Z',
+        command: 'attnlab bench',
+        attnlab: { version: '0', commit: 'unknown' },
+        machine: { hostname: '-', platform: '-', cpu: '-', node: '-', device: 'cpu', libraries: {} },
+        ceiling,
+        peers: [],
+        rows: [row],
+        tables: [],
+        notes: [],
+      },
+      'row',
+    );
+    return null;
+  } catch (error) {
+    if (error instanceof InvalidArgumentError) return error.message;
+    throw error;
+  }
 }

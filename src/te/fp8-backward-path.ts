@@ -7,10 +7,11 @@
  */
 
 import { describeValue } from '../arguments.js';
-import type { Fp8BackwardOutput, PerGradient } from '../backends/fp8-backward-problem.js';
+import { FP8_GRADIENTS, type Fp8BackwardOutput, type PerGradient } from '../backends/fp8-backward-problem.js';
 import { runFp8Backward } from '../backends/fp8-registry.js';
 import type { AttentionProblem } from '../backends/problem.js';
 import { InvalidArgumentError } from '../errors.js';
+import { finiteMax } from '../tensor/dtype.js';
 import { checkTensor, Tensor } from '../tensor/tensor.js';
 import { runFp8Step } from './fp8-path.js';
 import type { Fp8State } from './fp8-state.js';
@@ -22,6 +23,32 @@ export interface Fp8BackwardStepResult extends Fp8BackwardOutput {
   readonly forwardVariant: string;
   /** The backward's scales (this step) and the amax values it measured. */
   readonly scales: PerGradient<number>;
+  /** The backward tensors whose values passed the FP8 format at this step's scale (see fp8Overflow); empty when none. */
+  readonly overflow: readonly string[];
+}
+
+/**
+ * Each backward tensor whose amax × scale passed the format's largest finite value, or whose amax is not finite:
+ * its FP8 codes saturated (the CPU emulation) or became NaN (cuDNN), so the gradients computed from it are clipped
+ * or NaN. Said, not left for the caller to find: delayed scaling sets the next step's scale from this step's amax,
+ * so a first step with scale 1 and an upstream gradient past 448 (e4m3) or 57344 (e5m2) overflows once.
+ */
+export function fp8Overflow(
+  amax: PerGradient<number>,
+  scales: PerGradient<number>,
+  dtype8: 'float8_e4m3fn' | 'float8_e5m2',
+): string[] {
+  const max = finiteMax(dtype8);
+  const found: string[] = [];
+  for (const name of FP8_GRADIENTS) {
+    const scaled = amax[name] * scales[name];
+    if (!(scaled <= max)) {
+      found.push(
+        `${name}: amax ${amax[name].toPrecision(4)} × scale ${scales[name].toPrecision(4)} passes ${dtype8}'s ${max}`,
+      );
+    }
+  }
+  return found;
 }
 
 /** dOutput must be O's shape, the inputs' dtype and device. */
@@ -62,7 +89,8 @@ export function runFp8BackwardStep(
       scales,
     });
     state.recordBackward(recipe, out.amax);
-    return { ...out, backend: forward.backend, forwardVariant: forward.variant, scales };
+    const overflow = fp8Overflow(out.amax, scales, backwardDType(recipe.fp8Format));
+    return { ...out, backend: forward.backend, forwardVariant: forward.variant, scales, overflow };
   } finally {
     if (p.device === 'cuda') {
       forward.output.dispose();

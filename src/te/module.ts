@@ -2,7 +2,7 @@
  * A TransformerEngine-style DotProductAttention: TE's options, value names and defaults in front of
  * attnlab's attention(), with TE's FP8 path (cuDNN's FP8 SDPA graph) under autocast.
  *
- * Where it differs from dotProductAttention (docs/te.md has the full list): the mask type defaults
+ * Where it differs from dotProductAttention (docs/guide/te-fp8.md has the full list): the mask type defaults
  * to 'causal'; padding comes from a SequenceDescriptor of lengths; a legacy mask is true where a
  * pair is masked out (ours is true where it is kept); layouts may be packed or sequence-first.
  */
@@ -103,6 +103,13 @@ export interface ModuleBackwardResult extends AttentionGradients {
     readonly scales: PerGradient<number>;
     readonly amax: PerGradient<number>;
     readonly gradients8: { readonly dQuery: Tensor; readonly dKey: Tensor; readonly dValue: Tensor };
+    /**
+     * The backward tensors whose values passed the FP8 format at this step's scale, each with its amax, scale
+     * and the format's limit (`dV: amax 2.139e+5 × scale 0.2728 passes float8_e4m3fn's 448`): their codes
+     * saturated (CPU emulation) or are NaN (cuDNN), so the gradients built from them are clipped or NaN. Empty
+     * when none did. Delayed scaling sets the next step's scales from this step's amax.
+     */
+    readonly overflow: readonly string[];
   };
   /** Set when FP8 was asked for, could not run, and autocast's fallback ran the bf16 backward. */
   readonly fallbackReason?: string;
@@ -137,9 +144,9 @@ export class DotProductAttention {
     query: Tensor,
     key?: Tensor | null,
     value?: Tensor | null,
-    options: ForwardOptions = {},
+    optionsIn: ForwardOptions = {},
   ): DotProductAttentionResult {
-    this.#checkOptions(options);
+    const options = this.#checkOptions(optionsIn);
     const keepFp8Output = options.keepFp8Output ?? false;
     // The copies this call makes (layout gathers, a pre-scaled bias, an inverted legacy mask, the (B,T,N,Hv)
     // output a sequence-first one is gathered from) are freed when it returns, not left to the GC net, which
@@ -215,10 +222,10 @@ export class DotProductAttention {
     key: Tensor,
     value: Tensor,
     dOutput: Tensor,
-    options: ForwardOptions = {},
+    optionsIn: ForwardOptions = {},
   ): ModuleBackwardResult {
     const c = this.config;
-    this.#checkOptions(options);
+    const options = this.#checkOptions(optionsIn);
     if (c.layout !== 'bshd_bshd_bshd' || c.transposed) {
       const name = c.transposed ? `${c.layout} (sequence-first)` : c.layout;
       throw new UnsupportedError(
@@ -251,7 +258,7 @@ export class DotProductAttention {
           device: g.device,
           variant: `${g.forwardVariant} + ${g.variant}`,
           precision: 'fp8',
-          fp8: { scales: g.scales, amax: g.amax, gradients8: g.gradients8 },
+          fp8: { scales: g.scales, amax: g.amax, gradients8: g.gradients8, overflow: g.overflow },
         };
       }
       const reason = support.ok ? 'the FP8 backward takes DelayedScaling' : support.reason;
@@ -291,8 +298,12 @@ export class DotProductAttention {
 
   /** TE's dropout rule: attnlab has none, so a module with dropout runs only when told deterministic. */
   /** The options object, its keys and flags, then TE's dropout rule (forward and backward alike). */
-  #checkOptions(options: ForwardOptions): void {
-    checkOptionsObject('options', options, 'an object of forward options (or undefined)');
+  #checkOptions(optionsIn: ForwardOptions): ForwardOptions {
+    const options = checkOptionsObject<ForwardOptions>(
+      'options',
+      optionsIn,
+      'an object of forward options (or undefined)',
+    );
     checkKeys('options', options, FORWARD_KEYS, TE_FORWARD_NAMES);
     const deterministic = checkBoolean('deterministic', options.deterministic, false);
     checkBoolean('keepFp8Output', options.keepFp8Output, false);
@@ -303,6 +314,7 @@ export class DotProductAttention {
           'pass deterministic: true to run without dropout, as TE does at inference, or set attentionDropout: 0',
       );
     }
+    return options;
   }
 
   /** The layout's tensors against the configured N, K, H and Hv, named as the caller knows them. */

@@ -12,7 +12,14 @@
  * pre_scale_bias = softmax(scale·(QKᵀ + bias)), our bias multiplied by scale.
  */
 
-import { checkBoolean, checkChoice, checkKeys, checkOptionsObject, describeValue } from '../arguments.js';
+import {
+  checkBoolean,
+  checkChoice,
+  checkKeys,
+  checkOptionsObject,
+  describeValue,
+  snapshot,
+} from '../arguments.js';
 import type { AttentionOptions } from '../backends/problem.js';
 import { InvalidArgumentError } from '../errors.js';
 import { checkTensor, Tensor } from '../tensor/tensor.js';
@@ -112,11 +119,16 @@ const TE_CONFIG_NAMES: Readonly<Record<string, string>> = {
   attention_dropout: 'attentionDropout',
 };
 
-export function resolveConfig(config: DotProductAttentionConfig): ResolvedConfig {
-  if (config === undefined) {
+export function resolveConfig(configIn: DotProductAttentionConfig): ResolvedConfig {
+  if (configIn === undefined) {
     throw new InvalidArgumentError('config', 'an object { headDim, numAttentionHeads, ... }', 'undefined');
   }
-  checkOptionsObject('config', config, 'an object { headDim, numAttentionHeads, ... }');
+  // The module keeps this copy, never the caller's object or its windowSize array.
+  const config = checkOptionsObject<DotProductAttentionConfig>(
+    'config',
+    configIn,
+    'an object { headDim, numAttentionHeads, ... }',
+  );
   checkKeys('config', config, CONFIG_KEYS, TE_CONFIG_NAMES);
   if (Array.isArray(config.headDim) && config.headDim.length !== 2) {
     throw new InvalidArgumentError('headDim', 'H or [H, Hv]', describeValue(config.headDim));
@@ -236,7 +248,7 @@ function seqLengths(argument: string, value: unknown): Int32Array {
       describeValue(value),
     );
   }
-  const list = value as ArrayLike<unknown>;
+  const list = snapshot(argument, value) as ArrayLike<unknown>; // read once: its length and each entry
   const lengths = new Int32Array(list.length);
   for (let b = 0; b < list.length; b++) {
     const v = list[b];

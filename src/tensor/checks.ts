@@ -3,9 +3,19 @@
  * allocations that say how much was asked when they cannot be made.
  */
 import { freemem, totalmem } from 'node:os';
-import { checkKeys, checkOptionsObject, describeValue } from '../arguments.js';
+import { checkKeys, checkOptionsObject, describeValue, snapshotList } from '../arguments.js';
 import { InvalidArgumentError, OutOfMemoryError } from '../errors.js';
 import { allocRaw, type DType, type EncodeOptions, itemSize, type RawArray } from './dtype.js';
+
+/**
+ * Free and total host memory for an OutOfMemoryError: node:os where the runtime has it (Node's
+ * process.getBuiltinModule), zeros in a browser, so this module imports no Node built-in.
+ */
+function hostMemory(): [number, number] {
+  const proc = (globalThis as { process?: { getBuiltinModule?(id: string): unknown } }).process;
+  const os = proc?.getBuiltinModule?.('node:os') as typeof import('node:os') | undefined;
+  return os ? [os.freemem(), os.totalmem()] : [0, 0];
+}
 
 /** Elements of a shape (1 for rank 0). */
 export function numel(shape: readonly number[]): number {
@@ -16,18 +26,19 @@ export function numel(shape: readonly number[]): number {
 
 export const shapeText = (shape: readonly number[]): string => `[${shape.join(', ')}]`;
 
-/** An array of non-negative safe integers; each bad entry is named with its index. */
-export function checkShape(argument: string, shape: unknown): readonly number[] {
-  if (!Array.isArray(shape)) {
-    throw new InvalidArgumentError(argument, 'an array of non-negative integers', describeValue(shape));
-  }
+/**
+ * An array of non-negative safe integers, as a frozen copy read once (the only shape its caller uses after
+ * this); each bad entry is named with its index.
+ */
+export function checkShape(argument: string, shapeIn: unknown): readonly number[] {
+  const shape = snapshotList(argument, shapeIn, 'an array of non-negative integers');
   for (let d = 0; d < shape.length; d++) {
     const size = shape[d];
     if (typeof size !== 'number' || !Number.isSafeInteger(size) || size < 0) {
       throw new InvalidArgumentError(`${argument}[${d}]`, 'a non-negative integer', describeValue(size));
     }
   }
-  return shape;
+  return shape as readonly number[];
 }
 
 /**
@@ -38,11 +49,11 @@ export function allocHost(dtype: DType, shape: readonly number[]): RawArray {
   const length = numel(shape);
   const bytes = length * itemSize(dtype);
   const detail = `shape ${shapeText(shape)} ${dtype}`;
-  if (!Number.isSafeInteger(length)) throw new OutOfMemoryError(bytes, freemem(), totalmem(), 'cpu', detail);
+  if (!Number.isSafeInteger(length)) throw new OutOfMemoryError(bytes, ...hostMemory(), 'cpu', detail);
   try {
     return allocRaw(dtype, length);
   } catch (error) {
-    if (error instanceof RangeError) throw new OutOfMemoryError(bytes, freemem(), totalmem(), 'cpu', detail);
+    if (error instanceof RangeError) throw new OutOfMemoryError(bytes, ...hostMemory(), 'cpu', detail);
     throw error;
   }
 }

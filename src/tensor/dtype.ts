@@ -220,7 +220,7 @@ export interface EncodeOptions {
  * NaN, ±Infinity and values outside its range; bool is 1 for every value but 0 (NaN is true, as in
  * NumPy and PyTorch).
  */
-export function encodeValue(value: number, dtype: DType, options: EncodeOptions = {}): number {
+export function encodeValue(value: number, dtype: DType, optionsIn: EncodeOptions = {}): number {
   assertDType('dtype', dtype);
   if (typeof value !== 'number') {
     throw new InvalidArgumentError('value', 'a number', describeValue(value));
@@ -232,11 +232,11 @@ export function encodeValue(value: number, dtype: DType, options: EncodeOptions 
       describeValue(value),
     );
   }
-  checkOptionsObject('options', options, 'an object { saturate?: boolean }');
-  if (options.saturate !== undefined && typeof options.saturate !== 'boolean') {
-    throw new InvalidArgumentError('options.saturate', 'a boolean', describeValue(options.saturate));
+  const checked = checkOptionsObject<EncodeOptions>('options', optionsIn, 'an object { saturate?: boolean }');
+  if (checked.saturate !== undefined && typeof checked.saturate !== 'boolean') {
+    throw new InvalidArgumentError('options.saturate', 'a boolean', describeValue(checked.saturate));
   }
-  return encodeOne(value, dtype, options);
+  return encodeOne(value, dtype, checked);
 }
 
 /** encodeValue without the checks, for loops over values that were checked once. */

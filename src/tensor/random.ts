@@ -103,11 +103,11 @@ export interface RandomOptions {
 /** The options object, its keys, the seed (made into a generator) and the dtype, checked in order. */
 function checkRandomOptions(
   name: string,
-  shape: readonly number[],
+  shapeIn: readonly number[],
   options: unknown,
   extra: readonly string[],
-): { rng: Random; dtype: DType; o: Record<string, unknown> } {
-  checkShape('shape', shape);
+): { rng: Random; dtype: DType; o: Record<string, unknown>; shape: readonly number[] } {
+  const shape = checkShape('shape', shapeIn);
   const keys = ['seed', 'dtype', ...extra];
   const o = checkOptionsObject<Record<string, unknown>>(
     'options',
@@ -123,29 +123,29 @@ function checkRandomOptions(
   }
   const rng = new Random(o.seed as number);
   const dtype = o.dtype === undefined ? 'float32' : assertDType('dtype', o.dtype);
-  return { rng, dtype, o };
+  return { rng, dtype, o, shape };
 }
 
 /** Normal(mean, std) values rounded to `dtype` (default float32), on the CPU. */
 export function randomNormal(
-  shape: readonly number[],
+  shapeIn: readonly number[],
   options: RandomOptions & { mean?: number; std?: number },
 ): Tensor {
-  const { rng, dtype, o } = checkRandomOptions('randomNormal', shape, options, ['mean', 'std']);
+  const { rng, dtype, o, shape } = checkRandomOptions('randomNormal', shapeIn, options, ['mean', 'std']);
   const mean = checkFinite('mean', o.mean, 0);
   const std = checkFinite('std', o.std, 1);
   if (std < 0) throw new InvalidArgumentError('std', 'a finite number ≥ 0', describeValue(std));
   const values = allocFloat64(shape);
   for (let i = 0; i < values.length; i++) values[i] = mean + std * rng.nextNormal();
-  return Tensor.fromArray(values, shape, dtype);
+  return drawnAs(values, shape, dtype, `mean=${mean}, std=${std}`);
 }
 
 /** Uniform [low, high) values rounded to `dtype` (default float32), on the CPU. */
 export function randomUniform(
-  shape: readonly number[],
+  shapeIn: readonly number[],
   options: RandomOptions & { low?: number; high?: number },
 ): Tensor {
-  const { rng, dtype, o } = checkRandomOptions('randomUniform', shape, options, ['low', 'high']);
+  const { rng, dtype, o, shape } = checkRandomOptions('randomUniform', shapeIn, options, ['low', 'high']);
   const low = checkFinite('low', o.low, 0);
   const high = checkFinite('high', o.high, 1);
   if (!(high > low) || !Number.isFinite(high - low)) {
@@ -153,5 +153,22 @@ export function randomUniform(
   }
   const values = allocFloat64(shape);
   for (let i = 0; i < values.length; i++) values[i] = low + (high - low) * rng.nextFloat();
-  return Tensor.fromArray(values, shape, dtype);
+  return drawnAs(values, shape, dtype, `low=${low}, high=${high}`);
+}
+
+/**
+ * The drawn values rounded to `dtype`. A value the dtype cannot hold (int32 past 2^31) is the fault of the
+ * options that asked for it, named as such: fromArray's own error names `values`, which these functions do not take.
+ */
+function drawnAs(values: Float64Array, shape: readonly number[], dtype: DType, asked: string): Tensor {
+  try {
+    return Tensor.fromArray(values, shape, dtype);
+  } catch (error) {
+    if (!(error instanceof InvalidArgumentError) || !error.argument.startsWith('values')) throw error;
+    throw new InvalidArgumentError(
+      'options',
+      `a dtype that holds the values ${asked} draws (${dtype}: ${error.expected})`,
+      `a drawn value ${error.received}`,
+    );
+  }
 }

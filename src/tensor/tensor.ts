@@ -6,7 +6,7 @@
  * q.toFloat64Array(); // Float64Array [1, 2, 3, 4]
  */
 import { checkChoice, describeValue } from '../arguments.js';
-import { AttnlabError, InvalidArgumentError } from '../errors.js';
+import { InvalidArgumentError } from '../errors.js';
 import {
   allocFloat64,
   allocHost,
@@ -27,7 +27,15 @@ import {
   type RawArray,
 } from './dtype.js';
 import { adoptStorage, isReleased, releaseStorage } from './lifetime.js';
-import { type Device, type DeviceBuffer, deviceAllocator, type Storage } from './storage.js';
+import {
+  DEVICES,
+  type Device,
+  type DeviceBuffer,
+  deviceAllocator,
+  type Storage,
+  type WebgpuBuffer,
+  webgpuAllocator,
+} from './storage.js';
 
 export { numel };
 
@@ -41,6 +49,14 @@ export let storageOf: (tensor: Tensor) => Storage;
  */
 export let isTensor: (value: unknown) => value is Tensor;
 
+/**
+ * What became of a host tensor's memory when it no longer holds its elements, or null while it does. `fromRaw`
+ * does not copy, so the caller's buffer can be transferred to a worker (postMessage), detached
+ * (structuredClone with transfer, ArrayBuffer.transfer) or shrunk (a resizable ArrayBuffer) under the tensor:
+ * its view then reads 0 elements or fewer than the shape's, and a kernel over it would read zeros or past it.
+ */
+let lostMemory: (tensor: Tensor) => string | null;
+
 export class Tensor {
   readonly shape: readonly number[];
   readonly dtype: DType;
@@ -49,6 +65,21 @@ export class Tensor {
   static {
     storageOf = (tensor) => tensor.#storage;
     isTensor = (value): value is Tensor => typeof value === 'object' && value !== null && #storage in value;
+    lostMemory = (tensor) => {
+      const storage = tensor.#storage;
+      if (storage.kind !== 'host') return null;
+      const have = storage.data.length;
+      const want = numel(tensor.shape);
+      if (have === want) return null;
+      const buffer = storage.data.buffer as ArrayBuffer & { detached?: boolean; resizable?: boolean };
+      const what =
+        buffer.detached === true || buffer.byteLength === 0
+          ? 'was detached or transferred (postMessage, structuredClone, ArrayBuffer.transfer)'
+          : buffer.resizable
+            ? 'was resized'
+            : 'no longer holds the tensor';
+      return `a Tensor ${shapeText(tensor.shape)} ${tensor.dtype} whose caller-owned ArrayBuffer ${what}: its view holds ${have} of ${want} elements`;
+    };
   }
 
   /** `view`: over another tensor's storage (reshape), which stays that storage's owner. */
@@ -59,9 +90,13 @@ export class Tensor {
     if (!view) adoptStorage(storage);
   }
 
-  /** A host tensor over raw storage values (bits for float16/bfloat16/fp8). The array is not copied. */
+  /**
+   * A host tensor over raw storage values (bits for float16/bfloat16/fp8). The array is not copied: the tensor
+   * reads the caller's memory, and every use checks it is still there (a buffer transferred, detached or
+   * resized under it is refused with InvalidArgumentError naming the tensor, never read as zeros).
+   */
   static fromRaw(data: RawArray, shape: readonly number[], dtype: DType): Tensor {
-    checkShape('shape', shape);
+    shape = checkShape('shape', shape);
     assertDType('dtype', dtype);
     const expected = allocRaw(dtype, 0).constructor;
     if (data === null || data === undefined || data.constructor !== expected) {
@@ -87,7 +122,7 @@ export class Tensor {
     dtype: DType = 'float32',
     options: EncodeOptions = {},
   ): Tensor {
-    checkShape('shape', shape);
+    shape = checkShape('shape', shape);
     assertDType('dtype', dtype);
     checkValues('values', values, dtype);
     const encode = checkEncodeOptions('options', options);
@@ -108,14 +143,14 @@ export class Tensor {
 
   /** A host tensor of zeros (false for bool). */
   static zeros(shape: readonly number[], dtype: DType = 'float32'): Tensor {
-    checkShape('shape', shape);
+    shape = checkShape('shape', shape);
     assertDType('dtype', dtype);
     return new Tensor(shape, dtype, { kind: 'host', data: allocHost(dtype, shape) });
   }
 
   /** A device tensor over a buffer from the CUDA pool; the tensor owns the buffer from now on. */
   static fromDeviceBuffer(buffer: DeviceBuffer, shape: readonly number[], dtype: DType): Tensor {
-    checkShape('shape', shape);
+    shape = checkShape('shape', shape);
     assertDType('dtype', dtype);
     const needed = numel(shape) * itemSize(dtype);
     // The whole interface, not only ptr: a buffer without release() failed at dispose() as V8's TypeError,
@@ -138,7 +173,8 @@ export class Tensor {
   }
 
   get device(): Device {
-    return this.#storage.kind === 'host' ? 'cpu' : 'cuda';
+    const { kind } = this.#storage;
+    return kind === 'host' ? 'cpu' : kind === 'device' ? 'cuda' : 'webgpu';
   }
   get rank(): number {
     return this.shape.length;
@@ -158,7 +194,8 @@ export class Tensor {
   get data(): RawArray {
     const storage = this.#live();
     if (storage.kind !== 'host') {
-      throw new InvalidArgumentError('tensor', 'a cpu tensor (call toHost() first)', 'a cuda tensor');
+      const how = storage.kind === 'webgpu' ? 'await toHostAsync() first' : 'call toHost() first';
+      throw new InvalidArgumentError('tensor', `a cpu tensor (${how})`, `a ${this.device} tensor`);
     }
     return storage.data;
   }
@@ -167,9 +204,47 @@ export class Tensor {
   get buffer(): DeviceBuffer {
     const storage = this.#live();
     if (storage.kind !== 'device') {
-      throw new InvalidArgumentError('tensor', "a cuda tensor (call to('cuda') first)", 'a cpu tensor');
+      throw new InvalidArgumentError(
+        'tensor',
+        "a cuda tensor (call to('cuda') first)",
+        `a ${this.device} tensor`,
+      );
     }
     return storage.buffer;
+  }
+
+  /** The WebGPU buffer. Throws for tensors on another device. */
+  get webgpuBuffer(): WebgpuBuffer {
+    const storage = this.#live();
+    if (storage.kind !== 'webgpu') {
+      throw new InvalidArgumentError(
+        'tensor',
+        "a webgpu tensor (call to('webgpu') first)",
+        `a ${this.device} tensor`,
+      );
+    }
+    return storage.buffer;
+  }
+
+  /** A tensor that owns `buffer` from now on (the WebGPU backend's outputs). */
+  static fromWebgpuBuffer(buffer: WebgpuBuffer, shape: readonly number[], dtype: DType): Tensor {
+    checkShape('shape', shape);
+    assertDType('dtype', dtype);
+    const needed = numel(shape) * itemSize(dtype);
+    if (buffer === null || typeof buffer !== 'object' || typeof buffer.release !== 'function') {
+      throw new InvalidArgumentError('buffer', 'a WebgpuBuffer', describeValue(buffer));
+    }
+    if (buffer.released) throw new InvalidArgumentError('buffer', 'a live WebgpuBuffer', 'a released one');
+    if (!(buffer.bytes >= needed)) {
+      throw new InvalidArgumentError('buffer', `at least ${needed} bytes`, `${buffer.bytes} bytes`);
+    }
+    return new Tensor(shape, dtype, { kind: 'webgpu', buffer });
+  }
+
+  /** Values decoded to float64, read back from any device (the one way for a webgpu tensor). */
+  async toFloat64ArrayAsync(): Promise<Float64Array> {
+    const host = await this.toHostAsync();
+    return decodeArray(host.data, this.dtype, allocFloat64(this.shape));
   }
 
   /** Values decoded to float64 (copied from the GPU first when needed). */
@@ -200,7 +275,7 @@ export class Tensor {
 
   /** A tensor of the same storage with another shape of the same size. */
   reshape(shape: readonly number[]): Tensor {
-    checkShape('shape', shape);
+    shape = checkShape('shape', shape);
     if (numel(shape) !== this.size) {
       throw new InvalidArgumentError(
         'shape',
@@ -225,19 +300,51 @@ export class Tensor {
 
   /** A copy on `device`; the same tensor when it is already there. */
   to(device: Device): Tensor {
-    checkChoice<Device>('device', device, ['cpu', 'cuda']);
+    checkChoice<Device>('device', device, DEVICES);
     const storage = this.#live();
     if (device === this.device) return this;
     if (device === 'cpu') return this.toHost();
-    if (storage.kind !== 'host') throw new AttnlabError('unreachable: host storage expected');
+    if (storage.kind !== 'host') {
+      // cuda ↔ webgpu shares no memory: the bytes go through the host, which the caller does in two steps.
+      throw new InvalidArgumentError(
+        'device',
+        `cpu (a ${this.device} tensor moves to ${device} through the host: .toHost…() first)`,
+        device,
+      );
+    }
     const bytes = new Uint8Array(storage.data.buffer, storage.data.byteOffset, storage.data.byteLength);
+    if (device === 'webgpu') {
+      return Tensor.fromWebgpuBuffer(webgpuAllocator().copyToWebgpu(bytes), this.shape, this.dtype);
+    }
     return Tensor.fromDeviceBuffer(deviceAllocator().copyToDevice(bytes), this.shape, this.dtype);
+  }
+
+  /**
+   * A host copy on any device; the same tensor when it is already on the host. WebGPU reads back
+   * only asynchronously (mapAsync), so this is the way to read a webgpu tensor.
+   */
+  async toHostAsync(): Promise<Tensor> {
+    const storage = this.#live();
+    if (storage.kind !== 'webgpu') return this.toHost();
+    const data = allocHost(this.dtype, this.shape);
+    await webgpuAllocator().copyFromWebgpu(
+      storage.buffer,
+      new Uint8Array(data.buffer, data.byteOffset, data.byteLength),
+    );
+    return new Tensor(this.shape, this.dtype, { kind: 'host', data });
   }
 
   /** A host copy (waits for the GPU); the same tensor when it is already on the host. */
   toHost(): Tensor {
     const storage = this.#live();
     if (storage.kind === 'host') return this;
+    if (storage.kind === 'webgpu') {
+      throw new InvalidArgumentError(
+        'tensor',
+        'a cpu or cuda tensor (WebGPU reads back asynchronously: await toHostAsync() or toFloat64ArrayAsync())',
+        'a webgpu tensor',
+      );
+    }
     const data = allocHost(this.dtype, this.shape);
     deviceAllocator().copyToHost(
       storage.buffer,
@@ -264,6 +371,9 @@ export class Tensor {
       const what = `${shapeText(this.shape)} ${this.dtype} on ${this.device}`;
       throw new InvalidArgumentError('tensor', 'a live tensor', `a disposed tensor ${what}`);
     }
+    const lost = lostMemory(this);
+    if (lost !== null)
+      throw new InvalidArgumentError('tensor', 'a tensor whose memory is still attached', lost);
     return this.#storage;
   }
 }
@@ -278,5 +388,8 @@ export function checkTensor(argument: string, value: unknown): Tensor {
     throw new InvalidArgumentError(argument, 'a Tensor', got);
   }
   if (value.disposed) throw new InvalidArgumentError(argument, 'a live Tensor', 'a disposed Tensor');
+  const lost = lostMemory(value);
+  if (lost !== null)
+    throw new InvalidArgumentError(argument, 'a Tensor whose memory is still attached', lost);
   return value;
 }

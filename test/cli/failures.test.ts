@@ -212,7 +212,7 @@ describe('runs in which nothing can run', () => {
     const lines = r.stderr.trimEnd().split('\n');
     assert.match(
       lines[0],
-      /^attnlab: bench: will not run attnlab flash bf16 64×1000000×8×64: needs 1\.\d+ TiB \(Q, K, V, O and their float64 copies\), .* of host memory is free$/,
+      /^attnlab: bench: will not run attnlab flash bf16 64×1000000×8×64: needs \d\.\d+ TiB \(Q, K, V, O and two float64 copies of each\), .* of host memory is free$/,
     );
     assert.match(lines[1], /no row ran \(1 out-of-memory\)/);
   });

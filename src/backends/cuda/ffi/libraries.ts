@@ -107,13 +107,68 @@ export function libraryCandidates(name: LibraryName, env?: NodeJS.ProcessEnv): s
   for (const site of pythonSitePackages(env ?? process.env)) {
     for (const pkg of spec.pythonPackages) candidates.push(...inFolder(join(site, 'nvidia', pkg, 'lib')));
   }
-  return [...new Set(candidates)].filter((c) => existsSync(c));
+  return [...new Set(candidates)].filter(isRegularFile);
 }
 
 /** The files an ATTNLAB_<LIB> value names: itself, or the sonames inside it when it is a folder. */
 function overrideCandidates(spec: LibrarySpec, value: string): string[] {
   const files = isDirectory(value) ? spec.sonames.map((s) => join(value, s)) : [value];
-  return files.filter((f) => existsSync(f));
+  return files.filter(isRegularFile);
+}
+
+/**
+ * A regular file (a symbolic link to one counts): only such a file is handed to dlopen, which reads a FIFO
+ * until a writer comes (forever), a character device without end, and fails on a folder with a loader message
+ * that names neither the variable nor the file.
+ */
+function isRegularFile(path: string): boolean {
+  try {
+    return statSync(path).isFile();
+  } catch {
+    return false;
+  }
+}
+
+/** What a path an ATTNLAB_<LIB> variable names is, when it is not a library file to load. */
+function notAFile(path: string): string {
+  try {
+    const s = statSync(path);
+    if (s.isFIFO()) return 'a FIFO, not a regular file';
+    if (s.isCharacterDevice() || s.isBlockDevice()) return 'a device, not a regular file';
+    if (s.isSocket()) return 'a socket, not a regular file';
+    if (s.isDirectory()) return 'a folder without the library in it';
+    return 'not a regular file';
+  } catch {
+    return 'no such file';
+  }
+}
+
+/**
+ * The library's handle with `func` made typed: a file that loads but lacks a function attnlab declares (another
+ * library under the expected name) is a LibraryNotFoundError naming the variable or search that chose the file,
+ * the file and the missing function, rather than koffi's untyped Error from deep inside the first call.
+ */
+function guarded(name: LibraryName, lib: LibraryHandle, path: string, chosenBy: string): LibraryHandle {
+  return new Proxy(lib, {
+    get(target, key) {
+      const member = Reflect.get(target, key);
+      if (typeof member !== 'function') return member;
+      if (key !== 'func') return member.bind(target);
+      return (...args: unknown[]) => {
+        try {
+          return member.apply(target, args);
+        } catch (error) {
+          const wanted =
+            typeof args[0] === 'string' ? (/(\w+)\s*\(/.exec(args[0])?.[1] ?? args[0]) : String(args[0]);
+          throw new LibraryNotFoundError(
+            libraryFileName(name),
+            [`${chosenBy}${path} (loaded, but it has no function ${wanted}: ${firstLine(error)})`],
+            SPECS[name].hint,
+          );
+        }
+      };
+    },
+  });
 }
 
 /** What was loaded and from where, for `attnlab info`. */
@@ -141,11 +196,11 @@ export function loadLibrary(name: LibraryName, env?: NodeJS.ProcessEnv): LoadedL
   if (name === 'cudnn') candidates = rankByCudnnVersion(candidates);
   const tried: string[] = [];
   if (override && candidates.length === 0)
-    tried.push(`${LIBRARY_VARIABLES[name]}=${override} (no such file)`);
+    tried.push(`${LIBRARY_VARIABLES[name]}=${override} (${notAFile(override)})`);
   for (const path of override ? candidates : [...candidates, ...spec.sonames]) {
     try {
       if (name === 'cudnn' && path.includes('/')) preloadCudnnSiblings(path);
-      const lib = koffi.load(path);
+      const lib = guarded(name, koffi.load(path), path, override ? `${LIBRARY_VARIABLES[name]}=` : '');
       const entry = { name, lib, path };
       loaded.set(name, entry);
       return entry;
@@ -170,7 +225,7 @@ export function cudnnVersionOfFile(path: string): number {
   const fromName = /\.so\.(\d+)\.(\d+)\.(\d+)$/.exec(real);
   if (fromName) return Number(fromName[1]) * 10000 + Number(fromName[2]) * 100 + Number(fromName[3]);
   const header = join(dirname(dirname(real)), 'include', 'cudnn_version.h');
-  if (existsSync(header)) {
+  if (isRegularFile(header)) {
     const text = readFileSync(header, 'utf8');
     const part = (k: string) => Number(new RegExp(`#define CUDNN_${k}\\s+(\\d+)`).exec(text)?.[1] ?? 0);
     return part('MAJOR') * 10000 + part('MINOR') * 100 + part('PATCHLEVEL');
@@ -218,7 +273,7 @@ function preloadCudnnSiblings(path: string): void {
   ];
   for (const part of order) {
     const file = join(folder, `libcudnn_${part}.so.${major}`);
-    if (existsSync(file)) preloaded.push(koffi.load(file, { global: true }));
+    if (isRegularFile(file)) preloaded.push(koffi.load(file, { global: true }));
   }
 }
 
