@@ -18,7 +18,8 @@ import('./src/results/files.ts').then(({ loadResults }) => {
   console.log('lab-' + slug + '-' + r.createdAt.slice(0, 10) + '-' + r.attnlab.commit.replace(/-dirty\$/, '') + '.json');
 });" "$lab")
 mkdir -p src/report/recorded
-cp "$lab" "src/report/recorded/$name"
+# Given the file already kept (to add only a notebook), there is nothing to copy.
+[ "$(realpath "$lab")" = "$(realpath -m "src/report/recorded/$name")" ] || cp "$lab" "src/report/recorded/$name"
 npx biome format --write "src/report/recorded/$name" >/dev/null
 echo "recorded lab run: src/report/recorded/$name"
 if [ -n "${2:-}" ]; then
