@@ -1,5 +1,5 @@
-# Groups of scripts/gpu-verify.sh's steps that the session scripts under bench/ run too, so that a
-# session re-checking one part of the suite runs exactly what the full verification runs there.
+# Groups of scripts/gpu-verify.sh's steps that other device scripts run too, so that a
+# run re-checking one part of the suite runs exactly what the full verification runs there.
 # Sourced after scripts/gpu-lib.sh (they call its shard and sanitize); not run.
 
 # flash.test.ts with the Hopper kernel in place of the mma.sync one wherever it runs (HOPPER_BY_DEFAULT's
@@ -16,7 +16,7 @@ wgmma_other_shard() {
     test/gpu/flash.test.ts
 }
 
-# Session 9: memcheck on the three-consumer D=128 tile of long T (session 8 ran racecheck/synccheck only),
+# memcheck on the three-consumer D=128 tile of long T,
 # and the dynamic persistent grid (work counter, item slot) under all three, on its D=128 case with
 # lengths and a batch without keys.
 hopper_dynamic_sanitizers() {

@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # The whole GPU suite in one device call, sharded so that it ends inside the call's limit, with the
-# sanitizer checks beside it. Run through .device/on-gpu.sh from the project root:
+# sanitizer checks beside it. Run through .device/on-gpu.sh (made by `sh scripts/pack-device.sh`) from the
+# project root:
 #   bash .device/on-gpu.sh bash scripts/gpu-verify.sh "$OUT" [cap seconds, default 300] [only: a bash regex of
 #   the shard and sanitizer names to run, e.g. 'decode' after a change to the decode path alone; test files with no
 #   shard of their own run in the shard named `rest`]
 # Why sharded: NVRTC compiles of the kernel variants dominate (flash.test.ts alone took ~186 s in one
-# process in session 5); each shard is its own process, so the 16 cores compile in parallel. One top-level
+# process); each shard is its own process, so the 16 cores compile in parallel. One top-level
 # suite per shard prints its results when it ends, so a shard cut at the cap loses only itself.
 # Kernel cache: every shard shares one ATTNLAB_CACHE_DIR (writes are temp + rename, safe across
 # processes). A cache carried in .kcache/kernels.tar.xz seeds it, and the cache at the end comes back as
 # $OUT/kernels.tar.xz, so the next call compiles only what changed (the key hashes every source). It holds
 # the cuDNN plans too (cudnn-plans/, keyed by cuDNN version, GPU and graph): a plan built cold took 2.9 s
-# in session 6, one loaded from disk 34 ms — what makes a bench's first calls cheap on a fresh machine.
+# once, one loaded from disk 34 ms — what makes a bench's first calls cheap on a fresh machine.
 set -u
 out=${1:?usage: gpu-verify.sh <output folder> [cap seconds] [only]}
 cap=${2:-300}
@@ -23,29 +24,29 @@ mkdir -p "$ATTNLAB_CACHE_DIR"
 echo "seeded $(ls "$ATTNLAB_CACHE_DIR/kernels" 2>/dev/null | grep -c cubin) cached kernels"
 logs=$out  # the shards' and sanitizers' logs (deleted after archiving)
 source "$(dirname "${BASH_SOURCE[0]}")/gpu-lib.sh"  # shard, sanitize, summary
-source "$(dirname "${BASH_SOURCE[0]}")/gpu-steps.sh"  # step groups that bench/ session scripts run too
+source "$(dirname "${BASH_SOURCE[0]}")/gpu-steps.sh"  # step groups other device scripts run too
 
 # Every other file (a new test file lands here without an edit) in one node --test, files in parallel.
 # hidden-host.test.ts times calls against bounds: it runs alone after the others (the `timing` shard below).
 rest=$(ls test/gpu/*.test.ts | grep -vE '/(flash|flash-hopper|nan|backward|decode|decode-tma|hidden-host)\.test\.ts$')
 shard rest - $rest
-# decode-tma.test.ts in three: session 11's two forms × 6 cache layouts × 4 split counts (144 calls, ~8
+# decode-tma.test.ts in three: the two forms × 6 cache layouts × 4 split counts (144 calls, ~8
 # TMA variants to compile cold), one form a shard, the rest (fp16, NaN, the defaults, the decode loop) a third.
 shard decode-tma-1 - --test-name-pattern=', 1 row group\(s\), ' test/gpu/decode-tma.test.ts
 shard decode-tma-2 - --test-name-pattern=', 2 row group\(s\), ' test/gpu/decode-tma.test.ts
-# Session 16: row groups as two-CTA clusters with multicast copies, the third form, a fourth shard.
+# row groups as two-CTA clusters with multicast copies, the third form, a fourth shard.
 shard decode-tma-mc - --test-name-pattern=', clustered row groups, ' test/gpu/decode-tma.test.ts
-# The measured defaults (float64 oracles at 1M-token shapes, ~100 s warm) apart from the rest (call 4: cut cold).
+# The measured defaults (float64 oracles at 1M-token shapes, ~100 s warm) apart from the rest (cut when cold).
 shard decode-tma-defaults - --test-name-pattern='^runs ' test/gpu/decode-tma.test.ts
 shard decode-tma - \
   --test-name-pattern='^(?!.*(, [12] row group\(s\), |, clustered row groups, )|runs |forced$|flash decode, TMA kernel$|<root>$)' \
   test/gpu/decode-tma.test.ts
-# flash-hopper.test.ts in four processes: session 8 added D=192 and the Dk ≠ Dv pairs (~17 more Hopper
+# flash-hopper.test.ts in four processes: D=192 and the Dk ≠ Dv pairs add (~17 more Hopper
 # variants to compile cold; 71 tests in nine shards took 33 s in h192's call), too many for one shard's cap.
 # The complement excludes the suite's name and node's root, as decode's third shard does.
 shard hopper-192 - --test-name-pattern='^H=(160|192) ' test/gpu/flash-hopper.test.ts
 shard hopper-dk-dv - --test-name-pattern='^H/Hv=' test/gpu/flash-hopper.test.ts
-# Session 9: H=64/128 in a fourth, beside the dynamic grid's cases (float64 references of ~1.4e9 multiply-adds).
+# H=64/128 in a fourth, beside the dynamic grid's cases (float64 references of ~1.4e9 multiply-adds).
 shard hopper-64-128 - --test-name-pattern='^H=(64|128) ' test/gpu/flash-hopper.test.ts
 shard hopper - --test-name-pattern='^(?!H=(64|128|160|192) |H/Hv=|cuda flash: the Hopper kernel$|<root>$)' \
   test/gpu/flash-hopper.test.ts
@@ -68,14 +69,14 @@ shard backward-flash-mma ATTNLAB_FLASH_BWD_KERNEL=mma --test-name-pattern='· fl
 shard backward-flash-mma-more ATTNLAB_FLASH_BWD_KERNEL=mma \
   --test-name-pattern='· flash (long|deterministic|random deterministic)$' test/gpu/backward.test.ts
 shard flash-backward-mma ATTNLAB_FLASH_BWD_KERNEL=mma test/gpu/flash-backward.test.ts
-# decode.test.ts in three processes: with 116 tests it ran past a 150 s cap as one shard in session 7
+# decode.test.ts in three processes: with 116 tests it ran past a 150 s cap as one shard
 # (159 s alone on a warm machine). Its six "forced …" suites split by kernel family; the third takes
 # everything else. A suite whose name matches runs all its tests, and node's root test is `<root>`, so
 # the complement excludes the suites, their tests' names and both roots (checked with node 20's runner).
 shard decode-forced-loaders - --test-name-pattern='^forced (bulk|async) loader' test/gpu/decode.test.ts
 shard decode-forced-kernels - --test-name-pattern='^forced (heads|rows) kernel' test/gpu/decode.test.ts
-# Session 16: the third (117 s alone, warm) was cut at 240 s in a cold call (bench/results/2026-12-02-s16-decode,
-# call 4), so the cases over the layouts ("dense: …", "paged (blockSize n): …", 63 s of it) are a fourth.
+# the third (117 s alone, warm) was cut at 240 s in a cold call (benchmarks/results/h200/decode/2026-12-02-1m-tokens-k1-multicast),
+# so the cases over the layouts ("dense: …", "paged (blockSize n): …", 63 s of it) are a fourth.
 shard decode-cases - --test-name-pattern='^(dense|paged \(blockSize \d+\)): ' test/gpu/decode.test.ts
 shard decode - \
   --test-name-pattern='^(?!forced |dense: |paged \(blockSize \d+\): |dense and paged 16: |flash decode kernel$|<root>$)' \
@@ -86,34 +87,34 @@ sanitize memcheck-nan-repair memcheck --test-name-pattern='cudnn bfloat16' test/
 sanitize memcheck-fp8 memcheck test/gpu/fp8.test.ts
 sanitize memcheck-decode memcheck --test-name-pattern='window' test/gpu/decode.test.ts
 sanitize memcheck-ring memcheck --test-name-pattern='^flash .*P=2$' test/gpu/ring.test.ts
-# Session 7: racecheck on the row-tile decode kernel and on the default (wgmma) flash backward; memcheck
+# racecheck on the row-tile decode kernel and on the default (wgmma) flash backward; memcheck
 # on the FP8 backward's dO quantise / gradient dequantise (fp8/gradients.cu).
 sanitize racecheck-decode racecheck --test-name-pattern='window' test/gpu/decode.test.ts
-# Session 11: the TMA decode kernel's row groups and grouped boxes (dense and pages of 8…256) and its
+# the TMA decode kernel's row groups and grouped boxes (dense and pages of 8…256) and its
 # programmatic dependent launches, under memcheck and racecheck: the window case at 3 splits.
 for tool in memcheck racecheck; do
   sanitize "$tool-decode-tma" "$tool" --test-name-pattern='^window .*, ([12] row group\(s\)|clustered row groups), 3 splits' \
     test/gpu/decode-tma.test.ts
 done
-# Session 12: the TMA kernel with 4 rows a kv head and eight kv heads a token (the rule's K=8 case); session 15:
+# the TMA kernel with 4 rows a kv head and eight kv heads a token (the rule's K=8 case);
 # its one-block form runs one row tile of 8 warps there (decode-tma.ts, oneBlockRowTiles), under all three tools.
 for tool in memcheck racecheck synccheck; do
   sanitize "$tool-decode-tma-gqa" "$tool" \
     --test-name-pattern='^GQA 4:1, K=8 .*, ([12] row group\(s\)|clustered row groups), 3 splits' \
     test/gpu/decode-tma.test.ts
 done
-# Session 13: the TMA kernel merging its own splits (split counters, the last block's merge; decodeTuning.combine
+# the TMA kernel merging its own splits (split counters, the last block's merge; decodeTuning.combine
 # 'fused' at 2 and 17 splits, the combine kernel at 3).
 for tool in memcheck racecheck synccheck; do
   sanitize "$tool-decode-tma-fused" "$tool" --test-name-pattern='^merges the splits' test/gpu/decode-tma.test.ts
 done
-# Session 14: split calls under 1 GiB launch as programmatic dependents by default (decode-tma.ts,
+# split calls under 1 GiB launch as programmatic dependents by default (decode-tma.ts,
 # tmaDependentLaunches): the window case at 3 splits under synccheck too, the decode loop of appends (every
 # ATTNLAB_DEPENDENT_LAUNCH value) under memcheck, and the host-hidden timing's spin kernel (gpu_spin.cu).
 sanitize synccheck-decode-tma synccheck --test-name-pattern='^window .*, ([12] row group\(s\)|clustered row groups), 3 splits' \
   test/gpu/decode-tma.test.ts
 sanitize memcheck-decode-loop memcheck --test-name-pattern='^a decode loop of appends' test/gpu/decode-tma.test.ts
-# The spin's test asserts its time too (2 ms within bounds), which memcheck's slowdown can break (call 5: 3.4 ms):
+# The spin's test asserts its time too (2 ms within bounds), which memcheck's slowdown can break (3.4 ms seen):
 # what this run answers is its ERROR SUMMARY.
 sanitize memcheck-gpu-spin memcheck --test-name-pattern='^spinGpu' test/gpu/hidden-host.test.ts
 sanitize racecheck-flash-backward racecheck --test-name-pattern=sanitize test/gpu/flash-backward.test.ts
@@ -121,16 +122,16 @@ sanitize memcheck-fp8-gradients memcheck --test-name-pattern='bit for bit' test/
 for tool in racecheck synccheck; do
   ATTNLAB_FLASH_KERNEL=wgmma sanitize "$tool-hopper" "$tool" --test-name-pattern='^H=128 (?!long).*\(bfloat16\)$' \
     test/gpu/flash-hopper.test.ts
-  # Session 8: the three-consumer D=128 tile of long T (192 rows × 80 keys), one case.
+  # the three-consumer D=128 tile of long T (192 rows × 80 keys), one case.
   ATTNLAB_FLASH_KERNEL=wgmma sanitize "$tool-hopper-long" "$tool" \
     --test-name-pattern='^H=128 long T: T=8192 S=300 MQA \(bfloat16\)$' test/gpu/flash-hopper.test.ts
 done
-# Session 9: memcheck on that tile, and the dynamic persistent grid under all three (gpu-steps.sh).
+# memcheck on that tile, and the dynamic persistent grid under all three (gpu-steps.sh).
 hopper_dynamic_sanitizers
 wait
 # The host-hidden timer's tests assert times (a 300 µs spin within 290–400 µs; a call with 200 µs of host timed
-# plainly at ≥ 190 µs), and ~50 processes sharing the GPU time-slice it: in session 19's call 6 the spin read
-# 425 µs, in session 20's call 2 (least of three) 433 µs and the plain call 183 µs (its start event ran late).
+# plainly at ≥ 190 µs), and ~50 processes sharing the GPU time-slice it: one run's spin read
+# 425 µs, another's (least of three) 433 µs and the plain one 183 µs (its start event ran late).
 # They run here, alone on a quiet GPU, as `npm run test:gpu`'s few processes would.
 shard timing - test/gpu/hidden-host.test.ts
 wait

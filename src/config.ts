@@ -2,7 +2,7 @@
  * The one reader of attnlab's environment: every ATTNLAB_* variable is parsed here into a typed
  * setting, and every other module asks config(). The variables are read once, at the first call
  * (not at import, so a program or test may set them after importing attnlab); a test or tool that
- * changes them later calls reloadConfig(). README's "Environment variables" table documents each one,
+ * changes them later calls reloadConfig(). docs/guide/configuration.md documents each one,
  * and a CPU test (test/cpu/config.test.ts) checks that the table, this file and src/ agree.
  */
 import { homedir } from 'node:os';
@@ -25,6 +25,8 @@ export type ConfiguredLibrary = keyof typeof LIBRARY_VARIABLES;
 export type CudnnGraphChoice = 'composite' | 'unified';
 export type FlashKernelChoice = 'wgmma' | 'mma';
 export type DecodeKernelChoice = 'heads' | 'rows' | 'tma';
+/** ATTNLAB_TUNE: 'auto' calibrates a shape class the first time it is seen; 'off' ignores calibrated tables. */
+export type TuneMode = 'use' | 'auto' | 'off';
 /** Which decode launches are programmatic dependents (ATTNLAB_DEPENDENT_LAUNCH: 1, splits, combine, 0; unset: auto). */
 export type DependentLaunchChoice = 'auto' | 'all' | 'splits' | 'combine' | 'off';
 
@@ -42,6 +44,16 @@ export interface AttnlabConfig {
   readonly kernelCacheDir: string | null;
   /** <root>/cudnn-plans, or null with ATTNLAB_CUDNN_PLAN_CACHE=0: serialised cuDNN execution plans. */
   readonly cudnnPlanCacheDir: string | null;
+  /** <root>/dispatch: the calibrated dispatch tables `attnlab tune` writes, one file per GPU and versions. */
+  readonly dispatchCacheDir: string;
+  /**
+   * ATTNLAB_TUNE: unset, `auto` uses a calibrated entry where the cache has one ('use'); =auto also
+   * calibrates a shape class the first time a call of it runs ('auto', within tuneBudgetMs); =0 ignores
+   * calibrated tables ('off': the recorded table of the architecture, then the model).
+   */
+  readonly tune: TuneMode;
+  /** ATTNLAB_TUNE_BUDGET_MS (default 2000): the most wall time ATTNLAB_TUNE=auto spends on one shape class. */
+  readonly tuneBudgetMs: number;
   /** <root>/matmul-ceiling.json: the measured matmul ceiling per GPU name. */
   readonly ceilingCacheFile: string;
   /** ATTNLAB_ASSERT_NO_COMPILE=1: any NVRTC compile is an error (proves a warm run compiled nothing). */
@@ -113,6 +125,9 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
     cacheRoot,
     kernelCacheDir: flag('ATTNLAB_KERNEL_CACHE', '0') ? null : join(cacheRoot, 'kernels'),
     cudnnPlanCacheDir: flag('ATTNLAB_CUDNN_PLAN_CACHE', '0') ? null : join(cacheRoot, 'cudnn-plans'),
+    dispatchCacheDir: join(cacheRoot, 'dispatch'),
+    tune: tuneMode(choice('ATTNLAB_TUNE', ['auto', '1', '0'])),
+    tuneBudgetMs: budget(text('ATTNLAB_TUNE_BUDGET_MS')),
     ceilingCacheFile: join(cacheRoot, 'matmul-ceiling.json'),
     assertNoCompile: flag('ATTNLAB_ASSERT_NO_COMPILE'),
     kernelsDir: text('ATTNLAB_KERNELS_DIR'),
@@ -128,6 +143,23 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
     python: text('ATTNLAB_PYTHON'),
     libraries,
   };
+}
+
+function tuneMode(value: 'auto' | '1' | '0' | null): TuneMode {
+  return value === 'auto' ? 'auto' : value === '0' ? 'off' : 'use';
+}
+
+/** ATTNLAB_TUNE_BUDGET_MS: unset (2000) or an integer of milliseconds ≥ 1. */
+function budget(value: string | null): number {
+  if (value === null) return 2000;
+  if (!/^\d+$/.test(value) || Number(value) < 1) {
+    throw new InvalidArgumentError(
+      'ATTNLAB_TUNE_BUDGET_MS',
+      'an integer number of milliseconds ≥ 1 (or unset: 2000)',
+      JSON.stringify(value),
+    );
+  }
+  return Number(value);
 }
 
 /** ATTNLAB_DEBUG: unset or an integer ≥ 0 (0 off; 1, 2, 3 print more; above 3 is as 3). */
@@ -146,7 +178,7 @@ function debugLevel(value: string | null): number {
 /**
  * The ATTNLAB_* variables that change which kernels run, how they launch, or what a timing includes (a compile
  * past a disabled cache, a debug line a call): a results file records those set (machine.settings), since a row
- * measured under one says nothing about the defaults (session 14: ATTNLAB_DEPENDENT_LAUNCH=1 read 3604 GB/s where
+ * measured under one says nothing about the defaults (ATTNLAB_DEPENDENT_LAUNCH=1 read 3604 GB/s where
  * the default read 4134).
  */
 export const RUN_SETTING_VARIABLES = [
@@ -162,6 +194,7 @@ export const RUN_SETTING_VARIABLES = [
   'ATTNLAB_CUDNN_PLAN_CACHE',
   'ATTNLAB_DEBUG',
   'ATTNLAB_CUDNN_TRACE',
+  'ATTNLAB_TUNE',
 ] as const;
 
 /**

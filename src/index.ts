@@ -33,6 +33,13 @@ export {
   type Implementation,
 } from './backends/problem.js';
 export {
+  disposeWebgpu,
+  type InitWebgpuOptions,
+  initWebgpu,
+  type WebgpuInfo,
+  type WebgpuLimits,
+} from './backends/webgpu/runtime.js';
+export {
   AttnlabError,
   CacheFullError,
   CompileError,

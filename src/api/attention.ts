@@ -3,7 +3,7 @@
  */
 
 import type { AttentionOptions, AttentionProblem, AttentionResult } from '../backends/problem.js';
-import { chooseBackend, measuredChoice, measuredDecodeChoice } from '../backends/registry.js';
+import { autoDecision, chooseBackend } from '../backends/registry.js';
 import { config } from '../config.js';
 import type { Tensor } from '../tensor/tensor.js';
 import { validateAttention } from './validate.js';
@@ -40,13 +40,9 @@ export function runAttention(problem: AttentionProblem): AttentionResult {
   // ATTNLAB_DEBUG ≥ 1: which backend and kernel variant ran (config() is read once, then cached).
   if (config().debug >= 1) {
     const { B, T, S, N, K, H } = problem;
-    const measured = measuredChoice(problem);
-    const decode = measured ? null : measuredDecodeChoice(problem);
-    const why = measured
-      ? ` (auto: ${measured.order.map((name) => `${name} ${measured.measured.tflops[name]}`).join(' > ')} TFLOP/s at T=S=${measured.table.shape.T} in ${measured.table.source})`
-      : decode
-        ? ` (auto: ${decode.order.map((name) => `${name} ${decode.measured.gbs[name]}`).join(' > ')} GB/s at B=${decode.measured.B} S=${decode.measured.S} ${decode.measured.layout})`
-        : '';
+    // Which step decided: a calibrated entry, a recorded table of this architecture, or the model.
+    const decision = autoDecision(problem);
+    const why = decision ? ` (auto, ${decision.source}: ${decision.why})` : '';
     process.stderr.write(
       `[attnlab] ${backend.name} (${backend.device}) ran ${result.variant} for B=${B} T=${T} S=${S} N=${N} K=${K} H=${H} ${problem.dtype}${why}\n`,
     );

@@ -10,8 +10,10 @@ import type {
   BackwardOptions,
   BackwardProblem,
 } from '../backends/backward-problem.js';
-import { chooseBackwardBackend } from '../backends/backward-registry.js';
+import { backwardDecision, chooseBackwardBackend } from '../backends/backward-registry.js';
 import { exactLogSumExp } from '../backends/cpu/reference-backward.js';
+import { widenToFloat32 } from '../backends/cuda/widen.js';
+import type { AttentionOptions, AttentionProblem } from '../backends/problem.js';
 import { config } from '../config.js';
 import { Tensor } from '../tensor/tensor.js';
 import { runAttention } from './attention.js';
@@ -29,8 +31,10 @@ function runBackward(p: BackwardProblem): AttentionBackwardResult {
   // ATTNLAB_DEBUG ≥ 1: which backend and kernel variant ran each call.
   if (config().debug >= 1) {
     const { B, T, S, N, K, H } = p;
+    const decision = backwardDecision(p);
+    const why = decision ? ` (auto, ${decision.source}: ${decision.why})` : '';
     process.stderr.write(
-      `[attnlab] backward ${backend.name} (${backend.device}) ran ${r.variant} for B=${B} T=${T} S=${S} N=${N} K=${K} H=${H} ${p.dtype}\n`,
+      `[attnlab] backward ${backend.name} (${backend.device}) ran ${r.variant} for B=${B} T=${T} S=${S} N=${N} K=${K} H=${H} ${p.dtype}${why}\n`,
     );
   }
   // Unbatched callers get unbatched gradients; dBias already has the bias's own shape.
@@ -95,7 +99,7 @@ export function attentionVjp(
   // The options as they are now (the snapshot copies lists too: lengths, the window): backward() runs later,
   // and a caller reusing (mutating) the object between the two would get the gradients of another forward.
   const kept = checkOptionsObject<BackwardOptions>('options', options, OPTIONS_EXPECTED);
-  const { forwardOptions } = splitBackwardOptions(kept);
+  const { forwardOptions, float32Output } = splitBackwardOptions(kept);
   // Every option checked as given (returnLogSumExp too, which the forward then sets); a layout the backward
   // refuses is refused here, before the forward runs and its residuals are kept.
   const problem = {
@@ -110,12 +114,39 @@ export function attentionVjp(
   if (forward.device === 'cpu' && query.dtype === 'float64') {
     residual = Tensor.fromRaw(exactLogSumExp(problem), logSumExp.shape, 'float64');
   }
+  const sixteenBit = problem.dtype === 'bfloat16' || problem.dtype === 'float16';
+  const outputForD = float32Output && sixteenBit ? float32ForwardOutput(problem, forwardOptions) : undefined;
+  const { float32Output: _, ...backwardOptions } = kept;
   return {
     output: forward.output,
     logSumExp,
     backend: forward.backend,
     variant: forward.variant,
+    float32Output: outputForD,
     backward: (dOutput: Tensor) =>
-      attentionBackward(query, key, value, forward.output, residual, dOutput, kept),
+      attentionBackward(query, key, value, outputForD ?? forward.output, residual, dOutput, backwardOptions),
   };
+}
+
+/**
+ * The output of the same attention in float32, for D = rowsum(dO∘O): the forward run again on float32
+ * copies of the 16-bit inputs (exact: every bfloat16/float16 value is a float32 one), so the only
+ * difference from the forward's output is the last rounding.
+ */
+function float32ForwardOutput(p: AttentionProblem, options: AttentionOptions): Tensor {
+  const wide = (t: Tensor) => (t.device === 'cpu' ? t.astype('float32') : widenToFloat32(t));
+  const [q, k, v] = [p.query, p.key, p.value].map(wide);
+  // A 16-bit bias widens too: the float32 problem takes a float32 or float64 bias.
+  const sixteen = options.bias && (options.bias.dtype === 'bfloat16' || options.bias.dtype === 'float16');
+  const bias = sixteen ? wide(options.bias as Tensor) : options.bias;
+  // On CUDA the float32 flash kernel (O(T) memory) whatever ran the forward: cuDNN takes no float32,
+  // naive would hold the (B,N,T,S) scores; on the CPU the backend asked for (both compute in float64).
+  const implementation = p.device === 'cuda' ? 'flash' : options.implementation;
+  try {
+    const problem = validateAttention(q, k, v, { ...options, bias, implementation, returnLogSumExp: false });
+    const output = runAttention(problem).output;
+    return p.batched ? output : output.reshape(output.shape.slice(1));
+  } finally {
+    if (p.device !== 'cpu') for (const t of [q, k, v, sixteen ? bias : undefined]) t?.dispose();
+  }
 }

@@ -141,6 +141,12 @@ export function validateContextParallel(
   ] as const;
   // Each rank's shards must be a valid attention call on their own (dtypes, heads, devices, options).
   const first = validateAttention(q[0], k[0], v[0], local);
+  if (first.device === 'webgpu') {
+    throw new UnsupportedError(
+      'contextParallelAttention',
+      'the ring runs on cpu and cuda; the shards are on webgpu',
+    );
+  }
   for (let r = 1; r < P; r++) {
     validateAttention(q[r], k[r], v[r], local);
     for (const [name, list] of arrays) {
@@ -189,7 +195,7 @@ export function validateContextParallel(
     implementation: first.implementation,
     float32Precision: first.float32Precision,
   };
-  return { problem, group, device: first.device, returnLogSumExp: first.returnLogSumExp };
+  return { problem, group, device: first.device as 'cpu' | 'cuda', returnLogSumExp: first.returnLogSumExp };
 }
 
 /** The RingOps of a tensor's device. */

@@ -18,6 +18,8 @@ import { checkKeys, checkOptionsObject, describeValue, snapshotList } from '../a
 import { appendToPools } from '../backends/cuda/flash/kv-append.js';
 import { allocDevice, fillDevice32 } from '../backends/cuda/memory.js';
 import type { AttentionOptions, AttentionResult } from '../backends/problem.js';
+import { appendToWebgpuPools } from '../backends/webgpu/kv-append.js';
+import { createTensorBuffer } from '../backends/webgpu/memory.js';
 import { CacheFullError, InvalidArgumentError } from '../errors.js';
 import { allocHost } from '../tensor/checks.js';
 import type { FloatDType } from '../tensor/dtype.js';
@@ -37,7 +39,7 @@ export interface KVCacheOptions {
   readonly valueHeadDim?: number;
   /** 'bfloat16' (default) or 'float16'. */
   readonly dtype?: FloatDType;
-  /** Default 'cuda'. */
+  /** 'cpu', 'cuda' (default) or 'webgpu' (after `await initWebgpu()`). */
   readonly device?: Device;
 }
 
@@ -102,8 +104,8 @@ export class KVCache {
       if (x % 8 !== 0) throw new InvalidArgumentError(name, 'a multiple of 8 (16-byte rows)', String(x));
     }
     const device = options.device ?? 'cuda';
-    if (device !== 'cpu' && device !== 'cuda')
-      throw new InvalidArgumentError('device', "'cpu' or 'cuda'", String(device));
+    if (device !== 'cpu' && device !== 'cuda' && device !== 'webgpu')
+      throw new InvalidArgumentError('device', "'cpu', 'cuda' or 'webgpu'", String(device));
     this.device = device;
     const slots = this.numBlocks * this.blockSize;
     this.keyPool = this.#pool([this.numBlocks, this.blockSize, this.K, this.H], slots * this.K * this.H);
@@ -193,7 +195,19 @@ export class KVCache {
     });
     const keyRow = this.K * this.H;
     const valueRow = this.K * this.Hv;
-    if (this.device === 'cuda') {
+    if (this.device === 'webgpu') {
+      appendToWebgpuPools(
+        {
+          key,
+          value,
+          keyPool: this.keyPool,
+          valuePool: this.valuePool,
+          keyRowBytes: keyRow * 2,
+          valueRowBytes: valueRow * 2,
+        },
+        slots,
+      );
+    } else if (this.device === 'cuda') {
       appendToPools(
         {
           key: key.buffer.ptr,
@@ -298,6 +312,9 @@ export class KVCache {
   #pool(shape: number[], elements: number): Tensor {
     if (this.device === 'cpu') return keep(Tensor.fromRaw(allocHost(this.dtype, shape), shape, this.dtype));
     const bytes = elements * 2;
+    // WebGPU clears a new buffer, as fillDevice32 clears the CUDA one.
+    if (this.device === 'webgpu')
+      return keep(Tensor.fromWebgpuBuffer(createTensorBuffer(bytes), shape, this.dtype));
     const buffer = allocDevice(bytes);
     fillDevice32(buffer, 0, Math.ceil(bytes / 4));
     return keep(Tensor.fromDeviceBuffer(buffer, shape, this.dtype));

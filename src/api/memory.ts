@@ -7,6 +7,7 @@ import {
   type MemoryStats as DeviceMemoryStats,
   memoryStats as deviceMemoryStats,
 } from '../backends/cuda/memory.js';
+import { webgpuMemoryStats } from '../backends/webgpu/memory.js';
 import { hostMemoryStats } from '../tensor/lifetime.js';
 
 export interface MemoryStats extends DeviceMemoryStats {
@@ -14,11 +15,18 @@ export interface MemoryStats extends DeviceMemoryStats {
   readonly hostBytes: number;
   /** Host storages (one per tensor that owns its data; reshapes share) counted in hostBytes. */
   readonly hostBlocks: number;
+  /** Bytes of WebGPU buffers held by live webgpu tensors (sizes rounded up to 4 bytes). */
+  readonly webgpuBytes: number;
+  /** WebGPU buffers counted in webgpuBytes. */
+  readonly webgpuBuffers: number;
+  /** The most webgpuBytes held at once. */
+  readonly webgpuPeakBytes: number;
 }
 
 /**
  * Device pool counters (`currentBytes`, `liveBlocks`, `peakBytes`, `reservedBytes`,
- * `driverAllocations`, `cacheHits`) and host counters (`hostBytes`, `hostBlocks`).
+ * `driverAllocations`, `cacheHits`), host counters (`hostBytes`, `hostBlocks`) and WebGPU counters
+ * (`webgpuBytes`, `webgpuBuffers`, `webgpuPeakBytes`).
  *
  * @example
  * const before = memoryStats();
@@ -26,5 +34,5 @@ export interface MemoryStats extends DeviceMemoryStats {
  * memoryStats().liveBlocks === before.liveBlocks; // true: tidy freed every output
  */
 export function memoryStats(): MemoryStats {
-  return { ...deviceMemoryStats(), ...hostMemoryStats() };
+  return { ...deviceMemoryStats(), ...hostMemoryStats(), ...webgpuMemoryStats() };
 }

@@ -87,7 +87,7 @@ function validRows(rows: RowRange, chunks: readonly [number, number], chunk: num
   return count;
 }
 
-/** Benchmark knobs (bench/ring/ring-bench.ts); contextParallelAttention passes none. */
+/** Benchmark knobs (benchmarks/harnesses/context-parallel.ts); contextParallelAttention passes none. */
 export interface RunOptions {
   /** false: leave the exchange out (each rank meets its own shard P times): the compute alone, wrong results. */
   readonly exchange?: boolean;

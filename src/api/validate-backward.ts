@@ -39,20 +39,26 @@ function checkResidual(
   return p.batched ? tensor : tensor.reshape(want);
 }
 
-export const OPTIONS_EXPECTED = 'an object of attention options and `deterministic` (or undefined)';
+export const OPTIONS_EXPECTED =
+  'an object of attention options, `deterministic` and `float32Output` (or undefined)';
 
-/** Splits off `deterministic` (checked) from the forward's options, which validate.ts checks. */
+/** Splits off `deterministic` and `float32Output` (checked) from the forward's options, which validate.ts checks. */
 export function splitBackwardOptions(options: BackwardOptions): {
   deterministic: boolean;
+  float32Output: boolean;
   forwardOptions: AttentionOptions;
 } {
-  const { deterministic, ...forwardOptions } = checkOptionsObject<BackwardOptions>(
+  const { deterministic, float32Output, ...forwardOptions } = checkOptionsObject<BackwardOptions>(
     'options',
     options,
     OPTIONS_EXPECTED,
   );
   // checkBoolean says what came: String() made the string 'true' read "got true".
-  return { deterministic: checkBoolean('deterministic', deterministic, false), forwardOptions };
+  return {
+    deterministic: checkBoolean('deterministic', deterministic, false),
+    float32Output: checkBoolean('float32Output', float32Output, false),
+    forwardOptions,
+  };
 }
 
 /** `p` where the backward can take its layout (dense); a paged cache or packed sequences are refused, saying which. */
@@ -75,14 +81,23 @@ export function validateBackward(
   dOutput: unknown,
   options: BackwardOptions = {},
 ): BackwardProblem {
-  const { deterministic, forwardOptions } = splitBackwardOptions(options);
+  const { deterministic, float32Output, forwardOptions } = splitBackwardOptions(options);
+  if (float32Output) {
+    throw new InvalidArgumentError(
+      'options.float32Output',
+      'attentionVjp only (attentionBackward takes the float32 output as `output`)',
+      'true',
+    );
+  }
   const p = denseForBackward(validateAttention(query, key, value, forwardOptions));
   const { B, T, N, Hv } = p;
   const rows = [B, T, N, Hv];
   const own = [p.dtype];
+  // A float32 output beside 16-bit inputs: the unrounded output, D = rowsum(dO∘O) taken from it.
+  const outputs = p.dtype === 'bfloat16' || p.dtype === 'float16' ? [p.dtype, 'float32'] : own;
   return {
     ...p,
-    output: checkResidual('output', output, p, '(B,T,N,Hv)', rows, own),
+    output: checkResidual('output', output, p, '(B,T,N,Hv)', rows, outputs),
     // float64 keeps the CPU backends exact; the GPU backends take float32 (and say so if not).
     logSumExp: checkResidual('logSumExp', logSumExp, p, '(B,T,N)', [B, T, N], ['float32', 'float64']),
     dOutput: checkResidual('dOutput', dOutput, p, '(B,T,N,Hv)', rows, own),

@@ -28,3 +28,20 @@ export interface AttentionBackend {
 }
 
 export type InputLayout = 'paged' | 'packed';
+
+/** Whether `backend` takes the problem's layout, before asking its supports(). */
+export function layoutSupport(backend: AttentionBackend, problem: AttentionProblem): Support {
+  return takesLayout(backend.layouts, problem);
+}
+
+/** Whether a table entry declaring `layouts` takes the problem's paged or packed inputs. */
+export function takesLayout(layouts: readonly InputLayout[] | undefined, problem: AttentionProblem): Support {
+  const taken = layouts ?? [];
+  if (problem.paged && !taken.includes('paged')) {
+    return unsupported('a paged KV cache (blockTable) is not taken by this backend');
+  }
+  if (problem.packed && !taken.includes('packed')) {
+    return unsupported('packed sequences (querySeqOffsets/keyValueSeqOffsets) are not taken by this backend');
+  }
+  return SUPPORTED;
+}

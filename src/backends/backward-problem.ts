@@ -30,11 +30,19 @@ export interface BackwardOptions extends Omit<AttentionOptions, 'returnLogSumExp
    * `naive` (plain GEMMs) are always deterministic.
    */
   deterministic?: boolean;
+  /**
+   * attentionVjp only, for bfloat16/float16 inputs: keep the forward's output in float32 as well
+   * (4 bytes per output element) and take D = rowsum(dO∘O) from it rather than from the rounded
+   * output. In a peaked softmax D from the rounded output dominates the dK and dQ error
+   * (docs/guide/gradient-accuracy.md gives the measured errors and cost). Default false, as
+   * FlashAttention and cuDNN do. attentionBackward takes the same choice from a float32 `output`.
+   */
+  float32Output?: boolean;
 }
 
 /** Everything a backward backend needs, validated once. Shapes are batched (B first). */
 export interface BackwardProblem extends AttentionProblem {
-  /** The forward's output (B,T,N,Hv), in the query dtype. */
+  /** The forward's output (B,T,N,Hv), in the query dtype or float32 (D from the unrounded output). */
   readonly output: Tensor;
   /** The forward's log-sum-exp (B,T,N): float32 (float64 accepted on the CPU); −inf for an empty row. */
   readonly logSumExp: Tensor;
@@ -72,6 +80,11 @@ export interface AttentionVjpResult {
   /** The forward backend and kernel variant. */
   readonly backend: Implementation;
   readonly variant: string;
+  /**
+   * With `float32Output` and 16-bit inputs: the forward's output in float32, which the backward takes
+   * D = rowsum(dO∘O) from (dispose it with the output when done); else undefined.
+   */
+  readonly float32Output?: Tensor;
   /** Gradients for `dOutput` (the output's shape and dtype); may be called any number of times. */
   backward(dOutput: Tensor): AttentionBackwardResult;
 }

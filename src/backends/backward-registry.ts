@@ -1,8 +1,10 @@
 /**
  * The backward operation's table, beside the forward's (registry.ts): the same (operation, backend)
- * keying, the same dispatch rule (chooseFrom). `auto` takes the first entry, in this order, that
- * runs on the inputs' device and supports the problem; a named backend that cannot run it throws
- * UnsupportedError with the reason and never falls back.
+ * keying, the same dispatch rule (chooseFrom). `auto` takes the first entry that runs on the inputs'
+ * device and supports the problem, fastest first where this GPU's calibrated table has an entry for
+ * the case (calibrating it first under ATTNLAB_TUNE=auto), otherwise in this order (the model: no
+ * recorded backward table exists yet); a named backend that cannot run it throws UnsupportedError
+ * with the reason and never falls back.
  *
  * A new backward backend is one file exporting a BackwardBackend and one line in BACKWARD_BACKENDS,
  * at its priority.
@@ -11,10 +13,13 @@ import type { BackwardBackend } from './backward-backend.js';
 import type { BackwardProblem } from './backward-problem.js';
 import { cpuFlashBackward } from './cpu/flash-backward.js';
 import { cpuReferenceBackward } from './cpu/reference-backward.js';
+import { cudaAvailable } from './cuda/context.js';
 import { cudnnBackward } from './cuda/cudnn/backward.js';
 import { cudaFlashBackward } from './cuda/flash/backward.js';
 import { cudaNaiveBackward } from './cuda/naive/backward.js';
-import { chooseFrom } from './registry.js';
+import { modelWords } from './device-dispatch-table.js';
+import { orderByMeasurement } from './dispatch-table.js';
+import { type AutoDecision, calibratedDecision, chooseFrom } from './registry.js';
 
 /** Priority order: fastest first on each device. */
 export const BACKWARD_BACKENDS: readonly BackwardBackend[] = [
@@ -28,5 +33,27 @@ export const BACKWARD_BACKENDS: readonly BackwardBackend[] = [
 
 /** The backward backend that will run `problem`, or a typed error saying why none can. */
 export function chooseBackwardBackend(problem: BackwardProblem): BackwardBackend {
-  return chooseFrom(BACKWARD_BACKENDS, problem, ' backward');
+  const decision = backwardDecision(problem);
+  const table =
+    decision && decision.source === 'calibrated'
+      ? orderByMeasurement(BACKWARD_BACKENDS, decision.order)
+      : BACKWARD_BACKENDS;
+  return chooseFrom(table, problem, ' backward');
+}
+
+/**
+ * Why the model puts cuDNN first for the backward: on the H200 at B=4 T=S=8192 N=16 bf16 its backward
+ * ran 492–533 TFLOP/s at H=128 against flash's 309–316 (wgmma dK/dV), and 404–438 at H=64 against 153–175
+ * (benchmarks/results/h200/backward/2026-12-01-flash-mma-loop, 2026-12-01-flash-wgmma-one-barrier,
+ * 2026-12-01-cudnn-vs-peers).
+ */
+const BACKWARD_MODEL = "cuDNN's backward ran 1.6–2.9× flash's on the H200 (B=4 T=8192, H=64 and 128)";
+
+/** What decides the backward order `auto` takes on the GPU (a calibrated entry, or the model); null for a named backend or the CPU. */
+export function backwardDecision(problem: BackwardProblem): AutoDecision | null {
+  if (problem.implementation !== undefined || problem.device !== 'cuda' || !cudaAvailable().ok) return null;
+  const calibrated = calibratedDecision('backward', problem, BACKWARD_BACKENDS);
+  if (calibrated) return calibrated;
+  const order = BACKWARD_BACKENDS.filter((b) => b.device === 'cuda').map((b) => b.name);
+  return { order, source: 'model', why: `${modelWords(order)}: ${BACKWARD_MODEL}` };
 }

@@ -1,10 +1,12 @@
 /**
- * The measured dispatch table: with `implementation` unset, which CUDA backend runs a case first is
- * decided by the recorded benchmark of this GPU, not by a fixed order. Each table is transcribed from
- * one results file of `attnlab bench` (its `source`; bench/dispatch/make-table.ts prints the rows,
- * and test/cpu/dispatch-table.test.ts checks them against the file), for the GPU named in the file.
+ * The recorded dispatch tables: with `implementation` unset and no calibrated entry for the case
+ * (calibrated-dispatch-table.ts), which CUDA backend runs a case first is decided by a recorded
+ * benchmark of a GPU of the same architecture (device-dispatch-table.ts), not by a fixed order. Each
+ * table is generated from one results file of `attnlab bench` (scripts/dispatch-tables.ts prints the
+ * tables, and test/cpu/dispatch-table.test.ts checks them against the file), and carries the device
+ * class and provenance (GPU, commit, suite, date) of that file as data.
  *
- * A measurement speaks only for the case it measured: the same GPU, dtype, head dims, causality, no
+ * A measurement speaks only for the case it measured: the same architecture, dtype, head dims, causality, no
  * bias, mask, window, paged or packed layout, and sequences long enough that the kernels' steady
  * state decides (T and S at least MIN_MEASURED_LENGTH; at T ≤ 64 per kv head the flash backend takes
  * its decode kernel, which the bench did not time). Where a sweep measured several lengths, the one
@@ -12,7 +14,28 @@
  * T ≤ 4k (0.86× at 1k) and leads from 8k, so one length cannot speak for all. Everything else keeps the
  * registry's order. Batch and GQA change neither backend's kernel choice, so they keep the measurement.
  */
+import {
+  type DeviceClass,
+  type DeviceMatch,
+  matchWords,
+  modelWords,
+  nearestTables,
+} from './device-dispatch-table.js';
 import type { AttentionProblem, Implementation } from './problem.js';
+
+/** Where a recorded table comes from: the results file and what it says of its run. */
+export interface Provenance {
+  /** The results file (repository path). */
+  readonly source: string;
+  /** `machine.gpu.name` of the file. */
+  readonly gpu: string;
+  /** The attnlab commit that ran it (`attnlab.commit`), or null where the file does not say. */
+  readonly commit: string | null;
+  /** The bench suite: the folder of benchmarks/results/<gpu>/<suite>/, or the file's `kind`. */
+  readonly suite: string;
+  /** The day it ran (`createdAt`, YYYY-MM-DD), or null where the file does not say. */
+  readonly date: string | null;
+}
 
 export interface MeasuredCase {
   readonly dtype: 'bfloat16' | 'float16';
@@ -26,8 +49,9 @@ export interface MeasuredCase {
 export interface DispatchTable {
   /** The results file the cases come from (repository path). */
   readonly source: string;
-  /** `machine.gpu.name` of that file: the table applies only to a GPU of this name. */
-  readonly gpu: string;
+  readonly provenance: Provenance;
+  /** The GPU of that file as dispatch keys it: the table applies to every GPU of its architecture. */
+  readonly device: DeviceClass;
   /** The `flash` kernel family the measured flash rows ran (their variant ends in it). */
   readonly flashKernel: 'wgmma' | 'mma';
   readonly shape: { readonly B: number; readonly T: number; readonly S: number; readonly N: number };
@@ -38,20 +62,44 @@ export interface DispatchTable {
 export const MIN_MEASURED_LENGTH = 1024;
 
 /**
- * The H200, session 9's forward bench (bench/results/2026-12-01-s9-forward, s6-bench.ts at fe66fdd: the
- * Hopper kernel of session 8 — rescale slack, three consumers on 192×80 tiles at H=128 from T=8192 —
+ * The H200's forward bench (benchmarks/results/h200/forward/2026-12-01-head-dims-t-sweep, the bench script at fe66fdd: the Hopper
+ * kernel with the rescale slack and three consumers on 192×80 tiles at H=128 from T=8192,
  * with the dynamic persistent grid where hopper-variant.ts takes it, beside attnlab cudnn and PyTorch in
  * the same run): the headline shape B=4, T=S=8192 at H = 64/128/256, and the T sweep at B·T = 32k at
  * H=128 — cudnn leads at 1k and 2k (by 4–16%), the two are level at 4k (flash by 0.2–0.3%), flash
- * leads from 8k (by 3–11%). Session 8's table (bench/results/2026-12-01-s8-forward) is superseded.
+ * leads from 8k (by 3–11%).
  */
-const H200_SOURCE = 'bench/results/2026-12-01-s9-forward/h200-s9-forward.json';
+const H200_SOURCE = 'benchmarks/results/h200/forward/2026-12-01-head-dims-t-sweep/h200-forward.json';
 /**
- * H=192 (the Hopper kernel's D=192 tile, BN=112), the headline shape in the h192 engineer's call
- * (bench/results/2026-12-01-s8-h192, s6-bench.ts --quick --head-dims=192 at c49fda8): flash 1.076 /
+ * H=192 (the Hopper kernel's D=192 tile, BN=112), the headline shape
+ * (benchmarks/results/h200/forward/2026-12-01-h192-and-split-head-dims, the bench script with --quick --head-dims=192 at c49fda8): flash 1.076 /
  * 1.052 of cudnn.
  */
-const H200_H192_SOURCE = 'bench/results/2026-12-01-s8-h192/h200-s8-h192.json';
+const H200_H192_SOURCE = 'benchmarks/results/h200/forward/2026-12-01-h192-and-split-head-dims/h200-h192.json';
+/** The H200 as its results files record it (they record neither SM count nor bandwidth). */
+const H200: DeviceClass = {
+  gpu: 'NVIDIA H200',
+  computeCapability: '9.0',
+  multiprocessors: null,
+  memoryBandwidthGBs: null,
+  cudnn: '9.19.0',
+};
+const PROVENANCE: Record<string, Provenance> = {
+  [H200_SOURCE]: {
+    source: H200_SOURCE,
+    gpu: 'NVIDIA H200',
+    commit: 'fe66fdd',
+    suite: 'forward',
+    date: '2026-12-01',
+  },
+  [H200_H192_SOURCE]: {
+    source: H200_H192_SOURCE,
+    gpu: 'NVIDIA H200',
+    commit: 'c49fda8',
+    suite: 'forward',
+    date: '2026-12-01',
+  },
+};
 const h200 = (
   B: number,
   T: number,
@@ -59,7 +107,8 @@ const h200 = (
   source = H200_SOURCE,
 ): DispatchTable => ({
   source,
-  gpu: 'NVIDIA H200',
+  provenance: PROVENANCE[source],
+  device: H200,
   flashKernel: 'wgmma',
   shape: { B, T, S: T, N: 16 },
   cases: cases.map(([H, causal, flash, cudnn]) => ({
@@ -113,10 +162,10 @@ export const H200_DISPATCH: readonly DispatchTable[] = [
 
 export const DISPATCH_TABLES: readonly DispatchTable[] = H200_DISPATCH;
 
-/** What the caller knows of the device: the GPU's name, and which flash kernel `p` would run (asked
+/** What the caller knows of the device: its class, and which flash kernel `p` would run (asked
  * only when a measurement matches, so the common small call pays for neither). */
 export interface DispatchDevice {
-  readonly gpu: string;
+  readonly device: DeviceClass;
   flashKernel(): 'wgmma' | 'mma';
 }
 
@@ -125,6 +174,8 @@ export interface MeasuredOrder {
   readonly order: readonly Implementation[];
   readonly table: DispatchTable;
   readonly measured: MeasuredCase;
+  /** How near the table's GPU is to this one (device-dispatch-table.ts). */
+  readonly match: DeviceMatch;
 }
 
 /** The measured case that speaks for `p` on `device`, or null. */
@@ -132,17 +183,18 @@ export function measuredCase(
   p: AttentionProblem,
   device: DispatchDevice,
   tables: readonly DispatchTable[] = DISPATCH_TABLES,
-): { table: DispatchTable; measured: MeasuredCase } | null {
+): { table: DispatchTable; measured: MeasuredCase; match: DeviceMatch } | null {
   if (p.bias || p.mask || p.window || p.paged || p.packed || p.H !== p.Hv) return null;
   if (p.T < MIN_MEASURED_LENGTH || p.S < MIN_MEASURED_LENGTH) return null;
-  let nearest: { table: DispatchTable; measured: MeasuredCase } | null = null;
+  const near = nearestTables(tables, device.device);
+  let nearest: { table: DispatchTable; measured: MeasuredCase; match: DeviceMatch } | null = null;
   let nearestOctaves = Number.POSITIVE_INFINITY;
-  for (const table of tables) {
-    if (table.gpu !== device.gpu) continue;
+  for (const table of near.tables) {
     const measured = table.cases.find((c) => c.dtype === p.dtype && c.H === p.H && c.causal === p.causal);
     if (!measured) continue;
     const octaves = Math.abs(Math.log2(Math.sqrt((p.T * p.S) / (table.shape.T * table.shape.S))));
-    if (octaves < nearestOctaves) [nearest, nearestOctaves] = [{ table, measured }, octaves];
+    if (octaves < nearestOctaves)
+      [nearest, nearestOctaves] = [{ table, measured, match: near.match }, octaves];
   }
   return nearest;
 }
@@ -186,21 +238,27 @@ export function orderByMeasurement<E extends { readonly name: string }>(
 }
 
 /**
- * What `implementation: undefined` follows on a GPU of this name, in one line for `attnlab info`: per
- * measured (dtype, H, causality), the fastest backend over runs of measured lengths, e.g.
- * "bfloat16 H=128: cudnn at T=S 1024–2048, flash at 4096–32768"; or that no benchmark was recorded
- * for it (then the registry's order decides). The flash rows count for the kernel family measured.
+ * What `implementation: undefined` follows on `device` from the recorded tables, in one line for
+ * `attnlab info`: which table applies (this GPU's, or one of its architecture) and per measured
+ * (dtype, H, causality) the fastest backend over runs of measured lengths, e.g. "bfloat16 H=128: cudnn
+ * at T=S 1024–2048, flash at 4096–32768"; or that none applies (then the model decides). The flash
+ * rows count for the kernel family measured.
  */
 export function autoDispatchSummary(
-  gpu: string | null,
+  device: DeviceClass | null,
   registryOrder: readonly string[],
   tables: readonly DispatchTable[] = DISPATCH_TABLES,
 ): string {
-  const mine = tables.filter((t) => t.gpu === gpu);
+  const near = device ? nearestTables(tables, device) : { tables: [], match: 0 as const };
+  const mine = near.tables;
   if (mine.length === 0) {
-    const measured = [...new Set(tables.map((t) => t.gpu))].join(', ');
-    const where = gpu ?? 'this machine (no GPU)';
-    return `registry order (${registryOrder.join(', ')}): no recorded benchmark for ${where} (recorded: ${measured})`;
+    const measured = [
+      ...new Set(tables.map((t) => `${t.device.gpu} (sm_${t.device.computeCapability.replace('.', '')})`)),
+    ].join(', ');
+    const where = device
+      ? `${device.gpu}'s architecture (sm_${device.computeCapability.replace('.', '')})`
+      : 'this machine (no GPU)';
+    return `${modelWords(registryOrder)}: no recorded benchmark for ${where} (recorded: ${measured})`;
   }
   const points = new Map<string, Array<{ length: number; fastest: string }>>();
   for (const table of [...mine].sort((a, b) => a.shape.T - b.shape.T)) {
@@ -222,5 +280,6 @@ export function autoDispatchSummary(
   });
   const sources = [...new Set(mine.map((t) => t.source))].join(', ');
   const kernel = mine[0].flashKernel === 'wgmma' ? 'the Hopper kernel' : 'the mma.sync kernel';
-  return `measured (flash = ${kernel}; ${sources}): ${lines.join('; ')}; other cases: ${registryOrder.join(', ')}`;
+  const where = matchWords(near.match, mine[0].device);
+  return `${where} (flash = ${kernel}; ${sources}): ${lines.join('; ')}; other cases: ${modelWords(registryOrder)}`;
 }

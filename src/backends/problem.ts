@@ -10,9 +10,12 @@ import type { FloatDType } from '../tensor/dtype.js';
 import type { Device } from '../tensor/storage.js';
 import type { Tensor } from '../tensor/tensor.js';
 
-/** Backends by name. `reference` and `flash` run on the CPU; `naive`, `flash` and `cudnn` on CUDA. */
-export type Implementation = 'reference' | 'naive' | 'flash' | 'cudnn';
-export const IMPLEMENTATIONS: readonly Implementation[] = ['reference', 'naive', 'flash', 'cudnn'];
+/**
+ * Backends by name. `reference` and `flash` run on the CPU; `naive`, `flash` and `cudnn` on CUDA;
+ * `webgpu` on a WebGPU device.
+ */
+export type Implementation = 'reference' | 'naive' | 'flash' | 'cudnn' | 'webgpu';
+export const IMPLEMENTATIONS: readonly Implementation[] = ['reference', 'naive', 'flash', 'cudnn', 'webgpu'];
 
 /**
  * Where the causal diagonal (and a local window) sits when T ≠ S.

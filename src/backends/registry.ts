@@ -1,49 +1,60 @@
 /**
  * The table of attention backends. `auto` (no implementation named) takes the first entry that runs
- * on the inputs' device and supports the problem, in this order or, where the GPU's recorded
- * benchmark measured the case, fastest first (dispatch-table.ts); a named backend that cannot run the
- * case throws with its reason and never falls back.
+ * on the inputs' device and supports the problem, in the order autoDecision gives: a calibrated entry
+ * of this GPU (calibrated-dispatch-table.ts), else a recorded benchmark of its architecture
+ * (dispatch-table.ts, decode-dispatch-table.ts), else this table's order (the model,
+ * device-dispatch-table.ts); a named backend that cannot run the case throws with its reason and never
+ * falls back.
  */
+
+import { config } from '../config.js';
 import { UnsupportedError } from '../errors.js';
 import type { Device } from '../tensor/storage.js';
-import { type AttentionBackend, type InputLayout, SUPPORTED, type Support, unsupported } from './backend.js';
+import {
+  type AttentionBackend,
+  type InputLayout,
+  type Support,
+  takesLayout,
+  unsupported,
+} from './backend.js';
+import { operationOf, type TunedOperation } from './calibrated-dispatch-table.js';
 import { cpuFlashBackend } from './cpu/flash.js';
 import { cpuReferenceBackend } from './cpu/reference.js';
-import { getCudaContext, targetArch } from './cuda/context.js';
+import { cudaAvailable, getCudaContext, targetArch } from './cuda/context.js';
 import { cudnnBackend } from './cuda/cudnn/backend.js';
 import { cudaFlashBackend } from './cuda/flash/backend.js';
 import { hopperVariant } from './cuda/flash/hopper-variant.js';
 import { withNanRepair } from './cuda/flash/nan-repair.js';
 import { cudaNaiveBackend } from './cuda/naive/backend.js';
-import { type MeasuredDecodeOrder, measuredDecodeOrder } from './decode-dispatch-table.js';
+import {
+  BANDWIDTH_TRANSFER,
+  type MeasuredDecodeOrder,
+  measuredDecodeOrder,
+  tableHasRoom,
+} from './decode-dispatch-table.js';
+import { type DecisionSource, matchWords, modelWords } from './device-dispatch-table.js';
 import { type MeasuredOrder, measuredOrder, orderByMeasurement } from './dispatch-table.js';
 import type { AttentionProblem } from './problem.js';
+import {
+  calibratedEntry,
+  calibrateOnDevice,
+  currentDeviceClass,
+  type Candidate as Timed,
+} from './tuning-registry.js';
+import { webgpuBackend } from './webgpu/backend.js';
 
-/** Whether `backend` takes the problem's layout, before asking its supports(). */
-export function layoutSupport(backend: AttentionBackend, problem: AttentionProblem): Support {
-  return takesLayout(backend.layouts, problem);
-}
-
-function takesLayout(layouts: readonly InputLayout[] | undefined, problem: AttentionProblem): Support {
-  const taken = layouts ?? [];
-  if (problem.paged && !taken.includes('paged')) {
-    return unsupported('a paged KV cache (blockTable) is not taken by this backend');
-  }
-  if (problem.packed && !taken.includes('packed')) {
-    return unsupported('packed sequences (querySeqOffsets/keyValueSeqOffsets) are not taken by this backend');
-  }
-  return SUPPORTED;
-}
+export { layoutSupport } from './backend.js';
 
 /** Priority order where no measurement speaks for a case: fastest first on each device. */
 export const BACKENDS: readonly AttentionBackend[] = [
   cpuFlashBackend,
   cpuReferenceBackend,
   // cuda: cudnn > flash > naive. cuDNN's and cuBLASLt's P·V let a masked key's NaN value through
-  // (0 · NaN): the repair recomputes such elements (README, "Rows that see nothing, NaN and Inf").
+  // (0 · NaN): the repair recomputes such elements (docs/guide/attention.md, "Rows that see nothing, NaN and Inf").
   withNanRepair(cudnnBackend),
   cudaFlashBackend,
   withNanRepair(cudaNaiveBackend),
+  webgpuBackend,
 ];
 
 /** The backend that will run `problem`, or a typed error saying why none can. */
@@ -51,31 +62,138 @@ export function chooseBackend(problem: AttentionProblem): AttentionBackend {
   return chooseFrom(backendOrder(problem), problem, '');
 }
 
-/**
- * BACKENDS in the order `auto` tries them for `problem`: on a GPU with a recorded benchmark of this
- * case (dispatch-table.ts for prefill, decode-dispatch-table.ts for a decode step on a dense cache),
- * the measured backends fastest first; otherwise the table's order.
- */
-export function backendOrder(problem: AttentionProblem): readonly AttentionBackend[] {
-  if ((problem.paged || problem.packed) && problem.implementation === undefined) return layoutOrder(problem);
-  const measured = measuredChoice(problem)?.order ?? measuredDecodeChoice(problem)?.order;
-  return measured ? orderByMeasurement(BACKENDS, measured) : BACKENDS;
+/** What decided the order `auto` takes for a problem, in words for ATTNLAB_DEBUG and `attnlab info`. */
+export interface AutoDecision {
+  /** Backend names, fastest first (the rest follow in the table's order). */
+  readonly order: readonly string[];
+  readonly source: DecisionSource;
+  /** e.g. 'calibrated: flash 1.02 ms < cudnn 1.10 ms (B=4 T=8192 …, 2026-12-06)'. */
+  readonly why: string;
 }
 
 /**
- * A paged or packed problem with `implementation` unset: cudnn only where the measured decode table
- * ranks it first for the case (decode-dispatch-table.ts: paged decode steps at K=8 on the H200, with
- * a block table that has room to grow),
+ * BACKENDS in the order `auto` tries them for `problem` (autoDecision); a named backend, or one on
+ * the CPU, keeps the table's order.
+ */
+export function backendOrder(problem: AttentionProblem): readonly AttentionBackend[] {
+  if ((problem.paged || problem.packed) && problem.implementation === undefined) return layoutOrder(problem);
+  const decision = autoDecision(problem);
+  return decision && decision.source !== 'model' ? orderByMeasurement(BACKENDS, decision.order) : BACKENDS;
+}
+
+/**
+ * The order `auto` follows for `problem` on the GPU, and which step decided it: a calibrated entry
+ * (calibrating the problem's shape class first under ATTNLAB_TUNE=auto), a recorded table of the
+ * GPU's architecture, or the model (the table's order). Null for a named backend or a CPU problem.
+ */
+export function autoDecision(problem: AttentionProblem): AutoDecision | null {
+  // Without a usable GPU every cuda backend refuses with its reason (chooseFrom lists them): no order to choose.
+  if (problem.implementation !== undefined || problem.device !== 'cuda' || !cudaAvailable().ok) return null;
+  const calibrated = calibratedDecision('forward', problem, BACKENDS);
+  if (calibrated) return calibrated;
+  const measured = measuredChoice(problem);
+  if (measured) {
+    const numbers = measured.order.map((name) => `${name} ${measured.measured.tflops[name]}`).join(' > ');
+    return {
+      order: measured.order,
+      source: 'recorded',
+      why: `${matchWords(measured.match, measured.table.device)}: ${numbers} TFLOP/s at T=S=${measured.table.shape.T} (${measured.table.source})`,
+    };
+  }
+  const decode = measuredDecodeChoice(problem);
+  if (decode) {
+    const numbers = decode.order.map((name) => `${name} ${decode.measured.gbs[name]}`).join(' > ');
+    return {
+      order: decode.order,
+      source: 'recorded',
+      why: `${matchWords(decode.match, decode.table.device)}: ${numbers} GB/s at B=${decode.measured.B} S=${decode.measured.S} ${decode.measured.layout}${decode.transferred ? ` (${BANDWIDTH_TRANSFER})` : ''}`,
+    };
+  }
+  const order = BACKENDS.filter((b) => b.device === 'cuda').map((b) => b.name);
+  return { order, source: 'model', why: modelWords(order) };
+}
+
+/** What calibration needs of a table entry: any operation's backend has these. */
+interface Calibratable<P> {
+  readonly name: string;
+  readonly device: Device;
+  readonly layouts?: readonly InputLayout[];
+  supports(problem: P): Support;
+  run(problem: P): object;
+}
+
+/**
+ * The calibrated entry for `problem` as a decision, or null. Under ATTNLAB_TUNE=auto a shape class
+ * not yet in the table is calibrated now on the problem itself (its inputs are read, never written),
+ * within ATTNLAB_TUNE_BUDGET_MS, and saved; with fewer than two backends supporting it there is
+ * nothing to choose and nothing is timed.
+ */
+export function calibratedDecision<P extends AttentionProblem, E extends Calibratable<P>>(
+  operation: 'forward' | 'backward',
+  problem: P,
+  table: readonly E[],
+): AutoDecision | null {
+  if (!cudaAvailable().ok) return null;
+  const op: TunedOperation = operationOf(problem, operation === 'backward');
+  const found = calibratedEntry(op, problem);
+  if (found) return calibratedWords(found.entry, 'calibrated');
+  if (config().tune !== 'auto') return null;
+  const candidates = calibrationCandidates(problem, table);
+  if (candidates.length < 2) return null;
+  const made = calibrateOnDevice(op, problem, candidates, config().tuneBudgetMs);
+  return made.entry.order.length > 0 ? calibratedWords(made.entry, 'calibrated now') : null;
+}
+
+/** The backends of `table` on the problem's device that take it, as calibration candidates. */
+export function calibrationCandidates<P extends AttentionProblem, E extends Calibratable<P>>(
+  problem: P,
+  table: readonly E[],
+): Timed[] {
+  return table
+    .filter(
+      (b) => b.device === problem.device && takesLayout(b.layouts, problem).ok && b.supports(problem).ok,
+    )
+    .map((b) => ({ name: b.name, run: () => tensorsOf(b.run(problem)) }));
+}
+
+/** The tensors a backend's output holds (forward: output, logSumExp; backward: the gradients). */
+function tensorsOf(output: object): Array<{ dispose(): void }> {
+  return Object.values(output).filter(
+    (v): v is { dispose(): void } => typeof v === 'object' && v !== null && typeof v.dispose === 'function',
+  );
+}
+
+function calibratedWords(
+  entry: { order: readonly string[]; ms: Readonly<Record<string, number>>; measured: string; at: string },
+  what: string,
+): AutoDecision {
+  const numbers = entry.order.map((name) => `${name} ${entry.ms[name].toFixed(3)} ms`).join(' < ');
+  return {
+    order: entry.order,
+    source: 'calibrated',
+    why: `${what} on this GPU: ${numbers} (${entry.measured}, ${entry.at.slice(0, 10)})`,
+  };
+}
+
+/**
+ * A paged or packed problem with `implementation` unset: cudnn only where a calibrated entry or the
+ * recorded decode table ranks it first for the case (a calibrated entry only with a block table that
+ * has room to grow, as the recorded table: cuDNN builds a graph per table width),
  * otherwise the flash decode kernels, which were measured everywhere they run; a call naming
  * 'cudnn' takes these layouts either way.
  */
 function layoutOrder(problem: AttentionProblem): readonly AttentionBackend[] {
+  const calibrated =
+    problem.device === 'cuda' && (!problem.paged || tableHasRoom(problem))
+      ? calibratedDecision('forward', problem, BACKENDS)
+      : null;
+  if (calibrated) return orderByMeasurement(BACKENDS, calibrated.order);
   const measured = measuredDecodeChoice(problem);
   if (measured) return orderByMeasurement(BACKENDS, measured.order);
   const what = problem.paged ? 'a paged KV cache' : 'packed sequences';
   const refused = unsupported(
-    `${what} runs on cudnn with implementation unset only where the measured decode table ranks it first ` +
-      `(src/backends/decode-dispatch-table.ts); name implementation: 'cudnn' to run it there`,
+    `${what} runs on cudnn with implementation unset only where a calibrated entry or the measured decode ` +
+      `table ranks it first (src/backends/decode-dispatch-table.ts); name implementation: 'cudnn' to run it there`,
   );
   return BACKENDS.map((b) => (b.name === 'cudnn' ? { ...b, supports: () => refused } : b));
 }
@@ -83,7 +201,7 @@ function layoutOrder(problem: AttentionProblem): readonly AttentionBackend[] {
 /** The recorded decode measurement `auto` follows for a decode step on a paged or dense cache, or null. */
 export function measuredDecodeChoice(problem: AttentionProblem): MeasuredDecodeOrder | null {
   if (problem.implementation !== undefined || problem.device !== 'cuda' || problem.packed) return null;
-  return measuredDecodeOrder(problem, getCudaContext().properties.name);
+  return measuredDecodeOrder(problem, currentDeviceClass());
 }
 
 /** The recorded measurement `auto` follows for `problem`, or null (a named backend, no record). */
@@ -91,7 +209,7 @@ export function measuredChoice(problem: AttentionProblem): MeasuredOrder | null 
   if (problem.implementation !== undefined || problem.device !== 'cuda') return null;
   const { properties } = getCudaContext();
   return measuredOrder(problem, {
-    gpu: properties.name,
+    device: currentDeviceClass(),
     flashKernel: () => ('variant' in hopperVariant(problem, targetArch(properties)) ? 'wgmma' : 'mma'),
   });
 }

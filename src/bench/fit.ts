@@ -16,6 +16,7 @@ import { cudaAvailable } from '../backends/cuda/context.js';
 import { deviceMemoryInfo, emptyCache } from '../backends/cuda/memory.js';
 import { formatBytes } from '../errors.js';
 import { itemSize } from '../tensor/dtype.js';
+import type { Device } from '../tensor/storage.js';
 import { deviceFor } from './measure.js';
 import type { BenchCase } from './sweep.js';
 
@@ -37,7 +38,7 @@ export function caseBytes(c: BenchCase): { bytes: number; what: string } {
 }
 
 /** Free memory where the case runs: the driver's count on a GPU, the host's available memory on the CPU. */
-export function freeBytes(device: 'cuda' | 'cpu'): number {
+export function freeBytes(device: Device): number {
   return device === 'cuda' ? deviceMemoryInfo().free : freemem();
 }
 

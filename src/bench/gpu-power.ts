@@ -6,17 +6,17 @@
  * Why: back to back at full memory bandwidth an H200 sits at its 700 W limit and lowers its SM clock to
  * 1.2–1.9 GHz; a kernel doing more work per byte then reads less (flash decode at K=4 with a tile of padding:
  * 4.14 TB/s a call against 4.39 with the host hidden, 75–83% of nvidia-smi's samples power-capped), and of four
- * H200s in one session two never reached the limit (bench/results/2026-12-02-s15-decode). A row that records
+ * H200s on one day two never reached the limit (benchmarks/results/h200/decode/2026-12-02-1m-tokens-k8-k4). A row that records
  * how long it was capped says which state its number belongs to.
  *
  * Counters, not samples: NVML's violation time (ns held below clocks by power, with the host µs it was read
  * at) and total energy (mJ) are cumulative, so two readings bracket the calls with no sampling thread. But NVML
- * refreshes them only every ~100 ms (H200, bench/results/2026-12-02-s16-decode call 3: read every ~0.5 ms over
+ * refreshes them only every ~100 ms (H200, benchmarks/results/h200/decode/2026-12-02-1m-tokens-k1-multicast: read every ~0.5 ms over
  * 0.6 s of GPU work, both changed together at 73, 171, 271, 371, 471 and 571 ms, never backwards): a window
  * covers NVML's refreshes around it (`sampledMs`), off the calls' own span by up to ~100 ms at each end. A
- * window under POWER_MIN_WINDOW_MS has no reading: with no refresh inside it the counters do not move (call 1:
+ * window under POWER_MIN_WINDOW_MS has no reading: with no refresh inside it the counters do not move (one run:
  * a ~1 ms bench row read a mean of 0 W), and with one the violation clock may have moved while the energy
- * counter had not (call 5: a ~1 ms row read under 30 W). Where NVML, the device or a counter is missing (no
+ * counter had not (a ~1 ms row read under 30 W). Where NVML, the device or a counter is missing (no
  * driver library, a GPU that does not report them), rows go without and `powerProbeReason()` says why.
  */
 import { getCudaContext } from '../backends/cuda/context.js';

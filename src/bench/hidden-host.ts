@@ -3,7 +3,7 @@
  * keeps the stream busy (src/kernels/bench/gpu_spin.cu) and, behind it, `batch` calls between one event
  * pair; the calls' kernels then run back to back once the spin ends, whatever the host took to enqueue
  * them. Why: a decode step at B=1 reads 1–17 MB in 5–25 µs of GPU time, and the host's 15–40 µs per call
- * (session 12, bench/results/2026-12-02-s12-decode) decide the time of a call timed any other way, ours
+ * (benchmarks/results/h200/decode/2026-12-02-tma-kernel-every-k) decide the time of a call timed any other way, ours
  * and PyTorch's alike. What this measures is the kernels; what a caller waits is the larger of the two.
  *
  * A sample counts only if the host finished enqueuing before the spin ended (the spin's own event pair

@@ -5,29 +5,31 @@
  */
 
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { cpus, hostname } from 'node:os';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { cudaAvailable, getCudaContext } from '../backends/cuda/context.js';
 import { loadCudnn } from '../backends/cuda/ffi/cudnn.js';
 import { nv } from '../backends/cuda/ffi/nvrtc.js';
 import { config, runSettings } from '../config.js';
 import { neutraliseLine } from '../results/safe-text.js';
 import type { ResultsFile } from '../results/schema.js';
-import { packageVersion } from '../version.js';
+import { packageRoot, packageVersion } from '../version.js';
 import { gpuPowerProbe } from './gpu-power.js';
 import { gpuUuid } from './gpu-uuid.js';
 
 /**
- * The attnlab commit: ATTNLAB_COMMIT when set (a checkout copied without .git, as on the GPU
- * machine), else `git rev-parse --short HEAD` in the package folder with '-dirty' for local edits,
- * else 'unknown'.
+ * The attnlab commit: ATTNLAB_COMMIT when set (a checkout copied without .git), else
+ * `git rev-parse --short HEAD` in the package folder with '-dirty' for local edits when that folder is
+ * a git checkout of its own (an installed package inside an application's repository is not: git would
+ * answer with the application's commit), else 'unknown'.
  */
 export function attnlabCommit(): string {
   const configured = config().commit;
   // Written out as \xNN where it holds control characters: it reaches the terminal in bench's machine table.
   if (configured) return neutraliseLine(configured);
-  const cwd = fileURLToPath(new URL('.', import.meta.url));
+  const cwd = packageRoot();
+  if (!cwd || !existsSync(join(cwd, '.git'))) return 'unknown';
   try {
     const git = (args: string[]) =>
       execFileSync('git', args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
@@ -71,7 +73,9 @@ export function describeMachine(): ResultsFile['machine'] {
     memoryBytes: p.totalMemoryBytes,
     l2Bytes: p.l2CacheBytes,
     driver: kernel ? `${kernel} (${cudaLevel})` : cudaLevel,
+    multiprocessors: p.multiprocessorCount,
   };
+  if (p.memoryBandwidthGBs) machine.gpu.memoryBandwidthGBs = p.memoryBandwidthGBs;
   const uuid = gpuUuid(p.ordinal);
   if (uuid) machine.gpu.uuid = uuid;
   const power = gpuPowerProbe();

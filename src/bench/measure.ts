@@ -98,6 +98,7 @@ export function attnlabLabel(
 
 /** Where an implementation runs here: 'reference' always on the CPU, the others on CUDA when usable. */
 export function deviceFor(impl: BenchCase['impl']): Device {
+  if (impl === 'webgpu') return 'webgpu';
   return impl !== 'reference' && cudaAvailable().ok ? 'cuda' : 'cpu';
 }
 
@@ -285,7 +286,7 @@ export function seededInput(
  * Seeded q (B,T,N,H), k and v (B,S,K,H) on the host. The last set is kept: sweeps run every
  * implementation of a shape back to back.
  */
-function hostInputs(c: BenchCase, seed: number): Tensor[] {
+export function hostInputs(c: BenchCase, seed: number): Tensor[] {
   const key = JSON.stringify([c.B, c.T, c.S, c.N, c.K, c.H, c.dtype, seed]);
   if (lastInputs?.key !== key) {
     lastInputs = undefined; // let the old set be collected before the new one is drawn
@@ -323,12 +324,12 @@ export function rotationCopies(host: readonly Tensor[]): number {
   return Math.max(1, Math.min(MAX_INPUT_COPIES, Math.ceil((2 * l2) / Math.max(bytes, 1)), byMemory));
 }
 
-function shapeOf(c: BenchCase) {
+export function shapeOf(c: BenchCase) {
   const paged = c.blockSize ? { blockSize: c.blockSize } : {};
   return { B: c.B, T: c.T, S: c.S, N: c.N, K: c.K, H: c.H, dtype: c.dtype, causal: c.causal, ...paged };
 }
 
-function finish(
+export function finish(
   base: Omit<ResultRow, 'status'>,
   c: BenchCase,
   o: MeasureOptions,
@@ -342,7 +343,7 @@ function finish(
 }
 
 /** The status and reason of a case that did not run; anything not thrown on purpose is 'unexpected' (a bug). */
-function failure(error: unknown, device: Device): { status: RowStatus; reason: string } {
+export function failure(error: unknown, device: Device): { status: RowStatus; reason: string } {
   if (error instanceof OutOfMemoryError) return { status: 'out-of-memory', reason: error.message };
   if (error instanceof UnsupportedError) {
     // A cuda backend asked for on cpu inputs: say why the inputs were not on the GPU.

@@ -2,7 +2,7 @@
  * A dense cache's key and value as pools of `blockSize`-token blocks behind a shuffled block table: what
  * `attnlab bench --block-size` times. Shuffled (a seeded permutation of the pool), as decode-bench's tables are by
  * default and a serving system's pool is after sequences come and go: scattered pages are what a paged kernel pays
- * for (at K=1 the library reads pages in pool order 1–3% faster; bench/results/decode-sessions.md, session 17). The pages
+ * for (at K=1 the library reads pages in pool order 1–3% faster; docs/benchmarks.md). The pages
  * hold the dense cache's rows, so the paged call equals the dense one and the float64 oracle of the dense inputs
  * checks it.
  */

@@ -30,7 +30,7 @@ export interface CodelabSizes {
   readonly fp8Seq: number;
   /**
    * The second FP8 shape (section 10b): one where the GEMMs, not the quantisation passes, set the
-   * time — the shape of the recorded FP8 speed-up (README: 1.42–1.44× bf16 cuDNN at B=4, T=8192,
+   * time — the shape of the recorded FP8 speed-up (docs/guide/te-fp8.md: 1.42–1.44× bf16 cuDNN at B=4, T=8192,
    * N=16, H=128). Null where there is no FP8 (CPU).
    */
   readonly fp8Large: {

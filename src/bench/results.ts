@@ -4,12 +4,14 @@
 
 import {
   type CeilingInfo,
+  type LabSection,
   type PeerInfo,
   RESULTS_SCHEMA,
   RESULTS_SCHEMA_VERSION,
   type ResultRow,
   type ResultsFile,
   type ResultTable,
+  type SuiteInfo,
 } from '../results/schema.js';
 import { attnlabCommit, commandLine, describeMachine, packageVersion } from './machine.js';
 
@@ -19,6 +21,8 @@ export interface ResultsContent {
   notes?: string[];
   peers?: PeerInfo[];
   ceiling?: CeilingInfo | null;
+  suite?: SuiteInfo;
+  sections?: LabSection[];
 }
 
 /** A results file for this machine and command line, with the given content. */
@@ -31,10 +35,12 @@ export function makeResults(kind: ResultsFile['kind'], content: ResultsContent):
     command: commandLine(),
     attnlab: { version: packageVersion(), commit: attnlabCommit() },
     machine: describeMachine(),
+    ...(content.suite ? { suite: content.suite } : {}),
     ceiling: content.ceiling ?? null,
     peers: content.peers ?? [],
     rows: content.rows,
     tables: content.tables ?? [],
     notes: content.notes ?? [],
+    ...(content.sections ? { sections: content.sections } : {}),
   };
 }

@@ -20,11 +20,15 @@ import { rowFlops } from './pass-call.js';
 import { BACKWARD_PEER_IMPLS, type PeerName, type PeerRequest, type PeerRun, runPeer } from './peers.js';
 import { type Progress, SILENT_PROGRESS } from './progress.js';
 import { type BenchCase, expandSweep, type SweepSpec } from './sweep.js';
+import { type ModuleCall, moduleCall } from './te-calls.js';
+import { measureWebgpuCase } from './webgpu-measure.js';
 
 /** A sweep with the name its rows are grouped (and charted) under. */
 export interface SweepGroup {
   readonly name: string;
   readonly spec: SweepSpec;
+  /** Time the TransformerEngine-style module (bf16 or FP8 autocast) instead of attention(). */
+  readonly module?: ModuleCall;
 }
 
 export interface RunOptions {
@@ -76,10 +80,11 @@ export async function runSweeps(groups: readonly SweepGroup[], options: RunOptio
   if (note) notes.push(note);
   let ceiling = attnlabCeiling;
 
-  const cases: (BenchCase & { sweep: string })[] = [];
+  const cases: (BenchCase & { sweep: string; module?: ModuleCall })[] = [];
   for (const group of groups) {
     const { cases: expanded, skipped } = expandSweep(group.spec);
-    for (const c of expanded) cases.push({ ...c, sweep: group.name });
+    const module = group.module ? { module: group.module } : {};
+    for (const c of expanded) cases.push({ ...c, sweep: group.name, ...module });
     for (const s of skipped) notes.push(`${group.name}: skipped ${shapeLabel(s.case)}: ${s.reason}`);
   }
   const peers = options.peers ?? [];
@@ -107,15 +112,20 @@ export async function runSweeps(groups: readonly SweepGroup[], options: RunOptio
     // Measuring is synchronous: a turn of the event loop between cases is where a Ctrl-C is heard.
     if (signal) await new Promise((resolve) => setImmediate(resolve));
     if (signal?.aborted) return stopped(`${i} of ${cases.length} attnlab cases measured, no peer run`);
-    progress.update(
-      i,
-      `${c.sweep}: attnlab ${c.impl} ${c.dtype}${c.causal ? ' causal' : ''} ${shapeLabel(c)}`,
-    );
+    const what = c.module ?? `attnlab ${c.impl}`;
+    progress.update(i, `${c.sweep}: ${what} ${c.dtype}${c.causal ? ' causal' : ''} ${shapeLabel(c)}`);
     const why = options.skip?.(c);
     if (why) rows.push(skippedRow(c, why, pass));
     else
       rows.push(
-        measureAttnlabCase(c, { ...options.measure, sweep: c.sweep, ceilingTflops: ceiling?.tflops ?? null }),
+        c.impl === 'webgpu'
+          ? await measureWebgpuCase(c, { ...options.measure, sweep: c.sweep, ceilingTflops: null })
+          : measureAttnlabCase(c, {
+              ...options.measure,
+              sweep: c.sweep,
+              ceilingTflops: ceiling?.tflops ?? null,
+              ...(c.module ? moduleCall(c.module, c) : {}),
+            }),
       );
   }
 
@@ -172,10 +182,12 @@ export async function runSweeps(groups: readonly SweepGroup[], options: RunOptio
 }
 
 /** Each (sweep, shape, dtype, causal) once: peers run their own list of implementations on it. */
-function uniqueShapes(cases: readonly (BenchCase & { sweep: string })[]): PeerRequest['cases'] {
+function uniqueShapes(
+  cases: readonly (BenchCase & { sweep: string; module?: ModuleCall })[],
+): PeerRequest['cases'] {
   const seen = new Map<string, PeerRequest['cases'][number]>();
   // Peers run each dense shape once: a paged case's peer row is the dense cache it stands for.
-  for (const { impl: _impl, blockSize: _blockSize, ...shape } of cases) {
+  for (const { impl: _impl, blockSize: _blockSize, module: _module, ...shape } of cases) {
     const key = JSON.stringify(shape);
     if (!seen.has(key)) seen.set(key, shape);
   }
@@ -205,18 +217,22 @@ function peerRequest(
 
 /** The row of a case that was not run because it could not fit: says so instead of leaving a gap. */
 function skippedRow(
-  c: BenchCase & { sweep: string },
+  c: BenchCase & { sweep: string; module?: ModuleCall },
   why: string | { status: RowStatus; reason: string },
   pass: Pass,
 ): ResultRow {
   const { sweep, impl, B, T, S, N, K, H, dtype, causal } = c;
   const { status, reason } =
     typeof why === 'string' ? { status: 'out-of-memory' as const, reason: why } : why;
+  const named = c.module
+    ? { impl: c.module, label: `${c.module} ${c.dtype}${c.causal ? ' causal' : ''}` }
+    : {};
   return {
     sweep,
     source: 'attnlab',
     impl,
     label: attnlabLabel(c, pass),
+    ...named,
     ...{ B, T, S, N, K, H, dtype, causal },
     ...(pass !== 'forward' ? { pass } : {}),
     status,

@@ -1,5 +1,5 @@
 /**
- * NaN and Inf cases: the README's rule ("Rows that see nothing, NaN and Inf") as data, run for every
+ * NaN and Inf cases: the rule of docs/guide/attention.md ("Rows that see nothing, NaN and Inf") as data, run for every
  * backend. Each case is a clean random problem plus a few poisoned entries, and says which output
  * rows and elements the poison must reach: a NaN (or +inf) logit makes its row NaN, a NaN value entry
  * its output element, and a poisoned entry behind a mask, a −inf bias, padding or the window reaches

@@ -10,7 +10,16 @@ import { BACKENDS } from '../backends/registry.js';
 import type { Device } from '../tensor/storage.js';
 import type { AttentionCase } from './cases.js';
 import { RANDOM_CASES_SEED } from './random-cases.js';
-import { type CheckRow, checkCase, DEVICE_PRECISIONS, OracleCache, PRECISIONS, suiteCases } from './suite.js';
+import {
+  type CaseCheck,
+  type CheckRow,
+  checkCase,
+  checkCaseAsync,
+  DEVICE_PRECISIONS,
+  OracleCache,
+  PRECISIONS,
+  suiteCases,
+} from './suite.js';
 
 export interface CheckOptions {
   devices?: Device[];
@@ -27,9 +36,32 @@ export interface CheckOptions {
 }
 
 export function runCheck(options: CheckOptions = {}): CheckRow[] {
+  return checkJobs(options).map((job) => {
+    const row = checkCase(job);
+    options.onRow?.(row);
+    return row;
+  });
+}
+
+/**
+ * runCheck with the outputs read back asynchronously (checkCaseAsync): the one way to check the
+ * webgpu backend (`attnlab check --device webgpu`); the same rows for the other devices.
+ */
+export async function runCheckAsync(options: CheckOptions = {}): Promise<CheckRow[]> {
+  const rows: CheckRow[] = [];
+  for (const job of checkJobs(options)) {
+    const row = await checkCaseAsync(job);
+    rows.push(row);
+    options.onRow?.(row);
+  }
+  return rows;
+}
+
+/** Every (backend, case, precision, seed) the options select, in the order they run. */
+function checkJobs(options: CheckOptions): CaseCheck[] {
   const devices = options.devices ?? (cudaAvailable().ok ? ['cpu', 'cuda'] : ['cpu']);
   const seed = options.seed ?? Date.now() % 1_000_000;
-  const rows: CheckRow[] = [];
+  const jobs: CaseCheck[] = [];
   const oracles = new OracleCache();
   for (const device of devices) {
     const cases = suiteCases(device, options.casesSeed ?? RANDOM_CASES_SEED);
@@ -39,13 +71,10 @@ export function runCheck(options: CheckOptions = {}): CheckRow[] {
       if (options.backends && !options.backends.includes(backend.name)) continue;
       cases.forEach((c, index) => {
         if (options.filter && !options.filter(c)) return;
-        for (const precision of precisions) {
-          const row = checkCase({ backend, case: c, precision, seed: seed + 16 * index, oracles });
-          rows.push(row);
-          options.onRow?.(row);
-        }
+        for (const precision of precisions)
+          jobs.push({ backend, case: c, precision, seed: seed + 16 * index, oracles });
       });
     }
   }
-  return rows;
+  return jobs;
 }

@@ -11,9 +11,9 @@
  * (gradients.ts: dQuery, dKey, dValue, dBias) and decode checks reuse the case list, the inputs, the
  * comparison and the printout, bringing their own oracle and same-precision baseline.
  */
-import { attention } from '../api/attention.js';
 import { validateAttention } from '../api/validate.js';
-import type { AttentionBackend } from '../backends/backend.js';
+import { type AttentionBackend, layoutSupport } from '../backends/backend.js';
+import { cpuReferenceBackend } from '../backends/cpu/reference.js';
 import type {
   AttentionOptions,
   AttentionProblem,
@@ -21,7 +21,6 @@ import type {
   Float32Precision,
   Implementation,
 } from '../backends/problem.js';
-import { layoutSupport } from '../backends/registry.js';
 import type { FloatDType } from '../tensor/dtype.js';
 import type { Device } from '../tensor/storage.js';
 import type { Tensor } from '../tensor/tensor.js';
@@ -48,6 +47,8 @@ export const PRECISIONS = {
 export const DEVICE_PRECISIONS: Record<Device, readonly SuitePrecision[]> = {
   cpu: [PRECISIONS.float32],
   cuda: [PRECISIONS.bfloat16, PRECISIONS.float16, PRECISIONS.float32, PRECISIONS.tf32],
+  // float16 where the adapter has shader-f16; the backend skips it with that reason elsewhere.
+  webgpu: [PRECISIONS.float32, PRECISIONS.float16],
 };
 
 /** Random cases added to the hand-picked ones (see random-cases.ts). */
@@ -138,12 +139,16 @@ function expectedOf(inputs: Inputs, dtype: FloatDType): Expected {
   const { q, k, v, options } = inputs;
   // The reference sees exactly the rounded values the backend sees, widened to float64.
   const wide = (t: Tensor) => t.astype('float64');
-  const reference = attention(wide(q), wide(k), wide(v), {
-    ...options,
-    bias: options.bias && wide(options.bias),
-    implementation: 'reference',
-    returnLogSumExp: true,
-  });
+  // The reference backend itself, not attention(): this module stays free of the CUDA registry, so
+  // the browser entry (src/webgpu.ts) runs the same suite.
+  const reference = cpuReferenceBackend.run(
+    validateAttention(wide(q), wide(k), wide(v), {
+      ...options,
+      bias: options.bias && wide(options.bias),
+      implementation: 'reference',
+      returnLogSumExp: true,
+    }),
+  );
   return {
     output: reference.output.toFloat64Array(),
     logSumExp: reference.logSumExp!.toFloat64Array(),
@@ -163,6 +168,42 @@ export interface CaseCheck {
 
 /** Runs one case on one backend at one precision and judges it; never throws for the backend's errors. */
 export function checkCase(check: CaseCheck): CheckRow {
+  const started = startCase(check);
+  if ('status' in started) return started;
+  try {
+    return started.judge(started.result);
+  } finally {
+    started.dispose();
+  }
+}
+
+/**
+ * checkCase for a backend whose outputs read back asynchronously (webgpu: mapAsync); also fine
+ * for every other backend.
+ */
+export async function checkCaseAsync(check: CaseCheck): Promise<CheckRow> {
+  const started = startCase(check);
+  if ('status' in started) return started;
+  try {
+    const { output, logSumExp } = started.result;
+    return started.judge({ output: await output.toHostAsync(), logSumExp: await logSumExp?.toHostAsync() });
+  } catch (error) {
+    const reason = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+    return { ...started.row, status: 'fail', comparisons: [], reason };
+  } finally {
+    started.dispose();
+  }
+}
+
+interface StartedCase {
+  readonly row: Omit<CheckRow, 'status' | 'comparisons'>;
+  readonly result: BackendOutput;
+  judge(result: { readonly output: Tensor; readonly logSumExp?: Tensor }): CheckRow;
+  dispose(): void;
+}
+
+/** Validates and runs a case: a finished row (skipped, or failed by a throw), or a result to judge. */
+function startCase(check: CaseCheck): CheckRow | StartedCase {
   const { backend, precision, seed } = check;
   const oracle = (check.oracles ?? new OracleCache()).get(check.case, precision.dtype, seed);
   const row = {
@@ -181,6 +222,10 @@ export function checkCase(check: CaseCheck): CheckRow {
     if (moved && onDevice) owned.push(moved);
     return moved;
   };
+  const dispose = () => {
+    for (const t of owned) t.dispose();
+  };
+  let started = false;
   try {
     const problem = validateAttention(own(oracle.q)!, own(oracle.k)!, own(oracle.v)!, {
       ...oracle.options,
@@ -202,11 +247,19 @@ export function checkCase(check: CaseCheck): CheckRow {
     }
     if (onDevice) owned.push(result.output, ...(result.logSumExp ? [result.logSumExp] : []));
     const { B, T, N, Hv, dtype } = problem;
-    const comparisons = compareForward(result, oracle, [B, T, N, Hv], dtype, precision.label);
-    const ok = comparisons.every((c) => c.ok);
-    return { ...row, status: ok ? 'pass' : 'fail', variant: result.variant, comparisons };
+    started = true;
+    return {
+      row,
+      result,
+      dispose,
+      judge: (read) => {
+        const comparisons = compareForward(read, oracle, [B, T, N, Hv], dtype, precision.label);
+        const ok = comparisons.every((c) => c.ok);
+        return { ...row, status: ok ? 'pass' : 'fail', variant: result.variant, comparisons };
+      },
+    };
   } finally {
-    for (const t of owned) t.dispose();
+    if (!started) dispose();
   }
 }
 

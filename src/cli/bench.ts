@@ -15,6 +15,7 @@ import { codelabSweeps } from '../bench/presets.js';
 import { terminalProgress } from '../bench/progress.js';
 import { makeResults } from '../bench/results.js';
 import { runSweeps, type SweepGroup } from '../bench/run-bench.js';
+import { SUITES } from '../bench/suites.js';
 import {
   type BenchCase,
   checkSweepSize,
@@ -34,6 +35,7 @@ import { neutraliseLine, neutraliseStrings } from '../results/safe-text.js';
 import { PASSES, type Pass, type ResultRow } from '../results/schema.js';
 import { shapeLabel } from '../results/shape-label.js';
 import { FLOAT_DTYPES } from '../tensor/dtype.js';
+import { planSuite, type SuiteFlags, suiteListText } from './bench-suite.js';
 import { MAX_SEED, parseInteger, parseNumber } from './numbers.js';
 import { givenOnCommandLine, optionValue } from './options.js';
 import {
@@ -59,6 +61,8 @@ interface BenchFlags {
   pass: string;
   impl?: string;
   preset?: string;
+  suite?: string;
+  quick?: boolean;
   name: string;
   peers?: string;
   peerCaseS: string;
@@ -108,6 +112,11 @@ export function registerBenchCommand(program: Command): void {
       '--preset <name>',
       "'codelab': the codelab's default shape, sequence (64..1024) and batch sweeps; 'codelab-long': T to 16384 (sets every size, dtype and mask; --impl keeps some of its implementations)",
     )
+    .option(
+      '--suite <name>',
+      `a named suite: ${SUITES.map((s) => s.name).join(', ')} ('list' prints what each times); writes benchmarks/results/<gpu>/<suite>/<date>-<commit>.json and .html (--out <dir> for another root); size options beside it replace the suite's values`,
+    )
+    .option('--quick', "with --suite: the suite's shorter list (its headline shapes)")
     .option('--name <text>', 'the group name of the rows (not with --preset) and of the --out files', 'bench')
     .option('--peers <list>', 'also run jax and/or torch on the same shapes, e.g. jax,torch')
     .option(
@@ -150,15 +159,26 @@ back-to-back calls, and many calls with CUDA events around each, inputs rotated 
 time per call. Results JSON follows docs/results-schema.md.
 
 Examples:
+  attnlab bench --suite forward --peers torch
+  attnlab bench --suite list
   attnlab bench --seq 512..8192 --impl flash,cudnn --dtype bf16 --causal true,false
   attnlab bench --pass backward --batch 4 --seq 8192 --heads 16 --head-dim 128 --impl cudnn --causal true,false --peers jax,torch
-  attnlab bench --preset codelab --peers jax,torch --out bench/results/h200`,
+  attnlab bench --preset codelab --peers jax,torch --out attnlab-out`,
     )
     .action(async (flags: BenchFlags, command: Command) => {
-      const groups = flags.preset
-        ? presetGroups(flags.preset, command, flags.impl)
-        : [{ name: flags.name, spec: specFrom(flags) }];
-      const measure = measureFrom(flags);
+      if (flags.suite === 'list') {
+        process.stdout.write(`${suiteListText()}\n`);
+        return;
+      }
+      if (flags.quick && flags.suite === undefined)
+        throw new InvalidArgumentError('--quick', '--quick with --suite (it shortens a suite)', 'no --suite');
+      const plan = flags.suite !== undefined ? planSuite(flags as BenchFlags & SuiteFlags, command) : null;
+      const groups = plan
+        ? plan.groups
+        : flags.preset
+          ? presetGroups(flags.preset, command, flags.impl)
+          : [{ name: flags.name, spec: specFrom(flags) }];
+      const measure = { ...measureFrom(flags), ...(plan ? { pass: plan.pass } : {}) };
       if (measure.pass !== 'forward' && flags.blockSize !== undefined) {
         // Paged caches are timed on the forward only: each row would say 'unsupported' after the run.
         throw new InvalidArgumentError(
@@ -173,7 +193,10 @@ Examples:
           : parseNumber('--ceiling', flags.ceiling, 'positive', 'TFLOP/s');
       const peers = flags.peers !== undefined ? parsePeerList(flags.peers) : [];
       const peerCaseLimitMs = 1000 * parseNumber('--peer-case-s', flags.peerCaseS, 'positive', 's');
-      const { name, json, html } = outputsFrom(flags);
+      const { name, json, html } = plan
+        ? { name: plan.suite.name, json: plan.json, html: plan.html }
+        : outputsFrom(flags);
+      const suite = plan ? { suite: plan.info } : {};
       // The sizes first: a sweep of millions of cases is refused before a list of them is made.
       for (const group of groups) checkSweepSize(group.spec, `the sweep '${group.name}'`);
       const maxCaseS = parseNumber('--max-case-s', flags.maxCaseS, 'positive', 's');
@@ -186,13 +209,16 @@ Examples:
         run = await runSweeps(groups, {
           measure,
           peers,
+          ...(plan ? { peerImpls: plan.peerImpls } : {}),
           ceiling,
           skip: (c) => tooLarge.get(caseKey(c)) ?? null,
           progress: flags.progress ? terminalProgress() : undefined,
           // A run stopped part-way (a time limit on a lent GPU) keeps the parts it finished.
           onPartial: (partial) => {
             if (json)
-              writingTo(json.option, json.path, () => saveResults(json.path, makeResults('bench', partial)));
+              writingTo(json.option, json.path, () =>
+                saveResults(json.path, makeResults('bench', { ...partial, ...suite })),
+              );
           },
           signal: stop.signal,
           peerCaseLimitMs,
@@ -208,7 +234,7 @@ Examples:
           return;
         }
       }
-      const results = makeResults('bench', run);
+      const results = makeResults('bench', { ...run, ...suite });
       // The status before the output: a reader that has gone ends the process at the next write.
       const nothing = run.interrupted ? null : nothingRan(results.rows);
       if (nothing) process.exitCode = 1;

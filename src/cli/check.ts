@@ -7,10 +7,11 @@ import type { Command } from 'commander';
 import { cudaAvailable } from '../backends/cuda/context.js';
 import { IMPLEMENTATIONS, type Implementation } from '../backends/problem.js';
 import { BACKENDS } from '../backends/registry.js';
+import { initWebgpu } from '../backends/webgpu/runtime.js';
 import { DTYPE_ALIASES, splitList } from '../bench/sweep.js';
 import type { AttentionCase } from '../check/cases.js';
 import { RANDOM_CASES_SEED } from '../check/random-cases.js';
-import { runCheck } from '../check/run-check.js';
+import { runCheckAsync } from '../check/run-check.js';
 import { type CheckRow, describeRow, PRECISIONS, suiteCases } from '../check/suite.js';
 import { InvalidArgumentError } from '../errors.js';
 import { colorEnabled, renderTable } from '../report/terminal.js';
@@ -18,7 +19,7 @@ import type { Device } from '../tensor/storage.js';
 import { MAX_SEED, parseInteger } from './numbers.js';
 
 type PrecisionName = keyof typeof PRECISIONS;
-const DEVICES: readonly Device[] = ['cpu', 'cuda'];
+const DEVICES: readonly Device[] = ['cpu', 'cuda', 'webgpu'];
 
 /**
  * A list option's items as names from `names` (`aliases` maps a short spelling to one), each once;
@@ -74,7 +75,7 @@ export function registerCheckCommand(program: Command): void {
   program
     .command('check')
     .description('Run the correctness suite: every backend against the float64 CPU reference')
-    .option('--device <list>', 'devices to check: cpu,cuda (default: all available)')
+    .option('--device <list>', 'devices to check: cpu,cuda,webgpu (default: cpu, and cuda where available)')
     .option(
       '--impl <list>',
       `backends to check (${IMPLEMENTATIONS.filter((i) => i !== 'reference').join(', ')}; the reference is the oracle)`,
@@ -92,7 +93,7 @@ export function registerCheckCommand(program: Command): void {
       '\nLists are comma-separated, each item run once (a repeat is dropped, the first order kept), no empty item.',
     )
     .action(
-      (o: {
+      async (o: {
         device?: string;
         impl?: string;
         dtype?: string;
@@ -116,9 +117,22 @@ export function registerCheckCommand(program: Command): void {
             `cuda (not available: ${cuda.reason.split(';')[0]})`,
           );
         }
+        if (devices?.includes('webgpu')) {
+          // WebGPU is asked for by name only: opening a device prints Dawn's adapter warnings.
+          try {
+            await initWebgpu();
+          } catch (error) {
+            const reason = error instanceof Error ? error.message : String(error);
+            throw new InvalidArgumentError(
+              '--device',
+              'devices this machine has',
+              `webgpu (not available: ${reason})`,
+            );
+          }
+        }
         const onDevices: Device[] = devices ?? (cuda.ok ? ['cpu', 'cuda'] : ['cpu']);
         const filter = o.case === undefined ? undefined : matchingCases(o.case, onDevices, casesSeed);
-        const rows = runCheck({
+        const rows = await runCheckAsync({
           devices,
           backends: o.impl !== undefined ? checkedBackends(o.impl, onDevices) : undefined,
           precisions:

@@ -3,16 +3,20 @@
  * of the CUDA libraries attnlab found, or why a GPU path is not available. Lines stay within 100
  * columns: a reason that lists every path searched is cut into its clauses, one per line.
  */
+import { spawnSync } from 'node:child_process';
 import type { Command } from 'commander';
 import { cudaAvailable, cudaInfo } from '../backends/cuda/context.js';
 import { autoDispatchSummary } from '../backends/dispatch-table.js';
 import { BACKENDS } from '../backends/registry.js';
+import { currentCalibration, currentDeviceClass } from '../backends/tuning-registry.js';
+import type { WebgpuInfo } from '../backends/webgpu/runtime.js';
 import { gpuPowerProbe, powerProbeReason } from '../bench/gpu-power.js';
+import { config } from '../config.js';
 import { colorEnabled, renderTable } from '../report/terminal.js';
 import { packageVersion } from '../version.js';
 
 /** Backends by device, e.g. 'flash, reference (cpu)'. */
-function backendsOn(device: 'cpu' | 'cuda'): string {
+function backendsOn(device: 'cpu' | 'cuda' | 'webgpu'): string {
   const names = BACKENDS.filter((b) => b.device === device).map((b) => b.name);
   return `${names.join(', ')} (${device})`;
 }
@@ -39,9 +43,58 @@ export function collectInfo(): Record<string, string> {
   info['power limit'] = power
     ? `${power.limitWatts} W (NVML; bench rows record their time held at it)`
     : `not read: ${powerProbeReason()}`;
-  // With implementation unset, dense prefill on this GPU follows its recorded benchmark, if any.
-  info['auto dispatch'] = autoDispatchSummary(info.gpu ?? null, cudaOrder);
+  // With implementation unset: a calibrated entry first, a recorded table of this architecture next, the model last.
+  const { file, table } = currentCalibration();
+  const entries = Object.keys(table.entries).length;
+  info['auto dispatch'] =
+    `calibrated: ${entries} shape class${entries === 1 ? '' : 'es'} in ${file}` +
+    `${config().tune === 'off' ? ' (ignored: ATTNLAB_TUNE=0)' : entries === 0 ? ' (attnlab tune writes it)' : ''}; ` +
+    `then ${autoDispatchSummary(currentDeviceClass(), cudaOrder)}`;
   return info;
+}
+
+/**
+ * The WebGPU adapter attnlab finds (Dawn's webgpu package): its name, the features the kernels use
+ * and the limits they are checked against, or why there is none. Probed in a child process: Dawn
+ * prints its adapter warnings straight to stderr (Debian 12's lavapipe: "Vulkan
+ * shaderUniform*ArrayDynamicIndexing required"), which `info`'s own output must not carry.
+ */
+export function collectWebgpuInfo(): Record<string, string> {
+  const runtime = new URL('../backends/webgpu/runtime.js', import.meta.url).href;
+  const code =
+    `const m = await import(${JSON.stringify(runtime)});` +
+    'try { const info = await m.initWebgpu(); process.stdout.write(JSON.stringify({ ok: true, info })); m.disposeWebgpu(); }' +
+    ' catch (e) { process.stdout.write(JSON.stringify({ ok: false, reason: e instanceof Error ? e.message : String(e) })); }';
+  // The loader flags this process runs with (tsx from the sources), none of a test runner's.
+  const loaders: string[] = [];
+  process.execArgv.forEach((arg, i) => {
+    if (/^--(import|loader|require)$/.test(arg)) loaders.push(arg, process.execArgv[i + 1]);
+    else if (/^--(import|loader|require)=/.test(arg)) loaders.push(arg);
+  });
+  const run = spawnSync(process.execPath, [...loaders, '--input-type=module', '-e', code], {
+    encoding: 'utf8',
+    timeout: 30_000,
+  });
+  let probe: { ok: true; info: WebgpuInfo } | { ok: false; reason: string };
+  try {
+    probe = JSON.parse(run.stdout);
+  } catch {
+    const end = run.signal ? `was ended by ${run.signal}` : `exited with ${run.status}`;
+    return {
+      webgpu: `not available: the WebGPU probe ${end} (${run.stderr.trim().split('\n').at(-1) ?? ''})`,
+    };
+  }
+  if (!probe.ok) return { webgpu: `not available: ${probe.reason}` };
+  const { info } = probe;
+  const name = [info.vendor, info.architecture, info.description].filter(Boolean).join(' ');
+  const limits = info.limits;
+  return {
+    webgpu: `${name || 'unnamed adapter'}${info.backend ? ` (${info.backend})` : ''}; backend webgpu runs here`,
+    'webgpu features': info.features.join(' ') || 'none',
+    'webgpu limits':
+      `maxBufferSize ${limits.maxBufferSize}; maxStorageBufferBindingSize ${limits.maxStorageBufferBindingSize}; ` +
+      `maxComputeWorkgroupStorageSize ${limits.maxComputeWorkgroupStorageSize}`,
+  };
 }
 
 /** A long value as lines at its clause boundaries ('; ', '. ', and '), ' between listed paths). */
@@ -56,7 +109,9 @@ export function registerInfoCommand(program: Command): void {
     .description('Show the GPU, driver and CUDA library versions attnlab found (or why none)')
     .option('--json', 'print JSON instead of a table')
     .action((options: { json?: boolean }) => {
-      const info = collectInfo();
+      const webgpu = collectWebgpuInfo();
+      const info = { ...collectInfo(), ...webgpu };
+      if (!webgpu.webgpu.startsWith('not available')) info.backends += `, ${backendsOn('webgpu')}`;
       if (options.json) {
         process.stdout.write(`${JSON.stringify(info, null, 2)}\n`);
         return;

@@ -2,7 +2,7 @@
  * The part of `attnlab lab --help` that depends on the machine: which device the lab will run on
  * and the sizes each section will use there, read from the same table the lab runs
  * (codelabSizes), so the help cannot drift from what runs. Section numbers are the lab's headings
- * and the README's.
+ * and docs/guide/cli.md's.
  */
 
 import { cudaAvailable, getCudaContext } from '../backends/cuda/context.js';
@@ -61,7 +61,7 @@ export function labSizesHelp(): string {
     '--out names another folder or --no-report is given; the last lines name the files.',
     '',
     'Example:',
-    '  attnlab lab --quick --out bench/results/mine',
+    '  attnlab lab --quick --out attnlab-out/mine',
   ];
   return lines.join('\n');
 }

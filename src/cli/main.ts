@@ -4,6 +4,7 @@
  * anything else is a bug: one line too, with the stack behind ATTNLAB_DEBUG (failure.ts).
  */
 import { Command, CommanderError } from 'commander';
+import { attnlabCommit } from '../bench/machine.js';
 import { config } from '../config.js';
 import { packageVersion } from '../version.js';
 import { registerBenchCommand } from './bench.js';
@@ -13,13 +14,14 @@ import { registerInfoCommand } from './info.js';
 import { registerLabCommand } from './lab.js';
 import { refuseEmptyValues, refuseRepeatedOptions } from './options.js';
 import { registerReportCommand } from './report.js';
+import { registerTuneCommand } from './tune.js';
 
 export function buildProgram(): Command {
   const program = new Command('attnlab')
     .description(
       'Scaled dot-product attention on NVIDIA GPUs from TypeScript: run, check, benchmark, report.',
     )
-    .version(packageVersion())
+    .option('-V, --version', 'output the version number (and the commit, in a git checkout)')
     .showHelpAfterError()
     .exitOverride()
     .hook('preAction', (_program, command) => {
@@ -27,14 +29,26 @@ export function buildProgram(): Command {
       if (command.name() !== 'help') config();
       refuseEmptyValues(command);
     });
+  // commander's .version() takes its text when the program is built; the commit is looked up (git) only when asked.
+  program.on('option:version', () => {
+    process.stdout.write(`${versionLine()}\n`);
+    throw new CommanderError(0, 'commander.version', versionLine());
+  });
   registerInfoCommand(program);
   registerCheckCommand(program);
   registerLabCommand(program);
   registerBenchCommand(program);
   registerReportCommand(program);
+  registerTuneCommand(program);
   registerHelpCommand(program);
   for (const command of program.commands) refuseRepeatedOptions(command);
   return program;
+}
+
+/** '0.1.0', with the commit where it is known (ATTNLAB_COMMIT, or a git checkout of attnlab itself). */
+function versionLine(): string {
+  const commit = attnlabCommit();
+  return commit === 'unknown' ? packageVersion() : `${packageVersion()} (${commit})`;
 }
 
 /** `help [command]`: commander's own answers `help foo` with the general help and no word about foo. */

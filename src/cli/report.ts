@@ -14,7 +14,7 @@ import { checkDistinctPaths, checkOutputFile, firstRepeated, writingTo } from '.
 
 /**
  * Short, distinct names for the files: the base name without .json, or the whole path where two
- * base names clash (bench/results/h200/lab.json vs bench/results/cpu/lab.json), with its .json where
+ * base names clash (results/h200/lab.json vs results/cpu/lab.json), with its .json where
  * even that clashes (`a` and `a.json`: one name merged both files' rows into one series per chart).
  * The paths themselves are distinct (the command refuses a file named twice).
  */
@@ -53,7 +53,7 @@ Rows are grouped into charts by their sweep name; a group whose sizes vary gets 
 and TFLOP/s over the varying size (log2 axis where sizes double), a single-shape group a bar chart.
 
 Example:
-  attnlab report bench/results/h200/codelab.json bench/results/cpu/codelab.json -o compare.html`,
+  attnlab report results/h200/codelab.json results/cpu/codelab.json -o compare.html`,
     )
     .action((paths: string[], options: { output: string; title?: string; terminal: boolean }) => {
       checkOutputFile('--output', options.output);

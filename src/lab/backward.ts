@@ -8,7 +8,6 @@
 
 import type { Implementation } from '../backends/problem.js';
 import type { SweepGroup } from '../bench/run-bench.js';
-import { wrapText } from '../report/terminal.js';
 import type { Pass, ResultRow } from '../results/schema.js';
 import type { FloatDType } from '../tensor/dtype.js';
 import type { LabContext } from './context.js';
@@ -56,11 +55,9 @@ export async function backwardSection(lab: LabContext): Promise<void> {
       })
       .filter((x) => x !== null);
     if (ratios.length > 0) {
-      lab.say(
-        wrapText(
-          `Backward / forward time at T=${T}: ${ratios.join(', ')} (2.5× the flops; FlashAttention's ` +
-            'backward typically runs at ~0.85× its forward TFLOP/s, so ~3× the time).',
-        ),
+      lab.explain(
+        `Backward / forward time at T=${T}: ${ratios.join(', ')} (2.5× the flops; FlashAttention's ` +
+          'backward typically runs at ~0.85× its forward TFLOP/s, so ~3× the time).',
       );
     }
   }

@@ -129,7 +129,7 @@ export function cudnnSection(lab: LabContext, x: LabInputs): void {
     } catch (error) {
       const reason = error instanceof Error ? error.message : String(error);
       lab.table('cuDNN fused attention — not available here', ['', 'Value'], [['Reason', reason]]);
-      lab.say("Continuing with attnlab's own kernels only.");
+      lab.explain("Continuing with attnlab's own kernels only.");
       return;
     }
     lab.hasCudnn = true;

@@ -7,7 +7,7 @@ import type { MeasureOptions } from '../bench/measure.js';
 import { type CodelabSizes, codelabSizes } from '../bench/presets.js';
 import { renderResultRows } from '../report/results-terminal.js';
 import { renderBars, renderTable, TERMINAL_WIDTH, wrapText } from '../report/terminal.js';
-import type { CeilingInfo, ResultRow, ResultsFile, ResultTable } from '../results/schema.js';
+import type { CeilingInfo, LabSection, ResultRow, ResultsFile, ResultTable } from '../results/schema.js';
 
 export interface LabOptions {
   /** Shorter sweeps (sequence up to 1024 on a GPU). */
@@ -32,6 +32,8 @@ export class LabContext {
   readonly tables: ResultTable[] = [];
   readonly rows: ResultRow[] = [];
   readonly notes: string[] = [];
+  /** The sections as the terminal showed them, for the HTML report's layout. */
+  readonly sections: LabSection[] = [];
   /** Set by the cuDNN section, as the codelab's HAS_CUDNN_SDPA: later sections add cuDNN rows only then. */
   hasCudnn = false;
   /** Resolved once, before the first timed section. */
@@ -68,18 +70,27 @@ export class LabContext {
   }
 
   heading(title: string): void {
+    this.sections.push({ title, text: [], tables: [], sweeps: [] });
     this.options.write(
       `\n${'═'.repeat(Math.min(100, title.length + 4))}\n  ${title}\n${'═'.repeat(Math.min(100, title.length + 4))}`,
     );
   }
 
+  /** Prints terminal-only output (a text chart, a stack trace): the report draws its own. */
   say(text: string): void {
     this.options.write(text);
+  }
+
+  /** Prints an explanation, wrapped, and keeps it with its section for the report. */
+  explain(text: string): void {
+    this.options.write(wrapText(text));
+    this.sections.at(-1)?.text.push(text);
   }
 
   /** Prints a table and keeps it for the results file. */
   table(title: string, headers: string[], rows: string[][], note?: string): void {
     this.tables.push({ title, headers, rows, ...(note ? { note } : {}) });
+    this.sections.at(-1)?.tables.push(title);
     this.options.write(renderTable(headers, rows, { title, color: this.options.color }));
     if (note) this.options.write(wrapText(note));
   }
@@ -87,6 +98,9 @@ export class LabContext {
   /** Prints measured rows as a table and keeps them. */
   timed(title: string, rows: ResultRow[]): void {
     this.rows.push(...rows);
+    const section = this.sections.at(-1);
+    for (const sweep of new Set(rows.map((r) => r.sweep)))
+      if (section && !section.sweeps.includes(sweep)) section.sweeps.push(sweep);
     this.options.write(renderResultRows(rows, { title, color: this.options.color }));
   }
 
@@ -96,6 +110,7 @@ export class LabContext {
 
   note(text: string): void {
     this.notes.push(text);
+    this.sections.at(-1)?.text.push(`Note: ${text}`);
     this.options.write(wrapText(`note: ${text}`, TERMINAL_WIDTH, '      '));
   }
 }

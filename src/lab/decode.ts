@@ -10,7 +10,7 @@ import { cacheBytes } from '../bench/bandwidth.js';
 import { measureAttnlabCase } from '../bench/measure.js';
 import type { BenchCase } from '../bench/sweep.js';
 import { formatBytes } from '../errors.js';
-import { formatNumber, wrapText } from '../report/terminal.js';
+import { formatNumber } from '../report/terminal.js';
 import type { ResultRow } from '../results/schema.js';
 import type { LabContext } from './context.js';
 import { printCharts } from './timing.js';
@@ -87,14 +87,12 @@ export async function decodeSection(lab: LabContext, prefill: readonly ResultRow
         ? ` In prefill (9a, T=${prefill[0].T}) the same change took the flash call from ${p8.toFixed(3)} ` +
           `to ${p1.toFixed(3)} ms (${(p8 / p1).toFixed(2)}×): there the arithmetic, not the cache, sets the time.`
         : '';
-    lab.say(
-      wrapText(
-        `K=1 keeps ${formatBytes(cacheBytes({ B, S, K: 1, H, dtype }))} of cache where K=8 keeps ` +
-          `${formatBytes(cacheBytes({ B, S, K: 8, H, dtype }))} (8× fewer bytes to read per step); the ` +
-          `decode step took ${d1.toFixed(4)} ms instead of ${d8.toFixed(4)} ms (${(d8 / d1).toFixed(2)}× ` +
-          'faster). A bandwidth-bound step gets close to 8×; on the CPU, or when a small cache stays in ' +
-          `L2, the step is bound by arithmetic or overheads and gains less.${prefillText}`,
-      ),
+    lab.explain(
+      `K=1 keeps ${formatBytes(cacheBytes({ B, S, K: 1, H, dtype }))} of cache where K=8 keeps ` +
+        `${formatBytes(cacheBytes({ B, S, K: 8, H, dtype }))} (8× fewer bytes to read per step); the ` +
+        `decode step took ${d1.toFixed(4)} ms instead of ${d8.toFixed(4)} ms (${(d8 / d1).toFixed(2)}× ` +
+        'faster). A bandwidth-bound step gets close to 8×; on the CPU, or when a small cache stays in ' +
+        `L2, the step is bound by arithmetic or overheads and gains less.${prefillText}`,
     );
   }
 }

@@ -35,7 +35,13 @@ async function section(lab: LabContext, name: string, body: () => void | Promise
 }
 
 function results(lab: LabContext): ResultsFile {
-  return makeResults('lab', { rows: lab.rows, tables: lab.tables, notes: lab.notes, ceiling: lab.ceiling });
+  return makeResults('lab', {
+    rows: lab.rows,
+    tables: lab.tables,
+    notes: lab.notes,
+    ceiling: lab.ceiling,
+    sections: lab.sections,
+  });
 }
 
 /** Runs every section, printing through `options.write`, and returns what was shown as results. */

@@ -79,7 +79,7 @@ export async function fp8Section(lab: LabContext): Promise<void> {
   const rows: ResultRow[] = [];
   for (const [i, shape] of shapes.entries()) rows.push(...(await timeFp8(lab, shape, gpuName, i === 0)));
   lab.timed('TE module bf16 vs FP8 autocast, causal', rows);
-  lab.say(fp8Verdict(rows));
+  lab.explain(fp8Verdict(rows));
 }
 
 interface Fp8Shape {

@@ -11,7 +11,9 @@ import { terminalProgress } from '../bench/progress.js';
 import { runSweeps, type SweepGroup } from '../bench/run-bench.js';
 import type { BenchCase } from '../bench/sweep.js';
 import { chartsFor } from '../report/charts.js';
+import { recordedGpuLab } from '../report/recorded.js';
 import { renderChartText } from '../report/results-terminal.js';
+import { CPU_FUSED_NOTE } from '../report/sweep-text.js';
 import type { ResultRow } from '../results/schema.js';
 import { itemSize } from '../tensor/dtype.js';
 import { randomNormal } from '../tensor/random.js';
@@ -64,10 +66,16 @@ export async function defaultTiming(lab: LabContext): Promise<void> {
     'ms',
   );
   if (lab.device === 'cuda') {
-    lab.say(
+    lab.explain(
       'At this size every path is dominated by launch and dispatch overhead, not arithmetic: compare ' +
         'the "host ms" column (time to enqueue a call) with the device time.',
     );
+  } else {
+    const recorded = recordedGpuLab();
+    const beside = recorded
+      ? ` The report shows a recorded run of this lab on ${recorded.label} beside these numbers.`
+      : '';
+    lab.explain(`Why fused is not faster here: ${CPU_FUSED_NOTE}${beside}`);
   }
 }
 

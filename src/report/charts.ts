@@ -4,6 +4,7 @@
  * (log axis when its values double), or a bar chart when the group is a single shape.
  */
 import type { ResultRow, ResultsFile } from '../results/schema.js';
+import { sweepTitle } from './sweep-text.js';
 
 export interface ChartPoint {
   readonly x: number;
@@ -17,6 +18,10 @@ export interface ChartSeries {
 
 export interface ChartSpec {
   readonly id: string;
+  /** The sweep id the rows share (`seq`, `fwd-bwd T=64`): the title says it in words (sweep-text.ts). */
+  readonly sweep: string;
+  /** What the y values are: time per call, throughput or bandwidth. */
+  readonly measure?: 'ms' | 'tflops' | 'bandwidth';
   readonly kind: 'line' | 'bar';
   readonly title: string;
   readonly xLabel: string;
@@ -85,8 +90,11 @@ export function chartsFor(files: readonly NamedRows[]): ChartSpec[] {
       varying,
       entries.map((e) => e.row),
     );
-    // T and S move together in self-attention sweeps; S then adds nothing to the series name.
-    const seriesAxes = varying.filter((a) => a !== xAxis && !(xAxis === 'T' && a === 'S' && sameTS(entries)));
+    // An axis that moves with x adds nothing to the series name: S with T in self-attention sweeps, B in a
+    // sweep at constant B·T or B·S (one series over the sweep, not one point per B).
+    const seriesAxes = varying.filter(
+      (a) => a !== xAxis && !(xAxis !== null && followsAxis(entries, xAxis, a)),
+    );
     // Decode steps (rows with bandwidthGBs) are charted in GB/s: ~2 flops a byte make their TFLOP/s small and say
     // nothing of how close they read to the memory's peak; the other rows in TFLOP/s (a group of both gets both).
     const decode = entries.some((e) => e.row.bandwidthGBs !== undefined);
@@ -113,8 +121,10 @@ export function chartsFor(files: readonly NamedRows[]): ChartSpec[] {
       );
       charts.push({
         id: `chart-${charts.length + 1}-${slug(sweep)}-${measure.key}`,
+        sweep,
+        measure: measure.key as 'ms' | 'tflops' | 'bandwidth',
         kind: xAxis ? 'line' : 'bar',
-        title: `${sweep}: ${measure.name.toLowerCase()}${xAxis ? ` vs ${AXIS_NAMES[xAxis]}` : ''} (${shape})`,
+        title: `${sweepTitle(sweep)}: ${measure.name.toLowerCase()}${xAxis ? ` vs ${AXIS_NAMES[xAxis]}` : ''} (${shape})`,
         xLabel: xAxis ? AXIS_NAMES[xAxis] : '',
         yLabel: `${measure.name} (${measure.unit})`,
         logX: xAxis !== null && doubles(all.map((p) => p.x)),
@@ -136,8 +146,15 @@ function pickXAxis(varying: readonly Axis[], rows: readonly ResultRow[]): Axis |
   return best;
 }
 
-function sameTS(entries: readonly { row: ResultRow }[]): boolean {
-  return entries.every((e) => e.row.T === e.row.S);
+/** True when every value of `x` comes with one value of `a` across the entries (a is a function of x). */
+function followsAxis(entries: readonly { row: ResultRow }[], x: Axis, a: Axis): boolean {
+  const seen = new Map<number, number>();
+  for (const { row } of entries) {
+    const previous = seen.get(row[x]);
+    if (previous !== undefined && previous !== row[a]) return false;
+    seen.set(row[x], row[a]);
+  }
+  return true;
 }
 
 /** True when the sorted distinct values grow by powers of two (64, 128, 256… or 1, 2, 8). */

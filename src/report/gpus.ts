@@ -1,5 +1,5 @@
 /**
- * Which GPUs a set of results files was measured on, from `machine.gpu.uuid` (recorded since session 13;
+ * Which GPUs a set of results files was measured on, from `machine.gpu.uuid` (recorded since 2026-12-02;
  * older files have none). A comparison across files is only as close as the GPUs are alike: rows are
  * measurements of one machine, and two calls to the device service may land on two H200s.
  */

@@ -1,96 +1,22 @@
 /**
  * The script the HTML report runs in the browser: it reads the chart specs embedded as JSON and draws
- * each with chart.js. Kept as plain ES2017 text (no imports, no build step) because it is inlined
- * into a page that must work from a file:// URL with no network.
- *
- * Base-2 log axes put their ticks on the data's own x values (64, 128, … 16384): chart.js's default
- * log ticks are powers of ten, which say nothing about a sweep of powers of two.
+ * each with chart.js, through the configuration in chart-config.ts (shared with the notebook's PNG
+ * charts). Kept as plain ES2017 text (no imports, no build step) because it is inlined into a page
+ * that must work from a file:// URL with no network.
  */
+import { CHART_CONFIG_SOURCE } from './chart-config.js';
+
 export const CHART_BOOT_SCRIPT = `
 (function () {
   'use strict';
-  var palette = ['#0969da', '#1a7f37', '#d1242f', '#8250df', '#bf8700', '#1b7c83', '#e16f24', '#6e7781',
-    '#953800', '#4ac26b', '#bf3989', '#a475f9', '#0e1116', '#54aeff', '#9a6700', '#ff8182'];
-  // Peers draw dashed or dotted, with their own point shape, so a comparison reads at a glance.
-  var styleOf = function (label) {
-    var name = label.replace(/^[^:]*: /, '');
-    if (name.indexOf('jax ') === 0) return { dash: [7, 4], point: 'rect' };
-    if (name.indexOf('torch ') === 0) return { dash: [2, 3], point: 'triangle' };
-    return { dash: [], point: 'circle' };
-  };
+  ${CHART_CONFIG_SOURCE}
   var specs = JSON.parse(document.getElementById('attnlab-charts').textContent);
-  var format = function (v) {
-    if (v === 0) return '0';
-    var a = Math.abs(v);
-    if (a >= 1000) return v.toFixed(0);
-    if (a >= 0.01) return String(Number(v.toPrecision(3)));
-    return v.toExponential(1);
-  };
-  // Log value axes get a tick at every 1..9 x 10^n; labelling only 1, 2 and 5 keeps them legible.
-  var logLabel = function (v) {
-    var n = Number(v);
-    var m = n / Math.pow(10, Math.floor(Math.log10(n) + 1e-9));
-    var r = Math.round(m);
-    return Math.abs(m - r) < 1e-6 && (r === 1 || r === 2 || r === 5) ? format(n) : '';
-  };
   var rendered = 0;
   specs.forEach(function (spec) {
     var canvas = document.getElementById(spec.id);
     if (!canvas) { console.error('attnlab report: no canvas for chart ' + spec.id); return; }
-    var config;
-    if (spec.kind === 'bar') {
-      config = {
-        type: 'bar',
-        data: {
-          labels: spec.series.map(function (s) { return s.label; }),
-          datasets: [{
-            label: spec.yLabel,
-            data: spec.series.map(function (s) { return s.points[0].y; }),
-            backgroundColor: spec.series.map(function (_, i) { return palette[i % palette.length]; })
-          }]
-        },
-        options: {
-          indexAxis: 'y', animation: false, responsive: true, maintainAspectRatio: false,
-          plugins: { legend: { display: false }, title: { display: false } },
-          scales: {
-            x: { type: spec.logY ? 'logarithmic' : 'linear', title: { display: true, text: spec.yLabel },
-                 ticks: { callback: spec.logY ? logLabel : function (v) { return format(Number(v)); } } }
-          }
-        }
-      };
-    } else {
-      var xs = [];
-      spec.series.forEach(function (s) { s.points.forEach(function (p) { if (xs.indexOf(p.x) < 0) xs.push(p.x); }); });
-      xs.sort(function (a, b) { return a - b; });
-      config = {
-        type: 'line',
-        data: {
-          datasets: spec.series.map(function (s, i) {
-            var color = palette[i % palette.length];
-            var style = styleOf(s.label);
-            return { label: s.label, data: s.points, borderColor: color, backgroundColor: color,
-                     borderDash: style.dash, pointStyle: style.point, pointRadius: 3, tension: 0, spanGaps: false };
-          })
-        },
-        options: {
-          animation: false, responsive: true, maintainAspectRatio: false, parsing: true,
-          plugins: { legend: { position: 'bottom', labels: { boxWidth: 12, usePointStyle: true } } },
-          scales: {
-            x: {
-              type: spec.logX ? 'logarithmic' : 'linear', title: { display: true, text: spec.xLabel },
-              afterBuildTicks: spec.logX ? function (axis) { axis.ticks = xs.map(function (v) { return { value: v }; }); } : undefined,
-              ticks: { callback: function (v) { return format(Number(v)); } }
-            },
-            y: {
-              type: spec.logY ? 'logarithmic' : 'linear', title: { display: true, text: spec.yLabel },
-              ticks: { callback: spec.logY ? logLabel : function (v) { return format(Number(v)); } }
-            }
-          }
-        }
-      };
-    }
     try {
-      new Chart(canvas, config);
+      new Chart(canvas, attnlabChartConfig(spec, Chart));
       rendered++;
     } catch (err) {
       console.error('attnlab report: chart ' + spec.id + ' failed: ' + err);

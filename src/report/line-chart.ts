@@ -1,6 +1,6 @@
 /**
  * A sweep as a line chart in the terminal, drawn by asciichart (MIT, no dependencies, one 5 KB file;
- * the README says why it was chosen). asciichart plots values by column index and has neither an x
+ * docs/guide/cli.md says why it was chosen). asciichart plots values by column index and has neither an x
  * axis nor gaps, so this file gives it both: each series segment (consecutive points it has) is
  * resampled onto the columns its x range covers — log2 spacing where the sizes double — and plotted
  * alone on the shared y range, and the plots are laid over one another. Below come the x axis with

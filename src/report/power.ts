@@ -1,8 +1,8 @@
 /**
  * What results files say of their GPU's power state (rows[].timing.power, bench/gpu-power.ts): rows timed while
  * the power limit held the GPU below its clocks ran at lower SM clocks, and how much that costs depends on the
- * kernel (more work per byte, more time lost: bench/results/2026-12-02-s15-decode) and on the GPU (of four H200s
- * in one session, two never reached their limit). A reader comparing rows needs to know which were capped.
+ * kernel (more work per byte, more time lost: benchmarks/results/h200/decode/2026-12-02-1m-tokens-k8-k4) and on the GPU (of four H200s
+ * on one day, two never reached their limit). A reader comparing rows needs to know which were capped.
  */
 import type { NamedResults } from './charts.js';
 

@@ -133,7 +133,12 @@ export function renderMachine(results: ResultsFile, options: { color?: boolean }
     ...Object.entries(m.libraries).map(([k, v]) => [k, v]),
     ...(settings ? [['settings', settings]] : []),
     ['node', m.node],
-    ['attnlab', `${results.attnlab.version} (${results.attnlab.commit})`],
+    [
+      'attnlab',
+      results.attnlab.commit === 'unknown'
+        ? results.attnlab.version
+        : `${results.attnlab.version} (${results.attnlab.commit})`,
+    ],
     ...(results.ceiling
       ? [
           [

@@ -19,6 +19,8 @@ export interface WriteReportOptions {
   title?: string;
   /** Build the terminal text (default true); false returns '' and only writes the HTML (report --no-terminal). */
   terminal?: boolean;
+  /** A lab report only: a recorded run of the same lab shown beside this one (report/recorded.ts). */
+  beside?: NamedResults | null;
 }
 
 /** The terminal text for `files`; writes the HTML report too when `htmlPath` is set. */
@@ -27,7 +29,10 @@ export function writeReport(files: readonly NamedResults[], options: WriteReport
   const parts: string[] = [];
   if (options.htmlPath) {
     mkdirSync(dirname(options.htmlPath), { recursive: true });
-    writeFileAtomic(options.htmlPath, buildHtmlReport(files, { title: options.title }));
+    writeFileAtomic(
+      options.htmlPath,
+      buildHtmlReport(files, { title: options.title, beside: options.beside ?? null }),
+    );
   }
   // The tables are built only when printed: 10k rows of them took 9.6 s that --no-terminal then threw away.
   if (options.terminal === false) return '';

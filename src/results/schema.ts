@@ -90,7 +90,7 @@ export interface ResultRow {
   /** bandwidthGBs as a percentage of the GPU's HBM peak (HBM_PEAK_GBS on the H200). */
   bandwidthPercent?: number;
   /**
-   * Context-parallel rows (bench/ring): the GPUs the call ran on (1 for a single-GPU call and for the
+   * Context-parallel rows (benchmarks/harnesses/context-parallel.ts): the GPUs the call ran on (1 for a single-GPU call and for the
    * loopback group, whose ranks share one GPU).
    */
   gpus?: number;
@@ -137,7 +137,7 @@ export interface RowTiming {
    * The GPU's power state over the timed calls (attnlab GPU rows where NVML answers, bench/gpu-power.ts): % of
    * the time its power limit held it below its clocks, mean W drawn, the limit.
    */
-  /** sampledMs: from session 16 (files before it have no such field). */
+  /** sampledMs: files before 2026-12-02 have no such field. */
   power?: { cappedPercent: number; meanWatts: number; sampledMs?: number; limitWatts: number };
 }
 
@@ -158,11 +158,14 @@ export interface GpuInfo {
   driver?: string;
   /**
    * The GPU's UUID (cuDeviceGetUuid, as nvidia-smi prints it): rows from two files compare only on one GPU
-   * (two H200s read the same decode rows 3% apart: bench/results/2026-12-02-s13-decode).
+   * (two H200s read the same decode rows 3% apart: benchmarks/results/h200/decode/2026-12-02-cache-length-row-groups).
    */
   uuid?: string;
   /** The enforced power limit, W, from NVML where the driver's library answers (bench/gpu-power.ts). */
   powerLimitWatts?: number;
+  /** SM count and peak memory bandwidth (GB/s): with computeCapability, the device class auto dispatch keys tables by. */
+  multiprocessors?: number;
+  memoryBandwidthGBs?: number;
 }
 
 export interface PeerInfo {
@@ -175,12 +178,36 @@ export interface PeerInfo {
   versions?: Record<string, string>;
 }
 
+/** Which suite a results file records, so a table built from it keeps its provenance as data. */
+export interface SuiteInfo {
+  /** The suite's name (bench/suites.ts), e.g. 'forward'. */
+  name: string;
+  /** The GPU slug the file is filed under (results/suite-path.ts), e.g. 'h200'; 'cpu' without a GPU. */
+  gpu: string;
+  /** The suite's shorter list (`--quick`) rather than the whole suite. */
+  quick: boolean;
+  /** Options given beside --suite that replaced the suite's own values, as typed (e.g. '--seq 64'). */
+  overrides: string[];
+}
+
 export interface CeilingInfo {
   /** Dense matmul TFLOP/s that percentages are relative to. */
   tflops: number;
   dtype: string;
   /** How it was obtained: 'given' (--ceiling), 'cublaslt', 'torch-matmul', or one of those + ' (cached)'. */
   source: string;
+}
+
+/**
+ * One section of a lab run as the terminal showed it: its numbered title, the explanations printed in
+ * it, and which tables (by title) and timed sweeps (by sweep id) it produced. The HTML report lays a
+ * lab out by these.
+ */
+export interface LabSection {
+  title: string;
+  text: string[];
+  tables: string[];
+  sweeps: string[];
 }
 
 export interface ResultsFile {
@@ -207,10 +234,14 @@ export interface ResultsFile {
      */
     settings?: Record<string, string>;
   };
+  /** The named suite the file records (`attnlab bench --suite`); absent for other runs. */
+  suite?: SuiteInfo;
   ceiling: CeilingInfo | null;
   peers: PeerInfo[];
   rows: ResultRow[];
   tables: ResultTable[];
   /** Messages worth keeping with the numbers (skipped sizes, missing peers, CPU-only mode). */
   notes: string[];
+  /** The lab's sections in order (absent in bench files and in lab files written before sections existed). */
+  sections?: LabSection[];
 }

@@ -330,9 +330,18 @@ export function parseResults(value: unknown, source: string): ResultsFile {
             'driver?': c.string,
             'uuid?': c.string,
             'powerLimitWatts?': c.nonNegative,
+            'multiprocessors?': c.nonNegative,
+            'memoryBandwidthGBs?': c.nonNegative,
           }),
         libraries: c.record(c.string),
         'settings?': c.record(c.string),
+      }),
+    'suite?': (v, p) =>
+      c.fields(v, p, {
+        name: c.string,
+        gpu: c.string,
+        quick: c.boolean,
+        overrides: (o, op) => c.array(o, op, c.string),
       }),
     'ceiling?': (v, p) => c.fields(v, p, { tflops: c.nonNegative, dtype: c.string, source: c.string }),
     peers: (v, p) =>
@@ -354,6 +363,15 @@ export function parseResults(value: unknown, source: string): ResultsFile {
     },
     tables: (v, p) => c.array(v, p, table),
     notes: (v, p) => c.array(v, p, c.string),
+    'sections?': (v, p) =>
+      c.array(v, p, (s, sp) =>
+        c.fields(s, sp, {
+          title: c.string,
+          text: (t, tp) => c.array(t, tp, c.string),
+          tables: (t, tp) => c.array(t, tp, c.string),
+          sweeps: (t, tp) => c.array(t, tp, c.string),
+        }),
+      ),
   });
   if ((top.schemaVersion as number) > RESULTS_SCHEMA_VERSION) {
     c.fail(

@@ -2,7 +2,7 @@
  * A TransformerEngine-style DotProductAttention: TE's options, value names and defaults in front of
  * attnlab's attention(), with TE's FP8 path (cuDNN's FP8 SDPA graph) under autocast.
  *
- * Where it differs from dotProductAttention (docs/te.md has the full list): the mask type defaults
+ * Where it differs from dotProductAttention (docs/guide/te-fp8.md has the full list): the mask type defaults
  * to 'causal'; padding comes from a SequenceDescriptor of lengths; a legacy mask is true where a
  * pair is masked out (ours is true where it is kept); layouts may be packed or sequence-first.
  */

@@ -7,6 +7,16 @@ import { checkKeys, checkOptionsObject, describeValue, snapshotList } from '../a
 import { InvalidArgumentError, OutOfMemoryError } from '../errors.js';
 import { allocRaw, type DType, type EncodeOptions, itemSize, type RawArray } from './dtype.js';
 
+/**
+ * Free and total host memory for an OutOfMemoryError: node:os where the runtime has it (Node's
+ * process.getBuiltinModule), zeros in a browser, so this module imports no Node built-in.
+ */
+function hostMemory(): [number, number] {
+  const proc = (globalThis as { process?: { getBuiltinModule?(id: string): unknown } }).process;
+  const os = proc?.getBuiltinModule?.('node:os') as typeof import('node:os') | undefined;
+  return os ? [os.freemem(), os.totalmem()] : [0, 0];
+}
+
 /** Elements of a shape (1 for rank 0). */
 export function numel(shape: readonly number[]): number {
   let n = 1;
@@ -39,11 +49,11 @@ export function allocHost(dtype: DType, shape: readonly number[]): RawArray {
   const length = numel(shape);
   const bytes = length * itemSize(dtype);
   const detail = `shape ${shapeText(shape)} ${dtype}`;
-  if (!Number.isSafeInteger(length)) throw new OutOfMemoryError(bytes, freemem(), totalmem(), 'cpu', detail);
+  if (!Number.isSafeInteger(length)) throw new OutOfMemoryError(bytes, ...hostMemory(), 'cpu', detail);
   try {
     return allocRaw(dtype, length);
   } catch (error) {
-    if (error instanceof RangeError) throw new OutOfMemoryError(bytes, freemem(), totalmem(), 'cpu', detail);
+    if (error instanceof RangeError) throw new OutOfMemoryError(bytes, ...hostMemory(), 'cpu', detail);
     throw error;
   }
 }

@@ -24,10 +24,12 @@ const hostRecords = new WeakMap<Storage, HostRecord>();
  * The GC net. It runs only when the event loop turns and the collector has run: a synchronous loop
  * that never disposes grows until it ends (30,000 undisposed cudnn calls held 15 GiB on the H200).
  */
-const net = new FinalizationRegistry<HostRecord | Extract<Storage, { kind: 'device' }>['buffer']>((held) => {
-  if ('release' in held) held.release();
-  else forgetHost(held);
-});
+const net = new FinalizationRegistry<HostRecord | Extract<Storage, { kind: 'device' | 'webgpu' }>['buffer']>(
+  (held) => {
+    if ('release' in held) held.release();
+    else forgetHost(held);
+  },
+);
 
 function forgetHost(record: HostRecord): void {
   if (record.released) return;
@@ -57,7 +59,7 @@ export function adoptStorage(storage: Storage): void {
 export function releaseStorage(storage: Storage): void {
   net.unregister(storage);
   for (const scope of scopes) scope.delete(storage);
-  if (storage.kind === 'device') storage.buffer.release();
+  if (storage.kind !== 'host') storage.buffer.release();
   else {
     const record = hostRecords.get(storage);
     if (record) forgetHost(record);
@@ -65,7 +67,7 @@ export function releaseStorage(storage: Storage): void {
 }
 
 export function isReleased(storage: Storage): boolean {
-  if (storage.kind === 'device') return storage.buffer.released;
+  if (storage.kind !== 'host') return storage.buffer.released;
   return hostRecords.get(storage)?.released ?? false;
 }
 

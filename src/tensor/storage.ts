@@ -1,12 +1,14 @@
 /**
  * Where a tensor's bytes live. Host storage is a typed array of raw values; device storage is a
- * buffer from the CUDA memory pool (src/backends/cuda/memory.ts), released to the pool on dispose.
- * The pool registers itself here when it loads, so tensor/ imports nothing above the floor.
+ * buffer from the CUDA memory pool (src/backends/cuda/memory.ts), released to the pool on dispose;
+ * webgpu storage is a GPUBuffer of the WebGPU device (src/backends/webgpu/memory.ts).
+ * Each device side registers itself here when it loads, so tensor/ imports nothing above the floor.
  */
 import { AttnlabError } from '../errors.js';
 import type { RawArray } from './dtype.js';
 
-export type Device = 'cpu' | 'cuda';
+export type Device = 'cpu' | 'cuda' | 'webgpu';
+export const DEVICES: readonly Device[] = ['cpu', 'cuda', 'webgpu'];
 
 /** A block of device memory. `release` returns it to the pool; it is idempotent. */
 export interface DeviceBuffer {
@@ -16,9 +18,21 @@ export interface DeviceBuffer {
   release(): void;
 }
 
+/**
+ * A buffer on the WebGPU device. `handle` is the GPUBuffer (typed by the backend that made it);
+ * `release` destroys it and is idempotent.
+ */
+export interface WebgpuBuffer {
+  readonly handle: unknown;
+  readonly bytes: number;
+  readonly released: boolean;
+  release(): void;
+}
+
 export type Storage =
   | { readonly kind: 'host'; readonly data: RawArray }
-  | { readonly kind: 'device'; readonly buffer: DeviceBuffer };
+  | { readonly kind: 'device'; readonly buffer: DeviceBuffer }
+  | { readonly kind: 'webgpu'; readonly buffer: WebgpuBuffer };
 
 /** The two copies a tensor needs from the device side (src/backends/cuda/memory.ts implements them). */
 export interface DeviceAllocator {
@@ -41,4 +55,30 @@ export function deviceAllocator(): DeviceAllocator {
     );
   }
   return registered;
+}
+
+/**
+ * The WebGPU side of a tensor's copies: uploads are synchronous (a buffer mapped at creation);
+ * reading back is asynchronous in WebGPU (mapAsync), so it returns a promise.
+ */
+export interface WebgpuAllocator {
+  copyToWebgpu(bytes: Uint8Array): WebgpuBuffer;
+  copyFromWebgpu(buffer: WebgpuBuffer, out: Uint8Array): Promise<void>;
+}
+
+let webgpuRegistered: WebgpuAllocator | null = null;
+
+/** Called by src/backends/webgpu/memory.ts once a WebGPU device is ready (initWebgpu). */
+export function registerWebgpuAllocator(allocator: WebgpuAllocator | null): void {
+  webgpuRegistered = allocator;
+}
+
+/** The WebGPU side, or an error saying to await initWebgpu() first. */
+export function webgpuAllocator(): WebgpuAllocator {
+  if (!webgpuRegistered) {
+    throw new AttnlabError(
+      "no WebGPU device is ready: await initWebgpu() (from 'attnlab' or 'attnlab/webgpu') before moving tensors to webgpu",
+    );
+  }
+  return webgpuRegistered;
 }

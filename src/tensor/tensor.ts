@@ -6,7 +6,7 @@
  * q.toFloat64Array(); // Float64Array [1, 2, 3, 4]
  */
 import { checkChoice, describeValue } from '../arguments.js';
-import { AttnlabError, InvalidArgumentError } from '../errors.js';
+import { InvalidArgumentError } from '../errors.js';
 import {
   allocFloat64,
   allocHost,
@@ -27,7 +27,15 @@ import {
   type RawArray,
 } from './dtype.js';
 import { adoptStorage, isReleased, releaseStorage } from './lifetime.js';
-import { type Device, type DeviceBuffer, deviceAllocator, type Storage } from './storage.js';
+import {
+  DEVICES,
+  type Device,
+  type DeviceBuffer,
+  deviceAllocator,
+  type Storage,
+  type WebgpuBuffer,
+  webgpuAllocator,
+} from './storage.js';
 
 export { numel };
 
@@ -165,7 +173,8 @@ export class Tensor {
   }
 
   get device(): Device {
-    return this.#storage.kind === 'host' ? 'cpu' : 'cuda';
+    const { kind } = this.#storage;
+    return kind === 'host' ? 'cpu' : kind === 'device' ? 'cuda' : 'webgpu';
   }
   get rank(): number {
     return this.shape.length;
@@ -185,7 +194,8 @@ export class Tensor {
   get data(): RawArray {
     const storage = this.#live();
     if (storage.kind !== 'host') {
-      throw new InvalidArgumentError('tensor', 'a cpu tensor (call toHost() first)', 'a cuda tensor');
+      const how = storage.kind === 'webgpu' ? 'await toHostAsync() first' : 'call toHost() first';
+      throw new InvalidArgumentError('tensor', `a cpu tensor (${how})`, `a ${this.device} tensor`);
     }
     return storage.data;
   }
@@ -194,9 +204,47 @@ export class Tensor {
   get buffer(): DeviceBuffer {
     const storage = this.#live();
     if (storage.kind !== 'device') {
-      throw new InvalidArgumentError('tensor', "a cuda tensor (call to('cuda') first)", 'a cpu tensor');
+      throw new InvalidArgumentError(
+        'tensor',
+        "a cuda tensor (call to('cuda') first)",
+        `a ${this.device} tensor`,
+      );
     }
     return storage.buffer;
+  }
+
+  /** The WebGPU buffer. Throws for tensors on another device. */
+  get webgpuBuffer(): WebgpuBuffer {
+    const storage = this.#live();
+    if (storage.kind !== 'webgpu') {
+      throw new InvalidArgumentError(
+        'tensor',
+        "a webgpu tensor (call to('webgpu') first)",
+        `a ${this.device} tensor`,
+      );
+    }
+    return storage.buffer;
+  }
+
+  /** A tensor that owns `buffer` from now on (the WebGPU backend's outputs). */
+  static fromWebgpuBuffer(buffer: WebgpuBuffer, shape: readonly number[], dtype: DType): Tensor {
+    checkShape('shape', shape);
+    assertDType('dtype', dtype);
+    const needed = numel(shape) * itemSize(dtype);
+    if (buffer === null || typeof buffer !== 'object' || typeof buffer.release !== 'function') {
+      throw new InvalidArgumentError('buffer', 'a WebgpuBuffer', describeValue(buffer));
+    }
+    if (buffer.released) throw new InvalidArgumentError('buffer', 'a live WebgpuBuffer', 'a released one');
+    if (!(buffer.bytes >= needed)) {
+      throw new InvalidArgumentError('buffer', `at least ${needed} bytes`, `${buffer.bytes} bytes`);
+    }
+    return new Tensor(shape, dtype, { kind: 'webgpu', buffer });
+  }
+
+  /** Values decoded to float64, read back from any device (the one way for a webgpu tensor). */
+  async toFloat64ArrayAsync(): Promise<Float64Array> {
+    const host = await this.toHostAsync();
+    return decodeArray(host.data, this.dtype, allocFloat64(this.shape));
   }
 
   /** Values decoded to float64 (copied from the GPU first when needed). */
@@ -252,19 +300,51 @@ export class Tensor {
 
   /** A copy on `device`; the same tensor when it is already there. */
   to(device: Device): Tensor {
-    checkChoice<Device>('device', device, ['cpu', 'cuda']);
+    checkChoice<Device>('device', device, DEVICES);
     const storage = this.#live();
     if (device === this.device) return this;
     if (device === 'cpu') return this.toHost();
-    if (storage.kind !== 'host') throw new AttnlabError('unreachable: host storage expected');
+    if (storage.kind !== 'host') {
+      // cuda ↔ webgpu shares no memory: the bytes go through the host, which the caller does in two steps.
+      throw new InvalidArgumentError(
+        'device',
+        `cpu (a ${this.device} tensor moves to ${device} through the host: .toHost…() first)`,
+        device,
+      );
+    }
     const bytes = new Uint8Array(storage.data.buffer, storage.data.byteOffset, storage.data.byteLength);
+    if (device === 'webgpu') {
+      return Tensor.fromWebgpuBuffer(webgpuAllocator().copyToWebgpu(bytes), this.shape, this.dtype);
+    }
     return Tensor.fromDeviceBuffer(deviceAllocator().copyToDevice(bytes), this.shape, this.dtype);
+  }
+
+  /**
+   * A host copy on any device; the same tensor when it is already on the host. WebGPU reads back
+   * only asynchronously (mapAsync), so this is the way to read a webgpu tensor.
+   */
+  async toHostAsync(): Promise<Tensor> {
+    const storage = this.#live();
+    if (storage.kind !== 'webgpu') return this.toHost();
+    const data = allocHost(this.dtype, this.shape);
+    await webgpuAllocator().copyFromWebgpu(
+      storage.buffer,
+      new Uint8Array(data.buffer, data.byteOffset, data.byteLength),
+    );
+    return new Tensor(this.shape, this.dtype, { kind: 'host', data });
   }
 
   /** A host copy (waits for the GPU); the same tensor when it is already on the host. */
   toHost(): Tensor {
     const storage = this.#live();
     if (storage.kind === 'host') return this;
+    if (storage.kind === 'webgpu') {
+      throw new InvalidArgumentError(
+        'tensor',
+        'a cpu or cuda tensor (WebGPU reads back asynchronously: await toHostAsync() or toFloat64ArrayAsync())',
+        'a webgpu tensor',
+      );
+    }
     const data = allocHost(this.dtype, this.shape);
     deviceAllocator().copyToHost(
       storage.buffer,

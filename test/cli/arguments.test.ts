@@ -88,7 +88,7 @@ describe('impossible numbers and selections are refused in one line', () => {
     ],
     [
       ['bench', '--preset', 'codelab', '--impl', 'turbo'],
-      /--impl: expected one of reference, naive, flash, cudnn, got "turbo"/,
+      /--impl: expected one of reference, naive, flash, cudnn, webgpu, got "turbo"/,
     ],
     [['lab', '--budget-ms', '-5'], /--budget-ms: expected a finite number > 0/],
     [['check', '--seed', 'abc'], /--seed: expected an integer/],
@@ -190,10 +190,13 @@ describe('impossible numbers and selections are refused in one line', () => {
     ],
     [['check', '--impl', 'reference'], /got "reference" \(the float64 reference is the oracle/],
     // check's lists name what they take, and quote what came.
-    [['check', '--device', 'gpu'], /--device: expected a comma-separated list of cpu, cuda, got "gpu"$/],
+    [
+      ['check', '--device', 'gpu'],
+      /--device: expected a comma-separated list of cpu, cuda, webgpu, got "gpu"$/,
+    ],
     [
       ['check', '--impl', 'turbo'],
-      /--impl: expected a comma-separated list of reference, naive, flash, cudnn, got "turbo"$/,
+      /--impl: expected a comma-separated list of reference, naive, flash, cudnn, webgpu, got "turbo"$/,
     ],
     [
       ['check', '--dtype', 'fp8'],

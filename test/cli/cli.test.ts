@@ -22,7 +22,7 @@ describe('attnlab CLI', () => {
   it('--help lists the commands', () => {
     const r = runCli(['--help']);
     assert.equal(r.code, 0, r.stderr);
-    for (const command of ['info', 'check']) assert.match(r.stdout, new RegExp(`\\b${command}\\b`));
+    for (const command of ['info', 'check', 'tune']) assert.match(r.stdout, new RegExp(`\\b${command}\\b`));
   });
 
   it('info --json reports the versions and why CUDA is unavailable when it is', () => {
@@ -32,7 +32,19 @@ describe('attnlab CLI', () => {
     assert.equal(info.node, process.version);
     assert.match(info.cuda, /not available: ATTNLAB_DISABLE_CUDA=1/);
     assert.match(info.backends, /reference \(cpu\)/);
-    assert.match(info['auto dispatch'], /^registry order \(cudnn, flash, naive\): no recorded benchmark/);
+    assert.match(
+      info['auto dispatch'],
+      /^model: registry order \(cudnn, flash, naive\): no recorded benchmark/,
+    );
+  });
+
+  it('tune needs a GPU and says so; a bad --budget-ms is named before anything runs', () => {
+    const r = runCli(['tune', '--quick'], { ATTNLAB_DISABLE_CUDA: '1' });
+    assert.equal(r.code, 1);
+    assert.match(r.stderr, /attnlab tune .*it times backends on a CUDA GPU: ATTNLAB_DISABLE_CUDA=1/);
+    const bad = runCli(['tune', '--budget-ms', '0'], { ATTNLAB_DISABLE_CUDA: '1' });
+    assert.equal(bad.code, 1);
+    assert.match(bad.stderr, /--budget-ms: expected an integer ≥ 1, got "0"/);
   });
 
   it('check runs the CPU matrix and prints a passing table', () => {

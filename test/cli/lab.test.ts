@@ -74,7 +74,7 @@ describe('attnlab lab on the CPU', () => {
 
   it('draws the sweeps as line charts, with the sizes under the x axis and a legend', () => {
     const seq = lab.stdout.slice(lab.stdout.indexOf('8b. Sweep the sequence length'));
-    const chart = seq.slice(seq.indexOf('seq: median time per call vs query length T'));
+    const chart = seq.slice(seq.indexOf('Sequence length sweep: median time per call vs query length T'));
     assert.match(chart, /^ +└┬─+┬/m, 'an x axis with ticks');
     assert.match(chart, /^ +16 +32 +64 +128$/m, 'the sequence lengths under it');
     assert.match(chart, /^ {2}─── attnlab reference f32\n {2}━━━ attnlab flash f32$/m);
@@ -140,7 +140,12 @@ describe('attnlab lab on the CPU', () => {
     assert.ok(Number(causal.rows[0][1]) > 0.1, 'the first position must change under the causal mask');
     assert.ok(Number(causal.rows[1][1]) < 1e-6, 'the last position must not');
     const html = readFileSync(join(cwd, written[2]), 'utf8');
-    assert.match(html, /<canvas id="chart-\d+-seq-ms"/);
+    assert.match(html, /<canvas id="chart-\d+-seq-ms-s\d+"/);
+    // Plain section titles, each chart with what it shows; no internal sweep id as a title.
+    assert.match(html, /<h2>8b\. Sweep the sequence length<\/h2>/);
+    assert.match(html, /What this shows:<\/strong> Attention does/);
+    assert.doesNotMatch(html, /<h3>(seq|batch|fwd-bwd T=\d+):/);
+    assert.match(html, /Why fused is not faster here/);
   });
 });
 
@@ -182,7 +187,7 @@ describe('attnlab lab beyond the codelab: decoding (9b) and the backward (11)', 
         Math.abs(r.bandwidthGBs! - bytes / (r.timing!.ms.median * 1e-3) / 1e9) < 1e-6 * r.bandwidthGBs!,
       );
     }
-    assert.match(lab.stdout, /decode: median time per call vs KV heads K/);
+    assert.match(lab.stdout, /One decode step by KV heads: median time per call vs KV heads K/);
     assert.match(lab.stdout, /K=1 keeps [\d.]+ \w+ of cache where K=8 keeps [\d.]+ \w+ \(8× fewer bytes/);
   });
 
@@ -207,8 +212,8 @@ describe('attnlab lab beyond the codelab: decoding (9b) and the backward (11)', 
       }
     }
     const html = readFileSync(join(cwd, written![2]), 'utf8');
-    assert.match(html, /<canvas id="chart-\d+-fwd-bwd-t-\d+-ms"/);
-    assert.match(html, /<canvas id="chart-\d+-decode-ms"/);
+    assert.match(html, /<canvas id="chart-\d+-fwd-bwd-t-\d+-ms-s\d+"/);
+    assert.match(html, /<canvas id="chart-\d+-decode-ms-s\d+"/);
   });
 });
 
@@ -298,5 +303,28 @@ describe('attnlab bench and report on the CPU', () => {
     const missing = runCli(['report', join(out, 'nope.json')]);
     assert.equal(missing.code, 1);
     assert.match(missing.stderr, /nope\.json/);
+  });
+});
+
+describe('attnlab lab --notebook', () => {
+  it('writes the codelab notebook and runs nothing, never over an existing one, and takes no lab options', () => {
+    const dir = join(mkdtempSync(join(tmpdir(), 'attnlab-notebook-')), 'nb');
+    const r = runCli(['lab', '--notebook', dir]);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stdout, /notebook: .*attention-codelab\.ipynb/);
+    assert.match(r.stdout, /npx tslab install/);
+    assert.doesNotMatch(r.stdout, /GPU check/);
+    const written = readFileSync(join(dir, 'attention-codelab.ipynb'), 'utf8');
+    assert.equal(written, readFileSync(join(root, 'notebooks/attention-codelab.ipynb'), 'utf8'));
+    const again = runCli(['lab', '--notebook', dir]);
+    assert.equal(again.code, 1);
+    assert.match(again.stderr, /--notebook: expected a folder without attention-codelab\.ipynb/);
+    const quick = runCli(['lab', '--notebook', dir, '--quick']);
+    assert.equal(quick.code, 1);
+    assert.match(quick.stderr, /--notebook: expected no --quick with --notebook/);
+    // Without a folder: the current one.
+    const here = mkdtempSync(join(tmpdir(), 'attnlab-notebook-here-'));
+    assert.equal(runCli(['lab', '--notebook'], {}, here).code, 0);
+    assert.ok(existsSync(join(here, 'attention-codelab.ipynb')));
   });
 });

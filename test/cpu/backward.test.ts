@@ -7,7 +7,9 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { attention } from '../../src/api/attention.js';
 import { attentionBackward, attentionVjp } from '../../src/api/backward.js';
+import { validateBackward } from '../../src/api/validate-backward.js';
 import type { BackwardOptions } from '../../src/backends/backward-problem.js';
+import { cudnnBackward } from '../../src/backends/cuda/cudnn/backward.js';
 import { InvalidArgumentError, UnsupportedError } from '../../src/errors.js';
 import { Random, randomNormal } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';
@@ -324,6 +326,42 @@ describe('backward validation', () => {
           e.message.includes(`${name} `) &&
           /dense inputs only/.test(e.message),
       );
+  });
+
+  it('float32Output: the vjp keeps a float32 output; attentionBackward takes one for 16-bit inputs', () => {
+    const bf = (t: Tensor) => t.astype('bfloat16');
+    const [qb, kb, vb, dOb] = [q, k, v, dO].map(bf);
+    const f = attentionVjp(qb, kb, vb, { isCausal: true, implementation: 'flash', float32Output: true });
+    const wide = f.float32Output as Tensor;
+    assert.equal(wide.dtype, 'float32');
+    assert.deepEqual(wide.shape, f.output.shape);
+    // The float32 output rounds to the forward's output, and D taken from it is what the backward uses.
+    assert.deepEqual(Array.from(bf(wide).toFloat64Array()), Array.from(f.output.toFloat64Array()));
+    const viaVjp = f.backward(dOb).dKey.toFloat64Array();
+    const explicit = attentionBackward(qb, kb, vb, wide, f.logSumExp, dOb, {
+      isCausal: true,
+      implementation: 'flash',
+    });
+    assert.deepEqual(Array.from(explicit.dKey.toFloat64Array()), Array.from(viaVjp));
+    assert.equal(attentionVjp(q, k, v, { float32Output: true }).float32Output, undefined); // float64: nothing to widen
+    expectError(
+      () => attentionVjp(qb, kb, vb, { float32Output: 'yes' as never }),
+      'float32Output',
+      /boolean/,
+    );
+    expectError(
+      () => attentionBackward(qb, kb, vb, wide, f.logSumExp, dOb, { float32Output: true }),
+      'options.float32Output',
+      /attentionVjp only/,
+    );
+    expectError(
+      () => attentionBackward(q, k, v, wide.astype('float32'), f.logSumExp, dO),
+      'output.dtype',
+      /float64/,
+    );
+    // cuDNN's graph reads O in the inputs' dtype: it refuses a float32 output, saying so (no GPU needed to ask).
+    const support = cudnnBackward.supports(validateBackward(qb, kb, vb, wide, f.logSumExp, dOb, {}));
+    assert.ok(!support.ok && /float32 output/.test(support.reason), JSON.stringify(support));
   });
 
   it('validates query, key, value and options as the forward does', () => {

@@ -1,12 +1,12 @@
 /**
- * decode-bench's block tables (bench/decode/device-timing.ts, pageTable): every order is a permutation of the
+ * decode-bench's block tables (benchmarks/harnesses/decode-timing.ts, pageTable): every order is a permutation of the
  * pool, and 'interleaved' is the table KVCache itself builds for sequences that grow a token at a time from an
  * empty pool — the layout the benchmark claims to stand for.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { pageTable, TABLE_ORDERS, type TableOrder } from '../../bench/decode/device-timing.js';
 import { KVCache } from '../../src/api/kv-cache.js';
+import { pageTable, TABLE_ORDERS, type TableOrder } from '../../src/bench/page-table.js';
 import { InvalidArgumentError } from '../../src/errors.js';
 import { Tensor } from '../../src/tensor/tensor.js';
 

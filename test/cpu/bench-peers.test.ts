@@ -1,6 +1,6 @@
 /**
  * Peers: a missing JAX or PyTorch is reported and the run goes on; the runner's side of the JSON
- * protocol; and the Python helpers computing statistics and errors exactly as attnlab does.
+ * protocol; and the Python functions computing statistics and errors exactly as attnlab does.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';

@@ -1,6 +1,6 @@
 /**
  * The one reader of the environment (src/config.ts): each ATTNLAB_* variable's meaning, the cache
- * layout under ATTNLAB_CACHE_DIR, re-reading, and that README, config.ts and the rest of src/ agree
+ * layout under ATTNLAB_CACHE_DIR, re-reading, and that docs/guide/configuration.md, config.ts and src/ agree
  * on which variables exist and who reads them.
  */
 import assert from 'node:assert/strict';
@@ -171,11 +171,10 @@ describe('config', () => {
     assert.deepEqual(readers, []);
   });
 
-  it('README documents exactly the variables config.ts reads, and src/ names no others', () => {
+  it('docs/guide/configuration.md documents exactly the variables config.ts reads, and src/ names no others', () => {
     const read = variablesIn(readFileSync(join(root, 'src/config.ts'), 'utf8'));
-    const readme = readFileSync(join(root, 'README.md'), 'utf8');
-    const table = readme.slice(readme.indexOf('## Environment variables'), readme.indexOf('## Development'));
-    assert.deepEqual([...variablesIn(table)].sort(), [...read].sort());
+    const guide = readFileSync(join(root, 'docs/guide/configuration.md'), 'utf8');
+    assert.deepEqual([...variablesIn(guide)].sort(), [...read].sort());
     const named = new Set(
       sourceFiles(join(root, 'src')).flatMap((f) => [...variablesIn(readFileSync(f, 'utf8'))]),
     );

@@ -180,7 +180,7 @@ describe('kernel arguments', () => {
   });
 });
 
-describe('allocator and matmul helpers', () => {
+describe('allocator rounding and matmul support', () => {
   test('allocation sizes round to 512 B below 1 MiB and 2 MiB above', () => {
     assert.equal(roundAllocationSize(1), 512);
     assert.equal(roundAllocationSize(513), 1024);

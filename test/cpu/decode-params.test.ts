@@ -1,15 +1,11 @@
 /**
  * DecodeParams as decode.ts marshals it — bytes written once per call, copied as they are by both of a
  * call's launches — against the field-by-field 'struct' layout launchKernel applies (packStruct: the same
- * rules and writes), and against the C struct of decode_common.cuh as the compiler lays it out (that
- * part skips, saying why, without nvcc or a C++ compiler).
+ * rules and writes). The C struct of decode_common.cuh as the compiler lays it out is checked in
+ * test/kernels/decode-params-layout.test.ts (`npm run test:kernels`).
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { after, describe, it } from 'node:test';
-import { kernelsDir } from '../../src/backends/cuda/compile.js';
+import { describe, it } from 'node:test';
 import {
   DECODE_PARAM_TYPES,
   DECODE_PARAMS_BYTES,
@@ -17,7 +13,6 @@ import {
 } from '../../src/backends/cuda/flash/decode.js';
 import { packStruct } from '../../src/backends/cuda/launch.js';
 import { AttnlabError } from '../../src/errors.js';
-import { compileStructLayout, layoutMismatches, structCompiler, structMembers } from '../support/c-layout.js';
 
 // Distinct values in every field: a swapped or shifted field changes the bytes.
 const values = {
@@ -67,33 +62,5 @@ describe('DecodeParams marshalling', () => {
       () => marshalDecodeParams({ ...values, ints: values.ints.slice(1) }),
       (error: unknown) => error instanceof AttnlabError && /12, 8, 13 \+ 3 in 224/.test(error.message),
     );
-  });
-});
-
-const compiler = structCompiler();
-const skip = 'reason' in compiler ? compiler.reason : false;
-const scratch = mkdtempSync(join(tmpdir(), 'attnlab-decode-params-'));
-after(() => rmSync(scratch, { recursive: true, force: true }));
-
-describe('DecodeParams: compiler vs TypeScript', { skip }, () => {
-  it('the struct of decode_common.cuh has the types, offsets and size decode.ts writes', () => {
-    const header = readFileSync(join(kernelsDir(), 'decode/decode_common.cuh'), 'utf8');
-    const text = /struct DecodeParams \{[\s\S]*?\n\};/.exec(header)?.[0];
-    assert.ok(text, 'struct DecodeParams in decode_common.cuh');
-    const layout = compileStructLayout({
-      prelude: `typedef unsigned short u16;\ntypedef long long i64;\n${text}`,
-      name: 'DecodeParams',
-      members: structMembers(header, 'DecodeParams'),
-      includeDir: kernelsDir(),
-      scratch,
-    });
-    assert.deepEqual(
-      layoutMismatches(
-        layout,
-        DECODE_PARAM_TYPES.map((type) => ({ type })),
-      ),
-      [],
-    );
-    assert.equal(layout.size, DECODE_PARAMS_BYTES);
   });
 });

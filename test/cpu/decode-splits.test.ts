@@ -26,7 +26,7 @@ describe('decode split count', () => {
     assert.ok(splits > 1 && splits <= 32, `${splits}`);
     assert.equal(chooseSplitCount({ blocks: 8, tiles: 1, slots }), 1);
   });
-  // The H200 sweep's best split counts (bench/results/2026-12-01-s6-decode, second sweep; B=1 K=8: 8 blocks).
+  // The H200 sweep's best split counts (benchmarks/results/h200/decode/2026-12-01-row-tile-split-counts, second sweep; B=1 K=8: 8 blocks).
   for (const [S, best] of [
     [2048, 16],
     [8192, 32],

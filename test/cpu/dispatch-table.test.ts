@@ -6,10 +6,10 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { recordedGbs } from '../../bench/dispatch/make-decode-table.js';
-import { tablesFromResults } from '../../bench/dispatch/make-table.js';
+import { deviceOfFile, recordedGbs, tablesFromResults } from '../../scripts/dispatch-tables.js';
 import { validateAttention } from '../../src/api/validate.js';
 import { DECODE_DISPATCH_TABLES, measuredDecodeOrder } from '../../src/backends/decode-dispatch-table.js';
+import type { DeviceClass } from '../../src/backends/device-dispatch-table.js';
 import {
   autoDispatchSummary,
   DISPATCH_TABLES,
@@ -37,12 +37,39 @@ function problem(
   return validateAttention(q, k, v, options);
 }
 
-const h200 = (flashKernel: 'wgmma' | 'mma' = 'wgmma') => ({
-  gpu: 'NVIDIA H200',
+/** A GPU as dispatch keys it: the H200 of the records, and others by name and compute capability. */
+const gpuClass = (gpu: string, computeCapability = '9.0'): DeviceClass => ({
+  gpu,
+  computeCapability,
+  multiprocessors: 132,
+  memoryBandwidthGBs: null,
+  cudnn: '9.19.0',
+});
+const H200 = gpuClass('NVIDIA H200');
+const H100 = { ...gpuClass('NVIDIA H100 80GB HBM3'), memoryBandwidthGBs: 3352 };
+const A100 = gpuClass('NVIDIA A100-SXM4-80GB', '8.0');
+const h200 = (flashKernel: 'wgmma' | 'mma' = 'wgmma', device = H200) => ({
+  device,
   flashKernel: () => flashKernel,
+});
+const synthetic = (source: string) => ({
+  source,
+  provenance: { source, gpu: 'GPU X', commit: null, suite: 'forward', date: null },
+  device: gpuClass('GPU X', '9.0'),
 });
 
 describe('measured dispatch table', () => {
+  it("holds each cited file's GPU as a device class and its provenance, for the decode table too", () => {
+    for (const table of DISPATCH_TABLES) {
+      assert.equal(table.provenance.source, table.source);
+      assert.ok(table.provenance.commit && table.provenance.date, table.source);
+    }
+    for (const table of DECODE_DISPATCH_TABLES)
+      for (const c of table.cases)
+        for (const timing of Object.values(c.timing))
+          assert.deepEqual(deviceOfFile(timing!.source), table.device, timing!.source);
+  });
+
   it('holds exactly what each cited results file measured', () => {
     for (const source of new Set(DISPATCH_TABLES.map((t) => t.source))) {
       const cited = DISPATCH_TABLES.filter((t) => t.source === source);
@@ -52,8 +79,8 @@ describe('measured dispatch table', () => {
 
   it('orders the backends fastest first, per case, from a table', () => {
     const table: DispatchTable = {
-      source: 'synthetic',
-      gpu: 'GPU X',
+      ...synthetic('synthetic'),
+      device: gpuClass('GPU X', '8.9'),
       flashKernel: 'wgmma',
       shape: { B: 1, T: 8192, S: 8192, N: 1 },
       cases: [
@@ -61,16 +88,19 @@ describe('measured dispatch table', () => {
         { dtype: 'bfloat16', H: 128, causal: true, tflops: { cudnn: 500, flash: 400 } },
       ],
     };
-    const gpuX = { gpu: 'GPU X', flashKernel: () => 'wgmma' as const };
+    const gpuX = { device: gpuClass('GPU X', '8.9'), flashKernel: () => 'wgmma' as const };
     assert.deepEqual(measuredOrder(problem(128), gpuX, [table])?.order, ['flash', 'cudnn', 'naive']);
     assert.deepEqual(measuredOrder(problem(128, { isCausal: true }), gpuX, [table])?.order, [
       'cudnn',
       'flash',
     ]);
     // The flash measurement is the Hopper kernel's: with the mma.sync kernel it does not count.
-    const mma = { gpu: 'GPU X', flashKernel: () => 'mma' as const };
+    const mma = { device: gpuClass('GPU X', '8.9'), flashKernel: () => 'mma' as const };
     assert.deepEqual(measuredOrder(problem(128), mma, [table])?.order, ['cudnn', 'naive']);
-    assert.equal(measuredOrder(problem(128), h200(), [table]), null, 'another GPU');
+    assert.equal(measuredOrder(problem(128), h200(), [table]), null, 'another architecture');
+    // Another GPU of the architecture takes the table (an L4 beside an RTX 4090: both sm_89).
+    const l4 = { device: gpuClass('NVIDIA L4', '8.9'), flashKernel: () => 'wgmma' as const };
+    assert.equal(measuredOrder(problem(128), l4, [table])?.match, 1);
   });
 
   it('speaks only for the measured case: plain, long, same dtype and head dims', () => {
@@ -88,10 +118,9 @@ describe('measured dispatch table', () => {
       ['unmeasured dtype', problem(128, {}, 'float32')],
     ];
     for (const [name, p] of outside) assert.equal(measuredOrder(p, h200()), null, name);
-    assert.equal(
-      measuredOrder(problem(128), { gpu: 'NVIDIA H100 80GB HBM3', flashKernel: () => 'wgmma' }),
-      null,
-    );
+    // The H100 is Hopper too: the H200's table speaks for it; an Ampere GPU has no table.
+    assert.equal(measuredOrder(problem(128), h200('wgmma', H100))?.table.device.gpu, 'NVIDIA H200');
+    assert.equal(measuredOrder(problem(128), h200('mma', A100)), null);
   });
 
   it("follows the H200's record at each measured length: cudnn below 8k at H=128, the Hopper kernel from 8k", () => {
@@ -108,7 +137,7 @@ describe('measured dispatch table', () => {
         assert.equal(fastest(p, 'mma'), 'cudnn', `${what}, flash on mma.sync`);
       }
     }
-    // The record itself: short sequences to cudnn, the headline shape to flash (s9-forward).
+    // The record itself: short sequences to cudnn, the headline shape to flash (H200_SOURCE).
     assert.equal(fastest(problem(128, {}, 'bfloat16', 1024)), 'cudnn');
     assert.equal(fastest(problem(128, {}, 'bfloat16', 8192)), 'flash');
     // H=192 (the h192 record): the Hopper kernel's D=192 tile leads cudnn, causal or not.
@@ -118,14 +147,13 @@ describe('measured dispatch table', () => {
 
   it('takes the measured length nearest to the case (in octaves of √(T·S)), per head dim', () => {
     const table = (T: number, flash: number, cudnn: number, H = 128): DispatchTable => ({
-      source: `synthetic ${T}`,
-      gpu: 'GPU X',
+      ...synthetic(`synthetic ${T}`),
       flashKernel: 'wgmma',
       shape: { B: 1, T, S: T, N: 1 },
       cases: [{ dtype: 'bfloat16', H, causal: false, tflops: { flash, cudnn } }],
     });
     const tables = [table(1024, 400, 500), table(8192, 600, 500), table(4096, 300, 200, 64)];
-    const gpuX = { gpu: 'GPU X', flashKernel: () => 'wgmma' as const };
+    const gpuX = { device: gpuClass('GPU X'), flashKernel: () => 'wgmma' as const };
     const from = (T: number, H = 128) => measuredOrder(problem(H, {}, 'bfloat16', T), gpuX, tables);
     assert.equal(from(1024)?.table.shape.T, 1024);
     assert.equal(from(2048)?.order[0], 'cudnn', '1 octave from 1k, 2 from 8k');
@@ -145,8 +173,7 @@ describe('measured dispatch table', () => {
 
   it('sums up for `attnlab info` what auto follows on a GPU: runs of lengths per case, or none', () => {
     const table = (T: number, flash: number, cudnn: number): DispatchTable => ({
-      source: 'synthetic.json',
-      gpu: 'GPU X',
+      ...synthetic('synthetic.json'),
       flashKernel: 'wgmma',
       shape: { B: 1, T, S: T, N: 1 },
       cases: [{ dtype: 'bfloat16', H: 128, causal: true, tflops: { flash, cudnn } }],
@@ -158,17 +185,25 @@ describe('measured dispatch table', () => {
       table(32768, 700, 600),
     ];
     assert.equal(
-      autoDispatchSummary('GPU X', ['cudnn', 'flash'], tables),
-      'measured (flash = the Hopper kernel; synthetic.json): bfloat16 H=128 causal: cudnn at T=S 1024–2048, ' +
-        'flash at T=S 8192–32768; other cases: cudnn, flash',
+      autoDispatchSummary(gpuClass('GPU X'), ['cudnn', 'flash'], tables),
+      'recorded on this GPU (GPU X) (flash = the Hopper kernel; synthetic.json): bfloat16 H=128 causal: ' +
+        'cudnn at T=S 1024–2048, flash at T=S 8192–32768; other cases: model: registry order (cudnn, flash)',
     );
     assert.match(
-      autoDispatchSummary('GPU Y', ['cudnn', 'flash'], tables),
-      /^registry order \(cudnn, flash\): no recorded benchmark for GPU Y \(recorded: GPU X\)$/,
+      autoDispatchSummary(gpuClass('GPU Y'), ['cudnn', 'flash'], tables),
+      /^recorded on GPU X, same architecture \(sm_90\) \(flash/,
     );
     assert.match(
-      autoDispatchSummary('NVIDIA H200', ['cudnn']),
-      /H=128: cudnn at T=S 1024–2048, flash at T=S 4096–32768/,
+      autoDispatchSummary(gpuClass('GPU Z', '8.6'), ['cudnn', 'flash'], tables),
+      /^model: registry order \(cudnn, flash\): no recorded benchmark for GPU Z's architecture \(sm_86\) \(recorded: GPU X \(sm_90\)\)$/,
+    );
+    assert.match(
+      autoDispatchSummary(null, ['cudnn'], tables),
+      /no recorded benchmark for this machine \(no GPU\)/,
+    );
+    assert.match(
+      autoDispatchSummary(H100, ['cudnn']),
+      /^recorded on NVIDIA H200, same architecture \(sm_90\).*H=128: cudnn at T=S 1024–2048, flash at T=S 4096–32768/,
     );
   });
 
@@ -209,7 +244,7 @@ describe('measured paged-decode table', () => {
       implementation: undefined,
       ...extra,
     }) as unknown as AttentionProblem;
-  const h200Gpu = 'NVIDIA H200';
+  const h200Gpu = H200;
 
   it('holds exactly what the files it cites recorded', () => {
     for (const table of DECODE_DISPATCH_TABLES)
@@ -225,8 +260,8 @@ describe('measured paged-decode table', () => {
   it("follows the H200's record: at K=8 and 4 cudnn on dense caches and on most paged ones (flash at block 16 K=8, at B=8 S=128k paged), flash for MQA (paged and dense) and paged B=1", () => {
     const gqa = { B: 64, N: 32, K: 8, H: 128 };
     const first = (p: AttentionProblem) => measuredDecodeOrder(p, h200Gpu)?.order[0];
-    // Session 15: at block 64 cuDNN ahead but for B=8 S=128k (flash 4538 / 4500 against 4480 / 4413 at K=8 / 4);
-    // at block 16 (a 16-row page a box, call 4) flash ahead at K=8 and at B=8 K=4, cuDNN at B=64 and 128 K=4.
+    // At block 64 cuDNN ahead but for B=8 S=128k (flash 4538 / 4500 against 4480 / 4413 at K=8 / 4); at
+    // block 16 (a 16-row page a box) flash ahead at K=8 and at B=8 K=4, cuDNN at B=64 and 128 K=4.
     const first16 = (K: number, B: number, S: number) => first(step({ ...gqa, K, B }, 16, Array(B).fill(S)));
     const first64 = (K: number, B: number, S: number) => first(step({ ...gqa, K, B }, 64, Array(B).fill(S)));
     for (const [B, S] of [
@@ -261,7 +296,7 @@ describe('measured paged-decode table', () => {
     const ragged = Array.from({ length: 64 }, (_, b) => 12000 + 125 * b);
     assert.equal(first(step(gqa, 64, ragged)), 'cudnn');
     // A dense cache: cudnn wherever it was measured at K=8 and 4 (1M tokens; B=1 S=32k), with or
-    // without lengths, flash at K=1 (its TMA kernel, session 9); B=1 S=2k was within the run's noise
+    // without lengths, flash at K=1 (its TMA kernel); B=1 S=2k was within the run's noise
     // and is not recorded (the registry's order).
     const dense = (c: typeof gqa, S: number, extra = {}) =>
       step(c, 16, Array(c.B).fill(S), { paged: null, keyValueSeqLengths: null, S, ...extra });
@@ -292,6 +327,21 @@ describe('measured paged-decode table', () => {
       ['a tight table', step(gqa, 16, full, { paged: { blockSize: 16, maxBlocksPerSeq: 1024 } })],
     ];
     for (const [name, p] of outside) assert.equal(measuredDecodeOrder(p, h200Gpu), null, name);
-    assert.equal(measuredDecodeOrder(step(gqa, 16, full), 'NVIDIA H100 80GB HBM3'), null, 'another GPU');
+    assert.equal(measuredDecodeOrder(step(gqa, 16, full), A100), null, 'another architecture');
+    assert.equal(measuredDecodeOrder(step(gqa, 16, full), H100)?.match, 1, 'the H100: same architecture');
+  });
+
+  it('carries to another bandwidth class of the architecture: flash first where the record has it within 2%', () => {
+    const dense = (B: number, S: number, K: number) =>
+      step({ B, N: 32, K, H: 128 }, 16, Array(B).fill(S), { paged: null, keyValueSeqLengths: null, S });
+    // B=64 S=16k K=8 dense: cudnn 4565 against flash 4516 on the H200 (1.1%): flash on the H100.
+    assert.equal(measuredDecodeOrder(dense(64, 16384, 8), H200)?.order[0], 'cudnn');
+    const h100 = measuredDecodeOrder(dense(64, 16384, 8), H100);
+    assert.deepEqual(h100?.order, ['flash', 'cudnn']);
+    assert.equal(h100?.transferred, true);
+    // B=1 S=32k K=1 dense: cudnn 832 against flash 664 (25%): cudnn stays first.
+    assert.equal(measuredDecodeOrder(dense(1, 32768, 1), H100)?.order[0], 'cudnn');
+    // Where flash leads already nothing changes.
+    assert.equal(measuredDecodeOrder(dense(64, 16384, 1), H100)?.transferred, false);
   });
 });

@@ -1,22 +1,16 @@
 /**
  * The flash backend's Hopper path, host side, without a GPU: which case runs on the wgmma kernel
  * and which on mma.sync (the dispatch rule), its variant keys and shared memory, the 704-byte
- * HopperParams, and — with nvcc present — that the backend's own -D set compiles for sm_90a.
+ * HopperParams. The compiler's layout of HopperParams and the compile of the backend's own -D set
+ * for sm_90a are in test/kernels/hopper-compile.test.ts (`npm run test:kernels`).
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { validateAttention } from '../../src/api/validate.js';
-import { compileOptions, kernelsDir } from '../../src/backends/cuda/compile.js';
 import { HOPPER_PARAMS_BYTES, marshalHopperParams } from '../../src/backends/cuda/flash/hopper.js';
 import {
   HOPPER_BY_DEFAULT,
-  HOPPER_KERNEL,
   HOPPER_SHARED_LIMIT,
-  type HopperVariant,
   hopperBlockM,
   hopperDefines,
   hopperGrid,
@@ -32,7 +26,6 @@ import type { AttentionOptions } from '../../src/backends/problem.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';
-import { compileStructLayout, structCompiler } from '../support/c-layout.js';
 
 function problem(H: number, dtype: FloatDType, options: AttentionOptions = {}, Hv = H) {
   const q = randomNormal([2, 8, 4, H], { seed: 1, dtype });
@@ -302,101 +295,4 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
     assert.equal(structLayout(withCounter.fields).size, 704);
     assert.equal(arg.fields[at].value, 0n, 'no counter: a null pointer');
   });
-
-  const compiler = structCompiler();
-  it('lays HopperParams out as the compiler does: maps at 0/128/256, FlashParams at 384, the work counter at 664, 704 bytes', {
-    skip: 'reason' in compiler ? compiler.reason : false,
-  }, () => {
-    const kernel = readFileSync(join(kernelsDir(), HOPPER_KERNEL.file), 'utf8');
-    const sm90 = readFileSync(join(kernelsDir(), 'hopper/sm90.cuh'), 'utf8');
-    const struct = (source: string, name: string) =>
-      new RegExp(`struct (__align__\\(64\\) )?${name} \\{[\\s\\S]*?\\n\\};`).exec(source)![0];
-    const dir = mkdtempSync(join(tmpdir(), 'attnlab-hopper-layout-'));
-    try {
-      const layout = compileStructLayout({
-        prelude: [
-          '#include "flash/params.cuh"',
-          'typedef unsigned long long u64;',
-          struct(sm90, 'TmaDesc'),
-          struct(kernel, 'HopperParams'),
-        ].join('\n'),
-        name: 'HopperParams',
-        members: ['tm_q', 'tm_k', 'tm_v', 'f', 'work_counter', 'dynamic_section'],
-        includeDir: kernelsDir(),
-        scratch: dir,
-      });
-      assert.equal(layout.size, HOPPER_PARAMS_BYTES);
-      assert.deepEqual(
-        layout.scalars.map((m) => [m.member, m.offset, m.bytes]),
-        [
-          ['tm_q', 0, 128],
-          ['tm_k', 128, 128],
-          ['tm_v', 256, 128],
-          ['f', 384, 280],
-          ['work_counter', 664, 8],
-          ['dynamic_section', 672, 4],
-        ],
-      );
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
-
-  const nvcc = spawnSync('nvcc', ['--version']).status === 0;
-  it("compiles with the backend's own defines for sm_90a (D=128 f16, D=192, 192/128, the dynamic grid at D=128 and D=64)", {
-    skip: nvcc ? false : 'nvcc not on PATH',
-  }, () => {
-    for (const [H, Hv, dtype, persistent] of [
-      [128, 128, 'float16', false],
-      [192, 192, 'bfloat16', false],
-      [192, 128, 'bfloat16', false],
-      [128, 128, 'bfloat16', 'dynamic'],
-      [64, 64, 'bfloat16', 'dynamic'],
-    ] as const)
-      compileBackendDefines(H, Hv, dtype, persistent);
-  });
 });
-
-/**
- * nvcc compiles hopper_fwd.cu with the -D set the backend gives the case (H, Hv, dtype), and ptxas
- * fits the library's tile in registers without spilling (hopperTiles' register rule).
- */
-function compileBackendDefines(
-  H: number,
-  Hv: number,
-  dtype: FloatDType,
-  persistent: HopperVariant['persistent'],
-) {
-  const choice = hopperVariant(problem(H, dtype, {}, Hv), 'sm_90a', 'wgmma', null);
-  assert.ok('variant' in choice);
-  const spec = {
-    file: HOPPER_KERNEL.file,
-    kernels: [HOPPER_KERNEL.name],
-    defines: hopperDefines({ ...choice.variant, persistent }),
-  };
-  const source = readFileSync(join(kernelsDir(), spec.file), 'utf8');
-  for (const macro of new Set(source.match(/HOPPER_[A-Z0-9]+/g)))
-    assert.ok(macro in spec.defines, `hopper_fwd.cu reads ${macro}, hopperDefines lacks it`);
-  const dir = mkdtempSync(join(tmpdir(), 'attnlab-hopper-'));
-  try {
-    const defines = compileOptions(spec, 'sm_90a').filter((o) => o.startsWith('-D'));
-    const args = ['-cubin', '-gencode=arch=compute_90a,code=sm_90a', '-std=c++17', '-Xptxas', '-v'];
-    const file = join(kernelsDir(), spec.file);
-    const result = spawnSync(
-      'nvcc',
-      [...args, '-I', kernelsDir(), ...defines, '-o', join(dir, 'k.cubin'), file],
-      {
-        encoding: 'utf8',
-      },
-    );
-    assert.equal(result.status, 0, `H=${H} Hv=${Hv}: ${result.stderr}`);
-    assert.match(result.stderr, /0 bytes spill stores, 0 bytes spill loads/, result.stderr);
-    assert.doesNotMatch(
-      result.stderr,
-      /[1-9]\d* bytes spill (stores|loads)/,
-      `H=${H} Hv=${Hv} spills:\n${result.stderr}`,
-    );
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-}

@@ -1,20 +1,15 @@
 /**
  * The CUDA flash backend's host side, without a GPU: variant keys, the tile table, the parameters
- * built from a problem, and — with nvcc present — that the exact -D set the backend hands NVRTC
- * compiles, and that the compiled kernel's own statement of its shared memory per block
- * (attnlab_flash_fwd*_shared_bytes, read from the CUBIN) is what the launcher asks for. (A macro
- * the kernel reads but flashDefines forgot once made every mma variant fail on the GPU; a launcher
- * formula without the second K/V stage once made two-stage launches write past their memory.)
- * The struct layout is checked against the C compiler in flash-params-layout.test.ts.
+ * built from a problem. The compile of each variant's -D set and its stated shared memory are in
+ * test/kernels/flash-variants-compile.test.ts, the struct layout in
+ * test/kernels/kernel-params-layout.test.ts (`npm run test:kernels`).
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { validateAttention } from '../../src/api/validate.js';
-import { compileOptions, kernelsDir } from '../../src/backends/cuda/compile.js';
+import { kernelsDir } from '../../src/backends/cuda/compile.js';
 import { buildFlashParams, marshalFlashParams } from '../../src/backends/cuda/flash/params.js';
 import { chooseFlashTiles } from '../../src/backends/cuda/flash/tiles.js';
 import {
@@ -28,7 +23,6 @@ import {
 import type { AttentionOptions } from '../../src/backends/problem.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
-import { elfSymbolBytes } from '../support/elf.js';
 
 function variantFor(H: number, dtype: FloatDType, options: AttentionOptions = {}, Hv = H): FlashVariant {
   const q = randomNormal([1, 8, 2, H], { seed: 1, dtype });
@@ -121,30 +115,5 @@ describe('cuda flash variants (host side)', () => {
     assert.equal(params.flags, 1 | 2 | 4);
     assert.deepEqual([params.windowLeft, params.windowRight], [5, 0]);
     assert.equal(marshalFlashParams(params).type, 'struct');
-  });
-
-  const nvcc = spawnSync('nvcc', ['--version']).status === 0;
-  const scratch = mkdtempSync(join(tmpdir(), 'attnlab-flash-cubin-'));
-  VARIANTS.forEach(([name, make], index) => {
-    it(`compiles with the backend's own defines and states the shared memory the launcher asks for: ${name}`, {
-      skip: nvcc ? false : 'nvcc not on PATH',
-    }, () => {
-      const variant = make();
-      const { file, name: entry, sharedBytesSymbol } = flashKernelSource(variant);
-      const cubin = join(scratch, `${index}.cubin`);
-      const defines = compileOptions(
-        { file, kernels: [entry], defines: flashDefines(variant) },
-        'sm_90a',
-      ).filter((o) => o.startsWith('-D'));
-      const args = ['-cubin', '-arch=sm_90a', '-std=c++17', '-I', kernelsDir(), ...defines, '-o', cubin];
-      const result = spawnSync('nvcc', [...args, join(kernelsDir(), file)], { encoding: 'utf8' });
-      assert.equal(result.status, 0, `nvcc ${defines.join(' ')}:\n${result.stderr}`);
-      const stated = elfSymbolBytes(readFileSync(cubin), sharedBytesSymbol).readUInt32LE(0);
-      assert.equal(
-        flashVariantSharedBytes(variant),
-        stated,
-        `${flashVariantKey(variant)}: the launcher asks for ${flashVariantSharedBytes(variant)} B, the kernel states ${stated} B`,
-      );
-    });
   });
 });

@@ -1,5 +1,5 @@
 /**
- * The KVCache helper on the CPU: a decode loop that appends one token per step equals, row for row
+ * KVCache on the CPU: a decode loop that appends one token per step equals, row for row
  * and bit for bit, one causal prefill over the final sequences (float64 reference arithmetic on the
  * same bf16 values); blocks are handed out and returned; a full cache changes nothing and says why.
  */

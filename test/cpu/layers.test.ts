@@ -1,5 +1,5 @@
 /**
- * The layer check (docs/architecture.md's table, test/layers/layers.ts) over src/, and proof on small
+ * The layer check (docs/architecture.md's table, scripts/layers.ts) over src/, and proof on small
  * projects written here that it fails where it should: an import that points up or sideways, a
  * module in no layer, an import cycle, and a module that only loads when another was loaded first.
  */
@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { checkLayers } from '../layers/layers.js';
+import { checkLayers } from '../../scripts/layers.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -67,9 +67,9 @@ describe('layers', () => {
     const dir = project({
       'docs.md': TABLE,
       'src/top/a-registry.ts':
-        "import { backend } from './b-backend.js';\nexport const TABLE = [backend];\nexport const helper = () => 1;\n",
+        "import { backend } from './b-backend.js';\nexport const TABLE = [backend];\nexport const one = () => 1;\n",
       'src/top/b-backend.ts':
-        "import { helper } from './a-registry.js';\nexport const backend = { run: () => helper() };\n",
+        "import { one } from './a-registry.js';\nexport const backend = { run: () => one() };\n",
     });
     const problems = await checkLayers(dir, 'docs.md');
     assert.equal(problems.length, 2, problems.join('\n'));

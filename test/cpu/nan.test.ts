@@ -1,5 +1,5 @@
 /**
- * The README's NaN/Inf rule on the CPU backends: every case of src/check/nan-cases.ts, the reference
+ * The NaN/Inf rule of docs/guide/attention.md on the CPU backends: every case of src/check/nan-cases.ts, the reference
  * exactly (the poison must change nothing it does not reach, bit for bit) and the CPU flash within
  * float64 rounding, plus the two against each other on the NaN pattern.
  */

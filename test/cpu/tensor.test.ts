@@ -28,7 +28,7 @@ describe('Tensor', () => {
     assert.throws(() => Tensor.fromRaw(new Float32Array(2), [2], 'float16'), /data: expected a Uint16Array/);
     assert.throws(
       () => Tensor.zeros([1]).to('tpu' as never),
-      /device: expected one of 'cpu', 'cuda', got the string 'tpu'$/,
+      /device: expected one of 'cpu', 'cuda', 'webgpu', got the string 'tpu'$/,
     );
   });
 

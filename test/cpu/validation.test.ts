@@ -111,7 +111,7 @@ describe('dotProductAttention rejects bad input with a named, typed error', () =
     );
     rejects(
       () => dotProductAttention(q, kv, kv, { implementation: 'xla' as never }),
-      /implementation: expected one of 'reference', 'naive', 'flash', 'cudnn', got the string 'xla'/,
+      /implementation: expected one of 'reference', 'naive', 'flash', 'cudnn', 'webgpu', got the string 'xla'/,
     );
   });
   it('a backend forced on a device where it does not run is unsupported, not invalid', () => {

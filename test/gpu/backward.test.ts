@@ -12,6 +12,7 @@ import { cudaAvailable } from '../../src/backends/cuda/context.js';
 import { memoryStats, resetPeakMemory, setAllocationPoison } from '../../src/backends/cuda/memory.js';
 import type { Implementation } from '../../src/backends/problem.js';
 import { type AttentionCase, buildInputs, CASES, LONG_CASES } from '../../src/check/cases.js';
+import { GRADIENT_CASES } from '../../src/check/gradient-cases.js';
 import {
   checkGradients,
   type GradientValues,
@@ -46,6 +47,13 @@ const RUNS: readonly Run[] = [
   { dtype: 'bfloat16', backends: ['naive', 'cudnn'] },
   { dtype: 'float16', backends: ['naive', 'cudnn'] },
   { dtype: 'float32', backends: ['naive'] },
+  { dtype: 'float32', backends: ['naive'], cases: GRADIENT_CASES, label: 'gradient cases' },
+  {
+    dtype: 'bfloat16',
+    backends: ['naive', 'cudnn', 'flash'],
+    cases: GRADIENT_CASES,
+    label: 'gradient cases',
+  },
   { dtype: 'bfloat16', backends: ['flash'], cases: CASES, label: 'flash' },
   { dtype: 'float16', backends: ['flash'], cases: CASES, label: 'flash' },
   { dtype: 'bfloat16', backends: ['flash'], cases: LONG_CASES, label: 'flash long' },

@@ -15,6 +15,7 @@ import { int32Uploads } from '../../src/backends/cuda/int32-cache.js';
 import { setAllocationPoison } from '../../src/backends/cuda/memory.js';
 import type { AttentionOptions } from '../../src/backends/problem.js';
 import { measuredDecodeChoice } from '../../src/backends/registry.js';
+import { reloadConfig } from '../../src/config.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';
@@ -366,52 +367,66 @@ describe('flash decode kernel', { skip }, () => {
     assert.deepEqual(packed(ints([0, 1, 2]), ints([0, 200, 273])), packed([0, 1, 2], [0, 200, 273]));
   });
 
-  it('auto runs a paged decode step where the measured decode table says: a table with room, a tight one', () => {
-    // B=1, S=2k, K=8, N=32, H=128, block 16 is a measured case (decode-dispatch-table.ts): on the H200
-    // what the table says while the table has room for the next block (flash since session 8's record,
-    // cudnn in session 7's), flash once it is tight (cuDNN would build a graph per table width as the
-    // cache grows); elsewhere whatever the table says, flash by default.
-    const c = { B: 1, T: 1, S: 2064, N: 32, K: 8, H: 128 };
-    const { q, k, v } = inputs({ name: 'auto', ...c }, 'bfloat16', 1100);
-    const pk = pagedCopy(k, 16, 11);
-    const pv = pagedCopy(v, 16, 11);
-    const [dq, dk, dv] = [q.to('cuda'), pk.pool.to('cuda'), pv.pool.to('cuda')];
-    for (const [length, tight] of [
-      [2048, false],
-      [2064, true],
-    ] as const) {
-      const options: AttentionOptions = {
-        isCausal: true,
-        causalAlignment: 'bottom_right',
-        keyValueSeqLengths: [length],
-      };
-      const problem = validateAttention(dq, dk, dv, { ...options, blockTable: pk.table });
-      const expected = measuredDecodeChoice(problem)?.order[0] ?? 'flash';
-      if (tight) assert.equal(expected, 'flash', 'a tight table never takes cudnn');
-      const r = attention(dq, dk, dv, { ...options, blockTable: pk.table, returnLogSumExp: true });
-      assert.equal(r.backend, expected, `${length} tokens in a table of ${pk.M} blocks: ${r.variant}`);
-      assertMatchesOracle(r, { q, k, v, options }, 'bfloat16', `auto, ${length} tokens`);
+  /** Runs `fn` with calibrated tables ignored (ATTNLAB_TUNE=0): a table `attnlab tune` left here comes first. */
+  const recordedOnly = (fn: () => void) => {
+    process.env.ATTNLAB_TUNE = '0';
+    reloadConfig();
+    try {
+      fn();
+    } finally {
+      delete process.env.ATTNLAB_TUNE;
+      reloadConfig();
     }
-  });
+  };
 
-  it('auto runs a dense decode step where the measured decode table says (cudnn, the registry order, elsewhere)', () => {
-    // B=1, S=32k, K=8, N=32, H=128 on a dense cache is a measured case on the H200 (decode-dispatch-table.ts:
-    // cudnn); with 2 new tokens it is not (the table speaks for one), and the registry's order holds.
-    const c = { B: 1, T: 2, S: 32768, N: 32, K: 8, H: 128 };
-    const { q, k, v } = inputs({ name: 'auto dense', ...c }, 'bfloat16', 1200);
-    const [dk, dv] = [k.to('cuda'), v.to('cuda')];
-    for (const T of [1, 2]) {
-      const qt = sliceRows(q, 0, T);
-      const dq = qt.to('cuda');
-      const options: AttentionOptions = { isCausal: true, causalAlignment: 'bottom_right' };
-      const problem = validateAttention(dq, dk, dv, options);
-      const measured = measuredDecodeChoice(problem);
-      if (T === 2) assert.equal(measured, null, 'two new tokens: no measured decode step speaks for it');
-      const r = attention(dq, dk, dv, { ...options, returnLogSumExp: true });
-      if (measured) assert.equal(r.backend, measured.order[0], `T=${T}: ${r.variant}`);
-      assertMatchesOracle(r, { q: qt, k, v, options }, 'bfloat16', `auto dense, T=${T}`);
-    }
-  });
+  it('auto runs a paged decode step where the measured decode table says: a table with room, a tight one', () =>
+    recordedOnly(() => {
+      // B=1, S=2k, K=8, N=32, H=128, block 16 is a measured case (decode-dispatch-table.ts): on the H200
+      // what the table says while the table has room for the next block (flash since session 8's record,
+      // cudnn in session 7's), flash once it is tight (cuDNN would build a graph per table width as the
+      // cache grows); elsewhere whatever the table says, flash by default.
+      const c = { B: 1, T: 1, S: 2064, N: 32, K: 8, H: 128 };
+      const { q, k, v } = inputs({ name: 'auto', ...c }, 'bfloat16', 1100);
+      const pk = pagedCopy(k, 16, 11);
+      const pv = pagedCopy(v, 16, 11);
+      const [dq, dk, dv] = [q.to('cuda'), pk.pool.to('cuda'), pv.pool.to('cuda')];
+      for (const [length, tight] of [
+        [2048, false],
+        [2064, true],
+      ] as const) {
+        const options: AttentionOptions = {
+          isCausal: true,
+          causalAlignment: 'bottom_right',
+          keyValueSeqLengths: [length],
+        };
+        const problem = validateAttention(dq, dk, dv, { ...options, blockTable: pk.table });
+        const expected = measuredDecodeChoice(problem)?.order[0] ?? 'flash';
+        if (tight) assert.equal(expected, 'flash', 'a tight table never takes cudnn');
+        const r = attention(dq, dk, dv, { ...options, blockTable: pk.table, returnLogSumExp: true });
+        assert.equal(r.backend, expected, `${length} tokens in a table of ${pk.M} blocks: ${r.variant}`);
+        assertMatchesOracle(r, { q, k, v, options }, 'bfloat16', `auto, ${length} tokens`);
+      }
+    }));
+
+  it('auto runs a dense decode step where the measured decode table says (cudnn, the registry order, elsewhere)', () =>
+    recordedOnly(() => {
+      // B=1, S=32k, K=8, N=32, H=128 on a dense cache is a measured case on the H200 (decode-dispatch-table.ts:
+      // cudnn); with 2 new tokens it is not (the table speaks for one), and the registry's order holds.
+      const c = { B: 1, T: 2, S: 32768, N: 32, K: 8, H: 128 };
+      const { q, k, v } = inputs({ name: 'auto dense', ...c }, 'bfloat16', 1200);
+      const [dk, dv] = [k.to('cuda'), v.to('cuda')];
+      for (const T of [1, 2]) {
+        const qt = sliceRows(q, 0, T);
+        const dq = qt.to('cuda');
+        const options: AttentionOptions = { isCausal: true, causalAlignment: 'bottom_right' };
+        const problem = validateAttention(dq, dk, dv, options);
+        const measured = measuredDecodeChoice(problem);
+        if (T === 2) assert.equal(measured, null, 'two new tokens: no measured decode step speaks for it');
+        const r = attention(dq, dk, dv, { ...options, returnLogSumExp: true });
+        if (measured) assert.equal(r.backend, measured.order[0], `T=${T}: ${r.variant}`);
+        assertMatchesOracle(r, { q: qt, k, v, options }, 'bfloat16', `auto dense, T=${T}`);
+      }
+    }));
 
   it('a 1,000-step decode loop through KVCache equals one causal prefill over the final sequences', () => {
     const [B, L, N, K, H] = [2, 1000, 8, 2, 64];

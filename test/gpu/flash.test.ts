@@ -77,7 +77,7 @@ const oracles = new OracleCache();
 if (!skip) console.log(seedLine());
 
 // One top-level suite per precision: node's reporters print a top-level suite when it ends, so a run
-// cut short on the GPU machine (session 5: 140 s and 170 s caps, one suite of ~340 tests, nothing
+// cut short on the GPU machine (140 s and 170 s caps, one suite of ~340 tests, nothing
 // printed) still shows every precision that finished; `--test-name-pattern` picks one per process.
 for (const precision of DEVICE_PRECISIONS.cuda) {
   describe(`cuda flash kernel · ${precision.label}`, { skip }, () => {

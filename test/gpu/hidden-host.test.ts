@@ -20,7 +20,7 @@ const none = { dispose() {} };
 /**
  * The least of `tries` measurements: other processes sharing the GPU only add time to a device-bound call (node
  * --test runs test files in parallel). With ~50 processes at once (scripts/gpu-verify.sh's shards) a 300 µs spin
- * read 425–433 µs even so (sessions 19 and 20), so that script runs this file alone after the others.
+ * read 425–433 µs even so, so that script runs this file alone after the others.
  */
 const least = (measure: () => number, tries = 3) => Math.min(...Array.from({ length: tries }, measure));
 

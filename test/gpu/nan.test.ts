@@ -1,5 +1,5 @@
 /**
- * The README's NaN/Inf rule on the GPU backends: every case of src/check/nan-cases.ts on naive
+ * The NaN/Inf rule of docs/guide/attention.md on the GPU backends: every case of src/check/nan-cases.ts on naive
  * (float32, float16, bfloat16), flash (bfloat16, float16 on tensor cores; float32 on FMAs) and cudnn
  * (bfloat16, float16), compared with compareNanCase: the NaN, +inf and empty-row pattern exactly, the
  * rest against the float64 reference of the clean problem. A case a backend refuses is skipped with
@@ -135,7 +135,7 @@ describe('GPU FP8: NaN in Q, K or V reaches exactly the rows that see it (vs the
         // As test/gpu/fp8.test.ts: e4m3 rounds O (2^-4 of |O|max) and cuDNN rounds P about as much;
         // plus one e4m3 step of O at the element, since the GPU and the emulation each round O once.
         // Delayed scaling's first step stores O at scale 1, where a step is 2^-4 of the value itself:
-        // session 7 saw 0.625 for 0.75 (two steps) at |O|max < 1, past the |O|max·2^-3 bound alone.
+        // one run saw 0.625 for 0.75 (two steps) at |O|max < 1, past the |O|max·2^-3 bound alone.
         const scaleInv = step.output8!.scaleInv;
         const wrong = compareFp8(got, want, (x) => oMax * 2 ** -3 + e4m3Step(x, scaleInv));
         assert.deepEqual(wrong, [], `${step.variant}: ${wrong.join('; ')}`);

@@ -1,7 +1,7 @@
 /**
  * The GPU a results file was measured on (machine.gpu.uuid) in the reports: a row of the machine table, and a
  * note where a comparison's files name more than one GPU (src/report/gpus.ts), in the terminal text and the
- * HTML. Files without a UUID (before session 13) add none.
+ * HTML. Files without a UUID (before 2026-12-02) add none.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';

@@ -13,8 +13,9 @@ const widest = (text: string) => Math.max(...text.split('\n').map((l) => [...l].
 function chart(series: ChartSpec['series'], extra: Partial<ChartSpec> = {}): ChartSpec {
   return {
     id: 'c',
+    sweep: 'seq',
     kind: 'line',
-    title: 'seq: median time per call vs query length T (B=1 N=4 H=32)',
+    title: 'Sequence length sweep: median time per call vs query length T (B=1 N=4 H=32)',
     xLabel: 'query length T',
     yLabel: 'Median time per call (ms)',
     logX: true,

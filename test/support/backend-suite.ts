@@ -18,6 +18,7 @@ import { RANDOM_CASES_SEED } from '../../src/check/random-cases.js';
 import {
   type CheckRow,
   checkCase,
+  checkCaseAsync,
   DEVICE_PRECISIONS,
   describeRow,
   judgeForward,
@@ -48,6 +49,8 @@ export interface BackendSuiteOptions {
   /** Extra assertions on every row that ran (e.g. the variant's form). */
   readonly expect?: (row: CheckRow) => void;
   readonly oracles?: OracleCache;
+  /** Reads outputs back asynchronously (checkCaseAsync): a webgpu backend's outputs need it. */
+  readonly readback?: 'async';
 }
 
 /** The one printout of a seed, for a suite's log (replay with ATTNLAB_TEST_SEED). */
@@ -68,10 +71,10 @@ export function defineBackendSuite(backend: AttentionBackend, options: BackendSu
   const rows: CheckRow[] = [];
   cases.forEach((c, index) => {
     for (const precision of precisions) {
-      it(`${c.name} · ${precision.label}${options.label ?? ''}`, (t) => {
-        const row = around(() =>
-          checkCase({ backend, case: c, precision, seed: seed + 16 * index, oracles, run: options.run }),
-        );
+      it(`${c.name} · ${precision.label}${options.label ?? ''}`, async (t) => {
+        const check = { backend, case: c, precision, seed: seed + 16 * index, oracles, run: options.run };
+        const row =
+          options.readback === 'async' ? await checkCaseAsync(check) : around(() => checkCase(check));
         rows.push(row);
         if (row.status === 'skipped') {
           t.skip(row.reason);

@@ -19,8 +19,8 @@ export function runDense(
   if (!p.paged && !p.packed) return run(p);
   const dense = denseProblem(p);
   // The gathered and spread copies, and the dense output a packed query's is packed from, are this call's
-  // own: freed here. Left to the GC net, a decode loop that disposed all it was given (KVCache's, as the
-  // README writes it) still grew memoryStats().hostBytes by them at every step.
+  // own: freed here. Left to the GC net, a decode loop that disposed all it was given (KVCache's, as
+  // docs/guide/kv-cache.md writes it) still grew memoryStats().hostBytes by them at every step.
   const made = [dense.query, dense.key, dense.value].filter((t, i) => t !== [p.query, p.key, p.value][i]);
   try {
     const result = run(dense);

@@ -7,8 +7,9 @@
  * Q, K and the bias (through the forward's own row loop, rows.ts) and takes D = Σ P·dP from that
  * softmax rather than dO·O from the given output, so the given output and log-sum-exp are unused.
  * Each row's gradients (row-gradients.ts, shared with the plain baseline of src/check/gradients.ts)
- * skip keys with weight 0 (masked, or underflowed) as the forward skips them, so a NaN there does not
- * leak in; a row that sees nothing contributes nothing.
+ * follow the NaN rule for gradients stated there: D is NaN exactly when the forward output row is,
+ * keys of weight 0 add nothing to dV and dS, a NaN row reaches every key the boolean mask leaves it,
+ * and a row that sees nothing contributes nothing.
  */
 
 import { allocFloat64 } from '../../tensor/checks.js';

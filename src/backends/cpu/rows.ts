@@ -76,7 +76,7 @@ export function forEachRow(
  * the row's slot of `out` (B,T,N,Hv); `v` is (B,S,K,Hv). Leaves the unnormalised weights exp(s − max)
  * in row.logits and returns their sum (so the row's largest weight is 1 / sum).
  *
- * IEEE arithmetic over the visible keys (README, "Rows that see nothing, NaN and Inf"): a NaN or +inf
+ * IEEE arithmetic over the visible keys (docs/guide/attention.md, "Rows that see nothing, NaN and Inf"): a NaN or +inf
  * max makes every weight, the sum and so the whole row NaN; a visible key adds w·v even when w
  * underflows to 0 (0 · NaN is NaN), while a key whose logit is −inf is masked and adds nothing, whatever
  * V holds there. Its weight is stored as −0, which exp() never returns, so callers can tell it apart.

@@ -20,6 +20,7 @@ import { cu, outBigInt } from './ffi/driver.js';
 import { decodeCString, NVRTC_ERROR_COMPILATION, nv } from './ffi/nvrtc.js';
 import { type KernelBinary, kernelCacheDir, kernelCacheKey, readCache, writeCache } from './kernel-cache.js';
 import { kernelsDir, readKernelSources, sourceExcerpt } from './kernel-source.js';
+import { prebuiltKey, readPrebuilt, shippable } from './prebuilt.js';
 
 export { CACHE_FORMAT_VERSION, kernelCacheDir, kernelCacheKey } from './kernel-cache.js';
 export { kernelsDir, readKernelSources, sourceExcerpt } from './kernel-source.js';
@@ -47,7 +48,7 @@ export interface CompiledModule {
 export interface CompileStats {
   readonly file: string;
   readonly key: string;
-  readonly source: 'memory' | 'disk' | 'nvrtc';
+  readonly source: 'memory' | 'prebuilt' | 'disk' | 'nvrtc';
   /** Time in this call: NVRTC compile for 'nvrtc', read + load for 'disk', ~0 for 'memory'. */
   readonly milliseconds: number;
   readonly cubinBytes: number;
@@ -120,6 +121,11 @@ function loadKernelsByKey(spec: KernelSpec): CompiledModule {
   const arch = targetArch();
   const { source, headers } = readKernelSources(spec.file);
   const options = compileOptions(spec, arch);
+  // A binary the package ships (prebuilt.ts) before NVRTC is even loaded.
+  const shipped = shippable(spec.kernels)
+    ? loadPrebuilt(spec, { arch, options, kernels: spec.kernels, source, headers })
+    : null;
+  if (shipped) return shipped;
   const key = kernelCacheKey({
     arch,
     nvrtcVersion: nv().version,
@@ -162,6 +168,31 @@ function loadKernelsByKey(spec: KernelSpec): CompiledModule {
   if (config().debug >= 3) {
     console.error(
       `[attnlab] kernels ${spec.kernels.join(', ')} from ${spec.file}: ${history.at(-1)?.source}, ${milliseconds.toFixed(1)} ms, key ${key.slice(0, 12)}`,
+    );
+  }
+  return loaded;
+}
+
+/** The shipped module of `spec`, loaded (and kept in memory), or null where the package has none. */
+function loadPrebuilt(spec: KernelSpec, parts: Parameters<typeof prebuiltKey>[0]): CompiledModule | null {
+  const key = prebuiltKey(parts);
+  const memoryKey = `${currentDeviceOrdinal()}:${key}`;
+  const inMemory = modules.get(memoryKey);
+  if (inMemory) {
+    record({ file: spec.file, key, source: 'memory', milliseconds: 0, cubinBytes: 0 });
+    return inMemory;
+  }
+  const started = performance.now();
+  const cubin = readPrebuilt(parts.arch, key);
+  if (!cubin) return null;
+  const lowered = Object.fromEntries(spec.kernels.map((name) => [name, name]));
+  const loaded = loadModule(key, { cubin, lowered, compileMs: 0 });
+  modules.set(memoryKey, loaded);
+  const milliseconds = performance.now() - started;
+  record({ file: spec.file, key, source: 'prebuilt', milliseconds, cubinBytes: cubin.byteLength });
+  if (config().debug >= 3) {
+    console.error(
+      `[attnlab] kernels ${spec.kernels.join(', ')} from ${spec.file}: prebuilt, ${milliseconds.toFixed(1)} ms, key ${key.slice(0, 12)}`,
     );
   }
   return loaded;

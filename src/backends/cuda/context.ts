@@ -29,6 +29,12 @@ export interface DeviceProperties {
   readonly l2CacheBytes: number;
   /** As cuDriverGetVersion reports it, e.g. 13000 for CUDA 13.0. */
   readonly driverVersion: number;
+  /**
+   * Peak memory bandwidth in GB/s from the memory clock and bus width (2 transfers a clock: H100 SXM
+   * 2619 MHz × 5120 bits = 3352, H200 3201 MHz × 6144 bits = 4916), or null where the driver does not
+   * report them. Auto dispatch keys its tables by it (device-dispatch-table.ts).
+   */
+  readonly memoryBandwidthGBs?: number | null;
 }
 
 export interface CudaContext {
@@ -156,7 +162,19 @@ function readProperties(device: number): DeviceProperties {
     maxSharedMemoryPerBlockOptin: attribute(CU_DEVICE_ATTRIBUTE.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN),
     l2CacheBytes: attribute(CU_DEVICE_ATTRIBUTE.L2_CACHE_SIZE),
     driverVersion: outInt((s) => d.cuDriverGetVersion(s)),
+    memoryBandwidthGBs: peakBandwidth(attribute),
   };
+}
+
+/** GB/s from the memory clock (kHz) and bus width (bits); null where either read fails or is 0. */
+function peakBandwidth(attribute: (id: number) => number): number | null {
+  try {
+    const kHz = attribute(CU_DEVICE_ATTRIBUTE.MEMORY_CLOCK_RATE);
+    const bits = attribute(CU_DEVICE_ATTRIBUTE.GLOBAL_MEMORY_BUS_WIDTH);
+    return kHz > 0 && bits > 0 ? Math.round((2 * kHz * 1e3 * (bits / 8)) / 1e9) : null;
+  } catch {
+    return null;
+  }
 }
 
 /**

@@ -2,9 +2,9 @@
  * Device copies of the small int32 arrays a paged or packed call reads (block tables, sequence
  * lengths, offsets), kept across calls and found again by their content.
  *
- * Why: each such array used to be uploaded on every call, a pageable host-to-device copy of ~10 µs
- * however small, so a paged decode step at B=1 took ~25 µs more through the library than its kernels
- * (bench/results/2026-12-01-s6-decode: a table and the lengths, two copies). A decode loop re-sends
+ * Why: uploading each such array on every call is a pageable host-to-device copy of ~10 µs however
+ * small, so a paged decode step at B=1 takes ~25 µs more through the library than its kernels
+ * (benchmarks/results/h200/decode/2026-12-01-row-tile-split-counts: a table and the lengths, two copies). A decode loop re-sends
  * the same table for many steps (it grows by one block per blockSize tokens), and a benchmark the
  * same table and lengths every call. Content, not identity: validation hands every backend a fresh
  * host copy (api/kv-layout.ts), and a caller may change an array in place between calls. Comparing

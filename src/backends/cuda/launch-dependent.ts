@@ -4,9 +4,9 @@
  * finishes, once that work's blocks have all run griddepcontrol.launch_dependents or exited; it must run
  * griddepcontrol.wait (decode_common.cuh's grid_dependency_wait) before it reads memory the earlier work
  * writes. What it gains is the launch latency: the TMA decode kernel's combine starts as its split kernel's
- * last blocks finish (bench/results/2026-12-02-s11-decode, H200, each call alone: B=1 S=32k K=1 555 → 600
+ * last blocks finish (benchmarks/results/h200/decode/2026-12-02-k1-loop-overheads, H200, each call alone: B=1 S=32k K=1 555 → 600
  * GB/s, B=64 S=16k 3774 → 3882). What it cost: library calls of the one-split kernel back to back took
- * 146 µs each against 125 (bench/results/2026-12-02-s11-final); decode-tma.ts (tmaDependentLaunches) says
+ * 146 µs each against 125 (benchmarks/results/h200/decode/2026-12-02-k1-vs-pytorch-call-timing); decode-tma.ts (tmaDependentLaunches) says
  * where the library launches this way and ATTNLAB_DEPENDENT_LAUNCH (config.ts) overrides it.
  *
  * Layouts from cuda.h (CUDA 12/13), checked with offsetof on x86-64: CUlaunchConfig is 7 uint32 (grid,

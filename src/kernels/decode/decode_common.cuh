@@ -139,7 +139,7 @@ __device__ __forceinline__ void scalar_pv(float (&o)[C::DT][4], const float (&pt
 // of o_part (weights w_s = e^(lse_s − base), their sum `sum`), and its log-sum-exp base + log sum. Each
 // lane owns 4 columns and reads one 16-byte chunk of every split's row, independent loads the compiler
 // can keep in flight. SKIP_ZERO: rows of weight 0 are not read (the combine of the persistent experiment,
-// bench/decode/flash_decode_persist.cu: the slot of a block with no tiles holds nothing written; 0 · a
+// benchmarks/harnesses/decode-persistent-kernel.cu: the slot of a block with no tiles holds nothing written; 0 · a
 // finite row adds nothing). L2: the rows are read from the L2 (ld.global.cg), past this SM's L1: other blocks of
 // the same launch wrote them (the split kernel's own combine, flash_decode_ws.cu).
 template <int DV, bool FP16, bool SKIP_ZERO, bool L2 = false>
@@ -195,8 +195,8 @@ __device__ __forceinline__ void combine_row(const DecodeParams& p, int row, int 
 // (t ≥ its length) are left as the host zeroed them. The lanes read the splits' lse in parallel
 // (one split each, 32 at a time) and put their weights in shared memory; then each lane owns 4
 // columns and reads one 16-byte chunk of every split's row, independent loads the compiler can keep
-// in flight (the first version walked the splits three times one lse at a time, and once per
-// column: ~0.6 µs per split at B=1, the sweep of bench/results/2026-12-01-s6-decode).
+// in flight (walking the splits three times one lse at a time, and once per column, cost ~0.6 µs
+// per split at B=1, the sweep of benchmarks/results/h200/decode/2026-12-01-row-tile-split-counts).
 constexpr int DEC_MAX_SPLITS = 128;  // decode-splits.ts never asks for more
 template <int DV, bool FP16>
 __device__ __forceinline__ void flash_decode_combine(const DecodeParams& p) {

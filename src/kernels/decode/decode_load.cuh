@@ -48,7 +48,7 @@ __device__ __forceinline__ bool dec_mbar_try_wait(u32 bar, u32 parity) {
   return done != 0;
 }
 // Waits for the phase of `parity` to complete. With -DDECODE_SPIN_LIMIT=n (the standalone harness,
-// bench/decode/harness.cu, and debug runs) a wait that fails n tries traps with a message, so a
+// benchmarks/harnesses/decode-kernel.cu, and debug runs) a wait that fails n tries traps with a message, so a
 // missing copy or a wrong byte count ends the launch with an error instead of hanging the GPU
 // (each try suspends the thread for a hardware-chosen time, ~0.1–1 µs: n = 2^24 is seconds).
 __device__ __forceinline__ void dec_mbar_wait(u32 bar, u32 parity) {

@@ -3,7 +3,7 @@
 //
 // Why: one producer warp issuing a 128-key tile's 256 whole-row bulk copies (8 a lane, serialised)
 // took ~68 clocks a copy, and ws1.4x32.s3f read 996 GB/s where heads1.4x32.s3 (256 threads, one copy
-// each) read 2982 (device call 1, bench/decode/s9-plan.md). A tensor copy moves a box of 64 columns ×
+// each) read 2982 (docs/internals/decode.md). A tensor copy moves a box of 64 columns ×
 // BOXR token rows: dense, the tile's TK rows at once (4 copies a tile: K and V × two 64-column halves);
 // paged, one page's rows (block 16: 32 copies, one per lane; block 64: 8), BOXR = min(block, TK).
 //
@@ -48,7 +48,7 @@ __device__ __forceinline__ BlockKeys tma_block_keys(BlockKeys k, int splits, int
 // with the whole stage's bytes (half come from the other CTA's copies; the phase cannot complete before this
 // producer's arrival, the barrier's only one, whatever order the bytes come in). Its `empty` counts both
 // CTAs' consumers (every consumer warp arrives on both CTAs' `empty`): a stage is refilled only when neither
-// CTA reads it any more. (Session 16, call 3: a producer forwarding its own consumers' release to the other CTA,
+// CTA reads it any more. (A producer forwarding its own consumers' release to the other CTA,
 // one remote arrival a tile instead of 8, read the same GB/s within 0.3%; the simpler protocol stays.)
 template <int TK, int STAGES, int K_BYTES, int STAGE_BYTES, int GROUP = 0, bool MULTICAST = false>
 __device__ __forceinline__ void tma_produce(const DecodeParams& p, const TmaDesc* kmap, const TmaDesc* vmap,

@@ -16,7 +16,7 @@
 //   and splits > 1 are combined by flash_decode_combine (decode_common.cuh) in a second launch.
 // H and Hv are multiples of 16 and at most 128 (decode.ts keeps other head dims on flash_decode.cu).
 // The NaN rule is flash_decode.cu's (the scalar P·V where V holds NaN/Inf at keys a row does not see).
-#ifndef ATTNLAB_FLASH_DECODE_HEADS_CU  // flash_decode_persist.cu includes this file too
+#ifndef ATTNLAB_FLASH_DECODE_HEADS_CU  // benchmarks/harnesses/decode-persistent-kernel.cu includes this file too
 #define ATTNLAB_FLASH_DECODE_HEADS_CU
 #include "decode/decode_warp.cuh"
 

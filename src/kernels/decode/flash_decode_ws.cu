@@ -1,8 +1,8 @@
 // The heads kernel (flash_decode_heads.cu) with a producer warp: the same whole-token-row bulk copies,
-// row tiles, online softmax and shared-memory merge, but no block-wide barrier per tile. Session 9's
-// experiment for paged MQA (K=1), harness only (bench/decode/harness.cu; the library does not run it).
+// row tiles, online softmax and shared-memory merge, but no block-wide barrier per tile. The
+// experiment for paged MQA (K=1), harness only (benchmarks/harnesses/decode-kernel.cu; the library does not run it).
 //
-// Why (bench/decode/s9-plan.md): at K=1 each 512-byte K+V token row serves 32 query heads, 4
+// Why (docs/internals/decode.md): at K=1 each 512-byte K+V token row serves 32 query heads, 4
 // m16n8k16 MMAs per key, and heads1.4x32.s3 reads 2.99 TB/s dense = 23.4 GB/s per SM over 128 SMs,
 // ~43 SM clocks per key (1.98 GHz) where 4.3 TB/s needs ~30. Its 8 warps issue ~31 warp-instructions
 // per key (ptx of the loop: 64 mma, 32 ldmatrix.x4, ~400 softmax/address/loader ops per warp per
@@ -29,7 +29,7 @@
 #include "decode/decode_warp.cuh"
 
 // PRODUCERS: producer warps of the row copies, warps CONSUMERS … CONSUMERS + PRODUCERS − 1, splitting a
-// tile's rows by 32-row chunks (device call 1: one producer warp issues ~68 clocks per row copy, 256 a
+// tile's rows by 32-row chunks (measured: one producer warp issues ~68 clocks per row copy, 256 a
 // 128-key tile, and ws1.4x32.s3f read 0.33× of heads1.4x32.s3). TMA: the tile as a handful of tensor
 // copies instead (decode_tma.cuh; HB = 1, D = DV = 128, one producer warp): unpadded 128-byte-swizzled
 // halves, read through Sw128Layout.
@@ -44,13 +44,13 @@ struct WsConfig {
   static constexpr int GROUP_ = GROUP;  // TMA: rows a box moves both halves of (0: a box a half, decode_tma.cuh)
   // ROWGROUPS: blocks that share one key range, each with TILES row tiles of the head's rows (rank·TILES·16 …),
   // adjacent in the grid's x (split · ROWGROUPS + rank), each reading the whole range: the second read of a
-  // tile hits the L2, and a row group replaces a split and its share of the combine (bench/results/
-  // 2026-12-02-s11-decode: B=64 S=16k K=1 dense 3910 → 4175 GB/s with one split instead of two)
+  // tile hits the L2, and a row group replaces a split and its share of the combine (benchmarks/results/
+  // benchmarks/results/h200/decode/2026-12-02-k1-loop-overheads: B=64 S=16k K=1 dense 3910 → 4175 GB/s with one split instead of two)
   static constexpr int ROWGROUPS_ = ROWGROUPS;
   // MULTICAST: the row group's two blocks as one cluster of two CTAs (the kernel's __cluster_dims__), its
   // producers each copying half of every tile into both (tma_produce): one read of a tile from the L2 for the
   // pair, and the pair in step by construction (decode-tma.ts, tmaMulticast; past ROW_GROUP_MAX_KEYS a block the
-  // one-block form still reads more, bench/results/2026-12-02-s16-decode call 4)
+  // one-block form still reads more, benchmarks/results/h200/decode/2026-12-02-1m-tokens-k1-multicast)
   static constexpr bool MULTICAST_ = MULTICAST;
   static constexpr int MINB_ = MINB, PRODUCERS_ = PRODUCERS;
   static constexpr int TILES = HB * RTH;
@@ -181,8 +181,8 @@ struct WsLayouts<C, true> {
 // counts itself in; the last of the item's p.splits blocks merges their partial rows into the output as
 // flash_decode_combine would (a warp a row, from the L2) and sets the counter back to zero for the next launch.
 // Why: the combine's own launch and its wait for the split kernel's last block cost ~5% of a 1M-token K=1 call
-// (bench/results/2026-12-02-s11-decode §1: the loader alone read 4019 GB/s at two splits against 4226 for its
-// copies alone). Measured slower, not faster (bench/results/2026-12-02-s13-decode, call 3): the host runs it only
+// (benchmarks/results/h200/decode/2026-12-02-k1-loop-overheads §1: the loader alone read 4019 GB/s at two splits against 4226 for its
+// copies alone). Measured slower, not faster (benchmarks/results/h200/decode/2026-12-02-cache-length-row-groups): the host runs it only
 // where decodeTuning.combine = 'fused' asks (decode-tma.ts, tmaCombinesInSplit).
 // `scratch`: shared memory no thread reads any more (the stages and merge slots): the flag, then the weights.
 template <class C, bool FP16>

@@ -51,7 +51,7 @@ struct KeyBlockWork {
 // (x fastest), and with x the key block each head's blocks come one after the other, longest first
 // under a causal mask. The last head then starts its longest block (all T/BMQ query blocks) when
 // every SM has only ~2 heads' work left, and the grid ends on it running alone: a list-scheduling
-// model of B=4 T=S=8192 N=16 on 132 SMs gives 2.8% over the ideal makespan (bench/flash-backward/
+// model of B=4 T=S=8192 N=16 on 132 SMs gives 2.8% over the ideal makespan (benchmarks/harnesses/backward-schedule-model.py
 // schedule.py). Taking the heads in pairs, key block by key block (x = 0 of both heads, then x = 1,
 // …), halves the work left behind each head's longest block: 0.05% in the same model, and still ~2
 // heads' Q, dO and dQ accumulator in flight for L2 (an odd last head goes alone).

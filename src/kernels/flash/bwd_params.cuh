@@ -15,6 +15,7 @@ struct FlashBwdParams {
   u16* dq;          // (B,T,N,H), Q's strides
   u16* dk;          // (B,S,K,H), K's strides
   u16* dv;          // (B,S,K,Hv), V's strides
+  const float* o_f32;  // O unrounded, float32 (B,T,N,Hv), O's strides, or null: D = rowsum(dO ∘ O) from it
   float scale;      // the softmax scale: dQ = scale·dS·K, dK = scale·dSᵀ·Q
   int t_pad;        // T rounded up to a multiple of 128: every query block reads whole lse2/dsum rows
 };

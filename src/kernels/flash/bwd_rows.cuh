@@ -1,7 +1,9 @@
 // The backward's two memory-bound kernels around the main one (FlashAttention-2's preprocessing
 // and dQ conversion).
 //
-// prep: one warp per row (b, n, t) of the padded (B·N, t_pad) layout: D = rowsum(dO ∘ O) in float32,
+// prep: one warp per row (b, n, t) of the padded (B·N, t_pad) layout: D = rowsum(dO ∘ O) in float32
+// (from the float32 output when the caller kept one, o_f32: in a peaked softmax the 16-bit O's rounding
+// dominates dK's error, docs/guide/gradient-accuracy.md),
 // the log-sum-exp turned into base 2 (so P = 2^(s·scale·log2e − lse2) is one FFMA and one MUFU op),
 // and the row's float32 dQ accumulator zeroed. A padded row (t ≥ t_len) and a row that saw no key
 // (lse −inf) get lse2 = +inf: every weight 2^(x − inf) is then exactly 0, where exp(−inf − (−inf))
@@ -52,7 +54,23 @@ __device__ __forceinline__ void flash_bwd_prep(const FlashParams& p, const Flash
     }
     q_bad = __any_sync(0xffffffffu, q_bad);
   }
-  if (t < t_len) {
+  if (t < t_len && x.o_f32 != nullptr) {
+    const i64 at = b * p.o_strides[0] + t * p.o_strides[1] + n * p.o_strides[2];
+    for (int c = lane; c < p.Hv / 8; c += 32) {
+      const u128 g = *reinterpret_cast<const u128*>(x.d_o + at + c * 8);
+      const float4 o0 = *reinterpret_cast<const float4*>(x.o_f32 + at + c * 8);
+      const float4 o1 = *reinterpret_cast<const float4*>(x.o_f32 + at + c * 8 + 4);
+      const float o[8] = {o0.x, o0.y, o0.z, o0.w, o1.x, o1.y, o1.z, o1.w};
+      const u32 w[4] = {g.x, g.y, g.z, g.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        dot = fmaf(o[2 * i], half_to_float<FP16>(w[i] & 0xffffu), dot);
+        dot = fmaf(o[2 * i + 1], half_to_float<FP16>(w[i] >> 16), dot);
+      }
+    }
+#pragma unroll
+    for (int m = 16; m >= 1; m >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, m);
+  } else if (t < t_len) {
     const i64 at = b * p.o_strides[0] + t * p.o_strides[1] + n * p.o_strides[2];
     for (int c = lane; c < p.Hv / 8; c += 32) {
       dot += dot8<FP16>(*reinterpret_cast<const u128*>(p.o + at + c * 8),

@@ -7,8 +7,8 @@
 //
 // Cost without NaN: one flat read of O (contiguous (B,T,N,Hv)), REPAIR_UNROLL 16-byte loads in flight
 // per thread, each tested for NaN on its integer bits; an element's (b, i, n, h) is worked out only
-// where a NaN is found. The first version decoded (b, i, n) with 64-bit divisions for every 16 bytes
-// and read O at 1.5 TB/s on the H200 (87 µs for 128 MiB, bench/results/2026-12-01-s5-trust). With
+// where a NaN is found (decoding (b, i, n) with 64-bit divisions for every 16 bytes reads O at 1.5 TB/s
+// on the H200, 87 µs for 128 MiB, benchmarks/results/h200/forward/2026-12-01-cudnn-vs-peers-nan-repair). With
 // NaN: ~2·S·H FMAs per NaN element.
 //
 // Specialisation: REPAIR_ELEM (0 bf16, 1 fp16, 2 f32: the dtype of Q, K, V and O), FLASH_BIAS and

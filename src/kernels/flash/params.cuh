@@ -12,7 +12,7 @@ typedef unsigned char u8;
 typedef long long i64;
 
 // Own min/max and 16-byte vector: NVRTC compiles these files without any CUDA header, so nothing
-// here depends on which helpers it happens to declare implicitly.
+// here depends on which functions it happens to declare implicitly.
 __device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
 __device__ __forceinline__ int imax(int a, int b) { return a > b ? a : b; }
 struct __align__(16) u128 {

@@ -4,8 +4,8 @@
 // Grid: x = query block counted from the end, y = b·N + n. The hardware dispatches blocks with x
 // fastest, so the blocks in flight at any moment are the query blocks of a few heads: those read
 // the same K and V, which then stay in L2 (at T=S=8192, H=128 one head's K+V is 4 MiB, all 64
-// heads 256 MiB against 50 MiB of L2; with the head index fastest, v1, every block streamed its
-// K/V from HBM). Within a head the last query blocks come first: under a causal mask they are the
+// heads 256 MiB against 50 MiB of L2; with the head index fastest every block streams its K/V from
+// HBM). Within a head the last query blocks come first: under a causal mask they are the
 // longest, so the grid ends on short blocks instead of a few long ones running alone.
 #pragma once
 #include "flash/params.cuh"

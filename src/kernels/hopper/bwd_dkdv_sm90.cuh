@@ -23,9 +23,9 @@
 // rows 16w + g and 16w + g + 8), so the masking, weights and dS code is the mma.sync loop's, with
 // warp 4·wg + w owning keys kn0 + 16·(4·wg + w) — the same keys as there.
 //
-// Schedule of step s (session 7; session 6's loop ran every phase in lock step behind two barriers
-// per step, the tensor cores idle through the elementwise work, the dQ reductions and the loads:
-// ncu had 36% issue slots busy and integer ALU the busiest pipe at 0.99× / 0.96× FA2):
+// Schedule of step s (a loop running every phase in lock step behind two barriers per step leaves the
+// tensor cores idle through the elementwise work, the dQ reductions and the loads: ncu has 36% issue
+// slots busy and integer ALU the busiest pipe at 0.99× / 0.96× FA2):
 //   Sᵀ(s) and dPᵀ(s) are two commit groups, issued at the end of step s − 1: Pᵀ is computed while
 //   dPᵀ still multiplies, and dV(s) is issued before dSᵀ, which is computed while dV multiplies
 //   (FlashAttention-3's order); dQ(s) then dK(s) are issued after the step's one barrier, and the dQ

@@ -306,8 +306,8 @@ __device__ __forceinline__ TileWork hopper_tile(const FlashParams& p) {
 // Item i of the dynamic grid's order: heads / section sections of consecutive query heads, as equal
 // as they can be (the first heads % sections hold one head more), each walked longest block first
 // across its heads. Not sectioned_tile's partial last section: a last section of one head runs its
-// longest block alone at the end (bench/hopper/s9-schedule-model.py: 192x80 at T=8192 causal,
-// sections of 7 heads over 64 leave one, 7.5% idle against 1.4% balanced).
+// longest block alone at the end (the schedule model, benchmarks/harnesses/hopper-schedule-model.py: 192x80 at
+// T=8192 causal, sections of 7 heads over 64 leave one, 7.5% idle against 1.4% balanced).
 template <class C>
 __device__ __forceinline__ TileWork dynamic_tile(const FlashParams& p, int i, int qblocks, int section) {
   const int heads = p.B * p.N;
@@ -323,7 +323,7 @@ __device__ __forceinline__ TileWork dynamic_tile(const FlashParams& p, int i, in
 
 // The dynamic grid's section of heads (dynamic_tile). Without a causal mask every item of a head
 // has the same work: one head per section, the 2-D grid's order (the blocks in flight share one or
-// two heads' K/V in L2, which GROUPED's six heads of 24 MiB did not: −6…−8%, session 7). Causal:
+// two heads' K/V in L2, which GROUPED's six heads of 24 MiB did not: −6…−8%). Causal:
 // the longest items of a section go first, and a section must hold enough work after its longest
 // items that the other blocks are still busy when those end: with P blocks and q query blocks per
 // head (q…1 tiles of keys, ~q²/2 per head) the g heads' work after the first g items, ~g·q²/2,
@@ -538,8 +538,8 @@ template __global__ void hopper_fwd_test<HopperConfig<128, 128, 2, true, false>>
 template __global__ void hopper_fwd_test<HopperConfig<256, 80, 2, false, true>>(const __grid_constant__ HopperParams);
 template __global__ void hopper_fwd_test<HopperConfig<128, 128, 2, false, true, 1, true>>(const __grid_constant__ HopperParams);
 template __global__ void hopper_fwd_test<HopperConfig<256, 80, 2, true, true, 2, false>>(const __grid_constant__ HopperParams);
-// The library's table (hopper-variant.ts): ping-pong, three consumers at D=64, session 7's late P·V
-// wait and stepped descriptors, session 8's rescale slack.
+// The library's table (hopper-variant.ts): ping-pong, three consumers at D=64, the late P·V
+// wait and stepped descriptors, the rescale slack.
 template __global__ void hopper_fwd_test<HopperConfig<64, 128, 2, false, true, 0, false, 3, true, true, true, false, false, 0, 8>>(const __grid_constant__ HopperParams);
 template __global__ void hopper_fwd_test<HopperConfig<128, 128, 2, true, true, 1, true, 2, true, true, true, false, false, 0, 8>>(const __grid_constant__ HopperParams);
 template __global__ void hopper_fwd_test<HopperConfig<256, 80, 2, false, true, 3, false, 2, true, true, true, false, false, 0, 8>>(const __grid_constant__ HopperParams);
@@ -548,10 +548,10 @@ template __global__ void hopper_fwd_test<HopperConfig<128, 128, 2, false, true, 
 template __global__ void hopper_fwd_test<HopperConfig<128, 128, 2, false, true, 0, false, 2, true, true, true, true>>(const __grid_constant__ HopperParams);
 template __global__ void hopper_fwd_test<HopperConfig<128, 128, 2, false, true, 1, true, 2, true, true, true, false, true>>(const __grid_constant__ HopperParams);
 template __global__ void hopper_fwd_test<HopperConfig<64, 128, 2, true, true, 0, false, 3, true, true, true, false, true>>(const __grid_constant__ HopperParams);
-// Session 9's dynamic persistent grid (harness only, NOT yet run on a GPU): the library's D=128 tiles.
+// The dynamic persistent grid (harness only): the library's D=128 tiles.
 template __global__ void hopper_fwd_test<HopperConfig<128, 80, 2, false, true, 0, false, 3, true, true, true, false, 2, 0, 8>>(const __grid_constant__ HopperParams);
 template __global__ void hopper_fwd_test<HopperConfig<128, 128, 2, true, true, 1, true, 2, true, true, true, false, 2, 0, 8>>(const __grid_constant__ HopperParams);
-// Session 8's head dims (hopper-variant.ts hopperTiles): D=192 at BN=112, and key/value dims of
+// Head dims (hopper-variant.ts hopperTiles): D=192 at BN=112, and key/value dims of
 // different box counts (192/128, 128/64, 256/128 at BN=96, 64/256 at BN=80), with and without bias/mask.
 template __global__ void hopper_fwd_test<HopperConfig<192, 112, 2, false, true, 0, false, 2, true, true, true, false, false, 0, 8>>(const __grid_constant__ HopperParams);
 template __global__ void hopper_fwd_test<HopperConfig<192, 128, 2, true, true, 1, true, 2, true, true, true, false, false, 0, 8, 128>>(const __grid_constant__ HopperParams);

@@ -32,10 +32,10 @@ struct HopperConfig {
   // FlashAttention-3's ping-pong: the consumers issue their GEMMs in turn (named barriers 2, 3, …),
   // so one warpgroup's softmax runs while another's multiplies occupy the tensor cores.
   static constexpr bool PINGPONG = PINGPONG_;
-  // Session 7 (bench/notes/hopper-kernel.md). LATE_WAIT: the wait for P_{j−1}·V_{j−1} sits behind a
+  // docs/internals/hopper-forward.md. LATE_WAIT: the wait for P_{j−1}·V_{j−1} sits behind a
   // branch on the loop parity, in its own basic block after the softmax of tile j. In one block
-  // ptxas scheduled that wait (WARPGROUP.DEPBAR.LE gsb0, 0x0) at the top, before the softmax, so the
-  // softmax never overlapped the warpgroup's own P·V (ncu, H=128: 9.8% of all stall samples on it).
+  // ptxas schedules that wait (WARPGROUP.DEPBAR.LE gsb0, 0x0) at the top, before the softmax, so the
+  // softmax never overlaps the warpgroup's own P·V (ncu, H=128: 9.8% of all stall samples on it).
   // DESC_STEP: the shared-memory descriptors of a tile are made once and stepped by adding the byte
   // offset >> 4 (the start-address field cannot carry: shared addresses are < 2^18), with the
   // consumer index made warp-uniform, so the turn issues its wgmmas without per-step address math.
@@ -45,7 +45,7 @@ struct HopperConfig {
   static constexpr bool GROUPED = GROUPED_;
   // PERSISTENT (1 or 2): a 1-D grid of about one block per SM with the K/V ring, the Q barriers and
   // the ping-pong turns running on across work items (hopper_fwd). 1, static: block p runs items p,
-  // p + gridDim.x, … in the 2-D grid's order. 2, DYNAMIC (session 9): block p runs item p, then
+  // p + gridDim.x, … in the 2-D grid's order. 2, DYNAMIC: block p runs item p, then
   // whatever a global atomic counter (HopperParams::work_counter, zeroed before each launch) hands
   // its producer next, in a longest-first order over L2-sized sections of heads (dynamic_tile);
   // the producer passes each item to the consumers through shared memory and the Q barriers.
@@ -56,7 +56,7 @@ struct HopperConfig {
   // 1 skips the softmax (P = S), 2 loads K/V only into the first STAGES buffers and then reuses
   // them, so the timings without the exponentials or without the tile traffic can be taken apart.
   static constexpr int PROBE = PROBE_;
-  // SLACK (session 8, FlashAttention-4's conditional rescale): a row keeps its running max while a
+  // SLACK (FlashAttention-4's conditional rescale): a row keeps its running max while a
   // tile's max exceeds it by at most SLACK in base 2, so O is rescaled only when some row of the warp
   // moved further (hopper/softmax.cuh); 0 moves the max on every rise, as before.
   static constexpr int SLACK = SLACK_;

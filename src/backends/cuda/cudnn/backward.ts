@@ -58,7 +58,12 @@ export function describeSdpaBackward(p: BackwardProblem, env: CudnnEnvironment):
   return { ok: true, features, key: JSON.stringify(features) };
 }
 
+/** cuDNN's graph reads O in the inputs' dtype: a float32 output (for D) is attnlab flash's and the CPU's. */
+const FLOAT32_OUTPUT =
+  "a float32 output (D from the unrounded output): the cuDNN graph reads O in the inputs' dtype";
+
 function supports(p: BackwardProblem): Support {
+  if (p.output.dtype !== p.dtype) return { ok: false, reason: FLOAT32_OUTPUT };
   const e = cudnnEnvironment();
   if (!e.ok) return { ok: false, reason: e.reason };
   const d = describeSdpaBackward(p, e.env);
@@ -66,6 +71,7 @@ function supports(p: BackwardProblem): Support {
 }
 
 function run(p: BackwardProblem): BackwardOutput {
+  if (p.output.dtype !== p.dtype) throw new UnsupportedError('cudnn (cuda) backward', FLOAT32_OUTPUT);
   const e = cudnnEnvironment();
   if (!e.ok) throw new UnsupportedError('cudnn (cuda) backward', e.reason);
   const d = describeSdpaBackward(p, e.env);

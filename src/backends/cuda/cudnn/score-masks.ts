@@ -9,7 +9,7 @@ import type { SdpaFeatures } from './features.js';
 import type { GraphBuilder } from './graph-spec.js';
 import { type LengthTensors, scoreSteps } from './score-steps.js';
 
-/** Helpers over the (B,N,T,S) score tensors of one graph (score-steps.ts), with its bounds. */
+/** Masks and bounds over the (B,N,T,S) score tensors of one graph (score-steps.ts), with its bounds. */
 export function scoreMasks(g: GraphBuilder, f: SdpaFeatures) {
   const { T, S } = f;
   const { score, pointwise, select, indices, padding } = scoreSteps(g, f);

@@ -5,7 +5,7 @@
  * agree on all of them), except the paged-cache-load and ragged-offset values (descriptor 35,
  * attributes 913 and 1950–1953, INT64 10), taken from cuDNN 9.13.1's cudnn_graph.h as published in
  * bindings and then found equal in the H200's 9.14 header (and run by its 9.19 library:
- * bench/results/2026-12-01-s6-paged). They are ABI: cuDNN keeps them
+ * benchmarks/results/h200/decode/README.md). They are ABI: cuDNN keeps them
  * stable within major version 9, so they are written here rather than parsed from a header the
  * user's machine may not have.
  */

@@ -29,6 +29,9 @@ export const CU_DEVICE_ATTRIBUTE = {
   MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: 97,
   L2_CACHE_SIZE: 38,
   CLOCK_RATE: 13,
+  /** Peak memory clock in kHz, and the bus width in bits: together the memory's peak bandwidth. */
+  MEMORY_CLOCK_RATE: 36,
+  GLOBAL_MEMORY_BUS_WIDTH: 37,
 } as const;
 
 /** The CUfunction_attribute values attnlab reads or sets. */

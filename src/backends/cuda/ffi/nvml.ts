@@ -4,8 +4,8 @@
  * the time the GPU spent held below its clocks by the power limit.
  *
  * Why: call after call at ~4.4 TB/s an H200 runs at its 700 W cap and lowers its SM clock (nvidia-smi showed
- * 1.2–1.9 GHz with the SW power cap active, bench/results/2026-12-02-s15-decode), and one kernel read 5–10%
- * less a call than another of equal speed with the host hidden because of it; of four H200s in one session two
+ * 1.2–1.9 GHz with the SW power cap active, benchmarks/results/h200/decode/2026-12-02-1m-tokens-k8-k4), and one kernel read 5–10%
+ * less a call than another of equal speed with the host hidden because of it; of four H200s on one day two
  * never reached the cap. A row that says how long its GPU was capped can be trusted across runs.
  *
  * Marshalling as driver.ts: out-parameters are `void *` receiving typed arrays; the nvmlDevice_t handle is a

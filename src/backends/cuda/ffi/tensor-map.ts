@@ -35,7 +35,7 @@ export interface TiledMapSpec {
   /**
    * L2 promotion, 256B unless said. The decode maps stream every byte once: their half-row boxes
    * (128 B of 256-byte rows) promoted to 256 B cost the L2 a quarter more sectors (ncu: 34.0 M against
-   * 25.6 M at B=64 S=16k K=1) and 5% of the bandwidth (bench/results/2026-12-01-s10-decode).
+   * 25.6 M at B=64 S=16k K=1) and 5% of the bandwidth (benchmarks/results/h200/decode/2026-12-01-paged-k1-limit).
    */
   readonly l2Promotion?: keyof typeof L2_PROMOTION;
 }

@@ -10,19 +10,17 @@ import { itemSize } from '../../../tensor/dtype.js';
 import { Tensor } from '../../../tensor/tensor.js';
 import { type AttentionBackend, SUPPORTED, type Support, unsupported } from '../../backend.js';
 import type { AttentionProblem, BackendOutput } from '../../problem.js';
-import { type CompiledModule, loadKernels } from '../compile.js';
 import { cudaAvailable, getCudaContext, targetArch } from '../context.js';
 import { launchKernel } from '../launch.js';
 import { allocDevice, copyInt32ToDevice, firstMisaligned } from '../memory.js';
 import { decodeSupport, runDecode, wantsDecodeKernel } from './decode.js';
-import { launchHopper } from './hopper.js';
+import { launchHopper, zeroedWorkCounter } from './hopper.js';
 import { hopperVariant, hopperVariantKey } from './hopper-variant.js';
 import { buildFlashParams, type FlashPointers, marshalFlashParams } from './params.js';
+import { fillPlan, flashKernel, flashPlan } from './plan.js';
 import {
   FLASH_BIAS_CODES,
   type FlashVariant,
-  flashDefines,
-  flashKernelSource,
   flashVariant,
   flashVariantKey,
   flashVariantSharedBytes,
@@ -86,24 +84,21 @@ export function flashSupport(p: AttentionProblem): Support {
   return SUPPORTED;
 }
 
-/** Compiles (or fetches from the caches) the module of `variant`. */
-export function flashModule(variant: FlashVariant): CompiledModule {
-  const { file, name } = flashKernelSource(variant);
-  return loadKernels({ file, kernels: [name], defines: flashDefines(variant) });
-}
-
-/** The CUfunction of `variant`'s kernel. */
-export function flashKernel(variant: FlashVariant): bigint {
-  return flashModule(variant).functions.get(flashKernelSource(variant).name)!;
-}
+export { flashKernel, flashModule } from './plan.js';
 
 /** Runs the kernel on `p` (inputs on the GPU); the output and log-sum-exp are new device tensors. */
 export function runFlash(p: AttentionProblem): BackendOutput {
   const { B, T, N, Hv } = p;
-  const arch = targetArch();
-  const hopper = hopperVariant(p, arch);
-  const variant = 'variant' in hopper ? null : flashVariant(p, arch);
-  const key = 'variant' in hopper ? hopperVariantKey(hopper.variant) : flashVariantKey(variant!);
+  // A plain problem's variant, kernel and packed parameters are made once per shape (plan.ts).
+  const plan = flashPlan(p);
+  const arch = plan ? '' : targetArch();
+  const hopper = plan ? { reason: 'planned' } : hopperVariant(p, arch);
+  const variant = plan || 'variant' in hopper ? null : flashVariant(p, arch);
+  const key = plan
+    ? plan.key
+    : 'variant' in hopper
+      ? hopperVariantKey(hopper.variant)
+      : flashVariantKey(variant!);
   const out = allocDevice(B * T * N * Hv * itemSize(p.dtype));
   const lse = p.returnLogSumExp ? allocDevice(B * T * N * 4) : null;
   const lengths = (values: Int32Array | null) => (values ? copyInt32ToDevice(values) : null);
@@ -122,7 +117,10 @@ export function runFlash(p: AttentionProblem): BackendOutput {
         qLens: qLens?.ptr ?? 0n,
         kvLens: kvLens?.ptr ?? 0n,
       };
-      if ('variant' in hopper) launchHopper(p, hopper.variant, pointers);
+      if (plan) {
+        fillPlan(plan, p, pointers, plan.counterAt >= 0 ? zeroedWorkCounter() : 0n);
+        launchKernel(plan.fn, plan.launch, [{ type: 'bytes', bytes: plan.bytes }]);
+      } else if ('variant' in hopper) launchHopper(p, hopper.variant, pointers);
       else launchMma(p, variant!, pointers);
     }
   } finally {

@@ -4,9 +4,9 @@
  * rule that needs no GPU (backward.ts adds the device's checks).
  *
  * Register counts are ptxas's (nvcc 13.0, `-Xptxas -v`, sm_90a / sm_80), no spills anywhere:
- *   dK/dV loop (128 keys × 64 queries, 8 warps): D=128 255/253 registers with/without dQ (session 6,
- *   with the dO clean-up), D=96 ≤ 246, D=64 ≤ 203, D=32 less;  dQ pass (128 × 64, 8 warps): D=128
- *   240, D=64 172;  the wgmma dK/dV loop (hopper/hopper_bwd.cu, D=128, session 7's one-barrier
+ *   dK/dV loop (128 keys × 64 queries, 8 warps): D=128 255/253 registers with/without dQ (with
+ *   the dO clean-up), D=96 ≤ 246, D=64 ≤ 203, D=32 less;  dQ pass (128 × 64, 8 warps): D=128
+ *   240, D=64 172;  the wgmma dK/dV loop (hopper/hopper_bwd.cu, D=128, the one-barrier
  *   schedule): 250/254 bf16, 250/254 fp16.
  */
 import { config } from '../../../config.js';
@@ -66,17 +66,15 @@ export type FlashBackwardKernel = 'mma' | 'wgmma';
  */
 export const HOPPER_BACKWARD_HEAD_DIMS: readonly number[] = [64, 128];
 /**
- * Those it runs on sm_90a when ATTNLAB_FLASH_BWD_KERNEL is unset. D = 128 since session 6's last H200
- * call (bench/results/2026-12-01-s6-final), where the shared gradient suite passed with it on
- * (backward.test flash 50/0, long/deterministic/random 70/0, flash-backward.test 16/0, memcheck 0), for
- * this loop with the flag-gated Q/dO clean-up and stmatrix dS stores (was wgmma-lean.patch). Session 7's
- * one-barrier schedule passed the same suite (bench/results/2026-12-01-s7-flash-backward) and measured at
- * B=4 T=S=8192 N=16 H=128 bf16, same bench run: 17.42 / 8.91 ms (causal) against PyTorch
- * FlashAttention-2's 17.75 / 9.08 ms (1.02× / 1.02×); the mma.sync loop takes 29.7 / 15.1 ms. D = 64
- * since session 7's second call, where the same suite passed with the wgmma loop at D = 64 and 128
- * (ATTNLAB_FLASH_BWD_KERNEL=wgmma: 50/0, 70/0, 16/0, memcheck/racecheck/synccheck 0) and it measured
- * 12.24 / 6.34 ms at H=64 against the mma.sync loop's 17.8 / 8.98 (1.44× / 1.41×) and PyTorch FA2's
- * 9.57 / 5.20 ms (0.78× / 0.82×, same bench run).
+ * Those it runs on sm_90a when ATTNLAB_FLASH_BWD_KERNEL is unset: the shared gradient suite passes
+ * with the wgmma loop on at D = 64 and 128 (backward.test flash, long/deterministic/random,
+ * flash-backward.test; memcheck, racecheck and synccheck 0;
+ * benchmarks/results/h200/backward/2026-12-01-flash-wgmma-default,
+ * benchmarks/results/h200/backward/2026-12-01-flash-wgmma-one-barrier). At B=4 T=S=8192 N=16 H=128
+ * bf16, one bench run, the loop (one-barrier schedule, flag-gated Q/dO clean-up, stmatrix dS stores)
+ * takes 17.42 / 8.91 ms (causal) against PyTorch FlashAttention-2's 17.75 / 9.08 ms (1.02× / 1.02×);
+ * the mma.sync loop takes 29.7 / 15.1 ms. At H=64 it takes 12.24 / 6.34 ms against the mma.sync
+ * loop's 17.8 / 8.98 (1.44× / 1.41×) and PyTorch FA2's 9.57 / 5.20 ms (0.78× / 0.82×, same bench run).
  */
 export const HOPPER_BACKWARD_DEFAULT_HEAD_DIMS: readonly number[] = [64, 128];
 /** The wgmma loop's tiles (hopper/bwd_dkdv_sm90.cuh): 128 keys over two warpgroups, 64 queries per step. */
@@ -116,7 +114,7 @@ export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBac
  * The dK/dV loop's tiles for padded head dim D: FLASH_BACKWARD_TILES, or `ATTNLAB_FLASH_BWD_TILES=
  * KEYSxQUERIESxWARPS` so that a benchmark can compare others without a rebuild (each compiles without
  * spills at D ≤ 128 on sm_90a: 128x128x8 at D=64 takes 247 registers, 128x32x8 at D=128 241, 64x64x4
- * 255). On the H200 at D=128 (session 6, one process) 128x32x8 and 64x64x4 ran 7% and 8% slower than
+ * 255). On the H200 at D=128 (one process) 128x32x8 and 64x64x4 ran 7% and 8% slower than
  * 128x64x8. The kernel's shape rules: 16 keys per warp, queries a multiple of 16 whose 16-row tiles
  * divide the warps, and D split over the rest in 16-column steps.
  */

@@ -4,6 +4,7 @@
  * (2 floats per (b, n, t)) and, unless deterministic, a float32 dQ accumulator (B,T,N,H).
  *
  *   1. prep       D = rowsum(dO∘O), base-2 log-sum-exp, dQ accumulator zeroed   one warp per row
+ *                 (O is the 16-bit output, or the float32 one when the caller passes it: float32Output)
  *   2. dkdv       dK, dV per 128-key block (GQA: summed over the group in registers), and
  *                 dQ += dS·K into the accumulator with float32 reductions        grid (S/128, B·K)
  *   3. dq_convert dQ = scale·accumulator in the input dtype
@@ -154,6 +155,7 @@ function run(p: BackwardProblem): BackwardOutput {
         dQuery: dQ.ptr,
         dKey: dK.ptr,
         dValue: dV.ptr,
+        outputFloat32: p.output.dtype === 'float32' ? p.output.buffer.ptr : 0n,
       },
       p.scale,
       tPad,

@@ -1,7 +1,7 @@
 /**
  * What the three decode kernels' support checks share (decode.ts, decode-heads.ts, decode-tma.ts), written
  * once and cheap: each runs on every decode call, where the host's ~10–40 µs a call is what a B=1 step
- * waits for (bench/results/2026-12-02-s12-decode).
+ * waits for (benchmarks/results/h200/decode/2026-12-02-tma-kernel-every-k).
  */
 import type { AttentionProblem } from '../../problem.js';
 

@@ -4,7 +4,7 @@
  * elements, 2 KB at K=8 and H=128, in the dense, paged and packed layouts alike) arrive by one bulk
  * copy each. The row-tile kernel (flash_decode.cu) has one block per kv head, each copying its
  * 256-byte slice of the same rows: on a paged cache (block 16, K=8) ncu saw L2 92% busy and DRAM at
- * 75% (bench/results/2026-12-01-s6-decode).
+ * 75% (benchmarks/results/h200/decode/2026-12-01-row-tile-split-counts).
  *
  * The table (why each number):
  * - 8 warps a block, one m16 row tile (a kv head's GQA-packed rows, or 16 of them) each, HB =
@@ -14,7 +14,7 @@
  *   one block per SM with 128 KB in flight while it computes on the third; 2 stages for 8 heads on a
  *   dense cache, measured no slower in two runs and faster in five of six pairs (B=64 S=16k, B=8
  *   S=128k, B=128 S=8k: 4214/4214/4257 and 4222/4228/4292 GB/s against 3 stages' 4172/4251/4246 and
- *   4241/4154/4079, bench/results/2026-12-01-s7-decode): at one block per SM the DRAM stream, not
+ *   4241/4154/4079, benchmarks/results/h200/decode/2026-12-01-heads-kernel-cudnn-paged): at one block per SM the DRAM stream, not
  *   the depth in flight, holds it;
  * - H and Hv multiples of 16 up to 128 (the tile keeps no padded head-dim columns; larger heads
  *   would leave one stage), sm_90 bulk copies, rows at 16-byte-aligned addresses.
@@ -68,7 +68,7 @@ export function headsSupport(p: AttentionProblem, arch: string): Support {
 
 /**
  * Cached tokens (B × S, or the sum of the lengths) from which the heads kernel is the faster one, as
- * measured on the H200 (bench/results/2026-12-01-s7-decode, kernels alone, N=32, H=128, K=8): at
+ * measured on the H200 (benchmarks/results/h200/decode/2026-12-01-heads-kernel-cudnn-paged, kernels alone, N=32, H=128, K=8): at
  * B=16 S=8k and B=1 S=128k it reads 3.68–3.70 / 3.52–3.54 TB/s against the row-tile kernel's
  * 3.59 / 3.22–3.55; at B=1 and S=2k, 8k, 32k the row-tile kernel's B·K blocks split better (491 vs 397,
  * 1406 vs 1092, 2612 vs 2429 GB/s): one heads block per sequence reads only ~36 GB/s, so a short

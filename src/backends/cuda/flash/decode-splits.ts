@@ -9,14 +9,14 @@ import { InvalidArgumentError } from '../../../errors.js';
  *   waves · (tiles per split + FILL) + (splits > 1 ? COMBINE + PER_SPLIT · splits : 0)
  * FILL: a block's pipeline fill and merge; COMBINE: the second launch; PER_SPLIT: what each split
  * adds (its partial rows written and read back by the combine). Fitted to H200 sweeps of every
- * split count (bench/results/2026-12-01-s6-decode, 10 shapes × dense and paged16, bulk loader).
+ * split count (benchmarks/results/h200/decode/2026-12-01-row-tile-split-counts, 10 shapes × dense and paged16, bulk loader).
  * With no per-split term the model took 32 splits at B=1 S=2k where 8 was best (29.8 vs 22.3 µs,
  * first sweep); with the combine reading the splits in parallel (second sweep) the best moved to
  * 16 at S=2k (17.5 µs) and 32 at S=8k (23.9 µs), and PER_SPLIT = 0.125 picks those and, at every
  * other shape of the sweep, the best or one within 5%. Past a few waves the differences are
  * smaller than the model's error, and the fewest splits within TIE of the least are taken, among
  * the counts the sweep measured (SPLIT_CANDIDATES). The heads kernel (decode-heads.ts) uses the same
- * model over its own tiles and one block per SM: in its sweep (bench/results/2026-12-01-s7-decode) it
+ * model over its own tiles and one block per SM: in its sweep (benchmarks/results/h200/decode/2026-12-01-heads-kernel-cudnn-paged) it
  * picked the best count at every shape with B ≥ 8 (16 at B=8 S=128k, 8 at B=16 S=8k, 2 at B=64 S=16k).
  */
 
@@ -61,7 +61,7 @@ export function chooseSplitCount(s: SplitShape): number {
 }
 
 /**
- * Forced choices for measuring (bench/decode/splits-sweep.ts) and for tests: a split count, the
+ * Forced choices for measuring (benchmarks/harnesses/decode-split-counts.ts) and for tests: a split count, the
  * kernel, or the row-tile kernel's loader (bulk copies or 16-byte cp.async; forcing a loader forces
  * the row-tile kernel unless `kernel` says heads). Unset fields keep the normal choice.
  */
@@ -115,7 +115,7 @@ const TUNING_VALUES: { readonly [F in keyof Required<DecodeTuning>]: readonly un
 /**
  * `fields` (a bench's --tuning JSON, parsed) checked against DecodeTuning and set into decodeTuning: an unknown
  * key or a value a field does not take is an InvalidArgumentError naming `argument` and the key (a removed
- * field, as session 17's `prefetch`, would otherwise do nothing and say nothing).
+ * field, as the removed `prefetch`, would otherwise do nothing and say nothing).
  */
 export function applyDecodeTuning(fields: unknown, argument = 'decodeTuning'): void {
   if (typeof fields !== 'object' || fields === null || Array.isArray(fields))

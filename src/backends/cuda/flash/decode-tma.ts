@@ -4,7 +4,7 @@
  * one producer warp that brings each tile in as a handful of tensor copies (TMA, 128-byte swizzle) on
  * full/empty mbarriers, so no consumer warp copies rows or waits for another during the loop.
  *
- * Why (bench/results/2026-12-01-s9-decode, H200, kernels alone, B=64 S=16k N=32 K=1 H=128 bf16): the
+ * Why (benchmarks/results/h200/decode/2026-12-01-tma-producer-k1, H200, kernels alone, B=64 S=16k N=32 K=1 H=128 bf16): the
  * heads kernel reads 2.80–2.81 TB/s paged (block 16 and 64) and 2.96–3.00 dense; its 8 warps meet at a
  * barrier every tile and each issues one row copy. This kernel reads 3.69–3.71 paged16 (1.32×), 3.52–3.58
  * paged64 and 3.59–3.62 dense (1.20–1.28×) in the same runs; one producer warp issuing the 256 row copies
@@ -15,11 +15,11 @@
  * blocks ≥ 8 (a box of a page's rows; the swizzle atom is 8 rows), not packed keys, and up to 32 rows a kv
  * head, it replaces the heads kernel wherever that one would run (B·S ≥ 128k cached tokens: at K=8, 4413 /
  * 4388 / 4376 GB/s dense / block 16 / block 64 against 4229 / 4252 / 4258, kernels alone, B=64 S=16k,
- * bench/results/2026-12-02-s12-decode) and, on shorter caches of 32k tokens or more, the row-tile kernel for
+ * benchmarks/results/h200/decode/2026-12-02-tma-kernel-every-k) and, on shorter caches of 32k tokens or more, the row-tile kernel for
  * MQA-like rows (17–32 a kv head: 1.6–1.9× at B=1 S=32k, kernels alone; below, the host decides).
  * decodeTuning.kernel = 'tma' forces it wherever it can run.
  *
- * Two forms (tmaRowGroups picks one; bench/results/2026-12-02-s11-decode, kernels alone, H200, B=64 S=16k):
+ * Two forms (tmaRowGroups picks one; benchmarks/results/h200/decode/2026-12-02-k1-loop-overheads, kernels alone, H200, B=64 S=16k):
  * - one block a key range with both row tiles (4 warps of 32 keys each), or with its one where a kv head has at
  *   most 16 rows (8 warps of 16 keys: oneBlockRowTiles);
  * - row groups: two blocks a key range, each one row tile (8 warps of 16 keys), each reading the range; the
@@ -28,9 +28,9 @@
  *   block 64. Where the first form runs one split (B=128 S=8k) row groups would make two waves (3716
  *   against 4058), and a block reading a whole range issues twice the copies: with 16-row pages that
  *   starves it (3671 against the first form's 3811), so pages under 32 rows keep the first form unless its
- *   grid fills at most half the GPU (B=1 S=32k, 32 blocks: 786 against 602; s12-decode) — or the pair is a
+ *   grid fills at most half the GPU (B=1 S=32k, 32 blocks: 786 against 602) — or the pair is a
  *   cluster (tmaMulticast: on pages of 16 rows and more the two blocks are one two-CTA cluster whose producers
- *   each copy half of every tile into both, TMA multicast; +0.5–2.1% at K=1, bench/results/2026-12-02-s16-decode).
+ *   each copy half of every tile into both, TMA multicast; +0.5–2.1% at K=1, benchmarks/results/h200/decode/2026-12-02-1m-tokens-k1-multicast).
  * Boxes: a copy moves one 128-byte half of a page's rows (or a dense tile's 128), or, grouped, both halves
  * of `boxGroup` rows (a 5-D map whose third dimension is the half): at block 16 the first form reads 3811
  * with groups of 8 against 3574 with half boxes (+7%; 3925 against 3680 at B=128), and row groups read
@@ -75,9 +75,9 @@ const ROW_GROUP_MIN_PAGE = 32;
  * The most keys one block of a row group reads. The group's second read of a tile is an L2 hit only while
  * the tile is still there: at ~4.4 TB/s the H200's 50 MB L2 turns over in ~11 µs, a few tiles of one block's
  * progress, so the two blocks may drift apart only that far, and over a longer range they drift further.
- * Measured (bench/results/2026-12-02-s13-decode, call 2, B=64 K=1, one split in row groups against the
+ * Measured (benchmarks/results/h200/decode/2026-12-02-cache-length-row-groups, B=64 K=1, one split in row groups against the
  * one-block form's two, dense / block 64, GB/s): S=32k 4433 / 4253 against 4294 / 4190, S=48k 4429 / 4349
- * against 4386 / 4329, S=64k 3842 / 3809 against 4417 / 4354 (call 1: 4455 at S=32k, 3970 at S=64k).
+ * against 4386 / 4329, S=64k 3842 / 3809 against 4417 / 4354 (another run: 4455 at S=32k, 3970 at S=64k).
  */
 export const ROW_GROUP_MAX_KEYS = 49152;
 
@@ -102,9 +102,9 @@ export function tmaSupport(p: AttentionProblem, arch: string): Support {
 
 /**
  * Whether the measured rule runs this kernel for `p` where the heads kernel would run (B·S ≥ 128k cached
- * tokens): wherever it can. Kernels alone, same run (bench/results/2026-12-02-s12-decode, call 2, H200,
+ * tokens): wherever it can. Kernels alone, same run (benchmarks/results/h200/decode/2026-12-02-tma-kernel-every-k, H200,
  * B=64 S=16k): at K=8 (4 rows a kv head, one block each) it reads 4413 / 4388 / 4376 GB/s dense / block 16
- * / block 64 against the heads kernel's 4229 / 4252 / 4258 (4 kv heads a block), and at K=1 (session 11)
+ * / block 64 against the heads kernel's 4229 / 4252 / 4258 (4 kv heads a block), and at K=1
  * 4183 / 3780 / 4056 against 3.0 / 2.8 / 2.8 TB/s.
  */
 export function tmaPreferred(p: AttentionProblem, arch: string): boolean {
@@ -114,12 +114,12 @@ export function tmaPreferred(p: AttentionProblem, arch: string): boolean {
 /**
  * Cached tokens (B·S, or the sum of the lengths) from which this kernel takes short caches from the
  * row-tile kernel. Kernels alone it is faster from the shortest cache measured (B=1 K=1, dense / block 16 /
- * block 64, bench/results/2026-12-02-s12-decode call 2: S=2k 85 / 84 / 84 GB/s against 72 / 62 / 62, S=8k
+ * block 64, benchmarks/results/h200/decode/2026-12-02-tma-kernel-every-k: S=2k 85 / 84 / 84 GB/s against 72 / 62 / 62, S=8k
  * 279 / 271 / 276 against 200 / 161 / 161, S=32k 828 / 786 / 815 against 496 / 407 / 409), but its host
  * path is a few µs longer (two tensor maps, a third launch argument: 15 against 11–14 µs a call on the
  * fake driver, ~25–60 µs on the device machine) and below ~32k tokens the host, not the kernel, sets a
  * call's time: per call, 20 back to back, it read 25 / 123 GB/s at S=2k / 8k where the row-tile kernel
- * read 71 / 199, and 664 against 498 at S=32k (calls 2 and 3).
+ * read 71 / 199, and 664 against 498 at S=32k.
  */
 export const TMA_SHORT_MIN_TOKENS = 32768;
 
@@ -136,11 +136,11 @@ export function tmaPreferredShort(p: AttentionProblem, arch: string): boolean {
 /**
  * Rows a copy moves both halves of, as the header measured: dense caches and the one-block form's pages of 32
  * rows and more take half boxes; its smaller pages groups of 8, or with one row tile a 16-row page in one box
- * (bench/results/2026-12-02-s15-decode, GB/s a call at B=64 S=16k / B=128 S=8k, block 16: call 2, K=4, 4438 /
+ * (benchmarks/results/h200/decode/2026-12-02-1m-tokens-k8-k4, GB/s a call at B=64 S=16k / B=128 S=8k, block 16: K=4, 4438 /
  * 4467 against 4375–4379 / 4376–4381 with groups of 8 in the runs before and after, half boxes 4448 / 4319;
- * call 3, interleaved, two processes each, K=8 4452–4454 / 4443–4444 against 4405–4406 / 4339–4342 and K=4
- * 4342–4349 / 4339 against 4274–4277 / 4262–4263; the two-tile MQA form was measured the other way, session
- * 14: 3702 against 3772); row groups' pages groups of up to 32 (a group never spans two pages).
+ * interleaved, two processes each, K=8 4452–4454 / 4443–4444 against 4405–4406 / 4339–4342 and K=4
+ * 4342–4349 / 4339 against 4274–4277 / 4262–4263; the two-tile MQA form measures the other way,
+ * 3702 against 3772); row groups' pages groups of up to 32 (a group never spans two pages).
  */
 function boxGroupFor(p: AttentionProblem, rowGroups: 1 | 2, rowTiles: 1 | 2): DecodeTmaVariant['boxGroup'] {
   const page = p.paged?.blockSize ?? 0;
@@ -170,7 +170,7 @@ function checkedBoxGroup(p: AttentionProblem, group: number): DecodeTmaVariant['
  * (4 warps of 32 keys each). Why: with two tiles at K=8 (4 rows a kv head) or K=4 (8) the second is all
  * padding, and half the tensor-core and softmax work of every key is thrown away. With the host hidden that
  * costs no time, but call after call the H200 sits at its 700 W cap and lowers its SM clocks, and then it does.
- * Measured (bench/results/2026-12-02-s15-decode, call 1, interleaved, two processes each, GB/s a call / kernels
+ * Measured (benchmarks/results/h200/decode/2026-12-02-1m-tokens-k8-k4, interleaved, two processes each, GB/s a call / kernels
  * alone, mean SM clock and share of nvidia-smi samples power-capped during the calls): K=4 B=64 S=16k one tile
  * 4412–4417 / 4444 dense, 4270 / 4277 block 16, 4363 / 4400 block 64 at ~1.9 GHz, 8–18% capped; two tiles
  * 4139–4194 / 4390, 3869–3905 / 4320, 4147–4205 / 4345 at ~1.75 GHz, 75–83% capped (B=128 S=8k alike: 4335 /
@@ -217,14 +217,9 @@ export function tmaVariant(
 }
 
 /**
- * What tmaVariant takes beside the row groups: forced box rows and row tiles, clusters. Session 17 measured two
- * other loaders at K=1 B=64 S=16k and removed them (bench/results/2026-12-03-s17-decode): an L2 prefetch of the
- * tiles ahead by the producer, 0.73–0.89× (call 1), and two producer warps of 16-byte cp.async filling the same
- * stages, 0.27–0.49× (call 5: two warps cannot issue 64 KiB a tile fast enough; a bare reader needs 8). Session 19
- * measured a third and removed it (bench/results/2026-12-03-s19-decode, the kernel at commit 90c2269): V loaded into
- * the registers of 4 or 8 producer warps and stored into the stages while K stayed on tensor copies (a bare reader of
- * that form read scattered 4 KiB pages at 4.19–4.20 TB/s against the TMA engine's 3.89), 0.52–0.94× of the rule in
- * every form (call 5: block 16 3597 against 3843 GB/s at best).
+ * What tmaVariant takes beside the row groups: forced box rows and row tiles, clusters. The tensor copies
+ * are the only loader: an L2 prefetch by the producer, two cp.async producer warps and V through producer
+ * warps' registers all measure slower (0.27–0.94×; docs/internals/decode.md, "Tried and not kept").
  */
 export interface TmaForm {
   readonly boxGroup?: number;
@@ -236,12 +231,12 @@ export interface TmaForm {
  * Whether row groups run as a cluster of two CTAs whose producers each copy half of every tile into both
  * (TMA multicast; flash_decode_ws.cu MULTICAST): on paged caches of 16 rows and more, where two independent
  * blocks each issue a tile's page copies; dense caches keep two blocks, each reading a tile from the L2 after
- * the other (`forced`: decodeTuning.multicast). Measured (bench/results/2026-12-02-s16-decode, call 3, H200,
+ * the other (`forced`: decodeTuning.multicast). Measured (benchmarks/results/h200/decode/2026-12-02-1m-tokens-k1-multicast, H200,
  * interleaved, two processes each, K=1, GB/s a call): B=64 S=16k block 16 3916–3919 against the rule's one-block
- * form 3835–3837 (+2.1%; two independent blocks read 3661–3671 there in call 1), block 64 4112–4117 against
+ * form 3835–3837 (+2.1%; two independent blocks read 3661–3671 there), block 64 4112–4117 against
  * 4091–4096, B=8 S=128k block 16 / 64 3817 / 4018–4019 against 3778 / 3963–3967; dense 4246–4250 against
  * 4262–4265 and 4128–4130 against 4129–4132. Each consumer warp releases a stage in both CTAs with a plain
- * remote arrive: with release at cluster scope (a fence a warp a tile) the same kernel read 0.68× (call 2).
+ * remote arrive: with release at cluster scope (a fence a warp a tile) the same kernel read 0.68×.
  */
 export function tmaMulticast(p: AttentionProblem, forced?: boolean): boolean {
   if (forced !== undefined) return forced;
@@ -253,7 +248,7 @@ export function tmaMulticast(p: AttentionProblem, forced?: boolean): boolean {
  * split it (`splitsOfOne` ≥ 2) and both of them have rows (17–32 a kv head), with pages, if any, of 32 rows
  * or more, or of any size where the one-block grid (B·K·splitsOfOne blocks) fills at most half of the
  * `multiprocessors`: the copies that starve row groups of 16-row pages at B=64 (128 blocks: 3671 against
- * 3811 GB/s) do not at B=1 (32 blocks: 786 against 602, s12-decode call 2). `groupedKeys`, the keys a block
+ * 3811 GB/s) do not at B=1 (32 blocks: 786 against 602). `groupedKeys`, the keys a block
  * of the grouped form would read (its longest range over its split count), at most ROW_GROUP_MAX_KEYS.
  * Where the pair is a cluster sharing its copies (tmaMulticast, `multicast` forcing it as decodeTuning does),
  * each CTA issues half of them and 16-row pages fit as well. decodeTuning.rowGroups (`forced`) forces either.
@@ -279,8 +274,8 @@ export function tmaRowGroups(
  * Whether a launch of `splits` merges them in the split kernel (flash_decode_ws.cu, combine_in_split: the last
  * block of a key range to finish merges its splits' partial rows; no combine kernel runs): only where
  * decodeTuning.combine (`forced`) = 'fused'. Meant to save the combine's launch and its wait for the split
- * kernel's last block (~5% of a 1M-token K=1 call at two splits, bench/results/2026-12-02-s11-decode §1), it
- * measured slower where the library runs 2–4 splits (bench/results/2026-12-02-s13-decode, call 3, same run,
+ * kernel's last block (~5% of a 1M-token K=1 call at two splits, benchmarks/results/h200/decode/2026-12-02-k1-loop-overheads §1), it
+ * measured slower where the library runs 2–4 splits (benchmarks/results/h200/decode/2026-12-02-cache-length-row-groups, same run,
  * GB/s fused against the combine kernel: B=8 S=128k K=4, 4 splits, 4251 / 3809 / 4209 against 4341 / 4314 /
  * 4300 dense / block 16 / block 64; B=64 S=64k K=1, 2 splits, 4159 / 3818 / 4048 against 4328 / 4300 / 4261;
  * K=8 at 2 splits within 0.2%).
@@ -293,8 +288,8 @@ export function tmaCombinesInSplit(splits: number, forced?: 'fused' | 'kernel'):
 
 /**
  * The cache bytes under which the default (ATTNLAB_DEPENDENT_LAUNCH unset) launches a split TMA call's two
- * kernels as programmatic dependents. Interleaved A/B, two processes each (bench/results/2026-12-02-s14-decode,
- * call 2, H200, GB/s plain → both dependents): B=1 S=32k K=1, 32 splits, 16 MB, 841 / 796 / 834 → 912 / 846 /
+ * kernels as programmatic dependents. Interleaved A/B, two processes each (benchmarks/results/h200/decode/2026-12-02-fixed-cost-dependent-launch,
+ * H200, GB/s plain → both dependents): B=1 S=32k K=1, 32 splits, 16 MB, 841 / 796 / 834 → 912 / 846 /
  * 902 dense / block 16 / block 64 (+6–8%); B=64 S=16k K=1 block 16, two splits, 0.54 GB, 3795 → 3863 (+1.8%);
  * but B=64 S=64k K=1 (two splits, 2.1 GB) 4330 / 4284 / 4285 → 4293 / 4251 / 4266 and B=8 S=128k K=4 block 16
  * (four splits, 2.1 GB) 4303 → 4241 lose 0.4–1.4%. What it saves is the next launch's latency, a few µs a call;
@@ -307,8 +302,8 @@ export const DEPENDENT_MAX_BYTES = 2 ** 30;
  * (ATTNLAB_DEPENDENT_LAUNCH, config.ts): the split kernel (it waits for the work before it) and the combine
  * after it. 'auto' (unset): both where the keys are split (a combine follows; the kernel's own combine aside) and
  * the cache read is under DEPENDENT_MAX_BYTES; every launch ('all', =1) makes one-split calls back to back slower
- * (B=64 S=16k K=1 row groups 4134 → 3602 dense, 4026 → 3398 block 64, call 2; 146 against 125 µs a call in
- * session 11), so no other value makes a one-split call's kernel a dependent.
+ * (B=64 S=16k K=1 row groups 4134 → 3602 dense, 4026 → 3398 block 64; 146 against 125 µs a call),
+ * so no other value makes a one-split call's kernel a dependent.
  */
 export function tmaDependentLaunches(
   choice: DependentLaunchChoice,

@@ -6,7 +6,7 @@
  * (flash_decode_heads.cu, decode-heads.ts: whole token rows of up to 8 kv heads a block) for long
  * caches where it runs and measured faster than the row-tile kernel; its TMA form (flash_decode_ws.cu,
  * decode-tma.ts: one kv head a block, a producer warp's tensor copies) in its place wherever that can run
- * (since session 12: +2–6% at K=8, 1.20–1.32× at K=1) and on MQA-like caches from 32k tokens; and the
+ * (+2–6% at K=8, 1.20–1.32× at K=1) and on MQA-like caches from 32k tokens; and the
  * row-tile kernel (flash_decode.cu, below) for the rest.
  *
  * Which problems take the decode path: every paged or packed one (the prefill kernel has neither),
@@ -16,9 +16,9 @@
  * 4 row tiles share one block (`rowTiles`), so each K/V byte is read once per kv head (MQA N=32 has
  * 2). Its K/V rows arrive by cp.async.bulk on stage mbarriers (decode_load.cuh; sm_90, rows of
  * 16-byte multiples) or by 16-byte cp.async elsewhere (decodeTuning.loader forces either); both
- * passed the decode GPU tests on the H200, and compute-sanitizer memcheck of bench/decode/harness.cu's
- * nvcc build of the same kernel source (bench/results/2026-12-01-s6-decode; the heads kernel:
- * s7-decode). The split count comes from decode-splits.ts.
+ * passed the decode GPU tests on the H200, and compute-sanitizer memcheck of benchmarks/harnesses/decode-kernel.cu's
+ * nvcc build of the same kernel source (benchmarks/results/h200/decode/2026-12-01-row-tile-split-counts; the heads kernel:
+ * 2026-12-01-heads-kernel-cudnn-paged). The split count comes from decode-splits.ts.
  */
 import { config } from '../../../config.js';
 import { AttnlabError, InvalidArgumentError } from '../../../errors.js';
@@ -98,10 +98,10 @@ function bulkLoadable(p: AttentionProblem, arch: string): boolean {
 }
 
 /**
- * The loader where both can run, by layout, as measured on the H200 (bench/results/2026-12-01-s6-decode,
+ * The loader where both can run, by layout, as measured on the H200 (benchmarks/results/h200/decode/2026-12-01-row-tile-split-counts,
  * kernel alone, B·S = 1M, K=8): a paged cache reads 3.6 TB/s by bulk copies against 2.6 by cp.async
  * (the bulk loader loads each row's table entry a tile ahead; cp.async's addresses wait on it), a
- * dense or packed one 4.0 by cp.async against 3.9 by bulk copies. Session 5's "stall at the first
+ * dense or packed one 4.0 by cp.async against 3.9 by bulk copies. A "stall at the first
  * bulk launch" was NVRTC time, not the loader: the unrolled scalar P·V fallback made RT=4 take ~32 s
  * to compile (47k PTX lines; 6k now), and a test process inside that native call ignores SIGTERM.
  */
@@ -453,8 +453,8 @@ const DECODE_LAYOUT = structLayout(DECODE_PARAM_TYPES.map((type) => ({ type })))
  * DecodeParams field for field, in declaration order, as bytes written at offsets laid out once; both
  * launches of a call (split and combine) copy them as they are. The 'struct' argument this replaced
  * built 36 field objects per call and laid them out and wrote them field by field again in each
- * launch: ~2.9 µs of host time per call against ~0.6 µs now (bench/decode/host-cost.ts, on the CPU),
- * out of the ~24 µs a B=1 call spends above its kernels (bench/results/2026-12-01-s7-decode).
+ * launch: ~2.9 µs of host time per call against ~0.6 µs now (benchmarks/harnesses/decode-host-steps.ts, on the CPU),
+ * out of the ~24 µs a B=1 call spends above its kernels (benchmarks/results/h200/decode/2026-12-01-heads-kernel-cudnn-paged).
  */
 export function marshalDecodeParams(f: DecodeParamValues): KernelArg {
   const { offsets, size } = DECODE_LAYOUT;

@@ -14,25 +14,17 @@
  *
  * Tiles: 64 query rows per consumer warpgroup (two: 128 rows, three: 192), BN keys per K/V tile, two
  * stages, the consumers' GEMMs ping-ponged (FlashAttention-3's schedule: named barriers give the
- * tensor cores to one warpgroup while another runs its softmax). Session 4's harness timings on the
- * H200 without ping-pong (B=4, T=S=8192, N=16, bf16; bench/notes/hopper-kernel.md, run 1),
- * non-causal / causal TFLOP/s:
- *   D=64:  BN=192 365 / 330 against BN=128 334 / 294;
- *   D=128: BN=128 601 / 560 against BN=176 590 / 517 and 561 / 482 without the overlap;
- *   D=256: BN=80  717 / 610 against BN=64  612 / 534.
- * Session 6, the same run (bench/results/2026-12-01-s6-hopper; harness timings settled, library
- * through `attnlab`'s bench settling):
- *   D=64:  three consumers + ping-pong, harness 465 / 405 against 392 / 356 for session 5's BN=192
- *          kernel (424 / 384 with three consumers alone); library 485 / 412 (cudnn 458 / 422);
- *   D=128: ping-pong 575 / 518 against 572 / 512 (+0.5 / +1%); library 595 / 533 (cudnn 607 / 546);
- *   D=256: ping-pong 629 / 576 against 595 / 557 (+6 / +3%); library 667 / 614 (cudnn 655 / 609).
- * Session 7 (bench/results/2026-12-01-s7-hopper): the late P·V wait and stepped descriptors
- * (SCHEDULE below), harness +3–4% at D=128, +4% at D=64, +7% at D=256; library, same run as cudnn:
- *   D=64 506.7 / 427.8 (cudnn 459.0 / 422.4), D=128 617.9 / 556.0 (613.1 / 547.3),
- *   D=256 697.5 / 639.2 (665.9 / 617.1).
- * Session 8 (bench/results/2026-12-01-s8-h192, slack 8): D=192 (BN=112) 668.2 / 605.3 against cudnn
- * 621.1 / 575.3 and mma.sync 230.7 / 234.8; its GPU suite (H=192, 160 and the Dk ≠ Dv pairs 192/128,
- * 160/96, 128/64, 256/128, 64/256) passed against the float64 oracle, sanitizers 0.
+ * tensor cores to one warpgroup while another runs its softmax). On the H200 (B=4, T=S=8192, N=16,
+ * bf16, TFLOP/s non-causal / causal, the library and cuDNN in one run) this runs
+ *   D=64  506.7 / 427.8 (cuDNN 459.0 / 422.4), D=128 617.9 / 556.0 (613.1 / 547.3),
+ *   D=256 697.5 / 639.2 (665.9 / 617.1)
+ *   (benchmarks/results/h200/forward/2026-12-01-hopper-late-pv-wait);
+ *   D=192 (BN=112) 668.2 / 605.3 (cuDNN 621.1 / 575.3, mma.sync 230.7 / 234.8)
+ *   (benchmarks/results/h200/forward/2026-12-01-h192-and-split-head-dims).
+ * Ping-pong gives +0.5 / +1% at D=128 and +6 / +3% at D=256; at D=64 three consumers with ping-pong
+ * give 465 / 405 against 392 / 356 for two consumers at BN=192
+ * (benchmarks/results/h200/forward/2026-12-01-hopper-ping-pong). docs/internals/hopper-forward.md has
+ * the tile and schedule measurements.
  */
 import { config } from '../../../config.js';
 import type { AttentionProblem } from '../../problem.js';
@@ -66,7 +58,7 @@ export interface HopperVariant {
   readonly pingpong: boolean;
   /**
    * The wait for P·V sits in its own basic block after the softmax (HOPPER_LATEWAIT), so ptxas
-   * cannot schedule it before the softmax: session 7's ncu profile found it there, the softmax of
+   * cannot schedule it before the softmax: an ncu profile found it there, the softmax of
    * tile j waiting for P_{j−1}·V_{j−1} (9.8% of all stall samples at H=128).
    */
   readonly lateWait: boolean;
@@ -124,17 +116,17 @@ export function hopperGrid(
  * +3% more at D=64 non-causal in the harness (478 vs 465) and nothing causal; not in the table.
  *
  * Every other pair takes two consumers (240 registers each) and the largest BN, a multiple of 16 (P·V
- * takes k-steps of 16 keys) up to 128 (BN=160/176 measured slower at D=128, session 4), that fits
+ * takes k-steps of 16 keys) up to 128 (BN=160/176 measured slower at D=128), that fits
  *   shared memory: 1024 + 128·Dk·2 (Q) + 2 stages · BN·(Dk + Dv)·2 (K, V) + 80 ≤ 227 KiB (232448);
  *   registers: a consumer holds S (BN/2 floats), the previous tile's P (BN/4) and O (Dv/2), and
  *     3/4·BN + Dv/2 ≤ 188, the D=256 tile's count (BN=80: 60 + 128), the most that ptxas has fitted
  *     in 240 with 0 spills (D=128: 96 + 64 = 160).
  * This keeps D=128 at 128 and D=256 at 80 (both measured best: 601 against 590 at BN=176; 717
- * against 612 at BN=64, session 4) and gives D=192 BN=112: 128 is out on both counts (shared memory
+ * against 612 at BN=64) and gives D=192 BN=112: 128 is out on both counts (shared memory
  * 1024 + 49152 + 196608 + 80 = 246864 > 232448; registers 96 + 96 = 192), 112 needs 222288 bytes and
- * 84 + 96 = 180 registers. Session 8, ptxas (CUDA 13, sm_90a, nvcc -Xptxas -v): every pair's tile
+ * 84 + 96 = 180 registers. ptxas (CUDA 13, sm_90a, nvcc -Xptxas -v): every pair's tile
  * compiles with 0 spills, except with a bias and a mask where Dv = 256 (192/256: 16 bytes, 256/256:
- * 48, as the D=256 tile had before). Mixed pairs: 192/128 BN=128 (214096 bytes), 256/128 BN=96
+ * 48, as the D=256 tile has). Mixed pairs: 192/128 BN=128 (214096 bytes), 256/128 BN=96
  * (214096), 128/64 BN=128, 128/256 BN=80, 256/64 BN=128 (230480).
  */
 export function tilesForHeadDims(
@@ -156,8 +148,8 @@ export const HOPPER_SHARED_LIMIT = 227 * 1024;
 /**
  * D=128 at long T takes three consumers on BN=80 keys (192 rows; the largest tile whose registers fit
  * 160 per thread: BN=96 spills 64 bytes, ptxas), so two warpgroups' softmax hides under the third's
- * GEMMs as at D=64. Session 8's harness, same runs, slack 8 on both (bench/results/2026-12-01-s8-hopper
- * call3/call4), B=4 N=16 bf16, TFLOP/s non-causal / causal: T=8192 623.7 / 548.8 against 594.2 / 531.7
+ * GEMMs as at D=64. In the harness, slack 8 on both
+ * (benchmarks/results/h200/forward/2026-12-01-hopper-harness-variants), B=4 N=16 bf16, TFLOP/s non-causal / causal: T=8192 623.7 / 548.8 against 594.2 / 531.7
  * (+5.0 / +3.2%, six interleaved reps), T=16384 (B=2) 640.6 / — against 616.3 (+3.9%); at T=2048 (B=16)
  * 538.4 / 388.6 against 542.9 / 403.5 (−1 / −4%: 2048 rows make 10⅔ blocks of 192, a third of the last
  * one idle). Unmeasured between 2k and 8k, so the switch sits at the first measured win. With both a
@@ -177,15 +169,16 @@ function hopperTiles(
 }
 
 /**
- * Session 7's schedule (the same arithmetic, bit for bit: only the order of the instructions and of
- * the blocks changes, harness check7/check8): the P·V wait after the softmax and descriptors
- * stepped by adds, on. Measured and off: the grouped grid (−6…−8% non-causal: the K/V of six heads
- * in flight no longer stay in L2) and the static persistent grid (non-causal +0.2…5.5%, causal −4…−14%:
- * its static round-robin walk leaves blocks of unequal causal work; its D=256 library suite has not
- * run to the end). Session 8 (bench/results/2026-12-01-s8-hopper, harness, mean of three interleaved
- * runs, non-causal / causal): the rescale slack of 8 +2.1 / +2.3% at D=128, +3.7 / +4.1% at D=256,
- * +0.2 / +0.9% at D=64, +4.1 / +2.2% at D=128 T=2048 (check10 79/0 against the oracle, with logits of
- * std 16; memcheck, racecheck, synccheck 0); a slack of 4 gave +2.3 / +0.6% at D=128.
+ * The schedule (the same arithmetic, bit for bit: only the order of the instructions and of the
+ * blocks changes). On: the P·V wait after the softmax and descriptors stepped by adds (harness +3–4%
+ * at D=128, +4% at D=64, +7% at D=256; benchmarks/results/h200/forward/2026-12-01-hopper-late-pv-wait),
+ * and the rescale slack of 8 (harness, mean of three interleaved runs, non-causal / causal: +2.1 / +2.3%
+ * at D=128, +3.7 / +4.1% at D=256, +0.2 / +0.9% at D=64, +4.1 / +2.2% at D=128 T=2048; exact against
+ * the float64 oracle with logits of std 16, sanitizers clean;
+ * benchmarks/results/h200/forward/2026-12-01-hopper-harness-variants). Off, measured slower: the
+ * grouped grid (−6…−8% non-causal: the K/V of six heads in flight no longer stay in L2) and the static
+ * persistent grid (non-causal +0.2…5.5%, causal −4…−14%: its round-robin walk leaves blocks of unequal
+ * causal work). docs/internals/hopper-forward.md lists these and the slack of 4.
  */
 const SCHEDULE = {
   lateWait: true,
@@ -202,9 +195,9 @@ const SCHEDULE = {
 export const DYNAMIC_MIN_ITEMS = 264;
 
 /**
- * The block order for `p` on `tiles`. Session 9's harness (bench/results/2026-12-01-s9-call1,
- * hopper-dynamic-harness.txt; B·T = 32k, N=16, bf16, three interleaved reps, same run), the dynamic
- * grid against the library's 2-D grid on the same tile, non-causal / causal:
+ * The block order for `p` on `tiles`. In the harness (B·T = 32k, N=16, bf16, three interleaved reps,
+ * one run; benchmarks/results/h200/forward/2026-12-01-hopper-block-order/hopper-dynamic-harness.txt),
+ * the dynamic grid against the library's 2-D grid on the same tile, non-causal / causal:
  *   D=64 (192×128):  T=1024 +2.9 / +9.7%, T=2048 +0.5 / +7.3%, T=8192 −0.6 / +2.6%;
  *   D=128 (128×128): T=1024 +2.6 / +4.2%, T=2048 +0.1 / +3.0%;
  *   D=128 at T=8192 (D128_LONG's 192×80): +0.3 / −2.2% — stays on the 2-D grid;
@@ -213,7 +206,7 @@ export const DYNAMIC_MIN_ITEMS = 264;
  * block that takes the next item when it is free balances them; without the mask every item is the
  * same work and only the short rows gain. Hence: dynamic where causal or T < 8192, not on
  * D128_LONG's tile, not with a bias or a mask (not measured there: those tiles keep the 2-D grid).
- * Its results are bit for bit the 2-D grid's (harness check12: the same items, each computed alone).
+ * Its results are bit for bit the 2-D grid's (the same items, each computed alone).
  */
 function hopperGridOrder(
   p: AttentionProblem,
@@ -228,11 +221,9 @@ function hopperGridOrder(
 
 /**
  * Whether sm_90a runs the Hopper kernel when ATTNLAB_FLASH_KERNEL is unset: yes, since every GPU
- * suite has passed with it on. Session 5 (eca561b): flash-hopper 74/74 (and under compute-sanitizer
- * memcheck, 0 errors), nan 145/145, backward 77/77, decode 32/32. Session 6, the lead's first call
- * (scripts/gpu-verify.sh at 2c20ccb): test/gpu/flash.test.ts with ATTNLAB_FLASH_KERNEL=wgmma
- * bf16 78/0, fp16 78/0, other tile configurations 23/0; racecheck and synccheck on the kernel 0
- * hazards. With `implementation` unset the measured dispatch table (dispatch-table.ts) still
+ * suite passes with it on (scripts/gpu-verify.sh: test/gpu/flash.test.ts with
+ * ATTNLAB_FLASH_KERNEL=wgmma in bf16, fp16 and other tile configurations, the nan, backward and
+ * decode suites, and compute-sanitizer's memcheck, racecheck and synccheck on the kernel). With `implementation` unset the measured dispatch table (dispatch-table.ts) still
  * decides per case between flash and cudnn; ATTNLAB_FLASH_KERNEL=mma keeps every case on mma.sync.
  */
 export const HOPPER_BY_DEFAULT = true;
@@ -284,7 +275,7 @@ export function hopperVariant(
  * (TMA zero-fills the part of the last box past H or Hv, as it does rows past T or S; a box wholly
  * past them is never asked of it): Q and K in Dk/64 boxes, V in Dv/64, each 1 to 4 (wgmma's P·V has
  * N = Dv ≤ 256; Q·Kᵀ takes Dk/16 k-steps). At least 3/4 of each padded dim must be real: H=96 runs
- * at 3/4 of the D=128 kernel's rate (≈ 440 TFLOP/s from 592, run 3), still above the mma.sync
+ * at 3/4 of the D=128 kernel's rate (≈ 440 TFLOP/s against 592 in the harness), still above the mma.sync
  * kernel's best (360 at H=128); below 3/4 that margin is gone.
  */
 export function hopperHeadDims(

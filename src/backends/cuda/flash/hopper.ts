@@ -76,7 +76,7 @@ export function marshalHopperParams(
 const workCounters = new Map<number, DeviceBuffer>();
 
 /** The device's work counter, zeroed on the stream (ordered before the next launch, after the last). */
-function zeroedWorkCounter(): bigint {
+export function zeroedWorkCounter(): bigint {
   const device = currentDeviceOrdinal();
   let counter = workCounters.get(device);
   if (!counter) {

@@ -1,6 +1,6 @@
 /**
  * The launcher of src/kernels/decode/kv_append.cu: new K and V rows scattered into a paged cache's
- * pools in one launch (the KVCache helper's append on the GPU).
+ * pools in one launch (KVCache's append on the GPU).
  */
 import { loadKernels } from '../compile.js';
 import { launchKernel } from '../launch.js';

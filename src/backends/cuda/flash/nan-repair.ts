@@ -1,9 +1,9 @@
 /**
  * The NaN repair of backends whose P·V multiplies masked keys (naive: cuBLASLt over all S keys;
- * cudnn: cuDNN's fused kernel, measured on the H200: bench/results/2026-12-01-nan; the FP8 path:
+ * cudnn: cuDNN's fused kernel, measured on the H200: benchmarks/results/h200/forward/2026-12-01-nan-inf-inputs; the FP8 path:
  * cuDNN's FP8 graph): src/kernels/flash/nan_repair.cu recomputes every NaN output element over the
  * keys its row sees, so that a masked, padded or out-of-window key's NaN or Inf value (times its
- * weight 0: NaN) stays out, as the README's rule says. Without NaN in the output it is one read of
+ * weight 0: NaN) stays out, as the NaN rule in docs/guide/attention.md says. Without NaN in the output it is one read of
  * O; attnlab's own flash kernels do the same inside their epilogue and need no extra launch.
  *
  * It lives with the flash kernel because it reuses its parameters (FlashParams) and its visibility
@@ -12,7 +12,7 @@
  *
  * On the hot path it costs one launch and nothing else: the kernel, its packed parameters and the
  * uploaded sequence lengths are kept per problem signature (repairLaunch), so a repeated call only
- * writes its seven operand pointers into the packed bytes (bench/results/2026-12-01-s5-trust has
+ * writes its seven operand pointers into the packed bytes (benchmarks/results/h200/forward/2026-12-01-cudnn-vs-peers-nan-repair has
  * the numbers), and problems in which no key is hidden from any row skip it (canHideKeys).
  */
 import type { AttentionBackend } from '../../backend.js';

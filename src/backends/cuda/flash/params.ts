@@ -75,7 +75,7 @@ export function buildFlashParams(p: AttentionProblem, pointers: FlashPointers): 
 /**
  * The struct argument for launchKernel, fields in declaration order; the only place that knows the
  * C layout (launch.ts places each field at C's natural alignment, which here is a running sum).
- * test/cpu/kernel-params-layout.test.ts holds it to the compiler's layout of params.cuh.
+ * test/kernels/kernel-params-layout.test.ts holds it to the compiler's layout of params.cuh.
  */
 export function marshalFlashParams(f: FlashParams): KernelArg {
   const { q, k, v, o, lse, bias, mask, qLens, kvLens } = f.pointers;

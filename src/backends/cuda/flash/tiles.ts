@@ -4,7 +4,7 @@
  *
  * Register counts are ptxas's for sm_90a (nvcc 13.0, `-Xptxas -v`), bf16, no bias or mask;
  * shared memory is (BM + 2·BN)·(D + 8)·2 bytes (Q tile, one K and one V buffer, padded rows).
- * Timings behind the choices are in bench/notes/flash-kernel.md.
+ * Timings behind the choices are in docs/internals/mma-forward.md.
  */
 import { config } from '../../../config.js';
 import { InvalidArgumentError } from '../../../errors.js';
@@ -34,14 +34,14 @@ export function chooseFlashTiles(D: number, override = config().flashTiles): Fla
   if (D <= 128) {
     // 4 warps × 32 rows (FA2's choice): each K/V fragment read from shared memory feeds two mmas,
     // and at ≤ 255 registers (255 at D=128, 238 at D=64, no spill) two blocks share an SM, so one
-    // block's __syncthreads never idles the tensor cores. Run 2 (v2) at H=128: 365 TFLOP/s against
-    // 327 for 128×32×4 and 255 for 128×128×8; v1: 241 for 128×64×8 (168 registers, but one 68 KiB
-    // block per SM by registers). H=64: 296 against 281 (128×32×4) and 215 (128×128×8).
+    // block's __syncthreads never idles the tensor cores. At H=128: 365 TFLOP/s against 327 for
+    // 128×32×4 and 255 for 128×128×8; a 128×64×8 kernel of 168 registers reads 241 (one 68 KiB block
+    // per SM by registers). H=64: 296 against 281 (128×32×4) and 215 (128×128×8).
     return { blockM: 128, blockN: 64, warps: 4, stages: 1 };
   }
   // D > 128: 32 rows per warp would need D + 64 accumulator registers per lane and spills (1160 B at
   // D=256: 108 TFLOP/s), so 16 rows per warp, 8 warps. 128×128×8 (255 registers, no spill, 198 KiB
-  // at D=256): 290 / 281 TFLOP/s (non-causal / causal) in run 2, against 267 / 256 for 128×64×8.
+  // at D=256): 290 / 281 TFLOP/s (non-causal / causal), against 267 / 256 for 128×64×8.
   return { blockM: 128, blockN: 128, warps: 8, stages: 1 };
 }
 

@@ -83,7 +83,7 @@ export interface Fp8Graph {
  */
 /**
  * How Q8, K8, V8 and O8 lie in memory: 'bshd' is attnlab's (B,T,N,H) order; 'bhsd' puts each head's
- * rows together. Both run at the same speed on the H200 (bench/experiments/cudnn-engines.ts); a
+ * rows together. Both run at the same speed on the H200 (benchmarks/harnesses/cudnn-engine-configs.ts); a
  * transposed V (sequence innermost) crashed cuDNN 9.19's FP8 engine there, so it is not offered.
  */
 export type Fp8Layout = 'bshd' | 'bhsd';

@@ -5,9 +5,15 @@
  *
  *   1. scores = scale·Q·Kᵀ (float32)     cuBLASLt, the forward's first product (recomputed)
  *   2. dP = dO·Vᵀ (float32)              cuBLASLt, the same product over V and dO
- *   3. P = exp(scores + bias − lse), dS = P∘(dP − dO·O)   src/kernels/softmax_backward.cu
+ *   3. P = softmax(scores + bias), D = Σ P·dP, dS = P∘(dP − D)   src/kernels/softmax_backward.cu
+ *      (the softmax recomputed per row, in float64 for float32 inputs, not from the float32
+ *      log-sum-exp: see there)
  *   4. dV_n = Pᵀ·dO, dK_n = scale·dSᵀ·Q  cuBLASLt per query head, float32 (B,S,N,·)
  *   5. dQ = scale·dS·K                   cuBLASLt, the forward's second product over K and dS
+ *   Steps 4–5 read Q, K and dO with their non-finite elements zeroed (their rows' dS already carry
+ *   them; a GEMM would also multiply them by the zero weights of unseen pairs, 0·NaN = NaN), and a
+ *   non-finite dO element is then added back into dV at its nonzero weights: the NaN rule of
+ *   docs/guide/gradient-accuracy.md, exactly as the reference.
  *   6. dK, dV = Σ over each KV head's G query heads, rounded once; dBias = Σ dS over the bias's
  *      broadcast dimensions                                 softmax_backward.cu
  *
@@ -25,7 +31,13 @@ import { CUDA_DATA_TYPE } from '../ffi/cublaslt.js';
 import { commonAlignment, type MatmulShape, matmulPlan, runMatmul } from '../matmul.js';
 import { allocDevice, copyInt32ToDevice } from '../memory.js';
 import { cudaNaiveBackend, naiveMatmuls } from './backend.js';
-import { launchBiasGrad, launchGroupSum, launchSoftmaxBackward } from './softmax-backward.js';
+import {
+  launchBiasGrad,
+  launchGroupSum,
+  launchNonFiniteDv,
+  launchSoftmaxBackward,
+  launchZeroNonFinite,
+} from './softmax-backward.js';
 
 function supports(p: BackwardProblem): Support {
   if (p.logSumExp.dtype !== 'float32') return unsupported(`logSumExp ${p.logSumExp.dtype} (float32 on cuda)`);
@@ -109,12 +121,18 @@ function run(p: BackwardProblem): BackwardOutput {
   const dQ = allocDevice(B * T * N * H * e);
   const dK = allocDevice(B * S * K * H * e);
   const dV = allocDevice(B * S * K * Hv * e);
+  // Q, K and dO for the weight-gradient GEMMs, non-finite elements zeroed (see the header).
+  const [qCount, kCount, dOCount] = [B * T * N * H, B * S * K * H, B * T * N * Hv];
+  const finiteQ = allocDevice(qCount * e);
+  const finiteK = allocDevice(kCount * e);
+  const finiteDO = allocDevice(dOCount * e);
   const dBias = p.bias ? allocDevice(p.bias.tensor.size * itemSize(p.bias.tensor.dtype as FloatDType)) : null;
   const upload = (lengths: Int32Array | null) => (lengths ? copyInt32ToDevice(lengths) : null);
   const queryLengths = upload(p.querySeqLengths);
   const keyValueLengths = upload(p.keyValueSeqLengths);
   const at = (base: bigint, elements: number, bytes: number) => base + BigInt(elements * bytes);
   const [q, k, v, dO] = [p.query, p.key, p.value, p.dOutput].map((t) => t.buffer.ptr);
+  const [qF, kF, dOF] = [finiteQ.ptr, finiteK.ptr, finiteDO.ptr];
   const calls = G > 1 ? B * K : B;
   const eachCall = (visit: (b: number, kh: number, n0: number) => void) => {
     for (let c = 0; c < calls; c++) {
@@ -151,30 +169,34 @@ function run(p: BackwardProblem): BackwardOutput {
       dScoresLow: dScoresLow?.ptr ?? 0n,
     });
     const dSLow = dScoresLow ?? dScores;
+    launchZeroNonFinite(q, qF, qCount, p.dtype);
+    launchZeroNonFinite(k, kF, kCount, p.dtype);
+    launchZeroNonFinite(dO, dOF, dOCount, p.dtype);
     eachCall((b, kh, n0) => {
       const scoreRow = (b * N + n0) * T * S;
       runMatmul(
         dVPlan,
         1,
-        at(dO, (b * T * N + n0) * Hv, e),
+        at(dOF, (b * T * N + n0) * Hv, e),
         at(probs.ptr, scoreRow, lowBytes),
         at(dVHeads.ptr, (b * S * N + n0) * Hv, 4),
       );
       runMatmul(
         dKPlan,
         p.scale,
-        at(q, (b * T * N + n0) * H, e),
+        at(qF, (b * T * N + n0) * H, e),
         at(dSLow.ptr, scoreRow, lowBytes),
         at(dKHeads.ptr, (b * S * N + n0) * H, 4),
       );
       runMatmul(
         dQPlan,
         p.scale,
-        at(k, (b * S * K + kh) * H, e),
+        at(kF, (b * S * K + kh) * H, e),
         at(dSLow.ptr, scoreRow, lowBytes),
         at(dQ.ptr, (b * T * N + n0) * H, e),
       );
     });
+    launchNonFiniteDv(p, lowDType, probs.ptr, dVHeads.ptr);
     launchGroupSum(dKHeads.ptr, dK.ptr, { rows: B * S, K, G, D: H }, p.dtype);
     launchGroupSum(dVHeads.ptr, dV.ptr, { rows: B * S, K, G, D: Hv }, p.dtype);
     if (dBias) launchBiasGrad(p, dScores.ptr, dBias.ptr);
@@ -201,6 +223,9 @@ function run(p: BackwardProblem): BackwardOutput {
       dScoresLow,
       dKHeads,
       dVHeads,
+      finiteQ,
+      finiteK,
+      finiteDO,
       queryLengths,
       keyValueLengths,
     ])

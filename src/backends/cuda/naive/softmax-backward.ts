@@ -1,7 +1,8 @@
 /**
  * The launchers of src/kernels/softmax_backward.cu: the softmax backward over each score row, the
- * bias gradient reduction and the GQA group sum; each picks its variant by name expression, builds
- * its one params struct and computes grid and block.
+ * zeroed copies of non-finite operands and the dV repair for non-finite dO, the bias gradient
+ * reduction and the GQA group sum; each picks its variant by name expression, builds its one params
+ * struct and computes grid and block.
  */
 import type { FloatDType } from '../../../tensor/dtype.js';
 import type { BackwardProblem } from '../../backward-problem.js';
@@ -40,28 +41,67 @@ export function launchSoftmaxBackward(
   const name = `attnlab_softmax_backward<${typeName(p.dtype)}, ${typeName(probDType)}, ${bias}>`;
   launchKernel(kernel(name), { grid: [p.T, p.N, p.B], block: [softmaxBlockSize(p.S), 1, 1] }, [
     { type: 'struct', fields: softmaxFields(p, buffers) },
-    {
-      type: 'struct',
-      fields: softmaxBackwardFields(
-        { ...buffers, output: p.output.buffer.ptr, dOutput: p.dOutput.buffer.ptr },
-        p.Hv,
-      ),
-    },
+    { type: 'struct', fields: softmaxBackwardFields(buffers) },
   ]);
   return name;
 }
 
-/** The SoftmaxBackwardParams fields in the order of the struct in softmax_backward.cu. */
-export function softmaxBackwardFields(
-  buffers: Pick<SoftmaxBackwardBuffers, 'dScores' | 'dScoresLow'> & { output: bigint; dOutput: bigint },
-  Hv: number,
+/** out = `input` (count elements of `dtype`) with each non-finite element set to 0. */
+export function launchZeroNonFinite(input: bigint, out: bigint, count: number, dtype: FloatDType): void {
+  const name = `attnlab_zero_non_finite<${typeName(dtype)}>`;
+  launchKernel(kernel(name), elementwise(count), [
+    { type: 'struct', fields: nonFiniteFields(input, out, count) },
+  ]);
+}
+
+/** The NonFiniteParams fields in the order of the struct in softmax_backward.cu. */
+export function nonFiniteFields(input: bigint, out: bigint, count: number): Fields {
+  return [
+    { type: 'ptr', value: input },
+    { type: 'ptr', value: out },
+    { type: 'i64', value: count },
+  ];
+}
+
+/**
+ * Adds P·dO into dV per query head (float32 (B,S,N,Hv)) for each non-finite dO element at the keys
+ * of nonzero weight: the dV GEMM ran on dO with those elements zeroed.
+ */
+export function launchNonFiniteDv(
+  p: BackwardProblem,
+  probDType: FloatDType,
+  probs: bigint,
+  dvHeads: bigint,
+): void {
+  const name = `attnlab_non_finite_dv<${typeName(p.dtype)}, ${typeName(probDType)}>`;
+  const block = Math.min(256, Math.ceil(p.Hv / 32) * 32);
+  launchKernel(kernel(name), { grid: [p.T, p.N, p.B], block: [block, 1, 1] }, [
+    { type: 'struct', fields: nonFiniteDvFields(probs, p.dOutput.buffer.ptr, dvHeads, p) },
+  ]);
+}
+
+/** The NonFiniteDvParams fields in the order of the struct in softmax_backward.cu. */
+export function nonFiniteDvFields(
+  probs: bigint,
+  dOutput: bigint,
+  dvHeads: bigint,
+  shape: Pick<BackwardProblem, 'N' | 'T' | 'S' | 'Hv'>,
 ): Fields {
   return [
-    { type: 'ptr', value: buffers.output },
-    { type: 'ptr', value: buffers.dOutput },
+    { type: 'ptr', value: probs },
+    { type: 'ptr', value: dOutput },
+    { type: 'ptr', value: dvHeads },
+    ...[shape.N, shape.T, shape.S, shape.Hv].map((value) => ({ type: 'i32' as const, value })),
+  ];
+}
+
+/** The SoftmaxBackwardParams fields in the order of the struct in softmax_backward.cu. */
+export function softmaxBackwardFields(
+  buffers: Pick<SoftmaxBackwardBuffers, 'dScores' | 'dScoresLow'>,
+): Fields {
+  return [
     { type: 'ptr', value: buffers.dScores },
     { type: 'ptr', value: buffers.dScoresLow },
-    { type: 'i32', value: Hv },
   ];
 }
 

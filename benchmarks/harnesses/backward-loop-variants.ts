@@ -1,0 +1,109 @@
+/**
+ * Times the fused flash backward's dK/dV loops side by side in one process, on one input set:
+ * the mma.sync loop at its default tiles and at others (ATTNLAB_FLASH_BWD_TILES), and the Hopper
+ * wgmma loop (ATTNLAB_FLASH_BWD_KERNEL=wgmma), switched by setting the variables and re-reading the
+ * config between calls. Rounds alternate the variants so that the H200's power-cap drift falls on all
+ * of them alike; each variant's gradients are compared with the first one's on a strided sample
+ * (a cross-check at the large shape, not the test: test/gpu/ holds those).
+ *
+ *   node --import tsx benchmarks/harnesses/backward-loop-variants.ts [--profile] B T N H mma wgmma mma:128x32x8 …
+ *
+ * --profile runs each variant's backward once and nothing else (for ncu -k regex:dkdv).
+ */
+import { attentionVjp } from '../../src/api/backward.js';
+import { synchronize } from '../../src/backends/cuda/context.js';
+import { attentionFlops } from '../../src/backends/problem.js';
+import { timeOnStream } from '../../src/bench/cuda-timer.js';
+import { seededInput } from '../../src/bench/measure.js';
+import { reloadConfig } from '../../src/config.js';
+import type { Tensor } from '../../src/tensor/tensor.js';
+
+const args = process.argv.slice(2);
+const profile = args[0] === '--profile';
+const [B, T, N, H] = args.slice(profile ? 1 : 0, profile ? 5 : 4).map(Number);
+const specs = args.slice(profile ? 5 : 4);
+const ROUNDS = 3;
+const CALLS = 6;
+
+function select(spec: string): void {
+  const [kernel, tiles] = spec.split(':');
+  process.env.ATTNLAB_FLASH_BWD_KERNEL = kernel;
+  if (tiles) process.env.ATTNLAB_FLASH_BWD_TILES = tiles;
+  else delete process.env.ATTNLAB_FLASH_BWD_TILES;
+  reloadConfig();
+}
+
+/** bf16 bits → float, every 9973rd element (a prime stride crosses rows, heads and columns). */
+function sample(t: Tensor): Float64Array {
+  const bits = t.toHost().data as Uint16Array;
+  const out = new Float64Array(Math.ceil(bits.length / 9973));
+  const f = new Float32Array(1);
+  const u = new Uint32Array(f.buffer);
+  for (let i = 0, j = 0; i < bits.length; i += 9973, j++) {
+    u[0] = bits[i] << 16;
+    out[j] = f[0];
+  }
+  return out;
+}
+
+const shape = [B, T, N, H] as const;
+const [q, k, v, dO] = [0, 1, 2, 3].map((i) => seededInput(shape, 17 + i, 'bfloat16').to('cuda'));
+for (const causal of [false, true]) {
+  const f = attentionVjp(q, k, v, { implementation: 'flash', isCausal: causal });
+  const flops = attentionFlops({ B, T, S: T, N, H, causal }) * 2.5;
+  const times = new Map<string, number[]>(specs.map((s) => [s, []]));
+  const variants = new Map<string, string>();
+  const first = new Map<string, Float64Array>();
+  const worst = new Map<string, number>();
+  for (const spec of specs) {
+    select(spec);
+    const g = f.backward(dO);
+    variants.set(spec, g.variant);
+    for (const [name, t] of [
+      ['dQ', g.dQuery],
+      ['dK', g.dKey],
+      ['dV', g.dValue],
+    ] as const) {
+      const s = sample(t);
+      const ref = first.get(name);
+      if (!ref) first.set(name, s);
+      else {
+        let diff = 0;
+        let scale = 0;
+        for (let i = 0; i < s.length; i++) {
+          diff = Math.max(diff, Math.abs(s[i] - ref[i]));
+          scale = Math.max(scale, Math.abs(ref[i]));
+        }
+        worst.set(spec, Math.max(worst.get(spec) ?? 0, diff / (scale || 1)));
+      }
+      t.dispose();
+    }
+  }
+  if (!profile) {
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const spec of specs) {
+        select(spec);
+        const series = timeOnStream(
+          () => {
+            const g = f.backward(dO);
+            for (const t of [g.dQuery, g.dKey, g.dValue]) t.dispose();
+          },
+          { iterations: CALLS, warmup: 2 },
+        );
+        times.get(spec)?.push(...series.times);
+      }
+    }
+  }
+  synchronize();
+  for (const spec of specs) {
+    const all = [...(times.get(spec) ?? [])].sort((a, b) => a - b);
+    const ms = all[Math.floor(all.length / 2)];
+    const rate = ms ? (flops / (ms * 1e-3) / 1e12).toFixed(1) : '-';
+    const diff = (worst.get(spec) ?? 0).toExponential(2);
+    console.log(
+      `causal=${causal} ${spec.padEnd(14)} ${ms ? ms.toFixed(3) : '-'} ms  ${rate} TFLOP/s  max|Δ|/max=${diff}  ${variants.get(spec)}`,
+    );
+  }
+  f.output.dispose();
+  f.logSumExp.dispose();
+}

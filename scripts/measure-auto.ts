@@ -1,0 +1,230 @@
+/**
+ * What a user meets on a GPU, measured in one run (a few minutes on an H100):
+ * - `auto` against each backend at the benchmarked shapes (forward B=4 T=S=8192 N=16 at H=64/128/256,
+ *   causal and not; backward at H=128 causal; decode steps B=64 S=16k K=1 and B=8 S=128k K=8, N=32
+ *   H=128, dense): device time per call (the host hidden behind a spin, hidden-host.ts), which backend
+ *   auto ran, and which step decided (calibrated, recorded, model);
+ * - host time per call at the codelab's shape (B=4 T=128 N=8 H=64 bf16) and a B=1 decode step (S=4096
+ *   K=8 N=32 H=128), per backend and auto;
+ * - first-call time of the flash kernel in a new process (and where its kernel came from: shipped, disk cache, NVRTC): with an empty kernel cache, then again with
+ *   the cache that first process left (child processes: node --import tsx scripts/measure-auto.ts
+ *   --first-call).
+ * Writes JSON to the path given with --json (and prints one line a measurement).
+ *
+ * Run: node --import tsx scripts/measure-auto.ts [--json out.json] [--only small|forward|decode|backward]...
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { attention } from '../src/api/attention.js';
+import { attentionBackward } from '../src/api/backward.js';
+import { validateAttention } from '../src/api/validate.js';
+import { backwardDecision } from '../src/backends/backward-registry.js';
+import { compileHistory } from '../src/backends/cuda/compile.js';
+import { synchronize } from '../src/backends/cuda/context.js';
+import type { Implementation } from '../src/backends/problem.js';
+import { autoDecision } from '../src/backends/registry.js';
+import { timeHostHidden } from '../src/bench/hidden-host.js';
+import { seededInput } from '../src/bench/measure.js';
+import type { Tensor } from '../src/tensor/tensor.js';
+
+type Shape = { B: number; T: number; S: number; N: number; K: number; H: number; causal: boolean };
+const BACKENDS: Array<Implementation | undefined> = [undefined, 'cudnn', 'flash'];
+const label = (impl: Implementation | undefined) => impl ?? 'auto';
+
+function inputs(s: Shape): Tensor[] {
+  return [
+    [s.T, s.N, 1],
+    [s.S, s.K, 2],
+    [s.S, s.K, 3],
+  ].map(([len, heads, seed]) => seededInput([s.B, len, heads, s.H], seed, 'bfloat16').to('cuda'));
+}
+
+const describe = (s: Shape) =>
+  `B=${s.B} T=${s.T} S=${s.S} N=${s.N} K=${s.K} H=${s.H}${s.causal ? ' causal' : ''}`;
+
+/**
+ * µs a call of `call` over `n` back-to-back calls, the stream drained at the end: what a caller that
+ * issues calls in a loop waits (the larger of host and device time), as issue #45's table timed it.
+ */
+function wallPerCall(call: () => { dispose(): void }, n: number): number {
+  for (let i = 0; i < 20; i++) call().dispose();
+  synchronize();
+  const started = performance.now();
+  for (let i = 0; i < n; i++) call().dispose();
+  synchronize();
+  return ((performance.now() - started) / n) * 1000;
+}
+
+/** Device and host time a call of each backend and auto on `s`; auto's choice and what decided it. */
+function forwardRow(s: Shape, samples: number, batch: number) {
+  const [q, k, v] = inputs(s);
+  const row: Record<string, unknown> = { pass: 'forward', shape: describe(s) };
+  const decision = autoDecision(validateAttention(q, k, v, { isCausal: s.causal }));
+  row.decidedBy = decision?.source;
+  row.why = decision?.why;
+  for (const impl of BACKENDS) {
+    try {
+      let ran = '';
+      const call = () => {
+        const r = attention(q, k, v, { isCausal: s.causal, implementation: impl });
+        ran = `${r.backend} ${r.variant}`;
+        return r.output;
+      };
+      const small = s.B * s.T * s.N * s.H <= 1 << 20 || s.T === 1;
+      const wallUs = small ? wallPerCall(call, 500) : undefined;
+      let t: { deviceMs?: number; hostMs?: number; error?: string };
+      try {
+        t = timeHostHidden(call, { samples, batch, warmup: 3 });
+      } catch (error) {
+        t = { error: error instanceof Error ? error.message : String(error) };
+      }
+      row[label(impl)] = {
+        deviceMs: t.deviceMs,
+        hostUs: t.hostMs === undefined ? undefined : t.hostMs * 1000,
+        wallUs,
+        ran,
+        ...(t.error ? { hiddenHostError: t.error } : {}),
+      };
+    } catch (error) {
+      row[label(impl)] = { error: error instanceof Error ? error.message.split('\n')[0] : String(error) };
+    }
+  }
+  for (const t of [q, k, v]) t.dispose();
+  return row;
+}
+
+function backwardRow(s: Shape, samples: number) {
+  const [q, k, v] = inputs(s);
+  const f = attention(q, k, v, { isCausal: s.causal, returnLogSumExp: true });
+  const [dOut] = inputs({ ...s, K: s.N, S: s.T });
+  const row: Record<string, unknown> = { pass: 'backward', shape: describe(s) };
+  const p = {
+    ...validateAttention(q, k, v, { isCausal: s.causal }),
+    output: f.output,
+    logSumExp: f.logSumExp!,
+    dOutput: dOut,
+    deterministic: false,
+  };
+  const decision = backwardDecision(p);
+  row.decidedBy = decision?.source;
+  row.why = decision?.why;
+  for (const impl of BACKENDS) {
+    try {
+      let ran = '';
+      const t = timeHostHidden(
+        () => {
+          const r = attentionBackward(q, k, v, f.output, f.logSumExp!, dOut, {
+            isCausal: s.causal,
+            implementation: impl,
+          });
+          ran = `${r.backend} ${r.variant}`;
+          r.dKey.dispose();
+          r.dValue.dispose();
+          return r.dQuery;
+        },
+        { samples, batch: 1, warmup: 2 },
+      );
+      row[label(impl)] = { deviceMs: t.deviceMs, hostUs: t.hostMs * 1000, ran };
+    } catch (error) {
+      row[label(impl)] = { error: error instanceof Error ? error.message.split('\n')[0] : String(error) };
+    }
+  }
+  for (const t of [q, k, v, f.output, f.logSumExp!, dOut]) t.dispose();
+  return row;
+}
+
+/** First call of the flash kernel at the codelab's shape in this process: ms to a finished result. */
+function firstCall(): void {
+  const started = performance.now();
+  const [q, k, v] = inputs({ B: 4, T: 128, S: 128, N: 8, K: 8, H: 64, causal: true });
+  const inputsMs = performance.now() - started;
+  const t0 = performance.now();
+  const r = attention(q, k, v, { isCausal: true, implementation: 'flash' });
+  synchronize();
+  const firstMs = performance.now() - t0;
+  const t1 = performance.now();
+  attention(q, k, v, { isCausal: true, implementation: 'flash' }).output.dispose();
+  synchronize();
+  const secondMs = performance.now() - t1;
+  // Where each kernel came from: 'prebuilt' (shipped), 'disk' (the cache), 'nvrtc' (compiled now).
+  const kernels = compileHistory().map((h) => `${h.file} ${h.source} ${h.milliseconds.toFixed(1)} ms`);
+  process.stdout.write(`${JSON.stringify({ firstMs, secondMs, inputsMs, variant: r.variant, kernels })}\n`);
+}
+
+function firstCallChild(cacheDir: string): Record<string, unknown> {
+  const child = spawnSync(
+    process.execPath,
+    ['--import', 'tsx', fileURLToPath(import.meta.url), '--first-call'],
+    {
+      env: { ...process.env, ATTNLAB_CACHE_DIR: cacheDir },
+      encoding: 'utf8',
+    },
+  );
+  try {
+    return JSON.parse(child.stdout.trim().split('\n').at(-1) ?? '');
+  } catch {
+    return { error: `${child.status}: ${child.stderr.slice(-500)}` };
+  }
+}
+
+function main(): void {
+  const args = process.argv.slice(2);
+  if (args.includes('--first-call')) {
+    firstCall();
+    return;
+  }
+  const jsonAt = args.indexOf('--json');
+  const report: Record<string, unknown> = {};
+  const print = (what: string, value: unknown) => process.stdout.write(`${what}: ${JSON.stringify(value)}\n`);
+  const cacheDir = mkdtempSync(join(tmpdir(), 'attnlab-first-call-'));
+  const only = args.flatMap((a, k) => (args[k - 1] === '--only' ? [a] : []));
+  const wants = (part: string) => only.length === 0 || only.includes(part);
+  const rows: unknown[] = [];
+  if (wants('small')) {
+    report.firstCallEmptyCache = firstCallChild(cacheDir);
+    print('first call, empty cache (new process)', report.firstCallEmptyCache);
+    report.firstCallWarmCache = firstCallChild(cacheDir);
+    print('first call, warm cache (new process)', report.firstCallWarmCache);
+    const small: Shape[] = [
+      { B: 4, T: 128, S: 128, N: 8, K: 8, H: 64, causal: false },
+      { B: 4, T: 128, S: 128, N: 8, K: 8, H: 64, causal: true },
+      { B: 1, T: 1, S: 4096, N: 32, K: 8, H: 128, causal: false },
+    ];
+    for (const s of small) {
+      const row = forwardRow(s, 30, 50);
+      rows.push(row);
+      print('host time', row);
+    }
+  }
+  const large: Shape[] = [
+    ...(wants('forward')
+      ? [64, 128, 256].flatMap((H) =>
+          [false, true].map((causal) => ({ B: 4, T: 8192, S: 8192, N: 16, K: 16, H, causal })),
+        )
+      : []),
+    ...(wants('decode')
+      ? [
+          { B: 64, T: 1, S: 16384, N: 32, K: 1, H: 128, causal: false },
+          { B: 8, T: 1, S: 131072, N: 32, K: 8, H: 128, causal: false },
+          { B: 64, T: 1, S: 16384, N: 32, K: 8, H: 128, causal: false },
+        ]
+      : []),
+  ];
+  for (const s of large) {
+    const row = forwardRow(s, 3, s.T === 1 ? 5 : 2);
+    rows.push(row);
+    print('auto vs backends', row);
+  }
+  if (wants('backward')) {
+    const bwd = backwardRow({ B: 4, T: 8192, S: 8192, N: 16, K: 16, H: 128, causal: true }, 3);
+    rows.push(bwd);
+    print('auto vs backends', bwd);
+  }
+  report.rows = rows;
+  if (jsonAt >= 0) writeFileSync(args[jsonAt + 1], `${JSON.stringify(report, null, 2)}\n`);
+}
+
+main();

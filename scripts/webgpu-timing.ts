@@ -1,0 +1,174 @@
+/**
+ * Times the webgpu backend on the shapes issue #44 names, beside attnlab's CUDA flash on the same
+ * GPU (where CUDA exists) and the copy bandwidth Dawn reaches, and prints one JSON line per row.
+ *
+ *   forward  B=4 T=S=4096 N=16 K=16 H=128 float16, causal and not
+ *   decode   B=8 T=1 S=32768 N=32 K=8 H=128 float16, every sequence full: a dense cache, and the
+ *            same tokens as a paged cache of 256-token blocks
+ *   copy     copyBufferToBuffer of 1 GiB (read + write counted)
+ *
+ * WebGPU time: wall clock from submit to onSubmittedWorkDone, median of `--reps` after a warm-up
+ * (timestamp queries are not used: SwiftShader and some drivers quantise them). Inputs are
+ * bench's seeded blocks tiled along the sequence (seededInput): drawing 268M normals for the
+ * decode cache would take V8 ~90 s. Run:
+ *   node --import tsx scripts/webgpu-timing.ts [--reps 5] [--small]
+ * `--small` shrinks every size 4× per dimension, for a software adapter.
+ */
+import { attention } from '../src/api/attention.js';
+import { cudaAvailable, synchronize } from '../src/backends/cuda/context.js';
+import { problemFlops } from '../src/backends/problem.js';
+import { USAGE } from '../src/backends/webgpu/memory.js';
+import { initWebgpu, webgpuContext } from '../src/backends/webgpu/runtime.js';
+import { seededInput } from '../src/bench/measure.js';
+import type { Tensor } from '../src/tensor/tensor.js';
+
+const args = process.argv.slice(2);
+const reps = Number(args[args.indexOf('--reps') + 1] || 5);
+const small = args.includes('--small');
+const shrink = (x: number) => (small ? Math.max(1, Math.floor(x / 4)) : x);
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+}
+
+async function timeWebgpu(run: () => Tensor[]): Promise<number> {
+  const { device } = webgpuContext();
+  for (const t of run()) t.dispose();
+  await device.queue.onSubmittedWorkDone();
+  const times: number[] = [];
+  for (let i = 0; i < reps; i++) {
+    const start = performance.now();
+    const outs = run();
+    await device.queue.onSubmittedWorkDone();
+    times.push(performance.now() - start);
+    for (const t of outs) t.dispose();
+  }
+  return median(times);
+}
+
+function timeCuda(run: () => Tensor[]): number {
+  for (const t of run()) t.dispose();
+  synchronize();
+  const times: number[] = [];
+  for (let i = 0; i < reps; i++) {
+    const start = performance.now();
+    const outs = run();
+    synchronize();
+    times.push(performance.now() - start);
+    for (const t of outs) t.dispose();
+  }
+  return median(times);
+}
+
+function row(fields: Record<string, unknown>): void {
+  process.stdout.write(`${JSON.stringify(fields)}\n`);
+}
+
+const info = await initWebgpu();
+row({
+  adapter: [info.vendor, info.architecture, info.description].filter(Boolean).join(' '),
+  features: info.features,
+});
+const cuda = cudaAvailable().ok;
+
+// forward
+{
+  const [B, T, N, H] = [shrink(4), shrink(4096), shrink(16), 128];
+  const host = [1, 2, 3].map((seed) => seededInput([B, T, N, H], seed, 'float16'));
+  for (const causal of [false, true]) {
+    const flops = problemFlops({ B, T, S: T, N, H, causal });
+    const shape = { op: 'forward', B, T, S: T, N, K: N, H, dtype: 'float16', causal };
+    const [q, k, v] = host.map((t) => t.to('webgpu'));
+    let variant = '';
+    try {
+      const ms = await timeWebgpu(() => {
+        const r = attention(q, k, v, { isCausal: causal, implementation: 'webgpu' });
+        variant = r.variant;
+        return [r.output];
+      });
+      row({ ...shape, impl: 'webgpu', variant, ms, tflops: flops / ms / 1e9 });
+    } catch (error) {
+      row({ ...shape, impl: 'webgpu', error: String(error) });
+    }
+    for (const t of [q, k, v]) t.dispose();
+    if (cuda) {
+      const [cq, ck, cv] = host.map((t) => t.to('cuda'));
+      const ms = timeCuda(() => [
+        attention(cq, ck, cv, { isCausal: causal, implementation: 'flash' }).output,
+      ]);
+      row({ ...shape, impl: 'cuda-flash', ms, tflops: flops / ms / 1e9 });
+      for (const t of [cq, ck, cv]) t.dispose();
+    }
+  }
+}
+
+// decode
+{
+  const [B, S, N, K, H] = [shrink(8), shrink(32768), shrink(32), shrink(8), 128];
+  const q = seededInput([B, 1, N, H], 4, 'float16');
+  const kv = [5, 6].map((seed) => seededInput([B, S, K, H], seed, 'float16'));
+  const bytes = 2 * B * S * K * H * 2 + 2 * B * N * H * 2;
+  const shape = { op: 'decode', B, T: 1, S, N, K, H, dtype: 'float16' };
+  const [dq, dk, dv] = [q, ...kv].map((t) => t.to('webgpu'));
+  try {
+    let variant = '';
+    const ms = await timeWebgpu(() => {
+      const r = attention(dq, dk, dv, { implementation: 'webgpu' });
+      variant = r.variant;
+      return [r.output];
+    });
+    row({ ...shape, impl: 'webgpu', variant, ms, gbs: bytes / ms / 1e6 });
+  } catch (error) {
+    row({ ...shape, impl: 'webgpu', error: String(error) });
+  }
+  // The same tokens as a paged pool: (B·S/256, 256, K, H) is the dense cache's memory as it is,
+  // with block b·M + m holding sequence b's block m.
+  const blockSize = 256;
+  const M = S / blockSize;
+  const pool = [dk, dv].map((t) => t.reshape([B * M, blockSize, K, H]));
+  const blockTable = Array.from({ length: B }, (_, b) => Array.from({ length: M }, (_, m) => b * M + m));
+  try {
+    let variant = '';
+    const ms = await timeWebgpu(() => {
+      const r = attention(dq, pool[0], pool[1], {
+        implementation: 'webgpu',
+        blockTable,
+        keyValueSeqLengths: new Array(B).fill(S),
+      });
+      variant = r.variant;
+      return [r.output];
+    });
+    row({ ...shape, layout: 'paged', blockSize, impl: 'webgpu', variant, ms, gbs: bytes / ms / 1e6 });
+  } catch (error) {
+    row({ ...shape, layout: 'paged', impl: 'webgpu', error: String(error) });
+  }
+  for (const t of [dq, dk, dv]) t.dispose();
+  if (cuda) {
+    const [cq, ck, cv] = [q, ...kv].map((t) => t.to('cuda'));
+    const ms = timeCuda(() => [attention(cq, ck, cv, { implementation: 'flash' }).output]);
+    row({ ...shape, impl: 'cuda-flash', ms, gbs: bytes / ms / 1e6 });
+    for (const t of [cq, ck, cv]) t.dispose();
+  }
+}
+
+// copy bandwidth
+{
+  const { device, info: i } = webgpuContext();
+  const size = Math.min(small ? 64 << 20 : 1 << 30, i.limits.maxBufferSize);
+  const usage = USAGE.STORAGE | USAGE.COPY_SRC | USAGE.COPY_DST;
+  const [a, b] = [0, 1].map(() => device.createBuffer({ size, usage }));
+  const times: number[] = [];
+  for (let r = 0; r <= reps; r++) {
+    const start = performance.now();
+    const encoder = device.createCommandEncoder();
+    encoder.copyBufferToBuffer(a, 0, b, 0, size);
+    device.queue.submit([encoder.finish()]);
+    await device.queue.onSubmittedWorkDone();
+    if (r > 0) times.push(performance.now() - start);
+  }
+  const ms = median(times);
+  row({ op: 'copy', bytes: size, ms, gbs: (2 * size) / ms / 1e6 });
+  a.destroy();
+  b.destroy();
+}

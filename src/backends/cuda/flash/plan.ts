@@ -1,0 +1,202 @@
+/**
+ * A flash forward call's per-shape work, done once per shape and kept: the variant (Hopper or
+ * mma.sync), its key, its kernel, the launch geometry and the launch parameters packed to bytes. A
+ * call then only writes its buffers' addresses into the bytes (and the Hopper kernel's tensor maps
+ * when Q, K or V moved) and launches them as one copy. On the stand-in device the parameters alone
+ * took ~15 µs a call (the Hopper struct of 704 bytes as ~90 fields: 9.5 µs to lay out, 3 to build the
+ * flash fields, 4 to launch), the variant choice ~1.5 µs more.
+ *
+ * Plain problems only — no bias, no mask (their strides come with the tensors): the others take the
+ * general path. A plan is keyed by everything of the problem that reaches the variant or the
+ * parameters, and by the device; a config() reloaded (ATTNLAB_FLASH_KERNEL, tiles) drops every plan.
+ */
+import { config } from '../../../config.js';
+import type { AttentionProblem } from '../../problem.js';
+import { type CompiledModule, loadKernels } from '../compile.js';
+import { currentDeviceOrdinal, getCudaContext, targetArch } from '../context.js';
+import { type KernelArg, type LaunchConfig, packStruct } from '../launch.js';
+import { hopperTensorMaps, marshalHopperParams } from './hopper.js';
+import {
+  HOPPER_KERNEL,
+  type HopperVariant,
+  hopperDefines,
+  hopperGrid,
+  hopperSharedBytes,
+  hopperThreads,
+  hopperVariant,
+  hopperVariantKey,
+} from './hopper-variant.js';
+import { buildFlashParams, type FlashPointers, marshalFlashParams } from './params.js';
+import {
+  type FlashVariant,
+  flashDefines,
+  flashKernelSource,
+  flashVariant,
+  flashVariantKey,
+  flashVariantSharedBytes,
+} from './variant.js';
+
+/** Compiles (or fetches from the caches) the module of `variant`. */
+export function flashModule(variant: FlashVariant): CompiledModule {
+  const { file, name } = flashKernelSource(variant);
+  return loadKernels({ file, kernels: [name], defines: flashDefines(variant) });
+}
+
+/** The CUfunction of `variant`'s kernel. */
+export function flashKernel(variant: FlashVariant): bigint {
+  return flashModule(variant).functions.get(flashKernelSource(variant).name)!;
+}
+
+/** The CUfunction of the Hopper kernel's variant `v`. */
+function hopperKernel(v: HopperVariant): bigint {
+  const module = loadKernels({
+    file: HOPPER_KERNEL.file,
+    kernels: [HOPPER_KERNEL.name],
+    defines: hopperDefines(v),
+  });
+  return module.functions.get(HOPPER_KERNEL.name)!;
+}
+
+export interface FlashPlan {
+  /** The variant key results report. */
+  readonly key: string;
+  readonly hopper: HopperVariant | null;
+  readonly mma: FlashVariant | null;
+  readonly fn: bigint;
+  readonly launch: LaunchConfig;
+  /** The packed parameters: HopperParams (maps, FlashParams, work counter) or FlashParams. */
+  readonly bytes: Uint8Array;
+  readonly view: DataView;
+  /** Byte offset of FlashParams' nine pointers (q, k, v, o, lse, bias, mask, qLens, kvLens). */
+  readonly pointersAt: number;
+  /** Byte offset of the Hopper work counter, or -1. */
+  readonly counterAt: number;
+  /** The Q, K, V addresses the tensor maps in `bytes` were made for (Hopper). */
+  mapsFor: [bigint, bigint, bigint];
+}
+
+const plans = new Map<string, FlashPlan>();
+/** More shapes than a model's layers use; past it the oldest plan goes. */
+const PLAN_CACHE_SIZE = 256;
+let plansConfig: unknown = null;
+
+/** The plan's key for `p`, or null where the general path runs (bias, mask). */
+function planKey(p: AttentionProblem): string | null {
+  if (p.bias || p.mask) return null;
+  const w = p.window ? `${p.window.left},${p.window.right}` : '';
+  return `${currentDeviceOrdinal()}|${p.dtype}|${p.B}|${p.T}|${p.S}|${p.N}|${p.K}|${p.H}|${p.Hv}|${p.causal ? 1 : 0}|${p.alignment}|${w}|${p.scale}|${p.returnLogSumExp ? 1 : 0}|${p.querySeqLengths ? 1 : 0}|${p.keyValueSeqLengths ? 1 : 0}`;
+}
+
+/** The plan of `p` (made on its first call), or null where the general path runs. */
+export function flashPlan(p: AttentionProblem): FlashPlan | null {
+  const key = planKey(p);
+  if (key === null) return null;
+  const settings = config();
+  if (settings !== plansConfig) {
+    plans.clear();
+    plansConfig = settings;
+  }
+  const known = plans.get(key);
+  if (known) return known;
+  const made = makePlan(p);
+  if (plans.size >= PLAN_CACHE_SIZE) plans.delete(plans.keys().next().value as string);
+  plans.set(key, made);
+  return made;
+}
+
+const NO_POINTERS: FlashPointers = {
+  q: 0n,
+  k: 0n,
+  v: 0n,
+  o: 0n,
+  lse: 0n,
+  bias: 0n,
+  mask: 0n,
+  qLens: 0n,
+  kvLens: 0n,
+};
+
+function packed(arg: KernelArg): { bytes: Uint8Array; view: DataView; offsets: number[] } {
+  if (arg.type !== 'struct') throw new TypeError('a struct argument');
+  return packStruct(arg.fields);
+}
+
+function makePlan(p: AttentionProblem): FlashPlan {
+  const arch = targetArch();
+  const found = hopperVariant(p, arch);
+  const flashFields = marshalFlashParams(buildFlashParams(p, NO_POINTERS));
+  if ('variant' in found) {
+    const v = found.variant;
+    const maps = hopperTensorMaps(p, v, 0n, 0n, 0n);
+    const { bytes, view, offsets } = packed(marshalHopperParams(maps, flashFields, 0n));
+    // Fields: 3 maps × 16 words, then FlashParams, then the work counter.
+    const flashCount = flashFields.type === 'struct' ? flashFields.fields.length : 0;
+    return {
+      key: hopperVariantKey(v),
+      hopper: v,
+      mma: null,
+      fn: hopperKernel(v),
+      launch: {
+        grid: hopperGrid(v, p.T, p.B * p.N, getCudaContext().properties.multiprocessorCount),
+        block: [hopperThreads(v), 1, 1],
+        sharedBytes: hopperSharedBytes(v),
+      },
+      bytes,
+      view,
+      pointersAt: offsets[48],
+      counterAt: v.persistent === 'dynamic' ? offsets[48 + flashCount] : -1,
+      mapsFor: [0n, 0n, 0n],
+    };
+  }
+  const v = flashVariant(p, arch);
+  const { bytes, view, offsets } = packed(flashFields);
+  return {
+    key: flashVariantKey(v),
+    hopper: null,
+    mma: v,
+    fn: flashKernel(v),
+    launch: {
+      grid: [Math.ceil(p.T / v.tiles.blockM), p.B * p.N, 1],
+      block: [v.tiles.warps * 32, 1, 1],
+      sharedBytes: flashVariantSharedBytes(v),
+    },
+    bytes,
+    view,
+    pointersAt: offsets[0],
+    counterAt: -1,
+    mapsFor: [0n, 0n, 0n],
+  };
+}
+
+/** Writes this call's addresses (and, where Q, K or V moved, the Hopper tensor maps) into the plan's bytes. */
+export function fillPlan(
+  plan: FlashPlan,
+  p: AttentionProblem,
+  pointers: FlashPointers,
+  counter: bigint,
+): void {
+  const { view, pointersAt } = plan;
+  const order = [
+    pointers.q,
+    pointers.k,
+    pointers.v,
+    pointers.o,
+    pointers.lse,
+    pointers.bias,
+    pointers.mask,
+    pointers.qLens,
+    pointers.kvLens,
+  ];
+  for (let i = 0; i < 9; i++) view.setBigUint64(pointersAt + 8 * i, order[i], true);
+  if (plan.counterAt >= 0) view.setBigUint64(plan.counterAt, counter, true);
+  if (plan.hopper) {
+    const [q, k, v] = plan.mapsFor;
+    if (q !== pointers.q || k !== pointers.k || v !== pointers.v) {
+      const maps = hopperTensorMaps(p, plan.hopper, pointers.q, pointers.k, pointers.v);
+      maps.forEach((map, i) => {
+        plan.bytes.set(new Uint8Array(map.buffer, map.byteOffset, map.byteLength), 128 * i);
+      });
+      plan.mapsFor = [pointers.q, pointers.k, pointers.v];
+    }
+  }
+}

@@ -1,0 +1,181 @@
+/**
+ * The forward kernel's plan for a problem: its variant (tiles included) or why it cannot run, with
+ * every WebGPU limit checked before a dispatch, so a case past a limit is a typed refusal that names
+ * the limit, never a wrong result.
+ */
+import { itemSize } from '../../tensor/dtype.js';
+import type { AttentionProblem } from '../problem.js';
+import { paddedBytes } from './memory.js';
+import type { WebgpuLimits } from './runtime.js';
+import { bindings, type ForwardVariant, MAX_SPLITS } from './variant.js';
+
+/** Query rows per workgroup: 64 (×2 lanes with subgroups) is within every adapter's 256-invocation minimum. */
+export const ROWS = 64;
+/**
+ * Rows per workgroup for a few queries (T ≤ 16: decode and speculative steps): a 64-row workgroup
+ * would keep 63 rows idle at T=1; 16 rows make the workgroup one NVIDIA warp with two lanes, and
+ * four times as many fit an SM.
+ */
+export const FEW_ROWS = 16;
+
+/** Query rows per workgroup for a problem's T. */
+export function rowsFor(T: number): number {
+  return T <= FEW_ROWS ? FEW_ROWS : ROWS;
+}
+/**
+ * Head dims up to 256 (q and the accumulator live in each invocation's private memory: 2·256 f32
+ * is what FlashAttention's kernels stop at too).
+ */
+export const MAX_HEAD_DIM = 256;
+/** Keys per tile, largest first: 16 keys of H=Hv=64 take 8 KiB of the 16 KiB every adapter offers. */
+const TILE_KEYS = [16, 8, 4, 2, 1];
+/** Workgroup bytes besides the tiles: two atomics and two i32 copies. */
+const WORKGROUP_EXTRA = 16;
+
+/** The variant, and how many chunks the keys are cut into (1: no split; a run-time value). */
+export type Plan =
+  | { readonly ok: true; readonly variant: ForwardVariant; readonly splits: number }
+  | { readonly ok: false; readonly reason: string };
+
+/**
+ * Query rows worth of workgroups that fill the GPU: an H100 has 132 SMs, each keeping ~8 workgroups
+ * of 64 rows resident, so ~1,000 such workgroups (64k rows' worth) make one wave; fewer leave SMs
+ * idle (a decode step at B=8, N=32 has 256 (b, n) workgroups).
+ */
+const TARGET_ROWS = 1024 * ROWS;
+/** Keys a split keeps at the least: below ~256 the combine's extra pass costs more than it saves. */
+const MIN_KEYS_PER_SPLIT = 256;
+
+/** Splits for a problem: enough workgroups for one wave, within the combine's MAX_SPLITS. */
+export function chooseSplits(p: Pick<AttentionProblem, 'B' | 'T' | 'S' | 'N'>): number {
+  const rows = rowsFor(p.T);
+  const workgroups = Math.ceil(p.T / rows) * p.N * p.B;
+  const wanted = Math.ceil(TARGET_ROWS / rows / workgroups);
+  return Math.max(1, Math.min(MAX_SPLITS, wanted, Math.floor(p.S / MIN_KEYS_PER_SPLIT)));
+}
+
+/** Query and output rows: totalT for a packed query, else B·T. */
+export function queryRows(p: AttentionProblem): number {
+  const offsets = p.packed?.querySeqOffsets;
+  return offsets ? offsets[offsets.length - 1] : p.B * p.T;
+}
+
+type KernelDType = ForwardVariant['dtype'];
+function isKernelDType(dtype: string): dtype is KernelDType {
+  return dtype === 'float32' || dtype === 'float16' || dtype === 'bfloat16';
+}
+
+function refuse(reason: string): Plan {
+  return { ok: false, reason };
+}
+
+/**
+ * `splits` overrides chooseSplits (tests run the split path on small cases with it); `subgroups`:
+ * the device has the subgroups feature (WebgpuInfo.subgroups), for the two-lane kernel.
+ */
+export function planForward(
+  p: AttentionProblem,
+  limits: WebgpuLimits,
+  splits = chooseSplits(p),
+  subgroups = false,
+): Plan {
+  const dtype = p.dtype;
+  if (!isKernelDType(dtype))
+    return refuse(`${dtype} inputs (the kernel reads float32, float16 and bfloat16)`);
+  const biasType = p.bias ? p.bias.tensor.dtype : null;
+  if (biasType !== null && !isKernelDType(biasType)) {
+    return refuse(`a ${biasType} bias (the kernel reads float32, float16 and bfloat16)`);
+  }
+  if (p.dtype !== 'float32' && p.Hv % 2 !== 0) {
+    return refuse(`${p.dtype} stores two values to a 32-bit word, so Hv must be even (Hv=${p.Hv})`);
+  }
+  if (p.H > MAX_HEAD_DIM || p.Hv > MAX_HEAD_DIM) {
+    return refuse(`head dims up to ${MAX_HEAD_DIM} (H=${p.H}, Hv=${p.Hv})`);
+  }
+  if (p.N % p.K !== 0) return refuse(`N=${p.N} is not a multiple of K=${p.K}`);
+  const bc = TILE_KEYS.find(
+    (c) => c * (p.H + p.Hv) * 4 + WORKGROUP_EXTRA <= limits.maxComputeWorkgroupStorageSize,
+  );
+  if (bc === undefined) {
+    return refuse(
+      `one key of H=${p.H} and Hv=${p.Hv} in f32 needs ${(p.H + p.Hv) * 4 + WORKGROUP_EXTRA} bytes of workgroup storage; ` +
+        `maxComputeWorkgroupStorageSize is ${limits.maxComputeWorkgroupStorageSize}`,
+    );
+  }
+  const rows = rowsFor(p.T);
+  if (rows > limits.maxComputeInvocationsPerWorkgroup) {
+    return refuse(
+      `${rows} invocations per workgroup exceed maxComputeInvocationsPerWorkgroup (${limits.maxComputeInvocationsPerWorkgroup})`,
+    );
+  }
+  if (!Number.isInteger(splits) || splits < 1 || splits > MAX_SPLITS) {
+    return refuse(`splits must be an integer in [1, ${MAX_SPLITS}] (got ${splits})`);
+  }
+  const grid = {
+    [`query tiles (T/${rows})`]: Math.ceil(p.T / rows),
+    'heads N': p.N,
+    'batch B × key splits': p.B * splits,
+  };
+  for (const [what, count] of Object.entries(grid)) {
+    if (count > limits.maxComputeWorkgroupsPerDimension) {
+      return refuse(
+        `${count} ${what} exceed maxComputeWorkgroupsPerDimension (${limits.maxComputeWorkgroupsPerDimension})`,
+      );
+    }
+  }
+  const size = itemSize(p.dtype);
+  const buffers: [string, number][] = [
+    ['query', p.query.byteLength],
+    ['key', p.key.byteLength],
+    ['value', p.value.byteLength],
+    ['output', queryRows(p) * p.N * p.Hv * size],
+    ['logSumExp', queryRows(p) * p.N * 4],
+  ];
+  if (splits > 1) buffers.push(['the split-KV scratch', p.B * p.T * p.N * splits * (p.Hv + 2) * 4]);
+  if (splits > 1) buffers.push(['the split-KV scratch', p.B * p.T * p.N * splits * (p.Hv + 2) * 4]);
+  if (p.bias) buffers.push(['bias', p.bias.tensor.byteLength]);
+  if (p.paged) buffers.push(['blockTable', p.paged.blockTable.byteLength]);
+  if (p.mask) buffers.push(['mask', p.mask.tensor.byteLength]);
+  for (const [name, bytes] of buffers) {
+    const padded = paddedBytes(bytes);
+    if (padded > limits.maxStorageBufferBindingSize) {
+      return refuse(
+        `${name} takes ${padded} bytes, past maxStorageBufferBindingSize (${limits.maxStorageBufferBindingSize})`,
+      );
+    }
+    if (padded > limits.maxBufferSize) {
+      return refuse(`${name} takes ${padded} bytes, past maxBufferSize (${limits.maxBufferSize})`);
+    }
+  }
+  const variant: ForwardVariant = {
+    dtype,
+    H: p.H,
+    Hv: p.Hv,
+    rows,
+    bc,
+    bias: biasType,
+    mask: p.mask !== null,
+    causal: p.causal,
+    window: p.window !== null,
+    lengths: p.querySeqLengths !== null || p.keyValueSeqLengths !== null,
+    lse: p.returnLogSumExp,
+    split: splits > 1,
+    vec: p.H % 4 === 0 && p.Hv % 4 === 0 ? 4 : 1,
+    paged: p.paged !== null,
+    packedQuery: p.packed?.querySeqOffsets != null,
+    packedKv: p.packed?.keyValueSeqOffsets != null,
+    // Two lanes a row where the device has subgroups and each lane's half of H and Hv is whole vec4s
+    // (a float16 lane writes whole 32-bit words of its half).
+    lanes:
+      subgroups && p.H % 8 === 0 && p.Hv % 8 === 0 && 2 * rows <= limits.maxComputeInvocationsPerWorkgroup
+        ? 2
+        : 1,
+  };
+  const storage = bindings(variant).length - 1;
+  if (storage > limits.maxStorageBuffersPerShaderStage) {
+    return refuse(
+      `${storage} storage buffers exceed maxStorageBuffersPerShaderStage (${limits.maxStorageBuffersPerShaderStage})`,
+    );
+  }
+  return { ok: true, variant, splits };
+}

@@ -1,0 +1,93 @@
+/**
+ * The forward kernel's variant: what specialises its WGSL (dtype, head dims, tiles, masking
+ * features, split-KV, vector width, layouts, lanes), its key (names the kernel in results, keys the
+ * pipeline cache) and the binding order the launcher follows.
+ */
+export interface ForwardVariant {
+  readonly dtype: 'float32' | 'float16' | 'bfloat16';
+  readonly H: number;
+  readonly Hv: number;
+  /** Query rows per workgroup (one invocation each). */
+  readonly rows: number;
+  /** Keys per tile in workgroup memory. */
+  readonly bc: number;
+  readonly bias: 'float32' | 'float16' | 'bfloat16' | null;
+  readonly mask: boolean;
+  readonly causal: boolean;
+  readonly window: boolean;
+  readonly lengths: boolean;
+  readonly lse: boolean;
+  /**
+   * Split-KV: the keys are cut into Params.splits chunks, each workgroup writes its chunk's
+   * unnormalised accumulator, max and sum to scratch, and combineSource's kernel merges them. For
+   * few query rows (decode) it is what gives the GPU enough workgroups.
+   */
+  readonly split: boolean;
+  /**
+   * Values per register: 4 (vec4f q, K/V tiles and accumulator: one 16-byte workgroup load and a
+   * dot() per 4 products) where H and Hv are multiples of 4, else 1.
+   */
+  readonly vec: 4 | 1;
+  /** Key and value are pools read through a block table (Params.paged: block size, table width). */
+  readonly paged: boolean;
+  /**
+   * Invocations per query row: 2 with subgroups (each holds half of q and of the accumulator, and
+   * a score is its half-dot plus its partner's through subgroupShuffleXor: 2·H/2·4 bytes of
+   * registers instead of 2·H·4, which at H=128 no longer spills past 255 registers), else 1.
+   */
+  readonly lanes: 1 | 2;
+  /** Packed sequences: the query (and output) rows, and the key/value rows, start at OFFS entries. */
+  readonly packedQuery: boolean;
+  readonly packedKv: boolean;
+}
+
+/** The variant key: it names the kernel in results and keys the pipeline cache. */
+export function variantKey(v: ForwardVariant): string {
+  const flags = [
+    v.causal ? 'causal' : '',
+    v.window ? 'window' : '',
+    v.lengths ? 'lengths' : '',
+    v.bias ? `bias-${v.bias}` : '',
+    v.mask ? 'mask' : '',
+    v.lse ? 'lse' : '',
+    v.split ? 'split' : '',
+    v.vec === 4 ? 'v4' : '',
+    v.paged ? 'paged' : '',
+    v.packedQuery ? 'packedq' : '',
+    v.packedKv ? 'packedkv' : '',
+  ].filter(Boolean);
+  return `webgpu-flash-${v.lanes === 2 ? 'subgroups' : 'plain'}-${v.dtype}-h${v.H}-hv${v.Hv}-r${v.rows}-c${v.bc}${flags.length ? `-${flags.join('-')}` : ''}`;
+}
+
+/** The binding numbers, in the order the launcher binds them. */
+export function bindings(v: ForwardVariant): string[] {
+  const outputs = v.split ? ['part_o', 'part_ml'] : ['o', ...(v.lse ? ['lse'] : [])];
+  return [
+    'params',
+    'q',
+    'k',
+    'v',
+    ...outputs,
+    ...(v.bias ? ['bias'] : []),
+    ...(v.mask ? ['mask'] : []),
+    ...(v.lengths ? ['lengths'] : []),
+    ...(v.paged ? ['table'] : []),
+    ...(v.packedQuery || v.packedKv ? ['offsets'] : []),
+  ];
+}
+
+/** The combine kernel's bindings (split variants only). */
+export function combineBindings(v: ForwardVariant): string[] {
+  return [
+    'params',
+    'part_o',
+    'part_ml',
+    'o',
+    ...(v.lse ? ['lse'] : []),
+    ...(v.packedQuery ? ['offsets'] : []),
+  ];
+}
+
+/** Rows per workgroup of the combine kernel, and the most splits it merges (its private array). */
+export const COMBINE_ROWS = 64;
+export const MAX_SPLITS = 64;

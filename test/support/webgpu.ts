@@ -1,0 +1,32 @@
+/**
+ * The WebGPU device for tests: initWebgpu() once, or the reason the webgpu tests skip.
+ *
+ * Where no Vulkan ICD is named and the machine has no NVIDIA device, the SwiftShader ICD that
+ * Debian's chromium package ships is used (CI installs chromium and libvulkan1): Debian 12's own
+ * Mesa 22.3 lavapipe is refused by Dawn ("Vulkan shaderUniform*ArrayDynamicIndexing required").
+ */
+import { existsSync } from 'node:fs';
+import { initWebgpu } from '../../src/backends/webgpu/runtime.js';
+
+const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
+
+let ready: Promise<string | null> | null = null;
+
+/** Null when a WebGPU device is ready, else why the webgpu tests skip. */
+export function webgpuSkipReason(): Promise<string | null> {
+  if (!ready) {
+    if (!process.env.VK_ICD_FILENAMES && !existsSync('/dev/nvidia0') && existsSync(SWIFTSHADER_ICD)) {
+      process.env.VK_ICD_FILENAMES = SWIFTSHADER_ICD;
+    }
+    ready = initWebgpu().then(
+      (info) => {
+        console.log(
+          `# webgpu: ${info.description || info.vendor} (${info.backend}); features ${info.features.join(' ')}`,
+        );
+        return null;
+      },
+      (error) => `no WebGPU device: ${error instanceof Error ? error.message : String(error)}`,
+    );
+  }
+  return ready;
+}
