@@ -124,15 +124,15 @@ export function registerLabCommand(program: Command): void {
         }
         if (!jsonPath || !htmlPath) return;
         if (!received) save(results);
-        process.stdout.write(
-          `\nresults: ${neutraliseLine(jsonPath)}\nreport:  ${neutraliseLine(htmlPath)} (open it in a browser: every sweep as a chart)\n`,
-        );
         const beside = besideRun(results);
         if (beside) {
           process.stdout.write(
-            `The report shows a recorded run of this lab on ${neutraliseLine(beside.name)} beside these CPU numbers: what each level buys on a GPU.\n`,
+            `\nThe report shows a recorded run of this lab on ${neutraliseLine(beside.name)} beside these CPU numbers: what each level buys on a GPU.\n`,
           );
         }
+        process.stdout.write(
+          `\nresults: ${neutraliseLine(jsonPath)}\nreport:  ${neutraliseLine(htmlPath)} (open it in a browser: every sweep as a chart)\n`,
+        );
       },
     );
 }

@@ -69,6 +69,11 @@ function checkExecuted(nb: Notebook, how: string): void {
     (o) => o.output_type === 'display_data' && [o.data['text/html']].flat().join('').includes('<table'),
   );
   assert.ok(tables.length >= 10, `${how}: ${tables.length} tables, expected one per section at least`);
+  // A NaN in a table is a broken computation (a from-scratch check that read past its K heads showed one).
+  const nan = tables.filter(
+    (o) => o.output_type === 'display_data' && /<td[^>]*>NaN</.test([o.data['text/html']].flat().join('')),
+  );
+  assert.deepEqual(nan, [], `${how}: a table shows NaN`);
   assert.ok(png.length >= 3, `${how}: ${png.length} PNG charts, expected the T, B and decode sweeps' charts`);
   for (const o of png) {
     const bytes = Buffer.from(
