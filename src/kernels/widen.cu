@@ -18,7 +18,7 @@ __global__ void attnlab_widen(const IT* in, float* out, long long count) {
 }
 
 #ifdef ATTNLAB_NVCC_TEST
-// Representative variants for the nvcc compile test (test/cpu/kernels-compile.test.ts).
+// Representative variants for the nvcc compile test (test/kernels/kernels-compile.test.ts).
 template __global__ void attnlab_widen<bf16_t>(const bf16_t*, float*, long long);
 template __global__ void attnlab_widen<f16_t>(const f16_t*, float*, long long);
 template __global__ void attnlab_any_non_finite<bf16_t>(const bf16_t*, long long, int*);
