@@ -220,7 +220,7 @@ __global__ void attnlab_group_sum(const GroupSumParams p) {
 }
 
 #ifdef ATTNLAB_NVCC_TEST
-// Representative variants for the nvcc compile test (test/cpu/kernels-compile.test.ts).
+// Representative variants for the nvcc compile test (test/kernels/kernels-compile.test.ts).
 template __global__ void attnlab_softmax_backward<float, float, float>(const SoftmaxParams, const SoftmaxBackwardParams);
 template __global__ void attnlab_softmax_backward<bf16_t, bf16_t, bf16_t>(const SoftmaxParams, const SoftmaxBackwardParams);
 template __global__ void attnlab_softmax_backward<f16_t, f16_t, float>(const SoftmaxParams, const SoftmaxBackwardParams);
