@@ -382,8 +382,8 @@ describe('flash decode kernel', { skip }, () => {
   it('auto runs a paged decode step where the measured decode table says: a table with room, a tight one', () =>
     recordedOnly(() => {
       // B=1, S=2k, K=8, N=32, H=128, block 16 is a measured case (decode-dispatch-table.ts): on the H200
-      // what the table says while the table has room for the next block (flash since session 8's record,
-      // cudnn in session 7's), flash once it is tight (cuDNN would build a graph per table width as the
+      // what the table says while the table has room for the next block (flash in the recorded table),
+      // flash once it is tight (cuDNN would build a graph per table width as the
       // cache grows); elsewhere whatever the table says, flash by default.
       const c = { B: 1, T: 1, S: 2064, N: 32, K: 8, H: 128 };
       const { q, k, v } = inputs({ name: 'auto', ...c }, 'bfloat16', 1100);

@@ -3,7 +3,7 @@
  * forward kernel in the same compute pass).
  */
 import { COMBINE_ROWS, combineBindings, type ForwardVariant, MAX_SPLITS } from './variant.js';
-import { elementType, HELPERS, PARAMS_STRUCT, storeRow } from './wgsl.js';
+import { elementType, PARAMS_STRUCT, storeRow, WGSL_FUNCTIONS } from './wgsl.js';
 
 /**
  * The combine kernel of a split variant: one invocation per (b, t, n) row merges its splits'
@@ -23,7 +23,7 @@ ${at('part_ml')} var<storage, read> PART_ML: array<f32>;
 ${at('o')} var<storage, read_write> O: array<${elementType(v.dtype)}>;
 ${v.lse ? `${at('lse')} var<storage, read_write> LSE: array<f32>;` : ''}
 ${v.packedQuery ? `${at('offsets')} var<storage, read> OFFS: array<i32>;` : ''}
-${HELPERS}
+${WGSL_FUNCTIONS}
 
 @compute @workgroup_size(${COMBINE_ROWS})
 fn main(@builtin(workgroup_id) wg: vec3u, @builtin(num_workgroups) groups: vec3u, @builtin(local_invocation_index) lid: u32) {

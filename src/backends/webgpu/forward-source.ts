@@ -13,7 +13,7 @@
  * the row NaN; a −inf logit is a masked key; a row that sees no key outputs zeros with lse −inf.
  */
 import { bindings, type ForwardVariant } from './variant.js';
-import { elementType, HELPERS, loader, loader4, PAGED_ROW, PARAMS_STRUCT, storeRow } from './wgsl.js';
+import { elementType, loader, loader4, PAGED_ROW, PARAMS_STRUCT, storeRow, WGSL_FUNCTIONS } from './wgsl.js';
 
 export function forwardSource(v: ForwardVariant): string {
   const slots = bindings(v);
@@ -71,7 +71,7 @@ ${load('load_k', 'Kb')}
 ${load('load_v', 'Vb')}
 ${v.bias ? loader('load_bias', 'BIAS', v.bias) : ''}
 
-${HELPERS}
+${WGSL_FUNCTIONS}
 
 /** The row of key/value token j of sequence b: through the block table for a paged cache. */
 fn kv_row(b: u32, j: u32) -> u32 {

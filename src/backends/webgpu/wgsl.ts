@@ -1,5 +1,5 @@
 /**
- * WGSL pieces the forward and combine kernels share: the Params struct, NaN and bfloat16 helpers,
+ * WGSL pieces the forward and combine kernels share: the Params struct, NaN and bfloat16 functions,
  * element loaders for each storage dtype, and the epilogue that writes an output row.
  */
 import type { FloatDType } from '../../tensor/dtype.js';
@@ -32,7 +32,7 @@ export const PARAMS_STRUCT = `struct Params {
   paged: vec4u,
 }`;
 
-export const HELPERS = `
+export const WGSL_FUNCTIONS = `
 /** A NaN or infinity by its bits: a runtime value, since a constant one is a shader-creation error. */
 fn make_nan(bits: u32) -> f32 { return bitcast<f32>(bits); }
 fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
