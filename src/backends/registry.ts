@@ -20,7 +20,7 @@ import {
 import { operationOf, type TunedOperation } from './calibrated-dispatch-table.js';
 import { cpuFlashBackend } from './cpu/flash.js';
 import { cpuReferenceBackend } from './cpu/reference.js';
-import { cudaAvailable, getCudaContext, targetArch } from './cuda/context.js';
+import { cudaAvailable, currentDeviceOrdinal, getCudaContext, targetArch } from './cuda/context.js';
 import { cudnnBackend } from './cuda/cudnn/backend.js';
 import { cudaFlashBackend } from './cuda/flash/backend.js';
 import { hopperVariant } from './cuda/flash/hopper-variant.js';
@@ -38,6 +38,7 @@ import type { AttentionProblem } from './problem.js';
 import {
   calibratedEntry,
   calibrateOnDevice,
+  calibrationGeneration,
   currentDeviceClass,
   type Candidate as Timed,
 } from './tuning-registry.js';
@@ -89,6 +90,47 @@ export function backendOrder(problem: AttentionProblem): readonly AttentionBacke
 export function autoDecision(problem: AttentionProblem): AutoDecision | null {
   // Without a usable GPU every cuda backend refuses with its reason (chooseFrom lists them): no order to choose.
   if (problem.implementation !== undefined || problem.device !== 'cuda' || !cudaAvailable().ok) return null;
+  // Remembered per shape: the steps below (shape class, table lookups, the words) cost a call's host time
+  // each time, and their answer changes only with the settings or a calibrated table.
+  const settings = config();
+  const generation = calibrationGeneration();
+  if (settings !== remembered.settings || generation !== remembered.generation) {
+    remembered.decisions.clear();
+    remembered.settings = settings;
+    remembered.generation = generation;
+  }
+  const key = decisionKey(problem);
+  const known = remembered.decisions.get(key);
+  if (known) return known;
+  const made = decide(problem);
+  if (remembered.decisions.size >= 1024) remembered.decisions.clear();
+  remembered.decisions.set(key, made);
+  return made;
+}
+
+const remembered = {
+  decisions: new Map<string, AutoDecision>(),
+  settings: null as unknown,
+  generation: -1,
+};
+
+/** Everything of `p` the three steps read: sizes, dtype, mask, layout, and a decode step's cached tokens. */
+function decisionKey(p: AttentionProblem): string {
+  let lengths = '';
+  if (p.keyValueSeqLengths) {
+    let sum = 0;
+    let longest = 0;
+    for (const l of p.keyValueSeqLengths) {
+      sum += l;
+      if (l > longest) longest = l;
+    }
+    lengths = `${sum},${longest}`;
+  }
+  const paged = p.paged ? `${p.paged.blockSize},${p.paged.maxBlocksPerSeq}` : '';
+  return `${currentDeviceOrdinal()}|${p.dtype}|${p.B}|${p.T}|${p.S}|${p.N}|${p.K}|${p.H}|${p.Hv}|${p.causal ? 1 : 0}|${p.alignment}|${p.window ? 1 : 0}|${p.bias ? 1 : 0}|${p.mask ? 1 : 0}|${p.packed ? 1 : 0}|${paged}|${lengths}`;
+}
+
+function decide(problem: AttentionProblem): AutoDecision {
   const calibrated = calibratedDecision('forward', problem, BACKENDS);
   if (calibrated) return calibrated;
   const measured = measuredChoice(problem);

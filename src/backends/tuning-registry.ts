@@ -36,6 +36,13 @@ interface DeviceState {
 
 /** Per device ordinal: read once (a cuDNN version probe and a file read, ~1 ms), then kept. */
 const states = new Map<number, DeviceState>();
+/** Bumped whenever a calibrated table changes in memory: what registry.ts's remembered decisions check. */
+let generation = 0;
+
+/** The calibrated tables' generation: a decision made under another one may be stale. */
+export function calibrationGeneration(): number {
+  return generation;
+}
 
 function state(): DeviceState {
   const { device: ordinal, properties: p } = getCudaContext();
@@ -70,6 +77,7 @@ function state(): DeviceState {
   const file = calibrationFile(config().dispatchCacheDir, key);
   const made = { device, key, file, table: loadCalibration(file, key) };
   states.set(ordinal, made);
+  generation++;
   return made;
 }
 
@@ -85,6 +93,7 @@ function probe(read: () => string): string | null {
 export function reloadCalibration(): CalibratedTable {
   const s = state();
   s.table = loadCalibration(s.file, s.key);
+  generation++;
   return s.table;
 }
 
@@ -92,6 +101,7 @@ export function reloadCalibration(): CalibratedTable {
 export function resetCalibration(): void {
   const s = state();
   s.table = { ...s.table, entries: {} };
+  generation++;
 }
 
 /** The current GPU as the dispatch tables key it. */
@@ -159,6 +169,7 @@ export function calibrateOnDevice(
   const shape = shapeClass(operation, p);
   const s = state();
   s.table = withEntries(s.table, { [shape]: entry });
+  generation++;
   if (save) saveCalibration(s.file, s.table);
   return { shapeClass: shape, entry };
 }

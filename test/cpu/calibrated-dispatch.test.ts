@@ -220,6 +220,16 @@ describe('auto on a stand-in GPU: calibrated, then recorded, then the model', { 
     assert.equal(autoDecision(problem(1, 64, 32)), null, 'a CPU problem');
   });
 
+  it('remembers a decision per shape until the settings or a calibrated table change', () => {
+    const first = autoDecision(long());
+    assert.equal(autoDecision(long()), first, 'the same shape: the remembered decision');
+    assert.notEqual(autoDecision(onCuda(problem(4, 4096, 128))), first, 'another length');
+    reloadCalibration();
+    const again = autoDecision(long());
+    assert.notEqual(again, first, 'a calibrated table read again: decided again');
+    assert.deepEqual(again, first);
+  });
+
   it('takes a calibrated entry first, unless ATTNLAB_TUNE=0', () => {
     const { file, table } = currentCalibration();
     const shape = shapeClass('forward', long());
