@@ -2,7 +2,6 @@
  * The checks a tensor is built through: shapes, values for a dtype, encode options, and host
  * allocations that say how much was asked when they cannot be made.
  */
-import { freemem, totalmem } from 'node:os';
 import { checkKeys, checkOptionsObject, describeValue, snapshotList } from '../arguments.js';
 import { InvalidArgumentError, OutOfMemoryError } from '../errors.js';
 import { allocRaw, type DType, type EncodeOptions, itemSize, type RawArray } from './dtype.js';

@@ -9,7 +9,7 @@ import { existsSync } from 'node:fs';
 import type { Server } from 'node:http';
 import { after, before, describe, it } from 'node:test';
 import { type Browser, chromium } from 'playwright-core';
-import { bundlePage, servePage } from '../../web/webgpu/serve.js';
+import { bundlePage, externalImports, servePage } from '../../web/webgpu/serve.js';
 
 const CHROMIUM = process.env.ATTNLAB_CHROMIUM ?? '/usr/bin/chromium';
 /** Hand-picked cases the page runs here: SwiftShader on two shared cores takes ~1 s a case. */
@@ -49,6 +49,8 @@ describe('attnlab/webgpu in headless Chromium', {
   it('bundles for the browser without koffi or a Node built-in', async () => {
     const script = await bundlePage();
     assert.doesNotMatch(script, /koffi|from ["']node:/);
+    // Unused imports are shaken out of the bundle, not out of the modules a browser would load.
+    assert.deepEqual(await externalImports(), []);
     assert.match(script, /webgpu-flash-/);
   });
 

@@ -26,6 +26,27 @@ export async function bundlePage(): Promise<string> {
   return result.outputFiles[0].text;
 }
 
+/**
+ * Every import in the page's module graph that esbuild left outside the bundle (a Node built-in,
+ * koffi): tree-shaking drops an unused one from the bundle, but a browser loading the modules
+ * unbundled would still fetch it, so the graph itself must have none.
+ */
+export async function externalImports(): Promise<string[]> {
+  const result = await build({
+    entryPoints: [join(here, 'page.ts')],
+    bundle: true,
+    format: 'esm',
+    platform: 'browser',
+    write: false,
+    metafile: true,
+    logLevel: 'silent',
+  });
+  const inputs = Object.entries(result.metafile.inputs);
+  return inputs.flatMap(([file, input]) =>
+    input.imports.filter((i) => i.external).map((i) => `${i.path} (from ${file})`),
+  );
+}
+
 /** Serves index.html and page.js; resolves once listening. */
 export async function servePage(port = 0): Promise<{ url: string; server: Server }> {
   const html = readFileSync(join(here, 'index.html'), 'utf8');
