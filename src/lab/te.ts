@@ -2,7 +2,7 @@
  * The codelab's section 10: the TransformerEngine-style module (src/te/) against attnlab's kernels
  * over sequence lengths, and the FP8 path.
  */
-import { cudaAvailable, getCudaContext } from '../backends/cuda/context.js';
+import { cudaAvailable, getCudaContext } from '../backends/cuda/runtime/context.js';
 import { measureAttnlabCase } from '../bench/measure.js';
 import type { BenchCase } from '../bench/sweep.js';
 import { chartsFor } from '../report/charts.js';
