@@ -72,7 +72,11 @@ export interface AttentionBackend<Plan = unknown> extends Backend<AttentionProbl
   readonly name: Implementation;
 }
 
-export type InputLayout = 'paged' | 'packed';
+/**
+ * Input forms beyond dense tensors a backend may take: a paged KV cache, packed sequences, and score/mask
+ * modifiers with their block mask (src/variants/).
+ */
+export type InputLayout = 'paged' | 'packed' | 'modifiers';
 
 /** Whether `backend` takes the problem's layout, before asking its plan(). */
 export function layoutSupport(
@@ -90,6 +94,9 @@ export function takesLayout(layouts: readonly InputLayout[] | undefined, problem
   }
   if (problem.packed && !taken.includes('packed')) {
     return unsupported('packed sequences (querySeqOffsets/keyValueSeqOffsets) are not taken by this backend');
+  }
+  if ((problem.modifiers || problem.blockMask) && !taken.includes('modifiers')) {
+    return unsupported('score/mask modifiers (scoreMod, maskMod, blockMask) are not taken by this backend');
   }
   return SUPPORTED;
 }
