@@ -4,7 +4,7 @@
  * printout (describeRow: operation, backend, device, case, precision, seed, variant, every error and
  * its bound). The CPU tests, the GPU tests (test/gpu/*, one file per backend, through
  * test/support/backend-suite.ts) and `attnlab check` all run `checkCase`; a case a backend cannot run
- * is a skipped row with the backend's own reason (the registry's layout check, then supports()).
+ * is a skipped row with the backend's own reason (the registry's layout check, then the backend's plan()).
  *
  * Operations: the rows carry an `operation` ('forward' here) and a list of named comparisons, each
  * made by checkAccuracy or checkLogSumExp on a pair of float64 arrays. The gradient suite
