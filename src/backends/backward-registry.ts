@@ -16,6 +16,7 @@ import { cpuReferenceBackward } from './cpu/reference-backward.js';
 import { cudaAvailable } from './cuda/context.js';
 import { cudnnBackward } from './cuda/cudnn/backward.js';
 import { cudaFlashBackward } from './cuda/flash/backward.js';
+import { withGradientNanRepair } from './cuda/flash/gradient-nan-repair.js';
 import { cudaNaiveBackward } from './cuda/naive/backward.js';
 import { modelWords } from './device-dispatch-table.js';
 import { orderByMeasurement } from './dispatch-table.js';
@@ -25,8 +26,9 @@ import { type AutoDecision, calibratedDecision, chooseFrom } from './registry.js
 export const BACKWARD_BACKENDS: readonly BackwardBackend[] = [
   cpuFlashBackward,
   cpuReferenceBackward,
-  // cuda: cudnn > flash (fused, attnlab's own) > naive
-  cudnnBackward,
+  // cuda: cudnn > flash (fused, attnlab's own) > naive. cuDNN's gradients get the NaN repair
+  // (NaN and Inf inputs spread past the rule in its fused kernel); flash and naive hold the rule.
+  withGradientNanRepair(cudnnBackward),
   cudaFlashBackward,
   cudaNaiveBackward,
 ];
