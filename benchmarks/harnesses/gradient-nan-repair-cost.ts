@@ -1,5 +1,5 @@
 /**
- * What the gradient NaN repair (src/backends/cuda/flash/gradient-nan-repair.ts) costs the cudnn
+ * What the gradient NaN repair (src/backends/cuda/ops/gradient-nan-repair.ts) costs the cudnn
  * backward, which it follows on every call:
  *
  * - small: B=4, T=S=128, N=8, H=64 bf16 causal, where the host decides: wall µs per call over bursts of
@@ -17,9 +17,9 @@ import { attention } from '../../src/api/attention.js';
 import { validateBackward } from '../../src/api/validate-backward.js';
 import type { BackwardBackend } from '../../src/backends/backward-backend.js';
 import type { BackwardProblem } from '../../src/backends/backward-problem.js';
-import { synchronize } from '../../src/backends/cuda/context.js';
 import { cudnnBackward } from '../../src/backends/cuda/cudnn/backward.js';
-import { repairGradients, withGradientNanRepair } from '../../src/backends/cuda/flash/gradient-nan-repair.js';
+import { repairGradients, withGradientNanRepair } from '../../src/backends/cuda/ops/gradient-nan-repair.js';
+import { synchronize } from '../../src/backends/cuda/runtime/context.js';
 import { timeOnStream } from '../../src/bench/cuda-timer.js';
 import { seededInput } from '../../src/bench/measure.js';
 import { median } from '../../src/bench/stats.js';

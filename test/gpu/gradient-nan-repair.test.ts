@@ -1,5 +1,5 @@
 /**
- * The gradient NaN repair (src/kernels/flash/grad_nan_repair.cu) on its own, whatever cuDNN does: every
+ * The gradient NaN repair (src/kernels/ops/grad_nan_repair.cu) on its own, whatever cuDNN does: every
  * element of dQ, dK, dV and dBias set to NaN, then repaired, must be the NaN rule's gradient (the float64
  * reference's kinds, NaN/±inf/finite, at every element, the finite ones close to it). So every row and
  * every dBias element is recomputed, over the forward's case list (causal in both alignments, rows that
@@ -13,9 +13,9 @@ import { describe, it } from 'node:test';
 import { attention } from '../../src/api/attention.js';
 import { validateBackward } from '../../src/api/validate-backward.js';
 import type { AttentionGradients } from '../../src/backends/backward-problem.js';
-import { cudaAvailable } from '../../src/backends/cuda/context.js';
-import { gradientRepairSupport, repairGradients } from '../../src/backends/cuda/flash/gradient-nan-repair.js';
-import { allocDevice, fillDevice32 } from '../../src/backends/cuda/memory.js';
+import { gradientRepairSupport, repairGradients } from '../../src/backends/cuda/ops/gradient-nan-repair.js';
+import { cudaAvailable } from '../../src/backends/cuda/runtime/context.js';
+import { allocDevice, fillDevice32 } from '../../src/backends/cuda/runtime/memory.js';
 import { type AttentionCase, buildInputs, CASES, LONG_CASES } from '../../src/check/cases.js';
 import { compareGradientNan, GRADIENT_NAN_CASES, gradientNanInputs } from '../../src/check/gradient-nan.js';
 import {

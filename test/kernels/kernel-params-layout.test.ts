@@ -2,7 +2,7 @@
  * The launch-parameter structs as the compiler lays them out, against the TypeScript marshalling:
  * FlashParams (src/kernels/flash/params.cuh, included as the kernels include it) and SoftmaxParams
  * (softmax_rows.cuh), the fused flash backward's FlashBwdParams (flash/bwd_params.cuh), the gradient
- * NaN repair's GradRepairParams (flash/grad_repair_params.cuh) and the backward's five structs (softmax_backward.cu). Every scalar's offset, size and kind (pointer, integer, float) and the struct's size
+ * NaN repair's GradRepairParams (ops/grad_repair_params.cuh) and the backward's five structs (softmax_backward.cu). Every scalar's offset, size and kind (pointer, integer, float) and the struct's size
  * must agree, so a field added, moved or retyped on one side only fails here rather than on the GPU.
  * Skips, saying why, without nvcc or a C++ compiler.
  */
@@ -12,10 +12,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { validateAttention } from '../../src/api/validate.js';
-import { kernelsDir } from '../../src/backends/cuda/compile.js';
-import { marshalFlashBwdParams } from '../../src/backends/cuda/flash/backward-params.js';
-import { gradientRepairFields } from '../../src/backends/cuda/flash/gradient-nan-repair.js';
 import { buildFlashParams, marshalFlashParams } from '../../src/backends/cuda/flash/params.js';
+import { marshalFlashBwdParams } from '../../src/backends/cuda/flash/sm80/backward-params.js';
 import { softmaxFields } from '../../src/backends/cuda/naive/softmax.js';
 import {
   biasGradFields,
@@ -24,6 +22,8 @@ import {
   nonFiniteFields,
   softmaxBackwardFields,
 } from '../../src/backends/cuda/naive/softmax-backward.js';
+import { gradientRepairFields } from '../../src/backends/cuda/ops/gradient-nan-repair.js';
+import { kernelsDir } from '../../src/backends/cuda/runtime/compile.js';
 import { Tensor } from '../../src/tensor/tensor.js';
 import { compileStructLayout, layoutMismatches, structCompiler, structMembers } from '../support/c-layout.js';
 
@@ -80,9 +80,9 @@ describe('launch-parameter structs: compiler vs TypeScript', { skip }, () => {
   });
 
   it('GradRepairParams of grad_repair_params.cuh is what gradientRepairFields writes', () => {
-    const header = readFileSync(join(kernelsDir(), 'flash/grad_repair_params.cuh'), 'utf8');
+    const header = readFileSync(join(kernelsDir(), 'ops/grad_repair_params.cuh'), 'utf8');
     const layout = compileStructLayout({
-      prelude: '#include "flash/grad_repair_params.cuh"',
+      prelude: '#include "ops/grad_repair_params.cuh"',
       name: 'GradRepairParams',
       members: structMembers(header, 'GradRepairParams'),
       includeDir: kernelsDir(),
@@ -95,7 +95,7 @@ describe('launch-parameter structs: compiler vs TypeScript', { skip }, () => {
   });
 
   it('SoftmaxParams of softmax_rows.cuh is what softmaxFields writes', () => {
-    const source = readFileSync(join(kernelsDir(), 'softmax_rows.cuh'), 'utf8');
+    const source = readFileSync(join(kernelsDir(), 'naive/softmax_rows.cuh'), 'utf8');
     const struct = /struct SoftmaxParams \{[\s\S]*?\n\};/.exec(source)![0];
     const layout = compileStructLayout({
       prelude: struct,
@@ -115,7 +115,7 @@ describe('launch-parameter structs: compiler vs TypeScript', { skip }, () => {
   });
 
   it("softmax_backward.cu's five structs are what their field builders write", () => {
-    const source = readFileSync(join(kernelsDir(), 'softmax_backward.cu'), 'utf8');
+    const source = readFileSync(join(kernelsDir(), 'naive/softmax_backward.cu'), 'utf8');
     const layoutOf = (name: string) =>
       compileStructLayout({
         prelude: /struct \w+ \{[\s\S]*?\n\};/g.exec(source.slice(source.indexOf(`struct ${name} {`)))![0],

@@ -12,7 +12,7 @@
  * NaN and Inf inputs run as any others: cuDNN's fused backward spreads them past the gradients the
  * NaN rule allows (0·NaN inside its products: NaN in dQ, dK, dBias where the reference's are finite
  * in 13 of the 23 cases of test/gpu/backward-nan.test.ts on an H100, cuDNN 9.19), and the registry
- * hangs the gradient repair on this backend (flash/gradient-nan-repair.ts), which recomputes the
+ * hangs the gradient repair on this backend (ops/gradient-nan-repair.ts), which recomputes the
  * non-finite rows on the device after cuDNN's kernels, with no read back.
  */
 import { UnsupportedError } from '../../../errors.js';
@@ -22,7 +22,7 @@ import type { Support } from '../../backend.js';
 import type { BackwardBackend } from '../../backward-backend.js';
 import type { BackwardOutput, BackwardProblem } from '../../backward-problem.js';
 import { cudnnHandle } from '../ffi/cudnn.js';
-import { allocDevice, fillDevice32 } from '../memory.js';
+import { allocDevice, fillDevice32 } from '../runtime/memory.js';
 import { cudnnEnvironment } from './backend.js';
 import { type CallPointers, executePlan, sequenceLengthsBuffer } from './execute.js';
 import { type CudnnEnvironment, describeSdpa } from './features.js';
