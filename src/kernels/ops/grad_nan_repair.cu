@@ -51,6 +51,13 @@ __device__ __forceinline__ bool any_non_finite(const u128 c) {
   return bad;
 }
 
+// The index of the lowest set bit of x (nonzero), in PTX: nothing here depends on NVRTC declaring __ffs.
+__device__ __forceinline__ int lowest_bit(u32 x) {
+  u32 at;
+  asm("bfind.u32 %0, %1;\n" : "=r"(at) : "r"(x & (0u - x)));
+  return static_cast<int>(at);
+}
+
 __device__ __forceinline__ bool finite(float x) { return (__float_as_uint(x) & 0x7f800000u) != 0x7f800000u; }
 
 __device__ __forceinline__ float warp_sum(float x) {
@@ -272,7 +279,7 @@ __device__ __forceinline__ void scan(const FlashParams& p, const GradRepairParam
     for (int u = 0; u < REPAIR_UNROLL; ++u) {
       u32 found = __ballot_sync(FULL_WARP, any_non_finite<ELEM>(v[u]));  // past the end: zeros, finite
       while (found != 0) {
-        const i64 c = first + u * 32 + (__ffs(found) - 1);
+        const i64 c = first + u * 32 + lowest_bit(found);
         found &= found - 1;
         for (int e = 0; e < LANES; ++e) {
           const i64 at = c * LANES + e;
