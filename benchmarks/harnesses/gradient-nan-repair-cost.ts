@@ -4,7 +4,7 @@
  *
  * - small: B=4, T=S=128, N=8, H=64 bf16 causal, where the host decides: wall µs per call over bursts of
  *   back-to-back calls (one sync per burst, median of the bursts), the same validated problem run by
- *   the bare cudnn backward and by withGradientNanRepair(cudnn), so the difference is the repair alone.
+ *   the bare cudnn backward and by withGradientNanRepair(cudnn) (runPlanned: run, then the post-op), so the difference is the repair alone.
  * - big: B=4, T=S=8192, N=16, H=128 bf16 causal, CUDA events in alternating blocks: bare, wrapped, and
  *   the repair kernel alone on NaN-free gradients (3 × 128 MiB to scan).
  * - poisoned: B=2, T=S=2048, N=16, H=128 bf16 causal with one NaN query element (row 1000 of head 3):
@@ -15,8 +15,8 @@
  */
 import { attention } from '../../src/api/attention.js';
 import { validateBackward } from '../../src/api/validate-backward.js';
-import type { BackwardBackend } from '../../src/backends/backward-backend.js';
-import type { BackwardProblem } from '../../src/backends/backward-problem.js';
+import { runPlanned } from '../../src/backends/backend.js';
+import type { BackwardOutput, BackwardProblem } from '../../src/backends/backward-problem.js';
 import { cudnnBackward } from '../../src/backends/cuda/cudnn/backward.js';
 import { repairGradients, withGradientNanRepair } from '../../src/backends/cuda/ops/gradient-nan-repair.js';
 import { synchronize } from '../../src/backends/cuda/runtime/context.js';
@@ -66,17 +66,19 @@ function backwardProblem(q: Tensor, kv: Tensor, dO: Tensor): BackwardProblem {
   return validateBackward(q, kv, kv, f.output, f.logSumExp as Tensor, dO, { isCausal: true });
 }
 
-const dispose = (r: ReturnType<BackwardBackend['run']>) => {
+const dispose = (r: BackwardOutput) => {
   for (const t of [r.dQuery, r.dKey, r.dValue, r.dBias]) t?.dispose();
 };
 const wrapped = withGradientNanRepair(cudnnBackward);
+const bareRun = (p: BackwardProblem) => cudnnBackward.run(null, p);
+const wrappedRun = (p: BackwardProblem) => runPlanned(wrapped, null, p);
 
 if (parts.has('small')) {
   const [B, T, N, H] = [4, 128, 8, 64];
   const [q, kv, dO] = [0, 1, 2].map((s) => seededInput([B, T, N, H], s, 'bfloat16').to('cuda'));
   const p = backwardProblem(q, kv, dO);
-  const bare = wallPerCall(() => dispose(cudnnBackward.run(p)));
-  const withRepair = wallPerCall(() => dispose(wrapped.run(p)));
+  const bare = wallPerCall(() => dispose(bareRun(p)));
+  const withRepair = wallPerCall(() => dispose(wrappedRun(p)));
   record('small', 'cudnn backward causal B=4 T=128 N=8 H=64: bare', bare, 'us/call');
   record('small', 'cudnn backward causal: with the repair', withRepair, 'us/call');
   record('small', "the repair's share", withRepair - bare, 'us/call');
@@ -86,10 +88,10 @@ if (parts.has('big')) {
   const [B, T, N, H] = [4, 8192, 16, 128];
   const x = seededInput([B, T, N, H], 1, 'bfloat16').to('cuda');
   const p = backwardProblem(x, x, x);
-  const grads = cudnnBackward.run(p);
+  const grads = bareRun(p);
   const [bare, withRepair, repair] = interleavedMs([
-    () => dispose(cudnnBackward.run(p)),
-    () => dispose(wrapped.run(p)),
+    () => dispose(bareRun(p)),
+    () => dispose(wrappedRun(p)),
     () => repairGradients(p, grads),
   ]);
   const flops = (2.5 * 4 * B * N * T * T * H) / 2;
@@ -110,11 +112,7 @@ if (parts.has('poisoned')) {
   const q = Tensor.fromArray(host, [B, T, N, H], 'bfloat16').to('cuda');
   const [kv, dO] = [4, 5].map((s) => seededInput([B, T, N, H], s, 'bfloat16').to('cuda'));
   const p = backwardProblem(q, kv, dO);
-  const [bare, withRepair] = interleavedMs(
-    [() => dispose(cudnnBackward.run(p)), () => dispose(wrapped.run(p))],
-    3,
-    2,
-  );
+  const [bare, withRepair] = interleavedMs([() => dispose(bareRun(p)), () => dispose(wrappedRun(p))], 3, 2);
   record('poisoned', 'cudnn backward causal B=2 T=2048 N=16 H=128, one NaN in Q: bare', bare, 'ms');
   record('poisoned', 'with the repair (rows cuDNN made NaN recomputed)', withRepair, 'ms');
 }

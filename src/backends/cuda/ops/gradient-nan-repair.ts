@@ -4,17 +4,17 @@
  * src/kernels/ops/grad_nan_repair.cu recomputes, by the rule, every row of dQ, dK and dV that holds
  * a NaN or ±inf element and every such dBias element (docs/internals/nan-repair.md, "Gradients").
  *
- * It is a post-op: `repairGradients(problem, gradients, stream)` enqueues one kernel on the stream,
- * after the backward's own work, and reads nothing back, so the backward stays free of host syncs.
- * Without a non-finite gradient the kernel is one read of dQ, dK, dV (and dBias). The registry hangs
- * it on the cudnn backward (withGradientNanRepair), since backends of one layer import nothing of
- * each other (docs/internals/architecture.md).
+ * It is a post-op (gradientNanRepair; `repairGradients(problem, gradients, stream)` is its launch):
+ * one kernel enqueued on the stream after the backward's own work, reading nothing back, so the
+ * backward stays free of host syncs. Without a non-finite gradient the kernel is one read of dQ, dK,
+ * dV (and dBias). The registry's entry for the cudnn backward declares it, since backends of one
+ * layer import nothing of each other (docs/internals/architecture.md).
  *
  * Nothing is rebuilt per call: the kernel, the packed FlashParams and the uploaded sequence lengths
  * are kept per problem signature, as the forward's repair keeps them (nan-repair.ts).
  */
 import { type FloatDType, itemSize } from '../../../tensor/dtype.js';
-import type { Support } from '../../backend.js';
+import { type PostOp, type Support, withPostOps } from '../../backend.js';
 import type { BackwardBackend } from '../../backward-backend.js';
 import type { AttentionGradients, BackwardOutput, BackwardProblem } from '../../backward-problem.js';
 import { buildFlashParams, marshalFlashParams } from '../flash/params.js';
@@ -58,20 +58,20 @@ export function gradientRepairSupport(p: BackwardProblem): Support {
   return { ok: true };
 }
 
-/** `backend` with the repair after each run; its supports also asks whether the repair can run. */
-export function withGradientNanRepair(backend: BackwardBackend): BackwardBackend {
-  return {
-    ...backend,
-    supports(p: BackwardProblem): Support {
-      const own = backend.supports(p);
-      return own.ok ? gradientRepairSupport(p) : own;
-    },
-    run(p: BackwardProblem): BackwardOutput {
-      const result = backend.run(p);
-      repairGradients(p, result);
-      return result;
-    },
-  };
+/**
+ * The repair as a post-op: the registry runs it after each run of an entry declaring it (cudnn's
+ * backward). Every problem cuDNN's backward plans (16-bit, dense, H and Hv ≤ 256, a bias in the inputs'
+ * dtype) is one it applies to.
+ */
+export const gradientNanRepair: PostOp<BackwardProblem, BackwardOutput> = {
+  name: 'gradient-nan-repair',
+  applies: (p) => gradientRepairSupport(p).ok,
+  run: (p, gradients) => repairGradients(p, gradients),
+};
+
+/** `backend` declaring the repair after its own post-ops; name, device, plan and run unchanged. */
+export function withGradientNanRepair<Plan>(backend: BackwardBackend<Plan>): BackwardBackend<Plan> {
+  return withPostOps(backend, [gradientNanRepair]);
 }
 
 interface RepairLaunch {
