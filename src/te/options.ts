@@ -16,7 +16,9 @@ import {
   checkBoolean,
   checkChoice,
   checkKeys,
+  checkInteger,
   checkOptionsObject,
+  checkScale,
   describeValue,
   snapshot,
 } from '../arguments.js';
@@ -83,11 +85,11 @@ export interface ResolvedConfig {
   readonly dropout: number;
 }
 
-const positiveInt = (argument: string, v: unknown): number => {
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1)
-    throw new InvalidArgumentError(argument, 'a positive integer', describeValue(v));
-  return v;
-};
+/** Sizes reach the kernels as int32 (grid dimensions, strides in elements): 2^31 − 1 is the largest. */
+const MAX_SIZE = 2 ** 31 - 1;
+
+const positiveInt = (argument: string, v: unknown): number =>
+  checkInteger(argument, v, 1, MAX_SIZE, `a positive integer ≤ 2^31 − 1 (sizes reach the kernels as int32)`);
 
 const CONFIG_KEYS: readonly string[] = [
   'headDim',
@@ -171,10 +173,7 @@ export function resolveConfig(configIn: DotProductAttentionConfig): ResolvedConf
       describeValue(config.headDim),
     );
   }
-  const scale = config.scaleFactor ?? 1 / Math.sqrt(H);
-  if (typeof scale !== 'number' || !Number.isFinite(scale)) {
-    throw new InvalidArgumentError('scaleFactor', 'a finite number', describeValue(config.scaleFactor));
-  }
+  const scale = checkScale('scaleFactor', config.scaleFactor, 1 / Math.sqrt(H));
   const window = config.windowSize ?? null;
   if (
     window !== null &&

@@ -8,7 +8,7 @@
  * view made inside the scope of a tensor made outside it is never done — the outer tensor is not
  * the scope's to free.
  */
-import { describeValue } from '../arguments.js';
+import { describeValue, isRevokedProxy } from '../arguments.js';
 import { InvalidArgumentError } from '../errors.js';
 import { closeScope, keepStorage, openScope } from './lifetime.js';
 import type { Storage } from './storage.js';
@@ -25,7 +25,8 @@ import { isTensor, storageOf, Tensor } from './tensor.js';
  * } // memoryStats() is where it started, plus the last `lse`s nobody disposed
  */
 export function tidy<R>(fn: () => R): R {
-  if (typeof fn !== 'function') throw new InvalidArgumentError('fn', 'a function', describeValue(fn));
+  if (typeof fn !== 'function' || isRevokedProxy(fn))
+    throw new InvalidArgumentError('fn', 'a function', describeValue(fn));
   openScope();
   // The scope closes whatever happens, reading the result included: a result whose walk throws (a revoked
   // Proxy, a Proxy whose ownKeys trap throws) left it open, and every tensor made after it, inside no
