@@ -194,7 +194,11 @@ function copyReadable(argument: string, value: object, depth: number): unknown {
     const copy = new Array<unknown>(length);
     for (let i = 0; i < length; i++) {
       const name = `${argument}[${i}]`;
-      copy[i] = copyValue(name, readCaller(name, () => (value as unknown[])[i]), depth + 1);
+      copy[i] = copyValue(
+        name,
+        readCaller(name, () => (value as unknown[])[i]),
+        depth + 1,
+      );
     }
     return remember(Object.freeze(copy));
   }
@@ -203,7 +207,11 @@ function copyReadable(argument: string, value: object, depth: number): unknown {
   const copy: Record<string, unknown> = Object.create(null);
   for (const key of Object.keys(value)) {
     const name = `${argument}.${key}`;
-    copy[key] = copyValue(name, readCaller(name, () => (value as Record<string, unknown>)[key]), depth + 1);
+    copy[key] = copyValue(
+      name,
+      readCaller(name, () => (value as Record<string, unknown>)[key]),
+      depth + 1,
+    );
   }
   return remember(Object.freeze(copy));
 }
@@ -215,7 +223,8 @@ function remember<T extends object>(value: T): T {
 
 /** A list argument (ids, a shape) as a frozen copy read once, or an error naming `argument`. */
 export function snapshotList(argument: string, value: unknown, expected: string): readonly unknown[] {
-  if (isRevokedProxy(value) || !Array.isArray(value)) throw new InvalidArgumentError(argument, expected, describeValue(value));
+  if (isRevokedProxy(value) || !Array.isArray(value))
+    throw new InvalidArgumentError(argument, expected, describeValue(value));
   return copyValue(argument, value, 0) as readonly unknown[];
 }
 

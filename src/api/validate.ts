@@ -6,9 +6,9 @@
 import {
   checkBoolean,
   checkChoice,
-  checkScale,
   checkKeys,
   checkOptionsObject,
+  checkScale,
   describeValue,
 } from '../arguments.js';
 import {

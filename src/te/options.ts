@@ -15,8 +15,8 @@
 import {
   checkBoolean,
   checkChoice,
-  checkKeys,
   checkInteger,
+  checkKeys,
   checkOptionsObject,
   checkScale,
   describeValue,

@@ -18,7 +18,15 @@ const detachedOf = getter(ArrayBuffer.prototype, 'detached') as ((this: unknown)
 const byteLengthOf = getter(ArrayBuffer.prototype, 'byteLength');
 
 /** The names attnlab's backends read on a host view (an own property by one of them would be read instead). */
-const READ_NAMES = ['length', 'buffer', 'byteOffset', 'byteLength', 'subarray', 'set', 'constructor'] as const;
+const READ_NAMES = [
+  'length',
+  'buffer',
+  'byteOffset',
+  'byteLength',
+  'subarray',
+  'set',
+  'constructor',
+] as const;
 
 /** The constructor's name of a genuine typed array (`'Float32Array'`), or undefined for anything else. */
 export function typedArrayName(value: unknown): string | undefined {
@@ -32,10 +40,14 @@ export function typedArrayName(value: unknown): string | undefined {
  * all zeros, and no later check could tell (a SharedArrayBuffer only grows, so its fixed-length views keep
  * their elements, and it is accepted).
  */
-export function hostViewProblem(data: unknown, Ctor: { readonly name: string; readonly prototype: object }): string | null {
+export function hostViewProblem(
+  data: unknown,
+  Ctor: { readonly name: string; readonly prototype: object },
+): string | null {
   if (typedArrayName(data) !== Ctor.name || Object.getPrototypeOf(data) !== Ctor.prototype) return 'type';
   const shadowed = READ_NAMES.find((name) => Object.hasOwn(data as object, name));
-  if (shadowed) return `a ${Ctor.name} with an own '${shadowed}' property (it would be read in place of its own)`;
+  if (shadowed)
+    return `a ${Ctor.name} with an own '${shadowed}' property (it would be read in place of its own)`;
   const buffer = bufferOf.call(data);
   if (buffer instanceof ArrayBuffer && resizableOf?.call(buffer) === true) {
     return `a ${Ctor.name} over a resizable ArrayBuffer (shrunk and regrown, it would read as zeros)`;
