@@ -32,7 +32,7 @@ async function run(args: string[]): Promise<{ code: number; stderr: string }> {
   }
 }
 
-const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+const literal = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 describe('numeric options are refused past their range, before any work', () => {
   for (const [key, range] of Object.entries(RANGES)) {
@@ -43,7 +43,7 @@ describe('numeric options are refused past their range, before any work', () => 
         assert.equal(r.code, 1, r.stderr);
         assert.match(
           r.stderr,
-          new RegExp(`${escape(option)}: expected ${escape(rangeText(range))}, got "${escape(value)}"`),
+          new RegExp(`${literal(option)}: expected ${literal(rangeText(range))}, got "${literal(value)}"`),
         );
       });
     }
