@@ -49,8 +49,17 @@ function owner(path: string): { pid: number; text: string } {
  * process holds it. Two tries: the second after removing a stale lock (its owner dead).
  */
 export function lockFolder(option: string, folder: string, command: string): FolderLock {
-  mkdirSync(folder, { recursive: true });
   const path = join(folder, LOCK_FILE);
+  // The folder passed checkOutputDir first (which refuses /proc and /sys, where a recursive mkdir loops).
+  try {
+    mkdirSync(folder, { recursive: true });
+  } catch (error) {
+    throw new InvalidArgumentError(
+      option,
+      'a folder attnlab can lock',
+      `${neutraliseLine(folder)}: ${systemReason(error)}`,
+    );
+  }
   let tookOver: string | null = null;
   for (let attempt = 0; ; attempt++) {
     let fd: number;
