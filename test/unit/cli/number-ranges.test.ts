@@ -98,6 +98,15 @@ describe('size lists and boolean lists', () => {
     assert.match(r.stderr, /--batch: expected a range a\.\.b with b ≤ 65536/);
     assert.ok(Date.now() - t0 < 5000);
   });
+  it('a 100 kB value is quoted in one short line, its start and end kept', async () => {
+    const r = await run(['bench', '--seq', '9'.repeat(100_000)]);
+    assert.equal(r.code, 1);
+    assert.ok(r.stderr.length < 1200, `${r.stderr.length} characters`);
+    assert.match(
+      r.stderr,
+      /^attnlab: InvalidArgumentError: --seq: expected integers in .* characters left out\) … 9+"\n$/,
+    );
+  });
   it("--causal takes exactly 'true' and 'false'", async () => {
     assert.deepEqual(parseBoolList('--causal', 'true,false'), [true, false]);
     for (const other of ['yes', 'no', '1', '0', 'TRUE', 'False', 'on']) {
