@@ -20,6 +20,7 @@ import {
   checkOptionsObject,
   checkScale,
   describeValue,
+  refuseRevoked,
   snapshot,
 } from '../arguments.js';
 import type { AttentionOptions } from '../backends/problem.js';
@@ -223,14 +224,16 @@ export class SequenceDescriptor {
 
   /** TE's legacy mask: bool, broadcastable to (B,N,T,S), true where a pair is masked out. */
   static fromLegacyMask(mask: Tensor): SequenceDescriptor {
-    if (!(mask instanceof Tensor) || mask.dtype !== 'bool') {
+    // checkTensor first: a revoked Proxy or a Proxy of a Tensor failed `instanceof` with V8's TypeError here.
+    const checked = checkTensor('mask', mask);
+    if (checked.dtype !== 'bool') {
       throw new InvalidArgumentError(
         'mask',
         'a bool Tensor (true = masked out, TE convention)',
-        describeValue(mask),
+        describeValue(checked),
       );
     }
-    return new SequenceDescriptor(null, null, mask);
+    return new SequenceDescriptor(null, null, checked);
   }
 }
 
@@ -239,6 +242,7 @@ export class SequenceDescriptor {
  * fits its sequence (≤ T or S) is checked at the call, where T and S are known.
  */
 function seqLengths(argument: string, value: unknown): Int32Array {
+  refuseRevoked(argument, value, 'an array of non-negative integers (one per batch)');
   const isList = Array.isArray(value) || (ArrayBuffer.isView(value) && !(value instanceof DataView));
   if (!isList) {
     throw new InvalidArgumentError(

@@ -15,8 +15,10 @@ import {
   gatherSequence,
   InvalidArgumentError,
   KVCache,
+  keep,
   RingGroup,
   randomNormal,
+  SequenceDescriptor,
   shardSequence,
   Tensor,
   tidy,
@@ -94,6 +96,10 @@ describe('a revoked Proxy at every public entry point', () => {
     ['randomNormal shape', () => randomNormal(revoked([2]), { seed: 1 }), 'shape'],
     ['encodeValue', () => encodeValue(revoked({}) as never, 'float32'), 'value'],
     ['tidy', () => tidy(revoked(() => 1)), 'fn'],
+    ['a result of tidy', () => tidy(() => revoked({})), 'fn'],
+    ['keep', () => keep(revoked(q())), 'tensor'],
+    ['SequenceDescriptor.fromSeqLens', () => SequenceDescriptor.fromSeqLens(revoked([1])), 'querySeqLengths'],
+    ['SequenceDescriptor.fromLegacyMask', () => SequenceDescriptor.fromLegacyMask(revoked(q())), 'mask'],
   ];
   for (const [what, fn, argument] of cases) it(what, () => refuses(fn, argument));
 });
