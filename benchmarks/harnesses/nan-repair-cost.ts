@@ -1,5 +1,5 @@
 /**
- * What the NaN repair (src/backends/cuda/flash/nan-repair.ts, issue 12 §1) costs on the hot path, in
+ * What the NaN repair (src/backends/cuda/ops/nan-repair.ts, issue 12 §1) costs on the hot path, in
  * a few seconds (the unbounded first version timed out at 15 s: three host-generated inputs of 2^25
  * elements and the flash kernel's NVRTC compile):
  *
@@ -19,12 +19,12 @@
  */
 import { attention } from '../../src/api/attention.js';
 import { validateAttention } from '../../src/api/validate.js';
-import type { AttentionBackend } from '../../src/backends/backend.js';
-import { synchronize } from '../../src/backends/cuda/context.js';
+import { type AttentionBackend, planAndRun } from '../../src/backends/backend.js';
 import { cudnnBackend } from '../../src/backends/cuda/cudnn/backend.js';
-import { repairOutput, withNanRepair } from '../../src/backends/cuda/flash/nan-repair.js';
 import { cudaNaiveBackend } from '../../src/backends/cuda/naive/backend.js';
-import type { AttentionOptions } from '../../src/backends/problem.js';
+import { repairOutput, withNanRepair } from '../../src/backends/cuda/ops/nan-repair.js';
+import { synchronize } from '../../src/backends/cuda/runtime/context.js';
+import type { AttentionOptions, AttentionProblem } from '../../src/backends/problem.js';
 import { timeOnStream } from '../../src/bench/cuda-timer.js';
 import { seededInput } from '../../src/bench/measure.js';
 import { median } from '../../src/bench/stats.js';
@@ -69,6 +69,9 @@ function interleavedMs(fns: readonly (() => void)[], rounds = 6, iterations = 8)
 }
 
 const bareAndWrapped = (backend: AttentionBackend) => [backend, withNanRepair(backend)] as const;
+/** One call as the registry makes it: plan, run, then the post-ops the entry declares. */
+const call = (backend: AttentionBackend, p: AttentionProblem) =>
+  planAndRun(backend, p, (reason) => new Error(`${backend.name}: ${reason}`));
 
 if (parts.has('small')) {
   const [B, T, N, H] = [4, 128, 8, 64];
@@ -80,7 +83,9 @@ if (parts.has('small')) {
   ];
   for (const [name, backend, options] of series) {
     const p = validateAttention(q, k, v, options);
-    const [bare, wrapped] = bareAndWrapped(backend).map((b) => wallPerCall(() => b.run(p).output.dispose()));
+    const [bare, wrapped] = bareAndWrapped(backend).map((b) =>
+      wallPerCall(() => call(b, p).output.dispose()),
+    );
     record('small', `${name}: bare backend`, bare, 'us/call');
     record('small', `${name}: with the repair`, wrapped, 'us/call');
     record('small', `${name}: the repair's share`, wrapped - bare, 'us/call');
@@ -105,10 +110,10 @@ if (parts.has('big')) {
   const x = bigInput();
   const p = validateAttention(x, x, x, { isCausal: true });
   const [bareBackend, wrappedBackend] = bareAndWrapped(cudnnBackend);
-  const out = bareBackend.run(p).output;
+  const out = call(bareBackend, p).output;
   const [bare, wrapped, repair] = interleavedMs([
-    () => bareBackend.run(p).output.dispose(),
-    () => wrappedBackend.run(p).output.dispose(),
+    () => call(bareBackend, p).output.dispose(),
+    () => call(wrappedBackend, p).output.dispose(),
     () => repairOutput(p, out.buffer.ptr),
   ]);
   out.dispose();
@@ -125,7 +130,7 @@ if (parts.has('fp8')) {
   const { Fp8State } = await import('../../src/te/fp8-state.js');
   const { Float8CurrentScaling } = await import('../../src/te/recipe.js');
   const kernels = await import('../../src/backends/cuda/fp8/kernels.js');
-  const { allocDevice } = await import('../../src/backends/cuda/memory.js');
+  const { allocDevice } = await import('../../src/backends/cuda/runtime/memory.js');
   const x = bigInput();
   const p = validateAttention(x, x, x, { isCausal: true });
   const [recipe, state] = [new Float8CurrentScaling(), new Fp8State()];

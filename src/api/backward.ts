@@ -4,6 +4,7 @@
  */
 
 import { checkOptionsObject } from '../arguments.js';
+import { runPlanned } from '../backends/backend.js';
 import type {
   AttentionBackwardResult,
   AttentionVjpResult,
@@ -12,7 +13,7 @@ import type {
 } from '../backends/backward-problem.js';
 import { backwardDecision, chooseBackwardBackend } from '../backends/backward-registry.js';
 import { exactLogSumExp } from '../backends/cpu/reference-backward.js';
-import { widenToFloat32 } from '../backends/cuda/widen.js';
+import { widenToFloat32 } from '../backends/cuda/ops/widen.js';
 import type { AttentionOptions, AttentionProblem } from '../backends/problem.js';
 import { config } from '../config.js';
 import { Tensor } from '../tensor/tensor.js';
@@ -26,8 +27,8 @@ import {
 } from './validate-backward.js';
 
 function runBackward(p: BackwardProblem): AttentionBackwardResult {
-  const backend = chooseBackwardBackend(p);
-  const r = backend.run(p);
+  const { backend, plan } = chooseBackwardBackend(p);
+  const r = runPlanned(backend, plan, p);
   // ATTNLAB_DEBUG ≥ 1: which backend and kernel variant ran each call.
   if (config().debug >= 1) {
     const { B, T, S, N, K, H } = p;

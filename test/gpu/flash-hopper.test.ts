@@ -12,9 +12,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { attention } from '../../src/api/attention.js';
-import { cudaAvailable, getCudaContext } from '../../src/backends/cuda/context.js';
-import { HOPPER_BY_DEFAULT } from '../../src/backends/cuda/flash/hopper-variant.js';
-import { setAllocationPoison } from '../../src/backends/cuda/memory.js';
+import { HOPPER_BY_DEFAULT } from '../../src/backends/cuda/flash/sm90/hopper-variant.js';
+import { cudaAvailable, getCudaContext } from '../../src/backends/cuda/runtime/context.js';
+import { setAllocationPoison } from '../../src/backends/cuda/runtime/memory.js';
 import { type AttentionCase, buildInputs } from '../../src/check/cases.js';
 import { config } from '../../src/config.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
@@ -26,7 +26,7 @@ const cuda = cudaAvailable();
 const hopper = cuda.ok && getCudaContext().properties.computeCapability.major === 9;
 // This file runs when the Hopper kernel is on: by default (HOPPER_BY_DEFAULT in hopper-variant.ts)
 // unless ATTNLAB_FLASH_KERNEL=mma, or by ATTNLAB_FLASH_KERNEL=wgmma.
-const choice = config().flashKernel;
+const choice = config().experimental.flashKernel;
 const enabled = HOPPER_BY_DEFAULT ? choice !== 'mma' : choice === 'wgmma';
 const skip = !cuda.ok
   ? `no CUDA device: ${cuda.reason}`

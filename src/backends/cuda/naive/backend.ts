@@ -3,10 +3,10 @@
  * pieces, materialising the (B,N,T,S) scores so that its O(T²) memory shows in memoryStats.
  *
  *   1. scores = scale · Q·Kᵀ   cuBLASLt, float32 out (B,N,T,S)
- *   2. P = softmax(scores + bias, masked)   src/kernels/softmax.cu, in place for float32 inputs,
+ *   2. P = softmax(scores + bias, masked)   src/kernels/naive/softmax.cu, in place for float32 inputs,
  *      else into a (B,N,T,S) buffer of the input dtype (the second matmul's operand type)
  *   3. O = P·V   cuBLASLt, (B,T,N,Hv) in the query dtype
- *   4. (the registry adds it) where a key can be hidden: the NaN repair (flash/nan-repair.ts), since
+ *   4. (the registry adds it) where a key can be hidden: the NaN repair (ops/nan-repair.ts), since
  *      cuBLASLt multiplies a masked or padded key's probability 0 by its V row (0 · NaN = NaN)
  *
  * The layouts are BTNH, so per (b, n) Q is a (T × H) matrix with row stride N·H and K an (S × H)
@@ -19,14 +19,12 @@
 
 import { type FloatDType, itemSize } from '../../../tensor/dtype.js';
 import { Tensor } from '../../../tensor/tensor.js';
-// Types only: registry.ts imports this module, so a value import would make a cycle that breaks
-// whichever of the two loads first.
-import type { AttentionBackend, Support } from '../../backend.js';
+import { type AttentionBackend, NO_PLAN, type Support } from '../../backend.js';
 import type { AttentionProblem, BackendOutput } from '../../problem.js';
-import { cudaAvailable } from '../context.js';
 import { CUBLAS_COMPUTE, CUDA_DATA_TYPE } from '../ffi/cublaslt.js';
-import { commonAlignment, type MatmulShape, matmulPlan, runMatmul } from '../matmul.js';
-import { allocDevice, copyInt32ToDevice } from '../memory.js';
+import { cudaAvailable } from '../runtime/context.js';
+import { commonAlignment, type MatmulShape, matmulPlan, runMatmul } from '../runtime/matmul.js';
+import { allocDevice, copyInt32ToDevice } from '../runtime/memory.js';
 import { deviceTypeName, launchSoftmax } from './softmax.js';
 
 const SUPPORTED: Support = { ok: true };
@@ -38,7 +36,8 @@ const CUDA_TYPE: Partial<Record<FloatDType, number>> = {
   bfloat16: CUDA_DATA_TYPE.R_16BF,
 };
 
-function supports(p: AttentionProblem): Support {
+/** Why cuBLASLt and the softmax kernels cannot run `p`, or SUPPORTED (the backward adds its own checks). */
+export function naiveSupport(p: AttentionProblem): Support {
   if (p.device !== 'cuda') return unsupported('inputs are not on cuda');
   if (CUDA_TYPE[p.dtype] === undefined)
     return unsupported(`dtype ${p.dtype} (float32, float16 or bfloat16 only)`);
@@ -211,9 +210,13 @@ function run(p: AttentionProblem): BackendOutput {
   }
 }
 
-export const cudaNaiveBackend: AttentionBackend = {
+/** The plan is the support check alone: the matmul plans are cached per shape in matmul.ts. */
+export const cudaNaiveBackend: AttentionBackend<null> = {
   name: 'naive',
   device: 'cuda',
-  supports,
-  run,
+  plan: (p) => {
+    const support = naiveSupport(p);
+    return support.ok ? NO_PLAN : support;
+  },
+  run: (_plan, p) => run(p),
 };
