@@ -131,7 +131,7 @@ async function runAndSave(
       signal: stop.signal,
     });
     // A signal that came while the last section ran synchronously waits in the event loop: without this
-    // turn, the handlers were removed before it was heard, and a SIGTERM in section 11 exited 0, unmarked.
+    // turn the handlers are removed before it is heard, and the lab would exit 0 with its results unmarked.
     await new Promise((resolve) => setImmediate(resolve));
   } finally {
     stop.dispose();

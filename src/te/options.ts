@@ -224,7 +224,7 @@ export class SequenceDescriptor {
 
   /** TE's legacy mask: bool, broadcastable to (B,N,T,S), true where a pair is masked out. */
   static fromLegacyMask(mask: Tensor): SequenceDescriptor {
-    // checkTensor first: a revoked Proxy or a Proxy of a Tensor failed `instanceof` with V8's TypeError here.
+    // checkTensor first: `instanceof` on a revoked Proxy throws V8's TypeError.
     const checked = checkTensor('mask', mask);
     if (checked.dtype !== 'bool') {
       throw new InvalidArgumentError(

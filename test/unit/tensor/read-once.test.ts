@@ -61,7 +61,7 @@ describe('Tensor.fromRaw takes memory that cannot change shape under it', () => 
     options: { maxByteLength: number },
   ) => ArrayBuffer & { resize(bytes: number): void };
 
-  it('a view of a resizable ArrayBuffer is refused: shrunk and regrown, it read as zeros', () => {
+  it('a view of a resizable ArrayBuffer is refused: shrunk and regrown, it reads as zeros', () => {
     const buffer = new Resizable(4 * 64, { maxByteLength: 4 * 128 });
     new Float32Array(buffer).fill(1);
     assert.throws(
