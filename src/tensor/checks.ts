@@ -12,6 +12,7 @@ import {
 } from '../arguments.js';
 import { InvalidArgumentError, OutOfMemoryError } from '../errors.js';
 import { allocRaw, type DType, type EncodeOptions, itemSize, type RawArray } from './dtype.js';
+import { typedLength } from './host-view.js';
 
 /**
  * Free and total host memory for an OutOfMemoryError: node:os where the runtime has it (Node's
@@ -79,7 +80,12 @@ const INT32_MAX = 2 ** 31 - 1;
  * in its range (fractions truncate toward zero, as a C, NumPy or PyTorch cast does); NaN, ±Infinity and
  * values outside [-2^31, 2^31-1] are refused rather than wrapped or zeroed.
  */
-export function checkValues(argument: string, values: unknown, dtype: DType): Float64Array {
+export function checkValues(
+  argument: string,
+  values: unknown,
+  dtype: DType,
+  shape?: readonly number[],
+): Float64Array {
   refuseRevoked(argument, values, 'an array or typed array of numbers');
   const typed = ArrayBuffer.isView(values) && !(values instanceof DataView);
   if (!typed && !Array.isArray(values)) {
@@ -89,10 +95,21 @@ export function checkValues(argument: string, values: unknown, dtype: DType): Fl
   if (values instanceof BigInt64Array || values instanceof BigUint64Array) {
     throw new InvalidArgumentError(argument, 'an array or typed array of numbers', describeValue(values));
   }
-  // A typed array's elements are plain numbers (no getter can sit on an index): one bulk copy.
+  // The count first (`shape` given): a wrong one is refused before anything is copied.
+  const length = typed ? typedLength(values) : readLength(argument, values as unknown[]);
+  if (shape !== undefined && length !== numel(shape)) {
+    throw new InvalidArgumentError(
+      argument,
+      `${numel(shape)} values for shape ${shapeText(shape)}`,
+      `${length} values`,
+    );
+  }
+  // A typed array's elements are plain numbers (no getter can sit on an index): one bulk copy, through the
+  // constructor, which reads the source's internal slots (Float64Array.from would call its iterator, which
+  // an own Symbol.iterator property replaces).
   const copy = typed
-    ? Float64Array.from(values as unknown as ArrayLike<number>)
-    : readArray(argument, values as unknown[], dtype);
+    ? new Float64Array(values as unknown as Float32Array)
+    : readArray(argument, values as unknown[], length, dtype);
   if (dtype === 'int32') {
     for (let i = 0; i < copy.length; i++) {
       const v = copy[i];
@@ -108,12 +125,17 @@ export function checkValues(argument: string, values: unknown, dtype: DType): Fl
   return copy;
 }
 
-/** An array's elements, each read once (its length too), into float64; each bad one named by its index. */
-function readArray(argument: string, values: unknown[], dtype: DType): Float64Array {
+/** An array's length, read once. */
+function readLength(argument: string, values: unknown[]): number {
   const length: unknown = readCaller(`${argument}.length`, () => values.length);
   if (typeof length !== 'number' || !Number.isSafeInteger(length) || length < 0) {
     throw new InvalidArgumentError(`${argument}.length`, 'a non-negative integer', describeValue(length));
   }
+  return length;
+}
+
+/** An array's first `length` elements, each read once, into float64; each bad one named by its index. */
+function readArray(argument: string, values: unknown[], length: number, dtype: DType): Float64Array {
   const copy = allocFloat64([length]);
   for (let i = 0; i < length; i++) {
     const name = `${argument}[${i}]`;

@@ -55,6 +55,11 @@ export function hostViewProblem(
   return null;
 }
 
+/** A typed array's element count from its internal slot (an own `length` property cannot change it). */
+export function typedLength(view: unknown): number {
+  return lengthOf.call(view) as number;
+}
+
 /** Elements the view holds now (0 once its buffer was detached or transferred), read from its internal slot. */
 export function heldElements(data: RawArray): number {
   return lengthOf.call(data) as number;

@@ -129,16 +129,9 @@ export class Tensor {
   ): Tensor {
     shape = checkShape('shape', shape);
     assertDType('dtype', dtype);
-    // The values as read once: the copy is what is checked and what is stored.
-    const read = checkValues('values', values, dtype);
+    // The values as read once (their count against the shape's first): the copy is what is checked and stored.
+    const read = checkValues('values', values, dtype, shape);
     const encode = checkEncodeOptions('options', options);
-    if (read.length !== numel(shape)) {
-      throw new InvalidArgumentError(
-        'values',
-        `${numel(shape)} values for shape [${shape.join(', ')}]`,
-        `${read.length} values`,
-      );
-    }
     return Tensor.#encoded(read, shape, dtype, encode);
   }
 

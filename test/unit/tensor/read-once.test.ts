@@ -46,6 +46,26 @@ describe('Tensor.fromArray reads each value once', () => {
     const values = changing([5], 0, 7, 2 ** 40);
     assert.equal(Tensor.fromArray(values as number[], [1], 'int32').get(0), 7);
   });
+  it('a count that does not fit the shape is refused before anything is copied (a 2^32 − 1 sparse array)', () => {
+    const t0 = Date.now();
+    assert.throws(
+      () => Tensor.fromArray(new Array(2 ** 32 - 1), [4]),
+      (e) =>
+        e instanceof InvalidArgumentError &&
+        /expected 4 values for shape \[4\], got 4294967295 values/.test(e.message),
+    );
+    assert.ok(Date.now() - t0 < 1000, `${Date.now() - t0} ms`);
+  });
+  it("a typed array's elements are read from its memory, not through an own iterator or length", () => {
+    const typed = new Float32Array([1, 2, 3]);
+    Object.defineProperty(typed, Symbol.iterator, {
+      value: function* () {
+        yield 9;
+      },
+    });
+    Object.defineProperty(typed, 'length', { value: 1 });
+    assert.deepEqual([...Tensor.fromArray(typed, [3]).toFloat64Array()], [1, 2, 3]);
+  });
   it('a length that is not a count is refused by name', () => {
     const values = new Proxy([1], { get: (t, k) => (k === 'length' ? Number.NaN : Reflect.get(t, k)) });
     assert.throws(
