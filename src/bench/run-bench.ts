@@ -131,8 +131,13 @@ export async function runSweeps(groups: readonly SweepGroup[], options: RunOptio
     else if (c.impl === 'webgpu')
       rows.push(await measureWebgpuCase(c, { ...options.measure, sweep: c.sweep, ceilingTflops: null }));
     // A long CPU case runs in a worker thread when a signal may stop the run: the main thread stays free to
-    // hear it (cpu-worker.ts).
-    else if (signal && deviceFor(c.impl) === 'cpu' && rowFlops({ ...c, pass }) >= WORKER_MIN_FLOPS) {
+    // hear it (cpu-worker.ts). A custom `measure.call` is a function, which cannot cross to a thread.
+    else if (
+      signal &&
+      !options.measure?.call &&
+      deviceFor(c.impl) === 'cpu' &&
+      rowFlops({ ...c, pass }) >= WORKER_MIN_FLOPS
+    ) {
       worker ??= new CpuCaseWorker();
       // A worker that failed (ended, out of memory) costs this case's row, said as an error, not the run.
       const failed = (error: Error) => skippedRow(c, { status: 'error', reason: error.message }, pass);
