@@ -8,7 +8,7 @@ import { describe, it } from 'node:test';
 import { LIST_MAX, parseBoolList, parseIntList } from '../../../src/bench/sweep.js';
 import { main } from '../../../src/cli/main.js';
 import { parseOption, RANGES, rangeText } from '../../../src/cli/numbers.js';
-import { reloadConfig } from '../../../src/config.js';
+import { readConfig, reloadConfig } from '../../../src/config.js';
 import { InvalidArgumentError } from '../../../src/errors.js';
 
 process.env.ATTNLAB_DISABLE_CUDA = '1';
@@ -63,6 +63,18 @@ describe('numeric options are refused past their range, before any work', () => 
       if ('aboveMin' in range) assert.throws(() => parseOption(key, min), InvalidArgumentError, key);
       else assert.equal(parseOption(key, min), range.min, key);
     }
+  });
+  it('ATTNLAB_TUNE_BUDGET_MS, the default of tune --budget-ms, has the same range', () => {
+    for (const value of ['3600001', '99999999999', '0']) {
+      assert.throws(
+        () => readConfig({ ATTNLAB_TUNE_BUDGET_MS: value }),
+        /ATTNLAB_TUNE_BUDGET_MS: expected an integer number of milliseconds in \[1, 3600000\]/,
+      );
+    }
+    assert.equal(
+      readConfig({ ATTNLAB_TUNE_BUDGET_MS: '3600000' }).tuneBudgetMs,
+      RANGES['tune --budget-ms'].max,
+    );
   });
   it('the guide lists every range', () => {
     const guide = readFileSync(new URL('../../../docs/guide/cli.md', import.meta.url), 'utf8');
