@@ -96,7 +96,9 @@ function describeReadable(value: unknown): string {
     const text = String(value);
     return text.startsWith('[object') ? `a ${name}` : text;
   }
-  return `an object ${short(value)}`;
+  // Symbol keys are not in JSON: `{ [Symbol.toPrimitive]: … }` said as "an object {}" hid what it is.
+  const symbols = Object.getOwnPropertySymbols(value).map((symbol) => symbol.description ?? 'a symbol');
+  return `an object ${short(value)}${symbols.length > 0 ? ` (with ${symbols.slice(0, 3).join(', ')})` : ''}`;
 }
 
 /**

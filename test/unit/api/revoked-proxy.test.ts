@@ -133,3 +133,19 @@ describe('a value that throws when read', () => {
     refuses(() => attention(odd as Tensor, q(), q()), 'query', /threw Error: boom/);
   });
 });
+
+describe('what came, said', () => {
+  it('an object whose only keys are symbols names them (Symbol.toPrimitive is not a number)', () => {
+    const value = { [Symbol.toPrimitive]: () => 0.5 };
+    for (const call of [
+      () => encodeValue(value as never, 'float32'),
+      () => RingGroup.loopback(value as never),
+    ]) {
+      assert.throws(
+        call,
+        (e) =>
+          e instanceof InvalidArgumentError && /an object \{\} \(with Symbol\.toPrimitive\)/.test(e.message),
+      );
+    }
+  });
+});
