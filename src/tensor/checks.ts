@@ -12,7 +12,7 @@ import {
 } from '../arguments.js';
 import { InvalidArgumentError, OutOfMemoryError } from '../errors.js';
 import { allocRaw, type DType, type EncodeOptions, itemSize, type RawArray } from './dtype.js';
-import { typedLength } from './host-view.js';
+import { stableView, typedLength } from './host-view.js';
 
 /**
  * Free and total host memory for an OutOfMemoryError: node:os where the runtime has it (Node's
@@ -85,7 +85,7 @@ export function checkValues(
   values: unknown,
   dtype: DType,
   shape?: readonly number[],
-): Float64Array {
+): ArrayLike<number> {
   refuseRevoked(argument, values, 'an array or typed array of numbers');
   const typed = ArrayBuffer.isView(values) && !(values instanceof DataView);
   if (!typed && !Array.isArray(values)) {
@@ -104,11 +104,12 @@ export function checkValues(
       `${length} values`,
     );
   }
-  // A typed array's elements are plain numbers (no getter can sit on an index): one bulk copy, through the
-  // constructor, which reads the source's internal slots (Float64Array.from would call its iterator, which
-  // an own Symbol.iterator property replaces).
+  // A typed array's elements are plain numbers (no getter can sit on an index): a fresh view of its memory,
+  // made through the engine's own subarray, has no own property a caller could have set (`length`,
+  // Symbol.iterator). Memory another thread may write (a SharedArrayBuffer) is copied, so the value checked
+  // is the value encoded.
   const copy = typed
-    ? new Float64Array(values as unknown as Float32Array)
+    ? stableView(values as unknown as RawArray)
     : readArray(argument, values as unknown[], length, dtype);
   if (dtype === 'int32') {
     for (let i = 0; i < copy.length; i++) {

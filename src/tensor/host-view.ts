@@ -55,6 +55,45 @@ export function hostViewProblem(
   return null;
 }
 
+const byteOffsetOf = getter(TYPED_ARRAY, 'byteOffset');
+/** The number typed array constructors, as they are when this module loads (a later global replaced is not used). */
+const CONSTRUCTORS: Readonly<
+  Record<string, new (buffer: ArrayBufferLike, offset: number, length: number) => RawArray>
+> = Object.fromEntries(
+  [
+    Int8Array,
+    Uint8Array,
+    Uint8ClampedArray,
+    Int16Array,
+    Uint16Array,
+    Int32Array,
+    Uint32Array,
+    Float32Array,
+    Float64Array,
+  ].map((Ctor) => [
+    Ctor.name,
+    Ctor as unknown as new (buffer: ArrayBufferLike, offset: number, length: number) => RawArray,
+  ]),
+);
+
+/**
+ * The elements of number typed array `view` as a view that holds still while attnlab reads it twice (a check,
+ * then an encode): a fresh view over the same memory, made from its internal slots (no own property, no
+ * species constructor of the caller's), when that memory is the caller's alone; a copy when it is a
+ * SharedArrayBuffer's, which another thread may write in between.
+ */
+export function stableView(view: RawArray): RawArray {
+  const Ctor = CONSTRUCTORS[typedArrayName(view) ?? ''];
+  // Empty (a detached view reads as empty): no buffer to view, and a detached one cannot be viewed at all.
+  if (typedLength(view) === 0) return new Ctor(new ArrayBuffer(0), 0, 0);
+  const buffer = bufferOf.call(view) as ArrayBufferLike;
+  const fresh = new Ctor(buffer, byteOffsetOf.call(view) as number, typedLength(view));
+  if (buffer instanceof ArrayBuffer) return fresh;
+  const copy = new Ctor(new ArrayBuffer(fresh.byteLength), 0, fresh.length);
+  copy.set(fresh);
+  return copy;
+}
+
 /** A typed array's element count from its internal slot (an own `length` property cannot change it). */
 export function typedLength(view: unknown): number {
   return lengthOf.call(view) as number;

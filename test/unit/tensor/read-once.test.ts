@@ -66,6 +66,15 @@ describe('Tensor.fromArray reads each value once', () => {
     Object.defineProperty(typed, 'length', { value: 1 });
     assert.deepEqual([...Tensor.fromArray(typed, [3]).toFloat64Array()], [1, 2, 3]);
   });
+  it('a detached typed array reads as empty: refused for a non-empty shape, an empty tensor for [0]', () => {
+    const data = new Float32Array(4);
+    structuredClone(data.buffer, { transfer: [data.buffer] });
+    assert.equal(Tensor.fromArray(data, [0]).size, 0);
+    assert.throws(
+      () => Tensor.fromArray(data, [4]),
+      /values: expected 4 values for shape \[4\], got 0 values/,
+    );
+  });
   it('a length that is not a count is refused by name', () => {
     const values = new Proxy([1], { get: (t, k) => (k === 'length' ? Number.NaN : Reflect.get(t, k)) });
     assert.throws(
