@@ -198,12 +198,28 @@ export function resolveConfig(configIn: DotProductAttentionConfig): ResolvedConf
  * Per-batch valid lengths, TE's SequenceDescriptor for the padding mask types. A legacy mask in
  * TE's inverted convention (true = masked out) is accepted too and turned into our keep-mask.
  */
+/** The factories' pass to SequenceDescriptor's constructor. */
+const MADE_BY_FACTORY = Symbol('SequenceDescriptor factory');
+
 export class SequenceDescriptor {
+  /**
+   * Made by the two factories only: TypeScript's `private` does not stop `new SequenceDescriptor(x)` from
+   * JavaScript, which would keep whatever came, unchecked, for the module to read later.
+   */
   private constructor(
+    token: symbol,
     readonly querySeqLengths: Int32Array | null,
     readonly keyValueSeqLengths: Int32Array | null,
     readonly legacyMask: Tensor | null,
-  ) {}
+  ) {
+    if (token !== MADE_BY_FACTORY) {
+      throw new InvalidArgumentError(
+        'SequenceDescriptor',
+        'SequenceDescriptor.fromSeqLens(…) or SequenceDescriptor.fromLegacyMask(…)',
+        'new SequenceDescriptor(…)',
+      );
+    }
+  }
 
   /** Lengths per batch; keys default to the query lengths (self-attention), as TE's from_seqlens. */
   static fromSeqLens(
@@ -219,7 +235,7 @@ export class SequenceDescriptor {
         `${kv.length} lengths`,
       );
     }
-    return new SequenceDescriptor(q, kv, null);
+    return new SequenceDescriptor(MADE_BY_FACTORY, q, kv, null);
   }
 
   /** TE's legacy mask: bool, broadcastable to (B,N,T,S), true where a pair is masked out. */
@@ -233,7 +249,7 @@ export class SequenceDescriptor {
         describeValue(checked),
       );
     }
-    return new SequenceDescriptor(null, null, checked);
+    return new SequenceDescriptor(MADE_BY_FACTORY, null, null, checked);
   }
 }
 

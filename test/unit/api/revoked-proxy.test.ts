@@ -149,3 +149,14 @@ describe('what came, said', () => {
     }
   });
 });
+
+describe('SequenceDescriptor is made by its factories only', () => {
+  it('new SequenceDescriptor(…) from JavaScript is refused, naming the factories', () => {
+    const Ctor = SequenceDescriptor as unknown as new (...args: unknown[]) => unknown;
+    assert.throws(
+      () => new Ctor(revoked({})),
+      (e) => e instanceof InvalidArgumentError && /fromSeqLens/.test(e.message),
+    );
+    assert.deepEqual([...SequenceDescriptor.fromSeqLens([3, 4]).querySeqLengths!], [3, 4]);
+  });
+});
