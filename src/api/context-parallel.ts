@@ -226,9 +226,11 @@ export function shardSequence(tensor: Tensor, ranks: number): Tensor[] {
 }
 
 /** The whole sequence again from shardSequence's layout: shards (B, T/P, heads, dim) → (B, T, heads, dim). */
-export function gatherSequence(shards: readonly Tensor[]): Tensor {
-  if (!Array.isArray(shards) || shards.length === 0)
-    throw new InvalidArgumentError('shards', 'a non-empty array of shards', describeValue(shards));
+export function gatherSequence(shardsIn: readonly Tensor[]): Tensor {
+  // The list read once (a Proxy, a getter or a revoked Proxy is read or refused here, never inside the gather).
+  const shards = snapshotList('shards', shardsIn, 'a non-empty array of shards') as readonly Tensor[];
+  if (shards.length === 0)
+    throw new InvalidArgumentError('shards', 'a non-empty array of shards', describeValue(shardsIn));
   // Every index, holes included: forEach skipped a hole, which then failed inside the gather as a TypeError.
   for (let r = 0; r < shards.length; r++) checkTensor(`shards[${r}]`, shards[r]);
   const P = shards.length;

@@ -6,9 +6,9 @@
 import {
   checkBoolean,
   checkChoice,
-  checkFinite,
   checkKeys,
   checkOptionsObject,
+  checkScale,
   describeValue,
 } from '../arguments.js';
 import {
@@ -179,7 +179,7 @@ export function validateAttention(
     if (t.device !== device) throw new InvalidArgumentError('mask.device', device, t.device);
     mask = checkBroadcast('mask', t, q.batched, target);
   }
-  const scale = checkFinite('scale', options.scale, 1 / Math.sqrt(H));
+  const scale = checkScale('scale', options.scale, 1 / Math.sqrt(H));
   const causal = checkBoolean('isCausal', options.isCausal, false);
   const returnLogSumExp = checkBoolean('returnLogSumExp', options.returnLogSumExp, false);
   const alignment =
