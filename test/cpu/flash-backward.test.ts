@@ -17,6 +17,7 @@ import {
   flashBackwardFile,
   flashBackwardHeadDim,
   flashBackwardRule,
+  flashBackwardDqWorkspaceBytes,
   flashBackwardSharedBytes,
   flashBackwardVariant,
   flashBackwardVariantKey,
@@ -184,17 +185,25 @@ describe('flash (cuda) backward: variant and tiles', () => {
     assert.equal(flashBackwardVariantKey(v), 'flash-bwd.sm_90a.bf16.d128.128x64x8.wgmma');
     assert.equal(flashBackwardFile(v), 'hopper/hopper_bwd.cu');
     assert.deepEqual(flashBackwardDefines(v), { FLASH_D: 128, FLASH_FP16: 0 });
-    // 1 KiB slack + K, V (2 × 128 × 256) + 3 stages of (Q, dO 2 × 64 × 256 + 512, rounded to 33 KiB) + 2 dS 64 × 128 × 2.
+    // 1 KiB slack + K, V (2 × 128 × 256) + 3 stages of Q, dO (2 × 64 × 256) + 3 × lse2, D (2 × 64 × 4);
+    // with dQ, 2 dS (64 × 128 × 2) and the float32 dQ staging (64 × 128 × 4).
     const bytes = flashBackwardSharedBytes(v);
-    assert.equal(bytes.dkdvOnly, 1024 + 65536 + 3 * 33792);
-    assert.equal(bytes.dkdv, bytes.dkdvOnly + 2 * 16384);
+    assert.equal(bytes.dkdvOnly, 1024 + 65536 + 3 * 32768 + 3 * 512);
+    assert.equal(bytes.dkdv, bytes.dkdvOnly + 2 * 16384 + 32768);
     assert.ok(bytes.dkdv <= 227 * 1024);
-    // D=64: K, V (2 × 128 × 128) + 3 stages of (2 × 64 × 128 + 512, rounded to 17 KiB) + the same 2 dS.
+    // D=64: K, V (2 × 128 × 128) + 3 stages of 2 × 64 × 128 + the statistics, the same 2 dS, a 16 KiB staging.
     const v64 = { ...flashBackwardVariant(problem({}, { H: 64 }), 'sm_90a'), kernel: 'wgmma' as const };
     assert.equal(flashBackwardVariantKey(v64), 'flash-bwd.sm_90a.bf16.d64.128x64x8.wgmma');
     const bytes64 = flashBackwardSharedBytes(v64);
-    assert.equal(bytes64.dkdvOnly, 1024 + 32768 + 3 * 17408);
-    assert.equal(bytes64.dkdv, bytes64.dkdvOnly + 2 * 16384);
+    assert.equal(bytes64.dkdvOnly, 1024 + 32768 + 3 * 16384 + 3 * 512);
+    assert.equal(bytes64.dkdv, bytes64.dkdvOnly + 2 * 16384 + 16384);
+    // The dQ workspace: the bulk-reduce layout covers whole padded query blocks and both head-dim boxes.
+    const shape = { B: 2, T: 100, N: 3, H: 64 };
+    assert.equal(flashBackwardDqWorkspaceBytes(v64, shape, 128), 2 * 3 * 128 * 64 * 4);
+    assert.equal(flashBackwardDqWorkspaceBytes(v, shape, 128), 2 * 3 * 128 * 128 * 4);
+    const mma = flashBackwardVariant(problem({}, { H: 64 }), 'sm_80');
+    assert.equal(flashBackwardDqWorkspaceBytes(mma, shape, 128), 2 * 100 * 3 * 64 * 4);
+    assert.equal(flashBackwardDqWorkspaceBytes({ ...v, deterministic: true }, shape, 128), 0);
   });
 
   it('fits every head dim of the mma.sync loop in an A100 block (163 KiB), so also in an H100/H200 one', () => {

@@ -44,6 +44,7 @@
 // per SM either way, by registers). D = 64: 16 | 16 | 3 × 17 | 2 × 16 = 115 KB + 1 KB.
 #pragma once
 #include "flash/bwd_common.cuh"
+#include "hopper/bwd_dq_accum.cuh"
 #include "hopper/wgmma.cuh"
 
 template <int D_, bool FP16_>
@@ -55,17 +56,23 @@ struct HopperBwdConfig {
   static constexpr int NT = BMQ / 8;  // 8-query n-tiles of Sᵀ, dPᵀ
   static constexpr u32 KV_BOX = BNK * 128, KV_BYTES = BOXES * KV_BOX;
   static constexpr u32 Q_BOX = BMQ * 128, Q_BYTES = BOXES * Q_BOX;
-  static constexpr u32 STATS = 2 * Q_BYTES;                      // lse2 | D inside a stage
-  static constexpr u32 STAGE = (2 * Q_BYTES + 2 * BMQ * 4 + 1023) / 1024 * 1024;
+  static constexpr u32 STAGE = 2 * Q_BYTES;  // Q | dO: whole 1 KiB swizzle atoms
+  static constexpr u32 STATS = 2 * BMQ * 4;  // lse2 | D of a stage, kept after the 1 KiB-aligned regions
   static constexpr u32 DS_BOX = BMQ * 128, DS_BYTES = (BNK / 64) * DS_BOX;  // 64 keys per box
+  // dQ's float32 staging: one 64 × 64 box per warpgroup that computes dQ (hopper/bwd_dq_accum.cuh's
+  // layout), the source of its warps' bulk reduce-adds into the workspace.
+  static constexpr u32 DQ_BOX_BYTES = BMQ * 64 * 4, DQ_BYTES = BOXES * DQ_BOX_BYTES;
+  static constexpr u32 DQ_WARP_BYTES = 16 * 64 * 4;  // a warp's 16 rows of a box, one bulk reduce
   static constexpr int STAGES = 3, DS_BUFFERS = 2;  // the one-barrier schedule's (see above)
   static_assert(D == 64 || D == 128, "one or two 64-column boxes of the head dim (dQ's split)");
 };
 
 template <class C, bool DQ>
 constexpr unsigned hopper_bwd_smem_bytes() {
-  return 1024 + 2 * C::KV_BYTES + C::STAGES * C::STAGE + (DQ ? C::DS_BUFFERS * C::DS_BYTES : 0);
+  return 1024 + 2 * C::KV_BYTES + C::STAGES * C::STAGE + (DQ ? C::DS_BUFFERS * C::DS_BYTES + C::DQ_BYTES : 0) +
+         C::STAGES * C::STATS;
 }
+static_assert(hopper_bwd_smem_bytes<HopperBwdConfig<128, false>, true>() <= 227 * 1024, "an H100/H200 block");
 
 // Rows [0, ROWS) of a (ROWS × D) tile into 128-byte swizzled boxes (sw128_offset), zero-filled past
 // valid_rows and valid_cols. The same thread → chunk mapping as load_tile (zero_non_finite relies on
@@ -167,6 +174,8 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
   const u32 v_smem = k_smem + C::KV_BYTES;
   const u32 stage0 = v_smem + C::KV_BYTES;
   const u32 ds0 = stage0 + C::STAGES * C::STAGE;
+  const u32 dq0 = ds0 + C::DS_BUFFERS * C::DS_BYTES;                   // DQ only
+  const u32 stats0 = ds0 + (DQ ? C::DS_BUFFERS * C::DS_BYTES + C::DQ_BYTES : 0);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int wg = warp / 4, t = lane & 3;  // warpgroup; the lane's C-fragment column role
   // The warpgroup as a value ptxas knows to be warp-uniform (a lane-0 shuffle): a wgmma under a branch
@@ -187,16 +196,17 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
 
   if (steps > 0) {
     auto stage_of = [&](int s) { return stage0 + static_cast<u32>(s % C::STAGES) * C::STAGE; };
+    auto stats_of = [&](int s) { return stats0 + static_cast<u32>(s % C::STAGES) * C::STATS; };
     auto load_step = [&](int s) {
       const u32 dst = stage_of(s);
-      load_query_step<BMQ, C::THREADS>(dst, dst + C::Q_BYTES, dst + C::STATS, p, x, kb, s,
+      load_query_step<BMQ, C::THREADS>(dst, dst + C::Q_BYTES, stats_of(s), p, x, kb, s,
                                        [](u32 to, const u16* src, i64 stride, int rows, int cols) {
                                          load_tile_sw128<BMQ, C::D, C::THREADS>(to, src, stride, rows, cols);
                                        });
     };
     // Whether the statistics of step s flag a non-finite Q or dO row (bwd_common.cuh): only then are
     // its Q and dO tiles cleaned and dV takes add_non_finite_do. Needs this thread's copies landed.
-    auto flagged = [&](int s) { return s < steps && stats_flag_non_finite<BMQ>(smem + (stage_of(s) - base) + C::STATS); };
+    auto flagged = [&](int s) { return s < steps && stats_flag_non_finite<BMQ>(smem + (stats_of(s) - base)); };
     // The slow path of a flagged step: each thread zeroes the non-finite elements it copied, published
     // by one more barrier (uniform: the flag is the block's OR).
     auto clean_step = [&](int s) {
@@ -249,7 +259,7 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
       const int m0 = (kb.mb_lo + s % blocks) * BMQ;
       const u32 q_tile = stage_of(s);
       const u32 do_tile = q_tile + C::Q_BYTES;
-      const float* lse2 = reinterpret_cast<const float*>(smem + (q_tile - base) + C::STATS);
+      const float* lse2 = reinterpret_cast<const float*>(smem + (stats_of(s) - base));
       const float* dsum = lse2 + BMQ;
       float(&st3)[1][C::NT][4] = reinterpret_cast<float(&)[1][C::NT][4]>(st);
       float(&dpt3)[1][C::NT][4] = reinterpret_cast<float(&)[1][C::NT][4]>(dpt);
@@ -289,6 +299,9 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
       }
       // The step's one barrier: dS(s) complete (both warpgroups' keys), step s + 1's tiles landed, and
       // every warpgroup done with step s − 1 (its stage takes step s + 2's loads below).
+      // The staging of dQ(s − 1) is free once its bulk reduces have read it (each issuing lane's wait,
+      // published by the barrier); they had all of this step's products to run.
+      if (DQ && lane == 0) bulk_wait_read<0>();
       cp_async_wait<0>();
       compiler_fence();
       bool dirty_next = flagged(s + 1);
@@ -319,8 +332,19 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
         fence_accumulators(dq);
         fence_accumulators(dv);
         pin_fragments(pa);
-        float* acc = x.dq_accum + (static_cast<i64>(w.b) * p.T * p.N + n) * p.H;
-        atomic_add_tile<8>(acc, static_cast<i64>(p.N) * p.H, dq, m0 + (warp % 4) * 16, wg * 64, w.t_len, p.H, lane);
+        // This warp's 16 rows of box wg of dQ(s) into the staging, then its lane 0 adds the 4 KiB run
+        // to the workspace with one bulk reduce (cp.reduce.async.bulk .add.f32, the TMA unit's float32
+        // adds): 1 instruction a warp where per-element reductions take 32 a lane (2048 a warp).
+        const u32 staging = dq0 + wg_uniform * C::DQ_BOX_BYTES + (warp % 4) * C::DQ_WARP_BYTES;
+        store_dq_box(staging, dq, lane);
+        fence_proxy_async();
+        __syncwarp();
+        if (lane == 0) {
+          const i64 bn = static_cast<i64>(w.b) * p.N + n;
+          bulk_reduce_add_f32(x.dq_accum + hopper_dq_box_offset(bn, wg_uniform, C::BOXES, x.t_pad, m0 + 16 * (warp % 4)),
+                              staging, C::DQ_WARP_BYTES);
+          bulk_commit();
+        }
         wgmma_wait<0>();
       } else {
         wgmma_fence();
@@ -335,6 +359,8 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
       dirty = dirty_next;
     }
   }
+  // The last bulk reduces complete before the block's shared memory goes.
+  if (DQ && lane == 0) bulk_wait<0>();
   // Every key row of the block is written, zeros where no query sees it (padding included).
   u16* dk_out = x.dk + w.b * p.k_strides[0] + w.kv_head * p.k_strides[2];
   u16* dv_out = x.dv + w.b * p.v_strides[0] + w.kv_head * p.v_strides[2];

@@ -1,19 +1,30 @@
 // attnlab-min-arch: sm_90a
 //
 // The flash backward with its dK/dV loop on wgmma (hopper/bwd_dkdv_sm90.cuh): the same five entry
-// points and launch parameters as flash/flash_bwd.cu, so the host swaps the module and nothing else.
-// The prep, the deterministic dQ pass and the dQ conversion are flash_bwd.cu's (flash/bwd_entries.cuh);
-// attnlab_flash_bwd_dkdv and _dkdv_only are the wgmma loop with and without the dQ reductions, on
-// 128-key blocks of 256 threads (two warpgroups of 64 keys), 64 queries per step.
+// points and launch parameters as flash/flash_bwd.cu, so the host swaps the module and nothing else
+// but the dQ workspace's size (backward-variant.ts, flashBackwardDqWorkspaceBytes). The deterministic
+// dQ pass is flash_bwd.cu's (flash/bwd_entries.cuh); the prep and the dQ conversion are those of the
+// bulk-reduce workspace layout (hopper/bwd_dq_accum.cuh); attnlab_flash_bwd_dkdv and _dkdv_only are
+// the wgmma loop with and without dQ, on 128-key blocks of 256 threads (two warpgroups of 64 keys),
+// 64 queries per step.
 //
 // Specialisation: FLASH_D (64 or 128: the head dim H, Hv padded to it) and FLASH_FP16. -DATTNLAB_NVCC_TEST
 // instantiates both dtypes instead.
-#define FLASH_BWD_PREP_FLAGS_Q 1
+#define FLASH_BWD_OWN_DQ_WORKSPACE 1
 #include "flash/bwd_entries.cuh"
 #include "hopper/bwd_dkdv_sm90.cuh"
 
 #ifdef FLASH_D
 using KvC = HopperBwdConfig<FLASH_D, FLASH_FP16 != 0>;
+
+extern "C" __global__ void __launch_bounds__(256) attnlab_flash_bwd_prep(const __grid_constant__ FlashParams p,
+                                                                        const __grid_constant__ FlashBwdParams x) {
+  hopper_bwd_prep<FLASH_D, FLASH_FP16 != 0>(p, x);
+}
+extern "C" __global__ void __launch_bounds__(256)
+    attnlab_flash_bwd_dq_convert(const __grid_constant__ FlashParams p, const __grid_constant__ FlashBwdParams x) {
+  hopper_bwd_dq_convert<FLASH_D, FLASH_FP16 != 0>(p, x);
+}
 
 extern "C" __global__ void __launch_bounds__(256, 1)
     attnlab_flash_bwd_dkdv(const __grid_constant__ FlashParams p, const __grid_constant__ FlashBwdParams x) {

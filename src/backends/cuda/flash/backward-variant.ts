@@ -187,17 +187,34 @@ export function flashBackwardSharedBytes(v: FlashBackwardVariant): {
   // Q | dO | two stages of (K | V), the deterministic dQ pass of either module.
   const dqBytes = 2 * dq.rows * pitch + 2 * 2 * dq.keys * pitch;
   if (v.kernel === 'wgmma') {
-    // 1 KiB of alignment slack | K | V (128-byte rows, no padding) | three stages of (Q | dO | lse2, D),
-    // each rounded up to the 1 KiB swizzle atom | two dS buffers (queries × keys) when dQ is
-    // accumulated here: the one-barrier-per-step schedule of hopper/bwd_dkdv_sm90.cuh.
+    // 1 KiB of alignment slack | K | V (128-byte rows, no padding) | three stages of (Q | dO) | when
+    // dQ is accumulated here, two dS buffers (queries × keys) and the float32 dQ staging (queries ×
+    // head dim, the bulk reduces' source) | three stages of (lse2 | D): the one-barrier-per-step
+    // schedule of hopper/bwd_dkdv_sm90.cuh. At D=128 that is 231,936 of the 232,448 bytes allowed.
     const row = v.headDim * 2;
-    const stage = Math.ceil((2 * queries * row + 2 * queries * 4) / 1024) * 1024;
-    const only = 1024 + 2 * keys * row + 3 * stage;
-    return { dkdv: only + 2 * queries * keys * 2, dkdvOnly: only, dq: dqBytes };
+    const stats = 3 * 2 * queries * 4;
+    const only = 1024 + 2 * keys * row + 3 * 2 * queries * row;
+    const dqParts = 2 * queries * keys * 2 + queries * v.headDim * 4;
+    return { dkdv: only + dqParts + stats, dkdvOnly: only + stats, dq: dqBytes };
   }
   // K | V | two stages of (Q | dO | lse2 | D) | dSᵀ (queries × (keys + 8)) when dQ is accumulated here.
   const kvOnly = 2 * keys * pitch + 2 * (2 * queries * pitch + 2 * queries * 4);
   return { dkdv: kvOnly + queries * (keys + 8) * 2, dkdvOnly: kvOnly, dq: dqBytes };
+}
+
+/**
+ * Bytes of the float32 dQ workspace (none in the deterministic pass): (B,T,N,H) row-major for the
+ * mma.sync module's reductions; (B·N, D/64, t_pad, 64) for the wgmma module's bulk reduce-adds
+ * (hopper/bwd_dq_accum.cuh), whose 64-row query blocks may run past T into the padding.
+ */
+export function flashBackwardDqWorkspaceBytes(
+  v: FlashBackwardVariant,
+  p: Pick<BackwardProblem, 'B' | 'T' | 'N' | 'H'>,
+  tPad: number,
+): number {
+  if (v.deterministic) return 0;
+  if (v.kernel === 'wgmma') return p.B * p.N * tPad * v.headDim * 4;
+  return p.B * p.T * p.N * p.H * 4;
 }
 
 /** What the kernels cannot take, decided from the problem alone (no GPU needed); SUPPORTED otherwise. */
