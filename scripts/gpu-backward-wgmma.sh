@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The wgmma backward on a Hopper GPU, one step per call (each well under 90 s), logs under $1:
+#   sass      nvcc -Xptxas -v of hopper/hopper_bwd.cu at D=64/128 bf16/fp16 and the dK/dV kernel's SASS
+#             counts (HGMMA, UBLKRED: the dQ bulk reduce-adds, RED: per-element reductions, LDL/STL: spills)
+#   test      test/gpu/flash-backward-wgmma.test.ts, then the shared flash-backward suite
+#   sanitize  memcheck, racecheck and synccheck on the small H=128 causal case, memcheck on the H=64 MQA one
+#   loops     the backward loops side by side in one process (wgmma, mma.sync), B=4 T=S=8192 N=16 H=128, 64
+#   bench     the backward suite: attnlab flash and cudnn beside PyTorch's SDPA backward (cuDNN, flash),
+#             B=4 T=S=8192 N=16 H=64/128 bf16, causal and not (TFLOP/s = 2.5× the forward's, halved causal)
+#
+#   bash scripts/gpu-backward-wgmma.sh STEP "$OUT/hbwd"
+set -u
+step=$1
+logs=${2:-out}
+mkdir -p "$logs"
+cap=85
+source scripts/gpu-lib.sh
+
+case $step in
+sass)
+  cd src/kernels || exit 1
+  for D in 64 128; do
+    for F in 0 1; do
+      nvcc -cubin -gencode=arch=compute_90a,code=sm_90a -std=c++17 -Xptxas -v -I . -DFLASH_D=$D -DFLASH_FP16=$F \
+        -o "$logs/hopper_bwd.d$D.f$F.cubin" hopper/hopper_bwd.cu > "$logs/ptxas.d$D.f$F.log" 2>&1
+      grep -A2 "entry function 'attnlab_flash_bwd_dkdv" "$logs/ptxas.d$D.f$F.log" | grep -E 'Compiling|Used|spill'
+    done
+  done
+  for D in 64 128; do
+    cuobjdump -sass -fun attnlab_flash_bwd_dkdv "$logs/hopper_bwd.d$D.f0.cubin" > "$logs/dkdv.d$D.sass"
+    printf 'D=%s dkdv SASS:' "$D"
+    for op in HGMMA UBLKRED 'RED\.' UTMALDG LDGSTS 'LDL' 'STL' 'BAR\.SYNC' 'STS\.64'; do
+      printf ' %s=%s' "$op" "$(grep -cE "$op" "$logs/dkdv.d$D.sass")"
+    done
+    echo
+  done
+  ;;
+test)
+  shard wgmma - test/gpu/flash-backward-wgmma.test.ts
+  wait
+  shard flash-backward - test/gpu/flash-backward.test.ts
+  wait
+  summary 16 24 20
+  ;;
+sanitize)
+  sanitize memcheck-d128 memcheck --test-name-pattern='^T=257 S=257 H=128 causal' test/gpu/flash-backward-wgmma.test.ts
+  sanitize racecheck-d128 racecheck --test-name-pattern='^T=257 S=257 H=128 causal' test/gpu/flash-backward-wgmma.test.ts
+  sanitize synccheck-d128 synccheck --test-name-pattern='^T=257 S=257 H=128 causal' test/gpu/flash-backward-wgmma.test.ts
+  sanitize memcheck-d64 memcheck --test-name-pattern='^MQA N=4 K=1 T=128 S=1000 H=64' test/gpu/flash-backward-wgmma.test.ts
+  wait
+  summary 16 24 20
+  ;;
+loops)
+  for H in 128 64; do
+    timeout 40 node --import tsx benchmarks/harnesses/backward-loop-variants.ts 4 8192 16 $H wgmma mma
+  done 2>&1 | tee "$logs/loops.txt"
+  ;;
+bench)
+  timeout $cap node bin/attnlab.js bench --suite backward --impl flash,cudnn --peers torch --out "$logs/bench" \
+    --no-progress 2>&1 | tee "$logs/bench.txt" | tail -40
+  ;;
+*)
+  echo "unknown step $step (sass, test, sanitize, loops, bench)" >&2
+  exit 2
+  ;;
+esac
