@@ -14,11 +14,12 @@
 //   dV += Pᵀ·dO      wgmma m64n(D)k16, A = Pᵀ from registers, B = dO MN-major (as V in the forward)
 //   dK += dSᵀ·Q      the same with dSᵀ and Q
 //   dQ += dS·K       (DQ) dSᵀ goes to shared memory as dS (queries × keys, K-major); warpgroup wg
-//                    computes the 64 queries × head-dim box wg (m64n64k16, B = K MN-major) over all
-//                    128 keys and adds it to the float32 accumulator with reductions. At D = 64 the
-//                    head dim is one box, warpgroup 0's: warpgroup 1 goes on to its next step's
-//                    products meanwhile (they meet again at the next barrier). The other split, each
-//                    warpgroup its own 64 keys over the whole head dim, would double the reductions.
+//                    computes the 64 queries × half wg of the head dim (m64n(D/2)k16, B = K
+//                    MN-major) over all 128 keys, stages it in float32 and each warp adds its 16 rows
+//                    to the workspace with one bulk reduce-add (hopper/bwd_dq_accum.cuh). Halves keep
+//                    the warpgroups' tensor work equal at D = 64 too (one warpgroup taking all of dQ
+//                    there does 6 units of 64³ a step against the other's 4); the other split, each
+//                    warpgroup its own 64 keys over the whole head dim, would double the adds.
 // The accumulator layout of a warpgroup's m64 wgmma is mma.sync's C fragment per warp (warp w holds
 // rows 16w + g and 16w + g + 8), so the masking, weights and dS code is the mma.sync loop's, with
 // warp 4·wg + w owning keys kn0 + 16·(4·wg + w) — the same keys as there.
@@ -28,20 +29,23 @@
 // slots busy and integer ALU the busiest pipe at 0.99× / 0.96× FA2):
 //   Sᵀ(s) and dPᵀ(s) are two commit groups, issued at the end of step s − 1: Pᵀ is computed while
 //   dPᵀ still multiplies, and dV(s) is issued before dSᵀ, which is computed while dV multiplies
-//   (FlashAttention-3's order); dQ(s) then dK(s) are issued after the step's one barrier, and the dQ
-//   reductions run while dK multiplies; the loads of step s + 2 are issued behind them.
+//   (FlashAttention-3's order); dQ(s) then dK(s) are issued after the step's one barrier, and dQ's
+//   staging and bulk adds run while dK multiplies; the loads of step s + 2 are issued behind them.
 // One barrier per step needs three stages of Q/dO/statistics and two dS buffers: at the barrier of
 // step s every warpgroup has retired all of step s − 1's products, so the stage step s − 1 read and
-// the dS buffer step s − 2 wrote are free.
+// the dS buffer step s − 2 wrote are free; each issuing lane waits for its bulk adds of step s − 1 to
+// have read the dQ staging before that barrier too (they had the whole step to run).
 //
 // Loads: cp.async into 128-byte swizzled boxes of 64 columns (TMA's SWIZZLE_128B, which the wgmma
 // descriptors of hopper/sm90.cuh read), two steps ahead. cp.async writes through the generic proxy,
 // so each thread fences it to the async proxy before the barrier that publishes the tiles to wgmma.
 // No producer warpgroup or TMA: every thread loads, as in the mma.sync loop.
 //
-// Shared memory (D = 128, bf16): K 32 KB | V 32 KB | 3 stages of (Q 16 KB | dO 16 KB | lse2, D 512 B,
-// padded to 1 KB) | 2 × dS 16 KB (DQ) = 195 KB + 1 KB of alignment slack (227 KB allowed; one block
-// per SM either way, by registers). D = 64: 16 | 16 | 3 × 17 | 2 × 16 = 115 KB + 1 KB.
+// Shared memory (D = 128, bf16): K 32 KB | V 32 KB | 3 stages of (Q 16 KB | dO 16 KB) | 2 × dS 16 KB
+// and the dQ staging 32 KB (DQ) | 3 × (lse2, D) 512 B = 226.5 KB with 1 KB of alignment slack
+// (231,936 of the 232,448 bytes allowed; one block per SM either way, by registers). The statistics
+// sit after the 1 KiB-aligned regions: inside each stage they would cost 3 × 1 KB of swizzle-atom
+// padding, and the staging would not fit. D = 64: 16 | 16 | 3 × 16 | 2 × 16 + 16 | 1.5 = 130.5 KB.
 #pragma once
 #include "flash/bwd_common.cuh"
 #include "hopper/bwd_dq_accum.cuh"
@@ -59,10 +63,11 @@ struct HopperBwdConfig {
   static constexpr u32 STAGE = 2 * Q_BYTES;  // Q | dO: whole 1 KiB swizzle atoms
   static constexpr u32 STATS = 2 * BMQ * 4;  // lse2 | D of a stage, kept after the 1 KiB-aligned regions
   static constexpr u32 DS_BOX = BMQ * 128, DS_BYTES = (BNK / 64) * DS_BOX;  // 64 keys per box
-  // dQ's float32 staging: one 64 × 64 box per warpgroup that computes dQ (hopper/bwd_dq_accum.cuh's
-  // layout), the source of its warps' bulk reduce-adds into the workspace.
-  static constexpr u32 DQ_BOX_BYTES = BMQ * 64 * 4, DQ_BYTES = BOXES * DQ_BOX_BYTES;
-  static constexpr u32 DQ_WARP_BYTES = 16 * 64 * 4;  // a warp's 16 rows of a box, one bulk reduce
+  // dQ: each warpgroup computes the 64 queries × DQ_W = D/2 columns of its half of the head dim, and
+  // stages it in float32 (hopper/bwd_dq_accum.cuh's layout) for its warps' bulk reduce-adds.
+  static constexpr int DQ_W = D / 2, DQ_NT = DQ_W / 8;
+  static constexpr u32 DQ_BOX_BYTES = BMQ * DQ_W * 4, DQ_BYTES = 2 * DQ_BOX_BYTES;
+  static constexpr u32 DQ_WARP_BYTES = 16 * DQ_W * 4;  // a warp's 16 rows of its half, one bulk reduce
   static constexpr int STAGES = 3, DS_BUFFERS = 2;  // the one-barrier schedule's (see above)
   static_assert(D == 64 || D == 128, "one or two 64-column boxes of the head dim (dQ's split)");
 };
@@ -119,6 +124,25 @@ __device__ __forceinline__ void wgmma_ss_n64_tb(float (&d)[8][4], u64 a_desc, u6
     ATTNLAB_WGMMA_N64_TB("bf16");
   }
 #undef ATTNLAB_WGMMA_N64_TB
+}
+
+// m64n32k16 with B MN-major: dQ's half of a 64-column head dim (D = 64).
+template <bool FP16>
+__device__ __forceinline__ void wgmma_ss_n32_tb(float (&d)[4][4], u64 a_desc, u64 b_desc, int accumulate) {
+#define ATTNLAB_WGMMA_N32_TB(TYPE)                                                                                  \
+  asm volatile("{ .reg .pred p; setp.ne.b32 p, %18, 0;\n"                                                          \
+               "wgmma.mma_async.sync.aligned.m64n32k16.f32." TYPE "." TYPE                                         \
+               " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1, 0, 1; }\n"          \
+               : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),         \
+                 "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),         \
+                 "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])                                        \
+               : "l"(a_desc), "l"(b_desc), "r"(accumulate))
+  if constexpr (FP16) {
+    ATTNLAB_WGMMA_N32_TB("f16");
+  } else {
+    ATTNLAB_WGMMA_N32_TB("bf16");
+  }
+#undef ATTNLAB_WGMMA_N32_TB
 }
 
 // Four 8×8 b16 matrices stored transposed (the inverse of ldmatrix .trans): lanes 8i..8i+7 give the
@@ -318,13 +342,20 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
       };
       // This warpgroup's 64-column box of dQ: both at D = 128, warpgroup 0's at D = 64. Each path is
       // straight-line from its first wgmma to its wait, which keeps ptxas from serialising them.
-      if (DQ && (C::BOXES == 2 || wg_uniform == 0)) {
-        float dq[8][4];
+      if constexpr (DQ) {
+        float dq[C::DQ_NT][4];
         wgmma_fence();
 #pragma unroll
         for (int k = 0; k < BNK / 16; ++k) {
-          wgmma_ss_n64_tb<C::FP16>(dq, sw128_desc(ds_smem + (k / 4) * C::DS_BOX + (k % 4) * 32, 16, 1024),
-                                   sw128_desc(k_smem + wg * C::KV_BOX + k * 2048, C::KV_BOX, 1024), k > 0);
+          // K's columns [DQ_W·wg, DQ_W·wg + DQ_W): box wg at D = 128, bytes 64·wg of each 128-byte row at D = 64.
+          const u32 k_cols = C::D == 128 ? wg * C::KV_BOX : wg * 64;
+          const u64 a = sw128_desc(ds_smem + (k / 4) * C::DS_BOX + (k % 4) * 32, 16, 1024);
+          const u64 b = sw128_desc(k_smem + k_cols + k * 2048, C::KV_BOX, 1024);
+          if constexpr (C::D == 128) {
+            wgmma_ss_n64_tb<C::FP16>(dq, a, b, k > 0);
+          } else {
+            wgmma_ss_n32_tb<C::FP16>(dq, a, b, k > 0);
+          }
         }
         wgmma_commit();
         issue_dk_and_loads();
@@ -332,16 +363,16 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
         fence_accumulators(dq);
         fence_accumulators(dv);
         pin_fragments(pa);
-        // This warp's 16 rows of box wg of dQ(s) into the staging, then its lane 0 adds the 4 KiB run
-        // to the workspace with one bulk reduce (cp.reduce.async.bulk .add.f32, the TMA unit's float32
-        // adds): 1 instruction a warp where per-element reductions take 32 a lane (2048 a warp).
+        // This warp's 16 rows of half wg of dQ(s) into the staging, then its lane 0 adds the run (4 KiB
+        // at D = 128) to the workspace with one bulk reduce (cp.reduce.async.bulk .add.f32, the TMA
+        // unit's float32 adds): 1 instruction a warp where per-element reductions take 2·DQ_NT a lane.
         const u32 staging = dq0 + wg_uniform * C::DQ_BOX_BYTES + (warp % 4) * C::DQ_WARP_BYTES;
-        store_dq_box(staging, dq, lane);
+        store_dq_box<C::DQ_W>(staging, dq, lane);
         fence_proxy_async();
         __syncwarp();
         if (lane == 0) {
           const i64 bn = static_cast<i64>(w.b) * p.N + n;
-          bulk_reduce_add_f32(x.dq_accum + hopper_dq_box_offset(bn, wg_uniform, C::BOXES, x.t_pad, m0 + 16 * (warp % 4)),
+          bulk_reduce_add_f32(x.dq_accum + hopper_dq_box_offset<C::DQ_W>(bn, wg_uniform, x.t_pad, m0 + 16 * (warp % 4)),
                               staging, C::DQ_WARP_BYTES);
           bulk_commit();
         }

@@ -14,26 +14,33 @@
 #include "flash/bwd_rows.cuh"
 #include "hopper/sm90.cuh"
 
-// Offset in floats of row m0 of box `box` of head bn (= b·N + n); m0 a multiple of 8.
-__device__ __forceinline__ i64 hopper_dq_box_offset(i64 bn, int box, int boxes, int t_pad, int m0) {
-  return ((bn * boxes + box) * t_pad + m0) * 64;
+// Offset in floats of row m0 of half `half` (columns [W·half, W·half + W), W = D/2) of head bn (= b·N + n).
+template <int W>
+__device__ __forceinline__ i64 hopper_dq_box_offset(i64 bn, int half, int t_pad, int m0) {
+  return ((bn * 2 + half) * t_pad + m0) * W;
 }
 
-// Offset in floats of element (row r, column c) inside a box (r counted from a multiple of 8).
-__device__ __forceinline__ int hopper_dq_in_box(int r, int c) { return r * 64 + ((((c >> 2) ^ (r & 7))) << 2) + (c & 3); }
+// Offset in floats of element (row r, column c) of a half's rows, r counted from a multiple of 8.
+template <int W>
+__device__ __forceinline__ int hopper_dq_in_box(int r, int c) {
+  return r * W + (((c >> 2) ^ (r & 7)) << 2) + (c & 3);
+}
 
-// A warp's 16 rows of a warpgroup's m64n64 float32 accumulator (rows 16·w + g, 16·w + g + 8 of the
-// box) into its 4 KiB of the staging box, rows counted from the warp's first.
-__device__ __forceinline__ void store_dq_box(u32 rows, const float (&acc)[8][4], int lane) {
-  // Element (r, 8j + 2t) at hopper_dq_in_box: chunk (2j + t/2) ^ g, which is (t/2 ^ g) with bits 1-2
-  // flipped by j, so the lane's address of j is that of j = 0 with byte bits 5-7 xor'ed by j.
+// A warp's 16 rows of a warpgroup's m64nW float32 accumulator (rows 16·w + g and 16·w + g + 8) into
+// its part of the staging, rows counted from the warp's first.
+template <int W>
+__device__ __forceinline__ void store_dq_box(u32 rows, const float (&acc)[W / 8][4], int lane) {
+  static_assert(W == 32 || W == 64, "4 or 8 chunks of 16 bytes a row: the xor below stays inside the row");
+  // Element (r, 8j + 2t) at hopper_dq_in_box: chunk (2j + t/2) ^ g, which is (t/2 ^ g) with bits 1-3
+  // flipped by j, so the lane's address of j is that of j = 0 with byte bits 5-7 xor'ed by j (the
+  // warp's part starts on a 256-byte boundary, and a row takes 4·W ≥ 128 bytes).
   const int g = lane >> 2, t = lane & 3;
-  const u32 first = rows + 4 * hopper_dq_in_box(g, 2 * t);
+  const u32 first = rows + 4 * hopper_dq_in_box<W>(g, 2 * t);
 #pragma unroll
   for (int h = 0; h < 2; ++h)
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const u32 at = (first + h * 8 * 256) ^ (j << 5);
+    for (int j = 0; j < W / 8; ++j) {
+      const u32 at = (first + h * 8 * W * 4) ^ (j << 5);
       asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(at), "f"(acc[j][2 * h]), "f"(acc[j][2 * h + 1])
                    : "memory");
     }
@@ -67,8 +74,9 @@ __device__ __forceinline__ void hopper_bwd_prep(const FlashParams& p, const Flas
   if (x.dq_accum == nullptr || row >= static_cast<i64>(p.B) * p.N * x.t_pad) return;
   const int t = static_cast<int>(row % x.t_pad);
   const i64 bn = row / x.t_pad;
+  constexpr int W = D / 2;
   for (int c = threadIdx.x % 32; c < D / 4; c += 32) {
-    float* at = x.dq_accum + hopper_dq_box_offset(bn, c / 16, D / 64, x.t_pad, t) + 4 * (c % 16);
+    float* at = x.dq_accum + hopper_dq_box_offset<W>(bn, c / (W / 4), x.t_pad, t) + 4 * (c % (W / 4));
     *reinterpret_cast<u128*>(at) = u128{0, 0, 0, 0};
   }
 }
@@ -86,9 +94,10 @@ __device__ __forceinline__ void hopper_bwd_dq_convert(const FlashParams& p, cons
     const i64 bt = row / p.N;
     const int t = static_cast<int>(bt % p.T);
     const i64 bn = (bt / p.T) * p.N + n;
-    const float* box = x.dq_accum + hopper_dq_box_offset(bn, h / 64, D / 64, x.t_pad, 0);
-    const F32x4 a = *reinterpret_cast<const F32x4*>(box + hopper_dq_in_box(t, h % 64));
-    const F32x4 b = *reinterpret_cast<const F32x4*>(box + hopper_dq_in_box(t, h % 64 + 4));
+    constexpr int W = D / 2;
+    const float* half = x.dq_accum + hopper_dq_box_offset<W>(bn, h / W, x.t_pad, 0);
+    const F32x4 a = *reinterpret_cast<const F32x4*>(half + hopper_dq_in_box<W>(t, h % W));
+    const F32x4 b = *reinterpret_cast<const F32x4*>(half + hopper_dq_in_box<W>(t, h % W + 4));
     const float s = x.scale;
     reinterpret_cast<u128*>(x.dq)[c] = u128{pack2<FP16>(a.x * s, a.y * s), pack2<FP16>(a.z * s, a.w * s),
                                             pack2<FP16>(b.x * s, b.y * s), pack2<FP16>(b.z * s, b.w * s)};
