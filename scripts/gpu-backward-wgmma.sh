@@ -7,6 +7,8 @@
 #   loops     the backward loops side by side in one process (wgmma, mma.sync), B=4 T=S=8192 N=16 H=128, 64
 #   bench     the backward suite: attnlab flash and cudnn beside PyTorch's SDPA backward (cuDNN, flash),
 #             B=4 T=S=8192 N=16 H=64/128 bf16, causal and not (TFLOP/s = 2.5× the forward's, halved causal)
+#   profile   ncu on one wgmma dK/dV launch at B=4 T=S=8192 N=16 H=128 non-causal: speed of light, warp
+#             stall reasons, pipe utilisation
 #
 #   bash scripts/gpu-backward-wgmma.sh STEP "$OUT/hbwd"
 set -u
@@ -59,8 +61,18 @@ bench)
   timeout $cap node bin/attnlab.js bench --suite backward --impl flash,cudnn --peers torch --out "$logs/bench" \
     --no-progress 2>&1 | tee "$logs/bench.txt" | tail -40
   ;;
+profile)
+  ncu=ncu
+  command -v $ncu > /dev/null || ncu=/usr/local/cuda/bin/ncu
+  timeout $cap $ncu -k regex:dkdv -c 1 --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
+    --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+    node --import tsx benchmarks/harnesses/backward-loop-variants.ts --profile 4 8192 16 128 wgmma \
+    > "$logs/ncu-d128.txt" 2>&1
+  echo "rc=$?" >> "$logs/ncu-d128.txt"
+  grep -E 'Duration|Throughput|Stall|Issue Slots|Pipe|Warp Cycles|rc=' "$logs/ncu-d128.txt" | head -60
+  ;;
 *)
-  echo "unknown step $step (sass, test, sanitize, loops, bench)" >&2
+  echo "unknown step $step (sass, test, sanitize, loops, bench, profile)" >&2
   exit 2
   ;;
 esac

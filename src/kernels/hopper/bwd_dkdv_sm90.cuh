@@ -44,8 +44,8 @@
 // Shared memory (D = 128, bf16): K 32 KB | V 32 KB | 3 stages of (Q 16 KB | dO 16 KB) | 2 × dS 16 KB
 // and the dQ staging 32 KB (DQ) | 3 × (lse2, D) 512 B = 226.5 KB with 1 KB of alignment slack
 // (231,936 of the 232,448 bytes allowed; one block per SM either way, by registers). The statistics
-// sit after the 1 KiB-aligned regions: inside each stage they would cost 3 × 1 KB of swizzle-atom
-// padding, and the staging would not fit. D = 64: 16 | 16 | 3 × 16 | 2 × 16 + 16 | 1.5 = 130.5 KB.
+// sit after the 1 KiB-aligned regions: inside each stage they would round it up to
+// the 1 KiB swizzle atom (3 × 512 B), and the staging would not fit. D = 64: 16 | 16 | 3 × 16 | 2 × 16 + 16 | 1.5 = 130.5 KB.
 #pragma once
 #include "flash/bwd_common.cuh"
 #include "hopper/bwd_dq_accum.cuh"
