@@ -23,6 +23,7 @@ import {
   flashBackwardVariantKey,
   HOPPER_BACKWARD_DEFAULT_HEAD_DIMS,
   HOPPER_BACKWARD_HEAD_DIMS,
+  hopperBackwardHeadDim,
 } from '../../src/backends/cuda/flash/backward-variant.js';
 import { InvalidArgumentError, UnsupportedError } from '../../src/errors.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
@@ -167,7 +168,7 @@ describe('flash (cuda) backward: variant and tiles', () => {
     }
   });
 
-  it('runs the wgmma dK/dV loop only on sm_90a at padded D=64 or 128, when asked (or by default once verified)', () => {
+  it('runs the wgmma dK/dV loop only on sm_90a up to D=128, when asked (or by default where verified)', () => {
     for (const D of HOPPER_BACKWARD_HEAD_DIMS) {
       assert.equal(chooseFlashBackwardKernel(D, 'sm_90a', 'wgmma', null), 'wgmma');
       assert.equal(chooseFlashBackwardKernel(D, 'sm_90a', 'mma', null), 'mma');
@@ -178,7 +179,13 @@ describe('flash (cuda) backward: variant and tiles', () => {
     assert.equal(chooseFlashBackwardKernel(128, 'sm_90a', null, null), 'wgmma');
     // mma.sync tiles asked for, another head dim, another GPU: the mma.sync loop.
     assert.equal(chooseFlashBackwardKernel(128, 'sm_90a', 'wgmma', '128x32x8'), 'mma');
-    for (const D of [32, 96]) assert.equal(chooseFlashBackwardKernel(D, 'sm_90a', 'wgmma', null), 'mma');
+    // D = 32 and 96 run the 64- and 128-column module when asked for, mma.sync by default; past 128 never.
+    for (const D of [32, 96]) {
+      assert.equal(chooseFlashBackwardKernel(D, 'sm_90a', 'wgmma', null), 'wgmma');
+      assert.equal(chooseFlashBackwardKernel(D, 'sm_90a', null, null), 'mma');
+    }
+    assert.equal(chooseFlashBackwardKernel(160, 'sm_90a', 'wgmma', null), 'mma');
+    assert.deepEqual([32, 64, 96, 128, 160].map(hopperBackwardHeadDim), [64, 64, 128, 128, null]);
     assert.equal(chooseFlashBackwardKernel(128, 'sm_80', 'wgmma', null), 'mma');
     assert.equal(chooseFlashBackwardKernel(64, 'sm_80', 'wgmma', null), 'mma');
     const v = { ...flashBackwardVariant(problem({}, { H: 128 }), 'sm_90a'), kernel: 'wgmma' as const };

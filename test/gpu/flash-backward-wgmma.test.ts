@@ -4,8 +4,8 @@
  * rule (src/check/gradients.ts: each gradient's error ≤ 2× a plain same-precision implementation's +
  * a floor), on shapes that cross its tiles: T, S ∈ {128, 257, 1000} (whole, ragged and many 64-query
  * blocks and 128-key blocks), causal in both alignments, GQA/MQA (dK, dV summed over the group),
- * padding lengths, a window, H = 64 and 128 (one and two 64-column boxes), bf16 and fp16, and the
- * deterministic pass. Every case asserts that the wgmma variant ran. Poisoned allocations (0xFF =
+ * padding lengths, a window, H = 64 and 128 (one and two 64-column boxes), H = 32 and 96 forced onto
+ * the 64- and 128-column modules (zero-filled columns), bf16 and fp16, and the deterministic pass. Every case asserts that the wgmma variant ran. Poisoned allocations (0xFF =
  * NaN) catch an unwritten element. Skips without a GPU, and on GPUs other than sm_90a.
  */
 import assert from 'node:assert/strict';
@@ -23,6 +23,7 @@ import {
   randomOutputGradient,
   referenceGradients,
 } from '../../src/check/gradients.js';
+import { reloadConfig } from '../../src/config.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 
 const cuda = cudaAvailable();
@@ -37,6 +38,8 @@ const seed = Number(process.env.ATTNLAB_TEST_SEED ?? Date.now() % 1_000_000_000)
 interface WgmmaCase extends AttentionCase {
   dtype: FloatDType;
   deterministic?: boolean;
+  /** Run with ATTNLAB_FLASH_BWD_KERNEL=wgmma: a head dim the default keeps on mma.sync (H = 32, 96). */
+  forced?: boolean;
 }
 
 const CASES: readonly WgmmaCase[] = [
@@ -93,6 +96,19 @@ const CASES: readonly WgmmaCase[] = [
     dtype: 'bfloat16',
   },
   {
+    name: 'H=96 T=S=257 causal (the 128-column module)',
+    shape: { B: 1, T: 257, S: 257, N: 2, K: 1, H: 96 },
+    dtype: 'bfloat16',
+    options: { isCausal: true },
+    forced: true,
+  },
+  {
+    name: 'H=32 T=128 S=257 (the 64-column module)',
+    shape: { B: 2, T: 128, S: 257, N: 2, K: 2, H: 32 },
+    dtype: 'float16',
+    forced: true,
+  },
+  {
     name: 'deterministic T=S=257 H=128 causal',
     shape: { B: 1, T: 257, S: 257, N: 4, K: 2, H: 128 },
     dtype: 'bfloat16',
@@ -130,8 +146,20 @@ describe('GPU flash backward · wgmma', { skip }, () => {
         implementation: 'flash',
         deterministic: c.deterministic,
       };
+      if (c.forced) {
+        process.env.ATTNLAB_FLASH_BWD_KERNEL = 'wgmma';
+        reloadConfig();
+      }
       const f = attentionVjp(cq, ck, cv, vjpOptions);
-      const grads = f.backward(cdO);
+      let grads: ReturnType<typeof f.backward>;
+      try {
+        grads = f.backward(cdO);
+      } finally {
+        if (c.forced) {
+          delete process.env.ATTNLAB_FLASH_BWD_KERNEL;
+          reloadConfig();
+        }
+      }
       try {
         assert.equal(grads.backend, 'flash');
         assert.match(grads.variant ?? '', /\.wgmma(\.|$)/, `variant ${grads.variant}`);

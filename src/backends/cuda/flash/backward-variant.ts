@@ -48,7 +48,10 @@ export interface FlashBackwardVariant {
   readonly kernel: FlashBackwardKernel;
   readonly arch: string;
   readonly dtype: 'bfloat16' | 'float16';
-  /** max(H, Hv) padded to a multiple of 32 (≥ 32): the dQ product gives each of 2 warps D/2 columns, a multiple of 16. */
+  /**
+   * max(H, Hv) padded to a multiple of 32 (≥ 32): the mma.sync dQ product gives each of 2 warps D/2
+   * columns, a multiple of 16; the wgmma module's 64 or 128 (hopperBackwardHeadDim).
+   */
   readonly headDim: number;
   readonly tiles: FlashBackwardTiles;
   readonly deterministic: boolean;
@@ -62,9 +65,18 @@ export type FlashBackwardKernel = 'mma' | 'wgmma';
 
 /**
  * The padded head dims the wgmma dK/dV loop is built for (hopper/bwd_dkdv_sm90.cuh: one or two 64-column
- * boxes of the head dim; at D = 64 warpgroup 0 computes dQ's one box).
+ * boxes of the head dim, each warpgroup computing dQ for half of it).
  */
 export const HOPPER_BACKWARD_HEAD_DIMS: readonly number[] = [64, 128];
+
+/**
+ * The wgmma module's head dim for a padded (multiple of 32) head dim D: 64 or 128, the columns past
+ * max(H, Hv) zero-filled by the loads (D = 32 and 96 run a quarter or a third more products than
+ * they need), or null past 128.
+ */
+export function hopperBackwardHeadDim(D: number): number | null {
+  return HOPPER_BACKWARD_HEAD_DIMS.find((d) => D <= d) ?? null;
+}
 /**
  * Those it runs on sm_90a when ATTNLAB_FLASH_BWD_KERNEL is unset: the shared gradient suite passes
  * with the wgmma loop on at D = 64 and 128 (backward.test flash, long/deterministic/random,
@@ -81,8 +93,8 @@ export const HOPPER_BACKWARD_DEFAULT_HEAD_DIMS: readonly number[] = [64, 128];
 export const HOPPER_BACKWARD_TILES: FlashBackwardTiles = { keys: 128, queries: 64, warps: 8 };
 
 /**
- * Which dK/dV loop runs: wgmma on sm_90a for a padded head dim of HOPPER_BACKWARD_HEAD_DIMS when
- * ATTNLAB_FLASH_BWD_KERNEL=wgmma, and of HOPPER_BACKWARD_DEFAULT_HEAD_DIMS when it is unset, unless
+ * Which dK/dV loop runs for padded head dim `headDim`: wgmma on sm_90a up to 128 (hopperBackwardHeadDim)
+ * when ATTNLAB_FLASH_BWD_KERNEL=wgmma, and at HOPPER_BACKWARD_DEFAULT_HEAD_DIMS when it is unset, unless
  * ATTNLAB_FLASH_BWD_KERNEL=mma or ATTNLAB_FLASH_BWD_TILES (mma.sync tiles) says otherwise; mma.sync
  * everywhere else.
  */
@@ -92,20 +104,19 @@ export function chooseFlashBackwardKernel(
   choice = config().flashBackwardKernel,
   tiles = config().flashBackwardTiles,
 ): FlashBackwardKernel {
-  if (arch !== 'sm_90a' || !HOPPER_BACKWARD_HEAD_DIMS.includes(headDim) || tiles || choice === 'mma')
-    return 'mma';
+  if (arch !== 'sm_90a' || hopperBackwardHeadDim(headDim) === null || tiles || choice === 'mma') return 'mma';
   return choice === 'wgmma' || HOPPER_BACKWARD_DEFAULT_HEAD_DIMS.includes(headDim) ? 'wgmma' : 'mma';
 }
 
 export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBackwardVariant {
-  const headDim = flashBackwardHeadDim(p.H, p.Hv);
-  const kernel = chooseFlashBackwardKernel(headDim, arch);
+  const padded = flashBackwardHeadDim(p.H, p.Hv);
+  const kernel = chooseFlashBackwardKernel(padded, arch);
   return {
     kernel,
     arch,
     dtype: p.dtype as FlashBackwardVariant['dtype'],
-    headDim,
-    tiles: kernel === 'wgmma' ? HOPPER_BACKWARD_TILES : chooseFlashBackwardTiles(headDim),
+    headDim: kernel === 'wgmma' ? (hopperBackwardHeadDim(padded) ?? padded) : padded,
+    tiles: kernel === 'wgmma' ? HOPPER_BACKWARD_TILES : chooseFlashBackwardTiles(padded),
     deterministic: p.deterministic,
   };
 }
