@@ -1,7 +1,8 @@
 /**
  * The 'flash' backward on CUDA: attnlab's fused FlashAttention-2 class backward
  * (src/kernels/flash/flash_bwd.cu), O(T) memory — no (B,N,T,S) buffer, only per-row statistics
- * (2 floats per (b, n, t)) and, unless deterministic, a float32 dQ accumulator (B,T,N,H).
+ * (2 floats per (b, n, t)) and, unless deterministic, a float32 dQ accumulator: (B,T,N,H), or
+ * (B·N, 2, t_pad, D/2) for the Hopper module (flashBackwardDqWorkspaceBytes).
  *
  *   1. prep       D = rowsum(dO∘O), base-2 log-sum-exp, dQ accumulator zeroed   one warp per row
  *                 (O is the 16-bit output, or the float32 one when the caller passes it: float32Output)
