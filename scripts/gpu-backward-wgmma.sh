@@ -54,7 +54,7 @@ sanitize)
   ;;
 loops)
   for H in 128 64 96; do
-    timeout 28 node --import tsx benchmarks/harnesses/backward-loop-variants.ts 4 8192 16 $H wgmma mma
+    timeout 28 node --import tsx benchmarks/harnesses/backward-loop-variants.ts 4 8192 16 $H wgmma mma wgmma+det
   done 2>&1 | tee "$logs/loops.txt"
   ;;
 bench)
