@@ -4,7 +4,8 @@
 #             counts (HGMMA, UBLKRED: the dQ bulk reduce-adds, RED: per-element reductions, LDL/STL: spills)
 #   test      test/gpu/flash-backward-wgmma.test.ts, then the shared flash-backward suite
 #   sanitize  memcheck, racecheck and synccheck on the small H=128 causal case, memcheck on the H=64 MQA one
-#   loops     the backward loops side by side in one process (wgmma, mma.sync), B=4 T=S=8192 N=16 H=128, 64, 96
+#   loops     the backward loops side by side in one process (wgmma, wgmma-ws, mma.sync, wgmma deterministic),
+#             B=4 T=S=8192 N=16 H=128, 64, 96
 #   bench     the backward suite: attnlab flash and cudnn beside PyTorch's SDPA backward (cuDNN, flash),
 #             B=4 T=S=8192 N=16 H=64/128 bf16, causal and not (TFLOP/s = 2.5× the forward's, halved causal)
 #   profile   ncu on one wgmma dK/dV launch at B=4 T=S=8192 N=16 H=128 non-causal: speed of light, warp
@@ -54,7 +55,7 @@ sanitize)
   ;;
 loops)
   for H in 128 64 96; do
-    timeout 28 node --import tsx benchmarks/harnesses/backward-loop-variants.ts 4 8192 16 $H wgmma mma wgmma+det
+    timeout 28 node --import tsx benchmarks/harnesses/backward-loop-variants.ts 4 8192 16 $H wgmma wgmma-ws mma wgmma+det
   done 2>&1 | tee "$logs/loops.txt"
   ;;
 bench)

@@ -23,6 +23,7 @@ import {
   flashBackwardVariantKey,
   HOPPER_BACKWARD_DEFAULT_HEAD_DIMS,
   HOPPER_BACKWARD_HEAD_DIMS,
+  HOPPER_BACKWARD_WS_TILES,
   hopperBackwardHeadDim,
 } from '../../src/backends/cuda/flash/backward-variant.js';
 import { InvalidArgumentError, UnsupportedError } from '../../src/errors.js';
@@ -186,6 +187,14 @@ describe('flash (cuda) backward: variant and tiles', () => {
     }
     assert.equal(chooseFlashBackwardKernel(160, 'sm_90a', 'wgmma', null), 'mma');
     assert.deepEqual([32, 64, 96, 128, 160].map(hopperBackwardHeadDim), [64, 64, 128, 128, null]);
+    // The producer-warpgroup loop: only when asked for, the 128-column module on 12 warps.
+    assert.equal(chooseFlashBackwardKernel(96, 'sm_90a', 'wgmma-ws', null), 'wgmma-ws');
+    assert.equal(chooseFlashBackwardKernel(128, 'sm_80', 'wgmma-ws', null), 'mma');
+    const ws = { ...flashBackwardVariant(problem({}, { H: 128 }), 'sm_90a'), kernel: 'wgmma-ws' as const };
+    const wsKey = flashBackwardVariantKey({ ...ws, tiles: HOPPER_BACKWARD_WS_TILES });
+    assert.equal(wsKey, 'flash-bwd.sm_90a.bf16.d128.128x64x12.wgmma.ws');
+    assert.deepEqual(flashBackwardDefines(ws), { FLASH_D: 128, FLASH_FP16: 0, FLASH_BWD_WS: 1 });
+    assert.equal(flashBackwardFile(ws), 'hopper/hopper_bwd.cu');
     assert.equal(chooseFlashBackwardKernel(128, 'sm_80', 'wgmma', null), 'mma');
     assert.equal(chooseFlashBackwardKernel(64, 'sm_80', 'wgmma', null), 'mma');
     const v = { ...flashBackwardVariant(problem({}, { H: 128 }), 'sm_90a'), kernel: 'wgmma' as const };
@@ -198,6 +207,10 @@ describe('flash (cuda) backward: variant and tiles', () => {
     assert.equal(bytes.dkdvOnly, 1024 + 65536 + 3 * 32768 + 3 * 512);
     assert.equal(bytes.dkdv, bytes.dkdvOnly + 2 * 16384 + 32768);
     assert.ok(bytes.dkdv <= 227 * 1024);
+    // wgmma-ws: 6 mbarriers of the stages, K/V's, 3 flags; still inside the 232,448 bytes.
+    const wsBytes = flashBackwardSharedBytes({ ...v, kernel: 'wgmma-ws' });
+    assert.equal(wsBytes.dkdv, bytes.dkdv + 68);
+    assert.ok(wsBytes.dkdv <= 232448);
     // D=64: K, V (2 × 128 × 128) + 3 stages of 2 × 64 × 128 + the statistics, the same 2 dS, a 16 KiB staging.
     const v64 = { ...flashBackwardVariant(problem({}, { H: 64 }), 'sm_90a'), kernel: 'wgmma' as const };
     assert.equal(flashBackwardVariantKey(v64), 'flash-bwd.sm_90a.bf16.d64.128x64x8.wgmma');

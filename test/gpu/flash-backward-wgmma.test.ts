@@ -1,11 +1,13 @@
 /**
- * The wgmma backward (hopper/hopper_bwd.cu: all five products on wgmma, dQ by bulk reduce-adds into
+ * The wgmma backward loops (hopper/hopper_bwd.cu: all five products on wgmma, dQ by bulk reduce-adds into
  * its (B·N, D/64, t_pad, 64) workspace) against the float64 CPU reference, with the backward accuracy
  * rule (src/check/gradients.ts: each gradient's error ≤ 2× a plain same-precision implementation's +
  * a floor), on shapes that cross its tiles: T, S ∈ {128, 257, 1000} (whole, ragged and many 64-query
  * blocks and 128-key blocks), causal in both alignments, GQA/MQA (dK, dV summed over the group),
  * padding lengths, a window, H = 64 and 128 (one and two 64-column boxes), H = 32 and 96 forced onto
- * the 64- and 128-column modules (zero-filled columns), bf16 and fp16, and the deterministic pass. Every case asserts that the wgmma variant ran. Poisoned allocations (0xFF =
+ * the 64- and 128-column modules (zero-filled columns), bf16 and fp16, and the deterministic pass;
+ * each case on both loops: every thread loading (the default), and the producer warpgroup
+ * (ATTNLAB_FLASH_BWD_KERNEL=wgmma-ws, hopper/bwd_dkdv_sm90_ws.cuh). Every case asserts that the wgmma variant ran. Poisoned allocations (0xFF =
  * NaN) catch an unwritten element. Skips without a GPU, and on GPUs other than sm_90a.
  */
 import assert from 'node:assert/strict';
@@ -18,6 +20,7 @@ import type { AttentionCase } from '../../src/check/cases.js';
 import { buildInputs } from '../../src/check/cases.js';
 import {
   checkGradients,
+  type GradientValues,
   gradientValues,
   plainLowPrecisionGradients,
   randomOutputGradient,
@@ -123,6 +126,9 @@ const CASES: readonly WgmmaCase[] = [
   },
 ];
 
+/** The two wgmma loops: every thread loading (the default), and a producer warpgroup (wgmma-ws). */
+const LOOPS = ['wgmma', 'wgmma-ws'] as const;
+
 const summary: string[] = [];
 
 describe('GPU flash backward · wgmma', { skip }, () => {
@@ -135,50 +141,60 @@ describe('GPU flash backward · wgmma', { skip }, () => {
     console.log(summary.map((line) => `# ${line}`).join('\n'));
   });
 
+  // The expected gradients of a case, computed once for both loops (the float64 oracle costs seconds).
+  const expected = new Map<number, { reference: GradientValues; plain: GradientValues }>();
   CASES.forEach((c, index) => {
-    it(`${c.name} · ${c.dtype}${c.deterministic ? ' · deterministic' : ''}`, () => {
-      const { q, k, v, options } = buildInputs(c, c.dtype, seed + 31 * index);
-      const dO = randomOutputGradient(q, v, c.dtype, seed + 31 * index + 7);
-      const inputs = { q, k, v, options, dO };
-      const [cq, ck, cv, cdO] = [q, k, v, dO].map((t) => t.to('cuda'));
-      const vjpOptions: BackwardOptions = {
-        ...options,
-        implementation: 'flash',
-        deterministic: c.deterministic,
-      };
-      if (c.forced) {
-        process.env.ATTNLAB_FLASH_BWD_KERNEL = 'wgmma';
-        reloadConfig();
-      }
-      const f = attentionVjp(cq, ck, cv, vjpOptions);
-      let grads: ReturnType<typeof f.backward>;
-      try {
-        grads = f.backward(cdO);
-      } finally {
-        if (c.forced) {
-          delete process.env.ATTNLAB_FLASH_BWD_KERNEL;
+    for (const loop of LOOPS) {
+      it(`${c.name} · ${c.dtype}${c.deterministic ? ' · deterministic' : ''} · ${loop}`, () => {
+        const { q, k, v, options } = buildInputs(c, c.dtype, seed + 31 * index);
+        const dO = randomOutputGradient(q, v, c.dtype, seed + 31 * index + 7);
+        const inputs = { q, k, v, options, dO };
+        const [cq, ck, cv, cdO] = [q, k, v, dO].map((t) => t.to('cuda'));
+        const vjpOptions: BackwardOptions = {
+          ...options,
+          implementation: 'flash',
+          deterministic: c.deterministic,
+        };
+        // wgmma-ws is never the default yet; wgmma is where the head dim is 64 or 128.
+        const forced = loop === 'wgmma-ws' || c.forced;
+        if (forced) {
+          process.env.ATTNLAB_FLASH_BWD_KERNEL = loop;
           reloadConfig();
         }
-      }
-      try {
-        assert.equal(grads.backend, 'flash');
-        assert.match(grads.variant ?? '', /\.wgmma(\.|$)/, `variant ${grads.variant}`);
-        const reports = checkGradients(
-          gradientValues(grads),
-          referenceGradients(inputs),
-          plainLowPrecisionGradients(inputs, c.dtype),
-          c.dtype,
-        );
-        summary.push(
-          `${c.name} ${c.dtype}: ${reports
-            .map((r) => `${r.gradient} ${r.error.toExponential(1)}/${r.bound.toExponential(1)}`)
-            .join(' ')} ${grads.variant}`,
-        );
-        for (const r of reports) assert.ok(r.ok, `${c.name} (${grads.variant}) ${r.message}`);
-      } finally {
-        for (const t of [cq, ck, cv, cdO, f.output, f.logSumExp, grads.dQuery, grads.dKey, grads.dValue])
-          t.dispose();
-      }
-    });
+        const f = attentionVjp(cq, ck, cv, vjpOptions);
+        let grads: ReturnType<typeof f.backward>;
+        try {
+          grads = f.backward(cdO);
+        } finally {
+          if (forced) {
+            delete process.env.ATTNLAB_FLASH_BWD_KERNEL;
+            reloadConfig();
+          }
+        }
+        try {
+          assert.equal(grads.backend, 'flash');
+          const pattern = loop === 'wgmma-ws' ? /\.wgmma\.ws(\.|$)/ : /\.wgmma(\.det)?$/;
+          assert.match(grads.variant ?? '', pattern, `variant ${grads.variant}`);
+          let want = expected.get(index);
+          if (!want) {
+            want = {
+              reference: referenceGradients(inputs),
+              plain: plainLowPrecisionGradients(inputs, c.dtype),
+            };
+            expected.set(index, want);
+          }
+          const reports = checkGradients(gradientValues(grads), want.reference, want.plain, c.dtype);
+          summary.push(
+            `${c.name} ${c.dtype}: ${reports
+              .map((r) => `${r.gradient} ${r.error.toExponential(1)}/${r.bound.toExponential(1)}`)
+              .join(' ')} ${grads.variant}`,
+          );
+          for (const r of reports) assert.ok(r.ok, `${c.name} (${grads.variant}) ${r.message}`);
+        } finally {
+          for (const t of [cq, ck, cv, cdO, f.output, f.logSumExp, grads.dQuery, grads.dKey, grads.dValue])
+            t.dispose();
+        }
+      });
+    }
   });
 });

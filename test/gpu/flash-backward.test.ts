@@ -22,6 +22,7 @@ import {
   flashBackwardSharedBytes,
   HOPPER_BACKWARD_HEAD_DIMS,
   HOPPER_BACKWARD_TILES,
+  HOPPER_BACKWARD_WS_TILES,
 } from '../../src/backends/cuda/flash/backward-variant.js';
 import { memoryStats, resetPeakMemory, setAllocationPoison } from '../../src/backends/cuda/memory.js';
 import type { ProblemSize } from '../../src/backends/problem.js';
@@ -125,11 +126,10 @@ describe('GPU flash backward', { skip }, () => {
     const kinds = [
       ...[64, 128].map((headDim) => ({ kernel: 'mma' as const, headDim, tiles: FLASH_BACKWARD_TILES })),
       ...(wgmma
-        ? HOPPER_BACKWARD_HEAD_DIMS.map((headDim) => ({
-            kernel: 'wgmma' as const,
-            headDim,
-            tiles: HOPPER_BACKWARD_TILES,
-          }))
+        ? HOPPER_BACKWARD_HEAD_DIMS.flatMap((headDim) => [
+            { kernel: 'wgmma' as const, headDim, tiles: HOPPER_BACKWARD_TILES },
+            { kernel: 'wgmma-ws' as const, headDim, tiles: HOPPER_BACKWARD_WS_TILES },
+          ])
         : []),
     ];
     for (const { kernel, headDim, tiles } of kinds) {

@@ -13,6 +13,7 @@
 #define FLASH_BWD_OWN_DQ_WORKSPACE 1
 #include "flash/bwd_entries.cuh"
 #include "hopper/bwd_dkdv_sm90.cuh"
+#include "hopper/bwd_dkdv_sm90_ws.cuh"
 
 #ifdef FLASH_D
 using KvC = HopperBwdConfig<FLASH_D, FLASH_FP16 != 0>;
@@ -26,6 +27,18 @@ extern "C" __global__ void __launch_bounds__(256)
   hopper_bwd_dq_convert<FLASH_D, FLASH_FP16 != 0>(p, x);
 }
 
+#if FLASH_BWD_WS
+extern "C" __global__ void __launch_bounds__(HopperBwdWs::THREADS, 1)
+    attnlab_flash_bwd_dkdv(const __grid_constant__ FlashParams p, const __grid_constant__ FlashBwdParams x) {
+  hopper_bwd_dkdv_ws<KvC, true>(p, x);
+}
+extern "C" __global__ void __launch_bounds__(HopperBwdWs::THREADS, 1)
+    attnlab_flash_bwd_dkdv_only(const __grid_constant__ FlashParams p, const __grid_constant__ FlashBwdParams x) {
+  hopper_bwd_dkdv_ws<KvC, false>(p, x);
+}
+extern "C" __device__ unsigned attnlab_flash_bwd_dkdv_shared_bytes = hopper_bwd_ws_smem_bytes<KvC, true>();
+extern "C" __device__ unsigned attnlab_flash_bwd_dkdv_only_shared_bytes = hopper_bwd_ws_smem_bytes<KvC, false>();
+#else
 extern "C" __global__ void __launch_bounds__(256, 1)
     attnlab_flash_bwd_dkdv(const __grid_constant__ FlashParams p, const __grid_constant__ FlashBwdParams x) {
   hopper_bwd_dkdv<KvC, true>(p, x);
@@ -36,6 +49,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
 }
 extern "C" __device__ unsigned attnlab_flash_bwd_dkdv_shared_bytes = hopper_bwd_smem_bytes<KvC, true>();
 extern "C" __device__ unsigned attnlab_flash_bwd_dkdv_only_shared_bytes = hopper_bwd_smem_bytes<KvC, false>();
+#endif
 #endif
 
 #ifdef ATTNLAB_NVCC_TEST
@@ -48,4 +62,11 @@ template __global__ void hopper_bwd_dkdv_test<HopperBwdConfig<128, false>, true>
 template __global__ void hopper_bwd_dkdv_test<HopperBwdConfig<128, true>, false>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
 template __global__ void hopper_bwd_dkdv_test<HopperBwdConfig<64, false>, true>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
 template __global__ void hopper_bwd_dkdv_test<HopperBwdConfig<64, true>, false>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
+template <class C, bool DQ>
+__global__ void __launch_bounds__(HopperBwdWs::THREADS, 1)
+    hopper_bwd_dkdv_ws_test(const __grid_constant__ FlashParams p, const __grid_constant__ FlashBwdParams x) {
+  hopper_bwd_dkdv_ws<C, DQ>(p, x);
+}
+template __global__ void hopper_bwd_dkdv_ws_test<HopperBwdConfig<128, false>, true>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
+template __global__ void hopper_bwd_dkdv_ws_test<HopperBwdConfig<64, true>, true>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
 #endif

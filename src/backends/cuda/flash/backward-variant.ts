@@ -61,7 +61,12 @@ export function flashBackwardHeadDim(H: number, Hv: number): number {
   return Math.max(32, Math.ceil(Math.max(H, Hv) / 32) * 32);
 }
 
-export type FlashBackwardKernel = 'mma' | 'wgmma';
+/**
+ * 'mma' (mma.sync, every GPU from sm_80), 'wgmma' (the Hopper loop, 256 threads, every thread loading)
+ * or 'wgmma-ws' (the same loop on two consumer warpgroups beside a producer warpgroup that loads:
+ * hopper/bwd_dkdv_sm90_ws.cuh).
+ */
+export type FlashBackwardKernel = 'mma' | 'wgmma' | 'wgmma-ws';
 
 /**
  * The padded head dims the wgmma dK/dV loop is built for (hopper/bwd_dkdv_sm90.cuh: one or two 64-column
@@ -91,6 +96,8 @@ export function hopperBackwardHeadDim(D: number): number | null {
 export const HOPPER_BACKWARD_DEFAULT_HEAD_DIMS: readonly number[] = [64, 128];
 /** The wgmma loop's tiles (hopper/bwd_dkdv_sm90.cuh): 128 keys over two warpgroups, 64 queries per step. */
 export const HOPPER_BACKWARD_TILES: FlashBackwardTiles = { keys: 128, queries: 64, warps: 8 };
+/** The same with the producer warpgroup (hopper/bwd_dkdv_sm90_ws.cuh): 12 warps. */
+export const HOPPER_BACKWARD_WS_TILES: FlashBackwardTiles = { keys: 128, queries: 64, warps: 12 };
 
 /**
  * Which dK/dV loop runs for padded head dim `headDim`: wgmma on sm_90a up to 128 (hopperBackwardHeadDim)
@@ -105,6 +112,7 @@ export function chooseFlashBackwardKernel(
   tiles = config().flashBackwardTiles,
 ): FlashBackwardKernel {
   if (arch !== 'sm_90a' || hopperBackwardHeadDim(headDim) === null || tiles || choice === 'mma') return 'mma';
+  if (choice === 'wgmma-ws') return 'wgmma-ws';
   return choice === 'wgmma' || HOPPER_BACKWARD_DEFAULT_HEAD_DIMS.includes(headDim) ? 'wgmma' : 'mma';
 }
 
@@ -115,8 +123,13 @@ export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBac
     kernel,
     arch,
     dtype: p.dtype as FlashBackwardVariant['dtype'],
-    headDim: kernel === 'wgmma' ? (hopperBackwardHeadDim(padded) ?? padded) : padded,
-    tiles: kernel === 'wgmma' ? HOPPER_BACKWARD_TILES : chooseFlashBackwardTiles(padded),
+    headDim: kernel === 'mma' ? padded : (hopperBackwardHeadDim(padded) ?? padded),
+    tiles:
+      kernel === 'wgmma'
+        ? HOPPER_BACKWARD_TILES
+        : kernel === 'wgmma-ws'
+          ? HOPPER_BACKWARD_WS_TILES
+          : chooseFlashBackwardTiles(padded),
     deterministic: p.deterministic,
   };
 }
@@ -166,17 +179,20 @@ export function flashBackwardVariantKey(v: FlashBackwardVariant): string {
   const { keys, queries, warps } = v.tiles;
   const parts = ['flash-bwd', v.arch, dtype, `d${v.headDim}`, `${keys}x${queries}x${warps}`];
   if (v.kernel === 'wgmma') parts.push('wgmma');
+  if (v.kernel === 'wgmma-ws') parts.push('wgmma', 'ws');
   if (v.deterministic) parts.push('det');
   return parts.join('.');
 }
 
 /** The module's source file, relative to src/kernels. */
 export function flashBackwardFile(v: FlashBackwardVariant): string {
-  return v.kernel === 'wgmma' ? 'hopper/hopper_bwd.cu' : 'flash/flash_bwd.cu';
+  return v.kernel === 'mma' ? 'flash/flash_bwd.cu' : 'hopper/hopper_bwd.cu';
 }
 
 export function flashBackwardDefines(v: FlashBackwardVariant): Record<string, number> {
   if (v.kernel === 'wgmma') return { FLASH_D: v.headDim, FLASH_FP16: v.dtype === 'float16' ? 1 : 0 };
+  if (v.kernel === 'wgmma-ws')
+    return { FLASH_D: v.headDim, FLASH_FP16: v.dtype === 'float16' ? 1 : 0, FLASH_BWD_WS: 1 };
   return {
     FLASH_D: v.headDim,
     FLASH_FP16: v.dtype === 'float16' ? 1 : 0,
@@ -197,7 +213,7 @@ export function flashBackwardSharedBytes(v: FlashBackwardVariant): {
   const dq = FLASH_BACKWARD_DQ_TILES;
   // Q | dO | two stages of (K | V), the deterministic dQ pass of either module.
   const dqBytes = 2 * dq.rows * pitch + 2 * 2 * dq.keys * pitch;
-  if (v.kernel === 'wgmma') {
+  if (v.kernel !== 'mma') {
     // 1 KiB of alignment slack | K | V (128-byte rows, no padding) | three stages of (Q | dO) | when
     // dQ is accumulated here, two dS buffers (queries × keys) and the float32 dQ staging (queries ×
     // head dim, the bulk reduces' source) | three stages of (lse2 | D): the one-barrier-per-step
@@ -206,7 +222,9 @@ export function flashBackwardSharedBytes(v: FlashBackwardVariant): {
     const stats = 3 * 2 * queries * 4;
     const only = 1024 + 2 * keys * row + 3 * 2 * queries * row;
     const dqParts = 2 * queries * keys * 2 + queries * v.headDim * 4;
-    return { dkdv: only + dqParts + stats, dkdvOnly: only + stats, dq: dqBytes };
+    // wgmma-ws: then the full and empty mbarriers of the three stages, K/V's, three 32-bit flags.
+    const sync = v.kernel === 'wgmma-ws' ? 16 * 3 + 8 + 4 * 3 : 0;
+    return { dkdv: only + dqParts + stats + sync, dkdvOnly: only + stats + sync, dq: dqBytes };
   }
   // K | V | two stages of (Q | dO | lse2 | D) | dSᵀ (queries × (keys + 8)) when dQ is accumulated here.
   const kvOnly = 2 * keys * pitch + 2 * (2 * queries * pitch + 2 * queries * 4);
@@ -224,7 +242,7 @@ export function flashBackwardDqWorkspaceBytes(
   tPad: number,
 ): number {
   if (v.deterministic) return 0;
-  if (v.kernel === 'wgmma') return p.B * p.N * tPad * v.headDim * 4;
+  if (v.kernel !== 'mma') return p.B * p.N * tPad * v.headDim * 4;
   return p.B * p.T * p.N * p.H * 4;
 }
 
