@@ -30,10 +30,15 @@ sass)
     done
   done
   for D in 64 128; do
-    cuobjdump -sass -fun attnlab_flash_bwd_dkdv "$logs/hopper_bwd.d$D.f0.cubin" > "$logs/dkdv.d$D.sass"
-    printf 'D=%s dkdv SASS:' "$D"
-    for op in HGMMA UBLKRED 'RED\.' UTMALDG LDGSTS 'LDL' 'STL' 'BAR\.SYNC' 'STS\.64'; do
-      printf ' %s=%s' "$op" "$(grep -cE "$op" "$logs/dkdv.d$D.sass")"
+    nvcc -cubin -gencode=arch=compute_90a,code=sm_90a -std=c++17 -Xptxas -v -I . -DFLASH_D=$D -DFLASH_FP16=0 \
+      -DFLASH_BWD_WS=1 -o "$logs/hopper_bwd_ws.d$D.cubin" hopper/hopper_bwd.cu > "$logs/ptxas-ws.d$D.log" 2>&1
+    grep -A2 "entry function 'attnlab_flash_bwd_dkdv" "$logs/ptxas-ws.d$D.log" | grep -E 'Compiling|Used|spill'
+  done
+  for cubin in hopper_bwd.d64.f0 hopper_bwd.d128.f0 hopper_bwd_ws.d64 hopper_bwd_ws.d128; do
+    cuobjdump -sass -fun attnlab_flash_bwd_dkdv "$logs/$cubin.cubin" > "$logs/$cubin.dkdv.sass"
+    printf '%s dkdv SASS:' "$cubin"
+    for op in HGMMA UBLKRED 'RED\.' UTMALDG LDGSTS 'LDL' 'STL' 'BAR\.SYNC' 'SYNCS' 'USETMAXREG' 'STS\.64'; do
+      printf ' %s=%s' "$op" "$(grep -cE "$op" "$logs/$cubin.dkdv.sass")"
     done
     echo
   done
