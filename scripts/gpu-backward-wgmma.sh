@@ -8,7 +8,7 @@
 #             B=4 T=S=8192 N=16 H=128, 64, 96
 #   bench     the backward suite: attnlab flash and cudnn beside PyTorch's SDPA backward (cuDNN, flash),
 #             B=4 T=S=8192 N=16 H=64/128 bf16, causal and not (TFLOP/s = 2.5× the forward's, halved causal)
-#   profile   ncu on one wgmma dK/dV launch at B=4 T=S=8192 N=16 H=128 non-causal: speed of light, warp
+#   profile   ncu on one wgmma and one wgmma-ws dK/dV launch, B=4 T=S=8192 N=16 H=128 non-causal: speed of light, warp
 #             stall reasons, pipe utilisation
 #
 #   bash scripts/gpu-backward-wgmma.sh STEP "$OUT/hbwd"
@@ -70,9 +70,9 @@ bench)
 profile)
   ncu=ncu
   command -v $ncu > /dev/null || ncu=/usr/local/cuda/bin/ncu
-  timeout $cap $ncu -k regex:dkdv -c 1 --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
+  timeout $cap $ncu -k regex:dkdv -c 2 --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
     --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
-    node --import tsx benchmarks/harnesses/backward-loop-variants.ts --profile 4 8192 16 128 wgmma \
+    node --import tsx benchmarks/harnesses/backward-loop-variants.ts --profile 4 8192 16 128 wgmma wgmma-ws \
     > "$logs/ncu-d128.txt" 2>&1
   echo "rc=$?" >> "$logs/ncu-d128.txt"
   grep -E 'Duration|Throughput|Stall|Issue Slots|Pipe|Warp Cycles|rc=' "$logs/ncu-d128.txt" | head -60
