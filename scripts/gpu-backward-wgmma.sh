@@ -2,7 +2,8 @@
 # The wgmma backward on a Hopper GPU, one step per call (each well under 90 s), logs under $1:
 #   sass      nvcc -Xptxas -v of hopper/hopper_bwd.cu at D=64/128 bf16/fp16 and the dK/dV kernel's SASS
 #             counts (HGMMA, UBLKRED: the dQ bulk reduce-adds, RED: per-element reductions, LDL/STL: spills)
-#   test      test/gpu/flash-backward-wgmma.test.ts, then the shared flash-backward suite
+#   test      test/gpu/flash-backward-wgmma.test.ts (each loop in a process of its own) and the flash
+#             backward suite, at once
 #   sanitize  memcheck, racecheck and synccheck on the small H=128 causal case, memcheck on the H=64 MQA one
 #   loops     the backward loops side by side in one process (wgmma, wgmma-ws, mma.sync, wgmma deterministic),
 #             B=4 T=S=8192 N=16 H=128, 64, 96
@@ -44,8 +45,10 @@ sass)
   done
   ;;
 test)
-  shard wgmma - test/gpu/flash-backward-wgmma.test.ts
-  wait
+  # Three processes at once: each compiles its own modules (one NVRTC compile of hopper_bwd.cu takes
+  # ~7 s of a core), so that the cold kernel cache costs the step once, not three times in a row.
+  shard wgmma - --test-name-pattern='· wgmma$' test/gpu/flash-backward-wgmma.test.ts
+  shard wgmma-ws - --test-name-pattern='· wgmma-ws$' test/gpu/flash-backward-wgmma.test.ts
   shard flash-backward - test/gpu/flash-backward.test.ts
   wait
   summary 16 24 20
