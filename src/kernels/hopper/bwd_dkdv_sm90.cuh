@@ -187,6 +187,11 @@ __device__ __forceinline__ void dkv_step(float (&d)[C::DT][4], const u32 (&a)[4]
 // tile this thread copied (the statistics' flags, the non-finite scan) before the wait.
 __device__ __forceinline__ void compiler_fence() { asm volatile("" ::: "memory"); }
 
+__device__ __forceinline__ u32 opaque_u32(u32 x) {
+  asm volatile("mov.b32 %0, %0;\n" : "+r"(x));
+  return x;
+}
+
 template <class C, bool DQ>
 __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const FlashBwdParams& x) {
   constexpr int BNK = C::BNK, BMQ = C::BMQ;
@@ -246,18 +251,19 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
     // Sᵀ(s) and dPᵀ(s) as two commit groups, so that Pᵀ can start when Sᵀ is done.
     auto issue_sdp = [&](int s) {
       const u32 q_tile = stage_of(s), do_tile = q_tile + C::Q_BYTES;
+      const u32 k_at = opaque_u32(k_rows), v_at = opaque_u32(v_rows);
       wgmma_fence();
 #pragma unroll
       for (int k = 0; k < C::D / 16; ++k) {
         const u32 col = (k % 4) * 32, box = k / 4;
-        wgmma_ss_n64<C::FP16>(st, sw128_desc(k_rows + box * C::KV_BOX + col, 16, 1024),
+        wgmma_ss_n64<C::FP16>(st, sw128_desc(k_at + box * C::KV_BOX + col, 16, 1024),
                               sw128_desc(q_tile + box * C::Q_BOX + col, 16, 1024), k > 0);
       }
       wgmma_commit();
 #pragma unroll
       for (int k = 0; k < C::D / 16; ++k) {
         const u32 col = (k % 4) * 32, box = k / 4;
-        wgmma_ss_n64<C::FP16>(dpt, sw128_desc(v_rows + box * C::KV_BOX + col, 16, 1024),
+        wgmma_ss_n64<C::FP16>(dpt, sw128_desc(v_at + box * C::KV_BOX + col, 16, 1024),
                               sw128_desc(do_tile + box * C::Q_BOX + col, 16, 1024), k > 0);
       }
       wgmma_commit();

@@ -39,10 +39,6 @@ constexpr unsigned hopper_bwd_ws_smem_bytes() {
   return hopper_bwd_smem_bytes<C, DQ>() + hopper_bwd_ws_sync_bytes<C>();
 }
 
-__device__ __forceinline__ u32 opaque_u32(u32 x) {
-  asm volatile("mov.b32 %0, %0;\n" : "+r"(x));
-  return x;
-}
 
 template <class C, bool DQ>
 __device__ __forceinline__ void hopper_bwd_dkdv_ws(const FlashParams& p, const FlashBwdParams& x) {
