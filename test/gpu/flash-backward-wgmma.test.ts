@@ -14,8 +14,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { attentionVjp } from '../../src/api/backward.js';
 import type { BackwardOptions } from '../../src/backends/backward-problem.js';
-import { cudaAvailable, targetArch } from '../../src/backends/cuda/context.js';
-import { setAllocationPoison } from '../../src/backends/cuda/memory.js';
+import { cudaAvailable, targetArch } from '../../src/backends/cuda/runtime/context.js';
+import { setAllocationPoison } from '../../src/backends/cuda/runtime/memory.js';
 import type { AttentionCase } from '../../src/check/cases.js';
 import { buildInputs } from '../../src/check/cases.js';
 import {
