@@ -4,6 +4,7 @@
 #             counts (HGMMA, UBLKRED: the dQ bulk reduce-adds, RED: per-element reductions, LDL/STL: spills)
 #   test      test/gpu/flash-backward-wgmma.test.ts (each loop in a process of its own) and the flash
 #             backward suite, at once
+#   suite     the shared gradient suite's flash runs (CASES, LONG_CASES, deterministic), default loop and wgmma-ws
 #   sanitize  memcheck, racecheck and synccheck on the small H=128 causal case, memcheck on the H=64 MQA one
 #   loops     the backward loops side by side in one process (wgmma, wgmma-ws, mma.sync, wgmma deterministic),
 #             B=4 T=S=8192 N=16 H=128, 64, 96
@@ -53,6 +54,16 @@ test)
   wait
   summary 16 24 20
   ;;
+suite)
+  # The shared gradient suite's flash runs (test/gpu/backward.test.ts), on the default loop and on wgmma-ws.
+  for run in 'flash$' 'flash long$' 'flash deterministic$'; do
+    name=$(echo "$run" | tr -cd 'a-z')
+    shard "suite-$name" - --test-name-pattern="· $run" test/gpu/backward.test.ts
+    shard "suite-ws-$name" ATTNLAB_FLASH_BWD_KERNEL=wgmma-ws --test-name-pattern="· $run" test/gpu/backward.test.ts
+  done
+  wait
+  summary 24 24 20
+  ;;
 sanitize)
   sanitize memcheck-d128 memcheck --test-name-pattern='^T=257 S=257 H=128 causal' test/gpu/flash-backward-wgmma.test.ts
   sanitize racecheck-d128 racecheck --test-name-pattern='^T=257 S=257 H=128 causal' test/gpu/flash-backward-wgmma.test.ts
@@ -81,7 +92,7 @@ profile)
   grep -E 'Duration|Throughput|Stall|Issue Slots|Pipe|Warp Cycles|rc=' "$logs/ncu-d128.txt" | head -60
   ;;
 *)
-  echo "unknown step $step (sass, test, sanitize, loops, bench, profile)" >&2
+  echo "unknown step $step (sass, test, suite, sanitize, loops, bench, profile)" >&2
   exit 2
   ;;
 esac
