@@ -39,7 +39,7 @@ sass)
   for cubin in hopper_bwd.d64.f0 hopper_bwd.d128.f0 hopper_bwd_ws.d64 hopper_bwd_ws.d128; do
     cuobjdump -sass -fun attnlab_flash_bwd_dkdv "$logs/$cubin.cubin" > "$logs/$cubin.dkdv.sass"
     printf '%s dkdv SASS:' "$cubin"
-    for op in HGMMA UBLKRED 'RED\.' UTMALDG LDGSTS 'LDL' 'STL' 'BAR\.SYNC' 'SYNCS' 'USETMAXREG' 'STS\.64'; do
+    for op in HGMMA UBLKRED 'REDG| RED\.' UTMALDG LDGSTS 'LDL' 'STL' 'BAR\.SYNC' 'SYNCS' 'USETMAXREG' 'STS\.64'; do
       printf ' %s=%s' "$op" "$(grep -cE "$op" "$logs/$cubin.dkdv.sass")"
     done
     echo
