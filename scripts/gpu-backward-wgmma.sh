@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The wgmma backward on a Hopper GPU, one step per call (each well under 90 s), logs under $1:
-#   sass      nvcc -Xptxas -v of hopper/hopper_bwd.cu at D=64/128 bf16/fp16 and the dK/dV kernel's SASS
-#             counts (HGMMA, UBLKRED: the dQ bulk reduce-adds, RED: per-element reductions, LDL/STL: spills)
+#   sass      nvcc -Xptxas -v of hopper/hopper_bwd.cu (both loops, D=64/128), NVRTC's ptxas report of the
+#             modules attnlab builds, and the dK/dV kernel's SASS counts (HGMMA, UBLKRED: the dQ bulk reduce-adds, RED: per-element reductions, LDL/STL: spills)
 #   test      test/gpu/flash-backward-wgmma.test.ts (each loop in a process of its own) and the flash
 #             backward suite, at once
 #   suite     the shared gradient suite's flash runs (CASES, LONG_CASES, deterministic), default loop and wgmma-ws
@@ -23,19 +23,26 @@ source scripts/gpu-lib.sh
 
 case $step in
 sass)
+  # NVRTC's own ptxas report (it can differ from nvcc's), from an empty cache so every module compiles,
+  # beside the nvcc builds, all at once (one compile takes ~7 s of a core).
+  ATTNLAB_CACHE_DIR=$(mktemp -d) timeout 80 node --import tsx benchmarks/harnesses/backward-registers.ts 64 128 \
+    > "$logs/nvrtc-registers.log" 2>&1 &
   cd src/kernels || exit 1
   for D in 64 128; do
     for F in 0 1; do
       nvcc -cubin -gencode=arch=compute_90a,code=sm_90a -std=c++17 -Xptxas -v -I . -DFLASH_D=$D -DFLASH_FP16=$F \
-        -o "$logs/hopper_bwd.d$D.f$F.cubin" hopper/hopper_bwd.cu > "$logs/ptxas.d$D.f$F.log" 2>&1
-      grep -A2 "entry function 'attnlab_flash_bwd_dkdv" "$logs/ptxas.d$D.f$F.log" | grep -E 'Compiling|Used|spill'
+        -o "$logs/hopper_bwd.d$D.f$F.cubin" hopper/hopper_bwd.cu > "$logs/ptxas.d$D.f$F.log" 2>&1 &
     done
-  done
-  for D in 64 128; do
     nvcc -cubin -gencode=arch=compute_90a,code=sm_90a -std=c++17 -Xptxas -v -I . -DFLASH_D=$D -DFLASH_FP16=0 \
-      -DFLASH_BWD_WS=1 -o "$logs/hopper_bwd_ws.d$D.cubin" hopper/hopper_bwd.cu > "$logs/ptxas-ws.d$D.log" 2>&1
-    grep -A2 "entry function 'attnlab_flash_bwd_dkdv" "$logs/ptxas-ws.d$D.log" | grep -E 'Compiling|Used|spill'
+      -DFLASH_BWD_WS=1 -o "$logs/hopper_bwd_ws.d$D.cubin" hopper/hopper_bwd.cu > "$logs/ptxas-ws.d$D.log" 2>&1 &
   done
+  wait
+  for f in "$logs"/ptxas*.log; do
+    echo "== $(basename "$f")"
+    grep -A2 "entry function 'attnlab_flash_bwd_dkdv" "$f" | grep -E 'Compiling|Used|spill'
+  done
+  echo "== NVRTC"
+  grep -E '^==|dkdv|Used|spill' "$logs/nvrtc-registers.log" | head -40
   for cubin in hopper_bwd.d64.f0 hopper_bwd.d128.f0 hopper_bwd_ws.d64 hopper_bwd_ws.d128; do
     cuobjdump -sass -fun attnlab_flash_bwd_dkdv "$logs/$cubin.cubin" > "$logs/$cubin.dkdv.sass"
     printf '%s dkdv SASS:' "$cubin"
