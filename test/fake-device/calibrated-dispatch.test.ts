@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { validateAttention } from '../../src/api/validate.js';
-import { SUPPORTED, unsupported } from '../../src/backends/backend.js';
+import { NO_PLAN, unsupported } from '../../src/backends/backend.js';
 import {
   type CalibrationKey,
   type Contender,
@@ -284,7 +284,7 @@ describe('auto on a stand-in GPU: calibrated, then recorded, then the model', { 
       const standIn = (name: 'a' | 'b' | 'c', ok: boolean) => ({
         name,
         device: 'cuda' as const,
-        supports: () => (ok ? SUPPORTED : unsupported('not this one')),
+        plan: () => (ok ? NO_PLAN : unsupported('not this one')),
         run: () => {
           runs[name]++;
           return { output: { dispose() {} }, variant: name };

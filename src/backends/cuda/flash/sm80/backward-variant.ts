@@ -108,8 +108,8 @@ export const HOPPER_BACKWARD_WS_TILES: FlashBackwardTiles = { keys: 128, queries
 export function chooseFlashBackwardKernel(
   headDim: number,
   arch: string,
-  choice = config().flashBackwardKernel,
-  tiles = config().flashBackwardTiles,
+  choice = config().experimental.flashBackwardKernel,
+  tiles = config().experimental.flashBackwardTiles,
 ): FlashBackwardKernel {
   if (arch !== 'sm_90a' || hopperBackwardHeadDim(headDim) === null || tiles || choice === 'mma') return 'mma';
   if (choice === 'wgmma-ws') return 'wgmma-ws';
@@ -144,7 +144,7 @@ export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBac
  */
 export function chooseFlashBackwardTiles(
   D: number,
-  override = config().flashBackwardTiles,
+  override = config().experimental.flashBackwardTiles,
 ): FlashBackwardTiles {
   if (!override) return FLASH_BACKWARD_TILES;
   const match = /^(\d+)x(\d+)x(\d+)$/.exec(override.trim());
