@@ -15,8 +15,10 @@
  * `--small` shrinks every size 4× per dimension, for a software adapter.
  */
 import { attention } from '../src/api/attention.js';
+import { validateAttention } from '../src/api/validate.js';
 import { cudaAvailable, synchronize } from '../src/backends/cuda/context.js';
 import { problemFlops } from '../src/backends/problem.js';
+import { runForward } from '../src/backends/webgpu/forward.js';
 import { USAGE } from '../src/backends/webgpu/memory.js';
 import { initWebgpu, webgpuContext } from '../src/backends/webgpu/runtime.js';
 import { seededInput } from '../src/bench/measure.js';
@@ -90,6 +92,18 @@ const cuda = cudaAvailable().ok;
       row({ ...shape, impl: 'webgpu', variant, ms, tflops: flops / ms / 1e9 });
     } catch (error) {
       row({ ...shape, impl: 'webgpu', error: String(error) });
+    }
+    // The row kernel on the same problem, the baseline the tiled one is measured against.
+    try {
+      const problem = validateAttention(q, k, v, { isCausal: causal, implementation: 'webgpu' });
+      const ms = await timeWebgpu(() => {
+        const r = runForward(problem, { tiled: false });
+        variant = r.variant;
+        return [r.output];
+      });
+      row({ ...shape, impl: 'webgpu-rows', variant, ms, tflops: flops / ms / 1e9 });
+    } catch (error) {
+      row({ ...shape, impl: 'webgpu-rows', error: String(error) });
     }
     for (const t of [q, k, v]) t.dispose();
     if (cuda) {

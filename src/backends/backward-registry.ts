@@ -20,6 +20,7 @@ import { cudaNaiveBackward } from './cuda/naive/backward.js';
 import { modelWords } from './device-dispatch-table.js';
 import { orderByMeasurement } from './dispatch-table.js';
 import { type AutoDecision, calibratedDecision, chooseFrom } from './registry.js';
+import { webgpuBackward } from './webgpu/backward.js';
 
 /** Priority order: fastest first on each device. */
 export const BACKWARD_BACKENDS: readonly BackwardBackend[] = [
@@ -29,6 +30,8 @@ export const BACKWARD_BACKENDS: readonly BackwardBackend[] = [
   cudnnBackward,
   cudaFlashBackward,
   cudaNaiveBackward,
+  // webgpu: the only backward on webgpu tensors
+  webgpuBackward,
 ];
 
 /** The backward backend that will run `problem`, or a typed error saying why none can. */

@@ -46,7 +46,10 @@ export async function measureWebgpuCase(
     try {
       await initWebgpu();
     } catch (error) {
-      throw new UnsupportedError('webgpu', error instanceof Error ? error.message : String(error));
+      throw new UnsupportedError(
+        'webgpu',
+        `not available: ${error instanceof Error ? error.message : String(error)}`,
+      );
     }
     const host = hostInputs(c, o.seed);
     onDevice.push(...host.map((t) => t.to('webgpu')));

@@ -18,7 +18,7 @@ describe('suite: webgpu', { skip: skip ?? false }, () => {
   before(() => console.log(seedLine()));
   const rows = defineBackendSuite(webgpuBackend, {
     readback: 'async',
-    expect: (row) => assert.match(row.variant ?? '', /^webgpu-flash-(plain|subgroups)-/),
+    expect: (row) => assert.match(row.variant ?? '', /^webgpu-flash-(tiled|plain|subgroups)-/),
   });
   after(() => {
     // Only float64-free precisions run, so nothing of the suite may be refused but by a limit.
@@ -40,14 +40,26 @@ describe('suite: webgpu, split-KV in 3', { skip: skip ?? false }, () => {
   });
 });
 
-// The one-lane (plain) kernel, which adapters without subgroups run, on the hand-picked cases.
+// The row kernels where the tiled one would run: one lane (plain), which adapters without
+// subgroups run, and two lanes (subgroups), on the hand-picked cases.
 describe('suite: webgpu, plain kernel', { skip: skip ?? false }, () => {
   defineBackendSuite(webgpuBackend, {
     cases: CASES,
     precisions: [PRECISIONS.float32],
     readback: 'async',
-    run: (problem) => runForward(problem, { subgroups: false }),
+    run: (problem) => runForward(problem, { subgroups: false, tiled: false }),
     label: ', plain',
     expect: (row) => assert.match(row.variant ?? '', /^webgpu-flash-plain-/),
+  });
+});
+
+describe('suite: webgpu, row kernel with subgroups', { skip: skip ?? false }, () => {
+  defineBackendSuite(webgpuBackend, {
+    cases: CASES,
+    precisions: [PRECISIONS.float16],
+    readback: 'async',
+    run: (problem) => runForward(problem, { tiled: false }),
+    label: ', rows',
+    expect: (row) => assert.match(row.variant ?? '', /^webgpu-flash-(plain|subgroups)-/),
   });
 });

@@ -7,6 +7,7 @@ import { itemSize } from '../../tensor/dtype.js';
 import type { AttentionProblem } from '../problem.js';
 import { paddedBytes } from './memory.js';
 import type { WebgpuLimits } from './runtime.js';
+import { outputBlock, TILED_ROWS, TILED_WG, tiledStorageBytes } from './tiled-source.js';
 import { bindings, type ForwardVariant, MAX_SPLITS } from './variant.js';
 
 /** Query rows per workgroup: 64 (×2 lanes with subgroups) is within every adapter's 256-invocation minimum. */
@@ -70,14 +71,31 @@ function refuse(reason: string): Plan {
 }
 
 /**
+ * Keys per tile of the tiled kernel, or null where it does not apply: 32 keys where they fit the
+ * workgroup storage (H=Hv=64: 23 KiB; H=Hv=128: 38 KiB, past the 32 KiB SwiftShader offers),
+ * else 16 (H=Hv=128: 30 KiB). Larger tiles halve the barriers per key and give each invocation
+ * 2×4 scores instead of 2×2.
+ */
+export function tiledKeys(p: Pick<AttentionProblem, 'H' | 'Hv' | 'T'>, limits: WebgpuLimits): number | null {
+  if (p.T <= FEW_ROWS || p.H % 4 !== 0 || p.Hv % 4 !== 0 || outputBlock(p.Hv) === null) return null;
+  if (TILED_WG > limits.maxComputeInvocationsPerWorkgroup) return null;
+  return (
+    [32, 16].find((bc) => tiledStorageBytes(p.H, p.Hv, bc) <= limits.maxComputeWorkgroupStorageSize) ?? null
+  );
+}
+
+/**
  * `splits` overrides chooseSplits (tests run the split path on small cases with it); `subgroups`:
- * the device has the subgroups feature (WebgpuInfo.subgroups), for the two-lane kernel.
+ * the device has the subgroups feature (WebgpuInfo.subgroups), for the two-lane kernel; `tiled`
+ * false keeps the row kernel where the tiled one would run (tests and timings compare the two).
+ * The tiled kernel runs where it applies (tiledKeys) and the keys are not split.
  */
 export function planForward(
   p: AttentionProblem,
   limits: WebgpuLimits,
   splits = chooseSplits(p),
   subgroups = false,
+  tiled = true,
 ): Plan {
   const dtype = p.dtype;
   if (!isKernelDType(dtype))
@@ -102,7 +120,8 @@ export function planForward(
         `maxComputeWorkgroupStorageSize is ${limits.maxComputeWorkgroupStorageSize}`,
     );
   }
-  const rows = rowsFor(p.T);
+  const tiledBc = tiled && splits === 1 ? tiledKeys(p, limits) : null;
+  const rows = tiledBc !== null ? TILED_ROWS : rowsFor(p.T);
   if (rows > limits.maxComputeInvocationsPerWorkgroup) {
     return refuse(
       `${rows} invocations per workgroup exceed maxComputeInvocationsPerWorkgroup (${limits.maxComputeInvocationsPerWorkgroup})`,
@@ -132,7 +151,6 @@ export function planForward(
     ['logSumExp', queryRows(p) * p.N * 4],
   ];
   if (splits > 1) buffers.push(['the split-KV scratch', p.B * p.T * p.N * splits * (p.Hv + 2) * 4]);
-  if (splits > 1) buffers.push(['the split-KV scratch', p.B * p.T * p.N * splits * (p.Hv + 2) * 4]);
   if (p.bias) buffers.push(['bias', p.bias.tensor.byteLength]);
   if (p.paged) buffers.push(['blockTable', p.paged.blockTable.byteLength]);
   if (p.mask) buffers.push(['mask', p.mask.tensor.byteLength]);
@@ -148,11 +166,12 @@ export function planForward(
     }
   }
   const variant: ForwardVariant = {
+    kernel: tiledBc !== null ? 'tiled' : 'rows',
     dtype,
     H: p.H,
     Hv: p.Hv,
     rows,
-    bc,
+    bc: tiledBc ?? bc,
     bias: biasType,
     mask: p.mask !== null,
     causal: p.causal,
@@ -167,7 +186,11 @@ export function planForward(
     // Two lanes a row where the device has subgroups and each lane's half of H and Hv is whole vec4s
     // (a float16 lane writes whole 32-bit words of its half).
     lanes:
-      subgroups && p.H % 8 === 0 && p.Hv % 8 === 0 && 2 * rows <= limits.maxComputeInvocationsPerWorkgroup
+      tiledBc === null &&
+      subgroups &&
+      p.H % 8 === 0 &&
+      p.Hv % 8 === 0 &&
+      2 * rows <= limits.maxComputeInvocationsPerWorkgroup
         ? 2
         : 1,
   };

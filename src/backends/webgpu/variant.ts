@@ -4,6 +4,12 @@
  * pipeline cache) and the binding order the launcher follows.
  */
 export interface ForwardVariant {
+  /**
+   * 'rows': one query row per invocation (two with subgroups), forward-source.ts; the split-KV
+   * decode path and head dims the tiled layout does not divide. 'tiled': register blocks of
+   * scores and output over a 32-row query tile, tiled-source.ts.
+   */
+  readonly kernel: 'rows' | 'tiled';
   readonly dtype: 'float32' | 'float16' | 'bfloat16';
   readonly H: number;
   readonly Hv: number;
@@ -56,7 +62,8 @@ export function variantKey(v: ForwardVariant): string {
     v.packedQuery ? 'packedq' : '',
     v.packedKv ? 'packedkv' : '',
   ].filter(Boolean);
-  return `webgpu-flash-${v.lanes === 2 ? 'subgroups' : 'plain'}-${v.dtype}-h${v.H}-hv${v.Hv}-r${v.rows}-c${v.bc}${flags.length ? `-${flags.join('-')}` : ''}`;
+  const kernel = v.kernel === 'tiled' ? 'tiled' : v.lanes === 2 ? 'subgroups' : 'plain';
+  return `webgpu-flash-${kernel}-${v.dtype}-h${v.H}-hv${v.Hv}-r${v.rows}-c${v.bc}${flags.length ? `-${flags.join('-')}` : ''}`;
 }
 
 /** The binding numbers, in the order the launcher binds them. */
