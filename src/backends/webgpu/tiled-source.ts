@@ -54,7 +54,7 @@ export function outputBlock(Hv: number): { rows: number; cols: number } | null {
 export function tiledStorageBytes(H: number, Hv: number, bc: number): number {
   const qs = H / 4 + 1;
   const kv = Math.max(qs, Hv / 4);
-  return TILED_ROWS * qs * 16 + bc * kv * 16 + TILED_ROWS * bc * 4 + TILED_ROWS * 6 * 4 + 16;
+  return TILED_ROWS * qs * 16 + bc * kv * 16 + TILED_ROWS * (bc + 1) * 4 + TILED_ROWS * 6 * 4 + 16;
 }
 
 /** WGSL that writes vec4f `x` to output elements [e, e+4) of O. */
@@ -99,6 +99,8 @@ const QS: u32 = ${v.H / 4 + 1}u;
 const KS: u32 = ${v.H / 4 + 1}u;
 const BR: u32 = ${TILED_ROWS}u;
 const BC: u32 = ${v.bc}u;
+/** The score tile's row stride: BC + 1, so the softmax phase's 8 rows a warp fall in distinct banks. */
+const SS: u32 = ${v.bc + 1}u;
 const WG: u32 = ${TILED_WG}u;
 const SR: u32 = ${SR}u;
 const KG: u32 = ${KG}u;
@@ -114,7 +116,7 @@ ${decl.join('\n')}
 
 var<workgroup> q_tile: array<vec4f, ${TILED_ROWS * (v.H / 4 + 1)}>;
 var<workgroup> kv_tile: array<vec4f, ${v.bc * Math.max(v.H / 4 + 1, v.Hv / 4)}>;
-var<workgroup> s_tile: array<f32, ${TILED_ROWS * v.bc}>;
+var<workgroup> s_tile: array<f32, ${TILED_ROWS * (v.bc + 1)}>;
 /** Per row: this tile's correction e^(m_old − m_new); after the loop, the max, sum and flags. */
 var<workgroup> row_corr: array<f32, ${TILED_ROWS}>;
 var<workgroup> row_m: array<f32, ${TILED_ROWS}>;
@@ -240,7 +242,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
         ${v.bias ? 'if (visible) { x += load_bias(bias_base + (i0 + r) * P.bias_strides.z + u32(j) * P.bias_strides.w); }' : ''}
         if (visible && is_nan_or_pos_inf(x)) { x = make_nan(0x7f800000u); }
         else if (!visible || is_neg_inf(x)) { x = make_nan(0x7fc00000u); }
-        s_tile[r * BC + key] = x;
+        s_tile[r * SS + key] = x;
       }
     }
     workgroupBarrier();
@@ -250,7 +252,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
       var tmax = 0.0;
       var tflags = 0u;
       for (var c = 0u; c < BC; c++) {
-        let x = s_tile[m_r * BC + c];
+        let x = s_tile[m_r * SS + c];
         if (is_nan(x)) { continue; }
         if (is_pos_inf(x)) { tflags |= 2u; continue; }
         tmax = select(x, max(tmax, x), (tflags & 1u) != 0u);
@@ -261,10 +263,10 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
       if ((tflags & 1u) != 0u) { m_new = select(tmax, max(m, tmax), seen); }
       var psum = 0.0;
       for (var c = 0u; c < BC; c++) {
-        let x = s_tile[m_r * BC + c];
+        let x = s_tile[m_r * SS + c];
         var w = 0.0;
         if (!is_nan_or_pos_inf(x)) { w = exp(x - m_new); }
-        s_tile[m_r * BC + c] = w;
+        s_tile[m_r * SS + c] = w;
         psum += w;
       }
       let corr = select(1.0, exp(m - m_new), seen && (tflags & 1u) != 0u);
@@ -289,7 +291,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
       var vv: array<vec4f, ${oc4}>;
       for (var c = 0u; c < OC4; c++) { vv[c] = kv_tile[key * HV4 + ocg + CT * c]; }
       for (var a = 0u; a < OR; a++) {
-        let w = s_tile[(o_r0 + a) * BC + key];
+        let w = s_tile[(o_r0 + a) * SS + key];
         for (var c = 0u; c < OC4; c++) { acc[a * OC4 + c] += w * vv[c]; }
       }
     }

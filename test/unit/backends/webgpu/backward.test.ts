@@ -7,6 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { attention } from '../../../../src/api/attention.js';
 import { attentionBackward, attentionVjp } from '../../../../src/api/backward.js';
 import { validateBackward } from '../../../../src/api/validate-backward.js';
 import type { AttentionGradients } from '../../../../src/backends/backward-problem.js';
@@ -57,16 +58,34 @@ async function readGradients(g: AttentionGradients): Promise<GradientValues> {
   return values;
 }
 
-/** attentionVjp on the device, then the pullback; the forward's tensors are disposed after. */
-async function webgpuGradients(inputs: BackwardInputs) {
+/**
+ * The gradients on the device: through attentionVjp (the webgpu forward, then the pullback), or
+ * through attentionBackward with the residuals of the CPU forward uploaded ('residuals': each
+ * forward variant costs SwiftShader 5–20 s to compile, and the forward has its own suite).
+ */
+async function webgpuGradients(inputs: BackwardInputs, via: 'vjp' | 'residuals' = 'vjp') {
   const { tensors, options } = onDevice(inputs);
   const [q, k, v, dO] = tensors;
-  const f = attentionVjp(q, k, v, { ...options, implementation: 'webgpu' });
-  const g = f.backward(dO);
+  let residuals: Tensor[];
+  if (via === 'vjp') {
+    const f = attentionVjp(q, k, v, { ...options, implementation: 'webgpu' });
+    residuals = [f.output, f.logSumExp];
+  } else {
+    const f = attention(inputs.q, inputs.k, inputs.v, {
+      ...inputs.options,
+      implementation: 'flash',
+      returnLogSumExp: true,
+    });
+    residuals = [f.output.to('webgpu'), (f.logSumExp as Tensor).to('webgpu')];
+  }
+  const g = attentionBackward(q, k, v, residuals[0], residuals[1], dO, {
+    ...options,
+    implementation: 'webgpu',
+  });
   const values = await readGradients(g);
-  for (const t of [...tensors, f.output, f.logSumExp, options.bias, options.mask] as (Tensor | undefined)[])
+  for (const t of [...tensors, ...residuals, options.bias, options.mask] as (Tensor | undefined)[])
     t?.dispose();
-  return { values, backend: g.backend, variant: g.variant, g };
+  return { values, backend: g.backend, variant: g.variant };
 }
 
 describe('webgpu backward suite', { skip: skip ?? false }, () => {
@@ -77,7 +96,7 @@ describe('webgpu backward suite', { skip: skip ?? false }, () => {
         const { q, k, v, options } = buildInputs(c, dtype, seed);
         const dO = randomOutputGradient(q, v, dtype, seed + 7);
         const inputs = { q, k, v, options, dO };
-        const { values, backend, variant } = await webgpuGradients(inputs);
+        const { values, backend, variant } = await webgpuGradients(inputs, 'residuals');
         assert.equal(backend, 'webgpu');
         assert.match(variant, new RegExp(`^webgpu-backward-rows-${dtype}-`));
         const reports = checkGradients(
