@@ -105,6 +105,17 @@ fn key_range(b: u32, i: u32) -> vec2i {
   return vec2i(max(lo, 0), max(hi, 0));
 }
 
+/**
+ * Kahan's compensated sum += x: the logit, dp and D sums over H or Hv terms carry one rounding,
+ * not H of them (with plain sums float32 dQ ran 1.4× the bound of 2× the plain error).
+ */
+fn kahan(sum: ptr<function, f32>, carry: ptr<function, f32>, x: f32) {
+  let y = x - *carry;
+  let t = *sum + y;
+  *carry = (t - *sum) - y;
+  *sum = t;
+}
+
 /** Whether the boolean mask keeps (b, n, i, j) (always, without a mask). */
 fn kept(b: u32, n: u32, i: u32, j: u32) -> bool {
   ${
@@ -136,7 +147,11 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
   var dq: array<f32, ${v.H}>;
   var D = 0.0;
   for (var h = 0u; h < H; h++) { q[h] = load_q(row * H + h) * P.scale; dq[h] = 0.0; }
-  for (var h = 0u; h < HV; h++) { dO[h] = load_do(row * HV + h); D += dO[h] * load_o(row * HV + h); }
+  var D_c = 0.0;
+  for (var h = 0u; h < HV; h++) {
+    dO[h] = load_do(row * HV + h);
+    kahan(&D, &D_c, dO[h] * load_o(row * HV + h));
+  }
   let lse = LSE[row];
   let range = key_range(b, i);
   var c = 1.0;
@@ -153,7 +168,8 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
         if (!kept(b, n, i, j)) { continue; }
         let kv = (b * P.S + j) * P.K + kh;
         var s = 0.0;
-        for (var h = 0u; h < H; h++) { s += q[h] * load_k(kv * H + h); }
+        var sc = 0.0;
+        for (var h = 0u; h < H; h++) { kahan(&s, &sc, q[h] * load_k(kv * H + h)); }
         s += bias_at(b, n, i, j);
         if (!is_neg_inf(s)) { l += exp(s - lse); }
       }
@@ -164,13 +180,15 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
       if (!kept(b, n, i, j)) { continue; }
       let kv = (b * P.S + j) * P.K + kh;
       var s = 0.0;
-      for (var h = 0u; h < H; h++) { s += q[h] * load_k(kv * H + h); }
+      var sc = 0.0;
+      for (var h = 0u; h < H; h++) { kahan(&s, &sc, q[h] * load_k(kv * H + h)); }
       s += bias_at(b, n, i, j);
       if (!nan_row && is_neg_inf(s)) { continue; }
       let p = exp(s - lse) * c;
       if (!nan_row && p == 0.0) { continue; }
       var dp = 0.0;
-      for (var h = 0u; h < HV; h++) { dp += dO[h] * load_v(kv * HV + h); }
+      var dpc = 0.0;
+      for (var h = 0u; h < HV; h++) { kahan(&dp, &dpc, dO[h] * load_v(kv * HV + h)); }
       let ds = p * (dp - D);
       ${v.bias ? 'DS[((b * P.N + n) * P.T + i) * P.S + j] = ds;' : ''}
       let g = ds * P.scale;
@@ -214,15 +232,17 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
         if (is_neg_inf(lse)) { continue; }
         let nan_row = is_nan_or_pos_inf(lse);
         var s = 0.0;
-        for (var h = 0u; h < H; h++) { s += load_q(row * H + h) * P.scale * k[h]; }
+        var sc = 0.0;
+        for (var h = 0u; h < H; h++) { kahan(&s, &sc, load_q(row * H + h) * P.scale * k[h]); }
         s += bias_at(b, n, i, j);
         if (!nan_row && is_neg_inf(s)) { continue; }
         let p = exp(s - lse) * DROW[2u * row + 1u];
         if (!nan_row && p == 0.0) { continue; }
         var dp = 0.0;
+        var dpc = 0.0;
         for (var h = 0u; h < HV; h++) {
           let d_o = load_do(row * HV + h);
-          dp += d_o * vv[h];
+          kahan(&dp, &dpc, d_o * vv[h]);
           dv[h] += p * d_o;
         }
         let gs = p * (dp - DROW[2u * row]) * P.scale;

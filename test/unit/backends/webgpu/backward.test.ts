@@ -88,9 +88,20 @@ async function webgpuGradients(inputs: BackwardInputs, via: 'vjp' | 'residuals' 
   return { values, backend: g.backend, variant: g.variant };
 }
 
+/**
+ * float16 on every case; float32 on three that cover GQA, bias, causality and padding: the float32
+ * plain baseline (every operation rounded in JS) takes 20–90 s a case on a shared 2-core machine.
+ */
+const FLOAT32_CASES = new Set([
+  'GQA N=8 K=2',
+  'bias full (B,N,T,S) + causal',
+  'padding + causal bottom-right + GQA',
+]);
+
 describe('webgpu backward suite', { skip: skip ?? false }, () => {
-  for (const dtype of ['float32', 'float16'] as FloatDType[]) {
+  for (const dtype of ['float16', 'float32'] as FloatDType[]) {
     [...CASES, ...GRADIENT_CASES].forEach((c, index) => {
+      if (dtype === 'float32' && !FLOAT32_CASES.has(c.name)) return;
       it(`${c.name} · ${dtype}`, async () => {
         const seed = 100 + 10 * index;
         const { q, k, v, options } = buildInputs(c, dtype, seed);
@@ -99,12 +110,8 @@ describe('webgpu backward suite', { skip: skip ?? false }, () => {
         const { values, backend, variant } = await webgpuGradients(inputs, 'residuals');
         assert.equal(backend, 'webgpu');
         assert.match(variant, new RegExp(`^webgpu-backward-rows-${dtype}-`));
-        const reports = checkGradients(
-          values,
-          referenceGradients(inputs),
-          plainLowPrecisionGradients(inputs, dtype),
-          dtype,
-        );
+        const reference = referenceGradients(inputs);
+        const reports = checkGradients(values, reference, plainLowPrecisionGradients(inputs, dtype), dtype);
         assert.equal(reports.length, options.bias ? 4 : 3);
         for (const r of reports) assert.ok(r.ok, r.message);
       });
