@@ -162,6 +162,26 @@ describe('webgpu backward: gradients, shapes and refusals', { skip: skip ?? fals
     for (const r of reports) assert.ok(r.ok, r.message);
   });
 
+  it('float32Output: D from the forward rerun in float32 on the device', async () => {
+    const q = randomNormal([1, 40, 2, 16], { seed: 11, dtype: 'float16' });
+    const dO = randomOutputGradient(q, q, 'float16', 12);
+    const inputs = { q, k: q, v: q, options: { isCausal: true }, dO };
+    const [gq, gdO] = [q, dO].map((t) => t.to('webgpu'));
+    const f = attentionVjp(gq, gq, gq, { isCausal: true, float32Output: true });
+    assert.equal(f.float32Output?.dtype, 'float32');
+    assert.equal(f.float32Output?.device, 'webgpu');
+    const g = f.backward(gdO);
+    assert.match(g.variant, /-o-float32/);
+    const reports = checkGradients(
+      await readGradients(g),
+      referenceGradients(inputs),
+      plainLowPrecisionGradients(inputs, 'float16'),
+      'float16',
+    );
+    for (const r of reports) assert.ok(r.ok, r.message);
+    for (const t of [gq, gdO, f.output, f.logSumExp, f.float32Output]) t?.dispose();
+  });
+
   it('refuses by name what it cannot run: a limit, and a forced backward on host tensors', () => {
     const q = randomNormal([1, 8, 2, 16], { seed: 1, dtype: 'float32' }).to('webgpu');
     const lse = randomNormal([1, 8, 2], { seed: 2, dtype: 'float32' }).to('webgpu');
