@@ -63,3 +63,16 @@ describe('suite: webgpu, row kernel with subgroups', { skip: skip ?? false }, ()
     expect: (row) => assert.match(row.variant ?? '', /^webgpu-flash-(plain|subgroups)-/),
   });
 });
+
+// The tiled kernel without subgroups (one invocation runs each row's softmax), which adapters
+// without the feature run; the row kernel where the tiled one does not apply.
+describe('suite: webgpu, tiled kernel without subgroups', { skip: skip ?? false }, () => {
+  defineBackendSuite(webgpuBackend, {
+    cases: CASES,
+    precisions: [PRECISIONS.float32],
+    readback: 'async',
+    run: (problem) => runForward(problem, { subgroups: false }),
+    label: ', tiled plain',
+    expect: (row) => assert.match(row.variant ?? '', /^webgpu-flash-(tiled|plain)-(?!subgroups)/),
+  });
+});

@@ -185,14 +185,15 @@ export function planForward(
     packedKv: p.packed?.keyValueSeqOffsets != null,
     // Two lanes a row where the device has subgroups and each lane's half of H and Hv is whole vec4s
     // (a float16 lane writes whole 32-bit words of its half).
+    // The tiled kernel's softmax takes 4 invocations a row where the device has subgroups.
     lanes:
-      tiledBc === null &&
-      subgroups &&
-      p.H % 8 === 0 &&
-      p.Hv % 8 === 0 &&
-      2 * rows <= limits.maxComputeInvocationsPerWorkgroup
-        ? 2
-        : 1,
+      tiledBc !== null
+        ? subgroups
+          ? 4
+          : 1
+        : subgroups && p.H % 8 === 0 && p.Hv % 8 === 0 && 2 * rows <= limits.maxComputeInvocationsPerWorkgroup
+          ? 2
+          : 1,
   };
   const storage = bindings(variant).length - 1;
   if (storage > limits.maxStorageBuffersPerShaderStage) {

@@ -69,6 +69,81 @@ function store4(v: ForwardVariant): string {
   }
 }
 
+/**
+ * Phase 3, the online softmax of each row. With subgroups (lanes 4) the row's TPR=4 adjacent
+ * invocations take every fourth key each and combine their max, flags and sums through
+ * subgroupShuffleXor (a subgroup has at least 4 invocations: WebgpuInfo.subgroups); without, the
+ * first of the four takes the whole row while the others wait (32 of 128 invocations busy).
+ * Every invocation of a row ends with the row's max m, sum l and flags in registers.
+ */
+function softmaxPhase(v: ForwardVariant): string {
+  if (v.lanes === 4) {
+    return `// 3. The online softmax, the row's 4 adjacent invocations on every fourth key each;
+    // V's tile goes into K's buffer meanwhile.
+    {
+      var tmax = make_nan(0xff800000u);
+      var tflags = 0u;
+      for (var k = 0u; k < BC / TPR; k++) {
+        let x = s_tile[m_r * SS + part + TPR * k];
+        if (is_pos_inf(x)) { tflags |= 2u; }
+        else if (!is_nan(x)) { tmax = max(tmax, x); tflags |= 1u; }
+      }
+      tmax = max(tmax, subgroupShuffleXor(tmax, 1u));
+      tmax = max(tmax, subgroupShuffleXor(tmax, 2u));
+      tflags |= subgroupShuffleXor(tflags, 1u);
+      tflags |= subgroupShuffleXor(tflags, 2u);
+      let seen = (flags & 1u) != 0u;
+      var m_new = m;
+      if ((tflags & 1u) != 0u) { m_new = select(tmax, max(m, tmax), seen); }
+      var psum = 0.0;
+      for (var k = 0u; k < BC / TPR; k++) {
+        let idx = m_r * SS + part + TPR * k;
+        let x = s_tile[idx];
+        var w = 0.0;
+        if (!is_nan_or_pos_inf(x)) { w = exp(x - m_new); }
+        s_tile[idx] = w;
+        psum += w;
+      }
+      psum += subgroupShuffleXor(psum, 1u);
+      psum += subgroupShuffleXor(psum, 2u);
+      let corr = select(1.0, exp(m - m_new), seen && (tflags & 1u) != 0u);
+      if (part == 0u) { row_corr[m_r] = corr; }
+      l = l * corr + psum;
+      m = m_new;
+      flags |= tflags;
+    }`;
+  }
+  return `// 3. The online softmax of each row, by one invocation a row (spread over the warps: lid = TPR·r)
+    // holding the row's max, sum and flags in registers; V's tile goes into K's buffer meanwhile.
+    if (part == 0u) {
+      var tmax = 0.0;
+      var tflags = 0u;
+      for (var c = 0u; c < BC; c++) {
+        let x = s_tile[m_r * SS + c];
+        if (is_nan(x)) { continue; }
+        if (is_pos_inf(x)) { tflags |= 2u; continue; }
+        tmax = select(x, max(tmax, x), (tflags & 1u) != 0u);
+        tflags |= 1u;
+      }
+      let seen = (flags & 1u) != 0u;
+      var m_new = m;
+      if ((tflags & 1u) != 0u) { m_new = select(tmax, max(m, tmax), seen); }
+      var psum = 0.0;
+      for (var c = 0u; c < BC; c++) {
+        let x = s_tile[m_r * SS + c];
+        var w = 0.0;
+        if (!is_nan_or_pos_inf(x)) { w = exp(x - m_new); }
+        s_tile[m_r * SS + c] = w;
+        psum += w;
+      }
+      let corr = select(1.0, exp(m - m_new), seen && (tflags & 1u) != 0u);
+      row_corr[m_r] = corr;
+      l = l * corr + psum;
+      m = m_new;
+      flags |= tflags;
+    }`;
+}
+
 export function tiledSource(v: ForwardVariant): string {
   const block = outputBlock(v.Hv);
   if (!block || v.H % 4 !== 0) throw new Error(`no tiled layout for H=${v.H} Hv=${v.Hv}`);
@@ -90,7 +165,7 @@ export function tiledSource(v: ForwardVariant): string {
   ].filter(Boolean);
   const oc4 = block.cols / 4;
   const ct = v.Hv / block.cols;
-  return `
+  return `${v.lanes === 4 ? 'enable subgroups;\n' : ''}
 const H: u32 = ${v.H}u;
 const HV: u32 = ${v.Hv}u;
 const H4: u32 = ${v.H / 4}u;
@@ -246,35 +321,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
       }
     }
     workgroupBarrier();
-    // 3. The online softmax of each row, by one invocation a row (spread over the warps: lid = TPR·r)
-    // holding the row's max, sum and flags in registers; V's tile goes into K's buffer meanwhile.
-    if (part == 0u) {
-      var tmax = 0.0;
-      var tflags = 0u;
-      for (var c = 0u; c < BC; c++) {
-        let x = s_tile[m_r * SS + c];
-        if (is_nan(x)) { continue; }
-        if (is_pos_inf(x)) { tflags |= 2u; continue; }
-        tmax = select(x, max(tmax, x), (tflags & 1u) != 0u);
-        tflags |= 1u;
-      }
-      let seen = (flags & 1u) != 0u;
-      var m_new = m;
-      if ((tflags & 1u) != 0u) { m_new = select(tmax, max(m, tmax), seen); }
-      var psum = 0.0;
-      for (var c = 0u; c < BC; c++) {
-        let x = s_tile[m_r * SS + c];
-        var w = 0.0;
-        if (!is_nan_or_pos_inf(x)) { w = exp(x - m_new); }
-        s_tile[m_r * SS + c] = w;
-        psum += w;
-      }
-      let corr = select(1.0, exp(m - m_new), seen && (tflags & 1u) != 0u);
-      row_corr[m_r] = corr;
-      l = l * corr + psum;
-      m = m_new;
-      flags |= tflags;
-    }
+    ${softmaxPhase(v)}
     for (var e = lid; e < BC * HV4; e += WG) {
       let j = u32(j0) + e / HV4;
       var x = vec4f(0.0);

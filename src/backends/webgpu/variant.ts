@@ -37,11 +37,12 @@ export interface ForwardVariant {
   /** Key and value are pools read through a block table (Params.paged: block size, table width). */
   readonly paged: boolean;
   /**
-   * Invocations per query row: 2 with subgroups (each holds half of q and of the accumulator, and
+   * The tiled kernel: 4 where its softmax phase spreads each row over 4 invocations combined by
+   * subgroupShuffleXor (tiled-source.ts), else 1. The row kernel: invocations per query row, 2 with subgroups (each holds half of q and of the accumulator, and
    * a score is its half-dot plus its partner's through subgroupShuffleXor: 2·H/2·4 bytes of
    * registers instead of 2·H·4, which at H=128 no longer spills past 255 registers), else 1.
    */
-  readonly lanes: 1 | 2;
+  readonly lanes: 1 | 2 | 4;
   /** Packed sequences: the query (and output) rows, and the key/value rows, start at OFFS entries. */
   readonly packedQuery: boolean;
   readonly packedKv: boolean;
@@ -62,7 +63,14 @@ export function variantKey(v: ForwardVariant): string {
     v.packedQuery ? 'packedq' : '',
     v.packedKv ? 'packedkv' : '',
   ].filter(Boolean);
-  const kernel = v.kernel === 'tiled' ? 'tiled' : v.lanes === 2 ? 'subgroups' : 'plain';
+  const kernel =
+    v.kernel === 'tiled'
+      ? v.lanes === 4
+        ? 'tiled-subgroups'
+        : 'tiled'
+      : v.lanes === 2
+        ? 'subgroups'
+        : 'plain';
   return `webgpu-flash-${kernel}-${v.dtype}-h${v.H}-hv${v.Hv}-r${v.rows}-c${v.bc}${flags.length ? `-${flags.join('-')}` : ''}`;
 }
 
