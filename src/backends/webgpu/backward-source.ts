@@ -184,7 +184,8 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
       for (var h = 0u; h < H; h++) { kahan(&s, &sc, q[h] * load_k(kv * H + h)); }
       s += bias_at(b, n, i, j);
       if (!nan_row && is_neg_inf(s)) { continue; }
-      let p = exp(s - lse) * c;
+      // A NaN row's weights are NaN at every key it sees: set, since exp(NaN) is +inf on SwiftShader.
+      let p = select(exp(s - lse) * c, make_nan(0x7fc00000u), nan_row);
       if (!nan_row && p == 0.0) { continue; }
       var dp = 0.0;
       var dpc = 0.0;
@@ -236,7 +237,7 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
         for (var h = 0u; h < H; h++) { kahan(&s, &sc, load_q(row * H + h) * P.scale * k[h]); }
         s += bias_at(b, n, i, j);
         if (!nan_row && is_neg_inf(s)) { continue; }
-        let p = exp(s - lse) * DROW[2u * row + 1u];
+        let p = select(exp(s - lse) * DROW[2u * row + 1u], make_nan(0x7fc00000u), nan_row);
         if (!nan_row && p == 0.0) { continue; }
         var dp = 0.0;
         var dpc = 0.0;

@@ -339,7 +339,11 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
       for (var c = 0u; c < OC4; c++) { vv[c] = kv_tile[key * HV4 + ocg + CT * c]; }
       for (var a = 0u; a < OR; a++) {
         let w = s_tile[(o_r0 + a) * SS + key];
-        for (var c = 0u; c < OC4; c++) { acc[a * OC4 + c] += w * vv[c]; }
+        // A key the row does not see has w = 0 and must add nothing, not 0·NaN (a NaN value
+        // behind the causal diagonal stays out of earlier rows).
+        if (w != 0.0) {
+          for (var c = 0u; c < OC4; c++) { acc[a * OC4 + c] += w * vv[c]; }
+        }
       }
     }
     workgroupBarrier();
