@@ -19,7 +19,7 @@ import { attention } from '../src/api/attention.js';
 import { attentionVjp } from '../src/api/backward.js';
 import { validateAttention } from '../src/api/validate.js';
 import { attentionBackwardFlops } from '../src/backends/backward-problem.js';
-import { cudaAvailable, synchronize } from '../src/backends/cuda/context.js';
+import { cudaAvailable, synchronize } from '../src/backends/cuda/runtime/context.js';
 import { problemFlops } from '../src/backends/problem.js';
 import { runForward } from '../src/backends/webgpu/forward.js';
 import { USAGE } from '../src/backends/webgpu/memory.js';
