@@ -6,7 +6,7 @@
 import { itemSize } from '../../tensor/dtype.js';
 import type { BackwardProblem } from '../backward-problem.js';
 import { paddedBytes } from './memory.js';
-import { MAX_HEAD_DIM } from './plan.js';
+import { MAX_HEAD_DIM, MODIFIERS_REASON } from './plan.js';
 import type { WebgpuLimits } from './runtime.js';
 
 type KernelDType = 'float32' | 'float16' | 'bfloat16';
@@ -47,6 +47,7 @@ export function dsScratchBytes(p: Pick<BackwardProblem, 'B' | 'N' | 'T' | 'S'>):
 
 export function planBackward(p: BackwardProblem, limits: WebgpuLimits): BackwardPlan {
   const refuse = (reason: string): BackwardPlan => ({ ok: false, reason });
+  if (p.modifiers || p.blockMask) return refuse(MODIFIERS_REASON);
   if (!isKernelDType(p.dtype))
     return refuse(`${p.dtype} inputs (the kernels read float32, float16 and bfloat16)`);
   if (!isKernelDType(p.output.dtype)) return refuse(`a ${p.output.dtype} output`);

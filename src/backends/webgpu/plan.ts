@@ -10,6 +10,10 @@ import type { WebgpuLimits } from './runtime.js';
 import { outputBlock, TILED_ROWS, TILED_WG, tiledStorageBytes } from './tiled-source.js';
 import { bindings, type ForwardVariant, MAX_SPLITS } from './variant.js';
 
+/** Why the WGSL kernels refuse scoreMod, maskMod and blockMask. */
+export const MODIFIERS_REASON =
+  'score/mask modifiers (scoreMod, maskMod, blockMask): the WGSL kernels have no code generation for them (cpu and cuda do)';
+
 /** Query rows per workgroup: 64 (×2 lanes with subgroups) is within every adapter's 256-invocation minimum. */
 export const ROWS = 64;
 /**
@@ -97,6 +101,9 @@ export function planForward(
   subgroups = false,
   tiled = true,
 ): Plan {
+  // The registry refuses them too (the backend's layouts do not list 'modifiers'); a direct
+  // runForward must not drop them silently either.
+  if (p.modifiers || p.blockMask) return refuse(MODIFIERS_REASON);
   const dtype = p.dtype;
   if (!isKernelDType(dtype))
     return refuse(`${dtype} inputs (the kernel reads float32, float16 and bfloat16)`);

@@ -9,10 +9,12 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { attention } from '../../../../src/api/attention.js';
 import { attentionBackward, attentionVjp } from '../../../../src/api/backward.js';
+import { validateAttention } from '../../../../src/api/validate.js';
 import { validateBackward } from '../../../../src/api/validate-backward.js';
 import type { AttentionGradients } from '../../../../src/backends/backward-problem.js';
 import type { AttentionOptions } from '../../../../src/backends/problem.js';
 import { planBackward } from '../../../../src/backends/webgpu/backward-plan.js';
+import { MODIFIERS_REASON, planForward } from '../../../../src/backends/webgpu/plan.js';
 import { webgpuContext } from '../../../../src/backends/webgpu/runtime.js';
 import { buildInputs, CASES } from '../../../../src/check/cases.js';
 import { GRADIENT_CASES } from '../../../../src/check/gradient-cases.js';
@@ -180,6 +182,23 @@ describe('webgpu backward: gradients, shapes and refusals', { skip: skip ?? fals
     );
     for (const r of reports) assert.ok(r.ok, r.message);
     for (const t of [gq, gdO, f.output, f.logSumExp, f.float32Output]) t?.dispose();
+  });
+
+  it('refuses score/mask modifiers forward and backward, with the reason', () => {
+    const q = randomNormal([1, 24, 2, 16], { seed: 1, dtype: 'float32' }).to('webgpu');
+    const modifiers = [{ scoreMod: 'score * 2' }, { maskMod: 'kv <= q' }];
+    for (const options of modifiers) {
+      const refused = (e: unknown) =>
+        e instanceof UnsupportedError && /modifiers \(scoreMod, maskMod, blockMask\)/.test(e.message);
+      assert.throws(() => attention(q, q, q, { ...options, implementation: 'webgpu' }), refused);
+      assert.throws(() => attention(q, q, q, options), refused);
+      assert.throws(() => attentionVjp(q, q, q, { ...options, implementation: 'webgpu' }), refused);
+      // Past the registry too: the plans themselves refuse them.
+      const problem = validateAttention(q, q, q, options);
+      const plan = planForward(problem, webgpuContext().info.limits);
+      assert.equal(plan.ok ? '' : plan.reason, MODIFIERS_REASON);
+    }
+    q.dispose();
   });
 
   it('refuses by name what it cannot run: a limit, and a forced backward on host tensors', () => {
