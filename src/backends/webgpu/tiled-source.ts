@@ -99,7 +99,7 @@ function softmaxPhase(v: ForwardVariant): string {
       for (var k = 0u; k < BC / TPR; k++) {
         let idx = m_r * SS + part + TPR * k;
         let x = s_tile[idx];
-        var w = 0.0;
+        var w = make_nan(0x80000000u);
         if (!is_nan_or_pos_inf(x)) { w = exp(x - m_new); }
         s_tile[idx] = w;
         psum += w;
@@ -131,7 +131,7 @@ function softmaxPhase(v: ForwardVariant): string {
       var psum = 0.0;
       for (var c = 0u; c < BC; c++) {
         let x = s_tile[m_r * SS + c];
-        var w = 0.0;
+        var w = make_nan(0x80000000u);
         if (!is_nan_or_pos_inf(x)) { w = exp(x - m_new); }
         s_tile[m_r * SS + c] = w;
         psum += w;
@@ -339,9 +339,10 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
       for (var c = 0u; c < OC4; c++) { vv[c] = kv_tile[key * HV4 + ocg + CT * c]; }
       for (var a = 0u; a < OR; a++) {
         let w = s_tile[(o_r0 + a) * SS + key];
-        // A key the row does not see has w = 0 and must add nothing, not 0·NaN (a NaN value
-        // behind the causal diagonal stays out of earlier rows).
-        if (w != 0.0) {
+        // A key the row does not see is −0 and adds nothing, not 0·NaN (a NaN value behind the
+        // causal diagonal stays out of earlier rows); a visible key whose weight underflowed is
+        // +0 and does add 0·NaN, as the reference does.
+        if (bitcast<u32>(w) != 0x80000000u) {
           for (var c = 0u; c < OC4; c++) { acc[a * OC4 + c] += w * vv[c]; }
         }
       }
