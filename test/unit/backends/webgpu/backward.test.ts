@@ -100,8 +100,8 @@ const FLOAT32_CASES = new Set([
   'padding + causal bottom-right + GQA',
 ]);
 
-describe('webgpu backward suite', { skip: skip ?? false }, () => {
-  for (const dtype of ['float16', 'float32'] as FloatDType[]) {
+for (const dtype of ['float16', 'float32'] as FloatDType[]) {
+  describe(`webgpu backward suite, ${dtype}`, { skip: skip ?? false }, () => {
     [...CASES, ...GRADIENT_CASES].forEach((c, index) => {
       if (dtype === 'float32' && !FLOAT32_CASES.has(c.name)) return;
       it(`${c.name} · ${dtype}`, async () => {
@@ -118,8 +118,8 @@ describe('webgpu backward suite', { skip: skip ?? false }, () => {
         for (const r of reports) assert.ok(r.ok, r.message);
       });
     });
-  }
-});
+  });
+}
 
 describe('webgpu backward NaN rule, float32', { skip: skip ?? false }, () => {
   GRADIENT_NAN_CASES.forEach((c, index) => {
