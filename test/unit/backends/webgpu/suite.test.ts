@@ -57,7 +57,7 @@ describe('suite: webgpu, plain kernel', { skip: skip ?? false }, () => {
   });
 });
 
-describe('suite: webgpu, row kernel with subgroups', { skip: skip ?? false }, () => {
+describe('suite: webgpu, rows kernel with subgroups', { skip: skip ?? false }, () => {
   defineBackendSuite(webgpuBackend, {
     cases: CASES,
     precisions: [PRECISIONS.float16],
@@ -70,7 +70,7 @@ describe('suite: webgpu, row kernel with subgroups', { skip: skip ?? false }, ()
 
 // The tiled kernel without subgroups (one invocation runs each row's softmax), which adapters
 // without the feature run; the row kernel where the tiled one does not apply.
-describe('suite: webgpu, tiled kernel without subgroups', { skip: skip ?? false }, () => {
+describe('suite: webgpu, tiled plain kernel (no subgroups)', { skip: skip ?? false }, () => {
   defineBackendSuite(webgpuBackend, {
     cases: CASES,
     precisions: [PRECISIONS.float32],
