@@ -7,20 +7,24 @@
 import { UnsupportedError } from '../../errors.js';
 import { itemSize } from '../../tensor/dtype.js';
 import { Tensor } from '../../tensor/tensor.js';
-import { SUPPORTED, unsupported } from '../backend.js';
+import { planned, unsupported } from '../backend.js';
 import type { BackwardBackend } from '../backward-backend.js';
 import type { BackwardOutput, BackwardProblem } from '../backward-problem.js';
-import { backwardKey, dsScratchBytes, planBackward } from './backward-plan.js';
+import { type BackwardVariant, backwardKey, dsScratchBytes, planBackward } from './backward-plan.js';
 import { BACKWARD_WG, backwardBindings, dbiasSource, dkdvSource, dqSource } from './backward-source.js';
 import { paramsBytes, pipelineFor, uploadConstant } from './forward.js';
 import { checkGeneration, createTensorBuffer, USAGE } from './memory.js';
 import { webgpuContext, webgpuState } from './runtime.js';
 
-export function runBackward(p: BackwardProblem): BackwardOutput {
+/** Runs the backward with `variant` (the plan's; planned here when not given). */
+export function runBackward(p: BackwardProblem, given?: BackwardVariant): BackwardOutput {
   const { device, info } = webgpuContext();
-  const plan = planBackward(p, info.limits);
-  if (!plan.ok) throw new UnsupportedError('webgpu', plan.reason);
-  const { variant } = plan;
+  let variant = given;
+  if (!variant) {
+    const plan = planBackward(p, info.limits);
+    if (!plan.ok) throw new UnsupportedError('webgpu', plan.reason);
+    variant = plan.variant;
+  }
   const key = backwardKey(variant);
   const { B, T, S, N, K, H, Hv } = p;
   const size = itemSize(p.dtype);
@@ -113,14 +117,14 @@ export function runBackward(p: BackwardProblem): BackwardOutput {
   };
 }
 
-export const webgpuBackward: BackwardBackend = {
+export const webgpuBackward: BackwardBackend<BackwardVariant> = {
   name: 'webgpu',
   device: 'webgpu',
-  supports(problem) {
+  plan(problem) {
     const state = webgpuState();
     if (!state.ok) return unsupported(state.reason);
     const plan = planBackward(problem, state.info.limits);
-    return plan.ok ? SUPPORTED : unsupported(plan.reason);
+    return plan.ok ? planned(plan.variant) : unsupported(plan.reason);
   },
-  run: runBackward,
+  run: (variant, problem) => runBackward(problem, variant),
 };
