@@ -10,6 +10,9 @@ import type { WebgpuLimits } from './runtime.js';
 import { outputBlock, TILED_ROWS, TILED_WG, tiledStorageBytes } from './tiled-source.js';
 import { bindings, type ForwardVariant, MAX_SPLITS } from './variant.js';
 
+/** Query rows from which the tiled kernel runs unsplit rather than the row kernel split-KV. */
+export const TILED_MIN_T = 128;
+
 /** Why the WGSL kernels refuse scoreMod, maskMod and blockMask. */
 export const MODIFIERS_REASON =
   'score/mask modifiers (scoreMod, maskMod, blockMask): the WGSL kernels have no code generation for them (cpu and cuda do)';
@@ -89,7 +92,8 @@ export function tiledKeys(p: Pick<AttentionProblem, 'H' | 'Hv' | 'T'>, limits: W
 }
 
 /**
- * `splits` overrides chooseSplits (tests run the split path on small cases with it); `subgroups`:
+ * `given` overrides the splits (tests run the split path on small cases with it; undefined: the
+ * tiled kernel where it applies from TILED_MIN_T rows, else chooseSplits); `subgroups`:
  * the device has the subgroups feature (WebgpuInfo.subgroups), for the two-lane kernel; `tiled`
  * false keeps the row kernel where the tiled one would run (tests and timings compare the two).
  * The tiled kernel runs where it applies (tiledKeys) and the keys are not split.
@@ -97,7 +101,7 @@ export function tiledKeys(p: Pick<AttentionProblem, 'H' | 'Hv' | 'T'>, limits: W
 export function planForward(
   p: AttentionProblem,
   limits: WebgpuLimits,
-  splits = chooseSplits(p),
+  given: number | undefined = undefined,
   subgroups = false,
   tiled = true,
 ): Plan {
@@ -127,7 +131,16 @@ export function planForward(
         `maxComputeWorkgroupStorageSize is ${limits.maxComputeWorkgroupStorageSize}`,
     );
   }
-  const tiledBc = tiled && splits === 1 ? tiledKeys(p, limits) : null;
+  // The tiled kernel where it applies and the keys are not split: split-KV is the row kernel's, and
+  // pays where few query rows leave the GPU idle (T < TILED_MIN_T); from TILED_MIN_T rows the tiled
+  // kernel's 2× workgroups (32 rows each) and its faster loop beat splitting the row kernel.
+  const tiledKeysHere = tiled ? tiledKeys(p, limits) : null;
+  const auto = given === undefined ? chooseSplits(p) : given;
+  const tiledBc =
+    tiledKeysHere !== null && (auto === 1 || (given === undefined && p.T >= TILED_MIN_T))
+      ? tiledKeysHere
+      : null;
+  const splits = tiledBc !== null ? 1 : auto;
   const rows = tiledBc !== null ? TILED_ROWS : rowsFor(p.T);
   if (rows > limits.maxComputeInvocationsPerWorkgroup) {
     return refuse(
