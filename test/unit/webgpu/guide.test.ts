@@ -43,7 +43,7 @@ describe('docs/guide/webgpu.md', { skip: skip ?? false }, () => {
     assert.equal(run.status, 0, run.stderr);
     assert.match(
       run.stdout,
-      /^webgpu webgpu-flash-(tiled|plain|subgroups)-float16-h64-hv64-\S*-causal-lse(-v4)?$/m,
+      /^webgpu webgpu-flash-(tiled-subgroups|tiled|plain|subgroups)-float16-h64-hv64-\S*-causal-lse(-v4)?$/m,
     );
     const worst = Number(/max \|webgpu − reference\| = (\S+)/.exec(run.stdout)?.[1]);
     assert.ok(worst < 4e-3, run.stdout);
