@@ -22,6 +22,7 @@ import { cudaAvailable } from './cuda/runtime/context.js';
 import { modelWords } from './device-dispatch-table.js';
 import { orderByMeasurement } from './dispatch-table.js';
 import { type AutoDecision, type Chosen, calibratedDecision, chooseFrom } from './registry.js';
+import { webgpuBackward } from './webgpu/backward.js';
 
 /** Priority order: fastest first on each device. */
 export const BACKWARD_BACKENDS: readonly BackwardBackend[] = [
@@ -32,6 +33,8 @@ export const BACKWARD_BACKENDS: readonly BackwardBackend[] = [
   withPostOps(cudnnBackward, [gradientNanRepair]),
   cudaFlashBackward,
   cudaNaiveBackward,
+  // webgpu: the only backward on webgpu tensors
+  webgpuBackward,
 ];
 
 /** The backward backend that will run `problem` and its plan, or a typed error saying why none can. */
