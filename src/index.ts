@@ -72,6 +72,20 @@ export type { Device } from './tensor/storage.js';
 export { Tensor } from './tensor/tensor.js';
 export { type BlockMaskOptions, createBlockMask } from './variants/block-mask.js';
 export {
+  alibi,
+  alibiSlopes,
+  and,
+  causal,
+  documentMask,
+  not,
+  or,
+  prefixLm,
+  relativeBias,
+  sinks,
+  slidingWindow,
+  softcap,
+} from './variants/library.js';
+export {
   type MaskMod,
   type Modifier,
   type ModifierOptions,

@@ -64,8 +64,8 @@ export type Expr =
   | {
       readonly kind: 'select';
       readonly test: Expr;
-      readonly then: Expr;
-      readonly otherwise: Expr;
+      readonly whenTrue: Expr;
+      readonly whenFalse: Expr;
       readonly type: ValueType;
     };
 
@@ -81,7 +81,7 @@ export function children(e: Expr): readonly Expr[] {
     case 'call':
       return e.args;
     case 'select':
-      return [e.test, e.then, e.otherwise];
+      return [e.test, e.whenTrue, e.whenFalse];
     default:
       return [];
   }
@@ -213,7 +213,7 @@ export function parseExpression(
     if ((then.type === 'bool') !== (otherwise.type === 'bool'))
       typeError(colon, "both branches of '?:' booleans, or both numbers");
     const type = then.type === 'bool' ? 'bool' : promote(then, otherwise);
-    return { kind: 'select', test, then, otherwise, type };
+    return { kind: 'select', test, whenTrue: then, whenFalse: otherwise, type };
   }
 
   const LEVELS: readonly (readonly BinaryOp[])[] = [

@@ -62,8 +62,8 @@ export function lower(root: Expr): Program {
         return push({ op: 'call', fn: e.fn, type: e.type, args: e.args.map(visit) });
       case 'select': {
         const test = visit(e.test);
-        const then = visit(e.then);
-        return push({ op: 'select', type: e.type, args: [test, then, visit(e.otherwise)] });
+        const whenTrue = visit(e.whenTrue);
+        return push({ op: 'select', type: e.type, args: [test, whenTrue, visit(e.whenFalse)] });
       }
     }
   };

@@ -264,7 +264,7 @@ describe('attention() with modifiers', () => {
     close(asString.output, causal.output);
   });
   it('auto picks a backend that takes modifiers; one that does not refuses with the reason', () => {
-    assert.equal(attention(q, k, v, { maskMod: 'kv <= q' }).backend, 'reference');
+    assert.equal(attention(q, k, v, { maskMod: 'kv <= q' }).backend, 'flash');
     assert.throws(
       () => attention(q, k, v, { maskMod: 'kv <= q', implementation: 'webgpu' }),
       (e: unknown) => e instanceof UnsupportedError || e instanceof InvalidArgumentError,
