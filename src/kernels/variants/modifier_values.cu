@@ -2,6 +2,10 @@
 // check that the CUDA generator and the CPU evaluator of src/variants/ compute the same thing
 // (test/gpu/variants-codegen.test.ts). The modifier source is put before this file.
 
+#ifdef ATTNLAB_NVCC_TEST  // the standalone nvcc compile: a representative generated modifier set
+#include "variants/nvcc_test_modifiers.cuh"
+#endif
+
 extern "C" __global__ void attnlab_modifier_values(
     const int* __restrict__ points,  // [count][4]: b, h, q, kv
     const float* __restrict__ scores, const float* __restrict__ grads, float* __restrict__ modified,
