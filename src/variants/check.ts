@@ -17,7 +17,7 @@ export interface ModifierOptions {
   readonly blockMask?: unknown;
 }
 
-function asModifier<K extends 'scoreMod' | 'maskMod'>(
+export function asModifier<K extends 'scoreMod' | 'maskMod'>(
   kind: K,
   value: unknown,
 ): (K extends 'scoreMod' ? ScoreMod : MaskMod) | undefined {
