@@ -174,7 +174,7 @@ export function parseExpression(
   allowScore: boolean,
 ): Expr {
   const expected = (why: string) =>
-    `${why} (a modifier expression over b, h, q, kv${allowScore ? ', score' : ''} and captured tensors)`;
+    `${why}, in an expression over b, h, q, kv${allowScore ? ', score' : ''} and captured tensors`;
   const fail = (token: string, column: number, why: string): never => {
     throw new InvalidArgumentError(
       what,
