@@ -22,8 +22,8 @@ export {
   attentionBackwardFlops,
   type BackwardOptions,
 } from './backends/backward-problem.js';
-export { cudaAvailable, deviceCount, onDevice } from './backends/cuda/context.js';
-export { emptyCache, resetPeakMemory } from './backends/cuda/memory.js';
+export { cudaAvailable, deviceCount, onDevice } from './backends/cuda/runtime/context.js';
+export { emptyCache, resetPeakMemory } from './backends/cuda/runtime/memory.js';
 export {
   type AttentionOptions,
   type AttentionResult,

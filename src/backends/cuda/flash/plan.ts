@@ -12,10 +12,19 @@
  */
 import { config } from '../../../config.js';
 import type { AttentionProblem } from '../../problem.js';
-import { type CompiledModule, loadKernels } from '../compile.js';
-import { currentDeviceOrdinal, getCudaContext, targetArch } from '../context.js';
-import { type KernelArg, type LaunchConfig, packStruct } from '../launch.js';
-import { hopperTensorMaps, marshalHopperParams } from './hopper.js';
+import { type CompiledModule, loadKernels } from '../runtime/compile.js';
+import { currentDeviceOrdinal, getCudaContext, targetArch } from '../runtime/context.js';
+import { type KernelArg, type LaunchConfig, packStruct } from '../runtime/launch.js';
+import { buildFlashParams, type FlashPointers, marshalFlashParams } from './params.js';
+import {
+  type FlashVariant,
+  flashDefines,
+  flashKernelSource,
+  flashVariant,
+  flashVariantKey,
+  flashVariantSharedBytes,
+} from './sm80/variant.js';
+import { hopperTensorMaps, marshalHopperParams } from './sm90/hopper.js';
 import {
   HOPPER_KERNEL,
   type HopperVariant,
@@ -25,16 +34,7 @@ import {
   hopperThreads,
   hopperVariant,
   hopperVariantKey,
-} from './hopper-variant.js';
-import { buildFlashParams, type FlashPointers, marshalFlashParams } from './params.js';
-import {
-  type FlashVariant,
-  flashDefines,
-  flashKernelSource,
-  flashVariant,
-  flashVariantKey,
-  flashVariantSharedBytes,
-} from './variant.js';
+} from './sm90/hopper-variant.js';
 
 /** Compiles (or fetches from the caches) the module of `variant`. */
 export function flashModule(variant: FlashVariant): CompiledModule {
