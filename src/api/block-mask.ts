@@ -2,7 +2,7 @@
  * createBlockMask: a mask modifier classified per (batch, head, query block, key block) as empty, partial
  * or full, on the GPU by a generated kernel when the mask's tensors (or `device`) are there, else on the CPU.
  */
-import { blockMaskOnDevice } from '../backends/cuda/block-mask.js';
+import { blockMaskOnDevice } from '../backends/cuda/ops/block-mask.js';
 import { UnsupportedError } from '../errors.js';
 import { Tensor } from '../tensor/tensor.js';
 import {

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { createBlockMask } from '../../src/api/block-mask.js';
-import { cudaAvailable } from '../../src/backends/cuda/context.js';
+import { cudaAvailable } from '../../src/backends/cuda/runtime/context.js';
 import { Tensor } from '../../src/tensor/tensor.js';
 import { and, causal, documentMask, or, prefixLm, sinks, slidingWindow } from '../../src/variants/library.js';
 import { type MaskMod, maskMod } from '../../src/variants/modifiers.js';

@@ -6,10 +6,10 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { capturesArgument } from '../../src/backends/cuda/block-mask.js';
-import { loadKernels } from '../../src/backends/cuda/compile.js';
-import { cudaAvailable } from '../../src/backends/cuda/context.js';
-import { i32, launchKernel, ptr } from '../../src/backends/cuda/launch.js';
+import { capturesArgument } from '../../src/backends/cuda/ops/block-mask.js';
+import { loadKernels } from '../../src/backends/cuda/runtime/compile.js';
+import { cudaAvailable } from '../../src/backends/cuda/runtime/context.js';
+import { i32, launchKernel, ptr } from '../../src/backends/cuda/runtime/launch.js';
 import { Random } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';
 import { compileModifiers } from '../../src/variants/compile.js';
@@ -85,9 +85,9 @@ function check(make: (device: 'cpu' | 'cuda') => { score?: ScoreMod; mask?: Mask
   device.captures.forEach((c, slot) => {
     if (!c.needsGrad) return;
     const got = captureGrads[slot].toFloat64Array();
-    hostGrads[slot].forEach((w, x) =>
-      assert.ok(Math.abs(got[x] - w) <= 1e-4 * Math.max(1, Math.abs(w)), `d${c.name}[${x}]`),
-    );
+    hostGrads[slot].forEach((w, x) => {
+      assert.ok(Math.abs(got[x] - w) <= 1e-4 * Math.max(1, Math.abs(w)), `d${c.name}[${x}]`);
+    });
   });
 }
 

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { it } from 'node:test';
-import { kernelsDir } from '../../../src/backends/cuda/kernel-source.js';
+import { kernelsDir } from '../../../src/backends/cuda/runtime/kernel-source.js';
 import { NVCC_HEADER, nvccTestHeader } from '../../support/variants-nvcc.js';
 
 it('the committed nvcc test header equals the generated source', () => {

@@ -3,13 +3,13 @@
  * small kernel, one thread block per (b, h, query block, key block), so the mask is evaluated where its
  * captured tensors live and only the (Bm, Nm, T/blockQ, S/blockKV) kinds are written.
  */
-import { Tensor } from '../../tensor/tensor.js';
-import { hashText } from '../../variants/compile.js';
-import { MAX_CAPTURE_RANK, MAX_CAPTURES } from '../../variants/cuda.js';
-import type { CompiledModifiers } from '../../variants/types.js';
-import { loadKernels } from './compile.js';
-import { i32, type KernelArg, launchKernel } from './launch.js';
-import { allocDevice } from './memory.js';
+import { Tensor } from '../../../tensor/tensor.js';
+import { hashText } from '../../../variants/compile.js';
+import { MAX_CAPTURE_RANK, MAX_CAPTURES } from '../../../variants/cuda.js';
+import type { CompiledModifiers } from '../../../variants/types.js';
+import { loadKernels } from '../runtime/compile.js';
+import { i32, type KernelArg, launchKernel } from '../runtime/launch.js';
+import { allocDevice } from '../runtime/memory.js';
 
 const THREADS = 256;
 const NAME = 'attnlab_block_mask';
