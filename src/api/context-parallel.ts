@@ -24,11 +24,14 @@ function checkModifierOptions(
   options: { scoreMod?: ScoreMod | string; maskMod?: MaskMod | string },
   sizes: { B: number; N: number; T: number; S: number },
   device: 'cpu' | 'cuda' | 'webgpu',
+  alignment: 'top_left' | 'bottom_right',
 ): { scoreMod?: ScoreMod; maskMod?: MaskMod } {
-  checkModifiers(options, sizes, device);
+  // A causal()/slidingWindow() mask is already the shards' built-in causal flag or window (validateAttention).
+  const { builtin } = checkModifiers(options, sizes, device, alignment);
   return {
     ...(options.scoreMod !== undefined && { scoreMod: asModifier('scoreMod', options.scoreMod) as ScoreMod }),
-    ...(options.maskMod !== undefined && { maskMod: asModifier('maskMod', options.maskMod) as MaskMod }),
+    ...(options.maskMod !== undefined &&
+      !builtin && { maskMod: asModifier('maskMod', options.maskMod) as MaskMod }),
   };
 }
 
@@ -194,7 +197,12 @@ export function validateContextParallel(
   }
   // Modifiers index the GLOBAL sequence: checked against its sizes here; each block call reads them at its
   // rows' global positions (ring-run.ts).
-  const modifiers = checkModifierOptions(local, { B: first.B, N: first.N, T, S }, first.device);
+  const modifiers = checkModifierOptions(
+    local,
+    { B: first.B, N: first.N, T, S },
+    first.device,
+    first.alignment,
+  );
   const problem: RingProblem = {
     ...modifiers,
     P,

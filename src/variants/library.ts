@@ -20,9 +20,23 @@ import {
 
 const MAX_INT = 2 ** 31 - 1;
 
+/**
+ * The masks causal() and slidingWindow() made, with the built-in window each one is: validation runs them as
+ * isCausal/localWindowSize (top-left alignment), so cuDNN's and the flash kernels' own masking (which skips
+ * whole key blocks) takes them, and no expression is evaluated.
+ */
+const BUILTIN = new WeakMap<object, { readonly left: number; readonly right: number }>();
+
+/** The built-in window a ready-made mask is ({ left: Infinity, right: 0 } for causal), or undefined. */
+export function builtinWindow(m: MaskMod): { readonly left: number; readonly right: number } | undefined {
+  return BUILTIN.get(m);
+}
+
 /** Keys at or before the query: kv ≤ q (top-left alignment; isCausal with 'bottom_right' shifts by S − T). */
 export function causal(): MaskMod {
-  return maskMod('kv <= q', {}, { name: 'causal' });
+  const m = maskMod('kv <= q', {}, { name: 'causal' });
+  BUILTIN.set(m, { left: Number.POSITIVE_INFINITY, right: 0 });
+  return m;
 }
 
 /**
@@ -32,7 +46,9 @@ export function causal(): MaskMod {
 export function slidingWindow(left: number, right: number): MaskMod {
   const l = checkInteger('slidingWindow left', left, 0, MAX_INT, 'a non-negative integer');
   const r = checkInteger('slidingWindow right', right, 0, MAX_INT, 'a non-negative integer');
-  return maskMod(`kv >= q - ${l} && kv <= q + ${r}`, {}, { name: 'slidingWindow' });
+  const m = maskMod(`kv >= q - ${l} && kv <= q + ${r}`, {}, { name: 'slidingWindow' });
+  BUILTIN.set(m, { left: l, right: r });
+  return m;
 }
 
 /**

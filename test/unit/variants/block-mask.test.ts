@@ -143,3 +143,28 @@ describe('a block mask belongs to its call', () => {
     refused(() => createBlockMask(docs, { B, N, T, S: T, bq: 8 } as never), 'createBlockMask options');
   });
 });
+
+describe('a block mask is tied to the tensors its mask reads', () => {
+  it('the same expression over another batch of docIds is another mask', () => {
+    const [B, T, N, H] = [1, 16, 1, 4];
+    const q = randomNormal([B, T, N, H], { seed: 9, dtype: 'float64' });
+    const ids = (n: number) =>
+      Tensor.fromArray(
+        Array.from({ length: T }, (_, i) => Math.floor(i / n)),
+        [B, T],
+        'int32',
+      );
+    const first = and(documentMask(ids(4)), causal());
+    const blockMask = createBlockMask(first, { B, N, T, S: T, blockQ: 4, blockKV: 4 });
+    assert.doesNotThrow(() => attention(q, q, q, { maskMod: first, blockMask }));
+    // Rebuilt from the same tensor: the same mask, accepted.
+    assert.doesNotThrow(() =>
+      attention(q, q, q, { maskMod: and(documentMask(first.captures[0].tensor), causal()), blockMask }),
+    );
+    refused(
+      () => attention(q, q, q, { maskMod: and(documentMask(ids(4)), causal()), blockMask }),
+      'blockMask',
+      /another maskMod/,
+    );
+  });
+});

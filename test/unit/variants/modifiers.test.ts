@@ -5,10 +5,12 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { attention } from '../../../src/api/attention.js';
+import { validateAttention } from '../../../src/api/validate.js';
 import { InvalidArgumentError, UnsupportedError } from '../../../src/errors.js';
 import { randomNormal } from '../../../src/tensor/random.js';
 import { Tensor } from '../../../src/tensor/tensor.js';
 import { compileModifiers } from '../../../src/variants/compile.js';
+import { causal, slidingWindow, softcap } from '../../../src/variants/library.js';
 import { maskMod, scoreMod } from '../../../src/variants/modifiers.js';
 
 const sizes = { B: 2, N: 3, T: 5, S: 6 };
@@ -277,5 +279,32 @@ describe('attention() with modifiers', () => {
     );
     assert.equal(refusal(() => attention(q, k, v, { maskMod: 'score > 0' })).argument, "maskMod 'custom'");
     assert.equal(refusal(() => attention(q, k, v, { blockMask: {} as never })).argument, 'blockMask');
+  });
+});
+
+describe('ready-made causal and window masks run as the built-in masks', () => {
+  const [B, T, N, H] = [1, 6, 2, 4];
+  const q = randomNormal([B, T, N, H], { seed: 5, dtype: 'float64' });
+  it('causal() and slidingWindow() become isCausal and the window in top-left alignment, only there', () => {
+    const causalProblem = validateAttention(q, q, q, { maskMod: causal() });
+    assert.equal(causalProblem.causal, true);
+    assert.equal(causalProblem.modifiers, undefined);
+    const windowed = validateAttention(q, q, q, { maskMod: slidingWindow(2, 1), localWindowSize: [1, 3] });
+    assert.deepEqual(windowed.window, { left: 1, right: 1 });
+    assert.equal(windowed.modifiers, undefined);
+    const withScore = validateAttention(q, q, q, { maskMod: causal(), scoreMod: softcap(5) });
+    assert.equal(withScore.causal, true);
+    assert.equal(withScore.modifiers?.hasMaskMod, false);
+    assert.equal(withScore.modifiers?.hasScoreMod, true);
+    // bottom_right shifts the built-in diagonal; the modifier's kv <= q does not move: kept as a modifier.
+    const shifted = validateAttention(q, q, q, { maskMod: causal(), causalAlignment: 'bottom_right' });
+    assert.equal(shifted.causal, false);
+    assert.equal(shifted.modifiers?.hasMaskMod, true);
+    // The same expression written by hand stays a modifier (it is evaluated, and must equal the built-in).
+    const written = validateAttention(q, q, q, { maskMod: 'kv <= q' });
+    assert.equal(written.modifiers?.hasMaskMod, true);
+    const a = attention(q, q, q, { maskMod: 'kv <= q', implementation: 'reference' }).output.toFloat64Array();
+    const b = attention(q, q, q, { maskMod: causal(), implementation: 'reference' }).output.toFloat64Array();
+    assert.deepEqual(Array.from(a), Array.from(b));
   });
 });
