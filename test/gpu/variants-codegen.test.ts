@@ -106,7 +106,7 @@ describe('generated modifier functions equal the CPU evaluator', { skip }, () =>
   it('every operator and function', () =>
     check(() => ({
       score: scoreMod(
-        'q % 3 == 0 ? exp(score / 4.0) * sqrt(abs(score) + 1.0) : max(min(score, 2.0), -2.0) + log(float(kv + 1)) - floor(score) + ceil(score / 3.0) + float(int(score * 4.0)) + float((q - kv) / 7)',
+        'q % 3 == 0 ? exp(score / 4.0) * sqrt(abs(score) + 1.0) : max(min(score, 2.0), -2.0) + log(float(kv + 1)) - floor(score) + ceil(score / 2.0) + float(int(score * 4.0)) + float((q - kv) / 7)',
       ),
       mask: maskMod('!(q < kv) || (kv / 5) % 2 == 1 && h != 2'),
     })));
