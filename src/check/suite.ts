@@ -24,6 +24,7 @@ import type {
 import type { FloatDType } from '../tensor/dtype.js';
 import type { Device } from '../tensor/storage.js';
 import type { Tensor } from '../tensor/tensor.js';
+import { type Modifier, withCaptures } from '../variants/modifiers.js';
 import { checkAccuracy, checkLogSumExp, type Precision, plainLowPrecision } from './accuracy.js';
 import { type AttentionCase, buildInputs, CASES, LONG_CASES } from './cases.js';
 import { RANDOM_CASES_SEED, randomCases } from './random-cases.js';
@@ -227,10 +228,18 @@ function startCase(check: CaseCheck): CheckRow | StartedCase {
   };
   let started = false;
   try {
+    const { scoreMod, maskMod } = oracle.options;
+    // Modifiers' captured tensors go to the device with the inputs (variant-cases.ts).
+    const moved = <K extends 'scoreMod' | 'maskMod'>(m: Modifier<K> | string | undefined) =>
+      typeof m === 'object' && onDevice && m.captures.length > 0
+        ? withCaptures(m, (t) => own(t) as Tensor)
+        : m;
     const problem = validateAttention(own(oracle.q)!, own(oracle.k)!, own(oracle.v)!, {
       ...oracle.options,
       bias: own(oracle.options.bias),
       mask: own(oracle.options.mask),
+      scoreMod: moved(scoreMod),
+      maskMod: moved(maskMod),
       implementation: backend.name,
       returnLogSumExp: true,
       float32Precision: precision.float32Precision,

@@ -193,3 +193,17 @@ export function fromTree<Kind extends 'scoreMod' | 'maskMod'>(
   MADE.add(made);
   return made;
 }
+
+/** `m` over copies of its captured tensors made by `move` (e.g. to another device); the expression is unchanged. */
+export function withCaptures<Kind extends 'scoreMod' | 'maskMod'>(
+  m: Modifier<Kind>,
+  move: (t: Tensor) => Tensor,
+): Modifier<Kind> {
+  return fromTree(
+    m.kind,
+    m.name,
+    m.expression,
+    m.tree,
+    m.captures.map((c) => ({ ...c, tensor: move(c.tensor) })),
+  );
+}
