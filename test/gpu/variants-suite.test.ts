@@ -34,7 +34,7 @@ describe('CUDA flash, modifier cases', { skip }, () => {
 
 describe('CUDA flash backward, modifier cases, bfloat16', { skip }, () => {
   VARIANT_CASES.forEach((c, index) => {
-    it(c.name, (t) => {
+    it(`${c.name} · backward`, (t) => {
       const seed = testSeed + 16 * index;
       const host = buildInputs(c, 'bfloat16', seed);
       const dO = randomOutputGradient(host.q, host.v, 'bfloat16', seed + 7);
