@@ -188,6 +188,14 @@ export function compileModifiers(
       .join('; '),
   };
   const at: Point = { b: 0, h: 0, q: 0, kv: 0, score: 0 };
+  // Field by field: the evaluators run once per (q, kv) pair, and an object per call is garbage per pair.
+  const setPoint = (s: number, b: number, h: number, q: number, kv: number) => {
+    at.score = s;
+    at.b = b;
+    at.h = h;
+    at.q = q;
+    at.kv = kv;
+  };
   if (scoreProgram && score) {
     const what = `scoreMod '${score.name}'`;
     const p: Program = scoreProgram.program;
@@ -195,11 +203,11 @@ export function compileModifiers(
     const adjoints = new Float64Array(p.instrs.length);
     const learned = learnedLocal(scoreProgram);
     compiled.scoreMod = (s, b, h, q, kv) => {
-      Object.assign(at, { score: s, b, h, q, kv });
+      setPoint(s, b, h, q, kv);
       return evaluate(what, p, local(scoreProgram), at, values);
     };
     compiled.scoreModGrad = (s, g, b, h, q, kv, captureGrads) => {
-      Object.assign(at, { score: s, b, h, q, kv });
+      setPoint(s, b, h, q, kv);
       const caps = local(scoreProgram);
       evaluate(what, p, caps, at, values);
       const grads = scoreProgram.slots.map((slot) => captureGrads[slot] ?? EMPTY);
@@ -211,7 +219,7 @@ export function compileModifiers(
     const p = maskProgram.program;
     const values = new Float64Array(p.instrs.length);
     compiled.maskMod = (b, h, q, kv) => {
-      Object.assign(at, { score: 0, b, h, q, kv });
+      setPoint(0, b, h, q, kv);
       return evaluate(what, p, local(maskProgram), at, values) !== 0;
     };
   }
