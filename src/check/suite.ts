@@ -28,6 +28,7 @@ import { type Modifier, withCaptures } from '../variants/modifiers.js';
 import { checkAccuracy, checkLogSumExp, type Precision, plainLowPrecision } from './accuracy.js';
 import { type AttentionCase, buildInputs, CASES, LONG_CASES } from './cases.js';
 import { RANDOM_CASES_SEED, randomCases } from './random-cases.js';
+import { VARIANT_CASES } from './variant-cases.js';
 
 /** A precision the suite runs: the inputs' dtype and, for float32, the products' precision. */
 export interface SuitePrecision {
@@ -55,10 +56,15 @@ export const DEVICE_PRECISIONS: Record<Device, readonly SuitePrecision[]> = {
 /** Random cases added to the hand-picked ones (see random-cases.ts). */
 export const RANDOM_CASE_COUNT = 20;
 
-/** The cases a device's backends run: the long ones only on the GPU (the CPU backends are JS). */
+/**
+ * The cases a device's backends run: the long ones only on the GPU (the CPU backends are JS); the modifier
+ * cases everywhere (a backend that takes no modifiers skips them, saying so).
+ */
 export function suiteCases(device: Device, casesSeed = RANDOM_CASES_SEED): AttentionCase[] {
   const random = randomCases(RANDOM_CASE_COUNT, casesSeed);
-  return device === 'cpu' ? [...CASES, ...random] : [...CASES, ...LONG_CASES, ...random];
+  return device === 'cpu'
+    ? [...CASES, ...VARIANT_CASES, ...random]
+    : [...CASES, ...LONG_CASES, ...VARIANT_CASES, ...random];
 }
 
 /** One named comparison of a row: what was compared, the verdict, and its message (both errors). */
