@@ -1,5 +1,5 @@
 /**
- * src/kernels/variants/nvcc_test_modifiers.cuh is what the generator emits for its modifier set today
+ * src/kernels/variants/nvcc_test_modifiers.cuh is what the generator emits for its modifier set
  * (regenerate with: node --import tsx -e "import('./test/support/variants-nvcc.ts').then(m => process.stdout.write(m.nvccTestHeader()))").
  */
 import assert from 'node:assert/strict';
