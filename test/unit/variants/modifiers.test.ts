@@ -308,3 +308,28 @@ describe('ready-made causal and window masks run as the built-in masks', () => {
     assert.deepEqual(Array.from(a), Array.from(b));
   });
 });
+
+describe('modifiers on packed sequences', () => {
+  it('q and kv are positions within each sequence: a written causal mask equals isCausal on packed inputs', () => {
+    const [N, H] = [2, 8];
+    const offsets = [0, 5, 12, 20];
+    const total = offsets[offsets.length - 1];
+    const q = randomNormal([total, N, H], { seed: 41, dtype: 'float64' });
+    const k = randomNormal([total, N, H], { seed: 42, dtype: 'float64' });
+    const v = randomNormal([total, N, H], { seed: 43, dtype: 'float64' });
+    const layout = { querySeqOffsets: offsets, keyValueSeqOffsets: offsets };
+    for (const implementation of ['reference', 'flash'] as const) {
+      const written = attention(q, k, v, {
+        ...layout,
+        maskMod: 'kv <= q',
+        implementation,
+      }).output.toFloat64Array();
+      const builtin = attention(q, k, v, {
+        ...layout,
+        isCausal: true,
+        implementation,
+      }).output.toFloat64Array();
+      assert.deepEqual(Array.from(written), Array.from(builtin), implementation);
+    }
+  });
+});
