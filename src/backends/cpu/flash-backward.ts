@@ -15,7 +15,7 @@
  * maskMod drops pairs as the forward does (through the block mask when one is given).
  */
 
-import { SUPPORTED } from '../backend.js';
+import { NO_PLAN } from '../backend.js';
 import type { BackwardBackend } from '../backward-backend.js';
 import type { BackwardOutput, BackwardProblem } from '../backward-problem.js';
 import { gradientBuffers, gradientTensors } from './gradients.js';
@@ -128,6 +128,6 @@ export const cpuFlashBackward: BackwardBackend = {
   name: 'flash',
   device: 'cpu',
   layouts: ['modifiers'],
-  supports: () => SUPPORTED,
-  run: flashBackwardCpu,
+  plan: () => NO_PLAN,
+  run: (_plan, p) => flashBackwardCpu(p),
 };
