@@ -19,7 +19,7 @@ import { NO_PLAN } from '../backend.js';
 import type { BackwardBackend } from '../backward-backend.js';
 import type { BackwardOutput, BackwardProblem } from '../backward-problem.js';
 import { gradientBuffers, gradientTensors } from './gradients.js';
-import { keyRange, pairKeep, pairTerms } from './visibility.js';
+import { keyRange, pairKeep, pairTerms, tileEmpty } from './visibility.js';
 
 /** 16 queries × 64 keys, as the forward (flash.ts): the tile and its K/V rows stay in L1. */
 const BLOCK_Q = 16;
@@ -52,6 +52,7 @@ export function flashBackwardCpu(p: BackwardProblem): BackwardOutput {
   const scoreMod = p.modifiers?.scoreMod;
   const scoreModGrad = p.modifiers?.scoreModGrad;
   const keep = pairKeep(p);
+  const empty = tileEmpty(p);
   const g = gradientBuffers(p);
   const captureGrads = g.dcaptures ?? [];
   const dK = new Float64Array(BLOCK_K * H);
@@ -73,7 +74,7 @@ export function flashBackwardCpu(p: BackwardProblem): BackwardOutput {
           let seen = false;
           for (let r = 0; r < rows && !seen; r++)
             seen = lo[i0 + r] < Math.min(hi[i0 + r], j0 + cols) && hi[i0 + r] > j0;
-          if (!seen) continue;
+          if (!seen || empty(b, n, i0, i0 + rows, j0, j0 + cols)) continue;
           for (let r = 0; r < rows; r++) {
             const i = i0 + r;
             const row = (b * T + i) * N + n;

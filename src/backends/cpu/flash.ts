@@ -15,7 +15,7 @@ import { Tensor } from '../../tensor/tensor.js';
 import { type AttentionBackend, NO_PLAN } from '../backend.js';
 import type { AttentionProblem, BackendOutput } from '../problem.js';
 import { runDense } from './dense-view.js';
-import { keyRange, pairKeep, pairTerms } from './visibility.js';
+import { keyRange, pairKeep, pairTerms, tileEmpty } from './visibility.js';
 
 /** 16 query rows × 64 keys: a 1024-entry score tile, small enough to stay in L1 with its Q rows. */
 const BLOCK_Q = 16;
@@ -30,6 +30,7 @@ export function flashAttentionCpu(p: AttentionProblem): BackendOutput {
   const [ms, bs] = [terms.maskStrides, terms.biasStrides];
   const scoreMod = p.modifiers?.scoreMod;
   const keep = pairKeep(p);
+  const empty = tileEmpty(p);
   const out = allocFloat64([B, T, N, Hv]);
   const lse = (allocHost('float32', [B, T, N]) as Float32Array).fill(Number.NEGATIVE_INFINITY);
   const group = N / K;
@@ -62,6 +63,8 @@ export function flashAttentionCpu(p: AttentionProblem): BackendOutput {
         // Only key blocks that some row can see are visited.
         for (let j0 = blockLo - (blockLo % BLOCK_K); j0 < blockHi; j0 += BLOCK_K) {
           const cols = Math.min(BLOCK_K, S - j0);
+          // A tile the block mask leaves empty adds nothing: skipped, as the GPU kernels skip it.
+          if (empty(b, n, i0, i0 + rows, j0, j0 + cols)) continue;
           for (let r = 0; r < rows; r++) {
             const i = i0 + r;
             const qOff = ((b * T + i) * N + n) * H;

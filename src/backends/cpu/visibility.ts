@@ -67,3 +67,24 @@ export function pairKeep(p: AttentionProblem): PairKeep | null {
     return kind === BLOCK_FULL ? true : kind === BLOCK_EMPTY ? false : keep(b, n, i, j);
   };
 }
+
+/**
+ * Whether the block mask of `p` leaves the tile [i0, i1) × [j0, j1) of (b, n) empty (every block it overlaps
+ * is empty), so CPU flash skips it as the GPU kernels do; always false without a block mask.
+ */
+export function tileEmpty(
+  p: AttentionProblem,
+): (b: number, n: number, i0: number, i1: number, j0: number, j1: number) => boolean {
+  const m = p.blockMask;
+  if (!m) return () => false;
+  const kinds = m.kinds.toHost().data as Uint8Array;
+  const perHead = m.qBlocks * m.kvBlocks;
+  const [strideB, strideH] = [m.Bm === 1 ? 0 : m.Nm * perHead, m.Nm === 1 ? 0 : perHead];
+  return (b, n, i0, i1, j0, j1) => {
+    const base = b * strideB + n * strideH;
+    for (let qb = Math.floor(i0 / m.blockQ); qb <= Math.floor((i1 - 1) / m.blockQ); qb++)
+      for (let kb = Math.floor(j0 / m.blockKV); kb <= Math.floor((j1 - 1) / m.blockKV); kb++)
+        if (kinds[base + qb * m.kvBlocks + kb] !== BLOCK_EMPTY) return false;
+    return true;
+  };
+}
