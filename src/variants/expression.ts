@@ -8,7 +8,7 @@
  *   equal   := rel (('==' | '!=') rel)*   rel := add (('<' | '<=' | '>' | '>=') add)*
  *   add     := mul (('+' | '-') mul)*     mul := unary (('*' | '/' | '%') unary)*
  *   unary   := ('-' | '!') unary | primary
- *   primary := number | 'inf' | variable | capture '[' expr (',' expr)* ']' | fn '(' expr (',' expr)* ')' | '(' expr ')'
+ *   primary := number | 'inf' | 'true' | 'false' | variable | capture '[' expr (',' expr)* ']' | fn '(' expr (',' expr)* ')' | '(' expr ')'
  * Variables: `b`, `h`, `q`, `kv` (int) and, in a score modifier, `score` (float). Types are int, float and
  * bool; int op float promotes to float; `/` of two ints truncates toward zero as in C (0 when dividing by 0).
  */
@@ -38,7 +38,7 @@ export type BinaryOp = '+' | '-' | '*' | '/' | '%' | '==' | '!=' | '<' | '<=' | 
 export type IndexVariable = 'b' | 'h' | 'q' | 'kv';
 
 export type Expr =
-  | { readonly kind: 'number'; readonly value: number; readonly type: 'int' | 'float' }
+  | { readonly kind: 'number'; readonly value: number; readonly type: ValueType }
   | { readonly kind: 'variable'; readonly name: IndexVariable | 'score'; readonly type: 'int' | 'float' }
   | {
       readonly kind: 'read';
@@ -123,7 +123,7 @@ const OPERATORS = [
   ']',
   ',',
 ];
-const RESERVED = new Set(['b', 'h', 'q', 'kv', 'score', 'inf', ...Object.keys(FUNCTIONS)]);
+const RESERVED = new Set(['b', 'h', 'q', 'kv', 'score', 'inf', 'true', 'false', ...Object.keys(FUNCTIONS)]);
 
 /** Identifiers a capture may be named: not a variable, function or `inf`. */
 export function isCaptureName(name: string): boolean {
@@ -293,6 +293,8 @@ export function parseExpression(
     }
     if (t.kind !== 'name') return fail(t.text, t.column, 'a number, a name or (');
     if (t.text === 'inf') return { kind: 'number', value: Number.POSITIVE_INFINITY, type: 'float' };
+    if (t.text === 'true' || t.text === 'false')
+      return { kind: 'number', value: t.text === 'true' ? 1 : 0, type: 'bool' };
     if (t.text === 'b' || t.text === 'h' || t.text === 'q' || t.text === 'kv')
       return { kind: 'variable', name: t.text, type: 'int' };
     if (t.text === 'score') {

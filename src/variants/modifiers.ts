@@ -71,7 +71,7 @@ function checkCaptures(what: string, capturesIn: unknown): { name: string; tenso
     if (!isCaptureName(name)) {
       throw new InvalidArgumentError(
         `${what} captures`,
-        'names that are identifiers other than b, h, q, kv, score, inf and the function names',
+        'names that are identifiers other than b, h, q, kv, score, inf, true, false and the function names',
         `the name '${name}'`,
       );
     }

@@ -78,6 +78,8 @@ export function differentiable(program: Program, learned: ReadonlySet<number>): 
     if (instr.type !== 'float') return;
     if (instr.op === 'var') needs[n] = instr.name === 'score';
     else if (instr.op === 'read') needs[n] = learned.has(instr.capture);
+    // floor and ceil are piecewise constant: no derivative flows through them.
+    else if (instr.op === 'call' && (instr.fn === 'floor' || instr.fn === 'ceil')) needs[n] = false;
     else if (instr.op !== 'const')
       needs[n] = instr.args.some((a) => needs[a] && program.types[a] === 'float');
   });

@@ -48,7 +48,8 @@ describe('createBlockMask on the GPU equals the CPU classification', { skip }, (
         });
         assert.equal(onGpu.device, 'cuda');
         assert.deepEqual(onGpu.kinds.shape, onCpu.kinds.shape);
-        assert.equal(onGpu.maskKey, onCpu.maskKey);
+        // The same function; the key's tail names the captured tensor objects, which differ by design.
+        assert.equal(onGpu.maskKey.split('-')[0], onCpu.maskKey.split('-')[0]);
         assert.deepEqual(
           Array.from(onGpu.kinds.toHost().data as Uint8Array),
           Array.from(onCpu.kinds.toHost().data as Uint8Array),

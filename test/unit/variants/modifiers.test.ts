@@ -333,3 +333,24 @@ describe('modifiers on packed sequences', () => {
     }
   });
 });
+
+describe('literals and piecewise-constant functions', () => {
+  it('true and false are boolean literals; floor and ceil pass no gradient', () => {
+    const sizes2 = { B: 1, N: 1, T: 4, S: 4 };
+    const m = compileModifiers(
+      scoreMod('floor(score) + ceil(score * 2.0) + score'),
+      maskMod('q == 0 ? true : false'),
+      sizes2,
+      'cpu',
+    );
+    assert.equal(m.maskMod?.(0, 0, 0, 3), true);
+    assert.equal(m.maskMod?.(0, 0, 1, 0), false);
+    assert.equal(m.scoreMod?.(1.25, 0, 0, 0, 0), 1 + 3 + 1.25);
+    assert.equal(m.scoreModGrad?.(1.25, 2, 0, 0, 0, 0, []), 2);
+    assert.ok(m.cudaSource.includes('= true;') && m.cudaSource.includes('= false;'));
+    assert.equal(
+      refusal(() => maskMod('x[q] > 0', { true: int32([1], [1]) })).argument,
+      "maskMod 'custom' captures",
+    );
+  });
+});
