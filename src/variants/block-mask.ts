@@ -6,7 +6,7 @@
 import { checkInteger, checkKeys, checkOptionsObject, describeValue } from '../arguments.js';
 import { InvalidArgumentError } from '../errors.js';
 import type { Device } from '../tensor/storage.js';
-import type { Tensor } from '../tensor/tensor.js';
+import { Tensor } from '../tensor/tensor.js';
 import { compileModifiers } from './compile.js';
 import { children, type Expr } from './expression.js';
 import { isModifier, type MaskMod, maskMod as makeMaskMod } from './modifiers.js';
@@ -174,4 +174,47 @@ export function makeBlockMask(r: BlockMaskRequest, kinds: Tensor): BlockMask {
   });
   MADE.add(made);
   return made;
+}
+
+/** Evaluates a request's mask on its device into the kinds tensor (the CUDA ops register theirs). */
+export type DeviceBlockMaskEvaluator = (request: BlockMaskRequest) => Tensor;
+const evaluators = new Map<Device, DeviceBlockMaskEvaluator>();
+
+/**
+ * Registers the kernel that classifies blocks on `device`: backends/cuda/ops/block-mask.ts does for 'cuda'
+ * when it loads (every entry point loads it through src/api/block-mask.ts), as the CUDA pool registers its
+ * allocator with the tensor layer. Without one, blocks are classified on the host and the kinds copied over.
+ */
+export function registerBlockMaskEvaluator(device: Device, evaluate: DeviceBlockMaskEvaluator): void {
+  evaluators.set(device, evaluate);
+}
+
+/**
+ * Evaluates `mask` once per element and stores one byte per block: 0 empty (the kernels skip it),
+ * 1 partial (maskMod per element), 2 full (maskMod dropped). A mask that does not read b (h) is stored
+ * once for every batch (head). On the GPU a generated kernel does it where the mask's tensors (or
+ * `options.device`) are. Compute it once and pass it with its maskMod to every call of the same sizes,
+ * across layers and steps.
+ *
+ * @example
+ * const docs = and(documentMask(docIds), causal());
+ * const blockMask = createBlockMask(docs, { B: 1, N: 8, T: 4096, S: 4096 });
+ * attention(q, k, v, { maskMod: docs, blockMask });
+ */
+export function createBlockMask(mask: MaskMod | string, options: BlockMaskOptions): BlockMask {
+  const request = checkBlockMaskRequest(mask, options);
+  const onDevice = request.device === 'cpu' ? undefined : evaluators.get(request.device);
+  if (onDevice) return makeBlockMask(request, onDevice(request));
+  const { Bm, Nm, T, S, blockQ, blockKV } = request;
+  const host = Tensor.fromRaw(
+    classifyOnHost(request),
+    [Bm, Nm, Math.ceil(T / blockQ), Math.ceil(S / blockKV)],
+    'bool',
+  );
+  if (request.device === 'cpu') return makeBlockMask(request, host);
+  try {
+    return makeBlockMask(request, host.to(request.device));
+  } finally {
+    host.dispose();
+  }
 }

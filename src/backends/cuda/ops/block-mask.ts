@@ -3,7 +3,9 @@
  * small kernel, one thread block per (b, h, query block, key block), so the mask is evaluated where its
  * captured tensors live and only the (Bm, Nm, T/blockQ, S/blockKV) kinds are written.
  */
+import { UnsupportedError } from '../../../errors.js';
 import { Tensor } from '../../../tensor/tensor.js';
+import { registerBlockMaskEvaluator } from '../../../variants/block-mask.js';
 import { hashText } from '../../../variants/compile.js';
 import { MAX_CAPTURE_RANK, MAX_CAPTURES } from '../../../variants/cuda.js';
 import type { CompiledModifiers } from '../../../variants/types.js';
@@ -40,11 +42,20 @@ export interface BlockGrid {
   readonly blockKV: number;
 }
 
+/** CUDA's grid limit on y and z: query blocks, and Bm·Nm. */
+const GRID_YZ = 65535;
+
 /** The kinds tensor [Bm, Nm, qBlocks, kvBlocks] (dtype 'bool' bytes) on the GPU. */
 export function blockMaskOnDevice(mask: CompiledModifiers, grid: BlockGrid): Tensor {
   const { Bm, Nm, T, S, blockQ, blockKV } = grid;
   const qBlocks = Math.ceil(T / blockQ);
   const kvBlocks = Math.ceil(S / blockKV);
+  if (qBlocks > GRID_YZ || Bm * Nm > GRID_YZ) {
+    throw new UnsupportedError(
+      'createBlockMask (cuda)',
+      `at most ${GRID_YZ} query blocks and ${GRID_YZ} (b, h) pairs: got ${qBlocks} and ${Bm * Nm} (use larger blocks)`,
+    );
+  }
   const source = mask.cudaSource;
   const fn = loadKernels({
     file: 'variants/block_mask.cu',
@@ -64,3 +75,5 @@ export function blockMaskOnDevice(mask: CompiledModifiers, grid: BlockGrid): Ten
   ]);
   return Tensor.fromDeviceBuffer(out, [Bm, Nm, qBlocks, kvBlocks], 'bool');
 }
+
+registerBlockMaskEvaluator('cuda', (request) => blockMaskOnDevice(request.compiled, request));
