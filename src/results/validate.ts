@@ -211,7 +211,7 @@ export function parseResults(value: unknown, source: string): ResultsFile {
     });
   const attnlabImpl = c.matches(
     OWN_IMPL,
-    'an attnlab backend (reference, naive, flash, cudnn) or te, with an optional -variant (te-fp8)',
+    'an attnlab backend (reference, naive, flash, cudnn, webgpu) or te, with an optional -variant (te-fp8)',
   );
   const row: Check = (v, p) => {
     const r = c.fields(v, p, {
