@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { InvalidArgumentError } from '../errors.js';
 import { neutraliseLine } from '../results/safe-text.js';
 import { systemReason } from './output-path.js';
+import { onQuit } from './signals.js';
 
 export const LOCK_FILE = '.attnlab.lock';
 
@@ -94,10 +95,12 @@ export function lockFolder(option: string, folder: string, command: string): Fol
     break;
   }
   let held = true;
+  let removeQuit = (): void => {};
   const release = () => {
     if (!held) return;
     held = false;
     process.off('exit', release);
+    removeQuit();
     // Only our own lock: a stale-lock takeover by another run after ours was removed is theirs.
     if (owner(path).pid === process.pid) {
       try {
@@ -107,7 +110,9 @@ export function lockFolder(option: string, folder: string, command: string): Fol
       }
     }
   };
-  // process.exit (a second stop signal, an uncaught error) runs 'exit' listeners: the lock goes with the run.
+  // process.exit (an uncaught error) runs 'exit' listeners, and a second stop signal the quit cleanups: the
+  // lock goes with the run either way.
   process.on('exit', release);
+  removeQuit = onQuit(release);
   return { release, tookOver };
 }

@@ -81,6 +81,35 @@ describe('lockFolder', () => {
   });
 });
 
+describe('a second stop signal', () => {
+  it('ends the process by the signal at once, and the lock goes with it', async () => {
+    const folder = join(work, 'quit');
+    const script =
+      `const { lockFolder } = await import('./src/cli/folder-lock.ts');` +
+      `const { listenForStop } = await import('./src/cli/signals.ts');` +
+      `lockFolder('--out', ${JSON.stringify(folder)}, 'x'); listenForStop('t', 'stopping');` +
+      `console.log('ready'); setInterval(() => {}, 1000);`;
+    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+      cwd: root,
+    });
+    let out = '';
+    child.stdout.on('data', (d) => {
+      out += d;
+    });
+    const ended = new Promise<NodeJS.Signals | null>((resolve) =>
+      child.on('close', (_code, signal) => resolve(signal)),
+    );
+    const t0 = Date.now();
+    while (!out.includes('ready') && Date.now() - t0 < 30_000) await new Promise((r) => setTimeout(r, 50));
+    assert.ok(existsSync(join(folder, LOCK_FILE)), 'locked');
+    child.kill('SIGTERM');
+    await new Promise((r) => setTimeout(r, 300));
+    child.kill('SIGTERM');
+    assert.equal(await ended, 'SIGTERM');
+    assert.equal(existsSync(join(folder, LOCK_FILE)), false, 'the lock is removed before the process ends');
+  });
+});
+
 describe('two labs into one --out folder', () => {
   it('the second fails at once with a clear error; the first finishes and removes its lock', async () => {
     const out = join(work, 'shared');
