@@ -50,5 +50,14 @@ extern "C" __global__ void __launch_bounds__(256)
     attnlab_flash_bwd_dq_convert(const __grid_constant__ FlashParams p, const __grid_constant__ FlashBwdParams x) {
   flash_bwd_dq_convert<FLASH_FP16 != 0>(p, x);
 }
+// dBias in the bias's 16-bit dtype (fp16 ≠ 0: float16, else bfloat16) from its float32 accumulator,
+// rounded once; a float32 bias takes the accumulator as it is.
+extern "C" __global__ void __launch_bounds__(256)
+    attnlab_flash_bwd_dbias_convert(const float* from, u16* to, long long count, int fp16) {
+  const i64 stride = static_cast<i64>(gridDim.x) * blockDim.x;
+  for (i64 i = static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
+    to[i] = fp16 ? round16<true>(from[i]) : round16<false>(from[i]);
+  }
+}
 extern "C" __device__ unsigned attnlab_flash_bwd_dq_shared_bytes = BwdDqLayout<DqC>::SHARED_BYTES;
 #endif
