@@ -131,9 +131,10 @@ function loadKernelsByKey(spec: KernelSpec): CompiledModule {
   const { source, headers } = withPrelude(readKernelSources(spec.file), spec.prelude);
   const options = compileOptions(spec, arch);
   // A binary the package ships (prebuilt.ts) before NVRTC is even loaded.
-  const shipped = !spec.prelude && shippable(spec.kernels)
-    ? loadPrebuilt(spec, { arch, options, kernels: spec.kernels, source, headers })
-    : null;
+  const shipped =
+    !spec.prelude && shippable(spec.kernels)
+      ? loadPrebuilt(spec, { arch, options, kernels: spec.kernels, source, headers })
+      : null;
   if (shipped) return shipped;
   const key = kernelCacheKey({
     arch,

@@ -64,7 +64,9 @@ export function flashSupport(p: AttentionProblem): Support {
       );
     }
     if (p.paged || p.packed) {
-      return unsupported('score/mask modifiers and block masks with a paged or packed layout: dense inputs only');
+      return unsupported(
+        'score/mask modifiers and block masks with a paged or packed layout: dense inputs only',
+      );
     }
     const rule = variantsRule(p);
     if (rule) return unsupported(rule);

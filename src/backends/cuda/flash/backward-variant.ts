@@ -172,7 +172,8 @@ export function flashBackwardVariantKey(v: FlashBackwardVariant): string {
   const parts = ['flash-bwd', v.arch, dtype, `d${v.headDim}`, `${keys}x${queries}x${warps}`];
   if (v.kernel === 'wgmma') parts.push('wgmma');
   if (v.deterministic) parts.push('det');
-  if (v.bias && v.bias !== 'none') parts.push(`bias-${{ float32: 'f32', bfloat16: 'bf16', float16: 'f16' }[v.bias]}`);
+  if (v.bias && v.bias !== 'none')
+    parts.push(`bias-${{ float32: 'f32', bfloat16: 'bf16', float16: 'f16' }[v.bias]}`);
   if (v.mask) parts.push('mask');
   if (v.modifiers) parts.push(`mods-${v.modifiers.key}`);
   if (v.blockMask) parts.push('bmask');
@@ -237,7 +238,9 @@ export function flashBackwardRule(p: BackwardProblem): Support {
     return unsupported(`dtype ${p.dtype}: the fused backward runs on tensor cores, bfloat16 or float16 only`);
   }
   if (p.bias && !(p.bias.tensor.dtype in FLASH_BIAS_CODES)) {
-    return unsupported(`bias dtype ${p.bias.tensor.dtype}: the kernels read float32, bfloat16 or float16 bias`);
+    return unsupported(
+      `bias dtype ${p.bias.tensor.dtype}: the kernels read float32, bfloat16 or float16 bias`,
+    );
   }
   if (p.bias && p.deterministic && biasContributors(p) > 1) {
     return unsupported(
@@ -247,7 +250,9 @@ export function flashBackwardRule(p: BackwardProblem): Support {
   }
   if (hasVariants(p)) {
     if (p.paged || p.packed) {
-      return unsupported('score/mask modifiers and block masks with a paged or packed layout: dense inputs only');
+      return unsupported(
+        'score/mask modifiers and block masks with a paged or packed layout: dense inputs only',
+      );
     }
     const rule = variantsRule(p);
     if (rule) return unsupported(rule);

@@ -248,7 +248,9 @@ function run(p: BackwardProblem): BackwardOutput {
     dQuery: Tensor.fromDeviceBuffer(dQ, [B, T, N, H], p.dtype),
     dKey: Tensor.fromDeviceBuffer(dK, [B, S, K, H], p.dtype),
     dValue: Tensor.fromDeviceBuffer(dV, [B, S, K, Hv], p.dtype),
-    ...(bias && dBiasAccum ? { dBias: dBiasOf(bias, dBiasAccum, kernel('attnlab_flash_bwd_dbias_convert')) } : {}),
+    ...(bias && dBiasAccum
+      ? { dBias: dBiasOf(bias, dBiasAccum, kernel('attnlab_flash_bwd_dbias_convert')) }
+      : {}),
     ...(Object.keys(dCaptures).length > 0 ? { dCaptures } : {}),
     variant: flashBackwardVariantKey(variant),
   };

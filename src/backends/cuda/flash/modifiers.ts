@@ -45,7 +45,7 @@ export interface FlashBlockMask {
   readonly blockKV: number;
 }
 
-interface WithVariants {
+export interface WithVariants {
   readonly modifiers?: FlashModifiers | null;
   readonly blockMask?: FlashBlockMask | null;
 }
@@ -71,12 +71,9 @@ export function modifierPrelude(m: FlashModifiers | null): { key: string; source
 }
 
 /** Why the flash kernels cannot take the problem's modifiers and block mask, or null. */
-export function variantsRule(p: {
-  readonly B: number;
-  readonly N: number;
-  readonly T: number;
-  readonly S: number;
-}): string | null {
+export function variantsRule(
+  p: WithVariants & { readonly B: number; readonly N: number; readonly T: number; readonly S: number },
+): string | null {
   const m = modifiersOf(p);
   if (m) {
     if (m.captures.length > MAX_CAPTURES) {
@@ -116,14 +113,17 @@ function captureStrides(shape: readonly number[]): number[] {
 
 /**
  * AttnlabCaptures, field for field: ptr[8], stride[8][4], grad[8]. `grads[i]` is capture i's float32
- * gradient buffer (backward, needsGrad) or 0n.
+ * gradient buffer (backward, needsGrad) or 0n; `pointers` the captures' device addresses (by default
+ * their tensors' buffers).
  */
-export function marshalCaptures(m: FlashModifiers | null, grads: readonly bigint[] = []): KernelArg {
+export function marshalCaptures(
+  m: FlashModifiers | null,
+  grads: readonly bigint[] = [],
+  pointers: readonly bigint[] = (m?.captures ?? []).map((c) => c.tensor.buffer.ptr),
+): KernelArg {
   const captures = m?.captures ?? [];
   const fields: Array<{ type: ScalarType; value: number | bigint }> = [];
-  for (let i = 0; i < MAX_CAPTURES; i++) {
-    fields.push({ type: 'ptr', value: i < captures.length ? captures[i].tensor.buffer.ptr : 0n });
-  }
+  for (let i = 0; i < MAX_CAPTURES; i++) fields.push({ type: 'ptr', value: pointers[i] ?? 0n });
   for (let i = 0; i < MAX_CAPTURES; i++) {
     const strides = i < captures.length ? captureStrides(captures[i].tensor.shape) : [0, 0, 0, 0];
     for (const value of strides) fields.push({ type: 'i64', value });
