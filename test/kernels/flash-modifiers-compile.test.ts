@@ -1,8 +1,8 @@
 /**
  * The mma.sync flash kernels with score/mask modifiers, block masks, a bias and a boolean mask in
  * the backward, against nvcc without a GPU: each modifier set of test/support/modifier-cases.ts (the
- * generated source's shape) is compiled before the kernel file as NVRTC compiles it (the prelude
- * header, then the file), with the backend's own defines for the variant, for sm_90a and sm_80;
+ * generated source's shape) is compiled before the kernel file as NVRTC compiles it (KernelSpec.prelude:
+ * the set's source, then the file's), with the backend's own defines for the variant, for sm_90a and sm_80;
  * ptxas's registers and spills per entry are printed (docs/internals/mma-forward.md and backward.md
  * record them). A modifier variant must also keep the shared memory the launcher asks for. Skips
  * without nvcc.
@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { validateAttention } from '../../src/api/validate.js';
 import { validateBackward } from '../../src/api/validate-backward.js';
-import { compileOptions, kernelsDir, PRELUDE_HEADER } from '../../src/backends/cuda/compile.js';
+import { compileOptions, kernelsDir } from '../../src/backends/cuda/compile.js';
 import {
   flashBackwardDefines,
   flashBackwardVariant,
@@ -39,6 +39,7 @@ const scratch = mkdtempSync(join(tmpdir(), 'attnlab-flash-mods-'));
 after(() => rmSync(scratch, { recursive: true, force: true }));
 
 const shape = { B: 2, T: 256, S: 256, N: 4 };
+const PRELUDE_HEADER = 'modifier_prelude.cuh';
 const q = randomNormal([2, 256, 4, 128], { seed: 1, dtype: 'bfloat16' });
 const kv = randomNormal([2, 256, 2, 128], { seed: 2, dtype: 'bfloat16' });
 
@@ -122,7 +123,7 @@ describe('flash kernels with modifiers against nvcc', { skip }, () => {
         const bv = flashBackwardVariant(bp, arch);
         assert.equal(bv.kernel, 'mma');
         const backward = compile(m.name, 'flash/flash_bwd.cu', m.source, flashBackwardDefines(bv), arch);
-        console.log(`# ${m.name} ${arch}\n#   ${[...forward.usage, ...backward.usage].join('\n#   ')}`);
+        console.log(`${m.name} ${arch}\n  ${[...forward.usage, ...backward.usage].join('\n  ')}`);
       });
     }
 
@@ -139,7 +140,7 @@ describe('flash kernels with modifiers against nvcc', { skip }, () => {
       const bp = validateBackward(q, kv, kv, o, Tensor.zeros([2, 256, 4], 'float32'), o, options);
       const bv = flashBackwardVariant(bp, 'sm_90a');
       const backward = compile(name, 'flash/flash_bwd.cu', null, flashBackwardDefines(bv), 'sm_90a');
-      console.log(`# ${name} sm_90a\n#   ${backward.usage.join('\n#   ')}`);
+      console.log(`${name} sm_90a\n  ${backward.usage.join('\n  ')}`);
     });
   }
 });

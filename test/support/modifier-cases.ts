@@ -80,6 +80,8 @@ function made(
 }
 
 const INT = 'static_cast<const int*>';
+/** A C++ float literal of x (`30` alone would be an int, and `30f` no literal at all). */
+const f32 = (x: number) => `${Number.isInteger(x) ? x.toFixed(1) : String(x)}f`;
 const FLOAT = 'static_cast<const float*>';
 
 /** Key kv is seen by query q (top-left causal): kv ≤ q. */
@@ -177,8 +179,8 @@ export function softcapCase(cap: number): ModifierCase {
   return made(
     `softcap ${cap}`,
     {
-      score: `return ${cap}f * tanhf(s * ${1 / cap}f);`,
-      scoreGrad: `const float t = tanhf(s * ${1 / cap}f); return g * (1.f - t * t);`,
+      score: `return ${f32(cap)} * tanhf(s * ${f32(1 / cap)});`,
+      scoreGrad: `const float t = tanhf(s * ${f32(1 / cap)}); return g * (1.f - t * t);`,
     },
     {
       captures: [],

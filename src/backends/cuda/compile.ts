@@ -36,15 +36,11 @@ export interface KernelSpec {
   /** Extra NVRTC options. */
   readonly options?: readonly string[];
   /**
-   * Generated source compiled before the file (a modifier set's device functions): NVRTC sees it as
-   * the header PRELUDE_HEADER, included on the file's first line, so that its errors name their own
-   * lines. `key` names it in the in-memory lookup; its text enters the cache key as every header's.
+   * Generated source put before the file's own (score/mask modifiers, src/variants/prelude.ts), with its key;
+   * the key joins the in-memory key and the source the compile-cache key. A module with one is never prebuilt.
    */
-  readonly prelude?: { readonly key: string; readonly source: string } | null;
+  readonly prelude?: { readonly source: string; readonly key: string };
 }
-
-/** The name NVRTC gives a spec's prelude. */
-export const PRELUDE_HEADER = 'attnlab_prelude.cuh';
 
 export interface CompiledModule {
   readonly key: string;
@@ -128,7 +124,11 @@ export function loadKernels(spec: KernelSpec): CompiledModule {
 
 function loadKernelsByKey(spec: KernelSpec): CompiledModule {
   const arch = targetArch();
-  const { source, headers } = withPrelude(readKernelSources(spec.file), spec.prelude);
+  const read = readKernelSources(spec.file);
+  const headers = read.headers;
+  const source = spec.prelude ? `${spec.prelude.source}${read.source}` : read.source;
+  if (spec.prelude && config().debug >= 4)
+    console.error(`[attnlab] generated prelude of ${spec.file}:\n${spec.prelude.source}`);
   const options = compileOptions(spec, arch);
   // A binary the package ships (prebuilt.ts) before NVRTC is even loaded.
   const shipped =
@@ -206,18 +206,6 @@ function loadPrebuilt(spec: KernelSpec, parts: Parameters<typeof prebuiltKey>[0]
     );
   }
   return loaded;
-}
-
-/** The file's source behind an #include of the prelude (numbered from 1 again), the prelude among the headers. */
-function withPrelude(
-  read: { source: string; headers: Array<[string, string]> },
-  prelude: KernelSpec['prelude'],
-): { source: string; headers: Array<[string, string]> } {
-  if (!prelude) return read;
-  return {
-    source: `#include "${PRELUDE_HEADER}"\n#line 1\n${read.source}`,
-    headers: [...read.headers, [PRELUDE_HEADER, prelude.source]],
-  };
 }
 
 function compileWithNvrtc(

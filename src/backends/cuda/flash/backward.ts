@@ -52,9 +52,9 @@ import {
 import {
   blockMaskOf,
   hasVariants,
+  kernelPrelude,
   marshalBlockMask,
   marshalCaptures,
-  modifierPrelude,
   modifiersOf,
 } from './modifiers.js';
 import { buildFlashParams, marshalFlashParams } from './params.js';
@@ -77,7 +77,7 @@ export function flashBackwardModule(variant: FlashBackwardVariant): CompiledModu
     file: flashBackwardFile(variant),
     kernels: [...FLASH_BACKWARD_KERNELS],
     defines: flashBackwardDefines(variant),
-    prelude: modifierPrelude(variant.modifiers ?? null),
+    prelude: kernelPrelude(variant.modifiers ?? null),
   });
 }
 

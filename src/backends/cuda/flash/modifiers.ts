@@ -22,6 +22,11 @@ export interface FlashCapture {
   readonly dtype: 'int32' | 'float32';
   /** A float32 capture whose gradient the backward accumulates (ATTNLAB_CAPTURE_GRADS). */
   readonly needsGrad: boolean;
+  /**
+   * Element strides of the (up to 4) index expressions the generated source reads it with (0 =
+   * broadcast); absent: the tensor's row-major strides (0 on size-1 dims).
+   */
+  readonly strides?: readonly number[];
 }
 
 /** The compiled modifier set, as the kernels see it. */
@@ -37,8 +42,10 @@ export interface FlashModifiers {
 
 /** A block mask over (Bm, Nm, ceil(T/blockQ), ceil(S/blockKV)) block pairs, Bm ∈ {1, B}, Nm ∈ {1, N}. */
 export interface FlashBlockMask {
-  /** uint8 kinds on the device, row-major: a DeviceBuffer or a Tensor holding one. */
-  readonly kinds: { readonly ptr: bigint } | { readonly buffer: { readonly ptr: bigint } };
+  /** uint8 kinds on the device, row-major: a DeviceBuffer or a (cuda) Tensor holding one. */
+  readonly kinds:
+    | { readonly ptr: bigint }
+    | { readonly buffer: { readonly ptr: bigint }; readonly device?: string };
   readonly Bm: number;
   readonly Nm: number;
   readonly blockQ: number;
@@ -65,9 +72,9 @@ export function hasVariants(p: object): boolean {
   return modifiersOf(p) !== null || blockMaskOf(p) !== null;
 }
 
-/** The prelude NVRTC compiles before the kernel source, with its cache key; null without modifiers. */
-export function modifierPrelude(m: FlashModifiers | null): { key: string; source: string } | null {
-  return m ? { key: m.key, source: m.cudaSource } : null;
+/** The prelude NVRTC compiles before the kernel source (KernelSpec.prelude), with its cache key; undefined without modifiers. */
+export function kernelPrelude(m: FlashModifiers | null): { key: string; source: string } | undefined {
+  return m ? { key: m.key, source: m.cudaSource } : undefined;
 }
 
 /** Why the flash kernels cannot take the problem's modifiers and block mask, or null. */
@@ -92,6 +99,9 @@ export function variantsRule(
   if (bm) {
     if ((bm.Bm !== 1 && bm.Bm !== p.B) || (bm.Nm !== 1 && bm.Nm !== p.N)) {
       return `block mask of ${bm.Bm}×${bm.Nm} (batch × heads) for B=${p.B}, N=${p.N}: each must be 1 or the full size`;
+    }
+    if ('device' in bm.kinds && bm.kinds.device !== undefined && bm.kinds.device !== 'cuda') {
+      return `block mask on the ${bm.kinds.device}: the kernels read its kinds on the GPU (create it with its tensors there)`;
     }
     if (!(bm.blockQ >= 1 && bm.blockKV >= 1)) {
       return `block mask blocks ${bm.blockQ}×${bm.blockKV}: positive sizes expected`;
@@ -125,7 +135,9 @@ export function marshalCaptures(
   const fields: Array<{ type: ScalarType; value: number | bigint }> = [];
   for (let i = 0; i < MAX_CAPTURES; i++) fields.push({ type: 'ptr', value: pointers[i] ?? 0n });
   for (let i = 0; i < MAX_CAPTURES; i++) {
-    const strides = i < captures.length ? captureStrides(captures[i].tensor.shape) : [0, 0, 0, 0];
+    const c = captures[i];
+    const given = c?.strides ? [...c.strides, 0, 0, 0, 0].slice(0, MAX_CAPTURE_RANK) : null;
+    const strides = c ? (given ?? captureStrides(c.tensor.shape)) : [0, 0, 0, 0];
     for (const value of strides) fields.push({ type: 'i64', value });
   }
   for (let i = 0; i < MAX_CAPTURES; i++) fields.push({ type: 'ptr', value: grads[i] ?? 0n });

@@ -26,7 +26,7 @@ import {
   hopperVariant,
   hopperVariantKey,
 } from './hopper-variant.js';
-import { hasVariants, modifierPrelude } from './modifiers.js';
+import { hasVariants, kernelPrelude } from './modifiers.js';
 import { buildFlashParams, type FlashPointers, marshalFlashParams } from './params.js';
 import {
   type FlashVariant,
@@ -44,7 +44,7 @@ export function flashModule(variant: FlashVariant): CompiledModule {
     file,
     kernels: [name],
     defines: flashDefines(variant),
-    prelude: modifierPrelude(variant.modifiers),
+    prelude: kernelPrelude(variant.modifiers),
   });
 }
 
