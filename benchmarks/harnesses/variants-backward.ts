@@ -5,11 +5,12 @@
  *   dense   the fused flash backward with a dense bias (1,N,T,S) bf16 (dBias) and with a boolean mask
  *           (B,1,T,S), against naive's (the (B,N,T,S) scores, P, dP, dS materialised). Naive runs at
  *           the largest T of T, T/2, T/4 that fits; flash runs there too, so the ratio is at one T.
- *   mods    forward and backward with modifiers on the mma.sync kernels: a document mask of 8 packed
- *           documents per sequence (+ its block mask) against dense causal, ALiBi and soft-capping
- *           against the plain kernels (causal / not), and causal written as a mask modifier.
+ *   masks, scores   forward and backward with modifiers on the mma.sync kernels: a document mask of 8 packed
+ *           documents per sequence (+ its block mask) against dense causal, ALiBi (causal as a mask
+ *           modifier) and soft-capping against the plain kernels (causal / not), and causal written
+ *           as a mask modifier; every mask modifier with its block mask (128×128).
  *
- *   node --import tsx benchmarks/harnesses/variants-backward.ts dense|mods [B T N H]   (default 4 8192 16 128)
+ *   node --import tsx benchmarks/harnesses/variants-backward.ts dense|masks|scores [B T N H]   (default 4 8192 16 128)
  *
  * Prints one JSON line per measurement and a summary table. The modifier sets are the hand-written
  * ones of test/support/modifier-cases.ts (the generator's shape). Bias and mask values are
@@ -222,31 +223,40 @@ function plain(causal: boolean): Timed {
   }
 }
 
-function mods(): void {
+/** `masks`: document mask and causal-as-maskMod against causal; `scores`: ALiBi and softcap against plain. */
+function mods(which: 'masks' | 'scores'): void {
   const shape = { B, T, S: T, N };
   // Both kernels on mma.sync, as the modifiers run: the ratios compare like with like.
   process.env.ATTNLAB_FLASH_KERNEL = 'mma';
   process.env.ATTNLAB_FLASH_BWD_KERNEL = 'mma';
   reloadConfig();
-  const causal = plain(true);
-  const full = plain(false);
-  report({ case: 'plain causal (mma.sync)', ...causal });
-  report({ case: 'plain (mma.sync)', ...full });
   const ratio = (a: Timed, b: Timed) => ({
     forward: Number((b.forwardMs / a.forwardMs).toFixed(2)),
     backward: Number((b.backwardMs / a.backwardMs).toFixed(2)),
   });
-  const doc = modified(documentCase(shape, 8, 5, true), true);
-  report({ case: 'document mask, 8 docs + block mask', ...doc, speedOverCausal: ratio(doc, causal) });
-  const asMask = modified(causalCase(), false);
-  report({ case: 'causal as maskMod', ...asMask, speedOverBuiltIn: ratio(asMask, causal) });
-  const alibi = modified(alibiCase(shape), false);
-  report({ case: 'ALiBi (causal)', ...alibi, speedOverPlainCausal: ratio(alibi, causal) });
+  const causal = plain(true);
+  report({ case: 'plain causal (mma.sync)', ...causal });
+  if (which === 'masks') {
+    const doc = modified(documentCase(shape, 8, 5, true), true);
+    report({ case: 'document mask, 8 docs + block mask', ...doc, speedOverCausal: ratio(doc, causal) });
+    const asMask = modified(causalCase(), true);
+    report({ case: 'causal as maskMod + block mask', ...asMask, speedOverBuiltIn: ratio(asMask, causal) });
+    return;
+  }
+  const full = plain(false);
+  report({ case: 'plain (mma.sync)', ...full });
+  const alibi = modified(alibiCase(shape), true);
+  report({
+    case: 'ALiBi (causal maskMod + block mask)',
+    ...alibi,
+    speedOverPlainCausal: ratio(alibi, causal),
+  });
   const cap = modified(softcapCase(30), false);
   report({ case: 'softcap 30', ...cap, speedOverPlain: ratio(cap, full) });
 }
 
 console.log(`# variants-backward ${part} B=${B} T=${T} N=${N} H=${H}`);
 if (part === 'dense') dense();
-else mods();
+else if (part === 'masks' || part === 'scores') mods(part);
+else throw new Error(`part: dense, masks or scores, got ${part}`);
 console.table(rows);
