@@ -21,26 +21,27 @@ import { attentionVjp } from '../../src/api/backward.js';
 import { validateAttention } from '../../src/api/validate.js';
 import { validateBackward } from '../../src/api/validate-backward.js';
 import type { BackwardProblem } from '../../src/backends/backward-problem.js';
-import { synchronize } from '../../src/backends/cuda/context.js';
 import { cudaFlashBackend } from '../../src/backends/cuda/flash/backend.js';
-import { cudaFlashBackward } from '../../src/backends/cuda/flash/backward.js';
-import type { FlashBlockMask, FlashModifiers } from '../../src/backends/cuda/flash/modifiers.js';
+import { cudaFlashBackward } from '../../src/backends/cuda/flash/sm80/backward.js';
+import { synchronize } from '../../src/backends/cuda/runtime/context.js';
 import {
   allocDevice,
-  copyToDevice,
   fillDevice32,
   memoryStats,
   resetPeakMemory,
-} from '../../src/backends/cuda/memory.js';
+} from '../../src/backends/cuda/runtime/memory.js';
 import type { AttentionOptions, AttentionProblem } from '../../src/backends/problem.js';
 import { timeOnStream } from '../../src/bench/cuda-timer.js';
 import { seededInput } from '../../src/bench/measure.js';
 import { reloadConfig } from '../../src/config.js';
 import { Tensor } from '../../src/tensor/tensor.js';
+import type { BlockMask } from '../../src/variants/types.js';
 import {
   alibiCase,
   blockKinds,
+  blockMaskFrom,
   causalCase,
+  compiledModifiers,
   documentCase,
   type ModifierCase,
   softcapCase,
@@ -147,19 +148,14 @@ interface Timed {
 function modified(m: ModifierCase, blocks: boolean): Timed {
   const shape = { B, T, S: T, N };
   const captures = m.captures.map((c) => ({ ...c, tensor: c.tensor.to('cuda') }));
-  const modifiers: FlashModifiers = {
-    key: m.key,
-    cudaSource: m.source,
-    captures,
-    hasScoreMod: m.hasScoreMod,
-    hasMaskMod: m.hasMaskMod,
-  };
-  let kinds = null;
-  let blockMask: FlashBlockMask | null = null;
+  const modifiers = compiledModifiers(m, captures);
+  let kinds: Tensor | null = null;
+  let blockMask: BlockMask | undefined;
   if (blocks && m.mask) {
     const host = blockKinds(m.mask, shape, false);
-    kinds = copyToDevice(host.kinds);
-    blockMask = { kinds, Bm: host.Bm, Nm: host.Nm, blockQ: host.blockQ, blockKV: host.blockKV };
+    const dims = [host.Bm, host.Nm, Math.ceil(T / host.blockQ), Math.ceil(T / host.blockKV)];
+    kinds = Tensor.fromRaw(host.kinds, dims, 'bool').to('cuda');
+    blockMask = blockMaskFrom(host, shape, kinds, m.key);
   }
   const [q, k, v, dO] = inputs(T);
   try {
@@ -192,7 +188,7 @@ function modified(m: ModifierCase, blocks: boolean): Timed {
     return { forwardMs: fwd.median, backwardMs: bwd.median, variant: out.variant };
   } finally {
     dispose(q, k, v, dO, ...captures.map((c) => c.tensor));
-    kinds?.release();
+    kinds?.dispose();
   }
 }
 

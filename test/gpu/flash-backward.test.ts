@@ -13,17 +13,17 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { attentionVjp } from '../../src/api/backward.js';
 import type { BackwardOptions } from '../../src/backends/backward-problem.js';
-import { readModuleGlobal } from '../../src/backends/cuda/compile.js';
-import { cudaAvailable, targetArch } from '../../src/backends/cuda/context.js';
-import { flashBackwardModule } from '../../src/backends/cuda/flash/backward.js';
+import { flashBackwardModule } from '../../src/backends/cuda/flash/sm80/backward.js';
 import {
   FLASH_BACKWARD_TILES,
   type FlashBackwardVariant,
   flashBackwardSharedBytes,
   HOPPER_BACKWARD_HEAD_DIMS,
   HOPPER_BACKWARD_TILES,
-} from '../../src/backends/cuda/flash/backward-variant.js';
-import { memoryStats, resetPeakMemory, setAllocationPoison } from '../../src/backends/cuda/memory.js';
+} from '../../src/backends/cuda/flash/sm80/backward-variant.js';
+import { readModuleGlobal } from '../../src/backends/cuda/runtime/compile.js';
+import { cudaAvailable, targetArch } from '../../src/backends/cuda/runtime/context.js';
+import { memoryStats, resetPeakMemory, setAllocationPoison } from '../../src/backends/cuda/runtime/memory.js';
 import type { ProblemSize } from '../../src/backends/problem.js';
 import { referenceGradients } from '../../src/check/gradients.js';
 import { UnsupportedError } from '../../src/errors.js';

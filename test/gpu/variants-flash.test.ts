@@ -17,11 +17,9 @@ import { attentionVjp } from '../../src/api/backward.js';
 import { validateAttention } from '../../src/api/validate.js';
 import { validateBackward } from '../../src/api/validate-backward.js';
 import type { BackwardProblem } from '../../src/backends/backward-problem.js';
-import { cudaAvailable } from '../../src/backends/cuda/context.js';
 import { cudaFlashBackend } from '../../src/backends/cuda/flash/backend.js';
-import { cudaFlashBackward } from '../../src/backends/cuda/flash/backward.js';
-import type { FlashBlockMask, FlashModifiers } from '../../src/backends/cuda/flash/modifiers.js';
-import { copyToDevice } from '../../src/backends/cuda/memory.js';
+import { cudaFlashBackward } from '../../src/backends/cuda/flash/sm80/backward.js';
+import { cudaAvailable } from '../../src/backends/cuda/runtime/context.js';
 import type { AttentionOptions, AttentionProblem } from '../../src/backends/problem.js';
 import {
   checkGradients,
@@ -32,11 +30,14 @@ import {
 import { reloadConfig } from '../../src/config.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';
+import type { BlockMask, CompiledModifiers } from '../../src/variants/types.js';
 import {
   alibiCase,
   blockKinds,
+  blockMaskFrom,
   type CaseShape,
   causalCase,
+  compiledModifiers,
   documentCase,
   type ModifierCase,
   relativeBiasCase,
@@ -95,33 +96,28 @@ function expectClose(name: string, got: Float64Array, want: Float64Array): void 
 }
 
 interface Device {
-  readonly modifiers: FlashModifiers;
-  readonly blockMask: FlashBlockMask | null;
+  readonly modifiers: CompiledModifiers;
+  readonly blockMask: BlockMask | undefined;
   release(): void;
 }
 
-/** The case's captures and block mask on the device, in the shape the backend reads. */
+/** The case's captures and block mask (kinds from the host, 128×128 blocks) on the device, as the problem carries them. */
 function onDevice(m: ModifierCase, shape: Shape): Device {
   const captures = m.captures.map((c) => ({ ...c, tensor: c.tensor.to('cuda') }));
-  let kinds = null;
-  let blockMask: FlashBlockMask | null = null;
+  let kinds: Tensor | null = null;
+  let blockMask: BlockMask | undefined;
   if (m.blockMask && m.mask) {
     const host = blockKinds(m.mask, shape, false);
-    kinds = copyToDevice(host.kinds);
-    blockMask = { kinds, Bm: host.Bm, Nm: host.Nm, blockQ: host.blockQ, blockKV: host.blockKV };
+    const dims = [host.Bm, host.Nm, Math.ceil(shape.T / host.blockQ), Math.ceil(shape.S / host.blockKV)];
+    kinds = Tensor.fromRaw(host.kinds, dims, 'bool').to('cuda');
+    blockMask = blockMaskFrom(host, shape, kinds, m.key);
   }
   return {
-    modifiers: {
-      key: m.key,
-      cudaSource: m.source,
-      captures,
-      hasScoreMod: m.hasScoreMod,
-      hasMaskMod: m.hasMaskMod,
-    },
+    modifiers: compiledModifiers(m, captures),
     blockMask,
     release: () => {
       for (const c of captures) c.tensor.dispose();
-      kinds?.release();
+      kinds?.dispose();
     },
   };
 }
@@ -140,7 +136,7 @@ function inputs(shape: Shape, at: number) {
 function runCase(
   dev: Device,
   t: { q: Tensor; k: Tensor; v: Tensor; dO: Tensor },
-  blockMask: FlashBlockMask | null,
+  blockMask: BlockMask | undefined,
   deterministic: boolean,
 ) {
   const variants = { modifiers: dev.modifiers, blockMask };
@@ -233,7 +229,7 @@ describe('GPU flash modifiers, block masks, bias and mask backward', { skip }, (
     const dev = onDevice(m, shape);
     const t = { q: host.q.to('cuda'), k: host.k.to('cuda'), v: host.v.to('cuda'), dO: host.dO.to('cuda') };
     const skipping = runCase(dev, t, dev.blockMask, false);
-    const every = runCase(dev, t, null, false);
+    const every = runCase(dev, t, undefined, false);
     assert.match(skipping.forward.variant, /\.bmask$/);
     assert.doesNotMatch(every.forward.variant, /bmask/);
     const same = (a: Tensor, b: Tensor) => {

@@ -15,23 +15,29 @@ import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { validateAttention } from '../../src/api/validate.js';
 import { validateBackward } from '../../src/api/validate-backward.js';
-import { compileOptions, kernelsDir } from '../../src/backends/cuda/compile.js';
 import {
   flashBackwardDefines,
   flashBackwardVariant,
-} from '../../src/backends/cuda/flash/backward-variant.js';
-import type { FlashModifiers } from '../../src/backends/cuda/flash/modifiers.js';
+} from '../../src/backends/cuda/flash/sm80/backward-variant.js';
 import {
   flashDefines,
   flashKernelSource,
   flashVariant,
   flashVariantSharedBytes,
-} from '../../src/backends/cuda/flash/variant.js';
+} from '../../src/backends/cuda/flash/sm80/variant.js';
+import { compileOptions, kernelsDir } from '../../src/backends/cuda/runtime/compile.js';
 import type { AttentionOptions } from '../../src/backends/problem.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';
 import { elfSymbolBytes } from '../support/elf.js';
-import { documentCase, type ModifierCase, relativeBiasCase, softcapCase } from '../support/modifier-cases.js';
+import {
+  blockMaskFrom,
+  compiledModifiers,
+  documentCase,
+  type ModifierCase,
+  relativeBiasCase,
+  softcapCase,
+} from '../support/modifier-cases.js';
 
 const nvcc = spawnSync('nvcc', ['--version']).status === 0;
 const skip = nvcc ? false : 'nvcc not on PATH';
@@ -42,16 +48,6 @@ const shape = { B: 2, T: 256, S: 256, N: 4 };
 const PRELUDE_HEADER = 'modifier_prelude.cuh';
 const q = randomNormal([2, 256, 4, 128], { seed: 1, dtype: 'bfloat16' });
 const kv = randomNormal([2, 256, 2, 128], { seed: 2, dtype: 'bfloat16' });
-
-function modifiersOf(m: ModifierCase): FlashModifiers {
-  return {
-    key: m.key,
-    cudaSource: m.source,
-    captures: [],
-    hasScoreMod: m.hasScoreMod,
-    hasMaskMod: m.hasMaskMod,
-  };
-}
 
 /** Compiles `file` (relative to src/kernels) behind `prelude`; returns the cubin and ptxas's lines per entry. */
 function compile(
@@ -107,8 +103,15 @@ describe('flash kernels with modifiers against nvcc', { skip }, () => {
     for (const arch of arches) {
       it(`${m.name}${blocks ? ' (block mask)' : ''}, ${arch}: forward and backward compile; the forward states the launcher's shared memory`, () => {
         const variants = {
-          modifiers: modifiersOf(m),
-          blockMask: blocks ? { kinds: { ptr: 0n }, Bm: 2, Nm: 1, blockQ: 128, blockKV: 128 } : null,
+          modifiers: compiledModifiers(m),
+          blockMask: blocks
+            ? blockMaskFrom(
+                { Bm: 2, Nm: 1, blockQ: 128, blockKV: 128 },
+                shape,
+                Tensor.zeros([2, 1, 2, 2], 'bool'),
+                m.key,
+              )
+            : undefined,
         };
         const fv = flashVariant({ ...validateAttention(q, kv, kv), ...variants }, arch);
         const { file, sharedBytesSymbol } = flashKernelSource(fv);

@@ -10,14 +10,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { validateAttention } from '../../src/api/validate.js';
-import { compileOptions, kernelsDir } from '../../src/backends/cuda/compile.js';
-import { HOPPER_PARAMS_BYTES } from '../../src/backends/cuda/flash/hopper.js';
+import { HOPPER_PARAMS_BYTES } from '../../src/backends/cuda/flash/sm90/hopper.js';
 import {
   HOPPER_KERNEL,
   type HopperVariant,
   hopperDefines,
   hopperVariant,
-} from '../../src/backends/cuda/flash/hopper-variant.js';
+} from '../../src/backends/cuda/flash/sm90/hopper-variant.js';
+import { compileOptions, kernelsDir } from '../../src/backends/cuda/runtime/compile.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { compileStructLayout, structCompiler } from '../support/c-layout.js';

@@ -38,7 +38,7 @@
 // bias element code, 0 none), HOPPER_MASK, HOPPER_CONSUMERS, HOPPER_PINGPONG, HOPPER_LATEWAIT,
 // HOPPER_DESCSTEP, HOPPER_GROUPED, HOPPER_PERSISTENT and HOPPER_SLACK (tiles.cuh says what the last
 // five do; 0 when not defined; GROUPED and PERSISTENT take a 1-D grid; PERSISTENT=2, the dynamic
-// grid, also needs HopperParams::work_counter: src/backends/cuda/flash/hopper.ts zeroes and passes it) define the extern
+// grid, also needs HopperParams::work_counter: src/backends/cuda/flash/sm90/hopper.ts zeroes and passes it) define the extern
 // "C" entry attnlab_hopper_fwd. With -DATTNLAB_NVCC_TEST the file
 // instantiates the table's variants instead.
 #include "hopper/tiles.cuh"
@@ -59,7 +59,7 @@ struct HopperParams {
   int dynamic_section;
 };
 // 3 tensor maps (128 bytes each) + FlashParams (280) + the counter, rounded up to the maps' 64-byte alignment.
-static_assert(sizeof(HopperParams) == 704, "HopperParams layout changed: update src/backends/cuda/flash/hopper.ts");
+static_assert(sizeof(HopperParams) == 704, "HopperParams layout changed: update src/backends/cuda/flash/sm90/hopper.ts");
 
 // Where one work item (a query block of one head) sits among a block's items: the K/V ring and
 // the Q barriers run on from item to item in the persistent grid; one item per block otherwise.

@@ -4,41 +4,20 @@
  * the two by-value kernel parameters they become (AttnlabCaptures, AttnlabBlockMask), and what the
  * kernels refuse.
  *
- * The problem carries `modifiers` (the compiled set: its key, its generated CUDA source, the captured
+ * The problem carries `modifiers` (CompiledModifiers: its key, its generated CUDA source, the captured
  * tensors) and `blockMask` (uint8 kinds per block pair: 0 empty, 1 partial, 2 full) from the variants
- * API; this module reads only the fields below, so any object of that shape works.
+ * API (src/variants/types.ts); this module reads only the fields below.
  */
-import type { Tensor } from '../../../tensor/tensor.js';
-import type { KernelArg, ScalarType } from '../launch.js';
+import type { CompiledModifiers } from '../../../variants/types.js';
+import type { KernelArg, ScalarType } from '../runtime/launch.js';
 
 /** The kernels take at most this many captured tensors (AttnlabCaptures' arrays). */
 export const MAX_CAPTURES = 8;
 /** … each indexed by at most this many expressions (its rank). */
 export const MAX_CAPTURE_RANK = 4;
 
-export interface FlashCapture {
-  readonly name: string;
-  readonly tensor: Tensor;
-  readonly dtype: 'int32' | 'float32';
-  /** A float32 capture whose gradient the backward accumulates (ATTNLAB_CAPTURE_GRADS). */
-  readonly needsGrad: boolean;
-  /**
-   * Element strides of the (up to 4) index expressions the generated source reads it with (0 =
-   * broadcast); absent: the tensor's row-major strides (0 on size-1 dims).
-   */
-  readonly strides?: readonly number[];
-}
-
-/** The compiled modifier set, as the kernels see it. */
-export interface FlashModifiers {
-  /** Stable hash of the generated source: part of every kernel variant key. */
-  readonly key: string;
-  /** C++ prepended to the kernel source: the ATTNLAB_* macros, then the device functions. */
-  readonly cudaSource: string;
-  readonly captures: readonly FlashCapture[];
-  readonly hasScoreMod: boolean;
-  readonly hasMaskMod: boolean;
-}
+/** The compiled modifier set, as the kernels see it (key, cudaSource, captures, hasScoreMod, hasMaskMod). */
+export type FlashModifiers = CompiledModifiers;
 
 /** A block mask over (Bm, Nm, ceil(T/blockQ), ceil(S/blockKV)) block pairs, Bm ∈ {1, B}, Nm ∈ {1, N}. */
 export interface FlashBlockMask {
@@ -110,17 +89,6 @@ export function variantsRule(
   return null;
 }
 
-/** Row-major element strides of `shape`, padded with 0 to MAX_CAPTURE_RANK. */
-function captureStrides(shape: readonly number[]): number[] {
-  const strides = new Array<number>(MAX_CAPTURE_RANK).fill(0);
-  let step = 1;
-  for (let d = shape.length - 1; d >= 0; d--) {
-    strides[d] = shape[d] === 1 ? 0 : step;
-    step *= shape[d];
-  }
-  return strides;
-}
-
 /**
  * AttnlabCaptures, field for field: ptr[8], stride[8][4], grad[8]. `grads[i]` is capture i's float32
  * gradient buffer (backward, needsGrad) or 0n; `pointers` the captures' device addresses (by default
@@ -135,9 +103,8 @@ export function marshalCaptures(
   const fields: Array<{ type: ScalarType; value: number | bigint }> = [];
   for (let i = 0; i < MAX_CAPTURES; i++) fields.push({ type: 'ptr', value: pointers[i] ?? 0n });
   for (let i = 0; i < MAX_CAPTURES; i++) {
-    const c = captures[i];
-    const given = c?.strides ? [...c.strides, 0, 0, 0, 0].slice(0, MAX_CAPTURE_RANK) : null;
-    const strides = c ? (given ?? captureStrides(c.tensor.shape)) : [0, 0, 0, 0];
+    // The element strides of the index expressions the generated source reads capture i with.
+    const strides = i < captures.length ? captures[i].strides : [0, 0, 0, 0];
     for (const value of strides) fields.push({ type: 'i64', value });
   }
   for (let i = 0; i < MAX_CAPTURES; i++) fields.push({ type: 'ptr', value: grads[i] ?? 0n });

@@ -12,20 +12,9 @@
  */
 import { config } from '../../../config.js';
 import type { AttentionProblem } from '../../problem.js';
-import { type CompiledModule, loadKernels } from '../compile.js';
-import { currentDeviceOrdinal, getCudaContext, targetArch } from '../context.js';
-import { type KernelArg, type LaunchConfig, packStruct } from '../launch.js';
-import { hopperTensorMaps, marshalHopperParams } from './hopper.js';
-import {
-  HOPPER_KERNEL,
-  type HopperVariant,
-  hopperDefines,
-  hopperGrid,
-  hopperSharedBytes,
-  hopperThreads,
-  hopperVariant,
-  hopperVariantKey,
-} from './hopper-variant.js';
+import { type CompiledModule, loadKernels } from '../runtime/compile.js';
+import { currentDeviceOrdinal, getCudaContext, targetArch } from '../runtime/context.js';
+import { type KernelArg, type LaunchConfig, packStruct } from '../runtime/launch.js';
 import { hasVariants, kernelPrelude } from './modifiers.js';
 import { buildFlashParams, type FlashPointers, marshalFlashParams } from './params.js';
 import {
@@ -35,7 +24,18 @@ import {
   flashVariant,
   flashVariantKey,
   flashVariantSharedBytes,
-} from './variant.js';
+} from './sm80/variant.js';
+import { hopperTensorMaps, marshalHopperParams } from './sm90/hopper.js';
+import {
+  HOPPER_KERNEL,
+  type HopperVariant,
+  hopperDefines,
+  hopperGrid,
+  hopperSharedBytes,
+  hopperThreads,
+  hopperVariant,
+  hopperVariantKey,
+} from './sm90/hopper-variant.js';
 
 /** Compiles (or fetches from the caches) the module of `variant`. */
 export function flashModule(variant: FlashVariant): CompiledModule {
