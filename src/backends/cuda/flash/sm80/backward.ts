@@ -278,4 +278,10 @@ function dBiasOf(bias: Tensor, accum: DeviceBuffer, convert: bigint): Tensor {
   return Tensor.fromDeviceBuffer(out, bias.shape, bias.dtype);
 }
 
-export const cudaFlashBackward: BackwardBackend = { name: 'flash', device: 'cuda', supports, run };
+export const cudaFlashBackward: BackwardBackend = {
+  name: 'flash',
+  device: 'cuda',
+  layouts: ['modifiers'],
+  supports,
+  run,
+};
