@@ -255,9 +255,9 @@ describe('GPU flash modifiers, block masks, bias and mask backward', { skip }, (
   });
 
   // The variants API end to end: modifiers written as expressions, compiled by the generator, a block
-  // mask made on the GPU by createBlockMask, attention / attentionVjp with implementation 'flash',
+  // mask from createBlockMask (kinds on the GPU), attention / attentionVjp with implementation 'flash',
   // against the CPU reference evaluating the same expressions.
-  it('public API: document mask (createBlockMask on the GPU) + ALiBi, flash forward and backward against the reference', () => {
+  it('public API: document mask (createBlockMask, kinds on the GPU) + ALiBi, flash forward and backward against the reference', () => {
     const shape: Shape = { B: 2, T: 300, S: 300, N: 4, K: 2, H: 64 };
     const host = inputs(shape, seed + 90);
     const docs = documentCase(shape, 3, seed, false);
