@@ -59,8 +59,8 @@ export interface AttentionGradients {
   /** Present when a bias was given: the bias's own shape and dtype. */
   readonly dBias?: Tensor;
   /**
-   * Present when a score modifier captures float32 tensors that need their gradient: float32
-   * gradients by capture name, each in its tensor's shape.
+   * Present when a score modifier learns captured tensors (`scoreMod(…, { learn: ['table'] })`, relativeBias):
+   * each one's gradient by its capture name, float32 in the capture's shape.
    */
   readonly dCaptures?: Readonly<Record<string, Tensor>>;
 }

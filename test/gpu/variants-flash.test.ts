@@ -34,7 +34,7 @@ import {
 import { reloadConfig } from '../../src/config.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';
-import { createBlockMask } from '../../src/variants/block-mask.js';
+import { createBlockMask } from '../../src/api/block-mask.js';
 import { maskMod, scoreMod } from '../../src/variants/modifiers.js';
 import type { BlockMask, CompiledModifiers } from '../../src/variants/types.js';
 import {

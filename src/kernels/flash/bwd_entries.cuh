@@ -1,7 +1,7 @@
 // The backward's entry points that do not depend on the dK/dV loop's kind: the prep, the
-// deterministic dQ pass and the dQ conversion, shared by flash_bwd.cu (mma.sync dK/dV loop) and
-// hopper/hopper_bwd.cu (wgmma dK/dV loop), which add attnlab_flash_bwd_dkdv{,_only}. Defined when the
-// host specialises the module (FLASH_D, FLASH_FP16).
+// deterministic dQ pass, the dQ conversion and the dBias conversion, shared by flash_bwd.cu (mma.sync
+// dK/dV loop) and hopper/hopper_bwd.cu (wgmma dK/dV loop), which add attnlab_flash_bwd_dkdv{,_only}.
+// Defined when the host specialises the module (FLASH_D, FLASH_FP16).
 #pragma once
 #include "flash/bwd_dq.cuh"
 #include "flash/bwd_rows.cuh"
@@ -18,8 +18,8 @@ using BwdDqConfig = FlashConfig<D, 128, 64, 8, 2, FP16, BIAS, MASK>;
 #define FLASH_MASK 0
 #endif
 
-// With modifiers or a block mask every entry takes AttnlabCaptures and AttnlabBlockMask after the two
-// parameter structs (common/modifiers.cuh); MODS_PARAMS / MODS_ARGS spell them once.
+// With modifiers or a block mask the main entries take AttnlabCaptures and AttnlabBlockMask after the
+// two parameter structs (common/modifiers.cuh); MODS_PARAMS / MODS_ARGS spell them once.
 #if ATTNLAB_MODIFIERS
 #define FLASH_BWD_MODS_PARAMS \
   , const __grid_constant__ AttnlabCaptures c, const __grid_constant__ AttnlabBlockMask bm
@@ -29,26 +29,25 @@ using BwdDqConfig = FlashConfig<D, 128, 64, 8, 2, FP16, BIAS, MASK>;
 #define FLASH_BWD_MODS_ARGS FlashMods{}
 #endif
 
-// The Hopper module flags rows with a non-finite Q in their lse2 (bwd_rows.cuh); the mma.sync one does not.
-#ifndef FLASH_BWD_PREP_FLAGS_Q
-#define FLASH_BWD_PREP_FLAGS_Q 0
-#endif
-
 #ifdef FLASH_D
 using DqC = BwdDqConfig<FLASH_D, FLASH_FP16 != 0, FLASH_BIAS, FLASH_MASK != 0>;
 
+// The Hopper module lays the dQ workspace out for its bulk reduces and defines its own prep (which
+// also flags rows with a non-finite Q in their lse2) and dq_convert: hopper/bwd_dq_accum.cuh.
+#ifndef FLASH_BWD_OWN_DQ_WORKSPACE
 extern "C" __global__ void __launch_bounds__(256) attnlab_flash_bwd_prep(const __grid_constant__ FlashParams p,
                                                                         const __grid_constant__ FlashBwdParams x) {
-  flash_bwd_prep<FLASH_FP16 != 0, FLASH_BWD_PREP_FLAGS_Q != 0>(p, x);
-}
-extern "C" __global__ void __launch_bounds__(256) attnlab_flash_bwd_dq(const __grid_constant__ FlashParams p,
-                                                                      const __grid_constant__ FlashBwdParams x
-                                                                          FLASH_BWD_MODS_PARAMS) {
-  flash_bwd_dq<DqC>(p, x, FLASH_BWD_MODS_ARGS);
+  flash_bwd_prep<FLASH_FP16 != 0, false>(p, x);
 }
 extern "C" __global__ void __launch_bounds__(256)
     attnlab_flash_bwd_dq_convert(const __grid_constant__ FlashParams p, const __grid_constant__ FlashBwdParams x) {
   flash_bwd_dq_convert<FLASH_FP16 != 0>(p, x);
+}
+#endif
+extern "C" __global__ void __launch_bounds__(256) attnlab_flash_bwd_dq(const __grid_constant__ FlashParams p,
+                                                                      const __grid_constant__ FlashBwdParams x
+                                                                          FLASH_BWD_MODS_PARAMS) {
+  flash_bwd_dq<DqC>(p, x, FLASH_BWD_MODS_ARGS);
 }
 // dBias in the bias's 16-bit dtype (fp16 ≠ 0: float16, else bfloat16) from its float32 accumulator,
 // rounded once; a float32 bias takes the accumulator as it is.
