@@ -22,6 +22,14 @@ import { cudaAvailable, getCudaContext, targetArch } from '../runtime/context.js
 import { launchKernel } from '../runtime/launch.js';
 import { allocDevice, copyInt32ToDevice, firstMisaligned } from '../runtime/memory.js';
 import { decodeSupport, runDecode, wantsDecodeKernel } from './decode/decode.js';
+import {
+  blockMaskOf,
+  hasVariants,
+  marshalBlockMask,
+  marshalCaptures,
+  modifiersOf,
+  variantsRule,
+} from './modifiers.js';
 import { buildFlashParams, type FlashPointers, marshalFlashParams } from './params.js';
 import { type FlashPlan, fillPlan, flashKernel, flashPlan, keptFlashPlan } from './plan.js';
 import {
@@ -62,6 +70,20 @@ function flashChecks(p: AttentionProblem): Planned<FlashVariant> {
   }
   if (p.T >= MAX_LENGTH || p.S >= MAX_LENGTH) {
     return unsupported(`T=${p.T}, S=${p.S}: the kernel indexes rows with int32 and needs T, S < 2^28`);
+  }
+  if (hasVariants(p)) {
+    if (p.dtype === 'float32') {
+      return unsupported(
+        'score/mask modifiers and block masks in float32: the float32 kernel does not take them (bfloat16/float16 do)',
+      );
+    }
+    if (p.paged || p.packed) {
+      return unsupported(
+        'score/mask modifiers and block masks with a paged or packed layout: dense inputs only',
+      );
+    }
+    const rule = variantsRule(p);
+    if (rule) return unsupported(rule);
   }
   const cuda = cudaAvailable();
   if (!cuda.ok) return unsupported(`no CUDA device: ${cuda.reason}`);
@@ -126,7 +148,7 @@ const DECODE_PLAN: Planned<FlashBackendPlan> = planned({ family: 'decode' });
 export function planFlash(p: AttentionProblem): Planned<FlashBackendPlan> {
   // A plain dense problem whose shape ran before: its kept plan stands for every check that depends
   // on the shape alone (plan.ts keys it by all of them and the device); Q, K and V's alignment is per call.
-  if (!p.paged && !p.packed && !wantsDecodeKernel(p)) {
+  if (!p.paged && !p.packed && !hasVariants(p) && !wantsDecodeKernel(p)) {
     const kept = keptFlashPlan(p);
     if (kept) {
       const misaligned = misalignedInput(p);
@@ -141,7 +163,8 @@ export function planFlash(p: AttentionProblem): Planned<FlashBackendPlan> {
     const decode = decodeSupport(p);
     return decode.ok ? DECODE_PLAN : decode;
   }
-  if (wantsDecodeKernel(p) && decodeSupport(p).ok) return DECODE_PLAN;
+  // The decode kernels take no modifiers: those run on the prefill kernel at every length.
+  if (!hasVariants(p) && wantsDecodeKernel(p) && decodeSupport(p).ok) return DECODE_PLAN;
   return planned(densePlan(p, checked.plan));
 }
 
@@ -151,13 +174,14 @@ type DensePlan = Exclude<FlashBackendPlan, { readonly family: 'decode' }>;
 function denseFamily(p: AttentionProblem): 'wgmma' | 'mma' | 'fma' {
   const kept = keptFlashPlan(p);
   if (kept) return kept.family;
-  if ('variant' in hopperVariant(p, targetArch())) return 'wgmma';
+  if (!hasVariants(p) && 'variant' in hopperVariant(p, targetArch())) return 'wgmma';
   return p.dtype === 'float32' ? 'fma' : 'mma';
 }
 
 /** The dense launch of `p`: the Hopper kernel where hopperVariant() takes the case, else `mma`. */
 function densePlan(p: AttentionProblem, mma: FlashVariant): DensePlan {
-  const found = hopperVariant(p, targetArch());
+  // Modifiers and block masks run on the mma.sync kernel (src/kernels/common/modifiers.cuh).
+  const found = hasVariants(p) ? { reason: 'modifiers' } : hopperVariant(p, targetArch());
   if ('variant' in found) {
     const v = found.variant;
     return { family: 'wgmma', key: hopperVariantKey(v), kept: null, hopper: v, mma: null };
@@ -226,14 +250,20 @@ function launchMma(p: AttentionProblem, variant: FlashVariant, pointers: FlashPo
       block: [warps * 32, 1, 1],
       sharedBytes: flashVariantSharedBytes(variant),
     },
-    [marshalFlashParams(buildFlashParams(p, pointers))],
+    hasVariants(p)
+      ? [
+          marshalFlashParams(buildFlashParams(p, pointers)),
+          marshalCaptures(modifiersOf(p)),
+          marshalBlockMask(blockMaskOf(p), p.T, p.S),
+        ]
+      : [marshalFlashParams(buildFlashParams(p, pointers))],
   );
 }
 
 export const cudaFlashBackend: AttentionBackend<FlashBackendPlan> = {
   name: 'flash',
   device: 'cuda',
-  layouts: ['paged', 'packed'],
+  layouts: ['paged', 'packed', 'modifiers'],
   plan: planFlash,
   run: (plan, p) => (plan.family === 'decode' ? runDecode(p) : runDense(plan, p)),
   family: denseFamily,

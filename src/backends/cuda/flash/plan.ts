@@ -17,6 +17,7 @@ import type { AttentionProblem } from '../../problem.js';
 import { type CompiledModule, loadKernels } from '../runtime/compile.js';
 import { currentDeviceOrdinal, getCudaContext, targetArch } from '../runtime/context.js';
 import { type KernelArg, type LaunchConfig, packStruct } from '../runtime/launch.js';
+import { hasVariants, kernelPrelude } from './modifiers.js';
 import { buildFlashParams, type FlashPointers, marshalFlashParams } from './params.js';
 import {
   type FlashVariant,
@@ -41,7 +42,12 @@ import {
 /** Compiles (or fetches from the caches) the module of `variant`. */
 export function flashModule(variant: FlashVariant): CompiledModule {
   const { file, name } = flashKernelSource(variant);
-  return loadKernels({ file, kernels: [name], defines: flashDefines(variant) });
+  return loadKernels({
+    file,
+    kernels: [name],
+    defines: flashDefines(variant),
+    prelude: kernelPrelude(variant.modifiers),
+  });
 }
 
 /** The CUfunction of `variant`'s kernel. */

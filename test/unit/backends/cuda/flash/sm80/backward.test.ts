@@ -68,6 +68,11 @@ describe('flash (cuda) backward: support rule', () => {
         { deterministic: true, isCausal: true },
         { H: 128, Hv: 128 },
       ],
+      // A bias (dBias by float32 reductions) and a boolean mask, fused; deterministic where each
+      // dBias element sums one position only.
+      [{ bias: Tensor.zeros([1, 4, 40, 56], 'bfloat16') }, {}],
+      [{ bias: Tensor.zeros([2, 4, 40, 56], 'float32'), deterministic: true }, {}],
+      [{ mask: Tensor.fromRaw(new Uint8Array(40 * 56).fill(1), [1, 1, 40, 56], 'bool') }, {}],
     ] as const) {
       assert.deepEqual(flashBackwardRule(problem(options as BackwardOptions, shape)), { ok: true });
     }
@@ -76,8 +81,10 @@ describe('flash (cuda) backward: support rule', () => {
   it('refuses what the kernels do not do, saying why', () => {
     const cases: Array<[BackwardProblem, RegExp]> = [
       [problem({}, { dtype: 'float32' }), /dtype float32.*bfloat16 or float16/],
-      [problem({ bias: Tensor.zeros([1, 4, 40, 56], 'bfloat16') }), /bias.*dBias/],
-      [problem({ mask: Tensor.fromRaw(new Uint8Array(40 * 56).fill(1), [1, 1, 40, 56], 'bool') }), /mask/],
+      [
+        problem({ bias: Tensor.zeros([1, 4, 40, 56], 'bfloat16'), deterministic: true }),
+        /deterministic with a bias broadcast over 2 .*dBias/,
+      ],
       [problem({}, { H: 256 }), /H=256, Hv=256.*at most 128/],
       [problem({}, { H: 64, Hv: 160 }), /Hv=160/],
       [problem({}, { H: 60 }), /multiples of 8/],
@@ -97,8 +104,11 @@ describe('flash (cuda) backward: dispatch', () => {
     assert.deepEqual(cuda, ['cudnn', 'flash', 'naive']);
   });
 
+  // A bias broadcast over the batch, deterministic: dBias would sum 2 positions per element by atomics.
+  const broadcastBias = { bias: Tensor.zeros([1, 4, 40, 56], 'bfloat16'), deterministic: true };
+
   it('forced on a case it cannot run: UnsupportedError with the reason, no fallback', () => {
-    const p = onCuda(problem({ implementation: 'flash', bias: Tensor.zeros([1, 4, 40, 56], 'bfloat16') }));
+    const p = onCuda(problem({ implementation: 'flash', ...broadcastBias }));
     assert.throws(
       () => chooseBackwardBackend(p),
       (e: unknown) =>
@@ -107,14 +117,16 @@ describe('flash (cuda) backward: dispatch', () => {
   });
 
   it('auto: a case flash refuses is offered to the next backend (its reason is listed, naive is asked)', () => {
-    const p = onCuda(problem({ bias: Tensor.zeros([1, 4, 40, 56], 'bfloat16') }));
+    const p = onCuda(problem(broadcastBias));
     // Without a GPU every cuda backend refuses; the error lists them in the order they were asked.
     try {
       const chosen = chooseBackwardBackend(p);
-      assert.notEqual(chosen.backend.name, 'flash'); // a GPU machine: cudnn or naive take the bias
+      assert.notEqual(chosen.backend.name, 'flash'); // a GPU machine: cudnn or naive take the case
     } catch (error) {
       assert.ok(error instanceof UnsupportedError);
-      const order = ['cudnn:', 'flash: a bias', 'naive:'].map((s) => error.reason.indexOf(s));
+      const order = ['cudnn:', 'flash: deterministic with a bias', 'naive:'].map((s) =>
+        error.reason.indexOf(s),
+      );
       assert.ok(
         order.every((at, i) => at >= 0 && (i === 0 || at > order[i - 1])),
         error.reason,
