@@ -68,9 +68,9 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
     assert.ok('variant' in choice);
     assert.deepEqual(
       [
-        hopperDefines(choice.variant).HOPPER_DK,
-        hopperDefines(choice.variant).HOPPER_DV,
-        hopperDefines(choice.variant).HOPPER_BN,
+        hopperDefines(choice.variant).HOPPER_KEY_DIM,
+        hopperDefines(choice.variant).HOPPER_VALUE_DIM,
+        hopperDefines(choice.variant).HOPPER_BLOCK_N,
       ],
       [192, 192, 112],
     );
@@ -100,8 +100,8 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
     );
     const choice = hopperVariant(problem(192, 'bfloat16', {}, 128), 'sm_90a', 'wgmma', null);
     assert.ok('variant' in choice);
-    assert.equal(hopperDefines(choice.variant).HOPPER_DK, 192);
-    assert.equal(hopperDefines(choice.variant).HOPPER_DV, 128);
+    assert.equal(hopperDefines(choice.variant).HOPPER_KEY_DIM, 192);
+    assert.equal(hopperDefines(choice.variant).HOPPER_VALUE_DIM, 128);
   });
 
   it('picks every pair of kernel head dims a tile that fits shared memory and the registers, with a Q·Kᵀ shape the kernel has', () => {
@@ -172,7 +172,7 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
     );
   });
 
-  it('walks causal and shorter rows on the dynamic persistent grid (HOPPER_PERSISTENT=2, .dyn), one block per SM', () => {
+  it('walks causal and shorter rows on the dynamic persistent grid (HOPPER_DYNAMIC_GRID=1, .dyn), one block per SM', () => {
     // MQA keeps K and V small: the rule reads T, the heads and the tiles, not S.
     const grid = (T: number, H: number, N: number, options: AttentionOptions = {}) => {
       const q = Tensor.zeros([1, T, N, H], 'bfloat16');
@@ -195,7 +195,7 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
     assert.equal(grid(2048, 128, 32, { ...causal, mask }).persistent, false, 'not measured with a mask');
     const v = grid(2048, 128, 32, causal);
     assert.equal(hopperVariantKey(v), 'flash-fwd.sm_90a.bf16.d128.128x128x3wg.pp.lw.ds.dyn.sl8.wgmma');
-    assert.equal(hopperDefines(v).HOPPER_PERSISTENT, 2);
+    assert.equal(hopperDefines(v).HOPPER_DYNAMIC_GRID, 1);
     assert.deepEqual(hopperGrid(v, 2048, 32, 132), [132, 1, 1]);
     assert.deepEqual(hopperGrid(v, 128, 4, 132), [4, 1, 1], 'never more blocks than items');
     // The item slot: one more 8-byte word after the barriers.
@@ -222,7 +222,7 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
     assert.ok('variant' in choice);
     assert.equal(hopperDefines(choice.variant).HOPPER_BIAS, 1);
     assert.equal(hopperDefines(choice.variant).HOPPER_MASK, 0);
-    assert.equal(hopperDefines(choice.variant).HOPPER_SLACK, 8);
+    assert.equal(hopperDefines(choice.variant).HOPPER_RESCALE_SLACK, 8);
   });
 
   it('leaves every other case to the mma.sync kernel, saying why', () => {

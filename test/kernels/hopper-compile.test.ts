@@ -1,7 +1,7 @@
 /**
- * The flash backend's Hopper kernel against the compiler: HopperParams as nvcc (or the host C++
- * compiler) lays it out, and hopper_fwd.cu compiled for sm_90a with the -D set the backend gives a
- * case, without spills. Each test skips, saying why, without the compiler it needs.
+ * The flash backend's Hopper kernel against the compiler: HopperParams (hopper/fwd_params.cuh) as
+ * nvcc (or the host C++ compiler) lays it out, and hopper_fwd.cu compiled for sm_90a with the -D set
+ * the backend gives a case, without spills. Each test skips, saying why, without the compiler it needs.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -34,7 +34,7 @@ describe('cuda flash: the Hopper (wgmma) kernel against the compiler', () => {
   it('lays HopperParams out as the compiler does: maps at 0/128/256, FlashParams at 384, the work counter at 664, 704 bytes', {
     skip: 'reason' in compiler ? compiler.reason : false,
   }, () => {
-    const kernel = readFileSync(join(kernelsDir(), HOPPER_KERNEL.file), 'utf8');
+    const kernel = readFileSync(join(kernelsDir(), 'hopper/fwd_params.cuh'), 'utf8');
     const sm90 = readFileSync(join(kernelsDir(), 'hopper/sm90.cuh'), 'utf8');
     const struct = (source: string, name: string) =>
       new RegExp(`struct (__align__\\(64\\) )?${name} \\{[\\s\\S]*?\\n\\};`).exec(source)![0];

@@ -102,7 +102,7 @@ export function launchHopper(p: AttentionProblem, v: HopperVariant, pointers: Fl
     fn,
     {
       // x: query blocks (visited last-first), y: batch × head, as the mma.sync kernel (schedule.cuh);
-      // or both in x, walked by hopper_fwd.cu when the variant is grouped or persistent (one block per SM).
+      // or one block per SM in x on the dynamic grid (hopper_fwd.cu run_dynamic).
       grid: hopperGrid(v, p.T, p.B * p.N, getCudaContext().properties.multiprocessorCount),
       block: [hopperThreads(v), 1, 1],
       sharedBytes: hopperSharedBytes(v),
