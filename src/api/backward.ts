@@ -44,6 +44,7 @@ function runBackward(p: BackwardProblem): AttentionBackwardResult {
     dKey: own(r.dKey, p.key),
     dValue: own(r.dValue, p.value),
     dBias: r.dBias,
+    ...(r.dCaptures ? { dCaptures: r.dCaptures } : {}),
     backend: backend.name,
     device: backend.device,
     variant: r.variant,

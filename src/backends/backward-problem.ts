@@ -58,6 +58,11 @@ export interface AttentionGradients {
   readonly dValue: Tensor;
   /** Present when a bias was given: the bias's own shape and dtype. */
   readonly dBias?: Tensor;
+  /**
+   * Present when a score modifier captures float32 tensors that need their gradient: float32
+   * gradients by capture name, each in its tensor's shape.
+   */
+  readonly dCaptures?: Readonly<Record<string, Tensor>>;
 }
 
 /** What a backward backend returns (batched shapes), with the kernel variant that ran. */

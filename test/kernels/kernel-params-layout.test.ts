@@ -71,6 +71,7 @@ describe('launch-parameter structs: compiler vs TypeScript', { skip }, () => {
       dKey: 5n,
       dValue: 6n,
       outputFloat32: 7n,
+      dBias: 8n,
     };
     const arg = marshalFlashBwdParams(pointers, 0.125, 128);
     assert.ok(arg.type === 'struct');

@@ -35,7 +35,16 @@ export interface KernelSpec {
   readonly defines?: Readonly<Record<string, string | number>>;
   /** Extra NVRTC options. */
   readonly options?: readonly string[];
+  /**
+   * Generated source compiled before the file (a modifier set's device functions): NVRTC sees it as
+   * the header PRELUDE_HEADER, included on the file's first line, so that its errors name their own
+   * lines. `key` names it in the in-memory lookup; its text enters the cache key as every header's.
+   */
+  readonly prelude?: { readonly key: string; readonly source: string } | null;
 }
+
+/** The name NVRTC gives a spec's prelude. */
+export const PRELUDE_HEADER = 'attnlab_prelude.cuh';
 
 export interface CompiledModule {
   readonly key: string;
@@ -106,7 +115,7 @@ export function loadKernels(spec: KernelSpec): CompiledModule {
   for (const name in spec.defines) defines += `${name}=${spec.defines[name]} `;
   const specKey = `${currentDeviceOrdinal()}\n${kernelsDir()}\n${spec.file}\n${spec.kernels.join('\n')}\n\n${defines}\n${
     spec.options?.join('\n') ?? ''
-  }`;
+  }\n${spec.prelude?.key ?? ''}`;
   const known = bySpec.get(specKey);
   if (known) {
     record({ file: spec.file, key: known.key, source: 'memory', milliseconds: 0, cubinBytes: 0 });
@@ -119,12 +128,13 @@ export function loadKernels(spec: KernelSpec): CompiledModule {
 
 function loadKernelsByKey(spec: KernelSpec): CompiledModule {
   const arch = targetArch();
-  const { source, headers } = readKernelSources(spec.file);
+  const { source, headers } = withPrelude(readKernelSources(spec.file), spec.prelude);
   const options = compileOptions(spec, arch);
   // A binary the package ships (prebuilt.ts) before NVRTC is even loaded.
-  const shipped = shippable(spec.kernels)
-    ? loadPrebuilt(spec, { arch, options, kernels: spec.kernels, source, headers })
-    : null;
+  const shipped =
+    !spec.prelude && shippable(spec.kernels)
+      ? loadPrebuilt(spec, { arch, options, kernels: spec.kernels, source, headers })
+      : null;
   if (shipped) return shipped;
   const key = kernelCacheKey({
     arch,
@@ -196,6 +206,18 @@ function loadPrebuilt(spec: KernelSpec, parts: Parameters<typeof prebuiltKey>[0]
     );
   }
   return loaded;
+}
+
+/** The file's source behind an #include of the prelude (numbered from 1 again), the prelude among the headers. */
+function withPrelude(
+  read: { source: string; headers: Array<[string, string]> },
+  prelude: KernelSpec['prelude'],
+): { source: string; headers: Array<[string, string]> } {
+  if (!prelude) return read;
+  return {
+    source: `#include "${PRELUDE_HEADER}"\n#line 1\n${read.source}`,
+    headers: [...read.headers, [PRELUDE_HEADER, prelude.source]],
+  };
 }
 
 function compileWithNvrtc(

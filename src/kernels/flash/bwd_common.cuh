@@ -5,6 +5,7 @@
 // contribution of a non-finite dO element to dV), the final store of a float32 tile as 16-bit rows
 // and the float32 reductions of dQ.
 #pragma once
+#include "common/modifiers.cuh"
 #include "flash/bwd_params.cuh"
 #include "flash/copy.cuh"
 #include "flash/mma.cuh"
@@ -143,11 +144,36 @@ __device__ __forceinline__ bool key_block_boundary(const FlashParams& p, const K
 // column c0 + 8j + 2t + c%2 (the mma.sync and wgmma C layout); the A-rows are keys in the dK/dV
 // loops (KEY_ROWS, the transposed products) and query rows in the dQ pass. lse2_of(i, j, c) gives
 // the element's row statistic.
-template <bool KEY_ROWS, int MI, int NT, class Lse2>
-__device__ __forceinline__ void weights_tile(float (&s)[MI][NT][4], const FlashParams& p, const TileWork& w,
-                                             bool boundary, int r0, int c0, int lane, Lse2 lse2_of) {
+//
+// With a bias, a boolean mask or modifiers (BIAS, MASK, common/modifiers.cuh) the logit is the
+// forward's (mask.cuh): s·scale·log2e + log2e·bias, or log2e·score_mod(s·scale + bias), and a pair the
+// mask or the mask modifier (on a PARTIAL tile, `kind`) drops gets P = 0. `head` is the query head.
+template <bool KEY_ROWS, int BIAS, bool MASK, int MI, int NT, class Lse2>
+__device__ __forceinline__ void weights_tile_ex(float (&s)[MI][NT][4], const FlashParams& p, const TileWork& w,
+                                                int head, bool boundary, int kind, int r0, int c0, int lane,
+                                                Lse2 lse2_of, const FlashMods& m) {
   const int g = lane >> 2;
   const int t = lane & 3;
+  const bool mask_mod = ATTNLAB_MASK_MOD && kind != ATTNLAB_TILE_FULL;
+  constexpr bool PLAIN = BIAS == 0 && !MASK && !ATTNLAB_SCORE_MOD;
+  if (PLAIN && !mask_mod) {
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int a = r0 + i * 16 + g + 8 * (c >> 1);
+          const int b = c0 + j * 8 + 2 * t + (c & 1);
+          const bool visible = !boundary || (KEY_ROWS ? key_visible(p, w, b, a) : key_visible(p, w, a, b));
+          s[i][j][c] = recompute_p(s[i][j][c], p.scale_log2, lse2_of(i, j, c), visible);
+        }
+    return;
+  }
+  constexpr float LOG2E = 1.4426950408889634f;
+  constexpr float LN2 = 0.6931471805599453f;
+  const i64 bias_head = BIAS ? w.b * p.bias_strides[0] + head * p.bias_strides[1] : 0;
+  const i64 mask_head = MASK ? w.b * p.mask_strides[0] + head * p.mask_strides[1] : 0;
 #pragma unroll
   for (int i = 0; i < MI; ++i)
 #pragma unroll
@@ -156,8 +182,76 @@ __device__ __forceinline__ void weights_tile(float (&s)[MI][NT][4], const FlashP
       for (int c = 0; c < 4; ++c) {
         const int a = r0 + i * 16 + g + 8 * (c >> 1);
         const int b = c0 + j * 8 + 2 * t + (c & 1);
-        const bool visible = !boundary || (KEY_ROWS ? key_visible(p, w, b, a) : key_visible(p, w, a, b));
-        s[i][j][c] = recompute_p(s[i][j][c], p.scale_log2, lse2_of(i, j, c), visible);
+        const int q = KEY_ROWS ? b : a;
+        const int kv = KEY_ROWS ? a : b;
+        bool visible = !boundary || key_visible(p, w, q, kv);
+        const bool in_range = q < w.t_len && kv < w.s_len;
+        float x;
+        if constexpr (ATTNLAB_SCORE_MOD) {
+          float sn = s[i][j][c] * (p.scale_log2 * LN2);
+          if (in_range) {
+            if constexpr (BIAS != 0) sn += load_bias<BIAS>(p.bias, bias_head + q * p.bias_strides[2] + kv * p.bias_strides[3]);
+            sn = mod_score(m, sn, w.b, head, q, kv);
+          }
+          x = sn * LOG2E;
+        } else {
+          x = s[i][j][c] * p.scale_log2;
+          if constexpr (BIAS != 0) {
+            if (in_range) x += LOG2E * load_bias<BIAS>(p.bias, bias_head + q * p.bias_strides[2] + kv * p.bias_strides[3]);
+          }
+        }
+        if constexpr (MASK) {
+          if (in_range && p.mask[mask_head + q * p.mask_strides[2] + kv * p.mask_strides[3]] == 0) visible = false;
+        }
+        if (mask_mod && in_range && !mod_keeps(m, w.b, head, q, kv)) visible = false;
+        const float pr = fast_exp2(x - lse2_of(i, j, c));
+        s[i][j][c] = visible ? pr : 0.f;
+      }
+}
+
+// The plain form (no bias, mask or modifier), as the Hopper dK/dV loop calls it.
+template <bool KEY_ROWS, int MI, int NT, class Lse2>
+__device__ __forceinline__ void weights_tile(float (&s)[MI][NT][4], const FlashParams& p, const TileWork& w,
+                                             bool boundary, int r0, int c0, int lane, Lse2 lse2_of) {
+  weights_tile_ex<KEY_ROWS, 0, false>(s, p, w, 0, boundary, ATTNLAB_TILE_FULL, r0, c0, lane, lse2_of, FlashMods{});
+}
+
+// dS of the score modifier's input and the bias's gradient, after ds_tile left dS of the logit in ds:
+// ds ← score_mod_backward(raw, ds) (the chain rule; `raw` holds the tile's Q·Kᵀ again when the
+// modifier's gradient reads the score, ATTNLAB_SCORE_MOD_NEEDS_SCORE), and with DBIAS, dBias += ds
+// by float32 reductions at the bias's (broadcast) element. Pairs with ds = 0 (not visible, or P = 0)
+// are skipped: they add nothing, and skipping them keeps the reductions to the pairs a row sees.
+template <bool KEY_ROWS, int BIAS, bool DBIAS, int MI, int NT>
+__device__ __forceinline__ void ds_mods_tile(float (&ds)[MI][NT][4], const float (&raw)[MI][NT][4],
+                                             const FlashParams& p, const FlashBwdParams& x, const TileWork& w,
+                                             int head, int r0, int c0, int lane, const FlashMods& m) {
+  constexpr float LN2 = 0.6931471805599453f;
+  const int g = lane >> 2;
+  const int t = lane & 3;
+  const i64 bias_head = BIAS ? w.b * p.bias_strides[0] + head * p.bias_strides[1] : 0;
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        if (ds[i][j][c] == 0.f) continue;
+        const int a = r0 + i * 16 + g + 8 * (c >> 1);
+        const int b = c0 + j * 8 + 2 * t + (c & 1);
+        const int q = KEY_ROWS ? b : a;
+        const int kv = KEY_ROWS ? a : b;
+        const i64 at = bias_head + q * p.bias_strides[2] + kv * p.bias_strides[3];
+        if constexpr (ATTNLAB_SCORE_MOD) {
+          float sn = 0.f;
+          if constexpr (ATTNLAB_SCORE_MOD_NEEDS_SCORE) {
+            sn = raw[i][j][c] * (p.scale_log2 * LN2);
+            if constexpr (BIAS != 0) sn += load_bias<BIAS>(p.bias, at);
+          }
+          ds[i][j][c] = mod_score_backward(m, sn, ds[i][j][c], w.b, head, q, kv);
+        }
+        if constexpr (DBIAS) {
+          asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(x.dbias + at), "f"(ds[i][j][c]) : "memory");
+        }
       }
 }
 

@@ -17,6 +17,11 @@
 //                        with reductions (order-dependent: deterministic runs use flash_bwd_dq).
 // Pipeline: Q, dO, lse2 and D of the next query block load (cp.async) while this one computes;
 // two barriers per query block (one when DQ is off).
+//
+// Bias, mask and modifiers (C::BIAS, C::MASK, common/modifiers.cuh): P is recomputed with the
+// forward's logit (weights_tile_ex), dS goes through the score modifier's chain rule and into dBias
+// (ds_mods_tile), and a block mask's EMPTY (head, query block) steps are never visited: the walk and
+// the loads ahead of it go from one non-empty step to the next.
 #pragma once
 #include "flash/bwd_common.cuh"
 #include "flash/mainloop.cuh"
@@ -41,7 +46,7 @@ struct BwdKvLayout {
 };
 
 template <class C, bool DQ>
-__device__ __forceinline__ void flash_bwd_dkdv(const FlashParams& p, const FlashBwdParams& x) {
+__device__ __forceinline__ void flash_bwd_dkdv(const FlashParams& p, const FlashBwdParams& x, const FlashMods& m) {
   using L = BwdKvLayout<C, DQ>;
   constexpr int BNK = L::BNK, BMQ = L::BMQ;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -68,7 +73,24 @@ __device__ __forceinline__ void flash_bwd_dkdv(const FlashParams& p, const Flash
 #pragma unroll
       for (int c = 0; c < 4; ++c) dk[i][d][c] = dv[i][d][c] = 0.f;
 
-  if (steps > 0) {
+  // Step s's head and first query row, its classification, and the step after s (s + 1 without a
+  // block mask, else the next non-empty one; `steps` when none is left).
+  auto head_of = [&](int s) { return w.kv_head * p.group + s / blocks; };
+  auto row_of = [&](int s) { return (mb_lo + s % blocks) * BMQ; };
+  auto kind_of = [&](int s) {
+    const int m0 = row_of(s);
+    return tile_kind(m, w.b, head_of(s), m0, imin(m0 + BMQ, w.t_len) - 1, kn0, imin(kn0 + BNK, w.s_len) - 1);
+  };
+  auto next_step = [&](int s) {
+    ++s;
+    if constexpr (ATTNLAB_BLOCK_MASK) {
+      while (s < steps && kind_of(s) == ATTNLAB_TILE_EMPTY) ++s;
+    }
+    return s;
+  };
+  const int first = ATTNLAB_BLOCK_MASK ? next_step(-1) : 0;
+
+  if (first < steps) {
     load_kv_tiles<BNK>(k_smem, v_smem, p, w, kn0, [](u32 dst, const u16* src, i64 stride, int rows, int cols) {
       load_tile<BNK, C::D, C::THREADS>(dst, src, stride, rows, cols);
     });
@@ -78,7 +100,7 @@ __device__ __forceinline__ void flash_bwd_dkdv(const FlashParams& p, const Flash
                                          load_tile<BMQ, C::D, C::THREADS>(to, src, stride, rows, cols);
                                        });
     };
-    load_step(stage0, 0);
+    load_step(stage0, first);
     cp_async_commit();
     // A operands: this warp's K (resp. V) rows; B: the Q (resp. dO) tile; transposed B: dO (resp. Q).
     // The V, dO and Q addresses are the K, Q and dO ones at fixed offsets: 3 registers, not 6.
@@ -86,16 +108,17 @@ __device__ __forceinline__ void flash_bwd_dkdv(const FlashParams& p, const Flash
     const float* row_stats = reinterpret_cast<const float*>(smem + 2 * L::KV_TILE + 2 * L::Q_TILE);
 
     u32 stage = 0;
-    for (int s = 0; s < steps; ++s) {
-      const int m0 = (mb_lo + s % blocks) * BMQ;
+    for (int s = first; s < steps;) {
+      const int m0 = row_of(s);
       cp_async_wait<0>();
-      // Each thread cleans what it copied: K once (with step 0's group), Q and dO at every step.
-      if (s == 0) zero_non_finite<BNK, C::D, C::THREADS, C::FP16>(smem);
+      // Each thread cleans what it copied: K once (with the first step's group), Q and dO at every step.
+      if (s == first) zero_non_finite<BNK, C::D, C::THREADS, C::FP16>(smem);
       zero_non_finite<BMQ, C::D, C::THREADS, C::FP16>(smem + 2 * L::KV_TILE + stage);
       const bool do_dirty = zero_non_finite<BMQ, C::D, C::THREADS, C::FP16>(smem + 2 * L::KV_TILE + stage + L::Q_TILE);
       // This step's tiles landed; every warp is done with the other stage and dSᵀ.
       const bool any_dirty = __syncthreads_or(do_dirty);
-      if (s + 1 < steps) load_step(stage0 + (stage ^ L::STAGE), s + 1);
+      // Recomputed where used rather than held across the step: the D = 128 loop has no register to spare.
+      if (next_step(s) < steps) load_step(stage0 + (stage ^ L::STAGE), next_step(s));
       cp_async_commit();
 
       float st[C::MI][C::NT][4];
@@ -104,13 +127,14 @@ __device__ __forceinline__ void flash_bwd_dkdv(const FlashParams& p, const Flash
       const float* dsum = lse2 + BMQ;
       // Read where used (a 64-bit shared load per n-tile): held in registers for the whole step they
       // would take 4·NT more per lane and make the D = 128 loop spill.
-      weights_tile<true>(st, p, w, key_block_boundary<BNK, BMQ>(p, kb, m0), key0, m0, lane,
-                         [&](int, int j, int c) { return lse2[j * 8 + 2 * t + (c & 1)]; });
+      weights_tile_ex<true, C::BIAS, C::MASK>(st, p, w, head_of(s), key_block_boundary<BNK, BMQ>(p, kb, m0),
+                                              ATTNLAB_MODIFIERS ? kind_of(s) : ATTNLAB_TILE_FULL, key0, m0, lane,
+                                              [&](int, int j, int c) { return lse2[j * 8 + 2 * t + (c & 1)]; }, m);
       float dpt[C::MI][C::NT][4];
       qk_tile<C>(dpt, ka.q + L::KV_TILE, ka.k + L::Q_TILE + stage);
       pv_tile<C>(dv, st, ka.v + stage);
       if (any_dirty) {
-        const int n = w.kv_head * p.group + s / blocks;
+        const int n = head_of(s);
         const i64 oa = w.b * p.o_strides[0] + n * p.o_strides[2] + m0 * p.o_strides[1];
 #pragma unroll
         for (int i = 0; i < C::MI; ++i)
@@ -118,6 +142,11 @@ __device__ __forceinline__ void flash_bwd_dkdv(const FlashParams& p, const Flash
                                                    lane);
       }
       ds_tile(dpt, st, [&](int, int j, int c) { return dsum[j * 8 + 2 * t + (c & 1)]; });
+      if constexpr (ATTNLAB_SCORE_MOD || C::BIAS != 0) {
+        // P is spent: st takes Sᵀ = K·Qᵀ again where the modifier's gradient reads the raw score.
+        if constexpr (ATTNLAB_SCORE_MOD && ATTNLAB_SCORE_MOD_NEEDS_SCORE) qk_tile<C>(st, ka.q, ka.k + stage);
+        ds_mods_tile<true, C::BIAS, C::BIAS != 0>(dpt, st, p, x, w, head_of(s), key0, m0, lane, m);
+      }
       pv_tile<C>(dk, dpt, ka.v - L::Q_TILE + stage);
 
       if constexpr (DQ) {
@@ -154,12 +183,13 @@ __device__ __forceinline__ void flash_bwd_dkdv(const FlashParams& p, const Flash
             mma_16816<C::FP16>(dq[d + 1], a, b[2], b[3]);
           }
         }
-        const int n = w.kv_head * p.group + s / blocks;
+        const int n = head_of(s);
         float* acc = x.dq_accum + (static_cast<i64>(w.b) * p.T * p.N + n) * p.H;
         atomic_add_tile<L::DQ_COLS / 8>(acc, static_cast<i64>(p.N) * p.H, dq, m0 + mq * 16, col0, w.t_len, p.H,
                                         lane);
       }
       stage ^= L::STAGE;
+      s = next_step(s);
     }
   }
   // Every key row of the block is written, zeros where no query sees it (padding included).

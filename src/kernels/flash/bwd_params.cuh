@@ -16,6 +16,7 @@ struct FlashBwdParams {
   u16* dk;          // (B,S,K,H), K's strides
   u16* dv;          // (B,S,K,Hv), V's strides
   const float* o_f32;  // O unrounded, float32 (B,T,N,Hv), O's strides, or null: D = rowsum(dO ∘ O) from it
+  float* dbias;     // float32 dBias accumulator, the bias's strides (FlashParams::bias_strides), or null
   float scale;      // the softmax scale: dQ = scale·dS·K, dK = scale·dSᵀ·Q
   int t_pad;        // T rounded up to a multiple of 128: every query block reads whole lse2/dsum rows
 };

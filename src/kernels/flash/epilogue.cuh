@@ -12,7 +12,7 @@
 template <int MI, int DT, int D, bool FP16, int BIAS, bool MASK>
 __device__ __forceinline__ void store_output(const FlashParams& p, const TileWork& w, float (&o)[MI][DT][4],
                                              const float (&inv)[MI][2], const float (&lse)[MI][2], u16* stage,
-                                             int row0, int lane) {
+                                             int row0, int lane, const FlashMods& m = FlashMods{}) {
   constexpr int PITCH = SmemTile<D>::PITCH;
   const int g = lane >> 2;
   const int t = lane & 3;
@@ -34,7 +34,7 @@ __device__ __forceinline__ void store_output(const FlashParams& p, const TileWor
           x[e] = o[i][d][2 * h + e] * inv[i][h];
           const int col = d * 8 + 2 * t + e;
           if (finite_row && x[e] != x[e] && col < p.Hv) {
-            x[e] = recompute_element<FP16 ? 1 : 0, BIAS, MASK>(p, w.b, w.n, row, col);
+            x[e] = recompute_element<FP16 ? 1 : 0, BIAS, MASK>(p, w.b, w.n, row, col, m);
           }
         }
         *reinterpret_cast<u32*>(stage + local * PITCH + d * 8 + 2 * t) = valid ? pack2<FP16>(x[0], x[1]) : 0u;

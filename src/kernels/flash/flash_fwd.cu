@@ -13,6 +13,13 @@
 // softmax compute, K_{j−1} while P·V_j computes. STAGES = 2: two K+V buffers; tile j−1 loads while
 // all of tile j computes, with one barrier pair per tile.
 //
+// Modifiers (common/modifiers.cuh): a score modifier is applied to every in-range score, a mask
+// modifier per element on the tiles a block mask calls PARTIAL (on every tile without one), and a
+// block mask's EMPTY tiles are never visited: the key loop walks only the non-empty tiles, last to
+// first, and the loads ahead of it fetch the next non-empty ones. A block whose tiles are all empty
+// writes zeros and −inf like a block that sees no key. The kernel then takes AttnlabCaptures and
+// AttnlabBlockMask after FlashParams.
+//
 // Specialisation: the host defines FLASH_D (padded head dim, multiple of 16), FLASH_BM, FLASH_BN,
 // FLASH_NW (warps), FLASH_STAGES, FLASH_FP16 (0 bf16, 1 fp16), FLASH_BIAS (0 none, 1 f32, 2 bf16,
 // 3 f16) and FLASH_MASK, and gets the extern "C" entry attnlab_flash_fwd and the variable
@@ -25,7 +32,7 @@
 #include "flash/softmax.cuh"
 
 template <class C>
-__device__ __forceinline__ void flash_fwd(const FlashParams& p) {
+__device__ __forceinline__ void flash_fwd(const FlashParams& p, const FlashMods& m) {
   extern __shared__ __align__(16) unsigned char smem[];
   u16* sQ = reinterpret_cast<u16*>(smem);
   const u32 q_smem = smem_addr(sQ);
@@ -53,15 +60,34 @@ __device__ __forceinline__ void flash_fwd(const FlashParams& p) {
 
   const int block_lo = w.n_lo / C::BN;
   const int block_hi = (w.n_hi + C::BN - 1) / C::BN;  // exclusive
+  // The tile's classification (common/modifiers.cuh) and the next tile the loop visits after nb:
+  // nb − 1 without a block mask, else the next lower non-empty one (block_lo − 1 when none is left).
+  auto kind_of = [&](int nb) {
+    return tile_kind(m, w.b, w.n, w.m0, w.m_last, nb * C::BN, imin(nb * C::BN + C::BN, w.s_len) - 1);
+  };
+  auto next_tile = [&](int nb) {
+    --nb;
+    if constexpr (ATTNLAB_BLOCK_MASK) {
+      while (nb >= block_lo && kind_of(nb) == ATTNLAB_TILE_EMPTY) --nb;
+    }
+    return nb;
+  };
+  const int first = next_tile(block_hi);
+  if (ATTNLAB_BLOCK_MASK && first < block_lo) {
+    store_empty_block<C::BM, C::THREADS>(p, w);
+    return;
+  }
 
   load_tile<C::BM, C::D, C::THREADS>(q_smem, q, p.q_strides[1], w.t_len - w.m0, p.H);
-  load_k(k_smem, (block_hi - 1) * C::BN);
+  load_k(k_smem, first * C::BN);
+  int ahead = first;  // STAGES=2: the tile in the other buffer pair (< block_lo when none)
   if constexpr (C::STAGES == 2) {
-    load_v(v_smem, (block_hi - 1) * C::BN);
+    load_v(v_smem, first * C::BN);
     cp_async_commit();
-    if (block_hi - 2 >= block_lo) {
-      load_k(k_smem + STAGE_BYTES, (block_hi - 2) * C::BN);
-      load_v(v_smem + STAGE_BYTES, (block_hi - 2) * C::BN);
+    ahead = next_tile(first);
+    if (ahead >= block_lo) {
+      load_k(k_smem + STAGE_BYTES, ahead * C::BN);
+      load_v(v_smem + STAGE_BYTES, ahead * C::BN);
     }
   }
   cp_async_commit();
@@ -78,8 +104,9 @@ __device__ __forceinline__ void flash_fwd(const FlashParams& p) {
   const LaneAddresses lanes = lane_addresses<C>(q_smem, k_smem, v_smem, warp, lane);
 
   u32 stage = 0;  // byte offset of the current K/V buffer pair (STAGES=2)
-  for (int nb = block_hi - 1; nb >= block_lo; --nb) {
+  for (int nb = first; nb >= block_lo;) {
     const int n0 = nb * C::BN;
+    const int after = C::STAGES == 1 ? next_tile(nb) : ahead;  // the tile visited after this one
     float s[C::MI][C::NT][4];
     if constexpr (C::STAGES == 1) {
       cp_async_wait<0>();
@@ -92,39 +119,49 @@ __device__ __forceinline__ void flash_fwd(const FlashParams& p) {
       __syncthreads();
       qk_tile<C>(s, lanes.q, lanes.k + stage);
     }
-    const float factor =
-        scale_and_mask<C::MI, C::NT, C::BIAS, C::MASK>(s, p, w, row0, n0, lane, tile_needs_mask<C::BN>(p, w, n0));
+    const float factor = scale_and_mask<C::MI, C::NT, C::BIAS, C::MASK>(
+        s, p, w, row0, n0, lane, tile_needs_mask<C::BN>(p, w, n0), m, ATTNLAB_MODIFIERS ? kind_of(nb) : ATTNLAB_TILE_FULL);
     softmax.update(s, o, factor);
     if constexpr (C::STAGES == 1) {
       cp_async_wait<0>();
       __syncthreads();  // V_nb landed; every warp has finished Q·Kᵀ of K_nb, so K's buffer is free
-      if (nb > block_lo) load_k(k_smem, n0 - C::BN);
+      if (after >= block_lo) load_k(k_smem, after * C::BN);
       cp_async_commit();
       pv_tile<C>(o, s, lanes.v);
     } else {
       pv_tile<C>(o, s, lanes.v + stage);
-      __syncthreads();  // every warp is done with this buffer pair: refill it with tile nb−2
-      if (nb - 2 >= block_lo) {
-        load_k(k_smem + stage, n0 - 2 * C::BN);
-        load_v(v_smem + stage, n0 - 2 * C::BN);
+      __syncthreads();  // every warp is done with this buffer pair: refill it with the tile after `after`
+      ahead = after >= block_lo ? next_tile(after) : block_lo - 1;
+      if (ahead >= block_lo) {
+        load_k(k_smem + stage, ahead * C::BN);
+        load_v(v_smem + stage, ahead * C::BN);
       }
       cp_async_commit();
       stage ^= STAGE_BYTES;
     }
+    nb = after;
   }
 
   float inv[C::MI][2], lse[C::MI][2];
   softmax.finish(inv, lse);
   // Each warp stages its output in its own Q rows, which only it has read.
-  store_output<C::MI, C::DT, C::D, C::FP16, C::BIAS, C::MASK>(p, w, o, inv, lse, sQ + warp * 16 * C::MI * C::PITCH, row0, lane);
+  store_output<C::MI, C::DT, C::D, C::FP16, C::BIAS, C::MASK>(p, w, o, inv, lse, sQ + warp * 16 * C::MI * C::PITCH, row0, lane, m);
 }
 
 #ifdef FLASH_D
 using FlashVariantConfig =
     FlashConfig<FLASH_D, FLASH_BM, FLASH_BN, FLASH_NW, FLASH_STAGES, FLASH_FP16 != 0, FLASH_BIAS, FLASH_MASK != 0>;
-extern "C" __global__ void __launch_bounds__(FLASH_NW * 32) attnlab_flash_fwd(const __grid_constant__ FlashParams p) {
-  flash_fwd<FlashVariantConfig>(p);
+#if ATTNLAB_MODIFIERS
+extern "C" __global__ void __launch_bounds__(FLASH_NW * 32)
+    attnlab_flash_fwd(const __grid_constant__ FlashParams p, const __grid_constant__ AttnlabCaptures c,
+                      const __grid_constant__ AttnlabBlockMask bm) {
+  flash_fwd<FlashVariantConfig>(p, FlashMods{&c, &bm});
 }
+#else
+extern "C" __global__ void __launch_bounds__(FLASH_NW * 32) attnlab_flash_fwd(const __grid_constant__ FlashParams p) {
+  flash_fwd<FlashVariantConfig>(p, FlashMods{});
+}
+#endif
 // The shared memory this variant's blocks use, for the host to read from the loaded module
 // (cuModuleGetGlobal): a test compares it with what the launcher asks for.
 extern "C" __device__ unsigned attnlab_flash_fwd_shared_bytes = FlashVariantConfig::SHARED_BYTES;
@@ -133,7 +170,7 @@ extern "C" __device__ unsigned attnlab_flash_fwd_shared_bytes = FlashVariantConf
 #ifdef ATTNLAB_NVCC_TEST
 template <class C>
 __global__ void __launch_bounds__(C::THREADS) flash_fwd_test(const __grid_constant__ FlashParams p) {
-  flash_fwd<C>(p);
+  flash_fwd<C>(p, FlashMods{});
 }
 // The tile table's entries (src/backends/cuda/flash/tiles.ts), fp16, two-stage, and bias/mask variants.
 template __global__ void flash_fwd_test<FlashConfig<64, 128, 64, 4, 1, false, 0, false>>(const __grid_constant__ FlashParams);

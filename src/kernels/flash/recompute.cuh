@@ -11,10 +11,12 @@
 // when the row sees a NaN in that column (the answer is NaN), else about 2·S·H FMAs over the keys the
 // row sees: a slow path taken only for poisoned data.
 //
-// The logit is the kernels' (base 2): q·k · scale·log2(e) + log2(e) · bias, −inf where the mask, the
-// lengths, causality or the window hide the pair. A row with a NaN or +inf logit is NaN (returned as
+// The logit is the kernels' (base 2): q·k · scale·log2(e) + log2(e) · bias, or log2(e) · score_mod(q·k ·
+// scale + bias) with a score modifier, −inf where the mask, the mask modifier, the lengths, causality
+// or the window hide the pair. A row with a NaN or +inf logit is NaN (returned as
 // such), a row with no key 0.
 #pragma once
+#include "common/modifiers.cuh"
 #include "flash/mma.cuh"
 #include "flash/schedule.cuh"
 
@@ -57,9 +59,12 @@ __device__ __forceinline__ TileWork row_work(const FlashParams& p, int b, int n)
 }
 
 template <int ELEM, int BIAS, bool MASK>
-__device__ __forceinline__ float base2_logit(const FlashParams& p, const TileWork& w, int row, int key) {
+__device__ __forceinline__ float base2_logit(const FlashParams& p, const TileWork& w, int row, int key,
+                                             const FlashMods& m) {
   constexpr float LOG2E = 1.4426950408889634f;
+  constexpr float LN2 = 0.6931471805599453f;
   if (!key_visible(p, w, row, key)) return neg_inf();
+  if (ATTNLAB_MASK_MOD && row < w.t_len && !mod_keeps(m, w.b, w.n, row, key)) return neg_inf();
   if constexpr (MASK) {
     const i64 at = w.b * p.mask_strides[0] + w.n * p.mask_strides[1] + row * p.mask_strides[2] + key * p.mask_strides[3];
     if (p.mask[at] == 0) return neg_inf();
@@ -68,6 +73,14 @@ __device__ __forceinline__ float base2_logit(const FlashParams& p, const TileWor
   const i64 k = w.b * p.k_strides[0] + key * p.k_strides[1] + w.kv_head * p.k_strides[2];
   float dot = 0.f;
   for (int h = 0; h < p.H; ++h) dot = fmaf(load_elem<ELEM>(p.q, q + h), load_elem<ELEM>(p.k, k + h), dot);
+  if constexpr (ATTNLAB_SCORE_MOD) {
+    float sn = dot * (p.scale_log2 * LN2);
+    if constexpr (BIAS != 0) {
+      sn += load_bias<BIAS>(p.bias, w.b * p.bias_strides[0] + w.n * p.bias_strides[1] + row * p.bias_strides[2] +
+                                        key * p.bias_strides[3]);
+    }
+    return LOG2E * mod_score(m, sn, w.b, w.n, row, key);
+  }
   float x = dot * p.scale_log2;
   if constexpr (BIAS != 0) {
     const i64 at = w.b * p.bias_strides[0] + w.n * p.bias_strides[1] + row * p.bias_strides[2] + key * p.bias_strides[3];
@@ -79,7 +92,8 @@ __device__ __forceinline__ float base2_logit(const FlashParams& p, const TileWor
 // O[b, row, n, col] by IEEE arithmetic over the keys the row sees (normalised). Not inlined: it is
 // a cold path, and inlined it would lengthen the kernels' register allocation for nothing.
 template <int ELEM, int BIAS, bool MASK>
-__device__ __noinline__ float recompute_element(const FlashParams& p, int b, int n, int row, int col) {
+__device__ __noinline__ float recompute_element(const FlashParams& p, int b, int n, int row, int col,
+                                                const FlashMods& mods = FlashMods{}) {
   const TileWork w = row_work(p, b, n);
   if (row >= w.t_len) return 0.f;
   const float NaN = __int_as_float(0x7fffffff);
@@ -88,15 +102,15 @@ __device__ __noinline__ float recompute_element(const FlashParams& p, int b, int
   // One load per key, and a logit only where V is NaN, instead of a logit per key.
   for (int key = 0; key < w.s_len; ++key) {
     const float x = load_elem<ELEM>(p.v, v + key * p.v_strides[1]);
-    if (x != x && base2_logit<ELEM, BIAS, MASK>(p, w, row, key) != neg_inf()) return NaN;
+    if (x != x && base2_logit<ELEM, BIAS, MASK>(p, w, row, key, mods) != neg_inf()) return NaN;
   }
   float m = neg_inf();
-  for (int key = 0; key < w.s_len; ++key) m = max_nan(m, base2_logit<ELEM, BIAS, MASK>(p, w, row, key));
+  for (int key = 0; key < w.s_len; ++key) m = max_nan(m, base2_logit<ELEM, BIAS, MASK>(p, w, row, key, mods));
   if (m != m || m == -neg_inf()) return NaN;  // a NaN or +inf logit: a NaN row
   if (m == neg_inf()) return 0.f;               // the row sees no key
   float sum = 0.f, acc = 0.f;
   for (int key = 0; key < w.s_len; ++key) {
-    const float x = base2_logit<ELEM, BIAS, MASK>(p, w, row, key);
+    const float x = base2_logit<ELEM, BIAS, MASK>(p, w, row, key, mods);
     if (x == neg_inf()) continue;  // masked: contributes nothing, whatever V holds
     const float weight = fast_exp2(x - m);
     sum += weight;
@@ -110,17 +124,17 @@ __device__ __noinline__ float recompute_element(const FlashParams& p, int b, int
 // whole row NaN, including a row that does not see that key. NaN again for a NaN or +inf visible
 // logit, −inf for a row that sees no key or is padding.
 template <int ELEM, int BIAS, bool MASK>
-__device__ __noinline__ float recompute_lse(const FlashParams& p, int b, int n, int row) {
+__device__ __noinline__ float recompute_lse(const FlashParams& p, int b, int n, int row, const FlashMods& mods = FlashMods{}) {
   constexpr float LN2 = 0.6931471805599453f;
   const TileWork w = row_work(p, b, n);
   if (row >= w.t_len) return neg_inf();
   float m = neg_inf();
-  for (int key = 0; key < w.s_len; ++key) m = max_nan(m, base2_logit<ELEM, BIAS, MASK>(p, w, row, key));
+  for (int key = 0; key < w.s_len; ++key) m = max_nan(m, base2_logit<ELEM, BIAS, MASK>(p, w, row, key, mods));
   if (m != m || m == -neg_inf()) return __int_as_float(0x7fffffff);
   if (m == neg_inf()) return neg_inf();
   float sum = 0.f;
   for (int key = 0; key < w.s_len; ++key) {
-    const float x = base2_logit<ELEM, BIAS, MASK>(p, w, row, key);
+    const float x = base2_logit<ELEM, BIAS, MASK>(p, w, row, key, mods);
     if (x != neg_inf()) sum += fast_exp2(x - m);
   }
   float log2sum;

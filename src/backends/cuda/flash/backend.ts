@@ -16,6 +16,14 @@ import { allocDevice, copyInt32ToDevice, firstMisaligned } from '../memory.js';
 import { decodeSupport, runDecode, wantsDecodeKernel } from './decode.js';
 import { launchHopper, zeroedWorkCounter } from './hopper.js';
 import { hopperVariant, hopperVariantKey } from './hopper-variant.js';
+import {
+  blockMaskOf,
+  hasVariants,
+  marshalBlockMask,
+  marshalCaptures,
+  modifiersOf,
+  variantsRule,
+} from './modifiers.js';
 import { buildFlashParams, type FlashPointers, marshalFlashParams } from './params.js';
 import { fillPlan, flashKernel, flashPlan } from './plan.js';
 import {
@@ -48,6 +56,20 @@ export function flashSupport(p: AttentionProblem): Support {
   }
   if (p.T >= MAX_LENGTH || p.S >= MAX_LENGTH) {
     return unsupported(`T=${p.T}, S=${p.S}: the kernel indexes rows with int32 and needs T, S < 2^28`);
+  }
+  if (hasVariants(p)) {
+    if (p.dtype === 'float32') {
+      return unsupported(
+        'score/mask modifiers and block masks in float32: the float32 kernel does not take them (bfloat16/float16 do)',
+      );
+    }
+    if (p.paged || p.packed) {
+      return unsupported(
+        'score/mask modifiers and block masks with a paged or packed layout: dense inputs only',
+      );
+    }
+    const rule = variantsRule(p);
+    if (rule) return unsupported(rule);
   }
   const cuda = cudaAvailable();
   if (!cuda.ok) return unsupported(`no CUDA device: ${cuda.reason}`);
@@ -92,7 +114,12 @@ export function runFlash(p: AttentionProblem): BackendOutput {
   // A plain problem's variant, kernel and packed parameters are made once per shape (plan.ts).
   const plan = flashPlan(p);
   const arch = plan ? '' : targetArch();
-  const hopper = plan ? { reason: 'planned' } : hopperVariant(p, arch);
+  // Modifiers and block masks run on the mma.sync kernel (src/kernels/common/modifiers.cuh).
+  const hopper = plan
+    ? { reason: 'planned' }
+    : hasVariants(p)
+      ? { reason: 'modifiers' }
+      : hopperVariant(p, arch);
   const variant = plan || 'variant' in hopper ? null : flashVariant(p, arch);
   const key = plan
     ? plan.key
@@ -147,7 +174,13 @@ function launchMma(p: AttentionProblem, variant: FlashVariant, pointers: FlashPo
       block: [warps * 32, 1, 1],
       sharedBytes: flashVariantSharedBytes(variant),
     },
-    [marshalFlashParams(buildFlashParams(p, pointers))],
+    hasVariants(p)
+      ? [
+          marshalFlashParams(buildFlashParams(p, pointers)),
+          marshalCaptures(modifiersOf(p)),
+          marshalBlockMask(blockMaskOf(p), p.T, p.S),
+        ]
+      : [marshalFlashParams(buildFlashParams(p, pointers))],
   );
 }
 
@@ -163,5 +196,6 @@ export const cudaFlashBackend: AttentionBackend = {
   device: 'cuda',
   layouts: ['paged', 'packed'],
   supports: supportsFlash,
-  run: (p) => (wantsDecodeKernel(p) && decodeSupport(p).ok ? runDecode(p) : runFlash(p)),
+  // The decode kernels take no modifiers: those run on the prefill kernel at every length.
+  run: (p) => (!hasVariants(p) && wantsDecodeKernel(p) && decodeSupport(p).ok ? runDecode(p) : runFlash(p)),
 };

@@ -16,13 +16,15 @@ export interface FlashBwdPointers {
   readonly dValue: bigint;
   /** The float32 output D is taken from, or 0n: D from the 16-bit output (FlashParams' o). */
   readonly outputFloat32: bigint;
+  /** The float32 dBias accumulator (the bias's layout), or 0n without a bias. */
+  readonly dBias: bigint;
 }
 
 /** FlashBwdParams, field for field in declaration order (8-byte fields, then 4-byte ones). */
 export function marshalFlashBwdParams(pointers: FlashBwdPointers, scale: number, tPad: number): KernelArg {
-  const { dOutput, lse2, dsum, dqAccum, dQuery, dKey, dValue, outputFloat32 } = pointers;
+  const { dOutput, lse2, dsum, dqAccum, dQuery, dKey, dValue, outputFloat32, dBias } = pointers;
   const fields: Array<{ type: ScalarType; value: number | bigint }> = [
-    ...[dOutput, lse2, dsum, dqAccum, dQuery, dKey, dValue, outputFloat32].map((value) => ({
+    ...[dOutput, lse2, dsum, dqAccum, dQuery, dKey, dValue, outputFloat32, dBias].map((value) => ({
       type: 'ptr' as const,
       value,
     })),

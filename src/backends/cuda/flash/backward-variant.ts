@@ -13,6 +13,8 @@ import { config } from '../../../config.js';
 import { InvalidArgumentError } from '../../../errors.js';
 import { SUPPORTED, type Support, unsupported } from '../../backend.js';
 import type { BackwardProblem } from '../../backward-problem.js';
+import { blockMaskOf, type FlashModifiers, hasVariants, modifiersOf, variantsRule } from './modifiers.js';
+import { FLASH_BIAS_CODES, type FlashBiasType } from './variant.js';
 
 /** Row and key indices are int32 in the kernels, and i + diag ± window must not overflow. */
 const MAX_LENGTH = 1 << 28;
@@ -52,6 +54,14 @@ export interface FlashBackwardVariant {
   readonly headDim: number;
   readonly tiles: FlashBackwardTiles;
   readonly deterministic: boolean;
+  /** The bias element type (P with the bias, dBias); absent or 'none' without one. */
+  readonly bias?: FlashBiasType;
+  /** A boolean mask (P with the mask). */
+  readonly mask?: boolean;
+  /** The score/mask modifier set compiled in (mma only). */
+  readonly modifiers?: FlashModifiers | null;
+  /** A block mask (ATTNLAB_BLOCK_MASK, mma only). */
+  readonly blockMask?: boolean;
 }
 
 export function flashBackwardHeadDim(H: number, Hv: number): number {
@@ -99,7 +109,9 @@ export function chooseFlashBackwardKernel(
 
 export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBackwardVariant {
   const headDim = flashBackwardHeadDim(p.H, p.Hv);
-  const kernel = chooseFlashBackwardKernel(headDim, arch);
+  // A bias, a boolean mask, modifiers and block masks run on the mma.sync loop (bwd_dkdv.cuh).
+  const general = p.bias !== null || p.mask !== null || hasVariants(p);
+  const kernel = general ? 'mma' : chooseFlashBackwardKernel(headDim, arch);
   return {
     kernel,
     arch,
@@ -107,6 +119,10 @@ export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBac
     headDim,
     tiles: kernel === 'wgmma' ? HOPPER_BACKWARD_TILES : chooseFlashBackwardTiles(headDim),
     deterministic: p.deterministic,
+    bias: p.bias ? (p.bias.tensor.dtype as FlashBiasType) : 'none',
+    mask: p.mask !== null,
+    modifiers: modifiersOf(p),
+    blockMask: blockMaskOf(p) !== null,
   };
 }
 
@@ -156,6 +172,11 @@ export function flashBackwardVariantKey(v: FlashBackwardVariant): string {
   const parts = ['flash-bwd', v.arch, dtype, `d${v.headDim}`, `${keys}x${queries}x${warps}`];
   if (v.kernel === 'wgmma') parts.push('wgmma');
   if (v.deterministic) parts.push('det');
+  if (v.bias && v.bias !== 'none')
+    parts.push(`bias-${{ float32: 'f32', bfloat16: 'bf16', float16: 'f16' }[v.bias]}`);
+  if (v.mask) parts.push('mask');
+  if (v.modifiers) parts.push(`mods-${v.modifiers.key}`);
+  if (v.blockMask) parts.push('bmask');
   return parts.join('.');
 }
 
@@ -172,6 +193,10 @@ export function flashBackwardDefines(v: FlashBackwardVariant): Record<string, nu
     FLASH_BWD_KEYS: v.tiles.keys,
     FLASH_BWD_QUERIES: v.tiles.queries,
     FLASH_NW: v.tiles.warps,
+    // Only where set, so that the plain modules keep their cache keys.
+    ...(v.bias && v.bias !== 'none' ? { FLASH_BIAS: FLASH_BIAS_CODES[v.bias] } : {}),
+    ...(v.mask ? { FLASH_MASK: 1 } : {}),
+    ...(v.blockMask ? { ATTNLAB_BLOCK_MASK: 1 } : {}),
   };
 }
 
@@ -200,14 +225,45 @@ export function flashBackwardSharedBytes(v: FlashBackwardVariant): {
   return { dkdv: kvOnly + queries * (keys + 8) * 2, dkdvOnly: kvOnly, dq: dqBytes };
 }
 
+/** How many (b, n, t, s) positions add into each dBias element: the product of the broadcast sizes. */
+export function biasContributors(p: Pick<BackwardProblem, 'B' | 'N' | 'T' | 'S' | 'bias'>): number {
+  if (!p.bias) return 0;
+  const sizes = [p.B, p.N, p.T, p.S];
+  return p.bias.strides.reduce((n, stride, d) => (stride === 0 ? n * sizes[d] : n), 1);
+}
+
 /** What the kernels cannot take, decided from the problem alone (no GPU needed); SUPPORTED otherwise. */
 export function flashBackwardRule(p: BackwardProblem): Support {
   if (p.dtype !== 'bfloat16' && p.dtype !== 'float16') {
     return unsupported(`dtype ${p.dtype}: the fused backward runs on tensor cores, bfloat16 or float16 only`);
   }
-  if (p.bias) return unsupported('a bias: the fused backward computes no dBias (cudnn and naive do)');
-  if (p.mask)
-    return unsupported('a boolean mask: the fused backward applies causal, window and lengths only');
+  if (p.bias && !(p.bias.tensor.dtype in FLASH_BIAS_CODES)) {
+    return unsupported(
+      `bias dtype ${p.bias.tensor.dtype}: the kernels read float32, bfloat16 or float16 bias`,
+    );
+  }
+  if (p.bias && p.deterministic && biasContributors(p) > 1) {
+    return unsupported(
+      `deterministic with a bias broadcast over ${biasContributors(p)} (batch, head, query, key) positions ` +
+        'per element: dBias sums them by float32 reductions, whose order varies (naive is deterministic)',
+    );
+  }
+  if (hasVariants(p)) {
+    if (p.paged || p.packed) {
+      return unsupported(
+        'score/mask modifiers and block masks with a paged or packed layout: dense inputs only',
+      );
+    }
+    const rule = variantsRule(p);
+    if (rule) return unsupported(rule);
+    const grads = modifiersOf(p)?.captures.filter((c) => c.needsGrad) ?? [];
+    if (p.deterministic && grads.length > 0) {
+      return unsupported(
+        `deterministic with captured tensors that need their gradient (${grads.map((c) => c.name).join(', ')}): ` +
+          'they are summed by float32 atomics, whose order varies',
+      );
+    }
+  }
   if (p.H % 8 !== 0 || p.Hv % 8 !== 0 || Math.max(p.H, p.Hv) > FLASH_BACKWARD_MAX_HEAD_DIM) {
     return unsupported(
       `head dims H=${p.H}, Hv=${p.Hv}: the fused backward needs multiples of 8 of at most ` +

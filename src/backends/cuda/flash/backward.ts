@@ -36,7 +36,7 @@ import type { BackwardOutput, BackwardProblem } from '../../backward-problem.js'
 import { type CompiledModule, loadKernels } from '../compile.js';
 import { cudaAvailable, getCudaContext, targetArch } from '../context.js';
 import { launchKernel } from '../launch.js';
-import { allocDevice, copyInt32ToDevice, firstMisaligned } from '../memory.js';
+import { allocDevice, copyInt32ToDevice, fillDevice32, firstMisaligned } from '../memory.js';
 import { marshalFlashBwdParams } from './backward-params.js';
 import {
   FLASH_BACKWARD_DQ_TILES,
@@ -49,6 +49,14 @@ import {
   flashBackwardVariant,
   flashBackwardVariantKey,
 } from './backward-variant.js';
+import {
+  blockMaskOf,
+  hasVariants,
+  marshalBlockMask,
+  marshalCaptures,
+  modifierPrelude,
+  modifiersOf,
+} from './modifiers.js';
 import { buildFlashParams, marshalFlashParams } from './params.js';
 
 export const FLASH_BACKWARD_KERNELS = [
@@ -57,6 +65,7 @@ export const FLASH_BACKWARD_KERNELS = [
   'attnlab_flash_bwd_dkdv_only',
   'attnlab_flash_bwd_dq',
   'attnlab_flash_bwd_dq_convert',
+  'attnlab_flash_bwd_dbias_convert',
 ] as const;
 
 /**
@@ -68,6 +77,7 @@ export function flashBackwardModule(variant: FlashBackwardVariant): CompiledModu
     file: flashBackwardFile(variant),
     kernels: [...FLASH_BACKWARD_KERNELS],
     defines: flashBackwardDefines(variant),
+    prelude: modifierPrelude(variant.modifiers ?? null),
   });
 }
 
@@ -117,6 +127,20 @@ function run(p: BackwardProblem): BackwardOutput {
   const dQ = allocDevice(B * T * N * H * e);
   const dK = allocDevice(B * S * K * H * e);
   const dV = allocDevice(B * S * K * Hv * e);
+  // dBias: float32 reductions into a zeroed accumulator of the bias's layout (bwd_common.cuh,
+  // ds_mods_tile), which is the result for a float32 bias and is rounded once for a 16-bit one.
+  const bias = p.bias?.tensor ?? null;
+  const dBiasAccum = bias ? allocDevice(bias.size * 4) : null;
+  if (dBiasAccum) fillDevice32(dBiasAccum, 0);
+  // Captured tensors' gradients (ATTNLAB_CAPTURE_GRADS): float32, zeroed, one per capture that needs one.
+  const modifiers = modifiersOf(p);
+  const captureGrads = (modifiers?.captures ?? []).map((c) => {
+    if (!c.needsGrad) return null;
+    const buffer = allocDevice(c.tensor.size * 4);
+    fillDevice32(buffer, 0);
+    return buffer;
+  });
+  const owned = [dQ, dK, dV, dBiasAccum, ...captureGrads];
   const scratch: DeviceBuffer[] = [];
   const scratchOf = (bytes: number) => {
     const buffer = allocDevice(bytes);
@@ -140,8 +164,8 @@ function run(p: BackwardProblem): BackwardOutput {
         v: p.value.buffer.ptr,
         o: p.output.buffer.ptr,
         lse: p.logSumExp.buffer.ptr,
-        bias: 0n,
-        mask: 0n,
+        bias: bias?.buffer.ptr ?? 0n,
+        mask: p.mask?.tensor.buffer.ptr ?? 0n,
         qLens: lengths(p.querySeqLengths),
         kvLens: lengths(p.keyValueSeqLengths),
       }),
@@ -156,11 +180,23 @@ function run(p: BackwardProblem): BackwardOutput {
         dKey: dK.ptr,
         dValue: dV.ptr,
         outputFloat32: p.output.dtype === 'float32' ? p.output.buffer.ptr : 0n,
+        dBias: dBiasAccum?.ptr ?? 0n,
       },
       p.scale,
       tPad,
     );
     const args = [forward, backward];
+    // The main kernels of a module built with modifiers or a block mask take two more parameters.
+    const mainArgs = hasVariants(p)
+      ? [
+          ...args,
+          marshalCaptures(
+            modifiers,
+            captureGrads.map((g) => g?.ptr ?? 0n),
+          ),
+          marshalBlockMask(blockMaskOf(p), T, S),
+        ]
+      : args;
     const { keys, warps } = variant.tiles;
     if (B * N * T > 0 && S > 0) {
       // 8 rows (warps) per 256-thread block.
@@ -176,14 +212,14 @@ function run(p: BackwardProblem): BackwardOutput {
           block: [warps * 32, 1, 1],
           sharedBytes: p.deterministic ? shared.dkdvOnly : shared.dkdv,
         },
-        args,
+        mainArgs,
       );
       if (p.deterministic) {
         const dq = FLASH_BACKWARD_DQ_TILES;
         launchKernel(
           kernel('attnlab_flash_bwd_dq'),
           { grid: [Math.ceil(T / dq.rows), B * N, 1], block: [dq.warps * 32, 1, 1], sharedBytes: shared.dq },
-          args,
+          mainArgs,
         );
       } else {
         // A grid-stride loop over 8-element chunks; 65535 blocks of 256 cover 134M chunks per pass.
@@ -197,18 +233,49 @@ function run(p: BackwardProblem): BackwardOutput {
       }
     }
   } catch (error) {
-    for (const buffer of [dQ, dK, dV]) buffer.release();
+    for (const buffer of owned) buffer?.release();
     throw error;
   } finally {
     // Stream-ordered pool: a later user of these blocks is enqueued after this call's kernels.
     for (const buffer of scratch) buffer.release();
   }
+  const dCaptures: Record<string, Tensor> = {};
+  (modifiers?.captures ?? []).forEach((c, i) => {
+    const grad = captureGrads[i];
+    if (grad) dCaptures[c.name] = Tensor.fromDeviceBuffer(grad, c.tensor.shape, 'float32');
+  });
   return {
     dQuery: Tensor.fromDeviceBuffer(dQ, [B, T, N, H], p.dtype),
     dKey: Tensor.fromDeviceBuffer(dK, [B, S, K, H], p.dtype),
     dValue: Tensor.fromDeviceBuffer(dV, [B, S, K, Hv], p.dtype),
+    ...(bias && dBiasAccum
+      ? { dBias: dBiasOf(bias, dBiasAccum, kernel('attnlab_flash_bwd_dbias_convert')) }
+      : {}),
+    ...(Object.keys(dCaptures).length > 0 ? { dCaptures } : {}),
     variant: flashBackwardVariantKey(variant),
   };
+}
+
+/** dBias in the bias's shape and dtype from its float32 accumulator (taken, or rounded and released). */
+function dBiasOf(bias: Tensor, accum: DeviceBuffer, convert: bigint): Tensor {
+  if (bias.dtype === 'float32') return Tensor.fromDeviceBuffer(accum, bias.shape, 'float32');
+  const out = allocDevice(bias.size * 2);
+  try {
+    const grid = Math.max(1, Math.min(65535, Math.ceil(bias.size / 256)));
+    launchKernel(convert, { grid: [grid, 1, 1], block: [256, 1, 1] }, [
+      { type: 'ptr', value: accum.ptr },
+      { type: 'ptr', value: out.ptr },
+      { type: 'i64', value: bias.size },
+      { type: 'i32', value: bias.dtype === 'float16' ? 1 : 0 },
+    ]);
+  } catch (error) {
+    out.release();
+    throw error;
+  } finally {
+    // Stream-ordered pool: a later user of the accumulator is enqueued after the conversion.
+    accum.release();
+  }
+  return Tensor.fromDeviceBuffer(out, bias.shape, bias.dtype);
 }
 
 export const cudaFlashBackward: BackwardBackend = { name: 'flash', device: 'cuda', supports, run };

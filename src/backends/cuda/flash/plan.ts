@@ -6,8 +6,8 @@
  * took ~15 µs a call (the Hopper struct of 704 bytes as ~90 fields: 9.5 µs to lay out, 3 to build the
  * flash fields, 4 to launch), the variant choice ~1.5 µs more.
  *
- * Plain problems only — no bias, no mask (their strides come with the tensors): the others take the
- * general path. A plan is keyed by everything of the problem that reaches the variant or the
+ * Plain problems only — no bias, no mask (their strides come with the tensors), no modifiers or block
+ * mask (their tensors come with the call): the others take the general path. A plan is keyed by everything of the problem that reaches the variant or the
  * parameters, and by the device; a config() reloaded (ATTNLAB_FLASH_KERNEL, tiles) drops every plan.
  */
 import { config } from '../../../config.js';
@@ -26,6 +26,7 @@ import {
   hopperVariant,
   hopperVariantKey,
 } from './hopper-variant.js';
+import { hasVariants, modifierPrelude } from './modifiers.js';
 import { buildFlashParams, type FlashPointers, marshalFlashParams } from './params.js';
 import {
   type FlashVariant,
@@ -39,7 +40,12 @@ import {
 /** Compiles (or fetches from the caches) the module of `variant`. */
 export function flashModule(variant: FlashVariant): CompiledModule {
   const { file, name } = flashKernelSource(variant);
-  return loadKernels({ file, kernels: [name], defines: flashDefines(variant) });
+  return loadKernels({
+    file,
+    kernels: [name],
+    defines: flashDefines(variant),
+    prelude: modifierPrelude(variant.modifiers),
+  });
 }
 
 /** The CUfunction of `variant`'s kernel. */
@@ -82,7 +88,7 @@ let plansConfig: unknown = null;
 
 /** The plan's key for `p`, or null where the general path runs (bias, mask). */
 function planKey(p: AttentionProblem): string | null {
-  if (p.bias || p.mask) return null;
+  if (p.bias || p.mask || hasVariants(p)) return null;
   const w = p.window ? `${p.window.left},${p.window.right}` : '';
   return `${currentDeviceOrdinal()}|${p.dtype}|${p.B}|${p.T}|${p.S}|${p.N}|${p.K}|${p.H}|${p.Hv}|${p.causal ? 1 : 0}|${p.alignment}|${w}|${p.scale}|${p.returnLogSumExp ? 1 : 0}|${p.querySeqLengths ? 1 : 0}|${p.keyValueSeqLengths ? 1 : 0}`;
 }

@@ -7,6 +7,7 @@
  * cores) and `fma` (flash_fwd_f32.cu, float32 with float32 FMAs: true float32 precision).
  */
 import type { AttentionProblem } from '../../problem.js';
+import { blockMaskOf, type FlashModifiers, modifiersOf } from './modifiers.js';
 import { chooseFlashTiles, type FlashTiles, paddedHeadDim } from './tiles.js';
 
 /** Bias element types the kernels decode (the FLASH_BIAS code). */
@@ -23,6 +24,10 @@ export interface FlashVariant {
   readonly tiles: FlashTiles;
   readonly bias: FlashBiasType;
   readonly mask: boolean;
+  /** The score/mask modifier set compiled in (modifiers.ts), or null. */
+  readonly modifiers: FlashModifiers | null;
+  /** Whether the kernel takes a block mask (ATTNLAB_BLOCK_MASK). */
+  readonly blockMask: boolean;
 }
 
 /** The float32 kernel's fixed tiles: 8 warps × 4 query rows, 32 keys (one per lane) per tile. */
@@ -40,10 +45,15 @@ export function flashVariant(p: AttentionProblem, arch: string): FlashVariant {
     tiles: fma ? FMA_TILES : chooseFlashTiles(headDim),
     bias: p.bias ? (p.bias.tensor.dtype as FlashBiasType) : 'none',
     mask: p.mask !== null,
+    modifiers: modifiersOf(p),
+    blockMask: blockMaskOf(p) !== null,
   };
 }
 
-/** e.g. `flash-fwd.sm_90a.bf16.d128.128x64x4`, `….bias-f32.mask`, `flash-fwd.sm_90a.f32.d128.32x32x8.fma`. */
+/**
+ * e.g. `flash-fwd.sm_90a.bf16.d128.128x64x4`, `….bias-f32.mask`, `flash-fwd.sm_90a.f32.d128.32x32x8.fma`,
+ * `….mods-<modifier key>.bmask` with modifiers and a block mask.
+ */
 export function flashVariantKey(v: FlashVariant): string {
   const short = { bfloat16: 'bf16', float16: 'f16', float32: 'f32', none: '' } as const;
   const { blockM, blockN, warps, stages } = v.tiles;
@@ -52,6 +62,8 @@ export function flashVariantKey(v: FlashVariant): string {
   if (v.kernel === 'fma') parts.push('fma');
   if (v.bias !== 'none') parts.push(`bias-${short[v.bias]}`);
   if (v.mask) parts.push('mask');
+  if (v.modifiers) parts.push(`mods-${v.modifiers.key}`);
+  if (v.blockMask) parts.push('bmask');
   return parts.join('.');
 }
 
@@ -89,6 +101,7 @@ export function flashDefines(v: FlashVariant): Record<string, number> {
     FLASH_NW: v.tiles.warps,
     FLASH_BIAS: FLASH_BIAS_CODES[v.bias],
     FLASH_MASK: v.mask ? 1 : 0,
+    ...(v.blockMask ? { ATTNLAB_BLOCK_MASK: 1 } : {}),
   };
   if (v.kernel === 'fma') return common;
   return {

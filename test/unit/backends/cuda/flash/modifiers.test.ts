@@ -1,0 +1,222 @@
+/**
+ * The flash kernels' side of score/mask modifiers and block masks, without a GPU: the two kernel
+ * parameters as the kernels read them, the variant keys and defines, what the forward and backward
+ * rules refuse, and the fused backward's bias/mask rule. The float64 modifier oracle the GPU suite
+ * uses (test/support/modifier-reference.ts) is held here to the library's reference given the same
+ * dense bias or mask.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { attention } from '../../../../../src/api/attention.js';
+import { attentionBackward } from '../../../../../src/api/backward.js';
+import { validateAttention } from '../../../../../src/api/validate.js';
+import { validateBackward } from '../../../../../src/api/validate-backward.js';
+import {
+  biasContributors,
+  flashBackwardDefines,
+  flashBackwardRule,
+  flashBackwardVariant,
+  flashBackwardVariantKey,
+} from '../../../../../src/backends/cuda/flash/backward-variant.js';
+import {
+  type FlashModifiers,
+  marshalBlockMask,
+  marshalCaptures,
+  variantsRule,
+} from '../../../../../src/backends/cuda/flash/modifiers.js';
+import {
+  flashDefines,
+  flashVariant,
+  flashVariantKey,
+} from '../../../../../src/backends/cuda/flash/variant.js';
+import { randomNormal } from '../../../../../src/tensor/random.js';
+import { Tensor } from '../../../../../src/tensor/tensor.js';
+import { alibiCase, causalCase, relativeBiasCase } from '../../../../support/modifier-cases.js';
+import { modifierReference } from '../../../../support/modifier-reference.js';
+
+function mods(captures: FlashModifiers['captures'] = []): FlashModifiers {
+  return { key: 'abc123', cudaSource: '', captures, hasScoreMod: true, hasMaskMod: false };
+}
+
+const q = randomNormal([2, 16, 4, 64], { seed: 1, dtype: 'bfloat16' });
+const kv = randomNormal([2, 24, 2, 64], { seed: 2, dtype: 'bfloat16' });
+
+describe('flash modifier parameters and variants', () => {
+  it('AttnlabCaptures: 8 pointers, 8×4 row-major strides (0 on size-1 dims), 8 gradient pointers', () => {
+    const table = Tensor.zeros([4, 39], 'float32');
+    const one = Tensor.zeros([1, 5], 'int32');
+    const arg = marshalCaptures(
+      mods([
+        { name: 'table', tensor: table, dtype: 'float32', needsGrad: true },
+        { name: 'one', tensor: one, dtype: 'int32', needsGrad: false },
+      ]),
+      [7n],
+      [1n, 2n],
+    );
+    assert.ok(arg.type === 'struct');
+    assert.equal(arg.fields.length, 8 + 32 + 8);
+    const strides = arg.fields.slice(8, 40).map((f) => f.value);
+    assert.deepEqual(strides.slice(0, 4), [39, 1, 0, 0]);
+    assert.deepEqual(strides.slice(4, 8), [0, 1, 0, 0]);
+    assert.deepEqual(strides.slice(8), new Array(24).fill(0));
+    assert.deepEqual(
+      arg.fields.slice(0, 8).map((f) => f.value),
+      [1n, 2n, 0n, 0n, 0n, 0n, 0n, 0n],
+    );
+    assert.deepEqual(
+      arg.fields.slice(40).map((f) => f.value),
+      [7n, 0n, 0n, 0n, 0n, 0n, 0n, 0n],
+    );
+  });
+
+  it('AttnlabBlockMask: strides 0 where stored once, block counts from T and S', () => {
+    const arg = marshalBlockMask({ kinds: { ptr: 5n }, Bm: 2, Nm: 1, blockQ: 128, blockKV: 64 }, 300, 129);
+    assert.ok(arg.type === 'struct');
+    assert.deepEqual(
+      arg.fields.map((f) => f.value),
+      [5n, 3 * 3, 0, 128, 64, 3, 3],
+    );
+    const per = marshalBlockMask({ kinds: { ptr: 5n }, Bm: 1, Nm: 4, blockQ: 128, blockKV: 128 }, 256, 256);
+    assert.ok(per.type === 'struct');
+    assert.deepEqual(
+      per.fields.map((f) => f.value),
+      [5n, 0, 4, 128, 128, 2, 2],
+    );
+  });
+
+  it('the variant key names the modifier set and the block mask; only the block mask is a -D', () => {
+    const p = {
+      ...validateAttention(q, kv, kv),
+      modifiers: mods(),
+      blockMask: { kinds: { ptr: 1n }, Bm: 1, Nm: 1, blockQ: 128, blockKV: 128 },
+    };
+    const v = flashVariant(p, 'sm_90a');
+    assert.match(flashVariantKey(v), /\.mods-abc123\.bmask$/);
+    assert.equal(flashDefines(v).ATTNLAB_BLOCK_MASK, 1);
+    const plain = flashVariant(validateAttention(q, kv, kv), 'sm_90a');
+    assert.doesNotMatch(flashVariantKey(plain), /mods|bmask/);
+    assert.equal('ATTNLAB_BLOCK_MASK' in flashDefines(plain), false);
+  });
+
+  it('refuses block masks of the wrong batch/head count and too many captures, saying which', () => {
+    const p = validateAttention(q, kv, kv);
+    const bm = (Bm: number, Nm: number) => ({ kinds: { ptr: 1n }, Bm, Nm, blockQ: 128, blockKV: 128 });
+    assert.equal(variantsRule({ ...p, blockMask: bm(2, 4) }), null);
+    assert.equal(variantsRule({ ...p, blockMask: bm(1, 1) }), null);
+    assert.match(variantsRule({ ...p, blockMask: bm(3, 1) }) ?? '', /block mask of 3×1.*B=2, N=4/);
+    const t = Tensor.zeros([4], 'float32');
+    const nine = Array.from({ length: 9 }, (_, i) => ({
+      name: `c${i}`,
+      tensor: t,
+      dtype: 'float32' as const,
+      needsGrad: false,
+    }));
+    assert.match(variantsRule({ ...p, modifiers: mods(nine) }) ?? '', /9 captured tensors/);
+    assert.match(variantsRule({ ...p, modifiers: mods(nine.slice(0, 1)) }) ?? '', /c0 is on the cpu/);
+  });
+});
+
+describe('flash backward: bias, mask and modifier rules', () => {
+  const dO = randomNormal([2, 16, 4, 64], { seed: 3, dtype: 'bfloat16' });
+  const lse = Tensor.zeros([2, 16, 4], 'float32');
+  const problem = (options: Parameters<typeof validateBackward>[6]) =>
+    validateBackward(q, kv, kv, dO, lse, dO, options);
+
+  it('takes a bias and a boolean mask on the mma.sync loop, keyed and specialised by them', () => {
+    const bias = Tensor.zeros([1, 4, 16, 24], 'bfloat16');
+    const mask = Tensor.zeros([2, 1, 16, 24], 'bool');
+    const p = problem({ bias, mask });
+    assert.deepEqual(flashBackwardRule(p), { ok: true });
+    const v = flashBackwardVariant(p, 'sm_90a');
+    assert.equal(v.kernel, 'mma');
+    assert.match(flashBackwardVariantKey(v), /\.bias-bf16\.mask$/);
+    assert.equal(flashBackwardDefines(v).FLASH_BIAS, 2);
+    assert.equal(flashBackwardDefines(v).FLASH_MASK, 1);
+    const plain = flashBackwardVariant(problem({}), 'sm_90a');
+    assert.equal('FLASH_BIAS' in flashBackwardDefines(plain), false);
+  });
+
+  it('deterministic: a bias each of whose elements sums one position only, not a broadcast one', () => {
+    const full = Tensor.zeros([2, 4, 16, 24], 'float32');
+    const heads = Tensor.zeros([2, 1, 16, 24], 'float32');
+    assert.equal(biasContributors(problem({ bias: full })), 1);
+    assert.equal(biasContributors(problem({ bias: heads })), 4);
+    assert.deepEqual(flashBackwardRule(problem({ bias: full, deterministic: true })), { ok: true });
+    const refused = flashBackwardRule(problem({ bias: heads, deterministic: true }));
+    assert.ok(!refused.ok && /deterministic with a bias broadcast over 4/.test(refused.reason));
+  });
+
+  it('deterministic: refuses captures that need their gradient (float32 atomics)', () => {
+    const t = Tensor.zeros([4], 'float32');
+    const p = {
+      ...problem({ deterministic: true }),
+      modifiers: mods([{ name: 'table', tensor: t, dtype: 'float32', needsGrad: true }]),
+    };
+    const refused = flashBackwardRule(p);
+    assert.ok(!refused.ok);
+    assert.match(refused.reason, /table|cpu/);
+  });
+});
+
+describe('the float64 modifier oracle against the reference given the same dense mask or bias', () => {
+  const shape = { B: 1, T: 20, S: 20, N: 2, K: 1, H: 16 };
+  const qs = randomNormal([1, 20, 2, 16], { seed: 4, dtype: 'float64' });
+  const ks = randomNormal([1, 20, 1, 16], { seed: 5, dtype: 'float64' });
+  const vs = randomNormal([1, 20, 1, 16], { seed: 6, dtype: 'float64' });
+  const gs = randomNormal([1, 20, 2, 16], { seed: 7, dtype: 'float64' });
+  const scale = 0.25;
+  const reference = (options: Parameters<typeof attention>[3]) => {
+    const f = attention(qs, ks, vs, {
+      ...options,
+      scale,
+      implementation: 'reference',
+      returnLogSumExp: true,
+    });
+    const g = attentionBackward(qs, ks, vs, f.output, f.logSumExp as Tensor, gs, {
+      ...options,
+      scale,
+      implementation: 'reference',
+    });
+    return { f, g };
+  };
+  const close = (a: Float64Array, b: Float64Array, what: string) => {
+    const worst = a.reduce((m, x, i) => Math.max(m, Math.abs(x - b[i])), 0);
+    assert.ok(worst < 1e-9, `${what}: ${worst}`);
+  };
+
+  it('causal as maskMod = isCausal', () => {
+    const m = modifierReference(causalCase(), qs, ks, vs, gs, scale);
+    const { f, g } = reference({ isCausal: true });
+    close(m.output, f.output.toFloat64Array(), 'output');
+    close(m.dQuery, g.dQuery.toFloat64Array(), 'dQuery');
+    close(m.dKey, g.dKey.toFloat64Array(), 'dKey');
+    close(m.dValue, g.dValue.toFloat64Array(), 'dValue');
+  });
+
+  it("ALiBi = its dense bias with isCausal; a relative table's gradient = the dense bias gradient summed per diagonal", () => {
+    const alibi = alibiCase(shape);
+    const rel = relativeBiasCase(shape, 3);
+    const dense = (c: typeof alibi) =>
+      Tensor.fromArray(
+        Array.from({ length: 2 * 20 * 20 }, (_, i) =>
+          c.score!(0, 0, Math.floor(i / 400), Math.floor(i / 20) % 20, i % 20),
+        ),
+        [1, 2, 20, 20],
+        'float64',
+      );
+    const ma = modifierReference(alibi, qs, ks, vs, gs, scale);
+    const ra = reference({ bias: dense(alibi), isCausal: true });
+    close(ma.output, ra.f.output.toFloat64Array(), 'ALiBi output');
+    close(ma.dKey, ra.g.dKey.toFloat64Array(), 'ALiBi dKey');
+    const mr = modifierReference(rel, qs, ks, vs, gs, scale);
+    const rr = reference({ bias: dense(rel) });
+    close(mr.dQuery, rr.g.dQuery.toFloat64Array(), 'relative dQuery');
+    const dBias = rr.g.dBias!.toFloat64Array();
+    const summed = new Float64Array(2 * 39);
+    for (let i = 0; i < dBias.length; i++) {
+      const h = Math.floor(i / 400);
+      summed[h * 39 + (Math.floor(i / 20) % 20) - (i % 20) + 19] += dBias[i];
+    }
+    close(mr.dCaptures[0], summed, 'relative table gradient');
+  });
+});
