@@ -22,7 +22,7 @@ import {
 } from '../../src/backends/cuda/flash/hopper-variant.js';
 import { buildFlashParams, marshalFlashParams } from '../../src/backends/cuda/flash/params.js';
 import { structLayout } from '../../src/backends/cuda/launch.js';
-import type { AttentionOptions } from '../../src/backends/problem.js';
+import type { AttentionOptions, AttentionProblem } from '../../src/backends/problem.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';
@@ -223,6 +223,51 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
     assert.equal(hopperDefines(choice.variant).HOPPER_BIAS, 1);
     assert.equal(hopperDefines(choice.variant).HOPPER_MASK, 0);
     assert.equal(hopperDefines(choice.variant).HOPPER_RESCALE_SLACK, 8);
+  });
+
+  it('takes score/mask modifiers and a block mask: keyed by the set, two consumers, the dynamic grid with a block mask', () => {
+    const modifiers = { key: 'k3y', cudaSource: '', captures: [], hasScoreMod: false, hasMaskMod: true };
+    const blockMask = { kinds: { ptr: 0n }, Bm: 1, Nm: 1, blockQ: 128, blockKV: 128 };
+    const variant = (T: number, H: number, N: number, variants: object) => {
+      const q = Tensor.zeros([1, T, N, H], 'bfloat16');
+      const kv = Tensor.zeros([1, T, N, H], 'bfloat16');
+      const p = { ...validateAttention(q, kv, kv, {}), ...variants } as AttentionProblem;
+      const choice = hopperVariant(p, 'sm_90a', 'wgmma', null);
+      assert.ok('variant' in choice, JSON.stringify(choice));
+      return choice.variant;
+    };
+    // D=128 at T=8192 keeps 128x128 (its tiles align with 128-key blocks), D=64 two consumers (spills with three).
+    const long = variant(8192, 128, 1, { modifiers });
+    assert.equal(
+      hopperVariantKey(long),
+      'flash-fwd.sm_90a.bf16.d128.128x128x3wg.pp.lw.ds.sl8.mods-k3y.wgmma',
+    );
+    assert.equal(hopperDefines(long).ATTNLAB_BLOCK_MASK, undefined);
+    const d64 = variant(8192, 64, 1, { modifiers, blockMask });
+    assert.equal(
+      hopperVariantKey(d64),
+      'flash-fwd.sm_90a.bf16.d64.128x128x3wg.pp.lw.ds.sl8.mods-k3y.bmask.wgmma',
+    );
+    assert.equal(hopperDefines(d64).ATTNLAB_BLOCK_MASK, 1);
+    // A block mask over ≥ 264 items takes the dynamic grid even without causality (unequal items).
+    assert.equal(variant(8192, 128, 8, { modifiers, blockMask }).persistent, 'dynamic');
+    assert.equal(variant(8192, 128, 8, { modifiers }).persistent, false);
+    assert.equal(variant(8192, 128, 8, {}).persistent, false);
+    // What the kernels cannot take is refused with the rule's reason (modifiers.ts variantsRule).
+    const nine = Array.from({ length: 9 }, (_, i) => ({
+      name: `c${i}`,
+      tensor: Tensor.zeros([1], 'float32'),
+      dtype: 'float32' as const,
+      needsGrad: false,
+    }));
+    const q = Tensor.zeros([1, 8, 1, 128], 'bfloat16');
+    const refused = hopperVariant(
+      { ...validateAttention(q, q, q, {}), modifiers: { ...modifiers, captures: nine } } as AttentionProblem,
+      'sm_90a',
+      'wgmma',
+      null,
+    );
+    assert.ok('reason' in refused && refused.reason.includes('at most 8'), JSON.stringify(refused));
   });
 
   it('leaves every other case to the mma.sync kernel, saying why', () => {

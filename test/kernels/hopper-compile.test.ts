@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
@@ -17,16 +17,37 @@ import {
   type HopperVariant,
   hopperDefines,
   hopperVariant,
+  hopperVariantKey,
 } from '../../src/backends/cuda/flash/hopper-variant.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { compileStructLayout, structCompiler } from '../support/c-layout.js';
+import {
+  alibiCase,
+  causalCase,
+  documentCase,
+  type ModifierCase,
+  softcapCase,
+} from '../support/modifier-cases.js';
 
 function problem(H: number, dtype: FloatDType, Hv = H) {
   const q = randomNormal([2, 8, 4, H], { seed: 1, dtype });
   const k = randomNormal([2, 8, 2, H], { seed: 2, dtype });
   const v = randomNormal([2, 8, 2, Hv], { seed: 3, dtype });
   return validateAttention(q, k, v, {});
+}
+
+/** The problem with a hand-written modifier set (and a block mask's presence: its pointer stays 0). */
+function modified(H: number, m: ModifierCase, blockMask: boolean) {
+  const modifiers = {
+    key: m.key,
+    cudaSource: m.source,
+    captures: [],
+    hasScoreMod: m.hasScoreMod,
+    hasMaskMod: m.hasMaskMod,
+  };
+  const mask = blockMask ? { kinds: { ptr: 0n }, Bm: 1, Nm: 1, blockQ: 128, blockKV: 128 } : null;
+  return { ...problem(H, 'bfloat16'), modifiers, blockMask: mask };
 }
 
 describe('cuda flash: the Hopper (wgmma) kernel against the compiler', () => {
@@ -82,6 +103,30 @@ describe('cuda flash: the Hopper (wgmma) kernel against the compiler', () => {
     ] as const)
       compileBackendDefines(H, Hv, dtype, persistent);
   });
+
+  // The modifier sets the GPU suite runs (test/support/modifier-cases.ts), each with the variant the
+  // backend chooses for it: causal as a mask modifier, ALiBi and soft-capping as score modifiers, a
+  // document mask reading an int32 tensor with a block mask (the dynamic grid).
+  const shape = { B: 2, T: 256, S: 256, N: 4 };
+  const cases: Array<[number, ModifierCase, boolean]> = [
+    [128, causalCase(), false],
+    [64, alibiCase(shape), false],
+    [256, softcapCase(30.5), false],
+    [128, documentCase(shape, 4, 1, true), true],
+    [64, documentCase(shape, 4, 1, true), true],
+  ];
+  for (const [H, m, blockMask] of cases)
+    it(`compiles ${m.name} at H=${H} for sm_90a, the modifier source first, without spills`, {
+      skip: nvcc ? false : 'nvcc not on PATH',
+    }, () => {
+      const choice = hopperVariant(modified(H, m, blockMask), 'sm_90a', 'wgmma', null);
+      assert.ok('variant' in choice, JSON.stringify(choice));
+      assert.match(
+        hopperVariantKey(choice.variant),
+        new RegExp(`\\.mods-${m.key}${blockMask ? '\\.bmask' : ''}\\.wgmma$`),
+      );
+      compileSpec(`${m.name} H=${H}`, hopperDefines(choice.variant), m.source);
+    });
 });
 
 /**
@@ -101,27 +146,50 @@ function compileBackendDefines(
     kernels: [HOPPER_KERNEL.name],
     defines: hopperDefines({ ...choice.variant, persistent }),
   };
+  // The macros the entry's variant struct reads (hopper_fwd.cu HopperFwdVariant).
   const source = readFileSync(join(kernelsDir(), spec.file), 'utf8');
-  for (const macro of new Set(source.match(/HOPPER_[A-Z0-9]+/g)))
+  const entry = /struct HopperFwdVariant \{[\s\S]*?\n\};/.exec(source)?.[0] ?? '';
+  assert.ok(entry, 'hopper_fwd.cu defines HopperFwdVariant');
+  for (const macro of new Set(entry.match(/HOPPER_[A-Z0-9_]+/g)))
     assert.ok(macro in spec.defines, `hopper_fwd.cu reads ${macro}, hopperDefines lacks it`);
+  compileSpec(`H=${H} Hv=${Hv}`, spec.defines);
+}
+
+/**
+ * nvcc compiles hopper_fwd.cu for sm_90a with `defines` (and `prelude` included first, as NVRTC
+ * compiles a modifier set's source before the file), and ptxas reports no spill.
+ */
+function compileSpec(name: string, defines: Record<string, number>, prelude?: string) {
   const dir = mkdtempSync(join(tmpdir(), 'attnlab-hopper-'));
   try {
-    const defines = compileOptions(spec, 'sm_90a').filter((o) => o.startsWith('-D'));
+    const options = compileOptions({ file: HOPPER_KERNEL.file, kernels: [], defines }, 'sm_90a');
     const args = ['-cubin', '-gencode=arch=compute_90a,code=sm_90a', '-std=c++17', '-Xptxas', '-v'];
-    const file = join(kernelsDir(), spec.file);
+    const include: string[] = [];
+    if (prelude) {
+      writeFileSync(join(dir, 'prelude.cuh'), prelude);
+      include.push('-include', join(dir, 'prelude.cuh'));
+    }
+    const file = join(kernelsDir(), HOPPER_KERNEL.file);
     const result = spawnSync(
       'nvcc',
-      [...args, '-I', kernelsDir(), ...defines, '-o', join(dir, 'k.cubin'), file],
-      {
-        encoding: 'utf8',
-      },
+      [
+        ...args,
+        '-I',
+        kernelsDir(),
+        ...include,
+        ...options.filter((o) => o.startsWith('-D')),
+        '-o',
+        join(dir, 'k.cubin'),
+        file,
+      ],
+      { encoding: 'utf8' },
     );
-    assert.equal(result.status, 0, `H=${H} Hv=${Hv}: ${result.stderr}`);
+    assert.equal(result.status, 0, `${name}: ${result.stderr}`);
     assert.match(result.stderr, /0 bytes spill stores, 0 bytes spill loads/, result.stderr);
     assert.doesNotMatch(
       result.stderr,
       /[1-9]\d* bytes spill (stores|loads)/,
-      `H=${H} Hv=${Hv} spills:\n${result.stderr}`,
+      `${name} spills:\n${result.stderr}`,
     );
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -6,6 +6,7 @@
 #include "flash/mask.cuh"
 #include "hopper/fwd_epilogue.cuh"
 #include "hopper/fwd_params.cuh"
+#include "hopper/fwd_scheduler.cuh"
 #include "hopper/softmax.cuh"
 #include "hopper/tiles.cuh"
 
@@ -20,13 +21,13 @@ struct ItemSlot {
 
 template <class C>
 __device__ __forceinline__ void produce(const HopperParams& hp, const TileWork& w, u32 sq, u32 sk, u32 sv,
-                                        const Barriers& bar, int block_lo, int block_hi, const ItemSlot& slot) {
+                                        const Barriers& bar, const KeyTiles<C>& tiles, const ItemSlot& slot) {
   // The dynamic grid's producer waits for Q to be free before it writes the item slot (run_dynamic).
   mbar_arrive_expect_tx(bar.q_full(), C::Q_BYTES);
 #pragma unroll
   for (int c = 0; c < C::BOXES; ++c) tma_load_4d(sq + c * C::Q_BOX, &hp.tm_q, bar.q_full(), c * 64, w.m0, w.n, w.b);
   int it = slot.ring;
-  for (int nb = block_hi - 1; nb >= block_lo; --nb, ++it) {
+  for (int nb = tiles.first(); nb >= tiles.lo; nb = tiles.next(nb), ++it) {
     const int s = it % C::STAGES;
     const u32 phase = (it / C::STAGES) & 1;
     const u32 k_dst = sk + s * C::K_BYTES, v_dst = sv + s * C::V_BYTES;
@@ -44,8 +45,8 @@ __device__ __forceinline__ void produce(const HopperParams& hp, const TileWork& 
 }
 
 template <class C>
-__device__ __forceinline__ void consume(const FlashParams& p, const TileWork& w, u32 sq, u32 sk, u32 sv,
-                                        const Barriers& bar, int block_lo, int block_hi, int consumer,
+__device__ __forceinline__ void consume(const FlashParams& p, const FlashMods& m, const TileWork& w, u32 sq, u32 sk,
+                                        u32 sv, const Barriers& bar, const KeyTiles<C>& key_tiles, int consumer,
                                         const ItemSlot& slot) {
   const int thread = threadIdx.x % 128;
   const int lane = thread % 32;
@@ -63,11 +64,19 @@ __device__ __forceinline__ void consume(const FlashParams& p, const TileWork& w,
   float s[C::NT][4];
   u32 pa[C::BN / 16][4];
 
+  // This warpgroup's rows, for the block mask's kind of a tile: a tile of the item may be FULL for
+  // them though PARTIAL for the item (its rows span two 128-row blocks at BM = 192).
+  const int rows_lo = imin(w.m0 + consumer * 64, w.m_last), rows_hi = imin(w.m0 + consumer * 64 + 63, w.m_last);
   // Logits of tile nb into base-2 weights (s overwritten); returns whether O must be rescaled.
   auto softmax_tile = [&](int nb) {
     const int n0 = nb * C::BN;
     float (&s3)[1][C::NT][4] = reinterpret_cast<float (&)[1][C::NT][4]>(s);
-    const float factor = scale_and_mask<1, C::NT, C::BIAS, C::MASK>(s3, p, w, row0, n0, lane, tile_needs_mask<C::BN>(p, w, n0));
+    float factor;
+    if constexpr (ATTNLAB_MODIFIERS)
+      factor = scale_and_mask<1, C::NT, C::BIAS, C::MASK>(s3, p, w, row0, n0, lane, tile_needs_mask<C::BN>(p, w, n0),
+                                                          m, key_tiles.kind(nb, rows_lo, rows_hi));
+    else
+      factor = scale_and_mask<1, C::NT, C::BIAS, C::MASK>(s3, p, w, row0, n0, lane, tile_needs_mask<C::BN>(p, w, n0));
     return softmax.update(s, factor, alpha);
   };
   auto release = [&](u32 empty) {
@@ -96,7 +105,8 @@ __device__ __forceinline__ void consume(const FlashParams& p, const TileWork& w,
   };
 
   mbar_wait(bar.q_full(), slot.item & 1);
-  const int tiles = block_hi - block_lo;
+  const int tiles = key_tiles.count();
+  int nb = key_tiles.first();  // the tile of turn `it`
   // Ping-pong turns: consumer c issues its GEMMs after bar.sync on barrier 2 + c and then lets the
   // next consumer go (bar.arrive on its barrier; each barrier counts the 128 threads that sync
   // plus the 128 that arrive). Every consumer takes tiles + 1 turns (S_0; S_it with P_{it−1}·V_{it−1};
@@ -128,11 +138,19 @@ __device__ __forceinline__ void consume(const FlashParams& p, const TileWork& w,
   fence_accumulators(s);
   release(bar.k_empty(stage(0)));
   if (tiles == 1) release_q();
-  softmax_tile(block_hi - 1);
+  softmax_tile(nb);
   to_a_fragments<C>(pa, s);
   for (int it = 1; it < tiles; ++it) {
-    const int nb = block_hi - 1 - it, st = stage(it), prev = stage(it - 1);
-    wait_values(it - 1, nb + 1);
+    const int st = stage(it), prev = stage(it - 1);
+    int prev_nb;
+    if constexpr (ATTNLAB_BLOCK_MASK) {
+      prev_nb = nb;
+      nb = key_tiles.next(nb);
+    } else {
+      nb = key_tiles.hi - 1 - it;
+      prev_nb = nb + 1;
+    }
+    wait_values(it - 1, prev_nb);
     mbar_wait(bar.k_full(st), phase(it));
     turn_begin();
     fence_operands();  // the zeroing branch above may have moved O or P between registers
@@ -170,7 +188,7 @@ __device__ __forceinline__ void consume(const FlashParams& p, const TileWork& w,
     }
   }
   const int last = stage(tiles - 1);
-  wait_values(tiles - 1, block_lo);
+  wait_values(tiles - 1, ATTNLAB_BLOCK_MASK ? nb : key_tiles.lo);
   turn_begin();
   fence_operands();
   pv_issue<C>(o, pa, sv + last * C::V_BYTES);
@@ -182,5 +200,5 @@ __device__ __forceinline__ void consume(const FlashParams& p, const TileWork& w,
   release(bar.v_empty(last));
   float inv[2], lse[2];
   softmax.finish(inv, lse);
-  store_rows<C>(p, w, o, inv, lse, row0, lane);
+  store_rows<C>(p, m, w, o, inv, lse, row0, lane);
 }

@@ -3,10 +3,73 @@
 //     kernel (flash/schedule.cuh): the blocks in flight are a few heads' query blocks, longest first.
 //   dynamic grid (dynamic_grid): about one block per SM; block p runs item p, then whatever a global
 //     counter hands it, in the order dynamic_tile gives (hopper_fwd.cu run_dynamic).
+//   key tiles (KeyTiles): an item's tiles of BN keys, last first, within the bounds the built-in masks
+//     give (causal, window, lengths); with a block mask, only those it does not call EMPTY.
 #pragma once
+#include "common/modifiers.cuh"
 #include "flash/schedule.cuh"
 #include "hopper/fwd_config.cuh"
 #include "hopper/fwd_params.cuh"
+
+// The key tiles of item w, visited last first: [lo, hi) from the built-in masks (schedule_tile_at),
+// skipping the tiles a block mask calls EMPTY over the item's rows (tile_kind: every block the tile
+// overlaps is empty). The producer and the consumers walk the same tiles in the same order: the K/V
+// ring's stages and phases count the tiles visited. Without a block mask first() is hi − 1, next()
+// a decrement and count() hi − lo.
+template <class C>
+struct KeyTiles {
+  int lo, hi;
+#if ATTNLAB_BLOCK_MASK
+  FlashMods m;
+  int b, n, m0, m_last, s_len;
+#endif
+  __device__ __forceinline__ KeyTiles(const FlashMods& mods, const TileWork& w)
+      : lo(w.n_lo / C::BN), hi((w.n_hi + C::BN - 1) / C::BN)
+#if ATTNLAB_BLOCK_MASK
+      , m(mods), b(w.b), n(w.n), m0(w.m0), m_last(w.m_last), s_len(w.s_len)
+#endif
+  {
+  }
+  // The block mask's kind of tile nb over rows [q0, q1] (the item's, or one consumer's); without a
+  // block mask, what tile_kind says of every tile (PARTIAL with a mask modifier, else FULL).
+  __device__ __forceinline__ int kind(int nb, int q0, int q1) const {
+#if ATTNLAB_BLOCK_MASK
+    return tile_kind(m, b, n, q0, q1, nb * C::BN, imin(nb * C::BN + C::BN, s_len) - 1);
+#else
+    return tile_kind(FlashMods{}, 0, 0, q0, q1, 0, 0);
+#endif
+  }
+  __device__ __forceinline__ bool skipped(int nb) const {
+#if ATTNLAB_BLOCK_MASK
+    return kind(nb, m0, m_last) == ATTNLAB_TILE_EMPTY;
+#else
+    return false;
+#endif
+  }
+  // The tile visited after nb (< lo when none is left).
+  __device__ __forceinline__ int next(int nb) const {
+    --nb;
+    if constexpr (ATTNLAB_BLOCK_MASK)
+      while (nb >= lo && skipped(nb)) --nb;
+    return nb;
+  }
+  __device__ __forceinline__ int first() const { return next(hi); }
+  // Whether item w has a key tile to visit.
+  __device__ __forceinline__ static bool any(const FlashMods& m, const TileWork& w) {
+    if (!(w.n_lo < w.n_hi)) return false;
+    if constexpr (ATTNLAB_BLOCK_MASK) {
+      const KeyTiles tiles(m, w);
+      return tiles.first() >= tiles.lo;
+    }
+    return true;
+  }
+  __device__ __forceinline__ int count() const {
+    if constexpr (!ATTNLAB_BLOCK_MASK) return hi - lo;
+    int visited = 0;
+    for (int nb = lo; nb < hi; ++nb) visited += skipped(nb) ? 0 : 1;
+    return visited;
+  }
+};
 
 // Query heads whose K and V (2·S·(D + DV) bytes per KV head, shared by p.group query heads) fit in
 // `bytes`, at least one KV head's.

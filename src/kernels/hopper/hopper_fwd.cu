@@ -58,15 +58,12 @@
 // item's last turn opens the next one's, and consumer 0 takes the one left open before it leaves,
 // so every named barrier is balanced at exit without knowing which item is a block's last.
 template <class C>
-__device__ __forceinline__ void run_dynamic(const HopperParams& hp, u32 sq, u32 sk, u32 sv, const Barriers& bar) {
+__device__ __forceinline__ void run_dynamic(const HopperParams& hp, const FlashMods& m, u32 sq, u32 sk, u32 sv,
+                                            const Barriers& bar) {
   const FlashParams& p = hp.f;
   const int qblocks = (p.T + C::BM - 1) / C::BM;
   const int items = qblocks * p.B * p.N;
   const int section = dynamic_section<C>(hp, qblocks);
-  auto range = [&](const TileWork& w, int& lo, int& hi) {
-    lo = w.n_lo / C::BN;
-    hi = (w.n_hi + C::BN - 1) / C::BN;
-  };
   const int warpgroup = threadIdx.x / 128;
   if (warpgroup == 0) {
     regs_decrease<C::PRODUCER_REGS>();
@@ -81,11 +78,10 @@ __device__ __forceinline__ void run_dynamic(const HopperParams& hp, u32 sq, u32 
         return;
       }
       const TileWork w = dynamic_tile<C>(p, index, qblocks, section);
-      if (w.n_lo < w.n_hi) {
-        int lo, hi;
-        range(w, lo, hi);
-        produce<C>(hp, w, sq, sk, sv, bar, lo, hi, ItemSlot{ring, item, false, false});
-        ring += hi - lo;
+      if (KeyTiles<C>::any(m, w)) {
+        const KeyTiles<C> tiles(m, w);
+        produce<C>(hp, w, sq, sk, sv, bar, tiles, ItemSlot{ring, item, false, false});
+        ring += tiles.count();
       } else {
         mbar_arrive(bar.q_full());
       }
@@ -105,11 +101,10 @@ __device__ __forceinline__ void run_dynamic(const HopperParams& hp, u32 sq, u32 
     index = __shfl_sync(0xffffffffu, index, 0);
     if (index >= items) break;
     const TileWork w = dynamic_tile<C>(p, index, qblocks, section);
-    if (w.n_lo < w.n_hi) {
-      int lo, hi;
-      range(w, lo, hi);
-      consume<C>(p, w, sq, sk, sv, bar, lo, hi, consumer, ItemSlot{ring, item, false, false});
-      ring += hi - lo;
+    if (KeyTiles<C>::any(m, w)) {
+      const KeyTiles<C> tiles(m, w);
+      consume<C>(p, m, w, sq, sk, sv, bar, tiles, consumer, ItemSlot{ring, item, false, false});
+      ring += tiles.count();
     } else {
       store_empty_block<C::BM, 128 * C::CONSUMERS>(p, w, threadIdx.x - 128);
       if (threadIdx.x % 32 == 0) mbar_arrive(bar.q_empty());
@@ -121,7 +116,7 @@ __device__ __forceinline__ void run_dynamic(const HopperParams& hp, u32 sq, u32 
 }
 
 template <class C>
-__device__ __forceinline__ void hopper_fwd(const HopperParams& hp) {
+__device__ __forceinline__ void hopper_fwd(const HopperParams& hp, const FlashMods& m) {
   const FlashParams& p = hp.f;
   extern __shared__ __align__(1024) unsigned char smem[];
   const u32 sq = (smem_addr(smem) + 1023) & ~1023u;
@@ -129,7 +124,8 @@ __device__ __forceinline__ void hopper_fwd(const HopperParams& hp) {
   const u32 sv = sk + C::STAGES * C::K_BYTES;
   const Barriers bar{sv + C::STAGES * C::V_BYTES, C::STAGES};
   const int warpgroup = threadIdx.x / 128;
-  auto has_keys = [](const TileWork& w) { return w.n_lo < w.n_hi; };
+  // Whether the item has a key tile to visit (one the built-in masks and the block mask leave).
+  auto has_keys = [&](const TileWork& w) { return KeyTiles<C>::any(m, w); };
   // The 2-D grid's one item: blocks with nothing to load leave before the barriers exist.
   if constexpr (!C::DYNAMIC) {
     const TileWork w = schedule_tile<C::BM>(p);
@@ -155,7 +151,7 @@ __device__ __forceinline__ void hopper_fwd(const HopperParams& hp) {
   }
   __syncthreads();
   if constexpr (C::DYNAMIC) {
-    run_dynamic<C>(hp, sq, sk, sv, bar);
+    run_dynamic<C>(hp, m, sq, sk, sv, bar);
     return;
   }
   // Each role takes the item again after the barrier rather than keeping it in registers across the
@@ -167,17 +163,17 @@ __device__ __forceinline__ void hopper_fwd(const HopperParams& hp) {
       empty(w);
       return;
     }
-    run(w, w.n_lo / C::BN, (w.n_hi + C::BN - 1) / C::BN, ItemSlot{0, 0, true, true});
+    run(w, KeyTiles<C>(m, w), ItemSlot{0, 0, true, true});
   };
   if (warpgroup == 0) {
     regs_decrease<C::PRODUCER_REGS>();
     if (threadIdx.x == 0)
-      with_item([&](const TileWork& w, int lo, int hi, const ItemSlot& slot) { produce<C>(hp, w, sq, sk, sv, bar, lo, hi, slot); },
+      with_item([&](const TileWork& w, const KeyTiles<C>& tiles, const ItemSlot& slot) { produce<C>(hp, w, sq, sk, sv, bar, tiles, slot); },
                 [](const TileWork&) {});
   } else {
     regs_increase<C::CONSUMER_REGS>();
     with_item(
-        [&](const TileWork& w, int lo, int hi, const ItemSlot& slot) { consume<C>(p, w, sq, sk, sv, bar, lo, hi, warpgroup - 1, slot); },
+        [&](const TileWork& w, const KeyTiles<C>& tiles, const ItemSlot& slot) { consume<C>(p, m, w, sq, sk, sv, bar, tiles, warpgroup - 1, slot); },
         [&](const TileWork& w) { store_empty_block<C::BM, 128 * C::CONSUMERS>(p, w, threadIdx.x - 128); });
   }
 }
@@ -194,17 +190,27 @@ struct HopperFwdVariant {
   static constexpr bool desc_step = HOPPER_DESC_STEP != 0, dynamic_grid = HOPPER_DYNAMIC_GRID != 0;
   static constexpr int rescale_slack = HOPPER_RESCALE_SLACK;
 };
+#if ATTNLAB_MODIFIERS
+// With modifiers or a block mask (common/modifiers.cuh): the captured tensors and the block mask
+// follow HopperParams, each by value.
+extern "C" __global__ void __launch_bounds__(128 * (HOPPER_CONSUMERS + 1), 1)
+    attnlab_hopper_fwd(const __grid_constant__ HopperParams p, const __grid_constant__ AttnlabCaptures c,
+                       const __grid_constant__ AttnlabBlockMask bm) {
+  hopper_fwd<HopperConfig<HopperFwdVariant>>(p, FlashMods{&c, &bm});
+}
+#else
 extern "C" __global__ void __launch_bounds__(128 * (HOPPER_CONSUMERS + 1), 1)
     attnlab_hopper_fwd(const __grid_constant__ HopperParams p) {
-  hopper_fwd<HopperConfig<HopperFwdVariant>>(p);
+  hopper_fwd<HopperConfig<HopperFwdVariant>>(p, FlashMods{});
 }
+#endif
 #endif
 
 #ifdef ATTNLAB_NVCC_TEST
 #include "hopper/gen/fwd_variants.cuh"
 template <class C>
 __global__ void __launch_bounds__(C::THREADS, 1) hopper_fwd_test(const __grid_constant__ HopperParams p) {
-  hopper_fwd<C>(p);
+  hopper_fwd<C>(p, FlashMods{});
 }
 #define HOPPER_FWD_TEST(V) template __global__ void hopper_fwd_test<HopperConfig<V>>(const __grid_constant__ HopperParams);
 HOPPER_FWD_VARIANTS(HOPPER_FWD_TEST)

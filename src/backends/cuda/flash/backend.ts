@@ -114,12 +114,8 @@ export function runFlash(p: AttentionProblem): BackendOutput {
   // A plain problem's variant, kernel and packed parameters are made once per shape (plan.ts).
   const plan = flashPlan(p);
   const arch = plan ? '' : targetArch();
-  // Modifiers and block masks run on the mma.sync kernel (src/kernels/common/modifiers.cuh).
-  const hopper = plan
-    ? { reason: 'planned' }
-    : hasVariants(p)
-      ? { reason: 'modifiers' }
-      : hopperVariant(p, arch);
+  // Modifiers and block masks run on both kernels (src/kernels/common/modifiers.cuh).
+  const hopper = plan ? { reason: 'planned' } : hopperVariant(p, arch);
   const variant = plan || 'variant' in hopper ? null : flashVariant(p, arch);
   const key = plan
     ? plan.key

@@ -30,6 +30,7 @@
  */
 import { config } from '../../../config.js';
 import type { AttentionProblem } from '../../problem.js';
+import { blockMaskOf, type FlashModifiers, modifiersOf, variantsRule } from './modifiers.js';
 import { FLASH_BIAS_CODES, type FlashBiasType } from './variant.js';
 
 /** Kernel head dims: 1–4 boxes of 64 columns (wgmma's P·V takes N = 64, 128, 192, 256). */
@@ -78,6 +79,13 @@ export interface HopperVariant {
    * max moves on every rise.
    */
   readonly rescaleSlack: 0 | 8;
+  /**
+   * The score/mask modifier set compiled in (its generated source precedes the kernel's: modifiers.ts
+   * modifierPrelude), or null; and whether the kernel takes a block mask (ATTNLAB_BLOCK_MASK: EMPTY
+   * tiles are not loaded, FULL ones skip the mask modifier).
+   */
+  readonly modifiers: FlashModifiers | null;
+  readonly blockMask: boolean;
 }
 
 /** Query rows per block: 64 per consumer warpgroup. */
@@ -155,7 +163,13 @@ function hopperTiles(
   p: AttentionProblem,
 ): { blockN: number; consumers: 2 | 3 } {
   const d128 = dims.keyDim === 128 && dims.valueDim === 128;
-  if (d128 && p.T >= D128_LONG.fromT && !(p.bias && p.mask))
+  // With modifiers every tile has two consumers (240 registers): with three (160) the modifier's
+  // per-element code spills (ptxas, sm_90a, D=64 192×128: ALiBi 8 bytes, a document mask with a block
+  // mask 1,484), and D=128 keeps 128 × 128, whose tiles align with a block mask's 128-key blocks (an
+  // 80-key tile over an empty and a full block is PARTIAL).
+  const modified = modifiersOf(p) !== null || blockMaskOf(p) !== null;
+  if (modified && dims.keyDim === 64 && dims.valueDim === 64) return { blockN: 128, consumers: 2 };
+  if (d128 && p.T >= D128_LONG.fromT && !(p.bias && p.mask) && !modified)
     return { blockN: D128_LONG.blockN, consumers: D128_LONG.consumers };
   return tilesForHeadDims(dims.keyDim, dims.valueDim);
 }
@@ -196,7 +210,9 @@ export const DYNAMIC_MIN_ITEMS = 264;
  * block that takes the next item when it is free balances them; without the mask every item is the
  * same work and only the short rows gain. Hence: dynamic where causal or T < 8192, not on
  * D128_LONG's tile, not with a bias or a mask (not measured there: those tiles keep the 2-D grid).
- * Its results are bit for bit the 2-D grid's (the same items, each computed alone).
+ * Its results are bit for bit the 2-D grid's (the same items, each computed alone). A block mask
+ * gives the items unequal work as causality does (a document mask's query blocks see one document's
+ * key blocks each): dynamic there too, at the same item count.
  */
 function hopperGridOrder(
   p: AttentionProblem,
@@ -206,7 +222,7 @@ function hopperGridOrder(
   const long128 = dims.keyDim === 128 && dims.valueDim === 128 && tiles.consumers === D128_LONG.consumers;
   const items = Math.ceil(p.T / hopperBlockM(tiles)) * p.B * p.N;
   if (p.bias || p.mask || long128 || items < DYNAMIC_MIN_ITEMS) return false;
-  return p.causal || p.T < D128_LONG.fromT ? 'dynamic' : false;
+  return p.causal || p.T < D128_LONG.fromT || blockMaskOf(p) !== null ? 'dynamic' : false;
 }
 
 /**
@@ -239,6 +255,8 @@ export function hopperVariant(
   const dims = hopperHeadDims(p.H, p.Hv);
   if (typeof dims === 'string') return { reason: dims };
   if (p.paged || p.packed) return { reason: 'paged or packed layout' };
+  const variants = variantsRule(p);
+  if (variants) return { reason: variants };
   // 16-byte aligned Q, K, V (TMA's rule for global addresses) and head dims of multiples of 8 (its
   // rule for strides): flashSupport already requires both.
   const tiles = hopperTiles(dims, p);
@@ -254,6 +272,8 @@ export function hopperVariant(
       persistent: hopperGridOrder(p, tiles, dims),
       bias: p.bias ? (p.bias.tensor.dtype as FlashBiasType) : 'none',
       mask: p.mask !== null,
+      modifiers: modifiersOf(p),
+      blockMask: blockMaskOf(p) !== null,
     },
   };
 }
@@ -288,7 +308,8 @@ export function hopperHeadDims(
  * `….d192v128.128x128x3wg.pp.lw.ds.sl8.wgmma`: the kernel head dims (`d<Dk>` when Dv = Dk, else
  * `d<Dk>v<Dv>`), rows × keys per tile × warpgroups (the producer included), `.pp` for ping-pong, `.lw`
  * for the late P·V wait, `.ds` for stepped descriptors, `.dyn` for the dynamic grid, `.sl8` for the
- * rescale slack.
+ * rescale slack; `.mods-<key>` for a modifier set (its source's hash) and `.bmask` for a block mask,
+ * as the mma.sync kernel's keys (variant.ts).
  */
 export function hopperVariantKey(v: HopperVariant): string {
   const dtype = v.dtype === 'float16' ? 'f16' : 'bf16';
@@ -298,6 +319,8 @@ export function hopperVariantKey(v: HopperVariant): string {
   const parts = ['flash-fwd', v.arch, dtype, dims, tiles];
   if (v.bias !== 'none') parts.push(`bias-${{ float32: 'f32', bfloat16: 'bf16', float16: 'f16' }[v.bias]}`);
   if (v.mask) parts.push('mask');
+  if (v.modifiers) parts.push(`mods-${v.modifiers.key}`);
+  if (v.blockMask) parts.push('bmask');
   parts.push('wgmma');
   return parts.join('.');
 }
@@ -338,11 +361,16 @@ export function hopperConfigFields(v: HopperVariant): ReadonlyArray<readonly [st
   ];
 }
 
-/** The -D set of the kernel's extern "C" entry: HOPPER_<FIELD> per configuration field. */
+/**
+ * The -D set of the kernel's extern "C" entry: HOPPER_<FIELD> per configuration field, and
+ * ATTNLAB_BLOCK_MASK with a block mask (the modifier set's own macros come with its source).
+ */
 export function hopperDefines(v: HopperVariant): Record<string, number> {
-  return Object.fromEntries(
-    hopperConfigFields(v).map(([field, value]) => [`HOPPER_${field.toUpperCase()}`, Number(value)]),
-  );
+  const fields = hopperConfigFields(v).map(([field, value]) => [
+    `HOPPER_${field.toUpperCase()}`,
+    Number(value),
+  ]);
+  return Object.fromEntries(v.blockMask ? [...fields, ['ATTNLAB_BLOCK_MASK', 1]] : fields);
 }
 
 export const HOPPER_KERNEL = { file: 'hopper/hopper_fwd.cu', name: 'attnlab_hopper_fwd' } as const;

@@ -24,6 +24,7 @@ import {
   hopperSharedBytes,
   hopperThreads,
 } from './hopper-variant.js';
+import { blockMaskOf, marshalBlockMask, marshalCaptures, modifierPrelude, modifiersOf } from './modifiers.js';
 import { buildFlashParams, type FlashPointers, marshalFlashParams } from './params.js';
 
 /** sizeof(HopperParams): 3 maps of 128 bytes, FlashParams (280), padded to the maps' 64-byte alignment. */
@@ -93,6 +94,7 @@ export function launchHopper(p: AttentionProblem, v: HopperVariant, pointers: Fl
     file: HOPPER_KERNEL.file,
     kernels: [HOPPER_KERNEL.name],
     defines: hopperDefines(v),
+    prelude: modifierPrelude(v.modifiers),
   });
   const fn = module.functions.get(HOPPER_KERNEL.name)!;
   const maps = hopperTensorMaps(p, v, pointers.q, pointers.k, pointers.v);
@@ -107,6 +109,10 @@ export function launchHopper(p: AttentionProblem, v: HopperVariant, pointers: Fl
       block: [hopperThreads(v), 1, 1],
       sharedBytes: hopperSharedBytes(v),
     },
-    [params],
+    // With modifiers or a block mask the kernel takes AttnlabCaptures and AttnlabBlockMask after
+    // HopperParams (hopper_fwd.cu), each by value.
+    v.modifiers || v.blockMask
+      ? [params, marshalCaptures(modifiersOf(p)), marshalBlockMask(blockMaskOf(p), p.T, p.S)]
+      : [params],
   );
 }

@@ -1,0 +1,195 @@
+/**
+ * Score/mask modifiers and block masks on the flash backend's Hopper forward (wgmma + TMA, sm_90a),
+ * against the float64 oracle (test/support/modifier-reference.ts): hand-written modifier sets in the
+ * generated source's shape (test/support/modifier-cases.ts) given to the backend on the problem,
+ * output and log-sum-exp, on the 2-D grid and on the dynamic grid, at H = 64, 128 and 256; and a
+ * block mask skips EMPTY tiles without changing a bit. Each case asserts that the wgmma variant ran
+ * with the modifier set in its key. Skips without a GPU, or on a GPU that is not sm_90a.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { validateAttention } from '../../src/api/validate.js';
+import { cudaAvailable, getCudaContext } from '../../src/backends/cuda/context.js';
+import { cudaFlashBackend } from '../../src/backends/cuda/flash/backend.js';
+import type { FlashBlockMask, FlashModifiers } from '../../src/backends/cuda/flash/modifiers.js';
+import { copyToDevice } from '../../src/backends/cuda/memory.js';
+import type { AttentionProblem } from '../../src/backends/problem.js';
+import { reloadConfig } from '../../src/config.js';
+import { randomNormal } from '../../src/tensor/random.js';
+import type { Tensor } from '../../src/tensor/tensor.js';
+import {
+  alibiCase,
+  blockKinds,
+  type CaseShape,
+  causalCase,
+  documentCase,
+  type ModifierCase,
+  relativeBiasCase,
+  slidingWindowCase,
+  softcapCase,
+} from '../support/modifier-cases.js';
+import { modifierReference } from '../support/modifier-reference.js';
+
+const cuda = cudaAvailable();
+const capability = cuda.ok ? getCudaContext().properties.computeCapability : null;
+const skip = !cuda.ok
+  ? `no CUDA device: ${cuda.reason}`
+  : capability?.major === 9
+    ? false
+    : `the Hopper kernel needs sm_90a (this GPU is sm_${capability?.major}${capability?.minor})`;
+const seed = Number(process.env.ATTNLAB_TEST_SEED ?? Date.now() % 1_000_000_000);
+const saved = process.env.ATTNLAB_FLASH_KERNEL;
+
+interface Shape extends CaseShape {
+  readonly K: number;
+  readonly H: number;
+}
+
+/** bf16 output: 2^-8 relative per rounding of P and of the output. */
+const RELATIVE = 0.02;
+
+function expectClose(name: string, got: Float64Array, want: Float64Array): void {
+  let error = 0;
+  let scale = 1;
+  let mismatched = 0;
+  for (let i = 0; i < got.length; i++) {
+    if (Number.isFinite(want[i])) {
+      if (!Number.isFinite(got[i])) mismatched++;
+      error = Math.max(error, Math.abs(got[i] - want[i]));
+      scale = Math.max(scale, Math.abs(want[i]));
+    } else if (!Object.is(got[i], want[i]) && !(Number.isNaN(got[i]) && Number.isNaN(want[i]))) mismatched++;
+  }
+  assert.equal(mismatched, 0, `${name}: ${mismatched} elements differ from the reference in NaN/±inf`);
+  assert.ok(
+    error <= RELATIVE * scale,
+    `${name}: max |err| ${error.toExponential(3)} against max |ref| ${scale.toExponential(3)}`,
+  );
+}
+
+/** The case's captures and (when it asks for one) block mask on the device, as the backend reads them. */
+function onDevice(m: ModifierCase, shape: Shape, withBlockMask = m.blockMask) {
+  const captures = m.captures.map((c) => ({ ...c, tensor: c.tensor.to('cuda') }));
+  let kinds: ReturnType<typeof copyToDevice> | null = null;
+  let blockMask: FlashBlockMask | null = null;
+  if (withBlockMask && m.mask) {
+    const host = blockKinds(m.mask, shape, false);
+    kinds = copyToDevice(host.kinds);
+    blockMask = { kinds, Bm: host.Bm, Nm: host.Nm, blockQ: host.blockQ, blockKV: host.blockKV };
+  }
+  const modifiers: FlashModifiers = {
+    key: m.key,
+    cudaSource: m.source,
+    captures,
+    hasScoreMod: m.hasScoreMod,
+    hasMaskMod: m.hasMaskMod,
+  };
+  return {
+    modifiers,
+    blockMask,
+    release: () => {
+      for (const c of captures) c.tensor.dispose();
+      kinds?.release();
+    },
+  };
+}
+
+function inputs(shape: Shape, at: number) {
+  const { B, T, S, N, K, H } = shape;
+  return {
+    q: randomNormal([B, T, N, H], { seed: at, dtype: 'bfloat16' }),
+    k: randomNormal([B, S, K, H], { seed: at + 1, dtype: 'bfloat16' }),
+    v: randomNormal([B, S, K, H], { seed: at + 2, dtype: 'bfloat16' }),
+    dO: randomNormal([B, T, N, H], { seed: at + 3, dtype: 'bfloat16' }),
+  };
+}
+
+/** The forward of the case on the flash backend: output, log-sum-exp and the variant that ran. */
+function forward(
+  t: { q: Tensor; k: Tensor; v: Tensor },
+  modifiers: FlashModifiers,
+  blockMask: FlashBlockMask | null,
+) {
+  const p = {
+    ...validateAttention(t.q, t.k, t.v, { returnLogSumExp: true }),
+    modifiers,
+    blockMask,
+  } as AttentionProblem;
+  const support = cudaFlashBackend.supports(p);
+  assert.ok(support.ok, support.ok ? '' : support.reason);
+  const out = cudaFlashBackend.run(p);
+  return { output: out.output, lse: out.logSumExp as Tensor, variant: out.variant };
+}
+
+describe('GPU flash modifiers and block masks on the Hopper forward', { skip }, () => {
+  before(() => {
+    console.log(`# variants-hopper.test.ts seed ${seed} (ATTNLAB_TEST_SEED=${seed} replays it)`);
+    process.env.ATTNLAB_FLASH_KERNEL = 'wgmma';
+    reloadConfig();
+  });
+  after(() => {
+    if (saved === undefined) delete process.env.ATTNLAB_FLASH_KERNEL;
+    else process.env.ATTNLAB_FLASH_KERNEL = saved;
+    reloadConfig();
+  });
+
+  // 520 rows: a ragged last tile; GQA; 640 rows of 56 heads: 280 items, the dynamic grid with a block mask.
+  const shapes: Shape[] = [
+    { B: 2, T: 384, S: 384, N: 4, K: 2, H: 64 },
+    { B: 1, T: 520, S: 520, N: 2, K: 2, H: 128 },
+    { B: 1, T: 300, S: 300, N: 2, K: 1, H: 256 },
+    { B: 1, T: 640, S: 640, N: 56, K: 8, H: 64 },
+  ];
+  const cases = (shape: Shape): ModifierCase[] => [
+    causalCase(),
+    { ...causalCase(), blockMask: true },
+    slidingWindowCase(100),
+    documentCase(shape, 4, seed, true),
+    alibiCase(shape),
+    softcapCase(2.5),
+    relativeBiasCase(shape, seed % 97),
+  ];
+  for (const shape of shapes) {
+    const many = shape.N * Math.ceil(shape.T / 128) >= 264;
+    for (const m of many ? cases(shape).filter((c) => c.blockMask) : cases(shape)) {
+      it(`${m.name}${m.blockMask ? ' (block mask)' : ''}, B=${shape.B} T=${shape.T} N=${shape.N} K=${shape.K} H=${shape.H}: the wgmma kernel against float64`, () => {
+        const host = inputs(shape, seed + shape.H + shape.N);
+        const want = modifierReference(m, host.q, host.k, host.v, host.dO, 1 / Math.sqrt(shape.H));
+        const dev = onDevice(m, shape);
+        const t = { q: host.q.to('cuda'), k: host.k.to('cuda'), v: host.v.to('cuda') };
+        const got = forward(t, dev.modifiers, dev.blockMask);
+        assert.match(got.variant, new RegExp(`\\.mods-${m.key}${m.blockMask ? '\\.bmask' : ''}\\.wgmma$`));
+        if (many) assert.match(got.variant, /\.dyn\./, 'a block mask over 280 items takes the dynamic grid');
+        expectClose('output', got.output.toFloat64Array(), want.output);
+        expectClose('logSumExp', got.lse.toFloat64Array(), want.logSumExp);
+        for (const x of [got.output, got.lse, ...Object.values(t)]) x.dispose();
+        dev.release();
+      });
+    }
+  }
+
+  it('a block mask skips EMPTY tiles without changing a bit of the output or the log-sum-exp', () => {
+    for (const shape of [
+      { B: 2, T: 1024, S: 1024, N: 2, K: 1, H: 128 },
+      { B: 1, T: 1024, S: 1024, N: 40, K: 8, H: 64 },
+    ]) {
+      const m = documentCase(shape, 6, seed, true);
+      const host = inputs(shape, seed + 7);
+      const t = { q: host.q.to('cuda'), k: host.k.to('cuda'), v: host.v.to('cuda') };
+      const dev = onDevice(m, shape);
+      const skipping = forward(t, dev.modifiers, dev.blockMask);
+      const every = forward(t, dev.modifiers, null);
+      assert.match(skipping.variant, /\.bmask\.wgmma$/);
+      assert.doesNotMatch(every.variant, /bmask/);
+      const same = (a: Tensor, b: Tensor) => {
+        const x = a.toFloat64Array();
+        const y = b.toFloat64Array();
+        return x.every((e, i) => Object.is(e, y[i]));
+      };
+      assert.ok(same(skipping.output, every.output), `output, H=${shape.H}`);
+      assert.ok(same(skipping.lse, every.lse), `logSumExp, H=${shape.H}`);
+      for (const x of [skipping.output, skipping.lse, every.output, every.lse, ...Object.values(t)])
+        x.dispose();
+      dev.release();
+    }
+  });
+});
