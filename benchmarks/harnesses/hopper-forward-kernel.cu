@@ -48,7 +48,7 @@
 
 template <class C>
 __global__ void __launch_bounds__(C::THREADS, 1) hopper_kernel(const __grid_constant__ HopperParams p) {
-  hopper_fwd<C>(p);
+  hopper_fwd<C>(p, FlashMods{});
 }
 
 // ---- inputs ----
