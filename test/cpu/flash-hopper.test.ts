@@ -225,7 +225,7 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
     assert.equal(hopperDefines(choice.variant).HOPPER_RESCALE_SLACK, 8);
   });
 
-  it('takes score/mask modifiers and a block mask: keyed by the set, two consumers, the dynamic grid with a block mask', () => {
+  it('takes score/mask modifiers and a block mask: keyed by the set, two consumers, the 2-D grid', () => {
     const modifiers = { key: 'k3y', cudaSource: '', captures: [], hasScoreMod: false, hasMaskMod: true };
     const blockMask = { kinds: { ptr: 0n }, Bm: 1, Nm: 1, blockQ: 128, blockKV: 128 };
     const variant = (T: number, H: number, N: number, variants: object) => {
@@ -249,10 +249,10 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
       'flash-fwd.sm_90a.bf16.d64.128x128x3wg.pp.lw.ds.sl8.mods-k3y.bmask.wgmma',
     );
     assert.equal(hopperDefines(d64).ATTNLAB_BLOCK_MASK, 1);
-    // A block mask over ≥ 264 items takes the dynamic grid even without causality (unequal items).
-    assert.equal(variant(8192, 128, 8, { modifiers, blockMask }).persistent, 'dynamic');
-    assert.equal(variant(8192, 128, 8, { modifiers }).persistent, false);
-    assert.equal(variant(8192, 128, 8, {}).persistent, false);
+    // Modifiers keep the 2-D grid where the plain case would take the dynamic one (T < 8192, ≥ 264 items).
+    assert.equal(variant(2048, 128, 32, {}).persistent, 'dynamic');
+    assert.equal(variant(2048, 128, 32, { modifiers }).persistent, false);
+    assert.equal(variant(2048, 128, 32, { modifiers, blockMask }).persistent, false);
     // What the kernels cannot take is refused with the rule's reason (modifiers.ts variantsRule).
     const nine = Array.from({ length: 9 }, (_, i) => ({
       name: `c${i}`,

@@ -108,15 +108,17 @@ describe('cuda flash: the Hopper (wgmma) kernel against the compiler', () => {
   // backend chooses for it: causal as a mask modifier, ALiBi and soft-capping as score modifiers, a
   // document mask reading an int32 tensor with a block mask (the dynamic grid).
   const shape = { B: 2, T: 256, S: 256, N: 4 };
-  const cases: Array<[number, ModifierCase, boolean]> = [
-    [128, causalCase(), false],
-    [64, alibiCase(shape), false],
-    [256, softcapCase(30.5), false],
-    [128, documentCase(shape, 4, 1, true), true],
-    [64, documentCase(shape, 4, 1, true), true],
+  // The one spill: D=256 with a block mask, 8 bytes on BN=64 (hopper-variant.ts BLOCK_MASK_REGISTERS).
+  const cases: Array<[number, ModifierCase, boolean, number]> = [
+    [128, causalCase(), false, 0],
+    [64, alibiCase(shape), false, 0],
+    [256, softcapCase(30.5), false, 0],
+    [128, documentCase(shape, 4, 1, true), true, 0],
+    [64, documentCase(shape, 4, 1, true), true, 0],
+    [256, documentCase(shape, 4, 1, true), true, 8],
   ];
-  for (const [H, m, blockMask] of cases)
-    it(`compiles ${m.name} at H=${H} for sm_90a, the modifier source first, without spills`, {
+  for (const [H, m, blockMask, spill] of cases)
+    it(`compiles ${m.name} at H=${H} for sm_90a, the modifier source first, spilling at most ${spill} bytes`, {
       skip: nvcc ? false : 'nvcc not on PATH',
     }, () => {
       const choice = hopperVariant(modified(H, m, blockMask), 'sm_90a', 'wgmma', null);
@@ -125,7 +127,7 @@ describe('cuda flash: the Hopper (wgmma) kernel against the compiler', () => {
         hopperVariantKey(choice.variant),
         new RegExp(`\\.mods-${m.key}${blockMask ? '\\.bmask' : ''}\\.wgmma$`),
       );
-      compileSpec(`${m.name} H=${H}`, hopperDefines(choice.variant), m.source);
+      compileSpec(`${m.name} H=${H}`, hopperDefines(choice.variant), m.source, spill);
     });
 });
 
@@ -159,7 +161,7 @@ function compileBackendDefines(
  * nvcc compiles hopper_fwd.cu for sm_90a with `defines` (and `prelude` included first, as NVRTC
  * compiles a modifier set's source before the file), and ptxas reports no spill.
  */
-function compileSpec(name: string, defines: Record<string, number>, prelude?: string) {
+function compileSpec(name: string, defines: Record<string, number>, prelude?: string, spill = 0) {
   const dir = mkdtempSync(join(tmpdir(), 'attnlab-hopper-'));
   try {
     const options = compileOptions({ file: HOPPER_KERNEL.file, kernels: [], defines }, 'sm_90a');
@@ -185,11 +187,14 @@ function compileSpec(name: string, defines: Record<string, number>, prelude?: st
       { encoding: 'utf8' },
     );
     assert.equal(result.status, 0, `${name}: ${result.stderr}`);
-    assert.match(result.stderr, /0 bytes spill stores, 0 bytes spill loads/, result.stderr);
-    assert.doesNotMatch(
-      result.stderr,
-      /[1-9]\d* bytes spill (stores|loads)/,
-      `${name} spills:\n${result.stderr}`,
+    const kernel =
+      /Function properties for attnlab_hopper_fwd\n\s*\d+ bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads/.exec(
+        result.stderr,
+      );
+    assert.ok(kernel, result.stderr);
+    assert.ok(
+      Number(kernel[1]) <= spill,
+      `${name} spills ${kernel[1]} bytes (at most ${spill}):\n${result.stderr}`,
     );
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -132,15 +132,27 @@ export function hopperGrid(
 export function tilesForHeadDims(
   keyDim: HopperHeadDim,
   valueDim: HopperHeadDim,
+  modified: 'modifiers' | 'block mask' | null = null,
 ): { blockN: number; consumers: 2 | 3 } {
-  if (keyDim === 64 && valueDim === 64) return { blockN: 128, consumers: 3 };
+  if (keyDim === 64 && valueDim === 64 && !modified) return { blockN: 128, consumers: 3 };
+  const registers = modified === 'block mask' ? BLOCK_MASK_REGISTERS : 188;
   let blockN = 16;
   for (let bn = 16; bn <= 128; bn += 16) {
     const shared = hopperSharedBytes({ consumers: 2, stages: 2, blockN: bn, keyDim, valueDim });
-    if (shared <= HOPPER_SHARED_LIMIT && (3 * bn) / 4 + valueDim / 2 <= 188) blockN = bn;
+    if (shared <= HOPPER_SHARED_LIMIT && (3 * bn) / 4 + valueDim / 2 <= registers) blockN = bn;
   }
   return { blockN, consumers: 2 };
 }
+
+/**
+ * With score/mask modifiers (`modified`) every pair takes two consumers: with three, D=64's 160
+ * registers spill (ptxas, CUDA 13, sm_90a: ALiBi 8 bytes, a document mask with a block mask 1,484).
+ * With a block mask as well the rule's count drops by 12 registers a thread for its walk over the
+ * block kinds: a document mask spills 80 bytes at D=256 BN=80 (60 + 128 = 188), 8 at BN=64 (176, the
+ * smallest tile with a wgmma wrapper); D=128 keeps 128 (160), D=192 takes 96 (168). Score modifiers
+ * alone (ALiBi, soft-capping) keep the plain tiles without spilling.
+ */
+const BLOCK_MASK_REGISTERS = 176;
 
 /** Dynamic shared memory one block may take on sm_90 (227 KiB, cudaDevAttrMaxSharedMemoryPerBlockOptin). */
 export const HOPPER_SHARED_LIMIT = 227 * 1024;
@@ -163,13 +175,12 @@ function hopperTiles(
   p: AttentionProblem,
 ): { blockN: number; consumers: 2 | 3 } {
   const d128 = dims.keyDim === 128 && dims.valueDim === 128;
-  // With modifiers every tile has two consumers (240 registers): with three (160) the modifier's
-  // per-element code spills (ptxas, sm_90a, D=64 192×128: ALiBi 8 bytes, a document mask with a block
-  // mask 1,484), and D=128 keeps 128 × 128, whose tiles align with a block mask's 128-key blocks (an
-  // 80-key tile over an empty and a full block is PARTIAL).
-  const modified = modifiersOf(p) !== null || blockMaskOf(p) !== null;
-  if (modified && dims.keyDim === 64 && dims.valueDim === 64) return { blockN: 128, consumers: 2 };
-  if (d128 && p.T >= D128_LONG.fromT && !(p.bias && p.mask) && !modified)
+  // With modifiers tilesForHeadDims' modified tiles; D=128 then keeps 128 × 128, whose
+  // tiles align with a block mask's 128-key blocks (an 80-key tile over an empty and a full block is
+  // PARTIAL).
+  if (blockMaskOf(p) !== null) return tilesForHeadDims(dims.keyDim, dims.valueDim, 'block mask');
+  if (modifiersOf(p) !== null) return tilesForHeadDims(dims.keyDim, dims.valueDim, 'modifiers');
+  if (d128 && p.T >= D128_LONG.fromT && !(p.bias && p.mask))
     return { blockN: D128_LONG.blockN, consumers: D128_LONG.consumers };
   return tilesForHeadDims(dims.keyDim, dims.valueDim);
 }
@@ -210,9 +221,10 @@ export const DYNAMIC_MIN_ITEMS = 264;
  * block that takes the next item when it is free balances them; without the mask every item is the
  * same work and only the short rows gain. Hence: dynamic where causal or T < 8192, not on
  * D128_LONG's tile, not with a bias or a mask (not measured there: those tiles keep the 2-D grid).
- * Its results are bit for bit the 2-D grid's (the same items, each computed alone). A block mask
- * gives the items unequal work as causality does (a document mask's query blocks see one document's
- * key blocks each): dynamic there too, at the same item count.
+ * Its results are bit for bit the 2-D grid's (the same items, each computed alone). Modifiers and
+ * block masks keep the 2-D grid: with a block mask the dynamic grid's 32-register producer spills
+ * walking the block kinds (ptxas, sm_90a, a document mask: 48–412 bytes at D=64…256), and the 2-D grid
+ * is what the built-in masks' D=128 tile at T=8192 runs.
  */
 function hopperGridOrder(
   p: AttentionProblem,
@@ -221,8 +233,9 @@ function hopperGridOrder(
 ): HopperVariant['persistent'] {
   const long128 = dims.keyDim === 128 && dims.valueDim === 128 && tiles.consumers === D128_LONG.consumers;
   const items = Math.ceil(p.T / hopperBlockM(tiles)) * p.B * p.N;
-  if (p.bias || p.mask || long128 || items < DYNAMIC_MIN_ITEMS) return false;
-  return p.causal || p.T < D128_LONG.fromT || blockMaskOf(p) !== null ? 'dynamic' : false;
+  const modified = modifiersOf(p) !== null || blockMaskOf(p) !== null;
+  if (p.bias || p.mask || modified || long128 || items < DYNAMIC_MIN_ITEMS) return false;
+  return p.causal || p.T < D128_LONG.fromT ? 'dynamic' : false;
 }
 
 /**
