@@ -6,7 +6,7 @@
  *   length), with the file's GPU as a device class and its provenance (GPU, commit, suite, date);
  * - decode (src/backends/decode-dispatch-table.ts): `recordedGbs` reads each case's number from the
  *   file its timing cites, `deviceOfResults` the device class of those files.
- * test/cpu/dispatch-table.test.ts checks the tables in src/ against the files they cite with these
+ * test/unit/backends/dispatch-table.test.ts checks the tables in src/ against the files they cite with these
  * functions. Results files live in benchmarks/results/<gpu>/<suite>/.
  *
  * Run: node --import tsx scripts/dispatch-tables.ts <results.json>...   (prints the forward tables)

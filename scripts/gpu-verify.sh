@@ -82,7 +82,7 @@ shard decode - \
   --test-name-pattern='^(?!forced |dense: |paged \(blockSize \d+\): |dense and paged 16: |flash decode kernel$|<root>$)' \
   test/gpu/decode.test.ts
 # Kernels no sanitizer has seen yet: the flat-scan NaN repair (nan_repair.cu), the FP8 requantise
-# (quantise.cu), the ring's log-sum-exp merge (merge.cu); the Hopper kernel under racecheck/synccheck.
+# (quantise.cu), the ring's log-sum-exp merge (lse_merge.cu); the Hopper kernel under racecheck/synccheck.
 sanitize memcheck-nan-repair memcheck --test-name-pattern='cudnn bfloat16' test/gpu/nan.test.ts
 sanitize memcheck-fp8 memcheck test/gpu/fp8.test.ts
 sanitize memcheck-decode memcheck --test-name-pattern='window' test/gpu/decode.test.ts

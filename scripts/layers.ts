@@ -1,5 +1,5 @@
 /**
- * The layer check of docs/architecture.md: the table of layers is read from that page (so the page
+ * The layer check of docs/internals/architecture.md: the table of layers is read from that page (so the page
  * and the check cannot disagree), every relative import of every module under a source folder is
  * parsed, and three things are asked of them:
  *
@@ -8,9 +8,9 @@
  * - no import cycle, of any length, type-only imports included;
  * - each module loads on its own, first, in a module graph of its own (tsx's tsImport gives every
  *   call a fresh copy of everything it loads, in one process: 100 fresh processes would take
- *   ~100 s here, the namespaces ~7 s; test/cpu/layers.test.ts proves the copies are fresh).
+ *   ~100 s here, the namespaces ~7 s; test/unit/scripts/layers.test.ts proves the copies are fresh).
  *
- * `node --import tsx scripts/layers.ts` prints the report for src/ (test/cpu/layers.test.ts runs the check).
+ * `node --import tsx scripts/layers.ts` prints the report for src/ (test/unit/scripts/layers.test.ts runs the check).
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
@@ -198,7 +198,7 @@ export async function checkLayers(
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const root = fileURLToPath(new URL('../', import.meta.url));
-  const problems = await checkLayers(root, 'docs/architecture.md');
+  const problems = await checkLayers(root, 'docs/internals/architecture.md');
   console.log(
     problems.length
       ? problems.join('\n')

@@ -1,7 +1,7 @@
 /**
  * Builds the kernels attnlab ships (src/backends/cuda/flash/shipped.ts) with nvcc for every shipped
  * target into dist/kernels/<arch>/<key>.cubin.gz, the key being the one the loader computes
- * (src/backends/cuda/prebuilt.ts), and writes dist/kernels/manifest.json (each binary's arch, file,
+ * (src/backends/cuda/runtime/prebuilt.ts), and writes dist/kernels/manifest.json (each binary's arch, file,
  * defines, key and size). Runs at `npm pack` (prepack) where nvcc is installed; a user's install never
  * compiles (a checkout without dist/kernels compiles with NVRTC on first use, as before).
  *
@@ -13,14 +13,14 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
+import { SHIPPED_ARCHS, shippedFlashSpecs } from '../src/backends/cuda/flash/shipped.js';
 import {
   compileOptions,
   type KernelSpec,
   kernelsDir,
   readKernelSources,
-} from '../src/backends/cuda/compile.js';
-import { SHIPPED_ARCHS, shippedFlashSpecs } from '../src/backends/cuda/flash/shipped.js';
-import { prebuiltDir, prebuiltKey, prebuiltPath } from '../src/backends/cuda/prebuilt.js';
+} from '../src/backends/cuda/runtime/compile.js';
+import { prebuiltDir, prebuiltKey, prebuiltPath } from '../src/backends/cuda/runtime/prebuilt.js';
 
 export interface ShippedBinary {
   readonly arch: string;

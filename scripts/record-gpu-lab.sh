@@ -5,7 +5,7 @@
 # LAB_JSON (from `attnlab lab --out DIR` on a GPU: DIR/lab.json) becomes
 # src/report/recorded/lab-<gpu>-<date>-<commit>.json, checked by the results validator and formatted
 # as the linter wants; EXECUTED_NOTEBOOK (from scripts/run-notebook.ts on a GPU) becomes
-# notebooks/attention-codelab.gpu.ipynb. Then run test/report/notebook.test.ts, which checks both.
+# notebooks/attention-codelab.gpu.ipynb. Then run test/unit/report/notebook.test.ts, which checks both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 lab=${1:?usage: scripts/record-gpu-lab.sh LAB_JSON [EXECUTED_NOTEBOOK]}

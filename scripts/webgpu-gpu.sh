@@ -31,17 +31,17 @@ fi
 if [ "$stage" = device ] || [ "$stage" = all ]; then
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$out/gpu.txt" 2>&1
   timeout 30 node --import tsx src/cli/bin.ts info > "$out/info.txt" 2>&1
-  timeout 40 node --import tsx --test test/cpu/webgpu-device.test.ts > "$out/device-tests.log" 2>&1
+  timeout 40 node --import tsx --test test/unit/backends/webgpu/device.test.ts > "$out/device-tests.log" 2>&1
   echo "rc=$?" >> "$out/device-tests.log"
 fi
 # The suite in two commands of ≤ 60 s: the full case list, then the forced-split and plain-kernel runs.
 if [ "$stage" = suite ] || [ "$stage" = all ]; then
-  timeout 55 node --import tsx --test --test-name-pattern='^(?!.*(split|plain)).*$' test/cpu/webgpu-suite.test.ts \
+  timeout 55 node --import tsx --test --test-name-pattern='^(?!.*(split|plain)).*$' test/unit/backends/webgpu/suite.test.ts \
     > "$out/suite.log" 2>&1
   echo "rc=$?" >> "$out/suite.log"
 fi
 if [ "$stage" = suite-extra ] || [ "$stage" = all ]; then
-  timeout 55 node --import tsx --test --test-name-pattern='split|plain' test/cpu/webgpu-suite.test.ts \
+  timeout 55 node --import tsx --test --test-name-pattern='split|plain' test/unit/backends/webgpu/suite.test.ts \
     > "$out/suite-extra.log" 2>&1
   echo "rc=$?" >> "$out/suite-extra.log"
 fi

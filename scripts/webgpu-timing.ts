@@ -15,7 +15,7 @@
  * `--small` shrinks every size 4× per dimension, for a software adapter.
  */
 import { attention } from '../src/api/attention.js';
-import { cudaAvailable, synchronize } from '../src/backends/cuda/context.js';
+import { cudaAvailable, synchronize } from '../src/backends/cuda/runtime/context.js';
 import { problemFlops } from '../src/backends/problem.js';
 import { USAGE } from '../src/backends/webgpu/memory.js';
 import { initWebgpu, webgpuContext } from '../src/backends/webgpu/runtime.js';

@@ -3,7 +3,7 @@
  * setting, and every other module asks config(). The variables are read once, at the first call
  * (not at import, so a program or test may set them after importing attnlab); a test or tool that
  * changes them later calls reloadConfig(). docs/guide/configuration.md documents each one,
- * and a CPU test (test/cpu/config.test.ts) checks that the table, this file and src/ agree.
+ * and a CPU test (test/unit/config.test.ts) checks that the table, this file and src/ agree.
  */
 import { homedir } from 'node:os';
 import { join } from 'node:path';

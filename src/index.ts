@@ -21,8 +21,8 @@ export {
   attentionBackwardFlops,
   type BackwardOptions,
 } from './backends/backward-problem.js';
-export { cudaAvailable, deviceCount, onDevice } from './backends/cuda/context.js';
-export { emptyCache, resetPeakMemory } from './backends/cuda/memory.js';
+export { cudaAvailable, deviceCount, onDevice } from './backends/cuda/runtime/context.js';
+export { emptyCache, resetPeakMemory } from './backends/cuda/runtime/memory.js';
 export {
   type AttentionOptions,
   type AttentionResult,
@@ -70,3 +70,13 @@ export { Random, randomNormal, randomUniform } from './tensor/random.js';
 export { keep, tidy } from './tensor/scope.js';
 export type { Device } from './tensor/storage.js';
 export { Tensor } from './tensor/tensor.js';
+export { type BlockMaskOptions, createBlockMask } from './variants/block-mask.js';
+export {
+  type MaskMod,
+  type Modifier,
+  type ModifierOptions,
+  maskMod,
+  type ScoreMod,
+  scoreMod,
+} from './variants/modifiers.js';
+export type { BlockMask } from './variants/types.js';

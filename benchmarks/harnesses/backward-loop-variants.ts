@@ -11,7 +11,7 @@
  * --profile runs each variant's backward once and nothing else (for ncu -k regex:dkdv).
  */
 import { attentionVjp } from '../../src/api/backward.js';
-import { synchronize } from '../../src/backends/cuda/context.js';
+import { synchronize } from '../../src/backends/cuda/runtime/context.js';
 import { attentionFlops } from '../../src/backends/problem.js';
 import { timeOnStream } from '../../src/bench/cuda-timer.js';
 import { seededInput } from '../../src/bench/measure.js';

@@ -9,9 +9,7 @@
  * (an empty cache folder: a module found on disk is not compiled, so ptxas prints nothing for it).
  */
 
-import { compileHistory, loadKernels } from '../../src/backends/cuda/compile.js';
-import { targetArch } from '../../src/backends/cuda/context.js';
-import { FLASH_BACKWARD_KERNELS } from '../../src/backends/cuda/flash/backward.js';
+import { FLASH_BACKWARD_KERNELS } from '../../src/backends/cuda/flash/sm80/backward.js';
 import {
   FLASH_BACKWARD_TILES,
   type FlashBackwardVariant,
@@ -20,7 +18,9 @@ import {
   flashBackwardVariantKey,
   HOPPER_BACKWARD_HEAD_DIMS,
   HOPPER_BACKWARD_TILES,
-} from '../../src/backends/cuda/flash/backward-variant.js';
+} from '../../src/backends/cuda/flash/sm80/backward-variant.js';
+import { compileHistory, loadKernels } from '../../src/backends/cuda/runtime/compile.js';
+import { targetArch } from '../../src/backends/cuda/runtime/context.js';
 import { reloadConfig } from '../../src/config.js';
 
 // ATTNLAB_DEBUG=2 prints the NVRTC log, where ptxas writes its report.

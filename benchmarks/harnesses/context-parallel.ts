@@ -19,10 +19,15 @@ import { shardSequence } from '../../src/api/context-parallel.js';
 import { RingGroup, transportOf } from '../../src/api/ring-group.js';
 import { hostRingOps } from '../../src/api/ring-ops.js';
 import { type RingProblem, type RunOptions, runRing } from '../../src/api/ring-run.js';
-import { deviceContext, deviceCount, getCudaContext, onDevice } from '../../src/backends/cuda/context.js';
 import { cu } from '../../src/backends/cuda/ffi/driver.js';
-import { allocDevice, copyToDevice } from '../../src/backends/cuda/memory.js';
 import { cudaRingOps } from '../../src/backends/cuda/ring/ops.js';
+import {
+  deviceContext,
+  deviceCount,
+  getCudaContext,
+  onDevice,
+} from '../../src/backends/cuda/runtime/context.js';
+import { allocDevice, copyToDevice } from '../../src/backends/cuda/runtime/memory.js';
 import { attentionFlops, type Implementation } from '../../src/backends/problem.js';
 import { CudaEventTimer } from '../../src/bench/cuda-timer.js';
 import { makeResults } from '../../src/bench/results.js';

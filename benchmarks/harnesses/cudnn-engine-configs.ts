@@ -25,7 +25,7 @@ import { cudnnHandle } from '../../src/backends/cuda/ffi/cudnn.js';
 import { buildFp8Graph, type Fp8Layout, fp8GraphFeatures } from '../../src/backends/cuda/fp8/graph.js';
 import { launchQuantise3 } from '../../src/backends/cuda/fp8/kernels.js';
 import { executeFp8Plan, fp8Plan } from '../../src/backends/cuda/fp8/plan.js';
-import { allocDevice } from '../../src/backends/cuda/memory.js';
+import { allocDevice } from '../../src/backends/cuda/runtime/memory.js';
 import { type AttentionProblem, problemFlops } from '../../src/backends/problem.js';
 import { timeOnStream } from '../../src/bench/cuda-timer.js';
 import { seededInput } from '../../src/bench/measure.js';

@@ -15,12 +15,12 @@
  */
 import { writeFileSync } from 'node:fs';
 import { attention } from '../../src/api/attention.js';
-import { getCudaContext } from '../../src/backends/cuda/context.js';
 import {
   applyDecodeTuning,
   type DecodeTuning,
   decodeTuning,
-} from '../../src/backends/cuda/flash/decode-splits.js';
+} from '../../src/backends/cuda/flash/decode/decode-splits.js';
+import { getCudaContext } from '../../src/backends/cuda/runtime/context.js';
 import type { AttentionOptions } from '../../src/backends/problem.js';
 import { timeHostHidden } from '../../src/bench/hidden-host.js';
 import { attnlabCommit, commandLine, describeMachine } from '../../src/bench/machine.js';

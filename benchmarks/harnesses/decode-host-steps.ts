@@ -9,8 +9,8 @@
  *   node --import tsx benchmarks/harnesses/decode-host-steps.ts
  */
 import { validateAttention } from '../../src/api/validate.js';
-import { DECODE_PARAM_TYPES, marshalDecodeParams } from '../../src/backends/cuda/flash/decode.js';
-import { packStruct, structLayout } from '../../src/backends/cuda/launch.js';
+import { DECODE_PARAM_TYPES, marshalDecodeParams } from '../../src/backends/cuda/flash/decode/decode.js';
+import { packStruct, structLayout } from '../../src/backends/cuda/runtime/launch.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { sameInts } from '../../src/tensor/same-ints.js';
 import { Tensor } from '../../src/tensor/tensor.js';

@@ -7,7 +7,7 @@
 //   compute-sanitizer --tool memcheck ./harness check quick
 //   timeout -s KILL 60 ./harness bench [sweep]   # GB/s per shape, layout, loader (and every split count)
 //   ncu ... ./harness bench one 64 16384 8 16 bulk  # one configuration: B S K blockSize (0: dense) loader
-// It launches the kernel exactly as src/backends/cuda/flash/decode.ts does (grid, shared memory,
+// It launches the kernel exactly as src/backends/cuda/flash/decode/decode.ts does (grid, shared memory,
 // DecodeParams); DECODE_SPIN_LIMIT makes a bulk-loader wait that never completes trap with a message.
 #include <cuda.h>  // CUtensorMap types (cuTensorMapEncodeTiled comes through the runtime, no -lcuda)
 #include <cuda_runtime.h>

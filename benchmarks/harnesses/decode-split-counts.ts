@@ -10,8 +10,8 @@
  */
 import { writeFileSync } from 'node:fs';
 import { attention } from '../../src/api/attention.js';
-import { getCudaContext } from '../../src/backends/cuda/context.js';
-import { decodeTuning } from '../../src/backends/cuda/flash/decode-splits.js';
+import { decodeTuning } from '../../src/backends/cuda/flash/decode/decode-splits.js';
+import { getCudaContext } from '../../src/backends/cuda/runtime/context.js';
 import type { AttentionOptions } from '../../src/backends/problem.js';
 import { attnlabCommit, commandLine, describeMachine } from '../../src/bench/machine.js';
 import { HBM_PEAK_GBS } from '../../src/results/schema.js';

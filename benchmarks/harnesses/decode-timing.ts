@@ -4,9 +4,10 @@
  * block table (pages shuffled or in pool order), and the median device time of a call (alone or in
  * batches) after a settle period.
  */
-import { getCudaContext } from '../../src/backends/cuda/context.js';
+
 import { cu } from '../../src/backends/cuda/ffi/driver.js';
-import { allocDevice, copyToDevice } from '../../src/backends/cuda/memory.js';
+import { getCudaContext } from '../../src/backends/cuda/runtime/context.js';
+import { allocDevice, copyToDevice } from '../../src/backends/cuda/runtime/memory.js';
 import { CudaEventTimer } from '../../src/bench/cuda-timer.js';
 import type { PowerWindow } from '../../src/bench/gpu-power.js';
 import { summarize } from '../../src/bench/stats.js';

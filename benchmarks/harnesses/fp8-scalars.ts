@@ -3,7 +3,7 @@
  * normal inputs (amax ≈ 5, so 448 / 5 for Q, K, V and O; 448 for P), with their descales.
  */
 import { SCALAR_BLOCK_BYTES, SCALAR_SLOTS } from '../../src/backends/cuda/fp8/graph.js';
-import { copyToDevice } from '../../src/backends/cuda/memory.js';
+import { copyToDevice } from '../../src/backends/cuda/runtime/memory.js';
 import type { DeviceBuffer } from '../../src/tensor/storage.js';
 
 export function calibratedScalarBlock(): DeviceBuffer {

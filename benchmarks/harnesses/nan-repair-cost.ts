@@ -1,5 +1,5 @@
 /**
- * What the NaN repair (src/backends/cuda/flash/nan-repair.ts, issue 12 §1) costs on the hot path, in
+ * What the NaN repair (src/backends/cuda/ops/nan-repair.ts, issue 12 §1) costs on the hot path, in
  * a few seconds (the unbounded first version timed out at 15 s: three host-generated inputs of 2^25
  * elements and the flash kernel's NVRTC compile):
  *
@@ -20,10 +20,10 @@
 import { attention } from '../../src/api/attention.js';
 import { validateAttention } from '../../src/api/validate.js';
 import type { AttentionBackend } from '../../src/backends/backend.js';
-import { synchronize } from '../../src/backends/cuda/context.js';
 import { cudnnBackend } from '../../src/backends/cuda/cudnn/backend.js';
-import { repairOutput, withNanRepair } from '../../src/backends/cuda/flash/nan-repair.js';
 import { cudaNaiveBackend } from '../../src/backends/cuda/naive/backend.js';
+import { repairOutput, withNanRepair } from '../../src/backends/cuda/ops/nan-repair.js';
+import { synchronize } from '../../src/backends/cuda/runtime/context.js';
 import type { AttentionOptions } from '../../src/backends/problem.js';
 import { timeOnStream } from '../../src/bench/cuda-timer.js';
 import { seededInput } from '../../src/bench/measure.js';
@@ -125,7 +125,7 @@ if (parts.has('fp8')) {
   const { Fp8State } = await import('../../src/te/fp8-state.js');
   const { Float8CurrentScaling } = await import('../../src/te/recipe.js');
   const kernels = await import('../../src/backends/cuda/fp8/kernels.js');
-  const { allocDevice } = await import('../../src/backends/cuda/memory.js');
+  const { allocDevice } = await import('../../src/backends/cuda/runtime/memory.js');
   const x = bigInput();
   const p = validateAttention(x, x, x, { isCausal: true });
   const [recipe, state] = [new Float8CurrentScaling(), new Fp8State()];

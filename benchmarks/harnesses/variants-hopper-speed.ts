@@ -18,14 +18,19 @@
  */
 import { validateAttention } from '../../src/api/validate.js';
 import { cudaFlashBackend } from '../../src/backends/cuda/flash/backend.js';
-import type { FlashBlockMask, FlashModifiers } from '../../src/backends/cuda/flash/modifiers.js';
-import { copyToDevice } from '../../src/backends/cuda/memory.js';
+import type { FlashBlockMask } from '../../src/backends/cuda/flash/modifiers.js';
+import { copyToDevice } from '../../src/backends/cuda/runtime/memory.js';
 import type { AttentionOptions, AttentionProblem } from '../../src/backends/problem.js';
 import { timeOnStream } from '../../src/bench/cuda-timer.js';
 import { seededInput } from '../../src/bench/measure.js';
 import { reloadConfig } from '../../src/config.js';
 import { Tensor } from '../../src/tensor/tensor.js';
-import { causalCase, type ModifierCase, modifierSource } from '../../test/support/modifier-cases.js';
+import {
+  causalCase,
+  compiledModifiers,
+  type ModifierCase,
+  modifierSource,
+} from '../../test/support/modifier-cases.js';
 
 const args = process.argv.slice(2);
 const part = args[0] ?? 'masks';
@@ -73,13 +78,7 @@ function modified(
   kinds: Uint8Array | null,
 ): Timed {
   const captures = m.captures.map((c) => ({ ...c, tensor: c.tensor.to('cuda') }));
-  const modifiers: FlashModifiers = {
-    key: m.key,
-    cudaSource: m.source,
-    captures,
-    hasScoreMod: m.hasScoreMod,
-    hasMaskMod: m.hasMaskMod,
-  };
+  const modifiers = compiledModifiers(m, captures);
   const buffer = kinds ? copyToDevice(kinds) : null;
   const blockMask: FlashBlockMask | null = buffer
     ? { kinds: buffer, Bm: 1, Nm: 1, blockQ: 128, blockKV: 128 }

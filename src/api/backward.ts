@@ -12,7 +12,7 @@ import type {
 } from '../backends/backward-problem.js';
 import { backwardDecision, chooseBackwardBackend } from '../backends/backward-registry.js';
 import { exactLogSumExp } from '../backends/cpu/reference-backward.js';
-import { widenToFloat32 } from '../backends/cuda/widen.js';
+import { widenToFloat32 } from '../backends/cuda/ops/widen.js';
 import type { AttentionOptions, AttentionProblem } from '../backends/problem.js';
 import { config } from '../config.js';
 import { Tensor } from '../tensor/tensor.js';

@@ -15,8 +15,8 @@
  */
 
 import { checkKeys, checkOptionsObject, describeValue, snapshotList } from '../arguments.js';
-import { appendToPools } from '../backends/cuda/flash/kv-append.js';
-import { allocDevice, fillDevice32 } from '../backends/cuda/memory.js';
+import { appendToPools } from '../backends/cuda/ops/kv-append.js';
+import { allocDevice, fillDevice32 } from '../backends/cuda/runtime/memory.js';
 import type { AttentionOptions, AttentionResult } from '../backends/problem.js';
 import { appendToWebgpuPools } from '../backends/webgpu/kv-append.js';
 import { createTensorBuffer } from '../backends/webgpu/memory.js';

@@ -6,7 +6,7 @@
 import {
   type MemoryStats as DeviceMemoryStats,
   memoryStats as deviceMemoryStats,
-} from '../backends/cuda/memory.js';
+} from '../backends/cuda/runtime/memory.js';
 import { webgpuMemoryStats } from '../backends/webgpu/memory.js';
 import { hostMemoryStats } from '../tensor/lifetime.js';
 

@@ -21,6 +21,7 @@ import {
 import { InvalidArgumentError } from '../errors.js';
 import { isFloatDType } from '../tensor/dtype.js';
 import { checkTensor, type Tensor } from '../tensor/tensor.js';
+import { checkModifiers } from '../variants/check.js';
 import { checkLengths, LAYOUT_OPTIONS, layoutOf } from './kv-layout.js';
 
 const shapeText = (t: Tensor): string => `[${t.shape.join(', ')}]`;
@@ -78,6 +79,9 @@ export const ATTENTION_OPTION_KEYS: readonly string[] = [
   'implementation',
   'float32Precision',
   'returnLogSumExp',
+  'scoreMod',
+  'maskMod',
+  'blockMask',
   ...LAYOUT_OPTIONS,
 ];
 
@@ -94,6 +98,9 @@ export const ATTENTION_OPTION_ALIASES: Readonly<Record<string, string>> = {
   backend: 'implementation',
   return_lse: 'returnLogSumExp',
   returnLse: 'returnLogSumExp',
+  score_mod: 'scoreMod',
+  mask_mod: 'maskMod',
+  block_mask: 'blockMask',
 };
 
 export function validateAttention(
@@ -187,7 +194,9 @@ export function validateAttention(
     options.float32Precision === undefined
       ? 'highest'
       : checkChoice('float32Precision', options.float32Precision, ['highest', 'tf32'] as const);
+  const variants = checkModifiers(options, { B, N, T, S }, device);
   return {
+    ...variants,
     B,
     T,
     S,

@@ -27,7 +27,11 @@ export interface AttentionBackend {
   run(problem: AttentionProblem): BackendOutput;
 }
 
-export type InputLayout = 'paged' | 'packed';
+/**
+ * Input forms beyond dense tensors a backend may take: a paged KV cache, packed sequences, and score/mask
+ * modifiers with their block mask (src/variants/).
+ */
+export type InputLayout = 'paged' | 'packed' | 'modifiers';
 
 /** Whether `backend` takes the problem's layout, before asking its supports(). */
 export function layoutSupport(backend: AttentionBackend, problem: AttentionProblem): Support {
@@ -42,6 +46,9 @@ export function takesLayout(layouts: readonly InputLayout[] | undefined, problem
   }
   if (problem.packed && !taken.includes('packed')) {
     return unsupported('packed sequences (querySeqOffsets/keyValueSeqOffsets) are not taken by this backend');
+  }
+  if ((problem.modifiers || problem.blockMask) && !taken.includes('modifiers')) {
+    return unsupported('score/mask modifiers (scoreMod, maskMod, blockMask) are not taken by this backend');
   }
   return SUPPORTED;
 }

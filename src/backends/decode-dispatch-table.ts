@@ -3,7 +3,7 @@
  * attention or the flash decode kernels, on a dense cache (B, S, K, H) cuDNN's fused SDPA or the
  * flash decode kernels — from the recorded decode benchmarks of this GPU, as dispatch-table.ts
  * does for dense prefill. Each number is transcribed from a results file of the record (its
- * `sources`; scripts/dispatch-tables.ts reads them, and test/cpu/dispatch-table.test.ts
+ * `sources`; scripts/dispatch-tables.ts reads them, and test/unit/backends/dispatch-table.test.ts
  * checks the table against the files).
  *
  * A case speaks only for a decode step like the one measured: the same architecture (the nearest

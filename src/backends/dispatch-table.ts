@@ -3,7 +3,7 @@
  * (calibrated-dispatch-table.ts), which CUDA backend runs a case first is decided by a recorded
  * benchmark of a GPU of the same architecture (device-dispatch-table.ts), not by a fixed order. Each
  * table is generated from one results file of `attnlab bench` (scripts/dispatch-tables.ts prints the
- * tables, and test/cpu/dispatch-table.test.ts checks them against the file), and carries the device
+ * tables, and test/unit/backends/dispatch-table.test.ts checks them against the file), and carries the device
  * class and provenance (GPU, commit, suite, date) of that file as data.
  *
  * A measurement speaks only for the case it measured: the same architecture, dtype, head dims, causality, no

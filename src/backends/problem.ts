@@ -9,6 +9,8 @@ import { checkBoolean, checkInteger, checkKeys, checkOptionsObject } from '../ar
 import type { FloatDType } from '../tensor/dtype.js';
 import type { Device } from '../tensor/storage.js';
 import type { Tensor } from '../tensor/tensor.js';
+import type { MaskMod, ScoreMod } from '../variants/modifiers.js';
+import type { BlockMask, CompiledModifiers } from '../variants/types.js';
 
 /**
  * Backends by name. `reference` and `flash` run on the CPU; `naive`, `flash` and `cudnn` on CUDA;
@@ -60,6 +62,15 @@ export interface AttentionOptions {
   querySeqOffsets?: ArrayLike<number> | Tensor;
   /** Packed key/value (totalS, K, H|Hv): B+1 cumulative starts of each sequence's keys. */
   keyValueSeqOffsets?: ArrayLike<number> | Tensor;
+  /**
+   * Changes each score before masking and softmax: scoreMod('score + slopes[h] * (kv - q)', { slopes }),
+   * or a ready-made one (docs/guide/variants.md). An expression string is taken as scoreMod(string).
+   */
+  scoreMod?: ScoreMod | string;
+  /** Keeps a position where true, on top of the other masks: maskMod('kv <= q'), or an expression string. */
+  maskMod?: MaskMod | string;
+  /** createBlockMask(maskMod, …) of this call's maskMod and sizes: the kernels skip its empty blocks. */
+  blockMask?: BlockMask;
 }
 
 /** A rank-4 operand broadcast to (B,N,T,S): element (b,n,t,s) is at b·strides[0] + … + s·strides[3]. */
@@ -128,6 +139,13 @@ export interface AttentionProblem extends ProblemSize {
    */
   readonly packed: PackedSeqs | null;
   readonly implementation: Implementation | undefined;
+  /**
+   * The score and mask modifiers compiled for this call (src/variants/), or absent. A backend that does not
+   * declare 'modifiers' in its layouts is refused them by the registry, with the reason.
+   */
+  readonly modifiers?: CompiledModifiers;
+  /** The block mask of the maskMod (its B, N, T, S and maskKey checked against this call), or absent. */
+  readonly blockMask?: BlockMask;
 }
 
 /** What a backend returns: output (B,T,N,Hv) in the query dtype, log-sum-exp (B,T,N) float32. */

@@ -20,12 +20,12 @@ import {
 import { operationOf, type TunedOperation } from './calibrated-dispatch-table.js';
 import { cpuFlashBackend } from './cpu/flash.js';
 import { cpuReferenceBackend } from './cpu/reference.js';
-import { cudaAvailable, currentDeviceOrdinal, getCudaContext, targetArch } from './cuda/context.js';
 import { cudnnBackend } from './cuda/cudnn/backend.js';
 import { cudaFlashBackend } from './cuda/flash/backend.js';
-import { hopperVariant } from './cuda/flash/hopper-variant.js';
-import { withNanRepair } from './cuda/flash/nan-repair.js';
+import { hopperVariant } from './cuda/flash/sm90/hopper-variant.js';
 import { cudaNaiveBackend } from './cuda/naive/backend.js';
+import { withNanRepair } from './cuda/ops/nan-repair.js';
+import { cudaAvailable, currentDeviceOrdinal, getCudaContext, targetArch } from './cuda/runtime/context.js';
 import {
   BANDWIDTH_TRANSFER,
   type MeasuredDecodeOrder,

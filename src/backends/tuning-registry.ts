@@ -20,10 +20,10 @@ import {
   type TunedOperation,
   withEntries,
 } from './calibrated-dispatch-table.js';
-import { formatCudaVersion, formatLibraryVersion, getCudaContext } from './cuda/context.js';
 import { CU_EVENT_DEFAULT, cu, outBigInt } from './cuda/ffi/driver.js';
 import { loadLibrary } from './cuda/ffi/libraries.js';
 import { nv } from './cuda/ffi/nvrtc.js';
+import { formatCudaVersion, formatLibraryVersion, getCudaContext } from './cuda/runtime/context.js';
 import type { DeviceClass } from './device-dispatch-table.js';
 import type { AttentionProblem } from './problem.js';
 

@@ -9,10 +9,10 @@
 
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { cudaAvailable, getCudaContext, synchronize } from '../backends/cuda/context.js';
 import { CUBLAS_COMPUTE, CUDA_DATA_TYPE } from '../backends/cuda/ffi/cublaslt.js';
-import { matmulPlan, runMatmul } from '../backends/cuda/matmul.js';
-import { allocDevice, fillDevice32 } from '../backends/cuda/memory.js';
+import { cudaAvailable, getCudaContext, synchronize } from '../backends/cuda/runtime/context.js';
+import { matmulPlan, runMatmul } from '../backends/cuda/runtime/matmul.js';
+import { allocDevice, fillDevice32 } from '../backends/cuda/runtime/memory.js';
 import { config } from '../config.js';
 import type { CeilingInfo } from '../results/schema.js';
 import { CudaEventTimer } from './cuda-timer.js';

@@ -4,8 +4,8 @@
  * synchronise the host with the GPU after every call and time an idle pipeline instead of a busy one.
  */
 
-import { getCudaContext, synchronize } from '../backends/cuda/context.js';
 import { CU_EVENT_DEFAULT, cu, outBigInt } from '../backends/cuda/ffi/driver.js';
+import { getCudaContext, synchronize } from '../backends/cuda/runtime/context.js';
 import { InvalidArgumentError } from '../errors.js';
 import { type SampleSummary, summarize } from './stats.js';
 

@@ -12,8 +12,8 @@
  * memory is left for input rotation, workspaces and the pool.
  */
 import { freemem } from 'node:os';
-import { cudaAvailable } from '../backends/cuda/context.js';
-import { deviceMemoryInfo, emptyCache } from '../backends/cuda/memory.js';
+import { cudaAvailable } from '../backends/cuda/runtime/context.js';
+import { deviceMemoryInfo, emptyCache } from '../backends/cuda/runtime/memory.js';
 import { formatBytes } from '../errors.js';
 import { itemSize } from '../tensor/dtype.js';
 import type { Device } from '../tensor/storage.js';

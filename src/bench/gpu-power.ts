@@ -19,13 +19,14 @@
  * counter had not (a ~1 ms row read under 30 W). Where NVML, the device or a counter is missing (no
  * driver library, a GPU that does not report them), rows go without and `powerProbeReason()` says why.
  */
-import { getCudaContext } from '../backends/cuda/context.js';
+
 import {
   enforcedPowerLimitWatts,
   nvmlDevice,
   type PowerCounters,
   readPowerCounters,
 } from '../backends/cuda/ffi/nvml.js';
+import { getCudaContext } from '../backends/cuda/runtime/context.js';
 import { gpuUuid } from './gpu-uuid.js';
 
 /** The power state over a timed window (results schema: rows[].timing.power). */

@@ -10,8 +10,8 @@
  * says how long it ran); the spin grows until it does.
  */
 
-import { loadKernels } from '../backends/cuda/compile.js';
-import { launchKernel } from '../backends/cuda/launch.js';
+import { loadKernels } from '../backends/cuda/runtime/compile.js';
+import { launchKernel } from '../backends/cuda/runtime/launch.js';
 import { AttnlabError, InvalidArgumentError } from '../errors.js';
 import { CudaEventTimer } from './cuda-timer.js';
 import { summarize } from './stats.js';

@@ -6,8 +6,8 @@
  */
 
 import { attention } from '../api/attention.js';
-import { cudaAvailable, getCudaContext, synchronize } from '../backends/cuda/context.js';
-import { deviceMemoryInfo, memoryStats, resetPeakMemory } from '../backends/cuda/memory.js';
+import { cudaAvailable, getCudaContext, synchronize } from '../backends/cuda/runtime/context.js';
+import { deviceMemoryInfo, memoryStats, resetPeakMemory } from '../backends/cuda/runtime/memory.js';
 import { AttnlabError, OutOfMemoryError, UnsupportedError } from '../errors.js';
 import type { Pass, ResultRow, RowStatus } from '../results/schema.js';
 import { allocRaw, itemSize } from '../tensor/dtype.js';

@@ -3,8 +3,8 @@
  * shapes, and gathers everything a results file needs: rows, peer versions, the ceiling, notes.
  */
 
-import { cudaAvailable, getCudaContext } from '../backends/cuda/context.js';
-import { emptyCache } from '../backends/cuda/memory.js';
+import { cudaAvailable, getCudaContext } from '../backends/cuda/runtime/context.js';
+import { emptyCache } from '../backends/cuda/runtime/memory.js';
 import {
   type CeilingInfo,
   type Pass,

@@ -15,7 +15,7 @@ import { validateAttention } from '../api/validate.js';
 import { validateBackward } from '../api/validate-backward.js';
 import { BACKWARD_BACKENDS } from '../backends/backward-registry.js';
 import type { CalibratedEntry, TunedOperation } from '../backends/calibrated-dispatch-table.js';
-import { synchronize } from '../backends/cuda/context.js';
+import { synchronize } from '../backends/cuda/runtime/context.js';
 import { BACKENDS, calibrationCandidates } from '../backends/registry.js';
 import {
   calibrateOnDevice,

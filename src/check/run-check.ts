@@ -4,7 +4,7 @@
  * reference backend is the oracle and is not checked against itself.
  */
 
-import { cudaAvailable } from '../backends/cuda/context.js';
+import { cudaAvailable } from '../backends/cuda/runtime/context.js';
 import type { Implementation } from '../backends/problem.js';
 import { BACKENDS } from '../backends/registry.js';
 import type { Device } from '../tensor/storage.js';

@@ -5,7 +5,7 @@
  * and the results file says which.
  */
 import type { Command } from 'commander';
-import { cudaAvailable, getCudaContext } from '../backends/cuda/context.js';
+import { cudaAvailable, getCudaContext } from '../backends/cuda/runtime/context.js';
 import { attnlabCommit } from '../bench/machine.js';
 import type { PeerName } from '../bench/peers.js';
 import type { SweepGroup } from '../bench/run-bench.js';

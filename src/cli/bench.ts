@@ -5,7 +5,7 @@
  */
 import { join } from 'node:path';
 import type { Command } from 'commander';
-import { cudaAvailable } from '../backends/cuda/context.js';
+import { cudaAvailable } from '../backends/cuda/runtime/context.js';
 import type { Implementation } from '../backends/problem.js';
 import { DEFAULT_MAX_CASE_S, memoryShortfall, timeShortfall } from '../bench/fit.js';
 import { attnlabLabel, type MeasureOptions } from '../bench/measure.js';

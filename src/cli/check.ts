@@ -4,7 +4,7 @@
  * any row fails; a failing row prints the suite's one description (both errors, case, variant).
  */
 import type { Command } from 'commander';
-import { cudaAvailable } from '../backends/cuda/context.js';
+import { cudaAvailable } from '../backends/cuda/runtime/context.js';
 import { IMPLEMENTATIONS, type Implementation } from '../backends/problem.js';
 import { BACKENDS } from '../backends/registry.js';
 import { initWebgpu } from '../backends/webgpu/runtime.js';

@@ -5,7 +5,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import type { Command } from 'commander';
-import { cudaAvailable, cudaInfo } from '../backends/cuda/context.js';
+import { cudaAvailable, cudaInfo } from '../backends/cuda/runtime/context.js';
 import { autoDispatchSummary } from '../backends/dispatch-table.js';
 import { BACKENDS } from '../backends/registry.js';
 import { currentCalibration, currentDeviceClass } from '../backends/tuning-registry.js';

@@ -5,7 +5,7 @@
  * and docs/guide/cli.md's.
  */
 
-import { cudaAvailable, getCudaContext } from '../backends/cuda/context.js';
+import { cudaAvailable, getCudaContext } from '../backends/cuda/runtime/context.js';
 import { codelabSeries, codelabSizes } from '../bench/presets.js';
 import { formatBytes } from '../errors.js';
 

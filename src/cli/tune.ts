@@ -5,7 +5,7 @@
  * follows first from then on (docs/guide/tune.md).
  */
 import type { Command } from 'commander';
-import { cudaAvailable } from '../backends/cuda/context.js';
+import { cudaAvailable } from '../backends/cuda/runtime/context.js';
 import { QUICK_CASES, runTune, TUNE_CASES, type TunedCase } from '../bench/tune.js';
 import { config } from '../config.js';
 import { UnsupportedError } from '../errors.js';

@@ -3,7 +3,7 @@
  * this machine's GPU or, without one, on the CPU backends at small sizes. Returns a results file (tables and timed rows) for JSON and HTML.
  */
 
-import { cudaAvailable } from '../backends/cuda/context.js';
+import { cudaAvailable } from '../backends/cuda/runtime/context.js';
 import { resolveCeiling } from '../bench/ceiling.js';
 import { makeResults } from '../bench/results.js';
 import { config } from '../config.js';

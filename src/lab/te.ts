@@ -2,7 +2,7 @@
  * The codelab's section 10: the TransformerEngine-style module (src/te/) against attnlab's kernels
  * over sequence lengths, and the FP8 path.
  */
-import { cudaAvailable, getCudaContext } from '../backends/cuda/context.js';
+import { cudaAvailable, getCudaContext } from '../backends/cuda/runtime/context.js';
 import { measureAttnlabCase } from '../bench/measure.js';
 import type { BenchCase } from '../bench/sweep.js';
 import { chartsFor } from '../report/charts.js';
@@ -163,7 +163,7 @@ export function fp8Verdict(rows: readonly ResultRow[]): string {
     lines.push(
       a >= b
         ? `${shape}: FP8 autocast ${(a / b).toFixed(2)}× as fast as bf16 (${ms(b)} vs ${ms(a)}): the GEMMs set the time and FP8 runs them faster.`
-        : `${shape}: FP8 autocast takes ${(b / a).toFixed(2)}× the bf16 time (${ms(b)} vs ${ms(a)}): at this size the fixed work FP8 adds per call (quantise and dequantise passes, amax and scale bookkeeping; host time per call ${host(fp8)} vs ${host(bf16)}) outweighs its faster GEMMs.`,
+        : `${shape}: FP8 autocast takes ${(b / a).toFixed(2)}× the bf16 time (${ms(b)} vs ${ms(a)}): at this size the fixed work FP8 adds per call (quantise and dequantise passes, amax and scale bookkeeping; host time ${host(fp8)} vs ${host(bf16)} a call) outweighs its faster GEMMs.`,
     );
   }
   return wrapText(lines.join('\n'));

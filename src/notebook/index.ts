@@ -13,7 +13,7 @@
  * const rows = await nb.timeSweeps([{ name: 'seq', spec: nb.codelabSpec('seq') }]);
  * await nb.show(tslab.display, rows);
  */
-import { cudaAvailable } from '../backends/cuda/context.js';
+import { cudaAvailable } from '../backends/cuda/runtime/context.js';
 import { memoryShortfall } from '../bench/fit.js';
 import { type CodelabSizes, codelabSizes, codelabSweeps } from '../bench/presets.js';
 import { runSweeps, type SweepGroup } from '../bench/run-bench.js';

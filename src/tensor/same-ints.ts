@@ -3,7 +3,7 @@
  * entries of a B=64, S=16k, block-16 table on the build machine's CPU, where an element loop took
  * ~96 µs (benchmarks/harnesses/decode-host-steps.ts). Paged decode compares its block table on every call: against
  * the table last validated (api/kv-layout.ts) and against the device copies kept
- * (backends/cuda/int32-cache.ts).
+ * (backends/cuda/runtime/int32-cache.ts).
  */
 const bytesOf = (a: Int32Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength);
 

@@ -1,6 +1,6 @@
 /**
  * Where a tensor's bytes live. Host storage is a typed array of raw values; device storage is a
- * buffer from the CUDA memory pool (src/backends/cuda/memory.ts), released to the pool on dispose;
+ * buffer from the CUDA memory pool (src/backends/cuda/runtime/memory.ts), released to the pool on dispose;
  * webgpu storage is a GPUBuffer of the WebGPU device (src/backends/webgpu/memory.ts).
  * Each device side registers itself here when it loads, so tensor/ imports nothing above the floor.
  */
@@ -34,7 +34,7 @@ export type Storage =
   | { readonly kind: 'device'; readonly buffer: DeviceBuffer }
   | { readonly kind: 'webgpu'; readonly buffer: WebgpuBuffer };
 
-/** The two copies a tensor needs from the device side (src/backends/cuda/memory.ts implements them). */
+/** The two copies a tensor needs from the device side (src/backends/cuda/runtime/memory.ts implements them). */
 export interface DeviceAllocator {
   copyToDevice(bytes: Uint8Array): DeviceBuffer;
   copyToHost(buffer: DeviceBuffer, out: Uint8Array): void;
@@ -51,7 +51,7 @@ export function registerDeviceAllocator(allocator: DeviceAllocator): void {
 export function deviceAllocator(): DeviceAllocator {
   if (!registered) {
     throw new AttnlabError(
-      "no CUDA memory pool is loaded: import 'attnlab' (or src/backends/cuda/memory.ts) before moving tensors to cuda",
+      "no CUDA memory pool is loaded: import 'attnlab' (or src/backends/cuda/runtime/memory.ts) before moving tensors to cuda",
     );
   }
   return registered;

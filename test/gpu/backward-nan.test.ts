@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { attentionVjp } from '../../src/api/backward.js';
-import { cudaAvailable } from '../../src/backends/cuda/context.js';
+import { cudaAvailable } from '../../src/backends/cuda/runtime/context.js';
 import type { Implementation } from '../../src/backends/problem.js';
 import { compareGradientNan, GRADIENT_NAN_CASES, gradientNanInputs } from '../../src/check/gradient-nan.js';
 import { type GradientValues, gradientValues, referenceGradients } from '../../src/check/gradients.js';

@@ -10,8 +10,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { attentionVjp } from '../../src/api/backward.js';
-import { cudaAvailable, synchronize } from '../../src/backends/cuda/context.js';
-import { memoryStats, resetPeakMemory } from '../../src/backends/cuda/memory.js';
+import { cudaAvailable, synchronize } from '../../src/backends/cuda/runtime/context.js';
+import { memoryStats, resetPeakMemory } from '../../src/backends/cuda/runtime/memory.js';
 import { PEAKED_CASES, PEAKED_FACTOR, scaledInputs } from '../../src/check/gradient-cases.js';
 import {
   checkGradients,

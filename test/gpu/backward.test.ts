@@ -8,8 +8,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { attentionVjp } from '../../src/api/backward.js';
-import { cudaAvailable } from '../../src/backends/cuda/context.js';
-import { memoryStats, resetPeakMemory, setAllocationPoison } from '../../src/backends/cuda/memory.js';
+import { cudaAvailable } from '../../src/backends/cuda/runtime/context.js';
+import { memoryStats, resetPeakMemory, setAllocationPoison } from '../../src/backends/cuda/runtime/memory.js';
 import type { Implementation } from '../../src/backends/problem.js';
 import { type AttentionCase, buildInputs, CASES, LONG_CASES } from '../../src/check/cases.js';
 import { GRADIENT_CASES } from '../../src/check/gradient-cases.js';

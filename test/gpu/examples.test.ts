@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { cudaAvailable } from '../../src/backends/cuda/context.js';
+import { cudaAvailable } from '../../src/backends/cuda/runtime/context.js';
 import { exampleFiles, runExample } from '../examples/run-examples.js';
 
 const cuda = cudaAvailable();

@@ -13,17 +13,17 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { attentionVjp } from '../../src/api/backward.js';
 import type { BackwardOptions } from '../../src/backends/backward-problem.js';
-import { readModuleGlobal } from '../../src/backends/cuda/compile.js';
-import { cudaAvailable, targetArch } from '../../src/backends/cuda/context.js';
-import { flashBackwardModule } from '../../src/backends/cuda/flash/backward.js';
+import { flashBackwardModule } from '../../src/backends/cuda/flash/sm80/backward.js';
 import {
   FLASH_BACKWARD_TILES,
   type FlashBackwardVariant,
   flashBackwardSharedBytes,
   HOPPER_BACKWARD_HEAD_DIMS,
   HOPPER_BACKWARD_TILES,
-} from '../../src/backends/cuda/flash/backward-variant.js';
-import { memoryStats, resetPeakMemory, setAllocationPoison } from '../../src/backends/cuda/memory.js';
+} from '../../src/backends/cuda/flash/sm80/backward-variant.js';
+import { readModuleGlobal } from '../../src/backends/cuda/runtime/compile.js';
+import { cudaAvailable, targetArch } from '../../src/backends/cuda/runtime/context.js';
+import { memoryStats, resetPeakMemory, setAllocationPoison } from '../../src/backends/cuda/runtime/memory.js';
 import type { ProblemSize } from '../../src/backends/problem.js';
 import { referenceGradients } from '../../src/check/gradients.js';
 import { UnsupportedError } from '../../src/errors.js';
@@ -238,16 +238,17 @@ describe('GPU flash backward', { skip }, () => {
       });
     }
 
-  it('forced on a bias: UnsupportedError with the reason; auto gives the bias to another backend', () => {
-    const host = inputs({ B: 1, T: 64, S: 64, N: 2, K: 2, H: 64 }, 'bfloat16', seed + 30);
+  it('forced on a deterministic broadcast bias: UnsupportedError with the reason; auto gives it to another backend', () => {
+    const host = inputs({ B: 2, T: 64, S: 64, N: 2, K: 2, H: 64 }, 'bfloat16', seed + 30);
     const [q, k, v, dO] = [host.q, host.k, host.v, host.dO].map((t) => t.to('cuda'));
+    // Broadcast over the batch: each dBias element sums 2 positions, by float32 reductions.
     const bias = Tensor.zeros([1, 2, 64, 64], 'bfloat16').to('cuda');
-    const f = attentionVjp(q, k, v, { implementation: 'flash', bias });
+    const f = attentionVjp(q, k, v, { implementation: 'flash', bias, deterministic: true });
     assert.throws(
       () => f.backward(dO),
-      (e: unknown) => e instanceof UnsupportedError && /bias/.test(e.reason),
+      (e: unknown) => e instanceof UnsupportedError && /deterministic with a bias broadcast/.test(e.reason),
     );
-    const auto = attentionVjp(q, k, v, { bias }).backward(dO);
+    const auto = attentionVjp(q, k, v, { bias, deterministic: true }).backward(dO);
     assert.notEqual(auto.backend, 'flash');
     for (const t of [
       q,

@@ -12,9 +12,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { attention } from '../../src/api/attention.js';
-import { cudaAvailable, getCudaContext } from '../../src/backends/cuda/context.js';
-import { HOPPER_BY_DEFAULT } from '../../src/backends/cuda/flash/hopper-variant.js';
-import { setAllocationPoison } from '../../src/backends/cuda/memory.js';
+import { HOPPER_BY_DEFAULT } from '../../src/backends/cuda/flash/sm90/hopper-variant.js';
+import { cudaAvailable, getCudaContext } from '../../src/backends/cuda/runtime/context.js';
+import { setAllocationPoison } from '../../src/backends/cuda/runtime/memory.js';
 import { type AttentionCase, buildInputs } from '../../src/check/cases.js';
 import { config } from '../../src/config.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';

@@ -12,23 +12,23 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { attention } from '../../src/api/attention.js';
 import { validateAttention } from '../../src/api/validate.js';
-import { readModuleGlobal } from '../../src/backends/cuda/compile.js';
-import { cudaAvailable, synchronize, targetArch } from '../../src/backends/cuda/context.js';
 import { cudaFlashBackend, flashModule } from '../../src/backends/cuda/flash/backend.js';
-import { chooseFlashTiles } from '../../src/backends/cuda/flash/tiles.js';
+import { chooseFlashTiles } from '../../src/backends/cuda/flash/sm80/tiles.js';
 import {
   type FlashVariant,
   flashKernelSource,
   flashVariant,
   flashVariantKey,
   flashVariantSharedBytes,
-} from '../../src/backends/cuda/flash/variant.js';
+} from '../../src/backends/cuda/flash/sm80/variant.js';
+import { readModuleGlobal } from '../../src/backends/cuda/runtime/compile.js';
+import { cudaAvailable, synchronize, targetArch } from '../../src/backends/cuda/runtime/context.js';
 import {
   memoryStats,
   resetPeakMemory,
   roundAllocationSize,
   setAllocationPoison,
-} from '../../src/backends/cuda/memory.js';
+} from '../../src/backends/cuda/runtime/memory.js';
 import { CASES, LONG_CASES } from '../../src/check/cases.js';
 import { type CheckRow, DEVICE_PRECISIONS, OracleCache, PRECISIONS } from '../../src/check/suite.js';
 import { reloadConfig } from '../../src/config.js';

@@ -2,7 +2,7 @@
  * The FP8 backward on the GPU: the dO quantise and gradient dequantise kernels bit for bit against the
  * host's arithmetic (e5m2 and e4m3), cuDNN's FP8 backward graph against the CPU emulation of that
  * graph fed the GPU's own residuals and scales, and the module's FP8 backward against the float64
- * reference gradients within the FP8 tolerance derived in test/cpu/te-fp8-backward.test.ts
+ * reference gradients within the FP8 tolerance derived in test/unit/te/fp8-backward.test.ts
  * (relative Frobenius error ≤ 0.2). A graph cuDNN refuses fails here with cuDNN's reasons printed.
  * Fresh random inputs per run; the seed is printed (ATTNLAB_TEST_SEED replays).
  */
@@ -12,14 +12,14 @@ import { attention } from '../../src/api/attention.js';
 import { attentionBackward } from '../../src/api/backward.js';
 import { validateAttention } from '../../src/api/validate.js';
 import { runFp8BackwardEmulated } from '../../src/backends/cpu/fp8-backward-emulation.js';
-import { cudaAvailable, getCudaContext } from '../../src/backends/cuda/context.js';
 import { BACKWARD_BLOCK_BYTES, BACKWARD_SLOTS } from '../../src/backends/cuda/fp8/backward-graph.js';
 import { runCudaFp8Backward } from '../../src/backends/cuda/fp8/backward-run.js';
 import {
   launchDequantiseGradients,
   launchQuantiseGradient,
 } from '../../src/backends/cuda/fp8/gradient-kernels.js';
-import { allocDevice, copyToDevice, copyToHost } from '../../src/backends/cuda/memory.js';
+import { cudaAvailable, getCudaContext } from '../../src/backends/cuda/runtime/context.js';
+import { allocDevice, copyToDevice, copyToHost } from '../../src/backends/cuda/runtime/memory.js';
 import type { AttentionOptions } from '../../src/backends/problem.js';
 import { autocast } from '../../src/te/autocast.js';
 import { runFp8Step } from '../../src/te/fp8-path.js';

@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { cudaAvailable, getCudaContext } from '../../src/backends/cuda/context.js';
+import { cudaAvailable, getCudaContext } from '../../src/backends/cuda/runtime/context.js';
 import { autocast } from '../../src/te/autocast.js';
 import { DotProductAttention } from '../../src/te/module.js';
 import { DelayedScaling } from '../../src/te/recipe.js';

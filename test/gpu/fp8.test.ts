@@ -8,7 +8,6 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { attention } from '../../src/api/attention.js';
 import { validateAttention } from '../../src/api/validate.js';
-import { cudaAvailable, getCudaContext } from '../../src/backends/cuda/context.js';
 import { SCALAR_BLOCK_BYTES, SCALAR_SLOTS } from '../../src/backends/cuda/fp8/graph.js';
 import {
   launchCurrentScales,
@@ -17,7 +16,8 @@ import {
 } from '../../src/backends/cuda/fp8/kernels.js';
 import { runCudaFp8 } from '../../src/backends/cuda/fp8/run.js';
 import { DeviceDelayedState } from '../../src/backends/cuda/fp8/state.js';
-import { allocDevice, copyToDevice, copyToHost } from '../../src/backends/cuda/memory.js';
+import { cudaAvailable, getCudaContext } from '../../src/backends/cuda/runtime/context.js';
+import { allocDevice, copyToDevice, copyToHost } from '../../src/backends/cuda/runtime/memory.js';
 import { UnsupportedError } from '../../src/errors.js';
 import { autocast } from '../../src/te/autocast.js';
 import { fp8ReferenceAttention } from '../../src/te/fp8-reference.js';

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { attention } from '../../src/api/attention.js';
-import { cudaAvailable, synchronize } from '../../src/backends/cuda/context.js';
+import { cudaAvailable, synchronize } from '../../src/backends/cuda/runtime/context.js';
 import { gpuPowerProbe, powerProbeReason } from '../../src/bench/gpu-power.js';
 import { describeMachine } from '../../src/bench/machine.js';
 import { measureAttnlabCase } from '../../src/bench/measure.js';

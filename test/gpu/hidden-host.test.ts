@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { cudaAvailable } from '../../src/backends/cuda/context.js';
+import { cudaAvailable } from '../../src/backends/cuda/runtime/context.js';
 import { timeOnStream } from '../../src/bench/cuda-timer.js';
 import { spinGpu, timeHostHidden } from '../../src/bench/hidden-host.js';
 

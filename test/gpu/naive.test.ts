@@ -12,10 +12,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { attention } from '../../src/api/attention.js';
-import { cudaAvailable } from '../../src/backends/cuda/context.js';
-import { matmulPlanBuilds } from '../../src/backends/cuda/matmul.js';
-import { memoryStats, resetPeakMemory, setAllocationPoison } from '../../src/backends/cuda/memory.js';
 import { cudaNaiveBackend } from '../../src/backends/cuda/naive/backend.js';
+import { cudaAvailable } from '../../src/backends/cuda/runtime/context.js';
+import { matmulPlanBuilds } from '../../src/backends/cuda/runtime/matmul.js';
+import { memoryStats, resetPeakMemory, setAllocationPoison } from '../../src/backends/cuda/runtime/memory.js';
 import { maxAbsDiff } from '../../src/check/accuracy.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { defineBackendSuite, testSeed as seed, seedLine } from '../support/backend-suite.js';

@@ -13,14 +13,14 @@ import { describe, it } from 'node:test';
 import { attention } from '../../src/api/attention.js';
 import { contextParallelAttention, gatherSequence, shardSequence } from '../../src/api/context-parallel.js';
 import { RingGroup } from '../../src/api/ring-group.js';
+import { NCCL_DATA_TYPE, NCCL_UNIQUE_ID_BYTES, nc } from '../../src/backends/cuda/ffi/nccl.js';
 import {
   cudaAvailable,
   deviceContext,
   deviceCount,
   getCudaContext,
   onDevice,
-} from '../../src/backends/cuda/context.js';
-import { NCCL_DATA_TYPE, NCCL_UNIQUE_ID_BYTES, nc } from '../../src/backends/cuda/ffi/nccl.js';
+} from '../../src/backends/cuda/runtime/context.js';
 import { maxAbsDiff } from '../../src/check/accuracy.js';
 import { InvalidArgumentError, UnsupportedError } from '../../src/errors.js';
 import { randomNormal } from '../../src/tensor/random.js';

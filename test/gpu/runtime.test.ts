@@ -10,16 +10,16 @@ import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { compileHistory, kernelsDir, loadKernels } from '../../src/backends/cuda/compile.js';
+import { compileHistory, kernelsDir, loadKernels } from '../../src/backends/cuda/runtime/compile.js';
 import {
   cudaAvailable,
   cudaInfo,
   getCudaContext,
   synchronize,
   targetArch,
-} from '../../src/backends/cuda/context.js';
-import { f32, i32, kernelAttributes, launchKernel, ptr } from '../../src/backends/cuda/launch.js';
-import { allocDevice, copyToHost, emptyCache, memoryStats } from '../../src/backends/cuda/memory.js';
+} from '../../src/backends/cuda/runtime/context.js';
+import { f32, i32, kernelAttributes, launchKernel, ptr } from '../../src/backends/cuda/runtime/launch.js';
+import { allocDevice, copyToHost, emptyCache, memoryStats } from '../../src/backends/cuda/runtime/memory.js';
 import { timeOnStream } from '../../src/bench/cuda-timer.js';
 import { reloadConfig } from '../../src/config.js';
 import { CompileError, DeviceError, OutOfMemoryError } from '../../src/errors.js';
@@ -200,7 +200,7 @@ describe('CUDA runtime', { skip }, () => {
       ATTNLAB_CACHE_DIR: cache,
     };
     const script = `
-      const { loadKernels, compileHistory } = await import('./src/backends/cuda/compile.ts');
+      const { loadKernels, compileHistory } = await import('./src/backends/cuda/runtime/compile.ts');
       loadKernels({ file: 'fill.cu', kernels: ['fill', 'fill_struct'] });
       console.log(compileHistory().at(-1).source);`;
     const run = (extra: NodeJS.ProcessEnv) =>

@@ -7,8 +7,8 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { kernelsDir } from '../../src/backends/cuda/compile.js';
-import { DECODE_PARAM_TYPES, DECODE_PARAMS_BYTES } from '../../src/backends/cuda/flash/decode.js';
+import { DECODE_PARAM_TYPES, DECODE_PARAMS_BYTES } from '../../src/backends/cuda/flash/decode/decode.js';
+import { kernelsDir } from '../../src/backends/cuda/runtime/compile.js';
 import { compileStructLayout, layoutMismatches, structCompiler, structMembers } from '../support/c-layout.js';
 
 const compiler = structCompiler();

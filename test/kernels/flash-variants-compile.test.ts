@@ -11,13 +11,13 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { compileOptions, kernelsDir } from '../../src/backends/cuda/compile.js';
 import {
   flashDefines,
   flashKernelSource,
   flashVariantKey,
   flashVariantSharedBytes,
-} from '../../src/backends/cuda/flash/variant.js';
+} from '../../src/backends/cuda/flash/sm80/variant.js';
+import { compileOptions, kernelsDir } from '../../src/backends/cuda/runtime/compile.js';
 import { elfSymbolBytes } from '../support/elf.js';
 import { VARIANTS } from '../support/flash-variant-cases.js';
 

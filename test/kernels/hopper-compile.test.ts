@@ -10,21 +10,23 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { validateAttention } from '../../src/api/validate.js';
-import { compileOptions, kernelsDir } from '../../src/backends/cuda/compile.js';
-import { HOPPER_PARAMS_BYTES } from '../../src/backends/cuda/flash/hopper.js';
+import { HOPPER_PARAMS_BYTES } from '../../src/backends/cuda/flash/sm90/hopper.js';
 import {
   HOPPER_KERNEL,
   type HopperVariant,
   hopperDefines,
   hopperVariant,
   hopperVariantKey,
-} from '../../src/backends/cuda/flash/hopper-variant.js';
+} from '../../src/backends/cuda/flash/sm90/hopper-variant.js';
+import { compileOptions, kernelsDir } from '../../src/backends/cuda/runtime/compile.js';
+import type { AttentionProblem } from '../../src/backends/problem.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { compileStructLayout, structCompiler } from '../support/c-layout.js';
 import {
   alibiCase,
   causalCase,
+  compiledModifiers,
   documentCase,
   type ModifierCase,
   softcapCase,
@@ -37,17 +39,14 @@ function problem(H: number, dtype: FloatDType, Hv = H) {
   return validateAttention(q, k, v, {});
 }
 
-/** The problem with a hand-written modifier set (and a block mask's presence: its pointer stays 0). */
-function modified(H: number, m: ModifierCase, blockMask: boolean) {
-  const modifiers = {
-    key: m.key,
-    cudaSource: m.source,
-    captures: [],
-    hasScoreMod: m.hasScoreMod,
-    hasMaskMod: m.hasMaskMod,
-  };
+/** The problem with a hand-written modifier set (and a block mask's presence: its kinds stay null). */
+function modified(H: number, m: ModifierCase, blockMask: boolean): AttentionProblem {
   const mask = blockMask ? { kinds: { ptr: 0n }, Bm: 1, Nm: 1, blockQ: 128, blockKV: 128 } : null;
-  return { ...problem(H, 'bfloat16'), modifiers, blockMask: mask };
+  return {
+    ...problem(H, 'bfloat16'),
+    modifiers: compiledModifiers(m, []),
+    blockMask: mask,
+  } as unknown as AttentionProblem;
 }
 
 describe('cuda flash: the Hopper (wgmma) kernel against the compiler', () => {

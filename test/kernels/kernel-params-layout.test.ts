@@ -11,9 +11,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { validateAttention } from '../../src/api/validate.js';
-import { kernelsDir } from '../../src/backends/cuda/compile.js';
-import { marshalFlashBwdParams } from '../../src/backends/cuda/flash/backward-params.js';
 import { buildFlashParams, marshalFlashParams } from '../../src/backends/cuda/flash/params.js';
+import { marshalFlashBwdParams } from '../../src/backends/cuda/flash/sm80/backward-params.js';
 import { softmaxFields } from '../../src/backends/cuda/naive/softmax.js';
 import {
   biasGradFields,
@@ -22,6 +21,7 @@ import {
   nonFiniteFields,
   softmaxBackwardFields,
 } from '../../src/backends/cuda/naive/softmax-backward.js';
+import { kernelsDir } from '../../src/backends/cuda/runtime/compile.js';
 import { Tensor } from '../../src/tensor/tensor.js';
 import { compileStructLayout, layoutMismatches, structCompiler, structMembers } from '../support/c-layout.js';
 
@@ -79,7 +79,7 @@ describe('launch-parameter structs: compiler vs TypeScript', { skip }, () => {
   });
 
   it('SoftmaxParams of softmax_rows.cuh is what softmaxFields writes', () => {
-    const source = readFileSync(join(kernelsDir(), 'softmax_rows.cuh'), 'utf8');
+    const source = readFileSync(join(kernelsDir(), 'naive/softmax_rows.cuh'), 'utf8');
     const struct = /struct SoftmaxParams \{[\s\S]*?\n\};/.exec(source)![0];
     const layout = compileStructLayout({
       prelude: struct,
@@ -99,7 +99,7 @@ describe('launch-parameter structs: compiler vs TypeScript', { skip }, () => {
   });
 
   it("softmax_backward.cu's five structs are what their field builders write", () => {
-    const source = readFileSync(join(kernelsDir(), 'softmax_backward.cu'), 'utf8');
+    const source = readFileSync(join(kernelsDir(), 'naive/softmax_backward.cu'), 'utf8');
     const layoutOf = (name: string) =>
       compileStructLayout({
         prelude: /struct \w+ \{[\s\S]*?\n\};/g.exec(source.slice(source.indexOf(`struct ${name} {`)))![0],

@@ -19,7 +19,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { kernelsDir } from '../../src/backends/cuda/compile.js';
+import { kernelsDir } from '../../src/backends/cuda/runtime/compile.js';
 
 const ARCHS = ['sm_80', 'sm_90a'] as const;
 

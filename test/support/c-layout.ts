@@ -9,7 +9,7 @@
 import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { SCALAR_BYTES, type ScalarType, structLayout } from '../../src/backends/cuda/launch.js';
+import { SCALAR_BYTES, type ScalarType, structLayout } from '../../src/backends/cuda/runtime/launch.js';
 
 /** One scalar of the struct (array members expanded): its byte offset, size and kind. */
 export interface CScalar {

@@ -1,11 +1,11 @@
 /**
- * The flash kernel variants both the host-side tests (test/cpu/flash-variants.test.ts) and the nvcc
+ * The flash kernel variants both the host-side tests (test/unit/backends/cuda/flash/sm80/variants.test.ts) and the nvcc
  * compile checks (test/kernels/flash-variants-compile.test.ts) walk: one per kernel form the variant
  * table can choose.
  */
 import { validateAttention } from '../../src/api/validate.js';
-import { chooseFlashTiles } from '../../src/backends/cuda/flash/tiles.js';
-import { type FlashVariant, flashVariant } from '../../src/backends/cuda/flash/variant.js';
+import { chooseFlashTiles } from '../../src/backends/cuda/flash/sm80/tiles.js';
+import { type FlashVariant, flashVariant } from '../../src/backends/cuda/flash/sm80/variant.js';
 import type { AttentionOptions } from '../../src/backends/problem.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';

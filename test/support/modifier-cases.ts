@@ -7,6 +7,7 @@
  */
 import { createHash } from 'node:crypto';
 import { Tensor } from '../../src/tensor/tensor.js';
+import type { BlockMask, CompiledModifiers } from '../../src/variants/types.js';
 
 export interface CaseShape {
   readonly B: number;
@@ -80,6 +81,8 @@ function made(
 }
 
 const INT = 'static_cast<const int*>';
+/** A C++ float literal of x (`30` alone would be an int, and `30f` no literal at all). */
+const f32 = (x: number) => `${Number.isInteger(x) ? x.toFixed(1) : String(x)}f`;
 const FLOAT = 'static_cast<const float*>';
 
 /** Key kv is seen by query q (top-left causal): kv ≤ q. */
@@ -177,8 +180,8 @@ export function softcapCase(cap: number): ModifierCase {
   return made(
     `softcap ${cap}`,
     {
-      score: `return ${cap}f * tanhf(s * ${1 / cap}f);`,
-      scoreGrad: `const float t = tanhf(s * ${1 / cap}f); return g * (1.f - t * t);`,
+      score: `return ${f32(cap)} * tanhf(s * ${f32(1 / cap)});`,
+      scoreGrad: `const float t = tanhf(s * ${f32(1 / cap)}); return g * (1.f - t * t);`,
     },
     {
       captures: [],
@@ -253,4 +256,56 @@ export function blockKinds(
           kinds[((b * Nm + h) * nq + i) * nkv + j] = kept === 0 ? 0 : kept === all ? 2 : 1;
         }
   return { kinds, Bm: shape.B, Nm, blockQ: bq, blockKV: bkv };
+}
+
+/** Row-major element strides of `shape` (0 on size-1 dims), padded to 4: how the sources index captures. */
+function rowMajor(shape: readonly number[]): [number, number, number, number] {
+  const strides: [number, number, number, number] = [0, 0, 0, 0];
+  let step = 1;
+  for (let d = shape.length - 1; d >= 0; d--) {
+    strides[d] = shape[d] === 1 ? 0 : step;
+    step *= shape[d];
+  }
+  return strides;
+}
+
+/** The case as the problem carries it (CompiledModifiers), with `captures` (the host ones, or moved). */
+export function compiledModifiers(
+  m: ModifierCase,
+  captures: readonly HostCapture[] = m.captures,
+): CompiledModifiers {
+  return {
+    key: m.key,
+    maskKey: m.hasMaskMod ? m.key : '',
+    cudaSource: m.source,
+    captures: captures.map((c) => ({ ...c, strides: rowMajor(c.tensor.shape) })),
+    hasScoreMod: m.hasScoreMod,
+    hasMaskMod: m.hasMaskMod,
+    hasCaptureGrads: captures.some((c) => c.needsGrad),
+    label: m.name,
+  };
+}
+
+/** A BlockMask over `kinds` (a [Bm, Nm, qBlocks, kvBlocks] one-byte tensor) for a (B, N, T, S) call. */
+export function blockMaskFrom(
+  k: { Bm: number; Nm: number; blockQ: number; blockKV: number },
+  shape: CaseShape,
+  kinds: Tensor,
+  maskKey: string,
+): BlockMask {
+  return {
+    B: shape.B,
+    N: shape.N,
+    T: shape.T,
+    S: shape.S,
+    blockQ: k.blockQ,
+    blockKV: k.blockKV,
+    Bm: k.Bm,
+    Nm: k.Nm,
+    qBlocks: Math.ceil(shape.T / k.blockQ),
+    kvBlocks: Math.ceil(shape.S / k.blockKV),
+    kinds,
+    maskKey,
+    device: kinds.device,
+  };
 }

@@ -34,7 +34,7 @@ export function referenceAttention(p: AttentionProblem): BackendOutput {
 export const cpuReferenceBackend: AttentionBackend = {
   name: 'reference',
   device: 'cpu',
-  layouts: ['paged', 'packed'],
+  layouts: ['paged', 'packed', 'modifiers'],
   supports: () => SUPPORTED,
   run: (p) => runDense(p, referenceAttention),
 };

@@ -1,7 +1,8 @@
 /**
  * The scaled, masked logits of every query row, computed one way for every float64 CPU path: the
  * reference, the FP8 reference and the plain low-precision baseline of the accuracy rule, so the
- * visibility rules and the logit formula (scale · q·k + bias, −inf where masked) exist once. The two
+ * visibility rules and the logit formula (scoreMod(scale · q·k + bias), −inf where a mask or maskMod drops
+ * the pair) exist once. The two
  * float64 references also share their softmax and P·V (softmaxTimesValue); the baseline rounds its own.
  */
 import type { AttentionProblem } from '../problem.js';
@@ -37,6 +38,9 @@ export function forEachRow(
   const [ms, bs] = [terms.maskStrides, terms.biasStrides];
   const row: RowLogits = { b: 0, n: 0, i: 0, kh: 0, lo: 0, hi: 0, max: 0, logits: new Float64Array(S) };
   const logits = row.logits;
+  // Modifiers (src/variants/) act after the bias and before the softmax: score first, then the mask.
+  const scoreMod = p.modifiers?.scoreMod;
+  const maskMod = p.modifiers?.maskMod;
   for (let b = 0; b < B; b++) {
     for (let n = 0; n < N; n++) {
       const kh = Math.floor(n / (N / K));
@@ -54,6 +58,8 @@ export function forEachRow(
             for (let h = 0; h < H; h++) dot += q[qOff + h] * k[kOff + h];
             const bias = terms.bias ? terms.bias[biasRow + j * bs[3]] : 0;
             s = round ? round(round(dot) * scale + bias) : dot * scale + bias;
+            if (scoreMod) s = round ? round(scoreMod(s, b, n, i, j)) : scoreMod(s, b, n, i, j);
+            if (maskMod && !maskMod(b, n, i, j)) s = Number.NEGATIVE_INFINITY;
           }
           logits[j] = s;
           max = Math.max(max, s); // Math.max propagates NaN: a NaN logit makes the row NaN

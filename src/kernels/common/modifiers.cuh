@@ -1,17 +1,20 @@
 // Score and mask modifiers and block masks (docs/internals/variants.md): what the flash kernels read
 // from a modifier set's generated source, and the defaults that compile them out.
 //
-// A modifier set's generated source comes first in the program (the host prepends it) and defines
-//   ATTNLAB_SCORE_MOD, ATTNLAB_MASK_MOD, ATTNLAB_CAPTURE_GRADS      0 or 1
-//   ATTNLAB_SCORE_MOD_NEEDS_SCORE   0 when attnlab_score_mod_backward never reads its `s` (an additive
-//                                   modifier such as ALiBi or a relative bias): the backward then
-//                                   skips recomputing the raw score, one Q·Kᵀ product per tile
-// then includes this header (for AttnlabCaptures) and defines the device functions
+// A modifier set's generated source comes first in the program (KernelSpec.prelude: the host prepends
+// it) and defines
+//   ATTNLAB_SCORE_MOD, ATTNLAB_MASK_MOD, ATTNLAB_CAPTURE_GRADS, ATTNLAB_BLOCK_MASK      0 or 1
+//   ATTNLAB_SCORE_MOD_NEEDS_SCORE   optional: 0 when attnlab_score_mod_backward never reads its `s`
+//                                   (an additive modifier such as ALiBi or a relative bias): the
+//                                   backward then skips recomputing the raw score, one Q·Kᵀ product
+//                                   per tile
+// the structs below (each behind its ATTNLAB_*_STRUCT guard, so that either side may define them
+// first; the generated source may also include this header instead) and the device functions
 //   float attnlab_score_mod(float s, int b, int h, int q, int kv, const AttnlabCaptures& c);
 //   bool  attnlab_mask_mod(int b, int h, int q, int kv, const AttnlabCaptures& c);
 //   float attnlab_score_mod_backward(float s, float g, int b, int h, int q, int kv, const AttnlabCaptures& c);
-// The host defines ATTNLAB_BLOCK_MASK (-D) when the call passes a block mask. Without any of them the
-// kernels compile exactly as without this header: FlashMods is empty, every helper a constant.
+// A block mask may also come as -DATTNLAB_BLOCK_MASK=1 (the flash variants pass it). Without any of
+// them the kernels compile exactly as without this header: FlashMods is empty, every helper a constant.
 #pragma once
 
 #ifndef ATTNLAB_SCORE_MOD
@@ -35,20 +38,26 @@
 // Captured tensors: device pointers in the modifier set's `captures` order, element strides of the
 // (up to 4) index expressions (0 = broadcast), float32 gradient buffers (backward) or null. 8 + 32 + 8
 // eight-byte words: src/backends/cuda/flash/modifiers.ts writes it.
+#ifndef ATTNLAB_CAPTURES_STRUCT
+#define ATTNLAB_CAPTURES_STRUCT
 struct AttnlabCaptures {
   const void* ptr[8];
   long long stride[8][4];
   float* grad[8];
 };
+#endif
 
 // kinds[b·stride_b + h·stride_h + qb·n_kvblocks + kb]: 0 = empty (skip), 1 = partial, 2 = full (maskMod
 // keeps every element; the built-in masks still apply per element). stride_b / stride_h are 0 when the
 // mask was stored once for every batch / head.
+#ifndef ATTNLAB_BLOCK_MASK_STRUCT
+#define ATTNLAB_BLOCK_MASK_STRUCT
 struct AttnlabBlockMask {
   const unsigned char* kinds;
   long long stride_b, stride_h;
   int block_q, block_kv, n_qblocks, n_kvblocks;
 };
+#endif
 
 // Declared here, defined by the generated source after its #include of this header.
 #if ATTNLAB_SCORE_MOD

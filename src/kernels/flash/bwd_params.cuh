@@ -1,8 +1,8 @@
 // The backward kernels' own launch parameters, passed beside the forward's FlashParams (which
 // describes Q, K, V, the forward's output O, its log-sum-exp, lengths, causality and window).
 //
-// Mirrored byte for byte by src/backends/cuda/flash/backward-params.ts (marshalFlashBwdParams):
-// 8-byte fields first, then the 4-byte ones; test/cpu/kernel-params-layout.test.ts holds both to
+// Mirrored byte for byte by src/backends/cuda/flash/sm80/backward-params.ts (marshalFlashBwdParams):
+// 8-byte fields first, then the 4-byte ones; test/kernels/kernel-params-layout.test.ts holds both to
 // the compiler's layout.
 #pragma once
 #include "flash/params.cuh"

@@ -172,7 +172,7 @@ template <class C>
 __global__ void __launch_bounds__(C::THREADS) flash_fwd_test(const __grid_constant__ FlashParams p) {
   flash_fwd<C>(p, FlashMods{});
 }
-// The tile table's entries (src/backends/cuda/flash/tiles.ts), fp16, two-stage, and bias/mask variants.
+// The tile table's entries (src/backends/cuda/flash/sm80/tiles.ts), fp16, two-stage, and bias/mask variants.
 template __global__ void flash_fwd_test<FlashConfig<64, 128, 64, 4, 1, false, 0, false>>(const __grid_constant__ FlashParams);
 template __global__ void flash_fwd_test<FlashConfig<128, 128, 64, 4, 1, false, 0, false>>(const __grid_constant__ FlashParams);
 template __global__ void flash_fwd_test<FlashConfig<128, 128, 64, 4, 2, true, 0, false>>(const __grid_constant__ FlashParams);

@@ -2,7 +2,7 @@
 //
 // The layout is mirrored byte for byte by src/backends/cuda/flash/params.ts (marshalFlashParams):
 // all 8-byte fields first, then the 4-byte ones, so that every field sits at its natural alignment
-// and the offsets are plain running sums on both sides. test/cpu/kernel-params-layout.test.ts
+// and the offsets are plain running sums on both sides. test/kernels/kernel-params-layout.test.ts
 // compiles this header and compares every offset, size and kind with the marshalling.
 #pragma once
 

@@ -170,7 +170,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) attnlab_fp8_dequantise(
   }
 }
 
-// After the NaN repair (src/backends/cuda/flash/nan-repair.ts, enqueued on the bf16 O of a step whose
+// After the NaN repair (src/backends/cuda/ops/nan-repair.ts, enqueued on the bf16 O of a step whose
 // problem hides keys from some rows) recomputed the elements a masked key's NaN value had made NaN —
 // cuDNN's P8·V8 multiplies it by its weight 0 — the FP8 codes follow: an O8 code that is NaN where
 // the repaired O is not becomes e4m3(O·scale_o), and O becomes that code dequantised, so O stays

@@ -1,6 +1,6 @@
 // The Hopper forward's configuration: one variant's named knobs (V, a struct of static constexpr
 // fields) and what follows from them (HopperConfig<V>: rows per block, registers per role, bytes per
-// tile). The host's variant table (src/backends/cuda/flash/hopper-variant.ts) is the one source of
+// tile). The host's variant table (src/backends/cuda/flash/sm90/hopper-variant.ts) is the one source of
 // both: hopperDefines() gives NVRTC the fields as HOPPER_* macros (hopper_fwd.cu turns them back into
 // a V), and hopperConfigSource() writes the library's variants as V structs into gen/fwd_variants.cuh,
 // each with the shared-memory size the host computed, checked here at compile time.

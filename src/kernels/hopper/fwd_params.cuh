@@ -1,6 +1,6 @@
 // The Hopper forward's kernel parameter: the tensor maps of Q, K and V, the flash kernels' FlashParams
 // unchanged (the scheduling and masking rules are the mma.sync kernel's own), and the dynamic grid's
-// work counter. src/backends/cuda/flash/hopper.ts marshals it (HOPPER_PARAMS_BYTES);
+// work counter. src/backends/cuda/flash/sm90/hopper.ts marshals it (HOPPER_PARAMS_BYTES);
 // test/kernels/hopper-compile.test.ts compares the two layouts.
 #pragma once
 #include "flash/params.cuh"
@@ -22,4 +22,4 @@ struct HopperParams {
   int dynamic_section;
 };
 // 3 tensor maps (128 bytes each) + FlashParams (280) + the counter, rounded up to the maps' 64-byte alignment.
-static_assert(sizeof(HopperParams) == 704, "HopperParams layout changed: update src/backends/cuda/flash/hopper.ts");
+static_assert(sizeof(HopperParams) == 704, "HopperParams layout changed: update src/backends/cuda/flash/sm90/hopper.ts");

@@ -35,9 +35,9 @@
 // weight 0 inside P·V (causal diagonal, window edge, mask, −inf bias); the epilogue recomputes such
 // elements over the visible keys (flash/recompute.cuh), at one compare per element otherwise.
 //
-// Specialisation: the HOPPER_* macros (hopperDefines in src/backends/cuda/flash/hopper-variant.ts,
+// Specialisation: the HOPPER_* macros (hopperDefines in src/backends/cuda/flash/sm90/hopper-variant.ts,
 // one per HopperConfig field) define the extern "C" entry attnlab_hopper_fwd; the dynamic grid also
-// needs HopperParams::work_counter, which src/backends/cuda/flash/hopper.ts zeroes and passes. With
+// needs HopperParams::work_counter, which src/backends/cuda/flash/sm90/hopper.ts zeroes and passes. With
 // -DATTNLAB_NVCC_TEST the file instantiates the library's variants (gen/fwd_variants.cuh) instead.
 #include "hopper/fwd_mainloop.cuh"
 #include "hopper/fwd_scheduler.cuh"

@@ -13,10 +13,10 @@ import { Tensor } from '../../../tensor/tensor.js';
 // Types only: a value import would make this module and the registry import each other.
 import type { AttentionBackend, Support } from '../../backend.js';
 import type { AttentionProblem, BackendOutput } from '../../problem.js';
-import { cudaAvailable, getCudaContext } from '../context.js';
 import { cudnnHandle, loadCudnn } from '../ffi/cudnn.js';
-import { int32OnDevice } from '../int32-cache.js';
-import { allocDevice, copyToDevice, copyToHost } from '../memory.js';
+import { cudaAvailable, getCudaContext } from '../runtime/context.js';
+import { int32OnDevice } from '../runtime/int32-cache.js';
+import { allocDevice, copyToDevice, copyToHost } from '../runtime/memory.js';
 import { type CallPointers, executePlan } from './execute.js';
 import { type CudnnEnvironment, type DescribeOptions, type Description, describeSdpa } from './features.js';
 import { biasFromMask, fixEmptyRows } from './masks.js';

@@ -15,7 +15,7 @@ import {
   setAttribute,
 } from '../ffi/cudnn.js';
 import { ATTR, ATTR_TYPE, DESCRIPTOR } from '../ffi/cudnn-constants.js';
-import { copyInt32ToDevice, growingDeviceBuffer } from '../memory.js';
+import { copyInt32ToDevice, growingDeviceBuffer } from '../runtime/memory.js';
 import type { Binding, MemoryBinding } from './graph-spec.js';
 import type { CachedPlan } from './plan.js';
 

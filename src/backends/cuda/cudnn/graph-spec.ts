@@ -1,7 +1,7 @@
 /**
  * A cuDNN operation graph as plain data: tensors (by uid) and operations, in the order cuDNN wants
  * them. Building the description is pure TypeScript, so the SDPA graphs can be checked on a machine
- * without cuDNN (test/cpu/cudnn-graph.test.ts evaluates them in float64); materialize.ts turns a
+ * without cuDNN (test/unit/backends/cuda/cudnn/graph.test.ts evaluates them in float64); materialize.ts turns a
  * description into backend descriptors.
  */
 

@@ -11,9 +11,9 @@
 
 import type { DeviceBuffer } from '../../../tensor/storage.js';
 import type { AttentionProblem, BroadcastOperand } from '../../problem.js';
-import { loadKernels } from '../compile.js';
-import { i32, i64, type KernelArg, launchKernel, ptr, u32 } from '../launch.js';
-import { allocDevice } from '../memory.js';
+import { loadKernels } from '../runtime/compile.js';
+import { i32, i64, type KernelArg, launchKernel, ptr, u32 } from '../runtime/launch.js';
+import { allocDevice } from '../runtime/memory.js';
 import type { SdpaFeatures } from './features.js';
 
 const THREADS = 256;

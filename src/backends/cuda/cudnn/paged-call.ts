@@ -9,10 +9,10 @@
  */
 import type { DeviceBuffer } from '../../../tensor/storage.js';
 import type { AttentionProblem } from '../../problem.js';
-import { getCudaContext } from '../context.js';
 import { cu } from '../ffi/driver.js';
-import { int32OnDevice } from '../int32-cache.js';
-import { allocDevice, copyInt32ToDevice, copyToDevice } from '../memory.js';
+import { getCudaContext } from '../runtime/context.js';
+import { int32OnDevice } from '../runtime/int32-cache.js';
+import { allocDevice, copyInt32ToDevice, copyToDevice } from '../runtime/memory.js';
 import type { CallPointers } from './execute.js';
 import type { SdpaFeatures } from './features.js';
 

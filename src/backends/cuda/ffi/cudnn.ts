@@ -12,7 +12,7 @@ import { writeSync } from 'node:fs';
 import koffi from 'koffi';
 import { config } from '../../../config.js';
 import { DeviceError } from '../../../errors.js';
-import { currentDeviceOrdinal, getCudaContext } from '../context.js';
+import { currentDeviceOrdinal, getCudaContext } from '../runtime/context.js';
 import { ATTR_TYPE, DESCRIPTOR, statusCategory } from './cudnn-constants.js';
 import { loadLibrary } from './libraries.js';
 

@@ -10,12 +10,10 @@ import { itemSize } from '../../../tensor/dtype.js';
 import { Tensor } from '../../../tensor/tensor.js';
 import { type AttentionBackend, SUPPORTED, type Support, unsupported } from '../../backend.js';
 import type { AttentionProblem, BackendOutput } from '../../problem.js';
-import { cudaAvailable, getCudaContext, targetArch } from '../context.js';
-import { launchKernel } from '../launch.js';
-import { allocDevice, copyInt32ToDevice, firstMisaligned } from '../memory.js';
-import { decodeSupport, runDecode, wantsDecodeKernel } from './decode.js';
-import { launchHopper, zeroedWorkCounter } from './hopper.js';
-import { hopperVariant, hopperVariantKey } from './hopper-variant.js';
+import { cudaAvailable, getCudaContext, targetArch } from '../runtime/context.js';
+import { launchKernel } from '../runtime/launch.js';
+import { allocDevice, copyInt32ToDevice, firstMisaligned } from '../runtime/memory.js';
+import { decodeSupport, runDecode, wantsDecodeKernel } from './decode/decode.js';
 import {
   blockMaskOf,
   hasVariants,
@@ -32,7 +30,9 @@ import {
   flashVariant,
   flashVariantKey,
   flashVariantSharedBytes,
-} from './variant.js';
+} from './sm80/variant.js';
+import { launchHopper, zeroedWorkCounter } from './sm90/hopper.js';
+import { hopperVariant, hopperVariantKey } from './sm90/hopper-variant.js';
 
 /** Row and key indices are int32 in the kernel, and i + diag ± window must not overflow. */
 const MAX_LENGTH = 1 << 28;
@@ -190,7 +190,7 @@ function supportsFlash(p: AttentionProblem): Support {
 export const cudaFlashBackend: AttentionBackend = {
   name: 'flash',
   device: 'cuda',
-  layouts: ['paged', 'packed'],
+  layouts: ['paged', 'packed', 'modifiers'],
   supports: supportsFlash,
   // The decode kernels take no modifiers: those run on the prefill kernel at every length.
   run: (p) => (!hasVariants(p) && wantsDecodeKernel(p) && decodeSupport(p).ok ? runDecode(p) : runFlash(p)),

@@ -4,41 +4,27 @@
  * the two by-value kernel parameters they become (AttnlabCaptures, AttnlabBlockMask), and what the
  * kernels refuse.
  *
- * The problem carries `modifiers` (the compiled set: its key, its generated CUDA source, the captured
+ * The problem carries `modifiers` (CompiledModifiers: its key, its generated CUDA source, the captured
  * tensors) and `blockMask` (uint8 kinds per block pair: 0 empty, 1 partial, 2 full) from the variants
- * API; this module reads only the fields below, so any object of that shape works.
+ * API (src/variants/types.ts); this module reads only the fields below.
  */
-import type { Tensor } from '../../../tensor/tensor.js';
-import type { KernelArg, ScalarType } from '../launch.js';
+import type { CompiledModifiers } from '../../../variants/types.js';
+import type { KernelArg, ScalarType } from '../runtime/launch.js';
 
 /** The kernels take at most this many captured tensors (AttnlabCaptures' arrays). */
 export const MAX_CAPTURES = 8;
 /** … each indexed by at most this many expressions (its rank). */
 export const MAX_CAPTURE_RANK = 4;
 
-export interface FlashCapture {
-  readonly name: string;
-  readonly tensor: Tensor;
-  readonly dtype: 'int32' | 'float32';
-  /** A float32 capture whose gradient the backward accumulates (ATTNLAB_CAPTURE_GRADS). */
-  readonly needsGrad: boolean;
-}
-
-/** The compiled modifier set, as the kernels see it. */
-export interface FlashModifiers {
-  /** Stable hash of the generated source: part of every kernel variant key. */
-  readonly key: string;
-  /** C++ prepended to the kernel source: the ATTNLAB_* macros, then the device functions. */
-  readonly cudaSource: string;
-  readonly captures: readonly FlashCapture[];
-  readonly hasScoreMod: boolean;
-  readonly hasMaskMod: boolean;
-}
+/** The compiled modifier set, as the kernels see it (key, cudaSource, captures, hasScoreMod, hasMaskMod). */
+export type FlashModifiers = CompiledModifiers;
 
 /** A block mask over (Bm, Nm, ceil(T/blockQ), ceil(S/blockKV)) block pairs, Bm ∈ {1, B}, Nm ∈ {1, N}. */
 export interface FlashBlockMask {
-  /** uint8 kinds on the device, row-major: a DeviceBuffer or a Tensor holding one. */
-  readonly kinds: { readonly ptr: bigint } | { readonly buffer: { readonly ptr: bigint } };
+  /** uint8 kinds on the device, row-major: a DeviceBuffer or a (cuda) Tensor holding one. */
+  readonly kinds:
+    | { readonly ptr: bigint }
+    | { readonly buffer: { readonly ptr: bigint }; readonly device?: string };
   readonly Bm: number;
   readonly Nm: number;
   readonly blockQ: number;
@@ -65,9 +51,9 @@ export function hasVariants(p: object): boolean {
   return modifiersOf(p) !== null || blockMaskOf(p) !== null;
 }
 
-/** The prelude NVRTC compiles before the kernel source, with its cache key; null without modifiers. */
-export function modifierPrelude(m: FlashModifiers | null): { key: string; source: string } | null {
-  return m ? { key: m.key, source: m.cudaSource } : null;
+/** The prelude NVRTC compiles before the kernel source (KernelSpec.prelude), with its cache key; undefined without modifiers. */
+export function kernelPrelude(m: FlashModifiers | null): { key: string; source: string } | undefined {
+  return m ? { key: m.key, source: m.cudaSource } : undefined;
 }
 
 /** Why the flash kernels cannot take the problem's modifiers and block mask, or null. */
@@ -93,22 +79,14 @@ export function variantsRule(
     if ((bm.Bm !== 1 && bm.Bm !== p.B) || (bm.Nm !== 1 && bm.Nm !== p.N)) {
       return `block mask of ${bm.Bm}×${bm.Nm} (batch × heads) for B=${p.B}, N=${p.N}: each must be 1 or the full size`;
     }
+    if ('device' in bm.kinds && bm.kinds.device !== undefined && bm.kinds.device !== 'cuda') {
+      return `block mask on the ${bm.kinds.device}: the kernels read its kinds on the GPU (create it with its tensors there)`;
+    }
     if (!(bm.blockQ >= 1 && bm.blockKV >= 1)) {
       return `block mask blocks ${bm.blockQ}×${bm.blockKV}: positive sizes expected`;
     }
   }
   return null;
-}
-
-/** Row-major element strides of `shape`, padded with 0 to MAX_CAPTURE_RANK. */
-function captureStrides(shape: readonly number[]): number[] {
-  const strides = new Array<number>(MAX_CAPTURE_RANK).fill(0);
-  let step = 1;
-  for (let d = shape.length - 1; d >= 0; d--) {
-    strides[d] = shape[d] === 1 ? 0 : step;
-    step *= shape[d];
-  }
-  return strides;
 }
 
 /**
@@ -125,7 +103,8 @@ export function marshalCaptures(
   const fields: Array<{ type: ScalarType; value: number | bigint }> = [];
   for (let i = 0; i < MAX_CAPTURES; i++) fields.push({ type: 'ptr', value: pointers[i] ?? 0n });
   for (let i = 0; i < MAX_CAPTURES; i++) {
-    const strides = i < captures.length ? captureStrides(captures[i].tensor.shape) : [0, 0, 0, 0];
+    // The element strides of the index expressions the generated source reads capture i with.
+    const strides = i < captures.length ? captures[i].strides : [0, 0, 0, 0];
     for (const value of strides) fields.push({ type: 'i64', value });
   }
   for (let i = 0; i < MAX_CAPTURES; i++) fields.push({ type: 'ptr', value: grads[i] ?? 0n });

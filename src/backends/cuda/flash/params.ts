@@ -4,7 +4,7 @@
  * elements, so the kernel never assumes a layout the problem did not state.
  */
 import type { AttentionProblem } from '../../problem.js';
-import type { KernelArg, ScalarType } from '../launch.js';
+import type { KernelArg, ScalarType } from '../runtime/launch.js';
 
 /** FLASH_FLAG_* in params.cuh. */
 export const FLASH_FLAGS = { causal: 1, bottomRight: 2, window: 4 } as const;

@@ -12,10 +12,20 @@
  */
 import { config } from '../../../config.js';
 import type { AttentionProblem } from '../../problem.js';
-import { type CompiledModule, loadKernels } from '../compile.js';
-import { currentDeviceOrdinal, getCudaContext, targetArch } from '../context.js';
-import { type KernelArg, type LaunchConfig, packStruct } from '../launch.js';
-import { hopperTensorMaps, marshalHopperParams } from './hopper.js';
+import { type CompiledModule, loadKernels } from '../runtime/compile.js';
+import { currentDeviceOrdinal, getCudaContext, targetArch } from '../runtime/context.js';
+import { type KernelArg, type LaunchConfig, packStruct } from '../runtime/launch.js';
+import { hasVariants, kernelPrelude } from './modifiers.js';
+import { buildFlashParams, type FlashPointers, marshalFlashParams } from './params.js';
+import {
+  type FlashVariant,
+  flashDefines,
+  flashKernelSource,
+  flashVariant,
+  flashVariantKey,
+  flashVariantSharedBytes,
+} from './sm80/variant.js';
+import { hopperTensorMaps, marshalHopperParams } from './sm90/hopper.js';
 import {
   HOPPER_KERNEL,
   type HopperVariant,
@@ -25,17 +35,7 @@ import {
   hopperThreads,
   hopperVariant,
   hopperVariantKey,
-} from './hopper-variant.js';
-import { hasVariants, modifierPrelude } from './modifiers.js';
-import { buildFlashParams, type FlashPointers, marshalFlashParams } from './params.js';
-import {
-  type FlashVariant,
-  flashDefines,
-  flashKernelSource,
-  flashVariant,
-  flashVariantKey,
-  flashVariantSharedBytes,
-} from './variant.js';
+} from './sm90/hopper-variant.js';
 
 /** Compiles (or fetches from the caches) the module of `variant`. */
 export function flashModule(variant: FlashVariant): CompiledModule {
@@ -44,7 +44,7 @@ export function flashModule(variant: FlashVariant): CompiledModule {
     file,
     kernels: [name],
     defines: flashDefines(variant),
-    prelude: modifierPrelude(variant.modifiers),
+    prelude: kernelPrelude(variant.modifiers),
   });
 }
 

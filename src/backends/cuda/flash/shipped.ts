@@ -7,9 +7,9 @@
  * dims and ATTNLAB_FLASH_TILES still compile with NVRTC on first use.
  */
 import type { AttentionProblem } from '../../problem.js';
-import type { KernelSpec } from '../compile.js';
-import { HOPPER_KERNEL, hopperDefines, hopperVariant } from './hopper-variant.js';
-import { flashDefines, flashKernelSource, flashVariant } from './variant.js';
+import type { KernelSpec } from '../runtime/compile.js';
+import { flashDefines, flashKernelSource, flashVariant } from './sm80/variant.js';
+import { HOPPER_KERNEL, hopperDefines, hopperVariant } from './sm90/hopper-variant.js';
 
 /** The targets the package ships binaries for: Ampere (A100 sm_80, A10/RTX 30 sm_86), Ada (L4 sm_89), Hopper. */
 export const SHIPPED_ARCHS = ['sm_80', 'sm_86', 'sm_89', 'sm_90a'] as const;

@@ -3,7 +3,7 @@
  * delayed-scaling state updated on the device (run.ts), on GPUs fp8Support accepts.
  */
 import type { Fp8Backend } from '../../fp8-backend.js';
-import { cudaAvailable, getCudaContext } from '../context.js';
+import { cudaAvailable, getCudaContext } from '../runtime/context.js';
 import { runCudaFp8 } from './run.js';
 import { DeviceDelayedState } from './state.js';
 import { fp8Support } from './support.js';

@@ -12,7 +12,7 @@ import { UnsupportedError } from '../../../errors.js';
 import { Tensor } from '../../../tensor/tensor.js';
 import type { Fp8BackwardOutput, Fp8BackwardProblem } from '../../fp8-backward-problem.js';
 import { sequenceLengthsBuffer } from '../cudnn/execute.js';
-import { allocDevice, copyToDevice, copyToHost, fillDevice32 } from '../memory.js';
+import { allocDevice, copyToDevice, copyToHost, fillDevice32 } from '../runtime/memory.js';
 import {
   BACKWARD_BLOCK_BYTES,
   type BackwardScalarName,

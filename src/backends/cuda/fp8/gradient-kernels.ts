@@ -5,7 +5,7 @@
  * GPU a few times (8 blocks of 256 threads per SM) and loops.
  */
 import type { Fp8DType } from '../../../tensor/dtype.js';
-import { i32, i64, launchKernel, ptr } from '../launch.js';
+import { i32, i64, launchKernel, ptr } from '../runtime/launch.js';
 import { gridFor, kernelTable, THREADS, VEC } from './kernels.js';
 
 const functions = kernelTable('fp8/gradients.cu', [

@@ -6,9 +6,9 @@
  * thread per element: at B=4, T=8192, N=16, H=128 that is 8.4 M groups of 8, which a 132-SM H200
  * covers with 132 × 8 blocks of 256 threads in 31 steps.
  */
-import { loadKernels } from '../compile.js';
-import { getCudaContext } from '../context.js';
-import { f32, i32, i64, launchKernel, ptr } from '../launch.js';
+import { loadKernels } from '../runtime/compile.js';
+import { getCudaContext } from '../runtime/context.js';
+import { f32, i32, i64, launchKernel, ptr } from '../runtime/launch.js';
 
 /** Threads per block of the streaming passes (here and in gradient-kernels.ts). */
 export const THREADS = 256;

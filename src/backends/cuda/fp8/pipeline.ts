@@ -3,8 +3,8 @@
  * or pipelined in several over two streams (pipelineChunks decides; run.ts calls enqueueChunks).
  */
 import type { ProblemSize } from '../../problem.js';
-import { getCudaContext } from '../context.js';
 import { CU_EVENT_DISABLE_TIMING, cu, outBigInt } from '../ffi/driver.js';
+import { getCudaContext } from '../runtime/context.js';
 import { SCALAR_BLOCK_BYTES } from './graph.js';
 import { launchDequantise, launchQuantise3 } from './kernels.js';
 import { executeFp8Plan, type Fp8Plan } from './plan.js';

@@ -5,7 +5,7 @@
  *   2. one fused launch quantises Q, K, V to e4m3 and records their amax;
  *   3. cuDNN's FP8 SDPA graph writes O8 (e4m3; bf16 output is Blackwell-only) and amax_s, amax_o;
  *   4. O8 is dequantised to bf16; where the problem hides keys from some rows (causal, padding), the
- *      NaN repair recomputes any NaN that a hidden key's value put there (../flash/nan-repair.ts)
+ *      NaN repair recomputes any NaN that a hidden key's value put there (../ops/nan-repair.ts)
  *      and O8 follows it;
  *   5. delayed scaling records the five amax values in the device state and updates its scales.
  * Large problems run in 2–4 batch chunks, pipelined over two streams (pipeline.ts).
@@ -20,11 +20,11 @@ import { Tensor } from '../../../tensor/tensor.js';
 import type { Fp8Residuals, Fp8StepOutput, Fp8StepReport } from '../../fp8-backend.js';
 import type { PerTensor } from '../../fp8-problem.js';
 import type { AttentionProblem } from '../../problem.js';
-import { getCudaContext } from '../context.js';
 import { sequenceLengthsBuffer } from '../cudnn/execute.js';
 import { cu } from '../ffi/driver.js';
-import { canHideKeys, repairOutput } from '../flash/nan-repair.js';
-import { allocDevice, copyToHost, fillDevice32, growingDeviceBuffer } from '../memory.js';
+import { canHideKeys, repairOutput } from '../ops/nan-repair.js';
+import { getCudaContext } from '../runtime/context.js';
+import { allocDevice, copyToHost, fillDevice32, growingDeviceBuffer } from '../runtime/memory.js';
 import { fp8GraphFeatures, SCALAR_BLOCK_BYTES, SCALAR_SLOTS as SLOT } from './graph.js';
 import {
   launchCurrentScales,

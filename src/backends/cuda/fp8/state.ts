@@ -17,7 +17,7 @@ import {
   type Fp8TensorName,
   FP8_TENSORS as TENSORS,
 } from '../../fp8-problem.js';
-import { copyToDevice, copyToHost } from '../memory.js';
+import { copyToDevice, copyToHost } from '../runtime/memory.js';
 
 /** Where the rings start, in floats (quantise.cu's STATE_RINGS). */
 export const STATE_RINGS = 8;

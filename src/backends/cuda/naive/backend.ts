@@ -3,10 +3,10 @@
  * pieces, materialising the (B,N,T,S) scores so that its O(T²) memory shows in memoryStats.
  *
  *   1. scores = scale · Q·Kᵀ   cuBLASLt, float32 out (B,N,T,S)
- *   2. P = softmax(scores + bias, masked)   src/kernels/softmax.cu, in place for float32 inputs,
+ *   2. P = softmax(scores + bias, masked)   src/kernels/naive/softmax.cu, in place for float32 inputs,
  *      else into a (B,N,T,S) buffer of the input dtype (the second matmul's operand type)
  *   3. O = P·V   cuBLASLt, (B,T,N,Hv) in the query dtype
- *   4. (the registry adds it) where a key can be hidden: the NaN repair (flash/nan-repair.ts), since
+ *   4. (the registry adds it) where a key can be hidden: the NaN repair (ops/nan-repair.ts), since
  *      cuBLASLt multiplies a masked or padded key's probability 0 by its V row (0 · NaN = NaN)
  *
  * The layouts are BTNH, so per (b, n) Q is a (T × H) matrix with row stride N·H and K an (S × H)
@@ -23,10 +23,10 @@ import { Tensor } from '../../../tensor/tensor.js';
 // whichever of the two loads first.
 import type { AttentionBackend, Support } from '../../backend.js';
 import type { AttentionProblem, BackendOutput } from '../../problem.js';
-import { cudaAvailable } from '../context.js';
 import { CUBLAS_COMPUTE, CUDA_DATA_TYPE } from '../ffi/cublaslt.js';
-import { commonAlignment, type MatmulShape, matmulPlan, runMatmul } from '../matmul.js';
-import { allocDevice, copyInt32ToDevice } from '../memory.js';
+import { cudaAvailable } from '../runtime/context.js';
+import { commonAlignment, type MatmulShape, matmulPlan, runMatmul } from '../runtime/matmul.js';
+import { allocDevice, copyInt32ToDevice } from '../runtime/memory.js';
 import { deviceTypeName, launchSoftmax } from './softmax.js';
 
 const SUPPORTED: Support = { ok: true };

@@ -5,7 +5,7 @@
  *
  *   1. scores = scale·Q·Kᵀ (float32)     cuBLASLt, the forward's first product (recomputed)
  *   2. dP = dO·Vᵀ (float32)              cuBLASLt, the same product over V and dO
- *   3. P = softmax(scores + bias), D = Σ P·dP, dS = P∘(dP − D)   src/kernels/softmax_backward.cu
+ *   3. P = softmax(scores + bias), D = Σ P·dP, dS = P∘(dP − D)   src/kernels/naive/softmax_backward.cu
  *      (the softmax recomputed per row, in float64 for float32 inputs, not from the float32
  *      log-sum-exp: see there)
  *   4. dV_n = Pᵀ·dO, dK_n = scale·dSᵀ·Q  cuBLASLt per query head, float32 (B,S,N,·)
@@ -28,8 +28,8 @@ import { type Support, unsupported } from '../../backend.js';
 import type { BackwardBackend } from '../../backward-backend.js';
 import type { BackwardOutput, BackwardProblem } from '../../backward-problem.js';
 import { CUDA_DATA_TYPE } from '../ffi/cublaslt.js';
-import { commonAlignment, type MatmulShape, matmulPlan, runMatmul } from '../matmul.js';
-import { allocDevice, copyInt32ToDevice } from '../memory.js';
+import { commonAlignment, type MatmulShape, matmulPlan, runMatmul } from '../runtime/matmul.js';
+import { allocDevice, copyInt32ToDevice } from '../runtime/memory.js';
 import { cudaNaiveBackend, naiveMatmuls } from './backend.js';
 import {
   launchBiasGrad,

@@ -1,18 +1,18 @@
 /**
- * The launchers of src/kernels/softmax_backward.cu: the softmax backward over each score row, the
+ * The launchers of src/kernels/naive/softmax_backward.cu: the softmax backward over each score row, the
  * zeroed copies of non-finite operands and the dV repair for non-finite dO, the bias gradient
  * reduction and the GQA group sum; each picks its variant by name expression, builds its one params
  * struct and computes grid and block.
  */
 import type { FloatDType } from '../../../tensor/dtype.js';
 import type { BackwardProblem } from '../../backward-problem.js';
-import { loadKernels } from '../compile.js';
-import { launchKernel, type ScalarType } from '../launch.js';
+import { loadKernels } from '../runtime/compile.js';
+import { launchKernel, type ScalarType } from '../runtime/launch.js';
 import { deviceTypeName, type SoftmaxBuffers, softmaxBlockSize, softmaxFields } from './softmax.js';
 
 type Fields = Array<{ type: ScalarType; value: number | bigint }>;
 
-const FILE = 'softmax_backward.cu';
+const FILE = 'naive/softmax_backward.cu';
 /** Threads per block of the elementwise kernels (bias gradient, group sum). */
 const ELEMENTWISE_THREADS = 256;
 

@@ -1,14 +1,14 @@
 /**
- * The launcher of src/kernels/softmax.cu: picks the variant (probability dtype, bias dtype, whether
+ * The launcher of src/kernels/naive/softmax.cu: picks the variant (probability dtype, bias dtype, whether
  * the row fits in shared memory), builds the one SoftmaxParams struct from the problem, and computes
  * grid, block and shared memory.
  */
 
 import type { FloatDType } from '../../../tensor/dtype.js';
 import type { AttentionProblem } from '../../problem.js';
-import { loadKernels } from '../compile.js';
-import { getCudaContext } from '../context.js';
-import { launchKernel, type ScalarType } from '../launch.js';
+import { loadKernels } from '../runtime/compile.js';
+import { getCudaContext } from '../runtime/context.js';
+import { launchKernel, type ScalarType } from '../runtime/launch.js';
 
 /** Kernel-side names of the dtypes a probability or bias row can have. */
 const DEVICE_TYPE: Partial<Record<FloatDType, string>> = {
@@ -104,7 +104,7 @@ export function launchSoftmax(
 ): SoftmaxVariant {
   const { properties } = getCudaContext();
   const variant = softmaxVariant(p, probDType, properties.maxSharedMemoryPerBlockOptin);
-  const module = loadKernels({ file: 'softmax.cu', kernels: [variant.name] });
+  const module = loadKernels({ file: 'naive/softmax.cu', kernels: [variant.name] });
   const fn = module.functions.get(variant.name);
   if (fn === undefined) throw new Error(`unreachable: ${variant.name} not in its module`);
   launchKernel(

@@ -9,9 +9,9 @@
 import { itemSize } from '../../../tensor/dtype.js';
 import { Tensor } from '../../../tensor/tensor.js';
 import type { RingTransport } from '../../ring-backend.js';
-import { getCudaContext } from '../context.js';
 import { CU_EVENT_DISABLE_TIMING, cu, outBigInt } from '../ffi/driver.js';
-import { allocDevice } from '../memory.js';
+import { getCudaContext } from '../runtime/context.js';
+import { allocDevice } from '../runtime/memory.js';
 
 let events: { computed: bigint; exchanged: bigint } | undefined;
 

@@ -10,10 +10,10 @@
 import { InvalidArgumentError } from '../../../errors.js';
 import type { Tensor } from '../../../tensor/tensor.js';
 import type { RingTransport, RingTransportFactory } from '../../ring-backend.js';
-import { deviceContext, onDevice } from '../context.js';
 import { CU_EVENT_DISABLE_TIMING, checked, cu, outBigInt, outInt } from '../ffi/driver.js';
 import { loadLibrary } from '../ffi/libraries.js';
 import { NCCL_DATA_TYPE, nc } from '../ffi/nccl.js';
+import { deviceContext, onDevice } from '../runtime/context.js';
 import { deviceLike } from './loopback.js';
 
 /** CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: which device a pointer's memory is on. */

@@ -1,17 +1,17 @@
 /**
  * The CUDA RingOps of context-parallel attention: row gathers as device-to-device copies, the
- * float32 accumulator, and the merge and finish kernels of src/kernels/ring/merge.cu. Everything is
+ * float32 accumulator, and the merge and finish kernels of src/kernels/ops/lse_merge.cu. Everything is
  * enqueued on the current device's stream (context.ts), in order with the block calls.
  */
 import { UnsupportedError } from '../../../errors.js';
 import { itemSize } from '../../../tensor/dtype.js';
 import { Tensor } from '../../../tensor/tensor.js';
 import type { Accumulator, RingOps } from '../../ring-backend.js';
-import { loadKernels } from '../compile.js';
-import { getCudaContext } from '../context.js';
 import { cu } from '../ffi/driver.js';
-import { i32, i64, launchKernel, ptr } from '../launch.js';
-import { allocDevice } from '../memory.js';
+import { loadKernels } from '../runtime/compile.js';
+import { getCudaContext } from '../runtime/context.js';
+import { i32, i64, launchKernel, ptr } from '../runtime/launch.js';
+import { allocDevice } from '../runtime/memory.js';
 
 const ELEM = { bfloat16: 0, float16: 1, float32: 2 } as const;
 const THREADS = 256;
@@ -35,9 +35,11 @@ function elemOf(dtype: string): 0 | 1 | 2 {
 }
 
 function kernel(name: string, elem: number): bigint {
-  return loadKernels({ file: 'ring/merge.cu', kernels: [name], defines: { RING_ELEM: elem } }).functions.get(
-    name,
-  )!;
+  return loadKernels({
+    file: 'ops/lse_merge.cu',
+    kernels: [name],
+    defines: { RING_ELEM: elem },
+  }).functions.get(name)!;
 }
 
 function blocksFor(work: number): number {

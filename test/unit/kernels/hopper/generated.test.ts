@@ -1,20 +1,20 @@
 /**
  * The generated Hopper headers are their generators' output: regenerating changes nothing.
  * src/kernels/hopper/gen/wgmma.cuh from gen/wgmma.py (needs python3, skips without it), and
- * gen/fwd_variants.cuh from the variant table (src/backends/cuda/flash/hopper-table.ts).
+ * gen/fwd_variants.cuh from the variant table (src/backends/cuda/flash/sm90/hopper-table.ts).
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { kernelsDir } from '../../../../src/backends/cuda/compile.js';
 import {
   hopperConfigName,
   hopperTableVariants,
   hopperVariantsHeader,
-} from '../../../../src/backends/cuda/flash/hopper-table.js';
-import { hopperSharedBytes } from '../../../../src/backends/cuda/flash/hopper-variant.js';
+} from '../../../../src/backends/cuda/flash/sm90/hopper-table.js';
+import { hopperSharedBytes } from '../../../../src/backends/cuda/flash/sm90/hopper-variant.js';
+import { kernelsDir } from '../../../../src/backends/cuda/runtime/compile.js';
 
 const gen = join(kernelsDir(), 'hopper/gen');
 const python = spawnSync('python3', ['--version']).status === 0;

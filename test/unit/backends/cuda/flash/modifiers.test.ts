@@ -12,43 +12,58 @@ import { attentionBackward } from '../../../../../src/api/backward.js';
 import { validateAttention } from '../../../../../src/api/validate.js';
 import { validateBackward } from '../../../../../src/api/validate-backward.js';
 import {
-  biasContributors,
-  flashBackwardDefines,
-  flashBackwardRule,
-  flashBackwardVariant,
-  flashBackwardVariantKey,
-} from '../../../../../src/backends/cuda/flash/backward-variant.js';
-import {
   type FlashModifiers,
   marshalBlockMask,
   marshalCaptures,
   variantsRule,
 } from '../../../../../src/backends/cuda/flash/modifiers.js';
 import {
+  biasContributors,
+  flashBackwardDefines,
+  flashBackwardRule,
+  flashBackwardVariant,
+  flashBackwardVariantKey,
+} from '../../../../../src/backends/cuda/flash/sm80/backward-variant.js';
+import {
   flashDefines,
   flashVariant,
   flashVariantKey,
-} from '../../../../../src/backends/cuda/flash/variant.js';
+} from '../../../../../src/backends/cuda/flash/sm80/variant.js';
 import { randomNormal } from '../../../../../src/tensor/random.js';
 import { Tensor } from '../../../../../src/tensor/tensor.js';
-import { alibiCase, causalCase, relativeBiasCase } from '../../../../support/modifier-cases.js';
+import {
+  alibiCase,
+  blockMaskFrom,
+  causalCase,
+  relativeBiasCase,
+} from '../../../../support/modifier-cases.js';
 import { modifierReference } from '../../../../support/modifier-reference.js';
 
 function mods(captures: FlashModifiers['captures'] = []): FlashModifiers {
-  return { key: 'abc123', cudaSource: '', captures, hasScoreMod: true, hasMaskMod: false };
+  return {
+    key: 'abc123',
+    maskKey: '',
+    cudaSource: '',
+    captures,
+    hasScoreMod: true,
+    hasMaskMod: false,
+    hasCaptureGrads: captures.some((c) => c.needsGrad),
+    label: 'test',
+  };
 }
+const NO_STRIDES = [0, 0, 0, 0] as const;
 
 const q = randomNormal([2, 16, 4, 64], { seed: 1, dtype: 'bfloat16' });
 const kv = randomNormal([2, 24, 2, 64], { seed: 2, dtype: 'bfloat16' });
 
 describe('flash modifier parameters and variants', () => {
-  it('AttnlabCaptures: 8 pointers, 8×4 row-major strides (0 on size-1 dims), 8 gradient pointers', () => {
+  it("AttnlabCaptures: 8 pointers, the captures' 8×4 index strides, 8 gradient pointers", () => {
     const table = Tensor.zeros([4, 39], 'float32');
     const one = Tensor.zeros([1, 5], 'int32');
     const arg = marshalCaptures(
       mods([
-        { name: 'table', tensor: table, dtype: 'float32', needsGrad: true },
-        { name: 'one', tensor: one, dtype: 'int32', needsGrad: false },
+        { name: 'table', tensor: table, dtype: 'float32', needsGrad: true, strides: [39, 1, 0, 0] },
+        { name: 'one', tensor: one, dtype: 'int32', needsGrad: false, strides: [0, 1, 0, 0] },
       ]),
       [7n],
       [1n, 2n],
@@ -85,11 +100,13 @@ describe('flash modifier parameters and variants', () => {
   });
 
   it('the variant key names the modifier set and the block mask; only the block mask is a -D', () => {
-    const p = {
-      ...validateAttention(q, kv, kv),
-      modifiers: mods(),
-      blockMask: { kinds: { ptr: 1n }, Bm: 1, Nm: 1, blockQ: 128, blockKV: 128 },
-    };
+    const blockMask = blockMaskFrom(
+      { Bm: 1, Nm: 1, blockQ: 128, blockKV: 128 },
+      { B: 2, N: 4, T: 16, S: 24 },
+      Tensor.zeros([1, 1, 1, 1], 'bool'),
+      '',
+    );
+    const p = { ...validateAttention(q, kv, kv), modifiers: mods(), blockMask };
     const v = flashVariant(p, 'sm_90a');
     assert.match(flashVariantKey(v), /\.mods-abc123\.bmask$/);
     assert.equal(flashDefines(v).ATTNLAB_BLOCK_MASK, 1);
@@ -110,6 +127,7 @@ describe('flash modifier parameters and variants', () => {
       tensor: t,
       dtype: 'float32' as const,
       needsGrad: false,
+      strides: NO_STRIDES,
     }));
     assert.match(variantsRule({ ...p, modifiers: mods(nine) }) ?? '', /9 captured tensors/);
     assert.match(variantsRule({ ...p, modifiers: mods(nine.slice(0, 1)) }) ?? '', /c0 is on the cpu/);
@@ -150,7 +168,7 @@ describe('flash backward: bias, mask and modifier rules', () => {
     const t = Tensor.zeros([4], 'float32');
     const p = {
       ...problem({ deterministic: true }),
-      modifiers: mods([{ name: 'table', tensor: t, dtype: 'float32', needsGrad: true }]),
+      modifiers: mods([{ name: 'table', tensor: t, dtype: 'float32', needsGrad: true, strides: NO_STRIDES }]),
     };
     const refused = flashBackwardRule(p);
     assert.ok(!refused.ok);

@@ -1,0 +1,481 @@
+/**
+ * The flash backend's decoding path: split-KV kernels for few queries per sequence over a long cache
+ * (dense, paged through a block table, or packed) and their combine kernel. Two launches per call at
+ * most: the split, and the combine when splits > 1 (the TMA kernel can merge them itself where
+ * decodeTuning.combine asks: decode-tma.ts, tmaCombinesInSplit). Three split kernels: the heads kernel
+ * (flash_decode_heads.cu, decode-heads.ts: whole token rows of up to 8 kv heads a block) for long
+ * caches where it runs and measured faster than the row-tile kernel; its TMA form (flash_decode_ws.cu,
+ * decode-tma.ts: one kv head a block, a producer warp's tensor copies) in its place wherever that can run
+ * (+2–6% at K=8, 1.20–1.32× at K=1) and on MQA-like caches from 32k tokens; and the
+ * row-tile kernel (flash_decode.cu, below) for the rest.
+ *
+ * Which problems take the decode path: every paged or packed one (the prefill kernel has neither),
+ * and dense ones whose rows per key/value head (T·N/K, GQA-packed into m16 tiles) fit in 4 tiles —
+ * decoding and short speculative steps, where the prefill kernel's 128-row query tiles would be
+ * mostly padding and its grid of B·N blocks too small to fill 132 SMs. In the row-tile kernel up to
+ * 4 row tiles share one block (`rowTiles`), so each K/V byte is read once per kv head (MQA N=32 has
+ * 2). Its K/V rows arrive by cp.async.bulk on stage mbarriers (decode_load.cuh; sm_90, rows of
+ * 16-byte multiples) or by 16-byte cp.async elsewhere (decodeTuning.loader forces either); both
+ * passed the decode GPU tests on the H200, and compute-sanitizer memcheck of benchmarks/harnesses/decode-kernel.cu's
+ * nvcc build of the same kernel source (benchmarks/results/h200/decode/2026-12-01-row-tile-split-counts; the heads kernel:
+ * 2026-12-01-heads-kernel-cudnn-paged). The split count comes from decode-splits.ts.
+ */
+import { config } from '../../../../config.js';
+import { AttnlabError, InvalidArgumentError } from '../../../../errors.js';
+import { Tensor } from '../../../../tensor/tensor.js';
+import { SUPPORTED, type Support, unsupported } from '../../../backend.js';
+import { type AttentionProblem, type BackendOutput, cachedTokens } from '../../../problem.js';
+import { loadKernels } from '../../runtime/compile.js';
+import { getCudaContext, targetArch } from '../../runtime/context.js';
+import { int32OnDevice } from '../../runtime/int32-cache.js';
+import { type KernelArg, launchKernel, ptr, type ScalarType, structLayout } from '../../runtime/launch.js';
+import { allocDevice, fillDevice32, growingDeviceBuffer } from '../../runtime/memory.js';
+import { FLASH_FLAGS } from '../params.js';
+import { archMajor, keyValueAligned } from './decode-common.js';
+import {
+  type DecodeHeadsVariant,
+  headsDefines,
+  headsPreferred,
+  headsSharedBytes,
+  headsSupport,
+  headsTileKeys,
+  headsVariant,
+  headsVariantKey,
+} from './decode-heads.js';
+import { chooseSplitCount, decodeTuning, MAX_SPLITS } from './decode-splits.js';
+import {
+  type DecodeTmaVariant,
+  TMA_KERNEL,
+  tmaCombinesInSplit,
+  tmaDefines,
+  tmaDependentLaunches,
+  tmaMapBytes,
+  tmaMulticast,
+  tmaPreferred,
+  tmaPreferredShort,
+  tmaRowGroups,
+  tmaSharedBytes,
+  tmaSupport,
+  tmaThreads,
+  tmaTileKeys,
+  tmaVariant,
+  tmaVariantKey,
+} from './decode-tma.js';
+
+/** Keys per tile and rows per block, as DEC_BN / DEC_ROWS in flash_decode.cu. */
+const TILE_KEYS = 64;
+const BLOCK_ROWS = 16;
+/** Dense problems with at most this many GQA-packed rows per kv head take the decode kernel. */
+const DENSE_DECODE_MAX_ROWS = 4 * BLOCK_ROWS;
+const WINDOW_UNBOUNDED = 1 << 29;
+const NEG_INF_BITS = 0xff800000;
+/** sizeof(DecodeParams): 12 pointers + 8 strides (8 bytes), 16 four-byte fields. */
+export const DECODE_PARAMS_BYTES = 12 * 8 + 8 * 8 + 16 * 4;
+
+export interface DecodeVariant {
+  readonly kind?: 'rows';
+  readonly arch: string;
+  readonly fp16: boolean;
+  /** Q/K and V head dims padded to multiples of 16. */
+  readonly headDim: number;
+  readonly valueHeadDim: number;
+  /** Stages of K+V tiles: 3 up to D=128 (2 blocks of ~110 KB per SM), 2 above. */
+  readonly stages: number;
+  /** m16 row tiles per block: 1, 2 or 4 (the kernel's RT); 1 above D=128, where registers run out. */
+  readonly rowTiles: number;
+  /** K/V rows by cp.async.bulk on an mbarrier (sm_90) rather than 16-byte cp.async. */
+  readonly bulk: boolean;
+}
+
+const pad16 = (x: number) => Math.ceil(x / 16) * 16;
+
+/** m16 tiles of GQA-packed (token, query head) rows per kv head. */
+const rowTileCount = (p: AttentionProblem) => Math.ceil((p.T * p.N) / p.K / BLOCK_ROWS);
+
+/** Whether the bulk loader can take `p`: sm_90+, rows of 16-byte multiples at 16-byte-aligned addresses. */
+function bulkLoadable(p: AttentionProblem, arch: string): boolean {
+  return archMajor(arch) >= 90 && p.H % 8 === 0 && p.Hv % 8 === 0 && keyValueAligned(p);
+}
+
+/**
+ * The loader where both can run, by layout, as measured on the H200 (benchmarks/results/h200/decode/2026-12-01-row-tile-split-counts,
+ * kernel alone, B·S = 1M, K=8): a paged cache reads 3.6 TB/s by bulk copies against 2.6 by cp.async
+ * (the bulk loader loads each row's table entry a tile ahead; cp.async's addresses wait on it), a
+ * dense or packed one 4.0 by cp.async against 3.9 by bulk copies. A "stall at the first
+ * bulk launch" was NVRTC time, not the loader: the unrolled scalar P·V fallback made RT=4 take ~32 s
+ * to compile (47k PTX lines; 6k now), and a test process inside that native call ignores SIGTERM.
+ */
+const defaultLoader = (p: AttentionProblem): 'bulk' | 'async' => (p.paged ? 'bulk' : 'async');
+
+export function decodeVariant(p: AttentionProblem, arch: string): DecodeVariant {
+  const headDim = pad16(p.H);
+  const valueHeadDim = pad16(p.Hv);
+  const wide = Math.max(headDim, valueHeadDim) > 128;
+  const tiles = rowTileCount(p);
+  return {
+    arch,
+    fp16: p.dtype === 'float16',
+    headDim,
+    valueHeadDim,
+    stages: wide ? 2 : 3,
+    rowTiles: wide || tiles <= 1 ? 1 : tiles <= 2 ? 2 : 4,
+    bulk: (decodeTuning.loader ?? defaultLoader(p)) === 'bulk' && bulkLoadable(p, arch),
+  };
+}
+
+export function decodeVariantKey(v: DecodeVariant): string {
+  return `flash-decode.${v.arch}.${v.fp16 ? 'f16' : 'bf16'}.d${v.headDim}${
+    v.valueHeadDim !== v.headDim ? `v${v.valueHeadDim}` : ''
+  }.64x${16 * v.rowTiles}x4s${v.stages}.${v.bulk ? 'bulk' : 'async'}`;
+}
+
+/** Shared memory of one block, as DecodeConfig::SMEM. */
+export function decodeSharedBytes(v: DecodeVariant): number {
+  const barriers = 64;
+  const q = BLOCK_ROWS * v.rowTiles * (v.headDim + 8) * 2;
+  const stage = TILE_KEYS * (v.headDim + 8) * 2 + TILE_KEYS * (v.valueHeadDim + 8) * 2;
+  const merge = 4 * BLOCK_ROWS * (v.valueHeadDim + 2) * 4;
+  return barriers + q + Math.max(v.stages * stage, merge);
+}
+
+/** Whether the flash backend should run `p` through the decode kernel rather than the prefill one. */
+export function wantsDecodeKernel(p: AttentionProblem): boolean {
+  if (p.paged || p.packed) return true;
+  return !p.bias && !p.mask && p.dtype !== 'float32' && (p.T * p.N) / p.K <= DENSE_DECODE_MAX_ROWS;
+}
+
+/** Why the decode kernel cannot run `p` (the flash backend's general checks have passed). */
+export function decodeSupport(p: AttentionProblem): Support {
+  const layout = p.paged ? 'a paged KV cache' : 'packed sequences';
+  if (p.dtype !== 'bfloat16' && p.dtype !== 'float16') {
+    return unsupported(`${layout} in ${p.dtype}: the decode kernel takes bfloat16 or float16`);
+  }
+  if (p.bias || p.mask) {
+    return unsupported(
+      `${layout} with a ${p.bias ? 'bias' : 'boolean mask'}: the decode kernel takes neither`,
+    );
+  }
+  if (p.B * p.K > 65535) return unsupported(`B·K = ${p.B * p.K}: the grid's z dimension is at most 65535`);
+  const v = decodeVariant(p, targetArch());
+  const shared = decodeSharedBytes(v);
+  const limit = getCudaContext().properties.maxSharedMemoryPerBlockOptin;
+  if (shared > limit)
+    return unsupported(`${decodeVariantKey(v)} needs ${shared} B of shared memory, ${limit} allowed`);
+  return SUPPORTED;
+}
+
+/**
+ * Splits of the key range (decode-splits.ts): the grid's waves over the blocks that fit at once,
+ * `multiprocessors` × as many blocks of `v` as one's shared memory holds (228 KB on sm_90, taken as
+ * the per-block opt-in limit + the 1 KB the driver reserves per block).
+ */
+export function chooseSplits(
+  p: AttentionProblem,
+  v: DecodeVariant | DecodeHeadsVariant | DecodeTmaVariant,
+  multiprocessors: number,
+  sharedLimit: number,
+): number {
+  if (decodeTuning.splits) {
+    // The combine kernel keeps one weight per split in shared memory (DEC_MAX_SPLITS).
+    if (!Number.isInteger(decodeTuning.splits) || decodeTuning.splits > MAX_SPLITS) {
+      throw new InvalidArgumentError(
+        'decodeTuning.splits',
+        `an integer from 1 to ${MAX_SPLITS}`,
+        String(decodeTuning.splits),
+      );
+    }
+    return decodeTuning.splits;
+  }
+  const shared =
+    v.kind === 'heads' ? headsSharedBytes(v) : v.kind === 'tma' ? tmaSharedBytes(v) : decodeSharedBytes(v);
+  const perSm = Math.max(1, Math.floor((sharedLimit + 1024) / (shared + 1024)));
+  const tileKeys = v.kind === 'heads' ? headsTileKeys(v) : v.kind === 'tma' ? tmaTileKeys(v) : TILE_KEYS;
+  return chooseSplitCount({
+    blocks:
+      v.kind === 'heads'
+        ? p.B * (p.K / v.heads)
+        : v.kind === 'tma'
+          ? p.B * p.K * v.rowGroups
+          : p.B * p.K * Math.ceil(rowTileCount(p) / v.rowTiles),
+    tiles: Math.max(1, Math.ceil(p.S / tileKeys)),
+    slots: multiprocessors * perSm,
+  });
+}
+
+/**
+ * Whether `p` runs on the heads kernel (decode-heads.ts) rather than the row-tile kernel: where it
+ * can and the measured rule prefers it (headsPreferred: long caches, B·S ≥ 128k tokens), unless
+ * decodeTuning (`kernel`, or a `loader`, which only the row-tile kernel has) or
+ * ATTNLAB_DECODE_KERNEL forces one.
+ */
+function runsOnHeads(p: AttentionProblem, arch: string): boolean {
+  const forced = forcedKernel();
+  if (forced === 'rows' || !headsSupport(p, arch).ok) return false;
+  return forced === 'heads' || headsPreferred(p);
+}
+const forcedKernel = () => decodeTuning.kernel ?? (decodeTuning.loader ? 'rows' : config().decodeKernel);
+
+/**
+ * The split kernel for `p`: the TMA kernel where forced and it can run; else, unless a kernel is forced,
+ * where the heads kernel would run (tmaPreferred) or, on a short cache, the row-tile kernel with MQA-like
+ * rows (tmaPreferredShort); else runsOnHeads' choice. The TMA kernel in row groups where its one-block form
+ * would split the keys and a group's blocks read at most ROW_GROUP_MAX_KEYS each (tmaRowGroups).
+ */
+export function splitVariant(
+  p: AttentionProblem,
+  arch: string,
+  sharedLimit: number,
+  multiprocessors: number,
+): DecodeVariant | DecodeHeadsVariant | DecodeTmaVariant {
+  const forced = forcedKernel();
+  const rowGroups = decodeTuning.rowGroups;
+  if (rowGroups !== undefined && rowGroups !== 1 && rowGroups !== 2)
+    throw new InvalidArgumentError('decodeTuning.rowGroups', '1 or 2', String(rowGroups));
+  const rowTiles = decodeTuning.rowTiles;
+  if (rowTiles !== undefined && rowTiles !== 1 && rowTiles !== 2)
+    throw new InvalidArgumentError('decodeTuning.rowTiles', '1 or 2', String(rowTiles));
+  const multicast = decodeTuning.multicast;
+  if (multicast !== undefined && typeof multicast !== 'boolean')
+    throw new InvalidArgumentError('decodeTuning.multicast', 'true or false', String(multicast));
+  const tma = () => {
+    const { boxGroup } = decodeTuning;
+    const one = tmaVariant(p, arch, 1, { boxGroup, rowTiles });
+    const grouped = tmaVariant(p, arch, 2, { boxGroup, multicast: tmaMulticast(p, multicast) });
+    const splitsOfOne = chooseSplits(p, one, multiprocessors, sharedLimit);
+    const groupedKeys = Math.ceil(p.S / chooseSplits(p, grouped, multiprocessors, sharedLimit));
+    return tmaRowGroups(p, splitsOfOne, groupedKeys, multiprocessors, rowGroups, multicast) === 1
+      ? one
+      : grouped;
+  };
+  if (forced === 'tma' && tmaSupport(p, arch).ok) return tma();
+  if (!runsOnHeads(p, arch)) return !forced && tmaPreferredShort(p, arch) ? tma() : decodeVariant(p, arch);
+  return forced !== 'heads' && tmaPreferred(p, arch) ? tma() : headsVariant(p, arch, sharedLimit);
+}
+
+/** The split and combine kernels of a decode kernel file, specialised by `defines`. */
+function loadDecode(file: string, split: string, defines: Record<string, number>) {
+  const combine = 'attnlab_flash_decode_combine';
+  const module = loadKernels({ file, kernels: [split, combine], defines });
+  return { split: module.functions.get(split)!, combine: module.functions.get(combine)! };
+}
+
+const headsKernels = (v: DecodeHeadsVariant) =>
+  loadDecode('decode/flash_decode_heads.cu', 'attnlab_flash_decode_heads', headsDefines(v));
+const tmaKernels = (v: DecodeTmaVariant) =>
+  loadDecode('decode/flash_decode_ws.cu', TMA_KERNEL, tmaDefines(v));
+
+const kernels = (v: DecodeVariant) =>
+  loadDecode('decode/flash_decode.cu', 'attnlab_flash_decode', {
+    DECODE_D: v.headDim,
+    DECODE_DV: v.valueHeadDim,
+    DECODE_FP16: v.fp16 ? 1 : 0,
+    DECODE_STAGES: v.stages,
+    DECODE_RT: v.rowTiles,
+    DECODE_BULK: v.bulk ? 1 : 0,
+  });
+
+/**
+ * The TMA kernel's split counters (flash_decode_ws.cu, combine_in_split), one int per (sequence, kv head, row
+ * group) of a launch: zeroed once when made, and left zero by every launch (the last block of each key range
+ * resets its counter), so calls share them in stream order with no memset of their own.
+ */
+const splitCounters = growingDeviceBuffer((made) => fillDevice32(made, 0));
+
+export function runDecode(p: AttentionProblem): BackendOutput {
+  const { B, T, N, K, H, Hv } = p;
+  const queryOffsets = p.packed?.querySeqOffsets ?? null;
+  const kvOffsets = p.packed?.keyValueSeqOffsets ?? null;
+  const tokens = queryOffsets ? queryOffsets[B] : B * T;
+  const rows = tokens * N;
+  const arch = targetArch();
+  const { properties } = getCudaContext();
+  const sharedLimit = properties.maxSharedMemoryPerBlockOptin;
+  const variant = splitVariant(p, arch, sharedLimit, properties.multiprocessorCount);
+  const heads = variant.kind === 'heads' ? variant : null;
+  const tma = variant.kind === 'tma' ? variant : null;
+  const key = heads
+    ? headsVariantKey(heads)
+    : tma
+      ? tmaVariantKey(tma)
+      : decodeVariantKey(variant as DecodeVariant);
+  const splits = chooseSplits(p, variant, properties.multiprocessorCount, sharedLimit);
+  const itemBytes = 2;
+  const out = allocDevice(rows * Hv * itemBytes);
+  const lse = p.returnLogSumExp ? allocDevice(rows * 4) : null;
+  // A dense query with lengths has padding rows no block writes: they must read zeros (lse −inf).
+  if (!queryOffsets && p.querySeqLengths) {
+    fillDevice32(out, 0);
+    if (lse) fillDevice32(lse, NEG_INF_BITS);
+  }
+  // Kept on the device across calls and found again by content (int32-cache.ts): not released here.
+  const upload = (values: Int32Array | null) => (values ? int32OnDevice(values) : null);
+  const table = upload(p.paged?.blockTable ?? null);
+  const qOffsets = upload(queryOffsets);
+  const kvOffs = upload(kvOffsets);
+  const qLens = upload(queryOffsets ? null : p.querySeqLengths);
+  const kvLens = upload(kvOffsets ? null : p.keyValueSeqLengths);
+  // The TMA kernel's last block of each key range merges the splits itself where decodeTuning.combine asks.
+  const inSplit = tma !== null && tmaCombinesInSplit(splits, decodeTuning.combine);
+  const counters = inSplit ? splitCounters(B * K * tma.rowGroups * 4) : null;
+  const dependent = tma
+    ? tmaDependentLaunches(
+        config().dependentLaunch,
+        splits,
+        inSplit,
+        cachedTokens(p) * K * (H + Hv) * itemBytes,
+      )
+    : { split: false, combine: false };
+  const partO = splits > 1 ? allocDevice(splits * rows * variant.valueHeadDim * 4) : null;
+  const partLse = splits > 1 ? allocDevice(splits * rows * 4) : null;
+  try {
+    if (rows > 0) {
+      const fn = heads ? headsKernels(heads) : tma ? tmaKernels(tma) : kernels(variant as DecodeVariant);
+      let flags = 0;
+      if (p.causal) flags |= FLASH_FLAGS.causal;
+      if (p.alignment === 'bottom_right') flags |= FLASH_FLAGS.bottomRight;
+      if (p.window) flags |= FLASH_FLAGS.window;
+      const side = (x: number) => (Number.isFinite(x) ? Math.min(x, WINDOW_UNBOUNDED) : WINDOW_UNBOUNDED);
+      const params = marshalDecodeParams({
+        pointers: [
+          p.query.buffer.ptr,
+          p.key.buffer.ptr,
+          p.value.buffer.ptr,
+          out.ptr,
+          lse?.ptr ?? 0n,
+          partO?.ptr ?? 0n,
+          partLse?.ptr ?? 0n,
+          table?.ptr ?? 0n,
+          qOffsets?.ptr ?? 0n,
+          kvOffs?.ptr ?? 0n,
+          qLens?.ptr ?? 0n,
+          kvLens?.ptr ?? 0n,
+        ],
+        // Token and head strides in elements: every layout is token-major with heads inside.
+        strides: [N * H, H, K * H, H, K * Hv, Hv, N * Hv, Hv],
+        ints: [
+          B,
+          T,
+          p.S,
+          N,
+          K,
+          H,
+          Hv,
+          N / K,
+          p.paged?.blockSize ?? 0,
+          p.paged?.maxBlocksPerSeq ?? 0,
+          splits,
+          p.window ? side(p.window.left) : WINDOW_UNBOUNDED,
+          p.window ? side(p.window.right) : WINDOW_UNBOUNDED,
+        ],
+        scaleLog2: p.scale * Math.LOG2E,
+        flags,
+        rowsTotal: rows,
+      });
+      if (tma) {
+        // The K and V tensor maps follow DecodeParams as two more 128-byte arguments (decode_tma.cuh). A
+        // programmatic dependent where tmaDependentLaunches says (launch-dependent.ts): the kernel waits
+        // (griddepcontrol.wait) before it reads memory, and lets its combine start as its last blocks finish.
+        const [kMap, vMap] = tmaMapBytes(p, tma);
+        const grid: [number, number, number] = [splits * tma.rowGroups, K, B];
+        launchKernel(
+          fn.split,
+          {
+            grid,
+            block: [tmaThreads(tma), 1, 1],
+            sharedBytes: tmaSharedBytes(tma),
+            dependent: dependent.split,
+          },
+          [params, { type: 'bytes', bytes: kMap }, { type: 'bytes', bytes: vMap }, ptr(counters?.ptr ?? 0n)],
+        );
+      } else if (heads) {
+        launchKernel(
+          fn.split,
+          { grid: [splits, K / heads.heads, B], block: [256, 1, 1], sharedBytes: headsSharedBytes(heads) },
+          [params],
+        );
+      } else {
+        const rows = variant as DecodeVariant;
+        const rowGroups = Math.ceil(rowTileCount(p) / rows.rowTiles);
+        launchKernel(
+          fn.split,
+          { grid: [splits, rowGroups, B * K], block: [128, 1, 1], sharedBytes: decodeSharedBytes(rows) },
+          [params],
+        );
+      }
+      if (splits > 1 && !inSplit) {
+        // The combine waits for its split kernel's writes (griddepcontrol.wait) wherever it runs (a no-op in a
+        // plain launch); a dependent where tmaDependentLaunches says, after the TMA kernel that lets it start early.
+        launchKernel(
+          fn.combine,
+          {
+            grid: [Math.ceil(rows / 4), 1, 1],
+            block: [128, 1, 1],
+            dependent: dependent.combine,
+          },
+          [params],
+        );
+      }
+    }
+  } finally {
+    // The pool hands these blocks only to work enqueued later on the same stream.
+    for (const buffer of [partO, partLse]) buffer?.release();
+  }
+  const shape = queryOffsets ? [tokens, N, Hv] : [B, T, N, Hv];
+  return {
+    output: Tensor.fromDeviceBuffer(out, shape, p.dtype),
+    logSumExp: lse ? Tensor.fromDeviceBuffer(lse, shape.slice(0, -1), 'float32') : undefined,
+    variant: `${key}.split${splits}${inSplit ? '.fused' : ''}${p.paged ? `.paged${p.paged.blockSize}` : ''}${p.packed ? '.packed' : ''}`,
+  };
+}
+
+interface DecodeParamValues {
+  readonly pointers: readonly bigint[];
+  readonly strides: readonly number[];
+  readonly ints: readonly number[];
+  readonly scaleLog2: number;
+  readonly flags: number;
+  readonly rowsTotal: number;
+}
+
+/** DecodeParams' scalar types in declaration order (decode_common.cuh). */
+export const DECODE_PARAM_TYPES: readonly ScalarType[] = [
+  ...Array<ScalarType>(12).fill('ptr'),
+  ...Array<ScalarType>(8).fill('i64'),
+  ...Array<ScalarType>(13).fill('i32'),
+  'f32',
+  'i32',
+  'i32',
+];
+/** Laid out once, by C's rules as launchKernel lays out a 'struct' argument. */
+const DECODE_LAYOUT = structLayout(DECODE_PARAM_TYPES.map((type) => ({ type })));
+
+/**
+ * DecodeParams field for field, in declaration order, as bytes written at offsets laid out once; both
+ * launches of a call (split and combine) copy them as they are. The 'struct' argument this replaced
+ * built 36 field objects per call and laid them out and wrote them field by field again in each
+ * launch: ~2.9 µs of host time per call against ~0.6 µs now (benchmarks/harnesses/decode-host-steps.ts, on the CPU),
+ * out of the ~24 µs a B=1 call spends above its kernels (benchmarks/results/h200/decode/2026-12-01-heads-kernel-cudnn-paged).
+ */
+export function marshalDecodeParams(f: DecodeParamValues): KernelArg {
+  const { offsets, size } = DECODE_LAYOUT;
+  if (
+    f.pointers.length !== 12 ||
+    f.strides.length !== 8 ||
+    f.ints.length !== 13 ||
+    size !== DECODE_PARAMS_BYTES
+  ) {
+    throw new AttnlabError(
+      `DecodeParams: ${f.pointers.length} pointers, ${f.strides.length} strides, ${f.ints.length} + 3 four-byte fields in ${size} bytes; the kernel expects 12, 8, 13 + 3 in ${DECODE_PARAMS_BYTES}`,
+    );
+  }
+  const bytes = new Uint8Array(size);
+  const view = new DataView(bytes.buffer);
+  let i = 0;
+  for (const value of f.pointers) view.setBigUint64(offsets[i++], value, true);
+  for (const value of f.strides) view.setBigInt64(offsets[i++], BigInt(value), true);
+  for (const value of f.ints) view.setInt32(offsets[i++], value, true);
+  view.setFloat32(offsets[i++], f.scaleLog2, true);
+  view.setInt32(offsets[i++], f.flags, true);
+  view.setInt32(offsets[i], f.rowsTotal, true);
+  return { type: 'bytes', bytes };
+}

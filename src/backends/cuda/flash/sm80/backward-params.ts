@@ -1,0 +1,35 @@
+/**
+ * The backward kernels' second parameter struct (src/kernels/flash/bwd_params.cuh, FlashBwdParams),
+ * written in one place; the first is the forward's FlashParams (params.ts) over Q, K, V, O and the
+ * forward's log-sum-exp. test/kernels/kernel-params-layout.test.ts holds it to the compiler's layout.
+ */
+import type { KernelArg, ScalarType } from '../../runtime/launch.js';
+
+export interface FlashBwdPointers {
+  readonly dOutput: bigint;
+  readonly lse2: bigint;
+  readonly dsum: bigint;
+  /** 0n in the deterministic pass (dQ is written by its own kernel). */
+  readonly dqAccum: bigint;
+  readonly dQuery: bigint;
+  readonly dKey: bigint;
+  readonly dValue: bigint;
+  /** The float32 output D is taken from, or 0n: D from the 16-bit output (FlashParams' o). */
+  readonly outputFloat32: bigint;
+  /** The float32 dBias accumulator (the bias's layout), or 0n without a bias. */
+  readonly dBias: bigint;
+}
+
+/** FlashBwdParams, field for field in declaration order (8-byte fields, then 4-byte ones). */
+export function marshalFlashBwdParams(pointers: FlashBwdPointers, scale: number, tPad: number): KernelArg {
+  const { dOutput, lse2, dsum, dqAccum, dQuery, dKey, dValue, outputFloat32, dBias } = pointers;
+  const fields: Array<{ type: ScalarType; value: number | bigint }> = [
+    ...[dOutput, lse2, dsum, dqAccum, dQuery, dKey, dValue, outputFloat32, dBias].map((value) => ({
+      type: 'ptr' as const,
+      value,
+    })),
+    { type: 'f32', value: scale },
+    { type: 'i32', value: tPad },
+  ];
+  return { type: 'struct', fields };
+}

@@ -1,0 +1,78 @@
+/**
+ * Kernel sources: where src/kernels is, the headers a .cu includes (by the name it includes them
+ * with, relative to src/kernels, as NVRTC wants them), and the numbered excerpt a CompileError shows.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { config } from '../../../config.js';
+import { InvalidArgumentError } from '../../../errors.js';
+
+/** src/kernels, found from this module whether it runs from src/ (tsx) or dist/src/ (built). */
+export function kernelsDir(): string {
+  const override = config().kernelsDir;
+  if (override) return override;
+  if (defaultKernelsDir) return defaultKernelsDir;
+  const here = dirname(fileURLToPath(import.meta.url));
+  const candidates = [join(here, '../../../kernels'), join(here, '../../../../../src/kernels')];
+  defaultKernelsDir = candidates.find((c) => existsSync(c)) ?? candidates[0];
+  return defaultKernelsDir;
+}
+let defaultKernelsDir: string | undefined;
+
+/** The source of `file` and of every header it includes (recursively), as NVRTC wants them. */
+export function readKernelSources(
+  file: string,
+  root = kernelsDir(),
+): { source: string; headers: Array<[name: string, text: string]> } {
+  const path = join(root, file);
+  if (!existsSync(path)) throw new InvalidArgumentError('kernel file', `a file under ${root}`, file);
+  const source = readFileSync(path, 'utf8');
+  const headers = new Map<string, string>();
+  const visit = (text: string) => {
+    for (const match of text.matchAll(/^\s*#\s*include\s+"([^"]+)"/gm)) {
+      const name = match[1];
+      if (headers.has(name)) continue;
+      const headerPath = join(root, name);
+      if (!existsSync(headerPath)) continue; // left to the compiler, which names it in its error
+      const headerText = readFileSync(headerPath, 'utf8');
+      headers.set(name, headerText);
+      visit(headerText);
+    }
+  };
+  visit(source);
+  return { source, headers: [...headers].sort(([a], [b]) => a.localeCompare(b)) };
+}
+
+/**
+ * The numbered lines around each error the log names (`file(line): error: …`), three either side,
+ * the failing line marked with `>`, as CuPy prints them.
+ */
+export function sourceExcerpt(
+  log: string,
+  file: string,
+  source: string,
+  headers: ReadonlyArray<readonly [string, string]> = [],
+): string {
+  const texts = new Map<string, string>([
+    [file, source],
+    ...headers.map(([n, t]) => [n, t] as [string, string]),
+  ]);
+  const parts: string[] = [];
+  const seen = new Set<string>();
+  for (const match of log.matchAll(/^(.+?)\((\d+)\): (?:catastrophic )?error/gm)) {
+    const name = [...texts.keys()].find((k) => match[1].endsWith(k)) ?? file;
+    const line = Number(match[2]);
+    if (seen.has(`${name}:${line}`)) continue;
+    seen.add(`${name}:${line}`);
+    const lines = (texts.get(name) ?? '').split('\n');
+    const from = Math.max(1, line - 3);
+    const to = Math.min(lines.length, line + 3);
+    const width = String(to).length;
+    parts.push(`${name}:`);
+    for (let l = from; l <= to; l++) {
+      parts.push(`${l === line ? '>' : ' '} ${String(l).padStart(width)} | ${lines[l - 1]}`);
+    }
+  }
+  return parts.join('\n');
+}

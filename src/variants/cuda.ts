@@ -1,0 +1,294 @@
+/**
+ * The CUDA device functions of a modifier set (docs/internals/variants.md has the contract):
+ * `attnlab_score_mod`, `attnlab_mask_mod` and `attnlab_score_mod_backward`, emitted from the same
+ * straight-line programs the CPU evaluates (program.ts), one `const` per instruction. All three are
+ * always defined (identity, keep-all, g) so a kernel may call them unconditionally; the ATTNLAB_* macros
+ * say which are real, and a kernel built without modifiers never sees this source.
+ */
+
+import { differentiable, type Instr, type Program } from './program.js';
+
+/** The capture slots a kernel parameter holds (AttnlabCaptures' arrays). */
+export const MAX_CAPTURES = 8;
+/** The most index expressions one capture read takes (AttnlabCaptures.stride's second dimension). */
+export const MAX_CAPTURE_RANK = 4;
+
+/** A modifier's program with its captures mapped to kernel capture slots. */
+export interface SlottedProgram {
+  readonly program: Program;
+  /** Kernel slot of the modifier's capture i. */
+  readonly slots: readonly number[];
+  /** 'int' or 'float' element type of the modifier's capture i. */
+  readonly captureTypes: readonly ('int' | 'float')[];
+  /** One line describing the modifier, written as a comment above its function. */
+  readonly label: string;
+}
+
+const CTYPE = { int: 'int', float: 'float', bool: 'bool' } as const;
+
+function literal(value: number, type: Instr['type']): string {
+  if (type === 'int') return String(value);
+  if (value === Number.POSITIVE_INFINITY) return '__int_as_float(0x7f800000)';
+  const text = String(value);
+  return /[.eE]/.test(text) ? `${text}f` : `${text}.0f`;
+}
+
+function cast(v: string, from: Instr['type'], to: Instr['type']): string {
+  return from === to || to === 'bool' ? v : `(${CTYPE[to]})${v}`;
+}
+
+/** One `const` per instruction; reads keep their element offset in `oN` for the backward's atomics. */
+function forwardLines(p: SlottedProgram, indent: string): string[] {
+  const { instrs, types } = p.program;
+  const lines: string[] = [];
+  const v = (n: number) => `v${n}`;
+  instrs.forEach((instr, n) => {
+    const t = instr.type;
+    // An operand enters a float operation as float (C promotes, but being explicit keeps int/float math apart).
+    const arg = (k: number) =>
+      cast(v(instr.args[k]), types[instr.args[k]], t === 'bool' ? types[instr.args[k]] : t);
+    let expr: string;
+    switch (instr.op) {
+      case 'const':
+        expr = literal(instr.value, t);
+        break;
+      case 'var':
+        expr = instr.name === 'score' ? 's' : instr.name;
+        break;
+      case 'read': {
+        const slot = p.slots[instr.capture];
+        const offset = instr.args.map((a, d) => `(long long)${v(a)} * c.stride[${slot}][${d}]`).join(' + ');
+        lines.push(`${indent}const long long o${n} = ${offset};`);
+        const elem = p.captureTypes[instr.capture] === 'int' ? 'int' : 'float';
+        expr = `__ldg(static_cast<const ${elem}*>(c.ptr[${slot}]) + o${n})`;
+        break;
+      }
+      case 'neg':
+        expr = `-${v(instr.args[0])}`;
+        break;
+      case 'not':
+        expr = `!${v(instr.args[0])}`;
+        break;
+      case '/':
+        expr = t === 'int' ? `attnlab_idiv(${arg(0)}, ${arg(1)})` : `${arg(0)} / ${arg(1)}`;
+        break;
+      case '%':
+        expr = `attnlab_imod(${arg(0)}, ${arg(1)})`;
+        break;
+      case '==':
+      case '!=':
+      case '<':
+      case '<=':
+      case '>':
+      case '>=': {
+        // Compare in the wider type of the two operands.
+        const [a, b] = instr.args;
+        const wide = types[a] === 'float' || types[b] === 'float' ? 'float' : types[a];
+        expr = `${cast(v(a), types[a], wide)} ${instr.op} ${cast(v(b), types[b], wide)}`;
+        break;
+      }
+      case 'select':
+        expr = `${v(instr.args[0])} ? ${arg(1)} : ${arg(2)}`;
+        break;
+      case 'call':
+        expr = callExpr(
+          instr.fn,
+          instr.args.map((a) => v(a)),
+          instr.args.map((a) => types[a]),
+          t,
+        );
+        break;
+      default:
+        expr = `${arg(0)} ${instr.op} ${arg(1)}`;
+    }
+    lines.push(`${indent}const ${CTYPE[t]} ${v(n)} = ${expr};`);
+  });
+  return lines;
+}
+
+function callExpr(fn: string, args: string[], types: Instr['type'][], t: Instr['type']): string {
+  const f = (k: number) => cast(args[k], types[k], 'float');
+  switch (fn) {
+    case 'abs':
+      return t === 'int' ? `abs(${args[0]})` : `fabsf(${args[0]})`;
+    case 'min':
+    case 'max':
+      return t === 'int' ? `${fn}(${args[0]}, ${args[1]})` : `f${fn}f(${f(0)}, ${f(1)})`;
+    case 'exp':
+    case 'log':
+    case 'sqrt':
+    case 'tanh':
+    case 'floor':
+    case 'ceil':
+      return `${fn}f(${f(0)})`;
+    case 'int':
+      // Truncation toward zero as on the CPU; NaN and ±inf become 0 there, so they do here too.
+      return types[0] === 'int'
+        ? args[0]
+        : `(fabsf(${args[0]}) < __int_as_float(0x7f800000) ? __float2int_rz(${args[0]}) : 0)`;
+    default:
+      return f(0); // float(x)
+  }
+}
+
+/**
+ * Reverse mode over the program: `aN` is g·d(result)/d(vN). Returns the lines (the score's adjoint in `ds`)
+ * and adds atomics for reads of learned captures inside `#if ATTNLAB_CAPTURE_GRADS`.
+ */
+function backwardLines(p: SlottedProgram, learned: ReadonlySet<number>, indent: string): string[] {
+  const { instrs, types } = p.program;
+  const needs = differentiable(p.program, learned);
+  const last = instrs.length - 1;
+  const contributions: string[][] = instrs.map(() => []);
+  const lines: string[] = [`${indent}float ds = 0.0f;`];
+  if (!needs[last]) return lines;
+  contributions[last].push('g');
+  for (let n = last; n >= 0; n--) {
+    if (!needs[n]) continue;
+    const instr = instrs[n];
+    lines.push(`${indent}const float a${n} = ${contributions[n].join(' + ')};`);
+    const a = `a${n}`;
+    const give = (arg: number, amount: string) => {
+      if (needs[arg] && types[arg] === 'float') contributions[arg].push(`(${amount})`);
+    };
+    const [x, y] = instr.args as readonly number[];
+    switch (instr.op) {
+      case 'var':
+        lines.push(`${indent}ds += ${a};`);
+        break;
+      case 'read': {
+        const slot = p.slots[instr.capture];
+        lines.push(
+          `#if ATTNLAB_CAPTURE_GRADS`,
+          `${indent}atomicAdd(c.grad[${slot}] + o${n}, ${a});`,
+          '#endif',
+        );
+        break;
+      }
+      case 'neg':
+        give(x, `-${a}`);
+        break;
+      case '+':
+        give(x, a);
+        give(y, a);
+        break;
+      case '-':
+        give(x, a);
+        give(y, `-${a}`);
+        break;
+      case '*':
+        give(x, `${a} * (float)v${y}`);
+        give(y, `${a} * (float)v${x}`);
+        break;
+      case '/':
+        give(x, `${a} / (float)v${y}`);
+        give(y, `-${a} * v${n} / (float)v${y}`);
+        break;
+      case 'select':
+        give(y, `v${x} ? ${a} : 0.0f`);
+        give(instr.args[2], `v${x} ? 0.0f : ${a}`);
+        break;
+      case 'call': {
+        const [u, w] = [`(float)v${x}`, `(float)v${y}`];
+        if (instr.fn === 'abs') give(x, `${u} > 0.0f ? ${a} : (${u} < 0.0f ? -${a} : 0.0f)`);
+        else if (instr.fn === 'min') {
+          give(x, `${u} <= ${w} ? ${a} : 0.0f`);
+          give(y, `${u} <= ${w} ? 0.0f : ${a}`);
+        } else if (instr.fn === 'max') {
+          give(x, `${u} >= ${w} ? ${a} : 0.0f`);
+          give(y, `${u} >= ${w} ? 0.0f : ${a}`);
+        } else if (instr.fn === 'exp') give(x, `${a} * v${n}`);
+        else if (instr.fn === 'log') give(x, `${a} / ${u}`);
+        else if (instr.fn === 'sqrt') give(x, `0.5f * ${a} / v${n}`);
+        else if (instr.fn === 'tanh') give(x, `${a} * (1.0f - v${n} * v${n})`);
+        else if (instr.fn === 'float') give(x, a);
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  return lines;
+}
+
+/** The device functions of one modifier set (the head of CompiledModifiers.cudaSource). */
+export function generateCuda(
+  score: SlottedProgram | null,
+  mask: SlottedProgram | null,
+  learned: ReadonlySet<number>,
+  captureGrads: boolean,
+): string {
+  const signature = 'int b, int h, int q, int kv, const AttnlabCaptures& c';
+  const out: string[] = [
+    '// Generated by attnlab from modifier expressions (src/variants/cuda.ts).',
+    `#define ATTNLAB_SCORE_MOD ${score ? 1 : 0}`,
+    `#define ATTNLAB_MASK_MOD ${mask ? 1 : 0}`,
+    `#define ATTNLAB_CAPTURE_GRADS ${captureGrads ? 1 : 0}`,
+    CAPTURES_STRUCT,
+    '__device__ __forceinline__ int attnlab_idiv(int a, int b) { return b == 0 ? 0 : a / b; }',
+    '__device__ __forceinline__ int attnlab_imod(int a, int b) { return b == 0 ? 0 : a % b; }',
+  ];
+  const unused = '  (void)b; (void)h; (void)q; (void)kv; (void)c;';
+  if (score) {
+    const lines = forwardLines(score, '  ');
+    const result = `v${score.program.instrs.length - 1}`;
+    const resultType = score.program.types[score.program.instrs.length - 1];
+    out.push(
+      `// scoreMod ${score.label}`,
+      `__device__ __forceinline__ float attnlab_score_mod(float s, ${signature}) {`,
+      unused,
+      ...lines,
+      `  return ${cast(result, resultType, 'float')};`,
+      '}',
+      `__device__ __forceinline__ float attnlab_score_mod_backward(float s, float g, ${signature}) {`,
+      unused,
+      ...lines,
+      `  (void)${result};`,
+      ...backwardLines(score, learned, '  '),
+      '  return ds;',
+      '}',
+    );
+  } else {
+    out.push(
+      `__device__ __forceinline__ float attnlab_score_mod(float s, ${signature}) { return s; }`,
+      `__device__ __forceinline__ float attnlab_score_mod_backward(float s, float g, ${signature}) { return g; }`,
+    );
+  }
+  if (mask) {
+    out.push(
+      `// maskMod ${mask.label}`,
+      `__device__ __forceinline__ bool attnlab_mask_mod(${signature}) {`,
+      unused,
+      ...forwardLines(mask, '  '),
+      `  return v${mask.program.instrs.length - 1};`,
+      '}',
+    );
+  } else {
+    out.push(`__device__ __forceinline__ bool attnlab_mask_mod(${signature}) { return true; }`);
+  }
+  return `${out.join('\n')}\n`;
+}
+
+/** The captures parameter; guarded so that a kernel source that also declares it compiles once. */
+export const CAPTURES_STRUCT = `#ifndef ATTNLAB_CAPTURES_STRUCT
+#define ATTNLAB_CAPTURES_STRUCT
+struct AttnlabCaptures {
+  const void* ptr[${MAX_CAPTURES}];
+  long long stride[${MAX_CAPTURES}][${MAX_CAPTURE_RANK}];
+  float* grad[${MAX_CAPTURES}];
+};
+#endif`;
+
+/** The block-mask parameter and its switch, prepended after the modifiers' source when a block mask is given. */
+export function blockMaskSource(enabled: boolean): string {
+  return `#define ATTNLAB_BLOCK_MASK ${enabled ? 1 : 0}
+#ifndef ATTNLAB_BLOCK_MASK_STRUCT
+#define ATTNLAB_BLOCK_MASK_STRUCT
+struct AttnlabBlockMask {
+  const unsigned char* kinds;  // [Bm][Nm][n_qblocks][n_kvblocks]: 0 empty, 1 partial, 2 full
+  long long stride_b, stride_h;  // 0 where the mask does not depend on b (h)
+  int block_q, block_kv, n_qblocks, n_kvblocks;
+};
+#endif
+`;
+}

@@ -1,0 +1,227 @@
+/**
+ * The fused CUDA flash backward without a GPU: its support rule (what it refuses, with the reason),
+ * its place in the backward table (cudnn > flash > naive on cuda), what a forced `flash` does with a
+ * case it cannot run and where `auto` goes instead, and the variant/tiles/shared-memory arithmetic.
+ * The kernels themselves run in test/gpu/flash-backward.test.ts.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { validateBackward } from '../../../../../../src/api/validate-backward.js';
+import type { BackwardOptions, BackwardProblem } from '../../../../../../src/backends/backward-problem.js';
+import {
+  BACKWARD_BACKENDS,
+  chooseBackwardBackend,
+} from '../../../../../../src/backends/backward-registry.js';
+import {
+  chooseFlashBackwardKernel,
+  chooseFlashBackwardTiles,
+  FLASH_BACKWARD_TILES,
+  flashBackwardDefines,
+  flashBackwardFile,
+  flashBackwardHeadDim,
+  flashBackwardRule,
+  flashBackwardSharedBytes,
+  flashBackwardVariant,
+  flashBackwardVariantKey,
+  HOPPER_BACKWARD_DEFAULT_HEAD_DIMS,
+  HOPPER_BACKWARD_HEAD_DIMS,
+} from '../../../../../../src/backends/cuda/flash/sm80/backward-variant.js';
+import { InvalidArgumentError, UnsupportedError } from '../../../../../../src/errors.js';
+import type { FloatDType } from '../../../../../../src/tensor/dtype.js';
+import { Tensor } from '../../../../../../src/tensor/tensor.js';
+
+/** A validated host problem (B=2, T=40, S=56, N=4, K=2). */
+interface ProblemShape {
+  dtype?: FloatDType;
+  H?: number;
+  Hv?: number;
+  lse?: FloatDType;
+}
+
+function problem(options: BackwardOptions = {}, shape: ProblemShape = {}): BackwardProblem {
+  const { dtype = 'bfloat16', H = 64, lse = 'float32' } = shape;
+  const Hv = shape.Hv ?? H;
+  const q = Tensor.zeros([2, 40, 4, H], dtype);
+  const k = Tensor.zeros([2, 56, 2, H], dtype);
+  const v = Tensor.zeros([2, 56, 2, Hv], dtype);
+  const o = Tensor.zeros([2, 40, 4, Hv], dtype);
+  return validateBackward(q, k, v, o, Tensor.zeros([2, 40, 4], lse), o, options);
+}
+
+/** The same problem as the GPU would see it: a cuda device (only the rule runs, no GPU is touched). */
+const onCuda = (p: BackwardProblem): BackwardProblem => ({ ...p, device: 'cuda' });
+
+describe('flash (cuda) backward: support rule', () => {
+  it('takes bf16/fp16 with causal, windows, lengths, GQA, H ≠ Hv up to 128', () => {
+    for (const [options, shape] of [
+      [{}, {}],
+      [{ isCausal: true, causalAlignment: 'bottom_right' }, { dtype: 'float16' }],
+      [{ localWindowSize: [8, 3] }, { H: 128 }],
+      [
+        { querySeqLengths: [40, 7], keyValueSeqLengths: [3, 56] },
+        { H: 72, Hv: 32 },
+      ],
+      [
+        { deterministic: true, isCausal: true },
+        { H: 128, Hv: 128 },
+      ],
+      // A bias (dBias by float32 reductions) and a boolean mask, fused; deterministic where each
+      // dBias element sums one position only.
+      [{ bias: Tensor.zeros([1, 4, 40, 56], 'bfloat16') }, {}],
+      [{ bias: Tensor.zeros([2, 4, 40, 56], 'float32'), deterministic: true }, {}],
+      [{ mask: Tensor.fromRaw(new Uint8Array(40 * 56).fill(1), [1, 1, 40, 56], 'bool') }, {}],
+    ] as const) {
+      assert.deepEqual(flashBackwardRule(problem(options as BackwardOptions, shape)), { ok: true });
+    }
+  });
+
+  it('refuses what the kernels do not do, saying why', () => {
+    const cases: Array<[BackwardProblem, RegExp]> = [
+      [problem({}, { dtype: 'float32' }), /dtype float32.*bfloat16 or float16/],
+      [
+        problem({ bias: Tensor.zeros([1, 4, 40, 56], 'bfloat16'), deterministic: true }),
+        /deterministic with a bias broadcast over 2 .*dBias/,
+      ],
+      [problem({}, { H: 256 }), /H=256, Hv=256.*at most 128/],
+      [problem({}, { H: 64, Hv: 160 }), /Hv=160/],
+      [problem({}, { H: 60 }), /multiples of 8/],
+      [problem({}, { lse: 'float64' }), /logSumExp float64/],
+    ];
+    for (const [p, reason] of cases) {
+      const support = flashBackwardRule(p);
+      assert.equal(support.ok, false);
+      assert.match((support as { reason: string }).reason, reason);
+    }
+  });
+});
+
+describe('flash (cuda) backward: dispatch', () => {
+  it('sits between cudnn and naive in the cuda rows of the backward table', () => {
+    const cuda = BACKWARD_BACKENDS.filter((b) => b.device === 'cuda').map((b) => b.name);
+    assert.deepEqual(cuda, ['cudnn', 'flash', 'naive']);
+  });
+
+  // A bias broadcast over the batch, deterministic: dBias would sum 2 positions per element by atomics.
+  const broadcastBias = { bias: Tensor.zeros([1, 4, 40, 56], 'bfloat16'), deterministic: true };
+
+  it('forced on a case it cannot run: UnsupportedError with the reason, no fallback', () => {
+    const p = onCuda(problem({ implementation: 'flash', ...broadcastBias }));
+    assert.throws(
+      () => chooseBackwardBackend(p),
+      (e: unknown) =>
+        e instanceof UnsupportedError && /flash \(cuda\) backward/.test(e.message) && /dBias/.test(e.reason),
+    );
+  });
+
+  it('auto: a case flash refuses is offered to the next backend (its reason is listed, naive is asked)', () => {
+    const p = onCuda(problem(broadcastBias));
+    // Without a GPU every cuda backend refuses; the error lists them in the order they were asked.
+    try {
+      const chosen = chooseBackwardBackend(p);
+      assert.notEqual(chosen.name, 'flash'); // a GPU machine: cudnn or naive take the case
+    } catch (error) {
+      assert.ok(error instanceof UnsupportedError);
+      const order = ['cudnn:', 'flash: deterministic with a bias', 'naive:'].map((s) =>
+        error.reason.indexOf(s),
+      );
+      assert.ok(
+        order.every((at, i) => at >= 0 && (i === 0 || at > order[i - 1])),
+        error.reason,
+      );
+    }
+  });
+});
+
+describe('flash (cuda) backward: variant and tiles', () => {
+  it('pads the head dim to a multiple of 32 (the dQ product splits D over 2 warps in 16-column steps)', () => {
+    assert.deepEqual(
+      [
+        [32, 32],
+        [40, 40],
+        [64, 64],
+        [72, 32],
+        [96, 96],
+        [112, 128],
+        [128, 64],
+      ].map(([H, Hv]) => flashBackwardHeadDim(H, Hv)),
+      [32, 64, 64, 96, 96, 128, 128],
+    );
+  });
+
+  it('names the variant by arch, dtype, head dim, tiles and the deterministic pass', () => {
+    // On sm_90a a padded D=128 takes the wgmma loop by default; elsewhere the mma.sync one.
+    const v = flashBackwardVariant(problem({ deterministic: true }, { dtype: 'float16', H: 128 }), 'sm_90a');
+    assert.equal(flashBackwardVariantKey(v), 'flash-bwd.sm_90a.f16.d128.128x64x8.wgmma.det');
+    const a100 = flashBackwardVariant(
+      problem({ deterministic: true }, { dtype: 'float16', H: 128 }),
+      'sm_80',
+    );
+    assert.equal(flashBackwardVariantKey(a100), 'flash-bwd.sm_80.f16.d128.128x64x8.det');
+    const fast = flashBackwardVariant(problem({}, { H: 64 }), 'sm_80');
+    assert.equal(flashBackwardVariantKey(fast), 'flash-bwd.sm_80.bf16.d64.128x64x8');
+  });
+
+  it('ATTNLAB_FLASH_BWD_TILES overrides the tiles within the kernel shape rules, and says them otherwise', () => {
+    assert.deepEqual(chooseFlashBackwardTiles(128, null), FLASH_BACKWARD_TILES);
+    assert.deepEqual(chooseFlashBackwardTiles(64, '128x128x8'), { keys: 128, queries: 128, warps: 8 });
+    assert.deepEqual(chooseFlashBackwardTiles(128, ' 64x64x4 '), { keys: 64, queries: 64, warps: 4 });
+    assert.deepEqual(chooseFlashBackwardTiles(32, '128x64x8'), { keys: 128, queries: 64, warps: 8 });
+    // keys ≠ 16·warps; 48 queries = 3 m-tiles do not divide 8 warps; D=96 over 4 parts is 24 columns; text.
+    for (const [D, text] of [
+      [128, '100x64x8'],
+      [128, '128x48x8'],
+      [96, '128x32x8'],
+      [64, 'big'],
+    ] as const) {
+      assert.throws(
+        () => chooseFlashBackwardTiles(D, text),
+        (e: unknown) => e instanceof InvalidArgumentError && /ATTNLAB_FLASH_BWD_TILES/.test(e.message),
+        `${D} ${text}`,
+      );
+    }
+  });
+
+  it('runs the wgmma dK/dV loop only on sm_90a at padded D=64 or 128, when asked (or by default once verified)', () => {
+    for (const D of HOPPER_BACKWARD_HEAD_DIMS) {
+      assert.equal(chooseFlashBackwardKernel(D, 'sm_90a', 'wgmma', null), 'wgmma');
+      assert.equal(chooseFlashBackwardKernel(D, 'sm_90a', 'mma', null), 'mma');
+      // Unset: wgmma where it passed the gradient suite on the H200 (HOPPER_BACKWARD_DEFAULT_HEAD_DIMS).
+      const byDefault = HOPPER_BACKWARD_DEFAULT_HEAD_DIMS.includes(D) ? 'wgmma' : 'mma';
+      assert.equal(chooseFlashBackwardKernel(D, 'sm_90a', null, null), byDefault);
+    }
+    assert.equal(chooseFlashBackwardKernel(128, 'sm_90a', null, null), 'wgmma');
+    // mma.sync tiles asked for, another head dim, another GPU: the mma.sync loop.
+    assert.equal(chooseFlashBackwardKernel(128, 'sm_90a', 'wgmma', '128x32x8'), 'mma');
+    for (const D of [32, 96]) assert.equal(chooseFlashBackwardKernel(D, 'sm_90a', 'wgmma', null), 'mma');
+    assert.equal(chooseFlashBackwardKernel(128, 'sm_80', 'wgmma', null), 'mma');
+    assert.equal(chooseFlashBackwardKernel(64, 'sm_80', 'wgmma', null), 'mma');
+    const v = { ...flashBackwardVariant(problem({}, { H: 128 }), 'sm_90a'), kernel: 'wgmma' as const };
+    assert.equal(flashBackwardVariantKey(v), 'flash-bwd.sm_90a.bf16.d128.128x64x8.wgmma');
+    assert.equal(flashBackwardFile(v), 'hopper/hopper_bwd.cu');
+    assert.deepEqual(flashBackwardDefines(v), { FLASH_D: 128, FLASH_FP16: 0 });
+    // 1 KiB slack + K, V (2 × 128 × 256) + 3 stages of (Q, dO 2 × 64 × 256 + 512, rounded to 33 KiB) + 2 dS 64 × 128 × 2.
+    const bytes = flashBackwardSharedBytes(v);
+    assert.equal(bytes.dkdvOnly, 1024 + 65536 + 3 * 33792);
+    assert.equal(bytes.dkdv, bytes.dkdvOnly + 2 * 16384);
+    assert.ok(bytes.dkdv <= 227 * 1024);
+    // D=64: K, V (2 × 128 × 128) + 3 stages of (2 × 64 × 128 + 512, rounded to 17 KiB) + the same 2 dS.
+    const v64 = { ...flashBackwardVariant(problem({}, { H: 64 }), 'sm_90a'), kernel: 'wgmma' as const };
+    assert.equal(flashBackwardVariantKey(v64), 'flash-bwd.sm_90a.bf16.d64.128x64x8.wgmma');
+    const bytes64 = flashBackwardSharedBytes(v64);
+    assert.equal(bytes64.dkdvOnly, 1024 + 32768 + 3 * 17408);
+    assert.equal(bytes64.dkdv, bytes64.dkdvOnly + 2 * 16384);
+  });
+
+  it('fits every head dim of the mma.sync loop in an A100 block (163 KiB), so also in an H100/H200 one', () => {
+    for (let D = 32; D <= 128; D += 32) {
+      const v = flashBackwardVariant(problem({}, { H: D }), 'sm_80');
+      const s = flashBackwardSharedBytes(v);
+      assert.ok(Math.max(s.dkdv, s.dq) <= 163 * 1024, `D=${D}: ${JSON.stringify(s)}`);
+      assert.ok(s.dkdvOnly < s.dkdv);
+    }
+    // D=128: K, V (2 × 128 × 136 × 2) + 2 stages of Q, dO, lse2, D (2 × (2 × 64 × 136 × 2 + 512)) + dSᵀ 64 × 136 × 2.
+    const d128 = flashBackwardSharedBytes(flashBackwardVariant(problem({}, { H: 128 }), 'sm_80'));
+    assert.equal(d128.dkdv, 69632 + 70656 + 17408);
+    assert.equal(FLASH_BACKWARD_TILES.keys % 16, 0);
+  });
+});

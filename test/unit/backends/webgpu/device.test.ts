@@ -1,0 +1,336 @@
+/**
+ * The webgpu device: tensors to and from it, memory accounting, the limits checked before a
+ * dispatch (typed refusals naming the limit), device loss (a typed error, then recovery), the
+ * backend's choice by `auto` and its refusals. Runs on a software adapter in CI; skips, saying
+ * why, where no WebGPU device opens. initWebgpu's bad options need no device.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { describe, it } from 'node:test';
+import { attention } from '../../../../src/api/attention.js';
+import { KVCache } from '../../../../src/api/kv-cache.js';
+import { memoryStats } from '../../../../src/api/memory.js';
+import { validateAttention } from '../../../../src/api/validate.js';
+import { createTensorBuffer } from '../../../../src/backends/webgpu/memory.js';
+import { planForward } from '../../../../src/backends/webgpu/plan.js';
+import { initWebgpu, webgpuContext } from '../../../../src/backends/webgpu/runtime.js';
+import { measureWebgpuCase } from '../../../../src/bench/webgpu-measure.js';
+import { DeviceError, InvalidArgumentError, UnsupportedError } from '../../../../src/errors.js';
+import { randomNormal } from '../../../../src/tensor/random.js';
+import { Tensor } from '../../../../src/tensor/tensor.js';
+import { assertMatchesOracle } from '../../../support/backend-suite.js';
+import { pack, pagedCopy, sliceRows, unpack } from '../../../support/kv-layouts.js';
+import { webgpuSkipReason } from '../../../support/webgpu.js';
+
+describe('initWebgpu options', () => {
+  const cases: [unknown, string][] = [
+    [5, 'options'],
+    [{ gpu: {} }, 'options.gpu'],
+    [{ dawnOptions: 'backend=vulkan' }, 'options.dawnOptions'],
+    [{ powerPreference: 'fast' }, 'options.powerPreference'],
+    [{ powerPrefernce: 'low-power' }, 'options'],
+  ];
+  for (const [options, argument] of cases) {
+    it(`refuses ${JSON.stringify(options)} naming ${argument}`, async () => {
+      await assert.rejects(initWebgpu(options as never), (e: unknown) => {
+        assert.ok(e instanceof InvalidArgumentError, String(e));
+        assert.equal(e.argument, argument);
+        return true;
+      });
+    });
+  }
+});
+
+const skip = await webgpuSkipReason();
+
+describe('webgpu device', { skip: skip ?? false }, () => {
+  it('round-trips every dtype through the device, odd byte counts included', async () => {
+    for (const dtype of ['float32', 'float16', 'bfloat16', 'int32', 'float8_e4m3fn'] as const) {
+      const host = Tensor.fromArray([1, -2, 3.5, 0, 7], [5], dtype);
+      const onDevice = host.to('webgpu');
+      assert.equal(onDevice.device, 'webgpu');
+      assert.deepEqual([...(await onDevice.toHostAsync()).data], [...host.data], dtype);
+      onDevice.dispose();
+    }
+    const mask = Tensor.fromArray([1, 0, 1], [3], 'bool').to('webgpu');
+    assert.deepEqual([...(await mask.toHostAsync()).data], [1, 0, 1]);
+    mask.dispose();
+  });
+
+  it('refuses a synchronous read with a typed error that says how to read', () => {
+    const t = Tensor.fromArray([1, 2], [2]).to('webgpu');
+    assert.throws(() => t.toHost(), /toHostAsync/);
+    assert.throws(() => t.toFloat64Array(), InvalidArgumentError);
+    assert.throws(() => t.data, /toHostAsync/);
+    assert.throws(() => t.to('cuda'), InvalidArgumentError);
+    t.dispose();
+  });
+
+  it('counts WebGPU buffers in memoryStats and frees them on dispose, call after call', async () => {
+    const q = randomNormal([1, 8, 2, 16], { seed: 1 }).to('webgpu');
+    const before = memoryStats();
+    for (let i = 0; i < 20; i++) {
+      const r = attention(q, q, q, { returnLogSumExp: true });
+      r.output.dispose();
+      r.logSumExp?.dispose();
+    }
+    const after = memoryStats();
+    assert.equal(after.webgpuBuffers, before.webgpuBuffers);
+    assert.equal(after.webgpuBytes, before.webgpuBytes);
+    const held = attention(q, q, q).output;
+    // 1·8·2·16 float32 = 1,024 bytes.
+    assert.equal(memoryStats().webgpuBytes - before.webgpuBytes, 1024);
+    held.dispose();
+    q.dispose();
+    assert.equal(memoryStats().webgpuBytes, before.webgpuBytes - 1024);
+  });
+
+  it('is what auto picks for webgpu inputs, and says so', () => {
+    const q = randomNormal([1, 4, 2, 8], { seed: 2 }).to('webgpu');
+    const r = attention(q, q, q);
+    assert.equal(r.backend, 'webgpu');
+    assert.equal(r.device, 'webgpu');
+    assert.match(r.variant, /^webgpu-flash-(plain|subgroups)-float32-h8-hv8-/);
+    r.output.dispose();
+    q.dispose();
+  });
+
+  it('refuses float64, and a cpu backend named for webgpu inputs, with the reason', () => {
+    const q = randomNormal([1, 4, 2, 8], { seed: 3, dtype: 'float64' }).to('webgpu');
+    assert.throws(
+      () => attention(q, q, q),
+      (e: unknown) => e instanceof UnsupportedError && /float64/.test(e.message),
+    );
+    q.dispose();
+    const f = randomNormal([1, 4, 2, 8], { seed: 3 }).to('webgpu');
+    assert.throws(
+      () => attention(f, f, f, { implementation: 'reference' }),
+      /runs on cpu, the inputs are on webgpu/,
+    );
+    f.dispose();
+  });
+
+  it('checks each limit before a dispatch and names it', () => {
+    const q = randomNormal([1, 4, 2, 128], { seed: 4 });
+    const problem = validateAttention(q, q, q, {});
+    const limits = { ...webgpuContext().info.limits };
+    const cases: [Partial<typeof limits>, RegExp][] = [
+      [{ maxComputeWorkgroupStorageSize: 1024 }, /maxComputeWorkgroupStorageSize is 1024/],
+      [
+        { maxStorageBufferBindingSize: 1000 },
+        /query takes 4096 bytes, past maxStorageBufferBindingSize \(1000\)/,
+      ],
+      [{ maxBufferSize: 2000 }, /past maxBufferSize \(2000\)/],
+      [
+        { maxComputeInvocationsPerWorkgroup: 8 },
+        /16 invocations per workgroup exceed maxComputeInvocationsPerWorkgroup \(8\)/,
+      ],
+      [{ maxComputeWorkgroupsPerDimension: 1 }, /2 heads N exceed maxComputeWorkgroupsPerDimension \(1\)/],
+      [
+        { maxStorageBuffersPerShaderStage: 2 },
+        /storage buffers exceed maxStorageBuffersPerShaderStage \(2\)/,
+      ],
+    ];
+    for (const [change, reason] of cases) {
+      const plan = planForward(problem, { ...limits, ...change });
+      assert.equal(plan.ok, false, JSON.stringify(change));
+      assert.match((plan as { reason: string }).reason, reason);
+    }
+    assert.equal(planForward(problem, limits).ok, true);
+  });
+
+  it('refuses a buffer past maxBufferSize by name, before any allocation', () => {
+    const { maxBufferSize } = webgpuContext().info.limits;
+    const before = memoryStats().webgpuBuffers;
+    assert.throws(
+      () => createTensorBuffer(maxBufferSize + 4),
+      (e: unknown) => {
+        return e instanceof UnsupportedError && /maxBufferSize/.test(e.message);
+      },
+    );
+    assert.equal(memoryStats().webgpuBuffers, before);
+  });
+
+  it('reads a paged KV cache through its block table (decode and a few new tokens, split or not)', async () => {
+    for (const [T, S, lengths, causal, dtype] of [
+      [1, 100, [100, 37, 1], false, 'float32'],
+      [5, 100, [100, 37, 5], true, 'float32'],
+      [1, 1100, [1100, 700, 9], false, 'float16'],
+    ] as const) {
+      const [B, N, K, H] = [3, 4, 2, 32];
+      const q = randomNormal([B, T, N, H], { seed: 7, dtype });
+      const k = randomNormal([B, S, K, H], { seed: 8, dtype });
+      const v = randomNormal([B, S, K, H], { seed: 9, dtype });
+      const kp = pagedCopy(k, 16, 1);
+      const vp = pagedCopy(v, 16, 1);
+      const options = {
+        keyValueSeqLengths: [...lengths],
+        isCausal: causal,
+        causalAlignment: 'bottom_right' as const,
+      };
+      const [gq, gk, gv] = [q, kp.pool, vp.pool].map((t) => t.to('webgpu'));
+      const r = attention(gq, gk, gv, {
+        ...options,
+        blockTable: kp.table,
+        returnLogSumExp: true,
+        implementation: 'webgpu',
+      });
+      assert.match(r.variant, /-paged/);
+      const read = { output: await r.output.toHostAsync(), logSumExp: await r.logSumExp?.toHostAsync() };
+      assertMatchesOracle(read, { q, k, v, options }, dtype, `paged T=${T} S=${S} ${r.variant}`);
+      for (const t of [gq, gk, gv, r.output, r.logSumExp]) t?.dispose();
+    }
+  });
+
+  it('runs packed sequences (query and key/value), split or not, as the dense call with lengths', async () => {
+    for (const [qLengths, kvLengths, causal] of [
+      [[5, 17, 1], [5, 17, 1], true],
+      [[3, 1, 2], [600, 300, 1], false],
+    ] as const) {
+      const [B, N, K, H] = [3, 4, 2, 32];
+      const [T, S] = [Math.max(...qLengths), Math.max(...kvLengths)];
+      const q = randomNormal([B, T, N, H], { seed: 21 });
+      const k = randomNormal([B, S, K, H], { seed: 22 });
+      const v = randomNormal([B, S, K, H], { seed: 23 });
+      const [pq, pk, pv] = [pack(q, [...qLengths]), pack(k, [...kvLengths]), pack(v, [...kvLengths])];
+      const options = { isCausal: causal, causalAlignment: 'bottom_right' as const, returnLogSumExp: true };
+      const want = attention(q, k, v, {
+        ...options,
+        querySeqLengths: [...qLengths],
+        keyValueSeqLengths: [...kvLengths],
+        implementation: 'reference',
+      });
+      const [gq, gk, gv] = [pq.tensor, pk.tensor, pv.tensor].map((t) => t.to('webgpu'));
+      const r = attention(gq, gk, gv, {
+        ...options,
+        querySeqOffsets: pq.offsets,
+        keyValueSeqOffsets: pk.offsets,
+        implementation: 'webgpu',
+      });
+      assert.match(r.variant, S > 512 ? /-split-.*-packedq-packedkv/ : /-packedq-packedkv/);
+      assert.deepEqual(r.output.shape, [pq.offsets[B], N, H]);
+      const out = unpack(await r.output.toHostAsync(), pq.offsets, T);
+      const lse = unpack(await r.logSumExp!.toHostAsync(), pq.offsets, T, Number.NEGATIVE_INFINITY);
+      const [wantOut, wantLse] = [want.output.toFloat64Array(), want.logSumExp!.toFloat64Array()];
+      for (let i = 0; i < out.length; i++)
+        assert.ok(Math.abs(out[i] - wantOut[i]) < 1e-5, `${r.variant} output ${i}`);
+      for (let i = 0; i < lse.length; i++) {
+        assert.ok(lse[i] === wantLse[i] || Math.abs(lse[i] - wantLse[i]) < 1e-5, `${r.variant} lse ${i}`);
+      }
+      for (const t of [gq, gk, gv, r.output, r.logSumExp]) t?.dispose();
+    }
+  });
+
+  it("runs a KVCache on 'webgpu': a prompt then decode steps equal the causal prefill", async () => {
+    const [B, L, N, K, H, prompt] = [2, 24, 4, 2, 16, 9];
+    const q = randomNormal([B, L, N, H], { seed: 11, dtype: 'float16' });
+    const k = randomNormal([B, L, K, H], { seed: 12, dtype: 'float16' });
+    const v = randomNormal([B, L, K, H], { seed: 13, dtype: 'float16' });
+    const prefill = attention(q, k, v, {
+      isCausal: true,
+      implementation: 'reference',
+    }).output.toFloat64Array();
+    const cache = new KVCache({
+      numBlocks: 16,
+      blockSize: 4,
+      numKvHeads: K,
+      headDim: H,
+      dtype: 'float16',
+      device: 'webgpu',
+    });
+    const before = memoryStats().webgpuBuffers;
+    const ids = [cache.addSequence(), cache.addSequence()];
+    const row = N * H;
+    for (let t = 0; t < L; t = t === 0 ? prompt : t + 1) {
+      const n = t === 0 ? prompt : 1;
+      const [kt, vt, qt] = [k, v, q].map((x) => sliceRows(x, t, n).to('webgpu'));
+      cache.append(ids, kt, vt);
+      const { output, variant } = cache.attention(qt, ids);
+      assert.match(variant, /^webgpu-flash-.*-paged/);
+      const out = await output.toFloat64ArrayAsync();
+      for (let b = 0; b < B; b++)
+        for (let r = 0; r < n; r++)
+          for (let e = 0; e < row; e++) {
+            const want = prefill[(b * L + t + r) * row + e];
+            // float16 output rounding: half an ulp at |x| < 4 is 2^-9.
+            assert.ok(Math.abs(out[(b * n + r) * row + e] - want) < 2e-3, `t=${t + r} b=${b}`);
+          }
+      for (const x of [kt, vt, qt, output]) x.dispose();
+    }
+    assert.equal(memoryStats().webgpuBuffers, before);
+    cache.dispose();
+  });
+
+  it('keeps the Dawn instance alive: a process that drops everything and collects exits cleanly', () => {
+    // dawn.node's create() result, collected while its device lives, segfaults or aborts the process.
+    const runtime = new URL('../../../../src/backends/webgpu/runtime.ts', import.meta.url).href;
+    const code =
+      `const m = await import(${JSON.stringify(runtime)}); await m.initWebgpu();` +
+      'for (let i = 0; i < 5; i++) { globalThis.gc(); await new Promise((r) => setTimeout(r, 20)); }' +
+      "process.stdout.write('done');";
+    const run = spawnSync(
+      process.execPath,
+      ['--expose-gc', '--import', 'tsx', '--input-type=module', '-e', code],
+      {
+        encoding: 'utf8',
+        env: process.env,
+        timeout: 60_000,
+      },
+    );
+    assert.equal(run.signal, null, run.stderr);
+    assert.equal(run.status, 0, run.stderr);
+    assert.equal(run.stdout, 'done');
+  });
+
+  it('is timed by bench (--impl webgpu): a row with its variant and its error against the oracle', async () => {
+    const c = {
+      impl: 'webgpu' as const,
+      dtype: 'float16' as const,
+      B: 1,
+      T: 64,
+      S: 64,
+      N: 2,
+      K: 2,
+      H: 32,
+      causal: true,
+    };
+    const row = await measureWebgpuCase(c, { repeats: 3, minRepeats: 3, warmup: 1, budgetMs: 1000 });
+    assert.equal(row.status, 'ok', row.reason);
+    assert.match(row.variant ?? '', /^webgpu-flash-.*-causal/);
+    assert.equal(row.timing?.method, 'performance-now');
+    assert.ok(
+      row.maxError !== null && row.maxError !== undefined && row.maxError < 4e-3,
+      String(row.maxError),
+    );
+    const backward = await measureWebgpuCase(c, { pass: 'backward' });
+    assert.equal(backward.status, 'unsupported');
+  });
+
+  it('turns device loss into DeviceError, then recovers on the next device', async () => {
+    const q = randomNormal([1, 8, 2, 16], { seed: 5 });
+    const old = q.to('webgpu');
+    const expected = await attention(old, old, old).output.toFloat64ArrayAsync();
+    const { generation, device } = webgpuContext();
+    device.destroy();
+    // Dawn reports the loss asynchronously; from then on calls throw DeviceError until the new device is ready.
+    for (let i = 0; i < 200 && !replaced(generation); i++) await new Promise((r) => setTimeout(r, 10));
+    assert.ok(replaced(generation), 'the device loss was reported');
+    await initWebgpu();
+    assert.ok(webgpuContext().generation > generation);
+    assert.throws(() => attention(old, old, old), DeviceError);
+    const fresh = q.to('webgpu');
+    const again = await attention(fresh, fresh, fresh).output.toFloat64ArrayAsync();
+    assert.deepEqual([...again], [...expected]);
+    fresh.dispose();
+    old.dispose();
+  });
+});
+
+/** Whether the device of `generation` is gone: lost (DeviceError now) or replaced already. */
+function replaced(generation: number): boolean {
+  try {
+    return webgpuContext().generation !== generation;
+  } catch (error) {
+    return error instanceof DeviceError;
+  }
+}
