@@ -9,6 +9,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { attention } from '../../src/api/attention.js';
 import { validateAttention } from '../../src/api/validate.js';
 import { cudaFlashBackend } from '../../src/backends/cuda/flash/backend.js';
 import { cudaAvailable, getCudaContext } from '../../src/backends/cuda/runtime/context.js';
@@ -16,6 +17,8 @@ import type { AttentionProblem } from '../../src/backends/problem.js';
 import { reloadConfig } from '../../src/config.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';
+import { createBlockMask } from '../../src/variants/block-mask.js';
+import { maskMod, scoreMod } from '../../src/variants/modifiers.js';
 import type { BlockMask, CompiledModifiers } from '../../src/variants/types.js';
 import {
   alibiCase,
@@ -213,5 +216,40 @@ describe('GPU flash modifiers and block masks on the Hopper forward', { skip }, 
         x.dispose();
       dev.release();
     }
+  });
+
+  // The variants API end to end on the Hopper kernel: expressions compiled by the generator, a block
+  // mask made on the GPU by createBlockMask, attention with implementation 'flash', against the CPU
+  // reference evaluating the same expressions.
+  it('public API: document mask (createBlockMask on the GPU) + ALiBi at H=128 on the wgmma kernel, against the reference', () => {
+    const shape: Shape = { B: 2, T: 300, S: 300, N: 4, K: 2, H: 128 };
+    const host = inputs(shape, seed + 90);
+    const hostIds = documentCase(shape, 3, seed, false).captures[0].tensor;
+    const slopes = Tensor.fromArray([0.5, 0.25, 0.125, 0.0625], [4], 'float32');
+    const mask = 'docIds[b, q] == docIds[b, kv] && kv <= q';
+    const score = 'score + slopes[h] * (kv - q)';
+    const want = attention(host.q, host.k, host.v, {
+      maskMod: maskMod(mask, { docIds: hostIds }),
+      scoreMod: scoreMod(score, { slopes }),
+      implementation: 'reference',
+      returnLogSumExp: true,
+    });
+    const [ids, slopesOn] = [hostIds.to('cuda'), slopes.to('cuda')];
+    const onGpu = {
+      maskMod: maskMod(mask, { docIds: ids }),
+      scoreMod: scoreMod(score, { slopes: slopesOn }),
+    };
+    const blockMask = createBlockMask(onGpu.maskMod, { B: 2, N: 4, T: 300, S: 300 });
+    const [q, k, v] = [host.q, host.k, host.v].map((x) => x.to('cuda'));
+    const got = attention(q, k, v, { ...onGpu, blockMask, implementation: 'flash', returnLogSumExp: true });
+    assert.equal(got.backend, 'flash');
+    assert.match(got.variant, /\.mods-.*\.bmask\.wgmma$/);
+    expectClose('output', got.output.toFloat64Array(), want.output.toFloat64Array());
+    expectClose(
+      'logSumExp',
+      (got.logSumExp as Tensor).toFloat64Array(),
+      (want.logSumExp as Tensor).toFloat64Array(),
+    );
+    for (const x of [q, k, v, ids, slopesOn, got.output, got.logSumExp]) x?.dispose();
   });
 });
