@@ -18,8 +18,8 @@
  * (test/support/modifier-cases.ts); benchmarks/harnesses/flex-attention-forward.py times PyTorch's
  * flex_attention on the same masks and modifiers.
  */
+import { runAttention } from '../../src/api/attention.js';
 import { validateAttention } from '../../src/api/validate.js';
-import { cudaFlashBackend } from '../../src/backends/cuda/flash/backend.js';
 import type { FlashBlockMask } from '../../src/backends/cuda/flash/modifiers.js';
 import { copyToDevice } from '../../src/backends/cuda/runtime/memory.js';
 import type { AttentionOptions, AttentionProblem } from '../../src/backends/problem.js';
@@ -52,11 +52,10 @@ interface Timed {
 
 /** Median device ms of the forward of `p` on the flash backend; TFLOP/s over `pairs` kept (q, kv) pairs per head. */
 function time(p: AttentionProblem, pairs: number): Timed {
-  const support = cudaFlashBackend.supports(p);
-  if (!support.ok) throw new Error(support.reason);
-  const first = cudaFlashBackend.run(p);
+  const forced = { ...p, implementation: 'flash' } as AttentionProblem;
+  const first = runAttention(forced);
   first.output.dispose();
-  const { median } = timeOnStream(() => cudaFlashBackend.run(p).output.dispose(), {
+  const { median } = timeOnStream(() => runAttention(forced).output.dispose(), {
     iterations: 20,
     warmup: 10,
   });

@@ -9,9 +9,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { attention } from '../../src/api/attention.js';
+import { attention, runAttention } from '../../src/api/attention.js';
 import { validateAttention } from '../../src/api/validate.js';
-import { cudaFlashBackend } from '../../src/backends/cuda/flash/backend.js';
 import { cudaAvailable, getCudaContext } from '../../src/backends/cuda/runtime/context.js';
 import type { AttentionProblem } from '../../src/backends/problem.js';
 import { reloadConfig } from '../../src/config.js';
@@ -109,13 +108,12 @@ function forward(
   blockMask: BlockMask | undefined,
 ) {
   const p = {
-    ...validateAttention(t.q, t.k, t.v, { returnLogSumExp: true }),
+    ...validateAttention(t.q, t.k, t.v, { returnLogSumExp: true, implementation: 'flash' }),
     modifiers,
     blockMask,
   } as AttentionProblem;
-  const support = cudaFlashBackend.supports(p);
-  assert.ok(support.ok, support.ok ? '' : support.reason);
-  const out = cudaFlashBackend.run(p);
+  const out = runAttention(p);
+  assert.equal(out.backend, 'flash');
   return { output: out.output, lse: out.logSumExp as Tensor, variant: out.variant };
 }
 
