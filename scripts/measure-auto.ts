@@ -5,7 +5,7 @@
  *   H=128, dense): device time per call (the host hidden behind a spin, hidden-host.ts), which backend
  *   auto ran, and which step decided (calibrated, recorded, model);
  * - host time per call at the codelab's shape (B=4 T=128 N=8 H=64 bf16) and a B=1 decode step (S=4096
- *   K=8 N=32 H=128), per backend and auto;
+ *   K=8 N=32 H=128), per backend (cudnn, flash, naive) and auto;
  * - first-call time of the flash kernel in a new process (and where its kernel came from: shipped, disk cache, NVRTC): with an empty kernel cache, then again with
  *   the cache that first process left (child processes: node --import tsx scripts/measure-auto.ts
  *   --first-call).
@@ -32,6 +32,8 @@ import type { Tensor } from '../src/tensor/tensor.js';
 
 type Shape = { B: number; T: number; S: number; N: number; K: number; H: number; causal: boolean };
 const BACKENDS: Array<Implementation | undefined> = [undefined, 'cudnn', 'flash'];
+/** At the small shapes the naive backend too: its (B,N,T,S) scores are 2 MB there, 8.6 GB at T=S=8192. */
+const SMALL_BACKENDS: Array<Implementation | undefined> = [...BACKENDS, 'naive'];
 const label = (impl: Implementation | undefined) => impl ?? 'auto';
 
 function inputs(s: Shape): Tensor[] {
@@ -59,13 +61,13 @@ function wallPerCall(call: () => { dispose(): void }, n: number): number {
 }
 
 /** Device and host time a call of each backend and auto on `s`; auto's choice and what decided it. */
-function forwardRow(s: Shape, samples: number, batch: number) {
+function forwardRow(s: Shape, samples: number, batch: number, backends = BACKENDS) {
   const [q, k, v] = inputs(s);
   const row: Record<string, unknown> = { pass: 'forward', shape: describe(s) };
   const decision = autoDecision(validateAttention(q, k, v, { isCausal: s.causal }));
   row.decidedBy = decision?.source;
   row.why = decision?.why;
-  for (const impl of BACKENDS) {
+  for (const impl of backends) {
     try {
       let ran = '';
       const call = () => {
@@ -194,7 +196,7 @@ function main(): void {
       { B: 1, T: 1, S: 4096, N: 32, K: 8, H: 128, causal: false },
     ];
     for (const s of small) {
-      const row = forwardRow(s, 30, 50);
+      const row = forwardRow(s, 30, 50, SMALL_BACKENDS);
       rows.push(row);
       print('host time', row);
     }

@@ -30,6 +30,40 @@ export type TuneMode = 'use' | 'auto' | 'off';
 /** Which decode launches are programmatic dependents (ATTNLAB_DEPENDENT_LAUNCH: 1, splits, combine, 0; unset: auto). */
 export type DependentLaunchChoice = 'auto' | 'all' | 'splits' | 'combine' | 'off';
 
+/** The ATTNLAB_* variables that exist for experiments, read here and nowhere else. */
+export interface ExperimentalKnobs {
+  /** ATTNLAB_FLASH_TILES, e.g. '128x64x4': the flash kernel's tiles for every head dim (benchmarks). */
+  readonly flashTiles: string | null;
+  /** ATTNLAB_FLASH_BWD_TILES, e.g. '128x128x8': the fused flash backward's keys×queries×warps (benchmarks). */
+  readonly flashBackwardTiles: string | null;
+  /**
+   * ATTNLAB_FLASH_BWD_KERNEL=wgmma|mma: on sm_90a, run the fused flash backward's dK/dV loop on wgmma
+   * (hopper/hopper_bwd.cu) where it applies, or on mma.sync; unset follows HOPPER_BACKWARD_DEFAULT_HEAD_DIMS
+   * (backward-variant.ts).
+   */
+  readonly flashBackwardKernel: FlashKernelChoice | null;
+  /**
+   * ATTNLAB_FLASH_KERNEL=wgmma|mma: on sm_90a, run the cases the Hopper kernel covers on it (wgmma)
+   * or keep every case on the mma.sync kernel; unset follows HOPPER_BY_DEFAULT (hopper-variant.ts).
+   */
+  readonly flashKernel: FlashKernelChoice | null;
+  /**
+   * ATTNLAB_DECODE_KERNEL=heads|rows|tma: the flash backend's decode kernel where it can run (every kv
+   * head of a token row per block, flash_decode_heads.cu; one kv head per block, flash_decode.cu; the
+   * heads kernel's TMA form, flash_decode_ws.cu); unset follows decode.ts's measured choice.
+   */
+  readonly decodeKernel: DecodeKernelChoice | null;
+  /** ATTNLAB_CUDNN_GRAPH=composite|unified: the cuDNN SDPA graph to build where both can run. */
+  readonly cudnnGraph: CudnnGraphChoice | null;
+  /**
+   * Which TMA decode launches are programmatic dependents (launch-dependent.ts; decode-tma.ts,
+   * tmaDependentLaunches, has the measurements): unset or =auto, 'auto' (both kernels of a split call
+   * whose cache read is under 1 GiB); =1 'all' (the TMA kernel always, and its combine); =splits (both kernels
+   * wherever the keys are split); =combine (only the combine); =0 'off' (plain launches).
+   */
+  readonly dependentLaunch: DependentLaunchChoice;
+}
+
 export interface AttnlabConfig {
   /**
    * ATTNLAB_DEBUG (0 when unset; any other value but an integer ≥ 0 is an error): 1 prints which backend and kernel variant ran each
@@ -60,38 +94,14 @@ export interface AttnlabConfig {
   readonly assertNoCompile: boolean;
   /** ATTNLAB_KERNELS_DIR: the folder of .cu sources to compile instead of src/kernels/ (tests). */
   readonly kernelsDir: string | null;
-  /** ATTNLAB_FLASH_TILES, e.g. '128x64x4': the flash kernel's tiles for every head dim (benchmarks). */
-  readonly flashTiles: string | null;
-  /** ATTNLAB_FLASH_BWD_TILES, e.g. '128x128x8': the fused flash backward's keys×queries×warps (benchmarks). */
-  readonly flashBackwardTiles: string | null;
   /**
-   * ATTNLAB_FLASH_BWD_KERNEL=wgmma|mma: on sm_90a, run the fused flash backward's dK/dV loop on wgmma
-   * (hopper/hopper_bwd.cu) where it applies, or on mma.sync; unset follows HOPPER_BACKWARD_DEFAULT_HEAD_DIMS
-   * (backward-variant.ts).
+   * The experiment knobs: kernel choices and tile sizes that override what attnlab chose from its
+   * measurements, for benchmarks and kernel comparisons only (docs/guide/configuration.md,
+   * "Experimental knobs"). Not a stable interface: a knob goes once its experiment is decided.
    */
-  readonly flashBackwardKernel: FlashKernelChoice | null;
-  /**
-   * ATTNLAB_FLASH_KERNEL=wgmma|mma: on sm_90a, run the cases the Hopper kernel covers on it (wgmma)
-   * or keep every case on the mma.sync kernel; unset follows HOPPER_BY_DEFAULT (hopper-variant.ts).
-   */
-  readonly flashKernel: FlashKernelChoice | null;
-  /**
-   * ATTNLAB_DECODE_KERNEL=heads|rows|tma: the flash backend's decode kernel where it can run (every kv
-   * head of a token row per block, flash_decode_heads.cu; one kv head per block, flash_decode.cu; the
-   * heads kernel's TMA form, flash_decode_ws.cu); unset follows decode.ts's measured choice.
-   */
-  readonly decodeKernel: DecodeKernelChoice | null;
-  /** ATTNLAB_CUDNN_GRAPH=composite|unified: the cuDNN SDPA graph to build where both can run. */
-  readonly cudnnGraph: CudnnGraphChoice | null;
+  readonly experimental: ExperimentalKnobs;
   /** ATTNLAB_CUDNN_TRACE=1: print every cuDNN backend call and its status to stderr. */
   readonly cudnnTrace: boolean;
-  /**
-   * Which TMA decode launches are programmatic dependents (launch-dependent.ts; decode-tma.ts,
-   * tmaDependentLaunches, has the measurements): unset or =auto, 'auto' (both kernels of a split call
-   * whose cache read is under 1 GiB); =1 'all' (the TMA kernel always, and its combine); =splits (both kernels
-   * wherever the keys are split); =combine (only the combine); =0 'off' (plain launches).
-   */
-  readonly dependentLaunch: DependentLaunchChoice;
   /** ATTNLAB_COMMIT: the commit results files record when the checkout has no .git. */
   readonly commit: string | null;
   /** ATTNLAB_PYTHON: the only interpreter tried for the JAX/PyTorch peers. */
@@ -131,14 +141,16 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
     ceilingCacheFile: join(cacheRoot, 'matmul-ceiling.json'),
     assertNoCompile: flag('ATTNLAB_ASSERT_NO_COMPILE'),
     kernelsDir: text('ATTNLAB_KERNELS_DIR'),
-    flashTiles: text('ATTNLAB_FLASH_TILES'),
-    flashBackwardTiles: text('ATTNLAB_FLASH_BWD_TILES'),
-    flashBackwardKernel: choice('ATTNLAB_FLASH_BWD_KERNEL', ['wgmma', 'mma']),
-    flashKernel: choice('ATTNLAB_FLASH_KERNEL', ['wgmma', 'mma']),
-    decodeKernel: choice('ATTNLAB_DECODE_KERNEL', ['heads', 'rows', 'tma']),
-    cudnnGraph: choice('ATTNLAB_CUDNN_GRAPH', ['composite', 'unified']),
+    experimental: {
+      flashTiles: text('ATTNLAB_FLASH_TILES'),
+      flashBackwardTiles: text('ATTNLAB_FLASH_BWD_TILES'),
+      flashBackwardKernel: choice('ATTNLAB_FLASH_BWD_KERNEL', ['wgmma', 'mma']),
+      flashKernel: choice('ATTNLAB_FLASH_KERNEL', ['wgmma', 'mma']),
+      decodeKernel: choice('ATTNLAB_DECODE_KERNEL', ['heads', 'rows', 'tma']),
+      cudnnGraph: choice('ATTNLAB_CUDNN_GRAPH', ['composite', 'unified']),
+      dependentLaunch: dependent === '1' ? 'all' : dependent === '0' ? 'off' : (dependent ?? 'auto'),
+    },
     cudnnTrace: flag('ATTNLAB_CUDNN_TRACE'),
-    dependentLaunch: dependent === '1' ? 'all' : dependent === '0' ? 'off' : (dependent ?? 'auto'),
     commit: text('ATTNLAB_COMMIT'),
     python: text('ATTNLAB_PYTHON'),
     libraries,

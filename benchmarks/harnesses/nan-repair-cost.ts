@@ -19,12 +19,12 @@
  */
 import { attention } from '../../src/api/attention.js';
 import { validateAttention } from '../../src/api/validate.js';
-import type { AttentionBackend } from '../../src/backends/backend.js';
+import { type AttentionBackend, planAndRun } from '../../src/backends/backend.js';
 import { cudnnBackend } from '../../src/backends/cuda/cudnn/backend.js';
 import { cudaNaiveBackend } from '../../src/backends/cuda/naive/backend.js';
 import { repairOutput, withNanRepair } from '../../src/backends/cuda/ops/nan-repair.js';
 import { synchronize } from '../../src/backends/cuda/runtime/context.js';
-import type { AttentionOptions } from '../../src/backends/problem.js';
+import type { AttentionOptions, AttentionProblem } from '../../src/backends/problem.js';
 import { timeOnStream } from '../../src/bench/cuda-timer.js';
 import { seededInput } from '../../src/bench/measure.js';
 import { median } from '../../src/bench/stats.js';
@@ -69,6 +69,9 @@ function interleavedMs(fns: readonly (() => void)[], rounds = 6, iterations = 8)
 }
 
 const bareAndWrapped = (backend: AttentionBackend) => [backend, withNanRepair(backend)] as const;
+/** One call as the registry makes it: plan, run, then the post-ops the entry declares. */
+const call = (backend: AttentionBackend, p: AttentionProblem) =>
+  planAndRun(backend, p, (reason) => new Error(`${backend.name}: ${reason}`));
 
 if (parts.has('small')) {
   const [B, T, N, H] = [4, 128, 8, 64];
@@ -80,7 +83,9 @@ if (parts.has('small')) {
   ];
   for (const [name, backend, options] of series) {
     const p = validateAttention(q, k, v, options);
-    const [bare, wrapped] = bareAndWrapped(backend).map((b) => wallPerCall(() => b.run(p).output.dispose()));
+    const [bare, wrapped] = bareAndWrapped(backend).map((b) =>
+      wallPerCall(() => call(b, p).output.dispose()),
+    );
     record('small', `${name}: bare backend`, bare, 'us/call');
     record('small', `${name}: with the repair`, wrapped, 'us/call');
     record('small', `${name}: the repair's share`, wrapped - bare, 'us/call');
@@ -105,10 +110,10 @@ if (parts.has('big')) {
   const x = bigInput();
   const p = validateAttention(x, x, x, { isCausal: true });
   const [bareBackend, wrappedBackend] = bareAndWrapped(cudnnBackend);
-  const out = bareBackend.run(p).output;
+  const out = call(bareBackend, p).output;
   const [bare, wrapped, repair] = interleavedMs([
-    () => bareBackend.run(p).output.dispose(),
-    () => wrappedBackend.run(p).output.dispose(),
+    () => call(bareBackend, p).output.dispose(),
+    () => call(wrappedBackend, p).output.dispose(),
     () => repairOutput(p, out.buffer.ptr),
   ]);
   out.dispose();

@@ -20,6 +20,7 @@
 import { attentionVjp } from '../../src/api/backward.js';
 import { validateAttention } from '../../src/api/validate.js';
 import { validateBackward } from '../../src/api/validate-backward.js';
+import { planFor } from '../../src/backends/backend.js';
 import type { BackwardProblem } from '../../src/backends/backward-problem.js';
 import { cudaFlashBackend } from '../../src/backends/cuda/flash/backend.js';
 import { cudaFlashBackward } from '../../src/backends/cuda/flash/sm80/backward.js';
@@ -164,10 +165,16 @@ function modified(m: ModifierCase, blocks: boolean): Timed {
       modifiers,
       blockMask,
     } as AttentionProblem;
-    const out = cudaFlashBackend.run(p);
+    // Each call plans and runs, as attention() does.
+    const forward = () => {
+      const plan = planFor(cudaFlashBackend, p);
+      if (!plan.ok) throw new Error(plan.reason);
+      return cudaFlashBackend.run(plan.plan, p);
+    };
+    const out = forward();
     const fwd = timeOnStream(
       () => {
-        const o = cudaFlashBackend.run(p);
+        const o = forward();
         dispose(o.output, o.logSumExp);
       },
       { iterations: ITERATIONS, warmup: 1 },
@@ -179,7 +186,9 @@ function modified(m: ModifierCase, blocks: boolean): Timed {
     } as BackwardProblem;
     const bwd = timeOnStream(
       () => {
-        const g = cudaFlashBackward.run(pb);
+        const plan = planFor(cudaFlashBackward, pb);
+        if (!plan.ok) throw new Error(plan.reason);
+        const g = cudaFlashBackward.run(plan.plan, pb);
         dispose(g.dQuery, g.dKey, g.dValue, ...Object.values(g.dCaptures ?? {}));
       },
       { iterations: ITERATIONS, warmup: 1 },

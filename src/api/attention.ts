@@ -3,7 +3,7 @@
  */
 
 import type { AttentionOptions, AttentionProblem, AttentionResult } from '../backends/problem.js';
-import { autoDecision, chooseBackend } from '../backends/registry.js';
+import { autoDecision, chooseBackend, runPlanned } from '../backends/registry.js';
 import { config } from '../config.js';
 import type { Tensor } from '../tensor/tensor.js';
 import { validateAttention } from './validate.js';
@@ -35,8 +35,8 @@ export function attention(
 
 /** A problem validateAttention made, on the backend the registry chooses (attention's second half). */
 export function runAttention(problem: AttentionProblem): AttentionResult {
-  const backend = chooseBackend(problem);
-  const result = backend.run(problem);
+  const { backend, plan } = chooseBackend(problem);
+  const result = runPlanned(backend, plan, problem);
   // ATTNLAB_DEBUG ≥ 1: which backend and kernel variant ran (config() is read once, then cached).
   if (config().debug >= 1) {
     const { B, T, S, N, K, H } = problem;

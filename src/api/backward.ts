@@ -4,6 +4,7 @@
  */
 
 import { checkOptionsObject } from '../arguments.js';
+import { runPlanned } from '../backends/backend.js';
 import type {
   AttentionBackwardResult,
   AttentionVjpResult,
@@ -26,8 +27,8 @@ import {
 } from './validate-backward.js';
 
 function runBackward(p: BackwardProblem): AttentionBackwardResult {
-  const backend = chooseBackwardBackend(p);
-  const r = backend.run(p);
+  const { backend, plan } = chooseBackwardBackend(p);
+  const r = runPlanned(backend, plan, p);
   // ATTNLAB_DEBUG ≥ 1: which backend and kernel variant ran each call.
   if (config().debug >= 1) {
     const { B, T, S, N, K, H } = p;

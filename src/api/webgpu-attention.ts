@@ -3,7 +3,7 @@
  * validation as attention(), then the webgpu backend, without the registry (which loads the CUDA
  * backends and koffi). A case the backend cannot run throws UnsupportedError with its reason.
  */
-import { layoutSupport } from '../backends/backend.js';
+import { planAndRun } from '../backends/backend.js';
 import type { AttentionOptions, AttentionResult } from '../backends/problem.js';
 import { webgpuBackend } from '../backends/webgpu/backend.js';
 import { UnsupportedError } from '../errors.js';
@@ -40,10 +40,7 @@ export function webgpuAttention(
       `the inputs are on ${problem.device} (move them with .to('webgpu'))`,
     );
   }
-  const layout = layoutSupport(webgpuBackend, problem);
-  const support = layout.ok ? webgpuBackend.supports(problem) : layout;
-  if (!support.ok) throw new UnsupportedError('webgpu', support.reason);
-  const result = webgpuBackend.run(problem);
+  const result = planAndRun(webgpuBackend, problem, (reason) => new UnsupportedError('webgpu', reason));
   const { T, N, Hv } = problem;
   return {
     output: problem.batched ? result.output : result.output.reshape([T, N, Hv]),

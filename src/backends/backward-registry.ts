@@ -1,13 +1,13 @@
 /**
  * The backward operation's table, beside the forward's (registry.ts): the same (operation, backend)
- * keying, the same dispatch rule (chooseFrom). `auto` takes the first entry that runs on the inputs'
+ * keying, the same contract (backend.ts: plan, run, post-ops) and dispatch rule (chooseFrom). `auto` takes the first entry that runs on the inputs'
  * device and supports the problem, fastest first where this GPU's calibrated table has an entry for
  * the case (calibrating it first under ATTNLAB_TUNE=auto), otherwise in this order (the model: no
  * recorded backward table exists yet); a named backend that cannot run it throws UnsupportedError
  * with the reason and never falls back.
  *
- * A new backward backend is one file exporting a BackwardBackend and one line in BACKWARD_BACKENDS,
- * at its priority.
+ * A new backward backend is one file exporting a BackwardBackend (plan and run) and one line in
+ * BACKWARD_BACKENDS, at its priority.
  */
 import type { BackwardBackend } from './backward-backend.js';
 import type { BackwardProblem } from './backward-problem.js';
@@ -19,7 +19,7 @@ import { cudaNaiveBackward } from './cuda/naive/backward.js';
 import { cudaAvailable } from './cuda/runtime/context.js';
 import { modelWords } from './device-dispatch-table.js';
 import { orderByMeasurement } from './dispatch-table.js';
-import { type AutoDecision, calibratedDecision, chooseFrom } from './registry.js';
+import { type AutoDecision, type Chosen, calibratedDecision, chooseFrom } from './registry.js';
 
 /** Priority order: fastest first on each device. */
 export const BACKWARD_BACKENDS: readonly BackwardBackend[] = [
@@ -31,8 +31,8 @@ export const BACKWARD_BACKENDS: readonly BackwardBackend[] = [
   cudaNaiveBackward,
 ];
 
-/** The backward backend that will run `problem`, or a typed error saying why none can. */
-export function chooseBackwardBackend(problem: BackwardProblem): BackwardBackend {
+/** The backward backend that will run `problem` and its plan, or a typed error saying why none can. */
+export function chooseBackwardBackend(problem: BackwardProblem): Chosen<BackwardBackend> {
   const decision = backwardDecision(problem);
   const table =
     decision && decision.source === 'calibrated'

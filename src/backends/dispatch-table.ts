@@ -166,7 +166,8 @@ export const DISPATCH_TABLES: readonly DispatchTable[] = H200_DISPATCH;
  * only when a measurement matches, so the common small call pays for neither). */
 export interface DispatchDevice {
   readonly device: DeviceClass;
-  flashKernel(): 'wgmma' | 'mma';
+  /** The kernel family the flash backend's plan of the problem runs (a table's flash rows count only on it). */
+  flashKernel(): string;
 }
 
 export interface MeasuredOrder {

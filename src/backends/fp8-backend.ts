@@ -1,11 +1,10 @@
 /**
- * What an FP8 attention backend is (the FP8 step's table is fp8-registry.ts): a name, a device, a
- * cheap `supports` and `run`, which quantises Q/K/V, runs attention on the FP8 operands and ends
- * the step on the problem's state.
+ * What an FP8 attention backend is (the FP8 step's table is fp8-registry.ts): a name, a device,
+ * `plan` and `run`, which quantises Q/K/V, runs attention on the FP8 operands and ends the step on
+ * the problem's state.
  */
-import type { Device } from '../tensor/storage.js';
 import type { Tensor } from '../tensor/tensor.js';
-import type { Support } from './backend.js';
+import type { Backend } from './backend.js';
 import type { Fp8StepProblem, PerTensor } from './fp8-problem.js';
 
 /** The scales a step quantised with and the amax values it measured. */
@@ -41,9 +40,7 @@ export interface Fp8StepOutput {
 
 export type Fp8BackendName = 'cudnn-fp8' | 'cpu-fp8-emulated';
 
-export interface Fp8Backend {
+/** The one backend contract (backend.ts: plan, run, post-ops) for the FP8 step. */
+export interface Fp8Backend<Plan = unknown> extends Backend<Fp8StepProblem, Fp8StepOutput, Plan> {
   readonly name: Fp8BackendName;
-  readonly device: Device;
-  supports(problem: Fp8StepProblem): Support;
-  run(problem: Fp8StepProblem): Fp8StepOutput;
 }

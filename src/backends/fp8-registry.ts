@@ -1,9 +1,9 @@
 /**
- * The FP8 step's table, beside the forward's (registry.ts) and the backward's: the same dispatch
- * rule (chooseFrom). The module (te/) asks it for the backend of the problem's device; a case
+ * The FP8 step's table, beside the forward's (registry.ts) and the backward's: the same contract
+ * (backend.ts: plan, run) and dispatch rule (chooseFrom). The module (te/) asks it for the backend of the problem's device; a case
  * neither supports throws UnsupportedError with the reasons.
  */
-import type { Support } from './backend.js';
+import { NO_PLAN, type Support } from './backend.js';
 import { runFp8BackwardEmulated } from './cpu/fp8-backward-emulation.js';
 import { runFp8Emulated } from './cpu/fp8-emulation.js';
 import { cudnnEnvironment } from './cuda/cudnn/backend.js';
@@ -15,21 +15,24 @@ import type { Fp8Backend } from './fp8-backend.js';
 import type { Fp8BackwardOutput, Fp8BackwardProblem } from './fp8-backward-problem.js';
 import type { Fp8StepProblem } from './fp8-problem.js';
 import type { AttentionProblem } from './problem.js';
-import { chooseFrom } from './registry.js';
+import { type Chosen, chooseFrom } from './registry.js';
 
 /** On the CPU the step is emulated; it refuses what the GPU graph would, so a case tried there holds on a GPU. */
-const cpuFp8EmulatedBackend: Fp8Backend = {
+const cpuFp8EmulatedBackend: Fp8Backend<null> = {
   name: 'cpu-fp8-emulated',
   device: 'cpu',
-  supports: (p) => fp8Support(p, 'emulated'),
-  run: runFp8Emulated,
+  plan(p) {
+    const support = fp8Support(p, 'emulated');
+    return support.ok ? NO_PLAN : support;
+  },
+  run: (_plan, p) => runFp8Emulated(p),
 };
 
 /** One entry per device. */
 export const FP8_BACKENDS: readonly Fp8Backend[] = [cpuFp8EmulatedBackend, cudnnFp8Backend];
 
-/** The FP8 backend that will run `problem`, or a typed error saying why none can. */
-export function chooseFp8Backend(problem: Fp8StepProblem): Fp8Backend {
+/** The FP8 backend that will run `problem` and its plan, or a typed error saying why none can. */
+export function chooseFp8Backend(problem: Fp8StepProblem): Chosen<Fp8Backend> {
   return chooseFrom(FP8_BACKENDS, problem, ' FP8');
 }
 

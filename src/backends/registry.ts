@@ -1,31 +1,31 @@
 /**
  * The table of attention backends. `auto` (no implementation named) takes the first entry that runs
- * on the inputs' device and supports the problem, in the order autoDecision gives: a calibrated entry
+ * on the inputs' device and plans the problem, in the order autoDecision gives: a calibrated entry
  * of this GPU (calibrated-dispatch-table.ts), else a recorded benchmark of its architecture
  * (dispatch-table.ts, decode-dispatch-table.ts), else this table's order (the model,
  * device-dispatch-table.ts); a named backend that cannot run the case throws with its reason and never
- * falls back.
+ * falls back. The chosen backend's plan is what runs (runPlanned), followed by the post-ops its entry
+ * declares; nothing is worked out twice.
  */
 
 import { config } from '../config.js';
 import { UnsupportedError } from '../errors.js';
-import type { Device } from '../tensor/storage.js';
 import {
   type AttentionBackend,
-  type InputLayout,
-  type Support,
-  takesLayout,
+  type Backend,
+  planFor,
+  runPlanned,
   unsupported,
+  withPostOps,
 } from './backend.js';
 import { operationOf, type TunedOperation } from './calibrated-dispatch-table.js';
 import { cpuFlashBackend } from './cpu/flash.js';
 import { cpuReferenceBackend } from './cpu/reference.js';
 import { cudnnBackend } from './cuda/cudnn/backend.js';
 import { cudaFlashBackend } from './cuda/flash/backend.js';
-import { hopperVariant } from './cuda/flash/sm90/hopper-variant.js';
 import { cudaNaiveBackend } from './cuda/naive/backend.js';
-import { withNanRepair } from './cuda/ops/nan-repair.js';
-import { cudaAvailable, currentDeviceOrdinal, getCudaContext, targetArch } from './cuda/runtime/context.js';
+import { nanRepair } from './cuda/ops/nan-repair.js';
+import { cudaAvailable, currentDeviceOrdinal } from './cuda/runtime/context.js';
 import {
   BANDWIDTH_TRANSFER,
   type MeasuredDecodeOrder,
@@ -44,22 +44,23 @@ import {
 } from './tuning-registry.js';
 import { webgpuBackend } from './webgpu/backend.js';
 
-export { layoutSupport } from './backend.js';
+export { layoutSupport, runPlanned } from './backend.js';
 
 /** Priority order where no measurement speaks for a case: fastest first on each device. */
 export const BACKENDS: readonly AttentionBackend[] = [
   cpuFlashBackend,
   cpuReferenceBackend,
   // cuda: cudnn > flash > naive. cuDNN's and cuBLASLt's P·V let a masked key's NaN value through
-  // (0 · NaN): the repair recomputes such elements (docs/guide/attention.md, "Rows that see nothing, NaN and Inf").
-  withNanRepair(cudnnBackend),
+  // (0 · NaN): the NaN repair post-op recomputes such elements (docs/guide/attention.md, "Rows that
+  // see nothing, NaN and Inf"); attnlab's flash kernels hold the rule in their epilogue.
+  withPostOps(cudnnBackend, [nanRepair]),
   cudaFlashBackend,
-  withNanRepair(cudaNaiveBackend),
+  withPostOps(cudaNaiveBackend, [nanRepair]),
   webgpuBackend,
 ];
 
-/** The backend that will run `problem`, or a typed error saying why none can. */
-export function chooseBackend(problem: AttentionProblem): AttentionBackend {
+/** The backend that will run `problem` and its plan, or a typed error saying why none can. */
+export function chooseBackend(problem: AttentionProblem): Chosen<AttentionBackend> {
   return chooseFrom(backendOrder(problem), problem, '');
 }
 
@@ -79,8 +80,17 @@ export interface AutoDecision {
 export function backendOrder(problem: AttentionProblem): readonly AttentionBackend[] {
   if ((problem.paged || problem.packed) && problem.implementation === undefined) return layoutOrder(problem);
   const decision = autoDecision(problem);
-  return decision && decision.source !== 'model' ? orderByMeasurement(BACKENDS, decision.order) : BACKENDS;
+  if (!decision || decision.source === 'model') return BACKENDS;
+  // Kept with the remembered decision: a repeated call reorders nothing.
+  let ordered = orders.get(decision);
+  if (!ordered) {
+    ordered = orderByMeasurement(BACKENDS, decision.order);
+    orders.set(decision, ordered);
+  }
+  return ordered;
 }
+
+const orders = new WeakMap<AutoDecision, readonly AttentionBackend[]>();
 
 /**
  * The order `auto` follows for `problem` on the GPU, and which step decided it: a calibrated entry
@@ -155,14 +165,8 @@ function decide(problem: AttentionProblem): AutoDecision {
   return { order, source: 'model', why: modelWords(order) };
 }
 
-/** What calibration needs of a table entry: any operation's backend has these. */
-interface Calibratable<P> {
-  readonly name: string;
-  readonly device: Device;
-  readonly layouts?: readonly InputLayout[];
-  supports(problem: P): Support;
-  run(problem: P): object;
-}
+/** What calibration needs of a table entry: any operation's backend (backend.ts). */
+type Calibratable<P> = Backend<P, object>;
 
 /**
  * The calibrated entry for `problem` as a decision, or null. Under ATTNLAB_TUNE=auto a shape class
@@ -191,11 +195,13 @@ export function calibrationCandidates<P extends AttentionProblem, E extends Cali
   problem: P,
   table: readonly E[],
 ): Timed[] {
-  return table
-    .filter(
-      (b) => b.device === problem.device && takesLayout(b.layouts, problem).ok && b.supports(problem).ok,
-    )
-    .map((b) => ({ name: b.name, run: () => tensorsOf(b.run(problem)) }));
+  const candidates: Timed[] = [];
+  for (const b of table) {
+    if (b.device !== problem.device) continue;
+    const found = planFor(b, problem);
+    if (found.ok) candidates.push({ name: b.name, run: () => tensorsOf(runPlanned(b, found.plan, problem)) });
+  }
+  return candidates;
 }
 
 /** The tensors a backend's output holds (forward: output, logSumExp; backward: the gradients). */
@@ -237,7 +243,7 @@ function layoutOrder(problem: AttentionProblem): readonly AttentionBackend[] {
     `${what} runs on cudnn with implementation unset only where a calibrated entry or the measured decode ` +
       `table ranks it first (src/backends/decode-dispatch-table.ts); name implementation: 'cudnn' to run it there`,
   );
-  return BACKENDS.map((b) => (b.name === 'cudnn' ? { ...b, supports: () => refused } : b));
+  return BACKENDS.map((b) => (b.name === 'cudnn' ? { ...b, plan: () => refused } : b));
 }
 
 /** The recorded decode measurement `auto` follows for a decode step on a paged or dense cache, or null. */
@@ -249,43 +255,39 @@ export function measuredDecodeChoice(problem: AttentionProblem): MeasuredDecodeO
 /** The recorded measurement `auto` follows for `problem`, or null (a named backend, no record). */
 export function measuredChoice(problem: AttentionProblem): MeasuredOrder | null {
   if (problem.implementation !== undefined || problem.device !== 'cuda') return null;
-  const { properties } = getCudaContext();
   return measuredOrder(problem, {
     device: currentDeviceClass(),
-    flashKernel: () => ('variant' in hopperVariant(problem, targetArch(properties)) ? 'wgmma' : 'mma'),
+    // The kernel family the flash backend's plan of this shape runs ('wgmma', 'mma', 'fma').
+    flashKernel: () => cudaFlashBackend.family?.(problem) ?? '',
   });
 }
 
-/** What `chooseFrom` needs of a table entry: any operation's backend has these. */
-interface Candidate<P> {
-  /** An Implementation, or an FP8 backend's name (fp8-registry.ts). */
-  readonly name: string;
-  readonly device: Device;
-  readonly layouts?: readonly InputLayout[];
-  supports(problem: P): Support;
+/** A backend `chooseFrom` picked, with the plan it made of the problem: run it with runPlanned. */
+export interface Chosen<E extends Backend<never, unknown>> {
+  readonly backend: E;
+  readonly plan: unknown;
 }
 
 /**
- * The dispatch rule of every operation's table (forward here, backward in backward-registry.ts): a
- * named backend runs or throws UnsupportedError with its reason; unnamed, the first entry on the
- * device that supports the problem. `operation` (e.g. ' backward') labels the errors.
+ * The dispatch rule of every operation's table (forward here, backward in backward-registry.ts, the
+ * FP8 step in fp8-registry.ts): a named backend plans the problem or throws UnsupportedError with its
+ * reason; unnamed, the first entry on the device whose plan succeeds. `operation` (e.g. ' backward')
+ * labels the errors.
  */
-export function chooseFrom<P extends AttentionProblem, E extends Candidate<P>>(
+export function chooseFrom<P extends AttentionProblem, E extends Backend<P, unknown>>(
   table: readonly E[],
   problem: P,
   operation: string,
-): E {
-  const supportOf = (backend: E): Support => {
-    const layout = takesLayout(backend.layouts, problem);
-    return layout.ok ? backend.supports(problem) : layout;
-  };
-  const onDevice = table.filter((b) => b.device === problem.device);
+): Chosen<E> {
   if (problem.implementation !== undefined) {
-    const named = onDevice.find((b) => b.name === problem.implementation);
+    const named = table.find((b) => b.device === problem.device && b.name === problem.implementation);
     if (!named) {
       // A valid problem on the other device: the backend exists but cannot run these inputs.
       const devices = table.filter((b) => b.name === problem.implementation).map((b) => b.device);
-      const available = onDevice.map((b) => b.name).join(', ');
+      const available = table
+        .filter((b) => b.device === problem.device)
+        .map((b) => b.name)
+        .join(', ');
       throw new UnsupportedError(
         `${problem.implementation}${operation}`,
         devices.length === 0
@@ -294,16 +296,16 @@ export function chooseFrom<P extends AttentionProblem, E extends Candidate<P>>(
               `(move them with .to('${devices[0]}'), or pick a ${problem.device} backend: ${available})`,
       );
     }
-    const support = supportOf(named);
-    if (!support.ok)
-      throw new UnsupportedError(`${named.name} (${named.device})${operation}`, support.reason);
-    return named;
+    const found = planFor(named, problem);
+    if (!found.ok) throw new UnsupportedError(`${named.name} (${named.device})${operation}`, found.reason);
+    return { backend: named, plan: found.plan };
   }
   const reasons: string[] = [];
-  for (const backend of onDevice) {
-    const support = supportOf(backend);
-    if (support.ok) return backend;
-    reasons.push(`${backend.name}: ${support.reason}`);
+  for (const backend of table) {
+    if (backend.device !== problem.device) continue;
+    const found = planFor(backend, problem);
+    if (found.ok) return { backend, plan: found.plan };
+    reasons.push(`${backend.name}: ${found.reason}`);
   }
   throw new UnsupportedError(`every ${problem.device} backend${operation}`, reasons.join('; '));
 }

@@ -13,9 +13,11 @@
 
 import { validateAttention } from '../api/validate.js';
 import { validateBackward } from '../api/validate-backward.js';
+import { planFor, runPlanned } from '../backends/backend.js';
 import { BACKWARD_BACKENDS } from '../backends/backward-registry.js';
 import type { CalibratedEntry, TunedOperation } from '../backends/calibrated-dispatch-table.js';
 import { synchronize } from '../backends/cuda/runtime/context.js';
+import type { BackendOutput } from '../backends/problem.js';
 import { BACKENDS, calibrationCandidates } from '../backends/registry.js';
 import {
   calibrateOnDevice,
@@ -140,11 +142,15 @@ function tuneCase(c: TuneCase, budgetMs: number): TunedCase {
     if (c.operation !== 'backward')
       return timed(c, forwardProblem, calibrationCandidates(forwardProblem, BACKENDS), budgetMs);
     // The backward's residuals from one forward (any backend: each keeps the same log-sum-exp).
-    const f = BACKENDS.find(
-      (b) => b.device === 'cuda' && b.supports({ ...forwardProblem, returnLogSumExp: true }).ok,
-    );
-    if (!f) return { case: c, shapeClass: '', entry: null, note: 'no forward backend takes it' };
-    const out = f.run({ ...forwardProblem, returnLogSumExp: true });
+    const withLse = { ...forwardProblem, returnLogSumExp: true };
+    let out: BackendOutput | null = null;
+    for (const b of BACKENDS) {
+      const found = b.device === 'cuda' ? planFor(b, withLse) : null;
+      if (!found?.ok) continue;
+      out = runPlanned(b, found.plan, withLse);
+      break;
+    }
+    if (!out) return { case: c, shapeClass: '', entry: null, note: 'no forward backend takes it' };
     made.push(out.output, ...(out.logSumExp ? [out.logSumExp] : []));
     const dOut = input(c.T, c.N, 4);
     const p = validateBackward(q, k, v, out.output, out.logSumExp, dOut, options);

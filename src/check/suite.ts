@@ -12,7 +12,7 @@
  * comparison and the printout, bringing their own oracle and same-precision baseline.
  */
 import { validateAttention } from '../api/validate.js';
-import { type AttentionBackend, layoutSupport } from '../backends/backend.js';
+import { type AttentionBackend, planFor, runPlanned } from '../backends/backend.js';
 import { cpuReferenceBackend } from '../backends/cpu/reference.js';
 import type {
   AttentionOptions,
@@ -142,6 +142,7 @@ function expectedOf(inputs: Inputs, dtype: FloatDType): Expected {
   // The reference backend itself, not attention(): this module stays free of the CUDA registry, so
   // the browser entry (src/webgpu.ts) runs the same suite.
   const reference = cpuReferenceBackend.run(
+    null,
     validateAttention(wide(q), wide(k), wide(v), {
       ...options,
       bias: options.bias && wide(options.bias),
@@ -235,12 +236,11 @@ function startCase(check: CaseCheck): CheckRow | StartedCase {
       returnLogSumExp: true,
       float32Precision: precision.float32Precision,
     });
-    const layout = layoutSupport(backend, problem);
-    const support = layout.ok ? backend.supports(problem) : layout;
-    if (!support.ok) return { ...row, status: 'skipped', comparisons: [], reason: support.reason };
+    const found = planFor(backend, problem);
+    if (!found.ok) return { ...row, status: 'skipped', comparisons: [], reason: found.reason };
     let result: BackendOutput;
     try {
-      result = (check.run ?? backend.run)(problem);
+      result = check.run ? check.run(problem) : runPlanned(backend, found.plan, problem);
     } catch (error) {
       const reason = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
       return { ...row, status: 'fail', comparisons: [], reason };

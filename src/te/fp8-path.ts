@@ -9,6 +9,7 @@
  * machinery is testable without a GPU.
  */
 
+import { runPlanned } from '../backends/backend.js';
 import type { Fp8BackendName, Fp8Residuals, Fp8StepReport } from '../backends/fp8-backend.js';
 import type { Fp8Scaling, Fp8StepProblem, Fp8StepState } from '../backends/fp8-problem.js';
 import { chooseFp8Backend } from '../backends/fp8-registry.js';
@@ -69,8 +70,8 @@ export function runFp8Step(
     keepFp8Output,
     keepResiduals,
   };
-  const backend = chooseFp8Backend(problem);
-  return { ...backend.run(problem), backend: backend.name };
+  const chosen = chooseFp8Backend(problem);
+  return { ...runPlanned(chosen.backend, chosen.plan, problem), backend: chosen.backend.name };
 }
 
 /**

@@ -141,9 +141,10 @@ describe('cudnn backend', { skip }, () => {
   });
 
   // Last: a kernel that faults on these rows would spoil the CUDA context for every later test.
-  it('probes rows that see no key, left raw: what cuDNN itself writes there', () => {
+  it('rows that see no key: zeros and lse −inf after the fix-up, which leaves every other row as cuDNN wrote it', () => {
     const c: AttentionCase = { name: 'probe', shape: { B: 2, T: 64, S: 64, N: 2, K: 2, H: 64 }, options: {} };
-    const probes: [string, AttentionOptions][] = [
+    // [name, options, the first row of batch 1 that sees a key, the first past its query length]
+    const probes: [string, AttentionOptions, number, number][] = [
       [
         'bottom-right causal, T_b > S_b',
         {
@@ -152,26 +153,56 @@ describe('cudnn backend', { skip }, () => {
           querySeqLengths: [64, 40],
           keyValueSeqLengths: [64, 20],
         },
+        20, // row t sees keys up to t − (40 − 20)
+        40,
       ],
-      ['S_b = 0', { querySeqLengths: [64, 30], keyValueSeqLengths: [64, 0] }],
+      ['S_b = 0', { querySeqLengths: [64, 30], keyValueSeqLengths: [64, 0] }, 30, 30],
     ];
-    for (const [name, options] of probes) {
+    const { T, N, H } = c.shape;
+    const rowOf = (values: Float64Array, b: number, t: number) =>
+      values.subarray((b * T + t) * N * H, (b * T + t + 1) * N * H);
+    for (const [name, options, firstSeen, queryLength] of probes) {
       const p = deviceProblem({ ...c, options }, 'bfloat16', seed, { returnLogSumExp: true });
-      try {
-        const r = runCudnnAttention(p, { rawEmptyRows: true });
-        const o = r.output.toFloat64Array();
-        const lse = r.logSumExp?.toFloat64Array() ?? new Float64Array(0);
-        const row = (t: number) => o.subarray((1 * 64 + t) * 2 * 64, ((1 * 64 + t) * 2 + 1) * 64);
-        const first = row(0);
-        const kind = first.every((x) => x === 0)
-          ? 'zeros'
-          : first.some(Number.isNaN)
-            ? 'NaN'
-            : `values like ${first[0]}`;
-        console.log(`# PROBE ${name}: batch 1 row 0 holds ${kind}; its lse ${lse[(1 * 64 + 0) * 2]}`);
-      } catch (error) {
-        console.log(`# PROBE ${name}: ${error instanceof Error ? error.message : error}`);
+      const fixed = runCudnnAttention(p);
+      const o = fixed.output.toFloat64Array();
+      const lse = fixed.logSumExp!.toFloat64Array();
+      for (let t = 0; t < firstSeen; t++) {
+        assert.ok(
+          rowOf(o, 1, t).every((x) => x === 0),
+          `${name}: batch 1 row ${t} sees no key, its output must be zeros`,
+        );
+        for (let n = 0; n < N; n++) assert.equal(lse[(T + t) * N + n], -Infinity, `${name}: lse of row ${t}`);
       }
+      let raw: ReturnType<typeof runCudnnAttention>;
+      try {
+        raw = runCudnnAttention(p, { rawEmptyRows: true });
+      } catch (error) {
+        // A refusal must be typed and say why; anything else is a bug.
+        assert.ok(error instanceof UnsupportedError, String(error));
+        console.log(`# PROBE ${name}: ${error.message}`);
+        continue;
+      }
+      const r = raw.output.toFloat64Array();
+      const first = rowOf(r, 1, 0);
+      const kind = first.every((x) => x === 0)
+        ? 'zeros'
+        : first.some(Number.isNaN)
+          ? 'NaN'
+          : `values like ${first[0]}`;
+      console.log(`# PROBE ${name}: cuDNN itself writes ${kind} in batch 1 row 0`);
+      // The fix-up writes only the rows that see nothing: batch 0 and batch 1's seen rows are cuDNN's, bit for bit.
+      const seen = [
+        ...Array.from({ length: T }, (_, t) => [0, t]),
+        ...Array.from({ length: queryLength - firstSeen }, (_, i) => [1, firstSeen + i]),
+      ];
+      for (const [b, t] of seen) {
+        assert.deepEqual(
+          rowOf(r, b, t),
+          rowOf(o, b, t),
+          `${name}: batch ${b} row ${t} changed by the fix-up`,
+        );
+      }
+      for (const x of [fixed.output, fixed.logSumExp!, raw.output, raw.logSumExp]) x?.dispose();
     }
   });
 });

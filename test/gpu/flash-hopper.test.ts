@@ -26,7 +26,7 @@ const cuda = cudaAvailable();
 const hopper = cuda.ok && getCudaContext().properties.computeCapability.major === 9;
 // This file runs when the Hopper kernel is on: by default (HOPPER_BY_DEFAULT in hopper-variant.ts)
 // unless ATTNLAB_FLASH_KERNEL=mma, or by ATTNLAB_FLASH_KERNEL=wgmma.
-const choice = config().flashKernel;
+const choice = config().experimental.flashKernel;
 const enabled = HOPPER_BY_DEFAULT ? choice !== 'mma' : choice === 'wgmma';
 const skip = !cuda.ok
   ? `no CUDA device: ${cuda.reason}`

@@ -19,6 +19,7 @@ import { attention } from '../../src/api/attention.js';
 import { attentionVjp } from '../../src/api/backward.js';
 import { validateAttention } from '../../src/api/validate.js';
 import { validateBackward } from '../../src/api/validate-backward.js';
+import { planFor } from '../../src/backends/backend.js';
 import type { BackwardProblem } from '../../src/backends/backward-problem.js';
 import { cudaFlashBackend } from '../../src/backends/cuda/flash/backend.js';
 import { cudaFlashBackward } from '../../src/backends/cuda/flash/sm80/backward.js';
@@ -149,17 +150,17 @@ function runCase(
     ...validateAttention(t.q, t.k, t.v, { returnLogSumExp: true }),
     ...variants,
   } as AttentionProblem;
-  const support = cudaFlashBackend.supports(p);
-  assert.ok(support.ok, support.ok ? '' : support.reason);
-  const forward = cudaFlashBackend.run(p);
+  const plan = planFor(cudaFlashBackend, p);
+  assert.ok(plan.ok, plan.ok ? '' : plan.reason);
+  const forward = cudaFlashBackend.run(plan.plan, p);
   const lse = forward.logSumExp as Tensor;
   const pb = {
     ...validateBackward(t.q, t.k, t.v, forward.output, lse, t.dO, { deterministic }),
     ...variants,
   } as BackwardProblem;
-  const bsupport = cudaFlashBackward.supports(pb);
-  assert.ok(bsupport.ok, bsupport.ok ? '' : bsupport.reason);
-  const grads = cudaFlashBackward.run(pb);
+  const bplan = planFor(cudaFlashBackward, pb);
+  assert.ok(bplan.ok, bplan.ok ? '' : bplan.reason);
+  const grads = cudaFlashBackward.run(bplan.plan, pb);
   return { forward, lse, grads };
 }
 
@@ -254,9 +255,9 @@ describe('GPU flash modifiers, block masks, bias and mask backward', { skip }, (
   });
 
   // The variants API end to end: modifiers written as expressions, compiled by the generator, a block
-  // mask made on the GPU by createBlockMask, attention / attentionVjp with implementation 'flash',
+  // mask from createBlockMask (kinds on the GPU), attention / attentionVjp with implementation 'flash',
   // against the CPU reference evaluating the same expressions.
-  it('public API: document mask (createBlockMask on the GPU) + ALiBi, flash forward and backward against the reference', () => {
+  it('public API: document mask (createBlockMask, kinds on the GPU) + ALiBi, flash forward and backward against the reference', () => {
     const shape: Shape = { B: 2, T: 300, S: 300, N: 4, K: 2, H: 64 };
     const host = inputs(shape, seed + 90);
     const docs = documentCase(shape, 3, seed, false);

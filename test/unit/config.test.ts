@@ -36,7 +36,7 @@ describe('config', () => {
     assert.equal(c.debug, 0);
     assert.equal(c.disableCuda, false);
     assert.equal(c.assertNoCompile, false);
-    assert.equal(c.cudnnGraph, null);
+    assert.equal(c.experimental.cudnnGraph, null);
     assert.deepEqual(c.libraries, {
       cuda: null,
       nvrtc: null,
@@ -78,17 +78,21 @@ describe('config', () => {
     assert.equal(c.disableCuda, true);
     assert.equal(c.assertNoCompile, true);
     assert.equal(c.kernelsDir, '/k');
-    assert.equal(c.flashTiles, '128x64x4s2');
-    assert.equal(c.flashKernel, 'wgmma');
-    assert.equal(c.cudnnGraph, 'unified');
+    assert.equal(c.experimental.flashTiles, '128x64x4s2');
+    assert.equal(c.experimental.flashKernel, 'wgmma');
+    assert.equal(c.experimental.cudnnGraph, 'unified');
     assert.equal(c.cudnnTrace, true);
-    assert.equal(c.dependentLaunch, 'auto', 'the measured rule unless ATTNLAB_DEPENDENT_LAUNCH says');
-    assert.equal(readConfig({ ATTNLAB_DEPENDENT_LAUNCH: '0' }).dependentLaunch, 'off');
-    assert.equal(readConfig({ ATTNLAB_DEPENDENT_LAUNCH: '1' }).dependentLaunch, 'all');
-    assert.equal(readConfig({ ATTNLAB_DEPENDENT_LAUNCH: 'combine' }).dependentLaunch, 'combine');
-    assert.equal(readConfig({ ATTNLAB_DEPENDENT_LAUNCH: 'splits' }).dependentLaunch, 'splits');
     assert.equal(
-      readConfig({ ATTNLAB_DEPENDENT_LAUNCH: 'auto' }).dependentLaunch,
+      c.experimental.dependentLaunch,
+      'auto',
+      'the measured rule unless ATTNLAB_DEPENDENT_LAUNCH says',
+    );
+    assert.equal(readConfig({ ATTNLAB_DEPENDENT_LAUNCH: '0' }).experimental.dependentLaunch, 'off');
+    assert.equal(readConfig({ ATTNLAB_DEPENDENT_LAUNCH: '1' }).experimental.dependentLaunch, 'all');
+    assert.equal(readConfig({ ATTNLAB_DEPENDENT_LAUNCH: 'combine' }).experimental.dependentLaunch, 'combine');
+    assert.equal(readConfig({ ATTNLAB_DEPENDENT_LAUNCH: 'splits' }).experimental.dependentLaunch, 'splits');
+    assert.equal(
+      readConfig({ ATTNLAB_DEPENDENT_LAUNCH: 'auto' }).experimental.dependentLaunch,
       'auto',
       'the GPU suite sets it',
     );

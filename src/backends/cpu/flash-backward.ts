@@ -13,7 +13,7 @@
  * Query blocks that see none of a key block (causal, window, padding) are skipped.
  */
 
-import { SUPPORTED } from '../backend.js';
+import { NO_PLAN } from '../backend.js';
 import type { BackwardBackend } from '../backward-backend.js';
 import type { BackwardOutput, BackwardProblem } from '../backward-problem.js';
 import { gradientBuffers, gradientTensors } from './gradients.js';
@@ -118,6 +118,6 @@ export function flashBackwardCpu(p: BackwardProblem): BackwardOutput {
 export const cpuFlashBackward: BackwardBackend = {
   name: 'flash',
   device: 'cpu',
-  supports: () => SUPPORTED,
-  run: flashBackwardCpu,
+  plan: () => NO_PLAN,
+  run: (_plan, p) => flashBackwardCpu(p),
 };

@@ -10,7 +10,7 @@
 
 import { allocFloat64, allocHost } from '../../tensor/checks.js';
 import { Tensor } from '../../tensor/tensor.js';
-import { type AttentionBackend, SUPPORTED } from '../backend.js';
+import { type AttentionBackend, NO_PLAN } from '../backend.js';
 import type { AttentionProblem, BackendOutput } from '../problem.js';
 import { runDense } from './dense-view.js';
 import { keyRange, pairTerms } from './visibility.js';
@@ -117,6 +117,6 @@ export const cpuFlashBackend: AttentionBackend = {
   name: 'flash',
   device: 'cpu',
   layouts: ['paged', 'packed'],
-  supports: () => SUPPORTED,
-  run: (p) => runDense(p, flashAttentionCpu),
+  plan: () => NO_PLAN,
+  run: (_plan, p) => runDense(p, flashAttentionCpu),
 };

@@ -13,7 +13,7 @@
  */
 
 import { allocFloat64 } from '../../tensor/checks.js';
-import { SUPPORTED } from '../backend.js';
+import { NO_PLAN } from '../backend.js';
 import type { BackwardBackend } from '../backward-backend.js';
 import type { BackwardOutput, BackwardProblem } from '../backward-problem.js';
 import type { AttentionProblem } from '../problem.js';
@@ -44,6 +44,6 @@ export function exactLogSumExp(p: AttentionProblem): Float64Array {
 export const cpuReferenceBackward: BackwardBackend = {
   name: 'reference',
   device: 'cpu',
-  supports: () => SUPPORTED,
-  run: referenceBackward,
+  plan: () => NO_PLAN,
+  run: (_plan, p) => referenceBackward(p),
 };

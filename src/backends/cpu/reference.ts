@@ -9,7 +9,7 @@
 
 import { allocFloat64, allocHost } from '../../tensor/checks.js';
 import { Tensor } from '../../tensor/tensor.js';
-import { type AttentionBackend, SUPPORTED } from '../backend.js';
+import { type AttentionBackend, NO_PLAN } from '../backend.js';
 import type { AttentionProblem, BackendOutput } from '../problem.js';
 import { runDense } from './dense-view.js';
 import { forEachRow, softmaxTimesValue } from './rows.js';
@@ -35,6 +35,6 @@ export const cpuReferenceBackend: AttentionBackend = {
   name: 'reference',
   device: 'cpu',
   layouts: ['paged', 'packed', 'modifiers'],
-  supports: () => SUPPORTED,
-  run: (p) => runDense(p, referenceAttention),
+  plan: () => NO_PLAN,
+  run: (_plan, p) => runDense(p, referenceAttention),
 };

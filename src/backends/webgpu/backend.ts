@@ -2,7 +2,7 @@
  * The `webgpu` attention backend: the WGSL flash forward (forward.ts) on the device initWebgpu()
  * opened. Inputs must be webgpu tensors (`.to('webgpu')`); the output is one too.
  */
-import { type AttentionBackend, SUPPORTED, unsupported } from '../backend.js';
+import { type AttentionBackend, planned, unsupported } from '../backend.js';
 import { runForward } from './forward.js';
 import { planForward } from './plan.js';
 import { webgpuState } from './runtime.js';
@@ -11,11 +11,11 @@ export const webgpuBackend: AttentionBackend = {
   name: 'webgpu',
   device: 'webgpu',
   layouts: ['paged', 'packed'],
-  supports(problem) {
+  plan(problem) {
     const state = webgpuState();
     if (!state.ok) return unsupported(state.reason);
     const plan = planForward(problem, state.info.limits, undefined, state.info.subgroups);
-    return plan.ok ? SUPPORTED : unsupported(plan.reason);
+    return plan.ok ? planned(plan) : unsupported(plan.reason);
   },
-  run: (problem) => runForward(problem),
+  run: (_plan, problem) => runForward(problem),
 };

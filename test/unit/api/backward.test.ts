@@ -8,6 +8,7 @@ import { describe, it } from 'node:test';
 import { attention } from '../../../src/api/attention.js';
 import { attentionBackward, attentionVjp } from '../../../src/api/backward.js';
 import { validateBackward } from '../../../src/api/validate-backward.js';
+import { supports } from '../../../src/backends/backend.js';
 import type { BackwardOptions } from '../../../src/backends/backward-problem.js';
 import { cudnnBackward } from '../../../src/backends/cuda/cudnn/backward.js';
 import { InvalidArgumentError, UnsupportedError } from '../../../src/errors.js';
@@ -360,7 +361,7 @@ describe('backward validation', () => {
       /float64/,
     );
     // cuDNN's graph reads O in the inputs' dtype: it refuses a float32 output, saying so (no GPU needed to ask).
-    const support = cudnnBackward.supports(validateBackward(qb, kb, vb, wide, f.logSumExp, dOb, {}));
+    const support = supports(cudnnBackward, validateBackward(qb, kb, vb, wide, f.logSumExp, dOb, {}));
     assert.ok(!support.ok && /float32 output/.test(support.reason), JSON.stringify(support));
   });
 

@@ -447,7 +447,7 @@ describe('layouts and the registry', () => {
       {
         name: 'naive',
         device: 'cuda',
-        supports: () => ({ ok: true }),
+        plan: () => ({ ok: true, plan: null }),
         run: () => {
           throw new UnsupportedError('x', 'y');
         },

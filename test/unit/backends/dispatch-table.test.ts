@@ -22,7 +22,7 @@ import {
 import type { AttentionOptions, AttentionProblem } from '../../../src/backends/problem.js';
 import { loadResults } from '../../../src/results/files.js';
 import type { FloatDType } from '../../../src/tensor/dtype.js';
-import { randomNormal } from '../../../src/tensor/random.js';
+import { Tensor } from '../../../src/tensor/tensor.js';
 
 function problem(
   H: number,
@@ -31,10 +31,10 @@ function problem(
   T = 2048,
   Hv = H,
 ) {
-  const q = randomNormal([1, T, 1, H], { seed: 1, dtype });
-  const k = randomNormal([1, T, 1, H], { seed: 2, dtype });
-  const v = randomNormal([1, T, 1, Hv], { seed: 3, dtype });
-  return validateAttention(q, k, v, options);
+  // The dispatch reads only sizes and flags: zero-filled inputs cost nothing to make.
+  const q = Tensor.zeros([1, T, 1, H], dtype);
+  const v = Tensor.zeros([1, T, 1, Hv], dtype);
+  return validateAttention(q, q, v, options);
 }
 
 /** A GPU as dispatch keys it: the H200 of the records, and others by name and compute capability. */
@@ -106,8 +106,8 @@ describe('measured dispatch table', () => {
   it('speaks only for the measured case: plain, long, same dtype and head dims', () => {
     assert.ok(measuredOrder(problem(128), h200()));
     assert.ok(measuredOrder(problem(64, { isCausal: true, keyValueSeqLengths: [1500] }), h200()));
-    const bias = randomNormal([1, 1, 2048, 2048], { seed: 4, dtype: 'bfloat16' });
-    const mask = randomNormal([1, 1, 2048, 2048], { seed: 5 }).astype('bool');
+    const bias = Tensor.zeros([1, 1, 2048, 2048], 'bfloat16');
+    const mask = Tensor.zeros([1, 1, 2048, 2048], 'bool');
     const outside: Array<[string, ReturnType<typeof problem>]> = [
       ['bias', problem(128, { bias })],
       ['mask', problem(128, { mask })],
@@ -161,8 +161,8 @@ describe('measured dispatch table', () => {
     assert.equal(from(16384)?.table.shape.T, 8192);
     assert.equal(from(1024, 64)?.table.shape.T, 4096, 'the only length measured at H=64');
     // √(T·S): a short query over a long cache sits between the two.
-    const q = randomNormal([1, 1024, 1, 128], { seed: 1, dtype: 'bfloat16' });
-    const kv = randomNormal([1, 8192, 1, 128], { seed: 2, dtype: 'bfloat16' });
+    const q = Tensor.zeros([1, 1024, 1, 128], 'bfloat16');
+    const kv = Tensor.zeros([1, 8192, 1, 128], 'bfloat16');
     const p = validateAttention(q, kv, kv, {});
     assert.equal(
       measuredOrder(p, gpuX, tables)?.table.shape.T,

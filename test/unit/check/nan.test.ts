@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { attention } from '../../../src/api/attention.js';
 import { validateAttention } from '../../../src/api/validate.js';
-import { type AttentionBackend, SUPPORTED } from '../../../src/backends/backend.js';
+import { type AttentionBackend, NO_PLAN, runPlanned } from '../../../src/backends/backend.js';
 import { fp8Support } from '../../../src/backends/cuda/fp8/support.js';
 import { canHideKeys, withNanRepair } from '../../../src/backends/cuda/ops/nan-repair.js';
 import type { AttentionOptions } from '../../../src/backends/problem.js';
@@ -142,13 +142,13 @@ describe('the NaN repair wrapper of the naive and cudnn backends (registry)', ()
     }
   });
 
-  it('keeps the backend it wraps: name, device, supports, and its result where nothing is hidden', () => {
+  it('is a post-op the entry declares: name, device, plan and run kept, the result kept where nothing is hidden', () => {
     let runs = 0;
-    const inner: AttentionBackend = {
+    const inner: AttentionBackend<null> = {
       name: 'naive',
       device: 'cuda',
-      supports: () => SUPPORTED,
-      run: (p) => {
+      plan: () => NO_PLAN,
+      run: (_plan, p) => {
         runs++;
         return { output: p.query, variant: 'inner' };
       },
@@ -156,9 +156,14 @@ describe('the NaN repair wrapper of the naive and cudnn backends (registry)', ()
     const wrapped = withNanRepair(inner);
     assert.equal(wrapped.name, 'naive');
     assert.equal(wrapped.device, 'cuda');
-    assert.equal(wrapped.supports(problem({})), SUPPORTED);
+    assert.equal(wrapped.plan(problem({})), NO_PLAN);
+    assert.deepEqual(
+      wrapped.postOps?.map((op) => op.name),
+      ['nan-repair'],
+    );
+    assert.equal(inner.postOps, undefined, 'the backend itself is left as it was');
     const p = problem({});
-    const r = wrapped.run(p); // no hidden key: no repair launch (which would need a GPU)
+    const r = runPlanned(wrapped, null, p); // no hidden key: no repair launch (which would need a GPU)
     assert.equal(runs, 1);
     assert.equal(r.output, p.query);
     assert.equal(r.variant, 'inner');

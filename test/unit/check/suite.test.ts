@@ -45,7 +45,7 @@ describe('suite: cpu reference', () => {
 
 /** cpu flash with its output or log-sum-exp changed by `spoil`. */
 function spoiled(spoil: (out: BackendOutput) => BackendOutput): AttentionBackend {
-  return { ...cpuFlashBackend, run: (p) => spoil(cpuFlashBackend.run(p)) };
+  return { ...cpuFlashBackend, run: (plan, p) => spoil(cpuFlashBackend.run(plan, p)) };
 }
 
 const scaled = (t: Tensor, f: (x: number, i: number) => number) =>
@@ -119,7 +119,7 @@ describe('suite runner, with backends wrong on purpose', () => {
     });
     assert.equal(throwing.status, 'fail');
     assert.match(describeRow(throwing), /threw: RangeError: kernel exploded/);
-    const refusing = check({ ...cpuFlashBackend, supports: () => unsupported('no GQA here') });
+    const refusing = check({ ...cpuFlashBackend, plan: () => unsupported('no GQA here') });
     assert.equal(refusing.status, 'skipped');
     assert.match(describeRow(refusing), /: skipped: no GQA here$/);
   });

@@ -2,16 +2,15 @@
  * The 'cudnn' attention backend: cuDNN's fused flash-attention engines, driven through the backend
  * API from TypeScript (no cudnn-frontend: it is a C++ header library an FFI cannot call).
  *
- * supports() answers from the problem's features and the machine (cuDNN found, its version, the
- * GPU's compute capability) without touching cuDNN beyond loading it; run() takes the plan from the
- * plan cache (memory, then disk, then a build), allocates the output from the pool and enqueues.
+ * plan() answers from the problem's features and the machine (cuDNN found, its version, the GPU's
+ * compute capability) without touching cuDNN beyond loading it; run() takes the execution plan from
+ * the plan cache (memory, then disk, then a build), allocates the output from the pool and enqueues.
  */
 import { UnsupportedError } from '../../../errors.js';
 import { itemSize } from '../../../tensor/dtype.js';
 import type { DeviceBuffer } from '../../../tensor/storage.js';
 import { Tensor } from '../../../tensor/tensor.js';
-// Types only: a value import would make this module and the registry import each other.
-import type { AttentionBackend, Support } from '../../backend.js';
+import { type AttentionBackend, type Planned, planned } from '../../backend.js';
 import type { AttentionProblem, BackendOutput } from '../../problem.js';
 import { cudnnHandle, loadCudnn } from '../ffi/cudnn.js';
 import { cudaAvailable, getCudaContext } from '../runtime/context.js';
@@ -44,18 +43,22 @@ export function cudnnEnvironment(): Environment {
   return environment;
 }
 
-// supports() and run() see the same problem object, one right after the other: describe it once.
-// (A one-entry memo, not a WeakMap: a WeakMap with a new key per call costs more in GC than it saves.)
-let lastProblem: AttentionProblem | null = null;
-let lastDescription: Description | null = null;
+/**
+ * The cudnn backend's plan of a call: the machine and the graph's description (its features, the
+ * plan-cache key, the preparation passes), worked out once; run() takes the execution plan of that
+ * key from the plan cache (memory, then disk, then a build).
+ */
+export interface CudnnPlan {
+  readonly env: CudnnEnvironment;
+  readonly description: Extract<Description, { ok: true }>;
+}
 
-function describe(p: AttentionProblem, env: CudnnEnvironment, options?: DescribeOptions): Description {
-  if (options) return describeSdpa(p, env, options);
-  if (p !== lastProblem || !lastDescription) {
-    lastDescription = describeSdpa(p, env);
-    lastProblem = p;
-  }
-  return lastDescription;
+/** Whether cuDNN can run `p` and with which graph. */
+export function planCudnn(p: AttentionProblem): Planned<CudnnPlan> {
+  const e = cudnnEnvironment();
+  if (!e.ok) return { ok: false, reason: e.reason };
+  const description = describeSdpa(p, e.env);
+  return description.ok ? planned({ env: e.env, description }) : description;
 }
 
 /** A backend result plus where its plan came from (for tests and benchmarks). */
@@ -72,11 +75,17 @@ export interface CudnnOutput extends BackendOutput {
 export function runCudnnAttention(p: AttentionProblem, options?: DescribeOptions): CudnnOutput {
   const e = cudnnEnvironment();
   if (!e.ok) throw unsupportedError(e.reason);
-  const d = describe(p, e.env, options);
+  const d = describeSdpa(p, e.env, options);
   if (!d.ok) throw unsupportedError(d.reason);
+  return runPlannedCudnn(p, { env: e.env, description: d });
+}
+
+/** Runs the graph `plan` describes on `p`'s tensors. */
+function runPlannedCudnn(p: AttentionProblem, plan: CudnnPlan): CudnnOutput {
+  const d = plan.description;
   const f = d.features;
   const handle = cudnnHandle();
-  const entry = getPlan(d.key, f, e.env, handle);
+  const entry = getPlan(d.key, f, plan.env, handle);
   const fresh = entry.setupMs > 0 && !reported.has(entry);
   reported.add(entry);
 
@@ -147,20 +156,14 @@ export function runCudnnAttention(p: AttentionProblem, options?: DescribeOptions
 }
 
 const reported = new WeakSet<object>();
-const SUPPORTED: Support = { ok: true };
 
-export const cudnnBackend: AttentionBackend = {
+export const cudnnBackend: AttentionBackend<CudnnPlan> = {
   name: 'cudnn',
   device: 'cuda',
   // Paged and packed problems go through describeSdpa's layout rules (paged.ts), like any other.
   layouts: ['paged', 'packed'],
-  supports(p) {
-    const e = cudnnEnvironment();
-    if (!e.ok) return { ok: false, reason: e.reason };
-    const d = describe(p, e.env);
-    return d.ok ? SUPPORTED : { ok: false, reason: d.reason };
-  },
-  run: (p) => runCudnnAttention(p),
+  plan: planCudnn,
+  run: (plan, p) => runPlannedCudnn(p, plan),
 };
 
 /** The error a forced 'cudnn' call throws, named like the registry names backends. */

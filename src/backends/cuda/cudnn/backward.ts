@@ -12,7 +12,7 @@
 import { UnsupportedError } from '../../../errors.js';
 import { type FloatDType, itemSize } from '../../../tensor/dtype.js';
 import { Tensor } from '../../../tensor/tensor.js';
-import type { Support } from '../../backend.js';
+import { NO_PLAN, type Support } from '../../backend.js';
 import type { BackwardBackend } from '../../backward-backend.js';
 import type { BackwardOutput, BackwardProblem } from '../../backward-problem.js';
 import { cudnnHandle } from '../ffi/cudnn.js';
@@ -135,4 +135,12 @@ function run(p: BackwardProblem): BackwardOutput {
   return { dQuery, dKey, dValue, dBias, variant: entry.variant };
 }
 
-export const cudnnBackward: BackwardBackend = { name: 'cudnn', device: 'cuda', supports, run };
+export const cudnnBackward: BackwardBackend<null> = {
+  name: 'cudnn',
+  device: 'cuda',
+  plan: (p) => {
+    const support = supports(p);
+    return support.ok ? NO_PLAN : support;
+  },
+  run: (_plan, p) => run(p),
+};

@@ -139,7 +139,7 @@ export function describeSdpa(
     (!padding || env.version >= CUDNN_UNIFIED_SEQ_LEN_VERSION);
   // Paged and packed inputs take the composite graph (the one verified on the H200) unless the
   // unified op is asked for and can run them (a paged cache on 9.15+, see unifiedTakesLayout).
-  const configured = config().cudnnGraph ?? undefined;
+  const configured = config().experimental.cudnnGraph ?? undefined;
   const layoutGraph = configured === 'unified' && unifiedOk ? 'unified' : 'composite';
   const wanted = options.graph ?? (laidOut ? layoutGraph : configured);
   if (wanted === 'unified' && !unifiedOk) {

@@ -6,9 +6,17 @@
  * mma.sync kernel (src/kernels/flash/flash_fwd.cu).
  */
 
+import { UnsupportedError } from '../../../errors.js';
 import { itemSize } from '../../../tensor/dtype.js';
 import { Tensor } from '../../../tensor/tensor.js';
-import { type AttentionBackend, SUPPORTED, type Support, unsupported } from '../../backend.js';
+import {
+  type AttentionBackend,
+  type Planned,
+  planned,
+  SUPPORTED,
+  type Support,
+  unsupported,
+} from '../../backend.js';
 import type { AttentionProblem, BackendOutput } from '../../problem.js';
 import { cudaAvailable, getCudaContext, targetArch } from '../runtime/context.js';
 import { launchKernel } from '../runtime/launch.js';
@@ -23,7 +31,7 @@ import {
   variantsRule,
 } from './modifiers.js';
 import { buildFlashParams, type FlashPointers, marshalFlashParams } from './params.js';
-import { fillPlan, flashKernel, flashPlan } from './plan.js';
+import { type FlashPlan, fillPlan, flashKernel, flashPlan, keptFlashPlan } from './plan.js';
 import {
   FLASH_BIAS_CODES,
   type FlashVariant,
@@ -32,13 +40,19 @@ import {
   flashVariantSharedBytes,
 } from './sm80/variant.js';
 import { launchHopper, zeroedWorkCounter } from './sm90/hopper.js';
-import { hopperVariant, hopperVariantKey } from './sm90/hopper-variant.js';
+import { type HopperVariant, hopperVariant, hopperVariantKey } from './sm90/hopper-variant.js';
 
 /** Row and key indices are int32 in the kernel, and i + diag ± window must not overflow. */
 const MAX_LENGTH = 1 << 28;
 
 /** Why the kernel cannot run `p`, or SUPPORTED. Needs the GPU's compute capability. */
 export function flashSupport(p: AttentionProblem): Support {
+  const checked = flashChecks(p);
+  return checked.ok ? SUPPORTED : checked;
+}
+
+/** flashSupport's checks, answering with the mma.sync variant they built for the shared-memory check. */
+function flashChecks(p: AttentionProblem): Planned<FlashVariant> {
   if (p.dtype !== 'bfloat16' && p.dtype !== 'float16' && p.dtype !== 'float32') {
     return unsupported(
       `dtype ${p.dtype}: the kernels take bfloat16/float16 (tensor cores) or float32 (float32 FMAs)`,
@@ -93,35 +107,102 @@ export function flashSupport(p: AttentionProblem): Support {
       `B·N = ${p.B * p.N}: the grid's y dimension (one per batch and head) is at most 65535`,
     );
   }
+  const misaligned = misalignedInput(p);
+  return misaligned ?? planned(variant);
+}
+
+/** Q, K and V's 16-byte alignment on the device (the kernels copy 16-byte chunks), checked on every call. */
+function misalignedInput(p: AttentionProblem): (Support & { readonly ok: false }) | null {
   const misaligned = firstMisaligned([
     ['query', p.query],
     ['key', p.key],
     ['value', p.value],
   ]);
-  if (misaligned) {
-    return unsupported(
-      `${misaligned} is not 16-byte aligned on the device (the kernel copies 16-byte chunks)`,
-    );
-  }
-  return SUPPORTED;
+  return misaligned
+    ? unsupported(`${misaligned} is not 16-byte aligned on the device (the kernel copies 16-byte chunks)`)
+    : null;
 }
 
 export { flashKernel, flashModule } from './plan.js';
 
-/** Runs the kernel on `p` (inputs on the GPU); the output and log-sum-exp are new device tensors. */
+/**
+ * How the flash backend runs a problem: the decode kernels (decode/decode.ts chooses among them), or
+ * one dense launch — of the per-shape plan kept in plan.ts (plain problems: no bias, no mask), or of
+ * the Hopper or mma.sync variant built for this call. `family` is the kernel family that runs, which
+ * the registry's measured dispatch compares with the family a recorded table measured.
+ */
+export type FlashBackendPlan =
+  | { readonly family: 'decode' }
+  | {
+      readonly family: 'wgmma' | 'mma' | 'fma';
+      /** The variant key results report. */
+      readonly key: string;
+      readonly kept: FlashPlan | null;
+      readonly hopper: HopperVariant | null;
+      readonly mma: FlashVariant | null;
+    };
+
+const DECODE_PLAN: Planned<FlashBackendPlan> = planned({ family: 'decode' });
+
+/** Whether and how the flash backend runs `p`: every check once, the variant built once. */
+export function planFlash(p: AttentionProblem): Planned<FlashBackendPlan> {
+  // A plain dense problem whose shape ran before: its kept plan stands for every check that depends
+  // on the shape alone (plan.ts keys it by all of them and the device); Q, K and V's alignment is per call.
+  if (!p.paged && !p.packed && !hasVariants(p) && !wantsDecodeKernel(p)) {
+    const kept = keptFlashPlan(p);
+    if (kept) {
+      const misaligned = misalignedInput(p);
+      if (misaligned) return misaligned;
+      return planned({ family: kept.family, key: kept.key, kept, hopper: kept.hopper, mma: kept.mma });
+    }
+  }
+  const checked = flashChecks(p);
+  if (!checked.ok) return checked;
+  // Paged and packed problems need the decode kernel; dense ones may take it (decode.ts says when).
+  if (p.paged || p.packed) {
+    const decode = decodeSupport(p);
+    return decode.ok ? DECODE_PLAN : decode;
+  }
+  // The decode kernels take no modifiers: those run on the prefill kernel at every length.
+  if (!hasVariants(p) && wantsDecodeKernel(p) && decodeSupport(p).ok) return DECODE_PLAN;
+  return planned(densePlan(p, checked.plan));
+}
+
+type DensePlan = Exclude<FlashBackendPlan, { readonly family: 'decode' }>;
+
+/** The family of `p`'s dense launch, from its shape: the Hopper kernel where hopperVariant() takes it. */
+function denseFamily(p: AttentionProblem): 'wgmma' | 'mma' | 'fma' {
+  const kept = keptFlashPlan(p);
+  if (kept) return kept.family;
+  if ('variant' in hopperVariant(p, targetArch())) return 'wgmma';
+  return p.dtype === 'float32' ? 'fma' : 'mma';
+}
+
+/** The dense launch of `p`: the Hopper kernel where hopperVariant() takes the case, else `mma`. */
+function densePlan(p: AttentionProblem, mma: FlashVariant): DensePlan {
+  // Modifiers and block masks run on both kernels (src/kernels/common/modifiers.cuh): hopperVariant
+  // takes them (or says why not) as it takes every other option.
+  const found = hopperVariant(p, targetArch());
+  if ('variant' in found) {
+    const v = found.variant;
+    return { family: 'wgmma', key: hopperVariantKey(v), kept: null, hopper: v, mma: null };
+  }
+  return { family: mma.kernel, key: flashVariantKey(mma), kept: null, hopper: null, mma };
+}
+
+/** Runs the dense kernel on `p` (inputs on the GPU); the output and log-sum-exp are new device tensors. */
 export function runFlash(p: AttentionProblem): BackendOutput {
+  const checked = flashChecks(p);
+  if (!checked.ok) throw new UnsupportedError('flash (cuda)', checked.reason);
+  return runDense(densePlan(p, checked.plan), p);
+}
+
+/** One dense launch of `dense` on `p`. */
+function runDense(dense: DensePlan, p: AttentionProblem): BackendOutput {
   const { B, T, N, Hv } = p;
   // A plain problem's variant, kernel and packed parameters are made once per shape (plan.ts).
-  const plan = flashPlan(p);
-  const arch = plan ? '' : targetArch();
-  // Modifiers and block masks run on both kernels (src/kernels/common/modifiers.cuh).
-  const hopper = plan ? { reason: 'planned' } : hopperVariant(p, arch);
-  const variant = plan || 'variant' in hopper ? null : flashVariant(p, arch);
-  const key = plan
-    ? plan.key
-    : 'variant' in hopper
-      ? hopperVariantKey(hopper.variant)
-      : flashVariantKey(variant!);
+  const plan = dense.kept ?? flashPlan(p);
+  const key = dense.key;
   const out = allocDevice(B * T * N * Hv * itemSize(p.dtype));
   const lse = p.returnLogSumExp ? allocDevice(B * T * N * 4) : null;
   const lengths = (values: Int32Array | null) => (values ? copyInt32ToDevice(values) : null);
@@ -143,8 +224,8 @@ export function runFlash(p: AttentionProblem): BackendOutput {
       if (plan) {
         fillPlan(plan, p, pointers, plan.counterAt >= 0 ? zeroedWorkCounter() : 0n);
         launchKernel(plan.fn, plan.launch, [{ type: 'bytes', bytes: plan.bytes }]);
-      } else if ('variant' in hopper) launchHopper(p, hopper.variant, pointers);
-      else launchMma(p, variant!, pointers);
+      } else if (dense.hopper) launchHopper(p, dense.hopper, pointers);
+      else launchMma(p, dense.mma!, pointers);
     }
   } finally {
     // Safe before the kernel ran: the pool hands these blocks only to work enqueued later on the
@@ -180,18 +261,11 @@ function launchMma(p: AttentionProblem, variant: FlashVariant, pointers: FlashPo
   );
 }
 
-/** Paged and packed problems need the decode kernel; dense ones may take it (decode.ts says when). */
-function supportsFlash(p: AttentionProblem): Support {
-  const general = flashSupport(p);
-  if (!general.ok || (!p.paged && !p.packed)) return general;
-  return decodeSupport(p);
-}
-
-export const cudaFlashBackend: AttentionBackend = {
+export const cudaFlashBackend: AttentionBackend<FlashBackendPlan> = {
   name: 'flash',
   device: 'cuda',
   layouts: ['paged', 'packed', 'modifiers'],
-  supports: supportsFlash,
-  // The decode kernels take no modifiers: those run on the prefill kernel at every length.
-  run: (p) => (!hasVariants(p) && wantsDecodeKernel(p) && decodeSupport(p).ok ? runDecode(p) : runFlash(p)),
+  plan: planFlash,
+  run: (plan, p) => (plan.family === 'decode' ? runDecode(p) : runDense(plan, p)),
+  family: denseFamily,
 };

@@ -64,6 +64,8 @@ function hopperKernel(v: HopperVariant): bigint {
 }
 
 export interface FlashPlan {
+  /** The kernel family: the Hopper kernel, or the mma.sync / float32 FMA kernel of flash_fwd*.cu. */
+  readonly family: 'wgmma' | 'mma' | 'fma';
   /** The variant key results report. */
   readonly key: string;
   readonly hopper: HopperVariant | null;
@@ -91,6 +93,14 @@ function planKey(p: AttentionProblem): string | null {
   if (p.bias || p.mask || hasVariants(p)) return null;
   const w = p.window ? `${p.window.left},${p.window.right}` : '';
   return `${currentDeviceOrdinal()}|${p.dtype}|${p.B}|${p.T}|${p.S}|${p.N}|${p.K}|${p.H}|${p.Hv}|${p.causal ? 1 : 0}|${p.alignment}|${w}|${p.scale}|${p.returnLogSumExp ? 1 : 0}|${p.querySeqLengths ? 1 : 0}|${p.keyValueSeqLengths ? 1 : 0}`;
+}
+
+/** The plan of `p` if its shape ran before (nothing is made), else null. */
+export function keptFlashPlan(p: AttentionProblem): FlashPlan | null {
+  const key = planKey(p);
+  if (key === null) return null;
+  if (config() !== plansConfig) return null;
+  return plans.get(key) ?? null;
 }
 
 /** The plan of `p` (made on its first call), or null where the general path runs. */
@@ -138,6 +148,7 @@ function makePlan(p: AttentionProblem): FlashPlan {
     // Fields: 3 maps × 16 words, then FlashParams, then the work counter.
     const flashCount = flashFields.type === 'struct' ? flashFields.fields.length : 0;
     return {
+      family: 'wgmma',
       key: hopperVariantKey(v),
       hopper: v,
       mma: null,
@@ -157,6 +168,7 @@ function makePlan(p: AttentionProblem): FlashPlan {
   const v = flashVariant(p, arch);
   const { bytes, view, offsets } = packed(flashFields);
   return {
+    family: v.kernel,
     key: flashVariantKey(v),
     hopper: null,
     mma: v,

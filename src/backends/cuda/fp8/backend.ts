@@ -2,17 +2,21 @@
  * The cuDNN FP8 backend of the FP8 step: quantise on the device, cuDNN's FP8 SDPA graph, and the
  * delayed-scaling state updated on the device (run.ts), on GPUs fp8Support accepts.
  */
+import { NO_PLAN } from '../../backend.js';
 import type { Fp8Backend } from '../../fp8-backend.js';
 import { cudaAvailable, getCudaContext } from '../runtime/context.js';
 import { runCudaFp8 } from './run.js';
 import { DeviceDelayedState } from './state.js';
 import { fp8Support } from './support.js';
 
-export const cudnnFp8Backend: Fp8Backend = {
+export const cudnnFp8Backend: Fp8Backend<null> = {
   name: 'cudnn-fp8',
   device: 'cuda',
-  supports: (p) => fp8Support(p, cudaAvailable().ok ? getCudaContext().properties.computeCapability : null),
-  run(p) {
+  plan(p) {
+    const support = fp8Support(p, cudaAvailable().ok ? getCudaContext().properties.computeCapability : null);
+    return support.ok ? NO_PLAN : support;
+  },
+  run(_plan, p) {
     const { dtype8, keepFp8Output } = p;
     if (p.scaling.kind === 'current') {
       const result = runCudaFp8({

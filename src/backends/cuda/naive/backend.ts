@@ -19,9 +19,7 @@
 
 import { type FloatDType, itemSize } from '../../../tensor/dtype.js';
 import { Tensor } from '../../../tensor/tensor.js';
-// Types only: registry.ts imports this module, so a value import would make a cycle that breaks
-// whichever of the two loads first.
-import type { AttentionBackend, Support } from '../../backend.js';
+import { type AttentionBackend, NO_PLAN, type Support } from '../../backend.js';
 import type { AttentionProblem, BackendOutput } from '../../problem.js';
 import { CUBLAS_COMPUTE, CUDA_DATA_TYPE } from '../ffi/cublaslt.js';
 import { cudaAvailable } from '../runtime/context.js';
@@ -38,7 +36,8 @@ const CUDA_TYPE: Partial<Record<FloatDType, number>> = {
   bfloat16: CUDA_DATA_TYPE.R_16BF,
 };
 
-function supports(p: AttentionProblem): Support {
+/** Why cuBLASLt and the softmax kernels cannot run `p`, or SUPPORTED (the backward adds its own checks). */
+export function naiveSupport(p: AttentionProblem): Support {
   if (p.device !== 'cuda') return unsupported('inputs are not on cuda');
   if (CUDA_TYPE[p.dtype] === undefined)
     return unsupported(`dtype ${p.dtype} (float32, float16 or bfloat16 only)`);
@@ -211,9 +210,13 @@ function run(p: AttentionProblem): BackendOutput {
   }
 }
 
-export const cudaNaiveBackend: AttentionBackend = {
+/** The plan is the support check alone: the matmul plans are cached per shape in matmul.ts. */
+export const cudaNaiveBackend: AttentionBackend<null> = {
   name: 'naive',
   device: 'cuda',
-  supports,
-  run,
+  plan: (p) => {
+    const support = naiveSupport(p);
+    return support.ok ? NO_PLAN : support;
+  },
+  run: (_plan, p) => run(p),
 };

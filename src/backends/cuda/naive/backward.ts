@@ -24,13 +24,13 @@
 
 import { type FloatDType, itemSize } from '../../../tensor/dtype.js';
 import { Tensor } from '../../../tensor/tensor.js';
-import { type Support, unsupported } from '../../backend.js';
+import { NO_PLAN, type Support, unsupported } from '../../backend.js';
 import type { BackwardBackend } from '../../backward-backend.js';
 import type { BackwardOutput, BackwardProblem } from '../../backward-problem.js';
 import { CUDA_DATA_TYPE } from '../ffi/cublaslt.js';
 import { commonAlignment, type MatmulShape, matmulPlan, runMatmul } from '../runtime/matmul.js';
 import { allocDevice, copyInt32ToDevice } from '../runtime/memory.js';
-import { cudaNaiveBackend, naiveMatmuls } from './backend.js';
+import { naiveMatmuls, naiveSupport } from './backend.js';
 import {
   launchBiasGrad,
   launchGroupSum,
@@ -41,7 +41,7 @@ import {
 
 function supports(p: BackwardProblem): Support {
   if (p.logSumExp.dtype !== 'float32') return unsupported(`logSumExp ${p.logSumExp.dtype} (float32 on cuda)`);
-  return cudaNaiveBackend.supports(p);
+  return naiveSupport(p);
 }
 
 /**
@@ -233,9 +233,12 @@ function run(p: BackwardProblem): BackwardOutput {
   }
 }
 
-export const cudaNaiveBackward: BackwardBackend = {
+export const cudaNaiveBackward: BackwardBackend<null> = {
   name: 'naive',
   device: 'cuda',
-  supports,
-  run,
+  plan: (p) => {
+    const support = supports(p);
+    return support.ok ? NO_PLAN : support;
+  },
+  run: (_plan, p) => run(p),
 };

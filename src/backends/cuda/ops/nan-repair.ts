@@ -6,16 +6,17 @@
  * weight 0: NaN) stays out, as the NaN rule in docs/guide/attention.md says. Without NaN in the output it is one read of
  * O; attnlab's own flash kernels do the same inside their epilogue and need no extra launch.
  *
- * It lives with the flash kernel because it reuses its parameters (FlashParams) and its visibility
- * and recompute code; the registry wraps the naive and cudnn backends with it (withNanRepair), since
- * backends of one layer import nothing of each other (docs/internals/architecture.md).
+ * It reuses the flash kernel's parameters (FlashParams) and its visibility and recompute code, so
+ * this room (cuda/ops) sits above the flash backend; the registry's entries for the naive and cudnn
+ * backends declare it as a post-op (nanRepair), which the registry runs after their run
+ * (docs/internals/architecture.md).
  *
  * On the hot path it costs one launch and nothing else: the kernel, its packed parameters and the
  * uploaded sequence lengths are kept per problem signature (repairLaunch), so a repeated call only
  * writes its seven operand pointers into the packed bytes (benchmarks/results/h200/forward/2026-12-01-cudnn-vs-peers-nan-repair has
  * the numbers), and problems in which no key is hidden from any row skip it (canHideKeys).
  */
-import type { AttentionBackend } from '../../backend.js';
+import { type AttentionBackend, type PostOp, withPostOps } from '../../backend.js';
 import type { AttentionProblem, BackendOutput } from '../../problem.js';
 import { buildFlashParams, marshalFlashParams } from '../flash/params.js';
 import { FLASH_BIAS_CODES, type FlashBiasType } from '../flash/sm80/variant.js';
@@ -45,16 +46,16 @@ export function canHideKeys(p: AttentionProblem): boolean {
   return false;
 }
 
-/** `backend` with the repair after each run that can hide keys; name, device and supports unchanged. */
-export function withNanRepair(backend: AttentionBackend): AttentionBackend {
-  return {
-    ...backend,
-    run(p: AttentionProblem): BackendOutput {
-      const result = backend.run(p);
-      if (canHideKeys(p)) repairOutput(p, result.output.buffer.ptr, result.logSumExp?.buffer.ptr ?? 0n);
-      return result;
-    },
-  };
+/** The repair as a post-op: the registry runs it after each run of an entry declaring it that can hide keys. */
+export const nanRepair: PostOp<AttentionProblem, BackendOutput> = {
+  name: 'nan-repair',
+  applies: canHideKeys,
+  run: (p, result) => repairOutput(p, result.output.buffer.ptr, result.logSumExp?.buffer.ptr ?? 0n),
+};
+
+/** `backend` declaring the repair after its own post-ops; name, device, plan and run unchanged. */
+export function withNanRepair<Plan>(backend: AttentionBackend<Plan>): AttentionBackend<Plan> {
+  return withPostOps(backend, [nanRepair]);
 }
 
 /** What a repair launch of one problem signature needs besides the operand pointers. */

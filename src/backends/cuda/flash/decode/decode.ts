@@ -213,7 +213,8 @@ function runsOnHeads(p: AttentionProblem, arch: string): boolean {
   if (forced === 'rows' || !headsSupport(p, arch).ok) return false;
   return forced === 'heads' || headsPreferred(p);
 }
-const forcedKernel = () => decodeTuning.kernel ?? (decodeTuning.loader ? 'rows' : config().decodeKernel);
+const forcedKernel = () =>
+  decodeTuning.kernel ?? (decodeTuning.loader ? 'rows' : config().experimental.decodeKernel);
 
 /**
  * The split kernel for `p`: the TMA kernel where forced and it can run; else, unless a kernel is forced,
@@ -319,7 +320,7 @@ export function runDecode(p: AttentionProblem): BackendOutput {
   const counters = inSplit ? splitCounters(B * K * tma.rowGroups * 4) : null;
   const dependent = tma
     ? tmaDependentLaunches(
-        config().dependentLaunch,
+        config().experimental.dependentLaunch,
         splits,
         inSplit,
         cachedTokens(p) * K * (H + Hv) * itemBytes,

@@ -99,8 +99,8 @@ export const HOPPER_BACKWARD_TILES: FlashBackwardTiles = { keys: 128, queries: 6
 export function chooseFlashBackwardKernel(
   headDim: number,
   arch: string,
-  choice = config().flashBackwardKernel,
-  tiles = config().flashBackwardTiles,
+  choice = config().experimental.flashBackwardKernel,
+  tiles = config().experimental.flashBackwardTiles,
 ): FlashBackwardKernel {
   if (arch !== 'sm_90a' || !HOPPER_BACKWARD_HEAD_DIMS.includes(headDim) || tiles || choice === 'mma')
     return 'mma';
@@ -136,7 +136,7 @@ export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBac
  */
 export function chooseFlashBackwardTiles(
   D: number,
-  override = config().flashBackwardTiles,
+  override = config().experimental.flashBackwardTiles,
 ): FlashBackwardTiles {
   if (!override) return FLASH_BACKWARD_TILES;
   const match = /^(\d+)x(\d+)x(\d+)$/.exec(override.trim());

@@ -26,11 +26,10 @@
  * Exact for NaN; an infinite dO element gives a non-finite dS where the reference's is (its dP·0
  * terms can differ between NaN and ±Inf).
  */
-import { UnsupportedError } from '../../../../errors.js';
 import { itemSize } from '../../../../tensor/dtype.js';
 import type { DeviceBuffer } from '../../../../tensor/storage.js';
 import { Tensor } from '../../../../tensor/tensor.js';
-import { type Support, unsupported } from '../../../backend.js';
+import { type Planned, planned, unsupported } from '../../../backend.js';
 import type { BackwardBackend } from '../../../backward-backend.js';
 import type { BackwardOutput, BackwardProblem } from '../../../backward-problem.js';
 import { type CompiledModule, loadKernels } from '../../runtime/compile.js';
@@ -81,7 +80,8 @@ export function flashBackwardModule(variant: FlashBackwardVariant): CompiledModu
   });
 }
 
-function supports(p: BackwardProblem): Support {
+/** Whether the fused backward runs `p`, with the variant it runs. */
+function planBackward(p: BackwardProblem): Planned<FlashBackwardVariant> {
   const rule = flashBackwardRule(p);
   if (!rule.ok) return rule;
   const cuda = cudaAvailable();
@@ -111,14 +111,11 @@ function supports(p: BackwardProblem): Support {
       `${misaligned} is not 16-byte aligned on the device (the kernels copy 16-byte chunks)`,
     );
   }
-  return { ok: true };
+  return planned(variant);
 }
 
-function run(p: BackwardProblem): BackwardOutput {
-  const support = supports(p);
-  if (!support.ok) throw new UnsupportedError('flash (cuda) backward', support.reason);
+function run(variant: FlashBackwardVariant, p: BackwardProblem): BackwardOutput {
   const { B, T, S, N, K, H, Hv } = p;
-  const variant = flashBackwardVariant(p, targetArch());
   const module = flashBackwardModule(variant);
   const kernel = (name: (typeof FLASH_BACKWARD_KERNELS)[number]) => module.functions.get(name)!;
   const shared = flashBackwardSharedBytes(variant);
@@ -278,10 +275,10 @@ function dBiasOf(bias: Tensor, accum: DeviceBuffer, convert: bigint): Tensor {
   return Tensor.fromDeviceBuffer(out, bias.shape, bias.dtype);
 }
 
-export const cudaFlashBackward: BackwardBackend = {
+export const cudaFlashBackward: BackwardBackend<FlashBackwardVariant> = {
   name: 'flash',
   device: 'cuda',
   layouts: ['modifiers'],
-  supports,
+  plan: planBackward,
   run,
 };

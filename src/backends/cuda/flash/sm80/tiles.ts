@@ -29,7 +29,7 @@ export function paddedHeadDim(H: number, Hv: number): number {
  * (with `s2` appended for two K/V stages, e.g. 128x64x4s2) overrides the table, so a benchmark can
  * compare configurations without a rebuild.
  */
-export function chooseFlashTiles(D: number, override = config().flashTiles): FlashTiles {
+export function chooseFlashTiles(D: number, override = config().experimental.flashTiles): FlashTiles {
   if (override) return parseTiles(override);
   if (D <= 128) {
     // 4 warps × 32 rows (FA2's choice): each K/V fragment read from shared memory feeds two mmas,

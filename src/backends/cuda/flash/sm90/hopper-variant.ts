@@ -255,8 +255,8 @@ export const HOPPER_BY_DEFAULT = true;
 export function hopperVariant(
   p: AttentionProblem,
   arch: string,
-  kernelChoice: string | null | undefined = config().flashKernel,
-  tilesOverride: string | null | undefined = config().flashTiles,
+  kernelChoice: string | null | undefined = config().experimental.flashKernel,
+  tilesOverride: string | null | undefined = config().experimental.flashTiles,
 ): { variant: HopperVariant } | { reason: string } {
   if (kernelChoice === 'mma') return { reason: 'ATTNLAB_FLASH_KERNEL=mma' };
   if (kernelChoice !== 'wgmma' && !HOPPER_BY_DEFAULT)

@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { validateAttention } from '../../../../../src/api/validate.js';
+import { supports } from '../../../../../src/backends/backend.js';
 import {
   cudnnVersionOfFile,
   libraryCandidates,
@@ -241,10 +242,10 @@ describe('naive matmul shapes', () => {
       Tensor.zeros([1, 2, 1, 8]),
     );
     for (const dtype of ['float32', 'float16', 'bfloat16'] as const) {
-      const support = cudaNaiveBackend.supports({ ...p, device: 'cuda', dtype });
+      const support = supports(cudaNaiveBackend, { ...p, device: 'cuda', dtype });
       if (!support.ok) assert.doesNotMatch(support.reason, /dtype/, `${dtype}: ${support.reason}`);
     }
-    const float64 = cudaNaiveBackend.supports({ ...p, device: 'cuda', dtype: 'float64' });
+    const float64 = supports(cudaNaiveBackend, { ...p, device: 'cuda', dtype: 'float64' });
     assert.ok(!float64.ok && /dtype float64/.test(float64.reason));
   });
 });
