@@ -64,8 +64,8 @@ __device__ __forceinline__ void consume(const FlashParams& p, const FlashMods& m
   float s[C::NT][4];
   u32 pa[C::BN / 16][4];
 
-  // This warpgroup's rows, for the block mask's kind of a tile: a tile of the item may be FULL for
-  // them though PARTIAL for the item (its rows span two 128-row blocks at BM = 192).
+  // This warpgroup's rows, for the block mask's kind of a tile: with blocks shorter than the item
+  // (blockQ = 64) a tile may be FULL for them though PARTIAL over the item's rows.
   const int rows_lo = imin(w.m0 + consumer * 64, w.m_last), rows_hi = imin(w.m0 + consumer * 64 + 63, w.m_last);
   // Logits of tile nb into base-2 weights (s overwritten); returns whether O must be rescaled.
   auto softmax_tile = [&](int nb) {
