@@ -20,14 +20,13 @@
  */
 import { runAttention } from '../../src/api/attention.js';
 import { validateAttention } from '../../src/api/validate.js';
-import type { FlashBlockMask } from '../../src/backends/cuda/flash/modifiers.js';
-import { copyToDevice } from '../../src/backends/cuda/runtime/memory.js';
 import type { AttentionOptions, AttentionProblem } from '../../src/backends/problem.js';
 import { timeOnStream } from '../../src/bench/cuda-timer.js';
 import { seededInput } from '../../src/bench/measure.js';
 import { reloadConfig } from '../../src/config.js';
 import { Tensor } from '../../src/tensor/tensor.js';
 import {
+  blockMaskFrom,
   causalCase,
   compiledModifiers,
   type ModifierCase,
@@ -80,15 +79,16 @@ function modified(
 ): Timed {
   const captures = m.captures.map((c) => ({ ...c, tensor: c.tensor.to('cuda') }));
   const modifiers = compiledModifiers(m, captures);
-  const buffer = kinds ? copyToDevice(kinds) : null;
-  const blockMask: FlashBlockMask | null = buffer
-    ? { kinds: buffer, Bm: 1, Nm: 1, blockQ: 128, blockKV: 128 }
-    : null;
+  const nb = Math.ceil(T / 128);
+  const onDevice = kinds ? Tensor.fromRaw(kinds, [1, 1, nb, nb], 'bool').to('cuda') : null;
+  const blockMask = onDevice
+    ? blockMaskFrom({ Bm: 1, Nm: 1, blockQ: 128, blockKV: 128 }, { B, T, S: T, N }, onDevice, m.key)
+    : undefined;
   try {
     return time({ ...validateAttention(q, k, v, options), modifiers, blockMask } as AttentionProblem, pairs);
   } finally {
     for (const c of captures) c.tensor.dispose();
-    buffer?.release();
+    onDevice?.dispose();
   }
 }
 
