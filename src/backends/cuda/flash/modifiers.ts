@@ -79,8 +79,10 @@ export function variantsRule(
     if ((bm.Bm !== 1 && bm.Bm !== p.B) || (bm.Nm !== 1 && bm.Nm !== p.N)) {
       return `block mask of ${bm.Bm}×${bm.Nm} (batch × heads) for B=${p.B}, N=${p.N}: each must be 1 or the full size`;
     }
-    if ('device' in bm.kinds && bm.kinds.device !== undefined && bm.kinds.device !== 'cuda') {
-      return `block mask on the ${bm.kinds.device}: the kernels read its kinds on the GPU (create it with its tensors there)`;
+    // A Tensor names its device ('cpu', 'cuda'); a DeviceBuffer's `device` is an ordinal, on the GPU.
+    const where = 'device' in bm.kinds ? bm.kinds.device : undefined;
+    if (typeof where === 'string' && where !== 'cuda') {
+      return `block mask on the ${where}: the kernels read its kinds on the GPU (create it with its tensors there)`;
     }
     if (!(bm.blockQ >= 1 && bm.blockKV >= 1)) {
       return `block mask blocks ${bm.blockQ}×${bm.blockKV}: positive sizes expected`;

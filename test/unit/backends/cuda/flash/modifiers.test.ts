@@ -121,6 +121,14 @@ describe('flash modifier parameters and variants', () => {
     assert.equal(variantsRule({ ...p, blockMask: bm(2, 4) }), null);
     assert.equal(variantsRule({ ...p, blockMask: bm(1, 1) }), null);
     assert.match(variantsRule({ ...p, blockMask: bm(3, 1) }) ?? '', /block mask of 3×1.*B=2, N=4/);
+    // A DeviceBuffer's device is its ordinal (on the GPU); a host Tensor's is 'cpu'.
+    const onGpu = { ptr: 1n, device: 0 };
+    assert.equal(variantsRule({ ...p, blockMask: { ...bm(1, 1), kinds: onGpu } }), null);
+    const onHost = { buffer: { ptr: 1n }, device: 'cpu' };
+    assert.match(
+      variantsRule({ ...p, blockMask: { ...bm(1, 1), kinds: onHost } }) ?? '',
+      /block mask on the cpu/,
+    );
     const t = Tensor.zeros([4], 'float32');
     const nine = Array.from({ length: 9 }, (_, i) => ({
       name: `c${i}`,
