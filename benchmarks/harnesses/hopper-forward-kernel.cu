@@ -7,16 +7,14 @@
 //        -o benchmarks/harnesses/hopper-forward-kernel.cu benchmarks/harnesses/hopper-forward-kernel.cu
 // (no -lcuda: the one driver call, cuTensorMapEncodeTiled, comes through the runtime's entry-point
 // query, so it builds on a machine without a GPU and the binary travels to the device.)
-// Run: benchmarks/harnesses/hopper-forward-kernel.cu check   — correctness cases (float32 GPU reference), then
-//      benchmarks/harnesses/hopper-forward-kernel.cu time    — B=4, T=S=8192, N=16 timings of every variant;
-//      benchmarks/harnesses/hopper-forward-kernel.cu profile — one launch of each library variant (and D=128 causal), for ncu;
-//      check7 / check8 (its schedules and the persistent grid against the oracle and bit
-//      for bit against the base), sanitize7 / sanitize8 (small cases for compute-sanitizer), time7 /
-//      time8 / time9 (probes and tiles; each schedule beside the base), `none` (loads and exits);
-//      check10 / sanitize10 / time11 / profile10 (tiles.cuh SLACK, the conditional rescale,
-//      beside the late-wait variant); check11 / time12 / time13 (three consumers at D=128);
-//      check12 / sanitize12 / time14 / time15 (the dynamic persistent grid, tiles.cuh
-//      PERSISTENT = 2, and its section of heads swept).
+// Run: harness check     — every library variant of gen/fwd_variants.cuh with H = Hv and no bias or mask
+//                         against a float32 GPU reference, and the dynamic-grid ones bit for bit
+//                         against their twin on the 2-D grid;
+//      harness sanitize  — small cases of the same, for compute-sanitizer;
+//      harness time      — B=4, T=S=8192, N=16 timings of each, causal and not (settled);
+//      harness schedules — the library's D=64/128/256 variants beside each with one schedule knob off
+//                          (pingpong, late_wait, desc_step, rescale_slack), interleaved three times;
+//      harness profile   — one launch of each, for ncu; `none` loads and exits.
 // Every check draws fresh random inputs, poisons the outputs first (0xFF bytes: NaN), and compares
 // ‖out − ref‖/‖ref‖, NaN positions and the log-sum-exp; each case runs twice and must be bit-identical.
 #include <cuda.h>
@@ -50,7 +48,7 @@
 
 template <class C>
 __global__ void __launch_bounds__(C::THREADS, 1) hopper_kernel(const __grid_constant__ HopperParams p) {
-  hopper_fwd<C>(p);
+  hopper_fwd<C>(p, FlashMods{});
 }
 
 // ---- inputs ----
@@ -167,7 +165,7 @@ struct Buffers {
   int *ql, *kl;
 };
 
-// The persistent grids' block count when > 0 (at most the SM count): check12 sets it small.
+// The dynamic grid's block count when > 0 (at most the SM count): the checks set it small.
 static int g_grid_cap = 0;
 // The dynamic grid's section of query heads when > 0 (HopperParams::dynamic_section), else its rule.
 static int g_section = 0;
@@ -178,12 +176,9 @@ struct Runner {
     static char buf[112];
     char slack[16] = "";
     if (C::SLACK) snprintf(slack, sizeof slack, ".slack%d", C::SLACK);
-    snprintf(buf, sizeof buf, "wgmma.d%d.%dx%dx%dwg.s%d%s%s%s%s%s%s%s%s", C::D, C::BM, C::BN, C::CONSUMERS + 1,
-             C::STAGES, C::OVERLAP ? ".overlap" : "", C::PINGPONG ? ".pingpong" : "", C::LATE_WAIT ? ".latewait" : "",
-             C::DESC_STEP ? ".descstep" : "",
-             C::GROUPED ? ".grouped" : C::DYNAMIC ? ".dynamic" : C::PERSISTENT ? ".persistent" : "",
-             slack, C::FP16 ? ".f16" : ".bf16",
-             C::PROBE == 1 ? ".probe-nosoftmax" : C::PROBE == 2 ? ".probe-noload" : "");
+    snprintf(buf, sizeof buf, "wgmma.d%d.%dx%dx%dwg.s%d%s%s%s%s%s%s", C::D, C::BM, C::BN, C::CONSUMERS + 1,
+             C::STAGES, C::PINGPONG ? ".pingpong" : "", C::LATE_WAIT ? ".latewait" : "",
+             C::DESC_STEP ? ".descstep" : "", C::DYNAMIC ? ".dynamic" : "", slack, C::FP16 ? ".f16" : ".bf16");
     return buf;
   }
   static void launch(const Problem& pr, const Buffers& bf, u16* o, float* lse, cudaStream_t st) {
@@ -213,12 +208,10 @@ struct Runner {
     const int qblocks = (pr.T + C::BM - 1) / C::BM;
     static int sms = 0;
     if (!sms) RT(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-    // A persistent grid of one block per SM, or of g_grid_cap blocks where a check asks for fewer
-    // (many items per block on small cases).
+    // The dynamic grid: one block per SM, or g_grid_cap blocks where a check asks for fewer (many
+    // items per block on small cases).
     const int blocks = std::min(qblocks * pr.B * pr.N, g_grid_cap > 0 ? std::min(sms, g_grid_cap) : sms);
-    dim3 grid = C::PERSISTENT ? dim3(blocks)
-                : C::GROUPED  ? dim3(qblocks * pr.B * pr.N)
-                              : dim3(qblocks, pr.B * pr.N);
+    dim3 grid = C::DYNAMIC ? dim3(blocks) : dim3(qblocks, pr.B * pr.N);
     if constexpr (C::DYNAMIC) {
       // The work counter: one int per variant, zeroed on the launch stream before every launch
       // (what the library would do per call: cuMemsetD32Async, ~2 µs of a separate node, timed here).
@@ -371,7 +364,7 @@ static void time_case(int D, int causal, FILE* log, int B = 4, int T = 8192, int
   RT(cudaEventCreate(&e0)); RT(cudaEventCreate(&e1));
   // Settle: ~150 ms of back-to-back calls first, so that every variant is timed under the power cap
   // (the library's bench settles 300 ms; the first harness runs did not, and read up to 7% high).
-  // With settle_ms (time14), back-to-back launches for that long, whatever one takes
+  // With settle_ms, back-to-back launches for that long, whatever one takes
   // (40 launches at T=1024 B=32 are only ~20 ms).
   if (settle_ms > 0) {
     RT(cudaEventRecord(e0));
@@ -435,78 +428,18 @@ static void check_all(FILE* log, bool quick) {
   for (auto& pr : cases) check<C>(pr, log);
 }
 
-// <D, BN, STAGES, FP16, OVERLAP, BIAS, MASK, CONSUMERS, PINGPONG>
-using D128o = HopperConfig<128, 128, 2, false, true>;                     // the first default
-using D128p = HopperConfig<128, 128, 2, false, true, 0, false, 2, true>;  // + ping-pong
-using D128p3s = HopperConfig<128, 128, 3, false, true, 0, false, 2, true>;
-using D128pf16 = HopperConfig<128, 128, 2, true, true, 0, false, 2, true>;
-using D64o192 = HopperConfig<64, 192, 2, false, true>;
-using D64p192 = HopperConfig<64, 192, 2, false, true, 0, false, 2, true>;
-using D64c3 = HopperConfig<64, 128, 2, false, true, 0, false, 3, false>;  // 3 consumers, 192 rows
-using D64c3p = HopperConfig<64, 128, 2, false, true, 0, false, 3, true>;
-using D64c3p3s = HopperConfig<64, 128, 3, false, true, 0, false, 3, true>;
-using D256o = HopperConfig<256, 80, 2, false, true>;
-using D256p = HopperConfig<256, 80, 2, false, true, 0, false, 2, true>;
-using D256p64 = HopperConfig<256, 64, 2, false, true, 0, false, 2, true>;
-using D256pf16 = HopperConfig<256, 80, 2, true, true, 0, false, 2, true>;
-// Other key tiles at D=128, and the probes (tiles.cuh: PROBE) of the three library variants.
-using D128p160 = HopperConfig<128, 160, 2, false, true, 0, false, 2, true>;
-using D128p176 = HopperConfig<128, 176, 2, false, true, 0, false, 2, true>;
-using D128p192 = HopperConfig<128, 192, 2, false, true, 0, false, 2, true>;
-using D128p96 = HopperConfig<128, 96, 2, false, true, 0, false, 2, true>;
-using D128pNoSm = HopperConfig<128, 128, 2, false, true, 0, false, 2, true, false, false, false, false, 1>;
-using D128pNoLd = HopperConfig<128, 128, 2, false, true, 0, false, 2, true, false, false, false, false, 2>;
-using D64c3pNoSm = HopperConfig<64, 128, 2, false, true, 0, false, 3, true, false, false, false, false, 1>;
-using D64c3pNoLd = HopperConfig<64, 128, 2, false, true, 0, false, 3, true, false, false, false, false, 2>;
-using D256pNoSm = HopperConfig<256, 80, 2, false, true, 0, false, 2, true, false, false, false, false, 1>;
-using D256pNoLd = HopperConfig<256, 80, 2, false, true, 0, false, 2, true, false, false, false, false, 2>;
-// Schedules: late P·V wait (lw), stepped descriptors (ds), both (s7: the library's choice).
-using D128lw = HopperConfig<128, 128, 2, false, true, 0, false, 2, true, true, false>;
-using D128ds = HopperConfig<128, 128, 2, false, true, 0, false, 2, true, false, true>;
-using D128s7 = HopperConfig<128, 128, 2, false, true, 0, false, 2, true, true, true>;
-using D128s7s3 = HopperConfig<128, 128, 3, false, true, 0, false, 2, true, true, true>;
-using D128s7f16 = HopperConfig<128, 128, 2, true, true, 0, false, 2, true, true, true>;
-using D64lw = HopperConfig<64, 128, 2, false, true, 0, false, 3, true, true, false>;
-using D64ds = HopperConfig<64, 128, 2, false, true, 0, false, 3, true, false, true>;
-using D64s7 = HopperConfig<64, 128, 2, false, true, 0, false, 3, true, true, true>;
-using D64s7s3 = HopperConfig<64, 128, 3, false, true, 0, false, 3, true, true, true>;
-using D256lw = HopperConfig<256, 80, 2, false, true, 0, false, 2, true, true, false>;
-using D256ds = HopperConfig<256, 80, 2, false, true, 0, false, 2, true, false, true>;
-using D256s7 = HopperConfig<256, 80, 2, false, true, 0, false, 2, true, true, true>;
-using D256s7f16 = HopperConfig<256, 80, 2, true, true, 0, false, 2, true, true, true>;
-// + the grouped longest-first grid (g).
-using D128s7g = HopperConfig<128, 128, 2, false, true, 0, false, 2, true, true, true, true>;
-using D128s7gf16 = HopperConfig<128, 128, 2, true, true, 0, false, 2, true, true, true, true>;
-using D64s7g = HopperConfig<64, 128, 2, false, true, 0, false, 3, true, true, true, true>;
-using D256s7g = HopperConfig<256, 80, 2, false, true, 0, false, 2, true, true, true, true>;
-// + the persistent grid (P).
-using D128s7P = HopperConfig<128, 128, 2, false, true, 0, false, 2, true, true, true, false, true>;
-using D128s7Pf16 = HopperConfig<128, 128, 2, true, true, 0, false, 2, true, true, true, false, true>;
-using D64s7P = HopperConfig<64, 128, 2, false, true, 0, false, 3, true, true, true, false, true>;
-using D256s7P = HopperConfig<256, 80, 2, false, true, 0, false, 2, true, true, true, false, true>;
-using D128s7Pser = HopperConfig<128, 128, 2, false, false, 0, false, 2, false, false, true, false, true>;
-// FlashAttention-4's conditional rescale (tiles.cuh SLACK: the running max moves only when
-// a tile rises more than SLACK above it, base 2) on the late-wait library variants.
-template <int D, int BN, int CONSUMERS, int SLACK, bool FP16 = false>
-using S7Slack = HopperConfig<D, BN, 2, FP16, true, 0, false, CONSUMERS, true, true, true, false, false, 0, SLACK>;
-using D128k8 = S7Slack<128, 128, 2, 8>;
-using D128k4 = S7Slack<128, 128, 2, 4>;
-using D128k8f16 = S7Slack<128, 128, 2, 8, true>;
-using D64k8 = S7Slack<64, 128, 3, 8>;
-using D256k8 = S7Slack<256, 80, 2, 8>;
-// Three consumers at D=128 (192 rows: two warpgroups' softmax may hide under the third's GEMMs, as at
-// D=64), on tiles that fit 160 registers: BN=80 and 64 0 spills, BN=96 spills 64 bytes (ptxas).
-using D128c3b80k8 = S7Slack<128, 80, 3, 8>;
-using D128c3b64k8 = S7Slack<128, 64, 3, 8>;
-using D192k8 = S7Slack<192, 112, 2, 8>;
-// The dynamic persistent grid (tiles.cuh PERSISTENT = 2: a global atomic work counter,
-// longest items first over L2-sized sections of heads) on a variant C, the same in all else (its
-// twin on the 2-D grid is C itself); PERSIST = 1 is the static walk, for comparison.
-template <class C, int PERSIST = 2>
-using Dyn = HopperConfig<C::D, C::BN, C::STAGES, C::FP16, C::OVERLAP, C::BIAS, C::MASK, C::CONSUMERS, C::PINGPONG,
-                         C::LATE_WAIT, C::DESC_STEP, C::GROUPED, PERSIST, C::PROBE, C::SLACK, C::DV>;
-// Without ping-pong and overlap (no named-barrier turns): the item hand-over alone.
-using D128ser = HopperConfig<128, 128, 2, false, false, 0, false, 2, false, false, true>;
+// The library's variants (gen/fwd_variants.cuh, generated from hopper-variant.ts's table) and named
+// changes of one: a variant is a struct of named fields, so a change is a struct that derives from
+// it and shadows one field.
+#include "hopper/gen/fwd_variants.cuh"
+template <class V> struct NoPingpong : V { static constexpr bool pingpong = false; };
+template <class V> struct NoLateWait : V { static constexpr bool late_wait = false; };
+template <class V> struct NoDescStep : V { static constexpr bool desc_step = false; };
+template <class V> struct NoSlack : V { static constexpr int rescale_slack = 0; };
+template <class V> struct OnDynamicGrid : V { static constexpr bool dynamic_grid = true; };
+template <class V> struct On2dGrid : V { static constexpr bool dynamic_grid = false; };
+// The harness's inputs: H = Hv, no bias, no mask.
+template <class V> constexpr bool plain() { return V::key_dim == V::value_dim && V::bias == 0 && !V::mask; }
 
 // The check cases of check_all, each compared bit for bit against the base variant.
 template <class C, class Base>
@@ -526,386 +459,65 @@ static void identical_all(FILE* log) {
   for (auto& pr : cases) identical<C, Base>(pr, log);
 }
 
-// One case on the dynamic grid's C: against the oracle, then bit for bit against C on the 2-D grid.
-template <class C>
-static void check_and_match(const Problem& pr, FILE* log) {
-  check<Dyn<C>>(pr, log);
-  identical<Dyn<C>, C>(pr, log);
+// Per library variant: `check` against the oracle (and a dynamic-grid variant bit for bit against
+// its twin on the 2-D grid, on many items per block), `sanitize` small cases, `time` and `profile`.
+template <class V>
+static void each(const std::string& mode, FILE* log) {
+  if constexpr (plain<V>()) {
+    using C = HopperConfig<V>;
+    if (mode == "check") {
+      check_all<C>(log, false);
+      if constexpr (V::dynamic_grid) {
+        identical_all<C, HopperConfig<On2dGrid<V>>>(log);
+        g_grid_cap = 7;  // many items per block: empty (T > S bottom-right), short and long causal
+        Problem many{8, 1500, 1100, 8, 2, V::key_dim, 1, 1, V::fp16, {}, {}, nullptr};
+        Problem ragged{6, 900, 1000, 8, 4, V::key_dim, 1, 0, V::fp16, {900, 17, 0, 500, 899, 1}, {1000, 5, 0, 999, 64, 1000}, nullptr};
+        check<C>(many, log); check<C>(ragged, log);
+        identical<C, HopperConfig<On2dGrid<V>>>(many, log); identical<C, HopperConfig<On2dGrid<V>>>(ragged, log);
+        g_grid_cap = 0;
+      }
+    }
+    if (mode == "sanitize") {
+      g_grid_cap = 5;
+      Problem a{1, 300, 700, 4, 2, V::key_dim, 1, 1, V::fp16, {}, {}, nullptr};
+      Problem c{2, 256, 640, 2, 2, V::key_dim, 1, 1, V::fp16, {200, 256}, {333, 0}, nullptr};
+      Problem e{2, 256, 640, 2, 2, V::key_dim, 0, 0, V::fp16, {200, 256}, {333, 100}, nullptr};
+      check<C>(a, log); check<C>(c, log); check<C>(e, log);
+      g_grid_cap = 0;
+    }
+    if (mode == "time")
+      for (int causal = 0; causal < 2; ++causal) time_case<C>(V::key_dim, causal, log);
+    if (mode == "profile")
+      for (int causal = 0; causal < 2; ++causal) profile_case<C>(causal);
+  }
 }
-// check_all on the dynamic grid's C, then identical_all against C on the 2-D grid.
-template <class C>
-static void check_and_match(FILE* log, bool quick) {
-  check_all<Dyn<C>>(log, quick);
-  identical_all<Dyn<C>, C>(log);
+
+// A library variant beside itself with each schedule knob off, interleaved.
+template <class V>
+static void schedules(FILE* log) {
+  for (int causal = 0; causal < 2; ++causal)
+    for (int rep = 0; rep < 3; ++rep) {
+      time_case<HopperConfig<V>>(V::key_dim, causal, log);
+      time_case<HopperConfig<NoPingpong<V>>>(V::key_dim, causal, log);
+      time_case<HopperConfig<NoLateWait<V>>>(V::key_dim, causal, log);
+      time_case<HopperConfig<NoDescStep<V>>>(V::key_dim, causal, log);
+      time_case<HopperConfig<NoSlack<V>>>(V::key_dim, causal, log);
+    }
 }
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "check";
   RT(cudaFree(0));
   FILE* log = stdout;
-  if (mode == "check" || mode == "all") {
-    check_all<D128p>(log, false);
-    check_all<D128pf16>(log, true);
-    check_all<D128p3s>(log, true);
-    check_all<D64p192>(log, false);
-    check_all<D64c3>(log, false);
-    check_all<D64c3p>(log, false);
-    check_all<D64c3p3s>(log, true);
-    check_all<D256p>(log, false);
-    check_all<D256pf16>(log, true);
-    check_all<D256p64>(log, true);
-    check_all<D128o>(log, true);
-    printf("CHECK failures: %d\n", g_failures);
+  if (mode == "none") return 0;
+  if (mode == "schedules") {
+    schedules<hopper_fwd_bf16_d64_192x128x4wg_pp_lw_ds_sl8>(log);
+    schedules<hopper_fwd_bf16_d128_192x80x4wg_pp_lw_ds_sl8>(log);
+    schedules<hopper_fwd_bf16_d256_128x80x3wg_pp_lw_ds_sl8>(log);
+    return 0;
   }
-  if (mode == "check7") {  // the new schedules against the oracle and bit for bit against the base
-    check_all<D128s7>(log, false);
-    check_all<D128s7f16>(log, true);
-    check_all<D128s7s3>(log, true);
-    check_all<D64s7>(log, false);
-    check_all<D64s7s3>(log, true);
-    check_all<D256s7>(log, false);
-    check_all<D256s7f16>(log, true);
-    identical_all<D128s7, D128p>(log);
-    identical_all<D128lw, D128p>(log);
-    identical_all<D128ds, D128p>(log);
-    identical_all<D128s7f16, D128pf16>(log);
-    identical_all<D64s7, D64c3p>(log);
-    identical_all<D256s7, D256p>(log);
-    identical_all<D256s7f16, D256pf16>(log);
-    check_all<D128s7g>(log, false);
-    check_all<D128s7gf16>(log, true);
-    check_all<D64s7g>(log, false);
-    check_all<D256s7g>(log, false);
-    identical_all<D128s7g, D128p>(log);
-    identical_all<D64s7g, D64c3p>(log);
-    identical_all<D256s7g, D256p>(log);
-    printf("CHECK failures: %d\n", g_failures);
-  }
-  if (mode == "check8") {  // the persistent grid: oracle, bit for bit against the base, many items per block
-    check_all<D128s7P>(log, false);
-    check_all<D128s7Pf16>(log, true);
-    check_all<D64s7P>(log, false);
-    check_all<D256s7P>(log, false);
-    check_all<D128s7Pser>(log, true);
-    check_all<D128s7>(log, true);
-    check_all<D64s7>(log, true);
-    check_all<D256s7>(log, true);
-    identical_all<D128s7P, D128p>(log);
-    identical_all<D128s7Pf16, D128pf16>(log);
-    identical_all<D64s7P, D64c3p>(log);
-    identical_all<D256s7P, D256p>(log);
-    identical_all<D128s7, D128p>(log);
-    identical_all<D64s7, D64c3p>(log);
-    identical_all<D256s7, D256p>(log);
-    // More items than SMs with every kind of item: empty (T > S bottom-right), short and long causal.
-    Problem many{8, 1500, 1100, 8, 2, 128, 1, 1, false, {}, {}, nullptr};
-    Problem ragged{6, 900, 1000, 8, 4, 128, 1, 0, false, {900, 17, 0, 500, 899, 1}, {1000, 5, 0, 999, 64, 1000}, nullptr};
-    check<D128s7P>(many, log); check<D128s7P>(ragged, log); identical<D128s7P, D128p>(many, log);
-    identical<D128s7P, D128p>(ragged, log);
-    Problem many64{8, 1500, 1100, 8, 2, 64, 1, 1, false, {}, {}, nullptr};
-    check<D64s7P>(many64, log); identical<D64s7P, D64c3p>(many64, log);
-    Problem many256{4, 1500, 1100, 8, 2, 256, 1, 1, false, {}, {}, nullptr};
-    check<D256s7P>(many256, log); identical<D256s7P, D256p>(many256, log);
-    printf("CHECK failures: %d\n", g_failures);
-  }
-  if (mode == "check10") {  // the rescale slack against the oracle, with wide logits too
-    check_all<D128k8>(log, false);
-    check_all<D128k4>(log, true);
-    check_all<D128k8f16>(log, true);
-    check_all<D64k8>(log, false);
-    check_all<D256k8>(log, false);
-    // Q and K of std 4: logits of std ~16, the max jumps by far more than the slack between tiles.
-    std::vector<Problem> wide = {
-        {2, 512, 512, 4, 4, 128, 0, 0, false, {}, {}, nullptr, 4.f},
-        {2, 512, 512, 4, 2, 128, 1, 0, false, {}, {}, nullptr, 4.f},
-        {2, 256, 384, 2, 2, 128, 0, 0, false, {}, {250, 129}, "padkv", 4.f},
-        {1, 2048, 2048, 2, 2, 128, 1, 1, false, {}, {}, nullptr, 2.f},
-    };
-    for (const auto& pr : wide) { check<D128s7>(pr, log); check<D128k8>(pr, log); check<D128k4>(pr, log); }
-    Problem wide64{2, 512, 512, 4, 4, 64, 1, 0, false, {}, {}, nullptr, 4.f};
-    Problem wide256{2, 512, 512, 4, 4, 256, 1, 0, false, {}, {}, nullptr, 4.f};
-    check<D64s7>(wide64, log); check<D64k8>(wide64, log); check<D256s7>(wide256, log); check<D256k8>(wide256, log);
-    printf("CHECK failures: %d\n", g_failures);
-  }
-  if (mode == "sanitize10") {  // the rescale slack under compute-sanitizer (registers only; cheap insurance)
-    Problem a{1, 300, 700, 4, 2, 128, 1, 1, false, {}, {}, nullptr};
-    Problem c{2, 256, 640, 2, 2, 128, 1, 1, false, {200, 256}, {333, 0}, nullptr};
-    Problem d2{2, 256, 640, 2, 2, 64, 1, 1, false, {200, 256}, {333, 0}, nullptr};
-    Problem e{2, 256, 640, 2, 2, 256, 0, 0, false, {200, 256}, {333, 100}, nullptr};
-    check<D128k8>(a, log); check<D128k8>(c, log); check<D64k8>(d2, log); check<D256k8>(e, log);
-    printf("CHECK failures: %d\n", g_failures);
-  }
-  if (mode == "time11") {  // the rescale slack beside the late-wait variant (off), interleaved three times
-    for (int causal = 0; causal < 2; ++causal)
-      for (int rep = 0; rep < 3; ++rep) {
-        time_case<D128s7>(128, causal, log);
-        time_case<D128k8>(128, causal, log);
-        time_case<D128k4>(128, causal, log);
-        time_case<D64s7>(64, causal, log);
-        time_case<D64k8>(64, causal, log);
-        time_case<D256s7>(256, causal, log);
-        time_case<D256k8>(256, causal, log);
-      }
-    for (int causal = 0; causal < 2; ++causal) {
-      time_case<D128s7>(128, causal, log, 16, 2048);
-      time_case<D128k8>(128, causal, log, 16, 2048);
-    }
-  }
-  if (mode == "check11") {  // three consumers at D=128 against the oracle
-    check_all<D128c3b80k8>(log, false);
-    check_all<D128c3b64k8>(log, true);
-    printf("CHECK failures: %d\n", g_failures);
-  }
-  if (mode == "time12") {  // three consumers at D=128 beside the two-consumer library variant, interleaved twice
-    for (int causal = 0; causal < 2; ++causal)
-      for (int rep = 0; rep < 2; ++rep) {
-        time_case<D128k8>(128, causal, log);
-        time_case<D128c3b80k8>(128, causal, log);
-        time_case<D128c3b64k8>(128, causal, log);
-      }
-    for (int causal = 0; causal < 2; ++causal) {
-      time_case<D128k8>(128, causal, log, 16, 2048);
-      time_case<D128c3b80k8>(128, causal, log, 16, 2048);
-    }
-  }
-  if (mode == "time13") {  // the same, longer: six interleaved reps (time12's two disagreed by ±4%)
-    for (int causal = 0; causal < 2; ++causal)
-      for (int rep = 0; rep < 6; ++rep) {
-        time_case<D128k8>(128, causal, log);
-        time_case<D128c3b80k8>(128, causal, log);
-      }
-    for (int rep = 0; rep < 3; ++rep) {
-      time_case<D128k8>(128, 0, log, 2, 16384);
-      time_case<D128c3b80k8>(128, 0, log, 2, 16384);
-    }
-  }
-  if (mode == "check12") {  // the dynamic grid against the oracle, bit for bit against the 2-D grid
-    check_and_match<D128k8>(log, false);
-    check_and_match<D128k8f16>(log, true);
-    check_and_match<D128c3b80k8>(log, false);
-    check_and_match<D64k8>(log, false);
-    check_and_match<D256k8>(log, false);
-    check_and_match<D192k8>(log, true);
-    check_and_match<D128ser>(log, true);
-    // More items than SMs of every kind: empty (T > S bottom-right; q_len 0; kv_len 0), short and
-    // long causal, GQA, padded K/V rows (zeroed per item), non-causal with ragged lengths.
-    Problem many{8, 1500, 1100, 8, 2, 128, 1, 1, false, {}, {}, nullptr};
-    Problem ragged{6, 900, 1000, 8, 4, 128, 1, 0, false, {900, 17, 0, 500, 899, 1}, {1000, 5, 0, 999, 64, 1000}, nullptr};
-    Problem ragged_full{6, 700, 900, 4, 2, 128, 0, 0, false, {700, 0, 333, 1, 699, 650}, {900, 77, 0, 899, 1, 450}, nullptr};
-    Problem tall{4, 2000, 700, 8, 1, 128, 1, 1, false, {}, {}, nullptr};  // bottom-right T > S: 1300 rows see nothing
-    Problem top{4, 2000, 3000, 8, 2, 128, 1, 0, false, {}, {}, nullptr};  // top-left T < S
-    for (const auto& pr : {many, ragged, ragged_full, tall, top}) {
-      check_and_match<D128k8>(pr, log);
-      check_and_match<D128c3b80k8>(pr, log);
-    }
-    auto at = [](Problem pr, int D) { pr.D = D; return pr; };
-    for (const auto& pr : {many, ragged, tall}) {
-      check_and_match<D64k8>(at(pr, 64), log);
-      check_and_match<D256k8>(at(pr, 256), log);
-    }
-    check_and_match<D192k8>(at(ragged, 192), log);
-    // Few blocks, many items each (1: one block walks every item; the ring and the turns run on
-    // through hundreds of items and their phases).
-    for (int cap : {1, 3, 7}) {
-      g_grid_cap = cap;
-      fprintf(log, "grid cap %d\n", cap);
-      check<Dyn<D128k8>>(ragged, log); identical<Dyn<D128k8>, D128k8>(many, log);
-      check<Dyn<D128c3b80k8>>(ragged, log); identical<Dyn<D128c3b80k8>, D128c3b80k8>(many, log);
-      check<Dyn<D64k8>>(at(ragged, 64), log); check<Dyn<D256k8>>(at(ragged_full, 256), log);
-      check<Dyn<D128ser>>(ragged, log); identical<Dyn<D128ser>, D128ser>(tall, log);
-    }
-    g_grid_cap = 0;
-    for (int sec : {3, 5, 1000}) {  // sections that leave a partial last one, and one over every head
-      g_section = sec;
-      fprintf(log, "section %d\n", sec);
-      check<Dyn<D128k8>>(many, log); identical<Dyn<D128c3b80k8>, D128c3b80k8>(ragged, log);
-    }
-    g_section = 0;
-    printf("CHECK failures: %d\n", g_failures);
-  }
-  if (mode == "sanitize12") {  // the dynamic grid under compute-sanitizer: several items per block, empty items
-    Problem a{1, 300, 700, 4, 2, 128, 1, 1, false, {}, {}, nullptr};
-    Problem c{2, 256, 640, 2, 2, 128, 1, 1, false, {200, 256}, {333, 0}, nullptr};
-    Problem m{4, 1100, 900, 8, 2, 128, 1, 1, false, {}, {}, nullptr};
-    Problem r{4, 700, 500, 4, 2, 128, 0, 0, false, {700, 0, 333, 650}, {500, 77, 0, 450}, nullptr};
-    check<Dyn<D128k8>>(a, log); check<Dyn<D128k8>>(c, log); check<Dyn<D128k8>>(m, log);
-    check<Dyn<D128c3b80k8>>(c, log); check<Dyn<D128c3b80k8>>(m, log);
-    g_grid_cap = 5;
-    check<Dyn<D128k8>>(m, log); check<Dyn<D128k8>>(r, log); check<Dyn<D128c3b80k8>>(r, log); check<Dyn<D128ser>>(r, log);
-    Problem d2{2, 256, 640, 2, 2, 64, 1, 1, false, {200, 256}, {333, 0}, nullptr};
-    Problem m64{4, 1100, 900, 8, 2, 64, 1, 0, false, {}, {}, nullptr};
-    check<Dyn<D64k8>>(d2, log); check<Dyn<D64k8>>(m64, log);
-    Problem e{2, 256, 640, 2, 2, 256, 0, 0, false, {200, 256}, {333, 100}, nullptr};
-    check<Dyn<D256k8>>(e, log);
-    g_grid_cap = 0;
-    printf("CHECK failures: %d\n", g_failures);
-  }
-  if (mode == "time14") {  // the dynamic grid beside the library's tiles, interleaved three times
-    const int shapes[3][2] = {{4, 8192}, {16, 2048}, {32, 1024}};  // (B, T): B·T = 32k
-    for (int causal = 0; causal < 2; ++causal)
-      for (int rep = 0; rep < 3; ++rep)
-        for (const auto& bt : shapes) {
-          const int B = bt[0], T = bt[1];
-          // D=128: the library takes 192x80 (3 consumers) from T=8192 and 128x128 below; both, each dynamic.
-          time_case<D128c3b80k8>(128, causal, log, B, T, 150);
-          time_case<Dyn<D128c3b80k8>>(128, causal, log, B, T, 150);
-          time_case<D128k8>(128, causal, log, B, T, 150);
-          time_case<Dyn<D128k8>>(128, causal, log, B, T, 150);
-          if (rep == 0 && T != 2048) time_case<Dyn<D128c3b80k8, 1>>(128, causal, log, B, T, 150);  // the static walk
-          time_case<D64k8>(64, causal, log, B, T, 150);
-          time_case<Dyn<D64k8>>(64, causal, log, B, T, 150);
-          time_case<D256k8>(256, causal, log, B, T, 150);
-          time_case<Dyn<D256k8>>(256, causal, log, B, T, 150);
-        }
-  }
-  if (mode == "time15") {  // the dynamic grid's section of heads, swept at D=128 causal (192x80 at 8k, 128x128 at 1k)
-    for (int rep = 0; rep < 2; ++rep) {
-      time_case<D128c3b80k8>(128, 1, log, 4, 8192, 150);
-      for (int sec : {1, 2, 4, 0, 16, 64}) {
-        g_section = sec;
-        fprintf(log, "section %d\n", sec);
-        time_case<Dyn<D128c3b80k8>>(128, 1, log, 4, 8192, 150);
-      }
-      g_section = 0;
-      time_case<D128k8>(128, 1, log, 32, 1024, 150);
-      for (int sec : {1, 8, 0, 128, 512}) {
-        g_section = sec;
-        fprintf(log, "section %d\n", sec);
-        time_case<Dyn<D128k8>>(128, 1, log, 32, 1024, 150);
-      }
-      g_section = 0;
-    }
-  }
-  if (mode == "profile10") {  // one launch each of off / slack 8 at D=128 and D=64, for ncu
-    profile_case<D128s7>(0);
-    profile_case<D128k8>(0);
-    profile_case<D64s7>(0);
-    profile_case<D64k8>(0);
-  }
-  if (mode == "sanitize8") {  // the persistent grid under compute-sanitizer: several items per block
-    Problem a{1, 300, 700, 4, 2, 128, 1, 1, false, {}, {}, nullptr};
-    Problem c{2, 256, 640, 2, 2, 128, 1, 1, false, {200, 256}, {333, 0}, nullptr};
-    Problem m{4, 1100, 900, 8, 2, 128, 1, 1, false, {}, {}, nullptr};
-    check<D128s7P>(a, log); check<D128s7P>(c, log); check<D128s7P>(m, log);
-    Problem d2{2, 256, 640, 2, 2, 64, 1, 1, false, {200, 256}, {333, 0}, nullptr};
-    Problem m64{4, 1100, 900, 8, 2, 64, 1, 0, false, {}, {}, nullptr};
-    check<D64s7P>(d2, log); check<D64s7P>(m64, log);
-    Problem e{2, 256, 640, 2, 2, 256, 0, 0, false, {200, 256}, {333, 100}, nullptr};
-    check<D256s7P>(e, log);
-    check<D128s7>(a, log); check<D64s7>(d2, log); check<D256s7>(e, log);
-    printf("CHECK failures: %d\n", g_failures);
-  }
-  if (mode == "time9") {  // the persistent grid beside the base and the late-wait schedule, then short T
-    for (int causal = 0; causal < 2; ++causal) {
-      time_case<D128p>(128, causal, log);
-      time_case<D128s7>(128, causal, log);
-      time_case<D128s7P>(128, causal, log);
-      time_case<D256s7>(256, causal, log);
-      time_case<D256s7P>(256, causal, log);
-      time_case<D64s7>(64, causal, log);
-      time_case<D64s7P>(64, causal, log);
-      time_case<D128s7P>(128, causal, log);
-      time_case<D128s7>(128, causal, log);
-    }
-    for (int causal = 0; causal < 2; ++causal)
-      for (int T = 1024; T <= 2048; T *= 2) {
-        time_case<D128s7>(128, causal, log, 32768 / T, T);
-        time_case<D128s7P>(128, causal, log, 32768 / T, T);
-      }
-  }
-  if (mode == "sanitize7") {  // small cases of the schedules for compute-sanitizer
-    Problem a{1, 300, 700, 4, 2, 128, 1, 1, false, {}, {}, nullptr};
-    Problem c{2, 256, 640, 2, 2, 128, 1, 1, false, {200, 256}, {333, 0}, nullptr};
-    check<D128s7>(a, log); check<D128s7>(c, log);
-    Problem d{1, 300, 700, 4, 2, 64, 1, 0, false, {}, {}, nullptr};
-    Problem d2{2, 256, 640, 2, 2, 64, 1, 1, false, {200, 256}, {333, 0}, nullptr};
-    check<D64s7>(d, log); check<D64s7>(d2, log);
-    Problem e{2, 256, 640, 2, 2, 256, 0, 0, false, {200, 256}, {333, 100}, nullptr};
-    check<D256s7>(e, log);
-    check<D128s7g>(a, log); check<D128s7g>(c, log); check<D64s7g>(d2, log); check<D256s7g>(e, log);
-    printf("CHECK failures: %d\n", g_failures);
-  }
-  if (mode == "time8") {  // each schedule beside the base, interleaved twice (the clock drifts 3-5%)
-    for (int causal = 0; causal < 2; ++causal)
-      for (int rep = 0; rep < 2; ++rep) {
-        time_case<D128p>(128, causal, log);
-        time_case<D128lw>(128, causal, log);
-        time_case<D128ds>(128, causal, log);
-        time_case<D128s7>(128, causal, log);
-        time_case<D128s7g>(128, causal, log);
-        time_case<D128s7s3>(128, causal, log);
-        time_case<D64c3p>(64, causal, log);
-        time_case<D64s7>(64, causal, log);
-        time_case<D64s7g>(64, causal, log);
-        time_case<D64s7s3>(64, causal, log);
-        time_case<D256p>(256, causal, log);
-        time_case<D256s7>(256, causal, log);
-        time_case<D256s7g>(256, causal, log);
-      }
-    for (int causal = 0; causal < 2; ++causal)
-      for (int T = 1024; T <= 4096; T *= 2) {
-        time_case<D128p>(128, causal, log, 32768 / T, T);
-        time_case<D128s7>(128, causal, log, 32768 / T, T);
-        time_case<D128s7g>(128, causal, log, 32768 / T, T);
-      }
-  }
-  if (mode == "sanitize") {  // small cases for compute-sanitizer
-    Problem a{1, 300, 700, 4, 2, 128, 1, 1, false, {}, {}, nullptr};
-    Problem c{2, 256, 640, 2, 2, 128, 1, 1, false, {200, 256}, {333, 0}, nullptr};
-    check<D128p>(a, log); check<D128p>(c, log); check<D128o>(a, log);
-    Problem d{1, 300, 700, 4, 2, 64, 1, 0, false, {}, {}, nullptr};
-    check<D64c3p>(d, log); check<D64p192>(d, log);
-    Problem d2{2, 256, 640, 2, 2, 64, 1, 1, false, {200, 256}, {333, 0}, nullptr};
-    check<D64c3p>(d2, log);
-    Problem e{2, 256, 640, 2, 2, 256, 0, 0, false, {200, 256}, {333, 100}, nullptr};
-    check<D256p>(e, log);
-    printf("CHECK failures: %d\n", g_failures);
-  }
-  if (mode == "profile") {  // the library's three variants (hopper-variant.ts), non-causal, then D=128 causal
-    profile_case<D128p>(0);
-    profile_case<D64c3p>(0);
-    profile_case<D256p>(0);
-    profile_case<D128p>(1);
-  }
-  if (mode == "time7") {  // tiles and probes beside the library's variants, then short T
-    for (int causal = 0; causal < 2; ++causal) {
-      time_case<D128p>(128, causal, log);
-      time_case<D128pNoSm>(128, causal, log);
-      time_case<D128pNoLd>(128, causal, log);
-      time_case<D128p3s>(128, causal, log);
-      time_case<D128p160>(128, causal, log);
-      time_case<D128p176>(128, causal, log);
-      time_case<D128p192>(128, causal, log);
-      time_case<D128p96>(128, causal, log);
-      time_case<D128p>(128, causal, log);
-      time_case<D64c3p>(64, causal, log);
-      time_case<D64c3pNoSm>(64, causal, log);
-      time_case<D64c3pNoLd>(64, causal, log);
-      time_case<D64c3p3s>(64, causal, log);
-      time_case<D256p>(256, causal, log);
-      time_case<D256pNoSm>(256, causal, log);
-      time_case<D256pNoLd>(256, causal, log);
-      time_case<D256p64>(256, causal, log);
-    }
-    for (int causal = 0; causal < 2; ++causal)
-      for (int T = 1024; T <= 4096; T *= 2) time_case<D128p>(128, causal, log, 32768 / T, T);
-  }
-  if (mode == "time" || mode == "all") {
-    // Each variant beside its predecessor, both causalities; the order alternates old and new.
-    for (int causal = 0; causal < 2; ++causal) {
-      time_case<D128o>(128, causal, log);
-      time_case<D128p>(128, causal, log);
-      time_case<D128p3s>(128, causal, log);
-      time_case<D128o>(128, causal, log);
-      time_case<D64o192>(64, causal, log);
-      time_case<D64p192>(64, causal, log);
-      time_case<D64c3>(64, causal, log);
-      time_case<D64c3p>(64, causal, log);
-      time_case<D64c3p3s>(64, causal, log);
-      time_case<D256o>(256, causal, log);
-      time_case<D256p>(256, causal, log);
-      time_case<D256p64>(256, causal, log);
-    }
-  }
+#define HOPPER_HARNESS_EACH(V) each<V>(mode, log);
+  HOPPER_FWD_VARIANTS(HOPPER_HARNESS_EACH)
+  if (mode == "check" || mode == "sanitize") printf("CHECK failures: %d\n", g_failures);
   return g_failures ? 1 : 0;
 }

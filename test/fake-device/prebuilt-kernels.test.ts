@@ -99,7 +99,7 @@ describe('the loader on a stand-in GPU', { skip }, () => {
       loadKernels(spec);
       assert.equal(compileHistory().at(-1)?.source, 'memory');
       // Another variant (other tiles) is not shipped here: with compiling forbidden, it fails as a compile.
-      const other = { ...spec, defines: { ...spec.defines, HOPPER_SLACK: 4 } };
+      const other = { ...spec, defines: { ...spec.defines, HOPPER_RESCALE_SLACK: 4 } };
       assert.throws(() => loadKernels(other), CompileError);
     } finally {
       delete process.env.ATTNLAB_ASSERT_NO_COMPILE;

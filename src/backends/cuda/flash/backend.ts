@@ -174,14 +174,15 @@ type DensePlan = Exclude<FlashBackendPlan, { readonly family: 'decode' }>;
 function denseFamily(p: AttentionProblem): 'wgmma' | 'mma' | 'fma' {
   const kept = keptFlashPlan(p);
   if (kept) return kept.family;
-  if (!hasVariants(p) && 'variant' in hopperVariant(p, targetArch())) return 'wgmma';
+  if ('variant' in hopperVariant(p, targetArch())) return 'wgmma';
   return p.dtype === 'float32' ? 'fma' : 'mma';
 }
 
 /** The dense launch of `p`: the Hopper kernel where hopperVariant() takes the case, else `mma`. */
 function densePlan(p: AttentionProblem, mma: FlashVariant): DensePlan {
-  // Modifiers and block masks run on the mma.sync kernel (src/kernels/common/modifiers.cuh).
-  const found = hasVariants(p) ? { reason: 'modifiers' } : hopperVariant(p, targetArch());
+  // Modifiers and block masks run on both kernels (src/kernels/common/modifiers.cuh): hopperVariant
+  // takes them (or says why not) as it takes every other option.
+  const found = hopperVariant(p, targetArch());
   if ('variant' in found) {
     const v = found.variant;
     return { family: 'wgmma', key: hopperVariantKey(v), kept: null, hopper: v, mma: null };

@@ -1,6 +1,8 @@
 /**
  * Which flash problems run on the Hopper kernel (src/kernels/hopper/hopper_fwd.cu: TMA, wgmma,
- * warp specialisation) and with which specialisation. The rule is a pure function of the problem
+ * warp specialisation) and with which specialisation: the variant table, the one source of the
+ * kernel's configuration (hopperConfigFields: the named fields of src/kernels/hopper/fwd_config.cuh,
+ * given to NVRTC as HOPPER_* macros and written into gen/fwd_variants.cuh for nvcc). The rule is a pure function of the problem
  * and the compile target, so a CPU test pins it; everything it declines runs on the mma.sync kernel
  * (flash_fwd.cu), which takes every case the flash backend supports, and the reason is returned.
  *
@@ -28,6 +30,7 @@
  */
 import { config } from '../../../../config.js';
 import type { AttentionProblem } from '../../../problem.js';
+import { blockMaskOf, type FlashModifiers, modifiersOf, variantsRule } from '../modifiers.js';
 import { FLASH_BIAS_CODES, type FlashBiasType } from '../sm80/variant.js';
 
 /** Kernel head dims: 1–4 boxes of 64 columns (wgmma's P·V takes N = 64, 128, 192, 256). */
@@ -50,39 +53,39 @@ export interface HopperVariant {
   /** Keys per K/V tile. */
   readonly blockN: number;
   readonly stages: 2;
-  /** FlashAttention-3's intra-warpgroup overlap of Q·K_{j+1}ᵀ with the softmax of tile j. */
-  readonly overlap: boolean;
   /** Consumer warpgroups of 64 query rows each: the block holds 64·consumers rows. */
   readonly consumers: 2 | 3;
   /** The consumers issue their GEMMs in turn (FlashAttention-3's ping-pong). */
   readonly pingpong: boolean;
   /**
-   * The wait for P·V sits in its own basic block after the softmax (HOPPER_LATEWAIT), so ptxas
+   * The wait for P·V sits in its own basic block after the softmax (HOPPER_LATE_WAIT), so ptxas
    * cannot schedule it before the softmax: an ncu profile found it there, the softmax of
    * tile j waiting for P_{j−1}·V_{j−1} (9.8% of all stall samples at H=128).
    */
   readonly lateWait: boolean;
-  /** Shared-memory descriptors stepped by constant adds in uniform registers (HOPPER_DESCSTEP). */
+  /** Shared-memory descriptors stepped by constant adds in uniform registers (HOPPER_DESC_STEP). */
   readonly descStep: boolean;
   /**
-   * A 1-D grid walked longest block first across groups of heads whose K/V fit in L2 together
-   * (HOPPER_GROUPED, hopper_fwd.cu hopper_tile), instead of longest first within each head.
+   * 'dynamic': about one block per SM (HOPPER_DYNAMIC_GRID, hopper_fwd.cu run_dynamic), the K/V ring
+   * and the ping-pong turns running on from one query block to the next; each block runs its first
+   * item and then whatever a global work counter (zeroed before every launch: hopper.ts) hands it
+   * next, longest first over L2-sized sections of heads. false: the 2-D grid, one item per block.
    */
-  readonly grouped: boolean;
+  readonly persistent: false | 'dynamic';
   /**
-   * About one block per SM (HOPPER_PERSISTENT, hopper_fwd.cu), the K/V ring and the ping-pong turns
-   * running on from one query block to the next: 'static', each block runs every gridDim.x-th query
-   * block; 'dynamic', each block runs its first and then whatever a global work counter (zeroed
-   * before every launch: hopper.ts) hands it next, longest first over L2-sized sections of heads.
-   */
-  readonly persistent: false | 'static' | 'dynamic';
-  /**
-   * FlashAttention-4's conditional rescale (HOPPER_SLACK, hopper/softmax.cuh): a row's running max
+   * FlashAttention-4's conditional rescale (HOPPER_RESCALE_SLACK, hopper/softmax.cuh): a row's running max
    * moves only when a tile rises more than this many powers of 2 above it, so most tiles skip
    * O *= alpha; the weights stay ≤ 2^slack and the result is the same after normalisation. 0: the
    * max moves on every rise.
    */
   readonly rescaleSlack: 0 | 8;
+  /**
+   * The score/mask modifier set compiled in (its generated source precedes the kernel's: modifiers.ts
+   * kernelPrelude), or null; and whether the kernel takes a block mask (ATTNLAB_BLOCK_MASK: EMPTY
+   * tiles are not loaded, FULL ones skip the mask modifier).
+   */
+  readonly modifiers: FlashModifiers | null;
+  readonly blockMask: boolean;
 }
 
 /** Query rows per block: 64 per consumer warpgroup. */
@@ -93,10 +96,7 @@ export function hopperBlockM(v: Pick<HopperVariant, 'consumers'>): number {
 export function hopperThreads(v: HopperVariant): number {
   return 128 * (v.consumers + 1);
 }
-/**
- * The launch grid: (query blocks, B·N); both in one dimension when the grid is grouped; at most one
- * block per SM (`multiprocessors`) when it is persistent.
- */
+/** The launch grid: (query blocks, B·N), or at most one block per SM (`multiprocessors`) on the dynamic grid. */
 export function hopperGrid(
   v: HopperVariant,
   T: number,
@@ -105,7 +105,7 @@ export function hopperGrid(
 ): [number, number, number] {
   const blocks = Math.ceil(T / hopperBlockM(v));
   if (v.persistent !== false) return [Math.min(blocks * heads, multiprocessors), 1, 1];
-  return v.grouped ? [blocks * heads, 1, 1] : [blocks, heads, 1];
+  return [blocks, heads, 1];
 }
 
 /**
@@ -132,15 +132,27 @@ export function hopperGrid(
 export function tilesForHeadDims(
   keyDim: HopperHeadDim,
   valueDim: HopperHeadDim,
+  modified: 'modifiers' | 'block mask' | null = null,
 ): { blockN: number; consumers: 2 | 3 } {
-  if (keyDim === 64 && valueDim === 64) return { blockN: 128, consumers: 3 };
+  if (keyDim === 64 && valueDim === 64 && !modified) return { blockN: 128, consumers: 3 };
+  const registers = modified === 'block mask' ? BLOCK_MASK_REGISTERS : 188;
   let blockN = 16;
   for (let bn = 16; bn <= 128; bn += 16) {
     const shared = hopperSharedBytes({ consumers: 2, stages: 2, blockN: bn, keyDim, valueDim });
-    if (shared <= HOPPER_SHARED_LIMIT && (3 * bn) / 4 + valueDim / 2 <= 188) blockN = bn;
+    if (shared <= HOPPER_SHARED_LIMIT && (3 * bn) / 4 + valueDim / 2 <= registers) blockN = bn;
   }
   return { blockN, consumers: 2 };
 }
+
+/**
+ * With score/mask modifiers (`modified`) every pair takes two consumers: with three, D=64's 160
+ * registers spill (ptxas, CUDA 13, sm_90a: ALiBi 8 bytes, a document mask with a block mask 1,484).
+ * With a block mask as well the rule's count drops by 12 registers a thread for its walk over the
+ * block kinds: a document mask spills 80 bytes at D=256 BN=80 (60 + 128 = 188), 8 at BN=64 (176, the
+ * smallest tile with a wgmma wrapper); D=128 keeps 128 (160), D=192 takes 96 (168). Score modifiers
+ * alone (ALiBi, soft-capping) keep the plain tiles without spilling.
+ */
+const BLOCK_MASK_REGISTERS = 176;
 
 /** Dynamic shared memory one block may take on sm_90 (227 KiB, cudaDevAttrMaxSharedMemoryPerBlockOptin). */
 export const HOPPER_SHARED_LIMIT = 227 * 1024;
@@ -163,6 +175,11 @@ function hopperTiles(
   p: AttentionProblem,
 ): { blockN: number; consumers: 2 | 3 } {
   const d128 = dims.keyDim === 128 && dims.valueDim === 128;
+  // With modifiers tilesForHeadDims' modified tiles; D=128 then keeps 128 × 128, whose
+  // tiles align with a block mask's 128-key blocks (an 80-key tile over an empty and a full block is
+  // PARTIAL).
+  if (blockMaskOf(p) !== null) return tilesForHeadDims(dims.keyDim, dims.valueDim, 'block mask');
+  if (modifiersOf(p) !== null) return tilesForHeadDims(dims.keyDim, dims.valueDim, 'modifiers');
   if (d128 && p.T >= D128_LONG.fromT && !(p.bias && p.mask))
     return { blockN: D128_LONG.blockN, consumers: D128_LONG.consumers };
   return tilesForHeadDims(dims.keyDim, dims.valueDim);
@@ -175,15 +192,13 @@ function hopperTiles(
  * and the rescale slack of 8 (harness, mean of three interleaved runs, non-causal / causal: +2.1 / +2.3%
  * at D=128, +3.7 / +4.1% at D=256, +0.2 / +0.9% at D=64, +4.1 / +2.2% at D=128 T=2048; exact against
  * the float64 oracle with logits of std 16, sanitizers clean;
- * benchmarks/results/h200/forward/2026-12-01-hopper-harness-variants). Off, measured slower: the
- * grouped grid (−6…−8% non-causal: the K/V of six heads in flight no longer stay in L2) and the static
- * persistent grid (non-causal +0.2…5.5%, causal −4…−14%: its round-robin walk leaves blocks of unequal
- * causal work). docs/internals/hopper-forward.md lists these and the slack of 4.
+ * benchmarks/results/h200/forward/2026-12-01-hopper-harness-variants). The block orders measured
+ * slower and removed are listed in docs/internals/hopper-forward.md.
  */
 const SCHEDULE = {
+  pingpong: true,
   lateWait: true,
   descStep: true,
-  grouped: false,
   rescaleSlack: 8,
 } as const;
 
@@ -206,7 +221,10 @@ export const DYNAMIC_MIN_ITEMS = 264;
  * block that takes the next item when it is free balances them; without the mask every item is the
  * same work and only the short rows gain. Hence: dynamic where causal or T < 8192, not on
  * D128_LONG's tile, not with a bias or a mask (not measured there: those tiles keep the 2-D grid).
- * Its results are bit for bit the 2-D grid's (the same items, each computed alone).
+ * Its results are bit for bit the 2-D grid's (the same items, each computed alone). Modifiers and
+ * block masks keep the 2-D grid: with a block mask the dynamic grid's 32-register producer spills
+ * walking the block kinds (ptxas, sm_90a, a document mask: 48–412 bytes at D=64…256), and the 2-D grid
+ * is what the built-in masks' D=128 tile at T=8192 runs.
  */
 function hopperGridOrder(
   p: AttentionProblem,
@@ -215,7 +233,8 @@ function hopperGridOrder(
 ): HopperVariant['persistent'] {
   const long128 = dims.keyDim === 128 && dims.valueDim === 128 && tiles.consumers === D128_LONG.consumers;
   const items = Math.ceil(p.T / hopperBlockM(tiles)) * p.B * p.N;
-  if (p.bias || p.mask || long128 || items < DYNAMIC_MIN_ITEMS) return false;
+  const modified = modifiersOf(p) !== null || blockMaskOf(p) !== null;
+  if (p.bias || p.mask || modified || long128 || items < DYNAMIC_MIN_ITEMS) return false;
   return p.causal || p.T < D128_LONG.fromT ? 'dynamic' : false;
 }
 
@@ -249,6 +268,8 @@ export function hopperVariant(
   const dims = hopperHeadDims(p.H, p.Hv);
   if (typeof dims === 'string') return { reason: dims };
   if (p.paged || p.packed) return { reason: 'paged or packed layout' };
+  const variants = variantsRule(p);
+  if (variants) return { reason: variants };
   // 16-byte aligned Q, K, V (TMA's rule for global addresses) and head dims of multiples of 8 (its
   // rule for strides): flashSupport already requires both.
   const tiles = hopperTiles(dims, p);
@@ -260,12 +281,12 @@ export function hopperVariant(
       ...dims,
       ...tiles,
       stages: 2,
-      overlap: true,
-      pingpong: true,
       ...SCHEDULE,
       persistent: hopperGridOrder(p, tiles, dims),
       bias: p.bias ? (p.bias.tensor.dtype as FlashBiasType) : 'none',
       mask: p.mask !== null,
+      modifiers: modifiersOf(p),
+      blockMask: blockMaskOf(p) !== null,
     },
   };
 }
@@ -299,17 +320,20 @@ export function hopperHeadDims(
  * e.g. `flash-fwd.sm_90a.bf16.d128.128x128x3wg.pp.lw.ds.sl8.wgmma`, `….d64.192x128x4wg.pp.lw.ds.sl8.mask.wgmma`,
  * `….d192v128.128x128x3wg.pp.lw.ds.sl8.wgmma`: the kernel head dims (`d<Dk>` when Dv = Dk, else
  * `d<Dk>v<Dv>`), rows × keys per tile × warpgroups (the producer included), `.pp` for ping-pong, `.lw`
- * for the late P·V wait, `.ds` for stepped descriptors, `.grp` for the grouped longest-first grid,
- * `.pers` / `.dyn` for the static / dynamic persistent grid, `.sl8` for the rescale slack.
+ * for the late P·V wait, `.ds` for stepped descriptors, `.dyn` for the dynamic grid, `.sl8` for the
+ * rescale slack; `.mods-<key>` for a modifier set (its source's hash) and `.bmask` for a block mask,
+ * as the mma.sync kernel's keys (variant.ts).
  */
 export function hopperVariantKey(v: HopperVariant): string {
   const dtype = v.dtype === 'float16' ? 'f16' : 'bf16';
-  const schedule = `${v.overlap ? '' : '.serial'}${v.pingpong ? '.pp' : ''}${v.lateWait ? '.lw' : ''}${v.descStep ? '.ds' : ''}${v.grouped ? '.grp' : ''}${v.persistent ? PERSISTENT_GRIDS[v.persistent].suffix : ''}${v.rescaleSlack ? `.sl${v.rescaleSlack}` : ''}`;
+  const schedule = `${v.pingpong ? '.pp' : ''}${v.lateWait ? '.lw' : ''}${v.descStep ? '.ds' : ''}${v.persistent ? '.dyn' : ''}${v.rescaleSlack ? `.sl${v.rescaleSlack}` : ''}`;
   const tiles = `${hopperBlockM(v)}x${v.blockN}x${v.consumers + 1}wg${schedule}`;
   const dims = v.valueDim === v.keyDim ? `d${v.keyDim}` : `d${v.keyDim}v${v.valueDim}`;
   const parts = ['flash-fwd', v.arch, dtype, dims, tiles];
   if (v.bias !== 'none') parts.push(`bias-${{ float32: 'f32', bfloat16: 'bf16', float16: 'f16' }[v.bias]}`);
   if (v.mask) parts.push('mask');
+  if (v.modifiers) parts.push(`mods-${v.modifiers.key}`);
+  if (v.blockMask) parts.push('bmask');
   parts.push('wgmma');
   return parts.join('.');
 }
@@ -327,31 +351,39 @@ export function hopperSharedBytes(
   return 1024 + hopperBlockM(v) * v.keyDim * 2 + kv + 8 * words;
 }
 
-/** The -D set of the kernel's extern "C" entry. */
-export function hopperDefines(v: HopperVariant): Record<string, number> {
-  return {
-    HOPPER_DK: v.keyDim,
-    HOPPER_DV: v.valueDim,
-    HOPPER_BN: v.blockN,
-    HOPPER_STAGES: v.stages,
-    HOPPER_FP16: v.dtype === 'float16' ? 1 : 0,
-    HOPPER_OVERLAP: v.overlap ? 1 : 0,
-    HOPPER_BIAS: FLASH_BIAS_CODES[v.bias],
-    HOPPER_MASK: v.mask ? 1 : 0,
-    HOPPER_CONSUMERS: v.consumers,
-    HOPPER_PINGPONG: v.pingpong ? 1 : 0,
-    HOPPER_LATEWAIT: v.lateWait ? 1 : 0,
-    HOPPER_DESCSTEP: v.descStep ? 1 : 0,
-    HOPPER_GROUPED: v.grouped ? 1 : 0,
-    HOPPER_PERSISTENT: v.persistent ? PERSISTENT_GRIDS[v.persistent].code : 0,
-    HOPPER_SLACK: v.rescaleSlack,
-  };
+/**
+ * The variant as the named fields of the kernel's configuration (src/kernels/hopper/fwd_config.cuh),
+ * in that file's order: the one mapping from the table to the kernel, for NVRTC's -D set
+ * (hopperDefines) and for the generated header (hopperConfigStruct).
+ */
+export function hopperConfigFields(v: HopperVariant): ReadonlyArray<readonly [string, number | boolean]> {
+  return [
+    ['key_dim', v.keyDim],
+    ['value_dim', v.valueDim],
+    ['block_n', v.blockN],
+    ['stages', v.stages],
+    ['consumers', v.consumers],
+    ['fp16', v.dtype === 'float16'],
+    ['bias', FLASH_BIAS_CODES[v.bias]],
+    ['mask', v.mask],
+    ['pingpong', v.pingpong],
+    ['late_wait', v.lateWait],
+    ['desc_step', v.descStep],
+    ['dynamic_grid', v.persistent === 'dynamic'],
+    ['rescale_slack', v.rescaleSlack],
+  ];
 }
 
-/** HOPPER_PERSISTENT's values (tiles.cuh HopperConfig) and the variant key's suffixes. */
-const PERSISTENT_GRIDS = {
-  static: { code: 1, suffix: '.pers' },
-  dynamic: { code: 2, suffix: '.dyn' },
-} as const;
+/**
+ * The -D set of the kernel's extern "C" entry: HOPPER_<FIELD> per configuration field, and
+ * ATTNLAB_BLOCK_MASK with a block mask (the modifier set's own macros come with its source).
+ */
+export function hopperDefines(v: HopperVariant): Record<string, number> {
+  const fields = hopperConfigFields(v).map(([field, value]) => [
+    `HOPPER_${field.toUpperCase()}`,
+    Number(value),
+  ]);
+  return Object.fromEntries(v.blockMask ? [...fields, ['ATTNLAB_BLOCK_MASK', 1]] : fields);
+}
 
 export const HOPPER_KERNEL = { file: 'hopper/hopper_fwd.cu', name: 'attnlab_hopper_fwd' } as const;

@@ -15,6 +15,7 @@ import { loadKernels } from '../../runtime/compile.js';
 import { currentDeviceOrdinal, getCudaContext } from '../../runtime/context.js';
 import { type KernelArg, launchKernel, type ScalarType, structLayout } from '../../runtime/launch.js';
 import { allocDevice, fillDevice32 } from '../../runtime/memory.js';
+import { blockMaskOf, kernelPrelude, marshalBlockMask, marshalCaptures, modifiersOf } from '../modifiers.js';
 import { buildFlashParams, type FlashPointers, marshalFlashParams } from '../params.js';
 import {
   HOPPER_KERNEL,
@@ -93,6 +94,7 @@ export function launchHopper(p: AttentionProblem, v: HopperVariant, pointers: Fl
     file: HOPPER_KERNEL.file,
     kernels: [HOPPER_KERNEL.name],
     defines: hopperDefines(v),
+    prelude: kernelPrelude(v.modifiers),
   });
   const fn = module.functions.get(HOPPER_KERNEL.name)!;
   const maps = hopperTensorMaps(p, v, pointers.q, pointers.k, pointers.v);
@@ -102,11 +104,15 @@ export function launchHopper(p: AttentionProblem, v: HopperVariant, pointers: Fl
     fn,
     {
       // x: query blocks (visited last-first), y: batch × head, as the mma.sync kernel (schedule.cuh);
-      // or both in x, walked by hopper_fwd.cu when the variant is grouped or persistent (one block per SM).
+      // or one block per SM in x on the dynamic grid (hopper_fwd.cu run_dynamic).
       grid: hopperGrid(v, p.T, p.B * p.N, getCudaContext().properties.multiprocessorCount),
       block: [hopperThreads(v), 1, 1],
       sharedBytes: hopperSharedBytes(v),
     },
-    [params],
+    // With modifiers or a block mask the kernel takes AttnlabCaptures and AttnlabBlockMask after
+    // HopperParams (hopper_fwd.cu), each by value.
+    v.modifiers || v.blockMask
+      ? [params, marshalCaptures(modifiersOf(p)), marshalBlockMask(blockMaskOf(p), p.T, p.S)]
+      : [params],
   );
 }

@@ -25,7 +25,7 @@ import {
   tilesForHeadDims,
 } from '../../../../../../src/backends/cuda/flash/sm90/hopper-variant.js';
 import { structLayout } from '../../../../../../src/backends/cuda/runtime/launch.js';
-import type { AttentionOptions } from '../../../../../../src/backends/problem.js';
+import type { AttentionOptions, AttentionProblem } from '../../../../../../src/backends/problem.js';
 import type { FloatDType } from '../../../../../../src/tensor/dtype.js';
 import { randomNormal } from '../../../../../../src/tensor/random.js';
 import { Tensor } from '../../../../../../src/tensor/tensor.js';
@@ -71,9 +71,9 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
     assert.ok('variant' in choice);
     assert.deepEqual(
       [
-        hopperDefines(choice.variant).HOPPER_DK,
-        hopperDefines(choice.variant).HOPPER_DV,
-        hopperDefines(choice.variant).HOPPER_BN,
+        hopperDefines(choice.variant).HOPPER_KEY_DIM,
+        hopperDefines(choice.variant).HOPPER_VALUE_DIM,
+        hopperDefines(choice.variant).HOPPER_BLOCK_N,
       ],
       [192, 192, 112],
     );
@@ -103,8 +103,8 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
     );
     const choice = hopperVariant(problem(192, 'bfloat16', {}, 128), 'sm_90a', 'wgmma', null);
     assert.ok('variant' in choice);
-    assert.equal(hopperDefines(choice.variant).HOPPER_DK, 192);
-    assert.equal(hopperDefines(choice.variant).HOPPER_DV, 128);
+    assert.equal(hopperDefines(choice.variant).HOPPER_KEY_DIM, 192);
+    assert.equal(hopperDefines(choice.variant).HOPPER_VALUE_DIM, 128);
   });
 
   it('picks every pair of kernel head dims a tile that fits shared memory and the registers, with a Q·Kᵀ shape the kernel has', () => {
@@ -175,7 +175,7 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
     );
   });
 
-  it('walks causal and shorter rows on the dynamic persistent grid (HOPPER_PERSISTENT=2, .dyn), one block per SM', () => {
+  it('walks causal and shorter rows on the dynamic persistent grid (HOPPER_DYNAMIC_GRID=1, .dyn), one block per SM', () => {
     // MQA keeps K and V small: the rule reads T, the heads and the tiles, not S.
     const grid = (T: number, H: number, N: number, options: AttentionOptions = {}) => {
       const q = Tensor.zeros([1, T, N, H], 'bfloat16');
@@ -198,7 +198,7 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
     assert.equal(grid(2048, 128, 32, { ...causal, mask }).persistent, false, 'not measured with a mask');
     const v = grid(2048, 128, 32, causal);
     assert.equal(hopperVariantKey(v), 'flash-fwd.sm_90a.bf16.d128.128x128x3wg.pp.lw.ds.dyn.sl8.wgmma');
-    assert.equal(hopperDefines(v).HOPPER_PERSISTENT, 2);
+    assert.equal(hopperDefines(v).HOPPER_DYNAMIC_GRID, 1);
     assert.deepEqual(hopperGrid(v, 2048, 32, 132), [132, 1, 1]);
     assert.deepEqual(hopperGrid(v, 128, 4, 132), [4, 1, 1], 'never more blocks than items');
     // The item slot: one more 8-byte word after the barriers.
@@ -225,7 +225,62 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
     assert.ok('variant' in choice);
     assert.equal(hopperDefines(choice.variant).HOPPER_BIAS, 1);
     assert.equal(hopperDefines(choice.variant).HOPPER_MASK, 0);
-    assert.equal(hopperDefines(choice.variant).HOPPER_SLACK, 8);
+    assert.equal(hopperDefines(choice.variant).HOPPER_RESCALE_SLACK, 8);
+  });
+
+  it('takes score/mask modifiers and a block mask: keyed by the set, two consumers, the 2-D grid', () => {
+    const modifiers = {
+      key: 'k3y',
+      maskKey: 'k3y',
+      cudaSource: '',
+      captures: [],
+      hasScoreMod: false,
+      hasMaskMod: true,
+      hasCaptureGrads: false,
+      label: 'maskMod kv <= q',
+    };
+    const blockMask = { kinds: { ptr: 0n }, Bm: 1, Nm: 1, blockQ: 128, blockKV: 128 };
+    const variant = (T: number, H: number, N: number, variants: object) => {
+      const q = Tensor.zeros([1, T, N, H], 'bfloat16');
+      const kv = Tensor.zeros([1, T, N, H], 'bfloat16');
+      const p = { ...validateAttention(q, kv, kv, {}), ...variants } as AttentionProblem;
+      const choice = hopperVariant(p, 'sm_90a', 'wgmma', null);
+      assert.ok('variant' in choice, JSON.stringify(choice));
+      return choice.variant;
+    };
+    // D=128 at T=8192 keeps 128x128 (its tiles align with 128-key blocks), D=64 two consumers (spills with three).
+    const long = variant(8192, 128, 1, { modifiers });
+    assert.equal(
+      hopperVariantKey(long),
+      'flash-fwd.sm_90a.bf16.d128.128x128x3wg.pp.lw.ds.sl8.mods-k3y.wgmma',
+    );
+    assert.equal(hopperDefines(long).ATTNLAB_BLOCK_MASK, undefined);
+    const d64 = variant(8192, 64, 1, { modifiers, blockMask });
+    assert.equal(
+      hopperVariantKey(d64),
+      'flash-fwd.sm_90a.bf16.d64.128x128x3wg.pp.lw.ds.sl8.mods-k3y.bmask.wgmma',
+    );
+    assert.equal(hopperDefines(d64).ATTNLAB_BLOCK_MASK, 1);
+    // Modifiers keep the 2-D grid where the plain case would take the dynamic one (T < 8192, ≥ 264 items).
+    assert.equal(variant(2048, 128, 32, {}).persistent, 'dynamic');
+    assert.equal(variant(2048, 128, 32, { modifiers }).persistent, false);
+    assert.equal(variant(2048, 128, 32, { modifiers, blockMask }).persistent, false);
+    // What the kernels cannot take is refused with the rule's reason (modifiers.ts variantsRule).
+    const nine = Array.from({ length: 9 }, (_, i) => ({
+      name: `c${i}`,
+      tensor: Tensor.zeros([1], 'float32'),
+      dtype: 'float32' as const,
+      needsGrad: false,
+      strides: [0, 0, 0, 0] as [number, number, number, number],
+    }));
+    const q = Tensor.zeros([1, 8, 1, 128], 'bfloat16');
+    const refused = hopperVariant(
+      { ...validateAttention(q, q, q, {}), modifiers: { ...modifiers, captures: nine } } as AttentionProblem,
+      'sm_90a',
+      'wgmma',
+      null,
+    );
+    assert.ok('reason' in refused && refused.reason.includes('at most 8'), JSON.stringify(refused));
   });
 
   it('leaves every other case to the mma.sync kernel, saying why', () => {

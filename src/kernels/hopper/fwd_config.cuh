@@ -1,0 +1,67 @@
+// The Hopper forward's configuration: one variant's named knobs (V, a struct of static constexpr
+// fields) and what follows from them (HopperConfig<V>: rows per block, registers per role, bytes per
+// tile). The host's variant table (src/backends/cuda/flash/sm90/hopper-variant.ts) is the one source of
+// both: hopperDefines() gives NVRTC the fields as HOPPER_* macros (hopper_fwd.cu turns them back into
+// a V), and hopperConfigSource() writes the library's variants as V structs into gen/fwd_variants.cuh,
+// each with the shared-memory size the host computed, checked here at compile time.
+//
+// V's fields:
+//   key_dim, value_dim  Q/K and V/O head dims, whole 64-column TMA boxes (64, 128, 192, 256)
+//   block_n, stages     keys per K/V tile, K/V tiles in the ring
+//   consumers           consumer warpgroups of 64 query rows (2: 128 rows, 3: 192)
+//   fp16                fp16 operands (else bf16)
+//   bias, mask          the bias element code (0 none; flash/params.cuh), a boolean mask
+//   pingpong            the consumers issue their GEMMs in turn (FlashAttention-3)
+//   late_wait           the P·V wait after the softmax, in its own basic block
+//   desc_step           wgmma descriptors stepped by adds in uniform registers
+//   dynamic_grid        one block per SM, items handed out by a global counter (fwd_scheduler.cuh)
+//   rescale_slack       FlashAttention-4's conditional rescale, in powers of 2 (0: off)
+#pragma once
+#include "flash/params.cuh"
+
+template <class V>
+struct HopperConfig {
+  static constexpr int D = V::key_dim, DV = V::value_dim, BN = V::block_n, STAGES = V::stages;
+  static constexpr bool FP16 = V::fp16;
+  static constexpr int BIAS = V::bias;
+  static constexpr bool MASK = V::mask;
+  static constexpr int CONSUMERS = V::consumers, BM = 64 * CONSUMERS;
+  static constexpr int THREADS = 128 * (CONSUMERS + 1);
+  // Registers per thread after setmaxnreg: the producer keeps 24, the consumers share the rest of
+  // the 64K-register file (2: 24 + 2·240 = 504 of 512 per thread slot; 3: 24 + 3·160 = 504).
+  // The dynamic grid's producer keeps 32: with 24, every variant with its atomicAdd spilled 8–68
+  // bytes (ptxas, sm_90a; a volatile load in its place spilled nothing), so 2 consumers get 232
+  // (the pool: (168 − 32)·128 freed ≥ (232 − 168)·256 asked) and 3 keep 160
+  // ((128 − 32)·128 = (160 − 128)·384 exactly; FlashAttention-3's 32/160 split): 0 spills on every tile.
+  static constexpr bool DYNAMIC = V::dynamic_grid;
+  static constexpr int PRODUCER_REGS = DYNAMIC ? 32 : 24;
+  static constexpr int CONSUMER_REGS = CONSUMERS == 2 ? (DYNAMIC ? 232 : 240) : 160;
+  static constexpr bool PINGPONG = V::pingpong;
+  // LATE_WAIT: the wait for P_{j−1}·V_{j−1} sits behind a branch on the loop parity, in its own
+  // basic block after the softmax of tile j. In one block ptxas schedules that wait
+  // (WARPGROUP.DEPBAR.LE gsb0, 0x0) at the top, before the softmax, so the softmax never overlaps the
+  // warpgroup's own P·V (ncu, H=128: 9.8% of all stall samples on it).
+  // DESC_STEP: the shared-memory descriptors of a tile are made once and stepped by adding the byte
+  // offset >> 4 (the start-address field cannot carry: shared addresses are < 2^18), with the
+  // consumer index made warp-uniform, so the turn issues its wgmmas without per-step address math.
+  static constexpr bool LATE_WAIT = V::late_wait, DESC_STEP = V::desc_step;
+  // SLACK: a row keeps its running max while a tile's max exceeds it by at most SLACK in base 2, so
+  // O is rescaled only when some row of the warp moved further (hopper/softmax.cuh).
+  static constexpr int SLACK = V::rescale_slack;
+  static_assert(CONSUMERS == 2 || CONSUMERS == 3, "two or three consumer warpgroups");
+  static constexpr int BOXES = D / 64, V_BOXES = DV / 64;  // 64-column TMA boxes per row of Q/K, of V
+  static constexpr u32 Q_BYTES = BM * D * 2;
+  static constexpr u32 K_BYTES = BN * D * 2, V_BYTES = BN * DV * 2;  // one stage's K tile, V tile
+  static constexpr u32 Q_BOX = BM * 128, KV_BOX = BN * 128;  // bytes of one box
+  static constexpr int NT = BN / 8, DT = DV / 8;             // accumulator n-tiles of S, of O
+  static_assert(D % 64 == 0 && DV % 64 == 0 && D <= 256 && DV <= 256 && BN % 16 == 0 && BN <= 256, "tile shape");
+  static_assert(KV_BOX % 1024 == 0, "each box must start on a 1024-byte swizzle atom");
+};
+
+// Shared memory of one block: 1024 bytes of slack to align the tiles, the tiles, the barriers
+// (q_full, 4 per stage, q_empty) and the dynamic grid's item slot. hopperSharedBytes() in
+// hopper-variant.ts is the same sum; gen/fwd_variants.cuh asserts the two agree.
+template <class C>
+constexpr u32 hopper_smem_bytes() {
+  return 1024 + C::Q_BYTES + C::STAGES * (C::K_BYTES + C::V_BYTES) + 8 * (2 + 4 * C::STAGES + (C::DYNAMIC ? 1 : 0));
+}
