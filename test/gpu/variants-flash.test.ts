@@ -17,6 +17,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { attention } from '../../src/api/attention.js';
 import { attentionVjp } from '../../src/api/backward.js';
+import { createBlockMask } from '../../src/api/block-mask.js';
 import { validateAttention } from '../../src/api/validate.js';
 import { validateBackward } from '../../src/api/validate-backward.js';
 import { planFor } from '../../src/backends/backend.js';
@@ -34,7 +35,6 @@ import {
 import { reloadConfig } from '../../src/config.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';
-import { createBlockMask } from '../../src/api/block-mask.js';
 import { maskMod, scoreMod } from '../../src/variants/modifiers.js';
 import type { BlockMask, CompiledModifiers } from '../../src/variants/types.js';
 import {

@@ -15,11 +15,11 @@ import { InvalidArgumentError } from '../../src/errors.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 
-function sourceFiles(dir: string): string[] {
+function sourceFiles(dir: string, endings: readonly string[] = ['.ts']): string[] {
   return readdirSync(dir).flatMap((name) => {
     const path = join(dir, name);
-    if (statSync(path).isDirectory()) return sourceFiles(path);
-    return path.endsWith('.ts') ? [path] : [];
+    if (statSync(path).isDirectory()) return sourceFiles(path, endings);
+    return endings.some((e) => path.endsWith(e)) ? [path] : [];
   });
 }
 
@@ -185,7 +185,7 @@ describe('config', () => {
     // Preprocessor macros of the generated kernel source (#define ATTNLAB_SCORE_MOD 1) share the prefix
     // but are no environment variables: a name the sources #define or test with #if is one of them.
     const macros = new Set(
-      sourceFiles(join(root, 'src')).flatMap((f) =>
+      sourceFiles(join(root, 'src'), ['.ts', '.cu', '.cuh']).flatMap((f) =>
         [
           ...readFileSync(f, 'utf8').matchAll(
             /#\s*(?:define|ifdef|ifndef|if|elif)\s+(?:!?\s*defined\s*\(?\s*)?(ATTNLAB_[A-Z0-9_]+)/g,

@@ -17,7 +17,7 @@ import type { AttentionProblem } from '../../problem.js';
 import { type CompiledModule, loadKernels } from '../runtime/compile.js';
 import { currentDeviceOrdinal, getCudaContext, targetArch } from '../runtime/context.js';
 import { type KernelArg, type LaunchConfig, packStruct } from '../runtime/launch.js';
-import { hasVariants, kernelPrelude } from './modifiers.js';
+import { kernelPrelude } from './modifiers.js';
 import { buildFlashParams, type FlashPointers, marshalFlashParams } from './params.js';
 import {
   type FlashVariant,
