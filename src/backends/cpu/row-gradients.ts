@@ -11,8 +11,9 @@
  * dS_j ← dS_j · f'(s_j) at the score s_j before f (and learned captures gain dS_j · ∂f/∂capture).
  *
  * `round`, when given, rounds the logits (as forEachRow does), P, dP, D and dS; `accumulate`, when
- * given, rounds every partial sum of dQ, dK, dV and dBias (a GEMM accumulating in the dtype itself,
- * as float32 GEMMs do), each sum taken in the order a GEMM's inner loop takes it.
+ * given, rounds every partial sum of the logits' and dP's dot products, of D and of dQ, dK, dV and
+ * dBias (GEMMs accumulating in the dtype itself, as float32 GEMMs do), each sum taken in the order a
+ * GEMM's inner loop takes it.
  *
  * Which pairs carry what (docs/guide/gradient-accuracy.md, "NaN and Inf"): D sums over the pairs the
  * forward's weighted sum takes (a −inf logit is masked, an underflowed weight still counts: 0·NaN is
@@ -38,7 +39,7 @@ export function gradientSums(
   const q = p.query.toFloat64Array();
   const k = p.key.toFloat64Array();
   const g = gradientBuffers(p);
-  forEachRow(p, q, k, rowGradients(p, q, k, g, round ?? exact, accumulate ?? exact), round);
+  forEachRow(p, q, k, rowGradients(p, q, k, g, round ?? exact, accumulate ?? exact), round, accumulate);
   return g;
 }
 
@@ -81,9 +82,9 @@ function rowGradients(
       if (!open[j]) continue;
       const vOff = ((b * S + j) * K + kh) * Hv;
       let dot = 0;
-      for (let h = 0; h < Hv; h++) dot += dO[oOff + h] * v[vOff + h];
+      for (let h = 0; h < Hv; h++) dot = acc(dot + dO[oOff + h] * v[vOff + h]);
       dP[j] = round(dot);
-      D += P * dP[j];
+      D = acc(D + P * dP[j]);
     }
     D = round(D);
     const biasRow = b * bs[0] + n * bs[1] + i * bs[2];

@@ -26,7 +26,9 @@ export interface RowLogits {
 
 /**
  * Calls `visit` for every (b, n, i) row in order, with decoded float64 inputs `q` and `k`.
- * `round`, when given, rounds the dot product and then the logit (a same-precision baseline).
+ * `round`, when given, rounds the dot product and then the logit (a same-precision baseline);
+ * `accumulate`, when given, rounds every partial sum of the dot product (a GEMM accumulating in the
+ * dtype itself, as float32 GEMMs do), taken in the order of h.
  */
 export function forEachRow(
   p: AttentionProblem,
@@ -34,6 +36,7 @@ export function forEachRow(
   k: Float64Array,
   visit: (row: RowLogits) => void,
   round?: (x: number) => number,
+  accumulate?: (x: number) => number,
 ): void {
   const { B, T, S, N, K, H, scale } = p;
   const terms = pairTerms(p);
@@ -58,7 +61,8 @@ export function forEachRow(
           if (!terms.mask || terms.mask[maskRow + j * ms[3]]) {
             const kOff = ((b * S + j) * K + kh) * H;
             let dot = 0;
-            for (let h = 0; h < H; h++) dot += q[qOff + h] * k[kOff + h];
+            if (accumulate) for (let h = 0; h < H; h++) dot = accumulate(dot + q[qOff + h] * k[kOff + h]);
+            else for (let h = 0; h < H; h++) dot += q[qOff + h] * k[kOff + h];
             const bias = terms.bias ? terms.bias[biasRow + j * bs[3]] : 0;
             s = round ? round(round(dot) * scale + bias) : dot * scale + bias;
             if (scoreMod && raw) {

@@ -50,6 +50,11 @@ export function gradientRepairSupport(p: BackwardProblem): Support {
     };
   if (p.paged || p.packed)
     return { ok: false, reason: 'the gradient repair reads dense (B,T,N,H) and (B,S,K,H) tensors' };
+  if (p.modifiers || p.blockMask)
+    return {
+      ok: false,
+      reason: 'the gradient repair computes no score or mask modifier (scoreMod, maskMod, blockMask)',
+    };
   if (p.bias && p.bias.tensor.dtype !== p.dtype)
     return {
       ok: false,

@@ -15,6 +15,7 @@ import {
 } from '../../../../../src/backends/cuda/ops/gradient-nan-repair.js';
 import type { FloatDType } from '../../../../../src/tensor/dtype.js';
 import { Tensor } from '../../../../../src/tensor/tensor.js';
+import { alibi } from '../../../../../src/variants/library.js';
 
 function problem(dtype: FloatDType, H = 64, options: BackwardOptions = {}, outputDType: FloatDType = dtype) {
   const [B, T, S, N, K] = [2, 8, 9, 4, 2];
@@ -48,6 +49,7 @@ describe('gradient NaN repair: where it applies', () => {
         problem('bfloat16', 64, { bias: Tensor.zeros([1, 4, 8, 9], 'float32') }),
         /dBias in the inputs' dtype, the bias is float32/,
       ],
+      ['a score modifier', problem('bfloat16', 64, { scoreMod: alibi(4) }), /no score or mask modifier/],
     ];
     for (const [name, p, reason] of cases) {
       const support = gradientRepairSupport(p);
