@@ -90,8 +90,9 @@ loops)
   done 2>&1 | tee "$logs/loops.txt"
   ;;
 bench)
+  # BENCH_ARGS adds options, e.g. "--head-dim 64": the suite at one head dim (a shorter call).
   timeout $cap node bin/attnlab.js bench --suite backward --impl flash,cudnn --peers torch --out "$logs/bench" \
-    --no-progress 2>&1 | tee "$logs/bench.txt" | tail -40
+    --no-progress ${BENCH_ARGS:-} 2>&1 | tee "$logs/bench${BENCH_ARGS:+-${BENCH_ARGS// /}}.txt" | tail -40
   ;;
 profile)
   ncu=ncu
