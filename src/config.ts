@@ -163,13 +163,16 @@ function tuneMode(value: 'auto' | '1' | '0' | null): TuneMode {
   return value === 'auto' ? 'auto' : value === '0' ? 'off' : 'use';
 }
 
-/** ATTNLAB_TUNE_BUDGET_MS: unset (2000) or an integer of milliseconds ≥ 1. */
+/** The most ATTNLAB_TUNE_BUDGET_MS takes: an hour a shape class, the range of `tune --budget-ms`. */
+const MAX_TUNE_BUDGET_MS = 3_600_000;
+
+/** ATTNLAB_TUNE_BUDGET_MS: unset (2000) or an integer of milliseconds in [1, 3600000]. */
 function budget(value: string | null): number {
   if (value === null) return 2000;
-  if (!/^\d+$/.test(value) || Number(value) < 1) {
+  if (!/^\d+$/.test(value) || Number(value) < 1 || Number(value) > MAX_TUNE_BUDGET_MS) {
     throw new InvalidArgumentError(
       'ATTNLAB_TUNE_BUDGET_MS',
-      'an integer number of milliseconds ≥ 1 (or unset: 2000)',
+      `an integer number of milliseconds in [1, ${MAX_TUNE_BUDGET_MS}] (or unset: 2000)`,
       JSON.stringify(value),
     );
   }
