@@ -5,7 +5,8 @@
 #   test      test/gpu/flash-backward-wgmma.test.ts (each loop in a process of its own) and the flash
 #             backward suite, at once
 #   suite     the shared gradient suite's flash runs (CASES, LONG_CASES, deterministic), default loop and wgmma-ws
-#   sanitize  memcheck, racecheck and synccheck on the small H=128 causal case, memcheck on the H=64 MQA one
+#   sanitize  memcheck, racecheck and synccheck on a small H=128 causal case, memcheck and racecheck on a
+#             small H=64 causal one, each on both wgmma loops
 #   loops     the backward loops side by side in one process (wgmma, wgmma-ws, mma.sync, wgmma deterministic),
 #             B=4 T=S=8192 N=16 H=128, 64, 96
 #   bench     the backward suite: attnlab flash and cudnn beside PyTorch's SDPA backward (cuDNN, flash),
@@ -18,7 +19,7 @@ set -u
 step=$1
 logs=${2:-out}
 mkdir -p "$logs"
-cap=85
+cap=${CAP:-85}  # seconds per process (CAP=55 for a 60-second call)
 source scripts/gpu-lib.sh
 
 case $step in
@@ -53,10 +54,13 @@ sass)
   done
   ;;
 test)
-  # Three processes at once: each compiles its own modules (one NVRTC compile of hopper_bwd.cu takes
+  # Five processes at once: each compiles its own modules (one NVRTC compile of hopper_bwd.cu takes
   # ~7 s of a core), so that the cold kernel cache costs the step once, not three times in a row.
-  shard wgmma - --test-name-pattern='· wgmma$' test/gpu/flash-backward-wgmma.test.ts
-  shard wgmma-ws - --test-name-pattern='· wgmma-ws$' test/gpu/flash-backward-wgmma.test.ts
+  for dtype in bfloat16 float16; do
+    for loop in wgmma wgmma-ws; do
+      shard "$loop-$dtype" - --test-name-pattern="· $dtype( · deterministic)? · $loop\$" test/gpu/flash-backward-wgmma.test.ts
+    done
+  done
   shard flash-backward - test/gpu/flash-backward.test.ts
   wait
   summary 16 24 20
@@ -75,18 +79,20 @@ sanitize)
   sanitize memcheck-d128 memcheck --test-name-pattern='^T=257 S=257 H=128 causal' test/gpu/flash-backward-wgmma.test.ts
   sanitize racecheck-d128 racecheck --test-name-pattern='^T=257 S=257 H=128 causal' test/gpu/flash-backward-wgmma.test.ts
   sanitize synccheck-d128 synccheck --test-name-pattern='^T=257 S=257 H=128 causal' test/gpu/flash-backward-wgmma.test.ts
-  sanitize memcheck-d64 memcheck --test-name-pattern='^MQA N=4 K=1 T=128 S=1000 H=64' test/gpu/flash-backward-wgmma.test.ts
+  sanitize memcheck-d64 memcheck --test-name-pattern='^T=S=128 H=64 causal' test/gpu/flash-backward-wgmma.test.ts
+  sanitize racecheck-d64 racecheck --test-name-pattern='^T=S=128 H=64 causal' test/gpu/flash-backward-wgmma.test.ts
   wait
   summary 16 24 20
   ;;
 loops)
-  for H in 128 64 96; do
+  for H in ${HS:-128 64 96}; do
     timeout 28 node --import tsx benchmarks/harnesses/backward-loop-variants.ts 4 8192 16 $H wgmma wgmma-ws mma wgmma+det
   done 2>&1 | tee "$logs/loops.txt"
   ;;
 bench)
+  # BENCH_ARGS adds options, e.g. "--head-dim 64": the suite at one head dim (a shorter call).
   timeout $cap node bin/attnlab.js bench --suite backward --impl flash,cudnn --peers torch --out "$logs/bench" \
-    --no-progress 2>&1 | tee "$logs/bench.txt" | tail -40
+    --no-progress ${BENCH_ARGS:-} 2>&1 | tee "$logs/bench${BENCH_ARGS:+-${BENCH_ARGS// /}}.txt" | tail -40
   ;;
 profile)
   ncu=ncu

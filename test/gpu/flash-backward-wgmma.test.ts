@@ -4,10 +4,10 @@
  * rule (src/check/gradients.ts: each gradient's error ≤ 2× a plain same-precision implementation's +
  * a floor), on shapes that cross its tiles: T, S ∈ {128, 257, 1000} (whole, ragged and many 64-query
  * blocks and 128-key blocks), causal in both alignments, GQA/MQA (dK, dV summed over the group),
- * padding lengths, a window, H = 64 and 128 (one and two 64-column boxes), H = 32 and 96 forced onto
- * the 64- and 128-column modules (zero-filled columns), bf16 and fp16, and the deterministic pass;
- * each case on both loops: every thread loading (the default), and the producer warpgroup
- * (ATTNLAB_FLASH_BWD_KERNEL=wgmma-ws, hopper/bwd_dkdv_sm90_ws.cuh). Every case asserts that the wgmma variant ran. Poisoned allocations (0xFF =
+ * padding lengths, a window, H = 64 and 128 (one and two 64-column boxes), H = 32 and 96 on the 64-
+ * and 128-column modules (zero-filled columns), bf16 and fp16, and the deterministic pass; each case
+ * on both loops, named by ATTNLAB_FLASH_BWD_KERNEL: every thread loading (wgmma), and the producer
+ * warpgroup (wgmma-ws, hopper/bwd_dkdv_sm90_ws.cuh). Every case asserts that the wgmma variant ran. Poisoned allocations (0xFF =
  * NaN) catch an unwritten element. Skips without a GPU, and on GPUs other than sm_90a.
  */
 import assert from 'node:assert/strict';
@@ -41,8 +41,6 @@ const seed = Number(process.env.ATTNLAB_TEST_SEED ?? Date.now() % 1_000_000_000)
 interface WgmmaCase extends AttentionCase {
   dtype: FloatDType;
   deterministic?: boolean;
-  /** Run with ATTNLAB_FLASH_BWD_KERNEL=wgmma: a head dim the default keeps on mma.sync (H = 32, 96). */
-  forced?: boolean;
 }
 
 const CASES: readonly WgmmaCase[] = [
@@ -103,13 +101,11 @@ const CASES: readonly WgmmaCase[] = [
     shape: { B: 1, T: 257, S: 257, N: 2, K: 1, H: 96 },
     dtype: 'bfloat16',
     options: { isCausal: true },
-    forced: true,
   },
   {
     name: 'H=32 T=128 S=257 (the 64-column module)',
     shape: { B: 2, T: 128, S: 257, N: 2, K: 2, H: 32 },
     dtype: 'float16',
-    forced: true,
   },
   {
     name: 'deterministic T=S=257 H=128 causal',
@@ -155,21 +151,16 @@ describe('GPU flash backward · wgmma', { skip }, () => {
           implementation: 'flash',
           deterministic: c.deterministic,
         };
-        // wgmma-ws is never the default yet; wgmma is where the head dim is 64 or 128.
-        const forced = loop === 'wgmma-ws' || c.forced;
-        if (forced) {
-          process.env.ATTNLAB_FLASH_BWD_KERNEL = loop;
-          reloadConfig();
-        }
+        // Each loop by name: the default differs by head dim (HOPPER_BACKWARD_DEFAULTS).
+        process.env.ATTNLAB_FLASH_BWD_KERNEL = loop;
+        reloadConfig();
         const f = attentionVjp(cq, ck, cv, vjpOptions);
         let grads: ReturnType<typeof f.backward>;
         try {
           grads = f.backward(cdO);
         } finally {
-          if (forced) {
-            delete process.env.ATTNLAB_FLASH_BWD_KERNEL;
-            reloadConfig();
-          }
+          delete process.env.ATTNLAB_FLASH_BWD_KERNEL;
+          reloadConfig();
         }
         try {
           assert.equal(grads.backend, 'flash');

@@ -14,7 +14,7 @@
 //     on the stage's `full` mbarrier (count 128).
 //   consumers (setmaxnreg up to CONSUMER_REGS): wait `full`, run the step as the 256-thread loop does,
 //     exchange dS over a named barrier of their 256 threads (dQ needs both warpgroups' keys), and each
-//     warp arrives on the stage's `empty` mbarrier (count 8) once its products have retired.
+//     thread arrives on the stage's `empty` mbarrier (count 256) once its products have retired.
 // The dS buffers and the dQ staging need no more than the named barrier: at the barrier of step s
 // both warpgroups have retired every product of step s − 1 (the same argument as the 256-thread loop).
 // Registers: 2 × 128 × 240 + 128 × 24 = 64,512, what the launch hands out (384 threads × 168), so
@@ -73,7 +73,7 @@ __device__ __forceinline__ void hopper_bwd_dkdv_ws(const FlashParams& p, const F
   if (threadIdx.x == 0) {
     for (int i = 0; i < C::STAGES; ++i) {
       mbar_init(full0 + 8 * i, W::PRODUCER);
-      mbar_init(empty0 + 8 * i, W::CONSUMERS / 32);
+      mbar_init(empty0 + 8 * i, W::CONSUMERS);
     }
     mbar_init(kv_bar, W::PRODUCER);
     mbar_fence_init();
@@ -241,9 +241,10 @@ __device__ __forceinline__ void hopper_bwd_dkdv_ws(const FlashParams& p, const F
       fence_accumulators(dk);
       pin_fragments(pa);
       pin_fragments(da);
-      // Stage s read to the end (its products retired, the statistics read): the producer may refill it.
-      __syncwarp();
-      if (lane == 0) mbar_arrive(empty0 + 8 * i);
+      // Stage s read to the end (its products retired, the statistics and the flag read): the producer
+      // may refill it. Every consumer thread arrives for its own reads: with one arrival a warp after a
+      // __syncwarp, racecheck reported the producer's next copies racing the other lanes' reads.
+      mbar_arrive(empty0 + 8 * i);
     }
   }
   if (DQ && lane == 0) bulk_wait<0>();

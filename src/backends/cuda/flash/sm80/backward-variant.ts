@@ -93,25 +93,31 @@ export function hopperBackwardHeadDim(D: number): number | null {
   return HOPPER_BACKWARD_HEAD_DIMS.find((d) => D <= d) ?? null;
 }
 /**
- * Those it runs on sm_90a when ATTNLAB_FLASH_BWD_KERNEL is unset: the shared gradient suite passes
- * with the wgmma loop on at D = 64 and 128 (backward.test flash, long/deterministic/random,
- * flash-backward.test; memcheck, racecheck and synccheck 0;
- * benchmarks/results/h200/backward/2026-12-01-flash-wgmma-default,
- * benchmarks/results/h200/backward/2026-12-01-flash-wgmma-one-barrier). At B=4 T=S=8192 N=16 H=128
- * bf16, one bench run, the loop (one-barrier schedule, flag-gated Q/dO clean-up, stmatrix dS stores)
- * takes 17.42 / 8.91 ms (causal) against PyTorch FlashAttention-2's 17.75 / 9.08 ms (1.02× / 1.02×);
- * the mma.sync loop takes 29.7 / 15.1 ms. At H=64 it takes 12.24 / 6.34 ms against the mma.sync
- * loop's 17.8 / 8.98 (1.44× / 1.41×) and PyTorch FA2's 9.57 / 5.20 ms (0.78× / 0.82×, same bench run).
+ * The loop each padded head dim runs on sm_90a when ATTNLAB_FLASH_BWD_KERNEL is unset, the fastest of
+ * one timing run on an H100 (scripts/gpu-backward-wgmma.sh loops: the loops alternating in one process,
+ * B=4 T=S=8192 N=16 bf16, TFLOP/s non-causal / causal):
+ *   D=64   wgmma-ws 259.2 / 248.1, wgmma 232.1 / 223.2, mma.sync 160.5 / 158.0
+ *   D=96   wgmma on 128 columns (a third of them zeros) 283.8 / 274.4, mma.sync on 96 174.3 / 172.2
+ *   D=128  wgmma 373.5 / 364.1, wgmma-ws 331.4 / 328.6, mma.sync 190.8 / 188.0
+ * Both wgmma loops passed the shared gradient suite's flash runs there (CASES in bf16 and fp16, the
+ * deterministic pass; wgmma-ws on every head dim up to 128). D=32 stays on mma.sync: not measured.
  */
-export const HOPPER_BACKWARD_DEFAULT_HEAD_DIMS: readonly number[] = [64, 128];
+export const HOPPER_BACKWARD_DEFAULTS: Readonly<Record<number, FlashBackwardKernel>> = {
+  64: 'wgmma-ws',
+  96: 'wgmma',
+  128: 'wgmma',
+};
+/** The padded head dims that run a wgmma loop by default. */
+export const HOPPER_BACKWARD_DEFAULT_HEAD_DIMS: readonly number[] =
+  Object.keys(HOPPER_BACKWARD_DEFAULTS).map(Number);
 /** The wgmma loop's tiles (hopper/bwd_dkdv_sm90.cuh): 128 keys over two warpgroups, 64 queries per step. */
 export const HOPPER_BACKWARD_TILES: FlashBackwardTiles = { keys: 128, queries: 64, warps: 8 };
 /** The same with the producer warpgroup (hopper/bwd_dkdv_sm90_ws.cuh): 12 warps. */
 export const HOPPER_BACKWARD_WS_TILES: FlashBackwardTiles = { keys: 128, queries: 64, warps: 12 };
 
 /**
- * Which dK/dV loop runs for padded head dim `headDim`: wgmma on sm_90a up to 128 (hopperBackwardHeadDim)
- * when ATTNLAB_FLASH_BWD_KERNEL=wgmma, and at HOPPER_BACKWARD_DEFAULT_HEAD_DIMS when it is unset, unless
+ * Which dK/dV loop runs for padded head dim `headDim`: on sm_90a up to 128 (hopperBackwardHeadDim) the
+ * wgmma loop ATTNLAB_FLASH_BWD_KERNEL names, or HOPPER_BACKWARD_DEFAULTS' when it is unset, unless
  * ATTNLAB_FLASH_BWD_KERNEL=mma or ATTNLAB_FLASH_BWD_TILES (mma.sync tiles) says otherwise; mma.sync
  * everywhere else.
  */
@@ -122,8 +128,8 @@ export function chooseFlashBackwardKernel(
   tiles = config().experimental.flashBackwardTiles,
 ): FlashBackwardKernel {
   if (arch !== 'sm_90a' || hopperBackwardHeadDim(headDim) === null || tiles || choice === 'mma') return 'mma';
-  if (choice === 'wgmma-ws') return 'wgmma-ws';
-  return choice === 'wgmma' || HOPPER_BACKWARD_DEFAULT_HEAD_DIMS.includes(headDim) ? 'wgmma' : 'mma';
+  if (choice === 'wgmma-ws' || choice === 'wgmma') return choice;
+  return HOPPER_BACKWARD_DEFAULTS[headDim] ?? 'mma';
 }
 
 export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBackwardVariant {

@@ -15,10 +15,11 @@
  * Takes bf16/fp16 with causal (both alignments), windows, padding lengths, GQA/MQA, H, Hv ≤ 128;
  * backward-variant.ts says why not otherwise, and `auto` then goes on to naive.
  *
- * On sm_90a at a padded head dim of 64 or 128 (unless ATTNLAB_FLASH_BWD_KERNEL=mma), the Hopper module
- * runs instead (hopper/hopper_bwd.cu: wgmma, two warpgroups of 64 keys, dQ added a warp's 16 rows
- * at a time by bulk reduce-adds into a (B·N, D/64, t_pad, 64) workspace); the same launches and
- * parameters.
+ * On sm_90a at the padded head dims of HOPPER_BACKWARD_DEFAULTS (64, 96, 128; ATTNLAB_FLASH_BWD_KERNEL
+ * names another loop), the Hopper module runs instead (hopper/hopper_bwd.cu: wgmma, two computing
+ * warpgroups of 64 keys, at 64 beside a producer warpgroup; dQ added a warp's 16 rows at a time by
+ * bulk reduce-adds into a (B·N, 2, t_pad, D/2) workspace); the same launches and parameters, 384
+ * threads for the producer loop.
  *
  * NaN and Inf: non-finite Q, K and dO elements are zeroed in shared memory after their loads, so that
  * none meets a zero weight inside a tensor-core product (0·NaN); the NaN log-sum-exp of every row that

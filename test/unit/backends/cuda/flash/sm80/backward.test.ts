@@ -25,7 +25,9 @@ import {
   flashBackwardVariant,
   flashBackwardVariantKey,
   HOPPER_BACKWARD_DEFAULT_HEAD_DIMS,
+  HOPPER_BACKWARD_DEFAULTS,
   HOPPER_BACKWARD_HEAD_DIMS,
+  HOPPER_BACKWARD_TILES,
   HOPPER_BACKWARD_WS_TILES,
   hopperBackwardHeadDim,
 } from '../../../../../../src/backends/cuda/flash/sm80/backward-variant.js';
@@ -188,21 +190,22 @@ describe('flash (cuda) backward: variant and tiles', () => {
     for (const D of HOPPER_BACKWARD_HEAD_DIMS) {
       assert.equal(chooseFlashBackwardKernel(D, 'sm_90a', 'wgmma', null), 'wgmma');
       assert.equal(chooseFlashBackwardKernel(D, 'sm_90a', 'mma', null), 'mma');
-      // Unset: wgmma where it passed the gradient suite on the H200 (HOPPER_BACKWARD_DEFAULT_HEAD_DIMS).
-      const byDefault = HOPPER_BACKWARD_DEFAULT_HEAD_DIMS.includes(D) ? 'wgmma' : 'mma';
-      assert.equal(chooseFlashBackwardKernel(D, 'sm_90a', null, null), byDefault);
+      // Unset: the measured table's loop (HOPPER_BACKWARD_DEFAULTS).
+      assert.equal(chooseFlashBackwardKernel(D, 'sm_90a', null, null), HOPPER_BACKWARD_DEFAULTS[D] ?? 'mma');
     }
-    assert.equal(chooseFlashBackwardKernel(128, 'sm_90a', null, null), 'wgmma');
+    // The H100 timings: the producer-warpgroup loop at D=64, the 256-thread one at 96 and 128.
+    assert.deepEqual(
+      [32, 64, 96, 128].map((D) => chooseFlashBackwardKernel(D, 'sm_90a', null, null)),
+      ['mma', 'wgmma-ws', 'wgmma', 'wgmma'],
+    );
+    assert.deepEqual(HOPPER_BACKWARD_DEFAULT_HEAD_DIMS, [64, 96, 128]);
     // mma.sync tiles asked for, another head dim, another GPU: the mma.sync loop.
     assert.equal(chooseFlashBackwardKernel(128, 'sm_90a', 'wgmma', '128x32x8'), 'mma');
-    // D = 32 and 96 run the 64- and 128-column module when asked for, mma.sync by default; past 128 never.
-    for (const D of [32, 96]) {
-      assert.equal(chooseFlashBackwardKernel(D, 'sm_90a', 'wgmma', null), 'wgmma');
-      assert.equal(chooseFlashBackwardKernel(D, 'sm_90a', null, null), 'mma');
-    }
+    // D = 32 and 96 run the 64- and 128-column module when asked for; past 128 never.
+    for (const D of [32, 96]) assert.equal(chooseFlashBackwardKernel(D, 'sm_90a', 'wgmma', null), 'wgmma');
     assert.equal(chooseFlashBackwardKernel(160, 'sm_90a', 'wgmma', null), 'mma');
     assert.deepEqual([32, 64, 96, 128, 160].map(hopperBackwardHeadDim), [64, 64, 128, 128, null]);
-    // The producer-warpgroup loop: only when asked for, the 128-column module on 12 warps.
+    // The producer-warpgroup loop when asked for, the 128-column module on 12 warps.
     assert.equal(chooseFlashBackwardKernel(96, 'sm_90a', 'wgmma-ws', null), 'wgmma-ws');
     assert.equal(chooseFlashBackwardKernel(128, 'sm_80', 'wgmma-ws', null), 'mma');
     const ws = { ...flashBackwardVariant(problem({}, { H: 128 }), 'sm_90a'), kernel: 'wgmma-ws' as const };
@@ -227,7 +230,11 @@ describe('flash (cuda) backward: variant and tiles', () => {
     assert.equal(wsBytes.dkdv, bytes.dkdv + 68);
     assert.ok(wsBytes.dkdv <= 232448);
     // D=64: K, V (2 × 128 × 128) + 3 stages of 2 × 64 × 128 + the statistics, the same 2 dS, a 16 KiB staging.
-    const v64 = { ...flashBackwardVariant(problem({}, { H: 64 }), 'sm_90a'), kernel: 'wgmma' as const };
+    const v64 = {
+      ...flashBackwardVariant(problem({}, { H: 64 }), 'sm_90a'),
+      kernel: 'wgmma' as const,
+      tiles: HOPPER_BACKWARD_TILES,
+    };
     assert.equal(flashBackwardVariantKey(v64), 'flash-bwd.sm_90a.bf16.d64.128x64x8.wgmma');
     const bytes64 = flashBackwardSharedBytes(v64);
     assert.equal(bytes64.dkdvOnly, 1024 + 32768 + 3 * 16384 + 3 * 512);
