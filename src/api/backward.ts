@@ -46,6 +46,7 @@ function runBackward(p: BackwardProblem): AttentionBackwardResult {
     dKey: own(r.dKey, p.key),
     dValue: own(r.dValue, p.value),
     dBias: r.dBias,
+    dCaptures: r.dCaptures,
     backend: backend.name,
     device: backend.device,
     variant: r.variant,

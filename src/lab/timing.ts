@@ -41,6 +41,8 @@ export async function measureGroups(
     resolvedCeiling: lab.ceiling,
     skip: memoryShortfall,
     progress: terminalProgress(),
+    // A stop signal ends the sweep after its running case (long CPU cases run in a worker, so it is heard).
+    signal: lab.options.signal,
   });
   lab.timed(title, run.rows);
   return run.rows;

@@ -7,6 +7,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { validateAttention } from '../../src/api/validate.js';
+import { runPlanned } from '../../src/backends/backend.js';
+import { cudaFlashBackend, type FlashBackendPlan } from '../../src/backends/cuda/flash/backend.js';
 import {
   buildFlashParams,
   type FlashPointers,
@@ -18,8 +20,10 @@ import { hopperTensorMaps, marshalHopperParams } from '../../src/backends/cuda/f
 import { hopperVariant, hopperVariantKey } from '../../src/backends/cuda/flash/sm90/hopper-variant.js';
 import { targetArch } from '../../src/backends/cuda/runtime/context.js';
 import { type KernelArg, packStruct } from '../../src/backends/cuda/runtime/launch.js';
+import { allocDevice } from '../../src/backends/cuda/runtime/memory.js';
 import { reloadConfig } from '../../src/config.js';
 import { randomNormal } from '../../src/tensor/random.js';
+import { Tensor } from '../../src/tensor/tensor.js';
 import { useFakeCudaStack } from './fake-cuda.js';
 
 const { skip } = useFakeCudaStack('attnlab-flash-plan-');
@@ -85,5 +89,52 @@ describe('the flash plan', { skip }, () => {
   it('leaves a problem with a bias to the general path', () => {
     const bias = randomNormal([1, 1, 128, 128], { seed: 2, dtype: 'bfloat16' }).to('cuda');
     assert.equal(flashPlan(validateAttention(q, q, q, { bias })), null);
+  });
+});
+
+describe("the flash backend's plan of a call", { skip }, () => {
+  const q = randomNormal([4, 128, 8, 64], { seed: 3, dtype: 'bfloat16' }).to('cuda');
+
+  it('reports the kernel family and variant it runs, and takes the kept plan of a shape that ran', () => {
+    const p = validateAttention(q, q, q, { isCausal: true });
+    const first = cudaFlashBackend.plan(p);
+    assert.ok(first.ok && first.plan.family === 'wgmma', JSON.stringify(first));
+    assert.equal(cudaFlashBackend.family?.(p), 'wgmma', 'family() answers as the plan does');
+    const r = runPlanned(cudaFlashBackend, first.plan, p);
+    assert.equal(r.variant, first.plan.key, 'the run reports the variant its plan named');
+    assert.equal(first.plan.kept, null, 'the first call of a shape has no kept plan yet');
+    r.output.dispose();
+    const again = cudaFlashBackend.plan(validateAttention(q, q, q, { isCausal: true }));
+    assert.ok(again.ok && again.plan.family !== 'decode');
+    assert.equal(again.plan.kept, flashPlan(p), 'the second call of the shape plans from the kept plan');
+  });
+
+  it('refuses a misaligned input even where the shape has a kept plan', () => {
+    const p = validateAttention(q, q, q, { isCausal: true });
+    runPlanned(
+      cudaFlashBackend,
+      (cudaFlashBackend.plan(p) as { plan: FlashBackendPlan }).plan,
+      p,
+    ).output.dispose();
+    assert.ok(flashPlan(p), 'kept');
+    // A buffer one element in: 2 bytes off the 16-byte alignment the kernels copy with.
+    const block = allocDevice((4 * 128 * 8 * 64 + 8) * 2);
+    const view = {
+      ptr: block.ptr + 2n,
+      bytes: block.bytes - 2,
+      released: false,
+      release: () => block.release(),
+    };
+    const shifted = Tensor.fromDeviceBuffer(view, [4, 128, 8, 64], 'bfloat16');
+    const refused = cudaFlashBackend.plan(validateAttention(shifted, q, q, { isCausal: true }));
+    assert.ok(!refused.ok && /query is not 16-byte aligned/.test(refused.reason), JSON.stringify(refused));
+    block.release();
+  });
+
+  it('plans a B=1 decode step on the decode kernels', () => {
+    const d = randomNormal([1, 1, 32, 128], { seed: 5, dtype: 'bfloat16' }).to('cuda');
+    const kv = randomNormal([1, 4096, 8, 128], { seed: 6, dtype: 'bfloat16' }).to('cuda');
+    const found = cudaFlashBackend.plan(validateAttention(d, kv, kv));
+    assert.ok(found.ok && found.plan.family === 'decode', JSON.stringify(found));
   });
 });

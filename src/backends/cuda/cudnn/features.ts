@@ -4,7 +4,7 @@
  * (its JSON is the graph key), so everything that changes the graph is in it and nothing else:
  * the scale is a by-value scalar passed at execute time, and sequence-length values live on the device.
  *
- * It also says, in words, why cuDNN cannot run a problem; `supports()` returns that reason.
+ * It also says, in words, why cuDNN cannot run a problem; the backend's `plan()` returns that reason.
  */
 import { config } from '../../../config.js';
 import type { AttentionProblem, CausalAlignment, ProblemSize } from '../../problem.js';

@@ -6,9 +6,11 @@
  * took ~15 µs a call (the Hopper struct of 704 bytes as ~90 fields: 9.5 µs to lay out, 3 to build the
  * flash fields, 4 to launch), the variant choice ~1.5 µs more.
  *
- * Plain problems only — no bias, no mask (their strides come with the tensors): the others take the
- * general path. A plan is keyed by everything of the problem that reaches the variant or the
- * parameters, and by the device; a config() reloaded (ATTNLAB_FLASH_KERNEL, tiles) drops every plan.
+ * Plain problems only — no bias, no mask (their strides come with the tensors), no score/mask
+ * modifiers or block mask: the others take the general path. A plan is keyed by everything of the
+ * problem that reaches the variant or the parameters, and by the device; a config() reloaded
+ * (ATTNLAB_FLASH_KERNEL, tiles) drops every plan. The flash backend's plan() takes a kept plan as
+ * proof of every check that depends on the shape alone (backend.ts, planFlash).
  */
 import { config } from '../../../config.js';
 import type { AttentionProblem } from '../../problem.js';
@@ -84,7 +86,8 @@ let plansConfig: unknown = null;
 
 /** The plan's key for `p`, or null where the general path runs (bias, mask). */
 function planKey(p: AttentionProblem): string | null {
-  if (p.bias || p.mask) return null;
+  // Score/mask modifiers and block masks specialise the kernel too: not a plain problem.
+  if (p.bias || p.mask || p.modifiers || p.blockMask) return null;
   const w = p.window ? `${p.window.left},${p.window.right}` : '';
   return `${currentDeviceOrdinal()}|${p.dtype}|${p.B}|${p.T}|${p.S}|${p.N}|${p.K}|${p.H}|${p.Hv}|${p.causal ? 1 : 0}|${p.alignment}|${w}|${p.scale}|${p.returnLogSumExp ? 1 : 0}|${p.querySeqLengths ? 1 : 0}|${p.keyValueSeqLengths ? 1 : 0}`;
 }
