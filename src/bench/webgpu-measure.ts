@@ -5,7 +5,7 @@
  * error against the float64 oracle is checked on the first call's output, read back with mapAsync.
  */
 import { attention } from '../api/attention.js';
-import { initWebgpu, webgpuFinish } from '../backends/webgpu/runtime.js';
+import { initWebgpu, webgpuFinish, webgpuState } from '../backends/webgpu/runtime.js';
 import { UnsupportedError } from '../errors.js';
 import type { ResultRow } from '../results/schema.js';
 import type { Tensor } from '../tensor/tensor.js';
@@ -23,6 +23,7 @@ import {
 import { backwardCall, rowFlops } from './pass-call.js';
 import { summarize } from './stats.js';
 import type { BenchCase } from './sweep.js';
+import { probeWebgpu } from './webgpu-probe.js';
 
 export async function measureWebgpuCase(
   c: BenchCase,
@@ -45,6 +46,12 @@ export async function measureWebgpuCase(
     if (c.blockSize)
       throw new UnsupportedError('bench', 'a paged cache on webgpu (time it with scripts/webgpu-timing.ts)');
     try {
+      // Probed in a child process first where no device is open yet: a machine without an adapter
+      // says so without Dawn's warnings on this process's stderr.
+      if (!webgpuState().ok) {
+        const probe = probeWebgpu();
+        if (!probe.ok) throw new Error(probe.reason);
+      }
       await initWebgpu();
     } catch (error) {
       throw new UnsupportedError(

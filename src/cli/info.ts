@@ -3,14 +3,13 @@
  * of the CUDA libraries attnlab found, or why a GPU path is not available. Lines stay within 100
  * columns: a reason that lists every path searched is cut into its clauses, one per line.
  */
-import { spawnSync } from 'node:child_process';
 import type { Command } from 'commander';
 import { cudaAvailable, cudaInfo } from '../backends/cuda/runtime/context.js';
 import { autoDispatchSummary } from '../backends/dispatch-table.js';
 import { BACKENDS } from '../backends/registry.js';
 import { currentCalibration, currentDeviceClass } from '../backends/tuning-registry.js';
-import type { WebgpuInfo } from '../backends/webgpu/runtime.js';
 import { gpuPowerProbe, powerProbeReason } from '../bench/gpu-power.js';
+import { probeWebgpu } from '../bench/webgpu-probe.js';
 import { config } from '../config.js';
 import { colorEnabled, renderTable } from '../report/terminal.js';
 import { packageVersion } from '../version.js';
@@ -55,35 +54,10 @@ export function collectInfo(): Record<string, string> {
 
 /**
  * The WebGPU adapter attnlab finds (Dawn's webgpu package): its name, the features the kernels use
- * and the limits they are checked against, or why there is none. Probed in a child process: Dawn
- * prints its adapter warnings straight to stderr (Debian 12's lavapipe: "Vulkan
- * shaderUniform*ArrayDynamicIndexing required"), which `info`'s own output must not carry.
+ * and the limits they are checked against, or why there is none (probeWebgpu: in a child process).
  */
 export function collectWebgpuInfo(): Record<string, string> {
-  const runtime = new URL('../backends/webgpu/runtime.js', import.meta.url).href;
-  const code =
-    `const m = await import(${JSON.stringify(runtime)});` +
-    'try { const info = await m.initWebgpu(); process.stdout.write(JSON.stringify({ ok: true, info })); m.disposeWebgpu(); }' +
-    ' catch (e) { process.stdout.write(JSON.stringify({ ok: false, reason: e instanceof Error ? e.message : String(e) })); }';
-  // The loader flags this process runs with (tsx from the sources), none of a test runner's.
-  const loaders: string[] = [];
-  process.execArgv.forEach((arg, i) => {
-    if (/^--(import|loader|require)$/.test(arg)) loaders.push(arg, process.execArgv[i + 1]);
-    else if (/^--(import|loader|require)=/.test(arg)) loaders.push(arg);
-  });
-  const run = spawnSync(process.execPath, [...loaders, '--input-type=module', '-e', code], {
-    encoding: 'utf8',
-    timeout: 30_000,
-  });
-  let probe: { ok: true; info: WebgpuInfo } | { ok: false; reason: string };
-  try {
-    probe = JSON.parse(run.stdout);
-  } catch {
-    const end = run.signal ? `was ended by ${run.signal}` : `exited with ${run.status}`;
-    return {
-      webgpu: `not available: the WebGPU probe ${end} (${run.stderr.trim().split('\n').at(-1) ?? ''})`,
-    };
-  }
+  const probe = probeWebgpu();
   if (!probe.ok) return { webgpu: `not available: ${probe.reason}` };
   const { info } = probe;
   const name = [info.vendor, info.architecture, info.description].filter(Boolean).join(' ');

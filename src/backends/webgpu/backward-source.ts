@@ -116,6 +116,30 @@ fn kahan(sum: ptr<function, f32>, carry: ptr<function, f32>, x: f32) {
   *sum = t;
 }
 
+/**
+ * e^x to about 1 unit in the last place. WGSL's exp may be off by 3 + 2·|x| units (Vulkan's bound);
+ * NVIDIA's driver computes ex2(x·log2 e), whose rounded product alone is off by |x·log2 e| / 2
+ * units: float32 dBias (= dS) on the full-bias case was 3.75e-6 against a bound of 2.69e-6.
+ * 2^k · e^r with k = round(x·log2 e), r = x − k·ln 2 in two parts (Cody–Waite: k·ln2_hi is exact
+ * for |k| < 2^11), e^r by its Taylor series to r^7 (|r| ≤ ln2/2: the next term is under 2^−30).
+ */
+fn exp_precise(x: f32) -> f32 {
+  if (is_nan(x)) { return x; }
+  if (x < -104.0) { return 0.0; }
+  if (x > 88.7) { return make_nan(0x7f800000u); }
+  let k = round(x * 1.4426950408889634);
+  let r = fma(k, -1.428606765330187e-6, fma(k, -0.693145751953125, x));
+  var e = 1.0 / 5040.0;
+  e = fma(e, r, 1.0 / 720.0);
+  e = fma(e, r, 1.0 / 120.0);
+  e = fma(e, r, 1.0 / 24.0);
+  e = fma(e, r, 1.0 / 6.0);
+  e = fma(e, r, 0.5);
+  e = fma(e, r, 1.0);
+  e = fma(e, r, 1.0);
+  return ldexp(e, i32(k));
+}
+
 /** Whether the boolean mask keeps (b, n, i, j) (always, without a mask). */
 fn kept(b: u32, n: u32, i: u32, j: u32) -> bool {
   ${
@@ -171,7 +195,7 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
         var sc = 0.0;
         for (var h = 0u; h < H; h++) { kahan(&s, &sc, q[h] * load_k(kv * H + h)); }
         s += bias_at(b, n, i, j);
-        if (!is_neg_inf(s)) { l += exp(s - lse); }
+        if (!is_neg_inf(s)) { l += exp_precise(s - lse); }
       }
       if (l > 0.0) { c = 1.0 / l; }
     }
@@ -185,7 +209,7 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
       s += bias_at(b, n, i, j);
       if (!nan_row && is_neg_inf(s)) { continue; }
       // A NaN row's weights are NaN at every key it sees: set, since exp(NaN) is +inf on SwiftShader.
-      let p = select(exp(s - lse) * c, make_nan(0x7fc00000u), nan_row);
+      let p = select(exp_precise(s - lse) * c, make_nan(0x7fc00000u), nan_row);
       if (!nan_row && p == 0.0) { continue; }
       var dp = 0.0;
       var dpc = 0.0;
@@ -237,7 +261,7 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
         for (var h = 0u; h < H; h++) { kahan(&s, &sc, load_q(row * H + h) * P.scale * k[h]); }
         s += bias_at(b, n, i, j);
         if (!nan_row && is_neg_inf(s)) { continue; }
-        let p = select(exp(s - lse) * DROW[2u * row + 1u], make_nan(0x7fc00000u), nan_row);
+        let p = select(exp_precise(s - lse) * DROW[2u * row + 1u], make_nan(0x7fc00000u), nan_row);
         if (!nan_row && p == 0.0) { continue; }
         var dp = 0.0;
         var dpc = 0.0;
