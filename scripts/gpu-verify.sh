@@ -22,6 +22,7 @@ export ATTNLAB_COMMIT=${ATTNLAB_COMMIT:-$(cat .device/commit 2>/dev/null || echo
 mkdir -p "$ATTNLAB_CACHE_DIR"
 [ -f .kcache/kernels.tar.xz ] && tar -C "$ATTNLAB_CACHE_DIR" -xJf .kcache/kernels.tar.xz
 echo "seeded $(ls "$ATTNLAB_CACHE_DIR/kernels" 2>/dev/null | grep -c cubin) cached kernels"
+mkdir -p "$out"
 logs=$out  # the shards' and sanitizers' logs (deleted after archiving)
 source "$(dirname "${BASH_SOURCE[0]}")/gpu-lib.sh"  # shard, sanitize, summary
 source "$(dirname "${BASH_SOURCE[0]}")/gpu-steps.sh"  # step groups other device scripts run too
