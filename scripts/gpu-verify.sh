@@ -64,6 +64,8 @@ shard backward-flash-more - --test-name-pattern='· flash (long|deterministic|ra
   test/gpu/backward.test.ts
 shard backward-other - --test-name-pattern='^GPU attention backward( · (bfloat16|float16|float32))?$' \
   test/gpu/backward.test.ts
+# The cases shaped after the peers' backward tests (gradient-cases.ts): float32 naive, bfloat16 naive/cudnn/flash.
+shard backward-gradient-cases - --test-name-pattern='· gradient cases$' test/gpu/backward.test.ts
 # The default flash backward on sm_90a runs its dK/dV loop on wgmma at padded H=64 and 128; the same suite with
 # ATTNLAB_FLASH_BWD_KERNEL=mma keeps the mma.sync loop (other GPUs, other head dims) covered at H=64 and 128 too.
 shard backward-flash-mma ATTNLAB_FLASH_BWD_KERNEL=mma --test-name-pattern='· flash$' test/gpu/backward.test.ts
@@ -119,6 +121,16 @@ sanitize memcheck-decode-loop memcheck --test-name-pattern='^a decode loop of ap
 # what this run answers is its ERROR SUMMARY.
 sanitize memcheck-gpu-spin memcheck --test-name-pattern='^spinGpu' test/gpu/hidden-host.test.ts
 sanitize racecheck-flash-backward racecheck --test-name-pattern=sanitize test/gpu/flash-backward.test.ts
+# The backward's other kernels under all three tools, on two cases of the gradient NaN suite (naive, cudnn and
+# flash each): naive's softmax backward and non-finite passes (softmax_backward.cu) and the gradient NaN repair
+# after cuDNN (grad_nan_repair.cu: dQ, dK, dV rows and dBias elements recomputed, warp shuffles and ballots);
+# widen.cu under memcheck through float32Output's float32 forward (the peaked case).
+for tool in memcheck racecheck synccheck; do
+  sanitize "$tool-backward-nan" "$tool" \
+    --test-name-pattern='^(NaN key, causal: the rows that see it|NaN bias entry: that row) · bfloat16$' \
+    test/gpu/backward-nan.test.ts
+done
+sanitize memcheck-widen memcheck --test-name-pattern='^peaked \(inputs ×10\)$' test/gpu/backward-peaked.test.ts
 sanitize memcheck-fp8-gradients memcheck --test-name-pattern='bit for bit' test/gpu/fp8-backward.test.ts
 for tool in racecheck synccheck; do
   ATTNLAB_FLASH_KERNEL=wgmma sanitize "$tool-hopper" "$tool" --test-name-pattern='^H=128 (?!long).*\(bfloat16\)$' \

@@ -1,8 +1,9 @@
 #!/bin/bash
 # The webgpu backend on the GPU machine's NVIDIA Vulkan driver: the correctness suites, then the
 # timings of scripts/webgpu-timing.ts. Logs go to $1 (default ./webgpu-gpu-out); $2 picks the
-# stage: device (info and device tests, ≤ 50 s), suite and suite-extra (≤ 55 s each), timing (≤ 55 s), bench (attnlab
-# bench --impl webgpu,flash on the forward shape, ≤ 55 s), or all (default: all but bench).
+# stage: device (info and device tests, ≤ 50 s), suite and suite-extra (≤ 55 s each), backward and
+# backward-extra (the backward suite, ≤ 55 s each), timing (≤ 55 s), bench (attnlab bench --impl webgpu,flash on the forward shape, ≤ 55 s), or all
+# (default: all but bench).
 # Usage, from the repo root: bash .device/on-gpu.sh bash scripts/webgpu-gpu.sh "$OUT/webgpu" suite
 #
 # Dawn needs a Vulkan loader (libvulkan.so.1), and NVIDIA's ICD (libGLX_nvidia.so.0) needs glvnd's
@@ -34,16 +35,27 @@ if [ "$stage" = device ] || [ "$stage" = all ]; then
   timeout 40 node --import tsx --test test/unit/backends/webgpu/device.test.ts > "$out/device-tests.log" 2>&1
   echo "rc=$?" >> "$out/device-tests.log"
 fi
-# The suite in two commands of ≤ 60 s: the full case list, then the forced-split and plain-kernel runs.
+# The suite in two commands of ≤ 60 s: the full case list, then the forced-split, plain-kernel and row-kernel runs.
 if [ "$stage" = suite ] || [ "$stage" = all ]; then
-  timeout 55 node --import tsx --test --test-name-pattern='^(?!.*(split|plain)).*$' test/unit/backends/webgpu/suite.test.ts \
+  timeout 55 node --import tsx --test --test-name-pattern='^(?!.*(split|plain|rows)).*$' test/unit/backends/webgpu/suite.test.ts \
     > "$out/suite.log" 2>&1
   echo "rc=$?" >> "$out/suite.log"
 fi
 if [ "$stage" = suite-extra ] || [ "$stage" = all ]; then
-  timeout 55 node --import tsx --test --test-name-pattern='split|plain' test/unit/backends/webgpu/suite.test.ts \
+  timeout 55 node --import tsx --test --test-name-pattern='split|plain|rows' test/unit/backends/webgpu/suite.test.ts \
     > "$out/suite-extra.log" 2>&1
   echo "rc=$?" >> "$out/suite-extra.log"
+fi
+# The backward suite in two commands: the float16 case matrix, then float32, the NaN rule and the rest.
+if [ "$stage" = backward ] || [ "$stage" = all ]; then
+  timeout 55 node --import tsx --test --test-name-pattern='suite, float16' test/unit/backends/webgpu/backward.test.ts \
+    > "$out/backward.log" 2>&1
+  echo "rc=$?" >> "$out/backward.log"
+fi
+if [ "$stage" = backward-extra ] || [ "$stage" = all ]; then
+  timeout 55 node --import tsx --test --test-name-pattern='float32|refusals' test/unit/backends/webgpu/backward.test.ts \
+    > "$out/backward-extra.log" 2>&1
+  echo "rc=$?" >> "$out/backward-extra.log"
 fi
 if [ "$stage" = timing ] || [ "$stage" = all ]; then
   timeout 55 node --import tsx scripts/webgpu-timing.ts --reps 3 > "$out/timing.jsonl" 2> "$out/timing.err"

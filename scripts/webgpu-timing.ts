@@ -5,6 +5,7 @@
  *   forward  B=4 T=S=4096 N=16 K=16 H=128 float16, causal and not
  *   decode   B=8 T=1 S=32768 N=32 K=8 H=128 float16, every sequence full: a dense cache, and the
  *            same tokens as a paged cache of 256-token blocks
+ *   backward B=1 T=S=2048 N=8 H=128 float16 (the webgpu backward's dq and dkdv kernels)
  *   copy     copyBufferToBuffer of 1 GiB (read + write counted)
  *
  * WebGPU time: wall clock from submit to onSubmittedWorkDone, median of `--reps` after a warm-up
@@ -15,8 +16,12 @@
  * `--small` shrinks every size 4× per dimension, for a software adapter.
  */
 import { attention } from '../src/api/attention.js';
+import { attentionVjp } from '../src/api/backward.js';
+import { validateAttention } from '../src/api/validate.js';
+import { attentionBackwardFlops } from '../src/backends/backward-problem.js';
 import { cudaAvailable, synchronize } from '../src/backends/cuda/runtime/context.js';
 import { problemFlops } from '../src/backends/problem.js';
+import { runForward } from '../src/backends/webgpu/forward.js';
 import { USAGE } from '../src/backends/webgpu/memory.js';
 import { initWebgpu, webgpuContext } from '../src/backends/webgpu/runtime.js';
 import { seededInput } from '../src/bench/measure.js';
@@ -69,6 +74,7 @@ const info = await initWebgpu();
 row({
   adapter: [info.vendor, info.architecture, info.description].filter(Boolean).join(' '),
   features: info.features,
+  limits: info.limits,
 });
 const cuda = cudaAvailable().ok;
 
@@ -90,6 +96,18 @@ const cuda = cudaAvailable().ok;
       row({ ...shape, impl: 'webgpu', variant, ms, tflops: flops / ms / 1e9 });
     } catch (error) {
       row({ ...shape, impl: 'webgpu', error: String(error) });
+    }
+    // The row kernel on the same problem, the baseline the tiled one is measured against.
+    try {
+      const problem = validateAttention(q, k, v, { isCausal: causal, implementation: 'webgpu' });
+      const ms = await timeWebgpu(() => {
+        const r = runForward(problem, { tiled: false });
+        variant = r.variant;
+        return [r.output];
+      });
+      row({ ...shape, impl: 'webgpu-rows', variant, ms, tflops: flops / ms / 1e9 });
+    } catch (error) {
+      row({ ...shape, impl: 'webgpu-rows', error: String(error) });
     }
     for (const t of [q, k, v]) t.dispose();
     if (cuda) {
@@ -149,6 +167,39 @@ const cuda = cudaAvailable().ok;
     const ms = timeCuda(() => [attention(cq, ck, cv, { implementation: 'flash' }).output]);
     row({ ...shape, impl: 'cuda-flash', ms, gbs: bytes / ms / 1e6 });
     for (const t of [cq, ck, cv]) t.dispose();
+  }
+}
+
+// backward: the three kernels of the webgpu backward (dq, dkdv), against CUDA flash's backward
+{
+  const [B, T, N, H] = [1, shrink(2048), shrink(8), 128];
+  const host = [1, 2, 3, 4].map((seed) => seededInput([B, T, N, H], seed, 'float16'));
+  const flops = attentionBackwardFlops({ B, T, S: T, N, H, causal: false });
+  const shape = { op: 'backward', B, T, S: T, N, K: N, H, dtype: 'float16', causal: false };
+  const [q, k, v, dO] = host.map((t) => t.to('webgpu'));
+  try {
+    const f = attentionVjp(q, k, v, { implementation: 'webgpu' });
+    let variant = '';
+    const ms = await timeWebgpu(() => {
+      const g = f.backward(dO);
+      variant = g.variant;
+      return [g.dQuery, g.dKey, g.dValue];
+    });
+    row({ ...shape, impl: 'webgpu', variant, ms, tflops: flops / ms / 1e9 });
+    for (const t of [f.output, f.logSumExp]) t.dispose();
+  } catch (error) {
+    row({ ...shape, impl: 'webgpu', error: String(error) });
+  }
+  for (const t of [q, k, v, dO]) t.dispose();
+  if (cuda) {
+    const [cq, ck, cv, cdO] = host.map((t) => t.to('cuda'));
+    const f = attentionVjp(cq, ck, cv, { implementation: 'flash' });
+    const ms = timeCuda(() => {
+      const g = f.backward(cdO);
+      return [g.dQuery, g.dKey, g.dValue];
+    });
+    row({ ...shape, impl: 'cuda-flash', ms, tflops: flops / ms / 1e9 });
+    for (const t of [cq, ck, cv, cdO, f.output, f.logSumExp]) t.dispose();
   }
 }
 

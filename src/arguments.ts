@@ -3,10 +3,70 @@
  * the argument, what was expected and what came, with the type where the type is the problem:
  * `scale: expected a finite number, got the string '0.125'`.
  */
-import { InvalidArgumentError } from './errors.js';
+import { AttnlabError, InvalidArgumentError } from './errors.js';
 
-/** What a value is, as an error message says it: `the string '0.125'`, `NaN`, `an array [1, 2]`. */
+/**
+ * True for a revoked Proxy (`Proxy.revocable(…)` then `revoke()`): every operation on one — `Array.isArray`,
+ * a property read, `instanceof` — throws V8's TypeError. `Array.isArray` runs no trap of a live Proxy, so the
+ * test has no side effect on one.
+ */
+export function isRevokedProxy(value: unknown): boolean {
+  if (value === null || (typeof value !== 'object' && typeof value !== 'function')) return false;
+  try {
+    Array.isArray(value);
+    return false;
+  } catch {
+    return true;
+  }
+}
+
+/** What a caller's value threw when it was read: `Error: boom`, said in one short line. */
+function thrownText(error: unknown): string {
+  try {
+    const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+    return quote(text).slice(1, -1);
+  } catch {
+    return 'an unprintable value';
+  }
+}
+
+/**
+ * Runs `read` over a caller's value. Whatever the read throws — a getter or a Proxy trap that throws, a revoked
+ * Proxy — becomes InvalidArgumentError naming `argument`, never V8's raw TypeError from deep inside; attnlab's
+ * own errors pass through as they are.
+ */
+export function readCaller<T>(argument: string, read: () => T): T {
+  try {
+    return read();
+  } catch (error) {
+    if (error instanceof AttnlabError) throw error;
+    throw new InvalidArgumentError(
+      argument,
+      'a value that reads without throwing (no getter or Proxy trap that throws, no revoked Proxy)',
+      `a value whose read threw ${thrownText(error)}`,
+    );
+  }
+}
+
+/** The revoked-Proxy refusal every entry point gives, naming `argument`. */
+export function refuseRevoked(argument: string, value: unknown, expected: string): void {
+  if (isRevokedProxy(value)) throw new InvalidArgumentError(argument, expected, 'a revoked Proxy');
+}
+
+/**
+ * What a value is, as an error message says it: `the string '0.125'`, `NaN`, `an array [1, 2]`. Never throws:
+ * a value that throws when looked at (a revoked Proxy, a throwing getter or toString) is said as such.
+ */
 export function describeValue(value: unknown): string {
+  if (isRevokedProxy(value)) return 'a revoked Proxy';
+  try {
+    return describeReadable(value);
+  } catch (error) {
+    return `a value that threw ${thrownText(error)} when read`;
+  }
+}
+
+function describeReadable(value: unknown): string {
   if (value === undefined) return 'undefined';
   if (value === null) return 'null';
   switch (typeof value) {
@@ -36,7 +96,9 @@ export function describeValue(value: unknown): string {
     const text = String(value);
     return text.startsWith('[object') ? `a ${name}` : text;
   }
-  return `an object ${short(value)}`;
+  // Symbol keys are not in JSON: `{ [Symbol.toPrimitive]: … }` said as "an object {}" hid what it is.
+  const symbols = Object.getOwnPropertySymbols(value).map((symbol) => symbol.description ?? 'a symbol');
+  return `an object ${short(value)}${symbols.length > 0 ? ` (with ${symbols.slice(0, 3).join(', ')})` : ''}`;
 }
 
 /**
@@ -101,6 +163,13 @@ export function snapshot(argument: string, value: unknown): unknown {
 
 function copyValue(argument: string, value: unknown, depth: number): unknown {
   if (value === null || typeof value !== 'object') return value;
+  if (isRevokedProxy(value)) {
+    throw new InvalidArgumentError(argument, 'a value that can be read', 'a revoked Proxy');
+  }
+  return readCaller(argument, () => copyReadable(argument, value, depth));
+}
+
+function copyReadable(argument: string, value: object, depth: number): unknown {
   if (snapshots.has(value)) return value;
   if (ArrayBuffer.isView(value)) {
     const tag = typedArrayTag.call(value);
@@ -117,7 +186,7 @@ function copyValue(argument: string, value: unknown, depth: number): unknown {
   }
   if (Array.isArray(value)) {
     const length: unknown = value.length;
-    if (typeof length !== 'number' || length > SNAPSHOT_MAX_ENTRIES) {
+    if (typeof length !== 'number' || !Number.isSafeInteger(length) || length > SNAPSHOT_MAX_ENTRIES) {
       throw new InvalidArgumentError(
         argument,
         `an array of at most ${SNAPSHOT_MAX_ENTRIES} entries`,
@@ -125,14 +194,26 @@ function copyValue(argument: string, value: unknown, depth: number): unknown {
       );
     }
     const copy = new Array<unknown>(length);
-    for (let i = 0; i < length; i++) copy[i] = copyValue(`${argument}[${i}]`, value[i], depth + 1);
+    for (let i = 0; i < length; i++) {
+      const name = `${argument}[${i}]`;
+      copy[i] = copyValue(
+        name,
+        readCaller(name, () => (value as unknown[])[i]),
+        depth + 1,
+      );
+    }
     return remember(Object.freeze(copy));
   }
   const proto = Object.getPrototypeOf(value);
   if (proto !== Object.prototype && proto !== null) return value;
   const copy: Record<string, unknown> = Object.create(null);
   for (const key of Object.keys(value)) {
-    copy[key] = copyValue(`${argument}.${key}`, (value as Record<string, unknown>)[key], depth + 1);
+    const name = `${argument}.${key}`;
+    copy[key] = copyValue(
+      name,
+      readCaller(name, () => (value as Record<string, unknown>)[key]),
+      depth + 1,
+    );
   }
   return remember(Object.freeze(copy));
 }
@@ -144,7 +225,8 @@ function remember<T extends object>(value: T): T {
 
 /** A list argument (ids, a shape) as a frozen copy read once, or an error naming `argument`. */
 export function snapshotList(argument: string, value: unknown, expected: string): readonly unknown[] {
-  if (!Array.isArray(value)) throw new InvalidArgumentError(argument, expected, describeValue(value));
+  if (isRevokedProxy(value) || !Array.isArray(value))
+    throw new InvalidArgumentError(argument, expected, describeValue(value));
   return copyValue(argument, value, 0) as readonly unknown[];
 }
 
@@ -156,7 +238,11 @@ export function checkOptionsObject<T extends object>(argument: string, value: un
   if (value === undefined) return remember(Object.freeze(Object.create(null))) as T;
   // A plain object only: a Map, a class instance or an array has no option keys of its own (a Map's entries
   // are not keys), so every option in it would be ignored unsaid.
-  const proto = value !== null && typeof value === 'object' ? Object.getPrototypeOf(value) : undefined;
+  refuseRevoked(argument, value, expected);
+  const proto =
+    value !== null && typeof value === 'object'
+      ? readCaller(argument, () => Object.getPrototypeOf(value))
+      : undefined;
   if (proto !== Object.prototype && proto !== null) {
     throw new InvalidArgumentError(argument, expected, describeValue(value));
   }
@@ -236,6 +322,28 @@ export function checkFinite(argument: string, value: unknown, fallback: number):
     throw new InvalidArgumentError(argument, 'a finite number', describeValue(value));
   }
   return value;
+}
+
+/** float32's largest finite value: the precision every backend but the float64 reference takes `scale` in. */
+export const FLOAT32_MAX = 3.4028234663852886e38;
+
+/**
+ * undefined → `fallback`; a finite number with |scale| ≤ FLOAT32_MAX. JAX casts `scale` to the logits' dtype
+ * (`logits *= jnp.array(scale, dtype=logits.dtype)`) and PyTorch's fused kernels take it as a C float; past
+ * float32's range both hold it as ±inf, every score becomes ±inf or NaN and the output is all NaN whatever
+ * the data, without a word. That outcome is known before any work, so it is refused here. A finite scale whose
+ * products overflow only for some data (1e38 times a score above 3.4) is the data's, as in JAX and PyTorch.
+ */
+export function checkScale(argument: string, value: unknown, fallback: number): number {
+  const scale = checkFinite(argument, value, fallback);
+  if (Math.abs(scale) > FLOAT32_MAX) {
+    throw new InvalidArgumentError(
+      argument,
+      `a finite number with |${argument}| ≤ 3.4028e38 (float32's largest: past it the kernels hold ±inf and every output is NaN)`,
+      describeValue(value),
+    );
+  }
+  return scale;
 }
 
 /** An integer in [min, max]; `expected` overrides the wording of what was expected. */

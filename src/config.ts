@@ -24,6 +24,8 @@ export type ConfiguredLibrary = keyof typeof LIBRARY_VARIABLES;
 
 export type CudnnGraphChoice = 'composite' | 'unified';
 export type FlashKernelChoice = 'wgmma' | 'mma';
+/** The backward's loops: wgmma (256 threads), wgmma-ws (a producer warpgroup beside them), mma.sync. */
+export type FlashBackwardKernelChoice = 'wgmma' | 'wgmma-ws' | 'mma';
 export type DecodeKernelChoice = 'heads' | 'rows' | 'tma';
 /** ATTNLAB_TUNE: 'auto' calibrates a shape class the first time it is seen; 'off' ignores calibrated tables. */
 export type TuneMode = 'use' | 'auto' | 'off';
@@ -37,11 +39,11 @@ export interface ExperimentalKnobs {
   /** ATTNLAB_FLASH_BWD_TILES, e.g. '128x128x8': the fused flash backward's keys×queries×warps (benchmarks). */
   readonly flashBackwardTiles: string | null;
   /**
-   * ATTNLAB_FLASH_BWD_KERNEL=wgmma|mma: on sm_90a, run the fused flash backward's dK/dV loop on wgmma
-   * (hopper/hopper_bwd.cu) where it applies, or on mma.sync; unset follows HOPPER_BACKWARD_DEFAULT_HEAD_DIMS
-   * (backward-variant.ts).
+   * ATTNLAB_FLASH_BWD_KERNEL=wgmma|wgmma-ws|mma: on sm_90a, run the fused flash backward's dK/dV loop on
+   * wgmma (hopper/hopper_bwd.cu) where it applies — wgmma-ws with its loads on a producer warpgroup —
+   * or on mma.sync; unset follows HOPPER_BACKWARD_DEFAULT_HEAD_DIMS (backward-variant.ts).
    */
-  readonly flashBackwardKernel: FlashKernelChoice | null;
+  readonly flashBackwardKernel: FlashBackwardKernelChoice | null;
   /**
    * ATTNLAB_FLASH_KERNEL=wgmma|mma: on sm_90a, run the cases the Hopper kernel covers on it (wgmma)
    * or keep every case on the mma.sync kernel; unset follows HOPPER_BY_DEFAULT (hopper-variant.ts).
@@ -144,7 +146,7 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
     experimental: {
       flashTiles: text('ATTNLAB_FLASH_TILES'),
       flashBackwardTiles: text('ATTNLAB_FLASH_BWD_TILES'),
-      flashBackwardKernel: choice('ATTNLAB_FLASH_BWD_KERNEL', ['wgmma', 'mma']),
+      flashBackwardKernel: choice('ATTNLAB_FLASH_BWD_KERNEL', ['wgmma', 'wgmma-ws', 'mma']),
       flashKernel: choice('ATTNLAB_FLASH_KERNEL', ['wgmma', 'mma']),
       decodeKernel: choice('ATTNLAB_DECODE_KERNEL', ['heads', 'rows', 'tma']),
       cudnnGraph: choice('ATTNLAB_CUDNN_GRAPH', ['composite', 'unified']),
@@ -161,13 +163,16 @@ function tuneMode(value: 'auto' | '1' | '0' | null): TuneMode {
   return value === 'auto' ? 'auto' : value === '0' ? 'off' : 'use';
 }
 
-/** ATTNLAB_TUNE_BUDGET_MS: unset (2000) or an integer of milliseconds ≥ 1. */
+/** The most ATTNLAB_TUNE_BUDGET_MS takes: an hour a shape class, the range of `tune --budget-ms`. */
+const MAX_TUNE_BUDGET_MS = 3_600_000;
+
+/** ATTNLAB_TUNE_BUDGET_MS: unset (2000) or an integer of milliseconds in [1, 3600000]. */
 function budget(value: string | null): number {
   if (value === null) return 2000;
-  if (!/^\d+$/.test(value) || Number(value) < 1) {
+  if (!/^\d+$/.test(value) || Number(value) < 1 || Number(value) > MAX_TUNE_BUDGET_MS) {
     throw new InvalidArgumentError(
       'ATTNLAB_TUNE_BUDGET_MS',
-      'an integer number of milliseconds ≥ 1 (or unset: 2000)',
+      `an integer number of milliseconds in [1, ${MAX_TUNE_BUDGET_MS}] (or unset: 2000)`,
       JSON.stringify(value),
     );
   }

@@ -4,6 +4,7 @@
  */
 export { attention, dotProductAttention } from './api/attention.js';
 export { attentionBackward, attentionVjp } from './api/backward.js';
+export { createBlockMask } from './api/block-mask.js';
 export {
   type ContextParallelOptions,
   type ContextParallelResult,
@@ -70,7 +71,21 @@ export { Random, randomNormal, randomUniform } from './tensor/random.js';
 export { keep, tidy } from './tensor/scope.js';
 export type { Device } from './tensor/storage.js';
 export { Tensor } from './tensor/tensor.js';
-export { type BlockMaskOptions, createBlockMask } from './variants/block-mask.js';
+export type { BlockMaskOptions } from './variants/block-mask.js';
+export {
+  alibi,
+  alibiSlopes,
+  and,
+  causal,
+  documentMask,
+  not,
+  or,
+  prefixLm,
+  relativeBias,
+  sinks,
+  slidingWindow,
+  softcap,
+} from './variants/library.js';
 export {
   type MaskMod,
   type Modifier,

@@ -6,7 +6,9 @@
  * of them alike; each variant's gradients are compared with the first one's on a strided sample
  * (a cross-check at the large shape, not the test: test/gpu/ holds those).
  *
- *   node --import tsx benchmarks/harnesses/backward-loop-variants.ts [--profile] B T N H mma wgmma mma:128x32x8 …
+ *   node --import tsx benchmarks/harnesses/backward-loop-variants.ts [--profile] B T N H mma wgmma mma:128x32x8 wgmma+det …
+ *
+ * A `+det` suffix runs the variant with `deterministic: true` (the dK/dV loop without dQ, then the dQ pass).
  *
  * --profile runs each variant's backward once and nothing else (for ncu -k regex:dkdv).
  */
@@ -26,7 +28,7 @@ const ROUNDS = 3;
 const CALLS = 6;
 
 function select(spec: string): void {
-  const [kernel, tiles] = spec.split(':');
+  const [kernel, tiles] = spec.replace(/\+det$/, '').split(':');
   process.env.ATTNLAB_FLASH_BWD_KERNEL = kernel;
   if (tiles) process.env.ATTNLAB_FLASH_BWD_TILES = tiles;
   else delete process.env.ATTNLAB_FLASH_BWD_TILES;
@@ -49,7 +51,11 @@ function sample(t: Tensor): Float64Array {
 const shape = [B, T, N, H] as const;
 const [q, k, v, dO] = [0, 1, 2, 3].map((i) => seededInput(shape, 17 + i, 'bfloat16').to('cuda'));
 for (const causal of [false, true]) {
-  const f = attentionVjp(q, k, v, { implementation: 'flash', isCausal: causal });
+  const plain = attentionVjp(q, k, v, { implementation: 'flash', isCausal: causal });
+  const det = specs.some((s) => s.endsWith('+det'))
+    ? attentionVjp(q, k, v, { implementation: 'flash', isCausal: causal, deterministic: true })
+    : plain;
+  const vjpOf = (spec: string) => (spec.endsWith('+det') ? det : plain);
   const flops = attentionFlops({ B, T, S: T, N, H, causal }) * 2.5;
   const times = new Map<string, number[]>(specs.map((s) => [s, []]));
   const variants = new Map<string, string>();
@@ -57,7 +63,7 @@ for (const causal of [false, true]) {
   const worst = new Map<string, number>();
   for (const spec of specs) {
     select(spec);
-    const g = f.backward(dO);
+    const g = vjpOf(spec).backward(dO);
     variants.set(spec, g.variant);
     for (const [name, t] of [
       ['dQ', g.dQuery],
@@ -85,7 +91,7 @@ for (const causal of [false, true]) {
         select(spec);
         const series = timeOnStream(
           () => {
-            const g = f.backward(dO);
+            const g = vjpOf(spec).backward(dO);
             for (const t of [g.dQuery, g.dKey, g.dValue]) t.dispose();
           },
           { iterations: CALLS, warmup: 2 },
@@ -104,6 +110,8 @@ for (const causal of [false, true]) {
       `causal=${causal} ${spec.padEnd(14)} ${ms ? ms.toFixed(3) : '-'} ms  ${rate} TFLOP/s  max|Δ|/max=${diff}  ${variants.get(spec)}`,
     );
   }
-  f.output.dispose();
-  f.logSumExp.dispose();
+  for (const f of new Set([plain, det])) {
+    f.output.dispose();
+    f.logSumExp.dispose();
+  }
 }

@@ -18,6 +18,7 @@ import {
   flashBackwardVariantKey,
   HOPPER_BACKWARD_HEAD_DIMS,
   HOPPER_BACKWARD_TILES,
+  HOPPER_BACKWARD_WS_TILES,
 } from '../../src/backends/cuda/flash/sm80/backward-variant.js';
 import { compileHistory, loadKernels } from '../../src/backends/cuda/runtime/compile.js';
 import { targetArch } from '../../src/backends/cuda/runtime/context.js';
@@ -33,8 +34,10 @@ const variants: FlashBackwardVariant[] = [];
 for (const headDim of dims.length ? dims : [64, 128]) {
   const base = { arch, dtype: 'bfloat16' as const, headDim, deterministic: false };
   variants.push({ ...base, kernel: 'mma', tiles: FLASH_BACKWARD_TILES });
-  if (arch === 'sm_90a' && HOPPER_BACKWARD_HEAD_DIMS.includes(headDim))
+  if (arch === 'sm_90a' && HOPPER_BACKWARD_HEAD_DIMS.includes(headDim)) {
     variants.push({ ...base, kernel: 'wgmma', tiles: HOPPER_BACKWARD_TILES });
+    variants.push({ ...base, kernel: 'wgmma-ws', tiles: HOPPER_BACKWARD_WS_TILES });
+  }
 }
 for (const v of variants) {
   const spec = {

@@ -44,7 +44,7 @@ export function runAttention(problem: AttentionProblem): AttentionResult {
     const decision = autoDecision(problem);
     const why = decision ? ` (auto, ${decision.source}: ${decision.why})` : '';
     process.stderr.write(
-      `[attnlab] ${backend.name} (${backend.device}) ran ${result.variant} for B=${B} T=${T} S=${S} N=${N} K=${K} H=${H} ${problem.dtype}${why}\n`,
+      `[attnlab] ${backend.name} (${backend.device}) ran ${result.variant} for B=${B} T=${T} S=${S} N=${N} K=${K} H=${H} ${problem.dtype}${why}${problem.modifiers ? ` with ${problem.modifiers.label}` : ''}\n`,
     );
   }
   const { T, N, Hv } = problem;

@@ -15,6 +15,7 @@ import { backwardDecision, chooseBackwardBackend } from '../backends/backward-re
 import { exactLogSumExp } from '../backends/cpu/reference-backward.js';
 import { widenToFloat32 } from '../backends/cuda/ops/widen.js';
 import type { AttentionOptions, AttentionProblem } from '../backends/problem.js';
+import { widenWebgpu } from '../backends/webgpu/widen.js';
 import { config } from '../config.js';
 import { Tensor } from '../tensor/tensor.js';
 import { runAttention } from './attention.js';
@@ -45,6 +46,7 @@ function runBackward(p: BackwardProblem): AttentionBackwardResult {
     dKey: own(r.dKey, p.key),
     dValue: own(r.dValue, p.value),
     dBias: r.dBias,
+    dCaptures: r.dCaptures,
     backend: backend.name,
     device: backend.device,
     variant: r.variant,
@@ -135,7 +137,8 @@ export function attentionVjp(
  * difference from the forward's output is the last rounding.
  */
 function float32ForwardOutput(p: AttentionProblem, options: AttentionOptions): Tensor {
-  const wide = (t: Tensor) => (t.device === 'cpu' ? t.astype('float32') : widenToFloat32(t));
+  const wide = (t: Tensor) =>
+    t.device === 'cpu' ? t.astype('float32') : t.device === 'webgpu' ? widenWebgpu(t) : widenToFloat32(t);
   const [q, k, v] = [p.query, p.key, p.value].map(wide);
   // A 16-bit bias widens too: the float32 problem takes a float32 or float64 bias.
   const sixteen = options.bias && (options.bias.dtype === 'bfloat16' || options.bias.dtype === 'float16');

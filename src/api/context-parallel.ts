@@ -10,12 +10,30 @@ import type { AttentionOptions, Implementation } from '../backends/problem.js';
 import type { RingOps } from '../backends/ring-backend.js';
 import { InvalidArgumentError, UnsupportedError } from '../errors.js';
 import { checkTensor, type Tensor } from '../tensor/tensor.js';
+import { asModifier, checkModifiers } from '../variants/check.js';
+import type { MaskMod, ScoreMod } from '../variants/modifiers.js';
 import { checkLengths } from './kv-layout.js';
 import { checkGroup, type RingGroup, transportOf } from './ring-group.js';
 import { hostRingOps } from './ring-ops.js';
 import { type RingProblem, runRing } from './ring-run.js';
 import { chunksOf } from './ring-schedule.js';
 import { ATTENTION_OPTION_ALIASES, ATTENTION_OPTION_KEYS, validateAttention } from './validate.js';
+
+/** The modifiers as given (validated against the global sizes): each block call shifts them to its rows. */
+function checkModifierOptions(
+  options: { scoreMod?: ScoreMod | string; maskMod?: MaskMod | string },
+  sizes: { B: number; N: number; T: number; S: number },
+  device: 'cpu' | 'cuda' | 'webgpu',
+  alignment: 'top_left' | 'bottom_right',
+): { scoreMod?: ScoreMod; maskMod?: MaskMod } {
+  // A causal()/slidingWindow() mask is already the shards' built-in causal flag or window (validateAttention).
+  const { builtin } = checkModifiers(options, sizes, device, alignment);
+  return {
+    ...(options.scoreMod !== undefined && { scoreMod: asModifier('scoreMod', options.scoreMod) as ScoreMod }),
+    ...(options.maskMod !== undefined &&
+      !builtin && { maskMod: asModifier('maskMod', options.maskMod) as MaskMod }),
+  };
+}
 
 /** attention's options that a sharded call takes, and the group. */
 export interface ContextParallelOptions
@@ -30,6 +48,8 @@ export interface ContextParallelOptions
     | 'implementation'
     | 'float32Precision'
     | 'returnLogSumExp'
+    | 'scoreMod'
+    | 'maskMod'
   > {
   /** The ranks, one shard each: RingGroup.loopback(P) or RingGroup.nccl(devices). */
   group: RingGroup;
@@ -46,7 +66,7 @@ export interface ContextParallelResult {
 }
 
 /** attention options this call refuses: they would need sharding of their own. */
-const REFUSED = ['bias', 'mask', 'blockTable', 'querySeqOffsets', 'keyValueSeqOffsets'] as const;
+const REFUSED = ['bias', 'mask', 'blockMask', 'blockTable', 'querySeqOffsets', 'keyValueSeqOffsets'] as const;
 
 /**
  * Attention with `attention`'s semantics over a sequence split across P ranks: rank r holds query
@@ -175,7 +195,16 @@ export function validateContextParallel(
         `${letter}_shard=${rows}, ${letter}=${T === 0 ? 0 : P * rows}`,
       );
   }
+  // Modifiers index the GLOBAL sequence: checked against its sizes here; each block call reads them at its
+  // rows' global positions (ring-run.ts).
+  const modifiers = checkModifierOptions(
+    local,
+    { B: first.B, N: first.N, T, S },
+    first.device,
+    first.alignment,
+  );
   const problem: RingProblem = {
+    ...modifiers,
     P,
     B: first.B,
     T,
@@ -226,9 +255,11 @@ export function shardSequence(tensor: Tensor, ranks: number): Tensor[] {
 }
 
 /** The whole sequence again from shardSequence's layout: shards (B, T/P, heads, dim) → (B, T, heads, dim). */
-export function gatherSequence(shards: readonly Tensor[]): Tensor {
-  if (!Array.isArray(shards) || shards.length === 0)
-    throw new InvalidArgumentError('shards', 'a non-empty array of shards', describeValue(shards));
+export function gatherSequence(shardsIn: readonly Tensor[]): Tensor {
+  // The list read once (a Proxy, a getter or a revoked Proxy is read or refused here, never inside the gather).
+  const shards = snapshotList('shards', shardsIn, 'a non-empty array of shards') as readonly Tensor[];
+  if (shards.length === 0)
+    throw new InvalidArgumentError('shards', 'a non-empty array of shards', describeValue(shardsIn));
   // Every index, holes included: forEach skipped a hole, which then failed inside the gather as a TypeError.
   for (let r = 0; r < shards.length; r++) checkTensor(`shards[${r}]`, shards[r]);
   const P = shards.length;

@@ -48,14 +48,16 @@ interface Sequence {
   length: number;
 }
 
-const positiveInteger = (name: string, value: unknown): number => {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1) {
-    throw new InvalidArgumentError(name, 'a positive integer', describeValue(value));
+const INT32_MAX = 2 ** 31 - 1;
+
+/** Sizes reach the kernels and block tables as int32: 2^31 − 1 is the largest. */
+const positiveInteger = (name: string, value: unknown, max = INT32_MAX): number => {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > max) {
+    if (max !== INT32_MAX) throw new InvalidArgumentError(name, 'a positive integer', describeValue(value));
+    throw new InvalidArgumentError(name, 'a positive integer ≤ 2^31 − 1 (int32)', describeValue(value));
   }
   return value;
 };
-
-const INT32_MAX = 2 ** 31 - 1;
 
 const KNOWN = ['numBlocks', 'blockSize', 'numKvHeads', 'headDim', 'valueHeadDim', 'dtype', 'device'];
 
@@ -79,7 +81,7 @@ export class KVCache {
   constructor(optionsIn: KVCacheOptions) {
     const options = checkOptionsObject<KVCacheOptions>('options', optionsIn, 'an object of KVCache options');
     checkKeys('options', options, KNOWN);
-    this.numBlocks = positiveInteger('numBlocks', options.numBlocks);
+    this.numBlocks = positiveInteger('numBlocks', options.numBlocks, Number.MAX_SAFE_INTEGER);
     // Block tables are int32 (the kernels' and cuDNN's): a pool block past 2^31 − 1 could not be named in one.
     if (this.numBlocks > INT32_MAX)
       throw new InvalidArgumentError(

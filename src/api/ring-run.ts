@@ -10,7 +10,9 @@
  */
 import type { AttentionProblem } from '../backends/problem.js';
 import type { Accumulator, RingOps, RingTransport, RowRange } from '../backends/ring-backend.js';
-import type { Tensor } from '../tensor/tensor.js';
+import { Tensor } from '../tensor/tensor.js';
+import type { MaskMod, ScoreMod } from '../variants/modifiers.js';
+import { atGlobalPositions } from '../variants/positions.js';
 import { attention } from './attention.js';
 import { chunksOf, type RingCall, type RingStep, ringSchedule } from './ring-schedule.js';
 
@@ -38,6 +40,9 @@ export interface RingProblem
   readonly query: readonly Tensor[];
   readonly key: readonly Tensor[];
   readonly value: readonly Tensor[];
+  /** Modifiers written for global positions (b, q, kv of the whole sequence); each call reads them there. */
+  readonly scoreMod?: ScoreMod;
+  readonly maskMod?: MaskMod;
 }
 
 export interface RingOutput {
@@ -195,7 +200,16 @@ function runCall(
   const made = [q, k, v].filter((t, i) => t !== [p.query[rank], key, value][i]);
   try {
     const full = (lens: Int32Array | null, size: number) => (lens?.some((l) => l < size) ? lens : undefined);
+    const modifiers = globalModifiers(
+      p,
+      q.device,
+      made,
+      group,
+      [call.queryRows, chunksOf(rank, p.P), tc],
+      [call.keyRows, chunksOf(source, p.P), sc],
+    );
     const r = attention(q, k, v, {
+      ...modifiers,
       scale: p.scale,
       isCausal: call.causal,
       localWindowSize: call.window ? [call.window.left, call.window.right] : undefined,
@@ -215,4 +229,40 @@ function runCall(
   } finally {
     for (const t of made) t.dispose();
   }
+}
+
+/** The global position of each shard row of `rows` (a rank holding chunks `chunks` of `chunk` rows). */
+function globalRows(rows: RowRange, chunks: readonly [number, number], chunk: number): number[] {
+  return Array.from({ length: rows.length }, (_, i) => {
+    const x = rows.start + i;
+    return x < chunk ? chunks[0] * chunk + x : chunks[1] * chunk + (x - chunk);
+  });
+}
+
+/** The problem's modifiers reading this call's global positions (the tables go into `made`), or none. */
+function globalModifiers(
+  p: RingProblem,
+  device: Tensor['device'],
+  made: Tensor[],
+  group: BatchGroup,
+  queries: readonly [RowRange, readonly [number, number], number],
+  keys: readonly [RowRange, readonly [number, number], number],
+): { scoreMod?: ScoreMod; maskMod?: MaskMod } {
+  if (!p.scoreMod && !p.maskMod) return {};
+  const table = (values: number[]) => {
+    const host = Tensor.fromArray(values, [values.length], 'int32');
+    const t = device === 'cpu' ? host : host.to(device);
+    made.push(t);
+    if (t !== host) host.dispose();
+    return t;
+  };
+  const tables = {
+    b: table(Array.from({ length: group.nb }, (_, i) => group.b0 + i)),
+    q: table(globalRows(...queries)),
+    kv: table(globalRows(...keys)),
+  };
+  return {
+    ...(p.scoreMod && { scoreMod: atGlobalPositions(p.scoreMod, tables) }),
+    ...(p.maskMod && { maskMod: atGlobalPositions(p.maskMod, tables) }),
+  };
 }

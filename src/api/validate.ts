@@ -6,9 +6,9 @@
 import {
   checkBoolean,
   checkChoice,
-  checkFinite,
   checkKeys,
   checkOptionsObject,
+  checkScale,
   describeValue,
 } from '../arguments.js';
 import {
@@ -179,7 +179,7 @@ export function validateAttention(
     if (t.device !== device) throw new InvalidArgumentError('mask.device', device, t.device);
     mask = checkBroadcast('mask', t, q.batched, target);
   }
-  const scale = checkFinite('scale', options.scale, 1 / Math.sqrt(H));
+  const scale = checkScale('scale', options.scale, 1 / Math.sqrt(H));
   const causal = checkBoolean('isCausal', options.isCausal, false);
   const returnLogSumExp = checkBoolean('returnLogSumExp', options.returnLogSumExp, false);
   const alignment =
@@ -194,7 +194,14 @@ export function validateAttention(
     options.float32Precision === undefined
       ? 'highest'
       : checkChoice('float32Precision', options.float32Precision, ['highest', 'tf32'] as const);
-  const variants = checkModifiers(options, { B, N, T, S }, device);
+  const { builtin, ...variants } = checkModifiers(options, { B, N, T, S }, device, alignment);
+  // causal() and slidingWindow() as maskMod are the built-in masks in top-left alignment: run as those.
+  let window = checkWindow(options.localWindowSize);
+  if (builtin && builtin.left !== Number.POSITIVE_INFINITY) {
+    window = window
+      ? { left: Math.min(window.left, builtin.left), right: Math.min(window.right, builtin.right) }
+      : { left: builtin.left, right: builtin.right };
+  }
   return {
     ...variants,
     B,
@@ -212,9 +219,9 @@ export function validateAttention(
     bias,
     mask,
     scale,
-    causal,
+    causal: causal || (builtin?.right === 0 && builtin.left === Number.POSITIVE_INFINITY),
     alignment,
-    window: checkWindow(options.localWindowSize),
+    window,
     querySeqLengths:
       layout.querySeqLengths ?? checkLengths('querySeqLengths', options.querySeqLengths, B, T, 'T'),
     keyValueSeqLengths:

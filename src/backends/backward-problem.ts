@@ -58,6 +58,11 @@ export interface AttentionGradients {
   readonly dValue: Tensor;
   /** Present when a bias was given: the bias's own shape and dtype. */
   readonly dBias?: Tensor;
+  /**
+   * Present when a score modifier learns captured tensors (`scoreMod(…, { learn: ['table'] })`, relativeBias):
+   * each one's gradient by its capture name, float32 in the capture's shape.
+   */
+  readonly dCaptures?: Readonly<Record<string, Tensor>>;
 }
 
 /** What a backward backend returns (batched shapes), with the kernel variant that ran. */

@@ -9,6 +9,7 @@
  * A new backward backend is one file exporting a BackwardBackend (plan and run) and one line in
  * BACKWARD_BACKENDS, at its priority.
  */
+import { withPostOps } from './backend.js';
 import type { BackwardBackend } from './backward-backend.js';
 import type { BackwardProblem } from './backward-problem.js';
 import { cpuFlashBackward } from './cpu/flash-backward.js';
@@ -16,19 +17,24 @@ import { cpuReferenceBackward } from './cpu/reference-backward.js';
 import { cudnnBackward } from './cuda/cudnn/backward.js';
 import { cudaFlashBackward } from './cuda/flash/sm80/backward.js';
 import { cudaNaiveBackward } from './cuda/naive/backward.js';
+import { gradientNanRepair } from './cuda/ops/gradient-nan-repair.js';
 import { cudaAvailable } from './cuda/runtime/context.js';
 import { modelWords } from './device-dispatch-table.js';
 import { orderByMeasurement } from './dispatch-table.js';
 import { type AutoDecision, type Chosen, calibratedDecision, chooseFrom } from './registry.js';
+import { webgpuBackward } from './webgpu/backward.js';
 
 /** Priority order: fastest first on each device. */
 export const BACKWARD_BACKENDS: readonly BackwardBackend[] = [
   cpuFlashBackward,
   cpuReferenceBackward,
-  // cuda: cudnn > flash (fused, attnlab's own) > naive
-  cudnnBackward,
+  // cuda: cudnn > flash (fused, attnlab's own) > naive. cuDNN's gradients get the NaN repair
+  // (NaN and Inf inputs spread past the rule in its fused kernel); flash and naive hold the rule.
+  withPostOps(cudnnBackward, [gradientNanRepair]),
   cudaFlashBackward,
   cudaNaiveBackward,
+  // webgpu: the only backward on webgpu tensors
+  webgpuBackward,
 ];
 
 /** The backward backend that will run `problem` and its plan, or a typed error saying why none can. */

@@ -44,7 +44,7 @@ export function backwardCall(
   };
   const dispose = () => {
     for (const f of residuals.values())
-      for (const t of [f.output, f.logSumExp]) if (t.device === 'cuda') t.dispose();
+      for (const t of [f.output, f.logSumExp]) if (t.device !== 'cpu') t.dispose();
     residuals.clear();
   };
   return { call, dispose };

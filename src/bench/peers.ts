@@ -125,6 +125,14 @@ export async function runPeer(
   signal?: AbortSignal,
   caseLimitMs = DEFAULT_PEER_CASE_LIMIT_MS,
 ): Promise<PeerRun> {
+  // setTimeout fires at once for a delay past 2^31 − 1 ms (24.8 days): the peer would be stopped at its start.
+  if (!(caseLimitMs > 0 && caseLimitMs <= MAX_TIMER_MS)) {
+    throw new InvalidArgumentError(
+      'caseLimitMs',
+      `a time in (0, ${MAX_TIMER_MS}] ms (setTimeout's largest delay)`,
+      String(caseLimitMs),
+    );
+  }
   const found = findPython(peer);
   if ('reason' in found) return { info: { name: peer, available: false, reason: found.reason }, rows: [] };
   const { python } = found;
@@ -212,6 +220,9 @@ const MAX_ANSWER_BYTES = 64 * 2 ** 20;
 
 /** The time a peer has for one case before it is stopped (--peer-case-s): JAX's first compile of a long case is ~1 min. */
 export const DEFAULT_PEER_CASE_LIMIT_MS = 600_000;
+
+/** The largest delay setTimeout keeps: past it Node warns and fires after 1 ms. */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /**
  * The peer's parsed answer, read defensively: each field's type is checked, each row completed and validated on

@@ -15,7 +15,14 @@ import {
 } from '../results/schema.js';
 import { shapeLabel } from '../results/shape-label.js';
 import { resolveCeiling } from './ceiling.js';
-import { attnlabLabel, DEFAULT_MEASURE, type MeasureOptions, measureAttnlabCase } from './measure.js';
+import { CpuCaseWorker, WORKER_MIN_FLOPS } from './cpu-worker.js';
+import {
+  attnlabLabel,
+  DEFAULT_MEASURE,
+  deviceFor,
+  type MeasureOptions,
+  measureAttnlabCase,
+} from './measure.js';
 import { rowFlops } from './pass-call.js';
 import { BACKWARD_PEER_IMPLS, type PeerName, type PeerRequest, type PeerRun, runPeer } from './peers.js';
 import { type Progress, SILENT_PROGRESS } from './progress.js';
@@ -108,26 +115,39 @@ export async function runSweeps(groups: readonly SweepGroup[], options: RunOptio
     notes.push(`interrupted: ${what}; the rows here are those that finished${by}`);
     return { rows, peers: peerInfos, ceiling, notes, interrupted: true };
   };
+  let worker: CpuCaseWorker | undefined;
   for (const [i, c] of cases.entries()) {
     // Measuring is synchronous: a turn of the event loop between cases is where a Ctrl-C is heard.
     if (signal) await new Promise((resolve) => setImmediate(resolve));
-    if (signal?.aborted) return stopped(`${i} of ${cases.length} attnlab cases measured, no peer run`);
+    if (signal?.aborted) {
+      await worker?.close();
+      return stopped(`${i} of ${cases.length} attnlab cases measured, no peer run`);
+    }
     const what = c.module ?? `attnlab ${c.impl}`;
     progress.update(i, `${c.sweep}: ${what} ${c.dtype}${c.causal ? ' causal' : ''} ${shapeLabel(c)}`);
     const why = options.skip?.(c);
+    const measure = { ...options.measure, sweep: c.sweep, ceilingTflops: ceiling?.tflops ?? null };
     if (why) rows.push(skippedRow(c, why, pass));
-    else
-      rows.push(
-        c.impl === 'webgpu'
-          ? await measureWebgpuCase(c, { ...options.measure, sweep: c.sweep, ceilingTflops: null })
-          : measureAttnlabCase(c, {
-              ...options.measure,
-              sweep: c.sweep,
-              ceilingTflops: ceiling?.tflops ?? null,
-              ...(c.module ? moduleCall(c.module, c) : {}),
-            }),
-      );
+    else if (c.impl === 'webgpu')
+      rows.push(await measureWebgpuCase(c, { ...options.measure, sweep: c.sweep, ceilingTflops: null }));
+    // A long CPU case runs in a worker thread when a signal may stop the run: the main thread stays free to
+    // hear it (cpu-worker.ts). A custom `measure.call` is a function, which cannot cross to a thread.
+    else if (
+      signal &&
+      !options.measure?.call &&
+      deviceFor(c.impl) === 'cpu' &&
+      rowFlops({ ...c, pass }) >= WORKER_MIN_FLOPS
+    ) {
+      worker ??= new CpuCaseWorker();
+      // A worker that failed (ended, out of memory) costs this case's row, said as an error, not the run.
+      const failed = (error: Error) => skippedRow(c, { status: 'error', reason: error.message }, pass);
+      rows.push(await worker.measure(withoutModule(c), measure, c.module).catch(failed));
+    } else rows.push(measureAttnlabCase(c, { ...measure, ...(c.module ? moduleCall(c.module, c) : {}) }));
   }
+  await worker?.close();
+  // A signal that came during the last case is heard here, as between cases: the run says it was stopped.
+  if (signal) await new Promise((resolve) => setImmediate(resolve));
+  if (signal?.aborted && peers.length === 0) return stopped(`all ${cases.length} attnlab cases measured`);
 
   options.onPartial?.({ rows, peers: peerInfos, ceiling, notes });
   if (peers.length > 0) {
@@ -179,6 +199,12 @@ export async function runSweeps(groups: readonly SweepGroup[], options: RunOptio
       if (row.tflops !== undefined) row.ceilingPercent = (100 * row.tflops) / ceiling.tflops;
   }
   return { rows, peers: peerInfos, ceiling, notes };
+}
+
+/** The case as it crosses to the worker: its sweep and module travel as the request's own fields. */
+function withoutModule(c: BenchCase & { sweep: string; module?: ModuleCall }): BenchCase {
+  const { sweep: _sweep, module: _module, ...rest } = c;
+  return rest;
 }
 
 /** Each (sweep, shape, dtype, causal) once: peers run their own list of implementations on it. */

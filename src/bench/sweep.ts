@@ -118,42 +118,67 @@ export function expandSweep(spec: SweepSpec): { cases: BenchCase[]; skipped: Ski
 }
 
 /**
+ * The largest value each size list takes (each item and each range's end): far past any shape that fits in
+ * memory, and small enough that a typo (`--seq 1..4503599627370496`) is one line, not a sweep that dies of
+ * V8 heap exhaustion. docs/guide/cli.md lists them.
+ */
+export const LIST_MAX: Readonly<Record<string, number>> = {
+  '--batch': 65_536,
+  '--seq': 16_777_216,
+  '--kv-seq': 16_777_216,
+  '--heads': 65_536,
+  '--kv-heads': 65_536,
+  '--head-dim': 65_536,
+  '--block-size': 16_777_216,
+};
+
+/**
  * A list of positive integers from a command-line value: `64,128,256`, or `64..1024` for 64 doubled
  * while it stays ≤ 1024 (sizes that double are what attention sweeps use; `3..10` is 3, 6: the end is
- * included only when the doubling reaches it), or a mix: `1,2..16`. Each value once, first order kept.
+ * included only when the doubling reaches it), or a mix: `1,2..16`. Each value once, first order kept;
+ * every value and every range's end at most LIST_MAX[option] (2^53 − 1 for an option not there).
  */
 export function parseIntList(option: string, text: string): number[] {
+  const max = LIST_MAX[option] ?? Number.MAX_SAFE_INTEGER;
   const values: number[] = [];
   for (const part of splitList(option, text)) {
     const range = /^(\d+)\.\.(\d+)$/.exec(part);
     if (range) {
       const [from, to] = [Number(range[1]), Number(range[2])];
-      // Past 2^53 − 1 the end is no longer the integer typed (1..9007199254740993 read as a ≤ b failing).
-      if (!Number.isSafeInteger(to)) {
-        throw new InvalidArgumentError(option, 'a range a..b with b ≤ 2^53 − 1', JSON.stringify(part));
-      }
       if (from < 1 || to < from) {
         throw new InvalidArgumentError(option, 'a range a..b with 1 ≤ a ≤ b', JSON.stringify(part));
+      }
+      // Past 2^53 − 1 the end is no longer the integer typed (1..9007199254740993 read as a ≤ b failing).
+      if (!Number.isSafeInteger(to) || to > max) {
+        throw new InvalidArgumentError(option, `a range a..b with b ≤ ${max}`, JSON.stringify(part));
       }
       for (let v = from; v <= to; v *= 2) values.push(v);
       continue;
     }
-    if (!/^\d+$/.test(part) || Number(part) < 1 || !Number.isSafeInteger(Number(part))) {
-      throw new InvalidArgumentError(option, 'positive integers such as 64,128 or a range 64..1024', part);
+    if (
+      !/^\d+$/.test(part) ||
+      Number(part) < 1 ||
+      !Number.isSafeInteger(Number(part)) ||
+      Number(part) > max
+    ) {
+      throw new InvalidArgumentError(
+        option,
+        `integers in [1, ${max}] such as 64,128, or a range 64..1024`,
+        JSON.stringify(part),
+      );
     }
     values.push(Number(part));
   }
   return unique(values);
 }
 
-/** `true,false` (also `yes/no`, `1/0`) as booleans. */
+/** `true`, `false` or `true,false`: exactly these spellings (a `yes` or a `1` is refused, not guessed). */
 export function parseBoolList(option: string, text: string): boolean[] {
   return unique(
     splitList(option, text).map((part) => {
-      const lower = part.toLowerCase();
-      if (['true', 'yes', '1'].includes(lower)) return true;
-      if (['false', 'no', '0'].includes(lower)) return false;
-      throw new InvalidArgumentError(option, 'true or false', JSON.stringify(part));
+      if (part === 'true') return true;
+      if (part === 'false') return false;
+      throw new InvalidArgumentError(option, "'true', 'false' or 'true,false'", JSON.stringify(part));
     }),
   );
 }

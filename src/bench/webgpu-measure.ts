@@ -1,5 +1,5 @@
 /**
- * `attnlab bench --impl webgpu`: one case on the webgpu backend. WebGPU has no events a host can
+ * `attnlab bench --impl webgpu`: one case on the webgpu backend, forward or (--pass) backward. WebGPU has no events a host can
  * wait on synchronously, so a call is timed by the wall clock from its submit to the queue's
  * onSubmittedWorkDone (method 'performance-now'), median of the timed calls after a warm-up; the
  * error against the float64 oracle is checked on the first call's output, read back with mapAsync.
@@ -17,9 +17,10 @@ import {
   finish,
   hostInputs,
   type MeasureOptions,
+  seededInput,
   shapeOf,
 } from './measure.js';
-import { rowFlops } from './pass-call.js';
+import { backwardCall, rowFlops } from './pass-call.js';
 import { summarize } from './stats.js';
 import type { BenchCase } from './sweep.js';
 
@@ -38,27 +39,34 @@ export async function measureWebgpuCase(
     flops: rowFlops({ ...c, pass: o.pass }),
   };
   const onDevice: Tensor[] = [];
+  // A backward set is [q, k, v, dO], timed as for CUDA (pass-call.ts): residuals once, then backward(dO).
+  const gradients = o.pass !== 'forward' ? backwardCall(c, o.pass) : null;
   try {
-    if (o.pass !== 'forward')
-      throw new UnsupportedError('webgpu', `a ${o.pass} pass (webgpu has the forward only)`);
     if (c.blockSize)
       throw new UnsupportedError('bench', 'a paged cache on webgpu (time it with scripts/webgpu-timing.ts)');
     try {
       await initWebgpu();
     } catch (error) {
-      throw new UnsupportedError('webgpu', error instanceof Error ? error.message : String(error));
+      throw new UnsupportedError(
+        'webgpu',
+        `not available: ${error instanceof Error ? error.message : String(error)}`,
+      );
     }
     const host = hostInputs(c, o.seed);
-    onDevice.push(...host.map((t) => t.to('webgpu')));
+    const dO = gradients ? [seededInput([c.B, c.T, c.N, c.H], o.seed * 3 + 7, c.dtype)] : [];
+    onDevice.push(...[...host, ...dO].map((t) => t.to('webgpu')));
     const call = () =>
-      attention(onDevice[0], onDevice[1], onDevice[2], { implementation: 'webgpu', isCausal: c.causal });
+      gradients
+        ? gradients.call(onDevice)
+        : attention(onDevice[0], onDevice[1], onDevice[2], { implementation: 'webgpu', isCausal: c.causal });
     const t0 = performance.now();
     const first = call();
     await webgpuFinish();
     const firstCallMs = performance.now() - t0;
     let maxError: number | null = null;
     let errorCheck: ResultRow['errorCheck'] = 'none';
-    if (o.checkError) {
+    // The backward's error is the gradient suite's (test/unit/backends/webgpu/backward.test.ts).
+    if (o.checkError && !gradients) {
       const raw = (t: Tensor) => ({ data: t.data, dtype: t.dtype });
       const [q, k, v] = host.map(raw);
       const check = maxErrorAgainstOracle(
@@ -104,6 +112,7 @@ export async function measureWebgpuCase(
   } catch (error) {
     return { ...base, ...failure(error, 'webgpu') };
   } finally {
+    gradients?.dispose();
     for (const t of onDevice) t.dispose();
   }
 }

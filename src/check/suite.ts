@@ -24,9 +24,11 @@ import type {
 import type { FloatDType } from '../tensor/dtype.js';
 import type { Device } from '../tensor/storage.js';
 import type { Tensor } from '../tensor/tensor.js';
+import { type Modifier, withCaptures } from '../variants/modifiers.js';
 import { checkAccuracy, checkLogSumExp, type Precision, plainLowPrecision } from './accuracy.js';
 import { type AttentionCase, buildInputs, CASES, LONG_CASES } from './cases.js';
 import { RANDOM_CASES_SEED, randomCases } from './random-cases.js';
+import { VARIANT_CASES } from './variant-cases.js';
 
 /** A precision the suite runs: the inputs' dtype and, for float32, the products' precision. */
 export interface SuitePrecision {
@@ -54,10 +56,14 @@ export const DEVICE_PRECISIONS: Record<Device, readonly SuitePrecision[]> = {
 /** Random cases added to the hand-picked ones (see random-cases.ts). */
 export const RANDOM_CASE_COUNT = 20;
 
-/** The cases a device's backends run: the long ones only on the GPU (the CPU backends are JS). */
+/**
+ * The cases a device's backends run: the long ones only on the GPU (the CPU backends are JS); the modifier
+ * cases on the CPU, whose backends all take them (on the GPU only flash does: test/gpu/variants-suite.test.ts
+ * runs them there, so the other backends' suites keep their own refusal checks).
+ */
 export function suiteCases(device: Device, casesSeed = RANDOM_CASES_SEED): AttentionCase[] {
   const random = randomCases(RANDOM_CASE_COUNT, casesSeed);
-  return device === 'cpu' ? [...CASES, ...random] : [...CASES, ...LONG_CASES, ...random];
+  return device === 'cpu' ? [...CASES, ...VARIANT_CASES, ...random] : [...CASES, ...LONG_CASES, ...random];
 }
 
 /** One named comparison of a row: what was compared, the verdict, and its message (both errors). */
@@ -228,10 +234,18 @@ function startCase(check: CaseCheck): CheckRow | StartedCase {
   };
   let started = false;
   try {
+    const { scoreMod, maskMod } = oracle.options;
+    // Modifiers' captured tensors go to the device with the inputs (variant-cases.ts).
+    const moved = <K extends 'scoreMod' | 'maskMod'>(m: Modifier<K> | string | undefined) =>
+      typeof m === 'object' && onDevice && m.captures.length > 0
+        ? withCaptures(m, (t) => own(t) as Tensor)
+        : m;
     const problem = validateAttention(own(oracle.q)!, own(oracle.k)!, own(oracle.v)!, {
       ...oracle.options,
       bias: own(oracle.options.bias),
       mask: own(oracle.options.mask),
+      scoreMod: moved(scoreMod),
+      maskMod: moved(maskMod),
       implementation: backend.name,
       returnLogSumExp: true,
       float32Precision: precision.float32Precision,

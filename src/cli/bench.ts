@@ -36,7 +36,7 @@ import { PASSES, type Pass, type ResultRow } from '../results/schema.js';
 import { shapeLabel } from '../results/shape-label.js';
 import { FLOAT_DTYPES } from '../tensor/dtype.js';
 import { planSuite, type SuiteFlags, suiteListText } from './bench-suite.js';
-import { MAX_SEED, parseInteger, parseNumber } from './numbers.js';
+import { parseOption } from './numbers.js';
 import { givenOnCommandLine, optionValue } from './options.js';
 import {
   checkDistinctPaths,
@@ -187,19 +187,16 @@ Examples:
           JSON.stringify(flags.blockSize),
         );
       }
-      const ceiling =
-        flags.ceiling === undefined
-          ? undefined
-          : parseNumber('--ceiling', flags.ceiling, 'positive', 'TFLOP/s');
+      const ceiling = flags.ceiling === undefined ? undefined : parseOption('bench --ceiling', flags.ceiling);
       const peers = flags.peers !== undefined ? parsePeerList(flags.peers) : [];
-      const peerCaseLimitMs = 1000 * parseNumber('--peer-case-s', flags.peerCaseS, 'positive', 's');
+      const peerCaseLimitMs = 1000 * parseOption('bench --peer-case-s', flags.peerCaseS);
       const { name, json, html } = plan
         ? { name: plan.suite.name, json: plan.json, html: plan.html }
         : outputsFrom(flags);
       const suite = plan ? { suite: plan.info } : {};
       // The sizes first: a sweep of millions of cases is refused before a list of them is made.
       for (const group of groups) checkSweepSize(group.spec, `the sweep '${group.name}'`);
-      const maxCaseS = parseNumber('--max-case-s', flags.maxCaseS, 'positive', 's');
+      const maxCaseS = parseOption('bench --max-case-s', flags.maxCaseS);
       const tooLarge = casesThatCannotFit(groups, measure, maxCaseS);
       // Ctrl-C, SIGTERM or SIGHUP stops the run after the case being measured and keeps what finished (a
       // second one quits at once): a sweep ended by a scheduler's SIGTERM used to lose every row.
@@ -288,14 +285,14 @@ function outputsFrom(flags: BenchFlags): { name: string; json?: Output; html?: O
 
 /** The timing options, each checked: a count of 0 repeats or a NaN budget cannot give a row. */
 function measureFrom(flags: BenchFlags): Partial<MeasureOptions> {
-  const repeats = parseInteger('--repeats', flags.repeats, 1);
+  const repeats = parseOption('bench --repeats', flags.repeats);
   return {
-    warmup: parseInteger('--warmup', flags.warmup, 0),
+    warmup: parseOption('bench --warmup', flags.warmup),
     repeats,
     minRepeats: Math.min(10, repeats),
-    budgetMs: parseNumber('--budget-ms', flags.budgetMs, 'positive', 'ms'),
-    settleMs: parseNumber('--settle-ms', flags.settleMs, 'non-negative', 'ms'),
-    seed: parseInteger('--seed', flags.seed, 0, MAX_SEED),
+    budgetMs: parseOption('bench --budget-ms', flags.budgetMs),
+    settleMs: parseOption('bench --settle-ms', flags.settleMs),
+    seed: parseOption('bench --seed', flags.seed),
     checkError: flags.check,
     pass: parsePass(flags.pass),
   };

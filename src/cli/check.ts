@@ -16,7 +16,7 @@ import { type CheckRow, describeRow, PRECISIONS, suiteCases } from '../check/sui
 import { InvalidArgumentError } from '../errors.js';
 import { colorEnabled, renderTable } from '../report/terminal.js';
 import type { Device } from '../tensor/storage.js';
-import { MAX_SEED, parseInteger } from './numbers.js';
+import { parseOption } from './numbers.js';
 
 type PrecisionName = keyof typeof PRECISIONS;
 const DEVICES: readonly Device[] = ['cpu', 'cuda', 'webgpu'];
@@ -102,12 +102,9 @@ export function registerCheckCommand(program: Command): void {
         casesSeed?: string;
         json?: boolean;
       }) => {
-        const seed =
-          o.seed === undefined ? Date.now() % 1_000_000 : parseInteger('--seed', o.seed, 0, MAX_SEED);
+        const seed = o.seed === undefined ? Date.now() % 1_000_000 : parseOption('check --seed', o.seed);
         const casesSeed =
-          o.casesSeed === undefined
-            ? RANDOM_CASES_SEED
-            : parseInteger('--cases-seed', o.casesSeed, 0, MAX_SEED);
+          o.casesSeed === undefined ? RANDOM_CASES_SEED : parseOption('check --cases-seed', o.casesSeed);
         const devices = o.device !== undefined ? list<Device>('--device', o.device, DEVICES) : undefined;
         const cuda = cudaAvailable();
         if (devices?.includes('cuda') && !cuda.ok) {

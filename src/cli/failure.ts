@@ -13,7 +13,8 @@ import { systemReason } from './output-path.js';
 export function describeFailure(error: unknown): string {
   // Messages quote what came (JSON.stringify leaves DEL and the C1 controls, U+0080–U+009F, which
   // include the one-byte CSI, as they are): those reach the terminal as text, not instructions.
-  if (error instanceof AttnlabError) return `attnlab: ${error.name}: ${neutraliseControls(error.message)}`;
+  if (error instanceof AttnlabError)
+    return `attnlab: ${error.name}: ${clipMiddle(neutraliseControls(error.message))}`;
   // Every file attnlab writes goes through writingTo (output-path.ts); a failed write that reaches here
   // is stdout's or stderr's (`attnlab info > /dev/full`), a fact about the output, not a bug.
   const system = error as NodeJS.ErrnoException;
@@ -24,6 +25,20 @@ export function describeFailure(error: unknown): string {
   const line = `attnlab: unexpected error (a bug in attnlab): ${text.split('\n')[0]}`;
   if (debugging() && error instanceof Error && error.stack) return `${line}\n${error.stack}`;
   return `${line} (ATTNLAB_DEBUG=1 for the stack)`;
+}
+
+/** The longest error line printed whole: a message quoting a 100 kB value would fill the screen. */
+export const MAX_ERROR_CHARS = 1000;
+
+/**
+ * `text` whole when it is short, else its first and last parts around a note of what was left out: the start
+ * names the option and what was expected, the end what came and why.
+ */
+export function clipMiddle(text: string, max = MAX_ERROR_CHARS): string {
+  if (text.length <= max) return text;
+  const head = Math.floor(max * 0.6);
+  const tail = max - head;
+  return `${text.slice(0, head)} … (${(text.length - max).toLocaleString('en-US')} characters left out) … ${text.slice(-tail)}`;
 }
 
 /** ATTNLAB_DEBUG > 0; false where the variables themselves are bad (that error is printed elsewhere). */

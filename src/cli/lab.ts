@@ -15,8 +15,9 @@ import { writeReport } from '../report/write.js';
 import { saveResults } from '../results/files.js';
 import { neutraliseLine } from '../results/safe-text.js';
 import type { ResultsFile } from '../results/schema.js';
+import { lockFolder } from './folder-lock.js';
 import { labSizesHelp } from './lab-help.js';
-import { parseNumber } from './numbers.js';
+import { parseOption } from './numbers.js';
 import { checkOutputDir, checkOutputFile, createFreshFolder, writingTo } from './output-path.js';
 import { listenForStop, signalExitCode } from './signals.js';
 
@@ -57,7 +58,7 @@ export function registerLabCommand(program: Command): void {
           writeNotebook(options.notebook === true ? '.' : options.notebook, options);
           return;
         }
-        const budgetMs = parseNumber('--budget-ms', options.budgetMs, 'positive', 'ms');
+        const budgetMs = parseOption('lab --budget-ms', options.budgetMs);
         if (!options.report && options.out !== undefined) {
           // --no-report writes no file: the folder would be dropped without a word.
           throw new InvalidArgumentError(
@@ -66,7 +67,6 @@ export function registerLabCommand(program: Command): void {
             JSON.stringify(options.out),
           );
         }
-        const color = colorEnabled();
         // The default folder is made here, exclusively: two labs started in the same second get two folders.
         const out = options.report
           ? (options.out ?? createFreshFolder('--out', defaultLabFolder()))
@@ -78,63 +78,84 @@ export function registerLabCommand(program: Command): void {
           checkOutputFile('--out', jsonPath);
           checkOutputFile('--out', htmlPath);
         }
-        const save = (results: ResultsFile, note?: string) => {
-          if (!jsonPath || !htmlPath) return;
-          if (note) results = { ...results, notes: [...results.notes, note] };
-          writingTo('--out', jsonPath, () => saveResults(jsonPath, results));
-          writingTo('--out', htmlPath, () =>
-            writeReport([{ name: 'lab', results }], {
-              htmlPath,
-              title: 'attnlab lab',
-              beside: besideRun(results),
-            }),
-          );
-        };
-        // Saved after each section marked partial, so a lab ended by anything (SIGKILL, a machine's time limit)
-        // leaves a file that says so; a stop signal ends it after the running section, saved and marked.
-        const stop = listenForStop('lab', 'stopping after the current section');
-        let last = 'none';
-        let results: ResultsFile;
+        // One lab per folder: a second `lab --out DIR` into a folder a live lab holds is refused here.
+        const lock = out ? lockFolder('--out', out, 'attnlab lab') : null;
+        if (lock?.tookOver) process.stderr.write(`attnlab: lab: ${lock.tookOver}\n`);
         try {
-          results = await runLab({
-            quick: options.quick ?? false,
-            budgetMs,
-            color,
-            write: (text) => process.stdout.write(`${text}\n`),
-            onSection: (partial, section) => {
-              last = section;
-              save(
-                partial,
-                `partial: sections up to ${section} of ${LAST_SECTION} finished; the lab was still running`,
-              );
-            },
-            signal: stop.signal,
-          });
+          await runAndSave(options, budgetMs, jsonPath, htmlPath);
         } finally {
-          stop.dispose();
+          lock?.release();
         }
-        const received = stop.received();
-        if (received) {
-          process.exitCode = signalExitCode(received);
-          save(
-            results,
-            `interrupted: sections up to ${last} of ${LAST_SECTION} finished, the rest not run (stopped by ${received})`,
-          );
-          process.stderr.write(`attnlab: lab: interrupted by ${received} after section ${last}\n`);
-        }
-        if (!jsonPath || !htmlPath) return;
-        if (!received) save(results);
-        const beside = besideRun(results);
-        if (beside) {
-          process.stdout.write(
-            `\nThe report shows a recorded run of this lab on ${neutraliseLine(beside.name)} beside these CPU numbers: what each level buys on a GPU.\n`,
-          );
-        }
-        process.stdout.write(
-          `\nresults: ${neutraliseLine(jsonPath)}\nreport:  ${neutraliseLine(htmlPath)} (open it in a browser: every sweep as a chart)\n`,
-        );
       },
     );
+}
+
+/** Runs the lab's sections, saving after each, and the whole (or the part a stop signal left) at the end. */
+async function runAndSave(
+  options: { quick?: boolean },
+  budgetMs: number,
+  jsonPath: string | undefined,
+  htmlPath: string | undefined,
+): Promise<void> {
+  const color = colorEnabled();
+  const save = (results: ResultsFile, note?: string) => {
+    if (!jsonPath || !htmlPath) return;
+    if (note) results = { ...results, notes: [...results.notes, note] };
+    writingTo('--out', jsonPath, () => saveResults(jsonPath, results));
+    writingTo('--out', htmlPath, () =>
+      writeReport([{ name: 'lab', results }], {
+        htmlPath,
+        title: 'attnlab lab',
+        beside: besideRun(results),
+      }),
+    );
+  };
+  // Saved after each section marked partial, so a lab ended by anything (SIGKILL, a machine's time limit)
+  // leaves a file that says so; a stop signal ends it after the running section, saved and marked.
+  const stop = listenForStop('lab', 'stopping after the current section');
+  let last = 'none';
+  let results: ResultsFile;
+  try {
+    results = await runLab({
+      quick: options.quick ?? false,
+      budgetMs,
+      color,
+      write: (text) => process.stdout.write(`${text}\n`),
+      onSection: (partial, section) => {
+        last = section;
+        save(
+          partial,
+          `partial: sections up to ${section} of ${LAST_SECTION} finished; the lab was still running`,
+        );
+      },
+      signal: stop.signal,
+    });
+    // A signal that came while the last section ran synchronously waits in the event loop: without this
+    // turn the handlers are removed before it is heard, and the lab would exit 0 with its results unmarked.
+    await new Promise((resolve) => setImmediate(resolve));
+  } finally {
+    stop.dispose();
+  }
+  const received = stop.received();
+  if (received) {
+    process.exitCode = signalExitCode(received);
+    save(
+      results,
+      `interrupted: sections up to ${last} of ${LAST_SECTION} finished, the rest not run (stopped by ${received})`,
+    );
+    process.stderr.write(`attnlab: lab: interrupted by ${received} after section ${last}\n`);
+  }
+  if (!jsonPath || !htmlPath) return;
+  if (!received) save(results);
+  const beside = besideRun(results);
+  if (beside) {
+    process.stdout.write(
+      `\nThe report shows a recorded run of this lab on ${neutraliseLine(beside.name)} beside these CPU numbers: what each level buys on a GPU.\n`,
+    );
+  }
+  process.stdout.write(
+    `\nresults: ${neutraliseLine(jsonPath)}\nreport:  ${neutraliseLine(htmlPath)} (open it in a browser: every sweep as a chart)\n`,
+  );
 }
 
 /**

@@ -73,7 +73,8 @@ Example:
         writeReport(files, {
           htmlPath: options.output,
           color: colorEnabled(),
-          title: options.title,
+          // The title is the user's text, but it lands in the HTML and the terminal as the files' strings do.
+          title: options.title === undefined ? undefined : neutraliseLine(options.title),
           terminal: options.terminal,
         }),
       );

@@ -10,7 +10,7 @@ import { QUICK_CASES, runTune, TUNE_CASES, type TunedCase } from '../bench/tune.
 import { config } from '../config.js';
 import { UnsupportedError } from '../errors.js';
 import { colorEnabled, renderTable } from '../report/terminal.js';
-import { parseInteger } from './numbers.js';
+import { parseOption } from './numbers.js';
 
 interface TuneCliOptions {
   quick?: boolean;
@@ -49,7 +49,7 @@ export function registerTuneCommand(program: Command): void {
       const budgetMs =
         options.budgetMs === undefined
           ? config().tuneBudgetMs
-          : parseInteger('--budget-ms', options.budgetMs, 1);
+          : parseOption('tune --budget-ms', options.budgetMs);
       const cuda = cudaAvailable();
       if (!cuda.ok)
         throw new UnsupportedError('attnlab tune', `it times backends on a CUDA GPU: ${cuda.reason}`);

@@ -31,6 +31,8 @@ async function section(lab: LabContext, name: string, body: () => void | Promise
     lab.note(`section ${name} failed: ${text}`);
     if (config().debug >= 1 && error instanceof Error) lab.say(error.stack ?? '');
   }
+  // Its sweeps stop after their running case: the section's rows are those that finished.
+  if (signal?.aborted) lab.note(`section ${name} was stopped part-way by ${String(signal.reason)}`);
   lab.options.onSection?.(results(lab), name);
 }
 

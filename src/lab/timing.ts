@@ -41,6 +41,8 @@ export async function measureGroups(
     resolvedCeiling: lab.ceiling,
     skip: memoryShortfall,
     progress: terminalProgress(),
+    // A stop signal ends the sweep after its running case (long CPU cases run in a worker, so it is heard).
+    signal: lab.options.signal,
   });
   lab.timed(title, run.rows);
   return run.rows;
@@ -58,6 +60,10 @@ export async function defaultTiming(lab: LabContext): Promise<void> {
   const { B, T, N, H } = lab.sizes;
   lab.heading('8a. Time the variants at the default shape');
   const groups = codelabSweeps(lab.device, !lab.options.quick).filter((g) => g.name === 'default');
+  // The webgpu backend beside the others where an adapter exists (Dawn's webgpu package in Node: any
+  // GPU's Vulkan, Metal or D3D12 driver); elsewhere its row says "not available" and why.
+  const last = groups[groups.length - 1];
+  if (last) groups.push({ name: 'default', spec: { ...last.spec, impl: ['webgpu'] } });
   const rows = await measureGroups(lab, groups, `Attention timing — B=${B}, T=${T}, N=${N}, H=${H}`);
   const ok = rows.filter((r) => r.timing);
   lab.bars(

@@ -47,7 +47,7 @@ export const PEER_IMPLS: Readonly<Record<'jax' | 'torch', readonly string[]>> = 
  * An attnlab row's impl: a backend, or the lab's TransformerEngine-style module (te), with an optional
  * -variant suffix a bench script adds (te-fp8, flash-mma).
  */
-export const OWN_IMPL = /^(reference|naive|flash|cudnn|te)(-[a-z0-9]+)*$/;
+export const OWN_IMPL = /^(reference|naive|flash|cudnn|webgpu|te)(-[a-z0-9]+)*$/;
 
 /** One measured (or refused) case. */
 export interface ResultRow {

@@ -100,6 +100,11 @@ class Checker {
     if (!Number.isSafeInteger(value) || (value as number) < 1) this.fail(path, 'a positive integer', value);
   };
 
+  /** A count that may be 0 (settle calls under `--settle-ms 0`). */
+  countFromZero: Check = (value, path) => {
+    if (!Number.isSafeInteger(value) || (value as number) < 0) this.fail(path, 'an integer ≥ 0', value);
+  };
+
   /** A date and time as Date.toISOString writes it (or with an offset), one that parses. */
   isoDate: Check = (value, path) => {
     const iso = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/;
@@ -194,7 +199,8 @@ export function parseResults(value: unknown, source: string): ResultsFile {
       firstCallMs: c.nonNegative,
       warmup: c.nonNegative,
       inputCopies: c.size,
-      'settleCalls?': c.size,
+      // `--settle-ms 0` (in its range [0, 60000]) makes 0 settle calls: a row that says so is valid.
+      'settleCalls?': c.countFromZero,
       'power?': (w, wp) =>
         c.fields(w, wp, {
           cappedPercent: c.percent,
@@ -205,7 +211,7 @@ export function parseResults(value: unknown, source: string): ResultsFile {
     });
   const attnlabImpl = c.matches(
     OWN_IMPL,
-    'an attnlab backend (reference, naive, flash, cudnn) or te, with an optional -variant (te-fp8)',
+    'an attnlab backend (reference, naive, flash, cudnn, webgpu) or te, with an optional -variant (te-fp8)',
   );
   const row: Check = (v, p) => {
     const r = c.fields(v, p, {

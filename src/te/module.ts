@@ -18,7 +18,7 @@ import type { Fp8BackendName } from '../backends/fp8-backend.js';
 import type { PerGradient } from '../backends/fp8-backward-problem.js';
 import type { PerTensor } from '../backends/fp8-problem.js';
 import { fp8BackwardSupportFor } from '../backends/fp8-registry.js';
-import type { Implementation } from '../backends/problem.js';
+import type { AttentionOptions, Implementation } from '../backends/problem.js';
 import { InvalidArgumentError, UnsupportedError } from '../errors.js';
 import type { Device } from '../tensor/storage.js';
 import type { Tensor } from '../tensor/tensor.js';
@@ -41,6 +41,9 @@ const FORWARD_KEYS: readonly string[] = [
   'deterministic',
   'autocast',
   'keepFp8Output',
+  'scoreMod',
+  'maskMod',
+  'blockMask',
 ];
 
 /** TE's forward() argument names → ours (a mask type or window per call is a constructor option here). */
@@ -53,6 +56,9 @@ const TE_FORWARD_NAMES: Readonly<Record<string, string>> = {
   window_size: 'windowSize (a constructor option)',
   windowSize: 'windowSize (a constructor option)',
   core_attention_bias_type: 'attnBiasType (a constructor option)',
+  score_mod: 'scoreMod',
+  mask_mod: 'maskMod',
+  block_mask: 'blockMask',
 };
 
 export interface ForwardOptions {
@@ -66,6 +72,12 @@ export interface ForwardOptions {
   autocast?: Fp8Autocast;
   /** On the FP8 path, also return O as FP8 codes with its scale (result.output8). */
   keepFp8Output?: boolean;
+  /** A score modifier (docs/guide/variants.md); with modifiers the GPU runs attnlab's flash, not cuDNN. */
+  scoreMod?: AttentionOptions['scoreMod'];
+  /** A mask modifier, on top of the module's attnMaskType. */
+  maskMod?: AttentionOptions['maskMod'];
+  /** createBlockMask of maskMod for this call's sizes. */
+  blockMask?: AttentionOptions['blockMask'];
 }
 
 export interface DotProductAttentionResult {
@@ -189,8 +201,7 @@ export class DotProductAttention {
       }
       fallbackReason = support.reason;
     }
-    // cuDNN is TE's fused-attention engine; attention()'s own choice on the CPU.
-    const implementation = qkv.query.device === 'cuda' ? 'cudnn' : undefined;
+    const implementation = DotProductAttention.#implementation(qkv.query.device, attentionOptions);
     const result = attention(qkv.query, qkv.key, qkv.value, { ...attentionOptions, implementation });
     return {
       output: inLayout(result.output),
@@ -270,7 +281,7 @@ export class DotProductAttention {
       }
       fallbackReason = reason;
     }
-    const implementation = qkv.query.device === 'cuda' ? 'cudnn' : undefined;
+    const implementation = DotProductAttention.#implementation(qkv.query.device, attentionOptions);
     const f = attentionVjp(qkv.query, qkv.key, qkv.value, { ...attentionOptions, implementation });
     made.push(f.output, f.logSumExp); // the residuals, on either device
     return { ...f.backward(dOutput), precision: 'bf16', fallbackReason };
@@ -289,11 +300,26 @@ export class DotProductAttention {
   }
 
   /** attention()'s options for this call; a bias or mask made for it (pre-scaled, inverted) goes into `made`. */
-  #attentionOptions(options: ForwardOptions, made: Tensor[]) {
+  #attentionOptions(options: ForwardOptions, made: Tensor[]): AttentionOptions {
     const attentionOptions = attentionOptionsFor(this.config, options.sequenceDescriptor, options.bias);
     if (attentionOptions.bias && attentionOptions.bias !== options.bias) made.push(attentionOptions.bias);
     if (attentionOptions.mask) made.push(attentionOptions.mask); // always the inverted copy of a legacy mask
-    return attentionOptions;
+    const { scoreMod, maskMod, blockMask } = options;
+    return {
+      ...attentionOptions,
+      ...(scoreMod !== undefined && { scoreMod }),
+      ...(maskMod !== undefined && { maskMod }),
+      ...(blockMask !== undefined && { blockMask }),
+    };
+  }
+
+  /**
+   * cuDNN is TE's fused-attention engine on the GPU; it takes no modifiers, so a call with them leaves the
+   * choice to attention() (flash). On the CPU always attention()'s own choice.
+   */
+  static #implementation(device: string, options: AttentionOptions): 'cudnn' | undefined {
+    const modified = options.scoreMod !== undefined || options.maskMod !== undefined;
+    return device === 'cuda' && !modified ? 'cudnn' : undefined;
   }
 
   /** TE's dropout rule: attnlab has none, so a module with dropout runs only when told deterministic. */

@@ -15,9 +15,12 @@
 import {
   checkBoolean,
   checkChoice,
+  checkInteger,
   checkKeys,
   checkOptionsObject,
+  checkScale,
   describeValue,
+  refuseRevoked,
   snapshot,
 } from '../arguments.js';
 import type { AttentionOptions } from '../backends/problem.js';
@@ -83,11 +86,11 @@ export interface ResolvedConfig {
   readonly dropout: number;
 }
 
-const positiveInt = (argument: string, v: unknown): number => {
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1)
-    throw new InvalidArgumentError(argument, 'a positive integer', describeValue(v));
-  return v;
-};
+/** Sizes reach the kernels as int32 (grid dimensions, strides in elements): 2^31 − 1 is the largest. */
+const MAX_SIZE = 2 ** 31 - 1;
+
+const positiveInt = (argument: string, v: unknown): number =>
+  checkInteger(argument, v, 1, MAX_SIZE, `a positive integer ≤ 2^31 − 1 (sizes reach the kernels as int32)`);
 
 const CONFIG_KEYS: readonly string[] = [
   'headDim',
@@ -171,10 +174,7 @@ export function resolveConfig(configIn: DotProductAttentionConfig): ResolvedConf
       describeValue(config.headDim),
     );
   }
-  const scale = config.scaleFactor ?? 1 / Math.sqrt(H);
-  if (typeof scale !== 'number' || !Number.isFinite(scale)) {
-    throw new InvalidArgumentError('scaleFactor', 'a finite number', describeValue(config.scaleFactor));
-  }
+  const scale = checkScale('scaleFactor', config.scaleFactor, 1 / Math.sqrt(H));
   const window = config.windowSize ?? null;
   if (
     window !== null &&
@@ -198,12 +198,28 @@ export function resolveConfig(configIn: DotProductAttentionConfig): ResolvedConf
  * Per-batch valid lengths, TE's SequenceDescriptor for the padding mask types. A legacy mask in
  * TE's inverted convention (true = masked out) is accepted too and turned into our keep-mask.
  */
+/** The factories' pass to SequenceDescriptor's constructor. */
+const MADE_BY_FACTORY = Symbol('SequenceDescriptor factory');
+
 export class SequenceDescriptor {
+  /**
+   * Made by the two factories only: TypeScript's `private` does not stop `new SequenceDescriptor(x)` from
+   * JavaScript, which would keep whatever came, unchecked, for the module to read later.
+   */
   private constructor(
+    token: symbol,
     readonly querySeqLengths: Int32Array | null,
     readonly keyValueSeqLengths: Int32Array | null,
     readonly legacyMask: Tensor | null,
-  ) {}
+  ) {
+    if (token !== MADE_BY_FACTORY) {
+      throw new InvalidArgumentError(
+        'SequenceDescriptor',
+        'SequenceDescriptor.fromSeqLens(…) or SequenceDescriptor.fromLegacyMask(…)',
+        'new SequenceDescriptor(…)',
+      );
+    }
+  }
 
   /** Lengths per batch; keys default to the query lengths (self-attention), as TE's from_seqlens. */
   static fromSeqLens(
@@ -219,19 +235,21 @@ export class SequenceDescriptor {
         `${kv.length} lengths`,
       );
     }
-    return new SequenceDescriptor(q, kv, null);
+    return new SequenceDescriptor(MADE_BY_FACTORY, q, kv, null);
   }
 
   /** TE's legacy mask: bool, broadcastable to (B,N,T,S), true where a pair is masked out. */
   static fromLegacyMask(mask: Tensor): SequenceDescriptor {
-    if (!(mask instanceof Tensor) || mask.dtype !== 'bool') {
+    // checkTensor first: `instanceof` on a revoked Proxy throws V8's TypeError.
+    const checked = checkTensor('mask', mask);
+    if (checked.dtype !== 'bool') {
       throw new InvalidArgumentError(
         'mask',
         'a bool Tensor (true = masked out, TE convention)',
-        describeValue(mask),
+        describeValue(checked),
       );
     }
-    return new SequenceDescriptor(null, null, mask);
+    return new SequenceDescriptor(MADE_BY_FACTORY, null, null, checked);
   }
 }
 
@@ -240,6 +258,7 @@ export class SequenceDescriptor {
  * fits its sequence (≤ T or S) is checked at the call, where T and S are known.
  */
 function seqLengths(argument: string, value: unknown): Int32Array {
+  refuseRevoked(argument, value, 'an array of non-negative integers (one per batch)');
   const isList = Array.isArray(value) || (ArrayBuffer.isView(value) && !(value instanceof DataView));
   if (!isList) {
     throw new InvalidArgumentError(

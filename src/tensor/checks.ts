@@ -2,9 +2,17 @@
  * The checks a tensor is built through: shapes, values for a dtype, encode options, and host
  * allocations that say how much was asked when they cannot be made.
  */
-import { checkKeys, checkOptionsObject, describeValue, snapshotList } from '../arguments.js';
+import {
+  checkKeys,
+  checkOptionsObject,
+  describeValue,
+  readCaller,
+  refuseRevoked,
+  snapshotList,
+} from '../arguments.js';
 import { InvalidArgumentError, OutOfMemoryError } from '../errors.js';
 import { allocRaw, type DType, type EncodeOptions, itemSize, type RawArray } from './dtype.js';
+import { stableView, typedLength } from './host-view.js';
 
 /**
  * Free and total host memory for an OutOfMemoryError: node:os where the runtime has it (Node's
@@ -66,32 +74,46 @@ const INT32_MIN = -(2 ** 31);
 const INT32_MAX = 2 ** 31 - 1;
 
 /**
- * Numbers for `dtype`: an array or typed array whose every element is a number (booleans too for
- * bool). int32 takes finite values in its range (fractions truncate toward zero, as a C, NumPy or
- * PyTorch cast does); NaN, ±Infinity and values outside [-2^31, 2^31-1] are refused rather than
- * wrapped or zeroed.
+ * Numbers for `dtype`, read exactly once into a float64 copy that is checked and then encoded (a getter or a
+ * Proxy read twice could hand the check one value and the encoder another: `'x'` stored as NaN). An array or
+ * typed array whose every element is a number (booleans too for bool, as 1 and 0). int32 takes finite values
+ * in its range (fractions truncate toward zero, as a C, NumPy or PyTorch cast does); NaN, ±Infinity and
+ * values outside [-2^31, 2^31-1] are refused rather than wrapped or zeroed.
  */
-export function checkValues(argument: string, values: unknown, dtype: DType): ArrayLike<number> {
+export function checkValues(
+  argument: string,
+  values: unknown,
+  dtype: DType,
+  shape?: readonly number[],
+): ArrayLike<number> {
+  refuseRevoked(argument, values, 'an array or typed array of numbers');
   const typed = ArrayBuffer.isView(values) && !(values instanceof DataView);
   if (!typed && !Array.isArray(values)) {
     const got = typeof values === 'number' ? `the number ${values}` : describeValue(values);
     throw new InvalidArgumentError(argument, 'an array or typed array of numbers', got);
   }
-  const list = values as ArrayLike<unknown>;
   if (values instanceof BigInt64Array || values instanceof BigUint64Array) {
     throw new InvalidArgumentError(argument, 'an array or typed array of numbers', describeValue(values));
   }
-  if (!typed) {
-    for (let i = 0; i < list.length; i++) {
-      const v = list[i];
-      if (typeof v !== 'number' && !(dtype === 'bool' && typeof v === 'boolean')) {
-        throw new InvalidArgumentError(`${argument}[${i}]`, `a number (for ${dtype})`, describeValue(v));
-      }
-    }
+  // The count first (`shape` given): a wrong one is refused before anything is copied.
+  const length = typed ? typedLength(values) : readLength(argument, values as unknown[]);
+  if (shape !== undefined && length !== numel(shape)) {
+    throw new InvalidArgumentError(
+      argument,
+      `${numel(shape)} values for shape ${shapeText(shape)}`,
+      `${length} values`,
+    );
   }
+  // A typed array's elements are plain numbers (no getter can sit on an index): a fresh view of its memory,
+  // made through the engine's own subarray, has no own property a caller could have set (`length`,
+  // Symbol.iterator). Memory another thread may write (a SharedArrayBuffer) is copied, so the value checked
+  // is the value encoded.
+  const copy = typed
+    ? stableView(values as unknown as RawArray)
+    : readArray(argument, values as unknown[], length, dtype);
   if (dtype === 'int32') {
-    for (let i = 0; i < list.length; i++) {
-      const v = list[i] as number;
+    for (let i = 0; i < copy.length; i++) {
+      const v = copy[i];
       if (!(v >= INT32_MIN && v < INT32_MAX + 1)) {
         throw new InvalidArgumentError(
           `${argument}[${i}]`,
@@ -101,7 +123,29 @@ export function checkValues(argument: string, values: unknown, dtype: DType): Ar
       }
     }
   }
-  return list as ArrayLike<number>;
+  return copy;
+}
+
+/** An array's length, read once. */
+function readLength(argument: string, values: unknown[]): number {
+  const length: unknown = readCaller(`${argument}.length`, () => values.length);
+  if (typeof length !== 'number' || !Number.isSafeInteger(length) || length < 0) {
+    throw new InvalidArgumentError(`${argument}.length`, 'a non-negative integer', describeValue(length));
+  }
+  return length;
+}
+
+/** An array's first `length` elements, each read once, into float64; each bad one named by its index. */
+function readArray(argument: string, values: unknown[], length: number, dtype: DType): Float64Array {
+  const copy = allocFloat64([length]);
+  for (let i = 0; i < length; i++) {
+    const name = `${argument}[${i}]`;
+    const v = readCaller(name, () => values[i]);
+    if (typeof v === 'number') copy[i] = v;
+    else if (dtype === 'bool' && typeof v === 'boolean') copy[i] = v ? 1 : 0;
+    else throw new InvalidArgumentError(name, `a number (for ${dtype})`, describeValue(v));
+  }
+  return copy;
 }
 
 export function checkEncodeOptions(argument: string, options: unknown): EncodeOptions {

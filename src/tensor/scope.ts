@@ -8,7 +8,7 @@
  * view made inside the scope of a tensor made outside it is never done — the outer tensor is not
  * the scope's to free.
  */
-import { describeValue } from '../arguments.js';
+import { describeValue, isRevokedProxy, readCaller } from '../arguments.js';
 import { InvalidArgumentError } from '../errors.js';
 import { closeScope, keepStorage, openScope } from './lifetime.js';
 import type { Storage } from './storage.js';
@@ -25,7 +25,8 @@ import { isTensor, storageOf, Tensor } from './tensor.js';
  * } // memoryStats() is where it started, plus the last `lse`s nobody disposed
  */
 export function tidy<R>(fn: () => R): R {
-  if (typeof fn !== 'function') throw new InvalidArgumentError('fn', 'a function', describeValue(fn));
+  if (typeof fn !== 'function' || isRevokedProxy(fn))
+    throw new InvalidArgumentError('fn', 'a function', describeValue(fn));
   openScope();
   // The scope closes whatever happens, reading the result included: a result whose walk throws (a revoked
   // Proxy, a Proxy whose ownKeys trap throws) left it open, and every tensor made after it, inside no
@@ -33,14 +34,19 @@ export function tidy<R>(fn: () => R): R {
   let survivors: ReadonlySet<Storage> = new Set();
   try {
     const result = fn();
-    if (isThenable(result)) {
+    if (isRevokedProxy(result)) {
+      throw new InvalidArgumentError('fn', 'a result tidy can walk for its tensors', 'a revoked Proxy');
+    }
+    if (readCaller('fn', () => isThenable(result))) {
       throw new InvalidArgumentError(
         'fn',
         'a synchronous function (tidy cannot follow tensors across an await)',
         'a function that returned a Promise',
       );
     }
-    survivors = storagesIn(result);
+    // A result that throws as it is walked (a revoked Proxy, a trap that throws) is refused by name, its
+    // scope closed below all the same.
+    survivors = readCaller('fn', () => storagesIn(result));
     return result;
   } finally {
     closeScope(survivors);
@@ -58,7 +64,10 @@ export function keep<T extends Tensor>(tensor: T): T {
 }
 
 function notTensor(value: unknown): string {
-  return value instanceof Tensor ? 'a Proxy of a Tensor (pass the Tensor itself)' : describeValue(value);
+  if (isRevokedProxy(value)) return 'a revoked Proxy';
+  return readCaller('tensor', () => value instanceof Tensor)
+    ? 'a Proxy of a Tensor (pass the Tensor itself)'
+    : describeValue(value);
 }
 
 function isThenable(value: unknown): boolean {
@@ -82,6 +91,9 @@ function storagesIn(value: unknown): Set<Storage> {
     const item = stack.pop();
     if (item === null || typeof item !== 'object' || seen.has(item)) continue;
     seen.add(item);
+    if (isRevokedProxy(item)) {
+      throw new InvalidArgumentError('fn', 'a result tidy can walk for its tensors', 'a revoked Proxy in it');
+    }
     if (isTensor(item)) {
       found.add(storageOf(item));
     } else if (item instanceof Tensor) {

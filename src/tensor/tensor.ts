@@ -5,7 +5,7 @@
  * const q = Tensor.fromArray([1, 2, 3, 4], [2, 2], 'bfloat16');
  * q.toFloat64Array(); // Float64Array [1, 2, 3, 4]
  */
-import { checkChoice, describeValue } from '../arguments.js';
+import { checkChoice, describeValue, isRevokedProxy, readCaller } from '../arguments.js';
 import { InvalidArgumentError } from '../errors.js';
 import {
   allocFloat64,
@@ -26,6 +26,7 @@ import {
   itemSize,
   type RawArray,
 } from './dtype.js';
+import { bufferDetached, heldElements, hostViewProblem, shadowedName } from './host-view.js';
 import { adoptStorage, isReleased, releaseStorage } from './lifetime.js';
 import {
   DEVICES,
@@ -68,17 +69,16 @@ export class Tensor {
     lostMemory = (tensor) => {
       const storage = tensor.#storage;
       if (storage.kind !== 'host') return null;
-      const have = storage.data.length;
+      const about = `a Tensor ${shapeText(tensor.shape)} ${tensor.dtype} whose caller-owned`;
+      const shadowed = shadowedName(storage.data);
+      if (shadowed !== undefined) return `${about} typed array was given an own '${shadowed}' property`;
+      const have = heldElements(storage.data);
       const want = numel(tensor.shape);
       if (have === want) return null;
-      const buffer = storage.data.buffer as ArrayBuffer & { detached?: boolean; resizable?: boolean };
-      const what =
-        buffer.detached === true || buffer.byteLength === 0
-          ? 'was detached or transferred (postMessage, structuredClone, ArrayBuffer.transfer)'
-          : buffer.resizable
-            ? 'was resized'
-            : 'no longer holds the tensor';
-      return `a Tensor ${shapeText(tensor.shape)} ${tensor.dtype} whose caller-owned ArrayBuffer ${what}: its view holds ${have} of ${want} elements`;
+      const what = bufferDetached(storage.data)
+        ? 'was detached or transferred (postMessage, structuredClone, ArrayBuffer.transfer)'
+        : 'no longer holds the tensor';
+      return `${about} ArrayBuffer ${what}: its view holds ${have} of ${want} elements`;
     };
   }
 
@@ -91,22 +91,27 @@ export class Tensor {
   }
 
   /**
-   * A host tensor over raw storage values (bits for float16/bfloat16/fp8). The array is not copied: the tensor
-   * reads the caller's memory, and every use checks it is still there (a buffer transferred, detached or
-   * resized under it is refused with InvalidArgumentError naming the tensor, never read as zeros).
+   * A host tensor over raw storage values (bits for float16/bfloat16/fp8): a genuine typed array of the dtype's
+   * storage type over a fixed-length ArrayBuffer (a resizable one is refused: shrunk and regrown it reads as
+   * zeros, which no later check can tell). The array is not copied: the tensor reads the caller's memory, and
+   * every use checks it is still there (a buffer transferred or detached under it is refused with
+   * InvalidArgumentError naming the tensor, never read as zeros).
    */
   static fromRaw(data: RawArray, shape: readonly number[], dtype: DType): Tensor {
     shape = checkShape('shape', shape);
     assertDType('dtype', dtype);
-    const expected = allocRaw(dtype, 0).constructor;
-    if (data === null || data === undefined || data.constructor !== expected) {
-      throw new InvalidArgumentError('data', `a ${expected.name} for dtype ${dtype}`, describeValue(data));
+    const expected = allocRaw(dtype, 0).constructor as { readonly name: string; readonly prototype: object };
+    const problem = hostViewProblem(data, expected);
+    if (problem !== null) {
+      const got = problem === 'type' ? describeValue(data) : problem;
+      throw new InvalidArgumentError('data', `a ${expected.name} for dtype ${dtype}`, got);
     }
-    if (data.length !== numel(shape)) {
+    const length = heldElements(data);
+    if (length !== numel(shape)) {
       throw new InvalidArgumentError(
         'data',
         `${numel(shape)} elements for shape [${shape.join(', ')}]`,
-        `${data.length} elements`,
+        `${length} elements`,
       );
     }
     return new Tensor(shape, dtype, { kind: 'host', data });
@@ -124,16 +129,10 @@ export class Tensor {
   ): Tensor {
     shape = checkShape('shape', shape);
     assertDType('dtype', dtype);
-    checkValues('values', values, dtype);
+    // The values as read once (their count against the shape's first): the copy is what is checked and stored.
+    const read = checkValues('values', values, dtype, shape);
     const encode = checkEncodeOptions('options', options);
-    if (values.length !== numel(shape)) {
-      throw new InvalidArgumentError(
-        'values',
-        `${numel(shape)} values for shape [${shape.join(', ')}]`,
-        `${values.length} values`,
-      );
-    }
-    return Tensor.#encoded(values, shape, dtype, encode);
+    return Tensor.#encoded(read, shape, dtype, encode);
   }
 
   static #encoded(values: ArrayLike<number>, shape: readonly number[], dtype: DType, options: EncodeOptions) {
@@ -381,10 +380,11 @@ export class Tensor {
 /** `value` as a live Tensor, or InvalidArgumentError naming `argument`: the one check every API entry uses. */
 export function checkTensor(argument: string, value: unknown): Tensor {
   if (!isTensor(value)) {
-    const got =
-      value instanceof Tensor
-        ? 'a Proxy of a Tensor or an object made from Tensor.prototype (pass the Tensor itself)'
-        : describeValue(value);
+    // A revoked Proxy (or one whose getPrototypeOf trap throws) fails `instanceof` with V8's TypeError.
+    const proxyOfTensor = !isRevokedProxy(value) && readCaller(argument, () => value instanceof Tensor);
+    const got = proxyOfTensor
+      ? 'a Proxy of a Tensor or an object made from Tensor.prototype (pass the Tensor itself)'
+      : describeValue(value);
     throw new InvalidArgumentError(argument, 'a Tensor', got);
   }
   if (value.disposed) throw new InvalidArgumentError(argument, 'a live Tensor', 'a disposed Tensor');

@@ -6,11 +6,11 @@
 import { checkInteger, checkKeys, checkOptionsObject, describeValue } from '../arguments.js';
 import { InvalidArgumentError } from '../errors.js';
 import type { Device } from '../tensor/storage.js';
-import { Tensor } from '../tensor/tensor.js';
+import type { Tensor } from '../tensor/tensor.js';
 import { compileModifiers } from './compile.js';
 import { children, type Expr } from './expression.js';
 import { isModifier, type MaskMod, maskMod as makeMaskMod } from './modifiers.js';
-import { BLOCK_EMPTY, BLOCK_FULL, BLOCK_PARTIAL, type BlockMask } from './types.js';
+import { BLOCK_EMPTY, BLOCK_FULL, BLOCK_PARTIAL, type BlockMask, type CompiledModifiers } from './types.js';
 
 export interface BlockMaskOptions {
   B: number;
@@ -62,16 +62,24 @@ export function readsVariable(e: Expr, name: 'b' | 'h' | 'q' | 'kv'): boolean {
   return (e.kind === 'variable' && e.name === name) || children(e).some((c) => readsVariable(c, name));
 }
 
-/**
- * Evaluates `mask` once per element and stores one byte per block: 0 empty, 1 partial, 2 full.
- * A mask that does not read b (h) is stored once for every batch (head).
- *
- * @example
- * const docs = maskMod('docIds[b, q] == docIds[b, kv] && kv <= q', { docIds });
- * const blockMask = createBlockMask(docs, { B: 1, N: 8, T: 4096, S: 4096 });
- * attention(q, k, v, { maskMod: docs, blockMask });
- */
-export function createBlockMask(mask: MaskMod | string, optionsIn: BlockMaskOptions): BlockMask {
+/** A checked createBlockMask request: the mask compiled alone, its sizes and where it is evaluated. */
+export interface BlockMaskRequest {
+  readonly mask: MaskMod;
+  readonly compiled: CompiledModifiers;
+  readonly B: number;
+  readonly N: number;
+  readonly T: number;
+  readonly S: number;
+  readonly blockQ: number;
+  readonly blockKV: number;
+  /** 1 when the mask does not read b, else B; Nm likewise with h. */
+  readonly Bm: number;
+  readonly Nm: number;
+  readonly device: Device;
+}
+
+/** createBlockMask's arguments checked, the mask compiled (the GPU kernel takes its source). */
+export function checkBlockMaskRequest(mask: unknown, optionsIn: unknown): BlockMaskRequest {
   const m = typeof mask === 'string' ? makeMaskMod(mask) : mask;
   if (!isModifier(m, 'maskMod'))
     throw new InvalidArgumentError(
@@ -79,6 +87,7 @@ export function createBlockMask(mask: MaskMod | string, optionsIn: BlockMaskOpti
       'a maskMod(...) modifier or an expression string',
       describeValue(mask),
     );
+  const modifier = m as MaskMod;
   const options = checkOptionsObject<BlockMaskOptions>(
     'createBlockMask options',
     optionsIn,
@@ -90,7 +99,7 @@ export function createBlockMask(mask: MaskMod | string, optionsIn: BlockMaskOpti
   const [B, N, T, S] = [size('B'), size('N'), size('T'), size('S')];
   const blockQ = checkInteger('blockQ', options.blockQ ?? 128, 1, 2 ** 16, 'a positive integer');
   const blockKV = checkInteger('blockKV', options.blockKV ?? 128, 1, 2 ** 16, 'a positive integer');
-  const captureDevice = m.captures[0]?.tensor.device;
+  const captureDevice = modifier.captures[0]?.tensor.device;
   const device = options.device ?? captureDevice ?? 'cpu';
   if (device !== 'cpu' && device !== 'cuda')
     throw new InvalidArgumentError(
@@ -98,11 +107,28 @@ export function createBlockMask(mask: MaskMod | string, optionsIn: BlockMaskOpti
       "'cpu' or 'cuda'",
       describeValue(device),
     );
-  const compiled = compileModifiers(undefined, m, { B, N, T, S }, captureDevice ?? device);
-  const keep = compiled.maskMod;
+  // Every capture on the mask's device (compileModifiers says which one is not).
+  const compiled = compileModifiers(undefined, modifier, { B, N, T, S }, device);
+  return {
+    mask: modifier,
+    compiled,
+    B,
+    N,
+    T,
+    S,
+    blockQ,
+    blockKV,
+    Bm: readsVariable(modifier.tree, 'b') ? B : 1,
+    Nm: readsVariable(modifier.tree, 'h') ? N : 1,
+    device,
+  };
+}
+
+/** The kinds [Bm, Nm, qBlocks, kvBlocks] by evaluating the mask on the host at every element. */
+export function classifyOnHost(r: BlockMaskRequest): Uint8Array {
+  const keep = r.compiled.maskMod;
   if (!keep) throw new Error('unreachable: a compiled maskMod evaluates');
-  const Bm = readsVariable(m.tree, 'b') ? B : 1;
-  const Nm = readsVariable(m.tree, 'h') ? N : 1;
+  const { Bm, Nm, T, S, blockQ, blockKV } = r;
   const qBlocks = Math.ceil(T / blockQ);
   const kvBlocks = Math.ceil(S / blockKV);
   const kinds = new Uint8Array(Bm * Nm * qBlocks * kvBlocks);
@@ -111,35 +137,41 @@ export function createBlockMask(mask: MaskMod | string, optionsIn: BlockMaskOpti
     for (let h = 0; h < Nm; h++) {
       for (let qb = 0; qb < qBlocks; qb++) {
         for (let kb = 0; kb < kvBlocks; kb++) {
-          let kept = 0;
-          let total = 0;
-          for (let q = qb * blockQ; q < Math.min(T, (qb + 1) * blockQ); q++) {
+          let kept = false;
+          let dropped = false;
+          // Stops at the first element of each kind: then the block is partial whatever follows.
+          for (let q = qb * blockQ; q < Math.min(T, (qb + 1) * blockQ) && !(kept && dropped); q++) {
             for (let kv = kb * blockKV; kv < Math.min(S, (kb + 1) * blockKV); kv++) {
-              total++;
-              if (keep(b, h, q, kv)) kept++;
+              if (keep(b, h, q, kv)) kept = true;
+              else dropped = true;
+              if (kept && dropped) break;
             }
           }
-          kinds[at++] = kept === 0 ? BLOCK_EMPTY : kept === total ? BLOCK_FULL : BLOCK_PARTIAL;
+          kinds[at++] = !kept ? BLOCK_EMPTY : dropped ? BLOCK_PARTIAL : BLOCK_FULL;
         }
       }
     }
   }
-  const host = Tensor.fromRaw(kinds, [Bm, Nm, qBlocks, kvBlocks], 'bool');
-  const result = new MadeBlockMask({
-    B,
-    N,
-    T,
-    S,
-    blockQ,
-    blockKV,
-    Bm,
-    Nm,
-    qBlocks,
-    kvBlocks,
-    kinds: device === 'cpu' ? host : host.to(device),
-    maskKey: compiled.maskKey,
-    device,
+  return kinds;
+}
+
+/** The BlockMask of a request and its kinds tensor (host or device). */
+export function makeBlockMask(r: BlockMaskRequest, kinds: Tensor): BlockMask {
+  const made = new MadeBlockMask({
+    B: r.B,
+    N: r.N,
+    T: r.T,
+    S: r.S,
+    blockQ: r.blockQ,
+    blockKV: r.blockKV,
+    Bm: r.Bm,
+    Nm: r.Nm,
+    qBlocks: Math.ceil(r.T / r.blockQ),
+    kvBlocks: Math.ceil(r.S / r.blockKV),
+    kinds,
+    maskKey: r.compiled.maskKey,
+    device: r.device,
   });
-  MADE.add(result);
-  return result;
+  MADE.add(made);
+  return made;
 }

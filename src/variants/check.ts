@@ -8,6 +8,7 @@ import { InvalidArgumentError } from '../errors.js';
 import type { Device } from '../tensor/storage.js';
 import { isBlockMask } from './block-mask.js';
 import { compileModifiers, type ModifierSizes } from './compile.js';
+import { builtinWindow } from './library.js';
 import { isModifier, type MaskMod, maskMod, type ScoreMod, scoreMod } from './modifiers.js';
 import type { BlockMask, CompiledModifiers } from './types.js';
 
@@ -17,7 +18,7 @@ export interface ModifierOptions {
   readonly blockMask?: unknown;
 }
 
-function asModifier<K extends 'scoreMod' | 'maskMod'>(
+export function asModifier<K extends 'scoreMod' | 'maskMod'>(
   kind: K,
   value: unknown,
 ): (K extends 'scoreMod' ? ScoreMod : MaskMod) | undefined {
@@ -33,8 +34,33 @@ function asModifier<K extends 'scoreMod' | 'maskMod'>(
   );
 }
 
-/** The problem's `modifiers` and `blockMask` (absent when not asked for). */
+export interface CheckedModifiers {
+  modifiers?: CompiledModifiers;
+  blockMask?: BlockMask;
+  /** A ready-made causal()/slidingWindow() mask, to run as the built-in window (top-left) instead. */
+  builtin?: { readonly left: number; readonly right: number };
+}
+
+/**
+ * The problem's `modifiers` and `blockMask` (absent when not asked for). With `alignment` 'top_left', a
+ * maskMod that is exactly causal() or slidingWindow(l, r) comes back as `builtin` instead (its block mask
+ * checked, then dropped): the built-in masks mean the same there, and every backend runs them.
+ */
 export function checkModifiers(
+  options: ModifierOptions,
+  sizes: ModifierSizes,
+  device: Device,
+  alignment: 'top_left' | 'bottom_right' = 'bottom_right',
+): CheckedModifiers {
+  const checked = checkAll(options, sizes, device);
+  const mask = asModifier('maskMod', options.maskMod);
+  const builtin = mask && alignment === 'top_left' ? builtinWindow(mask) : undefined;
+  if (!builtin) return checked;
+  const score = asModifier('scoreMod', options.scoreMod);
+  return { builtin, ...(score && { modifiers: compileModifiers(score, undefined, sizes, device) }) };
+}
+
+function checkAll(
   options: ModifierOptions,
   sizes: ModifierSizes,
   device: Device,

@@ -30,6 +30,29 @@ export function captureStrides(shape: readonly number[]): [number, number, numbe
   return strides;
 }
 
+/** A number per captured tensor object, for maskKey: the same expression over other tensors is another mask. */
+const tensorIds = new WeakMap<object, number>();
+let nextTensorId = 1;
+function tensorId(t: object): number {
+  let id = tensorIds.get(t);
+  if (id === undefined) {
+    id = nextTensorId++;
+    tensorIds.set(t, id);
+  }
+  return id;
+}
+
+/**
+ * What a BlockMask is tied to: the mask's function in its own capture slots (so the key does not change
+ * with a score modifier beside it) and the identity of each tensor it reads (docIds of another batch make
+ * another mask, whose empty blocks differ).
+ */
+function maskIdentity(mask: MaskMod, program: SlottedProgram): string {
+  const own = { ...program, slots: program.slots.map((_, i) => i) };
+  const tensors = mask.captures.map((c) => tensorId(c.tensor)).join('.');
+  return `${hashText(generateCuda(null, own, new Set(), false))}${tensors ? `-${tensors}` : ''}`;
+}
+
 export interface ModifierSizes {
   readonly B: number;
   readonly N: number;
@@ -134,7 +157,7 @@ export function compileModifiers(
     scoreProgram ? learnedLocal(scoreProgram) : new Set(),
     hasCaptureGrads,
   );
-  const maskOnly = maskProgram ? generateCuda(null, maskProgram, new Set(), false) : '';
+  const maskKey = mask && maskProgram ? maskIdentity(mask, maskProgram) : '';
 
   let host: HostCapture[] | null = null;
   const hostCaptures = (): HostCapture[] => {
@@ -154,7 +177,7 @@ export function compileModifiers(
     -readonly [K in keyof CompiledModifiers]: CompiledModifiers[K];
   } = {
     key: hashText(cudaSource),
-    maskKey: maskProgram ? hashText(maskOnly) : '',
+    maskKey,
     cudaSource,
     captures,
     hasScoreMod: scoreProgram !== null,
@@ -165,6 +188,14 @@ export function compileModifiers(
       .join('; '),
   };
   const at: Point = { b: 0, h: 0, q: 0, kv: 0, score: 0 };
+  // Field by field: the evaluators run once per (q, kv) pair, and an object per call is garbage per pair.
+  const setPoint = (s: number, b: number, h: number, q: number, kv: number) => {
+    at.score = s;
+    at.b = b;
+    at.h = h;
+    at.q = q;
+    at.kv = kv;
+  };
   if (scoreProgram && score) {
     const what = `scoreMod '${score.name}'`;
     const p: Program = scoreProgram.program;
@@ -172,11 +203,11 @@ export function compileModifiers(
     const adjoints = new Float64Array(p.instrs.length);
     const learned = learnedLocal(scoreProgram);
     compiled.scoreMod = (s, b, h, q, kv) => {
-      Object.assign(at, { score: s, b, h, q, kv });
+      setPoint(s, b, h, q, kv);
       return evaluate(what, p, local(scoreProgram), at, values);
     };
     compiled.scoreModGrad = (s, g, b, h, q, kv, captureGrads) => {
-      Object.assign(at, { score: s, b, h, q, kv });
+      setPoint(s, b, h, q, kv);
       const caps = local(scoreProgram);
       evaluate(what, p, caps, at, values);
       const grads = scoreProgram.slots.map((slot) => captureGrads[slot] ?? EMPTY);
@@ -188,7 +219,7 @@ export function compileModifiers(
     const p = maskProgram.program;
     const values = new Float64Array(p.instrs.length);
     compiled.maskMod = (b, h, q, kv) => {
-      Object.assign(at, { score: 0, b, h, q, kv });
+      setPoint(0, b, h, q, kv);
       return evaluate(what, p, local(maskProgram), at, values) !== 0;
     };
   }

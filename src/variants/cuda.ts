@@ -27,6 +27,7 @@ export interface SlottedProgram {
 const CTYPE = { int: 'int', float: 'float', bool: 'bool' } as const;
 
 function literal(value: number, type: Instr['type']): string {
+  if (type === 'bool') return value ? 'true' : 'false';
   if (type === 'int') return String(value);
   if (value === Number.POSITIVE_INFINITY) return '__int_as_float(0x7f800000)';
   const text = String(value);
@@ -146,7 +147,8 @@ function backwardLines(p: SlottedProgram, learned: ReadonlySet<number>, indent: 
   for (let n = last; n >= 0; n--) {
     if (!needs[n]) continue;
     const instr = instrs[n];
-    lines.push(`${indent}const float a${n} = ${contributions[n].join(' + ')};`);
+    // No contribution: every path from here to the result passes a piecewise-constant step (floor, ceil).
+    lines.push(`${indent}const float a${n} = ${contributions[n].join(' + ') || '0.0f'};`);
     const a = `a${n}`;
     const give = (arg: number, amount: string) => {
       if (needs[arg] && types[arg] === 'float') contributions[arg].push(`(${amount})`);

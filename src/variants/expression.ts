@@ -8,7 +8,7 @@
  *   equal   := rel (('==' | '!=') rel)*   rel := add (('<' | '<=' | '>' | '>=') add)*
  *   add     := mul (('+' | '-') mul)*     mul := unary (('*' | '/' | '%') unary)*
  *   unary   := ('-' | '!') unary | primary
- *   primary := number | 'inf' | variable | capture '[' expr (',' expr)* ']' | fn '(' expr (',' expr)* ')' | '(' expr ')'
+ *   primary := number | 'inf' | 'true' | 'false' | variable | capture '[' expr (',' expr)* ']' | fn '(' expr (',' expr)* ')' | '(' expr ')'
  * Variables: `b`, `h`, `q`, `kv` (int) and, in a score modifier, `score` (float). Types are int, float and
  * bool; int op float promotes to float; `/` of two ints truncates toward zero as in C (0 when dividing by 0).
  */
@@ -38,7 +38,7 @@ export type BinaryOp = '+' | '-' | '*' | '/' | '%' | '==' | '!=' | '<' | '<=' | 
 export type IndexVariable = 'b' | 'h' | 'q' | 'kv';
 
 export type Expr =
-  | { readonly kind: 'number'; readonly value: number; readonly type: 'int' | 'float' }
+  | { readonly kind: 'number'; readonly value: number; readonly type: ValueType }
   | { readonly kind: 'variable'; readonly name: IndexVariable | 'score'; readonly type: 'int' | 'float' }
   | {
       readonly kind: 'read';
@@ -64,8 +64,8 @@ export type Expr =
   | {
       readonly kind: 'select';
       readonly test: Expr;
-      readonly then: Expr;
-      readonly otherwise: Expr;
+      readonly whenTrue: Expr;
+      readonly whenFalse: Expr;
       readonly type: ValueType;
     };
 
@@ -81,7 +81,7 @@ export function children(e: Expr): readonly Expr[] {
     case 'call':
       return e.args;
     case 'select':
-      return [e.test, e.then, e.otherwise];
+      return [e.test, e.whenTrue, e.whenFalse];
     default:
       return [];
   }
@@ -123,7 +123,7 @@ const OPERATORS = [
   ']',
   ',',
 ];
-const RESERVED = new Set(['b', 'h', 'q', 'kv', 'score', 'inf', ...Object.keys(FUNCTIONS)]);
+const RESERVED = new Set(['b', 'h', 'q', 'kv', 'score', 'inf', 'true', 'false', ...Object.keys(FUNCTIONS)]);
 
 /** Identifiers a capture may be named: not a variable, function or `inf`. */
 export function isCaptureName(name: string): boolean {
@@ -174,7 +174,7 @@ export function parseExpression(
   allowScore: boolean,
 ): Expr {
   const expected = (why: string) =>
-    `${why} (a modifier expression over b, h, q, kv${allowScore ? ', score' : ''} and captured tensors)`;
+    `${why}, in an expression over b, h, q, kv${allowScore ? ', score' : ''} and captured tensors`;
   const fail = (token: string, column: number, why: string): never => {
     throw new InvalidArgumentError(
       what,
@@ -213,7 +213,7 @@ export function parseExpression(
     if ((then.type === 'bool') !== (otherwise.type === 'bool'))
       typeError(colon, "both branches of '?:' booleans, or both numbers");
     const type = then.type === 'bool' ? 'bool' : promote(then, otherwise);
-    return { kind: 'select', test, then, otherwise, type };
+    return { kind: 'select', test, whenTrue: then, whenFalse: otherwise, type };
   }
 
   const LEVELS: readonly (readonly BinaryOp[])[] = [
@@ -293,6 +293,8 @@ export function parseExpression(
     }
     if (t.kind !== 'name') return fail(t.text, t.column, 'a number, a name or (');
     if (t.text === 'inf') return { kind: 'number', value: Number.POSITIVE_INFINITY, type: 'float' };
+    if (t.text === 'true' || t.text === 'false')
+      return { kind: 'number', value: t.text === 'true' ? 1 : 0, type: 'bool' };
     if (t.text === 'b' || t.text === 'h' || t.text === 'q' || t.text === 'kv')
       return { kind: 'variable', name: t.text, type: 'int' };
     if (t.text === 'score') {

@@ -71,7 +71,7 @@ function checkCaptures(what: string, capturesIn: unknown): { name: string; tenso
     if (!isCaptureName(name)) {
       throw new InvalidArgumentError(
         `${what} captures`,
-        'names that are identifiers other than b, h, q, kv, score, inf and the function names',
+        'names that are identifiers other than b, h, q, kv, score, inf, true, false and the function names',
         `the name '${name}'`,
       );
     }
@@ -192,4 +192,18 @@ export function fromTree<Kind extends 'scoreMod' | 'maskMod'>(
   const made = new Modifier(kind, name, expression, tree, Object.freeze([...captures]));
   MADE.add(made);
   return made;
+}
+
+/** `m` over copies of its captured tensors made by `move` (e.g. to another device); the expression is unchanged. */
+export function withCaptures<Kind extends 'scoreMod' | 'maskMod'>(
+  m: Modifier<Kind>,
+  move: (t: Tensor) => Tensor,
+): Modifier<Kind> {
+  return fromTree(
+    m.kind,
+    m.name,
+    m.expression,
+    m.tree,
+    m.captures.map((c) => ({ ...c, tensor: move(c.tensor) })),
+  );
 }

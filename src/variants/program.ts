@@ -62,8 +62,8 @@ export function lower(root: Expr): Program {
         return push({ op: 'call', fn: e.fn, type: e.type, args: e.args.map(visit) });
       case 'select': {
         const test = visit(e.test);
-        const then = visit(e.then);
-        return push({ op: 'select', type: e.type, args: [test, then, visit(e.otherwise)] });
+        const whenTrue = visit(e.whenTrue);
+        return push({ op: 'select', type: e.type, args: [test, whenTrue, visit(e.whenFalse)] });
       }
     }
   };
@@ -78,6 +78,8 @@ export function differentiable(program: Program, learned: ReadonlySet<number>): 
     if (instr.type !== 'float') return;
     if (instr.op === 'var') needs[n] = instr.name === 'score';
     else if (instr.op === 'read') needs[n] = learned.has(instr.capture);
+    // floor and ceil are piecewise constant: no derivative flows through them.
+    else if (instr.op === 'call' && (instr.fn === 'floor' || instr.fn === 'ceil')) needs[n] = false;
     else if (instr.op !== 'const')
       needs[n] = instr.args.some((a) => needs[a] && program.types[a] === 'float');
   });

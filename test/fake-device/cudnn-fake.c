@@ -38,11 +38,14 @@ int cuDevicePrimaryCtxRetain(void **c, int d) { *c = (void *)(uintptr_t)(0x1234 
 static void *current_context;
 int cuCtxSetCurrent(void *c) { current_context = c; return 0; }
 void *fake_current_context(void) { return current_context; }
-int cuCtxSynchronize(void) { return 0; }
+/* Host waits on the device (context, stream, event syncs), for a test to prove a call makes none. */
+static int sync_count = 0;
+int fake_sync_count(void) { return sync_count; }
+int cuCtxSynchronize(void) { sync_count++; return 0; }
 /* Streams 0x5678 (attnlab's, the one cuDNN's handle is bound to), 0x5688, … in order of creation. */
 static uintptr_t next_stream = 0x5678;
 int cuStreamCreate(void **s, unsigned f) { (void)f; *s = (void *)next_stream; next_stream += 0x10; return 0; }
-int cuStreamSynchronize(void *s) { (void)s; return 0; }
+int cuStreamSynchronize(void *s) { (void)s; sync_count++; return 0; }
 int cuStreamWaitEvent(void *s, void *e, unsigned f) { (void)s; (void)e; (void)f; return 0; }
 int cuMemAlloc_v2(uint64_t *p, size_t b) { *p = (uint64_t)(uintptr_t)calloc(1, b ? b : 1); return 0; }
 int cuMemFree_v2(uint64_t p) { free((void *)(uintptr_t)p); return 0; }
@@ -59,25 +62,30 @@ int cuMemsetD32Async(uint64_t d, unsigned v, size_t n, void *s) {
 int cuEventCreate(void **e, unsigned f) { (void)f; *e = malloc(8); return 0; }
 int cuEventDestroy_v2(void *e) { free(e); return 0; }
 int cuEventRecord(void *e, void *s) { (void)e; (void)s; return 0; }
-int cuEventSynchronize(void *e) { (void)e; return 0; }
+int cuEventSynchronize(void *e) { (void)e; sync_count++; return 0; }
 int cuEventElapsedTime(float *ms, void *a, void *b) { (void)a; (void)b; *ms = 0.001f; return 0; }
 int cuModuleLoadData(void **m, const void *i) { (void)i; *m = (void *)1; return 0; }
 int cuModuleUnload(void *m) { (void)m; return 0; }
-int cuModuleGetFunction(void **f, void *m, const char *n) { (void)m; (void)n; *f = (void *)1; return 0; }
+/* A function handle is a copy of its name, so that a launch can say which kernel it ran. */
+int cuModuleGetFunction(void **f, void *m, const char *n) { (void)m; *f = strdup(n); return 0; }
 int cuModuleGetGlobal_v2(uint64_t *p, size_t *b, void *m, const char *n) { (void)m; (void)n; *p = 0; *b = 0; return 0; }
 int cuFuncSetAttribute(void *f, int a, int v) { (void)f; (void)a; (void)v; return 0; }
 int cuFuncGetAttribute(int *v, int a, void *f) { (void)a; (void)f; *v = 0; return 0; }
 /* Kernel launches so far (both entry points), for a test to count a call's launches. */
 static int launch_count = 0;
+static const char *last_launch = "";
 int fake_launch_count(void) { return launch_count; }
+const char *fake_last_launch(void) { return last_launch; }
 int cuLaunchKernel(void *f, unsigned a, unsigned b, unsigned c, unsigned d, unsigned e, unsigned g, unsigned h, void *s, void **p, void **x) {
-  (void)f; (void)a; (void)b; (void)c; (void)d; (void)e; (void)g; (void)h; (void)s; (void)p; (void)x;
+  (void)a; (void)b; (void)c; (void)d; (void)e; (void)g; (void)h; (void)s; (void)p; (void)x;
   launch_count++;
+  last_launch = (const char *)f;
   return 0;
 }
 int cuLaunchKernelEx(const void *config, void *f, void **p, void **x) {
-  (void)config; (void)f; (void)p; (void)x;
+  (void)config; (void)p; (void)x;
   launch_count++;
+  last_launch = (const char *)f;
   return 0;
 }
 /* A tensor map whose 128 bytes carry the address and the rank, so a test can tell two maps apart. */

@@ -263,6 +263,32 @@ describe('cuDNN FFI flow against a stand-in library', { skip }, () => {
   ];
   for (const [name, options] of backwardCases)
     it(`backward binds every uid: ${name}`, () => runBackwardAndCheckBindings(shape, options));
+  // NaN and Inf inputs run on cuDNN; the gradient repair follows on the stream (no read back, no wait).
+  it('backward: the gradient NaN repair is the one launch after cuDNN, and the call waits on nothing', () => {
+    const lib = koffi.load(join(dir, 'libcuda.so.1'));
+    const launches = lib.func('int fake_launch_count()');
+    const syncs = lib.func('int fake_sync_count()');
+    const lastLaunch = lib.func('const char *fake_last_launch()');
+    const [B, T, S, N, K, H] = shape;
+    const bias = randomNormal([1, N, T, S], { seed: 9, dtype: 'bfloat16' });
+    const poisoned = randomNormal([B, T, N, H], { seed: 1, dtype: 'bfloat16' }).toFloat64Array();
+    poisoned[5] = Number.NaN;
+    poisoned[7] = Number.POSITIVE_INFINITY;
+    const q = Tensor.fromArray(poisoned, [B, T, N, H], 'bfloat16').to('cuda');
+    const [k, v] = [2, 3].map((seed) => randomNormal([B, S, K, H], { seed, dtype: 'bfloat16' }).to('cuda'));
+    const output = randomNormal([B, T, N, H], { seed: 4, dtype: 'bfloat16' }).to('cuda');
+    const lse = randomNormal([B, T, N], { seed: 5, dtype: 'float32' }).to('cuda');
+    const dO = randomNormal([B, T, N, H], { seed: 6, dtype: 'bfloat16' }).to('cuda');
+    const options: BackwardOptions = { isCausal: true, bias: bias.to('cuda'), implementation: 'cudnn' };
+    attentionBackward(q, k, v, output, lse, dO, options); // plan and kernel built, lengths uploaded
+    const [launched, synced] = [launches(), syncs()];
+    const r = attentionBackward(q, k, v, output, lse, dO, options);
+    assert.equal(r.backend, 'cudnn');
+    assert.ok(r.dBias, 'dBias');
+    assert.equal(launches() - launched, 1);
+    assert.equal(lastLaunch(), 'attnlab_grad_nan_repair');
+    assert.equal(syncs() - synced, 0);
+  });
   // Paged and packed (paged.ts): the pools, page tables and ragged offsets reach cuDNN as built.
   const layoutProblem = (paged: boolean, packedQuery: boolean, packedKv: boolean, T = 4) => {
     const [B, S, N, K, H] = [3, 40, 4, 2, 64];

@@ -20,6 +20,7 @@ import {
   flashBackwardSharedBytes,
   HOPPER_BACKWARD_HEAD_DIMS,
   HOPPER_BACKWARD_TILES,
+  HOPPER_BACKWARD_WS_TILES,
 } from '../../src/backends/cuda/flash/sm80/backward-variant.js';
 import { readModuleGlobal } from '../../src/backends/cuda/runtime/compile.js';
 import { cudaAvailable, targetArch } from '../../src/backends/cuda/runtime/context.js';
@@ -125,11 +126,10 @@ describe('GPU flash backward', { skip }, () => {
     const kinds = [
       ...[64, 128].map((headDim) => ({ kernel: 'mma' as const, headDim, tiles: FLASH_BACKWARD_TILES })),
       ...(wgmma
-        ? HOPPER_BACKWARD_HEAD_DIMS.map((headDim) => ({
-            kernel: 'wgmma' as const,
-            headDim,
-            tiles: HOPPER_BACKWARD_TILES,
-          }))
+        ? HOPPER_BACKWARD_HEAD_DIMS.flatMap((headDim) => [
+            { kernel: 'wgmma' as const, headDim, tiles: HOPPER_BACKWARD_TILES },
+            { kernel: 'wgmma-ws' as const, headDim, tiles: HOPPER_BACKWARD_WS_TILES },
+          ])
         : []),
     ];
     for (const { kernel, headDim, tiles } of kinds) {

@@ -1,7 +1,8 @@
 /**
  * The launch-parameter structs as the compiler lays them out, against the TypeScript marshalling:
  * FlashParams (src/kernels/flash/params.cuh, included as the kernels include it) and SoftmaxParams
- * (softmax_rows.cuh), the fused flash backward's FlashBwdParams (flash/bwd_params.cuh) and the backward's five structs (softmax_backward.cu). Every scalar's offset, size and kind (pointer, integer, float) and the struct's size
+ * (softmax_rows.cuh), the fused flash backward's FlashBwdParams (flash/bwd_params.cuh), the gradient
+ * NaN repair's GradRepairParams (ops/grad_repair_params.cuh) and the backward's five structs (softmax_backward.cu). Every scalar's offset, size and kind (pointer, integer, float) and the struct's size
  * must agree, so a field added, moved or retyped on one side only fails here rather than on the GPU.
  * Skips, saying why, without nvcc or a C++ compiler.
  */
@@ -21,6 +22,7 @@ import {
   nonFiniteFields,
   softmaxBackwardFields,
 } from '../../src/backends/cuda/naive/softmax-backward.js';
+import { gradientRepairFields } from '../../src/backends/cuda/ops/gradient-nan-repair.js';
 import { kernelsDir } from '../../src/backends/cuda/runtime/compile.js';
 import { Tensor } from '../../src/tensor/tensor.js';
 import { compileStructLayout, layoutMismatches, structCompiler, structMembers } from '../support/c-layout.js';
@@ -73,6 +75,21 @@ describe('launch-parameter structs: compiler vs TypeScript', { skip }, () => {
       outputFloat32: 7n,
     };
     const arg = marshalFlashBwdParams(pointers, 0.125, 128);
+    assert.ok(arg.type === 'struct');
+    assert.deepEqual(layoutMismatches(layout, arg.fields), []);
+  });
+
+  it('GradRepairParams of grad_repair_params.cuh is what gradientRepairFields writes', () => {
+    const header = readFileSync(join(kernelsDir(), 'ops/grad_repair_params.cuh'), 'utf8');
+    const layout = compileStructLayout({
+      prelude: '#include "ops/grad_repair_params.cuh"',
+      name: 'GradRepairParams',
+      members: structMembers(header, 'GradRepairParams'),
+      includeDir: kernelsDir(),
+      scratch,
+    });
+    const pointers = { dOutput: 1n, dQuery: 2n, dKey: 3n, dValue: 4n, dBias: 5n };
+    const arg = gradientRepairFields(pointers, 0.125, [1, 4, 8, 9]);
     assert.ok(arg.type === 'struct');
     assert.deepEqual(layoutMismatches(layout, arg.fields), []);
   });

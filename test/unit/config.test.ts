@@ -114,7 +114,7 @@ describe('config', () => {
       ['ATTNLAB_DEBUG', 'abc', /expected an integer ≥ 0 .*, got "abc"/],
       ['ATTNLAB_DEBUG', '-1', /expected an integer ≥ 0/],
       ['ATTNLAB_FLASH_KERNEL', 'hopper', /expected one of wgmma, mma \(or unset\), got "hopper"/],
-      ['ATTNLAB_FLASH_BWD_KERNEL', 'bogus', /expected one of wgmma, mma/],
+      ['ATTNLAB_FLASH_BWD_KERNEL', 'bogus', /expected one of wgmma, wgmma-ws, mma/],
       ['ATTNLAB_DECODE_KERNEL', 'bogus', /expected one of heads, rows, tma/],
       ['ATTNLAB_CUDNN_GRAPH', 'fast', /expected one of composite, unified/],
       [

@@ -21,6 +21,7 @@ const EXPECTED = [
   'quickstart.mjs',
   'te-fp8.mjs',
   'training-loop.mjs',
+  'variants-documents.mjs',
 ];
 
 describe('examples', { concurrency: 2 }, () => {

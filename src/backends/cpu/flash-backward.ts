@@ -10,14 +10,16 @@
  *
  * Nothing of size (T, S) is held: one BLOCK_Q × BLOCK_K tile at a time. Float64 arithmetic, so with
  * a float64 log-sum-exp (what the CPU keeps for float64 inputs) it matches the reference to ~1e-15.
- * Query blocks that see none of a key block (causal, window, padding) are skipped.
+ * Query blocks that see none of a key block (causal, window, padding) are skipped. With a score modifier
+ * f, dS is taken back through f at the pre-modifier score (learned captures gain their gradient there);
+ * maskMod drops pairs as the forward does (through the block mask when one is given).
  */
 
 import { NO_PLAN } from '../backend.js';
 import type { BackwardBackend } from '../backward-backend.js';
 import type { BackwardOutput, BackwardProblem } from '../backward-problem.js';
 import { gradientBuffers, gradientTensors } from './gradients.js';
-import { keyRange, pairTerms } from './visibility.js';
+import { keyRange, pairKeep, pairTerms, tileEmpty } from './visibility.js';
 
 /** 16 queries × 64 keys, as the forward (flash.ts): the tile and its K/V rows stay in L1. */
 const BLOCK_Q = 16;
@@ -47,7 +49,12 @@ export function flashBackwardCpu(p: BackwardProblem): BackwardOutput {
   const D = rowDots(p);
   const terms = pairTerms(p);
   const [ms, bs] = [terms.maskStrides, terms.biasStrides];
+  const scoreMod = p.modifiers?.scoreMod;
+  const scoreModGrad = p.modifiers?.scoreModGrad;
+  const keep = pairKeep(p);
+  const empty = tileEmpty(p);
   const g = gradientBuffers(p);
+  const captureGrads = g.dcaptures ?? [];
   const dK = new Float64Array(BLOCK_K * H);
   const dV = new Float64Array(BLOCK_K * Hv);
   const lo = new Int32Array(T);
@@ -67,7 +74,7 @@ export function flashBackwardCpu(p: BackwardProblem): BackwardOutput {
           let seen = false;
           for (let r = 0; r < rows && !seen; r++)
             seen = lo[i0 + r] < Math.min(hi[i0 + r], j0 + cols) && hi[i0 + r] > j0;
-          if (!seen) continue;
+          if (!seen || empty(b, n, i0, i0 + rows, j0, j0 + cols)) continue;
           for (let r = 0; r < rows; r++) {
             const i = i0 + r;
             const row = (b * T + i) * N + n;
@@ -81,16 +88,19 @@ export function flashBackwardCpu(p: BackwardProblem): BackwardOutput {
             const end = Math.min(hi[i], j0 + cols);
             for (let j = first; j < end; j++) {
               if (terms.mask && !terms.mask[maskRow + j * ms[3]]) continue;
+              if (keep && !keep(b, n, i, j)) continue;
               const kOff = ((b * S + j) * K + kh) * H;
               const vOff = ((b * S + j) * K + kh) * Hv;
               let dot = 0;
               for (let h = 0; h < H; h++) dot += q[qOff + h] * k[kOff + h];
               const s = dot * scale + (terms.bias ? terms.bias[biasRow + j * bs[3]] : 0);
-              const P = Math.exp(s - rowLse);
+              const P = Math.exp((scoreMod ? scoreMod(s, b, n, i, j) : s) - rowLse);
               if (P === 0) continue;
               let dP = 0;
               for (let h = 0; h < Hv; h++) dP += dO[oOff + h] * v[vOff + h];
-              const dS = P * (dP - D[row]);
+              let dS = P * (dP - D[row]);
+              // The chain rule through the score modifier, at the score before it.
+              if (scoreModGrad) dS = scoreModGrad(s, dS, b, n, i, j, captureGrads);
               const c = j - j0;
               for (let h = 0; h < Hv; h++) dV[c * Hv + h] += P * dO[oOff + h];
               const dLogit = scale * dS;
@@ -118,6 +128,7 @@ export function flashBackwardCpu(p: BackwardProblem): BackwardOutput {
 export const cpuFlashBackward: BackwardBackend = {
   name: 'flash',
   device: 'cpu',
+  layouts: ['modifiers'],
   plan: () => NO_PLAN,
   run: (_plan, p) => flashBackwardCpu(p),
 };

@@ -6,6 +6,8 @@
  * It exists to show the algorithm with the same results as the reference (float64 arithmetic, so they
  * agree to ~1e-15) and to run the codelab's default shape (B=4,T=128,N=8,H=64) in tens of milliseconds.
  * Key blocks outside every row's visible range (causal, window, padding) are skipped, not masked.
+ * Modifiers (src/variants/) are evaluated per element: scoreMod after the bias, maskMod through the block
+ * mask when one is given (its empty blocks drop pairs unevaluated, its full ones keep them).
  */
 
 import { allocFloat64, allocHost } from '../../tensor/checks.js';
@@ -13,7 +15,7 @@ import { Tensor } from '../../tensor/tensor.js';
 import { type AttentionBackend, NO_PLAN } from '../backend.js';
 import type { AttentionProblem, BackendOutput } from '../problem.js';
 import { runDense } from './dense-view.js';
-import { keyRange, pairTerms } from './visibility.js';
+import { keyRange, pairKeep, pairTerms, tileEmpty } from './visibility.js';
 
 /** 16 query rows × 64 keys: a 1024-entry score tile, small enough to stay in L1 with its Q rows. */
 const BLOCK_Q = 16;
@@ -26,6 +28,9 @@ export function flashAttentionCpu(p: AttentionProblem): BackendOutput {
   const v = p.value.toFloat64Array();
   const terms = pairTerms(p);
   const [ms, bs] = [terms.maskStrides, terms.biasStrides];
+  const scoreMod = p.modifiers?.scoreMod;
+  const keep = pairKeep(p);
+  const empty = tileEmpty(p);
   const out = allocFloat64([B, T, N, Hv]);
   const lse = (allocHost('float32', [B, T, N]) as Float32Array).fill(Number.NEGATIVE_INFINITY);
   const group = N / K;
@@ -58,6 +63,8 @@ export function flashAttentionCpu(p: AttentionProblem): BackendOutput {
         // Only key blocks that some row can see are visited.
         for (let j0 = blockLo - (blockLo % BLOCK_K); j0 < blockHi; j0 += BLOCK_K) {
           const cols = Math.min(BLOCK_K, S - j0);
+          // A tile the block mask leaves empty adds nothing: skipped, as the GPU kernels skip it.
+          if (empty(b, n, i0, i0 + rows, j0, j0 + cols)) continue;
           for (let r = 0; r < rows; r++) {
             const i = i0 + r;
             const qOff = ((b * T + i) * N + n) * H;
@@ -67,11 +74,17 @@ export function flashAttentionCpu(p: AttentionProblem): BackendOutput {
             for (let c = 0; c < cols; c++) {
               const j = j0 + c;
               let s = Number.NEGATIVE_INFINITY;
-              if (j >= lo[r] && j < hi[r] && (!terms.mask || terms.mask[maskRow + j * ms[3]])) {
+              if (
+                j >= lo[r] &&
+                j < hi[r] &&
+                (!terms.mask || terms.mask[maskRow + j * ms[3]]) &&
+                (!keep || keep(b, n, i, j))
+              ) {
                 const kOff = ((b * S + j) * K + kh) * H;
                 let dot = 0;
                 for (let h = 0; h < H; h++) dot += q[qOff + h] * k[kOff + h];
                 s = dot * scale + (terms.bias ? terms.bias[biasRow + j * bs[3]] : 0);
+                if (scoreMod) s = scoreMod(s, b, n, i, j);
               }
               tile[r * BLOCK_K + c] = s;
               tileMax = Math.max(tileMax, s); // propagates NaN: a NaN logit makes the row NaN
@@ -116,7 +129,7 @@ export function flashAttentionCpu(p: AttentionProblem): BackendOutput {
 export const cpuFlashBackend: AttentionBackend = {
   name: 'flash',
   device: 'cpu',
-  layouts: ['paged', 'packed'],
+  layouts: ['paged', 'packed', 'modifiers'],
   plan: () => NO_PLAN,
   run: (_plan, p) => runDense(p, flashAttentionCpu),
 };

@@ -17,6 +17,8 @@ export interface GradientBuffers {
   readonly dv: Float64Array;
   /** The bias's own elements, indexed through its broadcast strides (so broadcast dims sum). */
   readonly dbias: Float64Array | null;
+  /** Per capture slot of the modifiers: the capture's size for a learned one, else empty; null without modifiers. */
+  readonly dcaptures: Float64Array[] | null;
 }
 
 export function gradientBuffers(p: BackwardProblem): GradientBuffers {
@@ -26,6 +28,9 @@ export function gradientBuffers(p: BackwardProblem): GradientBuffers {
     dk: allocFloat64([B, S, K, H]),
     dv: allocFloat64([B, S, K, Hv]),
     dbias: p.bias ? allocFloat64(p.bias.tensor.shape) : null,
+    dcaptures: p.modifiers
+      ? p.modifiers.captures.map((c) => (c.needsGrad ? allocFloat64(c.tensor.shape) : new Float64Array(0)))
+      : null,
   };
 }
 
@@ -39,6 +44,19 @@ export function gradientTensors(p: BackwardProblem, g: GradientBuffers, variant:
       p.bias && g.dbias
         ? Tensor.fromArray(g.dbias, p.bias.tensor.shape, p.bias.tensor.dtype as FloatDType)
         : undefined,
+    dCaptures: captureGradients(p, g),
     variant,
   };
+}
+
+/** The learned captures' gradients by name, float32 in each capture's shape; undefined when none is learned. */
+function captureGradients(p: BackwardProblem, g: GradientBuffers): Record<string, Tensor> | undefined {
+  const captures = p.modifiers?.captures ?? [];
+  if (!g.dcaptures || !captures.some((c) => c.needsGrad)) return undefined;
+  const out: Record<string, Tensor> = {};
+  captures.forEach((c, slot) => {
+    if (c.needsGrad && g.dcaptures)
+      out[c.name] = Tensor.fromArray(g.dcaptures[slot], c.tensor.shape, 'float32');
+  });
+  return out;
 }

@@ -44,6 +44,7 @@ export function exactLogSumExp(p: AttentionProblem): Float64Array {
 export const cpuReferenceBackward: BackwardBackend = {
   name: 'reference',
   device: 'cpu',
+  layouts: ['modifiers'],
   plan: () => NO_PLAN,
   run: (_plan, p) => referenceBackward(p),
 };

@@ -7,6 +7,9 @@
  *   P = softmax(logits);  dP_j = dO·v_j;  D = Σ_j P_j·dP_j;  dS_j = P_j·(dP_j − D)
  *   dV_j += P_j·dO;  dQ += scale·dS_j·k_j;  dK_j += scale·dS_j·q;  dBias_j += dS_j
  *
+ * With a score modifier f, dS_j above is the gradient of the modified score and is taken back through f:
+ * dS_j ← dS_j · f'(s_j) at the score s_j before f (and learned captures gain dS_j · ∂f/∂capture).
+ *
  * `round`, when given, rounds the logits (as forEachRow does), P, dP, D and dS; `accumulate`, when
  * given, rounds every partial sum of dQ, dK, dV and dBias (a GEMM accumulating in the dtype itself,
  * as float32 GEMMs do), each sum taken in the order a GEMM's inner loop takes it.
@@ -55,13 +58,18 @@ function rowGradients(
   const dP = new Float64Array(S);
   // 1 where the pair is in the forward's weighted sum (see the header).
   const open = new Uint8Array(S);
-  return ({ b, n, i, kh, lo, hi, max, logits }) => {
+  // A pair maskMod drops is a false entry of a boolean mask; dS reaches the pre-modifier score through
+  // scoreModGrad (the chain rule), which also adds the learned captures' gradients.
+  const maskMod = p.modifiers?.maskMod;
+  const scoreModGrad = p.modifiers?.scoreModGrad;
+  const captureGrads = g.dcaptures ?? [];
+  return ({ b, n, i, kh, lo, hi, max, logits, raw }) => {
     if (max === Number.NEGATIVE_INFINITY) return; // sees nothing (or padded): zero gradients
     const nanRow = !(max < Number.POSITIVE_INFINITY);
     const maskRow = b * ms[0] + n * ms[1] + i * ms[2];
     let sum = 0;
     for (let j = lo; j < hi; j++) {
-      const kept = mask?.[maskRow + j * ms[3]] !== 0; // no mask: undefined, kept
+      const kept = mask?.[maskRow + j * ms[3]] !== 0 && (!maskMod || maskMod(b, n, i, j)); // no mask: kept
       open[j] = kept && (nanRow || logits[j] !== Number.NEGATIVE_INFINITY) ? 1 : 0;
       sum += logits[j] = Math.exp(logits[j] - max);
     }
@@ -82,7 +90,8 @@ function rowGradients(
     for (let j = lo; j < hi; j++) {
       const P = logits[j];
       if (!open[j] || P === 0) continue;
-      const dS = round(P * (dP[j] - D));
+      let dS = round(P * (dP[j] - D));
+      if (scoreModGrad && raw) dS = round(scoreModGrad(raw[j], dS, b, n, i, j, captureGrads));
       const kOff = ((b * S + j) * K + kh) * H;
       const vOff = ((b * S + j) * K + kh) * Hv;
       for (let h = 0; h < Hv; h++) g.dv[vOff + h] = acc(g.dv[vOff + h] + P * dO[oOff + h]);

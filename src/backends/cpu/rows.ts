@@ -20,6 +20,8 @@ export interface RowLogits {
   /** −inf when the row sees no key; NaN when a visible logit is NaN (then the row is NaN). */
   max: number;
   readonly logits: Float64Array;
+  /** With a score modifier: each key's score before it (the backward's chain rule starts there); else null. */
+  readonly raw: Float64Array | null;
 }
 
 /**
@@ -36,11 +38,12 @@ export function forEachRow(
   const { B, T, S, N, K, H, scale } = p;
   const terms = pairTerms(p);
   const [ms, bs] = [terms.maskStrides, terms.biasStrides];
-  const row: RowLogits = { b: 0, n: 0, i: 0, kh: 0, lo: 0, hi: 0, max: 0, logits: new Float64Array(S) };
-  const logits = row.logits;
   // Modifiers (src/variants/) act after the bias and before the softmax: score first, then the mask.
   const scoreMod = p.modifiers?.scoreMod;
   const maskMod = p.modifiers?.maskMod;
+  const raw = scoreMod ? new Float64Array(S) : null;
+  const row: RowLogits = { b: 0, n: 0, i: 0, kh: 0, lo: 0, hi: 0, max: 0, logits: new Float64Array(S), raw };
+  const logits = row.logits;
   for (let b = 0; b < B; b++) {
     for (let n = 0; n < N; n++) {
       const kh = Math.floor(n / (N / K));
@@ -58,7 +61,10 @@ export function forEachRow(
             for (let h = 0; h < H; h++) dot += q[qOff + h] * k[kOff + h];
             const bias = terms.bias ? terms.bias[biasRow + j * bs[3]] : 0;
             s = round ? round(round(dot) * scale + bias) : dot * scale + bias;
-            if (scoreMod) s = round ? round(scoreMod(s, b, n, i, j)) : scoreMod(s, b, n, i, j);
+            if (scoreMod && raw) {
+              raw[j] = s;
+              s = round ? round(scoreMod(s, b, n, i, j)) : scoreMod(s, b, n, i, j);
+            }
             if (maskMod && !maskMod(b, n, i, j)) s = Number.NEGATIVE_INFINITY;
           }
           logits[j] = s;

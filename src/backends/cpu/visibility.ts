@@ -8,6 +8,7 @@
  * - isCausal keeps j ≤ i + d; a window [left, right] keeps i + d − left ≤ j ≤ i + d + right;
  * - a boolean mask then removes single pairs, and a −inf bias does too.
  */
+import { BLOCK_EMPTY, BLOCK_FULL } from '../../variants/types.js';
 import type { AttentionProblem } from '../problem.js';
 
 /** Keys [lo, hi) that lengths, causality and the window allow for row i of batch b (empty when lo ≥ hi). */
@@ -40,5 +41,50 @@ export function pairTerms(p: AttentionProblem): PairTerms {
     biasStrides: p.bias ? p.bias.strides : [0, 0, 0, 0],
     mask: p.mask ? (p.mask.tensor.toHost().data as Uint8Array) : null,
     maskStrides: p.mask ? p.mask.strides : [0, 0, 0, 0],
+  };
+}
+
+/** The mask modifier as the CPU flash backends read it: the block mask's empty and full blocks decide alone. */
+export type PairKeep = (b: number, n: number, i: number, j: number) => boolean;
+
+/**
+ * maskMod of `p` (null without one), through its block mask when one is given: an empty block drops the
+ * pair and a full one keeps it without evaluating maskMod, as the GPU kernels do; the reference evaluates
+ * maskMod everywhere, so the two check each other.
+ */
+export function pairKeep(p: AttentionProblem): PairKeep | null {
+  const keep = p.modifiers?.maskMod;
+  if (!keep) return null;
+  const m = p.blockMask;
+  if (!m) return keep;
+  const kinds = m.kinds.toHost().data as Uint8Array;
+  const perHead = m.qBlocks * m.kvBlocks;
+  const [strideB, strideH] = [m.Bm === 1 ? 0 : m.Nm * perHead, m.Nm === 1 ? 0 : perHead];
+  const { blockQ, blockKV, kvBlocks } = m;
+  return (b, n, i, j) => {
+    const kind =
+      kinds[b * strideB + n * strideH + Math.floor(i / blockQ) * kvBlocks + Math.floor(j / blockKV)];
+    return kind === BLOCK_FULL ? true : kind === BLOCK_EMPTY ? false : keep(b, n, i, j);
+  };
+}
+
+/**
+ * Whether the block mask of `p` leaves the tile [i0, i1) × [j0, j1) of (b, n) empty (every block it overlaps
+ * is empty), so CPU flash skips it as the GPU kernels do; always false without a block mask.
+ */
+export function tileEmpty(
+  p: AttentionProblem,
+): (b: number, n: number, i0: number, i1: number, j0: number, j1: number) => boolean {
+  const m = p.blockMask;
+  if (!m) return () => false;
+  const kinds = m.kinds.toHost().data as Uint8Array;
+  const perHead = m.qBlocks * m.kvBlocks;
+  const [strideB, strideH] = [m.Bm === 1 ? 0 : m.Nm * perHead, m.Nm === 1 ? 0 : perHead];
+  return (b, n, i0, i1, j0, j1) => {
+    const base = b * strideB + n * strideH;
+    for (let qb = Math.floor(i0 / m.blockQ); qb <= Math.floor((i1 - 1) / m.blockQ); qb++)
+      for (let kb = Math.floor(j0 / m.blockKV); kb <= Math.floor((j1 - 1) / m.blockKV); kb++)
+        if (kinds[base + qb * m.kvBlocks + kb] !== BLOCK_EMPTY) return false;
+    return true;
   };
 }

@@ -1,6 +1,6 @@
 /**
  * The forward launch: one parameter block from the problem, one bind group, one dispatch of
- * (⌈T/64⌉, N, B) workgroups. Pipelines are cached by variant key for the device they were made on.
+ * (⌈T/rows⌉, N, B) workgroups (rows: the variant's query rows per workgroup). Pipelines are cached by variant key for the device they were made on.
  * The output stays on the device; reading it is the caller's (await tensor.toHostAsync()).
  */
 import { UnsupportedError } from '../../errors.js';
@@ -12,11 +12,12 @@ import { forwardSource } from './forward-source.js';
 import { checkGeneration, createTensorBuffer, USAGE } from './memory.js';
 import { planForward, queryRows } from './plan.js';
 import { webgpuContext } from './runtime.js';
+import { tiledSource } from './tiled-source.js';
 import { bindings, COMBINE_ROWS, combineBindings, variantKey } from './variant.js';
 
 const pipelines = new Map<string, { generation: number; pipeline: GPUComputePipeline }>();
 
-function pipelineFor(key: string, source: () => string): GPUComputePipeline {
+export function pipelineFor(key: string, source: () => string): GPUComputePipeline {
   const { device, generation } = webgpuContext();
   const cached = pipelines.get(key);
   if (cached && cached.generation === generation) return cached.pipeline;
@@ -39,7 +40,7 @@ function bound(x: number): number {
  * The Params struct of forward-source.ts: 12 words of sizes and flags, then vec4u bias and mask
  * strides (offsets 48, 64) and the paged cache's block size and table width (offset 80).
  */
-function paramsBytes(p: AttentionProblem, splits: number): ArrayBuffer {
+export function paramsBytes(p: AttentionProblem, splits: number): ArrayBuffer {
   const buffer = new ArrayBuffer(96);
   const u = new Uint32Array(buffer);
   const i = new Int32Array(buffer);
@@ -57,7 +58,7 @@ function paramsBytes(p: AttentionProblem, splits: number): ArrayBuffer {
   return buffer;
 }
 
-function uploadConstant(device: GPUDevice, bytes: ArrayBuffer, usage: number): GPUBuffer {
+export function uploadConstant(device: GPUDevice, bytes: ArrayBuffer, usage: number): GPUBuffer {
   const buffer = device.createBuffer({ size: Math.max(16, bytes.byteLength), usage, mappedAtCreation: true });
   new Uint8Array(buffer.getMappedRange()).set(new Uint8Array(bytes));
   buffer.unmap();
@@ -69,11 +70,19 @@ export interface ForwardOverrides {
   readonly splits?: number;
   /** False runs the one-lane (plain) kernel where the device has subgroups. */
   readonly subgroups?: boolean;
+  /** False runs the row kernel where the tiled one applies. */
+  readonly tiled?: boolean;
 }
 
 export function runForward(p: AttentionProblem, overrides: ForwardOverrides = {}): BackendOutput {
   const { device, info } = webgpuContext();
-  const plan = planForward(p, info.limits, overrides.splits, info.subgroups && (overrides.subgroups ?? true));
+  const plan = planForward(
+    p,
+    info.limits,
+    overrides.splits,
+    info.subgroups && (overrides.subgroups ?? true),
+    overrides.tiled ?? true,
+  );
   if (!plan.ok) throw new UnsupportedError('webgpu', plan.reason);
   const { variant } = plan;
   const inputs = {
@@ -84,7 +93,9 @@ export function runForward(p: AttentionProblem, overrides: ForwardOverrides = {}
     mask: p.mask ? checkGeneration('mask', p.mask.tensor.webgpuBuffer) : null,
   };
   const key = variantKey(variant);
-  const pipeline = pipelineFor(key, () => forwardSource(variant));
+  const pipeline = pipelineFor(key, () =>
+    variant.kernel === 'tiled' ? tiledSource(variant) : forwardSource(variant),
+  );
   const { B, T, N, Hv } = p;
   const rows = queryRows(p);
   const output = createTensorBuffer(rows * N * Hv * itemSize(p.dtype));

@@ -7,7 +7,15 @@ import { itemSize } from '../../tensor/dtype.js';
 import type { AttentionProblem } from '../problem.js';
 import { paddedBytes } from './memory.js';
 import type { WebgpuLimits } from './runtime.js';
+import { outputBlock, TILED_ROWS, TILED_WG, tiledStorageBytes } from './tiled-source.js';
 import { bindings, type ForwardVariant, MAX_SPLITS } from './variant.js';
+
+/** Query rows from which the tiled kernel runs unsplit rather than the row kernel split-KV. */
+export const TILED_MIN_T = 128;
+
+/** Why the WGSL kernels refuse scoreMod, maskMod and blockMask. */
+export const MODIFIERS_REASON =
+  'score/mask modifiers (scoreMod, maskMod, blockMask): the WGSL kernels have no code generation for them (cpu and cuda do)';
 
 /** Query rows per workgroup: 64 (×2 lanes with subgroups) is within every adapter's 256-invocation minimum. */
 export const ROWS = 64;
@@ -70,15 +78,36 @@ function refuse(reason: string): Plan {
 }
 
 /**
- * `splits` overrides chooseSplits (tests run the split path on small cases with it); `subgroups`:
- * the device has the subgroups feature (WebgpuInfo.subgroups), for the two-lane kernel.
+ * Keys per tile of the tiled kernel, or null where it does not apply: 32 keys where they fit the
+ * workgroup storage (H=Hv=64: 23 KiB; H=Hv=128: 38 KiB, past the 32 KiB SwiftShader offers),
+ * else 16 (H=Hv=128: 30 KiB). Larger tiles halve the barriers per key and give each invocation
+ * 2×4 scores instead of 2×2.
+ */
+export function tiledKeys(p: Pick<AttentionProblem, 'H' | 'Hv' | 'T'>, limits: WebgpuLimits): number | null {
+  if (p.T <= FEW_ROWS || p.H % 4 !== 0 || p.Hv % 4 !== 0 || outputBlock(p.Hv) === null) return null;
+  if (TILED_WG > limits.maxComputeInvocationsPerWorkgroup) return null;
+  return (
+    [32, 16].find((bc) => tiledStorageBytes(p.H, p.Hv, bc) <= limits.maxComputeWorkgroupStorageSize) ?? null
+  );
+}
+
+/**
+ * `given` overrides the splits (tests run the split path on small cases with it; undefined: the
+ * tiled kernel where it applies from TILED_MIN_T rows, else chooseSplits); `subgroups`:
+ * the device has the subgroups feature (WebgpuInfo.subgroups), for the two-lane kernel; `tiled`
+ * false keeps the row kernel where the tiled one would run (tests and timings compare the two).
+ * The tiled kernel runs where it applies (tiledKeys) and the keys are not split.
  */
 export function planForward(
   p: AttentionProblem,
   limits: WebgpuLimits,
-  splits = chooseSplits(p),
+  given: number | undefined = undefined,
   subgroups = false,
+  tiled = true,
 ): Plan {
+  // The registry refuses them too (the backend's layouts do not list 'modifiers'); a direct
+  // runForward must not drop them silently either.
+  if (p.modifiers || p.blockMask) return refuse(MODIFIERS_REASON);
   const dtype = p.dtype;
   if (!isKernelDType(dtype))
     return refuse(`${dtype} inputs (the kernel reads float32, float16 and bfloat16)`);
@@ -102,7 +131,17 @@ export function planForward(
         `maxComputeWorkgroupStorageSize is ${limits.maxComputeWorkgroupStorageSize}`,
     );
   }
-  const rows = rowsFor(p.T);
+  // The tiled kernel where it applies and the keys are not split: split-KV is the row kernel's, and
+  // pays where few query rows leave the GPU idle (T < TILED_MIN_T); from TILED_MIN_T rows the tiled
+  // kernel's 2× workgroups (32 rows each) and its faster loop beat splitting the row kernel.
+  const tiledKeysHere = tiled ? tiledKeys(p, limits) : null;
+  const auto = given === undefined ? chooseSplits(p) : given;
+  const tiledBc =
+    tiledKeysHere !== null && (auto === 1 || (given === undefined && p.T >= TILED_MIN_T))
+      ? tiledKeysHere
+      : null;
+  const splits = tiledBc !== null ? 1 : auto;
+  const rows = tiledBc !== null ? TILED_ROWS : rowsFor(p.T);
   if (rows > limits.maxComputeInvocationsPerWorkgroup) {
     return refuse(
       `${rows} invocations per workgroup exceed maxComputeInvocationsPerWorkgroup (${limits.maxComputeInvocationsPerWorkgroup})`,
@@ -132,7 +171,6 @@ export function planForward(
     ['logSumExp', queryRows(p) * p.N * 4],
   ];
   if (splits > 1) buffers.push(['the split-KV scratch', p.B * p.T * p.N * splits * (p.Hv + 2) * 4]);
-  if (splits > 1) buffers.push(['the split-KV scratch', p.B * p.T * p.N * splits * (p.Hv + 2) * 4]);
   if (p.bias) buffers.push(['bias', p.bias.tensor.byteLength]);
   if (p.paged) buffers.push(['blockTable', p.paged.blockTable.byteLength]);
   if (p.mask) buffers.push(['mask', p.mask.tensor.byteLength]);
@@ -148,11 +186,12 @@ export function planForward(
     }
   }
   const variant: ForwardVariant = {
+    kernel: tiledBc !== null ? 'tiled' : 'rows',
     dtype,
     H: p.H,
     Hv: p.Hv,
     rows,
-    bc,
+    bc: tiledBc ?? bc,
     bias: biasType,
     mask: p.mask !== null,
     causal: p.causal,
@@ -166,10 +205,15 @@ export function planForward(
     packedKv: p.packed?.keyValueSeqOffsets != null,
     // Two lanes a row where the device has subgroups and each lane's half of H and Hv is whole vec4s
     // (a float16 lane writes whole 32-bit words of its half).
+    // The tiled kernel's softmax takes 4 invocations a row where the device has subgroups.
     lanes:
-      subgroups && p.H % 8 === 0 && p.Hv % 8 === 0 && 2 * rows <= limits.maxComputeInvocationsPerWorkgroup
-        ? 2
-        : 1,
+      tiledBc !== null
+        ? subgroups
+          ? 4
+          : 1
+        : subgroups && p.H % 8 === 0 && p.Hv % 8 === 0 && 2 * rows <= limits.maxComputeInvocationsPerWorkgroup
+          ? 2
+          : 1,
   };
   const storage = bindings(variant).length - 1;
   if (storage > limits.maxStorageBuffersPerShaderStage) {

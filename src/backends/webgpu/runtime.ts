@@ -29,8 +29,9 @@ export interface WebgpuInfo {
   readonly features: readonly string[];
   readonly limits: WebgpuLimits;
   /**
-   * Whether the two-lane kernel can run: the subgroups feature, with subgroups of at least 2
-   * invocations (adapter.info.subgroupMinSize; 4 on SwiftShader, 32 on NVIDIA).
+   * Whether the subgroup kernels can run: the subgroups feature, with subgroups of at least 4
+   * invocations (adapter.info.subgroupMinSize; 4 on SwiftShader, 32 on NVIDIA), so the tiled
+   * kernel's 4 invocations of a row, and the row kernel's 2, share one.
    */
   readonly subgroups: boolean;
 }
@@ -133,7 +134,7 @@ async function acquire(options: InitWebgpuOptions): Promise<WebgpuContext> {
     features: [...device.features].sort(),
     limits,
     subgroups:
-      device.features.has('subgroups') && ((raw as { subgroupMinSize?: number }).subgroupMinSize ?? 0) >= 2,
+      device.features.has('subgroups') && ((raw as { subgroupMinSize?: number }).subgroupMinSize ?? 0) >= 4,
   };
   const made: WebgpuContext = { device, adapter, info, generation: ++generation };
   device.addEventListener('uncapturederror', (event) => {

@@ -4,6 +4,12 @@
  * pipeline cache) and the binding order the launcher follows.
  */
 export interface ForwardVariant {
+  /**
+   * 'rows': one query row per invocation (two with subgroups), forward-source.ts; the split-KV
+   * decode path and head dims the tiled layout does not divide. 'tiled': register blocks of
+   * scores and output over a 32-row query tile, tiled-source.ts.
+   */
+  readonly kernel: 'rows' | 'tiled';
   readonly dtype: 'float32' | 'float16' | 'bfloat16';
   readonly H: number;
   readonly Hv: number;
@@ -31,11 +37,12 @@ export interface ForwardVariant {
   /** Key and value are pools read through a block table (Params.paged: block size, table width). */
   readonly paged: boolean;
   /**
-   * Invocations per query row: 2 with subgroups (each holds half of q and of the accumulator, and
+   * The tiled kernel: 4 where its softmax phase spreads each row over 4 invocations combined by
+   * subgroupShuffleXor (tiled-source.ts), else 1. The row kernel: invocations per query row, 2 with subgroups (each holds half of q and of the accumulator, and
    * a score is its half-dot plus its partner's through subgroupShuffleXor: 2·H/2·4 bytes of
    * registers instead of 2·H·4, which at H=128 no longer spills past 255 registers), else 1.
    */
-  readonly lanes: 1 | 2;
+  readonly lanes: 1 | 2 | 4;
   /** Packed sequences: the query (and output) rows, and the key/value rows, start at OFFS entries. */
   readonly packedQuery: boolean;
   readonly packedKv: boolean;
@@ -56,7 +63,15 @@ export function variantKey(v: ForwardVariant): string {
     v.packedQuery ? 'packedq' : '',
     v.packedKv ? 'packedkv' : '',
   ].filter(Boolean);
-  return `webgpu-flash-${v.lanes === 2 ? 'subgroups' : 'plain'}-${v.dtype}-h${v.H}-hv${v.Hv}-r${v.rows}-c${v.bc}${flags.length ? `-${flags.join('-')}` : ''}`;
+  const kernel =
+    v.kernel === 'tiled'
+      ? v.lanes === 4
+        ? 'tiled-subgroups'
+        : 'tiled'
+      : v.lanes === 2
+        ? 'subgroups'
+        : 'plain';
+  return `webgpu-flash-${kernel}-${v.dtype}-h${v.H}-hv${v.Hv}-r${v.rows}-c${v.bc}${flags.length ? `-${flags.join('-')}` : ''}`;
 }
 
 /** The binding numbers, in the order the launcher binds them. */

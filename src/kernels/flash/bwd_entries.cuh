@@ -10,25 +10,24 @@
 template <int D, bool FP16>
 using BwdDqConfig = FlashConfig<D, 128, 64, 8, 2, FP16, 0, false>;
 
-// The Hopper module flags rows with a non-finite Q in their lse2 (bwd_rows.cuh); the mma.sync one does not.
-#ifndef FLASH_BWD_PREP_FLAGS_Q
-#define FLASH_BWD_PREP_FLAGS_Q 0
-#endif
-
 #ifdef FLASH_D
 using DqC = BwdDqConfig<FLASH_D, FLASH_FP16 != 0>;
 
+// The Hopper module lays the dQ workspace out for its bulk reduces and defines its own prep (which
+// also flags rows with a non-finite Q in their lse2) and dq_convert: hopper/bwd_dq_accum.cuh.
+#ifndef FLASH_BWD_OWN_DQ_WORKSPACE
 extern "C" __global__ void __launch_bounds__(256) attnlab_flash_bwd_prep(const __grid_constant__ FlashParams p,
                                                                         const __grid_constant__ FlashBwdParams x) {
-  flash_bwd_prep<FLASH_FP16 != 0, FLASH_BWD_PREP_FLAGS_Q != 0>(p, x);
-}
-extern "C" __global__ void __launch_bounds__(256) attnlab_flash_bwd_dq(const __grid_constant__ FlashParams p,
-                                                                      const __grid_constant__ FlashBwdParams x) {
-  flash_bwd_dq<DqC>(p, x);
+  flash_bwd_prep<FLASH_FP16 != 0, false>(p, x);
 }
 extern "C" __global__ void __launch_bounds__(256)
     attnlab_flash_bwd_dq_convert(const __grid_constant__ FlashParams p, const __grid_constant__ FlashBwdParams x) {
   flash_bwd_dq_convert<FLASH_FP16 != 0>(p, x);
+}
+#endif
+extern "C" __global__ void __launch_bounds__(256) attnlab_flash_bwd_dq(const __grid_constant__ FlashParams p,
+                                                                      const __grid_constant__ FlashBwdParams x) {
+  flash_bwd_dq<DqC>(p, x);
 }
 extern "C" __device__ unsigned attnlab_flash_bwd_dq_shared_bytes = BwdDqLayout<DqC>::SHARED_BYTES;
 #endif

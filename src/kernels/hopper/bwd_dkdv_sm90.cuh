@@ -14,11 +14,12 @@
 //   dV += Pᵀ·dO      wgmma m64n(D)k16, A = Pᵀ from registers, B = dO MN-major (as V in the forward)
 //   dK += dSᵀ·Q      the same with dSᵀ and Q
 //   dQ += dS·K       (DQ) dSᵀ goes to shared memory as dS (queries × keys, K-major); warpgroup wg
-//                    computes the 64 queries × head-dim box wg (m64n64k16, B = K MN-major) over all
-//                    128 keys and adds it to the float32 accumulator with reductions. At D = 64 the
-//                    head dim is one box, warpgroup 0's: warpgroup 1 goes on to its next step's
-//                    products meanwhile (they meet again at the next barrier). The other split, each
-//                    warpgroup its own 64 keys over the whole head dim, would double the reductions.
+//                    computes the 64 queries × half wg of the head dim (m64n(D/2)k16, B = K
+//                    MN-major) over all 128 keys, stages it in float32 and each warp adds its 16 rows
+//                    to the workspace with one bulk reduce-add (hopper/bwd_dq_accum.cuh). Halves keep
+//                    the warpgroups' tensor work equal at D = 64 too (one warpgroup taking all of dQ
+//                    there does 6 units of 64³ a step against the other's 4); the other split, each
+//                    warpgroup its own 64 keys over the whole head dim, would double the adds.
 // The accumulator layout of a warpgroup's m64 wgmma is mma.sync's C fragment per warp (warp w holds
 // rows 16w + g and 16w + g + 8), so the masking, weights and dS code is the mma.sync loop's, with
 // warp 4·wg + w owning keys kn0 + 16·(4·wg + w) — the same keys as there.
@@ -28,22 +29,26 @@
 // slots busy and integer ALU the busiest pipe at 0.99× / 0.96× FA2):
 //   Sᵀ(s) and dPᵀ(s) are two commit groups, issued at the end of step s − 1: Pᵀ is computed while
 //   dPᵀ still multiplies, and dV(s) is issued before dSᵀ, which is computed while dV multiplies
-//   (FlashAttention-3's order); dQ(s) then dK(s) are issued after the step's one barrier, and the dQ
-//   reductions run while dK multiplies; the loads of step s + 2 are issued behind them.
+//   (FlashAttention-3's order); dQ(s) then dK(s) are issued after the step's one barrier, and dQ's
+//   staging and bulk adds run while dK multiplies; the loads of step s + 2 are issued behind them.
 // One barrier per step needs three stages of Q/dO/statistics and two dS buffers: at the barrier of
 // step s every warpgroup has retired all of step s − 1's products, so the stage step s − 1 read and
-// the dS buffer step s − 2 wrote are free.
+// the dS buffer step s − 2 wrote are free; each issuing lane waits for its bulk adds of step s − 1 to
+// have read the dQ staging before that barrier too (they had the whole step to run).
 //
 // Loads: cp.async into 128-byte swizzled boxes of 64 columns (TMA's SWIZZLE_128B, which the wgmma
 // descriptors of hopper/sm90.cuh read), two steps ahead. cp.async writes through the generic proxy,
 // so each thread fences it to the async proxy before the barrier that publishes the tiles to wgmma.
 // No producer warpgroup or TMA: every thread loads, as in the mma.sync loop.
 //
-// Shared memory (D = 128, bf16): K 32 KB | V 32 KB | 3 stages of (Q 16 KB | dO 16 KB | lse2, D 512 B,
-// padded to 1 KB) | 2 × dS 16 KB (DQ) = 195 KB + 1 KB of alignment slack (227 KB allowed; one block
-// per SM either way, by registers). D = 64: 16 | 16 | 3 × 17 | 2 × 16 = 115 KB + 1 KB.
+// Shared memory (D = 128, bf16): K 32 KB | V 32 KB | 3 stages of (Q 16 KB | dO 16 KB) | 2 × dS 16 KB
+// and the dQ staging 32 KB (DQ) | 3 × (lse2, D) 512 B = 226.5 KB with 1 KB of alignment slack
+// (231,936 of the 232,448 bytes allowed; one block per SM either way, by registers). The statistics
+// sit after the 1 KiB-aligned regions: inside each stage they would round it up to
+// the 1 KiB swizzle atom (3 × 512 B), and the staging would not fit. D = 64: 16 | 16 | 3 × 16 | 2 × 16 + 16 | 1.5 = 130.5 KB.
 #pragma once
 #include "flash/bwd_common.cuh"
+#include "hopper/bwd_dq_accum.cuh"
 #include "hopper/wgmma.cuh"
 
 template <int D_, bool FP16_>
@@ -55,17 +60,24 @@ struct HopperBwdConfig {
   static constexpr int NT = BMQ / 8;  // 8-query n-tiles of Sᵀ, dPᵀ
   static constexpr u32 KV_BOX = BNK * 128, KV_BYTES = BOXES * KV_BOX;
   static constexpr u32 Q_BOX = BMQ * 128, Q_BYTES = BOXES * Q_BOX;
-  static constexpr u32 STATS = 2 * Q_BYTES;                      // lse2 | D inside a stage
-  static constexpr u32 STAGE = (2 * Q_BYTES + 2 * BMQ * 4 + 1023) / 1024 * 1024;
+  static constexpr u32 STAGE = 2 * Q_BYTES;  // Q | dO: whole 1 KiB swizzle atoms
+  static constexpr u32 STATS = 2 * BMQ * 4;  // lse2 | D of a stage, kept after the 1 KiB-aligned regions
   static constexpr u32 DS_BOX = BMQ * 128, DS_BYTES = (BNK / 64) * DS_BOX;  // 64 keys per box
+  // dQ: each warpgroup computes the 64 queries × DQ_W = D/2 columns of its half of the head dim, and
+  // stages it in float32 (hopper/bwd_dq_accum.cuh's layout) for its warps' bulk reduce-adds.
+  static constexpr int DQ_W = D / 2, DQ_NT = DQ_W / 8;
+  static constexpr u32 DQ_BOX_BYTES = BMQ * DQ_W * 4, DQ_BYTES = 2 * DQ_BOX_BYTES;
+  static constexpr u32 DQ_WARP_BYTES = 16 * DQ_W * 4;  // a warp's 16 rows of its half, one bulk reduce
   static constexpr int STAGES = 3, DS_BUFFERS = 2;  // the one-barrier schedule's (see above)
   static_assert(D == 64 || D == 128, "one or two 64-column boxes of the head dim (dQ's split)");
 };
 
 template <class C, bool DQ>
 constexpr unsigned hopper_bwd_smem_bytes() {
-  return 1024 + 2 * C::KV_BYTES + C::STAGES * C::STAGE + (DQ ? C::DS_BUFFERS * C::DS_BYTES : 0);
+  return 1024 + 2 * C::KV_BYTES + C::STAGES * C::STAGE + (DQ ? C::DS_BUFFERS * C::DS_BYTES + C::DQ_BYTES : 0) +
+         C::STAGES * C::STATS;
 }
+static_assert(hopper_bwd_smem_bytes<HopperBwdConfig<128, false>, true>() <= 227 * 1024, "an H100/H200 block");
 
 // Rows [0, ROWS) of a (ROWS × D) tile into 128-byte swizzled boxes (sw128_offset), zero-filled past
 // valid_rows and valid_cols. The same thread → chunk mapping as load_tile (zero_non_finite relies on
@@ -114,6 +126,25 @@ __device__ __forceinline__ void wgmma_ss_n64_tb(float (&d)[8][4], u64 a_desc, u6
 #undef ATTNLAB_WGMMA_N64_TB
 }
 
+// m64n32k16 with B MN-major: dQ's half of a 64-column head dim (D = 64).
+template <bool FP16>
+__device__ __forceinline__ void wgmma_ss_n32_tb(float (&d)[4][4], u64 a_desc, u64 b_desc, int accumulate) {
+#define ATTNLAB_WGMMA_N32_TB(TYPE)                                                                                  \
+  asm volatile("{ .reg .pred p; setp.ne.b32 p, %18, 0;\n"                                                          \
+               "wgmma.mma_async.sync.aligned.m64n32k16.f32." TYPE "." TYPE                                         \
+               " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1, 0, 1; }\n"          \
+               : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),         \
+                 "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),         \
+                 "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])                                        \
+               : "l"(a_desc), "l"(b_desc), "r"(accumulate))
+  if constexpr (FP16) {
+    ATTNLAB_WGMMA_N32_TB("f16");
+  } else {
+    ATTNLAB_WGMMA_N32_TB("bf16");
+  }
+#undef ATTNLAB_WGMMA_N32_TB
+}
+
 // Four 8×8 b16 matrices stored transposed (the inverse of ldmatrix .trans): lanes 8i..8i+7 give the
 // row addresses of stored matrix i, and each lane's r[i] = (row g, columns 2t, 2t+1) of source matrix i
 // lands in stored rows 2t and 2t+1 at column g.
@@ -156,6 +187,11 @@ __device__ __forceinline__ void dkv_step(float (&d)[C::DT][4], const u32 (&a)[4]
 // tile this thread copied (the statistics' flags, the non-finite scan) before the wait.
 __device__ __forceinline__ void compiler_fence() { asm volatile("" ::: "memory"); }
 
+__device__ __forceinline__ u32 opaque_u32(u32 x) {
+  asm volatile("mov.b32 %0, %0;\n" : "+r"(x));
+  return x;
+}
+
 template <class C, bool DQ>
 __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const FlashBwdParams& x) {
   constexpr int BNK = C::BNK, BMQ = C::BMQ;
@@ -167,6 +203,8 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
   const u32 v_smem = k_smem + C::KV_BYTES;
   const u32 stage0 = v_smem + C::KV_BYTES;
   const u32 ds0 = stage0 + C::STAGES * C::STAGE;
+  const u32 dq0 = ds0 + C::DS_BUFFERS * C::DS_BYTES;                   // DQ only
+  const u32 stats0 = ds0 + (DQ ? C::DS_BUFFERS * C::DS_BYTES + C::DQ_BYTES : 0);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int wg = warp / 4, t = lane & 3;  // warpgroup; the lane's C-fragment column role
   // The warpgroup as a value ptxas knows to be warp-uniform (a lane-0 shuffle): a wgmma under a branch
@@ -187,16 +225,17 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
 
   if (steps > 0) {
     auto stage_of = [&](int s) { return stage0 + static_cast<u32>(s % C::STAGES) * C::STAGE; };
+    auto stats_of = [&](int s) { return stats0 + static_cast<u32>(s % C::STAGES) * C::STATS; };
     auto load_step = [&](int s) {
       const u32 dst = stage_of(s);
-      load_query_step<BMQ, C::THREADS>(dst, dst + C::Q_BYTES, dst + C::STATS, p, x, kb, s,
+      load_query_step<BMQ, C::THREADS>(dst, dst + C::Q_BYTES, stats_of(s), p, x, kb, s,
                                        [](u32 to, const u16* src, i64 stride, int rows, int cols) {
                                          load_tile_sw128<BMQ, C::D, C::THREADS>(to, src, stride, rows, cols);
                                        });
     };
     // Whether the statistics of step s flag a non-finite Q or dO row (bwd_common.cuh): only then are
     // its Q and dO tiles cleaned and dV takes add_non_finite_do. Needs this thread's copies landed.
-    auto flagged = [&](int s) { return s < steps && stats_flag_non_finite<BMQ>(smem + (stage_of(s) - base) + C::STATS); };
+    auto flagged = [&](int s) { return s < steps && stats_flag_non_finite<BMQ>(smem + (stats_of(s) - base)); };
     // The slow path of a flagged step: each thread zeroes the non-finite elements it copied, published
     // by one more barrier (uniform: the flag is the block's OR).
     auto clean_step = [&](int s) {
@@ -212,18 +251,19 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
     // Sᵀ(s) and dPᵀ(s) as two commit groups, so that Pᵀ can start when Sᵀ is done.
     auto issue_sdp = [&](int s) {
       const u32 q_tile = stage_of(s), do_tile = q_tile + C::Q_BYTES;
+      const u32 k_at = opaque_u32(k_rows), v_at = opaque_u32(v_rows);
       wgmma_fence();
 #pragma unroll
       for (int k = 0; k < C::D / 16; ++k) {
         const u32 col = (k % 4) * 32, box = k / 4;
-        wgmma_ss_n64<C::FP16>(st, sw128_desc(k_rows + box * C::KV_BOX + col, 16, 1024),
+        wgmma_ss_n64<C::FP16>(st, sw128_desc(k_at + box * C::KV_BOX + col, 16, 1024),
                               sw128_desc(q_tile + box * C::Q_BOX + col, 16, 1024), k > 0);
       }
       wgmma_commit();
 #pragma unroll
       for (int k = 0; k < C::D / 16; ++k) {
         const u32 col = (k % 4) * 32, box = k / 4;
-        wgmma_ss_n64<C::FP16>(dpt, sw128_desc(v_rows + box * C::KV_BOX + col, 16, 1024),
+        wgmma_ss_n64<C::FP16>(dpt, sw128_desc(v_at + box * C::KV_BOX + col, 16, 1024),
                               sw128_desc(do_tile + box * C::Q_BOX + col, 16, 1024), k > 0);
       }
       wgmma_commit();
@@ -249,7 +289,7 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
       const int m0 = (kb.mb_lo + s % blocks) * BMQ;
       const u32 q_tile = stage_of(s);
       const u32 do_tile = q_tile + C::Q_BYTES;
-      const float* lse2 = reinterpret_cast<const float*>(smem + (q_tile - base) + C::STATS);
+      const float* lse2 = reinterpret_cast<const float*>(smem + (stats_of(s) - base));
       const float* dsum = lse2 + BMQ;
       float(&st3)[1][C::NT][4] = reinterpret_cast<float(&)[1][C::NT][4]>(st);
       float(&dpt3)[1][C::NT][4] = reinterpret_cast<float(&)[1][C::NT][4]>(dpt);
@@ -289,6 +329,9 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
       }
       // The step's one barrier: dS(s) complete (both warpgroups' keys), step s + 1's tiles landed, and
       // every warpgroup done with step s − 1 (its stage takes step s + 2's loads below).
+      // The staging of dQ(s − 1) is free once its bulk reduces have read it (each issuing lane's wait,
+      // published by the barrier); they had all of this step's products to run.
+      if (DQ && lane == 0) bulk_wait_read<0>();
       cp_async_wait<0>();
       compiler_fence();
       bool dirty_next = flagged(s + 1);
@@ -305,13 +348,20 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
       };
       // This warpgroup's 64-column box of dQ: both at D = 128, warpgroup 0's at D = 64. Each path is
       // straight-line from its first wgmma to its wait, which keeps ptxas from serialising them.
-      if (DQ && (C::BOXES == 2 || wg_uniform == 0)) {
-        float dq[8][4];
+      if constexpr (DQ) {
+        float dq[C::DQ_NT][4];
         wgmma_fence();
 #pragma unroll
         for (int k = 0; k < BNK / 16; ++k) {
-          wgmma_ss_n64_tb<C::FP16>(dq, sw128_desc(ds_smem + (k / 4) * C::DS_BOX + (k % 4) * 32, 16, 1024),
-                                   sw128_desc(k_smem + wg * C::KV_BOX + k * 2048, C::KV_BOX, 1024), k > 0);
+          // K's columns [DQ_W·wg, DQ_W·wg + DQ_W): box wg at D = 128, bytes 64·wg of each 128-byte row at D = 64.
+          const u32 k_cols = C::D == 128 ? wg * C::KV_BOX : wg * 64;
+          const u64 a = sw128_desc(ds_smem + (k / 4) * C::DS_BOX + (k % 4) * 32, 16, 1024);
+          const u64 b = sw128_desc(k_smem + k_cols + k * 2048, C::KV_BOX, 1024);
+          if constexpr (C::D == 128) {
+            wgmma_ss_n64_tb<C::FP16>(dq, a, b, k > 0);
+          } else {
+            wgmma_ss_n32_tb<C::FP16>(dq, a, b, k > 0);
+          }
         }
         wgmma_commit();
         issue_dk_and_loads();
@@ -319,8 +369,19 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
         fence_accumulators(dq);
         fence_accumulators(dv);
         pin_fragments(pa);
-        float* acc = x.dq_accum + (static_cast<i64>(w.b) * p.T * p.N + n) * p.H;
-        atomic_add_tile<8>(acc, static_cast<i64>(p.N) * p.H, dq, m0 + (warp % 4) * 16, wg * 64, w.t_len, p.H, lane);
+        // This warp's 16 rows of half wg of dQ(s) into the staging, then its lane 0 adds the run (4 KiB
+        // at D = 128) to the workspace with one bulk reduce (cp.reduce.async.bulk .add.f32, the TMA
+        // unit's float32 adds): 1 instruction a warp where per-element reductions take 2·DQ_NT a lane.
+        const u32 staging = dq0 + wg_uniform * C::DQ_BOX_BYTES + (warp % 4) * C::DQ_WARP_BYTES;
+        store_dq_box<C::DQ_W>(staging, dq, lane);
+        fence_proxy_async();
+        __syncwarp();
+        if (lane == 0) {
+          const i64 bn = static_cast<i64>(w.b) * p.N + n;
+          bulk_reduce_add_f32(x.dq_accum + hopper_dq_box_offset<C::DQ_W>(bn, wg_uniform, x.t_pad, m0 + 16 * (warp % 4)),
+                              staging, C::DQ_WARP_BYTES);
+          bulk_commit();
+        }
         wgmma_wait<0>();
       } else {
         wgmma_fence();
@@ -335,6 +396,8 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
       dirty = dirty_next;
     }
   }
+  // The last bulk reduces complete before the block's shared memory goes.
+  if (DQ && lane == 0) bulk_wait<0>();
   // Every key row of the block is written, zeros where no query sees it (padding included).
   u16* dk_out = x.dk + w.b * p.k_strides[0] + w.kv_head * p.k_strides[2];
   u16* dv_out = x.dv + w.b * p.v_strides[0] + w.kv_head * p.v_strides[2];

@@ -1,20 +1,44 @@
 // attnlab-min-arch: sm_90a
 //
 // The flash backward with its dK/dV loop on wgmma (hopper/bwd_dkdv_sm90.cuh): the same five entry
-// points and launch parameters as flash/flash_bwd.cu, so the host swaps the module and nothing else.
-// The prep, the deterministic dQ pass and the dQ conversion are flash_bwd.cu's (flash/bwd_entries.cuh);
-// attnlab_flash_bwd_dkdv and _dkdv_only are the wgmma loop with and without the dQ reductions, on
-// 128-key blocks of 256 threads (two warpgroups of 64 keys), 64 queries per step.
+// points and launch parameters as flash/flash_bwd.cu, so the host swaps the module and nothing else
+// but the dQ workspace's size (backward-variant.ts, flashBackwardDqWorkspaceBytes). The deterministic
+// dQ pass is flash_bwd.cu's (flash/bwd_entries.cuh); the prep and the dQ conversion are those of the
+// bulk-reduce workspace layout (hopper/bwd_dq_accum.cuh); attnlab_flash_bwd_dkdv and _dkdv_only are
+// the wgmma loop with and without dQ, on 128-key blocks of 256 threads (two warpgroups of 64 keys),
+// 64 queries per step.
 //
 // Specialisation: FLASH_D (64 or 128: the head dim H, Hv padded to it) and FLASH_FP16. -DATTNLAB_NVCC_TEST
 // instantiates both dtypes instead.
-#define FLASH_BWD_PREP_FLAGS_Q 1
+#define FLASH_BWD_OWN_DQ_WORKSPACE 1
 #include "flash/bwd_entries.cuh"
 #include "hopper/bwd_dkdv_sm90.cuh"
+#include "hopper/bwd_dkdv_sm90_ws.cuh"
 
 #ifdef FLASH_D
 using KvC = HopperBwdConfig<FLASH_D, FLASH_FP16 != 0>;
 
+extern "C" __global__ void __launch_bounds__(256) attnlab_flash_bwd_prep(const __grid_constant__ FlashParams p,
+                                                                        const __grid_constant__ FlashBwdParams x) {
+  hopper_bwd_prep<FLASH_D, FLASH_FP16 != 0>(p, x);
+}
+extern "C" __global__ void __launch_bounds__(256)
+    attnlab_flash_bwd_dq_convert(const __grid_constant__ FlashParams p, const __grid_constant__ FlashBwdParams x) {
+  hopper_bwd_dq_convert<FLASH_D, FLASH_FP16 != 0>(p, x);
+}
+
+#if FLASH_BWD_WS
+extern "C" __global__ void __launch_bounds__(HopperBwdWs::THREADS, 1)
+    attnlab_flash_bwd_dkdv(const __grid_constant__ FlashParams p, const __grid_constant__ FlashBwdParams x) {
+  hopper_bwd_dkdv_ws<KvC, true>(p, x);
+}
+extern "C" __global__ void __launch_bounds__(HopperBwdWs::THREADS, 1)
+    attnlab_flash_bwd_dkdv_only(const __grid_constant__ FlashParams p, const __grid_constant__ FlashBwdParams x) {
+  hopper_bwd_dkdv_ws<KvC, false>(p, x);
+}
+extern "C" __device__ unsigned attnlab_flash_bwd_dkdv_shared_bytes = hopper_bwd_ws_smem_bytes<KvC, true>();
+extern "C" __device__ unsigned attnlab_flash_bwd_dkdv_only_shared_bytes = hopper_bwd_ws_smem_bytes<KvC, false>();
+#else
 extern "C" __global__ void __launch_bounds__(256, 1)
     attnlab_flash_bwd_dkdv(const __grid_constant__ FlashParams p, const __grid_constant__ FlashBwdParams x) {
   hopper_bwd_dkdv<KvC, true>(p, x);
@@ -25,6 +49,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
 }
 extern "C" __device__ unsigned attnlab_flash_bwd_dkdv_shared_bytes = hopper_bwd_smem_bytes<KvC, true>();
 extern "C" __device__ unsigned attnlab_flash_bwd_dkdv_only_shared_bytes = hopper_bwd_smem_bytes<KvC, false>();
+#endif
 #endif
 
 #ifdef ATTNLAB_NVCC_TEST
@@ -37,4 +62,11 @@ template __global__ void hopper_bwd_dkdv_test<HopperBwdConfig<128, false>, true>
 template __global__ void hopper_bwd_dkdv_test<HopperBwdConfig<128, true>, false>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
 template __global__ void hopper_bwd_dkdv_test<HopperBwdConfig<64, false>, true>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
 template __global__ void hopper_bwd_dkdv_test<HopperBwdConfig<64, true>, false>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
+template <class C, bool DQ>
+__global__ void __launch_bounds__(HopperBwdWs::THREADS, 1)
+    hopper_bwd_dkdv_ws_test(const __grid_constant__ FlashParams p, const __grid_constant__ FlashBwdParams x) {
+  hopper_bwd_dkdv_ws<C, DQ>(p, x);
+}
+template __global__ void hopper_bwd_dkdv_ws_test<HopperBwdConfig<128, false>, true>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
+template __global__ void hopper_bwd_dkdv_ws_test<HopperBwdConfig<64, true>, true>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
 #endif

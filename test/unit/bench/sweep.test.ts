@@ -39,11 +39,11 @@ describe('parseIntList', () => {
       (e: unknown) => {
         assert.ok(e instanceof InvalidArgumentError);
         assert.equal(e.argument, '--seq');
-        assert.match(e.message, /got abc/);
+        assert.match(e.message, /got "abc"/);
         return true;
       },
     );
-    assert.throws(() => parseIntList('--seq', '0'), /--seq: expected positive integers/);
+    assert.throws(() => parseIntList('--seq', '0'), /--seq: expected integers in \[1, 16777216\]/);
     assert.throws(() => parseIntList('--seq', '128..64'), /a range a\.\.b with 1 ≤ a ≤ b/);
     assert.throws(() => parseIntList('--seq', ','), /a comma-separated list/);
     assert.throws(() => parseIntList('--batch', '1,,2'), /--batch: .*without empty items, got "1,,2"/);
@@ -53,13 +53,21 @@ describe('parseIntList', () => {
 describe('parseBoolList, parseDTypeList, parseImplList', () => {
   it('accept the documented spellings', () => {
     assert.deepEqual(parseBoolList('--causal', 'true,false'), [true, false]);
-    assert.deepEqual(parseBoolList('--causal', 'yes,0'), [true, false]);
+    // Exactly the documented spellings: yes, 1, True are refused rather than guessed.
+    for (const other of ['yes', '0', 'True', 'on'])
+      assert.throws(
+        () => parseBoolList('--causal', other),
+        /--causal: expected 'true', 'false' or 'true,false'/,
+      );
     assert.deepEqual(parseDTypeList('--dtype', 'bf16,fp16,f32,float32'), ['bfloat16', 'float16', 'float32']);
     assert.deepEqual(parseImplList('--impl', 'naive,cudnn'), ['naive', 'cudnn']);
   });
 
   it('reject anything else with the option name', () => {
-    assert.throws(() => parseBoolList('--causal', 'maybe'), /--causal: expected true or false/);
+    assert.throws(
+      () => parseBoolList('--causal', 'maybe'),
+      /--causal: expected 'true', 'false' or 'true,false', got "maybe"/,
+    );
     assert.throws(() => parseDTypeList('--dtype', 'float128'), /--dtype: expected one of/);
     assert.throws(
       () => parseImplList('--impl', 'xla'),

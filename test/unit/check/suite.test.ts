@@ -26,6 +26,7 @@ import {
   type SuitePrecision,
   suiteCases,
 } from '../../../src/check/suite.js';
+import { VARIANT_CASES } from '../../../src/check/variant-cases.js';
 import { Tensor } from '../../../src/tensor/tensor.js';
 import { assertMatchesOracle, defineBackendSuite, seedLine } from '../../support/backend-suite.js';
 
@@ -151,8 +152,9 @@ describe('judging a result made outside the runner (decode layouts, hand-made ma
 
 describe('suite cases', () => {
   it('every case of every device builds inputs the API validates, with unique names', () => {
-    const all = suiteCases('cuda');
-    assert.equal(all.length, CASES.length + LONG_CASES.length + RANDOM_CASE_COUNT);
+    const all = [...suiteCases('cuda'), ...VARIANT_CASES];
+    assert.equal(all.length, CASES.length + LONG_CASES.length + RANDOM_CASE_COUNT + VARIANT_CASES.length);
+    assert.equal(suiteCases('cpu').length, CASES.length + VARIANT_CASES.length + RANDOM_CASE_COUNT);
     assert.equal(new Set(all.map((x) => x.name)).size, all.length, 'case names are unique');
     for (const c of all) {
       const { q, k, v, options } = buildInputs(c, 'float32', 1);

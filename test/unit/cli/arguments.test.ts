@@ -54,22 +54,22 @@ async function run(args: string[]): Promise<{ code: number; stderr: string; stdo
 
 describe('impossible numbers and selections are refused in one line', () => {
   const cases: [string[], RegExp][] = [
-    [['bench', '--repeats', '0'], /--repeats: expected an integer ≥ 1, got "0"/],
-    [['bench', '--repeats', '-3'], /--repeats: expected an integer ≥ 1/],
+    [['bench', '--repeats', '0'], /--repeats: expected an integer in \[1, 1000000\], got "0"/],
+    [['bench', '--repeats', '-3'], /--repeats: expected an integer in \[1, 1000000\]/],
     [['bench', '--repeats', '2.5'], /--repeats: expected an integer/],
-    [['bench', '--warmup', 'x'], /--warmup: expected an integer ≥ 0, got "x"/],
-    [['bench', '--budget-ms', 'NaN'], /--budget-ms: expected a finite number > 0 \(ms\), got "NaN"/],
-    [['bench', '--budget-ms', '0'], /--budget-ms: expected a finite number > 0/],
-    [['bench', '--settle-ms', '-1'], /--settle-ms: expected a finite number ≥ 0/],
-    [['bench', '--seed', '1e3'], /--seed: expected an integer from 0 to/],
-    [['bench', '--ceiling', 'Infinity'], /--ceiling: expected a finite number > 0 \(TFLOP\/s\)/],
-    [['bench', '--seq', '99999999999999999999'], /--seq: expected positive integers/],
+    [['bench', '--warmup', 'x'], /--warmup: expected an integer in \[0, 100000\], got "x"/],
+    [['bench', '--budget-ms', 'NaN'], /--budget-ms: expected a number in \(0, 3600000\] \(ms\), got "NaN"/],
+    [['bench', '--budget-ms', '0'], /--budget-ms: expected a number in \(0, 3600000\]/],
+    [['bench', '--settle-ms', '-1'], /--settle-ms: expected a number in \[0, 60000\]/],
+    [['bench', '--seed', '1e3'], /--seed: expected an integer in \[0, 1000000000\]/],
+    [['bench', '--ceiling', 'Infinity'], /--ceiling: expected a number in \(0, 100000\] \(TFLOP\/s\)/],
+    [['bench', '--seq', '99999999999999999999'], /--seq: expected integers in \[1, 16777216\]/],
     [
       ['bench', '--seq', '1..9007199254740993'],
-      /--seq: expected a range a\.\.b with b ≤ 2\^53 − 1, got "1\.\.9007199254740993"$/,
+      /--seq: expected a range a\.\.b with b ≤ 16777216, got "1\.\.9007199254740993"$/,
     ],
-    [['bench', '--batch', '0'], /--batch: expected positive integers/],
-    [['bench', '--block-size', '16,0'], /--block-size: expected positive integers/],
+    [['bench', '--batch', '0'], /--batch: expected integers in \[1, 65536\]/],
+    [['bench', '--block-size', '16,0'], /--block-size: expected integers in \[1, 16777216\]/],
     [
       ['bench', '--preset', 'codelab', '--block-size', '16'],
       /--block-size: expected no --block-size beside --preset \(the preset 'codelab' sets the sizes, dtypes and mask\), got "16"/,
@@ -90,7 +90,7 @@ describe('impossible numbers and selections are refused in one line', () => {
       ['bench', '--preset', 'codelab', '--impl', 'turbo'],
       /--impl: expected one of reference, naive, flash, cudnn, webgpu, got "turbo"/,
     ],
-    [['lab', '--budget-ms', '-5'], /--budget-ms: expected a finite number > 0/],
+    [['lab', '--budget-ms', '-5'], /--budget-ms: expected a number in \(0, 3600000\]/],
     [['check', '--seed', 'abc'], /--seed: expected an integer/],
     [
       ['check', '--case', 'no such case anywhere'],

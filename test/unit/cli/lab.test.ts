@@ -134,6 +134,11 @@ describe('attnlab lab on the CPU', () => {
     const sweeps = new Set(results.rows.filter((r) => r.status === 'ok').map((r) => r.sweep));
     for (const sweep of ['default', 'seq', 'batch', 'heads'])
       assert.ok(sweeps.has(sweep), `no timed rows for ${sweep}`);
+    // 8a times the webgpu backend beside the others where an adapter exists, else says why not.
+    const webgpu = results.rows.find((r) => r.sweep === 'default' && r.impl === 'webgpu');
+    assert.ok(webgpu, 'no webgpu row in 8a');
+    if (webgpu.status !== 'ok')
+      assert.match(webgpu.reason ?? '', /webgpu cannot run this case: not available: /);
     const titles = results.tables.map((t) => t.title);
     assert.ok(titles.some((t) => t.startsWith('Causal masking effect on the attention output')));
     const causal = results.tables.find((t) => t.title.startsWith('Causal'))!;

@@ -5,10 +5,12 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { attention } from '../../../src/api/attention.js';
+import { validateAttention } from '../../../src/api/validate.js';
 import { InvalidArgumentError, UnsupportedError } from '../../../src/errors.js';
 import { randomNormal } from '../../../src/tensor/random.js';
 import { Tensor } from '../../../src/tensor/tensor.js';
 import { compileModifiers } from '../../../src/variants/compile.js';
+import { causal, slidingWindow, softcap } from '../../../src/variants/library.js';
 import { maskMod, scoreMod } from '../../../src/variants/modifiers.js';
 
 const sizes = { B: 2, N: 3, T: 5, S: 6 };
@@ -264,7 +266,7 @@ describe('attention() with modifiers', () => {
     close(asString.output, causal.output);
   });
   it('auto picks a backend that takes modifiers; one that does not refuses with the reason', () => {
-    assert.equal(attention(q, k, v, { maskMod: 'kv <= q' }).backend, 'reference');
+    assert.equal(attention(q, k, v, { maskMod: 'kv <= q' }).backend, 'flash');
     assert.throws(
       () => attention(q, k, v, { maskMod: 'kv <= q', implementation: 'webgpu' }),
       (e: unknown) => e instanceof UnsupportedError || e instanceof InvalidArgumentError,
@@ -277,5 +279,78 @@ describe('attention() with modifiers', () => {
     );
     assert.equal(refusal(() => attention(q, k, v, { maskMod: 'score > 0' })).argument, "maskMod 'custom'");
     assert.equal(refusal(() => attention(q, k, v, { blockMask: {} as never })).argument, 'blockMask');
+  });
+});
+
+describe('ready-made causal and window masks run as the built-in masks', () => {
+  const [B, T, N, H] = [1, 6, 2, 4];
+  const q = randomNormal([B, T, N, H], { seed: 5, dtype: 'float64' });
+  it('causal() and slidingWindow() become isCausal and the window in top-left alignment, only there', () => {
+    const causalProblem = validateAttention(q, q, q, { maskMod: causal() });
+    assert.equal(causalProblem.causal, true);
+    assert.equal(causalProblem.modifiers, undefined);
+    const windowed = validateAttention(q, q, q, { maskMod: slidingWindow(2, 1), localWindowSize: [1, 3] });
+    assert.deepEqual(windowed.window, { left: 1, right: 1 });
+    assert.equal(windowed.modifiers, undefined);
+    const withScore = validateAttention(q, q, q, { maskMod: causal(), scoreMod: softcap(5) });
+    assert.equal(withScore.causal, true);
+    assert.equal(withScore.modifiers?.hasMaskMod, false);
+    assert.equal(withScore.modifiers?.hasScoreMod, true);
+    // bottom_right shifts the built-in diagonal; the modifier's kv <= q does not move: kept as a modifier.
+    const shifted = validateAttention(q, q, q, { maskMod: causal(), causalAlignment: 'bottom_right' });
+    assert.equal(shifted.causal, false);
+    assert.equal(shifted.modifiers?.hasMaskMod, true);
+    // The same expression written by hand stays a modifier (it is evaluated, and must equal the built-in).
+    const written = validateAttention(q, q, q, { maskMod: 'kv <= q' });
+    assert.equal(written.modifiers?.hasMaskMod, true);
+    const a = attention(q, q, q, { maskMod: 'kv <= q', implementation: 'reference' }).output.toFloat64Array();
+    const b = attention(q, q, q, { maskMod: causal(), implementation: 'reference' }).output.toFloat64Array();
+    assert.deepEqual(Array.from(a), Array.from(b));
+  });
+});
+
+describe('modifiers on packed sequences', () => {
+  it('q and kv are positions within each sequence: a written causal mask equals isCausal on packed inputs', () => {
+    const [N, H] = [2, 8];
+    const offsets = [0, 5, 12, 20];
+    const total = offsets[offsets.length - 1];
+    const q = randomNormal([total, N, H], { seed: 41, dtype: 'float64' });
+    const k = randomNormal([total, N, H], { seed: 42, dtype: 'float64' });
+    const v = randomNormal([total, N, H], { seed: 43, dtype: 'float64' });
+    const layout = { querySeqOffsets: offsets, keyValueSeqOffsets: offsets };
+    for (const implementation of ['reference', 'flash'] as const) {
+      const written = attention(q, k, v, {
+        ...layout,
+        maskMod: 'kv <= q',
+        implementation,
+      }).output.toFloat64Array();
+      const builtin = attention(q, k, v, {
+        ...layout,
+        isCausal: true,
+        implementation,
+      }).output.toFloat64Array();
+      assert.deepEqual(Array.from(written), Array.from(builtin), implementation);
+    }
+  });
+});
+
+describe('literals and piecewise-constant functions', () => {
+  it('true and false are boolean literals; floor and ceil pass no gradient', () => {
+    const sizes2 = { B: 1, N: 1, T: 4, S: 4 };
+    const m = compileModifiers(
+      scoreMod('floor(score) + ceil(score * 2.0) + score'),
+      maskMod('q == 0 ? true : false'),
+      sizes2,
+      'cpu',
+    );
+    assert.equal(m.maskMod?.(0, 0, 0, 3), true);
+    assert.equal(m.maskMod?.(0, 0, 1, 0), false);
+    assert.equal(m.scoreMod?.(1.25, 0, 0, 0, 0), 1 + 3 + 1.25);
+    assert.equal(m.scoreModGrad?.(1.25, 2, 0, 0, 0, 0, []), 2);
+    assert.ok(m.cudaSource.includes('= true;') && m.cudaSource.includes('= false;'));
+    assert.equal(
+      refusal(() => maskMod('x[q] > 0', { true: int32([1], [1]) })).argument,
+      "maskMod 'custom' captures",
+    );
   });
 });

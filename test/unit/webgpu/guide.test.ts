@@ -38,20 +38,27 @@ describe('docs/guide/webgpu.md', { skip: skip ?? false }, () => {
     .filter((code) => /from 'attnlab';/.test(code));
 
   it('runs the complete Node example', { timeout: 120_000 }, () => {
-    assert.equal(blocks.length, 2, 'the complete program and the KVCache loop');
+    assert.equal(blocks.length, 3, 'the complete program, the backward and the KVCache loop');
     const run = runExample(blocks[0]);
     assert.equal(run.status, 0, run.stderr);
     assert.match(
       run.stdout,
-      /^webgpu webgpu-flash-(plain|subgroups)-float16-h64-hv64-\S*-causal-lse(-v4)?$/m,
+      /^webgpu webgpu-flash-(tiled-subgroups|tiled|plain|subgroups)-float16-h64-hv64-\S*-causal-lse(-v4)?$/m,
     );
     const worst = Number(/max \|webgpu − reference\| = (\S+)/.exec(run.stdout)?.[1]);
     assert.ok(worst < 4e-3, run.stdout);
     assert.match(run.stdout, /WebGPU bytes still held: 0$/m);
   });
 
-  it('runs the KVCache decode loop', { timeout: 120_000 }, () => {
+  it('runs the backward', { timeout: 120_000 }, () => {
     const run = runExample(blocks[1]);
+    assert.equal(run.status, 0, run.stderr);
+    assert.match(run.stdout, /^webgpu-backward-rows-float32-h32-hv32$/m);
+    assert.match(run.stdout, /^1×96×2×32 /m);
+  });
+
+  it('runs the KVCache decode loop', { timeout: 120_000 }, () => {
+    const run = runExample(blocks[2]);
     assert.equal(run.status, 0, run.stderr);
     assert.equal(run.stdout.trim().split('\n').length, 4, run.stdout);
   });

@@ -8,6 +8,12 @@
  * are zeroed first: cuDNN writes only the valid rows (the GEMM overrides), attnlab promises zeros.
  * `deterministic` (and any dBias) takes cuDNN's dP-workspace path, where dQ comes straight from its
  * GEMM instead of accumulated tiles.
+ *
+ * NaN and Inf inputs run as any others: cuDNN's fused backward spreads them past the gradients the
+ * NaN rule allows (0·NaN inside its products: NaN in dQ, dK, dBias where the reference's are finite
+ * in 13 of the 23 cases of test/gpu/backward-nan.test.ts on an H100, cuDNN 9.19), and the registry's
+ * entry declares the gradient repair as its post-op (ops/gradient-nan-repair.ts), which recomputes the
+ * non-finite rows on the device after cuDNN's kernels, with no read back.
  */
 import { UnsupportedError } from '../../../errors.js';
 import { type FloatDType, itemSize } from '../../../tensor/dtype.js';
@@ -16,7 +22,6 @@ import { NO_PLAN, type Support } from '../../backend.js';
 import type { BackwardBackend } from '../../backward-backend.js';
 import type { BackwardOutput, BackwardProblem } from '../../backward-problem.js';
 import { cudnnHandle } from '../ffi/cudnn.js';
-import { anyNonFinite } from '../ops/widen.js';
 import { allocDevice, fillDevice32 } from '../runtime/memory.js';
 import { cudnnEnvironment } from './backend.js';
 import { type CallPointers, executePlan, sequenceLengthsBuffer } from './execute.js';
@@ -60,14 +65,6 @@ export function describeSdpaBackward(p: BackwardProblem, env: CudnnEnvironment):
 }
 
 /** cuDNN's graph reads O in the inputs' dtype: a float32 output (for D) is attnlab flash's and the CPU's. */
-/**
- * cuDNN's fused backward does not hold the NaN rule (docs/guide/gradient-accuracy.md): with a NaN or
- * infinite input it gives NaN in dQ, dK, dBias where the reference's are finite (13 of the 23 cases of
- * test/gpu/backward-nan.test.ts on an H100, cuDNN 9.19: 0·NaN inside its products). Such inputs go to
- * flash or naive, which hold it.
- */
-const NON_FINITE =
-  "a NaN or infinite input: cuDNN's fused backward spreads it past the gradients the NaN rule allows (flash and naive hold it)";
 const FLOAT32_OUTPUT =
   "a float32 output (D from the unrounded output): the cuDNN graph reads O in the inputs' dtype";
 
@@ -76,9 +73,7 @@ function supports(p: BackwardProblem): Support {
   const e = cudnnEnvironment();
   if (!e.ok) return { ok: false, reason: e.reason };
   const d = describeSdpaBackward(p, e.env);
-  if (!d.ok) return { ok: false, reason: d.reason };
-  const inputs = [p.query, p.key, p.value, p.output, p.dOutput, p.bias?.tensor];
-  return anyNonFinite(inputs) ? { ok: false, reason: NON_FINITE } : { ok: true };
+  return d.ok ? { ok: true } : { ok: false, reason: d.reason };
 }
 
 function run(p: BackwardProblem): BackwardOutput {

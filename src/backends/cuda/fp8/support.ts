@@ -19,6 +19,9 @@ export interface ComputeCapability {
  * on the CPU does not turn into an error on the GPU.
  */
 export function fp8Support(p: AttentionProblem, cc: ComputeCapability | null | 'emulated'): Support {
+  if (p.modifiers || p.blockMask) {
+    return unsupported('score/mask modifiers (scoreMod, maskMod, blockMask): the FP8 graph takes none');
+  }
   if (cc === null) return unsupported('no CUDA device is available');
   if (cc !== 'emulated' && cc.major < 9) {
     return unsupported(

@@ -6,7 +6,7 @@ import type { FloatDType } from '../../../tensor/dtype.js';
 import { Tensor } from '../../../tensor/tensor.js';
 import { loadKernels } from '../runtime/compile.js';
 import { i64, launchKernel, ptr } from '../runtime/launch.js';
-import { allocDevice, copyToHost, fillDevice32 } from '../runtime/memory.js';
+import { allocDevice } from '../runtime/memory.js';
 
 const THREADS = 256;
 
@@ -25,39 +25,4 @@ export function widenToFloat32(t: Tensor): Tensor {
     ]);
   }
   return Tensor.fromDeviceBuffer(out, t.shape, 'float32');
-}
-
-const DEVICE_TYPE: Partial<Record<FloatDType, string>> = {
-  bfloat16: 'bf16_t',
-  float16: 'f16_t',
-  float32: 'float',
-};
-
-/**
- * Whether any element of the given device tensors (bfloat16, float16 or float32) is NaN or ±inf: one
- * memory-bound pass over each and one 4-byte read back (a synchronisation).
- */
-export function anyNonFinite(tensors: ReadonlyArray<Tensor | undefined>): boolean {
-  const flag = allocDevice(4);
-  try {
-    fillDevice32(flag, 0, 1);
-    for (const t of tensors) {
-      if (!t || t.size === 0) continue;
-      const type = DEVICE_TYPE[t.dtype as FloatDType];
-      if (!type) throw new Error(`unreachable: non-finite scan of ${t.dtype}`);
-      const name = `attnlab_any_non_finite<${type}>`;
-      const fn = loadKernels({ file: 'ops/widen.cu', kernels: [name] }).functions.get(name);
-      if (fn === undefined) throw new Error(`unreachable: ${name} not in its module`);
-      launchKernel(fn, { grid: [Math.ceil(t.size / THREADS), 1, 1], block: [THREADS, 1, 1] }, [
-        ptr(t.buffer.ptr),
-        i64(t.size),
-        ptr(flag.ptr),
-      ]);
-    }
-    const out = new Uint8Array(4);
-    copyToHost(flag, out);
-    return new Int32Array(out.buffer)[0] !== 0;
-  } finally {
-    flag.release();
-  }
 }

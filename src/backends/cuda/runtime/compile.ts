@@ -35,6 +35,11 @@ export interface KernelSpec {
   readonly defines?: Readonly<Record<string, string | number>>;
   /** Extra NVRTC options. */
   readonly options?: readonly string[];
+  /**
+   * Generated source put before the file's own (score/mask modifiers, src/variants/prelude.ts), with its key;
+   * the key joins the in-memory key and the source the compile-cache key. A module with one is never prebuilt.
+   */
+  readonly prelude?: { readonly source: string; readonly key: string };
 }
 
 export interface CompiledModule {
@@ -106,7 +111,7 @@ export function loadKernels(spec: KernelSpec): CompiledModule {
   for (const name in spec.defines) defines += `${name}=${spec.defines[name]} `;
   const specKey = `${currentDeviceOrdinal()}\n${kernelsDir()}\n${spec.file}\n${spec.kernels.join('\n')}\n\n${defines}\n${
     spec.options?.join('\n') ?? ''
-  }`;
+  }\n${spec.prelude?.key ?? ''}`;
   const known = bySpec.get(specKey);
   if (known) {
     record({ file: spec.file, key: known.key, source: 'memory', milliseconds: 0, cubinBytes: 0 });
@@ -119,12 +124,17 @@ export function loadKernels(spec: KernelSpec): CompiledModule {
 
 function loadKernelsByKey(spec: KernelSpec): CompiledModule {
   const arch = targetArch();
-  const { source, headers } = readKernelSources(spec.file);
+  const read = readKernelSources(spec.file);
+  const headers = read.headers;
+  const source = spec.prelude ? `${spec.prelude.source}${read.source}` : read.source;
+  if (spec.prelude && config().debug >= 4)
+    console.error(`[attnlab] generated prelude of ${spec.file}:\n${spec.prelude.source}`);
   const options = compileOptions(spec, arch);
   // A binary the package ships (prebuilt.ts) before NVRTC is even loaded.
-  const shipped = shippable(spec.kernels)
-    ? loadPrebuilt(spec, { arch, options, kernels: spec.kernels, source, headers })
-    : null;
+  const shipped =
+    !spec.prelude && shippable(spec.kernels)
+      ? loadPrebuilt(spec, { arch, options, kernels: spec.kernels, source, headers })
+      : null;
   if (shipped) return shipped;
   const key = kernelCacheKey({
     arch,

@@ -282,7 +282,7 @@ describe('webgpu device', { skip: skip ?? false }, () => {
     assert.equal(run.stdout, 'done');
   });
 
-  it('is timed by bench (--impl webgpu): a row with its variant and its error against the oracle', async () => {
+  it('is timed by bench (--impl webgpu): a row with its variant and its error against the oracle, and the backward', async () => {
     const c = {
       impl: 'webgpu' as const,
       dtype: 'float16' as const,
@@ -302,8 +302,9 @@ describe('webgpu device', { skip: skip ?? false }, () => {
       row.maxError !== null && row.maxError !== undefined && row.maxError < 4e-3,
       String(row.maxError),
     );
-    const backward = await measureWebgpuCase(c, { pass: 'backward' });
-    assert.equal(backward.status, 'unsupported');
+    const backward = await measureWebgpuCase(c, { pass: 'backward', repeats: 3, minRepeats: 3, warmup: 1 });
+    assert.equal(backward.status, 'ok', backward.reason);
+    assert.match(backward.variant ?? '', /^webgpu-backward-rows-float16-h32-hv32$/);
   });
 
   it('turns device loss into DeviceError, then recovers on the next device', async () => {

@@ -4,11 +4,15 @@
  * the outputs read back asynchronously. Skips, saying why, where no WebGPU device opens.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe } from 'node:test';
+import { after, before, describe, it } from 'node:test';
+import { attention } from '../../../../src/api/attention.js';
 import { webgpuBackend } from '../../../../src/backends/webgpu/backend.js';
 import { runForward } from '../../../../src/backends/webgpu/forward.js';
 import { CASES } from '../../../../src/check/cases.js';
+import { buildNanInputs, NAN_CASES } from '../../../../src/check/nan-cases.js';
+import { compareNanCase } from '../../../../src/check/nan-pattern.js';
 import { PRECISIONS } from '../../../../src/check/suite.js';
+import type { Tensor } from '../../../../src/tensor/tensor.js';
 import { defineBackendSuite, seedLine } from '../../../support/backend-suite.js';
 import { webgpuSkipReason } from '../../../support/webgpu.js';
 
@@ -18,7 +22,7 @@ describe('suite: webgpu', { skip: skip ?? false }, () => {
   before(() => console.log(seedLine()));
   const rows = defineBackendSuite(webgpuBackend, {
     readback: 'async',
-    expect: (row) => assert.match(row.variant ?? '', /^webgpu-flash-(plain|subgroups)-/),
+    expect: (row) => assert.match(row.variant ?? '', /^webgpu-flash-(tiled|plain|subgroups)-/),
   });
   after(() => {
     // Only float64-free precisions run, so nothing of the suite may be refused but by a limit.
@@ -40,14 +44,70 @@ describe('suite: webgpu, split-KV in 3', { skip: skip ?? false }, () => {
   });
 });
 
-// The one-lane (plain) kernel, which adapters without subgroups run, on the hand-picked cases.
+// The row kernels where the tiled one would run: one lane (plain), which adapters without
+// subgroups run, and two lanes (subgroups), on the hand-picked cases.
 describe('suite: webgpu, plain kernel', { skip: skip ?? false }, () => {
   defineBackendSuite(webgpuBackend, {
     cases: CASES,
     precisions: [PRECISIONS.float32],
     readback: 'async',
-    run: (problem) => runForward(problem, { subgroups: false }),
+    run: (problem) => runForward(problem, { subgroups: false, tiled: false }),
     label: ', plain',
     expect: (row) => assert.match(row.variant ?? '', /^webgpu-flash-plain-/),
   });
+});
+
+describe('suite: webgpu, rows kernel with subgroups', { skip: skip ?? false }, () => {
+  defineBackendSuite(webgpuBackend, {
+    cases: CASES,
+    precisions: [PRECISIONS.float16],
+    readback: 'async',
+    run: (problem) => runForward(problem, { tiled: false }),
+    label: ', rows',
+    expect: (row) => assert.match(row.variant ?? '', /^webgpu-flash-(plain|subgroups)-/),
+  });
+});
+
+// The tiled kernel without subgroups (one invocation runs each row's softmax), which adapters
+// without the feature run; the row kernel where the tiled one does not apply.
+describe('suite: webgpu, tiled plain kernel (no subgroups)', { skip: skip ?? false }, () => {
+  defineBackendSuite(webgpuBackend, {
+    cases: CASES,
+    precisions: [PRECISIONS.float32],
+    readback: 'async',
+    run: (problem) => runForward(problem, { subgroups: false }),
+    label: ', tiled plain',
+    expect: (row) => assert.match(row.variant ?? '', /^webgpu-flash-(tiled|plain)-(?!subgroups)/),
+  });
+});
+
+// The NaN/Inf rule (docs/guide/attention.md): every case of src/check/nan-cases.ts on the device
+// (the tiled kernel where it applies), against the float32 reference of the same clean inputs.
+describe('webgpu: NaN and Inf reach exactly the rows that see them', { skip: skip ?? false }, () => {
+  for (const c of NAN_CASES) {
+    it(c.name, async () => {
+      const clean = buildNanInputs(c, 'float32', 1200, false);
+      const poisoned = buildNanInputs(c, 'float32', 1200, true);
+      const options = { ...poisoned.options };
+      if (options.bias) options.bias = options.bias.to('webgpu');
+      if (options.mask) options.mask = options.mask.to('webgpu');
+      const [q, k, v] = [poisoned.q, poisoned.k, poisoned.v].map((t) => t.to('webgpu'));
+      const r = attention(q, k, v, { ...options, implementation: 'webgpu', returnLogSumExp: true });
+      const want = attention(clean.q, clean.k, clean.v, {
+        ...clean.options,
+        implementation: 'reference',
+        returnLogSumExp: true,
+      });
+      const cmp = compareNanCase(
+        c,
+        await r.output.toFloat64ArrayAsync(),
+        await (r.logSumExp as Tensor).toFloat64ArrayAsync(),
+        want.output.toFloat64Array(),
+        (want.logSumExp as Tensor).toFloat64Array(),
+        1e-4,
+      );
+      for (const t of [q, k, v, r.output, r.logSumExp, options.bias, options.mask]) t?.dispose();
+      assert.ok(cmp.ok, `${r.variant}: ${cmp.message}`);
+    });
+  }
 });

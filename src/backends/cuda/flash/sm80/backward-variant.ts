@@ -48,7 +48,10 @@ export interface FlashBackwardVariant {
   readonly kernel: FlashBackwardKernel;
   readonly arch: string;
   readonly dtype: 'bfloat16' | 'float16';
-  /** max(H, Hv) padded to a multiple of 32 (≥ 32): the dQ product gives each of 2 warps D/2 columns, a multiple of 16. */
+  /**
+   * max(H, Hv) padded to a multiple of 32 (≥ 32): the mma.sync dQ product gives each of 2 warps D/2
+   * columns, a multiple of 16; the wgmma module's 64 or 128 (hopperBackwardHeadDim).
+   */
   readonly headDim: number;
   readonly tiles: FlashBackwardTiles;
   readonly deterministic: boolean;
@@ -58,13 +61,27 @@ export function flashBackwardHeadDim(H: number, Hv: number): number {
   return Math.max(32, Math.ceil(Math.max(H, Hv) / 32) * 32);
 }
 
-export type FlashBackwardKernel = 'mma' | 'wgmma';
+/**
+ * 'mma' (mma.sync, every GPU from sm_80), 'wgmma' (the Hopper loop, 256 threads, every thread loading)
+ * or 'wgmma-ws' (the same loop on two consumer warpgroups beside a producer warpgroup that loads:
+ * hopper/bwd_dkdv_sm90_ws.cuh).
+ */
+export type FlashBackwardKernel = 'mma' | 'wgmma' | 'wgmma-ws';
 
 /**
  * The padded head dims the wgmma dK/dV loop is built for (hopper/bwd_dkdv_sm90.cuh: one or two 64-column
- * boxes of the head dim; at D = 64 warpgroup 0 computes dQ's one box).
+ * boxes of the head dim, each warpgroup computing dQ for half of it).
  */
 export const HOPPER_BACKWARD_HEAD_DIMS: readonly number[] = [64, 128];
+
+/**
+ * The wgmma module's head dim for a padded (multiple of 32) head dim D: 64 or 128, the columns past
+ * max(H, Hv) zero-filled by the loads (D = 32 and 96 run a quarter or a third more products than
+ * they need), or null past 128.
+ */
+export function hopperBackwardHeadDim(D: number): number | null {
+  return HOPPER_BACKWARD_HEAD_DIMS.find((d) => D <= d) ?? null;
+}
 /**
  * Those it runs on sm_90a when ATTNLAB_FLASH_BWD_KERNEL is unset: the shared gradient suite passes
  * with the wgmma loop on at D = 64 and 128 (backward.test flash, long/deterministic/random,
@@ -79,10 +96,12 @@ export const HOPPER_BACKWARD_HEAD_DIMS: readonly number[] = [64, 128];
 export const HOPPER_BACKWARD_DEFAULT_HEAD_DIMS: readonly number[] = [64, 128];
 /** The wgmma loop's tiles (hopper/bwd_dkdv_sm90.cuh): 128 keys over two warpgroups, 64 queries per step. */
 export const HOPPER_BACKWARD_TILES: FlashBackwardTiles = { keys: 128, queries: 64, warps: 8 };
+/** The same with the producer warpgroup (hopper/bwd_dkdv_sm90_ws.cuh): 12 warps. */
+export const HOPPER_BACKWARD_WS_TILES: FlashBackwardTiles = { keys: 128, queries: 64, warps: 12 };
 
 /**
- * Which dK/dV loop runs: wgmma on sm_90a for a padded head dim of HOPPER_BACKWARD_HEAD_DIMS when
- * ATTNLAB_FLASH_BWD_KERNEL=wgmma, and of HOPPER_BACKWARD_DEFAULT_HEAD_DIMS when it is unset, unless
+ * Which dK/dV loop runs for padded head dim `headDim`: wgmma on sm_90a up to 128 (hopperBackwardHeadDim)
+ * when ATTNLAB_FLASH_BWD_KERNEL=wgmma, and at HOPPER_BACKWARD_DEFAULT_HEAD_DIMS when it is unset, unless
  * ATTNLAB_FLASH_BWD_KERNEL=mma or ATTNLAB_FLASH_BWD_TILES (mma.sync tiles) says otherwise; mma.sync
  * everywhere else.
  */
@@ -92,20 +111,25 @@ export function chooseFlashBackwardKernel(
   choice = config().experimental.flashBackwardKernel,
   tiles = config().experimental.flashBackwardTiles,
 ): FlashBackwardKernel {
-  if (arch !== 'sm_90a' || !HOPPER_BACKWARD_HEAD_DIMS.includes(headDim) || tiles || choice === 'mma')
-    return 'mma';
+  if (arch !== 'sm_90a' || hopperBackwardHeadDim(headDim) === null || tiles || choice === 'mma') return 'mma';
+  if (choice === 'wgmma-ws') return 'wgmma-ws';
   return choice === 'wgmma' || HOPPER_BACKWARD_DEFAULT_HEAD_DIMS.includes(headDim) ? 'wgmma' : 'mma';
 }
 
 export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBackwardVariant {
-  const headDim = flashBackwardHeadDim(p.H, p.Hv);
-  const kernel = chooseFlashBackwardKernel(headDim, arch);
+  const padded = flashBackwardHeadDim(p.H, p.Hv);
+  const kernel = chooseFlashBackwardKernel(padded, arch);
   return {
     kernel,
     arch,
     dtype: p.dtype as FlashBackwardVariant['dtype'],
-    headDim,
-    tiles: kernel === 'wgmma' ? HOPPER_BACKWARD_TILES : chooseFlashBackwardTiles(headDim),
+    headDim: kernel === 'mma' ? padded : (hopperBackwardHeadDim(padded) ?? padded),
+    tiles:
+      kernel === 'wgmma'
+        ? HOPPER_BACKWARD_TILES
+        : kernel === 'wgmma-ws'
+          ? HOPPER_BACKWARD_WS_TILES
+          : chooseFlashBackwardTiles(padded),
     deterministic: p.deterministic,
   };
 }
@@ -155,17 +179,20 @@ export function flashBackwardVariantKey(v: FlashBackwardVariant): string {
   const { keys, queries, warps } = v.tiles;
   const parts = ['flash-bwd', v.arch, dtype, `d${v.headDim}`, `${keys}x${queries}x${warps}`];
   if (v.kernel === 'wgmma') parts.push('wgmma');
+  if (v.kernel === 'wgmma-ws') parts.push('wgmma', 'ws');
   if (v.deterministic) parts.push('det');
   return parts.join('.');
 }
 
 /** The module's source file, relative to src/kernels. */
 export function flashBackwardFile(v: FlashBackwardVariant): string {
-  return v.kernel === 'wgmma' ? 'hopper/hopper_bwd.cu' : 'flash/flash_bwd.cu';
+  return v.kernel === 'mma' ? 'flash/flash_bwd.cu' : 'hopper/hopper_bwd.cu';
 }
 
 export function flashBackwardDefines(v: FlashBackwardVariant): Record<string, number> {
   if (v.kernel === 'wgmma') return { FLASH_D: v.headDim, FLASH_FP16: v.dtype === 'float16' ? 1 : 0 };
+  if (v.kernel === 'wgmma-ws')
+    return { FLASH_D: v.headDim, FLASH_FP16: v.dtype === 'float16' ? 1 : 0, FLASH_BWD_WS: 1 };
   return {
     FLASH_D: v.headDim,
     FLASH_FP16: v.dtype === 'float16' ? 1 : 0,
@@ -186,18 +213,37 @@ export function flashBackwardSharedBytes(v: FlashBackwardVariant): {
   const dq = FLASH_BACKWARD_DQ_TILES;
   // Q | dO | two stages of (K | V), the deterministic dQ pass of either module.
   const dqBytes = 2 * dq.rows * pitch + 2 * 2 * dq.keys * pitch;
-  if (v.kernel === 'wgmma') {
-    // 1 KiB of alignment slack | K | V (128-byte rows, no padding) | three stages of (Q | dO | lse2, D),
-    // each rounded up to the 1 KiB swizzle atom | two dS buffers (queries × keys) when dQ is
-    // accumulated here: the one-barrier-per-step schedule of hopper/bwd_dkdv_sm90.cuh.
+  if (v.kernel !== 'mma') {
+    // 1 KiB of alignment slack | K | V (128-byte rows, no padding) | three stages of (Q | dO) | when
+    // dQ is accumulated here, two dS buffers (queries × keys) and the float32 dQ staging (queries ×
+    // head dim, the bulk reduces' source) | three stages of (lse2 | D): the one-barrier-per-step
+    // schedule of hopper/bwd_dkdv_sm90.cuh. At D=128 that is 231,936 of the 232,448 bytes allowed.
     const row = v.headDim * 2;
-    const stage = Math.ceil((2 * queries * row + 2 * queries * 4) / 1024) * 1024;
-    const only = 1024 + 2 * keys * row + 3 * stage;
-    return { dkdv: only + 2 * queries * keys * 2, dkdvOnly: only, dq: dqBytes };
+    const stats = 3 * 2 * queries * 4;
+    const only = 1024 + 2 * keys * row + 3 * 2 * queries * row;
+    const dqParts = 2 * queries * keys * 2 + queries * v.headDim * 4;
+    // wgmma-ws: then the full and empty mbarriers of the three stages, K/V's, three 32-bit flags.
+    const sync = v.kernel === 'wgmma-ws' ? 16 * 3 + 8 + 4 * 3 : 0;
+    return { dkdv: only + dqParts + stats + sync, dkdvOnly: only + stats + sync, dq: dqBytes };
   }
   // K | V | two stages of (Q | dO | lse2 | D) | dSᵀ (queries × (keys + 8)) when dQ is accumulated here.
   const kvOnly = 2 * keys * pitch + 2 * (2 * queries * pitch + 2 * queries * 4);
   return { dkdv: kvOnly + queries * (keys + 8) * 2, dkdvOnly: kvOnly, dq: dqBytes };
+}
+
+/**
+ * Bytes of the float32 dQ workspace (none in the deterministic pass): (B,T,N,H) row-major for the
+ * mma.sync module's reductions; (B·N, D/64, t_pad, 64) for the wgmma module's bulk reduce-adds
+ * (hopper/bwd_dq_accum.cuh), whose 64-row query blocks may run past T into the padding.
+ */
+export function flashBackwardDqWorkspaceBytes(
+  v: FlashBackwardVariant,
+  p: Pick<BackwardProblem, 'B' | 'T' | 'N' | 'H'>,
+  tPad: number,
+): number {
+  if (v.deterministic) return 0;
+  if (v.kernel !== 'mma') return p.B * p.N * tPad * v.headDim * 4;
+  return p.B * p.T * p.N * p.H * 4;
 }
 
 /** What the kernels cannot take, decided from the problem alone (no GPU needed); SUPPORTED otherwise. */

@@ -1,7 +1,8 @@
 /**
  * The 'flash' backward on CUDA: attnlab's fused FlashAttention-2 class backward
  * (src/kernels/flash/flash_bwd.cu), O(T) memory — no (B,N,T,S) buffer, only per-row statistics
- * (2 floats per (b, n, t)) and, unless deterministic, a float32 dQ accumulator (B,T,N,H).
+ * (2 floats per (b, n, t)) and, unless deterministic, a float32 dQ accumulator: (B,T,N,H), or
+ * (B·N, 2, t_pad, D/2) for the Hopper module (flashBackwardDqWorkspaceBytes).
  *
  *   1. prep       D = rowsum(dO∘O), base-2 log-sum-exp, dQ accumulator zeroed   one warp per row
  *                 (O is the 16-bit output, or the float32 one when the caller passes it: float32Output)
@@ -14,9 +15,10 @@
  * Takes bf16/fp16 with causal (both alignments), windows, padding lengths, GQA/MQA, H, Hv ≤ 128;
  * backward-variant.ts says why not otherwise, and `auto` then goes on to naive.
  *
- * On sm_90a at a padded head dim of 64 or 128 (unless ATTNLAB_FLASH_BWD_KERNEL=mma), step 2 runs on the Hopper
- * loop instead (hopper/hopper_bwd.cu: wgmma, two warpgroups of 64 keys); the rest is the same module
- * code, launch and parameters.
+ * On sm_90a at a padded head dim of 64 or 128 (unless ATTNLAB_FLASH_BWD_KERNEL=mma), the Hopper module
+ * runs instead (hopper/hopper_bwd.cu: wgmma, two warpgroups of 64 keys, dQ added a warp's 16 rows
+ * at a time by bulk reduce-adds into a (B·N, D/64, t_pad, 64) workspace); the same launches and
+ * parameters.
  *
  * NaN and Inf: non-finite Q, K and dO elements are zeroed in shared memory after their loads, so that
  * none meets a zero weight inside a tensor-core product (0·NaN); the NaN log-sum-exp of every row that
@@ -43,6 +45,7 @@ import {
   FLASH_BACKWARD_ROW_PAD,
   type FlashBackwardVariant,
   flashBackwardDefines,
+  flashBackwardDqWorkspaceBytes,
   flashBackwardFile,
   flashBackwardRule,
   flashBackwardSharedBytes,
@@ -123,7 +126,8 @@ function run(variant: FlashBackwardVariant, p: BackwardProblem): BackwardOutput 
   try {
     const lse2 = scratchOf(B * N * tPad * 4);
     const dsum = scratchOf(B * N * tPad * 4);
-    const dqAccum = p.deterministic ? null : scratchOf(B * T * N * H * 4);
+    const dqBytes = flashBackwardDqWorkspaceBytes(variant, p, tPad);
+    const dqAccum = dqBytes > 0 ? scratchOf(dqBytes) : null;
     const lengths = (values: Int32Array | null) => {
       if (!values) return 0n;
       const buffer = copyInt32ToDevice(values);

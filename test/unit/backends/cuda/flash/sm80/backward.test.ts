@@ -17,6 +17,7 @@ import {
   chooseFlashBackwardTiles,
   FLASH_BACKWARD_TILES,
   flashBackwardDefines,
+  flashBackwardDqWorkspaceBytes,
   flashBackwardFile,
   flashBackwardHeadDim,
   flashBackwardRule,
@@ -25,6 +26,8 @@ import {
   flashBackwardVariantKey,
   HOPPER_BACKWARD_DEFAULT_HEAD_DIMS,
   HOPPER_BACKWARD_HEAD_DIMS,
+  HOPPER_BACKWARD_WS_TILES,
+  hopperBackwardHeadDim,
 } from '../../../../../../src/backends/cuda/flash/sm80/backward-variant.js';
 import { InvalidArgumentError, UnsupportedError } from '../../../../../../src/errors.js';
 import type { FloatDType } from '../../../../../../src/tensor/dtype.js';
@@ -169,7 +172,7 @@ describe('flash (cuda) backward: variant and tiles', () => {
     }
   });
 
-  it('runs the wgmma dK/dV loop only on sm_90a at padded D=64 or 128, when asked (or by default once verified)', () => {
+  it('runs the wgmma dK/dV loop only on sm_90a up to D=128, when asked (or by default where verified)', () => {
     for (const D of HOPPER_BACKWARD_HEAD_DIMS) {
       assert.equal(chooseFlashBackwardKernel(D, 'sm_90a', 'wgmma', null), 'wgmma');
       assert.equal(chooseFlashBackwardKernel(D, 'sm_90a', 'mma', null), 'mma');
@@ -180,24 +183,50 @@ describe('flash (cuda) backward: variant and tiles', () => {
     assert.equal(chooseFlashBackwardKernel(128, 'sm_90a', null, null), 'wgmma');
     // mma.sync tiles asked for, another head dim, another GPU: the mma.sync loop.
     assert.equal(chooseFlashBackwardKernel(128, 'sm_90a', 'wgmma', '128x32x8'), 'mma');
-    for (const D of [32, 96]) assert.equal(chooseFlashBackwardKernel(D, 'sm_90a', 'wgmma', null), 'mma');
+    // D = 32 and 96 run the 64- and 128-column module when asked for, mma.sync by default; past 128 never.
+    for (const D of [32, 96]) {
+      assert.equal(chooseFlashBackwardKernel(D, 'sm_90a', 'wgmma', null), 'wgmma');
+      assert.equal(chooseFlashBackwardKernel(D, 'sm_90a', null, null), 'mma');
+    }
+    assert.equal(chooseFlashBackwardKernel(160, 'sm_90a', 'wgmma', null), 'mma');
+    assert.deepEqual([32, 64, 96, 128, 160].map(hopperBackwardHeadDim), [64, 64, 128, 128, null]);
+    // The producer-warpgroup loop: only when asked for, the 128-column module on 12 warps.
+    assert.equal(chooseFlashBackwardKernel(96, 'sm_90a', 'wgmma-ws', null), 'wgmma-ws');
+    assert.equal(chooseFlashBackwardKernel(128, 'sm_80', 'wgmma-ws', null), 'mma');
+    const ws = { ...flashBackwardVariant(problem({}, { H: 128 }), 'sm_90a'), kernel: 'wgmma-ws' as const };
+    const wsKey = flashBackwardVariantKey({ ...ws, tiles: HOPPER_BACKWARD_WS_TILES });
+    assert.equal(wsKey, 'flash-bwd.sm_90a.bf16.d128.128x64x12.wgmma.ws');
+    assert.deepEqual(flashBackwardDefines(ws), { FLASH_D: 128, FLASH_FP16: 0, FLASH_BWD_WS: 1 });
+    assert.equal(flashBackwardFile(ws), 'hopper/hopper_bwd.cu');
     assert.equal(chooseFlashBackwardKernel(128, 'sm_80', 'wgmma', null), 'mma');
     assert.equal(chooseFlashBackwardKernel(64, 'sm_80', 'wgmma', null), 'mma');
     const v = { ...flashBackwardVariant(problem({}, { H: 128 }), 'sm_90a'), kernel: 'wgmma' as const };
     assert.equal(flashBackwardVariantKey(v), 'flash-bwd.sm_90a.bf16.d128.128x64x8.wgmma');
     assert.equal(flashBackwardFile(v), 'hopper/hopper_bwd.cu');
     assert.deepEqual(flashBackwardDefines(v), { FLASH_D: 128, FLASH_FP16: 0 });
-    // 1 KiB slack + K, V (2 × 128 × 256) + 3 stages of (Q, dO 2 × 64 × 256 + 512, rounded to 33 KiB) + 2 dS 64 × 128 × 2.
+    // 1 KiB slack + K, V (2 × 128 × 256) + 3 stages of Q, dO (2 × 64 × 256) + 3 × lse2, D (2 × 64 × 4);
+    // with dQ, 2 dS (64 × 128 × 2) and the float32 dQ staging (64 × 128 × 4).
     const bytes = flashBackwardSharedBytes(v);
-    assert.equal(bytes.dkdvOnly, 1024 + 65536 + 3 * 33792);
-    assert.equal(bytes.dkdv, bytes.dkdvOnly + 2 * 16384);
+    assert.equal(bytes.dkdvOnly, 1024 + 65536 + 3 * 32768 + 3 * 512);
+    assert.equal(bytes.dkdv, bytes.dkdvOnly + 2 * 16384 + 32768);
     assert.ok(bytes.dkdv <= 227 * 1024);
-    // D=64: K, V (2 × 128 × 128) + 3 stages of (2 × 64 × 128 + 512, rounded to 17 KiB) + the same 2 dS.
+    // wgmma-ws: 6 mbarriers of the stages, K/V's, 3 flags; still inside the 232,448 bytes.
+    const wsBytes = flashBackwardSharedBytes({ ...v, kernel: 'wgmma-ws' });
+    assert.equal(wsBytes.dkdv, bytes.dkdv + 68);
+    assert.ok(wsBytes.dkdv <= 232448);
+    // D=64: K, V (2 × 128 × 128) + 3 stages of 2 × 64 × 128 + the statistics, the same 2 dS, a 16 KiB staging.
     const v64 = { ...flashBackwardVariant(problem({}, { H: 64 }), 'sm_90a'), kernel: 'wgmma' as const };
     assert.equal(flashBackwardVariantKey(v64), 'flash-bwd.sm_90a.bf16.d64.128x64x8.wgmma');
     const bytes64 = flashBackwardSharedBytes(v64);
-    assert.equal(bytes64.dkdvOnly, 1024 + 32768 + 3 * 17408);
-    assert.equal(bytes64.dkdv, bytes64.dkdvOnly + 2 * 16384);
+    assert.equal(bytes64.dkdvOnly, 1024 + 32768 + 3 * 16384 + 3 * 512);
+    assert.equal(bytes64.dkdv, bytes64.dkdvOnly + 2 * 16384 + 16384);
+    // The dQ workspace: the bulk-reduce layout covers whole padded query blocks and both head-dim boxes.
+    const shape = { B: 2, T: 100, N: 3, H: 64 };
+    assert.equal(flashBackwardDqWorkspaceBytes(v64, shape, 128), 2 * 3 * 128 * 64 * 4);
+    assert.equal(flashBackwardDqWorkspaceBytes(v, shape, 128), 2 * 3 * 128 * 128 * 4);
+    const mma = flashBackwardVariant(problem({}, { H: 64 }), 'sm_80');
+    assert.equal(flashBackwardDqWorkspaceBytes(mma, shape, 128), 2 * 100 * 3 * 64 * 4);
+    assert.equal(flashBackwardDqWorkspaceBytes({ ...v, deterministic: true }, shape, 128), 0);
   });
 
   it('fits every head dim of the mma.sync loop in an A100 block (163 KiB), so also in an H100/H200 one', () => {

@@ -1,0 +1,256 @@
+// The wgmma dK/dV loop (bwd_dkdv_sm90.cuh) with its loads moved to a producer warpgroup: 384
+// threads, warpgroup 0 loads, warpgroups 1 and 2 compute (each 64 of the block's 128 keys, exactly as
+// the two warpgroups of the 256-thread loop), FlashAttention-3's division of the block.
+//
+// Why: in the 256-thread loop every thread issues its share of the cp.async copies (8 a step at
+// D = 128, with their 64-bit address arithmetic, in a loop at 255 registers), and the step's one
+// __syncthreads both publishes the loads and exchanges dS, so the two warpgroups run every phase at
+// the same time and neither's elementwise work overlaps the other's products. Here:
+//   producer (128 threads, setmaxnreg down to PRODUCER_REGS): K and V once, then per step waits for
+//     the stage to be empty, copies Q, dO, lse2 and D with cp.async (zero-filled past the lengths, as
+//     before), waits for its own copies, zeroes the non-finite Q and dO elements it copied (always:
+//     the same result as doing it only for flagged blocks, and the producer is otherwise idle),
+//     publishes the block's non-finite flag in shared memory, fences to the async proxy and arrives
+//     on the stage's `full` mbarrier (count 128).
+//   consumers (setmaxnreg up to CONSUMER_REGS): wait `full`, run the step as the 256-thread loop does,
+//     exchange dS over a named barrier of their 256 threads (dQ needs both warpgroups' keys), and each
+//     warp arrives on the stage's `empty` mbarrier (count 8) once its products have retired.
+// The dS buffers and the dQ staging need no more than the named barrier: at the barrier of step s
+// both warpgroups have retired every product of step s − 1 (the same argument as the 256-thread loop).
+// Registers: 2 × 128 × 240 + 128 × 24 = 64,512, what the launch hands out (384 threads × 168), so
+// setmaxnreg.inc never waits on a register file the block does not already hold. ptxas: no spills in
+// the consumers; the producer spills 24 bytes at D = 128 within 24 registers (32 would take none, but
+// the sum would be the whole 65,536-register file) — local memory off the critical path.
+#pragma once
+#include "hopper/bwd_dkdv_sm90.cuh"
+
+struct HopperBwdWs {
+  static constexpr int THREADS = 384, PRODUCER = 128, CONSUMERS = 256;
+  static constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;
+  static_assert(CONSUMERS * CONSUMER_REGS + PRODUCER * PRODUCER_REGS <= THREADS * 168, "the launch's registers");
+  static constexpr int DS_BARRIER = 1;  // named barrier of the consumers' dS exchange
+};
+
+// Bytes after the loop's own shared memory: full and empty mbarriers of each stage, K/V's, and a
+// 32-bit non-finite flag per stage.
+template <class C>
+constexpr unsigned hopper_bwd_ws_sync_bytes() {
+  return 16 * C::STAGES + 8 + 4 * C::STAGES;
+}
+template <class C, bool DQ>
+constexpr unsigned hopper_bwd_ws_smem_bytes() {
+  return hopper_bwd_smem_bytes<C, DQ>() + hopper_bwd_ws_sync_bytes<C>();
+}
+
+
+template <class C, bool DQ>
+__device__ __forceinline__ void hopper_bwd_dkdv_ws(const FlashParams& p, const FlashBwdParams& x) {
+  using W = HopperBwdWs;
+  constexpr int BNK = C::BNK, BMQ = C::BMQ;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const u32 raw = smem_addr(smem_raw);
+  const u32 base = (raw + 1023) & ~1023u;
+  unsigned char* smem = smem_raw + (base - raw);
+  const u32 k_smem = base;
+  const u32 v_smem = k_smem + C::KV_BYTES;
+  const u32 stage0 = v_smem + C::KV_BYTES;
+  const u32 ds0 = stage0 + C::STAGES * C::STAGE;
+  const u32 dq0 = ds0 + C::DS_BUFFERS * C::DS_BYTES;  // DQ only
+  const u32 stats0 = ds0 + (DQ ? C::DS_BUFFERS * C::DS_BYTES + C::DQ_BYTES : 0);
+  const u32 full0 = stats0 + C::STAGES * C::STATS;  // 8-byte aligned: the regions before are 512-byte multiples
+  const u32 empty0 = full0 + 8 * C::STAGES;
+  const u32 kv_bar = empty0 + 8 * C::STAGES;
+  const u32 flags0 = kv_bar + 8;
+  auto stage_of = [&](int s) { return stage0 + static_cast<u32>(s % C::STAGES) * C::STAGE; };
+  auto stats_of = [&](int s) { return stats0 + static_cast<u32>(s % C::STAGES) * C::STATS; };
+
+  const KeyBlockWork kb = key_block_work<BNK, BMQ>(p);
+  const TileWork& w = kb.w;
+  const int kn0 = kb.kn0, blocks = kb.blocks;
+  const int steps = blocks * p.group;  // (head, query block) pairs, head-major
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < C::STAGES; ++i) {
+      mbar_init(full0 + 8 * i, W::PRODUCER);
+      mbar_init(empty0 + 8 * i, W::CONSUMERS / 32);
+    }
+    mbar_init(kv_bar, W::PRODUCER);
+    mbar_fence_init();
+  }
+  __syncthreads();
+
+  if (warp < W::PRODUCER / 32) {
+    regs_decrease<W::PRODUCER_REGS>();
+    if (steps == 0) return;
+    load_kv_tiles<BNK>(k_smem, v_smem, p, w, kn0, [](u32 dst, const u16* src, i64 stride, int rows, int cols) {
+      load_tile_sw128<BNK, C::D, W::PRODUCER>(dst, src, stride, rows, cols);
+    });
+    cp_async_commit();
+    cp_async_wait<0>();
+    compiler_fence();
+    zero_non_finite<BNK, C::D, W::PRODUCER, C::FP16, true>(smem);  // K, once per block
+    fence_proxy_async();
+    mbar_arrive(kv_bar);
+    for (int s = 0; s < steps; ++s) {
+      const int i = s % C::STAGES;
+      mbar_wait(empty0 + 8 * i, ((s / C::STAGES) & 1) ^ 1);
+      const u32 dst = stage_of(s);
+      load_query_step<BMQ, W::PRODUCER>(dst, dst + C::Q_BYTES, stats_of(s), p, x, kb, s,
+                                        [](u32 to, const u16* src, i64 stride, int rows, int cols) {
+                                          load_tile_sw128<BMQ, C::D, W::PRODUCER>(to, src, stride, rows, cols);
+                                        });
+      cp_async_commit();
+      cp_async_wait<0>();
+      compiler_fence();
+      zero_non_finite<BMQ, C::D, W::PRODUCER, C::FP16, true>(smem + (dst - base));
+      zero_non_finite<BMQ, C::D, W::PRODUCER, C::FP16, true>(smem + (dst - base) + C::Q_BYTES);
+      if (warp == 0) {
+        const bool flagged = __any_sync(0xffffffffu, stats_flag_non_finite<BMQ>(smem + (stats_of(s) - base)));
+        if (lane == 0) st_shared_s32(flags0 + 4 * i, flagged ? 1 : 0);
+      }
+      fence_proxy_async();
+      mbar_arrive(full0 + 8 * i);
+    }
+    return;
+  }
+
+  regs_increase<W::CONSUMER_REGS>();
+  const int cw = warp - W::PRODUCER / 32;  // consumer warp 0..7: keys kn0 + 16·cw …
+  const int wg = cw / 4, t = lane & 3;
+  // The warpgroup as a value ptxas knows to be warp-uniform (bwd_dkdv_sm90.cuh says why).
+  const int wg_uniform = __shfl_sync(0xffffffffu, wg, 0);
+  const int key0 = kn0 + cw * 16;
+
+  float dk[C::DT][4], dv[C::DT][4];
+#pragma unroll
+  for (int d = 0; d < C::DT; ++d)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) dk[d][c] = dv[d][c] = 0.f;
+
+  if (steps > 0) {
+    const u32 k_rows = k_smem + wg * 64 * 128;
+    const u32 v_rows = v_smem + wg * 64 * 128;
+    float st[C::NT][4], dpt[C::NT][4];
+    mbar_wait(kv_bar, 0);
+
+    for (int s = 0; s < steps; ++s) {
+      const int i = s % C::STAGES;
+      const int n = w.kv_head * p.group + s / blocks;
+      const int m0 = (kb.mb_lo + s % blocks) * BMQ;
+      const u32 q_tile = stage_of(s);
+      const u32 do_tile = q_tile + C::Q_BYTES;
+      mbar_wait(full0 + 8 * i, (s / C::STAGES) & 1);
+      const float* lse2 = reinterpret_cast<const float*>(smem + (stats_of(s) - base));
+      const float* dsum = lse2 + BMQ;
+      float(&st3)[1][C::NT][4] = reinterpret_cast<float(&)[1][C::NT][4]>(st);
+      float(&dpt3)[1][C::NT][4] = reinterpret_cast<float(&)[1][C::NT][4]>(dpt);
+
+      // K's and V's rows as values opaque to the compiler each step: otherwise ptxas keeps their 16
+      // loop-invariant descriptors (32 registers at D=128) live across the loop and spills.
+      const u32 k_at = opaque_u32(k_rows), v_at = opaque_u32(v_rows);
+      wgmma_fence();
+#pragma unroll
+      for (int k = 0; k < C::D / 16; ++k) {
+        const u32 col = (k % 4) * 32, box = k / 4;
+        wgmma_ss_n64<C::FP16>(st, sw128_desc(k_at + box * C::KV_BOX + col, 16, 1024),
+                              sw128_desc(q_tile + box * C::Q_BOX + col, 16, 1024), k > 0);
+      }
+      wgmma_commit();
+#pragma unroll
+      for (int k = 0; k < C::D / 16; ++k) {
+        const u32 col = (k % 4) * 32, box = k / 4;
+        wgmma_ss_n64<C::FP16>(dpt, sw128_desc(v_at + box * C::KV_BOX + col, 16, 1024),
+                              sw128_desc(do_tile + box * C::Q_BOX + col, 16, 1024), k > 0);
+      }
+      wgmma_commit();
+      wgmma_wait<1>();  // Sᵀ(s); dPᵀ(s) may still run
+      fence_accumulators(st);
+      weights_tile<true>(st3, p, w, key_block_boundary<BNK, BMQ>(p, kb, m0), key0, m0, lane,
+                         [&](int, int j, int c) { return lse2[j * 8 + 2 * t + (c & 1)]; });
+      if (ld_shared_s32(flags0 + 4 * i) != 0) {
+        const i64 oa = w.b * p.o_strides[0] + n * p.o_strides[2] + m0 * p.o_strides[1];
+        add_non_finite_do<C::NT, C::DT, C::FP16>(dv, st, x.d_o + oa, p.o_strides[1], w.t_len - m0, p.Hv, lane);
+      }
+      u32 pa[4][4], da[4][4];
+      sm90_a_fragments<C::FP16>(pa, st);
+      fence_accumulators(dv);
+      pin_fragments(pa);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BMQ / 16; ++kk) dkv_step<C>(dv, pa[kk], sw128_desc(do_tile + kk * 2048, C::Q_BOX, 1024));
+      wgmma_commit();
+
+      wgmma_wait<1>();  // dPᵀ(s); dV(s) may still run
+      fence_accumulators(dpt);
+      ds_tile(dpt3, st3, [&](int, int j, int c) { return dsum[j * 8 + 2 * t + (c & 1)]; });
+      sm90_a_fragments<C::FP16>(da, dpt);
+      pin_fragments(da);
+      const u32 ds_smem = ds0 + static_cast<u32>(s % C::DS_BUFFERS) * C::DS_BYTES;
+      if constexpr (DQ) {
+        // dS stored transposed, as the 256-thread loop does (bwd_dkdv_sm90.cuh).
+        const int blk = lane >> 3, r = lane & 7;
+        const u32 ds_row = ds_smem + wg * C::DS_BOX + r * 128 + (((2 * (cw % 4) + (blk & 1)) ^ r) << 4);
+#pragma unroll
+        for (int kk = 0; kk < BMQ / 16; ++kk) stmatrix_x4_trans(ds_row + (16 * kk + 8 * (blk >> 1)) * 128, da[kk]);
+        // The dQ staging of step s − 1 is free once this warp's bulk adds have read it.
+        if (lane == 0) bulk_wait_read<0>();
+        fence_proxy_async();
+        named_barrier_sync(W::DS_BARRIER, W::CONSUMERS);  // dS(s) of both warpgroups' keys
+        float dq[C::DQ_NT][4];
+        wgmma_fence();
+#pragma unroll
+        for (int k = 0; k < BNK / 16; ++k) {
+          const u32 k_cols = C::D == 128 ? wg * C::KV_BOX : wg * 64;
+          const u64 a = sw128_desc(ds_smem + (k / 4) * C::DS_BOX + (k % 4) * 32, 16, 1024);
+          const u64 b = sw128_desc(k_smem + k_cols + k * 2048, C::KV_BOX, 1024);
+          if constexpr (C::D == 128) {
+            wgmma_ss_n64_tb<C::FP16>(dq, a, b, k > 0);
+          } else {
+            wgmma_ss_n32_tb<C::FP16>(dq, a, b, k > 0);
+          }
+        }
+        wgmma_commit();
+#pragma unroll
+        for (int kk = 0; kk < BMQ / 16; ++kk) dkv_step<C>(dk, da[kk], sw128_desc(q_tile + kk * 2048, C::Q_BOX, 1024));
+        wgmma_commit();
+        wgmma_wait<1>();  // dV(s) and dQ(s); the staging and bulk adds run while dK(s) multiplies
+        fence_accumulators(dq);
+        fence_accumulators(dv);
+        pin_fragments(pa);
+        const u32 staging = dq0 + wg_uniform * C::DQ_BOX_BYTES + (cw % 4) * C::DQ_WARP_BYTES;
+        __syncwarp();
+        store_dq_box<C::DQ_W>(staging, dq, lane);
+        fence_proxy_async();
+        __syncwarp();
+        if (lane == 0) {
+          const i64 bn = static_cast<i64>(w.b) * p.N + n;
+          bulk_reduce_add_f32(x.dq_accum + hopper_dq_box_offset<C::DQ_W>(bn, wg_uniform, x.t_pad, m0 + 16 * (cw % 4)),
+                              staging, C::DQ_WARP_BYTES);
+          bulk_commit();
+        }
+        wgmma_wait<0>();
+      } else {
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BMQ / 16; ++kk) dkv_step<C>(dk, da[kk], sw128_desc(q_tile + kk * 2048, C::Q_BOX, 1024));
+        wgmma_commit();
+        wgmma_wait<0>();
+      }
+      fence_accumulators(dv);
+      fence_accumulators(dk);
+      pin_fragments(pa);
+      pin_fragments(da);
+      // Stage s read to the end (its products retired, the statistics read): the producer may refill it.
+      __syncwarp();
+      if (lane == 0) mbar_arrive(empty0 + 8 * i);
+    }
+  }
+  if (DQ && lane == 0) bulk_wait<0>();
+  u16* dk_out = x.dk + w.b * p.k_strides[0] + w.kv_head * p.k_strides[2];
+  u16* dv_out = x.dv + w.b * p.v_strides[0] + w.kv_head * p.v_strides[2];
+  const float(&dk3)[1][C::DT][4] = reinterpret_cast<const float(&)[1][C::DT][4]>(dk);
+  const float(&dv3)[1][C::DT][4] = reinterpret_cast<const float(&)[1][C::DT][4]>(dv);
+  store_tile<1, C::DT, C::FP16>(dk_out, p.k_strides[1], dk3, x.scale, key0, p.S, p.H, lane);
+  store_tile<1, C::DT, C::FP16>(dv_out, p.v_strides[1], dv3, 1.f, key0, p.S, p.Hv, lane);
+}
