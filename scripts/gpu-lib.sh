@@ -24,13 +24,14 @@ shard() { # name, "VAR=value ..." (or -), node --test arguments... → $logs/<na
 }
 
 # One small test pattern each: the sanitizers slow kernels ~10-100x. Variables for the run go before the
-# call (`VAR=value sanitize …`): bash exports them to the processes the function starts.
+# call (`VAR=value sanitize …`): bash exports them to the processes the function starts; SANITIZER_ARGS
+# adds options of compute-sanitizer's own (e.g. leaving a library's kernels out).
 sanitize() { # name, tool, node --test arguments... → $logs/<name>.san, its rc last
   local name=$1 tool=$2
   [ -n "${only:-}" ] && ! [[ $name =~ $only ]] && return
   shift 2
   (
-    timeout --kill-after=5 "$cap" $san --tool "$tool" --error-exitcode 9 --print-limit 20 \
+    timeout --kill-after=5 "$cap" $san --tool "$tool" --error-exitcode 9 --print-limit 20 ${SANITIZER_ARGS:-} \
       node --import tsx --test --test-reporter=tap "$@" > "$logs/$name.san" 2>&1
     echo "rc=$?" >> "$logs/$name.san"
   ) &
