@@ -14,7 +14,7 @@
 //   bool  attnlab_mask_mod(int b, int h, int q, int kv, const AttnlabCaptures& c);
 //   float attnlab_score_mod_backward(float s, float g, int b, int h, int q, int kv, const AttnlabCaptures& c);
 // A block mask may also come as -DATTNLAB_BLOCK_MASK=1 (the flash variants pass it). Without any of
-// them the kernels compile exactly as without this header: FlashMods is empty, every helper a constant.
+// them the kernels compile exactly as without this header: FlashMods is empty, every such function a constant.
 #pragma once
 
 #ifndef ATTNLAB_SCORE_MOD
