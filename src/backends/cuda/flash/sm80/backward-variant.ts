@@ -61,9 +61,9 @@ export interface FlashBackwardVariant {
   readonly bias?: FlashBiasType;
   /** A boolean mask (P with the mask). */
   readonly mask?: boolean;
-  /** The score/mask modifier set compiled in (mma only). */
+  /** The score/mask modifier set compiled in ('mma' or 'wgmma'; never 'wgmma-ws'). */
   readonly modifiers?: FlashModifiers | null;
-  /** A block mask (ATTNLAB_BLOCK_MASK, mma only). */
+  /** A block mask (ATTNLAB_BLOCK_MASK; 'mma' or 'wgmma'). */
   readonly blockMask?: boolean;
 }
 
@@ -120,23 +120,38 @@ export const HOPPER_BACKWARD_WS_TILES: FlashBackwardTiles = { keys: 128, queries
  * wgmma loop ATTNLAB_FLASH_BWD_KERNEL names, or HOPPER_BACKWARD_DEFAULTS' when it is unset, unless
  * ATTNLAB_FLASH_BWD_KERNEL=mma or ATTNLAB_FLASH_BWD_TILES (mma.sync tiles) says otherwise; mma.sync
  * everywhere else.
+ *
+ * `general`: the problem has a bias, a boolean mask, modifiers or a block mask. Those hooks are in the
+ * every-thread-loads wgmma loop (hopper/bwd_dkdv_sm90.cuh) and the mma.sync loop, not in the
+ * producer-warpgroup loop, so a general problem takes 'wgmma' wherever a plain one would take
+ * 'wgmma-ws' (D=64, or ATTNLAB_FLASH_BWD_KERNEL=wgmma-ws): at D=64 wgmma runs 232 TFLOP/s against
+ * mma.sync's 160 (H100, plain).
  */
 export function chooseFlashBackwardKernel(
   headDim: number,
   arch: string,
   choice = config().experimental.flashBackwardKernel,
   tiles = config().experimental.flashBackwardTiles,
+  general = false,
 ): FlashBackwardKernel {
   if (arch !== 'sm_90a' || hopperBackwardHeadDim(headDim) === null || tiles || choice === 'mma') return 'mma';
-  if (choice === 'wgmma-ws' || choice === 'wgmma') return choice;
-  return HOPPER_BACKWARD_DEFAULTS[headDim] ?? 'mma';
+  const named = choice === 'wgmma-ws' || choice === 'wgmma' ? choice : HOPPER_BACKWARD_DEFAULTS[headDim];
+  if (named === undefined) return 'mma';
+  return general && named === 'wgmma-ws' ? 'wgmma' : named;
 }
 
 export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBackwardVariant {
   const padded = flashBackwardHeadDim(p.H, p.Hv);
-  // A bias, a boolean mask, modifiers and block masks run on the mma.sync loop (bwd_dkdv.cuh).
+  // A bias, a boolean mask, modifiers and block masks run on the wgmma loop without the producer
+  // warpgroup on sm_90a, on mma.sync elsewhere (chooseFlashBackwardKernel).
   const general = p.bias !== null || p.mask !== null || hasVariants(p);
-  const kernel = general ? 'mma' : chooseFlashBackwardKernel(padded, arch);
+  const kernel = chooseFlashBackwardKernel(
+    padded,
+    arch,
+    config().experimental.flashBackwardKernel,
+    config().experimental.flashBackwardTiles,
+    general,
+  );
   return {
     kernel,
     arch,
@@ -217,19 +232,22 @@ export function flashBackwardFile(v: FlashBackwardVariant): string {
 }
 
 export function flashBackwardDefines(v: FlashBackwardVariant): Record<string, number> {
-  if (v.kernel === 'wgmma') return { FLASH_D: v.headDim, FLASH_FP16: v.dtype === 'float16' ? 1 : 0 };
-  if (v.kernel === 'wgmma-ws')
-    return { FLASH_D: v.headDim, FLASH_FP16: v.dtype === 'float16' ? 1 : 0, FLASH_BWD_WS: 1 };
-  return {
-    FLASH_D: v.headDim,
-    FLASH_FP16: v.dtype === 'float16' ? 1 : 0,
-    FLASH_BWD_KEYS: v.tiles.keys,
-    FLASH_BWD_QUERIES: v.tiles.queries,
-    FLASH_NW: v.tiles.warps,
-    // Only where set, so that the plain modules keep their cache keys.
+  // Only where set, so that the plain modules keep their cache keys.
+  const general = {
     ...(v.bias && v.bias !== 'none' ? { FLASH_BIAS: FLASH_BIAS_CODES[v.bias] } : {}),
     ...(v.mask ? { FLASH_MASK: 1 } : {}),
     ...(v.blockMask ? { ATTNLAB_BLOCK_MASK: 1 } : {}),
+  };
+  const fp16 = v.dtype === 'float16' ? 1 : 0;
+  if (v.kernel === 'wgmma') return { FLASH_D: v.headDim, FLASH_FP16: fp16, ...general };
+  if (v.kernel === 'wgmma-ws') return { FLASH_D: v.headDim, FLASH_FP16: fp16, FLASH_BWD_WS: 1 };
+  return {
+    FLASH_D: v.headDim,
+    FLASH_FP16: fp16,
+    FLASH_BWD_KEYS: v.tiles.keys,
+    FLASH_BWD_QUERIES: v.tiles.queries,
+    FLASH_NW: v.tiles.warps,
+    ...general,
   };
 }
 
