@@ -51,12 +51,15 @@
 #include "hopper/bwd_dq_accum.cuh"
 #include "hopper/wgmma.cuh"
 
-template <int D_, bool FP16_, int BIAS_ = 0, bool MASK_ = false>
+template <int D_, bool FP16_, int BIAS_ = 0, bool MASK_ = false, bool MASK_ROWS_ = false>
 struct HopperBwdConfig {
   static constexpr int D = D_, BNK = 128, BMQ = 64, THREADS = 256, NW = 8;
   static constexpr bool FP16 = FP16_;
   static constexpr int BIAS = BIAS_;    // the bias element type (flash/mask.cuh's codes), 0 none: P and dBias
   static constexpr bool MASK = MASK_;   // a boolean mask: P
+  // The mask read as 16-byte rows (load_mask_rows): its keys contiguous, every other stride and its
+  // address multiples of 16 bytes (the host checks).
+  static constexpr bool MASK_ROWS = MASK_ && MASK_ROWS_;
   static constexpr int BOXES = D / 64;
   static constexpr int DT = D / 8;    // 8-column n-tiles of dK, dV
   static constexpr int NT = BMQ / 8;  // 8-query n-tiles of Sᵀ, dPᵀ
@@ -174,6 +177,69 @@ __device__ __forceinline__ void pin_fragments(u32 (&a)[4][4]) {
     for (int c = 0; c < 4; ++c) asm volatile("" : "+r"(a[kk][c])::"memory");
 }
 
+
+// The boolean mask of a warp's 16 keys [key0, key0 + 16) for the 64 query rows of a step, as two
+// 16-byte loads a lane: row m0 + lane and row m0 + lane + 32 (rows past t_len read nothing). One load
+// an element (LDG.U8, the mma.sync loop's way) is 32 loads a lane a step at 4 query rows × 8 keys per
+// warp instruction, a quarter of each 32-byte sector used, each an address computation of its own,
+// and issued after Sᵀ lands; these are 2 a lane, whole sectors, issued before Sᵀ so that they land
+// while it multiplies (packed to 32 bits a lane at once: nonzero_bytes16). A warp whose 16 keys run past the mask's S (the last block of an S that is no
+// multiple of 16) reads byte by byte, the missing keys 0.
+__device__ __forceinline__ void load_mask_rows(u128 (&r)[2], const FlashParams& p, const TileWork& w, int n, int m0,
+                                               int key0, int lane) {
+  const u8* head = p.mask + w.b * p.mask_strides[0] + n * p.mask_strides[1] + key0;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int q = m0 + lane + 32 * h;
+    r[h] = u128{0u, 0u, 0u, 0u};
+    if (q >= w.t_len) continue;
+    const u8* row = head + q * p.mask_strides[2];
+    if (key0 + 16 <= p.S) {
+      asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                   : "=r"(r[h].x), "=r"(r[h].y), "=r"(r[h].z), "=r"(r[h].w)
+                   : "l"(row));
+    } else {
+      u32 word[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+      for (int k = 0; k < 16; ++k)
+        if (key0 + k < p.S) word[k / 4] |= static_cast<u32>(row[k]) << (8 * (k % 4));
+      r[h] = u128{word[0], word[1], word[2], word[3]};
+    }
+  }
+}
+
+// Bit i (i < 4) set when byte i of x is nonzero: each byte's OR folded into its low bit, then the
+// four low bits (at 0, 8, 16, 24) gathered to 24…27 by one multiply (the partial products land on
+// distinct bits, so nothing carries).
+__device__ __forceinline__ u32 nonzero_bytes4(u32 x) {
+  x |= x >> 4;
+  x |= x >> 2;
+  x |= x >> 1;
+  return ((x & 0x01010101u) * 0x01020408u) >> 24 & 0xfu;
+}
+__device__ __forceinline__ u32 nonzero_bytes16(const u128& r) {
+  return nonzero_bytes4(r.x) | nonzero_bytes4(r.y) << 4 | nonzero_bytes4(r.z) << 8 | nonzero_bytes4(r.w) << 12;
+}
+
+// P ← 0 where the mask drops the pair, over a warp's Pᵀ tile (keys key0 + g + 8·(c/2), rows
+// 8j + 2t + c%2): the lane holding row r's bits (r % 32, half r / 32) gives them by shuffle, 8 a lane.
+// `word`: a lane's two rows packed, row m0 + lane in bits 0–15 and row m0 + lane + 32 in 16–31.
+template <int NT>
+__device__ __forceinline__ void apply_mask_rows(float (&pt)[NT][4], u32 word, int lane) {
+  static_assert(NT == 8, "64 query rows a step");
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int jj = 0; jj < 4; ++jj)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const u32 bits = __shfl_sync(0xffffffffu, word, 8 * jj + 2 * t + e);
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int cc = 0; cc < 2; ++cc)
+          if (((bits >> (16 * h + g + 8 * cc)) & 1u) == 0u) pt[jj + 4 * h][2 * cc + e] = 0.f;
+    }
+}
 
 // dV += Pᵀ·dO and dK += dSᵀ·Q, one k-step of 16 queries: N = D.
 template <class C>
@@ -329,12 +395,20 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
       float(&dpt3)[1][C::NT][4] = reinterpret_cast<float(&)[1][C::NT][4]>(dpt);
 
       issue_sdp(i);
+      // The mask's rows load while Sᵀ multiplies, packed to one word a lane at once.
+      u32 mask_word = 0;
+      if constexpr (C::MASK_ROWS) {
+        u128 rows[2];
+        load_mask_rows(rows, p, w, n, m0, key0, lane);
+        mask_word = nonzero_bytes16(rows[0]) | nonzero_bytes16(rows[1]) << 16;
+      }
       wgmma_wait<1>();  // Sᵀ(s); dPᵀ(s) may still run
       fence_accumulators(st);
       // P; with a bias, a boolean mask or modifiers the forward's logit and masks (bwd_common.cuh).
-      weights_tile_ex<true, C::BIAS, C::MASK>(st3, p, w, n, key_block_boundary<BNK, BMQ>(p, kb, m0), kind, key0,
-                                              m0, lane, [&](int, int j, int c) { return lse2[j * 8 + 2 * t + (c & 1)]; },
-                                              m);
+      weights_tile_ex<true, C::BIAS, C::MASK && !C::MASK_ROWS>(
+          st3, p, w, n, key_block_boundary<BNK, BMQ>(p, kb, m0), kind, key0, m0, lane,
+          [&](int, int j, int c) { return lse2[j * 8 + 2 * t + (c & 1)]; }, m);
+      if constexpr (C::MASK_ROWS) apply_mask_rows(st, mask_word, lane);
       if (dirty) {
         const i64 oa = w.b * p.o_strides[0] + n * p.o_strides[2] + m0 * p.o_strides[1];
         add_non_finite_do<C::NT, C::DT, C::FP16>(dv, st, x.d_o + oa, p.o_strides[1], w.t_len - m0, p.Hv, lane);

@@ -9,7 +9,8 @@
 // 64 queries per step.
 //
 // Specialisation: FLASH_D (64 or 128: the head dim H, Hv padded to it) and FLASH_FP16; with a bias or a
-// boolean mask FLASH_BIAS and FLASH_MASK (the forward's codes), and with modifiers or a block mask their
+// boolean mask FLASH_BIAS and FLASH_MASK (the forward's codes; FLASH_MASK_ROWS=1 when the mask's rows
+// may be read 16 bytes at a time: bwd_dkdv_sm90.cuh, load_mask_rows), and with modifiers or a block mask their
 // generated source before this file (common/modifiers.cuh): then the dK/dV entries and the dQ pass take
 // AttnlabCaptures and AttnlabBlockMask after the two parameter structs, as flash_bwd.cu's. The loop with
 // the producer warpgroup (FLASH_BWD_WS) takes none of them. -DATTNLAB_NVCC_TEST instantiates both dtypes
@@ -20,7 +21,10 @@
 #include "hopper/bwd_dkdv_sm90_ws.cuh"
 
 #ifdef FLASH_D
-using KvC = HopperBwdConfig<FLASH_D, FLASH_FP16 != 0, FLASH_BIAS, FLASH_MASK != 0>;
+#ifndef FLASH_MASK_ROWS
+#define FLASH_MASK_ROWS 0
+#endif
+using KvC = HopperBwdConfig<FLASH_D, FLASH_FP16 != 0, FLASH_BIAS, FLASH_MASK != 0, FLASH_MASK_ROWS != 0>;
 
 extern "C" __global__ void __launch_bounds__(256) attnlab_flash_bwd_prep(const __grid_constant__ FlashParams p,
                                                                         const __grid_constant__ FlashBwdParams x) {

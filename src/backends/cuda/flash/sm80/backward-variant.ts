@@ -61,6 +61,12 @@ export interface FlashBackwardVariant {
   readonly bias?: FlashBiasType;
   /** A boolean mask (P with the mask). */
   readonly mask?: boolean;
+  /**
+   * The wgmma loop reads the mask as 16-byte rows of a warp's 16 keys (FLASH_MASK_ROWS,
+   * hopper/bwd_dkdv_sm90.cuh load_mask_rows) rather than a byte an element: keys contiguous, the other
+   * strides multiples of 16 (maskRowsFit) and, checked on the device, a 16-byte aligned address.
+   */
+  readonly maskRows?: boolean;
   /** The score/mask modifier set compiled in ('mma' or 'wgmma'; never 'wgmma-ws'). */
   readonly modifiers?: FlashModifiers | null;
   /** A block mask (ATTNLAB_BLOCK_MASK; 'mma' or 'wgmma'). */
@@ -166,9 +172,21 @@ export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBac
     deterministic: p.deterministic,
     bias: p.bias ? (p.bias.tensor.dtype as FlashBiasType) : 'none',
     mask: p.mask !== null,
+    maskRows: kernel === 'wgmma' && maskRowsFit(p.mask?.strides ?? null),
     modifiers: modifiersOf(p),
     blockMask: blockMaskOf(p) !== null,
   };
+}
+
+/**
+ * Whether a boolean mask's (b, n, t, s) element strides let the wgmma loop read 16 keys of a row as one
+ * 16-byte load: s contiguous and every other stride (0 when broadcast) a multiple of 16 bytes, e.g. a
+ * contiguous (B,1,T,S) mask with S a multiple of 16. The address must be 16-byte aligned too (the
+ * launcher checks the pointer).
+ */
+export function maskRowsFit(strides: readonly number[] | null): boolean {
+  if (!strides) return false;
+  return strides[3] === 1 && strides.slice(0, 3).every((s) => s % 16 === 0);
 }
 
 /**
@@ -220,7 +238,7 @@ export function flashBackwardVariantKey(v: FlashBackwardVariant): string {
   if (v.deterministic) parts.push('det');
   if (v.bias && v.bias !== 'none')
     parts.push(`bias-${{ float32: 'f32', bfloat16: 'bf16', float16: 'f16' }[v.bias]}`);
-  if (v.mask) parts.push('mask');
+  if (v.mask) parts.push(v.maskRows ? 'mask-rows' : 'mask');
   if (v.modifiers) parts.push(`mods-${v.modifiers.key}`);
   if (v.blockMask) parts.push('bmask');
   return parts.join('.');
@@ -236,6 +254,7 @@ export function flashBackwardDefines(v: FlashBackwardVariant): Record<string, nu
   const general = {
     ...(v.bias && v.bias !== 'none' ? { FLASH_BIAS: FLASH_BIAS_CODES[v.bias] } : {}),
     ...(v.mask ? { FLASH_MASK: 1 } : {}),
+    ...(v.mask && v.maskRows ? { FLASH_MASK_ROWS: 1 } : {}),
     ...(v.blockMask ? { ATTNLAB_BLOCK_MASK: 1 } : {}),
   };
   const fp16 = v.dtype === 'float16' ? 1 : 0;

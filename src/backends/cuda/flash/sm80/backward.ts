@@ -94,7 +94,12 @@ function planBackward(p: BackwardProblem): Planned<FlashBackwardVariant> {
   const { major, minor } = properties.computeCapability;
   if (major < 8)
     return unsupported(`compute capability ${major}.${minor}: mma.sync and cp.async need sm_80+`);
-  const variant = flashBackwardVariant(p, targetArch(properties));
+  const chosen = flashBackwardVariant(p, targetArch(properties));
+  // The 16-byte mask row loads need an aligned address too (a view may start anywhere).
+  const variant =
+    chosen.maskRows && p.mask && p.mask.tensor.buffer.ptr % 16n !== 0n
+      ? { ...chosen, maskRows: false }
+      : chosen;
   const shared = flashBackwardSharedBytes(variant);
   const most = Math.max(shared.dkdv, shared.dq);
   if (most > properties.maxSharedMemoryPerBlockOptin) {

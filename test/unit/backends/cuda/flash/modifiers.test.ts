@@ -25,6 +25,7 @@ import {
   flashBackwardRule,
   flashBackwardVariant,
   flashBackwardVariantKey,
+  maskRowsFit,
 } from '../../../../../src/backends/cuda/flash/sm80/backward-variant.js';
 import {
   flashDefines,
@@ -166,9 +167,33 @@ describe('flash backward: bias, mask and modifier rules', () => {
     assert.match(flashBackwardVariantKey(a100), /128x64x8\.bias-bf16\.mask$/);
     assert.equal(flashBackwardDefines(a100).FLASH_BIAS, 2);
     assert.equal(flashBackwardDefines(a100).FLASH_MASK, 1);
+    // S = 24: a row of the mask is no whole number of 16-byte loads, so the loop reads it byte by byte.
+    assert.equal(v.maskRows, false);
+    const rows = { ...v, maskRows: true };
+    assert.match(flashBackwardVariantKey(rows), /\.bias-bf16\.mask-rows$/);
+    assert.equal(flashBackwardDefines(rows).FLASH_MASK_ROWS, 1);
+    assert.equal(flashBackwardDefines({ ...a100, maskRows: true }).FLASH_MASK_ROWS, 1);
     const plain = flashBackwardVariant(problem({}), 'sm_90a');
     assert.equal(plain.kernel, 'wgmma-ws');
     assert.equal('FLASH_BIAS' in flashBackwardDefines(plain), false);
+  });
+
+  it('reads mask rows 16 bytes at a time only with contiguous keys and 16-byte multiples elsewhere', () => {
+    // (B,1,T,S) contiguous, S = 8192; (1,1,1,S) key padding; (B,N,T,S) with S = 48.
+    assert.equal(maskRowsFit([8192 * 8192, 0, 8192, 1]), true);
+    assert.equal(maskRowsFit([0, 0, 0, 1]), true);
+    assert.equal(maskRowsFit([4 * 64 * 48, 64 * 48, 48, 1]), true);
+    // S = 24; keys strided (a transposed view); a batch stride of 8 bytes; no mask.
+    assert.equal(maskRowsFit([16 * 24, 0, 24, 1]), false);
+    assert.equal(maskRowsFit([0, 0, 1, 64]), false);
+    assert.equal(maskRowsFit([8, 0, 0, 1]), false);
+    assert.equal(maskRowsFit(null), false);
+    // The problem's own strides decide it on the wgmma loop; the mma.sync loop never takes it.
+    const mask = Tensor.zeros([2, 1, 16, 32], 'bool');
+    const kv32 = randomNormal([2, 32, 2, 64], { seed: 2, dtype: 'bfloat16' });
+    const p = validateBackward(q, kv32, kv32, dO, lse, dO, { mask });
+    assert.equal(flashBackwardVariant(p, 'sm_90a').maskRows, true);
+    assert.equal(flashBackwardVariant(p, 'sm_80').maskRows, false);
   });
 
   it('runs modifiers and block masks on the wgmma loop on sm_90a (never wgmma-ws), mma.sync when asked or elsewhere', () => {
