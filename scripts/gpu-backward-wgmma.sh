@@ -7,12 +7,13 @@
 #   suite     the shared gradient suite's flash runs (CASES, LONG_CASES, deterministic), default loop and wgmma-ws
 #   sanitize  memcheck, racecheck and synccheck on a small H=128 causal case, memcheck and racecheck on a
 #             small H=64 causal one, each on both wgmma loops
-#   loops     the backward loops side by side in one process (wgmma, wgmma-ws, mma.sync, wgmma deterministic),
-#             B=4 T=S=8192 N=16 H=128, 64, 96
+#   loops     the backward loops side by side in one process (SPECS, default wgmma, wgmma-ws, mma.sync and
+#             both wgmma loops deterministic), B=4 T=S=8192 N=16 H=128, 64, 96 (HS), LOOP_CAP seconds each
 #   bench     the backward suite: attnlab flash and cudnn beside PyTorch's SDPA backward (cuDNN, flash),
 #             B=4 T=S=8192 N=16 H=64/128 bf16, causal and not (TFLOP/s = 2.5× the forward's, halved causal)
-#   profile   ncu on one wgmma and one wgmma-ws dK/dV launch, B=4 T=S=8192 N=16 H=128 non-causal: speed of light, warp
-#             stall reasons, pipe utilisation
+#   profile   ncu --set full (clocks left alone) on one dK/dV launch of each loop in PROFILE_LOOPS (default
+#             wgmma), B=4 T=S=8192 N=16 H=PROFILE_H (128) non-causal: the details page (speed of light, pipes,
+#             warp stalls, shared-memory wavefronts) and the per-instruction SASS stall samples as CSV
 #
 #   bash scripts/gpu-backward-wgmma.sh STEP "$OUT/hbwd"
 set -u
@@ -86,7 +87,9 @@ sanitize)
   ;;
 loops)
   for H in ${HS:-128 64 96}; do
-    timeout 28 node --import tsx benchmarks/harnesses/backward-loop-variants.ts 4 8192 16 $H wgmma wgmma-ws mma wgmma+det
+    # shellcheck disable=SC2086
+    timeout "${LOOP_CAP:-28}" node --import tsx benchmarks/harnesses/backward-loop-variants.ts 4 8192 16 $H \
+      ${SPECS:-wgmma wgmma-ws mma wgmma+det wgmma-ws+det}
   done 2>&1 | tee "$logs/loops.txt"
   ;;
 bench)
@@ -97,12 +100,19 @@ bench)
 profile)
   ncu=ncu
   command -v $ncu > /dev/null || ncu=/usr/local/cuda/bin/ncu
-  timeout $cap $ncu -k regex:dkdv -c 2 --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
-    --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
-    node --import tsx benchmarks/harnesses/backward-loop-variants.ts --profile 4 8192 16 128 wgmma wgmma-ws \
-    > "$logs/ncu-d128.txt" 2>&1
-  echo "rc=$?" >> "$logs/ncu-d128.txt"
-  grep -E 'Duration|Throughput|Stall|Issue Slots|Pipe|Warp Cycles|rc=' "$logs/ncu-d128.txt" | head -60
+  H=${PROFILE_H:-128}
+  for loop in ${PROFILE_LOOPS:-wgmma}; do
+    rep="$logs/ncu-$loop-d$H"
+    # The first launch of the dK/dV kernel is the harness's non-causal one.
+    timeout "$cap" $ncu --clock-control none --set full --import-source no -k attnlab_flash_bwd_dkdv -c 1 -f -o "$rep" \
+      node --import tsx benchmarks/harnesses/backward-loop-variants.ts --profile 4 8192 16 "$H" "$loop" \
+      > "$rep.log" 2>&1
+    echo "rc=$?" >> "$rep.log"
+    $ncu -i "$rep.ncu-rep" --page details > "$rep.txt" 2>&1
+    $ncu -i "$rep.ncu-rep" --page source --csv --print-source sass > "$rep-sass.csv" 2>&1
+    echo "== $loop H=$H ($(tail -1 "$rep.log"))"
+    grep -E 'Duration|Throughput|Pipe|Issue Slots|Stall|Warp Cycles|Bank|Wavefronts|Registers|Occupancy' "$rep.txt" | head -70
+  done
   ;;
 *)
   echo "unknown step $step (sass, test, suite, sanitize, loops, bench, profile)" >&2

@@ -8,19 +8,26 @@
 // the wgmma loop with and without dQ, on 128-key blocks of 256 threads (two warpgroups of 64 keys),
 // 64 queries per step.
 //
-// Specialisation: FLASH_D (64 or 128: the head dim H, Hv padded to it) and FLASH_FP16. -DATTNLAB_NVCC_TEST
+// Specialisation: FLASH_D (64 or 128: the head dim H, Hv padded to it), FLASH_FP16, FLASH_BWD_WS (the
+// producer-warpgroup loop) and FLASH_BWD_DETERMINISTIC (attnlab_flash_bwd_dkdv adds dQ in a fixed order
+// of key blocks, hopper/bwd_dq_order.cuh, and prep zeroes its semaphores). -DATTNLAB_NVCC_TEST
 // instantiates both dtypes instead.
 #define FLASH_BWD_OWN_DQ_WORKSPACE 1
 #include "flash/bwd_entries.cuh"
 #include "hopper/bwd_dkdv_sm90.cuh"
 #include "hopper/bwd_dkdv_sm90_ws.cuh"
 
+#ifndef FLASH_BWD_DETERMINISTIC
+#define FLASH_BWD_DETERMINISTIC 0
+#endif
+
 #ifdef FLASH_D
 using KvC = HopperBwdConfig<FLASH_D, FLASH_FP16 != 0>;
+constexpr bool kOrderedDq = FLASH_BWD_DETERMINISTIC != 0;
 
 extern "C" __global__ void __launch_bounds__(256) attnlab_flash_bwd_prep(const __grid_constant__ FlashParams p,
                                                                         const __grid_constant__ FlashBwdParams x) {
-  hopper_bwd_prep<FLASH_D, FLASH_FP16 != 0>(p, x);
+  hopper_bwd_prep<FLASH_D, FLASH_FP16 != 0, kOrderedDq>(p, x);
 }
 extern "C" __global__ void __launch_bounds__(256)
     attnlab_flash_bwd_dq_convert(const __grid_constant__ FlashParams p, const __grid_constant__ FlashBwdParams x) {
@@ -30,7 +37,7 @@ extern "C" __global__ void __launch_bounds__(256)
 #if FLASH_BWD_WS
 extern "C" __global__ void __launch_bounds__(HopperBwdWs::THREADS, 1)
     attnlab_flash_bwd_dkdv(const __grid_constant__ FlashParams p, const __grid_constant__ FlashBwdParams x) {
-  hopper_bwd_dkdv_ws<KvC, true>(p, x);
+  hopper_bwd_dkdv_ws<KvC, true, kOrderedDq>(p, x);
 }
 extern "C" __global__ void __launch_bounds__(HopperBwdWs::THREADS, 1)
     attnlab_flash_bwd_dkdv_only(const __grid_constant__ FlashParams p, const __grid_constant__ FlashBwdParams x) {
@@ -41,7 +48,7 @@ extern "C" __device__ unsigned attnlab_flash_bwd_dkdv_only_shared_bytes = hopper
 #else
 extern "C" __global__ void __launch_bounds__(256, 1)
     attnlab_flash_bwd_dkdv(const __grid_constant__ FlashParams p, const __grid_constant__ FlashBwdParams x) {
-  hopper_bwd_dkdv<KvC, true>(p, x);
+  hopper_bwd_dkdv<KvC, true, kOrderedDq>(p, x);
 }
 extern "C" __global__ void __launch_bounds__(256, 1)
     attnlab_flash_bwd_dkdv_only(const __grid_constant__ FlashParams p, const __grid_constant__ FlashBwdParams x) {
@@ -69,4 +76,17 @@ __global__ void __launch_bounds__(HopperBwdWs::THREADS, 1)
 }
 template __global__ void hopper_bwd_dkdv_ws_test<HopperBwdConfig<128, false>, true>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
 template __global__ void hopper_bwd_dkdv_ws_test<HopperBwdConfig<64, true>, true>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
+template <class C>
+__global__ void __launch_bounds__(256, 1) hopper_bwd_dkdv_det_test(const __grid_constant__ FlashParams p,
+                                                                  const __grid_constant__ FlashBwdParams x) {
+  hopper_bwd_dkdv<C, true, true>(p, x);
+}
+template __global__ void hopper_bwd_dkdv_det_test<HopperBwdConfig<128, false>>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
+template __global__ void hopper_bwd_dkdv_det_test<HopperBwdConfig<64, true>>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
+template <class C>
+__global__ void __launch_bounds__(HopperBwdWs::THREADS, 1)
+    hopper_bwd_dkdv_ws_det_test(const __grid_constant__ FlashParams p, const __grid_constant__ FlashBwdParams x) {
+  hopper_bwd_dkdv_ws<C, true, true>(p, x);
+}
+template __global__ void hopper_bwd_dkdv_ws_det_test<HopperBwdConfig<64, false>>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
 #endif

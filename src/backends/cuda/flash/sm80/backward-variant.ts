@@ -217,9 +217,15 @@ export function flashBackwardFile(v: FlashBackwardVariant): string {
 }
 
 export function flashBackwardDefines(v: FlashBackwardVariant): Record<string, number> {
-  if (v.kernel === 'wgmma') return { FLASH_D: v.headDim, FLASH_FP16: v.dtype === 'float16' ? 1 : 0 };
-  if (v.kernel === 'wgmma-ws')
-    return { FLASH_D: v.headDim, FLASH_FP16: v.dtype === 'float16' ? 1 : 0, FLASH_BWD_WS: 1 };
+  if (v.kernel !== 'mma') {
+    return {
+      FLASH_D: v.headDim,
+      FLASH_FP16: v.dtype === 'float16' ? 1 : 0,
+      ...(v.kernel === 'wgmma-ws' ? { FLASH_BWD_WS: 1 } : {}),
+      // The ordered dQ adds (hopper/bwd_dq_order.cuh); only where set, so that the other modules keep their cache keys.
+      ...(v.deterministic ? { FLASH_BWD_DETERMINISTIC: 1 } : {}),
+    };
+  }
   return {
     FLASH_D: v.headDim,
     FLASH_FP16: v.dtype === 'float16' ? 1 : 0,
@@ -270,17 +276,21 @@ export function biasContributors(p: Pick<BackwardProblem, 'B' | 'N' | 'T' | 'S' 
 }
 
 /**
- * Bytes of the float32 dQ workspace (none in the deterministic pass): (B,T,N,H) row-major for the
- * mma.sync module's reductions; (B·N, D/64, t_pad, 64) for the wgmma module's bulk reduce-adds
- * (hopper/bwd_dq_accum.cuh), whose 64-row query blocks may run past T into the padding.
+ * Bytes of the float32 dQ workspace: (B,T,N,H) row-major for the mma.sync module's reductions, none
+ * in its deterministic dQ pass; (B·N, 2, t_pad, D/2) for the wgmma module's bulk reduce-adds
+ * (hopper/bwd_dq_accum.cuh), whose 64-row query blocks may run past T into the padding, and when
+ * deterministic one int32 semaphore per (b·N + n, 64-row query block) after it (hopper/bwd_dq_order.cuh).
  */
 export function flashBackwardDqWorkspaceBytes(
   v: FlashBackwardVariant,
   p: Pick<BackwardProblem, 'B' | 'T' | 'N' | 'H'>,
   tPad: number,
 ): number {
+  if (v.kernel !== 'mma') {
+    const semaphores = v.deterministic ? p.B * p.N * (tPad / v.tiles.queries) * 4 : 0;
+    return p.B * p.N * tPad * v.headDim * 4 + semaphores;
+  }
   if (v.deterministic) return 0;
-  if (v.kernel !== 'mma') return p.B * p.N * tPad * v.headDim * 4;
   return p.B * p.T * p.N * p.H * 4;
 }
 
