@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # The wgmma backward on a Hopper GPU, one step per call (each well under 90 s), logs under $1:
-#   sass      nvcc -Xptxas -v of hopper/hopper_bwd.cu (both loops, D=64/128), NVRTC's ptxas report of the
-#             modules attnlab builds, and the dK/dV kernel's SASS counts (HGMMA, UBLKRED: the dQ bulk reduce-adds, RED: per-element reductions, LDL/STL: spills)
+#   sass      nvcc -Xptxas -v of hopper/hopper_bwd.cu (both loops, D=64/128, and deterministic), NVRTC's ptxas
+#             report of the modules attnlab builds, and the dK/dV kernel's SASS counts (HGMMA, UBLKRED: the dQ bulk
+#             reduce-adds, RED: per-element reductions, LDL/STL: spills, STRONG.GPU and NANOSLEEP: the semaphores)
 #   test      test/gpu/flash-backward-wgmma.test.ts (each loop in a process of its own) and the flash
 #             backward suite, at once
 #   suite     the shared gradient suite's flash runs (CASES, LONG_CASES, deterministic), default loop and wgmma-ws
 #   sanitize  memcheck, racecheck and synccheck on a small H=128 causal case, memcheck and racecheck on a
 #             small H=64 causal one, each on both wgmma loops
+#   sanitize-det  memcheck, racecheck and synccheck on a deterministic case at H=128 (causal) and at H=64 (a
+#             window, padding lengths), each on both wgmma loops
 #   loops     the backward loops side by side in one process (SPECS, default wgmma, wgmma-ws, mma.sync and
 #             both wgmma loops deterministic), B=4 T=S=8192 N=16 H=128, 64, 96 (HS), LOOP_CAP seconds each
 #   bench     the backward suite: attnlab flash and cudnn beside PyTorch's SDPA backward (cuDNN, flash),
@@ -37,6 +40,11 @@ sass)
     done
     nvcc -cubin -gencode=arch=compute_90a,code=sm_90a -std=c++17 -Xptxas -v -I . -DFLASH_D=$D -DFLASH_FP16=0 \
       -DFLASH_BWD_WS=1 -o "$logs/hopper_bwd_ws.d$D.cubin" hopper/hopper_bwd.cu > "$logs/ptxas-ws.d$D.log" 2>&1 &
+    for W in 0 1; do
+      nvcc -cubin -gencode=arch=compute_90a,code=sm_90a -std=c++17 -Xptxas -v -I . -DFLASH_D=$D -DFLASH_FP16=0 \
+        -DFLASH_BWD_WS=$W -DFLASH_BWD_DETERMINISTIC=1 -o "$logs/hopper_bwd_det.d$D.w$W.cubin" hopper/hopper_bwd.cu \
+        > "$logs/ptxas-det.d$D.w$W.log" 2>&1 &
+    done
   done
   wait
   for f in "$logs"/ptxas*.log; do
@@ -45,10 +53,12 @@ sass)
   done
   echo "== NVRTC"
   grep -E '^==|dkdv|Used|spill' "$logs/nvrtc-registers.log" | head -40
-  for cubin in hopper_bwd.d64.f0 hopper_bwd.d128.f0 hopper_bwd_ws.d64 hopper_bwd_ws.d128; do
+  for cubin in hopper_bwd.d64.f0 hopper_bwd.d128.f0 hopper_bwd_ws.d64 hopper_bwd_ws.d128 hopper_bwd_det.d128.w0 \
+    hopper_bwd_det.d64.w1; do
     cuobjdump -sass -fun attnlab_flash_bwd_dkdv "$logs/$cubin.cubin" > "$logs/$cubin.dkdv.sass"
     printf '%s dkdv SASS:' "$cubin"
-    for op in HGMMA UBLKRED 'REDG| RED\.' UTMALDG LDGSTS 'LDL' 'STL' 'BAR\.SYNC' 'SYNCS' 'USETMAXREG' 'STS\.64'; do
+    for op in HGMMA UBLKRED 'REDG| RED\.' UTMALDG LDGSTS 'LDL' 'STL' 'BAR\.SYNC' 'SYNCS' 'USETMAXREG' 'STS\.64' \
+      'STRONG\.GPU' NANOSLEEP; do
       printf ' %s=%s' "$op" "$(grep -cE "$op" "$logs/$cubin.dkdv.sass")"
     done
     echo
@@ -85,6 +95,17 @@ sanitize)
   wait
   summary 16 24 20
   ;;
+sanitize-det)
+  # The ordered dQ adds of deterministic mode (hopper/bwd_dq_order.cuh): descending order at H=128, a window
+  # and padding lengths at H=64.
+  for tool in memcheck racecheck synccheck; do
+    sanitize $tool-det-d128 $tool --test-name-pattern='^deterministic T=S=257 H=128 causal' \
+      test/gpu/flash-backward-wgmma.test.ts
+    sanitize $tool-det-d64 $tool --test-name-pattern='^deterministic T=257 S=300 H=64' test/gpu/flash-backward-wgmma.test.ts
+  done
+  wait
+  summary 16 24 20
+  ;;
 loops)
   for H in ${HS:-128 64 96}; do
     # shellcheck disable=SC2086
@@ -115,7 +136,7 @@ profile)
   done
   ;;
 *)
-  echo "unknown step $step (sass, test, suite, sanitize, loops, bench, profile)" >&2
+  echo "unknown step $step (sass, test, suite, sanitize, sanitize-det, loops, bench, profile)" >&2
   exit 2
   ;;
 esac
