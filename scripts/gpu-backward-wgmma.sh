@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # The wgmma backward on a Hopper GPU, one step per call (each well under 90 s), logs under $1:
-#   sass      nvcc -Xptxas -v of hopper/hopper_bwd.cu (both loops, D=64/128), NVRTC's ptxas report of the
-#             modules attnlab builds, and the dK/dV kernel's SASS counts (HGMMA, UBLKRED: the dQ bulk reduce-adds, RED: per-element reductions, LDL/STL: spills)
+#   sass      nvcc -Xptxas -v of hopper/hopper_bwd.cu (both loops, D=64/128, and deterministic), NVRTC's ptxas
+#             report of the modules attnlab builds, and the dK/dV kernel's SASS counts (HGMMA, UBLKRED: the dQ bulk
+#             reduce-adds, RED: per-element reductions, LDL/STL: spills, STRONG.GPU and NANOSLEEP: the semaphores)
 #   test      test/gpu/flash-backward-wgmma.test.ts (each loop in a process of its own) and the flash
 #             backward suite, at once
 #   suite     the shared gradient suite's flash runs (CASES, LONG_CASES, deterministic), default loop and wgmma-ws
 #   sanitize  memcheck, racecheck and synccheck on a small H=128 causal case, memcheck and racecheck on a
 #             small H=64 causal one, each on both wgmma loops
-#   loops     the backward loops side by side in one process (wgmma, wgmma-ws, mma.sync, wgmma deterministic),
-#             B=4 T=S=8192 N=16 H=128, 64, 96
+#   sanitize-det  memcheck, racecheck and synccheck on a deterministic case at H=128 (causal) and at H=64 (a
+#             window, padding lengths), each on both wgmma loops
+#   loops     the backward loops side by side in one process (SPECS, default wgmma, wgmma-ws, mma.sync and
+#             both wgmma loops deterministic), B=4 T=S=8192 N=16 H=128, 64, 96 (HS), LOOP_CAP seconds each
 #   bench     the backward suite: attnlab flash and cudnn beside PyTorch's SDPA backward (cuDNN, flash),
 #             B=4 T=S=8192 N=16 H=64/128 bf16, causal and not (TFLOP/s = 2.5× the forward's, halved causal)
-#   profile   ncu on one wgmma and one wgmma-ws dK/dV launch, B=4 T=S=8192 N=16 H=128 non-causal: speed of light, warp
-#             stall reasons, pipe utilisation
+#   profile   ncu --set full (clocks left alone) on one dK/dV launch of each loop in PROFILE_LOOPS (default
+#             wgmma), B=4 T=S=8192 N=16 H=PROFILE_H (128) non-causal: the details page (speed of light, pipes,
+#             warp stalls, shared-memory wavefronts) and the per-instruction SASS stall samples as CSV
 #
 #   bash scripts/gpu-backward-wgmma.sh STEP "$OUT/hbwd"
 set -u
@@ -36,6 +40,11 @@ sass)
     done
     nvcc -cubin -gencode=arch=compute_90a,code=sm_90a -std=c++17 -Xptxas -v -I . -DFLASH_D=$D -DFLASH_FP16=0 \
       -DFLASH_BWD_WS=1 -o "$logs/hopper_bwd_ws.d$D.cubin" hopper/hopper_bwd.cu > "$logs/ptxas-ws.d$D.log" 2>&1 &
+    for W in 0 1; do
+      nvcc -cubin -gencode=arch=compute_90a,code=sm_90a -std=c++17 -Xptxas -v -I . -DFLASH_D=$D -DFLASH_FP16=0 \
+        -DFLASH_BWD_WS=$W -DFLASH_BWD_DETERMINISTIC=1 -o "$logs/hopper_bwd_det.d$D.w$W.cubin" hopper/hopper_bwd.cu \
+        > "$logs/ptxas-det.d$D.w$W.log" 2>&1 &
+    done
   done
   wait
   for f in "$logs"/ptxas*.log; do
@@ -44,10 +53,12 @@ sass)
   done
   echo "== NVRTC"
   grep -E '^==|dkdv|Used|spill' "$logs/nvrtc-registers.log" | head -40
-  for cubin in hopper_bwd.d64.f0 hopper_bwd.d128.f0 hopper_bwd_ws.d64 hopper_bwd_ws.d128; do
+  for cubin in hopper_bwd.d64.f0 hopper_bwd.d128.f0 hopper_bwd_ws.d64 hopper_bwd_ws.d128 hopper_bwd_det.d128.w0 \
+    hopper_bwd_det.d64.w1; do
     cuobjdump -sass -fun attnlab_flash_bwd_dkdv "$logs/$cubin.cubin" > "$logs/$cubin.dkdv.sass"
     printf '%s dkdv SASS:' "$cubin"
-    for op in HGMMA UBLKRED 'REDG| RED\.' UTMALDG LDGSTS 'LDL' 'STL' 'BAR\.SYNC' 'SYNCS' 'USETMAXREG' 'STS\.64'; do
+    for op in HGMMA UBLKRED 'REDG| RED\.' UTMALDG LDGSTS 'LDL' 'STL' 'BAR\.SYNC' 'SYNCS' 'USETMAXREG' 'STS\.64' \
+      'STRONG\.GPU' NANOSLEEP; do
       printf ' %s=%s' "$op" "$(grep -cE "$op" "$logs/$cubin.dkdv.sass")"
     done
     echo
@@ -84,9 +95,22 @@ sanitize)
   wait
   summary 16 24 20
   ;;
+sanitize-det)
+  # The ordered dQ adds of deterministic mode (hopper/bwd_dq_order.cuh): descending order at H=128, a window
+  # and padding lengths at H=64.
+  for tool in memcheck racecheck synccheck; do
+    sanitize $tool-det-d128 $tool --test-name-pattern='^deterministic T=S=257 H=128 causal' \
+      test/gpu/flash-backward-wgmma.test.ts
+    sanitize $tool-det-d64 $tool --test-name-pattern='^deterministic T=257 S=300 H=64' test/gpu/flash-backward-wgmma.test.ts
+  done
+  wait
+  summary 16 24 20
+  ;;
 loops)
   for H in ${HS:-128 64 96}; do
-    timeout 28 node --import tsx benchmarks/harnesses/backward-loop-variants.ts 4 8192 16 $H wgmma wgmma-ws mma wgmma+det
+    # shellcheck disable=SC2086
+    timeout "${LOOP_CAP:-28}" node --import tsx benchmarks/harnesses/backward-loop-variants.ts 4 8192 16 $H \
+      ${SPECS:-wgmma wgmma-ws mma wgmma+det wgmma-ws+det}
   done 2>&1 | tee "$logs/loops.txt"
   ;;
 bench)
@@ -97,15 +121,22 @@ bench)
 profile)
   ncu=ncu
   command -v $ncu > /dev/null || ncu=/usr/local/cuda/bin/ncu
-  timeout $cap $ncu -k regex:dkdv -c 2 --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
-    --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
-    node --import tsx benchmarks/harnesses/backward-loop-variants.ts --profile 4 8192 16 128 wgmma wgmma-ws \
-    > "$logs/ncu-d128.txt" 2>&1
-  echo "rc=$?" >> "$logs/ncu-d128.txt"
-  grep -E 'Duration|Throughput|Stall|Issue Slots|Pipe|Warp Cycles|rc=' "$logs/ncu-d128.txt" | head -60
+  H=${PROFILE_H:-128}
+  for loop in ${PROFILE_LOOPS:-wgmma}; do
+    rep="$logs/ncu-$loop-d$H"
+    # The first launch of the dK/dV kernel is the harness's non-causal one.
+    timeout "$cap" $ncu --clock-control none --set full --import-source no -k attnlab_flash_bwd_dkdv -c 1 -f -o "$rep" \
+      node --import tsx benchmarks/harnesses/backward-loop-variants.ts --profile 4 8192 16 "$H" "$loop" \
+      > "$rep.log" 2>&1
+    echo "rc=$?" >> "$rep.log"
+    $ncu -i "$rep.ncu-rep" --page details > "$rep.txt" 2>&1
+    $ncu -i "$rep.ncu-rep" --page source --csv --print-source sass > "$rep-sass.csv" 2>&1
+    echo "== $loop H=$H ($(tail -1 "$rep.log"))"
+    grep -E 'Duration|Throughput|Pipe|Issue Slots|Stall|Warp Cycles|Bank|Wavefronts|Registers|Occupancy' "$rep.txt" | head -70
+  done
   ;;
 *)
-  echo "unknown step $step (sass, test, suite, sanitize, loops, bench, profile)" >&2
+  echo "unknown step $step (sass, test, suite, sanitize, sanitize-det, loops, bench, profile)" >&2
   exit 2
   ;;
 esac

@@ -8,7 +8,8 @@
  *
  *   node --import tsx benchmarks/harnesses/backward-loop-variants.ts [--profile] B T N H mma wgmma mma:128x32x8 wgmma+det …
  *
- * A `+det` suffix runs the variant with `deterministic: true` (the dK/dV loop without dQ, then the dQ pass).
+ * A `+det` suffix runs the variant with `deterministic: true` (on the wgmma loops the dQ adds in a fixed
+ * order of key blocks, hopper/bwd_dq_order.cuh; on mma.sync the dK/dV loop without dQ, then the dQ pass).
  *
  * --profile runs each variant's backward once and nothing else (for ncu -k regex:dkdv).
  */

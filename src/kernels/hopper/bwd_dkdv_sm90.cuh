@@ -49,6 +49,7 @@
 #pragma once
 #include "flash/bwd_common.cuh"
 #include "hopper/bwd_dq_accum.cuh"
+#include "hopper/bwd_dq_order.cuh"
 #include "hopper/wgmma.cuh"
 
 template <int D_, bool FP16_, int BIAS_ = 0, bool MASK_ = false, bool MASK_ROWS_ = false>
@@ -260,9 +261,22 @@ __device__ __forceinline__ u32 opaque_u32(u32 x) {
   return x;
 }
 
-template <class C, bool DQ>
+// The semaphore of step s's (head, query block) (bwd_dq_order.cuh), for DET's ordered dQ adds.
+template <class C>
+__device__ __forceinline__ int* dq_semaphore_of_step(const FlashParams& p, const FlashBwdParams& x,
+                                                     const KeyBlockWork& kb, int s) {
+  const i64 bn = static_cast<i64>(kb.w.b) * p.N + kb.w.kv_head * p.group + s / kb.blocks;
+  return dq_semaphore<C::D, C::BMQ>(p, x, bn, kb.mb_lo + s % kb.blocks);
+}
+
+// DET (with DQ): the dQ adds of each query block in bwd_dq_order.cuh's order of key blocks, bitwise
+// repeatable. Not with a block mask: a key block that skips an EMPTY step would never pass that query
+// block's turn on (backward-variant.ts runs deterministic block masks on the mma.sync loop).
+template <class C, bool DQ, bool DET = false>
 __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const FlashBwdParams& x,
                                                 const FlashMods& m = FlashMods{}) {
+  static_assert(DQ || !DET, "the order is the dQ adds'");
+  static_assert(!(DET && ATTNLAB_BLOCK_MASK), "every key block passes each of its query blocks' turns");
   constexpr int BNK = C::BNK, BMQ = C::BMQ;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const u32 raw = smem_addr(smem_raw);
@@ -280,7 +294,7 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
   // on threadIdx is otherwise treated as divergent and serialised (C7520).
   const int wg_uniform = __shfl_sync(0xffffffffu, wg, 0);
 
-  const KeyBlockWork kb = key_block_work<BNK, BMQ>(p);
+  const KeyBlockWork kb = key_block_work<BNK, BMQ>(p, DET && dq_order_descending(p));
   const TileWork& w = kb.w;
   const int kn0 = kb.kn0, blocks = kb.blocks;
   const int key0 = kn0 + warp * 16;    // first key of this warp: warpgroup wg's keys kn0 + 64·wg …
@@ -456,12 +470,24 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
       // every warpgroup done with step s − 1 (its stage takes step s + 2's loads below).
       // The staging of dQ(s − 1) is free once its bulk reduces have read it (each issuing lane's wait,
       // published by the barrier); they had all of this step's products to run.
-      if (DQ && lane == 0) bulk_wait_read<0>();
+      // DET: the adds of step s − 1 complete (written, not only read), so that the barrier orders them
+      // before the release of that query block to the next key block.
+      if (DQ && lane == 0) {
+        if constexpr (DET) {
+          bulk_wait<0>();
+          dq_adds_done();
+        } else {
+          bulk_wait_read<0>();
+        }
+      }
       cp_async_wait<0>();
       compiler_fence();
       bool dirty_next = flagged(i + 1, s1);
       fence_proxy_async();
       dirty_next = __syncthreads_or(dirty_next);
+      if constexpr (DET) {
+        if (threadIdx.x == 0 && s > 0) dq_pass_turn(dq_semaphore_of_step<C>(p, x, kb, s - 1), dq_place<BNK>(p, kb));
+      }
 
       // dK(s), then step s + 2's loads behind the products.
       auto issue_dk_and_loads = [&] {
@@ -503,6 +529,11 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
         __syncwarp();
         if (lane == 0) {
           const i64 bn = static_cast<i64>(w.b) * p.N + n;
+          if constexpr (DET) {
+            const int place = dq_place<BNK>(p, kb);
+            if (!dq_first_adder<BNK, BMQ>(p, kb, place, m0 / BMQ))
+              dq_wait_turn(dq_semaphore<C::D, BMQ>(p, x, bn, m0 / BMQ), place);
+          }
           bulk_reduce_add_f32(x.dq_accum + hopper_dq_box_offset<C::DQ_W>(bn, wg_uniform, x.t_pad, m0 + 16 * (warp % 4)),
                               staging, C::DQ_WARP_BYTES);
           bulk_commit();
@@ -525,6 +556,12 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
   }
   // The last bulk reduces complete before the block's shared memory goes.
   if (DQ && lane == 0) bulk_wait<0>();
+  if constexpr (DET) {
+    if (lane == 0) dq_adds_done();
+    __syncthreads();
+    if (threadIdx.x == 0 && steps > 0)
+      dq_pass_turn(dq_semaphore_of_step<C>(p, x, kb, steps - 1), dq_place<BNK>(p, kb));
+  }
   // Every key row of the block is written, zeros where no query sees it (padding included).
   u16* dk_out = x.dk + w.b * p.k_strides[0] + w.kv_head * p.k_strides[2];
   u16* dv_out = x.dv + w.b * p.v_strides[0] + w.kv_head * p.v_strides[2];

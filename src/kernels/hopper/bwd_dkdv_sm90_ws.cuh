@@ -43,8 +43,9 @@ constexpr unsigned hopper_bwd_ws_smem_bytes() {
 }
 
 
-template <class C, bool DQ>
+template <class C, bool DQ, bool DET = false>
 __device__ __forceinline__ void hopper_bwd_dkdv_ws(const FlashParams& p, const FlashBwdParams& x) {
+  static_assert(DQ || !DET, "the order is the dQ adds'");
   using W = HopperBwdWs;
   constexpr int BNK = C::BNK, BMQ = C::BMQ;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -64,7 +65,7 @@ __device__ __forceinline__ void hopper_bwd_dkdv_ws(const FlashParams& p, const F
   auto stage_of = [&](int s) { return stage0 + static_cast<u32>(s % C::STAGES) * C::STAGE; };
   auto stats_of = [&](int s) { return stats0 + static_cast<u32>(s % C::STAGES) * C::STATS; };
 
-  const KeyBlockWork kb = key_block_work<BNK, BMQ>(p);
+  const KeyBlockWork kb = key_block_work<BNK, BMQ>(p, DET && dq_order_descending(p));
   const TileWork& w = kb.w;
   const int kn0 = kb.kn0, blocks = kb.blocks;
   const int steps = blocks * p.group;  // (head, query block) pairs, head-major
@@ -193,10 +194,22 @@ __device__ __forceinline__ void hopper_bwd_dkdv_ws(const FlashParams& p, const F
         const u32 ds_row = ds_smem + wg * C::DS_BOX + r * 128 + (((2 * (cw % 4) + (blk & 1)) ^ r) << 4);
 #pragma unroll
         for (int kk = 0; kk < BMQ / 16; ++kk) stmatrix_x4_trans(ds_row + (16 * kk + 8 * (blk >> 1)) * 128, da[kk]);
-        // The dQ staging of step s − 1 is free once this warp's bulk adds have read it.
-        if (lane == 0) bulk_wait_read<0>();
+        // The dQ staging of step s − 1 is free once this warp's bulk adds have read it; DET: they
+        // complete, so that the barrier orders them before the release of that query block.
+        if (lane == 0) {
+          if constexpr (DET) {
+            bulk_wait<0>();
+            dq_adds_done();
+          } else {
+            bulk_wait_read<0>();
+          }
+        }
         fence_proxy_async();
         named_barrier_sync(W::DS_BARRIER, W::CONSUMERS);  // dS(s) of both warpgroups' keys
+        if constexpr (DET) {
+          if (cw == 0 && lane == 0 && s > 0)
+            dq_pass_turn(dq_semaphore_of_step<C>(p, x, kb, s - 1), dq_place<BNK>(p, kb));
+        }
         float dq[C::DQ_NT][4];
         wgmma_fence();
 #pragma unroll
@@ -225,6 +238,11 @@ __device__ __forceinline__ void hopper_bwd_dkdv_ws(const FlashParams& p, const F
         __syncwarp();
         if (lane == 0) {
           const i64 bn = static_cast<i64>(w.b) * p.N + n;
+          if constexpr (DET) {
+            const int place = dq_place<BNK>(p, kb);
+            if (!dq_first_adder<BNK, BMQ>(p, kb, place, m0 / BMQ))
+              dq_wait_turn(dq_semaphore<C::D, BMQ>(p, x, bn, m0 / BMQ), place);
+          }
           bulk_reduce_add_f32(x.dq_accum + hopper_dq_box_offset<C::DQ_W>(bn, wg_uniform, x.t_pad, m0 + 16 * (cw % 4)),
                               staging, C::DQ_WARP_BYTES);
           bulk_commit();
@@ -248,6 +266,12 @@ __device__ __forceinline__ void hopper_bwd_dkdv_ws(const FlashParams& p, const F
     }
   }
   if (DQ && lane == 0) bulk_wait<0>();
+  if constexpr (DET) {
+    if (lane == 0) dq_adds_done();
+    named_barrier_sync(W::DS_BARRIER, W::CONSUMERS);
+    if (cw == 0 && lane == 0 && steps > 0)
+      dq_pass_turn(dq_semaphore_of_step<C>(p, x, kb, steps - 1), dq_place<BNK>(p, kb));
+  }
   u16* dk_out = x.dk + w.b * p.k_strides[0] + w.kv_head * p.k_strides[2];
   u16* dv_out = x.dv + w.b * p.v_strides[0] + w.kv_head * p.v_strides[2];
   const float(&dk3)[1][C::DT][4] = reinterpret_cast<const float(&)[1][C::DT][4]>(dk);

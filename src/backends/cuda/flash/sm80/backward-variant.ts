@@ -149,15 +149,20 @@ export function chooseFlashBackwardKernel(
 export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBackwardVariant {
   const padded = flashBackwardHeadDim(p.H, p.Hv);
   // A bias, a boolean mask, modifiers and block masks run on the wgmma loop without the producer
-  // warpgroup on sm_90a, on mma.sync elsewhere (chooseFlashBackwardKernel).
+  // warpgroup on sm_90a, on mma.sync elsewhere (chooseFlashBackwardKernel). A deterministic block mask
+  // stays on mma.sync (its dQ pass skips EMPTY tiles): the wgmma loop's ordered dQ adds hand each query
+  // block from key block to key block, and a block that skipped it would never hand it on.
   const general = p.bias !== null || p.mask !== null || hasVariants(p);
-  const kernel = chooseFlashBackwardKernel(
-    padded,
-    arch,
-    config().experimental.flashBackwardKernel,
-    config().experimental.flashBackwardTiles,
-    general,
-  );
+  const kernel =
+    p.deterministic && blockMaskOf(p) !== null
+      ? 'mma'
+      : chooseFlashBackwardKernel(
+          padded,
+          arch,
+          config().experimental.flashBackwardKernel,
+          config().experimental.flashBackwardTiles,
+          general,
+        );
   return {
     kernel,
     arch,
@@ -258,8 +263,15 @@ export function flashBackwardDefines(v: FlashBackwardVariant): Record<string, nu
     ...(v.blockMask ? { ATTNLAB_BLOCK_MASK: 1 } : {}),
   };
   const fp16 = v.dtype === 'float16' ? 1 : 0;
-  if (v.kernel === 'wgmma') return { FLASH_D: v.headDim, FLASH_FP16: fp16, ...general };
-  if (v.kernel === 'wgmma-ws') return { FLASH_D: v.headDim, FLASH_FP16: fp16, FLASH_BWD_WS: 1 };
+  if (v.kernel !== 'mma') {
+    return {
+      FLASH_D: v.headDim,
+      FLASH_FP16: fp16,
+      ...(v.kernel === 'wgmma-ws' ? { FLASH_BWD_WS: 1 } : general),
+      // The ordered dQ adds (hopper/bwd_dq_order.cuh); only where set, so that the other modules keep their cache keys.
+      ...(v.deterministic ? { FLASH_BWD_DETERMINISTIC: 1 } : {}),
+    };
+  }
   return {
     FLASH_D: v.headDim,
     FLASH_FP16: fp16,
@@ -307,17 +319,21 @@ export function biasContributors(p: Pick<BackwardProblem, 'B' | 'N' | 'T' | 'S' 
 }
 
 /**
- * Bytes of the float32 dQ workspace (none in the deterministic pass): (B,T,N,H) row-major for the
- * mma.sync module's reductions; (B·N, D/64, t_pad, 64) for the wgmma module's bulk reduce-adds
- * (hopper/bwd_dq_accum.cuh), whose 64-row query blocks may run past T into the padding.
+ * Bytes of the float32 dQ workspace: (B,T,N,H) row-major for the mma.sync module's reductions, none
+ * in its deterministic dQ pass; (B·N, 2, t_pad, D/2) for the wgmma module's bulk reduce-adds
+ * (hopper/bwd_dq_accum.cuh), whose 64-row query blocks may run past T into the padding, and when
+ * deterministic one int32 semaphore per (b·N + n, 64-row query block) after it (hopper/bwd_dq_order.cuh).
  */
 export function flashBackwardDqWorkspaceBytes(
   v: FlashBackwardVariant,
   p: Pick<BackwardProblem, 'B' | 'T' | 'N' | 'H'>,
   tPad: number,
 ): number {
+  if (v.kernel !== 'mma') {
+    const semaphores = v.deterministic ? p.B * p.N * (tPad / v.tiles.queries) * 4 : 0;
+    return p.B * p.N * tPad * v.headDim * 4 + semaphores;
+  }
   if (v.deterministic) return 0;
-  if (v.kernel !== 'mma') return p.B * p.N * tPad * v.headDim * 4;
   return p.B * p.T * p.N * p.H * 4;
 }
 

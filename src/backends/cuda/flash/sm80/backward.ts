@@ -11,6 +11,8 @@
  *   3. dq_convert dQ = scale·accumulator in the input dtype
  * With `deterministic: true`, 2 runs without dQ (dkdv_only) and 3 is the dQ pass (dq: one block
  * per 128 query rows, dQ in registers): no atomics, bitwise reproducible, one more recompute of P.
+ * The Hopper module instead keeps its launches and adds dQ in a fixed order of key blocks, a
+ * semaphore per (b·N + n, query block) in the workspace (hopper/bwd_dq_order.cuh).
  *
  * Takes bf16/fp16 with causal (both alignments), windows, padding lengths, GQA/MQA, H, Hv ≤ 128;
  * backward-variant.ts says why not otherwise, and `auto` then goes on to naive.
@@ -205,6 +207,8 @@ function run(variant: FlashBackwardVariant, p: BackwardProblem): BackwardOutput 
         ]
       : args;
     const { keys, warps } = variant.tiles;
+    // The mma.sync module's deterministic mode is its dQ pass; the Hopper module's orders its dQ adds.
+    const dqPass = p.deterministic && variant.kernel === 'mma';
     if (B * N * T > 0 && S > 0) {
       // 8 rows (warps) per 256-thread block.
       launchKernel(
@@ -213,15 +217,15 @@ function run(variant: FlashBackwardVariant, p: BackwardProblem): BackwardOutput 
         args,
       );
       launchKernel(
-        kernel(p.deterministic ? 'attnlab_flash_bwd_dkdv_only' : 'attnlab_flash_bwd_dkdv'),
+        kernel(dqPass ? 'attnlab_flash_bwd_dkdv_only' : 'attnlab_flash_bwd_dkdv'),
         {
           grid: [Math.ceil(S / keys), B * K, 1],
           block: [warps * 32, 1, 1],
-          sharedBytes: p.deterministic ? shared.dkdvOnly : shared.dkdv,
+          sharedBytes: dqPass ? shared.dkdvOnly : shared.dkdv,
         },
         mainArgs,
       );
-      if (p.deterministic) {
+      if (dqPass) {
         const dq = FLASH_BACKWARD_DQ_TILES;
         launchKernel(
           kernel('attnlab_flash_bwd_dq'),

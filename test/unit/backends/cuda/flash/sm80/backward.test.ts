@@ -245,7 +245,20 @@ describe('flash (cuda) backward: variant and tiles', () => {
     assert.equal(flashBackwardDqWorkspaceBytes(v, shape, 128), 2 * 3 * 128 * 128 * 4);
     const mma = flashBackwardVariant(problem({}, { H: 64 }), 'sm_80');
     assert.equal(flashBackwardDqWorkspaceBytes(mma, shape, 128), 2 * 100 * 3 * 64 * 4);
-    assert.equal(flashBackwardDqWorkspaceBytes({ ...v, deterministic: true }, shape, 128), 0);
+    assert.equal(flashBackwardDqWorkspaceBytes({ ...mma, deterministic: true }, shape, 128), 0);
+    // Deterministic on the wgmma loops: the same workspace, then an int32 semaphore per (b·N + n, 64-row
+    // query block) for the ordered dQ adds, compiled in by FLASH_BWD_DETERMINISTIC.
+    const det = { ...v, deterministic: true };
+    assert.equal(flashBackwardDqWorkspaceBytes(det, shape, 128), 2 * 3 * 128 * 128 * 4 + 2 * 3 * 2 * 4);
+    assert.deepEqual(flashBackwardDefines(det), { FLASH_D: 128, FLASH_FP16: 0, FLASH_BWD_DETERMINISTIC: 1 });
+    assert.equal(flashBackwardVariantKey(det), 'flash-bwd.sm_90a.bf16.d128.128x64x8.wgmma.det');
+    assert.deepEqual(flashBackwardDefines({ ...ws, deterministic: true }), {
+      FLASH_D: 128,
+      FLASH_FP16: 0,
+      FLASH_BWD_WS: 1,
+      FLASH_BWD_DETERMINISTIC: 1,
+    });
+    assert.equal('FLASH_BWD_DETERMINISTIC' in flashBackwardDefines({ ...mma, deterministic: true }), false);
   });
 
   it('fits every head dim of the mma.sync loop in an A100 block (163 KiB), so also in an H100/H200 one', () => {
