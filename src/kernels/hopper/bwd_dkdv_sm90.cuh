@@ -294,7 +294,8 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
   // on threadIdx is otherwise treated as divergent and serialised (C7520).
   const int wg_uniform = __shfl_sync(0xffffffffu, wg, 0);
 
-  const KeyBlockWork kb = key_block_work<BNK, BMQ>(p, DET && dq_order_descending(p));
+  const KeyBlockWork kb = key_block_work<BNK, BMQ>(p, DET && dq_order_descending(p),
+                                                    C::BIAS != 0 && p.bias_strides[0] == 0 && p.B > 1);
   const TileWork& w = kb.w;
   const int kn0 = kb.kn0, blocks = kb.blocks;
   const int key0 = kn0 + warp * 16;    // first key of this warp: warpgroup wg's keys kn0 + 64·wg …
