@@ -52,10 +52,15 @@
 #include "hopper/bwd_dq_order.cuh"
 #include "hopper/wgmma.cuh"
 
-template <int D_, bool FP16_>
+template <int D_, bool FP16_, int BIAS_ = 0, bool MASK_ = false, bool MASK_ROWS_ = false>
 struct HopperBwdConfig {
   static constexpr int D = D_, BNK = 128, BMQ = 64, THREADS = 256, NW = 8;
   static constexpr bool FP16 = FP16_;
+  static constexpr int BIAS = BIAS_;    // the bias element type (flash/mask.cuh's codes), 0 none: P and dBias
+  static constexpr bool MASK = MASK_;   // a boolean mask: P
+  // The mask read as 16-byte rows (load_mask_rows): its keys contiguous, every other stride and its
+  // address multiples of 16 bytes (the host checks).
+  static constexpr bool MASK_ROWS = MASK_ && MASK_ROWS_;
   static constexpr int BOXES = D / 64;
   static constexpr int DT = D / 8;    // 8-column n-tiles of dK, dV
   static constexpr int NT = BMQ / 8;  // 8-query n-tiles of Sᵀ, dPᵀ
@@ -174,6 +179,69 @@ __device__ __forceinline__ void pin_fragments(u32 (&a)[4][4]) {
 }
 
 
+// The boolean mask of a warp's 16 keys [key0, key0 + 16) for the 64 query rows of a step, as two
+// 16-byte loads a lane: row m0 + lane and row m0 + lane + 32 (rows past t_len read nothing). One load
+// an element (LDG.U8, the mma.sync loop's way) is 32 loads a lane a step at 4 query rows × 8 keys per
+// warp instruction, a quarter of each 32-byte sector used, each an address computation of its own,
+// and issued after Sᵀ lands; these are 2 a lane, whole sectors, issued before Sᵀ so that they land
+// while it multiplies (packed to 32 bits a lane at once: nonzero_bytes16). A warp whose 16 keys run past the mask's S (the last block of an S that is no
+// multiple of 16) reads byte by byte, the missing keys 0.
+__device__ __forceinline__ void load_mask_rows(u128 (&r)[2], const FlashParams& p, const TileWork& w, int n, int m0,
+                                               int key0, int lane) {
+  const u8* head = p.mask + w.b * p.mask_strides[0] + n * p.mask_strides[1] + key0;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int q = m0 + lane + 32 * h;
+    r[h] = u128{0u, 0u, 0u, 0u};
+    if (q >= w.t_len) continue;
+    const u8* row = head + q * p.mask_strides[2];
+    if (key0 + 16 <= p.S) {
+      asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                   : "=r"(r[h].x), "=r"(r[h].y), "=r"(r[h].z), "=r"(r[h].w)
+                   : "l"(row));
+    } else {
+      u32 word[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+      for (int k = 0; k < 16; ++k)
+        if (key0 + k < p.S) word[k / 4] |= static_cast<u32>(row[k]) << (8 * (k % 4));
+      r[h] = u128{word[0], word[1], word[2], word[3]};
+    }
+  }
+}
+
+// Bit i (i < 4) set when byte i of x is nonzero: each byte's OR folded into its low bit, then the
+// four low bits (at 0, 8, 16, 24) gathered to 24…27 by one multiply (the partial products land on
+// distinct bits, so nothing carries).
+__device__ __forceinline__ u32 nonzero_bytes4(u32 x) {
+  x |= x >> 4;
+  x |= x >> 2;
+  x |= x >> 1;
+  return ((x & 0x01010101u) * 0x01020408u) >> 24 & 0xfu;
+}
+__device__ __forceinline__ u32 nonzero_bytes16(const u128& r) {
+  return nonzero_bytes4(r.x) | nonzero_bytes4(r.y) << 4 | nonzero_bytes4(r.z) << 8 | nonzero_bytes4(r.w) << 12;
+}
+
+// P ← 0 where the mask drops the pair, over a warp's Pᵀ tile (keys key0 + g + 8·(c/2), rows
+// 8j + 2t + c%2): the lane holding row r's bits (r % 32, half r / 32) gives them by shuffle, 8 a lane.
+// `word`: a lane's two rows packed, row m0 + lane in bits 0–15 and row m0 + lane + 32 in 16–31.
+template <int NT>
+__device__ __forceinline__ void apply_mask_rows(float (&pt)[NT][4], u32 word, int lane) {
+  static_assert(NT == 8, "64 query rows a step");
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int jj = 0; jj < 4; ++jj)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const u32 bits = __shfl_sync(0xffffffffu, word, 8 * jj + 2 * t + e);
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int cc = 0; cc < 2; ++cc)
+          if (((bits >> (16 * h + g + 8 * cc)) & 1u) == 0u) pt[jj + 4 * h][2 * cc + e] = 0.f;
+    }
+}
+
 // dV += Pᵀ·dO and dK += dSᵀ·Q, one k-step of 16 queries: N = D.
 template <class C>
 __device__ __forceinline__ void dkv_step(float (&d)[C::DT][4], const u32 (&a)[4], u64 b_desc) {
@@ -201,11 +269,13 @@ __device__ __forceinline__ int* dq_semaphore_of_step(const FlashParams& p, const
   return dq_semaphore<C::D, C::BMQ>(p, x, bn, kb.mb_lo + s % kb.blocks);
 }
 
-// DET (with DQ): the dQ adds of each query block in bwd_dq_order.cuh's order of key blocks, bitwise
-// repeatable.
+// DET (with DQ, without a block mask): the dQ adds of each query block in bwd_dq_order.cuh's order of
+// key blocks, bitwise repeatable.
 template <class C, bool DQ, bool DET = false>
-__device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const FlashBwdParams& x) {
+__device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const FlashBwdParams& x,
+                                                const FlashMods& m = FlashMods{}) {
   static_assert(DQ || !DET, "the order is the dQ adds'");
+  static_assert(!(DET && ATTNLAB_BLOCK_MASK), "the order needs every step of the key block visited");
   constexpr int BNK = C::BNK, BMQ = C::BMQ;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const u32 raw = smem_addr(smem_raw);
@@ -228,6 +298,23 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
   const int kn0 = kb.kn0, blocks = kb.blocks;
   const int key0 = kn0 + warp * 16;    // first key of this warp: warpgroup wg's keys kn0 + 64·wg …
   const int steps = blocks * p.group;  // (head, query block) pairs, head-major
+  // Step s's query head and first query row; with a block mask its tile's kind, and the walk skips
+  // the EMPTY steps (the loads two steps ahead go from one non-empty step to the next): step_after(s)
+  // is s + 1 without one. The iterations, not the steps, pick the stage and dS buffers.
+  auto head_of = [&](int s) { return w.kv_head * p.group + s / blocks; };
+  auto row_of = [&](int s) { return (kb.mb_lo + s % blocks) * BMQ; };
+  auto kind_of = [&](int s) {
+    const int m0 = row_of(s);
+    return tile_kind(m, w.b, head_of(s), m0, imin(m0 + BMQ, w.t_len) - 1, kn0, imin(kn0 + BNK, w.s_len) - 1);
+  };
+  auto step_after = [&](int s) {
+    ++s;
+    if constexpr (ATTNLAB_BLOCK_MASK) {
+      while (s < steps && kind_of(s) == ATTNLAB_TILE_EMPTY) ++s;
+    }
+    return s;
+  };
+  const int first = step_after(-1);
 
   float dk[C::DT][4], dv[C::DT][4];
 #pragma unroll
@@ -235,24 +322,28 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
 #pragma unroll
     for (int c = 0; c < 4; ++c) dk[d][c] = dv[d][c] = 0.f;
 
-  if (steps > 0) {
-    auto stage_of = [&](int s) { return stage0 + static_cast<u32>(s % C::STAGES) * C::STAGE; };
-    auto stats_of = [&](int s) { return stats0 + static_cast<u32>(s % C::STAGES) * C::STATS; };
-    auto load_step = [&](int s) {
-      const u32 dst = stage_of(s);
-      load_query_step<BMQ, C::THREADS>(dst, dst + C::Q_BYTES, stats_of(s), p, x, kb, s,
+  if (first < steps) {
+    auto stage_of = [&](int i) { return stage0 + static_cast<u32>(i % C::STAGES) * C::STAGE; };
+    auto stats_of = [&](int i) { return stats0 + static_cast<u32>(i % C::STAGES) * C::STATS; };
+    // Step s's tiles into the stage of iteration i.
+    auto load_step = [&](int i, int s) {
+      const u32 dst = stage_of(i);
+      load_query_step<BMQ, C::THREADS>(dst, dst + C::Q_BYTES, stats_of(i), p, x, kb, s,
                                        [](u32 to, const u16* src, i64 stride, int rows, int cols) {
                                          load_tile_sw128<BMQ, C::D, C::THREADS>(to, src, stride, rows, cols);
                                        });
     };
-    // Whether the statistics of step s flag a non-finite Q or dO row (bwd_common.cuh): only then are
-    // its Q and dO tiles cleaned and dV takes add_non_finite_do. Needs this thread's copies landed.
-    auto flagged = [&](int s) { return s < steps && stats_flag_non_finite<BMQ>(smem + (stats_of(s) - base)); };
+    // Whether the statistics of step s (iteration i) flag a non-finite Q or dO row (bwd_common.cuh):
+    // only then are its Q and dO tiles cleaned and dV takes add_non_finite_do. Needs this thread's
+    // copies landed.
+    auto flagged = [&](int i, int s) {
+      return s < steps && stats_flag_non_finite<BMQ>(smem + (stats_of(i) - base));
+    };
     // The slow path of a flagged step: each thread zeroes the non-finite elements it copied, published
     // by one more barrier (uniform: the flag is the block's OR).
-    auto clean_step = [&](int s) {
-      zero_non_finite<BMQ, C::D, C::THREADS, C::FP16, true>(smem + (stage_of(s) - base));
-      zero_non_finite<BMQ, C::D, C::THREADS, C::FP16, true>(smem + (stage_of(s) - base) + C::Q_BYTES);
+    auto clean_step = [&](int i) {
+      zero_non_finite<BMQ, C::D, C::THREADS, C::FP16, true>(smem + (stage_of(i) - base));
+      zero_non_finite<BMQ, C::D, C::THREADS, C::FP16, true>(smem + (stage_of(i) - base) + C::Q_BYTES);
       fence_proxy_async();
       __syncthreads();
     };
@@ -260,11 +351,10 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
     const u32 k_rows = k_smem + wg * 64 * 128;
     const u32 v_rows = v_smem + wg * 64 * 128;
     float st[C::NT][4], dpt[C::NT][4];
-    // Sᵀ(s) and dPᵀ(s) as two commit groups, so that Pᵀ can start when Sᵀ is done.
-    auto issue_sdp = [&](int s) {
-      const u32 q_tile = stage_of(s), do_tile = q_tile + C::Q_BYTES;
-      const u32 k_at = opaque_u32(k_rows), v_at = opaque_u32(v_rows);
-      wgmma_fence();
+    // Sᵀ of the stage of iteration i into st, one commit group.
+    auto issue_s = [&](int i) {
+      const u32 q_tile = stage_of(i);
+      const u32 k_at = opaque_u32(k_rows);
 #pragma unroll
       for (int k = 0; k < C::D / 16; ++k) {
         const u32 col = (k % 4) * 32, box = k / 4;
@@ -272,6 +362,13 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
                               sw128_desc(q_tile + box * C::Q_BOX + col, 16, 1024), k > 0);
       }
       wgmma_commit();
+    };
+    // Sᵀ and dPᵀ of iteration i as two commit groups, so that Pᵀ can start when Sᵀ is done.
+    auto issue_sdp = [&](int i) {
+      const u32 do_tile = stage_of(i) + C::Q_BYTES;
+      const u32 v_at = opaque_u32(v_rows);
+      wgmma_fence();
+      issue_s(i);
 #pragma unroll
       for (int k = 0; k < C::D / 16; ++k) {
         const u32 col = (k % 4) * 32, box = k / 4;
@@ -284,33 +381,47 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
     load_kv_tiles<BNK>(k_smem, v_smem, p, w, kn0, [](u32 dst, const u16* src, i64 stride, int rows, int cols) {
       load_tile_sw128<BNK, C::D, C::THREADS>(dst, src, stride, rows, cols);
     });
-    load_step(0);
+    int s1 = step_after(first);  // the step of the next iteration
+    load_step(0, first);
     cp_async_commit();
-    if (steps > 1) load_step(1);
+    if (s1 < steps) load_step(1, s1);
     cp_async_commit();
     cp_async_wait<1>();  // K, V and step 0 (this thread's copies)
     compiler_fence();
     zero_non_finite<BNK, C::D, C::THREADS, C::FP16, true>(smem);  // K, once per block
-    bool dirty = flagged(0);
+    bool dirty = flagged(0, first);
     fence_proxy_async();
     dirty = __syncthreads_or(dirty);
     if (dirty) clean_step(0);
 
-    for (int s = 0; s < steps; ++s) {
-      const int n = w.kv_head * p.group + s / blocks;
-      const int m0 = (kb.mb_lo + s % blocks) * BMQ;
-      const u32 q_tile = stage_of(s);
+    int s = first;
+    for (int i = 0; s < steps; ++i) {
+      const int s2 = step_after(s1);  // the step whose tiles this iteration loads
+      const int n = head_of(s);
+      const int m0 = row_of(s);
+      const int kind = ATTNLAB_MODIFIERS ? kind_of(s) : ATTNLAB_TILE_FULL;
+      const u32 q_tile = stage_of(i);
       const u32 do_tile = q_tile + C::Q_BYTES;
-      const float* lse2 = reinterpret_cast<const float*>(smem + (stats_of(s) - base));
+      const float* lse2 = reinterpret_cast<const float*>(smem + (stats_of(i) - base));
       const float* dsum = lse2 + BMQ;
       float(&st3)[1][C::NT][4] = reinterpret_cast<float(&)[1][C::NT][4]>(st);
       float(&dpt3)[1][C::NT][4] = reinterpret_cast<float(&)[1][C::NT][4]>(dpt);
 
-      issue_sdp(s);
+      issue_sdp(i);
+      // The mask's rows load while Sᵀ multiplies, packed to one word a lane at once.
+      u32 mask_word = 0;
+      if constexpr (C::MASK_ROWS) {
+        u128 rows[2];
+        load_mask_rows(rows, p, w, n, m0, key0, lane);
+        mask_word = nonzero_bytes16(rows[0]) | nonzero_bytes16(rows[1]) << 16;
+      }
       wgmma_wait<1>();  // Sᵀ(s); dPᵀ(s) may still run
       fence_accumulators(st);
-      weights_tile<true>(st3, p, w, key_block_boundary<BNK, BMQ>(p, kb, m0), key0, m0, lane,
-                         [&](int, int j, int c) { return lse2[j * 8 + 2 * t + (c & 1)]; });
+      // P; with a bias, a boolean mask or modifiers the forward's logit and masks (bwd_common.cuh).
+      weights_tile_ex<true, C::BIAS, C::MASK && !C::MASK_ROWS>(
+          st3, p, w, n, key_block_boundary<BNK, BMQ>(p, kb, m0), kind, key0, m0, lane,
+          [&](int, int j, int c) { return lse2[j * 8 + 2 * t + (c & 1)]; }, m);
+      if constexpr (C::MASK_ROWS) apply_mask_rows(st, mask_word, lane);
       if (dirty) {
         const i64 oa = w.b * p.o_strides[0] + n * p.o_strides[2] + m0 * p.o_strides[1];
         add_non_finite_do<C::NT, C::DT, C::FP16>(dv, st, x.d_o + oa, p.o_strides[1], w.t_len - m0, p.Hv, lane);
@@ -327,9 +438,24 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
       wgmma_wait<1>();  // dPᵀ(s); dV(s) may still run
       fence_accumulators(dpt);
       ds_tile(dpt3, st3, [&](int, int j, int c) { return dsum[j * 8 + 2 * t + (c & 1)]; });
+      if constexpr (ATTNLAB_SCORE_MOD || C::BIAS != 0) {
+        // dS through the score modifier's chain rule, and dBias. P lives on in pa (dV's operand), so
+        // st takes Sᵀ = K·Qᵀ again where the modifier's gradient reads the raw score: one more product
+        // of the five, waited for at once (dV(s) with it); holding the raw scores would take 32
+        // registers a lane the D = 128 loop does not have.
+        if constexpr (ATTNLAB_SCORE_MOD && ATTNLAB_SCORE_MOD_NEEDS_SCORE) {
+          wgmma_fence();
+          issue_s(i);
+          wgmma_wait<0>();
+          fence_accumulators(st);
+          fence_accumulators(dv);
+          pin_fragments(pa);
+        }
+        ds_mods_tile<true, C::BIAS, C::BIAS != 0>(dpt3, st3, p, x, w, n, key0, m0, lane, m);
+      }
       sm90_a_fragments<C::FP16>(da, dpt);
       pin_fragments(da);
-      const u32 ds_smem = ds0 + static_cast<u32>(s % C::DS_BUFFERS) * C::DS_BYTES;
+      const u32 ds_smem = ds0 + static_cast<u32>(i % C::DS_BUFFERS) * C::DS_BYTES;
       if constexpr (DQ) {
         // dS (query q, key kl of this warpgroup's 64) at box wg, row q, column kl, from the dSᵀ A
         // fragments: stmatrix .trans stores each 8 × 8 (keys × queries) block as queries × keys. Lane L
@@ -355,10 +481,11 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
       }
       cp_async_wait<0>();
       compiler_fence();
-      bool dirty_next = flagged(s + 1);
+      bool dirty_next = flagged(i + 1, s1);
       fence_proxy_async();
       dirty_next = __syncthreads_or(dirty_next);
       if constexpr (DET) {
+        // Without a block mask the steps are the iterations: step s − 1 came before.
         if (threadIdx.x == 0 && s > 0) dq_pass_turn(dq_semaphore_of_step<C>(p, x, kb, s - 1), dq_place<BNK>(p, kb));
       }
 
@@ -367,7 +494,7 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
 #pragma unroll
         for (int kk = 0; kk < BMQ / 16; ++kk) dkv_step<C>(dk, da[kk], sw128_desc(q_tile + kk * 2048, C::Q_BOX, 1024));
         wgmma_commit();
-        if (s + 2 < steps) load_step(s + 2);
+        if (s2 < steps) load_step(i + 2, s2);
         cp_async_commit();
       };
       // This warpgroup's 64-column box of dQ: both at D = 128, warpgroup 0's at D = 64. Each path is
@@ -421,8 +548,10 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
       fence_accumulators(dk);
       pin_fragments(pa);
       pin_fragments(da);
-      if (dirty_next) clean_step(s + 1);
+      if (dirty_next) clean_step(i + 1);
       dirty = dirty_next;
+      s = s1;
+      s1 = s2;
     }
   }
   // The last bulk reduces complete before the block's shared memory goes.

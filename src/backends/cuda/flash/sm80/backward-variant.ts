@@ -61,9 +61,15 @@ export interface FlashBackwardVariant {
   readonly bias?: FlashBiasType;
   /** A boolean mask (P with the mask). */
   readonly mask?: boolean;
-  /** The score/mask modifier set compiled in (mma only). */
+  /**
+   * The wgmma loop reads the mask as 16-byte rows of a warp's 16 keys (FLASH_MASK_ROWS,
+   * hopper/bwd_dkdv_sm90.cuh load_mask_rows) rather than a byte an element: keys contiguous, the other
+   * strides multiples of 16 (maskRowsFit) and, checked on the device, a 16-byte aligned address.
+   */
+  readonly maskRows?: boolean;
+  /** The score/mask modifier set compiled in ('mma' or 'wgmma'; never 'wgmma-ws'). */
   readonly modifiers?: FlashModifiers | null;
-  /** A block mask (ATTNLAB_BLOCK_MASK, mma only). */
+  /** A block mask (ATTNLAB_BLOCK_MASK; 'mma' or 'wgmma'). */
   readonly blockMask?: boolean;
 }
 
@@ -120,23 +126,38 @@ export const HOPPER_BACKWARD_WS_TILES: FlashBackwardTiles = { keys: 128, queries
  * wgmma loop ATTNLAB_FLASH_BWD_KERNEL names, or HOPPER_BACKWARD_DEFAULTS' when it is unset, unless
  * ATTNLAB_FLASH_BWD_KERNEL=mma or ATTNLAB_FLASH_BWD_TILES (mma.sync tiles) says otherwise; mma.sync
  * everywhere else.
+ *
+ * `general`: the problem has a bias, a boolean mask, modifiers or a block mask. Those hooks are in the
+ * every-thread-loads wgmma loop (hopper/bwd_dkdv_sm90.cuh) and the mma.sync loop, not in the
+ * producer-warpgroup loop, so a general problem takes 'wgmma' wherever a plain one would take
+ * 'wgmma-ws' (D=64, or ATTNLAB_FLASH_BWD_KERNEL=wgmma-ws): at D=64 wgmma runs 232 TFLOP/s against
+ * mma.sync's 160 (H100, plain).
  */
 export function chooseFlashBackwardKernel(
   headDim: number,
   arch: string,
   choice = config().experimental.flashBackwardKernel,
   tiles = config().experimental.flashBackwardTiles,
+  general = false,
 ): FlashBackwardKernel {
   if (arch !== 'sm_90a' || hopperBackwardHeadDim(headDim) === null || tiles || choice === 'mma') return 'mma';
-  if (choice === 'wgmma-ws' || choice === 'wgmma') return choice;
-  return HOPPER_BACKWARD_DEFAULTS[headDim] ?? 'mma';
+  const named = choice === 'wgmma-ws' || choice === 'wgmma' ? choice : HOPPER_BACKWARD_DEFAULTS[headDim];
+  if (named === undefined) return 'mma';
+  return general && named === 'wgmma-ws' ? 'wgmma' : named;
 }
 
 export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBackwardVariant {
   const padded = flashBackwardHeadDim(p.H, p.Hv);
-  // A bias, a boolean mask, modifiers and block masks run on the mma.sync loop (bwd_dkdv.cuh).
+  // A bias, a boolean mask, modifiers and block masks run on the wgmma loop without the producer
+  // warpgroup on sm_90a, on mma.sync elsewhere (chooseFlashBackwardKernel).
   const general = p.bias !== null || p.mask !== null || hasVariants(p);
-  const kernel = general ? 'mma' : chooseFlashBackwardKernel(padded, arch);
+  const kernel = chooseFlashBackwardKernel(
+    padded,
+    arch,
+    config().experimental.flashBackwardKernel,
+    config().experimental.flashBackwardTiles,
+    general,
+  );
   return {
     kernel,
     arch,
@@ -151,9 +172,21 @@ export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBac
     deterministic: p.deterministic,
     bias: p.bias ? (p.bias.tensor.dtype as FlashBiasType) : 'none',
     mask: p.mask !== null,
+    maskRows: kernel === 'wgmma' && maskRowsFit(p.mask?.strides ?? null),
     modifiers: modifiersOf(p),
     blockMask: blockMaskOf(p) !== null,
   };
+}
+
+/**
+ * Whether a boolean mask's (b, n, t, s) element strides let the wgmma loop read 16 keys of a row as one
+ * 16-byte load: s contiguous and every other stride (0 when broadcast) a multiple of 16 bytes, e.g. a
+ * contiguous (B,1,T,S) mask with S a multiple of 16. The address must be 16-byte aligned too (the
+ * launcher checks the pointer).
+ */
+export function maskRowsFit(strides: readonly number[] | null): boolean {
+  if (!strides) return false;
+  return strides[3] === 1 && strides.slice(0, 3).every((s) => s % 16 === 0);
 }
 
 /**
@@ -205,7 +238,7 @@ export function flashBackwardVariantKey(v: FlashBackwardVariant): string {
   if (v.deterministic) parts.push('det');
   if (v.bias && v.bias !== 'none')
     parts.push(`bias-${{ float32: 'f32', bfloat16: 'bf16', float16: 'f16' }[v.bias]}`);
-  if (v.mask) parts.push('mask');
+  if (v.mask) parts.push(v.maskRows ? 'mask-rows' : 'mask');
   if (v.modifiers) parts.push(`mods-${v.modifiers.key}`);
   if (v.blockMask) parts.push('bmask');
   return parts.join('.');
@@ -216,26 +249,37 @@ export function flashBackwardFile(v: FlashBackwardVariant): string {
   return v.kernel === 'mma' ? 'flash/flash_bwd.cu' : 'hopper/hopper_bwd.cu';
 }
 
+/**
+ * Whether deterministic mode keeps dQ in the dK/dV loop, its adds in a fixed order of key blocks (the
+ * wgmma loops, hopper/bwd_dq_order.cuh), rather than the loop without dQ and the dQ pass (mma.sync,
+ * and a block mask, whose walk skips steps and so breaks the order's contiguous key blocks).
+ */
+export function orderedDqAdds(
+  v: Pick<FlashBackwardVariant, 'kernel' | 'deterministic' | 'blockMask'>,
+): boolean {
+  return v.deterministic && v.kernel !== 'mma' && !v.blockMask;
+}
+
 export function flashBackwardDefines(v: FlashBackwardVariant): Record<string, number> {
-  if (v.kernel !== 'mma') {
-    return {
-      FLASH_D: v.headDim,
-      FLASH_FP16: v.dtype === 'float16' ? 1 : 0,
-      ...(v.kernel === 'wgmma-ws' ? { FLASH_BWD_WS: 1 } : {}),
-      // The ordered dQ adds (hopper/bwd_dq_order.cuh); only where set, so that the other modules keep their cache keys.
-      ...(v.deterministic ? { FLASH_BWD_DETERMINISTIC: 1 } : {}),
-    };
-  }
+  // Only where set, so that the plain modules keep their cache keys.
+  const general = {
+    ...(v.bias && v.bias !== 'none' ? { FLASH_BIAS: FLASH_BIAS_CODES[v.bias] } : {}),
+    ...(v.mask ? { FLASH_MASK: 1 } : {}),
+    ...(v.mask && v.maskRows ? { FLASH_MASK_ROWS: 1 } : {}),
+    ...(v.blockMask ? { ATTNLAB_BLOCK_MASK: 1 } : {}),
+  };
+  const fp16 = v.dtype === 'float16' ? 1 : 0;
+  // The ordered dQ adds of deterministic mode (hopper/bwd_dq_order.cuh).
+  const ordered: Record<string, number> = orderedDqAdds(v) ? { FLASH_BWD_DETERMINISTIC: 1 } : {};
+  if (v.kernel === 'wgmma') return { FLASH_D: v.headDim, FLASH_FP16: fp16, ...general, ...ordered };
+  if (v.kernel === 'wgmma-ws') return { FLASH_D: v.headDim, FLASH_FP16: fp16, FLASH_BWD_WS: 1, ...ordered };
   return {
     FLASH_D: v.headDim,
-    FLASH_FP16: v.dtype === 'float16' ? 1 : 0,
+    FLASH_FP16: fp16,
     FLASH_BWD_KEYS: v.tiles.keys,
     FLASH_BWD_QUERIES: v.tiles.queries,
     FLASH_NW: v.tiles.warps,
-    // Only where set, so that the plain modules keep their cache keys.
-    ...(v.bias && v.bias !== 'none' ? { FLASH_BIAS: FLASH_BIAS_CODES[v.bias] } : {}),
-    ...(v.mask ? { FLASH_MASK: 1 } : {}),
-    ...(v.blockMask ? { ATTNLAB_BLOCK_MASK: 1 } : {}),
+    ...general,
   };
 }
 
@@ -276,8 +320,8 @@ export function biasContributors(p: Pick<BackwardProblem, 'B' | 'N' | 'T' | 'S' 
 }
 
 /**
- * Bytes of the float32 dQ workspace: (B,T,N,H) row-major for the mma.sync module's reductions, none
- * in its deterministic dQ pass; (B·N, 2, t_pad, D/2) for the wgmma module's bulk reduce-adds
+ * Bytes of the float32 dQ workspace (none where deterministic mode runs the dQ pass): (B,T,N,H)
+ * row-major for the mma.sync module's reductions; (B·N, 2, t_pad, D/2) for the wgmma module's bulk reduce-adds
  * (hopper/bwd_dq_accum.cuh), whose 64-row query blocks may run past T into the padding, and when
  * deterministic one int32 semaphore per (b·N + n, 64-row query block) after it (hopper/bwd_dq_order.cuh).
  */
@@ -286,11 +330,11 @@ export function flashBackwardDqWorkspaceBytes(
   p: Pick<BackwardProblem, 'B' | 'T' | 'N' | 'H'>,
   tPad: number,
 ): number {
+  if (v.deterministic && !orderedDqAdds(v)) return 0;
   if (v.kernel !== 'mma') {
     const semaphores = v.deterministic ? p.B * p.N * (tPad / v.tiles.queries) * 4 : 0;
     return p.B * p.N * tPad * v.headDim * 4 + semaphores;
   }
-  if (v.deterministic) return 0;
   return p.B * p.T * p.N * p.H * 4;
 }
 
