@@ -269,14 +269,13 @@ __device__ __forceinline__ int* dq_semaphore_of_step(const FlashParams& p, const
   return dq_semaphore<C::D, C::BMQ>(p, x, bn, kb.mb_lo + s % kb.blocks);
 }
 
-// DET (with DQ): the dQ adds of each query block in bwd_dq_order.cuh's order of key blocks, bitwise
-// repeatable. Not with a block mask: a key block that skips an EMPTY step would never pass that query
-// block's turn on (backward-variant.ts runs deterministic block masks on the mma.sync loop).
+// DET (with DQ, without a block mask): the dQ adds of each query block in bwd_dq_order.cuh's order of
+// key blocks, bitwise repeatable.
 template <class C, bool DQ, bool DET = false>
 __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const FlashBwdParams& x,
                                                 const FlashMods& m = FlashMods{}) {
   static_assert(DQ || !DET, "the order is the dQ adds'");
-  static_assert(!(DET && ATTNLAB_BLOCK_MASK), "every key block passes each of its query blocks' turns");
+  static_assert(!(DET && ATTNLAB_BLOCK_MASK), "the order needs every step of the key block visited");
   constexpr int BNK = C::BNK, BMQ = C::BMQ;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const u32 raw = smem_addr(smem_raw);
@@ -498,6 +497,7 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
       fence_proxy_async();
       dirty_next = __syncthreads_or(dirty_next);
       if constexpr (DET) {
+        // Without a block mask the steps are the iterations: step s − 1 came before.
         if (threadIdx.x == 0 && s > 0) dq_pass_turn(dq_semaphore_of_step<C>(p, x, kb, s - 1), dq_place<BNK>(p, kb));
       }
 

@@ -8,15 +8,14 @@
 // the wgmma loop with and without dQ, on 128-key blocks of 256 threads (two warpgroups of 64 keys),
 // 64 queries per step.
 //
-// Specialisation: FLASH_D (64 or 128: the head dim H, Hv padded to it), FLASH_FP16, FLASH_BWD_WS (the
-// producer-warpgroup loop) and FLASH_BWD_DETERMINISTIC (attnlab_flash_bwd_dkdv adds dQ in a fixed order
-// of key blocks, hopper/bwd_dq_order.cuh, and prep zeroes its semaphores); with a bias or a boolean mask
-// FLASH_BIAS and FLASH_MASK (the forward's codes; FLASH_MASK_ROWS=1 when the mask's rows may be read 16
-// bytes at a time: bwd_dkdv_sm90.cuh, load_mask_rows), and with modifiers or a block mask their generated
-// source before this file (common/modifiers.cuh): then the dK/dV entries and the dQ pass take
+// Specialisation: FLASH_D (64 or 128: the head dim H, Hv padded to it) and FLASH_FP16; with a bias or a
+// boolean mask FLASH_BIAS and FLASH_MASK (the forward's codes; FLASH_MASK_ROWS=1 when the mask's rows
+// may be read 16 bytes at a time: bwd_dkdv_sm90.cuh, load_mask_rows), and with modifiers or a block mask their
+// generated source before this file (common/modifiers.cuh): then the dK/dV entries and the dQ pass take
 // AttnlabCaptures and AttnlabBlockMask after the two parameter structs, as flash_bwd.cu's. The loop with
-// the producer warpgroup takes none of them, and the ordered dQ adds no block mask. -DATTNLAB_NVCC_TEST
-// instantiates both dtypes instead.
+// the producer warpgroup (FLASH_BWD_WS) takes none of them. FLASH_BWD_DETERMINISTIC: attnlab_flash_bwd_dkdv
+// adds dQ in a fixed order of key blocks (hopper/bwd_dq_order.cuh) and prep zeroes its semaphores; not
+// with a block mask, whose walk skips steps. -DATTNLAB_NVCC_TEST instantiates both dtypes instead.
 #define FLASH_BWD_OWN_DQ_WORKSPACE 1
 #include "flash/bwd_entries.cuh"
 #include "hopper/bwd_dkdv_sm90.cuh"
@@ -29,6 +28,9 @@
 #ifdef FLASH_D
 #ifndef FLASH_MASK_ROWS
 #define FLASH_MASK_ROWS 0
+#endif
+#if FLASH_BWD_DETERMINISTIC && ATTNLAB_BLOCK_MASK
+#error "the ordered dQ adds need every key block to visit all its query blocks: a block mask skips steps"
 #endif
 using KvC = HopperBwdConfig<FLASH_D, FLASH_FP16 != 0, FLASH_BIAS, FLASH_MASK != 0, FLASH_MASK_ROWS != 0>;
 constexpr bool kOrderedDq = FLASH_BWD_DETERMINISTIC != 0;

@@ -149,20 +149,16 @@ export function chooseFlashBackwardKernel(
 export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBackwardVariant {
   const padded = flashBackwardHeadDim(p.H, p.Hv);
   // A bias, a boolean mask, modifiers and block masks run on the wgmma loop without the producer
-  // warpgroup on sm_90a, on mma.sync elsewhere (chooseFlashBackwardKernel). A deterministic block mask
-  // stays on mma.sync (its dQ pass skips EMPTY tiles): the wgmma loop's ordered dQ adds hand each query
-  // block from key block to key block, and a block that skipped it would never hand it on.
+  // warpgroup on sm_90a, on mma.sync elsewhere (chooseFlashBackwardKernel). Deterministic with a block
+  // mask, the wgmma loop runs without dQ and the dQ pass follows (orderedDqAdds).
   const general = p.bias !== null || p.mask !== null || hasVariants(p);
-  const kernel =
-    p.deterministic && blockMaskOf(p) !== null
-      ? 'mma'
-      : chooseFlashBackwardKernel(
-          padded,
-          arch,
-          config().experimental.flashBackwardKernel,
-          config().experimental.flashBackwardTiles,
-          general,
-        );
+  const kernel = chooseFlashBackwardKernel(
+    padded,
+    arch,
+    config().experimental.flashBackwardKernel,
+    config().experimental.flashBackwardTiles,
+    general,
+  );
   return {
     kernel,
     arch,
@@ -254,6 +250,17 @@ export function flashBackwardFile(v: FlashBackwardVariant): string {
   return v.kernel === 'mma' ? 'flash/flash_bwd.cu' : 'hopper/hopper_bwd.cu';
 }
 
+/**
+ * Whether deterministic mode keeps dQ in the dK/dV loop, its adds in a fixed order of key blocks (the
+ * wgmma loops, hopper/bwd_dq_order.cuh), rather than the loop without dQ and the dQ pass (mma.sync,
+ * and a block mask, whose walk skips steps and so breaks the order's contiguous key blocks).
+ */
+export function orderedDqAdds(
+  v: Pick<FlashBackwardVariant, 'kernel' | 'deterministic' | 'blockMask'>,
+): boolean {
+  return v.deterministic && v.kernel !== 'mma' && !v.blockMask;
+}
+
 export function flashBackwardDefines(v: FlashBackwardVariant): Record<string, number> {
   // Only where set, so that the plain modules keep their cache keys.
   const general = {
@@ -263,15 +270,10 @@ export function flashBackwardDefines(v: FlashBackwardVariant): Record<string, nu
     ...(v.blockMask ? { ATTNLAB_BLOCK_MASK: 1 } : {}),
   };
   const fp16 = v.dtype === 'float16' ? 1 : 0;
-  if (v.kernel !== 'mma') {
-    return {
-      FLASH_D: v.headDim,
-      FLASH_FP16: fp16,
-      ...(v.kernel === 'wgmma-ws' ? { FLASH_BWD_WS: 1 } : general),
-      // The ordered dQ adds (hopper/bwd_dq_order.cuh); only where set, so that the other modules keep their cache keys.
-      ...(v.deterministic ? { FLASH_BWD_DETERMINISTIC: 1 } : {}),
-    };
-  }
+  // The ordered dQ adds of deterministic mode (hopper/bwd_dq_order.cuh).
+  const ordered: Record<string, number> = orderedDqAdds(v) ? { FLASH_BWD_DETERMINISTIC: 1 } : {};
+  if (v.kernel === 'wgmma') return { FLASH_D: v.headDim, FLASH_FP16: fp16, ...general, ...ordered };
+  if (v.kernel === 'wgmma-ws') return { FLASH_D: v.headDim, FLASH_FP16: fp16, FLASH_BWD_WS: 1, ...ordered };
   return {
     FLASH_D: v.headDim,
     FLASH_FP16: fp16,
@@ -319,8 +321,8 @@ export function biasContributors(p: Pick<BackwardProblem, 'B' | 'N' | 'T' | 'S' 
 }
 
 /**
- * Bytes of the float32 dQ workspace: (B,T,N,H) row-major for the mma.sync module's reductions, none
- * in its deterministic dQ pass; (B·N, 2, t_pad, D/2) for the wgmma module's bulk reduce-adds
+ * Bytes of the float32 dQ workspace (none where deterministic mode runs the dQ pass): (B,T,N,H)
+ * row-major for the mma.sync module's reductions; (B·N, 2, t_pad, D/2) for the wgmma module's bulk reduce-adds
  * (hopper/bwd_dq_accum.cuh), whose 64-row query blocks may run past T into the padding, and when
  * deterministic one int32 semaphore per (b·N + n, 64-row query block) after it (hopper/bwd_dq_order.cuh).
  */
@@ -329,11 +331,11 @@ export function flashBackwardDqWorkspaceBytes(
   p: Pick<BackwardProblem, 'B' | 'T' | 'N' | 'H'>,
   tPad: number,
 ): number {
+  if (v.deterministic && !orderedDqAdds(v)) return 0;
   if (v.kernel !== 'mma') {
     const semaphores = v.deterministic ? p.B * p.N * (tPad / v.tiles.queries) * 4 : 0;
     return p.B * p.N * tPad * v.headDim * 4 + semaphores;
   }
-  if (v.deterministic) return 0;
   return p.B * p.T * p.N * p.H * 4;
 }
 

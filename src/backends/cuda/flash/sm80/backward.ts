@@ -12,7 +12,8 @@
  * With `deterministic: true`, 2 runs without dQ (dkdv_only) and 3 is the dQ pass (dq: one block
  * per 128 query rows, dQ in registers): no atomics, bitwise reproducible, one more recompute of P.
  * The Hopper module instead keeps its launches and adds dQ in a fixed order of key blocks, a
- * semaphore per (b·N + n, query block) in the workspace (hopper/bwd_dq_order.cuh).
+ * semaphore per (b·N + n, query block) in the workspace (hopper/bwd_dq_order.cuh), except with a
+ * block mask (orderedDqAdds).
  *
  * Takes bf16/fp16 with causal (both alignments), windows, padding lengths, GQA/MQA, H, Hv ≤ 128;
  * backward-variant.ts says why not otherwise, and `auto` then goes on to naive.
@@ -62,6 +63,7 @@ import {
   flashBackwardSharedBytes,
   flashBackwardVariant,
   flashBackwardVariantKey,
+  orderedDqAdds,
 } from './backward-variant.js';
 
 export const FLASH_BACKWARD_KERNELS = [
@@ -207,8 +209,8 @@ function run(variant: FlashBackwardVariant, p: BackwardProblem): BackwardOutput 
         ]
       : args;
     const { keys, warps } = variant.tiles;
-    // The mma.sync module's deterministic mode is its dQ pass; the Hopper module's orders its dQ adds.
-    const dqPass = p.deterministic && variant.kernel === 'mma';
+    // Deterministic mode: the wgmma loops order their dQ adds, the others leave dQ to the dQ pass.
+    const dqPass = p.deterministic && !orderedDqAdds(variant);
     if (B * N * T > 0 && S > 0) {
       // 8 rows (warps) per 256-thread block.
       launchKernel(

@@ -30,6 +30,7 @@ import {
   HOPPER_BACKWARD_TILES,
   HOPPER_BACKWARD_WS_TILES,
   hopperBackwardHeadDim,
+  orderedDqAdds,
 } from '../../../../../../src/backends/cuda/flash/sm80/backward-variant.js';
 import { InvalidArgumentError, UnsupportedError } from '../../../../../../src/errors.js';
 import type { FloatDType } from '../../../../../../src/tensor/dtype.js';
@@ -259,6 +260,12 @@ describe('flash (cuda) backward: variant and tiles', () => {
       FLASH_BWD_DETERMINISTIC: 1,
     });
     assert.equal('FLASH_BWD_DETERMINISTIC' in flashBackwardDefines({ ...mma, deterministic: true }), false);
+    // A block mask's walk skips steps, which the order cannot take: the loop without dQ and the dQ pass.
+    const masked = { ...det, blockMask: true };
+    assert.equal(orderedDqAdds(masked), false);
+    assert.equal('FLASH_BWD_DETERMINISTIC' in flashBackwardDefines(masked), false);
+    assert.equal(flashBackwardDqWorkspaceBytes(masked, shape, 128), 0);
+    assert.equal(orderedDqAdds(det), true);
   });
 
   it('fits every head dim of the mma.sync loop in an A100 block (163 KiB), so also in an H100/H200 one', () => {
