@@ -2,7 +2,7 @@
  * The correctness suite, written once: a case (cases.ts) at a precision, run by one backend, judged
  * against the float64 reference with FlashAttention's rule (accuracy.ts), as one row with one
  * printout (describeRow: operation, backend, device, case, precision, seed, variant, every error and
- * its bound). The CPU tests, the GPU tests (test/gpu/*, one file per backend, through
+ * its bound). The CPU tests, the GPU tests (test/gpu/<operation>/, one file per backend, through
  * test/support/backend-suite.ts) and `attnlab check` all run `checkCase`; a case a backend cannot run
  * is a skipped row with the backend's own reason (the registry's layout check, then the backend's plan()).
  *
@@ -58,7 +58,7 @@ export const RANDOM_CASE_COUNT = 20;
 
 /**
  * The cases a device's backends run: the long ones only on the GPU (the CPU backends are JS); the modifier
- * cases on the CPU, whose backends all take them (on the GPU only flash does: test/gpu/variants-suite.test.ts
+ * cases on the CPU, whose backends all take them (on the GPU only flash does: test/gpu/variants/cases.test.ts
  * runs them there, so the other backends' suites keep their own refusal checks).
  */
 export function suiteCases(device: Device, casesSeed = RANDOM_CASES_SEED): AttentionCase[] {

@@ -1,7 +1,7 @@
 /**
  * The correctness suite (src/check/suite.ts) as node:test cases for one backend: one test per case
  * and precision, passing, failing with the suite's one printout (describeRow), or skipped with the
- * backend's own reason. test/gpu/{flash,naive,cudnn}.test.ts call it for their backend, and
+ * backend's own reason. test/gpu/forward/{flash,naive,cudnn}.test.ts call it for their backend, and
  * test/unit/check/suite.test.ts calls the very same function for the CPU backends, so a bug in this runner
  * shows up in CI, where no GPU is.
  *
