@@ -113,7 +113,7 @@ interface Expected {
 }
 
 /** A case's host inputs, and their float64 reference and baseline, computed on first use. */
-interface Oracle extends Inputs {
+export interface Oracle extends Inputs {
   expected(): Expected;
 }
 
@@ -278,17 +278,28 @@ function startCase(check: CaseCheck): CheckRow | StartedCase {
 }
 
 /**
+ * The oracle of host inputs (float64 reference and same-precision baseline, computed on first use), for
+ * judgeForward to share between results of the same inputs: a decode test judging one cache through six
+ * page sizes and four split counts computes one reference, not 24.
+ */
+export function forwardOracle(inputs: Inputs): Oracle {
+  return oracleOf(inputs, inputs.q.dtype as FloatDType);
+}
+
+/**
  * A forward result computed outside checkCase (a decode layout, a hand-made mask) judged as a row
- * is: the same oracle, baseline and comparisons, from its host `inputs` of the precision's dtype.
+ * is: the same oracle, baseline and comparisons, from its host `inputs` of the precision's dtype (or
+ * their forwardOracle, to reuse its reference).
  */
 export function judgeForward(
   result: { readonly output: Tensor; readonly logSumExp?: Tensor },
-  inputs: Inputs,
+  inputs: Inputs | Oracle,
   precision: Precision,
 ): Comparison[] {
   const dtype = inputs.q.dtype as FloatDType;
   const expected = [...inputs.q.shape.slice(0, -1), inputs.v.shape[inputs.v.rank - 1]];
-  return compareForward(result, oracleOf(inputs, dtype), expected, dtype, precision);
+  const oracle = 'expected' in inputs ? inputs : oracleOf(inputs, dtype);
+  return compareForward(result, oracle, expected, dtype, precision);
 }
 
 function compareForward(
