@@ -4,7 +4,7 @@
 #   sass      (also run by `test`, beside its shards) nvcc -Xptxas -v of hopper/hopper_bwd.cu behind the hand-written modifier sets (document mask +
 #             block mask, softcap, ALiBi) and with a bias or a mask (16-byte rows and byte by byte), D=128 bf16,
 #             and the dK/dV kernel's SASS counts (HGMMA, LDG, LDL/STL spills, RED: dBias and captures)
-#   test      test/gpu/variants-flash.test.ts in parallel shards: every case on the wgmma loop against float64
+#   test      test/gpu/variants/flash.test.ts in parallel shards: every case on the wgmma loop against float64
 #             (the `wgmma: ` tests), and the mma.sync loop's (`mma: `) beside them
 #   sanitize  memcheck, racecheck and synccheck on the wgmma loop: a document mask with its block mask and a
 #             softcap (H=64, T=384, N=4, K=2), and the fused backward of a (B,1,T,S) boolean mask (16-byte rows,
@@ -25,7 +25,7 @@ logs=$(cd "$logs" && pwd)  # absolute: the nvcc builds run from src/kernels
 cap=${CAP:-85}  # seconds per process
 export ATTNLAB_CACHE_DIR=${ATTNLAB_CACHE_DIR:-/tmp/attnlab-variants-backward-cache}
 source scripts/gpu-lib.sh
-suite=test/gpu/variants-flash.test.ts
+suite=test/gpu/variants/flash.test.ts
 
 sass() {
   # The hand-written modifier sets of test/support/modifier-cases.ts as headers (the generator's shape).
