@@ -3,7 +3,11 @@
 benchmarks/harnesses/variants-backward.ts times on attnlab's flash backward, with SDPA's causal and full
 backward beside them, at the same shape (B=4 T=S=8192 N=16 H=128 bf16 by default).
 
-  python3 benchmarks/harnesses/flex-attention-backward.py masks|scores [B T N H]
+  python3 benchmarks/harnesses/flex-attention-backward.py masks|scores|CASE[,CASE…] [B T N H]
+
+CASE: sdpa-causal, sdpa-full, causal, document, alibi, softcap, softcap-causal (masks = the first, causal and
+document; scores = sdpa-causal, sdpa-full, alibi, softcap, softcap-causal). Each flex case compiles its own
+forward and backward kernels (tens of seconds cold), so a time-capped call can take them a few at a time.
 
 Each case runs the forward once with q, k, v requiring gradients, then times the backward alone:
 torch.autograd.grad(out, (q, k, v), dO, retain_graph=True), what loss.backward() runs for a loss whose
@@ -30,6 +34,9 @@ def main():
         print(json.dumps({"skipped": "no CUDA device"}))
         return
     part = sys.argv[1] if len(sys.argv) > 1 else "masks"
+    groups = {"masks": ["sdpa-causal", "causal", "document"],
+              "scores": ["sdpa-causal", "sdpa-full", "alibi", "softcap", "softcap-causal"]}
+    cases = groups.get(part, part.split(","))
     B, T, N, H = (int(x) for x in sys.argv[2:6]) if len(sys.argv) >= 6 else (4, 8192, 16, 128)
     docs = 8
     length = T // docs
@@ -91,21 +98,29 @@ def main():
                           "ms": round(ms, 4), "tflops": round(tflops, 1), **extra}), flush=True)
 
     sdpa = torch.nn.functional.scaled_dot_product_attention
-    report("sdpa causal", backward_ms(lambda: sdpa(q, k, v, is_causal=True)), causal_pairs)
-    causal_mask, build = block_mask(causal, False)
-    if part == "masks":
-        report("flex causal mask_mod", backward_ms(lambda: flex(q, k, v, block_mask=causal_mask)), causal_pairs,
-               blockMaskMs=round(build, 3))
-        doc_mask, build = block_mask(document, True)
-        report(f"flex document mask ({docs} equal documents)",
-               backward_ms(lambda: flex(q, k, v, block_mask=doc_mask)), doc_pairs, blockMaskMs=round(build, 3))
-    else:
-        report("sdpa full", backward_ms(lambda: sdpa(q, k, v)), T * T)
-        report("flex ALiBi + causal",
-               backward_ms(lambda: flex(q, k, v, score_mod=alibi, block_mask=causal_mask)), causal_pairs)
-        report("flex softcap 30", backward_ms(lambda: flex(q, k, v, score_mod=softcap)), T * T)
-        report("flex softcap 30 + causal",
-               backward_ms(lambda: flex(q, k, v, score_mod=softcap, block_mask=causal_mask)), causal_pairs)
+    causal_mask, causal_build = block_mask(causal, False)
+    for case in cases:
+        if case == "sdpa-causal":
+            report("sdpa causal", backward_ms(lambda: sdpa(q, k, v, is_causal=True)), causal_pairs)
+        elif case == "sdpa-full":
+            report("sdpa full", backward_ms(lambda: sdpa(q, k, v)), T * T)
+        elif case == "causal":
+            report("flex causal mask_mod", backward_ms(lambda: flex(q, k, v, block_mask=causal_mask)),
+                   causal_pairs, blockMaskMs=round(causal_build, 3))
+        elif case == "document":
+            doc_mask, build = block_mask(document, True)
+            report(f"flex document mask ({docs} equal documents)",
+                   backward_ms(lambda: flex(q, k, v, block_mask=doc_mask)), doc_pairs, blockMaskMs=round(build, 3))
+        elif case == "alibi":
+            report("flex ALiBi + causal",
+                   backward_ms(lambda: flex(q, k, v, score_mod=alibi, block_mask=causal_mask)), causal_pairs)
+        elif case == "softcap":
+            report("flex softcap 30", backward_ms(lambda: flex(q, k, v, score_mod=softcap)), T * T)
+        elif case == "softcap-causal":
+            report("flex softcap 30 + causal",
+                   backward_ms(lambda: flex(q, k, v, score_mod=softcap, block_mask=causal_mask)), causal_pairs)
+        else:
+            print(json.dumps({"skipped": f"unknown case {case}"}), flush=True)
     print(json.dumps({"torch": torch.__version__, "device": torch.cuda.get_device_name()}))
 
 

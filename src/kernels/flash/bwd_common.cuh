@@ -85,14 +85,19 @@ __device__ __forceinline__ void key_block_range(const FlashParams& p, const Tile
   blocks = hi > lo ? (hi + BMQ - 1) / BMQ - mb_lo : 0;
 }
 
+// `batch_pairs` pairs the batches of one KV head instead of the heads of one batch (bk = kv_head·B + b):
+// a bias shared by the batch ((1,N,T,S)) is then read, and its dBias accumulator added to, by both
+// blocks of a pair at about the same time, so the second finds the lines in L2 (its 4.3 GB of float32
+// accumulator at N=16 T=S=8192 does not fit there).
 template <int BNK, int BMQ>
-__device__ __forceinline__ KeyBlockWork key_block_work(const FlashParams& p, bool reverse = false) {
+__device__ __forceinline__ KeyBlockWork key_block_work(const FlashParams& p, bool reverse = false,
+                                                       bool batch_pairs = false) {
   KeyBlockWork k;
   TileWork& w = k.w;
   int key_block, bk;
   key_block_order(key_block, bk, reverse);
-  w.b = bk / p.K;
-  w.kv_head = bk % p.K;
+  w.b = batch_pairs ? bk % p.B : bk / p.K;
+  w.kv_head = batch_pairs ? bk / p.B : bk % p.K;
   w.t_len = clamp_len(p.q_lens, w.b, p.T);
   w.s_len = clamp_len(p.kv_lens, w.b, p.S);
   w.diag = (p.flags & FLASH_FLAG_BOTTOM_RIGHT) ? w.s_len - w.t_len : 0;

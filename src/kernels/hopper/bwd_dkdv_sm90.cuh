@@ -322,7 +322,8 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
   // on threadIdx is otherwise treated as divergent and serialised (C7520).
   const int wg_uniform = __shfl_sync(0xffffffffu, wg, 0);
 
-  const KeyBlockWork kb = key_block_work<BNK, BMQ>(p, DET && dq_order_descending(p));
+  const KeyBlockWork kb = key_block_work<BNK, BMQ>(p, DET && dq_order_descending(p),
+                                                    C::BIAS != 0 && p.bias_strides[0] == 0 && p.B > 1);
   const TileWork& w = kb.w;
   const int kn0 = kb.kn0, blocks = kb.blocks;
   const int key0 = kn0 + warp * 16;    // first key of this warp: warpgroup wg's keys kn0 + 64·wg …
@@ -336,10 +337,21 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
     const int m0 = row_of(s);
     return tile_kind(m, w.b, head_of(s), m0, imin(m0 + BMQ, w.t_len) - 1, kn0, imin(kn0 + BNK, w.s_len) - 1);
   };
+  // The kinds of 8 steps load at once: one at a time, the walk across the EMPTY steps of a document
+  // mask (a key block of 8 packed documents has ~7/8 of its 128 steps a head EMPTY, two steps a
+  // kinds byte) is ~64 dependent L2 round trips a key block against ~8 steps of work.
   auto step_after = [&](int s) {
     ++s;
     if constexpr (ATTNLAB_BLOCK_MASK) {
-      while (s < steps && kind_of(s) == ATTNLAB_TILE_EMPTY) ++s;
+      for (; s < steps; s += 8) {
+        int kinds[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) kinds[u] = s + u < steps ? kind_of(s + u) : ATTNLAB_TILE_FULL;
+#pragma unroll
+        for (int u = 0; u < 8; ++u)
+          if (kinds[u] != ATTNLAB_TILE_EMPTY) return imin(s + u, steps);
+      }
+      s = steps;
     }
     return s;
   };

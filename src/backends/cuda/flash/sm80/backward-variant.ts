@@ -149,7 +149,8 @@ export function chooseFlashBackwardKernel(
 export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBackwardVariant {
   const padded = flashBackwardHeadDim(p.H, p.Hv);
   // A bias, a boolean mask, modifiers and block masks run on the wgmma loop without the producer
-  // warpgroup on sm_90a, on mma.sync elsewhere (chooseFlashBackwardKernel).
+  // warpgroup on sm_90a, on mma.sync elsewhere (chooseFlashBackwardKernel). Deterministic with a block
+  // mask, the wgmma loop runs without dQ and the dQ pass follows (orderedDqAdds).
   const general = p.bias !== null || p.mask !== null || hasVariants(p);
   const kernel = chooseFlashBackwardKernel(
     padded,

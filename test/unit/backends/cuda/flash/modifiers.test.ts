@@ -26,6 +26,7 @@ import {
   flashBackwardVariant,
   flashBackwardVariantKey,
   maskRowsFit,
+  orderedDqAdds,
 } from '../../../../../src/backends/cuda/flash/sm80/backward-variant.js';
 import {
   flashDefines,
@@ -212,6 +213,17 @@ describe('flash backward: bias, mask and modifier rules', () => {
     );
     assert.deepEqual(flashBackwardDefines(v), { FLASH_D: 64, FLASH_FP16: 0, ATTNLAB_BLOCK_MASK: 1 });
     assert.equal(flashBackwardVariant(p, 'sm_80').kernel, 'mma');
+    // Deterministic: the wgmma loop's ordered dQ adds take modifiers, but a block mask's skipped steps
+    // would leave a query block's turn unpassed, so with one the loop runs without dQ and the dQ pass follows.
+    const det = { ...problem({ deterministic: true }), modifiers: mods() };
+    const ordered = flashBackwardVariant(det, 'sm_90a');
+    assert.equal(ordered.kernel, 'wgmma');
+    assert.equal(orderedDqAdds(ordered), true);
+    assert.equal(flashBackwardDefines(ordered).FLASH_BWD_DETERMINISTIC, 1);
+    const passed = flashBackwardVariant({ ...det, blockMask }, 'sm_90a');
+    assert.equal(passed.kernel, 'wgmma');
+    assert.equal(orderedDqAdds(passed), false);
+    assert.equal('FLASH_BWD_DETERMINISTIC' in flashBackwardDefines(passed), false);
     // ATTNLAB_FLASH_BWD_KERNEL names: wgmma-ws falls to wgmma for a general problem only; mma stays mma.
     for (const D of [64, 128]) {
       assert.equal(chooseFlashBackwardKernel(D, 'sm_90a', 'wgmma-ws', null, true), 'wgmma');
