@@ -275,6 +275,35 @@ __device__ __forceinline__ void dkv_step(float (&d)[C::DT][4], const u32 (&a)[4]
   }
 }
 
+// Pᵀ over a warp's 16 keys × 64 queries where the tile needs no per-element rule (no bias, mask or
+// modifier, and key_block_boundary false): one FFMA and one EX2 an element, the lse2 of the lane's two
+// columns of each 8-query n-tile read as one float2 (the general weights_tile_ex tests `boundary` per
+// element and reads each lse2 on its own: ~3 more instructions an element, 32 elements a lane a step).
+// The same arithmetic as recompute_p, so the same P bit for bit.
+template <int NT>
+__device__ __forceinline__ void weights_all_visible(float (&st)[NT][4], float scale_log2, const float* lse2, int t) {
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+    const float2 l = *reinterpret_cast<const float2*>(lse2 + j * 8 + 2 * t);
+    st[j][0] = fast_exp2(fmaf(st[j][0], scale_log2, -l.x));
+    st[j][1] = fast_exp2(fmaf(st[j][1], scale_log2, -l.y));
+    st[j][2] = fast_exp2(fmaf(st[j][2], scale_log2, -l.x));
+    st[j][3] = fast_exp2(fmaf(st[j][3], scale_log2, -l.y));
+  }
+}
+
+// ds_tile's dSᵀ = Pᵀ ∘ (dPᵀ − D) with the D of the lane's two columns of each n-tile read as one float2.
+template <int NT>
+__device__ __forceinline__ void ds_rows(float (&dpt)[NT][4], const float (&pt)[NT][4], const float* dsum, int t) {
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+    const float2 d = *reinterpret_cast<const float2*>(dsum + j * 8 + 2 * t);
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+      dpt[j][c] = pt[j][c] == 0.f ? 0.f : pt[j][c] * (dpt[j][c] - ((c & 1) ? d.y : d.x));
+  }
+}
+
 // cp.async.wait_group has no memory clobber (flash/mma.cuh): this keeps the compiler from reading a
 // tile this thread copied (the statistics' flags, the non-finite scan) before the wait.
 __device__ __forceinline__ void compiler_fence() { asm volatile("" ::: "memory"); }
@@ -462,9 +491,15 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
       wgmma_wait<1>();  // Sᵀ(s); dPᵀ(s) may still run
       fence_accumulators(st);
       // P; with a bias, a boolean mask or modifiers the forward's logit and masks (bwd_common.cuh).
-      weights_tile_ex<true, C::BIAS, C::MASK && !C::MASK_ROWS>(
-          st3, p, w, n, key_block_boundary<BNK, BMQ>(p, kb, m0), kind, key0, m0, lane,
-          [&](int, int j, int c) { return lse2[j * 8 + 2 * t + (c & 1)]; }, m);
+      const bool boundary = key_block_boundary<BNK, BMQ>(p, kb, m0);
+      constexpr bool PLAIN = C::BIAS == 0 && !C::MASK && !ATTNLAB_SCORE_MOD && !ATTNLAB_MASK_MOD;
+      if (PLAIN && !boundary) {
+        weights_all_visible(st, p.scale_log2, lse2, t);
+      } else {
+        weights_tile_ex<true, C::BIAS, C::MASK && !C::MASK_ROWS>(
+            st3, p, w, n, boundary, kind, key0, m0, lane, [&](int, int j, int c) { return lse2[j * 8 + 2 * t + (c & 1)]; },
+            m);
+      }
       if constexpr (C::MASK_ROWS) apply_mask_rows(st, mask_word, lane);
       if (dirty) {
         const i64 oa = w.b * p.o_strides[0] + n * p.o_strides[2] + m0 * p.o_strides[1];
@@ -481,7 +516,7 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
 
       wgmma_wait<1>();  // dPᵀ(s); dV(s) may still run
       fence_accumulators(dpt);
-      ds_tile(dpt3, st3, [&](int, int j, int c) { return dsum[j * 8 + 2 * t + (c & 1)]; });
+      ds_rows(dpt, st, dsum, t);
       if constexpr (ATTNLAB_SCORE_MOD || C::BIAS != 0) {
         // dS through the score modifier's chain rule, and dBias. P lives on in pa (dV's operand), so
         // st takes Sᵀ = K·Qᵀ again where the modifier's gradient reads the raw score: one more product

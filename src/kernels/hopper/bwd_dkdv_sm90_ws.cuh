@@ -145,7 +145,6 @@ __device__ __forceinline__ void hopper_bwd_dkdv_ws(const FlashParams& p, const F
       const float* lse2 = reinterpret_cast<const float*>(smem + (stats_of(s) - base));
       const float* dsum = lse2 + BMQ;
       float(&st3)[1][C::NT][4] = reinterpret_cast<float(&)[1][C::NT][4]>(st);
-      float(&dpt3)[1][C::NT][4] = reinterpret_cast<float(&)[1][C::NT][4]>(dpt);
 
       // K's and V's rows as values opaque to the compiler each step: otherwise ptxas keeps their 16
       // loop-invariant descriptors (32 registers at D=128) live across the loop and spills.
@@ -167,8 +166,11 @@ __device__ __forceinline__ void hopper_bwd_dkdv_ws(const FlashParams& p, const F
       wgmma_commit();
       wgmma_wait<1>();  // Sᵀ(s); dPᵀ(s) may still run
       fence_accumulators(st);
-      weights_tile<true>(st3, p, w, key_block_boundary<BNK, BMQ>(p, kb, m0), key0, m0, lane,
-                         [&](int, int j, int c) { return lse2[j * 8 + 2 * t + (c & 1)]; });
+      if (key_block_boundary<BNK, BMQ>(p, kb, m0)) {
+        weights_tile<true>(st3, p, w, true, key0, m0, lane, [&](int, int j, int c) { return lse2[j * 8 + 2 * t + (c & 1)]; });
+      } else {
+        weights_all_visible(st, p.scale_log2, lse2, t);  // bwd_dkdv_sm90.cuh
+      }
       if (ld_shared_s32(flags0 + 4 * i) != 0) {
         const i64 oa = w.b * p.o_strides[0] + n * p.o_strides[2] + m0 * p.o_strides[1];
         add_non_finite_do<C::NT, C::DT, C::FP16>(dv, st, x.d_o + oa, p.o_strides[1], w.t_len - m0, p.Hv, lane);
@@ -184,7 +186,7 @@ __device__ __forceinline__ void hopper_bwd_dkdv_ws(const FlashParams& p, const F
 
       wgmma_wait<1>();  // dPᵀ(s); dV(s) may still run
       fence_accumulators(dpt);
-      ds_tile(dpt3, st3, [&](int, int j, int c) { return dsum[j * 8 + 2 * t + (c & 1)]; });
+      ds_rows(dpt, st, dsum, t);
       sm90_a_fragments<C::FP16>(da, dpt);
       pin_fragments(da);
       const u32 ds_smem = ds0 + static_cast<u32>(s % C::DS_BUFFERS) * C::DS_BYTES;
