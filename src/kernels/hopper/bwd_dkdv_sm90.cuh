@@ -492,8 +492,9 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
       fence_accumulators(st);
       // P; with a bias, a boolean mask or modifiers the forward's logit and masks (bwd_common.cuh).
       const bool boundary = key_block_boundary<BNK, BMQ>(p, kb, m0);
-      constexpr bool PLAIN = C::BIAS == 0 && !C::MASK && !ATTNLAB_SCORE_MOD && !ATTNLAB_MASK_MOD;
-      if (PLAIN && !boundary) {
+      // The interior path also serves a mask read as rows (applied below) and a mask modifier's FULL tiles.
+      constexpr bool PLAIN = C::BIAS == 0 && (!C::MASK || C::MASK_ROWS) && !ATTNLAB_SCORE_MOD;
+      if (PLAIN && !boundary && (!ATTNLAB_MASK_MOD || kind == ATTNLAB_TILE_FULL)) {
         weights_all_visible(st, p.scale_log2, lse2, t);
       } else {
         weights_tile_ex<true, C::BIAS, C::MASK && !C::MASK_ROWS>(
