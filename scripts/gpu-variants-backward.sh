@@ -76,7 +76,9 @@ test)
   shard wgmma-dense-384 - --test-name-pattern='^wgmma: fused backward .*T=384' $suite
   shard wgmma-dense-520 - --test-name-pattern='^wgmma: fused backward .*T=520' $suite
   shard wgmma-other - --test-name-pattern='^wgmma: (a block mask|public API)' $suite
-  shard mma-mods - --test-name-pattern='^mma: (?!fused)' $suite
+  shard mma-mods-64 - --test-name-pattern='^mma: (?!fused).*H=64: forward' $suite
+  shard mma-mods-128 - --test-name-pattern='^mma: (?!fused).*H=128: forward' $suite
+  shard mma-other - --test-name-pattern='^mma: (a block mask|public API)' $suite
   shard mma-dense - --test-name-pattern='^mma: fused' $suite
   wait
   summary 16 16 20
