@@ -265,6 +265,46 @@ __device__ __forceinline__ void prefetch_operand_rows(const void* base, const i6
   }
 }
 
+// dBias += dS over a warp's dSᵀ tile (keys key0 + g + 8·(c/2), rows m0 + 8j + 2t + c%2) by float32
+// reductions at the bias's element. Where the keys are contiguous and every stride and S even, lanes g
+// and g ^ 1 swap one of their two rows, so that each holds two adjacent keys of one row and adds them
+// with one red.global.add.v2.f32 (8-byte aligned): 16 reductions a lane a step instead of 32. Pairs
+// whose dS are both 0 (not visible, or P = 0) add nothing and are skipped.
+template <int NT>
+__device__ __forceinline__ void dbias_add_tile(const float (&ds)[NT][4], const FlashParams& p, const FlashBwdParams& x,
+                                               const TileWork& w, int head, int key0, int m0, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  const i64 head_at = w.b * p.bias_strides[0] + head * p.bias_strides[1];
+  const bool pairs = p.bias_strides[3] == 1 && p.S % 2 == 0 &&
+                     ((p.bias_strides[0] | p.bias_strides[1] | p.bias_strides[2]) & 1) == 0;
+  const bool even = (g & 1) == 0;
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float row0 = ds[j][2 * h], row1 = ds[j][2 * h + 1];  // key g + 8h, rows 2t and 2t + 1
+      if (pairs) {
+        const float got = __shfl_xor_sync(0xffffffffu, even ? row1 : row0, 4);
+        const float lo = even ? row0 : got, hi = even ? got : row1;  // keys kv, kv + 1 of row q
+        const int q = m0 + 8 * j + 2 * t + (even ? 0 : 1);
+        const int kv = key0 + 8 * h + (g & ~1);
+        if (lo != 0.f || hi != 0.f) {
+          asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(x.dbias + head_at + q * p.bias_strides[2] + kv),
+                       "f"(lo), "f"(hi)
+                       : "memory");
+        }
+      } else {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float v = e ? row1 : row0;
+          if (v == 0.f) continue;
+          const i64 at = head_at + (m0 + 8 * j + 2 * t + e) * p.bias_strides[2] + (key0 + 8 * h + g) * p.bias_strides[3];
+          asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(x.dbias + at), "f"(v) : "memory");
+        }
+      }
+    }
+}
+
 // dV += Pᵀ·dO and dK += dSᵀ·Q, one k-step of 16 queries: N = D.
 template <class C>
 __device__ __forceinline__ void dkv_step(float (&d)[C::DT][4], const u32 (&a)[4], u64 b_desc) {
@@ -531,7 +571,8 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
           fence_accumulators(dv);
           pin_fragments(pa);
         }
-        ds_mods_tile<true, C::BIAS, C::BIAS != 0>(dpt3, st3, p, x, w, n, key0, m0, lane, m);
+        if constexpr (ATTNLAB_SCORE_MOD) ds_mods_tile<true, C::BIAS, false>(dpt3, st3, p, x, w, n, key0, m0, lane, m);
+        if constexpr (C::BIAS != 0) dbias_add_tile(dpt, p, x, w, n, key0, m0, lane);
       }
       sm90_a_fragments<C::FP16>(da, dpt);
       pin_fragments(da);
