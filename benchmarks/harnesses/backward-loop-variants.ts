@@ -52,6 +52,7 @@ function sample(t: Tensor): Float64Array {
   return out;
 }
 
+console.log(`# B=${B} T=S=${T} N=${N} H=${H} bf16`);
 const shape = [B, T, N, H] as const;
 const [q, k, v, dO] = [0, 1, 2, 3].map((i) => seededInput(shape, 17 + i, 'bfloat16').to('cuda'));
 for (const causal of [false, true]) {
