@@ -68,12 +68,17 @@ sass) sass ;;
 test)
   # The nvcc builds (CPU only) beside the shards: the GPU's machine has 16 cores.
   (sass > "$logs/sass.txt" 2>&1) &
-  shard wgmma-mods-64 - --test-name-pattern='^wgmma: .*H=64: forward' $suite
-  shard wgmma-mods-128 - --test-name-pattern='^wgmma: .*H=128: forward' $suite
+  # Each modifier case compiles ~3 modules cold (~4 s each): masks and scores apart, a head dim a shard.
+  for h in 64 128; do
+    shard wgmma-masks-$h - --test-name-pattern="^wgmma: (causal|sliding|document).*H=$h: forward" $suite
+    shard wgmma-scores-$h - --test-name-pattern="^wgmma: (ALiBi|softcap|relative).*H=$h: forward" $suite
+  done
   shard wgmma-dense-384 - --test-name-pattern='^wgmma: fused backward .*T=384' $suite
   shard wgmma-dense-520 - --test-name-pattern='^wgmma: fused backward .*T=520' $suite
   shard wgmma-other - --test-name-pattern='^wgmma: (a block mask|public API)' $suite
-  shard mma-mods - --test-name-pattern='^mma: (?!fused)' $suite
+  shard mma-mods-64 - --test-name-pattern='^mma: (?!fused).*H=64: forward' $suite
+  shard mma-mods-128 - --test-name-pattern='^mma: (?!fused).*H=128: forward' $suite
+  shard mma-other - --test-name-pattern='^mma: (a block mask|public API)' $suite
   shard mma-dense - --test-name-pattern='^mma: fused' $suite
   wait
   summary 16 16 20

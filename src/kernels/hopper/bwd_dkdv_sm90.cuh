@@ -242,6 +242,69 @@ __device__ __forceinline__ void apply_mask_rows(float (&pt)[NT][4], u32 word, in
     }
 }
 
+// An L2 prefetch of one step's rows of a dense operand (the bias, ELEM bytes an element, or the mask,
+// 1): rows [m0, min(m0 + BMQ, t_len)) of (b, head) over the key block's keys [kn0, min(kn0 + BNK, S)),
+// one 128-byte line a thread. Issued a step ahead, so that the step's own loads (per element, or the
+// mask's 16-byte rows) find the lines in L2 rather than wait on memory with nothing else to do: the
+// operand is read once a (b, n) pair, 4.3 GB of mask or 8.6 GB of bf16 bias at B=4 N=16 T=S=8192,
+// more than L2 holds. Keys must be contiguous (stride 1); other layouts are not prefetched.
+template <int BMQ, int BNK, int ELEM, int THREADS>
+__device__ __forceinline__ void prefetch_operand_rows(const void* base, const i64 (&strides)[4], const TileWork& w,
+                                                      int S, int head, int m0, int kn0) {
+  constexpr int LINES = BNK * ELEM / 128;  // 128-byte lines a row of the key block
+  static_assert(LINES >= 1 && (BMQ * LINES) % 64 == 0, "whole lines");
+  if (strides[3] != 1) return;
+  const unsigned char* tile = static_cast<const unsigned char*>(base) +
+                              (w.b * strides[0] + head * strides[1] + m0 * strides[2] + kn0) * ELEM;
+  const int rows = imin(BMQ, w.t_len - m0);
+  const int lines = imin(LINES, ((S - kn0) * ELEM + 127) / 128);
+  for (int i = threadIdx.x; i < BMQ * LINES; i += THREADS) {
+    const int r = i / LINES, l = i % LINES;
+    if (r < rows && l < lines)
+      asm volatile("prefetch.global.L2 [%0];\n" ::"l"(tile + r * strides[2] * ELEM + l * 128));
+  }
+}
+
+// dBias += dS over a warp's dSᵀ tile (keys key0 + g + 8·(c/2), rows m0 + 8j + 2t + c%2) by float32
+// reductions at the bias's element. Where the keys are contiguous and every stride and S even, lanes g
+// and g ^ 1 swap one of their two rows, so that each holds two adjacent keys of one row and adds them
+// with one red.global.add.v2.f32 (8-byte aligned): 16 reductions a lane a step instead of 32. Pairs
+// whose dS are both 0 (not visible, or P = 0) add nothing and are skipped.
+template <int NT>
+__device__ __forceinline__ void dbias_add_tile(const float (&ds)[NT][4], const FlashParams& p, const FlashBwdParams& x,
+                                               const TileWork& w, int head, int key0, int m0, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  const i64 head_at = w.b * p.bias_strides[0] + head * p.bias_strides[1];
+  const bool pairs = p.bias_strides[3] == 1 && p.S % 2 == 0 &&
+                     ((p.bias_strides[0] | p.bias_strides[1] | p.bias_strides[2]) & 1) == 0;
+  const bool even = (g & 1) == 0;
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float row0 = ds[j][2 * h], row1 = ds[j][2 * h + 1];  // key g + 8h, rows 2t and 2t + 1
+      if (pairs) {
+        const float got = __shfl_xor_sync(0xffffffffu, even ? row1 : row0, 4);
+        const float lo = even ? row0 : got, hi = even ? got : row1;  // keys kv, kv + 1 of row q
+        const int q = m0 + 8 * j + 2 * t + (even ? 0 : 1);
+        const int kv = key0 + 8 * h + (g & ~1);
+        if (lo != 0.f || hi != 0.f) {
+          asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(x.dbias + head_at + q * p.bias_strides[2] + kv),
+                       "f"(lo), "f"(hi)
+                       : "memory");
+        }
+      } else {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float v = e ? row1 : row0;
+          if (v == 0.f) continue;
+          const i64 at = head_at + (m0 + 8 * j + 2 * t + e) * p.bias_strides[2] + (key0 + 8 * h + g) * p.bias_strides[3];
+          asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(x.dbias + at), "f"(v) : "memory");
+        }
+      }
+    }
+}
+
 // dV += Pᵀ·dO and dK += dSᵀ·Q, one k-step of 16 queries: N = D.
 template <class C>
 __device__ __forceinline__ void dkv_step(float (&d)[C::DT][4], const u32 (&a)[4], u64 b_desc) {
@@ -438,6 +501,15 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
     int s = first;
     for (int i = 0; s < steps; ++i) {
       const int s2 = step_after(s1);  // the step whose tiles this iteration loads
+      if constexpr (C::BIAS != 0 || C::MASK) {
+        if (s1 < steps) {
+          constexpr int ELEM = C::BIAS == 1 ? 4 : 2;
+          if constexpr (C::BIAS != 0)
+            prefetch_operand_rows<BMQ, BNK, ELEM, C::THREADS>(p.bias, p.bias_strides, w, p.S, head_of(s1), row_of(s1), kn0);
+          if constexpr (C::MASK)
+            prefetch_operand_rows<BMQ, BNK, 1, C::THREADS>(p.mask, p.mask_strides, w, p.S, head_of(s1), row_of(s1), kn0);
+        }
+      }
       const int n = head_of(s);
       const int m0 = row_of(s);
       const int kind = ATTNLAB_MODIFIERS ? kind_of(s) : ATTNLAB_TILE_FULL;
@@ -460,8 +532,9 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
       fence_accumulators(st);
       // P; with a bias, a boolean mask or modifiers the forward's logit and masks (bwd_common.cuh).
       const bool boundary = key_block_boundary<BNK, BMQ>(p, kb, m0);
-      constexpr bool PLAIN = C::BIAS == 0 && !C::MASK && !ATTNLAB_SCORE_MOD && !ATTNLAB_MASK_MOD;
-      if (PLAIN && !boundary) {
+      // The interior path also serves a mask read as rows (applied below) and a mask modifier's FULL tiles.
+      constexpr bool PLAIN = C::BIAS == 0 && (!C::MASK || C::MASK_ROWS) && !ATTNLAB_SCORE_MOD;
+      if (PLAIN && !boundary && (!ATTNLAB_MASK_MOD || kind == ATTNLAB_TILE_FULL)) {
         weights_all_visible(st, p.scale_log2, lse2, t);
       } else {
         weights_tile_ex<true, C::BIAS, C::MASK && !C::MASK_ROWS>(
@@ -498,7 +571,8 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
           fence_accumulators(dv);
           pin_fragments(pa);
         }
-        ds_mods_tile<true, C::BIAS, C::BIAS != 0>(dpt3, st3, p, x, w, n, key0, m0, lane, m);
+        if constexpr (ATTNLAB_SCORE_MOD) ds_mods_tile<true, C::BIAS, false>(dpt3, st3, p, x, w, n, key0, m0, lane, m);
+        if constexpr (C::BIAS != 0) dbias_add_tile(dpt, p, x, w, n, key0, m0, lane);
       }
       sm90_a_fragments<C::FP16>(da, dpt);
       pin_fragments(da);
