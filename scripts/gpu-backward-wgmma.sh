@@ -12,6 +12,7 @@
 #             window, padding lengths), each on both wgmma loops
 #   loops     the backward loops side by side in one process (SPECS, default wgmma, wgmma-ws, mma.sync and
 #             both wgmma loops deterministic), B=4 T=S=8192 N=16 H=128, 64, 96 (HS), LOOP_CAP seconds each
+#   sweep     T = 1k … 32k at B·T = 32k (N=16, H=128): wgmma, wgmma deterministic and attnlab's cudnn in one process each
 #   bench     the backward suite: attnlab flash and cudnn beside PyTorch's SDPA backward (cuDNN, flash),
 #             B=4 T=S=8192 N=16 H=64/128 bf16, causal and not (TFLOP/s = 2.5× the forward's, halved causal)
 #   profile   ncu --set full (clocks left alone) on one dK/dV launch of each loop in PROFILE_LOOPS (default
@@ -113,6 +114,15 @@ loops)
       ${SPECS:-wgmma wgmma-ws mma wgmma+det wgmma-ws+det}
   done 2>&1 | tee "$logs/loops.txt"
   ;;
+sweep)
+  # T from 1k to 32k at B·T = 32k, N=16, H=SWEEP_H (128): the default loop, deterministic, and attnlab's cudnn in
+  # one process per T (benchmarks/harnesses/backward-loop-variants.ts), SWEEP_CAP seconds each.
+  for T in ${SWEEP_TS:-1024 2048 4096 8192 16384 32768}; do
+    # shellcheck disable=SC2086
+    timeout "${SWEEP_CAP:-14}" node --import tsx benchmarks/harnesses/backward-loop-variants.ts $((32768 / T)) "$T" 16 \
+      "${SWEEP_H:-128}" ${SPECS:-wgmma wgmma+det cudnn}
+  done 2>&1 | tee "$logs/sweep.txt"
+  ;;
 bench)
   # BENCH_ARGS adds options, e.g. "--head-dim 64": the suite at one head dim (a shorter call).
   timeout $cap node bin/attnlab.js bench --suite backward --impl flash,cudnn --peers torch --out "$logs/bench" \
@@ -136,7 +146,7 @@ profile)
   done
   ;;
 *)
-  echo "unknown step $step (sass, test, suite, sanitize, sanitize-det, loops, bench, profile)" >&2
+  echo "unknown step $step (sass, test, suite, sanitize, sanitize-det, loops, sweep, bench, profile)" >&2
   exit 2
   ;;
 esac

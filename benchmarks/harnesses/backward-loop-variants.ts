@@ -8,6 +8,8 @@
  *
  *   node --import tsx benchmarks/harnesses/backward-loop-variants.ts [--profile] B T N H mma wgmma mma:128x32x8 wgmma+det …
  *
+ * `cudnn` times attnlab's cudnn backward in the same rounds (the ratio of the same run).
+ *
  * A `+det` suffix runs the variant with `deterministic: true` (on the wgmma loops the dQ adds in a fixed
  * order of key blocks, hopper/bwd_dq_order.cuh; on mma.sync the dK/dV loop without dQ, then the dQ pass).
  *
@@ -30,7 +32,8 @@ const CALLS = 6;
 
 function select(spec: string): void {
   const [kernel, tiles] = spec.replace(/\+det$/, '').split(':');
-  process.env.ATTNLAB_FLASH_BWD_KERNEL = kernel;
+  if (kernel === 'cudnn') delete process.env.ATTNLAB_FLASH_BWD_KERNEL;
+  else process.env.ATTNLAB_FLASH_BWD_KERNEL = kernel;
   if (tiles) process.env.ATTNLAB_FLASH_BWD_TILES = tiles;
   else delete process.env.ATTNLAB_FLASH_BWD_TILES;
   reloadConfig();
@@ -49,6 +52,7 @@ function sample(t: Tensor): Float64Array {
   return out;
 }
 
+console.log(`# B=${B} T=S=${T} N=${N} H=${H} bf16`);
 const shape = [B, T, N, H] as const;
 const [q, k, v, dO] = [0, 1, 2, 3].map((i) => seededInput(shape, 17 + i, 'bfloat16').to('cuda'));
 for (const causal of [false, true]) {
@@ -56,7 +60,10 @@ for (const causal of [false, true]) {
   const det = specs.some((s) => s.endsWith('+det'))
     ? attentionVjp(q, k, v, { implementation: 'flash', isCausal: causal, deterministic: true })
     : plain;
-  const vjpOf = (spec: string) => (spec.endsWith('+det') ? det : plain);
+  const cudnn = specs.includes('cudnn')
+    ? attentionVjp(q, k, v, { implementation: 'cudnn', isCausal: causal })
+    : plain;
+  const vjpOf = (spec: string) => (spec === 'cudnn' ? cudnn : spec.endsWith('+det') ? det : plain);
   const flops = attentionFlops({ B, T, S: T, N, H, causal }) * 2.5;
   const times = new Map<string, number[]>(specs.map((s) => [s, []]));
   const variants = new Map<string, string>();
@@ -111,7 +118,7 @@ for (const causal of [false, true]) {
       `causal=${causal} ${spec.padEnd(14)} ${ms ? ms.toFixed(3) : '-'} ms  ${rate} TFLOP/s  max|Δ|/max=${diff}  ${variants.get(spec)}`,
     );
   }
-  for (const f of new Set([plain, det])) {
+  for (const f of new Set([plain, det, cudnn])) {
     f.output.dispose();
     f.logSumExp.dispose();
   }
