@@ -13,6 +13,8 @@
 #   dense     variants-backward.ts dense (the fused bias/mask backward against naive and the ceiling), with
 #             ATTNLAB_READ_GBPS from the ceiling step's plain-load rate when its log is there
 #   masks, scores   variants-backward.ts masks / scores (documents, causal as an expression, ALiBi, softcap)
+#   backward  variants-backward.ts backward: the flash backward alone of every case (one forward module),
+#             ATTNLAB_DEBUG=3 so that each module's compile time goes to the log; CASES=0,1,… picks cases
 #   flex-masks, flex-scores   benchmarks/harnesses/flex-attention-backward.py on the same cases (PyTorch's
 #             compiled flex_attention backward)
 #
@@ -106,11 +108,15 @@ dense | masks | scores)
   fi
   timeout "$cap" node --import tsx benchmarks/harnesses/variants-backward.ts "$step" | tee "$logs/variants-backward-$step.log"
   ;;
+backward)
+  ATTNLAB_DEBUG=3 ATTNLAB_HARNESS_CASES=${CASES:-} timeout "$cap" node --import tsx \
+    benchmarks/harnesses/variants-backward.ts backward 2>&1 | tee "$logs/variants-backward-backward${CASES:+-$CASES}.log"
+  ;;
 flex-masks | flex-scores)
   timeout "$cap" python3 benchmarks/harnesses/flex-attention-backward.py "${step#flex-}" | tee "$logs/$step.jsonl"
   ;;
 *)
-  echo "step: sass, test, sanitize, ceiling, dense, masks, scores, flex-masks or flex-scores; got $step" >&2
+  echo "step: sass, test, sanitize, ceiling, dense, masks, scores, backward, flex-masks or flex-scores; got $step" >&2
   exit 2
   ;;
 esac
