@@ -6,6 +6,10 @@
 #             and the dK/dV kernel's SASS counts (HGMMA, LDG, LDL/STL spills, RED: dBias and captures)
 #   test      test/gpu/variants/flash.test.ts in parallel shards: every case on the wgmma loop against float64
 #             (the `wgmma: ` tests), and the mma.sync loop's (`mma: `) beside them
+#   verify    the wgmma loop's cases that cover each hook, four processes (a machine shared with other runs):
+#             document mask + block mask, ALiBi and softcap at H=64; the (B,1,T,S) mask (16-byte rows), the
+#             (1,1,1,S) key mask at S=520 (rows ending byte by byte), the full bf16 bias (dBias, paired adds) at T=384;
+#             the block-mask equivalence at T=1024; memcheck on the document mask
 #   sanitize  memcheck, racecheck and synccheck on the wgmma loop: a document mask with its block mask and a
 #             softcap (H=64, T=384, N=4, K=2), and the fused backward of a (B,1,T,S) boolean mask (16-byte rows,
 #             and deterministic) and of a full bf16 bias (dBias)
@@ -82,6 +86,16 @@ test)
   shard mma-mods-128 - --test-name-pattern='^mma: (?!fused).*H=128: forward' $suite
   shard mma-other - --test-name-pattern='^mma: (a block mask|public API)' $suite
   shard mma-dense - --test-name-pattern='^mma: fused' $suite
+  wait
+  summary 16 16 20
+  ;;
+verify)
+  shard verify-mods - --test-name-pattern='^wgmma: (document|ALiBi|softcap).*H=64: forward' $suite
+  shard verify-dense - \
+    --test-name-pattern='^wgmma: fused backward with a ((\(B,1,T,S\) boolean mask|full \(B,N,T,S\) bf16 bias), B=2 T=384|\(1,1,1,S\) boolean key mask, B=1 T=520)' \
+    $suite
+  shard verify-bmask - --test-name-pattern='^wgmma: a block mask skips' $suite
+  sanitize memcheck-doc memcheck --test-name-pattern='^wgmma: document mask .*H=64: forward' $suite
   wait
   summary 16 16 20
   ;;
