@@ -345,6 +345,45 @@ __device__ __forceinline__ void weights_all_visible(float (&st)[NT][4], float sc
   }
 }
 
+// Pᵀ with score/mask modifiers over a tile wholly inside the lengths with no built-in per-element rule
+// (key_block_boundary false, m0 + 64 ≤ t_len; no bias, no mask read byte by byte): the score modifier
+// on every score with no test, then, where the tile is not FULL, one tile-uniform branch for the mask
+// modifier. The general weights_tile_ex tests the lengths and the built-in masks per score, and those
+// branches around each modifier call keep the compiler from loading a captured value the modifier
+// reads at a tile-uniform index (ALiBi's slope) once a tile. The same arithmetic as weights_tile_ex.
+template <int NT>
+__device__ __forceinline__ void weights_mods_interior(float (&st)[NT][4], const FlashParams& p, int b, int head,
+                                                      bool mask_mod, int key0, int m0, int lane, const float* lse2,
+                                                      const FlashMods& m) {
+  constexpr float LOG2E = 1.4426950408889634f;
+  constexpr float LN2 = 0.6931471805599453f;
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+    const float2 l = *reinterpret_cast<const float2*>(lse2 + j * 8 + 2 * t);
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      float x;
+      if constexpr (ATTNLAB_SCORE_MOD) {
+        const int q = m0 + 8 * j + 2 * t + (c & 1), kv = key0 + g + 8 * (c >> 1);
+        x = mod_score(m, st[j][c] * (p.scale_log2 * LN2), b, head, q, kv) * LOG2E;
+      } else {
+        x = st[j][c] * p.scale_log2;
+      }
+      st[j][c] = fast_exp2(x - ((c & 1) ? l.y : l.x));
+    }
+  }
+  if (ATTNLAB_MASK_MOD && mask_mod) {
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int q = m0 + 8 * j + 2 * t + (c & 1), kv = key0 + g + 8 * (c >> 1);
+        if (!mod_keeps(m, b, head, q, kv)) st[j][c] = 0.f;
+      }
+  }
+}
+
 // ds_tile's dSᵀ = Pᵀ ∘ (dPᵀ − D) with the D of the lane's two columns of each n-tile read as one float2.
 template <int NT>
 __device__ __forceinline__ void ds_rows(float (&dpt)[NT][4], const float (&pt)[NT][4], const float* dsum, int t) {
@@ -545,8 +584,11 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
       const bool boundary = key_block_boundary<BNK, BMQ>(p, kb, m0);
       // The interior path also serves a mask read as rows (applied below) and a mask modifier's FULL tiles.
       constexpr bool PLAIN = C::BIAS == 0 && (!C::MASK || C::MASK_ROWS) && !ATTNLAB_SCORE_MOD;
+      constexpr bool MODS = C::BIAS == 0 && (!C::MASK || C::MASK_ROWS) && (ATTNLAB_SCORE_MOD || ATTNLAB_MASK_MOD);
       if (PLAIN && !boundary && (!ATTNLAB_MASK_MOD || kind == ATTNLAB_TILE_FULL)) {
         weights_all_visible(st, p.scale_log2, lse2, t);
+      } else if (MODS && !boundary && m0 + BMQ <= w.t_len) {
+        weights_mods_interior(st, p, w.b, n, kind != ATTNLAB_TILE_FULL, key0, m0, lane, lse2, m);
       } else {
         weights_tile_ex<true, C::BIAS, C::MASK && !C::MASK_ROWS>(
             st3, p, w, n, boundary, kind, key0, m0, lane, [&](int, int j, int c) { return lse2[j * 8 + 2 * t + (c & 1)]; },
