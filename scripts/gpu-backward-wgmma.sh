@@ -26,11 +26,12 @@ logs=${2:-out}
 mkdir -p "$logs"
 cap=${CAP:-85}  # seconds per process (CAP=55 for a 60-second call)
 source scripts/gpu-lib.sh
-# One kernel cache for every process of every step (writes are temp + rename), seeded from the carried
-# .kcache/kernels.tar.xz when there is one (scripts/gpu-verify.sh's): the steps compile each module once.
-export ATTNLAB_CACHE_DIR=${ATTNLAB_CACHE_DIR:-/tmp/attnlab-backward-cache}
-if [ ! -d "$ATTNLAB_CACHE_DIR/kernels" ] && [ -f .kcache/kernels.tar.xz ]; then
-  mkdir -p "$ATTNLAB_CACHE_DIR" && tar -C "$ATTNLAB_CACHE_DIR" -xJf .kcache/kernels.tar.xz
+# Every process of every step shares attnlab's kernel cache (the default folder, or ATTNLAB_CACHE_DIR; writes
+# are temp + rename): the steps compile each module once. A carried .kcache/kernels.tar.xz (gpu-verify.sh's)
+# seeds an empty one.
+cache=${ATTNLAB_CACHE_DIR:-$HOME/.cache/attnlab}
+if [ ! -d "$cache/kernels" ] && [ -f .kcache/kernels.tar.xz ]; then
+  mkdir -p "$cache" && tar -C "$cache" -xJf .kcache/kernels.tar.xz
 fi
 
 case $step in
