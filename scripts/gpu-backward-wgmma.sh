@@ -26,6 +26,13 @@ logs=${2:-out}
 mkdir -p "$logs"
 cap=${CAP:-85}  # seconds per process (CAP=55 for a 60-second call)
 source scripts/gpu-lib.sh
+# Every process of every step shares attnlab's kernel cache (the default folder, or ATTNLAB_CACHE_DIR; writes
+# are temp + rename): the steps compile each module once. A carried .kcache/kernels.tar.xz (gpu-verify.sh's)
+# seeds an empty one.
+cache=${ATTNLAB_CACHE_DIR:-$HOME/.cache/attnlab}
+if [ ! -d "$cache/kernels" ] && [ -f .kcache/kernels.tar.xz ]; then
+  mkdir -p "$cache" && tar -C "$cache" -xJf .kcache/kernels.tar.xz
+fi
 
 case $step in
 sass)
@@ -66,16 +73,24 @@ sass)
   done
   ;;
 test)
-  # Five processes at once: each compiles its own modules (one NVRTC compile of hopper_bwd.cu takes
-  # ~7 s of a core), so that the cold kernel cache costs the step once, not three times in a row.
+  # Thirteen processes at once, sharing one kernel cache: each compiles the modules its cases need (one
+  # NVRTC compile of hopper_bwd.cu takes ~7 s of an idle core), so a cold cache costs the step once.
+  f=test/gpu/backward/hopper.test.ts
   for dtype in bfloat16 float16; do
     for loop in wgmma wgmma-ws; do
-      shard "$loop-$dtype" - --test-name-pattern="· $dtype( · deterministic)? · $loop\$" test/gpu/backward/hopper.test.ts
+      shard "$loop-$dtype" - --test-name-pattern="^(?!repeat).* · $dtype( · deterministic)? · $loop\$" $f
     done
+  done
+  # The deterministic repeats, one shape and loop a process (20 runs each, no float64 oracle).
+  for loop in wgmma wgmma-ws; do
+    shard "repeat-small-$loop" - --test-name-pattern="^repeat · (GQA|T=300 ).* · $loop\$" $f
+    shard "repeat-s40000-$loop" - --test-name-pattern="^repeat · T=128 S=40000.* · $loop\$" $f
+    shard "repeat-t20480-$loop" - --test-name-pattern="^repeat · T=S=20480.* · $loop\$" $f
+    shard "repeat-t2000-$loop" - --test-name-pattern="^repeat · T=2000 .* · $loop\$" $f
   done
   shard flash-backward - test/gpu/backward/flash.test.ts
   wait
-  summary 16 24 20
+  summary 20 24 20
   ;;
 suite)
   # The shared gradient suite's flash runs (test/gpu/backward/backends.test.ts), on the default loop and on wgmma-ws.

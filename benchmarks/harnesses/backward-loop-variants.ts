@@ -71,7 +71,11 @@ for (const causal of [false, true]) {
   const worst = new Map<string, number>();
   for (const spec of specs) {
     select(spec);
+    const started = performance.now();
     const g = vjpOf(spec).backward(dO);
+    synchronize();
+    // Progress, so that a run cut at its cap shows how far it came (a first call compiles its modules).
+    console.log(`# causal=${causal} ${spec}: first call ${(performance.now() - started).toFixed(0)} ms`);
     variants.set(spec, g.variant);
     for (const [name, t] of [
       ['dQ', g.dQuery],

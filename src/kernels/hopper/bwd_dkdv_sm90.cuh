@@ -305,6 +305,19 @@ __device__ __forceinline__ void dbias_add_tile(const float (&ds)[NT][4], const F
     }
 }
 
+// sw128_desc(addr + offset, leading, 1024) from the low word of sw128_desc(addr, leading, 1024): the
+// start address is bits 0-13 (>> 4) of that word, and every tile address plus offset stays below 2^18
+// (the 227 KB of shared memory), so adding offset >> 4 never carries into the leading-offset field. One
+// IADD a descriptor where sw128_desc of each address takes an add, a mask, a shift and an OR (PTX), for
+// the 56 descriptors a warp builds a step at D = 128.
+__device__ __forceinline__ u32 sw128_lo(u32 addr, u32 leading_bytes) {
+  return ((addr & 0x3FFFF) >> 4) | ((leading_bytes >> 4) << 16);
+}
+__device__ __forceinline__ u64 sw128_at(u32 lo, u32 offset_bytes) {
+  constexpr u32 HI = (1024 >> 4) | (1u << 30);  // stride 1024 bytes, SWIZZLE_128B
+  return (static_cast<u64>(HI) << 32) | (lo + (offset_bytes >> 4));
+}
+
 // dV += Pᵀ·dO and dK += dSᵀ·Q, one k-step of 16 queries: N = D.
 template <class C>
 __device__ __forceinline__ void dkv_step(float (&d)[C::DT][4], const u32 (&a)[4], u64 b_desc) {
@@ -497,26 +510,24 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
     // Sᵀ of the stage of iteration i into st, one commit group.
     auto issue_s = [&](int i) {
       const u32 q_tile = stage_of(i);
-      const u32 k_at = opaque_u32(k_rows);
+      const u32 k_lo = sw128_lo(opaque_u32(k_rows), 16), q_lo = sw128_lo(q_tile, 16);
 #pragma unroll
       for (int k = 0; k < C::D / 16; ++k) {
         const u32 col = (k % 4) * 32, box = k / 4;
-        wgmma_ss_n64<C::FP16>(st, sw128_desc(k_at + box * C::KV_BOX + col, 16, 1024),
-                              sw128_desc(q_tile + box * C::Q_BOX + col, 16, 1024), k > 0);
+        wgmma_ss_n64<C::FP16>(st, sw128_at(k_lo, box * C::KV_BOX + col), sw128_at(q_lo, box * C::Q_BOX + col), k > 0);
       }
       wgmma_commit();
     };
     // Sᵀ and dPᵀ of iteration i as two commit groups, so that Pᵀ can start when Sᵀ is done.
     auto issue_sdp = [&](int i) {
       const u32 do_tile = stage_of(i) + C::Q_BYTES;
-      const u32 v_at = opaque_u32(v_rows);
+      const u32 v_lo = sw128_lo(opaque_u32(v_rows), 16), do_lo = sw128_lo(do_tile, 16);
       wgmma_fence();
       issue_s(i);
 #pragma unroll
       for (int k = 0; k < C::D / 16; ++k) {
         const u32 col = (k % 4) * 32, box = k / 4;
-        wgmma_ss_n64<C::FP16>(dpt, sw128_desc(v_at + box * C::KV_BOX + col, 16, 1024),
-                              sw128_desc(do_tile + box * C::Q_BOX + col, 16, 1024), k > 0);
+        wgmma_ss_n64<C::FP16>(dpt, sw128_at(v_lo, box * C::KV_BOX + col), sw128_at(do_lo, box * C::Q_BOX + col), k > 0);
       }
       wgmma_commit();
     };
@@ -594,7 +605,7 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
       pin_fragments(pa);
       wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < BMQ / 16; ++kk) dkv_step<C>(dv, pa[kk], sw128_desc(do_tile + kk * 2048, C::Q_BOX, 1024));
+      for (int kk = 0; kk < BMQ / 16; ++kk) dkv_step<C>(dv, pa[kk], sw128_at(sw128_lo(do_tile, C::Q_BOX), kk * 2048));
       wgmma_commit();
 
       wgmma_wait<1>();  // dPᵀ(s); dV(s) may still run
@@ -655,7 +666,7 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
       // dK(s), then step s + 2's loads behind the products.
       auto issue_dk_and_loads = [&] {
 #pragma unroll
-        for (int kk = 0; kk < BMQ / 16; ++kk) dkv_step<C>(dk, da[kk], sw128_desc(q_tile + kk * 2048, C::Q_BOX, 1024));
+        for (int kk = 0; kk < BMQ / 16; ++kk) dkv_step<C>(dk, da[kk], sw128_at(sw128_lo(q_tile, C::Q_BOX), kk * 2048));
         wgmma_commit();
         if (s2 < steps) load_step(i + 2, s2);
         cp_async_commit();
@@ -669,8 +680,8 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
         for (int k = 0; k < BNK / 16; ++k) {
           // K's columns [DQ_W·wg, DQ_W·wg + DQ_W): box wg at D = 128, bytes 64·wg of each 128-byte row at D = 64.
           const u32 k_cols = C::D == 128 ? wg * C::KV_BOX : wg * 64;
-          const u64 a = sw128_desc(ds_smem + (k / 4) * C::DS_BOX + (k % 4) * 32, 16, 1024);
-          const u64 b = sw128_desc(k_smem + k_cols + k * 2048, C::KV_BOX, 1024);
+          const u64 a = sw128_at(sw128_lo(ds_smem, 16), (k / 4) * C::DS_BOX + (k % 4) * 32);
+          const u64 b = sw128_at(sw128_lo(k_smem + k_cols, C::KV_BOX), k * 2048);
           if constexpr (C::D == 128) {
             wgmma_ss_n64_tb<C::FP16>(dq, a, b, k > 0);
           } else {

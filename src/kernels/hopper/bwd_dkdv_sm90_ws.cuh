@@ -148,20 +148,19 @@ __device__ __forceinline__ void hopper_bwd_dkdv_ws(const FlashParams& p, const F
 
       // K's and V's rows as values opaque to the compiler each step: otherwise ptxas keeps their 16
       // loop-invariant descriptors (32 registers at D=128) live across the loop and spills.
-      const u32 k_at = opaque_u32(k_rows), v_at = opaque_u32(v_rows);
+      const u32 k_lo = sw128_lo(opaque_u32(k_rows), 16), v_lo = sw128_lo(opaque_u32(v_rows), 16);
+      const u32 q_lo = sw128_lo(q_tile, 16), do_lo = sw128_lo(do_tile, 16);
       wgmma_fence();
 #pragma unroll
       for (int k = 0; k < C::D / 16; ++k) {
         const u32 col = (k % 4) * 32, box = k / 4;
-        wgmma_ss_n64<C::FP16>(st, sw128_desc(k_at + box * C::KV_BOX + col, 16, 1024),
-                              sw128_desc(q_tile + box * C::Q_BOX + col, 16, 1024), k > 0);
+        wgmma_ss_n64<C::FP16>(st, sw128_at(k_lo, box * C::KV_BOX + col), sw128_at(q_lo, box * C::Q_BOX + col), k > 0);
       }
       wgmma_commit();
 #pragma unroll
       for (int k = 0; k < C::D / 16; ++k) {
         const u32 col = (k % 4) * 32, box = k / 4;
-        wgmma_ss_n64<C::FP16>(dpt, sw128_desc(v_at + box * C::KV_BOX + col, 16, 1024),
-                              sw128_desc(do_tile + box * C::Q_BOX + col, 16, 1024), k > 0);
+        wgmma_ss_n64<C::FP16>(dpt, sw128_at(v_lo, box * C::KV_BOX + col), sw128_at(do_lo, box * C::Q_BOX + col), k > 0);
       }
       wgmma_commit();
       wgmma_wait<1>();  // Sᵀ(s); dPᵀ(s) may still run
@@ -181,7 +180,7 @@ __device__ __forceinline__ void hopper_bwd_dkdv_ws(const FlashParams& p, const F
       pin_fragments(pa);
       wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < BMQ / 16; ++kk) dkv_step<C>(dv, pa[kk], sw128_desc(do_tile + kk * 2048, C::Q_BOX, 1024));
+      for (int kk = 0; kk < BMQ / 16; ++kk) dkv_step<C>(dv, pa[kk], sw128_at(sw128_lo(do_tile, C::Q_BOX), kk * 2048));
       wgmma_commit();
 
       wgmma_wait<1>();  // dPᵀ(s); dV(s) may still run
@@ -217,8 +216,8 @@ __device__ __forceinline__ void hopper_bwd_dkdv_ws(const FlashParams& p, const F
 #pragma unroll
         for (int k = 0; k < BNK / 16; ++k) {
           const u32 k_cols = C::D == 128 ? wg * C::KV_BOX : wg * 64;
-          const u64 a = sw128_desc(ds_smem + (k / 4) * C::DS_BOX + (k % 4) * 32, 16, 1024);
-          const u64 b = sw128_desc(k_smem + k_cols + k * 2048, C::KV_BOX, 1024);
+          const u64 a = sw128_at(sw128_lo(ds_smem, 16), (k / 4) * C::DS_BOX + (k % 4) * 32);
+          const u64 b = sw128_at(sw128_lo(k_smem + k_cols, C::KV_BOX), k * 2048);
           if constexpr (C::D == 128) {
             wgmma_ss_n64_tb<C::FP16>(dq, a, b, k > 0);
           } else {
@@ -227,7 +226,7 @@ __device__ __forceinline__ void hopper_bwd_dkdv_ws(const FlashParams& p, const F
         }
         wgmma_commit();
 #pragma unroll
-        for (int kk = 0; kk < BMQ / 16; ++kk) dkv_step<C>(dk, da[kk], sw128_desc(q_tile + kk * 2048, C::Q_BOX, 1024));
+        for (int kk = 0; kk < BMQ / 16; ++kk) dkv_step<C>(dk, da[kk], sw128_at(sw128_lo(q_tile, C::Q_BOX), kk * 2048));
         wgmma_commit();
         wgmma_wait<1>();  // dV(s) and dQ(s); the staging and bulk adds run while dK(s) multiplies
         fence_accumulators(dq);
@@ -253,7 +252,7 @@ __device__ __forceinline__ void hopper_bwd_dkdv_ws(const FlashParams& p, const F
       } else {
         wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < BMQ / 16; ++kk) dkv_step<C>(dk, da[kk], sw128_desc(q_tile + kk * 2048, C::Q_BOX, 1024));
+        for (int kk = 0; kk < BMQ / 16; ++kk) dkv_step<C>(dk, da[kk], sw128_at(sw128_lo(q_tile, C::Q_BOX), kk * 2048));
         wgmma_commit();
         wgmma_wait<0>();
       }

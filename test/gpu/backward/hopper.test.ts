@@ -270,7 +270,7 @@ describe(`GPU flash backward · wgmma · deterministic, bitwise identical over $
 
   REPEAT_CASES.forEach((c, index) => {
     for (const loop of LOOPS) {
-      it(`${c.name} · ${c.dtype} · ${loop}`, () => {
+      it(`repeat · ${c.name} · ${c.dtype} · ${loop}`, () => {
         const { q, k, v, options } = buildInputs(c, c.dtype, seed + 97 * index);
         const dO = randomOutputGradient(q, v, c.dtype, seed + 97 * index + 7);
         const [cq, ck, cv, cdO] = [q, k, v, dO].map((t) => t.to('cuda'));
