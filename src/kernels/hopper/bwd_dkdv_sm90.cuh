@@ -75,13 +75,16 @@ struct HopperBwdConfig {
   static constexpr u32 DQ_BOX_BYTES = BMQ * DQ_W * 4, DQ_BYTES = 2 * DQ_BOX_BYTES;
   static constexpr u32 DQ_WARP_BYTES = 16 * DQ_W * 4;  // a warp's 16 rows of its half, one bulk reduce
   static constexpr int STAGES = 3, DS_BUFFERS = 2;  // the one-barrier schedule's (see above)
+  // With a block mask: a bit a step (head, query block) after the statistics, 512 bytes (the shared memory
+  // left at D = 128: 232,448 − 231,936).
+  static constexpr int STEP_BITS = ATTNLAB_BLOCK_MASK ? 4096 : 0;
   static_assert(D == 64 || D == 128, "one or two 64-column boxes of the head dim (dQ's split)");
 };
 
 template <class C, bool DQ>
 constexpr unsigned hopper_bwd_smem_bytes() {
   return 1024 + 2 * C::KV_BYTES + C::STAGES * C::STAGE + (DQ ? C::DS_BUFFERS * C::DS_BYTES + C::DQ_BYTES : 0) +
-         C::STAGES * C::STATS;
+         C::STAGES * C::STATS + C::STEP_BITS / 8;
 }
 static_assert(hopper_bwd_smem_bytes<HopperBwdConfig<128, false>, true>() <= 227 * 1024, "an H100/H200 block");
 
@@ -318,6 +321,21 @@ __device__ __forceinline__ u64 sw128_at(u32 lo, u32 offset_bytes) {
   return (static_cast<u64>(HI) << 32) | (lo + (offset_bytes >> 4));
 }
 
+// The warp's ballot and the index of the lowest set bit of x (nonzero), in PTX: nothing here depends on
+// NVRTC declaring __ballot_sync or __ffs.
+__device__ __forceinline__ u32 warp_ballot(bool p) {
+  u32 bits;
+  asm volatile("{ .reg .pred q; setp.ne.u32 q, %1, 0; vote.sync.ballot.b32 %0, q, 0xffffffff; }\n"
+               : "=r"(bits)
+               : "r"(static_cast<u32>(p)));
+  return bits;
+}
+__device__ __forceinline__ int lowest_set_bit(u32 x) {
+  u32 at;
+  asm("bfind.u32 %0, %1;\n" : "=r"(at) : "r"(x & (0u - x)));
+  return static_cast<int>(at);
+}
+
 // dV += Pᵀ·dO and dK += dSᵀ·Q, one k-step of 16 queries: N = D.
 template <class C>
 __device__ __forceinline__ void dkv_step(float (&d)[C::DT][4], const u32 (&a)[4], u64 b_desc) {
@@ -452,12 +470,35 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
     const int m0 = row_of(s);
     return tile_kind(m, w.b, head_of(s), m0, imin(m0 + BMQ, w.t_len) - 1, kn0, imin(kn0 + BNK, w.s_len) - 1);
   };
-  // The kinds of 8 steps load at once: one at a time, the walk across the EMPTY steps of a document
-  // mask (a key block of 8 packed documents has ~7/8 of its 128 steps a head EMPTY, two steps a
-  // kinds byte) is ~64 dependent L2 round trips a key block against ~8 steps of work.
+  // With a block mask the block first classifies its steps together, a step a thread, into a bit a step
+  // in the 512 bytes after the statistics (HopperBwdConfig::STEP_BITS, up to 4096 steps): each thread
+  // walking every step itself (tile_kind, four integer divisions by run-time block sizes) was ~25 k
+  // instructions a thread a key block by a count of the code, and a document mask's key block has
+  // ~9 steps of work among its 128 (8 packed documents; the 8 equal documents ran only 1.38× faster
+  // than dense causal on an H100). Past 4096 steps each thread walks, the kinds of 8 steps loaded at once.
+  u32* step_bits = reinterpret_cast<u32*>(smem + (stats0 + C::STAGES * C::STATS - base));
+  const bool bitmap = ATTNLAB_BLOCK_MASK && steps <= C::STEP_BITS;
+  if constexpr (ATTNLAB_BLOCK_MASK) {
+    if (bitmap) {
+      for (int word = warp; word * 32 < steps; word += C::NW) {
+        const int s = word * 32 + lane;
+        const u32 bits = warp_ballot(s < steps && kind_of(s) != ATTNLAB_TILE_EMPTY);
+        if (lane == 0) step_bits[word] = bits;
+      }
+      __syncthreads();
+    }
+  }
   auto step_after = [&](int s) {
     ++s;
     if constexpr (ATTNLAB_BLOCK_MASK) {
+      if (bitmap) {
+        while (s < steps) {
+          const u32 rest = step_bits[s >> 5] >> (s & 31);
+          if (rest != 0u) return imin(s + lowest_set_bit(rest), steps);
+          s = (s | 31) + 1;
+        }
+        return steps;
+      }
       for (; s < steps; s += 8) {
         int kinds[8];
 #pragma unroll

@@ -305,7 +305,8 @@ export function flashBackwardSharedBytes(v: FlashBackwardVariant): {
     const only = 1024 + 2 * keys * row + 3 * 2 * queries * row;
     const dqParts = 2 * queries * keys * 2 + queries * v.headDim * 4;
     // wgmma-ws: then the full and empty mbarriers of the three stages, K/V's, three 32-bit flags.
-    const sync = v.kernel === 'wgmma-ws' ? 16 * 3 + 8 + 4 * 3 : 0;
+    // wgmma with a block mask: a bit a step (4096 steps in 512 bytes, the rest at D=128: 232,448 bytes in all).
+    const sync = v.kernel === 'wgmma-ws' ? 16 * 3 + 8 + 4 * 3 : v.blockMask ? 512 : 0;
     return { dkdv: only + dqParts + stats + sync, dkdvOnly: only + stats + sync, dq: dqBytes };
   }
   // K | V | two stages of (Q | dO | lse2 | D) | dSᵀ (queries × (keys + 8)) when dQ is accumulated here.

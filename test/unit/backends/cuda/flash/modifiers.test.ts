@@ -23,6 +23,7 @@ import {
   flashBackwardDefines,
   flashBackwardFile,
   flashBackwardRule,
+  flashBackwardSharedBytes,
   flashBackwardVariant,
   flashBackwardVariantKey,
   maskRowsFit,
@@ -212,6 +213,11 @@ describe('flash backward: bias, mask and modifier rules', () => {
       /^flash-bwd\.sm_90a\.bf16\.d64\.128x64x8\.wgmma\.mods-abc123\.bmask$/,
     );
     assert.deepEqual(flashBackwardDefines(v), { FLASH_D: 64, FLASH_FP16: 0, ATTNLAB_BLOCK_MASK: 1 });
+    // The block mask's bit a step: 512 bytes more than the loop without one (232,448 in all at D=128).
+    const unmasked = flashBackwardSharedBytes({ ...v, blockMask: false });
+    assert.equal(flashBackwardSharedBytes(v).dkdv, unmasked.dkdv + 512);
+    assert.equal(flashBackwardSharedBytes(v).dkdvOnly, unmasked.dkdvOnly + 512);
+    assert.equal(flashBackwardSharedBytes({ ...v, headDim: 128 }).dkdv, 232448);
     assert.equal(flashBackwardVariant(p, 'sm_80').kernel, 'mma');
     // Deterministic: the wgmma loop's ordered dQ adds take modifiers, but a block mask's skipped steps
     // would leave a query block's turn unpassed, so with one the loop runs without dQ and the dQ pass follows.
