@@ -6,6 +6,10 @@
 #             and the dK/dV kernel's SASS counts (HGMMA, LDG, LDL/STL spills, RED: dBias and captures)
 #   test      test/gpu/variants/flash.test.ts in parallel shards: every case on the wgmma loop against float64
 #             (the `wgmma: ` tests), and the mma.sync loop's (`mma: `) beside them
+#   verify    the wgmma loop's cases that cover each hook, four processes (a machine shared with other runs):
+#             document mask + block mask, ALiBi and softcap at H=64; the (B,1,T,S) mask (16-byte rows), the
+#             (1,1,1,S) key mask at S=520 (rows ending byte by byte), the full bf16 bias (dBias, paired adds) at T=384;
+#             the block-mask equivalence at T=1024; memcheck on the document mask
 #   sanitize  memcheck, racecheck and synccheck on the wgmma loop: a document mask with its block mask and a
 #             softcap (H=64, T=384, N=4, K=2), and the fused backward of a (B,1,T,S) boolean mask (16-byte rows,
 #             and deterministic) and of a full bf16 bias (dBias)
@@ -13,6 +17,8 @@
 #   dense     variants-backward.ts dense (the fused bias/mask backward against naive and the ceiling), with
 #             ATTNLAB_READ_GBPS from the ceiling step's plain-load rate when its log is there
 #   masks, scores   variants-backward.ts masks / scores (documents, causal as an expression, ALiBi, softcap)
+#   backward  variants-backward.ts backward: the flash backward alone of every case (one forward module),
+#             ATTNLAB_DEBUG=3 so that each module's compile time goes to the log; CASES=0,1,… picks cases
 #   flex-masks, flex-scores   benchmarks/harnesses/flex-attention-backward.py on the same cases (PyTorch's
 #             compiled flex_attention backward)
 #
@@ -23,7 +29,7 @@ logs=${2:-out}
 mkdir -p "$logs"
 logs=$(cd "$logs" && pwd)  # absolute: the nvcc builds run from src/kernels
 cap=${CAP:-85}  # seconds per process
-export ATTNLAB_CACHE_DIR=${ATTNLAB_CACHE_DIR:-/tmp/attnlab-variants-backward-cache}
+# attnlab's default kernel cache: what earlier commands on the machine compiled serves these too.
 source scripts/gpu-lib.sh
 suite=test/gpu/variants/flash.test.ts
 
@@ -83,6 +89,16 @@ test)
   wait
   summary 16 16 20
   ;;
+verify)
+  shard verify-mods - --test-name-pattern='^wgmma: (document|ALiBi|softcap).*H=64: forward' $suite
+  shard verify-dense - \
+    --test-name-pattern='^wgmma: fused backward with a ((\(B,1,T,S\) boolean mask|full \(B,N,T,S\) bf16 bias), B=2 T=384|\(1,1,1,S\) boolean key mask, B=1 T=520)' \
+    $suite
+  shard verify-bmask - --test-name-pattern='^wgmma: a block mask skips' $suite
+  sanitize memcheck-doc memcheck --test-name-pattern='^wgmma: document mask .*H=64: forward' $suite
+  wait
+  summary 16 16 20
+  ;;
 sanitize)
   for tool in memcheck racecheck synccheck; do
     sanitize "$tool-doc" "$tool" --test-name-pattern='^wgmma: document mask .*H=64: forward' $suite
@@ -106,11 +122,15 @@ dense | masks | scores)
   fi
   timeout "$cap" node --import tsx benchmarks/harnesses/variants-backward.ts "$step" | tee "$logs/variants-backward-$step.log"
   ;;
+backward)
+  ATTNLAB_DEBUG=3 ATTNLAB_HARNESS_CASES=${CASES:-} timeout "$cap" node --import tsx \
+    benchmarks/harnesses/variants-backward.ts backward 2>&1 | tee "$logs/variants-backward-backward${CASES:+-$CASES}.log"
+  ;;
 flex-masks | flex-scores)
   timeout "$cap" python3 benchmarks/harnesses/flex-attention-backward.py "${step#flex-}" | tee "$logs/$step.jsonl"
   ;;
 *)
-  echo "step: sass, test, sanitize, ceiling, dense, masks, scores, flex-masks or flex-scores; got $step" >&2
+  echo "step: sass, test, sanitize, ceiling, dense, masks, scores, backward, flex-masks or flex-scores; got $step" >&2
   exit 2
   ;;
 esac

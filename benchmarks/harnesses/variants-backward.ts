@@ -23,7 +23,7 @@
  * mask values are constant fills on the device (values do not change the kernels' work; a 1 G-element
  * host fill would take longer than the run).
  */
-import { attentionVjp } from '../../src/api/backward.js';
+import { attentionBackward, attentionVjp } from '../../src/api/backward.js';
 import { createBlockMask } from '../../src/api/block-mask.js';
 import { synchronize } from '../../src/backends/cuda/runtime/context.js';
 import {
@@ -233,8 +233,62 @@ function mods(which: 'masks' | 'scores'): void {
   slopes.dispose();
 }
 
+/**
+ * `backward`: the flash backward alone (attentionBackward), one line a case as soon as it is timed, every
+ * case on the output and log-sum-exp of one plain forward (the backward's work does not depend on their
+ * values, and one forward module is all it compiles): unmasked, the (B,1,T,S) mask, the (1,N,T,S) bias,
+ * built-in causal, 8 equal documents (∧ causal, block mask), causal as 'kv <= q' (block mask), ALiBi (causal
+ * expression, block mask), softcap 30. For a time-capped call on a cold kernel cache.
+ */
+function backwardOnly(): void {
+  const [q, k, v, dO] = inputs(T);
+  const f = attentionVjp(q, k, v, { implementation: 'flash' });
+  const causalExpr = maskMod('kv <= q');
+  const blocks = (m: MaskMod) => createBlockMask(m, { B, N, T, S: T, device: 'cuda' });
+  const length = T / 8;
+  const ids = Tensor.fromArray(
+    Int32Array.from({ length: B * T }, (_, i) => Math.floor((i % T) / length)),
+    [B, T],
+    'int32',
+  ).to('cuda');
+  const doc = and(documentMask(ids), causalExpr);
+  const slopes = alibiSlopes(N).to('cuda');
+  const cases: Array<[string, () => AttentionOptions]> = [
+    ['unmasked', () => ({})],
+    ['mask (B,1,T,S) bool', () => ({ mask: filled([B, 1, T, T], 'bool', 0x01000101) })],
+    ['bias (1,N,T,S) bf16', () => ({ bias: filled([1, N, T, T], 'bfloat16', 0x3c003c00) })],
+    ['built-in causal', () => ({ isCausal: true })],
+    ['document mask, 8 equal docs, causal + block mask', () => ({ maskMod: doc, blockMask: blocks(doc) })],
+    [
+      "causal as maskMod 'kv <= q' + block mask",
+      () => ({ maskMod: causalExpr, blockMask: blocks(causalExpr) }),
+    ],
+    [
+      'ALiBi, causal as maskMod + block mask',
+      () => ({ scoreMod: alibi(slopes), maskMod: causalExpr, blockMask: blocks(causalExpr) }),
+    ],
+    ['softcap 30', () => ({ scoreMod: softcap(30) })],
+  ];
+  const picked = process.env.ATTNLAB_HARNESS_CASES?.trim();
+  const only = picked ? picked.split(',').map(Number) : null;
+  cases.forEach(([name, make], index) => {
+    if (only && !only.includes(index)) return;
+    const options: AttentionOptions = { ...make(), implementation: 'flash' };
+    let variant = '';
+    const run = () => {
+      const g = attentionBackward(q, k, v, f.output, f.logSumExp as Tensor, dO, options);
+      variant = g.variant;
+      return [g.dQuery, g.dKey, g.dValue, g.dBias];
+    };
+    const m = measureBackward(run);
+    report({ case: name, impl: 'flash', pass: 'backward', B, T, N, H, ...m, variant });
+    dispose(options.bias, options.mask, options.blockMask?.kinds);
+  });
+}
+
 console.log(`# variants-backward ${part} B=${B} T=${T} N=${N} H=${H}`);
 if (part === 'dense') dense();
 else if (part === 'masks' || part === 'scores') mods(part);
-else throw new Error(`part: dense, masks or scores, got ${part}`);
+else if (part === 'backward') backwardOnly();
+else throw new Error(`part: dense, masks, scores or backward, got ${part}`);
 console.table(rows);
