@@ -11,7 +11,8 @@
  * `cudnn` times attnlab's cudnn backward in the same rounds (the ratio of the same run).
  *
  * A `+det` suffix runs the variant with `deterministic: true` (on the wgmma loops the dQ adds in a fixed
- * order of key blocks, hopper/bwd_dq_order.cuh; on mma.sync the dK/dV loop without dQ, then the dQ pass).
+ * order of key blocks, hopper/bwd_dq_order.cuh; on mma.sync the dK/dV loop without dQ, then the dQ pass);
+ * `+detpass` the same on a wgmma loop through the dQ pass (ATTNLAB_FLASH_BWD_DET=pass).
  *
  * --profile runs each variant's backward once and nothing else (for ncu -k regex:dkdv).
  */
@@ -31,7 +32,9 @@ const ROUNDS = 3;
 const CALLS = 6;
 
 function select(spec: string): void {
-  const [kernel, tiles] = spec.replace(/\+det$/, '').split(':');
+  const [kernel, tiles] = spec.replace(/\+det(pass)?$/, '').split(':');
+  if (spec.endsWith('+detpass')) process.env.ATTNLAB_FLASH_BWD_DET = 'pass';
+  else delete process.env.ATTNLAB_FLASH_BWD_DET;
   if (kernel === 'cudnn') delete process.env.ATTNLAB_FLASH_BWD_KERNEL;
   else process.env.ATTNLAB_FLASH_BWD_KERNEL = kernel;
   if (tiles) process.env.ATTNLAB_FLASH_BWD_TILES = tiles;
@@ -57,13 +60,13 @@ const shape = [B, T, N, H] as const;
 const [q, k, v, dO] = [0, 1, 2, 3].map((i) => seededInput(shape, 17 + i, 'bfloat16').to('cuda'));
 for (const causal of [false, true]) {
   const plain = attentionVjp(q, k, v, { implementation: 'flash', isCausal: causal });
-  const det = specs.some((s) => s.endsWith('+det'))
+  const det = specs.some((s) => /\+det(pass)?$/.test(s))
     ? attentionVjp(q, k, v, { implementation: 'flash', isCausal: causal, deterministic: true })
     : plain;
   const cudnn = specs.includes('cudnn')
     ? attentionVjp(q, k, v, { implementation: 'cudnn', isCausal: causal })
     : plain;
-  const vjpOf = (spec: string) => (spec === 'cudnn' ? cudnn : spec.endsWith('+det') ? det : plain);
+  const vjpOf = (spec: string) => (spec === 'cudnn' ? cudnn : /\+det(pass)?$/.test(spec) ? det : plain);
   const flops = attentionFlops({ B, T, S: T, N, H, causal }) * 2.5;
   const times = new Map<string, number[]>(specs.map((s) => [s, []]));
   const variants = new Map<string, string>();

@@ -71,6 +71,11 @@ export interface FlashBackwardVariant {
   readonly modifiers?: FlashModifiers | null;
   /** A block mask (ATTNLAB_BLOCK_MASK; 'mma' or 'wgmma'). */
   readonly blockMask?: boolean;
+  /**
+   * Deterministic on a wgmma loop without its ordered dQ adds: the loop without dQ and the dQ pass
+   * (ATTNLAB_FLASH_BWD_DET=pass, for comparisons).
+   */
+  readonly dqPass?: boolean;
 }
 
 export function flashBackwardHeadDim(H: number, Hv: number): number {
@@ -176,6 +181,8 @@ export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBac
     maskRows: kernel === 'wgmma' && maskRowsFit(p.mask?.strides ?? null),
     modifiers: modifiersOf(p),
     blockMask: blockMaskOf(p) !== null,
+    dqPass:
+      p.deterministic && kernel !== 'mma' && config().experimental.flashBackwardDeterministic === 'pass',
   };
 }
 
@@ -237,6 +244,7 @@ export function flashBackwardVariantKey(v: FlashBackwardVariant): string {
   if (v.kernel === 'wgmma') parts.push('wgmma');
   if (v.kernel === 'wgmma-ws') parts.push('wgmma', 'ws');
   if (v.deterministic) parts.push('det');
+  if (v.deterministic && v.dqPass && v.kernel !== 'mma') parts.push('pass');
   if (v.bias && v.bias !== 'none')
     parts.push(`bias-${{ float32: 'f32', bfloat16: 'bf16', float16: 'f16' }[v.bias]}`);
   if (v.mask) parts.push(v.maskRows ? 'mask-rows' : 'mask');
@@ -253,12 +261,13 @@ export function flashBackwardFile(v: FlashBackwardVariant): string {
 /**
  * Whether deterministic mode keeps dQ in the dK/dV loop, its adds in a fixed order of key blocks (the
  * wgmma loops, hopper/bwd_dq_order.cuh), rather than the loop without dQ and the dQ pass (mma.sync,
- * and a block mask, whose walk skips steps and so breaks the order's contiguous key blocks).
+ * a block mask, whose walk skips steps and so breaks the order's contiguous key blocks, and
+ * ATTNLAB_FLASH_BWD_DET=pass).
  */
 export function orderedDqAdds(
-  v: Pick<FlashBackwardVariant, 'kernel' | 'deterministic' | 'blockMask'>,
+  v: Pick<FlashBackwardVariant, 'kernel' | 'deterministic' | 'blockMask' | 'dqPass'>,
 ): boolean {
-  return v.deterministic && v.kernel !== 'mma' && !v.blockMask;
+  return v.deterministic && v.kernel !== 'mma' && !v.blockMask && !v.dqPass;
 }
 
 export function flashBackwardDefines(v: FlashBackwardVariant): Record<string, number> {

@@ -266,6 +266,11 @@ describe('flash (cuda) backward: variant and tiles', () => {
     assert.equal('FLASH_BWD_DETERMINISTIC' in flashBackwardDefines(masked), false);
     assert.equal(flashBackwardDqWorkspaceBytes(masked, shape, 128), 0);
     assert.equal(orderedDqAdds(det), true);
+    // ATTNLAB_FLASH_BWD_DET=pass: the same loop through the dQ pass, named so.
+    const pass = { ...det, dqPass: true };
+    assert.equal(orderedDqAdds(pass), false);
+    assert.equal(flashBackwardDqWorkspaceBytes(pass, shape, 128), 0);
+    assert.equal(flashBackwardVariantKey(pass), 'flash-bwd.sm_90a.bf16.d128.128x64x8.wgmma.det.pass');
   });
 
   it('fits every head dim of the mma.sync loop in an A100 block (163 KiB), so also in an H100/H200 one', () => {
