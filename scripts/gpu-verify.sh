@@ -120,8 +120,8 @@ shard variants-flash-64 - --test-name-pattern='H=64: forward and backward' $g/va
 shard variants-flash-128 - --test-name-pattern='H=128: forward and backward' $g/variants/flash.test.ts
 shard variants-flash-dense - --test-name-pattern='^fused backward with ' $g/variants/flash.test.ts
 shard variants-flash-blocks - --test-name-pattern='^(a block mask|public API)' $g/variants/flash.test.ts
-shard variants-hopper-128 - --test-name-pattern='T=520 S=520 N=2 K=2 H=128: ' $g/variants/hopper.test.ts
-shard variants-hopper - --test-name-pattern='^(?!.*T=520 S=520 N=2 K=2 H=128: |GPU flash modifiers|<root>$)' \
+shard variants-hopper-128 - --test-name-pattern='B=1 T=520 N=2 K=2 H=128: ' $g/variants/hopper.test.ts
+shard variants-hopper - --test-name-pattern='^(?!.*B=1 T=520 N=2 K=2 H=128: |GPU flash modifiers|<root>$)' \
   $g/variants/hopper.test.ts
 shard variants-cases-forward - --test-name-pattern='^CUDA flash, modifier cases$' $g/variants/cases.test.ts
 shard variants-cases-backward - --test-name-pattern='^CUDA flash backward, modifier cases' $g/variants/cases.test.ts
@@ -151,7 +151,7 @@ KERNELS=hopper/hopper_fwd.cu ATTNLAB_FLASH_KERNEL=wgmma sanitize_all hopper-long
 KERNELS=hopper/hopper_fwd.cu sanitize_all hopper-dynamic --test-name-pattern='^dynamic grid: D=128 ' \
   $g/forward/hopper.test.ts
 KERNELS='hopper/hopper_fwd.cu variants/block_mask.cu' sanitize_all hopper-modifiers \
-  --test-name-pattern='^document mask \(4 documents\) \+ block mask, B=2 T=384 N=4 K=2 H=64: ' \
+  --test-name-pattern='^document mask \(4 documents\) \+ block mask \(block mask\), B=2 T=384 N=4 K=2 H=64: ' \
   $g/variants/hopper.test.ts
 # The mma.sync forward and backward built with modifiers (a document mask with its block mask; a learned
 # table, whose gradient takes atomics) and with a dense bias and boolean mask (dBias); the plain mma.sync

@@ -1,6 +1,6 @@
 /**
- * Every test under test/gpu/ runs in some shard of scripts/gpu-verify.sh: the script runs (test shards only)
- * with a fake `node` that records its arguments, every GPU test file is listed without running
+ * Every test under test/gpu/ runs in some shard of scripts/gpu-verify.sh, and every shard and sanitizer run
+ * runs some test: the script runs with a fake `node` (and `compute-sanitizer`) that records its arguments, every GPU test file is listed without running
  * (test/support/test-names/list.ts), and each test's name path is matched against the shards' files and
  * --test-name-pattern as node does (a test runs when its name or a suite's above it matches). The shards
  * split big files by pattern; a pattern that misses a group of tests (the flash suite's tf32 rows ran in no
@@ -27,6 +27,10 @@ echo "$line" >> "$FAKE_CALLS"
 echo "TAP version 13"
 echo "# pass 0"
 `;
+const FAKE_SANITIZER = `#!/usr/bin/env bash
+while [ "$1" != node ]; do shift; done
+"$@"
+`;
 
 interface ShardCall {
   readonly files: readonly string[];
@@ -37,9 +41,11 @@ function shardCalls(): ShardCall[] {
   const bin = join(work, 'bin');
   mkdirSync(bin, { recursive: true });
   writeFileSync(join(bin, 'node'), FAKE_NODE);
+  writeFileSync(join(bin, 'compute-sanitizer'), FAKE_SANITIZER);
   chmodSync(join(bin, 'node'), 0o755);
+  chmodSync(join(bin, 'compute-sanitizer'), 0o755);
   const calls = join(work, 'calls.jsonl');
-  const result = spawnSync('bash', ['scripts/gpu-verify.sh', join(work, 'out'), '20', 'tests'], {
+  const result = spawnSync('bash', ['scripts/gpu-verify.sh', join(work, 'out'), '20'], {
     cwd: root,
     encoding: 'utf8',
     env: {
@@ -81,20 +87,39 @@ describe('GPU shards of scripts/gpu-verify.sh', () => {
   const missing = ['timeout', 'tar', 'xz', 'base64'].filter(
     (c) => spawnSync('bash', ['-c', `command -v ${c}`]).status !== 0,
   );
-  test('every GPU test is in a shard', {
-    skip: missing.length > 0 ? `needs ${missing.join(', ')}` : false,
-  }, () => {
-    const calls = shardCalls();
-    const tests = gpuTests().filter((t) => t.error === undefined);
+  const skip = missing.length > 0 ? `needs ${missing.join(', ')}` : false;
+  let listed: { calls: ShardCall[]; tests: RecordedTest[] } | undefined;
+  const both = () => {
+    listed ??= { calls: shardCalls(), tests: gpuTests().filter((t) => t.error === undefined) };
+    return listed;
+  };
+  const runs = (t: RecordedTest, call: ShardCall) =>
+    call.files.includes(t.file) &&
+    (call.patterns.length === 0 || t.path.some((name) => call.patterns.some((p) => p.test(name))));
+
+  test('every GPU test is in a shard', { skip }, () => {
+    const { calls, tests } = both();
     assert.ok(tests.length > 1500, `listed ${tests.length} GPU tests`);
-    const runs = (t: RecordedTest, call: ShardCall) =>
-      call.files.includes(t.file) &&
-      (call.patterns.length === 0 || t.path.some((name) => call.patterns.some((p) => p.test(name))));
     const orphans = tests.filter((t) => !calls.some((call) => runs(t, call)));
     assert.deepEqual(
       orphans.slice(0, 20).map((t) => `${t.file}: ${t.path.join(' › ')}`),
       [],
       `${orphans.length} GPU tests in no shard`,
+    );
+  });
+
+  test('every shard and sanitizer run runs some test (a pattern that matches none passes on nothing)', {
+    skip,
+  }, () => {
+    const { calls, tests } = both();
+    // A file whose suite needs a GPU to define its tests (it throws while listing) is left out.
+    const listedFiles = new Set(tests.map((t) => t.file));
+    const empty = calls.filter(
+      (call) => call.files.every((f) => listedFiles.has(f)) && !tests.some((t) => runs(t, call)),
+    );
+    assert.deepEqual(
+      empty.map((call) => `${call.files.join(' ')} ${call.patterns.join(' ')}`),
+      [],
     );
   });
 });
