@@ -116,11 +116,21 @@ shard decode-tma - \
   $g/decode/tma.test.ts
 # variants: the mma.sync forward and backward with modifiers per head dim, block masks and the public API,
 # the dense bias/mask backward; the Hopper forward's D=128 cases apart from the other shapes.
-shard variants-flash-64 - --test-name-pattern='H=64: forward and backward' $g/variants/flash.test.ts
-shard variants-flash-128 - --test-name-pattern='H=128: forward and backward' $g/variants/flash.test.ts
-shard variants-flash-dense - --test-name-pattern='^fused backward with ' $g/variants/flash.test.ts
+# Each modifier set compiles its own forward and backward kernels (17–24 s a case, cold, with ~30 processes
+# beside it): three sets a process.
+for H in 64 128; do
+  shard "variants-flash-$H-masks" - \
+    --test-name-pattern="^(causal as maskMod|sliding window|document mask).*H=$H: forward and backward" \
+    $g/variants/flash.test.ts
+  shard "variants-flash-$H-scores" - --test-name-pattern="^(ALiBi|softcap|relative bias).*H=$H: forward and backward" \
+    $g/variants/flash.test.ts
+  shard "variants-flash-dense-$H" - --test-name-pattern="^fused backward with .*H=$H: " $g/variants/flash.test.ts
+done
 shard variants-flash-blocks - --test-name-pattern='^(a block mask|public API)' $g/variants/flash.test.ts
-shard variants-hopper-128 - --test-name-pattern='B=1 T=520 N=2 K=2 H=128: ' $g/variants/hopper.test.ts
+shard variants-hopper-128-masks - --test-name-pattern='^(causal as maskMod|sliding window|document mask).*B=1 T=520 N=2 K=2 H=128: ' \
+  $g/variants/hopper.test.ts
+shard variants-hopper-128-scores - --test-name-pattern='^(ALiBi|softcap|relative bias).*B=1 T=520 N=2 K=2 H=128: ' \
+  $g/variants/hopper.test.ts
 shard variants-hopper - --test-name-pattern='^(?!.*B=1 T=520 N=2 K=2 H=128: |GPU flash modifiers|<root>$)' \
   $g/variants/hopper.test.ts
 shard variants-cases-forward - --test-name-pattern='^CUDA flash, modifier cases$' $g/variants/cases.test.ts
