@@ -84,15 +84,16 @@ sanitize_all() { # name, node --test arguments...
   done
 }
 
-# Passed, failed and skipped tests of a log: node's totals, or, for a shard cut at its cap, the results it
-# wrote before (a `cut` mark then says so).
+# Passed, failed and skipped tests of a log: node's totals, or the results it wrote before it was cut (node's
+# runner, stopped by the cap's SIGTERM, may print no totals); a `cut` mark for a process the cap ended.
 counts() { # log file
   if grep -qE '^# pass ' "$1"; then
     grep -E '^# (pass|fail|skipped) ' "$1" | awk '{printf "%s=%s ", $2, $3}'
   else
     awk '/^ *ok [0-9]+ - .*# SKIP/ {s++; next} /^ *ok [0-9]+ - / {p++} /^ *not ok [0-9]+ - / {f++}
-      END {printf "pass=%d fail=%d skipped=%d cut ", p, f, s}' "$1"
+      END {printf "pass=%d fail=%d skipped=%d ", p, f, s}' "$1"
   fi
+  grep -qE '^rc=(124|137)$' "$1" && printf 'cut '
 }
 
 summary() { # shard name width, sanitizer name width, most "not ok" lines: one line per log of $logs
