@@ -70,8 +70,9 @@ for p in bfloat16 float16; do
 done
 shard forward-cudnn-other - --test-name-pattern='^(?!cudnn backend$|<root>$)(?!.* · (bfloat16|float16)$)' \
   $g/forward/cudnn.test.ts
-for impl in naive flash cudnn; do
-  shard "forward-nan-$impl" - --test-name-pattern="^$impl (float32|float16|bfloat16)\$" $g/forward/nan.test.ts
+# the NaN rule, one type a process: the backends of a type share each case's float64 reference.
+for p in bfloat16 float16 float32; do
+  shard "forward-nan-$p" - --test-name-pattern="^(naive|flash|cudnn) $p\$" $g/forward/nan.test.ts
 done
 # backward/backends.test.ts, one process per run of the gradient suite; the flash runs also on the mma.sync
 # loop (ATTNLAB_FLASH_BWD_KERNEL=mma), which the default wgmma loop replaces at padded H=64 and 128 on sm_90a.

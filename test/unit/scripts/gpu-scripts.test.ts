@@ -115,7 +115,7 @@ describe('device scripts', () => {
       'timing',
     ])
       assert.match(row(shard), /pass=1 fail=0 skipped=0 +\d+s rc=0$/, `${shard} in\n${table}`);
-    assert.match(row('forward-nan-naive'), /pass=1 fail=1 skipped=0 +\d+s rc=0$/, table);
+    assert.match(row('forward-nan-bfloat16'), /pass=1 fail=1 skipped=0 +\d+s rc=0$/, table);
     assert.match(
       row('forward-flash-mma-bfloat16'),
       /skipped=1 /,
