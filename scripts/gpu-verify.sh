@@ -118,16 +118,24 @@ shard decode-tma - \
 # variants: the mma.sync forward and backward with modifiers per head dim, block masks and the public API,
 # the dense bias/mask backward; the Hopper forward's D=128 cases apart from the other shapes.
 # Each modifier set compiles its own forward and backward kernels (17–24 s a case, cold, with ~30 processes
-# beside it): three sets a process.
+# beside it): one set a process, with both backward loops where the file runs each (its tests then start
+# `mma: ` or `wgmma: `); the dense bias and mask backward per head dim, biases apart from masks.
+sets=('causal as maskMod' 'sliding window' 'document mask' 'ALiBi' 'softcap' 'relative bias')
 for H in 64 128; do
-  shard "variants-flash-$H-masks" - \
-    --test-name-pattern="^(causal as maskMod|sliding window|document mask).*H=$H: forward and backward" \
+  for set in "${sets[@]}"; do
+    slug=${set%% *}
+    shard "variants-flash-$H-${slug,,}" - \
+      --test-name-pattern="^((mma|wgmma): )?$set.*H=$H: forward and backward" $g/variants/flash.test.ts
+  done
+  shard "variants-flash-dense-$H-biases" - \
+    --test-name-pattern="^((mma|wgmma): )?fused backward with a (full|\\(1,N,T,S\\) float32|\\(B,1,1,S\\) bf16) .*H=$H: " \
     $g/variants/flash.test.ts
-  shard "variants-flash-$H-scores" - --test-name-pattern="^(ALiBi|softcap|relative bias).*H=$H: forward and backward" \
+  shard "variants-flash-dense-$H-masks" - \
+    --test-name-pattern="^((mma|wgmma): )?fused backward with a (?!full|\\(1,N,T,S\\) float32|\\(B,1,1,S\\) bf16).*H=$H: " \
     $g/variants/flash.test.ts
-  shard "variants-flash-dense-$H" - --test-name-pattern="^fused backward with .*H=$H: " $g/variants/flash.test.ts
 done
-shard variants-flash-blocks - --test-name-pattern='^(a block mask|public API)' $g/variants/flash.test.ts
+shard variants-flash-block-mask - --test-name-pattern='^((mma|wgmma): )?a block mask' $g/variants/flash.test.ts
+shard variants-flash-public-api - --test-name-pattern='^((mma|wgmma): )?public API' $g/variants/flash.test.ts
 shard variants-hopper-128-masks - --test-name-pattern='^(causal as maskMod|sliding window|document mask).*B=1 T=520 N=2 K=2 H=128: ' \
   $g/variants/hopper.test.ts
 shard variants-hopper-128-scores - --test-name-pattern='^(ALiBi|softcap|relative bias).*B=1 T=520 N=2 K=2 H=128: ' \
@@ -168,10 +176,17 @@ KERNELS='hopper/hopper_fwd.cu variants/block_mask.cu' sanitize_all hopper-modifi
 # table, whose gradient takes atomics) and with a dense bias and boolean mask (dBias); the plain mma.sync
 # forward (ATTNLAB_FLASH_KERNEL=mma: on sm_90a the Hopper kernel takes H=64) and the float32 FMA kernel.
 KERNELS='flash/flash_fwd.cu flash/flash_bwd.cu variants/block_mask.cu' sanitize_all flash-modifiers \
-  --test-name-pattern='^(document mask \(4 documents\) \+ block mask|relative bias \(learned table\)), B=2 T=384 N=4 K=2 H=64: ' \
+  --test-name-pattern='^(mma: )?(document mask \(4 documents\) \+ block mask|relative bias \(learned table\)), B=2 T=384 N=4 K=2 H=64: ' \
   $g/variants/flash.test.ts
 KERNELS='flash/flash_fwd.cu flash/flash_bwd.cu' sanitize_all flash-dense-bias-mask \
-  --test-name-pattern='^fused backward with a \(B,N,T,S\) bf16 bias and a \(1,1,T,S\) boolean mask, window, B=2 T=384 H=64: ' \
+  --test-name-pattern='^(mma: )?fused backward with a \(B,N,T,S\) bf16 bias and a \(1,1,T,S\) boolean mask, window, B=2 T=384 H=64: ' \
+  $g/variants/flash.test.ts
+# The same on the wgmma backward loop (hopper_bwd.cu), where variants/flash.test.ts runs it too (`wgmma: `).
+KERNELS='hopper/hopper_bwd.cu variants/block_mask.cu' sanitize_all flash-modifiers-wgmma \
+  --test-name-pattern='^(wgmma: )?(document mask \(4 documents\) \+ block mask|relative bias \(learned table\)), B=2 T=384 N=4 K=2 H=64: ' \
+  $g/variants/flash.test.ts
+KERNELS=hopper/hopper_bwd.cu sanitize_all flash-dense-bias-mask-wgmma \
+  --test-name-pattern='^(wgmma: )?fused backward with a \(B,N,T,S\) bf16 bias and a \(1,1,T,S\) boolean mask, window, B=2 T=384 H=64: ' \
   $g/variants/flash.test.ts
 KERNELS='flash/flash_fwd.cu flash/flash_fwd_f32.cu' ATTNLAB_FLASH_KERNEL=mma sanitize_all flash-forward \
   --test-name-pattern='^(H=32|mask \(B,1,T,S\) with a fully masked row|padding \+ causal bottom-right \+ GQA) · (bfloat16|float32)$' \
