@@ -8,9 +8,18 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import type { RecordedTest } from '../../support/test-names/recorder.js';
@@ -38,21 +47,29 @@ interface ShardCall {
 }
 
 function shardCalls(): ShardCall[] {
+  // A copy of what the script reads (scripts/, the paths under test/gpu/): no .kcache to unpack.
+  const tree = join(work, 'tree');
   const bin = join(work, 'bin');
-  mkdirSync(bin, { recursive: true });
+  for (const dir of [join(tree, 'scripts'), bin]) mkdirSync(dir, { recursive: true });
+  for (const file of ['gpu-verify.sh', 'gpu-lib.sh'])
+    copyFileSync(join(root, 'scripts', file), join(tree, 'scripts', file));
+  for (const file of readdirSync(join(root, 'test/gpu'), { recursive: true, encoding: 'utf8' })) {
+    if (!file.endsWith('.test.ts')) continue;
+    mkdirSync(dirname(join(tree, 'test/gpu', file)), { recursive: true });
+    writeFileSync(join(tree, 'test/gpu', file), '');
+  }
   writeFileSync(join(bin, 'node'), FAKE_NODE);
   writeFileSync(join(bin, 'compute-sanitizer'), FAKE_SANITIZER);
   chmodSync(join(bin, 'node'), 0o755);
   chmodSync(join(bin, 'compute-sanitizer'), 0o755);
   const calls = join(work, 'calls.jsonl');
   const result = spawnSync('bash', ['scripts/gpu-verify.sh', join(work, 'out'), '20'], {
-    cwd: root,
+    cwd: tree,
     encoding: 'utf8',
     env: {
       ...process.env,
       PATH: `${bin}:${process.env.PATH}`,
       FAKE_CALLS: calls,
-      ATTNLAB_CACHE_DIR: join(work, 'cache'),
     },
     timeout: 120_000,
   });
