@@ -26,9 +26,9 @@ wanted() { # name, kind
   esac
 }
 
-# Waits for a slot: at most jobs_max processes at once. With ~60 processes started together on 16 cores
-# every one ran at a quarter of a core, and the longest shards (NVRTC compiles and float64 oracles, all CPU)
-# reached their cap; a queue lets each run near full speed, so its cap measures its own work.
+# Waits for a slot: at most jobs_max processes at once. ~60 processes started together on 16 cores run at a
+# quarter of a core each, and the longest shards (NVRTC compiles and float64 oracles, all CPU) reach their cap;
+# a queue lets each run near full speed, so its cap measures its own work.
 slot() {
   while [ "$(jobs -rp | wc -l)" -ge "${jobs_max:-$(nproc)}" ]; do wait -n; done
 }

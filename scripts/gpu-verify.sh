@@ -32,8 +32,8 @@ g=test/gpu
 
 # ---- Test shards, the longest first.
 # forward/hopper.test.ts (137 tests, ~40 Hopper variants cold): one process per head dim and type, the padded
-# and Dk ≠ Dv dims, the long-T tile (three T=8192 cases: 81 s of float64 oracles with the old baseline) and the
-# rest. Node's root test is `<root>`: a complement pattern leaves it and the suite's name out.
+# and Dk ≠ Dv dims, the long-T tile (T=8192: float64 oracles of up to 2.2e9 multiply-adds), the dynamic grid and
+# the rest. Node's root test is `<root>`: a complement pattern leaves it and the suite's name out.
 for H in 64 128 192 256; do
   for p in bfloat16 float16; do
     shard "forward-hopper-$H-$p" - --test-name-pattern="^H=$H (?!long T|Hv=).*\\($p\\)\$" $g/forward/hopper.test.ts
@@ -180,7 +180,7 @@ KERNELS='hopper/hopper_fwd.cu variants/block_mask.cu' sanitize_all hopper-modifi
 # The mma.sync forward and backward built with modifiers (a document mask with its block mask; a learned
 # table, whose gradient takes atomics) and with a dense bias and boolean mask (dBias); the plain mma.sync
 # forward (ATTNLAB_FLASH_KERNEL=mma: on sm_90a the Hopper kernel takes H=64) and the float32 FMA kernel.
-# One case a run: both in one took over 100 s under racecheck and synccheck on a loaded H100.
+# One case a run: both in one take over 100 s under racecheck and synccheck on a loaded H100.
 KERNELS='flash/flash_fwd.cu flash/flash_bwd.cu variants/block_mask.cu' sanitize_all flash-modifiers \
   --test-name-pattern='^(mma: )?document mask \(4 documents\) \+ block mask, B=2 T=384 N=4 K=2 H=64: ' \
   $g/variants/flash.test.ts

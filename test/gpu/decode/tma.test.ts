@@ -99,7 +99,7 @@ const pagedCopies = new WeakMap<Tensor, Map<string, ReturnType<typeof pagedCopy>
 /**
  * pagedCopy, once per (tensor, block size, seed): the measured defaults run each cache of up to 33.5M
  * elements on the chosen kernel and again on the forced heads kernel, at three page sizes, and each copy
- * took ~2 s of host time on a 2-core machine.
+ * takes ~2 s of host time on a 2-core machine.
  */
 function pagedOnce(t: Tensor, blockSize: number, pageSeed: number) {
   let byKey = pagedCopies.get(t);
