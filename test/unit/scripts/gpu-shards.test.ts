@@ -1,10 +1,10 @@
 /**
  * Every test under test/gpu/ runs in some shard of scripts/gpu-verify.sh, and every shard and sanitizer run
- * runs some test: the script runs with a fake `node` (and `compute-sanitizer`) that records its arguments, every GPU test file is listed without running
- * (test/support/test-names/list.ts), and each test's name path is matched against the shards' files and
- * --test-name-pattern as node does (a test runs when its name or a suite's above it matches). The shards
- * split big files by pattern; a pattern that misses a group of tests (the flash suite's tf32 rows ran in no
- * shard once) fails here.
+ * runs some test: the script runs with a fake `node` (and `compute-sanitizer`) that records its arguments,
+ * every GPU test file is listed without running (test/support/test-names/list.ts), and each test's name path
+ * is matched against the shards' files and --test-name-pattern as node does (a test runs when its name or a
+ * suite's above it matches). The shards split big files by pattern; a pattern that misses a group of tests
+ * (the flash suite's 80 tf32 rows, were the float32 shard to name float32 alone) fails here.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
