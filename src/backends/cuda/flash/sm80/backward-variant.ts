@@ -109,7 +109,8 @@ export function hopperBackwardHeadDim(D: number): number | null {
  * B=4 T=S=8192 N=16 bf16, TFLOP/s non-causal / causal):
  *   D=64   wgmma-ws 259.2 / 248.1, wgmma 232.1 / 223.2, mma.sync 160.5 / 158.0
  *   D=96   wgmma on 128 columns (a third of them zeros) 283.8 / 274.4, mma.sync on 96 174.3 / 172.2
- *   D=128  wgmma 373.5 / 364.1, wgmma-ws 331.4 / 328.6, mma.sync 190.8 / 188.0
+ *   D=128  wgmma 373.5 / 364.1, wgmma-ws 331.4 / 328.6, mma.sync 190.8 / 188.0 (wgmma 423.2 / 396.1 with
+ *          fewer instructions a step, a later run beside cudnn's 511.9 / 523.4; wgmma-ws not re-timed)
  * Both wgmma loops passed the shared gradient suite's flash runs there (CASES in bf16 and fp16, the
  * deterministic pass; wgmma-ws on every head dim up to 128). D=32 stays on mma.sync: not measured.
  */
