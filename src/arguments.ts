@@ -39,13 +39,18 @@ export function readCaller<T>(argument: string, read: () => T): T {
   try {
     return read();
   } catch (error) {
-    if (error instanceof AttnlabError) throw error;
-    throw new InvalidArgumentError(
-      argument,
-      'a value that reads without throwing (no getter or Proxy trap that throws, no revoked Proxy)',
-      `a value whose read threw ${thrownText(error)}`,
-    );
+    throw readFailure(argument, error);
   }
+}
+
+/** What readCaller throws for `error` thrown by reading `argument`: attnlab's own errors as they are. */
+function readFailure(argument: string, error: unknown): unknown {
+  if (error instanceof AttnlabError) return error;
+  return new InvalidArgumentError(
+    argument,
+    'a value that reads without throwing (no getter or Proxy trap that throws, no revoked Proxy)',
+    `a value whose read threw ${thrownText(error)}`,
+  );
 }
 
 /** The revoked-Proxy refusal every entry point gives, naming `argument`. */
@@ -166,7 +171,11 @@ function copyValue(argument: string, value: unknown, depth: number): unknown {
   if (isRevokedProxy(value)) {
     throw new InvalidArgumentError(argument, 'a value that can be read', 'a revoked Proxy');
   }
-  return readCaller(argument, () => copyReadable(argument, value, depth));
+  try {
+    return copyReadable(argument, value, depth);
+  } catch (error) {
+    throw readFailure(argument, error);
+  }
 }
 
 function copyReadable(argument: string, value: object, depth: number): unknown {
@@ -194,13 +203,17 @@ function copyReadable(argument: string, value: object, depth: number): unknown {
       );
     }
     const copy = new Array<unknown>(length);
+    // Each entry read once, as readCaller would (its name is made only where a read throws or an entry
+    // is an object to copy: a shape's or a lengths list's numbers cost no string and no closure each).
     for (let i = 0; i < length; i++) {
-      const name = `${argument}[${i}]`;
-      copy[i] = copyValue(
-        name,
-        readCaller(name, () => (value as unknown[])[i]),
-        depth + 1,
-      );
+      let item: unknown;
+      try {
+        item = (value as unknown[])[i];
+      } catch (error) {
+        throw readFailure(`${argument}[${i}]`, error);
+      }
+      copy[i] =
+        item === null || typeof item !== 'object' ? item : copyValue(`${argument}[${i}]`, item, depth + 1);
     }
     return remember(Object.freeze(copy));
   }
@@ -208,12 +221,14 @@ function copyReadable(argument: string, value: object, depth: number): unknown {
   if (proto !== Object.prototype && proto !== null) return value;
   const copy: Record<string, unknown> = Object.create(null);
   for (const key of Object.keys(value)) {
-    const name = `${argument}.${key}`;
-    copy[key] = copyValue(
-      name,
-      readCaller(name, () => (value as Record<string, unknown>)[key]),
-      depth + 1,
-    );
+    let item: unknown;
+    try {
+      item = (value as Record<string, unknown>)[key];
+    } catch (error) {
+      throw readFailure(`${argument}.${key}`, error);
+    }
+    copy[key] =
+      item === null || typeof item !== 'object' ? item : copyValue(`${argument}.${key}`, item, depth + 1);
   }
   return remember(Object.freeze(copy));
 }

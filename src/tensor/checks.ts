@@ -27,7 +27,7 @@ function hostMemory(): [number, number] {
 /** Elements of a shape (1 for rank 0). */
 export function numel(shape: readonly number[]): number {
   let n = 1;
-  for (const d of shape) n *= d;
+  for (let d = 0; d < shape.length; d++) n *= shape[d];
   return n;
 }
 
