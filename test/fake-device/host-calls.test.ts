@@ -9,7 +9,9 @@
  * time on an H100 (docs/internals/architecture.md, "What a call costs").
  */
 import assert from 'node:assert/strict';
+import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import koffi from 'koffi';
 import { attention } from '../../src/api/attention.js';
 import { KVCache } from '../../src/api/kv-cache.js';
 import { memoryStats } from '../../src/backends/cuda/runtime/memory.js';
@@ -64,6 +66,28 @@ describe('the library calls of a repeated attention call', { skip }, () => {
     const causal = run('cudnn', small, true);
     assert.deepEqual(causal.calls, { cudnnBackendExecute: 1, cuLaunchKernel: 1 });
     assert.equal(plain.allocations + causal.allocations, 0);
+  });
+
+  it("cudnn: a kept plan and variant pack bind each call's own tensors", () => {
+    const lastExecute = koffi.load(join(dir, 'libcudnn.so.9')).func('const char *fake_last_execute()');
+    const bound = () =>
+      Object.values(JSON.parse(lastExecute() as string) as Record<string, { ptr: string }>).map((b) =>
+        BigInt(b.ptr),
+      );
+    const [q, k, v] = small;
+    const [q2, k2, v2] = inputs(4, 128, 128, 8, 8, 64);
+    for (const [query, key, value] of [
+      [q, k, v],
+      [q2, k2, v2],
+      [q, k2, v],
+    ]) {
+      const r = attention(query, key, value, { isCausal: true, implementation: 'cudnn' });
+      const pointers = bound();
+      for (const t of [query, key, value, r.output])
+        assert.ok(pointers.includes(t.buffer.ptr), `bound ${t.buffer.ptr.toString(16)}`);
+      r.output.dispose();
+    }
+    for (const t of [q2, k2, v2]) t.dispose();
   });
 
   it("auto: its backend's calls and nothing more", () => {
