@@ -11,7 +11,7 @@ import { UnsupportedError } from '../../../errors.js';
 import { itemSize } from '../../../tensor/dtype.js';
 import type { DeviceBuffer } from '../../../tensor/storage.js';
 import { Tensor } from '../../../tensor/tensor.js';
-import { type AttentionBackend, type Planned, planned } from '../../backend.js';
+import type { AttentionBackend, Planned } from '../../backend.js';
 import type { AttentionProblem, BackendOutput } from '../../problem.js';
 import { cudnnHandle, loadCudnn } from '../ffi/cudnn.js';
 import { cudaAvailable, getCudaContext } from '../runtime/context.js';
@@ -63,7 +63,7 @@ export function planCudnn(p: AttentionProblem): Planned<CudnnPlan> {
   if (kept) return kept;
   const description = describeSdpa(p, e.env);
   if (!description.ok) return description;
-  const made = planned({ env: e.env, description });
+  const made = { ok: true, plan: { env: e.env, description } } as const;
   if (plain(p)) keep(p, made);
   return made;
 }
