@@ -14,6 +14,7 @@ import { describe, it } from 'node:test';
 import koffi from 'koffi';
 import { attention } from '../../src/api/attention.js';
 import { KVCache } from '../../src/api/kv-cache.js';
+import { decodeTuning } from '../../src/backends/cuda/flash/decode/decode-splits.js';
 import { memoryStats } from '../../src/backends/cuda/runtime/memory.js';
 import type { Implementation } from '../../src/backends/problem.js';
 import { seededInput } from '../../src/bench/measure.js';
@@ -106,6 +107,31 @@ describe('the library calls of a repeated attention call', { skip }, () => {
     const auto = run(undefined, step, false);
     assert.deepEqual(auto.calls, run(auto.backend as Implementation, step, false).calls);
     assert.equal(flash.allocations + auto.allocations, 0);
+  });
+
+  it('a decode plan is kept per shape and follows decodeTuning set in place', () => {
+    const [q, k, v] = step;
+    const label = () => {
+      const r = attention(q, k, v, { implementation: 'flash' });
+      r.output.dispose();
+      return r.variant;
+    };
+    const plain = label();
+    try {
+      decodeTuning.splits = 2;
+      assert.match(label(), /\.split2$/);
+      decodeTuning.splits = 3;
+      assert.match(label(), /\.split3$/);
+    } finally {
+      delete decodeTuning.splits;
+    }
+    assert.equal(label(), plain);
+    const [, k2, v2] = inputs(1, 1, 2048, 32, 8, 128);
+    const shorter = attention(q, k2, v2, { implementation: 'flash' });
+    assert.equal(shorter.output.shape.join(), '1,1,32,128');
+    shorter.output.dispose();
+    assert.equal(label(), plain, 'the first shape again');
+    for (const t of [k2, v2]) t.dispose();
   });
 
   it('a KVCache decode step: append uploads its slots and launches once; attention uploads the new length and launches the decode kernels', () => {
