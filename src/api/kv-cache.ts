@@ -284,7 +284,11 @@ export class KVCache {
     const { table, lengths } = this.blockTable(ids);
     // An option given as undefined means its default here too, the cache's (causal bottom-right): spread as
     // it is, `{ isCausal: undefined }` ran a non-causal call over the cache.
-    const given = Object.fromEntries(Object.entries(options).filter(([, value]) => value !== undefined));
+    const given: Record<string, unknown> = Object.create(null);
+    for (const name of Object.keys(options)) {
+      const value = (options as Record<string, unknown>)[name];
+      if (value !== undefined) given[name] = value;
+    }
     try {
       return attention(query, this.keyPool, this.valuePool, {
         isCausal: true,
