@@ -20,7 +20,7 @@ describe('int32 cache content compare', () => {
     assert.equal(sameInts(new Int32Array(0), new Int32Array(0)), true);
   });
 
-  it('compares short lists (a decode step's lengths) element by element, to the same answers', () => {
+  it("compares short lists (a decode step's lengths) element by element, to the same answers", () => {
     const a = Int32Array.of(4097, 3, -1);
     assert.equal(sameInts(a, Int32Array.of(4097, 3, -1)), true);
     assert.equal(sameInts(a, Int32Array.of(4097, 3, -2)), false);
