@@ -202,8 +202,9 @@ export function validateAttention(
       ? { left: Math.min(window.left, builtin.left), right: Math.min(window.right, builtin.right) }
       : { left: builtin.left, right: builtin.right };
   }
+  // The fixed fields first and the variants' (modifiers, blockMask: usually none) after: with the spread
+  // first, V8 grew the object's property store field by field (~1.2 KB of allocation a call).
   return {
-    ...variants,
     B,
     T,
     S,
@@ -232,5 +233,6 @@ export function validateAttention(
     float32Precision: precision,
     batched: layout.batched,
     implementation,
+    ...variants,
   };
 }

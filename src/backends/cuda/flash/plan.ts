@@ -277,19 +277,17 @@ export function fillPlan(
   pointers: FlashPointers,
   counter: bigint,
 ): void {
-  const { view, pointersAt } = plan;
-  const order = [
-    pointers.q,
-    pointers.k,
-    pointers.v,
-    pointers.o,
-    pointers.lse,
-    pointers.bias,
-    pointers.mask,
-    pointers.qLens,
-    pointers.kvLens,
-  ];
-  for (let i = 0; i < 9; i++) view.setBigUint64(pointersAt + 8 * i, order[i], true);
+  const { view, pointersAt: at } = plan;
+  // FlashParams' nine pointers in declaration order (params.ts), written one by one (no list a call).
+  view.setBigUint64(at, pointers.q, true);
+  view.setBigUint64(at + 8, pointers.k, true);
+  view.setBigUint64(at + 16, pointers.v, true);
+  view.setBigUint64(at + 24, pointers.o, true);
+  view.setBigUint64(at + 32, pointers.lse, true);
+  view.setBigUint64(at + 40, pointers.bias, true);
+  view.setBigUint64(at + 48, pointers.mask, true);
+  view.setBigUint64(at + 56, pointers.qLens, true);
+  view.setBigUint64(at + 64, pointers.kvLens, true);
   if (plan.counterAt >= 0) view.setBigUint64(plan.counterAt, counter, true);
   if (plan.hopper) {
     const [q, k, v] = plan.mapsFor;
