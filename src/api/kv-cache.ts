@@ -23,6 +23,7 @@ import { createTensorBuffer } from '../backends/webgpu/memory.js';
 import { CacheFullError, InvalidArgumentError } from '../errors.js';
 import { allocHost } from '../tensor/checks.js';
 import type { FloatDType } from '../tensor/dtype.js';
+import { sameInts } from '../tensor/same-ints.js';
 import { keep } from '../tensor/scope.js';
 import type { Device } from '../tensor/storage.js';
 import { checkTensor, Tensor } from '../tensor/tensor.js';
@@ -77,6 +78,8 @@ export class KVCache {
   readonly #sequences = new Map<number, Sequence>();
   #nextId = 0;
   #disposed = false;
+  /** The block table attention() passed last (#attentionTable). */
+  #keptTable: Tensor | null = null;
 
   constructor(optionsIn: KVCacheOptions) {
     const options = checkOptionsObject<KVCacheOptions>('options', optionsIn, 'an object of KVCache options');
@@ -246,18 +249,48 @@ export class KVCache {
 
   /** The (B, maxBlocks) block table of `ids` (unused entries 0) and their lengths. */
   blockTable(ids: readonly number[]): { table: Tensor; lengths: number[] } {
+    const { entries, B, M, sequences } = this.#tableEntries(ids);
+    return {
+      table: Tensor.fromRaw(entries, [B, M], 'int32'),
+      lengths: sequences.map((s) => s.length),
+    };
+  }
+
+  #tableEntries(ids: readonly number[]) {
     const sequences = this.#sequences_(ids);
     const B = sequences.length;
     let M = 1;
     for (const s of sequences) M = Math.max(M, s.blocks.length); // a spread of B lengths overflows the stack past ~1e5
-    const table = new Int32Array(B * M);
+    const entries = new Int32Array(B * M);
     sequences.forEach((s, b) => {
-      table.set(s.blocks, b * M);
+      entries.set(s.blocks, b * M);
     });
-    return {
-      table: Tensor.fromRaw(table, [B, M], 'int32'),
-      lengths: sequences.map((s) => s.length),
-    };
+    return { entries, B, M, sequences };
+  }
+
+  /**
+   * The table attention() passes: the last one made while its entries stay the same (a decode loop's
+   * steps share it until a sequence takes a new block), kept out of any tidy() and freed with the cache.
+   * A new tensor each step cost ~3 µs of a step's host time (its storage, the GC net's registration, its
+   * release).
+   */
+  #attentionTable(ids: readonly number[]): { table: Tensor; lengths: Int32Array } {
+    const { entries, B, M, sequences } = this.#tableEntries(ids);
+    const lengths = new Int32Array(B);
+    for (let b = 0; b < B; b++) lengths[b] = sequences[b].length;
+    const kept = this.#keptTable;
+    if (
+      kept &&
+      !kept.disposed &&
+      kept.shape[0] === B &&
+      kept.shape[1] === M &&
+      sameInts(kept.data as Int32Array, entries)
+    )
+      return { table: kept, lengths };
+    kept?.dispose();
+    const table = keep(Tensor.fromRaw(entries, [B, M], 'int32'));
+    this.#keptTable = table;
+    return { table, lengths };
   }
 
   /**
@@ -281,7 +314,8 @@ export class KVCache {
         throw new InvalidArgumentError(`options.${name}`, 'undefined (the cache sets it)', 'a value');
       }
     }
-    const { table, lengths } = this.blockTable(ids);
+    // Lengths as an Int32Array: attention copies it as it is (a list is copied and remembered, ~1 µs).
+    const { table, lengths } = this.#attentionTable(ids);
     // An option given as undefined means its default here too, the cache's (causal bottom-right): spread as
     // it is, `{ isCausal: undefined }` ran a non-causal call over the cache.
     const given: Record<string, unknown> = Object.create(null);
@@ -289,22 +323,20 @@ export class KVCache {
       const value = (options as Record<string, unknown>)[name];
       if (value !== undefined) given[name] = value;
     }
-    try {
-      return attention(query, this.keyPool, this.valuePool, {
-        isCausal: true,
-        causalAlignment: 'bottom_right',
-        ...given,
-        blockTable: table,
-        keyValueSeqLengths: lengths,
-      });
-    } finally {
-      table.dispose(); // the call's own (attention keeps a copy of the entries it checked): freed, not left to the GC net
-    }
+    return attention(query, this.keyPool, this.valuePool, {
+      isCausal: true,
+      causalAlignment: 'bottom_right',
+      ...given,
+      blockTable: table,
+      keyValueSeqLengths: lengths,
+    });
   }
 
   /** Frees the pools now (device memory back to attnlab's pool); every later call but dispose() throws. */
   dispose(): void {
     this.#disposed = true;
+    this.#keptTable?.dispose();
+    this.#keptTable = null;
     this.keyPool.dispose();
     this.valuePool.dispose();
     this.#sequences.clear();
