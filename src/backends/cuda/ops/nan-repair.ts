@@ -21,6 +21,7 @@ import type { AttentionProblem, BackendOutput } from '../../problem.js';
 import { buildFlashParams, marshalFlashParams } from '../flash/params.js';
 import { FLASH_BIAS_CODES, type FlashBiasType } from '../flash/sm80/variant.js';
 import { loadKernels } from '../runtime/compile.js';
+import { currentDeviceOrdinal } from '../runtime/context.js';
 import { launchKernel, packStruct } from '../runtime/launch.js';
 import { copyInt32ToDevice } from '../runtime/memory.js';
 
@@ -76,6 +77,8 @@ const launches = new Map<string, RepairLaunch>();
 function signature(p: AttentionProblem): string {
   const { bias, mask, window } = p;
   return [
+    // A launch holds a module's function and uploaded lengths of one device.
+    currentDeviceOrdinal(),
     p.dtype,
     p.B,
     p.T,
@@ -117,6 +120,7 @@ function plainFields(p: AttentionProblem): unknown[] {
     p.alignment,
     w ? w.left : -1,
     w ? w.right : -1,
+    currentDeviceOrdinal(),
   ];
 }
 
@@ -141,7 +145,8 @@ function sameAsLast(p: AttentionProblem): RepairLaunch | null {
     f[9] === p.causal &&
     f[10] === p.alignment &&
     f[11] === (w ? w.left : -1) &&
-    f[12] === (w ? w.right : -1)
+    f[12] === (w ? w.right : -1) &&
+    f[13] === currentDeviceOrdinal()
     ? lastPlain.launch
     : null;
 }
