@@ -18,7 +18,7 @@ import { decodeTuning } from '../../src/backends/cuda/flash/decode/decode-splits
 import { memoryStats } from '../../src/backends/cuda/runtime/memory.js';
 import type { Implementation } from '../../src/backends/problem.js';
 import { seededInput } from '../../src/bench/measure.js';
-import type { Tensor } from '../../src/tensor/tensor.js';
+import { Tensor } from '../../src/tensor/tensor.js';
 import { libraryCallsDuring, useFakeCudaStack } from './fake-cuda.js';
 
 const { dir, skip } = useFakeCudaStack('attnlab-host-calls-');
@@ -132,6 +132,29 @@ describe('the library calls of a repeated attention call', { skip }, () => {
     shorter.output.dispose();
     assert.equal(label(), plain, 'the first shape again');
     for (const t of [k2, v2]) t.dispose();
+  });
+
+  it("a kept paged decode plan follows the kernel rules' cached-token thresholds as the lengths grow", () => {
+    // K=1, 32 query rows a kv head: the row-tile kernel below 32k cached tokens, the TMA kernel from there.
+    const pool = Tensor.zeros([1024, 64, 1, 128], 'bfloat16').to('cuda');
+    const q = Tensor.zeros([1, 1, 32, 128], 'bfloat16').to('cuda');
+    const blockTable = [Array.from({ length: 1024 }, (_, i) => i)];
+    const label = (length: number) => {
+      const r = attention(q, pool, pool, {
+        blockTable,
+        keyValueSeqLengths: [length],
+        isCausal: true,
+        causalAlignment: 'bottom_right',
+        implementation: 'flash',
+      });
+      r.output.dispose();
+      return r.variant;
+    };
+    const short = label(1000);
+    assert.match(short, /^flash-decode\./);
+    assert.match(label(40_000), /^flash-decode-tma\./);
+    assert.equal(label(1001), short);
+    for (const t of [pool, q]) t.dispose();
   });
 
   it('a KVCache decode step: append uploads its slots and launches once; attention uploads the new length and launches the decode kernels', () => {

@@ -34,6 +34,7 @@ import { FLASH_FLAGS } from '../params.js';
 import { archMajor, keyValueAligned } from './decode-common.js';
 import {
   type DecodeHeadsVariant,
+  HEADS_MIN_TOKENS,
   headsDefines,
   headsPreferred,
   headsSharedBytes,
@@ -46,6 +47,7 @@ import { chooseSplitCount, decodeTuning, MAX_SPLITS } from './decode-splits.js';
 import {
   type DecodeTmaVariant,
   TMA_KERNEL,
+  TMA_SHORT_MIN_TOKENS,
   tmaCombinesInSplit,
   tmaDefines,
   tmaDependentLaunches,
@@ -374,9 +376,20 @@ interface DecodeFields {
   readonly lse: boolean;
   readonly qLens: boolean;
   readonly kvLens: boolean;
+  /** Which side of the kernel rules' cached-token thresholds (headsPreferred, tmaPreferredShort) it is on. */
+  readonly tokens: number;
   readonly settings: unknown;
   /** decodeTuning's fields when the plan was made (a bench or test sets them in place). */
   readonly tuning: readonly unknown[];
+}
+
+/**
+ * The kernel rules read the cached tokens (a paged cache's lengths change every step) only against these
+ * thresholds: 0 below TMA_SHORT_MIN_TOKENS, 1 below HEADS_MIN_TOKENS, 2 from it.
+ */
+function tokenClass(p: AttentionProblem): number {
+  const tokens = cachedTokens(p);
+  return tokens >= HEADS_MIN_TOKENS ? 2 : tokens >= TMA_SHORT_MIN_TOKENS ? 1 : 0;
 }
 
 const tuningFields = (): unknown[] => [
@@ -413,6 +426,7 @@ function decodeFields(p: AttentionProblem, device: number): DecodeFields {
     lse: p.returnLogSumExp,
     qLens: p.querySeqLengths !== null,
     kvLens: p.keyValueSeqLengths !== null,
+    tokens: tokenClass(p),
     settings: config(),
     tuning: tuningFields(),
   };
@@ -441,6 +455,7 @@ function sameDecodeFields(f: DecodeFields, p: AttentionProblem, device: number):
     f.lse === p.returnLogSumExp &&
     f.qLens === (p.querySeqLengths !== null) &&
     f.kvLens === (p.keyValueSeqLengths !== null) &&
+    f.tokens === tokenClass(p) &&
     f.settings === config() &&
     t[0] === decodeTuning.splits &&
     t[1] === decodeTuning.loader &&
