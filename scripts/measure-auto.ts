@@ -9,7 +9,7 @@
  *   then attention over the 4096+ cached) on flash and auto;
  * - first-call time of the flash kernel in a new process, by phase (validate, plan with the kernel load,
  *   enqueue, wait), and where its kernel came from (shipped, disk cache, NVRTC): with an empty kernel cache, then again with
- *   the cache that first process left (child processes: node --import tsx scripts/measure-auto.ts
+ *   the cache that first process left; then auto's first call twice (its cuDNN plan built, then read back) (child processes: node --import tsx scripts/measure-auto.ts
  *   --first-call).
  * Writes JSON to the path given with --json (and prints one line a measurement).
  *
@@ -197,11 +197,11 @@ function kvCacheRow(samples: number, batch: number) {
  * came from and its ms), the run's enqueue, the wait for the GPU — and the process's age when the call
  * began (Node.js, tsx and attnlab's imports, CUDA's context and the inputs: `readyMs`; the inputs alone: `inputsMs`).
  */
-function firstCall(): void {
+function firstCall(implementation: Implementation | undefined): void {
   const readyStarted = performance.now();
   const [q, k, v] = inputs({ B: 4, T: 128, S: 128, N: 8, K: 8, H: 64, causal: true });
   const inputsMs = performance.now() - readyStarted;
-  const options = { isCausal: true, implementation: 'flash' } as const;
+  const options = { isCausal: true, implementation } as const;
   // attention() is these four steps (api/attention.ts); timed one by one.
   const t0 = performance.now();
   const problem = validateAttention(q, k, v, options);
@@ -225,10 +225,10 @@ function firstCall(): void {
   );
 }
 
-function firstCallChild(cacheDir: string): Record<string, unknown> {
+function firstCallChild(cacheDir: string, implementation = 'flash'): Record<string, unknown> {
   const child = spawnSync(
     process.execPath,
-    ['--import', 'tsx', fileURLToPath(import.meta.url), '--first-call'],
+    ['--import', 'tsx', fileURLToPath(import.meta.url), '--first-call', implementation],
     {
       env: { ...process.env, ATTNLAB_CACHE_DIR: cacheDir },
       encoding: 'utf8',
@@ -244,7 +244,15 @@ function firstCallChild(cacheDir: string): Record<string, unknown> {
 function main(): void {
   const args = process.argv.slice(2);
   if (args.includes('--first-call')) {
-    firstCall();
+    // `--first-call [flash|auto|cudnn|…]`: flash unless named.
+    const named = args[args.indexOf('--first-call') + 1];
+    firstCall(
+      named === undefined || named.startsWith('--')
+        ? 'flash'
+        : named === 'auto'
+          ? undefined
+          : (named as Implementation),
+    );
     return;
   }
   const jsonAt = args.indexOf('--json');
@@ -259,6 +267,12 @@ function main(): void {
     print('first call, empty cache (new process)', report.firstCallEmptyCache);
     report.firstCallWarmCache = firstCallChild(cacheDir);
     print('first call, warm cache (new process)', report.firstCallWarmCache);
+    // What a user's first call meets: auto loads cuDNN and reads the calibrated table before it runs, and
+    // where it takes cudnn, builds its plan (the first process) or reads it from the cache (the second).
+    report.firstCallAutoColdPlan = firstCallChild(cacheDir, 'auto');
+    print('first call of auto, no cuDNN plan cached (new process)', report.firstCallAutoColdPlan);
+    report.firstCallAutoWarmCache = firstCallChild(cacheDir, 'auto');
+    print('first call of auto, warm cache (new process)', report.firstCallAutoWarmCache);
     const small: Shape[] = [
       { B: 4, T: 128, S: 128, N: 8, K: 8, H: 64, causal: false },
       { B: 4, T: 128, S: 128, N: 8, K: 8, H: 64, causal: true },
