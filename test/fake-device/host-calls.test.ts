@@ -3,10 +3,12 @@
  * (test/fake-device/cudnn-fake.c counts every call by name): at the codelab's shape (B=4 T=128 N=8 H=64
  * bf16) a flash call is one cuLaunchKernel, a cudnn call one cudnnBackendExecute (and the NaN repair's
  * launch where a mask can hide keys), `auto` exactly its backend's; a B=1 decode step the decode kernels'
- * launches; a KVCache step (append, then attention) one upload and one launch for the append, one
- * upload of the grown lengths and the decode kernels' launches. No call allocates from the driver, waits on the
+ * launches; a KVCache step (append, then attention) one upload and one launch for the append, one upload
+ * of the grown lengths and the decode kernels' launches. No call allocates from the driver, waits on the
  * device, builds a descriptor or loads a module once its shape ran: each of those costs 2–20 µs of host
- * time on an H100 (docs/internals/architecture.md, "What a call costs").
+ * time on an H100 (docs/internals/host-time.md). And what is kept per shape is found again only where it
+ * still holds: cudnn binds each call's own tensors, a decode plan follows decodeTuning, the shape and the
+ * kernel rules' cached-token thresholds.
  */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
