@@ -103,6 +103,8 @@ export const ATTENTION_OPTION_ALIASES: Readonly<Record<string, string>> = {
   block_mask: 'blockMask',
 };
 
+const NO_MODIFIERS: ReturnType<typeof checkModifiers> = Object.freeze({});
+
 export function validateAttention(
   queryIn: unknown,
   keyIn: unknown,
@@ -194,7 +196,11 @@ export function validateAttention(
     options.float32Precision === undefined
       ? 'highest'
       : checkChoice('float32Precision', options.float32Precision, ['highest', 'tf32'] as const);
-  const { builtin, ...variants } = checkModifiers(options, { B, N, T, S }, device, alignment);
+  // Most calls name no modifier: nothing to check, and no sizes object or rest copy made for them.
+  const { builtin, ...variants } =
+    options.scoreMod === undefined && options.maskMod === undefined && options.blockMask === undefined
+      ? NO_MODIFIERS
+      : checkModifiers(options, { B, N, T, S }, device, alignment);
   // causal() and slidingWindow() as maskMod are the built-in masks in top-left alignment: run as those.
   let window = checkWindow(options.localWindowSize);
   if (builtin && builtin.left !== Number.POSITIVE_INFINITY) {
