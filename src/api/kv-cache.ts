@@ -60,6 +60,18 @@ const positiveInteger = (name: string, value: unknown, max = INT32_MAX): number 
   return value;
 };
 
+/** Whether no two of `ids` are the same (SameValueZero, as a Set): a pairwise look for a decode batch's few. */
+function distinct(ids: readonly unknown[]): boolean {
+  if (ids.length > 16) return new Set(ids).size === ids.length;
+  for (let i = 1; i < ids.length; i++)
+    for (let j = 0; j < i; j++) {
+      const a = ids[i];
+      const b = ids[j];
+      if (a === b || (Number.isNaN(a) && Number.isNaN(b))) return false;
+    }
+  return true;
+}
+
 const KNOWN = ['numBlocks', 'blockSize', 'numKvHeads', 'headDim', 'valueHeadDim', 'dtype', 'device'];
 
 export class KVCache {
@@ -369,15 +381,28 @@ export class KVCache {
   #sequences_(idsIn: readonly number[]): Sequence[] {
     this.#live();
     // Read once: the distinct check and the lookups below see the same ids, whatever a getter or Proxy does.
-    const ids = snapshotList('ids', idsIn, 'a non-empty array of sequence ids');
+    // The copy stays here: not remembered (arguments.ts, copyValue).
+    const ids = snapshotList('ids', idsIn, 'a non-empty array of sequence ids', false);
     if (ids.length === 0) {
       throw new InvalidArgumentError('ids', 'a non-empty array of sequence ids', describeValue(ids));
     }
-    if (new Set(ids).size !== ids.length)
+    if (!distinct(ids))
       throw new InvalidArgumentError('ids', 'distinct ids', `[${ids.map(String).join(', ')}]`);
     // Every index, holes included: ids.map skips a hole, and append then wrote that row's key and value into
-    // pool slot 0, another sequence's token.
-    return Array.from(ids, (id, b) => this.#sequence(id as number, `ids[${b}]`));
+    // pool slot 0, another sequence's token. The name of an id is made only for its error.
+    const sequences: Sequence[] = new Array(ids.length);
+    for (let b = 0; b < ids.length; b++) {
+      this.#live();
+      const sequence = this.#sequences.get(ids[b] as number);
+      if (!sequence)
+        throw new InvalidArgumentError(
+          `ids[${b}]`,
+          'the id of a live sequence (addSequence)',
+          describeValue(ids[b]),
+        );
+      sequences[b] = sequence;
+    }
+    return sequences;
   }
 
   /** (B, Tnew, K, X) in the cache's dtype and device; returns Tnew. */
