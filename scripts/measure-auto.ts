@@ -56,7 +56,8 @@ const describe = (s: Shape) =>
  */
 function wallPerCall(call: () => { dispose(): void }, n: number): number {
   // 1,000 untimed calls first: V8 optimises a backend's path over its first few hundred calls, and with 20
-  // the first row measured (B=4 T=128 non-causal) read 7–10 µs above the causal row after it on an H100.
+  // the first row measured (B=4 T=128 non-causal) read 6–10 µs above the causal row after it on an H100,
+  // though a causal cudnn call adds a launch.
   for (let i = 0; i < 1000; i++) call().dispose();
   synchronize();
   const started = performance.now();
