@@ -283,7 +283,7 @@ export class KVCache {
   /**
    * The table attention() passes: the last one made while its entries stay the same (a decode loop's
    * steps share it until a sequence takes a new block), kept out of any tidy() and freed with the cache.
-   * A new tensor each step cost ~3 µs of a step's host time (its storage, the GC net's registration, its
+   * A new tensor each step costs ~3 µs of a step's host time (its storage, the GC net's registration, its
    * release).
    */
   #attentionTable(ids: readonly number[]): { table: Tensor; lengths: Int32Array } {

@@ -124,7 +124,7 @@ export function validateAttention(
     options,
   );
   const { q, k, v } = layout;
-  // Indexed, not destructured: array destructuring ran the iterator protocol (~480 B a call).
+  // Indexed, not destructured: array destructuring runs the iterator protocol (~480 B a call).
   const { query: qs, key: ks, value: vs } = layout.sizes;
   const B = qs[0];
   const T = qs[1];

@@ -111,7 +111,7 @@ export function autoDecision(problem: AttentionProblem): AutoDecision | null {
     remembered.generation = generation;
   }
   // A dense problem without lengths: the last few decisions, found by comparing the fields decisionKey
-  // reads (its string was ~1 KB of allocation a call).
+  // reads (its string is ~1 KB of allocation a call).
   const dense = !problem.paged && !problem.packed && problem.keyValueSeqLengths === null;
   const device = currentDeviceOrdinal();
   if (dense) {

@@ -71,7 +71,7 @@ export function planCudnn(p: AttentionProblem): Planned<CudnnPlan> {
 /**
  * The answers of the last few plain problems (dense, no bias, mask, lengths or modifiers: describeSdpa
  * reads only their sizes and flags then), most recent first, found again by comparing those fields:
- * describeSdpa and the JSON of its key took ~1.5 KB and ~2 µs of a small call. A config() reloaded
+ * describeSdpa and the JSON of its key cost ~1.5 KB and ~2 µs a call. A config() reloaded
  * (ATTNLAB_CUDNN_GRAPH) drops them.
  */
 interface Kept {

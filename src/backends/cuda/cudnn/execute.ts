@@ -102,7 +102,7 @@ export function cachedVariantPack(
   workspacePtr: bigint,
 ): bigint {
   // The pointers of the call before, compared in place: a loop's calls mostly repeat them, and the
-  // key string (a join of the pointers) was ~500 B and ~1 µs a call.
+  // key string (a join of the pointers) is ~500 B and ~1 µs a call.
   const last = lastPacks.get(packs);
   if (last && last.source === pointers && last.workspace === workspacePtr && sameWords(last.words, last.seen))
     return last.pack;

@@ -155,8 +155,8 @@ function matches(f: PlanFields, p: AttentionProblem, device: number): boolean {
 
 /**
  * The plans of the last few shapes, most recent first, with the fields they were made for: a repeated
- * shape is found by comparing fields, with no key string made (planKey's ~1 KB of strings a call was
- * the largest allocation of a small flash call).
+ * shape is found by comparing fields, with no key string made (planKey's ~1 KB of strings a call is
+ * more than the rest of a small flash call allocates).
  */
 const recent: Array<{ readonly plan: FlashPlan; readonly fields: PlanFields }> = [];
 const RECENT_PLANS = 4;

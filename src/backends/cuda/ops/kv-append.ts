@@ -28,7 +28,7 @@ export function appendToPools(operands: AppendOperands, slots: Int32Array): void
   try {
     const chunks = (slots.length * Math.max(operands.keyRow, operands.valueRow)) / 8;
     // AppendParams (kv_append.cu), laid out once and rewritten in place: a struct of 8 field objects a call
-    // cost more than the launch's own marshalling.
+    // costs more than the launch's own marshalling.
     const { view, offsets } = PARAMS;
     view.setBigUint64(offsets[0], operands.key, true);
     view.setBigUint64(offsets[1], operands.value, true);

@@ -55,9 +55,9 @@ const isBlank = (c: string) => c === ' ' || c === '\t';
 
 /**
  * The names of `text`'s `#include "name"` lines, in order (`# include "x"` too). A scan with indexOf,
- * not a regular expression: the multiline /^\s*#\s*include…/ ran interpreted on a process's first
- * call and took ~8 ms over hopper_fwd.cu's 157 KB of source and headers, a third of the first call
- * of a shipped kernel (the shipped binary's key hashes the same sources).
+ * not a regular expression: the multiline /^\s*#\s*include…/ runs interpreted on a process's first
+ * kernel load, several ms over hopper_fwd.cu's 157 KB of source and headers (the shipped binary's key
+ * hashes the same sources, so a shipped kernel's first call pays it too).
  */
 export function quotedIncludes(text: string): string[] {
   const names: string[] = [];

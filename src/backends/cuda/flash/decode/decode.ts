@@ -287,7 +287,7 @@ const splitCounters = growingDeviceBuffer((made) => fillDevice32(made, 0));
 /**
  * What a decode call of one shape works out before its buffers exist: the split kernel's variant, the
  * split count, the kernels, the label results report and DecodeParams with every field but the twelve
- * pointers written. Made once per shape (decodePlan) and kept: working it out took ~5 KB of
+ * pointers written. Made once per shape (decodePlan) and kept: working it out costs ~5 KB of
  * allocations and several µs of a B=1 step's host time.
  */
 interface DecodePlan {
