@@ -5,7 +5,8 @@
  * defines, key and size). Runs at `npm pack` (prepack) where nvcc is installed; a user's install never
  * compiles (a checkout without dist/kernels compiles with NVRTC on first use, as before).
  *
- * Run: node --import tsx scripts/prebuild-kernels.ts [--out dir] [--jobs n] [--arch sm_90a,...]
+ * Run: node --import tsx scripts/prebuild-kernels.ts [--out dir] [--jobs n] [--arch sm_90a,...] [--head-dims 64,…]
+ *   [--dtypes bfloat16,…] (the last two build part of the set)
  */
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -71,8 +72,9 @@ export async function prebuild(
   out: string,
   archs: readonly string[],
   jobs: number,
+  only: Parameters<typeof shippedFlashSpecs>[1] = {},
 ): Promise<ShippedBinary[]> {
-  const work = archs.flatMap((arch) => shippedFlashSpecs(arch).map((spec) => ({ arch, spec })));
+  const work = archs.flatMap((arch) => shippedFlashSpecs(arch, only).map((spec) => ({ arch, spec })));
   const scratch = mkdtempSync(join(tmpdir(), 'attnlab-prebuild-'));
   const built: ShippedBinary[] = [];
   let next = 0;
@@ -121,7 +123,12 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const out = value('--out') ?? prebuiltDir();
   const archs = value('--arch')?.split(',') ?? [...SHIPPED_ARCHS];
   const jobs = Number(value('--jobs') ?? 2);
-  prebuild(out, archs, jobs).then(
+  // Part of the set (a quick build for a measurement): --head-dims 64,128 and --dtypes bfloat16.
+  const only = {
+    headDims: value('--head-dims')?.split(',').map(Number),
+    dtypes: value('--dtypes')?.split(','),
+  };
+  prebuild(out, archs, jobs, only).then(
     (built) => {
       const total = built.reduce((a, b) => a + b.bytes, 0);
       console.log(

@@ -39,13 +39,18 @@ export function readCaller<T>(argument: string, read: () => T): T {
   try {
     return read();
   } catch (error) {
-    if (error instanceof AttnlabError) throw error;
-    throw new InvalidArgumentError(
-      argument,
-      'a value that reads without throwing (no getter or Proxy trap that throws, no revoked Proxy)',
-      `a value whose read threw ${thrownText(error)}`,
-    );
+    throw readFailure(argument, error);
   }
+}
+
+/** What readCaller throws for `error` thrown by reading `argument`: attnlab's own errors as they are. */
+function readFailure(argument: string, error: unknown): unknown {
+  if (error instanceof AttnlabError) return error;
+  return new InvalidArgumentError(
+    argument,
+    'a value that reads without throwing (no getter or Proxy trap that throws, no revoked Proxy)',
+    `a value whose read threw ${thrownText(error)}`,
+  );
 }
 
 /** The revoked-Proxy refusal every entry point gives, naming `argument`. */
@@ -161,15 +166,24 @@ export function snapshot(argument: string, value: unknown): unknown {
   return copyValue(argument, value, 0);
 }
 
-function copyValue(argument: string, value: unknown, depth: number): unknown {
+/**
+ * `kept` (true but for a call's own top-level copy that no other entry point is handed: its options
+ * object, a tensor's shape) adds the copy to `snapshots`: a WeakSet's add costs ~1 µs, four times the copy
+ * of a few fields, and a copy handed on unremembered is only copied once more.
+ */
+function copyValue(argument: string, value: unknown, depth: number, kept = true): unknown {
   if (value === null || typeof value !== 'object') return value;
   if (isRevokedProxy(value)) {
     throw new InvalidArgumentError(argument, 'a value that can be read', 'a revoked Proxy');
   }
-  return readCaller(argument, () => copyReadable(argument, value, depth));
+  try {
+    return copyReadable(argument, value, depth, kept);
+  } catch (error) {
+    throw readFailure(argument, error);
+  }
 }
 
-function copyReadable(argument: string, value: object, depth: number): unknown {
+function copyReadable(argument: string, value: object, depth: number, kept: boolean): unknown {
   if (snapshots.has(value)) return value;
   if (ArrayBuffer.isView(value)) {
     const tag = typedArrayTag.call(value);
@@ -194,28 +208,34 @@ function copyReadable(argument: string, value: object, depth: number): unknown {
       );
     }
     const copy = new Array<unknown>(length);
+    // Each entry read once, as readCaller would (its name is made only where a read throws or an entry
+    // is an object to copy: a shape's or a lengths list's numbers cost no string and no closure each).
     for (let i = 0; i < length; i++) {
-      const name = `${argument}[${i}]`;
-      copy[i] = copyValue(
-        name,
-        readCaller(name, () => (value as unknown[])[i]),
-        depth + 1,
-      );
+      let item: unknown;
+      try {
+        item = (value as unknown[])[i];
+      } catch (error) {
+        throw readFailure(`${argument}[${i}]`, error);
+      }
+      copy[i] =
+        item === null || typeof item !== 'object' ? item : copyValue(`${argument}[${i}]`, item, depth + 1);
     }
-    return remember(Object.freeze(copy));
+    return kept ? remember(Object.freeze(copy)) : Object.freeze(copy);
   }
   const proto = Object.getPrototypeOf(value);
   if (proto !== Object.prototype && proto !== null) return value;
   const copy: Record<string, unknown> = Object.create(null);
   for (const key of Object.keys(value)) {
-    const name = `${argument}.${key}`;
-    copy[key] = copyValue(
-      name,
-      readCaller(name, () => (value as Record<string, unknown>)[key]),
-      depth + 1,
-    );
+    let item: unknown;
+    try {
+      item = (value as Record<string, unknown>)[key];
+    } catch (error) {
+      throw readFailure(`${argument}.${key}`, error);
+    }
+    copy[key] =
+      item === null || typeof item !== 'object' ? item : copyValue(`${argument}.${key}`, item, depth + 1);
   }
-  return remember(Object.freeze(copy));
+  return kept ? remember(Object.freeze(copy)) : Object.freeze(copy);
 }
 
 function remember<T extends object>(value: T): T {
@@ -223,11 +243,19 @@ function remember<T extends object>(value: T): T {
   return value;
 }
 
-/** A list argument (ids, a shape) as a frozen copy read once, or an error naming `argument`. */
-export function snapshotList(argument: string, value: unknown, expected: string): readonly unknown[] {
+/**
+ * A list argument (ids, a shape) as a frozen copy read once, or an error naming `argument`; `kept`: false
+ * where the copy stays with its caller (copyValue says why).
+ */
+export function snapshotList(
+  argument: string,
+  value: unknown,
+  expected: string,
+  kept = true,
+): readonly unknown[] {
   if (isRevokedProxy(value) || !Array.isArray(value))
     throw new InvalidArgumentError(argument, expected, describeValue(value));
-  return copyValue(argument, value, 0) as readonly unknown[];
+  return copyValue(argument, value, 0, kept) as readonly unknown[];
 }
 
 /**
@@ -235,7 +263,7 @@ export function snapshotList(argument: string, value: unknown, expected: string)
  * the caller may read from then on. Anything else is an error naming `argument`.
  */
 export function checkOptionsObject<T extends object>(argument: string, value: unknown, expected: string): T {
-  if (value === undefined) return remember(Object.freeze(Object.create(null))) as T;
+  if (value === undefined) return NO_OPTIONS as T;
   // A plain object only: a Map, a class instance or an array has no option keys of its own (a Map's entries
   // are not keys), so every option in it would be ignored unsaid.
   refuseRevoked(argument, value, expected);
@@ -246,8 +274,12 @@ export function checkOptionsObject<T extends object>(argument: string, value: un
   if (proto !== Object.prototype && proto !== null) {
     throw new InvalidArgumentError(argument, expected, describeValue(value));
   }
-  return copyValue(argument, value, 0) as T;
+  // The call's own copy: not remembered (copyValue); the values inside it are.
+  return copyValue(argument, value, 0, false) as T;
 }
+
+/** What options left out read as: one frozen empty object for every call. */
+const NO_OPTIONS: object = remember(Object.freeze(Object.create(null)));
 
 /**
  * Rejects keys outside `known`, listing the valid ones and suggesting the closest: `aliases` maps

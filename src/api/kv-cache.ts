@@ -23,6 +23,7 @@ import { createTensorBuffer } from '../backends/webgpu/memory.js';
 import { CacheFullError, InvalidArgumentError } from '../errors.js';
 import { allocHost } from '../tensor/checks.js';
 import type { FloatDType } from '../tensor/dtype.js';
+import { sameInts } from '../tensor/same-ints.js';
 import { keep } from '../tensor/scope.js';
 import type { Device } from '../tensor/storage.js';
 import { checkTensor, Tensor } from '../tensor/tensor.js';
@@ -59,6 +60,18 @@ const positiveInteger = (name: string, value: unknown, max = INT32_MAX): number 
   return value;
 };
 
+/** Whether no two of `ids` are the same (SameValueZero, as a Set): a pairwise look for a decode batch's few. */
+function distinct(ids: readonly unknown[]): boolean {
+  if (ids.length > 16) return new Set(ids).size === ids.length;
+  for (let i = 1; i < ids.length; i++)
+    for (let j = 0; j < i; j++) {
+      const a = ids[i];
+      const b = ids[j];
+      if (a === b || (Number.isNaN(a) && Number.isNaN(b))) return false;
+    }
+  return true;
+}
+
 const KNOWN = ['numBlocks', 'blockSize', 'numKvHeads', 'headDim', 'valueHeadDim', 'dtype', 'device'];
 
 export class KVCache {
@@ -77,6 +90,8 @@ export class KVCache {
   readonly #sequences = new Map<number, Sequence>();
   #nextId = 0;
   #disposed = false;
+  /** The block table attention() passed last (#attentionTable). */
+  #keptTable: Tensor | null = null;
 
   constructor(optionsIn: KVCacheOptions) {
     const options = checkOptionsObject<KVCacheOptions>('options', optionsIn, 'an object of KVCache options');
@@ -246,18 +261,48 @@ export class KVCache {
 
   /** The (B, maxBlocks) block table of `ids` (unused entries 0) and their lengths. */
   blockTable(ids: readonly number[]): { table: Tensor; lengths: number[] } {
+    const { entries, B, M, sequences } = this.#tableEntries(ids);
+    return {
+      table: Tensor.fromRaw(entries, [B, M], 'int32'),
+      lengths: sequences.map((s) => s.length),
+    };
+  }
+
+  #tableEntries(ids: readonly number[]) {
     const sequences = this.#sequences_(ids);
     const B = sequences.length;
     let M = 1;
     for (const s of sequences) M = Math.max(M, s.blocks.length); // a spread of B lengths overflows the stack past ~1e5
-    const table = new Int32Array(B * M);
+    const entries = new Int32Array(B * M);
     sequences.forEach((s, b) => {
-      table.set(s.blocks, b * M);
+      entries.set(s.blocks, b * M);
     });
-    return {
-      table: Tensor.fromRaw(table, [B, M], 'int32'),
-      lengths: sequences.map((s) => s.length),
-    };
+    return { entries, B, M, sequences };
+  }
+
+  /**
+   * The table attention() passes: the last one made while its entries stay the same (a decode loop's
+   * steps share it until a sequence takes a new block), kept out of any tidy() and freed with the cache.
+   * A new tensor each step costs ~3 µs of a step's host time (its storage, the GC net's registration, its
+   * release).
+   */
+  #attentionTable(ids: readonly number[]): { table: Tensor; lengths: Int32Array } {
+    const { entries, B, M, sequences } = this.#tableEntries(ids);
+    const lengths = new Int32Array(B);
+    for (let b = 0; b < B; b++) lengths[b] = sequences[b].length;
+    const kept = this.#keptTable;
+    if (
+      kept &&
+      !kept.disposed &&
+      kept.shape[0] === B &&
+      kept.shape[1] === M &&
+      sameInts(kept.data as Int32Array, entries)
+    )
+      return { table: kept, lengths };
+    kept?.dispose();
+    const table = keep(Tensor.fromRaw(entries, [B, M], 'int32'));
+    this.#keptTable = table;
+    return { table, lengths };
   }
 
   /**
@@ -281,26 +326,29 @@ export class KVCache {
         throw new InvalidArgumentError(`options.${name}`, 'undefined (the cache sets it)', 'a value');
       }
     }
-    const { table, lengths } = this.blockTable(ids);
+    // Lengths as an Int32Array: attention copies it as it is (a list is copied and remembered, ~1 µs).
+    const { table, lengths } = this.#attentionTable(ids);
     // An option given as undefined means its default here too, the cache's (causal bottom-right): spread as
     // it is, `{ isCausal: undefined }` ran a non-causal call over the cache.
-    const given = Object.fromEntries(Object.entries(options).filter(([, value]) => value !== undefined));
-    try {
-      return attention(query, this.keyPool, this.valuePool, {
-        isCausal: true,
-        causalAlignment: 'bottom_right',
-        ...given,
-        blockTable: table,
-        keyValueSeqLengths: lengths,
-      });
-    } finally {
-      table.dispose(); // the call's own (attention keeps a copy of the entries it checked): freed, not left to the GC net
+    const given: Record<string, unknown> = Object.create(null);
+    for (const name of Object.keys(options)) {
+      const value = (options as Record<string, unknown>)[name];
+      if (value !== undefined) given[name] = value;
     }
+    return attention(query, this.keyPool, this.valuePool, {
+      isCausal: true,
+      causalAlignment: 'bottom_right',
+      ...given,
+      blockTable: table,
+      keyValueSeqLengths: lengths,
+    });
   }
 
   /** Frees the pools now (device memory back to attnlab's pool); every later call but dispose() throws. */
   dispose(): void {
     this.#disposed = true;
+    this.#keptTable?.dispose();
+    this.#keptTable = null;
     this.keyPool.dispose();
     this.valuePool.dispose();
     this.#sequences.clear();
@@ -333,15 +381,28 @@ export class KVCache {
   #sequences_(idsIn: readonly number[]): Sequence[] {
     this.#live();
     // Read once: the distinct check and the lookups below see the same ids, whatever a getter or Proxy does.
-    const ids = snapshotList('ids', idsIn, 'a non-empty array of sequence ids');
+    // The copy stays here: not remembered (arguments.ts, copyValue).
+    const ids = snapshotList('ids', idsIn, 'a non-empty array of sequence ids', false);
     if (ids.length === 0) {
       throw new InvalidArgumentError('ids', 'a non-empty array of sequence ids', describeValue(ids));
     }
-    if (new Set(ids).size !== ids.length)
+    if (!distinct(ids))
       throw new InvalidArgumentError('ids', 'distinct ids', `[${ids.map(String).join(', ')}]`);
     // Every index, holes included: ids.map skips a hole, and append then wrote that row's key and value into
-    // pool slot 0, another sequence's token.
-    return Array.from(ids, (id, b) => this.#sequence(id as number, `ids[${b}]`));
+    // pool slot 0, another sequence's token. The name of an id is made only for its error.
+    const sequences: Sequence[] = new Array(ids.length);
+    for (let b = 0; b < ids.length; b++) {
+      this.#live();
+      const sequence = this.#sequences.get(ids[b] as number);
+      if (!sequence)
+        throw new InvalidArgumentError(
+          `ids[${b}]`,
+          'the id of a live sequence (addSequence)',
+          describeValue(ids[b]),
+        );
+      sequences[b] = sequence;
+    }
+    return sequences;
   }
 
   /** (B, Tnew, K, X) in the cache's dtype and device; returns Tnew. */

@@ -101,8 +101,12 @@ export function describeProblem(p: AttentionProblem): string {
 /** The file of `key` under `dir`: the GPU's name (made safe) and a hash of the whole key. */
 export function calibrationFile(dir: string, key: CalibrationKey): string {
   const hash = createHash('sha256').update(JSON.stringify(key)).digest('hex').slice(0, 16);
-  const name = key.gpu.replace(/[^A-Za-z0-9]+/g, '-').replace(/^-|-$/g, '') || 'gpu';
-  return join(dir, `${name}-${hash}.json`);
+  return join(dir, `${calibrationFilePrefix(key.gpu)}${hash}.json`);
+}
+
+/** The start of every calibrated file's name for a GPU of this name. */
+export function calibrationFilePrefix(gpu: string): string {
+  return `${gpu.replace(/[^A-Za-z0-9]+/g, '-').replace(/^-|-$/g, '') || 'gpu'}-`;
 }
 
 /**

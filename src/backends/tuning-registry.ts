@@ -4,15 +4,18 @@
  * call on attnlab's stream. registry.ts and backward-registry.ts ask it before the recorded tables;
  * `attnlab tune` and ATTNLAB_TUNE=auto calibrate through it.
  */
+import { readdirSync } from 'node:fs';
 import { config } from '../config.js';
 import { packageVersion } from '../version.js';
 import {
+  CALIBRATION_FORMAT,
   type CalibratedEntry,
   type CalibratedTable,
   type CalibrationKey,
   type Contender,
   calibrate,
   calibrationFile,
+  calibrationFilePrefix,
   describeProblem,
   loadCalibration,
   saveCalibration,
@@ -29,6 +32,7 @@ import type { AttentionProblem } from './problem.js';
 
 interface DeviceState {
   readonly device: DeviceClass;
+  /** Worked out on first read (it loads NVRTC for its version). */
   readonly key: CalibrationKey;
   readonly file: string;
   table: CalibratedTable;
@@ -59,26 +63,65 @@ function state(): DeviceState {
     memoryBandwidthGBs: p.memoryBandwidthGBs ?? null,
     cudnn,
   };
-  const key: CalibrationKey = {
-    gpu: p.name,
-    uuid: probe(() => {
-      const bytes = new Uint8Array(16);
-      cu().cuDeviceGetUuid_v2(bytes, ordinal);
-      return Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
-    }),
-    computeCapability: device.computeCapability,
-    multiprocessors: p.multiprocessorCount,
-    memoryBandwidthGBs: device.memoryBandwidthGBs,
-    driver: `CUDA ${formatCudaVersion(p.driverVersion)}`,
-    cudnn,
-    nvrtc: probe(() => nv().version),
-    attnlab: packageVersion(),
+  const dir = config().dispatchCacheDir;
+  // The key names NVRTC's version, and reading it loads NVRTC (~9 ms on an H100): it is worked out only
+  // where a file of this GPU exists to be read, or when a table is saved. A process with no calibrated file
+  // (and shipped kernels) never loads NVRTC for its dispatch.
+  let key: CalibrationKey | undefined;
+  const keyOf = (): CalibrationKey => {
+    key ??= {
+      gpu: p.name,
+      uuid: probe(() => {
+        const bytes = new Uint8Array(16);
+        cu().cuDeviceGetUuid_v2(bytes, ordinal);
+        return Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
+      }),
+      computeCapability: device.computeCapability,
+      multiprocessors: p.multiprocessorCount,
+      memoryBandwidthGBs: device.memoryBandwidthGBs,
+      driver: `CUDA ${formatCudaVersion(p.driverVersion)}`,
+      cudnn,
+      nvrtc: probe(() => nv().version),
+      attnlab: packageVersion(),
+    };
+    return key;
   };
-  const file = calibrationFile(config().dispatchCacheDir, key);
-  const made = { device, key, file, table: loadCalibration(file, key) };
+  const made: DeviceState = {
+    device,
+    get key() {
+      return keyOf();
+    },
+    get file() {
+      return calibrationFile(dir, keyOf());
+    },
+    table: hasCalibrationFile(dir, p.name)
+      ? loadCalibration(calibrationFile(dir, keyOf()), keyOf())
+      : emptyTable(keyOf),
+  };
   states.set(ordinal, made);
   generation++;
   return made;
+}
+
+/** An empty table whose key is worked out when it is first read (a save). */
+function emptyTable(keyOf: () => CalibrationKey): CalibratedTable {
+  return {
+    format: CALIBRATION_FORMAT,
+    get key() {
+      return keyOf();
+    },
+    entries: {},
+  };
+}
+
+/** Whether `dir` holds a calibrated file of a GPU of this name (any versions). */
+function hasCalibrationFile(dir: string, gpu: string): boolean {
+  const prefix = calibrationFilePrefix(gpu);
+  try {
+    return readdirSync(dir).some((name) => name.startsWith(prefix) && name.endsWith('.json'));
+  } catch {
+    return false;
+  }
 }
 
 function probe(read: () => string): string | null {

@@ -27,7 +27,7 @@ function hostMemory(): [number, number] {
 /** Elements of a shape (1 for rank 0). */
 export function numel(shape: readonly number[]): number {
   let n = 1;
-  for (const d of shape) n *= d;
+  for (let d = 0; d < shape.length; d++) n *= shape[d];
   return n;
 }
 
@@ -38,7 +38,8 @@ export const shapeText = (shape: readonly number[]): string => `[${shape.join(',
  * this); each bad entry is named with its index.
  */
 export function checkShape(argument: string, shapeIn: unknown): readonly number[] {
-  const shape = snapshotList(argument, shapeIn, 'an array of non-negative integers');
+  // Not remembered: the shape stays with its tensor (copyValue, arguments.ts).
+  const shape = snapshotList(argument, shapeIn, 'an array of non-negative integers', false);
   for (let d = 0; d < shape.length; d++) {
     const size = shape[d];
     if (typeof size !== 'number' || !Number.isSafeInteger(size) || size < 0) {

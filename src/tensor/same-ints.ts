@@ -9,7 +9,14 @@ const bytesOf = (a: Int32Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLen
 
 export function sameInts(a: Int32Array, b: Int32Array): boolean {
   if (a.length !== b.length) return false;
-  // A browser has no Buffer (the attnlab/webgpu entry): the element loop there.
-  if (typeof Buffer === 'undefined') return a.every((x, i) => x === b[i]);
+  // Short lists (a decode step's lengths and table rows) by an element loop: two Buffer views cost more
+  // than comparing them. A browser has no Buffer (the attnlab/webgpu entry): the loop there too.
+  if (a.length <= SHORT || typeof Buffer === 'undefined') {
+    for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+    return true;
+  }
   return bytesOf(a).equals(bytesOf(b));
 }
+
+/** Up to this many ints the element loop compares (memcmp through Buffer wins on long block tables). */
+const SHORT = 64;

@@ -9,8 +9,12 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } fro
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
+import { attention } from '../../src/api/attention.js';
+import { attentionBackward } from '../../src/api/backward.js';
 import { validateAttention } from '../../src/api/validate.js';
+import { validateBackward } from '../../src/api/validate-backward.js';
 import { NO_PLAN, unsupported } from '../../src/backends/backend.js';
+import { backwardDecision, chooseBackwardBackend } from '../../src/backends/backward-registry.js';
 import {
   type CalibrationKey,
   type Contender,
@@ -31,6 +35,7 @@ import {
 } from '../../src/backends/tuning-registry.js';
 import { runTune } from '../../src/bench/tune.js';
 import { reloadConfig } from '../../src/config.js';
+import { randomNormal } from '../../src/tensor/random.js';
 import { Tensor } from '../../src/tensor/tensor.js';
 import { useFakeCudaStack } from './fake-cuda.js';
 
@@ -273,6 +278,47 @@ describe('auto on a stand-in GPU: calibrated, then recorded, then the model', { 
     const p = onCuda(problem(1, 256, 64));
     assert.equal(autoDecision(p)?.source, 'calibrated');
     assert.deepEqual(autoDecision(p)?.order, forward.entry!.order);
+  });
+
+  it("the backward: attnlab tune times cudnn's and flash's, and auto's backward follows the entry, else the model", () => {
+    const c = { operation: 'backward', B: 1, T: 256, S: 256, N: 2, K: 2, H: 64, causal: true } as const;
+    const { cases } = runTune({ cases: [c], budgetMs: 5 });
+    const timed = cases[0].entry;
+    assert.ok(timed, cases[0].note);
+    assert.deepEqual([...timed.order].sort(), ['cudnn', 'flash'], JSON.stringify(timed));
+    const input = (seed: number) => randomNormal([1, 256, 2, 64], { seed, dtype: 'bfloat16' }).to('cuda');
+    const [q, k, v, dOut] = [1, 2, 3, 4].map(input);
+    const forward = attention(q, k, v, { isCausal: true, returnLogSumExp: true });
+    const p = validateBackward(q, k, v, forward.output, forward.logSumExp, dOut, { isCausal: true });
+    const shape = shapeClass('backward', p);
+    assert.equal(shape, cases[0].shapeClass, 'the tuned class is the call’s');
+    // The model's order is cudnn first; a calibrated entry that ranks flash first is what auto runs.
+    const { file, table } = currentCalibration();
+    const entry = {
+      order: ['flash', 'cudnn'],
+      ms: { flash: 1, cudnn: 2 },
+      skipped: {},
+      measured: 'B=1',
+      at: 'now',
+    };
+    saveCalibration(file, { ...table, entries: { ...table.entries, [shape]: entry } });
+    reloadCalibration();
+    const decision = backwardDecision(p);
+    assert.equal(decision?.source, 'calibrated');
+    assert.match(decision!.why, /^calibrated on this GPU: flash 1\.000 ms < cudnn 2\.000 ms/);
+    assert.equal(chooseBackwardBackend(p).backend.name, 'flash');
+    const ran = attentionBackward(q, k, v, forward.output, forward.logSumExp!, dOut, { isCausal: true });
+    assert.equal(ran.backend, 'flash');
+    for (const t of [ran.dQuery, ran.dKey, ran.dValue]) t.dispose();
+    process.env.ATTNLAB_TUNE = '0';
+    reloadConfig();
+    try {
+      assert.equal(backwardDecision(p)?.source, 'model');
+      assert.equal(chooseBackwardBackend(p).backend.name, 'cudnn');
+    } finally {
+      delete process.env.ATTNLAB_TUNE;
+      reloadConfig();
+    }
   });
 
   it('ATTNLAB_TUNE=auto times the backends that take a new class once, saves it, and follows it', () => {

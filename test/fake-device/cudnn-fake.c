@@ -15,74 +15,96 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Calls per function of this library (driver or cuDNN: each is its own copy of this file), for a test
+   to pin what one attention call costs: fake_call_counts() says them as JSON, {"cuLaunchKernel":3,…}.
+   Functions are told apart by their __func__ string's address, one per function. */
+#define MAX_COUNTED 96
+static const char *counted_names[MAX_COUNTED];
+static long counted_calls[MAX_COUNTED];
+static int counted;
+static void count_call(const char *name) {
+  for (int i = 0; i < counted; i++)
+    if (counted_names[i] == name) { counted_calls[i]++; return; }
+  if (counted < MAX_COUNTED) { counted_names[counted] = name; counted_calls[counted++] = 1; }
+}
+#define COUNT count_call(__func__)
+const char *fake_call_counts(void) {
+  static char text[8192];
+  size_t len = snprintf(text, sizeof text, "{");
+  for (int i = 0; i < counted && len < sizeof text; i++)
+    len += snprintf(text + len, sizeof text - len, "%s\"%s\":%ld", i ? "," : "", counted_names[i], counted_calls[i]);
+  if (len < sizeof text) snprintf(text + len, sizeof text - len, "}");
+  return text;
+}
+
 /* ---------------- CUDA driver ---------------- */
 static const char *ok_text = "no error";
-int cuInit(unsigned f) { (void)f; return 0; }
-int cuDriverGetVersion(int *v) { *v = 13000; return 0; }
+int cuInit(unsigned f) { COUNT; (void)f; return 0; }
+int cuDriverGetVersion(int *v) { COUNT; *v = 13000; return 0; }
 /* test/fake-device/devices.test.ts builds it with -DFAKE_DEVICE_COUNT=2: device d's context is 0x1234 + 0x100·d. */
 #ifndef FAKE_DEVICE_COUNT
 #define FAKE_DEVICE_COUNT 1
 #endif
-int cuDeviceGetCount(int *c) { *c = FAKE_DEVICE_COUNT; return 0; }
-int cuDeviceGet(int *d, int o) { *d = o; return 0; }
-int cuDeviceGetName(char *n, int len, int d) { (void)d; snprintf(n, len, "Fake H200"); return 0; }
-int cuDeviceGetAttribute(int *v, int a, int d) {
+int cuDeviceGetCount(int *c) { COUNT; *c = FAKE_DEVICE_COUNT; return 0; }
+int cuDeviceGet(int *d, int o) { COUNT; *d = o; return 0; }
+int cuDeviceGetName(char *n, int len, int d) { COUNT; (void)d; snprintf(n, len, "Fake H200"); return 0; }
+int cuDeviceGetAttribute(int *v, int a, int d) { COUNT;
   (void)d;
   /* sm_90, 132 SMs, 50 MB of L2, the H200's 232,448 B of opt-in shared memory a block (97); 1024 for the rest */
   *v = a == 75 ? 9 : a == 76 ? 0 : a == 16 ? 132 : a == 38 ? 50 << 20 : a == 97 ? 232448 : 1024;
   return 0;
 }
-int cuDeviceTotalMem_v2(size_t *b, int d) { (void)d; *b = (size_t)1 << 34; return 0; }
-int cuDeviceGetUuid_v2(unsigned char *u, int d) { for (int i = 0; i < 16; ++i) u[i] = (unsigned char)(i + d); return 0; }
-int cuDevicePrimaryCtxRetain(void **c, int d) { *c = (void *)(uintptr_t)(0x1234 + 0x100 * d); return 0; }
+int cuDeviceTotalMem_v2(size_t *b, int d) { COUNT; (void)d; *b = (size_t)1 << 34; return 0; }
+int cuDeviceGetUuid_v2(unsigned char *u, int d) { COUNT; for (int i = 0; i < 16; ++i) u[i] = (unsigned char)(i + d); return 0; }
+int cuDevicePrimaryCtxRetain(void **c, int d) { COUNT; *c = (void *)(uintptr_t)(0x1234 + 0x100 * d); return 0; }
 static void *current_context;
-int cuCtxSetCurrent(void *c) { current_context = c; return 0; }
+int cuCtxSetCurrent(void *c) { COUNT; current_context = c; return 0; }
 void *fake_current_context(void) { return current_context; }
 /* Host waits on the device (context, stream, event syncs), for a test to prove a call makes none. */
 static int sync_count = 0;
 int fake_sync_count(void) { return sync_count; }
-int cuCtxSynchronize(void) { sync_count++; return 0; }
+int cuCtxSynchronize(void) { COUNT; sync_count++; return 0; }
 /* Streams 0x5678 (attnlab's, the one cuDNN's handle is bound to), 0x5688, … in order of creation. */
 static uintptr_t next_stream = 0x5678;
-int cuStreamCreate(void **s, unsigned f) { (void)f; *s = (void *)next_stream; next_stream += 0x10; return 0; }
-int cuStreamSynchronize(void *s) { (void)s; sync_count++; return 0; }
-int cuStreamWaitEvent(void *s, void *e, unsigned f) { (void)s; (void)e; (void)f; return 0; }
-int cuMemAlloc_v2(uint64_t *p, size_t b) { *p = (uint64_t)(uintptr_t)calloc(1, b ? b : 1); return 0; }
-int cuMemFree_v2(uint64_t p) { free((void *)(uintptr_t)p); return 0; }
-int cuMemGetInfo_v2(size_t *f, size_t *t) { *f = (size_t)1 << 33; *t = (size_t)1 << 34; return 0; }
-int cuMemcpyHtoDAsync_v2(uint64_t d, const void *s, size_t n, void *st) { (void)st; memcpy((void *)(uintptr_t)d, s, n); return 0; }
-int cuMemcpyDtoHAsync_v2(void *d, uint64_t s, size_t n, void *st) { (void)st; memcpy(d, (void *)(uintptr_t)s, n); return 0; }
-int cuMemcpyDtoDAsync_v2(uint64_t d, uint64_t s, size_t n, void *st) { (void)st; memmove((void *)(uintptr_t)d, (void *)(uintptr_t)s, n); return 0; }
-int cuMemsetD8Async(uint64_t d, unsigned char v, size_t n, void *s) { (void)s; memset((void *)(uintptr_t)d, v, n); return 0; }
-int cuMemsetD32Async(uint64_t d, unsigned v, size_t n, void *s) {
+int cuStreamCreate(void **s, unsigned f) { COUNT; (void)f; *s = (void *)next_stream; next_stream += 0x10; return 0; }
+int cuStreamSynchronize(void *s) { COUNT; (void)s; sync_count++; return 0; }
+int cuStreamWaitEvent(void *s, void *e, unsigned f) { COUNT; (void)s; (void)e; (void)f; return 0; }
+int cuMemAlloc_v2(uint64_t *p, size_t b) { COUNT; *p = (uint64_t)(uintptr_t)calloc(1, b ? b : 1); return 0; }
+int cuMemFree_v2(uint64_t p) { COUNT; free((void *)(uintptr_t)p); return 0; }
+int cuMemGetInfo_v2(size_t *f, size_t *t) { COUNT; *f = (size_t)1 << 33; *t = (size_t)1 << 34; return 0; }
+int cuMemcpyHtoDAsync_v2(uint64_t d, const void *s, size_t n, void *st) { COUNT; (void)st; memcpy((void *)(uintptr_t)d, s, n); return 0; }
+int cuMemcpyDtoHAsync_v2(void *d, uint64_t s, size_t n, void *st) { COUNT; (void)st; memcpy(d, (void *)(uintptr_t)s, n); return 0; }
+int cuMemcpyDtoDAsync_v2(uint64_t d, uint64_t s, size_t n, void *st) { COUNT; (void)st; memmove((void *)(uintptr_t)d, (void *)(uintptr_t)s, n); return 0; }
+int cuMemsetD8Async(uint64_t d, unsigned char v, size_t n, void *s) { COUNT; (void)s; memset((void *)(uintptr_t)d, v, n); return 0; }
+int cuMemsetD32Async(uint64_t d, unsigned v, size_t n, void *s) { COUNT;
   (void)s;
   for (size_t i = 0; i < n; i++) ((unsigned *)(uintptr_t)d)[i] = v;
   return 0;
 }
-int cuEventCreate(void **e, unsigned f) { (void)f; *e = malloc(8); return 0; }
-int cuEventDestroy_v2(void *e) { free(e); return 0; }
-int cuEventRecord(void *e, void *s) { (void)e; (void)s; return 0; }
-int cuEventSynchronize(void *e) { (void)e; sync_count++; return 0; }
-int cuEventElapsedTime(float *ms, void *a, void *b) { (void)a; (void)b; *ms = 0.001f; return 0; }
-int cuModuleLoadData(void **m, const void *i) { (void)i; *m = (void *)1; return 0; }
-int cuModuleUnload(void *m) { (void)m; return 0; }
+int cuEventCreate(void **e, unsigned f) { COUNT; (void)f; *e = malloc(8); return 0; }
+int cuEventDestroy_v2(void *e) { COUNT; free(e); return 0; }
+int cuEventRecord(void *e, void *s) { COUNT; (void)e; (void)s; return 0; }
+int cuEventSynchronize(void *e) { COUNT; (void)e; sync_count++; return 0; }
+int cuEventElapsedTime(float *ms, void *a, void *b) { COUNT; (void)a; (void)b; *ms = 0.001f; return 0; }
+int cuModuleLoadData(void **m, const void *i) { COUNT; (void)i; *m = (void *)1; return 0; }
+int cuModuleUnload(void *m) { COUNT; (void)m; return 0; }
 /* A function handle is a copy of its name, so that a launch can say which kernel it ran. */
-int cuModuleGetFunction(void **f, void *m, const char *n) { (void)m; *f = strdup(n); return 0; }
-int cuModuleGetGlobal_v2(uint64_t *p, size_t *b, void *m, const char *n) { (void)m; (void)n; *p = 0; *b = 0; return 0; }
-int cuFuncSetAttribute(void *f, int a, int v) { (void)f; (void)a; (void)v; return 0; }
-int cuFuncGetAttribute(int *v, int a, void *f) { (void)a; (void)f; *v = 0; return 0; }
+int cuModuleGetFunction(void **f, void *m, const char *n) { COUNT; (void)m; *f = strdup(n); return 0; }
+int cuModuleGetGlobal_v2(uint64_t *p, size_t *b, void *m, const char *n) { COUNT; (void)m; (void)n; *p = 0; *b = 0; return 0; }
+int cuFuncSetAttribute(void *f, int a, int v) { COUNT; (void)f; (void)a; (void)v; return 0; }
+int cuFuncGetAttribute(int *v, int a, void *f) { COUNT; (void)a; (void)f; *v = 0; return 0; }
 /* Kernel launches so far (both entry points), for a test to count a call's launches. */
 static int launch_count = 0;
 static const char *last_launch = "";
 int fake_launch_count(void) { return launch_count; }
 const char *fake_last_launch(void) { return last_launch; }
-int cuLaunchKernel(void *f, unsigned a, unsigned b, unsigned c, unsigned d, unsigned e, unsigned g, unsigned h, void *s, void **p, void **x) {
+int cuLaunchKernel(void *f, unsigned a, unsigned b, unsigned c, unsigned d, unsigned e, unsigned g, unsigned h, void *s, void **p, void **x) { COUNT;
   (void)a; (void)b; (void)c; (void)d; (void)e; (void)g; (void)h; (void)s; (void)p; (void)x;
   launch_count++;
   last_launch = (const char *)f;
   return 0;
 }
-int cuLaunchKernelEx(const void *config, void *f, void **p, void **x) {
+int cuLaunchKernelEx(const void *config, void *f, void **p, void **x) { COUNT;
   (void)config; (void)p; (void)x;
   launch_count++;
   last_launch = (const char *)f;
@@ -90,15 +112,15 @@ int cuLaunchKernelEx(const void *config, void *f, void **p, void **x) {
 }
 /* A tensor map whose 128 bytes carry the address and the rank, so a test can tell two maps apart. */
 int cuTensorMapEncodeTiled(void *m, int dt, unsigned r, uint64_t a, void *d, void *s, void *b, void *e, int i, int sw,
-                           int l2, int oob) {
+                           int l2, int oob) { COUNT;
   (void)dt; (void)d; (void)s; (void)b; (void)e; (void)i; (void)sw; (void)l2; (void)oob;
   uint64_t *words = (uint64_t *)m;
   for (int w = 0; w < 16; w++) words[w] = 0;
   words[0] = a, words[1] = r;
   return 0;
 }
-int cuGetErrorName(int s, const char **n) { (void)s; *n = "CUDA_ERROR_FAKE"; return 0; }
-int cuGetErrorString(int s, const char **t) { (void)s; *t = ok_text; return 0; }
+int cuGetErrorName(int s, const char **n) { COUNT; (void)s; *n = "CUDA_ERROR_FAKE"; return 0; }
+int cuGetErrorString(int s, const char **t) { COUNT; (void)s; *t = ok_text; return 0; }
 
 /* ---------------- cuDNN backend API ---------------- */
 enum { T_HANDLE = 0, T_DATA_TYPE = 1, T_BOOLEAN = 2, T_INT64 = 3, T_FLOAT = 4, T_VOID_PTR = 6, T_HEUR_MODE = 8,
@@ -144,21 +166,21 @@ static Attr *find(Desc *d, int name) {
 static Desc *ref(Desc *d, int name) { Attr *a = find(d, name); return a ? *(Desc **)a->bytes : NULL; }
 static int64_t *ints(Desc *d, int name, int64_t *n) { Attr *a = find(d, name); if (n) *n = a ? a->count : 0; return a ? (int64_t *)a->bytes : NULL; }
 
-size_t cudnnGetVersion(void) { return 91900; }
+size_t cudnnGetVersion(void) { COUNT; return 91900; }
 const char *cudnnGetErrorString(int s) { return s == 0 ? "CUDNN_STATUS_SUCCESS" : s < 3000 ? "CUDNN_STATUS_BAD_PARAM" : "CUDNN_STATUS_NOT_SUPPORTED"; }
-void cudnnGetLastErrorString(char *m, size_t n) { snprintf(m, n, "%s", last_error); }
-int cudnnCreate(void **h) { *h = (void *)0xC0DE; return 0; }
-int cudnnSetStream(void *h, void *s) { return h == (void *)0xC0DE && s == (void *)0x5678 ? 0 : fail(2000, "cudnnSetStream: wrong handle or stream"); }
+void cudnnGetLastErrorString(char *m, size_t n) { COUNT; snprintf(m, n, "%s", last_error); }
+int cudnnCreate(void **h) { COUNT; *h = (void *)0xC0DE; return 0; }
+int cudnnSetStream(void *h, void *s) { COUNT; return h == (void *)0xC0DE && s == (void *)0x5678 ? 0 : fail(2000, "cudnnSetStream: wrong handle or stream"); }
 
-int cudnnBackendCreateDescriptor(int type, Desc **out) { *out = calloc(1, sizeof(Desc)); (*out)->type = type; return 0; }
-int cudnnBackendDestroyDescriptor(Desc *d) {
+int cudnnBackendCreateDescriptor(int type, Desc **out) { COUNT; *out = calloc(1, sizeof(Desc)); (*out)->type = type; return 0; }
+int cudnnBackendDestroyDescriptor(Desc *d) { COUNT;
   /* Marked, not freed: a later use is reported, and a plan loaded from JSON (which names its graph
      here) can still be executed after the graph's descriptors were destroyed, as a real one can. */
   if (d->destroyed) return fail(2000, "descriptor destroyed twice");
   d->destroyed = 1;
   return 0;
 }
-int cudnnBackendSetAttribute(Desc *d, int name, int type, int64_t count, const void *values) {
+int cudnnBackendSetAttribute(Desc *d, int name, int type, int64_t count, const void *values) { COUNT;
   char msg[160];
   if (d->destroyed) return fail(2000, "set on a destroyed descriptor");
   if (d->finalized) return fail(2000, "set on a finalized descriptor");
@@ -185,7 +207,7 @@ static int check_required(Desc *d, const int *names, int n) {
   return 0;
 }
 
-int cudnnBackendFinalize(Desc *d) {
+int cudnnBackendFinalize(Desc *d) { COUNT;
   int s = 0;
   if (d->destroyed || d->finalized) return fail(2000, "finalize twice or after destroy");
   if (d->type == D_TENSOR) {
@@ -233,7 +255,7 @@ int cudnnBackendFinalize(Desc *d) {
   return s;
 }
 
-int cudnnBackendGetAttribute(Desc *d, int name, int type, int64_t requested, int64_t *count, void *values) {
+int cudnnBackendGetAttribute(Desc *d, int name, int type, int64_t requested, int64_t *count, void *values) { COUNT;
   if (type != expected_type(name) && !(name == 202 || name == 300)) return fail(2000, "get with a wrong type");
   if (!d->finalized && d->type != D_ENGINECFG) return fail(2000, "get before finalize");
   if (name == 202) { /* ENGINEHEUR_RESULTS: two configs, each remembering the graph */
@@ -280,7 +302,7 @@ static int collect(Desc *graph, Desc **out, int max) {
   return n;
 }
 
-int cudnnBackendExecute(void *handle, Desc *plan, Desc *pack) {
+int cudnnBackendExecute(void *handle, Desc *plan, Desc *pack) { COUNT;
   Desc *tensors[64];
   int64_t nu, np;
   if (handle != (void *)0xC0DE || plan->type != D_PLAN || plan->destroyed || !plan->finalized || !pack->finalized)

@@ -10,6 +10,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import koffi from 'koffi';
 import { reloadConfig } from '../../src/config.js';
 
 export interface FakeCudaOptions {
@@ -47,4 +48,31 @@ export function useFakeCudaStack(
   if (!options.planCache) process.env.ATTNLAB_CUDNN_PLAN_CACHE = '0';
   reloadConfig();
   return { dir, skip };
+}
+
+/**
+ * The stand-in libraries' calls made while `fn` runs, by function name (driver and cuDNN together;
+ * test/fake-device/cudnn-fake.c counts them), with `fn`'s result: what one attention call costs in
+ * library calls, for a test to pin.
+ */
+export function libraryCallsDuring<R>(
+  dir: string,
+  fn: () => R,
+): { calls: Record<string, number>; result: R } {
+  const readers = ['libcuda.so.1', 'libcudnn.so.9'].map((name) =>
+    koffi.load(join(dir, name)).func('const char *fake_call_counts()'),
+  );
+  const read = () => {
+    const total: Record<string, number> = {};
+    for (const reader of readers)
+      for (const [name, n] of Object.entries(JSON.parse(reader() as string) as Record<string, number>))
+        total[name] = (total[name] ?? 0) + n;
+    return total;
+  };
+  const before = read();
+  const result = fn();
+  const calls: Record<string, number> = {};
+  for (const [name, n] of Object.entries(read()))
+    if (n !== (before[name] ?? 0)) calls[name] = n - (before[name] ?? 0);
+  return { calls, result };
 }

@@ -1,7 +1,7 @@
 /*
  * A stand-in for libnvrtc, so the FP8 step's launch path (compile cache → module → launches) runs on
  * a machine without CUDA, beside the fake libcuda/libcudnn of cudnn-fake.c. "Compiling" checks that
- * every kernel name expression occurs in the source and returns a 16-byte dummy CUBIN; the options
+ * every kernel name expression occurs in the source or its headers and returns a 16-byte dummy CUBIN; the options
  * of the last compile are kept for the test to read through fake_nvrtc_options().
  */
 #include <stdio.h>
@@ -14,10 +14,15 @@ static char log_text[256];
 
 int nvrtcVersion(int *major, int *minor) { *major = 13; *minor = 0; return 0; }
 const char *nvrtcGetErrorString(int s) { return s == 0 ? "NVRTC_SUCCESS" : "NVRTC_ERROR_COMPILATION"; }
+/* The source with its headers after it: a kernel may be defined in a header (hopper_bwd.cu's entries). */
 int nvrtcCreateProgram(Program **p, const char *src, const char *name, int nh, const char **h, const char **hn) {
-  (void)name; (void)nh; (void)h; (void)hn;
+  (void)name; (void)hn;
+  size_t len = strlen(src) + 1;
+  for (int i = 0; i < nh; i++) len += strlen(h[i]) + 1;
   *p = calloc(1, sizeof(Program));
-  (*p)->source = strdup(src);
+  (*p)->source = malloc(len);
+  strcpy((*p)->source, src);
+  for (int i = 0; i < nh; i++) { strcat((*p)->source, "\n"); strcat((*p)->source, h[i]); }
   return 0;
 }
 int nvrtcDestroyProgram(Program **p) { free((*p)->source); free(*p); *p = NULL; return 0; }

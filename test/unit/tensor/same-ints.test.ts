@@ -20,6 +20,14 @@ describe('int32 cache content compare', () => {
     assert.equal(sameInts(new Int32Array(0), new Int32Array(0)), true);
   });
 
+  it("compares short lists (a decode step's lengths) element by element, to the same answers", () => {
+    const a = Int32Array.of(4097, 3, -1);
+    assert.equal(sameInts(a, Int32Array.of(4097, 3, -1)), true);
+    assert.equal(sameInts(a, Int32Array.of(4097, 3, -2)), false);
+    assert.equal(sameInts(a, Int32Array.of(4098, 3, -1)), false);
+    assert.equal(sameInts(a, a.subarray(0, 2)), false);
+  });
+
   it('compares the viewed ints, not the whole buffer, for views at an offset', () => {
     const buffer = Int32Array.from({ length: 64 }, (_, i) => i);
     const view = buffer.subarray(16, 32);

@@ -6,11 +6,12 @@
  * compute capability) without touching cuDNN beyond loading it; run() takes the execution plan from
  * the plan cache (memory, then disk, then a build), allocates the output from the pool and enqueues.
  */
+import { config } from '../../../config.js';
 import { UnsupportedError } from '../../../errors.js';
 import { itemSize } from '../../../tensor/dtype.js';
 import type { DeviceBuffer } from '../../../tensor/storage.js';
 import { Tensor } from '../../../tensor/tensor.js';
-import { type AttentionBackend, type Planned, planned } from '../../backend.js';
+import type { AttentionBackend, Planned } from '../../backend.js';
 import type { AttentionProblem, BackendOutput } from '../../problem.js';
 import { cudnnHandle, loadCudnn } from '../ffi/cudnn.js';
 import { cudaAvailable, getCudaContext } from '../runtime/context.js';
@@ -20,7 +21,8 @@ import { type CallPointers, executePlan } from './execute.js';
 import { type CudnnEnvironment, type DescribeOptions, type Description, describeSdpa } from './features.js';
 import { biasFromMask, fixEmptyRows } from './masks.js';
 import { clearEmptyPackedRows, packLogSumExp, prepareLayoutCall } from './paged-call.js';
-import { getPlan } from './plan-cache.js';
+import type { CachedPlan } from './plan.js';
+import { getPlan, planCacheGeneration } from './plan-cache.js';
 
 type Environment = { ok: true; env: CudnnEnvironment } | { ok: false; reason: string };
 let environment: Environment | undefined;
@@ -57,8 +59,103 @@ export interface CudnnPlan {
 export function planCudnn(p: AttentionProblem): Planned<CudnnPlan> {
   const e = cudnnEnvironment();
   if (!e.ok) return { ok: false, reason: e.reason };
+  const kept = keptPlan(p);
+  if (kept) return kept;
   const description = describeSdpa(p, e.env);
-  return description.ok ? planned({ env: e.env, description }) : description;
+  if (!description.ok) return description;
+  const made = { ok: true, plan: { env: e.env, description } } as const;
+  if (plain(p)) keep(p, made);
+  return made;
+}
+
+/**
+ * The answers of the last few plain problems (dense, no bias, mask, lengths or modifiers: describeSdpa
+ * reads only their sizes and flags then), most recent first, found again by comparing those fields:
+ * describeSdpa and the JSON of its key cost ~1.5 KB and ~2 µs a call. A config() reloaded
+ * (ATTNLAB_CUDNN_GRAPH) drops them.
+ */
+interface Kept {
+  readonly dtype: string;
+  readonly sizes: readonly number[];
+  readonly causal: boolean;
+  readonly alignment: string;
+  readonly left: number;
+  readonly right: number;
+  readonly lse: boolean;
+  readonly answer: { readonly ok: true; readonly plan: CudnnPlan };
+}
+const keptPlans: Kept[] = [];
+const KEPT_PLANS = 4;
+let keptConfig: unknown = null;
+
+function plain(p: AttentionProblem): boolean {
+  return (
+    !p.paged &&
+    !p.packed &&
+    !p.bias &&
+    !p.mask &&
+    !p.modifiers &&
+    !p.blockMask &&
+    p.querySeqLengths === null &&
+    p.keyValueSeqLengths === null
+  );
+}
+
+function keptPlan(p: AttentionProblem): Kept['answer'] | null {
+  if (config() !== keptConfig || !plain(p)) return null;
+  const left = p.window ? p.window.left : -1;
+  const right = p.window ? p.window.right : -1;
+  for (let i = 0; i < keptPlans.length; i++) {
+    const k = keptPlans[i];
+    const z = k.sizes;
+    if (
+      k.dtype === p.dtype &&
+      z[0] === p.B &&
+      z[1] === p.T &&
+      z[2] === p.S &&
+      z[3] === p.N &&
+      z[4] === p.K &&
+      z[5] === p.H &&
+      z[6] === p.Hv &&
+      k.causal === p.causal &&
+      k.alignment === p.alignment &&
+      k.left === left &&
+      k.right === right &&
+      k.lse === p.returnLogSumExp
+    )
+      return k.answer;
+  }
+  return null;
+}
+
+function keep(p: AttentionProblem, answer: Kept['answer']): void {
+  if (config() !== keptConfig) {
+    keptPlans.length = 0;
+    keptConfig = config();
+  }
+  keptPlans.unshift({
+    dtype: p.dtype,
+    sizes: [p.B, p.T, p.S, p.N, p.K, p.H, p.Hv],
+    causal: p.causal,
+    alignment: p.alignment,
+    left: p.window ? p.window.left : -1,
+    right: p.window ? p.window.right : -1,
+    lse: p.returnLogSumExp,
+    answer,
+  });
+  if (keptPlans.length > KEPT_PLANS) keptPlans.pop();
+}
+
+/** The execution plan a description last took from the plan cache, while that cache still holds it. */
+const entries = new WeakMap<object, { handle: bigint; generation: number; entry: CachedPlan }>();
+
+function planEntry(plan: CudnnPlan, handle: bigint): CachedPlan {
+  const d = plan.description;
+  const known = entries.get(d);
+  if (known && known.handle === handle && known.generation === planCacheGeneration()) return known.entry;
+  const entry = getPlan(d.key, d.features, plan.env, handle);
+  entries.set(d, { handle, generation: planCacheGeneration(), entry });
+  return entry;
 }
 
 /** A backend result plus where its plan came from (for tests and benchmarks). */
@@ -85,7 +182,7 @@ function runPlannedCudnn(p: AttentionProblem, plan: CudnnPlan): CudnnOutput {
   const d = plan.description;
   const f = d.features;
   const handle = cudnnHandle();
-  const entry = getPlan(d.key, f, plan.env, handle);
+  const entry = planEntry(plan, handle);
   const fresh = entry.setupMs > 0 && !reported.has(entry);
   reported.add(entry);
 

@@ -128,7 +128,16 @@ export function getPlan<F extends SdpaFeatures>(
 }
 
 /** Forgets every in-memory plan (the disk files stay): the next call of a shape goes to disk. */
+/** Bumped when plans leave memory: a plan a caller kept from an earlier generation may be destroyed. */
+let generation = 0;
+
+/** The memory cache's generation (see clearMemoryPlanCache). */
+export function planCacheGeneration(): number {
+  return generation;
+}
+
 export function clearMemoryPlanCache(): void {
+  generation++;
   for (const entry of memory.values()) {
     forgetLaunch(entry);
     destroyAll([...entry.graphDescriptors, ...entry.plan.keepAlive, entry.plan.plan]);

@@ -98,12 +98,86 @@ function planKey(p: AttentionProblem): string | null {
   return `${currentDeviceOrdinal()}|${p.dtype}|${p.B}|${p.T}|${p.S}|${p.N}|${p.K}|${p.H}|${p.Hv}|${p.causal ? 1 : 0}|${p.alignment}|${w}|${p.scale}|${p.returnLogSumExp ? 1 : 0}|${p.querySeqLengths ? 1 : 0}|${p.keyValueSeqLengths ? 1 : 0}`;
 }
 
+/** The fields of a plain problem a plan depends on (planKey's parts), kept without its tensors. */
+interface PlanFields {
+  readonly device: number;
+  readonly dtype: string;
+  readonly sizes: readonly [number, number, number, number, number, number, number, number];
+  readonly causal: boolean;
+  readonly alignment: string;
+  readonly left: number;
+  readonly right: number;
+  readonly scale: number;
+  readonly lse: boolean;
+  readonly qLens: boolean;
+  readonly kvLens: boolean;
+}
+
+function planFields(p: AttentionProblem, device: number): PlanFields {
+  return {
+    device,
+    dtype: p.dtype,
+    sizes: [p.B, p.T, p.S, p.N, p.K, p.H, p.Hv, 0],
+    causal: p.causal,
+    alignment: p.alignment,
+    left: p.window ? p.window.left : -1,
+    right: p.window ? p.window.right : -1,
+    scale: p.scale,
+    lse: p.returnLogSumExp,
+    qLens: p.querySeqLengths !== null,
+    kvLens: p.keyValueSeqLengths !== null,
+  };
+}
+
+/** Whether `p` on `device` has the fields `f` (a plain problem). */
+function matches(f: PlanFields, p: AttentionProblem, device: number): boolean {
+  const z = f.sizes;
+  return (
+    f.device === device &&
+    f.dtype === p.dtype &&
+    z[0] === p.B &&
+    z[1] === p.T &&
+    z[2] === p.S &&
+    z[3] === p.N &&
+    z[4] === p.K &&
+    z[5] === p.H &&
+    z[6] === p.Hv &&
+    f.causal === p.causal &&
+    f.alignment === p.alignment &&
+    f.left === (p.window ? p.window.left : -1) &&
+    f.right === (p.window ? p.window.right : -1) &&
+    Object.is(f.scale, p.scale) &&
+    f.lse === p.returnLogSumExp &&
+    f.qLens === (p.querySeqLengths !== null) &&
+    f.kvLens === (p.keyValueSeqLengths !== null)
+  );
+}
+
+/**
+ * The plans of the last few shapes, most recent first, with the fields they were made for: a repeated
+ * shape is found by comparing fields, with no key string made (planKey's ~1 KB of strings a call is
+ * more than the rest of a small flash call allocates).
+ */
+const recent: Array<{ readonly plan: FlashPlan; readonly fields: PlanFields }> = [];
+const RECENT_PLANS = 4;
+
+function remembered(plan: FlashPlan, p: AttentionProblem): FlashPlan {
+  const at = recent.findIndex((r) => r.plan === plan);
+  if (at >= 0) recent.splice(at, 1);
+  recent.unshift({ plan, fields: planFields(p, currentDeviceOrdinal()) });
+  if (recent.length > RECENT_PLANS) recent.pop();
+  return plan;
+}
+
 /** The plan of `p` if its shape ran before (nothing is made), else null. */
 export function keptFlashPlan(p: AttentionProblem): FlashPlan | null {
-  const key = planKey(p);
-  if (key === null) return null;
+  if (p.bias || p.mask || p.modifiers || p.blockMask) return null;
   if (config() !== plansConfig) return null;
-  return plans.get(key) ?? null;
+  const device = currentDeviceOrdinal();
+  for (let i = 0; i < recent.length; i++) if (matches(recent[i].fields, p, device)) return recent[i].plan;
+  const key = planKey(p);
+  const known = key === null ? undefined : plans.get(key);
+  return known ? remembered(known, p) : null;
 }
 
 /** The plan of `p` (made on its first call), or null where the general path runs. */
@@ -113,14 +187,21 @@ export function flashPlan(p: AttentionProblem): FlashPlan | null {
   const settings = config();
   if (settings !== plansConfig) {
     plans.clear();
+    recent.length = 0;
     plansConfig = settings;
   }
   const known = plans.get(key);
-  if (known) return known;
+  if (known) return remembered(known, p);
   const made = makePlan(p);
-  if (plans.size >= PLAN_CACHE_SIZE) plans.delete(plans.keys().next().value as string);
+  if (plans.size >= PLAN_CACHE_SIZE) {
+    const oldest = plans.keys().next().value as string;
+    const dropped = plans.get(oldest);
+    plans.delete(oldest);
+    const at = recent.findIndex((r) => r.plan === dropped);
+    if (at >= 0) recent.splice(at, 1);
+  }
   plans.set(key, made);
-  return made;
+  return remembered(made, p);
 }
 
 const NO_POINTERS: FlashPointers = {
@@ -196,19 +277,17 @@ export function fillPlan(
   pointers: FlashPointers,
   counter: bigint,
 ): void {
-  const { view, pointersAt } = plan;
-  const order = [
-    pointers.q,
-    pointers.k,
-    pointers.v,
-    pointers.o,
-    pointers.lse,
-    pointers.bias,
-    pointers.mask,
-    pointers.qLens,
-    pointers.kvLens,
-  ];
-  for (let i = 0; i < 9; i++) view.setBigUint64(pointersAt + 8 * i, order[i], true);
+  const { view, pointersAt: at } = plan;
+  // FlashParams' nine pointers in declaration order (params.ts), written one by one (no list a call).
+  view.setBigUint64(at, pointers.q, true);
+  view.setBigUint64(at + 8, pointers.k, true);
+  view.setBigUint64(at + 16, pointers.v, true);
+  view.setBigUint64(at + 24, pointers.o, true);
+  view.setBigUint64(at + 32, pointers.lse, true);
+  view.setBigUint64(at + 40, pointers.bias, true);
+  view.setBigUint64(at + 48, pointers.mask, true);
+  view.setBigUint64(at + 56, pointers.qLens, true);
+  view.setBigUint64(at + 64, pointers.kvLens, true);
   if (plan.counterAt >= 0) view.setBigUint64(plan.counterAt, counter, true);
   if (plan.hopper) {
     const [q, k, v] = plan.mapsFor;

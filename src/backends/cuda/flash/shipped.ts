@@ -61,11 +61,17 @@ function plainProblem(
   } as unknown as AttentionProblem;
 }
 
-/** The kernel specs shipped for `arch`, each once (the same spec may serve many shapes). */
-export function shippedFlashSpecs(arch: string): KernelSpec[] {
+/**
+ * The kernel specs shipped for `arch`, each once (the same spec may serve many shapes); `only` keeps those of
+ * some head dims or dtypes (a build of part of the set, e.g. one head dim for a first-call measurement).
+ */
+export function shippedFlashSpecs(
+  arch: string,
+  only: { readonly headDims?: readonly number[]; readonly dtypes?: readonly string[] } = {},
+): KernelSpec[] {
   const specs = new Map<string, KernelSpec>();
-  for (const dtype of DTYPES)
-    for (const H of SHIPPED_HEAD_DIMS)
+  for (const dtype of DTYPES.filter((d) => !only.dtypes || only.dtypes.includes(d)))
+    for (const H of SHIPPED_HEAD_DIMS.filter((h) => !only.headDims || only.headDims.includes(h)))
       for (const causal of [false, true])
         for (const T of LENGTHS)
           for (const [B, N] of BATCH_HEADS(T)) {

@@ -19,7 +19,7 @@ import { cu, outBigInt } from '../ffi/driver.js';
 import { decodeCString, NVRTC_ERROR_COMPILATION, nv } from '../ffi/nvrtc.js';
 import { currentDeviceOrdinal, getCudaContext, targetArch } from './context.js';
 import { type KernelBinary, kernelCacheDir, kernelCacheKey, readCache, writeCache } from './kernel-cache.js';
-import { kernelsDir, readKernelSources, sourceExcerpt } from './kernel-source.js';
+import { byCodeUnits, kernelsDir, readKernelSources, sourceExcerpt } from './kernel-source.js';
 import { prebuiltKey, readPrebuilt, shippable } from './prebuilt.js';
 
 export { CACHE_FORMAT_VERSION, kernelCacheDir, kernelCacheKey } from './kernel-cache.js';
@@ -89,7 +89,7 @@ export function compileHistory(): readonly CompileStats[] {
 /** NVRTC options for `spec` on `arch`; sorted defines so that the key does not depend on key order. */
 export function compileOptions(spec: KernelSpec, arch: string): string[] {
   const defines = Object.entries(spec.defines ?? {})
-    .sort(([a], [b]) => a.localeCompare(b))
+    .sort(([a], [b]) => byCodeUnits(a, b))
     .map(([name, value]) => `-D${name}=${value}`);
   return [
     `--gpu-architecture=${arch}`,

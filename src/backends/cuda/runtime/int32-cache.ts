@@ -39,8 +39,17 @@ let uploads = 0;
 /** A device buffer holding `values`, uploaded only when no kept buffer holds the same ints. */
 export function int32OnDevice(values: Int32Array): DeviceBuffer {
   const device = currentDeviceOrdinal();
-  const at = entries.findIndex((e) => e.device === device && sameInts(e.host, values));
-  if (at >= 0) {
+  let at = -1;
+  for (let i = 0; i < entries.length; i++) {
+    const e = entries[i];
+    if (e.device === device && sameInts(e.host, values)) {
+      at = i;
+      break;
+    }
+  }
+  // The most recent entry is the usual hit (a decode loop's table): nothing moves.
+  if (at === 0) return entries[0].buffer;
+  if (at > 0) {
     const [hit] = entries.splice(at, 1);
     entries.unshift(hit);
     return hit.buffer;

@@ -157,13 +157,15 @@ export function launchKernel(fn: bigint, config: LaunchConfig, args: readonly Ke
   if (args.length > MAX_ARGS)
     throw new InvalidArgumentError('args', `at most ${MAX_ARGS} kernel arguments`, String(args.length));
   let offset = 0;
-  args.forEach((arg, index) => {
+  for (let index = 0; index < args.length; index++) {
+    const arg = args[index];
     if (arg.type === 'bytes') {
       offset = Math.ceil(offset / 16) * 16;
       if (offset + arg.bytes.byteLength > ARENA_BYTES)
         throw new InvalidArgumentError('args', `at most ${ARENA_BYTES} bytes`, 'more');
       octets.set(arg.bytes, offset);
-      table[index] = base + BigInt(offset);
+      // A call's one packed argument sits at the arena's start: its address needs no bigint sum.
+      table[index] = offset === 0 ? base : base + BigInt(offset);
       offset += arg.bytes.byteLength;
     } else if (arg.type === 'struct') {
       const layout = structLayout(arg.fields);
@@ -181,7 +183,7 @@ export function launchKernel(fn: bigint, config: LaunchConfig, args: readonly Ke
       table[index] = base + BigInt(offset);
       offset += 8;
     }
-  });
+  }
   const shared = config.sharedBytes ?? 0;
   if (shared > DEFAULT_SHARED_LIMIT && (sharedOptIn.get(fn) ?? 0) < shared) {
     cu().cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared);

@@ -26,7 +26,7 @@ import { Tensor } from '../../../../tensor/tensor.js';
 import { SUPPORTED, type Support, unsupported } from '../../../backend.js';
 import { type AttentionProblem, type BackendOutput, cachedTokens } from '../../../problem.js';
 import { loadKernels } from '../../runtime/compile.js';
-import { getCudaContext, targetArch } from '../../runtime/context.js';
+import { currentDeviceOrdinal, getCudaContext, targetArch } from '../../runtime/context.js';
 import { int32OnDevice } from '../../runtime/int32-cache.js';
 import { type KernelArg, launchKernel, ptr, type ScalarType, structLayout } from '../../runtime/launch.js';
 import { allocDevice, fillDevice32, growingDeviceBuffer } from '../../runtime/memory.js';
@@ -34,6 +34,7 @@ import { FLASH_FLAGS } from '../params.js';
 import { archMajor, keyValueAligned } from './decode-common.js';
 import {
   type DecodeHeadsVariant,
+  HEADS_MIN_TOKENS,
   headsDefines,
   headsPreferred,
   headsSharedBytes,
@@ -46,6 +47,7 @@ import { chooseSplitCount, decodeTuning, MAX_SPLITS } from './decode-splits.js';
 import {
   type DecodeTmaVariant,
   TMA_KERNEL,
+  TMA_SHORT_MIN_TOKENS,
   tmaCombinesInSplit,
   tmaDefines,
   tmaDependentLaunches,
@@ -282,10 +284,29 @@ const kernels = (v: DecodeVariant) =>
  */
 const splitCounters = growingDeviceBuffer((made) => fillDevice32(made, 0));
 
-export function runDecode(p: AttentionProblem): BackendOutput {
+/**
+ * What a decode call of one shape works out before its buffers exist: the split kernel's variant, the
+ * split count, the kernels, the label results report and DecodeParams with every field but the twelve
+ * pointers written. Made once per shape (decodePlan) and kept: working it out costs ~5 KB of
+ * allocations and several µs of a B=1 step's host time.
+ */
+interface DecodePlan {
+  readonly variant: DecodeVariant | DecodeHeadsVariant | DecodeTmaVariant;
+  readonly splits: number;
+  /** The TMA kernel merges the splits itself (no combine launch). */
+  readonly inSplit: boolean;
+  /** The variant string results report. */
+  readonly label: string;
+  /** DecodeParams as bytes, pointers left for each call (DECODE_LAYOUT.offsets[0 … 11]). */
+  readonly params: Uint8Array;
+  readonly view: DataView;
+  /** The split and combine kernels, loaded at the first launch (a call with no rows loads none). */
+  fn: { readonly split: bigint; readonly combine: bigint } | null;
+}
+
+function makeDecodePlan(p: AttentionProblem): DecodePlan {
   const { B, T, N, K, H, Hv } = p;
   const queryOffsets = p.packed?.querySeqOffsets ?? null;
-  const kvOffsets = p.packed?.keyValueSeqOffsets ?? null;
   const tokens = queryOffsets ? queryOffsets[B] : B * T;
   const rows = tokens * N;
   const arch = targetArch();
@@ -300,6 +321,185 @@ export function runDecode(p: AttentionProblem): BackendOutput {
       ? tmaVariantKey(tma)
       : decodeVariantKey(variant as DecodeVariant);
   const splits = chooseSplits(p, variant, properties.multiprocessorCount, sharedLimit);
+  // The TMA kernel's last block of each key range merges the splits itself where decodeTuning.combine asks.
+  const inSplit = tma !== null && tmaCombinesInSplit(splits, decodeTuning.combine);
+  let flags = 0;
+  if (p.causal) flags |= FLASH_FLAGS.causal;
+  if (p.alignment === 'bottom_right') flags |= FLASH_FLAGS.bottomRight;
+  if (p.window) flags |= FLASH_FLAGS.window;
+  const side = (x: number) => (Number.isFinite(x) ? Math.min(x, WINDOW_UNBOUNDED) : WINDOW_UNBOUNDED);
+  const params = marshalDecodeParams({
+    pointers: Array<bigint>(12).fill(0n),
+    // Token and head strides in elements: every layout is token-major with heads inside.
+    strides: [N * H, H, K * H, H, K * Hv, Hv, N * Hv, Hv],
+    ints: [
+      B,
+      T,
+      p.S,
+      N,
+      K,
+      H,
+      Hv,
+      N / K,
+      p.paged?.blockSize ?? 0,
+      p.paged?.maxBlocksPerSeq ?? 0,
+      splits,
+      p.window ? side(p.window.left) : WINDOW_UNBOUNDED,
+      p.window ? side(p.window.right) : WINDOW_UNBOUNDED,
+    ],
+    scaleLog2: p.scale * Math.LOG2E,
+    flags,
+    rowsTotal: rows,
+  });
+  if (params.type !== 'bytes') throw new AttnlabError('DecodeParams: marshalled as bytes');
+  return {
+    variant,
+    splits,
+    inSplit,
+    label: `${key}.split${splits}${inSplit ? '.fused' : ''}${p.paged ? `.paged${p.paged.blockSize}` : ''}${p.packed ? '.packed' : ''}`,
+    params: params.bytes,
+    view: new DataView(params.bytes.buffer, params.bytes.byteOffset, params.bytes.byteLength),
+    fn: null,
+  };
+}
+
+/** Everything of a dense or paged problem (not packed) that reaches makeDecodePlan, and the settings. */
+interface DecodeFields {
+  readonly device: number;
+  readonly dtype: string;
+  readonly sizes: readonly number[];
+  readonly causal: boolean;
+  readonly alignment: string;
+  readonly left: number;
+  readonly right: number;
+  readonly scale: number;
+  readonly lse: boolean;
+  readonly qLens: boolean;
+  readonly kvLens: boolean;
+  /** Which side of the kernel rules' cached-token thresholds (headsPreferred, tmaPreferredShort) it is on. */
+  readonly tokens: number;
+  readonly settings: unknown;
+  /** decodeTuning's fields when the plan was made (a bench or test sets them in place). */
+  readonly tuning: readonly unknown[];
+}
+
+/**
+ * The kernel rules read the cached tokens (a paged cache's lengths change every step) only against these
+ * thresholds: 0 below TMA_SHORT_MIN_TOKENS, 1 below HEADS_MIN_TOKENS, 2 from it.
+ */
+function tokenClass(p: AttentionProblem): number {
+  const tokens = cachedTokens(p);
+  return tokens >= HEADS_MIN_TOKENS ? 2 : tokens >= TMA_SHORT_MIN_TOKENS ? 1 : 0;
+}
+
+const tuningFields = (): unknown[] => [
+  decodeTuning.splits,
+  decodeTuning.loader,
+  decodeTuning.kernel,
+  decodeTuning.rowGroups,
+  decodeTuning.rowTiles,
+  decodeTuning.multicast,
+  decodeTuning.boxGroup,
+  decodeTuning.combine,
+];
+
+function decodeFields(p: AttentionProblem, device: number): DecodeFields {
+  return {
+    device,
+    dtype: p.dtype,
+    sizes: [
+      p.B,
+      p.T,
+      p.S,
+      p.N,
+      p.K,
+      p.H,
+      p.Hv,
+      p.paged ? p.paged.blockSize : -1,
+      p.paged ? p.paged.maxBlocksPerSeq : -1,
+    ],
+    causal: p.causal,
+    alignment: p.alignment,
+    left: p.window ? p.window.left : -1,
+    right: p.window ? p.window.right : -1,
+    scale: p.scale,
+    lse: p.returnLogSumExp,
+    qLens: p.querySeqLengths !== null,
+    kvLens: p.keyValueSeqLengths !== null,
+    tokens: tokenClass(p),
+    settings: config(),
+    tuning: tuningFields(),
+  };
+}
+
+function sameDecodeFields(f: DecodeFields, p: AttentionProblem, device: number): boolean {
+  const z = f.sizes;
+  const t = f.tuning;
+  return (
+    f.device === device &&
+    f.dtype === p.dtype &&
+    z[0] === p.B &&
+    z[1] === p.T &&
+    z[2] === p.S &&
+    z[3] === p.N &&
+    z[4] === p.K &&
+    z[5] === p.H &&
+    z[6] === p.Hv &&
+    z[7] === (p.paged ? p.paged.blockSize : -1) &&
+    z[8] === (p.paged ? p.paged.maxBlocksPerSeq : -1) &&
+    f.causal === p.causal &&
+    f.alignment === p.alignment &&
+    f.left === (p.window ? p.window.left : -1) &&
+    f.right === (p.window ? p.window.right : -1) &&
+    Object.is(f.scale, p.scale) &&
+    f.lse === p.returnLogSumExp &&
+    f.qLens === (p.querySeqLengths !== null) &&
+    f.kvLens === (p.keyValueSeqLengths !== null) &&
+    f.tokens === tokenClass(p) &&
+    f.settings === config() &&
+    t[0] === decodeTuning.splits &&
+    t[1] === decodeTuning.loader &&
+    t[2] === decodeTuning.kernel &&
+    t[3] === decodeTuning.rowGroups &&
+    t[4] === decodeTuning.rowTiles &&
+    t[5] === decodeTuning.multicast &&
+    t[6] === decodeTuning.boxGroup &&
+    t[7] === decodeTuning.combine
+  );
+}
+
+/** The plans of the last few shapes, most recent first (a decode loop has one; a paged cache's grows a block at a time). */
+const decodePlans: Array<{ readonly fields: DecodeFields; readonly plan: DecodePlan }> = [];
+const DECODE_PLANS = 8;
+
+/** The plan of `p`: kept per shape for dense and paged problems, made for each packed one (its rows come from offsets). */
+function decodePlan(p: AttentionProblem): DecodePlan {
+  if (p.packed) return makeDecodePlan(p);
+  const device = currentDeviceOrdinal();
+  for (let i = 0; i < decodePlans.length; i++)
+    if (sameDecodeFields(decodePlans[i].fields, p, device)) return decodePlans[i].plan;
+  const plan = makeDecodePlan(p);
+  decodePlans.unshift({ fields: decodeFields(p, device), plan });
+  if (decodePlans.length > DECODE_PLANS) decodePlans.pop();
+  return plan;
+}
+
+function decodeKernels(variant: DecodePlan['variant']) {
+  if (variant.kind === 'heads') return headsKernels(variant);
+  if (variant.kind === 'tma') return tmaKernels(variant);
+  return kernels(variant);
+}
+
+export function runDecode(p: AttentionProblem): BackendOutput {
+  const { B, T, N, K, H, Hv } = p;
+  const queryOffsets = p.packed?.querySeqOffsets ?? null;
+  const kvOffsets = p.packed?.keyValueSeqOffsets ?? null;
+  const tokens = queryOffsets ? queryOffsets[B] : B * T;
+  const rows = tokens * N;
+  const plan = decodePlan(p);
+  const { variant, splits, inSplit } = plan;
+  const heads = variant.kind === 'heads' ? variant : null;
+  const tma = variant.kind === 'tma' ? variant : null;
   const itemBytes = 2;
   const out = allocDevice(rows * Hv * itemBytes);
   const lse = p.returnLogSumExp ? allocDevice(rows * 4) : null;
@@ -315,9 +515,7 @@ export function runDecode(p: AttentionProblem): BackendOutput {
   const kvOffs = upload(kvOffsets);
   const qLens = upload(queryOffsets ? null : p.querySeqLengths);
   const kvLens = upload(kvOffsets ? null : p.keyValueSeqLengths);
-  // The TMA kernel's last block of each key range merges the splits itself where decodeTuning.combine asks.
-  const inSplit = tma !== null && tmaCombinesInSplit(splits, decodeTuning.combine);
-  const counters = inSplit ? splitCounters(B * K * tma.rowGroups * 4) : null;
+  const counters = tma && inSplit ? splitCounters(B * K * tma.rowGroups * 4) : null;
   const dependent = tma
     ? tmaDependentLaunches(
         config().experimental.dependentLaunch,
@@ -330,48 +528,24 @@ export function runDecode(p: AttentionProblem): BackendOutput {
   const partLse = splits > 1 ? allocDevice(splits * rows * 4) : null;
   try {
     if (rows > 0) {
-      const fn = heads ? headsKernels(heads) : tma ? tmaKernels(tma) : kernels(variant as DecodeVariant);
-      let flags = 0;
-      if (p.causal) flags |= FLASH_FLAGS.causal;
-      if (p.alignment === 'bottom_right') flags |= FLASH_FLAGS.bottomRight;
-      if (p.window) flags |= FLASH_FLAGS.window;
-      const side = (x: number) => (Number.isFinite(x) ? Math.min(x, WINDOW_UNBOUNDED) : WINDOW_UNBOUNDED);
-      const params = marshalDecodeParams({
-        pointers: [
-          p.query.buffer.ptr,
-          p.key.buffer.ptr,
-          p.value.buffer.ptr,
-          out.ptr,
-          lse?.ptr ?? 0n,
-          partO?.ptr ?? 0n,
-          partLse?.ptr ?? 0n,
-          table?.ptr ?? 0n,
-          qOffsets?.ptr ?? 0n,
-          kvOffs?.ptr ?? 0n,
-          qLens?.ptr ?? 0n,
-          kvLens?.ptr ?? 0n,
-        ],
-        // Token and head strides in elements: every layout is token-major with heads inside.
-        strides: [N * H, H, K * H, H, K * Hv, Hv, N * Hv, Hv],
-        ints: [
-          B,
-          T,
-          p.S,
-          N,
-          K,
-          H,
-          Hv,
-          N / K,
-          p.paged?.blockSize ?? 0,
-          p.paged?.maxBlocksPerSeq ?? 0,
-          splits,
-          p.window ? side(p.window.left) : WINDOW_UNBOUNDED,
-          p.window ? side(p.window.right) : WINDOW_UNBOUNDED,
-        ],
-        scaleLog2: p.scale * Math.LOG2E,
-        flags,
-        rowsTotal: rows,
-      });
+      plan.fn ??= decodeKernels(variant);
+      const fn = plan.fn;
+      const { view } = plan;
+      const at = DECODE_LAYOUT.offsets;
+      view.setBigUint64(at[0], p.query.buffer.ptr, true);
+      view.setBigUint64(at[1], p.key.buffer.ptr, true);
+      view.setBigUint64(at[2], p.value.buffer.ptr, true);
+      view.setBigUint64(at[3], out.ptr, true);
+      view.setBigUint64(at[4], lse?.ptr ?? 0n, true);
+      view.setBigUint64(at[5], partO?.ptr ?? 0n, true);
+      view.setBigUint64(at[6], partLse?.ptr ?? 0n, true);
+      view.setBigUint64(at[7], table?.ptr ?? 0n, true);
+      view.setBigUint64(at[8], qOffsets?.ptr ?? 0n, true);
+      view.setBigUint64(at[9], kvOffs?.ptr ?? 0n, true);
+      view.setBigUint64(at[10], qLens?.ptr ?? 0n, true);
+      view.setBigUint64(at[11], kvLens?.ptr ?? 0n, true);
+      // One bytes argument for both launches: launchKernel copies it before each returns.
+      const params: KernelArg = { type: 'bytes', bytes: plan.params };
       if (tma) {
         // The K and V tensor maps follow DecodeParams as two more 128-byte arguments (decode_tma.cuh). A
         // programmatic dependent where tmaDependentLaunches says (launch-dependent.ts): the kernel waits
@@ -425,7 +599,7 @@ export function runDecode(p: AttentionProblem): BackendOutput {
   return {
     output: Tensor.fromDeviceBuffer(out, shape, p.dtype),
     logSumExp: lse ? Tensor.fromDeviceBuffer(lse, shape.slice(0, -1), 'float32') : undefined,
-    variant: `${key}.split${splits}${inSplit ? '.fused' : ''}${p.paged ? `.paged${p.paged.blockSize}` : ''}${p.packed ? '.packed' : ''}`,
+    variant: plan.label,
   };
 }
 

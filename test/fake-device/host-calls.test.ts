@@ -1,0 +1,185 @@
+/**
+ * What one repeated attention call asks of the CUDA driver and cuDNN, pinned, on the stand-in device
+ * (test/fake-device/cudnn-fake.c counts every call by name): at the codelab's shape (B=4 T=128 N=8 H=64
+ * bf16) a flash call is one cuLaunchKernel, a cudnn call one cudnnBackendExecute (and the NaN repair's
+ * launch where a mask can hide keys), `auto` exactly its backend's; a B=1 decode step the decode kernels'
+ * launches; a KVCache step (append, then attention) one upload and one launch for the append, one upload
+ * of the grown lengths and the decode kernels' launches. No call allocates from the driver, waits on the
+ * device, builds a descriptor or loads a module once its shape ran: each of those costs 2–20 µs of host
+ * time on an H100 (docs/internals/host-time.md). And what is kept per shape is found again only where it
+ * still holds: cudnn binds each call's own tensors, a decode plan follows decodeTuning, the shape and the
+ * kernel rules' cached-token thresholds.
+ */
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import koffi from 'koffi';
+import { attention } from '../../src/api/attention.js';
+import { KVCache } from '../../src/api/kv-cache.js';
+import { decodeTuning } from '../../src/backends/cuda/flash/decode/decode-splits.js';
+import { memoryStats } from '../../src/backends/cuda/runtime/memory.js';
+import type { Implementation } from '../../src/backends/problem.js';
+import { seededInput } from '../../src/bench/measure.js';
+import { Tensor } from '../../src/tensor/tensor.js';
+import { libraryCallsDuring, useFakeCudaStack } from './fake-cuda.js';
+
+const { dir, skip } = useFakeCudaStack('attnlab-host-calls-');
+
+function inputs(B: number, T: number, S: number, N: number, K: number, H: number): Tensor[] {
+  return [
+    [T, N, 1],
+    [S, K, 2],
+    [S, K, 3],
+  ].map(([length, heads, seed]) => seededInput([B, length, heads, H], seed, 'bfloat16').to('cuda'));
+}
+
+/** The library calls and driver allocations of `call` after `warm` untimed calls of it. */
+function repeated(call: () => { dispose(): void }, warm = 3) {
+  for (let i = 0; i < warm; i++) call().dispose();
+  const allocations = memoryStats().driverAllocations;
+  const { calls, result } = libraryCallsDuring(dir, call);
+  result.dispose();
+  return { calls, allocations: memoryStats().driverAllocations - allocations };
+}
+
+describe('the library calls of a repeated attention call', { skip }, () => {
+  const small = skip ? [] : inputs(4, 128, 128, 8, 8, 64);
+  const step = skip ? [] : inputs(1, 1, 4096, 32, 8, 128);
+  const run = (impl: Implementation | undefined, [q, k, v]: Tensor[], isCausal: boolean) => {
+    let backend = '';
+    const found = repeated(() => {
+      const r = attention(q, k, v, { isCausal, implementation: impl });
+      backend = r.backend;
+      return r.output;
+    });
+    return { ...found, backend };
+  };
+
+  it('flash: one launch, at B=4 T=128 N=8 H=64, causal or not', () => {
+    for (const causal of [false, true]) {
+      const { calls, allocations } = run('flash', small, causal);
+      assert.deepEqual(calls, { cuLaunchKernel: 1 }, `causal ${causal}`);
+      assert.equal(allocations, 0);
+    }
+  });
+
+  it("cudnn: one execute, and the NaN repair's launch where the mask can hide keys", () => {
+    const plain = run('cudnn', small, false);
+    assert.deepEqual(plain.calls, { cudnnBackendExecute: 1 });
+    const causal = run('cudnn', small, true);
+    assert.deepEqual(causal.calls, { cudnnBackendExecute: 1, cuLaunchKernel: 1 });
+    assert.equal(plain.allocations + causal.allocations, 0);
+  });
+
+  it("cudnn: a kept plan and variant pack bind each call's own tensors", () => {
+    const lastExecute = koffi.load(join(dir, 'libcudnn.so.9')).func('const char *fake_last_execute()');
+    const bound = () =>
+      Object.values(JSON.parse(lastExecute() as string) as Record<string, { ptr: string }>).map((b) =>
+        BigInt(b.ptr),
+      );
+    const [q, k, v] = small;
+    const [q2, k2, v2] = inputs(4, 128, 128, 8, 8, 64);
+    for (const [query, key, value] of [
+      [q, k, v],
+      [q2, k2, v2],
+      [q, k2, v],
+    ]) {
+      const r = attention(query, key, value, { isCausal: true, implementation: 'cudnn' });
+      const pointers = bound();
+      for (const t of [query, key, value, r.output])
+        assert.ok(pointers.includes(t.buffer.ptr), `bound ${t.buffer.ptr.toString(16)}`);
+      r.output.dispose();
+    }
+    for (const t of [q2, k2, v2]) t.dispose();
+  });
+
+  it("auto: its backend's calls and nothing more", () => {
+    for (const causal of [false, true]) {
+      const auto = run(undefined, small, causal);
+      const named = run(auto.backend as Implementation, small, causal);
+      assert.deepEqual(auto.calls, named.calls, `${auto.backend}, causal ${causal}`);
+      assert.equal(auto.allocations, 0);
+    }
+  });
+
+  it('a B=1 decode step over a dense cache (S=4096 K=8 N=32 H=128): the split-KV launches on flash, one execute on cudnn', () => {
+    const flash = run('flash', step, false);
+    assert.deepEqual(flash.calls, { cuLaunchKernel: 2 }, 'the split kernel and the combine');
+    assert.deepEqual(run('cudnn', step, false).calls, { cudnnBackendExecute: 1 });
+    const auto = run(undefined, step, false);
+    assert.deepEqual(auto.calls, run(auto.backend as Implementation, step, false).calls);
+    assert.equal(flash.allocations + auto.allocations, 0);
+  });
+
+  it('a decode plan is kept per shape and follows decodeTuning set in place', () => {
+    const [q, k, v] = step;
+    const label = () => {
+      const r = attention(q, k, v, { implementation: 'flash' });
+      r.output.dispose();
+      return r.variant;
+    };
+    const plain = label();
+    try {
+      decodeTuning.splits = 2;
+      assert.match(label(), /\.split2$/);
+      decodeTuning.splits = 3;
+      assert.match(label(), /\.split3$/);
+    } finally {
+      delete decodeTuning.splits;
+    }
+    assert.equal(label(), plain);
+    const [, k2, v2] = inputs(1, 1, 2048, 32, 8, 128);
+    const shorter = attention(q, k2, v2, { implementation: 'flash' });
+    assert.equal(shorter.output.shape.join(), '1,1,32,128');
+    shorter.output.dispose();
+    assert.equal(label(), plain, 'the first shape again');
+    for (const t of [k2, v2]) t.dispose();
+  });
+
+  it("a kept paged decode plan follows the kernel rules' cached-token thresholds as the lengths grow", () => {
+    // K=1, 32 query rows a kv head: the row-tile kernel below 32k cached tokens, the TMA kernel from there.
+    const pool = Tensor.zeros([1024, 64, 1, 128], 'bfloat16').to('cuda');
+    const q = Tensor.zeros([1, 1, 32, 128], 'bfloat16').to('cuda');
+    const blockTable = [Array.from({ length: 1024 }, (_, i) => i)];
+    const label = (length: number) => {
+      const r = attention(q, pool, pool, {
+        blockTable,
+        keyValueSeqLengths: [length],
+        isCausal: true,
+        causalAlignment: 'bottom_right',
+        implementation: 'flash',
+      });
+      r.output.dispose();
+      return r.variant;
+    };
+    const short = label(1000);
+    assert.match(short, /^flash-decode\./);
+    assert.match(label(40_000), /^flash-decode-tma\./);
+    assert.equal(label(1001), short);
+    for (const t of [pool, q]) t.dispose();
+  });
+
+  it('a KVCache decode step: append uploads its slots and launches once; attention uploads the new length and launches the decode kernels', () => {
+    const cache = new KVCache({ numBlocks: 256, blockSize: 64, numKvHeads: 8, headDim: 128 });
+    const id = cache.addSequence();
+    const [q] = inputs(1, 1, 1, 32, 32, 128);
+    const [row] = inputs(1, 1, 1, 8, 8, 128);
+    const prefill = seededInput([1, 1000, 8, 128], 4, 'bfloat16').to('cuda');
+    cache.append([id], prefill, prefill);
+    for (const impl of [undefined, 'flash'] as const) {
+      const decodeStep = () => {
+        cache.append([id], row, row);
+        return cache.attention(q, [id], { implementation: impl }).output;
+      };
+      // 40 steps: the kept uploads (int32-cache.ts keeps 16) have cycled and the pool serves them.
+      const { calls, allocations } = repeated(decodeStep, 40);
+      assert.deepEqual(
+        calls,
+        { cuMemcpyHtoDAsync_v2: 2, cuLaunchKernel: 3 },
+        `${impl ?? 'auto'}: the append's slots and launch, the lengths and the decode's split and combine launches`,
+      );
+      assert.equal(allocations, 0);
+    }
+    cache.dispose();
+  });
+});
