@@ -273,6 +273,13 @@ export function hopperVariant(
   // 16-byte aligned Q, K, V (TMA's rule for global addresses) and head dims of multiples of 8 (its
   // rule for strides): flashSupport already requires both.
   const tiles = hopperTiles(dims, p);
+  const blockMask = blockMaskOf(p) !== null;
+  const shared =
+    hopperSharedBytes({ ...tiles, stages: 2, ...dims }) + hopperBlockMaskBytes({ ...tiles, blockMask }, p.S);
+  if (shared > HOPPER_SHARED_LIMIT)
+    return {
+      reason: `a block mask over S=${p.S} keys: its tile bitmaps take the tiles' shared memory past ${HOPPER_SHARED_LIMIT} bytes (${shared})`,
+    };
   return {
     variant: {
       kernel: 'wgmma',
@@ -286,7 +293,7 @@ export function hopperVariant(
       bias: p.bias ? (p.bias.tensor.dtype as FlashBiasType) : 'none',
       mask: p.mask !== null,
       modifiers: modifiersOf(p),
-      blockMask: blockMaskOf(p) !== null,
+      blockMask,
     },
   };
 }
@@ -349,6 +356,20 @@ export function hopperSharedBytes(
   const kv = v.stages * v.blockN * (v.keyDim + v.valueDim) * 2;
   const words = 2 + 4 * v.stages + (v.persistent === 'dynamic' ? 1 : 0);
   return 1024 + hopperBlockM(v) * v.keyDim * 2 + kv + 8 * words;
+}
+
+/**
+ * Shared memory after hopperSharedBytes for a block mask's tile bitmaps (fwd_scheduler.cuh
+ * tile_bits_bytes): one bit per key tile of BN keys, in one map of the item's kept tiles and one of
+ * each consumer's FULL tiles, in 32-bit words: 1 + consumers maps of ceil(ceil(S/BN)/32) words. 0
+ * without a block mask. At S=8192 and BN=128: 3 maps of 2 words, 24 bytes.
+ */
+export function hopperBlockMaskBytes(
+  v: Pick<HopperVariant, 'consumers' | 'blockN' | 'blockMask'>,
+  S: number,
+): number {
+  if (!v.blockMask) return 0;
+  return 4 * (1 + v.consumers) * Math.ceil(Math.ceil(S / v.blockN) / 32);
 }
 
 /**
