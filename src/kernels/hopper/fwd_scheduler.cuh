@@ -25,11 +25,11 @@ template <class C>
 __device__ __forceinline__ int tile_words(const FlashParams& p) {
   return ((p.S + C::BN - 1) / C::BN + 31) / 32;
 }
-// Bytes of the bitmaps (hopperBlockMaskBytes in hopper-variant.ts is the same sum).
-template <class C>
-__device__ __forceinline__ u32 tile_bits_bytes(const FlashParams& p) {
-  return ATTNLAB_BLOCK_MASK ? 4u * (1 + C::CONSUMERS) * tile_words<C>(p) : 0u;
-}
+// Where the bitmaps are: their shared address and the words of one map (tile_words).
+struct TileBits {
+  u32 addr;
+  int words;
+};
 
 // The rows [lo, hi] consumer c of item w holds (its 64, clamped to the item's last valid row).
 template <class C>
@@ -42,11 +42,11 @@ __device__ __forceinline__ void consumer_rows(const TileWork& w, int c, int& lo,
 // warp + warps, …, a lane one tile each (its kinds from global memory: tile_kind), a ballot per map.
 // The caller orders the writes before the readers (__syncthreads, or the q_full barrier).
 template <class C>
-__device__ __forceinline__ void classify_tiles(const FlashParams& p, const FlashMods& m, const TileWork& w, u32 bits,
-                                               int warp, int warps) {
+__device__ __forceinline__ void classify_tiles(const FlashMods& m, const TileWork& w, const TileBits& bits, int warp,
+                                               int warps) {
 #if ATTNLAB_BLOCK_MASK
   const int lane = threadIdx.x % 32;
-  const int words = tile_words<C>(p);
+  const int words = bits.words;
   const int lo = w.n_lo / C::BN, hi = (w.n_hi + C::BN - 1) / C::BN;
   for (int word = warp; word < words; word += warps) {
     const int nb = word * 32 + lane;
@@ -71,9 +71,9 @@ __device__ __forceinline__ void classify_tiles(const FlashParams& p, const Flash
 #pragma unroll
     for (int c = 0; c < C::CONSUMERS; ++c) full_words[c] = __ballot_sync(0xffffffffu, (full >> c) & 1u);
     if (lane == 0) {
-      st_shared_s32(bits + 4 * word, static_cast<int>(kept_word));
+      st_shared_s32(bits.addr + 4 * word, static_cast<int>(kept_word));
 #pragma unroll
-      for (int c = 0; c < C::CONSUMERS; ++c) st_shared_s32(bits + 4 * ((1 + c) * words + word), static_cast<int>(full_words[c]));
+      for (int c = 0; c < C::CONSUMERS; ++c) st_shared_s32(bits.addr + 4 * ((1 + c) * words + word), static_cast<int>(full_words[c]));
     }
   }
 #endif
@@ -87,23 +87,22 @@ template <class C>
 struct KeyTiles {
   int lo, hi;
 #if ATTNLAB_BLOCK_MASK
-  u32 bits;
-  int words;
+  TileBits bits;
 #endif
-  __device__ __forceinline__ KeyTiles(const FlashParams& p, const TileWork& w, u32 bits_addr)
+  __device__ __forceinline__ KeyTiles(const FlashMods& mods, const TileWork& w, const TileBits& tile_bits = TileBits{})
       : lo(w.n_lo / C::BN), hi((w.n_hi + C::BN - 1) / C::BN)
 #if ATTNLAB_BLOCK_MASK
-      , bits(bits_addr), words(tile_words<C>(p))
+      , bits(tile_bits)
 #endif
   {
-    (void)p;
-    (void)bits_addr;
+    (void)mods;
+    (void)tile_bits;
   }
   // The block mask's kind of (visited) tile nb over consumer c's rows: FULL or PARTIAL; without a
   // block mask, what tile_kind says of every tile (PARTIAL with a mask modifier, else FULL).
   __device__ __forceinline__ int kind(int nb, int c) const {
 #if ATTNLAB_BLOCK_MASK
-    const unsigned word = static_cast<unsigned>(ld_shared_s32(bits + 4 * ((1 + c) * words + nb / 32)));
+    const u32 word = static_cast<u32>(ld_shared_s32(bits.addr + 4 * ((1 + c) * bits.words + nb / 32)));
     return (word >> (nb % 32)) & 1u ? ATTNLAB_TILE_FULL : ATTNLAB_TILE_PARTIAL;
 #else
     (void)nb;
@@ -117,29 +116,30 @@ struct KeyTiles {
 #if ATTNLAB_BLOCK_MASK
     if (nb < lo) return lo - 1;
     int word = nb / 32;
-    unsigned w = static_cast<unsigned>(ld_shared_s32(bits + 4 * word)) & (0xffffffffu >> (31 - nb % 32));
-    while (w == 0) {
+    u32 kept = static_cast<u32>(ld_shared_s32(bits.addr + 4 * word)) & (0xffffffffu >> (31 - nb % 32));
+    while (kept == 0) {
       if (--word < lo / 32) return lo - 1;
-      w = static_cast<unsigned>(ld_shared_s32(bits + 4 * word));
+      kept = static_cast<u32>(ld_shared_s32(bits.addr + 4 * word));
     }
-    return word * 32 + 31 - __clz(w);
+    return word * 32 + 31 - __clz(kept);
 #else
     return nb;
 #endif
   }
   __device__ __forceinline__ int first() const { return next(hi); }
-  // Whether item w (the one these tiles are of) has a key tile to visit.
-  __device__ __forceinline__ bool any(const TileWork& w) const {
-#if ATTNLAB_BLOCK_MASK
-    return w.n_lo < w.n_hi && first() >= lo;
-#else
-    return w.n_lo < w.n_hi;
-#endif
+  // Whether item w has a key tile to visit.
+  __device__ __forceinline__ static bool any(const FlashMods& m, const TileWork& w, const TileBits& tile_bits = TileBits{}) {
+    if (!(w.n_lo < w.n_hi)) return false;
+    if constexpr (ATTNLAB_BLOCK_MASK) {
+      const KeyTiles tiles(m, w, tile_bits);
+      return tiles.first() >= tiles.lo;
+    }
+    return true;
   }
   __device__ __forceinline__ int count() const {
 #if ATTNLAB_BLOCK_MASK
     int visited = 0;
-    for (int word = lo / 32; word <= (hi - 1) / 32; ++word) visited += __popc(static_cast<unsigned>(ld_shared_s32(bits + 4 * word)));
+    for (int word = lo / 32; word <= (hi - 1) / 32; ++word) visited += __popc(static_cast<u32>(ld_shared_s32(bits.addr + 4 * word)));
     return visited;
 #else
     return hi - lo;

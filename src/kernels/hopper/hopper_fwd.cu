@@ -59,9 +59,9 @@
 // so every named barrier is balanced at exit without knowing which item is a block's last.
 template <class C>
 __device__ __forceinline__ void run_dynamic(const HopperParams& hp, const FlashMods& m, u32 sq, u32 sk, u32 sv,
-                                            const Barriers& bar, u32 bits) {
-  // The host keeps block masks on the 2-D grid (hopper-variant.ts hopperGridOrder): the bitmaps are
-  // built once per block there, before the roles split.
+                                            const Barriers& bar) {
+  // The host keeps block masks on the 2-D grid (hopper-variant.ts hopperGridOrder), where every warp
+  // of the block builds the item's tile bitmaps before the roles split.
   static_assert(!ATTNLAB_BLOCK_MASK || !C::DYNAMIC, "a block mask runs on the 2-D grid");
   const FlashParams& p = hp.f;
   const int qblocks = (p.T + C::BM - 1) / C::BM;
@@ -81,8 +81,8 @@ __device__ __forceinline__ void run_dynamic(const HopperParams& hp, const FlashM
         return;
       }
       const TileWork w = dynamic_tile<C>(p, index, qblocks, section);
-      const KeyTiles<C> tiles(p, w, bits);
-      if (tiles.any(w)) {
+      if (KeyTiles<C>::any(m, w)) {
+        const KeyTiles<C> tiles(m, w);
         produce<C>(hp, w, sq, sk, sv, bar, tiles, ItemSlot{ring, item, false, false});
         ring += tiles.count();
       } else {
@@ -104,8 +104,8 @@ __device__ __forceinline__ void run_dynamic(const HopperParams& hp, const FlashM
     index = __shfl_sync(0xffffffffu, index, 0);
     if (index >= items) break;
     const TileWork w = dynamic_tile<C>(p, index, qblocks, section);
-    const KeyTiles<C> tiles(p, w, bits);
-    if (tiles.any(w)) {
+    if (KeyTiles<C>::any(m, w)) {
+      const KeyTiles<C> tiles(m, w);
       consume<C>(p, m, w, sq, sk, sv, bar, tiles, consumer, ItemSlot{ring, item, false, false});
       ring += tiles.count();
     } else {
@@ -126,21 +126,23 @@ __device__ __forceinline__ void hopper_fwd(const HopperParams& hp, const FlashMo
   const u32 sk = sq + C::Q_BYTES;
   const u32 sv = sk + C::STAGES * C::K_BYTES;
   const Barriers bar{sv + C::STAGES * C::V_BYTES, C::STAGES};
-  // The block mask's bitmaps (fwd_scheduler.cuh classify_tiles) follow the barriers and the item slot.
-  const u32 bits = bar.base + 8 * (2 + 4 * C::STAGES + (C::DYNAMIC ? 1 : 0));
   const int warpgroup = threadIdx.x / 128;
+  // With a block mask, the item's tile bitmaps (fwd_scheduler.cuh) after the barriers and the item slot.
+  const TileBits bits{bar.base + 8 * (2 + 4 * C::STAGES + (C::DYNAMIC ? 1 : 0)), tile_words<C>(p)};
+  // Whether the item has a key tile to visit (one the built-in masks and the block mask leave).
+  auto has_keys = [&](const TileWork& w) { return KeyTiles<C>::any(m, w, bits); };
   // The 2-D grid's one item: blocks with nothing to load leave before the barriers exist. With a
-  // block mask every warp classifies a share of the item's key tiles first (a tile per lane).
+  // block mask every warp first classifies a share of the item's key tiles (a tile per lane).
   if constexpr (!C::DYNAMIC) {
     const TileWork w = schedule_tile<C::BM>(p);
     if (w.m0 >= p.T) return;
     if constexpr (ATTNLAB_BLOCK_MASK) {
       if (w.n_lo < w.n_hi) {
-        classify_tiles<C>(p, m, w, bits, threadIdx.x / 32, C::THREADS / 32);
+        classify_tiles<C>(m, w, bits, threadIdx.x / 32, C::THREADS / 32);
         __syncthreads();
       }
     }
-    if (!KeyTiles<C>(p, w, bits).any(w)) {
+    if (!has_keys(w)) {
       store_empty_block<C::BM, C::THREADS>(p, w);
       return;
     }
@@ -161,7 +163,7 @@ __device__ __forceinline__ void hopper_fwd(const HopperParams& hp, const FlashMo
   }
   __syncthreads();
   if constexpr (C::DYNAMIC) {
-    run_dynamic<C>(hp, m, sq, sk, sv, bar, bits);
+    run_dynamic<C>(hp, m, sq, sk, sv, bar);
     return;
   }
   // Each role takes the item again after the barrier rather than keeping it in registers across the
@@ -169,12 +171,11 @@ __device__ __forceinline__ void hopper_fwd(const HopperParams& hp, const FlashMo
   // and is one branch with its own call: setmaxnreg holds only when the roles share no code.
   auto with_item = [&](auto&& run, auto&& empty) {
     const TileWork w = schedule_tile<C::BM>(p);
-    const KeyTiles<C> tiles(p, w, bits);
-    if (!tiles.any(w)) {
+    if (!has_keys(w)) {
       empty(w);
       return;
     }
-    run(w, tiles, ItemSlot{0, 0, true, true});
+    run(w, KeyTiles<C>(m, w, bits), ItemSlot{0, 0, true, true});
   };
   if (warpgroup == 0) {
     regs_decrease<C::PRODUCER_REGS>();
