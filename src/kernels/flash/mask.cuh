@@ -34,6 +34,7 @@ __device__ __forceinline__ float scale_and_mask(float (&s)[MI][NT][4], const Fla
       const int row = row0 + i * 16 + (lane >> 2) + half * 8;
       // Rows past t_len are zeroed by the epilogue; they only must not read past the bias/mask.
       const bool row_ok = row < w.t_len;
+      const int mod_row = imin(row, w.t_len - 1);
 #pragma unroll
       for (int j = 0; j < NT; ++j) {
 #pragma unroll
@@ -42,14 +43,21 @@ __device__ __forceinline__ float scale_and_mask(float (&s)[MI][NT][4], const Fla
           const bool in_range = row_ok && key < w.s_len;
           float x;
           if constexpr (ATTNLAB_SCORE_MOD) {
+            // Evaluated for every element without a test (rows past t_len at the last valid row: the
+            // epilogue discards them; keys past s_len as they are: the boundary rule below masks
+            // them), unless the modifier reads a captured tensor at an index that depends on kv and
+            // only on pairs inside the lengths can the read stay inside the tensor (ATTNLAB_SCORE_
+            // MOD_READS_KV: `keyBias[b, kv]`). In natural-log units: the factor log2(e) returned
+            // below turns them into base 2 in the softmax's FFMA.
             float sn = s[i][j][half * 2 + e] * (p.scale_log2 * LN2);
-            if (in_range) {
-              if constexpr (BIAS != 0) {
-                sn += load_bias<BIAS>(p.bias, bias_head + row * p.bias_strides[2] + key * p.bias_strides[3]);
-              }
-              sn = mod_score(m, sn, w.b, w.n, row, key);
+            if constexpr (BIAS != 0) {
+              if (in_range) sn += load_bias<BIAS>(p.bias, bias_head + row * p.bias_strides[2] + key * p.bias_strides[3]);
             }
-            x = sn * LOG2E;
+            if constexpr (ATTNLAB_SCORE_MOD_READS_KV) {
+              x = in_range ? mod_score(m, sn, w.b, w.n, row, key) : sn;
+            } else {
+              x = mod_score(m, sn, w.b, w.n, mod_row, key);
+            }
           } else {
             x = s[i][j][half * 2 + e] * p.scale_log2;
             if constexpr (BIAS != 0) {
@@ -70,5 +78,5 @@ __device__ __forceinline__ float scale_and_mask(float (&s)[MI][NT][4], const Fla
       }
     }
   }
-  return 1.f;
+  return ATTNLAB_SCORE_MOD ? LOG2E : 1.f;
 }

@@ -4,6 +4,7 @@
 #define ATTNLAB_SCORE_MOD 1
 #define ATTNLAB_MASK_MOD 1
 #define ATTNLAB_CAPTURE_GRADS 1
+#define ATTNLAB_SCORE_MOD_READS_KV 0
 #ifndef ATTNLAB_CAPTURES_STRUCT
 #define ATTNLAB_CAPTURES_STRUCT
 struct AttnlabCaptures {
@@ -14,6 +15,24 @@ struct AttnlabCaptures {
 #endif
 __device__ __forceinline__ int attnlab_idiv(int a, int b) { return b == 0 ? 0 : a / b; }
 __device__ __forceinline__ int attnlab_imod(int a, int b) { return b == 0 ? 0 : a % b; }
+#ifndef ATTNLAB_POSITIONS_BELOW_2_22
+#define ATTNLAB_POSITIONS_BELOW_2_22 0
+#endif
+#ifndef ATTNLAB_MODIFIER_HELPERS
+#define ATTNLAB_MODIFIER_HELPERS
+__device__ __forceinline__ float attnlab_tanh(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float attnlab_small_i2f(int x) {
+#if ATTNLAB_POSITIONS_BELOW_2_22
+  return __int_as_float(0x4b400000 + x) - 12582912.0f;
+#else
+  return (float)x;
+#endif
+}
+#endif
 // scoreMod relativeBias: score + table[h, min(max(kv - q, -4), 4) + 4]
 __device__ __forceinline__ float attnlab_score_mod(float s, int b, int h, int q, int kv, const AttnlabCaptures& c) {
   (void)b; (void)h; (void)q; (void)kv; (void)c;

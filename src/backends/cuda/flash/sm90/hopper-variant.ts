@@ -154,6 +154,14 @@ export function tilesForHeadDims(
  */
 const BLOCK_MASK_REGISTERS = 176;
 
+/**
+ * Positions q < T and kv < S the Hopper kernel's modifiers see are below 2^22 (it declines longer
+ * sequences with modifiers): it compiles them with ATTNLAB_POSITIONS_BELOW_2_22, so the generated
+ * source turns ints that stay within ±2^22 (kv − q for ALiBi) into floats with an add and a subtract
+ * instead of I2F, which runs on the exponentials' unit at a quarter of their issue rate.
+ */
+export const MODIFIER_POSITIONS = 2 ** 22;
+
 /** Dynamic shared memory one block may take on sm_90 (227 KiB, cudaDevAttrMaxSharedMemoryPerBlockOptin). */
 export const HOPPER_SHARED_LIMIT = 227 * 1024;
 
@@ -270,6 +278,10 @@ export function hopperVariant(
   if (p.paged || p.packed) return { reason: 'paged or packed layout' };
   const variants = variantsRule(p);
   if (variants) return { reason: variants };
+  if (modifiersOf(p) !== null && Math.max(p.T, p.S) > MODIFIER_POSITIONS)
+    return {
+      reason: `modifiers at T=${p.T}, S=${p.S}: the Hopper kernel converts positions to float for them below ${MODIFIER_POSITIONS} (ATTNLAB_POSITIONS_BELOW_2_22)`,
+    };
   // 16-byte aligned Q, K, V (TMA's rule for global addresses) and head dims of multiples of 8 (its
   // rule for strides): flashSupport already requires both.
   const tiles = hopperTiles(dims, p);
@@ -396,15 +408,18 @@ export function hopperConfigFields(v: HopperVariant): ReadonlyArray<readonly [st
 }
 
 /**
- * The -D set of the kernel's extern "C" entry: HOPPER_<FIELD> per configuration field, and
- * ATTNLAB_BLOCK_MASK with a block mask (the modifier set's own macros come with its source).
+ * The -D set of the kernel's extern "C" entry: HOPPER_<FIELD> per configuration field,
+ * ATTNLAB_BLOCK_MASK with a block mask, and with modifiers ATTNLAB_POSITIONS_BELOW_2_22 (the rule
+ * declines T or S past MODIFIER_POSITIONS); the modifier set's own macros come with its source.
  */
 export function hopperDefines(v: HopperVariant): Record<string, number> {
-  const fields = hopperConfigFields(v).map(([field, value]) => [
+  const fields: Array<[string, number]> = hopperConfigFields(v).map(([field, value]) => [
     `HOPPER_${field.toUpperCase()}`,
     Number(value),
   ]);
-  return Object.fromEntries(v.blockMask ? [...fields, ['ATTNLAB_BLOCK_MASK', 1]] : fields);
+  if (v.blockMask) fields.push(['ATTNLAB_BLOCK_MASK', 1]);
+  if (v.modifiers) fields.push(['ATTNLAB_POSITIONS_BELOW_2_22', 1]);
+  return Object.fromEntries(fields);
 }
 
 export const HOPPER_KERNEL = { file: 'hopper/hopper_fwd.cu', name: 'attnlab_hopper_fwd' } as const;
