@@ -10,9 +10,11 @@
  *   alibi    alibi(N) on the built-in causal mask, against causal (goal ≥ 0.9×);
  *   softcap  softcap(30), causal and not, against the same without it (goal ≥ 0.9×).
  *
- *   node --import tsx benchmarks/harnesses/variants-hopper-speed.ts masks|alibi|softcap [B T N H] [--once]
+ *   node --import tsx benchmarks/harnesses/variants-hopper-speed.ts masks|alibi|softcap [B T N H] [--once] [--dynamic]
  *
- * --once runs each case once, untimed (for ncu --launch-skip/--launch-count and compute-sanitizer:
+ * --dynamic also runs each block-mask case on the dynamic persistent grid (the same variant with
+ * persistent: 'dynamic', launched directly), checks that its output equals the chosen grid's bit for
+ * bit, and times it. --once runs each case once, untimed (for ncu --launch-skip/--launch-count and compute-sanitizer:
  * the launches come in the order of the cases). One part a process: each compiles two or three
  * kernels, which the disk cache keeps for the next.
  *
@@ -23,6 +25,8 @@
 import { runAttention } from '../../src/api/attention.js';
 import { createBlockMask } from '../../src/api/block-mask.js';
 import { validateAttention } from '../../src/api/validate.js';
+import { launchHopper } from '../../src/backends/cuda/flash/sm90/hopper.js';
+import { hopperVariant, hopperVariantKey } from '../../src/backends/cuda/flash/sm90/hopper-variant.js';
 import type { AttentionOptions, AttentionProblem } from '../../src/backends/problem.js';
 import { timeOnStream } from '../../src/bench/cuda-timer.js';
 import { seededInput } from '../../src/bench/measure.js';
@@ -32,6 +36,7 @@ import { alibi, alibiSlopes, and, causal, documentMask, softcap } from '../../sr
 import { maskMod } from '../../src/variants/modifiers.js';
 
 const once = process.argv.includes('--once');
+const dynamic = process.argv.includes('--dynamic');
 const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
 const part = args[0] ?? 'masks';
 const [B, T, N, H] = args.length >= 5 ? args.slice(1, 5).map(Number) : [4, 8192, 16, 128];
@@ -58,6 +63,34 @@ function time(options: AttentionOptions, pairs: number): Timed {
   return { ms: median, tflops: (4 * B * N * pairs * H) / (median * 1e-3) / 1e12, variant: first.variant };
 }
 
+/**
+ * The problem with `options` on the dynamic persistent grid (its Hopper variant with persistent:
+ * 'dynamic', launched directly), against what the backend runs: whether the outputs are equal bit
+ * for bit (the same items, each computed alone), and the time.
+ */
+function timeDynamic(options: AttentionOptions, pairs: number): Timed & { readonly equal: boolean } {
+  const p = validateAttention(q, k, v, { ...options, implementation: 'flash' }) as AttentionProblem;
+  const found = hopperVariant(p, 'sm_90a', 'wgmma', null);
+  if ('reason' in found) throw new Error(`no Hopper variant: ${found.reason}`);
+  const variant = { ...found.variant, persistent: 'dynamic' as const };
+  const o = Tensor.zeros([B, T, N, H], 'bfloat16').to('cuda');
+  const pointers = {
+    ...{ q: q.buffer.ptr, k: k.buffer.ptr, v: v.buffer.ptr, o: o.buffer.ptr },
+    ...{ lse: 0n, bias: 0n, mask: 0n, qLens: 0n, kvLens: 0n },
+  };
+  const launch = () => launchHopper(p, variant, pointers);
+  launch();
+  const reference = runAttention(p).output;
+  const [a, b] = [o.toHost().data as Uint16Array, reference.toHost().data as Uint16Array];
+  const equal = a.length === b.length && a.every((x, i) => x === b[i]);
+  reference.dispose();
+  let ms: number | null = null;
+  if (!once) ms = timeOnStream(launch, { iterations: 20, warmup: 10 }).median;
+  o.dispose();
+  const tflops = ms === null ? null : (4 * B * N * pairs * H) / (ms * 1e-3) / 1e12;
+  return { ms, tflops, variant: hopperVariantKey(variant), equal };
+}
+
 const causalPairs = (T * (T + 1)) / 2;
 
 function report(row: Record<string, unknown>): void {
@@ -79,6 +112,14 @@ if (part === 'masks') {
     speedOverBuiltIn: ratio(causalTime, a),
     goal: 0.95,
   });
+  if (dynamic) {
+    const ad = timeDynamic({ maskMod: asMask, blockMask: asMaskBlocks }, causalPairs);
+    report({
+      case: 'causal as maskMod + block mask, dynamic grid',
+      ...ad,
+      speedOverBuiltIn: ratio(causalTime, ad),
+    });
+  }
   // Equal documents: document d holds rows [d·T/8, (d + 1)·T/8), each sees its document's keys up to itself.
   const length = T / DOCS;
   const docIds = Tensor.fromArray(
@@ -96,6 +137,14 @@ if (part === 'masks') {
     speedOverCausal: ratio(causalTime, d),
     goal: 5,
   });
+  if (dynamic) {
+    const dd = timeDynamic({ maskMod: docs, blockMask: docBlocks }, docPairs);
+    report({
+      case: 'document mask + block mask, dynamic grid',
+      ...dd,
+      speedOverCausal: ratio(causalTime, dd),
+    });
+  }
   for (const x of [asMaskBlocks.kinds, docBlocks.kinds, docIds]) x.dispose();
 } else {
   const causalTime = time({ isCausal: true }, causalPairs);

@@ -417,10 +417,11 @@ export function generateCuda(
 
 /**
  * Helpers the generated functions call. tanh is the hardware's tanh.approx.f32 (MUFU.TANH, one
- * instruction; relative error ≤ 2^-10.987, PTX ISA): libm's tanhf is ~20 instructions with two
- * MUFU operations and a branch per score, and soft-capping ran at 0.28× the unmodified kernel with it;
- * c·tanh(s/c) is then within c·2^-11 of the exact value, under the bf16 rounding of the scores it
- * caps (|s|·2^-9). attnlab_small_i2f converts an int the kernel's position bound keeps inside ±2^22
+ * instruction; relative error ≤ 2^-10.987, PTX ISA) in kernels that define ATTNLAB_FAST_TANH (the
+ * Hopper forward: bf16/fp16 only), libm's tanhf elsewhere (float32 kernels and the oracle checks):
+ * tanhf is ~20 instructions with two MUFU operations and a branch per score, and soft-capping ran at
+ * 0.28× the unmodified kernel with it; c·tanh(s/c) is within c·2^-11 of the exact value with the
+ * approximation, under the bf16 rounding of the scores it caps (|s|·2^-9). attnlab_small_i2f converts an int the kernel's position bound keeps inside ±2^22
  * (intRanges: kv − q, q + 5) with an integer add and a float subtract: the int's bits land in the
  * mantissa of 1.5·2^23 (exact below 2^22); kernels that do not guarantee q, kv < 2^22 leave
  * ATTNLAB_POSITIONS_BELOW_2_22 at 0 and convert with I2F.
@@ -429,12 +430,19 @@ const HELPERS = [
   '#ifndef ATTNLAB_POSITIONS_BELOW_2_22',
   '#define ATTNLAB_POSITIONS_BELOW_2_22 0',
   '#endif',
+  '#ifndef ATTNLAB_FAST_TANH',
+  '#define ATTNLAB_FAST_TANH 0',
+  '#endif',
   '#ifndef ATTNLAB_MODIFIER_HELPERS',
   '#define ATTNLAB_MODIFIER_HELPERS',
   '__device__ __forceinline__ float attnlab_tanh(float x) {',
+  '#if ATTNLAB_FAST_TANH',
   '  float y;',
   '  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));',
   '  return y;',
+  '#else',
+  '  return tanhf(x);',
+  '#endif',
   '}',
   '__device__ __forceinline__ float attnlab_small_i2f(int x) {',
   '#if ATTNLAB_POSITIONS_BELOW_2_22',

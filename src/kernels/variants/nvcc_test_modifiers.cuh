@@ -18,12 +18,19 @@ __device__ __forceinline__ int attnlab_imod(int a, int b) { return b == 0 ? 0 : 
 #ifndef ATTNLAB_POSITIONS_BELOW_2_22
 #define ATTNLAB_POSITIONS_BELOW_2_22 0
 #endif
+#ifndef ATTNLAB_FAST_TANH
+#define ATTNLAB_FAST_TANH 0
+#endif
 #ifndef ATTNLAB_MODIFIER_HELPERS
 #define ATTNLAB_MODIFIER_HELPERS
 __device__ __forceinline__ float attnlab_tanh(float x) {
+#if ATTNLAB_FAST_TANH
   float y;
   asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
+#else
+  return tanhf(x);
+#endif
 }
 __device__ __forceinline__ float attnlab_small_i2f(int x) {
 #if ATTNLAB_POSITIONS_BELOW_2_22

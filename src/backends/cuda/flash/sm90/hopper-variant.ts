@@ -286,8 +286,10 @@ export function hopperVariant(
   // rule for strides): flashSupport already requires both.
   const tiles = hopperTiles(dims, p);
   const blockMask = blockMaskOf(p) !== null;
+  const persistent = hopperGridOrder(p, tiles, dims);
   const shared =
-    hopperSharedBytes({ ...tiles, stages: 2, ...dims }) + hopperBlockMaskBytes({ ...tiles, blockMask }, p.S);
+    hopperSharedBytes({ ...tiles, stages: 2, ...dims, persistent }) +
+    hopperBlockMaskBytes({ ...tiles, blockMask, persistent }, p.S);
   if (shared > HOPPER_SHARED_LIMIT)
     return {
       reason: `a block mask over S=${p.S} keys: its tile bitmaps take the tiles' shared memory past ${HOPPER_SHARED_LIMIT} bytes (${shared})`,
@@ -301,7 +303,7 @@ export function hopperVariant(
       ...tiles,
       stages: 2,
       ...SCHEDULE,
-      persistent: hopperGridOrder(p, tiles, dims),
+      persistent,
       bias: p.bias ? (p.bias.tensor.dtype as FlashBiasType) : 'none',
       mask: p.mask !== null,
       modifiers: modifiersOf(p),
@@ -371,17 +373,19 @@ export function hopperSharedBytes(
 }
 
 /**
- * Shared memory after hopperSharedBytes for a block mask's tile bitmaps (fwd_scheduler.cuh
- * tile_bits_bytes): one bit per key tile of BN keys, in one map of the item's kept tiles and one of
- * each consumer's FULL tiles, in 32-bit words: 1 + consumers maps of ceil(ceil(S/BN)/32) words. 0
- * without a block mask. At S=8192 and BN=128: 3 maps of 2 words, 24 bytes.
+ * Shared memory after hopperSharedBytes for a block mask's tile bitmaps (fwd_scheduler.cuh): one bit
+ * per key tile of BN keys, in one map of the item's kept tiles and one of each consumer's FULL tiles,
+ * in 32-bit words: 1 + consumers maps of ceil(ceil(S/BN)/32) words, twice on the dynamic grid (one
+ * set per item parity: item_bits). 0 without a block mask. At S=8192 and BN=128: 3 maps of 2 words,
+ * 24 bytes (48 dynamic).
  */
 export function hopperBlockMaskBytes(
-  v: Pick<HopperVariant, 'consumers' | 'blockN' | 'blockMask'>,
+  v: Pick<HopperVariant, 'consumers' | 'blockN' | 'blockMask'> & Partial<Pick<HopperVariant, 'persistent'>>,
   S: number,
 ): number {
   if (!v.blockMask) return 0;
-  return 4 * (1 + v.consumers) * Math.ceil(Math.ceil(S / v.blockN) / 32);
+  const sets = v.persistent === 'dynamic' ? 2 : 1;
+  return sets * 4 * (1 + v.consumers) * Math.ceil(Math.ceil(S / v.blockN) / 32);
 }
 
 /**
@@ -410,7 +414,9 @@ export function hopperConfigFields(v: HopperVariant): ReadonlyArray<readonly [st
 /**
  * The -D set of the kernel's extern "C" entry: HOPPER_<FIELD> per configuration field,
  * ATTNLAB_BLOCK_MASK with a block mask, and with modifiers ATTNLAB_POSITIONS_BELOW_2_22 (the rule
- * declines T or S past MODIFIER_POSITIONS); the modifier set's own macros come with its source.
+ * declines T or S past MODIFIER_POSITIONS) and ATTNLAB_FAST_TANH (tanh.approx.f32 for `tanh`: the
+ * kernel is bf16/fp16 only, and the approximation's 2^-11 is under their rounding of the scores;
+ * src/variants/cuda.ts); the modifier set's own macros come with its source.
  */
 export function hopperDefines(v: HopperVariant): Record<string, number> {
   const fields: Array<[string, number]> = hopperConfigFields(v).map(([field, value]) => [
@@ -418,7 +424,7 @@ export function hopperDefines(v: HopperVariant): Record<string, number> {
     Number(value),
   ]);
   if (v.blockMask) fields.push(['ATTNLAB_BLOCK_MASK', 1]);
-  if (v.modifiers) fields.push(['ATTNLAB_POSITIONS_BELOW_2_22', 1]);
+  if (v.modifiers) fields.push(['ATTNLAB_POSITIONS_BELOW_2_22', 1], ['ATTNLAB_FAST_TANH', 1]);
   return Object.fromEntries(fields);
 }
 
