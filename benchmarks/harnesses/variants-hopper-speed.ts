@@ -10,7 +10,7 @@
  *   alibi    alibi(N) on the built-in causal mask, against causal (goal ≥ 0.9×);
  *   softcap  softcap(30), causal and not, against the same without it (goal ≥ 0.9×).
  *
- *   node --import tsx benchmarks/harnesses/variants-hopper-speed.ts masks|alibi|softcap [B T N H] [--once] [--dynamic]
+ *   node --import tsx benchmarks/harnesses/variants-hopper-speed.ts masks|alibi|softcap [B T N H] [--once|--profile] [--dynamic]
  *
  * --dynamic also runs each block-mask case on the dynamic persistent grid (the same variant with
  * persistent: 'dynamic', launched directly), checks that its output equals the chosen grid's bit for
@@ -35,7 +35,8 @@ import { Tensor } from '../../src/tensor/tensor.js';
 import { alibi, alibiSlopes, and, causal, documentMask, softcap } from '../../src/variants/library.js';
 import { maskMod } from '../../src/variants/modifiers.js';
 
-const once = process.argv.includes('--once');
+// --profile: the same as --once (the name the profiling commands use).
+const once = process.argv.includes('--once') || process.argv.includes('--profile');
 const dynamic = process.argv.includes('--dynamic');
 const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
 const part = args[0] ?? 'masks';
