@@ -153,7 +153,7 @@ function forwardLines(p: SlottedProgram, indent: string): string[] {
         const offset = instr.args.map((a, d) => `(long long)${v(a)} * c.stride[${slot}][${d}]`).join(' + ');
         lines.push(`${indent}const long long o${n} = ${offset};`);
         const elem = p.captureTypes[instr.capture] === 'int' ? 'int' : 'float';
-        expr = `__ldg(static_cast<const ${elem}*>(c.ptr[${slot}]) + o${n})`;
+        expr = `static_cast<const ${elem}*>(c.ptr[${slot}])[o${n}]`;
         break;
       }
       case 'neg':
@@ -335,21 +335,23 @@ function backwardLines(p: SlottedProgram, learned: ReadonlySet<number>, indent: 
 }
 
 /**
- * Whether the program reads a captured tensor at an index that depends on kv and that the program does
- * not bound whatever kv is (`keyBias[b, kv]`, not relativeBias's `table[h, min(max(kv − q, −D), D) + D]`):
- * the kernels then clamp kv where they evaluate the modifier at keys past the sequence (mask.cuh), so
- * that the read stays inside a tensor of S keys; otherwise they skip the clamp.
+ * Whether the program reads a captured tensor at an index that depends on q or kv and that the program
+ * does not bound whatever they are (`keyBias[b, kv]`, `rowScale[b, q]`; not ALiBi's `slopes[h]` or
+ * relativeBias's `table[h, min(max(kv − q, −D), D) + D]`): the kernels then evaluate the modifier only on
+ * pairs inside the lengths (mask.cuh), so that the read stays inside a tensor of T or S positions, and
+ * otherwise on every score of a tile with no test.
  */
-export function readsAtKv(program: Program): boolean {
-  const onKv: boolean[] = [];
+export function readsAtPositions(program: Program): boolean {
+  const onPosition: boolean[] = [];
   const unbounded = intRanges(program, Number.POSITIVE_INFINITY);
   return program.instrs.some((instr, n) => {
-    onKv[n] = instr.op === 'var' ? instr.name === 'kv' : instr.args.some((a) => onKv[a]);
+    onPosition[n] =
+      instr.op === 'var' ? instr.name === 'q' || instr.name === 'kv' : instr.args.some((a) => onPosition[a]);
     return (
       instr.op === 'read' &&
       instr.args.some((a) => {
         const r = unbounded[a];
-        return onKv[a] && !(r && Number.isFinite(r[0]) && Number.isFinite(r[1]));
+        return onPosition[a] && !(r && Number.isFinite(r[0]) && Number.isFinite(r[1]));
       })
     );
   });
@@ -368,7 +370,7 @@ export function generateCuda(
     `#define ATTNLAB_SCORE_MOD ${score ? 1 : 0}`,
     `#define ATTNLAB_MASK_MOD ${mask ? 1 : 0}`,
     `#define ATTNLAB_CAPTURE_GRADS ${captureGrads ? 1 : 0}`,
-    `#define ATTNLAB_SCORE_MOD_READS_KV ${score && readsAtKv(score.program) ? 1 : 0}`,
+    `#define ATTNLAB_SCORE_MOD_READS_POSITIONS ${score && readsAtPositions(score.program) ? 1 : 0}`,
     CAPTURES_STRUCT,
     '__device__ __forceinline__ int attnlab_idiv(int a, int b) { return b == 0 ? 0 : a / b; }',
     '__device__ __forceinline__ int attnlab_imod(int a, int b) { return b == 0 ? 0 : a % b; }',

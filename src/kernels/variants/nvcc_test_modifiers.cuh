@@ -4,7 +4,7 @@
 #define ATTNLAB_SCORE_MOD 1
 #define ATTNLAB_MASK_MOD 1
 #define ATTNLAB_CAPTURE_GRADS 1
-#define ATTNLAB_SCORE_MOD_READS_KV 0
+#define ATTNLAB_SCORE_MOD_READS_POSITIONS 0
 #ifndef ATTNLAB_CAPTURES_STRUCT
 #define ATTNLAB_CAPTURES_STRUCT
 struct AttnlabCaptures {
@@ -56,7 +56,7 @@ __device__ __forceinline__ float attnlab_score_mod(float s, int b, int h, int q,
   const int v10 = 4;
   const int v11 = v9 + v10;
   const long long o12 = (long long)v1 * c.stride[0][0] + (long long)v11 * c.stride[0][1];
-  const float v12 = __ldg(static_cast<const float*>(c.ptr[0]) + o12);
+  const float v12 = static_cast<const float*>(c.ptr[0])[o12];
   const float v13 = v0 + v12;
   return v13;
 }
@@ -75,7 +75,7 @@ __device__ __forceinline__ float attnlab_score_mod_backward(float s, float g, in
   const int v10 = 4;
   const int v11 = v9 + v10;
   const long long o12 = (long long)v1 * c.stride[0][0] + (long long)v11 * c.stride[0][1];
-  const float v12 = __ldg(static_cast<const float*>(c.ptr[0]) + o12);
+  const float v12 = static_cast<const float*>(c.ptr[0])[o12];
   const float v13 = v0 + v12;
   (void)v13;
   float ds = 0.0f;
@@ -94,11 +94,11 @@ __device__ __forceinline__ bool attnlab_mask_mod(int b, int h, int q, int kv, co
   const int v0 = b;
   const int v1 = q;
   const long long o2 = (long long)v0 * c.stride[1][0] + (long long)v1 * c.stride[1][1];
-  const int v2 = __ldg(static_cast<const int*>(c.ptr[1]) + o2);
+  const int v2 = static_cast<const int*>(c.ptr[1])[o2];
   const int v3 = b;
   const int v4 = kv;
   const long long o5 = (long long)v3 * c.stride[1][0] + (long long)v4 * c.stride[1][1];
-  const int v5 = __ldg(static_cast<const int*>(c.ptr[1]) + o5);
+  const int v5 = static_cast<const int*>(c.ptr[1])[o5];
   const bool v6 = v2 == v5;
   const int v7 = kv;
   const int v8 = q;

@@ -135,7 +135,8 @@ export function tilesForHeadDims(
   modified: 'modifiers' | 'block mask' | null = null,
 ): { blockN: number; consumers: 2 | 3 } {
   if (keyDim === 64 && valueDim === 64 && !modified) return { blockN: 128, consumers: 3 };
-  const registers = modified === 'block mask' ? BLOCK_MASK_REGISTERS : 188;
+  const registers =
+    modified === 'block mask' ? BLOCK_MASK_REGISTERS : modified === 'modifiers' ? MODIFIER_REGISTERS : 188;
   let blockN = 16;
   for (let bn = 16; bn <= 128; bn += 16) {
     const shared = hopperSharedBytes({ consumers: 2, stages: 2, blockN: bn, keyDim, valueDim });
@@ -153,6 +154,13 @@ export function tilesForHeadDims(
  * alone (ALiBi, soft-capping) keep the plain tiles without spilling.
  */
 const BLOCK_MASK_REGISTERS = 176;
+
+/**
+ * Score modifiers evaluated on every score with no test (flash/mask.cuh modify_scores) take a few more
+ * registers than the plain tile: D=256 at BN=80 (60 + 128 = 188) spilled 28 bytes with ALiBi and 24 with
+ * softcap (ptxas, CUDA 13, sm_90a), BN=64 (176) none; D=192 keeps 112 (180), D=128 128 (160), 0 spills.
+ */
+const MODIFIER_REGISTERS = 180;
 
 /**
  * Positions q < T and kv < S the Hopper kernel's modifiers see are below 2^22 (it declines longer
