@@ -163,12 +163,14 @@ const BLOCK_MASK_REGISTERS = 176;
 const MODIFIER_REGISTERS = 180;
 
 /**
- * Positions q < T and kv < S the Hopper kernel's modifiers see are below 2^22 (it declines longer
- * sequences with modifiers): it compiles them with ATTNLAB_POSITIONS_BELOW_2_22, so the generated
- * source turns ints that stay within ±2^22 (kv − q for ALiBi) into floats with an add and a subtract
- * instead of I2F, which runs on the exponentials' unit at a quarter of their issue rate.
+ * The Hopper kernel takes modifiers up to T, S = 2^21 and compiles them with
+ * ATTNLAB_POSITIONS_BELOW_2_22: the generated source then turns ints that its interval analysis keeps
+ * within ±2^22 for q, kv < 2^22 (ALiBi's kv − q) into floats with an add and a subtract instead of I2F,
+ * which runs on the exponentials' unit at a quarter of their issue rate. 2^21, not 2^22: the kernel also
+ * evaluates a score modifier at the padding rows and keys of a tile's edge (up to 256 past T or S), whose
+ * logits it discards. Longer sequences with modifiers run on the mma.sync kernel.
  */
-export const MODIFIER_POSITIONS = 2 ** 22;
+export const MODIFIER_POSITIONS = 2 ** 21;
 
 /** Dynamic shared memory one block may take on sm_90 (227 KiB, cudaDevAttrMaxSharedMemoryPerBlockOptin). */
 export const HOPPER_SHARED_LIMIT = 227 * 1024;
@@ -288,7 +290,7 @@ export function hopperVariant(
   if (variants) return { reason: variants };
   if (modifiersOf(p) !== null && Math.max(p.T, p.S) > MODIFIER_POSITIONS)
     return {
-      reason: `modifiers at T=${p.T}, S=${p.S}: the Hopper kernel converts positions to float for them below ${MODIFIER_POSITIONS} (ATTNLAB_POSITIONS_BELOW_2_22)`,
+      reason: `modifiers at T=${p.T}, S=${p.S}: the Hopper kernel takes them up to ${MODIFIER_POSITIONS} positions (ATTNLAB_POSITIONS_BELOW_2_22)`,
     };
   // 16-byte aligned Q, K, V (TMA's rule for global addresses) and head dims of multiples of 8 (its
   // rule for strides): flashSupport already requires both.
