@@ -10,11 +10,13 @@
  *   alibi    alibi(N) on the built-in causal mask, against causal (goal ≥ 0.9×);
  *   softcap  softcap(30), causal and not, against the same without it (goal ≥ 0.9×).
  *
- *   node --import tsx benchmarks/harnesses/variants-hopper-speed.ts masks|alibi|softcap [B T N H] [--once|--profile] [--dynamic]
+ *   node --import tsx benchmarks/harnesses/variants-hopper-speed.ts masks|alibi|softcap [B T N H] [--once|--profile] [--dynamic] [--fma-exp2]
  *
  * --dynamic also runs each block-mask case on the dynamic persistent grid (the same variant with
  * persistent: 'dynamic', launched directly), checks that its output equals the chosen grid's bit for
- * bit, and times it. --once runs each case once, untimed (for ncu --launch-skip/--launch-count and compute-sanitizer:
+ * bit (maxDifference 0), and times it. --fma-exp2 also runs the softcap and ALiBi cases with half of the
+ * softmax's exponentials on the FP32 pipe (exp2OnFma), their largest output difference from the default
+ * beside the time. --once runs each case once, untimed (for ncu --launch-skip/--launch-count and compute-sanitizer:
  * the launches come in the order of the cases). One part a process: each compiles two or three
  * kernels, which the disk cache keeps for the next.
  *
@@ -26,7 +28,11 @@ import { runAttention } from '../../src/api/attention.js';
 import { createBlockMask } from '../../src/api/block-mask.js';
 import { validateAttention } from '../../src/api/validate.js';
 import { launchHopper } from '../../src/backends/cuda/flash/sm90/hopper.js';
-import { hopperVariant, hopperVariantKey } from '../../src/backends/cuda/flash/sm90/hopper-variant.js';
+import {
+  type HopperVariant,
+  hopperVariant,
+  hopperVariantKey,
+} from '../../src/backends/cuda/flash/sm90/hopper-variant.js';
 import type { AttentionOptions, AttentionProblem } from '../../src/backends/problem.js';
 import { timeOnStream } from '../../src/bench/cuda-timer.js';
 import { seededInput } from '../../src/bench/measure.js';
@@ -38,6 +44,7 @@ import { maskMod } from '../../src/variants/modifiers.js';
 // --profile: the same as --once (the name the profiling commands use).
 const once = process.argv.includes('--once') || process.argv.includes('--profile');
 const dynamic = process.argv.includes('--dynamic');
+const fmaExp2 = process.argv.includes('--fma-exp2');
 const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
 const part = args[0] ?? 'masks';
 const [B, T, N, H] = args.length >= 5 ? args.slice(1, 5).map(Number) : [4, 8192, 16, 128];
@@ -65,15 +72,20 @@ function time(options: AttentionOptions, pairs: number): Timed {
 }
 
 /**
- * The problem with `options` on the dynamic persistent grid (its Hopper variant with persistent:
- * 'dynamic', launched directly), against what the backend runs: whether the outputs are equal bit
- * for bit (the same items, each computed alone), and the time.
+ * The problem with `options` on its Hopper variant changed by `change` (the dynamic persistent grid, the
+ * exponentials split with the FP32 pipe), launched directly, against what the backend runs: the largest
+ * difference of their outputs (0: equal bit for bit, as the dynamic grid must be: the same items, each
+ * computed alone), and the time.
  */
-function timeDynamic(options: AttentionOptions, pairs: number): Timed & { readonly equal: boolean } {
+function timeVariant(
+  options: AttentionOptions,
+  pairs: number,
+  change: Partial<HopperVariant>,
+): Timed & { readonly maxDifference: number } {
   const p = validateAttention(q, k, v, { ...options, implementation: 'flash' }) as AttentionProblem;
   const found = hopperVariant(p, 'sm_90a', 'wgmma', null);
   if ('reason' in found) throw new Error(`no Hopper variant: ${found.reason}`);
-  const variant = { ...found.variant, persistent: 'dynamic' as const };
+  const variant = { ...found.variant, ...change };
   const o = Tensor.zeros([B, T, N, H], 'bfloat16').to('cuda');
   const pointers = {
     ...{ q: q.buffer.ptr, k: k.buffer.ptr, v: v.buffer.ptr, o: o.buffer.ptr },
@@ -82,14 +94,18 @@ function timeDynamic(options: AttentionOptions, pairs: number): Timed & { readon
   const launch = () => launchHopper(p, variant, pointers);
   launch();
   const reference = runAttention(p).output;
-  const [a, b] = [o.toHost().data as Uint16Array, reference.toHost().data as Uint16Array];
-  const equal = a.length === b.length && a.every((x, i) => x === b[i]);
+  const [a, b] = [o.toFloat64Array(), reference.toFloat64Array()];
+  let maxDifference = 0;
+  for (let i = 0; i < a.length; i++) {
+    const d = a[i] === b[i] || Object.is(a[i], b[i]) ? 0 : Math.abs(a[i] - b[i]);
+    maxDifference = Number.isNaN(d) ? Number.POSITIVE_INFINITY : Math.max(maxDifference, d);
+  }
   reference.dispose();
   let ms: number | null = null;
   if (!once) ms = timeOnStream(launch, { iterations: 20, warmup: 10 }).median;
   o.dispose();
   const tflops = ms === null ? null : (4 * B * N * pairs * H) / (ms * 1e-3) / 1e12;
-  return { ms, tflops, variant: hopperVariantKey(variant), equal };
+  return { ms, tflops, variant: hopperVariantKey(variant), maxDifference };
 }
 
 const causalPairs = (T * (T + 1)) / 2;
@@ -114,7 +130,9 @@ if (part === 'masks') {
     goal: 0.95,
   });
   if (dynamic) {
-    const ad = timeDynamic({ maskMod: asMask, blockMask: asMaskBlocks }, causalPairs);
+    const ad = timeVariant({ maskMod: asMask, blockMask: asMaskBlocks }, causalPairs, {
+      persistent: 'dynamic',
+    });
     report({
       case: 'causal as maskMod + block mask, dynamic grid',
       ...ad,
@@ -139,7 +157,7 @@ if (part === 'masks') {
     goal: 5,
   });
   if (dynamic) {
-    const dd = timeDynamic({ maskMod: docs, blockMask: docBlocks }, docPairs);
+    const dd = timeVariant({ maskMod: docs, blockMask: docBlocks }, docPairs, { persistent: 'dynamic' });
     report({
       case: 'document mask + block mask, dynamic grid',
       ...dd,
@@ -154,12 +172,24 @@ if (part === 'masks') {
     const slopes = alibiSlopes(N).to('cuda');
     const a = time({ scoreMod: alibi(slopes), isCausal: true }, causalPairs);
     report({ case: 'ALiBi + built-in causal', ...a, speedOverUnmodified: ratio(causalTime, a), goal: 0.9 });
+    if (fmaExp2) {
+      const af = timeVariant({ scoreMod: alibi(slopes), isCausal: true }, causalPairs, { exp2OnFma: true });
+      report({
+        case: 'ALiBi + built-in causal, exp2 on FMA',
+        ...af,
+        speedOverUnmodified: ratio(causalTime, af),
+      });
+    }
     slopes.dispose();
   } else {
     const full = time({}, T * T);
     report({ case: 'no mask', ...full });
     const s = time({ scoreMod: softcap(30) }, T * T);
     report({ case: 'softcap 30', ...s, speedOverUnmodified: ratio(full, s), goal: 0.9 });
+    if (fmaExp2) {
+      const sf = timeVariant({ scoreMod: softcap(30) }, T * T, { exp2OnFma: true });
+      report({ case: 'softcap 30, exp2 on FMA', ...sf, speedOverUnmodified: ratio(full, sf) });
+    }
     const sc = time({ scoreMod: softcap(30), isCausal: true }, causalPairs);
     report({
       case: 'softcap 30 + built-in causal',
