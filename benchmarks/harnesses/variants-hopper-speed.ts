@@ -10,13 +10,14 @@
  *   alibi    alibi(N) on the built-in causal mask, against causal (goal ≥ 0.9×);
  *   softcap  softcap(30), causal and not, against the same without it (goal ≥ 0.9×).
  *
- *   node --import tsx benchmarks/harnesses/variants-hopper-speed.ts masks|alibi|softcap [B T N H] [--once|--profile] [--dynamic] [--fma-exp2]
+ *   node --import tsx benchmarks/harnesses/variants-hopper-speed.ts masks|alibi|softcap [B T N H] [--once|--profile] [--dynamic] [--fma-exp2] [--three]
  *
  * --dynamic also runs each block-mask case on the dynamic persistent grid (the same variant with
  * persistent: 'dynamic', launched directly), checks that its output equals the chosen grid's bit for
  * bit (maxDifference 0), and times it. --fma-exp2 also runs the softcap and ALiBi cases with half of the
  * softmax's exponentials on the FP32 pipe (exp2OnFma), their largest output difference from the default
- * beside the time. --once runs each case once, untimed (for ncu --launch-skip/--launch-count and compute-sanitizer:
+ * beside the time. --three runs causal as maskMod, ALiBi and softcap on the 192 × 80 three-consumer
+ * tile the built-in masks take at D=128 from T=8192 (the modifiers' rule keeps 128 × 128). --once runs each case once, untimed (for ncu --launch-skip/--launch-count and compute-sanitizer:
  * the launches come in the order of the cases). One part a process: each compiles two or three
  * kernels, which the disk cache keeps for the next.
  *
@@ -45,6 +46,9 @@ import { maskMod } from '../../src/variants/modifiers.js';
 const once = process.argv.includes('--once') || process.argv.includes('--profile');
 const dynamic = process.argv.includes('--dynamic');
 const fmaExp2 = process.argv.includes('--fma-exp2');
+const three = process.argv.includes('--three');
+/** The built-in masks' D=128 tile from T=8192: 192 rows (three consumer warpgroups) × 80 keys. */
+const THREE = { consumers: 3, blockN: 80 } as const;
 const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
 const part = args[0] ?? 'masks';
 const [B, T, N, H] = args.length >= 5 ? args.slice(1, 5).map(Number) : [4, 8192, 16, 128];
@@ -139,6 +143,14 @@ if (part === 'masks') {
       speedOverBuiltIn: ratio(causalTime, ad),
     });
   }
+  if (three) {
+    const a3 = timeVariant({ maskMod: asMask, blockMask: asMaskBlocks }, causalPairs, THREE);
+    report({
+      case: 'causal as maskMod + block mask, 192x80',
+      ...a3,
+      speedOverBuiltIn: ratio(causalTime, a3),
+    });
+  }
   // Equal documents: document d holds rows [d·T/8, (d + 1)·T/8), each sees its document's keys up to itself.
   const length = T / DOCS;
   const docIds = Tensor.fromArray(
@@ -180,6 +192,10 @@ if (part === 'masks') {
         speedOverUnmodified: ratio(causalTime, af),
       });
     }
+    if (three) {
+      const a3 = timeVariant({ scoreMod: alibi(slopes), isCausal: true }, causalPairs, THREE);
+      report({ case: 'ALiBi + built-in causal, 192x80', ...a3, speedOverUnmodified: ratio(causalTime, a3) });
+    }
     slopes.dispose();
   } else {
     const full = time({}, T * T);
@@ -189,6 +205,10 @@ if (part === 'masks') {
     if (fmaExp2) {
       const sf = timeVariant({ scoreMod: softcap(30) }, T * T, { exp2OnFma: true });
       report({ case: 'softcap 30, exp2 on FMA', ...sf, speedOverUnmodified: ratio(full, sf) });
+    }
+    if (three) {
+      const s3 = timeVariant({ scoreMod: softcap(30) }, T * T, THREE);
+      report({ case: 'softcap 30, 192x80', ...s3, speedOverUnmodified: ratio(full, s3) });
     }
     const sc = time({ scoreMod: softcap(30), isCausal: true }, causalPairs);
     report({
