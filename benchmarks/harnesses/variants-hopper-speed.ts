@@ -3,23 +3,23 @@
  * without them, device time (CUDA events, median of 20 after 10 settling calls), B=4 T=S=8192 N=16
  * H=128 bf16 by default:
  *
- *   masks    causal written as a mask modifier (maskMod('kv <= q'), which is not lowered to the
- *            built-in flag) with its block mask, against the built-in causal mask (goal ≥ 0.95×); a
- *            document mask of 8 equal packed documents per sequence (and(documentMask(docIds),
- *            causal())) with its block mask, against dense causal (goal ≥ 5× faster);
- *   alibi    alibi(N) on the built-in causal mask, against causal (goal ≥ 0.9×);
- *   softcap  softcap(30), causal and not, against the same without it (goal ≥ 0.9×).
+ *   masks        causal-mask and documents below, in one process
+ *   causal-mask  causal written as a mask modifier (maskMod('kv <= q'), which is not lowered to the
+ *                built-in flag) with its block mask, against the built-in causal mask (goal ≥ 0.95×)
+ *   documents    a document mask of 8 equal packed documents per sequence (and(documentMask(docIds),
+ *                causal())) with its block mask, against dense causal (goal ≥ 5× faster)
+ *   alibi        alibi(N) on the built-in causal mask, against causal (goal ≥ 0.9×)
+ *   softcap      softcap(30), causal (unless --no-causal) and not, against the same without it (goal ≥ 0.9×)
  *
- *   node --import tsx benchmarks/harnesses/variants-hopper-speed.ts masks|alibi|softcap [B T N H] [--once|--profile] [--dynamic] [--fma-exp2] [--three]
+ *   node --import tsx benchmarks/harnesses/variants-hopper-speed.ts masks|causal-mask|documents|alibi|softcap [B T N H]
+ *     [--once|--profile] [--fma-exp2] [--three] [--no-causal]
  *
- * --dynamic also runs each block-mask case on the dynamic persistent grid (the same variant with
- * persistent: 'dynamic', launched directly), checks that its output equals the chosen grid's bit for
- * bit (maxDifference 0), and times it. --fma-exp2 also runs the softcap and ALiBi cases with half of the
- * softmax's exponentials on the FP32 pipe (exp2OnFma), their largest output difference from the default
- * beside the time. --three runs causal as maskMod, ALiBi and softcap on the 192 × 80 three-consumer
- * tile the built-in masks take at D=128 from T=8192 (the modifiers' rule keeps 128 × 128). --once runs each case once, untimed (for ncu --launch-skip/--launch-count and compute-sanitizer:
- * the launches come in the order of the cases). One part a process: each compiles two or three
- * kernels, which the disk cache keeps for the next.
+ * --fma-exp2 also runs the ALiBi and softcap cases with half of the softmax's exponentials on the FP32
+ * pipe (exp2OnFma), --three the causal mask, ALiBi and softcap on the 192 × 80 three-consumer tile the
+ * built-in masks take at D=128 from T=8192 (the modifiers' rule keeps 128 × 128); each such line gives
+ * the largest output difference from the default beside the time. --once runs each case once, untimed
+ * (for ncu --launch-skip/--launch-count and compute-sanitizer: the launches come in the order of the
+ * cases). One part a process: each compiles a few kernels, which the disk cache keeps for the next.
  *
  * Prints one JSON line per measurement (ms, TFLOP/s over the pairs the masks keep, the variant that
  * ran) and one per ratio. benchmarks/harnesses/flex-attention-forward.py times PyTorch's
@@ -44,9 +44,9 @@ import { maskMod } from '../../src/variants/modifiers.js';
 
 // --profile: the same as --once (the name the profiling commands use).
 const once = process.argv.includes('--once') || process.argv.includes('--profile');
-const dynamic = process.argv.includes('--dynamic');
 const fmaExp2 = process.argv.includes('--fma-exp2');
 const three = process.argv.includes('--three');
+const noCausal = process.argv.includes('--no-causal');
 /** The built-in masks' D=128 tile from T=8192: 192 rows (three consumer warpgroups) × 80 keys. */
 const THREE = { consumers: 3, blockN: 80 } as const;
 const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
@@ -76,10 +76,9 @@ function time(options: AttentionOptions, pairs: number): Timed {
 }
 
 /**
- * The problem with `options` on its Hopper variant changed by `change` (the dynamic persistent grid, the
- * exponentials split with the FP32 pipe), launched directly, against what the backend runs: the largest
- * difference of their outputs (0: equal bit for bit, as the dynamic grid must be: the same items, each
- * computed alone), and the time.
+ * The problem with `options` on its Hopper variant changed by `change` (another tile, the exponentials
+ * split with the FP32 pipe), launched directly, against what the backend runs: the largest difference
+ * of their outputs, and the time.
  */
 function timeVariant(
   options: AttentionOptions,
@@ -120,9 +119,9 @@ function report(row: Record<string, unknown>): void {
 const ratio = (base: Timed, other: Timed) =>
   base.ms !== null && other.ms !== null ? Number((base.ms / other.ms).toFixed(3)) : null;
 
-if (part === 'masks') {
-  const causalTime = time({ isCausal: true }, causalPairs);
-  report({ case: 'built-in causal', ...causalTime });
+const causalTime = time({ isCausal: true }, causalPairs);
+report({ case: 'built-in causal', ...causalTime });
+if (part === 'masks' || part === 'causal-mask') {
   // 'kv <= q' as an expression string: causal() alone would run as the built-in flag.
   const asMask = maskMod('kv <= q');
   const asMaskBlocks = createBlockMask(asMask, { B, N, T, S: T, device: 'cuda' });
@@ -133,16 +132,6 @@ if (part === 'masks') {
     speedOverBuiltIn: ratio(causalTime, a),
     goal: 0.95,
   });
-  if (dynamic) {
-    const ad = timeVariant({ maskMod: asMask, blockMask: asMaskBlocks }, causalPairs, {
-      persistent: 'dynamic',
-    });
-    report({
-      case: 'causal as maskMod + block mask, dynamic grid',
-      ...ad,
-      speedOverBuiltIn: ratio(causalTime, ad),
-    });
-  }
   if (three) {
     const a3 = timeVariant({ maskMod: asMask, blockMask: asMaskBlocks }, causalPairs, THREE);
     report({
@@ -151,6 +140,9 @@ if (part === 'masks') {
       speedOverBuiltIn: ratio(causalTime, a3),
     });
   }
+  asMaskBlocks.kinds.dispose();
+}
+if (part === 'masks' || part === 'documents') {
   // Equal documents: document d holds rows [d·T/8, (d + 1)·T/8), each sees its document's keys up to itself.
   const length = T / DOCS;
   const docIds = Tensor.fromArray(
@@ -168,18 +160,9 @@ if (part === 'masks') {
     speedOverCausal: ratio(causalTime, d),
     goal: 5,
   });
-  if (dynamic) {
-    const dd = timeVariant({ maskMod: docs, blockMask: docBlocks }, docPairs, { persistent: 'dynamic' });
-    report({
-      case: 'document mask + block mask, dynamic grid',
-      ...dd,
-      speedOverCausal: ratio(causalTime, dd),
-    });
-  }
-  for (const x of [asMaskBlocks.kinds, docBlocks.kinds, docIds]) x.dispose();
-} else {
-  const causalTime = time({ isCausal: true }, causalPairs);
-  report({ case: 'built-in causal', ...causalTime });
+  for (const x of [docBlocks.kinds, docIds]) x.dispose();
+}
+if (part === 'alibi' || part === 'softcap') {
   if (part === 'alibi') {
     const slopes = alibiSlopes(N).to('cuda');
     const a = time({ scoreMod: alibi(slopes), isCausal: true }, causalPairs);
@@ -210,13 +193,15 @@ if (part === 'masks') {
       const s3 = timeVariant({ scoreMod: softcap(30) }, T * T, THREE);
       report({ case: 'softcap 30, 192x80', ...s3, speedOverUnmodified: ratio(full, s3) });
     }
-    const sc = time({ scoreMod: softcap(30), isCausal: true }, causalPairs);
-    report({
-      case: 'softcap 30 + built-in causal',
-      ...sc,
-      speedOverUnmodified: ratio(causalTime, sc),
-      goal: 0.9,
-    });
+    if (!noCausal) {
+      const sc = time({ scoreMod: softcap(30), isCausal: true }, causalPairs);
+      report({
+        case: 'softcap 30 + built-in causal',
+        ...sc,
+        speedOverUnmodified: ratio(causalTime, sc),
+        goal: 0.9,
+      });
+    }
   }
 }
 for (const x of [q, k, v]) x.dispose();

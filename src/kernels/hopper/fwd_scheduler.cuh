@@ -31,14 +31,6 @@ struct TileBits {
   int words;
 };
 
-// The bitmaps of the block's `item`-th item: the dynamic grid keeps two sets, by the item's parity,
-// so the producer classifies the next item while the consumers still read the current one's.
-template <class C>
-__device__ __forceinline__ TileBits item_bits(const TileBits& bits, int item) {
-  return TileBits{bits.addr + (C::DYNAMIC ? static_cast<u32>(item & 1) * 4u * (1 + C::CONSUMERS) * bits.words : 0u),
-                  bits.words};
-}
-
 // The rows [lo, hi] consumer c of item w holds (its 64, clamped to the item's last valid row).
 template <class C>
 __device__ __forceinline__ void consumer_rows(const TileWork& w, int c, int& lo, int& hi) {
@@ -48,7 +40,7 @@ __device__ __forceinline__ void consumer_rows(const TileWork& w, int c, int& lo,
 
 // Writes item w's bitmaps at `bits` from the block mask: warp `warp` of `warps` takes words warp,
 // warp + warps, …, a lane one tile each (its kinds from global memory: tile_kind), a ballot per map.
-// The caller orders the writes before the readers (__syncthreads, or the q_full barrier).
+// The caller orders the writes before the readers (__syncthreads).
 template <class C>
 __device__ __forceinline__ void classify_tiles(const FlashMods& m, const TileWork& w, const TileBits& bits, int warp,
                                                int warps) {

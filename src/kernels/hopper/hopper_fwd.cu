@@ -57,56 +57,17 @@
 // ping-pong turns: the last consumer opens consumer 0's first turn before the first item, every
 // item's last turn opens the next one's, and consumer 0 takes the one left open before it leaves,
 // so every named barrier is balanced at exit without knowing which item is a block's last.
-//
-// With a block mask the producer's first warp stays: after the q_empty wait it classifies the next
-// item's key tiles into the bitmaps of the item's parity (classify_tiles, a tile per lane), and lane 0
-// then writes the slot and loads as above. The consumers read the bitmaps of their item's parity after
-// q_full; the producer writes a parity's bitmaps again only two items later, after the consumers'
-// q_empty of the item between, by which time they have finished the item that used them.
-template <class C>
-__device__ __forceinline__ void produce_dynamic_masked(const HopperParams& hp, const FlashMods& m, u32 sq, u32 sk,
-                                                       u32 sv, const Barriers& bar, const TileBits& bits, int items,
-                                                       int qblocks, int section) {
-  const FlashParams& p = hp.f;
-  const int lane = threadIdx.x % 32;
-  int index = static_cast<int>(blockIdx.x);
-  int ring = 0;
-  for (int item = 0;; ++item) {
-    mbar_wait(bar.q_empty(), (item & 1) ^ 1);
-    const TileBits b = item_bits<C>(bits, item);
-    const bool end = index >= items;
-    const TileWork w = dynamic_tile<C>(p, end ? 0 : index, qblocks, section);
-    if (!end && w.n_lo < w.n_hi) classify_tiles<C>(m, w, b, 0, 1);
-    __syncwarp();
-    if (lane == 0) {
-      st_shared_s32(bar.item_slot(), index);
-      if (!end && KeyTiles<C>::any(m, w, b)) {
-        const KeyTiles<C> tiles(m, w, b);
-        produce<C>(hp, w, sq, sk, sv, bar, tiles, ItemSlot{ring, item, false, false});
-        ring += tiles.count();
-      } else {
-        mbar_arrive(bar.q_full());
-      }
-      if (!end) index = static_cast<int>(gridDim.x) + atomicAdd(hp.work_counter, 1);
-    }
-    if (end) return;
-    index = __shfl_sync(0xffffffffu, index, 0);
-  }
-}
-
 template <class C>
 __device__ __forceinline__ void run_dynamic(const HopperParams& hp, const FlashMods& m, u32 sq, u32 sk, u32 sv,
-                                            const Barriers& bar, const TileBits& bits) {
+                                            const Barriers& bar) {
+  // The host keeps block masks on the 2-D grid (hopper-variant.ts hopperGridOrder), where every warp
+  // of the block builds the item's tile bitmaps before the roles split.
+  static_assert(!ATTNLAB_BLOCK_MASK || !C::DYNAMIC, "a block mask runs on the 2-D grid");
   const FlashParams& p = hp.f;
   const int qblocks = (p.T + C::BM - 1) / C::BM;
   const int items = qblocks * p.B * p.N;
   const int section = dynamic_section<C>(hp, qblocks);
   const int warpgroup = threadIdx.x / 128;
-  if (ATTNLAB_BLOCK_MASK && warpgroup == 0) {
-    regs_decrease<C::PRODUCER_REGS>();
-    if (threadIdx.x < 32) produce_dynamic_masked<C>(hp, m, sq, sk, sv, bar, bits, items, qblocks, section);
-    return;
-  }
   if (warpgroup == 0) {
     regs_decrease<C::PRODUCER_REGS>();
     if (threadIdx.x != 0) return;
@@ -143,8 +104,8 @@ __device__ __forceinline__ void run_dynamic(const HopperParams& hp, const FlashM
     index = __shfl_sync(0xffffffffu, index, 0);
     if (index >= items) break;
     const TileWork w = dynamic_tile<C>(p, index, qblocks, section);
-    if (KeyTiles<C>::any(m, w, item_bits<C>(bits, item))) {
-      const KeyTiles<C> tiles(m, w, item_bits<C>(bits, item));
+    if (KeyTiles<C>::any(m, w)) {
+      const KeyTiles<C> tiles(m, w);
       consume<C>(p, m, w, sq, sk, sv, bar, tiles, consumer, ItemSlot{ring, item, false, false});
       ring += tiles.count();
     } else {
@@ -202,7 +163,7 @@ __device__ __forceinline__ void hopper_fwd(const HopperParams& hp, const FlashMo
   }
   __syncthreads();
   if constexpr (C::DYNAMIC) {
-    run_dynamic<C>(hp, m, sq, sk, sv, bar, bits);
+    run_dynamic<C>(hp, m, sq, sk, sv, bar);
     return;
   }
   // Each role takes the item again after the barrier rather than keeping it in registers across the

@@ -305,7 +305,7 @@ export function hopperVariant(
   const persistent = hopperGridOrder(p, tiles, dims);
   const shared =
     hopperSharedBytes({ ...tiles, stages: 2, ...dims, persistent }) +
-    hopperBlockMaskBytes({ ...tiles, blockMask, persistent }, p.S);
+    hopperBlockMaskBytes({ ...tiles, blockMask }, p.S);
   if (shared > HOPPER_SHARED_LIMIT)
     return {
       reason: `a block mask over S=${p.S} keys: its tile bitmaps take the tiles' shared memory past ${HOPPER_SHARED_LIMIT} bytes (${shared})`,
@@ -392,17 +392,15 @@ export function hopperSharedBytes(
 /**
  * Shared memory after hopperSharedBytes for a block mask's tile bitmaps (fwd_scheduler.cuh): one bit
  * per key tile of BN keys, in one map of the item's kept tiles and one of each consumer's FULL tiles,
- * in 32-bit words: 1 + consumers maps of ceil(ceil(S/BN)/32) words, twice on the dynamic grid (one
- * set per item parity: item_bits). 0 without a block mask. At S=8192 and BN=128: 3 maps of 2 words,
- * 24 bytes (48 dynamic).
+ * in 32-bit words: 1 + consumers maps of ceil(ceil(S/BN)/32) words. 0 without a block mask. At S=8192
+ * and BN=128: 3 maps of 2 words, 24 bytes.
  */
 export function hopperBlockMaskBytes(
-  v: Pick<HopperVariant, 'consumers' | 'blockN' | 'blockMask'> & Partial<Pick<HopperVariant, 'persistent'>>,
+  v: Pick<HopperVariant, 'consumers' | 'blockN' | 'blockMask'>,
   S: number,
 ): number {
   if (!v.blockMask) return 0;
-  const sets = v.persistent === 'dynamic' ? 2 : 1;
-  return sets * 4 * (1 + v.consumers) * Math.ceil(Math.ceil(S / v.blockN) / 32);
+  return 4 * (1 + v.consumers) * Math.ceil(Math.ceil(S / v.blockN) / 32);
 }
 
 /**

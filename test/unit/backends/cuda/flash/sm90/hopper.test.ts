@@ -324,11 +324,10 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
     const long = { ...validateAttention(q, kv, kv, {}), S: 2 ** 21 + 1, modifiers } as AttentionProblem;
     const refused = hopperVariant(long, 'sm_90a', 'wgmma', null);
     assert.ok('reason' in refused && refused.reason.includes(`up to ${2 ** 21}`), JSON.stringify(refused));
-    // The block mask's bitmaps: 1 + consumers maps of ceil(ceil(S/BN)/32) words, twice on the dynamic grid.
+    // The block mask's bitmaps: 1 + consumers maps of ceil(ceil(S/BN)/32) words.
     const masked = variant(8192, 128, { modifiers, blockMask });
     assert.equal(hopperBlockMaskBytes(masked, 8192), 4 * 3 * 2);
     assert.equal(hopperBlockMaskBytes(masked, 8193), 4 * 3 * 3);
-    assert.equal(hopperBlockMaskBytes({ ...masked, persistent: 'dynamic' }, 8192), 2 * 4 * 3 * 2);
     assert.equal(hopperBlockMaskBytes(variant(8192, 128, { modifiers }), 8192), 0);
   });
 
