@@ -119,8 +119,12 @@ function report(row: Record<string, unknown>): void {
 const ratio = (base: Timed, other: Timed) =>
   base.ms !== null && other.ms !== null ? Number((base.ms / other.ms).toFixed(3)) : null;
 
-const causalTime = time({ isCausal: true }, causalPairs);
-report({ case: 'built-in causal', ...causalTime });
+// The built-in causal mask, the base of every part but softcap --no-causal.
+const causalTime: Timed =
+  part === 'softcap' && noCausal
+    ? { ms: null, tflops: null, variant: '' }
+    : time({ isCausal: true }, causalPairs);
+if (causalTime.variant) report({ case: 'built-in causal', ...causalTime });
 if (part === 'masks' || part === 'causal-mask') {
   // 'kv <= q' as an expression string: causal() alone would run as the built-in flag.
   const asMask = maskMod('kv <= q');
