@@ -50,20 +50,19 @@ __device__ __forceinline__ void classify_tiles(const FlashMods& m, const TileWor
   const int lo = w.n_lo / C::BN, hi = (w.n_hi + C::BN - 1) / C::BN;
   for (int word = warp; word < words; word += warps) {
     const int nb = word * 32 + lane;
+    // The item's rows are the union of its consumers' (clamped to m_last), so a tile is kept when some
+    // consumer's kind is not EMPTY; the consumers' kinds are independent loads, issued together.
     bool kept = false;
     unsigned full = 0;  // bit c: FULL over consumer c's rows
     if (nb >= lo && nb < hi && w.n_lo < w.n_hi) {
       const int kv0 = nb * C::BN, kv1 = imin(kv0 + C::BN, w.s_len) - 1;
-      const int item = tile_kind(m, w.b, w.n, w.m0, w.m_last, kv0, kv1);
-      kept = item != ATTNLAB_TILE_EMPTY;
-      if (item == ATTNLAB_TILE_FULL) full = (1u << C::CONSUMERS) - 1;
-      if (item == ATTNLAB_TILE_PARTIAL) {
 #pragma unroll
-        for (int c = 0; c < C::CONSUMERS; ++c) {
-          int r0, r1;
-          consumer_rows<C>(w, c, r0, r1);
-          if (tile_kind(m, w.b, w.n, r0, r1, kv0, kv1) == ATTNLAB_TILE_FULL) full |= 1u << c;
-        }
+      for (int c = 0; c < C::CONSUMERS; ++c) {
+        int r0, r1;
+        consumer_rows<C>(w, c, r0, r1);
+        const int kind = tile_kind(m, w.b, w.n, r0, r1, kv0, kv1);
+        kept = kept || kind != ATTNLAB_TILE_EMPTY;
+        if (kind == ATTNLAB_TILE_FULL) full |= 1u << c;
       }
     }
     const unsigned kept_word = __ballot_sync(0xffffffffu, kept);
