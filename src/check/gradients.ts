@@ -83,7 +83,7 @@ export function plainLowPrecisionGradients(inputs: BackwardInputs, dtype: FloatD
   const { q, k, v, options, dO } = inputs;
   // The output only fills the validated problem's slot; the plain path recomputes what it needs.
   const p = validateBackward(q, k, v, dO, Tensor.zeros(dO.shape.slice(0, -1), 'float32'), dO, options);
-  // rounder(dtype), not roundTo: roundTo's checks and encode/decode per call made the float32 baseline,
+  // rounder(dtype), not roundTo: roundTo's checks and encode/decode per call make the float32 baseline,
   // which rounds every partial sum, ~100× slower than the float64 reference (74 s for the MHA case).
   const r = rounder(dtype);
   const g = gradientSums(p, r, dtype === 'float32' ? r : undefined);

@@ -298,7 +298,7 @@ export function roundTo(value: number, dtype: FloatDType, options: EncodeOptions
  * the same result for every float64 (round-to-nearest-even, overflow to ±Infinity, or to NaN for e4m3fn as
  * encodeValue does, NaN kept, a zero keeps its sign): 68 ns a call for bfloat16 and 23 ns for float16
  * against roundTo's 2.7 and 2.1 µs. The float64 oracles' same-precision baselines round every logit, weight
- * and output (several per query–key pair): with roundTo they took 8× the float64 reference's time (5.6 s
+ * and output (several per query–key pair): with roundTo they take 8× the float64 reference's time (5.6 s
  * against 0.67 s at T=2048 S=300 N=2 H=128 bfloat16), with rounder about as long as it (0.78 s).
  * Adding 1.5·2^52·q and subtracting it again rounds |x| < 2^52·q to a multiple of the quantum q with
  * float64's own round-to-nearest-even; q is 2^(e−M) in x's binade e, the smallest binade's below it.

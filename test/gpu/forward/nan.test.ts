@@ -30,8 +30,20 @@ function onCuda(options: AttentionOptions): AttentionOptions {
   return { ...options, bias: options.bias?.to('cuda'), mask: options.mask?.to('cuda') };
 }
 
-/** The clean problem's float64 reference, from the same rounded values the backend gets. */
+const references = new Map<string, { output: Float64Array; lse: Float64Array }>();
+
+/**
+ * The clean problem's float64 reference, from the same rounded values the backend gets; computed once per
+ * case and dtype and shared by the backends (scripts/gpu-verify.sh runs this file one dtype a process).
+ */
 function cleanReference(c: NanCase, dtype: FloatDType) {
+  const key = `${c.name} ${dtype}`;
+  let reference = references.get(key);
+  if (!reference) references.set(key, (reference = computeReference(c, dtype)));
+  return reference;
+}
+
+function computeReference(c: NanCase, dtype: FloatDType) {
   const { q, k, v, options } = buildNanInputs(c, dtype, seed, false);
   const r = attention(q.astype('float64'), k.astype('float64'), v.astype('float64'), {
     ...options,

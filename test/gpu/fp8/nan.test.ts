@@ -26,7 +26,6 @@ import { Tensor } from '../../../src/tensor/tensor.js';
 const cuda = cudaAvailable();
 const skip = cuda.ok ? false : `no CUDA device: ${cuda.reason}`;
 const seed = Number(process.env.ATTNLAB_TEST_SEED ?? Date.now() % 1_000_000_000);
-console.log(`fp8/nan.test.ts seed ${seed} (ATTNLAB_TEST_SEED=${seed} replays it)`);
 
 function onCuda(options: AttentionOptions): AttentionOptions {
   return { ...options, bias: options.bias?.to('cuda'), mask: options.mask?.to('cuda') };
@@ -57,6 +56,7 @@ function compareFp8(got: Float64Array, want: Float64Array, tolerance: (x: number
 describe('GPU FP8: NaN in Q, K or V reaches exactly the rows that see it (vs the CPU emulation)', {
   skip: fp8Skip,
 }, () => {
+  console.log(`fp8/nan.test.ts seed ${seed} (ATTNLAB_TEST_SEED=${seed} replays it)`);
   for (const c of FP8_NAN_CASES) {
     for (const recipe of [new Float8CurrentScaling(), new DelayedScaling({ amaxHistoryLen: 4 })]) {
       it(`${c.name} (${recipe.kind})`, (t) => {
