@@ -12,14 +12,13 @@
  *   softcap      softcap(30), causal (unless --no-causal) and not, against the same without it (goal ≥ 0.9×)
  *
  *   node --import tsx benchmarks/harnesses/variants-hopper-speed.ts masks|causal-mask|documents|alibi|softcap [B T N H]
- *     [--once|--profile] [--fma-exp2] [--three] [--no-causal]
+ *     [--once|--profile] [--three] [--no-causal]
  *
- * --fma-exp2 also runs the ALiBi and softcap cases with half of the softmax's exponentials on the FP32
- * pipe (exp2OnFma), --three the causal mask, ALiBi and softcap on the 192 × 80 three-consumer tile the
- * built-in masks take at D=128 from T=8192 (the modifiers' rule keeps 128 × 128); each such line gives
- * the largest output difference from the default beside the time. --once runs each case once, untimed
- * (for ncu --launch-skip/--launch-count and compute-sanitizer: the launches come in the order of the
- * cases). One part a process: each compiles a few kernels, which the disk cache keeps for the next.
+ * --three also runs the causal mask, ALiBi and softcap on the 192 × 80 three-consumer tile the built-in
+ * masks take at D=128 from T=8192 (the modifiers' rule keeps 128 × 128), each such line with the largest
+ * output difference from the default beside the time. --once runs each case once, untimed (for ncu
+ * --launch-skip/--launch-count and compute-sanitizer: the launches come in the order of the cases). One
+ * part a process: each compiles a few kernels, which the disk cache keeps for the next.
  *
  * Prints one JSON line per measurement (ms, TFLOP/s over the pairs the masks keep, the variant that
  * ran) and one per ratio. benchmarks/harnesses/flex-attention-forward.py times PyTorch's
@@ -44,7 +43,6 @@ import { maskMod } from '../../src/variants/modifiers.js';
 
 // --profile: the same as --once (the name the profiling commands use).
 const once = process.argv.includes('--once') || process.argv.includes('--profile');
-const fmaExp2 = process.argv.includes('--fma-exp2');
 const three = process.argv.includes('--three');
 const noCausal = process.argv.includes('--no-causal');
 /** The built-in masks' D=128 tile from T=8192: 192 rows (three consumer warpgroups) × 80 keys. */
@@ -76,8 +74,7 @@ function time(options: AttentionOptions, pairs: number): Timed {
 }
 
 /**
- * The problem with `options` on its Hopper variant changed by `change` (another tile, the exponentials
- * split with the FP32 pipe), launched directly, against what the backend runs: the largest difference
+ * The problem with `options` on its Hopper variant changed by `change` (another tile), launched directly, against what the backend runs: the largest difference
  * of their outputs, and the time.
  */
 function timeVariant(
@@ -171,14 +168,6 @@ if (part === 'alibi' || part === 'softcap') {
     const slopes = alibiSlopes(N).to('cuda');
     const a = time({ scoreMod: alibi(slopes), isCausal: true }, causalPairs);
     report({ case: 'ALiBi + built-in causal', ...a, speedOverUnmodified: ratio(causalTime, a), goal: 0.9 });
-    if (fmaExp2) {
-      const af = timeVariant({ scoreMod: alibi(slopes), isCausal: true }, causalPairs, { exp2OnFma: true });
-      report({
-        case: 'ALiBi + built-in causal, exp2 on FMA',
-        ...af,
-        speedOverUnmodified: ratio(causalTime, af),
-      });
-    }
     if (three) {
       const a3 = timeVariant({ scoreMod: alibi(slopes), isCausal: true }, causalPairs, THREE);
       report({ case: 'ALiBi + built-in causal, 192x80', ...a3, speedOverUnmodified: ratio(causalTime, a3) });
@@ -189,10 +178,6 @@ if (part === 'alibi' || part === 'softcap') {
     report({ case: 'no mask', ...full });
     const s = time({ scoreMod: softcap(30) }, T * T);
     report({ case: 'softcap 30', ...s, speedOverUnmodified: ratio(full, s), goal: 0.9 });
-    if (fmaExp2) {
-      const sf = timeVariant({ scoreMod: softcap(30) }, T * T, { exp2OnFma: true });
-      report({ case: 'softcap 30, exp2 on FMA', ...sf, speedOverUnmodified: ratio(full, sf) });
-    }
     if (three) {
       const s3 = timeVariant({ scoreMod: softcap(30) }, T * T, THREE);
       report({ case: 'softcap 30, 192x80', ...s3, speedOverUnmodified: ratio(full, s3) });

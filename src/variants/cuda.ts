@@ -357,19 +357,6 @@ export function readsAtPositions(program: Program): boolean {
   });
 }
 
-/**
- * The operations of a score program that take the MUFU unit, the one the softmax's 2^x runs on: tanh,
- * exp, log, sqrt, and a float division by a non-literal (a reciprocal). The kernels may move a share of
- * their exponentials to the FP32 pipe when a modifier loads that unit (hopper/softmax.cuh exp2_fma).
- */
-export function mufuOperations(program: Program): number {
-  return program.instrs.filter(
-    (instr) =>
-      (instr.op === 'call' && ['tanh', 'exp', 'log', 'sqrt'].includes(instr.fn)) ||
-      (instr.op === '/' && instr.type === 'float' && reciprocal(program.instrs[instr.args[1]]) === null),
-  ).length;
-}
-
 /** The device functions of one modifier set (the head of CompiledModifiers.cudaSource). */
 export function generateCuda(
   score: SlottedProgram | null,
@@ -384,7 +371,6 @@ export function generateCuda(
     `#define ATTNLAB_MASK_MOD ${mask ? 1 : 0}`,
     `#define ATTNLAB_CAPTURE_GRADS ${captureGrads ? 1 : 0}`,
     `#define ATTNLAB_SCORE_MOD_READS_POSITIONS ${score && readsAtPositions(score.program) ? 1 : 0}`,
-    `#define ATTNLAB_SCORE_MOD_MUFU ${score ? mufuOperations(score.program) : 0}`,
     CAPTURES_STRUCT,
     '__device__ __forceinline__ int attnlab_idiv(int a, int b) { return b == 0 ? 0 : a / b; }',
     '__device__ __forceinline__ int attnlab_imod(int a, int b) { return b == 0 ? 0 : a % b; }',

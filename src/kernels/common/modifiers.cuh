@@ -12,8 +12,6 @@
 //                                   an index that depends on q or kv without a bound (ALiBi's
 //                                   slopes[h], softcap): the forward then evaluates it on every score
 //                                   of a tile, rows and keys past the lengths included, with no test
-//   ATTNLAB_SCORE_MOD_MUFU          optional: the MUFU operations attnlab_score_mod takes a score (tanh,
-//                                   exp, log, sqrt, a division by a non-literal), 0 by default
 // the structs below (each behind its ATTNLAB_*_STRUCT guard, so that either side may define them
 // first; the generated source may also include this header instead) and the device functions
 //   float attnlab_score_mod(float s, int b, int h, int q, int kv, const AttnlabCaptures& c);
@@ -40,9 +38,6 @@
 #endif
 #ifndef ATTNLAB_SCORE_MOD_READS_POSITIONS
 #define ATTNLAB_SCORE_MOD_READS_POSITIONS 1
-#endif
-#ifndef ATTNLAB_SCORE_MOD_MUFU
-#define ATTNLAB_SCORE_MOD_MUFU 0
 #endif
 // Whether the kernels take the two extra by-value parameters (AttnlabCaptures, AttnlabBlockMask).
 #define ATTNLAB_MODIFIERS (ATTNLAB_SCORE_MOD || ATTNLAB_MASK_MOD || ATTNLAB_BLOCK_MASK)

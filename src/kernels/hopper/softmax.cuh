@@ -18,25 +18,6 @@
 #pragma once
 #include "flash/mma.cuh"
 
-#ifndef ATTNLAB_EXP2_ON_FMA
-#define ATTNLAB_EXP2_ON_FMA 0
-#endif
-
-// 2^x on the FP32 pipe, for a share of a tile's exponentials when the MUFU unit is the bottleneck
-// (ATTNLAB_EXP2_ON_FMA: a score modifier that takes a MUFU operation per score, as softcap's tanh, makes
-// two per score with the softmax's ex2; the unit issues a quarter of the FP32 pipe's rate), as
-// FlashAttention-4 splits them. 2^x = 2^j · 2^f with j = round(x) (the add of 1.5·2^23 leaves it in the
-// low mantissa bits) and f ∈ [−0.5, 0.5]; 2^f by a cubic (relative error 1.0e-4 = 2^-13.3, a minimax fit
-// on [−0.5, 0.5], under bf16's 2^-9 rounding of P); j added to the exponent field. As ex2.approx.ftz:
-// 0 below 2^-126 (−inf included), NaN stays NaN. 11 FP32-pipe instructions.
-__device__ __forceinline__ float exp2_fma(float x) {
-  const float t = x + 12582912.0f;
-  const float f = x - (t - 12582912.0f);
-  const float p = fmaf(fmaf(fmaf(0.05500893f, f, 0.24221098f), f, 0.6932829f), f, 1.0f);
-  const float r = __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
-  return x >= -126.0f ? r : (x != x ? x : 0.0f);
-}
-
 template <int NT, int SLACK = 0>
 struct RowSoftmax {
   static_assert(SLACK >= 0 && SLACK <= 16, "SLACK: 0 (the max moves on every rise) … 16 (weights ≤ 2^16)");
@@ -68,14 +49,8 @@ struct RowSoftmax {
       float sum = 0.f;
 #pragma unroll
       for (int j = 0; j < NT; ++j) {
-        if (ATTNLAB_EXP2_ON_FMA && (j & 1)) {
-          // Every other n-tile's exponentials on the FP32 pipe (exp2_fma): half of them.
-          s[j][2 * h] = exp2_fma(fmaf(s[j][2 * h], factor, -base));
-          s[j][2 * h + 1] = exp2_fma(fmaf(s[j][2 * h + 1], factor, -base));
-        } else {
-          s[j][2 * h] = fast_exp2(fmaf(s[j][2 * h], factor, -base));
-          s[j][2 * h + 1] = fast_exp2(fmaf(s[j][2 * h + 1], factor, -base));
-        }
+        s[j][2 * h] = fast_exp2(fmaf(s[j][2 * h], factor, -base));
+        s[j][2 * h + 1] = fast_exp2(fmaf(s[j][2 * h + 1], factor, -base));
         sum += s[j][2 * h] + s[j][2 * h + 1];
       }
       row_sum[h] = row_sum[h] * a + sum;

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Tensor } from '../../../src/tensor/tensor.js';
 import { compileModifiers } from '../../../src/variants/compile.js';
-import { intRanges, mufuOperations, readsAtPositions } from '../../../src/variants/cuda.js';
+import { intRanges, readsAtPositions } from '../../../src/variants/cuda.js';
 import { alibi, relativeBias, softcap } from '../../../src/variants/library.js';
 import { maskMod, scoreMod } from '../../../src/variants/modifiers.js';
 import { lower } from '../../../src/variants/program.js';
@@ -76,14 +76,5 @@ describe('variants CUDA generator: the cost of an expression', () => {
     assert.match(body(source(scoreMod('score / 1e-39'))), / \/ /);
     // Division by a non-literal stays a division.
     assert.match(body(source(scoreMod('score / float(kv + 1)'))), / \/ /);
-  });
-
-  it('counts the MUFU operations of a score modifier (ATTNLAB_SCORE_MOD_MUFU)', () => {
-    const mufu = (e: string) => mufuOperations(lower(scoreMod(e).tree));
-    assert.equal(mufu('30.0 * tanh(score / 30.0)'), 1);
-    assert.equal(mufu('score + float(kv - q)'), 0);
-    assert.equal(mufu('exp(score) + log(abs(score) + 1.0) + sqrt(abs(score)) + score / float(kv + 1)'), 4);
-    assert.match(source(softcap(30)), /#define ATTNLAB_SCORE_MOD_MUFU 1/);
-    assert.match(source(alibi(4)), /#define ATTNLAB_SCORE_MOD_MUFU 0/);
   });
 });

@@ -86,12 +86,6 @@ export interface HopperVariant {
    */
   readonly modifiers: FlashModifiers | null;
   readonly blockMask: boolean;
-  /**
-   * Every other n-tile's exponentials on the FP32 pipe (ATTNLAB_EXP2_ON_FMA, hopper/softmax.cuh
-   * exp2_fma), for score modifiers that load the MUFU unit (softcap's tanh); absent: all on MUFU. Not
-   * chosen by the rule yet: benchmarks/harnesses/variants-hopper-speed.ts --fma-exp2 measures it.
-   */
-  readonly exp2OnFma?: boolean;
 }
 
 /** Query rows per block: 64 per consumer warpgroup. */
@@ -371,7 +365,6 @@ export function hopperVariantKey(v: HopperVariant): string {
   if (v.mask) parts.push('mask');
   if (v.modifiers) parts.push(`mods-${v.modifiers.key}`);
   if (v.blockMask) parts.push('bmask');
-  if (v.exp2OnFma) parts.push('e2f');
   parts.push('wgmma');
   return parts.join('.');
 }
@@ -440,7 +433,6 @@ export function hopperDefines(v: HopperVariant): Record<string, number> {
   ]);
   if (v.blockMask) fields.push(['ATTNLAB_BLOCK_MASK', 1]);
   if (v.modifiers) fields.push(['ATTNLAB_POSITIONS_BELOW_2_22', 1], ['ATTNLAB_FAST_TANH', 1]);
-  if (v.exp2OnFma) fields.push(['ATTNLAB_EXP2_ON_FMA', 1]);
   return Object.fromEntries(fields);
 }
 
