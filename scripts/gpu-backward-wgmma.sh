@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
 # The wgmma backward on a Hopper GPU, one step per call (each well under 90 s), logs under $1:
-#   sass      nvcc -Xptxas -v of hopper/hopper_bwd.cu (both loops, D=64/128), NVRTC's ptxas report of the
-#             modules attnlab builds, and the dK/dV kernel's SASS counts (HGMMA, UBLKRED: the dQ bulk reduce-adds, RED: per-element reductions, LDL/STL: spills)
+#   sass      nvcc -Xptxas -v of hopper/hopper_bwd.cu (both loops, D=64/128, and deterministic), NVRTC's ptxas
+#             report of the modules attnlab builds, and the dK/dV kernel's SASS counts (HGMMA, UBLKRED: the dQ bulk
+#             reduce-adds, RED: per-element reductions, LDL/STL: spills, STRONG.GPU and NANOSLEEP: the semaphores)
 #   test      test/gpu/backward/hopper.test.ts (each loop in a process of its own) and the flash
 #             backward suite, at once
 #   suite     the shared gradient suite's flash runs (CASES, LONG_CASES, deterministic), default loop and wgmma-ws
 #   sanitize  memcheck, racecheck and synccheck on a small H=128 causal case, memcheck and racecheck on a
 #             small H=64 causal one, each on both wgmma loops
-#   loops     the backward loops side by side in one process (wgmma, wgmma-ws, mma.sync, wgmma deterministic),
-#             B=4 T=S=8192 N=16 H=128, 64, 96
+#   sanitize-det  memcheck, racecheck and synccheck on a deterministic case at H=128 (causal) and at H=64 (a
+#             window, padding lengths), each on both wgmma loops
+#   loops     the backward loops side by side in one process (SPECS, default wgmma, wgmma-ws, mma.sync and
+#             both wgmma loops deterministic), B=4 T=S=8192 N=16 H=128, 64, 96 (HS), LOOP_CAP seconds each
+#   sweep     T = 1k … 32k at B·T = 32k (N=16, H=128): wgmma, wgmma deterministic and attnlab's cudnn in one process each
 #   bench     the backward suite: attnlab flash and cudnn beside PyTorch's SDPA backward (cuDNN, flash),
 #             B=4 T=S=8192 N=16 H=64/128 bf16, causal and not (TFLOP/s = 2.5× the forward's, halved causal)
-#   profile   ncu on one wgmma and one wgmma-ws dK/dV launch, B=4 T=S=8192 N=16 H=128 non-causal: speed of light, warp
-#             stall reasons, pipe utilisation
+#   profile   ncu --set full (clocks left alone) on one dK/dV launch of each loop in PROFILE_LOOPS (default
+#             wgmma), B=4 T=S=8192 N=16 H=PROFILE_H (128) non-causal: the details page (speed of light, pipes,
+#             warp stalls, shared-memory wavefronts) and the per-instruction SASS stall samples as CSV
 #
 #   bash scripts/gpu-backward-wgmma.sh STEP "$OUT/hbwd"
 set -u
@@ -21,6 +26,13 @@ logs=${2:-out}
 mkdir -p "$logs"
 cap=${CAP:-85}  # seconds per process (CAP=55 for a 60-second call)
 source scripts/gpu-lib.sh
+# Every process of every step shares attnlab's kernel cache (the default folder, or ATTNLAB_CACHE_DIR; writes
+# are temp + rename): the steps compile each module once. A carried .kcache/kernels.tar.xz (gpu-verify.sh's)
+# seeds an empty one.
+cache=${ATTNLAB_CACHE_DIR:-$HOME/.cache/attnlab}
+if [ ! -d "$cache/kernels" ] && [ -f .kcache/kernels.tar.xz ]; then
+  mkdir -p "$cache" && tar -C "$cache" -xJf .kcache/kernels.tar.xz
+fi
 
 case $step in
 sass)
@@ -36,6 +48,11 @@ sass)
     done
     nvcc -cubin -gencode=arch=compute_90a,code=sm_90a -std=c++17 -Xptxas -v -I . -DFLASH_D=$D -DFLASH_FP16=0 \
       -DFLASH_BWD_WS=1 -o "$logs/hopper_bwd_ws.d$D.cubin" hopper/hopper_bwd.cu > "$logs/ptxas-ws.d$D.log" 2>&1 &
+    for W in 0 1; do
+      nvcc -cubin -gencode=arch=compute_90a,code=sm_90a -std=c++17 -Xptxas -v -I . -DFLASH_D=$D -DFLASH_FP16=0 \
+        -DFLASH_BWD_WS=$W -DFLASH_BWD_DETERMINISTIC=1 -o "$logs/hopper_bwd_det.d$D.w$W.cubin" hopper/hopper_bwd.cu \
+        > "$logs/ptxas-det.d$D.w$W.log" 2>&1 &
+    done
   done
   wait
   for f in "$logs"/ptxas*.log; do
@@ -44,26 +61,36 @@ sass)
   done
   echo "== NVRTC"
   grep -E '^==|dkdv|Used|spill' "$logs/nvrtc-registers.log" | head -40
-  for cubin in hopper_bwd.d64.f0 hopper_bwd.d128.f0 hopper_bwd_ws.d64 hopper_bwd_ws.d128; do
+  for cubin in hopper_bwd.d64.f0 hopper_bwd.d128.f0 hopper_bwd_ws.d64 hopper_bwd_ws.d128 hopper_bwd_det.d128.w0 \
+    hopper_bwd_det.d64.w1; do
     cuobjdump -sass -fun attnlab_flash_bwd_dkdv "$logs/$cubin.cubin" > "$logs/$cubin.dkdv.sass"
     printf '%s dkdv SASS:' "$cubin"
-    for op in HGMMA UBLKRED 'REDG| RED\.' UTMALDG LDGSTS 'LDL' 'STL' 'BAR\.SYNC' 'SYNCS' 'USETMAXREG' 'STS\.64'; do
+    for op in HGMMA UBLKRED 'REDG| RED\.' UTMALDG LDGSTS 'LDL' 'STL' 'BAR\.SYNC' 'SYNCS' 'USETMAXREG' 'STS\.64' \
+      'STRONG\.GPU' NANOSLEEP; do
       printf ' %s=%s' "$op" "$(grep -cE "$op" "$logs/$cubin.dkdv.sass")"
     done
     echo
   done
   ;;
 test)
-  # Five processes at once: each compiles its own modules (one NVRTC compile of hopper_bwd.cu takes
-  # ~7 s of a core), so that the cold kernel cache costs the step once, not three times in a row.
+  # Thirteen processes at once, sharing one kernel cache: each compiles the modules its cases need (one
+  # NVRTC compile of hopper_bwd.cu takes ~7 s of an idle core), so a cold cache costs the step once.
+  f=test/gpu/backward/hopper.test.ts
   for dtype in bfloat16 float16; do
     for loop in wgmma wgmma-ws; do
-      shard "$loop-$dtype" - --test-name-pattern="· $dtype( · deterministic)? · $loop\$" test/gpu/backward/hopper.test.ts
+      shard "$loop-$dtype" - --test-name-pattern="^(?!repeat).* · $dtype( · deterministic)? · $loop\$" $f
     done
+  done
+  # The deterministic repeats, one shape and loop a process (20 runs each, no float64 oracle).
+  for loop in wgmma wgmma-ws; do
+    shard "repeat-small-$loop" - --test-name-pattern="^repeat · (GQA|T=300 ).* · $loop\$" $f
+    shard "repeat-s40000-$loop" - --test-name-pattern="^repeat · T=128 S=40000.* · $loop\$" $f
+    shard "repeat-t20480-$loop" - --test-name-pattern="^repeat · T=S=20480.* · $loop\$" $f
+    shard "repeat-t2000-$loop" - --test-name-pattern="^repeat · T=2000 .* · $loop\$" $f
   done
   shard flash-backward - test/gpu/backward/flash.test.ts
   wait
-  summary 16 24 20
+  summary 20 24 20
   ;;
 suite)
   # The shared gradient suite's flash runs (test/gpu/backward/backends.test.ts), on the default loop and on wgmma-ws.
@@ -84,10 +111,32 @@ sanitize)
   wait
   summary 16 24 20
   ;;
+sanitize-det)
+  # The ordered dQ adds of deterministic mode (hopper/bwd_dq_order.cuh): descending order at H=128, a window
+  # and padding lengths at H=64.
+  for tool in memcheck racecheck synccheck; do
+    sanitize $tool-det-d128 $tool --test-name-pattern='^deterministic T=S=257 H=128 causal' \
+      test/gpu/backward/hopper.test.ts
+    sanitize $tool-det-d64 $tool --test-name-pattern='^deterministic T=257 S=300 H=64' test/gpu/backward/hopper.test.ts
+  done
+  wait
+  summary 16 24 20
+  ;;
 loops)
   for H in ${HS:-128 64 96}; do
-    timeout 28 node --import tsx benchmarks/harnesses/backward-loop-variants.ts 4 8192 16 $H wgmma wgmma-ws mma wgmma+det
+    # shellcheck disable=SC2086
+    timeout "${LOOP_CAP:-28}" node --import tsx benchmarks/harnesses/backward-loop-variants.ts 4 8192 16 $H \
+      ${SPECS:-wgmma wgmma-ws mma wgmma+det wgmma-ws+det}
   done 2>&1 | tee "$logs/loops.txt"
+  ;;
+sweep)
+  # T from 1k to 32k at B·T = 32k, N=16, H=SWEEP_H (128): the default loop, deterministic, and attnlab's cudnn in
+  # one process per T (benchmarks/harnesses/backward-loop-variants.ts), SWEEP_CAP seconds each.
+  for T in ${SWEEP_TS:-1024 2048 4096 8192 16384 32768}; do
+    # shellcheck disable=SC2086
+    timeout "${SWEEP_CAP:-14}" node --import tsx benchmarks/harnesses/backward-loop-variants.ts $((32768 / T)) "$T" 16 \
+      "${SWEEP_H:-128}" ${SPECS:-wgmma wgmma+det cudnn}
+  done 2>&1 | tee "$logs/sweep.txt"
   ;;
 bench)
   # BENCH_ARGS adds options, e.g. "--head-dim 64": the suite at one head dim (a shorter call).
@@ -97,15 +146,22 @@ bench)
 profile)
   ncu=ncu
   command -v $ncu > /dev/null || ncu=/usr/local/cuda/bin/ncu
-  timeout $cap $ncu -k regex:dkdv -c 2 --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
-    --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
-    node --import tsx benchmarks/harnesses/backward-loop-variants.ts --profile 4 8192 16 128 wgmma wgmma-ws \
-    > "$logs/ncu-d128.txt" 2>&1
-  echo "rc=$?" >> "$logs/ncu-d128.txt"
-  grep -E 'Duration|Throughput|Stall|Issue Slots|Pipe|Warp Cycles|rc=' "$logs/ncu-d128.txt" | head -60
+  H=${PROFILE_H:-128}
+  for loop in ${PROFILE_LOOPS:-wgmma}; do
+    rep="$logs/ncu-$loop-d$H"
+    # The first launch of the dK/dV kernel is the harness's non-causal one.
+    timeout "$cap" $ncu --clock-control none --set full --import-source no -k attnlab_flash_bwd_dkdv -c 1 -f -o "$rep" \
+      node --import tsx benchmarks/harnesses/backward-loop-variants.ts --profile 4 8192 16 "$H" "$loop" \
+      > "$rep.log" 2>&1
+    echo "rc=$?" >> "$rep.log"
+    $ncu -i "$rep.ncu-rep" --page details > "$rep.txt" 2>&1
+    $ncu -i "$rep.ncu-rep" --page source --csv --print-source sass > "$rep-sass.csv" 2>&1
+    echo "== $loop H=$H ($(tail -1 "$rep.log"))"
+    grep -E 'Duration|Throughput|Pipe|Issue Slots|Stall|Warp Cycles|Bank|Wavefronts|Registers|Occupancy' "$rep.txt" | head -70
+  done
   ;;
 *)
-  echo "unknown step $step (sass, test, suite, sanitize, loops, bench, profile)" >&2
+  echo "unknown step $step (sass, test, suite, sanitize, sanitize-det, loops, sweep, bench, profile)" >&2
   exit 2
   ;;
 esac

@@ -26,6 +26,8 @@ export type CudnnGraphChoice = 'composite' | 'unified';
 export type FlashKernelChoice = 'wgmma' | 'mma';
 /** The backward's loops: wgmma (256 threads), wgmma-ws (a producer warpgroup beside them), mma.sync. */
 export type FlashBackwardKernelChoice = 'wgmma' | 'wgmma-ws' | 'mma';
+/** The wgmma backward's deterministic dQ: adds in a fixed order of key blocks, or the loop without dQ and the dQ pass. */
+export type FlashBackwardDeterministicChoice = 'ordered' | 'pass';
 export type DecodeKernelChoice = 'heads' | 'rows' | 'tma';
 /** ATTNLAB_TUNE: 'auto' calibrates a shape class the first time it is seen; 'off' ignores calibrated tables. */
 export type TuneMode = 'use' | 'auto' | 'off';
@@ -44,6 +46,11 @@ export interface ExperimentalKnobs {
    * or on mma.sync; unset follows HOPPER_BACKWARD_DEFAULT_HEAD_DIMS (backward-variant.ts).
    */
   readonly flashBackwardKernel: FlashBackwardKernelChoice | null;
+  /**
+   * ATTNLAB_FLASH_BWD_DET=ordered|pass: with `deterministic: true` on the wgmma loops, add dQ in a fixed order
+   * of key blocks (hopper/bwd_dq_order.cuh, the default) or run the loop without dQ and the mma.sync dQ pass.
+   */
+  readonly flashBackwardDeterministic: FlashBackwardDeterministicChoice | null;
   /**
    * ATTNLAB_FLASH_KERNEL=wgmma|mma: on sm_90a, run the cases the Hopper kernel covers on it (wgmma)
    * or keep every case on the mma.sync kernel; unset follows HOPPER_BY_DEFAULT (hopper-variant.ts).
@@ -147,6 +154,7 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
       flashTiles: text('ATTNLAB_FLASH_TILES'),
       flashBackwardTiles: text('ATTNLAB_FLASH_BWD_TILES'),
       flashBackwardKernel: choice('ATTNLAB_FLASH_BWD_KERNEL', ['wgmma', 'wgmma-ws', 'mma']),
+      flashBackwardDeterministic: choice('ATTNLAB_FLASH_BWD_DET', ['ordered', 'pass']),
       flashKernel: choice('ATTNLAB_FLASH_KERNEL', ['wgmma', 'mma']),
       decodeKernel: choice('ATTNLAB_DECODE_KERNEL', ['heads', 'rows', 'tma']),
       cudnnGraph: choice('ATTNLAB_CUDNN_GRAPH', ['composite', 'unified']),
@@ -203,6 +211,7 @@ export const RUN_SETTING_VARIABLES = [
   'ATTNLAB_FLASH_TILES',
   'ATTNLAB_FLASH_BWD_KERNEL',
   'ATTNLAB_FLASH_BWD_TILES',
+  'ATTNLAB_FLASH_BWD_DET',
   'ATTNLAB_DECODE_KERNEL',
   'ATTNLAB_DEPENDENT_LAUNCH',
   'ATTNLAB_CUDNN_GRAPH',

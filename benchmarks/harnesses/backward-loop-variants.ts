@@ -8,7 +8,11 @@
  *
  *   node --import tsx benchmarks/harnesses/backward-loop-variants.ts [--profile] B T N H mma wgmma mma:128x32x8 wgmma+det …
  *
- * A `+det` suffix runs the variant with `deterministic: true` (the dK/dV loop without dQ, then the dQ pass).
+ * `cudnn` times attnlab's cudnn backward in the same rounds (the ratio of the same run).
+ *
+ * A `+det` suffix runs the variant with `deterministic: true` (on the wgmma loops the dQ adds in a fixed
+ * order of key blocks, hopper/bwd_dq_order.cuh; on mma.sync the dK/dV loop without dQ, then the dQ pass);
+ * `+detpass` the same on a wgmma loop through the dQ pass (ATTNLAB_FLASH_BWD_DET=pass).
  *
  * --profile runs each variant's backward once and nothing else (for ncu -k regex:dkdv).
  */
@@ -28,8 +32,11 @@ const ROUNDS = 3;
 const CALLS = 6;
 
 function select(spec: string): void {
-  const [kernel, tiles] = spec.replace(/\+det$/, '').split(':');
-  process.env.ATTNLAB_FLASH_BWD_KERNEL = kernel;
+  const [kernel, tiles] = spec.replace(/\+det(pass)?$/, '').split(':');
+  if (spec.endsWith('+detpass')) process.env.ATTNLAB_FLASH_BWD_DET = 'pass';
+  else delete process.env.ATTNLAB_FLASH_BWD_DET;
+  if (kernel === 'cudnn') delete process.env.ATTNLAB_FLASH_BWD_KERNEL;
+  else process.env.ATTNLAB_FLASH_BWD_KERNEL = kernel;
   if (tiles) process.env.ATTNLAB_FLASH_BWD_TILES = tiles;
   else delete process.env.ATTNLAB_FLASH_BWD_TILES;
   reloadConfig();
@@ -48,14 +55,18 @@ function sample(t: Tensor): Float64Array {
   return out;
 }
 
+console.log(`# B=${B} T=S=${T} N=${N} H=${H} bf16`);
 const shape = [B, T, N, H] as const;
 const [q, k, v, dO] = [0, 1, 2, 3].map((i) => seededInput(shape, 17 + i, 'bfloat16').to('cuda'));
 for (const causal of [false, true]) {
   const plain = attentionVjp(q, k, v, { implementation: 'flash', isCausal: causal });
-  const det = specs.some((s) => s.endsWith('+det'))
+  const det = specs.some((s) => /\+det(pass)?$/.test(s))
     ? attentionVjp(q, k, v, { implementation: 'flash', isCausal: causal, deterministic: true })
     : plain;
-  const vjpOf = (spec: string) => (spec.endsWith('+det') ? det : plain);
+  const cudnn = specs.includes('cudnn')
+    ? attentionVjp(q, k, v, { implementation: 'cudnn', isCausal: causal })
+    : plain;
+  const vjpOf = (spec: string) => (spec === 'cudnn' ? cudnn : /\+det(pass)?$/.test(spec) ? det : plain);
   const flops = attentionFlops({ B, T, S: T, N, H, causal }) * 2.5;
   const times = new Map<string, number[]>(specs.map((s) => [s, []]));
   const variants = new Map<string, string>();
@@ -63,7 +74,11 @@ for (const causal of [false, true]) {
   const worst = new Map<string, number>();
   for (const spec of specs) {
     select(spec);
+    const started = performance.now();
     const g = vjpOf(spec).backward(dO);
+    synchronize();
+    // Progress, so that a run cut at its cap shows how far it came (a first call compiles its modules).
+    console.log(`# causal=${causal} ${spec}: first call ${(performance.now() - started).toFixed(0)} ms`);
     variants.set(spec, g.variant);
     for (const [name, t] of [
       ['dQ', g.dQuery],
@@ -110,7 +125,7 @@ for (const causal of [false, true]) {
       `causal=${causal} ${spec.padEnd(14)} ${ms ? ms.toFixed(3) : '-'} ms  ${rate} TFLOP/s  max|Δ|/max=${diff}  ${variants.get(spec)}`,
     );
   }
-  for (const f of new Set([plain, det])) {
+  for (const f of new Set([plain, det, cudnn])) {
     f.output.dispose();
     f.logSumExp.dispose();
   }

@@ -37,6 +37,9 @@ for (const headDim of dims.length ? dims : [64, 128]) {
   if (arch === 'sm_90a' && HOPPER_BACKWARD_HEAD_DIMS.includes(headDim)) {
     variants.push({ ...base, kernel: 'wgmma', tiles: HOPPER_BACKWARD_TILES });
     variants.push({ ...base, kernel: 'wgmma-ws', tiles: HOPPER_BACKWARD_WS_TILES });
+    // The ordered dQ adds of deterministic mode (FLASH_BWD_DETERMINISTIC).
+    variants.push({ ...base, kernel: 'wgmma', tiles: HOPPER_BACKWARD_TILES, deterministic: true });
+    variants.push({ ...base, kernel: 'wgmma-ws', tiles: HOPPER_BACKWARD_WS_TILES, deterministic: true });
   }
 }
 for (const v of variants) {

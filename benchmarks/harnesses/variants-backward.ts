@@ -1,29 +1,30 @@
 /**
  * The flash backend's variants against what they replace, device time (CUDA events, median of 5
- * after a warm-up) and the backward's peak memory above its inputs:
+ * after a warm-up) and the backward's peak memory above its inputs. Every call goes through the public
+ * API (attentionVjp with implementation 'flash', modifiers from src/variants/library.ts, block masks from
+ * createBlockMask), so the loops are the ones a user gets: on sm_90a the wgmma backward (the variant
+ * column says which ran).
  *
  *   dense   the fused flash backward with a dense bias (1,N,T,S) bf16 (dBias) and with a boolean mask
- *           (B,1,T,S), against naive's (the (B,N,T,S) scores, P, dP, dS materialised). Naive runs at
- *           the largest T of T, T/2, T/4 that fits; flash runs there too, so the ratio is at one T.
- *   masks, scores   forward and backward with modifiers on the mma.sync kernels: a document mask of 8 packed
- *           documents per sequence (+ its block mask) against dense causal, ALiBi (causal as a mask
- *           modifier) and soft-capping against the plain kernels (causal / not), and causal written
- *           as a mask modifier; every mask modifier with its block mask (128×128).
+ *           (B,1,T,S), against naive's (the (B,N,T,S) scores, P, dP, dS materialised) and against the
+ *           ceiling: the unmasked flash backward at the same shape plus a bare read of B·N·T·S mask bytes
+ *           at ATTNLAB_READ_GBPS (GB/s, the plain-load rate of benchmarks/harnesses/hbm-read-ceiling.cu
+ *           on the same GPU; without it the ceiling row gives the bytes only). Naive runs at the largest T
+ *           of T, T/2, T/4 that fits; flash runs there too, so the ratio is at one T.
+ *   masks   8 equal packed documents per sequence (documentMask ∧ causal, + its block mask) and causal
+ *           written as a mask expression ('kv <= q', + its block mask) against the built-in causal mask.
+ *   scores  ALiBi (alibi(N), causal as a mask expression + block mask) against the built-in causal mask,
+ *           soft-capping 30 against the plain kernel, with and without causal.
  *
  *   node --import tsx benchmarks/harnesses/variants-backward.ts dense|masks|scores [B T N H]   (default 4 8192 16 128)
  *
- * Prints one JSON line per measurement and a summary table. The modifier sets are the hand-written
- * ones of test/support/modifier-cases.ts (the generator's shape). Bias and mask values are
- * constant fills on the device (values do not change the kernels' work; a 1 G-element host fill
- * would take longer than the run).
+ * The masks and scores cases are those of benchmarks/harnesses/flex-attention-backward.py (PyTorch's
+ * flex_attention on the same GPU). Prints one JSON line per measurement and a summary table. Bias and
+ * mask values are constant fills on the device (values do not change the kernels' work; a 1 G-element
+ * host fill would take longer than the run).
  */
-import { attentionVjp } from '../../src/api/backward.js';
-import { validateAttention } from '../../src/api/validate.js';
-import { validateBackward } from '../../src/api/validate-backward.js';
-import { planFor } from '../../src/backends/backend.js';
-import type { BackwardProblem } from '../../src/backends/backward-problem.js';
-import { cudaFlashBackend } from '../../src/backends/cuda/flash/backend.js';
-import { cudaFlashBackward } from '../../src/backends/cuda/flash/sm80/backward.js';
+import { attentionBackward, attentionVjp } from '../../src/api/backward.js';
+import { createBlockMask } from '../../src/api/block-mask.js';
 import { synchronize } from '../../src/backends/cuda/runtime/context.js';
 import {
   allocDevice,
@@ -31,22 +32,12 @@ import {
   memoryStats,
   resetPeakMemory,
 } from '../../src/backends/cuda/runtime/memory.js';
-import type { AttentionOptions, AttentionProblem } from '../../src/backends/problem.js';
+import type { AttentionOptions } from '../../src/backends/problem.js';
 import { timeOnStream } from '../../src/bench/cuda-timer.js';
 import { seededInput } from '../../src/bench/measure.js';
-import { reloadConfig } from '../../src/config.js';
 import { Tensor } from '../../src/tensor/tensor.js';
-import type { BlockMask } from '../../src/variants/types.js';
-import {
-  alibiCase,
-  blockKinds,
-  blockMaskFrom,
-  causalCase,
-  compiledModifiers,
-  documentCase,
-  type ModifierCase,
-  softcapCase,
-} from '../../test/support/modifier-cases.js';
+import { alibi, alibiSlopes, and, documentMask, softcap } from '../../src/variants/library.js';
+import { type MaskMod, maskMod } from '../../src/variants/modifiers.js';
 
 const args = process.argv.slice(2);
 const part = args[0] ?? 'dense';
@@ -106,16 +97,37 @@ function backwardOf(impl: 'flash' | 'naive', t: number, options: AttentionOption
 }
 
 function dense(): void {
-  const cases: Array<[string, (t: number) => AttentionOptions]> = [
-    ['bias (1,N,T,S) bf16', (t) => ({ bias: filled([1, N, t, t], 'bfloat16', 0x3c003c00) })],
+  const cases: Array<[string, (t: number) => AttentionOptions, number]> = [
+    ['bias (1,N,T,S) bf16', (t) => ({ bias: filled([1, N, t, t], 'bfloat16', 0x3c003c00) }), 2],
     // 0x01000101: three of every four keys kept.
-    ['mask (B,1,T,S) bool', (t) => ({ mask: filled([B, 1, t, t], 'bool', 0x01000101) })],
+    ['mask (B,1,T,S) bool', (t) => ({ mask: filled([B, 1, t, t], 'bool', 0x01000101) }), 1],
   ];
-  for (const [name, make] of cases) {
+  // The ceiling's first term: the unmasked flash backward at the same shape.
+  const plain = backwardOf('flash', T, {});
+  report({ case: 'unmasked', impl: 'flash', B, T, N, H, ...plain });
+  const readGBps = Number(process.env.ATTNLAB_READ_GBPS ?? 0);
+  for (const [name, make, bytesPerScore] of cases) {
     const options = make(T);
     const flash = backwardOf('flash', T, options);
     dispose(options.bias, options.mask);
     report({ case: name, impl: 'flash', B, T, N, H, ...flash });
+    // The masked backward can do no better than the unmasked one plus reading its operand once per
+    // (b, n, t, s) pair.
+    const operandBytes = B * N * T * T * bytesPerScore;
+    const readMs = readGBps > 0 ? operandBytes / (readGBps * 1e6) : null;
+    report({
+      case: name,
+      ceiling: 'unmasked backward + a bare read of B·N·T·S operand elements',
+      unmaskedMs: plain.ms,
+      operandBytes,
+      readGBps: readGBps || null,
+      ...(readMs !== null
+        ? {
+            ceilingMs: Number((plain.ms + readMs).toFixed(3)),
+            ofCeiling: Number(((plain.ms + readMs) / flash.ms).toFixed(3)),
+          }
+        : {}),
+    });
     for (const t of [T, T / 2, T / 4]) {
       const o = make(t);
       try {
@@ -142,126 +154,141 @@ function dense(): void {
 interface Timed {
   forwardMs: number;
   backwardMs: number;
-  variant: string;
+  forwardVariant: string;
+  backwardVariant: string;
 }
 
-/** Forward and backward of the flash backend on a problem carrying a modifier set (and block mask). */
-function modified(m: ModifierCase, blocks: boolean): Timed {
-  const shape = { B, T, S: T, N };
-  const captures = m.captures.map((c) => ({ ...c, tensor: c.tensor.to('cuda') }));
-  const modifiers = compiledModifiers(m, captures);
-  let kinds: Tensor | null = null;
-  let blockMask: BlockMask | undefined;
-  if (blocks && m.mask) {
-    const host = blockKinds(m.mask, shape, false);
-    const dims = [host.Bm, host.Nm, Math.ceil(T / host.blockQ), Math.ceil(T / host.blockKV)];
-    kinds = Tensor.fromRaw(host.kinds, dims, 'bool').to('cuda');
-    blockMask = blockMaskFrom(host, shape, kinds, m.key);
-  }
+/** Forward and backward of the flash backend through attentionVjp, device ms each. */
+function timed(options: AttentionOptions): Timed {
   const [q, k, v, dO] = inputs(T);
   try {
-    const p = {
-      ...validateAttention(q, k, v, { returnLogSumExp: true }),
-      modifiers,
-      blockMask,
-    } as AttentionProblem;
-    // Each call plans and runs, as attention() does.
-    const forward = () => {
-      const plan = planFor(cudaFlashBackend, p);
-      if (!plan.ok) throw new Error(plan.reason);
-      return cudaFlashBackend.run(plan.plan, p);
-    };
-    const out = forward();
+    const all: AttentionOptions = { ...options, implementation: 'flash' };
+    const f = attentionVjp(q, k, v, all);
     const fwd = timeOnStream(
       () => {
-        const o = forward();
-        dispose(o.output, o.logSumExp);
-      },
-      { iterations: ITERATIONS, warmup: 1 },
-    );
-    const pb = {
-      ...validateBackward(q, k, v, out.output, out.logSumExp as Tensor, dO, {}),
-      modifiers,
-      blockMask,
-    } as BackwardProblem;
-    const bwd = timeOnStream(
-      () => {
-        const plan = planFor(cudaFlashBackward, pb);
-        if (!plan.ok) throw new Error(plan.reason);
-        const g = cudaFlashBackward.run(plan.plan, pb);
-        dispose(g.dQuery, g.dKey, g.dValue, ...Object.values(g.dCaptures ?? {}));
-      },
-      { iterations: ITERATIONS, warmup: 1 },
-    );
-    dispose(out.output, out.logSumExp);
-    return { forwardMs: fwd.median, backwardMs: bwd.median, variant: out.variant };
-  } finally {
-    dispose(q, k, v, dO, ...captures.map((c) => c.tensor));
-    kinds?.dispose();
-  }
-}
-
-/** Forward and backward of the plain flash kernels (causal or not), through the public API. */
-function plain(causal: boolean): Timed {
-  const [q, k, v, dO] = inputs(T);
-  try {
-    const options: AttentionOptions = { implementation: 'flash', isCausal: causal };
-    const f = attentionVjp(q, k, v, options);
-    const fwd = timeOnStream(
-      () => {
-        const r = attentionVjp(q, k, v, options);
+        const r = attentionVjp(q, k, v, all);
         dispose(r.output, r.logSumExp);
       },
       { iterations: ITERATIONS, warmup: 1 },
     );
+    let backwardVariant = '';
     const bwd = timeOnStream(
       () => {
         const g = f.backward(dO);
-        dispose(g.dQuery, g.dKey, g.dValue);
+        backwardVariant = g.variant;
+        dispose(g.dQuery, g.dKey, g.dValue, ...Object.values(g.dCaptures ?? {}));
       },
       { iterations: ITERATIONS, warmup: 1 },
     );
     dispose(f.output, f.logSumExp);
-    return { forwardMs: fwd.median, backwardMs: bwd.median, variant: f.variant };
+    return { forwardMs: fwd.median, backwardMs: bwd.median, forwardVariant: f.variant, backwardVariant };
   } finally {
     dispose(q, k, v, dO);
   }
 }
 
-/** `masks`: document mask and causal-as-maskMod against causal; `scores`: ALiBi and softcap against plain. */
+/** How many times faster `a` runs than `base`, forward and backward. */
+const speed = (a: Timed, base: Timed) => ({
+  forward: Number((base.forwardMs / a.forwardMs).toFixed(2)),
+  backward: Number((base.backwardMs / a.backwardMs).toFixed(2)),
+});
+
+/** `masks`: documents and causal-as-expression against causal; `scores`: ALiBi and softcap against plain. */
 function mods(which: 'masks' | 'scores'): void {
-  const shape = { B, T, S: T, N };
-  // Both kernels on mma.sync, as the modifiers run: the ratios compare like with like.
-  process.env.ATTNLAB_FLASH_KERNEL = 'mma';
-  process.env.ATTNLAB_FLASH_BWD_KERNEL = 'mma';
-  reloadConfig();
-  const ratio = (a: Timed, b: Timed) => ({
-    forward: Number((b.forwardMs / a.forwardMs).toFixed(2)),
-    backward: Number((b.backwardMs / a.backwardMs).toFixed(2)),
-  });
-  const causal = plain(true);
-  report({ case: 'plain causal (mma.sync)', ...causal });
+  const causalExpr = maskMod('kv <= q');
+  const blocks = (m: MaskMod) => createBlockMask(m, { B, N, T, S: T, device: 'cuda' });
+  const causal = timed({ isCausal: true });
+  report({ case: 'built-in causal', ...causal });
   if (which === 'masks') {
-    const doc = modified(documentCase(shape, 8, 5, true), true);
-    report({ case: 'document mask, 8 docs + block mask', ...doc, speedOverCausal: ratio(doc, causal) });
-    const asMask = modified(causalCase(), true);
-    report({ case: 'causal as maskMod + block mask', ...asMask, speedOverBuiltIn: ratio(asMask, causal) });
+    // 8 equal documents per sequence, as the flex harness's.
+    const length = T / 8;
+    const ids = Tensor.fromArray(
+      Int32Array.from({ length: B * T }, (_, i) => Math.floor((i % T) / length)),
+      [B, T],
+      'int32',
+    ).to('cuda');
+    const doc = and(documentMask(ids), causalExpr);
+    const docMask = blocks(doc);
+    const d = timed({ maskMod: doc, blockMask: docMask });
+    report({
+      case: 'document mask, 8 equal docs, causal + block mask',
+      ...d,
+      speedOverCausal: speed(d, causal),
+    });
+    const c = timed({ maskMod: causalExpr, blockMask: blocks(causalExpr) });
+    report({ case: "causal as maskMod 'kv <= q' + block mask", ...c, speedOverBuiltIn: speed(c, causal) });
+    docMask.kinds.dispose();
+    ids.dispose();
     return;
   }
-  const full = plain(false);
-  report({ case: 'plain (mma.sync)', ...full });
-  const alibi = modified(alibiCase(shape), true);
-  report({
-    case: 'ALiBi (causal maskMod + block mask)',
-    ...alibi,
-    speedOverPlainCausal: ratio(alibi, causal),
+  const full = timed({});
+  report({ case: 'plain', ...full });
+  const slopes = alibiSlopes(N).to('cuda');
+  const a = timed({ scoreMod: alibi(slopes), maskMod: causalExpr, blockMask: blocks(causalExpr) });
+  report({ case: 'ALiBi, causal as maskMod + block mask', ...a, speedOverBuiltInCausal: speed(a, causal) });
+  const cap = timed({ scoreMod: softcap(30) });
+  report({ case: 'softcap 30', ...cap, speedOverPlain: speed(cap, full) });
+  const capCausal = timed({ scoreMod: softcap(30), isCausal: true });
+  report({ case: 'softcap 30, causal', ...capCausal, speedOverBuiltInCausal: speed(capCausal, causal) });
+  slopes.dispose();
+}
+
+/**
+ * `backward`: the flash backward alone (attentionBackward), one line a case as soon as it is timed, every
+ * case on the output and log-sum-exp of one plain forward (the backward's work does not depend on their
+ * values, and one forward module is all it compiles): unmasked, the (B,1,T,S) mask, the (1,N,T,S) bias,
+ * built-in causal, 8 equal documents (∧ causal, block mask), causal as 'kv <= q' (block mask), ALiBi (causal
+ * expression, block mask), softcap 30. For a time-capped call on a cold kernel cache.
+ */
+function backwardOnly(): void {
+  const [q, k, v, dO] = inputs(T);
+  const f = attentionVjp(q, k, v, { implementation: 'flash' });
+  const causalExpr = maskMod('kv <= q');
+  const blocks = (m: MaskMod) => createBlockMask(m, { B, N, T, S: T, device: 'cuda' });
+  const length = T / 8;
+  const ids = Tensor.fromArray(
+    Int32Array.from({ length: B * T }, (_, i) => Math.floor((i % T) / length)),
+    [B, T],
+    'int32',
+  ).to('cuda');
+  const doc = and(documentMask(ids), causalExpr);
+  const slopes = alibiSlopes(N).to('cuda');
+  const cases: Array<[string, () => AttentionOptions]> = [
+    ['unmasked', () => ({})],
+    ['mask (B,1,T,S) bool', () => ({ mask: filled([B, 1, T, T], 'bool', 0x01000101) })],
+    ['bias (1,N,T,S) bf16', () => ({ bias: filled([1, N, T, T], 'bfloat16', 0x3c003c00) })],
+    ['built-in causal', () => ({ isCausal: true })],
+    ['document mask, 8 equal docs, causal + block mask', () => ({ maskMod: doc, blockMask: blocks(doc) })],
+    [
+      "causal as maskMod 'kv <= q' + block mask",
+      () => ({ maskMod: causalExpr, blockMask: blocks(causalExpr) }),
+    ],
+    [
+      'ALiBi, causal as maskMod + block mask',
+      () => ({ scoreMod: alibi(slopes), maskMod: causalExpr, blockMask: blocks(causalExpr) }),
+    ],
+    ['softcap 30', () => ({ scoreMod: softcap(30) })],
+  ];
+  const picked = process.env.ATTNLAB_HARNESS_CASES?.trim();
+  const only = picked ? picked.split(',').map(Number) : null;
+  cases.forEach(([name, make], index) => {
+    if (only && !only.includes(index)) return;
+    const options: AttentionOptions = { ...make(), implementation: 'flash' };
+    let variant = '';
+    const run = () => {
+      const g = attentionBackward(q, k, v, f.output, f.logSumExp as Tensor, dO, options);
+      variant = g.variant;
+      return [g.dQuery, g.dKey, g.dValue, g.dBias];
+    };
+    const m = measureBackward(run);
+    report({ case: name, impl: 'flash', pass: 'backward', B, T, N, H, ...m, variant });
+    dispose(options.bias, options.mask, options.blockMask?.kinds);
   });
-  const cap = modified(softcapCase(30), false);
-  report({ case: 'softcap 30', ...cap, speedOverPlain: ratio(cap, full) });
 }
 
 console.log(`# variants-backward ${part} B=${B} T=${T} N=${N} H=${H}`);
 if (part === 'dense') dense();
 else if (part === 'masks' || part === 'scores') mods(part);
-else throw new Error(`part: dense, masks or scores, got ${part}`);
+else if (part === 'backward') backwardOnly();
+else throw new Error(`part: dense, masks, scores or backward, got ${part}`);
 console.table(rows);

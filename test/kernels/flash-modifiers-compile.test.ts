@@ -17,6 +17,7 @@ import { validateAttention } from '../../src/api/validate.js';
 import { validateBackward } from '../../src/api/validate-backward.js';
 import {
   flashBackwardDefines,
+  flashBackwardFile,
   flashBackwardVariant,
 } from '../../src/backends/cuda/flash/sm80/backward-variant.js';
 import {
@@ -123,9 +124,10 @@ describe('flash kernels with modifiers against nvcc', { skip }, () => {
           ...validateBackward(q, kv, kv, o, Tensor.zeros([2, 256, 4], 'float32'), o, {}),
           ...variants,
         };
+        // The Hopper wgmma loop on sm_90a (D=128 here), the mma.sync loop elsewhere.
         const bv = flashBackwardVariant(bp, arch);
-        assert.equal(bv.kernel, 'mma');
-        const backward = compile(m.name, 'flash/flash_bwd.cu', m.source, flashBackwardDefines(bv), arch);
+        assert.equal(bv.kernel, arch === 'sm_90a' ? 'wgmma' : 'mma');
+        const backward = compile(m.name, flashBackwardFile(bv), m.source, flashBackwardDefines(bv), arch);
         console.log(`${m.name} ${arch}\n  ${[...forward.usage, ...backward.usage].join('\n  ')}`);
       });
     }
@@ -137,13 +139,22 @@ describe('flash kernels with modifiers against nvcc', { skip }, () => {
       { bias: Tensor.zeros([2, 4, 256, 256]), mask: Tensor.zeros([2, 1, 256, 256], 'bool') },
     ],
   ];
-  for (const [name, options] of DENSE) {
-    it(`backward with ${name}, sm_90a: compiles with the backend's defines`, () => {
-      const o = Tensor.zeros([2, 256, 4, 128], 'bfloat16');
-      const bp = validateBackward(q, kv, kv, o, Tensor.zeros([2, 256, 4], 'float32'), o, options);
-      const bv = flashBackwardVariant(bp, 'sm_90a');
-      const backward = compile(name, 'flash/flash_bwd.cu', null, flashBackwardDefines(bv), 'sm_90a');
-      console.log(`${name} sm_90a\n  ${backward.usage.join('\n  ')}`);
-    });
-  }
+  for (const [name, options] of DENSE)
+    for (const arch of ['sm_90a', 'sm_80']) {
+      it(`backward with ${name}, ${arch}: compiles with the backend's defines`, () => {
+        const o = Tensor.zeros([2, 256, 4, 128], 'bfloat16');
+        const bp = validateBackward(q, kv, kv, o, Tensor.zeros([2, 256, 4], 'float32'), o, options);
+        const bv = flashBackwardVariant(bp, arch);
+        assert.equal(bv.kernel, arch === 'sm_90a' ? 'wgmma' : 'mma');
+        // A contiguous mask of S = 256 takes the 16-byte row loads on the wgmma loop; the byte-an-element
+        // form (a mask that does not fit them) is compiled beside it.
+        const forms = bv.maskRows ? [bv, { ...bv, maskRows: false }] : [bv];
+        for (const form of forms) {
+          const backward = compile(name, flashBackwardFile(form), null, flashBackwardDefines(form), arch);
+          console.log(
+            `${name} ${arch}${form.maskRows ? ' (mask rows)' : ''}\n  ${backward.usage.join('\n  ')}`,
+          );
+        }
+      });
+    }
 });

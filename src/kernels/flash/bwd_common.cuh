@@ -56,38 +56,53 @@ struct KeyBlockWork {
 // schedule.py). Taking the heads in pairs, key block by key block (x = 0 of both heads, then x = 1,
 // …), halves the work left behind each head's longest block: 0.05% in the same model, and still ~2
 // heads' Q, dO and dQ accumulator in flight for L2 (an odd last head goes alone).
-__device__ __forceinline__ void key_block_order(int& key_block, int& bk) {
+// `reverse` takes each head's key blocks last first (the ordered dQ adds of hopper/bwd_dq_order.cuh).
+__device__ __forceinline__ void key_block_order(int& key_block, int& bk, bool reverse = false) {
   const int nx = gridDim.x, ny = gridDim.y;
   const i64 linear = blockIdx.x + static_cast<i64>(nx) * blockIdx.y;
   const int pair = static_cast<int>(linear / (2 * nx));
   const int width = imin(2, ny - 2 * pair);
   const int r = static_cast<int>(linear - static_cast<i64>(pair) * 2 * nx);
-  key_block = r / width;
+  key_block = reverse ? nx - 1 - r / width : r / width;
   bk = 2 * pair + r % width;
 }
 
+// The query blocks [mb_lo, mb_lo + blocks) of (w.b, w.kv_head) that hold a row seeing a key of the
+// block at kn0. Both ends are nondecreasing in kn0 over the blocks with work (hopper/bwd_dq_order.cuh
+// relies on it): each bound is a clamped kn0 − diag ± window term.
 template <int BNK, int BMQ>
-__device__ __forceinline__ KeyBlockWork key_block_work(const FlashParams& p) {
+__device__ __forceinline__ void key_block_range(const FlashParams& p, const TileWork& w, int kn0, int& mb_lo,
+                                                int& blocks) {
+  const int kn_last = imin(kn0 + BNK, w.s_len) - 1;
+  int lo = 0, hi = w.t_len;
+  if (p.flags & FLASH_FLAG_CAUSAL) lo = imax(lo, kn0 - w.diag);
+  if (p.flags & FLASH_FLAG_WINDOW) {
+    lo = imax(lo, kn0 - w.diag - p.window_right);
+    hi = imin(hi, kn_last - w.diag + p.window_left + 1);
+  }
+  if (kn0 >= w.s_len) hi = lo;
+  mb_lo = lo / BMQ;
+  blocks = hi > lo ? (hi + BMQ - 1) / BMQ - mb_lo : 0;
+}
+
+// `batch_pairs` pairs the batches of one KV head instead of the heads of one batch (bk = kv_head·B + b):
+// a bias shared by the batch ((1,N,T,S)) is then read, and its dBias accumulator added to, by both
+// blocks of a pair at about the same time, so the second finds the lines in L2 (its 4.3 GB of float32
+// accumulator at N=16 T=S=8192 does not fit there).
+template <int BNK, int BMQ>
+__device__ __forceinline__ KeyBlockWork key_block_work(const FlashParams& p, bool reverse = false,
+                                                       bool batch_pairs = false) {
   KeyBlockWork k;
   TileWork& w = k.w;
   int key_block, bk;
-  key_block_order(key_block, bk);
-  w.b = bk / p.K;
-  w.kv_head = bk % p.K;
+  key_block_order(key_block, bk, reverse);
+  w.b = batch_pairs ? bk % p.B : bk / p.K;
+  w.kv_head = batch_pairs ? bk / p.B : bk % p.K;
   w.t_len = clamp_len(p.q_lens, w.b, p.T);
   w.s_len = clamp_len(p.kv_lens, w.b, p.S);
   w.diag = (p.flags & FLASH_FLAG_BOTTOM_RIGHT) ? w.s_len - w.t_len : 0;
   k.kn0 = key_block * BNK;
-  const int kn_last = imin(k.kn0 + BNK, w.s_len) - 1;
-  int lo = 0, hi = w.t_len;
-  if (p.flags & FLASH_FLAG_CAUSAL) lo = imax(lo, k.kn0 - w.diag);
-  if (p.flags & FLASH_FLAG_WINDOW) {
-    lo = imax(lo, k.kn0 - w.diag - p.window_right);
-    hi = imin(hi, kn_last - w.diag + p.window_left + 1);
-  }
-  if (k.kn0 >= w.s_len) hi = lo;
-  k.mb_lo = lo / BMQ;
-  k.blocks = hi > lo ? (hi + BMQ - 1) / BMQ - k.mb_lo : 0;
+  key_block_range<BNK, BMQ>(p, w, k.kn0, k.mb_lo, k.blocks);
   return k;
 }
 

@@ -43,8 +43,9 @@ constexpr unsigned hopper_bwd_ws_smem_bytes() {
 }
 
 
-template <class C, bool DQ>
+template <class C, bool DQ, bool DET = false>
 __device__ __forceinline__ void hopper_bwd_dkdv_ws(const FlashParams& p, const FlashBwdParams& x) {
+  static_assert(DQ || !DET, "the order is the dQ adds'");
   using W = HopperBwdWs;
   constexpr int BNK = C::BNK, BMQ = C::BMQ;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -64,7 +65,7 @@ __device__ __forceinline__ void hopper_bwd_dkdv_ws(const FlashParams& p, const F
   auto stage_of = [&](int s) { return stage0 + static_cast<u32>(s % C::STAGES) * C::STAGE; };
   auto stats_of = [&](int s) { return stats0 + static_cast<u32>(s % C::STAGES) * C::STATS; };
 
-  const KeyBlockWork kb = key_block_work<BNK, BMQ>(p);
+  const KeyBlockWork kb = key_block_work<BNK, BMQ>(p, DET && dq_order_descending(p));
   const TileWork& w = kb.w;
   const int kn0 = kb.kn0, blocks = kb.blocks;
   const int steps = blocks * p.group;  // (head, query block) pairs, head-major
@@ -144,30 +145,31 @@ __device__ __forceinline__ void hopper_bwd_dkdv_ws(const FlashParams& p, const F
       const float* lse2 = reinterpret_cast<const float*>(smem + (stats_of(s) - base));
       const float* dsum = lse2 + BMQ;
       float(&st3)[1][C::NT][4] = reinterpret_cast<float(&)[1][C::NT][4]>(st);
-      float(&dpt3)[1][C::NT][4] = reinterpret_cast<float(&)[1][C::NT][4]>(dpt);
 
       // K's and V's rows as values opaque to the compiler each step: otherwise ptxas keeps their 16
       // loop-invariant descriptors (32 registers at D=128) live across the loop and spills.
-      const u32 k_at = opaque_u32(k_rows), v_at = opaque_u32(v_rows);
+      const u32 k_lo = sw128_lo(opaque_u32(k_rows), 16), v_lo = sw128_lo(opaque_u32(v_rows), 16);
+      const u32 q_lo = sw128_lo(q_tile, 16), do_lo = sw128_lo(do_tile, 16);
       wgmma_fence();
 #pragma unroll
       for (int k = 0; k < C::D / 16; ++k) {
         const u32 col = (k % 4) * 32, box = k / 4;
-        wgmma_ss_n64<C::FP16>(st, sw128_desc(k_at + box * C::KV_BOX + col, 16, 1024),
-                              sw128_desc(q_tile + box * C::Q_BOX + col, 16, 1024), k > 0);
+        wgmma_ss_n64<C::FP16>(st, sw128_at(k_lo, box * C::KV_BOX + col), sw128_at(q_lo, box * C::Q_BOX + col), k > 0);
       }
       wgmma_commit();
 #pragma unroll
       for (int k = 0; k < C::D / 16; ++k) {
         const u32 col = (k % 4) * 32, box = k / 4;
-        wgmma_ss_n64<C::FP16>(dpt, sw128_desc(v_at + box * C::KV_BOX + col, 16, 1024),
-                              sw128_desc(do_tile + box * C::Q_BOX + col, 16, 1024), k > 0);
+        wgmma_ss_n64<C::FP16>(dpt, sw128_at(v_lo, box * C::KV_BOX + col), sw128_at(do_lo, box * C::Q_BOX + col), k > 0);
       }
       wgmma_commit();
       wgmma_wait<1>();  // Sᵀ(s); dPᵀ(s) may still run
       fence_accumulators(st);
-      weights_tile<true>(st3, p, w, key_block_boundary<BNK, BMQ>(p, kb, m0), key0, m0, lane,
-                         [&](int, int j, int c) { return lse2[j * 8 + 2 * t + (c & 1)]; });
+      if (key_block_boundary<BNK, BMQ>(p, kb, m0)) {
+        weights_tile<true>(st3, p, w, true, key0, m0, lane, [&](int, int j, int c) { return lse2[j * 8 + 2 * t + (c & 1)]; });
+      } else {
+        weights_all_visible(st, p.scale_log2, lse2, t);  // bwd_dkdv_sm90.cuh
+      }
       if (ld_shared_s32(flags0 + 4 * i) != 0) {
         const i64 oa = w.b * p.o_strides[0] + n * p.o_strides[2] + m0 * p.o_strides[1];
         add_non_finite_do<C::NT, C::DT, C::FP16>(dv, st, x.d_o + oa, p.o_strides[1], w.t_len - m0, p.Hv, lane);
@@ -178,12 +180,12 @@ __device__ __forceinline__ void hopper_bwd_dkdv_ws(const FlashParams& p, const F
       pin_fragments(pa);
       wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < BMQ / 16; ++kk) dkv_step<C>(dv, pa[kk], sw128_desc(do_tile + kk * 2048, C::Q_BOX, 1024));
+      for (int kk = 0; kk < BMQ / 16; ++kk) dkv_step<C>(dv, pa[kk], sw128_at(sw128_lo(do_tile, C::Q_BOX), kk * 2048));
       wgmma_commit();
 
       wgmma_wait<1>();  // dPᵀ(s); dV(s) may still run
       fence_accumulators(dpt);
-      ds_tile(dpt3, st3, [&](int, int j, int c) { return dsum[j * 8 + 2 * t + (c & 1)]; });
+      ds_rows(dpt, st, dsum, t);
       sm90_a_fragments<C::FP16>(da, dpt);
       pin_fragments(da);
       const u32 ds_smem = ds0 + static_cast<u32>(s % C::DS_BUFFERS) * C::DS_BYTES;
@@ -193,17 +195,29 @@ __device__ __forceinline__ void hopper_bwd_dkdv_ws(const FlashParams& p, const F
         const u32 ds_row = ds_smem + wg * C::DS_BOX + r * 128 + (((2 * (cw % 4) + (blk & 1)) ^ r) << 4);
 #pragma unroll
         for (int kk = 0; kk < BMQ / 16; ++kk) stmatrix_x4_trans(ds_row + (16 * kk + 8 * (blk >> 1)) * 128, da[kk]);
-        // The dQ staging of step s − 1 is free once this warp's bulk adds have read it.
-        if (lane == 0) bulk_wait_read<0>();
+        // The dQ staging of step s − 1 is free once this warp's bulk adds have read it; DET: they
+        // complete, so that the barrier orders them before the release of that query block.
+        if (lane == 0) {
+          if constexpr (DET) {
+            bulk_wait<0>();
+            dq_adds_done();
+          } else {
+            bulk_wait_read<0>();
+          }
+        }
         fence_proxy_async();
         named_barrier_sync(W::DS_BARRIER, W::CONSUMERS);  // dS(s) of both warpgroups' keys
+        if constexpr (DET) {
+          if (cw == 0 && lane == 0 && s > 0)
+            dq_pass_turn(dq_semaphore_of_step<C>(p, x, kb, s - 1), dq_place<BNK>(p, kb));
+        }
         float dq[C::DQ_NT][4];
         wgmma_fence();
 #pragma unroll
         for (int k = 0; k < BNK / 16; ++k) {
           const u32 k_cols = C::D == 128 ? wg * C::KV_BOX : wg * 64;
-          const u64 a = sw128_desc(ds_smem + (k / 4) * C::DS_BOX + (k % 4) * 32, 16, 1024);
-          const u64 b = sw128_desc(k_smem + k_cols + k * 2048, C::KV_BOX, 1024);
+          const u64 a = sw128_at(sw128_lo(ds_smem, 16), (k / 4) * C::DS_BOX + (k % 4) * 32);
+          const u64 b = sw128_at(sw128_lo(k_smem + k_cols, C::KV_BOX), k * 2048);
           if constexpr (C::D == 128) {
             wgmma_ss_n64_tb<C::FP16>(dq, a, b, k > 0);
           } else {
@@ -212,7 +226,7 @@ __device__ __forceinline__ void hopper_bwd_dkdv_ws(const FlashParams& p, const F
         }
         wgmma_commit();
 #pragma unroll
-        for (int kk = 0; kk < BMQ / 16; ++kk) dkv_step<C>(dk, da[kk], sw128_desc(q_tile + kk * 2048, C::Q_BOX, 1024));
+        for (int kk = 0; kk < BMQ / 16; ++kk) dkv_step<C>(dk, da[kk], sw128_at(sw128_lo(q_tile, C::Q_BOX), kk * 2048));
         wgmma_commit();
         wgmma_wait<1>();  // dV(s) and dQ(s); the staging and bulk adds run while dK(s) multiplies
         fence_accumulators(dq);
@@ -225,6 +239,11 @@ __device__ __forceinline__ void hopper_bwd_dkdv_ws(const FlashParams& p, const F
         __syncwarp();
         if (lane == 0) {
           const i64 bn = static_cast<i64>(w.b) * p.N + n;
+          if constexpr (DET) {
+            const int place = dq_place<BNK>(p, kb);
+            if (!dq_first_adder<BNK, BMQ>(p, kb, place, m0 / BMQ))
+              dq_wait_turn(dq_semaphore<C::D, BMQ>(p, x, bn, m0 / BMQ), place);
+          }
           bulk_reduce_add_f32(x.dq_accum + hopper_dq_box_offset<C::DQ_W>(bn, wg_uniform, x.t_pad, m0 + 16 * (cw % 4)),
                               staging, C::DQ_WARP_BYTES);
           bulk_commit();
@@ -233,7 +252,7 @@ __device__ __forceinline__ void hopper_bwd_dkdv_ws(const FlashParams& p, const F
       } else {
         wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < BMQ / 16; ++kk) dkv_step<C>(dk, da[kk], sw128_desc(q_tile + kk * 2048, C::Q_BOX, 1024));
+        for (int kk = 0; kk < BMQ / 16; ++kk) dkv_step<C>(dk, da[kk], sw128_at(sw128_lo(q_tile, C::Q_BOX), kk * 2048));
         wgmma_commit();
         wgmma_wait<0>();
       }
@@ -248,6 +267,12 @@ __device__ __forceinline__ void hopper_bwd_dkdv_ws(const FlashParams& p, const F
     }
   }
   if (DQ && lane == 0) bulk_wait<0>();
+  if constexpr (DET) {
+    if (lane == 0) dq_adds_done();
+    named_barrier_sync(W::DS_BARRIER, W::CONSUMERS);
+    if (cw == 0 && lane == 0 && steps > 0)
+      dq_pass_turn(dq_semaphore_of_step<C>(p, x, kb, steps - 1), dq_place<BNK>(p, kb));
+  }
   u16* dk_out = x.dk + w.b * p.k_strides[0] + w.kv_head * p.k_strides[2];
   u16* dv_out = x.dv + w.b * p.v_strides[0] + w.kv_head * p.v_strides[2];
   const float(&dk3)[1][C::DT][4] = reinterpret_cast<const float(&)[1][C::DT][4]>(dk);

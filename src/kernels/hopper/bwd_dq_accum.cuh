@@ -64,8 +64,10 @@ __device__ __forceinline__ void bulk_wait() {
   asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(pending) : "memory");
 }
 
-// flash_bwd_prep's statistics, and the workspace rows of its (b, n, t) zeroed in this layout.
-template <int D, bool FP16>
+// flash_bwd_prep's statistics, and the workspace rows of its (b, n, t) zeroed in this layout; with
+// SEMAPHORES (the ordered adds of bwd_dq_order.cuh) also the int after the floats of each (b·N + n,
+// query block of 64 rows), by the warp of the block's first row.
+template <int D, bool FP16, bool SEMAPHORES = false>
 __device__ __forceinline__ void hopper_bwd_prep(const FlashParams& p, const FlashBwdParams& x) {
   FlashBwdParams stats = x;
   stats.dq_accum = nullptr;  // the row-major zeroing of flash_bwd_prep is not this layout's
@@ -78,6 +80,10 @@ __device__ __forceinline__ void hopper_bwd_prep(const FlashParams& p, const Flas
   for (int c = threadIdx.x % 32; c < D / 4; c += 32) {
     float* at = x.dq_accum + hopper_dq_box_offset<W>(bn, c / (W / 4), x.t_pad, t) + 4 * (c % (W / 4));
     *reinterpret_cast<u128*>(at) = u128{0, 0, 0, 0};
+  }
+  if (SEMAPHORES && t % 64 == 0 && threadIdx.x % 32 == 0) {
+    int* semaphores = reinterpret_cast<int*>(x.dq_accum + static_cast<i64>(p.B) * p.N * x.t_pad * D);
+    semaphores[bn * (x.t_pad / 64) + t / 64] = 0;
   }
 }
 

@@ -8,19 +8,36 @@
 // the wgmma loop with and without dQ, on 128-key blocks of 256 threads (two warpgroups of 64 keys),
 // 64 queries per step.
 //
-// Specialisation: FLASH_D (64 or 128: the head dim H, Hv padded to it) and FLASH_FP16. -DATTNLAB_NVCC_TEST
-// instantiates both dtypes instead.
+// Specialisation: FLASH_D (64 or 128: the head dim H, Hv padded to it) and FLASH_FP16; with a bias or a
+// boolean mask FLASH_BIAS and FLASH_MASK (the forward's codes; FLASH_MASK_ROWS=1 when the mask's rows
+// may be read 16 bytes at a time: bwd_dkdv_sm90.cuh, load_mask_rows), and with modifiers or a block mask their
+// generated source before this file (common/modifiers.cuh): then the dK/dV entries and the dQ pass take
+// AttnlabCaptures and AttnlabBlockMask after the two parameter structs, as flash_bwd.cu's. The loop with
+// the producer warpgroup (FLASH_BWD_WS) takes none of them. FLASH_BWD_DETERMINISTIC: attnlab_flash_bwd_dkdv
+// adds dQ in a fixed order of key blocks (hopper/bwd_dq_order.cuh) and prep zeroes its semaphores; not
+// with a block mask, whose walk skips steps. -DATTNLAB_NVCC_TEST instantiates both dtypes instead.
 #define FLASH_BWD_OWN_DQ_WORKSPACE 1
 #include "flash/bwd_entries.cuh"
 #include "hopper/bwd_dkdv_sm90.cuh"
 #include "hopper/bwd_dkdv_sm90_ws.cuh"
 
+#ifndef FLASH_BWD_DETERMINISTIC
+#define FLASH_BWD_DETERMINISTIC 0
+#endif
+
 #ifdef FLASH_D
-using KvC = HopperBwdConfig<FLASH_D, FLASH_FP16 != 0>;
+#ifndef FLASH_MASK_ROWS
+#define FLASH_MASK_ROWS 0
+#endif
+#if FLASH_BWD_DETERMINISTIC && ATTNLAB_BLOCK_MASK
+#error "the ordered dQ adds need every key block to visit all its query blocks: a block mask skips steps"
+#endif
+using KvC = HopperBwdConfig<FLASH_D, FLASH_FP16 != 0, FLASH_BIAS, FLASH_MASK != 0, FLASH_MASK_ROWS != 0>;
+constexpr bool kOrderedDq = FLASH_BWD_DETERMINISTIC != 0;
 
 extern "C" __global__ void __launch_bounds__(256) attnlab_flash_bwd_prep(const __grid_constant__ FlashParams p,
                                                                         const __grid_constant__ FlashBwdParams x) {
-  hopper_bwd_prep<FLASH_D, FLASH_FP16 != 0>(p, x);
+  hopper_bwd_prep<FLASH_D, FLASH_FP16 != 0, kOrderedDq>(p, x);
 }
 extern "C" __global__ void __launch_bounds__(256)
     attnlab_flash_bwd_dq_convert(const __grid_constant__ FlashParams p, const __grid_constant__ FlashBwdParams x) {
@@ -28,9 +45,12 @@ extern "C" __global__ void __launch_bounds__(256)
 }
 
 #if FLASH_BWD_WS
+#if ATTNLAB_MODIFIERS || FLASH_BIAS || FLASH_MASK
+#error "the producer-warpgroup loop takes no bias, mask, modifiers or block mask (backward-variant.ts runs them on FLASH_BWD_WS=0)"
+#endif
 extern "C" __global__ void __launch_bounds__(HopperBwdWs::THREADS, 1)
     attnlab_flash_bwd_dkdv(const __grid_constant__ FlashParams p, const __grid_constant__ FlashBwdParams x) {
-  hopper_bwd_dkdv_ws<KvC, true>(p, x);
+  hopper_bwd_dkdv_ws<KvC, true, kOrderedDq>(p, x);
 }
 extern "C" __global__ void __launch_bounds__(HopperBwdWs::THREADS, 1)
     attnlab_flash_bwd_dkdv_only(const __grid_constant__ FlashParams p, const __grid_constant__ FlashBwdParams x) {
@@ -40,12 +60,14 @@ extern "C" __device__ unsigned attnlab_flash_bwd_dkdv_shared_bytes = hopper_bwd_
 extern "C" __device__ unsigned attnlab_flash_bwd_dkdv_only_shared_bytes = hopper_bwd_ws_smem_bytes<KvC, false>();
 #else
 extern "C" __global__ void __launch_bounds__(256, 1)
-    attnlab_flash_bwd_dkdv(const __grid_constant__ FlashParams p, const __grid_constant__ FlashBwdParams x) {
-  hopper_bwd_dkdv<KvC, true>(p, x);
+    attnlab_flash_bwd_dkdv(const __grid_constant__ FlashParams p,
+                           const __grid_constant__ FlashBwdParams x FLASH_BWD_MODS_PARAMS) {
+  hopper_bwd_dkdv<KvC, true, kOrderedDq>(p, x, FLASH_BWD_MODS_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(256, 1)
-    attnlab_flash_bwd_dkdv_only(const __grid_constant__ FlashParams p, const __grid_constant__ FlashBwdParams x) {
-  hopper_bwd_dkdv<KvC, false>(p, x);
+    attnlab_flash_bwd_dkdv_only(const __grid_constant__ FlashParams p,
+                                const __grid_constant__ FlashBwdParams x FLASH_BWD_MODS_PARAMS) {
+  hopper_bwd_dkdv<KvC, false>(p, x, FLASH_BWD_MODS_ARGS);
 }
 extern "C" __device__ unsigned attnlab_flash_bwd_dkdv_shared_bytes = hopper_bwd_smem_bytes<KvC, true>();
 extern "C" __device__ unsigned attnlab_flash_bwd_dkdv_only_shared_bytes = hopper_bwd_smem_bytes<KvC, false>();
@@ -69,4 +91,17 @@ __global__ void __launch_bounds__(HopperBwdWs::THREADS, 1)
 }
 template __global__ void hopper_bwd_dkdv_ws_test<HopperBwdConfig<128, false>, true>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
 template __global__ void hopper_bwd_dkdv_ws_test<HopperBwdConfig<64, true>, true>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
+template <class C>
+__global__ void __launch_bounds__(256, 1) hopper_bwd_dkdv_det_test(const __grid_constant__ FlashParams p,
+                                                                  const __grid_constant__ FlashBwdParams x) {
+  hopper_bwd_dkdv<C, true, true>(p, x);
+}
+template __global__ void hopper_bwd_dkdv_det_test<HopperBwdConfig<128, false>>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
+template __global__ void hopper_bwd_dkdv_det_test<HopperBwdConfig<64, true>>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
+template <class C>
+__global__ void __launch_bounds__(HopperBwdWs::THREADS, 1)
+    hopper_bwd_dkdv_ws_det_test(const __grid_constant__ FlashParams p, const __grid_constant__ FlashBwdParams x) {
+  hopper_bwd_dkdv_ws<C, true, true>(p, x);
+}
+template __global__ void hopper_bwd_dkdv_ws_det_test<HopperBwdConfig<64, false>>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
 #endif

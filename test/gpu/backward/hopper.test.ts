@@ -8,14 +8,18 @@
  * and 128-column modules (zero-filled columns), bf16 and fp16, and the deterministic pass; each case
  * on both loops, named by ATTNLAB_FLASH_BWD_KERNEL: every thread loading (wgmma), and the producer
  * warpgroup (wgmma-ws, hopper/bwd_dkdv_sm90_ws.cuh). Every case asserts that the wgmma variant ran. Poisoned allocations (0xFF =
- * NaN) catch an unwritten element. Skips without a GPU, and on GPUs other than sm_90a.
+ * NaN) catch an unwritten element. Deterministic mode (the dQ adds in a fixed order of key blocks,
+ * hopper/bwd_dq_order.cuh) is bitwise identical over 20 runs on shapes that take both orders and more
+ * key blocks of one head than an H100 has SMs (blocks queued behind waiting ones). Skips without a
+ * GPU, and on GPUs other than sm_90a.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { attentionVjp } from '../../../src/api/backward.js';
+import { attentionBackward, attentionVjp } from '../../../src/api/backward.js';
 import type { BackwardOptions } from '../../../src/backends/backward-problem.js';
 import { cudaAvailable, targetArch } from '../../../src/backends/cuda/runtime/context.js';
 import { setAllocationPoison } from '../../../src/backends/cuda/runtime/memory.js';
+import type { ProblemSize } from '../../../src/backends/problem.js';
 import type { AttentionCase } from '../../../src/check/cases.js';
 import { buildInputs } from '../../../src/check/cases.js';
 import {
@@ -28,6 +32,7 @@ import {
 } from '../../../src/check/gradients.js';
 import { reloadConfig } from '../../../src/config.js';
 import type { FloatDType } from '../../../src/tensor/dtype.js';
+import type { Tensor } from '../../../src/tensor/tensor.js';
 
 const cuda = cudaAvailable();
 const arch = cuda.ok ? targetArch() : '';
@@ -120,7 +125,60 @@ const CASES: readonly WgmmaCase[] = [
     dtype: 'float16',
     deterministic: true,
   },
+  {
+    name: 'deterministic T=257 S=1000 H=128 causal bottom-right',
+    shape: { B: 1, T: 257, S: 1000, N: 2, K: 1, H: 128 },
+    dtype: 'bfloat16',
+    options: { isCausal: true, causalAlignment: 'bottom_right' },
+    deterministic: true,
+  },
+  {
+    name: 'deterministic T=257 S=300 H=64 padding lengths, window [64,16]',
+    shape: { B: 2, T: 257, S: 300, N: 2, K: 2, H: 64 },
+    dtype: 'bfloat16',
+    options: { querySeqLengths: [257, 130], keyValueSeqLengths: [300, 129], localWindowSize: [64, 16] },
+    deterministic: true,
+  },
 ];
+
+/**
+ * Deterministic shapes checked for repeatability, not against the oracle: both key-block orders
+ * (ascending without a mask, descending under causal or a window), a head whose key blocks outnumber
+ * the SMs (313 and 160 blocks: the grid queues some behind blocks that wait for their turn), T > S
+ * bottom-right (rows that see no key), padding lengths that leave key blocks without work.
+ */
+const REPEAT_CASES: readonly (WgmmaCase & { shape: ProblemSize })[] = [
+  {
+    name: 'GQA N=4 K=2 T=S=1000 H=128 causal',
+    shape: { B: 1, T: 1000, S: 1000, N: 4, K: 2, H: 128 },
+    dtype: 'bfloat16',
+    options: { isCausal: true },
+  },
+  {
+    name: 'T=300 S=2000 H=64 padding lengths, window [200,50]',
+    shape: { B: 2, T: 300, S: 2000, N: 2, K: 2, H: 64 },
+    dtype: 'float16',
+    options: { querySeqLengths: [300, 170], keyValueSeqLengths: [2000, 900], localWindowSize: [200, 50] },
+  },
+  {
+    name: 'T=128 S=40000 H=128 (313 key blocks)',
+    shape: { B: 1, T: 128, S: 40000, N: 1, K: 1, H: 128 },
+    dtype: 'bfloat16',
+  },
+  {
+    name: 'T=S=20480 H=64 causal bottom-right (160 key blocks)',
+    shape: { B: 1, T: 20480, S: 20480, N: 1, K: 1, H: 64 },
+    dtype: 'bfloat16',
+    options: { isCausal: true, causalAlignment: 'bottom_right' },
+  },
+  {
+    name: 'T=2000 S=700 H=128 causal bottom-right',
+    shape: { B: 1, T: 2000, S: 700, N: 2, K: 2, H: 128 },
+    dtype: 'bfloat16',
+    options: { isCausal: true, causalAlignment: 'bottom_right' },
+  },
+];
+const REPEATS = 20;
 
 /** The two wgmma loops: every thread loading (the default), and a producer warpgroup (wgmma-ws). */
 const LOOPS = ['wgmma', 'wgmma-ws'] as const;
@@ -184,6 +242,81 @@ describe('GPU flash backward · wgmma', { skip }, () => {
         } finally {
           for (const t of [cq, ck, cv, cdO, f.output, f.logSumExp, grads.dQuery, grads.dKey, grads.dValue])
             t.dispose();
+        }
+      });
+    }
+  });
+});
+
+const bits = (t: Tensor) => Buffer.from((t.toHost().data as Uint16Array).buffer);
+
+/** `fn` with ATTNLAB_FLASH_BWD_KERNEL naming `loop`. */
+function withLoop<T>(loop: string, fn: () => T): T {
+  process.env.ATTNLAB_FLASH_BWD_KERNEL = loop;
+  reloadConfig();
+  try {
+    return fn();
+  } finally {
+    delete process.env.ATTNLAB_FLASH_BWD_KERNEL;
+    reloadConfig();
+  }
+}
+
+describe(`GPU flash backward · wgmma · deterministic, bitwise identical over ${REPEATS} runs`, {
+  skip,
+}, () => {
+  before(() => setAllocationPoison(0xff));
+  after(() => setAllocationPoison(null));
+
+  REPEAT_CASES.forEach((c, index) => {
+    for (const loop of LOOPS) {
+      it(`repeat · ${c.name} · ${c.dtype} · ${loop}`, () => {
+        const { q, k, v, options } = buildInputs(c, c.dtype, seed + 97 * index);
+        const dO = randomOutputGradient(q, v, c.dtype, seed + 97 * index + 7);
+        const [cq, ck, cv, cdO] = [q, k, v, dO].map((t) => t.to('cuda'));
+        const vjpOptions: BackwardOptions = { ...options, implementation: 'flash' };
+        const f = attentionVjp(cq, ck, cv, { ...vjpOptions, deterministic: true });
+        const owned: Tensor[] = [cq, ck, cv, cdO, f.output, f.logSumExp];
+        try {
+          const runs = withLoop(loop, () => {
+            const out = [];
+            for (let r = 0; r < REPEATS; r++) {
+              const g = f.backward(cdO);
+              owned.push(g.dQuery, g.dKey, g.dValue);
+              out.push(g);
+            }
+            return out;
+          });
+          const atomic = withLoop(loop, () =>
+            attentionBackward(cq, ck, cv, f.output, f.logSumExp, cdO, vjpOptions),
+          );
+          owned.push(atomic.dQuery, atomic.dKey, atomic.dValue);
+          const pattern = loop === 'wgmma-ws' ? /\.wgmma\.ws\.det$/ : /\.wgmma\.det$/;
+          assert.match(runs[0].variant ?? '', pattern, `variant ${runs[0].variant}`);
+          assert.doesNotMatch(atomic.variant ?? '', /\.det$/);
+          const first = {
+            dQuery: bits(runs[0].dQuery),
+            dKey: bits(runs[0].dKey),
+            dValue: bits(runs[0].dValue),
+          };
+          runs.forEach((g, r) => {
+            for (const key of ['dQuery', 'dKey', 'dValue'] as const)
+              assert.ok(bits(g[key]).equals(first[key]), `run ${r}: ${key} differs from run 0`);
+          });
+          // dK and dV come from the same loop either way; dQ differs by the order of its float32 sums only.
+          assert.ok(first.dKey.equals(bits(atomic.dKey)) && first.dValue.equals(bits(atomic.dValue)));
+          const x = runs[0].dQuery.toFloat64Array();
+          const y = atomic.dQuery.toFloat64Array();
+          let worst = 0;
+          let largest = 0;
+          for (let i = 0; i < x.length; i++) {
+            assert.ok(Number.isFinite(x[i]), `dQ[${i}] = ${x[i]}`);
+            worst = Math.max(worst, Math.abs(x[i] - y[i]));
+            largest = Math.max(largest, Math.abs(x[i]));
+          }
+          assert.ok(worst <= 2 ** -7 * largest, `max |det − atomic| ${worst} against max |dQ| ${largest}`);
+        } finally {
+          for (const t of owned) t.dispose();
         }
       });
     }

@@ -61,10 +61,21 @@ export interface FlashBackwardVariant {
   readonly bias?: FlashBiasType;
   /** A boolean mask (P with the mask). */
   readonly mask?: boolean;
-  /** The score/mask modifier set compiled in (mma only). */
+  /**
+   * The wgmma loop reads the mask as 16-byte rows of a warp's 16 keys (FLASH_MASK_ROWS,
+   * hopper/bwd_dkdv_sm90.cuh load_mask_rows) rather than a byte an element: keys contiguous, the other
+   * strides multiples of 16 (maskRowsFit) and, checked on the device, a 16-byte aligned address.
+   */
+  readonly maskRows?: boolean;
+  /** The score/mask modifier set compiled in ('mma' or 'wgmma'; never 'wgmma-ws'). */
   readonly modifiers?: FlashModifiers | null;
-  /** A block mask (ATTNLAB_BLOCK_MASK, mma only). */
+  /** A block mask (ATTNLAB_BLOCK_MASK; 'mma' or 'wgmma'). */
   readonly blockMask?: boolean;
+  /**
+   * Deterministic on a wgmma loop without its ordered dQ adds: the loop without dQ and the dQ pass
+   * (ATTNLAB_FLASH_BWD_DET=pass, for comparisons).
+   */
+  readonly dqPass?: boolean;
 }
 
 export function flashBackwardHeadDim(H: number, Hv: number): number {
@@ -98,7 +109,8 @@ export function hopperBackwardHeadDim(D: number): number | null {
  * B=4 T=S=8192 N=16 bf16, TFLOP/s non-causal / causal):
  *   D=64   wgmma-ws 259.2 / 248.1, wgmma 232.1 / 223.2, mma.sync 160.5 / 158.0
  *   D=96   wgmma on 128 columns (a third of them zeros) 283.8 / 274.4, mma.sync on 96 174.3 / 172.2
- *   D=128  wgmma 373.5 / 364.1, wgmma-ws 331.4 / 328.6, mma.sync 190.8 / 188.0
+ *   D=128  wgmma 373.5 / 364.1, wgmma-ws 331.4 / 328.6, mma.sync 190.8 / 188.0 (wgmma 423.2 / 396.1 with
+ *          fewer instructions a step, a later run beside cudnn's 511.9 / 523.4; wgmma-ws not re-timed)
  * Both wgmma loops passed the shared gradient suite's flash runs there (CASES in bf16 and fp16, the
  * deterministic pass; wgmma-ws on every head dim up to 128). D=32 stays on mma.sync: not measured.
  */
@@ -120,23 +132,39 @@ export const HOPPER_BACKWARD_WS_TILES: FlashBackwardTiles = { keys: 128, queries
  * wgmma loop ATTNLAB_FLASH_BWD_KERNEL names, or HOPPER_BACKWARD_DEFAULTS' when it is unset, unless
  * ATTNLAB_FLASH_BWD_KERNEL=mma or ATTNLAB_FLASH_BWD_TILES (mma.sync tiles) says otherwise; mma.sync
  * everywhere else.
+ *
+ * `general`: the problem has a bias, a boolean mask, modifiers or a block mask. Those hooks are in the
+ * every-thread-loads wgmma loop (hopper/bwd_dkdv_sm90.cuh) and the mma.sync loop, not in the
+ * producer-warpgroup loop, so a general problem takes 'wgmma' wherever a plain one would take
+ * 'wgmma-ws' (D=64, or ATTNLAB_FLASH_BWD_KERNEL=wgmma-ws): at D=64 wgmma runs 232 TFLOP/s against
+ * mma.sync's 160 (H100, plain).
  */
 export function chooseFlashBackwardKernel(
   headDim: number,
   arch: string,
   choice = config().experimental.flashBackwardKernel,
   tiles = config().experimental.flashBackwardTiles,
+  general = false,
 ): FlashBackwardKernel {
   if (arch !== 'sm_90a' || hopperBackwardHeadDim(headDim) === null || tiles || choice === 'mma') return 'mma';
-  if (choice === 'wgmma-ws' || choice === 'wgmma') return choice;
-  return HOPPER_BACKWARD_DEFAULTS[headDim] ?? 'mma';
+  const named = choice === 'wgmma-ws' || choice === 'wgmma' ? choice : HOPPER_BACKWARD_DEFAULTS[headDim];
+  if (named === undefined) return 'mma';
+  return general && named === 'wgmma-ws' ? 'wgmma' : named;
 }
 
 export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBackwardVariant {
   const padded = flashBackwardHeadDim(p.H, p.Hv);
-  // A bias, a boolean mask, modifiers and block masks run on the mma.sync loop (bwd_dkdv.cuh).
+  // A bias, a boolean mask, modifiers and block masks run on the wgmma loop without the producer
+  // warpgroup on sm_90a, on mma.sync elsewhere (chooseFlashBackwardKernel). Deterministic with a block
+  // mask, the wgmma loop runs without dQ and the dQ pass follows (orderedDqAdds).
   const general = p.bias !== null || p.mask !== null || hasVariants(p);
-  const kernel = general ? 'mma' : chooseFlashBackwardKernel(padded, arch);
+  const kernel = chooseFlashBackwardKernel(
+    padded,
+    arch,
+    config().experimental.flashBackwardKernel,
+    config().experimental.flashBackwardTiles,
+    general,
+  );
   return {
     kernel,
     arch,
@@ -151,9 +179,23 @@ export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBac
     deterministic: p.deterministic,
     bias: p.bias ? (p.bias.tensor.dtype as FlashBiasType) : 'none',
     mask: p.mask !== null,
+    maskRows: kernel === 'wgmma' && maskRowsFit(p.mask?.strides ?? null),
     modifiers: modifiersOf(p),
     blockMask: blockMaskOf(p) !== null,
+    dqPass:
+      p.deterministic && kernel !== 'mma' && config().experimental.flashBackwardDeterministic === 'pass',
   };
+}
+
+/**
+ * Whether a boolean mask's (b, n, t, s) element strides let the wgmma loop read 16 keys of a row as one
+ * 16-byte load: s contiguous and every other stride (0 when broadcast) a multiple of 16 bytes, e.g. a
+ * contiguous (B,1,T,S) mask with S a multiple of 16. The address must be 16-byte aligned too (the
+ * launcher checks the pointer).
+ */
+export function maskRowsFit(strides: readonly number[] | null): boolean {
+  if (!strides) return false;
+  return strides[3] === 1 && strides.slice(0, 3).every((s) => s % 16 === 0);
 }
 
 /**
@@ -203,9 +245,10 @@ export function flashBackwardVariantKey(v: FlashBackwardVariant): string {
   if (v.kernel === 'wgmma') parts.push('wgmma');
   if (v.kernel === 'wgmma-ws') parts.push('wgmma', 'ws');
   if (v.deterministic) parts.push('det');
+  if (v.deterministic && v.dqPass && v.kernel !== 'mma') parts.push('pass');
   if (v.bias && v.bias !== 'none')
     parts.push(`bias-${{ float32: 'f32', bfloat16: 'bf16', float16: 'f16' }[v.bias]}`);
-  if (v.mask) parts.push('mask');
+  if (v.mask) parts.push(v.maskRows ? 'mask-rows' : 'mask');
   if (v.modifiers) parts.push(`mods-${v.modifiers.key}`);
   if (v.blockMask) parts.push('bmask');
   return parts.join('.');
@@ -216,20 +259,38 @@ export function flashBackwardFile(v: FlashBackwardVariant): string {
   return v.kernel === 'mma' ? 'flash/flash_bwd.cu' : 'hopper/hopper_bwd.cu';
 }
 
+/**
+ * Whether deterministic mode keeps dQ in the dK/dV loop, its adds in a fixed order of key blocks (the
+ * wgmma loops, hopper/bwd_dq_order.cuh), rather than the loop without dQ and the dQ pass (mma.sync,
+ * a block mask, whose walk skips steps and so breaks the order's contiguous key blocks, and
+ * ATTNLAB_FLASH_BWD_DET=pass).
+ */
+export function orderedDqAdds(
+  v: Pick<FlashBackwardVariant, 'kernel' | 'deterministic' | 'blockMask' | 'dqPass'>,
+): boolean {
+  return v.deterministic && v.kernel !== 'mma' && !v.blockMask && !v.dqPass;
+}
+
 export function flashBackwardDefines(v: FlashBackwardVariant): Record<string, number> {
-  if (v.kernel === 'wgmma') return { FLASH_D: v.headDim, FLASH_FP16: v.dtype === 'float16' ? 1 : 0 };
-  if (v.kernel === 'wgmma-ws')
-    return { FLASH_D: v.headDim, FLASH_FP16: v.dtype === 'float16' ? 1 : 0, FLASH_BWD_WS: 1 };
+  // Only where set, so that the plain modules keep their cache keys.
+  const general = {
+    ...(v.bias && v.bias !== 'none' ? { FLASH_BIAS: FLASH_BIAS_CODES[v.bias] } : {}),
+    ...(v.mask ? { FLASH_MASK: 1 } : {}),
+    ...(v.mask && v.maskRows ? { FLASH_MASK_ROWS: 1 } : {}),
+    ...(v.blockMask ? { ATTNLAB_BLOCK_MASK: 1 } : {}),
+  };
+  const fp16 = v.dtype === 'float16' ? 1 : 0;
+  // The ordered dQ adds of deterministic mode (hopper/bwd_dq_order.cuh).
+  const ordered: Record<string, number> = orderedDqAdds(v) ? { FLASH_BWD_DETERMINISTIC: 1 } : {};
+  if (v.kernel === 'wgmma') return { FLASH_D: v.headDim, FLASH_FP16: fp16, ...general, ...ordered };
+  if (v.kernel === 'wgmma-ws') return { FLASH_D: v.headDim, FLASH_FP16: fp16, FLASH_BWD_WS: 1, ...ordered };
   return {
     FLASH_D: v.headDim,
-    FLASH_FP16: v.dtype === 'float16' ? 1 : 0,
+    FLASH_FP16: fp16,
     FLASH_BWD_KEYS: v.tiles.keys,
     FLASH_BWD_QUERIES: v.tiles.queries,
     FLASH_NW: v.tiles.warps,
-    // Only where set, so that the plain modules keep their cache keys.
-    ...(v.bias && v.bias !== 'none' ? { FLASH_BIAS: FLASH_BIAS_CODES[v.bias] } : {}),
-    ...(v.mask ? { FLASH_MASK: 1 } : {}),
-    ...(v.blockMask ? { ATTNLAB_BLOCK_MASK: 1 } : {}),
+    ...general,
   };
 }
 
@@ -254,7 +315,8 @@ export function flashBackwardSharedBytes(v: FlashBackwardVariant): {
     const only = 1024 + 2 * keys * row + 3 * 2 * queries * row;
     const dqParts = 2 * queries * keys * 2 + queries * v.headDim * 4;
     // wgmma-ws: then the full and empty mbarriers of the three stages, K/V's, three 32-bit flags.
-    const sync = v.kernel === 'wgmma-ws' ? 16 * 3 + 8 + 4 * 3 : 0;
+    // wgmma with a block mask: a bit a step (4096 steps in 512 bytes, the rest at D=128: 232,448 bytes in all).
+    const sync = v.kernel === 'wgmma-ws' ? 16 * 3 + 8 + 4 * 3 : v.blockMask ? 512 : 0;
     return { dkdv: only + dqParts + stats + sync, dkdvOnly: only + stats + sync, dq: dqBytes };
   }
   // K | V | two stages of (Q | dO | lse2 | D) | dSᵀ (queries × (keys + 8)) when dQ is accumulated here.
@@ -270,17 +332,21 @@ export function biasContributors(p: Pick<BackwardProblem, 'B' | 'N' | 'T' | 'S' 
 }
 
 /**
- * Bytes of the float32 dQ workspace (none in the deterministic pass): (B,T,N,H) row-major for the
- * mma.sync module's reductions; (B·N, D/64, t_pad, 64) for the wgmma module's bulk reduce-adds
- * (hopper/bwd_dq_accum.cuh), whose 64-row query blocks may run past T into the padding.
+ * Bytes of the float32 dQ workspace (none where deterministic mode runs the dQ pass): (B,T,N,H)
+ * row-major for the mma.sync module's reductions; (B·N, 2, t_pad, D/2) for the wgmma module's bulk reduce-adds
+ * (hopper/bwd_dq_accum.cuh), whose 64-row query blocks may run past T into the padding, and when
+ * deterministic one int32 semaphore per (b·N + n, 64-row query block) after it (hopper/bwd_dq_order.cuh).
  */
 export function flashBackwardDqWorkspaceBytes(
   v: FlashBackwardVariant,
   p: Pick<BackwardProblem, 'B' | 'T' | 'N' | 'H'>,
   tPad: number,
 ): number {
-  if (v.deterministic) return 0;
-  if (v.kernel !== 'mma') return p.B * p.N * tPad * v.headDim * 4;
+  if (v.deterministic && !orderedDqAdds(v)) return 0;
+  if (v.kernel !== 'mma') {
+    const semaphores = v.deterministic ? p.B * p.N * (tPad / v.tiles.queries) * 4 : 0;
+    return p.B * p.N * tPad * v.headDim * 4 + semaphores;
+  }
   return p.B * p.T * p.N * p.H * 4;
 }
 

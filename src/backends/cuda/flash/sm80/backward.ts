@@ -11,6 +11,9 @@
  *   3. dq_convert dQ = scale·accumulator in the input dtype
  * With `deterministic: true`, 2 runs without dQ (dkdv_only) and 3 is the dQ pass (dq: one block
  * per 128 query rows, dQ in registers): no atomics, bitwise reproducible, one more recompute of P.
+ * The Hopper module instead keeps its launches and adds dQ in a fixed order of key blocks, a
+ * semaphore per (b·N + n, query block) in the workspace (hopper/bwd_dq_order.cuh), except with a
+ * block mask (orderedDqAdds).
  *
  * Takes bf16/fp16 with causal (both alignments), windows, padding lengths, GQA/MQA, H, Hv ≤ 128;
  * backward-variant.ts says why not otherwise, and `auto` then goes on to naive.
@@ -60,6 +63,7 @@ import {
   flashBackwardSharedBytes,
   flashBackwardVariant,
   flashBackwardVariantKey,
+  orderedDqAdds,
 } from './backward-variant.js';
 
 export const FLASH_BACKWARD_KERNELS = [
@@ -94,7 +98,12 @@ function planBackward(p: BackwardProblem): Planned<FlashBackwardVariant> {
   const { major, minor } = properties.computeCapability;
   if (major < 8)
     return unsupported(`compute capability ${major}.${minor}: mma.sync and cp.async need sm_80+`);
-  const variant = flashBackwardVariant(p, targetArch(properties));
+  const chosen = flashBackwardVariant(p, targetArch(properties));
+  // The 16-byte mask row loads need an aligned address too (a view may start anywhere).
+  const variant =
+    chosen.maskRows && p.mask && p.mask.tensor.buffer.ptr % 16n !== 0n
+      ? { ...chosen, maskRows: false }
+      : chosen;
   const shared = flashBackwardSharedBytes(variant);
   const most = Math.max(shared.dkdv, shared.dq);
   if (most > properties.maxSharedMemoryPerBlockOptin) {
@@ -200,6 +209,8 @@ function run(variant: FlashBackwardVariant, p: BackwardProblem): BackwardOutput 
         ]
       : args;
     const { keys, warps } = variant.tiles;
+    // Deterministic mode: the wgmma loops order their dQ adds, the others leave dQ to the dQ pass.
+    const dqPass = p.deterministic && !orderedDqAdds(variant);
     if (B * N * T > 0 && S > 0) {
       // 8 rows (warps) per 256-thread block.
       launchKernel(
@@ -208,15 +219,15 @@ function run(variant: FlashBackwardVariant, p: BackwardProblem): BackwardOutput 
         args,
       );
       launchKernel(
-        kernel(p.deterministic ? 'attnlab_flash_bwd_dkdv_only' : 'attnlab_flash_bwd_dkdv'),
+        kernel(dqPass ? 'attnlab_flash_bwd_dkdv_only' : 'attnlab_flash_bwd_dkdv'),
         {
           grid: [Math.ceil(S / keys), B * K, 1],
           block: [warps * 32, 1, 1],
-          sharedBytes: p.deterministic ? shared.dkdvOnly : shared.dkdv,
+          sharedBytes: dqPass ? shared.dkdvOnly : shared.dkdv,
         },
         mainArgs,
       );
-      if (p.deterministic) {
+      if (dqPass) {
         const dq = FLASH_BACKWARD_DQ_TILES;
         launchKernel(
           kernel('attnlab_flash_bwd_dq'),

@@ -19,10 +19,15 @@ import {
 } from '../../../../../src/backends/cuda/flash/modifiers.js';
 import {
   biasContributors,
+  chooseFlashBackwardKernel,
   flashBackwardDefines,
+  flashBackwardFile,
   flashBackwardRule,
+  flashBackwardSharedBytes,
   flashBackwardVariant,
   flashBackwardVariantKey,
+  maskRowsFit,
+  orderedDqAdds,
 } from '../../../../../src/backends/cuda/flash/sm80/backward-variant.js';
 import {
   flashDefines,
@@ -148,18 +153,94 @@ describe('flash backward: bias, mask and modifier rules', () => {
   const problem = (options: Parameters<typeof validateBackward>[6]) =>
     validateBackward(q, kv, kv, dO, lse, dO, options);
 
-  it('takes a bias and a boolean mask on the mma.sync loop, keyed and specialised by them', () => {
+  it('takes a bias and a boolean mask on the wgmma loop on sm_90a, mma.sync elsewhere, keyed and specialised by them', () => {
     const bias = Tensor.zeros([1, 4, 16, 24], 'bfloat16');
     const mask = Tensor.zeros([2, 1, 16, 24], 'bool');
     const p = problem({ bias, mask });
     assert.deepEqual(flashBackwardRule(p), { ok: true });
+    // H=64: a plain problem takes the producer-warpgroup loop there, which has no bias/mask hooks.
     const v = flashBackwardVariant(p, 'sm_90a');
-    assert.equal(v.kernel, 'mma');
-    assert.match(flashBackwardVariantKey(v), /\.bias-bf16\.mask$/);
-    assert.equal(flashBackwardDefines(v).FLASH_BIAS, 2);
-    assert.equal(flashBackwardDefines(v).FLASH_MASK, 1);
+    assert.equal(v.kernel, 'wgmma');
+    assert.equal(flashBackwardFile(v), 'hopper/hopper_bwd.cu');
+    assert.match(flashBackwardVariantKey(v), /\.wgmma\.bias-bf16\.mask$/);
+    assert.deepEqual(flashBackwardDefines(v), { FLASH_D: 64, FLASH_FP16: 0, FLASH_BIAS: 2, FLASH_MASK: 1 });
+    const a100 = flashBackwardVariant(p, 'sm_80');
+    assert.equal(a100.kernel, 'mma');
+    assert.match(flashBackwardVariantKey(a100), /128x64x8\.bias-bf16\.mask$/);
+    assert.equal(flashBackwardDefines(a100).FLASH_BIAS, 2);
+    assert.equal(flashBackwardDefines(a100).FLASH_MASK, 1);
+    // S = 24: a row of the mask is no whole number of 16-byte loads, so the loop reads it byte by byte.
+    assert.equal(v.maskRows, false);
+    const rows = { ...v, maskRows: true };
+    assert.match(flashBackwardVariantKey(rows), /\.bias-bf16\.mask-rows$/);
+    assert.equal(flashBackwardDefines(rows).FLASH_MASK_ROWS, 1);
+    assert.equal(flashBackwardDefines({ ...a100, maskRows: true }).FLASH_MASK_ROWS, 1);
     const plain = flashBackwardVariant(problem({}), 'sm_90a');
+    assert.equal(plain.kernel, 'wgmma-ws');
     assert.equal('FLASH_BIAS' in flashBackwardDefines(plain), false);
+  });
+
+  it('reads mask rows 16 bytes at a time only with contiguous keys and 16-byte multiples elsewhere', () => {
+    // (B,1,T,S) contiguous, S = 8192; (1,1,1,S) key padding; (B,N,T,S) with S = 48.
+    assert.equal(maskRowsFit([8192 * 8192, 0, 8192, 1]), true);
+    assert.equal(maskRowsFit([0, 0, 0, 1]), true);
+    assert.equal(maskRowsFit([4 * 64 * 48, 64 * 48, 48, 1]), true);
+    // S = 24; keys strided (a transposed view); a batch stride of 8 bytes; no mask.
+    assert.equal(maskRowsFit([16 * 24, 0, 24, 1]), false);
+    assert.equal(maskRowsFit([0, 0, 1, 64]), false);
+    assert.equal(maskRowsFit([8, 0, 0, 1]), false);
+    assert.equal(maskRowsFit(null), false);
+    // The problem's own strides decide it on the wgmma loop; the mma.sync loop never takes it.
+    const mask = Tensor.zeros([2, 1, 16, 32], 'bool');
+    const kv32 = randomNormal([2, 32, 2, 64], { seed: 2, dtype: 'bfloat16' });
+    const p = validateBackward(q, kv32, kv32, dO, lse, dO, { mask });
+    assert.equal(flashBackwardVariant(p, 'sm_90a').maskRows, true);
+    assert.equal(flashBackwardVariant(p, 'sm_80').maskRows, false);
+  });
+
+  it('runs modifiers and block masks on the wgmma loop on sm_90a (never wgmma-ws), mma.sync when asked or elsewhere', () => {
+    const blockMask = blockMaskFrom(
+      { Bm: 1, Nm: 1, blockQ: 128, blockKV: 128 },
+      { B: 2, N: 4, T: 16, S: 24 },
+      Tensor.zeros([1, 1, 1, 1], 'bool'),
+      '',
+    );
+    const p = { ...problem({}), modifiers: mods(), blockMask };
+    const v = flashBackwardVariant(p, 'sm_90a');
+    assert.equal(v.kernel, 'wgmma');
+    assert.match(
+      flashBackwardVariantKey(v),
+      /^flash-bwd\.sm_90a\.bf16\.d64\.128x64x8\.wgmma\.mods-abc123\.bmask$/,
+    );
+    assert.deepEqual(flashBackwardDefines(v), { FLASH_D: 64, FLASH_FP16: 0, ATTNLAB_BLOCK_MASK: 1 });
+    // The block mask's bit a step: 512 bytes more than the loop without one (232,448 in all at D=128).
+    const unmasked = flashBackwardSharedBytes({ ...v, blockMask: false });
+    assert.equal(flashBackwardSharedBytes(v).dkdv, unmasked.dkdv + 512);
+    assert.equal(flashBackwardSharedBytes(v).dkdvOnly, unmasked.dkdvOnly + 512);
+    assert.equal(flashBackwardSharedBytes({ ...v, headDim: 128 }).dkdv, 232448);
+    assert.equal(flashBackwardVariant(p, 'sm_80').kernel, 'mma');
+    // Deterministic: the wgmma loop's ordered dQ adds take modifiers, but a block mask's skipped steps
+    // would leave a query block's turn unpassed, so with one the loop runs without dQ and the dQ pass follows.
+    const det = { ...problem({ deterministic: true }), modifiers: mods() };
+    const ordered = flashBackwardVariant(det, 'sm_90a');
+    assert.equal(ordered.kernel, 'wgmma');
+    assert.equal(orderedDqAdds(ordered), true);
+    assert.equal(flashBackwardDefines(ordered).FLASH_BWD_DETERMINISTIC, 1);
+    const passed = flashBackwardVariant({ ...det, blockMask }, 'sm_90a');
+    assert.equal(passed.kernel, 'wgmma');
+    assert.equal(orderedDqAdds(passed), false);
+    assert.equal('FLASH_BWD_DETERMINISTIC' in flashBackwardDefines(passed), false);
+    // ATTNLAB_FLASH_BWD_KERNEL names: wgmma-ws falls to wgmma for a general problem only; mma stays mma.
+    for (const D of [64, 128]) {
+      assert.equal(chooseFlashBackwardKernel(D, 'sm_90a', 'wgmma-ws', null, true), 'wgmma');
+      assert.equal(chooseFlashBackwardKernel(D, 'sm_90a', 'wgmma-ws', null, false), 'wgmma-ws');
+      assert.equal(chooseFlashBackwardKernel(D, 'sm_90a', 'mma', null, true), 'mma');
+      assert.equal(chooseFlashBackwardKernel(D, 'sm_90a', null, null, true), 'wgmma');
+    }
+    // Padded 32 has no measured wgmma default; past 128 and off sm_90a there is no wgmma loop.
+    assert.equal(chooseFlashBackwardKernel(32, 'sm_90a', null, null, true), 'mma');
+    assert.equal(chooseFlashBackwardKernel(160, 'sm_90a', 'wgmma', null, true), 'mma');
+    assert.equal(chooseFlashBackwardKernel(128, 'sm_80', 'wgmma', null, true), 'mma');
   });
 
   it('deterministic: a bias each of whose elements sums one position only, not a broadcast one', () => {

@@ -30,6 +30,7 @@ import {
   HOPPER_BACKWARD_TILES,
   HOPPER_BACKWARD_WS_TILES,
   hopperBackwardHeadDim,
+  orderedDqAdds,
 } from '../../../../../../src/backends/cuda/flash/sm80/backward-variant.js';
 import { InvalidArgumentError, UnsupportedError } from '../../../../../../src/errors.js';
 import type { FloatDType } from '../../../../../../src/tensor/dtype.js';
@@ -245,7 +246,31 @@ describe('flash (cuda) backward: variant and tiles', () => {
     assert.equal(flashBackwardDqWorkspaceBytes(v, shape, 128), 2 * 3 * 128 * 128 * 4);
     const mma = flashBackwardVariant(problem({}, { H: 64 }), 'sm_80');
     assert.equal(flashBackwardDqWorkspaceBytes(mma, shape, 128), 2 * 100 * 3 * 64 * 4);
-    assert.equal(flashBackwardDqWorkspaceBytes({ ...v, deterministic: true }, shape, 128), 0);
+    assert.equal(flashBackwardDqWorkspaceBytes({ ...mma, deterministic: true }, shape, 128), 0);
+    // Deterministic on the wgmma loops: the same workspace, then an int32 semaphore per (b·N + n, 64-row
+    // query block) for the ordered dQ adds, compiled in by FLASH_BWD_DETERMINISTIC.
+    const det = { ...v, deterministic: true };
+    assert.equal(flashBackwardDqWorkspaceBytes(det, shape, 128), 2 * 3 * 128 * 128 * 4 + 2 * 3 * 2 * 4);
+    assert.deepEqual(flashBackwardDefines(det), { FLASH_D: 128, FLASH_FP16: 0, FLASH_BWD_DETERMINISTIC: 1 });
+    assert.equal(flashBackwardVariantKey(det), 'flash-bwd.sm_90a.bf16.d128.128x64x8.wgmma.det');
+    assert.deepEqual(flashBackwardDefines({ ...ws, deterministic: true }), {
+      FLASH_D: 128,
+      FLASH_FP16: 0,
+      FLASH_BWD_WS: 1,
+      FLASH_BWD_DETERMINISTIC: 1,
+    });
+    assert.equal('FLASH_BWD_DETERMINISTIC' in flashBackwardDefines({ ...mma, deterministic: true }), false);
+    // A block mask's walk skips steps, which the order cannot take: the loop without dQ and the dQ pass.
+    const masked = { ...det, blockMask: true };
+    assert.equal(orderedDqAdds(masked), false);
+    assert.equal('FLASH_BWD_DETERMINISTIC' in flashBackwardDefines(masked), false);
+    assert.equal(flashBackwardDqWorkspaceBytes(masked, shape, 128), 0);
+    assert.equal(orderedDqAdds(det), true);
+    // ATTNLAB_FLASH_BWD_DET=pass: the same loop through the dQ pass, named so.
+    const pass = { ...det, dqPass: true };
+    assert.equal(orderedDqAdds(pass), false);
+    assert.equal(flashBackwardDqWorkspaceBytes(pass, shape, 128), 0);
+    assert.equal(flashBackwardVariantKey(pass), 'flash-bwd.sm_90a.bf16.d128.128x64x8.wgmma.det.pass');
   });
 
   it('fits every head dim of the mma.sync loop in an A100 block (163 KiB), so also in an H100/H200 one', () => {

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# The flash backward with a bias, a boolean mask, score/mask modifiers and block masks on a Hopper GPU, one
+# step per call (each under 90 s), logs under $2:
+#   sass      (also run by `test`, beside its shards) nvcc -Xptxas -v of hopper/hopper_bwd.cu behind the hand-written modifier sets (document mask +
+#             block mask, softcap, ALiBi) and with a bias or a mask (16-byte rows and byte by byte), D=128 bf16,
+#             and the dK/dV kernel's SASS counts (HGMMA, LDG, LDL/STL spills, RED: dBias and captures)
+#   test      test/gpu/variants/flash.test.ts in parallel shards: every case on the wgmma loop against float64
+#             (the `wgmma: ` tests), and the mma.sync loop's (`mma: `) beside them
+#   verify    the wgmma loop's cases that cover each hook, four processes (a machine shared with other runs):
+#             document mask + block mask, ALiBi and softcap at H=64; the (B,1,T,S) mask (16-byte rows), the
+#             (1,1,1,S) key mask at S=520 (rows ending byte by byte), the full bf16 bias (dBias, paired adds) at T=384;
+#             the block-mask equivalence at T=1024; memcheck on the document mask
+#   sanitize  memcheck, racecheck and synccheck on the wgmma loop: a document mask with its block mask and a
+#             softcap (H=64, T=384, N=4, K=2), and the fused backward of a (B,1,T,S) boolean mask (16-byte rows,
+#             and deterministic) and of a full bf16 bias (dBias)
+#   ceiling   benchmarks/harnesses/hbm-read-ceiling.cu at 4 GiB: what a bare read of B·N·T·S mask bytes takes
+#   dense     variants-backward.ts dense (the fused bias/mask backward against naive and the ceiling), with
+#             ATTNLAB_READ_GBPS from the ceiling step's plain-load rate when its log is there
+#   masks, scores   variants-backward.ts masks / scores (documents, causal as an expression, ALiBi, softcap)
+#   backward  variants-backward.ts backward: the flash backward alone of every case (one forward module),
+#             ATTNLAB_DEBUG=3 so that each module's compile time goes to the log; CASES=0,1,… picks cases
+#   flex-masks, flex-scores   benchmarks/harnesses/flex-attention-backward.py on the same cases (PyTorch's
+#             compiled flex_attention backward)
+#
+#   bash scripts/gpu-variants-backward.sh STEP "$OUT/vbwd"
+set -u
+step=$1
+logs=${2:-out}
+mkdir -p "$logs"
+logs=$(cd "$logs" && pwd)  # absolute: the nvcc builds run from src/kernels
+cap=${CAP:-85}  # seconds per process
+# attnlab's default kernel cache: what earlier commands on the machine compiled serves these too.
+source scripts/gpu-lib.sh
+suite=test/gpu/variants/flash.test.ts
+
+sass() {
+  # The hand-written modifier sets of test/support/modifier-cases.ts as headers (the generator's shape).
+  node --import tsx -e '
+    import("./test/support/modifier-cases.ts").then((m) => {
+      const fs = require("node:fs");
+      const shape = { B: 2, T: 256, S: 256, N: 4 };
+      for (const [name, c] of [["doc", m.documentCase(shape, 4, 1, true)], ["softcap", m.softcapCase(30)],
+                               ["alibi", m.alibiCase(shape)]])
+        fs.writeFileSync(process.argv[1] + "/mods-" + name + ".cuh", c.source);
+    });' "$logs"
+  cd src/kernels || exit 1
+  build() { # name, nvcc -D/-include options
+    local name=$1
+    shift
+    nvcc -cubin -gencode=arch=compute_90a,code=sm_90a -std=c++17 -Xptxas -v -I . -DFLASH_D=128 -DFLASH_FP16=0 "$@" \
+      -o "$logs/$name.cubin" hopper/hopper_bwd.cu > "$logs/ptxas-$name.log" 2>&1 &
+  }
+  build plain
+  build doc-bmask -include "$logs/mods-doc.cuh" -DATTNLAB_BLOCK_MASK=1
+  build softcap -include "$logs/mods-softcap.cuh"
+  build alibi -include "$logs/mods-alibi.cuh"
+  build bias-bf16 -DFLASH_BIAS=2
+  build mask-rows -DFLASH_MASK=1 -DFLASH_MASK_ROWS=1
+  build mask-bytes -DFLASH_MASK=1
+  wait
+  for name in plain doc-bmask softcap alibi bias-bf16 mask-rows mask-bytes; do
+    printf '== %s: ' "$name"
+    grep -A2 "entry function 'attnlab_flash_bwd_dkdv'" "$logs/ptxas-$name.log" | grep -E 'Used|spill' | tr -s ' \n' ' '
+    cuobjdump -sass -fun attnlab_flash_bwd_dkdv "$logs/$name.cubin" > "$logs/$name.dkdv.sass"
+    for op in HGMMA 'LDG' 'LDL' 'STL' 'RED' 'SHFL'; do
+      printf '%s=%s ' "$op" "$(grep -cE "$op" "$logs/$name.dkdv.sass")"
+    done
+    echo
+  done
+}
+
+case $step in
+sass) sass ;;
+test)
+  # The nvcc builds (CPU only) beside the shards: the GPU's machine has 16 cores.
+  (sass > "$logs/sass.txt" 2>&1) &
+  # Each modifier case compiles ~3 modules cold (~4 s each): masks and scores apart, a head dim a shard.
+  for h in 64 128; do
+    shard wgmma-masks-$h - --test-name-pattern="^wgmma: (causal|sliding|document).*H=$h: forward" $suite
+    shard wgmma-scores-$h - --test-name-pattern="^wgmma: (ALiBi|softcap|relative).*H=$h: forward" $suite
+  done
+  shard wgmma-dense-384 - --test-name-pattern='^wgmma: fused backward .*T=384' $suite
+  shard wgmma-dense-520 - --test-name-pattern='^wgmma: fused backward .*T=520' $suite
+  shard wgmma-other - --test-name-pattern='^wgmma: (a block mask|public API)' $suite
+  shard mma-mods-64 - --test-name-pattern='^mma: (?!fused).*H=64: forward' $suite
+  shard mma-mods-128 - --test-name-pattern='^mma: (?!fused).*H=128: forward' $suite
+  shard mma-other - --test-name-pattern='^mma: (a block mask|public API)' $suite
+  shard mma-dense - --test-name-pattern='^mma: fused' $suite
+  wait
+  summary 16 16 20
+  ;;
+verify)
+  shard verify-mods - --test-name-pattern='^wgmma: (document|ALiBi|softcap).*H=64: forward' $suite
+  shard verify-dense - \
+    --test-name-pattern='^wgmma: fused backward with a ((\(B,1,T,S\) boolean mask|full \(B,N,T,S\) bf16 bias), B=2 T=384|\(1,1,1,S\) boolean key mask, B=1 T=520)' \
+    $suite
+  shard verify-bmask - --test-name-pattern='^wgmma: a block mask skips' $suite
+  sanitize memcheck-doc memcheck --test-name-pattern='^wgmma: document mask .*H=64: forward' $suite
+  wait
+  summary 16 16 20
+  ;;
+sanitize)
+  for tool in memcheck racecheck synccheck; do
+    sanitize "$tool-doc" "$tool" --test-name-pattern='^wgmma: document mask .*H=64: forward' $suite
+    sanitize "$tool-softcap" "$tool" --test-name-pattern='^wgmma: softcap .*H=64: forward' $suite
+    sanitize "$tool-mask" "$tool" --test-name-pattern='^wgmma: fused backward with a \(B,1,T,S\) boolean mask, B=2 T=384' $suite
+    sanitize "$tool-bias" "$tool" --test-name-pattern='^wgmma: fused backward with a full \(B,N,T,S\) bf16 bias, B=2 T=384' $suite
+  done
+  wait
+  summary 16 20 20
+  ;;
+ceiling)
+  nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -o /tmp/read-ceiling benchmarks/harnesses/hbm-read-ceiling.cu &&
+    timeout "$cap" /tmp/read-ceiling 4096 | tee "$logs/read-ceiling.log"
+  ;;
+dense | masks | scores)
+  if [ "$step" = dense ] && [ -z "${ATTNLAB_READ_GBPS:-}" ] && [ -f "$logs/read-ceiling.log" ]; then
+    # The fastest plain-load reader's GB/s at 4096 MiB (the harness's `ldg …  4096 MiB … GB/s` rows).
+    ATTNLAB_READ_GBPS=$(grep -E '^ldg .* 4096 MiB' "$logs/read-ceiling.log" | grep -oE '[0-9.]+ GB/s' | sort -n |
+      tail -1 | cut -d' ' -f1)
+    export ATTNLAB_READ_GBPS
+  fi
+  timeout "$cap" node --import tsx benchmarks/harnesses/variants-backward.ts "$step" | tee "$logs/variants-backward-$step.log"
+  ;;
+backward)
+  ATTNLAB_DEBUG=3 ATTNLAB_HARNESS_CASES=${CASES:-} timeout "$cap" node --import tsx \
+    benchmarks/harnesses/variants-backward.ts backward 2>&1 | tee "$logs/variants-backward-backward${CASES:+-$CASES}.log"
+  ;;
+flex-masks | flex-scores)
+  timeout "$cap" python3 benchmarks/harnesses/flex-attention-backward.py "${step#flex-}" | tee "$logs/$step.jsonl"
+  ;;
+*)
+  echo "step: sass, test, sanitize, ceiling, dense, masks, scores, backward, flex-masks or flex-scores; got $step" >&2
+  exit 2
+  ;;
+esac
