@@ -1,43 +1,53 @@
 /**
- * The Hopper forward (wgmma + TMA, sm_90a) with score/mask modifiers against itself without them,
- * device time (CUDA events, median of 20 after 10 settling calls), B=4 T=S=8192 N=16 H=128 bf16 by
- * default:
+ * The Hopper forward (wgmma + TMA, sm_90a) with the library's score/mask modifiers against itself
+ * without them, device time (CUDA events, median of 20 after 10 settling calls), B=4 T=S=8192 N=16
+ * H=128 bf16 by default:
  *
- *   masks    causal written as a mask modifier with its block mask, against the built-in causal mask
- *            (goal ≥ 0.95×); a document mask of 8 equal packed documents per sequence with its block
- *            mask, against dense causal (goal ≥ 5× faster);
- *   alibi    ALiBi (a per-head slope times kv − q) on the built-in causal mask, against causal;
- *   softcap  logit soft-capping 30·tanh(s/30), causal and not, against the same without it (goal ≥ 0.9×).
+ *   masks        causal-mask and documents below, in one process
+ *   causal-mask  causal written as a mask modifier (maskMod('kv <= q'), which is not lowered to the
+ *                built-in flag) with its block mask, against the built-in causal mask (goal ≥ 0.95×)
+ *   documents    a document mask of 8 equal packed documents per sequence (and(documentMask(docIds),
+ *                causal())) with its block mask, against dense causal (goal ≥ 5× faster)
+ *   alibi        alibi(N) on the built-in causal mask, against causal (goal ≥ 0.9×)
+ *   softcap      softcap(30), causal (unless --no-causal) and not, against the same without it (goal ≥ 0.9×)
  *
- *   node --import tsx benchmarks/harnesses/variants-hopper-speed.ts masks|alibi|softcap [B T N H] [--profile]
+ *   node --import tsx benchmarks/harnesses/variants-hopper-speed.ts masks|causal-mask|documents|alibi|softcap [B T N H]
+ *     [--once|--profile] [--three] [--no-causal]
  *
- * --profile runs each case's forward once, untimed, so that a profiler sees one launch per case in order
- * (e.g. `ncu -k regex:attnlab_hopper_fwd -c 4 node --import tsx … softcap --profile`).
- *
- * (One part a process: each compiles two or three kernels, which the disk cache keeps for the next.)
+ * --three also runs the causal mask, ALiBi and softcap on the 192 × 80 three-consumer tile the built-in
+ * masks take at D=128 from T=8192 (the modifiers' rule keeps 128 × 128), each such line with the largest
+ * output difference from the default beside the time. --once runs each case once, untimed (for ncu
+ * --launch-skip/--launch-count and compute-sanitizer: the launches come in the order of the cases). One
+ * part a process: each compiles a few kernels, which the disk cache keeps for the next.
  *
  * Prints one JSON line per measurement (ms, TFLOP/s over the pairs the masks keep, the variant that
- * ran) and one per ratio. The modifier sets are hand-written in the variants code generator's shape
- * (test/support/modifier-cases.ts); benchmarks/harnesses/flex-attention-forward.py times PyTorch's
+ * ran) and one per ratio. benchmarks/harnesses/flex-attention-forward.py times PyTorch's
  * flex_attention on the same masks and modifiers.
  */
 import { runAttention } from '../../src/api/attention.js';
+import { createBlockMask } from '../../src/api/block-mask.js';
 import { validateAttention } from '../../src/api/validate.js';
+import { launchHopper } from '../../src/backends/cuda/flash/sm90/hopper.js';
+import {
+  type HopperVariant,
+  hopperVariant,
+  hopperVariantKey,
+} from '../../src/backends/cuda/flash/sm90/hopper-variant.js';
 import type { AttentionOptions, AttentionProblem } from '../../src/backends/problem.js';
 import { timeOnStream } from '../../src/bench/cuda-timer.js';
 import { seededInput } from '../../src/bench/measure.js';
 import { reloadConfig } from '../../src/config.js';
 import { Tensor } from '../../src/tensor/tensor.js';
-import {
-  blockMaskFrom,
-  causalCase,
-  compiledModifiers,
-  type ModifierCase,
-  modifierSource,
-} from '../../test/support/modifier-cases.js';
+import { alibi, alibiSlopes, and, causal, documentMask, softcap } from '../../src/variants/library.js';
+import { maskMod } from '../../src/variants/modifiers.js';
 
-const profile = process.argv.includes('--profile');
-const args = process.argv.slice(2).filter((a) => a !== '--profile');
+// --profile: the same as --once (the name the profiling commands use).
+const once = process.argv.includes('--once') || process.argv.includes('--profile');
+const three = process.argv.includes('--three');
+const noCausal = process.argv.includes('--no-causal');
+/** The built-in masks' D=128 tile from T=8192: 192 rows (three consumer warpgroups) × 80 keys. */
+const THREE = { consumers: 3, blockN: 80 } as const;
+const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
 const part = args[0] ?? 'masks';
 const [B, T, N, H] = args.length >= 5 ? args.slice(1, 5).map(Number) : [4, 8192, 16, 128];
 const DOCS = 8;
@@ -48,165 +58,139 @@ reloadConfig();
 const [q, k, v] = [0, 1, 2].map((i) => seededInput([B, T, N, H], 31 + i, 'bfloat16').to('cuda'));
 
 interface Timed {
-  readonly ms: number;
-  readonly tflops: number;
+  readonly ms: number | null;
+  readonly tflops: number | null;
   readonly variant: string;
 }
 
-/** Median device ms of the forward of `p` on the flash backend; TFLOP/s over `pairs` kept (q, kv) pairs per head. */
-function time(p: AttentionProblem, pairs: number): Timed {
-  const forced = { ...p, implementation: 'flash' } as AttentionProblem;
-  const first = runAttention(forced);
+/** Median device ms of the forward with `options` on the flash backend; TFLOP/s over `pairs` kept (q, kv) pairs per head. */
+function time(options: AttentionOptions, pairs: number): Timed {
+  const p = validateAttention(q, k, v, { ...options, implementation: 'flash' }) as AttentionProblem;
+  const first = runAttention(p);
   first.output.dispose();
-  if (profile) return { ms: Number.NaN, tflops: Number.NaN, variant: first.variant };
-  const { median } = timeOnStream(() => runAttention(forced).output.dispose(), {
-    iterations: 20,
-    warmup: 10,
-  });
+  if (once) return { ms: null, tflops: null, variant: first.variant };
+  const { median } = timeOnStream(() => runAttention(p).output.dispose(), { iterations: 20, warmup: 10 });
   return { ms: median, tflops: (4 * B * N * pairs * H) / (median * 1e-3) / 1e12, variant: first.variant };
+}
+
+/**
+ * The problem with `options` on its Hopper variant changed by `change` (another tile), launched directly, against what the backend runs: the largest difference
+ * of their outputs, and the time.
+ */
+function timeVariant(
+  options: AttentionOptions,
+  pairs: number,
+  change: Partial<HopperVariant>,
+): Timed & { readonly maxDifference: number } {
+  const p = validateAttention(q, k, v, { ...options, implementation: 'flash' }) as AttentionProblem;
+  const found = hopperVariant(p, 'sm_90a', 'wgmma', null);
+  if ('reason' in found) throw new Error(`no Hopper variant: ${found.reason}`);
+  const variant = { ...found.variant, ...change };
+  const o = Tensor.zeros([B, T, N, H], 'bfloat16').to('cuda');
+  const pointers = {
+    ...{ q: q.buffer.ptr, k: k.buffer.ptr, v: v.buffer.ptr, o: o.buffer.ptr },
+    ...{ lse: 0n, bias: 0n, mask: 0n, qLens: 0n, kvLens: 0n },
+  };
+  const launch = () => launchHopper(p, variant, pointers);
+  launch();
+  const reference = runAttention(p).output;
+  const [a, b] = [o.toFloat64Array(), reference.toFloat64Array()];
+  let maxDifference = 0;
+  for (let i = 0; i < a.length; i++) {
+    const d = a[i] === b[i] || Object.is(a[i], b[i]) ? 0 : Math.abs(a[i] - b[i]);
+    maxDifference = Number.isNaN(d) ? Number.POSITIVE_INFINITY : Math.max(maxDifference, d);
+  }
+  reference.dispose();
+  let ms: number | null = null;
+  if (!once) ms = timeOnStream(launch, { iterations: 20, warmup: 10 }).median;
+  o.dispose();
+  const tflops = ms === null ? null : (4 * B * N * pairs * H) / (ms * 1e-3) / 1e12;
+  return { ms, tflops, variant: hopperVariantKey(variant), maxDifference };
 }
 
 const causalPairs = (T * (T + 1)) / 2;
 
-function plain(options: AttentionOptions, pairs: number): Timed {
-  return time(validateAttention(q, k, v, options), pairs);
-}
-
-/**
- * The modifier set `m` on the problem (captures on the device) with the block mask `kinds` (one per
- * (query block, key block) of 128 × 128, the same for every batch and head) when given.
- */
-function modified(
-  m: ModifierCase,
-  options: AttentionOptions,
-  pairs: number,
-  kinds: Uint8Array | null,
-): Timed {
-  const captures = m.captures.map((c) => ({ ...c, tensor: c.tensor.to('cuda') }));
-  const modifiers = compiledModifiers(m, captures);
-  const nb = Math.ceil(T / 128);
-  const onDevice = kinds ? Tensor.fromRaw(kinds, [1, 1, nb, nb], 'bool').to('cuda') : null;
-  const blockMask = onDevice
-    ? blockMaskFrom({ Bm: 1, Nm: 1, blockQ: 128, blockKV: 128 }, { B, T, S: T, N }, onDevice, m.key)
-    : undefined;
-  try {
-    return time({ ...validateAttention(q, k, v, options), modifiers, blockMask } as AttentionProblem, pairs);
-  } finally {
-    for (const c of captures) c.tensor.dispose();
-    onDevice?.dispose();
-  }
-}
-
-/** Block kinds of 128 × 128 blocks for a mask that keeps [lo(q), q] per row (causal within a segment). */
-function segmentKinds(lo: (q: number) => number): Uint8Array {
-  const nb = Math.ceil(T / 128);
-  const kinds = new Uint8Array(nb * nb);
-  for (let i = 0; i < nb; i++)
-    for (let j = 0; j < nb; j++) {
-      let kept = 0;
-      let all = 0;
-      for (let row = i * 128; row < Math.min(T, (i + 1) * 128); row++) {
-        const a = Math.max(lo(row), j * 128);
-        const b = Math.min(row, Math.min(T, (j + 1) * 128) - 1);
-        kept += Math.max(0, b - a + 1);
-        all += Math.min(T, (j + 1) * 128) - j * 128;
-      }
-      kinds[i * nb + j] = kept === 0 ? 0 : kept === all ? 2 : 1;
-    }
-  return kinds;
-}
-
 function report(row: Record<string, unknown>): void {
   console.log(JSON.stringify({ B, T, N, H, ...row }));
 }
-const ratio = (base: Timed, other: Timed) => Number((base.ms / other.ms).toFixed(3));
+const ratio = (base: Timed, other: Timed) =>
+  base.ms !== null && other.ms !== null ? Number((base.ms / other.ms).toFixed(3)) : null;
 
-if (part === 'masks') {
-  const causal = plain({ isCausal: true }, causalPairs);
-  report({ case: 'built-in causal', ...causal });
-  const asMask = modified(
-    causalCase(),
-    {},
-    causalPairs,
-    segmentKinds(() => 0),
-  );
+// The built-in causal mask, the base of every part but softcap --no-causal.
+const causalTime: Timed =
+  part === 'softcap' && noCausal
+    ? { ms: null, tflops: null, variant: '' }
+    : time({ isCausal: true }, causalPairs);
+if (causalTime.variant) report({ case: 'built-in causal', ...causalTime });
+if (part === 'masks' || part === 'causal-mask') {
+  // 'kv <= q' as an expression string: causal() alone would run as the built-in flag.
+  const asMask = maskMod('kv <= q');
+  const asMaskBlocks = createBlockMask(asMask, { B, N, T, S: T, device: 'cuda' });
+  const a = time({ maskMod: asMask, blockMask: asMaskBlocks }, causalPairs);
   report({
     case: 'causal as maskMod + block mask',
-    ...asMask,
-    speedOverBuiltIn: ratio(causal, asMask),
+    ...a,
+    speedOverBuiltIn: ratio(causalTime, a),
     goal: 0.95,
   });
+  if (three) {
+    const a3 = timeVariant({ maskMod: asMask, blockMask: asMaskBlocks }, causalPairs, THREE);
+    report({
+      case: 'causal as maskMod + block mask, 192x80',
+      ...a3,
+      speedOverBuiltIn: ratio(causalTime, a3),
+    });
+  }
+  asMaskBlocks.kinds.dispose();
+}
+if (part === 'masks' || part === 'documents') {
   // Equal documents: document d holds rows [d·T/8, (d + 1)·T/8), each sees its document's keys up to itself.
   const length = T / DOCS;
-  const ids = new Int32Array(B * T).map((_, i) => Math.floor((i % T) / length));
-  const docs: ModifierCase = {
-    ...causalCase(),
-    name: `document mask (${DOCS} equal documents)`,
-    key: `doc${DOCS}eq`,
-    source: modifierSource({
-      mask: 'const int* d = static_cast<const int*>(c.ptr[0]); return kv <= q && d[b * c.stride[0][0] + q * c.stride[0][1]] == d[b * c.stride[0][0] + kv * c.stride[0][1]];',
-    }),
-    captures: [
-      { name: 'docIds', tensor: Tensor.fromArray(ids, [B, T], 'int32'), dtype: 'int32', needsGrad: false },
-    ],
-    blockMask: true,
-  };
+  const docIds = Tensor.fromArray(
+    new Int32Array(B * T).map((_, i) => Math.floor((i % T) / length)),
+    [B, T],
+    'int32',
+  ).to('cuda');
+  const docs = and(documentMask(docIds), causal());
+  const docBlocks = createBlockMask(docs, { B, N, T, S: T });
   const docPairs = DOCS * ((length * (length + 1)) / 2);
-  const doc = modified(
-    docs,
-    {},
-    docPairs,
-    segmentKinds((row) => Math.floor(row / length) * length),
-  );
-  report({ case: docs.name, ...doc, speedOverCausal: ratio(causal, doc), goal: 5 });
-} else {
-  const slopes = Tensor.fromArray(
-    Float32Array.from({ length: N }, (_, h) => 2 ** ((-8 * (h + 1)) / N)),
-    [N],
-    'float32',
-  );
-  const alibi: ModifierCase = {
-    ...causalCase(),
-    name: 'ALiBi',
-    key: 'alibi-score',
-    source: modifierSource({
-      score:
-        'return s + static_cast<const float*>(c.ptr[0])[h * c.stride[0][0]] * static_cast<float>(kv - q);',
-      scoreGrad: 'return g;',
-      needsScore: false,
-    }),
-    hasMaskMod: false,
-    hasScoreMod: true,
-    captures: [{ name: 'slopes', tensor: slopes, dtype: 'float32', needsGrad: false }],
-    blockMask: false,
-  };
-  const softcap: ModifierCase = {
-    ...alibi,
-    name: 'softcap 30',
-    key: 'softcap-30',
-    source: modifierSource({
-      score: 'return 30.0f * tanhf(s * (1.0f / 30.0f));',
-      scoreGrad: 'const float t = tanhf(s * (1.0f / 30.0f)); return g * (1.f - t * t);',
-    }),
-    captures: [],
-  };
-  const causal = plain({ isCausal: true }, causalPairs);
-  report({ case: 'built-in causal', ...causal });
+  const d = time({ maskMod: docs, blockMask: docBlocks }, docPairs);
+  report({
+    case: `document mask (${DOCS} equal documents) + block mask`,
+    ...d,
+    speedOverCausal: ratio(causalTime, d),
+    goal: 5,
+  });
+  for (const x of [docBlocks.kinds, docIds]) x.dispose();
+}
+if (part === 'alibi' || part === 'softcap') {
   if (part === 'alibi') {
-    const a = modified(alibi, { isCausal: true }, causalPairs, null);
-    report({ case: 'ALiBi + built-in causal', ...a, speedOverUnmodified: ratio(causal, a), goal: 0.9 });
+    const slopes = alibiSlopes(N).to('cuda');
+    const a = time({ scoreMod: alibi(slopes), isCausal: true }, causalPairs);
+    report({ case: 'ALiBi + built-in causal', ...a, speedOverUnmodified: ratio(causalTime, a), goal: 0.9 });
+    if (three) {
+      const a3 = timeVariant({ scoreMod: alibi(slopes), isCausal: true }, causalPairs, THREE);
+      report({ case: 'ALiBi + built-in causal, 192x80', ...a3, speedOverUnmodified: ratio(causalTime, a3) });
+    }
+    slopes.dispose();
   } else {
-    const full = plain({}, T * T);
+    const full = time({}, T * T);
     report({ case: 'no mask', ...full });
-    const s = modified(softcap, {}, T * T, null);
+    const s = time({ scoreMod: softcap(30) }, T * T);
     report({ case: 'softcap 30', ...s, speedOverUnmodified: ratio(full, s), goal: 0.9 });
-    const sc = modified(softcap, { isCausal: true }, causalPairs, null);
-    report({
-      case: 'softcap 30 + built-in causal',
-      ...sc,
-      speedOverUnmodified: ratio(causal, sc),
-      goal: 0.9,
-    });
+    if (three) {
+      const s3 = timeVariant({ scoreMod: softcap(30) }, T * T, THREE);
+      report({ case: 'softcap 30, 192x80', ...s3, speedOverUnmodified: ratio(full, s3) });
+    }
+    if (!noCausal) {
+      const sc = time({ scoreMod: softcap(30), isCausal: true }, causalPairs);
+      report({
+        case: 'softcap 30 + built-in causal',
+        ...sc,
+        speedOverUnmodified: ratio(causalTime, sc),
+        goal: 0.9,
+      });
+    }
   }
 }
 for (const x of [q, k, v]) x.dispose();

@@ -38,16 +38,108 @@ function cast(v: string, from: Instr['type'], to: Instr['type']): string {
   return from === to || to === 'bool' ? v : `(${CTYPE[to]})${v}`;
 }
 
+/**
+ * The bound the kernels that define ATTNLAB_POSITIONS_BELOW_2_22 guarantee for q and kv (b and h are
+ * below 2^16: a grid dimension); an int value whose range the program keeps inside ±SMALL_INT is
+ * converted to float by attnlab_small_i2f.
+ */
+const POSITION_LIMIT = 2 ** 22;
+const SMALL_INT = 2 ** 22;
+const INT_LIMIT = 2 ** 31;
+
+/**
+ * The range [lo, hi] of each int instruction when q and kv lie in [0, positions) and b, h in
+ * [0, 2^16) (grid dimensions): ±Infinity where a bound is unknown (a captured tensor's value, a
+ * float truncated to int, or an operation that may wrap past int32); for the other types null.
+ */
+export function intRanges(
+  program: Program,
+  positions: number = POSITION_LIMIT,
+): ReadonlyArray<readonly [number, number] | null> {
+  const ranges: Array<readonly [number, number] | null> = [];
+  const ANY = [Number.NEGATIVE_INFINITY, Number.POSITIVE_INFINITY] as const;
+  // A result that may leave int32 wraps: any value.
+  const fit = (lo: number, hi: number): readonly [number, number] =>
+    Number.isNaN(lo) || Number.isNaN(hi) || lo <= -INT_LIMIT || hi >= INT_LIMIT ? ANY : [lo, hi];
+  const magnitude = (r: readonly [number, number]) => Math.max(Math.abs(r[0]), Math.abs(r[1]));
+  program.instrs.forEach((instr, n) => {
+    if (instr.type !== 'int') {
+      ranges[n] = null;
+      return;
+    }
+    const [a, b] = instr.args.map((k) => ranges[k] ?? ANY);
+    let range: readonly [number, number] = ANY;
+    switch (instr.op) {
+      case 'const':
+        range = [instr.value, instr.value];
+        break;
+      case 'var':
+        range = instr.name === 'q' || instr.name === 'kv' ? [0, positions - 1] : [0, 65535];
+        break;
+      case 'neg':
+        range = fit(-a[1], -a[0]);
+        break;
+      case '+':
+        range = fit(a[0] + b[0], a[1] + b[1]);
+        break;
+      case '-':
+        range = fit(a[0] - b[1], a[1] - b[0]);
+        break;
+      case '*': {
+        const products = [a[0] * b[0], a[0] * b[1], a[1] * b[0], a[1] * b[1]];
+        range = fit(Math.min(...products), Math.max(...products));
+        break;
+      }
+      case '/':
+        // |a / b| ≤ |a|, and a division by zero gives 0.
+        range = fit(-magnitude(a), magnitude(a));
+        break;
+      case '%': {
+        // |a % b| < |b| and ≤ |a|.
+        const m = Math.min(magnitude(a), Math.max(0, magnitude(b) - 1));
+        range = fit(-m, m);
+        break;
+      }
+      case 'select': {
+        const [t, f] = [ranges[instr.args[1]] ?? ANY, ranges[instr.args[2]] ?? ANY];
+        range = [Math.min(t[0], f[0]), Math.max(t[1], f[1])];
+        break;
+      }
+      case 'call':
+        if (instr.fn === 'abs') range = fit(a[0] >= 0 ? a[0] : a[1] <= 0 ? -a[1] : 0, magnitude(a));
+        else if (instr.fn === 'min') range = [Math.min(a[0], b[0]), Math.min(a[1], b[1])];
+        else if (instr.fn === 'max') range = [Math.max(a[0], b[0]), Math.max(a[1], b[1])];
+        break;
+      default:
+        break;
+    }
+    ranges[n] = range;
+  });
+  return ranges;
+}
+
+/** Whether instruction n is an int the kernels' position bound keeps inside ±2^22 (attnlab_small_i2f). */
+function smallInt(ranges: ReturnType<typeof intRanges>, n: number): boolean {
+  const r = ranges[n];
+  return r !== null && r[0] > -SMALL_INT && r[1] < SMALL_INT;
+}
+
 /** One `const` per instruction; reads keep their element offset in `oN` for the backward's atomics. */
 function forwardLines(p: SlottedProgram, indent: string): string[] {
   const { instrs, types } = p.program;
+  const ranges = intRanges(p.program);
   const lines: string[] = [];
   const v = (n: number) => `v${n}`;
+  // Instruction n as `to`: an int whose range fits ±2^22 becomes a float by two FP32-pipe operations
+  // (attnlab_small_i2f) rather than I2F, which issues at a quarter of the rate on the exponentials' unit.
+  const as = (n: number, to: Instr['type']) =>
+    types[n] === 'int' && to === 'float' && smallInt(ranges, n)
+      ? `attnlab_small_i2f(${v(n)})`
+      : cast(v(n), types[n], to);
   instrs.forEach((instr, n) => {
     const t = instr.type;
     // An operand enters a float operation as float (C promotes, but being explicit keeps int/float math apart).
-    const arg = (k: number) =>
-      cast(v(instr.args[k]), types[instr.args[k]], t === 'bool' ? types[instr.args[k]] : t);
+    const arg = (k: number) => as(instr.args[k], t === 'bool' ? types[instr.args[k]] : t);
     let expr: string;
     switch (instr.op) {
       case 'const':
@@ -61,7 +153,7 @@ function forwardLines(p: SlottedProgram, indent: string): string[] {
         const offset = instr.args.map((a, d) => `(long long)${v(a)} * c.stride[${slot}][${d}]`).join(' + ');
         lines.push(`${indent}const long long o${n} = ${offset};`);
         const elem = p.captureTypes[instr.capture] === 'int' ? 'int' : 'float';
-        expr = `__ldg(static_cast<const ${elem}*>(c.ptr[${slot}]) + o${n})`;
+        expr = `static_cast<const ${elem}*>(c.ptr[${slot}])[o${n}]`;
         break;
       }
       case 'neg':
@@ -70,9 +162,16 @@ function forwardLines(p: SlottedProgram, indent: string): string[] {
       case 'not':
         expr = `!${v(instr.args[0])}`;
         break;
-      case '/':
-        expr = t === 'int' ? `attnlab_idiv(${arg(0)}, ${arg(1)})` : `${arg(0)} / ${arg(1)}`;
+      case '/': {
+        const divisor = reciprocal(instrs[instr.args[1]]);
+        expr =
+          t === 'int'
+            ? `attnlab_idiv(${arg(0)}, ${arg(1)})`
+            : divisor
+              ? `${arg(0)} * ${divisor}`
+              : `${arg(0)} / ${arg(1)}`;
         break;
+      }
       case '%':
         expr = `attnlab_imod(${arg(0)}, ${arg(1)})`;
         break;
@@ -85,7 +184,7 @@ function forwardLines(p: SlottedProgram, indent: string): string[] {
         // Compare in the wider type of the two operands.
         const [a, b] = instr.args;
         const wide = types[a] === 'float' || types[b] === 'float' ? 'float' : types[a];
-        expr = `${cast(v(a), types[a], wide)} ${instr.op} ${cast(v(b), types[b], wide)}`;
+        expr = `${as(a, wide)} ${instr.op} ${as(b, wide)}`;
         break;
       }
       case 'select':
@@ -97,6 +196,7 @@ function forwardLines(p: SlottedProgram, indent: string): string[] {
           instr.args.map((a) => v(a)),
           instr.args.map((a) => types[a]),
           t,
+          instr.args.map((a) => as(a, 'float')),
         );
         break;
       default:
@@ -107,18 +207,37 @@ function forwardLines(p: SlottedProgram, indent: string): string[] {
   return lines;
 }
 
-function callExpr(fn: string, args: string[], types: Instr['type'][], t: Instr['type']): string {
-  const f = (k: number) => cast(args[k], types[k], 'float');
+/**
+ * `1/c` as a float literal when `divisor` is a float constant whose reciprocal is a normal float32:
+ * x / c becomes x · (1/c), one FMUL where IEEE division is a reciprocal, two FMAs and a range check
+ * (within 1.5 ulp of the quotient: softcap's score / 30 on every score).
+ */
+function reciprocal(divisor: Instr): string | null {
+  if (divisor.op !== 'const' || divisor.type !== 'float') return null;
+  const r = 1 / divisor.value;
+  if (!Number.isFinite(r) || r === 0 || Math.abs(r) < 2 ** -126 || Math.abs(r) > 3.4e38) return null;
+  return literal(r, 'float');
+}
+
+function callExpr(
+  fn: string,
+  args: string[],
+  types: Instr['type'][],
+  t: Instr['type'],
+  floats: string[],
+): string {
+  const f = (k: number) => floats[k] ?? cast(args[k], types[k], 'float');
   switch (fn) {
     case 'abs':
       return t === 'int' ? `abs(${args[0]})` : `fabsf(${args[0]})`;
     case 'min':
     case 'max':
       return t === 'int' ? `${fn}(${args[0]}, ${args[1]})` : `f${fn}f(${f(0)}, ${f(1)})`;
+    case 'tanh':
+      return `attnlab_tanh(${f(0)})`;
     case 'exp':
     case 'log':
     case 'sqrt':
-    case 'tanh':
     case 'floor':
     case 'ceil':
       return `${fn}f(${f(0)})`;
@@ -182,10 +301,12 @@ function backwardLines(p: SlottedProgram, learned: ReadonlySet<number>, indent: 
         give(x, `${a} * (float)v${y}`);
         give(y, `${a} * (float)v${x}`);
         break;
-      case '/':
-        give(x, `${a} / (float)v${y}`);
+      case '/': {
+        const divisor = reciprocal(instrs[y]);
+        give(x, divisor ? `${a} * ${divisor}` : `${a} / (float)v${y}`);
         give(y, `-${a} * v${n} / (float)v${y}`);
         break;
+      }
       case 'select':
         give(y, `v${x} ? ${a} : 0.0f`);
         give(instr.args[2], `v${x} ? 0.0f : ${a}`);
@@ -213,6 +334,29 @@ function backwardLines(p: SlottedProgram, learned: ReadonlySet<number>, indent: 
   return lines;
 }
 
+/**
+ * Whether the program reads a captured tensor at an index that depends on q or kv and that the program
+ * does not bound whatever they are (`keyBias[b, kv]`, `rowScale[b, q]`; not ALiBi's `slopes[h]` or
+ * relativeBias's `table[h, min(max(kv − q, −D), D) + D]`): the kernels then evaluate the modifier only on
+ * pairs inside the lengths (mask.cuh), so that the read stays inside a tensor of T or S positions, and
+ * otherwise on every score of a tile with no test.
+ */
+export function readsAtPositions(program: Program): boolean {
+  const onPosition: boolean[] = [];
+  const unbounded = intRanges(program, Number.POSITIVE_INFINITY);
+  return program.instrs.some((instr, n) => {
+    onPosition[n] =
+      instr.op === 'var' ? instr.name === 'q' || instr.name === 'kv' : instr.args.some((a) => onPosition[a]);
+    return (
+      instr.op === 'read' &&
+      instr.args.some((a) => {
+        const r = unbounded[a];
+        return onPosition[a] && !(r && Number.isFinite(r[0]) && Number.isFinite(r[1]));
+      })
+    );
+  });
+}
+
 /** The device functions of one modifier set (the head of CompiledModifiers.cudaSource). */
 export function generateCuda(
   score: SlottedProgram | null,
@@ -226,9 +370,11 @@ export function generateCuda(
     `#define ATTNLAB_SCORE_MOD ${score ? 1 : 0}`,
     `#define ATTNLAB_MASK_MOD ${mask ? 1 : 0}`,
     `#define ATTNLAB_CAPTURE_GRADS ${captureGrads ? 1 : 0}`,
+    `#define ATTNLAB_SCORE_MOD_READS_POSITIONS ${score && readsAtPositions(score.program) ? 1 : 0}`,
     CAPTURES_STRUCT,
     '__device__ __forceinline__ int attnlab_idiv(int a, int b) { return b == 0 ? 0 : a / b; }',
     '__device__ __forceinline__ int attnlab_imod(int a, int b) { return b == 0 ? 0 : a % b; }',
+    ...HELPERS,
   ];
   const unused = '  (void)b; (void)h; (void)q; (void)kv; (void)c;';
   if (score) {
@@ -270,6 +416,45 @@ export function generateCuda(
   }
   return `${out.join('\n')}\n`;
 }
+
+/**
+ * Helpers the generated functions call. tanh is the hardware's tanh.approx.f32 (MUFU.TANH, one
+ * instruction; relative error ≤ 2^-10.987, PTX ISA) in kernels that define ATTNLAB_FAST_TANH (the
+ * Hopper forward: bf16/fp16 only), libm's tanhf elsewhere (float32 kernels and the oracle checks):
+ * tanhf is ~20 instructions with two MUFU operations and a branch per score, and soft-capping ran at
+ * 0.28× the unmodified kernel with it; c·tanh(s/c) is within c·2^-11 of the exact value with the
+ * approximation, under the bf16 rounding of the scores it caps (|s|·2^-9). attnlab_small_i2f converts an int the kernel's position bound keeps inside ±2^22
+ * (intRanges: kv − q, q + 5) with an integer add and a float subtract: the int's bits land in the
+ * mantissa of 1.5·2^23 (exact below 2^22); kernels that do not guarantee q, kv < 2^22 leave
+ * ATTNLAB_POSITIONS_BELOW_2_22 at 0 and convert with I2F.
+ */
+const HELPERS = [
+  '#ifndef ATTNLAB_POSITIONS_BELOW_2_22',
+  '#define ATTNLAB_POSITIONS_BELOW_2_22 0',
+  '#endif',
+  '#ifndef ATTNLAB_FAST_TANH',
+  '#define ATTNLAB_FAST_TANH 0',
+  '#endif',
+  '#ifndef ATTNLAB_MODIFIER_HELPERS',
+  '#define ATTNLAB_MODIFIER_HELPERS',
+  '__device__ __forceinline__ float attnlab_tanh(float x) {',
+  '#if ATTNLAB_FAST_TANH',
+  '  float y;',
+  '  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));',
+  '  return y;',
+  '#else',
+  '  return tanhf(x);',
+  '#endif',
+  '}',
+  '__device__ __forceinline__ float attnlab_small_i2f(int x) {',
+  '#if ATTNLAB_POSITIONS_BELOW_2_22',
+  '  return __int_as_float(0x4b400000 + x) - 12582912.0f;',
+  '#else',
+  '  return (float)x;',
+  '#endif',
+  '}',
+  '#endif',
+];
 
 /** The captures parameter; guarded so that a kernel source that also declares it compiles once. */
 export const CAPTURES_STRUCT = `#ifndef ATTNLAB_CAPTURES_STRUCT

@@ -46,6 +46,8 @@ interface SourceParts {
   scoreGrad?: string;
   mask?: string;
   needsScore?: boolean;
+  /** false: the score function reads no capture at an unbounded index of q or kv (ATTNLAB_SCORE_MOD_READS_POSITIONS 0). */
+  readsPositions?: boolean;
   captureGrads?: boolean;
 }
 
@@ -56,6 +58,7 @@ export function modifierSource(parts: SourceParts): string {
     `#define ATTNLAB_MASK_MOD ${parts.mask ? 1 : 0}`,
     `#define ATTNLAB_CAPTURE_GRADS ${parts.captureGrads ? 1 : 0}`,
     `#define ATTNLAB_SCORE_MOD_NEEDS_SCORE ${parts.needsScore === false ? 0 : 1}`,
+    `#define ATTNLAB_SCORE_MOD_READS_POSITIONS ${parts.readsPositions === false ? 0 : 1}`,
     '#include "common/modifiers.cuh"',
   ];
   const signature = 'int b, int h, int q, int kv, const AttnlabCaptures& c';
@@ -156,6 +159,7 @@ export function alibiCase(shape: CaseShape): ModifierCase {
       score: `return s + ${FLOAT}(c.ptr[0])[h * c.stride[0][0]] * static_cast<float>(kv - q);`,
       scoreGrad: 'return g;',
       needsScore: false,
+      readsPositions: false,
       mask: 'return kv <= q;',
     },
     {
@@ -182,6 +186,7 @@ export function softcapCase(cap: number): ModifierCase {
     {
       score: `return ${f32(cap)} * tanhf(s * ${f32(1 / cap)});`,
       scoreGrad: `const float t = tanhf(s * ${f32(1 / cap)}); return g * (1.f - t * t);`,
+      readsPositions: false,
     },
     {
       captures: [],

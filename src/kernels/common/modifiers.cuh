@@ -8,6 +8,10 @@
 //                                   (an additive modifier such as ALiBi or a relative bias): the
 //                                   backward then skips recomputing the raw score, one Q·Kᵀ product
 //                                   per tile
+//   ATTNLAB_SCORE_MOD_READS_POSITIONS  optional: 0 when attnlab_score_mod reads no captured tensor at
+//                                   an index that depends on q or kv without a bound (ALiBi's
+//                                   slopes[h], softcap): the forward then evaluates it on every score
+//                                   of a tile, rows and keys past the lengths included, with no test
 // the structs below (each behind its ATTNLAB_*_STRUCT guard, so that either side may define them
 // first; the generated source may also include this header instead) and the device functions
 //   float attnlab_score_mod(float s, int b, int h, int q, int kv, const AttnlabCaptures& c);
@@ -31,6 +35,9 @@
 #endif
 #ifndef ATTNLAB_BLOCK_MASK
 #define ATTNLAB_BLOCK_MASK 0
+#endif
+#ifndef ATTNLAB_SCORE_MOD_READS_POSITIONS
+#define ATTNLAB_SCORE_MOD_READS_POSITIONS 1
 #endif
 // Whether the kernels take the two extra by-value parameters (AttnlabCaptures, AttnlabBlockMask).
 #define ATTNLAB_MODIFIERS (ATTNLAB_SCORE_MOD || ATTNLAB_MASK_MOD || ATTNLAB_BLOCK_MASK)

@@ -64,9 +64,6 @@ __device__ __forceinline__ void consume(const FlashParams& p, const FlashMods& m
   float s[C::NT][4];
   u32 pa[C::BN / 16][4];
 
-  // This warpgroup's rows, for the block mask's kind of a tile: with blocks shorter than the item
-  // (blockQ = 64) a tile may be FULL for them though PARTIAL over the item's rows.
-  const int rows_lo = imin(w.m0 + consumer * 64, w.m_last), rows_hi = imin(w.m0 + consumer * 64 + 63, w.m_last);
   // Logits of tile nb into base-2 weights (s overwritten); returns whether O must be rescaled.
   auto softmax_tile = [&](int nb) {
     const int n0 = nb * C::BN;
@@ -74,7 +71,7 @@ __device__ __forceinline__ void consume(const FlashParams& p, const FlashMods& m
     float factor;
     if constexpr (ATTNLAB_MODIFIERS)
       factor = scale_and_mask<1, C::NT, C::BIAS, C::MASK>(s3, p, w, row0, n0, lane, tile_needs_mask<C::BN>(p, w, n0),
-                                                          m, key_tiles.kind(nb, rows_lo, rows_hi));
+                                                          m, key_tiles.kind(nb, consumer));
     else
       factor = scale_and_mask<1, C::NT, C::BIAS, C::MASK>(s3, p, w, row0, n0, lane, tile_needs_mask<C::BN>(p, w, n0));
     return softmax.update(s, factor, alpha);

@@ -60,6 +60,9 @@
 template <class C>
 __device__ __forceinline__ void run_dynamic(const HopperParams& hp, const FlashMods& m, u32 sq, u32 sk, u32 sv,
                                             const Barriers& bar) {
+  // The host keeps block masks on the 2-D grid (hopper-variant.ts hopperGridOrder), where every warp
+  // of the block builds the item's tile bitmaps before the roles split.
+  static_assert(!ATTNLAB_BLOCK_MASK || !C::DYNAMIC, "a block mask runs on the 2-D grid");
   const FlashParams& p = hp.f;
   const int qblocks = (p.T + C::BM - 1) / C::BM;
   const int items = qblocks * p.B * p.N;
@@ -124,12 +127,21 @@ __device__ __forceinline__ void hopper_fwd(const HopperParams& hp, const FlashMo
   const u32 sv = sk + C::STAGES * C::K_BYTES;
   const Barriers bar{sv + C::STAGES * C::V_BYTES, C::STAGES};
   const int warpgroup = threadIdx.x / 128;
+  // With a block mask, the item's tile bitmaps (fwd_scheduler.cuh) after the barriers and the item slot.
+  const TileBits bits{bar.base + 8 * (2 + 4 * C::STAGES + (C::DYNAMIC ? 1 : 0)), tile_words<C>(p)};
   // Whether the item has a key tile to visit (one the built-in masks and the block mask leave).
-  auto has_keys = [&](const TileWork& w) { return KeyTiles<C>::any(m, w); };
-  // The 2-D grid's one item: blocks with nothing to load leave before the barriers exist.
+  auto has_keys = [&](const TileWork& w) { return KeyTiles<C>::any(m, w, bits); };
+  // The 2-D grid's one item: blocks with nothing to load leave before the barriers exist. With a
+  // block mask every warp first classifies a share of the item's key tiles (a tile per lane).
   if constexpr (!C::DYNAMIC) {
     const TileWork w = schedule_tile<C::BM>(p);
     if (w.m0 >= p.T) return;
+    if constexpr (ATTNLAB_BLOCK_MASK) {
+      if (w.n_lo < w.n_hi) {
+        classify_tiles<C>(m, w, bits, threadIdx.x / 32, C::THREADS / 32);
+        __syncthreads();
+      }
+    }
     if (!has_keys(w)) {
       store_empty_block<C::BM, C::THREADS>(p, w);
       return;
@@ -163,7 +175,7 @@ __device__ __forceinline__ void hopper_fwd(const HopperParams& hp, const FlashMo
       empty(w);
       return;
     }
-    run(w, KeyTiles<C>(m, w), ItemSlot{0, 0, true, true});
+    run(w, KeyTiles<C>(m, w, bits), ItemSlot{0, 0, true, true});
   };
   if (warpgroup == 0) {
     regs_decrease<C::PRODUCER_REGS>();

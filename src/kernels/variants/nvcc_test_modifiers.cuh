@@ -4,6 +4,7 @@
 #define ATTNLAB_SCORE_MOD 1
 #define ATTNLAB_MASK_MOD 1
 #define ATTNLAB_CAPTURE_GRADS 1
+#define ATTNLAB_SCORE_MOD_READS_POSITIONS 0
 #ifndef ATTNLAB_CAPTURES_STRUCT
 #define ATTNLAB_CAPTURES_STRUCT
 struct AttnlabCaptures {
@@ -14,6 +15,31 @@ struct AttnlabCaptures {
 #endif
 __device__ __forceinline__ int attnlab_idiv(int a, int b) { return b == 0 ? 0 : a / b; }
 __device__ __forceinline__ int attnlab_imod(int a, int b) { return b == 0 ? 0 : a % b; }
+#ifndef ATTNLAB_POSITIONS_BELOW_2_22
+#define ATTNLAB_POSITIONS_BELOW_2_22 0
+#endif
+#ifndef ATTNLAB_FAST_TANH
+#define ATTNLAB_FAST_TANH 0
+#endif
+#ifndef ATTNLAB_MODIFIER_HELPERS
+#define ATTNLAB_MODIFIER_HELPERS
+__device__ __forceinline__ float attnlab_tanh(float x) {
+#if ATTNLAB_FAST_TANH
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#else
+  return tanhf(x);
+#endif
+}
+__device__ __forceinline__ float attnlab_small_i2f(int x) {
+#if ATTNLAB_POSITIONS_BELOW_2_22
+  return __int_as_float(0x4b400000 + x) - 12582912.0f;
+#else
+  return (float)x;
+#endif
+}
+#endif
 // scoreMod relativeBias: score + table[h, min(max(kv - q, -4), 4) + 4]
 __device__ __forceinline__ float attnlab_score_mod(float s, int b, int h, int q, int kv, const AttnlabCaptures& c) {
   (void)b; (void)h; (void)q; (void)kv; (void)c;
@@ -30,7 +56,7 @@ __device__ __forceinline__ float attnlab_score_mod(float s, int b, int h, int q,
   const int v10 = 4;
   const int v11 = v9 + v10;
   const long long o12 = (long long)v1 * c.stride[0][0] + (long long)v11 * c.stride[0][1];
-  const float v12 = __ldg(static_cast<const float*>(c.ptr[0]) + o12);
+  const float v12 = static_cast<const float*>(c.ptr[0])[o12];
   const float v13 = v0 + v12;
   return v13;
 }
@@ -49,7 +75,7 @@ __device__ __forceinline__ float attnlab_score_mod_backward(float s, float g, in
   const int v10 = 4;
   const int v11 = v9 + v10;
   const long long o12 = (long long)v1 * c.stride[0][0] + (long long)v11 * c.stride[0][1];
-  const float v12 = __ldg(static_cast<const float*>(c.ptr[0]) + o12);
+  const float v12 = static_cast<const float*>(c.ptr[0])[o12];
   const float v13 = v0 + v12;
   (void)v13;
   float ds = 0.0f;
@@ -68,11 +94,11 @@ __device__ __forceinline__ bool attnlab_mask_mod(int b, int h, int q, int kv, co
   const int v0 = b;
   const int v1 = q;
   const long long o2 = (long long)v0 * c.stride[1][0] + (long long)v1 * c.stride[1][1];
-  const int v2 = __ldg(static_cast<const int*>(c.ptr[1]) + o2);
+  const int v2 = static_cast<const int*>(c.ptr[1])[o2];
   const int v3 = b;
   const int v4 = kv;
   const long long o5 = (long long)v3 * c.stride[1][0] + (long long)v4 * c.stride[1][1];
-  const int v5 = __ldg(static_cast<const int*>(c.ptr[1]) + o5);
+  const int v5 = static_cast<const int*>(c.ptr[1])[o5];
   const bool v6 = v2 == v5;
   const int v7 = kv;
   const int v8 = q;

@@ -135,7 +135,8 @@ export function tilesForHeadDims(
   modified: 'modifiers' | 'block mask' | null = null,
 ): { blockN: number; consumers: 2 | 3 } {
   if (keyDim === 64 && valueDim === 64 && !modified) return { blockN: 128, consumers: 3 };
-  const registers = modified === 'block mask' ? BLOCK_MASK_REGISTERS : 188;
+  const registers =
+    modified === 'block mask' ? BLOCK_MASK_REGISTERS : modified === 'modifiers' ? MODIFIER_REGISTERS : 188;
   let blockN = 16;
   for (let bn = 16; bn <= 128; bn += 16) {
     const shared = hopperSharedBytes({ consumers: 2, stages: 2, blockN: bn, keyDim, valueDim });
@@ -153,6 +154,23 @@ export function tilesForHeadDims(
  * alone (ALiBi, soft-capping) keep the plain tiles without spilling.
  */
 const BLOCK_MASK_REGISTERS = 176;
+
+/**
+ * Score modifiers evaluated on every score with no test (flash/mask.cuh modify_scores) take a few more
+ * registers than the plain tile: D=256 at BN=80 (60 + 128 = 188) spilled 28 bytes with ALiBi and 24 with
+ * softcap (ptxas, CUDA 13, sm_90a), BN=64 (176) none; D=192 keeps 112 (180), D=128 128 (160), 0 spills.
+ */
+const MODIFIER_REGISTERS = 180;
+
+/**
+ * The Hopper kernel takes modifiers up to T, S = 2^21 and compiles them with
+ * ATTNLAB_POSITIONS_BELOW_2_22: the generated source then turns ints that its interval analysis keeps
+ * within ±2^22 for q, kv < 2^22 (ALiBi's kv − q) into floats with an add and a subtract instead of I2F,
+ * which runs on the exponentials' unit at a quarter of their issue rate. 2^21, not 2^22: the kernel also
+ * evaluates a score modifier at the padding rows and keys of a tile's edge (up to 256 past T or S), whose
+ * logits it discards. Longer sequences with modifiers run on the mma.sync kernel.
+ */
+export const MODIFIER_POSITIONS = 2 ** 21;
 
 /** Dynamic shared memory one block may take on sm_90 (227 KiB, cudaDevAttrMaxSharedMemoryPerBlockOptin). */
 export const HOPPER_SHARED_LIMIT = 227 * 1024;
@@ -270,9 +288,22 @@ export function hopperVariant(
   if (p.paged || p.packed) return { reason: 'paged or packed layout' };
   const variants = variantsRule(p);
   if (variants) return { reason: variants };
+  if (modifiersOf(p) !== null && Math.max(p.T, p.S) > MODIFIER_POSITIONS)
+    return {
+      reason: `modifiers at T=${p.T}, S=${p.S}: the Hopper kernel takes them up to ${MODIFIER_POSITIONS} positions (ATTNLAB_POSITIONS_BELOW_2_22)`,
+    };
   // 16-byte aligned Q, K, V (TMA's rule for global addresses) and head dims of multiples of 8 (its
   // rule for strides): flashSupport already requires both.
   const tiles = hopperTiles(dims, p);
+  const blockMask = blockMaskOf(p) !== null;
+  const persistent = hopperGridOrder(p, tiles, dims);
+  const shared =
+    hopperSharedBytes({ ...tiles, stages: 2, ...dims, persistent }) +
+    hopperBlockMaskBytes({ ...tiles, blockMask }, p.S);
+  if (shared > HOPPER_SHARED_LIMIT)
+    return {
+      reason: `a block mask over S=${p.S} keys: its tile bitmaps take the tiles' shared memory past ${HOPPER_SHARED_LIMIT} bytes (${shared})`,
+    };
   return {
     variant: {
       kernel: 'wgmma',
@@ -282,11 +313,11 @@ export function hopperVariant(
       ...tiles,
       stages: 2,
       ...SCHEDULE,
-      persistent: hopperGridOrder(p, tiles, dims),
+      persistent,
       bias: p.bias ? (p.bias.tensor.dtype as FlashBiasType) : 'none',
       mask: p.mask !== null,
       modifiers: modifiersOf(p),
-      blockMask: blockMaskOf(p) !== null,
+      blockMask,
     },
   };
 }
@@ -352,6 +383,20 @@ export function hopperSharedBytes(
 }
 
 /**
+ * Shared memory after hopperSharedBytes for a block mask's tile bitmaps (fwd_scheduler.cuh): one bit
+ * per key tile of BN keys, in one map of the item's kept tiles and one of each consumer's FULL tiles,
+ * in 32-bit words: 1 + consumers maps of ceil(ceil(S/BN)/32) words. 0 without a block mask. At S=8192
+ * and BN=128: 3 maps of 2 words, 24 bytes.
+ */
+export function hopperBlockMaskBytes(
+  v: Pick<HopperVariant, 'consumers' | 'blockN' | 'blockMask'>,
+  S: number,
+): number {
+  if (!v.blockMask) return 0;
+  return 4 * (1 + v.consumers) * Math.ceil(Math.ceil(S / v.blockN) / 32);
+}
+
+/**
  * The variant as the named fields of the kernel's configuration (src/kernels/hopper/fwd_config.cuh),
  * in that file's order: the one mapping from the table to the kernel, for NVRTC's -D set
  * (hopperDefines) and for the generated header (hopperConfigStruct).
@@ -375,15 +420,20 @@ export function hopperConfigFields(v: HopperVariant): ReadonlyArray<readonly [st
 }
 
 /**
- * The -D set of the kernel's extern "C" entry: HOPPER_<FIELD> per configuration field, and
- * ATTNLAB_BLOCK_MASK with a block mask (the modifier set's own macros come with its source).
+ * The -D set of the kernel's extern "C" entry: HOPPER_<FIELD> per configuration field,
+ * ATTNLAB_BLOCK_MASK with a block mask, and with modifiers ATTNLAB_POSITIONS_BELOW_2_22 (the rule
+ * declines T or S past MODIFIER_POSITIONS) and ATTNLAB_FAST_TANH (tanh.approx.f32 for `tanh`: the
+ * kernel is bf16/fp16 only, and the approximation's 2^-11 is under their rounding of the scores;
+ * src/variants/cuda.ts); the modifier set's own macros come with its source.
  */
 export function hopperDefines(v: HopperVariant): Record<string, number> {
-  const fields = hopperConfigFields(v).map(([field, value]) => [
+  const fields: Array<[string, number]> = hopperConfigFields(v).map(([field, value]) => [
     `HOPPER_${field.toUpperCase()}`,
     Number(value),
   ]);
-  return Object.fromEntries(v.blockMask ? [...fields, ['ATTNLAB_BLOCK_MASK', 1]] : fields);
+  if (v.blockMask) fields.push(['ATTNLAB_BLOCK_MASK', 1]);
+  if (v.modifiers) fields.push(['ATTNLAB_POSITIONS_BELOW_2_22', 1], ['ATTNLAB_FAST_TANH', 1]);
+  return Object.fromEntries(fields);
 }
 
 export const HOPPER_KERNEL = { file: 'hopper/hopper_fwd.cu', name: 'attnlab_hopper_fwd' } as const;

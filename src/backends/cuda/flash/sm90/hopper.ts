@@ -21,6 +21,7 @@ import {
   HOPPER_KERNEL,
   type HopperVariant,
   hopperBlockM,
+  hopperBlockMaskBytes,
   hopperDefines,
   hopperGrid,
   hopperSharedBytes,
@@ -107,7 +108,8 @@ export function launchHopper(p: AttentionProblem, v: HopperVariant, pointers: Fl
       // or one block per SM in x on the dynamic grid (hopper_fwd.cu run_dynamic).
       grid: hopperGrid(v, p.T, p.B * p.N, getCudaContext().properties.multiprocessorCount),
       block: [hopperThreads(v), 1, 1],
-      sharedBytes: hopperSharedBytes(v),
+      // The tiles, the barriers, and with a block mask its tile bitmaps for S keys.
+      sharedBytes: hopperSharedBytes(v) + hopperBlockMaskBytes(v, p.S),
     },
     // With modifiers or a block mask the kernel takes AttnlabCaptures and AttnlabBlockMask after
     // HopperParams (hopper_fwd.cu), each by value.

@@ -16,12 +16,14 @@ import {
   HOPPER_BY_DEFAULT,
   HOPPER_SHARED_LIMIT,
   hopperBlockM,
+  hopperBlockMaskBytes,
   hopperDefines,
   hopperGrid,
   hopperSharedBytes,
   hopperThreads,
   hopperVariant,
   hopperVariantKey,
+  MODIFIER_POSITIONS,
   tilesForHeadDims,
 } from '../../../../../../src/backends/cuda/flash/sm90/hopper-variant.js';
 import { structLayout } from '../../../../../../src/backends/cuda/runtime/launch.js';
@@ -281,6 +283,52 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
       null,
     );
     assert.ok('reason' in refused && refused.reason.includes('at most 8'), JSON.stringify(refused));
+  });
+
+  it('modifiers: the fast tanh and position defines, D=256 on 64 keys, T up to 2^21, the bitmaps in shared memory', () => {
+    const modifiers = {
+      key: 'm0d',
+      maskKey: 'm0d',
+      cudaSource: '',
+      captures: [],
+      hasScoreMod: true,
+      hasMaskMod: false,
+      hasCaptureGrads: false,
+      label: 'scoreMod score',
+    };
+    const blockMask = { kinds: { ptr: 0n }, Bm: 1, Nm: 1, blockQ: 128, blockKV: 128 };
+    const problem = (T: number, H: number, variants: object) => {
+      const q = Tensor.zeros([1, T, 1, H], 'bfloat16');
+      return { ...validateAttention(q, q, q, {}), ...variants } as AttentionProblem;
+    };
+    const variant = (T: number, H: number, variants: object) => {
+      const choice = hopperVariant(problem(T, H, variants), 'sm_90a', 'wgmma', null);
+      assert.ok('variant' in choice, JSON.stringify(choice));
+      return choice.variant;
+    };
+    const plain = hopperDefines(variant(2048, 128, {}));
+    assert.equal(plain.ATTNLAB_FAST_TANH, undefined);
+    assert.equal(plain.ATTNLAB_POSITIONS_BELOW_2_22, undefined);
+    const modified = hopperDefines(variant(2048, 128, { modifiers }));
+    assert.equal(modified.ATTNLAB_FAST_TANH, 1);
+    assert.equal(modified.ATTNLAB_POSITIONS_BELOW_2_22, 1);
+    // Score modifiers at D=256: 64 keys a tile (80 spilled); D=192 keeps 112, D=128 128.
+    assert.equal(variant(2048, 256, {}).blockN, 80);
+    assert.equal(variant(2048, 256, { modifiers }).blockN, 64);
+    assert.equal(variant(2048, 192, { modifiers }).blockN, 112);
+    assert.equal(variant(2048, 128, { modifiers }).blockN, 128);
+    // Positions past 2^21 leave modifiers to the mma.sync kernel, with the reason.
+    assert.equal(MODIFIER_POSITIONS, 2 ** 21);
+    const q = Tensor.zeros([1, 8, 1, 128], 'bfloat16');
+    const kv = Tensor.zeros([1, 8, 1, 128], 'bfloat16');
+    const long = { ...validateAttention(q, kv, kv, {}), S: 2 ** 21 + 1, modifiers } as AttentionProblem;
+    const refused = hopperVariant(long, 'sm_90a', 'wgmma', null);
+    assert.ok('reason' in refused && refused.reason.includes(`up to ${2 ** 21}`), JSON.stringify(refused));
+    // The block mask's bitmaps: 1 + consumers maps of ceil(ceil(S/BN)/32) words.
+    const masked = variant(8192, 128, { modifiers, blockMask });
+    assert.equal(hopperBlockMaskBytes(masked, 8192), 4 * 3 * 2);
+    assert.equal(hopperBlockMaskBytes(masked, 8193), 4 * 3 * 3);
+    assert.equal(hopperBlockMaskBytes(variant(8192, 128, { modifiers }), 8192), 0);
   });
 
   it('leaves every other case to the mma.sync kernel, saying why', () => {

@@ -1,0 +1,80 @@
+/**
+ * What the CUDA generator does to keep an expression cheap in the kernels' loops (src/variants/cuda.ts;
+ * docs/internals/variants.md "What an expression costs on the GPU"): the interval analysis behind the
+ * int-to-float conversions, the reads at positions that keep a kernel's per-score test, tanh and
+ * division by a literal. The source text is checked; the GPU suites check the values.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { Tensor } from '../../../src/tensor/tensor.js';
+import { compileModifiers } from '../../../src/variants/compile.js';
+import { intRanges, readsAtPositions } from '../../../src/variants/cuda.js';
+import { alibi, relativeBias, softcap } from '../../../src/variants/library.js';
+import { maskMod, scoreMod } from '../../../src/variants/modifiers.js';
+import { lower } from '../../../src/variants/program.js';
+
+const sizes = { B: 2, N: 4, T: 64, S: 64 };
+const source = (score: ReturnType<typeof scoreMod>) =>
+  compileModifiers(score, undefined, sizes, 'cpu').cudaSource;
+/** The score function's body lines. */
+const body = (text: string) =>
+  text.slice(text.indexOf('float attnlab_score_mod('), text.indexOf('float attnlab_score_mod_backward('));
+
+describe('variants CUDA generator: the cost of an expression', () => {
+  it('intRanges bounds ints by the positions (q, kv < 2^22), b and h (< 2^16) and the operations', () => {
+    const program = lower(
+      scoreMod('score + float(kv - q) + float(kv + q) + float(b * 3 - h) + float(kv * kv)').tree,
+    );
+    const ranges = intRanges(program).filter((r) => r !== null);
+    const has = (lo: number, hi: number) => ranges.some((r) => r?.[0] === lo && r?.[1] === hi);
+    assert.ok(has(-(2 ** 22 - 1), 2 ** 22 - 1), 'kv − q');
+    assert.ok(has(0, 2 ** 23 - 2), 'kv + q');
+    assert.ok(has(-65535, 3 * 65535), 'b·3 − h');
+    // kv·kv may pass int32: any value.
+    assert.ok(has(Number.NEGATIVE_INFINITY, Number.POSITIVE_INFINITY), 'kv·kv');
+    const clamped = lower(scoreMod('score + float(min(max(kv - q, -8), 8) % 5)').tree);
+    assert.ok(intRanges(clamped, Number.POSITIVE_INFINITY).some((r) => r?.[0] === -4 && r?.[1] === 4));
+  });
+
+  it('converts ints inside ±2^22 with attnlab_small_i2f, others with a cast', () => {
+    const text = body(source(scoreMod('score + float(kv - q) + float(kv + q)')));
+    assert.match(text, /attnlab_small_i2f\(v\d+\)/);
+    assert.match(text, /\(float\)v\d+/);
+    assert.equal(text.match(/attnlab_small_i2f/g)?.length, 1);
+    // ALiBi: its kv − q is the small conversion.
+    assert.match(body(source(alibi(4))), /slopes|c\.ptr\[0\]/);
+    assert.match(body(source(alibi(4))), /attnlab_small_i2f/);
+  });
+
+  it('marks the reads at unbounded positions, which keep a kernel per-score test', () => {
+    const reads = (e: string, captures: Record<string, Tensor>) =>
+      readsAtPositions(lower(scoreMod(e, captures).tree));
+    const t = Tensor.zeros([2, 64], 'float32');
+    assert.equal(reads('score + t[b, kv]', { t }), true);
+    assert.equal(reads('score + t[b, q + 1]', { t }), true);
+    assert.equal(reads('score + t[b, min(max(kv - q, -3), 3) + 3]', { t }), false);
+    assert.equal(reads('score + t[h, b]', { t }), false);
+    assert.equal(reads('score * float(kv)', { t }), false);
+    const defines = (m: ReturnType<typeof scoreMod>) =>
+      /#define ATTNLAB_SCORE_MOD_READS_POSITIONS (\d)/.exec(source(m))?.[1];
+    assert.equal(defines(alibi(4)), '0');
+    assert.equal(defines(softcap(30)), '0');
+    assert.equal(defines(relativeBias(Tensor.zeros([4, 9], 'float32'))), '0');
+    assert.equal(defines(scoreMod('score + t[b, kv]', { t })), '1');
+    const maskOnly = compileModifiers(undefined, maskMod('kv <= q'), sizes, 'cpu').cudaSource;
+    assert.match(maskOnly, /#define ATTNLAB_SCORE_MOD_READS_POSITIONS 0/);
+  });
+
+  it('tanh through attnlab_tanh (tanh.approx.f32 under ATTNLAB_FAST_TANH), x / literal as a product', () => {
+    const text = source(softcap(30));
+    assert.match(body(text), /attnlab_tanh\(/);
+    assert.doesNotMatch(body(text), /tanhf\(/);
+    assert.match(body(text), /\* 0\.0333333\d*f/);
+    assert.doesNotMatch(body(text), / \/ /);
+    assert.match(text, /#if ATTNLAB_FAST_TANH\n[^#]*tanh\.approx\.f32[^#]*#else\n\s*return tanhf\(x\);/);
+    // A literal whose reciprocal is not a normal float32 keeps the division.
+    assert.match(body(source(scoreMod('score / 1e-39'))), / \/ /);
+    // Division by a non-literal stays a division.
+    assert.match(body(source(scoreMod('score / float(kv + 1)'))), / \/ /);
+  });
+});
