@@ -12,7 +12,11 @@ const root = new URL('../../../', import.meta.url);
 /** Tracked files, or null outside a git checkout (an unpacked package has no history to check). */
 function trackedFiles(): string[] | null {
   try {
-    return execFileSync('git', ['ls-files', '-z'], { cwd: root, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] })
+    return execFileSync('git', ['ls-files', '-z'], {
+      cwd: root,
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    })
       .split('\0')
       .filter(Boolean);
   } catch {
