@@ -2,8 +2,11 @@
 # The webgpu backend on the GPU machine's NVIDIA Vulkan driver: the correctness suites, then the
 # timings of scripts/webgpu-timing.ts. Logs go to $1 (default ./webgpu-gpu-out); $2 picks the
 # stage: device (info and device tests, ≤ 50 s), suite and suite-extra (≤ 55 s each), backward and
-# backward-extra (the backward suite, ≤ 55 s each), timing (≤ 55 s), bench (attnlab bench --impl webgpu,flash on the forward shape, ≤ 55 s), or all
-# (default: all but bench).
+# backward-extra (the backward suite, ≤ 55 s each), timing (≤ 55 s), ceilings (the bare-kernel
+# ceilings of benchmarks/harnesses/webgpu-ceilings.ts, ≤ 55 s), bench (attnlab bench --impl
+# webgpu,flash on the forward shape, ≤ 55 s), or all (default: all but bench and ceilings).
+# ATTNLAB_WEBGPU_EXPERIMENTAL=1 in the environment opens the device with Dawn's experimental
+# features and f16 on NVIDIA (the subgroup-matrix kernel).
 # Usage, from the repo root: bash .device/on-gpu.sh bash scripts/webgpu-gpu.sh "$OUT/webgpu" suite
 #
 # Dawn needs a Vulkan loader (libvulkan.so.1), and NVIDIA's ICD (libGLX_nvidia.so.0) needs glvnd's
@@ -37,12 +40,12 @@ if [ "$stage" = device ] || [ "$stage" = all ]; then
 fi
 # The suite in two commands of ≤ 60 s: the full case list, then the forced-split, plain-kernel and row-kernel runs.
 if [ "$stage" = suite ] || [ "$stage" = all ]; then
-  timeout 55 node --import tsx --test --test-name-pattern='^(?!.*(split|plain|rows)).*$' test/unit/backends/webgpu/suite.test.ts \
+  timeout 55 node --import tsx --test --test-name-pattern='^(?!.*(split|plain|rows|no sgmat)).*$' test/unit/backends/webgpu/suite.test.ts \
     > "$out/suite.log" 2>&1
   echo "rc=$?" >> "$out/suite.log"
 fi
 if [ "$stage" = suite-extra ] || [ "$stage" = all ]; then
-  timeout 55 node --import tsx --test --test-name-pattern='split|plain|rows' test/unit/backends/webgpu/suite.test.ts \
+  timeout 55 node --import tsx --test --test-name-pattern='split|plain|rows|no sgmat' test/unit/backends/webgpu/suite.test.ts \
     > "$out/suite-extra.log" 2>&1
   echo "rc=$?" >> "$out/suite-extra.log"
 fi
@@ -60,6 +63,10 @@ fi
 if [ "$stage" = timing ] || [ "$stage" = all ]; then
   timeout 55 node --import tsx scripts/webgpu-timing.ts --reps 3 > "$out/timing.jsonl" 2> "$out/timing.err"
   echo "rc=$?" >> "$out/timing.err"
+fi
+if [ "$stage" = ceilings ]; then
+  timeout 55 node --import tsx benchmarks/harnesses/webgpu-ceilings.ts --reps 5 > "$out/ceilings.jsonl" 2> "$out/ceilings.err"
+  echo "rc=$?" >> "$out/ceilings.err"
 fi
 if [ "$stage" = bench ]; then
   timeout 55 node --import tsx src/cli/bin.ts bench --impl webgpu,flash --batch 4 --seq 4096 --heads 16 \

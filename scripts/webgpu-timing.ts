@@ -25,6 +25,7 @@ import { runForward } from '../src/backends/webgpu/forward.js';
 import { USAGE } from '../src/backends/webgpu/memory.js';
 import { initWebgpu, webgpuContext } from '../src/backends/webgpu/runtime.js';
 import { seededInput } from '../src/bench/measure.js';
+import { config } from '../src/config.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 
 const args = process.argv.slice(2);
@@ -70,10 +71,11 @@ function row(fields: Record<string, unknown>): void {
   process.stdout.write(`${JSON.stringify(fields)}\n`);
 }
 
-const info = await initWebgpu();
+const info = await initWebgpu({ experimental: config().webgpuExperimental });
 row({
   adapter: [info.vendor, info.architecture, info.description].filter(Boolean).join(' '),
   features: info.features,
+  subgroupMatrix: info.subgroupMatrix,
   limits: info.limits,
 });
 const cuda = cudaAvailable().ok;
@@ -96,6 +98,21 @@ const cuda = cudaAvailable().ok;
       row({ ...shape, impl: 'webgpu', variant, ms, tflops: flops / ms / 1e9 });
     } catch (error) {
       row({ ...shape, impl: 'webgpu', error: String(error) });
+    }
+    // The tiled kernel where the subgroup-matrix one runs: what adapters without them get.
+    if (variant.includes('sgmat')) {
+      try {
+        const problem = validateAttention(q, k, v, { isCausal: causal, implementation: 'webgpu' });
+        let tiledVariant = '';
+        const ms = await timeWebgpu(() => {
+          const r = runForward(problem, { sgmat: false });
+          tiledVariant = r.variant;
+          return [r.output];
+        });
+        row({ ...shape, impl: 'webgpu-tiled', variant: tiledVariant, ms, tflops: flops / ms / 1e9 });
+      } catch (error) {
+        row({ ...shape, impl: 'webgpu-tiled', error: String(error) });
+      }
     }
     // The row kernel on the same problem, the baseline the tiled one is measured against.
     try {

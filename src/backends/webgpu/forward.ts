@@ -10,8 +10,9 @@ import type { AttentionProblem, BackendOutput } from '../problem.js';
 import { combineSource } from './combine-source.js';
 import { forwardSource } from './forward-source.js';
 import { checkGeneration, createTensorBuffer, USAGE } from './memory.js';
-import { planForward, queryRows } from './plan.js';
+import { matrixShape, planForward, queryRows } from './plan.js';
 import { webgpuContext } from './runtime.js';
+import { sgmatSource } from './sgmat-source.js';
 import { tiledSource } from './tiled-source.js';
 import { bindings, COMBINE_ROWS, combineBindings, variantKey } from './variant.js';
 
@@ -72,6 +73,8 @@ export interface ForwardOverrides {
   readonly subgroups?: boolean;
   /** False runs the row kernel where the tiled one applies. */
   readonly tiled?: boolean;
+  /** False runs the tiled kernel where the subgroup-matrix one applies. */
+  readonly sgmat?: boolean;
 }
 
 export function runForward(p: AttentionProblem, overrides: ForwardOverrides = {}): BackendOutput {
@@ -82,6 +85,7 @@ export function runForward(p: AttentionProblem, overrides: ForwardOverrides = {}
     overrides.splits,
     info.subgroups && (overrides.subgroups ?? true),
     overrides.tiled ?? true,
+    overrides.sgmat === false ? null : matrixShape(info),
   );
   if (!plan.ok) throw new UnsupportedError('webgpu', plan.reason);
   const { variant } = plan;
@@ -94,7 +98,11 @@ export function runForward(p: AttentionProblem, overrides: ForwardOverrides = {}
   };
   const key = variantKey(variant);
   const pipeline = pipelineFor(key, () =>
-    variant.kernel === 'tiled' ? tiledSource(variant) : forwardSource(variant),
+    variant.kernel === 'sgmat'
+      ? sgmatSource(variant)
+      : variant.kernel === 'tiled'
+        ? tiledSource(variant)
+        : forwardSource(variant),
   );
   const { B, T, N, Hv } = p;
   const rows = queryRows(p);

@@ -6,7 +6,8 @@
 import { itemSize } from '../../tensor/dtype.js';
 import type { AttentionProblem } from '../problem.js';
 import { paddedBytes } from './memory.js';
-import type { WebgpuLimits } from './runtime.js';
+import type { WebgpuInfo, WebgpuLimits } from './runtime.js';
+import { type MatrixShape, SGMAT_SUBGROUPS, sgmatKeys } from './sgmat-source.js';
 import { outputBlock, TILED_ROWS, TILED_WG, tiledStorageBytes } from './tiled-source.js';
 import { bindings, type ForwardVariant, MAX_SPLITS } from './variant.js';
 
@@ -92,6 +93,32 @@ export function tiledKeys(p: Pick<AttentionProblem, 'H' | 'Hv' | 'T'>, limits: W
 }
 
 /**
+ * The subgroup-matrix shape the device offers the sgmat kernel: an f16 → f32 configuration, and one
+ * subgroup size (subgroupMinSize = subgroupMaxSize, 32 on NVIDIA), so that a workgroup's subgroups
+ * and each one's rows are known when the WGSL is written. Null otherwise.
+ */
+export function matrixShape(info: Pick<WebgpuInfo, 'subgroupMatrix' | 'subgroupSizes'>): MatrixShape | null {
+  const { subgroupMatrix, subgroupSizes } = info;
+  if (!subgroupMatrix || subgroupSizes.min <= 0 || subgroupSizes.min !== subgroupSizes.max) return null;
+  return { ...subgroupMatrix, sg: subgroupSizes.min };
+}
+
+/**
+ * Head dims up to which the sgmat kernel runs: its accumulator (Hv/N result matrices) and q (H/K
+ * left matrices) stay in registers for the whole loop, 96 registers an invocation at H = Hv = 128
+ * with 16×16×16 matrices on 32-invocation subgroups.
+ */
+export const SGMAT_MAX_HEAD_DIM = 128;
+
+/** Keys a tile of the sgmat kernel, or null where it does not apply (a reason is not needed: the tiled kernel runs). */
+function sgmatTile(p: AttentionProblem, limits: WebgpuLimits, matrix: MatrixShape | null): number | null {
+  if (!matrix || p.dtype !== 'float16' || p.T <= FEW_ROWS) return null;
+  if (p.H > SGMAT_MAX_HEAD_DIM || p.Hv > SGMAT_MAX_HEAD_DIM) return null;
+  if (SGMAT_SUBGROUPS * matrix.sg > limits.maxComputeInvocationsPerWorkgroup) return null;
+  return sgmatKeys(p.H, p.Hv, matrix, limits.maxComputeWorkgroupStorageSize);
+}
+
+/**
  * `given` overrides the splits (tests run the split path on small cases with it; undefined: the
  * tiled kernel where it applies from TILED_MIN_T rows, else chooseSplits); `subgroups`:
  * the device has the subgroups feature (WebgpuInfo.subgroups), for the two-lane kernel; `tiled`
@@ -104,6 +131,7 @@ export function planForward(
   given: number | undefined = undefined,
   subgroups = false,
   tiled = true,
+  matrix: MatrixShape | null = null,
 ): Plan {
   // The registry refuses them too (the backend's layouts do not list 'modifiers'); a direct
   // runForward must not drop them silently either.
@@ -134,17 +162,22 @@ export function planForward(
   // The tiled kernel where it applies and the keys are not split: split-KV is the row kernel's, and
   // pays where few query rows leave the GPU idle (T < TILED_MIN_T); from TILED_MIN_T rows the tiled
   // kernel's 2× workgroups (32 rows each) and its faster loop beat splitting the row kernel.
-  const tiledKeysHere = tiled ? tiledKeys(p, limits) : null;
+  // The sgmat kernel before the tiled one where the device has subgroup matrices (its products run
+  // on the tensor cores); both only unsplit.
+  const sgmatBc = tiled ? sgmatTile(p, limits, matrix) : null;
+  const tiledKeysHere = tiled ? (sgmatBc ?? tiledKeys(p, limits)) : null;
   const auto = given === undefined ? chooseSplits(p) : given;
   const tiledBc =
     tiledKeysHere !== null && (auto === 1 || (given === undefined && p.T >= TILED_MIN_T))
       ? tiledKeysHere
       : null;
+  const sgmat = tiledBc !== null && sgmatBc !== null && matrix !== null;
   const splits = tiledBc !== null ? 1 : auto;
-  const rows = tiledBc !== null ? TILED_ROWS : rowsFor(p.T);
-  if (rows > limits.maxComputeInvocationsPerWorkgroup) {
+  const rows = sgmat ? SGMAT_SUBGROUPS * matrix.M : tiledBc !== null ? TILED_ROWS : rowsFor(p.T);
+  const invocations = sgmat ? SGMAT_SUBGROUPS * matrix.sg : rows;
+  if (invocations > limits.maxComputeInvocationsPerWorkgroup) {
     return refuse(
-      `${rows} invocations per workgroup exceed maxComputeInvocationsPerWorkgroup (${limits.maxComputeInvocationsPerWorkgroup})`,
+      `${invocations} invocations per workgroup exceed maxComputeInvocationsPerWorkgroup (${limits.maxComputeInvocationsPerWorkgroup})`,
     );
   }
   if (!Number.isInteger(splits) || splits < 1 || splits > MAX_SPLITS) {
@@ -186,7 +219,8 @@ export function planForward(
     }
   }
   const variant: ForwardVariant = {
-    kernel: tiledBc !== null ? 'tiled' : 'rows',
+    kernel: sgmat ? 'sgmat' : tiledBc !== null ? 'tiled' : 'rows',
+    ...(sgmat ? { matrix } : {}),
     dtype,
     H: p.H,
     Hv: p.Hv,
@@ -206,8 +240,9 @@ export function planForward(
     // Two lanes a row where the device has subgroups and each lane's half of H and Hv is whole vec4s
     // (a float16 lane writes whole 32-bit words of its half).
     // The tiled kernel's softmax takes 4 invocations a row where the device has subgroups.
-    lanes:
-      tiledBc !== null
+    lanes: sgmat
+      ? 1
+      : tiledBc !== null
         ? subgroups
           ? 4
           : 1

@@ -1,3 +1,5 @@
+import type { MatrixShape } from './sgmat-source.js';
+
 /**
  * The forward kernel's variant: what specialises its WGSL (dtype, head dims, tiles, masking
  * features, split-KV, vector width, layouts, lanes), its key (names the kernel in results, keys the
@@ -7,9 +9,13 @@ export interface ForwardVariant {
   /**
    * 'rows': one query row per invocation (two with subgroups), forward-source.ts; the split-KV
    * decode path and head dims the tiled layout does not divide. 'tiled': register blocks of
-   * scores and output over a 32-row query tile, tiled-source.ts.
+   * scores and output over a 32-row query tile, tiled-source.ts. 'sgmat': the tiled loop with its
+   * two products on subgroup matrices (tensor cores through Vulkan's cooperative matrices),
+   * float16 only, where the device has them, sgmat-source.ts.
    */
-  readonly kernel: 'rows' | 'tiled';
+  readonly kernel: 'rows' | 'tiled' | 'sgmat';
+  /** The subgroup-matrix shape and subgroup size ('sgmat' only). */
+  readonly matrix?: MatrixShape;
   readonly dtype: 'float32' | 'float16' | 'bfloat16';
   readonly H: number;
   readonly Hv: number;
@@ -64,13 +70,15 @@ export function variantKey(v: ForwardVariant): string {
     v.packedKv ? 'packedkv' : '',
   ].filter(Boolean);
   const kernel =
-    v.kernel === 'tiled'
-      ? v.lanes === 4
-        ? 'tiled-subgroups'
-        : 'tiled'
-      : v.lanes === 2
-        ? 'subgroups'
-        : 'plain';
+    v.kernel === 'sgmat' && v.matrix
+      ? `sgmat${v.matrix.M}x${v.matrix.N}x${v.matrix.K}s${v.matrix.sg}`
+      : v.kernel === 'tiled'
+        ? v.lanes === 4
+          ? 'tiled-subgroups'
+          : 'tiled'
+        : v.lanes === 2
+          ? 'subgroups'
+          : 'plain';
   return `webgpu-flash-${kernel}-${v.dtype}-h${v.H}-hv${v.Hv}-r${v.rows}-c${v.bc}${flags.length ? `-${flags.join('-')}` : ''}`;
 }
 

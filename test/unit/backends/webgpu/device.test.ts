@@ -12,8 +12,10 @@ import { KVCache } from '../../../../src/api/kv-cache.js';
 import { memoryStats } from '../../../../src/api/memory.js';
 import { validateAttention } from '../../../../src/api/validate.js';
 import { createTensorBuffer } from '../../../../src/backends/webgpu/memory.js';
-import { planForward } from '../../../../src/backends/webgpu/plan.js';
+import { matrixShape, planForward } from '../../../../src/backends/webgpu/plan.js';
 import { initWebgpu, webgpuContext } from '../../../../src/backends/webgpu/runtime.js';
+import { sgmatStorageBytes } from '../../../../src/backends/webgpu/sgmat-source.js';
+import { variantKey } from '../../../../src/backends/webgpu/variant.js';
 import { measureWebgpuCase } from '../../../../src/bench/webgpu-measure.js';
 import { DeviceError, InvalidArgumentError, UnsupportedError } from '../../../../src/errors.js';
 import { randomNormal } from '../../../../src/tensor/random.js';
@@ -29,6 +31,7 @@ describe('initWebgpu options', () => {
     [{ dawnOptions: 'backend=vulkan' }, 'options.dawnOptions'],
     [{ powerPreference: 'fast' }, 'options.powerPreference'],
     [{ powerPrefernce: 'low-power' }, 'options'],
+    [{ experimental: 'yes' }, 'options.experimental'],
   ];
   for (const [options, argument] of cases) {
     it(`refuses ${JSON.stringify(options)} naming ${argument}`, async () => {
@@ -39,6 +42,54 @@ describe('initWebgpu options', () => {
       });
     });
   }
+});
+
+// The plan needs no device: NVIDIA's Vulkan limits, with and without an f16 subgroup-matrix shape.
+describe('the forward plan on subgroup matrices', () => {
+  const limits = {
+    maxBufferSize: 2 ** 40,
+    maxStorageBufferBindingSize: 2 ** 31 - 4,
+    maxComputeWorkgroupStorageSize: 49152,
+    maxComputeInvocationsPerWorkgroup: 1024,
+    maxComputeWorkgroupsPerDimension: 65535,
+    maxStorageBuffersPerShaderStage: 16,
+  };
+  const nvidia = { subgroupMatrix: { M: 16, N: 16, K: 16 }, subgroupSizes: { min: 32, max: 32 } };
+  const matrix = matrixShape(nvidia);
+  const plan = (dtype: 'float16' | 'float32', T: number, H: number, m = matrix) => {
+    const q = randomNormal([1, T, 2, H], { seed: 4, dtype });
+    return planForward(validateAttention(q, q, q, { isCausal: true }), limits, undefined, true, true, m);
+  };
+
+  it('takes one subgroup size and an f16 shape, or none', () => {
+    assert.deepEqual(matrix, { M: 16, N: 16, K: 16, sg: 32 });
+    assert.equal(matrixShape({ ...nvidia, subgroupSizes: { min: 16, max: 32 } }), null);
+    assert.equal(matrixShape({ ...nvidia, subgroupMatrix: null }), null);
+  });
+
+  it('runs float16 prefill on it (64 rows, 64 keys a tile at H=128 in 44 KiB), and the tiled kernel otherwise', () => {
+    const fast = plan('float16', 256, 128);
+    assert.ok(fast.ok);
+    assert.equal(fast.variant.kernel, 'sgmat');
+    assert.equal(fast.variant.rows, 64);
+    assert.equal(fast.variant.bc, 64);
+    assert.ok(sgmatStorageBytes(128, 128, 64, matrix as NonNullable<typeof matrix>) <= 49152);
+    assert.match(
+      variantKey(fast.variant),
+      /^webgpu-flash-sgmat16x16x16s32-float16-h128-hv128-r64-c64-causal/,
+    );
+    const cases: [string, ReturnType<typeof plan>][] = [
+      ['float32 inputs', plan('float32', 256, 128)],
+      ['a decode step (T ≤ 16)', plan('float16', 1, 128)],
+      ['H past 128', plan('float16', 256, 256)],
+      ['H not a multiple of K=16', plan('float16', 256, 40)],
+      ['no subgroup matrices', plan('float16', 256, 128, null)],
+    ];
+    for (const [what, p] of cases) {
+      assert.ok(p.ok, what);
+      assert.notEqual(p.variant.kernel, 'sgmat', what);
+    }
+  });
 });
 
 const skip = await webgpuSkipReason();

@@ -22,7 +22,7 @@ describe('suite: webgpu', { skip: skip ?? false }, () => {
   before(() => console.log(seedLine()));
   const rows = defineBackendSuite(webgpuBackend, {
     readback: 'async',
-    expect: (row) => assert.match(row.variant ?? '', /^webgpu-flash-(tiled|plain|subgroups)-/),
+    expect: (row) => assert.match(row.variant ?? '', /^webgpu-flash-(sgmat\w*|tiled|plain|subgroups)-/),
   });
   after(() => {
     // Only float64-free precisions run, so nothing of the suite may be refused but by a limit.
@@ -78,6 +78,19 @@ describe('suite: webgpu, tiled plain kernel (no subgroups)', { skip: skip ?? fal
     run: (problem) => runForward(problem, { subgroups: false }),
     label: ', tiled plain',
     expect: (row) => assert.match(row.variant ?? '', /^webgpu-flash-(tiled|plain)-(?!subgroups)/),
+  });
+});
+
+// The tiled kernel where the subgroup-matrix one would run (float16 on a device with f16 subgroup
+// matrices, ATTNLAB_WEBGPU_EXPERIMENTAL=1): the fallback of adapters without them, on the same cases.
+describe('suite: webgpu, tiled kernel without subgroup matrices', { skip: skip ?? false }, () => {
+  defineBackendSuite(webgpuBackend, {
+    cases: CASES,
+    precisions: [PRECISIONS.float16],
+    readback: 'async',
+    run: (problem) => runForward(problem, { sgmat: false }),
+    label: ', no sgmat',
+    expect: (row) => assert.doesNotMatch(row.variant ?? '', /sgmat/),
   });
 });
 
