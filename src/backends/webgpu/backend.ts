@@ -4,7 +4,7 @@
  */
 import { type AttentionBackend, planned, unsupported } from '../backend.js';
 import { runForward } from './forward.js';
-import { matrixShape, planForward } from './plan.js';
+import { matrixShape, planForward, subgroupSize } from './plan.js';
 import { webgpuState } from './runtime.js';
 
 export const webgpuBackend: AttentionBackend = {
@@ -21,6 +21,7 @@ export const webgpuBackend: AttentionBackend = {
       state.info.subgroups,
       true,
       matrixShape(state.info),
+      subgroupSize(state.info),
     );
     return plan.ok ? planned(plan) : unsupported(plan.reason);
   },

@@ -5,6 +5,13 @@
  */
 import { itemSize } from '../../tensor/dtype.js';
 import type { AttentionProblem } from '../problem.js';
+import {
+  DECODE_MAX_ROWS,
+  DECODE_SUBGROUPS,
+  type DecodeShape,
+  decodeStorageBytes,
+  lanesPerKey,
+} from './decode-source.js';
 import { paddedBytes } from './memory.js';
 import type { WebgpuInfo, WebgpuLimits } from './runtime.js';
 import { type MatrixShape, SGMAT_SUBGROUPS, sgmatKeys } from './sgmat-source.js';
@@ -119,6 +126,42 @@ function sgmatTile(p: AttentionProblem, limits: WebgpuLimits, matrix: MatrixShap
 }
 
 /**
+ * The one subgroup size of a device with subgroups (subgroupMinSize = subgroupMaxSize ≥ 4: 32 on
+ * NVIDIA, 4 on SwiftShader), which the decode kernel's layout needs; null otherwise.
+ */
+export function subgroupSize(info: Pick<WebgpuInfo, 'subgroups' | 'subgroupSizes'>): number | null {
+  const { min, max } = info.subgroupSizes;
+  return info.subgroups && min >= 4 && min === max ? min : null;
+}
+
+/**
+ * Workgroups the decode kernel aims for: an H100's 132 SMs keep ~8 of its 128-invocation
+ * workgroups each, so ~1,000 make one wave (B=8, K=8 gives 64 (b, kv head) pairs: 16 key chunks).
+ */
+const DECODE_TARGET_WORKGROUPS = 1024;
+
+/** The decode kernel's shape for a problem, or null where the row kernel runs it. */
+function decodeShape(p: AttentionProblem, limits: WebgpuLimits, sg: number | null): DecodeShape | null {
+  if (sg === null || p.T > FEW_ROWS || p.bias || p.mask || p.packed?.querySeqOffsets) return null;
+  if (DECODE_SUBGROUPS * sg > limits.maxComputeInvocationsPerWorkgroup) return null;
+  const lk = lanesPerKey(p.H, p.Hv, p.dtype as ForwardVariant['dtype'], sg);
+  if (lk === null) return null;
+  let rows = Math.min(DECODE_MAX_ROWS, p.T * (p.N / p.K));
+  while (rows > 1 && decodeStorageBytes(p.Hv, rows) > limits.maxComputeWorkgroupStorageSize) {
+    rows = Math.ceil(rows / 2);
+  }
+  if (decodeStorageBytes(p.Hv, rows) > limits.maxComputeWorkgroupStorageSize) return null;
+  return { sg, lk, rows };
+}
+
+/** Key chunks for the decode kernel: enough workgroups for a wave, ≥ MIN_KEYS_PER_SPLIT keys each. */
+function decodeSplits(p: AttentionProblem, d: DecodeShape): number {
+  const workgroups = Math.ceil((p.T * (p.N / p.K)) / d.rows) * p.K * p.B;
+  const wanted = Math.ceil(DECODE_TARGET_WORKGROUPS / workgroups);
+  return Math.max(1, Math.min(MAX_SPLITS, wanted, Math.floor(p.S / MIN_KEYS_PER_SPLIT)));
+}
+
+/**
  * `given` overrides the splits (tests run the split path on small cases with it; undefined: the
  * tiled kernel where it applies from TILED_MIN_T rows, else chooseSplits); `subgroups`:
  * the device has the subgroups feature (WebgpuInfo.subgroups), for the two-lane kernel; `tiled`
@@ -132,6 +175,7 @@ export function planForward(
   subgroups = false,
   tiled = true,
   matrix: MatrixShape | null = null,
+  sg: number | null = null,
 ): Plan {
   // The registry refuses them too (the backend's layouts do not list 'modifiers'); a direct
   // runForward must not drop them silently either.
@@ -162,6 +206,9 @@ export function planForward(
   // The tiled kernel where it applies and the keys are not split: split-KV is the row kernel's, and
   // pays where few query rows leave the GPU idle (T < TILED_MIN_T); from TILED_MIN_T rows the tiled
   // kernel's 2× workgroups (32 rows each) and its faster loop beat splitting the row kernel.
+  // A few query rows without bias or mask: the decode kernel, always split (given, or decodeSplits).
+  const decode = p.N % p.K === 0 ? decodeShape(p, limits, sg) : null;
+  if (decode !== null) return planDecode(p, limits, decode, given ?? decodeSplits(p, decode));
   // The sgmat kernel before the tiled one where the device has subgroup matrices (its products run
   // on the tensor cores); both only unsplit.
   const sgmatBc = tiled ? sgmatTile(p, limits, matrix) : null;
@@ -250,6 +297,10 @@ export function planForward(
           ? 2
           : 1,
   };
+  return checkBindings(variant, limits, splits);
+}
+
+function checkBindings(variant: ForwardVariant, limits: WebgpuLimits, splits: number): Plan {
   const storage = bindings(variant).length - 1;
   if (storage > limits.maxStorageBuffersPerShaderStage) {
     return refuse(
@@ -257,4 +308,65 @@ export function planForward(
     );
   }
   return { ok: true, variant, splits };
+}
+
+/** The decode kernel's plan: its grid and buffers checked against the limits as planForward's. */
+function planDecode(p: AttentionProblem, limits: WebgpuLimits, d: DecodeShape, splits: number): Plan {
+  if (!Number.isInteger(splits) || splits < 1 || splits > MAX_SPLITS) {
+    return refuse(`splits must be an integer in [1, ${MAX_SPLITS}] (got ${splits})`);
+  }
+  const grid = {
+    [`query row groups (T·N/K/${d.rows})`]: Math.ceil((p.T * (p.N / p.K)) / d.rows),
+    'KV heads K': p.K,
+    'batch B × key splits': p.B * splits,
+  };
+  for (const [what, count] of Object.entries(grid)) {
+    if (count > limits.maxComputeWorkgroupsPerDimension) {
+      return refuse(
+        `${count} ${what} exceed maxComputeWorkgroupsPerDimension (${limits.maxComputeWorkgroupsPerDimension})`,
+      );
+    }
+  }
+  const size = itemSize(p.dtype);
+  const buffers: [string, number][] = [
+    ['query', p.query.byteLength],
+    ['key', p.key.byteLength],
+    ['value', p.value.byteLength],
+    ['output', queryRows(p) * p.N * p.Hv * size],
+    ['the split-KV scratch', p.B * p.T * p.N * splits * (p.Hv + 2) * 4],
+  ];
+  if (p.paged) buffers.push(['blockTable', p.paged.blockTable.byteLength]);
+  for (const [name, bytes] of buffers) {
+    const padded = paddedBytes(bytes);
+    if (padded > limits.maxStorageBufferBindingSize) {
+      return refuse(
+        `${name} takes ${padded} bytes, past maxStorageBufferBindingSize (${limits.maxStorageBufferBindingSize})`,
+      );
+    }
+    if (padded > limits.maxBufferSize) {
+      return refuse(`${name} takes ${padded} bytes, past maxBufferSize (${limits.maxBufferSize})`);
+    }
+  }
+  const variant: ForwardVariant = {
+    kernel: 'decode',
+    decode: d,
+    dtype: p.dtype as ForwardVariant['dtype'],
+    H: p.H,
+    Hv: p.Hv,
+    rows: d.rows,
+    bc: d.lk,
+    bias: null,
+    mask: false,
+    causal: p.causal,
+    window: p.window !== null,
+    lengths: p.querySeqLengths !== null || p.keyValueSeqLengths !== null,
+    lse: p.returnLogSumExp,
+    split: true,
+    vec: 4,
+    paged: p.paged !== null,
+    packedQuery: false,
+    packedKv: p.packed?.keyValueSeqOffsets != null,
+    lanes: 1,
+  };
+  return checkBindings(variant, limits, splits);
 }

@@ -100,9 +100,10 @@ export function sgmatSource(v: ForwardVariant): string {
   const xors = range(Math.log2(TPR)).map((s) => 1 << s);
   const reduce = (name: string, op: (a: string, b: string) => string) =>
     xors.map((x) => `${name} = ${op(name, `subgroupShuffleXor(${name}, ${x}u)`)};`).join(' ');
-  // Stores result block o{c} to this subgroup's scratch rows, then a barrier.
+  // Stores result block o{c} to this subgroup's scratch rows, between barriers.
+  // The barrier before the store: the previous block's load (or the phase before) is done with the rows.
   const toScratch = (c: number) =>
-    `subgroupMatrixStore(&s_tile, sg * ${m.M}u * SS, o${c}, false, SS);\n    workgroupBarrier();`;
+    `workgroupBarrier();\n    subgroupMatrixStore(&s_tile, sg * ${m.M}u * SS, o${c}, false, SS);\n    workgroupBarrier();`;
   const fromScratch = (c: number) =>
     `workgroupBarrier();\n    o${c} = subgroupMatrixLoad<${result}>(&s_tile, sg * ${m.M}u * SS, false, SS);`;
   // This invocation's part of a scratch block: its row's COLS columns from col0.

@@ -1,3 +1,4 @@
+import type { DecodeShape } from './decode-source.js';
 import type { MatrixShape } from './sgmat-source.js';
 
 /**
@@ -13,9 +14,14 @@ export interface ForwardVariant {
    * two products on subgroup matrices (tensor cores through Vulkan's cooperative matrices),
    * float16 only, where the device has them, sgmat-source.ts.
    */
-  readonly kernel: 'rows' | 'tiled' | 'sgmat';
+  readonly kernel: 'rows' | 'tiled' | 'sgmat' | 'decode';
   /** The subgroup-matrix shape and subgroup size ('sgmat' only). */
   readonly matrix?: MatrixShape;
+  /**
+   * 'decode' (decode-source.ts): a few query rows, every row of one KV head in a workgroup, each key
+   * row read by `lk` invocations; always split-KV. `rows` is the query rows a workgroup, `bc` is lk.
+   */
+  readonly decode?: DecodeShape;
   readonly dtype: 'float32' | 'float16' | 'bfloat16';
   readonly H: number;
   readonly Hv: number;
@@ -70,15 +76,17 @@ export function variantKey(v: ForwardVariant): string {
     v.packedKv ? 'packedkv' : '',
   ].filter(Boolean);
   const kernel =
-    v.kernel === 'sgmat' && v.matrix
-      ? `sgmat${v.matrix.M}x${v.matrix.N}x${v.matrix.K}s${v.matrix.sg}`
-      : v.kernel === 'tiled'
-        ? v.lanes === 4
-          ? 'tiled-subgroups'
-          : 'tiled'
-        : v.lanes === 2
-          ? 'subgroups'
-          : 'plain';
+    v.kernel === 'decode' && v.decode
+      ? `decode-s${v.decode.sg}`
+      : v.kernel === 'sgmat' && v.matrix
+        ? `sgmat${v.matrix.M}x${v.matrix.N}x${v.matrix.K}s${v.matrix.sg}`
+        : v.kernel === 'tiled'
+          ? v.lanes === 4
+            ? 'tiled-subgroups'
+            : 'tiled'
+          : v.lanes === 2
+            ? 'subgroups'
+            : 'plain';
   return `webgpu-flash-${kernel}-${v.dtype}-h${v.H}-hv${v.Hv}-r${v.rows}-c${v.bc}${flags.length ? `-${flags.join('-')}` : ''}`;
 }
 
@@ -111,6 +119,6 @@ export function combineBindings(v: ForwardVariant): string[] {
   ];
 }
 
-/** Rows per workgroup of the combine kernel, and the most splits it merges (its private array). */
-export const COMBINE_ROWS = 64;
+/** Invocations of the combine kernel's workgroup, one workgroup a row; and the most splits a row has. */
+export const COMBINE_WG = 64;
 export const MAX_SPLITS = 64;

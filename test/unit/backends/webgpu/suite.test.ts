@@ -22,7 +22,8 @@ describe('suite: webgpu', { skip: skip ?? false }, () => {
   before(() => console.log(seedLine()));
   const rows = defineBackendSuite(webgpuBackend, {
     readback: 'async',
-    expect: (row) => assert.match(row.variant ?? '', /^webgpu-flash-(sgmat\w*|tiled|plain|subgroups)-/),
+    expect: (row) =>
+      assert.match(row.variant ?? '', /^webgpu-flash-(sgmat\w*|decode-s\d+|tiled|plain|subgroups)-/),
   });
   after(() => {
     // Only float64-free precisions run, so nothing of the suite may be refused but by a limit.
@@ -32,7 +33,8 @@ describe('suite: webgpu', { skip: skip ?? false }, () => {
 });
 
 // The split-KV path (keys cut into chunks, then merged) on the hand-picked cases, where the plan
-// would not split them (S < 512): every rule (empty rows, NaN, padding, windows) through the combine.
+// would not split them (S < 512): every rule (empty rows, NaN, padding, windows) through the combine;
+// the decode kernel where it applies (T ≤ 16, no bias or mask, a device with subgroups), else the row kernel.
 describe('suite: webgpu, split-KV in 3', { skip: skip ?? false }, () => {
   defineBackendSuite(webgpuBackend, {
     cases: CASES,
@@ -62,7 +64,7 @@ describe('suite: webgpu, rows kernel with subgroups', { skip: skip ?? false }, (
     cases: CASES,
     precisions: [PRECISIONS.float16],
     readback: 'async',
-    run: (problem) => runForward(problem, { tiled: false }),
+    run: (problem) => runForward(problem, { tiled: false, decode: false }),
     label: ', rows',
     expect: (row) => assert.match(row.variant ?? '', /^webgpu-flash-(plain|subgroups)-/),
   });
