@@ -99,8 +99,21 @@ const cuda = cudaAvailable().ok;
     } catch (error) {
       row({ ...shape, impl: 'webgpu', error: String(error) });
     }
-    // The tiled kernel where the subgroup-matrix one runs: what adapters without them get.
+    // The tiled kernel where the subgroup-matrix one runs: what adapters without them get; and the
+    // subgroup-matrix kernel with 32-key tiles beside its 64.
     if (variant.includes('sgmat')) {
+      try {
+        const problem = validateAttention(q, k, v, { isCausal: causal, implementation: 'webgpu' });
+        let v32 = '';
+        const ms = await timeWebgpu(() => {
+          const r = runForward(problem, { sgmatKeys: 32 });
+          v32 = r.variant;
+          return [r.output];
+        });
+        row({ ...shape, impl: 'webgpu-sgmat-c32', variant: v32, ms, tflops: flops / ms / 1e9 });
+      } catch (error) {
+        row({ ...shape, impl: 'webgpu-sgmat-c32', error: String(error) });
+      }
       try {
         const problem = validateAttention(q, k, v, { isCausal: causal, implementation: 'webgpu' });
         let tiledVariant = '';
@@ -156,6 +169,19 @@ const cuda = cudaAvailable().ok;
     row({ ...shape, impl: 'webgpu', variant, ms, gbs: bytes / ms / 1e6 });
   } catch (error) {
     row({ ...shape, impl: 'webgpu', error: String(error) });
+  }
+  // The row kernel on the same step (split-KV), the baseline of the decode kernel.
+  try {
+    const problem = validateAttention(dq, dk, dv, { implementation: 'webgpu' });
+    let variant = '';
+    const ms = await timeWebgpu(() => {
+      const r = runForward(problem, { decode: false });
+      variant = r.variant;
+      return [r.output];
+    });
+    row({ ...shape, impl: 'webgpu-rows', variant, ms, gbs: bytes / ms / 1e6 });
+  } catch (error) {
+    row({ ...shape, impl: 'webgpu-rows', error: String(error) });
   }
   // The same tokens as a paged pool: (B·S/256, 256, K, H) is the dense cache's memory as it is,
   // with block b·M + m holding sequence b's block m.

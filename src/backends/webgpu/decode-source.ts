@@ -198,14 +198,25 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
   }
 
   // Group g takes keys first + g, first + g + NG, …: LK invocations read each key row, 16 bytes each.
+  // The next key's K and V are loaded before this key's arithmetic, so a key's loads are in flight
+  // while the one before is scored.
   var j = first + i32(group);
+  var kn: array<${unit}, ${UK}>;
+  var vn: array<${unit}, ${UV}>;
+  if (j < last) {
+    let row = kv_row(b, u32(j)) * P.K + kh;
+    for (var u = 0u; u < UK; u++) { kn[u] = Kb[row * ${v.H / E}u + u * LK + lane]; }
+    for (var u = 0u; u < UV; u++) { vn[u] = Vb[row * ${v.Hv / E}u + u * LK + lane]; }
+  }
   loop {
     if (j >= last) { break; }
-    let row = (kv_row(b, u32(j)) * P.K + kh);
-    var kx: array<${unit}, ${UK}>;
-    var vx: array<${unit}, ${UV}>;
-    for (var u = 0u; u < UK; u++) { kx[u] = Kb[row * ${v.H / E}u + u * LK + lane]; }
-    for (var u = 0u; u < UV; u++) { vx[u] = Vb[row * ${v.Hv / E}u + u * LK + lane]; }
+    var kx = kn;
+    var vx = vn;
+    if (j + i32(NG) < last) {
+      let row = kv_row(b, u32(j + i32(NG))) * P.K + kh;
+      for (var u = 0u; u < UK; u++) { kn[u] = Kb[row * ${v.H / E}u + u * LK + lane]; }
+      for (var u = 0u; u < UV; u++) { vn[u] = Vb[row * ${v.Hv / E}u + u * LK + lane]; }
+    }
     var p: array<f32, ${R}>;
     var adds = false;
     for (var r = 0u; r < R; r++) {

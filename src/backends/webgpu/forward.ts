@@ -13,7 +13,7 @@ import { forwardSource } from './forward-source.js';
 import { checkGeneration, createTensorBuffer, USAGE } from './memory.js';
 import { matrixShape, planForward, queryRows, subgroupSize } from './plan.js';
 import { webgpuContext } from './runtime.js';
-import { sgmatSource } from './sgmat-source.js';
+import { type MatrixShape, sgmatSource } from './sgmat-source.js';
 import { tiledSource } from './tiled-source.js';
 import { bindings, combineBindings, variantKey } from './variant.js';
 
@@ -76,8 +76,14 @@ export interface ForwardOverrides {
   readonly tiled?: boolean;
   /** False runs the tiled kernel where the subgroup-matrix one applies. */
   readonly sgmat?: boolean;
+  /** The most keys a tile of the subgroup-matrix kernel (timings). */
+  readonly sgmatKeys?: number;
   /** False runs the row kernel where the decode one applies. */
   readonly decode?: boolean;
+}
+
+function withKeys(m: MatrixShape | null, keys: number | undefined): MatrixShape | null {
+  return m && keys !== undefined ? { ...m, keys } : m;
 }
 
 export function runForward(p: AttentionProblem, overrides: ForwardOverrides = {}): BackendOutput {
@@ -88,7 +94,7 @@ export function runForward(p: AttentionProblem, overrides: ForwardOverrides = {}
     overrides.splits,
     info.subgroups && (overrides.subgroups ?? true),
     overrides.tiled ?? true,
-    overrides.sgmat === false ? null : matrixShape(info),
+    overrides.sgmat === false ? null : withKeys(matrixShape(info), overrides.sgmatKeys),
     overrides.decode === false || overrides.subgroups === false ? null : subgroupSize(info),
   );
   if (!plan.ok) throw new UnsupportedError('webgpu', plan.reason);

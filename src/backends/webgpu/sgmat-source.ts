@@ -40,6 +40,8 @@ export interface MatrixShape {
   readonly K: number;
   /** Invocations a subgroup: the adapter's subgroupMinSize, equal to its subgroupMaxSize. */
   readonly sg: number;
+  /** The most keys a tile (timings compare 32 with the default 64); unset: 64. */
+  readonly keys?: number;
 }
 
 /** Element strides of the workgroup tiles: each row padded by 16 bytes against bank conflicts. */
@@ -62,7 +64,12 @@ export function sgmatKeys(H: number, Hv: number, m: MatrixShape, storage: number
   return (
     [64, 32].find(
       (bc) =>
-        bc % m.N === 0 && bc % m.K === 0 && bc % tpr === 0 && sgmatStorageBytes(H, Hv, bc, m) <= storage,
+        bc <= (m.keys ?? 64) &&
+        bc % m.M === 0 &&
+        bc % m.N === 0 &&
+        bc % m.K === 0 &&
+        bc % tpr === 0 &&
+        sgmatStorageBytes(H, Hv, bc, m) <= storage,
     ) ?? null
   );
 }
@@ -84,7 +91,7 @@ export function sgmatSource(v: ForwardVariant): string {
   const result = `subgroup_matrix_result<f32, ${m.N}, ${m.M}>`;
   const decl = [
     `${at('params')} var<uniform> P: Params;`,
-    `${at('q')} var<storage, read> Q: array<f16>;`,
+    `${at('q')} var<storage, read> Q: array<vec2u>;`,
     `${at('k')} var<storage, read> Kb: array<vec2u>;`,
     `${at('v')} var<storage, read> Vb: array<vec2u>;`,
     `${at('o')} var<storage, read_write> O: array<u32>;`,
@@ -193,11 +200,31 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
   let first = workgroupUniformLoad(&range_lo);
   let last = workgroupUniformLoad(&range_hi);
 
-  // This subgroup's M rows of q, as left matrices (rows past T read what lies there: they see no key).
-  let q_at = (q_row(b, min(i0 + sg * ${m.M}u, P.T - 1u)) * P.N + n) * H;
+  // This subgroup's M rows of q as left matrices, staged through K's tile BC rows at a time (rows
+  // past T or the sequence read as zero: a matrix load straight from Q could run past its end).
   ${range(QB)
-    .map((h) => `let q${h} = subgroupMatrixLoad<${left}>(&Q, q_at + ${h * m.K}u, false, P.N * H);`)
+    .map((h) => `var q${h} = ${left}();`)
     .join('\n  ')}
+  for (var stage = 0u; stage < BR; stage += BC) {
+    for (var e = lid; e < BC * (H / 4u); e += WG) {
+      let rr = e / (H / 4u);
+      let c4 = e % (H / 4u);
+      let i = i0 + stage + rr;
+      var x = vec2u(0u);
+      if (stage + rr < BR && i < P.T && i32(i) < t_len) { x = Q[(q_row(b, i) * P.N + n) * (H / 4u) + c4]; }
+      let h = bitcast<vec4<f16>>(x);
+      let at = rr * KS + c4 * 4u;
+      kv_tile[at] = h.x; kv_tile[at + 1u] = h.y; kv_tile[at + 2u] = h.z; kv_tile[at + 3u] = h.w;
+    }
+    workgroupBarrier();
+    if (sg * ${m.M}u >= stage && sg * ${m.M}u < stage + BC) {
+      let q_at = (sg * ${m.M}u - stage) * KS;
+      ${range(QB)
+        .map((h) => `q${h} = subgroupMatrixLoad<${left}>(&kv_tile, q_at + ${h * m.K}u, false, KS);`)
+        .join('\n      ')}
+    }
+    workgroupBarrier();
+  }
   ${range(OB)
     .map((c) => `var o${c} = ${result}();`)
     .join('\n  ')}
