@@ -1,7 +1,7 @@
 #!/bin/bash
 # The webgpu backend on the GPU machine's NVIDIA Vulkan driver: the correctness suites, then the
 # timings of scripts/webgpu-timing.ts. Logs go to $1 (default ./webgpu-gpu-out); $2 picks the
-# stage: device (info and device tests, ≤ 50 s), suite and suite-extra (≤ 55 s each), backward and
+# stage: device (info and device tests, ≤ 50 s), suite, nan and suite-extra (≤ 55 s each), backward and
 # backward-extra (the backward suite, ≤ 55 s each), timing (≤ 55 s), ceilings (the bare-kernel
 # ceilings of benchmarks/harnesses/webgpu-ceilings.ts, ≤ 55 s), bench (attnlab bench --impl
 # webgpu,flash on the forward shape, ≤ 55 s), or all (default: all but bench and ceilings).
@@ -40,9 +40,15 @@ if [ "$stage" = device ] || [ "$stage" = all ]; then
 fi
 # The suite in two commands of ≤ 60 s: the full case list, then the forced-split, plain-kernel and row-kernel runs.
 if [ "$stage" = suite ] || [ "$stage" = all ]; then
-  timeout 55 node --import tsx --test --test-name-pattern='^(?!.*(split|plain|rows|no sgmat)).*$' test/unit/backends/webgpu/suite.test.ts \
+  timeout 55 node --import tsx --test --test-name-pattern='^(?!.*(split|plain|rows|no sgmat|NaN and Inf)).*$' test/unit/backends/webgpu/suite.test.ts \
     > "$out/suite.log" 2>&1
   echo "rc=$?" >> "$out/suite.log"
+fi
+# The NaN/Inf rule in float32 and float16 (the float16 cases run the subgroup-matrix kernel where it applies).
+if [ "$stage" = nan ] || [ "$stage" = all ]; then
+  timeout 55 node --import tsx --test --test-name-pattern='NaN and Inf' test/unit/backends/webgpu/suite.test.ts \
+    > "$out/nan.log" 2>&1
+  echo "rc=$?" >> "$out/nan.log"
 fi
 if [ "$stage" = suite-extra ] || [ "$stage" = all ]; then
   timeout 55 node --import tsx --test --test-name-pattern='split|plain|rows|no sgmat' test/unit/backends/webgpu/suite.test.ts \
