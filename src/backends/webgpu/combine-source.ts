@@ -19,7 +19,7 @@ export function combineSource(v: ForwardVariant): string {
   const pairs = v.dtype !== 'float32';
   const store = pairs
     ? v.dtype === 'float16'
-      ? 'O[(o0 + h) >> 1u] = pack2x16float(vec2f(x0, x1) * inv);'
+      ? 'O[(o0 + h) >> 1u] = pack_f16(vec2f(x0, x1) * inv);'
       : 'O[(o0 + h) >> 1u] = bf16(x0 * inv) | (bf16(x1 * inv) << 16u);'
     : 'O[o0 + h] = x0 * inv;';
   return `

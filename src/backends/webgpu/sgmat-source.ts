@@ -393,7 +393,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
     for (var x = 0u; x < COLS; x += 2u) {
       var y = vec2f(s_tile[r * SS + col0 + x], s_tile[r * SS + col0 + x + 1u]) * inv;
       if (nan_row) { y = vec2f(inv); }
-      O[(out0 + ${c * m.N}u + col0 + x) >> 1u] = pack2x16float(y);
+      O[(out0 + ${c * m.N}u + col0 + x) >> 1u] = pack_f16(y);
     }
   }
   workgroupBarrier();`,
