@@ -23,7 +23,7 @@ import { cudaAvailable, synchronize } from '../src/backends/cuda/runtime/context
 import { problemFlops } from '../src/backends/problem.js';
 import { runForward } from '../src/backends/webgpu/forward.js';
 import { USAGE } from '../src/backends/webgpu/memory.js';
-import { initWebgpu, webgpuContext } from '../src/backends/webgpu/runtime.js';
+import { initWebgpu, takeUncapturedErrors, webgpuContext } from '../src/backends/webgpu/runtime.js';
 import { seededInput } from '../src/bench/measure.js';
 import { config } from '../src/config.js';
 import type { Tensor } from '../src/tensor/tensor.js';
@@ -50,7 +50,21 @@ async function timeWebgpu(run: () => Tensor[]): Promise<number> {
     times.push(performance.now() - start);
     for (const t of outs) t.dispose();
   }
+  // A pipeline that failed to build dispatches nothing, fast: such a time is an error, not a row.
+  const errors = takeUncapturedErrors();
+  if (errors.length > 0) throw new Error(errors.join('; '));
   return median(times);
+}
+
+/** The largest |a − b| over two outputs of one problem (NaN where either is NaN). */
+async function maxDiff(a: Tensor, b: Tensor): Promise<number> {
+  const [x, y] = [await a.toFloat64ArrayAsync(), await b.toFloat64ArrayAsync()];
+  let worst = 0;
+  for (let i = 0; i < x.length; i++) {
+    const d = Math.abs(x[i] - y[i]);
+    if (!(d <= worst)) worst = d;
+  }
+  return worst;
 }
 
 function timeCuda(run: () => Tensor[]): number {
@@ -122,7 +136,20 @@ const cuda = cudaAvailable().ok;
           tiledVariant = r.variant;
           return [r.output];
         });
-        row({ ...shape, impl: 'webgpu-tiled', variant: tiledVariant, ms, tflops: flops / ms / 1e9 });
+        // The two kernels' outputs side by side: the timed sgmat output is a real result.
+        const fast = attention(q, k, v, { isCausal: causal, implementation: 'webgpu' }).output;
+        const slow = runForward(problem, { sgmat: false }).output;
+        const sgmatVsTiled = await maxDiff(fast, slow);
+        fast.dispose();
+        slow.dispose();
+        row({
+          ...shape,
+          impl: 'webgpu-tiled',
+          variant: tiledVariant,
+          ms,
+          tflops: flops / ms / 1e9,
+          sgmatVsTiled,
+        });
       } catch (error) {
         row({ ...shape, impl: 'webgpu-tiled', error: String(error) });
       }
