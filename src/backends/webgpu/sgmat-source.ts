@@ -91,9 +91,9 @@ export function sgmatSource(v: ForwardVariant): string {
   const result = `subgroup_matrix_result<f32, ${m.N}, ${m.M}>`;
   const decl = [
     `${at('params')} var<uniform> P: Params;`,
-    `${at('q')} var<storage, read> Q: array<vec2u>;`,
-    `${at('k')} var<storage, read> Kb: array<vec2u>;`,
-    `${at('v')} var<storage, read> Vb: array<vec2u>;`,
+    `${at('q')} var<storage, read> Q: array<vec4u>;`,
+    `${at('k')} var<storage, read> Kb: array<vec4u>;`,
+    `${at('v')} var<storage, read> Vb: array<vec4u>;`,
     `${at('o')} var<storage, read_write> O: array<u32>;`,
     v.lse ? `${at('lse')} var<storage, read_write> LSE: array<f32>;` : '',
     v.bias ? `${at('bias')} var<storage, read> BIAS: array<${v.bias === 'float32' ? 'f32' : 'u32'}>;` : '',
@@ -156,6 +156,14 @@ fn is_pos_inf(x: f32) -> bool { return bitcast<u32>(x) == 0x7f800000u; }
 /** Whether either f16 of a word is an Inf or NaN (exponent bits all set). */
 fn non_finite2(w: u32) -> bool { return (w & 0x7c00u) == 0x7c00u || (w & 0x7c000000u) == 0x7c000000u; }
 
+/** Eight f16 (a 16-byte load) into K's tile from element at. */
+fn put8(at: u32, x: vec4u) {
+  let a = bitcast<vec4<f16>>(x.xy);
+  let c = bitcast<vec4<f16>>(x.zw);
+  kv_tile[at] = a.x; kv_tile[at + 1u] = a.y; kv_tile[at + 2u] = a.z; kv_tile[at + 3u] = a.w;
+  kv_tile[at + 4u] = c.x; kv_tile[at + 5u] = c.y; kv_tile[at + 6u] = c.z; kv_tile[at + 7u] = c.w;
+}
+
 fn kv_row(b: u32, j: u32) -> u32 {
   ${v.paged ? PAGED_ROW : v.packedKv ? 'return u32(OFFS[P.B + 1u + b]) + j;' : 'return b * P.S + j;'}
 }
@@ -206,15 +214,13 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
     .map((h) => `var q${h} = ${left}();`)
     .join('\n  ')}
   for (var stage = 0u; stage < BR; stage += BC) {
-    for (var e = lid; e < BC * (H / 4u); e += WG) {
-      let rr = e / (H / 4u);
-      let c4 = e % (H / 4u);
+    for (var e = lid; e < BC * (H / 8u); e += WG) {
+      let rr = e / (H / 8u);
+      let cu = e % (H / 8u);
       let i = i0 + stage + rr;
-      var x = vec2u(0u);
-      if (stage + rr < BR && i < P.T && i32(i) < t_len) { x = Q[(q_row(b, i) * P.N + n) * (H / 4u) + c4]; }
-      let h = bitcast<vec4<f16>>(x);
-      let at = rr * KS + c4 * 4u;
-      kv_tile[at] = h.x; kv_tile[at + 1u] = h.y; kv_tile[at + 2u] = h.z; kv_tile[at + 3u] = h.w;
+      var x = vec4u(0u);
+      if (stage + rr < BR && i < P.T && i32(i) < t_len) { x = Q[(q_row(b, i) * P.N + n) * (H / 8u) + cu]; }
+      put8(rr * KS + cu * 8u, x);
     }
     workgroupBarrier();
     if (sg * ${m.M}u >= stage && sg * ${m.M}u < stage + BC) {
@@ -245,16 +251,14 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
   var j0 = (first / i32(BC)) * i32(BC);
   loop {
     if (j0 >= last) { break; }
-    // A. K's tile, 4 halves a load (keys past S read as zero and are never visible).
-    for (var e = lid; e < BC * (H / 4u); e += WG) {
-      let key = e / (H / 4u);
-      let c4 = e % (H / 4u);
+    // A. K's tile, 8 halves a load (keys past S read as zero and are never visible).
+    for (var e = lid; e < BC * (H / 8u); e += WG) {
+      let key = e / (H / 8u);
+      let cu = e % (H / 8u);
       let j = u32(j0) + key;
-      var x = vec2u(0u);
-      if (j < P.S) { x = Kb[(kv_row(b, j) * P.K + kh) * (H / 4u) + c4]; }
-      let h = bitcast<vec4<f16>>(x);
-      let at = key * KS + c4 * 4u;
-      kv_tile[at] = h.x; kv_tile[at + 1u] = h.y; kv_tile[at + 2u] = h.z; kv_tile[at + 3u] = h.w;
+      var x = vec4u(0u);
+      if (j < P.S) { x = Kb[(kv_row(b, j) * P.K + kh) * (H / 8u) + cu]; }
+      put8(key * KS + cu * 8u, x);
     }
     workgroupBarrier();
     // B. S = q·kᵀ, this subgroup's M rows × BC keys.
@@ -314,16 +318,14 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
       flags |= tflags;
     }
     // V's tile over K's (every read of K ended at the barrier after B).
-    for (var e = lid; e < BC * (HV / 4u); e += WG) {
-      let key = e / (HV / 4u);
-      let c4 = e % (HV / 4u);
+    for (var e = lid; e < BC * (HV / 8u); e += WG) {
+      let key = e / (HV / 8u);
+      let cu = e % (HV / 8u);
       let j = u32(j0) + key;
-      var x = vec2u(0u);
-      if (j < P.S) { x = Vb[(kv_row(b, j) * P.K + kh) * (HV / 4u) + c4]; }
-      if (non_finite2(x.x) || non_finite2(x.y)) { atomicOr(&tile_flags, 2u); }
-      let h = bitcast<vec4<f16>>(x);
-      let at = key * KS + c4 * 4u;
-      kv_tile[at] = h.x; kv_tile[at + 1u] = h.y; kv_tile[at + 2u] = h.z; kv_tile[at + 3u] = h.w;
+      var x = vec4u(0u);
+      if (j < P.S) { x = Vb[(kv_row(b, j) * P.K + kh) * (HV / 8u) + cu]; }
+      if (non_finite2(x.x) || non_finite2(x.y) || non_finite2(x.z) || non_finite2(x.w)) { atomicOr(&tile_flags, 2u); }
+      put8(key * KS + cu * 8u, x);
     }
     workgroupBarrier();
     if (lid == 0u) { tile_flags_read = atomicLoad(&tile_flags); }
