@@ -2,7 +2,7 @@
 # The wgmma backward on a Hopper GPU, one step per call (each well under 90 s), logs under $1:
 #   sass      nvcc -Xptxas -v of hopper/hopper_bwd.cu (both loops, D=64/128), NVRTC's ptxas report of the
 #             modules attnlab builds, and the dK/dV kernel's SASS counts (HGMMA, UBLKRED: the dQ bulk reduce-adds, RED: per-element reductions, LDL/STL: spills)
-#   test      test/gpu/flash-backward-wgmma.test.ts (each loop in a process of its own) and the flash
+#   test      test/gpu/backward/hopper.test.ts (each loop in a process of its own) and the flash
 #             backward suite, at once
 #   suite     the shared gradient suite's flash runs (CASES, LONG_CASES, deterministic), default loop and wgmma-ws
 #   sanitize  memcheck, racecheck and synccheck on a small H=128 causal case, memcheck and racecheck on a
@@ -58,29 +58,29 @@ test)
   # ~7 s of a core), so that the cold kernel cache costs the step once, not three times in a row.
   for dtype in bfloat16 float16; do
     for loop in wgmma wgmma-ws; do
-      shard "$loop-$dtype" - --test-name-pattern="· $dtype( · deterministic)? · $loop\$" test/gpu/flash-backward-wgmma.test.ts
+      shard "$loop-$dtype" - --test-name-pattern="· $dtype( · deterministic)? · $loop\$" test/gpu/backward/hopper.test.ts
     done
   done
-  shard flash-backward - test/gpu/flash-backward.test.ts
+  shard flash-backward - test/gpu/backward/flash.test.ts
   wait
   summary 16 24 20
   ;;
 suite)
-  # The shared gradient suite's flash runs (test/gpu/backward.test.ts), on the default loop and on wgmma-ws.
+  # The shared gradient suite's flash runs (test/gpu/backward/backends.test.ts), on the default loop and on wgmma-ws.
   for run in 'flash$' 'flash long$' 'flash deterministic$'; do
     name=$(echo "$run" | tr -cd 'a-z')
-    shard "suite-$name" - --test-name-pattern="· $run" test/gpu/backward.test.ts
-    shard "suite-ws-$name" ATTNLAB_FLASH_BWD_KERNEL=wgmma-ws --test-name-pattern="· $run" test/gpu/backward.test.ts
+    shard "suite-$name" - --test-name-pattern="· $run" test/gpu/backward/backends.test.ts
+    shard "suite-ws-$name" ATTNLAB_FLASH_BWD_KERNEL=wgmma-ws --test-name-pattern="· $run" test/gpu/backward/backends.test.ts
   done
   wait
   summary 24 24 20
   ;;
 sanitize)
-  sanitize memcheck-d128 memcheck --test-name-pattern='^T=257 S=257 H=128 causal' test/gpu/flash-backward-wgmma.test.ts
-  sanitize racecheck-d128 racecheck --test-name-pattern='^T=257 S=257 H=128 causal' test/gpu/flash-backward-wgmma.test.ts
-  sanitize synccheck-d128 synccheck --test-name-pattern='^T=257 S=257 H=128 causal' test/gpu/flash-backward-wgmma.test.ts
-  sanitize memcheck-d64 memcheck --test-name-pattern='^T=S=128 H=64 causal' test/gpu/flash-backward-wgmma.test.ts
-  sanitize racecheck-d64 racecheck --test-name-pattern='^T=S=128 H=64 causal' test/gpu/flash-backward-wgmma.test.ts
+  sanitize memcheck-d128 memcheck --test-name-pattern='^T=257 S=257 H=128 causal' test/gpu/backward/hopper.test.ts
+  sanitize racecheck-d128 racecheck --test-name-pattern='^T=257 S=257 H=128 causal' test/gpu/backward/hopper.test.ts
+  sanitize synccheck-d128 synccheck --test-name-pattern='^T=257 S=257 H=128 causal' test/gpu/backward/hopper.test.ts
+  sanitize memcheck-d64 memcheck --test-name-pattern='^T=S=128 H=64 causal' test/gpu/backward/hopper.test.ts
+  sanitize racecheck-d64 racecheck --test-name-pattern='^T=S=128 H=64 causal' test/gpu/backward/hopper.test.ts
   wait
   summary 16 24 20
   ;;

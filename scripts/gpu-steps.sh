@@ -6,14 +6,14 @@
 # condition), one shard per 16-bit type.
 wgmma_type_shards() {
   for p in bfloat16 float16; do
-    shard "wgmma-$p" ATTNLAB_FLASH_KERNEL=wgmma --test-name-pattern="· $p\$" test/gpu/flash.test.ts
+    shard "wgmma-$p" ATTNLAB_FLASH_KERNEL=wgmma --test-name-pattern="· $p\$" test/gpu/forward/flash.test.ts
   done
 }
 
 # The rest of flash.test.ts (other tile configurations, the suite's own tests) on the Hopper kernel.
 wgmma_other_shard() {
   shard wgmma-other ATTNLAB_FLASH_KERNEL=wgmma --test-name-pattern='other tile configurations|^cuda flash kernel$' \
-    test/gpu/flash.test.ts
+    test/gpu/forward/flash.test.ts
 }
 
 # memcheck on the three-consumer D=128 tile of long T,
@@ -21,8 +21,8 @@ wgmma_other_shard() {
 # lengths and a batch without keys.
 hopper_dynamic_sanitizers() {
   sanitize memcheck-hopper-long memcheck --test-name-pattern='^H=128 long T: T=8192 S=300 MQA \(bfloat16\)$' \
-    test/gpu/flash-hopper.test.ts
+    test/gpu/forward/hopper.test.ts
   for tool in memcheck racecheck synccheck; do
-    sanitize "$tool-hopper-dynamic" "$tool" --test-name-pattern='^dynamic grid: D=128 ' test/gpu/flash-hopper.test.ts
+    sanitize "$tool-hopper-dynamic" "$tool" --test-name-pattern='^dynamic grid: D=128 ' test/gpu/forward/hopper.test.ts
   done
 }

@@ -9,7 +9,10 @@
  *   alibi    ALiBi (a per-head slope times kv − q) on the built-in causal mask, against causal;
  *   softcap  logit soft-capping 30·tanh(s/30), causal and not, against the same without it (goal ≥ 0.9×).
  *
- *   node --import tsx benchmarks/harnesses/variants-hopper-speed.ts masks|alibi|softcap [B T N H]
+ *   node --import tsx benchmarks/harnesses/variants-hopper-speed.ts masks|alibi|softcap [B T N H] [--profile]
+ *
+ * --profile runs each case's forward once, untimed, so that a profiler sees one launch per case in order
+ * (e.g. `ncu -k regex:attnlab_hopper_fwd -c 4 node --import tsx … softcap --profile`).
  *
  * (One part a process: each compiles two or three kernels, which the disk cache keeps for the next.)
  *
@@ -33,7 +36,8 @@ import {
   modifierSource,
 } from '../../test/support/modifier-cases.js';
 
-const args = process.argv.slice(2);
+const profile = process.argv.includes('--profile');
+const args = process.argv.slice(2).filter((a) => a !== '--profile');
 const part = args[0] ?? 'masks';
 const [B, T, N, H] = args.length >= 5 ? args.slice(1, 5).map(Number) : [4, 8192, 16, 128];
 const DOCS = 8;
@@ -54,6 +58,7 @@ function time(p: AttentionProblem, pairs: number): Timed {
   const forced = { ...p, implementation: 'flash' } as AttentionProblem;
   const first = runAttention(forced);
   first.output.dispose();
+  if (profile) return { ms: Number.NaN, tflops: Number.NaN, variant: first.variant };
   const { median } = timeOnStream(() => runAttention(forced).output.dispose(), {
     iterations: 20,
     warmup: 10,

@@ -39,7 +39,7 @@
 import { validateAttention } from '../api/validate.js';
 import { forEachRow, type RowLogits } from '../backends/cpu/rows.js';
 import type { AttentionOptions } from '../backends/problem.js';
-import { type FloatDType, roundTo } from '../tensor/dtype.js';
+import { type FloatDType, rounder } from '../tensor/dtype.js';
 import type { Tensor } from '../tensor/tensor.js';
 
 /** What a result is judged as: a dtype, or 'tf32' (float32 inputs, TF32 products). */
@@ -91,7 +91,7 @@ export function plainLowPrecision(
   const va = p.value.toFloat64Array();
   const out = new Float64Array(B * T * N * Hv);
   const acc = new Float64Array(Hv);
-  const r = (x: number) => roundTo(x, dtype);
+  const r = rounder(dtype);
   const visit = ({ b, n, i, kh, lo, hi, max, logits }: RowLogits) => {
     if (max === Number.NEGATIVE_INFINITY) return;
     let sum = 0;

@@ -19,7 +19,7 @@ import { validateBackward } from '../api/validate-backward.js';
 import type { AttentionGradients } from '../backends/backward-problem.js';
 import { gradientSums } from '../backends/cpu/row-gradients.js';
 import type { AttentionOptions } from '../backends/problem.js';
-import { type FloatDType, roundTo } from '../tensor/dtype.js';
+import { type FloatDType, rounder } from '../tensor/dtype.js';
 import { randomNormal } from '../tensor/random.js';
 import { Tensor } from '../tensor/tensor.js';
 import { ABSOLUTE_TOLERANCE, type AccuracyReport, maxAbsDiff } from './accuracy.js';
@@ -83,10 +83,9 @@ export function plainLowPrecisionGradients(inputs: BackwardInputs, dtype: FloatD
   const { q, k, v, options, dO } = inputs;
   // The output only fills the validated problem's slot; the plain path recomputes what it needs.
   const p = validateBackward(q, k, v, dO, Tensor.zeros(dO.shape.slice(0, -1), 'float32'), dO, options);
-  // Math.fround is float32's rounding itself; roundTo's checks and encode/decode per call made the
-  // float32 baseline, which rounds every partial sum, ~100× slower than the float64 reference (74 s for
-  // the MHA case) and pushed the float32 GPU runs past their time limit.
-  const r = dtype === 'float32' ? Math.fround : (x: number) => roundTo(x, dtype);
+  // rounder(dtype), not roundTo: roundTo's checks and encode/decode per call made the float32 baseline,
+  // which rounds every partial sum, ~100× slower than the float64 reference (74 s for the MHA case).
+  const r = rounder(dtype);
   const g = gradientSums(p, r, dtype === 'float32' ? r : undefined);
   const rounded = (a: Float64Array) => a.map(r);
   const values: GradientValues = { dQuery: rounded(g.dq), dKey: rounded(g.dk), dValue: rounded(g.dv) };

@@ -2,7 +2,7 @@
  * The correctness suite, written once: a case (cases.ts) at a precision, run by one backend, judged
  * against the float64 reference with FlashAttention's rule (accuracy.ts), as one row with one
  * printout (describeRow: operation, backend, device, case, precision, seed, variant, every error and
- * its bound). The CPU tests, the GPU tests (test/gpu/*, one file per backend, through
+ * its bound). The CPU tests, the GPU tests (test/gpu/<operation>/, one file per backend, through
  * test/support/backend-suite.ts) and `attnlab check` all run `checkCase`; a case a backend cannot run
  * is a skipped row with the backend's own reason (the registry's layout check, then the backend's plan()).
  *
@@ -58,7 +58,7 @@ export const RANDOM_CASE_COUNT = 20;
 
 /**
  * The cases a device's backends run: the long ones only on the GPU (the CPU backends are JS); the modifier
- * cases on the CPU, whose backends all take them (on the GPU only flash does: test/gpu/variants-suite.test.ts
+ * cases on the CPU, whose backends all take them (on the GPU only flash does: test/gpu/variants/cases.test.ts
  * runs them there, so the other backends' suites keep their own refusal checks).
  */
 export function suiteCases(device: Device, casesSeed = RANDOM_CASES_SEED): AttentionCase[] {
@@ -113,7 +113,7 @@ interface Expected {
 }
 
 /** A case's host inputs, and their float64 reference and baseline, computed on first use. */
-interface Oracle extends Inputs {
+export interface Oracle extends Inputs {
   expected(): Expected;
 }
 
@@ -278,17 +278,28 @@ function startCase(check: CaseCheck): CheckRow | StartedCase {
 }
 
 /**
+ * The oracle of host inputs (float64 reference and same-precision baseline, computed on first use), for
+ * judgeForward to share between results of the same inputs: a decode test judging one cache through six
+ * page sizes and four split counts computes one reference, not 24.
+ */
+export function forwardOracle(inputs: Inputs): Oracle {
+  return oracleOf(inputs, inputs.q.dtype as FloatDType);
+}
+
+/**
  * A forward result computed outside checkCase (a decode layout, a hand-made mask) judged as a row
- * is: the same oracle, baseline and comparisons, from its host `inputs` of the precision's dtype.
+ * is: the same oracle, baseline and comparisons, from its host `inputs` of the precision's dtype (or
+ * their forwardOracle, to reuse its reference).
  */
 export function judgeForward(
   result: { readonly output: Tensor; readonly logSumExp?: Tensor },
-  inputs: Inputs,
+  inputs: Inputs | Oracle,
   precision: Precision,
 ): Comparison[] {
   const dtype = inputs.q.dtype as FloatDType;
   const expected = [...inputs.q.shape.slice(0, -1), inputs.v.shape[inputs.v.rank - 1]];
-  return compareForward(result, oracleOf(inputs, dtype), expected, dtype, precision);
+  const oracle = 'expected' in inputs ? inputs : oracleOf(inputs, dtype);
+  return compareForward(result, oracle, expected, dtype, precision);
 }
 
 function compareForward(

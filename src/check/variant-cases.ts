@@ -3,7 +3,7 @@
  * modifier and a few written ones, beside padding, GQA, T ≠ S and the built-in masks, judged as every case
  * is, against the float64 reference evaluating the same modifiers. Captured tensors are made on the host;
  * the suite moves them to a backend's device with the inputs (suite.ts). Run by the CPU suites here and by
- * the GPU suite of the backends that take modifiers (test/gpu/variants-suite.test.ts).
+ * the GPU suite of the backends that take modifiers (test/gpu/variants/cases.test.ts).
  */
 import { Tensor } from '../tensor/tensor.js';
 import {

@@ -293,6 +293,39 @@ export function roundTo(value: number, dtype: FloatDType, options: EncodeOptions
   return decodeValue(encodeValue(value, dtype, options), dtype);
 }
 
+/**
+ * roundTo(·, dtype) as a function of one number, without roundTo's per-call checks and encode/decode:
+ * the same result for every float64 (round-to-nearest-even, overflow to ±Infinity, or to NaN for e4m3fn as
+ * encodeValue does, NaN kept, a zero keeps its sign): 68 ns a call for bfloat16 and 23 ns for float16
+ * against roundTo's 2.7 and 2.1 µs. The float64 oracles' same-precision baselines round every logit, weight
+ * and output (several per query–key pair): with roundTo they took 8× the float64 reference's time (5.6 s
+ * against 0.67 s at T=2048 S=300 N=2 H=128 bfloat16), with rounder about as long as it (0.78 s).
+ * Adding 1.5·2^52·q and subtracting it again rounds |x| < 2^52·q to a multiple of the quantum q with
+ * float64's own round-to-nearest-even; q is 2^(e−M) in x's binade e, the smallest binade's below it.
+ */
+export function rounder(dtype: FloatDType): (value: number) => number {
+  if (!isDType(dtype) || !isFloatDType(dtype)) assertFloat('dtype', dtype);
+  if (dtype === 'float64') return (x) => x;
+  if (dtype === 'float32') return Math.fround;
+  const fmt: MiniFloat = FORMATS[dtype];
+  const { mantissaBits: M, minExponent, max, ieee } = fmt;
+  const overflow = ieee ? Infinity : Number.NaN;
+  // shifts[e + 1100]: 1.5·2^(52 + e − M) for binade e (clamped to the subnormal quantum below minExponent).
+  const shifts = new Float64Array(2200);
+  for (let e = -1100; e < 1100; e++) shifts[e + 1100] = 1.5 * 2 ** (52 + Math.max(e, minExponent) - M);
+  return (x) => {
+    if (Number.isNaN(x)) return x;
+    // Past 2·max every value overflows, infinities included (and 1.5·2^(52+e−M) itself would, for e near 1023).
+    if (Math.abs(x) >= 2 * max) return x < 0 ? -overflow : overflow;
+    f64[0] = x;
+    const e = ((f64Bits[1] >>> 20) & 0x7ff) - 1023;
+    const c = shifts[e + 1100];
+    const rounded = x + c - c;
+    if (Math.abs(rounded) > max) return x < 0 ? -overflow : overflow;
+    return rounded === 0 ? (x < 0 || Object.is(x, -0) ? -0 : 0) : rounded;
+  };
+}
+
 function assertFloat(argument: string, value: unknown): never {
   throw new InvalidArgumentError(argument, `one of ${FLOAT_DTYPES.join(', ')}`, describeValue(value));
 }

@@ -2,7 +2,7 @@
  * Where the TMA decode kernel's splits are merged (decode-tma.ts, tmaCombinesInSplit; decode.ts): by the combine
  * kernel (two launches a call), or in the split kernel where decodeTuning.combine = 'fused' (one launch, variant
  * `.fused`), against the stand-in driver of test/fake-device/cudnn-fake.c, which counts launches. The merged values
- * are the GPU tests' (decode-tma.test.ts).
+ * are the GPU tests' (test/gpu/decode/tma.test.ts).
  */
 import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';

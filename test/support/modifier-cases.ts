@@ -2,7 +2,7 @@
  * Hand-written modifier sets in the shape the variants code generator emits (src/kernels/common/
  * modifiers.cuh: the ATTNLAB_* macros, then the device functions over AttnlabCaptures), each with
  * its elementwise float64 meaning for the reference (modifier-reference.ts). The GPU suite
- * (test/gpu/variants-flash.test.ts) runs them through the flash kernels and the nvcc compile checks
+ * (test/gpu/variants/flash.test.ts) runs them through the flash kernels and the nvcc compile checks
  * (test/kernels/flash-modifiers-compile.test.ts) build them for sm_90a and sm_80.
  */
 import { createHash } from 'node:crypto';

@@ -1,5 +1,5 @@
 /**
- * The decode suites' NaN-rule case (test/gpu/decode.test.ts, decode-tma.test.ts): two new tokens,
+ * The decode suites' NaN-rule case (test/gpu/decode/flash.test.ts, tma.test.ts): two new tokens,
  * bottom-right causal with a window of [10, 0], so token 0 sees keys S−12…S−2 and token 1 sees S−11…S−1
  * — a key one row sees and the other does not — and the comparison with the reference that wants NaN
  * in exactly the elements the reference has it.

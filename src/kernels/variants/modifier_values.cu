@@ -1,6 +1,6 @@
 // The generated modifier functions evaluated at a list of points, one thread each: the GPU side of the
 // check that the CUDA generator and the CPU evaluator of src/variants/ compute the same thing
-// (test/gpu/variants-codegen.test.ts). The modifier source is put before this file.
+// (test/gpu/variants/codegen.test.ts). The modifier source is put before this file.
 
 #ifdef ATTNLAB_NVCC_TEST  // the standalone nvcc compile: a representative generated modifier set
 #include "variants/nvcc_test_modifiers.cuh"

@@ -20,6 +20,7 @@ import { runCheck } from '../../../src/check/run-check.js';
 import {
   checkCase,
   describeRow,
+  forwardOracle,
   judgeForward,
   PRECISIONS,
   RANDOM_CASE_COUNT,
@@ -147,6 +148,34 @@ describe('judging a result made outside the runner (decode layouts, hand-made ma
       comparisons.every((x) => x.ok),
       comparisons.map((x) => x.message).join('; '),
     );
+  });
+
+  it('shares one reference between results of the same inputs (forwardOracle, and by content in assertMatchesOracle)', () => {
+    const c = CASES.find((x) => x.name === 'padding lengths')!;
+    const inputs = buildInputs(c, 'bfloat16', 11);
+    const run = () => attention(inputs.q, inputs.k, inputs.v, { ...inputs.options, returnLogSumExp: true });
+    const oracle = forwardOracle(inputs);
+    assert.equal(oracle.expected(), oracle.expected(), 'computed once');
+    const r = run();
+    const messages = (x: ReturnType<typeof judgeForward>) => x.map((m) => m.message);
+    assert.deepEqual(
+      messages(judgeForward(r, oracle, 'bfloat16')),
+      messages(judgeForward(r, inputs, 'bfloat16')),
+    );
+    // Inputs built anew from the same seed share the oracle; a spoiled result still fails against it, and
+    // inputs of another seed get their own (a right result of theirs passes).
+    assert.doesNotThrow(() =>
+      assertMatchesOracle(run(), buildInputs(c, 'bfloat16', 11), 'bfloat16', 'again'),
+    );
+    const wrong = { ...r, output: scaled(r.output, (x, i) => (i === 0 ? x + 0.1 : x)) };
+    assert.throws(
+      () => assertMatchesOracle(wrong, buildInputs(c, 'bfloat16', 11), 'bfloat16', 'spoiled'),
+      /FAILED output/,
+    );
+    const other = buildInputs(c, 'bfloat16', 12);
+    const theirs = attention(other.q, other.k, other.v, { ...other.options, returnLogSumExp: true });
+    assert.doesNotThrow(() => assertMatchesOracle(theirs, other, 'bfloat16', 'other seed'));
+    assert.throws(() => assertMatchesOracle(run(), other, 'bfloat16', 'mixed up'), /FAILED output/);
   });
 });
 

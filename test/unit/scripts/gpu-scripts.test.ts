@@ -20,7 +20,7 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
@@ -37,13 +37,13 @@ function missing(commands: string[]): string[] {
   return commands.filter((c) => spawnSync('bash', ['-c', `command -v ${c}`]).status !== 0);
 }
 
-// One test: a failure where the arguments name nan.test.ts; the skipped count says whether
+// One test: a failure where the arguments name forward/nan.test.ts; the skipped count says whether
 // ATTNLAB_FLASH_KERNEL=wgmma reached the process (1) or not (0).
 const FAKE_NODE = `#!/usr/bin/env bash
 echo "TAP version 13"
-case "$*" in */nan.test*) echo "not ok 1 - fake failure";; *) echo "ok 1 - fake";; esac
+case "$*" in */forward/nan.test*) echo "not ok 1 - fake failure";; *) echo "ok 1 - fake";; esac
 echo "# pass 1"
-case "$*" in */nan.test*) echo "# fail 1";; *) echo "# fail 0";; esac
+case "$*" in */forward/nan.test*) echo "# fail 1";; *) echo "# fail 0";; esac
 [ "\${ATTNLAB_FLASH_KERNEL-}" = wgmma ] && echo "# skipped 1" || echo "# skipped 0"
 `;
 const FAKE_SANITIZER = `#!/usr/bin/env bash
@@ -73,7 +73,7 @@ describe('device scripts', () => {
       t.skip(`needs ${absent.join(', ')} on PATH`);
       return;
     }
-    // A copy of what the script reads (scripts/, the names of test/gpu/), and no .kcache to unpack.
+    // A copy of what the script reads (scripts/, the paths under test/gpu/), and no .kcache to unpack.
     const tree = join(work, 'tree');
     const bin = join(work, 'bin');
     const out = join(work, 'out');
@@ -81,7 +81,11 @@ describe('device scripts', () => {
       mkdirSync(dir, { recursive: true });
     for (const file of ['gpu-verify.sh', 'gpu-lib.sh', 'gpu-steps.sh'])
       copyFileSync(join(root, 'scripts', file), join(tree, 'scripts', file));
-    for (const file of readdirSync(join(root, 'test/gpu'))) writeFileSync(join(tree, 'test/gpu', file), '');
+    for (const file of readdirSync(join(root, 'test/gpu'), { recursive: true, encoding: 'utf8' })) {
+      if (!file.endsWith('.test.ts')) continue;
+      mkdirSync(dirname(join(tree, 'test/gpu', file)), { recursive: true });
+      writeFileSync(join(tree, 'test/gpu', file), '');
+    }
     writeFileSync(join(bin, 'node'), FAKE_NODE);
     writeFileSync(join(bin, 'compute-sanitizer'), FAKE_SANITIZER);
     chmodSync(join(bin, 'node'), 0o755);

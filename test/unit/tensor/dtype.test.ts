@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { decodeValue, encodeValue, finiteMax, roundTo } from '../../../src/tensor/dtype.js';
+import { decodeValue, encodeValue, finiteMax, rounder, roundTo } from '../../../src/tensor/dtype.js';
 
 const narrow = [
   ['float16', 16],
@@ -85,6 +85,38 @@ describe('dtype conversions', () => {
       assert.equal(roundTo(x, 'float32'), f);
       // the float32 fast path and the exact float64 path must agree on float32-exact inputs
       assert.equal(roundTo(f, 'bfloat16'), roundTo(f + 0, 'bfloat16'));
+    }
+  });
+
+  it('rounder(dtype) gives roundTo(·, dtype) for every kind of value', () => {
+    for (const dtype of [
+      'float16',
+      'bfloat16',
+      'float8_e4m3fn',
+      'float8_e5m2',
+      'float32',
+      'float64',
+    ] as const) {
+      const round = rounder(dtype);
+      const values = [0, -0, Number.NaN, Infinity, -Infinity, Number.MIN_VALUE, -Number.MAX_VALUE, 1e300];
+      // Every representable value, the ties halfway to its neighbours and a hair either side of them,
+      // overflow past the largest value, subnormals of both float64 and the format.
+      const patterns =
+        dtype === 'float32' || dtype === 'float64' ? 0 : 1 << (dtype.startsWith('float8') ? 8 : 16);
+      for (let pattern = 0; pattern < patterns; pattern += dtype.startsWith('float8') ? 1 : 7) {
+        const a = decodeValue(pattern, dtype);
+        const b = decodeValue(Math.min(pattern + 1, patterns - 1), dtype);
+        const mid = (a + b) / 2;
+        values.push(a, mid, mid * (1 + 2 ** -40), mid * (1 - 2 ** -40));
+      }
+      for (let i = 0; i < 20_000; i++) {
+        const x = Math.sin(i * 12.9898) * 43758.5453;
+        values.push(x, x * 1e-6, x * 1e-12, x * 1e4, -x * 2 ** -140);
+      }
+      for (const x of values) {
+        const [got, want] = [round(x), roundTo(x, dtype)];
+        assert.ok(Object.is(got, want), `${dtype}: rounder(${x}) = ${got}, roundTo gives ${want}`);
+      }
     }
   });
 });

@@ -11,7 +11,7 @@
  *
  * NaN and Inf inputs run as any others: cuDNN's fused backward spreads them past the gradients the
  * NaN rule allows (0·NaN inside its products: NaN in dQ, dK, dBias where the reference's are finite
- * in 13 of the 23 cases of test/gpu/backward-nan.test.ts on an H100, cuDNN 9.19), and the registry's
+ * in 13 of the 23 cases of test/gpu/backward/nan.test.ts on an H100, cuDNN 9.19), and the registry's
  * entry declares the gradient repair as its post-op (ops/gradient-nan-repair.ts), which recomputes the
  * non-finite rows on the device after cuDNN's kernels, with no read back.
  */

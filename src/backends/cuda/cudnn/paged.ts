@@ -33,7 +33,7 @@ export const CUDNN_UNIFIED_PAGED_VERSION = 91500;
 /**
  * Whether the unified op can run this layout: a paged cache with a dense query on cuDNN 9.15+ (the
  * caller adds the op's own limits: no bias, no mask bound beyond what a decode step drops). Only
- * when asked (ATTNLAB_CUDNN_GRAPH=unified): both pass test/gpu/cudnn-paged.test.ts on the H200, but
+ * when asked (ATTNLAB_CUDNN_GRAPH=unified): both pass test/gpu/decode/cudnn-paged.test.ts on the H200, but
  * only the composite graph's engine is known (sm80 wmma); the unified one's speed is unmeasured.
  */
 export function unifiedTakesLayout(layout: LayoutFeatures, version: number): boolean {

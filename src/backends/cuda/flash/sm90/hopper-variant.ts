@@ -240,7 +240,7 @@ function hopperGridOrder(
 
 /**
  * Whether sm_90a runs the Hopper kernel when ATTNLAB_FLASH_KERNEL is unset: yes, since every GPU
- * suite passes with it on (scripts/gpu-verify.sh: test/gpu/flash.test.ts with
+ * suite passes with it on (scripts/gpu-verify.sh: test/gpu/forward/flash.test.ts with
  * ATTNLAB_FLASH_KERNEL=wgmma in bf16, fp16 and other tile configurations, the nan, backward and
  * decode suites, and compute-sanitizer's memcheck, racecheck and synccheck on the kernel). With `implementation` unset the measured dispatch table (dispatch-table.ts) still
  * decides per case between flash and cudnn; ATTNLAB_FLASH_KERNEL=mma keeps every case on mma.sync.

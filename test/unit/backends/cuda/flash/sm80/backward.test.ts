@@ -2,7 +2,7 @@
  * The fused CUDA flash backward without a GPU: its support rule (what it refuses, with the reason),
  * its place in the backward table (cudnn > flash > naive on cuda), what a forced `flash` does with a
  * case it cannot run and where `auto` goes instead, and the variant/tiles/shared-memory arithmetic.
- * The kernels themselves run in test/gpu/flash-backward.test.ts.
+ * The kernels themselves run in test/gpu/backward/flash.test.ts.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';

@@ -1,0 +1,253 @@
+/**
+ * Score/mask modifiers and block masks on the flash backend's Hopper forward (wgmma + TMA, sm_90a),
+ * against the float64 oracle (test/support/modifier-reference.ts): hand-written modifier sets in the
+ * generated source's shape (test/support/modifier-cases.ts) given to the backend on the problem,
+ * output and log-sum-exp, at H = 64, 128 and 256, a few blocks and more than two waves; and a
+ * block mask skips EMPTY tiles and gives what evaluating every tile gives, within a bf16 ulp or two.
+ * Each case asserts that the wgmma variant ran
+ * with the modifier set in its key. Skips without a GPU, or on a GPU that is not sm_90a.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { attention, runAttention } from '../../../src/api/attention.js';
+import { validateAttention } from '../../../src/api/validate.js';
+import { cudaAvailable, getCudaContext } from '../../../src/backends/cuda/runtime/context.js';
+import type { AttentionProblem } from '../../../src/backends/problem.js';
+import { reloadConfig } from '../../../src/config.js';
+import { randomNormal } from '../../../src/tensor/random.js';
+import { Tensor } from '../../../src/tensor/tensor.js';
+import { createBlockMask } from '../../../src/variants/block-mask.js';
+import { maskMod, scoreMod } from '../../../src/variants/modifiers.js';
+import type { BlockMask, CompiledModifiers } from '../../../src/variants/types.js';
+import {
+  alibiCase,
+  blockKinds,
+  blockMaskFrom,
+  type CaseShape,
+  causalCase,
+  compiledModifiers,
+  documentCase,
+  type ModifierCase,
+  relativeBiasCase,
+  slidingWindowCase,
+  softcapCase,
+} from '../../support/modifier-cases.js';
+import { modifierReference } from '../../support/modifier-reference.js';
+
+const cuda = cudaAvailable();
+const capability = cuda.ok ? getCudaContext().properties.computeCapability : null;
+const skip = !cuda.ok
+  ? `no CUDA device: ${cuda.reason}`
+  : capability?.major === 9
+    ? false
+    : `the Hopper kernel needs sm_90a (this GPU is sm_${capability?.major}${capability?.minor})`;
+const seed = Number(process.env.ATTNLAB_TEST_SEED ?? Date.now() % 1_000_000_000);
+const saved = process.env.ATTNLAB_FLASH_KERNEL;
+
+interface Shape extends CaseShape {
+  readonly K: number;
+  readonly H: number;
+}
+
+/** bf16 output: 2^-8 relative per rounding of P and of the output. */
+const RELATIVE = 0.02;
+
+function expectClose(name: string, got: Float64Array, want: Float64Array): void {
+  let error = 0;
+  let scale = 1;
+  let mismatched = 0;
+  for (let i = 0; i < got.length; i++) {
+    if (Number.isFinite(want[i])) {
+      if (!Number.isFinite(got[i])) mismatched++;
+      error = Math.max(error, Math.abs(got[i] - want[i]));
+      scale = Math.max(scale, Math.abs(want[i]));
+    } else if (!Object.is(got[i], want[i]) && !(Number.isNaN(got[i]) && Number.isNaN(want[i]))) mismatched++;
+  }
+  assert.equal(mismatched, 0, `${name}: ${mismatched} elements differ from the reference in NaN/±inf`);
+  assert.ok(
+    error <= RELATIVE * scale,
+    `${name}: max |err| ${error.toExponential(3)} against max |ref| ${scale.toExponential(3)}`,
+  );
+}
+
+/** The case's captures and (when it asks for one) block mask on the device, as the backend reads them. */
+function onDevice(m: ModifierCase, shape: Shape) {
+  const captures = m.captures.map((c) => ({ ...c, tensor: c.tensor.to('cuda') }));
+  let kinds: Tensor | null = null;
+  let blockMask: BlockMask | undefined;
+  if (m.blockMask && m.mask) {
+    const host = blockKinds(m.mask, shape, false);
+    const dims = [host.Bm, host.Nm, Math.ceil(shape.T / host.blockQ), Math.ceil(shape.S / host.blockKV)];
+    kinds = Tensor.fromRaw(host.kinds, dims, 'bool').to('cuda');
+    blockMask = blockMaskFrom(host, shape, kinds, m.key);
+  }
+  return {
+    modifiers: compiledModifiers(m, captures),
+    blockMask,
+    release: () => {
+      for (const c of captures) c.tensor.dispose();
+      kinds?.dispose();
+    },
+  };
+}
+
+function inputs(shape: Shape, at: number) {
+  const { B, T, S, N, K, H } = shape;
+  return {
+    q: randomNormal([B, T, N, H], { seed: at, dtype: 'bfloat16' }),
+    k: randomNormal([B, S, K, H], { seed: at + 1, dtype: 'bfloat16' }),
+    v: randomNormal([B, S, K, H], { seed: at + 2, dtype: 'bfloat16' }),
+    dO: randomNormal([B, T, N, H], { seed: at + 3, dtype: 'bfloat16' }),
+  };
+}
+
+/** The forward of the case on the flash backend: output, log-sum-exp and the variant that ran. */
+function forward(
+  t: { q: Tensor; k: Tensor; v: Tensor },
+  modifiers: CompiledModifiers,
+  blockMask: BlockMask | undefined,
+) {
+  const p = {
+    ...validateAttention(t.q, t.k, t.v, { returnLogSumExp: true, implementation: 'flash' }),
+    modifiers,
+    blockMask,
+  } as AttentionProblem;
+  const out = runAttention(p);
+  assert.equal(out.backend, 'flash');
+  return { output: out.output, lse: out.logSumExp as Tensor, variant: out.variant };
+}
+
+describe('GPU flash modifiers and block masks on the Hopper forward', { skip }, () => {
+  before(() => {
+    console.log(`# variants/hopper.test.ts seed ${seed} (ATTNLAB_TEST_SEED=${seed} replays it)`);
+    process.env.ATTNLAB_FLASH_KERNEL = 'wgmma';
+    reloadConfig();
+  });
+  after(() => {
+    if (saved === undefined) delete process.env.ATTNLAB_FLASH_KERNEL;
+    else process.env.ATTNLAB_FLASH_KERNEL = saved;
+    reloadConfig();
+  });
+
+  // Each shape with the cases that matter for its tile (every case compiles its own kernel, ~5–10 s
+  // of NVRTC): D=128 all of them on a ragged last tile (520 rows); D=64 (two consumers with
+  // modifiers) with GQA; D=256; and 640 rows of 56 heads, 280 blocks (more than two waves of SMs).
+  const matrix: Array<[Shape, (s: Shape) => ModifierCase[]]> = [
+    [
+      { B: 1, T: 520, S: 520, N: 2, K: 2, H: 128 },
+      (s) => [
+        causalCase(),
+        { ...causalCase(), blockMask: true },
+        slidingWindowCase(100),
+        documentCase(s, 4, seed, true),
+        alibiCase(s),
+        softcapCase(2.5),
+        relativeBiasCase(s, seed % 97),
+      ],
+    ],
+    [
+      { B: 2, T: 384, S: 384, N: 4, K: 2, H: 64 },
+      (s) => [causalCase(), documentCase(s, 4, seed, true), alibiCase(s)],
+    ],
+    [
+      { B: 1, T: 300, S: 300, N: 2, K: 1, H: 256 },
+      (s) => [slidingWindowCase(60), softcapCase(2.5), relativeBiasCase(s, seed % 89)],
+    ],
+    [
+      { B: 1, T: 640, S: 640, N: 56, K: 8, H: 64 },
+      (s) => [{ ...causalCase(), blockMask: true }, documentCase(s, 5, seed, true)],
+    ],
+  ];
+  for (const [shape, cases] of matrix) {
+    for (const m of cases(shape)) {
+      it(`${m.name}${m.blockMask ? ' (block mask)' : ''}, B=${shape.B} T=${shape.T} N=${shape.N} K=${shape.K} H=${shape.H}: the wgmma kernel against float64`, () => {
+        const host = inputs(shape, seed + shape.H + shape.N);
+        const want = modifierReference(m, host.q, host.k, host.v, host.dO, 1 / Math.sqrt(shape.H));
+        const dev = onDevice(m, shape);
+        const t = { q: host.q.to('cuda'), k: host.k.to('cuda'), v: host.v.to('cuda') };
+        const got = forward(t, dev.modifiers, dev.blockMask);
+        assert.match(got.variant, new RegExp(`\\.mods-${m.key}${m.blockMask ? '\\.bmask' : ''}\\.wgmma$`));
+        expectClose('output', got.output.toFloat64Array(), want.output);
+        expectClose('logSumExp', got.lse.toFloat64Array(), want.logSumExp);
+        for (const x of [got.output, got.lse, ...Object.values(t)]) x.dispose();
+        dev.release();
+      });
+    }
+  }
+
+  it('a block mask skips EMPTY tiles and gives what evaluating every tile gives (H=128, H=64)', () => {
+    for (const shape of [
+      { B: 2, T: 1024, S: 1024, N: 2, K: 1, H: 128 },
+      { B: 1, T: 1024, S: 1024, N: 40, K: 8, H: 64 },
+    ]) {
+      const m = documentCase(shape, 6, seed, true);
+      const host = inputs(shape, seed + 7);
+      const t = { q: host.q.to('cuda'), k: host.k.to('cuda'), v: host.v.to('cuda') };
+      const dev = onDevice(m, shape);
+      const skipping = forward(t, dev.modifiers, dev.blockMask);
+      const every = forward(t, dev.modifiers, undefined);
+      assert.match(skipping.variant, /\.bmask\.wgmma$/);
+      assert.doesNotMatch(every.variant, /bmask/);
+      // Within a bf16 ulp or two: a FULL tile takes the unmasked path, whose exponent is one FFMA
+      // where the masked path rounds the scaled score first.
+      const near = (name: string, a: Tensor, b: Tensor) => {
+        const x = a.toFloat64Array();
+        const y = b.toFloat64Array();
+        let error = 0;
+        let scale = 1;
+        for (let i = 0; i < x.length; i++) {
+          assert.equal(
+            Number.isFinite(x[i]),
+            Number.isFinite(y[i]),
+            `${name}: element ${i} ${x[i]} against ${y[i]}`,
+          );
+          if (Number.isFinite(y[i])) {
+            error = Math.max(error, Math.abs(x[i] - y[i]));
+            scale = Math.max(scale, Math.abs(y[i]));
+          }
+        }
+        assert.ok(error <= 2 ** -7 * scale, `${name}: max |skipping − every| ${error} against ${scale}`);
+      };
+      near(`output, H=${shape.H}`, skipping.output, every.output);
+      near(`logSumExp, H=${shape.H}`, skipping.lse, every.lse);
+      for (const x of [skipping.output, skipping.lse, every.output, every.lse, ...Object.values(t)])
+        x.dispose();
+      dev.release();
+    }
+  });
+
+  // The variants API end to end on the Hopper kernel: expressions compiled by the generator, a block
+  // mask made on the GPU by createBlockMask, attention with implementation 'flash', against the CPU
+  // reference evaluating the same expressions.
+  it('public API: document mask (createBlockMask on the GPU) + ALiBi at H=128 on the wgmma kernel, against the reference', () => {
+    const shape: Shape = { B: 2, T: 300, S: 300, N: 4, K: 2, H: 128 };
+    const host = inputs(shape, seed + 90);
+    const hostIds = documentCase(shape, 3, seed, false).captures[0].tensor;
+    const slopes = Tensor.fromArray([0.5, 0.25, 0.125, 0.0625], [4], 'float32');
+    const mask = 'docIds[b, q] == docIds[b, kv] && kv <= q';
+    const score = 'score + slopes[h] * (kv - q)';
+    const want = attention(host.q, host.k, host.v, {
+      maskMod: maskMod(mask, { docIds: hostIds }),
+      scoreMod: scoreMod(score, { slopes }),
+      implementation: 'reference',
+      returnLogSumExp: true,
+    });
+    const [ids, slopesOn] = [hostIds.to('cuda'), slopes.to('cuda')];
+    const onGpu = {
+      maskMod: maskMod(mask, { docIds: ids }),
+      scoreMod: scoreMod(score, { slopes: slopesOn }),
+    };
+    const blockMask = createBlockMask(onGpu.maskMod, { B: 2, N: 4, T: 300, S: 300 });
+    const [q, k, v] = [host.q, host.k, host.v].map((x) => x.to('cuda'));
+    const got = attention(q, k, v, { ...onGpu, blockMask, implementation: 'flash', returnLogSumExp: true });
+    assert.equal(got.backend, 'flash');
+    assert.match(got.variant, /\.mods-.*\.bmask\.wgmma$/);
+    expectClose('output', got.output.toFloat64Array(), want.output.toFloat64Array());
+    expectClose(
+      'logSumExp',
+      (got.logSumExp as Tensor).toFloat64Array(),
+      (want.logSumExp as Tensor).toFloat64Array(),
+    );
+    for (const x of [q, k, v, ids, slopesOn, got.output, got.logSumExp]) x?.dispose();
+  });
+});
