@@ -92,6 +92,50 @@ describe('the forward plan on subgroup matrices', () => {
   });
 });
 
+describe('the forward plan for decode steps', () => {
+  const limits = {
+    maxBufferSize: 2 ** 40,
+    maxStorageBufferBindingSize: 2 ** 31 - 4,
+    maxComputeWorkgroupStorageSize: 49152,
+    maxComputeInvocationsPerWorkgroup: 1024,
+    maxComputeWorkgroupsPerDimension: 65535,
+    maxStorageBuffersPerShaderStage: 16,
+  };
+  const plan = (T: number, sg: number | null, options: Record<string, unknown> = {}) => {
+    // B=2, N=32 query heads on K=8 KV heads, H=128, S=4096 (the shapes only: float16 zeros).
+    const q = Tensor.zeros([2, T, 32, 128], 'float16');
+    const k = Tensor.zeros([2, 4096, 8, 128], 'float16');
+    return planForward(validateAttention(q, k, k, options), limits, undefined, true, true, null, sg);
+  };
+
+  it('reads each key row with 16 invocations at H=128 float16, the 4 query heads of a KV head in one workgroup, chunks of ≥ 256 keys', () => {
+    const p = plan(1, 32);
+    assert.ok(p.ok);
+    assert.equal(p.variant.kernel, 'decode');
+    assert.deepEqual(p.variant.decode, { sg: 32, lk: 16, rows: 4 });
+    // 2 batches × 8 KV heads × 1 row group = 16 workgroups want 64 chunks for ~1,000 workgroups;
+    // 4,096 keys give 16 chunks of the fewest keys a chunk keeps (256).
+    assert.equal(p.splits, 16);
+    assert.match(variantKey(p.variant), /^webgpu-flash-decode-s32-float16-h128-hv128-r4-c16-split/);
+    // Two query rows per head: 8 rows a workgroup.
+    const two = plan(2, 32);
+    assert.ok(two.ok && two.variant.kernel === 'decode' && two.variant.rows === 8);
+  });
+
+  it('leaves bias, boolean masks, more than 16 rows and adapters without one subgroup size to the other kernels', () => {
+    const bias = Tensor.zeros([1, 1, 1, 4096], 'float16');
+    const cases: [string, ReturnType<typeof plan>][] = [
+      ['no subgroup size', plan(1, null)],
+      ['T = 17', plan(17, 32)],
+      ['a bias', plan(1, 32, { bias })],
+    ];
+    for (const [what, p] of cases) {
+      assert.ok(p.ok, what);
+      assert.notEqual(p.variant.kernel, 'decode', what);
+    }
+  });
+});
+
 const skip = await webgpuSkipReason();
 
 describe('webgpu device', { skip: skip ?? false }, () => {
