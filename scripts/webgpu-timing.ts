@@ -128,6 +128,20 @@ const cuda = cudaAvailable().ok;
       } catch (error) {
         row({ ...shape, impl: 'webgpu-sgmat-c32', error: String(error) });
       }
+      // 8 subgroups: 128 query rows a workgroup (32-key tiles fit 48 KiB), half the K and V
+      // staging a product.
+      try {
+        const problem = validateAttention(q, k, v, { isCausal: causal, implementation: 'webgpu' });
+        let v8 = '';
+        const ms = await timeWebgpu(() => {
+          const r = runForward(problem, { sgmatSubgroups: 8 });
+          v8 = r.variant;
+          return [r.output];
+        });
+        row({ ...shape, impl: 'webgpu-sgmat-r128', variant: v8, ms, tflops: flops / ms / 1e9 });
+      } catch (error) {
+        row({ ...shape, impl: 'webgpu-sgmat-r128', error: String(error) });
+      }
       try {
         const problem = validateAttention(q, k, v, { isCausal: causal, implementation: 'webgpu' });
         let tiledVariant = '';

@@ -78,12 +78,23 @@ export interface ForwardOverrides {
   readonly sgmat?: boolean;
   /** The most keys a tile of the subgroup-matrix kernel (timings). */
   readonly sgmatKeys?: number;
+  /** Subgroups a workgroup of the subgroup-matrix kernel (timings). */
+  readonly sgmatSubgroups?: number;
   /** False runs the row kernel where the decode one applies. */
   readonly decode?: boolean;
 }
 
-function withKeys(m: MatrixShape | null, keys: number | undefined): MatrixShape | null {
-  return m && keys !== undefined ? { ...m, keys } : m;
+function withKeys(
+  m: MatrixShape | null,
+  keys: number | undefined,
+  subgroups: number | undefined,
+): MatrixShape | null {
+  if (!m) return m;
+  return {
+    ...m,
+    ...(keys !== undefined ? { keys } : {}),
+    ...(subgroups !== undefined ? { subgroups } : {}),
+  };
 }
 
 export function runForward(p: AttentionProblem, overrides: ForwardOverrides = {}): BackendOutput {
@@ -94,7 +105,9 @@ export function runForward(p: AttentionProblem, overrides: ForwardOverrides = {}
     overrides.splits,
     info.subgroups && (overrides.subgroups ?? true),
     overrides.tiled ?? true,
-    overrides.sgmat === false ? null : withKeys(matrixShape(info), overrides.sgmatKeys),
+    overrides.sgmat === false
+      ? null
+      : withKeys(matrixShape(info), overrides.sgmatKeys, overrides.sgmatSubgroups),
     overrides.decode === false || overrides.subgroups === false ? null : subgroupSize(info),
   );
   if (!plan.ok) throw new UnsupportedError('webgpu', plan.reason);

@@ -14,7 +14,7 @@ import {
 } from './decode-source.js';
 import { paddedBytes } from './memory.js';
 import type { WebgpuInfo, WebgpuLimits } from './runtime.js';
-import { type MatrixShape, SGMAT_SUBGROUPS, sgmatKeys } from './sgmat-source.js';
+import { type MatrixShape, sgmatKeys, sgmatSubgroups } from './sgmat-source.js';
 import { outputBlock, TILED_ROWS, TILED_WG, tiledStorageBytes } from './tiled-source.js';
 import { bindings, type ForwardVariant, MAX_SPLITS } from './variant.js';
 
@@ -121,7 +121,7 @@ export const SGMAT_MAX_HEAD_DIM = 128;
 function sgmatTile(p: AttentionProblem, limits: WebgpuLimits, matrix: MatrixShape | null): number | null {
   if (!matrix || p.dtype !== 'float16' || p.T <= FEW_ROWS) return null;
   if (p.H > SGMAT_MAX_HEAD_DIM || p.Hv > SGMAT_MAX_HEAD_DIM) return null;
-  if (SGMAT_SUBGROUPS * matrix.sg > limits.maxComputeInvocationsPerWorkgroup) return null;
+  if (sgmatSubgroups(matrix) * matrix.sg > limits.maxComputeInvocationsPerWorkgroup) return null;
   return sgmatKeys(p.H, p.Hv, matrix, limits.maxComputeWorkgroupStorageSize);
 }
 
@@ -220,8 +220,8 @@ export function planForward(
       : null;
   const sgmat = tiledBc !== null && sgmatBc !== null && matrix !== null;
   const splits = tiledBc !== null ? 1 : auto;
-  const rows = sgmat ? SGMAT_SUBGROUPS * matrix.M : tiledBc !== null ? TILED_ROWS : rowsFor(p.T);
-  const invocations = sgmat ? SGMAT_SUBGROUPS * matrix.sg : rows;
+  const rows = sgmat ? sgmatSubgroups(matrix) * matrix.M : tiledBc !== null ? TILED_ROWS : rowsFor(p.T);
+  const invocations = sgmat ? sgmatSubgroups(matrix) * matrix.sg : rows;
   if (invocations > limits.maxComputeInvocationsPerWorkgroup) {
     return refuse(
       `${invocations} invocations per workgroup exceed maxComputeInvocationsPerWorkgroup (${limits.maxComputeInvocationsPerWorkgroup})`,

@@ -28,8 +28,13 @@
 import { bindings, type ForwardVariant } from './variant.js';
 import { loader, PAGED_ROW, PARAMS_STRUCT, WGSL_FUNCTIONS } from './wgsl.js';
 
-/** Subgroups a workgroup. */
+/** Subgroups a workgroup (timings compare 8, which takes 128 query rows with 32-key tiles). */
 export const SGMAT_SUBGROUPS = 4;
+
+/** Subgroups a workgroup of a shape. */
+export function sgmatSubgroups(m: MatrixShape): number {
+  return m.subgroups ?? SGMAT_SUBGROUPS;
+}
 /** The threshold, in natural-log units, past which a row's reference max moves: p ≤ e^8. */
 const RESCALE_AT = 8;
 
@@ -42,6 +47,8 @@ export interface MatrixShape {
   readonly sg: number;
   /** The most keys a tile (timings compare 32 with the default 64); unset: 64. */
   readonly keys?: number;
+  /** Subgroups a workgroup; unset: SGMAT_SUBGROUPS. */
+  readonly subgroups?: number;
 }
 
 /** Element strides of the workgroup tiles: each row padded by 16 bytes against bank conflicts. */
@@ -52,7 +59,7 @@ function strides(H: number, Hv: number, bc: number) {
 /** Workgroup bytes the kernel takes with tiles of `bc` keys. */
 export function sgmatStorageBytes(H: number, Hv: number, bc: number, m: MatrixShape): number {
   const { KS, SS, PS } = strides(H, Hv, bc);
-  const br = SGMAT_SUBGROUPS * m.M;
+  const br = sgmatSubgroups(m) * m.M;
   return bc * KS * 2 + br * SS * 4 + br * PS * 2 + br * 8 + 32;
 }
 
@@ -79,8 +86,8 @@ export function sgmatSource(v: ForwardVariant): string {
   if (!m || v.dtype !== 'float16')
     throw new Error('the subgroup-matrix kernel needs a float16 variant with a matrix shape');
   const { KS, SS, PS } = strides(v.H, v.Hv, v.bc);
-  const BR = SGMAT_SUBGROUPS * m.M;
-  const WG = SGMAT_SUBGROUPS * m.sg;
+  const BR = sgmatSubgroups(m) * m.M;
+  const WG = sgmatSubgroups(m) * m.sg;
   const TPR = m.sg / m.M;
   const QB = v.H / m.K;
   const OB = v.Hv / m.N;
