@@ -5,7 +5,8 @@
  *   fma-f32     vec4<f32> fma chains, 8 independent a invocation: the CUDA-core f32 rate
  *   fma-f16     the same on vec4<f16> (shader-f16 only; NVIDIA packs two halves an instruction)
  *   sgmat       subgroupMatrixMultiplyAccumulate on f16 operands into f32 (and f16) accumulators,
- *               4 independent a subgroup, operands in registers: the cooperative-matrix rate
+ *               4 independent a subgroup (started at 0, 1, 2, 3, so no two chains can be merged),
+ *               operands in registers: the cooperative-matrix rate
  *               (chromium-experimental-subgroup-matrix only)
  *   read        every invocation streams 16-byte loads over a buffer, grid-stride, 4 in flight, and
  *               xors them (the bandwidth a decode kernel can reach)
@@ -181,7 +182,8 @@ fn main(@builtin(global_invocation_id) gid: vec3u) {
     const sg = info.subgroupSizes.max;
     const wg = 4 * sg;
     const r = c.resultComponentType;
-    const code = `enable f16;
+    const code = `diagnostic(off, chromium.subgroup_matrix_uniformity);
+enable f16;
 enable chromium_experimental_subgroup_matrix;
 struct P { iters: u32, pad0: u32, pad1: u32, pad2: u32 }
 @group(0) @binding(0) var<uniform> params: P;
@@ -197,10 +199,10 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   workgroupBarrier();
   let a = subgroupMatrixLoad<subgroup_matrix_left<f16, ${c.K}, ${c.M}>>(&a_tile, 0u, false, ${c.K}u);
   let b = subgroupMatrixLoad<subgroup_matrix_right<f16, ${c.N}, ${c.K}>>(&b_tile, 0u, false, ${c.N}u);
-  var c0 = subgroup_matrix_result<${r}, ${c.N}, ${c.M}>();
-  var c1 = subgroup_matrix_result<${r}, ${c.N}, ${c.M}>();
-  var c2 = subgroup_matrix_result<${r}, ${c.N}, ${c.M}>();
-  var c3 = subgroup_matrix_result<${r}, ${c.N}, ${c.M}>();
+  var c0 = subgroup_matrix_result<${r}, ${c.N}, ${c.M}>(${r}(0));
+  var c1 = subgroup_matrix_result<${r}, ${c.N}, ${c.M}>(${r}(1));
+  var c2 = subgroup_matrix_result<${r}, ${c.N}, ${c.M}>(${r}(2));
+  var c3 = subgroup_matrix_result<${r}, ${c.N}, ${c.M}>(${r}(3));
   for (var i = 0u; i < params.iters; i++) {
     c0 = subgroupMatrixMultiplyAccumulate(a, b, c0);
     c1 = subgroupMatrixMultiplyAccumulate(a, b, c1);
