@@ -3,7 +3,8 @@
 # timings of scripts/webgpu-timing.ts. Logs go to $1 (default ./webgpu-gpu-out); $2 picks the
 # stage: device (info and device tests, ≤ 50 s), suite, nan and suite-extra (≤ 55 s each), backward and
 # backward-extra (the backward suite, ≤ 55 s each), timing (≤ 55 s), ceilings (the bare-kernel
-# ceilings of benchmarks/harnesses/webgpu-ceilings.ts, ≤ 55 s), bench (attnlab bench --impl
+# ceilings of benchmarks/harnesses/webgpu-ceilings.ts, ≤ 55 s), sgmat-checks (the subgroup-matrix
+# operations one by one, benchmarks/harnesses/webgpu-sgmat-checks.ts, ≤ 55 s), bench (attnlab bench --impl
 # webgpu,flash on the forward shape, ≤ 55 s), or all (default: all but bench and ceilings).
 # ATTNLAB_WEBGPU_EXPERIMENTAL=1 in the environment opens the device with Dawn's experimental
 # features and f16 on NVIDIA (the subgroup-matrix kernel).
@@ -73,6 +74,10 @@ fi
 if [ "$stage" = ceilings ]; then
   timeout 55 node --import tsx benchmarks/harnesses/webgpu-ceilings.ts --reps 5 > "$out/ceilings.jsonl" 2> "$out/ceilings.err"
   echo "rc=$?" >> "$out/ceilings.err"
+fi
+if [ "$stage" = sgmat-checks ]; then
+  timeout 55 node --import tsx benchmarks/harnesses/webgpu-sgmat-checks.ts > "$out/sgmat-checks.jsonl" 2> "$out/sgmat-checks.err"
+  echo "rc=$?" >> "$out/sgmat-checks.err"
 fi
 if [ "$stage" = bench ]; then
   timeout 55 node --import tsx src/cli/bin.ts bench --impl webgpu,flash --batch 4 --seq 4096 --heads 16 \

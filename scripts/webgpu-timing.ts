@@ -90,6 +90,7 @@ row({
   adapter: [info.vendor, info.architecture, info.description].filter(Boolean).join(' '),
   features: info.features,
   subgroupMatrix: info.subgroupMatrix,
+  subgroupMatrixRejected: info.subgroupMatrixRejected,
   limits: info.limits,
 });
 const cuda = cudaAvailable().ok;

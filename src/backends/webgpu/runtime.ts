@@ -19,6 +19,7 @@
  */
 import { checkKeys, checkOptionsObject, describeValue } from '../../arguments.js';
 import { AttnlabError, DeviceError, InvalidArgumentError } from '../../errors.js';
+import { checkSgmat } from './sgmat-check.js';
 
 /** What `attnlab info` and `initWebgpu()` report about the adapter. */
 export interface WebgpuInfo {
@@ -42,6 +43,11 @@ export interface WebgpuInfo {
    * times K×N, or null where the device has no such configuration.
    */
   readonly subgroupMatrix: { readonly M: number; readonly N: number; readonly K: number } | null;
+  /**
+   * Why the device's subgroup-matrix shape is not used though it has one: the sgmat kernel is run
+   * once on a small problem when the device opens (sgmat-check.ts), and a wrong result drops it.
+   */
+  readonly subgroupMatrixRejected?: string;
 }
 
 /** The limits attnlab's kernels are checked against before a dispatch. */
@@ -160,7 +166,8 @@ async function acquire(options: InitWebgpuOptions): Promise<WebgpuContext> {
     subgroupSizes: { min: sizes.subgroupMinSize ?? 0, max: sizes.subgroupMaxSize ?? 0 },
     subgroupMatrix: f16MatrixConfig(device, raw),
   };
-  const made: WebgpuContext = { device, adapter, info, generation: ++generation };
+  const checked = await checkedMatrix(device, info);
+  const made: WebgpuContext = { device, adapter, info: checked, generation: ++generation };
   device.addEventListener('uncapturederror', (event) => {
     uncaptured.push((event as GPUUncapturedErrorEvent).error.message);
   });
@@ -212,6 +219,21 @@ function f16MatrixConfig(device: GPUDevice, raw: GPUAdapterInfo): WebgpuInfo['su
     .filter((c) => c.M % 8 === 0 && c.N % 8 === 0 && c.K % 8 === 0);
   const square = usable.find((c) => c.M === 16 && c.N === 16 && c.K === 16);
   return square ?? [...usable].sort((a, b) => b.M * b.N * b.K - a.M * a.N * a.K)[0] ?? null;
+}
+
+/** `info` with its subgroup-matrix shape, or without it and the reason where the kernel's check fails. */
+async function checkedMatrix(device: GPUDevice, info: WebgpuInfo): Promise<WebgpuInfo> {
+  const { subgroupMatrix, subgroupSizes } = info;
+  if (!subgroupMatrix) return info;
+  if (subgroupSizes.min <= 0 || subgroupSizes.min !== subgroupSizes.max) {
+    return { ...info, subgroupMatrix: null, subgroupMatrixRejected: 'subgroups of more than one size' };
+  }
+  const reason = await checkSgmat(
+    device,
+    { ...subgroupMatrix, sg: subgroupSizes.min },
+    info.limits.maxComputeWorkgroupStorageSize,
+  );
+  return reason === null ? info : { ...info, subgroupMatrix: null, subgroupMatrixRejected: reason };
 }
 
 let disposing = false;

@@ -230,7 +230,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
       put8(rr * KS + cu * 8u, x);
     }
     workgroupBarrier();
-    if (sg * ${m.M}u >= stage && sg * ${m.M}u < stage + BC) {
+    ${BR <= v.bc ? "{ // one stage holds every subgroup's rows" : `if (sg * ${m.M}u >= stage && sg * ${m.M}u < stage + BC) {`}
       let q_at = (sg * ${m.M}u - stage) * KS;
       ${range(QB)
         .map((h) => `q${h} = subgroupMatrixLoad<${left}>(&kv_tile, q_at + ${h * m.K}u, false, KS);`)
