@@ -19,6 +19,13 @@ set -u
 out=${1:-webgpu-gpu-out}
 stage=${2:-all}
 mkdir -p "$out"
+# The clocks and P-state every 200 ms beside the timed stages (a Vulkan context may not raise them
+# as a CUDA one does).
+sample_clocks() {
+  nvidia-smi --query-gpu=timestamp,pstate,clocks.sm,clocks.mem,utilization.gpu,power.draw \
+    --format=csv -lms 200 > "$out/clocks-$1.csv" 2>&1 &
+  clocks_pid=$!
+}
 for f in .gl/*.deb; do [ -f "$f" ] && dpkg -x "$f" /; done
 ldconfig
 nvidia=/usr/local/nvidia/share
@@ -68,12 +75,16 @@ if [ "$stage" = backward-extra ] || [ "$stage" = all ]; then
   echo "rc=$?" >> "$out/backward-extra.log"
 fi
 if [ "$stage" = timing ] || [ "$stage" = all ]; then
+  sample_clocks timing
   timeout 55 node --import tsx scripts/webgpu-timing.ts --reps 3 > "$out/timing.jsonl" 2> "$out/timing.err"
   echo "rc=$?" >> "$out/timing.err"
+  kill "$clocks_pid" 2>/dev/null
 fi
 if [ "$stage" = ceilings ]; then
+  sample_clocks ceilings
   timeout 55 node --import tsx benchmarks/harnesses/webgpu-ceilings.ts --reps 5 > "$out/ceilings.jsonl" 2> "$out/ceilings.err"
   echo "rc=$?" >> "$out/ceilings.err"
+  kill "$clocks_pid" 2>/dev/null
 fi
 if [ "$stage" = sgmat-checks ]; then
   timeout 55 node --import tsx benchmarks/harnesses/webgpu-sgmat-checks.ts > "$out/sgmat-checks.jsonl" 2> "$out/sgmat-checks.err"

@@ -2,11 +2,13 @@
  * Times the webgpu backend on the shapes issue #44 names, beside attnlab's CUDA flash on the same
  * GPU (where CUDA exists) and the copy bandwidth Dawn reaches, and prints one JSON line per row.
  *
- *   forward  B=4 T=S=4096 N=16 K=16 H=128 float16, causal and not
+ * In this order (the cheapest first, so a run cut by a time limit keeps them):
+ *   copy     copyBufferToBuffer of 1 GiB (read + write counted)
  *   decode   B=8 T=1 S=32768 N=32 K=8 H=128 float16, every sequence full: a dense cache, and the
  *            same tokens as a paged cache of 256-token blocks
+ *   forward  B=4 T=S=4096 N=16 K=16 H=128 float16, causal and not (the sgmat kernel where the
+ *            device has it, beside the tiled kernel; the row kernel is not timed: 2.7 TFLOP/s)
  *   backward B=1 T=S=2048 N=8 H=128 float16 (the webgpu backward's dq and dkdv kernels)
- *   copy     copyBufferToBuffer of 1 GiB (read + write counted)
  *
  * WebGPU time: wall clock from submit to onSubmittedWorkDone, median of `--reps` after a warm-up
  * (timestamp queries are not used: SwiftShader and some drivers quantise them). Inputs are
@@ -95,6 +97,89 @@ row({
 });
 const cuda = cudaAvailable().ok;
 
+// copy bandwidth
+{
+  const { device, info: i } = webgpuContext();
+  const size = Math.min(small ? 64 << 20 : 1 << 30, i.limits.maxBufferSize);
+  const usage = USAGE.STORAGE | USAGE.COPY_SRC | USAGE.COPY_DST;
+  const [a, b] = [0, 1].map(() => device.createBuffer({ size, usage }));
+  const times: number[] = [];
+  for (let r = 0; r <= reps; r++) {
+    const start = performance.now();
+    const encoder = device.createCommandEncoder();
+    encoder.copyBufferToBuffer(a, 0, b, 0, size);
+    device.queue.submit([encoder.finish()]);
+    await device.queue.onSubmittedWorkDone();
+    if (r > 0) times.push(performance.now() - start);
+  }
+  const ms = median(times);
+  row({ op: 'copy', bytes: size, ms, gbs: (2 * size) / ms / 1e6 });
+  a.destroy();
+  b.destroy();
+}
+
+// decode
+{
+  const [B, S, N, K, H] = [shrink(8), shrink(32768), shrink(32), shrink(8), 128];
+  const q = seededInput([B, 1, N, H], 4, 'float16');
+  const kv = [5, 6].map((seed) => seededInput([B, S, K, H], seed, 'float16'));
+  const bytes = 2 * B * S * K * H * 2 + 2 * B * N * H * 2;
+  const shape = { op: 'decode', B, T: 1, S, N, K, H, dtype: 'float16' };
+  const [dq, dk, dv] = [q, ...kv].map((t) => t.to('webgpu'));
+  try {
+    let variant = '';
+    const ms = await timeWebgpu(() => {
+      const r = attention(dq, dk, dv, { implementation: 'webgpu' });
+      variant = r.variant;
+      return [r.output];
+    });
+    row({ ...shape, impl: 'webgpu', variant, ms, gbs: bytes / ms / 1e6 });
+  } catch (error) {
+    row({ ...shape, impl: 'webgpu', error: String(error) });
+  }
+  // The row kernel on the same step (split-KV), the baseline of the decode kernel.
+  try {
+    const problem = validateAttention(dq, dk, dv, { implementation: 'webgpu' });
+    let variant = '';
+    const ms = await timeWebgpu(() => {
+      const r = runForward(problem, { decode: false });
+      variant = r.variant;
+      return [r.output];
+    });
+    row({ ...shape, impl: 'webgpu-rows', variant, ms, gbs: bytes / ms / 1e6 });
+  } catch (error) {
+    row({ ...shape, impl: 'webgpu-rows', error: String(error) });
+  }
+  // The same tokens as a paged pool: (B·S/256, 256, K, H) is the dense cache's memory as it is,
+  // with block b·M + m holding sequence b's block m.
+  const blockSize = 256;
+  const M = S / blockSize;
+  const pool = [dk, dv].map((t) => t.reshape([B * M, blockSize, K, H]));
+  const blockTable = Array.from({ length: B }, (_, b) => Array.from({ length: M }, (_, m) => b * M + m));
+  try {
+    let variant = '';
+    const ms = await timeWebgpu(() => {
+      const r = attention(dq, pool[0], pool[1], {
+        implementation: 'webgpu',
+        blockTable,
+        keyValueSeqLengths: new Array(B).fill(S),
+      });
+      variant = r.variant;
+      return [r.output];
+    });
+    row({ ...shape, layout: 'paged', blockSize, impl: 'webgpu', variant, ms, gbs: bytes / ms / 1e6 });
+  } catch (error) {
+    row({ ...shape, layout: 'paged', impl: 'webgpu', error: String(error) });
+  }
+  for (const t of [dq, dk, dv]) t.dispose();
+  if (cuda) {
+    const [cq, ck, cv] = [q, ...kv].map((t) => t.to('cuda'));
+    const ms = timeCuda(() => [attention(cq, ck, cv, { implementation: 'flash' }).output]);
+    row({ ...shape, impl: 'cuda-flash', ms, gbs: bytes / ms / 1e6 });
+    for (const t of [cq, ck, cv]) t.dispose();
+  }
+}
+
 // forward
 {
   const [B, T, N, H] = [shrink(4), shrink(4096), shrink(16), 128];
@@ -169,18 +254,6 @@ const cuda = cudaAvailable().ok;
         row({ ...shape, impl: 'webgpu-tiled', error: String(error) });
       }
     }
-    // The row kernel on the same problem, the baseline the tiled one is measured against.
-    try {
-      const problem = validateAttention(q, k, v, { isCausal: causal, implementation: 'webgpu' });
-      const ms = await timeWebgpu(() => {
-        const r = runForward(problem, { tiled: false });
-        variant = r.variant;
-        return [r.output];
-      });
-      row({ ...shape, impl: 'webgpu-rows', variant, ms, tflops: flops / ms / 1e9 });
-    } catch (error) {
-      row({ ...shape, impl: 'webgpu-rows', error: String(error) });
-    }
     for (const t of [q, k, v]) t.dispose();
     if (cuda) {
       const [cq, ck, cv] = host.map((t) => t.to('cuda'));
@@ -190,68 +263,6 @@ const cuda = cudaAvailable().ok;
       row({ ...shape, impl: 'cuda-flash', ms, tflops: flops / ms / 1e9 });
       for (const t of [cq, ck, cv]) t.dispose();
     }
-  }
-}
-
-// decode
-{
-  const [B, S, N, K, H] = [shrink(8), shrink(32768), shrink(32), shrink(8), 128];
-  const q = seededInput([B, 1, N, H], 4, 'float16');
-  const kv = [5, 6].map((seed) => seededInput([B, S, K, H], seed, 'float16'));
-  const bytes = 2 * B * S * K * H * 2 + 2 * B * N * H * 2;
-  const shape = { op: 'decode', B, T: 1, S, N, K, H, dtype: 'float16' };
-  const [dq, dk, dv] = [q, ...kv].map((t) => t.to('webgpu'));
-  try {
-    let variant = '';
-    const ms = await timeWebgpu(() => {
-      const r = attention(dq, dk, dv, { implementation: 'webgpu' });
-      variant = r.variant;
-      return [r.output];
-    });
-    row({ ...shape, impl: 'webgpu', variant, ms, gbs: bytes / ms / 1e6 });
-  } catch (error) {
-    row({ ...shape, impl: 'webgpu', error: String(error) });
-  }
-  // The row kernel on the same step (split-KV), the baseline of the decode kernel.
-  try {
-    const problem = validateAttention(dq, dk, dv, { implementation: 'webgpu' });
-    let variant = '';
-    const ms = await timeWebgpu(() => {
-      const r = runForward(problem, { decode: false });
-      variant = r.variant;
-      return [r.output];
-    });
-    row({ ...shape, impl: 'webgpu-rows', variant, ms, gbs: bytes / ms / 1e6 });
-  } catch (error) {
-    row({ ...shape, impl: 'webgpu-rows', error: String(error) });
-  }
-  // The same tokens as a paged pool: (B·S/256, 256, K, H) is the dense cache's memory as it is,
-  // with block b·M + m holding sequence b's block m.
-  const blockSize = 256;
-  const M = S / blockSize;
-  const pool = [dk, dv].map((t) => t.reshape([B * M, blockSize, K, H]));
-  const blockTable = Array.from({ length: B }, (_, b) => Array.from({ length: M }, (_, m) => b * M + m));
-  try {
-    let variant = '';
-    const ms = await timeWebgpu(() => {
-      const r = attention(dq, pool[0], pool[1], {
-        implementation: 'webgpu',
-        blockTable,
-        keyValueSeqLengths: new Array(B).fill(S),
-      });
-      variant = r.variant;
-      return [r.output];
-    });
-    row({ ...shape, layout: 'paged', blockSize, impl: 'webgpu', variant, ms, gbs: bytes / ms / 1e6 });
-  } catch (error) {
-    row({ ...shape, layout: 'paged', impl: 'webgpu', error: String(error) });
-  }
-  for (const t of [dq, dk, dv]) t.dispose();
-  if (cuda) {
-    const [cq, ck, cv] = [q, ...kv].map((t) => t.to('cuda'));
-    const ms = timeCuda(() => [attention(cq, ck, cv, { implementation: 'flash' }).output]);
-    row({ ...shape, impl: 'cuda-flash', ms, gbs: bytes / ms / 1e6 });
-    for (const t of [cq, ck, cv]) t.dispose();
   }
 }
 
@@ -286,25 +297,4 @@ const cuda = cudaAvailable().ok;
     row({ ...shape, impl: 'cuda-flash', ms, tflops: flops / ms / 1e9 });
     for (const t of [cq, ck, cv, cdO, f.output, f.logSumExp]) t.dispose();
   }
-}
-
-// copy bandwidth
-{
-  const { device, info: i } = webgpuContext();
-  const size = Math.min(small ? 64 << 20 : 1 << 30, i.limits.maxBufferSize);
-  const usage = USAGE.STORAGE | USAGE.COPY_SRC | USAGE.COPY_DST;
-  const [a, b] = [0, 1].map(() => device.createBuffer({ size, usage }));
-  const times: number[] = [];
-  for (let r = 0; r <= reps; r++) {
-    const start = performance.now();
-    const encoder = device.createCommandEncoder();
-    encoder.copyBufferToBuffer(a, 0, b, 0, size);
-    device.queue.submit([encoder.finish()]);
-    await device.queue.onSubmittedWorkDone();
-    if (r > 0) times.push(performance.now() - start);
-  }
-  const ms = median(times);
-  row({ op: 'copy', bytes: size, ms, gbs: (2 * size) / ms / 1e6 });
-  a.destroy();
-  b.destroy();
 }
