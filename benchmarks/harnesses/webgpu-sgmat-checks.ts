@@ -12,7 +12,7 @@
  *   branch-load       A loaded inside a branch only some subgroups take (uniform in each)
  *   accumulate-8      eight products accumulated into one result (the H/K chain of the scores)
  *   sgmat kernel      the whole kernel on the device check's problem (sgmat-check.ts), 64- and
- *                     32-key tiles
+ *                     32-key tiles, as written and with every majorness flag inverted
  *
  * Every check runs in each of the 4 subgroups of a 4·SG workgroup, on its own operands.
  * Run: ATTNLAB_WEBGPU_EXPERIMENTAL=1 node --import tsx benchmarks/harnesses/webgpu-sgmat-checks.ts
@@ -233,13 +233,15 @@ fn main(@builtin(local_invocation_index) lid: u32) {
   }
 }
 
-// The whole sgmat kernel on the small problem the device check runs (sgmat-check.ts), and with
-// 32-key tiles: null is a pass.
-for (const keys of [64, 32]) {
-  const reason = await checkSgmat(
-    device,
-    { M, N, K, sg: SG, keys },
-    info.limits.maxComputeWorkgroupStorageSize,
-  );
-  row({ check: `sgmat kernel, ${keys}-key tiles`, failure: reason });
+// The whole sgmat kernel on the small problem the device check runs (sgmat-check.ts), with 64- and
+// 32-key tiles, and with every majorness flag inverted: null is a pass.
+for (const flipMajor of [false, true]) {
+  for (const keys of [64, 32]) {
+    const reason = await checkSgmat(
+      device,
+      { M, N, K, sg: SG, keys, flipMajor },
+      info.limits.maxComputeWorkgroupStorageSize,
+    );
+    row({ check: `sgmat kernel, ${keys}-key tiles${flipMajor ? ', flags inverted' : ''}`, failure: reason });
+  }
 }

@@ -42,7 +42,13 @@ export interface WebgpuInfo {
    * chromium-experimental-subgroup-matrix with shader-f16; Vulkan's cooperative matrices), M×K
    * times K×N, or null where the device has no such configuration.
    */
-  readonly subgroupMatrix: { readonly M: number; readonly N: number; readonly K: number } | null;
+  readonly subgroupMatrix: {
+    readonly M: number;
+    readonly N: number;
+    readonly K: number;
+    /** The majorness flag the device reads the other way round (found by the device check). */
+    readonly flipMajor?: boolean;
+  } | null;
   /**
    * Why the device's subgroup-matrix shape is not used though it has one: the sgmat kernel is run
    * once on a small problem when the device opens (sgmat-check.ts), and a wrong result drops it.
@@ -228,12 +234,19 @@ async function checkedMatrix(device: GPUDevice, info: WebgpuInfo): Promise<Webgp
   if (subgroupSizes.min <= 0 || subgroupSizes.min !== subgroupSizes.max) {
     return { ...info, subgroupMatrix: null, subgroupMatrixRejected: 'subgroups of more than one size' };
   }
-  const reason = await checkSgmat(
-    device,
-    { ...subgroupMatrix, sg: subgroupSizes.min },
-    info.limits.maxComputeWorkgroupStorageSize,
-  );
-  return reason === null ? info : { ...info, subgroupMatrix: null, subgroupMatrixRejected: reason };
+  const storage = info.limits.maxComputeWorkgroupStorageSize;
+  const shape = { ...subgroupMatrix, sg: subgroupSizes.min };
+  const reason = await checkSgmat(device, shape, storage);
+  if (reason === null) return info;
+  // The kernel with every majorness flag the other way round: right where a driver or a translation
+  // step reads the flag inverted.
+  const flipped = await checkSgmat(device, { ...shape, flipMajor: true }, storage);
+  if (flipped === null) return { ...info, subgroupMatrix: { ...subgroupMatrix, flipMajor: true } };
+  return {
+    ...info,
+    subgroupMatrix: null,
+    subgroupMatrixRejected: `${reason}; with the majorness flags inverted: ${flipped}`,
+  };
 }
 
 let disposing = false;

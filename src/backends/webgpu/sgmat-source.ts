@@ -49,6 +49,12 @@ export interface MatrixShape {
   readonly keys?: number;
   /** Subgroups a workgroup; unset: SGMAT_SUBGROUPS. */
   readonly subgroups?: number;
+  /**
+   * Pass the opposite majorness flag to every load and store: the device check (sgmat-check.ts)
+   * tries it where the kernel as written fails, for a driver or translation that reads the flag the
+   * other way round.
+   */
+  readonly flipMajor?: boolean;
 }
 
 /** Element strides of the workgroup tiles: each row padded by 16 bytes against bank conflicts. */
@@ -93,6 +99,8 @@ export function sgmatSource(v: ForwardVariant): string {
   const OB = v.Hv / m.N;
   const slots = bindings(v);
   const at = (name: string) => `@group(0) @binding(${slots.indexOf(name)})`;
+  const ROW = m.flipMajor ? 'true' : 'false';
+  const COL = m.flipMajor ? 'false' : 'true';
   const left = `subgroup_matrix_left<f16, ${m.K}, ${m.M}>`;
   const right = `subgroup_matrix_right<f16, ${m.N}, ${m.K}>`;
   const result = `subgroup_matrix_result<f32, ${m.N}, ${m.M}>`;
@@ -117,9 +125,9 @@ export function sgmatSource(v: ForwardVariant): string {
   // Stores result block o{c} to this subgroup's scratch rows, between barriers.
   // The barrier before the store: the previous block's load (or the phase before) is done with the rows.
   const toScratch = (c: number) =>
-    `workgroupBarrier();\n    subgroupMatrixStore(&s_tile, sg * ${m.M}u * SS, o${c}, false, SS);\n    workgroupBarrier();`;
+    `workgroupBarrier();\n    subgroupMatrixStore(&s_tile, sg * ${m.M}u * SS, o${c}, ${ROW}, SS);\n    workgroupBarrier();`;
   const fromScratch = (c: number) =>
-    `workgroupBarrier();\n    o${c} = subgroupMatrixLoad<${result}>(&s_tile, sg * ${m.M}u * SS, false, SS);`;
+    `workgroupBarrier();\n    o${c} = subgroupMatrixLoad<${result}>(&s_tile, sg * ${m.M}u * SS, ${ROW}, SS);`;
   // This invocation's part of a scratch block: its row's COLS columns from col0.
   const COLS = m.N / TPR;
 
@@ -233,7 +241,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
     ${BR <= v.bc ? "{ // one stage holds every subgroup's rows" : `if (sg * ${m.M}u >= stage && sg * ${m.M}u < stage + BC) {`}
       let q_at = (sg * ${m.M}u - stage) * KS;
       ${range(QB)
-        .map((h) => `q${h} = subgroupMatrixLoad<${left}>(&kv_tile, q_at + ${h * m.K}u, false, KS);`)
+        .map((h) => `q${h} = subgroupMatrixLoad<${left}>(&kv_tile, q_at + ${h * m.K}u, ${ROW}, KS);`)
         .join('\n      ')}
     }
     workgroupBarrier();
@@ -274,10 +282,10 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
       ${range(QB)
         .map(
           (h) =>
-            `s = subgroupMatrixMultiplyAccumulate(q${h}, subgroupMatrixLoad<${right}>(&kv_tile, kb * ${m.N}u * KS + ${h * m.K}u, true, KS), s);`,
+            `s = subgroupMatrixMultiplyAccumulate(q${h}, subgroupMatrixLoad<${right}>(&kv_tile, kb * ${m.N}u * KS + ${h * m.K}u, ${COL}, KS), s);`,
         )
         .join('\n      ')}
-      subgroupMatrixStore(&s_tile, sg * ${m.M}u * SS + kb * ${m.N}u, s, false, SS);
+      subgroupMatrixStore(&s_tile, sg * ${m.M}u * SS + kb * ${m.N}u, s, ${ROW}, SS);
     }
     workgroupBarrier();
     // C. The online softmax of row r on its TPR invocations, every TPR-th key each. A key that is
@@ -350,11 +358,11 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
     // D. O += P·V, on the matrices; as scalar code where V's tile has an Inf or NaN.
     if ((tflags & 2u) == 0u) {
       for (var kb = 0u; kb < BC / ${m.K}u; kb++) {
-        let p = subgroupMatrixLoad<${left}>(&p_tile, sg * ${m.M}u * PS + kb * ${m.K}u, false, PS);
+        let p = subgroupMatrixLoad<${left}>(&p_tile, sg * ${m.M}u * PS + kb * ${m.K}u, ${ROW}, PS);
         ${range(OB)
           .map(
             (c) =>
-              `o${c} = subgroupMatrixMultiplyAccumulate(p, subgroupMatrixLoad<${right}>(&kv_tile, kb * ${m.K}u * KS + ${c * m.N}u, false, KS), o${c});`,
+              `o${c} = subgroupMatrixMultiplyAccumulate(p, subgroupMatrixLoad<${right}>(&kv_tile, kb * ${m.K}u * KS + ${c * m.N}u, ${ROW}, KS), o${c});`,
           )
           .join('\n        ')}
       }

@@ -79,7 +79,7 @@ export function variantKey(v: ForwardVariant): string {
     v.kernel === 'decode' && v.decode
       ? `decode-s${v.decode.sg}`
       : v.kernel === 'sgmat' && v.matrix
-        ? `sgmat${v.matrix.M}x${v.matrix.N}x${v.matrix.K}s${v.matrix.sg}`
+        ? `sgmat${v.matrix.M}x${v.matrix.N}x${v.matrix.K}s${v.matrix.sg}${v.matrix.flipMajor ? 'f' : ''}`
         : v.kernel === 'tiled'
           ? v.lanes === 4
             ? 'tiled-subgroups'
