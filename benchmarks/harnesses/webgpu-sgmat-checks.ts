@@ -14,16 +14,21 @@
  *   sgmat kernel      the whole kernel on the device check's problem (sgmat-check.ts), 64- and
  *                     32-key tiles, as written and with every majorness flag inverted
  *
- * Every check runs in each of the 4 subgroups of a 4·SG workgroup, on its own operands.
+ * Every check runs in each of the 4 subgroups of a 4·SG workgroup, on its own operands, on attnlab's
+ * device (Dawn's robustness transform off) and on one with the transform on.
  * Run: ATTNLAB_WEBGPU_EXPERIMENTAL=1 node --import tsx benchmarks/harnesses/webgpu-sgmat-checks.ts
  */
 import { USAGE } from '../../src/backends/webgpu/memory.js';
-import { initWebgpu, webgpuContext } from '../../src/backends/webgpu/runtime.js';
+import {
+  EXPERIMENTAL_DAWN_TOGGLES_ROBUST,
+  initWebgpu,
+  webgpuContext,
+} from '../../src/backends/webgpu/runtime.js';
 import { checkSgmat } from '../../src/backends/webgpu/sgmat-check.js';
 import { config } from '../../src/config.js';
 
 const info = await initWebgpu({ experimental: config().webgpuExperimental });
-const { device } = webgpuContext();
+const attnlabDevice = webgpuContext().device;
 const row = (fields: Record<string, unknown>) => process.stdout.write(`${JSON.stringify(fields)}\n`);
 // The adapter's own f16 → f32 configuration (info.subgroupMatrix is null where the kernel's check
 // at device open rejected it: these checks are what tell why).
@@ -61,7 +66,7 @@ const draw = () => {
 const aVals = Float32Array.from({ length: 4 * CHAIN * M * K }, draw);
 const bVals = Float32Array.from({ length: 4 * CHAIN * K * N }, draw);
 
-function upload(values: Float32Array): GPUBuffer {
+function upload(device: GPUDevice, values: Float32Array): GPUBuffer {
   const buffer = device.createBuffer({
     size: values.byteLength,
     usage: USAGE.STORAGE,
@@ -72,7 +77,7 @@ function upload(values: Float32Array): GPUBuffer {
   return buffer;
 }
 
-async function run(code: string, outLength: number): Promise<Float32Array> {
+async function run(device: GPUDevice, code: string, outLength: number): Promise<Float32Array> {
   device.pushErrorScope('validation');
   const module = device.createShaderModule({ code });
   const messages = (await module.getCompilationInfo()).messages.filter((m) => m.type === 'error');
@@ -80,8 +85,8 @@ async function run(code: string, outLength: number): Promise<Float32Array> {
   const error = await device.popErrorScope();
   if (messages.length || error)
     throw new Error(`${messages.map((m) => m.message).join('; ')} ${error?.message ?? ''}`);
-  const a = upload(aVals);
-  const b = upload(bVals);
+  const a = upload(device, aVals);
+  const b = upload(device, bVals);
   const out = device.createBuffer({ size: outLength * 4, usage: USAGE.STORAGE | USAGE.COPY_SRC });
   const read = device.createBuffer({ size: outLength * 4, usage: USAGE.MAP_READ | USAGE.COPY_DST });
   const encoder = device.createCommandEncoder();
@@ -197,51 +202,69 @@ const checks: [string, boolean, number, string][] = [
   ],
 ];
 
-for (const [name, bColMajor, chain, body] of checks) {
-  const code = `${header(bColMajor)}
-@compute @workgroup_size(${WG})
-fn main(@builtin(local_invocation_index) lid: u32) {
-  fill(lid);
-  let sg = lid / ${SG}u;
-  ${body}
-}`;
-  try {
-    const got = await run(code, 4 * M * N);
-    let worst = 0;
-    let zeros = 0;
-    for (let s = 0; s < 4; s++) {
-      const want = expected(s, chain);
-      for (let e = 0; e < M * N; e++) {
-        const d = Math.abs(got[s * M * N + e] - want[e]);
-        if (!(d <= worst)) worst = d;
-        if (got[s * M * N + e] === 0 && want[e] !== 0) zeros++;
+// Each check on two devices: attnlab's (experimental toggles, robustness transform off) and one
+// opened here with the transform on, to tell a wrong operation from a guard that skips it.
+const { create } = (await import('webgpu')) as { create(options: string[]): GPU };
+const robustGpu = create([EXPERIMENTAL_DAWN_TOGGLES_ROBUST]);
+const robustAdapter = await robustGpu.requestAdapter();
+const robustDevice = await robustAdapter?.requestDevice({
+  requiredFeatures: ['shader-f16', 'subgroups', 'chromium-experimental-subgroup-matrix'] as GPUFeatureName[],
+  requiredLimits: { maxComputeWorkgroupStorageSize: info.limits.maxComputeWorkgroupStorageSize },
+});
+const devices: [GPUDevice, string][] = [[attnlabDevice, 'robustness off']];
+if (robustDevice) devices.push([robustDevice, 'robustness on']);
+for (const [device, robustness] of devices) {
+  for (const [name, bColMajor, chain, body] of checks) {
+    const label = `${name}, ${robustness}`;
+    const code = `${header(bColMajor)}
+  @compute @workgroup_size(${WG})
+  fn main(@builtin(local_invocation_index) lid: u32) {
+    fill(lid);
+    let sg = lid / ${SG}u;
+    ${body}
+  }`;
+    try {
+      const got = await run(device, code, 4 * M * N);
+      let worst = 0;
+      let zeros = 0;
+      for (let s = 0; s < 4; s++) {
+        const want = expected(s, chain);
+        for (let e = 0; e < M * N; e++) {
+          const d = Math.abs(got[s * M * N + e] - want[e]);
+          if (!(d <= worst)) worst = d;
+          if (got[s * M * N + e] === 0 && want[e] !== 0) zeros++;
+        }
       }
+      // What a transposed B would have given, for the layout checks.
+      row({
+        check: label,
+        M,
+        N,
+        K,
+        maxError: worst,
+        zerosWhereNonzero: zeros,
+        first: Array.from(got.slice(0, 4)),
+        want: Array.from(expected(0, chain).slice(0, 4)),
+      });
+    } catch (error) {
+      row({ check: label, error: String(error) });
     }
-    // What a transposed B would have given, for the layout checks.
-    row({
-      check: name,
-      M,
-      N,
-      K,
-      maxError: worst,
-      zerosWhereNonzero: zeros,
-      first: Array.from(got.slice(0, 4)),
-      want: Array.from(expected(0, chain).slice(0, 4)),
-    });
-  } catch (error) {
-    row({ check: name, error: String(error) });
   }
-}
 
-// The whole sgmat kernel on the small problem the device check runs (sgmat-check.ts), with 64- and
-// 32-key tiles, and with every majorness flag inverted: null is a pass.
-for (const flipMajor of [false, true]) {
-  for (const keys of [64, 32]) {
-    const reason = await checkSgmat(
-      device,
-      { M, N, K, sg: SG, keys, flipMajor },
-      info.limits.maxComputeWorkgroupStorageSize,
-    );
-    row({ check: `sgmat kernel, ${keys}-key tiles${flipMajor ? ', flags inverted' : ''}`, failure: reason });
+  // The whole sgmat kernel on the small problem the device check runs (sgmat-check.ts), with 64- and
+  // 32-key tiles, and with every majorness flag inverted: null is a pass.
+  for (const flipMajor of [false, true]) {
+    for (const keys of [64, 32]) {
+      const reason = await checkSgmat(
+        device,
+        { M, N, K, sg: SG, keys, flipMajor },
+        info.limits.maxComputeWorkgroupStorageSize,
+      );
+      row({
+        check: `sgmat kernel, ${keys}-key tiles${flipMajor ? ', flags inverted' : ''}, ${robustness}`,
+        failure: reason,
+      });
+    }
   }
 }
+robustDevice?.destroy();
