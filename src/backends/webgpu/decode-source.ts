@@ -59,6 +59,11 @@ export function lanesPerKey(
   return lk;
 }
 
+/** The most products a key the decode kernel writes out with constant indices (R·UK·E). */
+const UNROLL_BUDGET = 64;
+
+const range = (n: number) => Array.from({ length: n }, (_, i) => i);
+
 /** Workgroup bytes of the merge: each subgroup's rows' accumulators, maxima, sums and flags. */
 export function decodeStorageBytes(Hv: number, rows: number): number {
   return DECODE_SUBGROUPS * rows * (Hv + 3) * 4;
@@ -103,6 +108,103 @@ export function decodeSource(v: ForwardVariant): string {
   for (let x = 1; x < d.lk; x *= 2) xorsGroup.push(x);
   const xorsMerge: number[] = [];
   for (let x = d.lk; x < d.sg; x *= 2) xorsMerge.push(x);
+  // The key loop's arithmetic with every private-array index a constant where it is small enough
+  // (R·UK·E ≤ UNROLL_BUDGET products a key: 32 at H=128 float16 on NVIDIA), so the arrays stay in
+  // registers; loops beyond it (SwiftShader's 4-wide subgroups give 4 units a lane at H=128).
+  const unroll = R * UK * E <= UNROLL_BUDGET && R * UV * E <= UNROLL_BUDGET;
+  const loads = (flat: boolean) =>
+    flat
+      ? [
+          ...range(UK).map((u) => `kn[${u}] = Kb[row * ${v.H / E}u + ${u}u * LK + lane];`),
+          ...range(UV).map((u) => `vn[${u}] = Vb[row * ${v.Hv / E}u + ${u}u * LK + lane];`),
+        ].join(' ')
+      : `for (var u = 0u; u < UK; u++) { kn[u] = Kb[row * ${v.H / E}u + u * LK + lane]; }
+      for (var u = 0u; u < UV; u++) { vn[u] = Vb[row * ${v.Hv / E}u + u * LK + lane]; }`;
+  const shuffles = xorsGroup.map((x) => `s += subgroupShuffleXor(s, ${x}u);`).join(' ');
+  // Row r's online-softmax update from its score s; `rescale` multiplies its accumulator by corr.
+  const update = (r: string, rescale: string) => `p[${r}] = make_nan(0x80000000u);
+      if (j >= lo[${r}] && j < hi[${r}]) {
+        if (is_nan_or_pos_inf(s)) { flags[${r}] |= 2u; }
+        else if (!is_neg_inf(s)) {
+          if ((flags[${r}] & 1u) == 0u) { m[${r}] = s; flags[${r}] |= 1u; }
+          else if (s > m[${r}]) {
+            let corr = exp(m[${r}] - s);
+            l[${r}] *= corr;
+            ${rescale}
+            m[${r}] = s;
+          }
+          p[${r}] = exp(s - m[${r}]);
+          l[${r}] += p[${r}];
+          adds = true;
+        }
+      }`;
+  const keyStep = (flat: boolean) => {
+    if (!flat) {
+      return `var p: array<f32, ${R}>;
+    var adds = false;
+    for (var r = 0u; r < R; r++) {
+      var s = 0.0;
+      for (var u = 0u; u < UK; u++) {
+        let k = widen(kx[u]);
+        for (var e = 0u; e < E; e++) { s += q[r][u * E + e] * k[e]; }
+      }
+      ${shuffles}
+      ${update('r', 'for (var e = 0u; e < UV * E; e++) { acc[r][e] *= corr; }')}
+    }
+    if (adds) {
+      for (var u = 0u; u < UV; u++) {
+        let x = widen(vx[u]);
+        for (var r = 0u; r < R; r++) {
+          // −0: the key is not visible to row r (or masked) and adds nothing, not 0·NaN.
+          if (bitcast<u32>(p[r]) != 0x80000000u) {
+            for (var e = 0u; e < E; e++) { acc[r][u * E + e] += p[r] * x[e]; }
+          }
+        }
+      }
+    }`;
+    }
+    const ks = range(UK)
+      .map((u) => `let k${u} = widen(kx[${u}]);`)
+      .join(' ');
+    const rows = range(R).map((r) => {
+      const dot = range(UK)
+        .flatMap((u) => range(E).map((e) => `s = fma(q[${r}][${u * E + e}], k${u}[${e}], s);`))
+        .join(' ');
+      const rescale = range(UV * E)
+        .map((e) => `acc[${r}][${e}] *= corr;`)
+        .join(' ');
+      return `{
+      var s = 0.0;
+      ${dot}
+      ${shuffles}
+      ${update(String(r), rescale)}
+    }`;
+    });
+    const xs = range(UV)
+      .map((u) => `let x${u} = widen(vx[${u}]);`)
+      .join(' ');
+    const adds = range(R)
+      .map(
+        (r) =>
+          `if (bitcast<u32>(p[${r}]) != 0x80000000u) { ${range(UV)
+            .flatMap((u) =>
+              range(E).map(
+                (e) => `acc[${r}][${u * E + e}] = fma(p[${r}], x${u}[${e}], acc[${r}][${u * E + e}]);`,
+              ),
+            )
+            .join(' ')} }`,
+      )
+      .join('\n      ');
+    return `var p: array<f32, ${R}>;
+    var adds = false;
+    ${ks}
+    ${rows.join('\n    ')}
+    if (adds) {
+      // −0: the key is not visible to the row (or masked) and adds nothing, not 0·NaN.
+      ${xs}
+      ${adds}
+    }`;
+  };
   return `diagnostic(off, subgroup_uniformity);
 enable subgroups;
 
@@ -205,8 +307,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
   var vn: array<${unit}, ${UV}>;
   if (j < last) {
     let row = kv_row(b, u32(j)) * P.K + kh;
-    for (var u = 0u; u < UK; u++) { kn[u] = Kb[row * ${v.H / E}u + u * LK + lane]; }
-    for (var u = 0u; u < UV; u++) { vn[u] = Vb[row * ${v.Hv / E}u + u * LK + lane]; }
+    ${loads(unroll)}
   }
   loop {
     if (j >= last) { break; }
@@ -214,46 +315,9 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
     var vx = vn;
     if (j + i32(NG) < last) {
       let row = kv_row(b, u32(j + i32(NG))) * P.K + kh;
-      for (var u = 0u; u < UK; u++) { kn[u] = Kb[row * ${v.H / E}u + u * LK + lane]; }
-      for (var u = 0u; u < UV; u++) { vn[u] = Vb[row * ${v.Hv / E}u + u * LK + lane]; }
+      ${loads(unroll)}
     }
-    var p: array<f32, ${R}>;
-    var adds = false;
-    for (var r = 0u; r < R; r++) {
-      var s = 0.0;
-      for (var u = 0u; u < UK; u++) {
-        let k = widen(kx[u]);
-        for (var e = 0u; e < E; e++) { s += q[r][u * E + e] * k[e]; }
-      }
-      ${xorsGroup.map((x) => `s += subgroupShuffleXor(s, ${x}u);`).join(' ')}
-      p[r] = make_nan(0x80000000u);
-      if (j >= lo[r] && j < hi[r]) {
-        if (is_nan_or_pos_inf(s)) { flags[r] |= 2u; }
-        else if (!is_neg_inf(s)) {
-          if ((flags[r] & 1u) == 0u) { m[r] = s; flags[r] |= 1u; }
-          else if (s > m[r]) {
-            let corr = exp(m[r] - s);
-            l[r] *= corr;
-            for (var e = 0u; e < UV * E; e++) { acc[r][e] *= corr; }
-            m[r] = s;
-          }
-          p[r] = exp(s - m[r]);
-          l[r] += p[r];
-          adds = true;
-        }
-      }
-    }
-    if (adds) {
-      for (var u = 0u; u < UV; u++) {
-        let x = widen(vx[u]);
-        for (var r = 0u; r < R; r++) {
-          // −0: the key is not visible to row r (or masked) and adds nothing, not 0·NaN.
-          if (bitcast<u32>(p[r]) != 0x80000000u) {
-            for (var e = 0u; e < E; e++) { acc[r][u * E + e] += p[r] * x[e]; }
-          }
-        }
-      }
-    }
+    ${keyStep(unroll)}
     j += i32(NG);
   }
 
