@@ -22,20 +22,12 @@
 import type { ForwardVariant } from './variant.js';
 import { PAGED_ROW, PARAMS_STRUCT, WGSL_FUNCTIONS } from './wgsl.js';
 
+export type { DecodeShape } from './variant.js';
+
 /** Subgroups a workgroup. */
 export const DECODE_SUBGROUPS = 4;
 /** Query rows a workgroup holds in registers (q and an accumulator slice each): 8 at the most. */
 export const DECODE_MAX_ROWS = 8;
-
-/** The decode kernel's layout for a variant: elements a 16-byte unit, invocations a key, rows. */
-export interface DecodeShape {
-  /** Subgroup size (subgroupMinSize = subgroupMaxSize). */
-  readonly sg: number;
-  /** Invocations that share one key row. */
-  readonly lk: number;
-  /** Query rows a workgroup: (t, g) pairs of one KV head. */
-  readonly rows: number;
-}
 
 /** Elements a 16-byte load: 8 of a 2-byte dtype, 4 of float32. */
 export function unitElements(dtype: ForwardVariant['dtype']): number {

@@ -25,8 +25,10 @@
  * tiled-source.ts: a NaN or +inf logit makes the row NaN, −inf is a masked key, a row that sees no
  * key outputs zeros with lse −inf.
  */
-import { bindings, type ForwardVariant } from './variant.js';
+import { bindings, type ForwardVariant, type MatrixShape } from './variant.js';
 import { loader, PAGED_ROW, PARAMS_STRUCT, WGSL_FUNCTIONS } from './wgsl.js';
+
+export type { MatrixShape } from './variant.js';
 
 /** Subgroups a workgroup (timings compare 8, which takes 128 query rows with 32-key tiles). */
 export const SGMAT_SUBGROUPS = 4;
@@ -37,25 +39,6 @@ export function sgmatSubgroups(m: MatrixShape): number {
 }
 /** The threshold, in natural-log units, past which a row's reference max moves: p ≤ e^8. */
 const RESCALE_AT = 8;
-
-/** The subgroup-matrix shape and the subgroup size a variant of this kernel is built for. */
-export interface MatrixShape {
-  readonly M: number;
-  readonly N: number;
-  readonly K: number;
-  /** Invocations a subgroup: the adapter's subgroupMinSize, equal to its subgroupMaxSize. */
-  readonly sg: number;
-  /** The most keys a tile (timings compare 32 with the default 64); unset: 64. */
-  readonly keys?: number;
-  /** Subgroups a workgroup; unset: SGMAT_SUBGROUPS. */
-  readonly subgroups?: number;
-  /**
-   * Pass the opposite majorness flag to every load and store: the device check (sgmat-check.ts)
-   * tries it where the kernel as written fails, for a driver or translation that reads the flag the
-   * other way round.
-   */
-  readonly flipMajor?: boolean;
-}
 
 /** Element strides of the workgroup tiles: each row padded by 16 bytes against bank conflicts. */
 function strides(H: number, Hv: number, bc: number) {

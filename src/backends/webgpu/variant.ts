@@ -1,5 +1,31 @@
-import type { DecodeShape } from './decode-source.js';
-import type { MatrixShape } from './sgmat-source.js';
+/** The subgroup-matrix shape and subgroup size the sgmat kernel (sgmat-source.ts) is built for. */
+export interface MatrixShape {
+  readonly M: number;
+  readonly N: number;
+  readonly K: number;
+  /** Invocations a subgroup: the adapter's subgroupMinSize, equal to its subgroupMaxSize. */
+  readonly sg: number;
+  /** The most keys a tile (timings compare 32 with the default 64); unset: 64. */
+  readonly keys?: number;
+  /** Subgroups a workgroup; unset: SGMAT_SUBGROUPS. */
+  readonly subgroups?: number;
+  /**
+   * Pass the opposite majorness flag to every load and store: the device check (sgmat-check.ts)
+   * tries it where the kernel as written fails, for a driver or translation that reads the flag the
+   * other way round.
+   */
+  readonly flipMajor?: boolean;
+}
+
+/** The decode kernel's layout (decode-source.ts): invocations a key row, query rows a workgroup. */
+export interface DecodeShape {
+  /** Subgroup size (subgroupMinSize = subgroupMaxSize). */
+  readonly sg: number;
+  /** Invocations that share one key row. */
+  readonly lk: number;
+  /** Query rows a workgroup: (t, g) pairs of one KV head. */
+  readonly rows: number;
+}
 
 /**
  * The forward kernel's variant: what specialises its WGSL (dtype, head dims, tiles, masking
