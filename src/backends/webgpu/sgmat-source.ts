@@ -40,14 +40,21 @@ export function sgmatSubgroups(m: MatrixShape): number {
 /** The threshold, in natural-log units, past which a row's reference max moves: p ≤ e^8. */
 const RESCALE_AT = 8;
 
-/** Element strides of the workgroup tiles: each row padded by 16 bytes against bank conflicts. */
-function strides(H: number, Hv: number, bc: number) {
-  return { KS: Math.max(H, Hv) + 8, SS: bc + 4, PS: bc + 8 };
+/**
+ * Element strides of the workgroup tiles: each row padded by `m.pad` bytes (16 unless the shape
+ * says) against bank conflicts. Every row then starts on a multiple of the pad; the device check
+ * (sgmat-check.ts) tries 64 where 16 fails, for matrix loads that need rows aligned wider than
+ * 16 bytes (the H100's single-operation checks, all on 32- and 64-byte rows, passed while the
+ * kernel on 16-byte-aligned rows of 144 and 272 bytes did not).
+ */
+function strides(H: number, Hv: number, bc: number, m: Pick<MatrixShape, 'pad'>) {
+  const pad = m.pad ?? 16;
+  return { KS: Math.max(H, Hv) + pad / 2, SS: bc + pad / 4, PS: bc + pad / 2 };
 }
 
 /** Workgroup bytes the kernel takes with tiles of `bc` keys. */
 export function sgmatStorageBytes(H: number, Hv: number, bc: number, m: MatrixShape): number {
-  const { KS, SS, PS } = strides(H, Hv, bc);
+  const { KS, SS, PS } = strides(H, Hv, bc, m);
   const br = sgmatSubgroups(m) * m.M;
   return bc * KS * 2 + br * SS * 4 + br * PS * 2 + br * 8 + 32;
 }
@@ -74,7 +81,7 @@ export function sgmatSource(v: ForwardVariant): string {
   const m = v.matrix;
   if (!m || v.dtype !== 'float16')
     throw new Error('the subgroup-matrix kernel needs a float16 variant with a matrix shape');
-  const { KS, SS, PS } = strides(v.H, v.Hv, v.bc);
+  const { KS, SS, PS } = strides(v.H, v.Hv, v.bc, m);
   const BR = sgmatSubgroups(m) * m.M;
   const WG = sgmatSubgroups(m) * m.sg;
   const TPR = m.sg / m.M;

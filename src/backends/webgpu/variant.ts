@@ -15,6 +15,8 @@ export interface MatrixShape {
    * other way round.
    */
   readonly flipMajor?: boolean;
+  /** Bytes each workgroup tile row is padded by (and aligned to): 16 unless the device check chose 64. */
+  readonly pad?: number;
 }
 
 /** The decode kernel's layout (decode-source.ts): invocations a key row, query rows a workgroup. */
@@ -105,7 +107,7 @@ export function variantKey(v: ForwardVariant): string {
     v.kernel === 'decode' && v.decode
       ? `decode-s${v.decode.sg}`
       : v.kernel === 'sgmat' && v.matrix
-        ? `sgmat${v.matrix.M}x${v.matrix.N}x${v.matrix.K}s${v.matrix.sg}${v.matrix.flipMajor ? 'f' : ''}`
+        ? `sgmat${v.matrix.M}x${v.matrix.N}x${v.matrix.K}s${v.matrix.sg}${v.matrix.flipMajor ? 'f' : ''}${v.matrix.pad ? `p${v.matrix.pad}` : ''}`
         : v.kernel === 'tiled'
           ? v.lanes === 4
             ? 'tiled-subgroups'
