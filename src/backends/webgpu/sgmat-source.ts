@@ -161,12 +161,18 @@ fn is_pos_inf(x: f32) -> bool { return bitcast<u32>(x) == 0x7f800000u; }
 /** Whether either f16 of a word is an Inf or NaN (exponent bits all set). */
 fn non_finite2(w: u32) -> bool { return (w & 0x7c00u) == 0x7c00u || (w & 0x7c000000u) == 0x7c000000u; }
 
-/** Eight f16 (a 16-byte load) into K's tile from element at. */
+/**
+ * Eight f16 (a 16-byte load) into K's tile from element at, each through f32 (exact for every f16,
+ * Inf and NaN included): the conversions the subgroup-matrix checks exercised, not a bitcast of
+ * the words to vec4<f16>, which they did not.
+ */
 fn put8(at: u32, x: vec4u) {
-  let a = bitcast<vec4<f16>>(x.xy);
-  let c = bitcast<vec4<f16>>(x.zw);
-  kv_tile[at] = a.x; kv_tile[at + 1u] = a.y; kv_tile[at + 2u] = a.z; kv_tile[at + 3u] = a.w;
-  kv_tile[at + 4u] = c.x; kv_tile[at + 5u] = c.y; kv_tile[at + 6u] = c.z; kv_tile[at + 7u] = c.w;
+  let a = unpack2x16float(x.x);
+  let b = unpack2x16float(x.y);
+  let c = unpack2x16float(x.z);
+  let d = unpack2x16float(x.w);
+  kv_tile[at] = f16(a.x); kv_tile[at + 1u] = f16(a.y); kv_tile[at + 2u] = f16(b.x); kv_tile[at + 3u] = f16(b.y);
+  kv_tile[at + 4u] = f16(c.x); kv_tile[at + 5u] = f16(c.y); kv_tile[at + 6u] = f16(d.x); kv_tile[at + 7u] = f16(d.y);
 }
 
 fn kv_row(b: u32, j: u32) -> u32 {
