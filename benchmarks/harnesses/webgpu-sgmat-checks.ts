@@ -10,6 +10,8 @@
  *   store-then-read   C stored to workgroup memory, a workgroupBarrier, then read by scalar loads
  *                     (each invocation its row's columns, as the softmax phase reads scores)
  *   branch-load       A loaded inside a branch only some subgroups take (uniform in each)
+ *   bitcast-fill      A written through bitcast<vec4<f16>> of packed words (the bitcast the kernel's
+ *                     tile staging does without)
  *   accumulate-8      eight products accumulated into one result (the H/K chain of the scores)
  *   sgmat kernel      the whole kernel on the device check's problem (sgmat-check.ts), 64- and
  *                     32-key tiles, tile rows padded by 16 bytes and by 64 (aligned to 64)
@@ -130,7 +132,10 @@ const left = `subgroup_matrix_left<f16, ${K}, ${M}>`;
 const right = `subgroup_matrix_right<f16, ${N}, ${K}>`;
 const result = `subgroup_matrix_result<f32, ${N}, ${M}>`;
 /** Fills workgroup A (row-major, stride K) and B (column-major, stride K, or row-major, stride N) by scalar stores. */
-const header = (bColMajor: boolean) => `diagnostic(off, chromium.subgroup_matrix_uniformity);
+const header = (
+  bColMajor: boolean,
+  bitcastFill = false,
+) => `diagnostic(off, chromium.subgroup_matrix_uniformity);
 enable f16;
 enable subgroups;
 enable chromium_experimental_subgroup_matrix;
@@ -141,7 +146,15 @@ var<workgroup> wa: array<f16, ${4 * CHAIN * M * K}>;
 var<workgroup> wb: array<f16, ${4 * CHAIN * K * N}>;
 var<workgroup> wc: array<f32, ${4 * M * N}>;
 fn fill(lid: u32) {
-  for (var e = lid; e < ${4 * CHAIN * M * K}u; e += ${WG}u) { wa[e] = f16(A[e]); }
+  ${
+    bitcastFill
+      ? `for (var e = lid * 4u; e < ${4 * CHAIN * M * K}u; e += ${WG * 4}u) {
+    let w = vec2u(pack2x16float(vec2f(A[e], A[e + 1u])), pack2x16float(vec2f(A[e + 2u], A[e + 3u])));
+    let h = bitcast<vec4<f16>>(w);
+    wa[e] = h.x; wa[e + 1u] = h.y; wa[e + 2u] = h.z; wa[e + 3u] = h.w;
+  }`
+      : `for (var e = lid; e < ${4 * CHAIN * M * K}u; e += ${WG}u) { wa[e] = f16(A[e]); }`
+  }
   for (var e = lid; e < ${4 * CHAIN * K * N}u; e += ${WG}u) {
     let blk = e / ${K * N}u;
     let k = (e % ${K * N}u) / ${N}u;
@@ -151,7 +164,7 @@ fn fill(lid: u32) {
   workgroupBarrier();
 }`;
 
-const checks: [string, boolean, number, string][] = [
+const checks: [string, boolean, number, string, boolean?][] = [
   [
     'wg-rowA-colB',
     true,
@@ -167,6 +180,15 @@ const checks: [string, boolean, number, string][] = [
     `let c = subgroupMatrixMultiply<f32>(subgroupMatrixLoad<${left}>(&wa, sg * ${CHAIN * M * K}u, false, ${K}u),
     subgroupMatrixLoad<${right}>(&wb, sg * ${CHAIN * K * N}u, false, ${N}u));
   subgroupMatrixStore(&C, sg * ${M * N}u, c, false, ${N}u);`,
+  ],
+  [
+    'bitcast-fill',
+    false,
+    1,
+    `let c = subgroupMatrixMultiply<f32>(subgroupMatrixLoad<${left}>(&wa, sg * ${CHAIN * M * K}u, false, ${K}u),
+    subgroupMatrixLoad<${right}>(&wb, sg * ${CHAIN * K * N}u, false, ${N}u));
+  subgroupMatrixStore(&C, sg * ${M * N}u, c, false, ${N}u);`,
+    true,
   ],
   [
     'store-then-read',
@@ -214,9 +236,9 @@ const robustDevice = await robustAdapter?.requestDevice({
 const devices: [GPUDevice, string][] = [[attnlabDevice, 'robustness off']];
 if (robustDevice) devices.push([robustDevice, 'robustness on']);
 for (const [device, robustness] of devices) {
-  for (const [name, bColMajor, chain, body] of checks) {
+  for (const [name, bColMajor, chain, body, bitcastFill] of checks) {
     const label = `${name}, ${robustness}`;
-    const code = `${header(bColMajor)}
+    const code = `${header(bColMajor, bitcastFill)}
   @compute @workgroup_size(${WG})
   fn main(@builtin(local_invocation_index) lid: u32) {
     fill(lid);
