@@ -16,21 +16,16 @@
  *   sgmat kernel      the whole kernel on the device check's problem (sgmat-check.ts), 64- and
  *                     32-key tiles, tile rows padded by 16 bytes and by 64 (aligned to 64)
  *
- * Every check runs in each of the 4 subgroups of a 4·SG workgroup, on its own operands, on attnlab's
- * device (Dawn's robustness transform off) and on one with the transform on.
+ * Every check runs in each of the 4 subgroups of a 4·SG workgroup, on its own operands.
  * Run: ATTNLAB_WEBGPU_EXPERIMENTAL=1 node --import tsx benchmarks/harnesses/webgpu-sgmat-checks.ts
  */
 import { USAGE } from '../../src/backends/webgpu/memory.js';
-import {
-  EXPERIMENTAL_DAWN_TOGGLES_ROBUST,
-  initWebgpu,
-  webgpuContext,
-} from '../../src/backends/webgpu/runtime.js';
+import { initWebgpu, webgpuContext } from '../../src/backends/webgpu/runtime.js';
 import { checkSgmat } from '../../src/backends/webgpu/sgmat-check.js';
 import { config } from '../../src/config.js';
 
 const info = await initWebgpu({ experimental: config().webgpuExperimental });
-const attnlabDevice = webgpuContext().device;
+const { device } = webgpuContext();
 const row = (fields: Record<string, unknown>) => process.stdout.write(`${JSON.stringify(fields)}\n`);
 // The adapter's own f16 → f32 configuration (info.subgroupMatrix is null where the kernel's check
 // at device open rejected it: these checks are what tell why).
@@ -224,69 +219,54 @@ const checks: [string, boolean, number, string, boolean?][] = [
   ],
 ];
 
-// Each check on two devices: attnlab's (experimental toggles, robustness transform off) and one
-// opened here with the transform on, to tell a wrong operation from a guard that skips it.
-const { create } = (await import('webgpu')) as { create(options: string[]): GPU };
-const robustGpu = create([EXPERIMENTAL_DAWN_TOGGLES_ROBUST]);
-const robustAdapter = await robustGpu.requestAdapter();
-const robustDevice = await robustAdapter?.requestDevice({
-  requiredFeatures: ['shader-f16', 'subgroups', 'chromium-experimental-subgroup-matrix'] as GPUFeatureName[],
-  requiredLimits: { maxComputeWorkgroupStorageSize: info.limits.maxComputeWorkgroupStorageSize },
-});
-const devices: [GPUDevice, string][] = [[attnlabDevice, 'robustness off']];
-if (robustDevice) devices.push([robustDevice, 'robustness on']);
-for (const [device, robustness] of devices) {
-  for (const [name, bColMajor, chain, body, bitcastFill] of checks) {
-    const label = `${name}, ${robustness}`;
-    const code = `${header(bColMajor, bitcastFill)}
+for (const [name, bColMajor, chain, body, bitcastFill] of checks) {
+  const code = `${header(bColMajor, bitcastFill)}
   @compute @workgroup_size(${WG})
   fn main(@builtin(local_invocation_index) lid: u32) {
     fill(lid);
     let sg = lid / ${SG}u;
     ${body}
   }`;
-    try {
-      const got = await run(device, code, 4 * M * N);
-      let worst = 0;
-      let zeros = 0;
-      for (let s = 0; s < 4; s++) {
-        const want = expected(s, chain);
-        for (let e = 0; e < M * N; e++) {
-          const d = Math.abs(got[s * M * N + e] - want[e]);
-          if (!(d <= worst)) worst = d;
-          if (got[s * M * N + e] === 0 && want[e] !== 0) zeros++;
-        }
+  try {
+    const got = await run(device, code, 4 * M * N);
+    let worst = 0;
+    let zeros = 0;
+    for (let s = 0; s < 4; s++) {
+      const want = expected(s, chain);
+      for (let e = 0; e < M * N; e++) {
+        const d = Math.abs(got[s * M * N + e] - want[e]);
+        if (!(d <= worst)) worst = d;
+        if (got[s * M * N + e] === 0 && want[e] !== 0) zeros++;
       }
-      // What a transposed B would have given, for the layout checks.
-      row({
-        check: label,
-        M,
-        N,
-        K,
-        maxError: worst,
-        zerosWhereNonzero: zeros,
-        first: Array.from(got.slice(0, 4)),
-        want: Array.from(expected(0, chain).slice(0, 4)),
-      });
-    } catch (error) {
-      row({ check: label, error: String(error) });
     }
-  }
-
-  // The whole sgmat kernel on the small problem the device check runs (sgmat-check.ts), with 64- and
-  // 32-key tiles, tile rows padded by 16 and by 64 bytes: null is a pass.
-  for (const pad of [16, 64]) {
-    for (const keys of [64, 32]) {
-      const reason = await checkSgmat(
-        device,
-        { M, N, K, sg: SG, keys, pad },
-        info.limits.maxComputeWorkgroupStorageSize,
-      );
-      row({
-        check: `sgmat kernel, ${keys}-key tiles, rows padded by ${pad} bytes, ${robustness}`,
-        failure: reason,
-      });
-    }
+    // What a transposed B would have given, for the layout checks.
+    row({
+      check: name,
+      M,
+      N,
+      K,
+      maxError: worst,
+      zerosWhereNonzero: zeros,
+      first: Array.from(got.slice(0, 4)),
+      want: Array.from(expected(0, chain).slice(0, 4)),
+    });
+  } catch (error) {
+    row({ check: name, error: String(error) });
   }
 }
-robustDevice?.destroy();
+
+// The whole sgmat kernel on the small problem the device check runs (sgmat-check.ts), with 64- and
+// 32-key tiles, tile rows padded by 16 and by 64 bytes: null is a pass.
+for (const pad of [16, 64]) {
+  for (const keys of [64, 32]) {
+    const reason = await checkSgmat(
+      device,
+      { M, N, K, sg: SG, keys, pad },
+      info.limits.maxComputeWorkgroupStorageSize,
+    );
+    row({
+      check: `sgmat kernel, ${keys}-key tiles, rows padded by ${pad} bytes`,
+      failure: reason,
+    });
+  }
+}

@@ -103,26 +103,14 @@ export interface InitWebgpuOptions {
    * Node only, where attnlab creates dawn.node's GPU object: ask Dawn for its experimental features
    * (toggle allow_unsafe_apis: chromium-experimental-subgroup-matrix, the route to tensor cores
    * through Vulkan's cooperative matrices) and for shader-f16 on NVIDIA's Vulkan driver, which Dawn
-   * leaves off by default (toggle vulkan_enable_f16_on_nvidia), without Dawn's robustness transform
-   * (toggle disable_robustness: EXPERIMENTAL_DAWN_TOGGLES says why). The subgroup-matrix forward
-   * runs only where both features are granted and its device check passes. Default false.
+   * leaves off by default (toggle vulkan_enable_f16_on_nvidia). The subgroup-matrix forward runs
+   * only where both are granted and its device check passes. Default false.
    */
   readonly experimental?: boolean;
 }
 
-/**
- * The Dawn toggles `experimental: true` adds to dawn.node's create(): the experimental features,
- * f16 on NVIDIA, and no robustness transform: Tint guards each subgroup-matrix load and store with
- * a bound computed from the array's length and leaves the matrix zero (or the store undone) where
- * the guard fails; the H100 run's sgmat results looked like all-zero scores (lse off by 14%), which
- * a guard stricter than the access would give. benchmarks/harnesses/webgpu-sgmat-checks.ts runs the
- * operations with and without the transform. Every attnlab kernel bounds its own indices.
- */
-export const EXPERIMENTAL_DAWN_TOGGLES =
-  'enable-dawn-features=allow_unsafe_apis,vulkan_enable_f16_on_nvidia,disable_robustness';
-/** The same without disable_robustness (the checks harness compares the two). */
-export const EXPERIMENTAL_DAWN_TOGGLES_ROBUST =
-  'enable-dawn-features=allow_unsafe_apis,vulkan_enable_f16_on_nvidia';
+/** The Dawn toggles `experimental: true` adds to dawn.node's create(). */
+export const EXPERIMENTAL_DAWN_TOGGLES = 'enable-dawn-features=allow_unsafe_apis,vulkan_enable_f16_on_nvidia';
 
 let gpuObject: GPU | null = null;
 let context: WebgpuContext | null = null;
