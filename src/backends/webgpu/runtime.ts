@@ -46,8 +46,6 @@ export interface WebgpuInfo {
     readonly M: number;
     readonly N: number;
     readonly K: number;
-    /** The majorness flag the device reads the other way round (found by the device check). */
-    readonly flipMajor?: boolean;
     /** Bytes the sgmat kernel's tile rows are padded and aligned to (chosen by the device check). */
     readonly pad?: number;
   } | null;

@@ -89,8 +89,10 @@ export function sgmatSource(v: ForwardVariant): string {
   const OB = v.Hv / m.N;
   const slots = bindings(v);
   const at = (name: string) => `@group(0) @binding(${slots.indexOf(name)})`;
-  const ROW = m.flipMajor ? 'true' : 'false';
-  const COL = m.flipMajor ? 'false' : 'true';
+  // The col_major argument of a load or store: q, P, V and the result blocks are row-major, K's
+  // tile read as kᵀ column-major.
+  const ROW = 'false';
+  const COL = 'true';
   const left = `subgroup_matrix_left<f16, ${m.K}, ${m.M}>`;
   const right = `subgroup_matrix_right<f16, ${m.N}, ${m.K}>`;
   const result = `subgroup_matrix_result<f32, ${m.N}, ${m.M}>`;

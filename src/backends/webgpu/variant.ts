@@ -9,12 +9,6 @@ export interface MatrixShape {
   readonly keys?: number;
   /** Subgroups a workgroup; unset: SGMAT_SUBGROUPS. */
   readonly subgroups?: number;
-  /**
-   * Pass the opposite majorness flag to every load and store: the device check (sgmat-check.ts)
-   * tries it where the kernel as written fails, for a driver or translation that reads the flag the
-   * other way round.
-   */
-  readonly flipMajor?: boolean;
   /** Bytes each workgroup tile row is padded by (and aligned to): 16 unless the device check chose 64. */
   readonly pad?: number;
 }
@@ -107,7 +101,7 @@ export function variantKey(v: ForwardVariant): string {
     v.kernel === 'decode' && v.decode
       ? `decode-s${v.decode.sg}`
       : v.kernel === 'sgmat' && v.matrix
-        ? `sgmat${v.matrix.M}x${v.matrix.N}x${v.matrix.K}s${v.matrix.sg}${v.matrix.flipMajor ? 'f' : ''}${v.matrix.pad ? `p${v.matrix.pad}` : ''}`
+        ? `sgmat${v.matrix.M}x${v.matrix.N}x${v.matrix.K}s${v.matrix.sg}${v.matrix.pad ? `p${v.matrix.pad}` : ''}`
         : v.kernel === 'tiled'
           ? v.lanes === 4
             ? 'tiled-subgroups'
