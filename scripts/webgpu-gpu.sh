@@ -1,9 +1,13 @@
 #!/bin/bash
 # The webgpu backend on the GPU machine's NVIDIA Vulkan driver: the correctness suites, then the
 # timings of scripts/webgpu-timing.ts. Logs go to $1 (default ./webgpu-gpu-out); $2 picks the
-# stage: device (info and device tests, ≤ 50 s), suite and suite-extra (≤ 55 s each), backward and
-# backward-extra (the backward suite, ≤ 55 s each), timing (≤ 55 s), bench (attnlab bench --impl webgpu,flash on the forward shape, ≤ 55 s), or all
-# (default: all but bench).
+# stage: device (info and device tests, ≤ 50 s), suite, nan and suite-extra (≤ 55 s each), backward and
+# backward-extra (the backward suite, ≤ 55 s each), timing (≤ 55 s), ceilings (the bare-kernel
+# ceilings of benchmarks/harnesses/webgpu-ceilings.ts, ≤ 55 s), sgmat-checks (the subgroup-matrix
+# operations one by one, benchmarks/harnesses/webgpu-sgmat-checks.ts, ≤ 55 s), bench (attnlab bench --impl
+# webgpu,flash on the forward shape, ≤ 55 s), or all (default: all but bench and ceilings).
+# ATTNLAB_WEBGPU_EXPERIMENTAL=1 in the environment opens the device with Dawn's experimental
+# features and f16 on NVIDIA (the subgroup-matrix kernel).
 # Usage, from the repo root: bash .device/on-gpu.sh bash scripts/webgpu-gpu.sh "$OUT/webgpu" suite
 #
 # Dawn needs a Vulkan loader (libvulkan.so.1), and NVIDIA's ICD (libGLX_nvidia.so.0) needs glvnd's
@@ -15,6 +19,13 @@ set -u
 out=${1:-webgpu-gpu-out}
 stage=${2:-all}
 mkdir -p "$out"
+# The clocks and P-state every 200 ms beside the timed stages (a Vulkan context may not raise them
+# as a CUDA one does).
+sample_clocks() {
+  nvidia-smi --query-gpu=timestamp,pstate,clocks.sm,clocks.mem,utilization.gpu,power.draw \
+    --format=csv -lms 200 > "$out/clocks-$1.csv" 2>&1 &
+  clocks_pid=$!
+}
 for f in .gl/*.deb; do [ -f "$f" ] && dpkg -x "$f" /; done
 ldconfig
 nvidia=/usr/local/nvidia/share
@@ -37,12 +48,18 @@ if [ "$stage" = device ] || [ "$stage" = all ]; then
 fi
 # The suite in two commands of ≤ 60 s: the full case list, then the forced-split, plain-kernel and row-kernel runs.
 if [ "$stage" = suite ] || [ "$stage" = all ]; then
-  timeout 55 node --import tsx --test --test-name-pattern='^(?!.*(split|plain|rows)).*$' test/unit/backends/webgpu/suite.test.ts \
+  timeout 55 node --import tsx --test --test-name-pattern='^(?!.*(split|plain|rows|no sgmat|NaN and Inf)).*$' test/unit/backends/webgpu/suite.test.ts \
     > "$out/suite.log" 2>&1
   echo "rc=$?" >> "$out/suite.log"
 fi
+# The NaN/Inf rule in float32 and float16 (the float16 cases run the subgroup-matrix kernel where it applies).
+if [ "$stage" = nan ] || [ "$stage" = all ]; then
+  timeout 55 node --import tsx --test --test-name-pattern='NaN and Inf' test/unit/backends/webgpu/suite.test.ts \
+    > "$out/nan.log" 2>&1
+  echo "rc=$?" >> "$out/nan.log"
+fi
 if [ "$stage" = suite-extra ] || [ "$stage" = all ]; then
-  timeout 55 node --import tsx --test --test-name-pattern='split|plain|rows' test/unit/backends/webgpu/suite.test.ts \
+  timeout 55 node --import tsx --test --test-name-pattern='split|plain|rows|no sgmat' test/unit/backends/webgpu/suite.test.ts \
     > "$out/suite-extra.log" 2>&1
   echo "rc=$?" >> "$out/suite-extra.log"
 fi
@@ -58,8 +75,20 @@ if [ "$stage" = backward-extra ] || [ "$stage" = all ]; then
   echo "rc=$?" >> "$out/backward-extra.log"
 fi
 if [ "$stage" = timing ] || [ "$stage" = all ]; then
+  sample_clocks timing
   timeout 55 node --import tsx scripts/webgpu-timing.ts --reps 3 > "$out/timing.jsonl" 2> "$out/timing.err"
   echo "rc=$?" >> "$out/timing.err"
+  kill "$clocks_pid" 2>/dev/null
+fi
+if [ "$stage" = ceilings ]; then
+  sample_clocks ceilings
+  timeout 55 node --import tsx benchmarks/harnesses/webgpu-ceilings.ts --reps 5 > "$out/ceilings.jsonl" 2> "$out/ceilings.err"
+  echo "rc=$?" >> "$out/ceilings.err"
+  kill "$clocks_pid" 2>/dev/null
+fi
+if [ "$stage" = sgmat-checks ]; then
+  timeout 55 node --import tsx benchmarks/harnesses/webgpu-sgmat-checks.ts > "$out/sgmat-checks.jsonl" 2> "$out/sgmat-checks.err"
+  echo "rc=$?" >> "$out/sgmat-checks.err"
 fi
 if [ "$stage" = bench ]; then
   timeout 55 node --import tsx src/cli/bin.ts bench --impl webgpu,flash --batch 4 --seq 4096 --heads 16 \

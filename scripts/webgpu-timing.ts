@@ -2,11 +2,13 @@
  * Times the webgpu backend on the shapes issue #44 names, beside attnlab's CUDA flash on the same
  * GPU (where CUDA exists) and the copy bandwidth Dawn reaches, and prints one JSON line per row.
  *
- *   forward  B=4 T=S=4096 N=16 K=16 H=128 float16, causal and not
+ * In this order (the cheapest first, so a run cut by a time limit keeps them):
+ *   copy     copyBufferToBuffer of 1 GiB (read + write counted)
  *   decode   B=8 T=1 S=32768 N=32 K=8 H=128 float16, every sequence full: a dense cache, and the
  *            same tokens as a paged cache of 256-token blocks
+ *   forward  B=4 T=S=4096 N=16 K=16 H=128 float16, causal and not (the sgmat kernel where the
+ *            device has it, beside the tiled kernel; the row kernel is not timed: 2.7 TFLOP/s)
  *   backward B=1 T=S=2048 N=8 H=128 float16 (the webgpu backward's dq and dkdv kernels)
- *   copy     copyBufferToBuffer of 1 GiB (read + write counted)
  *
  * WebGPU time: wall clock from submit to onSubmittedWorkDone, median of `--reps` after a warm-up
  * (timestamp queries are not used: SwiftShader and some drivers quantise them). Inputs are
@@ -23,8 +25,9 @@ import { cudaAvailable, synchronize } from '../src/backends/cuda/runtime/context
 import { problemFlops } from '../src/backends/problem.js';
 import { runForward } from '../src/backends/webgpu/forward.js';
 import { USAGE } from '../src/backends/webgpu/memory.js';
-import { initWebgpu, webgpuContext } from '../src/backends/webgpu/runtime.js';
+import { initWebgpu, takeUncapturedErrors, webgpuContext } from '../src/backends/webgpu/runtime.js';
 import { seededInput } from '../src/bench/measure.js';
+import { config } from '../src/config.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 
 const args = process.argv.slice(2);
@@ -49,7 +52,21 @@ async function timeWebgpu(run: () => Tensor[]): Promise<number> {
     times.push(performance.now() - start);
     for (const t of outs) t.dispose();
   }
+  // A pipeline that failed to build dispatches nothing, fast: such a time is an error, not a row.
+  const errors = takeUncapturedErrors();
+  if (errors.length > 0) throw new Error(errors.join('; '));
   return median(times);
+}
+
+/** The largest |a − b| over two outputs of one problem (NaN where either is NaN). */
+async function maxDiff(a: Tensor, b: Tensor): Promise<number> {
+  const [x, y] = [await a.toFloat64ArrayAsync(), await b.toFloat64ArrayAsync()];
+  let worst = 0;
+  for (let i = 0; i < x.length; i++) {
+    const d = Math.abs(x[i] - y[i]);
+    if (!(d <= worst)) worst = d;
+  }
+  return worst;
 }
 
 function timeCuda(run: () => Tensor[]): number {
@@ -70,55 +87,35 @@ function row(fields: Record<string, unknown>): void {
   process.stdout.write(`${JSON.stringify(fields)}\n`);
 }
 
-const info = await initWebgpu();
+const info = await initWebgpu({ experimental: config().webgpuExperimental });
 row({
   adapter: [info.vendor, info.architecture, info.description].filter(Boolean).join(' '),
   features: info.features,
+  subgroupMatrix: info.subgroupMatrix,
+  subgroupMatrixRejected: info.subgroupMatrixRejected,
   limits: info.limits,
 });
 const cuda = cudaAvailable().ok;
 
-// forward
+// copy bandwidth
 {
-  const [B, T, N, H] = [shrink(4), shrink(4096), shrink(16), 128];
-  const host = [1, 2, 3].map((seed) => seededInput([B, T, N, H], seed, 'float16'));
-  for (const causal of [false, true]) {
-    const flops = problemFlops({ B, T, S: T, N, H, causal });
-    const shape = { op: 'forward', B, T, S: T, N, K: N, H, dtype: 'float16', causal };
-    const [q, k, v] = host.map((t) => t.to('webgpu'));
-    let variant = '';
-    try {
-      const ms = await timeWebgpu(() => {
-        const r = attention(q, k, v, { isCausal: causal, implementation: 'webgpu' });
-        variant = r.variant;
-        return [r.output];
-      });
-      row({ ...shape, impl: 'webgpu', variant, ms, tflops: flops / ms / 1e9 });
-    } catch (error) {
-      row({ ...shape, impl: 'webgpu', error: String(error) });
-    }
-    // The row kernel on the same problem, the baseline the tiled one is measured against.
-    try {
-      const problem = validateAttention(q, k, v, { isCausal: causal, implementation: 'webgpu' });
-      const ms = await timeWebgpu(() => {
-        const r = runForward(problem, { tiled: false });
-        variant = r.variant;
-        return [r.output];
-      });
-      row({ ...shape, impl: 'webgpu-rows', variant, ms, tflops: flops / ms / 1e9 });
-    } catch (error) {
-      row({ ...shape, impl: 'webgpu-rows', error: String(error) });
-    }
-    for (const t of [q, k, v]) t.dispose();
-    if (cuda) {
-      const [cq, ck, cv] = host.map((t) => t.to('cuda'));
-      const ms = timeCuda(() => [
-        attention(cq, ck, cv, { isCausal: causal, implementation: 'flash' }).output,
-      ]);
-      row({ ...shape, impl: 'cuda-flash', ms, tflops: flops / ms / 1e9 });
-      for (const t of [cq, ck, cv]) t.dispose();
-    }
+  const { device, info: i } = webgpuContext();
+  const size = Math.min(small ? 64 << 20 : 1 << 30, i.limits.maxBufferSize);
+  const usage = USAGE.STORAGE | USAGE.COPY_SRC | USAGE.COPY_DST;
+  const [a, b] = [0, 1].map(() => device.createBuffer({ size, usage }));
+  const times: number[] = [];
+  for (let r = 0; r <= reps; r++) {
+    const start = performance.now();
+    const encoder = device.createCommandEncoder();
+    encoder.copyBufferToBuffer(a, 0, b, 0, size);
+    device.queue.submit([encoder.finish()]);
+    await device.queue.onSubmittedWorkDone();
+    if (r > 0) times.push(performance.now() - start);
   }
+  const ms = median(times);
+  row({ op: 'copy', bytes: size, ms, gbs: (2 * size) / ms / 1e6 });
+  a.destroy();
+  b.destroy();
 }
 
 // decode
@@ -139,6 +136,19 @@ const cuda = cudaAvailable().ok;
     row({ ...shape, impl: 'webgpu', variant, ms, gbs: bytes / ms / 1e6 });
   } catch (error) {
     row({ ...shape, impl: 'webgpu', error: String(error) });
+  }
+  // The row kernel on the same step (split-KV), the baseline of the decode kernel.
+  try {
+    const problem = validateAttention(dq, dk, dv, { implementation: 'webgpu' });
+    let variant = '';
+    const ms = await timeWebgpu(() => {
+      const r = runForward(problem, { decode: false });
+      variant = r.variant;
+      return [r.output];
+    });
+    row({ ...shape, impl: 'webgpu-rows', variant, ms, gbs: bytes / ms / 1e6 });
+  } catch (error) {
+    row({ ...shape, impl: 'webgpu-rows', error: String(error) });
   }
   // The same tokens as a paged pool: (B·S/256, 256, K, H) is the dense cache's memory as it is,
   // with block b·M + m holding sequence b's block m.
@@ -167,6 +177,92 @@ const cuda = cudaAvailable().ok;
     const ms = timeCuda(() => [attention(cq, ck, cv, { implementation: 'flash' }).output]);
     row({ ...shape, impl: 'cuda-flash', ms, gbs: bytes / ms / 1e6 });
     for (const t of [cq, ck, cv]) t.dispose();
+  }
+}
+
+// forward
+{
+  const [B, T, N, H] = [shrink(4), shrink(4096), shrink(16), 128];
+  const host = [1, 2, 3].map((seed) => seededInput([B, T, N, H], seed, 'float16'));
+  for (const causal of [false, true]) {
+    const flops = problemFlops({ B, T, S: T, N, H, causal });
+    const shape = { op: 'forward', B, T, S: T, N, K: N, H, dtype: 'float16', causal };
+    const [q, k, v] = host.map((t) => t.to('webgpu'));
+    let variant = '';
+    try {
+      const ms = await timeWebgpu(() => {
+        const r = attention(q, k, v, { isCausal: causal, implementation: 'webgpu' });
+        variant = r.variant;
+        return [r.output];
+      });
+      row({ ...shape, impl: 'webgpu', variant, ms, tflops: flops / ms / 1e9 });
+    } catch (error) {
+      row({ ...shape, impl: 'webgpu', error: String(error) });
+    }
+    // The tiled kernel where the subgroup-matrix one runs: what adapters without them get; and the
+    // subgroup-matrix kernel with 32-key tiles beside its 64.
+    if (variant.includes('sgmat')) {
+      try {
+        const problem = validateAttention(q, k, v, { isCausal: causal, implementation: 'webgpu' });
+        let v32 = '';
+        const ms = await timeWebgpu(() => {
+          const r = runForward(problem, { sgmatKeys: 32 });
+          v32 = r.variant;
+          return [r.output];
+        });
+        row({ ...shape, impl: 'webgpu-sgmat-c32', variant: v32, ms, tflops: flops / ms / 1e9 });
+      } catch (error) {
+        row({ ...shape, impl: 'webgpu-sgmat-c32', error: String(error) });
+      }
+      // 8 subgroups: 128 query rows a workgroup (32-key tiles fit 48 KiB), half the K and V
+      // staging a product.
+      try {
+        const problem = validateAttention(q, k, v, { isCausal: causal, implementation: 'webgpu' });
+        let v8 = '';
+        const ms = await timeWebgpu(() => {
+          const r = runForward(problem, { sgmatSubgroups: 8 });
+          v8 = r.variant;
+          return [r.output];
+        });
+        row({ ...shape, impl: 'webgpu-sgmat-r128', variant: v8, ms, tflops: flops / ms / 1e9 });
+      } catch (error) {
+        row({ ...shape, impl: 'webgpu-sgmat-r128', error: String(error) });
+      }
+      try {
+        const problem = validateAttention(q, k, v, { isCausal: causal, implementation: 'webgpu' });
+        let tiledVariant = '';
+        const ms = await timeWebgpu(() => {
+          const r = runForward(problem, { sgmat: false });
+          tiledVariant = r.variant;
+          return [r.output];
+        });
+        // The two kernels' outputs side by side: the timed sgmat output is a real result.
+        const fast = attention(q, k, v, { isCausal: causal, implementation: 'webgpu' }).output;
+        const slow = runForward(problem, { sgmat: false }).output;
+        const sgmatVsTiled = await maxDiff(fast, slow);
+        fast.dispose();
+        slow.dispose();
+        row({
+          ...shape,
+          impl: 'webgpu-tiled',
+          variant: tiledVariant,
+          ms,
+          tflops: flops / ms / 1e9,
+          sgmatVsTiled,
+        });
+      } catch (error) {
+        row({ ...shape, impl: 'webgpu-tiled', error: String(error) });
+      }
+    }
+    for (const t of [q, k, v]) t.dispose();
+    if (cuda) {
+      const [cq, ck, cv] = host.map((t) => t.to('cuda'));
+      const ms = timeCuda(() => [
+        attention(cq, ck, cv, { isCausal: causal, implementation: 'flash' }).output,
+      ]);
+      row({ ...shape, impl: 'cuda-flash', ms, tflops: flops / ms / 1e9 });
+      for (const t of [cq, ck, cv]) t.dispose();
+    }
   }
 }
 
@@ -201,25 +297,4 @@ const cuda = cudaAvailable().ok;
     row({ ...shape, impl: 'cuda-flash', ms, tflops: flops / ms / 1e9 });
     for (const t of [cq, ck, cv, cdO, f.output, f.logSumExp]) t.dispose();
   }
-}
-
-// copy bandwidth
-{
-  const { device, info: i } = webgpuContext();
-  const size = Math.min(small ? 64 << 20 : 1 << 30, i.limits.maxBufferSize);
-  const usage = USAGE.STORAGE | USAGE.COPY_SRC | USAGE.COPY_DST;
-  const [a, b] = [0, 1].map(() => device.createBuffer({ size, usage }));
-  const times: number[] = [];
-  for (let r = 0; r <= reps; r++) {
-    const start = performance.now();
-    const encoder = device.createCommandEncoder();
-    encoder.copyBufferToBuffer(a, 0, b, 0, size);
-    device.queue.submit([encoder.finish()]);
-    await device.queue.onSubmittedWorkDone();
-    if (r > 0) times.push(performance.now() - start);
-  }
-  const ms = median(times);
-  row({ op: 'copy', bytes: size, ms, gbs: (2 * size) / ms / 1e6 });
-  a.destroy();
-  b.destroy();
 }

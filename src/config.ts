@@ -111,6 +111,12 @@ export interface AttnlabConfig {
   readonly experimental: ExperimentalKnobs;
   /** ATTNLAB_CUDNN_TRACE=1: print every cuDNN backend call and its status to stderr. */
   readonly cudnnTrace: boolean;
+  /**
+   * ATTNLAB_WEBGPU_EXPERIMENTAL=1: the tests, `attnlab check --device webgpu` and the WebGPU timings
+   * open the device with initWebgpu({ experimental: true }) (Dawn's experimental features and
+   * shader-f16 on NVIDIA's Vulkan driver: the subgroup-matrix forward).
+   */
+  readonly webgpuExperimental: boolean;
   /** ATTNLAB_COMMIT: the commit results files record when the checkout has no .git. */
   readonly commit: string | null;
   /** ATTNLAB_PYTHON: the only interpreter tried for the JAX/PyTorch peers. */
@@ -161,6 +167,7 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
       dependentLaunch: dependent === '1' ? 'all' : dependent === '0' ? 'off' : (dependent ?? 'auto'),
     },
     cudnnTrace: flag('ATTNLAB_CUDNN_TRACE'),
+    webgpuExperimental: flag('ATTNLAB_WEBGPU_EXPERIMENTAL'),
     commit: text('ATTNLAB_COMMIT'),
     python: text('ATTNLAB_PYTHON'),
     libraries,
@@ -221,6 +228,7 @@ export const RUN_SETTING_VARIABLES = [
   'ATTNLAB_DEBUG',
   'ATTNLAB_CUDNN_TRACE',
   'ATTNLAB_TUNE',
+  'ATTNLAB_WEBGPU_EXPERIMENTAL',
 ] as const;
 
 /**

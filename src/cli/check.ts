@@ -13,6 +13,7 @@ import type { AttentionCase } from '../check/cases.js';
 import { RANDOM_CASES_SEED } from '../check/random-cases.js';
 import { runCheckAsync } from '../check/run-check.js';
 import { type CheckRow, describeRow, PRECISIONS, suiteCases } from '../check/suite.js';
+import { config } from '../config.js';
 import { InvalidArgumentError } from '../errors.js';
 import { colorEnabled, renderTable } from '../report/terminal.js';
 import type { Device } from '../tensor/storage.js';
@@ -117,7 +118,7 @@ export function registerCheckCommand(program: Command): void {
         if (devices?.includes('webgpu')) {
           // WebGPU is asked for by name only: opening a device prints Dawn's adapter warnings.
           try {
-            await initWebgpu();
+            await initWebgpu({ experimental: config().webgpuExperimental });
           } catch (error) {
             const reason = error instanceof Error ? error.message : String(error);
             throw new InvalidArgumentError(

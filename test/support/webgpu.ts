@@ -4,9 +4,11 @@
  * Where no Vulkan ICD is named and the machine has no NVIDIA device, the SwiftShader ICD that
  * Debian's chromium package ships is used (CI installs chromium and libvulkan1): Debian 12's own
  * Mesa 22.3 lavapipe is refused by Dawn ("Vulkan shaderUniform*ArrayDynamicIndexing required").
+ * ATTNLAB_WEBGPU_EXPERIMENTAL=1 opens it with Dawn's experimental features (the subgroup-matrix kernel).
  */
 import { existsSync } from 'node:fs';
 import { initWebgpu } from '../../src/backends/webgpu/runtime.js';
+import { config } from '../../src/config.js';
 
 const SWIFTSHADER_ICD = '/usr/lib/chromium/vk_swiftshader_icd.json';
 
@@ -18,10 +20,13 @@ export function webgpuSkipReason(): Promise<string | null> {
     if (!process.env.VK_ICD_FILENAMES && !existsSync('/dev/nvidia0') && existsSync(SWIFTSHADER_ICD)) {
       process.env.VK_ICD_FILENAMES = SWIFTSHADER_ICD;
     }
-    ready = initWebgpu().then(
+    ready = initWebgpu({ experimental: config().webgpuExperimental }).then(
       (info) => {
         console.log(
-          `# webgpu: ${info.description || info.vendor} (${info.backend}); features ${info.features.join(' ')}`,
+          `# webgpu: ${info.description || info.vendor} (${info.backend}); features ${info.features.join(' ')}; ` +
+            `subgroup sizes ${info.subgroupSizes.min}–${info.subgroupSizes.max}; subgroup matrix ` +
+            `${info.subgroupMatrix ? `f16 ${info.subgroupMatrix.M}×${info.subgroupMatrix.N}×${info.subgroupMatrix.K}` : 'none'}` +
+            `${info.subgroupMatrixRejected ? ` (rejected: ${info.subgroupMatrixRejected})` : ''}`,
         );
         return null;
       },

@@ -69,6 +69,7 @@ describe('config', () => {
       ATTNLAB_FLASH_KERNEL: 'wgmma',
       ATTNLAB_CUDNN_GRAPH: 'unified',
       ATTNLAB_CUDNN_TRACE: '1',
+      ATTNLAB_WEBGPU_EXPERIMENTAL: '1',
       ATTNLAB_COMMIT: 'abc1234',
       ATTNLAB_PYTHON: '/py',
       ATTNLAB_NVRTC: '/lib/nvrtc',
@@ -82,6 +83,8 @@ describe('config', () => {
     assert.equal(c.experimental.flashKernel, 'wgmma');
     assert.equal(c.experimental.cudnnGraph, 'unified');
     assert.equal(c.cudnnTrace, true);
+    assert.equal(c.webgpuExperimental, true);
+    assert.equal(readConfig({}).webgpuExperimental, false);
     assert.equal(
       c.experimental.dependentLaunch,
       'auto',

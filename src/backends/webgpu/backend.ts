@@ -4,7 +4,7 @@
  */
 import { type AttentionBackend, planned, unsupported } from '../backend.js';
 import { runForward } from './forward.js';
-import { planForward } from './plan.js';
+import { matrixShape, planForward, subgroupSize } from './plan.js';
 import { webgpuState } from './runtime.js';
 
 export const webgpuBackend: AttentionBackend = {
@@ -14,7 +14,15 @@ export const webgpuBackend: AttentionBackend = {
   plan(problem) {
     const state = webgpuState();
     if (!state.ok) return unsupported(state.reason);
-    const plan = planForward(problem, state.info.limits, undefined, state.info.subgroups);
+    const plan = planForward(
+      problem,
+      state.info.limits,
+      undefined,
+      state.info.subgroups,
+      true,
+      matrixShape(state.info),
+      subgroupSize(state.info),
+    );
     return plan.ok ? planned(plan) : unsupported(plan.reason);
   },
   run: (_plan, problem) => runForward(problem),

@@ -8,12 +8,14 @@ import { itemSize } from '../../tensor/dtype.js';
 import { Tensor } from '../../tensor/tensor.js';
 import type { AttentionProblem, BackendOutput } from '../problem.js';
 import { combineSource } from './combine-source.js';
+import { decodeSource } from './decode-source.js';
 import { forwardSource } from './forward-source.js';
 import { checkGeneration, createTensorBuffer, USAGE } from './memory.js';
-import { planForward, queryRows } from './plan.js';
+import { matrixShape, planForward, queryRows, subgroupSize } from './plan.js';
 import { webgpuContext } from './runtime.js';
+import { type MatrixShape, sgmatSource } from './sgmat-source.js';
 import { tiledSource } from './tiled-source.js';
-import { bindings, COMBINE_ROWS, combineBindings, variantKey } from './variant.js';
+import { bindings, combineBindings, variantKey } from './variant.js';
 
 const pipelines = new Map<string, { generation: number; pipeline: GPUComputePipeline }>();
 
@@ -72,6 +74,27 @@ export interface ForwardOverrides {
   readonly subgroups?: boolean;
   /** False runs the row kernel where the tiled one applies. */
   readonly tiled?: boolean;
+  /** False runs the tiled kernel where the subgroup-matrix one applies. */
+  readonly sgmat?: boolean;
+  /** The most keys a tile of the subgroup-matrix kernel (timings). */
+  readonly sgmatKeys?: number;
+  /** Subgroups a workgroup of the subgroup-matrix kernel (timings). */
+  readonly sgmatSubgroups?: number;
+  /** False runs the row kernel where the decode one applies. */
+  readonly decode?: boolean;
+}
+
+function withKeys(
+  m: MatrixShape | null,
+  keys: number | undefined,
+  subgroups: number | undefined,
+): MatrixShape | null {
+  if (!m) return m;
+  return {
+    ...m,
+    ...(keys !== undefined ? { keys } : {}),
+    ...(subgroups !== undefined ? { subgroups } : {}),
+  };
 }
 
 export function runForward(p: AttentionProblem, overrides: ForwardOverrides = {}): BackendOutput {
@@ -82,6 +105,10 @@ export function runForward(p: AttentionProblem, overrides: ForwardOverrides = {}
     overrides.splits,
     info.subgroups && (overrides.subgroups ?? true),
     overrides.tiled ?? true,
+    overrides.sgmat === false
+      ? null
+      : withKeys(matrixShape(info), overrides.sgmatKeys, overrides.sgmatSubgroups),
+    overrides.decode === false || overrides.subgroups === false ? null : subgroupSize(info),
   );
   if (!plan.ok) throw new UnsupportedError('webgpu', plan.reason);
   const { variant } = plan;
@@ -94,7 +121,13 @@ export function runForward(p: AttentionProblem, overrides: ForwardOverrides = {}
   };
   const key = variantKey(variant);
   const pipeline = pipelineFor(key, () =>
-    variant.kernel === 'tiled' ? tiledSource(variant) : forwardSource(variant),
+    variant.kernel === 'decode'
+      ? decodeSource(variant)
+      : variant.kernel === 'sgmat'
+        ? sgmatSource(variant)
+        : variant.kernel === 'tiled'
+          ? tiledSource(variant)
+          : forwardSource(variant),
   );
   const { B, T, N, Hv } = p;
   const rows = queryRows(p);
@@ -156,10 +189,14 @@ export function runForward(p: AttentionProblem, overrides: ForwardOverrides = {}
   const pass = encoder.beginComputePass();
   pass.setPipeline(pipeline);
   pass.setBindGroup(0, group(pipeline, bindings(variant)));
-  pass.dispatchWorkgroups(Math.ceil(T / variant.rows), N, B * plan.splits);
+  if (variant.kernel === 'decode') {
+    pass.dispatchWorkgroups(Math.ceil((T * (N / p.K)) / variant.rows), p.K, B * plan.splits);
+  } else {
+    pass.dispatchWorkgroups(Math.ceil(T / variant.rows), N, B * plan.splits);
+  }
   if (variant.split) {
     const combine = pipelineFor(`${key}-combine`, () => combineSource(variant));
-    const workgroups = Math.ceil((B * T * N) / COMBINE_ROWS);
+    const workgroups = B * T * N;
     const x = Math.min(workgroups, info.limits.maxComputeWorkgroupsPerDimension);
     pass.setPipeline(combine);
     pass.setBindGroup(0, group(combine, combineBindings(variant)));

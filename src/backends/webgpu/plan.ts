@@ -5,8 +5,16 @@
  */
 import { itemSize } from '../../tensor/dtype.js';
 import type { AttentionProblem } from '../problem.js';
+import {
+  DECODE_MAX_ROWS,
+  DECODE_SUBGROUPS,
+  type DecodeShape,
+  decodeStorageBytes,
+  lanesPerKey,
+} from './decode-source.js';
 import { paddedBytes } from './memory.js';
-import type { WebgpuLimits } from './runtime.js';
+import type { WebgpuInfo, WebgpuLimits } from './runtime.js';
+import { type MatrixShape, sgmatKeys, sgmatSubgroups } from './sgmat-source.js';
 import { outputBlock, TILED_ROWS, TILED_WG, tiledStorageBytes } from './tiled-source.js';
 import { bindings, type ForwardVariant, MAX_SPLITS } from './variant.js';
 
@@ -92,6 +100,68 @@ export function tiledKeys(p: Pick<AttentionProblem, 'H' | 'Hv' | 'T'>, limits: W
 }
 
 /**
+ * The subgroup-matrix shape the device offers the sgmat kernel: an f16 → f32 configuration, and one
+ * subgroup size (subgroupMinSize = subgroupMaxSize, 32 on NVIDIA), so that a workgroup's subgroups
+ * and each one's rows are known when the WGSL is written. Null otherwise.
+ */
+export function matrixShape(info: Pick<WebgpuInfo, 'subgroupMatrix' | 'subgroupSizes'>): MatrixShape | null {
+  const { subgroupMatrix, subgroupSizes } = info;
+  if (!subgroupMatrix || subgroupSizes.min <= 0 || subgroupSizes.min !== subgroupSizes.max) return null;
+  return { ...subgroupMatrix, sg: subgroupSizes.min };
+}
+
+/**
+ * Head dims up to which the sgmat kernel runs: its accumulator (Hv/N result matrices) and q (H/K
+ * left matrices) stay in registers for the whole loop, 96 registers an invocation at H = Hv = 128
+ * with 16×16×16 matrices on 32-invocation subgroups.
+ */
+export const SGMAT_MAX_HEAD_DIM = 128;
+
+/** Keys a tile of the sgmat kernel, or null where it does not apply (a reason is not needed: the tiled kernel runs). */
+function sgmatTile(p: AttentionProblem, limits: WebgpuLimits, matrix: MatrixShape | null): number | null {
+  if (!matrix || p.dtype !== 'float16' || p.T <= FEW_ROWS) return null;
+  if (p.H > SGMAT_MAX_HEAD_DIM || p.Hv > SGMAT_MAX_HEAD_DIM) return null;
+  if (sgmatSubgroups(matrix) * matrix.sg > limits.maxComputeInvocationsPerWorkgroup) return null;
+  return sgmatKeys(p.H, p.Hv, matrix, limits.maxComputeWorkgroupStorageSize);
+}
+
+/**
+ * The one subgroup size of a device with subgroups (subgroupMinSize = subgroupMaxSize ≥ 4: 32 on
+ * NVIDIA, 4 on SwiftShader), which the decode kernel's layout needs; null otherwise.
+ */
+export function subgroupSize(info: Pick<WebgpuInfo, 'subgroups' | 'subgroupSizes'>): number | null {
+  const { min, max } = info.subgroupSizes;
+  return info.subgroups && min >= 4 && min === max ? min : null;
+}
+
+/**
+ * Workgroups the decode kernel aims for: an H100's 132 SMs keep ~8 of its 128-invocation
+ * workgroups each, so ~1,000 make one wave (B=8, K=8 gives 64 (b, kv head) pairs: 16 key chunks).
+ */
+const DECODE_TARGET_WORKGROUPS = 1024;
+
+/** The decode kernel's shape for a problem, or null where the row kernel runs it. */
+function decodeShape(p: AttentionProblem, limits: WebgpuLimits, sg: number | null): DecodeShape | null {
+  if (sg === null || p.T > FEW_ROWS || p.bias || p.mask || p.packed?.querySeqOffsets) return null;
+  if (DECODE_SUBGROUPS * sg > limits.maxComputeInvocationsPerWorkgroup) return null;
+  const lk = lanesPerKey(p.H, p.Hv, p.dtype as ForwardVariant['dtype'], sg);
+  if (lk === null) return null;
+  let rows = Math.min(DECODE_MAX_ROWS, p.T * (p.N / p.K));
+  while (rows > 1 && decodeStorageBytes(p.Hv, rows) > limits.maxComputeWorkgroupStorageSize) {
+    rows = Math.ceil(rows / 2);
+  }
+  if (decodeStorageBytes(p.Hv, rows) > limits.maxComputeWorkgroupStorageSize) return null;
+  return { sg, lk, rows };
+}
+
+/** Key chunks for the decode kernel: enough workgroups for a wave, ≥ MIN_KEYS_PER_SPLIT keys each. */
+function decodeSplits(p: AttentionProblem, d: DecodeShape): number {
+  const workgroups = Math.ceil((p.T * (p.N / p.K)) / d.rows) * p.K * p.B;
+  const wanted = Math.ceil(DECODE_TARGET_WORKGROUPS / workgroups);
+  return Math.max(1, Math.min(MAX_SPLITS, wanted, Math.floor(p.S / MIN_KEYS_PER_SPLIT)));
+}
+
+/**
  * `given` overrides the splits (tests run the split path on small cases with it; undefined: the
  * tiled kernel where it applies from TILED_MIN_T rows, else chooseSplits); `subgroups`:
  * the device has the subgroups feature (WebgpuInfo.subgroups), for the two-lane kernel; `tiled`
@@ -104,6 +174,8 @@ export function planForward(
   given: number | undefined = undefined,
   subgroups = false,
   tiled = true,
+  matrix: MatrixShape | null = null,
+  sg: number | null = null,
 ): Plan {
   // The registry refuses them too (the backend's layouts do not list 'modifiers'); a direct
   // runForward must not drop them silently either.
@@ -134,17 +206,25 @@ export function planForward(
   // The tiled kernel where it applies and the keys are not split: split-KV is the row kernel's, and
   // pays where few query rows leave the GPU idle (T < TILED_MIN_T); from TILED_MIN_T rows the tiled
   // kernel's 2× workgroups (32 rows each) and its faster loop beat splitting the row kernel.
-  const tiledKeysHere = tiled ? tiledKeys(p, limits) : null;
+  // A few query rows without bias or mask: the decode kernel, always split (given, or decodeSplits).
+  const decode = p.N % p.K === 0 ? decodeShape(p, limits, sg) : null;
+  if (decode !== null) return planDecode(p, limits, decode, given ?? decodeSplits(p, decode));
+  // The sgmat kernel before the tiled one where the device has subgroup matrices (its products run
+  // on the tensor cores); both only unsplit.
+  const sgmatBc = tiled ? sgmatTile(p, limits, matrix) : null;
+  const tiledKeysHere = tiled ? (sgmatBc ?? tiledKeys(p, limits)) : null;
   const auto = given === undefined ? chooseSplits(p) : given;
   const tiledBc =
     tiledKeysHere !== null && (auto === 1 || (given === undefined && p.T >= TILED_MIN_T))
       ? tiledKeysHere
       : null;
+  const sgmat = tiledBc !== null && sgmatBc !== null && matrix !== null;
   const splits = tiledBc !== null ? 1 : auto;
-  const rows = tiledBc !== null ? TILED_ROWS : rowsFor(p.T);
-  if (rows > limits.maxComputeInvocationsPerWorkgroup) {
+  const rows = sgmat ? sgmatSubgroups(matrix) * matrix.M : tiledBc !== null ? TILED_ROWS : rowsFor(p.T);
+  const invocations = sgmat ? sgmatSubgroups(matrix) * matrix.sg : rows;
+  if (invocations > limits.maxComputeInvocationsPerWorkgroup) {
     return refuse(
-      `${rows} invocations per workgroup exceed maxComputeInvocationsPerWorkgroup (${limits.maxComputeInvocationsPerWorkgroup})`,
+      `${invocations} invocations per workgroup exceed maxComputeInvocationsPerWorkgroup (${limits.maxComputeInvocationsPerWorkgroup})`,
     );
   }
   if (!Number.isInteger(splits) || splits < 1 || splits > MAX_SPLITS) {
@@ -186,7 +266,8 @@ export function planForward(
     }
   }
   const variant: ForwardVariant = {
-    kernel: tiledBc !== null ? 'tiled' : 'rows',
+    kernel: sgmat ? 'sgmat' : tiledBc !== null ? 'tiled' : 'rows',
+    ...(sgmat ? { matrix } : {}),
     dtype,
     H: p.H,
     Hv: p.Hv,
@@ -206,8 +287,9 @@ export function planForward(
     // Two lanes a row where the device has subgroups and each lane's half of H and Hv is whole vec4s
     // (a float16 lane writes whole 32-bit words of its half).
     // The tiled kernel's softmax takes 4 invocations a row where the device has subgroups.
-    lanes:
-      tiledBc !== null
+    lanes: sgmat
+      ? 1
+      : tiledBc !== null
         ? subgroups
           ? 4
           : 1
@@ -215,6 +297,10 @@ export function planForward(
           ? 2
           : 1,
   };
+  return checkBindings(variant, limits, splits);
+}
+
+function checkBindings(variant: ForwardVariant, limits: WebgpuLimits, splits: number): Plan {
   const storage = bindings(variant).length - 1;
   if (storage > limits.maxStorageBuffersPerShaderStage) {
     return refuse(
@@ -222,4 +308,65 @@ export function planForward(
     );
   }
   return { ok: true, variant, splits };
+}
+
+/** The decode kernel's plan: its grid and buffers checked against the limits as planForward's. */
+function planDecode(p: AttentionProblem, limits: WebgpuLimits, d: DecodeShape, splits: number): Plan {
+  if (!Number.isInteger(splits) || splits < 1 || splits > MAX_SPLITS) {
+    return refuse(`splits must be an integer in [1, ${MAX_SPLITS}] (got ${splits})`);
+  }
+  const grid = {
+    [`query row groups (T·N/K/${d.rows})`]: Math.ceil((p.T * (p.N / p.K)) / d.rows),
+    'KV heads K': p.K,
+    'batch B × key splits': p.B * splits,
+  };
+  for (const [what, count] of Object.entries(grid)) {
+    if (count > limits.maxComputeWorkgroupsPerDimension) {
+      return refuse(
+        `${count} ${what} exceed maxComputeWorkgroupsPerDimension (${limits.maxComputeWorkgroupsPerDimension})`,
+      );
+    }
+  }
+  const size = itemSize(p.dtype);
+  const buffers: [string, number][] = [
+    ['query', p.query.byteLength],
+    ['key', p.key.byteLength],
+    ['value', p.value.byteLength],
+    ['output', queryRows(p) * p.N * p.Hv * size],
+    ['the split-KV scratch', p.B * p.T * p.N * splits * (p.Hv + 2) * 4],
+  ];
+  if (p.paged) buffers.push(['blockTable', p.paged.blockTable.byteLength]);
+  for (const [name, bytes] of buffers) {
+    const padded = paddedBytes(bytes);
+    if (padded > limits.maxStorageBufferBindingSize) {
+      return refuse(
+        `${name} takes ${padded} bytes, past maxStorageBufferBindingSize (${limits.maxStorageBufferBindingSize})`,
+      );
+    }
+    if (padded > limits.maxBufferSize) {
+      return refuse(`${name} takes ${padded} bytes, past maxBufferSize (${limits.maxBufferSize})`);
+    }
+  }
+  const variant: ForwardVariant = {
+    kernel: 'decode',
+    decode: d,
+    dtype: p.dtype as ForwardVariant['dtype'],
+    H: p.H,
+    Hv: p.Hv,
+    rows: d.rows,
+    bc: d.lk,
+    bias: null,
+    mask: false,
+    causal: p.causal,
+    window: p.window !== null,
+    lengths: p.querySeqLengths !== null || p.keyValueSeqLengths !== null,
+    lse: p.returnLogSumExp,
+    split: true,
+    vec: 4,
+    paged: p.paged !== null,
+    packedQuery: false,
+    packedKv: p.packed?.keyValueSeqOffsets != null,
+    lanes: 1,
+  };
+  return checkBindings(variant, limits, splits);
 }

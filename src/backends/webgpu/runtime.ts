@@ -19,6 +19,7 @@
  */
 import { checkKeys, checkOptionsObject, describeValue } from '../../arguments.js';
 import { AttnlabError, DeviceError, InvalidArgumentError } from '../../errors.js';
+import { checkSgmat } from './sgmat-check.js';
 
 /** What `attnlab info` and `initWebgpu()` report about the adapter. */
 export interface WebgpuInfo {
@@ -34,6 +35,25 @@ export interface WebgpuInfo {
    * kernel's 4 invocations of a row, and the row kernel's 2, share one.
    */
   readonly subgroups: boolean;
+  /** adapter.info.subgroupMinSize and subgroupMaxSize (0 where the adapter does not say). */
+  readonly subgroupSizes: { readonly min: number; readonly max: number };
+  /**
+   * The subgroup-matrix shape the fast forward uses: f16 operands and an f32 accumulator (Dawn's
+   * chromium-experimental-subgroup-matrix with shader-f16; Vulkan's cooperative matrices), M×K
+   * times K×N, or null where the device has no such configuration.
+   */
+  readonly subgroupMatrix: {
+    readonly M: number;
+    readonly N: number;
+    readonly K: number;
+    /** Bytes the sgmat kernel's tile rows are padded and aligned to (chosen by the device check). */
+    readonly pad?: number;
+  } | null;
+  /**
+   * Why the device's subgroup-matrix shape is not used though it has one: the sgmat kernel is run
+   * once on a small problem when the device opens (sgmat-check.ts), and a wrong result drops it.
+   */
+  readonly subgroupMatrixRejected?: string;
 }
 
 /** The limits attnlab's kernels are checked against before a dispatch. */
@@ -77,7 +97,18 @@ export interface InitWebgpuOptions {
   /** Dawn switches for dawn.node's create(), e.g. ['backend=vulkan'] (Node only). */
   readonly dawnOptions?: readonly string[];
   readonly powerPreference?: GPUPowerPreference;
+  /**
+   * Node only, where attnlab creates dawn.node's GPU object: ask Dawn for its experimental features
+   * (toggle allow_unsafe_apis: chromium-experimental-subgroup-matrix, the route to tensor cores
+   * through Vulkan's cooperative matrices) and for shader-f16 on NVIDIA's Vulkan driver, which Dawn
+   * leaves off by default (toggle vulkan_enable_f16_on_nvidia). The subgroup-matrix forward runs
+   * only where both are granted and its device check passes. Default false.
+   */
+  readonly experimental?: boolean;
 }
+
+/** The Dawn toggles `experimental: true` adds to dawn.node's create(). */
+export const EXPERIMENTAL_DAWN_TOGGLES = 'enable-dawn-features=allow_unsafe_apis,vulkan_enable_f16_on_nvidia';
 
 let gpuObject: GPU | null = null;
 let context: WebgpuContext | null = null;
@@ -106,7 +137,10 @@ async function findGpu(options: InitWebgpuOptions): Promise<GPU> {
         `(${error instanceof Error ? error.message : String(error)}); install it with npm install webgpu`,
     );
   }
-  gpuObject = dawn.create([...(options.dawnOptions ?? [])]);
+  gpuObject = dawn.create([
+    ...(options.dawnOptions ?? []),
+    ...(options.experimental ? [EXPERIMENTAL_DAWN_TOGGLES] : []),
+  ]);
   return gpuObject;
 }
 
@@ -126,6 +160,7 @@ async function acquire(options: InitWebgpuOptions): Promise<WebgpuContext> {
   const device = await adapter.requestDevice({ requiredFeatures: features, requiredLimits });
   const limits = Object.fromEntries(LIMIT_NAMES.map((n) => [n, device.limits[n]])) as unknown as WebgpuLimits;
   const raw = adapter.info as GPUAdapterInfo & { backendType?: string };
+  const sizes = raw as { subgroupMinSize?: number; subgroupMaxSize?: number };
   const info: WebgpuInfo = {
     vendor: raw.vendor ?? '',
     architecture: raw.architecture ?? '',
@@ -133,10 +168,12 @@ async function acquire(options: InitWebgpuOptions): Promise<WebgpuContext> {
     backend: raw.backendType ?? '',
     features: [...device.features].sort(),
     limits,
-    subgroups:
-      device.features.has('subgroups') && ((raw as { subgroupMinSize?: number }).subgroupMinSize ?? 0) >= 4,
+    subgroups: device.features.has('subgroups') && (sizes.subgroupMinSize ?? 0) >= 4,
+    subgroupSizes: { min: sizes.subgroupMinSize ?? 0, max: sizes.subgroupMaxSize ?? 0 },
+    subgroupMatrix: f16MatrixConfig(device, raw),
   };
-  const made: WebgpuContext = { device, adapter, info, generation: ++generation };
+  const checked = await checkedMatrix(device, info);
+  const made: WebgpuContext = { device, adapter, info: checked, generation: ++generation };
   device.addEventListener('uncapturederror', (event) => {
     uncaptured.push((event as GPUUncapturedErrorEvent).error.message);
   });
@@ -163,6 +200,55 @@ async function acquire(options: InitWebgpuOptions): Promise<WebgpuContext> {
   return made;
 }
 
+interface SubgroupMatrixConfig {
+  readonly componentType: string;
+  readonly resultComponentType: string;
+  readonly M: number;
+  readonly N: number;
+  readonly K: number;
+}
+
+/**
+ * The f16 × f16 → f32 subgroup-matrix configuration of the device, 16×16×16 where offered (NVIDIA's
+ * cooperative matrices list it first), else the one of most products; null without the feature,
+ * shader-f16 or such a configuration.
+ */
+function f16MatrixConfig(device: GPUDevice, raw: GPUAdapterInfo): WebgpuInfo['subgroupMatrix'] {
+  if (!device.features.has('chromium-experimental-subgroup-matrix') || !device.features.has('shader-f16')) {
+    return null;
+  }
+  const configs = ((raw as { subgroupMatrixConfigs?: readonly SubgroupMatrixConfig[] })
+    .subgroupMatrixConfigs ?? []) as readonly SubgroupMatrixConfig[];
+  const usable = configs
+    .filter((c) => c.componentType === 'f16' && c.resultComponentType === 'f32')
+    .map((c) => ({ M: c.M, N: c.N, K: c.K }))
+    .filter((c) => c.M % 8 === 0 && c.N % 8 === 0 && c.K % 8 === 0);
+  const square = usable.find((c) => c.M === 16 && c.N === 16 && c.K === 16);
+  return square ?? [...usable].sort((a, b) => b.M * b.N * b.K - a.M * a.N * a.K)[0] ?? null;
+}
+
+/** `info` with its subgroup-matrix shape, or without it and the reason where the kernel's check fails. */
+async function checkedMatrix(device: GPUDevice, info: WebgpuInfo): Promise<WebgpuInfo> {
+  const { subgroupMatrix, subgroupSizes } = info;
+  if (!subgroupMatrix) return info;
+  if (subgroupSizes.min <= 0 || subgroupSizes.min !== subgroupSizes.max) {
+    return { ...info, subgroupMatrix: null, subgroupMatrixRejected: 'subgroups of more than one size' };
+  }
+  const storage = info.limits.maxComputeWorkgroupStorageSize;
+  const shape = { ...subgroupMatrix, sg: subgroupSizes.min };
+  const reason = await checkSgmat(device, shape, storage);
+  if (reason === null) return info;
+  // Tile rows padded (and aligned) to 64 bytes instead of 16: right where matrix loads need wider
+  // alignment than the kernel's default rows give.
+  const wide = await checkSgmat(device, { ...shape, pad: 64 }, storage);
+  if (wide === null) return { ...info, subgroupMatrix: { ...subgroupMatrix, pad: 64 } };
+  return {
+    ...info,
+    subgroupMatrix: null,
+    subgroupMatrixRejected: `${reason}; with tile rows aligned to 64 bytes: ${wide}`,
+  };
+}
+
 let disposing = false;
 let exitHooked = false;
 
@@ -178,9 +264,12 @@ export async function initWebgpu(options: InitWebgpuOptions = {}): Promise<Webgp
   const o = checkOptionsObject<InitWebgpuOptions>(
     'options',
     options,
-    'an object { gpu?, dawnOptions?, powerPreference? }',
+    'an object { gpu?, dawnOptions?, powerPreference?, experimental? }',
   );
-  checkKeys('options', o, ['gpu', 'dawnOptions', 'powerPreference']);
+  checkKeys('options', o, ['gpu', 'dawnOptions', 'powerPreference', 'experimental']);
+  if (o.experimental !== undefined && typeof o.experimental !== 'boolean') {
+    throw new InvalidArgumentError('options.experimental', 'a boolean', describeValue(o.experimental));
+  }
   if (o.gpu !== undefined && (o.gpu === null || typeof o.gpu.requestAdapter !== 'function')) {
     throw new InvalidArgumentError(
       'options.gpu',

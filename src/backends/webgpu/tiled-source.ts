@@ -63,7 +63,7 @@ function store4(v: ForwardVariant): string {
     case 'float32':
       return 'fn store4(e: u32, x: vec4f) { O[e] = x.x; O[e + 1u] = x.y; O[e + 2u] = x.z; O[e + 3u] = x.w; }';
     case 'float16':
-      return 'fn store4(e: u32, x: vec4f) { O[e >> 1u] = pack2x16float(x.xy); O[(e >> 1u) + 1u] = pack2x16float(x.zw); }';
+      return 'fn store4(e: u32, x: vec4f) { O[e >> 1u] = pack_f16(x.xy); O[(e >> 1u) + 1u] = pack_f16(x.zw); }';
     case 'bfloat16':
       return 'fn store4(e: u32, x: vec4f) { O[e >> 1u] = bf16(x.x) | (bf16(x.y) << 16u); O[(e >> 1u) + 1u] = bf16(x.z) | (bf16(x.w) << 16u); }';
   }

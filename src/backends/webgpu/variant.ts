@@ -1,3 +1,28 @@
+/** The subgroup-matrix shape and subgroup size the sgmat kernel (sgmat-source.ts) is built for. */
+export interface MatrixShape {
+  readonly M: number;
+  readonly N: number;
+  readonly K: number;
+  /** Invocations a subgroup: the adapter's subgroupMinSize, equal to its subgroupMaxSize. */
+  readonly sg: number;
+  /** The most keys a tile (timings compare 32 with the default 64); unset: 64. */
+  readonly keys?: number;
+  /** Subgroups a workgroup; unset: SGMAT_SUBGROUPS. */
+  readonly subgroups?: number;
+  /** Bytes each workgroup tile row is padded by (and aligned to): 16 unless the device check chose 64. */
+  readonly pad?: number;
+}
+
+/** The decode kernel's layout (decode-source.ts): invocations a key row, query rows a workgroup. */
+export interface DecodeShape {
+  /** Subgroup size (subgroupMinSize = subgroupMaxSize). */
+  readonly sg: number;
+  /** Invocations that share one key row. */
+  readonly lk: number;
+  /** Query rows a workgroup: (t, g) pairs of one KV head. */
+  readonly rows: number;
+}
+
 /**
  * The forward kernel's variant: what specialises its WGSL (dtype, head dims, tiles, masking
  * features, split-KV, vector width, layouts, lanes), its key (names the kernel in results, keys the
@@ -7,9 +32,18 @@ export interface ForwardVariant {
   /**
    * 'rows': one query row per invocation (two with subgroups), forward-source.ts; the split-KV
    * decode path and head dims the tiled layout does not divide. 'tiled': register blocks of
-   * scores and output over a 32-row query tile, tiled-source.ts.
+   * scores and output over a 32-row query tile, tiled-source.ts. 'sgmat': the tiled loop with its
+   * two products on subgroup matrices (tensor cores through Vulkan's cooperative matrices),
+   * float16 only, where the device has them, sgmat-source.ts.
    */
-  readonly kernel: 'rows' | 'tiled';
+  readonly kernel: 'rows' | 'tiled' | 'sgmat' | 'decode';
+  /** The subgroup-matrix shape and subgroup size ('sgmat' only). */
+  readonly matrix?: MatrixShape;
+  /**
+   * 'decode' (decode-source.ts): a few query rows, every row of one KV head in a workgroup, each key
+   * row read by `lk` invocations; always split-KV. `rows` is the query rows a workgroup, `bc` is lk.
+   */
+  readonly decode?: DecodeShape;
   readonly dtype: 'float32' | 'float16' | 'bfloat16';
   readonly H: number;
   readonly Hv: number;
@@ -64,13 +98,17 @@ export function variantKey(v: ForwardVariant): string {
     v.packedKv ? 'packedkv' : '',
   ].filter(Boolean);
   const kernel =
-    v.kernel === 'tiled'
-      ? v.lanes === 4
-        ? 'tiled-subgroups'
-        : 'tiled'
-      : v.lanes === 2
-        ? 'subgroups'
-        : 'plain';
+    v.kernel === 'decode' && v.decode
+      ? `decode-s${v.decode.sg}`
+      : v.kernel === 'sgmat' && v.matrix
+        ? `sgmat${v.matrix.M}x${v.matrix.N}x${v.matrix.K}s${v.matrix.sg}${v.matrix.pad ? `p${v.matrix.pad}` : ''}`
+        : v.kernel === 'tiled'
+          ? v.lanes === 4
+            ? 'tiled-subgroups'
+            : 'tiled'
+          : v.lanes === 2
+            ? 'subgroups'
+            : 'plain';
   return `webgpu-flash-${kernel}-${v.dtype}-h${v.H}-hv${v.Hv}-r${v.rows}-c${v.bc}${flags.length ? `-${flags.join('-')}` : ''}`;
 }
 
@@ -103,6 +141,6 @@ export function combineBindings(v: ForwardVariant): string[] {
   ];
 }
 
-/** Rows per workgroup of the combine kernel, and the most splits it merges (its private array). */
-export const COMBINE_ROWS = 64;
+/** Invocations of the combine kernel's workgroup, one workgroup a row; and the most splits a row has. */
+export const COMBINE_WG = 64;
 export const MAX_SPLITS = 64;

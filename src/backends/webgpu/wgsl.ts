@@ -38,6 +38,17 @@ fn make_nan(bits: u32) -> f32 { return bitcast<f32>(bits); }
 fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
 fn is_nan_or_pos_inf(x: f32) -> bool { let b = bitcast<u32>(x); return (b & 0x7fffffffu) > 0x7f800000u || b == 0x7f800000u; }
 fn is_neg_inf(x: f32) -> bool { return bitcast<u32>(x) == 0xff800000u; }
+/**
+ * Two f32 as two f16 in a word, Inf and NaN included: pack2x16float's result is indeterminate for
+ * a value outside f16's finite range (SwiftShader returns NaN for +inf).
+ */
+fn f16_bits(x: f32) -> u32 {
+  let b = bitcast<u32>(x);
+  if ((b & 0x7fffffffu) > 0x7f800000u) { return 0x7e00u; }
+  if (abs(x) >= 65520.0) { return ((b >> 16u) & 0x8000u) | 0x7c00u; }
+  return pack2x16float(vec2f(x, 0.0)) & 0xffffu;
+}
+fn pack_f16(v: vec2f) -> u32 { return f16_bits(v.x) | (f16_bits(v.y) << 16u); }
 fn bf16(x: f32) -> u32 {
   let b = bitcast<u32>(x);
   if ((b & 0x7fffffffu) > 0x7f800000u) { return 0x7fc0u; }
@@ -52,7 +63,7 @@ export function storeRow(v: ForwardVariant, el: (h: string) => string, count = '
   return v.dtype === 'float32'
     ? `for (var h = 0u; h < ${count}; h++) { O[o0 + h] = ${el('h')} * inv; }`
     : v.dtype === 'float16'
-      ? `for (var h = 0u; h < ${count}; h += 2u) { O[(o0 + h) >> 1u] = pack2x16float(vec2f(${el('h')} * inv, ${el('h + 1u')} * inv)); }`
+      ? `for (var h = 0u; h < ${count}; h += 2u) { O[(o0 + h) >> 1u] = pack_f16(vec2f(${el('h')} * inv, ${el('h + 1u')} * inv)); }`
       : `for (var h = 0u; h < ${count}; h += 2u) { O[(o0 + h) >> 1u] = bf16(${el('h')} * inv) | (bf16(${el('h + 1u')} * inv) << 16u); }`;
 }
 

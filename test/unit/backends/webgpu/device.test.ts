@@ -12,8 +12,10 @@ import { KVCache } from '../../../../src/api/kv-cache.js';
 import { memoryStats } from '../../../../src/api/memory.js';
 import { validateAttention } from '../../../../src/api/validate.js';
 import { createTensorBuffer } from '../../../../src/backends/webgpu/memory.js';
-import { planForward } from '../../../../src/backends/webgpu/plan.js';
+import { matrixShape, planForward } from '../../../../src/backends/webgpu/plan.js';
 import { initWebgpu, webgpuContext } from '../../../../src/backends/webgpu/runtime.js';
+import { sgmatStorageBytes } from '../../../../src/backends/webgpu/sgmat-source.js';
+import { variantKey } from '../../../../src/backends/webgpu/variant.js';
 import { measureWebgpuCase } from '../../../../src/bench/webgpu-measure.js';
 import { DeviceError, InvalidArgumentError, UnsupportedError } from '../../../../src/errors.js';
 import { randomNormal } from '../../../../src/tensor/random.js';
@@ -29,6 +31,7 @@ describe('initWebgpu options', () => {
     [{ dawnOptions: 'backend=vulkan' }, 'options.dawnOptions'],
     [{ powerPreference: 'fast' }, 'options.powerPreference'],
     [{ powerPrefernce: 'low-power' }, 'options'],
+    [{ experimental: 'yes' }, 'options.experimental'],
   ];
   for (const [options, argument] of cases) {
     it(`refuses ${JSON.stringify(options)} naming ${argument}`, async () => {
@@ -39,6 +42,98 @@ describe('initWebgpu options', () => {
       });
     });
   }
+});
+
+// The plan needs no device: NVIDIA's Vulkan limits, with and without an f16 subgroup-matrix shape.
+describe('the forward plan on subgroup matrices', () => {
+  const limits = {
+    maxBufferSize: 2 ** 40,
+    maxStorageBufferBindingSize: 2 ** 31 - 4,
+    maxComputeWorkgroupStorageSize: 49152,
+    maxComputeInvocationsPerWorkgroup: 1024,
+    maxComputeWorkgroupsPerDimension: 65535,
+    maxStorageBuffersPerShaderStage: 16,
+  };
+  const nvidia = { subgroupMatrix: { M: 16, N: 16, K: 16 }, subgroupSizes: { min: 32, max: 32 } };
+  const matrix = matrixShape(nvidia);
+  const plan = (dtype: 'float16' | 'float32', T: number, H: number, m = matrix) => {
+    const q = randomNormal([1, T, 2, H], { seed: 4, dtype });
+    return planForward(validateAttention(q, q, q, { isCausal: true }), limits, undefined, true, true, m);
+  };
+
+  it('takes one subgroup size and an f16 shape, or none', () => {
+    assert.deepEqual(matrix, { M: 16, N: 16, K: 16, sg: 32 });
+    assert.equal(matrixShape({ ...nvidia, subgroupSizes: { min: 16, max: 32 } }), null);
+    assert.equal(matrixShape({ ...nvidia, subgroupMatrix: null }), null);
+  });
+
+  it('runs float16 prefill on it (64 rows, 64 keys a tile at H=128 in 44 KiB), and the tiled kernel otherwise', () => {
+    const fast = plan('float16', 256, 128);
+    assert.ok(fast.ok);
+    assert.equal(fast.variant.kernel, 'sgmat');
+    assert.equal(fast.variant.rows, 64);
+    assert.equal(fast.variant.bc, 64);
+    assert.ok(sgmatStorageBytes(128, 128, 64, matrix as NonNullable<typeof matrix>) <= 49152);
+    assert.match(
+      variantKey(fast.variant),
+      /^webgpu-flash-sgmat16x16x16s32-float16-h128-hv128-r64-c64-causal/,
+    );
+    const cases: [string, ReturnType<typeof plan>][] = [
+      ['float32 inputs', plan('float32', 256, 128)],
+      ['a decode step (T ≤ 16)', plan('float16', 1, 128)],
+      ['H past 128', plan('float16', 256, 256)],
+      ['H not a multiple of K=16', plan('float16', 256, 40)],
+      ['no subgroup matrices', plan('float16', 256, 128, null)],
+    ];
+    for (const [what, p] of cases) {
+      assert.ok(p.ok, what);
+      assert.notEqual(p.variant.kernel, 'sgmat', what);
+    }
+  });
+});
+
+describe('the forward plan for decode steps', () => {
+  const limits = {
+    maxBufferSize: 2 ** 40,
+    maxStorageBufferBindingSize: 2 ** 31 - 4,
+    maxComputeWorkgroupStorageSize: 49152,
+    maxComputeInvocationsPerWorkgroup: 1024,
+    maxComputeWorkgroupsPerDimension: 65535,
+    maxStorageBuffersPerShaderStage: 16,
+  };
+  const plan = (T: number, sg: number | null, options: Record<string, unknown> = {}) => {
+    // B=2, N=32 query heads on K=8 KV heads, H=128, S=4096 (the shapes only: float16 zeros).
+    const q = Tensor.zeros([2, T, 32, 128], 'float16');
+    const k = Tensor.zeros([2, 4096, 8, 128], 'float16');
+    return planForward(validateAttention(q, k, k, options), limits, undefined, true, true, null, sg);
+  };
+
+  it('reads each key row with 16 invocations at H=128 float16, the 4 query heads of a KV head in one workgroup, chunks of ≥ 256 keys', () => {
+    const p = plan(1, 32);
+    assert.ok(p.ok);
+    assert.equal(p.variant.kernel, 'decode');
+    assert.deepEqual(p.variant.decode, { sg: 32, lk: 16, rows: 4 });
+    // 2 batches × 8 KV heads × 1 row group = 16 workgroups want 64 chunks for ~1,000 workgroups;
+    // 4,096 keys give 16 chunks of the fewest keys a chunk keeps (256).
+    assert.equal(p.splits, 16);
+    assert.match(variantKey(p.variant), /^webgpu-flash-decode-s32-float16-h128-hv128-r4-c16-split/);
+    // Two query rows per head: 8 rows a workgroup.
+    const two = plan(2, 32);
+    assert.ok(two.ok && two.variant.kernel === 'decode' && two.variant.rows === 8);
+  });
+
+  it('leaves bias, boolean masks, more than 16 rows and adapters without one subgroup size to the other kernels', () => {
+    const bias = Tensor.zeros([1, 1, 1, 4096], 'float16');
+    const cases: [string, ReturnType<typeof plan>][] = [
+      ['no subgroup size', plan(1, null)],
+      ['T = 17', plan(17, 32)],
+      ['a bias', plan(1, 32, { bias })],
+    ];
+    for (const [what, p] of cases) {
+      assert.ok(p.ok, what);
+      assert.notEqual(p.variant.kernel, 'decode', what);
+    }
+  });
 });
 
 const skip = await webgpuSkipReason();
@@ -90,7 +185,7 @@ describe('webgpu device', { skip: skip ?? false }, () => {
     const r = attention(q, q, q);
     assert.equal(r.backend, 'webgpu');
     assert.equal(r.device, 'webgpu');
-    assert.match(r.variant, /^webgpu-flash-(plain|subgroups)-float32-h8-hv8-/);
+    assert.match(r.variant, /^webgpu-flash-(plain|subgroups|decode-s\d+)-float32-h8-hv8-/);
     r.output.dispose();
     q.dispose();
   });

@@ -22,7 +22,8 @@ describe('suite: webgpu', { skip: skip ?? false }, () => {
   before(() => console.log(seedLine()));
   const rows = defineBackendSuite(webgpuBackend, {
     readback: 'async',
-    expect: (row) => assert.match(row.variant ?? '', /^webgpu-flash-(tiled|plain|subgroups)-/),
+    expect: (row) =>
+      assert.match(row.variant ?? '', /^webgpu-flash-(sgmat\w*|decode-s\d+|tiled|plain|subgroups)-/),
   });
   after(() => {
     // Only float64-free precisions run, so nothing of the suite may be refused but by a limit.
@@ -32,7 +33,8 @@ describe('suite: webgpu', { skip: skip ?? false }, () => {
 });
 
 // The split-KV path (keys cut into chunks, then merged) on the hand-picked cases, where the plan
-// would not split them (S < 512): every rule (empty rows, NaN, padding, windows) through the combine.
+// would not split them (S < 512): every rule (empty rows, NaN, padding, windows) through the combine;
+// the decode kernel where it applies (T ≤ 16, no bias or mask, a device with subgroups), else the row kernel.
 describe('suite: webgpu, split-KV in 3', { skip: skip ?? false }, () => {
   defineBackendSuite(webgpuBackend, {
     cases: CASES,
@@ -62,7 +64,7 @@ describe('suite: webgpu, rows kernel with subgroups', { skip: skip ?? false }, (
     cases: CASES,
     precisions: [PRECISIONS.float16],
     readback: 'async',
-    run: (problem) => runForward(problem, { tiled: false }),
+    run: (problem) => runForward(problem, { tiled: false, decode: false }),
     label: ', rows',
     expect: (row) => assert.match(row.variant ?? '', /^webgpu-flash-(plain|subgroups)-/),
   });
@@ -81,33 +83,55 @@ describe('suite: webgpu, tiled plain kernel (no subgroups)', { skip: skip ?? fal
   });
 });
 
+// The tiled kernel where the subgroup-matrix one would run (float16 on a device with f16 subgroup
+// matrices, ATTNLAB_WEBGPU_EXPERIMENTAL=1): the fallback of adapters without them, on the same cases.
+describe('suite: webgpu, tiled kernel without subgroup matrices', { skip: skip ?? false }, () => {
+  defineBackendSuite(webgpuBackend, {
+    cases: CASES,
+    precisions: [PRECISIONS.float16],
+    readback: 'async',
+    run: (problem) => runForward(problem, { sgmat: false }),
+    label: ', no sgmat',
+    expect: (row) => assert.doesNotMatch(row.variant ?? '', /sgmat/),
+  });
+});
+
 // The NaN/Inf rule (docs/guide/attention.md): every case of src/check/nan-cases.ts on the device
 // (the tiled kernel where it applies), against the float32 reference of the same clean inputs.
-describe('webgpu: NaN and Inf reach exactly the rows that see them', { skip: skip ?? false }, () => {
-  for (const c of NAN_CASES) {
-    it(c.name, async () => {
-      const clean = buildNanInputs(c, 'float32', 1200, false);
-      const poisoned = buildNanInputs(c, 'float32', 1200, true);
-      const options = { ...poisoned.options };
-      if (options.bias) options.bias = options.bias.to('webgpu');
-      if (options.mask) options.mask = options.mask.to('webgpu');
-      const [q, k, v] = [poisoned.q, poisoned.k, poisoned.v].map((t) => t.to('webgpu'));
-      const r = attention(q, k, v, { ...options, implementation: 'webgpu', returnLogSumExp: true });
-      const want = attention(clean.q, clean.k, clean.v, {
-        ...clean.options,
-        implementation: 'reference',
-        returnLogSumExp: true,
+// float16 runs the subgroup-matrix kernel where the device has it (T = 80, H = 64): its −0 weights and
+// its scalar P·V for a V tile with an Inf or NaN; 2e-2 covers float16 outputs of magnitude ≤ 4.
+for (const [dtype, tolerance] of [
+  ['float32', 1e-4],
+  ['float16', 2e-2],
+] as const) {
+  describe(`webgpu: NaN and Inf reach exactly the rows that see them, ${dtype}`, {
+    skip: skip ?? false,
+  }, () => {
+    for (const c of NAN_CASES) {
+      it(c.name, async () => {
+        const clean = buildNanInputs(c, dtype, 1200, false);
+        const poisoned = buildNanInputs(c, dtype, 1200, true);
+        const options = { ...poisoned.options };
+        if (options.bias) options.bias = options.bias.to('webgpu');
+        if (options.mask) options.mask = options.mask.to('webgpu');
+        const [q, k, v] = [poisoned.q, poisoned.k, poisoned.v].map((t) => t.to('webgpu'));
+        const r = attention(q, k, v, { ...options, implementation: 'webgpu', returnLogSumExp: true });
+        const want = attention(clean.q, clean.k, clean.v, {
+          ...clean.options,
+          implementation: 'reference',
+          returnLogSumExp: true,
+        });
+        const cmp = compareNanCase(
+          c,
+          await r.output.toFloat64ArrayAsync(),
+          await (r.logSumExp as Tensor).toFloat64ArrayAsync(),
+          want.output.toFloat64Array(),
+          (want.logSumExp as Tensor).toFloat64Array(),
+          tolerance,
+        );
+        for (const t of [q, k, v, r.output, r.logSumExp, options.bias, options.mask]) t?.dispose();
+        assert.ok(cmp.ok, `${r.variant}: ${cmp.message}`);
       });
-      const cmp = compareNanCase(
-        c,
-        await r.output.toFloat64ArrayAsync(),
-        await (r.logSumExp as Tensor).toFloat64ArrayAsync(),
-        want.output.toFloat64Array(),
-        (want.logSumExp as Tensor).toFloat64Array(),
-        1e-4,
-      );
-      for (const t of [q, k, v, r.output, r.logSumExp, options.bias, options.mask]) t?.dispose();
-      assert.ok(cmp.ok, `${r.variant}: ${cmp.message}`);
-    });
-  }
-});
+    }
+  });
+}

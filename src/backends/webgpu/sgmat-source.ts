@@ -1,0 +1,420 @@
+/**
+ * The WGSL of the subgroup-matrix forward kernel: the tiled kernel's loop with its two products on
+ * subgroup matrices (Dawn's chromium_experimental_subgroup_matrix: Vulkan's cooperative matrices,
+ * the tensor cores on NVIDIA), f16 operands and f32 accumulators. float16 inputs only.
+ *
+ * A workgroup is 4 subgroups of SG invocations (SG = the adapter's one subgroup size) and takes
+ * BR = 4·M query rows of one (b, n), M rows a subgroup. Each subgroup keeps its rows of q as H/K
+ * left matrices and its M×Hv output accumulator as Hv/N result matrices for the whole key loop.
+ * Per tile of BC keys:
+ *   A. K's tile (f16) into workgroup memory;
+ *   B. S = q·kᵀ: BC/N result matrices a subgroup (H/K products each), stored to the score tile;
+ *   C. the online softmax of each row by its TPR = SG/M adjacent invocations (subgroupShuffleXor):
+ *      the scale, bias, mask and visibility, the NaN rules, the tile's max and p = e^(s − m) as f16
+ *      in the P tile; V's tile is loaded meanwhile over K's, checked for non-finite values;
+ *   D. O += P·V: BC/K × Hv/N products a subgroup.
+ * A result matrix's elements are not addressable in WGSL, so the accumulator is never rescaled in
+ * registers: a row's reference max m moves only when a tile's max passes m + 8 (p stays ≤ e^8 =
+ * 2981, well inside f16), and then every subgroup stores its accumulator blocks to workgroup
+ * memory, scales the rows and loads them back (with random inputs at T = 4096 this happens on the
+ * first tiles only). The epilogue goes through workgroup memory the same way.
+ *
+ * A key a row does not see has p = −0, and 0 times a non-finite value is NaN in a matrix product:
+ * a tile whose V holds an Inf or NaN runs D as scalar code instead (through the same workgroup
+ * round trip), which skips −0 weights as the tiled kernel does. The rules are those of
+ * tiled-source.ts: a NaN or +inf logit makes the row NaN, −inf is a masked key, a row that sees no
+ * key outputs zeros with lse −inf.
+ */
+import { bindings, type ForwardVariant, type MatrixShape } from './variant.js';
+import { loader, PAGED_ROW, PARAMS_STRUCT, WGSL_FUNCTIONS } from './wgsl.js';
+
+export type { MatrixShape } from './variant.js';
+
+/** Subgroups a workgroup (timings compare 8, which takes 128 query rows with 32-key tiles). */
+export const SGMAT_SUBGROUPS = 4;
+
+/** Subgroups a workgroup of a shape. */
+export function sgmatSubgroups(m: MatrixShape): number {
+  return m.subgroups ?? SGMAT_SUBGROUPS;
+}
+/** The threshold, in natural-log units, past which a row's reference max moves: p ≤ e^8. */
+const RESCALE_AT = 8;
+
+/**
+ * Element strides of the workgroup tiles: each row padded by `m.pad` bytes (16 unless the shape
+ * says) against bank conflicts. Every row then starts on a multiple of the pad; the device check
+ * (sgmat-check.ts) tries 64 where 16 fails, for matrix loads that need rows aligned wider than
+ * 16 bytes (the H100's single-operation checks, all on 32- and 64-byte rows, passed while the
+ * kernel on 16-byte-aligned rows of 144 and 272 bytes did not).
+ */
+function strides(H: number, Hv: number, bc: number, m: Pick<MatrixShape, 'pad'>) {
+  const pad = m.pad ?? 16;
+  return { KS: Math.max(H, Hv) + pad / 2, SS: bc + pad / 4, PS: bc + pad / 2 };
+}
+
+/** Workgroup bytes the kernel takes with tiles of `bc` keys. */
+export function sgmatStorageBytes(H: number, Hv: number, bc: number, m: MatrixShape): number {
+  const { KS, SS, PS } = strides(H, Hv, bc, m);
+  const br = sgmatSubgroups(m) * m.M;
+  return bc * KS * 2 + br * SS * 4 + br * PS * 2 + br * 8 + 32;
+}
+
+/** Keys a tile where the kernel applies to these head dims within `storage` bytes, else null. */
+export function sgmatKeys(H: number, Hv: number, m: MatrixShape, storage: number): number | null {
+  const tpr = m.sg / m.M;
+  if (!Number.isInteger(tpr) || tpr < 1 || (tpr & (tpr - 1)) !== 0) return null;
+  if (H % m.K !== 0 || Hv % m.N !== 0 || (Hv / tpr) % 2 !== 0 || m.N % (2 * tpr) !== 0) return null;
+  return (
+    [64, 32].find(
+      (bc) =>
+        bc <= (m.keys ?? 64) &&
+        bc % m.M === 0 &&
+        bc % m.N === 0 &&
+        bc % m.K === 0 &&
+        bc % tpr === 0 &&
+        sgmatStorageBytes(H, Hv, bc, m) <= storage,
+    ) ?? null
+  );
+}
+
+export function sgmatSource(v: ForwardVariant): string {
+  const m = v.matrix;
+  if (!m || v.dtype !== 'float16')
+    throw new Error('the subgroup-matrix kernel needs a float16 variant with a matrix shape');
+  const { KS, SS, PS } = strides(v.H, v.Hv, v.bc, m);
+  const BR = sgmatSubgroups(m) * m.M;
+  const WG = sgmatSubgroups(m) * m.sg;
+  const TPR = m.sg / m.M;
+  const QB = v.H / m.K;
+  const OB = v.Hv / m.N;
+  const slots = bindings(v);
+  const at = (name: string) => `@group(0) @binding(${slots.indexOf(name)})`;
+  // The col_major argument of a load or store: q, P, V and the result blocks are row-major, K's
+  // tile read as kᵀ column-major.
+  const ROW = 'false';
+  const COL = 'true';
+  const left = `subgroup_matrix_left<f16, ${m.K}, ${m.M}>`;
+  const right = `subgroup_matrix_right<f16, ${m.N}, ${m.K}>`;
+  const result = `subgroup_matrix_result<f32, ${m.N}, ${m.M}>`;
+  const decl = [
+    `${at('params')} var<uniform> P: Params;`,
+    `${at('q')} var<storage, read> Q: array<vec4u>;`,
+    `${at('k')} var<storage, read> Kb: array<vec4u>;`,
+    `${at('v')} var<storage, read> Vb: array<vec4u>;`,
+    `${at('o')} var<storage, read_write> O: array<u32>;`,
+    v.lse ? `${at('lse')} var<storage, read_write> LSE: array<f32>;` : '',
+    v.bias ? `${at('bias')} var<storage, read> BIAS: array<${v.bias === 'float32' ? 'f32' : 'u32'}>;` : '',
+    v.mask ? `${at('mask')} var<storage, read> MASK: array<u32>;` : '',
+    v.lengths ? `${at('lengths')} var<storage, read> LENS: array<i32>;` : '',
+    v.paged ? `${at('table')} var<storage, read> TABLE: array<i32>;` : '',
+    v.packedQuery || v.packedKv ? `${at('offsets')} var<storage, read> OFFS: array<i32>;` : '',
+  ].filter(Boolean);
+  const range = (n: number) => Array.from({ length: n }, (_, i) => i);
+  // Shuffles that combine a row's TPR adjacent invocations.
+  const xors = range(Math.log2(TPR)).map((s) => 1 << s);
+  const reduce = (name: string, op: (a: string, b: string) => string) =>
+    xors.map((x) => `${name} = ${op(name, `subgroupShuffleXor(${name}, ${x}u)`)};`).join(' ');
+  // Stores result block o{c} to this subgroup's scratch rows, between barriers.
+  // The barrier before the store: the previous block's load (or the phase before) is done with the rows.
+  const toScratch = (c: number) =>
+    `workgroupBarrier();\n    subgroupMatrixStore(&s_tile, sg * ${m.M}u * SS, o${c}, ${ROW}, SS);\n    workgroupBarrier();`;
+  const fromScratch = (c: number) =>
+    `workgroupBarrier();\n    o${c} = subgroupMatrixLoad<${result}>(&s_tile, sg * ${m.M}u * SS, ${ROW}, SS);`;
+  // This invocation's part of a scratch block: its row's COLS columns from col0.
+  const COLS = m.N / TPR;
+
+  return `diagnostic(off, chromium.subgroup_matrix_uniformity);
+enable f16;
+enable subgroups;
+enable chromium_experimental_subgroup_matrix;
+
+const H: u32 = ${v.H}u;
+const HV: u32 = ${v.Hv}u;
+const BR: u32 = ${BR}u;
+const BC: u32 = ${v.bc}u;
+const KS: u32 = ${KS}u;
+const SS: u32 = ${SS}u;
+const PS: u32 = ${PS}u;
+const WG: u32 = ${WG}u;
+const TPR: u32 = ${TPR}u;
+const COLS: u32 = ${COLS}u;
+
+${PARAMS_STRUCT}
+
+${decl.join('\n')}
+
+var<workgroup> kv_tile: array<f16, ${v.bc * KS}>;
+var<workgroup> s_tile: array<f32, ${BR * SS}>;
+var<workgroup> p_tile: array<f16, ${BR * PS}>;
+var<workgroup> row_lo: array<i32, ${BR}>;
+var<workgroup> row_hi: array<i32, ${BR}>;
+var<workgroup> block_lo: atomic<i32>;
+var<workgroup> block_hi: atomic<i32>;
+var<workgroup> range_lo: i32;
+var<workgroup> range_hi: i32;
+/** Set when a row's reference max moved this tile (bit 0), when V's tile holds an Inf or NaN (bit 1). */
+var<workgroup> tile_flags: atomic<u32>;
+var<workgroup> tile_flags_read: u32;
+
+${v.bias ? loader('load_bias', 'BIAS', v.bias) : ''}
+
+${WGSL_FUNCTIONS}
+fn is_pos_inf(x: f32) -> bool { return bitcast<u32>(x) == 0x7f800000u; }
+/** Whether either f16 of a word is an Inf or NaN (exponent bits all set). */
+fn non_finite2(w: u32) -> bool { return (w & 0x7c00u) == 0x7c00u || (w & 0x7c000000u) == 0x7c000000u; }
+
+/**
+ * Eight f16 (a 16-byte load) into K's tile from element at, each through f32 (exact for every f16,
+ * Inf and NaN included): the conversions the subgroup-matrix checks exercised, not a bitcast of
+ * the words to vec4<f16>, which they did not.
+ */
+fn put8(at: u32, x: vec4u) {
+  let a = unpack2x16float(x.x);
+  let b = unpack2x16float(x.y);
+  let c = unpack2x16float(x.z);
+  let d = unpack2x16float(x.w);
+  kv_tile[at] = f16(a.x); kv_tile[at + 1u] = f16(a.y); kv_tile[at + 2u] = f16(b.x); kv_tile[at + 3u] = f16(b.y);
+  kv_tile[at + 4u] = f16(c.x); kv_tile[at + 5u] = f16(c.y); kv_tile[at + 6u] = f16(d.x); kv_tile[at + 7u] = f16(d.y);
+}
+
+fn kv_row(b: u32, j: u32) -> u32 {
+  ${v.paged ? PAGED_ROW : v.packedKv ? 'return u32(OFFS[P.B + 1u + b]) + j;' : 'return b * P.S + j;'}
+}
+
+fn q_row(b: u32, i: u32) -> u32 {
+  ${v.packedQuery ? 'return u32(OFFS[b]) + i;' : 'return b * P.T + i;'}
+}
+
+@compute @workgroup_size(${WG})
+fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: u32) {
+  let b = wg.z;
+  let n = wg.y;
+  let i0 = wg.x * BR;
+  let kh = n / (P.N / P.K);
+  let sg = lid / ${m.sg}u;
+  ${v.lengths ? 'let t_len = LENS[b]; let s_len = LENS[P.B + b];' : 'let t_len = i32(P.T); let s_len = i32(P.S);'}
+  if (lid == 0u) { atomicStore(&block_lo, i32(P.S)); atomicStore(&block_hi, 0); atomicStore(&tile_flags, 0u); }
+  workgroupBarrier();
+  if (lid < BR) {
+    // Keys [lo, hi) row i may see (src/backends/cpu/visibility.ts states the rule).
+    let i = i0 + lid;
+    var lo = 0;
+    var hi = 0;
+    if (i < P.T && i32(i) < t_len) {
+      hi = s_len;
+      var diagonal = i32(i);
+      if (P.bottom_right != 0u) { diagonal += s_len - t_len; }
+      if (P.causal != 0u) { hi = min(hi, diagonal + 1); }
+      if (P.has_window != 0u) {
+        lo = max(lo, diagonal - P.win_left);
+        hi = min(hi, diagonal + P.win_right + 1);
+      }
+      lo = max(lo, 0);
+      hi = max(hi, 0);
+    }
+    row_lo[lid] = lo;
+    row_hi[lid] = hi;
+    if (lo < hi) { atomicMin(&block_lo, lo); atomicMax(&block_hi, hi); }
+  }
+  workgroupBarrier();
+  if (lid == 0u) { range_lo = atomicLoad(&block_lo); range_hi = atomicLoad(&block_hi); }
+  let first = workgroupUniformLoad(&range_lo);
+  let last = workgroupUniformLoad(&range_hi);
+
+  // This subgroup's M rows of q as left matrices, staged through K's tile BC rows at a time (rows
+  // past T or the sequence read as zero: a matrix load straight from Q could run past its end).
+  ${range(QB)
+    .map((h) => `var q${h} = ${left}();`)
+    .join('\n  ')}
+  for (var stage = 0u; stage < BR; stage += BC) {
+    for (var e = lid; e < BC * (H / 8u); e += WG) {
+      let rr = e / (H / 8u);
+      let cu = e % (H / 8u);
+      let i = i0 + stage + rr;
+      var x = vec4u(0u);
+      if (stage + rr < BR && i < P.T && i32(i) < t_len) { x = Q[(q_row(b, i) * P.N + n) * (H / 8u) + cu]; }
+      put8(rr * KS + cu * 8u, x);
+    }
+    workgroupBarrier();
+    ${BR <= v.bc ? "{ // one stage holds every subgroup's rows" : `if (sg * ${m.M}u >= stage && sg * ${m.M}u < stage + BC) {`}
+      let q_at = (sg * ${m.M}u - stage) * KS;
+      ${range(QB)
+        .map((h) => `q${h} = subgroupMatrixLoad<${left}>(&kv_tile, q_at + ${h * m.K}u, ${ROW}, KS);`)
+        .join('\n      ')}
+    }
+    workgroupBarrier();
+  }
+  ${range(OB)
+    .map((c) => `var o${c} = ${result}();`)
+    .join('\n  ')}
+
+  // The softmax phase's row (invocations TPR·r … TPR·r + TPR − 1 own row r, all in one subgroup),
+  // its reference max, sum and flags (bit 0: a visible key seen; bit 1: a NaN or +inf logit seen).
+  let r = lid / TPR;
+  let part = lid % TPR;
+  var m = 0.0;
+  var l = 0.0;
+  var flags = 0u;
+  var corr = 1.0;
+  // This invocation's columns of a scratch block: row r, columns col0 … col0 + COLS − 1.
+  let col0 = part * COLS;
+  ${v.bias ? 'let bias_base = b * P.bias_strides.x + n * P.bias_strides.y;' : ''}
+  ${v.mask ? 'let mask_base = b * P.mask_strides.x + n * P.mask_strides.y;' : ''}
+
+  var j0 = (first / i32(BC)) * i32(BC);
+  loop {
+    if (j0 >= last) { break; }
+    // A. K's tile, 8 halves a load (keys past S read as zero and are never visible).
+    for (var e = lid; e < BC * (H / 8u); e += WG) {
+      let key = e / (H / 8u);
+      let cu = e % (H / 8u);
+      let j = u32(j0) + key;
+      var x = vec4u(0u);
+      if (j < P.S) { x = Kb[(kv_row(b, j) * P.K + kh) * (H / 8u) + cu]; }
+      put8(key * KS + cu * 8u, x);
+    }
+    workgroupBarrier();
+    // B. S = q·kᵀ, this subgroup's M rows × BC keys.
+    for (var kb = 0u; kb < BC / ${m.N}u; kb++) {
+      var s = ${result}();
+      ${range(QB)
+        .map(
+          (h) =>
+            `s = subgroupMatrixMultiplyAccumulate(q${h}, subgroupMatrixLoad<${right}>(&kv_tile, kb * ${m.N}u * KS + ${h * m.K}u, ${COL}, KS), s);`,
+        )
+        .join('\n      ')}
+      subgroupMatrixStore(&s_tile, sg * ${m.M}u * SS + kb * ${m.N}u, s, ${ROW}, SS);
+    }
+    workgroupBarrier();
+    // C. The online softmax of row r on its TPR invocations, every TPR-th key each. A key that is
+    // not visible becomes NaN, a NaN or +inf logit +inf (as tiled-source.ts encodes them).
+    {
+      let lo = row_lo[r];
+      let hi = row_hi[r];
+      var tmax = make_nan(0xff800000u);
+      var tflags = 0u;
+      for (var k = part; k < BC; k += TPR) {
+        let j = j0 + i32(k);
+        var visible = j >= lo && j < hi;
+        ${v.mask ? `if (visible) { let mi = mask_base + (i0 + r) * P.mask_strides.z + u32(j) * P.mask_strides.w; visible = ((MASK[mi >> 2u] >> ((mi & 3u) * 8u)) & 0xffu) != 0u; }` : ''}
+        var x = s_tile[r * SS + k] * P.scale;
+        ${v.bias ? 'if (visible) { x += load_bias(bias_base + (i0 + r) * P.bias_strides.z + u32(j) * P.bias_strides.w); }' : ''}
+        if (visible && is_nan_or_pos_inf(x)) { x = make_nan(0x7f800000u); tflags |= 2u; }
+        else if (!visible || is_neg_inf(x)) { x = make_nan(0x7fc00000u); }
+        else { tmax = max(tmax, x); tflags |= 1u; }
+        s_tile[r * SS + k] = x;
+      }
+      ${reduce('tmax', (a, b) => `max(${a}, ${b})`)}
+      ${reduce('tflags', (a, b) => `${a} | ${b}`)}
+      let seen = (flags & 1u) != 0u;
+      var m_new = m;
+      if ((tflags & 1u) != 0u) {
+        if (!seen) { m_new = tmax; }
+        else if (tmax > m + ${RESCALE_AT.toFixed(1)}) { m_new = tmax; }
+      }
+      corr = 1.0;
+      if (seen && m_new != m) {
+        corr = exp(m - m_new);
+        atomicOr(&tile_flags, 1u);
+      }
+      var psum = 0.0;
+      for (var k = part; k < BC; k += TPR) {
+        let x = s_tile[r * SS + k];
+        var w = make_nan(0x80000000u);
+        if (!is_nan_or_pos_inf(x)) { w = exp(x - m_new); }
+        p_tile[r * PS + k] = f16(w);
+        psum += w;
+      }
+      ${reduce('psum', (a, b) => `${a} + ${b}`)}
+      l = l * corr + psum;
+      m = m_new;
+      flags |= tflags;
+    }
+    // V's tile over K's (every read of K ended at the barrier after B).
+    for (var e = lid; e < BC * (HV / 8u); e += WG) {
+      let key = e / (HV / 8u);
+      let cu = e % (HV / 8u);
+      let j = u32(j0) + key;
+      var x = vec4u(0u);
+      if (j < P.S) { x = Vb[(kv_row(b, j) * P.K + kh) * (HV / 8u) + cu]; }
+      if (non_finite2(x.x) || non_finite2(x.y) || non_finite2(x.z) || non_finite2(x.w)) { atomicOr(&tile_flags, 2u); }
+      put8(key * KS + cu * 8u, x);
+    }
+    workgroupBarrier();
+    if (lid == 0u) { tile_flags_read = atomicLoad(&tile_flags); }
+    let tflags = workgroupUniformLoad(&tile_flags_read);
+    // Rescale the accumulator rows whose reference max moved (corr is 1 for the others).
+    if ((tflags & 1u) != 0u) {
+      ${range(OB)
+        .map(
+          (c) => `${toScratch(c)}
+      for (var x = 0u; x < COLS; x++) { s_tile[r * SS + col0 + x] *= corr; }
+      ${fromScratch(c)}`,
+        )
+        .join('\n      ')}
+    }
+    // D. O += P·V, on the matrices; as scalar code where V's tile has an Inf or NaN.
+    if ((tflags & 2u) == 0u) {
+      for (var kb = 0u; kb < BC / ${m.K}u; kb++) {
+        let p = subgroupMatrixLoad<${left}>(&p_tile, sg * ${m.M}u * PS + kb * ${m.K}u, ${ROW}, PS);
+        ${range(OB)
+          .map(
+            (c) =>
+              `o${c} = subgroupMatrixMultiplyAccumulate(p, subgroupMatrixLoad<${right}>(&kv_tile, kb * ${m.K}u * KS + ${c * m.N}u, ${ROW}, KS), o${c});`,
+          )
+          .join('\n        ')}
+      }
+    } else {
+      ${range(OB)
+        .map(
+          (c) => `${toScratch(c)}
+      for (var key = 0u; key < BC; key++) {
+        let w = f32(p_tile[r * PS + key]);
+        // A key the row does not see is −0 and adds nothing, not 0·NaN.
+        if (bitcast<u32>(w) != 0x80000000u) {
+          for (var x = 0u; x < COLS; x++) {
+            s_tile[r * SS + col0 + x] += w * f32(kv_tile[key * KS + ${c * m.N}u + col0 + x]);
+          }
+        }
+      }
+      ${fromScratch(c)}`,
+        )
+        .join('\n      ')}
+    }
+    workgroupBarrier();
+    if (lid == 0u) { atomicStore(&tile_flags, 0u); }
+    j0 += i32(BC);
+  }
+
+  // The epilogue: each block through this subgroup's scratch rows, row r's COLS columns divided by l.
+  let i = i0 + r;
+  let writes = i < P.T${v.packedQuery ? ' && i32(i) < t_len' : ''};
+  var inv = 0.0;
+  var lse_value = make_nan(0xff800000u);
+  var nan_row = false;
+  if ((flags & 2u) != 0u) {
+    nan_row = true;
+    inv = make_nan(0x7fc00000u);
+    lse_value = inv;
+  } else if ((flags & 1u) != 0u && l > 0.0) {
+    inv = 1.0 / l;
+    lse_value = m + log(l);
+  }
+  let out0 = (q_row(b, min(i, P.T - 1u)) * P.N + n) * HV;
+  ${range(OB)
+    .map(
+      (c) => `${toScratch(c)}
+  if (writes) {
+    for (var x = 0u; x < COLS; x += 2u) {
+      var y = vec2f(s_tile[r * SS + col0 + x], s_tile[r * SS + col0 + x + 1u]) * inv;
+      if (nan_row) { y = vec2f(inv); }
+      O[(out0 + ${c * m.N}u + col0 + x) >> 1u] = pack_f16(y);
+    }
+  }
+  workgroupBarrier();`,
+    )
+    .join('\n  ')}
+  ${v.lse ? 'if (writes && part == 0u) { LSE[q_row(b, i) * P.N + n] = lse_value; }' : ''}
+}
+`;
+}
