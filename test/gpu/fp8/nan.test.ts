@@ -110,11 +110,18 @@ describe('GPU FP8: a NaN query row through e4m3, cuDNN FP8 and the amax history'
     const bad = run(poisoned);
     const out = bad.output.toFloat64Array();
     const expected = attention(q, k, v, { implementation: 'reference' }).output.toFloat64Array();
+    // Against the unquantised float64 result: e4m3 rounds Q, K and V to 3 mantissa bits before the
+    // logits and P and O after them (≤ 2^-4 of each), so the error budget is twice the 2^-3 of |O|max
+    // that forward.test.ts allows the graph alone on the same quantised inputs. Over 60 seeds the CPU
+    // emulation of this sequence reached 0.151 of |O|max (an absolute 0.15 failed 1 seed in 60).
+    let oMax = 0;
+    for (const x of expected) oMax = Math.max(oMax, Math.abs(x));
+    const bound = oMax * 2 ** -2;
     let wrong = 0;
     for (let e = 0; e < out.length; e++) {
       const row = Math.floor(e / H);
       const nanRow = row === 5 * N + 1;
-      if (nanRow ? !Number.isNaN(out[e]) : !(Math.abs(out[e] - expected[e]) < 0.15)) wrong++;
+      if (nanRow ? !Number.isNaN(out[e]) : !(Math.abs(out[e] - expected[e]) <= bound)) wrong++;
     }
     assert.equal(wrong, 0, `${wrong} elements off the rule (amax ${JSON.stringify(bad.fp8?.amax)})`);
     console.log(
@@ -127,6 +134,9 @@ describe('GPU FP8: a NaN query row through e4m3, cuDNN FP8 and the amax history'
       assert.ok(Number.isFinite(scale) && scale > 0, `scale_${name} = ${scale}`);
     const clean = next.output.toFloat64Array();
     for (let e = 0; e < clean.length; e++)
-      assert.ok(Math.abs(clean[e] - expected[e]) < 0.15, `after the NaN call: out[${e}] = ${clean[e]}`);
+      assert.ok(
+        Math.abs(clean[e] - expected[e]) <= bound,
+        `after the NaN call: out[${e}] = ${clean[e]}, expected ${expected[e]} ± ${bound}`,
+      );
   });
 });
