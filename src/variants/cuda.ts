@@ -202,7 +202,10 @@ function forwardLines(p: SlottedProgram, indent: string): string[] {
       default:
         expr = `${arg(0)} ${instr.op} ${arg(1)}`;
     }
-    lines.push(`${indent}const ${CTYPE[t]} ${v(n)} = ${expr};`);
+    // A constant that only a divisor used is folded into its reciprocal literal (x · (1/c)) and left
+    // unread: nvcc would warn #177-D about it, and the generated code compiles warning-free.
+    const unused = instr.op === 'const' ? '[[maybe_unused]] ' : '';
+    lines.push(`${indent}${unused}const ${CTYPE[t]} ${v(n)} = ${expr};`);
   });
   return lines;
 }
