@@ -198,3 +198,55 @@ export function problemFlops(
 export function cachedTokens(p: Pick<AttentionProblem, 'B' | 'S' | 'keyValueSeqLengths'>): number {
   return p.keyValueSeqLengths ? p.keyValueSeqLengths.reduce((a, l) => a + l, 0) : p.B * p.S;
 }
+
+/**
+ * The sizes and flags of a problem that the per-shape caches (kept plans, kept launches) compare to find
+ * a repeated call's work again without building a key string (a key of the whole problem is ~0.3–1 KB of
+ * strings and ~1 µs a call): dtype, B, T, S, N, K, H, Hv, the causal mask and its alignment, the window,
+ * the scale and whether the log-sum-exp is returned. A cache that depends on more keeps those beside.
+ */
+export interface ShapeFields {
+  readonly dtype: string;
+  readonly sizes: readonly [number, number, number, number, number, number, number];
+  readonly causal: boolean;
+  readonly alignment: CausalAlignment;
+  readonly left: number;
+  readonly right: number;
+  readonly scale: number;
+  readonly lse: boolean;
+}
+
+/** `p`'s ShapeFields (a window's sides −1 when there is none). */
+export function shapeFields(p: AttentionProblem): ShapeFields {
+  return {
+    dtype: p.dtype,
+    sizes: [p.B, p.T, p.S, p.N, p.K, p.H, p.Hv],
+    causal: p.causal,
+    alignment: p.alignment,
+    left: p.window ? p.window.left : -1,
+    right: p.window ? p.window.right : -1,
+    scale: p.scale,
+    lse: p.returnLogSumExp,
+  };
+}
+
+/** Whether `p` has the fields `f`, compared one by one (nothing is allocated). */
+export function sameShapeFields(f: ShapeFields, p: AttentionProblem): boolean {
+  const z = f.sizes;
+  return (
+    f.dtype === p.dtype &&
+    z[0] === p.B &&
+    z[1] === p.T &&
+    z[2] === p.S &&
+    z[3] === p.N &&
+    z[4] === p.K &&
+    z[5] === p.H &&
+    z[6] === p.Hv &&
+    f.causal === p.causal &&
+    f.alignment === p.alignment &&
+    f.left === (p.window ? p.window.left : -1) &&
+    f.right === (p.window ? p.window.right : -1) &&
+    Object.is(f.scale, p.scale) &&
+    f.lse === p.returnLogSumExp
+  );
+}

@@ -12,7 +12,13 @@ import { itemSize } from '../../../tensor/dtype.js';
 import type { DeviceBuffer } from '../../../tensor/storage.js';
 import { Tensor } from '../../../tensor/tensor.js';
 import type { AttentionBackend, Planned } from '../../backend.js';
-import type { AttentionProblem, BackendOutput } from '../../problem.js';
+import {
+  type AttentionProblem,
+  type BackendOutput,
+  type ShapeFields,
+  sameShapeFields,
+  shapeFields,
+} from '../../problem.js';
 import { cudnnHandle, loadCudnn } from '../ffi/cudnn.js';
 import { cudaAvailable, getCudaContext } from '../runtime/context.js';
 import { int32OnDevice } from '../runtime/int32-cache.js';
@@ -75,13 +81,7 @@ export function planCudnn(p: AttentionProblem): Planned<CudnnPlan> {
  * (ATTNLAB_CUDNN_GRAPH) drops them.
  */
 interface Kept {
-  readonly dtype: string;
-  readonly sizes: readonly number[];
-  readonly causal: boolean;
-  readonly alignment: string;
-  readonly left: number;
-  readonly right: number;
-  readonly lse: boolean;
+  readonly shape: ShapeFields;
   readonly answer: { readonly ok: true; readonly plan: CudnnPlan };
 }
 const keptPlans: Kept[] = [];
@@ -103,28 +103,8 @@ function plain(p: AttentionProblem): boolean {
 
 function keptPlan(p: AttentionProblem): Kept['answer'] | null {
   if (config() !== keptConfig || !plain(p)) return null;
-  const left = p.window ? p.window.left : -1;
-  const right = p.window ? p.window.right : -1;
-  for (let i = 0; i < keptPlans.length; i++) {
-    const k = keptPlans[i];
-    const z = k.sizes;
-    if (
-      k.dtype === p.dtype &&
-      z[0] === p.B &&
-      z[1] === p.T &&
-      z[2] === p.S &&
-      z[3] === p.N &&
-      z[4] === p.K &&
-      z[5] === p.H &&
-      z[6] === p.Hv &&
-      k.causal === p.causal &&
-      k.alignment === p.alignment &&
-      k.left === left &&
-      k.right === right &&
-      k.lse === p.returnLogSumExp
-    )
-      return k.answer;
-  }
+  for (let i = 0; i < keptPlans.length; i++)
+    if (sameShapeFields(keptPlans[i].shape, p)) return keptPlans[i].answer;
   return null;
 }
 
@@ -133,16 +113,7 @@ function keep(p: AttentionProblem, answer: Kept['answer']): void {
     keptPlans.length = 0;
     keptConfig = config();
   }
-  keptPlans.unshift({
-    dtype: p.dtype,
-    sizes: [p.B, p.T, p.S, p.N, p.K, p.H, p.Hv],
-    causal: p.causal,
-    alignment: p.alignment,
-    left: p.window ? p.window.left : -1,
-    right: p.window ? p.window.right : -1,
-    lse: p.returnLogSumExp,
-    answer,
-  });
+  keptPlans.unshift({ shape: shapeFields(p), answer });
   if (keptPlans.length > KEPT_PLANS) keptPlans.pop();
 }
 

@@ -13,7 +13,7 @@
  * proof of every check that depends on the shape alone (backend.ts, planFlash).
  */
 import { config } from '../../../config.js';
-import type { AttentionProblem } from '../../problem.js';
+import { type AttentionProblem, type ShapeFields, sameShapeFields, shapeFields } from '../../problem.js';
 import { type CompiledModule, loadKernels } from '../runtime/compile.js';
 import { currentDeviceOrdinal, getCudaContext, targetArch } from '../runtime/context.js';
 import { type KernelArg, type LaunchConfig, packStruct } from '../runtime/launch.js';
@@ -101,14 +101,7 @@ function planKey(p: AttentionProblem): string | null {
 /** The fields of a plain problem a plan depends on (planKey's parts), kept without its tensors. */
 interface PlanFields {
   readonly device: number;
-  readonly dtype: string;
-  readonly sizes: readonly [number, number, number, number, number, number, number, number];
-  readonly causal: boolean;
-  readonly alignment: string;
-  readonly left: number;
-  readonly right: number;
-  readonly scale: number;
-  readonly lse: boolean;
+  readonly shape: ShapeFields;
   readonly qLens: boolean;
   readonly kvLens: boolean;
 }
@@ -116,14 +109,7 @@ interface PlanFields {
 function planFields(p: AttentionProblem, device: number): PlanFields {
   return {
     device,
-    dtype: p.dtype,
-    sizes: [p.B, p.T, p.S, p.N, p.K, p.H, p.Hv, 0],
-    causal: p.causal,
-    alignment: p.alignment,
-    left: p.window ? p.window.left : -1,
-    right: p.window ? p.window.right : -1,
-    scale: p.scale,
-    lse: p.returnLogSumExp,
+    shape: shapeFields(p),
     qLens: p.querySeqLengths !== null,
     kvLens: p.keyValueSeqLengths !== null,
   };
@@ -131,23 +117,9 @@ function planFields(p: AttentionProblem, device: number): PlanFields {
 
 /** Whether `p` on `device` has the fields `f` (a plain problem). */
 function matches(f: PlanFields, p: AttentionProblem, device: number): boolean {
-  const z = f.sizes;
   return (
     f.device === device &&
-    f.dtype === p.dtype &&
-    z[0] === p.B &&
-    z[1] === p.T &&
-    z[2] === p.S &&
-    z[3] === p.N &&
-    z[4] === p.K &&
-    z[5] === p.H &&
-    z[6] === p.Hv &&
-    f.causal === p.causal &&
-    f.alignment === p.alignment &&
-    f.left === (p.window ? p.window.left : -1) &&
-    f.right === (p.window ? p.window.right : -1) &&
-    Object.is(f.scale, p.scale) &&
-    f.lse === p.returnLogSumExp &&
+    sameShapeFields(f.shape, p) &&
     f.qLens === (p.querySeqLengths !== null) &&
     f.kvLens === (p.keyValueSeqLengths !== null)
   );

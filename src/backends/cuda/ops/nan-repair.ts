@@ -17,7 +17,13 @@
  * the numbers), and problems in which no key is hidden from any row skip it (canHideKeys).
  */
 import { type AttentionBackend, type PostOp, withPostOps } from '../../backend.js';
-import type { AttentionProblem, BackendOutput } from '../../problem.js';
+import {
+  type AttentionProblem,
+  type BackendOutput,
+  type ShapeFields,
+  sameShapeFields,
+  shapeFields,
+} from '../../problem.js';
 import { buildFlashParams, marshalFlashParams } from '../flash/params.js';
 import { FLASH_BIAS_CODES, type FlashBiasType } from '../flash/sm80/variant.js';
 import { loadKernels } from '../runtime/compile.js';
@@ -102,27 +108,11 @@ function signature(p: AttentionProblem): string {
  * The launch of the last plain problem (no bias, mask or lengths) with the fields its signature read:
  * a repeated call compares them instead of joining the signature (~300 B and ~1 µs a call).
  */
-let lastPlain: { readonly p: readonly unknown[]; readonly launch: RepairLaunch } | null = null;
-
-function plainFields(p: AttentionProblem): unknown[] {
-  const w = p.window;
-  return [
-    p.dtype,
-    p.B,
-    p.T,
-    p.S,
-    p.N,
-    p.K,
-    p.H,
-    p.Hv,
-    p.scale,
-    p.causal,
-    p.alignment,
-    w ? w.left : -1,
-    w ? w.right : -1,
-    currentDeviceOrdinal(),
-  ];
-}
+let lastPlain: {
+  readonly shape: ShapeFields;
+  readonly device: number;
+  readonly launch: RepairLaunch;
+} | null = null;
 
 function isPlain(p: AttentionProblem): boolean {
   return !p.bias && !p.mask && p.querySeqLengths === null && p.keyValueSeqLengths === null;
@@ -131,22 +121,7 @@ function isPlain(p: AttentionProblem): boolean {
 function sameAsLast(p: AttentionProblem): RepairLaunch | null {
   if (lastPlain === null || !isPlain(p) || launches.get(lastPlain.launch.key) !== lastPlain.launch)
     return null;
-  const f = lastPlain.p;
-  const w = p.window;
-  return f[0] === p.dtype &&
-    f[1] === p.B &&
-    f[2] === p.T &&
-    f[3] === p.S &&
-    f[4] === p.N &&
-    f[5] === p.K &&
-    f[6] === p.H &&
-    f[7] === p.Hv &&
-    Object.is(f[8], p.scale) &&
-    f[9] === p.causal &&
-    f[10] === p.alignment &&
-    f[11] === (w ? w.left : -1) &&
-    f[12] === (w ? w.right : -1) &&
-    f[13] === currentDeviceOrdinal()
+  return lastPlain.device === currentDeviceOrdinal() && sameShapeFields(lastPlain.shape, p)
     ? lastPlain.launch
     : null;
 }
@@ -155,7 +130,9 @@ function repairLaunch(p: AttentionProblem, elem: 0 | 1 | 2): RepairLaunch {
   const same = sameAsLast(p);
   if (same) return same;
   const found = repairLaunchByKey(p, elem);
-  lastPlain = isPlain(p) ? { p: plainFields(p), launch: found } : lastPlain;
+  lastPlain = isPlain(p)
+    ? { shape: shapeFields(p), device: currentDeviceOrdinal(), launch: found }
+    : lastPlain;
   return found;
 }
 

@@ -24,7 +24,14 @@ import { config } from '../../../../config.js';
 import { AttnlabError, InvalidArgumentError } from '../../../../errors.js';
 import { Tensor } from '../../../../tensor/tensor.js';
 import { SUPPORTED, type Support, unsupported } from '../../../backend.js';
-import { type AttentionProblem, type BackendOutput, cachedTokens } from '../../../problem.js';
+import {
+  type AttentionProblem,
+  type BackendOutput,
+  cachedTokens,
+  type ShapeFields,
+  sameShapeFields,
+  shapeFields,
+} from '../../../problem.js';
 import { loadKernels } from '../../runtime/compile.js';
 import { currentDeviceOrdinal, getCudaContext, targetArch } from '../../runtime/context.js';
 import { int32OnDevice } from '../../runtime/int32-cache.js';
@@ -366,14 +373,9 @@ function makeDecodePlan(p: AttentionProblem): DecodePlan {
 /** Everything of a dense or paged problem (not packed) that reaches makeDecodePlan, and the settings. */
 interface DecodeFields {
   readonly device: number;
-  readonly dtype: string;
-  readonly sizes: readonly number[];
-  readonly causal: boolean;
-  readonly alignment: string;
-  readonly left: number;
-  readonly right: number;
-  readonly scale: number;
-  readonly lse: boolean;
+  readonly shape: ShapeFields;
+  /** A paged cache's block size and blocks per sequence (−1 for a dense one). */
+  readonly paged: readonly [number, number];
   readonly qLens: boolean;
   readonly kvLens: boolean;
   /** Which side of the kernel rules' cached-token thresholds (headsPreferred, tmaPreferredShort) it is on. */
@@ -406,24 +408,8 @@ const tuningFields = (): unknown[] => [
 function decodeFields(p: AttentionProblem, device: number): DecodeFields {
   return {
     device,
-    dtype: p.dtype,
-    sizes: [
-      p.B,
-      p.T,
-      p.S,
-      p.N,
-      p.K,
-      p.H,
-      p.Hv,
-      p.paged ? p.paged.blockSize : -1,
-      p.paged ? p.paged.maxBlocksPerSeq : -1,
-    ],
-    causal: p.causal,
-    alignment: p.alignment,
-    left: p.window ? p.window.left : -1,
-    right: p.window ? p.window.right : -1,
-    scale: p.scale,
-    lse: p.returnLogSumExp,
+    shape: shapeFields(p),
+    paged: [p.paged ? p.paged.blockSize : -1, p.paged ? p.paged.maxBlocksPerSeq : -1],
     qLens: p.querySeqLengths !== null,
     kvLens: p.keyValueSeqLengths !== null,
     tokens: tokenClass(p),
@@ -433,26 +419,12 @@ function decodeFields(p: AttentionProblem, device: number): DecodeFields {
 }
 
 function sameDecodeFields(f: DecodeFields, p: AttentionProblem, device: number): boolean {
-  const z = f.sizes;
   const t = f.tuning;
   return (
     f.device === device &&
-    f.dtype === p.dtype &&
-    z[0] === p.B &&
-    z[1] === p.T &&
-    z[2] === p.S &&
-    z[3] === p.N &&
-    z[4] === p.K &&
-    z[5] === p.H &&
-    z[6] === p.Hv &&
-    z[7] === (p.paged ? p.paged.blockSize : -1) &&
-    z[8] === (p.paged ? p.paged.maxBlocksPerSeq : -1) &&
-    f.causal === p.causal &&
-    f.alignment === p.alignment &&
-    f.left === (p.window ? p.window.left : -1) &&
-    f.right === (p.window ? p.window.right : -1) &&
-    Object.is(f.scale, p.scale) &&
-    f.lse === p.returnLogSumExp &&
+    sameShapeFields(f.shape, p) &&
+    f.paged[0] === (p.paged ? p.paged.blockSize : -1) &&
+    f.paged[1] === (p.paged ? p.paged.maxBlocksPerSeq : -1) &&
     f.qLens === (p.querySeqLengths !== null) &&
     f.kvLens === (p.keyValueSeqLengths !== null) &&
     f.tokens === tokenClass(p) &&
