@@ -21,7 +21,13 @@
  */
 import { USAGE } from '../../src/backends/webgpu/memory.js';
 import { initWebgpu, webgpuContext } from '../../src/backends/webgpu/runtime.js';
-import { checkSgmat } from '../../src/backends/webgpu/sgmat-check.js';
+import {
+  checkSgmat,
+  layoutName,
+  probeExpectation,
+  runSgmatCheck,
+  SGMAT_LAYOUTS,
+} from '../../src/backends/webgpu/sgmat-check.js';
 import { config } from '../../src/config.js';
 
 const info = await initWebgpu({ experimental: config().webgpuExperimental });
@@ -255,18 +261,268 @@ for (const [name, bColMajor, chain, body, bitcastFill] of checks) {
   }
 }
 
-// The whole sgmat kernel on the small problem the device check runs (sgmat-check.ts), with 64- and
-// 32-key tiles, tile rows padded by 16 and by 64 bytes: null is a pass.
-for (const pad of [16, 64]) {
+// ---- The steps from the single operations toward the kernel ----
+//
+// Each step lays its operands out as the kernel does: tiles of 4·M rows (one M-row band a
+// subgroup) with CHAIN blocks of K columns side by side in a row, rows `pad` bytes longer than the
+// blocks, and changes one thing from the step before (the `adds` field says which). Subgroup s
+// computes C_s = Σ_t A_{s,t}·B_{s,t} (A: rows s·M…, columns t·K…; B as K's tile, column-major: key
+// rows s·N…, columns t·K…, or as V's tile, row-major: rows t·K…, columns s·N…) and stores it to
+// the last N columns of its band of a 4·N-column f32 tile, read back by scalar loads.
+
+interface Step {
+  readonly name: string;
+  readonly adds: string;
+  /** Bytes each tile row is padded by. */
+  readonly pad: number;
+  /** B as V's tile (row-major), else as K's tile read column-major. */
+  readonly rowB?: boolean;
+  /** The products in a run-time loop (offsets from the loop counter), else unrolled. */
+  readonly loop?: boolean;
+  /** A's blocks loaded into variables first and kept over 3 passes of the products, barriers between. */
+  readonly keepA?: boolean;
+  /** A workgroupBarrier and a scalar store to another tile between the products. */
+  readonly barriers?: boolean;
+  /** C stored after half the products, scaled by 1 with scalar code, loaded back and accumulated on. */
+  readonly roundTrip?: boolean;
+  /** Small scalar workgroup variables and a 3-element f16 array declared before the tiles. */
+  readonly smallFirst?: boolean;
+  /** A's tile written as f16(f32 value) from a computed f32 (the P tile's conversion), not f16(A[e]). */
+  readonly computedA?: boolean;
+  /**
+   * Each product's blocks written by scalar stores to the same place (block 0) in turn, between
+   * barriers, and loaded from there: the key loop's tiles, rewritten at the same addresses.
+   */
+  readonly rewrite?: boolean;
+}
+
+const steps: Step[] = [
+  {
+    name: 'tile-tight',
+    adds: "the kernel's tile layout: 4 blocks a row, rows of 128 bytes, C in the last blocks",
+    pad: 0,
+  },
+  {
+    name: 'tile-pad16',
+    adds: "rows padded by 16 bytes: 144-byte f16 rows, 272-byte f32 rows (the kernel's)",
+    pad: 16,
+  },
+  { name: 'tile-pad16-rowB', adds: "B row-major (the P·V product's layout)", pad: 16, rowB: true },
+  { name: 'tile-pad16-loop', adds: 'the products in a run-time loop', pad: 16, loop: true },
+  {
+    name: 'tile-pad16-barriers',
+    adds: 'a barrier and scalar stores between the products',
+    pad: 16,
+    loop: true,
+    barriers: true,
+  },
+  {
+    name: 'tile-pad16-keepA',
+    adds: 'A loaded once into variables, used over 3 passes',
+    pad: 16,
+    keepA: true,
+  },
+  {
+    name: 'tile-pad16-roundtrip',
+    adds: 'C stored, scaled by scalar code and loaded back as a result matrix',
+    pad: 16,
+    roundTrip: true,
+  },
+  {
+    name: 'tile-pad16-smallfirst',
+    adds: 'small workgroup variables declared before the tiles',
+    pad: 16,
+    smallFirst: true,
+  },
+  {
+    name: 'tile-pad16-computedA',
+    adds: "A written from computed f32 values (the P tile's f16 conversion)",
+    pad: 16,
+    computedA: true,
+  },
+  {
+    name: 'tile-pad16-rewrite',
+    adds: 'the blocks rewritten at one address every pass of a loop (the key loop)',
+    pad: 16,
+    rewrite: true,
+  },
+  { name: 'tile-tight-rewrite', adds: 'the same on unpadded rows', pad: 0, rewrite: true },
+  { name: 'tile-pad64', adds: 'rows padded by 64 bytes', pad: 64 },
+];
+
+const TB = 4; // blocks a tile row (H = 64 at K = 16), and products a step
+
+function stepSource(st: Step): string {
+  const SA = TB * K + st.pad / 2;
+  const SB = (st.rowB ? 4 * N : TB * K) + st.pad / 2;
+  const SC = 4 * N + st.pad / 4;
+  const aAt = (t: string) => `sg * ${M * SA}u + (${t}) * ${K}u`;
+  const bAt = (t: string) =>
+    st.rowB ? `(${t}) * ${K * SB}u + sg * ${N}u` : `sg * ${N * SB}u + (${t}) * ${K}u`;
+  const loadA = (t: string) => `subgroupMatrixLoad<${left}>(&wa, ${aAt(t)}, false, ${SA}u)`;
+  const loadB = (t: string) =>
+    `subgroupMatrixLoad<${right}>(&wb, ${bAt(t)}, ${st.rowB ? 'false' : 'true'}, ${SB}u)`;
+  const cAt = `sg * ${M * SC}u + ${3 * N}u`;
+  const mma = (t: number) => `c = subgroupMatrixMultiplyAccumulate(${loadA(`${t}u`)}, ${loadB(`${t}u`)}, c);`;
+  let body: string;
+  if (st.rewrite) {
+    // Pass t copies block (s, t) of A and B into block (s, 0)'s place, then multiplies from there.
+    body = `var c = ${result}();
+  for (var t = 0u; t < ${TB}u; t++) {
+    workgroupBarrier();
+    for (var e = lid; e < ${4 * M * K}u; e += ${WG}u) {
+      let row = e / ${K}u;
+      let col = e % ${K}u;
+      wa[row * ${SA}u + col] = f16(A[((row / ${M}u) * ${CHAIN}u + t) * ${M * K}u + (row % ${M}u) * ${K}u + col]);
+    }
+    for (var e = lid; e < ${4 * K * N}u; e += ${WG}u) {
+      let s = e / ${K * N}u;
+      let k = (e % ${K * N}u) / ${N}u;
+      let j = e % ${N}u;
+      let v = B[(s * ${CHAIN}u + t) * ${K * N}u + k * ${N}u + j];
+      ${st.rowB ? `wb[k * ${SB}u + s * ${N}u + j] = f16(v);` : `wb[(s * ${N}u + j) * ${SB}u + k] = f16(v);`}
+    }
+    workgroupBarrier();
+    c = subgroupMatrixMultiplyAccumulate(${loadA('0u')}, ${loadB('0u')}, c);
+  }
+  subgroupMatrixStore(&wc, ${cAt}, c, false, ${SC}u);`;
+  } else if (st.keepA) {
+    body = `${[0, 1, 2, 3].map((t) => `let a${t} = ${loadA(`${t}u`)};`).join('\n  ')}
+  for (var round = 0u; round < 3u; round++) {
+    var c = ${result}();
+    ${[0, 1, 2, 3].map((t) => `c = subgroupMatrixMultiplyAccumulate(a${t}, ${loadB(`${t}u`)}, c);`).join('\n    ')}
+    subgroupMatrixStore(&wc, ${cAt}, c, false, ${SC}u);
+    workgroupBarrier();
+    wd[lid] = f32(round);
+    workgroupBarrier();
+  }`;
+  } else if (st.loop) {
+    body = `var c = ${result}();
+  for (var t = 0u; t < ${TB}u; t++) {
+    c = subgroupMatrixMultiplyAccumulate(${loadA('t')}, ${loadB('t')}, c);
+    ${st.barriers ? 'workgroupBarrier();\n    wd[lid] = f32(t);\n    workgroupBarrier();' : ''}
+  }
+  subgroupMatrixStore(&wc, ${cAt}, c, false, ${SC}u);`;
+  } else if (st.roundTrip) {
+    body = `var c = ${result}();
+  ${mma(0)}
+  ${mma(1)}
+  subgroupMatrixStore(&wc, ${cAt}, c, false, ${SC}u);
+  workgroupBarrier();
+  for (var e = lid % ${SG}u; e < ${M * N}u; e += ${SG}u) {
+    let at = (sg * ${M}u + e / ${N}u) * ${SC}u + ${3 * N}u + e % ${N}u;
+    wc[at] = wc[at] * one;
+  }
+  workgroupBarrier();
+  c = subgroupMatrixLoad<${result}>(&wc, ${cAt}, false, ${SC}u);
+  workgroupBarrier();
+  ${mma(2)}
+  ${mma(3)}
+  subgroupMatrixStore(&wc, ${cAt}, c, false, ${SC}u);`;
+  } else {
+    body = `var c = ${result}();
+  ${[0, 1, 2, 3].map(mma).join('\n  ')}
+  subgroupMatrixStore(&wc, ${cAt}, c, false, ${SC}u);`;
+  }
+  const small = st.smallFirst
+    ? `var<workgroup> small_i: array<i32, 5>;
+var<workgroup> small_a: atomic<u32>;
+var<workgroup> small_h: array<f16, 3>;
+`
+    : '';
+  return `diagnostic(off, chromium.subgroup_matrix_uniformity);
+enable f16;
+enable subgroups;
+enable chromium_experimental_subgroup_matrix;
+@group(0) @binding(0) var<storage, read> A: array<f32>;
+@group(0) @binding(1) var<storage, read> B: array<f32>;
+@group(0) @binding(2) var<storage, read_write> C: array<f32>;
+${small}var<workgroup> wa: array<f16, ${4 * M * SA}>;
+var<workgroup> wb: array<f16, ${(st.rowB ? TB * K : 4 * N) * SB}>;
+var<workgroup> wc: array<f32, ${4 * M * SC}>;
+var<workgroup> wd: array<f32, ${WG}>;
+@compute @workgroup_size(${WG})
+fn main(@builtin(local_invocation_index) lid: u32) {
+  let sg = lid / ${SG}u;
+  let one = f32(A[0] == A[0]);
+  ${st.smallFirst ? 'if (lid == 0u) { small_i[lid + 1u] = 7; atomicAdd(&small_a, 1u); small_h[lid + 2u] = f16(A[1]); }' : ''}
+  // A: row (s, i), column (t, k) ← block (s, t) of A's values.
+  for (var e = lid; e < ${4 * M * TB * K}u; e += ${WG}u) {
+    let row = e / ${TB * K}u;
+    let col = e % ${TB * K}u;
+    let v = A[((row / ${M}u) * ${CHAIN}u + col / ${K}u) * ${M * K}u + (row % ${M}u) * ${K}u + col % ${K}u];
+    wa[row * ${SA}u + col] = ${st.computedA ? 'f16(v * one)' : 'f16(v)'};
+  }
+  // B: element (k, j) of block (s, t).
+  for (var e = lid; e < ${4 * TB * K * N}u; e += ${WG}u) {
+    let blk = e / ${K * N}u;
+    let s = blk / ${TB}u;
+    let t = blk % ${TB}u;
+    let k = (e % ${K * N}u) / ${N}u;
+    let j = e % ${N}u;
+    let v = B[(s * ${CHAIN}u + t) * ${K * N}u + k * ${N}u + j];
+    ${st.rowB ? `wb[(t * ${K}u + k) * ${SB}u + s * ${N}u + j] = f16(v);` : `wb[(s * ${N}u + j) * ${SB}u + t * ${K}u + k] = f16(v);`}
+  }
+  workgroupBarrier();
+  ${body}
+  workgroupBarrier();
+  for (var e = lid % ${SG}u; e < ${M * N}u; e += ${SG}u) {
+    C[sg * ${M * N}u + e] = wc[(sg * ${M}u + e / ${N}u) * ${SC}u + ${3 * N}u + e % ${N}u];
+  }
+  ${st.smallFirst ? 'if (lid == 0u && small_i[1] == 12345 && atomicLoad(&small_a) == 9u) { C[0] = f32(small_h[2]); }' : ''}
+}`;
+}
+
+for (const st of steps) {
+  try {
+    const got = await run(device, stepSource(st), 4 * M * N);
+    let worst = 0;
+    const badSubgroups: number[] = [];
+    for (let s = 0; s < 4; s++) {
+      const want = expected(s, TB);
+      let bad = false;
+      for (let e = 0; e < M * N; e++) {
+        const d = Math.abs(got[s * M * N + e] - want[e]);
+        if (!(d <= worst)) worst = d;
+        if (!(d === 0)) bad = true;
+      }
+      if (bad) badSubgroups.push(s);
+    }
+    row({ step: st.name, adds: st.adds, maxError: worst, badSubgroups });
+  } catch (error) {
+    row({ step: st.name, adds: st.adds, error: String(error) });
+  }
+}
+
+// The whole sgmat kernel on the device check's problem (sgmat-check.ts) in each layout the check
+// tries, with 64- and 32-key tiles: the output's error (failure null is a pass), then each probe
+// (the first key tile of workgroup 0 after B, C and D) against the CPU's, with the 16×16 blocks
+// that differ (row block, column block), so a failure names its phase and its blocks.
+const PROBE_BOUND = { scores: 0, p: 2e-3, acc: 2e-2 } as const;
+for (const layout of SGMAT_LAYOUTS) {
   for (const keys of [64, 32]) {
-    const reason = await checkSgmat(
-      device,
-      { M, N, K, sg: SG, keys, pad },
-      info.limits.maxComputeWorkgroupStorageSize,
-    );
-    row({
-      check: `sgmat kernel, ${keys}-key tiles, rows padded by ${pad} bytes`,
-      failure: reason,
-    });
+    const shape = { M, N, K, sg: SG, keys, ...layout };
+    const storage = info.limits.maxComputeWorkgroupStorageSize;
+    const name = `sgmat kernel, ${layoutName(layout)}, ${keys}-key tiles`;
+    const failure = await checkSgmat(device, shape, storage);
+    const probes: Record<string, unknown> = {};
+    for (const probe of ['scores', 'p', 'acc'] as const) {
+      const ran = await runSgmatCheck(device, shape, storage, probe);
+      if (typeof ran === 'string') {
+        probes[probe] = ran;
+        continue;
+      }
+      const cols = probe === 'acc' ? ran.got.length / ran.rows : ran.bc;
+      const want = probeExpectation(probe, ran.rows, ran.bc);
+      let worst = 0;
+      const bad = new Set<string>();
+      for (let e = 0; e < want.length; e++) {
+        const d = Math.abs(ran.got[e] - want[e]);
+        if (!(d <= worst)) worst = d;
+        if (!(d <= PROBE_BOUND[probe])) bad.add(`${Math.floor(e / cols / M)},${Math.floor((e % cols) / N)}`);
+      }
+      probes[probe] = { maxError: worst, badBlocks: [...bad].slice(0, 24), badBlockCount: bad.size };
+    }
+    row({ check: name, failure, ...probes });
   }
 }

@@ -19,7 +19,7 @@
  */
 import { checkKeys, checkOptionsObject, describeValue } from '../../arguments.js';
 import { AttnlabError, DeviceError, InvalidArgumentError } from '../../errors.js';
-import { checkSgmat } from './sgmat-check.js';
+import { chooseSgmatLayout } from './sgmat-check.js';
 
 /** What `attnlab info` and `initWebgpu()` report about the adapter. */
 export interface WebgpuInfo {
@@ -46,8 +46,14 @@ export interface WebgpuInfo {
     readonly M: number;
     readonly N: number;
     readonly K: number;
-    /** Bytes the sgmat kernel's tile rows are padded and aligned to (chosen by the device check). */
+    /** Bytes the sgmat kernel's tile rows are padded by (chosen by the device check). */
     readonly pad?: number;
+    /** q's rows in a workgroup tile rather than in variables (chosen by the device check). */
+    readonly qTile?: boolean;
+    /** K's and V's tiles trade two halves of workgroup memory (chosen by the device check). */
+    readonly pingPong?: boolean;
+    /** Subgroups a workgroup where the chosen layout sets it. */
+    readonly subgroups?: number;
   } | null;
   /**
    * Why the device's subgroup-matrix shape is not used though it has one: the sgmat kernel is run
@@ -236,17 +242,10 @@ async function checkedMatrix(device: GPUDevice, info: WebgpuInfo): Promise<Webgp
   }
   const storage = info.limits.maxComputeWorkgroupStorageSize;
   const shape = { ...subgroupMatrix, sg: subgroupSizes.min };
-  const reason = await checkSgmat(device, shape, storage);
-  if (reason === null) return info;
-  // Tile rows padded (and aligned) to 64 bytes instead of 16: right where matrix loads need wider
-  // alignment than the kernel's default rows give.
-  const wide = await checkSgmat(device, { ...shape, pad: 64 }, storage);
-  if (wide === null) return { ...info, subgroupMatrix: { ...subgroupMatrix, pad: 64 } };
-  return {
-    ...info,
-    subgroupMatrix: null,
-    subgroupMatrixRejected: `${reason}; with tile rows aligned to 64 bytes: ${wide}`,
-  };
+  // The kernel's layouts in order of speed, the first the device computes right.
+  const chosen = await chooseSgmatLayout(device, shape, storage);
+  if ('layout' in chosen) return { ...info, subgroupMatrix: { ...subgroupMatrix, ...chosen.layout } };
+  return { ...info, subgroupMatrix: null, subgroupMatrixRejected: chosen.reason };
 }
 
 let disposing = false;

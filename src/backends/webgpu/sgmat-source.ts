@@ -49,14 +49,31 @@ const RESCALE_AT = 8;
  */
 function strides(H: number, Hv: number, bc: number, m: Pick<MatrixShape, 'pad'>) {
   const pad = m.pad ?? 16;
-  return { KS: Math.max(H, Hv) + pad / 2, SS: bc + pad / 4, PS: bc + pad / 2 };
+  return { KS: Math.max(H, Hv) + pad / 2, SS: bc + pad / 4, PS: bc + pad / 2, QS: H + pad / 2 };
+}
+
+/**
+ * Elements each tile holds: its rows, and one row more. Dawn's robustness pass moves a matrix load
+ * or store it cannot prove in bounds to offset 0 with the tightest stride (a wrong result, no
+ * error); the spare row keeps a block at the end of a padded row inside the array however the
+ * pass measures its extent (stride × rows from the offset, or the last row's columns only).
+ */
+function tileLength(rows: number, stride: number): number {
+  return (rows + 1) * stride;
 }
 
 /** Workgroup bytes the kernel takes with tiles of `bc` keys. */
 export function sgmatStorageBytes(H: number, Hv: number, bc: number, m: MatrixShape): number {
-  const { KS, SS, PS } = strides(H, Hv, bc, m);
+  const { KS, SS, PS, QS } = strides(H, Hv, bc, m);
   const br = sgmatSubgroups(m) * m.M;
-  return bc * KS * 2 + br * SS * 4 + br * PS * 2 + br * 8 + 32;
+  return (
+    (m.pingPong ? 2 : 1) * tileLength(bc, KS) * 2 +
+    tileLength(br, SS) * 4 +
+    tileLength(br, PS) * 2 +
+    (m.qTile ? tileLength(br, QS) * 2 : 0) +
+    br * 8 +
+    32
+  );
 }
 
 /** Keys a tile where the kernel applies to these head dims within `storage` bytes, else null. */
@@ -77,11 +94,35 @@ export function sgmatKeys(H: number, Hv: number, m: MatrixShape, storage: number
   );
 }
 
-export function sgmatSource(v: ForwardVariant): string {
+/**
+ * A tile the kernel copies to an extra storage binding (PROBE, f32, after the others) on its first
+ * key tile in workgroup 0, and then returns: the raw scores q·kᵀ after B, the weights p after C,
+ * or the accumulator after D. The device checks compare each with the CPU's (sgmat-check.ts), so a
+ * wrong kernel result can be traced to its phase.
+ */
+export type SgmatProbe = 'scores' | 'p' | 'acc';
+
+/**
+ * Eight f16 (a 16-byte load) into a workgroup tile from element at, each through f32 (exact for
+ * every f16, Inf and NaN included): the conversions the subgroup-matrix checks exercised, not a
+ * bitcast of the words to vec4<f16>, which they did not.
+ */
+function put8(name: string, tile: string): string {
+  return `fn ${name}(at: u32, x: vec4u) {
+  let a = unpack2x16float(x.x);
+  let b = unpack2x16float(x.y);
+  let c = unpack2x16float(x.z);
+  let d = unpack2x16float(x.w);
+  ${tile}[at] = f16(a.x); ${tile}[at + 1u] = f16(a.y); ${tile}[at + 2u] = f16(b.x); ${tile}[at + 3u] = f16(b.y);
+  ${tile}[at + 4u] = f16(c.x); ${tile}[at + 5u] = f16(c.y); ${tile}[at + 6u] = f16(d.x); ${tile}[at + 7u] = f16(d.y);
+}`;
+}
+
+export function sgmatSource(v: ForwardVariant, probe?: SgmatProbe): string {
   const m = v.matrix;
   if (!m || v.dtype !== 'float16')
     throw new Error('the subgroup-matrix kernel needs a float16 variant with a matrix shape');
-  const { KS, SS, PS } = strides(v.H, v.Hv, v.bc, m);
+  const { KS, SS, PS, QS } = strides(v.H, v.Hv, v.bc, m);
   const BR = sgmatSubgroups(m) * m.M;
   const WG = sgmatSubgroups(m) * m.sg;
   const TPR = m.sg / m.M;
@@ -108,7 +149,16 @@ export function sgmatSource(v: ForwardVariant): string {
     v.lengths ? `${at('lengths')} var<storage, read> LENS: array<i32>;` : '',
     v.paged ? `${at('table')} var<storage, read> TABLE: array<i32>;` : '',
     v.packedQuery || v.packedKv ? `${at('offsets')} var<storage, read> OFFS: array<i32>;` : '',
+    probe ? `@group(0) @binding(${slots.length}) var<storage, read_write> PROBE: array<f32>;` : '',
   ].filter(Boolean);
+  // The probe's copy: on the first key tile of workgroup 0, then the workgroup returns (uniformly).
+  const probeAt = (what: SgmatProbe, copy: string) =>
+    probe === what
+      ? `if (wg.x == 0u && j0 == j_first) {
+      ${copy}
+      return;
+    }`
+      : '';
   const range = (n: number) => Array.from({ length: n }, (_, i) => i);
   // Shuffles that combine a row's TPR adjacent invocations.
   const xors = range(Math.log2(TPR)).map((s) => 1 << s);
@@ -122,6 +172,42 @@ export function sgmatSource(v: ForwardVariant): string {
     `workgroupBarrier();\n    o${c} = subgroupMatrixLoad<${result}>(&s_tile, sg * ${m.M}u * SS, ${ROW}, SS);`;
   // This invocation's part of a scratch block: its row's COLS columns from col0.
   const COLS = m.N / TPR;
+  // q's rows: a row past T or the sequence reads as zero (a matrix load straight from Q could run
+  // past its end).
+  const qRow = (
+    rows: string,
+    put: string,
+    row: string,
+  ) => `for (var e = lid; e < ${rows} * (H / 8u); e += WG) {
+      let rr = e / (H / 8u);
+      let cu = e % (H / 8u);
+      let i = i0 + ${row};
+      var x = vec4u(0u);
+      if (${row} < BR && i < P.T && i32(i) < t_len) { x = Q[(q_row(b, i) * P.N + n) * (H / 8u) + cu]; }
+      ${put};
+    }`;
+  // This subgroup's M rows of q as left matrices held for the whole key loop, staged through K's
+  // tile BC rows at a time.
+  const qInRegisters = `${range(QB)
+    .map((h) => `var q${h} = ${left}();`)
+    .join('\n  ')}
+  for (var stage = 0u; stage < BR; stage += BC) {
+    ${qRow('BC', 'put8(rr * KS + cu * 8u, x)', 'stage + rr')}
+    workgroupBarrier();
+    ${BR <= v.bc ? "{ // one stage holds every subgroup's rows" : `if (sg * ${m.M}u >= stage && sg * ${m.M}u < stage + BC) {`}
+      let q_at = (sg * ${m.M}u - stage) * KS;
+      ${range(QB)
+        .map((h) => `q${h} = subgroupMatrixLoad<${left}>(&kv_tile, q_at + ${h * m.K}u, ${ROW}, KS);`)
+        .join('\n      ')}
+    }
+    workgroupBarrier();
+  }`;
+  // Or q's rows in their own tile, each left matrix loaded where a product takes it (no matrix
+  // lives across the key loop but the accumulator).
+  const qInTile = `${qRow('BR', 'put8_q(rr * QS + cu * 8u, x)', 'rr')}
+  workgroupBarrier();`;
+  const qLeft = (h: number) =>
+    m.qTile ? `subgroupMatrixLoad<${left}>(&q_tile, sg * ${m.M}u * QS + ${h * m.K}u, ${ROW}, QS)` : `q${h}`;
 
   return `diagnostic(off, chromium.subgroup_matrix_uniformity);
 enable f16;
@@ -135,6 +221,8 @@ const BC: u32 = ${v.bc}u;
 const KS: u32 = ${KS}u;
 const SS: u32 = ${SS}u;
 const PS: u32 = ${PS}u;
+const QS: u32 = ${QS}u;
+const KV1: u32 = ${tileLength(v.bc, KS)}u;
 const WG: u32 = ${WG}u;
 const TPR: u32 = ${TPR}u;
 const COLS: u32 = ${COLS}u;
@@ -143,9 +231,10 @@ ${PARAMS_STRUCT}
 
 ${decl.join('\n')}
 
-var<workgroup> kv_tile: array<f16, ${v.bc * KS}>;
-var<workgroup> s_tile: array<f32, ${BR * SS}>;
-var<workgroup> p_tile: array<f16, ${BR * PS}>;
+var<workgroup> kv_tile: array<f16, ${(m.pingPong ? 2 : 1) * tileLength(v.bc, KS)}>;
+var<workgroup> s_tile: array<f32, ${tileLength(BR, SS)}>;
+var<workgroup> p_tile: array<f16, ${tileLength(BR, PS)}>;
+${m.qTile ? `var<workgroup> q_tile: array<f16, ${tileLength(BR, QS)}>;` : ''}
 var<workgroup> row_lo: array<i32, ${BR}>;
 var<workgroup> row_hi: array<i32, ${BR}>;
 var<workgroup> block_lo: atomic<i32>;
@@ -163,19 +252,8 @@ fn is_pos_inf(x: f32) -> bool { return bitcast<u32>(x) == 0x7f800000u; }
 /** Whether either f16 of a word is an Inf or NaN (exponent bits all set). */
 fn non_finite2(w: u32) -> bool { return (w & 0x7c00u) == 0x7c00u || (w & 0x7c000000u) == 0x7c000000u; }
 
-/**
- * Eight f16 (a 16-byte load) into K's tile from element at, each through f32 (exact for every f16,
- * Inf and NaN included): the conversions the subgroup-matrix checks exercised, not a bitcast of
- * the words to vec4<f16>, which they did not.
- */
-fn put8(at: u32, x: vec4u) {
-  let a = unpack2x16float(x.x);
-  let b = unpack2x16float(x.y);
-  let c = unpack2x16float(x.z);
-  let d = unpack2x16float(x.w);
-  kv_tile[at] = f16(a.x); kv_tile[at + 1u] = f16(a.y); kv_tile[at + 2u] = f16(b.x); kv_tile[at + 3u] = f16(b.y);
-  kv_tile[at + 4u] = f16(c.x); kv_tile[at + 5u] = f16(c.y); kv_tile[at + 6u] = f16(d.x); kv_tile[at + 7u] = f16(d.y);
-}
+${put8('put8', 'kv_tile')}
+${m.qTile ? put8('put8_q', 'q_tile') : ''}
 
 fn kv_row(b: u32, j: u32) -> u32 {
   ${v.paged ? PAGED_ROW : v.packedKv ? 'return u32(OFFS[P.B + 1u + b]) + j;' : 'return b * P.S + j;'}
@@ -221,29 +299,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
   let first = workgroupUniformLoad(&range_lo);
   let last = workgroupUniformLoad(&range_hi);
 
-  // This subgroup's M rows of q as left matrices, staged through K's tile BC rows at a time (rows
-  // past T or the sequence read as zero: a matrix load straight from Q could run past its end).
-  ${range(QB)
-    .map((h) => `var q${h} = ${left}();`)
-    .join('\n  ')}
-  for (var stage = 0u; stage < BR; stage += BC) {
-    for (var e = lid; e < BC * (H / 8u); e += WG) {
-      let rr = e / (H / 8u);
-      let cu = e % (H / 8u);
-      let i = i0 + stage + rr;
-      var x = vec4u(0u);
-      if (stage + rr < BR && i < P.T && i32(i) < t_len) { x = Q[(q_row(b, i) * P.N + n) * (H / 8u) + cu]; }
-      put8(rr * KS + cu * 8u, x);
-    }
-    workgroupBarrier();
-    ${BR <= v.bc ? "{ // one stage holds every subgroup's rows" : `if (sg * ${m.M}u >= stage && sg * ${m.M}u < stage + BC) {`}
-      let q_at = (sg * ${m.M}u - stage) * KS;
-      ${range(QB)
-        .map((h) => `q${h} = subgroupMatrixLoad<${left}>(&kv_tile, q_at + ${h * m.K}u, ${ROW}, KS);`)
-        .join('\n      ')}
-    }
-    workgroupBarrier();
-  }
+  ${m.qTile ? qInTile : qInRegisters}
   ${range(OB)
     .map((c) => `var o${c} = ${result}();`)
     .join('\n  ')}
@@ -261,9 +317,17 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
   ${v.bias ? 'let bias_base = b * P.bias_strides.x + n * P.bias_strides.y;' : ''}
   ${v.mask ? 'let mask_base = b * P.mask_strides.x + n * P.mask_strides.y;' : ''}
 
-  var j0 = (first / i32(BC)) * i32(BC);
+  let j_first = (first / i32(BC)) * i32(BC);
+  var j0 = j_first;
   loop {
     if (j0 >= last) { break; }
+    ${
+      m.pingPong
+        ? `// K's and V's tiles trade halves of kv_tile every key tile.
+    let kbase = select(0u, KV1, (u32(j0 - j_first) / BC) % 2u == 1u);
+    let vbase = KV1 - kbase;`
+        : 'let kbase = 0u; let vbase = 0u;'
+    }
     // A. K's tile, 8 halves a load (keys past S read as zero and are never visible).
     for (var e = lid; e < BC * (H / 8u); e += WG) {
       let key = e / (H / 8u);
@@ -271,7 +335,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
       let j = u32(j0) + key;
       var x = vec4u(0u);
       if (j < P.S) { x = Kb[(kv_row(b, j) * P.K + kh) * (H / 8u) + cu]; }
-      put8(key * KS + cu * 8u, x);
+      put8(kbase + key * KS + cu * 8u, x);
     }
     workgroupBarrier();
     // B. S = q·kᵀ, this subgroup's M rows × BC keys.
@@ -280,12 +344,13 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
       ${range(QB)
         .map(
           (h) =>
-            `s = subgroupMatrixMultiplyAccumulate(q${h}, subgroupMatrixLoad<${right}>(&kv_tile, kb * ${m.N}u * KS + ${h * m.K}u, ${COL}, KS), s);`,
+            `s = subgroupMatrixMultiplyAccumulate(${qLeft(h)}, subgroupMatrixLoad<${right}>(&kv_tile, kbase + kb * ${m.N}u * KS + ${h * m.K}u, ${COL}, KS), s);`,
         )
         .join('\n      ')}
       subgroupMatrixStore(&s_tile, sg * ${m.M}u * SS + kb * ${m.N}u, s, ${ROW}, SS);
     }
     workgroupBarrier();
+    ${probeAt('scores', 'for (var e = lid; e < BR * BC; e += WG) { PROBE[e] = s_tile[(e / BC) * SS + e % BC]; }')}
     // C. The online softmax of row r on its TPR invocations, every TPR-th key each. A key that is
     // not visible becomes NaN, a NaN or +inf logit +inf (as tiled-source.ts encodes them).
     {
@@ -338,11 +403,12 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
       var x = vec4u(0u);
       if (j < P.S) { x = Vb[(kv_row(b, j) * P.K + kh) * (HV / 8u) + cu]; }
       if (non_finite2(x.x) || non_finite2(x.y) || non_finite2(x.z) || non_finite2(x.w)) { atomicOr(&tile_flags, 2u); }
-      put8(key * KS + cu * 8u, x);
+      put8(vbase + key * KS + cu * 8u, x);
     }
     workgroupBarrier();
     if (lid == 0u) { tile_flags_read = atomicLoad(&tile_flags); }
     let tflags = workgroupUniformLoad(&tile_flags_read);
+    ${probeAt('p', 'for (var e = lid; e < BR * BC; e += WG) { PROBE[e] = f32(p_tile[(e / BC) * PS + e % BC]); }')}
     // Rescale the accumulator rows whose reference max moved (corr is 1 for the others).
     if ((tflags & 1u) != 0u) {
       ${range(OB)
@@ -360,7 +426,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
         ${range(OB)
           .map(
             (c) =>
-              `o${c} = subgroupMatrixMultiplyAccumulate(p, subgroupMatrixLoad<${right}>(&kv_tile, kb * ${m.K}u * KS + ${c * m.N}u, ${ROW}, KS), o${c});`,
+              `o${c} = subgroupMatrixMultiplyAccumulate(p, subgroupMatrixLoad<${right}>(&kv_tile, vbase + kb * ${m.K}u * KS + ${c * m.N}u, ${ROW}, KS), o${c});`,
           )
           .join('\n        ')}
       }
@@ -373,7 +439,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
         // A key the row does not see is −0 and adds nothing, not 0·NaN.
         if (bitcast<u32>(w) != 0x80000000u) {
           for (var x = 0u; x < COLS; x++) {
-            s_tile[r * SS + col0 + x] += w * f32(kv_tile[key * KS + ${c * m.N}u + col0 + x]);
+            s_tile[r * SS + col0 + x] += w * f32(kv_tile[vbase + key * KS + ${c * m.N}u + col0 + x]);
           }
         }
       }
@@ -381,6 +447,15 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
         )
         .join('\n      ')}
     }
+    ${probeAt(
+      'acc',
+      range(OB)
+        .map(
+          (c) => `${toScratch(c)}
+      for (var x = 0u; x < COLS; x++) { PROBE[r * HV + ${c * m.N}u + col0 + x] = s_tile[r * SS + col0 + x]; }`,
+        )
+        .join('\n      '),
+    )}
     workgroupBarrier();
     if (lid == 0u) { atomicStore(&tile_flags, 0u); }
     j0 += i32(BC);

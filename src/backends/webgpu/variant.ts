@@ -9,8 +9,19 @@ export interface MatrixShape {
   readonly keys?: number;
   /** Subgroups a workgroup; unset: SGMAT_SUBGROUPS. */
   readonly subgroups?: number;
-  /** Bytes each workgroup tile row is padded by (and aligned to): 16 unless the device check chose 64. */
+  /** Bytes each workgroup tile row is padded by: 16 unless the device check chose another (0, 64). */
   readonly pad?: number;
+  /**
+   * q's rows in a workgroup tile, each left matrix loaded where a product takes it, instead of
+   * held in variables across the key loop (the device check's second choice: sgmat-check.ts).
+   */
+  readonly qTile?: boolean;
+  /**
+   * K's and V's tiles in two halves of workgroup memory that trade places every key tile, so no
+   * matrix load reads the same address in consecutive iterations of the key loop (a device check
+   * choice: sgmat-check.ts).
+   */
+  readonly pingPong?: boolean;
 }
 
 /** The decode kernel's layout (decode-source.ts): invocations a key row, query rows a workgroup. */
@@ -101,7 +112,7 @@ export function variantKey(v: ForwardVariant): string {
     v.kernel === 'decode' && v.decode
       ? `decode-s${v.decode.sg}`
       : v.kernel === 'sgmat' && v.matrix
-        ? `sgmat${v.matrix.M}x${v.matrix.N}x${v.matrix.K}s${v.matrix.sg}${v.matrix.pad ? `p${v.matrix.pad}` : ''}`
+        ? `sgmat${v.matrix.M}x${v.matrix.N}x${v.matrix.K}s${v.matrix.sg}${v.matrix.pad !== undefined && v.matrix.pad !== 16 ? `p${v.matrix.pad}` : ''}${v.matrix.qTile ? 'q' : ''}${v.matrix.pingPong ? 'x' : ''}`
         : v.kernel === 'tiled'
           ? v.lanes === 4
             ? 'tiled-subgroups'

@@ -1,0 +1,152 @@
+/**
+ * The sgmat kernel's WGSL on adapters without subgroup matrices (SwiftShader here): every layout
+ * the device check tries, with each probe and each masking feature, is valid WGSL (its matrix
+ * operations rewritten into plain WGSL by test/support/sgmat-emulation.ts, the rest as the GPU
+ * compiles it: a generator mistake or a barrier in non-uniform control flow fails here, not on the
+ * GPU machine); the emulation itself is checked on a small product; and the layouts' workgroup
+ * bytes fit NVIDIA's 48 KiB at H=128. Skips, saying why, where no WebGPU device opens.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { webgpuContext } from '../../../../src/backends/webgpu/runtime.js';
+import { SGMAT_LAYOUTS } from '../../../../src/backends/webgpu/sgmat-check.js';
+import { sgmatKeys, sgmatSource, sgmatStorageBytes } from '../../../../src/backends/webgpu/sgmat-source.js';
+import type { ForwardVariant, MatrixShape } from '../../../../src/backends/webgpu/variant.js';
+import { variantKey } from '../../../../src/backends/webgpu/variant.js';
+import { emulateSubgroupMatrix } from '../../../support/sgmat-emulation.js';
+import { webgpuSkipReason } from '../../../support/webgpu.js';
+
+const skip = await webgpuSkipReason();
+const NVIDIA: MatrixShape = { M: 16, N: 16, K: 16, sg: 32 };
+
+function variant(
+  shape: MatrixShape,
+  H: number,
+  bc: number,
+  flags: Partial<ForwardVariant> = {},
+): ForwardVariant {
+  return {
+    kernel: 'sgmat',
+    matrix: shape,
+    dtype: 'float16',
+    H,
+    Hv: H,
+    rows: (shape.subgroups ?? 4) * shape.M,
+    bc,
+    bias: null,
+    mask: false,
+    causal: false,
+    window: false,
+    lengths: false,
+    lse: false,
+    split: false,
+    vec: 4,
+    paged: false,
+    packedQuery: false,
+    packedKv: false,
+    lanes: 1,
+    ...flags,
+  };
+}
+
+describe('the sgmat layouts on NVIDIA limits', () => {
+  it('fit 48 KiB at H=128 and name themselves in the variant key', () => {
+    const keys = new Set<string>();
+    for (const layout of SGMAT_LAYOUTS) {
+      const shape = { ...NVIDIA, ...layout };
+      const bc = sgmatKeys(128, 128, shape, 49152);
+      assert.ok(bc !== null, JSON.stringify(layout));
+      assert.ok(sgmatStorageBytes(128, 128, bc, shape) <= 49152, JSON.stringify(layout));
+      keys.add(variantKey(variant(shape, 128, bc)));
+    }
+    assert.equal(keys.size, SGMAT_LAYOUTS.length);
+  });
+});
+
+describe('the sgmat kernel WGSL, matrix operations emulated', { skip: skip ?? false }, () => {
+  const compile = async (code: string): Promise<string[]> => {
+    const { device } = webgpuContext();
+    const module = device.createShaderModule({ code });
+    const info = await module.getCompilationInfo();
+    return info.messages
+      .filter((m) => m.type === 'error')
+      .map((m) => `${m.lineNum}:${m.linePos} ${m.message}`);
+  };
+
+  it('multiplies as Dawn defines it (a 16×16×16 product, row- and column-major loads)', async () => {
+    const { device } = webgpuContext();
+    const code = emulateSubgroupMatrix(
+      `enable chromium_experimental_subgroup_matrix;
+@group(0) @binding(0) var<storage, read_write> C: array<f32>;
+var<workgroup> wa: array<f32, 512>;
+@compute @workgroup_size(1)
+fn main() {
+  for (var e = 0u; e < 512u; e++) { wa[e] = f32(e % 7u) - 3.0; }
+  var c = subgroup_matrix_result<f32, 16, 16>();
+  c = subgroupMatrixMultiplyAccumulate(subgroupMatrixLoad<subgroup_matrix_left<f32, 16, 16>>(&wa, 0u, false, 16u),
+    subgroupMatrixLoad<subgroup_matrix_right<f32, 16, 16>>(&wa, 256u, true, 16u), c);
+  subgroupMatrixStore(&C, 0u, c, false, 16u);
+}`,
+    );
+    const out = device.createBuffer({ size: 1024, usage: 128 | 4 });
+    const read = device.createBuffer({ size: 1024, usage: 1 | 8 });
+    const pipeline = device.createComputePipeline({
+      layout: 'auto',
+      compute: { module: device.createShaderModule({ code }), entryPoint: 'main' },
+    });
+    const encoder = device.createCommandEncoder();
+    const pass = encoder.beginComputePass();
+    pass.setPipeline(pipeline);
+    pass.setBindGroup(
+      0,
+      device.createBindGroup({
+        layout: pipeline.getBindGroupLayout(0),
+        entries: [{ binding: 0, resource: { buffer: out } }],
+      }),
+    );
+    pass.dispatchWorkgroups(1);
+    pass.end();
+    encoder.copyBufferToBuffer(out, 0, read, 0, 1024);
+    device.queue.submit([encoder.finish()]);
+    await read.mapAsync(1);
+    const got = new Float32Array(read.getMappedRange().slice(0));
+    read.unmap();
+    out.destroy();
+    read.destroy();
+    const wa = Array.from({ length: 512 }, (_, e) => (e % 7) - 3);
+    for (let i = 0; i < 16; i++)
+      for (let j = 0; j < 16; j++) {
+        let x = 0;
+        // A row-major (i, k) at i·16 + k; B column-major (k, j) at 256 + j·16 + k.
+        for (let k = 0; k < 16; k++) x += wa[i * 16 + k] * wa[256 + j * 16 + k];
+        assert.equal(got[i * 16 + j], x, `C[${i}][${j}]`);
+      }
+  });
+
+  const features: [string, Partial<ForwardVariant>][] = [
+    ['plain', {}],
+    ['causal, lse', { causal: true, lse: true }],
+    ['window, lengths, bias, mask', { window: true, lengths: true, bias: 'float16', mask: true }],
+    ['paged', { paged: true, lengths: true }],
+    ['packed', { packedQuery: true, packedKv: true }],
+  ];
+  for (const layout of SGMAT_LAYOUTS) {
+    for (const H of [64, 128]) {
+      it(`compiles, ${JSON.stringify(layout)}, H=${H}, every feature and probe`, async () => {
+        const shape = { ...NVIDIA, ...layout };
+        for (const bc of [64, 32]) {
+          if (sgmatStorageBytes(H, H, bc, shape) > 49152) continue;
+          for (const [name, flags] of features) {
+            for (const probe of [undefined, 'scores', 'p', 'acc'] as const) {
+              const code = emulateSubgroupMatrix(sgmatSource(variant(shape, H, bc, flags), probe), {
+                f32Only: true,
+              });
+              const errors = await compile(code);
+              assert.deepEqual(errors, [], `${name}, bc=${bc}, probe ${probe ?? 'none'}`);
+            }
+          }
+        }
+      });
+    }
+  }
+});
