@@ -294,6 +294,8 @@ interface Step {
    * barriers, and loaded from there: the key loop's tiles, rewritten at the same addresses.
    */
   readonly rewrite?: boolean;
+  /** A's tile written 8 halves at a time from packed words (the kernel's put8 staging). */
+  readonly put8?: boolean;
 }
 
 const steps: Step[] = [
@@ -347,10 +349,43 @@ const steps: Step[] = [
     rewrite: true,
   },
   { name: 'tile-tight-rewrite', adds: 'the same on unpadded rows', pad: 0, rewrite: true },
+  {
+    name: 'tile-pad16-put8',
+    adds: "A's rows written 8 halves a time from packed words (the kernel's put8 staging)",
+    pad: 16,
+    put8: true,
+  },
   { name: 'tile-pad64', adds: 'rows padded by 64 bytes', pad: 64 },
 ];
 
 const TB = 4; // blocks a tile row (H = 64 at K = 16), and products a step
+
+/** WGSL that writes A's tile (stride SA): one half a store, or 8 from packed words as put8 does. */
+function fillA(st: Step, SA: number): string {
+  const at = `((row / ${M}u) * ${CHAIN}u + col / ${K}u) * ${M * K}u + (row % ${M}u) * ${K}u + col % ${K}u`;
+  if (!st.put8) {
+    return `for (var e = lid; e < ${4 * M * TB * K}u; e += ${WG}u) {
+    let row = e / ${TB * K}u;
+    let col = e % ${TB * K}u;
+    let v = A[${at}];
+    wa[row * ${SA}u + col] = ${st.computedA ? 'f16(v * one)' : 'f16(v)'};
+  }`;
+  }
+  return `for (var e = lid * 8u; e < ${4 * M * TB * K}u; e += ${WG * 8}u) {
+    let row = e / ${TB * K}u;
+    let col = e % ${TB * K}u;
+    let at = ${at};
+    let x = vec4u(pack2x16float(vec2f(A[at], A[at + 1u])), pack2x16float(vec2f(A[at + 2u], A[at + 3u])),
+      pack2x16float(vec2f(A[at + 4u], A[at + 5u])), pack2x16float(vec2f(A[at + 6u], A[at + 7u])));
+    let a = unpack2x16float(x.x);
+    let b = unpack2x16float(x.y);
+    let c = unpack2x16float(x.z);
+    let d = unpack2x16float(x.w);
+    let w = row * ${SA}u + col;
+    wa[w] = f16(a.x); wa[w + 1u] = f16(a.y); wa[w + 2u] = f16(b.x); wa[w + 3u] = f16(b.y);
+    wa[w + 4u] = f16(c.x); wa[w + 5u] = f16(c.y); wa[w + 6u] = f16(d.x); wa[w + 7u] = f16(d.y);
+  }`;
+}
 
 function stepSource(st: Step): string {
   const SA = TB * K + st.pad / 2;
@@ -447,12 +482,7 @@ fn main(@builtin(local_invocation_index) lid: u32) {
   let one = f32(A[0] == A[0]);
   ${st.smallFirst ? 'if (lid == 0u) { small_i[lid + 1u] = 7; atomicAdd(&small_a, 1u); small_h[lid + 2u] = f16(A[1]); }' : ''}
   // A: row (s, i), column (t, k) ← block (s, t) of A's values.
-  for (var e = lid; e < ${4 * M * TB * K}u; e += ${WG}u) {
-    let row = e / ${TB * K}u;
-    let col = e % ${TB * K}u;
-    let v = A[((row / ${M}u) * ${CHAIN}u + col / ${K}u) * ${M * K}u + (row % ${M}u) * ${K}u + col % ${K}u];
-    wa[row * ${SA}u + col] = ${st.computedA ? 'f16(v * one)' : 'f16(v)'};
-  }
+  ${fillA(st, SA)}
   // B: element (k, j) of block (s, t).
   for (var e = lid; e < ${4 * TB * K * N}u; e += ${WG}u) {
     let blk = e / ${K * N}u;
