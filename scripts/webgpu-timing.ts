@@ -23,7 +23,7 @@ import { validateAttention } from '../src/api/validate.js';
 import { attentionBackwardFlops } from '../src/backends/backward-problem.js';
 import { cudaAvailable, synchronize } from '../src/backends/cuda/runtime/context.js';
 import { problemFlops } from '../src/backends/problem.js';
-import { runForward } from '../src/backends/webgpu/forward.js';
+import { type ForwardOverrides, runForward } from '../src/backends/webgpu/forward.js';
 import { USAGE } from '../src/backends/webgpu/memory.js';
 import { initWebgpu, takeUncapturedErrors, webgpuContext } from '../src/backends/webgpu/runtime.js';
 import { seededInput } from '../src/bench/measure.js';
@@ -136,6 +136,34 @@ const cuda = cudaAvailable().ok;
     row({ ...shape, impl: 'webgpu', variant, ms, gbs: bytes / ms / 1e6 });
   } catch (error) {
     row({ ...shape, impl: 'webgpu', error: String(error) });
+  }
+  // The decode kernel's choices beside the plan's (16 invocations a 256-byte key row, 16 key
+  // chunks at this shape): 8 invocations a row (each reads 32 bytes of K and of V a key, 3 shuffle
+  // steps a score instead of 4), and 8 or 32 chunks; each output against the plan's.
+  const decodeChoices: [string, ForwardOverrides][] = [
+    ['webgpu-decode-lanes8', { decodeLanes: 8 }],
+    ['webgpu-decode-splits32', { splits: 32 }],
+    ['webgpu-decode-splits8', { splits: 8 }],
+    ['webgpu-decode-lanes8-splits32', { decodeLanes: 8, splits: 32 }],
+  ];
+  for (const [impl, overrides] of decodeChoices) {
+    try {
+      const problem = validateAttention(dq, dk, dv, { implementation: 'webgpu' });
+      let variant = '';
+      const ms = await timeWebgpu(() => {
+        const r = runForward(problem, overrides);
+        variant = r.variant;
+        return [r.output];
+      });
+      const mine = runForward(problem, overrides).output;
+      const plan = attention(dq, dk, dv, { implementation: 'webgpu' }).output;
+      const vsPlan = await maxDiff(mine, plan);
+      mine.dispose();
+      plan.dispose();
+      row({ ...shape, impl, variant, ms, gbs: bytes / ms / 1e6, vsPlan });
+    } catch (error) {
+      row({ ...shape, impl, error: String(error) });
+    }
   }
   // The row kernel on the same step (split-KV), the baseline of the decode kernel.
   try {

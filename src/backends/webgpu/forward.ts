@@ -82,6 +82,8 @@ export interface ForwardOverrides {
   readonly sgmatSubgroups?: number;
   /** False runs the row kernel where the decode one applies. */
   readonly decode?: boolean;
+  /** The most invocations a key row of the decode kernel (timings). */
+  readonly decodeLanes?: number;
 }
 
 function withKeys(
@@ -109,6 +111,7 @@ export function runForward(p: AttentionProblem, overrides: ForwardOverrides = {}
       ? null
       : withKeys(matrixShape(info), overrides.sgmatKeys, overrides.sgmatSubgroups),
     overrides.decode === false || overrides.subgroups === false ? null : subgroupSize(info),
+    overrides.decodeLanes,
   );
   if (!plan.ok) throw new UnsupportedError('webgpu', plan.reason);
   const { variant } = plan;

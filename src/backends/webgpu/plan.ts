@@ -140,11 +140,19 @@ export function subgroupSize(info: Pick<WebgpuInfo, 'subgroups' | 'subgroupSizes
  */
 const DECODE_TARGET_WORKGROUPS = 1024;
 
-/** The decode kernel's shape for a problem, or null where the row kernel runs it. */
-function decodeShape(p: AttentionProblem, limits: WebgpuLimits, sg: number | null): DecodeShape | null {
+/**
+ * The decode kernel's shape for a problem, or null where the row kernel runs it. `maxLanes` caps
+ * the invocations a key row (timings compare 8 with the default, up to the subgroup size).
+ */
+function decodeShape(
+  p: AttentionProblem,
+  limits: WebgpuLimits,
+  sg: number | null,
+  maxLanes: number | undefined,
+): DecodeShape | null {
   if (sg === null || p.T > FEW_ROWS || p.bias || p.mask || p.packed?.querySeqOffsets) return null;
   if (DECODE_SUBGROUPS * sg > limits.maxComputeInvocationsPerWorkgroup) return null;
-  const lk = lanesPerKey(p.H, p.Hv, p.dtype as ForwardVariant['dtype'], sg);
+  const lk = lanesPerKey(p.H, p.Hv, p.dtype as ForwardVariant['dtype'], Math.min(sg, maxLanes ?? sg));
   if (lk === null) return null;
   let rows = Math.min(DECODE_MAX_ROWS, p.T * (p.N / p.K));
   while (rows > 1 && decodeStorageBytes(p.Hv, rows) > limits.maxComputeWorkgroupStorageSize) {
@@ -176,6 +184,7 @@ export function planForward(
   tiled = true,
   matrix: MatrixShape | null = null,
   sg: number | null = null,
+  decodeLanes: number | undefined = undefined,
 ): Plan {
   // The registry refuses them too (the backend's layouts do not list 'modifiers'); a direct
   // runForward must not drop them silently either.
@@ -207,7 +216,7 @@ export function planForward(
   // pays where few query rows leave the GPU idle (T < TILED_MIN_T); from TILED_MIN_T rows the tiled
   // kernel's 2× workgroups (32 rows each) and its faster loop beat splitting the row kernel.
   // A few query rows without bias or mask: the decode kernel, always split (given, or decodeSplits).
-  const decode = p.N % p.K === 0 ? decodeShape(p, limits, sg) : null;
+  const decode = p.N % p.K === 0 ? decodeShape(p, limits, sg, decodeLanes) : null;
   if (decode !== null) return planDecode(p, limits, decode, given ?? decodeSplits(p, decode));
   // The sgmat kernel before the tiled one where the device has subgroup matrices (its products run
   // on the tensor cores); both only unsplit.
