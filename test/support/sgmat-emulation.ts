@@ -40,6 +40,7 @@ export function emulateSubgroupMatrix(code: string, options: { f32Only?: boolean
     elements.set(m[1], m[2]);
   }
   const helpers = new Set<string>();
+  const loaded = new Map<string, string>();
   const defs: string[] = [];
   for (const t of types.values()) {
     defs.push(`struct ${t.name} { v: array<f32, ${t.rows * t.cols}> }`);
@@ -68,6 +69,7 @@ export function emulateSubgroupMatrix(code: string, options: { f32Only?: boolean
     (_all, type: string, array: string) => {
       const t = typeOf(type);
       const fn = `sm_load_${type}_${array}`;
+      loaded.set(fn, type);
       if (!helpers.has(fn)) {
         helpers.add(fn);
         defs.push(`fn ${fn}(offset: u32, col_major: bool, stride: u32) -> ${type} {
@@ -87,9 +89,9 @@ export function emulateSubgroupMatrix(code: string, options: { f32Only?: boolean
   // Stores: the stored value's type is read from the declarations of the variables stored.
   const declared = new Map<string, string>();
   for (const m of out.matchAll(
-    /\b(?:var|let)\s+(\w+)\s*(?::\s*(\w+)\s*)?=\s*(?:(Sm_\w+)\(|(sm_load_(Sm_\w+?)_\w+)\(|(sm_mma_(Sm_\w+?)_\w+)\()/g,
+    /\b(?:var|let)\s+(\w+)\s*(?::\s*(\w+)\s*)?=\s*(?:(Sm_\w+)\(|(sm_load_\w+)\()/g,
   )) {
-    const type = m[2] ?? m[3] ?? m[5] ?? m[7];
+    const type = m[2] ?? m[3] ?? (m[4] ? loaded.get(m[4]) : undefined);
     if (type) declared.set(m[1], type);
   }
   out = out.replace(

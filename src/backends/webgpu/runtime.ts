@@ -52,6 +52,8 @@ export interface WebgpuInfo {
     readonly qTile?: boolean;
     /** K's and V's tiles trade two halves of workgroup memory (chosen by the device check). */
     readonly pingPong?: boolean;
+    /** The accumulator in a workgroup tile (chosen by the device check). */
+    readonly oTile?: boolean;
     /** Subgroups a workgroup where the chosen layout sets it. */
     readonly subgroups?: number;
   } | null;

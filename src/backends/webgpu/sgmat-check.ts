@@ -215,9 +215,10 @@ export async function checkSgmat(
  * single-operation checks never did: rows padded by 16 bytes (no bank conflicts) with q held in
  * variables over the key loop; q in its own tile; K and V trading two tiles so no matrix load
  * repeats an address from one key tile to the next; both; unpadded rows (128-byte rows at H=64, the
- * single-operation checks' tight layout); rows padded by 64 bytes.
+ * single-operation checks' tight layout); rows padded by 64 bytes; q and the accumulator both in
+ * tiles, so no matrix outlives a phase.
  */
-export type SgmatLayout = Pick<MatrixShape, 'pad' | 'qTile' | 'pingPong' | 'subgroups'>;
+export type SgmatLayout = Pick<MatrixShape, 'pad' | 'qTile' | 'pingPong' | 'oTile' | 'subgroups'>;
 export const SGMAT_LAYOUTS: readonly SgmatLayout[] = [
   { pad: 16 },
   { pad: 16, qTile: true },
@@ -227,6 +228,9 @@ export const SGMAT_LAYOUTS: readonly SgmatLayout[] = [
   { pad: 0 },
   { pad: 0, qTile: true, pingPong: true },
   { pad: 64 },
+  // No matrix lives across the key loop or a barrier: q and the accumulator in tiles (2 subgroups
+  // at H=128 to fit 48 KiB).
+  { pad: 16, qTile: true, oTile: true, subgroups: 2 },
 ];
 
 /** The first layout of SGMAT_LAYOUTS whose kernel passes the check, or why none does. */
@@ -250,6 +254,7 @@ export function layoutName(layout: SgmatLayout): string {
     `rows padded by ${layout.pad ?? 16} bytes`,
     layout.qTile ? 'q in a tile' : '',
     layout.pingPong ? 'K/V ping-pong' : '',
+    layout.oTile ? 'O in a tile' : '',
     layout.subgroups ? `${layout.subgroups} subgroups` : '',
   ]
     .filter(Boolean)

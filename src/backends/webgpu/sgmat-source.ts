@@ -49,7 +49,13 @@ const RESCALE_AT = 8;
  */
 function strides(H: number, Hv: number, bc: number, m: Pick<MatrixShape, 'pad'>) {
   const pad = m.pad ?? 16;
-  return { KS: Math.max(H, Hv) + pad / 2, SS: bc + pad / 4, PS: bc + pad / 2, QS: H + pad / 2 };
+  return {
+    KS: Math.max(H, Hv) + pad / 2,
+    SS: bc + pad / 4,
+    PS: bc + pad / 2,
+    QS: H + pad / 2,
+    OS: Hv + pad / 4,
+  };
 }
 
 /**
@@ -64,13 +70,14 @@ function tileLength(rows: number, stride: number): number {
 
 /** Workgroup bytes the kernel takes with tiles of `bc` keys. */
 export function sgmatStorageBytes(H: number, Hv: number, bc: number, m: MatrixShape): number {
-  const { KS, SS, PS, QS } = strides(H, Hv, bc, m);
+  const { KS, SS, PS, QS, OS } = strides(H, Hv, bc, m);
   const br = sgmatSubgroups(m) * m.M;
   return (
     (m.pingPong ? 2 : 1) * tileLength(bc, KS) * 2 +
     tileLength(br, SS) * 4 +
     tileLength(br, PS) * 2 +
     (m.qTile ? tileLength(br, QS) * 2 : 0) +
+    (m.oTile ? tileLength(br, OS) * 4 : 0) +
     br * 8 +
     32
   );
@@ -122,7 +129,7 @@ export function sgmatSource(v: ForwardVariant, probe?: SgmatProbe): string {
   const m = v.matrix;
   if (!m || v.dtype !== 'float16')
     throw new Error('the subgroup-matrix kernel needs a float16 variant with a matrix shape');
-  const { KS, SS, PS, QS } = strides(v.H, v.Hv, v.bc, m);
+  const { KS, SS, PS, QS, OS } = strides(v.H, v.Hv, v.bc, m);
   const BR = sgmatSubgroups(m) * m.M;
   const WG = sgmatSubgroups(m) * m.sg;
   const TPR = m.sg / m.M;
@@ -166,10 +173,18 @@ export function sgmatSource(v: ForwardVariant, probe?: SgmatProbe): string {
     xors.map((x) => `${name} = ${op(name, `subgroupShuffleXor(${name}, ${x}u)`)};`).join(' ');
   // Stores result block o{c} to this subgroup's scratch rows, between barriers.
   // The barrier before the store: the previous block's load (or the phase before) is done with the rows.
+  // With oTile the accumulator lives in o_tile and block c is already there: only the barriers.
   const toScratch = (c: number) =>
-    `workgroupBarrier();\n    subgroupMatrixStore(&s_tile, sg * ${m.M}u * SS, o${c}, ${ROW}, SS);\n    workgroupBarrier();`;
+    m.oTile
+      ? 'workgroupBarrier();'
+      : `workgroupBarrier();\n    subgroupMatrixStore(&s_tile, sg * ${m.M}u * SS, o${c}, ${ROW}, SS);\n    workgroupBarrier();`;
   const fromScratch = (c: number) =>
-    `workgroupBarrier();\n    o${c} = subgroupMatrixLoad<${result}>(&s_tile, sg * ${m.M}u * SS, ${ROW}, SS);`;
+    m.oTile
+      ? 'workgroupBarrier();'
+      : `workgroupBarrier();\n    o${c} = subgroupMatrixLoad<${result}>(&s_tile, sg * ${m.M}u * SS, ${ROW}, SS);`;
+  // Element x of row r's part of block c, as toScratch leaves it.
+  const scratch = (c: number, x: string) =>
+    m.oTile ? `o_tile[r * OS + ${c * m.N}u + col0 + ${x}]` : `s_tile[r * SS + col0 + ${x}]`;
   // This invocation's part of a scratch block: its row's COLS columns from col0.
   const COLS = m.N / TPR;
   // q's rows: a row past T or the sequence reads as zero (a matrix load straight from Q could run
@@ -223,6 +238,7 @@ const SS: u32 = ${SS}u;
 const PS: u32 = ${PS}u;
 const QS: u32 = ${QS}u;
 const KV1: u32 = ${tileLength(v.bc, KS)}u;
+const OS: u32 = ${OS}u;
 const WG: u32 = ${WG}u;
 const TPR: u32 = ${TPR}u;
 const COLS: u32 = ${COLS}u;
@@ -235,6 +251,7 @@ var<workgroup> kv_tile: array<f16, ${(m.pingPong ? 2 : 1) * tileLength(v.bc, KS)
 var<workgroup> s_tile: array<f32, ${tileLength(BR, SS)}>;
 var<workgroup> p_tile: array<f16, ${tileLength(BR, PS)}>;
 ${m.qTile ? `var<workgroup> q_tile: array<f16, ${tileLength(BR, QS)}>;` : ''}
+${m.oTile ? `var<workgroup> o_tile: array<f32, ${tileLength(BR, OS)}>;` : ''}
 var<workgroup> row_lo: array<i32, ${BR}>;
 var<workgroup> row_hi: array<i32, ${BR}>;
 var<workgroup> block_lo: atomic<i32>;
@@ -300,9 +317,15 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
   let last = workgroupUniformLoad(&range_hi);
 
   ${m.qTile ? qInTile : qInRegisters}
-  ${range(OB)
-    .map((c) => `var o${c} = ${result}();`)
-    .join('\n  ')}
+  ${
+    m.oTile
+      ? `// The accumulator in o_tile, zero to start.
+  for (var e = lid; e < BR * OS; e += WG) { o_tile[e] = 0.0; }
+  workgroupBarrier();`
+      : range(OB)
+          .map((c) => `var o${c} = ${result}();`)
+          .join('\n  ')
+  }
 
   // The softmax phase's row (invocations TPR·r … TPR·r + TPR − 1 own row r, all in one subgroup),
   // its reference max, sum and flags (bit 0: a visible key seen; bit 1: a NaN or +inf logit seen).
@@ -414,14 +437,28 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
       ${range(OB)
         .map(
           (c) => `${toScratch(c)}
-      for (var x = 0u; x < COLS; x++) { s_tile[r * SS + col0 + x] *= corr; }
+      for (var x = 0u; x < COLS; x++) { ${scratch(c, 'x')} *= corr; }
       ${fromScratch(c)}`,
         )
         .join('\n      ')}
     }
     // D. O += P·V, on the matrices; as scalar code where V's tile has an Inf or NaN.
     if ((tflags & 2u) == 0u) {
-      for (var kb = 0u; kb < BC / ${m.K}u; kb++) {
+      ${
+        m.oTile
+          ? range(OB)
+              .map(
+                (c) => `{
+        var o = subgroupMatrixLoad<${result}>(&o_tile, sg * ${m.M}u * OS + ${c * m.N}u, ${ROW}, OS);
+        for (var kb = 0u; kb < BC / ${m.K}u; kb++) {
+          let p = subgroupMatrixLoad<${left}>(&p_tile, sg * ${m.M}u * PS + kb * ${m.K}u, ${ROW}, PS);
+          o = subgroupMatrixMultiplyAccumulate(p, subgroupMatrixLoad<${right}>(&kv_tile, vbase + kb * ${m.K}u * KS + ${c * m.N}u, ${ROW}, KS), o);
+        }
+        subgroupMatrixStore(&o_tile, sg * ${m.M}u * OS + ${c * m.N}u, o, ${ROW}, OS);
+      }`,
+              )
+              .join('\n      ')
+          : `for (var kb = 0u; kb < BC / ${m.K}u; kb++) {
         let p = subgroupMatrixLoad<${left}>(&p_tile, sg * ${m.M}u * PS + kb * ${m.K}u, ${ROW}, PS);
         ${range(OB)
           .map(
@@ -429,6 +466,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
               `o${c} = subgroupMatrixMultiplyAccumulate(p, subgroupMatrixLoad<${right}>(&kv_tile, vbase + kb * ${m.K}u * KS + ${c * m.N}u, ${ROW}, KS), o${c});`,
           )
           .join('\n        ')}
+      }`
       }
     } else {
       ${range(OB)
@@ -439,7 +477,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
         // A key the row does not see is −0 and adds nothing, not 0·NaN.
         if (bitcast<u32>(w) != 0x80000000u) {
           for (var x = 0u; x < COLS; x++) {
-            s_tile[r * SS + col0 + x] += w * f32(kv_tile[vbase + key * KS + ${c * m.N}u + col0 + x]);
+            ${scratch(c, 'x')} += w * f32(kv_tile[vbase + key * KS + ${c * m.N}u + col0 + x]);
           }
         }
       }
@@ -452,7 +490,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
       range(OB)
         .map(
           (c) => `${toScratch(c)}
-      for (var x = 0u; x < COLS; x++) { PROBE[r * HV + ${c * m.N}u + col0 + x] = s_tile[r * SS + col0 + x]; }`,
+      for (var x = 0u; x < COLS; x++) { PROBE[r * HV + ${c * m.N}u + col0 + x] = ${scratch(c, 'x')}; }`,
         )
         .join('\n      '),
     )}
@@ -481,7 +519,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
       (c) => `${toScratch(c)}
   if (writes) {
     for (var x = 0u; x < COLS; x += 2u) {
-      var y = vec2f(s_tile[r * SS + col0 + x], s_tile[r * SS + col0 + x + 1u]) * inv;
+      var y = vec2f(${scratch(c, 'x')}, ${scratch(c, 'x + 1u')}) * inv;
       if (nan_row) { y = vec2f(inv); }
       O[(out0 + ${c * m.N}u + col0 + x) >> 1u] = pack_f16(y);
     }

@@ -22,6 +22,11 @@ export interface MatrixShape {
    * choice: sgmat-check.ts).
    */
   readonly pingPong?: boolean;
+  /**
+   * The accumulator in a workgroup tile, loaded, multiplied into and stored back every key tile,
+   * instead of result matrices held across the key loop (a device check choice).
+   */
+  readonly oTile?: boolean;
 }
 
 /** The decode kernel's layout (decode-source.ts): invocations a key row, query rows a workgroup. */
@@ -112,7 +117,7 @@ export function variantKey(v: ForwardVariant): string {
     v.kernel === 'decode' && v.decode
       ? `decode-s${v.decode.sg}`
       : v.kernel === 'sgmat' && v.matrix
-        ? `sgmat${v.matrix.M}x${v.matrix.N}x${v.matrix.K}s${v.matrix.sg}${v.matrix.pad !== undefined && v.matrix.pad !== 16 ? `p${v.matrix.pad}` : ''}${v.matrix.qTile ? 'q' : ''}${v.matrix.pingPong ? 'x' : ''}`
+        ? `sgmat${v.matrix.M}x${v.matrix.N}x${v.matrix.K}s${v.matrix.sg}${v.matrix.pad !== undefined && v.matrix.pad !== 16 ? `p${v.matrix.pad}` : ''}${v.matrix.qTile ? 'q' : ''}${v.matrix.pingPong ? 'x' : ''}${v.matrix.oTile ? 'o' : ''}`
         : v.kernel === 'tiled'
           ? v.lanes === 4
             ? 'tiled-subgroups'
