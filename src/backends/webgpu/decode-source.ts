@@ -56,6 +56,18 @@ const UNROLL_BUDGET = 64;
 
 const range = (n: number) => Array.from({ length: n }, (_, i) => i);
 
+/** Whether the decode kernel's key loop is written out with constant indices (R·UK·E ≤ UNROLL_BUDGET). */
+export function decodeUnrolls(
+  H: number,
+  Hv: number,
+  dtype: ForwardVariant['dtype'],
+  lk: number,
+  rows: number,
+): boolean {
+  const e = unitElements(dtype);
+  return rows * (H / e / lk) * e <= UNROLL_BUDGET && rows * (Hv / e / lk) * e <= UNROLL_BUDGET;
+}
+
 /** Workgroup bytes of the merge: each subgroup's rows' accumulators, maxima, sums and flags. */
 export function decodeStorageBytes(Hv: number, rows: number): number {
   return DECODE_SUBGROUPS * rows * (Hv + 3) * 4;
@@ -103,15 +115,15 @@ export function decodeSource(v: ForwardVariant): string {
   // The key loop's arithmetic with every private-array index a constant where it is small enough
   // (R·UK·E ≤ UNROLL_BUDGET products a key: 32 at H=128 float16 on NVIDIA), so the arrays stay in
   // registers; loops beyond it (SwiftShader's 4-wide subgroups give 4 units a lane at H=128).
-  const unroll = R * UK * E <= UNROLL_BUDGET && R * UV * E <= UNROLL_BUDGET;
-  const loads = (flat: boolean) =>
+  const unroll = decodeUnrolls(v.H, v.Hv, v.dtype, d.lk, R);
+  const loads = (flat: boolean, to = '') =>
     flat
       ? [
-          ...range(UK).map((u) => `kn[${u}] = Kb[row * ${v.H / E}u + ${u}u * LK + lane];`),
-          ...range(UV).map((u) => `vn[${u}] = Vb[row * ${v.Hv / E}u + ${u}u * LK + lane];`),
+          ...range(UK).map((u) => `kn${to}[${u}] = Kb[row * ${v.H / E}u + ${u}u * LK + lane];`),
+          ...range(UV).map((u) => `vn${to}[${u}] = Vb[row * ${v.Hv / E}u + ${u}u * LK + lane];`),
         ].join(' ')
-      : `for (var u = 0u; u < UK; u++) { kn[u] = Kb[row * ${v.H / E}u + u * LK + lane]; }
-      for (var u = 0u; u < UV; u++) { vn[u] = Vb[row * ${v.Hv / E}u + u * LK + lane]; }`;
+      : `for (var u = 0u; u < UK; u++) { kn${to}[u] = Kb[row * ${v.H / E}u + u * LK + lane]; }
+      for (var u = 0u; u < UV; u++) { vn${to}[u] = Vb[row * ${v.Hv / E}u + u * LK + lane]; }`;
   const shuffles = xorsGroup.map((x) => `s += subgroupShuffleXor(s, ${x}u);`).join(' ');
   // Row r's online-softmax update from its score s; `rescale` multiplies its accumulator by corr.
   const update = (r: string, rescale: string) => `p[${r}] = make_nan(0x80000000u);
@@ -197,6 +209,123 @@ export function decodeSource(v: ForwardVariant): string {
       ${adds}
     }`;
   };
+  // Two keys a pass (d.pairs, unrolled code only): both keys' scores first, their dot products and
+  // shuffle chains interleaved, then each key's softmax update and p·v in key order.
+  const keyPair = () => {
+    const ks = range(UK)
+      .map((u) => `let k${u} = widen(kx[${u}]); let kb${u} = widen(kx2[${u}]);`)
+      .join(' ');
+    const scores = range(R).map((r) => {
+      const dot = range(UK)
+        .flatMap((u) =>
+          range(E).map(
+            (e) =>
+              `s = fma(q[${r}][${u * E + e}], k${u}[${e}], s); t = fma(q[${r}][${u * E + e}], kb${u}[${e}], t);`,
+          ),
+        )
+        .join(' ');
+      const shuffles2 = xorsGroup
+        .map((x) => `s += subgroupShuffleXor(s, ${x}u); t += subgroupShuffleXor(t, ${x}u);`)
+        .join(' ');
+      return `{ var s = 0.0; var t = 0.0; ${dot} ${shuffles2} sa[${r}] = s; sb[${r}] = t; }`;
+    });
+    const key = (sv: string, vv: string) => {
+      const rows = range(R).map((r) => {
+        const rescale = range(UV * E)
+          .map((e) => `acc[${r}][${e}] *= corr;`)
+          .join(' ');
+        return `{
+        let s = ${sv}[${r}];
+        ${update(String(r), rescale)}
+      }`;
+      });
+      const xs = range(UV)
+        .map((u) => `let x${u} = widen(${vv}[${u}]);`)
+        .join(' ');
+      const adds = range(R)
+        .map(
+          (r) =>
+            `if (bitcast<u32>(p[${r}]) != 0x80000000u) { ${range(UV)
+              .flatMap((u) =>
+                range(E).map(
+                  (e) => `acc[${r}][${u * E + e}] = fma(p[${r}], x${u}[${e}], acc[${r}][${u * E + e}]);`,
+                ),
+              )
+              .join(' ')} }`,
+        )
+        .join('\n        ');
+      return `var p: array<f32, ${R}>;
+      var adds = false;
+      ${rows.join('\n      ')}
+      if (adds) {
+        ${xs}
+        ${adds}
+      }`;
+    };
+    return `var sa: array<f32, ${R}>;
+    var sb: array<f32, ${R}>;
+    ${ks}
+    ${scores.join('\n    ')}
+    {
+      ${key('sa', 'vx')}
+    }
+    {
+      // The second key (past \`last\` it is not visible to any row and adds nothing).
+      let j = j2;
+      ${key('sb', 'vx2')}
+    }`;
+  };
+  const pairs = d.pairs === true && unroll;
+  const keyLoop = pairs
+    ? `var j = first + i32(group);
+  var kn: array<${unit}, ${UK}>;
+  var vn: array<${unit}, ${UV}>;
+  var kn2: array<${unit}, ${UK}>;
+  var vn2: array<${unit}, ${UV}>;
+  if (j < last) {
+    let row = kv_row(b, u32(j)) * P.K + kh;
+    ${loads(true)}
+  }
+  if (j + i32(NG) < last) {
+    let row = kv_row(b, u32(j + i32(NG))) * P.K + kh;
+    ${loads(true, '2')}
+  }
+  loop {
+    if (j >= last) { break; }
+    var kx = kn;
+    var vx = vn;
+    var kx2 = kn2;
+    var vx2 = vn2;
+    let j2 = j + i32(NG);
+    if (j + 2 * i32(NG) < last) {
+      let row = kv_row(b, u32(j + 2 * i32(NG))) * P.K + kh;
+      ${loads(true)}
+    }
+    if (j + 3 * i32(NG) < last) {
+      let row = kv_row(b, u32(j + 3 * i32(NG))) * P.K + kh;
+      ${loads(true, '2')}
+    }
+    ${keyPair()}
+    j += 2 * i32(NG);
+  }`
+    : `var j = first + i32(group);
+  var kn: array<${unit}, ${UK}>;
+  var vn: array<${unit}, ${UV}>;
+  if (j < last) {
+    let row = kv_row(b, u32(j)) * P.K + kh;
+    ${loads(unroll)}
+  }
+  loop {
+    if (j >= last) { break; }
+    var kx = kn;
+    var vx = vn;
+    if (j + i32(NG) < last) {
+      let row = kv_row(b, u32(j + i32(NG))) * P.K + kh;
+      ${loads(unroll)}
+    }
+    ${keyStep(unroll)}
+    j += i32(NG);
+  }`;
   return `diagnostic(off, subgroup_uniformity);
 enable subgroups;
 
@@ -294,24 +423,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
   // Group g takes keys first + g, first + g + NG, …: LK invocations read each key row, 16 bytes each.
   // The next key's K and V are loaded before this key's arithmetic, so a key's loads are in flight
   // while the one before is scored.
-  var j = first + i32(group);
-  var kn: array<${unit}, ${UK}>;
-  var vn: array<${unit}, ${UV}>;
-  if (j < last) {
-    let row = kv_row(b, u32(j)) * P.K + kh;
-    ${loads(unroll)}
-  }
-  loop {
-    if (j >= last) { break; }
-    var kx = kn;
-    var vx = vn;
-    if (j + i32(NG) < last) {
-      let row = kv_row(b, u32(j + i32(NG))) * P.K + kh;
-      ${loads(unroll)}
-    }
-    ${keyStep(unroll)}
-    j += i32(NG);
-  }
+  ${keyLoop}
 
   // The groups of a subgroup merge through shuffles (the same lane of each group holds the same
   // elements), then subgroup 0..3's results meet in workgroup memory.

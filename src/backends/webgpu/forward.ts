@@ -84,6 +84,8 @@ export interface ForwardOverrides {
   readonly decode?: boolean;
   /** The most invocations a key row of the decode kernel (timings). */
   readonly decodeLanes?: number;
+  /** Two keys a group each pass of the decode kernel's key loop (timings). */
+  readonly decodePairs?: boolean;
 }
 
 function withKeys(
@@ -112,6 +114,7 @@ export function runForward(p: AttentionProblem, overrides: ForwardOverrides = {}
       : withKeys(matrixShape(info), overrides.sgmatKeys, overrides.sgmatSubgroups),
     overrides.decode === false || overrides.subgroups === false ? null : subgroupSize(info),
     overrides.decodeLanes,
+    overrides.decodePairs ?? false,
   );
   if (!plan.ok) throw new UnsupportedError('webgpu', plan.reason);
   const { variant } = plan;

@@ -10,6 +10,7 @@ import {
   DECODE_SUBGROUPS,
   type DecodeShape,
   decodeStorageBytes,
+  decodeUnrolls,
   lanesPerKey,
 } from './decode-source.js';
 import { paddedBytes } from './memory.js';
@@ -149,6 +150,7 @@ function decodeShape(
   limits: WebgpuLimits,
   sg: number | null,
   maxLanes: number | undefined,
+  pairs: boolean,
 ): DecodeShape | null {
   if (sg === null || p.T > FEW_ROWS || p.bias || p.mask || p.packed?.querySeqOffsets) return null;
   if (DECODE_SUBGROUPS * sg > limits.maxComputeInvocationsPerWorkgroup) return null;
@@ -159,7 +161,9 @@ function decodeShape(
     rows = Math.ceil(rows / 2);
   }
   if (decodeStorageBytes(p.Hv, rows) > limits.maxComputeWorkgroupStorageSize) return null;
-  return { sg, lk, rows };
+  // Two keys a pass only where the loop is written out (its arrays then stay in registers).
+  const paired = pairs && decodeUnrolls(p.H, p.Hv, p.dtype as ForwardVariant['dtype'], lk, rows);
+  return { sg, lk, rows, ...(paired ? { pairs: true } : {}) };
 }
 
 /** Key chunks for the decode kernel: enough workgroups for a wave, ≥ MIN_KEYS_PER_SPLIT keys each. */
@@ -185,6 +189,7 @@ export function planForward(
   matrix: MatrixShape | null = null,
   sg: number | null = null,
   decodeLanes: number | undefined = undefined,
+  decodePairs = false,
 ): Plan {
   // The registry refuses them too (the backend's layouts do not list 'modifiers'); a direct
   // runForward must not drop them silently either.
@@ -216,7 +221,7 @@ export function planForward(
   // pays where few query rows leave the GPU idle (T < TILED_MIN_T); from TILED_MIN_T rows the tiled
   // kernel's 2× workgroups (32 rows each) and its faster loop beat splitting the row kernel.
   // A few query rows without bias or mask: the decode kernel, always split (given, or decodeSplits).
-  const decode = p.N % p.K === 0 ? decodeShape(p, limits, sg, decodeLanes) : null;
+  const decode = p.N % p.K === 0 ? decodeShape(p, limits, sg, decodeLanes, decodePairs) : null;
   if (decode !== null) return planDecode(p, limits, decode, given ?? decodeSplits(p, decode));
   // The sgmat kernel before the tiled one where the device has subgroup matrices (its products run
   // on the tensor cores); both only unsplit.

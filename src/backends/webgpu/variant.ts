@@ -37,6 +37,11 @@ export interface DecodeShape {
   readonly lk: number;
   /** Query rows a workgroup: (t, g) pairs of one KV head. */
   readonly rows: number;
+  /**
+   * Two keys a group each pass of the key loop (j and j + NG, both prefetched a pass ahead): their
+   * scores' dot products and shuffle chains are independent, so each hides the other's latency.
+   */
+  readonly pairs?: boolean;
 }
 
 /**
@@ -115,7 +120,7 @@ export function variantKey(v: ForwardVariant): string {
   ].filter(Boolean);
   const kernel =
     v.kernel === 'decode' && v.decode
-      ? `decode-s${v.decode.sg}`
+      ? `decode-s${v.decode.sg}${v.decode.pairs ? 'k2' : ''}`
       : v.kernel === 'sgmat' && v.matrix
         ? `sgmat${v.matrix.M}x${v.matrix.N}x${v.matrix.K}s${v.matrix.sg}${v.matrix.pad !== undefined && v.matrix.pad !== 16 ? `p${v.matrix.pad}` : ''}${v.matrix.qTile ? 'q' : ''}${v.matrix.pingPong ? 'x' : ''}${v.matrix.oTile ? 'o' : ''}`
         : v.kernel === 'tiled'
