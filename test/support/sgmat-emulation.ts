@@ -9,7 +9,10 @@
  * is M × N; a load or store at `offset` with `stride` (in elements of the array) reads row r,
  * column c at offset + r·stride + c (row-major) or offset + c·stride + r (column-major); a
  * product accumulates Σ_k A[i][k]·B[k][j] in f32. Every invocation of a subgroup stores the same
- * values, so the stores' overlap is benign.
+ * values, so the stores' overlap is benign; a store starts with a workgroupBarrier, since one
+ * invocation's store must not overtake another's load of the same matrix (a subgroup's load or
+ * store is one collective operation; the emulated ones are per invocation). Stores must therefore
+ * be in workgroup-uniform control flow, as the kernel's are.
  *
  * With `f32Only`, f16 becomes f32 throughout (adapters without shader-f16: the f16 roundings of
  * the tiles are then skipped, which the check's bound covers).
@@ -105,6 +108,7 @@ export function emulateSubgroupMatrix(code: string, options: { f32Only?: boolean
       if (!helpers.has(fn)) {
         helpers.add(fn);
         defs.push(`fn ${fn}(offset: u32, m: ${type}, col_major: bool, stride: u32) {
+  workgroupBarrier();
   for (var r = 0u; r < ${t.rows}u; r++) {
     for (var c = 0u; c < ${t.cols}u; c++) {
       let at = select(offset + r * stride + c, offset + c * stride + r, col_major);
