@@ -91,8 +91,10 @@ static_assert(hopper_bwd_smem_bytes<HopperBwdConfig<128, false>, true>() <= 227 
 // Rows [0, ROWS) of a (ROWS × D) tile into 128-byte swizzled boxes (sw128_offset), zero-filled past
 // valid_rows and valid_cols. The same thread → chunk mapping as load_tile (zero_non_finite relies on
 // it): thread i copies chunk i % (D/8) of rows i / (D/8) + k · THREADS/(D/8), whose swizzled column
-// stays fixed since the row step is a multiple of 8.
-template <int ROWS, int D, int THREADS>
+// stays fixed since the row step is a multiple of 8. WHOLE: whole tiles take a copy with no predicate
+// (below); the producer warpgroup of bwd_dkdv_sm90_ws.cuh, within 24 registers, spills 24 B more at
+// D = 128 and 20 B at D = 64 with that second path, so it keeps one.
+template <int ROWS, int D, int THREADS, bool WHOLE = false>
 __device__ __forceinline__ void load_tile_sw128(u32 dst, const u16* src, i64 row_stride, int valid_rows,
                                                 int valid_cols) {
   constexpr int CHUNKS = D / 8;
@@ -103,6 +105,18 @@ __device__ __forceinline__ void load_tile_sw128(u32 dst, const u16* src, i64 row
   const bool col_ok = c * 8 < valid_cols;
   const u16* from = src + r0 * row_stride + c * 8;
   u32 to = dst + sw128_offset<ROWS>(r0, c);
+  if (WHOLE && valid_rows >= ROWS && valid_cols >= D) {
+    // A whole tile (every tile but the last of a length that is no multiple of the rows, or of a head dim
+    // below D): one copy an iteration with no predicate, where the general form spends a compare, an
+    // AND and three selects (PTX) on each of a step's 8 copies a thread at D = 128.
+#pragma unroll
+    for (int it = 0; it < ROWS / ROWS_PER_STEP; ++it) {
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(from));
+      from += ROWS_PER_STEP * row_stride;
+      to += ROWS_PER_STEP * 128;
+    }
+    return;
+  }
 #pragma unroll
   for (int it = 0; it < ROWS / ROWS_PER_STEP; ++it) {
     const bool ok = col_ok && r0 + it * ROWS_PER_STEP < valid_rows;
@@ -517,19 +531,21 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
     return s;
   };
   const int first = step_after(-1);
-  // The (head, row) of step s_next, the step after the one at `at`. Without a block mask the walk takes
-  // every step, head-major, so it is one increment (the query block wrapping to mb_lo at the head's end);
+  // NO_HOOKS: no bias, mask, modifier or block mask. Those modules sit at 255 registers with spills of
+  // their own (the section on them in docs/internals/backward.md), and the two shortcuts below (WALK, and
+  // whole tiles' loads) moved their spills by 4–60 B either way (nvcc 13.0, D=128), so they keep the
+  // general code.
+  constexpr bool NO_HOOKS = C::BIAS == 0 && !C::MASK && !ATTNLAB_MODIFIERS && !ATTNLAB_BLOCK_MASK;
+  // The (head, row) of the step after the one at `at` where WALK: the walk takes every step,
+  // head-major, so it is one increment (the query block wrapping to mb_lo at the head's end), where
   // head_of and row_of divide by the run-time `blocks`, ~20 instructions for each step's loads and again
   // for the step itself.
+  constexpr bool WALK = NO_HOOKS;
   auto step_at = [&](int s) { return StepAt{head_of(s), row_of(s)}; };
   const int m_end = (kb.mb_lo + blocks) * BMQ;
-  auto at_after = [&](StepAt at, int s_next) {
-    if constexpr (ATTNLAB_BLOCK_MASK) {
-      return step_at(s_next);
-    } else {
-      const bool wrap = at.m0 + BMQ == m_end;  // selects, no branch
-      return StepAt{at.n + (wrap ? 1 : 0), wrap ? kb.mb_lo * BMQ : at.m0 + BMQ};
-    }
+  auto at_after = [&](StepAt at) {
+    const bool wrap = at.m0 + BMQ == m_end;  // selects, no branch
+    return StepAt{at.n + (wrap ? 1 : 0), wrap ? kb.mb_lo * BMQ : at.m0 + BMQ};
   };
 
   float dk[C::DT][4], dv[C::DT][4];
@@ -541,13 +557,20 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
   if (first < steps) {
     auto stage_of = [&](int i) { return stage0 + static_cast<u32>(i % C::STAGES) * C::STAGE; };
     auto stats_of = [&](int i) { return stats0 + static_cast<u32>(i % C::STAGES) * C::STATS; };
-    // The tiles of the step at `at` into the stage of iteration i.
-    auto load_step = [&](int i, StepAt at) {
+    // The tiles of step s (at `at` where WALK) into the stage of iteration i.
+    auto load_step = [&](int i, int s, StepAt at) {
       const u32 dst = stage_of(i);
-      load_query_rows<BMQ, C::THREADS>(dst, dst + C::Q_BYTES, stats_of(i), p, x, w, at.n, at.m0,
-                                       [](u32 to, const u16* src, i64 stride, int rows, int cols) {
-                                         load_tile_sw128<BMQ, C::D, C::THREADS>(to, src, stride, rows, cols);
-                                       });
+      if constexpr (WALK) {
+        load_query_rows<BMQ, C::THREADS>(dst, dst + C::Q_BYTES, stats_of(i), p, x, w, at.n, at.m0,
+                                         [](u32 to, const u16* src, i64 stride, int rows, int cols) {
+                                           load_tile_sw128<BMQ, C::D, C::THREADS, true>(to, src, stride, rows, cols);
+                                         });
+      } else {
+        load_query_step<BMQ, C::THREADS>(dst, dst + C::Q_BYTES, stats_of(i), p, x, kb, s,
+                                         [](u32 to, const u16* src, i64 stride, int rows, int cols) {
+                                           load_tile_sw128<BMQ, C::D, C::THREADS>(to, src, stride, rows, cols);
+                                         });
+      }
     };
     // Whether the statistics of step s (iteration i) flag a non-finite Q or dO row (bwd_common.cuh):
     // only then are its Q and dO tiles cleaned and dV takes add_non_finite_do. Needs this thread's
@@ -593,13 +616,13 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
     };
 
     load_kv_tiles<BNK>(k_smem, v_smem, p, w, kn0, [](u32 dst, const u16* src, i64 stride, int rows, int cols) {
-      load_tile_sw128<BNK, C::D, C::THREADS>(dst, src, stride, rows, cols);
+      load_tile_sw128<BNK, C::D, C::THREADS, NO_HOOKS>(dst, src, stride, rows, cols);
     });
     int s1 = step_after(first);  // the step of the next iteration
-    StepAt at = step_at(first);
-    load_step(0, at);
+    StepAt at = WALK ? step_at(first) : StepAt{0, 0};
+    load_step(0, first, at);
     cp_async_commit();
-    if (s1 < steps) load_step(1, at_after(at, s1));
+    if (s1 < steps) load_step(1, s1, at_after(at));
     cp_async_commit();
     cp_async_wait<1>();  // K, V and step 0 (this thread's copies)
     compiler_fence();
@@ -610,25 +633,25 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
     if (dirty) clean_step(0);
 
     int s = first;
-    [[maybe_unused]] StepAt before = at;  // DET: the step before s
+    [[maybe_unused]] StepAt before = at;  // DET and WALK: the step before s
+    // DET's semaphore of the (head, query block) at `a` (bwd_dq_order.cuh).
+    auto dq_semaphore_at = [&](StepAt a) {
+      return dq_semaphore<C::D, BMQ>(p, x, static_cast<i64>(w.b) * p.N + a.n, a.m0 / BMQ);
+    };
     for (int i = 0; s < steps; ++i) {
       const int s2 = step_after(s1);  // the step whose tiles this iteration loads
       if constexpr (C::BIAS != 0 || C::MASK) {
         if (s1 < steps) {
           constexpr int ELEM = C::BIAS == 1 ? 4 : 2;
           if constexpr (C::BIAS != 0)
-            prefetch_operand_rows<BMQ, BNK, ELEM, C::THREADS>(p.bias, p.bias_strides, w, p.S, at_after(at, s1).n,
-                                                              at_after(at, s1).m0, kn0);
+            prefetch_operand_rows<BMQ, BNK, ELEM, C::THREADS>(p.bias, p.bias_strides, w, p.S, head_of(s1), row_of(s1), kn0);
           if constexpr (C::MASK)
-            prefetch_operand_rows<BMQ, BNK, 1, C::THREADS>(p.mask, p.mask_strides, w, p.S, at_after(at, s1).n,
-                                                           at_after(at, s1).m0, kn0);
+            prefetch_operand_rows<BMQ, BNK, 1, C::THREADS>(p.mask, p.mask_strides, w, p.S, head_of(s1), row_of(s1), kn0);
         }
       }
-      const int n = at.n;
-      const int m0 = at.m0;
-      const int kind = ATTNLAB_MODIFIERS
-                           ? tile_kind(m, w.b, n, m0, imin(m0 + BMQ, w.t_len) - 1, kn0, imin(kn0 + BNK, w.s_len) - 1)
-                           : ATTNLAB_TILE_FULL;
+      const int n = WALK ? at.n : head_of(s);
+      const int m0 = WALK ? at.m0 : row_of(s);
+      const int kind = ATTNLAB_MODIFIERS ? kind_of(s) : ATTNLAB_TILE_FULL;
       const u32 q_tile = stage_of(i);
       const u32 do_tile = q_tile + C::Q_BYTES;
       const float* lse2 = reinterpret_cast<const float*>(smem + (stats_of(i) - base));
@@ -727,8 +750,7 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
       if constexpr (DET) {
         // Without a block mask the steps are the iterations: step s − 1 (at `before`) came before.
         if (threadIdx.x == 0 && s > 0)
-          dq_pass_turn(dq_semaphore<C::D, BMQ>(p, x, static_cast<i64>(w.b) * p.N + before.n, before.m0 / BMQ),
-                       dq_place<BNK>(p, kb));
+          dq_pass_turn(WALK ? dq_semaphore_at(before) : dq_semaphore_of_step<C>(p, x, kb, s - 1), dq_place<BNK>(p, kb));
       }
 
       // dK(s), then step s + 2's loads behind the products.
@@ -738,7 +760,7 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
         wgmma_commit();
         // Worked out here, not at the top of the step: only `at` lives through the step (the 255-register
         // loop spilled 4 bytes keeping the next two steps' as well).
-        if (s2 < steps) load_step(i + 2, at_after(at_after(at, s1), s2));
+        if (s2 < steps) load_step(i + 2, s2, at_after(at_after(at)));
         cp_async_commit();
       };
       // This warpgroup's 64-column box of dQ: both at D = 128, warpgroup 0's at D = 64. Each path is
@@ -794,10 +816,12 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
       pin_fragments(da);
       if (dirty_next) clean_step(i + 1);
       dirty = dirty_next;
+      if constexpr (WALK) {
+        if constexpr (DET) before = at;
+        at = at_after(at);
+      }
       s = s1;
       s1 = s2;
-      if constexpr (DET) before = at;
-      at = at_after(at, s1);
     }
   }
   // The last bulk reduces complete before the block's shared memory goes.
