@@ -402,6 +402,37 @@ __device__ __forceinline__ void weights_mods_interior(float (&st)[NT][4], const 
   }
 }
 
+// dSᵀ through the score modifier's chain rule from P itself, where the generated source can take the
+// gradient from the modified score y (ATTNLAB_SCORE_MOD_GRAD_FROM_OUTPUT: softcap's 1 − (y/c)², the
+// derivative of its tanh from the tanh's output): P = 2^(log2e·y − lse2), so y = ln2·(log2 P + lse2), one
+// MUFU.LG2 a score where recomputing the raw score takes a sixth product a step (Sᵀ = K·Qᵀ again) and
+// the gradient a second tanh. Runs after ds_rows, while st still holds P in float32; a pair with dS = 0
+// (P = 0: not visible, or underflowed) stays 0 without its logarithm. y's error is lse2's rounding (|lse2|·2^-24)
+// plus lg2.approx's 2^-22, against tanh.approx.f32's 2^-11 in the recomputed form.
+template <int NT>
+__device__ __forceinline__ void ds_mods_from_p(float (&dst)[NT][4], const float (&pt)[NT][4], const float* lse2,
+                                               int b, int head, int key0, int m0, int lane, const FlashMods& m) {
+#if ATTNLAB_SCORE_MOD && ATTNLAB_SCORE_MOD_GRAD_FROM_OUTPUT
+  constexpr float LN2 = 0.6931471805599453f;
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+    const float2 l = *reinterpret_cast<const float2*>(lse2 + j * 8 + 2 * t);
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      if (dst[j][c] == 0.f) continue;
+      float log2p;
+      asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(log2p) : "f"(pt[j][c]));
+      const float y = (log2p + ((c & 1) ? l.y : l.x)) * LN2;
+      const int q = m0 + 8 * j + 2 * t + (c & 1), kv = key0 + g + 8 * (c >> 1);
+      dst[j][c] = attnlab_score_mod_backward_from_output(y, dst[j][c], b, head, q, kv, *m.c);
+    }
+  }
+#else
+  (void)dst, (void)pt, (void)lse2, (void)b, (void)head, (void)key0, (void)m0, (void)lane, (void)m;
+#endif
+}
+
 // ds_tile's dSᵀ = Pᵀ ∘ (dPᵀ − D) with the D of the lane's two columns of each n-tile read as one float2.
 template <int NT>
 __device__ __forceinline__ void ds_rows(float (&dpt)[NT][4], const float (&pt)[NT][4], const float* dsum, int t) {
@@ -657,7 +688,9 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
         // st takes Sᵀ = K·Qᵀ again where the modifier's gradient reads the raw score: one more product
         // of the five, waited for at once (dV(s) with it); holding the raw scores would take 32
         // registers a lane the D = 128 loop does not have.
-        if constexpr (ATTNLAB_SCORE_MOD && ATTNLAB_SCORE_MOD_NEEDS_SCORE) {
+        // Where the generated gradient takes the modified score (ds_mods_from_p), P gives it instead.
+        constexpr bool FROM_P = ATTNLAB_SCORE_MOD && ATTNLAB_SCORE_MOD_NEEDS_SCORE && ATTNLAB_SCORE_MOD_GRAD_FROM_OUTPUT;
+        if constexpr (ATTNLAB_SCORE_MOD && ATTNLAB_SCORE_MOD_NEEDS_SCORE && !FROM_P) {
           wgmma_fence();
           issue_s(i);
           wgmma_wait<0>();
@@ -665,7 +698,11 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
           fence_accumulators(dv);
           pin_fragments(pa);
         }
-        if constexpr (ATTNLAB_SCORE_MOD) ds_mods_tile<true, C::BIAS, false>(dpt3, st3, p, x, w, n, key0, m0, lane, m);
+        if constexpr (FROM_P) {
+          ds_mods_from_p(dpt, st, lse2, w.b, n, key0, m0, lane, m);
+        } else if constexpr (ATTNLAB_SCORE_MOD) {
+          ds_mods_tile<true, C::BIAS, false>(dpt3, st3, p, x, w, n, key0, m0, lane, m);
+        }
         if constexpr (C::BIAS != 0) dbias_add_tile(dpt, p, x, w, n, key0, m0, lane);
       }
       sm90_a_fragments<C::FP16>(da, dpt);

@@ -282,7 +282,12 @@ export function flashBackwardDefines(v: FlashBackwardVariant): Record<string, nu
   const fp16 = v.dtype === 'float16' ? 1 : 0;
   // The ordered dQ adds of deterministic mode (hopper/bwd_dq_order.cuh).
   const ordered: Record<string, number> = orderedDqAdds(v) ? { FLASH_BWD_DETERMINISTIC: 1 } : {};
-  if (v.kernel === 'wgmma') return { FLASH_D: v.headDim, FLASH_FP16: fp16, ...general, ...ordered };
+  // With modifiers the wgmma loop's `tanh` is tanh.approx.f32, as in the Hopper forward whose log-sum-exp
+  // it reads (docs/internals/variants.md): the same P, and one MUFU operation a score where libm's tanhf
+  // takes two and ~20 instructions.
+  const fastTanh: Record<string, number> = v.modifiers ? { ATTNLAB_FAST_TANH: 1 } : {};
+  if (v.kernel === 'wgmma')
+    return { FLASH_D: v.headDim, FLASH_FP16: fp16, ...general, ...fastTanh, ...ordered };
   if (v.kernel === 'wgmma-ws') return { FLASH_D: v.headDim, FLASH_FP16: fp16, FLASH_BWD_WS: 1, ...ordered };
   return {
     FLASH_D: v.headDim,

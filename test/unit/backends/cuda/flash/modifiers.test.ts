@@ -212,7 +212,14 @@ describe('flash backward: bias, mask and modifier rules', () => {
       flashBackwardVariantKey(v),
       /^flash-bwd\.sm_90a\.bf16\.d64\.128x64x8\.wgmma\.mods-abc123\.bmask$/,
     );
-    assert.deepEqual(flashBackwardDefines(v), { FLASH_D: 64, FLASH_FP16: 0, ATTNLAB_BLOCK_MASK: 1 });
+    assert.deepEqual(flashBackwardDefines(v), {
+      FLASH_D: 64,
+      FLASH_FP16: 0,
+      ATTNLAB_BLOCK_MASK: 1,
+      ATTNLAB_FAST_TANH: 1,
+    });
+    // The mma.sync loop keeps libm's tanhf (it also runs where the forward is the mma.sync one).
+    assert.equal('ATTNLAB_FAST_TANH' in flashBackwardDefines(flashBackwardVariant(p, 'sm_80')), false);
     // The block mask's bit a step: 512 bytes more than the loop without one (232,448 in all at D=128).
     const unmasked = flashBackwardSharedBytes({ ...v, blockMask: false });
     assert.equal(flashBackwardSharedBytes(v).dkdv, unmasked.dkdv + 512);
