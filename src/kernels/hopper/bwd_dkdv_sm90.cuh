@@ -52,11 +52,13 @@
 #include "hopper/bwd_dq_order.cuh"
 #include "hopper/wgmma.cuh"
 
-template <int D_, bool FP16_, int BIAS_ = 0, bool MASK_ = false, bool MASK_ROWS_ = false>
+template <int D_, bool FP16_, int BIAS_ = 0, bool MASK_ = false, bool MASK_ROWS_ = false, bool DBIAS_STORE_ = false>
 struct HopperBwdConfig {
   static constexpr int D = D_, BNK = 128, BMQ = 64, THREADS = 256, NW = 8;
   static constexpr bool FP16 = FP16_;
   static constexpr int BIAS = BIAS_;    // the bias element type (flash/mask.cuh's codes), 0 none: P and dBias
+  // dBias stored in the bias's type, once an element (dbias_store_tile), not added into float32.
+  static constexpr bool DBIAS_STORE = BIAS_ != 0 && DBIAS_STORE_;
   static constexpr bool MASK = MASK_;   // a boolean mask: P
   // The mask read as 16-byte rows (load_mask_rows): its keys contiguous, every other stride and its
   // address multiples of 16 bytes (the host checks).
@@ -303,6 +305,59 @@ __device__ __forceinline__ void dbias_add_tile(const float (&ds)[NT][4], const F
           if (v == 0.f) continue;
           const i64 at = head_at + (m0 + 8 * j + 2 * t + e) * p.bias_strides[2] + (key0 + 8 * h + g) * p.bias_strides[3];
           asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(x.dbias + at), "f"(v) : "memory");
+        }
+      }
+    }
+}
+
+// dBias = dS over a warp's dSᵀ tile where every bias element belongs to one (b, n, t, s) position (no
+// broadcast dimension: FLASH_DBIAS_STORE), stored once in the bias's element type (BIAS, flash/mask.cuh's
+// codes), zeros included, where dbias_add_tile adds into a zeroed float32 accumulator that a conversion
+// then reads again: at B=4 N=16 T=S=8192 a (B,N,T,S) bf16 bias's accumulator is 17 GB zeroed, added to
+// and read, against 8.6 GB written here. The same bits as the accumulator rounded once (one add to 0).
+// The same row swap as dbias_add_tile: each lane stores two adjacent keys of one row, one 4-byte store
+// (16-bit) or 8-byte store (float32); otherwise an element at a time. Rows and keys past T and S are
+// not stored; the tiles a loop never visits (causal, window, lengths, a block mask) are zeroed by the host.
+template <int BIAS, int NT>
+__device__ __forceinline__ void dbias_store_tile(const float (&ds)[NT][4], const FlashParams& p, const FlashBwdParams& x,
+                                                 const TileWork& w, int head, int key0, int m0, int lane) {
+  static_assert(BIAS >= 1 && BIAS <= 3, "float32, bfloat16 or float16");
+  const int g = lane >> 2, t = lane & 3;
+  const i64 head_at = w.b * p.bias_strides[0] + head * p.bias_strides[1];
+  const bool pairs = p.bias_strides[3] == 1 && p.S % 2 == 0 &&
+                     ((p.bias_strides[0] | p.bias_strides[1] | p.bias_strides[2]) & 1) == 0;
+  const bool even = (g & 1) == 0;
+  auto store1 = [&](i64 at, float v) {
+    if constexpr (BIAS == 1) {
+      x.dbias[at] = v;
+    } else {
+      reinterpret_cast<u16*>(x.dbias)[at] = static_cast<u16>(pack2<BIAS == 3>(v, 0.f) & 0xFFFFu);
+    }
+  };
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float row0 = ds[j][2 * h], row1 = ds[j][2 * h + 1];  // key g + 8h, rows 2t and 2t + 1
+      if (pairs) {
+        const float got = __shfl_xor_sync(0xffffffffu, even ? row1 : row0, 4);
+        const float lo = even ? row0 : got, hi = even ? got : row1;  // keys kv, kv + 1 of row q
+        const int q = m0 + 8 * j + 2 * t + (even ? 0 : 1);
+        const int kv = key0 + 8 * h + (g & ~1);
+        if (q < p.T && kv < p.S) {
+          const i64 at = head_at + q * p.bias_strides[2] + kv;
+          if constexpr (BIAS == 1) {
+            *reinterpret_cast<float2*>(x.dbias + at) = make_float2(lo, hi);
+          } else {
+            *reinterpret_cast<u32*>(reinterpret_cast<u16*>(x.dbias) + at) = pack2<BIAS == 3>(lo, hi);
+          }
+        }
+      } else {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int q = m0 + 8 * j + 2 * t + e, kv = key0 + 8 * h + g;
+          if (q < p.T && kv < p.S)
+            store1(head_at + q * p.bias_strides[2] + kv * p.bias_strides[3], e ? row1 : row0);
         }
       }
     }
@@ -703,7 +758,13 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
         } else if constexpr (ATTNLAB_SCORE_MOD) {
           ds_mods_tile<true, C::BIAS, false>(dpt3, st3, p, x, w, n, key0, m0, lane, m);
         }
-        if constexpr (C::BIAS != 0) dbias_add_tile(dpt, p, x, w, n, key0, m0, lane);
+        if constexpr (C::BIAS != 0) {
+          if constexpr (C::DBIAS_STORE) {
+            dbias_store_tile<C::BIAS>(dpt, p, x, w, n, key0, m0, lane);
+          } else {
+            dbias_add_tile(dpt, p, x, w, n, key0, m0, lane);
+          }
+        }
       }
       sm90_a_fragments<C::FP16>(da, dpt);
       pin_fragments(da);
