@@ -127,15 +127,11 @@ __device__ __forceinline__ void load_q_do_tiles(u32 q_dst, u32 do_dst, const Fla
   load(do_dst, x.d_o + oa, p.o_strides[1], t_len - m0, p.Hv);
 }
 
-// Step s of a key block's walk over the query blocks of its group's heads (head-major: head
-// kv_head·group + s / blocks, query block mb_lo + s % blocks): its Q and dO tiles and its rows' lse2
-// and D, as cp.async copies into q_dst, do_dst and stats_dst (lse2 | D).
+// The Q and dO tiles of query head n, rows [m0, m0 + BMQ), and those rows' lse2 and D, as cp.async copies
+// into q_dst, do_dst and stats_dst (lse2 | D).
 template <int BMQ, int THREADS, class Load>
-__device__ __forceinline__ void load_query_step(u32 q_dst, u32 do_dst, u32 stats_dst, const FlashParams& p,
-                                                const FlashBwdParams& x, const KeyBlockWork& kb, int s, Load load) {
-  const TileWork& w = kb.w;
-  const int n = w.kv_head * p.group + s / kb.blocks;
-  const int m0 = (kb.mb_lo + s % kb.blocks) * BMQ;
+__device__ __forceinline__ void load_query_rows(u32 q_dst, u32 do_dst, u32 stats_dst, const FlashParams& p,
+                                                const FlashBwdParams& x, const TileWork& w, int n, int m0, Load load) {
   load_q_do_tiles<BMQ>(q_dst, do_dst, p, x, w.b, n, m0, w.t_len, load);
   // t_pad is a multiple of 128 ≥ BMQ, so whole 16-byte chunks are in range.
   const i64 row = (static_cast<i64>(w.b) * p.N + n) * x.t_pad + m0;
@@ -143,6 +139,18 @@ __device__ __forceinline__ void load_query_step(u32 q_dst, u32 do_dst, u32 stats
     const float* from = c < BMQ / 4 ? x.lse2 + row + 4 * c : x.dsum + row + 4 * (c - BMQ / 4);
     cp_async_16(stats_dst + 16 * c, from, 16);
   }
+}
+
+// Step s of a key block's walk over the query blocks of its group's heads (head-major: head
+// kv_head·group + s / blocks, query block mb_lo + s % blocks). A loop that walks every step finds (head,
+// row) by increments instead (hopper/bwd_dkdv_sm90.cuh, StepAt): this is an integer division by a run-time
+// value, ~20 instructions.
+template <int BMQ, int THREADS, class Load>
+__device__ __forceinline__ void load_query_step(u32 q_dst, u32 do_dst, u32 stats_dst, const FlashParams& p,
+                                                const FlashBwdParams& x, const KeyBlockWork& kb, int s, Load load) {
+  const TileWork& w = kb.w;
+  load_query_rows<BMQ, THREADS>(q_dst, do_dst, stats_dst, p, x, w, w.kv_head * p.group + s / kb.blocks,
+                                (kb.mb_lo + s % kb.blocks) * BMQ, load);
 }
 
 // Whether some (key, row) pair of the key block and the query block at m0 may be invisible: only

@@ -517,6 +517,11 @@ __device__ __forceinline__ int* dq_semaphore_of_step(const FlashParams& p, const
   return dq_semaphore<C::D, C::BMQ>(p, x, bn, kb.mb_lo + s % kb.blocks);
 }
 
+// A step's query head and first query row.
+struct StepAt {
+  int n, m0;
+};
+
 // DET (with DQ, without a block mask): the dQ adds of each query block in bwd_dq_order.cuh's order of
 // key blocks, bitwise repeatable.
 template <class C, bool DQ, bool DET = false>
@@ -598,6 +603,20 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
     return s;
   };
   const int first = step_after(-1);
+  // The (head, row) of step s_next, the step after the one at `at`. Without a block mask the walk takes
+  // every step, head-major, so it is one increment (the query block wrapping to mb_lo at the head's end);
+  // head_of and row_of divide by the run-time `blocks`, ~20 instructions for each step's loads and again
+  // for the step itself.
+  auto step_at = [&](int s) { return StepAt{head_of(s), row_of(s)}; };
+  const int m_end = (kb.mb_lo + blocks) * BMQ;
+  auto at_after = [&](StepAt at, int s_next) {
+    if constexpr (ATTNLAB_BLOCK_MASK) {
+      return step_at(s_next);
+    } else {
+      const bool wrap = at.m0 + BMQ == m_end;  // selects, no branch
+      return StepAt{at.n + (wrap ? 1 : 0), wrap ? kb.mb_lo * BMQ : at.m0 + BMQ};
+    }
+  };
 
   float dk[C::DT][4], dv[C::DT][4];
 #pragma unroll
@@ -608,10 +627,10 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
   if (first < steps) {
     auto stage_of = [&](int i) { return stage0 + static_cast<u32>(i % C::STAGES) * C::STAGE; };
     auto stats_of = [&](int i) { return stats0 + static_cast<u32>(i % C::STAGES) * C::STATS; };
-    // Step s's tiles into the stage of iteration i.
-    auto load_step = [&](int i, int s) {
+    // The tiles of the step at `at` into the stage of iteration i.
+    auto load_step = [&](int i, StepAt at) {
       const u32 dst = stage_of(i);
-      load_query_step<BMQ, C::THREADS>(dst, dst + C::Q_BYTES, stats_of(i), p, x, kb, s,
+      load_query_rows<BMQ, C::THREADS>(dst, dst + C::Q_BYTES, stats_of(i), p, x, w, at.n, at.m0,
                                        [](u32 to, const u16* src, i64 stride, int rows, int cols) {
                                          load_tile_sw128<BMQ, C::D, C::THREADS>(to, src, stride, rows, cols);
                                        });
@@ -663,9 +682,10 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
       load_tile_sw128<BNK, C::D, C::THREADS>(dst, src, stride, rows, cols);
     });
     int s1 = step_after(first);  // the step of the next iteration
-    load_step(0, first);
+    StepAt at = step_at(first);
+    load_step(0, at);
     cp_async_commit();
-    if (s1 < steps) load_step(1, s1);
+    if (s1 < steps) load_step(1, at_after(at, s1));
     cp_async_commit();
     cp_async_wait<1>();  // K, V and step 0 (this thread's copies)
     compiler_fence();
@@ -676,20 +696,25 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
     if (dirty) clean_step(0);
 
     int s = first;
+    [[maybe_unused]] StepAt before = at;  // DET: the step before s
     for (int i = 0; s < steps; ++i) {
       const int s2 = step_after(s1);  // the step whose tiles this iteration loads
       if constexpr (C::BIAS != 0 || C::MASK) {
         if (s1 < steps) {
           constexpr int ELEM = C::BIAS == 1 ? 4 : 2;
           if constexpr (C::BIAS != 0)
-            prefetch_operand_rows<BMQ, BNK, ELEM, C::THREADS>(p.bias, p.bias_strides, w, p.S, head_of(s1), row_of(s1), kn0);
+            prefetch_operand_rows<BMQ, BNK, ELEM, C::THREADS>(p.bias, p.bias_strides, w, p.S, at_after(at, s1).n,
+                                                              at_after(at, s1).m0, kn0);
           if constexpr (C::MASK)
-            prefetch_operand_rows<BMQ, BNK, 1, C::THREADS>(p.mask, p.mask_strides, w, p.S, head_of(s1), row_of(s1), kn0);
+            prefetch_operand_rows<BMQ, BNK, 1, C::THREADS>(p.mask, p.mask_strides, w, p.S, at_after(at, s1).n,
+                                                           at_after(at, s1).m0, kn0);
         }
       }
-      const int n = head_of(s);
-      const int m0 = row_of(s);
-      const int kind = ATTNLAB_MODIFIERS ? kind_of(s) : ATTNLAB_TILE_FULL;
+      const int n = at.n;
+      const int m0 = at.m0;
+      const int kind = ATTNLAB_MODIFIERS
+                           ? tile_kind(m, w.b, n, m0, imin(m0 + BMQ, w.t_len) - 1, kn0, imin(kn0 + BNK, w.s_len) - 1)
+                           : ATTNLAB_TILE_FULL;
       const u32 q_tile = stage_of(i);
       const u32 do_tile = q_tile + C::Q_BYTES;
       const float* lse2 = reinterpret_cast<const float*>(smem + (stats_of(i) - base));
@@ -798,8 +823,10 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
       fence_proxy_async();
       dirty_next = __syncthreads_or(dirty_next);
       if constexpr (DET) {
-        // Without a block mask the steps are the iterations: step s − 1 came before.
-        if (threadIdx.x == 0 && s > 0) dq_pass_turn(dq_semaphore_of_step<C>(p, x, kb, s - 1), dq_place<BNK>(p, kb));
+        // Without a block mask the steps are the iterations: step s − 1 (at `before`) came before.
+        if (threadIdx.x == 0 && s > 0)
+          dq_pass_turn(dq_semaphore<C::D, BMQ>(p, x, static_cast<i64>(w.b) * p.N + before.n, before.m0 / BMQ),
+                       dq_place<BNK>(p, kb));
       }
 
       // dK(s), then step s + 2's loads behind the products.
@@ -807,7 +834,9 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
 #pragma unroll
         for (int kk = 0; kk < BMQ / 16; ++kk) dkv_step<C>(dk, da[kk], sw128_at(sw128_lo(q_tile, C::Q_BOX), kk * 2048));
         wgmma_commit();
-        if (s2 < steps) load_step(i + 2, s2);
+        // Worked out here, not at the top of the step: only `at` lives through the step (the 255-register
+        // loop spilled 4 bytes keeping the next two steps' as well).
+        if (s2 < steps) load_step(i + 2, at_after(at_after(at, s1), s2));
         cp_async_commit();
       };
       // This warpgroup's 64-column box of dQ: both at D = 128, warpgroup 0's at D = 64. Each path is
@@ -865,6 +894,8 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
       dirty = dirty_next;
       s = s1;
       s1 = s2;
+      if constexpr (DET) before = at;
+      at = at_after(at, s1);
     }
   }
   // The last bulk reduces complete before the block's shared memory goes.
