@@ -157,6 +157,22 @@ export function documentCase(shape: CaseShape, docs: number, seed: number, block
   );
 }
 
+/**
+ * Causal inside bands of `rows` query rows, every other band seeing no key at all (q / rows odd):
+ * query blocks without a key tile between blocks with many; with a block mask.
+ */
+export function bandsCase(rows: number): ModifierCase {
+  return made(
+    `causal in even bands of ${rows} rows`,
+    { mask: `return kv <= q && (q / ${rows}) % 2 == 0;` },
+    {
+      captures: [],
+      blockMask: true,
+      mask: (_b, _h, q, kv) => kv <= q && Math.floor(q / rows) % 2 === 0,
+    },
+  );
+}
+
 /** ALiBi with causal masking: s + slope[h] · (kv − q), slopes 2^(−8(h+1)/N). */
 export function alibiCase(shape: CaseShape): ModifierCase {
   const slopes = Float32Array.from({ length: shape.N }, (_, h) => 2 ** ((-8 * (h + 1)) / shape.N));
