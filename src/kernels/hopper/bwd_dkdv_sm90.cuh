@@ -569,6 +569,16 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
   // than dense causal on an H100). Past 4096 steps each thread walks, the kinds of 8 steps loaded at once.
   u32* step_bits = reinterpret_cast<u32*>(smem + (stats0 + C::STAGES * C::STATS - base));
   const bool bitmap = ATTNLAB_BLOCK_MASK && steps <= C::STEP_BITS;
+  auto load_kv = [&] {
+    load_kv_tiles<BNK>(k_smem, v_smem, p, w, kn0, [](u32 dst, const u16* src, i64 stride, int rows, int cols) {
+      load_tile_sw128<BNK, C::D, C::THREADS>(dst, src, stride, rows, cols);
+    });
+  };
+  // With a block mask K and V (64 KB at D = 128) are copied before the classification, whose tile_kind
+  // reads of the kinds (and its barrier) then wait under the copies instead of before them: the 8 equal
+  // documents leave ~9 steps of work to a key block, against which a block's fixed costs weigh.
+  const bool kv_early = ATTNLAB_BLOCK_MASK && steps > 0;
+  if (kv_early) load_kv();
   if constexpr (ATTNLAB_BLOCK_MASK) {
     if (bitmap) {
       for (int word = warp; word * 32 < steps; word += C::NW) {
@@ -678,9 +688,7 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
       wgmma_commit();
     };
 
-    load_kv_tiles<BNK>(k_smem, v_smem, p, w, kn0, [](u32 dst, const u16* src, i64 stride, int rows, int cols) {
-      load_tile_sw128<BNK, C::D, C::THREADS>(dst, src, stride, rows, cols);
-    });
+    if (!kv_early) load_kv();
     int s1 = step_after(first);  // the step of the next iteration
     StepAt at = step_at(first);
     load_step(0, at);
@@ -897,6 +905,10 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
       if constexpr (DET) before = at;
       at = at_after(at, s1);
     }
+  } else if (kv_early) {
+    // Every step EMPTY: the early K and V copies land before the block's shared memory goes.
+    cp_async_commit();
+    cp_async_wait<0>();
   }
   // The last bulk reduces complete before the block's shared memory goes.
   if (DQ && lane == 0) bulk_wait<0>();
