@@ -140,7 +140,10 @@ profile)
   done
   ;;
 flex-masks | flex-scores)
-  timeout "$cap" python3 benchmarks/harnesses/flex-attention-backward.py "${step#flex-}" | tee "$logs/$step.jsonl"
+  # FLEX_CASES=alibi,softcap (the harness's case names) runs a few of the part's cases: each compiles its own
+  # kernels, tens of seconds cold.
+  timeout "$cap" python3 benchmarks/harnesses/flex-attention-backward.py "${FLEX_CASES:-${step#flex-}}" |
+    tee "$logs/$step${FLEX_CASES:+-${FLEX_CASES//,/-}}.jsonl"
   ;;
 *)
   echo "step: sass, test, sanitize, ceiling, dense, masks, scores, backward, profile, flex-masks or flex-scores; got $step" >&2
