@@ -12,7 +12,14 @@
  *   softcap      softcap(30), causal (unless --no-causal) and not, against the same without it (goal ≥ 0.9×)
  *
  *   node --import tsx benchmarks/harnesses/variants-hopper-speed.ts masks|causal-mask|documents|alibi|softcap [B T N H]
- *     [--once|--profile] [--three] [--no-causal]
+ *     [--once|--profile] [--three] [--no-causal] [--repeat=N]
+ *
+ * The block-mask parts (causal-mask, documents) also run their variant on the other grid (the 2-D grid
+ * where the library takes the dynamic one, and the reverse), each such line with the largest output
+ * difference from the library's (0: bit for bit) beside the time. --repeat=N then launches the
+ * library's variant N more times back to back and compares the output after every 50th launch and the
+ * last with the other grid's, bit for bit (a line with the launches, the differing elements and the
+ * wall time): a hang shows as the process's timeout.
  *
  * --three also runs the causal mask, ALiBi and softcap on the 192 × 80 three-consumer tile the built-in
  * masks take at D=128 from T=8192 (the modifiers' rule keeps 128 × 128), each such line with the largest
@@ -45,6 +52,7 @@ import { maskMod } from '../../src/variants/modifiers.js';
 const once = process.argv.includes('--once') || process.argv.includes('--profile');
 const three = process.argv.includes('--three');
 const noCausal = process.argv.includes('--no-causal');
+const repeat = Number(process.argv.find((a) => a.startsWith('--repeat='))?.slice('--repeat='.length) ?? 0);
 /** The built-in masks' D=128 tile from T=8192: 192 rows (three consumer warpgroups) × 80 keys. */
 const THREE = { consumers: 3, blockN: 80 } as const;
 const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
@@ -80,12 +88,12 @@ function time(options: AttentionOptions, pairs: number): Timed {
 function timeVariant(
   options: AttentionOptions,
   pairs: number,
-  change: Partial<HopperVariant>,
+  change: Partial<HopperVariant> | ((v: HopperVariant) => Partial<HopperVariant>),
 ): Timed & { readonly maxDifference: number } {
   const p = validateAttention(q, k, v, { ...options, implementation: 'flash' }) as AttentionProblem;
   const found = hopperVariant(p, 'sm_90a', 'wgmma', null);
   if ('reason' in found) throw new Error(`no Hopper variant: ${found.reason}`);
-  const variant = { ...found.variant, ...change };
+  const variant = { ...found.variant, ...(typeof change === 'function' ? change(found.variant) : change) };
   const o = Tensor.zeros([B, T, N, H], 'bfloat16').to('cuda');
   const pointers = {
     ...{ q: q.buffer.ptr, k: k.buffer.ptr, v: v.buffer.ptr, o: o.buffer.ptr },
@@ -110,6 +118,53 @@ function timeVariant(
 
 const causalPairs = (T * (T + 1)) / 2;
 
+/** The other grid than the library's for a block mask: the 2-D grid where it takes the dynamic one. */
+const otherGrid = (found: HopperVariant): Partial<HopperVariant> => ({
+  persistent: found.persistent === 'dynamic' ? false : 'dynamic',
+});
+
+/**
+ * --repeat: the library's variant for `options` launched `repeat` times back to back into one output,
+ * compared bit for bit with the other grid's output after every 50th launch and the last.
+ */
+function repeatLaunches(name: string, options: AttentionOptions): void {
+  if (repeat <= 0) return;
+  const p = validateAttention(q, k, v, { ...options, implementation: 'flash' }) as AttentionProblem;
+  const found = hopperVariant(p, 'sm_90a', 'wgmma', null);
+  if ('reason' in found) throw new Error(`no Hopper variant: ${found.reason}`);
+  const outputs = [found.variant, { ...found.variant, ...otherGrid(found.variant) }].map((variant) => {
+    const o = Tensor.zeros([B, T, N, H], 'bfloat16').to('cuda');
+    const pointers = {
+      ...{ q: q.buffer.ptr, k: k.buffer.ptr, v: v.buffer.ptr, o: o.buffer.ptr },
+      ...{ lse: 0n, bias: 0n, mask: 0n, qLens: 0n, kvLens: 0n },
+    };
+    return { o, launch: () => launchHopper(p, variant, pointers) };
+  });
+  const [library, other] = outputs;
+  other.launch();
+  const want = other.o.toHost().data as Uint16Array;
+  let differing = 0;
+  let checks = 0;
+  const start = performance.now();
+  for (let i = 1; i <= repeat; i++) {
+    library.launch();
+    if (i % 50 === 0 || i === repeat) {
+      const got = library.o.toHost().data as Uint16Array;
+      for (let j = 0; j < got.length; j++) if (got[j] !== want[j]) differing++;
+      checks++;
+    }
+  }
+  const wallMs = performance.now() - start;
+  report({
+    case: `${name}, ${repeat} launches`,
+    variant: hopperVariantKey(found.variant),
+    checks,
+    differing,
+    wallMs,
+  });
+  for (const x of outputs) x.o.dispose();
+}
+
 function report(row: Record<string, unknown>): void {
   console.log(JSON.stringify({ B, T, N, H, ...row }));
 }
@@ -133,6 +188,12 @@ if (part === 'masks' || part === 'causal-mask') {
     speedOverBuiltIn: ratio(causalTime, a),
     goal: 0.95,
   });
+  const ag = timeVariant({ maskMod: asMask, blockMask: asMaskBlocks }, causalPairs, otherGrid);
+  report({
+    case: 'causal as maskMod + block mask, other grid',
+    ...ag,
+    speedOverBuiltIn: ratio(causalTime, ag),
+  });
   if (three) {
     const a3 = timeVariant({ maskMod: asMask, blockMask: asMaskBlocks }, causalPairs, THREE);
     report({
@@ -141,6 +202,7 @@ if (part === 'masks' || part === 'causal-mask') {
       speedOverBuiltIn: ratio(causalTime, a3),
     });
   }
+  repeatLaunches('causal as maskMod + block mask', { maskMod: asMask, blockMask: asMaskBlocks });
   asMaskBlocks.kinds.dispose();
 }
 if (part === 'masks' || part === 'documents') {
@@ -160,6 +222,16 @@ if (part === 'masks' || part === 'documents') {
     ...d,
     speedOverCausal: ratio(causalTime, d),
     goal: 5,
+  });
+  const dg = timeVariant({ maskMod: docs, blockMask: docBlocks }, docPairs, otherGrid);
+  report({
+    case: `document mask (${DOCS} equal documents) + block mask, other grid`,
+    ...dg,
+    speedOverCausal: ratio(causalTime, dg),
+  });
+  repeatLaunches(`document mask (${DOCS} equal documents) + block mask`, {
+    maskMod: docs,
+    blockMask: docBlocks,
   });
   for (const x of [docBlocks.kinds, docIds]) x.dispose();
 }

@@ -8,6 +8,10 @@
 //                                   (an additive modifier such as ALiBi or a relative bias): the
 //                                   backward then skips recomputing the raw score, one Q·Kᵀ product
 //                                   per tile
+//   ATTNLAB_SCORE_MOD_GRAD_FROM_OUTPUT optional: 1 when the source also defines
+//                                   attnlab_score_mod_backward_from_output(y, g, …), the same gradient
+//                                   from the modified score y = attnlab_score_mod(s, …) (softcap): the
+//                                   Hopper backward then takes y from P and skips that product too
 //   ATTNLAB_SCORE_MOD_READS_POSITIONS  optional: 0 when attnlab_score_mod reads no captured tensor at
 //                                   an index that depends on q or kv without a bound (ALiBi's
 //                                   slopes[h], softcap): the forward then evaluates it on every score
@@ -32,6 +36,9 @@
 #endif
 #ifndef ATTNLAB_SCORE_MOD_NEEDS_SCORE
 #define ATTNLAB_SCORE_MOD_NEEDS_SCORE 1
+#endif
+#ifndef ATTNLAB_SCORE_MOD_GRAD_FROM_OUTPUT
+#define ATTNLAB_SCORE_MOD_GRAD_FROM_OUTPUT 0
 #endif
 #ifndef ATTNLAB_BLOCK_MASK
 #define ATTNLAB_BLOCK_MASK 0

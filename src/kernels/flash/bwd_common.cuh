@@ -57,14 +57,15 @@ struct KeyBlockWork {
 // …), halves the work left behind each head's longest block: 0.05% in the same model, and still ~2
 // heads' Q, dO and dQ accumulator in flight for L2 (an odd last head goes alone).
 // `reverse` takes each head's key blocks last first (the ordered dQ adds of hopper/bwd_dq_order.cuh).
-__device__ __forceinline__ void key_block_order(int& key_block, int& bk, bool reverse = false) {
+// `group` (2 unless key_block_work's batch_groups says otherwise) is how many rows of y go together.
+__device__ __forceinline__ void key_block_order(int& key_block, int& bk, bool reverse = false, int group = 2) {
   const int nx = gridDim.x, ny = gridDim.y;
   const i64 linear = blockIdx.x + static_cast<i64>(nx) * blockIdx.y;
-  const int pair = static_cast<int>(linear / (2 * nx));
-  const int width = imin(2, ny - 2 * pair);
-  const int r = static_cast<int>(linear - static_cast<i64>(pair) * 2 * nx);
+  const int pair = static_cast<int>(linear / (static_cast<i64>(group) * nx));
+  const int width = imin(group, ny - group * pair);
+  const int r = static_cast<int>(linear - static_cast<i64>(pair) * group * nx);
   key_block = reverse ? nx - 1 - r / width : r / width;
-  bk = 2 * pair + r % width;
+  bk = group * pair + r % width;
 }
 
 // The query blocks [mb_lo, mb_lo + blocks) of (w.b, w.kv_head) that hold a row seeing a key of the
@@ -85,17 +86,18 @@ __device__ __forceinline__ void key_block_range(const FlashParams& p, const Tile
   blocks = hi > lo ? (hi + BMQ - 1) / BMQ - mb_lo : 0;
 }
 
-// `batch_pairs` pairs the batches of one KV head instead of the heads of one batch (bk = kv_head·B + b):
-// a bias shared by the batch ((1,N,T,S)) is then read, and its dBias accumulator added to, by both
-// blocks of a pair at about the same time, so the second finds the lines in L2 (its 4.3 GB of float32
-// accumulator at N=16 T=S=8192 does not fit there).
+// `batch_pairs` groups the batches of one KV head instead of pairing the heads of one batch (bk =
+// kv_head·B + b), all B of them up to 8: a bias shared by the batch ((1,N,T,S)) is then read, and its
+// dBias accumulator added to, by the B blocks of a key block at about the same time, so that all but the
+// first find the lines in L2 (the 4.3 GB of float32 accumulator at N=16 T=S=8192 does not fit there): in
+// pairs, each line went to memory and back B/2 times.
 template <int BNK, int BMQ>
 __device__ __forceinline__ KeyBlockWork key_block_work(const FlashParams& p, bool reverse = false,
                                                        bool batch_pairs = false) {
   KeyBlockWork k;
   TileWork& w = k.w;
   int key_block, bk;
-  key_block_order(key_block, bk, reverse);
+  key_block_order(key_block, bk, reverse, batch_pairs ? imax(1, imin(p.B, 8)) : 2);
   w.b = batch_pairs ? bk % p.B : bk / p.K;
   w.kv_head = batch_pairs ? bk / p.B : bk % p.K;
   w.t_len = clamp_len(p.q_lens, w.b, p.T);

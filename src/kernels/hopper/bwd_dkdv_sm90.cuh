@@ -52,11 +52,13 @@
 #include "hopper/bwd_dq_order.cuh"
 #include "hopper/wgmma.cuh"
 
-template <int D_, bool FP16_, int BIAS_ = 0, bool MASK_ = false, bool MASK_ROWS_ = false>
+template <int D_, bool FP16_, int BIAS_ = 0, bool MASK_ = false, bool MASK_ROWS_ = false, bool DBIAS_STORE_ = false>
 struct HopperBwdConfig {
   static constexpr int D = D_, BNK = 128, BMQ = 64, THREADS = 256, NW = 8;
   static constexpr bool FP16 = FP16_;
   static constexpr int BIAS = BIAS_;    // the bias element type (flash/mask.cuh's codes), 0 none: P and dBias
+  // dBias stored in the bias's type, once an element (dbias_store_tile), not added into float32.
+  static constexpr bool DBIAS_STORE = BIAS_ != 0 && DBIAS_STORE_;
   static constexpr bool MASK = MASK_;   // a boolean mask: P
   // The mask read as 16-byte rows (load_mask_rows): its keys contiguous, every other stride and its
   // address multiples of 16 bytes (the host checks).
@@ -322,6 +324,59 @@ __device__ __forceinline__ void dbias_add_tile(const float (&ds)[NT][4], const F
     }
 }
 
+// dBias = dS over a warp's dSᵀ tile where every bias element belongs to one (b, n, t, s) position (no
+// broadcast dimension: FLASH_DBIAS_STORE), stored once in the bias's element type (BIAS, flash/mask.cuh's
+// codes), zeros included, where dbias_add_tile adds into a zeroed float32 accumulator that a conversion
+// then reads again: at B=4 N=16 T=S=8192 a (B,N,T,S) bf16 bias's accumulator is 17 GB zeroed, added to
+// and read, against 8.6 GB written here. The same bits as the accumulator rounded once (one add to 0).
+// The same row swap as dbias_add_tile: each lane stores two adjacent keys of one row, one 4-byte store
+// (16-bit) or 8-byte store (float32); otherwise an element at a time. Rows and keys past T and S are
+// not stored; the tiles a loop never visits (causal, window, lengths, a block mask) are zeroed by the host.
+template <int BIAS, int NT>
+__device__ __forceinline__ void dbias_store_tile(const float (&ds)[NT][4], const FlashParams& p, const FlashBwdParams& x,
+                                                 const TileWork& w, int head, int key0, int m0, int lane) {
+  static_assert(BIAS >= 1 && BIAS <= 3, "float32, bfloat16 or float16");
+  const int g = lane >> 2, t = lane & 3;
+  const i64 head_at = w.b * p.bias_strides[0] + head * p.bias_strides[1];
+  const bool pairs = p.bias_strides[3] == 1 && p.S % 2 == 0 &&
+                     ((p.bias_strides[0] | p.bias_strides[1] | p.bias_strides[2]) & 1) == 0;
+  const bool even = (g & 1) == 0;
+  auto store1 = [&](i64 at, float v) {
+    if constexpr (BIAS == 1) {
+      x.dbias[at] = v;
+    } else {
+      reinterpret_cast<u16*>(x.dbias)[at] = static_cast<u16>(pack2<BIAS == 3>(v, 0.f) & 0xFFFFu);
+    }
+  };
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float row0 = ds[j][2 * h], row1 = ds[j][2 * h + 1];  // key g + 8h, rows 2t and 2t + 1
+      if (pairs) {
+        const float got = __shfl_xor_sync(0xffffffffu, even ? row1 : row0, 4);
+        const float lo = even ? row0 : got, hi = even ? got : row1;  // keys kv, kv + 1 of row q
+        const int q = m0 + 8 * j + 2 * t + (even ? 0 : 1);
+        const int kv = key0 + 8 * h + (g & ~1);
+        if (q < p.T && kv < p.S) {
+          const i64 at = head_at + q * p.bias_strides[2] + kv;
+          if constexpr (BIAS == 1) {
+            *reinterpret_cast<float2*>(x.dbias + at) = make_float2(lo, hi);
+          } else {
+            *reinterpret_cast<u32*>(reinterpret_cast<u16*>(x.dbias) + at) = pack2<BIAS == 3>(lo, hi);
+          }
+        }
+      } else {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int q = m0 + 8 * j + 2 * t + e, kv = key0 + 8 * h + g;
+          if (q < p.T && kv < p.S)
+            store1(head_at + q * p.bias_strides[2] + kv * p.bias_strides[3], e ? row1 : row0);
+        }
+      }
+    }
+}
+
 // sw128_desc(addr + offset, leading, 1024) from the low word of sw128_desc(addr, leading, 1024): the
 // start address is bits 0-13 (>> 4) of that word, and every tile address plus offset stays below 2^18
 // (the 227 KB of shared memory), so adding offset >> 4 never carries into the leading-offset field. One
@@ -416,6 +471,37 @@ __device__ __forceinline__ void weights_mods_interior(float (&st)[NT][4], const 
   }
 }
 
+// dSᵀ through the score modifier's chain rule from P itself, where the generated source can take the
+// gradient from the modified score y (ATTNLAB_SCORE_MOD_GRAD_FROM_OUTPUT: softcap's 1 − (y/c)², the
+// derivative of its tanh from the tanh's output): P = 2^(log2e·y − lse2), so y = ln2·(log2 P + lse2), one
+// MUFU.LG2 a score where recomputing the raw score takes a sixth product a step (Sᵀ = K·Qᵀ again) and
+// the gradient a second tanh. Runs after ds_rows, while st still holds P in float32; a pair with dS = 0
+// (P = 0: not visible, or underflowed) stays 0 without its logarithm. y's error is lse2's rounding (|lse2|·2^-24)
+// plus lg2.approx's 2^-22, against tanh.approx.f32's 2^-11 in the recomputed form.
+template <int NT>
+__device__ __forceinline__ void ds_mods_from_p(float (&dst)[NT][4], const float (&pt)[NT][4], const float* lse2,
+                                               int b, int head, int key0, int m0, int lane, const FlashMods& m) {
+#if ATTNLAB_SCORE_MOD && ATTNLAB_SCORE_MOD_GRAD_FROM_OUTPUT
+  constexpr float LN2 = 0.6931471805599453f;
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+    const float2 l = *reinterpret_cast<const float2*>(lse2 + j * 8 + 2 * t);
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      if (dst[j][c] == 0.f) continue;
+      float log2p;
+      asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(log2p) : "f"(pt[j][c]));
+      const float y = (log2p + ((c & 1) ? l.y : l.x)) * LN2;
+      const int q = m0 + 8 * j + 2 * t + (c & 1), kv = key0 + g + 8 * (c >> 1);
+      dst[j][c] = attnlab_score_mod_backward_from_output(y, dst[j][c], b, head, q, kv, *m.c);
+    }
+  }
+#else
+  (void)dst, (void)pt, (void)lse2, (void)b, (void)head, (void)key0, (void)m0, (void)lane, (void)m;
+#endif
+}
+
 // ds_tile's dSᵀ = Pᵀ ∘ (dPᵀ − D) with the D of the lane's two columns of each n-tile read as one float2.
 template <int NT>
 __device__ __forceinline__ void ds_rows(float (&dpt)[NT][4], const float (&pt)[NT][4], const float* dsum, int t) {
@@ -497,6 +583,21 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
   // than dense causal on an H100). Past 4096 steps each thread walks, the kinds of 8 steps loaded at once.
   u32* step_bits = reinterpret_cast<u32*>(smem + (stats0 + C::STAGES * C::STATS - base));
   const bool bitmap = ATTNLAB_BLOCK_MASK && steps <= C::STEP_BITS;
+  // NO_HOOKS: no bias, mask, modifier or block mask. Those modules sit at 255 registers with spills of
+  // their own (the section on them in docs/internals/backward.md), and the two shortcuts below (WALK, and
+  // whole tiles' loads) moved their spills by 4–60 B either way (nvcc 13.0, D=128), so they keep the
+  // general code.
+  constexpr bool NO_HOOKS = C::BIAS == 0 && !C::MASK && !ATTNLAB_MODIFIERS && !ATTNLAB_BLOCK_MASK;
+  auto load_kv = [&] {
+    load_kv_tiles<BNK>(k_smem, v_smem, p, w, kn0, [](u32 dst, const u16* src, i64 stride, int rows, int cols) {
+      load_tile_sw128<BNK, C::D, C::THREADS, NO_HOOKS>(dst, src, stride, rows, cols);
+    });
+  };
+  // With a block mask K and V (64 KB at D = 128) are copied before the classification, whose tile_kind
+  // reads of the kinds (and its barrier) then wait under the copies instead of before them: the 8 equal
+  // documents leave ~9 steps of work to a key block, against which a block's fixed costs weigh.
+  const bool kv_early = ATTNLAB_BLOCK_MASK && steps > 0;
+  if (kv_early) load_kv();
   if constexpr (ATTNLAB_BLOCK_MASK) {
     if (bitmap) {
       for (int word = warp; word * 32 < steps; word += C::NW) {
@@ -531,11 +632,6 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
     return s;
   };
   const int first = step_after(-1);
-  // NO_HOOKS: no bias, mask, modifier or block mask. Those modules sit at 255 registers with spills of
-  // their own (the section on them in docs/internals/backward.md), and the two shortcuts below (WALK, and
-  // whole tiles' loads) moved their spills by 4–60 B either way (nvcc 13.0, D=128), so they keep the
-  // general code.
-  constexpr bool NO_HOOKS = C::BIAS == 0 && !C::MASK && !ATTNLAB_MODIFIERS && !ATTNLAB_BLOCK_MASK;
   // The (head, row) of the step after the one at `at` where WALK: the walk takes every step,
   // head-major, so it is one increment (the query block wrapping to mb_lo at the head's end), where
   // head_of and row_of divide by the run-time `blocks`, ~20 instructions for each step's loads and again
@@ -615,9 +711,7 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
       wgmma_commit();
     };
 
-    load_kv_tiles<BNK>(k_smem, v_smem, p, w, kn0, [](u32 dst, const u16* src, i64 stride, int rows, int cols) {
-      load_tile_sw128<BNK, C::D, C::THREADS, NO_HOOKS>(dst, src, stride, rows, cols);
-    });
+    if (!kv_early) load_kv();
     int s1 = step_after(first);  // the step of the next iteration
     StepAt at = WALK ? step_at(first) : StepAt{0, 0};
     load_step(0, first, at);
@@ -705,7 +799,9 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
         // st takes Sᵀ = K·Qᵀ again where the modifier's gradient reads the raw score: one more product
         // of the five, waited for at once (dV(s) with it); holding the raw scores would take 32
         // registers a lane the D = 128 loop does not have.
-        if constexpr (ATTNLAB_SCORE_MOD && ATTNLAB_SCORE_MOD_NEEDS_SCORE) {
+        // Where the generated gradient takes the modified score (ds_mods_from_p), P gives it instead.
+        constexpr bool FROM_P = ATTNLAB_SCORE_MOD && ATTNLAB_SCORE_MOD_NEEDS_SCORE && ATTNLAB_SCORE_MOD_GRAD_FROM_OUTPUT;
+        if constexpr (ATTNLAB_SCORE_MOD && ATTNLAB_SCORE_MOD_NEEDS_SCORE && !FROM_P) {
           wgmma_fence();
           issue_s(i);
           wgmma_wait<0>();
@@ -713,8 +809,18 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
           fence_accumulators(dv);
           pin_fragments(pa);
         }
-        if constexpr (ATTNLAB_SCORE_MOD) ds_mods_tile<true, C::BIAS, false>(dpt3, st3, p, x, w, n, key0, m0, lane, m);
-        if constexpr (C::BIAS != 0) dbias_add_tile(dpt, p, x, w, n, key0, m0, lane);
+        if constexpr (FROM_P) {
+          ds_mods_from_p(dpt, st, lse2, w.b, n, key0, m0, lane, m);
+        } else if constexpr (ATTNLAB_SCORE_MOD) {
+          ds_mods_tile<true, C::BIAS, false>(dpt3, st3, p, x, w, n, key0, m0, lane, m);
+        }
+        if constexpr (C::BIAS != 0) {
+          if constexpr (C::DBIAS_STORE) {
+            dbias_store_tile<C::BIAS>(dpt, p, x, w, n, key0, m0, lane);
+          } else {
+            dbias_add_tile(dpt, p, x, w, n, key0, m0, lane);
+          }
+        }
       }
       sm90_a_fragments<C::FP16>(da, dpt);
       pin_fragments(da);
@@ -823,6 +929,10 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
       s = s1;
       s1 = s2;
     }
+  } else if (kv_early) {
+    // Every step EMPTY: the early K and V copies land before the block's shared memory goes.
+    cp_async_commit();
+    cp_async_wait<0>();
   }
   // The last bulk reduces complete before the block's shared memory goes.
   if (DQ && lane == 0) bulk_wait<0>();

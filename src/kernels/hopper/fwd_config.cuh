@@ -17,6 +17,7 @@
 //   dynamic_grid        one block per SM, items handed out by a global counter (fwd_scheduler.cuh)
 //   rescale_slack       FlashAttention-4's conditional rescale, in powers of 2 (0: off)
 #pragma once
+#include "common/modifiers.cuh"
 #include "flash/params.cuh"
 
 template <class V>
@@ -33,9 +34,15 @@ struct HopperConfig {
   // bytes (ptxas, sm_90a; a volatile load in its place spilled nothing), so 2 consumers get 232
   // (the pool: (168 − 32)·128 freed ≥ (232 − 168)·256 asked) and 3 keep 160
   // ((128 − 32)·128 = (160 − 128)·384 exactly; FlashAttention-3's 32/160 split): 0 spills on every tile.
+  // With a block mask the dynamic grid's producer warp also classifies each item's key tiles and
+  // holds their words across its q_empty wait (hopper_fwd.cu produce_dynamic_masked): ptxas, sm_90a,
+  // a document mask at D=128, spilled 120 bytes at 40 producer registers, 52 at 48, 12 at 56 and
+  // none at 72, so 2 consumers get 216 (72 + 2·216 = 504); D=64 spills nothing there, D=256 12 bytes
+  // (the host keeps D > 128 with a block mask on the 2-D grid).
   static constexpr bool DYNAMIC = V::dynamic_grid;
-  static constexpr int PRODUCER_REGS = DYNAMIC ? 32 : 24;
-  static constexpr int CONSUMER_REGS = CONSUMERS == 2 ? (DYNAMIC ? 232 : 240) : 160;
+  static constexpr bool DYNAMIC_BM = DYNAMIC && ATTNLAB_BLOCK_MASK;
+  static constexpr int PRODUCER_REGS = DYNAMIC_BM ? 72 : DYNAMIC ? 32 : 24;
+  static constexpr int CONSUMER_REGS = CONSUMERS == 2 ? (DYNAMIC_BM ? 216 : DYNAMIC ? 232 : 240) : 160;
   static constexpr bool PINGPONG = V::pingpong;
   // LATE_WAIT: the wait for P_{j−1}·V_{j−1} sits behind a branch on the loop parity, in its own
   // basic block after the softmax of tile j. In one block ptxas schedules that wait

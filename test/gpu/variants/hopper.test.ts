@@ -11,6 +11,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { attention, runAttention } from '../../../src/api/attention.js';
 import { validateAttention } from '../../../src/api/validate.js';
+import { launchHopper } from '../../../src/backends/cuda/flash/sm90/hopper.js';
+import { hopperVariant } from '../../../src/backends/cuda/flash/sm90/hopper-variant.js';
 import { cudaAvailable, getCudaContext } from '../../../src/backends/cuda/runtime/context.js';
 import type { AttentionProblem } from '../../../src/backends/problem.js';
 import { reloadConfig } from '../../../src/config.js';
@@ -21,6 +23,7 @@ import { maskMod, scoreMod } from '../../../src/variants/modifiers.js';
 import type { BlockMask, CompiledModifiers } from '../../../src/variants/types.js';
 import {
   alibiCase,
+  bandsCase,
   blockKinds,
   blockMaskFrom,
   type CaseShape,
@@ -212,6 +215,75 @@ describe('GPU flash modifiers and block masks on the Hopper forward', { skip }, 
       near(`logSumExp, H=${shape.H}`, skipping.lse, every.lse);
       for (const x of [skipping.output, skipping.lse, every.output, every.lse, ...Object.values(t)])
         x.dispose();
+      dev.release();
+    }
+  });
+
+  // A block mask runs on the dynamic persistent grid from 264 items at D ≤ 128 (its producer classifies
+  // each item's key tiles into the bitmaps of the item's parity while the consumers run the item before):
+  // the same items computed alone, so its output and log-sum-exp equal the 2-D grid's bit for bit, on
+  // every one of several launches. Shapes of 384–512 items, 3–4 a block on 132 SMs, so that blocks pass
+  // from item to item: ragged T (a partial last tile), GQA, documents of random lengths (items of 1 to
+  // 16 key tiles), bands of rows that see no key (items without keys between items with keys), D=128
+  // and D=64.
+  it('a block mask on the dynamic grid equals the 2-D grid bit for bit, launch after launch (documents, bands without keys, H=128 and H=64)', () => {
+    const cases: Array<[Shape, (s: Shape) => ModifierCase]> = [
+      [{ B: 2, T: 2000, S: 2000, N: 16, K: 4, H: 128 }, (s) => documentCase(s, 7, seed, true)],
+      [{ B: 2, T: 2000, S: 2000, N: 16, K: 4, H: 128 }, () => bandsCase(384)],
+      [{ B: 1, T: 1000, S: 1000, N: 48, K: 8, H: 64 }, (s) => documentCase(s, 5, seed, true)],
+    ];
+    for (const [shape, make] of cases) {
+      const m = make(shape);
+      const host = inputs(shape, seed + 11);
+      const t = { q: host.q.to('cuda'), k: host.k.to('cuda'), v: host.v.to('cuda') };
+      const dev = onDevice(m, shape);
+      const p = {
+        ...validateAttention(t.q, t.k, t.v, { returnLogSumExp: true, implementation: 'flash' }),
+        modifiers: dev.modifiers,
+        blockMask: dev.blockMask,
+      } as AttentionProblem;
+      const found = hopperVariant(p, 'sm_90a', 'wgmma', null);
+      assert.ok('variant' in found, JSON.stringify(found));
+      assert.equal(found.variant.persistent, 'dynamic', 'the host takes the dynamic grid for a block mask');
+      const launch = (persistent: 'dynamic' | false) => {
+        const o = Tensor.zeros([shape.B, shape.T, shape.N, shape.H], 'bfloat16').to('cuda');
+        const lse = Tensor.zeros([shape.B, shape.T, shape.N], 'float32').to('cuda');
+        const pointers = { q: t.q.buffer.ptr, k: t.k.buffer.ptr, v: t.v.buffer.ptr, o: o.buffer.ptr };
+        launchHopper(
+          p,
+          { ...found.variant, persistent },
+          {
+            ...pointers,
+            ...{ lse: lse.buffer.ptr, bias: 0n, mask: 0n, qLens: 0n, kvLens: 0n },
+          },
+        );
+        return { o, lse };
+      };
+      const grid = launch(false);
+      const [gridO, gridLse] = [grid.o.toHost().data, grid.lse.toHost().data] as ArrayLike<number>[];
+      const label = `${m.name}, H=${shape.H}`;
+      for (let run = 0; run < 5; run++) {
+        const dynamic = launch('dynamic');
+        for (const [name, a, b] of [
+          ['output', dynamic.o, gridO],
+          ['logSumExp', dynamic.lse, gridLse],
+        ] as const) {
+          const x = a.toHost().data as ArrayLike<number>;
+          let differ = 0;
+          for (let i = 0; i < x.length; i++) if (!Object.is(x[i], b[i])) differ++;
+          assert.equal(
+            differ,
+            0,
+            `${label}, launch ${run}: ${name}: ${differ} of ${x.length} elements differ`,
+          );
+        }
+        dynamic.o.dispose();
+        dynamic.lse.dispose();
+      }
+      // The library's own call runs the same dynamic variant.
+      const library = forward(t, dev.modifiers, dev.blockMask);
+      assert.match(library.variant, /\.dyn\..*\.bmask\.wgmma$/);
+      for (const x of [grid.o, grid.lse, library.output, library.lse, ...Object.values(t)]) x.dispose();
       dev.release();
     }
   });

@@ -230,7 +230,7 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
     assert.equal(hopperDefines(choice.variant).HOPPER_RESCALE_SLACK, 8);
   });
 
-  it('takes score/mask modifiers and a block mask: keyed by the set, two consumers, the 2-D grid', () => {
+  it('takes score/mask modifiers and a block mask: keyed by the set, two consumers, a block mask on the dynamic grid', () => {
     const modifiers = {
       key: 'k3y',
       maskKey: 'k3y',
@@ -263,10 +263,18 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
       'flash-fwd.sm_90a.bf16.d64.128x128x3wg.pp.lw.ds.sl8.mods-k3y.bmask.wgmma',
     );
     assert.equal(hopperDefines(d64).ATTNLAB_BLOCK_MASK, 1);
-    // Modifiers keep the 2-D grid where the plain case would take the dynamic one (T < 8192, ≥ 264 items).
+    // Modifiers alone keep the 2-D grid where the plain case would take the dynamic one (T < 8192, ≥ 264
+    // items); a block mask takes the dynamic grid from 264 items at D ≤ 128 (at T=8192 too), not at D=256.
     assert.equal(variant(2048, 128, 32, {}).persistent, 'dynamic');
     assert.equal(variant(2048, 128, 32, { modifiers }).persistent, false);
-    assert.equal(variant(2048, 128, 32, { modifiers, blockMask }).persistent, false);
+    assert.equal(variant(2048, 128, 32, { modifiers, blockMask }).persistent, 'dynamic');
+    assert.equal(variant(8192, 64, 5, { modifiers, blockMask }).persistent, 'dynamic');
+    assert.equal(variant(2048, 128, 16, { modifiers, blockMask }).persistent, false);
+    assert.equal(variant(8192, 256, 16, { modifiers, blockMask }).persistent, false);
+    assert.match(
+      hopperVariantKey(variant(8192, 128, 16, { modifiers, blockMask })),
+      /\.dyn\..*\.bmask\.wgmma$/,
+    );
     // What the kernels cannot take is refused with the rule's reason (modifiers.ts variantsRule).
     const nine = Array.from({ length: 9 }, (_, i) => ({
       name: `c${i}`,
@@ -324,10 +332,11 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
     const long = { ...validateAttention(q, kv, kv, {}), S: 2 ** 21 + 1, modifiers } as AttentionProblem;
     const refused = hopperVariant(long, 'sm_90a', 'wgmma', null);
     assert.ok('reason' in refused && refused.reason.includes(`up to ${2 ** 21}`), JSON.stringify(refused));
-    // The block mask's bitmaps: 1 + consumers maps of ceil(ceil(S/BN)/32) words.
+    // The block mask's bitmaps: 1 + consumers maps of ceil(ceil(S/BN)/32) words, twice on the dynamic grid.
     const masked = variant(8192, 128, { modifiers, blockMask });
     assert.equal(hopperBlockMaskBytes(masked, 8192), 4 * 3 * 2);
     assert.equal(hopperBlockMaskBytes(masked, 8193), 4 * 3 * 3);
+    assert.equal(hopperBlockMaskBytes({ ...masked, persistent: 'dynamic' }, 8192), 2 * 4 * 3 * 2);
     assert.equal(hopperBlockMaskBytes(variant(8192, 128, { modifiers }), 8192), 0);
   });
 
