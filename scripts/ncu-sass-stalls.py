@@ -5,8 +5,10 @@
     python3 scripts/ncu-sass-stalls.py sass.csv [kernel name, '' for the first] [top N]
 
 Prints, for one kernel of the CSV (the first, or the one named): the warp-stall samples by reason; by opcode
-(HGMMA, WARPGROUP.DEPBAR — a wgmma wait —, BAR, MUFU, LDGSTS, UBLKRED, …); and the N instructions with the
-most samples, each with its address, SASS, samples and its two largest reasons. A sample is one warp seen
+(HGMMA, WARPGROUP.DEPBAR — a wgmma wait —, BAR, MUFU, LDGSTS, UBLKRED, …); by stretch of code between two
+waits (a wgmma wait, a barrier, an mbarrier wait), in address order, with the HGMMA shapes each issues — the
+phases of a loop; and the N instructions with the most samples, each with its address, SASS, samples and its
+two largest reasons. A sample is one warp seen
 at one instruction at a sampling tick, stalled or issuing: the share of samples at an instruction is the
 share of warp time spent there.
 """
@@ -82,6 +84,29 @@ def main():
     for op, v in by_op.most_common(25):
         two = ', '.join(f'{h[6:]} {100 * c / total:.1f}%' for h, c in op_reasons[op].most_common(2) if c)
         print(f'{op:<22} {100 * v / total:5.1f}%   {two}')
+    print('\n## the code between waits, in address order (segments with at least 1% of the samples)')
+    print('# each segment ends at a wgmma wait (WARPGROUP.DEPBAR), a barrier (BAR) or an mbarrier wait (SYNCS);')
+    print('# its samples include the wait itself; "issues" counts the HGMMA shapes issued inside it')
+    seg, seg_start = [], None
+    for r in rows:
+        if seg_start is None:
+            seg_start = r[0]
+        seg.append(r)
+        op = opcode(r[1])
+        if op in ('WARPGROUP.DEPBAR', 'BAR.SYNC', 'BAR.RED', 'SYNCS.PHASECHK') or r is rows[-1]:
+            s = sum(num(x, header[samples_at]) for x in seg)
+            if s / total >= 0.01:
+                ops = Counter()
+                for x in seg:
+                    ops[opcode(x[1])] += num(x, header[samples_at])
+                hgmma = Counter(re.search(r'HGMMA\.(\w+)', x[1]).group(1) for x in seg if 'HGMMA' in x[1])
+                tops = ', '.join(f'{o} {100 * c / total:.1f}%' for o, c in ops.most_common(4) if c)
+                issues = ' '.join(f'{k}×{v}' for k, v in hgmma.items())
+                end = r[1].strip()[:40]
+                print(f'{seg_start[-5:]}–{r[0][-5:]} {100 * s / total:5.1f}% {len(seg):4d} instr, ends "{end}"'
+                      f'{"  issues " + issues if issues else ""}\n      {tops}')
+            seg, seg_start = [], None
+
     print(f'\n## the {top} instructions with the most samples')
     ranked = sorted(rows, key=lambda r: -num(r, header[samples_at]))[:top]
     for r in ranked:
