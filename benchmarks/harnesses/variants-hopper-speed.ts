@@ -53,8 +53,11 @@ const once = process.argv.includes('--once') || process.argv.includes('--profile
 const three = process.argv.includes('--three');
 const noCausal = process.argv.includes('--no-causal');
 const repeat = Number(process.argv.find((a) => a.startsWith('--repeat='))?.slice('--repeat='.length) ?? 0);
-/** The built-in masks' D=128 tile from T=8192: 192 rows (three consumer warpgroups) × 80 keys. */
-const THREE = { consumers: 3, blockN: 80 } as const;
+/**
+ * The built-in masks' D=128 tile from T=8192: 192 rows (three consumer warpgroups) × 80 keys, on the
+ * 2-D grid (a block mask on the dynamic grid runs two consumers: fwd_config.cuh).
+ */
+const THREE = { consumers: 3, blockN: 80, persistent: false } as const;
 const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
 const part = args[0] ?? 'masks';
 const [B, T, N, H] = args.length >= 5 ? args.slice(1, 5).map(Number) : [4, 8192, 16, 128];
