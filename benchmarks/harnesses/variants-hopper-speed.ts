@@ -12,11 +12,12 @@
  *   softcap      softcap(30), causal (unless --no-causal) and not, against the same without it (goal ≥ 0.9×)
  *
  *   node --import tsx benchmarks/harnesses/variants-hopper-speed.ts masks|causal-mask|documents|alibi|softcap [B T N H]
- *     [--once|--profile] [--three] [--no-causal] [--repeat=N]
+ *     [--once|--profile] [--three] [--no-causal] [--other-grid] [--repeat=N]
  *
  * The block-mask parts (causal-mask, documents) also run their variant on the other grid (the 2-D grid
  * where the library takes the dynamic one, and the reverse), each such line with the largest output
- * difference from the library's (0: bit for bit) beside the time. --repeat=N then launches the
+ * difference from the library's (0: bit for bit) beside the time; --other-grid does the same for ALiBi
+ * and softcap with causal. --repeat=N then launches the
  * library's variant N more times back to back and compares the output after every 50th launch and the
  * last with the other grid's, bit for bit (a line with the launches, the differing elements and the
  * wall time): a hang shows as the process's timeout.
@@ -52,9 +53,13 @@ import { maskMod } from '../../src/variants/modifiers.js';
 const once = process.argv.includes('--once') || process.argv.includes('--profile');
 const three = process.argv.includes('--three');
 const noCausal = process.argv.includes('--no-causal');
+const otherGridToo = process.argv.includes('--other-grid');
 const repeat = Number(process.argv.find((a) => a.startsWith('--repeat='))?.slice('--repeat='.length) ?? 0);
-/** The built-in masks' D=128 tile from T=8192: 192 rows (three consumer warpgroups) × 80 keys. */
-const THREE = { consumers: 3, blockN: 80 } as const;
+/**
+ * The built-in masks' D=128 tile from T=8192: 192 rows (three consumer warpgroups) × 80 keys, on the
+ * 2-D grid (a block mask on the dynamic grid runs two consumers: fwd_config.cuh).
+ */
+const THREE = { consumers: 3, blockN: 80, persistent: false } as const;
 const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
 const part = args[0] ?? 'masks';
 const [B, T, N, H] = args.length >= 5 ? args.slice(1, 5).map(Number) : [4, 8192, 16, 128];
@@ -240,6 +245,14 @@ if (part === 'alibi' || part === 'softcap') {
     const slopes = alibiSlopes(N).to('cuda');
     const a = time({ scoreMod: alibi(slopes), isCausal: true }, causalPairs);
     report({ case: 'ALiBi + built-in causal', ...a, speedOverUnmodified: ratio(causalTime, a), goal: 0.9 });
+    if (otherGridToo) {
+      const ag = timeVariant({ scoreMod: alibi(slopes), isCausal: true }, causalPairs, otherGrid);
+      report({
+        case: 'ALiBi + built-in causal, other grid',
+        ...ag,
+        speedOverUnmodified: ratio(causalTime, ag),
+      });
+    }
     if (three) {
       const a3 = timeVariant({ scoreMod: alibi(slopes), isCausal: true }, causalPairs, THREE);
       report({ case: 'ALiBi + built-in causal, 192x80', ...a3, speedOverUnmodified: ratio(causalTime, a3) });
@@ -262,6 +275,14 @@ if (part === 'alibi' || part === 'softcap') {
         speedOverUnmodified: ratio(causalTime, sc),
         goal: 0.9,
       });
+      if (otherGridToo) {
+        const sg = timeVariant({ scoreMod: softcap(30), isCausal: true }, causalPairs, otherGrid);
+        report({
+          case: 'softcap 30 + built-in causal, other grid',
+          ...sg,
+          speedOverUnmodified: ratio(causalTime, sg),
+        });
+      }
     }
   }
 }

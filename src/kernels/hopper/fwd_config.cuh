@@ -41,6 +41,9 @@ struct HopperConfig {
   // (the host keeps D > 128 with a block mask on the 2-D grid).
   static constexpr bool DYNAMIC = V::dynamic_grid;
   static constexpr bool DYNAMIC_BM = DYNAMIC && ATTNLAB_BLOCK_MASK;
+  // Three consumers keep 160 of 128·4 = 512 registers a thread slot: 72 + 3·160 is past it, and
+  // setmaxnreg.inc would wait for registers that never come free.
+  static_assert(!DYNAMIC_BM || V::consumers == 2, "a block mask on the dynamic grid runs two consumers");
   static constexpr int PRODUCER_REGS = DYNAMIC_BM ? 72 : DYNAMIC ? 32 : 24;
   static constexpr int CONSUMER_REGS = CONSUMERS == 2 ? (DYNAMIC_BM ? 216 : DYNAMIC ? 232 : 240) : 160;
   static constexpr bool PINGPONG = V::pingpong;

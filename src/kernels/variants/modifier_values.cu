@@ -20,3 +20,20 @@ extern "C" __global__ void attnlab_modifier_values(
   dfrom_output[i] = attnlab_score_mod_backward_from_output(modified[i], grads[i], b, h, q, kv, captures);
   kept[i] = attnlab_mask_mod(b, h, q, kv, captures) ? 1 : 0;
 }
+
+// The folded score modifier (ATTNLAB_SCORE_MOD_FOLDED: constant factors of its input and output taken
+// out, as the forward's tile pass calls it, flash/mask.cuh) put back together, OUT · folded(s · IN), for
+// the same check; without a fold, the modifier itself.
+extern "C" __global__ void attnlab_modifier_folded(const int* __restrict__ points, const float* __restrict__ scores,
+                                                   float* __restrict__ modified, const AttnlabCaptures captures,
+                                                   int count) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= count) return;
+  const int b = points[4 * i], h = points[4 * i + 1], q = points[4 * i + 2], kv = points[4 * i + 3];
+#if defined(ATTNLAB_SCORE_MOD_FOLDED) && ATTNLAB_SCORE_MOD_FOLDED
+  modified[i] = ATTNLAB_SCORE_MOD_OUT_SCALE *
+                attnlab_score_mod_folded(scores[i] * ATTNLAB_SCORE_MOD_IN_SCALE, b, h, q, kv, captures);
+#else
+  modified[i] = attnlab_score_mod(scores[i], b, h, q, kv, captures);
+#endif
+}

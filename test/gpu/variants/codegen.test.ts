@@ -22,6 +22,7 @@ const cuda = cudaAvailable();
 const skip = cuda.ok ? false : `no CUDA device: ${cuda.reason}`;
 const [B, N, T, S] = [2, 4, 64, 80];
 const NAME = 'attnlab_modifier_values';
+const FOLDED = 'attnlab_modifier_folded';
 
 function check(make: (device: 'cpu' | 'cuda') => { score?: ScoreMod; mask?: MaskMod }): void {
   const host = compileModifiers(make('cpu').score, make('cpu').mask, { B, N, T, S }, 'cpu');
@@ -30,10 +31,10 @@ function check(make: (device: 'cpu' | 'cuda') => { score?: ScoreMod; mask?: Mask
   assert.equal(device.key, host.key);
   const prelude = modifierPrelude(device, undefined);
   assert.ok(prelude);
-  const fn = loadKernels({ file: 'variants/modifier_values.cu', kernels: [NAME], prelude }).functions.get(
-    NAME,
-  );
-  assert.ok(fn !== undefined);
+  const module = loadKernels({ file: 'variants/modifier_values.cu', kernels: [NAME, FOLDED], prelude });
+  const fn = module.functions.get(NAME);
+  const foldedFn = module.functions.get(FOLDED);
+  assert.ok(fn !== undefined && foldedFn !== undefined);
   const random = new Random(3);
   const count = 4096;
   const points = new Int32Array(count * 4);
@@ -71,17 +72,30 @@ function check(make: (device: 'cpu' | 'cuda') => { score?: ScoreMod; mask?: Mask
     ),
     i32(count),
   ]);
-  const [mod, ds, dsFrom, keep] = [
+  const folded = Tensor.zeros([count], 'float32').to('cuda');
+  launchKernel(foldedFn, { grid: [Math.ceil(count / 128), 1, 1], block: [128, 1, 1] }, [
+    ptr(p.buffer.ptr),
+    ptr(s.buffer.ptr),
+    ptr(folded.buffer.ptr),
+    capturesArgument(device, []),
+    i32(count),
+  ]);
+  const [mod, ds, dsFrom, keep, fold] = [
     modified.toFloat64Array(),
     dscores.toFloat64Array(),
     dfrom.toFloat64Array(),
     kept.toHost().data as Uint8Array,
+    folded.toFloat64Array(),
   ];
   const hostGrads = host.captures.map((c) => new Float64Array(c.needsGrad ? c.tensor.size : 0));
   const near = (a: number, b: number) => a === b || Math.abs(a - b) <= 1e-5 * Math.max(1, Math.abs(b));
   for (let i = 0; i < count; i++) {
     const [b, h, q, kv] = points.subarray(4 * i, 4 * i + 4);
-    if (host.scoreMod) assert.ok(near(mod[i], host.scoreMod(scores[i], b, h, q, kv)), `score_mod at ${i}`);
+    if (host.scoreMod) {
+      const want = host.scoreMod(scores[i], b, h, q, kv);
+      assert.ok(near(mod[i], want), `score_mod at ${i}`);
+      assert.ok(near(fold[i], want), `folded score_mod at ${i}: ${fold[i]} vs ${want}`);
+    }
     if (host.scoreModGrad) {
       const want = host.scoreModGrad(scores[i], grads[i], b, h, q, kv, hostGrads);
       assert.ok(near(ds[i], want), `backward at ${i}: ${ds[i]} vs ${want}`);
@@ -111,6 +125,10 @@ describe('generated modifier functions equal the CPU evaluator', { skip }, () =>
   it('softcap (and its gradient from the capped score)', () => check(() => ({ score: softcap(2.5) })));
   it('an exp chain (its gradient from the output: inverted + and ×)', () =>
     check(() => ({ score: scoreMod('2.0 * exp(score / 4.0) + 1.0') })));
+  it('constant factors in and out, folded (tanh(score · 0.25) · 3, score / 8)', () => {
+    check(() => ({ score: scoreMod('tanh(score * 0.25) * 3.0') }));
+    check(() => ({ score: scoreMod('score / 8.0') }));
+  });
   it('relativeBias (learned: atomics into its gradient)', () =>
     check((d) => ({ score: relativeBias(Tensor.fromArray(table, [N, 9], 'float32').to(d)) })));
   it('every operator and function', () =>

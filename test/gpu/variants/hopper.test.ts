@@ -19,6 +19,7 @@ import { reloadConfig } from '../../../src/config.js';
 import { randomNormal } from '../../../src/tensor/random.js';
 import { Tensor } from '../../../src/tensor/tensor.js';
 import { createBlockMask } from '../../../src/variants/block-mask.js';
+import { softcap } from '../../../src/variants/library.js';
 import { maskMod, scoreMod } from '../../../src/variants/modifiers.js';
 import type { BlockMask, CompiledModifiers } from '../../../src/variants/types.js';
 import {
@@ -321,5 +322,31 @@ describe('GPU flash modifiers and block masks on the Hopper forward', { skip }, 
       (want.logSumExp as Tensor).toFloat64Array(),
     );
     for (const x of [q, k, v, ids, slopesOn, got.output, got.logSumExp]) x?.dispose();
+  });
+
+  // Score modifiers with constant factors in and out (softcap's c·tanh(s/c), or written with other
+  // constants): the kernel folds them into the score's scale and the softmax's factor (flash/mask.cuh);
+  // the reference evaluates the expression as written. A scale of 0.5 puts the scores at a standard
+  // deviation of ~5.7 at H=128, so the caps of 4 and 3 bend most of them.
+  it('public API: softcap and a folded tanh expression at H=128 (causal) and H=64, against the reference', () => {
+    for (const [H, isCausal, mod] of [
+      [128, true, softcap(4)],
+      [64, false, scoreMod('tanh(score * 0.25) * 3.0')],
+    ] as const) {
+      const shape: Shape = { B: 2, T: 333, S: 333, N: 4, K: 2, H };
+      const host = inputs(shape, seed + 120 + H);
+      const options = { scoreMod: mod, isCausal, scale: 0.5, returnLogSumExp: true };
+      const want = attention(host.q, host.k, host.v, { ...options, implementation: 'reference' });
+      const [q, k, v] = [host.q, host.k, host.v].map((x) => x.to('cuda'));
+      const got = attention(q, k, v, { ...options, implementation: 'flash' });
+      assert.match(got.variant, /\.mods-.*\.wgmma$/);
+      expectClose(`output, H=${H}`, got.output.toFloat64Array(), want.output.toFloat64Array());
+      expectClose(
+        `logSumExp, H=${H}`,
+        (got.logSumExp as Tensor).toFloat64Array(),
+        (want.logSumExp as Tensor).toFloat64Array(),
+      );
+      for (const x of [q, k, v, got.output, got.logSumExp]) x?.dispose();
+    }
   });
 });

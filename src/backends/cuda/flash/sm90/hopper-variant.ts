@@ -257,7 +257,10 @@ function hopperGridOrder(
   const long128 = dims.keyDim === 128 && dims.valueDim === 128 && tiles.consumers === D128_LONG.consumers;
   const items = Math.ceil(p.T / hopperBlockM(tiles)) * p.B * p.N;
   if (p.bias || p.mask || items < DYNAMIC_MIN_ITEMS) return false;
-  if (blockMaskOf(p) !== null) return dims.keyDim <= 128 && dims.valueDim <= 128 ? 'dynamic' : false;
+  // Two consumers: a block mask's tiles always have them (tilesForHeadDims), and its dynamic-grid
+  // producer's 72 registers leave three consumers too few (fwd_config.cuh).
+  if (blockMaskOf(p) !== null)
+    return dims.keyDim <= 128 && dims.valueDim <= 128 && tiles.consumers === 2 ? 'dynamic' : false;
   if (modifiersOf(p) !== null || long128) return false;
   return p.causal || p.T < D128_LONG.fromT ? 'dynamic' : false;
 }
