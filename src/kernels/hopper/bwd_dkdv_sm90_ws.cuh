@@ -136,10 +136,11 @@ __device__ __forceinline__ void hopper_bwd_dkdv_ws(const FlashParams& p, const F
     float st[C::NT][4], dpt[C::NT][4];
     mbar_wait(kv_bar, 0);
 
+    // The step's (head, first row) by increments, head-major (bwd_dkdv_sm90.cuh's WALK), not s / blocks.
+    int n = w.kv_head * p.group, m0 = kb.mb_lo * BMQ;
+    const int m_end = (kb.mb_lo + blocks) * BMQ;
     for (int s = 0; s < steps; ++s) {
       const int i = s % C::STAGES;
-      const int n = w.kv_head * p.group + s / blocks;
-      const int m0 = (kb.mb_lo + s % blocks) * BMQ;
       const u32 q_tile = stage_of(s);
       const u32 do_tile = q_tile + C::Q_BYTES;
       mbar_wait(full0 + 8 * i, (s / C::STAGES) & 1);
@@ -265,6 +266,9 @@ __device__ __forceinline__ void hopper_bwd_dkdv_ws(const FlashParams& p, const F
       // may refill it. Every consumer thread arrives for its own reads: with one arrival a warp after a
       // __syncwarp, racecheck reported the producer's next copies racing the other lanes' reads.
       mbar_arrive(empty0 + 8 * i);
+      const bool wrap = m0 + BMQ == m_end;
+      n += wrap ? 1 : 0;
+      m0 = wrap ? kb.mb_lo * BMQ : m0 + BMQ;
     }
   }
   if (DQ && lane == 0) bulk_wait<0>();
