@@ -21,6 +21,10 @@
 #             ATTNLAB_DEBUG=3 so that each module's compile time goes to the log; CASES=0,1,… picks cases
 #   flex-masks, flex-scores   benchmarks/harnesses/flex-attention-backward.py on the same cases (PyTorch's
 #             compiled flex_attention backward)
+#   profile   Nsight Compute on the first backward of each case in CASES (the backward step's numbering;
+#             default 4,2: the 8 documents, the (1,N,T,S) bias): each kernel's duration at the boost clock,
+#             and the dK/dV loop's speed of light, memory workload, warp states and scheduler — where the
+#             time goes, one log a case
 #
 #   bash scripts/gpu-variants-backward.sh STEP "$OUT/vbwd"
 set -u
@@ -126,11 +130,23 @@ backward)
   ATTNLAB_DEBUG=3 ATTNLAB_HARNESS_CASES=${CASES:-} timeout "$cap" node --import tsx \
     benchmarks/harnesses/variants-backward.ts backward 2>&1 | tee "$logs/variants-backward-backward${CASES:+-$CASES}.log"
   ;;
+profile)
+  IFS=, read -ra picked <<< "${CASES:-4,2}"
+  for c in "${picked[@]}"; do
+    ATTNLAB_HARNESS_CASES=$c timeout "$cap" ncu --clock-control none -k regex:attnlab_flash_bwd -c 4 \
+      --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
+      node --import tsx benchmarks/harnesses/variants-backward.ts backward > "$logs/ncu-case-$c.txt" 2>&1
+    echo "case $c: exit $? ($logs/ncu-case-$c.txt)"
+  done
+  ;;
 flex-masks | flex-scores)
-  timeout "$cap" python3 benchmarks/harnesses/flex-attention-backward.py "${step#flex-}" | tee "$logs/$step.jsonl"
+  # FLEX_CASES=alibi,softcap (the harness's case names) runs a few of the part's cases: each compiles its own
+  # kernels, tens of seconds cold.
+  timeout "$cap" python3 benchmarks/harnesses/flex-attention-backward.py "${FLEX_CASES:-${step#flex-}}" |
+    tee "$logs/$step${FLEX_CASES:+-${FLEX_CASES//,/-}}.jsonl"
   ;;
 *)
-  echo "step: sass, test, sanitize, ceiling, dense, masks, scores, backward, flex-masks or flex-scores; got $step" >&2
+  echo "step: sass, test, sanitize, ceiling, dense, masks, scores, backward, profile, flex-masks or flex-scores; got $step" >&2
   exit 2
   ;;
 esac

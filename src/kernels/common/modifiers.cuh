@@ -14,6 +14,10 @@
 //                                   ATTNLAB_SCORE_MOD_OUT_SCALE · folded(s · ATTNLAB_SCORE_MOD_IN_SCALE),
 //                                   OUT_SCALE > 0; the forward's tile pass (flash/mask.cuh) folds both
 //                                   into multiplies it makes anyway
+//   ATTNLAB_SCORE_MOD_GRAD_FROM_OUTPUT optional: 1 when the source also defines
+//                                   attnlab_score_mod_backward_from_output(y, g, …), the same gradient
+//                                   from the modified score y = attnlab_score_mod(s, …) (softcap): the
+//                                   Hopper backward then takes y from P and skips that product too
 //   ATTNLAB_SCORE_MOD_READS_POSITIONS  optional: 0 when attnlab_score_mod reads no captured tensor at
 //                                   an index that depends on q or kv without a bound (ALiBi's
 //                                   slopes[h], softcap): the forward then evaluates it on every score
@@ -38,6 +42,9 @@
 #endif
 #ifndef ATTNLAB_SCORE_MOD_NEEDS_SCORE
 #define ATTNLAB_SCORE_MOD_NEEDS_SCORE 1
+#endif
+#ifndef ATTNLAB_SCORE_MOD_GRAD_FROM_OUTPUT
+#define ATTNLAB_SCORE_MOD_GRAD_FROM_OUTPUT 0
 #endif
 #ifndef ATTNLAB_BLOCK_MASK
 #define ATTNLAB_BLOCK_MASK 0

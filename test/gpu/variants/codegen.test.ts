@@ -53,6 +53,9 @@ function check(make: (device: 'cpu' | 'cuda') => { score?: ScoreMod; mask?: Mask
   const [p, s, g] = [up(points, 'int32'), up(scores, 'float32'), up(grads, 'float32')];
   const modified = Tensor.zeros([count], 'float32').to('cuda');
   const dscores = Tensor.zeros([count], 'float32').to('cuda');
+  const dfrom = Tensor.zeros([count], 'float32').to('cuda');
+  // The gradient from the modified score (the Hopper backward's form where the generator finds one).
+  const fromOutput = device.cudaSource.includes('#define ATTNLAB_SCORE_MOD_GRAD_FROM_OUTPUT 1');
   const kept = Tensor.zeros([count], 'bool').to('cuda');
   const captureGrads = device.captures.map((c) => Tensor.zeros(c.tensor.shape, 'float32').to('cuda'));
   launchKernel(fn, { grid: [Math.ceil(count / 128), 1, 1], block: [128, 1, 1] }, [
@@ -61,6 +64,7 @@ function check(make: (device: 'cpu' | 'cuda') => { score?: ScoreMod; mask?: Mask
     ptr(g.buffer.ptr),
     ptr(modified.buffer.ptr),
     ptr(dscores.buffer.ptr),
+    ptr(dfrom.buffer.ptr),
     ptr(kept.buffer.ptr),
     capturesArgument(
       device,
@@ -76,9 +80,10 @@ function check(make: (device: 'cpu' | 'cuda') => { score?: ScoreMod; mask?: Mask
     capturesArgument(device, []),
     i32(count),
   ]);
-  const [mod, ds, keep, fold] = [
+  const [mod, ds, dsFrom, keep, fold] = [
     modified.toFloat64Array(),
     dscores.toFloat64Array(),
+    dfrom.toFloat64Array(),
     kept.toHost().data as Uint8Array,
     folded.toFloat64Array(),
   ];
@@ -94,6 +99,9 @@ function check(make: (device: 'cpu' | 'cuda') => { score?: ScoreMod; mask?: Mask
     if (host.scoreModGrad) {
       const want = host.scoreModGrad(scores[i], grads[i], b, h, q, kv, hostGrads);
       assert.ok(near(ds[i], want), `backward at ${i}: ${ds[i]} vs ${want}`);
+      // y's float32 rounding, carried through the inverted steps, stays well inside the same 1e-5.
+      if (fromOutput)
+        assert.ok(near(dsFrom[i], want), `backward from the output at ${i}: ${dsFrom[i]} vs ${want}`);
     }
     if (host.maskMod) assert.equal(keep[i] === 1, host.maskMod(b, h, q, kv), `mask_mod at ${i}`);
   }
@@ -114,11 +122,13 @@ describe('generated modifier functions equal the CPU evaluator', { skip }, () =>
       score: alibi(Tensor.fromArray([0.5, 0.25, 0.125, 0.0625], [N], 'float32').to(d)),
       mask: and(documentMask(Tensor.fromArray(ids, [B, S], 'int32').to(d)), causal()),
     })));
-  it('softcap', () => check(() => ({ score: softcap(2.5) })));
+  it('softcap (and its gradient from the capped score)', () => check(() => ({ score: softcap(2.5) })));
   it('constant factors in and out, folded (tanh(score · 0.25) · 3, score / 8)', () => {
     check(() => ({ score: scoreMod('tanh(score * 0.25) * 3.0') }));
     check(() => ({ score: scoreMod('score / 8.0') }));
   });
+  it('an exp chain (its gradient from the output: inverted + and ×)', () =>
+    check(() => ({ score: scoreMod('2.0 * exp(score / 4.0) + 1.0') })));
   it('relativeBias (learned: atomics into its gradient)', () =>
     check((d) => ({ score: relativeBias(Tensor.fromArray(table, [N, 9], 'float32').to(d)) })));
   it('every operator and function', () =>

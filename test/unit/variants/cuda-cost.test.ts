@@ -110,4 +110,45 @@ describe('variants CUDA generator: the cost of an expression', () => {
     assert.match(folded, /const float v3 = s;\n\s*const float v4 = attnlab_tanh\(v3\);\n\s*return v4;/);
     assert.doesNotMatch(source(alibi(4)), /FOLDED/);
   });
+
+  it("says whether the backward reads the score, and gives it from the modifier's output where it can", () => {
+    const flag = (text: string, name: string) =>
+      new RegExp(`#define ATTNLAB_SCORE_MOD_${name} (\\d)`).exec(text)?.[1];
+    const fromOutput = (text: string) =>
+      text.slice(text.indexOf('float attnlab_score_mod_backward_from_output('));
+    const table = Tensor.zeros([4, 9], 'float32');
+    // Additive modifiers: the gradient is g; the backward skips recomputing the raw score.
+    for (const m of [alibi(4), relativeBias(table), scoreMod('score * 2.0 + float(kv)')]) {
+      assert.equal(flag(source(m), 'NEEDS_SCORE'), '0');
+      assert.equal(flag(source(m), 'GRAD_FROM_OUTPUT'), '0');
+    }
+    // softcap: 1 − t² with t = y · (1/c), no second tanh and no read of s.
+    const capped = source(softcap(30));
+    assert.equal(flag(capped, 'NEEDS_SCORE'), '1');
+    assert.equal(flag(capped, 'GRAD_FROM_OUTPUT'), '1');
+    const inverse = fromOutput(capped);
+    assert.match(inverse, /const float v\d+ = y;/);
+    assert.match(inverse, /= v\d+ \* 0\.0333333\d*f;/);
+    assert.match(inverse, /1\.0f - v\d+ \* v\d+/);
+    assert.doesNotMatch(inverse, /attnlab_tanh|\bs\b/);
+    // exp after affine steps: inverted through + 1 and × 2.
+    const exp = source(scoreMod('2.0 * exp(score / 4.0) + 1.0'));
+    assert.equal(flag(exp, 'GRAD_FROM_OUTPUT'), '1');
+    assert.match(fromOutput(exp), /- \(float\)v\d+;/);
+    assert.doesNotMatch(fromOutput(exp), /expf/);
+    // Not of that form: two nonlinear steps, the score used twice, a score-dependent divisor, a
+    // captured multiplier above the tanh (it may be 0), a learned capture.
+    const slopes = Tensor.zeros([4], 'float32');
+    for (const m of [
+      scoreMod('tanh(tanh(score))'),
+      scoreMod('score * tanh(score)'),
+      scoreMod('1.0 / tanh(score)'),
+      scoreMod('slopes[h] * tanh(score)', { slopes }),
+      scoreMod('tanh(score) + t[h, 0]', { t: table }, { learn: ['t'] }),
+    ]) {
+      assert.equal(flag(source(m), 'GRAD_FROM_OUTPUT'), '0', m.expression);
+      assert.equal(flag(source(m), 'NEEDS_SCORE'), '1', m.expression);
+      assert.match(fromOutput(source(m)), /const float ds = g;/);
+    }
+  });
 });

@@ -59,6 +59,12 @@ export interface FlashBackwardVariant {
   readonly deterministic: boolean;
   /** The bias element type (P with the bias, dBias); absent or 'none' without one. */
   readonly bias?: FlashBiasType;
+  /**
+   * The wgmma loop stores dBias in the bias's dtype, once an element (FLASH_DBIAS_STORE,
+   * hopper/bwd_dkdv_sm90.cuh dbias_store_tile), where no bias element is shared by two (b, n, t, s)
+   * positions (biasContributors 1): no float32 accumulator to zero, add into and convert.
+   */
+  readonly dbiasStore?: boolean;
   /** A boolean mask (P with the mask). */
   readonly mask?: boolean;
   /**
@@ -178,6 +184,7 @@ export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBac
           : chooseFlashBackwardTiles(padded),
     deterministic: p.deterministic,
     bias: p.bias ? (p.bias.tensor.dtype as FlashBiasType) : 'none',
+    dbiasStore: kernel === 'wgmma' && p.bias !== null && biasContributors(p) === 1,
     mask: p.mask !== null,
     maskRows: kernel === 'wgmma' && maskRowsFit(p.mask?.strides ?? null),
     modifiers: modifiersOf(p),
@@ -248,6 +255,7 @@ export function flashBackwardVariantKey(v: FlashBackwardVariant): string {
   if (v.deterministic && v.dqPass && v.kernel !== 'mma') parts.push('pass');
   if (v.bias && v.bias !== 'none')
     parts.push(`bias-${{ float32: 'f32', bfloat16: 'bf16', float16: 'f16' }[v.bias]}`);
+  if (v.bias && v.bias !== 'none' && v.dbiasStore) parts.push('dbias-store');
   if (v.mask) parts.push(v.maskRows ? 'mask-rows' : 'mask');
   if (v.modifiers) parts.push(`mods-${v.modifiers.key}`);
   if (v.blockMask) parts.push('bmask');
@@ -275,6 +283,7 @@ export function flashBackwardDefines(v: FlashBackwardVariant): Record<string, nu
   // Only where set, so that the plain modules keep their cache keys.
   const general = {
     ...(v.bias && v.bias !== 'none' ? { FLASH_BIAS: FLASH_BIAS_CODES[v.bias] } : {}),
+    ...(v.bias && v.bias !== 'none' && v.dbiasStore && v.kernel === 'wgmma' ? { FLASH_DBIAS_STORE: 1 } : {}),
     ...(v.mask ? { FLASH_MASK: 1 } : {}),
     ...(v.mask && v.maskRows ? { FLASH_MASK_ROWS: 1 } : {}),
     ...(v.blockMask ? { ATTNLAB_BLOCK_MASK: 1 } : {}),
@@ -282,7 +291,12 @@ export function flashBackwardDefines(v: FlashBackwardVariant): Record<string, nu
   const fp16 = v.dtype === 'float16' ? 1 : 0;
   // The ordered dQ adds of deterministic mode (hopper/bwd_dq_order.cuh).
   const ordered: Record<string, number> = orderedDqAdds(v) ? { FLASH_BWD_DETERMINISTIC: 1 } : {};
-  if (v.kernel === 'wgmma') return { FLASH_D: v.headDim, FLASH_FP16: fp16, ...general, ...ordered };
+  // With modifiers the wgmma loop's `tanh` is tanh.approx.f32, as in the Hopper forward whose log-sum-exp
+  // it reads (docs/internals/variants.md): the same P, and one MUFU operation a score where libm's tanhf
+  // takes two and ~20 instructions.
+  const fastTanh: Record<string, number> = v.modifiers ? { ATTNLAB_FAST_TANH: 1 } : {};
+  if (v.kernel === 'wgmma')
+    return { FLASH_D: v.headDim, FLASH_FP16: fp16, ...general, ...fastTanh, ...ordered };
   if (v.kernel === 'wgmma-ws') return { FLASH_D: v.headDim, FLASH_FP16: fp16, FLASH_BWD_WS: 1, ...ordered };
   return {
     FLASH_D: v.headDim,

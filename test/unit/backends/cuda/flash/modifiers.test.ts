@@ -17,6 +17,7 @@ import {
   marshalCaptures,
   variantsRule,
 } from '../../../../../src/backends/cuda/flash/modifiers.js';
+import { skipsTiles } from '../../../../../src/backends/cuda/flash/sm80/backward.js';
 import {
   biasContributors,
   chooseFlashBackwardKernel,
@@ -180,6 +181,33 @@ describe('flash backward: bias, mask and modifier rules', () => {
     assert.equal('FLASH_BIAS' in flashBackwardDefines(plain), false);
   });
 
+  it('stores dBias once an element on the wgmma loop where no bias element is shared, zeroing it only where tiles are skipped', () => {
+    // (1,N,T,S) over B = 2: each element sums two positions, so the float32 reductions stay.
+    const shared = flashBackwardVariant(
+      problem({ bias: Tensor.zeros([1, 4, 16, 24], 'bfloat16') }),
+      'sm_90a',
+    );
+    assert.equal(shared.dbiasStore, false);
+    assert.equal('FLASH_DBIAS_STORE' in flashBackwardDefines(shared), false);
+    for (const dtype of ['bfloat16', 'float32'] as const) {
+      const full = problem({ bias: Tensor.zeros([2, 4, 16, 24], dtype) });
+      const v = flashBackwardVariant(full, 'sm_90a');
+      assert.equal(v.dbiasStore, true);
+      assert.match(flashBackwardVariantKey(v), /\.bias-(bf16|f32)\.dbias-store$/);
+      assert.equal(flashBackwardDefines(v).FLASH_DBIAS_STORE, 1);
+      assert.equal(skipsTiles(full), false);
+      // The mma.sync loop has no store form.
+      const a100 = flashBackwardVariant(full, 'sm_80');
+      assert.equal(a100.dbiasStore, false);
+      assert.equal('FLASH_DBIAS_STORE' in flashBackwardDefines(a100), false);
+    }
+    const bias = Tensor.zeros([2, 4, 16, 24], 'bfloat16');
+    assert.equal(skipsTiles(problem({ bias, isCausal: true })), true);
+    assert.equal(skipsTiles(problem({ bias, localWindowSize: [4, 0] })), true);
+    assert.equal(skipsTiles(problem({ bias, keyValueSeqLengths: [20, 24] })), true);
+    assert.equal(skipsTiles(problem({ bias, mask: Tensor.zeros([2, 1, 16, 24], 'bool') })), false);
+  });
+
   it('reads mask rows 16 bytes at a time only with contiguous keys and 16-byte multiples elsewhere', () => {
     // (B,1,T,S) contiguous, S = 8192; (1,1,1,S) key padding; (B,N,T,S) with S = 48.
     assert.equal(maskRowsFit([8192 * 8192, 0, 8192, 1]), true);
@@ -212,7 +240,14 @@ describe('flash backward: bias, mask and modifier rules', () => {
       flashBackwardVariantKey(v),
       /^flash-bwd\.sm_90a\.bf16\.d64\.128x64x8\.wgmma\.mods-abc123\.bmask$/,
     );
-    assert.deepEqual(flashBackwardDefines(v), { FLASH_D: 64, FLASH_FP16: 0, ATTNLAB_BLOCK_MASK: 1 });
+    assert.deepEqual(flashBackwardDefines(v), {
+      FLASH_D: 64,
+      FLASH_FP16: 0,
+      ATTNLAB_BLOCK_MASK: 1,
+      ATTNLAB_FAST_TANH: 1,
+    });
+    // The mma.sync loop keeps libm's tanhf (it also runs where the forward is the mma.sync one).
+    assert.equal('ATTNLAB_FAST_TANH' in flashBackwardDefines(flashBackwardVariant(p, 'sm_80')), false);
     // The block mask's bit a step: 512 bytes more than the loop without one (232,448 in all at D=128).
     const unmasked = flashBackwardSharedBytes({ ...v, blockMask: false });
     assert.equal(flashBackwardSharedBytes(v).dkdv, unmasked.dkdv + 512);
