@@ -121,7 +121,7 @@ warm)
   # sdpa-causal,document,alibi,softcap; torch.compile keeps them on disk, shape-specialised: at the timed shape).
   # A few cases a process (WARM_CASES, groups split by spaces): ~16 s of NVRTC a backward module, serial
   # within a process.
-  for c in ${WARM_CASES:-0,3 4 6 7 8,2}; do
+  for c in ${WARM_CASES:-0,3 1 4 6 7 8,2}; do
     (ATTNLAB_HARNESS_CASES=$c timeout "$cap" node --import tsx benchmarks/harnesses/variants-backward.ts backward \
       2 256 16 128 > "$logs/warm-backward-$c.log" 2>&1
     echo "rc=$?" >> "$logs/warm-backward-$c.log") &
