@@ -2,7 +2,7 @@
 # The flash backward with a bias, a boolean mask, score/mask modifiers and block masks on a Hopper GPU, one
 # step per call (each under 90 s), logs under $2:
 #   sass      (also run by `test`, beside its shards) nvcc -Xptxas -v of hopper/hopper_bwd.cu behind the hand-written modifier sets (document mask +
-#             block mask, softcap, ALiBi) and with a bias or a mask (16-byte rows and byte by byte), D=128 bf16,
+#             block mask, softcap, ALiBi) and with a bias (dBias added or stored) or a mask (16-byte rows and byte by byte), D=128 bf16,
 #             and the dK/dV kernel's SASS counts (HGMMA, LDG, LDL/STL spills, RED: dBias and captures)
 #   test      test/gpu/variants/flash.test.ts in parallel shards: every case on the wgmma loop against float64
 #             (the `wgmma: ` tests), and the mma.sync loop's (`mma: `) beside them
@@ -63,10 +63,11 @@ sass() {
   build softcap -include "$logs/mods-softcap.cuh"
   build alibi -include "$logs/mods-alibi.cuh"
   build bias-bf16 -DFLASH_BIAS=2
+  build bias-bf16-store -DFLASH_BIAS=2 -DFLASH_DBIAS_STORE=1
   build mask-rows -DFLASH_MASK=1 -DFLASH_MASK_ROWS=1
   build mask-bytes -DFLASH_MASK=1
   wait
-  for name in plain doc-bmask softcap alibi bias-bf16 mask-rows mask-bytes; do
+  for name in plain doc-bmask softcap alibi bias-bf16 bias-bf16-store mask-rows mask-bytes; do
     printf '== %s: ' "$name"
     grep -A2 "entry function 'attnlab_flash_bwd_dkdv'" "$logs/ptxas-$name.log" | grep -E 'Used|spill' | tr -s ' \n' ' '
     cuobjdump -sass -fun attnlab_flash_bwd_dkdv "$logs/$name.cubin" > "$logs/$name.dkdv.sass"
@@ -121,7 +122,7 @@ warm)
   # sdpa-causal,document,alibi,softcap; torch.compile keeps them on disk, shape-specialised: at the timed shape).
   # A few cases a process (WARM_CASES, groups split by spaces): ~16 s of NVRTC a backward module, serial
   # within a process.
-  for c in ${WARM_CASES:-0,3 4 6 7 8,2}; do
+  for c in ${WARM_CASES:-0,3 1 4 6 7 8,2}; do
     (ATTNLAB_HARNESS_CASES=$c timeout "$cap" node --import tsx benchmarks/harnesses/variants-backward.ts backward \
       2 256 16 128 > "$logs/warm-backward-$c.log" 2>&1
     echo "rc=$?" >> "$logs/warm-backward-$c.log") &

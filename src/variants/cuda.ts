@@ -372,6 +372,66 @@ export function readsAtPositions(program: Program): boolean {
 }
 
 /**
+ * Constant factors a score modifier applies to its input and its output, which a kernel may fold into
+ * its own multiplies: `input` is the instruction that scales the score (`score * K`, `K * score` or
+ * `score / K`, the score's only use) and `inScale` its factor; `output` the last instruction when it
+ * is such a product or quotient by a positive constant (`K * x`, `x * K`, `x / K`), `outScale` its
+ * factor and `outArg` x. softcap(c), `c * tanh(score / c)`, folds both: the kernel passes
+ * raw · (scale / c) and multiplies the softmax's log2(e) by c, two FP32 multiplies a score fewer.
+ * Null when neither applies.
+ */
+export function scoreScales(program: Program): {
+  readonly input: number | null;
+  readonly inScale: number;
+  readonly output: number | null;
+  readonly outScale: number;
+  readonly outArg: number;
+} | null {
+  const { instrs, types } = program;
+  const constant = (n: number) => {
+    const i = instrs[n];
+    return i.op === 'const' && types[n] === 'float' && Number.isFinite(i.value) ? i.value : null;
+  };
+  // K of `x * K`, `K * x` or `x / K` (with x at `arg`), or null.
+  const factorOf = (instr: Instr, arg: number): number | null => {
+    if (instr.type !== 'float' || types[arg] !== 'float') return null;
+    const [a, b] = instr.args;
+    if (instr.op === '*') return a === arg ? constant(b) : b === arg ? constant(a) : null;
+    if (instr.op === '/' && a === arg && b !== arg) {
+      const k = constant(b);
+      return k !== null && reciprocal(instrs[b]) !== null ? 1 / k : null;
+    }
+    return null;
+  };
+  const uses = instrs.map(() => 0);
+  for (const i of instrs) for (const a of i.args) uses[a]++;
+  const scores = instrs.flatMap((i, n) => (i.op === 'var' && i.name === 'score' ? [n] : []));
+  let input: number | null = null;
+  let inScale = 1;
+  if (scores.length === 1 && uses[scores[0]] === 1) {
+    const user = instrs.findIndex((i) => (i.args as readonly number[]).includes(scores[0]));
+    const k = user >= 0 ? factorOf(instrs[user], scores[0]) : null;
+    if (k !== null && Math.abs(k) < 2 ** 64 && Math.abs(k) > 2 ** -64) [input, inScale] = [user, k];
+  }
+  const last = instrs.length - 1;
+  let output: number | null = null;
+  let outScale = 1;
+  let outArg = last;
+  const lastInstr = instrs[last];
+  if (last !== input && (lastInstr.op === '*' || lastInstr.op === '/')) {
+    for (const arg of lastInstr.args) {
+      if (constant(arg) !== null && lastInstr.op === '*') continue;
+      const k = factorOf(lastInstr, arg);
+      if (k !== null && k > 0 && Number.isFinite(k) && k < 2 ** 64 && k > 2 ** -64) {
+        [output, outScale, outArg] = [last, k, arg];
+        break;
+      }
+    }
+  }
+  return input === null && output === null ? null : { input, inScale, output, outScale, outArg };
+}
+
+/**
  * Whether the score modifier's backward reads a value computed from the score (ATTNLAB_SCORE_MOD_NEEDS_SCORE):
  * not for an additive modifier (ALiBi, a relative bias), whose gradient is g; the backward loops then skip
  * recomputing the raw score, one Q·Kᵀ product a tile.
@@ -484,66 +544,6 @@ function fromOutputLines(p: SlottedProgram, learned: ReadonlySet<number>, indent
   return [...independent.map(quiet), ...inverse.map(quiet), ...backward];
 }
 
-/**
- * Constant factors a score modifier applies to its input and its output, which a kernel may fold into
- * its own multiplies: `input` is the instruction that scales the score (`score * K`, `K * score` or
- * `score / K`, the score's only use) and `inScale` its factor; `output` the last instruction when it
- * is such a product or quotient by a positive constant (`K * x`, `x * K`, `x / K`), `outScale` its
- * factor and `outArg` x. softcap(c), `c * tanh(score / c)`, folds both: the kernel passes
- * raw · (scale / c) and multiplies the softmax's log2(e) by c, two FP32 multiplies a score fewer.
- * Null when neither applies.
- */
-export function scoreScales(program: Program): {
-  readonly input: number | null;
-  readonly inScale: number;
-  readonly output: number | null;
-  readonly outScale: number;
-  readonly outArg: number;
-} | null {
-  const { instrs, types } = program;
-  const constant = (n: number) => {
-    const i = instrs[n];
-    return i.op === 'const' && types[n] === 'float' && Number.isFinite(i.value) ? i.value : null;
-  };
-  // K of `x * K`, `K * x` or `x / K` (with x at `arg`), or null.
-  const factorOf = (instr: Instr, arg: number): number | null => {
-    if (instr.type !== 'float' || types[arg] !== 'float') return null;
-    const [a, b] = instr.args;
-    if (instr.op === '*') return a === arg ? constant(b) : b === arg ? constant(a) : null;
-    if (instr.op === '/' && a === arg && b !== arg) {
-      const k = constant(b);
-      return k !== null && reciprocal(instrs[b]) !== null ? 1 / k : null;
-    }
-    return null;
-  };
-  const uses = instrs.map(() => 0);
-  for (const i of instrs) for (const a of i.args) uses[a]++;
-  const scores = instrs.flatMap((i, n) => (i.op === 'var' && i.name === 'score' ? [n] : []));
-  let input: number | null = null;
-  let inScale = 1;
-  if (scores.length === 1 && uses[scores[0]] === 1) {
-    const user = instrs.findIndex((i) => (i.args as readonly number[]).includes(scores[0]));
-    const k = user >= 0 ? factorOf(instrs[user], scores[0]) : null;
-    if (k !== null && Math.abs(k) < 2 ** 64 && Math.abs(k) > 2 ** -64) [input, inScale] = [user, k];
-  }
-  const last = instrs.length - 1;
-  let output: number | null = null;
-  let outScale = 1;
-  let outArg = last;
-  const lastInstr = instrs[last];
-  if (last !== input && (lastInstr.op === '*' || lastInstr.op === '/')) {
-    for (const arg of lastInstr.args) {
-      if (constant(arg) !== null && lastInstr.op === '*') continue;
-      const k = factorOf(lastInstr, arg);
-      if (k !== null && k > 0 && Number.isFinite(k) && k < 2 ** 64 && k > 2 ** -64) {
-        [output, outScale, outArg] = [last, k, arg];
-        break;
-      }
-    }
-  }
-  return input === null && output === null ? null : { input, inScale, output, outScale, outArg };
-}
-
 /** The device functions of one modifier set (the head of CompiledModifiers.cudaSource). */
 export function generateCuda(
   score: SlottedProgram | null,
@@ -552,16 +552,14 @@ export function generateCuda(
   captureGrads: boolean,
 ): string {
   const signature = 'int b, int h, int q, int kv, const AttnlabCaptures& c';
-  const fromOutput = score ? fromOutputLines(score, learned, '  ') : null;
   const scales = score ? scoreScales(score.program) : null;
+  const fromOutput = score ? fromOutputLines(score, learned, '  ') : null;
   const out: string[] = [
     '// Generated by attnlab from modifier expressions (src/variants/cuda.ts).',
     `#define ATTNLAB_SCORE_MOD ${score ? 1 : 0}`,
     `#define ATTNLAB_MASK_MOD ${mask ? 1 : 0}`,
     `#define ATTNLAB_CAPTURE_GRADS ${captureGrads ? 1 : 0}`,
     `#define ATTNLAB_SCORE_MOD_READS_POSITIONS ${score && readsAtPositions(score.program) ? 1 : 0}`,
-    `#define ATTNLAB_SCORE_MOD_NEEDS_SCORE ${score && needsScore(score, learned) ? 1 : 0}`,
-    `#define ATTNLAB_SCORE_MOD_GRAD_FROM_OUTPUT ${fromOutput ? 1 : 0}`,
     ...(scales
       ? [
           '#define ATTNLAB_SCORE_MOD_FOLDED 1',
@@ -569,6 +567,8 @@ export function generateCuda(
           `#define ATTNLAB_SCORE_MOD_OUT_SCALE ${literal(scales.outScale, 'float')}`,
         ]
       : []),
+    `#define ATTNLAB_SCORE_MOD_NEEDS_SCORE ${score && needsScore(score, learned) ? 1 : 0}`,
+    `#define ATTNLAB_SCORE_MOD_GRAD_FROM_OUTPUT ${fromOutput ? 1 : 0}`,
     CAPTURES_STRUCT,
     '__device__ __forceinline__ int attnlab_idiv(int a, int b) { return b == 0 ? 0 : a / b; }',
     '__device__ __forceinline__ int attnlab_imod(int a, int b) { return b == 0 ? 0 : a % b; }',
@@ -579,6 +579,24 @@ export function generateCuda(
     const lines = forwardLines(score, '  ');
     const result = `v${score.program.instrs.length - 1}`;
     const resultType = score.program.types[score.program.instrs.length - 1];
+    // The folded form (scoreScales): s comes scaled by ATTNLAB_SCORE_MOD_IN_SCALE, the result leaves
+    // divided by ATTNLAB_SCORE_MOD_OUT_SCALE (flash/mask.cuh modify_scores multiplies it back inside
+    // the softmax's factor). Only the forward's tile pass reads it. It comes first, so that the
+    // modifier's own three functions follow one another as without a fold.
+    if (scales) {
+      const overrides = new Map(
+        scales.input === null ? [] : ([[scales.input, 's']] as Array<[number, string]>),
+      );
+      const body = forwardLines(score, '  ', overrides);
+      const resultOf = (n: number) => cast(`v${n}`, score.program.types[n], 'float');
+      out.push(
+        `__device__ __forceinline__ float attnlab_score_mod_folded(float s, ${signature}) {`,
+        unused,
+        ...(scales.output === null ? body : body.slice(0, -1)),
+        `  return ${resultOf(scales.outArg)};`,
+        '}',
+      );
+    }
     out.push(
       `// scoreMod ${score.label}`,
       `__device__ __forceinline__ float attnlab_score_mod(float s, ${signature}) {`,
@@ -600,23 +618,6 @@ export function generateCuda(
       '  return ds;',
       '}',
     );
-    // The folded form (scoreScales): s comes scaled by ATTNLAB_SCORE_MOD_IN_SCALE, the result leaves
-    // divided by ATTNLAB_SCORE_MOD_OUT_SCALE (flash/mask.cuh modify_scores multiplies it back inside
-    // the softmax's factor). Only the forward's tile pass reads it.
-    if (scales) {
-      const overrides = new Map(
-        scales.input === null ? [] : ([[scales.input, 's']] as Array<[number, string]>),
-      );
-      const body = forwardLines(score, '  ', overrides);
-      const resultOf = (n: number) => cast(`v${n}`, score.program.types[n], 'float');
-      out.push(
-        `__device__ __forceinline__ float attnlab_score_mod_folded(float s, ${signature}) {`,
-        unused,
-        ...(scales.output === null ? body : body.slice(0, -1)),
-        `  return ${resultOf(scales.outArg)};`,
-        '}',
-      );
-    }
   } else {
     out.push(
       `__device__ __forceinline__ float attnlab_score_mod(float s, ${signature}) { return s; }`,

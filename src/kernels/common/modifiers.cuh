@@ -8,16 +8,16 @@
 //                                   (an additive modifier such as ALiBi or a relative bias): the
 //                                   backward then skips recomputing the raw score, one Q·Kᵀ product
 //                                   per tile
-//   ATTNLAB_SCORE_MOD_GRAD_FROM_OUTPUT optional: 1 when the source also defines
-//                                   attnlab_score_mod_backward_from_output(y, g, …), the same gradient
-//                                   from the modified score y = attnlab_score_mod(s, …) (softcap): the
-//                                   Hopper backward then takes y from P and skips that product too
 //   ATTNLAB_SCORE_MOD_FOLDED        optional: 1 when the set also defines attnlab_score_mod_folded,
 //                                   the modifier with a constant factor of its input and of its output
 //                                   taken out (src/variants/cuda.ts scoreScales): f(s) =
 //                                   ATTNLAB_SCORE_MOD_OUT_SCALE · folded(s · ATTNLAB_SCORE_MOD_IN_SCALE),
 //                                   OUT_SCALE > 0; the forward's tile pass (flash/mask.cuh) folds both
 //                                   into multiplies it makes anyway
+//   ATTNLAB_SCORE_MOD_GRAD_FROM_OUTPUT optional: 1 when the source also defines
+//                                   attnlab_score_mod_backward_from_output(y, g, …), the same gradient
+//                                   from the modified score y = attnlab_score_mod(s, …) (softcap): the
+//                                   Hopper backward then takes y from P and skips that product too
 //   ATTNLAB_SCORE_MOD_READS_POSITIONS  optional: 0 when attnlab_score_mod reads no captured tensor at
 //                                   an index that depends on q or kv without a bound (ALiBi's
 //                                   slopes[h], softcap): the forward then evaluates it on every score

@@ -61,8 +61,8 @@
 // With a block mask the producer's first warp stays and keeps two sets of tile bitmaps, one per item
 // parity (item_bits). For item j it reads the block mask's kinds of the item's key tiles into
 // registers (classify_word: lane i keeps word i of each map) before its q_empty wait, so those global
-// loads run under the consumers' last tiles of item j − 1; after the wait lane i stores its words
-// into set j & 1, lane 0 writes the slot and loads as above (S past 32 words a map, 32·32·BN keys, has
+// loads run under the consumers' last tiles of item j − 1; after the wait lane 0 stores the words
+// (shuffled from their lanes) into set j & 1, writes the slot and loads as above (S past 32 words a map, 32·32·BN keys, has
 // no room in a lane: the warp classifies after the wait, classify_tiles). Why nobody reads a set while
 // it is written: the producer writes set j & 1 after the q_empty phase of item j − 1 completed, i.e.
 // after all 4·CONSUMERS consumer warps arrived in item j − 1 (each warp arrives once an item, and
@@ -105,7 +105,15 @@ __device__ __forceinline__ void produce_dynamic_masked(const HopperParams& hp, c
     const TileBits b = item_bits<C>(bits, item);
     if (keys) {
       if (in_lanes) {
-        if (lane >= word_lo && lane <= word_hi) store_word<C>(b, lane, kept_mine, full_mine);
+        // Lane 0 stores every word (shuffled from the lane that keeps it), as classify_tiles does, so the
+        // bitmaps are its own writes when its arrival on q_full releases them to the consumers.
+        for (int word = word_lo; word <= word_hi; ++word) {
+          unsigned full_words[C::CONSUMERS];
+#pragma unroll
+          for (int c = 0; c < C::CONSUMERS; ++c) full_words[c] = __shfl_sync(0xffffffffu, full_mine[c], word);
+          const unsigned kept_word = __shfl_sync(0xffffffffu, kept_mine, word);
+          if (lane == 0) store_word<C>(b, word, kept_word, full_words);
+        }
       } else {
         classify_tiles<C>(m, w, b, 0, 1);
       }

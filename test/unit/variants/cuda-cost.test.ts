@@ -78,6 +78,39 @@ describe('variants CUDA generator: the cost of an expression', () => {
     assert.match(body(source(scoreMod('score / float(kv + 1)'))), / \/ /);
   });
 
+  it('takes constant factors of the score and of the result out for the kernels to fold (softcap: 1/c in, c out)', () => {
+    const scales = (e: string, captures: Record<string, Tensor> = {}) =>
+      scoreScales(lower(scoreMod(e, captures).tree));
+    assert.deepEqual(scales('30.0 * tanh(score / 30.0)'), {
+      input: 3,
+      inScale: 1 / 30,
+      output: 5,
+      outScale: 30,
+      outArg: 4,
+    });
+    assert.equal(scales('tanh(score * 0.5) * 4.0')?.inScale, 0.5);
+    assert.equal(scales('tanh(score * 0.5) * 4.0')?.outScale, 4);
+    assert.equal(scales('tanh(score / 7.0) / 0.25')?.outScale, 4);
+    // The score alone, scaled: the input fold only.
+    assert.deepEqual(scales('score * 0.5'), { input: 2, inScale: 0.5, output: null, outScale: 1, outArg: 2 });
+    // Nothing to fold: an additive modifier, the score used twice, a negative or non-constant factor.
+    const t = Tensor.zeros([4], 'float32');
+    assert.equal(scales('score + t[h] * float(kv - q)', { t }), null);
+    assert.equal(scales('score * 0.5 + score'), null);
+    assert.equal(scales('-2.0 * tanh(score + 1.0)'), null);
+    assert.equal(scales('t[h] * tanh(score + 1.0)', { t }), null);
+    assert.equal(scales('score / 1e-39'), null);
+    // The source: the factors as defines, the folded function without the two multiplies.
+    const text = source(softcap(30));
+    assert.match(
+      text,
+      /#define ATTNLAB_SCORE_MOD_FOLDED 1\n#define ATTNLAB_SCORE_MOD_IN_SCALE 0\.0333333\d*f\n#define ATTNLAB_SCORE_MOD_OUT_SCALE 30\.0f/,
+    );
+    const folded = text.slice(text.indexOf('float attnlab_score_mod_folded('));
+    assert.match(folded, /const float v3 = s;\n\s*const float v4 = attnlab_tanh\(v3\);\n\s*return v4;/);
+    assert.doesNotMatch(source(alibi(4)), /FOLDED/);
+  });
+
   it("says whether the backward reads the score, and gives it from the modifier's output where it can", () => {
     const flag = (text: string, name: string) =>
       new RegExp(`#define ATTNLAB_SCORE_MOD_${name} (\\d)`).exec(text)?.[1];
@@ -119,38 +152,5 @@ describe('variants CUDA generator: the cost of an expression', () => {
       assert.equal(flag(source(m), 'NEEDS_SCORE'), '1', m.expression);
       assert.match(fromOutput(source(m)), /const float ds = g;/);
     }
-  });
-
-  it('takes constant factors of the score and of the result out for the kernels to fold (softcap: 1/c in, c out)', () => {
-    const scales = (e: string, captures: Record<string, Tensor> = {}) =>
-      scoreScales(lower(scoreMod(e, captures).tree));
-    assert.deepEqual(scales('30.0 * tanh(score / 30.0)'), {
-      input: 3,
-      inScale: 1 / 30,
-      output: 5,
-      outScale: 30,
-      outArg: 4,
-    });
-    assert.equal(scales('tanh(score * 0.5) * 4.0')?.inScale, 0.5);
-    assert.equal(scales('tanh(score * 0.5) * 4.0')?.outScale, 4);
-    assert.equal(scales('tanh(score / 7.0) / 0.25')?.outScale, 4);
-    // The score alone, scaled: the input fold only.
-    assert.deepEqual(scales('score * 0.5'), { input: 2, inScale: 0.5, output: null, outScale: 1, outArg: 2 });
-    // Nothing to fold: an additive modifier, the score used twice, a negative or non-constant factor.
-    const t = Tensor.zeros([4], 'float32');
-    assert.equal(scales('score + t[h] * float(kv - q)', { t }), null);
-    assert.equal(scales('score * 0.5 + score'), null);
-    assert.equal(scales('-2.0 * tanh(score + 1.0)'), null);
-    assert.equal(scales('t[h] * tanh(score + 1.0)', { t }), null);
-    assert.equal(scales('score / 1e-39'), null);
-    // The source: the factors as defines, the folded function without the two multiplies.
-    const text = source(softcap(30));
-    assert.match(
-      text,
-      /#define ATTNLAB_SCORE_MOD_FOLDED 1\n#define ATTNLAB_SCORE_MOD_IN_SCALE 0\.0333333\d*f\n#define ATTNLAB_SCORE_MOD_OUT_SCALE 30\.0f/,
-    );
-    const folded = text.slice(text.indexOf('float attnlab_score_mod_folded('));
-    assert.match(folded, /const float v3 = s;\n\s*const float v4 = attnlab_tanh\(v3\);\n\s*return v4;/);
-    assert.doesNotMatch(source(alibi(4)), /FOLDED/);
   });
 });
