@@ -246,8 +246,8 @@ export const DYNAMIC_MIN_ITEMS = 264;
  * on the 2-D grid each one's fixed costs (Q's load, the pipeline's fill, the block mask's kinds, the
  * epilogue) took 0.585 ms on an H100 against ~0.26 ms of tile work; the dynamic grid loads the
  * next item's Q, K and kinds under the current item's last tiles (hopper_fwd.cu
- * produce_dynamic_masked). Its producer then keeps 72 registers, and D=256 spills 12 bytes there
- * (ptxas, sm_90a), so D > 128 stays on the 2-D grid.
+ * produce_dynamic_masked). Its producer then keeps 80 registers and each consumer 208, where D=256
+ * spills 56 bytes (ptxas, sm_90a, a document mask), so D > 128 stays on the 2-D grid.
  */
 function hopperGridOrder(
   p: AttentionProblem,
@@ -258,7 +258,7 @@ function hopperGridOrder(
   const items = Math.ceil(p.T / hopperBlockM(tiles)) * p.B * p.N;
   if (p.bias || p.mask || items < DYNAMIC_MIN_ITEMS) return false;
   // Two consumers: a block mask's tiles always have them (tilesForHeadDims), and its dynamic-grid
-  // producer's 72 registers leave three consumers too few (fwd_config.cuh).
+  // producer's 80 registers leave three consumers too few (fwd_config.cuh).
   if (blockMaskOf(p) !== null)
     return dims.keyDim <= 128 && dims.valueDim <= 128 && tiles.consumers === 2 ? 'dynamic' : false;
   if (modifiersOf(p) !== null || long128) return false;
