@@ -93,8 +93,10 @@ static_assert(hopper_bwd_smem_bytes<HopperBwdConfig<128, false>, true>() <= 227 
 // Rows [0, ROWS) of a (ROWS × D) tile into 128-byte swizzled boxes (sw128_offset), zero-filled past
 // valid_rows and valid_cols. The same thread → chunk mapping as load_tile (zero_non_finite relies on
 // it): thread i copies chunk i % (D/8) of rows i / (D/8) + k · THREADS/(D/8), whose swizzled column
-// stays fixed since the row step is a multiple of 8.
-template <int ROWS, int D, int THREADS>
+// stays fixed since the row step is a multiple of 8. WHOLE: whole tiles take a copy with no predicate
+// (below); the producer warpgroup of bwd_dkdv_sm90_ws.cuh, within 24 registers, spills 24 B more at
+// D = 128 and 20 B at D = 64 with that second path, so it keeps one.
+template <int ROWS, int D, int THREADS, bool WHOLE = false>
 __device__ __forceinline__ void load_tile_sw128(u32 dst, const u16* src, i64 row_stride, int valid_rows,
                                                 int valid_cols) {
   constexpr int CHUNKS = D / 8;
@@ -105,6 +107,18 @@ __device__ __forceinline__ void load_tile_sw128(u32 dst, const u16* src, i64 row
   const bool col_ok = c * 8 < valid_cols;
   const u16* from = src + r0 * row_stride + c * 8;
   u32 to = dst + sw128_offset<ROWS>(r0, c);
+  if (WHOLE && valid_rows >= ROWS && valid_cols >= D) {
+    // A whole tile (every tile but the last of a length that is no multiple of the rows, or of a head dim
+    // below D): one copy an iteration with no predicate, where the general form spends a compare, an
+    // AND and three selects (PTX) on each of a step's 8 copies a thread at D = 128.
+#pragma unroll
+    for (int it = 0; it < ROWS / ROWS_PER_STEP; ++it) {
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(from));
+      from += ROWS_PER_STEP * row_stride;
+      to += ROWS_PER_STEP * 128;
+    }
+    return;
+  }
 #pragma unroll
   for (int it = 0; it < ROWS / ROWS_PER_STEP; ++it) {
     const bool ok = col_ok && r0 + it * ROWS_PER_STEP < valid_rows;
@@ -253,7 +267,11 @@ __device__ __forceinline__ void apply_mask_rows(float (&pt)[NT][4], u32 word, in
 // mask's 16-byte rows) find the lines in L2 rather than wait on memory with nothing else to do: the
 // operand is read once a (b, n) pair, 4.3 GB of mask or 8.6 GB of bf16 bias at B=4 N=16 T=S=8192,
 // more than L2 holds. Keys must be contiguous (stride 1); other layouts are not prefetched.
-template <int BMQ, int BNK, int ELEM, int THREADS>
+// L1: the mask's lines go on to L1 as well (prefetch.global.L1, through L2): a step's mask is 8 KB of the
+// ~28 KB of L1 that 227 KB of shared memory leaves, and its loads wait after Sᵀ is issued, before P can
+// start. At B=4 N=16 T=S=8192 the mask added 3.15 ms a backward (0.79 µs a step) where its bytes alone take
+// 1.3–1.4 ms, so the loads' L2 latency, not the bytes, is taken as the cost here.
+template <int BMQ, int BNK, int ELEM, int THREADS, bool L1 = false>
 __device__ __forceinline__ void prefetch_operand_rows(const void* base, const i64 (&strides)[4], const TileWork& w,
                                                       int S, int head, int m0, int kn0) {
   constexpr int LINES = BNK * ELEM / 128;  // 128-byte lines a row of the key block
@@ -265,8 +283,14 @@ __device__ __forceinline__ void prefetch_operand_rows(const void* base, const i6
   const int lines = imin(LINES, ((S - kn0) * ELEM + 127) / 128);
   for (int i = threadIdx.x; i < BMQ * LINES; i += THREADS) {
     const int r = i / LINES, l = i % LINES;
-    if (r < rows && l < lines)
-      asm volatile("prefetch.global.L2 [%0];\n" ::"l"(tile + r * strides[2] * ELEM + l * 128));
+    if (r < rows && l < lines) {
+      const unsigned char* line = tile + r * strides[2] * ELEM + l * 128;
+      if constexpr (L1) {
+        asm volatile("prefetch.global.L1 [%0];\n" ::"l"(line));
+      } else {
+        asm volatile("prefetch.global.L2 [%0];\n" ::"l"(line));
+      }
+    }
   }
 }
 
@@ -569,9 +593,14 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
   // than dense causal on an H100). Past 4096 steps each thread walks, the kinds of 8 steps loaded at once.
   u32* step_bits = reinterpret_cast<u32*>(smem + (stats0 + C::STAGES * C::STATS - base));
   const bool bitmap = ATTNLAB_BLOCK_MASK && steps <= C::STEP_BITS;
+  // NO_HOOKS: no bias, mask, modifier or block mask. Those modules sit at 255 registers with spills of
+  // their own (the section on them in docs/internals/backward.md), and the two shortcuts below (WALK, and
+  // whole tiles' loads) moved their spills by 4–60 B either way (nvcc 13.0, D=128), so they keep the
+  // general code.
+  constexpr bool NO_HOOKS = C::BIAS == 0 && !C::MASK && !ATTNLAB_MODIFIERS && !ATTNLAB_BLOCK_MASK;
   auto load_kv = [&] {
     load_kv_tiles<BNK>(k_smem, v_smem, p, w, kn0, [](u32 dst, const u16* src, i64 stride, int rows, int cols) {
-      load_tile_sw128<BNK, C::D, C::THREADS>(dst, src, stride, rows, cols);
+      load_tile_sw128<BNK, C::D, C::THREADS, NO_HOOKS>(dst, src, stride, rows, cols);
     });
   };
   // With a block mask K and V (64 KB at D = 128) are copied before the classification, whose tile_kind
@@ -613,19 +642,16 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
     return s;
   };
   const int first = step_after(-1);
-  // The (head, row) of step s_next, the step after the one at `at`. Without a block mask the walk takes
-  // every step, head-major, so it is one increment (the query block wrapping to mb_lo at the head's end);
+  // The (head, row) of the step after the one at `at` where WALK: the walk takes every step,
+  // head-major, so it is one increment (the query block wrapping to mb_lo at the head's end), where
   // head_of and row_of divide by the run-time `blocks`, ~20 instructions for each step's loads and again
   // for the step itself.
+  constexpr bool WALK = NO_HOOKS;
   auto step_at = [&](int s) { return StepAt{head_of(s), row_of(s)}; };
   const int m_end = (kb.mb_lo + blocks) * BMQ;
-  auto at_after = [&](StepAt at, int s_next) {
-    if constexpr (ATTNLAB_BLOCK_MASK) {
-      return step_at(s_next);
-    } else {
-      const bool wrap = at.m0 + BMQ == m_end;  // selects, no branch
-      return StepAt{at.n + (wrap ? 1 : 0), wrap ? kb.mb_lo * BMQ : at.m0 + BMQ};
-    }
+  auto at_after = [&](StepAt at) {
+    const bool wrap = at.m0 + BMQ == m_end;  // selects, no branch
+    return StepAt{at.n + (wrap ? 1 : 0), wrap ? kb.mb_lo * BMQ : at.m0 + BMQ};
   };
 
   float dk[C::DT][4], dv[C::DT][4];
@@ -637,13 +663,20 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
   if (first < steps) {
     auto stage_of = [&](int i) { return stage0 + static_cast<u32>(i % C::STAGES) * C::STAGE; };
     auto stats_of = [&](int i) { return stats0 + static_cast<u32>(i % C::STAGES) * C::STATS; };
-    // The tiles of the step at `at` into the stage of iteration i.
-    auto load_step = [&](int i, StepAt at) {
+    // The tiles of step s (at `at` where WALK) into the stage of iteration i.
+    auto load_step = [&](int i, int s, StepAt at) {
       const u32 dst = stage_of(i);
-      load_query_rows<BMQ, C::THREADS>(dst, dst + C::Q_BYTES, stats_of(i), p, x, w, at.n, at.m0,
-                                       [](u32 to, const u16* src, i64 stride, int rows, int cols) {
-                                         load_tile_sw128<BMQ, C::D, C::THREADS>(to, src, stride, rows, cols);
-                                       });
+      if constexpr (WALK) {
+        load_query_rows<BMQ, C::THREADS>(dst, dst + C::Q_BYTES, stats_of(i), p, x, w, at.n, at.m0,
+                                         [](u32 to, const u16* src, i64 stride, int rows, int cols) {
+                                           load_tile_sw128<BMQ, C::D, C::THREADS, true>(to, src, stride, rows, cols);
+                                         });
+      } else {
+        load_query_step<BMQ, C::THREADS>(dst, dst + C::Q_BYTES, stats_of(i), p, x, kb, s,
+                                         [](u32 to, const u16* src, i64 stride, int rows, int cols) {
+                                           load_tile_sw128<BMQ, C::D, C::THREADS>(to, src, stride, rows, cols);
+                                         });
+      }
     };
     // Whether the statistics of step s (iteration i) flag a non-finite Q or dO row (bwd_common.cuh):
     // only then are its Q and dO tiles cleaned and dV takes add_non_finite_do. Needs this thread's
@@ -690,10 +723,10 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
 
     if (!kv_early) load_kv();
     int s1 = step_after(first);  // the step of the next iteration
-    StepAt at = step_at(first);
-    load_step(0, at);
+    StepAt at = WALK ? step_at(first) : StepAt{0, 0};
+    load_step(0, first, at);
     cp_async_commit();
-    if (s1 < steps) load_step(1, at_after(at, s1));
+    if (s1 < steps) load_step(1, s1, at_after(at));
     cp_async_commit();
     cp_async_wait<1>();  // K, V and step 0 (this thread's copies)
     compiler_fence();
@@ -704,25 +737,25 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
     if (dirty) clean_step(0);
 
     int s = first;
-    [[maybe_unused]] StepAt before = at;  // DET: the step before s
+    [[maybe_unused]] StepAt before = at;  // DET and WALK: the step before s
+    // DET's semaphore of the (head, query block) at `a` (bwd_dq_order.cuh).
+    auto dq_semaphore_at = [&](StepAt a) {
+      return dq_semaphore<C::D, BMQ>(p, x, static_cast<i64>(w.b) * p.N + a.n, a.m0 / BMQ);
+    };
     for (int i = 0; s < steps; ++i) {
       const int s2 = step_after(s1);  // the step whose tiles this iteration loads
       if constexpr (C::BIAS != 0 || C::MASK) {
         if (s1 < steps) {
           constexpr int ELEM = C::BIAS == 1 ? 4 : 2;
           if constexpr (C::BIAS != 0)
-            prefetch_operand_rows<BMQ, BNK, ELEM, C::THREADS>(p.bias, p.bias_strides, w, p.S, at_after(at, s1).n,
-                                                              at_after(at, s1).m0, kn0);
+            prefetch_operand_rows<BMQ, BNK, ELEM, C::THREADS>(p.bias, p.bias_strides, w, p.S, head_of(s1), row_of(s1), kn0);
           if constexpr (C::MASK)
-            prefetch_operand_rows<BMQ, BNK, 1, C::THREADS>(p.mask, p.mask_strides, w, p.S, at_after(at, s1).n,
-                                                           at_after(at, s1).m0, kn0);
+            prefetch_operand_rows<BMQ, BNK, 1, C::THREADS, true>(p.mask, p.mask_strides, w, p.S, head_of(s1), row_of(s1), kn0);
         }
       }
-      const int n = at.n;
-      const int m0 = at.m0;
-      const int kind = ATTNLAB_MODIFIERS
-                           ? tile_kind(m, w.b, n, m0, imin(m0 + BMQ, w.t_len) - 1, kn0, imin(kn0 + BNK, w.s_len) - 1)
-                           : ATTNLAB_TILE_FULL;
+      const int n = WALK ? at.n : head_of(s);
+      const int m0 = WALK ? at.m0 : row_of(s);
+      const int kind = ATTNLAB_MODIFIERS ? kind_of(s) : ATTNLAB_TILE_FULL;
       const u32 q_tile = stage_of(i);
       const u32 do_tile = q_tile + C::Q_BYTES;
       const float* lse2 = reinterpret_cast<const float*>(smem + (stats_of(i) - base));
@@ -833,8 +866,7 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
       if constexpr (DET) {
         // Without a block mask the steps are the iterations: step s − 1 (at `before`) came before.
         if (threadIdx.x == 0 && s > 0)
-          dq_pass_turn(dq_semaphore<C::D, BMQ>(p, x, static_cast<i64>(w.b) * p.N + before.n, before.m0 / BMQ),
-                       dq_place<BNK>(p, kb));
+          dq_pass_turn(WALK ? dq_semaphore_at(before) : dq_semaphore_of_step<C>(p, x, kb, s - 1), dq_place<BNK>(p, kb));
       }
 
       // dK(s), then step s + 2's loads behind the products.
@@ -844,7 +876,7 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
         wgmma_commit();
         // Worked out here, not at the top of the step: only `at` lives through the step (the 255-register
         // loop spilled 4 bytes keeping the next two steps' as well).
-        if (s2 < steps) load_step(i + 2, at_after(at_after(at, s1), s2));
+        if (s2 < steps) load_step(i + 2, s2, at_after(at_after(at)));
         cp_async_commit();
       };
       // This warpgroup's 64-column box of dQ: both at D = 128, warpgroup 0's at D = 64. Each path is
@@ -900,10 +932,12 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
       pin_fragments(da);
       if (dirty_next) clean_step(i + 1);
       dirty = dirty_next;
+      if constexpr (WALK) {
+        if constexpr (DET) before = at;
+        at = at_after(at);
+      }
       s = s1;
       s1 = s2;
-      if constexpr (DET) before = at;
-      at = at_after(at, s1);
     }
   } else if (kv_early) {
     // Every step EMPTY: the early K and V copies land before the block's shared memory goes.

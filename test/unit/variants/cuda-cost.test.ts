@@ -114,8 +114,10 @@ describe('variants CUDA generator: the cost of an expression', () => {
   it("says whether the backward reads the score, and gives it from the modifier's output where it can", () => {
     const flag = (text: string, name: string) =>
       new RegExp(`#define ATTNLAB_SCORE_MOD_${name} (\\d)`).exec(text)?.[1];
-    const fromOutput = (text: string) =>
-      text.slice(text.indexOf('float attnlab_score_mod_backward_from_output('));
+    const fromOutput = (text: string) => {
+      const start = text.indexOf('float attnlab_score_mod_backward_from_output(');
+      return text.slice(start, text.indexOf('\n}', start));
+    };
     const table = Tensor.zeros([4, 9], 'float32');
     // Additive modifiers: the gradient is g; the backward skips recomputing the raw score.
     for (const m of [alibi(4), relativeBias(table), scoreMod('score * 2.0 + float(kv)')]) {
