@@ -240,14 +240,14 @@ export const DYNAMIC_MIN_ITEMS = 264;
  * same work and only the short rows gain. Hence: dynamic where causal or T < 8192, not on
  * D128_LONG's tile, not with a bias or a mask (not measured there: those tiles keep the 2-D grid).
  * Its results are bit for bit the 2-D grid's (the same items, each computed alone). Score modifiers
- * without a block mask keep the 2-D grid (the built-in masks' D=128 tile at T=8192 runs it). A block
- * mask takes the dynamic grid at Dk, Dv ≤ 128 (with ≥ DYNAMIC_MIN_ITEMS items and no bias or mask
+ * keep the 2-D grid (the built-in masks' D=128 tile at T=8192 runs it). A block mask without a score
+ * modifier takes the dynamic grid at Dk, Dv ≤ 128 (with ≥ DYNAMIC_MIN_ITEMS items and no bias or mask
  * tensor): its items are short (8 equal documents at T=8192: 1–8 key tiles of 128, 4.5 on average), and
  * on the 2-D grid each one's fixed costs (Q's load, the pipeline's fill, the block mask's kinds, the
  * epilogue) took 0.585 ms on an H100 against ~0.26 ms of tile work; the dynamic grid loads the
  * next item's Q, K and kinds under the current item's last tiles (hopper_fwd.cu
- * produce_dynamic_masked). Its producer then keeps 72 registers, and D=256 spills 12 bytes there
- * (ptxas, sm_90a), so D > 128 stays on the 2-D grid.
+ * produce_dynamic_masked). Its producer then keeps 80 registers and each consumer 208, where D=256
+ * spills 56 bytes (ptxas, sm_90a, a document mask), so D > 128 stays on the 2-D grid.
  */
 function hopperGridOrder(
   p: AttentionProblem,
@@ -258,9 +258,13 @@ function hopperGridOrder(
   const items = Math.ceil(p.T / hopperBlockM(tiles)) * p.B * p.N;
   if (p.bias || p.mask || items < DYNAMIC_MIN_ITEMS) return false;
   // Two consumers: a block mask's tiles always have them (tilesForHeadDims), and its dynamic-grid
-  // producer's 72 registers leave three consumers too few (fwd_config.cuh).
-  if (blockMaskOf(p) !== null)
-    return dims.keyDim <= 128 && dims.valueDim <= 128 && tiles.consumers === 2 ? 'dynamic' : false;
+  // producer's 80 registers leave three consumers too few (fwd_config.cuh). A score modifier beside the
+  // block mask keeps the 2-D grid: in 208 registers ptxas spilled 28 bytes (D=128) and 124 (D=64) for
+  // ALiBi with a causal mask modifier, none on the 2-D grid's 240 at D=64.
+  if (blockMaskOf(p) !== null) {
+    const scored = modifiersOf(p)?.hasScoreMod ?? false;
+    return dims.keyDim <= 128 && dims.valueDim <= 128 && tiles.consumers === 2 && !scored ? 'dynamic' : false;
+  }
   if (modifiersOf(p) !== null || long128) return false;
   return p.causal || p.T < D128_LONG.fromT ? 'dynamic' : false;
 }

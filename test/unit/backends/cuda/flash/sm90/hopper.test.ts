@@ -264,13 +264,17 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
     );
     assert.equal(hopperDefines(d64).ATTNLAB_BLOCK_MASK, 1);
     // Modifiers alone keep the 2-D grid where the plain case would take the dynamic one (T < 8192, ≥ 264
-    // items); a block mask takes the dynamic grid from 264 items at D ≤ 128 (at T=8192 too), not at D=256.
+    // items); a block mask takes the dynamic grid from 264 items at D ≤ 128 (at T=8192 too), not at D=256
+    // nor with a score modifier.
     assert.equal(variant(2048, 128, 32, {}).persistent, 'dynamic');
     assert.equal(variant(2048, 128, 32, { modifiers }).persistent, false);
     assert.equal(variant(2048, 128, 32, { modifiers, blockMask }).persistent, 'dynamic');
     assert.equal(variant(8192, 64, 5, { modifiers, blockMask }).persistent, 'dynamic');
     assert.equal(variant(2048, 128, 16, { modifiers, blockMask }).persistent, false);
     assert.equal(variant(8192, 256, 16, { modifiers, blockMask }).persistent, false);
+    // A score modifier beside the block mask keeps the 2-D grid (its registers).
+    const scored = { ...modifiers, hasScoreMod: true };
+    assert.equal(variant(8192, 128, 16, { modifiers: scored, blockMask }).persistent, false);
     assert.match(
       hopperVariantKey(variant(8192, 128, 16, { modifiers, blockMask })),
       /\.dyn\..*\.bmask\.wgmma$/,
