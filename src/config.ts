@@ -52,6 +52,12 @@ export interface ExperimentalKnobs {
    */
   readonly flashBackwardDeterministic: FlashBackwardDeterministicChoice | null;
   /**
+   * ATTNLAB_FLASH_BWD_LEAN=1: the wgmma backward loops' step position by increments, whole tiles' copies
+   * without predicates, and the producer-warpgroup loop's 32 / 232 register split (docs/internals/backward.md,
+   * v6 and v7), until timed on a GPU.
+   */
+  readonly flashBackwardLean: boolean;
+  /**
    * ATTNLAB_FLASH_KERNEL=wgmma|mma: on sm_90a, run the cases the Hopper kernel covers on it (wgmma)
    * or keep every case on the mma.sync kernel; unset follows HOPPER_BY_DEFAULT (hopper-variant.ts).
    */
@@ -161,6 +167,7 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
       flashBackwardTiles: text('ATTNLAB_FLASH_BWD_TILES'),
       flashBackwardKernel: choice('ATTNLAB_FLASH_BWD_KERNEL', ['wgmma', 'wgmma-ws', 'mma']),
       flashBackwardDeterministic: choice('ATTNLAB_FLASH_BWD_DET', ['ordered', 'pass']),
+      flashBackwardLean: flag('ATTNLAB_FLASH_BWD_LEAN'),
       flashKernel: choice('ATTNLAB_FLASH_KERNEL', ['wgmma', 'mma']),
       decodeKernel: choice('ATTNLAB_DECODE_KERNEL', ['heads', 'rows', 'tma']),
       cudnnGraph: choice('ATTNLAB_CUDNN_GRAPH', ['composite', 'unified']),

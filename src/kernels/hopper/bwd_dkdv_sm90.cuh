@@ -48,6 +48,9 @@
 // the 1 KiB swizzle atom (3 × 512 B), and the staging would not fit. D = 64: 16 | 16 | 3 × 16 | 2 × 16 + 16 | 1.5 = 130.5 KB.
 #pragma once
 #include "flash/bwd_common.cuh"
+#ifndef FLASH_BWD_LEAN
+#define FLASH_BWD_LEAN 0  // docs/internals/backward.md, v6 and v7: not yet timed, so off by default
+#endif
 #include "hopper/bwd_dq_accum.cuh"
 #include "hopper/bwd_dq_order.cuh"
 #include "hopper/wgmma.cuh"
@@ -597,7 +600,9 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
   // their own (the section on them in docs/internals/backward.md), and the two shortcuts below (WALK, and
   // whole tiles' loads) moved their spills by 4–60 B either way (nvcc 13.0, D=128), so they keep the
   // general code.
-  constexpr bool NO_HOOKS = C::BIAS == 0 && !C::MASK && !ATTNLAB_MODIFIERS && !ATTNLAB_BLOCK_MASK;
+  // FLASH_BWD_LEAN (ATTNLAB_FLASH_BWD_LEAN=1, experimental until timed on a GPU) turns them on.
+  constexpr bool NO_HOOKS =
+      FLASH_BWD_LEAN != 0 && C::BIAS == 0 && !C::MASK && !ATTNLAB_MODIFIERS && !ATTNLAB_BLOCK_MASK;
   auto load_kv = [&] {
     load_kv_tiles<BNK>(k_smem, v_smem, p, w, kn0, [](u32 dst, const u16* src, i64 stride, int rows, int cols) {
       load_tile_sw128<BNK, C::D, C::THREADS, NO_HOOKS>(dst, src, stride, rows, cols);

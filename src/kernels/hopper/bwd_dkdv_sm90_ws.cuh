@@ -27,7 +27,8 @@
 
 struct HopperBwdWs {
   static constexpr int THREADS = 384, PRODUCER = 128, CONSUMERS = 256;
-  static constexpr int PRODUCER_REGS = 32, CONSUMER_REGS = 232;  // the budget above
+  // The budget above with FLASH_BWD_LEAN (experimental until timed on a GPU); 24 / 240 otherwise.
+  static constexpr int PRODUCER_REGS = FLASH_BWD_LEAN ? 32 : 24, CONSUMER_REGS = FLASH_BWD_LEAN ? 232 : 240;
   static_assert(CONSUMERS * CONSUMER_REGS + PRODUCER * PRODUCER_REGS <= THREADS * 168, "the launch's registers");
   static constexpr int DS_BARRIER = 1;  // named barrier of the consumers' dS exchange
 };
@@ -141,6 +142,10 @@ __device__ __forceinline__ void hopper_bwd_dkdv_ws(const FlashParams& p, const F
     const int m_end = (kb.mb_lo + blocks) * BMQ;
     for (int s = 0; s < steps; ++s) {
       const int i = s % C::STAGES;
+      if constexpr (!FLASH_BWD_LEAN) {
+        n = w.kv_head * p.group + s / blocks;
+        m0 = (kb.mb_lo + s % blocks) * BMQ;
+      }
       const u32 q_tile = stage_of(s);
       const u32 do_tile = q_tile + C::Q_BYTES;
       mbar_wait(full0 + 8 * i, (s / C::STAGES) & 1);
@@ -266,9 +271,11 @@ __device__ __forceinline__ void hopper_bwd_dkdv_ws(const FlashParams& p, const F
       // may refill it. Every consumer thread arrives for its own reads: with one arrival a warp after a
       // __syncwarp, racecheck reported the producer's next copies racing the other lanes' reads.
       mbar_arrive(empty0 + 8 * i);
-      const bool wrap = m0 + BMQ == m_end;
-      n += wrap ? 1 : 0;
-      m0 = wrap ? kb.mb_lo * BMQ : m0 + BMQ;
+      if constexpr (FLASH_BWD_LEAN) {
+        const bool wrap = m0 + BMQ == m_end;
+        n += wrap ? 1 : 0;
+        m0 = wrap ? kb.mb_lo * BMQ : m0 + BMQ;
+      }
     }
   }
   if (DQ && lane == 0) bulk_wait<0>();

@@ -82,6 +82,8 @@ export interface FlashBackwardVariant {
    * (ATTNLAB_FLASH_BWD_DET=pass, for comparisons).
    */
   readonly dqPass?: boolean;
+  /** ATTNLAB_FLASH_BWD_LEAN on a wgmma loop: FLASH_BWD_LEAN (hopper/bwd_dkdv_sm90.cuh, experimental). */
+  readonly lean?: boolean;
 }
 
 export function flashBackwardHeadDim(H: number, Hv: number): number {
@@ -191,6 +193,7 @@ export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBac
     blockMask: blockMaskOf(p) !== null,
     dqPass:
       p.deterministic && kernel !== 'mma' && config().experimental.flashBackwardDeterministic === 'pass',
+    lean: kernel !== 'mma' && config().experimental.flashBackwardLean,
   };
 }
 
@@ -249,6 +252,7 @@ export function flashBackwardVariantKey(v: FlashBackwardVariant): string {
   const dtype = v.dtype === 'float16' ? 'f16' : 'bf16';
   const { keys, queries, warps } = v.tiles;
   const parts = ['flash-bwd', v.arch, dtype, `d${v.headDim}`, `${keys}x${queries}x${warps}`];
+  if (v.lean && v.kernel !== 'mma') parts.push('lean');
   if (v.kernel === 'wgmma') parts.push('wgmma');
   if (v.kernel === 'wgmma-ws') parts.push('wgmma', 'ws');
   if (v.deterministic) parts.push('det');
@@ -295,9 +299,11 @@ export function flashBackwardDefines(v: FlashBackwardVariant): Record<string, nu
   // it reads (docs/internals/variants.md): the same P, and one MUFU operation a score where libm's tanhf
   // takes two and ~20 instructions.
   const fastTanh: Record<string, number> = v.modifiers ? { ATTNLAB_FAST_TANH: 1 } : {};
+  const lean: Record<string, number> = v.lean ? { FLASH_BWD_LEAN: 1 } : {};
   if (v.kernel === 'wgmma')
-    return { FLASH_D: v.headDim, FLASH_FP16: fp16, ...general, ...fastTanh, ...ordered };
-  if (v.kernel === 'wgmma-ws') return { FLASH_D: v.headDim, FLASH_FP16: fp16, FLASH_BWD_WS: 1, ...ordered };
+    return { FLASH_D: v.headDim, FLASH_FP16: fp16, ...general, ...fastTanh, ...ordered, ...lean };
+  if (v.kernel === 'wgmma-ws')
+    return { FLASH_D: v.headDim, FLASH_FP16: fp16, FLASH_BWD_WS: 1, ...ordered, ...lean };
   return {
     FLASH_D: v.headDim,
     FLASH_FP16: fp16,
