@@ -28,6 +28,8 @@ export type FlashKernelChoice = 'wgmma' | 'mma';
 export type FlashBackwardKernelChoice = 'wgmma' | 'wgmma-ws' | 'mma';
 /** The wgmma backward's deterministic dQ: adds in a fixed order of key blocks, or the loop without dQ and the dQ pass. */
 export type FlashBackwardDeterministicChoice = 'ordered' | 'pass';
+export type FlashBackwardDbiasChoice = 'add' | 'store';
+export type FlashBackwardScoreGradChoice = 'score' | 'output';
 export type DecodeKernelChoice = 'heads' | 'rows' | 'tma';
 /** ATTNLAB_TUNE: 'auto' calibrates a shape class the first time it is seen; 'off' ignores calibrated tables. */
 export type TuneMode = 'use' | 'auto' | 'off';
@@ -51,6 +53,17 @@ export interface ExperimentalKnobs {
    * of key blocks (hopper/bwd_dq_order.cuh, the default) or run the loop without dQ and the mma.sync dQ pass.
    */
   readonly flashBackwardDeterministic: FlashBackwardDeterministicChoice | null;
+  /**
+   * ATTNLAB_FLASH_BWD_DBIAS=add|store: where no bias element is shared by two positions, the wgmma loop adds
+   * dBias into a float32 accumulator (add, the default) or stores it once an element in the bias's dtype.
+   */
+  readonly flashBackwardDbias: FlashBackwardDbiasChoice | null;
+  /**
+   * ATTNLAB_FLASH_BWD_SCORE_GRAD=score|output: a score modifier's gradient on the wgmma loop from the
+   * recomputed raw score (score, the default) or, where the generated source allows, from the modified
+   * score taken from P (output).
+   */
+  readonly flashBackwardScoreGrad: FlashBackwardScoreGradChoice | null;
   /**
    * ATTNLAB_FLASH_KERNEL=wgmma|mma: on sm_90a, run the cases the Hopper kernel covers on it (wgmma)
    * or keep every case on the mma.sync kernel; unset follows HOPPER_BY_DEFAULT (hopper-variant.ts).
@@ -161,6 +174,8 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
       flashBackwardTiles: text('ATTNLAB_FLASH_BWD_TILES'),
       flashBackwardKernel: choice('ATTNLAB_FLASH_BWD_KERNEL', ['wgmma', 'wgmma-ws', 'mma']),
       flashBackwardDeterministic: choice('ATTNLAB_FLASH_BWD_DET', ['ordered', 'pass']),
+      flashBackwardDbias: choice('ATTNLAB_FLASH_BWD_DBIAS', ['add', 'store']),
+      flashBackwardScoreGrad: choice('ATTNLAB_FLASH_BWD_SCORE_GRAD', ['score', 'output']),
       flashKernel: choice('ATTNLAB_FLASH_KERNEL', ['wgmma', 'mma']),
       decodeKernel: choice('ATTNLAB_DECODE_KERNEL', ['heads', 'rows', 'tma']),
       cudnnGraph: choice('ATTNLAB_CUDNN_GRAPH', ['composite', 'unified']),
@@ -219,6 +234,8 @@ export const RUN_SETTING_VARIABLES = [
   'ATTNLAB_FLASH_BWD_KERNEL',
   'ATTNLAB_FLASH_BWD_TILES',
   'ATTNLAB_FLASH_BWD_DET',
+  'ATTNLAB_FLASH_BWD_DBIAS',
+  'ATTNLAB_FLASH_BWD_SCORE_GRAD',
   'ATTNLAB_DECODE_KERNEL',
   'ATTNLAB_DEPENDENT_LAUNCH',
   'ATTNLAB_CUDNN_GRAPH',
