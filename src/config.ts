@@ -78,6 +78,18 @@ export interface ExperimentalKnobs {
   /** ATTNLAB_CUDNN_GRAPH=composite|unified: the cuDNN SDPA graph to build where both can run. */
   readonly cudnnGraph: CudnnGraphChoice | null;
   /**
+   * ATTNLAB_BLOCK_MASK_GRID=dynamic|2d: the Hopper forward's grid for a block mask without a score
+   * modifier (Dk, Dv ≤ 128, ≥ 264 items): the dynamic persistent grid, or one block an item; unset: 2d,
+   * the grid the GPU suites and timings have run (hopper-variant.ts hopperGridOrder).
+   */
+  readonly blockMaskGrid: 'dynamic' | '2d' | null;
+  /**
+   * ATTNLAB_FOLD_SCORE_FACTORS=1: generated score modifiers with a constant factor on the score and on
+   * their result (softcap) hand both to the forward kernels to fold into their own multiplies
+   * (src/variants/cuda.ts scoreScales); unset or 0: the modifier as written.
+   */
+  readonly foldScoreFactors: boolean;
+  /**
    * Which TMA decode launches are programmatic dependents (launch-dependent.ts; decode-tma.ts,
    * tmaDependentLaunches, has the measurements): unset or =auto, 'auto' (both kernels of a split call
    * whose cache read is under 1 GiB); =1 'all' (the TMA kernel always, and its combine); =splits (both kernels
@@ -179,6 +191,8 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
       flashKernel: choice('ATTNLAB_FLASH_KERNEL', ['wgmma', 'mma']),
       decodeKernel: choice('ATTNLAB_DECODE_KERNEL', ['heads', 'rows', 'tma']),
       cudnnGraph: choice('ATTNLAB_CUDNN_GRAPH', ['composite', 'unified']),
+      blockMaskGrid: choice('ATTNLAB_BLOCK_MASK_GRID', ['dynamic', '2d']),
+      foldScoreFactors: flag('ATTNLAB_FOLD_SCORE_FACTORS'),
       dependentLaunch: dependent === '1' ? 'all' : dependent === '0' ? 'off' : (dependent ?? 'auto'),
     },
     cudnnTrace: flag('ATTNLAB_CUDNN_TRACE'),
@@ -239,6 +253,8 @@ export const RUN_SETTING_VARIABLES = [
   'ATTNLAB_DECODE_KERNEL',
   'ATTNLAB_DEPENDENT_LAUNCH',
   'ATTNLAB_CUDNN_GRAPH',
+  'ATTNLAB_BLOCK_MASK_GRID',
+  'ATTNLAB_FOLD_SCORE_FACTORS',
   'ATTNLAB_KERNELS_DIR',
   'ATTNLAB_KERNEL_CACHE',
   'ATTNLAB_CUDNN_PLAN_CACHE',
