@@ -181,8 +181,9 @@ KERNELS=hopper/hopper_fwd.cu sanitize_all hopper-dynamic --test-name-pattern='^d
 KERNELS='hopper/hopper_fwd.cu variants/block_mask.cu' sanitize_all hopper-modifiers \
   --test-name-pattern='^document mask \(4 documents\) \+ block mask \(block mask\), B=2 T=384 N=4 K=2 H=64: ' \
   $g/variants/hopper.test.ts
-# A block mask on the dynamic grid (280 items: blocks pass from item to item, the producer warp's bitmap sets).
-KERNELS='hopper/hopper_fwd.cu variants/block_mask.cu' sanitize_all hopper-modifiers-dynamic \
+# A block mask on the dynamic grid (ATTNLAB_BLOCK_MASK_GRID=dynamic; 280 items: blocks pass from item to
+# item, the producer warp's bitmap sets).
+ATTNLAB_BLOCK_MASK_GRID=dynamic KERNELS='hopper/hopper_fwd.cu variants/block_mask.cu' sanitize_all hopper-modifiers-dynamic \
   --test-name-pattern='^document mask \(5 documents\) \+ block mask \(block mask\), B=1 T=640 N=56 K=8 H=64: ' \
   $g/variants/hopper.test.ts
 # The mma.sync forward and backward built with modifiers (a document mask with its block mask; a learned

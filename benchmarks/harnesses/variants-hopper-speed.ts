@@ -17,10 +17,11 @@
  * The block-mask parts (causal-mask, documents) also run their variant on the other grid (the 2-D grid
  * where the library takes the dynamic one, and the reverse), each such line with the largest output
  * difference from the library's (0: bit for bit) beside the time; --other-grid does the same for ALiBi
- * and softcap with causal. --repeat=N then launches the
- * library's variant N more times back to back and compares the output after every 50th launch and the
- * last with the other grid's, bit for bit (a line with the launches, the differing elements and the
- * wall time): a hang shows as the process's timeout.
+ * and softcap with causal. ATTNLAB_BLOCK_MASK_GRID=dynamic makes the dynamic grid the library's for
+ * block masks. --repeat=N then launches the block-mask variant on the dynamic grid N more times back to
+ * back and compares the output after every 50th launch and the last with the 2-D grid's, bit for bit
+ * (a line with the launches, the differing elements and the wall time): a hang shows as the process's
+ * timeout.
  *
  * --three also runs the causal mask, ALiBi and softcap on the 192 × 80 three-consumer tile the built-in
  * masks take at D=128 from T=8192 (the modifiers' rule keeps 128 × 128), each such line with the largest
@@ -130,16 +131,17 @@ const otherGrid = (found: HopperVariant): Partial<HopperVariant> => ({
 });
 
 /**
- * --repeat: the library's variant for `options` launched `repeat` times back to back into one output,
- * compared bit for bit with the other grid's output after every 50th launch and the last (each of those
- * into an output filled with NaNs first).
+ * --repeat: the variant for `options` on the dynamic grid launched `repeat` times back to back into one
+ * output, compared bit for bit with the 2-D grid's output after every 50th launch and the last (each of
+ * those into an output filled with NaNs first).
  */
 function repeatLaunches(name: string, options: AttentionOptions): void {
   if (repeat <= 0) return;
   const p = validateAttention(q, k, v, { ...options, implementation: 'flash' }) as AttentionProblem;
   const found = hopperVariant(p, 'sm_90a', 'wgmma', null);
   if ('reason' in found) throw new Error(`no Hopper variant: ${found.reason}`);
-  const outputs = [found.variant, { ...found.variant, ...otherGrid(found.variant) }].map((variant) => {
+  const dynamic = { ...found.variant, persistent: 'dynamic' as const };
+  const outputs = [dynamic, { ...found.variant, persistent: false as const }].map((variant) => {
     const o = Tensor.zeros([B, T, N, H], 'bfloat16').to('cuda');
     const pointers = {
       ...{ q: q.buffer.ptr, k: k.buffer.ptr, v: v.buffer.ptr, o: o.buffer.ptr },
@@ -167,7 +169,7 @@ function repeatLaunches(name: string, options: AttentionOptions): void {
   const wallMs = performance.now() - start;
   report({
     case: `${name}, ${repeat} launches`,
-    variant: hopperVariantKey(found.variant),
+    variant: hopperVariantKey(dynamic),
     checks,
     differing,
     wallMs,

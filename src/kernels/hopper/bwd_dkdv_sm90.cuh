@@ -51,6 +51,9 @@
 #ifndef FLASH_BWD_LEAN
 #define FLASH_BWD_LEAN 0  // docs/internals/backward.md, v6 and v7: not yet timed, so off by default
 #endif
+#ifndef FLASH_BWD_GRAD_FROM_OUTPUT
+#define FLASH_BWD_GRAD_FROM_OUTPUT 0
+#endif
 #include "hopper/bwd_dq_accum.cuh"
 #include "hopper/bwd_dq_order.cuh"
 #include "hopper/wgmma.cuh"
@@ -815,7 +818,9 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
         // of the five, waited for at once (dV(s) with it); holding the raw scores would take 32
         // registers a lane the D = 128 loop does not have.
         // Where the generated gradient takes the modified score (ds_mods_from_p), P gives it instead.
-        constexpr bool FROM_P = ATTNLAB_SCORE_MOD && ATTNLAB_SCORE_MOD_NEEDS_SCORE && ATTNLAB_SCORE_MOD_GRAD_FROM_OUTPUT;
+        // FLASH_BWD_GRAD_FROM_OUTPUT: asked for by the host (ATTNLAB_FLASH_BWD_SCORE_GRAD=output).
+        constexpr bool FROM_P = ATTNLAB_SCORE_MOD && ATTNLAB_SCORE_MOD_NEEDS_SCORE &&
+                                ATTNLAB_SCORE_MOD_GRAD_FROM_OUTPUT && FLASH_BWD_GRAD_FROM_OUTPUT;
         if constexpr (ATTNLAB_SCORE_MOD && ATTNLAB_SCORE_MOD_NEEDS_SCORE && !FROM_P) {
           wgmma_fence();
           issue_s(i);

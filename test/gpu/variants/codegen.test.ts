@@ -5,12 +5,14 @@
  * against float64 on the CPU: relative 1e-5 (the piecewise functions take exact float32 arguments, so the
  * two sides cannot land either side of a step). Skips, with the reason, where there is no GPU.
  */
+
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { capturesArgument } from '../../../src/backends/cuda/ops/block-mask.js';
 import { loadKernels } from '../../../src/backends/cuda/runtime/compile.js';
 import { cudaAvailable } from '../../../src/backends/cuda/runtime/context.js';
 import { i32, launchKernel, ptr } from '../../../src/backends/cuda/runtime/launch.js';
+import { reloadConfig } from '../../../src/config.js';
 import { Random } from '../../../src/tensor/random.js';
 import { Tensor } from '../../../src/tensor/tensor.js';
 import { compileModifiers } from '../../../src/variants/compile.js';
@@ -123,9 +125,19 @@ describe('generated modifier functions equal the CPU evaluator', { skip }, () =>
       mask: and(documentMask(Tensor.fromArray(ids, [B, S], 'int32').to(d)), causal()),
     })));
   it('softcap (and its gradient from the capped score)', () => check(() => ({ score: softcap(2.5) })));
-  it('constant factors in and out, folded (tanh(score · 0.25) · 3, score / 8)', () => {
-    check(() => ({ score: scoreMod('tanh(score * 0.25) * 3.0') }));
-    check(() => ({ score: scoreMod('score / 8.0') }));
+  it('constant factors in and out, folded (ATTNLAB_FOLD_SCORE_FACTORS=1: softcap, tanh(score · 0.25) · 3, score / 8)', () => {
+    const saved = process.env.ATTNLAB_FOLD_SCORE_FACTORS;
+    process.env.ATTNLAB_FOLD_SCORE_FACTORS = '1';
+    reloadConfig();
+    try {
+      check(() => ({ score: softcap(2.5) }));
+      check(() => ({ score: scoreMod('tanh(score * 0.25) * 3.0') }));
+      check(() => ({ score: scoreMod('score / 8.0') }));
+    } finally {
+      if (saved === undefined) delete process.env.ATTNLAB_FOLD_SCORE_FACTORS;
+      else process.env.ATTNLAB_FOLD_SCORE_FACTORS = saved;
+      reloadConfig();
+    }
   });
   it('an exp chain (its gradient from the output: inverted + and ×)', () =>
     check(() => ({ score: scoreMod('2.0 * exp(score / 4.0) + 1.0') })));

@@ -227,7 +227,16 @@ describe('GPU flash modifiers and block masks on the Hopper forward', { skip }, 
   // from item to item: ragged T (a partial last tile), GQA, documents of random lengths (items of 1 to
   // 16 key tiles), bands of rows that see no key (items without keys between items with keys), D=128
   // and D=64.
-  it('a block mask on the dynamic grid equals the 2-D grid bit for bit, launch after launch (documents, bands without keys, H=128 and H=64)', () => {
+  it('a block mask on the dynamic grid equals the 2-D grid bit for bit, launch after launch (documents, bands without keys, H=128 and H=64)', (t) => {
+    // The library takes the dynamic grid for a block mask where ATTNLAB_BLOCK_MASK_GRID=dynamic asks.
+    const savedGrid = process.env.ATTNLAB_BLOCK_MASK_GRID;
+    process.env.ATTNLAB_BLOCK_MASK_GRID = 'dynamic';
+    reloadConfig();
+    t.after(() => {
+      if (savedGrid === undefined) delete process.env.ATTNLAB_BLOCK_MASK_GRID;
+      else process.env.ATTNLAB_BLOCK_MASK_GRID = savedGrid;
+      reloadConfig();
+    });
     const cases: Array<[Shape, (s: Shape) => ModifierCase]> = [
       [{ B: 2, T: 2000, S: 2000, N: 16, K: 4, H: 128 }, (s) => documentCase(s, 7, seed, true)],
       [{ B: 2, T: 2000, S: 2000, N: 16, K: 4, H: 128 }, () => bandsCase(384)],
@@ -328,11 +337,21 @@ describe('GPU flash modifiers and block masks on the Hopper forward', { skip }, 
   // constants): the kernel folds them into the score's scale and the softmax's factor (flash/mask.cuh);
   // the reference evaluates the expression as written. A scale of 0.5 puts the scores at a standard
   // deviation of ~5.7 at H=128, so the caps of 4 and 3 bend most of them.
-  it('public API: softcap and a folded tanh expression at H=128 (causal) and H=64, against the reference', () => {
-    for (const [H, isCausal, mod] of [
-      [128, true, softcap(4)],
-      [64, false, scoreMod('tanh(score * 0.25) * 3.0')],
+  it('public API: softcap and a folded tanh expression at H=128 (causal) and H=64, as written and folded (ATTNLAB_FOLD_SCORE_FACTORS=1), against the reference', (t) => {
+    const savedFold = process.env.ATTNLAB_FOLD_SCORE_FACTORS;
+    t.after(() => {
+      if (savedFold === undefined) delete process.env.ATTNLAB_FOLD_SCORE_FACTORS;
+      else process.env.ATTNLAB_FOLD_SCORE_FACTORS = savedFold;
+      reloadConfig();
+    });
+    for (const [H, isCausal, mod, fold] of [
+      [128, true, softcap(4), '0'],
+      [128, true, softcap(4), '1'],
+      [64, false, scoreMod('tanh(score * 0.25) * 3.0'), '0'],
+      [64, false, scoreMod('tanh(score * 0.25) * 3.0'), '1'],
     ] as const) {
+      process.env.ATTNLAB_FOLD_SCORE_FACTORS = fold;
+      reloadConfig();
       const shape: Shape = { B: 2, T: 333, S: 333, N: 4, K: 2, H };
       const host = inputs(shape, seed + 120 + H);
       const options = { scoreMod: mod, isCausal, scale: 0.5, returnLogSumExp: true };
@@ -340,9 +359,9 @@ describe('GPU flash modifiers and block masks on the Hopper forward', { skip }, 
       const [q, k, v] = [host.q, host.k, host.v].map((x) => x.to('cuda'));
       const got = attention(q, k, v, { ...options, implementation: 'flash' });
       assert.match(got.variant, /\.mods-.*\.wgmma$/);
-      expectClose(`output, H=${H}`, got.output.toFloat64Array(), want.output.toFloat64Array());
+      expectClose(`output, H=${H} fold=${fold}`, got.output.toFloat64Array(), want.output.toFloat64Array());
       expectClose(
-        `logSumExp, H=${H}`,
+        `logSumExp, H=${H} fold=${fold}`,
         (got.logSumExp as Tensor).toFloat64Array(),
         (want.logSumExp as Tensor).toFloat64Array(),
       );

@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { reloadConfig } from '../../../src/config.js';
 import { Tensor } from '../../../src/tensor/tensor.js';
 import { compileModifiers } from '../../../src/variants/compile.js';
 import { intRanges, readsAtPositions, scoreScales } from '../../../src/variants/cuda.js';
@@ -100,15 +101,27 @@ describe('variants CUDA generator: the cost of an expression', () => {
     assert.equal(scales('-2.0 * tanh(score + 1.0)'), null);
     assert.equal(scales('t[h] * tanh(score + 1.0)', { t }), null);
     assert.equal(scales('score / 1e-39'), null);
-    // The source: the factors as defines, the folded function without the two multiplies.
-    const text = source(softcap(30));
+    // The source, where ATTNLAB_FOLD_SCORE_FACTORS=1 asks for it (not by default): the factors as
+    // defines, the folded function without the two multiplies.
+    assert.doesNotMatch(source(softcap(30)), /FOLDED/);
+    const saved = process.env.ATTNLAB_FOLD_SCORE_FACTORS;
+    process.env.ATTNLAB_FOLD_SCORE_FACTORS = '1';
+    reloadConfig();
+    let text: string;
+    try {
+      text = source(softcap(30));
+      assert.doesNotMatch(source(alibi(4)), /FOLDED/);
+    } finally {
+      if (saved === undefined) delete process.env.ATTNLAB_FOLD_SCORE_FACTORS;
+      else process.env.ATTNLAB_FOLD_SCORE_FACTORS = saved;
+      reloadConfig();
+    }
     assert.match(
       text,
       /#define ATTNLAB_SCORE_MOD_FOLDED 1\n#define ATTNLAB_SCORE_MOD_IN_SCALE 0\.0333333\d*f\n#define ATTNLAB_SCORE_MOD_OUT_SCALE 30\.0f/,
     );
     const folded = text.slice(text.indexOf('float attnlab_score_mod_folded('));
     assert.match(folded, /const float v3 = s;\n\s*const float v4 = attnlab_tanh\(v3\);\n\s*return v4;/);
-    assert.doesNotMatch(source(alibi(4)), /FOLDED/);
   });
 
   it("says whether the backward reads the score, and gives it from the modifier's output where it can", () => {

@@ -62,9 +62,17 @@ export interface FlashBackwardVariant {
   /**
    * The wgmma loop stores dBias in the bias's dtype, once an element (FLASH_DBIAS_STORE,
    * hopper/bwd_dkdv_sm90.cuh dbias_store_tile), where no bias element is shared by two (b, n, t, s)
-   * positions (biasContributors 1): no float32 accumulator to zero, add into and convert.
+   * positions (biasContributors 1): no float32 accumulator to zero, add into and convert. Only with
+   * ATTNLAB_FLASH_BWD_DBIAS=store (not yet run on a GPU).
    */
   readonly dbiasStore?: boolean;
+  /**
+   * The wgmma loop takes a score modifier's gradient from the modified score, out of P
+   * (FLASH_BWD_GRAD_FROM_OUTPUT, hopper/bwd_dkdv_sm90.cuh ds_mods_from_p), where the generated source
+   * gives it so (ATTNLAB_SCORE_MOD_GRAD_FROM_OUTPUT). Only with ATTNLAB_FLASH_BWD_SCORE_GRAD=output (not yet
+   * run on a GPU).
+   */
+  readonly gradFromOutput?: boolean;
   /** A boolean mask (P with the mask). */
   readonly mask?: boolean;
   /**
@@ -186,7 +194,15 @@ export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBac
           : chooseFlashBackwardTiles(padded),
     deterministic: p.deterministic,
     bias: p.bias ? (p.bias.tensor.dtype as FlashBiasType) : 'none',
-    dbiasStore: kernel === 'wgmma' && p.bias !== null && biasContributors(p) === 1,
+    dbiasStore:
+      kernel === 'wgmma' &&
+      p.bias !== null &&
+      biasContributors(p) === 1 &&
+      config().experimental.flashBackwardDbias === 'store',
+    gradFromOutput:
+      kernel === 'wgmma' &&
+      modifiersOf(p)?.hasScoreMod === true &&
+      config().experimental.flashBackwardScoreGrad === 'output',
     mask: p.mask !== null,
     maskRows: kernel === 'wgmma' && maskRowsFit(p.mask?.strides ?? null),
     modifiers: modifiersOf(p),
@@ -262,6 +278,7 @@ export function flashBackwardVariantKey(v: FlashBackwardVariant): string {
   if (v.bias && v.bias !== 'none' && v.dbiasStore) parts.push('dbias-store');
   if (v.mask) parts.push(v.maskRows ? 'mask-rows' : 'mask');
   if (v.modifiers) parts.push(`mods-${v.modifiers.key}`);
+  if (v.modifiers && v.gradFromOutput) parts.push('grad-out');
   if (v.blockMask) parts.push('bmask');
   return parts.join('.');
 }
@@ -298,7 +315,9 @@ export function flashBackwardDefines(v: FlashBackwardVariant): Record<string, nu
   // With modifiers the wgmma loop's `tanh` is tanh.approx.f32, as in the Hopper forward whose log-sum-exp
   // it reads (docs/internals/variants.md): the same P, and one MUFU operation a score where libm's tanhf
   // takes two and ~20 instructions.
-  const fastTanh: Record<string, number> = v.modifiers ? { ATTNLAB_FAST_TANH: 1 } : {};
+  const fastTanh: Record<string, number> = v.modifiers
+    ? { ATTNLAB_FAST_TANH: 1, ...(v.gradFromOutput ? { FLASH_BWD_GRAD_FROM_OUTPUT: 1 } : {}) }
+    : {};
   const lean: Record<string, number> = v.lean ? { FLASH_BWD_LEAN: 1 } : {};
   if (v.kernel === 'wgmma')
     return { FLASH_D: v.headDim, FLASH_FP16: fp16, ...general, ...fastTanh, ...ordered, ...lean };

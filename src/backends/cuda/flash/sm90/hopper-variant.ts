@@ -242,7 +242,7 @@ export const DYNAMIC_MIN_ITEMS = 264;
  * Its results are bit for bit the 2-D grid's (the same items, each computed alone). Score modifiers
  * keep the 2-D grid (the built-in masks' D=128 tile at T=8192 runs it). A block mask without a score
  * modifier takes the dynamic grid at Dk, Dv ≤ 128 (with ≥ DYNAMIC_MIN_ITEMS items and no bias or mask
- * tensor): its items are short (8 equal documents at T=8192: 1–8 key tiles of 128, 4.5 on average), and
+ * tensor) where ATTNLAB_BLOCK_MASK_GRID=dynamic asks for it, the 2-D grid until a GPU has run it: its items are short (8 equal documents at T=8192: 1–8 key tiles of 128, 4.5 on average), and
  * on the 2-D grid each one's fixed costs (Q's load, the pipeline's fill, the block mask's kinds, the
  * epilogue) took 0.585 ms on an H100 against ~0.26 ms of tile work; the dynamic grid loads the
  * next item's Q, K and kinds under the current item's last tiles (hopper_fwd.cu
@@ -261,9 +261,13 @@ function hopperGridOrder(
   // producer's 80 registers leave three consumers too few (fwd_config.cuh). A score modifier beside the
   // block mask keeps the 2-D grid: in 208 registers ptxas spilled 28 bytes (D=128) and 124 (D=64) for
   // ALiBi with a causal mask modifier, none on the 2-D grid's 240 at D=64.
+  // Only where ATTNLAB_BLOCK_MASK_GRID=dynamic asks: the GPU suites and timings have run the 2-D grid.
   if (blockMaskOf(p) !== null) {
     const scored = modifiersOf(p)?.hasScoreMod ?? false;
-    return dims.keyDim <= 128 && dims.valueDim <= 128 && tiles.consumers === 2 && !scored ? 'dynamic' : false;
+    const asked = config().experimental.blockMaskGrid === 'dynamic';
+    return asked && dims.keyDim <= 128 && dims.valueDim <= 128 && tiles.consumers === 2 && !scored
+      ? 'dynamic'
+      : false;
   }
   if (modifiersOf(p) !== null || long128) return false;
   return p.causal || p.T < D128_LONG.fromT ? 'dynamic' : false;

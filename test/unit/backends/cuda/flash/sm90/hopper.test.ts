@@ -4,6 +4,7 @@
  * HopperParams. The compiler's layout of HopperParams and the compile of the backend's own -D set
  * for sm_90a are in test/kernels/hopper-compile.test.ts (`npm run test:kernels`).
  */
+
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { validateAttention } from '../../../../../../src/api/validate.js';
@@ -28,6 +29,7 @@ import {
 } from '../../../../../../src/backends/cuda/flash/sm90/hopper-variant.js';
 import { structLayout } from '../../../../../../src/backends/cuda/runtime/launch.js';
 import type { AttentionOptions, AttentionProblem } from '../../../../../../src/backends/problem.js';
+import { reloadConfig } from '../../../../../../src/config.js';
 import type { FloatDType } from '../../../../../../src/tensor/dtype.js';
 import { randomNormal } from '../../../../../../src/tensor/random.js';
 import { Tensor } from '../../../../../../src/tensor/tensor.js';
@@ -264,21 +266,31 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
     );
     assert.equal(hopperDefines(d64).ATTNLAB_BLOCK_MASK, 1);
     // Modifiers alone keep the 2-D grid where the plain case would take the dynamic one (T < 8192, ≥ 264
-    // items); a block mask takes the dynamic grid from 264 items at D ≤ 128 (at T=8192 too), not at D=256
-    // nor with a score modifier.
+    // items); so does a block mask unless ATTNLAB_BLOCK_MASK_GRID=dynamic: then from 264 items at D ≤ 128
+    // (at T=8192 too), not at D=256 nor with a score modifier.
     assert.equal(variant(2048, 128, 32, {}).persistent, 'dynamic');
     assert.equal(variant(2048, 128, 32, { modifiers }).persistent, false);
-    assert.equal(variant(2048, 128, 32, { modifiers, blockMask }).persistent, 'dynamic');
-    assert.equal(variant(8192, 64, 5, { modifiers, blockMask }).persistent, 'dynamic');
-    assert.equal(variant(2048, 128, 16, { modifiers, blockMask }).persistent, false);
-    assert.equal(variant(8192, 256, 16, { modifiers, blockMask }).persistent, false);
-    // A score modifier beside the block mask keeps the 2-D grid (its registers).
-    const scored = { ...modifiers, hasScoreMod: true };
-    assert.equal(variant(8192, 128, 16, { modifiers: scored, blockMask }).persistent, false);
-    assert.match(
-      hopperVariantKey(variant(8192, 128, 16, { modifiers, blockMask })),
-      /\.dyn\..*\.bmask\.wgmma$/,
-    );
+    assert.equal(variant(2048, 128, 32, { modifiers, blockMask }).persistent, false);
+    const saved = process.env.ATTNLAB_BLOCK_MASK_GRID;
+    try {
+      process.env.ATTNLAB_BLOCK_MASK_GRID = 'dynamic';
+      reloadConfig();
+      assert.equal(variant(2048, 128, 32, { modifiers, blockMask }).persistent, 'dynamic');
+      assert.equal(variant(8192, 64, 5, { modifiers, blockMask }).persistent, 'dynamic');
+      assert.equal(variant(2048, 128, 16, { modifiers, blockMask }).persistent, false);
+      assert.equal(variant(8192, 256, 16, { modifiers, blockMask }).persistent, false);
+      // A score modifier beside the block mask keeps the 2-D grid (its registers).
+      const scored = { ...modifiers, hasScoreMod: true };
+      assert.equal(variant(8192, 128, 16, { modifiers: scored, blockMask }).persistent, false);
+      assert.match(
+        hopperVariantKey(variant(8192, 128, 16, { modifiers, blockMask })),
+        /\.dyn\..*\.bmask\.wgmma$/,
+      );
+    } finally {
+      if (saved === undefined) delete process.env.ATTNLAB_BLOCK_MASK_GRID;
+      else process.env.ATTNLAB_BLOCK_MASK_GRID = saved;
+      reloadConfig();
+    }
     // What the kernels cannot take is refused with the rule's reason (modifiers.ts variantsRule).
     const nine = Array.from({ length: 9 }, (_, i) => ({
       name: `c${i}`,
