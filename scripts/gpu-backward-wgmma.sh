@@ -5,6 +5,9 @@
 #             reduce-adds, RED: per-element reductions, LDL/STL: spills, STRONG.GPU and NANOSLEEP: the semaphores)
 #   test      test/gpu/backward/hopper.test.ts (each loop in a process of its own) and the flash
 #             backward suite, at once
+#   check     both wgmma loops in one call: per loop its oracle cases in two processes (bf16; fp16 and
+#             deterministic), the deterministic repeats on three shapes, and memcheck, racecheck and synccheck on
+#             T=257 H=128 causal (whole and partial tiles); memcheck on the deterministic twin; all at once
 #   suite     the shared gradient suite's flash runs (CASES, LONG_CASES, deterministic), default loop and wgmma-ws
 #   sanitize  memcheck, racecheck and synccheck on a small H=128 causal case, memcheck and racecheck on a
 #             small H=64 causal one, each on both wgmma loops
@@ -92,6 +95,22 @@ test)
   wait
   summary 20 24 20
   ;;
+check)
+  # Both wgmma loops (wgmma, the default at H=96 and 128; wgmma-ws, the default at 64), thirteen processes at
+  # once; each test's result streams to its log, so a process cut at the cap still says which tests passed.
+  f=test/gpu/backward/hopper.test.ts
+  export KERNELS=hopper/hopper_bwd.cu
+  for loop in wgmma wgmma-ws; do
+    shard "$loop-bf16" - --test-name-pattern="^(?!repeat|deterministic).* · bfloat16 · $loop\$" $f
+    shard "$loop-fp16-det" - --test-name-pattern="^(?!repeat)(.* · float16|deterministic .* · deterministic) · $loop\$" $f
+    shard "$loop-repeat" - --test-name-pattern="^repeat · (GQA|T=128 S=40000|T=2000 ).* · $loop\$" $f
+    sanitize_all "$loop-d128" --test-name-pattern="^T=257 S=257 H=128 causal · bfloat16 · $loop\$" $f
+  done
+  sanitize memcheck-det-d128 memcheck \
+    --test-name-pattern='^deterministic T=S=257 H=128 causal · bfloat16 · deterministic · wgmma$' $f
+  wait
+  summary 20 28 20
+  ;;
 suite)
   # The shared gradient suite's flash runs (test/gpu/backward/backends.test.ts), on the default loop and on wgmma-ws.
   for run in 'flash$' 'flash long$' 'flash deterministic$'; do
@@ -161,7 +180,7 @@ profile)
   done
   ;;
 *)
-  echo "unknown step $step (sass, test, suite, sanitize, sanitize-det, loops, sweep, bench, profile)" >&2
+  echo "unknown step $step (sass, test, check, suite, sanitize, sanitize-det, loops, sweep, bench, profile)" >&2
   exit 2
   ;;
 esac

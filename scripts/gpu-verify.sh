@@ -145,7 +145,11 @@ shard variants-hopper-128-masks - --test-name-pattern='^(causal as maskMod|slidi
   $g/variants/hopper.test.ts
 shard variants-hopper-128-scores - --test-name-pattern='^(ALiBi|softcap|relative bias).*B=1 T=520 N=2 K=2 H=128: ' \
   $g/variants/hopper.test.ts
-shard variants-hopper - --test-name-pattern='^(?!.*B=1 T=520 N=2 K=2 H=128: |GPU flash modifiers|<root>$)' \
+# The dynamic grid's bit-for-bit launches (six variants) and the public API's cases (three) apart.
+shard variants-hopper-dynamic - --test-name-pattern='^a block mask on the dynamic grid' $g/variants/hopper.test.ts
+shard variants-hopper-public-api - --test-name-pattern='^public API' $g/variants/hopper.test.ts
+shard variants-hopper - \
+  --test-name-pattern='^(?!.*B=1 T=520 N=2 K=2 H=128: |a block mask on the dynamic grid|public API|GPU flash modifiers|<root>$)' \
   $g/variants/hopper.test.ts
 shard variants-cases-forward - --test-name-pattern='^CUDA flash, modifier cases$' $g/variants/cases.test.ts
 shard variants-cases-backward - --test-name-pattern='^CUDA flash backward, modifier cases' $g/variants/cases.test.ts
@@ -176,6 +180,11 @@ KERNELS=hopper/hopper_fwd.cu sanitize_all hopper-dynamic --test-name-pattern='^d
   $g/forward/hopper.test.ts
 KERNELS='hopper/hopper_fwd.cu variants/block_mask.cu' sanitize_all hopper-modifiers \
   --test-name-pattern='^document mask \(4 documents\) \+ block mask \(block mask\), B=2 T=384 N=4 K=2 H=64: ' \
+  $g/variants/hopper.test.ts
+# A block mask on the dynamic grid (ATTNLAB_BLOCK_MASK_GRID=dynamic; 280 items: blocks pass from item to
+# item, the producer warp's bitmap sets).
+ATTNLAB_BLOCK_MASK_GRID=dynamic KERNELS='hopper/hopper_fwd.cu variants/block_mask.cu' sanitize_all hopper-modifiers-dynamic \
+  --test-name-pattern='^document mask \(5 documents\) \+ block mask \(block mask\), B=1 T=640 N=56 K=8 H=64: ' \
   $g/variants/hopper.test.ts
 # The mma.sync forward and backward built with modifiers (a document mask with its block mask; a learned
 # table, whose gradient takes atomics) and with a dense bias and boolean mask (dBias); the plain mma.sync

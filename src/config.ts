@@ -28,6 +28,8 @@ export type FlashKernelChoice = 'wgmma' | 'mma';
 export type FlashBackwardKernelChoice = 'wgmma' | 'wgmma-ws' | 'mma';
 /** The wgmma backward's deterministic dQ: adds in a fixed order of key blocks, or the loop without dQ and the dQ pass. */
 export type FlashBackwardDeterministicChoice = 'ordered' | 'pass';
+export type FlashBackwardDbiasChoice = 'add' | 'store';
+export type FlashBackwardScoreGradChoice = 'score' | 'output';
 export type DecodeKernelChoice = 'heads' | 'rows' | 'tma';
 /** ATTNLAB_TUNE: 'auto' calibrates a shape class the first time it is seen; 'off' ignores calibrated tables. */
 export type TuneMode = 'use' | 'auto' | 'off';
@@ -52,6 +54,23 @@ export interface ExperimentalKnobs {
    */
   readonly flashBackwardDeterministic: FlashBackwardDeterministicChoice | null;
   /**
+   * ATTNLAB_FLASH_BWD_LEAN=1: the wgmma backward loops' step position by increments, whole tiles' copies
+   * without predicates, and the producer-warpgroup loop's 32 / 232 register split (docs/internals/backward.md,
+   * v6 and v7), until timed on a GPU.
+   */
+  readonly flashBackwardLean: boolean;
+  /**
+   * ATTNLAB_FLASH_BWD_DBIAS=add|store: where no bias element is shared by two positions, the wgmma loop adds
+   * dBias into a float32 accumulator (add, the default) or stores it once an element in the bias's dtype.
+   */
+  readonly flashBackwardDbias: FlashBackwardDbiasChoice | null;
+  /**
+   * ATTNLAB_FLASH_BWD_SCORE_GRAD=score|output: a score modifier's gradient on the wgmma loop from the
+   * recomputed raw score (score, the default) or, where the generated source allows, from the modified
+   * score taken from P (output).
+   */
+  readonly flashBackwardScoreGrad: FlashBackwardScoreGradChoice | null;
+  /**
    * ATTNLAB_FLASH_KERNEL=wgmma|mma: on sm_90a, run the cases the Hopper kernel covers on it (wgmma)
    * or keep every case on the mma.sync kernel; unset follows HOPPER_BY_DEFAULT (hopper-variant.ts).
    */
@@ -64,6 +83,18 @@ export interface ExperimentalKnobs {
   readonly decodeKernel: DecodeKernelChoice | null;
   /** ATTNLAB_CUDNN_GRAPH=composite|unified: the cuDNN SDPA graph to build where both can run. */
   readonly cudnnGraph: CudnnGraphChoice | null;
+  /**
+   * ATTNLAB_BLOCK_MASK_GRID=dynamic|2d: the Hopper forward's grid for a block mask without a score
+   * modifier (Dk, Dv ≤ 128, ≥ 264 items): the dynamic persistent grid, or one block an item; unset: 2d,
+   * the grid the GPU suites and timings have run (hopper-variant.ts hopperGridOrder).
+   */
+  readonly blockMaskGrid: 'dynamic' | '2d' | null;
+  /**
+   * ATTNLAB_FOLD_SCORE_FACTORS=1: generated score modifiers with a constant factor on the score and on
+   * their result (softcap) hand both to the forward kernels to fold into their own multiplies
+   * (src/variants/cuda.ts scoreScales); unset or 0: the modifier as written.
+   */
+  readonly foldScoreFactors: boolean;
   /**
    * Which TMA decode launches are programmatic dependents (launch-dependent.ts; decode-tma.ts,
    * tmaDependentLaunches, has the measurements): unset or =auto, 'auto' (both kernels of a split call
@@ -161,9 +192,14 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
       flashBackwardTiles: text('ATTNLAB_FLASH_BWD_TILES'),
       flashBackwardKernel: choice('ATTNLAB_FLASH_BWD_KERNEL', ['wgmma', 'wgmma-ws', 'mma']),
       flashBackwardDeterministic: choice('ATTNLAB_FLASH_BWD_DET', ['ordered', 'pass']),
+      flashBackwardLean: flag('ATTNLAB_FLASH_BWD_LEAN'),
+      flashBackwardDbias: choice('ATTNLAB_FLASH_BWD_DBIAS', ['add', 'store']),
+      flashBackwardScoreGrad: choice('ATTNLAB_FLASH_BWD_SCORE_GRAD', ['score', 'output']),
       flashKernel: choice('ATTNLAB_FLASH_KERNEL', ['wgmma', 'mma']),
       decodeKernel: choice('ATTNLAB_DECODE_KERNEL', ['heads', 'rows', 'tma']),
       cudnnGraph: choice('ATTNLAB_CUDNN_GRAPH', ['composite', 'unified']),
+      blockMaskGrid: choice('ATTNLAB_BLOCK_MASK_GRID', ['dynamic', '2d']),
+      foldScoreFactors: flag('ATTNLAB_FOLD_SCORE_FACTORS'),
       dependentLaunch: dependent === '1' ? 'all' : dependent === '0' ? 'off' : (dependent ?? 'auto'),
     },
     cudnnTrace: flag('ATTNLAB_CUDNN_TRACE'),
@@ -219,9 +255,13 @@ export const RUN_SETTING_VARIABLES = [
   'ATTNLAB_FLASH_BWD_KERNEL',
   'ATTNLAB_FLASH_BWD_TILES',
   'ATTNLAB_FLASH_BWD_DET',
+  'ATTNLAB_FLASH_BWD_DBIAS',
+  'ATTNLAB_FLASH_BWD_SCORE_GRAD',
   'ATTNLAB_DECODE_KERNEL',
   'ATTNLAB_DEPENDENT_LAUNCH',
   'ATTNLAB_CUDNN_GRAPH',
+  'ATTNLAB_BLOCK_MASK_GRID',
+  'ATTNLAB_FOLD_SCORE_FACTORS',
   'ATTNLAB_KERNELS_DIR',
   'ATTNLAB_KERNEL_CACHE',
   'ATTNLAB_CUDNN_PLAN_CACHE',

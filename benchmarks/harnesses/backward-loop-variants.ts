@@ -12,7 +12,8 @@
  *
  * A `+det` suffix runs the variant with `deterministic: true` (on the wgmma loops the dQ adds in a fixed
  * order of key blocks, hopper/bwd_dq_order.cuh; on mma.sync the dK/dV loop without dQ, then the dQ pass);
- * `+detpass` the same on a wgmma loop through the dQ pass (ATTNLAB_FLASH_BWD_DET=pass).
+ * `+detpass` the same on a wgmma loop through the dQ pass (ATTNLAB_FLASH_BWD_DET=pass). `+lean` (before any
+ * `+det`) runs a wgmma loop with ATTNLAB_FLASH_BWD_LEAN=1, e.g. `wgmma+lean`, `wgmma-ws+lean+det`.
  *
  * --profile runs each variant's backward once and nothing else (for ncu -k regex:dkdv).
  */
@@ -32,7 +33,12 @@ const ROUNDS = 3;
 const CALLS = 6;
 
 function select(spec: string): void {
-  const [kernel, tiles] = spec.replace(/\+det(pass)?$/, '').split(':');
+  const [kernel, tiles] = spec
+    .replace('+lean', '')
+    .replace(/\+det(pass)?$/, '')
+    .split(':');
+  if (spec.includes('+lean')) process.env.ATTNLAB_FLASH_BWD_LEAN = '1';
+  else delete process.env.ATTNLAB_FLASH_BWD_LEAN;
   if (spec.endsWith('+detpass')) process.env.ATTNLAB_FLASH_BWD_DET = 'pass';
   else delete process.env.ATTNLAB_FLASH_BWD_DET;
   if (kernel === 'cudnn') delete process.env.ATTNLAB_FLASH_BWD_KERNEL;

@@ -3,14 +3,15 @@
 benchmarks/harnesses/variants-hopper-speed.ts times on attnlab's Hopper kernel, with SDPA's causal
 and full attention beside them, at the same shape (B=4 T=S=8192 N=16 H=128 bf16 by default).
 
-  python3 benchmarks/harnesses/flex-attention-forward.py masks|scores [B T N H]
+  python3 benchmarks/harnesses/flex-attention-forward.py masks|scores|causal-mask|documents|alibi|softcap|softcap-causal [B T N H]
 
 Prints one JSON line per case: median ms of 20 calls after 10 warm-up calls (CUDA events), TFLOP/s
 over the pairs the mask keeps, and the block mask's build time (once, as a model reuses it). Cases,
 as the attnlab harness's parts: masks, SDPA causal, causal as mask_mod and 8 equal packed documents
 (causal within each); scores, SDPA causal and full, an ALiBi score_mod on a causal mask and
-soft-capping 30·tanh(s/30) with and without a causal mask. Exits 0 with a line saying why when
-this PyTorch has no flex_attention or no GPU.
+soft-capping 30·tanh(s/30) with and without a causal mask. The other parts run one of those cases
+each (with SDPA causal, and SDPA full beside softcap), so that a part's torch.compile of flex_attention
+fits a short cap. Exits 0 with a line saying why when this PyTorch has no flex_attention or no GPU.
 """
 import json
 import sys
@@ -79,20 +80,29 @@ def main():
         print(json.dumps({"case": case, "B": B, "T": T, "N": N, "H": H, "ms": round(ms, 4),
                           "tflops": round(tflops, 1), **extra}), flush=True)
 
+    cases = {"masks": ["causal-mask", "documents"], "scores": ["alibi", "softcap", "softcap-causal"]}.get(part, [part])
+    known = {"causal-mask", "documents", "alibi", "softcap", "softcap-causal"}
+    if not set(cases) <= known:
+        print(json.dumps({"error": f"unknown part {part}: masks, scores or one of {sorted(known)}"}))
+        sys.exit(2)
     sdpa = torch.nn.functional.scaled_dot_product_attention
     report("sdpa causal", timed(lambda: sdpa(q, k, v, is_causal=True)), causal_pairs)
     causal_mask, build = block_mask(causal, False)
-    if part == "masks":
+    if "causal-mask" in cases:
         report("flex causal mask_mod", timed(lambda: flex(q, k, v, block_mask=causal_mask)), causal_pairs,
                blockMaskMs=round(build, 3))
+    if "documents" in cases:
         doc_mask, build = block_mask(document, True)
         report(f"flex document mask ({docs} equal documents)", timed(lambda: flex(q, k, v, block_mask=doc_mask)),
                doc_pairs, blockMaskMs=round(build, 3))
-    else:
+    if "softcap" in cases:
         report("sdpa full", timed(lambda: sdpa(q, k, v)), T * T)
+    if "alibi" in cases:
         report("flex ALiBi + causal", timed(lambda: flex(q, k, v, score_mod=alibi, block_mask=causal_mask)),
                causal_pairs)
+    if "softcap" in cases:
         report("flex softcap 30", timed(lambda: flex(q, k, v, score_mod=softcap)), T * T)
+    if "softcap-causal" in cases:
         report("flex softcap 30 + causal",
                timed(lambda: flex(q, k, v, score_mod=softcap, block_mask=causal_mask)), causal_pairs)
     print(json.dumps({"torch": torch.__version__, "device": torch.cuda.get_device_name()}))

@@ -238,7 +238,8 @@ function mods(which: 'masks' | 'scores'): void {
  * case on the output and log-sum-exp of one plain forward (the backward's work does not depend on their
  * values, and one forward module is all it compiles): unmasked, the (B,1,T,S) mask, the (1,N,T,S) bias,
  * built-in causal, 8 equal documents (∧ causal, block mask), causal as 'kv <= q' (block mask), ALiBi (causal
- * expression, block mask), softcap 30. For a time-capped call on a cold kernel cache.
+ * expression, block mask), softcap 30, a (B,N,T,S) bf16 bias (8; ATTNLAB_FLASH_BWD_DBIAS=store stores its dBias). For a
+ * time-capped call on a cold kernel cache.
  */
 function backwardOnly(): void {
   const [q, k, v, dO] = inputs(T);
@@ -268,6 +269,9 @@ function backwardOnly(): void {
       () => ({ scoreMod: alibi(slopes), maskMod: causalExpr, blockMask: blocks(causalExpr) }),
     ],
     ['softcap 30', () => ({ scoreMod: softcap(30) })],
+    // No element shared by two positions: with ATTNLAB_FLASH_BWD_DBIAS=store, dBias stored once an element
+    // in bf16 (variant '.dbias-store'); float32 reductions otherwise.
+    ['bias (B,N,T,S) bf16', () => ({ bias: filled([B, N, T, T], 'bfloat16', 0x3c003c00) })],
   ];
   const picked = process.env.ATTNLAB_HARNESS_CASES?.trim();
   const only = picked ? picked.split(',').map(Number) : null;

@@ -12,7 +12,16 @@
  *   softcap      softcap(30), causal (unless --no-causal) and not, against the same without it (goal ≥ 0.9×)
  *
  *   node --import tsx benchmarks/harnesses/variants-hopper-speed.ts masks|causal-mask|documents|alibi|softcap [B T N H]
- *     [--once|--profile] [--three] [--no-causal]
+ *     [--once|--profile] [--three] [--no-causal] [--other-grid] [--repeat=N]
+ *
+ * The block-mask parts (causal-mask, documents) also run their variant on the other grid (the 2-D grid
+ * where the library takes the dynamic one, and the reverse), each such line with the largest output
+ * difference from the library's (0: bit for bit) beside the time; --other-grid does the same for ALiBi
+ * and softcap with causal. ATTNLAB_BLOCK_MASK_GRID=dynamic makes the dynamic grid the library's for
+ * block masks. --repeat=N then launches the block-mask variant on the dynamic grid N more times back to
+ * back and compares the output after every 50th launch and the last with the 2-D grid's, bit for bit
+ * (a line with the launches, the differing elements and the wall time): a hang shows as the process's
+ * timeout.
  *
  * --three also runs the causal mask, ALiBi and softcap on the 192 × 80 three-consumer tile the built-in
  * masks take at D=128 from T=8192 (the modifiers' rule keeps 128 × 128), each such line with the largest
@@ -33,6 +42,7 @@ import {
   hopperVariant,
   hopperVariantKey,
 } from '../../src/backends/cuda/flash/sm90/hopper-variant.js';
+import { fillDevice32 } from '../../src/backends/cuda/runtime/memory.js';
 import type { AttentionOptions, AttentionProblem } from '../../src/backends/problem.js';
 import { timeOnStream } from '../../src/bench/cuda-timer.js';
 import { seededInput } from '../../src/bench/measure.js';
@@ -45,8 +55,13 @@ import { maskMod } from '../../src/variants/modifiers.js';
 const once = process.argv.includes('--once') || process.argv.includes('--profile');
 const three = process.argv.includes('--three');
 const noCausal = process.argv.includes('--no-causal');
-/** The built-in masks' D=128 tile from T=8192: 192 rows (three consumer warpgroups) × 80 keys. */
-const THREE = { consumers: 3, blockN: 80 } as const;
+const otherGridToo = process.argv.includes('--other-grid');
+const repeat = Number(process.argv.find((a) => a.startsWith('--repeat='))?.slice('--repeat='.length) ?? 0);
+/**
+ * The built-in masks' D=128 tile from T=8192: 192 rows (three consumer warpgroups) × 80 keys, on the
+ * 2-D grid (a block mask on the dynamic grid runs two consumers: fwd_config.cuh).
+ */
+const THREE = { consumers: 3, blockN: 80, persistent: false } as const;
 const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
 const part = args[0] ?? 'masks';
 const [B, T, N, H] = args.length >= 5 ? args.slice(1, 5).map(Number) : [4, 8192, 16, 128];
@@ -80,12 +95,12 @@ function time(options: AttentionOptions, pairs: number): Timed {
 function timeVariant(
   options: AttentionOptions,
   pairs: number,
-  change: Partial<HopperVariant>,
+  change: Partial<HopperVariant> | ((v: HopperVariant) => Partial<HopperVariant>),
 ): Timed & { readonly maxDifference: number } {
   const p = validateAttention(q, k, v, { ...options, implementation: 'flash' }) as AttentionProblem;
   const found = hopperVariant(p, 'sm_90a', 'wgmma', null);
   if ('reason' in found) throw new Error(`no Hopper variant: ${found.reason}`);
-  const variant = { ...found.variant, ...change };
+  const variant = { ...found.variant, ...(typeof change === 'function' ? change(found.variant) : change) };
   const o = Tensor.zeros([B, T, N, H], 'bfloat16').to('cuda');
   const pointers = {
     ...{ q: q.buffer.ptr, k: k.buffer.ptr, v: v.buffer.ptr, o: o.buffer.ptr },
@@ -110,6 +125,58 @@ function timeVariant(
 
 const causalPairs = (T * (T + 1)) / 2;
 
+/** The other grid than the library's for a block mask: the 2-D grid where it takes the dynamic one. */
+const otherGrid = (found: HopperVariant): Partial<HopperVariant> => ({
+  persistent: found.persistent === 'dynamic' ? false : 'dynamic',
+});
+
+/**
+ * --repeat: the variant for `options` on the dynamic grid launched `repeat` times back to back into one
+ * output, compared bit for bit with the 2-D grid's output after every 50th launch and the last (each of
+ * those into an output filled with NaNs first).
+ */
+function repeatLaunches(name: string, options: AttentionOptions): void {
+  if (repeat <= 0) return;
+  const p = validateAttention(q, k, v, { ...options, implementation: 'flash' }) as AttentionProblem;
+  const found = hopperVariant(p, 'sm_90a', 'wgmma', null);
+  if ('reason' in found) throw new Error(`no Hopper variant: ${found.reason}`);
+  const dynamic = { ...found.variant, persistent: 'dynamic' as const };
+  const outputs = [dynamic, { ...found.variant, persistent: false as const }].map((variant) => {
+    const o = Tensor.zeros([B, T, N, H], 'bfloat16').to('cuda');
+    const pointers = {
+      ...{ q: q.buffer.ptr, k: k.buffer.ptr, v: v.buffer.ptr, o: o.buffer.ptr },
+      ...{ lse: 0n, bias: 0n, mask: 0n, qLens: 0n, kvLens: 0n },
+    };
+    return { o, launch: () => launchHopper(p, variant, pointers) };
+  });
+  const [library, other] = outputs;
+  other.launch();
+  const want = other.o.toHost().data as Uint16Array;
+  let differing = 0;
+  let checks = 0;
+  const start = performance.now();
+  for (let i = 1; i <= repeat; i++) {
+    const checked = i % 50 === 0 || i === repeat;
+    // A checked launch writes over bf16 NaNs, so that an item it skipped cannot pass on an earlier one's output.
+    if (checked) fillDevice32(library.o.buffer, 0x7fc07fc0);
+    library.launch();
+    if (checked) {
+      const got = library.o.toHost().data as Uint16Array;
+      for (let j = 0; j < got.length; j++) if (got[j] !== want[j]) differing++;
+      checks++;
+    }
+  }
+  const wallMs = performance.now() - start;
+  report({
+    case: `${name}, ${repeat} launches`,
+    variant: hopperVariantKey(dynamic),
+    checks,
+    differing,
+    wallMs,
+  });
+  for (const x of outputs) x.o.dispose();
+}
+
 function report(row: Record<string, unknown>): void {
   console.log(JSON.stringify({ B, T, N, H, ...row }));
 }
@@ -133,6 +200,12 @@ if (part === 'masks' || part === 'causal-mask') {
     speedOverBuiltIn: ratio(causalTime, a),
     goal: 0.95,
   });
+  const ag = timeVariant({ maskMod: asMask, blockMask: asMaskBlocks }, causalPairs, otherGrid);
+  report({
+    case: 'causal as maskMod + block mask, other grid',
+    ...ag,
+    speedOverBuiltIn: ratio(causalTime, ag),
+  });
   if (three) {
     const a3 = timeVariant({ maskMod: asMask, blockMask: asMaskBlocks }, causalPairs, THREE);
     report({
@@ -141,6 +214,7 @@ if (part === 'masks' || part === 'causal-mask') {
       speedOverBuiltIn: ratio(causalTime, a3),
     });
   }
+  repeatLaunches('causal as maskMod + block mask', { maskMod: asMask, blockMask: asMaskBlocks });
   asMaskBlocks.kinds.dispose();
 }
 if (part === 'masks' || part === 'documents') {
@@ -161,6 +235,16 @@ if (part === 'masks' || part === 'documents') {
     speedOverCausal: ratio(causalTime, d),
     goal: 5,
   });
+  const dg = timeVariant({ maskMod: docs, blockMask: docBlocks }, docPairs, otherGrid);
+  report({
+    case: `document mask (${DOCS} equal documents) + block mask, other grid`,
+    ...dg,
+    speedOverCausal: ratio(causalTime, dg),
+  });
+  repeatLaunches(`document mask (${DOCS} equal documents) + block mask`, {
+    maskMod: docs,
+    blockMask: docBlocks,
+  });
   for (const x of [docBlocks.kinds, docIds]) x.dispose();
 }
 if (part === 'alibi' || part === 'softcap') {
@@ -168,6 +252,14 @@ if (part === 'alibi' || part === 'softcap') {
     const slopes = alibiSlopes(N).to('cuda');
     const a = time({ scoreMod: alibi(slopes), isCausal: true }, causalPairs);
     report({ case: 'ALiBi + built-in causal', ...a, speedOverUnmodified: ratio(causalTime, a), goal: 0.9 });
+    if (otherGridToo) {
+      const ag = timeVariant({ scoreMod: alibi(slopes), isCausal: true }, causalPairs, otherGrid);
+      report({
+        case: 'ALiBi + built-in causal, other grid',
+        ...ag,
+        speedOverUnmodified: ratio(causalTime, ag),
+      });
+    }
     if (three) {
       const a3 = timeVariant({ scoreMod: alibi(slopes), isCausal: true }, causalPairs, THREE);
       report({ case: 'ALiBi + built-in causal, 192x80', ...a3, speedOverUnmodified: ratio(causalTime, a3) });
@@ -190,6 +282,14 @@ if (part === 'alibi' || part === 'softcap') {
         speedOverUnmodified: ratio(causalTime, sc),
         goal: 0.9,
       });
+      if (otherGridToo) {
+        const sg = timeVariant({ scoreMod: softcap(30), isCausal: true }, causalPairs, otherGrid);
+        report({
+          case: 'softcap 30 + built-in causal, other grid',
+          ...sg,
+          speedOverUnmodified: ratio(causalTime, sg),
+        });
+      }
     }
   }
 }

@@ -48,13 +48,15 @@ export function chooseBackwardBackend(problem: BackwardProblem): Chosen<Backward
 }
 
 /**
- * Why the model puts cuDNN first for the backward: at B=4 T=S=8192 N=16 bf16 its backward ran 439–504
- * TFLOP/s at H=128 against flash's 362–374 (the wgmma loop with bulk dQ adds) and 360–416 at H=64
- * against 225–232 on an H100 (`attnlab bench --suite backward --impl flash,cudnn --peers torch`, one run;
- * flash's producer-warpgroup loop, the D=64 default since, ran 248–259 there), and 492–533 against
- * 309–316 and 404–438 against 153–175 on the H200 (benchmarks/results/h200/backward/2026-12-01-*).
+ * Why the model puts cuDNN first for the backward: at B=4 T=S=8192 N=16 bf16 on an H100, in one process
+ * with the loops (benchmarks/harnesses/backward-loop-variants.ts), its backward ran 511.9 / 523.4 TFLOP/s
+ * (non-causal / causal) at H=128 against flash's wgmma loop 423.2 / 396.1, and 471.6 / 412.2 at H=64
+ * against the producer-warpgroup loop's 292.1 / 291.3 (benchmarks/results/h100-sxm/backward/
+ * 2026-12-06-ca1a795-loops-h128.txt, 2026-12-06-64ffe4a-loops-h64.txt); 492–533 against 309–316 and
+ * 404–438 against 153–175 on the H200 (benchmarks/results/h200/backward/2026-12-01-*). Flash leads
+ * nowhere cuDNN runs, so no recorded table reorders them; flash takes what cuDNN refuses.
  */
-const BACKWARD_MODEL = "cuDNN's backward ran 1.2–1.8× flash's on the H100 (B=4 T=8192, H=64 and 128)";
+const BACKWARD_MODEL = "cuDNN's backward ran 1.2–1.6× flash's on the H100 (B=4 T=8192, H=64 and 128)";
 
 /** What decides the backward order `auto` takes on the GPU (a calibrated entry, or the model); null for a named backend or the CPU. */
 export function backwardDecision(problem: BackwardProblem): AutoDecision | null {

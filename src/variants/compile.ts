@@ -3,6 +3,7 @@
  * device functions, their hash, and the CPU evaluators of the same programs.
  */
 
+import { config } from '../config.js';
 import { InvalidArgumentError } from '../errors.js';
 import type { Device } from '../tensor/storage.js';
 import { generateCuda, MAX_CAPTURES, type SlottedProgram } from './cuda.js';
@@ -180,10 +181,11 @@ export function compileModifiers(
   const learnedInScore = scoreProgram ? learnedLocal(scoreProgram) : new Set<number>();
   const part = (m: ScoreMod | MaskMod | undefined, p: SlottedProgram | null) =>
     m && p ? `${treeId(m.tree)}:${p.slots.join(',')}:${p.captureTypes.join(',')}` : '-';
-  const signature = `${part(score, scoreProgram)}|${part(mask, maskProgram)}|${[...learnedInScore].join(',')}|${hasCaptureGrads}`;
+  const fold = config().experimental.foldScoreFactors;
+  const signature = `${part(score, scoreProgram)}|${part(mask, maskProgram)}|${[...learnedInScore].join(',')}|${hasCaptureGrads}|${fold}`;
   let source = generated.get(signature);
   if (!source) {
-    const text = generateCuda(scoreProgram, maskProgram, learnedInScore, hasCaptureGrads);
+    const text = generateCuda(scoreProgram, maskProgram, learnedInScore, hasCaptureGrads, fold);
     source = { cudaSource: text, key: hashText(text) };
     if (generated.size >= GENERATED_ENTRIES) generated.clear();
     generated.set(signature, source);

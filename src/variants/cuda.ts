@@ -124,8 +124,15 @@ function smallInt(ranges: ReturnType<typeof intRanges>, n: number): boolean {
   return r !== null && r[0] > -SMALL_INT && r[1] < SMALL_INT;
 }
 
-/** One `const` per instruction; reads keep their element offset in `oN` for the backward's atomics. */
-function forwardLines(p: SlottedProgram, indent: string): string[] {
+/**
+ * One `const` per instruction; reads keep their element offset in `oN` for the backward's atomics.
+ * `overrides` replaces instruction n's expression (the folded function's pre-scaled score).
+ */
+function forwardLines(
+  p: SlottedProgram,
+  indent: string,
+  overrides: ReadonlyMap<number, string> = new Map(),
+): string[] {
   const { instrs, types } = p.program;
   const ranges = intRanges(p.program);
   const lines: string[] = [];
@@ -203,8 +210,12 @@ function forwardLines(p: SlottedProgram, indent: string): string[] {
         expr = `${arg(0)} ${instr.op} ${arg(1)}`;
     }
     // A constant that only a divisor used is folded into its reciprocal literal (x · (1/c)) and left
-    // unread: nvcc would warn #177-D about it, and the generated code compiles warning-free.
-    const unused = instr.op === 'const' ? '[[maybe_unused]] ' : '';
+    // unread: nvcc would warn #177-D about it, and the generated code compiles warning-free. So is the
+    // score's variable where an override stands for its only use.
+    const override = overrides.get(n);
+    if (override !== undefined) expr = override;
+    const unused =
+      instr.op === 'const' || (instr.op === 'var' && overrides.size > 0) ? '[[maybe_unused]] ' : '';
     lines.push(`${indent}${unused}const ${CTYPE[t]} ${v(n)} = ${expr};`);
   });
   return lines;
@@ -360,20 +371,206 @@ export function readsAtPositions(program: Program): boolean {
   });
 }
 
+/**
+ * Constant factors a score modifier applies to its input and its output, which a kernel may fold into
+ * its own multiplies: `input` is the instruction that scales the score (`score * K`, `K * score` or
+ * `score / K`, the score's only use) and `inScale` its factor; `output` the last instruction when it
+ * is such a product or quotient by a positive constant (`K * x`, `x * K`, `x / K`), `outScale` its
+ * factor and `outArg` x. softcap(c), `c * tanh(score / c)`, folds both: the kernel passes
+ * raw · (scale / c) and multiplies the softmax's log2(e) by c, two FP32 multiplies a score fewer.
+ * Null when neither applies.
+ */
+export function scoreScales(program: Program): {
+  readonly input: number | null;
+  readonly inScale: number;
+  readonly output: number | null;
+  readonly outScale: number;
+  readonly outArg: number;
+} | null {
+  const { instrs, types } = program;
+  const constant = (n: number) => {
+    const i = instrs[n];
+    return i.op === 'const' && types[n] === 'float' && Number.isFinite(i.value) ? i.value : null;
+  };
+  // K of `x * K`, `K * x` or `x / K` (with x at `arg`), or null.
+  const factorOf = (instr: Instr, arg: number): number | null => {
+    if (instr.type !== 'float' || types[arg] !== 'float') return null;
+    const [a, b] = instr.args;
+    if (instr.op === '*') return a === arg ? constant(b) : b === arg ? constant(a) : null;
+    if (instr.op === '/' && a === arg && b !== arg) {
+      const k = constant(b);
+      return k !== null && reciprocal(instrs[b]) !== null ? 1 / k : null;
+    }
+    return null;
+  };
+  const uses = instrs.map(() => 0);
+  for (const i of instrs) for (const a of i.args) uses[a]++;
+  const scores = instrs.flatMap((i, n) => (i.op === 'var' && i.name === 'score' ? [n] : []));
+  let input: number | null = null;
+  let inScale = 1;
+  if (scores.length === 1 && uses[scores[0]] === 1) {
+    const user = instrs.findIndex((i) => (i.args as readonly number[]).includes(scores[0]));
+    const k = user >= 0 ? factorOf(instrs[user], scores[0]) : null;
+    if (k !== null && Math.abs(k) < 2 ** 64 && Math.abs(k) > 2 ** -64) [input, inScale] = [user, k];
+  }
+  const last = instrs.length - 1;
+  let output: number | null = null;
+  let outScale = 1;
+  let outArg = last;
+  const lastInstr = instrs[last];
+  if (last !== input && (lastInstr.op === '*' || lastInstr.op === '/')) {
+    for (const arg of lastInstr.args) {
+      if (constant(arg) !== null && lastInstr.op === '*') continue;
+      const k = factorOf(lastInstr, arg);
+      if (k !== null && k > 0 && Number.isFinite(k) && k < 2 ** 64 && k > 2 ** -64) {
+        [output, outScale, outArg] = [last, k, arg];
+        break;
+      }
+    }
+  }
+  return input === null && output === null ? null : { input, inScale, output, outScale, outArg };
+}
+
+/**
+ * Whether the score modifier's backward reads a value computed from the score (ATTNLAB_SCORE_MOD_NEEDS_SCORE):
+ * not for an additive modifier (ALiBi, a relative bias), whose gradient is g; the backward loops then skip
+ * recomputing the raw score, one Q·Kᵀ product a tile.
+ */
+function needsScore(p: SlottedProgram, learned: ReadonlySet<number>): boolean {
+  const dep = scoreDependent(p.program);
+  for (const n of readValues(backwardLines(p, learned, ''))) if (dep[n]) return true;
+  return false;
+}
+
+/** Which instructions depend on the score: the score itself and everything computed from it. */
+function scoreDependent(program: Program): boolean[] {
+  const dep: boolean[] = [];
+  program.instrs.forEach((instr, n) => {
+    dep[n] = instr.op === 'var' ? instr.name === 'score' : instr.args.some((a) => dep[a]);
+  });
+  return dep;
+}
+
+/** The `vN` values a block of generated lines reads. */
+function readValues(lines: readonly string[]): Set<number> {
+  const read = new Set<number>();
+  for (const line of lines) for (const m of line.matchAll(/\bv(\d+)\b/g)) read.add(Number(m[1]));
+  return read;
+}
+
+/** Operations whose derivative is a function of their own output: tanh (1 − y²), exp (y), sqrt (1 / 2y). */
+const OUTPUT_DERIVATIVE = new Set(['tanh', 'exp', 'sqrt']);
+
+/**
+ * The score modifier's backward as a function of its output y = scoreMod(s) instead of s, or null when
+ * the program is not of that form. A kernel that has P = 2^(log2e·y − lse2) recovers y from P with one
+ * logarithm, where recomputing s costs a Q·Kᵀ product a tile and the backward then evaluates the
+ * modifier's own nonlinearity again (softcap: a second tanh a score).
+ *
+ * The form: the score flows through one chain of instructions to the result (each takes exactly one
+ * score-dependent operand, and no score-dependent value is used twice), with one operation whose
+ * derivative reads only its output (tanh, exp, sqrt) and affine steps around it (± a score-independent
+ * value, negation, × or ÷ by one, float()); above that operation the steps are inverted from y (× and ÷
+ * only by a nonzero literal, so the inverse never divides by a captured zero), below it their derivatives
+ * read no score-dependent value. No learned capture: its gradient would read values below the operation.
+ * softcap's `c * tanh(score / c)` gives t = y · (1/c), ds = g · (1/c) · (1 − t²) · c.
+ */
+function fromOutputLines(p: SlottedProgram, learned: ReadonlySet<number>, indent: string): string[] | null {
+  const { instrs, types } = p.program;
+  const dep = scoreDependent(p.program);
+  const needs = differentiable(p.program, learned);
+  const last = instrs.length - 1;
+  if (!dep[last] || needs.some((x, n) => x && !dep[n])) return null;
+  // The chain from the result down to the score.
+  const chain: number[] = [];
+  for (let n = last; ; ) {
+    chain.push(n);
+    const instr = instrs[n];
+    if (instr.op === 'var') break;
+    const onChain = instr.args.filter((a) => dep[a]);
+    if (onChain.length !== 1 || types[n] !== 'float') return null;
+    n = onChain[0];
+  }
+  if (chain.length !== dep.filter(Boolean).length) return null;
+  const pivotAt = chain.findIndex((n) => {
+    const instr = instrs[n];
+    return instr.op === 'call' && OUTPUT_DERIVATIVE.has(instr.fn);
+  });
+  if (pivotAt < 0) return null;
+  const nonzeroLiteral = (n: number) => {
+    const instr = instrs[n];
+    return instr.op === 'const' && instr.value !== 0 && Number.isFinite(1 / instr.value) ? instr.value : null;
+  };
+  const inverse: string[] = [`${indent}const float v${last} = y;`];
+  for (let k = 0; k < chain.length - 1; k++) {
+    const n = chain[k];
+    const below = chain[k + 1];
+    const instr = instrs[n];
+    const [x, y] = instr.args as readonly number[];
+    const other = x === below ? y : x;
+    const affine =
+      instr.op === 'neg' ||
+      instr.op === '+' ||
+      instr.op === '-' ||
+      instr.op === '*' ||
+      (instr.op === '/' && x === below) ||
+      (instr.op === 'call' && instr.fn === 'float');
+    if (k < pivotAt) {
+      // Above the pivot: invert the step, the value below from the value above.
+      let expr: string;
+      if (instr.op === 'neg') expr = `-v${n}`;
+      else if (instr.op === '+') expr = `v${n} - (float)v${other}`;
+      else if (instr.op === '-') expr = x === below ? `v${n} + (float)v${other}` : `(float)v${other} - v${n}`;
+      else if (instr.op === '*' || instr.op === '/') {
+        const c = nonzeroLiteral(other);
+        if (c === null || !(instr.op === '*' || x === below)) return null;
+        expr = `v${n} * ${literal(instr.op === '*' ? 1 / c : c, 'float')}`;
+      } else if (instr.op === 'call' && instr.fn === 'float') expr = `v${n}`;
+      else return null;
+      inverse.push(`${indent}const float v${below} = ${expr};`);
+    } else if (k > pivotAt && !affine) {
+      return null;
+    }
+  }
+  const known = new Set(chain.slice(0, pivotAt + 1));
+  const independent = forwardLines(p, indent).filter((line) => {
+    const m = /const \w+ [vo](\d+) =/.exec(line);
+    return !(m && dep[Number(m[1])]);
+  });
+  const backward = backwardLines(p, learned, indent);
+  for (const n of readValues(backward)) if (dep[n] && !known.has(n)) return null;
+  // A value only the dropped score-dependent lines read is left unread (nvcc would warn #177-D).
+  const quiet = (line: string) => line.replace(/^(\s*)const /, '$1[[maybe_unused]] const ');
+  return [...independent.map(quiet), ...inverse.map(quiet), ...backward];
+}
+
 /** The device functions of one modifier set (the head of CompiledModifiers.cudaSource). */
 export function generateCuda(
   score: SlottedProgram | null,
   mask: SlottedProgram | null,
   learned: ReadonlySet<number>,
   captureGrads: boolean,
+  fold = false,
 ): string {
   const signature = 'int b, int h, int q, int kv, const AttnlabCaptures& c';
+  // The folded form only where asked for (ATTNLAB_FOLD_SCORE_FACTORS: compile.ts passes it).
+  const scales = score && fold ? scoreScales(score.program) : null;
+  const fromOutput = score ? fromOutputLines(score, learned, '  ') : null;
   const out: string[] = [
     '// Generated by attnlab from modifier expressions (src/variants/cuda.ts).',
     `#define ATTNLAB_SCORE_MOD ${score ? 1 : 0}`,
     `#define ATTNLAB_MASK_MOD ${mask ? 1 : 0}`,
     `#define ATTNLAB_CAPTURE_GRADS ${captureGrads ? 1 : 0}`,
     `#define ATTNLAB_SCORE_MOD_READS_POSITIONS ${score && readsAtPositions(score.program) ? 1 : 0}`,
+    ...(scales
+      ? [
+          '#define ATTNLAB_SCORE_MOD_FOLDED 1',
+          `#define ATTNLAB_SCORE_MOD_IN_SCALE ${literal(scales.inScale, 'float')}`,
+          `#define ATTNLAB_SCORE_MOD_OUT_SCALE ${literal(scales.outScale, 'float')}`,
+        ]
+      : []),
+    `#define ATTNLAB_SCORE_MOD_NEEDS_SCORE ${score && needsScore(score, learned) ? 1 : 0}`,
+    `#define ATTNLAB_SCORE_MOD_GRAD_FROM_OUTPUT ${fromOutput ? 1 : 0}`,
     CAPTURES_STRUCT,
     '__device__ __forceinline__ int attnlab_idiv(int a, int b) { return b == 0 ? 0 : a / b; }',
     '__device__ __forceinline__ int attnlab_imod(int a, int b) { return b == 0 ? 0 : a % b; }',
@@ -384,6 +581,24 @@ export function generateCuda(
     const lines = forwardLines(score, '  ');
     const result = `v${score.program.instrs.length - 1}`;
     const resultType = score.program.types[score.program.instrs.length - 1];
+    // The folded form (scoreScales): s comes scaled by ATTNLAB_SCORE_MOD_IN_SCALE, the result leaves
+    // divided by ATTNLAB_SCORE_MOD_OUT_SCALE (flash/mask.cuh modify_scores multiplies it back inside
+    // the softmax's factor). Only the forward's tile pass reads it. It comes first, so that the
+    // modifier's own three functions follow one another as without a fold.
+    if (scales) {
+      const overrides = new Map(
+        scales.input === null ? [] : ([[scales.input, 's']] as Array<[number, string]>),
+      );
+      const body = forwardLines(score, '  ', overrides);
+      const resultOf = (n: number) => cast(`v${n}`, score.program.types[n], 'float');
+      out.push(
+        `__device__ __forceinline__ float attnlab_score_mod_folded(float s, ${signature}) {`,
+        unused,
+        ...(scales.output === null ? body : body.slice(0, -1)),
+        `  return ${resultOf(scales.outArg)};`,
+        '}',
+      );
+    }
     out.push(
       `// scoreMod ${score.label}`,
       `__device__ __forceinline__ float attnlab_score_mod(float s, ${signature}) {`,
@@ -398,11 +613,18 @@ export function generateCuda(
       ...backwardLines(score, learned, '  '),
       '  return ds;',
       '}',
+      // y = attnlab_score_mod(s, …); defined (as g) when ATTNLAB_SCORE_MOD_GRAD_FROM_OUTPUT is 0 too.
+      `__device__ __forceinline__ float attnlab_score_mod_backward_from_output(float y, float g, ${signature}) {`,
+      unused,
+      ...(fromOutput ?? ['  (void)y;', '  const float ds = g;']),
+      '  return ds;',
+      '}',
     );
   } else {
     out.push(
       `__device__ __forceinline__ float attnlab_score_mod(float s, ${signature}) { return s; }`,
       `__device__ __forceinline__ float attnlab_score_mod_backward(float s, float g, ${signature}) { return g; }`,
+      `__device__ __forceinline__ float attnlab_score_mod_backward_from_output(float y, float g, ${signature}) { return g; }`,
     );
   }
   if (mask) {

@@ -105,19 +105,22 @@ describe('cuda flash: the Hopper (wgmma) kernel against the compiler', () => {
 
   // The modifier sets the GPU suite runs (test/support/modifier-cases.ts), each with the variant the
   // backend chooses for it: causal as a mask modifier, ALiBi and soft-capping as score modifiers, a
-  // document mask reading an int32 tensor with a block mask (the dynamic grid).
+  // document mask reading an int32 tensor with a block mask, on the 2-D grid and (D ≤ 128, the host's
+  // rule from 264 items) on the dynamic grid, whose producer warp classifies the tiles.
   const shape = { B: 2, T: 256, S: 256, N: 4 };
   // The one spill: D=256 with a block mask, 8 bytes on BN=64 (hopper-variant.ts BLOCK_MASK_REGISTERS).
-  const cases: Array<[number, ModifierCase, boolean, number]> = [
-    [128, causalCase(), false, 0],
-    [64, alibiCase(shape), false, 0],
-    [256, softcapCase(30.5), false, 0],
-    [128, documentCase(shape, 4, 1, true), true, 0],
-    [64, documentCase(shape, 4, 1, true), true, 0],
-    [256, documentCase(shape, 4, 1, true), true, 8],
+  const cases: Array<[number, ModifierCase, boolean, number, HopperVariant['persistent']]> = [
+    [128, causalCase(), false, 0, false],
+    [64, alibiCase(shape), false, 0, false],
+    [256, softcapCase(30.5), false, 0, false],
+    [128, documentCase(shape, 4, 1, true), true, 0, false],
+    [64, documentCase(shape, 4, 1, true), true, 0, false],
+    [256, documentCase(shape, 4, 1, true), true, 8, false],
+    [128, documentCase(shape, 4, 1, true), true, 0, 'dynamic'],
+    [64, documentCase(shape, 4, 1, true), true, 0, 'dynamic'],
   ];
-  for (const [H, m, blockMask, spill] of cases)
-    it(`compiles ${m.name} at H=${H} for sm_90a, the modifier source first, spilling at most ${spill} bytes`, {
+  for (const [H, m, blockMask, spill, persistent] of cases)
+    it(`compiles ${m.name} at H=${H}${persistent ? ' on the dynamic grid' : ''} for sm_90a, the modifier source first, spilling at most ${spill} bytes`, {
       skip: nvcc ? false : 'nvcc not on PATH',
     }, () => {
       const choice = hopperVariant(modified(H, m, blockMask), 'sm_90a', 'wgmma', null);
@@ -126,7 +129,7 @@ describe('cuda flash: the Hopper (wgmma) kernel against the compiler', () => {
         hopperVariantKey(choice.variant),
         new RegExp(`\\.mods-${m.key}${blockMask ? '\\.bmask' : ''}\\.wgmma$`),
       );
-      compileSpec(`${m.name} H=${H}`, hopperDefines(choice.variant), m.source, spill);
+      compileSpec(`${m.name} H=${H}`, hopperDefines({ ...choice.variant, persistent }), m.source, spill);
     });
 });
 

@@ -5,6 +5,7 @@
  * sm_90a and sm_80 with no error and no warning. A generator that emits an empty adjoint or a stray
  * cast fails here rather than on the GPU. Skips without nvcc.
  */
+
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -12,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { kernelsDir } from '../../src/backends/cuda/runtime/compile.js';
+import { reloadConfig } from '../../src/config.js';
 import { Tensor } from '../../src/tensor/tensor.js';
 import { compileModifiers } from '../../src/variants/compile.js';
 import {
@@ -65,9 +67,24 @@ describe('generated modifier functions compile with nvcc', () => {
   const scratch = mkdtempSync(join(tmpdir(), 'attnlab-variants-'));
   after(() => rmSync(scratch, { recursive: true, force: true }));
   const kernel = readFileSync(join(kernelsDir(), 'variants/modifier_values.cu'), 'utf8');
-  SETS.forEach(([name, score, mask], index) => {
-    it(name, { skip: nvcc ? false : 'nvcc not on PATH' }, () => {
-      const compiled = compileModifiers(score, mask, { B: 2, N: 4, T: 64, S: 64 }, 'cpu');
+  // Each set as written, and with ATTNLAB_FOLD_SCORE_FACTORS=1 (softcap's folded function and factors).
+  const runs = SETS.flatMap((set, index) => [
+    [set, index, false],
+    [set, SETS.length + index, true],
+  ]) as Array<[(typeof SETS)[number], number, boolean]>;
+  runs.forEach(([[name, score, mask], index, fold]) => {
+    it(`${name}${fold ? ' (factors folded)' : ''}`, { skip: nvcc ? false : 'nvcc not on PATH' }, () => {
+      const saved = process.env.ATTNLAB_FOLD_SCORE_FACTORS;
+      process.env.ATTNLAB_FOLD_SCORE_FACTORS = fold ? '1' : '0';
+      reloadConfig();
+      let compiled: ReturnType<typeof compileModifiers>;
+      try {
+        compiled = compileModifiers(score, mask, { B: 2, N: 4, T: 64, S: 64 }, 'cpu');
+      } finally {
+        if (saved === undefined) delete process.env.ATTNLAB_FOLD_SCORE_FACTORS;
+        else process.env.ATTNLAB_FOLD_SCORE_FACTORS = saved;
+        reloadConfig();
+      }
       const prelude = modifierPrelude(compiled, undefined);
       assert.ok(prelude);
       const file = join(scratch, `set${index}.cu`);

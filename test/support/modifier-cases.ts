@@ -46,6 +46,8 @@ interface SourceParts {
   scoreGrad?: string;
   mask?: string;
   needsScore?: boolean;
+  /** attnlab_score_mod_backward_from_output's body (y: the modified score): ATTNLAB_SCORE_MOD_GRAD_FROM_OUTPUT 1. */
+  scoreGradFromOutput?: string;
   /** false: the score function reads no capture at an unbounded index of q or kv (ATTNLAB_SCORE_MOD_READS_POSITIONS 0). */
   readsPositions?: boolean;
   captureGrads?: boolean;
@@ -59,6 +61,7 @@ export function modifierSource(parts: SourceParts): string {
     `#define ATTNLAB_CAPTURE_GRADS ${parts.captureGrads ? 1 : 0}`,
     `#define ATTNLAB_SCORE_MOD_NEEDS_SCORE ${parts.needsScore === false ? 0 : 1}`,
     `#define ATTNLAB_SCORE_MOD_READS_POSITIONS ${parts.readsPositions === false ? 0 : 1}`,
+    `#define ATTNLAB_SCORE_MOD_GRAD_FROM_OUTPUT ${parts.scoreGradFromOutput ? 1 : 0}`,
     '#include "common/modifiers.cuh"',
   ];
   const signature = 'int b, int h, int q, int kv, const AttnlabCaptures& c';
@@ -67,6 +70,10 @@ export function modifierSource(parts: SourceParts): string {
       `__device__ __forceinline__ float attnlab_score_mod(float s, ${signature}) { ${parts.score} }`,
       `__device__ __forceinline__ float attnlab_score_mod_backward(float s, float g, ${signature}) { ${parts.scoreGrad} }`,
     );
+    if (parts.scoreGradFromOutput)
+      lines.push(
+        `__device__ __forceinline__ float attnlab_score_mod_backward_from_output(float y, float g, ${signature}) { ${parts.scoreGradFromOutput} }`,
+      );
   }
   if (parts.mask)
     lines.push(`__device__ __forceinline__ bool attnlab_mask_mod(${signature}) { ${parts.mask} }`);
@@ -150,6 +157,22 @@ export function documentCase(shape: CaseShape, docs: number, seed: number, block
   );
 }
 
+/**
+ * Causal inside bands of `rows` query rows, every other band seeing no key at all (q / rows odd):
+ * query blocks without a key tile between blocks with many; with a block mask.
+ */
+export function bandsCase(rows: number): ModifierCase {
+  return made(
+    `causal in even bands of ${rows} rows`,
+    { mask: `return kv <= q && (q / ${rows}) % 2 == 0;` },
+    {
+      captures: [],
+      blockMask: true,
+      mask: (_b, _h, q, kv) => kv <= q && Math.floor(q / rows) % 2 === 0,
+    },
+  );
+}
+
 /** ALiBi with causal masking: s + slope[h] · (kv − q), slopes 2^(−8(h+1)/N). */
 export function alibiCase(shape: CaseShape): ModifierCase {
   const slopes = Float32Array.from({ length: shape.N }, (_, h) => 2 ** ((-8 * (h + 1)) / shape.N));
@@ -186,6 +209,8 @@ export function softcapCase(cap: number): ModifierCase {
     {
       score: `return ${f32(cap)} * tanhf(s * ${f32(1 / cap)});`,
       scoreGrad: `const float t = tanhf(s * ${f32(1 / cap)}); return g * (1.f - t * t);`,
+      // The same gradient from y = cap · tanh(s / cap): the Hopper backward takes y from P.
+      scoreGradFromOutput: `const float t = y * ${f32(1 / cap)}; return g * (1.f - t * t);`,
       readsPositions: false,
     },
     {

@@ -8,6 +8,16 @@
 //                                   (an additive modifier such as ALiBi or a relative bias): the
 //                                   backward then skips recomputing the raw score, one Q·Kᵀ product
 //                                   per tile
+//   ATTNLAB_SCORE_MOD_FOLDED        optional: 1 when the set also defines attnlab_score_mod_folded,
+//                                   the modifier with a constant factor of its input and of its output
+//                                   taken out (src/variants/cuda.ts scoreScales): f(s) =
+//                                   ATTNLAB_SCORE_MOD_OUT_SCALE · folded(s · ATTNLAB_SCORE_MOD_IN_SCALE),
+//                                   OUT_SCALE > 0; the forward's tile pass (flash/mask.cuh) folds both
+//                                   into multiplies it makes anyway
+//   ATTNLAB_SCORE_MOD_GRAD_FROM_OUTPUT optional: 1 when the source also defines
+//                                   attnlab_score_mod_backward_from_output(y, g, …), the same gradient
+//                                   from the modified score y = attnlab_score_mod(s, …) (softcap): the
+//                                   Hopper backward then takes y from P and skips that product too
 //   ATTNLAB_SCORE_MOD_READS_POSITIONS  optional: 0 when attnlab_score_mod reads no captured tensor at
 //                                   an index that depends on q or kv without a bound (ALiBi's
 //                                   slopes[h], softcap): the forward then evaluates it on every score
@@ -33,11 +43,17 @@
 #ifndef ATTNLAB_SCORE_MOD_NEEDS_SCORE
 #define ATTNLAB_SCORE_MOD_NEEDS_SCORE 1
 #endif
+#ifndef ATTNLAB_SCORE_MOD_GRAD_FROM_OUTPUT
+#define ATTNLAB_SCORE_MOD_GRAD_FROM_OUTPUT 0
+#endif
 #ifndef ATTNLAB_BLOCK_MASK
 #define ATTNLAB_BLOCK_MASK 0
 #endif
 #ifndef ATTNLAB_SCORE_MOD_READS_POSITIONS
 #define ATTNLAB_SCORE_MOD_READS_POSITIONS 1
+#endif
+#ifndef ATTNLAB_SCORE_MOD_FOLDED
+#define ATTNLAB_SCORE_MOD_FOLDED 0
 #endif
 // Whether the kernels take the two extra by-value parameters (AttnlabCaptures, AttnlabBlockMask).
 #define ATTNLAB_MODIFIERS (ATTNLAB_SCORE_MOD || ATTNLAB_MASK_MOD || ATTNLAB_BLOCK_MASK)
@@ -71,6 +87,9 @@ struct AttnlabBlockMask {
 __device__ __forceinline__ float attnlab_score_mod(float s, int b, int h, int q, int kv, const AttnlabCaptures& c);
 __device__ __forceinline__ float attnlab_score_mod_backward(float s, float g, int b, int h, int q, int kv,
                                                             const AttnlabCaptures& c);
+#if ATTNLAB_SCORE_MOD_FOLDED
+__device__ __forceinline__ float attnlab_score_mod_folded(float s, int b, int h, int q, int kv, const AttnlabCaptures& c);
+#endif
 #endif
 #if ATTNLAB_MASK_MOD
 __device__ __forceinline__ bool attnlab_mask_mod(int b, int h, int q, int kv, const AttnlabCaptures& c);
@@ -119,6 +138,16 @@ __device__ __forceinline__ float mod_score(const FlashMods& m, float s, int b, i
   return attnlab_score_mod(s, b, h, q, kv, *m.c);
 #else
   return s;
+#endif
+}
+
+// The folded modifier (ATTNLAB_SCORE_MOD_FOLDED) of a score already multiplied by its input factor:
+// the modified score divided by ATTNLAB_SCORE_MOD_OUT_SCALE.
+__device__ __forceinline__ float mod_score_folded(const FlashMods& m, float s, int b, int h, int q, int kv) {
+#if ATTNLAB_SCORE_MOD && ATTNLAB_SCORE_MOD_FOLDED
+  return attnlab_score_mod_folded(s, b, h, q, kv, *m.c);
+#else
+  return mod_score(m, s, b, h, q, kv);
 #endif
 }
 

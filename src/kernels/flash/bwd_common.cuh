@@ -57,14 +57,15 @@ struct KeyBlockWork {
 // …), halves the work left behind each head's longest block: 0.05% in the same model, and still ~2
 // heads' Q, dO and dQ accumulator in flight for L2 (an odd last head goes alone).
 // `reverse` takes each head's key blocks last first (the ordered dQ adds of hopper/bwd_dq_order.cuh).
-__device__ __forceinline__ void key_block_order(int& key_block, int& bk, bool reverse = false) {
+// `group` (2 unless key_block_work's batch_groups says otherwise) is how many rows of y go together.
+__device__ __forceinline__ void key_block_order(int& key_block, int& bk, bool reverse = false, int group = 2) {
   const int nx = gridDim.x, ny = gridDim.y;
   const i64 linear = blockIdx.x + static_cast<i64>(nx) * blockIdx.y;
-  const int pair = static_cast<int>(linear / (2 * nx));
-  const int width = imin(2, ny - 2 * pair);
-  const int r = static_cast<int>(linear - static_cast<i64>(pair) * 2 * nx);
+  const int pair = static_cast<int>(linear / (static_cast<i64>(group) * nx));
+  const int width = imin(group, ny - group * pair);
+  const int r = static_cast<int>(linear - static_cast<i64>(pair) * group * nx);
   key_block = reverse ? nx - 1 - r / width : r / width;
-  bk = 2 * pair + r % width;
+  bk = group * pair + r % width;
 }
 
 // The query blocks [mb_lo, mb_lo + blocks) of (w.b, w.kv_head) that hold a row seeing a key of the
@@ -85,17 +86,18 @@ __device__ __forceinline__ void key_block_range(const FlashParams& p, const Tile
   blocks = hi > lo ? (hi + BMQ - 1) / BMQ - mb_lo : 0;
 }
 
-// `batch_pairs` pairs the batches of one KV head instead of the heads of one batch (bk = kv_head·B + b):
-// a bias shared by the batch ((1,N,T,S)) is then read, and its dBias accumulator added to, by both
-// blocks of a pair at about the same time, so the second finds the lines in L2 (its 4.3 GB of float32
-// accumulator at N=16 T=S=8192 does not fit there).
+// `batch_pairs` groups the batches of one KV head instead of pairing the heads of one batch (bk =
+// kv_head·B + b), all B of them up to 8: a bias shared by the batch ((1,N,T,S)) is then read, and its
+// dBias accumulator added to, by the B blocks of a key block at about the same time, so that all but the
+// first find the lines in L2 (the 4.3 GB of float32 accumulator at N=16 T=S=8192 does not fit there): in
+// pairs, each line went to memory and back B/2 times.
 template <int BNK, int BMQ>
 __device__ __forceinline__ KeyBlockWork key_block_work(const FlashParams& p, bool reverse = false,
                                                        bool batch_pairs = false) {
   KeyBlockWork k;
   TileWork& w = k.w;
   int key_block, bk;
-  key_block_order(key_block, bk, reverse);
+  key_block_order(key_block, bk, reverse, batch_pairs ? imax(1, imin(p.B, 8)) : 2);
   w.b = batch_pairs ? bk % p.B : bk / p.K;
   w.kv_head = batch_pairs ? bk / p.B : bk % p.K;
   w.t_len = clamp_len(p.q_lens, w.b, p.T);
@@ -127,15 +129,11 @@ __device__ __forceinline__ void load_q_do_tiles(u32 q_dst, u32 do_dst, const Fla
   load(do_dst, x.d_o + oa, p.o_strides[1], t_len - m0, p.Hv);
 }
 
-// Step s of a key block's walk over the query blocks of its group's heads (head-major: head
-// kv_head·group + s / blocks, query block mb_lo + s % blocks): its Q and dO tiles and its rows' lse2
-// and D, as cp.async copies into q_dst, do_dst and stats_dst (lse2 | D).
+// The Q and dO tiles of query head n, rows [m0, m0 + BMQ), and those rows' lse2 and D, as cp.async copies
+// into q_dst, do_dst and stats_dst (lse2 | D).
 template <int BMQ, int THREADS, class Load>
-__device__ __forceinline__ void load_query_step(u32 q_dst, u32 do_dst, u32 stats_dst, const FlashParams& p,
-                                                const FlashBwdParams& x, const KeyBlockWork& kb, int s, Load load) {
-  const TileWork& w = kb.w;
-  const int n = w.kv_head * p.group + s / kb.blocks;
-  const int m0 = (kb.mb_lo + s % kb.blocks) * BMQ;
+__device__ __forceinline__ void load_query_rows(u32 q_dst, u32 do_dst, u32 stats_dst, const FlashParams& p,
+                                                const FlashBwdParams& x, const TileWork& w, int n, int m0, Load load) {
   load_q_do_tiles<BMQ>(q_dst, do_dst, p, x, w.b, n, m0, w.t_len, load);
   // t_pad is a multiple of 128 ≥ BMQ, so whole 16-byte chunks are in range.
   const i64 row = (static_cast<i64>(w.b) * p.N + n) * x.t_pad + m0;
@@ -143,6 +141,18 @@ __device__ __forceinline__ void load_query_step(u32 q_dst, u32 do_dst, u32 stats
     const float* from = c < BMQ / 4 ? x.lse2 + row + 4 * c : x.dsum + row + 4 * (c - BMQ / 4);
     cp_async_16(stats_dst + 16 * c, from, 16);
   }
+}
+
+// Step s of a key block's walk over the query blocks of its group's heads (head-major: head
+// kv_head·group + s / blocks, query block mb_lo + s % blocks). A loop that walks every step finds (head,
+// row) by increments instead (hopper/bwd_dkdv_sm90.cuh, StepAt): this is an integer division by a run-time
+// value, ~20 instructions.
+template <int BMQ, int THREADS, class Load>
+__device__ __forceinline__ void load_query_step(u32 q_dst, u32 do_dst, u32 stats_dst, const FlashParams& p,
+                                                const FlashBwdParams& x, const KeyBlockWork& kb, int s, Load load) {
+  const TileWork& w = kb.w;
+  load_query_rows<BMQ, THREADS>(q_dst, do_dst, stats_dst, p, x, w, w.kv_head * p.group + s / kb.blocks,
+                                (kb.mb_lo + s % kb.blocks) * BMQ, load);
 }
 
 // Whether some (key, row) pair of the key block and the query block at m0 may be invisible: only

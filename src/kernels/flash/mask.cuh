@@ -18,12 +18,20 @@
 // lengths instead spilled 4 bytes in ALiBi (ptxas, sm_90a, D=128). The scores stay in natural-log units:
 // the returned factor log2(e) takes them into base 2 in the softmax's FFMA. Modifiers that read at
 // positions, and a bias, keep scale_and_mask's one loop, evaluated inside the lengths only.
+// A modifier with constant input and output factors (ATTNLAB_SCORE_MOD_FOLDED: softcap's
+// c·tanh(s/c)) takes them into the score's scale and the returned factor: raw·(scale/c) in one
+// multiply, and c·log2(e) in the softmax's FFMA, two FP32 multiplies a score fewer than c·tanh(s·(1/c))
+// and then ·log2(e) (the factor stays positive: OUT_SCALE > 0).
 template <int MI, int NT, bool MASK>
 __device__ __forceinline__ float modify_scores(float (&s)[MI][NT][4], const FlashParams& p, const TileWork& w, int row0,
                                                int n0, int lane, bool boundary, const FlashMods& m, bool mask_mod) {
   constexpr float LOG2E = 1.4426950408889634f;
   constexpr float LN2 = 0.6931471805599453f;
+#if ATTNLAB_SCORE_MOD_FOLDED
+  const float scale = p.scale_log2 * LN2 * ATTNLAB_SCORE_MOD_IN_SCALE;
+#else
   const float scale = p.scale_log2 * LN2;
+#endif
 #pragma unroll
   for (int i = 0; i < MI; ++i) {
 #pragma unroll
@@ -35,7 +43,11 @@ __device__ __forceinline__ float modify_scores(float (&s)[MI][NT][4], const Flas
         for (int e = 0; e < 2; ++e) {
           const int key = n0 + j * 8 + (lane & 3) * 2 + e;
           float& x = s[i][j][half * 2 + e];
+#if ATTNLAB_SCORE_MOD_FOLDED
+          x = mod_score_folded(m, x * scale, w.b, w.n, row, key);
+#else
           x = mod_score(m, x * scale, w.b, w.n, row, key);
+#endif
         }
       }
     }
@@ -65,7 +77,11 @@ __device__ __forceinline__ float modify_scores(float (&s)[MI][NT][4], const Flas
       }
     }
   }
+#if ATTNLAB_SCORE_MOD_FOLDED
+  return LOG2E * ATTNLAB_SCORE_MOD_OUT_SCALE;
+#else
   return LOG2E;
+#endif
 }
 #endif
 

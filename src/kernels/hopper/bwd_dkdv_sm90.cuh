@@ -48,15 +48,23 @@
 // the 1 KiB swizzle atom (3 × 512 B), and the staging would not fit. D = 64: 16 | 16 | 3 × 16 | 2 × 16 + 16 | 1.5 = 130.5 KB.
 #pragma once
 #include "flash/bwd_common.cuh"
+#ifndef FLASH_BWD_LEAN
+#define FLASH_BWD_LEAN 0  // docs/internals/backward.md, v6 and v7: not yet timed, so off by default
+#endif
+#ifndef FLASH_BWD_GRAD_FROM_OUTPUT
+#define FLASH_BWD_GRAD_FROM_OUTPUT 0
+#endif
 #include "hopper/bwd_dq_accum.cuh"
 #include "hopper/bwd_dq_order.cuh"
 #include "hopper/wgmma.cuh"
 
-template <int D_, bool FP16_, int BIAS_ = 0, bool MASK_ = false, bool MASK_ROWS_ = false>
+template <int D_, bool FP16_, int BIAS_ = 0, bool MASK_ = false, bool MASK_ROWS_ = false, bool DBIAS_STORE_ = false>
 struct HopperBwdConfig {
   static constexpr int D = D_, BNK = 128, BMQ = 64, THREADS = 256, NW = 8;
   static constexpr bool FP16 = FP16_;
   static constexpr int BIAS = BIAS_;    // the bias element type (flash/mask.cuh's codes), 0 none: P and dBias
+  // dBias stored in the bias's type, once an element (dbias_store_tile), not added into float32.
+  static constexpr bool DBIAS_STORE = BIAS_ != 0 && DBIAS_STORE_;
   static constexpr bool MASK = MASK_;   // a boolean mask: P
   // The mask read as 16-byte rows (load_mask_rows): its keys contiguous, every other stride and its
   // address multiples of 16 bytes (the host checks).
@@ -91,8 +99,10 @@ static_assert(hopper_bwd_smem_bytes<HopperBwdConfig<128, false>, true>() <= 227 
 // Rows [0, ROWS) of a (ROWS × D) tile into 128-byte swizzled boxes (sw128_offset), zero-filled past
 // valid_rows and valid_cols. The same thread → chunk mapping as load_tile (zero_non_finite relies on
 // it): thread i copies chunk i % (D/8) of rows i / (D/8) + k · THREADS/(D/8), whose swizzled column
-// stays fixed since the row step is a multiple of 8.
-template <int ROWS, int D, int THREADS>
+// stays fixed since the row step is a multiple of 8. WHOLE: whole tiles take a copy with no predicate
+// (below); the producer warpgroup of bwd_dkdv_sm90_ws.cuh, within 24 registers, spills 24 B more at
+// D = 128 and 20 B at D = 64 with that second path, so it keeps one.
+template <int ROWS, int D, int THREADS, bool WHOLE = false>
 __device__ __forceinline__ void load_tile_sw128(u32 dst, const u16* src, i64 row_stride, int valid_rows,
                                                 int valid_cols) {
   constexpr int CHUNKS = D / 8;
@@ -103,6 +113,18 @@ __device__ __forceinline__ void load_tile_sw128(u32 dst, const u16* src, i64 row
   const bool col_ok = c * 8 < valid_cols;
   const u16* from = src + r0 * row_stride + c * 8;
   u32 to = dst + sw128_offset<ROWS>(r0, c);
+  if (WHOLE && valid_rows >= ROWS && valid_cols >= D) {
+    // A whole tile (every tile but the last of a length that is no multiple of the rows, or of a head dim
+    // below D): one copy an iteration with no predicate, where the general form spends a compare, an
+    // AND and three selects (PTX) on each of a step's 8 copies a thread at D = 128.
+#pragma unroll
+    for (int it = 0; it < ROWS / ROWS_PER_STEP; ++it) {
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(from));
+      from += ROWS_PER_STEP * row_stride;
+      to += ROWS_PER_STEP * 128;
+    }
+    return;
+  }
 #pragma unroll
   for (int it = 0; it < ROWS / ROWS_PER_STEP; ++it) {
     const bool ok = col_ok && r0 + it * ROWS_PER_STEP < valid_rows;
@@ -251,7 +273,11 @@ __device__ __forceinline__ void apply_mask_rows(float (&pt)[NT][4], u32 word, in
 // mask's 16-byte rows) find the lines in L2 rather than wait on memory with nothing else to do: the
 // operand is read once a (b, n) pair, 4.3 GB of mask or 8.6 GB of bf16 bias at B=4 N=16 T=S=8192,
 // more than L2 holds. Keys must be contiguous (stride 1); other layouts are not prefetched.
-template <int BMQ, int BNK, int ELEM, int THREADS>
+// L1: the mask's lines go on to L1 as well (prefetch.global.L1, through L2): a step's mask is 8 KB of the
+// ~28 KB of L1 that 227 KB of shared memory leaves, and its loads wait after Sᵀ is issued, before P can
+// start. At B=4 N=16 T=S=8192 the mask added 3.15 ms a backward (0.79 µs a step) where its bytes alone take
+// 1.3–1.4 ms, so the loads' L2 latency, not the bytes, is taken as the cost here.
+template <int BMQ, int BNK, int ELEM, int THREADS, bool L1 = false>
 __device__ __forceinline__ void prefetch_operand_rows(const void* base, const i64 (&strides)[4], const TileWork& w,
                                                       int S, int head, int m0, int kn0) {
   constexpr int LINES = BNK * ELEM / 128;  // 128-byte lines a row of the key block
@@ -263,8 +289,14 @@ __device__ __forceinline__ void prefetch_operand_rows(const void* base, const i6
   const int lines = imin(LINES, ((S - kn0) * ELEM + 127) / 128);
   for (int i = threadIdx.x; i < BMQ * LINES; i += THREADS) {
     const int r = i / LINES, l = i % LINES;
-    if (r < rows && l < lines)
-      asm volatile("prefetch.global.L2 [%0];\n" ::"l"(tile + r * strides[2] * ELEM + l * 128));
+    if (r < rows && l < lines) {
+      const unsigned char* line = tile + r * strides[2] * ELEM + l * 128;
+      if constexpr (L1) {
+        asm volatile("prefetch.global.L1 [%0];\n" ::"l"(line));
+      } else {
+        asm volatile("prefetch.global.L2 [%0];\n" ::"l"(line));
+      }
+    }
   }
 }
 
@@ -303,6 +335,59 @@ __device__ __forceinline__ void dbias_add_tile(const float (&ds)[NT][4], const F
           if (v == 0.f) continue;
           const i64 at = head_at + (m0 + 8 * j + 2 * t + e) * p.bias_strides[2] + (key0 + 8 * h + g) * p.bias_strides[3];
           asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(x.dbias + at), "f"(v) : "memory");
+        }
+      }
+    }
+}
+
+// dBias = dS over a warp's dSᵀ tile where every bias element belongs to one (b, n, t, s) position (no
+// broadcast dimension: FLASH_DBIAS_STORE), stored once in the bias's element type (BIAS, flash/mask.cuh's
+// codes), zeros included, where dbias_add_tile adds into a zeroed float32 accumulator that a conversion
+// then reads again: at B=4 N=16 T=S=8192 a (B,N,T,S) bf16 bias's accumulator is 17 GB zeroed, added to
+// and read, against 8.6 GB written here. The same bits as the accumulator rounded once (one add to 0).
+// The same row swap as dbias_add_tile: each lane stores two adjacent keys of one row, one 4-byte store
+// (16-bit) or 8-byte store (float32); otherwise an element at a time. Rows and keys past T and S are
+// not stored; the tiles a loop never visits (causal, window, lengths, a block mask) are zeroed by the host.
+template <int BIAS, int NT>
+__device__ __forceinline__ void dbias_store_tile(const float (&ds)[NT][4], const FlashParams& p, const FlashBwdParams& x,
+                                                 const TileWork& w, int head, int key0, int m0, int lane) {
+  static_assert(BIAS >= 1 && BIAS <= 3, "float32, bfloat16 or float16");
+  const int g = lane >> 2, t = lane & 3;
+  const i64 head_at = w.b * p.bias_strides[0] + head * p.bias_strides[1];
+  const bool pairs = p.bias_strides[3] == 1 && p.S % 2 == 0 &&
+                     ((p.bias_strides[0] | p.bias_strides[1] | p.bias_strides[2]) & 1) == 0;
+  const bool even = (g & 1) == 0;
+  auto store1 = [&](i64 at, float v) {
+    if constexpr (BIAS == 1) {
+      x.dbias[at] = v;
+    } else {
+      reinterpret_cast<u16*>(x.dbias)[at] = static_cast<u16>(pack2<BIAS == 3>(v, 0.f) & 0xFFFFu);
+    }
+  };
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float row0 = ds[j][2 * h], row1 = ds[j][2 * h + 1];  // key g + 8h, rows 2t and 2t + 1
+      if (pairs) {
+        const float got = __shfl_xor_sync(0xffffffffu, even ? row1 : row0, 4);
+        const float lo = even ? row0 : got, hi = even ? got : row1;  // keys kv, kv + 1 of row q
+        const int q = m0 + 8 * j + 2 * t + (even ? 0 : 1);
+        const int kv = key0 + 8 * h + (g & ~1);
+        if (q < p.T && kv < p.S) {
+          const i64 at = head_at + q * p.bias_strides[2] + kv;
+          if constexpr (BIAS == 1) {
+            *reinterpret_cast<float2*>(x.dbias + at) = make_float2(lo, hi);
+          } else {
+            *reinterpret_cast<u32*>(reinterpret_cast<u16*>(x.dbias) + at) = pack2<BIAS == 3>(lo, hi);
+          }
+        }
+      } else {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int q = m0 + 8 * j + 2 * t + e, kv = key0 + 8 * h + g;
+          if (q < p.T && kv < p.S)
+            store1(head_at + q * p.bias_strides[2] + kv * p.bias_strides[3], e ? row1 : row0);
         }
       }
     }
@@ -402,6 +487,37 @@ __device__ __forceinline__ void weights_mods_interior(float (&st)[NT][4], const 
   }
 }
 
+// dSᵀ through the score modifier's chain rule from P itself, where the generated source can take the
+// gradient from the modified score y (ATTNLAB_SCORE_MOD_GRAD_FROM_OUTPUT: softcap's 1 − (y/c)², the
+// derivative of its tanh from the tanh's output): P = 2^(log2e·y − lse2), so y = ln2·(log2 P + lse2), one
+// MUFU.LG2 a score where recomputing the raw score takes a sixth product a step (Sᵀ = K·Qᵀ again) and
+// the gradient a second tanh. Runs after ds_rows, while st still holds P in float32; a pair with dS = 0
+// (P = 0: not visible, or underflowed) stays 0 without its logarithm. y's error is lse2's rounding (|lse2|·2^-24)
+// plus lg2.approx's 2^-22, against tanh.approx.f32's 2^-11 in the recomputed form.
+template <int NT>
+__device__ __forceinline__ void ds_mods_from_p(float (&dst)[NT][4], const float (&pt)[NT][4], const float* lse2,
+                                               int b, int head, int key0, int m0, int lane, const FlashMods& m) {
+#if ATTNLAB_SCORE_MOD && ATTNLAB_SCORE_MOD_GRAD_FROM_OUTPUT
+  constexpr float LN2 = 0.6931471805599453f;
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+    const float2 l = *reinterpret_cast<const float2*>(lse2 + j * 8 + 2 * t);
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      if (dst[j][c] == 0.f) continue;
+      float log2p;
+      asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(log2p) : "f"(pt[j][c]));
+      const float y = (log2p + ((c & 1) ? l.y : l.x)) * LN2;
+      const int q = m0 + 8 * j + 2 * t + (c & 1), kv = key0 + g + 8 * (c >> 1);
+      dst[j][c] = attnlab_score_mod_backward_from_output(y, dst[j][c], b, head, q, kv, *m.c);
+    }
+  }
+#else
+  (void)dst, (void)pt, (void)lse2, (void)b, (void)head, (void)key0, (void)m0, (void)lane, (void)m;
+#endif
+}
+
 // ds_tile's dSᵀ = Pᵀ ∘ (dPᵀ − D) with the D of the lane's two columns of each n-tile read as one float2.
 template <int NT>
 __device__ __forceinline__ void ds_rows(float (&dpt)[NT][4], const float (&pt)[NT][4], const float* dsum, int t) {
@@ -430,6 +546,11 @@ __device__ __forceinline__ int* dq_semaphore_of_step(const FlashParams& p, const
   const i64 bn = static_cast<i64>(kb.w.b) * p.N + kb.w.kv_head * p.group + s / kb.blocks;
   return dq_semaphore<C::D, C::BMQ>(p, x, bn, kb.mb_lo + s % kb.blocks);
 }
+
+// A step's query head and first query row.
+struct StepAt {
+  int n, m0;
+};
 
 // DET (with DQ, without a block mask): the dQ adds of each query block in bwd_dq_order.cuh's order of
 // key blocks, bitwise repeatable.
@@ -478,6 +599,23 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
   // than dense causal on an H100). Past 4096 steps each thread walks, the kinds of 8 steps loaded at once.
   u32* step_bits = reinterpret_cast<u32*>(smem + (stats0 + C::STAGES * C::STATS - base));
   const bool bitmap = ATTNLAB_BLOCK_MASK && steps <= C::STEP_BITS;
+  // NO_HOOKS: no bias, mask, modifier or block mask. Those modules sit at 255 registers with spills of
+  // their own (the section on them in docs/internals/backward.md), and the two shortcuts below (WALK, and
+  // whole tiles' loads) moved their spills by 4–60 B either way (nvcc 13.0, D=128), so they keep the
+  // general code.
+  // FLASH_BWD_LEAN (ATTNLAB_FLASH_BWD_LEAN=1, experimental until timed on a GPU) turns them on.
+  constexpr bool NO_HOOKS =
+      FLASH_BWD_LEAN != 0 && C::BIAS == 0 && !C::MASK && !ATTNLAB_MODIFIERS && !ATTNLAB_BLOCK_MASK;
+  auto load_kv = [&] {
+    load_kv_tiles<BNK>(k_smem, v_smem, p, w, kn0, [](u32 dst, const u16* src, i64 stride, int rows, int cols) {
+      load_tile_sw128<BNK, C::D, C::THREADS, NO_HOOKS>(dst, src, stride, rows, cols);
+    });
+  };
+  // With a block mask K and V (64 KB at D = 128) are copied before the classification, whose tile_kind
+  // reads of the kinds (and its barrier) then wait under the copies instead of before them: the 8 equal
+  // documents leave ~9 steps of work to a key block, against which a block's fixed costs weigh.
+  const bool kv_early = ATTNLAB_BLOCK_MASK && steps > 0;
+  if (kv_early) load_kv();
   if constexpr (ATTNLAB_BLOCK_MASK) {
     if (bitmap) {
       for (int word = warp; word * 32 < steps; word += C::NW) {
@@ -512,6 +650,17 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
     return s;
   };
   const int first = step_after(-1);
+  // The (head, row) of the step after the one at `at` where WALK: the walk takes every step,
+  // head-major, so it is one increment (the query block wrapping to mb_lo at the head's end), where
+  // head_of and row_of divide by the run-time `blocks`, ~20 instructions for each step's loads and again
+  // for the step itself.
+  constexpr bool WALK = NO_HOOKS;
+  auto step_at = [&](int s) { return StepAt{head_of(s), row_of(s)}; };
+  const int m_end = (kb.mb_lo + blocks) * BMQ;
+  auto at_after = [&](StepAt at) {
+    const bool wrap = at.m0 + BMQ == m_end;  // selects, no branch
+    return StepAt{at.n + (wrap ? 1 : 0), wrap ? kb.mb_lo * BMQ : at.m0 + BMQ};
+  };
 
   float dk[C::DT][4], dv[C::DT][4];
 #pragma unroll
@@ -522,13 +671,20 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
   if (first < steps) {
     auto stage_of = [&](int i) { return stage0 + static_cast<u32>(i % C::STAGES) * C::STAGE; };
     auto stats_of = [&](int i) { return stats0 + static_cast<u32>(i % C::STAGES) * C::STATS; };
-    // Step s's tiles into the stage of iteration i.
-    auto load_step = [&](int i, int s) {
+    // The tiles of step s (at `at` where WALK) into the stage of iteration i.
+    auto load_step = [&](int i, int s, StepAt at) {
       const u32 dst = stage_of(i);
-      load_query_step<BMQ, C::THREADS>(dst, dst + C::Q_BYTES, stats_of(i), p, x, kb, s,
-                                       [](u32 to, const u16* src, i64 stride, int rows, int cols) {
-                                         load_tile_sw128<BMQ, C::D, C::THREADS>(to, src, stride, rows, cols);
-                                       });
+      if constexpr (WALK) {
+        load_query_rows<BMQ, C::THREADS>(dst, dst + C::Q_BYTES, stats_of(i), p, x, w, at.n, at.m0,
+                                         [](u32 to, const u16* src, i64 stride, int rows, int cols) {
+                                           load_tile_sw128<BMQ, C::D, C::THREADS, true>(to, src, stride, rows, cols);
+                                         });
+      } else {
+        load_query_step<BMQ, C::THREADS>(dst, dst + C::Q_BYTES, stats_of(i), p, x, kb, s,
+                                         [](u32 to, const u16* src, i64 stride, int rows, int cols) {
+                                           load_tile_sw128<BMQ, C::D, C::THREADS>(to, src, stride, rows, cols);
+                                         });
+      }
     };
     // Whether the statistics of step s (iteration i) flag a non-finite Q or dO row (bwd_common.cuh):
     // only then are its Q and dO tiles cleaned and dV takes add_non_finite_do. Needs this thread's
@@ -573,13 +729,12 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
       wgmma_commit();
     };
 
-    load_kv_tiles<BNK>(k_smem, v_smem, p, w, kn0, [](u32 dst, const u16* src, i64 stride, int rows, int cols) {
-      load_tile_sw128<BNK, C::D, C::THREADS>(dst, src, stride, rows, cols);
-    });
+    if (!kv_early) load_kv();
     int s1 = step_after(first);  // the step of the next iteration
-    load_step(0, first);
+    StepAt at = WALK ? step_at(first) : StepAt{0, 0};
+    load_step(0, first, at);
     cp_async_commit();
-    if (s1 < steps) load_step(1, s1);
+    if (s1 < steps) load_step(1, s1, at_after(at));
     cp_async_commit();
     cp_async_wait<1>();  // K, V and step 0 (this thread's copies)
     compiler_fence();
@@ -590,6 +745,11 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
     if (dirty) clean_step(0);
 
     int s = first;
+    [[maybe_unused]] StepAt before = at;  // DET and WALK: the step before s
+    // DET's semaphore of the (head, query block) at `a` (bwd_dq_order.cuh).
+    auto dq_semaphore_at = [&](StepAt a) {
+      return dq_semaphore<C::D, BMQ>(p, x, static_cast<i64>(w.b) * p.N + a.n, a.m0 / BMQ);
+    };
     for (int i = 0; s < steps; ++i) {
       const int s2 = step_after(s1);  // the step whose tiles this iteration loads
       if constexpr (C::BIAS != 0 || C::MASK) {
@@ -598,11 +758,11 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
           if constexpr (C::BIAS != 0)
             prefetch_operand_rows<BMQ, BNK, ELEM, C::THREADS>(p.bias, p.bias_strides, w, p.S, head_of(s1), row_of(s1), kn0);
           if constexpr (C::MASK)
-            prefetch_operand_rows<BMQ, BNK, 1, C::THREADS>(p.mask, p.mask_strides, w, p.S, head_of(s1), row_of(s1), kn0);
+            prefetch_operand_rows<BMQ, BNK, 1, C::THREADS, true>(p.mask, p.mask_strides, w, p.S, head_of(s1), row_of(s1), kn0);
         }
       }
-      const int n = head_of(s);
-      const int m0 = row_of(s);
+      const int n = WALK ? at.n : head_of(s);
+      const int m0 = WALK ? at.m0 : row_of(s);
       const int kind = ATTNLAB_MODIFIERS ? kind_of(s) : ATTNLAB_TILE_FULL;
       const u32 q_tile = stage_of(i);
       const u32 do_tile = q_tile + C::Q_BYTES;
@@ -657,7 +817,11 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
         // st takes Sᵀ = K·Qᵀ again where the modifier's gradient reads the raw score: one more product
         // of the five, waited for at once (dV(s) with it); holding the raw scores would take 32
         // registers a lane the D = 128 loop does not have.
-        if constexpr (ATTNLAB_SCORE_MOD && ATTNLAB_SCORE_MOD_NEEDS_SCORE) {
+        // Where the generated gradient takes the modified score (ds_mods_from_p), P gives it instead.
+        // FLASH_BWD_GRAD_FROM_OUTPUT: asked for by the host (ATTNLAB_FLASH_BWD_SCORE_GRAD=output).
+        constexpr bool FROM_P = ATTNLAB_SCORE_MOD && ATTNLAB_SCORE_MOD_NEEDS_SCORE &&
+                                ATTNLAB_SCORE_MOD_GRAD_FROM_OUTPUT && FLASH_BWD_GRAD_FROM_OUTPUT;
+        if constexpr (ATTNLAB_SCORE_MOD && ATTNLAB_SCORE_MOD_NEEDS_SCORE && !FROM_P) {
           wgmma_fence();
           issue_s(i);
           wgmma_wait<0>();
@@ -665,8 +829,18 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
           fence_accumulators(dv);
           pin_fragments(pa);
         }
-        if constexpr (ATTNLAB_SCORE_MOD) ds_mods_tile<true, C::BIAS, false>(dpt3, st3, p, x, w, n, key0, m0, lane, m);
-        if constexpr (C::BIAS != 0) dbias_add_tile(dpt, p, x, w, n, key0, m0, lane);
+        if constexpr (FROM_P) {
+          ds_mods_from_p(dpt, st, lse2, w.b, n, key0, m0, lane, m);
+        } else if constexpr (ATTNLAB_SCORE_MOD) {
+          ds_mods_tile<true, C::BIAS, false>(dpt3, st3, p, x, w, n, key0, m0, lane, m);
+        }
+        if constexpr (C::BIAS != 0) {
+          if constexpr (C::DBIAS_STORE) {
+            dbias_store_tile<C::BIAS>(dpt, p, x, w, n, key0, m0, lane);
+          } else {
+            dbias_add_tile(dpt, p, x, w, n, key0, m0, lane);
+          }
+        }
       }
       sm90_a_fragments<C::FP16>(da, dpt);
       pin_fragments(da);
@@ -700,8 +874,9 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
       fence_proxy_async();
       dirty_next = __syncthreads_or(dirty_next);
       if constexpr (DET) {
-        // Without a block mask the steps are the iterations: step s − 1 came before.
-        if (threadIdx.x == 0 && s > 0) dq_pass_turn(dq_semaphore_of_step<C>(p, x, kb, s - 1), dq_place<BNK>(p, kb));
+        // Without a block mask the steps are the iterations: step s − 1 (at `before`) came before.
+        if (threadIdx.x == 0 && s > 0)
+          dq_pass_turn(WALK ? dq_semaphore_at(before) : dq_semaphore_of_step<C>(p, x, kb, s - 1), dq_place<BNK>(p, kb));
       }
 
       // dK(s), then step s + 2's loads behind the products.
@@ -709,7 +884,9 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
 #pragma unroll
         for (int kk = 0; kk < BMQ / 16; ++kk) dkv_step<C>(dk, da[kk], sw128_at(sw128_lo(q_tile, C::Q_BOX), kk * 2048));
         wgmma_commit();
-        if (s2 < steps) load_step(i + 2, s2);
+        // Worked out here, not at the top of the step: only `at` lives through the step (the 255-register
+        // loop spilled 4 bytes keeping the next two steps' as well).
+        if (s2 < steps) load_step(i + 2, s2, at_after(at_after(at)));
         cp_async_commit();
       };
       // This warpgroup's 64-column box of dQ: both at D = 128, warpgroup 0's at D = 64. Each path is
@@ -765,9 +942,17 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
       pin_fragments(da);
       if (dirty_next) clean_step(i + 1);
       dirty = dirty_next;
+      if constexpr (WALK) {
+        if constexpr (DET) before = at;
+        at = at_after(at);
+      }
       s = s1;
       s1 = s2;
     }
+  } else if (kv_early) {
+    // Every step EMPTY: the early K and V copies land before the block's shared memory goes.
+    cp_async_commit();
+    cp_async_wait<0>();
   }
   // The last bulk reduces complete before the block's shared memory goes.
   if (DQ && lane == 0) bulk_wait<0>();

@@ -17,16 +17,18 @@
 //     thread arrives on the stage's `empty` mbarrier (count 256) once its products have retired.
 // The dS buffers and the dQ staging need no more than the named barrier: at the barrier of step s
 // both warpgroups have retired every product of step s − 1 (the same argument as the 256-thread loop).
-// Registers: 2 × 128 × 240 + 128 × 24 = 64,512, what the launch hands out (384 threads × 168), so
-// setmaxnreg.inc never waits on a register file the block does not already hold. ptxas: no spills in
-// the consumers; the producer spills 24 bytes at D = 128 within 24 registers (32 would take none, but
-// the sum would be the whole 65,536-register file) — local memory off the critical path.
+// Registers: 2 × 128 × 232 + 128 × 32 = 63,488 of the 64,512 the launch hands out (384 threads × 168), so
+// setmaxnreg.inc never waits on a register file the block does not already hold. ptxas (nvcc 13.0): no
+// spills at D = 64 and 128, bf16 and fp16, deterministic or not. The producer within 24 registers (beside
+// consumers of 240) spilled 24 bytes at D = 128, reloaded every step (ncu: 25 M local-memory requests a
+// launch at B=4 T=S=8192 N=16, 16% L1 hits); the consumers spill from 224 down (124 B at 224, 388 B at 200).
 #pragma once
 #include "hopper/bwd_dkdv_sm90.cuh"
 
 struct HopperBwdWs {
   static constexpr int THREADS = 384, PRODUCER = 128, CONSUMERS = 256;
-  static constexpr int PRODUCER_REGS = 24, CONSUMER_REGS = 240;
+  // The budget above with FLASH_BWD_LEAN (experimental until timed on a GPU); 24 / 240 otherwise.
+  static constexpr int PRODUCER_REGS = FLASH_BWD_LEAN ? 32 : 24, CONSUMER_REGS = FLASH_BWD_LEAN ? 232 : 240;
   static_assert(CONSUMERS * CONSUMER_REGS + PRODUCER * PRODUCER_REGS <= THREADS * 168, "the launch's registers");
   static constexpr int DS_BARRIER = 1;  // named barrier of the consumers' dS exchange
 };
@@ -135,10 +137,15 @@ __device__ __forceinline__ void hopper_bwd_dkdv_ws(const FlashParams& p, const F
     float st[C::NT][4], dpt[C::NT][4];
     mbar_wait(kv_bar, 0);
 
+    // The step's (head, first row) by increments, head-major (bwd_dkdv_sm90.cuh's WALK), not s / blocks.
+    int n = w.kv_head * p.group, m0 = kb.mb_lo * BMQ;
+    const int m_end = (kb.mb_lo + blocks) * BMQ;
     for (int s = 0; s < steps; ++s) {
       const int i = s % C::STAGES;
-      const int n = w.kv_head * p.group + s / blocks;
-      const int m0 = (kb.mb_lo + s % blocks) * BMQ;
+      if constexpr (!FLASH_BWD_LEAN) {
+        n = w.kv_head * p.group + s / blocks;
+        m0 = (kb.mb_lo + s % blocks) * BMQ;
+      }
       const u32 q_tile = stage_of(s);
       const u32 do_tile = q_tile + C::Q_BYTES;
       mbar_wait(full0 + 8 * i, (s / C::STAGES) & 1);
@@ -264,6 +271,11 @@ __device__ __forceinline__ void hopper_bwd_dkdv_ws(const FlashParams& p, const F
       // may refill it. Every consumer thread arrives for its own reads: with one arrival a warp after a
       // __syncwarp, racecheck reported the producer's next copies racing the other lanes' reads.
       mbar_arrive(empty0 + 8 * i);
+      if constexpr (FLASH_BWD_LEAN) {
+        const bool wrap = m0 + BMQ == m_end;
+        n += wrap ? 1 : 0;
+        m0 = wrap ? kb.mb_lo * BMQ : m0 + BMQ;
+      }
     }
   }
   if (DQ && lane == 0) bulk_wait<0>();

@@ -17,6 +17,7 @@
 //   dynamic_grid        one block per SM, items handed out by a global counter (fwd_scheduler.cuh)
 //   rescale_slack       FlashAttention-4's conditional rescale, in powers of 2 (0: off)
 #pragma once
+#include "common/modifiers.cuh"
 #include "flash/params.cuh"
 
 template <class V>
@@ -33,9 +34,20 @@ struct HopperConfig {
   // bytes (ptxas, sm_90a; a volatile load in its place spilled nothing), so 2 consumers get 232
   // (the pool: (168 − 32)·128 freed ≥ (232 − 168)·256 asked) and 3 keep 160
   // ((128 − 32)·128 = (160 − 128)·384 exactly; FlashAttention-3's 32/160 split): 0 spills on every tile.
+  // With a block mask the dynamic grid's producer warp also classifies each item's key tiles and
+  // holds their words across its q_empty wait (hopper_fwd.cu produce_dynamic_masked). ptxas, sm_90a,
+  // D=128: the GPU suite's document mask spilled 120 bytes at 40 producer registers, 52 at 48, 12 at
+  // 56 and none at 72 (2 consumers × 216); the library's and(documentMask, causal()), whose capture
+  // offsets are 64-bit, 12 bytes at 72/216, 4 at 80/208 and at 88/208, 24 at 88/200, 68 at 120/192.
+  // So 80 and 2 × 208 (80 + 416 ≤ 504); D=64 the same; D=256 spills 56 bytes at 80/208 (the host keeps
+  // D > 128 with a block mask on the 2-D grid).
   static constexpr bool DYNAMIC = V::dynamic_grid;
-  static constexpr int PRODUCER_REGS = DYNAMIC ? 32 : 24;
-  static constexpr int CONSUMER_REGS = CONSUMERS == 2 ? (DYNAMIC ? 232 : 240) : 160;
+  static constexpr bool DYNAMIC_BM = DYNAMIC && ATTNLAB_BLOCK_MASK;
+  // Three consumers keep 160 of 128·4 = 512 registers a thread slot: 80 + 3·160 is past it, and
+  // setmaxnreg.inc would wait for registers that never come free.
+  static_assert(!DYNAMIC_BM || V::consumers == 2, "a block mask on the dynamic grid runs two consumers");
+  static constexpr int PRODUCER_REGS = DYNAMIC_BM ? 80 : DYNAMIC ? 32 : 24;
+  static constexpr int CONSUMER_REGS = CONSUMERS == 2 ? (DYNAMIC_BM ? 208 : DYNAMIC ? 232 : 240) : 160;
   static constexpr bool PINGPONG = V::pingpong;
   // LATE_WAIT: the wait for P_{j−1}·V_{j−1} sits behind a branch on the loop parity, in its own
   // basic block after the softmax of tile j. In one block ptxas schedules that wait

@@ -31,6 +31,14 @@ struct TileBits {
   int words;
 };
 
+// The bitmaps of the block's `item`-th item: the dynamic grid keeps two sets, by the item's parity,
+// so the producer classifies the next item while the consumers still read the current one's.
+template <class C>
+__device__ __forceinline__ TileBits item_bits(const TileBits& bits, int item) {
+  return TileBits{bits.addr + (C::DYNAMIC ? static_cast<u32>(item & 1) * 4u * (1 + C::CONSUMERS) * bits.words : 0u),
+                  bits.words};
+}
+
 // The rows [lo, hi] consumer c of item w holds (its 64, clamped to the item's last valid row).
 template <class C>
 __device__ __forceinline__ void consumer_rows(const TileWork& w, int c, int& lo, int& hi) {
@@ -38,9 +46,50 @@ __device__ __forceinline__ void consumer_rows(const TileWork& w, int c, int& lo,
   hi = imin(w.m0 + c * 64 + 63, w.m_last);
 }
 
+// The words of item w's bitmaps covering tile word `word` (tiles 32·word … 32·word + 31): the kept map's
+// in *kept, consumer c's FULL map's in full[c]. The whole warp calls it, a lane one tile (its kinds
+// from global memory: tile_kind), a ballot per map; every lane gets the words.
+template <class C>
+__device__ __forceinline__ void classify_word(const FlashMods& m, const TileWork& w, int word, unsigned* kept_word,
+                                              unsigned (&full_words)[C::CONSUMERS]) {
+  const int lane = threadIdx.x % 32;
+  const int lo = w.n_lo / C::BN, hi = (w.n_hi + C::BN - 1) / C::BN;
+  const int nb = word * 32 + lane;
+  // The item's rows are the union of its consumers' (clamped to m_last), so a tile is kept when some
+  // consumer's kind is not EMPTY; the consumers' kinds are independent loads, issued together.
+  bool kept = false;
+  unsigned full = 0;  // bit c: FULL over consumer c's rows
+  if (nb >= lo && nb < hi && w.n_lo < w.n_hi) {
+    const int kv0 = nb * C::BN, kv1 = imin(kv0 + C::BN, w.s_len) - 1;
+#pragma unroll
+    for (int c = 0; c < C::CONSUMERS; ++c) {
+      int r0, r1;
+      consumer_rows<C>(w, c, r0, r1);
+      const int kind = tile_kind(m, w.b, w.n, r0, r1, kv0, kv1);
+      kept = kept || kind != ATTNLAB_TILE_EMPTY;
+      if (kind == ATTNLAB_TILE_FULL) full |= 1u << c;
+    }
+  }
+  *kept_word = __ballot_sync(0xffffffffu, kept);
+#pragma unroll
+  for (int c = 0; c < C::CONSUMERS; ++c) full_words[c] = __ballot_sync(0xffffffffu, (full >> c) & 1u);
+}
+
+// Stores word `word` of each of the item's maps at `bits` (one thread).
+template <class C>
+__device__ __forceinline__ void store_word(const TileBits& bits, int word, unsigned kept_word,
+                                           const unsigned (&full_words)[C::CONSUMERS]) {
+  st_shared_s32(bits.addr + 4 * word, static_cast<int>(kept_word));
+#pragma unroll
+  for (int c = 0; c < C::CONSUMERS; ++c)
+    st_shared_s32(bits.addr + 4 * ((1 + c) * bits.words + word), static_cast<int>(full_words[c]));
+}
+
 // Writes item w's bitmaps at `bits` from the block mask: warp `warp` of `warps` takes words warp,
 // warp + warps, …, a lane one tile each (its kinds from global memory: tile_kind), a ballot per map.
-// The caller orders the writes before the readers (__syncthreads).
+// The caller orders the writes before the readers (__syncthreads). The 2-D grid's form, whose machine
+// code the GPU suites have run; the dynamic grid's producer classifies word by word (classify_word,
+// store_word) and falls back to this past 32 words a map.
 template <class C>
 __device__ __forceinline__ void classify_tiles(const FlashMods& m, const TileWork& w, const TileBits& bits, int warp,
                                                int warps) {

@@ -10,7 +10,8 @@
 //
 // Specialisation: FLASH_D (64 or 128: the head dim H, Hv padded to it) and FLASH_FP16; with a bias or a
 // boolean mask FLASH_BIAS and FLASH_MASK (the forward's codes; FLASH_MASK_ROWS=1 when the mask's rows
-// may be read 16 bytes at a time: bwd_dkdv_sm90.cuh, load_mask_rows), and with modifiers or a block mask their
+// may be read 16 bytes at a time: bwd_dkdv_sm90.cuh, load_mask_rows; FLASH_DBIAS_STORE=1 when no bias
+// element is shared by two positions, so that dBias is stored, not added: dbias_store_tile), and with modifiers or a block mask their
 // generated source before this file (common/modifiers.cuh): then the dK/dV entries and the dQ pass take
 // AttnlabCaptures and AttnlabBlockMask after the two parameter structs, as flash_bwd.cu's. The loop with
 // the producer warpgroup (FLASH_BWD_WS) takes none of them. FLASH_BWD_DETERMINISTIC: attnlab_flash_bwd_dkdv
@@ -29,10 +30,14 @@
 #ifndef FLASH_MASK_ROWS
 #define FLASH_MASK_ROWS 0
 #endif
+#ifndef FLASH_DBIAS_STORE
+#define FLASH_DBIAS_STORE 0
+#endif
 #if FLASH_BWD_DETERMINISTIC && ATTNLAB_BLOCK_MASK
 #error "the ordered dQ adds need every key block to visit all its query blocks: a block mask skips steps"
 #endif
-using KvC = HopperBwdConfig<FLASH_D, FLASH_FP16 != 0, FLASH_BIAS, FLASH_MASK != 0, FLASH_MASK_ROWS != 0>;
+using KvC = HopperBwdConfig<FLASH_D, FLASH_FP16 != 0, FLASH_BIAS, FLASH_MASK != 0, FLASH_MASK_ROWS != 0,
+                           FLASH_DBIAS_STORE != 0>;
 constexpr bool kOrderedDq = FLASH_BWD_DETERMINISTIC != 0;
 
 extern "C" __global__ void __launch_bounds__(256) attnlab_flash_bwd_prep(const __grid_constant__ FlashParams p,

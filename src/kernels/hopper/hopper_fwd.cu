@@ -57,17 +57,97 @@
 // ping-pong turns: the last consumer opens consumer 0's first turn before the first item, every
 // item's last turn opens the next one's, and consumer 0 takes the one left open before it leaves,
 // so every named barrier is balanced at exit without knowing which item is a block's last.
+//
+// With a block mask the producer's first warp stays and keeps two sets of tile bitmaps, one per item
+// parity (item_bits). For item j it reads the block mask's kinds of the item's key tiles into
+// registers (classify_word: lane i keeps word i of each map) before its q_empty wait, so those global
+// loads run under the consumers' last tiles of item j − 1; after the wait lane 0 stores the words
+// (shuffled from their lanes) into set j & 1, writes the slot and loads as above (S past 32 words a map, 32·32·BN keys, has
+// no room in a lane: the warp classifies after the wait, classify_tiles). Why nobody reads a set while
+// it is written: the producer writes set j & 1 after the q_empty phase of item j − 1 completed, i.e.
+// after all 4·CONSUMERS consumer warps arrived in item j − 1 (each warp arrives once an item, and
+// none can reach item j before the producer's q_full of item j); a consumer warp reads set j & 1 only
+// inside item j (after q_full: any, count, next, kind) and set (j − 2) & 1, the same set, only inside
+// item j − 2, which it finished before it entered item j − 1. The producer itself reads set j & 1
+// (lane 0's walk) only while producing item j, before it writes set (j + 1) & 1. Only the words of
+// the item's tile range [lo, hi) are written: every reader stays inside them (KeyTiles), and the
+// kept bits outside [lo, hi) within those words are 0. The mbarriers and the K/V ring are the same
+// as without a block mask: both sides count the kept tiles (KeyTiles::count) from the same set.
+template <class C>
+__device__ __forceinline__ void produce_dynamic_masked(const HopperParams& hp, const FlashMods& m, u32 sq, u32 sk,
+                                                       u32 sv, const Barriers& bar, const TileBits& bits, int items,
+                                                       int qblocks, int section) {
+  const FlashParams& p = hp.f;
+  const int lane = threadIdx.x % 32;
+  const bool in_lanes = bits.words <= 32;
+  int index = static_cast<int>(blockIdx.x);
+  int ring = 0;
+  for (int item = 0;; ++item) {
+    const bool end = index >= items;
+    const TileWork w = dynamic_tile<C>(p, end ? 0 : index, qblocks, section);
+    const bool keys = !end && w.n_lo < w.n_hi;
+    const int word_lo = w.n_lo / C::BN / 32, word_hi = ((w.n_hi + C::BN - 1) / C::BN - 1) / 32;
+    unsigned kept_mine = 0, full_mine[C::CONSUMERS];
+#pragma unroll
+    for (int c = 0; c < C::CONSUMERS; ++c) full_mine[c] = 0;
+    if (keys && in_lanes) {
+      for (int word = word_lo; word <= word_hi; ++word) {
+        unsigned kept_word, full_words[C::CONSUMERS];
+        classify_word<C>(m, w, word, &kept_word, full_words);
+        if (lane == word) {
+          kept_mine = kept_word;
+#pragma unroll
+          for (int c = 0; c < C::CONSUMERS; ++c) full_mine[c] = full_words[c];
+        }
+      }
+    }
+    mbar_wait(bar.q_empty(), (item & 1) ^ 1);
+    const TileBits b = item_bits<C>(bits, item);
+    if (keys) {
+      if (in_lanes) {
+        // Lane 0 stores every word (shuffled from the lane that keeps it), as classify_tiles does, so the
+        // bitmaps are its own writes when its arrival on q_full releases them to the consumers.
+        for (int word = word_lo; word <= word_hi; ++word) {
+          unsigned full_words[C::CONSUMERS];
+#pragma unroll
+          for (int c = 0; c < C::CONSUMERS; ++c) full_words[c] = __shfl_sync(0xffffffffu, full_mine[c], word);
+          const unsigned kept_word = __shfl_sync(0xffffffffu, kept_mine, word);
+          if (lane == 0) store_word<C>(b, word, kept_word, full_words);
+        }
+      } else {
+        classify_tiles<C>(m, w, b, 0, 1);
+      }
+    }
+    __syncwarp();
+    if (lane == 0) {
+      st_shared_s32(bar.item_slot(), index);
+      if (keys && KeyTiles<C>::any(m, w, b)) {
+        const KeyTiles<C> tiles(m, w, b);
+        produce<C>(hp, w, sq, sk, sv, bar, tiles, ItemSlot{ring, item, false, false});
+        ring += tiles.count();
+      } else {
+        mbar_arrive(bar.q_full());
+      }
+      if (!end) index = static_cast<int>(gridDim.x) + atomicAdd(hp.work_counter, 1);
+    }
+    if (end) return;
+    index = __shfl_sync(0xffffffffu, index, 0);
+  }
+}
+
 template <class C>
 __device__ __forceinline__ void run_dynamic(const HopperParams& hp, const FlashMods& m, u32 sq, u32 sk, u32 sv,
-                                            const Barriers& bar) {
-  // The host keeps block masks on the 2-D grid (hopper-variant.ts hopperGridOrder), where every warp
-  // of the block builds the item's tile bitmaps before the roles split.
-  static_assert(!ATTNLAB_BLOCK_MASK || !C::DYNAMIC, "a block mask runs on the 2-D grid");
+                                            const Barriers& bar, const TileBits& bits) {
   const FlashParams& p = hp.f;
   const int qblocks = (p.T + C::BM - 1) / C::BM;
   const int items = qblocks * p.B * p.N;
   const int section = dynamic_section<C>(hp, qblocks);
   const int warpgroup = threadIdx.x / 128;
+  if (ATTNLAB_BLOCK_MASK && warpgroup == 0) {
+    regs_decrease<C::PRODUCER_REGS>();
+    if (threadIdx.x < 32) produce_dynamic_masked<C>(hp, m, sq, sk, sv, bar, bits, items, qblocks, section);
+    return;
+  }
   if (warpgroup == 0) {
     regs_decrease<C::PRODUCER_REGS>();
     if (threadIdx.x != 0) return;
@@ -104,8 +184,8 @@ __device__ __forceinline__ void run_dynamic(const HopperParams& hp, const FlashM
     index = __shfl_sync(0xffffffffu, index, 0);
     if (index >= items) break;
     const TileWork w = dynamic_tile<C>(p, index, qblocks, section);
-    if (KeyTiles<C>::any(m, w)) {
-      const KeyTiles<C> tiles(m, w);
+    if (KeyTiles<C>::any(m, w, item_bits<C>(bits, item))) {
+      const KeyTiles<C> tiles(m, w, item_bits<C>(bits, item));
       consume<C>(p, m, w, sq, sk, sv, bar, tiles, consumer, ItemSlot{ring, item, false, false});
       ring += tiles.count();
     } else {
@@ -163,7 +243,7 @@ __device__ __forceinline__ void hopper_fwd(const HopperParams& hp, const FlashMo
   }
   __syncthreads();
   if constexpr (C::DYNAMIC) {
-    run_dynamic<C>(hp, m, sq, sk, sv, bar);
+    run_dynamic<C>(hp, m, sq, sk, sv, bar, bits);
     return;
   }
   // Each role takes the item again after the barrier rather than keeping it in registers across the

@@ -5,6 +5,8 @@
 #define ATTNLAB_MASK_MOD 1
 #define ATTNLAB_CAPTURE_GRADS 1
 #define ATTNLAB_SCORE_MOD_READS_POSITIONS 0
+#define ATTNLAB_SCORE_MOD_NEEDS_SCORE 0
+#define ATTNLAB_SCORE_MOD_GRAD_FROM_OUTPUT 0
 #ifndef ATTNLAB_CAPTURES_STRUCT
 #define ATTNLAB_CAPTURES_STRUCT
 struct AttnlabCaptures {
@@ -86,6 +88,12 @@ __device__ __forceinline__ float attnlab_score_mod_backward(float s, float g, in
 #endif
   const float a0 = (a13);
   ds += a0;
+  return ds;
+}
+__device__ __forceinline__ float attnlab_score_mod_backward_from_output(float y, float g, int b, int h, int q, int kv, const AttnlabCaptures& c) {
+  (void)b; (void)h; (void)q; (void)kv; (void)c;
+  (void)y;
+  const float ds = g;
   return ds;
 }
 // maskMod and(documentMask, causal): (docIds[b, q] == docIds[b, kv]) && (kv <= q)

@@ -38,6 +38,7 @@ import {
 import { reloadConfig } from '../../../src/config.js';
 import { randomNormal } from '../../../src/tensor/random.js';
 import { Tensor } from '../../../src/tensor/tensor.js';
+import { softcap } from '../../../src/variants/library.js';
 import { maskMod, scoreMod } from '../../../src/variants/modifiers.js';
 import type { BlockMask, CompiledModifiers } from '../../../src/variants/types.js';
 import {
@@ -332,6 +333,25 @@ for (const { loop, skip } of LOOPS)
       for (const x of [q, k, v, dO, ids, slopesOn, got.output, got.logSumExp, f.output, f.logSumExp])
         x?.dispose();
       for (const x of [g.dQuery, g.dKey, g.dValue]) x.dispose();
+    });
+
+    // softcap from the library: the generated source's gradient from the capped score (the wgmma loop takes
+    // y from P, ds_mods_from_p) and tanh.approx.f32 there, with the built-in causal mask's boundary tiles.
+    it(`${loop}: public API: softcap(2) from the generator, causal, flash backward against the oracle`, () => {
+      const shape: Shape = { B: 2, T: 300, S: 300, N: 4, K: 2, H: 64 };
+      const host = inputs(shape, seed + 91);
+      const [q, k, v, dO] = [host.q, host.k, host.v, host.dO].map((x) => x.to('cuda'));
+      const f = attentionVjp(q, k, v, { scoreMod: softcap(2), isCausal: true, implementation: 'flash' });
+      const g = f.backward(dO);
+      assert.equal(g.backend, 'flash');
+      ranLoop(g.variant);
+      const oracle: ModifierCase = { ...softcapCase(2), mask: (_b, _h, qi, kv) => kv <= qi };
+      const want = modifierReference(oracle, host.q, host.k, host.v, host.dO, 1 / Math.sqrt(shape.H));
+      expectClose('output', f.output.toFloat64Array(), want.output);
+      expectClose('dQuery', g.dQuery.toFloat64Array(), want.dQuery);
+      expectClose('dKey', g.dKey.toFloat64Array(), want.dKey);
+      expectClose('dValue', g.dValue.toFloat64Array(), want.dValue);
+      for (const x of [q, k, v, dO, f.output, f.logSumExp, g.dQuery, g.dKey, g.dValue]) x?.dispose();
     });
 
     // Dense biases and masks through the public API: flash's fused backward, dBias in the bias's own

@@ -11,16 +11,20 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { attention, runAttention } from '../../../src/api/attention.js';
 import { validateAttention } from '../../../src/api/validate.js';
+import { launchHopper } from '../../../src/backends/cuda/flash/sm90/hopper.js';
+import { hopperVariant } from '../../../src/backends/cuda/flash/sm90/hopper-variant.js';
 import { cudaAvailable, getCudaContext } from '../../../src/backends/cuda/runtime/context.js';
 import type { AttentionProblem } from '../../../src/backends/problem.js';
 import { reloadConfig } from '../../../src/config.js';
 import { randomNormal } from '../../../src/tensor/random.js';
 import { Tensor } from '../../../src/tensor/tensor.js';
 import { createBlockMask } from '../../../src/variants/block-mask.js';
+import { softcap } from '../../../src/variants/library.js';
 import { maskMod, scoreMod } from '../../../src/variants/modifiers.js';
 import type { BlockMask, CompiledModifiers } from '../../../src/variants/types.js';
 import {
   alibiCase,
+  bandsCase,
   blockKinds,
   blockMaskFrom,
   type CaseShape,
@@ -216,6 +220,84 @@ describe('GPU flash modifiers and block masks on the Hopper forward', { skip }, 
     }
   });
 
+  // A block mask runs on the dynamic persistent grid from 264 items at D ≤ 128 (its producer classifies
+  // each item's key tiles into the bitmaps of the item's parity while the consumers run the item before):
+  // the same items computed alone, so its output and log-sum-exp equal the 2-D grid's bit for bit, on
+  // every one of several launches. Shapes of 384–512 items, 3–4 a block on 132 SMs, so that blocks pass
+  // from item to item: ragged T (a partial last tile), GQA, documents of random lengths (items of 1 to
+  // 16 key tiles), bands of rows that see no key (items without keys between items with keys), D=128
+  // and D=64.
+  it('a block mask on the dynamic grid equals the 2-D grid bit for bit, launch after launch (documents, bands without keys, H=128 and H=64)', (t) => {
+    // The library takes the dynamic grid for a block mask where ATTNLAB_BLOCK_MASK_GRID=dynamic asks.
+    const savedGrid = process.env.ATTNLAB_BLOCK_MASK_GRID;
+    process.env.ATTNLAB_BLOCK_MASK_GRID = 'dynamic';
+    reloadConfig();
+    t.after(() => {
+      if (savedGrid === undefined) delete process.env.ATTNLAB_BLOCK_MASK_GRID;
+      else process.env.ATTNLAB_BLOCK_MASK_GRID = savedGrid;
+      reloadConfig();
+    });
+    const cases: Array<[Shape, (s: Shape) => ModifierCase]> = [
+      [{ B: 2, T: 2000, S: 2000, N: 16, K: 4, H: 128 }, (s) => documentCase(s, 7, seed, true)],
+      [{ B: 2, T: 2000, S: 2000, N: 16, K: 4, H: 128 }, () => bandsCase(384)],
+      [{ B: 1, T: 1000, S: 1000, N: 48, K: 8, H: 64 }, (s) => documentCase(s, 5, seed, true)],
+    ];
+    for (const [shape, make] of cases) {
+      const m = make(shape);
+      const host = inputs(shape, seed + 11);
+      const t = { q: host.q.to('cuda'), k: host.k.to('cuda'), v: host.v.to('cuda') };
+      const dev = onDevice(m, shape);
+      const p = {
+        ...validateAttention(t.q, t.k, t.v, { returnLogSumExp: true, implementation: 'flash' }),
+        modifiers: dev.modifiers,
+        blockMask: dev.blockMask,
+      } as AttentionProblem;
+      const found = hopperVariant(p, 'sm_90a', 'wgmma', null);
+      assert.ok('variant' in found, JSON.stringify(found));
+      assert.equal(found.variant.persistent, 'dynamic', 'the host takes the dynamic grid for a block mask');
+      const launch = (persistent: 'dynamic' | false) => {
+        const o = Tensor.zeros([shape.B, shape.T, shape.N, shape.H], 'bfloat16').to('cuda');
+        const lse = Tensor.zeros([shape.B, shape.T, shape.N], 'float32').to('cuda');
+        const pointers = { q: t.q.buffer.ptr, k: t.k.buffer.ptr, v: t.v.buffer.ptr, o: o.buffer.ptr };
+        launchHopper(
+          p,
+          { ...found.variant, persistent },
+          {
+            ...pointers,
+            ...{ lse: lse.buffer.ptr, bias: 0n, mask: 0n, qLens: 0n, kvLens: 0n },
+          },
+        );
+        return { o, lse };
+      };
+      const grid = launch(false);
+      const [gridO, gridLse] = [grid.o.toHost().data, grid.lse.toHost().data] as ArrayLike<number>[];
+      const label = `${m.name}, H=${shape.H}`;
+      for (let run = 0; run < 5; run++) {
+        const dynamic = launch('dynamic');
+        for (const [name, a, b] of [
+          ['output', dynamic.o, gridO],
+          ['logSumExp', dynamic.lse, gridLse],
+        ] as const) {
+          const x = a.toHost().data as ArrayLike<number>;
+          let differ = 0;
+          for (let i = 0; i < x.length; i++) if (!Object.is(x[i], b[i])) differ++;
+          assert.equal(
+            differ,
+            0,
+            `${label}, launch ${run}: ${name}: ${differ} of ${x.length} elements differ`,
+          );
+        }
+        dynamic.o.dispose();
+        dynamic.lse.dispose();
+      }
+      // The library's own call runs the same dynamic variant.
+      const library = forward(t, dev.modifiers, dev.blockMask);
+      assert.match(library.variant, /\.dyn\..*\.bmask\.wgmma$/);
+      for (const x of [grid.o, grid.lse, library.output, library.lse, ...Object.values(t)]) x.dispose();
+      dev.release();
+    }
+  });
+
   // The variants API end to end on the Hopper kernel: expressions compiled by the generator, a block
   // mask made on the GPU by createBlockMask, attention with implementation 'flash', against the CPU
   // reference evaluating the same expressions.
@@ -249,5 +331,41 @@ describe('GPU flash modifiers and block masks on the Hopper forward', { skip }, 
       (want.logSumExp as Tensor).toFloat64Array(),
     );
     for (const x of [q, k, v, ids, slopesOn, got.output, got.logSumExp]) x?.dispose();
+  });
+
+  // Score modifiers with constant factors in and out (softcap's c·tanh(s/c), or written with other
+  // constants): the kernel folds them into the score's scale and the softmax's factor (flash/mask.cuh);
+  // the reference evaluates the expression as written. A scale of 0.5 puts the scores at a standard
+  // deviation of ~5.7 at H=128, so the caps of 4 and 3 bend most of them.
+  it('public API: softcap and a folded tanh expression at H=128 (causal) and H=64, as written and folded (ATTNLAB_FOLD_SCORE_FACTORS=1), against the reference', (t) => {
+    const savedFold = process.env.ATTNLAB_FOLD_SCORE_FACTORS;
+    t.after(() => {
+      if (savedFold === undefined) delete process.env.ATTNLAB_FOLD_SCORE_FACTORS;
+      else process.env.ATTNLAB_FOLD_SCORE_FACTORS = savedFold;
+      reloadConfig();
+    });
+    for (const [H, isCausal, mod, fold] of [
+      [128, true, softcap(4), '0'],
+      [128, true, softcap(4), '1'],
+      [64, false, scoreMod('tanh(score * 0.25) * 3.0'), '0'],
+      [64, false, scoreMod('tanh(score * 0.25) * 3.0'), '1'],
+    ] as const) {
+      process.env.ATTNLAB_FOLD_SCORE_FACTORS = fold;
+      reloadConfig();
+      const shape: Shape = { B: 2, T: 333, S: 333, N: 4, K: 2, H };
+      const host = inputs(shape, seed + 120 + H);
+      const options = { scoreMod: mod, isCausal, scale: 0.5, returnLogSumExp: true };
+      const want = attention(host.q, host.k, host.v, { ...options, implementation: 'reference' });
+      const [q, k, v] = [host.q, host.k, host.v].map((x) => x.to('cuda'));
+      const got = attention(q, k, v, { ...options, implementation: 'flash' });
+      assert.match(got.variant, /\.mods-.*\.wgmma$/);
+      expectClose(`output, H=${H} fold=${fold}`, got.output.toFloat64Array(), want.output.toFloat64Array());
+      expectClose(
+        `logSumExp, H=${H} fold=${fold}`,
+        (got.logSumExp as Tensor).toFloat64Array(),
+        (want.logSumExp as Tensor).toFloat64Array(),
+      );
+      for (const x of [q, k, v, got.output, got.logSumExp]) x?.dispose();
+    }
   });
 });

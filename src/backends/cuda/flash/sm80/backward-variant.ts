@@ -59,6 +59,20 @@ export interface FlashBackwardVariant {
   readonly deterministic: boolean;
   /** The bias element type (P with the bias, dBias); absent or 'none' without one. */
   readonly bias?: FlashBiasType;
+  /**
+   * The wgmma loop stores dBias in the bias's dtype, once an element (FLASH_DBIAS_STORE,
+   * hopper/bwd_dkdv_sm90.cuh dbias_store_tile), where no bias element is shared by two (b, n, t, s)
+   * positions (biasContributors 1): no float32 accumulator to zero, add into and convert. Only with
+   * ATTNLAB_FLASH_BWD_DBIAS=store (not yet run on a GPU).
+   */
+  readonly dbiasStore?: boolean;
+  /**
+   * The wgmma loop takes a score modifier's gradient from the modified score, out of P
+   * (FLASH_BWD_GRAD_FROM_OUTPUT, hopper/bwd_dkdv_sm90.cuh ds_mods_from_p), where the generated source
+   * gives it so (ATTNLAB_SCORE_MOD_GRAD_FROM_OUTPUT). Only with ATTNLAB_FLASH_BWD_SCORE_GRAD=output (not yet
+   * run on a GPU).
+   */
+  readonly gradFromOutput?: boolean;
   /** A boolean mask (P with the mask). */
   readonly mask?: boolean;
   /**
@@ -76,6 +90,8 @@ export interface FlashBackwardVariant {
    * (ATTNLAB_FLASH_BWD_DET=pass, for comparisons).
    */
   readonly dqPass?: boolean;
+  /** ATTNLAB_FLASH_BWD_LEAN on a wgmma loop: FLASH_BWD_LEAN (hopper/bwd_dkdv_sm90.cuh, experimental). */
+  readonly lean?: boolean;
 }
 
 export function flashBackwardHeadDim(H: number, Hv: number): number {
@@ -178,12 +194,22 @@ export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBac
           : chooseFlashBackwardTiles(padded),
     deterministic: p.deterministic,
     bias: p.bias ? (p.bias.tensor.dtype as FlashBiasType) : 'none',
+    dbiasStore:
+      kernel === 'wgmma' &&
+      p.bias !== null &&
+      biasContributors(p) === 1 &&
+      config().experimental.flashBackwardDbias === 'store',
+    gradFromOutput:
+      kernel === 'wgmma' &&
+      modifiersOf(p)?.hasScoreMod === true &&
+      config().experimental.flashBackwardScoreGrad === 'output',
     mask: p.mask !== null,
     maskRows: kernel === 'wgmma' && maskRowsFit(p.mask?.strides ?? null),
     modifiers: modifiersOf(p),
     blockMask: blockMaskOf(p) !== null,
     dqPass:
       p.deterministic && kernel !== 'mma' && config().experimental.flashBackwardDeterministic === 'pass',
+    lean: kernel !== 'mma' && config().experimental.flashBackwardLean,
   };
 }
 
@@ -242,14 +268,17 @@ export function flashBackwardVariantKey(v: FlashBackwardVariant): string {
   const dtype = v.dtype === 'float16' ? 'f16' : 'bf16';
   const { keys, queries, warps } = v.tiles;
   const parts = ['flash-bwd', v.arch, dtype, `d${v.headDim}`, `${keys}x${queries}x${warps}`];
+  if (v.lean && v.kernel !== 'mma') parts.push('lean');
   if (v.kernel === 'wgmma') parts.push('wgmma');
   if (v.kernel === 'wgmma-ws') parts.push('wgmma', 'ws');
   if (v.deterministic) parts.push('det');
   if (v.deterministic && v.dqPass && v.kernel !== 'mma') parts.push('pass');
   if (v.bias && v.bias !== 'none')
     parts.push(`bias-${{ float32: 'f32', bfloat16: 'bf16', float16: 'f16' }[v.bias]}`);
+  if (v.bias && v.bias !== 'none' && v.dbiasStore) parts.push('dbias-store');
   if (v.mask) parts.push(v.maskRows ? 'mask-rows' : 'mask');
   if (v.modifiers) parts.push(`mods-${v.modifiers.key}`);
+  if (v.modifiers && v.gradFromOutput) parts.push('grad-out');
   if (v.blockMask) parts.push('bmask');
   return parts.join('.');
 }
@@ -275,6 +304,7 @@ export function flashBackwardDefines(v: FlashBackwardVariant): Record<string, nu
   // Only where set, so that the plain modules keep their cache keys.
   const general = {
     ...(v.bias && v.bias !== 'none' ? { FLASH_BIAS: FLASH_BIAS_CODES[v.bias] } : {}),
+    ...(v.bias && v.bias !== 'none' && v.dbiasStore && v.kernel === 'wgmma' ? { FLASH_DBIAS_STORE: 1 } : {}),
     ...(v.mask ? { FLASH_MASK: 1 } : {}),
     ...(v.mask && v.maskRows ? { FLASH_MASK_ROWS: 1 } : {}),
     ...(v.blockMask ? { ATTNLAB_BLOCK_MASK: 1 } : {}),
@@ -282,8 +312,17 @@ export function flashBackwardDefines(v: FlashBackwardVariant): Record<string, nu
   const fp16 = v.dtype === 'float16' ? 1 : 0;
   // The ordered dQ adds of deterministic mode (hopper/bwd_dq_order.cuh).
   const ordered: Record<string, number> = orderedDqAdds(v) ? { FLASH_BWD_DETERMINISTIC: 1 } : {};
-  if (v.kernel === 'wgmma') return { FLASH_D: v.headDim, FLASH_FP16: fp16, ...general, ...ordered };
-  if (v.kernel === 'wgmma-ws') return { FLASH_D: v.headDim, FLASH_FP16: fp16, FLASH_BWD_WS: 1, ...ordered };
+  // With modifiers the wgmma loop's `tanh` is tanh.approx.f32, as in the Hopper forward whose log-sum-exp
+  // it reads (docs/internals/variants.md): the same P, and one MUFU operation a score where libm's tanhf
+  // takes two and ~20 instructions.
+  const fastTanh: Record<string, number> = v.modifiers
+    ? { ATTNLAB_FAST_TANH: 1, ...(v.gradFromOutput ? { FLASH_BWD_GRAD_FROM_OUTPUT: 1 } : {}) }
+    : {};
+  const lean: Record<string, number> = v.lean ? { FLASH_BWD_LEAN: 1 } : {};
+  if (v.kernel === 'wgmma')
+    return { FLASH_D: v.headDim, FLASH_FP16: fp16, ...general, ...fastTanh, ...ordered, ...lean };
+  if (v.kernel === 'wgmma-ws')
+    return { FLASH_D: v.headDim, FLASH_FP16: fp16, FLASH_BWD_WS: 1, ...ordered, ...lean };
   return {
     FLASH_D: v.headDim,
     FLASH_FP16: fp16,

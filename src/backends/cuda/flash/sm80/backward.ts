@@ -138,10 +138,14 @@ function run(variant: FlashBackwardVariant, p: BackwardProblem): BackwardOutput 
   const dK = allocDevice(B * S * K * H * e);
   const dV = allocDevice(B * S * K * Hv * e);
   // dBias: float32 reductions into a zeroed accumulator of the bias's layout (bwd_common.cuh,
-  // ds_mods_tile), which is the result for a float32 bias and is rounded once for a 16-bit one.
+  // ds_mods_tile), which is the result for a float32 bias and is rounded once for a 16-bit one; with
+  // variant.dbiasStore the wgmma loop stores it in the bias's dtype instead (each element one position),
+  // into a buffer zeroed only where the loop leaves tiles unvisited.
   const bias = p.bias?.tensor ?? null;
-  const dBiasAccum = bias ? allocDevice(bias.size * 4) : null;
-  if (dBiasAccum) fillDevice32(dBiasAccum, 0);
+  const dBiasStore = bias !== null && variant.dbiasStore === true;
+  const dBiasBytes = bias ? bias.size * (dBiasStore ? itemSize(bias.dtype) : 4) : 0;
+  const dBiasAccum = bias ? allocDevice(dBiasBytes) : null;
+  if (dBiasAccum && (!dBiasStore || skipsTiles(p))) fillDevice32(dBiasAccum, 0, Math.ceil(dBiasBytes / 4));
   // Captured tensors' gradients (ATTNLAB_CAPTURE_GRADS): float32, zeroed, one per capture that needs one.
   const modifiers = modifiersOf(p);
   const captureGrads = (modifiers?.captures ?? []).map((c) => {
@@ -262,11 +266,30 @@ function run(variant: FlashBackwardVariant, p: BackwardProblem): BackwardOutput 
     dKey: Tensor.fromDeviceBuffer(dK, [B, S, K, H], p.dtype),
     dValue: Tensor.fromDeviceBuffer(dV, [B, S, K, Hv], p.dtype),
     ...(bias && dBiasAccum
-      ? { dBias: dBiasOf(bias, dBiasAccum, kernel('attnlab_flash_bwd_dbias_convert')) }
+      ? {
+          dBias: dBiasStore
+            ? Tensor.fromDeviceBuffer(dBiasAccum, bias.shape, bias.dtype)
+            : dBiasOf(bias, dBiasAccum, kernel('attnlab_flash_bwd_dbias_convert')),
+        }
       : {}),
     ...(Object.keys(dCaptures).length > 0 ? { dCaptures } : {}),
     variant: flashBackwardVariantKey(variant),
   };
+}
+
+/**
+ * Whether the dK/dV loop may leave some (b, n, t, s) tile unvisited, so that a dBias it stores (rather
+ * than adds) needs its buffer zeroed first: a causal mask or a window (key blocks walk only the query
+ * blocks that see them), lengths (rows and keys past them), a block mask (EMPTY tiles).
+ */
+export function skipsTiles(p: BackwardProblem): boolean {
+  return (
+    p.causal ||
+    p.window !== null ||
+    p.querySeqLengths !== null ||
+    p.keyValueSeqLengths !== null ||
+    blockMaskOf(p) !== null
+  );
 }
 
 /** dBias in the bias's shape and dtype from its float32 accumulator (taken, or rounded and released). */

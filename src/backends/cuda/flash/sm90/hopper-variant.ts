@@ -239,10 +239,15 @@ export const DYNAMIC_MIN_ITEMS = 264;
  * block that takes the next item when it is free balances them; without the mask every item is the
  * same work and only the short rows gain. Hence: dynamic where causal or T < 8192, not on
  * D128_LONG's tile, not with a bias or a mask (not measured there: those tiles keep the 2-D grid).
- * Its results are bit for bit the 2-D grid's (the same items, each computed alone). Modifiers and
- * block masks keep the 2-D grid: with a block mask the dynamic grid's 32-register producer spills
- * walking the block kinds (ptxas, sm_90a, a document mask: 48–412 bytes at D=64…256), and the 2-D grid
- * is what the built-in masks' D=128 tile at T=8192 runs.
+ * Its results are bit for bit the 2-D grid's (the same items, each computed alone). Score modifiers
+ * keep the 2-D grid (the built-in masks' D=128 tile at T=8192 runs it). A block mask without a score
+ * modifier takes the dynamic grid at Dk, Dv ≤ 128 (with ≥ DYNAMIC_MIN_ITEMS items and no bias or mask
+ * tensor) where ATTNLAB_BLOCK_MASK_GRID=dynamic asks for it, the 2-D grid until a GPU has run it: its items are short (8 equal documents at T=8192: 1–8 key tiles of 128, 4.5 on average), and
+ * on the 2-D grid each one's fixed costs (Q's load, the pipeline's fill, the block mask's kinds, the
+ * epilogue) took 0.585 ms on an H100 against ~0.26 ms of tile work; the dynamic grid loads the
+ * next item's Q, K and kinds under the current item's last tiles (hopper_fwd.cu
+ * produce_dynamic_masked). Its producer then keeps 80 registers and each consumer 208, where D=256
+ * spills 56 bytes (ptxas, sm_90a, a document mask), so D > 128 stays on the 2-D grid.
  */
 function hopperGridOrder(
   p: AttentionProblem,
@@ -251,8 +256,20 @@ function hopperGridOrder(
 ): HopperVariant['persistent'] {
   const long128 = dims.keyDim === 128 && dims.valueDim === 128 && tiles.consumers === D128_LONG.consumers;
   const items = Math.ceil(p.T / hopperBlockM(tiles)) * p.B * p.N;
-  const modified = modifiersOf(p) !== null || blockMaskOf(p) !== null;
-  if (p.bias || p.mask || modified || long128 || items < DYNAMIC_MIN_ITEMS) return false;
+  if (p.bias || p.mask || items < DYNAMIC_MIN_ITEMS) return false;
+  // Two consumers: a block mask's tiles always have them (tilesForHeadDims), and its dynamic-grid
+  // producer's 80 registers leave three consumers too few (fwd_config.cuh). A score modifier beside the
+  // block mask keeps the 2-D grid: in 208 registers ptxas spilled 28 bytes (D=128) and 124 (D=64) for
+  // ALiBi with a causal mask modifier, none on the 2-D grid's 240 at D=64.
+  // Only where ATTNLAB_BLOCK_MASK_GRID=dynamic asks: the GPU suites and timings have run the 2-D grid.
+  if (blockMaskOf(p) !== null) {
+    const scored = modifiersOf(p)?.hasScoreMod ?? false;
+    const asked = config().experimental.blockMaskGrid === 'dynamic';
+    return asked && dims.keyDim <= 128 && dims.valueDim <= 128 && tiles.consumers === 2 && !scored
+      ? 'dynamic'
+      : false;
+  }
+  if (modifiersOf(p) !== null || long128) return false;
   return p.causal || p.T < D128_LONG.fromT ? 'dynamic' : false;
 }
 
@@ -299,7 +316,7 @@ export function hopperVariant(
   const persistent = hopperGridOrder(p, tiles, dims);
   const shared =
     hopperSharedBytes({ ...tiles, stages: 2, ...dims, persistent }) +
-    hopperBlockMaskBytes({ ...tiles, blockMask }, p.S);
+    hopperBlockMaskBytes({ ...tiles, blockMask, persistent }, p.S);
   if (shared > HOPPER_SHARED_LIMIT)
     return {
       reason: `a block mask over S=${p.S} keys: its tile bitmaps take the tiles' shared memory past ${HOPPER_SHARED_LIMIT} bytes (${shared})`,
@@ -385,15 +402,17 @@ export function hopperSharedBytes(
 /**
  * Shared memory after hopperSharedBytes for a block mask's tile bitmaps (fwd_scheduler.cuh): one bit
  * per key tile of BN keys, in one map of the item's kept tiles and one of each consumer's FULL tiles,
- * in 32-bit words: 1 + consumers maps of ceil(ceil(S/BN)/32) words. 0 without a block mask. At S=8192
- * and BN=128: 3 maps of 2 words, 24 bytes.
+ * in 32-bit words: 1 + consumers maps of ceil(ceil(S/BN)/32) words, twice on the dynamic grid (one
+ * set per item parity: item_bits). 0 without a block mask. At S=8192 and BN=128: 3 maps of 2 words,
+ * 24 bytes (48 dynamic).
  */
 export function hopperBlockMaskBytes(
-  v: Pick<HopperVariant, 'consumers' | 'blockN' | 'blockMask'>,
+  v: Pick<HopperVariant, 'consumers' | 'blockN' | 'blockMask'> & Partial<Pick<HopperVariant, 'persistent'>>,
   S: number,
 ): number {
   if (!v.blockMask) return 0;
-  return 4 * (1 + v.consumers) * Math.ceil(Math.ceil(S / v.blockN) / 32);
+  const sets = v.persistent === 'dynamic' ? 2 : 1;
+  return sets * 4 * (1 + v.consumers) * Math.ceil(Math.ceil(S / v.blockN) / 32);
 }
 
 /**

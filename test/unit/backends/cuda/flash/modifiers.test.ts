@@ -17,6 +17,7 @@ import {
   marshalCaptures,
   variantsRule,
 } from '../../../../../src/backends/cuda/flash/modifiers.js';
+import { skipsTiles } from '../../../../../src/backends/cuda/flash/sm80/backward.js';
 import {
   biasContributors,
   chooseFlashBackwardKernel,
@@ -34,6 +35,7 @@ import {
   flashVariant,
   flashVariantKey,
 } from '../../../../../src/backends/cuda/flash/sm80/variant.js';
+import { reloadConfig } from '../../../../../src/config.js';
 import { randomNormal } from '../../../../../src/tensor/random.js';
 import { Tensor } from '../../../../../src/tensor/tensor.js';
 import {
@@ -180,6 +182,44 @@ describe('flash backward: bias, mask and modifier rules', () => {
     assert.equal('FLASH_BIAS' in flashBackwardDefines(plain), false);
   });
 
+  it('stores dBias once an element on the wgmma loop where no bias element is shared (ATTNLAB_FLASH_BWD_DBIAS=store), zeroing it only where tiles are skipped', () => {
+    // The default adds, as the GPU suite ran it.
+    const unset = flashBackwardVariant(problem({ bias: Tensor.zeros([2, 4, 16, 24], 'bfloat16') }), 'sm_90a');
+    assert.equal(unset.dbiasStore, false);
+    assert.equal('FLASH_DBIAS_STORE' in flashBackwardDefines(unset), false);
+    process.env.ATTNLAB_FLASH_BWD_DBIAS = 'store';
+    reloadConfig();
+    try {
+      // (1,N,T,S) over B = 2: each element sums two positions, so the float32 reductions stay.
+      const shared = flashBackwardVariant(
+        problem({ bias: Tensor.zeros([1, 4, 16, 24], 'bfloat16') }),
+        'sm_90a',
+      );
+      assert.equal(shared.dbiasStore, false);
+      assert.equal('FLASH_DBIAS_STORE' in flashBackwardDefines(shared), false);
+      for (const dtype of ['bfloat16', 'float32'] as const) {
+        const full = problem({ bias: Tensor.zeros([2, 4, 16, 24], dtype) });
+        const v = flashBackwardVariant(full, 'sm_90a');
+        assert.equal(v.dbiasStore, true);
+        assert.match(flashBackwardVariantKey(v), /\.bias-(bf16|f32)\.dbias-store$/);
+        assert.equal(flashBackwardDefines(v).FLASH_DBIAS_STORE, 1);
+        assert.equal(skipsTiles(full), false);
+        // The mma.sync loop has no store form.
+        const a100 = flashBackwardVariant(full, 'sm_80');
+        assert.equal(a100.dbiasStore, false);
+        assert.equal('FLASH_DBIAS_STORE' in flashBackwardDefines(a100), false);
+      }
+    } finally {
+      delete process.env.ATTNLAB_FLASH_BWD_DBIAS;
+      reloadConfig();
+    }
+    const bias = Tensor.zeros([2, 4, 16, 24], 'bfloat16');
+    assert.equal(skipsTiles(problem({ bias, isCausal: true })), true);
+    assert.equal(skipsTiles(problem({ bias, localWindowSize: [4, 0] })), true);
+    assert.equal(skipsTiles(problem({ bias, keyValueSeqLengths: [20, 24] })), true);
+    assert.equal(skipsTiles(problem({ bias, mask: Tensor.zeros([2, 1, 16, 24], 'bool') })), false);
+  });
+
   it('reads mask rows 16 bytes at a time only with contiguous keys and 16-byte multiples elsewhere', () => {
     // (B,1,T,S) contiguous, S = 8192; (1,1,1,S) key padding; (B,N,T,S) with S = 48.
     assert.equal(maskRowsFit([8192 * 8192, 0, 8192, 1]), true);
@@ -212,7 +252,30 @@ describe('flash backward: bias, mask and modifier rules', () => {
       flashBackwardVariantKey(v),
       /^flash-bwd\.sm_90a\.bf16\.d64\.128x64x8\.wgmma\.mods-abc123\.bmask$/,
     );
-    assert.deepEqual(flashBackwardDefines(v), { FLASH_D: 64, FLASH_FP16: 0, ATTNLAB_BLOCK_MASK: 1 });
+    assert.deepEqual(flashBackwardDefines(v), {
+      FLASH_D: 64,
+      FLASH_FP16: 0,
+      ATTNLAB_BLOCK_MASK: 1,
+      ATTNLAB_FAST_TANH: 1,
+    });
+    // The mma.sync loop keeps libm's tanhf (it also runs where the forward is the mma.sync one).
+    assert.equal('ATTNLAB_FAST_TANH' in flashBackwardDefines(flashBackwardVariant(p, 'sm_80')), false);
+    // The gradient from P only when asked (ATTNLAB_FLASH_BWD_SCORE_GRAD=output), and only with a score modifier.
+    assert.equal(v.gradFromOutput, false);
+    process.env.ATTNLAB_FLASH_BWD_SCORE_GRAD = 'output';
+    reloadConfig();
+    try {
+      const out = flashBackwardVariant(p, 'sm_90a');
+      assert.equal(out.gradFromOutput, true);
+      assert.match(flashBackwardVariantKey(out), /\.mods-abc123\.grad-out\.bmask$/);
+      assert.equal(flashBackwardDefines(out).FLASH_BWD_GRAD_FROM_OUTPUT, 1);
+      const maskOnly = { ...p, modifiers: { ...mods(), hasScoreMod: false } };
+      assert.equal(flashBackwardVariant(maskOnly, 'sm_90a').gradFromOutput, false);
+      assert.equal(flashBackwardVariant(p, 'sm_80').gradFromOutput, false);
+    } finally {
+      delete process.env.ATTNLAB_FLASH_BWD_SCORE_GRAD;
+      reloadConfig();
+    }
     // The block mask's bit a step: 512 bytes more than the loop without one (232,448 in all at D=128).
     const unmasked = flashBackwardSharedBytes({ ...v, blockMask: false });
     assert.equal(flashBackwardSharedBytes(v).dkdv, unmasked.dkdv + 512);

@@ -4,6 +4,7 @@
  * HopperParams. The compiler's layout of HopperParams and the compile of the backend's own -D set
  * for sm_90a are in test/kernels/hopper-compile.test.ts (`npm run test:kernels`).
  */
+
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { validateAttention } from '../../../../../../src/api/validate.js';
@@ -28,6 +29,7 @@ import {
 } from '../../../../../../src/backends/cuda/flash/sm90/hopper-variant.js';
 import { structLayout } from '../../../../../../src/backends/cuda/runtime/launch.js';
 import type { AttentionOptions, AttentionProblem } from '../../../../../../src/backends/problem.js';
+import { reloadConfig } from '../../../../../../src/config.js';
 import type { FloatDType } from '../../../../../../src/tensor/dtype.js';
 import { randomNormal } from '../../../../../../src/tensor/random.js';
 import { Tensor } from '../../../../../../src/tensor/tensor.js';
@@ -230,7 +232,7 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
     assert.equal(hopperDefines(choice.variant).HOPPER_RESCALE_SLACK, 8);
   });
 
-  it('takes score/mask modifiers and a block mask: keyed by the set, two consumers, the 2-D grid', () => {
+  it('takes score/mask modifiers and a block mask: keyed by the set, two consumers, a block mask on the dynamic grid', () => {
     const modifiers = {
       key: 'k3y',
       maskKey: 'k3y',
@@ -263,10 +265,32 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
       'flash-fwd.sm_90a.bf16.d64.128x128x3wg.pp.lw.ds.sl8.mods-k3y.bmask.wgmma',
     );
     assert.equal(hopperDefines(d64).ATTNLAB_BLOCK_MASK, 1);
-    // Modifiers keep the 2-D grid where the plain case would take the dynamic one (T < 8192, ≥ 264 items).
+    // Modifiers alone keep the 2-D grid where the plain case would take the dynamic one (T < 8192, ≥ 264
+    // items); so does a block mask unless ATTNLAB_BLOCK_MASK_GRID=dynamic: then from 264 items at D ≤ 128
+    // (at T=8192 too), not at D=256 nor with a score modifier.
     assert.equal(variant(2048, 128, 32, {}).persistent, 'dynamic');
     assert.equal(variant(2048, 128, 32, { modifiers }).persistent, false);
     assert.equal(variant(2048, 128, 32, { modifiers, blockMask }).persistent, false);
+    const saved = process.env.ATTNLAB_BLOCK_MASK_GRID;
+    try {
+      process.env.ATTNLAB_BLOCK_MASK_GRID = 'dynamic';
+      reloadConfig();
+      assert.equal(variant(2048, 128, 32, { modifiers, blockMask }).persistent, 'dynamic');
+      assert.equal(variant(8192, 64, 5, { modifiers, blockMask }).persistent, 'dynamic');
+      assert.equal(variant(2048, 128, 16, { modifiers, blockMask }).persistent, false);
+      assert.equal(variant(8192, 256, 16, { modifiers, blockMask }).persistent, false);
+      // A score modifier beside the block mask keeps the 2-D grid (its registers).
+      const scored = { ...modifiers, hasScoreMod: true };
+      assert.equal(variant(8192, 128, 16, { modifiers: scored, blockMask }).persistent, false);
+      assert.match(
+        hopperVariantKey(variant(8192, 128, 16, { modifiers, blockMask })),
+        /\.dyn\..*\.bmask\.wgmma$/,
+      );
+    } finally {
+      if (saved === undefined) delete process.env.ATTNLAB_BLOCK_MASK_GRID;
+      else process.env.ATTNLAB_BLOCK_MASK_GRID = saved;
+      reloadConfig();
+    }
     // What the kernels cannot take is refused with the rule's reason (modifiers.ts variantsRule).
     const nine = Array.from({ length: 9 }, (_, i) => ({
       name: `c${i}`,
@@ -324,10 +348,11 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
     const long = { ...validateAttention(q, kv, kv, {}), S: 2 ** 21 + 1, modifiers } as AttentionProblem;
     const refused = hopperVariant(long, 'sm_90a', 'wgmma', null);
     assert.ok('reason' in refused && refused.reason.includes(`up to ${2 ** 21}`), JSON.stringify(refused));
-    // The block mask's bitmaps: 1 + consumers maps of ceil(ceil(S/BN)/32) words.
+    // The block mask's bitmaps: 1 + consumers maps of ceil(ceil(S/BN)/32) words, twice on the dynamic grid.
     const masked = variant(8192, 128, { modifiers, blockMask });
     assert.equal(hopperBlockMaskBytes(masked, 8192), 4 * 3 * 2);
     assert.equal(hopperBlockMaskBytes(masked, 8193), 4 * 3 * 3);
+    assert.equal(hopperBlockMaskBytes({ ...masked, persistent: 'dynamic' }, 8192), 2 * 4 * 3 * 2);
     assert.equal(hopperBlockMaskBytes(variant(8192, 128, { modifiers }), 8192), 0);
   });
 
