@@ -65,6 +65,11 @@ export interface ExperimentalKnobs {
   /** ATTNLAB_CUDNN_GRAPH=composite|unified: the cuDNN SDPA graph to build where both can run. */
   readonly cudnnGraph: CudnnGraphChoice | null;
   /**
+   * ATTNLAB_CUDNN_CUDA_GRAPH=0: enqueue every cuDNN plan with cudnnBackendExecute; unset or =1, a plan
+   * whose pointers repeat runs as a CUDA graph where cuDNN can populate one (cudnn/cuda-graph.ts).
+   */
+  readonly cudnnCudaGraph: boolean;
+  /**
    * Which TMA decode launches are programmatic dependents (launch-dependent.ts; decode-tma.ts,
    * tmaDependentLaunches, has the measurements): unset or =auto, 'auto' (both kernels of a split call
    * whose cache read is under 1 GiB); =1 'all' (the TMA kernel always, and its combine); =splits (both kernels
@@ -164,6 +169,7 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
       flashKernel: choice('ATTNLAB_FLASH_KERNEL', ['wgmma', 'mma']),
       decodeKernel: choice('ATTNLAB_DECODE_KERNEL', ['heads', 'rows', 'tma']),
       cudnnGraph: choice('ATTNLAB_CUDNN_GRAPH', ['composite', 'unified']),
+      cudnnCudaGraph: !flag('ATTNLAB_CUDNN_CUDA_GRAPH', '0'),
       dependentLaunch: dependent === '1' ? 'all' : dependent === '0' ? 'off' : (dependent ?? 'auto'),
     },
     cudnnTrace: flag('ATTNLAB_CUDNN_TRACE'),
@@ -222,6 +228,7 @@ export const RUN_SETTING_VARIABLES = [
   'ATTNLAB_DECODE_KERNEL',
   'ATTNLAB_DEPENDENT_LAUNCH',
   'ATTNLAB_CUDNN_GRAPH',
+  'ATTNLAB_CUDNN_CUDA_GRAPH',
   'ATTNLAB_KERNELS_DIR',
   'ATTNLAB_KERNEL_CACHE',
   'ATTNLAB_CUDNN_PLAN_CACHE',

@@ -110,6 +110,35 @@ int cuLaunchKernelEx(const void *config, void *f, void **p, void **x) { COUNT;
   last_launch = (const char *)f;
   return 0;
 }
+/* CUDA graphs, as far as cuDNN's graph route uses them: cudnnBackendPopulateCudaGraph (the cuDNN copy
+   of this file) writes into a graph what its execute would have recorded and where that record goes;
+   an executable graph keeps a copy of it (instantiate, cuGraphExecUpdate), and cuGraphLaunch writes the
+   copy to fake_last_execute(), so a test sees exactly what the graph would run: the pointers and the
+   by-value scalars as they were when the graph was populated or updated. */
+#define FAKE_GRAPH_LOG 65536
+typedef struct { int populated, destroyed; char *target; char log[FAKE_GRAPH_LOG]; } FakeGraph;
+int cuGraphCreate(FakeGraph **g, unsigned f) { COUNT; (void)f; *g = calloc(1, sizeof(FakeGraph)); return 0; }
+int cuGraphDestroy(FakeGraph *g) { COUNT; if (g->destroyed) return 1; g->destroyed = 1; return 0; }
+int cuGraphInstantiateWithFlags(FakeGraph **e, FakeGraph *g, unsigned long long f) { COUNT; (void)f;
+  if (g->destroyed || !g->populated) return 1; /* an empty graph here means cuDNN was never asked */
+  *e = malloc(sizeof(FakeGraph));
+  memcpy(*e, g, sizeof(FakeGraph));
+  return 0;
+}
+int cuGraphExecUpdate_v2(FakeGraph *e, FakeGraph *g, void *info) { COUNT; (void)info;
+  if (e->destroyed || g->destroyed || !g->populated) return 1;
+  memcpy(e, g, sizeof(FakeGraph));
+  return 0;
+}
+int cuGraphExecDestroy(FakeGraph *e) { COUNT; if (e->destroyed) return 1; e->destroyed = 1; return 0; }
+static int graph_launches = 0;
+int fake_graph_launch_count(void) { return graph_launches; }
+int cuGraphLaunch(FakeGraph *e, void *s) { COUNT; (void)s;
+  if (e->destroyed || !e->target) return 1;
+  snprintf(e->target, FAKE_GRAPH_LOG, "%s", e->log);
+  graph_launches++;
+  return 0;
+}
 /* A tensor map whose 128 bytes carry the address and the rank, so a test can tell two maps apart. */
 int cuTensorMapEncodeTiled(void *m, int dt, unsigned r, uint64_t a, void *d, void *s, void *b, void *e, int i, int sw,
                            int l2, int oob) { COUNT;
@@ -302,7 +331,9 @@ static int collect(Desc *graph, Desc **out, int max) {
   return n;
 }
 
-int cudnnBackendExecute(void *handle, Desc *plan, Desc *pack) { COUNT;
+/* What executing `plan` with `pack` reads, as JSON into `log` (uid → pointer, by-value scalar's value),
+   after the checks cuDNN makes. */
+static int record_execute(void *handle, Desc *plan, Desc *pack, char *log, size_t cap) {
   Desc *tensors[64];
   int64_t nu, np;
   if (handle != (void *)0xC0DE || plan->type != D_PLAN || plan->destroyed || !plan->finalized || !pack->finalized)
@@ -314,7 +345,7 @@ int cudnnBackendExecute(void *handle, Desc *plan, Desc *pack) { COUNT;
   if (*(uint64_t *)find(pack, 1003)->bytes == 0) return fail(2000, "variant pack: no workspace for a 256-byte plan");
   int n = collect(plan->graph, tensors, 64);
   if (n != nu) { snprintf(last_error, sizeof last_error, "variant pack has %lld uids, graph has %d non-virtual tensors", (long long)nu, n); return 2000; }
-  size_t len = snprintf(execute_log, sizeof execute_log, "{");
+  size_t len = snprintf(log, cap, "{");
   for (int i = 0; i < n; i++) {
     int64_t uid = *ints(tensors[i], 906, NULL);
     int j = 0;
@@ -328,12 +359,37 @@ int cudnnBackendExecute(void *handle, Desc *plan, Desc *pack) { COUNT;
       if (isinf(v)) snprintf(value, sizeof value, "\"%sinf\"", v < 0 ? "-" : "");
       else snprintf(value, sizeof value, "%.9g", v);
     }
-    len += snprintf(execute_log + len, sizeof execute_log - len, "%s\"%lld\":{\"ptr\":\"%llu\",\"byValue\":%d,\"value\":%s}",
+    len += snprintf(log + len, cap - len, "%s\"%lld\":{\"ptr\":\"%llu\",\"byValue\":%d,\"value\":%s}",
                     i ? "," : "", (long long)uid, (unsigned long long)ptrs[j], by_value, value);
   }
-  snprintf(execute_log + len, sizeof execute_log - len, "}");
+  snprintf(log + len, cap - len, "}");
   last_error[0] = 0;
   return 0;
+}
+
+int cudnnBackendExecute(void *handle, Desc *plan, Desc *pack) { COUNT;
+  return record_execute(handle, plan, pack, execute_log, sizeof execute_log);
+}
+
+/* FAKE_CUDNN_CUDA_GRAPH=refuse answers the graph route as an engine without native CUDA-graph support
+   does (NOT_SUPPORTED). */
+static int graph_refused(void) {
+  const char *how = getenv("FAKE_CUDNN_CUDA_GRAPH");
+  return how && strcmp(how, "refuse") == 0;
+}
+int cudnnBackendPopulateCudaGraph(void *handle, Desc *plan, Desc *pack, FakeGraph *g) { COUNT;
+  if (graph_refused()) return fail(3000, "CUDNN_BACKEND_API_FAILED: engine does not support the native CUDA graph API");
+  if (g->destroyed || g->populated) return fail(2000, "populate: graph destroyed or not empty");
+  int s = record_execute(handle, plan, pack, g->log, sizeof g->log);
+  if (s) return s;
+  g->populated = 1;
+  g->target = execute_log;
+  return 0;
+}
+int cudnnBackendUpdateCudaGraph(void *handle, Desc *plan, Desc *pack, FakeGraph *g) { COUNT;
+  if (graph_refused()) return fail(3000, "CUDNN_BACKEND_API_FAILED: engine does not support the native CUDA graph API");
+  if (g->destroyed || !g->populated) return fail(2000, "update: graph destroyed or never populated");
+  return record_execute(handle, plan, pack, g->log, sizeof g->log);
 }
 
 const char *fake_last_execute(void) { return execute_log; }

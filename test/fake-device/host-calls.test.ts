@@ -1,8 +1,8 @@
 /**
  * What one repeated attention call asks of the CUDA driver and cuDNN, pinned, on the stand-in device
  * (test/fake-device/cudnn-fake.c counts every call by name): at the codelab's shape (B=4 T=128 N=8 H=64
- * bf16) a flash call is one cuLaunchKernel, a cudnn call one cudnnBackendExecute (and the NaN repair's
- * launch where a mask can hide keys), `auto` exactly its backend's; a B=1 decode step the decode kernels'
+ * bf16) a flash call is one cuLaunchKernel, a cudnn call one cuGraphLaunch of its plan's CUDA graph (and the
+ * NaN repair's launch where a mask can hide keys), `auto` exactly its backend's; a B=1 decode step the decode kernels'
  * launches; a KVCache step (append, then attention) one upload and one launch for the append, one upload
  * of the grown lengths and the decode kernels' launches. No call allocates from the driver, waits on the
  * device, builds a descriptor or loads a module once its shape ran: each of those costs 2–20 µs of host
@@ -63,11 +63,11 @@ describe('the library calls of a repeated attention call', { skip }, () => {
     }
   });
 
-  it("cudnn: one execute, and the NaN repair's launch where the mask can hide keys", () => {
+  it("cudnn: one graph launch, and the NaN repair's launch where the mask can hide keys", () => {
     const plain = run('cudnn', small, false);
-    assert.deepEqual(plain.calls, { cudnnBackendExecute: 1 });
+    assert.deepEqual(plain.calls, { cuGraphLaunch: 1 });
     const causal = run('cudnn', small, true);
-    assert.deepEqual(causal.calls, { cudnnBackendExecute: 1, cuLaunchKernel: 1 });
+    assert.deepEqual(causal.calls, { cuGraphLaunch: 1, cuLaunchKernel: 1 });
     assert.equal(plain.allocations + causal.allocations, 0);
   });
 
@@ -102,10 +102,10 @@ describe('the library calls of a repeated attention call', { skip }, () => {
     }
   });
 
-  it('a B=1 decode step over a dense cache (S=4096 K=8 N=32 H=128): the split-KV launches on flash, one execute on cudnn', () => {
+  it('a B=1 decode step over a dense cache (S=4096 K=8 N=32 H=128): the split-KV launches on flash, one graph launch on cudnn', () => {
     const flash = run('flash', step, false);
     assert.deepEqual(flash.calls, { cuLaunchKernel: 2 }, 'the split kernel and the combine');
-    assert.deepEqual(run('cudnn', step, false).calls, { cudnnBackendExecute: 1 });
+    assert.deepEqual(run('cudnn', step, false).calls, { cuGraphLaunch: 1 });
     const auto = run(undefined, step, false);
     assert.deepEqual(auto.calls, run(auto.backend as Implementation, step, false).calls);
     assert.equal(flash.allocations + auto.allocations, 0);

@@ -83,6 +83,13 @@ const PROTOTYPES = {
     'int cuLaunchKernel(void *f, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bx, uint32_t by, ' +
     'uint32_t bz, uint32_t shmem, void *stream, void *params, void *extra)',
   cuLaunchKernelEx: 'int cuLaunchKernelEx(void *config, void *f, void *params, void *extra)',
+  cuGraphCreate: 'int cuGraphCreate(void *graph, uint32_t flags)',
+  cuGraphDestroy: 'int cuGraphDestroy(void *graph)',
+  cuGraphInstantiateWithFlags: 'int cuGraphInstantiateWithFlags(void *exec, void *graph, uint64_t flags)',
+  /** CUDA 12's cuGraphExecUpdate: the third argument is a CUgraphExecUpdateResultInfo (24 bytes). */
+  cuGraphExecUpdate_v2: 'int cuGraphExecUpdate_v2(void *exec, void *graph, void *resultInfo)',
+  cuGraphExecDestroy: 'int cuGraphExecDestroy(void *exec)',
+  cuGraphLaunch: 'int cuGraphLaunch(void *exec, void *stream)',
 } as const;
 
 export type DriverFunctionName = keyof typeof PROTOTYPES;
