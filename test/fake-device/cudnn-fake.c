@@ -72,7 +72,25 @@ int cuStreamWaitEvent(void *s, void *e, unsigned f) { COUNT; (void)s; (void)e; (
 int cuMemAlloc_v2(uint64_t *p, size_t b) { COUNT; *p = (uint64_t)(uintptr_t)calloc(1, b ? b : 1); return 0; }
 int cuMemFree_v2(uint64_t p) { COUNT; free((void *)(uintptr_t)p); return 0; }
 int cuMemGetInfo_v2(size_t *f, size_t *t) { COUNT; *f = (size_t)1 << 33; *t = (size_t)1 << 34; return 0; }
-int cuMemcpyHtoDAsync_v2(uint64_t d, const void *s, size_t n, void *st) { COUNT; (void)st; memcpy((void *)(uintptr_t)d, s, n); return 0; }
+/* Page-locked host memory: a test asks whether the last upload came from it (runtime/staging.ts). */
+#define MAX_PINNED 16
+static const char *pinned_at[MAX_PINNED];
+static size_t pinned_bytes[MAX_PINNED];
+static int pinned_count, last_upload_pinned;
+int cuMemHostAlloc(void **p, size_t b, unsigned f) { COUNT; (void)f;
+  if (pinned_count == MAX_PINNED) return 2;
+  *p = calloc(1, b);
+  pinned_at[pinned_count] = *p; pinned_bytes[pinned_count++] = b;
+  return 0;
+}
+int fake_last_upload_pinned(void) { return last_upload_pinned; }
+int cuMemcpyHtoDAsync_v2(uint64_t d, const void *s, size_t n, void *st) { COUNT; (void)st;
+  last_upload_pinned = 0;
+  for (int i = 0; i < pinned_count; i++)
+    if ((const char *)s >= pinned_at[i] && (const char *)s + n <= pinned_at[i] + pinned_bytes[i]) last_upload_pinned = 1;
+  memcpy((void *)(uintptr_t)d, s, n);
+  return 0;
+}
 int cuMemcpyDtoHAsync_v2(void *d, uint64_t s, size_t n, void *st) { COUNT; (void)st; memcpy(d, (void *)(uintptr_t)s, n); return 0; }
 int cuMemcpyDtoDAsync_v2(uint64_t d, uint64_t s, size_t n, void *st) { COUNT; (void)st; memmove((void *)(uintptr_t)d, (void *)(uintptr_t)s, n); return 0; }
 int cuMemsetD8Async(uint64_t d, unsigned char v, size_t n, void *s) { COUNT; (void)s; memset((void *)(uintptr_t)d, v, n); return 0; }

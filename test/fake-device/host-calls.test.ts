@@ -4,7 +4,7 @@
  * bf16) a flash call is one cuLaunchKernel, a cudnn call one cuGraphLaunch of its plan's CUDA graph (and the
  * NaN repair's launch where a mask can hide keys), `auto` exactly its backend's; a B=1 decode step the decode kernels'
  * launches; a KVCache step (append, then attention) one upload and one launch for the append, one upload
- * of the grown lengths and the decode kernels' launches. No call allocates from the driver, waits on the
+ * of the grown lengths and the decode kernels' launches, both uploads from page-locked staging. No call allocates from the driver, waits on the
  * device, builds a descriptor or loads a module once its shape ran: each of those costs 2–20 µs of host
  * time on an H100 (docs/internals/host-time.md). And what is kept per shape is found again only where it
  * still holds: cudnn binds each call's own tensors, a decode plan follows decodeTuning, the shape and the
@@ -160,6 +160,7 @@ describe('the library calls of a repeated attention call', { skip }, () => {
   });
 
   it('a KVCache decode step: append uploads its slots and launches once; attention uploads the new length and launches the decode kernels', () => {
+    const lastUploadPinned = koffi.load(join(dir, 'libcuda.so.1')).func('int fake_last_upload_pinned()');
     const cache = new KVCache({ numBlocks: 256, blockSize: 64, numKvHeads: 8, headDim: 128 });
     const id = cache.addSequence();
     const [q] = inputs(1, 1, 1, 32, 32, 128);
@@ -179,6 +180,7 @@ describe('the library calls of a repeated attention call', { skip }, () => {
         `${impl ?? 'auto'}: the append's slots and launch, the lengths and the decode's split and combine launches`,
       );
       assert.equal(allocations, 0);
+      assert.equal(lastUploadPinned(), 1, 'the uploads come from page-locked staging (runtime/staging.ts)');
     }
     cache.dispose();
   });

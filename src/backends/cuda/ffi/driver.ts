@@ -64,6 +64,10 @@ const PROTOTYPES = {
   cuMemFree_v2: 'int cuMemFree_v2(uint64_t dptr)',
   cuMemGetInfo_v2: 'int cuMemGetInfo_v2(void *free, void *total)',
   cuMemcpyHtoDAsync_v2: 'int cuMemcpyHtoDAsync_v2(uint64_t dst, void *src, size_t bytes, void *stream)',
+  /** The same call with the source as an address: page-locked staging (runtime/staging.ts). */
+  cuMemcpyHtoDAsyncFromAddress:
+    'int cuMemcpyHtoDAsync_v2(uint64_t dst, uint64_t src, size_t bytes, void *stream)',
+  cuMemHostAlloc: 'int cuMemHostAlloc(_Out_ void **pointer, size_t bytes, uint32_t flags)',
   cuMemcpyDtoHAsync_v2: 'int cuMemcpyDtoHAsync_v2(void *dst, uint64_t src, size_t bytes, void *stream)',
   cuMemcpyDtoDAsync_v2: 'int cuMemcpyDtoDAsync_v2(uint64_t dst, uint64_t src, size_t bytes, void *stream)',
   cuMemsetD8Async: 'int cuMemsetD8Async(uint64_t dptr, uint8_t value, size_t count, void *stream)',
