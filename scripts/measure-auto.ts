@@ -6,7 +6,9 @@
  *   auto ran, and which step decided (calibrated, recorded, model);
  * - host time per call at the codelab's shape (B=4 T=128 N=8 H=64 bf16), a B=1 decode step (S=4096
  *   K=8 N=32 H=128), per backend (cudnn, flash, naive) and auto, and a KVCache step (append one token,
- *   then attention over the 4096+ cached) on flash and auto;
+ *   then attention over the 4096+ cached) on flash and auto; cudnn twice, as a CUDA graph (the default)
+ *   and with ATTNLAB_CUDNN_CUDA_GRAPH=0 ('cudnn-execute'), with how each call was enqueued and whether
+ *   the two outputs are bit-identical;
  * - first-call time of the flash kernel in a new process, by phase (validate, plan with the kernel load,
  *   enqueue, wait), and where its kernel came from (shipped, disk cache, NVRTC): with an empty kernel cache, then again with
  *   the cache that first process left; then auto's first call twice (its cuDNN plan built, then read back) (child processes: node --import tsx scripts/measure-auto.ts
@@ -25,19 +27,46 @@ import { attentionBackward } from '../src/api/backward.js';
 import { KVCache } from '../src/api/kv-cache.js';
 import { validateAttention } from '../src/api/validate.js';
 import { backwardDecision } from '../src/backends/backward-registry.js';
+import { graphRouteStats } from '../src/backends/cuda/cudnn/cuda-graph.js';
 import { compileHistory } from '../src/backends/cuda/runtime/compile.js';
 import { synchronize } from '../src/backends/cuda/runtime/context.js';
 import type { Implementation } from '../src/backends/problem.js';
 import { autoDecision, chooseBackend, runPlanned } from '../src/backends/registry.js';
 import { timeHostHidden } from '../src/bench/hidden-host.js';
+import { attnlabCommit, describeMachine } from '../src/bench/machine.js';
 import { seededInput } from '../src/bench/measure.js';
+import { reloadConfig } from '../src/config.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 
 type Shape = { B: number; T: number; S: number; N: number; K: number; H: number; causal: boolean };
 const BACKENDS: Array<Implementation | undefined> = [undefined, 'cudnn', 'flash'];
-/** At the small shapes the naive backend too: its (B,N,T,S) scores are 2 MB there, 8.6 GB at T=S=8192. */
-const SMALL_BACKENDS: Array<Implementation | undefined> = [...BACKENDS, 'naive'];
-const label = (impl: Implementation | undefined) => impl ?? 'auto';
+/**
+ * At the small shapes the naive backend too (its (B,N,T,S) scores are 2 MB there, 8.6 GB at T=S=8192), and
+ * cudnn with its CUDA-graph route off ('cudnn-execute': one cudnnBackendExecute a call).
+ */
+const CUDNN_EXECUTE = 'cudnn-execute';
+type Entry = Implementation | undefined | typeof CUDNN_EXECUTE;
+const SMALL_BACKENDS: Entry[] = [...BACKENDS, CUDNN_EXECUTE, 'naive'];
+const label = (impl: Entry) => impl ?? 'auto';
+
+/** Runs `fn` with ATTNLAB_CUDNN_CUDA_GRAPH=0 when `entry` is cudnn-execute. */
+function underEntry<R>(entry: Entry, fn: () => R): R {
+  if (entry !== CUDNN_EXECUTE) return fn();
+  process.env.ATTNLAB_CUDNN_CUDA_GRAPH = '0';
+  reloadConfig();
+  try {
+    return fn();
+  } finally {
+    delete process.env.ATTNLAB_CUDNN_CUDA_GRAPH;
+    reloadConfig();
+  }
+}
+
+/** The output's bytes (the stream drained), to compare two backends' or routes' results bit for bit. */
+function outputBytes(t: Tensor): Buffer {
+  const data = t.toHost().data;
+  return Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+}
 
 function inputs(s: Shape): Tensor[] {
   return [
@@ -66,40 +95,65 @@ function wallPerCall(call: () => { dispose(): void }, n: number): number {
   return ((performance.now() - started) / n) * 1000;
 }
 
-/** Device and host time a call of each backend and auto on `s`; auto's choice and what decided it. */
-function forwardRow(s: Shape, samples: number, batch: number, backends = BACKENDS) {
+/**
+ * Device and host time a call of each backend and auto on `s`; auto's choice and what decided it. cudnn's
+ * entries also say how its calls were enqueued while timed (graph launches, executes) and, at the small
+ * shapes, whether its output is bit-identical to cudnn-execute's.
+ */
+function forwardRow(s: Shape, samples: number, batch: number, backends: Entry[] = BACKENDS) {
   const [q, k, v] = inputs(s);
   const row: Record<string, unknown> = { pass: 'forward', shape: describe(s) };
   const decision = autoDecision(validateAttention(q, k, v, { isCausal: s.causal }));
   row.decidedBy = decision?.source;
   row.why = decision?.why;
-  for (const impl of backends) {
+  const outputs = new Map<Entry, Buffer>();
+  for (const entry of backends) {
+    const impl = entry === CUDNN_EXECUTE ? 'cudnn' : entry;
     try {
-      let ran = '';
-      const call = () => {
-        const r = attention(q, k, v, { isCausal: s.causal, implementation: impl });
-        ran = `${r.backend} ${r.variant}`;
-        return r.output;
-      };
-      const small = s.B * s.T * s.N * s.H <= 1 << 20 || s.T === 1;
-      const wallUs = small ? wallPerCall(call, 500) : undefined;
-      let t: { deviceMs?: number; hostMs?: number; error?: string };
-      try {
-        t = timeHostHidden(call, { samples, batch, warmup: 3 });
-      } catch (error) {
-        t = { error: error instanceof Error ? error.message : String(error) };
-      }
-      row[label(impl)] = {
-        deviceMs: t.deviceMs,
-        hostUs: t.hostMs === undefined ? undefined : t.hostMs * 1000,
-        wallUs,
-        ran,
-        ...(t.error ? { hiddenHostError: t.error } : {}),
-      };
+      underEntry(entry, () => {
+        let ran = '';
+        const call = () => {
+          const r = attention(q, k, v, { isCausal: s.causal, implementation: impl });
+          ran = `${r.backend} ${r.variant}`;
+          return r.output;
+        };
+        const small = s.B * s.T * s.N * s.H <= 1 << 20 || s.T === 1;
+        const routeBefore = { ...graphRouteStats };
+        const wallUs = small ? wallPerCall(call, 500) : undefined;
+        let t: { deviceMs?: number; hostMs?: number; error?: string };
+        try {
+          t = timeHostHidden(call, { samples, batch, warmup: 3 });
+        } catch (error) {
+          t = { error: error instanceof Error ? error.message : String(error) };
+        }
+        const enqueued = ran.startsWith('cudnn')
+          ? {
+              graphLaunches: graphRouteStats.launches - routeBefore.launches,
+              executes: graphRouteStats.executes - routeBefore.executes,
+              graphRefusals: graphRouteStats.refusals - routeBefore.refusals,
+            }
+          : undefined;
+        if (small && (entry === 'cudnn' || entry === CUDNN_EXECUTE)) {
+          const out = call();
+          outputs.set(entry, outputBytes(out));
+          out.dispose();
+        }
+        row[label(entry)] = {
+          deviceMs: t.deviceMs,
+          hostUs: t.hostMs === undefined ? undefined : t.hostMs * 1000,
+          wallUs,
+          ran,
+          ...(enqueued ? { cudnnEnqueued: enqueued } : {}),
+          ...(t.error ? { hiddenHostError: t.error } : {}),
+        };
+      });
     } catch (error) {
-      row[label(impl)] = { error: error instanceof Error ? error.message.split('\n')[0] : String(error) };
+      row[label(entry)] = { error: error instanceof Error ? error.message.split('\n')[0] : String(error) };
     }
   }
+  const viaGraph = outputs.get('cudnn');
+  const executed = outputs.get(CUDNN_EXECUTE);
+  if (viaGraph && executed) row.cudnnGraphIdenticalToExecute = viaGraph.equals(executed);
   for (const t of [q, k, v]) t.dispose();
   return row;
 }
@@ -259,7 +313,11 @@ function main(): void {
     return;
   }
   const jsonAt = args.indexOf('--json');
-  const report: Record<string, unknown> = {};
+  const report: Record<string, unknown> = {
+    command: ['node --import tsx scripts/measure-auto.ts', ...args].join(' '),
+    commit: attnlabCommit(),
+    machine: describeMachine(),
+  };
   const print = (what: string, value: unknown) => process.stdout.write(`${what}: ${JSON.stringify(value)}\n`);
   const cacheDir = mkdtempSync(join(tmpdir(), 'attnlab-first-call-'));
   const only = args.flatMap((a, k) => (args[k - 1] === '--only' ? [a] : []));
