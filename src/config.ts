@@ -70,6 +70,11 @@ export interface ExperimentalKnobs {
    */
   readonly cudnnCudaGraph: boolean;
   /**
+   * ATTNLAB_LAUNCH_GRAPH=0: launch a decode step's kernels one by one; unset or =1, a plan whose arguments
+   * repeat enqueues its split kernel and combine as one captured CUDA graph (runtime/launch-graph.ts).
+   */
+  readonly launchGraph: boolean;
+  /**
    * Which TMA decode launches are programmatic dependents (launch-dependent.ts; decode-tma.ts,
    * tmaDependentLaunches, has the measurements): unset or =auto, 'auto' (both kernels of a split call
    * whose cache read is under 1 GiB); =1 'all' (the TMA kernel always, and its combine); =splits (both kernels
@@ -170,6 +175,7 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
       decodeKernel: choice('ATTNLAB_DECODE_KERNEL', ['heads', 'rows', 'tma']),
       cudnnGraph: choice('ATTNLAB_CUDNN_GRAPH', ['composite', 'unified']),
       cudnnCudaGraph: !flag('ATTNLAB_CUDNN_CUDA_GRAPH', '0'),
+      launchGraph: !flag('ATTNLAB_LAUNCH_GRAPH', '0'),
       dependentLaunch: dependent === '1' ? 'all' : dependent === '0' ? 'off' : (dependent ?? 'auto'),
     },
     cudnnTrace: flag('ATTNLAB_CUDNN_TRACE'),
@@ -229,6 +235,7 @@ export const RUN_SETTING_VARIABLES = [
   'ATTNLAB_DEPENDENT_LAUNCH',
   'ATTNLAB_CUDNN_GRAPH',
   'ATTNLAB_CUDNN_CUDA_GRAPH',
+  'ATTNLAB_LAUNCH_GRAPH',
   'ATTNLAB_KERNELS_DIR',
   'ATTNLAB_KERNEL_CACHE',
   'ATTNLAB_CUDNN_PLAN_CACHE',

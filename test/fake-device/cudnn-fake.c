@@ -116,14 +116,17 @@ static int launch_count = 0;
 static const char *last_launch = "";
 int fake_launch_count(void) { return launch_count; }
 const char *fake_last_launch(void) { return last_launch; }
+static int captured_launch(void *f);
 int cuLaunchKernel(void *f, unsigned a, unsigned b, unsigned c, unsigned d, unsigned e, unsigned g, unsigned h, void *s, void **p, void **x) { COUNT;
   (void)a; (void)b; (void)c; (void)d; (void)e; (void)g; (void)h; (void)s; (void)p; (void)x;
+  if (captured_launch(f)) return 0;
   launch_count++;
   last_launch = (const char *)f;
   return 0;
 }
 int cuLaunchKernelEx(const void *config, void *f, void **p, void **x) { COUNT;
   (void)config; (void)p; (void)x;
+  if (captured_launch(f)) return 0;
   launch_count++;
   last_launch = (const char *)f;
   return 0;
@@ -134,8 +137,28 @@ int cuLaunchKernelEx(const void *config, void *f, void **p, void **x) { COUNT;
    copy to fake_last_execute(), so a test sees exactly what the graph would run: the pointers and the
    by-value scalars as they were when the graph was populated or updated. */
 #define FAKE_GRAPH_LOG 65536
-typedef struct { int populated, destroyed; char *target; char log[FAKE_GRAPH_LOG]; } FakeGraph;
+typedef struct { int populated, destroyed, kernels; const char *names[8]; char *target; char log[FAKE_GRAPH_LOG]; } FakeGraph;
 int cuGraphCreate(FakeGraph **g, unsigned f) { COUNT; (void)f; *g = calloc(1, sizeof(FakeGraph)); return 0; }
+/* Stream capture: launches while capturing go into the graph (as their kernel names) instead of running;
+   a launch of the graph counts them as launches. */
+static FakeGraph *capturing;
+int cuStreamBeginCapture_v2(void *s, int mode) { COUNT; (void)s; (void)mode;
+  if (capturing) return 900; /* CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: one capture at a time here */
+  capturing = calloc(1, sizeof(FakeGraph));
+  return 0;
+}
+int cuStreamEndCapture(void *s, FakeGraph **g) { COUNT; (void)s;
+  if (!capturing) return 901;
+  capturing->populated = 1;
+  *g = capturing;
+  capturing = NULL;
+  return 0;
+}
+static int captured_launch(void *f) {
+  if (!capturing) return 0;
+  if (capturing->kernels < 8) capturing->names[capturing->kernels++] = (const char *)f;
+  return 1;
+}
 int cuGraphDestroy(FakeGraph *g) { COUNT; if (g->destroyed) return 1; g->destroyed = 1; return 0; }
 int cuGraphInstantiateWithFlags(FakeGraph **e, FakeGraph *g, unsigned long long f) { COUNT; (void)f;
   if (g->destroyed || !g->populated) return 1; /* an empty graph here means cuDNN was never asked */
@@ -152,8 +175,10 @@ int cuGraphExecDestroy(FakeGraph *e) { COUNT; if (e->destroyed) return 1; e->des
 static int graph_launches = 0;
 int fake_graph_launch_count(void) { return graph_launches; }
 int cuGraphLaunch(FakeGraph *e, void *s) { COUNT; (void)s;
-  if (e->destroyed || !e->target) return 1;
-  snprintf(e->target, FAKE_GRAPH_LOG, "%s", e->log);
+  if (e->destroyed || (!e->target && !e->kernels)) return 1;
+  if (e->target) snprintf(e->target, FAKE_GRAPH_LOG, "%s", e->log);
+  launch_count += e->kernels;
+  if (e->kernels) last_launch = e->names[e->kernels - 1];
   graph_launches++;
   return 0;
 }

@@ -1,14 +1,15 @@
 /**
  * What one repeated attention call asks of the CUDA driver and cuDNN, pinned, on the stand-in device
  * (test/fake-device/cudnn-fake.c counts every call by name): at the codelab's shape (B=4 T=128 N=8 H=64
- * bf16) a flash call is one cuLaunchKernel, a cudnn call one cuGraphLaunch of its plan's CUDA graph (and the
- * NaN repair's launch where a mask can hide keys), `auto` exactly its backend's; a B=1 decode step the decode kernels'
- * launches; a KVCache step (append, then attention) one upload and one launch for the append, one upload
- * of the grown lengths and the decode kernels' launches, both uploads from page-locked staging. No call allocates from the driver, waits on the
- * device, builds a descriptor or loads a module once its shape ran: each of those costs 2–20 µs of host
- * time on an H100 (docs/internals/host-time.md). And what is kept per shape is found again only where it
- * still holds: cudnn binds each call's own tensors, a decode plan follows decodeTuning, the shape and the
- * kernel rules' cached-token thresholds.
+ * bf16) a flash call is one cuLaunchKernel, a cudnn call one cuGraphLaunch of its plan's CUDA graph (and
+ * the NaN repair's launch where a mask can hide keys), `auto` exactly its backend's; a B=1 decode step one
+ * cuGraphLaunch of its split kernel and combine, captured; a KVCache step (append, then attention) one
+ * upload and one launch for the append, one upload of the grown lengths and the decode kernels' launches,
+ * both uploads from page-locked staging. No call allocates from the driver, waits on the device, builds a
+ * descriptor or loads a module once its shape ran: each of those costs 2–20 µs of host time on an H100
+ * (docs/internals/host-time.md). And what is kept per shape is found again only where it still holds:
+ * cudnn binds each call's own tensors, a decode plan follows decodeTuning, the shape and the kernel rules'
+ * cached-token thresholds.
  */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
@@ -102,9 +103,12 @@ describe('the library calls of a repeated attention call', { skip }, () => {
     }
   });
 
-  it('a B=1 decode step over a dense cache (S=4096 K=8 N=32 H=128): the split-KV launches on flash, one graph launch on cudnn', () => {
+  it('a B=1 decode step over a dense cache (S=4096 K=8 N=32 H=128): one graph launch on flash (the split kernel and the combine) and on cudnn', () => {
+    const launches = koffi.load(join(dir, 'libcuda.so.1')).func('int fake_launch_count()');
+    const before = launches() as number;
     const flash = run('flash', step, false);
-    assert.deepEqual(flash.calls, { cuLaunchKernel: 2 }, 'the split kernel and the combine');
+    assert.deepEqual(flash.calls, { cuGraphLaunch: 1 }, 'the split kernel and the combine, captured');
+    assert.equal((launches() as number) - before, 2 * 4, 'each of the 4 calls ran both kernels');
     assert.deepEqual(run('cudnn', step, false).calls, { cuGraphLaunch: 1 });
     const auto = run(undefined, step, false);
     assert.deepEqual(auto.calls, run(auto.backend as Implementation, step, false).calls);

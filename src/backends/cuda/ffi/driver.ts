@@ -94,6 +94,8 @@ const PROTOTYPES = {
   cuGraphExecUpdate_v2: 'int cuGraphExecUpdate_v2(void *exec, void *graph, void *resultInfo)',
   cuGraphExecDestroy: 'int cuGraphExecDestroy(void *exec)',
   cuGraphLaunch: 'int cuGraphLaunch(void *exec, void *stream)',
+  cuStreamBeginCapture_v2: 'int cuStreamBeginCapture_v2(void *stream, int mode)',
+  cuStreamEndCapture: 'int cuStreamEndCapture(void *stream, void *graph)',
 } as const;
 
 export type DriverFunctionName = keyof typeof PROTOTYPES;

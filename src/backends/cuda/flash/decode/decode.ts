@@ -33,9 +33,15 @@ import {
   shapeFields,
 } from '../../../problem.js';
 import { loadKernels } from '../../runtime/compile.js';
-import { currentDeviceOrdinal, getCudaContext, targetArch } from '../../runtime/context.js';
+import { currentDeviceOrdinal, getCudaContext, onDevice, targetArch } from '../../runtime/context.js';
 import { int32OnDevice } from '../../runtime/int32-cache.js';
 import { type KernelArg, launchKernel, ptr, type ScalarType, structLayout } from '../../runtime/launch.js';
+import {
+  forgetLaunchGraph,
+  type LaunchGraph,
+  launchGrouped,
+  newLaunchGraph,
+} from '../../runtime/launch-graph.js';
 import { allocDevice, fillDevice32, growingDeviceBuffer } from '../../runtime/memory.js';
 import { FLASH_FLAGS } from '../params.js';
 import { archMajor, keyValueAligned } from './decode-common.js';
@@ -309,6 +315,8 @@ interface DecodePlan {
   readonly view: DataView;
   /** The split and combine kernels, loaded at the first launch (a call with no rows loads none). */
   fn: { readonly split: bigint; readonly combine: bigint } | null;
+  /** The plain (not TMA) launches as one CUDA graph once their parameters repeat (runtime/launch-graph.ts). */
+  readonly graph: LaunchGraph;
 }
 
 function makeDecodePlan(p: AttentionProblem): DecodePlan {
@@ -367,6 +375,7 @@ function makeDecodePlan(p: AttentionProblem): DecodePlan {
     params: params.bytes,
     view: new DataView(params.bytes.buffer, params.bytes.byteOffset, params.bytes.byteLength),
     fn: null,
+    graph: newLaunchGraph(),
   };
 }
 
@@ -452,7 +461,10 @@ function decodePlan(p: AttentionProblem): DecodePlan {
     if (sameDecodeFields(decodePlans[i].fields, p, device)) return decodePlans[i].plan;
   const plan = makeDecodePlan(p);
   decodePlans.unshift({ fields: decodeFields(p, device), plan });
-  if (decodePlans.length > DECODE_PLANS) decodePlans.pop();
+  if (decodePlans.length > DECODE_PLANS) {
+    const dropped = decodePlans.pop()!;
+    onDevice(dropped.fields.device, () => forgetLaunchGraph(dropped.plan.graph));
+  }
   return plan;
 }
 
@@ -534,22 +546,38 @@ export function runDecode(p: AttentionProblem): BackendOutput {
           },
           [params, { type: 'bytes', bytes: kMap }, { type: 'bytes', bytes: vMap }, ptr(counters?.ptr ?? 0n)],
         );
-      } else if (heads) {
-        launchKernel(
-          fn.split,
-          { grid: [splits, K / heads.heads, B], block: [256, 1, 1], sharedBytes: headsSharedBytes(heads) },
-          [params],
-        );
       } else {
-        const rows = variant as DecodeVariant;
-        const rowGroups = Math.ceil(rowTileCount(p) / rows.rowTiles);
-        launchKernel(
-          fn.split,
-          { grid: [splits, rowGroups, B * K], block: [128, 1, 1], sharedBytes: decodeSharedBytes(rows) },
-          [params],
-        );
+        // Everything these launches read that changes between calls is in DecodeParams (the grid and shared
+        // memory are the plan's): its bytes are the graph's signature.
+        launchGrouped(plan.graph, plan.params, () => {
+          if (heads) {
+            launchKernel(
+              fn.split,
+              {
+                grid: [splits, K / heads.heads, B],
+                block: [256, 1, 1],
+                sharedBytes: headsSharedBytes(heads),
+              },
+              [params],
+            );
+          } else {
+            const rowVariant = variant as DecodeVariant;
+            const rowGroups = Math.ceil(rowTileCount(p) / rowVariant.rowTiles);
+            launchKernel(
+              fn.split,
+              {
+                grid: [splits, rowGroups, B * K],
+                block: [128, 1, 1],
+                sharedBytes: decodeSharedBytes(rowVariant),
+              },
+              [params],
+            );
+          }
+          if (splits > 1 && !inSplit)
+            launchKernel(fn.combine, { grid: [Math.ceil(rows / 4), 1, 1], block: [128, 1, 1] }, [params]);
+        });
       }
-      if (splits > 1 && !inSplit) {
+      if (tma && splits > 1 && !inSplit) {
         // The combine waits for its split kernel's writes (griddepcontrol.wait) wherever it runs (a no-op in a
         // plain launch); a dependent where tmaDependentLaunches says, after the TMA kernel that lets it start early.
         launchKernel(
