@@ -90,8 +90,12 @@ export class KVCache {
   readonly #sequences = new Map<number, Sequence>();
   #nextId = 0;
   #disposed = false;
-  /** The block table attention() passed last (#attentionTable). */
+  /** The block table attention() passed last (#attentionTable), the sequences it was made for and #blockChanges then. */
   #keptTable: Tensor | null = null;
+  #keptSequences: readonly Sequence[] = [];
+  #keptChanges = -1;
+  /** Counts every change of any sequence's blocks (taken, given back): a kept table holds while it stands. */
+  #blockChanges = 0;
 
   constructor(optionsIn: KVCacheOptions) {
     const options = checkOptionsObject<KVCacheOptions>('options', optionsIn, 'an object of KVCache options');
@@ -147,6 +151,7 @@ export class KVCache {
     const sequence = this.#sequence(id, 'id');
     for (let i = sequence.blocks.length - 1; i >= 0; i--) this.#free[this.#freeCount++] = sequence.blocks[i];
     this.#sequences.delete(id);
+    this.#blockChanges++;
   }
 
   sequenceLength(id: number): number {
@@ -185,6 +190,7 @@ export class KVCache {
     sequences.forEach((s, b) => {
       for (let i = 0; i < needed[b]; i++) s.blocks.push(this.#free[--this.#freeCount]);
     });
+    if (total > 0) this.#blockChanges++;
     try {
       this.#write(sequences, Tnew, key, value);
     } catch (error) {
@@ -194,6 +200,7 @@ export class KVCache {
       sequences.forEach((s, b) => {
         s.blocks.length = blocksBefore[b];
       });
+      this.#blockChanges++;
       throw error;
     }
     for (const s of sequences) s.length += Tnew;
@@ -269,7 +276,10 @@ export class KVCache {
   }
 
   #tableEntries(ids: readonly number[]) {
-    const sequences = this.#sequences_(ids);
+    return this.#entriesOf(this.#sequences_(ids));
+  }
+
+  #entriesOf(sequences: Sequence[]) {
     const B = sequences.length;
     let M = 1;
     for (const s of sequences) M = Math.max(M, s.blocks.length); // a spread of B lengths overflows the stack past ~1e5
@@ -287,10 +297,22 @@ export class KVCache {
    * release).
    */
   #attentionTable(ids: readonly number[]): { table: Tensor; lengths: Int32Array } {
-    const { entries, B, M, sequences } = this.#tableEntries(ids);
+    const kept = this.#keptTable;
+    const sequences = this.#sequences_(ids);
+    const B = sequences.length;
     const lengths = new Int32Array(B);
     for (let b = 0; b < B; b++) lengths[b] = sequences[b].length;
-    const kept = this.#keptTable;
+    // No block taken or given back since the kept table was made for these sequences: it holds, and its B·M
+    // entries need neither a rebuild nor a compare (a decode loop's steps between block boundaries).
+    if (kept && !kept.disposed && this.#keptChanges === this.#blockChanges) {
+      const same = this.#keptSequences;
+      let hit = same.length === B;
+      for (let b = 0; hit && b < B; b++) hit = same[b] === sequences[b];
+      if (hit) return { table: kept, lengths };
+    }
+    const { entries, M } = this.#entriesOf(sequences);
+    this.#keptSequences = sequences;
+    this.#keptChanges = this.#blockChanges;
     if (
       kept &&
       !kept.disposed &&
