@@ -6,9 +6,9 @@
  *   auto ran, and which step decided (calibrated, recorded, model);
  * - host time per call at the codelab's shape (B=4 T=128 N=8 H=64 bf16), a B=1 decode step (S=4096
  *   K=8 N=32 H=128), per backend (cudnn, flash, naive) and auto, and a KVCache step (append one token,
- *   then attention over the 4096+ cached) on flash and auto; cudnn twice, as a CUDA graph (the default)
- *   and with ATTNLAB_CUDNN_CUDA_GRAPH=0 ('cudnn-execute'), with how each call was enqueued and whether
- *   the two outputs are bit-identical;
+ *   then attention over the 4096+ cached) on flash and auto; cudnn and flash also with their host-time
+ *   routes off ('cudnn-execute': ATTNLAB_CUDNN_CUDA_GRAPH=0; 'flash-launches': ATTNLAB_LAUNCH_GRAPH=0), with
+ *   how cudnn's calls were enqueued and whether each route's output is bit-identical to the route off;
  * - first-call time of the flash kernel in a new process, by phase (validate, plan with the kernel load,
  *   enqueue, wait), and where its kernel came from (shipped, disk cache, NVRTC): with an empty kernel cache, then again with
  *   the cache that first process left; then auto's first call twice (its cuDNN plan built, then read back) (child processes: node --import tsx scripts/measure-auto.ts
@@ -30,6 +30,7 @@ import { backwardDecision } from '../src/backends/backward-registry.js';
 import { graphRouteStats } from '../src/backends/cuda/cudnn/cuda-graph.js';
 import { compileHistory } from '../src/backends/cuda/runtime/compile.js';
 import { synchronize } from '../src/backends/cuda/runtime/context.js';
+import { launchGraphStats } from '../src/backends/cuda/runtime/launch-graph.js';
 import type { Implementation } from '../src/backends/problem.js';
 import { autoDecision, chooseBackend, runPlanned } from '../src/backends/registry.js';
 import { timeHostHidden } from '../src/bench/hidden-host.js';
@@ -42,22 +43,30 @@ type Shape = { B: number; T: number; S: number; N: number; K: number; H: number;
 const BACKENDS: Array<Implementation | undefined> = [undefined, 'cudnn', 'flash'];
 /**
  * At the small shapes the naive backend too (its (B,N,T,S) scores are 2 MB there, 8.6 GB at T=S=8192), and
- * cudnn with its CUDA-graph route off ('cudnn-execute': one cudnnBackendExecute a call).
+ * the host-time routes turned off, each timed beside its default: cudnn with ATTNLAB_CUDNN_CUDA_GRAPH=0
+ * ('cudnn-execute': one cudnnBackendExecute a call), flash with ATTNLAB_LAUNCH_GRAPH=0 ('flash-launches': a
+ * decode step's two launches one by one).
  */
-const CUDNN_EXECUTE = 'cudnn-execute';
-type Entry = Implementation | undefined | typeof CUDNN_EXECUTE;
-const SMALL_BACKENDS: Entry[] = [...BACKENDS, CUDNN_EXECUTE, 'naive'];
+const ROUTES_OFF = {
+  'cudnn-execute': { backend: 'cudnn', variable: 'ATTNLAB_CUDNN_CUDA_GRAPH' },
+  'flash-launches': { backend: 'flash', variable: 'ATTNLAB_LAUNCH_GRAPH' },
+} as const;
+type RouteOff = keyof typeof ROUTES_OFF;
+type Entry = Implementation | undefined | RouteOff;
+const SMALL_BACKENDS: Entry[] = [...BACKENDS, 'cudnn-execute', 'flash-launches', 'naive'];
 const label = (impl: Entry) => impl ?? 'auto';
+const isRouteOff = (entry: Entry): entry is RouteOff => entry !== undefined && entry in ROUTES_OFF;
 
-/** Runs `fn` with ATTNLAB_CUDNN_CUDA_GRAPH=0 when `entry` is cudnn-execute. */
+/** Runs `fn` with the entry's route turned off (its variable =0) where it names one. */
 function underEntry<R>(entry: Entry, fn: () => R): R {
-  if (entry !== CUDNN_EXECUTE) return fn();
-  process.env.ATTNLAB_CUDNN_CUDA_GRAPH = '0';
+  if (!isRouteOff(entry)) return fn();
+  const { variable } = ROUTES_OFF[entry];
+  process.env[variable] = '0';
   reloadConfig();
   try {
     return fn();
   } finally {
-    delete process.env.ATTNLAB_CUDNN_CUDA_GRAPH;
+    delete process.env[variable];
     reloadConfig();
   }
 }
@@ -108,7 +117,7 @@ function forwardRow(s: Shape, samples: number, batch: number, backends: Entry[] 
   row.why = decision?.why;
   const outputs = new Map<Entry, Buffer>();
   for (const entry of backends) {
-    const impl = entry === CUDNN_EXECUTE ? 'cudnn' : entry;
+    const impl = isRouteOff(entry) ? ROUTES_OFF[entry].backend : entry;
     try {
       underEntry(entry, () => {
         let ran = '';
@@ -119,6 +128,7 @@ function forwardRow(s: Shape, samples: number, batch: number, backends: Entry[] 
         };
         const small = s.B * s.T * s.N * s.H <= 1 << 20 || s.T === 1;
         const routeBefore = { ...graphRouteStats };
+        const groupsBefore = { ...launchGraphStats };
         const wallUs = small ? wallPerCall(call, 500) : undefined;
         let t: { deviceMs?: number; hostMs?: number; error?: string };
         try {
@@ -132,8 +142,13 @@ function forwardRow(s: Shape, samples: number, batch: number, backends: Entry[] 
               executes: graphRouteStats.executes - routeBefore.executes,
               graphRefusals: graphRouteStats.refusals - routeBefore.refusals,
             }
-          : undefined;
-        if (small && (entry === 'cudnn' || entry === CUDNN_EXECUTE)) {
+          : ran.startsWith('flash flash-decode')
+            ? {
+                graphLaunches: launchGraphStats.graphLaunches - groupsBefore.graphLaunches,
+                plainLaunchGroups: launchGraphStats.plain - groupsBefore.plain,
+              }
+            : undefined;
+        if (small && (entry === 'cudnn' || entry === 'flash' || isRouteOff(entry))) {
           const out = call();
           outputs.set(entry, outputBytes(out));
           out.dispose();
@@ -143,7 +158,7 @@ function forwardRow(s: Shape, samples: number, batch: number, backends: Entry[] 
           hostUs: t.hostMs === undefined ? undefined : t.hostMs * 1000,
           wallUs,
           ran,
-          ...(enqueued ? { cudnnEnqueued: enqueued } : {}),
+          ...(enqueued ? { enqueued } : {}),
           ...(t.error ? { hiddenHostError: t.error } : {}),
         };
       });
@@ -151,9 +166,12 @@ function forwardRow(s: Shape, samples: number, batch: number, backends: Entry[] 
       row[label(entry)] = { error: error instanceof Error ? error.message.split('\n')[0] : String(error) };
     }
   }
-  const viaGraph = outputs.get('cudnn');
-  const executed = outputs.get(CUDNN_EXECUTE);
-  if (viaGraph && executed) row.cudnnGraphIdenticalToExecute = viaGraph.equals(executed);
+  // Each route against the same backend with it off, bit for bit.
+  for (const [off, { backend }] of Object.entries(ROUTES_OFF)) {
+    const on = outputs.get(backend);
+    const plain = outputs.get(off as RouteOff);
+    if (on && plain) row[`${backend}IdenticalTo-${off}`] = on.equals(plain);
+  }
   for (const t of [q, k, v]) t.dispose();
   return row;
 }
@@ -340,7 +358,9 @@ function main(): void {
       { B: 1, T: 1, S: 4096, N: 32, K: 8, H: 128, causal: false },
     ];
     for (const s of small) {
-      const row = forwardRow(s, 30, 50, SMALL_BACKENDS);
+      // Only a decode step has launches to group.
+      const entries = SMALL_BACKENDS.filter((e) => e !== 'flash-launches' || s.T === 1);
+      const row = forwardRow(s, 30, 50, entries);
       rows.push(row);
       print('host time', row);
     }
