@@ -149,6 +149,9 @@ int cuStreamBeginCapture_v2(void *s, int mode) { COUNT; (void)s; (void)mode;
 }
 int cuStreamEndCapture(void *s, FakeGraph **g) { COUNT; (void)s;
   if (!capturing) return 901;
+  /* FAKE_CUDA_CAPTURE=invalidate: the capture was invalidated (CUDA_ERROR_STREAM_CAPTURE_INVALIDATED), no graph. */
+  const char *how = getenv("FAKE_CUDA_CAPTURE");
+  if (how && strcmp(how, "invalidate") == 0) { free(capturing); capturing = NULL; *g = NULL; return 901; }
   capturing->populated = 1;
   *g = capturing;
   capturing = NULL;

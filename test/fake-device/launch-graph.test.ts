@@ -3,7 +3,8 @@
  * the stand-in driver, whose stream capture records the kernels launched and whose graph launch runs them:
  * the first call of a set of arguments launches, the second captures and launches the graph, later ones are
  * one cuGraphLaunch; arguments seen twice again are captured into the same executable graph
- * (cuGraphExecUpdate); arguments that change every call never capture; ATTNLAB_LAUNCH_GRAPH=0 launches.
+ * (cuGraphExecUpdate); arguments that change every call never capture; a capture the driver invalidates
+ * runs the launches plainly and ends the route for that plan; ATTNLAB_LAUNCH_GRAPH=0 launches.
  */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
@@ -89,6 +90,24 @@ describe("a decode step's launches as one CUDA graph", { skip }, () => {
     }
     assert.equal(launchGraphStats.captures, captures);
     for (const t of [q, k, v, ...kept]) t.dispose();
+  });
+
+  it('a capture the driver invalidates runs the launches plainly, and the plan launches plainly from then on', () => {
+    const [q, k, v] = decodeInputs(1536);
+    const step = () => attention(q, k, v, { implementation: 'flash' }).output.dispose();
+    step();
+    process.env.FAKE_CUDA_CAPTURE = 'invalidate';
+    try {
+      const before = launches();
+      const { calls } = libraryCallsDuring(dir, step);
+      assert.equal(calls.cuStreamEndCapture, 1, JSON.stringify(calls));
+      assert.equal(calls.cuGraphLaunch, undefined);
+      assert.equal(launches() - before, 2, 'the split kernel and the combine ran once, plainly');
+    } finally {
+      delete process.env.FAKE_CUDA_CAPTURE;
+    }
+    for (let i = 0; i < 3; i++) assert.deepEqual(libraryCallsDuring(dir, step).calls, { cuLaunchKernel: 2 });
+    for (const t of [q, k, v]) t.dispose();
   });
 
   it('ATTNLAB_LAUNCH_GRAPH=0 launches the kernels one by one', () => {

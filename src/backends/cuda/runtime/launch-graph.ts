@@ -41,52 +41,59 @@ export function forgetLaunchGraph(group: LaunchGraph): void {
 /** How groups were enqueued, for tests and measurements. */
 export const launchGraphStats = { graphLaunches: 0, captures: 0, plain: 0 };
 
+/** What a caller does after beginLaunchGroup: nothing (the graph ran), its launches, or its launches then endLaunchGroup. */
+export const GROUP_LAUNCHED = 0;
+export const GROUP_PLAIN = 1;
+export const GROUP_CAPTURING = 2;
+export type GroupStep = typeof GROUP_LAUNCHED | typeof GROUP_PLAIN | typeof GROUP_CAPTURING;
+
 /**
- * Enqueues `launches` on attnlab's stream: one graph launch where `signature` is the graph's, a capture
- * and a graph launch where it matches the previous call's, the launches themselves otherwise.
+ * Starts a call of the group with this signature: GROUP_LAUNCHED where it matches the graph's (one graph
+ * launch enqueued), GROUP_CAPTURING where it matches the previous call's (the stream is capturing: make the
+ * launches, then call endLaunchGroup), GROUP_PLAIN otherwise (make the launches). No closure a call: under
+ * tsx each closure made in a hot path costs a defineProperty of its name.
  */
-export function launchGrouped(group: LaunchGraph, signature: Uint8Array, launches: () => void): void {
+export function beginLaunchGroup(group: LaunchGraph, signature: Uint8Array): GroupStep {
   if (group.refused || !config().experimental.launchGraph) {
-    launches();
     launchGraphStats.plain++;
-    return;
+    return GROUP_PLAIN;
   }
-  const { stream } = getCudaContext();
   if (group.captured !== null && sameBytes(group.captured, signature)) {
-    cu().cuGraphLaunch(group.exec, stream);
+    cu().cuGraphLaunch(group.exec, getCudaContext().stream);
     launchGraphStats.graphLaunches++;
-    return;
+    return GROUP_LAUNCHED;
   }
   if (group.last === null || !sameBytes(group.last, signature)) {
-    launches();
     launchGraphStats.plain++;
     if (group.last === null || group.last.byteLength !== signature.byteLength) group.last = signature.slice();
     else group.last.set(signature);
-    return;
+    return GROUP_PLAIN;
   }
-  if (!capture(group, stream, launches)) {
-    launches();
+  try {
+    cu().cuStreamBeginCapture_v2(getCudaContext().stream, CAPTURE_RELAXED);
+  } catch (error) {
+    if (!(error instanceof DeviceError)) throw error;
+    refuse(group, error);
     launchGraphStats.plain++;
-    return;
+    return GROUP_PLAIN;
   }
-  group.captured = signature.slice();
-  cu().cuGraphLaunch(group.exec, stream);
-  launchGraphStats.graphLaunches++;
+  return GROUP_CAPTURING;
 }
 
-/** Captures `launches` into the group's executable graph; false (the group refused for good) on failure. */
-function capture(group: LaunchGraph, stream: bigint, launches: () => void): boolean {
+/**
+ * Ends the capture beginLaunchGroup started: with `launched` (every launch was made) the graph is instantiated
+ * (or the group's updated) and launched; without, or where the driver refuses, nothing runs from the capture
+ * and the caller's launches must be made again, plainly (returns false).
+ */
+export function endLaunchGroup(group: LaunchGraph, signature: Uint8Array, launched: boolean): boolean {
   const d = cu();
+  const { stream } = getCudaContext();
   const slot = new BigUint64Array(1);
   let graph = 0n;
   try {
-    d.cuStreamBeginCapture_v2(stream, CAPTURE_RELAXED);
-    try {
-      launches();
-    } finally {
-      d.cuStreamEndCapture(stream, slot);
-      graph = slot[0];
-    }
+    d.cuStreamEndCapture(stream, slot);
+    graph = slot[0];
+    if (!launched) return false;
     if (group.exec !== 0n) {
       try {
         d.cuGraphExecUpdate_v2(group.exec, graph, updateResult);
@@ -101,16 +108,24 @@ function capture(group: LaunchGraph, stream: bigint, launches: () => void): bool
       group.exec = slot[0];
     }
     launchGraphStats.captures++;
+    group.captured = signature.slice();
+    d.cuGraphLaunch(group.exec, stream);
+    launchGraphStats.graphLaunches++;
     return true;
   } catch (error) {
     if (!(error instanceof DeviceError)) throw error;
-    group.refused = true;
-    if (config().debug >= 1)
-      console.error(`[attnlab] launches not captured as a CUDA graph (${error.message}); plain launches`);
+    refuse(group, error);
     return false;
   } finally {
     if (graph !== 0n) d.cuGraphDestroy(graph);
   }
+}
+
+function refuse(group: LaunchGraph, error: DeviceError): void {
+  group.refused = true;
+  forgetLaunchGraph(group);
+  if (config().debug >= 1)
+    console.error(`[attnlab] launches not captured as a CUDA graph (${error.message}); plain launches`);
 }
 
 /** CUgraphExecUpdateResultInfo: the result, the node that failed and the node it came from. */

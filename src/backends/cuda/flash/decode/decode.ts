@@ -37,9 +37,12 @@ import { currentDeviceOrdinal, getCudaContext, onDevice, targetArch } from '../.
 import { int32OnDevice } from '../../runtime/int32-cache.js';
 import { type KernelArg, launchKernel, ptr, type ScalarType, structLayout } from '../../runtime/launch.js';
 import {
+  beginLaunchGroup,
+  endLaunchGroup,
   forgetLaunchGraph,
+  GROUP_CAPTURING,
+  GROUP_LAUNCHED,
   type LaunchGraph,
-  launchGrouped,
   newLaunchGraph,
 } from '../../runtime/launch-graph.js';
 import { allocDevice, fillDevice32, growingDeviceBuffer } from '../../runtime/memory.js';
@@ -482,7 +485,6 @@ export function runDecode(p: AttentionProblem): BackendOutput {
   const rows = tokens * N;
   const plan = decodePlan(p);
   const { variant, splits, inSplit } = plan;
-  const heads = variant.kind === 'heads' ? variant : null;
   const tma = variant.kind === 'tma' ? variant : null;
   const itemBytes = 2;
   const out = allocDevice(rows * Hv * itemBytes);
@@ -493,7 +495,6 @@ export function runDecode(p: AttentionProblem): BackendOutput {
     if (lse) fillDevice32(lse, NEG_INF_BITS);
   }
   // Kept on the device across calls and found again by content (int32-cache.ts): not released here.
-  const upload = (values: Int32Array | null) => (values ? int32OnDevice(values) : null);
   const table = upload(p.paged?.blockTable ?? null);
   const qOffsets = upload(queryOffsets);
   const kvOffs = upload(kvOffsets);
@@ -549,33 +550,18 @@ export function runDecode(p: AttentionProblem): BackendOutput {
       } else {
         // Everything these launches read that changes between calls is in DecodeParams (the grid and shared
         // memory are the plan's): its bytes are the graph's signature.
-        launchGrouped(plan.graph, plan.params, () => {
-          if (heads) {
-            launchKernel(
-              fn.split,
-              {
-                grid: [splits, K / heads.heads, B],
-                block: [256, 1, 1],
-                sharedBytes: headsSharedBytes(heads),
-              },
-              [params],
-            );
-          } else {
-            const rowVariant = variant as DecodeVariant;
-            const rowGroups = Math.ceil(rowTileCount(p) / rowVariant.rowTiles);
-            launchKernel(
-              fn.split,
-              {
-                grid: [splits, rowGroups, B * K],
-                block: [128, 1, 1],
-                sharedBytes: decodeSharedBytes(rowVariant),
-              },
-              [params],
-            );
+        const step = beginLaunchGroup(plan.graph, plan.params);
+        if (step !== GROUP_LAUNCHED) {
+          let launched = false;
+          try {
+            launchPlainDecode(p, plan, rows);
+            launched = true;
+          } finally {
+            // A capture the driver refused ran nothing: the launches again, plainly.
+            if (step === GROUP_CAPTURING && !endLaunchGroup(plan.graph, plan.params, launched) && launched)
+              launchPlainDecode(p, plan, rows);
           }
-          if (splits > 1 && !inSplit)
-            launchKernel(fn.combine, { grid: [Math.ceil(rows / 4), 1, 1], block: [128, 1, 1] }, [params]);
-        });
+        }
       }
       if (tma && splits > 1 && !inSplit) {
         // The combine waits for its split kernel's writes (griddepcontrol.wait) wherever it runs (a no-op in a
@@ -601,6 +587,36 @@ export function runDecode(p: AttentionProblem): BackendOutput {
     logSumExp: lse ? Tensor.fromDeviceBuffer(lse, shape.slice(0, -1), 'float32') : undefined,
     variant: plan.label,
   };
+}
+
+/** The split kernel (row-tile or heads) and the combine of a plan that is not the TMA kernel's. */
+function launchPlainDecode(p: AttentionProblem, plan: DecodePlan, rows: number): void {
+  const { B, K } = p;
+  const { variant, splits, inSplit } = plan;
+  const fn = plan.fn!;
+  const params: KernelArg = { type: 'bytes', bytes: plan.params };
+  if (variant.kind === 'heads') {
+    launchKernel(
+      fn.split,
+      { grid: [splits, K / variant.heads, B], block: [256, 1, 1], sharedBytes: headsSharedBytes(variant) },
+      [params],
+    );
+  } else {
+    const rowVariant = variant as DecodeVariant;
+    const rowGroups = Math.ceil(rowTileCount(p) / rowVariant.rowTiles);
+    launchKernel(
+      fn.split,
+      { grid: [splits, rowGroups, B * K], block: [128, 1, 1], sharedBytes: decodeSharedBytes(rowVariant) },
+      [params],
+    );
+  }
+  if (splits > 1 && !inSplit)
+    launchKernel(fn.combine, { grid: [Math.ceil(rows / 4), 1, 1], block: [128, 1, 1] }, [params]);
+}
+
+/** Ints kept on the device (int32-cache.ts), or null. A function of the module: a closure a call costs a defineProperty under tsx. */
+function upload(values: Int32Array | null) {
+  return values ? int32OnDevice(values) : null;
 }
 
 interface DecodeParamValues {
