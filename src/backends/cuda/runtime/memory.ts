@@ -201,6 +201,25 @@ export function copyToDevice(bytes: Uint8Array): DeviceBuffer {
   return buffer;
 }
 
+/**
+ * int32 values rewritten into `buffer` (at least values.byteLength bytes) on attnlab's stream: work enqueued
+ * before reads the old values, work after the new ones. Staged as copyToDevice stages.
+ */
+export function copyInt32IntoDevice(buffer: DeviceBuffer, values: Int32Array): void {
+  const n = values.byteLength;
+  if (n > buffer.bytes)
+    throw new InvalidArgumentError(
+      'values',
+      `at most ${buffer.bytes} bytes (the buffer's size)`,
+      `${n} bytes`,
+    );
+  if (n === 0) return;
+  const bytes = new Uint8Array(values.buffer, values.byteOffset, n);
+  const { stream } = getCudaContext();
+  if (n <= STAGED_MAX_BYTES) cu().cuMemcpyHtoDAsyncFromAddress(buffer.ptr, stage(bytes), n, stream);
+  else cu().cuMemcpyHtoDAsync_v2(buffer.ptr, bytes, n, stream);
+}
+
 /** int32 values (a view's own bytes only) into a new device buffer on attnlab's stream. */
 export function copyInt32ToDevice(values: Int32Array): DeviceBuffer {
   return copyToDevice(new Uint8Array(values.buffer, values.byteOffset, values.byteLength));

@@ -22,6 +22,8 @@
  */
 import { config } from '../../../../config.js';
 import { AttnlabError, InvalidArgumentError } from '../../../../errors.js';
+import { sameInts } from '../../../../tensor/same-ints.js';
+import type { DeviceBuffer } from '../../../../tensor/storage.js';
 import { Tensor } from '../../../../tensor/tensor.js';
 import { SUPPORTED, type Support, unsupported } from '../../../backend.js';
 import {
@@ -45,7 +47,7 @@ import {
   type LaunchGraph,
   newLaunchGraph,
 } from '../../runtime/launch-graph.js';
-import { allocDevice, fillDevice32, growingDeviceBuffer } from '../../runtime/memory.js';
+import { allocDevice, copyInt32IntoDevice, fillDevice32, growingDeviceBuffer } from '../../runtime/memory.js';
 import { FLASH_FLAGS } from '../params.js';
 import { archMajor, keyValueAligned } from './decode-common.js';
 import {
@@ -320,6 +322,8 @@ interface DecodePlan {
   fn: { readonly split: bigint; readonly combine: bigint } | null;
   /** The plain (not TMA) launches as one CUDA graph once their parameters repeat (runtime/launch-graph.ts). */
   readonly graph: LaunchGraph;
+  /** The cached lengths on the device (keptLengths), made at the first call with lengths. */
+  lengths: { readonly buffer: DeviceBuffer; readonly values: Int32Array } | null;
 }
 
 function makeDecodePlan(p: AttentionProblem): DecodePlan {
@@ -379,6 +383,7 @@ function makeDecodePlan(p: AttentionProblem): DecodePlan {
     view: new DataView(params.bytes.buffer, params.bytes.byteOffset, params.bytes.byteLength),
     fn: null,
     graph: newLaunchGraph(),
+    lengths: null,
   };
 }
 
@@ -466,7 +471,10 @@ function decodePlan(p: AttentionProblem): DecodePlan {
   decodePlans.unshift({ fields: decodeFields(p, device), plan });
   if (decodePlans.length > DECODE_PLANS) {
     const dropped = decodePlans.pop()!;
-    onDevice(dropped.fields.device, () => forgetLaunchGraph(dropped.plan.graph));
+    onDevice(dropped.fields.device, () => {
+      forgetLaunchGraph(dropped.plan.graph);
+      dropped.plan.lengths?.buffer.release();
+    });
   }
   return plan;
 }
@@ -499,7 +507,7 @@ export function runDecode(p: AttentionProblem): BackendOutput {
   const qOffsets = upload(queryOffsets);
   const kvOffs = upload(kvOffsets);
   const qLens = upload(queryOffsets ? null : p.querySeqLengths);
-  const kvLens = upload(kvOffsets ? null : p.keyValueSeqLengths);
+  const kvLens = kvOffsets || !p.keyValueSeqLengths ? null : keptLengths(plan, p.keyValueSeqLengths);
   const counters = tma && inSplit ? splitCounters(B * K * tma.rowGroups * 4) : null;
   const dependent = tma
     ? tmaDependentLaunches(
@@ -612,6 +620,28 @@ function launchPlainDecode(p: AttentionProblem, plan: DecodePlan, rows: number):
   }
   if (splits > 1 && !inSplit)
     launchKernel(fn.combine, { grid: [Math.ceil(rows / 4), 1, 1], block: [128, 1, 1] }, [params]);
+}
+
+/**
+ * The plan's device copy of the cached lengths: one buffer, rewritten on the stream when they change (a
+ * KVCache step's grow by one), so that its pointer — and with it the launches' signature — stays the same
+ * from step to step and the step's launches run as one graph. A plan made for each call (packed) uploads
+ * by content instead (int32-cache.ts).
+ */
+function keptLengths(plan: DecodePlan, values: Int32Array): DeviceBuffer {
+  const kept = plan.lengths;
+  if (kept !== null && kept.values.length === values.length) {
+    if (!sameInts(kept.values, values)) {
+      copyInt32IntoDevice(kept.buffer, values);
+      kept.values.set(values);
+    }
+    return kept.buffer;
+  }
+  kept?.buffer.release();
+  const buffer = allocDevice(values.byteLength);
+  copyInt32IntoDevice(buffer, values);
+  plan.lengths = { buffer, values: values.slice() };
+  return buffer;
 }
 
 /** Ints kept on the device (int32-cache.ts), or null. A function of the module: a closure a call costs a defineProperty under tsx. */
