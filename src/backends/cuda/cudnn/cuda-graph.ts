@@ -61,8 +61,7 @@ export function enqueuePlan(
   }
   const known = route.graphs.get(pack);
   if (known !== undefined && known.exec !== 0n && known.scale === scale) {
-    cu().cuGraphLaunch(known.exec, getCudaContext().stream);
-    graphRouteStats.launches++;
+    launchOrRefuse(route, lib, handle, plan, pack, known.exec, label);
     return;
   }
   if (known === undefined) {
@@ -79,7 +78,27 @@ export function enqueuePlan(
     return;
   }
   known.scale = scale;
-  cu().cuGraphLaunch(known.exec, getCudaContext().stream);
+  launchOrRefuse(route, lib, handle, plan, pack, known.exec, label);
+}
+
+/** Launches the graph; where the driver refuses the launch, the plan keeps to execute from now on (this call too). */
+function launchOrRefuse(
+  route: GraphRoute,
+  lib: Cudnn,
+  handle: bigint,
+  plan: bigint,
+  pack: bigint,
+  exec: bigint,
+  label: string,
+): void {
+  try {
+    cu().cuGraphLaunch(exec, getCudaContext().stream);
+  } catch (error) {
+    if (!(error instanceof DeviceError)) throw error;
+    refuse(route, lib, label, error.message);
+    execute(lib, handle, plan, pack);
+    return;
+  }
   graphRouteStats.launches++;
 }
 
@@ -136,14 +155,14 @@ function update(lib: Cudnn, handle: bigint, plan: bigint, pack: bigint, entry: P
 /** CUgraphExecUpdateResultInfo: the result, the node that failed and the node it came from. */
 const updateResult = new BigUint64Array(3);
 
-function refuse(route: GraphRoute, lib: Cudnn, label: string): void {
+function refuse(route: GraphRoute, lib: Cudnn, label: string, reason?: string): void {
   route.refused = true;
   graphRouteStats.refusals++;
   for (const entry of route.graphs.values()) destroyPackGraph(entry);
   route.graphs.clear();
   if (config().debug >= 1)
     console.error(
-      `[attnlab] cudnn ${label}: no CUDA graph (${lib.lastError() || 'the driver refused the graph'}); cudnnBackendExecute each call`,
+      `[attnlab] cudnn ${label}: no CUDA graph (${reason ?? (lib.lastError() || 'the driver refused the graph')}); cudnnBackendExecute each call`,
     );
 }
 

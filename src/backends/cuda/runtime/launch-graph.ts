@@ -59,7 +59,14 @@ export function beginLaunchGroup(group: LaunchGraph, signature: Uint8Array): Gro
     return GROUP_PLAIN;
   }
   if (group.captured !== null && sameBytes(group.captured, signature)) {
-    cu().cuGraphLaunch(group.exec, getCudaContext().stream);
+    try {
+      cu().cuGraphLaunch(group.exec, getCudaContext().stream);
+    } catch (error) {
+      if (!(error instanceof DeviceError)) throw error;
+      refuse(group, error);
+      launchGraphStats.plain++;
+      return GROUP_PLAIN;
+    }
     launchGraphStats.graphLaunches++;
     return GROUP_LAUNCHED;
   }
