@@ -28,6 +28,7 @@ import { keep } from '../tensor/scope.js';
 import type { Device } from '../tensor/storage.js';
 import { checkTensor, Tensor } from '../tensor/tensor.js';
 import { attention } from './attention.js';
+import { markUnchangingTable } from './kv-layout.js';
 
 export interface KVCacheOptions {
   readonly numBlocks: number;
@@ -323,6 +324,7 @@ export class KVCache {
       return { table: kept, lengths };
     kept?.dispose();
     const table = keep(Tensor.fromRaw(entries, [B, M], 'int32'));
+    markUnchangingTable(table);
     this.#keptTable = table;
     return { table, lengths };
   }
