@@ -21,7 +21,7 @@ import { graphRouteStats } from '../../../src/backends/cuda/cudnn/cuda-graph.js'
 import { loadCudnn } from '../../../src/backends/cuda/ffi/cudnn.js';
 import { cudaAvailable } from '../../../src/backends/cuda/runtime/context.js';
 import type { AttentionProblem } from '../../../src/backends/problem.js';
-import { buildInputs, CASES } from '../../../src/check/cases.js';
+import { buildInputs, CASES, LONG_CASES } from '../../../src/check/cases.js';
 import { reloadConfig } from '../../../src/config.js';
 import { UnsupportedError } from '../../../src/errors.js';
 import type { Tensor } from '../../../src/tensor/tensor.js';
@@ -32,6 +32,7 @@ const skip = cuda.ok ? false : `no CUDA device: ${cuda.reason}`;
 process.env.ATTNLAB_CACHE_DIR ||= mkdtempSync(join(tmpdir(), 'attnlab-cudnn-graph-'));
 reloadConfig();
 
+const ALL_CASES = [...CASES, ...LONG_CASES];
 /** One case per graph feature: each new graph is a cuDNN plan to build (0.5–3 s cold). */
 const FEATURES = new Set([
   'GQA N=8 K=2',
@@ -75,12 +76,12 @@ function withRoute<T>(on: boolean, fn: () => T): T {
 
 describe("cuDNN's CUDA-graph route", { skip }, () => {
   it('is available: cuDNN ≥ 9.5 exports the graph entry points, and every feature case exists', () => {
-    assert.equal(CASES.filter((x) => FEATURES.has(x.name)).length, FEATURES.size);
+    assert.equal(ALL_CASES.filter((x) => FEATURES.has(x.name)).length, FEATURES.size);
     const lib = loadCudnn();
     assert.ok(lib.version < 90500 || lib.graphFn !== null, lib.description);
   });
 
-  for (const c of CASES.filter((x) => FEATURES.has(x.name))) {
+  for (const c of ALL_CASES.filter((x) => FEATURES.has(x.name))) {
     it(`${c.name}: executed, graph-populated and graph-launched calls agree bit for bit`, (t) => {
       const { q, k, v, options } = buildInputs(c, 'bfloat16', 11);
       const p = validateAttention(q.to('cuda'), k.to('cuda'), v.to('cuda'), {
