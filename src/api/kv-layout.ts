@@ -386,9 +386,12 @@ export function layoutOf(query: Tensor, key: Tensor, value: Tensor, options: Lay
       '(B, T, N, H)',
       pagedAsked ? 'with a paged cache' : 'with packed key/value',
     );
-    [B, T] = query.shape;
+    B = query.shape[0];
+    T = query.shape[1];
   }
-  const [N, H] = query.shape.slice(-2);
+  // Indexed, not destructured: array destructuring runs the iterator protocol, a slice makes an array.
+  const N = query.shape[query.rank - 2];
+  const H = query.shape[query.rank - 1];
 
   // Key and value: a paged pool, packed (totalS, K, H), or dense (B, S, K, H).
   let S: number;
@@ -398,7 +401,8 @@ export function layoutOf(query: Tensor, key: Tensor, value: Tensor, options: Lay
   if (pagedAsked) {
     requireRank('key', key, 4, '(numBlocks, blockSize, K, H)', 'a paged pool');
     requireRank('value', value, 4, '(numBlocks, blockSize, K, Hv)', 'a paged pool');
-    const [numBlocks, blockSize] = key.shape;
+    const numBlocks = key.shape[0];
+    const blockSize = key.shape[1];
     if (value.shape[0] !== numBlocks || value.shape[1] !== blockSize || value.shape[2] !== key.shape[2]) {
       throw new InvalidArgumentError(
         'value',
@@ -446,7 +450,8 @@ export function layoutOf(query: Tensor, key: Tensor, value: Tensor, options: Lay
     requireRank('value', value, 4, '(B, S, K, Hv)', 'dense, with a packed query');
     S = key.shape[1];
   }
-  const [K, kH] = key.shape.slice(-2);
+  const K = key.shape[key.rank - 2];
+  const kH = key.shape[key.rank - 1];
   const Hv = value.shape[value.rank - 1];
   const vK = value.shape[value.rank - 2];
   // Logical batch of key/value: the pool and packed layouts serve every sequence.
