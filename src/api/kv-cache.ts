@@ -180,17 +180,24 @@ export class KVCache {
         `[${value.shape.join(', ')}]`,
       );
     }
-    const needed = sequences.map((s) => Math.ceil((s.length + Tnew) / this.blockSize) - s.blocks.length);
-    const total = needed.reduce((a, n) => a + n, 0);
+    // Loops, not map/reduce/forEach callbacks: a decode step appends every few microseconds, and under tsx each
+    // closure made costs a defineProperty of its name.
+    const needed = new Int32Array(B);
+    const blocksBefore = new Int32Array(B);
+    let total = 0;
+    for (let b = 0; b < B; b++) {
+      const s = sequences[b];
+      blocksBefore[b] = s.blocks.length;
+      needed[b] = Math.ceil((s.length + Tnew) / this.blockSize) - s.blocks.length;
+      total += needed[b];
+    }
     if (total > this.#freeCount) throw new CacheFullError(total, this.#freeCount, this.numBlocks);
     // The pools are checked live before a block is taken: their owner may have disposed them (keyPool and
     // valuePool are public), and the write below would then fail with the blocks already handed out.
     this.#livePools();
     const freeBefore = this.#freeCount;
-    const blocksBefore = sequences.map((s) => s.blocks.length);
-    sequences.forEach((s, b) => {
-      for (let i = 0; i < needed[b]; i++) s.blocks.push(this.#free[--this.#freeCount]);
-    });
+    for (let b = 0; b < B; b++)
+      for (let i = 0; i < needed[b]; i++) sequences[b].blocks.push(this.#free[--this.#freeCount]);
     if (total > 0) this.#blockChanges++;
     try {
       this.#write(sequences, Tnew, key, value);
@@ -198,9 +205,7 @@ export class KVCache {
       // All or nothing: taking a block only moved the stack's top, so the entries above it are still the
       // blocks taken, and resetting the counts gives every one of them back.
       this.#freeCount = freeBefore;
-      sequences.forEach((s, b) => {
-        s.blocks.length = blocksBefore[b];
-      });
+      for (let b = 0; b < B; b++) sequences[b].blocks.length = blocksBefore[b];
       this.#blockChanges++;
       throw error;
     }
@@ -211,13 +216,14 @@ export class KVCache {
   #write(sequences: Sequence[], Tnew: number, key: Tensor, value: Tensor): void {
     const B = sequences.length;
     const slots = new Int32Array(B * Tnew);
-    sequences.forEach((s, b) => {
+    for (let b = 0; b < B; b++) {
+      const s = sequences[b];
       for (let t = 0; t < Tnew; t++) {
         const position = s.length + t;
         slots[b * Tnew + t] =
           s.blocks[Math.floor(position / this.blockSize)] * this.blockSize + (position % this.blockSize);
       }
-    });
+    }
     const keyRow = this.K * this.H;
     const valueRow = this.K * this.Hv;
     if (this.device === 'webgpu') {
@@ -285,9 +291,7 @@ export class KVCache {
     let M = 1;
     for (const s of sequences) M = Math.max(M, s.blocks.length); // a spread of B lengths overflows the stack past ~1e5
     const entries = new Int32Array(B * M);
-    sequences.forEach((s, b) => {
-      entries.set(s.blocks, b * M);
-    });
+    for (let b = 0; b < B; b++) entries.set(sequences[b].blocks, b * M);
     return { entries, B, M, sequences };
   }
 
