@@ -439,7 +439,11 @@ export class KVCache {
     if (t.dtype !== this.dtype)
       throw new InvalidArgumentError(`${argument}.dtype`, `${this.dtype} (the cache's)`, t.dtype);
     if (t.device !== this.device) throw new InvalidArgumentError(`${argument}.device`, this.device, t.device);
-    const [b, tnew, k, x] = t.shape;
+    // Indexed, not destructured (the iterator protocol, twice an append).
+    const b = t.shape[0];
+    const tnew = t.shape[1];
+    const k = t.shape[2];
+    const x = t.shape[3];
     if (t.rank !== 4 || b !== B || k !== this.K || x !== X) {
       throw new InvalidArgumentError(
         argument,
