@@ -78,7 +78,9 @@ static const char *pinned_at[MAX_PINNED];
 static size_t pinned_bytes[MAX_PINNED];
 static int pinned_count, last_upload_pinned;
 int cuMemHostAlloc(void **p, size_t b, unsigned f) { COUNT; (void)f;
-  if (pinned_count == MAX_PINNED) return 2;
+  /* FAKE_CUDA_HOST_ALLOC=refuse: no page-locked memory (a locked-memory limit), CUDA_ERROR_OUT_OF_MEMORY. */
+  const char *how = getenv("FAKE_CUDA_HOST_ALLOC");
+  if (pinned_count == MAX_PINNED || (how && strcmp(how, "refuse") == 0)) return 2;
   *p = calloc(1, b);
   pinned_at[pinned_count] = *p; pinned_bytes[pinned_count++] = b;
   return 0;

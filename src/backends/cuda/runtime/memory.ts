@@ -194,10 +194,7 @@ export function setAllocationPoison(byte: number | null): void {
  */
 export function copyToDevice(bytes: Uint8Array): DeviceBuffer {
   const buffer = allocDevice(bytes.byteLength);
-  const n = bytes.byteLength;
-  if (n > 0 && n <= STAGED_MAX_BYTES)
-    cu().cuMemcpyHtoDAsyncFromAddress(buffer.ptr, stage(bytes), n, getCudaContext().stream);
-  else if (n > 0) cu().cuMemcpyHtoDAsync_v2(buffer.ptr, bytes, n, getCudaContext().stream);
+  uploadInto(buffer.ptr, bytes);
   return buffer;
 }
 
@@ -213,11 +210,18 @@ export function copyInt32IntoDevice(buffer: DeviceBuffer, values: Int32Array): v
       `at most ${buffer.bytes} bytes (the buffer's size)`,
       `${n} bytes`,
     );
+  uploadInto(buffer.ptr, new Uint8Array(values.buffer, values.byteOffset, n));
+}
+
+/** `bytes` to device address `ptr` on the stream: staged up to STAGED_MAX_BYTES (staging.ts), else pageable. */
+function uploadInto(ptr: bigint, bytes: Uint8Array): void {
+  const n = bytes.byteLength;
   if (n === 0) return;
-  const bytes = new Uint8Array(values.buffer, values.byteOffset, n);
   const { stream } = getCudaContext();
-  if (n <= STAGED_MAX_BYTES) cu().cuMemcpyHtoDAsyncFromAddress(buffer.ptr, stage(bytes), n, stream);
-  else cu().cuMemcpyHtoDAsync_v2(buffer.ptr, bytes, n, stream);
+  const staged = n <= STAGED_MAX_BYTES ? stage(bytes) : null;
+  // From pageable memory the driver stages the bytes before returning, so `bytes` may change after.
+  if (staged !== null) cu().cuMemcpyHtoDAsyncFromAddress(ptr, staged, n, stream);
+  else cu().cuMemcpyHtoDAsync_v2(ptr, bytes, n, stream);
 }
 
 /** int32 values (a view's own bytes only) into a new device buffer on attnlab's stream. */

@@ -11,6 +11,8 @@
  * so the wait returns at once).
  */
 import koffi from 'koffi';
+import { config } from '../../../config.js';
+import { DeviceError } from '../../../errors.js';
 import { CU_EVENT_DISABLE_TIMING, cu, outBigInt } from '../ffi/driver.js';
 import { currentDeviceOrdinal, getCudaContext } from './context.js';
 
@@ -34,17 +36,29 @@ interface Ring {
   readonly events: bigint[];
 }
 
-const rings = new Map<number, Ring>();
+/** Per device, its ring, or null where the driver refused page-locked memory (uploads then go pageable). */
+const rings = new Map<number, Ring | null>();
 
 /** Counters for tests: segments left (each an event record) and waits on an event a lap old. */
 export const stagingStats = { staged: 0, segmentsLeft: 0, waits: 0 };
 
-function ringOf(device: number): Ring {
+function ringOf(device: number): Ring | null {
   let ring = rings.get(device);
-  if (ring) return ring;
+  if (ring !== undefined) return ring;
   const total = SEGMENTS * SEGMENT_BYTES;
   const slot: unknown[] = [null];
-  cu().cuMemHostAlloc(slot, total, CU_MEMHOSTALLOC_PORTABLE);
+  try {
+    cu().cuMemHostAlloc(slot, total, CU_MEMHOSTALLOC_PORTABLE);
+  } catch (error) {
+    // A limit on locked memory (ulimit -l, a container's) refuses it: pageable uploads, as without staging.
+    if (!(error instanceof DeviceError)) throw error;
+    if (config().debug >= 1)
+      console.error(
+        `[attnlab] no page-locked staging (${error.message}): small uploads from pageable memory`,
+      );
+    rings.set(device, null);
+    return null;
+  }
   const pointer = slot[0];
   const address = typeof pointer === 'bigint' ? pointer : koffi.address(pointer);
   ring = {
@@ -60,10 +74,11 @@ function ringOf(device: number): Ring {
 
 /**
  * The host address of a page-locked copy of `bytes` (at most STAGED_MAX_BYTES), valid for a copy
- * enqueued on the current device's stream now.
+ * enqueued on the current device's stream now; null where the device has no ring (copy from `bytes`).
  */
-export function stage(bytes: Uint8Array): bigint {
+export function stage(bytes: Uint8Array): bigint | null {
   const ring = ringOf(currentDeviceOrdinal());
+  if (ring === null) return null;
   const size = Math.ceil(bytes.byteLength / ALIGN) * ALIGN;
   if (ring.offset + size > (ring.segment + 1) * SEGMENT_BYTES) enterNextSegment(ring);
   const at = ring.offset;
