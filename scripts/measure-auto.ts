@@ -6,7 +6,9 @@
  *   auto ran, and which step decided (calibrated, recorded, model);
  * - host time per call at the codelab's shape (B=4 T=128 N=8 H=64 bf16), a B=1 decode step (S=4096
  *   K=8 N=32 H=128), per backend (cudnn, flash, naive) and auto, and a KVCache step (append one token,
- *   then attention over the 4096+ cached) on flash and auto;
+ *   then attention over the 4096+ cached) on flash and auto; cudnn and flash also with their host-time
+ *   routes off ('cudnn-execute': ATTNLAB_CUDNN_CUDA_GRAPH=0; 'flash-launches': ATTNLAB_LAUNCH_GRAPH=0), with
+ *   how cudnn's calls were enqueued and whether each route's output is bit-identical to the route off;
  * - first-call time of the flash kernel in a new process, by phase (validate, plan with the kernel load,
  *   enqueue, wait), and where its kernel came from (shipped, disk cache, NVRTC): with an empty kernel cache, then again with
  *   the cache that first process left; then auto's first call twice (its cuDNN plan built, then read back) (child processes: node --import tsx scripts/measure-auto.ts
@@ -25,19 +27,55 @@ import { attentionBackward } from '../src/api/backward.js';
 import { KVCache } from '../src/api/kv-cache.js';
 import { validateAttention } from '../src/api/validate.js';
 import { backwardDecision } from '../src/backends/backward-registry.js';
+import { graphRouteStats } from '../src/backends/cuda/cudnn/cuda-graph.js';
 import { compileHistory } from '../src/backends/cuda/runtime/compile.js';
 import { synchronize } from '../src/backends/cuda/runtime/context.js';
+import { launchGraphStats } from '../src/backends/cuda/runtime/launch-graph.js';
 import type { Implementation } from '../src/backends/problem.js';
 import { autoDecision, chooseBackend, runPlanned } from '../src/backends/registry.js';
 import { timeHostHidden } from '../src/bench/hidden-host.js';
+import { attnlabCommit, describeMachine } from '../src/bench/machine.js';
 import { seededInput } from '../src/bench/measure.js';
+import { reloadConfig } from '../src/config.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 
 type Shape = { B: number; T: number; S: number; N: number; K: number; H: number; causal: boolean };
 const BACKENDS: Array<Implementation | undefined> = [undefined, 'cudnn', 'flash'];
-/** At the small shapes the naive backend too: its (B,N,T,S) scores are 2 MB there, 8.6 GB at T=S=8192. */
-const SMALL_BACKENDS: Array<Implementation | undefined> = [...BACKENDS, 'naive'];
-const label = (impl: Implementation | undefined) => impl ?? 'auto';
+/**
+ * At the small shapes the naive backend too (its (B,N,T,S) scores are 2 MB there, 8.6 GB at T=S=8192), and
+ * the host-time routes turned off, each timed beside its default: cudnn with ATTNLAB_CUDNN_CUDA_GRAPH=0
+ * ('cudnn-execute': one cudnnBackendExecute a call), flash with ATTNLAB_LAUNCH_GRAPH=0 ('flash-launches': a
+ * decode step's two launches one by one).
+ */
+const ROUTES_OFF = {
+  'cudnn-execute': { backend: 'cudnn', variable: 'ATTNLAB_CUDNN_CUDA_GRAPH' },
+  'flash-launches': { backend: 'flash', variable: 'ATTNLAB_LAUNCH_GRAPH' },
+} as const;
+type RouteOff = keyof typeof ROUTES_OFF;
+type Entry = Implementation | undefined | RouteOff;
+const SMALL_BACKENDS: Entry[] = [...BACKENDS, 'cudnn-execute', 'flash-launches', 'naive'];
+const label = (impl: Entry) => impl ?? 'auto';
+const isRouteOff = (entry: Entry): entry is RouteOff => entry !== undefined && entry in ROUTES_OFF;
+
+/** Runs `fn` with the entry's route turned off (its variable =0) where it names one. */
+function underEntry<R>(entry: Entry, fn: () => R): R {
+  if (!isRouteOff(entry)) return fn();
+  const { variable } = ROUTES_OFF[entry];
+  process.env[variable] = '0';
+  reloadConfig();
+  try {
+    return fn();
+  } finally {
+    delete process.env[variable];
+    reloadConfig();
+  }
+}
+
+/** The output's bytes (the stream drained), to compare two backends' or routes' results bit for bit. */
+function outputBytes(t: Tensor): Buffer {
+  const data = t.toHost().data;
+  return Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+}
 
 function inputs(s: Shape): Tensor[] {
   return [
@@ -66,39 +104,73 @@ function wallPerCall(call: () => { dispose(): void }, n: number): number {
   return ((performance.now() - started) / n) * 1000;
 }
 
-/** Device and host time a call of each backend and auto on `s`; auto's choice and what decided it. */
-function forwardRow(s: Shape, samples: number, batch: number, backends = BACKENDS) {
+/**
+ * Device and host time a call of each backend and auto on `s`; auto's choice and what decided it. cudnn's
+ * entries also say how its calls were enqueued while timed (graph launches, executes) and, at the small
+ * shapes, whether its output is bit-identical to cudnn-execute's.
+ */
+function forwardRow(s: Shape, samples: number, batch: number, backends: Entry[] = BACKENDS) {
   const [q, k, v] = inputs(s);
   const row: Record<string, unknown> = { pass: 'forward', shape: describe(s) };
   const decision = autoDecision(validateAttention(q, k, v, { isCausal: s.causal }));
   row.decidedBy = decision?.source;
   row.why = decision?.why;
-  for (const impl of backends) {
+  const outputs = new Map<Entry, Buffer>();
+  for (const entry of backends) {
+    const impl = isRouteOff(entry) ? ROUTES_OFF[entry].backend : entry;
     try {
-      let ran = '';
-      const call = () => {
-        const r = attention(q, k, v, { isCausal: s.causal, implementation: impl });
-        ran = `${r.backend} ${r.variant}`;
-        return r.output;
-      };
-      const small = s.B * s.T * s.N * s.H <= 1 << 20 || s.T === 1;
-      const wallUs = small ? wallPerCall(call, 500) : undefined;
-      let t: { deviceMs?: number; hostMs?: number; error?: string };
-      try {
-        t = timeHostHidden(call, { samples, batch, warmup: 3 });
-      } catch (error) {
-        t = { error: error instanceof Error ? error.message : String(error) };
-      }
-      row[label(impl)] = {
-        deviceMs: t.deviceMs,
-        hostUs: t.hostMs === undefined ? undefined : t.hostMs * 1000,
-        wallUs,
-        ran,
-        ...(t.error ? { hiddenHostError: t.error } : {}),
-      };
+      underEntry(entry, () => {
+        let ran = '';
+        const call = () => {
+          const r = attention(q, k, v, { isCausal: s.causal, implementation: impl });
+          ran = `${r.backend} ${r.variant}`;
+          return r.output;
+        };
+        const small = s.B * s.T * s.N * s.H <= 1 << 20 || s.T === 1;
+        const routeBefore = { ...graphRouteStats };
+        const groupsBefore = { ...launchGraphStats };
+        const wallUs = small ? wallPerCall(call, 500) : undefined;
+        let t: { deviceMs?: number; hostMs?: number; error?: string };
+        try {
+          t = timeHostHidden(call, { samples, batch, warmup: 3 });
+        } catch (error) {
+          t = { error: error instanceof Error ? error.message : String(error) };
+        }
+        const enqueued = ran.startsWith('cudnn')
+          ? {
+              graphLaunches: graphRouteStats.launches - routeBefore.launches,
+              executes: graphRouteStats.executes - routeBefore.executes,
+              graphRefusals: graphRouteStats.refusals - routeBefore.refusals,
+            }
+          : ran.startsWith('flash flash-decode')
+            ? {
+                graphLaunches: launchGraphStats.graphLaunches - groupsBefore.graphLaunches,
+                plainLaunchGroups: launchGraphStats.plain - groupsBefore.plain,
+              }
+            : undefined;
+        if (small && (entry === 'cudnn' || entry === 'flash' || isRouteOff(entry))) {
+          const out = call();
+          outputs.set(entry, outputBytes(out));
+          out.dispose();
+        }
+        row[label(entry)] = {
+          deviceMs: t.deviceMs,
+          hostUs: t.hostMs === undefined ? undefined : t.hostMs * 1000,
+          wallUs,
+          ran,
+          ...(enqueued ? { enqueued } : {}),
+          ...(t.error ? { hiddenHostError: t.error } : {}),
+        };
+      });
     } catch (error) {
-      row[label(impl)] = { error: error instanceof Error ? error.message.split('\n')[0] : String(error) };
+      row[label(entry)] = { error: error instanceof Error ? error.message.split('\n')[0] : String(error) };
     }
+  }
+  // Each route against the same backend with it off, bit for bit.
+  for (const [off, { backend }] of Object.entries(ROUTES_OFF)) {
+    const on = outputs.get(backend);
+    const plain = outputs.get(off as RouteOff);
+    if (on && plain) row[`${backend}IdenticalTo-${off}`] = on.equals(plain);
   }
   for (const t of [q, k, v]) t.dispose();
   return row;
@@ -259,7 +331,11 @@ function main(): void {
     return;
   }
   const jsonAt = args.indexOf('--json');
-  const report: Record<string, unknown> = {};
+  const report: Record<string, unknown> = {
+    command: ['node --import tsx scripts/measure-auto.ts', ...args].join(' '),
+    commit: attnlabCommit(),
+    machine: describeMachine(),
+  };
   const print = (what: string, value: unknown) => process.stdout.write(`${what}: ${JSON.stringify(value)}\n`);
   const cacheDir = mkdtempSync(join(tmpdir(), 'attnlab-first-call-'));
   const only = args.flatMap((a, k) => (args[k - 1] === '--only' ? [a] : []));
@@ -282,7 +358,9 @@ function main(): void {
       { B: 1, T: 1, S: 4096, N: 32, K: 8, H: 128, causal: false },
     ];
     for (const s of small) {
-      const row = forwardRow(s, 30, 50, SMALL_BACKENDS);
+      // Only a decode step has launches to group.
+      const entries = SMALL_BACKENDS.filter((e) => e !== 'flash-launches' || s.T === 1);
+      const row = forwardRow(s, 30, 50, entries);
       rows.push(row);
       print('host time', row);
     }

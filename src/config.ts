@@ -96,6 +96,16 @@ export interface ExperimentalKnobs {
    */
   readonly foldScoreFactors: boolean;
   /**
+   * ATTNLAB_CUDNN_CUDA_GRAPH=0: enqueue every cuDNN plan with cudnnBackendExecute; unset or =1, a plan
+   * whose pointers repeat runs as a CUDA graph where cuDNN can populate one (cudnn/cuda-graph.ts).
+   */
+  readonly cudnnCudaGraph: boolean;
+  /**
+   * ATTNLAB_LAUNCH_GRAPH=0: launch a decode step's kernels one by one; unset or =1, a plan whose arguments
+   * repeat enqueues its split kernel and combine as one captured CUDA graph (runtime/launch-graph.ts).
+   */
+  readonly launchGraph: boolean;
+  /**
    * Which TMA decode launches are programmatic dependents (launch-dependent.ts; decode-tma.ts,
    * tmaDependentLaunches, has the measurements): unset or =auto, 'auto' (both kernels of a split call
    * whose cache read is under 1 GiB); =1 'all' (the TMA kernel always, and its combine); =splits (both kernels
@@ -200,6 +210,8 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
       cudnnGraph: choice('ATTNLAB_CUDNN_GRAPH', ['composite', 'unified']),
       blockMaskGrid: choice('ATTNLAB_BLOCK_MASK_GRID', ['dynamic', '2d']),
       foldScoreFactors: flag('ATTNLAB_FOLD_SCORE_FACTORS'),
+      cudnnCudaGraph: !flag('ATTNLAB_CUDNN_CUDA_GRAPH', '0'),
+      launchGraph: !flag('ATTNLAB_LAUNCH_GRAPH', '0'),
       dependentLaunch: dependent === '1' ? 'all' : dependent === '0' ? 'off' : (dependent ?? 'auto'),
     },
     cudnnTrace: flag('ATTNLAB_CUDNN_TRACE'),
@@ -262,6 +274,8 @@ export const RUN_SETTING_VARIABLES = [
   'ATTNLAB_CUDNN_GRAPH',
   'ATTNLAB_BLOCK_MASK_GRID',
   'ATTNLAB_FOLD_SCORE_FACTORS',
+  'ATTNLAB_CUDNN_CUDA_GRAPH',
+  'ATTNLAB_LAUNCH_GRAPH',
   'ATTNLAB_KERNELS_DIR',
   'ATTNLAB_KERNEL_CACHE',
   'ATTNLAB_CUDNN_PLAN_CACHE',

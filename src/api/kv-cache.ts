@@ -28,6 +28,7 @@ import { keep } from '../tensor/scope.js';
 import type { Device } from '../tensor/storage.js';
 import { checkTensor, Tensor } from '../tensor/tensor.js';
 import { attention } from './attention.js';
+import { markUnchangingTable } from './kv-layout.js';
 
 export interface KVCacheOptions {
   readonly numBlocks: number;
@@ -90,8 +91,12 @@ export class KVCache {
   readonly #sequences = new Map<number, Sequence>();
   #nextId = 0;
   #disposed = false;
-  /** The block table attention() passed last (#attentionTable). */
+  /** The block table attention() passed last (#attentionTable), the sequences it was made for and #blockChanges then. */
   #keptTable: Tensor | null = null;
+  #keptSequences: readonly Sequence[] = [];
+  #keptChanges = -1;
+  /** Counts every change of any sequence's blocks (taken, given back): a kept table holds while it stands. */
+  #blockChanges = 0;
 
   constructor(optionsIn: KVCacheOptions) {
     const options = checkOptionsObject<KVCacheOptions>('options', optionsIn, 'an object of KVCache options');
@@ -147,6 +152,7 @@ export class KVCache {
     const sequence = this.#sequence(id, 'id');
     for (let i = sequence.blocks.length - 1; i >= 0; i--) this.#free[this.#freeCount++] = sequence.blocks[i];
     this.#sequences.delete(id);
+    this.#blockChanges++;
   }
 
   sequenceLength(id: number): number {
@@ -174,26 +180,33 @@ export class KVCache {
         `[${value.shape.join(', ')}]`,
       );
     }
-    const needed = sequences.map((s) => Math.ceil((s.length + Tnew) / this.blockSize) - s.blocks.length);
-    const total = needed.reduce((a, n) => a + n, 0);
+    // Loops, not map/reduce/forEach callbacks: a decode step appends every few microseconds, and under tsx each
+    // closure made costs a defineProperty of its name.
+    const needed = new Int32Array(B);
+    const blocksBefore = new Int32Array(B);
+    let total = 0;
+    for (let b = 0; b < B; b++) {
+      const s = sequences[b];
+      blocksBefore[b] = s.blocks.length;
+      needed[b] = Math.ceil((s.length + Tnew) / this.blockSize) - s.blocks.length;
+      total += needed[b];
+    }
     if (total > this.#freeCount) throw new CacheFullError(total, this.#freeCount, this.numBlocks);
     // The pools are checked live before a block is taken: their owner may have disposed them (keyPool and
     // valuePool are public), and the write below would then fail with the blocks already handed out.
     this.#livePools();
     const freeBefore = this.#freeCount;
-    const blocksBefore = sequences.map((s) => s.blocks.length);
-    sequences.forEach((s, b) => {
-      for (let i = 0; i < needed[b]; i++) s.blocks.push(this.#free[--this.#freeCount]);
-    });
+    for (let b = 0; b < B; b++)
+      for (let i = 0; i < needed[b]; i++) sequences[b].blocks.push(this.#free[--this.#freeCount]);
+    if (total > 0) this.#blockChanges++;
     try {
       this.#write(sequences, Tnew, key, value);
     } catch (error) {
       // All or nothing: taking a block only moved the stack's top, so the entries above it are still the
       // blocks taken, and resetting the counts gives every one of them back.
       this.#freeCount = freeBefore;
-      sequences.forEach((s, b) => {
-        s.blocks.length = blocksBefore[b];
-      });
+      for (let b = 0; b < B; b++) sequences[b].blocks.length = blocksBefore[b];
+      this.#blockChanges++;
       throw error;
     }
     for (const s of sequences) s.length += Tnew;
@@ -203,13 +216,14 @@ export class KVCache {
   #write(sequences: Sequence[], Tnew: number, key: Tensor, value: Tensor): void {
     const B = sequences.length;
     const slots = new Int32Array(B * Tnew);
-    sequences.forEach((s, b) => {
+    for (let b = 0; b < B; b++) {
+      const s = sequences[b];
       for (let t = 0; t < Tnew; t++) {
         const position = s.length + t;
         slots[b * Tnew + t] =
           s.blocks[Math.floor(position / this.blockSize)] * this.blockSize + (position % this.blockSize);
       }
-    });
+    }
     const keyRow = this.K * this.H;
     const valueRow = this.K * this.Hv;
     if (this.device === 'webgpu') {
@@ -269,14 +283,15 @@ export class KVCache {
   }
 
   #tableEntries(ids: readonly number[]) {
-    const sequences = this.#sequences_(ids);
+    return this.#entriesOf(this.#sequences_(ids));
+  }
+
+  #entriesOf(sequences: Sequence[]) {
     const B = sequences.length;
     let M = 1;
     for (const s of sequences) M = Math.max(M, s.blocks.length); // a spread of B lengths overflows the stack past ~1e5
     const entries = new Int32Array(B * M);
-    sequences.forEach((s, b) => {
-      entries.set(s.blocks, b * M);
-    });
+    for (let b = 0; b < B; b++) entries.set(sequences[b].blocks, b * M);
     return { entries, B, M, sequences };
   }
 
@@ -287,10 +302,22 @@ export class KVCache {
    * release).
    */
   #attentionTable(ids: readonly number[]): { table: Tensor; lengths: Int32Array } {
-    const { entries, B, M, sequences } = this.#tableEntries(ids);
+    const kept = this.#keptTable;
+    const sequences = this.#sequences_(ids);
+    const B = sequences.length;
     const lengths = new Int32Array(B);
     for (let b = 0; b < B; b++) lengths[b] = sequences[b].length;
-    const kept = this.#keptTable;
+    // No block taken or given back since the kept table was made for these sequences: it holds, and its B·M
+    // entries need neither a rebuild nor a compare (a decode loop's steps between block boundaries).
+    if (kept && !kept.disposed && this.#keptChanges === this.#blockChanges) {
+      const same = this.#keptSequences;
+      let hit = same.length === B;
+      for (let b = 0; hit && b < B; b++) hit = same[b] === sequences[b];
+      if (hit) return { table: kept, lengths };
+    }
+    const { entries, M } = this.#entriesOf(sequences);
+    this.#keptSequences = sequences;
+    this.#keptChanges = this.#blockChanges;
     if (
       kept &&
       !kept.disposed &&
@@ -301,6 +328,7 @@ export class KVCache {
       return { table: kept, lengths };
     kept?.dispose();
     const table = keep(Tensor.fromRaw(entries, [B, M], 'int32'));
+    markUnchangingTable(table);
     this.#keptTable = table;
     return { table, lengths };
   }
@@ -411,7 +439,11 @@ export class KVCache {
     if (t.dtype !== this.dtype)
       throw new InvalidArgumentError(`${argument}.dtype`, `${this.dtype} (the cache's)`, t.dtype);
     if (t.device !== this.device) throw new InvalidArgumentError(`${argument}.device`, this.device, t.device);
-    const [b, tnew, k, x] = t.shape;
+    // Indexed, not destructured (the iterator protocol, twice an append).
+    const b = t.shape[0];
+    const tnew = t.shape[1];
+    const k = t.shape[2];
+    const x = t.shape[3];
     if (t.rank !== 4 || b !== B || k !== this.K || x !== X) {
       throw new InvalidArgumentError(
         argument,

@@ -117,8 +117,28 @@ export function maxLength(lengths: Int32Array): number {
   return max;
 }
 
-/** The last block table that passed checkBlockTable: its entries, pool and each row's checked blocks. */
-let lastChecked: { table: Int32Array; numBlocks: number; M: number; used: Int32Array } | null = null;
+/**
+ * The last block table that passed checkBlockTable: its entries, pool and each row's checked blocks, and the
+ * tensor it came from where that tensor is one of `unchangingTables`.
+ */
+let lastChecked: {
+  table: Int32Array;
+  numBlocks: number;
+  M: number;
+  used: Int32Array;
+  source: Tensor | null;
+} | null = null;
+
+/**
+ * Block-table tensors whose entries never change after they are made: KVCache's kept tables (never handed to
+ * a caller). The same one again is known checked without reading or comparing its B·M entries.
+ */
+const unchangingTables = new WeakSet<Tensor>();
+
+/** Marks `table` as never changed after this call (its maker's promise). */
+export function markUnchangingTable(table: Tensor): void {
+  unchangingTables.add(table);
+}
 
 /**
  * The block table as (B, M) host integers, its entries in use checked against the pool, and the B lengths checked
@@ -145,7 +165,10 @@ export function checkBlockTable(
       );
     }
     [rows, M] = value.shape;
-    table = value.toHost().data as Int32Array; // copied below unless a checked table holds the same entries
+    table =
+      lastChecked !== null && lastChecked.source === value
+        ? lastChecked.table // an unchanging table checked before: the same entries
+        : (value.toHost().data as Int32Array); // copied below unless a checked table holds the same entries
     borrowed = true;
   } else if (Array.isArray(value)) {
     rows = value.length;
@@ -196,7 +219,7 @@ export function checkBlockTable(
     lastChecked !== null &&
     lastChecked.numBlocks === numBlocks &&
     lastChecked.M === M &&
-    sameInts(lastChecked.table, table)
+    (lastChecked.table === table || sameInts(lastChecked.table, table))
       ? lastChecked
       : null;
   const used = new Int32Array(B);
@@ -215,7 +238,9 @@ export function checkBlockTable(
       }
     }
   }
-  const checked = known ?? { table: borrowed ? table.slice() : table, numBlocks, M, used };
+  const source = value instanceof Tensor && unchangingTables.has(value) ? value : null;
+  const checked = known ?? { table: borrowed ? table.slice() : table, numBlocks, M, used, source };
+  checked.source = source;
   if (known) for (let b = 0; b < B; b++) known.used[b] = Math.max(known.used[b], used[b]);
   lastChecked = checked;
   table = checked.table; // the same entries, in an array the caller's tensor does not own
@@ -361,9 +386,12 @@ export function layoutOf(query: Tensor, key: Tensor, value: Tensor, options: Lay
       '(B, T, N, H)',
       pagedAsked ? 'with a paged cache' : 'with packed key/value',
     );
-    [B, T] = query.shape;
+    B = query.shape[0];
+    T = query.shape[1];
   }
-  const [N, H] = query.shape.slice(-2);
+  // Indexed, not destructured: array destructuring runs the iterator protocol, a slice makes an array.
+  const N = query.shape[query.rank - 2];
+  const H = query.shape[query.rank - 1];
 
   // Key and value: a paged pool, packed (totalS, K, H), or dense (B, S, K, H).
   let S: number;
@@ -373,7 +401,8 @@ export function layoutOf(query: Tensor, key: Tensor, value: Tensor, options: Lay
   if (pagedAsked) {
     requireRank('key', key, 4, '(numBlocks, blockSize, K, H)', 'a paged pool');
     requireRank('value', value, 4, '(numBlocks, blockSize, K, Hv)', 'a paged pool');
-    const [numBlocks, blockSize] = key.shape;
+    const numBlocks = key.shape[0];
+    const blockSize = key.shape[1];
     if (value.shape[0] !== numBlocks || value.shape[1] !== blockSize || value.shape[2] !== key.shape[2]) {
       throw new InvalidArgumentError(
         'value',
@@ -421,7 +450,8 @@ export function layoutOf(query: Tensor, key: Tensor, value: Tensor, options: Lay
     requireRank('value', value, 4, '(B, S, K, Hv)', 'dense, with a packed query');
     S = key.shape[1];
   }
-  const [K, kH] = key.shape.slice(-2);
+  const K = key.shape[key.rank - 2];
+  const kH = key.shape[key.rank - 1];
   const Hv = value.shape[value.rank - 1];
   const vK = value.shape[value.rank - 2];
   // Logical batch of key/value: the pool and packed layouts serve every sequence.

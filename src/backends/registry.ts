@@ -296,7 +296,19 @@ function layoutOrder(problem: AttentionProblem): readonly AttentionBackend[] {
   if (calibrated) return orderByMeasurement(BACKENDS, calibrated.order);
   const measured = measuredDecodeChoice(problem);
   if (measured) return orderByMeasurement(BACKENDS, measured.order);
-  const what = problem.paged ? 'a paged KV cache' : 'packed sequences';
+  return problem.paged ? withoutCudnn.paged : withoutCudnn.packed;
+}
+
+/**
+ * BACKENDS with cudnn refusing a paged cache or packed sequences, saying why: made once (a call that made
+ * them, its closure, spread entry and reason string was ~1 µs of a KVCache step's host time).
+ */
+const withoutCudnn = {
+  paged: refusingCudnn('a paged KV cache'),
+  packed: refusingCudnn('packed sequences'),
+};
+
+function refusingCudnn(what: string): readonly AttentionBackend[] {
   const refused = unsupported(
     `${what} runs on cudnn with implementation unset only where a calibrated entry or the measured decode ` +
       `table ranks it first (src/backends/decode-dispatch-table.ts); name implementation: 'cudnn' to run it there`,

@@ -72,7 +72,27 @@ int cuStreamWaitEvent(void *s, void *e, unsigned f) { COUNT; (void)s; (void)e; (
 int cuMemAlloc_v2(uint64_t *p, size_t b) { COUNT; *p = (uint64_t)(uintptr_t)calloc(1, b ? b : 1); return 0; }
 int cuMemFree_v2(uint64_t p) { COUNT; free((void *)(uintptr_t)p); return 0; }
 int cuMemGetInfo_v2(size_t *f, size_t *t) { COUNT; *f = (size_t)1 << 33; *t = (size_t)1 << 34; return 0; }
-int cuMemcpyHtoDAsync_v2(uint64_t d, const void *s, size_t n, void *st) { COUNT; (void)st; memcpy((void *)(uintptr_t)d, s, n); return 0; }
+/* Page-locked host memory: a test asks whether the last upload came from it (runtime/staging.ts). */
+#define MAX_PINNED 16
+static const char *pinned_at[MAX_PINNED];
+static size_t pinned_bytes[MAX_PINNED];
+static int pinned_count, last_upload_pinned;
+int cuMemHostAlloc(void **p, size_t b, unsigned f) { COUNT; (void)f;
+  /* FAKE_CUDA_HOST_ALLOC=refuse: no page-locked memory (a locked-memory limit), CUDA_ERROR_OUT_OF_MEMORY. */
+  const char *how = getenv("FAKE_CUDA_HOST_ALLOC");
+  if (pinned_count == MAX_PINNED || (how && strcmp(how, "refuse") == 0)) return 2;
+  *p = calloc(1, b);
+  pinned_at[pinned_count] = *p; pinned_bytes[pinned_count++] = b;
+  return 0;
+}
+int fake_last_upload_pinned(void) { return last_upload_pinned; }
+int cuMemcpyHtoDAsync_v2(uint64_t d, const void *s, size_t n, void *st) { COUNT; (void)st;
+  last_upload_pinned = 0;
+  for (int i = 0; i < pinned_count; i++)
+    if ((const char *)s >= pinned_at[i] && (const char *)s + n <= pinned_at[i] + pinned_bytes[i]) last_upload_pinned = 1;
+  memcpy((void *)(uintptr_t)d, s, n);
+  return 0;
+}
 int cuMemcpyDtoHAsync_v2(void *d, uint64_t s, size_t n, void *st) { COUNT; (void)st; memcpy(d, (void *)(uintptr_t)s, n); return 0; }
 int cuMemcpyDtoDAsync_v2(uint64_t d, uint64_t s, size_t n, void *st) { COUNT; (void)st; memmove((void *)(uintptr_t)d, (void *)(uintptr_t)s, n); return 0; }
 int cuMemsetD8Async(uint64_t d, unsigned char v, size_t n, void *s) { COUNT; (void)s; memset((void *)(uintptr_t)d, v, n); return 0; }
@@ -98,16 +118,73 @@ static int launch_count = 0;
 static const char *last_launch = "";
 int fake_launch_count(void) { return launch_count; }
 const char *fake_last_launch(void) { return last_launch; }
+static int captured_launch(void *f);
 int cuLaunchKernel(void *f, unsigned a, unsigned b, unsigned c, unsigned d, unsigned e, unsigned g, unsigned h, void *s, void **p, void **x) { COUNT;
   (void)a; (void)b; (void)c; (void)d; (void)e; (void)g; (void)h; (void)s; (void)p; (void)x;
+  if (captured_launch(f)) return 0;
   launch_count++;
   last_launch = (const char *)f;
   return 0;
 }
 int cuLaunchKernelEx(const void *config, void *f, void **p, void **x) { COUNT;
   (void)config; (void)p; (void)x;
+  if (captured_launch(f)) return 0;
   launch_count++;
   last_launch = (const char *)f;
+  return 0;
+}
+/* CUDA graphs, as far as cuDNN's graph route uses them: cudnnBackendPopulateCudaGraph (the cuDNN copy
+   of this file) writes into a graph what its execute would have recorded and where that record goes;
+   an executable graph keeps a copy of it (instantiate, cuGraphExecUpdate), and cuGraphLaunch writes the
+   copy to fake_last_execute(), so a test sees exactly what the graph would run: the pointers and the
+   by-value scalars as they were when the graph was populated or updated. */
+#define FAKE_GRAPH_LOG 65536
+typedef struct { int populated, destroyed, kernels; const char *names[8]; char *target; char log[FAKE_GRAPH_LOG]; } FakeGraph;
+int cuGraphCreate(FakeGraph **g, unsigned f) { COUNT; (void)f; *g = calloc(1, sizeof(FakeGraph)); return 0; }
+/* Stream capture: launches while capturing go into the graph (as their kernel names) instead of running;
+   a launch of the graph counts them as launches. */
+static FakeGraph *capturing;
+int cuStreamBeginCapture_v2(void *s, int mode) { COUNT; (void)s; (void)mode;
+  if (capturing) return 900; /* CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: one capture at a time here */
+  capturing = calloc(1, sizeof(FakeGraph));
+  return 0;
+}
+int cuStreamEndCapture(void *s, FakeGraph **g) { COUNT; (void)s;
+  if (!capturing) return 901;
+  /* FAKE_CUDA_CAPTURE=invalidate: the capture was invalidated (CUDA_ERROR_STREAM_CAPTURE_INVALIDATED), no graph. */
+  const char *how = getenv("FAKE_CUDA_CAPTURE");
+  if (how && strcmp(how, "invalidate") == 0) { free(capturing); capturing = NULL; *g = NULL; return 901; }
+  capturing->populated = 1;
+  *g = capturing;
+  capturing = NULL;
+  return 0;
+}
+static int captured_launch(void *f) {
+  if (!capturing) return 0;
+  if (capturing->kernels < 8) capturing->names[capturing->kernels++] = (const char *)f;
+  return 1;
+}
+int cuGraphDestroy(FakeGraph *g) { COUNT; if (g->destroyed) return 1; g->destroyed = 1; return 0; }
+int cuGraphInstantiateWithFlags(FakeGraph **e, FakeGraph *g, unsigned long long f) { COUNT; (void)f;
+  if (g->destroyed || !g->populated) return 1; /* an empty graph here means cuDNN was never asked */
+  *e = malloc(sizeof(FakeGraph));
+  memcpy(*e, g, sizeof(FakeGraph));
+  return 0;
+}
+int cuGraphExecUpdate_v2(FakeGraph *e, FakeGraph *g, void *info) { COUNT; (void)info;
+  if (e->destroyed || g->destroyed || !g->populated) return 1;
+  memcpy(e, g, sizeof(FakeGraph));
+  return 0;
+}
+int cuGraphExecDestroy(FakeGraph *e) { COUNT; if (e->destroyed) return 1; e->destroyed = 1; return 0; }
+static int graph_launches = 0;
+int fake_graph_launch_count(void) { return graph_launches; }
+int cuGraphLaunch(FakeGraph *e, void *s) { COUNT; (void)s;
+  if (e->destroyed || (!e->target && !e->kernels)) return 1;
+  if (e->target) snprintf(e->target, FAKE_GRAPH_LOG, "%s", e->log);
+  launch_count += e->kernels;
+  if (e->kernels) last_launch = e->names[e->kernels - 1];
+  graph_launches++;
   return 0;
 }
 /* A tensor map whose 128 bytes carry the address and the rank, so a test can tell two maps apart. */
@@ -302,7 +379,9 @@ static int collect(Desc *graph, Desc **out, int max) {
   return n;
 }
 
-int cudnnBackendExecute(void *handle, Desc *plan, Desc *pack) { COUNT;
+/* What executing `plan` with `pack` reads, as JSON into `log` (uid → pointer, by-value scalar's value),
+   after the checks cuDNN makes. */
+static int record_execute(void *handle, Desc *plan, Desc *pack, char *log, size_t cap) {
   Desc *tensors[64];
   int64_t nu, np;
   if (handle != (void *)0xC0DE || plan->type != D_PLAN || plan->destroyed || !plan->finalized || !pack->finalized)
@@ -314,7 +393,7 @@ int cudnnBackendExecute(void *handle, Desc *plan, Desc *pack) { COUNT;
   if (*(uint64_t *)find(pack, 1003)->bytes == 0) return fail(2000, "variant pack: no workspace for a 256-byte plan");
   int n = collect(plan->graph, tensors, 64);
   if (n != nu) { snprintf(last_error, sizeof last_error, "variant pack has %lld uids, graph has %d non-virtual tensors", (long long)nu, n); return 2000; }
-  size_t len = snprintf(execute_log, sizeof execute_log, "{");
+  size_t len = snprintf(log, cap, "{");
   for (int i = 0; i < n; i++) {
     int64_t uid = *ints(tensors[i], 906, NULL);
     int j = 0;
@@ -328,12 +407,37 @@ int cudnnBackendExecute(void *handle, Desc *plan, Desc *pack) { COUNT;
       if (isinf(v)) snprintf(value, sizeof value, "\"%sinf\"", v < 0 ? "-" : "");
       else snprintf(value, sizeof value, "%.9g", v);
     }
-    len += snprintf(execute_log + len, sizeof execute_log - len, "%s\"%lld\":{\"ptr\":\"%llu\",\"byValue\":%d,\"value\":%s}",
+    len += snprintf(log + len, cap - len, "%s\"%lld\":{\"ptr\":\"%llu\",\"byValue\":%d,\"value\":%s}",
                     i ? "," : "", (long long)uid, (unsigned long long)ptrs[j], by_value, value);
   }
-  snprintf(execute_log + len, sizeof execute_log - len, "}");
+  snprintf(log + len, cap - len, "}");
   last_error[0] = 0;
   return 0;
+}
+
+int cudnnBackendExecute(void *handle, Desc *plan, Desc *pack) { COUNT;
+  return record_execute(handle, plan, pack, execute_log, sizeof execute_log);
+}
+
+/* FAKE_CUDNN_CUDA_GRAPH=refuse answers the graph route as an engine without native CUDA-graph support
+   does (NOT_SUPPORTED). */
+static int graph_refused(void) {
+  const char *how = getenv("FAKE_CUDNN_CUDA_GRAPH");
+  return how && strcmp(how, "refuse") == 0;
+}
+int cudnnBackendPopulateCudaGraph(void *handle, Desc *plan, Desc *pack, FakeGraph *g) { COUNT;
+  if (graph_refused()) return fail(3000, "CUDNN_BACKEND_API_FAILED: engine does not support the native CUDA graph API");
+  if (g->destroyed || g->populated) return fail(2000, "populate: graph destroyed or not empty");
+  int s = record_execute(handle, plan, pack, g->log, sizeof g->log);
+  if (s) return s;
+  g->populated = 1;
+  g->target = execute_log;
+  return 0;
+}
+int cudnnBackendUpdateCudaGraph(void *handle, Desc *plan, Desc *pack, FakeGraph *g) { COUNT;
+  if (graph_refused()) return fail(3000, "CUDNN_BACKEND_API_FAILED: engine does not support the native CUDA graph API");
+  if (g->destroyed || !g->populated) return fail(2000, "update: graph destroyed or never populated");
+  return record_execute(handle, plan, pack, g->log, sizeof g->log);
 }
 
 const char *fake_last_execute(void) { return execute_log; }

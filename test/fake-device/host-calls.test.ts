@@ -1,14 +1,15 @@
 /**
  * What one repeated attention call asks of the CUDA driver and cuDNN, pinned, on the stand-in device
  * (test/fake-device/cudnn-fake.c counts every call by name): at the codelab's shape (B=4 T=128 N=8 H=64
- * bf16) a flash call is one cuLaunchKernel, a cudnn call one cudnnBackendExecute (and the NaN repair's
- * launch where a mask can hide keys), `auto` exactly its backend's; a B=1 decode step the decode kernels'
- * launches; a KVCache step (append, then attention) one upload and one launch for the append, one upload
- * of the grown lengths and the decode kernels' launches. No call allocates from the driver, waits on the
- * device, builds a descriptor or loads a module once its shape ran: each of those costs 2–20 µs of host
- * time on an H100 (docs/internals/host-time.md). And what is kept per shape is found again only where it
- * still holds: cudnn binds each call's own tensors, a decode plan follows decodeTuning, the shape and the
- * kernel rules' cached-token thresholds.
+ * bf16) a flash call is one cuLaunchKernel, a cudnn call one cuGraphLaunch of its plan's CUDA graph (and
+ * the NaN repair's launch where a mask can hide keys), `auto` exactly its backend's; a B=1 decode step one
+ * cuGraphLaunch of its split kernel and combine, captured; a KVCache step (append, then attention) one
+ * upload and one launch for the append, one upload of the grown lengths into the decode plan's buffer and
+ * the decode kernels as one graph launch, both uploads from page-locked staging. No call allocates from the driver, waits on the device, builds a
+ * descriptor or loads a module once its shape ran: each of those costs 2–20 µs of host time on an H100
+ * (docs/internals/host-time.md). And what is kept per shape is found again only where it still holds:
+ * cudnn binds each call's own tensors, a decode plan follows decodeTuning, the shape and the kernel rules'
+ * cached-token thresholds.
  */
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
@@ -63,11 +64,11 @@ describe('the library calls of a repeated attention call', { skip }, () => {
     }
   });
 
-  it("cudnn: one execute, and the NaN repair's launch where the mask can hide keys", () => {
+  it("cudnn: one graph launch, and the NaN repair's launch where the mask can hide keys", () => {
     const plain = run('cudnn', small, false);
-    assert.deepEqual(plain.calls, { cudnnBackendExecute: 1 });
+    assert.deepEqual(plain.calls, { cuGraphLaunch: 1 });
     const causal = run('cudnn', small, true);
-    assert.deepEqual(causal.calls, { cudnnBackendExecute: 1, cuLaunchKernel: 1 });
+    assert.deepEqual(causal.calls, { cuGraphLaunch: 1, cuLaunchKernel: 1 });
     assert.equal(plain.allocations + causal.allocations, 0);
   });
 
@@ -102,10 +103,13 @@ describe('the library calls of a repeated attention call', { skip }, () => {
     }
   });
 
-  it('a B=1 decode step over a dense cache (S=4096 K=8 N=32 H=128): the split-KV launches on flash, one execute on cudnn', () => {
+  it('a B=1 decode step over a dense cache (S=4096 K=8 N=32 H=128): one graph launch on flash (the split kernel and the combine) and on cudnn', () => {
+    const launches = koffi.load(join(dir, 'libcuda.so.1')).func('int fake_launch_count()');
+    const before = launches() as number;
     const flash = run('flash', step, false);
-    assert.deepEqual(flash.calls, { cuLaunchKernel: 2 }, 'the split kernel and the combine');
-    assert.deepEqual(run('cudnn', step, false).calls, { cudnnBackendExecute: 1 });
+    assert.deepEqual(flash.calls, { cuGraphLaunch: 1 }, 'the split kernel and the combine, captured');
+    assert.equal((launches() as number) - before, 2 * 4, 'each of the 4 calls ran both kernels');
+    assert.deepEqual(run('cudnn', step, false).calls, { cuGraphLaunch: 1 });
     const auto = run(undefined, step, false);
     assert.deepEqual(auto.calls, run(auto.backend as Implementation, step, false).calls);
     assert.equal(flash.allocations + auto.allocations, 0);
@@ -159,7 +163,8 @@ describe('the library calls of a repeated attention call', { skip }, () => {
     for (const t of [pool, q]) t.dispose();
   });
 
-  it('a KVCache decode step: append uploads its slots and launches once; attention uploads the new length and launches the decode kernels', () => {
+  it("a KVCache decode step: append uploads its slots and launches once; attention rewrites the plan's lengths and launches the decode kernels as one graph", () => {
+    const lastUploadPinned = koffi.load(join(dir, 'libcuda.so.1')).func('int fake_last_upload_pinned()');
     const cache = new KVCache({ numBlocks: 256, blockSize: 64, numKvHeads: 8, headDim: 128 });
     const id = cache.addSequence();
     const [q] = inputs(1, 1, 1, 32, 32, 128);
@@ -175,10 +180,11 @@ describe('the library calls of a repeated attention call', { skip }, () => {
       const { calls, allocations } = repeated(decodeStep, 40);
       assert.deepEqual(
         calls,
-        { cuMemcpyHtoDAsync_v2: 2, cuLaunchKernel: 3 },
-        `${impl ?? 'auto'}: the append's slots and launch, the lengths and the decode's split and combine launches`,
+        { cuMemcpyHtoDAsync_v2: 2, cuLaunchKernel: 1, cuGraphLaunch: 1 },
+        `${impl ?? 'auto'}: the append's slots and launch, the lengths and the decode's split and combine as a graph`,
       );
       assert.equal(allocations, 0);
+      assert.equal(lastUploadPinned(), 1, 'the uploads come from page-locked staging (runtime/staging.ts)');
     }
     cache.dispose();
   });

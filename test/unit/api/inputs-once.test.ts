@@ -51,7 +51,19 @@ describe('snapshot once', () => {
     assert.ok(Object.isFrozen(copy) && Object.isFrozen(copy.window));
     given.window[0] = 99;
     assert.equal(copy.window[0], 1);
-    assert.equal(Object.getPrototypeOf(copy), null);
+    // Nothing inherited: the copy's prototype is an empty object without one of its own (a constructor's, so
+    // that V8 keeps the copy's properties fast), not Object.prototype.
+    const proto = Object.getPrototypeOf(copy);
+    assert.equal(Reflect.ownKeys(proto).length, 0);
+    assert.equal(Object.getPrototypeOf(proto), null);
+    assert.equal((copy as unknown as Record<string, unknown>).toString, undefined);
+    const polluted = Object.prototype as Record<string, unknown>;
+    polluted.isCausal = true;
+    try {
+      assert.equal((snapshot('options', {}) as Record<string, unknown>).isCausal, undefined);
+    } finally {
+      delete polluted.isCausal;
+    }
   });
 
   it('a window that checks as [1, 1] and then reads [NaN, NaN] runs as [1, 1]', () => {

@@ -17,6 +17,42 @@ const smallFloat16Cache = (numKvHeads: number) =>
   new KVCache({ numBlocks: 4, blockSize: 2, numKvHeads, headDim: 8, device: 'cpu', dtype: 'float16' });
 
 describe('KVCache', () => {
+  it('the table attention passes follows every block taken or given back, and the ids asked for', () => {
+    // blockSize 2: a new block every other step; a sequence freed and one added take freed blocks; the same
+    // ids across steps (the kept table's case), then in the other order and alone. Each call's result
+    // equals the same call with the table made afresh.
+    const cache = new KVCache({ numBlocks: 24, blockSize: 2, numKvHeads: 1, headDim: 8, device: 'cpu' });
+    const row = (seed: number) => randomNormal([1, 1, 1, 8], { seed, dtype: 'bfloat16' });
+    const live = [cache.addSequence(), cache.addSequence()];
+    let seed = 1;
+    const check = (ids: number[], step: number) => {
+      const q = randomNormal([ids.length, 1, 2, 8], { seed: 1000 + step, dtype: 'bfloat16' });
+      const got = cache.attention(q, ids, { implementation: 'reference' });
+      const { table, lengths } = cache.blockTable(ids);
+      const want = attention(q, cache.keyPool, cache.valuePool, {
+        isCausal: true,
+        causalAlignment: 'bottom_right',
+        blockTable: table,
+        keyValueSeqLengths: lengths,
+        implementation: 'reference',
+      });
+      assert.deepEqual(got.output.toFloat64Array(), want.output.toFloat64Array(), `step ${step}, ids ${ids}`);
+    };
+    for (let step = 0; step < 24; step++) {
+      if (step === 9) {
+        cache.freeSequence(live.shift()!);
+        live.push(cache.addSequence());
+      }
+      for (const id of live) cache.append([id], row(seed++), row(seed++));
+      check(live, step);
+      if (step % 5 === 4) {
+        check([...live].reverse(), step);
+        check([live[1]], step);
+      }
+    }
+    cache.dispose();
+  });
+
   for (const blockSize of [1, 4, 16]) {
     it(`a decode loop equals the causal prefill (blockSize ${blockSize}, GQA, a prompt then 60 steps)`, () => {
       const [B, L, N, K, H] = [3, 70, 4, 2, 16];

@@ -1,21 +1,27 @@
 /**
  * One execution of a cached plan: bind every non-virtual uid of the graph to a pointer (device
- * memory for tensors, stable host memory for by-value scalars), build the variant pack, execute on
- * attnlab's stream. Nothing here waits for the GPU.
+ * memory for tensors, stable host memory for by-value scalars), build the variant pack, enqueue on
+ * attnlab's stream (a CUDA graph's launch where the pack repeats, cuda-graph.ts). Nothing here waits
+ * for the GPU.
  */
 
 import type { DeviceBuffer } from '../../../tensor/storage.js';
 import {
   allocHostScalars,
-  check,
   createDescriptor,
   destroyDescriptor,
   finalize,
-  loadCudnn,
   setAttribute,
 } from '../ffi/cudnn.js';
 import { ATTR, ATTR_TYPE, DESCRIPTOR } from '../ffi/cudnn-constants.js';
 import { copyInt32ToDevice, growingDeviceBuffer } from '../runtime/memory.js';
+import {
+  enqueuePlan,
+  forgetGraphRoute,
+  forgetPackGraph,
+  type GraphRoute,
+  newGraphRoute,
+} from './cuda-graph.js';
 import type { Binding, MemoryBinding } from './graph-spec.js';
 import type { CachedPlan } from './plan.js';
 
@@ -32,6 +38,8 @@ interface Launch {
   readonly scaleSlot: number;
   /** Finalized variant packs by their pointers, oldest first (see executePlan). */
   readonly packs: Map<string, bigint>;
+  /** The packs' CUDA graphs (cuda-graph.ts). */
+  readonly route: GraphRoute;
 }
 
 /**
@@ -68,6 +76,7 @@ function launchOf(entry: CachedPlan): Launch {
     scalars,
     scaleSlot,
     packs: new Map<string, bigint>(),
+    route: newGraphRoute(),
   };
   launches.set(entry, launch);
   return launch;
@@ -93,13 +102,15 @@ export function sequenceLengthsBuffer(lengths: Int32Array | null, B: number, ful
 
 /**
  * The finalized variant pack binding `uids` to `pointers` (and this workspace), from `packs` when
- * these pointers were seen before; otherwise made and kept, the oldest of PACKS_PER_PLAN dropped.
+ * these pointers were seen before; otherwise made and kept, the oldest of PACKS_PER_PLAN dropped
+ * (`dropping` is told first, so that nothing outlives its pack).
  */
 export function cachedVariantPack(
   packs: Map<string, bigint>,
   uids: BigInt64Array,
   pointers: BigUint64Array,
   workspacePtr: bigint,
+  dropping?: (pack: bigint) => void,
 ): bigint {
   // The pointers of the call before, compared in place: a loop's calls mostly repeat them, and the
   // key string (a join of the pointers) is ~500 B and ~1 µs a call.
@@ -125,6 +136,7 @@ export function cachedVariantPack(
   if (packs.size >= PACKS_PER_PLAN) {
     const [oldestKey, oldest] = packs.entries().next().value as [string, bigint];
     packs.delete(oldestKey);
+    dropping?.(oldest);
     destroyDescriptor(oldest);
   }
   packs.set(key, pack);
@@ -177,14 +189,16 @@ export function executePlan(entry: CachedPlan, handle: bigint, pointers: CallPoi
     launch.uids,
     launch.pointers,
     workspacePointer(entry.plan.workspaceBytes),
+    (dropped) => forgetPackGraph(launch.route, dropped),
   );
-  check('cudnnBackendExecute', loadCudnn().fn.cudnnBackendExecute(handle, entry.plan.plan, pack));
+  enqueuePlan(launch.route, handle, entry.plan.plan, pack, scale, entry.variant);
 }
 
 /** Destroys the variant packs of a plan that is being dropped from the cache. */
 export function forgetLaunch(entry: CachedPlan): void {
   const launch = launches.get(entry);
   if (!launch) return;
+  forgetGraphRoute(launch.route);
   for (const pack of launch.packs.values()) destroyDescriptor(pack);
   lastPacks.delete(launch.packs);
   launches.delete(entry);

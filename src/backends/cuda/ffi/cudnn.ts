@@ -9,7 +9,7 @@
  */
 
 import { writeSync } from 'node:fs';
-import koffi from 'koffi';
+import koffi, { type LibraryHandle } from 'koffi';
 import { config } from '../../../config.js';
 import { DeviceError } from '../../../errors.js';
 import { currentDeviceOrdinal, getCudaContext } from '../runtime/context.js';
@@ -29,6 +29,16 @@ const PROTOTYPES = {
   cudnnBackendExecute: 'int cudnnBackendExecute(void *handle, void *plan, void *variantPack)',
 } as const;
 
+/** cuDNN ≥ 9.5's CUDA-graph route (cudnn_graph.h): a plan + variant pack written into a driver CUgraph. */
+const GRAPH_PROTOTYPES = {
+  cudnnBackendPopulateCudaGraph:
+    'int cudnnBackendPopulateCudaGraph(void *handle, void *plan, void *variantPack, void *graph)',
+  cudnnBackendUpdateCudaGraph:
+    'int cudnnBackendUpdateCudaGraph(void *handle, void *plan, void *variantPack, void *graph)',
+} as const;
+/** The first cuDNN that exports GRAPH_PROTOTYPES (9.5.0). */
+const CUDA_GRAPH_VERSION = 90500;
+
 type Fn = (...args: unknown[]) => number;
 
 /** The loaded library: its version (e.g. 91900 for 9.19.0), where it came from, and the calls. */
@@ -38,6 +48,8 @@ export interface Cudnn {
   /** "9.19.0 (/opt/.../libcudnn.so.9)", for results and `attnlab info`. */
   readonly description: string;
   readonly fn: { readonly [K in keyof typeof PROTOTYPES]: Fn };
+  /** The CUDA-graph entry points, or null where this cuDNN (before 9.5) has none. */
+  readonly graphFn: { readonly [K in keyof typeof GRAPH_PROTOTYPES]: Fn } | null;
   /** The last error text cuDNN recorded (empty when none). */
   lastError(): string;
   statusName(status: number): string;
@@ -61,12 +73,14 @@ export function loadCudnn(): Cudnn {
       traced(name, lib.func(prototype) as unknown as Fn),
     ]),
   ) as Cudnn['fn'];
+  const graphFn = version >= CUDA_GRAPH_VERSION ? bindOptional(lib, GRAPH_PROTOTYPES) : null;
   const text = Buffer.alloc(2048);
   cudnn = {
     version,
     path,
     description: `${Math.floor(version / 10000)}.${Math.floor(version / 100) % 100}.${version % 100} (${path})`,
     fn,
+    graphFn,
     lastError() {
       text.fill(0);
       lastErrorString(text, text.length);
@@ -78,6 +92,23 @@ export function loadCudnn(): Cudnn {
     },
   };
   return cudnn;
+}
+
+/** Binds every prototype of `prototypes`, or returns null if the library lacks any of them. */
+function bindOptional<P extends Record<string, string>>(
+  lib: LibraryHandle,
+  prototypes: P,
+): { readonly [K in keyof P]: Fn } | null {
+  try {
+    return Object.fromEntries(
+      Object.entries(prototypes).map(([name, prototype]) => [
+        name,
+        traced(name, lib.func(prototype) as unknown as Fn),
+      ]),
+    ) as { readonly [K in keyof P]: Fn };
+  } catch {
+    return null; // a build without the symbols: the caller keeps to cudnnBackendExecute
+  }
 }
 
 /**

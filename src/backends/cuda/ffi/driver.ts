@@ -64,6 +64,10 @@ const PROTOTYPES = {
   cuMemFree_v2: 'int cuMemFree_v2(uint64_t dptr)',
   cuMemGetInfo_v2: 'int cuMemGetInfo_v2(void *free, void *total)',
   cuMemcpyHtoDAsync_v2: 'int cuMemcpyHtoDAsync_v2(uint64_t dst, void *src, size_t bytes, void *stream)',
+  /** The same call with the source as an address: page-locked staging (runtime/staging.ts). */
+  cuMemcpyHtoDAsyncFromAddress:
+    'int cuMemcpyHtoDAsync_v2(uint64_t dst, uint64_t src, size_t bytes, void *stream)',
+  cuMemHostAlloc: 'int cuMemHostAlloc(_Out_ void **pointer, size_t bytes, uint32_t flags)',
   cuMemcpyDtoHAsync_v2: 'int cuMemcpyDtoHAsync_v2(void *dst, uint64_t src, size_t bytes, void *stream)',
   cuMemcpyDtoDAsync_v2: 'int cuMemcpyDtoDAsync_v2(uint64_t dst, uint64_t src, size_t bytes, void *stream)',
   cuMemsetD8Async: 'int cuMemsetD8Async(uint64_t dptr, uint8_t value, size_t count, void *stream)',
@@ -83,6 +87,15 @@ const PROTOTYPES = {
     'int cuLaunchKernel(void *f, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bx, uint32_t by, ' +
     'uint32_t bz, uint32_t shmem, void *stream, void *params, void *extra)',
   cuLaunchKernelEx: 'int cuLaunchKernelEx(void *config, void *f, void *params, void *extra)',
+  cuGraphCreate: 'int cuGraphCreate(void *graph, uint32_t flags)',
+  cuGraphDestroy: 'int cuGraphDestroy(void *graph)',
+  cuGraphInstantiateWithFlags: 'int cuGraphInstantiateWithFlags(void *exec, void *graph, uint64_t flags)',
+  /** CUDA 12's cuGraphExecUpdate: the third argument is a CUgraphExecUpdateResultInfo (24 bytes). */
+  cuGraphExecUpdate_v2: 'int cuGraphExecUpdate_v2(void *exec, void *graph, void *resultInfo)',
+  cuGraphExecDestroy: 'int cuGraphExecDestroy(void *exec)',
+  cuGraphLaunch: 'int cuGraphLaunch(void *exec, void *stream)',
+  cuStreamBeginCapture_v2: 'int cuStreamBeginCapture_v2(void *stream, int mode)',
+  cuStreamEndCapture: 'int cuStreamEndCapture(void *stream, void *graph)',
 } as const;
 
 export type DriverFunctionName = keyof typeof PROTOTYPES;

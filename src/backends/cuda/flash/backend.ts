@@ -208,9 +208,8 @@ function runDense(dense: DensePlan, p: AttentionProblem): BackendOutput {
   const key = dense.key;
   const out = allocDevice(B * T * N * Hv * itemSize(p.dtype));
   const lse = p.returnLogSumExp ? allocDevice(B * T * N * 4) : null;
-  const lengths = (values: Int32Array | null) => (values ? copyInt32ToDevice(values) : null);
-  const qLens = lengths(p.querySeqLengths);
-  const kvLens = lengths(p.keyValueSeqLengths);
+  const qLens = lengthsOnDevice(p.querySeqLengths);
+  const kvLens = lengthsOnDevice(p.keyValueSeqLengths);
   try {
     if (B * N * T > 0) {
       const pointers: FlashPointers = {
@@ -241,6 +240,11 @@ function runDense(dense: DensePlan, p: AttentionProblem): BackendOutput {
     logSumExp: lse ? Tensor.fromDeviceBuffer(lse, [B, T, N], 'float32') : undefined,
     variant: key,
   };
+}
+
+/** A call's lengths on the device, or null. A function of the module: a closure made each call costs a defineProperty of its name under tsx. */
+function lengthsOnDevice(values: Int32Array | null) {
+  return values ? copyInt32ToDevice(values) : null;
 }
 
 /** The mma.sync kernel (flash_fwd.cu / flash_fwd_f32.cu) on `p`. */

@@ -22,6 +22,8 @@
  */
 import { config } from '../../../../config.js';
 import { AttnlabError, InvalidArgumentError } from '../../../../errors.js';
+import { sameInts } from '../../../../tensor/same-ints.js';
+import type { DeviceBuffer } from '../../../../tensor/storage.js';
 import { Tensor } from '../../../../tensor/tensor.js';
 import { SUPPORTED, type Support, unsupported } from '../../../backend.js';
 import {
@@ -33,10 +35,19 @@ import {
   shapeFields,
 } from '../../../problem.js';
 import { loadKernels } from '../../runtime/compile.js';
-import { currentDeviceOrdinal, getCudaContext, targetArch } from '../../runtime/context.js';
+import { currentDeviceOrdinal, getCudaContext, onDevice, targetArch } from '../../runtime/context.js';
 import { int32OnDevice } from '../../runtime/int32-cache.js';
 import { type KernelArg, launchKernel, ptr, type ScalarType, structLayout } from '../../runtime/launch.js';
-import { allocDevice, fillDevice32, growingDeviceBuffer } from '../../runtime/memory.js';
+import {
+  beginLaunchGroup,
+  endLaunchGroup,
+  forgetLaunchGraph,
+  GROUP_CAPTURING,
+  GROUP_LAUNCHED,
+  type LaunchGraph,
+  newLaunchGraph,
+} from '../../runtime/launch-graph.js';
+import { allocDevice, copyInt32IntoDevice, fillDevice32, growingDeviceBuffer } from '../../runtime/memory.js';
 import { FLASH_FLAGS } from '../params.js';
 import { archMajor, keyValueAligned } from './decode-common.js';
 import {
@@ -309,6 +320,10 @@ interface DecodePlan {
   readonly view: DataView;
   /** The split and combine kernels, loaded at the first launch (a call with no rows loads none). */
   fn: { readonly split: bigint; readonly combine: bigint } | null;
+  /** The plain (not TMA) launches as one CUDA graph once their parameters repeat (runtime/launch-graph.ts). */
+  readonly graph: LaunchGraph;
+  /** The cached lengths on the device (keptLengths), made at the first call with lengths. */
+  lengths: { readonly buffer: DeviceBuffer; readonly values: Int32Array } | null;
 }
 
 function makeDecodePlan(p: AttentionProblem): DecodePlan {
@@ -367,6 +382,8 @@ function makeDecodePlan(p: AttentionProblem): DecodePlan {
     params: params.bytes,
     view: new DataView(params.bytes.buffer, params.bytes.byteOffset, params.bytes.byteLength),
     fn: null,
+    graph: newLaunchGraph(),
+    lengths: null,
   };
 }
 
@@ -452,7 +469,13 @@ function decodePlan(p: AttentionProblem): DecodePlan {
     if (sameDecodeFields(decodePlans[i].fields, p, device)) return decodePlans[i].plan;
   const plan = makeDecodePlan(p);
   decodePlans.unshift({ fields: decodeFields(p, device), plan });
-  if (decodePlans.length > DECODE_PLANS) decodePlans.pop();
+  if (decodePlans.length > DECODE_PLANS) {
+    const dropped = decodePlans.pop()!;
+    onDevice(dropped.fields.device, () => {
+      forgetLaunchGraph(dropped.plan.graph);
+      dropped.plan.lengths?.buffer.release();
+    });
+  }
   return plan;
 }
 
@@ -470,7 +493,6 @@ export function runDecode(p: AttentionProblem): BackendOutput {
   const rows = tokens * N;
   const plan = decodePlan(p);
   const { variant, splits, inSplit } = plan;
-  const heads = variant.kind === 'heads' ? variant : null;
   const tma = variant.kind === 'tma' ? variant : null;
   const itemBytes = 2;
   const out = allocDevice(rows * Hv * itemBytes);
@@ -481,12 +503,11 @@ export function runDecode(p: AttentionProblem): BackendOutput {
     if (lse) fillDevice32(lse, NEG_INF_BITS);
   }
   // Kept on the device across calls and found again by content (int32-cache.ts): not released here.
-  const upload = (values: Int32Array | null) => (values ? int32OnDevice(values) : null);
   const table = upload(p.paged?.blockTable ?? null);
   const qOffsets = upload(queryOffsets);
   const kvOffs = upload(kvOffsets);
   const qLens = upload(queryOffsets ? null : p.querySeqLengths);
-  const kvLens = upload(kvOffsets ? null : p.keyValueSeqLengths);
+  const kvLens = kvOffsets || !p.keyValueSeqLengths ? null : keptLengths(plan, p.keyValueSeqLengths);
   const counters = tma && inSplit ? splitCounters(B * K * tma.rowGroups * 4) : null;
   const dependent = tma
     ? tmaDependentLaunches(
@@ -534,22 +555,23 @@ export function runDecode(p: AttentionProblem): BackendOutput {
           },
           [params, { type: 'bytes', bytes: kMap }, { type: 'bytes', bytes: vMap }, ptr(counters?.ptr ?? 0n)],
         );
-      } else if (heads) {
-        launchKernel(
-          fn.split,
-          { grid: [splits, K / heads.heads, B], block: [256, 1, 1], sharedBytes: headsSharedBytes(heads) },
-          [params],
-        );
       } else {
-        const rows = variant as DecodeVariant;
-        const rowGroups = Math.ceil(rowTileCount(p) / rows.rowTiles);
-        launchKernel(
-          fn.split,
-          { grid: [splits, rowGroups, B * K], block: [128, 1, 1], sharedBytes: decodeSharedBytes(rows) },
-          [params],
-        );
+        // Everything these launches read that changes between calls is in DecodeParams (the grid and shared
+        // memory are the plan's): its bytes are the graph's signature.
+        const step = beginLaunchGroup(plan.graph, plan.params);
+        if (step !== GROUP_LAUNCHED) {
+          let launched = false;
+          try {
+            launchPlainDecode(p, plan, rows);
+            launched = true;
+          } finally {
+            // A capture the driver refused ran nothing: the launches again, plainly.
+            if (step === GROUP_CAPTURING && !endLaunchGroup(plan.graph, plan.params, launched) && launched)
+              launchPlainDecode(p, plan, rows);
+          }
+        }
       }
-      if (splits > 1 && !inSplit) {
+      if (tma && splits > 1 && !inSplit) {
         // The combine waits for its split kernel's writes (griddepcontrol.wait) wherever it runs (a no-op in a
         // plain launch); a dependent where tmaDependentLaunches says, after the TMA kernel that lets it start early.
         launchKernel(
@@ -573,6 +595,58 @@ export function runDecode(p: AttentionProblem): BackendOutput {
     logSumExp: lse ? Tensor.fromDeviceBuffer(lse, shape.slice(0, -1), 'float32') : undefined,
     variant: plan.label,
   };
+}
+
+/** The split kernel (row-tile or heads) and the combine of a plan that is not the TMA kernel's. */
+function launchPlainDecode(p: AttentionProblem, plan: DecodePlan, rows: number): void {
+  const { B, K } = p;
+  const { variant, splits, inSplit } = plan;
+  const fn = plan.fn!;
+  const params: KernelArg = { type: 'bytes', bytes: plan.params };
+  if (variant.kind === 'heads') {
+    launchKernel(
+      fn.split,
+      { grid: [splits, K / variant.heads, B], block: [256, 1, 1], sharedBytes: headsSharedBytes(variant) },
+      [params],
+    );
+  } else {
+    const rowVariant = variant as DecodeVariant;
+    const rowGroups = Math.ceil(rowTileCount(p) / rowVariant.rowTiles);
+    launchKernel(
+      fn.split,
+      { grid: [splits, rowGroups, B * K], block: [128, 1, 1], sharedBytes: decodeSharedBytes(rowVariant) },
+      [params],
+    );
+  }
+  if (splits > 1 && !inSplit)
+    launchKernel(fn.combine, { grid: [Math.ceil(rows / 4), 1, 1], block: [128, 1, 1] }, [params]);
+}
+
+/**
+ * The plan's device copy of the cached lengths: one buffer, rewritten on the stream when they change (a
+ * KVCache step's grow by one), so that its pointer — and with it the launches' signature — stays the same
+ * from step to step and the step's launches run as one graph. A plan made for each call (packed) uploads
+ * by content instead (int32-cache.ts).
+ */
+function keptLengths(plan: DecodePlan, values: Int32Array): DeviceBuffer {
+  const kept = plan.lengths;
+  if (kept !== null && kept.values.length === values.length) {
+    if (!sameInts(kept.values, values)) {
+      copyInt32IntoDevice(kept.buffer, values);
+      kept.values.set(values);
+    }
+    return kept.buffer;
+  }
+  kept?.buffer.release();
+  const buffer = allocDevice(values.byteLength);
+  copyInt32IntoDevice(buffer, values);
+  plan.lengths = { buffer, values: values.slice() };
+  return buffer;
+}
+
+/** Ints kept on the device (int32-cache.ts), or null. A function of the module: a closure a call costs a defineProperty under tsx. */
+function upload(values: Int32Array | null) {
+  return values ? int32OnDevice(values) : null;
 }
 
 interface DecodeParamValues {
