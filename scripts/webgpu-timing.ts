@@ -137,17 +137,16 @@ const cuda = cudaAvailable().ok;
   } catch (error) {
     row({ ...shape, impl: 'webgpu', error: String(error) });
   }
-  // The decode kernel's choices beside the plan's (16 invocations a 256-byte key row, 16 key
-  // chunks at this shape): 8 invocations a row (each reads 32 bytes of K and of V a key, 3 shuffle
-  // steps a score instead of 4), 8 or 32 chunks, and two keys a pass (their score chains
-  // interleaved, two keys' loads in flight); each output against the plan's.
+  // The decode kernel's choices beside the plan's (8 invocations a 256-byte key row, 32 key chunks
+  // at this shape): 16 invocations a row (each reads 16 bytes of K and of V a key, 4 shuffle steps
+  // a score instead of 3) with 32 or 16 chunks, 16 or 64 chunks, and two keys a pass (their score
+  // chains interleaved, two keys' loads in flight); each output against the plan's.
   const decodeChoices: [string, ForwardOverrides][] = [
-    ['webgpu-decode-lanes8', { decodeLanes: 8 }],
-    ['webgpu-decode-splits32', { splits: 32 }],
-    ['webgpu-decode-splits8', { splits: 8 }],
-    ['webgpu-decode-lanes8-splits32', { decodeLanes: 8, splits: 32 }],
+    ['webgpu-decode-lanes16', { decodeLanes: 16 }],
+    ['webgpu-decode-lanes16-splits16', { decodeLanes: 16, splits: 16 }],
+    ['webgpu-decode-splits16', { splits: 16 }],
+    ['webgpu-decode-splits64', { splits: 64 }],
     ['webgpu-decode-pairs', { decodePairs: true }],
-    ['webgpu-decode-pairs-splits32', { decodePairs: true, splits: 32 }],
   ];
   for (const [impl, overrides] of decodeChoices) {
     try {

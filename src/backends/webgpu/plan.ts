@@ -137,13 +137,24 @@ export function subgroupSize(info: Pick<WebgpuInfo, 'subgroups' | 'subgroupSizes
 
 /**
  * Workgroups the decode kernel aims for: an H100's 132 SMs keep ~8 of its 128-invocation
- * workgroups each, so ~1,000 make one wave (B=8, K=8 gives 64 (b, kv head) pairs: 16 key chunks).
+ * workgroups each, so ~1,000 make one wave; the plan asks for two (B=8, K=8 gives 64 (b, kv head)
+ * pairs: 32 key chunks). Measured with DECODE_MAX_LANES at B=8 S=32k K=8 N=32 H=128 float16 on an
+ * H100 (benchmarks/results/h100-sxm/webgpu/2026-12-06-f9447fd-timing.jsonl): 32 chunks 488.2 GB/s,
+ * 16 chunks 367.5.
  */
-const DECODE_TARGET_WORKGROUPS = 1024;
+export const DECODE_TARGET_WORKGROUPS = 2048;
+
+/**
+ * Invocations a key row at the most (each then loads two 16-byte units of an H=128 float16 row a
+ * key): at the shape above, 8 lanes and 32 chunks 488.2 GB/s (59% of Dawn's copy rate), 16 lanes
+ * (the subgroup's widest that divides the row) 357.6 with 16 chunks and 357.4 with 32.
+ */
+export const DECODE_MAX_LANES = 8;
 
 /**
  * The decode kernel's shape for a problem, or null where the row kernel runs it. `maxLanes` caps
- * the invocations a key row (timings compare 8 with the default, up to the subgroup size).
+ * the invocations a key row (default DECODE_MAX_LANES, and never past the subgroup size; timings
+ * and tests compare others).
  */
 function decodeShape(
   p: AttentionProblem,
@@ -154,7 +165,12 @@ function decodeShape(
 ): DecodeShape | null {
   if (sg === null || p.T > FEW_ROWS || p.bias || p.mask || p.packed?.querySeqOffsets) return null;
   if (DECODE_SUBGROUPS * sg > limits.maxComputeInvocationsPerWorkgroup) return null;
-  const lk = lanesPerKey(p.H, p.Hv, p.dtype as ForwardVariant['dtype'], Math.min(sg, maxLanes ?? sg));
+  const lk = lanesPerKey(
+    p.H,
+    p.Hv,
+    p.dtype as ForwardVariant['dtype'],
+    Math.min(sg, maxLanes ?? DECODE_MAX_LANES),
+  );
   if (lk === null) return null;
   let rows = Math.min(DECODE_MAX_ROWS, p.T * (p.N / p.K));
   while (rows > 1 && decodeStorageBytes(p.Hv, rows) > limits.maxComputeWorkgroupStorageSize) {
@@ -166,7 +182,7 @@ function decodeShape(
   return { sg, lk, rows, ...(paired ? { pairs: true } : {}) };
 }
 
-/** Key chunks for the decode kernel: enough workgroups for a wave, ≥ MIN_KEYS_PER_SPLIT keys each. */
+/** Key chunks for the decode kernel: DECODE_TARGET_WORKGROUPS workgroups, ≥ MIN_KEYS_PER_SPLIT keys each. */
 function decodeSplits(p: AttentionProblem, d: DecodeShape): number {
   const workgroups = Math.ceil((p.T * (p.N / p.K)) / d.rows) * p.K * p.B;
   const wanted = Math.ceil(DECODE_TARGET_WORKGROUPS / workgroups);

@@ -12,7 +12,12 @@ import { KVCache } from '../../../../src/api/kv-cache.js';
 import { memoryStats } from '../../../../src/api/memory.js';
 import { validateAttention } from '../../../../src/api/validate.js';
 import { createTensorBuffer } from '../../../../src/backends/webgpu/memory.js';
-import { matrixShape, planForward } from '../../../../src/backends/webgpu/plan.js';
+import {
+  DECODE_MAX_LANES,
+  DECODE_TARGET_WORKGROUPS,
+  matrixShape,
+  planForward,
+} from '../../../../src/backends/webgpu/plan.js';
 import { initWebgpu, webgpuContext } from '../../../../src/backends/webgpu/runtime.js';
 import { sgmatStorageBytes } from '../../../../src/backends/webgpu/sgmat-source.js';
 import { variantKey } from '../../../../src/backends/webgpu/variant.js';
@@ -108,18 +113,34 @@ describe('the forward plan for decode steps', () => {
     return planForward(validateAttention(q, k, k, options), limits, undefined, true, true, null, sg);
   };
 
-  it('reads each key row with 16 invocations at H=128 float16, the 4 query heads of a KV head in one workgroup, chunks of ≥ 256 keys', () => {
+  it('reads each key row with 8 invocations at H=128 float16, the 4 query heads of a KV head in one workgroup, chunks of ≥ 256 keys', () => {
     const p = plan(1, 32);
     assert.ok(p.ok);
     assert.equal(p.variant.kernel, 'decode');
-    assert.deepEqual(p.variant.decode, { sg: 32, lk: 16, rows: 4 });
-    // 2 batches × 8 KV heads × 1 row group = 16 workgroups want 64 chunks for ~1,000 workgroups;
+    assert.deepEqual(p.variant.decode, { sg: 32, lk: 8, rows: 4 });
+    // 2 batches × 8 KV heads × 1 row group = 16 workgroups want 128 chunks for ~2,000 workgroups;
     // 4,096 keys give 16 chunks of the fewest keys a chunk keeps (256).
     assert.equal(p.splits, 16);
-    assert.match(variantKey(p.variant), /^webgpu-flash-decode-s32-float16-h128-hv128-r4-c16-split/);
+    assert.match(variantKey(p.variant), /^webgpu-flash-decode-s32-float16-h128-hv128-r4-c8-split/);
     // Two query rows per head: 8 rows a workgroup.
     const two = plan(2, 32);
     assert.ok(two.ok && two.variant.kernel === 'decode' && two.variant.rows === 8);
+  });
+
+  it('picks 8 lanes a key row and 32 key chunks at B=8 S=32k K=8 N=32 H=128 float16 (the fastest layout measured on an H100)', () => {
+    const q = Tensor.zeros([8, 1, 32, 128], 'float16');
+    const k = Tensor.zeros([8, 32768, 8, 128], 'float16');
+    const p = planForward(validateAttention(q, k, k), limits, undefined, true, true, null, 32);
+    assert.ok(p.ok && p.variant.kernel === 'decode');
+    assert.equal(DECODE_MAX_LANES, 8);
+    assert.equal(DECODE_TARGET_WORKGROUPS, 2048);
+    assert.deepEqual(p.variant.decode, { sg: 32, lk: 8, rows: 4 });
+    // 8 batches × 8 KV heads = 64 workgroups a chunk: 32 chunks make 2,048.
+    assert.equal(p.splits, 32);
+    // Lanes stay within the subgroup (SwiftShader's 4) and divide the row (H=32 float16: 4 units).
+    const narrow = plan(1, 4);
+    assert.ok(narrow.ok && narrow.variant.kernel === 'decode');
+    assert.equal(narrow.variant.decode?.lk, 4);
   });
 
   it('leaves bias, boolean masks, more than 16 rows and adapters without one subgroup size to the other kernels', () => {
