@@ -54,9 +54,9 @@ export interface ExperimentalKnobs {
    */
   readonly flashBackwardDeterministic: FlashBackwardDeterministicChoice | null;
   /**
-   * ATTNLAB_FLASH_BWD_LEAN=1: the wgmma backward loops' step position by increments, whole tiles' copies
-   * without predicates, and the producer-warpgroup loop's 32 / 232 register split (docs/internals/backward.md,
-   * v6 and v7), until timed on a GPU.
+   * The wgmma backward loops' step position by increments, whole tiles' copies without predicates, and the
+   * producer-warpgroup loop's 32 / 232 register split (docs/internals/backward.md, v6 and v7): on by default;
+   * ATTNLAB_FLASH_BWD_LEAN=0 builds the previous code, for comparisons.
    */
   readonly flashBackwardLean: boolean;
   /**
@@ -202,7 +202,7 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
       flashBackwardTiles: text('ATTNLAB_FLASH_BWD_TILES'),
       flashBackwardKernel: choice('ATTNLAB_FLASH_BWD_KERNEL', ['wgmma', 'wgmma-ws', 'mma']),
       flashBackwardDeterministic: choice('ATTNLAB_FLASH_BWD_DET', ['ordered', 'pass']),
-      flashBackwardLean: flag('ATTNLAB_FLASH_BWD_LEAN'),
+      flashBackwardLean: !flag('ATTNLAB_FLASH_BWD_LEAN', '0'),
       flashBackwardDbias: choice('ATTNLAB_FLASH_BWD_DBIAS', ['add', 'store']),
       flashBackwardScoreGrad: choice('ATTNLAB_FLASH_BWD_SCORE_GRAD', ['score', 'output']),
       flashKernel: choice('ATTNLAB_FLASH_KERNEL', ['wgmma', 'mma']),

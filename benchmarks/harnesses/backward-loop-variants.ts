@@ -12,8 +12,10 @@
  *
  * A `+det` suffix runs the variant with `deterministic: true` (on the wgmma loops the dQ adds in a fixed
  * order of key blocks, hopper/bwd_dq_order.cuh; on mma.sync the dK/dV loop without dQ, then the dQ pass);
- * `+detpass` the same on a wgmma loop through the dQ pass (ATTNLAB_FLASH_BWD_DET=pass). `+lean` (before any
- * `+det`) runs a wgmma loop with ATTNLAB_FLASH_BWD_LEAN=1, e.g. `wgmma+lean`, `wgmma-ws+lean+det`.
+ * `+detpass` the same on a wgmma loop through the dQ pass (ATTNLAB_FLASH_BWD_DET=pass). A wgmma loop runs as
+ * the default builds it (v6/v7, docs/internals/backward.md); `+nolean` (before any `+det`) runs it with
+ * ATTNLAB_FLASH_BWD_LEAN=0 (v5's code), e.g. `wgmma+nolean`, `wgmma-ws+nolean+det`. `+lean` names the
+ * default explicitly (results recorded before it became the default use it).
  *
  * --profile runs each variant's backward once and nothing else (for ncu -k regex:dkdv).
  */
@@ -34,10 +36,10 @@ const CALLS = 6;
 
 function select(spec: string): void {
   const [kernel, tiles] = spec
-    .replace('+lean', '')
+    .replace(/\+(no)?lean/, '')
     .replace(/\+det(pass)?$/, '')
     .split(':');
-  if (spec.includes('+lean')) process.env.ATTNLAB_FLASH_BWD_LEAN = '1';
+  if (spec.includes('+nolean')) process.env.ATTNLAB_FLASH_BWD_LEAN = '0';
   else delete process.env.ATTNLAB_FLASH_BWD_LEAN;
   if (spec.endsWith('+detpass')) process.env.ATTNLAB_FLASH_BWD_DET = 'pass';
   else delete process.env.ATTNLAB_FLASH_BWD_DET;

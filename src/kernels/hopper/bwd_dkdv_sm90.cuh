@@ -49,7 +49,7 @@
 #pragma once
 #include "flash/bwd_common.cuh"
 #ifndef FLASH_BWD_LEAN
-#define FLASH_BWD_LEAN 0  // docs/internals/backward.md, v6 and v7: not yet timed, so off by default
+#define FLASH_BWD_LEAN 0  // docs/internals/backward.md, v6 and v7: the host passes 1 unless ATTNLAB_FLASH_BWD_LEAN=0
 #endif
 #ifndef FLASH_BWD_GRAD_FROM_OUTPUT
 #define FLASH_BWD_GRAD_FROM_OUTPUT 0
@@ -603,7 +603,7 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
   // their own (the section on them in docs/internals/backward.md), and the two shortcuts below (WALK, and
   // whole tiles' loads) moved their spills by 4–60 B either way (nvcc 13.0, D=128), so they keep the
   // general code.
-  // FLASH_BWD_LEAN (ATTNLAB_FLASH_BWD_LEAN=1, experimental until timed on a GPU) turns them on.
+  // FLASH_BWD_LEAN (the default; ATTNLAB_FLASH_BWD_LEAN=0 turns it off) turns them on.
   constexpr bool NO_HOOKS =
       FLASH_BWD_LEAN != 0 && C::BIAS == 0 && !C::MASK && !ATTNLAB_MODIFIERS && !ATTNLAB_BLOCK_MASK;
   auto load_kv = [&] {

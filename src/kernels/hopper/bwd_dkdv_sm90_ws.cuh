@@ -27,7 +27,7 @@
 
 struct HopperBwdWs {
   static constexpr int THREADS = 384, PRODUCER = 128, CONSUMERS = 256;
-  // The budget above with FLASH_BWD_LEAN (experimental until timed on a GPU); 24 / 240 otherwise.
+  // The budget above with FLASH_BWD_LEAN (the default); 24 / 240 with ATTNLAB_FLASH_BWD_LEAN=0.
   static constexpr int PRODUCER_REGS = FLASH_BWD_LEAN ? 32 : 24, CONSUMER_REGS = FLASH_BWD_LEAN ? 232 : 240;
   static_assert(CONSUMERS * CONSUMER_REGS + PRODUCER * PRODUCER_REGS <= THREADS * 168, "the launch's registers");
   static constexpr int DS_BARRIER = 1;  // named barrier of the consumers' dS exchange

@@ -90,7 +90,10 @@ export interface FlashBackwardVariant {
    * (ATTNLAB_FLASH_BWD_DET=pass, for comparisons).
    */
   readonly dqPass?: boolean;
-  /** ATTNLAB_FLASH_BWD_LEAN on a wgmma loop: FLASH_BWD_LEAN (hopper/bwd_dkdv_sm90.cuh, experimental). */
+  /**
+   * FLASH_BWD_LEAN on a wgmma loop without a bias, a mask, modifiers or a block mask (hopper/bwd_dkdv_sm90.cuh;
+   * the default, ATTNLAB_FLASH_BWD_LEAN=0 turns it off). Those hooks keep the general code either way.
+   */
   readonly lean?: boolean;
 }
 
@@ -209,7 +212,8 @@ export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBac
     blockMask: blockMaskOf(p) !== null,
     dqPass:
       p.deterministic && kernel !== 'mma' && config().experimental.flashBackwardDeterministic === 'pass',
-    lean: kernel !== 'mma' && config().experimental.flashBackwardLean,
+    // The hooks keep the general code (NO_HOOKS in hopper/bwd_dkdv_sm90.cuh): no `.lean` in their names.
+    lean: kernel !== 'mma' && !general && config().experimental.flashBackwardLean,
   };
 }
 
@@ -261,8 +265,8 @@ export function chooseFlashBackwardTiles(
 }
 
 /**
- * e.g. `flash-bwd.sm_90a.bf16.d128.128x64x8`, `….wgmma` for the Hopper loop, `….det` for the
- * deterministic dQ pass.
+ * e.g. `flash-bwd.sm_90a.bf16.d128.128x64x8`, `….lean.wgmma` for the Hopper loop (`….wgmma` with
+ * ATTNLAB_FLASH_BWD_LEAN=0 or a bias, mask, modifiers or block mask), `….det` for the deterministic dQ pass.
  */
 export function flashBackwardVariantKey(v: FlashBackwardVariant): string {
   const dtype = v.dtype === 'float16' ? 'f16' : 'bf16';

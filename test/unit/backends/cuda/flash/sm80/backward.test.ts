@@ -32,6 +32,7 @@ import {
   hopperBackwardHeadDim,
   orderedDqAdds,
 } from '../../../../../../src/backends/cuda/flash/sm80/backward-variant.js';
+import { reloadConfig } from '../../../../../../src/config.js';
 import { InvalidArgumentError, UnsupportedError } from '../../../../../../src/errors.js';
 import type { FloatDType } from '../../../../../../src/tensor/dtype.js';
 import { Tensor } from '../../../../../../src/tensor/tensor.js';
@@ -155,9 +156,9 @@ describe('flash (cuda) backward: variant and tiles', () => {
   });
 
   it('names the variant by arch, dtype, head dim, tiles and the deterministic pass', () => {
-    // On sm_90a a padded D=128 takes the wgmma loop by default; elsewhere the mma.sync one.
+    // On sm_90a a padded D=128 takes the wgmma loop (v6/v7, `.lean`) by default; elsewhere the mma.sync one.
     const v = flashBackwardVariant(problem({ deterministic: true }, { dtype: 'float16', H: 128 }), 'sm_90a');
-    assert.equal(flashBackwardVariantKey(v), 'flash-bwd.sm_90a.f16.d128.128x64x8.wgmma.det');
+    assert.equal(flashBackwardVariantKey(v), 'flash-bwd.sm_90a.f16.d128.128x64x8.lean.wgmma.det');
     const a100 = flashBackwardVariant(
       problem({ deterministic: true }, { dtype: 'float16', H: 128 }),
       'sm_80',
@@ -211,15 +212,20 @@ describe('flash (cuda) backward: variant and tiles', () => {
     assert.equal(chooseFlashBackwardKernel(128, 'sm_80', 'wgmma-ws', null), 'mma');
     const ws = { ...flashBackwardVariant(problem({}, { H: 128 }), 'sm_90a'), kernel: 'wgmma-ws' as const };
     const wsKey = flashBackwardVariantKey({ ...ws, tiles: HOPPER_BACKWARD_WS_TILES });
-    assert.equal(wsKey, 'flash-bwd.sm_90a.bf16.d128.128x64x12.wgmma.ws');
-    assert.deepEqual(flashBackwardDefines(ws), { FLASH_D: 128, FLASH_FP16: 0, FLASH_BWD_WS: 1 });
+    assert.equal(wsKey, 'flash-bwd.sm_90a.bf16.d128.128x64x12.lean.wgmma.ws');
+    assert.deepEqual(flashBackwardDefines(ws), {
+      FLASH_D: 128,
+      FLASH_FP16: 0,
+      FLASH_BWD_WS: 1,
+      FLASH_BWD_LEAN: 1,
+    });
     assert.equal(flashBackwardFile(ws), 'hopper/hopper_bwd.cu');
     assert.equal(chooseFlashBackwardKernel(128, 'sm_80', 'wgmma', null), 'mma');
     assert.equal(chooseFlashBackwardKernel(64, 'sm_80', 'wgmma', null), 'mma');
     const v = { ...flashBackwardVariant(problem({}, { H: 128 }), 'sm_90a'), kernel: 'wgmma' as const };
-    assert.equal(flashBackwardVariantKey(v), 'flash-bwd.sm_90a.bf16.d128.128x64x8.wgmma');
+    assert.equal(flashBackwardVariantKey(v), 'flash-bwd.sm_90a.bf16.d128.128x64x8.lean.wgmma');
     assert.equal(flashBackwardFile(v), 'hopper/hopper_bwd.cu');
-    assert.deepEqual(flashBackwardDefines(v), { FLASH_D: 128, FLASH_FP16: 0 });
+    assert.deepEqual(flashBackwardDefines(v), { FLASH_D: 128, FLASH_FP16: 0, FLASH_BWD_LEAN: 1 });
     // 1 KiB slack + K, V (2 × 128 × 256) + 3 stages of Q, dO (2 × 64 × 256) + 3 × lse2, D (2 × 64 × 4);
     // with dQ, 2 dS (64 × 128 × 2) and the float32 dQ staging (64 × 128 × 4).
     const bytes = flashBackwardSharedBytes(v);
@@ -236,7 +242,7 @@ describe('flash (cuda) backward: variant and tiles', () => {
       kernel: 'wgmma' as const,
       tiles: HOPPER_BACKWARD_TILES,
     };
-    assert.equal(flashBackwardVariantKey(v64), 'flash-bwd.sm_90a.bf16.d64.128x64x8.wgmma');
+    assert.equal(flashBackwardVariantKey(v64), 'flash-bwd.sm_90a.bf16.d64.128x64x8.lean.wgmma');
     const bytes64 = flashBackwardSharedBytes(v64);
     assert.equal(bytes64.dkdvOnly, 1024 + 32768 + 3 * 16384 + 3 * 512);
     assert.equal(bytes64.dkdv, bytes64.dkdvOnly + 2 * 16384 + 16384);
@@ -251,13 +257,19 @@ describe('flash (cuda) backward: variant and tiles', () => {
     // query block) for the ordered dQ adds, compiled in by FLASH_BWD_DETERMINISTIC.
     const det = { ...v, deterministic: true };
     assert.equal(flashBackwardDqWorkspaceBytes(det, shape, 128), 2 * 3 * 128 * 128 * 4 + 2 * 3 * 2 * 4);
-    assert.deepEqual(flashBackwardDefines(det), { FLASH_D: 128, FLASH_FP16: 0, FLASH_BWD_DETERMINISTIC: 1 });
-    assert.equal(flashBackwardVariantKey(det), 'flash-bwd.sm_90a.bf16.d128.128x64x8.wgmma.det');
+    assert.deepEqual(flashBackwardDefines(det), {
+      FLASH_D: 128,
+      FLASH_FP16: 0,
+      FLASH_BWD_DETERMINISTIC: 1,
+      FLASH_BWD_LEAN: 1,
+    });
+    assert.equal(flashBackwardVariantKey(det), 'flash-bwd.sm_90a.bf16.d128.128x64x8.lean.wgmma.det');
     assert.deepEqual(flashBackwardDefines({ ...ws, deterministic: true }), {
       FLASH_D: 128,
       FLASH_FP16: 0,
       FLASH_BWD_WS: 1,
       FLASH_BWD_DETERMINISTIC: 1,
+      FLASH_BWD_LEAN: 1,
     });
     assert.equal('FLASH_BWD_DETERMINISTIC' in flashBackwardDefines({ ...mma, deterministic: true }), false);
     // A block mask's walk skips steps, which the order cannot take: the loop without dQ and the dQ pass.
@@ -270,7 +282,36 @@ describe('flash (cuda) backward: variant and tiles', () => {
     const pass = { ...det, dqPass: true };
     assert.equal(orderedDqAdds(pass), false);
     assert.equal(flashBackwardDqWorkspaceBytes(pass, shape, 128), 0);
-    assert.equal(flashBackwardVariantKey(pass), 'flash-bwd.sm_90a.bf16.d128.128x64x8.wgmma.det.pass');
+    assert.equal(flashBackwardVariantKey(pass), 'flash-bwd.sm_90a.bf16.d128.128x64x8.lean.wgmma.det.pass');
+  });
+
+  it('builds the wgmma loops lean (v6/v7) by default, the previous code with ATTNLAB_FLASH_BWD_LEAN=0', () => {
+    const saved = process.env.ATTNLAB_FLASH_BWD_LEAN;
+    try {
+      delete process.env.ATTNLAB_FLASH_BWD_LEAN;
+      reloadConfig();
+      const lean = flashBackwardVariant(problem({}, { H: 128 }), 'sm_90a');
+      assert.equal(lean.lean, true);
+      assert.equal(flashBackwardVariantKey(lean), 'flash-bwd.sm_90a.bf16.d128.128x64x8.lean.wgmma');
+      // A bias (like a mask, modifiers or a block mask) keeps the general code either way: no `.lean`.
+      const biased = flashBackwardVariant(
+        problem({ bias: Tensor.zeros([1, 4, 40, 56], 'bfloat16') }, { H: 128 }),
+        'sm_90a',
+      );
+      assert.equal(biased.lean, false);
+      assert.equal('FLASH_BWD_LEAN' in flashBackwardDefines(biased), false);
+      // mma.sync has no lean code.
+      assert.equal(flashBackwardVariant(problem({}, { H: 128 }), 'sm_80').lean, false);
+      process.env.ATTNLAB_FLASH_BWD_LEAN = '0';
+      reloadConfig();
+      const old = flashBackwardVariant(problem({}, { H: 128 }), 'sm_90a');
+      assert.equal(flashBackwardVariantKey(old), 'flash-bwd.sm_90a.bf16.d128.128x64x8.wgmma');
+      assert.deepEqual(flashBackwardDefines(old), { FLASH_D: 128, FLASH_FP16: 0 });
+    } finally {
+      if (saved === undefined) delete process.env.ATTNLAB_FLASH_BWD_LEAN;
+      else process.env.ATTNLAB_FLASH_BWD_LEAN = saved;
+      reloadConfig();
+    }
   });
 
   it('fits every head dim of the mma.sync loop in an A100 block (163 KiB), so also in an H100/H200 one', () => {
