@@ -181,11 +181,9 @@ KERNELS=hopper/hopper_fwd.cu sanitize_all hopper-dynamic --test-name-pattern='^d
 KERNELS='hopper/hopper_fwd.cu variants/block_mask.cu' sanitize_all hopper-modifiers \
   --test-name-pattern='^document mask \(4 documents\) \+ block mask \(block mask\), B=2 T=384 N=4 K=2 H=64: ' \
   $g/variants/hopper.test.ts
-# A block mask on the dynamic grid (ATTNLAB_BLOCK_MASK_GRID=dynamic; 280 items: blocks pass from item to
-# item, the producer warp's bitmap sets).
-ATTNLAB_BLOCK_MASK_GRID=dynamic KERNELS='hopper/hopper_fwd.cu variants/block_mask.cu' sanitize_all hopper-modifiers-dynamic \
-  --test-name-pattern='^document mask \(5 documents\) \+ block mask \(block mask\), B=1 T=640 N=56 K=8 H=64: ' \
-  $g/variants/hopper.test.ts
+# A block mask on the dynamic grid is no longer run by the library: ATTNLAB_BLOCK_MASK_GRID=dynamic throws
+# an UnsupportedError since racecheck found 3 hazards in it (hopper-modifiers-dynamic, 280 items, on an H100;
+# docs/internals/hopper-forward.md). The GPU suite's bit-for-bit test still launches that grid directly.
 # The mma.sync forward and backward built with modifiers (a document mask with its block mask; a learned
 # table, whose gradient takes atomics) and with a dense bias and boolean mask (dBias); the plain mma.sync
 # forward (ATTNLAB_FLASH_KERNEL=mma: on sm_90a the Hopper kernel takes H=64) and the float32 FMA kernel.

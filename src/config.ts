@@ -61,13 +61,14 @@ export interface ExperimentalKnobs {
   readonly flashBackwardLean: boolean;
   /**
    * ATTNLAB_FLASH_BWD_DBIAS=add|store: where no bias element is shared by two positions, the wgmma loop adds
-   * dBias into a float32 accumulator (add, the default) or stores it once an element in the bias's dtype.
+   * dBias into a float32 accumulator (add) or stores it once an element in the bias's dtype (store; unset:
+   * store, faster on an H100).
    */
   readonly flashBackwardDbias: FlashBackwardDbiasChoice | null;
   /**
    * ATTNLAB_FLASH_BWD_SCORE_GRAD=score|output: a score modifier's gradient on the wgmma loop from the
-   * recomputed raw score (score, the default) or, where the generated source allows, from the modified
-   * score taken from P (output).
+   * recomputed raw score (score) or, where the generated source allows, from the modified score taken
+   * from P (output; unset: output, faster on an H100).
    */
   readonly flashBackwardScoreGrad: FlashBackwardScoreGradChoice | null;
   /**
@@ -85,8 +86,8 @@ export interface ExperimentalKnobs {
   readonly cudnnGraph: CudnnGraphChoice | null;
   /**
    * ATTNLAB_BLOCK_MASK_GRID=dynamic|2d: the Hopper forward's grid for a block mask without a score
-   * modifier (Dk, Dv ≤ 128, ≥ 264 items): the dynamic persistent grid, or one block an item; unset: 2d,
-   * the grid the GPU suites and timings have run (hopper-variant.ts hopperGridOrder).
+   * modifier: 2d (one block an item) and unset run the 2-D grid; dynamic is refused with an UnsupportedError
+   * (it failed racecheck on an H100 and was slower: hopper-variant.ts BLOCK_MASK_DYNAMIC_REFUSED).
    */
   readonly blockMaskGrid: 'dynamic' | '2d' | null;
   /**

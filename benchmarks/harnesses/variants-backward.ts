@@ -238,7 +238,7 @@ function mods(which: 'masks' | 'scores'): void {
  * case on the output and log-sum-exp of one plain forward (the backward's work does not depend on their
  * values, and one forward module is all it compiles): unmasked, the (B,1,T,S) mask, the (1,N,T,S) bias,
  * built-in causal, 8 equal documents (∧ causal, block mask), causal as 'kv <= q' (block mask), ALiBi (causal
- * expression, block mask), softcap 30, a (B,N,T,S) bf16 bias (8; ATTNLAB_FLASH_BWD_DBIAS=store stores its dBias). For a
+ * expression, block mask), softcap 30, a (B,N,T,S) bf16 bias (8; its dBias stored by default, ATTNLAB_FLASH_BWD_DBIAS=add adds it). For a
  * time-capped call on a cold kernel cache.
  */
 function backwardOnly(): void {
@@ -269,8 +269,8 @@ function backwardOnly(): void {
       () => ({ scoreMod: alibi(slopes), maskMod: causalExpr, blockMask: blocks(causalExpr) }),
     ],
     ['softcap 30', () => ({ scoreMod: softcap(30) })],
-    // No element shared by two positions: with ATTNLAB_FLASH_BWD_DBIAS=store, dBias stored once an element
-    // in bf16 (variant '.dbias-store'); float32 reductions otherwise.
+    // No element shared by two positions: by default dBias stored once an element in bf16 (variant
+    // '.dbias-store'); float32 reductions with ATTNLAB_FLASH_BWD_DBIAS=add.
     ['bias (B,N,T,S) bf16', () => ({ bias: filled([B, N, T, T], 'bfloat16', 0x3c003c00) })],
   ];
   const picked = process.env.ATTNLAB_HARNESS_CASES?.trim();

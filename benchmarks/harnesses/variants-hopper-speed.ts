@@ -17,8 +17,8 @@
  * The block-mask parts (causal-mask, documents) also run their variant on the other grid (the 2-D grid
  * where the library takes the dynamic one, and the reverse), each such line with the largest output
  * difference from the library's (0: bit for bit) beside the time; --other-grid does the same for ALiBi
- * and softcap with causal. ATTNLAB_BLOCK_MASK_GRID=dynamic makes the dynamic grid the library's for
- * block masks. --repeat=N then launches the block-mask variant on the dynamic grid N more times back to
+ * and softcap with causal. The library runs block masks on the 2-D grid (ATTNLAB_BLOCK_MASK_GRID=dynamic
+ * is refused: racecheck hazards on an H100), so their other grid is the dynamic one. --repeat=N then launches the block-mask variant on the dynamic grid N more times back to
  * back and compares the output after every 50th launch and the last with the 2-D grid's, bit for bit
  * (a line with the launches, the differing elements and the wall time): a hang shows as the process's
  * timeout.

@@ -29,6 +29,7 @@
  * the tile and schedule measurements.
  */
 import { config } from '../../../../config.js';
+import { UnsupportedError } from '../../../../errors.js';
 import type { AttentionProblem } from '../../../problem.js';
 import { blockMaskOf, type FlashModifiers, modifiersOf, variantsRule } from '../modifiers.js';
 import { FLASH_BIAS_CODES, type FlashBiasType } from '../sm80/variant.js';
@@ -242,13 +243,21 @@ export const DYNAMIC_MIN_ITEMS = 264;
  * Its results are bit for bit the 2-D grid's (the same items, each computed alone). Score modifiers
  * keep the 2-D grid (the built-in masks' D=128 tile at T=8192 runs it). A block mask without a score
  * modifier takes the dynamic grid at Dk, Dv ≤ 128 (with ≥ DYNAMIC_MIN_ITEMS items and no bias or mask
- * tensor) where ATTNLAB_BLOCK_MASK_GRID=dynamic asks for it, the 2-D grid until a GPU has run it: its items are short (8 equal documents at T=8192: 1–8 key tiles of 128, 4.5 on average), and
+ * tensor) where ATTNLAB_BLOCK_MASK_GRID=dynamic asked for it; that request is now refused with an
+ * UnsupportedError (BLOCK_MASK_DYNAMIC_REFUSED): on an H100 the path failed racecheck (3 hazards) and ran
+ * slower than the 2-D grid (0.612 ms against 0.585 for 8 documents). Its items are short (8 equal documents at T=8192: 1–8 key tiles of 128, 4.5 on average), and
  * on the 2-D grid each one's fixed costs (Q's load, the pipeline's fill, the block mask's kinds, the
  * epilogue) took 0.585 ms on an H100 against ~0.26 ms of tile work; the dynamic grid loads the
  * next item's Q, K and kinds under the current item's last tiles (hopper_fwd.cu
  * produce_dynamic_masked). Its producer then keeps 80 registers and each consumer 208, where D=256
  * spills 56 bytes (ptxas, sm_90a, a document mask), so D > 128 stays on the 2-D grid.
  */
+export const BLOCK_MASK_DYNAMIC_REFUSED =
+  "ATTNLAB_BLOCK_MASK_GRID=dynamic: the Hopper forward's dynamic grid with a block mask failed " +
+  'compute-sanitizer racecheck on an H100 (3 shared-memory hazards in attnlab_hopper_fwd) and was slower ' +
+  'than the 2-D grid (8 documents at T=8192: 0.612 ms against 0.585; causal as maskMod 2.023 against 1.831); ' +
+  'unset it or set 2d (docs/internals/hopper-forward.md)';
+
 function hopperGridOrder(
   p: AttentionProblem,
   tiles: { blockN: number; consumers: 2 | 3 },
@@ -261,13 +270,14 @@ function hopperGridOrder(
   // producer's 80 registers leave three consumers too few (fwd_config.cuh). A score modifier beside the
   // block mask keeps the 2-D grid: in 208 registers ptxas spilled 28 bytes (D=128) and 124 (D=64) for
   // ALiBi with a causal mask modifier, none on the 2-D grid's 240 at D=64.
-  // Only where ATTNLAB_BLOCK_MASK_GRID=dynamic asks: the GPU suites and timings have run the 2-D grid.
+  // A block mask always runs the 2-D grid: ATTNLAB_BLOCK_MASK_GRID=dynamic is refused (BLOCK_MASK_DYNAMIC_REFUSED).
   if (blockMaskOf(p) !== null) {
     const scored = modifiersOf(p)?.hasScoreMod ?? false;
     const asked = config().experimental.blockMaskGrid === 'dynamic';
-    return asked && dims.keyDim <= 128 && dims.valueDim <= 128 && tiles.consumers === 2 && !scored
-      ? 'dynamic'
-      : false;
+    if (asked && dims.keyDim <= 128 && dims.valueDim <= 128 && tiles.consumers === 2 && !scored) {
+      throw new UnsupportedError('flash', BLOCK_MASK_DYNAMIC_REFUSED);
+    }
+    return false;
   }
   if (modifiersOf(p) !== null || long128) return false;
   return p.causal || p.T < D128_LONG.fromT ? 'dynamic' : false;

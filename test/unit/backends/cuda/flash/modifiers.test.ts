@@ -46,11 +46,11 @@ import {
 } from '../../../../support/modifier-cases.js';
 import { modifierReference } from '../../../../support/modifier-reference.js';
 
-function mods(captures: FlashModifiers['captures'] = []): FlashModifiers {
+function mods(captures: FlashModifiers['captures'] = [], cudaSource = ''): FlashModifiers {
   return {
     key: 'abc123',
     maskKey: '',
-    cudaSource: '',
+    cudaSource,
     captures,
     hasScoreMod: true,
     hasMaskMod: false,
@@ -182,36 +182,49 @@ describe('flash backward: bias, mask and modifier rules', () => {
     assert.equal('FLASH_BIAS' in flashBackwardDefines(plain), false);
   });
 
-  it('stores dBias once an element on the wgmma loop where no bias element is shared (ATTNLAB_FLASH_BWD_DBIAS=store), zeroing it only where tiles are skipped', () => {
-    // The default adds, as the GPU suite ran it.
-    const unset = flashBackwardVariant(problem({ bias: Tensor.zeros([2, 4, 16, 24], 'bfloat16') }), 'sm_90a');
-    assert.equal(unset.dbiasStore, false);
-    assert.equal('FLASH_DBIAS_STORE' in flashBackwardDefines(unset), false);
-    process.env.ATTNLAB_FLASH_BWD_DBIAS = 'store';
+  it('stores dBias once an element on the wgmma loop where no bias element is shared (by default; ATTNLAB_FLASH_BWD_DBIAS=add keeps the float32 accumulator), zeroing it only where tiles are skipped', () => {
+    // ATTNLAB_FLASH_BWD_DBIAS=add: the float32 reductions (66.1 ms against 43.1 stored, (B,N,T,S) on an H100).
+    process.env.ATTNLAB_FLASH_BWD_DBIAS = 'add';
     reloadConfig();
     try {
-      // (1,N,T,S) over B = 2: each element sums two positions, so the float32 reductions stay.
-      const shared = flashBackwardVariant(
-        problem({ bias: Tensor.zeros([1, 4, 16, 24], 'bfloat16') }),
+      const added = flashBackwardVariant(
+        problem({ bias: Tensor.zeros([2, 4, 16, 24], 'bfloat16') }),
         'sm_90a',
       );
-      assert.equal(shared.dbiasStore, false);
-      assert.equal('FLASH_DBIAS_STORE' in flashBackwardDefines(shared), false);
-      for (const dtype of ['bfloat16', 'float32'] as const) {
-        const full = problem({ bias: Tensor.zeros([2, 4, 16, 24], dtype) });
-        const v = flashBackwardVariant(full, 'sm_90a');
-        assert.equal(v.dbiasStore, true);
-        assert.match(flashBackwardVariantKey(v), /\.bias-(bf16|f32)\.dbias-store$/);
-        assert.equal(flashBackwardDefines(v).FLASH_DBIAS_STORE, 1);
-        assert.equal(skipsTiles(full), false);
-        // The mma.sync loop has no store form.
-        const a100 = flashBackwardVariant(full, 'sm_80');
-        assert.equal(a100.dbiasStore, false);
-        assert.equal('FLASH_DBIAS_STORE' in flashBackwardDefines(a100), false);
-      }
+      assert.equal(added.dbiasStore, false);
+      assert.equal('FLASH_DBIAS_STORE' in flashBackwardDefines(added), false);
     } finally {
       delete process.env.ATTNLAB_FLASH_BWD_DBIAS;
       reloadConfig();
+    }
+    for (const value of [undefined, 'store']) {
+      if (value === undefined) delete process.env.ATTNLAB_FLASH_BWD_DBIAS;
+      else process.env.ATTNLAB_FLASH_BWD_DBIAS = value;
+      reloadConfig();
+      try {
+        // (1,N,T,S) over B = 2: each element sums two positions, so the float32 reductions stay.
+        const shared = flashBackwardVariant(
+          problem({ bias: Tensor.zeros([1, 4, 16, 24], 'bfloat16') }),
+          'sm_90a',
+        );
+        assert.equal(shared.dbiasStore, false);
+        assert.equal('FLASH_DBIAS_STORE' in flashBackwardDefines(shared), false);
+        for (const dtype of ['bfloat16', 'float32'] as const) {
+          const full = problem({ bias: Tensor.zeros([2, 4, 16, 24], dtype) });
+          const v = flashBackwardVariant(full, 'sm_90a');
+          assert.equal(v.dbiasStore, true);
+          assert.match(flashBackwardVariantKey(v), /\.bias-(bf16|f32)\.dbias-store$/);
+          assert.equal(flashBackwardDefines(v).FLASH_DBIAS_STORE, 1);
+          assert.equal(skipsTiles(full), false);
+          // The mma.sync loop has no store form.
+          const a100 = flashBackwardVariant(full, 'sm_80');
+          assert.equal(a100.dbiasStore, false);
+          assert.equal('FLASH_DBIAS_STORE' in flashBackwardDefines(a100), false);
+        }
+      } finally {
+        delete process.env.ATTNLAB_FLASH_BWD_DBIAS;
+        reloadConfig();
+      }
     }
     const bias = Tensor.zeros([2, 4, 16, 24], 'bfloat16');
     assert.equal(skipsTiles(problem({ bias, isCausal: true })), true);
@@ -260,18 +273,37 @@ describe('flash backward: bias, mask and modifier rules', () => {
     });
     // The mma.sync loop keeps libm's tanhf (it also runs where the forward is the mma.sync one).
     assert.equal('ATTNLAB_FAST_TANH' in flashBackwardDefines(flashBackwardVariant(p, 'sm_80')), false);
-    // The gradient from P only when asked (ATTNLAB_FLASH_BWD_SCORE_GRAD=output), and only with a score modifier.
+    // The gradient from P by default (and with ATTNLAB_FLASH_BWD_SCORE_GRAD=output), only where the generated
+    // source gives it so (ATTNLAB_SCORE_MOD_GRAD_FROM_OUTPUT 1: softcap) and with a score modifier;
+    // ATTNLAB_FLASH_BWD_SCORE_GRAD=score keeps the recomputed score.
     assert.equal(v.gradFromOutput, false);
-    process.env.ATTNLAB_FLASH_BWD_SCORE_GRAD = 'output';
+    const fromOutput = {
+      ...p,
+      modifiers: mods([], '#define ATTNLAB_SCORE_MOD_GRAD_FROM_OUTPUT 1\n'),
+    };
+    for (const value of [undefined, 'output']) {
+      if (value === undefined) delete process.env.ATTNLAB_FLASH_BWD_SCORE_GRAD;
+      else process.env.ATTNLAB_FLASH_BWD_SCORE_GRAD = value;
+      reloadConfig();
+      try {
+        const out = flashBackwardVariant(fromOutput, 'sm_90a');
+        assert.equal(out.gradFromOutput, true);
+        assert.match(flashBackwardVariantKey(out), /\.mods-abc123\.grad-out\.bmask$/);
+        assert.equal(flashBackwardDefines(out).FLASH_BWD_GRAD_FROM_OUTPUT, 1);
+        const maskOnly = { ...fromOutput, modifiers: { ...fromOutput.modifiers, hasScoreMod: false } };
+        assert.equal(flashBackwardVariant(maskOnly, 'sm_90a').gradFromOutput, false);
+        assert.equal(flashBackwardVariant(fromOutput, 'sm_80').gradFromOutput, false);
+        const zero = { ...p, modifiers: mods([], '#define ATTNLAB_SCORE_MOD_GRAD_FROM_OUTPUT 0\n') };
+        assert.equal(flashBackwardVariant(zero, 'sm_90a').gradFromOutput, false);
+      } finally {
+        delete process.env.ATTNLAB_FLASH_BWD_SCORE_GRAD;
+        reloadConfig();
+      }
+    }
+    process.env.ATTNLAB_FLASH_BWD_SCORE_GRAD = 'score';
     reloadConfig();
     try {
-      const out = flashBackwardVariant(p, 'sm_90a');
-      assert.equal(out.gradFromOutput, true);
-      assert.match(flashBackwardVariantKey(out), /\.mods-abc123\.grad-out\.bmask$/);
-      assert.equal(flashBackwardDefines(out).FLASH_BWD_GRAD_FROM_OUTPUT, 1);
-      const maskOnly = { ...p, modifiers: { ...mods(), hasScoreMod: false } };
-      assert.equal(flashBackwardVariant(maskOnly, 'sm_90a').gradFromOutput, false);
-      assert.equal(flashBackwardVariant(p, 'sm_80').gradFromOutput, false);
+      assert.equal(flashBackwardVariant(fromOutput, 'sm_90a').gradFromOutput, false);
     } finally {
       delete process.env.ATTNLAB_FLASH_BWD_SCORE_GRAD;
       reloadConfig();

@@ -14,6 +14,7 @@ import {
   marshalHopperParams,
 } from '../../../../../../src/backends/cuda/flash/sm90/hopper.js';
 import {
+  BLOCK_MASK_DYNAMIC_REFUSED,
   HOPPER_BY_DEFAULT,
   HOPPER_SHARED_LIMIT,
   hopperBlockM,
@@ -30,6 +31,7 @@ import {
 import { structLayout } from '../../../../../../src/backends/cuda/runtime/launch.js';
 import type { AttentionOptions, AttentionProblem } from '../../../../../../src/backends/problem.js';
 import { reloadConfig } from '../../../../../../src/config.js';
+import { UnsupportedError } from '../../../../../../src/errors.js';
 import type { FloatDType } from '../../../../../../src/tensor/dtype.js';
 import { randomNormal } from '../../../../../../src/tensor/random.js';
 import { Tensor } from '../../../../../../src/tensor/tensor.js';
@@ -266,26 +268,40 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
     );
     assert.equal(hopperDefines(d64).ATTNLAB_BLOCK_MASK, 1);
     // Modifiers alone keep the 2-D grid where the plain case would take the dynamic one (T < 8192, ≥ 264
-    // items); so does a block mask unless ATTNLAB_BLOCK_MASK_GRID=dynamic: then from 264 items at D ≤ 128
-    // (at T=8192 too), not at D=256 nor with a score modifier.
+    // items); so does a block mask, always. ATTNLAB_BLOCK_MASK_GRID=dynamic, which used to put a block mask
+    // on the dynamic grid from 264 items at D ≤ 128 without a score modifier, is refused there with an
+    // UnsupportedError (racecheck hazards and slower than the 2-D grid on an H100); where it would not have
+    // applied (too few items, D=256, a score modifier) the 2-D grid runs as before; 2d is accepted.
     assert.equal(variant(2048, 128, 32, {}).persistent, 'dynamic');
     assert.equal(variant(2048, 128, 32, { modifiers }).persistent, false);
     assert.equal(variant(2048, 128, 32, { modifiers, blockMask }).persistent, false);
+    assert.equal(variant(8192, 128, 16, { modifiers, blockMask }).persistent, false);
     const saved = process.env.ATTNLAB_BLOCK_MASK_GRID;
     try {
+      process.env.ATTNLAB_BLOCK_MASK_GRID = '2d';
+      reloadConfig();
+      assert.equal(variant(8192, 128, 16, { modifiers, blockMask }).persistent, false);
       process.env.ATTNLAB_BLOCK_MASK_GRID = 'dynamic';
       reloadConfig();
-      assert.equal(variant(2048, 128, 32, { modifiers, blockMask }).persistent, 'dynamic');
-      assert.equal(variant(8192, 64, 5, { modifiers, blockMask }).persistent, 'dynamic');
+      for (const [T, H, N] of [
+        [2048, 128, 32],
+        [8192, 64, 5],
+      ] as const) {
+        assert.throws(
+          () => variant(T, H, N, { modifiers, blockMask }),
+          (e: unknown) =>
+            e instanceof UnsupportedError &&
+            e.reason === BLOCK_MASK_DYNAMIC_REFUSED &&
+            /racecheck/.test(e.message) &&
+            /slower/.test(e.message),
+        );
+      }
       assert.equal(variant(2048, 128, 16, { modifiers, blockMask }).persistent, false);
       assert.equal(variant(8192, 256, 16, { modifiers, blockMask }).persistent, false);
-      // A score modifier beside the block mask keeps the 2-D grid (its registers).
       const scored = { ...modifiers, hasScoreMod: true };
       assert.equal(variant(8192, 128, 16, { modifiers: scored, blockMask }).persistent, false);
-      assert.match(
-        hopperVariantKey(variant(8192, 128, 16, { modifiers, blockMask })),
-        /\.dyn\..*\.bmask\.wgmma$/,
-      );
+      // Without a block mask the knob changes nothing.
+      assert.equal(variant(2048, 128, 32, {}).persistent, 'dynamic');
     } finally {
       if (saved === undefined) delete process.env.ATTNLAB_BLOCK_MASK_GRID;
       else process.env.ATTNLAB_BLOCK_MASK_GRID = saved;
