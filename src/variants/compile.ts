@@ -3,7 +3,6 @@
  * device functions, their hash, and the CPU evaluators of the same programs.
  */
 
-import { config } from '../config.js';
 import { InvalidArgumentError } from '../errors.js';
 import type { Device } from '../tensor/storage.js';
 import { generateCuda, MAX_CAPTURES, type SlottedProgram } from './cuda.js';
@@ -117,6 +116,16 @@ function treeId(tree: Expr): number {
   }
   return id;
 }
+/**
+ * ATTNLAB_FOLD_SCORE_FACTORS=1 (config.ts declares and checks it on the CUDA path): read from the environment
+ * here, not through config(), because this module is part of the browser entry (attnlab/webgpu, through
+ * validation) and config.ts imports Node built-ins that a browser bundle cannot resolve.
+ */
+function foldScoreFactors(): boolean {
+  const env = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env;
+  return env?.ATTNLAB_FOLD_SCORE_FACTORS === '1';
+}
+
 /** Generated source and its key by expressions, slots, capture types and learned slots (bounded: cleared when full). */
 const generated = new Map<string, { readonly cudaSource: string; readonly key: string }>();
 const GENERATED_ENTRIES = 256;
@@ -181,7 +190,7 @@ export function compileModifiers(
   const learnedInScore = scoreProgram ? learnedLocal(scoreProgram) : new Set<number>();
   const part = (m: ScoreMod | MaskMod | undefined, p: SlottedProgram | null) =>
     m && p ? `${treeId(m.tree)}:${p.slots.join(',')}:${p.captureTypes.join(',')}` : '-';
-  const fold = config().experimental.foldScoreFactors;
+  const fold = foldScoreFactors();
   const signature = `${part(score, scoreProgram)}|${part(mask, maskProgram)}|${[...learnedInScore].join(',')}|${hasCaptureGrads}|${fold}`;
   let source = generated.get(signature);
   if (!source) {
