@@ -21,12 +21,40 @@
 #include "flash/bwd_entries.cuh"
 #include "hopper/bwd_dkdv_sm90.cuh"
 #include "hopper/bwd_dkdv_sm90_ws.cuh"
+#include "hopper/bwd_dkdv_wide_sm90.cuh"
 
 #ifndef FLASH_BWD_DETERMINISTIC
 #define FLASH_BWD_DETERMINISTIC 0
 #endif
 
-#ifdef FLASH_D
+#if defined(FLASH_D) && FLASH_D > 128
+// D = 192 and 256: the loop of hopper/bwd_dkdv_wide_sm90.cuh (64 keys a block, each warpgroup half of the
+// columns), its dQ workspace's parts and conversion; prep's zeroing is layout-free. No bias, mask,
+// modifiers, block mask or producer warpgroup (backward-variant.ts refuses them at these head dims).
+#if ATTNLAB_MODIFIERS || FLASH_BIAS || FLASH_MASK || FLASH_BWD_WS
+#error "the loop past a head dim of 128 takes no bias, mask, modifiers, block mask or producer warpgroup"
+#endif
+using WideC = HopperBwdWideConfig<FLASH_D, FLASH_FP16 != 0>;
+constexpr bool kOrderedDq = FLASH_BWD_DETERMINISTIC != 0;
+extern "C" __global__ void __launch_bounds__(256) attnlab_flash_bwd_prep(const __grid_constant__ FlashParams p,
+                                                                        const __grid_constant__ FlashBwdParams x) {
+  hopper_bwd_prep<FLASH_D, FLASH_FP16 != 0, kOrderedDq>(p, x);
+}
+extern "C" __global__ void __launch_bounds__(256)
+    attnlab_flash_bwd_dq_convert(const __grid_constant__ FlashParams p, const __grid_constant__ FlashBwdParams x) {
+  hopper_bwd_wide_dq_convert<FLASH_D, FLASH_FP16 != 0>(p, x);
+}
+extern "C" __global__ void __launch_bounds__(256, 1)
+    attnlab_flash_bwd_dkdv(const __grid_constant__ FlashParams p, const __grid_constant__ FlashBwdParams x) {
+  hopper_bwd_dkdv_wide<WideC, true, kOrderedDq>(p, x);
+}
+extern "C" __global__ void __launch_bounds__(256, 1)
+    attnlab_flash_bwd_dkdv_only(const __grid_constant__ FlashParams p, const __grid_constant__ FlashBwdParams x) {
+  hopper_bwd_dkdv_wide<WideC, false>(p, x);
+}
+extern "C" __device__ unsigned attnlab_flash_bwd_dkdv_shared_bytes = hopper_bwd_wide_smem_bytes<WideC>();
+extern "C" __device__ unsigned attnlab_flash_bwd_dkdv_only_shared_bytes = hopper_bwd_wide_smem_bytes<WideC>();
+#elif defined(FLASH_D)
 #ifndef FLASH_MASK_ROWS
 #define FLASH_MASK_ROWS 0
 #endif
@@ -109,4 +137,11 @@ __global__ void __launch_bounds__(HopperBwdWs::THREADS, 1)
   hopper_bwd_dkdv_ws<C, true, true>(p, x);
 }
 template __global__ void hopper_bwd_dkdv_ws_det_test<HopperBwdConfig<64, false>>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
+template <class C, bool DQ, bool DET>
+__global__ void __launch_bounds__(256, 1) hopper_bwd_dkdv_wide_test(const __grid_constant__ FlashParams p,
+                                                                   const __grid_constant__ FlashBwdParams x) {
+  hopper_bwd_dkdv_wide<C, DQ, DET>(p, x);
+}
+template __global__ void hopper_bwd_dkdv_wide_test<HopperBwdWideConfig<256, false>, true, false>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
+template __global__ void hopper_bwd_dkdv_wide_test<HopperBwdWideConfig<192, true>, true, true>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
 #endif
