@@ -60,6 +60,11 @@ export interface ExperimentalKnobs {
    */
   readonly flashBackwardLean: boolean;
   /**
+   * ATTNLAB_FLASH_BWD_WIDE=1: on sm_90a, the fused flash backward takes padded head dims 160–256 on the
+   * wgmma loop for them (hopper/bwd_dkdv_wide_sm90.cuh); off by default until the GPU suite has passed on it.
+   */
+  readonly flashBackwardWide: boolean;
+  /**
    * ATTNLAB_FLASH_BWD_DBIAS=add|store: where no bias element is shared by two positions, the wgmma loop adds
    * dBias into a float32 accumulator (add) or stores it once an element in the bias's dtype (store; unset:
    * store, faster on an H100).
@@ -204,6 +209,7 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
       flashBackwardKernel: choice('ATTNLAB_FLASH_BWD_KERNEL', ['wgmma', 'wgmma-ws', 'mma']),
       flashBackwardDeterministic: choice('ATTNLAB_FLASH_BWD_DET', ['ordered', 'pass']),
       flashBackwardLean: !flag('ATTNLAB_FLASH_BWD_LEAN', '0'),
+      flashBackwardWide: flag('ATTNLAB_FLASH_BWD_WIDE'),
       flashBackwardDbias: choice('ATTNLAB_FLASH_BWD_DBIAS', ['add', 'store']),
       flashBackwardScoreGrad: choice('ATTNLAB_FLASH_BWD_SCORE_GRAD', ['score', 'output']),
       flashKernel: choice('ATTNLAB_FLASH_KERNEL', ['wgmma', 'mma']),
@@ -268,6 +274,7 @@ export const RUN_SETTING_VARIABLES = [
   'ATTNLAB_FLASH_BWD_KERNEL',
   'ATTNLAB_FLASH_BWD_TILES',
   'ATTNLAB_FLASH_BWD_DET',
+  'ATTNLAB_FLASH_BWD_WIDE',
   'ATTNLAB_FLASH_BWD_DBIAS',
   'ATTNLAB_FLASH_BWD_SCORE_GRAD',
   'ATTNLAB_DECODE_KERNEL',

@@ -28,6 +28,8 @@ import {
   HOPPER_BACKWARD_DEFAULTS,
   HOPPER_BACKWARD_HEAD_DIMS,
   HOPPER_BACKWARD_TILES,
+  HOPPER_BACKWARD_WIDE_HEAD_DIMS,
+  HOPPER_BACKWARD_WIDE_TILES,
   HOPPER_BACKWARD_WS_TILES,
   hopperBackwardHeadDim,
   orderedDqAdds,
@@ -206,7 +208,10 @@ describe('flash (cuda) backward: variant and tiles', () => {
     // D = 32 and 96 run the 64- and 128-column module when asked for; past 128 never.
     for (const D of [32, 96]) assert.equal(chooseFlashBackwardKernel(D, 'sm_90a', 'wgmma', null), 'wgmma');
     assert.equal(chooseFlashBackwardKernel(160, 'sm_90a', 'wgmma', null), 'mma');
-    assert.deepEqual([32, 64, 96, 128, 160].map(hopperBackwardHeadDim), [64, 64, 128, 128, null]);
+    assert.deepEqual(
+      [32, 64, 96, 128, 160].map((D) => hopperBackwardHeadDim(D, false)),
+      [64, 64, 128, 128, null],
+    );
     // The producer-warpgroup loop when asked for, the 128-column module on 12 warps.
     assert.equal(chooseFlashBackwardKernel(96, 'sm_90a', 'wgmma-ws', null), 'wgmma-ws');
     assert.equal(chooseFlashBackwardKernel(128, 'sm_80', 'wgmma-ws', null), 'mma');
@@ -310,6 +315,88 @@ describe('flash (cuda) backward: variant and tiles', () => {
     } finally {
       if (saved === undefined) delete process.env.ATTNLAB_FLASH_BWD_LEAN;
       else process.env.ATTNLAB_FLASH_BWD_LEAN = saved;
+      reloadConfig();
+    }
+  });
+
+  it('takes head dims past 128 on sm_90a only with ATTNLAB_FLASH_BWD_WIDE=1, on the 64-key loop, without hooks', () => {
+    const saved = process.env.ATTNLAB_FLASH_BWD_WIDE;
+    try {
+      delete process.env.ATTNLAB_FLASH_BWD_WIDE;
+      reloadConfig();
+      // Off (the default): past 128 refused, the reason naming the switch.
+      const off = flashBackwardRule(problem({}, { H: 256 }));
+      assert.equal(off.ok, false);
+      assert.match(off.ok ? '' : off.reason, /H=256, Hv=256.*at most 128.*ATTNLAB_FLASH_BWD_WIDE=1/);
+      process.env.ATTNLAB_FLASH_BWD_WIDE = '1';
+      reloadConfig();
+      assert.deepEqual(
+        [128, 160, 192, 224, 256, 288].map((D) => hopperBackwardHeadDim(D, true)),
+        [128, 192, 192, 256, 256, null],
+      );
+      assert.deepEqual(HOPPER_BACKWARD_WIDE_HEAD_DIMS, [192, 256]);
+      for (const [H, Hv, D, staging] of [
+        [256, 256, 256, 0],
+        [192, 192, 192, 2 * 64 * 64 * 4],
+        [160, 136, 192, 2 * 64 * 64 * 4],
+        [128, 256, 256, 0],
+        [200, 64, 256, 0],
+      ] as const) {
+        const p = problem({}, { H, Hv });
+        assert.equal(flashBackwardRule(p).ok, true, `H=${H} Hv=${Hv}`);
+        const v = flashBackwardVariant(p, 'sm_90a');
+        assert.equal(v.kernel, 'wgmma');
+        assert.equal(v.headDim, D);
+        assert.deepEqual(v.tiles, HOPPER_BACKWARD_WIDE_TILES);
+        assert.equal(v.lean, false);
+        assert.equal(flashBackwardVariantKey(v), `flash-bwd.sm_90a.bf16.d${D}.64x64x8.wgmma`);
+        assert.deepEqual(flashBackwardDefines(v), { FLASH_D: D, FLASH_FP16: 0 });
+        // 1 KiB + K, V (2 × 64 × 2D) + 2 stages of Q, dO (2 × 2 × 64 × 2D) + Pᵀ, dSᵀ (2 × 8 KiB) + the
+        // staging at D=192 + 2 × (lse2, D); no dQ pass.
+        const bytes = flashBackwardSharedBytes(v);
+        assert.equal(bytes.dkdv, 1024 + 2 * 64 * 2 * D + 4 * 64 * 2 * D + 16384 + staging + 1024);
+        assert.equal(bytes.dkdvOnly, bytes.dkdv);
+        assert.equal(bytes.dq, 0);
+        assert.ok(bytes.dkdv <= 227 * 1024);
+        // The workspace: t_pad × D floats a head, the semaphores after it when deterministic.
+        const det = flashBackwardVariant(problem({ deterministic: true }, { H, Hv }), 'sm_90a');
+        assert.equal(orderedDqAdds(det), true);
+        assert.equal(
+          flashBackwardDqWorkspaceBytes(det, { B: 2, T: 40, N: 4, H }, 128),
+          2 * 4 * 128 * D * 4 + 2 * 4 * 2 * 4,
+        );
+      }
+      // Another GPU: the mma.sync loop, which the launcher refuses past 128.
+      const a100 = flashBackwardVariant(problem({}, { H: 256 }), 'sm_80');
+      assert.equal(a100.kernel, 'mma');
+      assert.equal(a100.headDim, 256);
+      // What the loop has no hooks for, refused by name: never a wrong result.
+      for (const [options, why] of [
+        [{ bias: Tensor.zeros([1, 4, 40, 56], 'bfloat16') }, /bias, a boolean mask/],
+        [{ mask: Tensor.zeros([1, 1, 40, 56], 'bool') }, /bias, a boolean mask/],
+      ] as const) {
+        const r = flashBackwardRule(problem(options as BackwardOptions, { H: 192 }));
+        assert.equal(r.ok, false);
+        assert.match(r.ok ? '' : r.reason, why);
+      }
+      process.env.ATTNLAB_FLASH_BWD_DET = 'pass';
+      reloadConfig();
+      const pass = flashBackwardRule(problem({ deterministic: true }, { H: 256 }));
+      assert.match(pass.ok ? '' : pass.reason, /ATTNLAB_FLASH_BWD_DET=pass: the dQ pass takes at most 128/);
+      delete process.env.ATTNLAB_FLASH_BWD_DET;
+      process.env.ATTNLAB_FLASH_BWD_KERNEL = 'mma';
+      reloadConfig();
+      const mma = flashBackwardRule(problem({}, { H: 256 }));
+      assert.match(mma.ok ? '' : mma.reason, /ATTNLAB_FLASH_BWD_KERNEL=mma/);
+      delete process.env.ATTNLAB_FLASH_BWD_KERNEL;
+      // Past 256 refused even with the switch.
+      reloadConfig();
+      assert.equal(flashBackwardRule(problem({}, { H: 264 })).ok, false);
+    } finally {
+      delete process.env.ATTNLAB_FLASH_BWD_DET;
+      delete process.env.ATTNLAB_FLASH_BWD_KERNEL;
+      if (saved === undefined) delete process.env.ATTNLAB_FLASH_BWD_WIDE;
+      else process.env.ATTNLAB_FLASH_BWD_WIDE = saved;
       reloadConfig();
     }
   });
