@@ -212,6 +212,10 @@ KERNELS='hopper/hopper_bwd.cu flash/flash_bwd.cu' sanitize_all flash-backward --
   $g/backward/flash.test.ts
 KERNELS=flash/flash_bwd.cu ATTNLAB_FLASH_BWD_KERNEL=mma sanitize_all flash-backward-mma \
   --test-name-pattern='^sanitize: ' $g/backward/flash.test.ts
+# The wgmma loop past a head dim of 128 (hopper/bwd_dkdv_wide_sm90.cuh, ATTNLAB_FLASH_BWD_WIDE=1; the test sets
+# it): H=256 causal and H=192 with GQA, a window and padding lengths, each plain and deterministic.
+KERNELS=hopper/hopper_bwd.cu sanitize_all flash-backward-wide --test-name-pattern='^sanitize: ' \
+  $g/backward/hopper-wide.test.ts
 # Block masks made on the GPU, and the generated modifier functions (modifier_values.cu).
 KERNELS=variants/block_mask.cu sanitize_all block-mask --test-name-pattern='^documents and causal$' \
   $g/variants/block-mask.test.ts
