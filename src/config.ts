@@ -30,6 +30,8 @@ export type FlashBackwardKernelChoice = 'wgmma' | 'wgmma-ws' | 'mma';
 export type FlashBackwardDeterministicChoice = 'ordered' | 'pass';
 export type FlashBackwardDbiasChoice = 'add' | 'store';
 export type FlashBackwardScoreGradChoice = 'score' | 'output';
+/** The producer-warpgroup backward's dQ split by keys: with the warpgroups' turns ('1') or alone ('keys'). */
+export type FlashBackwardPingPongChoice = '1' | 'keys';
 export type DecodeKernelChoice = 'heads' | 'rows' | 'tma';
 /** ATTNLAB_TUNE: 'auto' calibrates a shape class the first time it is seen; 'off' ignores calibrated tables. */
 export type TuneMode = 'use' | 'auto' | 'off';
@@ -76,6 +78,13 @@ export interface ExperimentalKnobs {
    * from P (output; unset: output, faster on an H100).
    */
   readonly flashBackwardScoreGrad: FlashBackwardScoreGradChoice | null;
+  /**
+   * ATTNLAB_FLASH_BWD_PINGPONG=1|keys: the producer-warpgroup backward loop (wgmma-ws) with dQ split by keys,
+   * so that its two consumer warpgroups need not exchange dS and run out of phase; `1` also makes them take
+   * turns issuing Sᵀ and dPᵀ (hopper/bwd_dkdv_sm90_ws.cuh). Off unless set: not yet measured; not with
+   * `deterministic: true`, whose ordered dQ adds need one adding warp an element.
+   */
+  readonly flashBackwardPingPong: FlashBackwardPingPongChoice | null;
   /**
    * ATTNLAB_FLASH_KERNEL=wgmma|mma: on sm_90a, run the cases the Hopper kernel covers on it (wgmma)
    * or keep every case on the mma.sync kernel; unset follows HOPPER_BY_DEFAULT (hopper-variant.ts).
@@ -212,6 +221,7 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
       flashBackwardWide: flag('ATTNLAB_FLASH_BWD_WIDE'),
       flashBackwardDbias: choice('ATTNLAB_FLASH_BWD_DBIAS', ['add', 'store']),
       flashBackwardScoreGrad: choice('ATTNLAB_FLASH_BWD_SCORE_GRAD', ['score', 'output']),
+      flashBackwardPingPong: choice('ATTNLAB_FLASH_BWD_PINGPONG', ['1', 'keys']),
       flashKernel: choice('ATTNLAB_FLASH_KERNEL', ['wgmma', 'mma']),
       decodeKernel: choice('ATTNLAB_DECODE_KERNEL', ['heads', 'rows', 'tma']),
       cudnnGraph: choice('ATTNLAB_CUDNN_GRAPH', ['composite', 'unified']),

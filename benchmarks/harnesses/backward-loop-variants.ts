@@ -15,7 +15,9 @@
  * `+detpass` the same on a wgmma loop through the dQ pass (ATTNLAB_FLASH_BWD_DET=pass). A wgmma loop runs as
  * the default builds it (v6/v7, docs/internals/backward.md); `+nolean` (before any `+det`) runs it with
  * ATTNLAB_FLASH_BWD_LEAN=0 (v5's code), e.g. `wgmma+nolean`, `wgmma-ws+nolean+det`. `+lean` names the
- * default explicitly (results recorded before it became the default use it).
+ * default explicitly (results recorded before it became the default use it). `+pp` and `+dqkeys` (before any
+ * `+det`) run wgmma-ws with dQ split by keys, with the warpgroups' turns or without
+ * (ATTNLAB_FLASH_BWD_PINGPONG=1|keys), e.g. `wgmma-ws+pp`.
  *
  * --profile runs each variant's backward once and nothing else (for ncu -k regex:dkdv).
  */
@@ -37,10 +39,14 @@ const CALLS = 6;
 function select(spec: string): void {
   const [kernel, tiles] = spec
     .replace(/\+(no)?lean/, '')
+    .replace(/\+(pp|dqkeys)/, '')
     .replace(/\+det(pass)?$/, '')
     .split(':');
   if (spec.includes('+nolean')) process.env.ATTNLAB_FLASH_BWD_LEAN = '0';
   else delete process.env.ATTNLAB_FLASH_BWD_LEAN;
+  if (spec.includes('+pp')) process.env.ATTNLAB_FLASH_BWD_PINGPONG = '1';
+  else if (spec.includes('+dqkeys')) process.env.ATTNLAB_FLASH_BWD_PINGPONG = 'keys';
+  else delete process.env.ATTNLAB_FLASH_BWD_PINGPONG;
   if (spec.endsWith('+detpass')) process.env.ATTNLAB_FLASH_BWD_DET = 'pass';
   else delete process.env.ATTNLAB_FLASH_BWD_DET;
   if (kernel === 'cudnn') delete process.env.ATTNLAB_FLASH_BWD_KERNEL;

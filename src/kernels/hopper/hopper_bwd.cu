@@ -14,7 +14,8 @@
 // element is shared by two positions, so that dBias is stored, not added: dbias_store_tile), and with modifiers or a block mask their
 // generated source before this file (common/modifiers.cuh): then the dK/dV entries and the dQ pass take
 // AttnlabCaptures and AttnlabBlockMask after the two parameter structs, as flash_bwd.cu's. The loop with
-// the producer warpgroup (FLASH_BWD_WS) takes none of them. FLASH_BWD_DETERMINISTIC: attnlab_flash_bwd_dkdv
+// the producer warpgroup (FLASH_BWD_WS) takes none of them; FLASH_BWD_PINGPONG (1 or 2) splits its dQ by
+// keys (hopper/bwd_dkdv_sm90_ws.cuh). FLASH_BWD_DETERMINISTIC: attnlab_flash_bwd_dkdv
 // adds dQ in a fixed order of key blocks (hopper/bwd_dq_order.cuh) and prep zeroes its semaphores; not
 // with a block mask, whose walk skips steps. -DATTNLAB_NVCC_TEST instantiates both dtypes instead.
 #define FLASH_BWD_OWN_DQ_WORKSPACE 1
@@ -89,7 +90,7 @@ extern "C" __global__ void __launch_bounds__(HopperBwdWs::THREADS, 1)
     attnlab_flash_bwd_dkdv_only(const __grid_constant__ FlashParams p, const __grid_constant__ FlashBwdParams x) {
   hopper_bwd_dkdv_ws<KvC, false>(p, x);
 }
-extern "C" __device__ unsigned attnlab_flash_bwd_dkdv_shared_bytes = hopper_bwd_ws_smem_bytes<KvC, true>();
+extern "C" __device__ unsigned attnlab_flash_bwd_dkdv_shared_bytes = hopper_bwd_ws_smem_bytes<KvC, true, kOrderedDq>();
 extern "C" __device__ unsigned attnlab_flash_bwd_dkdv_only_shared_bytes = hopper_bwd_ws_smem_bytes<KvC, false>();
 #else
 extern "C" __global__ void __launch_bounds__(256, 1)
@@ -124,6 +125,15 @@ __global__ void __launch_bounds__(HopperBwdWs::THREADS, 1)
 }
 template __global__ void hopper_bwd_dkdv_ws_test<HopperBwdConfig<128, false>, true>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
 template __global__ void hopper_bwd_dkdv_ws_test<HopperBwdConfig<64, true>, true>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
+// dQ split by keys (FLASH_BWD_PINGPONG), with and without the warpgroups' turns.
+template <class C, int PINGPONG>
+__global__ void __launch_bounds__(HopperBwdWs::THREADS, 1)
+    hopper_bwd_dkdv_pp_test(const __grid_constant__ FlashParams p, const __grid_constant__ FlashBwdParams x) {
+  hopper_bwd_dkdv_ws<C, true, false, PINGPONG>(p, x);
+}
+template __global__ void hopper_bwd_dkdv_pp_test<HopperBwdConfig<128, false>, 1>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
+template __global__ void hopper_bwd_dkdv_pp_test<HopperBwdConfig<128, true>, 2>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
+template __global__ void hopper_bwd_dkdv_pp_test<HopperBwdConfig<64, false>, 1>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
 template <class C>
 __global__ void __launch_bounds__(256, 1) hopper_bwd_dkdv_det_test(const __grid_constant__ FlashParams p,
                                                                   const __grid_constant__ FlashBwdParams x) {

@@ -7,7 +7,8 @@
  * padding lengths, a window, H = 64 and 128 (one and two 64-column boxes), H = 32 and 96 on the 64-
  * and 128-column modules (zero-filled columns), bf16 and fp16, and the deterministic pass; each case
  * on both loops, named by ATTNLAB_FLASH_BWD_KERNEL: every thread loading (wgmma), and the producer
- * warpgroup (wgmma-ws, hopper/bwd_dkdv_sm90_ws.cuh). Every case asserts that the wgmma variant ran. Poisoned allocations (0xFF =
+ * warpgroup (wgmma-ws, hopper/bwd_dkdv_sm90_ws.cuh), and the oracle cases also on wgmma-ws with dQ split
+ * by keys (`pingpong`, ATTNLAB_FLASH_BWD_PINGPONG=1). Every case asserts that the wgmma variant ran. Poisoned allocations (0xFF =
  * NaN) catch an unwritten element. Deterministic mode (the dQ adds in a fixed order of key blocks,
  * hopper/bwd_dq_order.cuh) is bitwise identical over 20 runs on shapes that take both orders and more
  * key blocks of one head than an H100 has SMs (blocks queued behind waiting ones). Skips without a
@@ -182,6 +183,28 @@ const REPEATS = 20;
 
 /** The two wgmma loops: every thread loading (the default), and a producer warpgroup (wgmma-ws). */
 const LOOPS = ['wgmma', 'wgmma-ws'] as const;
+/**
+ * The oracle cases also run `pingpong`: wgmma-ws with dQ split by keys and the warpgroups taking turns
+ * (ATTNLAB_FLASH_BWD_PINGPONG=1; deterministic cases keep the halves, `….wgmma.ws.det`).
+ */
+const ORACLE_LOOPS = [...LOOPS, 'pingpong'] as const;
+type Loop = (typeof ORACLE_LOOPS)[number];
+
+/** The variables that name `loop`; `undefined` unsets them. */
+function setLoop(loop: Loop | undefined): void {
+  if (loop === undefined) delete process.env.ATTNLAB_FLASH_BWD_KERNEL;
+  else process.env.ATTNLAB_FLASH_BWD_KERNEL = loop === 'pingpong' ? 'wgmma-ws' : loop;
+  if (loop === 'pingpong') process.env.ATTNLAB_FLASH_BWD_PINGPONG = '1';
+  else delete process.env.ATTNLAB_FLASH_BWD_PINGPONG;
+  reloadConfig();
+}
+
+/** The variant a loop runs: pingpong's `.pp` except where deterministic. */
+function variantPattern(loop: Loop, deterministic: boolean): RegExp {
+  if (loop === 'wgmma') return /\.wgmma(\.det)?$/;
+  if (loop === 'pingpong' && !deterministic) return /\.wgmma\.ws\.pp$/;
+  return /\.wgmma\.ws(\.det)?$/;
+}
 
 const summary: string[] = [];
 
@@ -198,7 +221,7 @@ describe('GPU flash backward · wgmma', { skip }, () => {
   // The expected gradients of a case, computed once for both loops (the float64 oracle costs seconds).
   const expected = new Map<number, { reference: GradientValues; plain: GradientValues }>();
   CASES.forEach((c, index) => {
-    for (const loop of LOOPS) {
+    for (const loop of ORACLE_LOOPS) {
       it(`${c.name} · ${c.dtype}${c.deterministic ? ' · deterministic' : ''} · ${loop}`, () => {
         const { q, k, v, options } = buildInputs(c, c.dtype, seed + 31 * index);
         const dO = randomOutputGradient(q, v, c.dtype, seed + 31 * index + 7);
@@ -210,19 +233,17 @@ describe('GPU flash backward · wgmma', { skip }, () => {
           deterministic: c.deterministic,
         };
         // Each loop by name: the default differs by head dim (HOPPER_BACKWARD_DEFAULTS).
-        process.env.ATTNLAB_FLASH_BWD_KERNEL = loop;
-        reloadConfig();
+        setLoop(loop);
         const f = attentionVjp(cq, ck, cv, vjpOptions);
         let grads: ReturnType<typeof f.backward>;
         try {
           grads = f.backward(cdO);
         } finally {
-          delete process.env.ATTNLAB_FLASH_BWD_KERNEL;
-          reloadConfig();
+          setLoop(undefined);
         }
         try {
           assert.equal(grads.backend, 'flash');
-          const pattern = loop === 'wgmma-ws' ? /\.wgmma\.ws(\.|$)/ : /\.wgmma(\.det)?$/;
+          const pattern = variantPattern(loop, c.deterministic === true);
           assert.match(grads.variant ?? '', pattern, `variant ${grads.variant}`);
           let want = expected.get(index);
           if (!want) {

@@ -100,6 +100,12 @@ export interface FlashBackwardVariant {
    * the default, ATTNLAB_FLASH_BWD_LEAN=0 turns it off). Those hooks keep the general code either way.
    */
   readonly lean?: boolean;
+  /**
+   * The producer-warpgroup loop with dQ split by keys (FLASH_BWD_PINGPONG, hopper/bwd_dkdv_sm90_ws.cuh):
+   * 'turns' with the consumer warpgroups taking turns issuing Sᵀ and dPᵀ, 'keys' the split alone.
+   * ATTNLAB_FLASH_BWD_PINGPONG=1|keys, off by default; never deterministic.
+   */
+  readonly pingpong?: 'turns' | 'keys';
 }
 
 export function flashBackwardHeadDim(H: number, Hv: number): number {
@@ -253,7 +259,17 @@ export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBac
     // The hooks keep the general code (NO_HOOKS in hopper/bwd_dkdv_sm90.cuh): no `.lean` in their names.
     // The loop past 128 has one form: no `.lean`.
     lean: kernel !== 'mma' && !general && !wide && config().experimental.flashBackwardLean,
+    ...pingpongOf(kernel, p.deterministic),
   };
+}
+
+function pingpongOf(
+  kernel: FlashBackwardKernel,
+  deterministic: boolean,
+): Pick<FlashBackwardVariant, 'pingpong'> {
+  const choice = config().experimental.flashBackwardPingPong;
+  if (kernel !== 'wgmma-ws' || deterministic || choice === null) return {};
+  return { pingpong: choice === '1' ? 'turns' : 'keys' };
 }
 
 /**
@@ -314,6 +330,7 @@ export function flashBackwardVariantKey(v: FlashBackwardVariant): string {
   if (v.lean && v.kernel !== 'mma') parts.push('lean');
   if (v.kernel === 'wgmma') parts.push('wgmma');
   if (v.kernel === 'wgmma-ws') parts.push('wgmma', 'ws');
+  if (v.kernel === 'wgmma-ws' && v.pingpong) parts.push(v.pingpong === 'turns' ? 'pp' : 'dqkeys');
   if (v.deterministic) parts.push('det');
   if (v.deterministic && v.dqPass && v.kernel !== 'mma') parts.push('pass');
   if (v.bias && v.bias !== 'none')
@@ -365,7 +382,14 @@ export function flashBackwardDefines(v: FlashBackwardVariant): Record<string, nu
   if (v.kernel === 'wgmma')
     return { FLASH_D: v.headDim, FLASH_FP16: fp16, ...general, ...fastTanh, ...ordered, ...lean };
   if (v.kernel === 'wgmma-ws')
-    return { FLASH_D: v.headDim, FLASH_FP16: fp16, FLASH_BWD_WS: 1, ...ordered, ...lean };
+    return {
+      FLASH_D: v.headDim,
+      FLASH_FP16: fp16,
+      FLASH_BWD_WS: 1,
+      ...ordered,
+      ...lean,
+      ...(v.pingpong ? { FLASH_BWD_PINGPONG: v.pingpong === 'turns' ? 1 : 2 } : {}),
+    };
   return {
     FLASH_D: v.headDim,
     FLASH_FP16: fp16,
@@ -406,7 +430,9 @@ export function flashBackwardSharedBytes(v: FlashBackwardVariant): {
     const row = v.headDim * 2;
     const stats = 3 * 2 * queries * 4;
     const only = 1024 + 2 * keys * row + 3 * 2 * queries * row;
-    const dqParts = 2 * queries * keys * 2 + queries * v.headDim * 4;
+    // With dQ split by keys (pingpong) each warpgroup stages a 64-column pass: 2 × 64 × 64 floats.
+    const staging = v.kernel === 'wgmma-ws' && v.pingpong ? 2 * queries * 64 * 4 : queries * v.headDim * 4;
+    const dqParts = 2 * queries * keys * 2 + staging;
     // wgmma-ws: then the full and empty mbarriers of the three stages, K/V's, three 32-bit flags.
     // wgmma with a block mask: a bit a step (4096 steps in 512 bytes, the rest at D=128: 232,448 bytes in all).
     const sync = v.kernel === 'wgmma-ws' ? 16 * 3 + 8 + 4 * 3 : v.blockMask ? 512 : 0;

@@ -401,6 +401,61 @@ describe('flash (cuda) backward: variant and tiles', () => {
     }
   });
 
+  it('splits wgmma-ws dQ by keys with ATTNLAB_FLASH_BWD_PINGPONG=1|keys, never deterministic, off unset', () => {
+    const saved = {
+      kernel: process.env.ATTNLAB_FLASH_BWD_KERNEL,
+      pp: process.env.ATTNLAB_FLASH_BWD_PINGPONG,
+    };
+    try {
+      process.env.ATTNLAB_FLASH_BWD_KERNEL = 'wgmma-ws';
+      delete process.env.ATTNLAB_FLASH_BWD_PINGPONG;
+      reloadConfig();
+      const plain = flashBackwardVariant(problem({}, { H: 64 }), 'sm_90a');
+      assert.equal(plain.pingpong, undefined);
+      assert.equal('FLASH_BWD_PINGPONG' in flashBackwardDefines(plain), false);
+      for (const [value, mode, name, define] of [
+        ['1', 'turns', 'pp', 1],
+        ['keys', 'keys', 'dqkeys', 2],
+      ] as const) {
+        process.env.ATTNLAB_FLASH_BWD_PINGPONG = value;
+        reloadConfig();
+        const v = flashBackwardVariant(problem({}, { H: 64 }), 'sm_90a');
+        assert.equal(v.pingpong, mode);
+        assert.equal(flashBackwardVariantKey(v), `flash-bwd.sm_90a.bf16.d64.128x64x12.lean.wgmma.ws.${name}`);
+        assert.equal(flashBackwardDefines(v).FLASH_BWD_PINGPONG, define);
+        // At D=64 each warpgroup stages a 64-column pass (both halves): 16 KiB more than the halves' 16.
+        assert.equal(flashBackwardSharedBytes(v).dkdv - flashBackwardSharedBytes(plain).dkdv, 64 * 64 * 4);
+        // D=128: a pass is a half, the same staging.
+        const wide = flashBackwardVariant(problem({}, { H: 128 }), 'sm_90a');
+        assert.equal(wide.pingpong, mode);
+        assert.equal(
+          flashBackwardSharedBytes(wide).dkdv,
+          1024 + 65536 + 3 * 32768 + 2 * 16384 + 32768 + 1536 + 68,
+        );
+        // The ordered dQ adds need one adding warp an element; the 256-thread loop has no split.
+        assert.equal(
+          flashBackwardVariant(problem({ deterministic: true }, { H: 64 }), 'sm_90a').pingpong,
+          undefined,
+        );
+        process.env.ATTNLAB_FLASH_BWD_KERNEL = 'wgmma';
+        reloadConfig();
+        assert.equal(flashBackwardVariant(problem({}, { H: 64 }), 'sm_90a').pingpong, undefined);
+        process.env.ATTNLAB_FLASH_BWD_KERNEL = 'wgmma-ws';
+      }
+      process.env.ATTNLAB_FLASH_BWD_PINGPONG = 'on';
+      assert.throws(() => reloadConfig(), /ATTNLAB_FLASH_BWD_PINGPONG/);
+    } finally {
+      for (const [name, value] of [
+        ['ATTNLAB_FLASH_BWD_KERNEL', saved.kernel],
+        ['ATTNLAB_FLASH_BWD_PINGPONG', saved.pp],
+      ] as const) {
+        if (value === undefined) delete process.env[name];
+        else process.env[name] = value;
+      }
+      reloadConfig();
+    }
+  });
+
   it('fits every head dim of the mma.sync loop in an A100 block (163 KiB), so also in an H100/H200 one', () => {
     for (let D = 32; D <= 128; D += 32) {
       const v = flashBackwardVariant(problem({}, { H: D }), 'sm_80');
