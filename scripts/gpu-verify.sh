@@ -153,9 +153,17 @@ shard variants-hopper - \
   $g/variants/hopper.test.ts
 shard variants-cases-forward - --test-name-pattern='^CUDA flash, modifier cases$' $g/variants/cases.test.ts
 shard variants-cases-backward - --test-name-pattern='^CUDA flash backward, modifier cases' $g/variants/cases.test.ts
+# backward/hopper-wide.test.ts (the loop past a head dim of 128): one process a type (its oracle cases and
+# deterministic repeats: ~4 backward and 2 forward modules cold each), the NaN patterns, shared memory and the
+# bias refusal apart; the `sanitize: ` cases are the sanitizers' alone.
+for p in bfloat16 float16; do
+  shard "backward-hopper-wide-$p" - --test-name-pattern="· $p( · deterministic)?\$" $g/backward/hopper-wide.test.ts
+done
+shard backward-hopper-wide-other - --test-name-pattern='^(asks for|NaN in|refuses a bias)' \
+  $g/backward/hopper-wide.test.ts
 # Every other file, one process each. bench/hidden-host.test.ts times calls against bounds: it runs alone at
 # the end (the `timing` shard).
-split='forward/(hopper|flash|naive|cudnn|nan)|backward/(backends|flash|hopper)|decode/(flash|tma)|variants/(flash|hopper|cases)'
+split='forward/(hopper|flash|naive|cudnn|nan)|backward/(backends|flash|hopper|hopper-wide)|decode/(flash|tma)|variants/(flash|hopper|cases)'
 for f in $(find $g -name '*.test.ts' | sort); do
   [[ $f =~ ^$g/($split|bench/hidden-host)\.test\.ts$ ]] && continue
   name=${f#$g/}
