@@ -52,10 +52,13 @@
 #pragma once
 #include "hopper/bwd_dkdv_sm90.cuh"
 
-template <int D_, bool FP16_>
+// PAIR (FLASH_BWD_WIDE_PAIR): both dQ passes in flight at once — issued as dV | dQ's first | dK | dQ's
+// second, the first staged while dK and the second multiply — each with a staging of its own (D = 256:
+// the second in the warpgroup's half of the stage's Q once dK has read it; D = 192: 8 KiB more a warpgroup).
+template <int D_, bool FP16_, bool PAIR_ = false>
 struct HopperBwdWideConfig {
   static constexpr int D = D_, BNK = 64, BMQ = 64, THREADS = 256, NW = 8;
-  static constexpr bool FP16 = FP16_;
+  static constexpr bool FP16 = FP16_, PAIR = PAIR_;
   static constexpr int BOXES = D / 64;
   static constexpr u32 BOX = 64 * 128;  // 64 rows × 64 columns of 16-bit elements, 128-byte swizzle
   static constexpr u32 KV_BYTES = BOXES * BOX, Q_BYTES = BOXES * BOX, STAGE = 2 * Q_BYTES;
@@ -68,7 +71,8 @@ struct HopperBwdWideConfig {
   static constexpr int Q0 = 64, Q1 = D == 256 ? 64 : 32;
   static constexpr bool STAGING_IN_DO = D == 256;
   static constexpr u32 STAGING_WG = 64 * 64 * 4;  // a warpgroup's 64 rows × 64 columns of float32
-  static constexpr u32 STAGING = STAGING_IN_DO ? 0 : 2 * STAGING_WG;
+  static constexpr u32 STAGING_WG1 = PAIR && !STAGING_IN_DO ? 64 * Q1 * 4 : 0;  // D = 192's second pass
+  static constexpr u32 STAGING = STAGING_IN_DO ? 0 : 2 * (STAGING_WG + STAGING_WG1);
   static_assert(D == 192 || D == 256, "the head dims past 128");
 };
 
@@ -78,6 +82,7 @@ constexpr unsigned hopper_bwd_wide_smem_bytes() {
 }
 static_assert(hopper_bwd_wide_smem_bytes<HopperBwdWideConfig<256, false>>() <= 227 * 1024, "an H100/H200 block");
 static_assert(hopper_bwd_wide_smem_bytes<HopperBwdWideConfig<192, false>>() <= 227 * 1024, "an H100/H200 block");
+static_assert(hopper_bwd_wide_smem_bytes<HopperBwdWideConfig<192, false, true>>() <= 227 * 1024, "an H100/H200 block");
 
 // Byte offset of column c (a multiple of 32) inside a tile of 64-column boxes.
 template <class C>
@@ -393,6 +398,47 @@ __device__ __forceinline__ void hopper_bwd_dkdv_wide(const FlashParams& p, const
         if constexpr (C::WB != 0) {
           fence_accumulators(dv_b);
           fence_accumulators(dk_b);
+        }
+      } else if constexpr (C::PAIR) {
+        float dq[C::Q0 / 8][4], dq1[C::Q1 / 8][4];
+        wide_dq_pass<C, C::Q0>(dq, ds_tile, k_smem, col_a);
+        wgmma_commit();
+        wide_dkv<C>(dk_a, dk_b, ds_tile, q_tile, col_a, col_b);
+        wgmma_commit();
+        wide_dq_pass<C, C::Q1>(dq1, ds_tile, k_smem, q1_col);
+        wgmma_commit();
+        wgmma_wait<2>();  // dV and dQ's first pass; dK and the second pass may still run
+        fence_accumulators(dq);
+        fence_accumulators(dv_a);
+        if constexpr (C::WB != 0) fence_accumulators(dv_b);
+        const u32 at = staging + (warp % 4) * 16 * C::Q0 * 4;
+        store_dq_box<C::Q0>(at, dq, lane);
+        fence_proxy_async();
+        __syncwarp();
+        if (lane == 0) {
+          if constexpr (DET) {
+            const int place = dq_place<BNK>(p, kb);
+            if (!dq_first_adder<BNK, BMQ>(p, kb, place, m0 / BMQ))
+              dq_wait_turn(dq_semaphore<C::D, BMQ>(p, x, bn, m0 / BMQ), place);
+          }
+          bulk_reduce_add_f32(x.dq_accum + hopper_wide_dq_offset<C::D, C::Q0>(bn, col_a, x.t_pad, m0 + 16 * (warp % 4)),
+                              at, 16 * C::Q0 * 4);
+          bulk_commit();
+        }
+        wgmma_wait<0>();
+        fence_accumulators(dq1);
+        fence_accumulators(dk_a);
+        if constexpr (C::WB != 0) fence_accumulators(dk_b);
+        // The second pass's own place: D = 256, this warpgroup's half of the stage's Q (dK has read it).
+        const u32 staging1 = C::STAGING_IN_DO ? q_tile + wg * C::STAGING_WG : dq0 + 2 * C::STAGING_WG + wg * C::STAGING_WG1;
+        const u32 at1 = staging1 + (warp % 4) * 16 * C::Q1 * 4;
+        store_dq_box<C::Q1>(at1, dq1, lane);
+        fence_proxy_async();
+        __syncwarp();
+        if (lane == 0) {
+          bulk_reduce_add_f32(x.dq_accum + hopper_wide_dq_offset<C::D, C::Q1>(bn, q1_col, x.t_pad, m0 + 16 * (warp % 4)),
+                              at1, 16 * C::Q1 * 4);
+          bulk_commit();
         }
       } else {
       {

@@ -35,7 +35,10 @@
 #if ATTNLAB_MODIFIERS || FLASH_BIAS || FLASH_MASK || FLASH_BWD_WS
 #error "the loop past a head dim of 128 takes no bias, mask, modifiers, block mask or producer warpgroup"
 #endif
-using WideC = HopperBwdWideConfig<FLASH_D, FLASH_FP16 != 0>;
+#ifndef FLASH_BWD_WIDE_PAIR
+#define FLASH_BWD_WIDE_PAIR 0  // both dQ passes in flight (HopperBwdWideConfig::PAIR): ATTNLAB_FLASH_BWD_WIDE=pair
+#endif
+using WideC = HopperBwdWideConfig<FLASH_D, FLASH_FP16 != 0, FLASH_BWD_WIDE_PAIR != 0>;
 constexpr bool kOrderedDq = FLASH_BWD_DETERMINISTIC != 0;
 extern "C" __global__ void __launch_bounds__(256) attnlab_flash_bwd_prep(const __grid_constant__ FlashParams p,
                                                                         const __grid_constant__ FlashBwdParams x) {
@@ -154,4 +157,5 @@ __global__ void __launch_bounds__(256, 1) hopper_bwd_dkdv_wide_test(const __grid
 }
 template __global__ void hopper_bwd_dkdv_wide_test<HopperBwdWideConfig<256, false>, true, false>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
 template __global__ void hopper_bwd_dkdv_wide_test<HopperBwdWideConfig<192, true>, true, true>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
+template __global__ void hopper_bwd_dkdv_wide_test<HopperBwdWideConfig<256, true, true>, true, true>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
 #endif

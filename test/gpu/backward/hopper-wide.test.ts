@@ -5,7 +5,8 @@
  * error ≤ 2× a plain same-precision implementation's + a floor): T, S ∈ {128, 257, 1000} (whole, ragged and
  * many 64-row blocks), causal in both alignments, GQA/MQA, padding lengths with a window, H ≠ Hv (zero-filled
  * columns: 192/128, 128/256), H = 160 on the 192-column module, bf16 and fp16, deterministic mode (the dQ
- * adds in a fixed order of key blocks); every case asserts that the 64-key variant ran. The shared memory the
+ * adds in a fixed order of key blocks); every case asserts that the 64-key variant ran, on both forms of the
+ * loop: ATTNLAB_FLASH_BWD_WIDE=1 (dQ's two passes one after the other) and =pair (both in flight, `.pair`). The shared memory the
  * launcher asks for is what the module states. NaN in Q, K or dO gives exactly the reference's NaN pattern.
  * Deterministic mode is bitwise identical over 20 runs on heads with more key blocks than an H100 has SMs.
  * The `sanitize: ` cases are compute-sanitizer's (scripts/gpu-verify.sh, flash-backward-wide). Skips without
@@ -30,6 +31,7 @@ import type { AttentionCase } from '../../../src/check/cases.js';
 import { buildInputs } from '../../../src/check/cases.js';
 import {
   checkGradients,
+  type GradientValues,
   gradientValues,
   plainLowPrecisionGradients,
   randomOutputGradient,
@@ -174,13 +176,18 @@ const REPEAT_CASES: readonly (WideCase & { shape: ProblemSize })[] = [
 ];
 const REPEATS = 20;
 
-/** The variant of the loop past 128: `….d192.64x64x8.wgmma` or `….d256…`, `.det` when deterministic. */
-const WIDE_VARIANT = /\.d(192|256)\.64x64x8\.wgmma(\.det)?$/;
+/** The two forms of the loop (ATTNLAB_FLASH_BWD_WIDE), each test named by its value (`· wide=1`, `· wide=pair`). */
+const LOOPS = ['1', 'pair'] as const;
+type Loop = (typeof LOOPS)[number];
+
+/** The variant of the loop past 128: `….d192.64x64x8.wgmma[.pair][.det]` or `….d256…`. */
+const variantOf = (loop: Loop) =>
+  new RegExp(`\\.d(192|256)\\.64x64x8\\.wgmma${loop === 'pair' ? '\\.pair' : ''}(\\.det)?$`);
 
 const summary: string[] = [];
 
-function wideOn() {
-  process.env.ATTNLAB_FLASH_BWD_WIDE = '1';
+function wideOn(loop: Loop = '1') {
+  process.env.ATTNLAB_FLASH_BWD_WIDE = loop;
   reloadConfig();
 }
 function wideOff() {
@@ -202,44 +209,55 @@ describe('GPU flash backward · wgmma past a head dim of 128', { skip }, () => {
     console.log(summary.map((line) => `# ${line}`).join('\n'));
   });
 
+  // The expected gradients of a case, computed once for both forms (the float64 oracle costs seconds).
+  const expected = new Map<number, { reference: GradientValues; plain: GradientValues }>();
   CASES.forEach((c, index) => {
-    it(`${c.name} · ${c.dtype}${c.deterministic ? ' · deterministic' : ''}`, () => {
-      const { q, k, v, options } = buildInputs(c, c.dtype, seed + 31 * index);
-      const dO = randomOutputGradient(q, v, c.dtype, seed + 31 * index + 7);
-      const inputs = { q, k, v, options, dO };
-      const [cq, ck, cv, cdO] = [q, k, v, dO].map((t) => t.to('cuda'));
-      const f = attentionVjp(cq, ck, cv, {
-        ...options,
-        implementation: 'flash',
-        deterministic: c.deterministic,
+    for (const loop of LOOPS)
+      it(`${c.name} · ${c.dtype}${c.deterministic ? ' · deterministic' : ''} · wide=${loop}`, () => {
+        wideOn(loop);
+        const { q, k, v, options } = buildInputs(c, c.dtype, seed + 31 * index);
+        const dO = randomOutputGradient(q, v, c.dtype, seed + 31 * index + 7);
+        const inputs = { q, k, v, options, dO };
+        const [cq, ck, cv, cdO] = [q, k, v, dO].map((t) => t.to('cuda'));
+        const f = attentionVjp(cq, ck, cv, {
+          ...options,
+          implementation: 'flash',
+          deterministic: c.deterministic,
+        });
+        const grads = f.backward(cdO);
+        try {
+          assert.equal(grads.backend, 'flash');
+          assert.match(grads.variant ?? '', variantOf(loop), `variant ${grads.variant}`);
+          assert.equal(/\.det$/.test(grads.variant ?? ''), c.deterministic === true);
+          let want = expected.get(index);
+          if (!want) {
+            want = {
+              reference: referenceGradients(inputs),
+              plain: plainLowPrecisionGradients(inputs, c.dtype),
+            };
+            expected.set(index, want);
+          }
+          const reports = checkGradients(gradientValues(grads), want.reference, want.plain, c.dtype);
+          summary.push(
+            `${c.name} ${c.dtype}: ${reports
+              .map((r) => `${r.gradient} ${r.error.toExponential(1)}/${r.bound.toExponential(1)}`)
+              .join(' ')} ${grads.variant}`,
+          );
+          for (const r of reports) assert.ok(r.ok, `${c.name} (${grads.variant}) ${r.message}`);
+        } finally {
+          for (const t of [cq, ck, cv, cdO, f.output, f.logSumExp, grads.dQuery, grads.dKey, grads.dValue])
+            t.dispose();
+        }
       });
-      const grads = f.backward(cdO);
-      try {
-        assert.equal(grads.backend, 'flash');
-        assert.match(grads.variant ?? '', WIDE_VARIANT, `variant ${grads.variant}`);
-        assert.equal(/\.det$/.test(grads.variant ?? ''), c.deterministic === true);
-        const reports = checkGradients(
-          gradientValues(grads),
-          referenceGradients(inputs),
-          plainLowPrecisionGradients(inputs, c.dtype),
-          c.dtype,
-        );
-        summary.push(
-          `${c.name} ${c.dtype}: ${reports
-            .map((r) => `${r.gradient} ${r.error.toExponential(1)}/${r.bound.toExponential(1)}`)
-            .join(' ')} ${grads.variant}`,
-        );
-        for (const r of reports) assert.ok(r.ok, `${c.name} (${grads.variant}) ${r.message}`);
-      } finally {
-        for (const t of [cq, ck, cv, cdO, f.output, f.logSumExp, grads.dQuery, grads.dKey, grads.dValue])
-          t.dispose();
-      }
-    });
   });
 
-  it('asks for the shared memory the compiled kernels state (D = 192, 256; bf16, fp16)', () => {
+  it('asks for the shared memory the compiled kernels state (D = 192, 256; bf16, fp16; both forms)', () => {
     for (const headDim of HOPPER_BACKWARD_WIDE_HEAD_DIMS) {
-      for (const dtype of ['bfloat16', 'float16'] as const) {
+      for (const [dtype, widePair] of [
+        ['bfloat16', false],
+        ['float16', false],
+        ['bfloat16', true],
+      ] as const) {
         const variant: FlashBackwardVariant = {
           kernel: 'wgmma',
           arch: targetArch(),
@@ -247,6 +265,7 @@ describe('GPU flash backward · wgmma past a head dim of 128', { skip }, () => {
           headDim,
           tiles: HOPPER_BACKWARD_WIDE_TILES,
           deterministic: false,
+          widePair,
         };
         const module = flashBackwardModule(variant);
         const stated = (name: string) =>
@@ -258,7 +277,7 @@ describe('GPU flash backward · wgmma past a head dim of 128', { skip }, () => {
         assert.deepEqual(
           { dkdv: stated('dkdv'), dkdvOnly: stated('dkdv_only') },
           { dkdv: want.dkdv, dkdvOnly: want.dkdvOnly },
-          `D=${headDim} ${dtype}`,
+          `D=${headDim} ${dtype}${widePair ? ' pair' : ''}`,
         );
       }
     }
@@ -304,10 +323,15 @@ describe('GPU flash backward · wgmma past a head dim of 128', { skip }, () => {
         const dO = Tensor.fromArray(values.dO, hostDO.shape, 'bfloat16');
         const reference = referenceGradients({ q, k, v: host.v, options, dO });
         const [cq, ck, cv, cdO] = [q, k, host.v, dO].map((t) => t.to('cuda'));
-        for (const deterministic of [false, true]) {
+        for (const [loop, deterministic] of [
+          ['1', false],
+          ['1', true],
+          ['pair', false],
+        ] as const) {
+          wideOn(loop);
           const f = attentionVjp(cq, ck, cv, { ...options, implementation: 'flash', deterministic });
           const g = f.backward(cdO);
-          assert.match(g.variant ?? '', WIDE_VARIANT, `variant ${g.variant}`);
+          assert.match(g.variant ?? '', variantOf(loop), `variant ${g.variant}`);
           for (const key of ['dQuery', 'dKey', 'dValue'] as const) {
             const got = g[key].toFloat64Array();
             const want = reference[key] as Float64Array;
@@ -323,7 +347,7 @@ describe('GPU flash backward · wgmma past a head dim of 128', { skip }, () => {
             assert.equal(
               mismatches,
               0,
-              `${key} deterministic=${deterministic}: ${mismatches} elements differ in NaN-ness from the reference's (${nan} NaN of ${want.length}), first at ${first}`,
+              `${key} wide=${loop} deterministic=${deterministic}: ${mismatches} elements differ in NaN-ness from the reference's (${nan} NaN of ${want.length}), first at ${first}`,
             );
             g[key].dispose();
           }
@@ -331,6 +355,7 @@ describe('GPU flash backward · wgmma past a head dim of 128', { skip }, () => {
           f.logSumExp.dispose();
         }
         for (const t of [cq, ck, cv, cdO]) t.dispose();
+        wideOn();
       });
     }
 
@@ -369,8 +394,14 @@ describe('GPU flash backward · wgmma past a head dim of 128', { skip }, () => {
     ],
   ];
   for (const [name, shape, options] of SANITIZE) {
-    for (const deterministic of [false, true]) {
-      it(`sanitize: ${name}${deterministic ? ' deterministic' : ''}`, () => {
+    for (const [loop, deterministic] of [
+      ['1', false],
+      ['1', true],
+      ['pair', false],
+      ['pair', true],
+    ] as const) {
+      it(`sanitize: ${name}${deterministic ? ' deterministic' : ''} · wide=${loop}`, () => {
+        wideOn(loop);
         const c: WideCase = { name, shape, dtype: 'float16', options };
         const host = buildInputs(c, 'float16', seed + 40);
         const hostDO = randomOutputGradient(host.q, host.v, 'float16', seed + 41);
@@ -382,7 +413,7 @@ describe('GPU flash backward · wgmma past a head dim of 128', { skip }, () => {
           implementation: 'naive',
         });
         try {
-          assert.match(g.variant ?? '', WIDE_VARIANT, `variant ${g.variant}`);
+          assert.match(g.variant ?? '', variantOf(loop), `variant ${g.variant}`);
           for (const key of ['dQuery', 'dKey', 'dValue'] as const) {
             const x = g[key].toFloat64Array();
             const y = n[key].toFloat64Array();
@@ -425,48 +456,52 @@ describe(`GPU flash backward · wgmma past 128 · deterministic, bitwise identic
   });
 
   REPEAT_CASES.forEach((c, index) => {
-    it(`repeat · ${c.name} · ${c.dtype}`, () => {
-      const { q, k, v, options } = buildInputs(c, c.dtype, seed + 97 * index);
-      const dO = randomOutputGradient(q, v, c.dtype, seed + 97 * index + 7);
-      const [cq, ck, cv, cdO] = [q, k, v, dO].map((t) => t.to('cuda'));
-      const vjpOptions: BackwardOptions = { ...options, implementation: 'flash' };
-      const f = attentionVjp(cq, ck, cv, { ...vjpOptions, deterministic: true });
-      const owned: Tensor[] = [cq, ck, cv, cdO, f.output, f.logSumExp];
-      try {
-        const runs = [];
-        for (let r = 0; r < REPEATS; r++) {
-          const g = f.backward(cdO);
-          owned.push(g.dQuery, g.dKey, g.dValue);
-          runs.push(g);
+    for (const loop of LOOPS)
+      it(`repeat · ${c.name} · ${c.dtype} · wide=${loop}`, () => {
+        wideOn(loop);
+        const { q, k, v, options } = buildInputs(c, c.dtype, seed + 97 * index);
+        const dO = randomOutputGradient(q, v, c.dtype, seed + 97 * index + 7);
+        const [cq, ck, cv, cdO] = [q, k, v, dO].map((t) => t.to('cuda'));
+        const vjpOptions: BackwardOptions = { ...options, implementation: 'flash' };
+        const f = attentionVjp(cq, ck, cv, { ...vjpOptions, deterministic: true });
+        const owned: Tensor[] = [cq, ck, cv, cdO, f.output, f.logSumExp];
+        try {
+          const runs = [];
+          for (let r = 0; r < REPEATS; r++) {
+            const g = f.backward(cdO);
+            owned.push(g.dQuery, g.dKey, g.dValue);
+            runs.push(g);
+          }
+          const atomic = attentionBackward(cq, ck, cv, f.output, f.logSumExp, cdO, vjpOptions);
+          owned.push(atomic.dQuery, atomic.dKey, atomic.dValue);
+          assert.match(runs[0].variant ?? '', variantOf(loop), `variant ${runs[0].variant}`);
+          assert.match(runs[0].variant ?? '', /\.det$/);
+          assert.match(atomic.variant ?? '', variantOf(loop));
+          assert.doesNotMatch(atomic.variant ?? '', /\.det$/);
+          const first = {
+            dQuery: bits(runs[0].dQuery),
+            dKey: bits(runs[0].dKey),
+            dValue: bits(runs[0].dValue),
+          };
+          runs.forEach((g, r) => {
+            for (const key of ['dQuery', 'dKey', 'dValue'] as const)
+              assert.ok(bits(g[key]).equals(first[key]), `run ${r}: ${key} differs from run 0`);
+          });
+          // dK and dV come from the same loop either way; dQ differs by the order of its float32 sums only.
+          assert.ok(first.dKey.equals(bits(atomic.dKey)) && first.dValue.equals(bits(atomic.dValue)));
+          const x = runs[0].dQuery.toFloat64Array();
+          const y = atomic.dQuery.toFloat64Array();
+          let worst = 0;
+          let largest = 0;
+          for (let i = 0; i < x.length; i++) {
+            assert.ok(Number.isFinite(x[i]), `dQ[${i}] = ${x[i]}`);
+            worst = Math.max(worst, Math.abs(x[i] - y[i]));
+            largest = Math.max(largest, Math.abs(x[i]));
+          }
+          assert.ok(worst <= 2 ** -7 * largest, `max |det − atomic| ${worst} against max |dQ| ${largest}`);
+        } finally {
+          for (const t of owned) t.dispose();
         }
-        const atomic = attentionBackward(cq, ck, cv, f.output, f.logSumExp, cdO, vjpOptions);
-        owned.push(atomic.dQuery, atomic.dKey, atomic.dValue);
-        assert.match(runs[0].variant ?? '', /\.64x64x8\.wgmma\.det$/, `variant ${runs[0].variant}`);
-        assert.match(atomic.variant ?? '', /\.64x64x8\.wgmma$/);
-        const first = {
-          dQuery: bits(runs[0].dQuery),
-          dKey: bits(runs[0].dKey),
-          dValue: bits(runs[0].dValue),
-        };
-        runs.forEach((g, r) => {
-          for (const key of ['dQuery', 'dKey', 'dValue'] as const)
-            assert.ok(bits(g[key]).equals(first[key]), `run ${r}: ${key} differs from run 0`);
-        });
-        // dK and dV come from the same loop either way; dQ differs by the order of its float32 sums only.
-        assert.ok(first.dKey.equals(bits(atomic.dKey)) && first.dValue.equals(bits(atomic.dValue)));
-        const x = runs[0].dQuery.toFloat64Array();
-        const y = atomic.dQuery.toFloat64Array();
-        let worst = 0;
-        let largest = 0;
-        for (let i = 0; i < x.length; i++) {
-          assert.ok(Number.isFinite(x[i]), `dQ[${i}] = ${x[i]}`);
-          worst = Math.max(worst, Math.abs(x[i] - y[i]));
-          largest = Math.max(largest, Math.abs(x[i]));
-        }
-        assert.ok(worst <= 2 ** -7 * largest, `max |det − atomic| ${worst} against max |dQ| ${largest}`);
-      } finally {
-        for (const t of owned) t.dispose();
-      }
-    });
+      });
   });
 });

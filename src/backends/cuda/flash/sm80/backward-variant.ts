@@ -96,6 +96,11 @@ export interface FlashBackwardVariant {
    */
   readonly dqPass?: boolean;
   /**
+   * The loop past a head dim of 128 with both dQ passes in flight (FLASH_BWD_WIDE_PAIR,
+   * hopper/bwd_dkdv_wide_sm90.cuh; ATTNLAB_FLASH_BWD_WIDE=pair): `.pair` in the key.
+   */
+  readonly widePair?: boolean;
+  /**
    * FLASH_BWD_LEAN on a wgmma loop without a bias, a mask, modifiers or a block mask (hopper/bwd_dkdv_sm90.cuh;
    * the default, ATTNLAB_FLASH_BWD_LEAN=0 turns it off). Those hooks keep the general code either way.
    */
@@ -257,8 +262,9 @@ export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBac
     dqPass:
       p.deterministic && kernel !== 'mma' && config().experimental.flashBackwardDeterministic === 'pass',
     // The hooks keep the general code (NO_HOOKS in hopper/bwd_dkdv_sm90.cuh): no `.lean` in their names.
-    // The loop past 128 has one form: no `.lean`.
+    // The loop past 128 has no `.lean` form.
     lean: kernel !== 'mma' && !general && !wide && config().experimental.flashBackwardLean,
+    ...(kernel === 'wgmma' && wide && config().experimental.flashBackwardWidePair ? { widePair: true } : {}),
     ...pingpongOf(kernel, p.deterministic),
   };
 }
@@ -329,6 +335,7 @@ export function flashBackwardVariantKey(v: FlashBackwardVariant): string {
   const parts = ['flash-bwd', v.arch, dtype, `d${v.headDim}`, `${keys}x${queries}x${warps}`];
   if (v.lean && v.kernel !== 'mma') parts.push('lean');
   if (v.kernel === 'wgmma') parts.push('wgmma');
+  if (v.kernel === 'wgmma' && v.widePair) parts.push('pair');
   if (v.kernel === 'wgmma-ws') parts.push('wgmma', 'ws');
   if (v.kernel === 'wgmma-ws' && v.pingpong) parts.push(v.pingpong === 'turns' ? 'pp' : 'dqkeys');
   if (v.deterministic) parts.push('det');
@@ -379,8 +386,9 @@ export function flashBackwardDefines(v: FlashBackwardVariant): Record<string, nu
     ? { ATTNLAB_FAST_TANH: 1, ...(v.gradFromOutput ? { FLASH_BWD_GRAD_FROM_OUTPUT: 1 } : {}) }
     : {};
   const lean: Record<string, number> = v.lean ? { FLASH_BWD_LEAN: 1 } : {};
+  const pair: Record<string, number> = v.kernel === 'wgmma' && v.widePair ? { FLASH_BWD_WIDE_PAIR: 1 } : {};
   if (v.kernel === 'wgmma')
-    return { FLASH_D: v.headDim, FLASH_FP16: fp16, ...general, ...fastTanh, ...ordered, ...lean };
+    return { FLASH_D: v.headDim, FLASH_FP16: fp16, ...general, ...fastTanh, ...ordered, ...lean, ...pair };
   if (v.kernel === 'wgmma-ws')
     return {
       FLASH_D: v.headDim,
@@ -414,10 +422,11 @@ export function flashBackwardSharedBytes(v: FlashBackwardVariant): {
   if (v.kernel !== 'mma' && v.headDim > FLASH_BACKWARD_MAX_HEAD_DIM) {
     // hopper/bwd_dkdv_wide_sm90.cuh: 1 KiB of slack | K | V | two stages of (Q | dO) | Pᵀ | dSᵀ (64 × 64
     // each) | at D=192 the float32 dQ staging, 16 KiB a warpgroup (at D=256 each warpgroup stages into
-    // its half of the stage's dO) | two stages of (lse2 | D): 194 KiB at D=192, 210 KiB at D=256. No dQ
-    // pass at these head dims (flashBackwardRule).
+    // its half of the stage's dO) | two stages of (lse2 | D): 194 KiB at D=192, 210 KiB at D=256. With both
+    // dQ passes in flight (widePair) the second has its own: 8 KiB more a warpgroup at D=192 (210 KiB), the
+    // warpgroup's half of the stage's Q at D=256. No dQ pass at these head dims (flashBackwardRule).
     const row = v.headDim * 2;
-    const staging = v.headDim === 256 ? 0 : 2 * queries * 64 * 4;
+    const staging = v.headDim === 256 ? 0 : 2 * queries * (64 + (v.widePair ? 32 : 0)) * 4;
     const bytes =
       1024 + 2 * keys * row + 2 * 2 * queries * row + 2 * keys * queries * 2 + staging + 2 * 2 * queries * 4;
     return { dkdv: bytes, dkdvOnly: bytes, dq: 0 };

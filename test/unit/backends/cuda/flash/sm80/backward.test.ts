@@ -366,6 +366,21 @@ describe('flash (cuda) backward: variant and tiles', () => {
           2 * 4 * 128 * D * 4 + 2 * 4 * 2 * 4,
         );
       }
+      // =pair: both dQ passes in flight, `.pair`, 8 KiB more staging a warpgroup at D=192.
+      process.env.ATTNLAB_FLASH_BWD_WIDE = 'pair';
+      reloadConfig();
+      for (const D of [192, 256]) {
+        const v = flashBackwardVariant(problem({}, { H: D }), 'sm_90a');
+        assert.equal(flashBackwardVariantKey(v), `flash-bwd.sm_90a.bf16.d${D}.64x64x8.wgmma.pair`);
+        assert.deepEqual(flashBackwardDefines(v), { FLASH_D: D, FLASH_FP16: 0, FLASH_BWD_WIDE_PAIR: 1 });
+        const staging = D === 192 ? 2 * 64 * (64 + 32) * 4 : 0;
+        assert.equal(flashBackwardSharedBytes(v).dkdv, 1024 + 6 * 64 * 2 * D + 16384 + staging + 1024);
+        assert.ok(flashBackwardSharedBytes(v).dkdv <= 227 * 1024);
+      }
+      // H ≤ 128 is untouched by the switch.
+      assert.equal(flashBackwardVariant(problem({}, { H: 128 }), 'sm_90a').widePair, undefined);
+      process.env.ATTNLAB_FLASH_BWD_WIDE = '1';
+      reloadConfig();
       // Another GPU: the mma.sync loop, which the launcher refuses past 128.
       const a100 = flashBackwardVariant(problem({}, { H: 256 }), 'sm_80');
       assert.equal(a100.kernel, 'mma');
