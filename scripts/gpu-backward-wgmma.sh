@@ -6,11 +6,13 @@
 #             reduce-adds, RED: per-element reductions, LDL/STL: spills, STRONG.GPU and NANOSLEEP: the semaphores)
 #   test      test/gpu/backward/hopper.test.ts (each loop in a process of its own) and the flash
 #             backward suite, at once
-#   check     the wgmma loops in one call (CHECK_LOOPS, default wgmma, wgmma-ws and pingpong: wgmma-ws with dQ
-#             split by keys, ATTNLAB_FLASH_BWD_PINGPONG=1): per loop its oracle cases in two processes (bf16; fp16
-#             and deterministic), the deterministic repeats on three shapes (not pingpong, never deterministic),
-#             and memcheck, racecheck and synccheck on T=257 H=128 causal (whole and partial tiles), for
-#             pingpong on T=S=128 H=64 causal too; memcheck on the deterministic twin; all at once
+#   check     the wgmma loops in one call (CHECK_LOOPS, default wgmma and wgmma-ws; also next-wgmma, next-ws and
+#             pingpong, the switches not yet on by default: test/gpu/backward/hopper.test.ts, LOOP_VARIABLES): per
+#             loop its oracle cases in two processes (bf16; fp16 and deterministic), the deterministic repeats on
+#             three shapes (wgmma and wgmma-ws), memcheck, racecheck and synccheck on T=257 H=128 causal (whole and
+#             partial tiles), for pingpong memcheck and racecheck on T=S=128 H=64 causal too, and for next-ws and
+#             pingpong the gradient NaN suite (nan.test.ts) under their variables; memcheck on the deterministic
+#             twin; all at once (jobs_max processes at a time, default the cores)
 #   suite     the shared gradient suite's flash runs (CASES, LONG_CASES, deterministic), default loop and wgmma-ws
 #   sanitize  memcheck, racecheck and synccheck on a small H=128 causal case, memcheck and racecheck on a
 #             small H=64 causal one, each on both wgmma loops
@@ -106,12 +108,22 @@ check)
   # once; each test's result streams to its log, so a process cut at the cap still says which tests passed.
   f=test/gpu/backward/hopper.test.ts
   export KERNELS=hopper/hopper_bwd.cu
-  for loop in ${CHECK_LOOPS:-wgmma wgmma-ws pingpong}; do
+  next_ws="ATTNLAB_FLASH_BWD_KERNEL=wgmma-ws ATTNLAB_FLASH_BWD_WS_FLAGGED=1 ATTNLAB_FLASH_BWD_DQ_SWIZZLE=1"
+  for loop in ${CHECK_LOOPS:-wgmma wgmma-ws}; do
     shard "$loop-bf16" - --test-name-pattern="^(?!repeat|deterministic).* · bfloat16 · $loop\$" $f
     shard "$loop-fp16-det" - --test-name-pattern="^(?!repeat)(.* · float16|deterministic .* · deterministic) · $loop\$" $f
-    [ $loop = pingpong ] || shard "$loop-repeat" - --test-name-pattern="^repeat · (GQA|T=128 S=40000|T=2000 ).* · $loop\$" $f
+    case $loop in
+    wgmma | wgmma-ws)
+      shard "$loop-repeat" - --test-name-pattern="^repeat · (GQA|T=128 S=40000|T=2000 ).* · $loop\$" $f ;;
+    next-ws) shard nan-next-ws "$next_ws" test/gpu/backward/nan.test.ts ;;
+    pingpong) shard nan-pingpong "$next_ws ATTNLAB_FLASH_BWD_PINGPONG=1" test/gpu/backward/nan.test.ts ;;
+    esac
     sanitize_all "$loop-d128" --test-name-pattern="^T=257 S=257 H=128 causal · bfloat16 · $loop\$" $f
-    [ $loop = pingpong ] && sanitize_all "$loop-d64" --test-name-pattern="^T=S=128 H=64 causal · bfloat16 · $loop\$" $f
+    if [ $loop = pingpong ]; then
+      for tool in memcheck racecheck; do
+        sanitize "$tool-$loop-d64" $tool --test-name-pattern="^T=S=128 H=64 causal · bfloat16 · $loop\$" $f
+      done
+    fi
   done
   sanitize memcheck-det-d128 memcheck \
     --test-name-pattern='^deterministic T=S=257 H=128 causal · bfloat16 · deterministic · wgmma$' $f

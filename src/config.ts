@@ -89,6 +89,18 @@ export interface ExperimentalKnobs {
    */
   readonly flashBackwardPingPong: FlashBackwardPingPongChoice | null;
   /**
+   * ATTNLAB_FLASH_BWD_WS_FLAGGED=1: the producer warpgroup of wgmma-ws cleans non-finite Q and dO elements only
+   * in steps whose statistics flag a row, instead of scanning every step (hopper/bwd_dkdv_sm90_ws.cuh). Off
+   * unless set: not yet measured.
+   */
+  readonly flashBackwardWsFlagged: boolean;
+  /**
+   * ATTNLAB_FLASH_BWD_DQ_SWIZZLE=1: the wgmma loops' float32 dQ staging and workspace with the chunk permutation
+   * that spreads each half-warp's 64-bit stores over all banks (hopper/bwd_dq_accum.cuh). Off unless set: not
+   * yet measured.
+   */
+  readonly flashBackwardDqSwizzle: boolean;
+  /**
    * ATTNLAB_FLASH_KERNEL=wgmma|mma: on sm_90a, run the cases the Hopper kernel covers on it (wgmma)
    * or keep every case on the mma.sync kernel; unset follows HOPPER_BY_DEFAULT (hopper-variant.ts).
    */
@@ -227,6 +239,8 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
       flashBackwardDbias: choice('ATTNLAB_FLASH_BWD_DBIAS', ['add', 'store']),
       flashBackwardScoreGrad: choice('ATTNLAB_FLASH_BWD_SCORE_GRAD', ['score', 'output']),
       flashBackwardPingPong: choice('ATTNLAB_FLASH_BWD_PINGPONG', ['1', 'keys']),
+      flashBackwardWsFlagged: flag('ATTNLAB_FLASH_BWD_WS_FLAGGED'),
+      flashBackwardDqSwizzle: flag('ATTNLAB_FLASH_BWD_DQ_SWIZZLE'),
       flashKernel: choice('ATTNLAB_FLASH_KERNEL', ['wgmma', 'mma']),
       decodeKernel: choice('ATTNLAB_DECODE_KERNEL', ['heads', 'rows', 'tma']),
       cudnnGraph: choice('ATTNLAB_CUDNN_GRAPH', ['composite', 'unified']),

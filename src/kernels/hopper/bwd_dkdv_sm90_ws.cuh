@@ -41,6 +41,24 @@
 #ifndef FLASH_BWD_PINGPONG
 #define FLASH_BWD_PINGPONG 0  // 1: dQ by keys and the warpgroups' turns; 2: dQ by keys alone
 #endif
+// FLASH_BWD_WS_FLAGGED (ATTNLAB_FLASH_BWD_WS_FLAGGED=1): the producer zeroes the non-finite Q and dO elements
+// of a step only where the step's statistics flag a row (as the 256-thread loop does), where it scans every
+// element of every step otherwise. ncu (H100, B=4 T=S=8192 N=16 H=128, non-causal): the producer's scan of
+// 32 KiB a step (an LDS and ~8 integer tests a 16-byte chunk, short-scoreboard bound within 32 registers) is
+// where its warps spend their samples, and the consumers wait on the `full` mbarrier for 30% of theirs.
+#ifndef FLASH_BWD_WS_FLAGGED
+#define FLASH_BWD_WS_FLAGGED 0
+#endif
+
+// The OR of `p` over the `threads` threads of named barrier `id` (bar.red.or), for every one of them.
+__device__ __forceinline__ bool named_barrier_or(int id, int threads, bool p) {
+  u32 any;
+  asm volatile("{ .reg .pred a, b; setp.ne.u32 a, %1, 0; barrier.red.or.pred b, %2, %3, a; selp.u32 %0, 1, 0, b; }\n"
+               : "=r"(any)
+               : "r"(static_cast<u32>(p)), "r"(id), "r"(threads)
+               : "memory");
+  return any != 0;
+}
 
 // The producer-warpgroup loop's layout with dQ split by keys (FLASH_BWD_PINGPONG): each warpgroup stages
 // a 64-column pass of dQ at a time, 16 KiB (the same 32 KiB as the halves at D = 128, twice it at 64).
@@ -68,8 +86,8 @@ struct HopperBwdWs {
   static_assert(CONSUMERS * CONSUMER_REGS + PRODUCER * PRODUCER_REGS <= THREADS * 168, "the launch's registers");
   static constexpr int DS_BARRIER = 1;  // named barrier of the consumers' dS exchange
   // FLASH_BWD_PINGPONG: each consumer warpgroup's own barrier (2, 3) before dQ reads its dS, and the
-  // barriers of its turn to issue Sᵀ and dPᵀ (4, 5).
-  static constexpr int WG_BARRIER = 2, TURN_BARRIER = 4;
+  // barriers of its turn to issue Sᵀ and dPᵀ (4, 5). FLASH_BWD_WS_FLAGGED: the producer's flag (6).
+  static constexpr int WG_BARRIER = 2, TURN_BARRIER = 4, PRODUCER_BARRIER = 6;
 };
 
 // Bytes after the loop's own shared memory: full and empty mbarriers of each stage, K/V's, and a
@@ -86,8 +104,8 @@ constexpr unsigned hopper_bwd_ws_smem_bytes() {
 static_assert(hopper_bwd_ws_smem_bytes<HopperBwdConfig<128, false>, true, false, 1>() <= 227 * 1024, "an H100/H200 block");
 
 
-// PINGPONG: FLASH_BWD_PINGPONG's modes (the header).
-template <class C0, bool DQ, bool DET = false, int PINGPONG = FLASH_BWD_PINGPONG>
+// PINGPONG: FLASH_BWD_PINGPONG's modes (the header); FLAGGED: FLASH_BWD_WS_FLAGGED.
+template <class C0, bool DQ, bool DET = false, int PINGPONG = FLASH_BWD_PINGPONG, bool FLAGGED = FLASH_BWD_WS_FLAGGED != 0>
 __device__ __forceinline__ void hopper_bwd_dkdv_ws(const FlashParams& p, const FlashBwdParams& x) {
   static_assert(DQ || !DET, "the order is the dQ adds'");
   constexpr bool PP = hopper_bwd_ws_pingpong(DQ, DET, PINGPONG);  // dQ by keys (the header says why)
@@ -151,11 +169,24 @@ __device__ __forceinline__ void hopper_bwd_dkdv_ws(const FlashParams& p, const F
       cp_async_commit();
       cp_async_wait<0>();
       compiler_fence();
-      zero_non_finite<BMQ, C::D, W::PRODUCER, C::FP16, true>(smem + (dst - base));
-      zero_non_finite<BMQ, C::D, W::PRODUCER, C::FP16, true>(smem + (dst - base) + C::Q_BYTES);
-      if (warp == 0) {
-        const bool flagged = __any_sync(0xffffffffu, stats_flag_non_finite<BMQ>(smem + (stats_of(s) - base)));
-        if (lane == 0) st_shared_s32(flags0 + 4 * i, flagged ? 1 : 0);
+      if constexpr (FLAGGED) {
+        // Warp 0 copied the statistics; the OR over the producer's 128 threads tells each of them whether
+        // to clean the elements it copied (a non-finite Q or dO element gives its row a NaN lse2 or a
+        // non-finite D: bwd_common.cuh, stats_flag_non_finite).
+        const bool flagged = named_barrier_or(W::PRODUCER_BARRIER, W::PRODUCER,
+                                              stats_flag_non_finite<BMQ>(smem + (stats_of(s) - base)));
+        if (flagged) {
+          zero_non_finite<BMQ, C::D, W::PRODUCER, C::FP16, true>(smem + (dst - base));
+          zero_non_finite<BMQ, C::D, W::PRODUCER, C::FP16, true>(smem + (dst - base) + C::Q_BYTES);
+        }
+        if (threadIdx.x == 0) st_shared_s32(flags0 + 4 * i, flagged ? 1 : 0);
+      } else {
+        zero_non_finite<BMQ, C::D, W::PRODUCER, C::FP16, true>(smem + (dst - base));
+        zero_non_finite<BMQ, C::D, W::PRODUCER, C::FP16, true>(smem + (dst - base) + C::Q_BYTES);
+        if (warp == 0) {
+          const bool flagged = __any_sync(0xffffffffu, stats_flag_non_finite<BMQ>(smem + (stats_of(s) - base)));
+          if (lane == 0) st_shared_s32(flags0 + 4 * i, flagged ? 1 : 0);
+        }
       }
       fence_proxy_async();
       mbar_arrive(full0 + 8 * i);

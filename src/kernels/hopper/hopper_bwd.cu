@@ -137,6 +137,14 @@ __global__ void __launch_bounds__(HopperBwdWs::THREADS, 1)
 template __global__ void hopper_bwd_dkdv_pp_test<HopperBwdConfig<128, false>, 1>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
 template __global__ void hopper_bwd_dkdv_pp_test<HopperBwdConfig<128, true>, 2>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
 template __global__ void hopper_bwd_dkdv_pp_test<HopperBwdConfig<64, false>, 1>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
+// The producer cleaning only flagged steps (FLASH_BWD_WS_FLAGGED), with dQ by halves and by keys.
+template <class C, int PINGPONG>
+__global__ void __launch_bounds__(HopperBwdWs::THREADS, 1)
+    hopper_bwd_dkdv_flagged_test(const __grid_constant__ FlashParams p, const __grid_constant__ FlashBwdParams x) {
+  hopper_bwd_dkdv_ws<C, true, false, PINGPONG, true>(p, x);
+}
+template __global__ void hopper_bwd_dkdv_flagged_test<HopperBwdConfig<128, false>, 0>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
+template __global__ void hopper_bwd_dkdv_flagged_test<HopperBwdConfig<64, true>, 1>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
 template <class C>
 __global__ void __launch_bounds__(256, 1) hopper_bwd_dkdv_det_test(const __grid_constant__ FlashParams p,
                                                                   const __grid_constant__ FlashBwdParams x) {

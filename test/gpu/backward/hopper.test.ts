@@ -184,26 +184,50 @@ const REPEATS = 20;
 /** The two wgmma loops: every thread loading (the default), and a producer warpgroup (wgmma-ws). */
 const LOOPS = ['wgmma', 'wgmma-ws'] as const;
 /**
- * The oracle cases also run `pingpong`: wgmma-ws with dQ split by keys and the warpgroups taking turns
- * (ATTNLAB_FLASH_BWD_PINGPONG=1; deterministic cases keep the halves, `….wgmma.ws.det`).
+ * The oracle cases also run the switches not yet on by default: `next-wgmma`, the 256-thread loop with the
+ * bank-spreading dQ staging (ATTNLAB_FLASH_BWD_DQ_SWIZZLE=1); `next-ws`, wgmma-ws with it and its producer
+ * cleaning only flagged steps (ATTNLAB_FLASH_BWD_WS_FLAGGED=1); `pingpong`, next-ws with dQ split by keys and
+ * the warpgroups taking turns (ATTNLAB_FLASH_BWD_PINGPONG=1; deterministic cases keep the halves).
  */
-const ORACLE_LOOPS = [...LOOPS, 'pingpong'] as const;
+const ORACLE_LOOPS = [...LOOPS, 'next-wgmma', 'next-ws', 'pingpong'] as const;
 type Loop = (typeof ORACLE_LOOPS)[number];
+
+const LOOP_VARIABLES: Record<Loop, Record<string, string>> = {
+  wgmma: { ATTNLAB_FLASH_BWD_KERNEL: 'wgmma' },
+  'wgmma-ws': { ATTNLAB_FLASH_BWD_KERNEL: 'wgmma-ws' },
+  'next-wgmma': { ATTNLAB_FLASH_BWD_KERNEL: 'wgmma', ATTNLAB_FLASH_BWD_DQ_SWIZZLE: '1' },
+  'next-ws': {
+    ATTNLAB_FLASH_BWD_KERNEL: 'wgmma-ws',
+    ATTNLAB_FLASH_BWD_WS_FLAGGED: '1',
+    ATTNLAB_FLASH_BWD_DQ_SWIZZLE: '1',
+  },
+  pingpong: {
+    ATTNLAB_FLASH_BWD_KERNEL: 'wgmma-ws',
+    ATTNLAB_FLASH_BWD_WS_FLAGGED: '1',
+    ATTNLAB_FLASH_BWD_DQ_SWIZZLE: '1',
+    ATTNLAB_FLASH_BWD_PINGPONG: '1',
+  },
+};
+const VARIABLES = [...new Set(Object.values(LOOP_VARIABLES).flatMap((vars) => Object.keys(vars)))];
 
 /** The variables that name `loop`; `undefined` unsets them. */
 function setLoop(loop: Loop | undefined): void {
-  if (loop === undefined) delete process.env.ATTNLAB_FLASH_BWD_KERNEL;
-  else process.env.ATTNLAB_FLASH_BWD_KERNEL = loop === 'pingpong' ? 'wgmma-ws' : loop;
-  if (loop === 'pingpong') process.env.ATTNLAB_FLASH_BWD_PINGPONG = '1';
-  else delete process.env.ATTNLAB_FLASH_BWD_PINGPONG;
+  for (const name of VARIABLES) delete process.env[name];
+  if (loop !== undefined) Object.assign(process.env, LOOP_VARIABLES[loop]);
   reloadConfig();
 }
 
-/** The variant a loop runs: pingpong's `.pp` except where deterministic. */
+/** The variant a loop runs (pingpong keeps dQ's halves where deterministic). */
 function variantPattern(loop: Loop, deterministic: boolean): RegExp {
-  if (loop === 'wgmma') return /\.wgmma(\.det)?$/;
-  if (loop === 'pingpong' && !deterministic) return /\.wgmma\.ws\.pp$/;
-  return /\.wgmma\.ws(\.det)?$/;
+  const det = deterministic ? '\\.det' : '';
+  const name = {
+    wgmma: '\\.wgmma',
+    'wgmma-ws': '\\.wgmma\\.ws',
+    'next-wgmma': '\\.wgmma\\.dqswz',
+    'next-ws': '\\.wgmma\\.ws\\.flagged\\.dqswz',
+    pingpong: deterministic ? '\\.wgmma\\.ws\\.flagged\\.dqswz' : '\\.wgmma\\.ws\\.pp\\.flagged\\.dqswz',
+  }[loop];
+  return new RegExp(`${name}${det}$`);
 }
 
 const summary: string[] = [];

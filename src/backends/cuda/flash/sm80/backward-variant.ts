@@ -111,6 +111,16 @@ export interface FlashBackwardVariant {
    * ATTNLAB_FLASH_BWD_PINGPONG=1|keys, off by default; never deterministic.
    */
   readonly pingpong?: 'turns' | 'keys';
+  /**
+   * wgmma-ws's producer cleans only the steps whose statistics flag a non-finite row (FLASH_BWD_WS_FLAGGED,
+   * ATTNLAB_FLASH_BWD_WS_FLAGGED=1, off by default).
+   */
+  readonly wsFlagged?: boolean;
+  /**
+   * The dQ staging's bank-spreading chunk permutation on the wgmma loops up to a head dim of 128
+   * (FLASH_BWD_DQ_SWIZZLE, ATTNLAB_FLASH_BWD_DQ_SWIZZLE=1, off by default).
+   */
+  readonly dqSwizzle?: boolean;
 }
 
 export function flashBackwardHeadDim(H: number, Hv: number): number {
@@ -266,6 +276,8 @@ export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBac
     lean: kernel !== 'mma' && !general && !wide && config().experimental.flashBackwardLean,
     ...(kernel === 'wgmma' && wide && config().experimental.flashBackwardWidePair ? { widePair: true } : {}),
     ...pingpongOf(kernel, p.deterministic),
+    ...(kernel === 'wgmma-ws' && config().experimental.flashBackwardWsFlagged ? { wsFlagged: true } : {}),
+    ...(kernel !== 'mma' && !wide && config().experimental.flashBackwardDqSwizzle ? { dqSwizzle: true } : {}),
   };
 }
 
@@ -338,6 +350,8 @@ export function flashBackwardVariantKey(v: FlashBackwardVariant): string {
   if (v.kernel === 'wgmma' && v.widePair) parts.push('pair');
   if (v.kernel === 'wgmma-ws') parts.push('wgmma', 'ws');
   if (v.kernel === 'wgmma-ws' && v.pingpong) parts.push(v.pingpong === 'turns' ? 'pp' : 'dqkeys');
+  if (v.kernel === 'wgmma-ws' && v.wsFlagged) parts.push('flagged');
+  if (v.kernel !== 'mma' && v.dqSwizzle) parts.push('dqswz');
   if (v.deterministic) parts.push('det');
   if (v.deterministic && v.dqPass && v.kernel !== 'mma') parts.push('pass');
   if (v.bias && v.bias !== 'none')
@@ -387,8 +401,18 @@ export function flashBackwardDefines(v: FlashBackwardVariant): Record<string, nu
     : {};
   const lean: Record<string, number> = v.lean ? { FLASH_BWD_LEAN: 1 } : {};
   const pair: Record<string, number> = v.kernel === 'wgmma' && v.widePair ? { FLASH_BWD_WIDE_PAIR: 1 } : {};
+  const swizzle: Record<string, number> = v.dqSwizzle ? { FLASH_BWD_DQ_SWIZZLE: 1 } : {};
   if (v.kernel === 'wgmma')
-    return { FLASH_D: v.headDim, FLASH_FP16: fp16, ...general, ...fastTanh, ...ordered, ...lean, ...pair };
+    return {
+      FLASH_D: v.headDim,
+      FLASH_FP16: fp16,
+      ...general,
+      ...fastTanh,
+      ...ordered,
+      ...lean,
+      ...swizzle,
+      ...pair,
+    };
   if (v.kernel === 'wgmma-ws')
     return {
       FLASH_D: v.headDim,
@@ -397,6 +421,8 @@ export function flashBackwardDefines(v: FlashBackwardVariant): Record<string, nu
       ...ordered,
       ...lean,
       ...(v.pingpong ? { FLASH_BWD_PINGPONG: v.pingpong === 'turns' ? 1 : 2 } : {}),
+      ...(v.wsFlagged ? { FLASH_BWD_WS_FLAGGED: 1 } : {}),
+      ...swizzle,
     };
   return {
     FLASH_D: v.headDim,

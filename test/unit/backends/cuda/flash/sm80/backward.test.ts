@@ -471,6 +471,55 @@ describe('flash (cuda) backward: variant and tiles', () => {
     }
   });
 
+  it('ATTNLAB_FLASH_BWD_WS_FLAGGED and ATTNLAB_FLASH_BWD_DQ_SWIZZLE: named, compiled in, off unset', () => {
+    const names = [
+      'ATTNLAB_FLASH_BWD_KERNEL',
+      'ATTNLAB_FLASH_BWD_WS_FLAGGED',
+      'ATTNLAB_FLASH_BWD_DQ_SWIZZLE',
+    ];
+    const saved = names.map((name) => process.env[name]);
+    try {
+      for (const name of names) delete process.env[name];
+      reloadConfig();
+      const plain = flashBackwardVariant(problem({}, { H: 128 }), 'sm_90a');
+      assert.equal(plain.dqSwizzle, undefined);
+      assert.equal('FLASH_BWD_DQ_SWIZZLE' in flashBackwardDefines(plain), false);
+      process.env.ATTNLAB_FLASH_BWD_WS_FLAGGED = '1';
+      process.env.ATTNLAB_FLASH_BWD_DQ_SWIZZLE = '1';
+      reloadConfig();
+      // The 256-thread loop takes the staging's permutation, not the producer's flag (it has no producer).
+      const v = flashBackwardVariant(problem({}, { H: 128 }), 'sm_90a');
+      assert.equal(flashBackwardVariantKey(v), 'flash-bwd.sm_90a.bf16.d128.128x64x8.lean.wgmma.dqswz');
+      assert.deepEqual(flashBackwardDefines(v), {
+        FLASH_D: 128,
+        FLASH_FP16: 0,
+        FLASH_BWD_LEAN: 1,
+        FLASH_BWD_DQ_SWIZZLE: 1,
+      });
+      const det = flashBackwardVariant(problem({ deterministic: true }, { H: 128 }), 'sm_90a');
+      assert.equal(flashBackwardVariantKey(det), 'flash-bwd.sm_90a.bf16.d128.128x64x8.lean.wgmma.dqswz.det');
+      process.env.ATTNLAB_FLASH_BWD_KERNEL = 'wgmma-ws';
+      reloadConfig();
+      const ws = flashBackwardVariant(problem({}, { H: 64 }), 'sm_90a');
+      assert.equal(
+        flashBackwardVariantKey(ws),
+        'flash-bwd.sm_90a.bf16.d64.128x64x12.lean.wgmma.ws.flagged.dqswz',
+      );
+      assert.equal(flashBackwardDefines(ws).FLASH_BWD_WS_FLAGGED, 1);
+      assert.equal(flashBackwardDefines(ws).FLASH_BWD_DQ_SWIZZLE, 1);
+      // mma.sync has neither.
+      const mma = flashBackwardVariant(problem({}, { H: 128 }), 'sm_80');
+      assert.equal(mma.wsFlagged, undefined);
+      assert.equal(mma.dqSwizzle, undefined);
+    } finally {
+      names.forEach((name, i) => {
+        if (saved[i] === undefined) delete process.env[name];
+        else process.env[name] = saved[i];
+      });
+      reloadConfig();
+    }
+  });
+
   it('fits every head dim of the mma.sync loop in an A100 block (163 KiB), so also in an H100/H200 one', () => {
     for (let D = 32; D <= 128; D += 32) {
       const v = flashBackwardVariant(problem({}, { H: D }), 'sm_80');
