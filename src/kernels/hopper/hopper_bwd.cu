@@ -8,7 +8,8 @@
 // the wgmma loop with and without dQ, on 128-key blocks of 256 threads (two warpgroups of 64 keys),
 // 64 queries per step.
 //
-// Specialisation: FLASH_D (64 or 128: the head dim H, Hv padded to it) and FLASH_FP16; with a bias or a
+// Specialisation: FLASH_D (64 or 128: the head dim H, Hv padded to it; 192 or 256: the 64-key loop of
+// hopper/bwd_dkdv_wide_sm90.cuh, with FLASH_BWD_WIDE_PAIR its form with both dQ passes in flight) and FLASH_FP16; with a bias or a
 // boolean mask FLASH_BIAS and FLASH_MASK (the forward's codes; FLASH_MASK_ROWS=1 when the mask's rows
 // may be read 16 bytes at a time: bwd_dkdv_sm90.cuh, load_mask_rows; FLASH_DBIAS_STORE=1 when no bias
 // element is shared by two positions, so that dBias is stored, not added: dbias_store_tile), and with modifiers or a block mask their
