@@ -62,7 +62,7 @@ sanitize() { # name, tool, node --test arguments... → $logs/<name>.san, its rc
   (
     start=$SECONDS
     { [ -n "${KERNELS:-}" ] && echo "# kernels: $KERNELS"; } > "$logs/$name.san"
-    timeout --kill-after=5 "$cap" $san --tool "$tool" --error-exitcode 9 --print-limit 20 ${SANITIZER_ARGS:-} \
+    ATTNLAB_SANITIZER=$tool timeout --kill-after=5 "$cap" $san --tool "$tool" --error-exitcode 9 --print-limit 20 ${SANITIZER_ARGS:-} \
       "${node_test[@]}" "$@" >> "$logs/$name.san" 2>&1
     rc=$?
     echo "# wall $((SECONDS - start)) s" >> "$logs/$name.san"

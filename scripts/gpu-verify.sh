@@ -272,8 +272,8 @@ KERNELS=fp8/gradients.cu RACE_SYNC_ARGS=$no_cudnn sanitize_all fp8-gradients --t
   $g/fp8/backward.test.ts
 # The ring's log-sum-exp merge (lse_merge.cu) on the flash window cases at P=2.
 KERNELS=ops/lse_merge.cu sanitize_all ring --test-name-pattern='^flash .*P=2$' $g/context-parallel/ring.test.ts
-# The host-hidden timer's spin kernel. Its test asserts the spin's time too (2 ms within bounds), which a
-# sanitizer's slowdown can break (3.4 ms seen under memcheck): what these runs answer is their summary line.
+# The host-hidden timer's spin kernel. Its test asserts the spin's time too (2 ms within bounds); under a
+# sanitizer (ATTNLAB_SANITIZER, set by gpu-lib.sh's sanitize) only the lower bound: a 2 ms spin took 9.2 ms there.
 KERNELS=bench/gpu_spin.cu sanitize_all gpu-spin --test-name-pattern='^spinGpu' $g/bench/hidden-host.test.ts
 wait
 # The host-hidden timer's tests assert times (a 300 µs spin within 290–400 µs; a call with 200 µs of host timed

@@ -23,11 +23,16 @@ const none = { dispose() {} };
  * read 425–433 µs even so, so that script runs this file alone after the others.
  */
 const least = (measure: () => number, tries = 3) => Math.min(...Array.from({ length: tries }, measure));
+/**
+ * Under compute-sanitizer (scripts/gpu-lib.sh sets ATTNLAB_SANITIZER to the tool) every launch runs several times
+ * slower — a 2 ms spin took 9.2 ms under memcheck — so only the lower bounds hold there.
+ */
+const sanitized = process.env.ATTNLAB_SANITIZER !== undefined;
 
 describe('timing with the host hidden', { skip }, () => {
   it('spinGpu keeps the stream busy for the time asked', () => {
     const { median } = timeOnStream(() => spinGpu(2000), { iterations: 5, warmup: 1 });
-    assert.ok(median >= 1.95 && median < 2.5, `2 ms spin took ${median} ms`);
+    assert.ok(median >= 1.95 && (sanitized || median < 2.5), `2 ms spin took ${median} ms`);
   });
 
   it('a call whose host takes 200 µs and whose kernel takes 20 µs measures the kernel', () => {
