@@ -116,6 +116,11 @@ export interface FlashBackwardVariant {
    * (FLASH_BWD_DQ_SWIZZLE, ATTNLAB_FLASH_BWD_DQ_SWIZZLE=1, off by default).
    */
   readonly dqSwizzle?: boolean;
+  /**
+   * The 256-thread wgmma loop without hooks reads its first row statistics before the waits for Sᵀ and dPᵀ
+   * (FLASH_BWD_STATS_EARLY, ATTNLAB_FLASH_BWD_STATS_EARLY=1, off by default; lean modules only).
+   */
+  readonly statsEarly?: boolean;
 }
 
 export function flashBackwardHeadDim(H: number, Hv: number): number {
@@ -272,6 +277,13 @@ export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBac
     ...pingpongOf(kernel, p.deterministic),
     ...(kernel === 'wgmma-ws' && config().experimental.flashBackwardWsFlagged ? { wsFlagged: true } : {}),
     ...(kernel !== 'mma' && !wide && config().experimental.flashBackwardDqSwizzle ? { dqSwizzle: true } : {}),
+    ...(kernel === 'wgmma' &&
+    !general &&
+    !wide &&
+    config().experimental.flashBackwardLean &&
+    config().experimental.flashBackwardStatsEarly
+      ? { statsEarly: true }
+      : {}),
   };
 }
 
@@ -344,6 +356,7 @@ export function flashBackwardVariantKey(v: FlashBackwardVariant): string {
   if (v.kernel === 'wgmma-ws') parts.push('wgmma', 'ws');
   if (v.kernel === 'wgmma-ws' && v.pingpong) parts.push(v.pingpong === 'turns' ? 'pp' : 'dqkeys');
   if (v.kernel === 'wgmma-ws' && v.wsFlagged) parts.push('flagged');
+  if (v.kernel === 'wgmma' && v.statsEarly) parts.push('early');
   if (v.kernel !== 'mma' && v.dqSwizzle) parts.push('dqswz');
   if (v.deterministic) parts.push('det');
   if (v.deterministic && v.dqPass && v.kernel !== 'mma') parts.push('pass');
@@ -394,8 +407,18 @@ export function flashBackwardDefines(v: FlashBackwardVariant): Record<string, nu
     : {};
   const lean: Record<string, number> = v.lean ? { FLASH_BWD_LEAN: 1 } : {};
   const swizzle: Record<string, number> = v.dqSwizzle ? { FLASH_BWD_DQ_SWIZZLE: 1 } : {};
+  const early: Record<string, number> = v.statsEarly ? { FLASH_BWD_STATS_EARLY: 1 } : {};
   if (v.kernel === 'wgmma')
-    return { FLASH_D: v.headDim, FLASH_FP16: fp16, ...general, ...fastTanh, ...ordered, ...lean, ...swizzle };
+    return {
+      FLASH_D: v.headDim,
+      FLASH_FP16: fp16,
+      ...general,
+      ...fastTanh,
+      ...ordered,
+      ...lean,
+      ...swizzle,
+      ...early,
+    };
   if (v.kernel === 'wgmma-ws')
     return {
       FLASH_D: v.headDim,
