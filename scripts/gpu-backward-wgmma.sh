@@ -11,7 +11,8 @@
 #             loop its oracle cases in two processes (bf16; fp16 and deterministic), the deterministic repeats on
 #             three shapes (wgmma and wgmma-ws), memcheck, racecheck and synccheck on T=257 H=128 causal (whole and
 #             partial tiles), for pingpong memcheck and racecheck on T=S=128 H=64 causal too, and for next-ws and
-#             pingpong the gradient NaN suite (nan.test.ts) under their variables; memcheck on the deterministic
+#             pingpong the gradient NaN suite (nan.test.ts) and flash.test.ts's NaN in Q, K or dO cases under their
+#             variables; memcheck on the deterministic
 #             twin; all at once (jobs_max processes at a time, default the cores)
 #   suite     the shared gradient suite's flash runs (CASES, LONG_CASES, deterministic), default loop and wgmma-ws
 #   sanitize  memcheck, racecheck and synccheck on a small H=128 causal case, memcheck and racecheck on a
@@ -115,8 +116,12 @@ check)
     case $loop in
     wgmma | wgmma-ws)
       shard "$loop-repeat" - --test-name-pattern="^repeat · (GQA|T=128 S=40000|T=2000 ).* · $loop\$" $f ;;
-    next-ws) shard nan-next-ws "$next_ws" test/gpu/backward/nan.test.ts ;;
-    pingpong) shard nan-pingpong "$next_ws ATTNLAB_FLASH_BWD_PINGPONG=1" test/gpu/backward/nan.test.ts ;;
+    next-ws | pingpong)
+      vars=$next_ws
+      [ $loop = pingpong ] && vars="$vars ATTNLAB_FLASH_BWD_PINGPONG=1"
+      shard "nan-$loop" "$vars" test/gpu/backward/nan.test.ts
+      shard "flash-nan-$loop" "$vars" --test-name-pattern='^NaN in ' test/gpu/backward/flash.test.ts
+      ;;
     esac
     sanitize_all "$loop-d128" --test-name-pattern="^T=257 S=257 H=128 causal · bfloat16 · $loop\$" $f
     if [ $loop = pingpong ]; then
