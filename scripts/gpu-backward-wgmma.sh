@@ -12,8 +12,8 @@
 #             three shapes (wgmma and wgmma-ws), memcheck, racecheck and synccheck on T=257 H=128 causal (whole and
 #             partial tiles), for pingpong memcheck and racecheck on T=S=128 H=64 causal too, and for next-ws and
 #             pingpong the gradient NaN suite (nan.test.ts) and flash.test.ts's NaN in Q, K or dO cases under their
-#             variables; memcheck on the deterministic
-#             twin; all at once (jobs_max processes at a time, default the cores)
+#             variables; memcheck on the deterministic twin; all at once (jobs_max processes at a time,
+#             default the cores)
 #   suite     the shared gradient suite's flash runs (CASES, LONG_CASES, deterministic), default loop and wgmma-ws
 #   sanitize  memcheck, racecheck and synccheck on a small H=128 causal case, memcheck and racecheck on a
 #             small H=64 causal one, each on both wgmma loops
