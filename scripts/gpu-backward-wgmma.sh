@@ -109,7 +109,7 @@ check)
   # once; each test's result streams to its log, so a process cut at the cap still says which tests passed.
   f=test/gpu/backward/hopper.test.ts
   export KERNELS=hopper/hopper_bwd.cu
-  next_ws="ATTNLAB_FLASH_BWD_KERNEL=wgmma-ws ATTNLAB_FLASH_BWD_WS_FLAGGED=1 ATTNLAB_FLASH_BWD_DQ_SWIZZLE=1"
+  next_ws="ATTNLAB_FLASH_BWD_KERNEL=wgmma-ws ATTNLAB_FLASH_BWD_WS_FLAGGED=1 ATTNLAB_FLASH_BWD_DQ_SWIZZLE=1 ATTNLAB_FLASH_BWD_STATS_EARLY=1"
   for loop in ${CHECK_LOOPS:-wgmma wgmma-ws}; do
     shard "$loop-bf16" - --test-name-pattern="^(?!repeat|deterministic).* · bfloat16 · $loop\$" $f
     shard "$loop-fp16-det" - --test-name-pattern="^(?!repeat)(.* · float16|deterministic .* · deterministic) · $loop\$" $f

@@ -98,8 +98,8 @@ export interface ExperimentalKnobs {
    */
   readonly flashBackwardDqSwizzle: boolean;
   /**
-   * ATTNLAB_FLASH_BWD_STATS_EARLY=1: the 256-thread wgmma loop (without hooks) reads the first row statistics of
-   * Pᵀ and dSᵀ before waiting for Sᵀ and dPᵀ (hopper/bwd_dkdv_sm90.cuh, stats_early). Off unless set.
+   * ATTNLAB_FLASH_BWD_STATS_EARLY=1: the wgmma loops (without hooks) read the first row statistics of Pᵀ and dSᵀ
+   * before waiting for Sᵀ and dPᵀ (hopper/bwd_dkdv_sm90.cuh, stats_early). Off unless set.
    */
   readonly flashBackwardStatsEarly: boolean;
   /**

@@ -19,7 +19,7 @@
  * `+det`) run wgmma-ws with dQ split by keys, with the warpgroups' turns or without
  * (ATTNLAB_FLASH_BWD_PINGPONG=1|keys), e.g. `wgmma-ws+pp`; `+flagged` runs wgmma-ws with its producer cleaning only
  * flagged steps (ATTNLAB_FLASH_BWD_WS_FLAGGED=1) and `+dqswz` either wgmma loop with the bank-spreading dQ staging
- * (ATTNLAB_FLASH_BWD_DQ_SWIZZLE=1), `+early` the 256-thread loop reading its first row statistics before the
+ * (ATTNLAB_FLASH_BWD_DQ_SWIZZLE=1), `+early` either wgmma loop reading its first row statistics before the
  * waits (ATTNLAB_FLASH_BWD_STATS_EARLY=1), e.g. `wgmma-ws+flagged+pp+dqswz`, `wgmma+early+dqswz`.
  *
  * --profile runs each variant's backward once and nothing else (for ncu -k regex:dkdv).

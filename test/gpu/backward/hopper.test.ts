@@ -186,7 +186,7 @@ const LOOPS = ['wgmma', 'wgmma-ws'] as const;
 /**
  * The oracle cases also run the switches not yet on by default: `next-wgmma`, the 256-thread loop with the
  * bank-spreading dQ staging and its first row statistics read early (ATTNLAB_FLASH_BWD_DQ_SWIZZLE=1,
- * ATTNLAB_FLASH_BWD_STATS_EARLY=1); `next-ws`, wgmma-ws with it and its producer
+ * ATTNLAB_FLASH_BWD_STATS_EARLY=1); `next-ws`, wgmma-ws with both and its producer
  * cleaning only flagged steps (ATTNLAB_FLASH_BWD_WS_FLAGGED=1); `pingpong`, next-ws with dQ split by keys and
  * the warpgroups taking turns (ATTNLAB_FLASH_BWD_PINGPONG=1; deterministic cases keep the halves).
  */
@@ -205,11 +205,13 @@ const LOOP_VARIABLES: Record<Loop, Record<string, string>> = {
     ATTNLAB_FLASH_BWD_KERNEL: 'wgmma-ws',
     ATTNLAB_FLASH_BWD_WS_FLAGGED: '1',
     ATTNLAB_FLASH_BWD_DQ_SWIZZLE: '1',
+    ATTNLAB_FLASH_BWD_STATS_EARLY: '1',
   },
   pingpong: {
     ATTNLAB_FLASH_BWD_KERNEL: 'wgmma-ws',
     ATTNLAB_FLASH_BWD_WS_FLAGGED: '1',
     ATTNLAB_FLASH_BWD_DQ_SWIZZLE: '1',
+    ATTNLAB_FLASH_BWD_STATS_EARLY: '1',
     ATTNLAB_FLASH_BWD_PINGPONG: '1',
   },
 };
@@ -229,8 +231,10 @@ function variantPattern(loop: Loop, deterministic: boolean): RegExp {
     wgmma: '\\.wgmma',
     'wgmma-ws': '\\.wgmma\\.ws',
     'next-wgmma': '\\.wgmma\\.early\\.dqswz',
-    'next-ws': '\\.wgmma\\.ws\\.flagged\\.dqswz',
-    pingpong: deterministic ? '\\.wgmma\\.ws\\.flagged\\.dqswz' : '\\.wgmma\\.ws\\.pp\\.flagged\\.dqswz',
+    'next-ws': '\\.wgmma\\.ws\\.flagged\\.early\\.dqswz',
+    pingpong: deterministic
+      ? '\\.wgmma\\.ws\\.flagged\\.early\\.dqswz'
+      : '\\.wgmma\\.ws\\.pp\\.flagged\\.early\\.dqswz',
   }[loop];
   return new RegExp(`${name}${det}$`);
 }

@@ -117,7 +117,7 @@ export interface FlashBackwardVariant {
    */
   readonly dqSwizzle?: boolean;
   /**
-   * The 256-thread wgmma loop without hooks reads its first row statistics before the waits for Sᵀ and dPᵀ
+   * The wgmma loops without hooks read their first row statistics before the waits for Sᵀ and dPᵀ
    * (FLASH_BWD_STATS_EARLY, ATTNLAB_FLASH_BWD_STATS_EARLY=1, off by default; lean modules only).
    */
   readonly statsEarly?: boolean;
@@ -277,7 +277,7 @@ export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBac
     ...pingpongOf(kernel, p.deterministic),
     ...(kernel === 'wgmma-ws' && config().experimental.flashBackwardWsFlagged ? { wsFlagged: true } : {}),
     ...(kernel !== 'mma' && !wide && config().experimental.flashBackwardDqSwizzle ? { dqSwizzle: true } : {}),
-    ...(kernel === 'wgmma' &&
+    ...(kernel !== 'mma' &&
     !general &&
     !wide &&
     config().experimental.flashBackwardLean &&
@@ -356,7 +356,7 @@ export function flashBackwardVariantKey(v: FlashBackwardVariant): string {
   if (v.kernel === 'wgmma-ws') parts.push('wgmma', 'ws');
   if (v.kernel === 'wgmma-ws' && v.pingpong) parts.push(v.pingpong === 'turns' ? 'pp' : 'dqkeys');
   if (v.kernel === 'wgmma-ws' && v.wsFlagged) parts.push('flagged');
-  if (v.kernel === 'wgmma' && v.statsEarly) parts.push('early');
+  if (v.kernel !== 'mma' && v.statsEarly) parts.push('early');
   if (v.kernel !== 'mma' && v.dqSwizzle) parts.push('dqswz');
   if (v.deterministic) parts.push('det');
   if (v.deterministic && v.dqPass && v.kernel !== 'mma') parts.push('pass');
@@ -429,6 +429,7 @@ export function flashBackwardDefines(v: FlashBackwardVariant): Record<string, nu
       ...(v.pingpong ? { FLASH_BWD_PINGPONG: v.pingpong === 'turns' ? 1 : 2 } : {}),
       ...(v.wsFlagged ? { FLASH_BWD_WS_FLAGGED: 1 } : {}),
       ...swizzle,
+      ...early,
     };
   return {
     FLASH_D: v.headDim,

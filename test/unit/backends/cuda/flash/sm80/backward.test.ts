@@ -502,9 +502,10 @@ describe('flash (cuda) backward: variant and tiles', () => {
       const ws = flashBackwardVariant(problem({}, { H: 64 }), 'sm_90a');
       assert.equal(
         flashBackwardVariantKey(ws),
-        'flash-bwd.sm_90a.bf16.d64.128x64x12.lean.wgmma.ws.flagged.dqswz',
+        'flash-bwd.sm_90a.bf16.d64.128x64x12.lean.wgmma.ws.flagged.early.dqswz',
       );
       assert.equal(flashBackwardDefines(ws).FLASH_BWD_WS_FLAGGED, 1);
+      assert.equal(flashBackwardDefines(ws).FLASH_BWD_STATS_EARLY, 1);
       assert.equal(flashBackwardDefines(ws).FLASH_BWD_DQ_SWIZZLE, 1);
       // mma.sync has neither.
       const mma = flashBackwardVariant(problem({}, { H: 128 }), 'sm_80');
