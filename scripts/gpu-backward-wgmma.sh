@@ -11,8 +11,9 @@
 #             loop its oracle cases in two processes (bf16; fp16 and deterministic), the deterministic repeats on
 #             three shapes (wgmma and wgmma-ws), memcheck, racecheck and synccheck on T=257 H=128 causal (whole and
 #             partial tiles), for pingpong memcheck and racecheck on T=S=128 H=64 causal too, and for next-ws and
-#             pingpong the gradient NaN suite (nan.test.ts) under their variables; memcheck on the deterministic
-#             twin; all at once (jobs_max processes at a time, default the cores)
+#             pingpong the gradient NaN suite (nan.test.ts) and flash.test.ts's NaN in Q, K or dO cases under their
+#             variables; memcheck on the deterministic twin; all at once (jobs_max processes at a time,
+#             default the cores)
 #   suite     the shared gradient suite's flash runs (CASES, LONG_CASES, deterministic), default loop and wgmma-ws
 #   sanitize  memcheck, racecheck and synccheck on a small H=128 causal case, memcheck and racecheck on a
 #             small H=64 causal one, each on both wgmma loops
@@ -108,15 +109,19 @@ check)
   # once; each test's result streams to its log, so a process cut at the cap still says which tests passed.
   f=test/gpu/backward/hopper.test.ts
   export KERNELS=hopper/hopper_bwd.cu
-  next_ws="ATTNLAB_FLASH_BWD_KERNEL=wgmma-ws ATTNLAB_FLASH_BWD_WS_FLAGGED=1 ATTNLAB_FLASH_BWD_DQ_SWIZZLE=1"
+  next_ws="ATTNLAB_FLASH_BWD_KERNEL=wgmma-ws ATTNLAB_FLASH_BWD_WS_FLAGGED=1 ATTNLAB_FLASH_BWD_DQ_SWIZZLE=1 ATTNLAB_FLASH_BWD_STATS_EARLY=1"
   for loop in ${CHECK_LOOPS:-wgmma wgmma-ws}; do
     shard "$loop-bf16" - --test-name-pattern="^(?!repeat|deterministic).* · bfloat16 · $loop\$" $f
     shard "$loop-fp16-det" - --test-name-pattern="^(?!repeat)(.* · float16|deterministic .* · deterministic) · $loop\$" $f
     case $loop in
     wgmma | wgmma-ws)
       shard "$loop-repeat" - --test-name-pattern="^repeat · (GQA|T=128 S=40000|T=2000 ).* · $loop\$" $f ;;
-    next-ws) shard nan-next-ws "$next_ws" test/gpu/backward/nan.test.ts ;;
-    pingpong) shard nan-pingpong "$next_ws ATTNLAB_FLASH_BWD_PINGPONG=1" test/gpu/backward/nan.test.ts ;;
+    next-ws | pingpong)
+      vars=$next_ws
+      [ $loop = pingpong ] && vars="$vars ATTNLAB_FLASH_BWD_PINGPONG=1"
+      shard "nan-$loop" "$vars" test/gpu/backward/nan.test.ts
+      shard "flash-nan-$loop" "$vars" --test-name-pattern='^NaN in ' test/gpu/backward/flash.test.ts
+      ;;
     esac
     sanitize_all "$loop-d128" --test-name-pattern="^T=257 S=257 H=128 causal · bfloat16 · $loop\$" $f
     if [ $loop = pingpong ]; then

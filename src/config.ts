@@ -101,6 +101,11 @@ export interface ExperimentalKnobs {
    */
   readonly flashBackwardDqSwizzle: boolean;
   /**
+   * ATTNLAB_FLASH_BWD_STATS_EARLY=1: the wgmma loops (without hooks) read the first row statistics of Pᵀ and dSᵀ
+   * before waiting for Sᵀ and dPᵀ (hopper/bwd_dkdv_sm90.cuh, stats_early). Off unless set.
+   */
+  readonly flashBackwardStatsEarly: boolean;
+  /**
    * ATTNLAB_FLASH_KERNEL=wgmma|mma: on sm_90a, run the cases the Hopper kernel covers on it (wgmma)
    * or keep every case on the mma.sync kernel; unset follows HOPPER_BY_DEFAULT (hopper-variant.ts).
    */
@@ -241,6 +246,7 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
       flashBackwardPingPong: choice('ATTNLAB_FLASH_BWD_PINGPONG', ['1', 'keys']),
       flashBackwardWsFlagged: flag('ATTNLAB_FLASH_BWD_WS_FLAGGED'),
       flashBackwardDqSwizzle: flag('ATTNLAB_FLASH_BWD_DQ_SWIZZLE'),
+      flashBackwardStatsEarly: flag('ATTNLAB_FLASH_BWD_STATS_EARLY'),
       flashKernel: choice('ATTNLAB_FLASH_KERNEL', ['wgmma', 'mma']),
       decodeKernel: choice('ATTNLAB_DECODE_KERNEL', ['heads', 'rows', 'tma']),
       cudnnGraph: choice('ATTNLAB_CUDNN_GRAPH', ['composite', 'unified']),

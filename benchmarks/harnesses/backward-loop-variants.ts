@@ -19,7 +19,8 @@
  * `+det`) run wgmma-ws with dQ split by keys, with the warpgroups' turns or without
  * (ATTNLAB_FLASH_BWD_PINGPONG=1|keys), e.g. `wgmma-ws+pp`; `+flagged` runs wgmma-ws with its producer cleaning only
  * flagged steps (ATTNLAB_FLASH_BWD_WS_FLAGGED=1) and `+dqswz` either wgmma loop with the bank-spreading dQ staging
- * (ATTNLAB_FLASH_BWD_DQ_SWIZZLE=1), e.g. `wgmma-ws+flagged+pp+dqswz`.
+ * (ATTNLAB_FLASH_BWD_DQ_SWIZZLE=1), `+early` either wgmma loop reading its first row statistics before the
+ * waits (ATTNLAB_FLASH_BWD_STATS_EARLY=1), e.g. `wgmma-ws+flagged+pp+dqswz`, `wgmma+early+dqswz`.
  *
  * Past a head dim of 128 the loop runs with ATTNLAB_FLASH_BWD_WIDE=1 set on the command line; `+pair` (before
  * any `+det`) runs its form with both dQ passes in flight (ATTNLAB_FLASH_BWD_WIDE=pair), e.g. `wgmma+pair+det`.
@@ -51,7 +52,7 @@ function select(spec: string): void {
   const [kernel, tiles] = spec
     .replace('+pair', '')
     .replace(/\+(no)?lean/, '')
-    .replace(/\+(pp|dqkeys|flagged|dqswz)/g, '')
+    .replace(/\+(pp|dqkeys|flagged|dqswz|early)/g, '')
     .replace(/\+det(pass)?$/, '')
     .split(':');
   if (spec.includes('+nolean')) process.env.ATTNLAB_FLASH_BWD_LEAN = '0';
@@ -62,6 +63,7 @@ function select(spec: string): void {
   for (const [suffix, name] of [
     ['+flagged', 'ATTNLAB_FLASH_BWD_WS_FLAGGED'],
     ['+dqswz', 'ATTNLAB_FLASH_BWD_DQ_SWIZZLE'],
+    ['+early', 'ATTNLAB_FLASH_BWD_STATS_EARLY'],
   ] as const) {
     if (spec.includes(suffix)) process.env[name] = '1';
     else delete process.env[name];

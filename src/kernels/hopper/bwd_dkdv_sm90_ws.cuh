@@ -250,6 +250,10 @@ __device__ __forceinline__ void hopper_bwd_dkdv_ws(const FlashParams& p, const F
         wgmma_ss_n64<C::FP16>(dpt, sw128_at(v_lo, box * C::KV_BOX + col), sw128_at(do_lo, box * C::Q_BOX + col), k > 0);
       }
       wgmma_commit();
+      // FLASH_BWD_STATS_EARLY: the first statistics in registers before the waits (bwd_dkdv_sm90.cuh).
+      constexpr bool EARLY = FLASH_BWD_STATS_EARLY != 0;
+      float2 lse2_early[4], dsum_early[2];
+      if constexpr (EARLY) stats_early(lse2_early, lse2, t);
       // The other warpgroup's turn; warpgroup 1's last arrival would have no turn to open.
       if constexpr (TURNS) {
         if (wg_uniform == 0 || s + 1 < steps) named_barrier_arrive(W::TURN_BARRIER + 1 - wg_uniform, W::CONSUMERS);
@@ -259,7 +263,11 @@ __device__ __forceinline__ void hopper_bwd_dkdv_ws(const FlashParams& p, const F
       if (key_block_boundary<BNK, BMQ>(p, kb, m0)) {
         weights_tile<true>(st3, p, w, true, key0, m0, lane, [&](int, int j, int c) { return lse2[j * 8 + 2 * t + (c & 1)]; });
       } else {
-        weights_all_visible(st, p.scale_log2, lse2, t);  // bwd_dkdv_sm90.cuh
+        if constexpr (EARLY) {
+          weights_all_visible_early(st, p.scale_log2, lse2_early, lse2, t);
+        } else {
+          weights_all_visible(st, p.scale_log2, lse2, t);  // bwd_dkdv_sm90.cuh
+        }
       }
       if (ld_shared_s32(flags0 + 4 * i) != 0) {
         const i64 oa = w.b * p.o_strides[0] + n * p.o_strides[2] + m0 * p.o_strides[1];
@@ -274,9 +282,14 @@ __device__ __forceinline__ void hopper_bwd_dkdv_ws(const FlashParams& p, const F
       for (int kk = 0; kk < BMQ / 16; ++kk) dkv_step<C>(dv, pa[kk], sw128_at(sw128_lo(do_tile, C::Q_BOX), kk * 2048));
       wgmma_commit();
 
+      if constexpr (EARLY) stats_early(dsum_early, dsum, t);
       wgmma_wait<1>();  // dPᵀ(s); dV(s) may still run
       fence_accumulators(dpt);
-      ds_rows(dpt, st, dsum, t);
+      if constexpr (EARLY) {
+        ds_rows_early(dpt, st, dsum_early, dsum, t);
+      } else {
+        ds_rows(dpt, st, dsum, t);
+      }
       sm90_a_fragments<C::FP16>(da, dpt);
       pin_fragments(da);
       const u32 ds_smem = ds0 + static_cast<u32>(s % C::DS_BUFFERS) * C::DS_BYTES;

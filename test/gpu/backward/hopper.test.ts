@@ -185,7 +185,8 @@ const REPEATS = 20;
 const LOOPS = ['wgmma', 'wgmma-ws'] as const;
 /**
  * The oracle cases also run the switches not yet on by default: `next-wgmma`, the 256-thread loop with the
- * bank-spreading dQ staging (ATTNLAB_FLASH_BWD_DQ_SWIZZLE=1); `next-ws`, wgmma-ws with it and its producer
+ * bank-spreading dQ staging and its first row statistics read early (ATTNLAB_FLASH_BWD_DQ_SWIZZLE=1,
+ * ATTNLAB_FLASH_BWD_STATS_EARLY=1); `next-ws`, wgmma-ws with both and its producer
  * cleaning only flagged steps (ATTNLAB_FLASH_BWD_WS_FLAGGED=1); `pingpong`, next-ws with dQ split by keys and
  * the warpgroups taking turns (ATTNLAB_FLASH_BWD_PINGPONG=1; deterministic cases keep the halves).
  */
@@ -195,16 +196,22 @@ type Loop = (typeof ORACLE_LOOPS)[number];
 const LOOP_VARIABLES: Record<Loop, Record<string, string>> = {
   wgmma: { ATTNLAB_FLASH_BWD_KERNEL: 'wgmma' },
   'wgmma-ws': { ATTNLAB_FLASH_BWD_KERNEL: 'wgmma-ws' },
-  'next-wgmma': { ATTNLAB_FLASH_BWD_KERNEL: 'wgmma', ATTNLAB_FLASH_BWD_DQ_SWIZZLE: '1' },
+  'next-wgmma': {
+    ATTNLAB_FLASH_BWD_KERNEL: 'wgmma',
+    ATTNLAB_FLASH_BWD_DQ_SWIZZLE: '1',
+    ATTNLAB_FLASH_BWD_STATS_EARLY: '1',
+  },
   'next-ws': {
     ATTNLAB_FLASH_BWD_KERNEL: 'wgmma-ws',
     ATTNLAB_FLASH_BWD_WS_FLAGGED: '1',
     ATTNLAB_FLASH_BWD_DQ_SWIZZLE: '1',
+    ATTNLAB_FLASH_BWD_STATS_EARLY: '1',
   },
   pingpong: {
     ATTNLAB_FLASH_BWD_KERNEL: 'wgmma-ws',
     ATTNLAB_FLASH_BWD_WS_FLAGGED: '1',
     ATTNLAB_FLASH_BWD_DQ_SWIZZLE: '1',
+    ATTNLAB_FLASH_BWD_STATS_EARLY: '1',
     ATTNLAB_FLASH_BWD_PINGPONG: '1',
   },
 };
@@ -223,9 +230,11 @@ function variantPattern(loop: Loop, deterministic: boolean): RegExp {
   const name = {
     wgmma: '\\.wgmma',
     'wgmma-ws': '\\.wgmma\\.ws',
-    'next-wgmma': '\\.wgmma\\.dqswz',
-    'next-ws': '\\.wgmma\\.ws\\.flagged\\.dqswz',
-    pingpong: deterministic ? '\\.wgmma\\.ws\\.flagged\\.dqswz' : '\\.wgmma\\.ws\\.pp\\.flagged\\.dqswz',
+    'next-wgmma': '\\.wgmma\\.early\\.dqswz',
+    'next-ws': '\\.wgmma\\.ws\\.flagged\\.early\\.dqswz',
+    pingpong: deterministic
+      ? '\\.wgmma\\.ws\\.flagged\\.early\\.dqswz'
+      : '\\.wgmma\\.ws\\.pp\\.flagged\\.early\\.dqswz',
   }[loop];
   return new RegExp(`${name}${det}$`);
 }

@@ -121,6 +121,11 @@ export interface FlashBackwardVariant {
    * (FLASH_BWD_DQ_SWIZZLE, ATTNLAB_FLASH_BWD_DQ_SWIZZLE=1, off by default).
    */
   readonly dqSwizzle?: boolean;
+  /**
+   * The wgmma loops without hooks read their first row statistics before the waits for Sᵀ and dPᵀ
+   * (FLASH_BWD_STATS_EARLY, ATTNLAB_FLASH_BWD_STATS_EARLY=1, off by default; lean modules only).
+   */
+  readonly statsEarly?: boolean;
 }
 
 export function flashBackwardHeadDim(H: number, Hv: number): number {
@@ -278,6 +283,13 @@ export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBac
     ...pingpongOf(kernel, p.deterministic),
     ...(kernel === 'wgmma-ws' && config().experimental.flashBackwardWsFlagged ? { wsFlagged: true } : {}),
     ...(kernel !== 'mma' && !wide && config().experimental.flashBackwardDqSwizzle ? { dqSwizzle: true } : {}),
+    ...(kernel !== 'mma' &&
+    !general &&
+    !wide &&
+    config().experimental.flashBackwardLean &&
+    config().experimental.flashBackwardStatsEarly
+      ? { statsEarly: true }
+      : {}),
   };
 }
 
@@ -351,6 +363,7 @@ export function flashBackwardVariantKey(v: FlashBackwardVariant): string {
   if (v.kernel === 'wgmma-ws') parts.push('wgmma', 'ws');
   if (v.kernel === 'wgmma-ws' && v.pingpong) parts.push(v.pingpong === 'turns' ? 'pp' : 'dqkeys');
   if (v.kernel === 'wgmma-ws' && v.wsFlagged) parts.push('flagged');
+  if (v.kernel !== 'mma' && v.statsEarly) parts.push('early');
   if (v.kernel !== 'mma' && v.dqSwizzle) parts.push('dqswz');
   if (v.deterministic) parts.push('det');
   if (v.deterministic && v.dqPass && v.kernel !== 'mma') parts.push('pass');
@@ -402,6 +415,7 @@ export function flashBackwardDefines(v: FlashBackwardVariant): Record<string, nu
   const lean: Record<string, number> = v.lean ? { FLASH_BWD_LEAN: 1 } : {};
   const pair: Record<string, number> = v.kernel === 'wgmma' && v.widePair ? { FLASH_BWD_WIDE_PAIR: 1 } : {};
   const swizzle: Record<string, number> = v.dqSwizzle ? { FLASH_BWD_DQ_SWIZZLE: 1 } : {};
+  const early: Record<string, number> = v.statsEarly ? { FLASH_BWD_STATS_EARLY: 1 } : {};
   if (v.kernel === 'wgmma')
     return {
       FLASH_D: v.headDim,
@@ -411,6 +425,7 @@ export function flashBackwardDefines(v: FlashBackwardVariant): Record<string, nu
       ...ordered,
       ...lean,
       ...swizzle,
+      ...early,
       ...pair,
     };
   if (v.kernel === 'wgmma-ws')
@@ -423,6 +438,7 @@ export function flashBackwardDefines(v: FlashBackwardVariant): Record<string, nu
       ...(v.pingpong ? { FLASH_BWD_PINGPONG: v.pingpong === 'turns' ? 1 : 2 } : {}),
       ...(v.wsFlagged ? { FLASH_BWD_WS_FLAGGED: 1 } : {}),
       ...swizzle,
+      ...early,
     };
   return {
     FLASH_D: v.headDim,

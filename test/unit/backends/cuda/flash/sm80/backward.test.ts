@@ -471,7 +471,7 @@ describe('flash (cuda) backward: variant and tiles', () => {
     }
   });
 
-  it('ATTNLAB_FLASH_BWD_WS_FLAGGED and ATTNLAB_FLASH_BWD_DQ_SWIZZLE: named, compiled in, off unset', () => {
+  it('ATTNLAB_FLASH_BWD_WS_FLAGGED, _DQ_SWIZZLE and _STATS_EARLY: named, compiled in, off unset', () => {
     const names = [
       'ATTNLAB_FLASH_BWD_KERNEL',
       'ATTNLAB_FLASH_BWD_WS_FLAGGED',
@@ -498,14 +498,29 @@ describe('flash (cuda) backward: variant and tiles', () => {
       });
       const det = flashBackwardVariant(problem({ deterministic: true }, { H: 128 }), 'sm_90a');
       assert.equal(flashBackwardVariantKey(det), 'flash-bwd.sm_90a.bf16.d128.128x64x8.lean.wgmma.dqswz.det');
+      // The early statistics: the lean 256-thread loop only.
+      process.env.ATTNLAB_FLASH_BWD_STATS_EARLY = '1';
+      reloadConfig();
+      const early = flashBackwardVariant(problem({}, { H: 128 }), 'sm_90a');
+      assert.equal(
+        flashBackwardVariantKey(early),
+        'flash-bwd.sm_90a.bf16.d128.128x64x8.lean.wgmma.early.dqswz',
+      );
+      assert.equal(flashBackwardDefines(early).FLASH_BWD_STATS_EARLY, 1);
+      const biased = flashBackwardVariant(
+        problem({ bias: Tensor.zeros([1, 4, 40, 56], 'bfloat16') }, { H: 128 }),
+        'sm_90a',
+      );
+      assert.equal(biased.statsEarly, undefined);
       process.env.ATTNLAB_FLASH_BWD_KERNEL = 'wgmma-ws';
       reloadConfig();
       const ws = flashBackwardVariant(problem({}, { H: 64 }), 'sm_90a');
       assert.equal(
         flashBackwardVariantKey(ws),
-        'flash-bwd.sm_90a.bf16.d64.128x64x12.lean.wgmma.ws.flagged.dqswz',
+        'flash-bwd.sm_90a.bf16.d64.128x64x12.lean.wgmma.ws.flagged.early.dqswz',
       );
       assert.equal(flashBackwardDefines(ws).FLASH_BWD_WS_FLAGGED, 1);
+      assert.equal(flashBackwardDefines(ws).FLASH_BWD_STATS_EARLY, 1);
       assert.equal(flashBackwardDefines(ws).FLASH_BWD_DQ_SWIZZLE, 1);
       // mma.sync has neither.
       const mma = flashBackwardVariant(problem({}, { H: 128 }), 'sm_80');
