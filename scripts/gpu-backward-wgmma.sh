@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
 # The wgmma backward on a Hopper GPU, one step per call (each well under 90 s), logs under $1:
-#   sass      nvcc -Xptxas -v of hopper/hopper_bwd.cu (both loops, D=64/128, and deterministic), NVRTC's ptxas
+#   sass      nvcc -Xptxas -v of hopper/hopper_bwd.cu as the default builds it (FLASH_BWD_LEAN; both loops,
+#             D=64/128, deterministic, and wgmma-ws with dQ split by keys: FLASH_BWD_PINGPONG=1), NVRTC's ptxas
 #             report of the modules attnlab builds, and the dK/dV kernel's SASS counts (HGMMA, UBLKRED: the dQ bulk
 #             reduce-adds, RED: per-element reductions, LDL/STL: spills, STRONG.GPU and NANOSLEEP: the semaphores)
 #   test      test/gpu/backward/hopper.test.ts (each loop in a process of its own) and the flash
 #             backward suite, at once
-#   check     both wgmma loops in one call: per loop its oracle cases in two processes (bf16; fp16 and
-#             deterministic), the deterministic repeats on three shapes, and memcheck, racecheck and synccheck on
-#             T=257 H=128 causal (whole and partial tiles); memcheck on the deterministic twin; all at once
+#   check     the wgmma loops in one call (CHECK_LOOPS, default wgmma and wgmma-ws; also next-wgmma, next-ws and
+#             pingpong, the switches not yet on by default: test/gpu/backward/hopper.test.ts, LOOP_VARIABLES): per
+#             loop its oracle cases in two processes (bf16; fp16 and deterministic), the deterministic repeats on
+#             three shapes (wgmma and wgmma-ws), memcheck, racecheck and synccheck on T=257 H=128 causal (whole and
+#             partial tiles), for pingpong memcheck and racecheck on T=S=128 H=64 causal too, and for next-ws and
+#             pingpong the gradient NaN suite (nan.test.ts) and flash.test.ts's NaN in Q, K or dO cases under their
+#             variables; memcheck on the deterministic twin; all at once (jobs_max processes at a time,
+#             default the cores)
 #   suite     the shared gradient suite's flash runs (CASES, LONG_CASES, deterministic), default loop and wgmma-ws
 #   sanitize  memcheck, racecheck and synccheck on a small H=128 causal case, memcheck and racecheck on a
 #             small H=64 causal one, each on both wgmma loops
@@ -47,12 +53,15 @@ sass)
   for D in 64 128; do
     for F in 0 1; do
       nvcc -cubin -gencode=arch=compute_90a,code=sm_90a -std=c++17 -Xptxas -v -I . -DFLASH_D=$D -DFLASH_FP16=$F \
-        -o "$logs/hopper_bwd.d$D.f$F.cubin" hopper/hopper_bwd.cu > "$logs/ptxas.d$D.f$F.log" 2>&1 &
+        -DFLASH_BWD_LEAN=1 -o "$logs/hopper_bwd.d$D.f$F.cubin" hopper/hopper_bwd.cu > "$logs/ptxas.d$D.f$F.log" 2>&1 &
     done
     nvcc -cubin -gencode=arch=compute_90a,code=sm_90a -std=c++17 -Xptxas -v -I . -DFLASH_D=$D -DFLASH_FP16=0 \
-      -DFLASH_BWD_WS=1 -o "$logs/hopper_bwd_ws.d$D.cubin" hopper/hopper_bwd.cu > "$logs/ptxas-ws.d$D.log" 2>&1 &
+      -DFLASH_BWD_LEAN=1 -DFLASH_BWD_WS=1 -o "$logs/hopper_bwd_ws.d$D.cubin" hopper/hopper_bwd.cu > "$logs/ptxas-ws.d$D.log" 2>&1 &
+    nvcc -cubin -gencode=arch=compute_90a,code=sm_90a -std=c++17 -Xptxas -v -I . -DFLASH_D=$D -DFLASH_FP16=0 \
+      -DFLASH_BWD_LEAN=1 -DFLASH_BWD_WS=1 -DFLASH_BWD_PINGPONG=1 -o "$logs/hopper_bwd_pp.d$D.cubin" hopper/hopper_bwd.cu \
+      > "$logs/ptxas-pp.d$D.log" 2>&1 &
     for W in 0 1; do
-      nvcc -cubin -gencode=arch=compute_90a,code=sm_90a -std=c++17 -Xptxas -v -I . -DFLASH_D=$D -DFLASH_FP16=0 \
+      nvcc -cubin -gencode=arch=compute_90a,code=sm_90a -std=c++17 -Xptxas -v -I . -DFLASH_D=$D -DFLASH_FP16=0 -DFLASH_BWD_LEAN=1 \
         -DFLASH_BWD_WS=$W -DFLASH_BWD_DETERMINISTIC=1 -o "$logs/hopper_bwd_det.d$D.w$W.cubin" hopper/hopper_bwd.cu \
         > "$logs/ptxas-det.d$D.w$W.log" 2>&1 &
     done
@@ -64,8 +73,8 @@ sass)
   done
   echo "== NVRTC"
   grep -E '^==|dkdv|Used|spill' "$logs/nvrtc-registers.log" | head -40
-  for cubin in hopper_bwd.d64.f0 hopper_bwd.d128.f0 hopper_bwd_ws.d64 hopper_bwd_ws.d128 hopper_bwd_det.d128.w0 \
-    hopper_bwd_det.d64.w1; do
+  for cubin in hopper_bwd.d64.f0 hopper_bwd.d128.f0 hopper_bwd_ws.d64 hopper_bwd_ws.d128 hopper_bwd_pp.d64 \
+    hopper_bwd_pp.d128 hopper_bwd_det.d128.w0 hopper_bwd_det.d64.w1; do
     cuobjdump -sass -fun attnlab_flash_bwd_dkdv "$logs/$cubin.cubin" > "$logs/$cubin.dkdv.sass"
     printf '%s dkdv SASS:' "$cubin"
     for op in HGMMA UBLKRED 'REDG| RED\.' UTMALDG LDGSTS 'LDL' 'STL' 'BAR\.SYNC' 'SYNCS' 'USETMAXREG' 'STS\.64' \
@@ -100,11 +109,26 @@ check)
   # once; each test's result streams to its log, so a process cut at the cap still says which tests passed.
   f=test/gpu/backward/hopper.test.ts
   export KERNELS=hopper/hopper_bwd.cu
-  for loop in wgmma wgmma-ws; do
+  next_ws="ATTNLAB_FLASH_BWD_KERNEL=wgmma-ws ATTNLAB_FLASH_BWD_WS_FLAGGED=1 ATTNLAB_FLASH_BWD_DQ_SWIZZLE=1 ATTNLAB_FLASH_BWD_STATS_EARLY=1"
+  for loop in ${CHECK_LOOPS:-wgmma wgmma-ws}; do
     shard "$loop-bf16" - --test-name-pattern="^(?!repeat|deterministic).* · bfloat16 · $loop\$" $f
     shard "$loop-fp16-det" - --test-name-pattern="^(?!repeat)(.* · float16|deterministic .* · deterministic) · $loop\$" $f
-    shard "$loop-repeat" - --test-name-pattern="^repeat · (GQA|T=128 S=40000|T=2000 ).* · $loop\$" $f
+    case $loop in
+    wgmma | wgmma-ws)
+      shard "$loop-repeat" - --test-name-pattern="^repeat · (GQA|T=128 S=40000|T=2000 ).* · $loop\$" $f ;;
+    next-ws | pingpong)
+      vars=$next_ws
+      [ $loop = pingpong ] && vars="$vars ATTNLAB_FLASH_BWD_PINGPONG=1"
+      shard "nan-$loop" "$vars" test/gpu/backward/nan.test.ts
+      shard "flash-nan-$loop" "$vars" --test-name-pattern='^NaN in ' test/gpu/backward/flash.test.ts
+      ;;
+    esac
     sanitize_all "$loop-d128" --test-name-pattern="^T=257 S=257 H=128 causal · bfloat16 · $loop\$" $f
+    if [ $loop = pingpong ]; then
+      for tool in memcheck racecheck; do
+        sanitize "$tool-$loop-d64" $tool --test-name-pattern="^T=S=128 H=64 causal · bfloat16 · $loop\$" $f
+      done
+    fi
   done
   sanitize memcheck-det-d128 memcheck \
     --test-name-pattern='^deterministic T=S=257 H=128 causal · bfloat16 · deterministic · wgmma$' $f

@@ -153,9 +153,21 @@ shard variants-hopper - \
   $g/variants/hopper.test.ts
 shard variants-cases-forward - --test-name-pattern='^CUDA flash, modifier cases$' $g/variants/cases.test.ts
 shard variants-cases-backward - --test-name-pattern='^CUDA flash backward, modifier cases' $g/variants/cases.test.ts
+# backward/hopper-wide.test.ts (the loop past a head dim of 128): one process a type and form of the loop
+# (ATTNLAB_FLASH_BWD_WIDE=1 or pair; its oracle cases and deterministic repeats: ~4 backward and 2 forward
+# modules cold each), the NaN patterns, shared memory and the bias refusal apart; the `sanitize: ` cases are
+# the sanitizers' alone.
+for p in bfloat16 float16; do
+  for loop in 1 pair; do
+    shard "backward-hopper-wide-$p-$loop" - --test-name-pattern="· $p( · deterministic)? · wide=$loop\$" \
+      $g/backward/hopper-wide.test.ts
+  done
+done
+shard backward-hopper-wide-other - --test-name-pattern='^(asks for|NaN in|refuses a bias)' \
+  $g/backward/hopper-wide.test.ts
 # Every other file, one process each. bench/hidden-host.test.ts times calls against bounds: it runs alone at
 # the end (the `timing` shard).
-split='forward/(hopper|flash|naive|cudnn|nan)|backward/(backends|flash|hopper)|decode/(flash|tma)|variants/(flash|hopper|cases)'
+split='forward/(hopper|flash|naive|cudnn|nan)|backward/(backends|flash|hopper|hopper-wide)|decode/(flash|tma)|variants/(flash|hopper|cases)'
 for f in $(find $g -name '*.test.ts' | sort); do
   [[ $f =~ ^$g/($split|bench/hidden-host)\.test\.ts$ ]] && continue
   name=${f#$g/}
@@ -212,6 +224,12 @@ KERNELS='hopper/hopper_bwd.cu flash/flash_bwd.cu' sanitize_all flash-backward --
   $g/backward/flash.test.ts
 KERNELS=flash/flash_bwd.cu ATTNLAB_FLASH_BWD_KERNEL=mma sanitize_all flash-backward-mma \
   --test-name-pattern='^sanitize: ' $g/backward/flash.test.ts
+# The wgmma loop past a head dim of 128 (hopper/bwd_dkdv_wide_sm90.cuh, ATTNLAB_FLASH_BWD_WIDE=1; the test sets
+# it): H=256 causal and H=192 with GQA, a window and padding lengths, each plain and deterministic, per form.
+KERNELS=hopper/hopper_bwd.cu sanitize_all flash-backward-wide --test-name-pattern='^sanitize: .* · wide=1$' \
+  $g/backward/hopper-wide.test.ts
+KERNELS=hopper/hopper_bwd.cu sanitize_all flash-backward-wide-pair --test-name-pattern='^sanitize: .* · wide=pair$' \
+  $g/backward/hopper-wide.test.ts
 # Block masks made on the GPU, and the generated modifier functions (modifier_values.cu).
 KERNELS=variants/block_mask.cu sanitize_all block-mask --test-name-pattern='^documents and causal$' \
   $g/variants/block-mask.test.ts

@@ -30,6 +30,8 @@ export type FlashBackwardKernelChoice = 'wgmma' | 'wgmma-ws' | 'mma';
 export type FlashBackwardDeterministicChoice = 'ordered' | 'pass';
 export type FlashBackwardDbiasChoice = 'add' | 'store';
 export type FlashBackwardScoreGradChoice = 'score' | 'output';
+/** The producer-warpgroup backward's dQ split by keys: with the warpgroups' turns ('1') or alone ('keys'). */
+export type FlashBackwardPingPongChoice = '1' | 'keys';
 export type DecodeKernelChoice = 'heads' | 'rows' | 'tma';
 /** ATTNLAB_TUNE: 'auto' calibrates a shape class the first time it is seen; 'off' ignores calibrated tables. */
 export type TuneMode = 'use' | 'auto' | 'off';
@@ -60,6 +62,14 @@ export interface ExperimentalKnobs {
    */
   readonly flashBackwardLean: boolean;
   /**
+   * ATTNLAB_FLASH_BWD_WIDE=1|pair: on sm_90a, the fused flash backward takes padded head dims 160–256 on the
+   * wgmma loop for them (hopper/bwd_dkdv_wide_sm90.cuh); `pair` with both dQ passes in flight at once. Off by
+   * default until the GPU suite has passed on it.
+   */
+  readonly flashBackwardWide: boolean;
+  /** ATTNLAB_FLASH_BWD_WIDE=pair (above). */
+  readonly flashBackwardWidePair: boolean;
+  /**
    * ATTNLAB_FLASH_BWD_DBIAS=add|store: where no bias element is shared by two positions, the wgmma loop adds
    * dBias into a float32 accumulator (add) or stores it once an element in the bias's dtype (store; unset:
    * store, faster on an H100).
@@ -71,6 +81,30 @@ export interface ExperimentalKnobs {
    * from P (output; unset: output, faster on an H100).
    */
   readonly flashBackwardScoreGrad: FlashBackwardScoreGradChoice | null;
+  /**
+   * ATTNLAB_FLASH_BWD_PINGPONG=1|keys: the producer-warpgroup backward loop (wgmma-ws) with dQ split by keys,
+   * so that its two consumer warpgroups need not exchange dS and run out of phase; `1` also makes them take
+   * turns issuing Sᵀ and dPᵀ (hopper/bwd_dkdv_sm90_ws.cuh). Off unless set: not yet measured; not with
+   * `deterministic: true`, whose ordered dQ adds need one adding warp an element.
+   */
+  readonly flashBackwardPingPong: FlashBackwardPingPongChoice | null;
+  /**
+   * ATTNLAB_FLASH_BWD_WS_FLAGGED=1: the producer warpgroup of wgmma-ws cleans non-finite Q and dO elements only
+   * in steps whose statistics flag a row, instead of scanning every step (hopper/bwd_dkdv_sm90_ws.cuh). Off
+   * unless set: not yet measured.
+   */
+  readonly flashBackwardWsFlagged: boolean;
+  /**
+   * ATTNLAB_FLASH_BWD_DQ_SWIZZLE=1: the wgmma loops' float32 dQ staging and workspace with the chunk permutation
+   * that spreads each half-warp's 64-bit stores over all banks (hopper/bwd_dq_accum.cuh). Off unless set: not
+   * yet measured.
+   */
+  readonly flashBackwardDqSwizzle: boolean;
+  /**
+   * ATTNLAB_FLASH_BWD_STATS_EARLY=1: the wgmma loops (without hooks) read the first row statistics of Pᵀ and dSᵀ
+   * before waiting for Sᵀ and dPᵀ (hopper/bwd_dkdv_sm90.cuh, stats_early). Off unless set.
+   */
+  readonly flashBackwardStatsEarly: boolean;
   /**
    * ATTNLAB_FLASH_KERNEL=wgmma|mma: on sm_90a, run the cases the Hopper kernel covers on it (wgmma)
    * or keep every case on the mma.sync kernel; unset follows HOPPER_BY_DEFAULT (hopper-variant.ts).
@@ -185,6 +219,7 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
   const libraries = Object.fromEntries(
     Object.entries(LIBRARY_VARIABLES).map(([library, variable]) => [library, text(variable)]),
   ) as Record<ConfiguredLibrary, string | null>;
+  const wide = choice('ATTNLAB_FLASH_BWD_WIDE', ['0', '1', 'pair']);
   const dependent = choice('ATTNLAB_DEPENDENT_LAUNCH', ['auto', '1', 'splits', 'combine', '0']);
   return {
     debug: debugLevel(text('ATTNLAB_DEBUG')),
@@ -204,8 +239,14 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
       flashBackwardKernel: choice('ATTNLAB_FLASH_BWD_KERNEL', ['wgmma', 'wgmma-ws', 'mma']),
       flashBackwardDeterministic: choice('ATTNLAB_FLASH_BWD_DET', ['ordered', 'pass']),
       flashBackwardLean: !flag('ATTNLAB_FLASH_BWD_LEAN', '0'),
+      flashBackwardWide: wide === '1' || wide === 'pair',
+      flashBackwardWidePair: wide === 'pair',
       flashBackwardDbias: choice('ATTNLAB_FLASH_BWD_DBIAS', ['add', 'store']),
       flashBackwardScoreGrad: choice('ATTNLAB_FLASH_BWD_SCORE_GRAD', ['score', 'output']),
+      flashBackwardPingPong: choice('ATTNLAB_FLASH_BWD_PINGPONG', ['1', 'keys']),
+      flashBackwardWsFlagged: flag('ATTNLAB_FLASH_BWD_WS_FLAGGED'),
+      flashBackwardDqSwizzle: flag('ATTNLAB_FLASH_BWD_DQ_SWIZZLE'),
+      flashBackwardStatsEarly: flag('ATTNLAB_FLASH_BWD_STATS_EARLY'),
       flashKernel: choice('ATTNLAB_FLASH_KERNEL', ['wgmma', 'mma']),
       decodeKernel: choice('ATTNLAB_DECODE_KERNEL', ['heads', 'rows', 'tma']),
       cudnnGraph: choice('ATTNLAB_CUDNN_GRAPH', ['composite', 'unified']),
@@ -268,6 +309,7 @@ export const RUN_SETTING_VARIABLES = [
   'ATTNLAB_FLASH_BWD_KERNEL',
   'ATTNLAB_FLASH_BWD_TILES',
   'ATTNLAB_FLASH_BWD_DET',
+  'ATTNLAB_FLASH_BWD_WIDE',
   'ATTNLAB_FLASH_BWD_DBIAS',
   'ATTNLAB_FLASH_BWD_SCORE_GRAD',
   'ATTNLAB_DECODE_KERNEL',

@@ -15,7 +15,15 @@
  * `+detpass` the same on a wgmma loop through the dQ pass (ATTNLAB_FLASH_BWD_DET=pass). A wgmma loop runs as
  * the default builds it (v6/v7, docs/internals/backward.md); `+nolean` (before any `+det`) runs it with
  * ATTNLAB_FLASH_BWD_LEAN=0 (v5's code), e.g. `wgmma+nolean`, `wgmma-ws+nolean+det`. `+lean` names the
- * default explicitly (results recorded before it became the default use it).
+ * default explicitly (results recorded before it became the default use it). `+pp` and `+dqkeys` (before any
+ * `+det`) run wgmma-ws with dQ split by keys, with the warpgroups' turns or without
+ * (ATTNLAB_FLASH_BWD_PINGPONG=1|keys), e.g. `wgmma-ws+pp`; `+flagged` runs wgmma-ws with its producer cleaning only
+ * flagged steps (ATTNLAB_FLASH_BWD_WS_FLAGGED=1) and `+dqswz` either wgmma loop with the bank-spreading dQ staging
+ * (ATTNLAB_FLASH_BWD_DQ_SWIZZLE=1), `+early` either wgmma loop reading its first row statistics before the
+ * waits (ATTNLAB_FLASH_BWD_STATS_EARLY=1), e.g. `wgmma-ws+flagged+pp+dqswz`, `wgmma+early+dqswz`.
+ *
+ * Past a head dim of 128 the loop runs with ATTNLAB_FLASH_BWD_WIDE=1 set on the command line; `+pair` (before
+ * any `+det`) runs its form with both dQ passes in flight (ATTNLAB_FLASH_BWD_WIDE=pair), e.g. `wgmma+pair+det`.
  *
  * --profile runs each variant's backward once and nothing else (for ncu -k regex:dkdv).
  */
@@ -34,13 +42,32 @@ const specs = args.slice(profile ? 5 : 4);
 const ROUNDS = 3;
 const CALLS = 6;
 
+/** ATTNLAB_FLASH_BWD_WIDE as the process started (1 takes head dims past 128); `+pair` sets it to pair. */
+const wideAtStart = process.env.ATTNLAB_FLASH_BWD_WIDE;
+
 function select(spec: string): void {
+  if (spec.includes('+pair')) process.env.ATTNLAB_FLASH_BWD_WIDE = 'pair';
+  else if (wideAtStart === undefined) delete process.env.ATTNLAB_FLASH_BWD_WIDE;
+  else process.env.ATTNLAB_FLASH_BWD_WIDE = wideAtStart;
   const [kernel, tiles] = spec
+    .replace('+pair', '')
     .replace(/\+(no)?lean/, '')
+    .replace(/\+(pp|dqkeys|flagged|dqswz|early)/g, '')
     .replace(/\+det(pass)?$/, '')
     .split(':');
   if (spec.includes('+nolean')) process.env.ATTNLAB_FLASH_BWD_LEAN = '0';
   else delete process.env.ATTNLAB_FLASH_BWD_LEAN;
+  if (spec.includes('+pp')) process.env.ATTNLAB_FLASH_BWD_PINGPONG = '1';
+  else if (spec.includes('+dqkeys')) process.env.ATTNLAB_FLASH_BWD_PINGPONG = 'keys';
+  else delete process.env.ATTNLAB_FLASH_BWD_PINGPONG;
+  for (const [suffix, name] of [
+    ['+flagged', 'ATTNLAB_FLASH_BWD_WS_FLAGGED'],
+    ['+dqswz', 'ATTNLAB_FLASH_BWD_DQ_SWIZZLE'],
+    ['+early', 'ATTNLAB_FLASH_BWD_STATS_EARLY'],
+  ] as const) {
+    if (spec.includes(suffix)) process.env[name] = '1';
+    else delete process.env[name];
+  }
   if (spec.endsWith('+detpass')) process.env.ATTNLAB_FLASH_BWD_DET = 'pass';
   else delete process.env.ATTNLAB_FLASH_BWD_DET;
   if (kernel === 'cudnn') delete process.env.ATTNLAB_FLASH_BWD_KERNEL;

@@ -54,6 +54,9 @@
 #ifndef FLASH_BWD_GRAD_FROM_OUTPUT
 #define FLASH_BWD_GRAD_FROM_OUTPUT 0
 #endif
+#ifndef FLASH_BWD_STATS_EARLY
+#define FLASH_BWD_STATS_EARLY 0  // ATTNLAB_FLASH_BWD_STATS_EARLY=1: stats_early below
+#endif
 #include "hopper/bwd_dq_accum.cuh"
 #include "hopper/bwd_dq_order.cuh"
 #include "hopper/wgmma.cuh"
@@ -518,6 +521,45 @@ __device__ __forceinline__ void ds_mods_from_p(float (&dst)[NT][4], const float 
 #endif
 }
 
+// FLASH_BWD_STATS_EARLY (the loop without hooks): the lane's lse2 of n-tiles 0..3 read before the wait for
+// Sᵀ, and its D of n-tiles 0..1 before the wait for dPᵀ, so that the first FFMAs of Pᵀ and dSᵀ find them in
+// registers. ncu (H100, H=128): the first FFMA of Pᵀ waited on its LDS for 3.8% of the loop's samples, and Pᵀ's
+// stretch (21% of a step) is longer than dPᵀ's product under it. More of them spills at D = 128 (all 8 lse2
+// pairs 12 B, 4 D pairs 4 B; nvcc 13.0). The same arithmetic, the same bits.
+template <int N>
+__device__ __forceinline__ void stats_early(float2 (&pre)[N], const float* row, int t) {
+#pragma unroll
+  for (int j = 0; j < N; ++j) pre[j] = *reinterpret_cast<const float2*>(row + j * 8 + 2 * t);
+}
+template <int N>
+__device__ __forceinline__ float2 stat_pair(const float2 (&pre)[N], const float* row, int j, int t) {
+  return j < N ? pre[j < N ? j : 0] : *reinterpret_cast<const float2*>(row + j * 8 + 2 * t);
+}
+// weights_all_visible and ds_rows with the first N pairs from registers.
+template <int N, int NT>
+__device__ __forceinline__ void weights_all_visible_early(float (&st)[NT][4], float scale_log2, const float2 (&pre)[N],
+                                                          const float* lse2, int t) {
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+    const float2 l = stat_pair(pre, lse2, j, t);
+    st[j][0] = fast_exp2(fmaf(st[j][0], scale_log2, -l.x));
+    st[j][1] = fast_exp2(fmaf(st[j][1], scale_log2, -l.y));
+    st[j][2] = fast_exp2(fmaf(st[j][2], scale_log2, -l.x));
+    st[j][3] = fast_exp2(fmaf(st[j][3], scale_log2, -l.y));
+  }
+}
+template <int N, int NT>
+__device__ __forceinline__ void ds_rows_early(float (&dpt)[NT][4], const float (&pt)[NT][4], const float2 (&pre)[N],
+                                              const float* dsum, int t) {
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+    const float2 d = stat_pair(pre, dsum, j, t);
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+      dpt[j][c] = pt[j][c] == 0.f ? 0.f : pt[j][c] * (dpt[j][c] - ((c & 1) ? d.y : d.x));
+  }
+}
+
 // ds_tile's dSᵀ = Pᵀ ∘ (dPᵀ − D) with the D of the lane's two columns of each n-tile read as one float2.
 template <int NT>
 __device__ __forceinline__ void ds_rows(float (&dpt)[NT][4], const float (&pt)[NT][4], const float* dsum, int t) {
@@ -772,6 +814,9 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
       float(&dpt3)[1][C::NT][4] = reinterpret_cast<float(&)[1][C::NT][4]>(dpt);
 
       issue_sdp(i);
+      constexpr bool EARLY = NO_HOOKS && FLASH_BWD_STATS_EARLY != 0;
+      float2 lse2_early[4], dsum_early[2];
+      if constexpr (EARLY) stats_early(lse2_early, lse2, t);
       // The mask's rows load while Sᵀ multiplies, packed to one word a lane at once.
       u32 mask_word = 0;
       if constexpr (C::MASK_ROWS) {
@@ -787,7 +832,11 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
       constexpr bool PLAIN = C::BIAS == 0 && (!C::MASK || C::MASK_ROWS) && !ATTNLAB_SCORE_MOD;
       constexpr bool MODS = C::BIAS == 0 && (!C::MASK || C::MASK_ROWS) && (ATTNLAB_SCORE_MOD || ATTNLAB_MASK_MOD);
       if (PLAIN && !boundary && (!ATTNLAB_MASK_MOD || kind == ATTNLAB_TILE_FULL)) {
-        weights_all_visible(st, p.scale_log2, lse2, t);
+        if constexpr (EARLY) {
+          weights_all_visible_early(st, p.scale_log2, lse2_early, lse2, t);
+        } else {
+          weights_all_visible(st, p.scale_log2, lse2, t);
+        }
       } else if (MODS && !boundary && m0 + BMQ <= w.t_len) {
         weights_mods_interior(st, p, w.b, n, kind != ATTNLAB_TILE_FULL, key0, m0, lane, lse2, m);
       } else {
@@ -809,9 +858,14 @@ __device__ __forceinline__ void hopper_bwd_dkdv(const FlashParams& p, const Flas
       for (int kk = 0; kk < BMQ / 16; ++kk) dkv_step<C>(dv, pa[kk], sw128_at(sw128_lo(do_tile, C::Q_BOX), kk * 2048));
       wgmma_commit();
 
+      if constexpr (EARLY) stats_early(dsum_early, dsum, t);
       wgmma_wait<1>();  // dPᵀ(s); dV(s) may still run
       fence_accumulators(dpt);
-      ds_rows(dpt, st, dsum, t);
+      if constexpr (EARLY) {
+        ds_rows_early(dpt, st, dsum_early, dsum, t);
+      } else {
+        ds_rows(dpt, st, dsum, t);
+      }
       if constexpr (ATTNLAB_SCORE_MOD || C::BIAS != 0) {
         // dS through the score modifier's chain rule, and dBias. P lives on in pa (dV's operand), so
         // st takes Sᵀ = K·Qᵀ again where the modifier's gradient reads the raw score: one more product

@@ -4,9 +4,9 @@
 //
 // Layout: (B·N, D/64 boxes, t_pad, 64) floats — rows of one box of one head contiguous, so the 64
 // rows of a query block (m0 a multiple of 64) are one 16 KiB run — with the 16-byte chunks of row t
-// permuted by t % 8 (chunk c at c ^ (t % 8)): the staging store of the wgmma accumulator (lane g, t
-// writes rows g and g + 8, columns 8j + 2t) then spreads each warp's 256 bytes over all 32 banks
-// (two wavefronts, the least for 64-bit stores) where the plain layout puts 8 rows on the same 8 banks.
+// permuted by t % 8 (chunk c at c ^ (t % 8), or with FLASH_BWD_DQ_SWIZZLE the permutation below): the
+// staging store of the wgmma accumulator (lane g, t writes rows g and g + 8, columns 8j + 2t) then spreads
+// its bytes over the 32 banks where the plain layout puts 8 rows on the same 8 banks.
 //
 // prep zeroes the workspace (every padded row too: the bulk adds cover whole query blocks), and
 // dq_convert reads it back: dQ = scale · workspace in the input dtype, (B,T,N,H) contiguous.
@@ -20,10 +20,23 @@ __device__ __forceinline__ i64 hopper_dq_box_offset(i64 bn, int half, int t_pad,
   return ((bn * 2 + half) * t_pad + m0) * W;
 }
 
+// FLASH_BWD_DQ_SWIZZLE (ATTNLAB_FLASH_BWD_DQ_SWIZZLE=1): chunk c of row r at c ^ (2·(r % 4) + (r / 4) % 2)
+// instead of c ^ (r % 8). A 64-bit store is issued a half-warp at a time (lanes g = 0–3, then 4–7): with
+// c ^ (r % 8) each half-warp's 16 lanes land on 4 chunks of every 8 (2-way conflicts), 4 wavefronts a warp
+// instruction where 2 is the least (ncu, H100: every staging STS.64 at 4.00 wavefronts, ideal 2.00; the
+// staging and the fence after it were 15% of the 256-thread loop's warp samples at H=128); this spreads
+// each half-warp over all 8.
+#ifndef FLASH_BWD_DQ_SWIZZLE
+#define FLASH_BWD_DQ_SWIZZLE 0
+#endif
+__device__ __forceinline__ int hopper_dq_chunk_xor(int r) {
+  return FLASH_BWD_DQ_SWIZZLE ? ((r & 3) << 1) | ((r >> 2) & 1) : (r & 7);
+}
+
 // Offset in floats of element (row r, column c) of a half's rows, r counted from a multiple of 8.
 template <int W>
 __device__ __forceinline__ int hopper_dq_in_box(int r, int c) {
-  return r * W + (((c >> 2) ^ (r & 7)) << 2) + (c & 3);
+  return r * W + (((c >> 2) ^ hopper_dq_chunk_xor(r & 7)) << 2) + (c & 3);
 }
 
 // A warp's 16 rows of a warpgroup's m64nW float32 accumulator (rows 16·w + g and 16·w + g + 8) into
@@ -31,7 +44,7 @@ __device__ __forceinline__ int hopper_dq_in_box(int r, int c) {
 template <int W>
 __device__ __forceinline__ void store_dq_box(u32 rows, const float (&acc)[W / 8][4], int lane) {
   static_assert(W == 32 || W == 64, "4 or 8 chunks of 16 bytes a row: the xor below stays inside the row");
-  // Element (r, 8j + 2t) at hopper_dq_in_box: chunk (2j + t/2) ^ g, which is (t/2 ^ g) with bits 1-3
+  // Element (r, 8j + 2t) at hopper_dq_in_box: chunk (2j + t/2) ^ x(g), which is (t/2 ^ x(g)) with bits 1-3
   // flipped by j, so the lane's address of j is that of j = 0 with byte bits 5-7 xor'ed by j (the
   // warp's part starts on a 256-byte boundary, and a row takes 4·W ≥ 128 bytes).
   const int g = lane >> 2, t = lane & 3;

@@ -7,7 +7,8 @@
  * padding lengths, a window, H = 64 and 128 (one and two 64-column boxes), H = 32 and 96 on the 64-
  * and 128-column modules (zero-filled columns), bf16 and fp16, and the deterministic pass; each case
  * on both loops, named by ATTNLAB_FLASH_BWD_KERNEL: every thread loading (wgmma), and the producer
- * warpgroup (wgmma-ws, hopper/bwd_dkdv_sm90_ws.cuh). Every case asserts that the wgmma variant ran. Poisoned allocations (0xFF =
+ * warpgroup (wgmma-ws, hopper/bwd_dkdv_sm90_ws.cuh), and the oracle cases also on wgmma-ws with dQ split
+ * by keys (`pingpong`, ATTNLAB_FLASH_BWD_PINGPONG=1). Every case asserts that the wgmma variant ran. Poisoned allocations (0xFF =
  * NaN) catch an unwritten element. Deterministic mode (the dQ adds in a fixed order of key blocks,
  * hopper/bwd_dq_order.cuh) is bitwise identical over 20 runs on shapes that take both orders and more
  * key blocks of one head than an H100 has SMs (blocks queued behind waiting ones). Skips without a
@@ -182,6 +183,61 @@ const REPEATS = 20;
 
 /** The two wgmma loops: every thread loading (the default), and a producer warpgroup (wgmma-ws). */
 const LOOPS = ['wgmma', 'wgmma-ws'] as const;
+/**
+ * The oracle cases also run the switches not yet on by default: `next-wgmma`, the 256-thread loop with the
+ * bank-spreading dQ staging and its first row statistics read early (ATTNLAB_FLASH_BWD_DQ_SWIZZLE=1,
+ * ATTNLAB_FLASH_BWD_STATS_EARLY=1); `next-ws`, wgmma-ws with both and its producer
+ * cleaning only flagged steps (ATTNLAB_FLASH_BWD_WS_FLAGGED=1); `pingpong`, next-ws with dQ split by keys and
+ * the warpgroups taking turns (ATTNLAB_FLASH_BWD_PINGPONG=1; deterministic cases keep the halves).
+ */
+const ORACLE_LOOPS = [...LOOPS, 'next-wgmma', 'next-ws', 'pingpong'] as const;
+type Loop = (typeof ORACLE_LOOPS)[number];
+
+const LOOP_VARIABLES: Record<Loop, Record<string, string>> = {
+  wgmma: { ATTNLAB_FLASH_BWD_KERNEL: 'wgmma' },
+  'wgmma-ws': { ATTNLAB_FLASH_BWD_KERNEL: 'wgmma-ws' },
+  'next-wgmma': {
+    ATTNLAB_FLASH_BWD_KERNEL: 'wgmma',
+    ATTNLAB_FLASH_BWD_DQ_SWIZZLE: '1',
+    ATTNLAB_FLASH_BWD_STATS_EARLY: '1',
+  },
+  'next-ws': {
+    ATTNLAB_FLASH_BWD_KERNEL: 'wgmma-ws',
+    ATTNLAB_FLASH_BWD_WS_FLAGGED: '1',
+    ATTNLAB_FLASH_BWD_DQ_SWIZZLE: '1',
+    ATTNLAB_FLASH_BWD_STATS_EARLY: '1',
+  },
+  pingpong: {
+    ATTNLAB_FLASH_BWD_KERNEL: 'wgmma-ws',
+    ATTNLAB_FLASH_BWD_WS_FLAGGED: '1',
+    ATTNLAB_FLASH_BWD_DQ_SWIZZLE: '1',
+    ATTNLAB_FLASH_BWD_STATS_EARLY: '1',
+    ATTNLAB_FLASH_BWD_PINGPONG: '1',
+  },
+};
+const VARIABLES = [...new Set(Object.values(LOOP_VARIABLES).flatMap((vars) => Object.keys(vars)))];
+
+/** The variables that name `loop`; `undefined` unsets them. */
+function setLoop(loop: Loop | undefined): void {
+  for (const name of VARIABLES) delete process.env[name];
+  if (loop !== undefined) Object.assign(process.env, LOOP_VARIABLES[loop]);
+  reloadConfig();
+}
+
+/** The variant a loop runs (pingpong keeps dQ's halves where deterministic). */
+function variantPattern(loop: Loop, deterministic: boolean): RegExp {
+  const det = deterministic ? '\\.det' : '';
+  const name = {
+    wgmma: '\\.wgmma',
+    'wgmma-ws': '\\.wgmma\\.ws',
+    'next-wgmma': '\\.wgmma\\.early\\.dqswz',
+    'next-ws': '\\.wgmma\\.ws\\.flagged\\.early\\.dqswz',
+    pingpong: deterministic
+      ? '\\.wgmma\\.ws\\.flagged\\.early\\.dqswz'
+      : '\\.wgmma\\.ws\\.pp\\.flagged\\.early\\.dqswz',
+  }[loop];
+  return new RegExp(`${name}${det}$`);
+}
 
 const summary: string[] = [];
 
@@ -198,7 +254,7 @@ describe('GPU flash backward · wgmma', { skip }, () => {
   // The expected gradients of a case, computed once for both loops (the float64 oracle costs seconds).
   const expected = new Map<number, { reference: GradientValues; plain: GradientValues }>();
   CASES.forEach((c, index) => {
-    for (const loop of LOOPS) {
+    for (const loop of ORACLE_LOOPS) {
       it(`${c.name} · ${c.dtype}${c.deterministic ? ' · deterministic' : ''} · ${loop}`, () => {
         const { q, k, v, options } = buildInputs(c, c.dtype, seed + 31 * index);
         const dO = randomOutputGradient(q, v, c.dtype, seed + 31 * index + 7);
@@ -210,19 +266,17 @@ describe('GPU flash backward · wgmma', { skip }, () => {
           deterministic: c.deterministic,
         };
         // Each loop by name: the default differs by head dim (HOPPER_BACKWARD_DEFAULTS).
-        process.env.ATTNLAB_FLASH_BWD_KERNEL = loop;
-        reloadConfig();
+        setLoop(loop);
         const f = attentionVjp(cq, ck, cv, vjpOptions);
         let grads: ReturnType<typeof f.backward>;
         try {
           grads = f.backward(cdO);
         } finally {
-          delete process.env.ATTNLAB_FLASH_BWD_KERNEL;
-          reloadConfig();
+          setLoop(undefined);
         }
         try {
           assert.equal(grads.backend, 'flash');
-          const pattern = loop === 'wgmma-ws' ? /\.wgmma\.ws(\.|$)/ : /\.wgmma(\.det)?$/;
+          const pattern = variantPattern(loop, c.deterministic === true);
           assert.match(grads.variant ?? '', pattern, `variant ${grads.variant}`);
           let want = expected.get(index);
           if (!want) {

@@ -20,6 +20,11 @@ import { FLASH_BIAS_CODES, type FlashBiasType } from './variant.js';
 const MAX_LENGTH = 1 << 28;
 /** The largest padded head dim whose dK and dV accumulators fit a warp's registers (see tiles). */
 export const FLASH_BACKWARD_MAX_HEAD_DIM = 128;
+/**
+ * The largest padded head dim of the wgmma loop past 128 (hopper/bwd_dkdv_wide_sm90.cuh: each warpgroup
+ * owns half of dK's and dV's columns, D/4 registers a lane each), on sm_90a with ATTNLAB_FLASH_BWD_WIDE=1.
+ */
+export const HOPPER_BACKWARD_WIDE_MAX_HEAD_DIM = 256;
 
 export interface FlashBackwardTiles {
   /** Keys per block of the dK/dV loop: 16 per warp (one m-tile; dK+dV take D/2 registers per lane). */
@@ -91,10 +96,36 @@ export interface FlashBackwardVariant {
    */
   readonly dqPass?: boolean;
   /**
+   * The loop past a head dim of 128 with both dQ passes in flight (FLASH_BWD_WIDE_PAIR,
+   * hopper/bwd_dkdv_wide_sm90.cuh; ATTNLAB_FLASH_BWD_WIDE=pair): `.pair` in the key.
+   */
+  readonly widePair?: boolean;
+  /**
    * FLASH_BWD_LEAN on a wgmma loop without a bias, a mask, modifiers or a block mask (hopper/bwd_dkdv_sm90.cuh;
    * the default, ATTNLAB_FLASH_BWD_LEAN=0 turns it off). Those hooks keep the general code either way.
    */
   readonly lean?: boolean;
+  /**
+   * The producer-warpgroup loop with dQ split by keys (FLASH_BWD_PINGPONG, hopper/bwd_dkdv_sm90_ws.cuh):
+   * 'turns' with the consumer warpgroups taking turns issuing Sᵀ and dPᵀ, 'keys' the split alone.
+   * ATTNLAB_FLASH_BWD_PINGPONG=1|keys, off by default; never deterministic.
+   */
+  readonly pingpong?: 'turns' | 'keys';
+  /**
+   * wgmma-ws's producer cleans only the steps whose statistics flag a non-finite row (FLASH_BWD_WS_FLAGGED,
+   * ATTNLAB_FLASH_BWD_WS_FLAGGED=1, off by default).
+   */
+  readonly wsFlagged?: boolean;
+  /**
+   * The dQ staging's bank-spreading chunk permutation on the wgmma loops up to a head dim of 128
+   * (FLASH_BWD_DQ_SWIZZLE, ATTNLAB_FLASH_BWD_DQ_SWIZZLE=1, off by default).
+   */
+  readonly dqSwizzle?: boolean;
+  /**
+   * The wgmma loops without hooks read their first row statistics before the waits for Sᵀ and dPᵀ
+   * (FLASH_BWD_STATS_EARLY, ATTNLAB_FLASH_BWD_STATS_EARLY=1, off by default; lean modules only).
+   */
+  readonly statsEarly?: boolean;
 }
 
 export function flashBackwardHeadDim(H: number, Hv: number): number {
@@ -113,14 +144,25 @@ export type FlashBackwardKernel = 'mma' | 'wgmma' | 'wgmma-ws';
  * boxes of the head dim, each warpgroup computing dQ for half of it).
  */
 export const HOPPER_BACKWARD_HEAD_DIMS: readonly number[] = [64, 128];
+/**
+ * Past 128 (ATTNLAB_FLASH_BWD_WIDE=1): the 64-key loop of hopper/bwd_dkdv_wide_sm90.cuh, whose
+ * warpgroups split the head dim into a 64-column box and half of another at 192, two boxes at 256.
+ */
+export const HOPPER_BACKWARD_WIDE_HEAD_DIMS: readonly number[] = [192, 256];
 
 /**
  * The wgmma module's head dim for a padded (multiple of 32) head dim D: 64 or 128, the columns past
  * max(H, Hv) zero-filled by the loads (D = 32 and 96 run a quarter or a third more products than
  * they need), or null past 128.
  */
-export function hopperBackwardHeadDim(D: number): number | null {
-  return HOPPER_BACKWARD_HEAD_DIMS.find((d) => D <= d) ?? null;
+export function hopperBackwardHeadDim(
+  D: number,
+  wide = config().experimental.flashBackwardWide,
+): number | null {
+  const dims = wide
+    ? [...HOPPER_BACKWARD_HEAD_DIMS, ...HOPPER_BACKWARD_WIDE_HEAD_DIMS]
+    : HOPPER_BACKWARD_HEAD_DIMS;
+  return dims.find((d) => D <= d) ?? null;
 }
 /**
  * The loop each padded head dim runs on sm_90a when ATTNLAB_FLASH_BWD_KERNEL is unset, the fastest of
@@ -143,6 +185,13 @@ export const HOPPER_BACKWARD_DEFAULT_HEAD_DIMS: readonly number[] =
   Object.keys(HOPPER_BACKWARD_DEFAULTS).map(Number);
 /** The wgmma loop's tiles (hopper/bwd_dkdv_sm90.cuh): 128 keys over two warpgroups, 64 queries per step. */
 export const HOPPER_BACKWARD_TILES: FlashBackwardTiles = { keys: 128, queries: 64, warps: 8 };
+/**
+ * Past a head dim of 128 (hopper/bwd_dkdv_wide_sm90.cuh): 64 keys a block, both warpgroups over all of
+ * them, 64 queries a step. dK and dV of 64 keys × D/2 columns a warpgroup are D/4 float32 registers a
+ * lane each; ptxas (nvcc 13.0, sm_90a): 216 registers at D=256, 196 at D=192, no spills. Shared memory:
+ * K and V of 128 keys would be 128 KiB at D=256 before any Q/dO stage.
+ */
+export const HOPPER_BACKWARD_WIDE_TILES: FlashBackwardTiles = { keys: 64, queries: 64, warps: 8 };
 /** The same with the producer warpgroup (hopper/bwd_dkdv_sm90_ws.cuh): 12 warps. */
 export const HOPPER_BACKWARD_WS_TILES: FlashBackwardTiles = { keys: 128, queries: 64, warps: 12 };
 
@@ -166,6 +215,8 @@ export function chooseFlashBackwardKernel(
   general = false,
 ): FlashBackwardKernel {
   if (arch !== 'sm_90a' || hopperBackwardHeadDim(headDim) === null || tiles || choice === 'mma') return 'mma';
+  // Past 128 one loop, without the producer warpgroup (flashBackwardRule refuses what it cannot take).
+  if (headDim > FLASH_BACKWARD_MAX_HEAD_DIM) return 'wgmma';
   const named = choice === 'wgmma-ws' || choice === 'wgmma' ? choice : HOPPER_BACKWARD_DEFAULTS[headDim];
   if (named === undefined) return 'mma';
   return general && named === 'wgmma-ws' ? 'wgmma' : named;
@@ -186,6 +237,7 @@ export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBac
   // warpgroup on sm_90a, on mma.sync elsewhere (chooseFlashBackwardKernel). Deterministic with a block
   // mask, the wgmma loop runs without dQ and the dQ pass follows (orderedDqAdds).
   const general = p.bias !== null || p.mask !== null || hasVariants(p);
+  const wide = padded > FLASH_BACKWARD_MAX_HEAD_DIM;
   const kernel = chooseFlashBackwardKernel(
     padded,
     arch,
@@ -200,7 +252,9 @@ export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBac
     headDim: kernel === 'mma' ? padded : (hopperBackwardHeadDim(padded) ?? padded),
     tiles:
       kernel === 'wgmma'
-        ? HOPPER_BACKWARD_TILES
+        ? wide
+          ? HOPPER_BACKWARD_WIDE_TILES
+          : HOPPER_BACKWARD_TILES
         : kernel === 'wgmma-ws'
           ? HOPPER_BACKWARD_WS_TILES
           : chooseFlashBackwardTiles(padded),
@@ -223,8 +277,29 @@ export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBac
     dqPass:
       p.deterministic && kernel !== 'mma' && config().experimental.flashBackwardDeterministic === 'pass',
     // The hooks keep the general code (NO_HOOKS in hopper/bwd_dkdv_sm90.cuh): no `.lean` in their names.
-    lean: kernel !== 'mma' && !general && config().experimental.flashBackwardLean,
+    // The loop past 128 has no `.lean` form.
+    lean: kernel !== 'mma' && !general && !wide && config().experimental.flashBackwardLean,
+    ...(kernel === 'wgmma' && wide && config().experimental.flashBackwardWidePair ? { widePair: true } : {}),
+    ...pingpongOf(kernel, p.deterministic),
+    ...(kernel === 'wgmma-ws' && config().experimental.flashBackwardWsFlagged ? { wsFlagged: true } : {}),
+    ...(kernel !== 'mma' && !wide && config().experimental.flashBackwardDqSwizzle ? { dqSwizzle: true } : {}),
+    ...(kernel !== 'mma' &&
+    !general &&
+    !wide &&
+    config().experimental.flashBackwardLean &&
+    config().experimental.flashBackwardStatsEarly
+      ? { statsEarly: true }
+      : {}),
   };
+}
+
+function pingpongOf(
+  kernel: FlashBackwardKernel,
+  deterministic: boolean,
+): Pick<FlashBackwardVariant, 'pingpong'> {
+  const choice = config().experimental.flashBackwardPingPong;
+  if (kernel !== 'wgmma-ws' || deterministic || choice === null) return {};
+  return { pingpong: choice === '1' ? 'turns' : 'keys' };
 }
 
 /**
@@ -284,7 +359,12 @@ export function flashBackwardVariantKey(v: FlashBackwardVariant): string {
   const parts = ['flash-bwd', v.arch, dtype, `d${v.headDim}`, `${keys}x${queries}x${warps}`];
   if (v.lean && v.kernel !== 'mma') parts.push('lean');
   if (v.kernel === 'wgmma') parts.push('wgmma');
+  if (v.kernel === 'wgmma' && v.widePair) parts.push('pair');
   if (v.kernel === 'wgmma-ws') parts.push('wgmma', 'ws');
+  if (v.kernel === 'wgmma-ws' && v.pingpong) parts.push(v.pingpong === 'turns' ? 'pp' : 'dqkeys');
+  if (v.kernel === 'wgmma-ws' && v.wsFlagged) parts.push('flagged');
+  if (v.kernel !== 'mma' && v.statsEarly) parts.push('early');
+  if (v.kernel !== 'mma' && v.dqSwizzle) parts.push('dqswz');
   if (v.deterministic) parts.push('det');
   if (v.deterministic && v.dqPass && v.kernel !== 'mma') parts.push('pass');
   if (v.bias && v.bias !== 'none')
@@ -333,10 +413,33 @@ export function flashBackwardDefines(v: FlashBackwardVariant): Record<string, nu
     ? { ATTNLAB_FAST_TANH: 1, ...(v.gradFromOutput ? { FLASH_BWD_GRAD_FROM_OUTPUT: 1 } : {}) }
     : {};
   const lean: Record<string, number> = v.lean ? { FLASH_BWD_LEAN: 1 } : {};
+  const pair: Record<string, number> = v.kernel === 'wgmma' && v.widePair ? { FLASH_BWD_WIDE_PAIR: 1 } : {};
+  const swizzle: Record<string, number> = v.dqSwizzle ? { FLASH_BWD_DQ_SWIZZLE: 1 } : {};
+  const early: Record<string, number> = v.statsEarly ? { FLASH_BWD_STATS_EARLY: 1 } : {};
   if (v.kernel === 'wgmma')
-    return { FLASH_D: v.headDim, FLASH_FP16: fp16, ...general, ...fastTanh, ...ordered, ...lean };
+    return {
+      FLASH_D: v.headDim,
+      FLASH_FP16: fp16,
+      ...general,
+      ...fastTanh,
+      ...ordered,
+      ...lean,
+      ...swizzle,
+      ...early,
+      ...pair,
+    };
   if (v.kernel === 'wgmma-ws')
-    return { FLASH_D: v.headDim, FLASH_FP16: fp16, FLASH_BWD_WS: 1, ...ordered, ...lean };
+    return {
+      FLASH_D: v.headDim,
+      FLASH_FP16: fp16,
+      FLASH_BWD_WS: 1,
+      ...ordered,
+      ...lean,
+      ...(v.pingpong ? { FLASH_BWD_PINGPONG: v.pingpong === 'turns' ? 1 : 2 } : {}),
+      ...(v.wsFlagged ? { FLASH_BWD_WS_FLAGGED: 1 } : {}),
+      ...swizzle,
+      ...early,
+    };
   return {
     FLASH_D: v.headDim,
     FLASH_FP16: fp16,
@@ -358,6 +461,18 @@ export function flashBackwardSharedBytes(v: FlashBackwardVariant): {
   const dq = FLASH_BACKWARD_DQ_TILES;
   // Q | dO | two stages of (K | V), the deterministic dQ pass of either module.
   const dqBytes = 2 * dq.rows * pitch + 2 * 2 * dq.keys * pitch;
+  if (v.kernel !== 'mma' && v.headDim > FLASH_BACKWARD_MAX_HEAD_DIM) {
+    // hopper/bwd_dkdv_wide_sm90.cuh: 1 KiB of slack | K | V | two stages of (Q | dO) | Pᵀ | dSᵀ (64 × 64
+    // each) | at D=192 the float32 dQ staging, 16 KiB a warpgroup (at D=256 each warpgroup stages into
+    // its half of the stage's dO) | two stages of (lse2 | D): 194 KiB at D=192, 210 KiB at D=256. With both
+    // dQ passes in flight (widePair) the second has its own: 8 KiB more a warpgroup at D=192 (210 KiB), the
+    // warpgroup's half of the stage's Q at D=256. No dQ pass at these head dims (flashBackwardRule).
+    const row = v.headDim * 2;
+    const staging = v.headDim === 256 ? 0 : 2 * queries * (64 + (v.widePair ? 32 : 0)) * 4;
+    const bytes =
+      1024 + 2 * keys * row + 2 * 2 * queries * row + 2 * keys * queries * 2 + staging + 2 * 2 * queries * 4;
+    return { dkdv: bytes, dkdvOnly: bytes, dq: 0 };
+  }
   if (v.kernel !== 'mma') {
     // 1 KiB of alignment slack | K | V (128-byte rows, no padding) | three stages of (Q | dO) | when
     // dQ is accumulated here, two dS buffers (queries × keys) and the float32 dQ staging (queries ×
@@ -366,7 +481,9 @@ export function flashBackwardSharedBytes(v: FlashBackwardVariant): {
     const row = v.headDim * 2;
     const stats = 3 * 2 * queries * 4;
     const only = 1024 + 2 * keys * row + 3 * 2 * queries * row;
-    const dqParts = 2 * queries * keys * 2 + queries * v.headDim * 4;
+    // With dQ split by keys (pingpong) each warpgroup stages a 64-column pass: 2 × 64 × 64 floats.
+    const staging = v.kernel === 'wgmma-ws' && v.pingpong ? 2 * queries * 64 * 4 : queries * v.headDim * 4;
+    const dqParts = 2 * queries * keys * 2 + staging;
     // wgmma-ws: then the full and empty mbarriers of the three stages, K/V's, three 32-bit flags.
     // wgmma with a block mask: a bit a step (4096 steps in 512 bytes, the rest at D=128: 232,448 bytes in all).
     const sync = v.kernel === 'wgmma-ws' ? 16 * 3 + 8 + 4 * 3 : v.blockMask ? 512 : 0;
@@ -403,6 +520,29 @@ export function flashBackwardDqWorkspaceBytes(
   return p.B * p.T * p.N * p.H * 4;
 }
 
+/**
+ * What the loop past a head dim of 128 (hopper/bwd_dkdv_wide_sm90.cuh) cannot take, or null: it has no
+ * bias, boolean mask, modifier or block-mask hooks, no mma.sync form or tiles, and no dQ pass (the
+ * mma.sync dQ pass holds 128 query rows × D in registers).
+ */
+function wideBackwardRule(p: BackwardProblem): string | null {
+  const dims = `H=${p.H}, Hv=${p.Hv}`;
+  if (p.bias !== null || p.mask !== null || hasVariants(p)) {
+    return (
+      `${dims} with a bias, a boolean mask, score/mask modifiers or a block mask: the loop past a head dim ` +
+      'of 128 takes none of them'
+    );
+  }
+  const x = config().experimental;
+  if (x.flashBackwardKernel === 'mma' || x.flashBackwardTiles) {
+    return `${dims} with ATTNLAB_FLASH_BWD_KERNEL=mma or ATTNLAB_FLASH_BWD_TILES: the mma.sync loop takes at most ${FLASH_BACKWARD_MAX_HEAD_DIM}`;
+  }
+  if (p.deterministic && x.flashBackwardDeterministic === 'pass') {
+    return `${dims} deterministic with ATTNLAB_FLASH_BWD_DET=pass: the dQ pass takes at most ${FLASH_BACKWARD_MAX_HEAD_DIM}`;
+  }
+  return null;
+}
+
 /** What the kernels cannot take, decided from the problem alone (no GPU needed); SUPPORTED otherwise. */
 export function flashBackwardRule(p: BackwardProblem): Support {
   if (p.dtype !== 'bfloat16' && p.dtype !== 'float16') {
@@ -435,11 +575,17 @@ export function flashBackwardRule(p: BackwardProblem): Support {
       );
     }
   }
-  if (p.H % 8 !== 0 || p.Hv % 8 !== 0 || Math.max(p.H, p.Hv) > FLASH_BACKWARD_MAX_HEAD_DIM) {
+  const wide = config().experimental.flashBackwardWide;
+  const most = wide ? HOPPER_BACKWARD_WIDE_MAX_HEAD_DIM : FLASH_BACKWARD_MAX_HEAD_DIM;
+  if (p.H % 8 !== 0 || p.Hv % 8 !== 0 || Math.max(p.H, p.Hv) > most) {
     return unsupported(
-      `head dims H=${p.H}, Hv=${p.Hv}: the fused backward needs multiples of 8 of at most ` +
-        `${FLASH_BACKWARD_MAX_HEAD_DIM} (dK and dV of 16 keys per warp must fit in registers)`,
+      `head dims H=${p.H}, Hv=${p.Hv}: the fused backward needs multiples of 8 of at most ${most} ` +
+        `(dK and dV of 16 keys per warp must fit in registers${wide ? '' : '; ATTNLAB_FLASH_BWD_WIDE=1 takes up to 256 on sm_90a'})`,
     );
+  }
+  if (Math.max(p.H, p.Hv) > FLASH_BACKWARD_MAX_HEAD_DIM) {
+    const why = wideBackwardRule(p);
+    if (why) return unsupported(why);
   }
   if (p.logSumExp.dtype !== 'float32') {
     return unsupported(`logSumExp ${p.logSumExp.dtype}: the kernels read a float32 log-sum-exp`);

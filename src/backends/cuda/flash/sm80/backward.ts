@@ -54,6 +54,7 @@ import { buildFlashParams, marshalFlashParams } from '../params.js';
 import { marshalFlashBwdParams } from './backward-params.js';
 import {
   FLASH_BACKWARD_DQ_TILES,
+  FLASH_BACKWARD_MAX_HEAD_DIM,
   FLASH_BACKWARD_ROW_PAD,
   type FlashBackwardVariant,
   flashBackwardDefines,
@@ -99,6 +100,14 @@ function planBackward(p: BackwardProblem): Planned<FlashBackwardVariant> {
   if (major < 8)
     return unsupported(`compute capability ${major}.${minor}: mma.sync and cp.async need sm_80+`);
   const chosen = flashBackwardVariant(p, targetArch(properties));
+  // Past a head dim of 128 only the sm_90a loop of hopper/bwd_dkdv_wide_sm90.cuh runs (flashBackwardRule
+  // let it through under ATTNLAB_FLASH_BWD_WIDE=1).
+  if (chosen.kernel === 'mma' && chosen.headDim > FLASH_BACKWARD_MAX_HEAD_DIM) {
+    return unsupported(
+      `head dims H=${p.H}, Hv=${p.Hv} on ${chosen.arch}: past ${FLASH_BACKWARD_MAX_HEAD_DIM} the fused backward ` +
+        'runs only on the wgmma loop of sm_90a',
+    );
+  }
   // The 16-byte mask row loads need an aligned address too (a view may start anywhere).
   const variant =
     chosen.maskRows && p.mask && p.mask.tensor.buffer.ptr % 16n !== 0n

@@ -28,6 +28,8 @@ import {
   HOPPER_BACKWARD_DEFAULTS,
   HOPPER_BACKWARD_HEAD_DIMS,
   HOPPER_BACKWARD_TILES,
+  HOPPER_BACKWARD_WIDE_HEAD_DIMS,
+  HOPPER_BACKWARD_WIDE_TILES,
   HOPPER_BACKWARD_WS_TILES,
   hopperBackwardHeadDim,
   orderedDqAdds,
@@ -206,7 +208,10 @@ describe('flash (cuda) backward: variant and tiles', () => {
     // D = 32 and 96 run the 64- and 128-column module when asked for; past 128 never.
     for (const D of [32, 96]) assert.equal(chooseFlashBackwardKernel(D, 'sm_90a', 'wgmma', null), 'wgmma');
     assert.equal(chooseFlashBackwardKernel(160, 'sm_90a', 'wgmma', null), 'mma');
-    assert.deepEqual([32, 64, 96, 128, 160].map(hopperBackwardHeadDim), [64, 64, 128, 128, null]);
+    assert.deepEqual(
+      [32, 64, 96, 128, 160].map((D) => hopperBackwardHeadDim(D, false)),
+      [64, 64, 128, 128, null],
+    );
     // The producer-warpgroup loop when asked for, the 128-column module on 12 warps.
     assert.equal(chooseFlashBackwardKernel(96, 'sm_90a', 'wgmma-ws', null), 'wgmma-ws');
     assert.equal(chooseFlashBackwardKernel(128, 'sm_80', 'wgmma-ws', null), 'mma');
@@ -310,6 +315,222 @@ describe('flash (cuda) backward: variant and tiles', () => {
     } finally {
       if (saved === undefined) delete process.env.ATTNLAB_FLASH_BWD_LEAN;
       else process.env.ATTNLAB_FLASH_BWD_LEAN = saved;
+      reloadConfig();
+    }
+  });
+
+  it('takes head dims past 128 on sm_90a only with ATTNLAB_FLASH_BWD_WIDE=1, on the 64-key loop, without hooks', () => {
+    const saved = process.env.ATTNLAB_FLASH_BWD_WIDE;
+    try {
+      delete process.env.ATTNLAB_FLASH_BWD_WIDE;
+      reloadConfig();
+      // Off (the default): past 128 refused, the reason naming the switch.
+      const off = flashBackwardRule(problem({}, { H: 256 }));
+      assert.equal(off.ok, false);
+      assert.match(off.ok ? '' : off.reason, /H=256, Hv=256.*at most 128.*ATTNLAB_FLASH_BWD_WIDE=1/);
+      process.env.ATTNLAB_FLASH_BWD_WIDE = '1';
+      reloadConfig();
+      assert.deepEqual(
+        [128, 160, 192, 224, 256, 288].map((D) => hopperBackwardHeadDim(D, true)),
+        [128, 192, 192, 256, 256, null],
+      );
+      assert.deepEqual(HOPPER_BACKWARD_WIDE_HEAD_DIMS, [192, 256]);
+      for (const [H, Hv, D, staging] of [
+        [256, 256, 256, 0],
+        [192, 192, 192, 2 * 64 * 64 * 4],
+        [160, 136, 192, 2 * 64 * 64 * 4],
+        [128, 256, 256, 0],
+        [200, 64, 256, 0],
+      ] as const) {
+        const p = problem({}, { H, Hv });
+        assert.equal(flashBackwardRule(p).ok, true, `H=${H} Hv=${Hv}`);
+        const v = flashBackwardVariant(p, 'sm_90a');
+        assert.equal(v.kernel, 'wgmma');
+        assert.equal(v.headDim, D);
+        assert.deepEqual(v.tiles, HOPPER_BACKWARD_WIDE_TILES);
+        assert.equal(v.lean, false);
+        assert.equal(flashBackwardVariantKey(v), `flash-bwd.sm_90a.bf16.d${D}.64x64x8.wgmma`);
+        assert.deepEqual(flashBackwardDefines(v), { FLASH_D: D, FLASH_FP16: 0 });
+        // 1 KiB + K, V (2 × 64 × 2D) + 2 stages of Q, dO (2 × 2 × 64 × 2D) + Pᵀ, dSᵀ (2 × 8 KiB) + the
+        // staging at D=192 + 2 × (lse2, D); no dQ pass.
+        const bytes = flashBackwardSharedBytes(v);
+        assert.equal(bytes.dkdv, 1024 + 2 * 64 * 2 * D + 4 * 64 * 2 * D + 16384 + staging + 1024);
+        assert.equal(bytes.dkdvOnly, bytes.dkdv);
+        assert.equal(bytes.dq, 0);
+        assert.ok(bytes.dkdv <= 227 * 1024);
+        // The workspace: t_pad × D floats a head, the semaphores after it when deterministic.
+        const det = flashBackwardVariant(problem({ deterministic: true }, { H, Hv }), 'sm_90a');
+        assert.equal(orderedDqAdds(det), true);
+        assert.equal(
+          flashBackwardDqWorkspaceBytes(det, { B: 2, T: 40, N: 4, H }, 128),
+          2 * 4 * 128 * D * 4 + 2 * 4 * 2 * 4,
+        );
+      }
+      // =pair: both dQ passes in flight, `.pair`, 8 KiB more staging a warpgroup at D=192.
+      process.env.ATTNLAB_FLASH_BWD_WIDE = 'pair';
+      reloadConfig();
+      for (const D of [192, 256]) {
+        const v = flashBackwardVariant(problem({}, { H: D }), 'sm_90a');
+        assert.equal(flashBackwardVariantKey(v), `flash-bwd.sm_90a.bf16.d${D}.64x64x8.wgmma.pair`);
+        assert.deepEqual(flashBackwardDefines(v), { FLASH_D: D, FLASH_FP16: 0, FLASH_BWD_WIDE_PAIR: 1 });
+        const staging = D === 192 ? 2 * 64 * (64 + 32) * 4 : 0;
+        assert.equal(flashBackwardSharedBytes(v).dkdv, 1024 + 6 * 64 * 2 * D + 16384 + staging + 1024);
+        assert.ok(flashBackwardSharedBytes(v).dkdv <= 227 * 1024);
+      }
+      // H ≤ 128 is untouched by the switch.
+      assert.equal(flashBackwardVariant(problem({}, { H: 128 }), 'sm_90a').widePair, undefined);
+      process.env.ATTNLAB_FLASH_BWD_WIDE = '1';
+      reloadConfig();
+      // Another GPU: the mma.sync loop, which the launcher refuses past 128.
+      const a100 = flashBackwardVariant(problem({}, { H: 256 }), 'sm_80');
+      assert.equal(a100.kernel, 'mma');
+      assert.equal(a100.headDim, 256);
+      // What the loop has no hooks for, refused by name: never a wrong result.
+      for (const [options, why] of [
+        [{ bias: Tensor.zeros([1, 4, 40, 56], 'bfloat16') }, /bias, a boolean mask/],
+        [{ mask: Tensor.zeros([1, 1, 40, 56], 'bool') }, /bias, a boolean mask/],
+      ] as const) {
+        const r = flashBackwardRule(problem(options as BackwardOptions, { H: 192 }));
+        assert.equal(r.ok, false);
+        assert.match(r.ok ? '' : r.reason, why);
+      }
+      process.env.ATTNLAB_FLASH_BWD_DET = 'pass';
+      reloadConfig();
+      const pass = flashBackwardRule(problem({ deterministic: true }, { H: 256 }));
+      assert.match(pass.ok ? '' : pass.reason, /ATTNLAB_FLASH_BWD_DET=pass: the dQ pass takes at most 128/);
+      delete process.env.ATTNLAB_FLASH_BWD_DET;
+      process.env.ATTNLAB_FLASH_BWD_KERNEL = 'mma';
+      reloadConfig();
+      const mma = flashBackwardRule(problem({}, { H: 256 }));
+      assert.match(mma.ok ? '' : mma.reason, /ATTNLAB_FLASH_BWD_KERNEL=mma/);
+      delete process.env.ATTNLAB_FLASH_BWD_KERNEL;
+      // Past 256 refused even with the switch.
+      reloadConfig();
+      assert.equal(flashBackwardRule(problem({}, { H: 264 })).ok, false);
+    } finally {
+      delete process.env.ATTNLAB_FLASH_BWD_DET;
+      delete process.env.ATTNLAB_FLASH_BWD_KERNEL;
+      if (saved === undefined) delete process.env.ATTNLAB_FLASH_BWD_WIDE;
+      else process.env.ATTNLAB_FLASH_BWD_WIDE = saved;
+      reloadConfig();
+    }
+  });
+
+  it('splits wgmma-ws dQ by keys with ATTNLAB_FLASH_BWD_PINGPONG=1|keys, never deterministic, off unset', () => {
+    const saved = {
+      kernel: process.env.ATTNLAB_FLASH_BWD_KERNEL,
+      pp: process.env.ATTNLAB_FLASH_BWD_PINGPONG,
+    };
+    try {
+      process.env.ATTNLAB_FLASH_BWD_KERNEL = 'wgmma-ws';
+      delete process.env.ATTNLAB_FLASH_BWD_PINGPONG;
+      reloadConfig();
+      const plain = flashBackwardVariant(problem({}, { H: 64 }), 'sm_90a');
+      assert.equal(plain.pingpong, undefined);
+      assert.equal('FLASH_BWD_PINGPONG' in flashBackwardDefines(plain), false);
+      for (const [value, mode, name, define] of [
+        ['1', 'turns', 'pp', 1],
+        ['keys', 'keys', 'dqkeys', 2],
+      ] as const) {
+        process.env.ATTNLAB_FLASH_BWD_PINGPONG = value;
+        reloadConfig();
+        const v = flashBackwardVariant(problem({}, { H: 64 }), 'sm_90a');
+        assert.equal(v.pingpong, mode);
+        assert.equal(flashBackwardVariantKey(v), `flash-bwd.sm_90a.bf16.d64.128x64x12.lean.wgmma.ws.${name}`);
+        assert.equal(flashBackwardDefines(v).FLASH_BWD_PINGPONG, define);
+        // At D=64 each warpgroup stages a 64-column pass (both halves): 16 KiB more than the halves' 16.
+        assert.equal(flashBackwardSharedBytes(v).dkdv - flashBackwardSharedBytes(plain).dkdv, 64 * 64 * 4);
+        // D=128: a pass is a half, the same staging.
+        const wide = flashBackwardVariant(problem({}, { H: 128 }), 'sm_90a');
+        assert.equal(wide.pingpong, mode);
+        assert.equal(
+          flashBackwardSharedBytes(wide).dkdv,
+          1024 + 65536 + 3 * 32768 + 2 * 16384 + 32768 + 1536 + 68,
+        );
+        // The ordered dQ adds need one adding warp an element; the 256-thread loop has no split.
+        assert.equal(
+          flashBackwardVariant(problem({ deterministic: true }, { H: 64 }), 'sm_90a').pingpong,
+          undefined,
+        );
+        process.env.ATTNLAB_FLASH_BWD_KERNEL = 'wgmma';
+        reloadConfig();
+        assert.equal(flashBackwardVariant(problem({}, { H: 64 }), 'sm_90a').pingpong, undefined);
+        process.env.ATTNLAB_FLASH_BWD_KERNEL = 'wgmma-ws';
+      }
+      process.env.ATTNLAB_FLASH_BWD_PINGPONG = 'on';
+      assert.throws(() => reloadConfig(), /ATTNLAB_FLASH_BWD_PINGPONG/);
+    } finally {
+      for (const [name, value] of [
+        ['ATTNLAB_FLASH_BWD_KERNEL', saved.kernel],
+        ['ATTNLAB_FLASH_BWD_PINGPONG', saved.pp],
+      ] as const) {
+        if (value === undefined) delete process.env[name];
+        else process.env[name] = value;
+      }
+      reloadConfig();
+    }
+  });
+
+  it('ATTNLAB_FLASH_BWD_WS_FLAGGED, _DQ_SWIZZLE and _STATS_EARLY: named, compiled in, off unset', () => {
+    const names = [
+      'ATTNLAB_FLASH_BWD_KERNEL',
+      'ATTNLAB_FLASH_BWD_WS_FLAGGED',
+      'ATTNLAB_FLASH_BWD_DQ_SWIZZLE',
+    ];
+    const saved = names.map((name) => process.env[name]);
+    try {
+      for (const name of names) delete process.env[name];
+      reloadConfig();
+      const plain = flashBackwardVariant(problem({}, { H: 128 }), 'sm_90a');
+      assert.equal(plain.dqSwizzle, undefined);
+      assert.equal('FLASH_BWD_DQ_SWIZZLE' in flashBackwardDefines(plain), false);
+      process.env.ATTNLAB_FLASH_BWD_WS_FLAGGED = '1';
+      process.env.ATTNLAB_FLASH_BWD_DQ_SWIZZLE = '1';
+      reloadConfig();
+      // The 256-thread loop takes the staging's permutation, not the producer's flag (it has no producer).
+      const v = flashBackwardVariant(problem({}, { H: 128 }), 'sm_90a');
+      assert.equal(flashBackwardVariantKey(v), 'flash-bwd.sm_90a.bf16.d128.128x64x8.lean.wgmma.dqswz');
+      assert.deepEqual(flashBackwardDefines(v), {
+        FLASH_D: 128,
+        FLASH_FP16: 0,
+        FLASH_BWD_LEAN: 1,
+        FLASH_BWD_DQ_SWIZZLE: 1,
+      });
+      const det = flashBackwardVariant(problem({ deterministic: true }, { H: 128 }), 'sm_90a');
+      assert.equal(flashBackwardVariantKey(det), 'flash-bwd.sm_90a.bf16.d128.128x64x8.lean.wgmma.dqswz.det');
+      // The early statistics: the lean 256-thread loop only.
+      process.env.ATTNLAB_FLASH_BWD_STATS_EARLY = '1';
+      reloadConfig();
+      const early = flashBackwardVariant(problem({}, { H: 128 }), 'sm_90a');
+      assert.equal(
+        flashBackwardVariantKey(early),
+        'flash-bwd.sm_90a.bf16.d128.128x64x8.lean.wgmma.early.dqswz',
+      );
+      assert.equal(flashBackwardDefines(early).FLASH_BWD_STATS_EARLY, 1);
+      const biased = flashBackwardVariant(
+        problem({ bias: Tensor.zeros([1, 4, 40, 56], 'bfloat16') }, { H: 128 }),
+        'sm_90a',
+      );
+      assert.equal(biased.statsEarly, undefined);
+      process.env.ATTNLAB_FLASH_BWD_KERNEL = 'wgmma-ws';
+      reloadConfig();
+      const ws = flashBackwardVariant(problem({}, { H: 64 }), 'sm_90a');
+      assert.equal(
+        flashBackwardVariantKey(ws),
+        'flash-bwd.sm_90a.bf16.d64.128x64x12.lean.wgmma.ws.flagged.early.dqswz',
+      );
+      assert.equal(flashBackwardDefines(ws).FLASH_BWD_WS_FLAGGED, 1);
+      assert.equal(flashBackwardDefines(ws).FLASH_BWD_STATS_EARLY, 1);
+      assert.equal(flashBackwardDefines(ws).FLASH_BWD_DQ_SWIZZLE, 1);
+      // mma.sync has neither.
+      const mma = flashBackwardVariant(problem({}, { H: 128 }), 'sm_80');
+      assert.equal(mma.wsFlagged, undefined);
+      assert.equal(mma.dqSwizzle, undefined);
+    } finally {
+      names.forEach((name, i) => {
+        if (saved[i] === undefined) delete process.env[name];
+        else process.env[name] = saved[i];
+      });
       reloadConfig();
     }
   });
