@@ -154,11 +154,11 @@ shard variants-hopper - \
 shard variants-cases-forward - --test-name-pattern='^CUDA flash, modifier cases$' $g/variants/cases.test.ts
 shard variants-cases-backward - --test-name-pattern='^CUDA flash backward, modifier cases' $g/variants/cases.test.ts
 # backward/hopper-wide.test.ts (the loop past a head dim of 128): one process a type and form of the loop
-# (ATTNLAB_FLASH_BWD_WIDE=1 or pair; its oracle cases and deterministic repeats: ~4 backward and 2 forward
+# (ATTNLAB_FLASH_BWD_WIDE=1, pair or halves; its oracle cases and deterministic repeats: ~4 backward and 2 forward
 # modules cold each), the NaN patterns, shared memory and the bias refusal apart; the `sanitize: ` cases are
 # the sanitizers' alone.
 for p in bfloat16 float16; do
-  for loop in 1 pair; do
+  for loop in 1 pair halves; do
     shard "backward-hopper-wide-$p-$loop" - --test-name-pattern="· $p( · deterministic)? · wide=$loop\$" \
       $g/backward/hopper-wide.test.ts
   done
@@ -229,6 +229,8 @@ KERNELS=flash/flash_bwd.cu ATTNLAB_FLASH_BWD_KERNEL=mma sanitize_all flash-backw
 KERNELS=hopper/hopper_bwd.cu sanitize_all flash-backward-wide --test-name-pattern='^sanitize: .* · wide=1$' \
   $g/backward/hopper-wide.test.ts
 KERNELS=hopper/hopper_bwd.cu sanitize_all flash-backward-wide-pair --test-name-pattern='^sanitize: .* · wide=pair$' \
+  $g/backward/hopper-wide.test.ts
+KERNELS=hopper/hopper_bwd.cu sanitize_all flash-backward-wide-halves --test-name-pattern='^sanitize: .* · wide=halves$' \
   $g/backward/hopper-wide.test.ts
 # Block masks made on the GPU, and the generated modifier functions (modifier_values.cu).
 KERNELS=variants/block_mask.cu sanitize_all block-mask --test-name-pattern='^documents and causal$' \

@@ -62,13 +62,16 @@ export interface ExperimentalKnobs {
    */
   readonly flashBackwardLean: boolean;
   /**
-   * ATTNLAB_FLASH_BWD_WIDE=1|pair: on sm_90a, the fused flash backward takes padded head dims 160–256 on the
-   * wgmma loop for them (hopper/bwd_dkdv_wide_sm90.cuh); `pair` with both dQ passes in flight at once. Off by
-   * default until the GPU suite has passed on it.
+   * ATTNLAB_FLASH_BWD_WIDE=1|pair|halves: on sm_90a, the fused flash backward takes padded head dims 160–256 on
+   * the wgmma loop for them (hopper/bwd_dkdv_wide_sm90.cuh); `pair` with both dQ passes in flight at once,
+   * `halves` that and dV, dK over a warpgroup's own queries issued before the exchange. Off by default until
+   * the GPU suite has passed on it.
    */
   readonly flashBackwardWide: boolean;
-  /** ATTNLAB_FLASH_BWD_WIDE=pair (above). */
+  /** ATTNLAB_FLASH_BWD_WIDE=pair or halves (above). */
   readonly flashBackwardWidePair: boolean;
+  /** ATTNLAB_FLASH_BWD_WIDE=halves (above). */
+  readonly flashBackwardWideHalves: boolean;
   /**
    * ATTNLAB_FLASH_BWD_DBIAS=add|store: where no bias element is shared by two positions, the wgmma loop adds
    * dBias into a float32 accumulator (add) or stores it once an element in the bias's dtype (store; unset:
@@ -219,7 +222,7 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
   const libraries = Object.fromEntries(
     Object.entries(LIBRARY_VARIABLES).map(([library, variable]) => [library, text(variable)]),
   ) as Record<ConfiguredLibrary, string | null>;
-  const wide = choice('ATTNLAB_FLASH_BWD_WIDE', ['0', '1', 'pair']);
+  const wide = choice('ATTNLAB_FLASH_BWD_WIDE', ['0', '1', 'pair', 'halves']);
   const dependent = choice('ATTNLAB_DEPENDENT_LAUNCH', ['auto', '1', 'splits', 'combine', '0']);
   return {
     debug: debugLevel(text('ATTNLAB_DEBUG')),
@@ -239,8 +242,9 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
       flashBackwardKernel: choice('ATTNLAB_FLASH_BWD_KERNEL', ['wgmma', 'wgmma-ws', 'mma']),
       flashBackwardDeterministic: choice('ATTNLAB_FLASH_BWD_DET', ['ordered', 'pass']),
       flashBackwardLean: !flag('ATTNLAB_FLASH_BWD_LEAN', '0'),
-      flashBackwardWide: wide === '1' || wide === 'pair',
-      flashBackwardWidePair: wide === 'pair',
+      flashBackwardWide: wide === '1' || wide === 'pair' || wide === 'halves',
+      flashBackwardWidePair: wide === 'pair' || wide === 'halves',
+      flashBackwardWideHalves: wide === 'halves',
       flashBackwardDbias: choice('ATTNLAB_FLASH_BWD_DBIAS', ['add', 'store']),
       flashBackwardScoreGrad: choice('ATTNLAB_FLASH_BWD_SCORE_GRAD', ['score', 'output']),
       flashBackwardPingPong: choice('ATTNLAB_FLASH_BWD_PINGPONG', ['1', 'keys']),

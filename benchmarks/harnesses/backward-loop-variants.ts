@@ -23,7 +23,8 @@
  * waits (ATTNLAB_FLASH_BWD_STATS_EARLY=1), e.g. `wgmma-ws+flagged+pp+dqswz`, `wgmma+early+dqswz`.
  *
  * Past a head dim of 128 the loop runs with ATTNLAB_FLASH_BWD_WIDE=1 set on the command line; `+pair` (before
- * any `+det`) runs its form with both dQ passes in flight (ATTNLAB_FLASH_BWD_WIDE=pair), e.g. `wgmma+pair+det`.
+ * any `+det`) runs its form with both dQ passes in flight (ATTNLAB_FLASH_BWD_WIDE=pair), e.g. `wgmma+pair+det`; `+halves`
+ * that with dV, dK over each warpgroup's own queries issued early (=halves).
  *
  * --profile runs each variant's backward once and nothing else (for ncu -k regex:dkdv).
  */
@@ -46,11 +47,12 @@ const CALLS = 6;
 const wideAtStart = process.env.ATTNLAB_FLASH_BWD_WIDE;
 
 function select(spec: string): void {
-  if (spec.includes('+pair')) process.env.ATTNLAB_FLASH_BWD_WIDE = 'pair';
+  if (spec.includes('+halves')) process.env.ATTNLAB_FLASH_BWD_WIDE = 'halves';
+  else if (spec.includes('+pair')) process.env.ATTNLAB_FLASH_BWD_WIDE = 'pair';
   else if (wideAtStart === undefined) delete process.env.ATTNLAB_FLASH_BWD_WIDE;
   else process.env.ATTNLAB_FLASH_BWD_WIDE = wideAtStart;
   const [kernel, tiles] = spec
-    .replace('+pair', '')
+    .replace(/\+(pair|halves)/, '')
     .replace(/\+(no)?lean/, '')
     .replace(/\+(pp|dqkeys|flagged|dqswz|early)/g, '')
     .replace(/\+det(pass)?$/, '')

@@ -23,7 +23,8 @@
 // offset inside the swizzled row, as the D = 64 loop's dQ reads K): 96 columns, n64 + n32.
 //
 // Registers a lane: dK and dV D/4 each, Sᵀ and dPᵀ 16 each, dQ of one pass ≤ 32. ptxas (nvcc 13.0, sm_90a,
-// bf16 and fp16, no spills): 216 at D = 256 (PAIR 241, deterministic 222), 196 at D = 192 (206, 202).
+// bf16 and fp16, no spills): 216 at D = 256 (PAIR 241, HALVES 244, deterministic 222), 196 at D = 192 (206,
+// 228, 202).
 //
 // Schedule: lock-step, two barriers a step. The loads of step s + 1 are issued at the top of step s into
 // the other of the two Q/dO stages (free: every product of step s − 1 retired and its dQ adds read their
@@ -55,10 +56,13 @@
 // PAIR (FLASH_BWD_WIDE_PAIR): both dQ passes in flight at once — issued as dV | dQ's first | dK | dQ's
 // second, the first staged while dK and the second multiply — each with a staging of its own (D = 256:
 // the second in the warpgroup's half of the stage's Q once dK has read it; D = 192: 8 KiB more a warpgroup).
-template <int D_, bool FP16_, bool PAIR_ = false>
+// HALVES (FLASH_BWD_WIDE_HALVES, with PAIR): each warpgroup issues dV and dK over its own 32 queries as soon
+// as its own Pᵀ and dSᵀ are in shared memory (a barrier of its 128 threads), so that they multiply while dSᵀ
+// is computed and the block barrier waits; the other warpgroup's 32 queries follow that barrier.
+template <int D_, bool FP16_, bool PAIR_ = false, bool HALVES_ = false>
 struct HopperBwdWideConfig {
   static constexpr int D = D_, BNK = 64, BMQ = 64, THREADS = 256, NW = 8;
-  static constexpr bool FP16 = FP16_, PAIR = PAIR_;
+  static constexpr bool FP16 = FP16_, PAIR = PAIR_ || HALVES_, HALVES = HALVES_;
   static constexpr int BOXES = D / 64;
   static constexpr u32 BOX = 64 * 128;  // 64 rows × 64 columns of 16-bit elements, 128-byte swizzle
   static constexpr u32 KV_BYTES = BOXES * BOX, Q_BYTES = BOXES * BOX, STAGE = 2 * Q_BYTES;
@@ -164,15 +168,17 @@ __device__ __forceinline__ void store_keys_by_queries(u32 tile, const float (&ac
 }
 
 // dV += Pᵀ·dO (or dK += dSᵀ·Q) over a warpgroup's columns: A = the keys × queries tile at `a_tile`, B = the
-// stage's dO (Q) at `b_tile`, 4 k-steps of 16 queries. Segment B only at D = 192.
-template <class C>
+// stage's dO (Q) at `b_tile`, STEPS k-steps of 16 queries from k-step kk0 (all 4, or a warpgroup's 2 with
+// HALVES). Segment B only at D = 192.
+template <class C, int STEPS = 4>
 __device__ __forceinline__ void wide_dkv(float (&acc_a)[C::WA / 8][4], float (&acc_b)[C::WB ? C::WB / 8 : 1][4],
-                                         u32 a_tile, u32 b_tile, int col_a, int col_b) {
+                                         u32 a_tile, u32 b_tile, int col_a, int col_b, int kk0 = 0) {
   const u32 a_lo = sw128_lo(a_tile, 16);
   const u32 ba_lo = sw128_lo(b_tile + wide_col_bytes<C>(col_a), C::BOX);
   const u32 bb_lo = sw128_lo(b_tile + wide_col_bytes<C>(col_b), C::BOX);
 #pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {
+  for (int j = 0; j < STEPS; ++j) {
+    const int kk = kk0 + j;
     const u64 a = sw128_at(a_lo, kk * 32);
     if constexpr (C::WA == 128) {
       wgmma_sst_n128<C::FP16, 0, 1>(acc_a, a, sw128_at(ba_lo, kk * 2048), 1);
@@ -371,14 +377,34 @@ __device__ __forceinline__ void hopper_bwd_dkdv_wide(const FlashParams& p, const
                            [&](int, int j, int c) { return lse2[32 * wg + j * 8 + 2 * t + (c & 1)]; });
       }
       store_keys_by_queries<C::FP16>(p_tile, st, warp, wg, lane);
-      wgmma_wait<0>();
+      // HALVES: dV over this warpgroup's own 32 queries (k-steps 2·wg, 2·wg + 1) once its warps' Pᵀ is there.
+      auto issue_own = [&](float(&acc_a)[C::WA / 8][4], float(&acc_b)[C::WB ? C::WB / 8 : 1][4], u32 a_tile,
+                           u32 b_tile) {
+        fence_proxy_async();
+        named_barrier_sync(1 + wg, 128);
+        wgmma_fence();
+        wide_dkv<C, 2>(acc_a, acc_b, a_tile, b_tile, col_a, col_b, 2 * wg);
+        wgmma_commit();
+      };
+      if constexpr (C::HALVES) {
+        issue_own(dv_a, dv_b, p_tile, do_tile);
+        wgmma_wait<1>();  // dPᵀ; dV's own half may still run
+      } else {
+        wgmma_wait<0>();
+      }
       fence_accumulators(dpt);
       ds_rows(dpt, st, dsum + 32 * wg, t);
       store_keys_by_queries<C::FP16>(ds_tile, dpt, warp, wg, lane);
+      if constexpr (C::HALVES) issue_own(dk_a, dk_b, ds_tile, q_tile);
       fence_proxy_async();
       __syncthreads();  // Pᵀ and dSᵀ of both warpgroups' queries
 
       if (dirty) {
+        if constexpr (C::HALVES) {
+          wgmma_wait<0>();  // dV's own half, before its accumulators take the non-finite dO terms
+          fence_accumulators(dv_a);
+          if constexpr (C::WB != 0) fence_accumulators(dv_b);
+        }
         const i64 oa = w.b * p.o_strides[0] + n * p.o_strides[2] + m0 * p.o_strides[1];
         wide_add_non_finite_do<C>(dv_a, dv_b, smem + (p_tile - base), x.d_o + oa, p.o_strides[1], w.t_len - m0, p.Hv,
                                   col_a, col_b, warp, lane);
@@ -386,11 +412,20 @@ __device__ __forceinline__ void hopper_bwd_dkdv_wide(const FlashParams& p, const
       const i64 bn = bn_base + n;
       // Staging: a warp's 16 rows × the pass's columns (D = 256: inside the warpgroup's own half of dO).
       const u32 staging = (C::STAGING_IN_DO ? do_tile + wg * C::STAGING_WG : dq0 + wg * C::STAGING_WG);
+      // dV and dK over all 64 queries, or with HALVES over the other warpgroup's 32.
+      auto issue_rest = [&](float(&acc_a)[C::WA / 8][4], float(&acc_b)[C::WB ? C::WB / 8 : 1][4], u32 a_tile,
+                            u32 b_tile) {
+        if constexpr (C::HALVES) {
+          wide_dkv<C, 2>(acc_a, acc_b, a_tile, b_tile, col_a, col_b, 2 * (1 - wg));
+        } else {
+          wide_dkv<C>(acc_a, acc_b, a_tile, b_tile, col_a, col_b);
+        }
+      };
       wgmma_fence();
-      wide_dkv<C>(dv_a, dv_b, p_tile, do_tile, col_a, col_b);
+      issue_rest(dv_a, dv_b, p_tile, do_tile);
       wgmma_commit();
       if constexpr (!DQ) {
-        wide_dkv<C>(dk_a, dk_b, ds_tile, q_tile, col_a, col_b);
+        issue_rest(dk_a, dk_b, ds_tile, q_tile);
         wgmma_commit();
         wgmma_wait<0>();
         fence_accumulators(dv_a);
@@ -403,11 +438,11 @@ __device__ __forceinline__ void hopper_bwd_dkdv_wide(const FlashParams& p, const
         float dq[C::Q0 / 8][4], dq1[C::Q1 / 8][4];
         wide_dq_pass<C, C::Q0>(dq, ds_tile, k_smem, col_a);
         wgmma_commit();
-        wide_dkv<C>(dk_a, dk_b, ds_tile, q_tile, col_a, col_b);
+        issue_rest(dk_a, dk_b, ds_tile, q_tile);
         wgmma_commit();
         wide_dq_pass<C, C::Q1>(dq1, ds_tile, k_smem, q1_col);
         wgmma_commit();
-        wgmma_wait<2>();  // dV and dQ's first pass; dK and the second pass may still run
+        wgmma_wait<2>();  // dV (both halves) and dQ's first pass; dK and the second pass may still run
         fence_accumulators(dq);
         fence_accumulators(dv_a);
         if constexpr (C::WB != 0) fence_accumulators(dv_b);
@@ -445,7 +480,7 @@ __device__ __forceinline__ void hopper_bwd_dkdv_wide(const FlashParams& p, const
         float dq[C::Q0 / 8][4];
         wide_dq_pass<C, C::Q0>(dq, ds_tile, k_smem, col_a);
         wgmma_commit();
-        wide_dkv<C>(dk_a, dk_b, ds_tile, q_tile, col_a, col_b);
+        issue_rest(dk_a, dk_b, ds_tile, q_tile);
         wgmma_commit();
         wgmma_wait<1>();  // dV and dQ's first pass; dK may still run
         fence_accumulators(dq);

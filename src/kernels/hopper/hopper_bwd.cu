@@ -9,7 +9,8 @@
 // 64 queries per step.
 //
 // Specialisation: FLASH_D (64 or 128: the head dim H, Hv padded to it; 192 or 256: the 64-key loop of
-// hopper/bwd_dkdv_wide_sm90.cuh, with FLASH_BWD_WIDE_PAIR its form with both dQ passes in flight) and FLASH_FP16; with a bias or a
+// hopper/bwd_dkdv_wide_sm90.cuh, with FLASH_BWD_WIDE_PAIR its form with both dQ passes in flight, with
+// FLASH_BWD_WIDE_HALVES dV and dK over a warpgroup's own queries issued before the exchange) and FLASH_FP16; with a bias or a
 // boolean mask FLASH_BIAS and FLASH_MASK (the forward's codes; FLASH_MASK_ROWS=1 when the mask's rows
 // may be read 16 bytes at a time: bwd_dkdv_sm90.cuh, load_mask_rows; FLASH_DBIAS_STORE=1 when no bias
 // element is shared by two positions, so that dBias is stored, not added: dbias_store_tile), and with modifiers or a block mask their
@@ -39,7 +40,10 @@
 #ifndef FLASH_BWD_WIDE_PAIR
 #define FLASH_BWD_WIDE_PAIR 0  // both dQ passes in flight (HopperBwdWideConfig::PAIR): ATTNLAB_FLASH_BWD_WIDE=pair
 #endif
-using WideC = HopperBwdWideConfig<FLASH_D, FLASH_FP16 != 0, FLASH_BWD_WIDE_PAIR != 0>;
+#ifndef FLASH_BWD_WIDE_HALVES
+#define FLASH_BWD_WIDE_HALVES 0  // dV, dK over a warpgroup's own queries early (HopperBwdWideConfig::HALVES)
+#endif
+using WideC = HopperBwdWideConfig<FLASH_D, FLASH_FP16 != 0, FLASH_BWD_WIDE_PAIR != 0, FLASH_BWD_WIDE_HALVES != 0>;
 constexpr bool kOrderedDq = FLASH_BWD_DETERMINISTIC != 0;
 extern "C" __global__ void __launch_bounds__(256) attnlab_flash_bwd_prep(const __grid_constant__ FlashParams p,
                                                                         const __grid_constant__ FlashBwdParams x) {
@@ -167,4 +171,5 @@ __global__ void __launch_bounds__(256, 1) hopper_bwd_dkdv_wide_test(const __grid
 template __global__ void hopper_bwd_dkdv_wide_test<HopperBwdWideConfig<256, false>, true, false>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
 template __global__ void hopper_bwd_dkdv_wide_test<HopperBwdWideConfig<192, true>, true, true>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
 template __global__ void hopper_bwd_dkdv_wide_test<HopperBwdWideConfig<256, true, true>, true, true>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
+template __global__ void hopper_bwd_dkdv_wide_test<HopperBwdWideConfig<192, false, true, true>, true, false>(const __grid_constant__ FlashParams, const __grid_constant__ FlashBwdParams);
 #endif

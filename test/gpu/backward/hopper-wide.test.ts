@@ -6,7 +6,8 @@
  * many 64-row blocks), causal in both alignments, GQA/MQA, padding lengths with a window, H ≠ Hv (zero-filled
  * columns: 192/128, 128/256), H = 160 on the 192-column module, bf16 and fp16, deterministic mode (the dQ
  * adds in a fixed order of key blocks); every case asserts that the 64-key variant ran, on both forms of the
- * loop: ATTNLAB_FLASH_BWD_WIDE=1 (dQ's two passes one after the other) and =pair (both in flight, `.pair`). The shared memory the
+ * loop: ATTNLAB_FLASH_BWD_WIDE=1 (dQ's two passes one after the other), =pair (both in flight, `.pair`) and
+ * =halves (that, and dV/dK over a warpgroup's own queries before the exchange, `.pair.halves`). The shared memory the
  * launcher asks for is what the module states. NaN in Q, K or dO gives exactly the reference's NaN pattern.
  * Deterministic mode is bitwise identical over 20 runs on heads with more key blocks than an H100 has SMs.
  * The `sanitize: ` cases are compute-sanitizer's (scripts/gpu-verify.sh, flash-backward-wide). Skips without
@@ -177,12 +178,14 @@ const REPEAT_CASES: readonly (WideCase & { shape: ProblemSize })[] = [
 const REPEATS = 20;
 
 /** The two forms of the loop (ATTNLAB_FLASH_BWD_WIDE), each test named by its value (`· wide=1`, `· wide=pair`). */
-const LOOPS = ['1', 'pair'] as const;
+const LOOPS = ['1', 'pair', 'halves'] as const;
 type Loop = (typeof LOOPS)[number];
 
 /** The variant of the loop past 128: `….d192.64x64x8.wgmma[.pair][.det]` or `….d256…`. */
 const variantOf = (loop: Loop) =>
-  new RegExp(`\\.d(192|256)\\.64x64x8\\.wgmma${loop === 'pair' ? '\\.pair' : ''}(\\.det)?$`);
+  new RegExp(
+    `\\.d(192|256)\\.64x64x8\\.wgmma${{ '1': '', pair: '\\.pair', halves: '\\.pair\\.halves' }[loop]}(\\.det)?$`,
+  );
 
 const summary: string[] = [];
 
@@ -253,10 +256,11 @@ describe('GPU flash backward · wgmma past a head dim of 128', { skip }, () => {
 
   it('asks for the shared memory the compiled kernels state (D = 192, 256; bf16, fp16; both forms)', () => {
     for (const headDim of HOPPER_BACKWARD_WIDE_HEAD_DIMS) {
-      for (const [dtype, widePair] of [
-        ['bfloat16', false],
-        ['float16', false],
-        ['bfloat16', true],
+      for (const [dtype, widePair, wideHalves] of [
+        ['bfloat16', false, false],
+        ['float16', false, false],
+        ['bfloat16', true, false],
+        ['float16', true, true],
       ] as const) {
         const variant: FlashBackwardVariant = {
           kernel: 'wgmma',
@@ -266,6 +270,7 @@ describe('GPU flash backward · wgmma past a head dim of 128', { skip }, () => {
           tiles: HOPPER_BACKWARD_WIDE_TILES,
           deterministic: false,
           widePair,
+          wideHalves,
         };
         const module = flashBackwardModule(variant);
         const stated = (name: string) =>
@@ -277,7 +282,7 @@ describe('GPU flash backward · wgmma past a head dim of 128', { skip }, () => {
         assert.deepEqual(
           { dkdv: stated('dkdv'), dkdvOnly: stated('dkdv_only') },
           { dkdv: want.dkdv, dkdvOnly: want.dkdvOnly },
-          `D=${headDim} ${dtype}${widePair ? ' pair' : ''}`,
+          `D=${headDim} ${dtype}${widePair ? ' pair' : ''}${wideHalves ? ' halves' : ''}`,
         );
       }
     }
@@ -327,6 +332,7 @@ describe('GPU flash backward · wgmma past a head dim of 128', { skip }, () => {
           ['1', false],
           ['1', true],
           ['pair', false],
+          ['halves', false],
         ] as const) {
           wideOn(loop);
           const f = attentionVjp(cq, ck, cv, { ...options, implementation: 'flash', deterministic });
@@ -399,6 +405,8 @@ describe('GPU flash backward · wgmma past a head dim of 128', { skip }, () => {
       ['1', true],
       ['pair', false],
       ['pair', true],
+      ['halves', false],
+      ['halves', true],
     ] as const) {
       it(`sanitize: ${name}${deterministic ? ' deterministic' : ''} · wide=${loop}`, () => {
         wideOn(loop);

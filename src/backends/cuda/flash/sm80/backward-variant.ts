@@ -101,6 +101,11 @@ export interface FlashBackwardVariant {
    */
   readonly widePair?: boolean;
   /**
+   * With widePair, dV and dK over a warpgroup's own 32 queries issued before the block's exchange of Pᵀ and
+   * dSᵀ (FLASH_BWD_WIDE_HALVES; ATTNLAB_FLASH_BWD_WIDE=halves): `.pair.halves` in the key.
+   */
+  readonly wideHalves?: boolean;
+  /**
    * FLASH_BWD_LEAN on a wgmma loop without a bias, a mask, modifiers or a block mask (hopper/bwd_dkdv_sm90.cuh;
    * the default, ATTNLAB_FLASH_BWD_LEAN=0 turns it off). Those hooks keep the general code either way.
    */
@@ -280,6 +285,9 @@ export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBac
     // The loop past 128 has no `.lean` form.
     lean: kernel !== 'mma' && !general && !wide && config().experimental.flashBackwardLean,
     ...(kernel === 'wgmma' && wide && config().experimental.flashBackwardWidePair ? { widePair: true } : {}),
+    ...(kernel === 'wgmma' && wide && config().experimental.flashBackwardWideHalves
+      ? { wideHalves: true }
+      : {}),
     ...pingpongOf(kernel, p.deterministic),
     ...(kernel === 'wgmma-ws' && config().experimental.flashBackwardWsFlagged ? { wsFlagged: true } : {}),
     ...(kernel !== 'mma' && !wide && config().experimental.flashBackwardDqSwizzle ? { dqSwizzle: true } : {}),
@@ -360,6 +368,7 @@ export function flashBackwardVariantKey(v: FlashBackwardVariant): string {
   if (v.lean && v.kernel !== 'mma') parts.push('lean');
   if (v.kernel === 'wgmma') parts.push('wgmma');
   if (v.kernel === 'wgmma' && v.widePair) parts.push('pair');
+  if (v.kernel === 'wgmma' && v.widePair && v.wideHalves) parts.push('halves');
   if (v.kernel === 'wgmma-ws') parts.push('wgmma', 'ws');
   if (v.kernel === 'wgmma-ws' && v.pingpong) parts.push(v.pingpong === 'turns' ? 'pp' : 'dqkeys');
   if (v.kernel === 'wgmma-ws' && v.wsFlagged) parts.push('flagged');
@@ -413,7 +422,10 @@ export function flashBackwardDefines(v: FlashBackwardVariant): Record<string, nu
     ? { ATTNLAB_FAST_TANH: 1, ...(v.gradFromOutput ? { FLASH_BWD_GRAD_FROM_OUTPUT: 1 } : {}) }
     : {};
   const lean: Record<string, number> = v.lean ? { FLASH_BWD_LEAN: 1 } : {};
-  const pair: Record<string, number> = v.kernel === 'wgmma' && v.widePair ? { FLASH_BWD_WIDE_PAIR: 1 } : {};
+  const pair: Record<string, number> =
+    v.kernel === 'wgmma' && v.widePair
+      ? { FLASH_BWD_WIDE_PAIR: 1, ...(v.wideHalves ? { FLASH_BWD_WIDE_HALVES: 1 } : {}) }
+      : {};
   const swizzle: Record<string, number> = v.dqSwizzle ? { FLASH_BWD_DQ_SWIZZLE: 1 } : {};
   const early: Record<string, number> = v.statsEarly ? { FLASH_BWD_STATS_EARLY: 1 } : {};
   if (v.kernel === 'wgmma')

@@ -377,6 +377,25 @@ describe('flash (cuda) backward: variant and tiles', () => {
         assert.equal(flashBackwardSharedBytes(v).dkdv, 1024 + 6 * 64 * 2 * D + 16384 + staging + 1024);
         assert.ok(flashBackwardSharedBytes(v).dkdv <= 227 * 1024);
       }
+      // =halves: the pair form with dV, dK over a warpgroup's own queries early, the same shared memory.
+      process.env.ATTNLAB_FLASH_BWD_WIDE = 'halves';
+      reloadConfig();
+      const halves = flashBackwardVariant(problem({ deterministic: true }, { H: 192 }), 'sm_90a');
+      assert.equal(
+        flashBackwardVariantKey(halves),
+        'flash-bwd.sm_90a.bf16.d192.64x64x8.wgmma.pair.halves.det',
+      );
+      assert.deepEqual(flashBackwardDefines(halves), {
+        FLASH_D: 192,
+        FLASH_FP16: 0,
+        FLASH_BWD_DETERMINISTIC: 1,
+        FLASH_BWD_WIDE_PAIR: 1,
+        FLASH_BWD_WIDE_HALVES: 1,
+      });
+      assert.equal(
+        flashBackwardSharedBytes(halves).dkdv,
+        1024 + 6 * 64 * 2 * 192 + 16384 + 2 * 64 * 96 * 4 + 1024,
+      );
       // H ≤ 128 is untouched by the switch.
       assert.equal(flashBackwardVariant(problem({}, { H: 128 }), 'sm_90a').widePair, undefined);
       process.env.ATTNLAB_FLASH_BWD_WIDE = '1';
