@@ -19,7 +19,9 @@
  * that one), with the largest output difference from the library's beside the time (not 0: the keys
  * are summed in tiles of 64 instead of 128). --docs=N sets the documents per sequence (8 by default):
  * T/N rows each, so --docs=64 at T=8192 gives every 128-row item one key tile, a probe of an item's
- * fixed cost (the time less the tiles' work at the dense causal rate, over the items an SM runs).
+ * fixed cost (the time less the tiles' work at the dense causal rate, over the items an SM runs). The
+ * documents part also times a block mask of 64 × 64 blocks on the 64 × 64 tile (its maxDifference
+ * against the library's tile given the same block mask).
  *
  * The block-mask parts (causal-mask, documents) also run their variant on the other grid (the 2-D grid
  * where the library takes the dynamic one, and the reverse), each such line with the largest output
@@ -278,6 +280,20 @@ if (part === 'masks' || part === 'documents') {
     ...dt,
     speedOverCausal: ratio(causalTime, dt),
   });
+  // A block mask of 64 × 64 blocks on the 64 × 64 tile: the tile a diagonal 128 × 128 block splits
+  // into is then EMPTY above the diagonal (not loaded) and FULL below it (no per-element mask).
+  const docBlocks64 = createBlockMask(docs, { B, N, T, S: T, blockQ: 64, blockKV: 64 });
+  const d64 = timeVariant({ maskMod: docs, blockMask: docBlocks64 }, docPairs, {
+    consumers: 1,
+    blockN: 64,
+    pingpong: false,
+  });
+  report({
+    case: `document mask (${DOCS} equal documents) + 64 × 64 block mask, 64 × 64 one-consumer tile`,
+    ...d64,
+    speedOverCausal: ratio(causalTime, d64),
+  });
+  docBlocks64.kinds.dispose();
   repeatLaunches(`document mask (${DOCS} equal documents) + block mask`, {
     maskMod: docs,
     blockMask: docBlocks,
