@@ -148,8 +148,11 @@ shard variants-hopper-128-scores - --test-name-pattern='^(ALiBi|softcap|relative
 # The dynamic grid's bit-for-bit launches (six variants) and the public API's cases (three) apart.
 shard variants-hopper-dynamic - --test-name-pattern='^a block mask on the dynamic grid' $g/variants/hopper.test.ts
 shard variants-hopper-public-api - --test-name-pattern='^public API' $g/variants/hopper.test.ts
+# The 64 × 64 one-consumer tile (ATTNLAB_BLOCK_MASK_TILE=64x64; the test sets it): seven cases, four beside the
+# 128 × 128 tile at 1,000–1,500 items.
+shard variants-hopper-short-tile - --test-name-pattern='^a block mask on the 64 × 64' $g/variants/hopper.test.ts
 shard variants-hopper - \
-  --test-name-pattern='^(?!.*B=1 T=520 N=2 K=2 H=128: |a block mask on the dynamic grid|public API|GPU flash modifiers|<root>$)' \
+  --test-name-pattern='^(?!.*B=1 T=520 N=2 K=2 H=128: |a block mask on the (dynamic grid|64 × 64)|public API|GPU flash modifiers|<root>$)' \
   $g/variants/hopper.test.ts
 shard variants-cases-forward - --test-name-pattern='^CUDA flash, modifier cases$' $g/variants/cases.test.ts
 shard variants-cases-backward - --test-name-pattern='^CUDA flash backward, modifier cases' $g/variants/cases.test.ts
@@ -191,6 +194,10 @@ KERNELS=hopper/hopper_fwd.cu ATTNLAB_FLASH_KERNEL=wgmma sanitize_all hopper-long
 KERNELS=hopper/hopper_fwd.cu sanitize_all hopper-dynamic --test-name-pattern='^dynamic grid: D=128 ' \
   $g/forward/hopper.test.ts
 KERNELS='hopper/hopper_fwd.cu variants/block_mask.cu' sanitize_all hopper-modifiers \
+  --test-name-pattern='^document mask \(4 documents\) \+ block mask \(block mask\), B=2 T=384 N=4 K=2 H=64: ' \
+  $g/variants/hopper.test.ts
+# The same case on the 64 × 64 one-consumer tile, two blocks an SM (ATTNLAB_BLOCK_MASK_TILE=64x64).
+ATTNLAB_BLOCK_MASK_TILE=64x64 KERNELS='hopper/hopper_fwd.cu variants/block_mask.cu' sanitize_all hopper-modifiers-short \
   --test-name-pattern='^document mask \(4 documents\) \+ block mask \(block mask\), B=2 T=384 N=4 K=2 H=64: ' \
   $g/variants/hopper.test.ts
 # A block mask on the dynamic grid is no longer run by the library: ATTNLAB_BLOCK_MASK_GRID=dynamic throws

@@ -128,6 +128,12 @@ export interface ExperimentalKnobs {
    */
   readonly blockMaskGrid: 'dynamic' | '2d' | null;
   /**
+   * ATTNLAB_BLOCK_MASK_TILE=64x64: the Hopper forward with a block mask at Dk, Dv ≤ 128 runs 64 query
+   * rows × 64 keys, one consumer warpgroup, two blocks an SM (hopper-variant.ts BLOCK_MASK_SHORT_TILE);
+   * unset: the 128 × 128 two-consumer tile.
+   */
+  readonly blockMaskTile: '64x64' | null;
+  /**
    * ATTNLAB_FOLD_SCORE_FACTORS=1: generated score modifiers with a constant factor on the score and on
    * their result (softcap) hand both to the forward kernels to fold into their own multiplies
    * (src/variants/cuda.ts scoreScales); unset or 0: the modifier as written.
@@ -255,6 +261,7 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
       decodeKernel: choice('ATTNLAB_DECODE_KERNEL', ['heads', 'rows', 'tma']),
       cudnnGraph: choice('ATTNLAB_CUDNN_GRAPH', ['composite', 'unified']),
       blockMaskGrid: choice('ATTNLAB_BLOCK_MASK_GRID', ['dynamic', '2d']),
+      blockMaskTile: choice('ATTNLAB_BLOCK_MASK_TILE', ['64x64']),
       foldScoreFactors: flag('ATTNLAB_FOLD_SCORE_FACTORS'),
       cudnnCudaGraph: !flag('ATTNLAB_CUDNN_CUDA_GRAPH', '0'),
       launchGraph: !flag('ATTNLAB_LAUNCH_GRAPH', '0'),
@@ -320,6 +327,7 @@ export const RUN_SETTING_VARIABLES = [
   'ATTNLAB_DEPENDENT_LAUNCH',
   'ATTNLAB_CUDNN_GRAPH',
   'ATTNLAB_BLOCK_MASK_GRID',
+  'ATTNLAB_BLOCK_MASK_TILE',
   'ATTNLAB_FOLD_SCORE_FACTORS',
   'ATTNLAB_CUDNN_CUDA_GRAPH',
   'ATTNLAB_LAUNCH_GRAPH',

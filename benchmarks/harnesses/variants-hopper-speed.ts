@@ -12,7 +12,16 @@
  *   softcap      softcap(30), causal (unless --no-causal) and not, against the same without it (goal ≥ 0.9×)
  *
  *   node --import tsx benchmarks/harnesses/variants-hopper-speed.ts masks|causal-mask|documents|alibi|softcap [B T N H]
- *     [--once|--profile] [--three] [--no-causal] [--other-grid] [--repeat=N]
+ *     [--once|--profile] [--three] [--no-causal] [--other-grid] [--repeat=N] [--docs=N]
+ *
+ * The block-mask parts also run their variant on the 64 × 64 one-consumer tile, two blocks an SM
+ * (what ATTNLAB_BLOCK_MASK_TILE=64x64 asks the library for; the 128 × 128 tile where the library takes
+ * that one), with the largest output difference from the library's beside the time (not 0: the keys
+ * are summed in tiles of 64 instead of 128). --docs=N sets the documents per sequence (8 by default):
+ * T/N rows each, so --docs=64 at T=8192 gives every 128-row item one key tile, a probe of an item's
+ * fixed cost (the time less the tiles' work at the dense causal rate, over the items an SM runs). The
+ * documents part also times a block mask of 64 × 64 blocks on the 64 × 64 tile (its maxDifference
+ * against the library's tile given the same block mask).
  *
  * The block-mask parts (causal-mask, documents) also run their variant on the other grid (the 2-D grid
  * where the library takes the dynamic one, and the reverse), each such line with the largest output
@@ -65,7 +74,7 @@ const THREE = { consumers: 3, blockN: 80, persistent: false } as const;
 const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
 const part = args[0] ?? 'masks';
 const [B, T, N, H] = args.length >= 5 ? args.slice(1, 5).map(Number) : [4, 8192, 16, 128];
-const DOCS = 8;
+const DOCS = Number(process.argv.find((a) => a.startsWith('--docs='))?.slice('--docs='.length) ?? 8);
 
 process.env.ATTNLAB_FLASH_KERNEL = 'wgmma';
 reloadConfig();
@@ -125,6 +134,16 @@ function timeVariant(
 
 const causalPairs = (T * (T + 1)) / 2;
 
+/**
+ * The other block-mask tile than the library's: 64 × 64 on one consumer (two blocks an SM) where it
+ * runs 128 × 128, and the reverse.
+ */
+const otherTile = (found: HopperVariant): Partial<HopperVariant> =>
+  found.consumers === 1
+    ? { consumers: 2, blockN: 128, pingpong: true }
+    : { consumers: 1, blockN: 64, pingpong: false };
+const tileName = (v: HopperVariant) => (v.consumers === 1 ? '64 × 64 one-consumer tile' : '128 × 128 tile');
+
 /** The other grid than the library's for a block mask: the 2-D grid where it takes the dynamic one. */
 const otherGrid = (found: HopperVariant): Partial<HopperVariant> => ({
   persistent: found.persistent === 'dynamic' ? false : 'dynamic',
@@ -177,6 +196,14 @@ function repeatLaunches(name: string, options: AttentionOptions): void {
   for (const x of outputs) x.o.dispose();
 }
 
+/** The variant `options` run on with otherTile applied (the tile a timeVariant with otherTile times). */
+function tileOf(options: AttentionOptions): HopperVariant {
+  const p = validateAttention(q, k, v, { ...options, implementation: 'flash' }) as AttentionProblem;
+  const found = hopperVariant(p, 'sm_90a', 'wgmma', null);
+  if ('reason' in found) throw new Error(`no Hopper variant: ${found.reason}`);
+  return { ...found.variant, ...otherTile(found.variant) };
+}
+
 function report(row: Record<string, unknown>): void {
   console.log(JSON.stringify({ B, T, N, H, ...row }));
 }
@@ -205,6 +232,12 @@ if (part === 'masks' || part === 'causal-mask') {
     case: 'causal as maskMod + block mask, other grid',
     ...ag,
     speedOverBuiltIn: ratio(causalTime, ag),
+  });
+  const at = timeVariant({ maskMod: asMask, blockMask: asMaskBlocks }, causalPairs, otherTile);
+  report({
+    case: `causal as maskMod + block mask, ${tileName(tileOf({ maskMod: asMask, blockMask: asMaskBlocks }))}`,
+    ...at,
+    speedOverBuiltIn: ratio(causalTime, at),
   });
   if (three) {
     const a3 = timeVariant({ maskMod: asMask, blockMask: asMaskBlocks }, causalPairs, THREE);
@@ -241,6 +274,26 @@ if (part === 'masks' || part === 'documents') {
     ...dg,
     speedOverCausal: ratio(causalTime, dg),
   });
+  const dt = timeVariant({ maskMod: docs, blockMask: docBlocks }, docPairs, otherTile);
+  report({
+    case: `document mask (${DOCS} equal documents) + block mask, ${tileName(tileOf({ maskMod: docs, blockMask: docBlocks }))}`,
+    ...dt,
+    speedOverCausal: ratio(causalTime, dt),
+  });
+  // A block mask of 64 × 64 blocks on the 64 × 64 tile: the tile a diagonal 128 × 128 block splits
+  // into is then EMPTY above the diagonal (not loaded) and FULL below it (no per-element mask).
+  const docBlocks64 = createBlockMask(docs, { B, N, T, S: T, blockQ: 64, blockKV: 64 });
+  const d64 = timeVariant({ maskMod: docs, blockMask: docBlocks64 }, docPairs, {
+    consumers: 1,
+    blockN: 64,
+    pingpong: false,
+  });
+  report({
+    case: `document mask (${DOCS} equal documents) + 64 × 64 block mask, 64 × 64 one-consumer tile`,
+    ...d64,
+    speedOverCausal: ratio(causalTime, d64),
+  });
+  docBlocks64.kinds.dispose();
   repeatLaunches(`document mask (${DOCS} equal documents) + block mask`, {
     maskMod: docs,
     blockMask: docBlocks,

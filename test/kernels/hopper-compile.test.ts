@@ -20,6 +20,7 @@ import {
 } from '../../src/backends/cuda/flash/sm90/hopper-variant.js';
 import { compileOptions, kernelsDir } from '../../src/backends/cuda/runtime/compile.js';
 import type { AttentionProblem } from '../../src/backends/problem.js';
+import { reloadConfig } from '../../src/config.js';
 import type { FloatDType } from '../../src/tensor/dtype.js';
 import { randomNormal } from '../../src/tensor/random.js';
 import { compileStructLayout, structCompiler } from '../support/c-layout.js';
@@ -119,6 +120,33 @@ describe('cuda flash: the Hopper (wgmma) kernel against the compiler', () => {
     [128, documentCase(shape, 4, 1, true), true, 0, 'dynamic'],
     [64, documentCase(shape, 4, 1, true), true, 0, 'dynamic'],
   ];
+  // ATTNLAB_BLOCK_MASK_TILE=64x64: one consumer at 232 registers, two blocks an SM (128 registers a
+  // thread at launch), so the launch count matters as much as the spills.
+  for (const H of [128, 64])
+    it(`compiles a document mask with a block mask on the 64 × 64 one-consumer tile at H=${H} for sm_90a, 128 registers at launch, no spill`, {
+      skip: nvcc ? false : 'nvcc not on PATH',
+    }, () => {
+      const m = documentCase(shape, 4, 1, true);
+      const saved = process.env.ATTNLAB_BLOCK_MASK_TILE;
+      process.env.ATTNLAB_BLOCK_MASK_TILE = '64x64';
+      reloadConfig();
+      try {
+        const choice = hopperVariant(modified(H, m, true), 'sm_90a', 'wgmma', null);
+        assert.ok('variant' in choice, JSON.stringify(choice));
+        assert.equal(choice.variant.consumers, 1);
+        assert.equal(choice.variant.blockN, 64);
+        assert.equal(choice.variant.pingpong, false);
+        const registers = compileSpec(`${m.name} H=${H} 64x64`, hopperDefines(choice.variant), m.source, 0);
+        assert.ok(
+          registers <= 128,
+          `${registers} registers a thread at launch: two blocks of 256 threads need ≤ 128`,
+        );
+      } finally {
+        if (saved === undefined) delete process.env.ATTNLAB_BLOCK_MASK_TILE;
+        else process.env.ATTNLAB_BLOCK_MASK_TILE = saved;
+        reloadConfig();
+      }
+    });
   for (const [H, m, blockMask, spill, persistent] of cases)
     it(`compiles ${m.name} at H=${H}${persistent ? ' on the dynamic grid' : ''} for sm_90a, the modifier source first, spilling at most ${spill} bytes`, {
       skip: nvcc ? false : 'nvcc not on PATH',
@@ -163,7 +191,7 @@ function compileBackendDefines(
  * nvcc compiles hopper_fwd.cu for sm_90a with `defines` (and `prelude` included first, as NVRTC
  * compiles a modifier set's source before the file), and ptxas reports no spill.
  */
-function compileSpec(name: string, defines: Record<string, number>, prelude?: string, spill = 0) {
+function compileSpec(name: string, defines: Record<string, number>, prelude?: string, spill = 0): number {
   const dir = mkdtempSync(join(tmpdir(), 'attnlab-hopper-'));
   try {
     const options = compileOptions({ file: HOPPER_KERNEL.file, kernels: [], defines }, 'sm_90a');
@@ -198,6 +226,9 @@ function compileSpec(name: string, defines: Record<string, number>, prelude?: st
       Number(kernel[1]) <= spill,
       `${name} spills ${kernel[1]} bytes (at most ${spill}):\n${result.stderr}`,
     );
+    const used = /Function properties for attnlab_hopper_fwd[\s\S]*?Used (\d+) registers/.exec(result.stderr);
+    assert.ok(used, result.stderr);
+    return Number(used[1]);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

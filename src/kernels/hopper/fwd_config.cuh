@@ -8,7 +8,7 @@
 // V's fields:
 //   key_dim, value_dim  Q/K and V/O head dims, whole 64-column TMA boxes (64, 128, 192, 256)
 //   block_n, stages     keys per K/V tile, K/V tiles in the ring
-//   consumers           consumer warpgroups of 64 query rows (2: 128 rows, 3: 192)
+//   consumers           consumer warpgroups of 64 query rows (1: 64 rows, two blocks an SM; 2: 128; 3: 192)
 //   fp16                fp16 operands (else bf16)
 //   bias, mask          the bias element code (0 none; flash/params.cuh), a boolean mask
 //   pingpong            the consumers issue their GEMMs in turn (FlashAttention-3)
@@ -47,8 +47,17 @@ struct HopperConfig {
   // setmaxnreg.inc would wait for registers that never come free.
   static_assert(!DYNAMIC_BM || V::consumers == 2, "a block mask on the dynamic grid runs two consumers");
   static constexpr int PRODUCER_REGS = DYNAMIC_BM ? 80 : DYNAMIC ? 32 : 24;
-  static constexpr int CONSUMER_REGS = CONSUMERS == 2 ? (DYNAMIC_BM ? 208 : DYNAMIC ? 232 : 240) : 160;
+  static constexpr int CONSUMER_REGS =
+      CONSUMERS == 1 ? 232 : CONSUMERS == 2 ? (DYNAMIC_BM ? 208 : DYNAMIC ? 232 : 240) : 160;
+  // One consumer: two blocks share an SM (MIN_BLOCKS, the kernel's __launch_bounds__), each 256
+  // threads at 128 registers, so one block's fixed costs (launch, the block mask's kinds, Q's load, the
+  // pipeline's fill, the epilogue) run under the other's tiles, as the consumers' softmax runs under
+  // each other's GEMMs with ping-pong. Its producer keeps 24 and gives the consumer
+  // (128 − 24)·128 = (232 − 128)·128 registers: 232.
+  static constexpr int MIN_BLOCKS = CONSUMERS == 1 ? 2 : 1;
   static constexpr bool PINGPONG = V::pingpong;
+  static_assert(!PINGPONG || CONSUMERS > 1, "ping-pong takes two or three consumers");
+  static_assert(CONSUMERS > 1 || !DYNAMIC, "one consumer runs the 2-D grid");
   // LATE_WAIT: the wait for P_{j−1}·V_{j−1} sits behind a branch on the loop parity, in its own
   // basic block after the softmax of tile j. In one block ptxas schedules that wait
   // (WARPGROUP.DEPBAR.LE gsb0, 0x0) at the top, before the softmax, so the softmax never overlaps the
@@ -60,7 +69,7 @@ struct HopperConfig {
   // SLACK: a row keeps its running max while a tile's max exceeds it by at most SLACK in base 2, so
   // O is rescaled only when some row of the warp moved further (hopper/softmax.cuh).
   static constexpr int SLACK = V::rescale_slack;
-  static_assert(CONSUMERS == 2 || CONSUMERS == 3, "two or three consumer warpgroups");
+  static_assert(CONSUMERS >= 1 && CONSUMERS <= 3, "one to three consumer warpgroups");
   static constexpr int BOXES = D / 64, V_BOXES = DV / 64;  // 64-column TMA boxes per row of Q/K, of V
   static constexpr u32 Q_BYTES = BM * D * 2;
   static constexpr u32 K_BYTES = BN * D * 2, V_BYTES = BN * DV * 2;  // one stage's K tile, V tile

@@ -86,43 +86,17 @@ __device__ __forceinline__ void store_word(const TileBits& bits, int word, unsig
 }
 
 // Writes item w's bitmaps at `bits` from the block mask: warp `warp` of `warps` takes words warp,
-// warp + warps, …, a lane one tile each (its kinds from global memory: tile_kind), a ballot per map.
-// The caller orders the writes before the readers (__syncthreads). The 2-D grid's form, whose machine
-// code the GPU suites have run; the dynamic grid's producer classifies word by word (classify_word,
-// store_word) and falls back to this past 32 words a map.
+// warp + warps, … (classify_word, then lane 0 stores them: store_word). The caller orders the writes
+// before the readers (__syncthreads). The 2-D grid's form; the dynamic grid's producer keeps the words
+// in its lanes across its q_empty wait and falls back to this past 32 words a map.
 template <class C>
 __device__ __forceinline__ void classify_tiles(const FlashMods& m, const TileWork& w, const TileBits& bits, int warp,
                                                int warps) {
 #if ATTNLAB_BLOCK_MASK
-  const int lane = threadIdx.x % 32;
-  const int words = bits.words;
-  const int lo = w.n_lo / C::BN, hi = (w.n_hi + C::BN - 1) / C::BN;
-  for (int word = warp; word < words; word += warps) {
-    const int nb = word * 32 + lane;
-    // The item's rows are the union of its consumers' (clamped to m_last), so a tile is kept when some
-    // consumer's kind is not EMPTY; the consumers' kinds are independent loads, issued together.
-    bool kept = false;
-    unsigned full = 0;  // bit c: FULL over consumer c's rows
-    if (nb >= lo && nb < hi && w.n_lo < w.n_hi) {
-      const int kv0 = nb * C::BN, kv1 = imin(kv0 + C::BN, w.s_len) - 1;
-#pragma unroll
-      for (int c = 0; c < C::CONSUMERS; ++c) {
-        int r0, r1;
-        consumer_rows<C>(w, c, r0, r1);
-        const int kind = tile_kind(m, w.b, w.n, r0, r1, kv0, kv1);
-        kept = kept || kind != ATTNLAB_TILE_EMPTY;
-        if (kind == ATTNLAB_TILE_FULL) full |= 1u << c;
-      }
-    }
-    const unsigned kept_word = __ballot_sync(0xffffffffu, kept);
-    unsigned full_words[C::CONSUMERS];
-#pragma unroll
-    for (int c = 0; c < C::CONSUMERS; ++c) full_words[c] = __ballot_sync(0xffffffffu, (full >> c) & 1u);
-    if (lane == 0) {
-      st_shared_s32(bits.addr + 4 * word, static_cast<int>(kept_word));
-#pragma unroll
-      for (int c = 0; c < C::CONSUMERS; ++c) st_shared_s32(bits.addr + 4 * ((1 + c) * words + word), static_cast<int>(full_words[c]));
-    }
+  for (int word = warp; word < bits.words; word += warps) {
+    unsigned kept_word, full_words[C::CONSUMERS];
+    classify_word<C>(m, w, word, &kept_word, full_words);
+    if (threadIdx.x % 32 == 0) store_word<C>(bits, word, kept_word, full_words);
   }
 #endif
 }

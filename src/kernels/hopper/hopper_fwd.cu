@@ -285,13 +285,13 @@ struct HopperFwdVariant {
 #if ATTNLAB_MODIFIERS
 // With modifiers or a block mask (common/modifiers.cuh): the captured tensors and the block mask
 // follow HopperParams, each by value.
-extern "C" __global__ void __launch_bounds__(128 * (HOPPER_CONSUMERS + 1), 1)
+extern "C" __global__ void __launch_bounds__(128 * (HOPPER_CONSUMERS + 1), HOPPER_CONSUMERS == 1 ? 2 : 1)
     attnlab_hopper_fwd(const __grid_constant__ HopperParams p, const __grid_constant__ AttnlabCaptures c,
                        const __grid_constant__ AttnlabBlockMask bm) {
   hopper_fwd<HopperConfig<HopperFwdVariant>>(p, FlashMods{&c, &bm});
 }
 #else
-extern "C" __global__ void __launch_bounds__(128 * (HOPPER_CONSUMERS + 1), 1)
+extern "C" __global__ void __launch_bounds__(128 * (HOPPER_CONSUMERS + 1), HOPPER_CONSUMERS == 1 ? 2 : 1)
     attnlab_hopper_fwd(const __grid_constant__ HopperParams p) {
   hopper_fwd<HopperConfig<HopperFwdVariant>>(p, FlashMods{});
 }
@@ -301,7 +301,7 @@ extern "C" __global__ void __launch_bounds__(128 * (HOPPER_CONSUMERS + 1), 1)
 #ifdef ATTNLAB_NVCC_TEST
 #include "hopper/gen/fwd_variants.cuh"
 template <class C>
-__global__ void __launch_bounds__(C::THREADS, 1) hopper_fwd_test(const __grid_constant__ HopperParams p) {
+__global__ void __launch_bounds__(C::THREADS, C::MIN_BLOCKS) hopper_fwd_test(const __grid_constant__ HopperParams p) {
   hopper_fwd<C>(p, FlashMods{});
 }
 #define HOPPER_FWD_TEST(V) template __global__ void hopper_fwd_test<HopperConfig<V>>(const __grid_constant__ HopperParams);

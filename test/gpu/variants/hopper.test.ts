@@ -75,6 +75,29 @@ function expectClose(name: string, got: Float64Array, want: Float64Array): void 
   );
 }
 
+/**
+ * Two device results of the same case within 2^-7 of the larger's magnitude, finite in the same places:
+ * a bf16 ulp or two, where the two kernels sum or round the same terms in another order.
+ */
+function expectNear(name: string, a: Tensor, b: Tensor): void {
+  const x = a.toFloat64Array();
+  const y = b.toFloat64Array();
+  let error = 0;
+  let scale = 1;
+  for (let i = 0; i < x.length; i++) {
+    assert.equal(
+      Number.isFinite(x[i]),
+      Number.isFinite(y[i]),
+      `${name}: element ${i} ${x[i]} against ${y[i]}`,
+    );
+    if (Number.isFinite(y[i])) {
+      error = Math.max(error, Math.abs(x[i] - y[i]));
+      scale = Math.max(scale, Math.abs(y[i]));
+    }
+  }
+  assert.ok(error <= 2 ** -7 * scale, `${name}: max ${error} against ${scale}`);
+}
+
 /** The case's captures and (when it asks for one) block mask on the device, as the backend reads them. */
 function onDevice(m: ModifierCase, shape: Shape) {
   const captures = m.captures.map((c) => ({ ...c, tensor: c.tensor.to('cuda') }));
@@ -195,26 +218,8 @@ describe('GPU flash modifiers and block masks on the Hopper forward', { skip }, 
       assert.doesNotMatch(every.variant, /bmask/);
       // Within a bf16 ulp or two: a FULL tile takes the unmasked path, whose exponent is one FFMA
       // where the masked path rounds the scaled score first.
-      const near = (name: string, a: Tensor, b: Tensor) => {
-        const x = a.toFloat64Array();
-        const y = b.toFloat64Array();
-        let error = 0;
-        let scale = 1;
-        for (let i = 0; i < x.length; i++) {
-          assert.equal(
-            Number.isFinite(x[i]),
-            Number.isFinite(y[i]),
-            `${name}: element ${i} ${x[i]} against ${y[i]}`,
-          );
-          if (Number.isFinite(y[i])) {
-            error = Math.max(error, Math.abs(x[i] - y[i]));
-            scale = Math.max(scale, Math.abs(y[i]));
-          }
-        }
-        assert.ok(error <= 2 ** -7 * scale, `${name}: max |skipping − every| ${error} against ${scale}`);
-      };
-      near(`output, H=${shape.H}`, skipping.output, every.output);
-      near(`logSumExp, H=${shape.H}`, skipping.lse, every.lse);
+      expectNear(`output, H=${shape.H}: |skipping − every|`, skipping.output, every.output);
+      expectNear(`logSumExp, H=${shape.H}: |skipping − every|`, skipping.lse, every.lse);
       for (const x of [skipping.output, skipping.lse, every.output, every.lse, ...Object.values(t)])
         x.dispose();
       dev.release();
@@ -301,6 +306,64 @@ describe('GPU flash modifiers and block masks on the Hopper forward', { skip }, 
       delete process.env.ATTNLAB_BLOCK_MASK_GRID;
       reloadConfig();
       for (const x of [grid.o, grid.lse, library.output, library.lse, ...Object.values(t)]) x.dispose();
+      dev.release();
+    }
+  });
+
+  // ATTNLAB_BLOCK_MASK_TILE=64x64: a block mask on 64 query rows × 64 keys, one consumer warpgroup,
+  // two blocks an SM (fwd_config.cuh MIN_BLOCKS). Against float64 on small shapes (a ragged last tile,
+  // GQA, H=128 and H=64), and on shapes of 1,000–1,500 items (several waves of two blocks an SM:
+  // documents of random lengths, bands of rows that see no key, causal as a block mask) near the
+  // 128 × 128 tile: the keys summed in tiles of 64 instead of 128 round differently, within the
+  // tolerance of the test above.
+  it('a block mask on the 64 × 64 one-consumer tile (ATTNLAB_BLOCK_MASK_TILE=64x64): against float64 and near the 128 × 128 tile (documents, bands without keys, causal, H=128 and H=64)', (t) => {
+    const savedTile = process.env.ATTNLAB_BLOCK_MASK_TILE;
+    const setTile = (tile: string | undefined) => {
+      if (tile === undefined) delete process.env.ATTNLAB_BLOCK_MASK_TILE;
+      else process.env.ATTNLAB_BLOCK_MASK_TILE = tile;
+      reloadConfig();
+    };
+    t.after(() => setTile(savedTile));
+    const small: Array<[Shape, (s: Shape) => ModifierCase]> = [
+      [{ B: 1, T: 520, S: 520, N: 2, K: 2, H: 128 }, (s) => documentCase(s, 4, seed, true)],
+      [{ B: 1, T: 520, S: 520, N: 2, K: 2, H: 128 }, () => ({ ...causalCase(), blockMask: true })],
+      [{ B: 2, T: 384, S: 384, N: 4, K: 2, H: 64 }, (s) => documentCase(s, 4, seed, true)],
+    ];
+    for (const [shape, make] of small) {
+      const m = make(shape);
+      const host = inputs(shape, seed + shape.H + shape.N);
+      const want = modifierReference(m, host.q, host.k, host.v, host.dO, 1 / Math.sqrt(shape.H));
+      const dev = onDevice(m, shape);
+      const d = { q: host.q.to('cuda'), k: host.k.to('cuda'), v: host.v.to('cuda') };
+      setTile('64x64');
+      const got = forward(d, dev.modifiers, dev.blockMask);
+      assert.match(got.variant, new RegExp(`\\.64x64x2wg\\.lw\\.ds\\.sl8\\.mods-${m.key}\\.bmask\\.wgmma$`));
+      expectClose(`${m.name} H=${shape.H} output`, got.output.toFloat64Array(), want.output);
+      expectClose(`${m.name} H=${shape.H} logSumExp`, got.lse.toFloat64Array(), want.logSumExp);
+      setTile(undefined);
+      for (const x of [got.output, got.lse, ...Object.values(d)]) x.dispose();
+      dev.release();
+    }
+    const large: Array<[Shape, (s: Shape) => ModifierCase]> = [
+      [{ B: 2, T: 2000, S: 2000, N: 16, K: 4, H: 128 }, (s) => documentCase(s, 7, seed, true)],
+      [{ B: 2, T: 2000, S: 2000, N: 16, K: 4, H: 128 }, () => bandsCase(384)],
+      [{ B: 1, T: 2048, S: 2048, N: 24, K: 8, H: 128 }, () => ({ ...causalCase(), blockMask: true })],
+      [{ B: 1, T: 1000, S: 1000, N: 48, K: 8, H: 64 }, (s) => documentCase(s, 5, seed, true)],
+    ];
+    for (const [shape, make] of large) {
+      const m = make(shape);
+      const host = inputs(shape, seed + 13);
+      const d = { q: host.q.to('cuda'), k: host.k.to('cuda'), v: host.v.to('cuda') };
+      const dev = onDevice(m, shape);
+      setTile('64x64');
+      const short = forward(d, dev.modifiers, dev.blockMask);
+      setTile(undefined);
+      const wide = forward(d, dev.modifiers, dev.blockMask);
+      assert.match(short.variant, /\.64x64x2wg\./);
+      assert.match(wide.variant, /\.128x128x3wg\./);
+      expectNear(`${m.name} H=${shape.H} output: |64×64 − 128×128|`, short.output, wide.output);
+      expectNear(`${m.name} H=${shape.H} logSumExp: |64×64 − 128×128|`, short.lse, wide.lse);
+      for (const x of [short.output, short.lse, wide.output, wide.lse, ...Object.values(d)]) x.dispose();
       dev.release();
     }
   });

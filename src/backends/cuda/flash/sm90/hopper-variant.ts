@@ -54,8 +54,11 @@ export interface HopperVariant {
   /** Keys per K/V tile. */
   readonly blockN: number;
   readonly stages: 2;
-  /** Consumer warpgroups of 64 query rows each: the block holds 64·consumers rows. */
-  readonly consumers: 2 | 3;
+  /**
+   * Consumer warpgroups of 64 query rows each: the block holds 64·consumers rows. One consumer runs
+   * two blocks an SM (fwd_config.cuh MIN_BLOCKS), without ping-pong.
+   */
+  readonly consumers: 1 | 2 | 3;
   /** The consumers issue their GEMMs in turn (FlashAttention-3's ping-pong). */
   readonly pingpong: boolean;
   /**
@@ -192,17 +195,36 @@ const D128_LONG = { blockN: 80, consumers: 3, fromT: 8192 } as const;
 function hopperTiles(
   dims: { keyDim: HopperHeadDim; valueDim: HopperHeadDim },
   p: AttentionProblem,
-): { blockN: number; consumers: 2 | 3 } {
+): { blockN: number; consumers: 1 | 2 | 3 } {
   const d128 = dims.keyDim === 128 && dims.valueDim === 128;
   // With modifiers tilesForHeadDims' modified tiles; D=128 then keeps 128 × 128, whose
   // tiles align with a block mask's 128-key blocks (an 80-key tile over an empty and a full block is
   // PARTIAL).
-  if (blockMaskOf(p) !== null) return tilesForHeadDims(dims.keyDim, dims.valueDim, 'block mask');
+  if (blockMaskOf(p) !== null) {
+    const short = config().experimental.blockMaskTile === '64x64';
+    if (short && dims.keyDim <= 128 && dims.valueDim <= 128) return BLOCK_MASK_SHORT_TILE;
+    return tilesForHeadDims(dims.keyDim, dims.valueDim, 'block mask');
+  }
   if (modifiersOf(p) !== null) return tilesForHeadDims(dims.keyDim, dims.valueDim, 'modifiers');
   if (d128 && p.T >= D128_LONG.fromT && !(p.bias && p.mask))
     return { blockN: D128_LONG.blockN, consumers: D128_LONG.consumers };
   return tilesForHeadDims(dims.keyDim, dims.valueDim);
 }
+
+/**
+ * ATTNLAB_BLOCK_MASK_TILE=64x64 (off by default until a GPU run has timed it): with a block mask, 64
+ * query rows × 64 keys on one consumer warpgroup, two blocks an SM. A block mask's items are short
+ * (8 equal documents at T=8192 on 128 × 128: 1–8 key tiles, 4.5 on average), and on the 2-D grid with
+ * one block an SM each item's fixed costs (the launch, the block mask's kinds, Q's load and the
+ * pipeline's fill, the epilogue) stall the SM: 0.585 ms against ~0.25 ms of tile work at the dense
+ * causal kernel's rate (H100, 31 waves of 132 items: ~11 µs of fixed cost an item beside ~7.6 µs
+ * of tiles). Two resident blocks run one's fixed costs under the other's tiles. Its shared memory is
+ * 1024 + 64·128·2 (Q) + 2 · 64·(128 + 128)·2 (K, V) + 80 = 82,000 bytes at D=128, twice that in the
+ * SM's 228 KiB; its registers 128 a thread at launch (two blocks of 256 threads), 24 for the
+ * producer and 232 for the consumer after setmaxnreg. A 64-key tile keeps a block mask's 128-key
+ * blocks whole (two tiles each), and the 64-row item halves the diagonal's masked work.
+ */
+const BLOCK_MASK_SHORT_TILE = { blockN: 64, consumers: 1 } as const;
 
 /**
  * The schedule (the same arithmetic, bit for bit: only the order of the instructions and of the
@@ -260,7 +282,7 @@ export const BLOCK_MASK_DYNAMIC_REFUSED =
 
 function hopperGridOrder(
   p: AttentionProblem,
-  tiles: { blockN: number; consumers: 2 | 3 },
+  tiles: { blockN: number; consumers: 1 | 2 | 3 },
   dims: { keyDim: HopperHeadDim; valueDim: HopperHeadDim },
 ): HopperVariant['persistent'] {
   const long128 = dims.keyDim === 128 && dims.valueDim === 128 && tiles.consumers === D128_LONG.consumers;
@@ -340,6 +362,8 @@ export function hopperVariant(
       ...tiles,
       stages: 2,
       ...SCHEDULE,
+      // Ping-pong passes the tensor cores between a block's consumers; one consumer has none to pass to.
+      pingpong: SCHEDULE.pingpong && tiles.consumers > 1,
       persistent,
       bias: p.bias ? (p.bias.tensor.dtype as FlashBiasType) : 'none',
       mask: p.mask !== null,

@@ -325,6 +325,60 @@ describe('cuda flash: the Hopper (wgmma) path', () => {
     assert.ok('reason' in refused && refused.reason.includes('at most 8'), JSON.stringify(refused));
   });
 
+  it('ATTNLAB_BLOCK_MASK_TILE=64x64: a block mask at Dk, Dv ≤ 128 on 64 × 64, one consumer, no ping-pong, two blocks an SM of shared memory', () => {
+    const modifiers = {
+      key: 'd0c',
+      maskKey: 'd0c',
+      cudaSource: '',
+      captures: [],
+      hasScoreMod: false,
+      hasMaskMod: true,
+      hasCaptureGrads: false,
+      label: 'maskMod doc[q] == doc[kv]',
+    };
+    const blockMask = { kinds: { ptr: 0n }, Bm: 1, Nm: 1, blockQ: 128, blockKV: 128 };
+    const variant = (H: number, variants: object) => {
+      const q = Tensor.zeros([1, 8192, 2, H], 'bfloat16');
+      const p = { ...validateAttention(q, q, q, {}), ...variants } as AttentionProblem;
+      const choice = hopperVariant(p, 'sm_90a', 'wgmma', null);
+      assert.ok('variant' in choice, JSON.stringify(choice));
+      return choice.variant;
+    };
+    const saved = process.env.ATTNLAB_BLOCK_MASK_TILE;
+    try {
+      // Off by default: the 128 × 128 two-consumer tile.
+      delete process.env.ATTNLAB_BLOCK_MASK_TILE;
+      reloadConfig();
+      assert.equal(variant(128, { modifiers, blockMask }).consumers, 2);
+      process.env.ATTNLAB_BLOCK_MASK_TILE = '64x64';
+      reloadConfig();
+      const short = variant(128, { modifiers, blockMask });
+      assert.equal(
+        hopperVariantKey(short),
+        'flash-fwd.sm_90a.bf16.d128.64x64x2wg.lw.ds.sl8.mods-d0c.bmask.wgmma',
+      );
+      assert.equal(hopperDefines(short).HOPPER_CONSUMERS, 1);
+      assert.equal(hopperDefines(short).HOPPER_PINGPONG, 0);
+      assert.deepEqual(hopperGrid(short, 8192, 2, 132), [128, 2, 1]);
+      assert.equal(hopperThreads(short), 256);
+      // Two blocks in the SM's 228 KiB, each with the 1 KiB the SM keeps a block.
+      const bytes = hopperSharedBytes(short) + hopperBlockMaskBytes(short, 8192);
+      assert.equal(bytes, 1024 + 64 * 128 * 2 + 2 * 64 * 256 * 2 + 80 + 2 * 4 * 4);
+      assert.ok(2 * (bytes + 1024) <= 228 * 1024);
+      assert.equal(variant(64, { modifiers, blockMask }).consumers, 1);
+      // D=256, modifiers without a block mask, and no modifiers keep their tiles.
+      assert.equal(variant(256, { modifiers, blockMask }).consumers, 2);
+      assert.equal(variant(128, { modifiers }).consumers, 2);
+      assert.equal(variant(128, {}).consumers, 3);
+      process.env.ATTNLAB_BLOCK_MASK_TILE = '32x32';
+      assert.throws(() => reloadConfig(), /ATTNLAB_BLOCK_MASK_TILE/);
+    } finally {
+      if (saved === undefined) delete process.env.ATTNLAB_BLOCK_MASK_TILE;
+      else process.env.ATTNLAB_BLOCK_MASK_TILE = saved;
+      reloadConfig();
+    }
+  });
+
   it('modifiers: the fast tanh and position defines, D=256 on 64 keys, T up to 2^21, the bitmaps in shared memory', () => {
     const modifiers = {
       key: 'm0d',
