@@ -1,7 +1,7 @@
 /**
  * What a user meets on a GPU, measured in one run (a few minutes on an H100):
  * - `auto` against each backend at the benchmarked shapes (forward B=4 T=S=8192 N=16 at H=64/128/256,
- *   causal and not; backward at H=128 causal; decode steps B=64 S=16k K=1 and B=8 S=128k K=8, N=32
+ *   causal and not; backward at H=64 and 128, causal and not; decode steps B=64 S=16k K=1 and B=8 S=128k K=8, N=32
  *   H=128, dense): device time per call (the host hidden behind a spin, hidden-host.ts), which backend
  *   auto ran, and which step decided (calibrated, recorded, model);
  * - host time per call at the codelab's shape (B=4 T=128 N=8 H=64 bf16), a B=1 decode step (S=4096
@@ -13,14 +13,17 @@
  *   enqueue, wait), and where its kernel came from (shipped, disk cache, NVRTC): with an empty kernel cache, then again with
  *   the cache that first process left; then auto's first call twice (its cuDNN plan built, then read back) (child processes: node --import tsx scripts/measure-auto.ts
  *   --first-call).
- * Writes JSON to the path given with --json (and prints one line a measurement).
+ * Writes JSON to the path given with --json, or with --record <what> to
+ * <root>/<gpu>/dispatch/<date>-<commit>-<what>.json, the GPU's folder named from the card (h100-sxm, h200:
+ * results/suite-path.ts) and <root> benchmarks/results unless --root says (prints one line a measurement).
  *
- * Run: node --import tsx scripts/measure-auto.ts [--json out.json] [--only small|forward|decode|backward]...
+ * Run: node --import tsx scripts/measure-auto.ts [--json out.json | --record what [--root dir]]
+ *   [--only small|forward|decode|backward]...
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { attention } from '../src/api/attention.js';
 import { attentionBackward } from '../src/api/backward.js';
@@ -37,6 +40,7 @@ import { timeHostHidden } from '../src/bench/hidden-host.js';
 import { attnlabCommit, describeMachine } from '../src/bench/machine.js';
 import { seededInput } from '../src/bench/measure.js';
 import { reloadConfig } from '../src/config.js';
+import { gpuSlug, SUITE_RESULTS_ROOT, utcDay } from '../src/results/suite-path.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 
 type Shape = { B: number; T: number; S: number; N: number; K: number; H: number; causal: boolean };
@@ -388,12 +392,33 @@ function main(): void {
     print('auto vs backends', row);
   }
   if (wants('backward')) {
-    const bwd = backwardRow({ B: 4, T: 8192, S: 8192, N: 16, K: 16, H: 128, causal: true }, 3);
-    rows.push(bwd);
-    print('auto vs backends', bwd);
+    // The recorded backward table's cases (backward-dispatch-table.ts): H=64 and 128, causal and not.
+    for (const H of [64, 128])
+      for (const causal of [false, true]) {
+        const bwd = backwardRow({ B: 4, T: 8192, S: 8192, N: 16, K: 16, H, causal }, 5);
+        rows.push(bwd);
+        print('auto vs backends', bwd);
+      }
   }
   report.rows = rows;
-  if (jsonAt >= 0) writeFileSync(args[jsonAt + 1], `${JSON.stringify(report, null, 2)}\n`);
+  const recordAt = args.indexOf('--record');
+  const rootAt = args.indexOf('--root');
+  const out =
+    jsonAt >= 0
+      ? args[jsonAt + 1]
+      : recordAt >= 0
+        ? join(
+            rootAt >= 0 ? args[rootAt + 1] : SUITE_RESULTS_ROOT,
+            gpuSlug((report.machine as { gpu?: { name?: string } }).gpu?.name),
+            'dispatch',
+            `${utcDay(new Date())}-${report.commit ?? 'unknown'}-${args[recordAt + 1]}.json`,
+          )
+        : null;
+  if (out !== null) {
+    mkdirSync(dirname(out), { recursive: true });
+    writeFileSync(out, `${JSON.stringify(report, null, 2)}\n`);
+    process.stdout.write(`wrote ${out}\n`);
+  }
 }
 
 main();
