@@ -49,15 +49,17 @@ const BACKENDS: Array<Implementation | undefined> = [undefined, 'cudnn', 'flash'
  * At the small shapes the naive backend too (its (B,N,T,S) scores are 2 MB there, 8.6 GB at T=S=8192), and
  * the host-time routes turned off, each timed beside its default: cudnn with ATTNLAB_CUDNN_CUDA_GRAPH=0
  * ('cudnn-execute': one cudnnBackendExecute a call), flash with ATTNLAB_LAUNCH_GRAPH=0 ('flash-launches': a
- * decode step's two launches one by one).
+ * decode step's two launches one by one), naive with it ('naive-launches': its cuBLASLt matmuls and softmax one
+ * by one).
  */
 const ROUTES_OFF = {
   'cudnn-execute': { backend: 'cudnn', variable: 'ATTNLAB_CUDNN_CUDA_GRAPH' },
   'flash-launches': { backend: 'flash', variable: 'ATTNLAB_LAUNCH_GRAPH' },
+  'naive-launches': { backend: 'naive', variable: 'ATTNLAB_LAUNCH_GRAPH' },
 } as const;
 type RouteOff = keyof typeof ROUTES_OFF;
 type Entry = Implementation | undefined | RouteOff;
-const SMALL_BACKENDS: Entry[] = [...BACKENDS, 'cudnn-execute', 'flash-launches', 'naive'];
+const SMALL_BACKENDS: Entry[] = [...BACKENDS, 'cudnn-execute', 'flash-launches', 'naive', 'naive-launches'];
 const label = (impl: Entry) => impl ?? 'auto';
 const isRouteOff = (entry: Entry): entry is RouteOff => entry !== undefined && entry in ROUTES_OFF;
 
@@ -146,13 +148,13 @@ function forwardRow(s: Shape, samples: number, batch: number, backends: Entry[] 
               executes: graphRouteStats.executes - routeBefore.executes,
               graphRefusals: graphRouteStats.refusals - routeBefore.refusals,
             }
-          : ran.startsWith('flash flash-decode')
+          : ran.startsWith('flash flash-decode') || ran.startsWith('naive')
             ? {
                 graphLaunches: launchGraphStats.graphLaunches - groupsBefore.graphLaunches,
                 plainLaunchGroups: launchGraphStats.plain - groupsBefore.plain,
               }
             : undefined;
-        if (small && (entry === 'cudnn' || entry === 'flash' || isRouteOff(entry))) {
+        if (small && (entry === 'cudnn' || entry === 'flash' || entry === 'naive' || isRouteOff(entry))) {
           const out = call();
           outputs.set(entry, outputBytes(out));
           out.dispose();
