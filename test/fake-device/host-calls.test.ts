@@ -19,6 +19,7 @@ import koffi from 'koffi';
 import { attention } from '../../src/api/attention.js';
 import { KVCache } from '../../src/api/kv-cache.js';
 import { decodeTuning } from '../../src/backends/cuda/flash/decode/decode-splits.js';
+import { int32Uploads } from '../../src/backends/cuda/runtime/int32-cache.js';
 import { memoryStats } from '../../src/backends/cuda/runtime/memory.js';
 import type { Implementation } from '../../src/backends/problem.js';
 import { seededInput } from '../../src/bench/measure.js';
@@ -231,6 +232,25 @@ describe('the library calls of a repeated attention call', { skip }, () => {
       assert.equal(allocations, 0);
       assert.equal(lastUploadPinned(), 1, 'the uploads come from page-locked staging (runtime/staging.ts)');
     }
+    cache.dispose();
+  });
+
+  it('a KVCache decode loop uploads its block table again only at the step that takes a new block', () => {
+    const cache = new KVCache({ numBlocks: 64, blockSize: 16, numKvHeads: 8, headDim: 128 });
+    const id = cache.addSequence();
+    const [q] = inputs(1, 1, 1, 32, 32, 128);
+    const [row] = inputs(1, 1, 1, 8, 8, 128);
+    const uploads: number[] = [];
+    for (let step = 0; step < 40; step++) {
+      const before = int32Uploads();
+      cache.append([id], row, row);
+      cache.attention(q, [id], { implementation: 'flash' }).output.dispose();
+      uploads.push(int32Uploads() - before);
+    }
+    // Steps 0, 16 and 32 take a block (a new table); every other step finds its table's upload at once.
+    const at = uploads.flatMap((n, step) => (n > 0 ? [step] : []));
+    assert.deepEqual(at, [0, 16, 32]);
+    for (const t of [q, row]) t.dispose();
     cache.dispose();
   });
 });
