@@ -346,63 +346,6 @@ function main(): void {
   const cacheDir = mkdtempSync(join(tmpdir(), 'attnlab-first-call-'));
   const only = args.flatMap((a, k) => (args[k - 1] === '--only' ? [a] : []));
   const wants = (part: string) => only.length === 0 || only.includes(part);
-  const rows: unknown[] = [];
-  if (wants('small')) {
-    report.firstCallEmptyCache = firstCallChild(cacheDir);
-    print('first call, empty cache (new process)', report.firstCallEmptyCache);
-    report.firstCallWarmCache = firstCallChild(cacheDir);
-    print('first call, warm cache (new process)', report.firstCallWarmCache);
-    // What a user's first call meets: auto loads cuDNN and reads the calibrated table before it runs, and
-    // where it takes cudnn, builds its plan (the first process) or reads it from the cache (the second).
-    report.firstCallAutoColdPlan = firstCallChild(cacheDir, 'auto');
-    print('first call of auto, no cuDNN plan cached (new process)', report.firstCallAutoColdPlan);
-    report.firstCallAutoWarmCache = firstCallChild(cacheDir, 'auto');
-    print('first call of auto, warm cache (new process)', report.firstCallAutoWarmCache);
-    const small: Shape[] = [
-      { B: 4, T: 128, S: 128, N: 8, K: 8, H: 64, causal: false },
-      { B: 4, T: 128, S: 128, N: 8, K: 8, H: 64, causal: true },
-      { B: 1, T: 1, S: 4096, N: 32, K: 8, H: 128, causal: false },
-    ];
-    for (const s of small) {
-      // Only a decode step has launches to group.
-      const entries = SMALL_BACKENDS.filter((e) => e !== 'flash-launches' || s.T === 1);
-      const row = forwardRow(s, 30, 50, entries);
-      rows.push(row);
-      print('host time', row);
-    }
-    const kv = kvCacheRow(30, 50);
-    rows.push(kv);
-    print('host time', kv);
-  }
-  const large: Shape[] = [
-    ...(wants('forward')
-      ? [64, 128, 256].flatMap((H) =>
-          [false, true].map((causal) => ({ B: 4, T: 8192, S: 8192, N: 16, K: 16, H, causal })),
-        )
-      : []),
-    ...(wants('decode')
-      ? [
-          { B: 64, T: 1, S: 16384, N: 32, K: 1, H: 128, causal: false },
-          { B: 8, T: 1, S: 131072, N: 32, K: 8, H: 128, causal: false },
-          { B: 64, T: 1, S: 16384, N: 32, K: 8, H: 128, causal: false },
-        ]
-      : []),
-  ];
-  for (const s of large) {
-    const row = forwardRow(s, 3, s.T === 1 ? 5 : 2);
-    rows.push(row);
-    print('auto vs backends', row);
-  }
-  if (wants('backward')) {
-    // The recorded backward table's cases (backward-dispatch-table.ts): H=64 and 128, causal and not.
-    for (const H of [64, 128])
-      for (const causal of [false, true]) {
-        const bwd = backwardRow({ B: 4, T: 8192, S: 8192, N: 16, K: 16, H, causal }, 5);
-        rows.push(bwd);
-        print('auto vs backends', bwd);
-      }
-  }
-  report.rows = rows;
   const recordAt = args.indexOf('--record');
   const rootAt = args.indexOf('--root');
   const out =
@@ -416,11 +359,78 @@ function main(): void {
             `${utcDay(new Date())}-${report.commit ?? 'unknown'}-${args[recordAt + 1]}.json`,
           )
         : null;
-  if (out !== null) {
+  const rows: unknown[] = [];
+  // Written after every row: a run cut by its time cap keeps the rows it measured.
+  const save = () => {
+    report.rows = rows;
+    if (out === null) return;
     mkdirSync(dirname(out), { recursive: true });
     writeFileSync(out, `${JSON.stringify(report, null, 2)}\n`);
-    process.stdout.write(`wrote ${out}\n`);
+  };
+  if (wants('small')) {
+    report.firstCallEmptyCache = firstCallChild(cacheDir);
+    print('first call, empty cache (new process)', report.firstCallEmptyCache);
+    report.firstCallWarmCache = firstCallChild(cacheDir);
+    print('first call, warm cache (new process)', report.firstCallWarmCache);
+    // What a user's first call meets: auto loads cuDNN and reads the calibrated table before it runs, and
+    // where it takes cudnn, builds its plan (the first process) or reads it from the cache (the second).
+    report.firstCallAutoColdPlan = firstCallChild(cacheDir, 'auto');
+    print('first call of auto, no cuDNN plan cached (new process)', report.firstCallAutoColdPlan);
+    report.firstCallAutoWarmCache = firstCallChild(cacheDir, 'auto');
+    print('first call of auto, warm cache (new process)', report.firstCallAutoWarmCache);
+    save();
+    const small: Shape[] = [
+      { B: 4, T: 128, S: 128, N: 8, K: 8, H: 64, causal: false },
+      { B: 4, T: 128, S: 128, N: 8, K: 8, H: 64, causal: true },
+      { B: 1, T: 1, S: 4096, N: 32, K: 8, H: 128, causal: false },
+    ];
+    for (const s of small) {
+      // Only a decode step has launches to group.
+      const entries = SMALL_BACKENDS.filter((e) => e !== 'flash-launches' || s.T === 1);
+      const row = forwardRow(s, 30, 50, entries);
+      rows.push(row);
+      save();
+      print('host time', row);
+    }
+    const kv = kvCacheRow(30, 50);
+    rows.push(kv);
+    save();
+    print('host time', kv);
   }
+  if (wants('backward')) {
+    // The recorded backward table's cases (backward-dispatch-table.ts): H=64 and 128, causal and not.
+    for (const H of [64, 128])
+      for (const causal of [false, true]) {
+        const bwd = backwardRow({ B: 4, T: 8192, S: 8192, N: 16, K: 16, H, causal }, 5);
+        rows.push(bwd);
+        save();
+        print('auto vs backends', bwd);
+      }
+  }
+  // Decode first: its three rows take seconds, the forward's six compile and time longer.
+  const large: Shape[] = [
+    ...(wants('decode')
+      ? [
+          { B: 64, T: 1, S: 16384, N: 32, K: 1, H: 128, causal: false },
+          { B: 8, T: 1, S: 131072, N: 32, K: 8, H: 128, causal: false },
+          { B: 64, T: 1, S: 16384, N: 32, K: 8, H: 128, causal: false },
+        ]
+      : []),
+    ...(wants('forward')
+      ? [64, 128, 256].flatMap((H) =>
+          [false, true].map((causal) => ({ B: 4, T: 8192, S: 8192, N: 16, K: 16, H, causal })),
+        )
+      : []),
+  ];
+  for (const s of large) {
+    const row = forwardRow(s, 3, s.T === 1 ? 5 : 2);
+    rows.push(row);
+    save();
+    print('auto vs backends', row);
+  }
+
+  save();
+  if (out !== null) process.stdout.write(`wrote ${out}\n`);
 }
 
 main();
