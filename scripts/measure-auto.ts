@@ -47,27 +47,27 @@ type Shape = { B: number; T: number; S: number; N: number; K: number; H: number;
 const BACKENDS: Array<Implementation | undefined> = [undefined, 'cudnn', 'flash'];
 /**
  * At the small shapes the naive backend too (its (B,N,T,S) scores are 2 MB there, 8.6 GB at T=S=8192), and
- * the host-time routes turned off, each timed beside its default: cudnn with ATTNLAB_CUDNN_CUDA_GRAPH=0
+ * the host-time routes switched, each timed beside the default: cudnn with ATTNLAB_CUDNN_CUDA_GRAPH=0
  * ('cudnn-execute': one cudnnBackendExecute a call), flash with ATTNLAB_LAUNCH_GRAPH=0 ('flash-launches': a
- * decode step's two launches one by one), naive with it ('naive-launches': its cuBLASLt matmuls and softmax one
- * by one).
+ * decode step's two launches one by one), naive with ATTNLAB_LAUNCH_GRAPH=all ('naive-graph': its cuBLASLt
+ * matmuls and softmax as one graph, opt-in).
  */
-const ROUTES_OFF = {
-  'cudnn-execute': { backend: 'cudnn', variable: 'ATTNLAB_CUDNN_CUDA_GRAPH' },
-  'flash-launches': { backend: 'flash', variable: 'ATTNLAB_LAUNCH_GRAPH' },
-  'naive-launches': { backend: 'naive', variable: 'ATTNLAB_LAUNCH_GRAPH' },
+const ROUTES = {
+  'cudnn-execute': { backend: 'cudnn', variable: 'ATTNLAB_CUDNN_CUDA_GRAPH', value: '0' },
+  'flash-launches': { backend: 'flash', variable: 'ATTNLAB_LAUNCH_GRAPH', value: '0' },
+  'naive-graph': { backend: 'naive', variable: 'ATTNLAB_LAUNCH_GRAPH', value: 'all' },
 } as const;
-type RouteOff = keyof typeof ROUTES_OFF;
-type Entry = Implementation | undefined | RouteOff;
-const SMALL_BACKENDS: Entry[] = [...BACKENDS, 'cudnn-execute', 'flash-launches', 'naive', 'naive-launches'];
+type Route = keyof typeof ROUTES;
+type Entry = Implementation | undefined | Route;
+const SMALL_BACKENDS: Entry[] = [...BACKENDS, 'cudnn-execute', 'flash-launches', 'naive', 'naive-graph'];
 const label = (impl: Entry) => impl ?? 'auto';
-const isRouteOff = (entry: Entry): entry is RouteOff => entry !== undefined && entry in ROUTES_OFF;
+const isRoute = (entry: Entry): entry is Route => entry !== undefined && entry in ROUTES;
 
-/** Runs `fn` with the entry's route turned off (its variable =0) where it names one. */
+/** Runs `fn` with the entry's route switched (its variable set) where it names one. */
 function underEntry<R>(entry: Entry, fn: () => R): R {
-  if (!isRouteOff(entry)) return fn();
-  const { variable } = ROUTES_OFF[entry];
-  process.env[variable] = '0';
+  if (!isRoute(entry)) return fn();
+  const { variable, value } = ROUTES[entry];
+  process.env[variable] = value;
   reloadConfig();
   try {
     return fn();
@@ -123,7 +123,7 @@ function forwardRow(s: Shape, samples: number, batch: number, backends: Entry[] 
   row.why = decision?.why;
   const outputs = new Map<Entry, Buffer>();
   for (const entry of backends) {
-    const impl = isRouteOff(entry) ? ROUTES_OFF[entry].backend : entry;
+    const impl = isRoute(entry) ? ROUTES[entry].backend : entry;
     try {
       underEntry(entry, () => {
         let ran = '';
@@ -154,7 +154,7 @@ function forwardRow(s: Shape, samples: number, batch: number, backends: Entry[] 
                 plainLaunchGroups: launchGraphStats.plain - groupsBefore.plain,
               }
             : undefined;
-        if (small && (entry === 'cudnn' || entry === 'flash' || entry === 'naive' || isRouteOff(entry))) {
+        if (small && (entry === 'cudnn' || entry === 'flash' || entry === 'naive' || isRoute(entry))) {
           const out = call();
           outputs.set(entry, outputBytes(out));
           out.dispose();
@@ -173,9 +173,9 @@ function forwardRow(s: Shape, samples: number, batch: number, backends: Entry[] 
     }
   }
   // Each route against the same backend with it off, bit for bit.
-  for (const [off, { backend }] of Object.entries(ROUTES_OFF)) {
+  for (const [off, { backend }] of Object.entries(ROUTES)) {
     const on = outputs.get(backend);
-    const plain = outputs.get(off as RouteOff);
+    const plain = outputs.get(off as Route);
     if (on && plain) row[`${backend}IdenticalTo-${off}`] = on.equals(plain);
   }
   for (const t of [q, k, v]) t.dispose();
@@ -246,8 +246,14 @@ function kvCacheRow(samples: number, batch: number) {
   const [q] = inputs({ B: 1, T: 1, S: 1, N: 32, K: 32, H: 128, causal: false });
   const [token] = inputs({ B: 1, T: 1, S: 1, N: 8, K: 8, H: 128, causal: false });
   const [prefill] = inputs({ B: 1, T: 4096, S: 4096, N: 8, K: 8, H: 128, causal: false });
-  // Not cudnn: it builds a graph per block-table width, and the table widens every 64 steps.
-  for (const impl of [undefined, 'flash'] as const) {
+  // Not cudnn: it builds a graph per block-table width, and the table widens every 64 steps. 'flash-graph':
+  // flash with ATTNLAB_LAUNCH_GRAPH=all, the append's launch as a graph too (opt-in).
+  for (const entry of [undefined, 'flash', 'flash-graph'] as const) {
+    const impl = entry === 'flash-graph' ? 'flash' : entry;
+    if (entry === 'flash-graph') {
+      process.env.ATTNLAB_LAUNCH_GRAPH = 'all';
+      reloadConfig();
+    }
     // Room for the prefill and every step timed below (a few thousand tokens).
     const cache = new KVCache({ numBlocks: 256, blockSize: 64, numKvHeads: 8, headDim: 128 });
     try {
@@ -267,7 +273,7 @@ function kvCacheRow(samples: number, batch: number) {
       } catch (error) {
         t = { error: error instanceof Error ? error.message : String(error) };
       }
-      row[label(impl)] = {
+      row[entry ?? 'auto'] = {
         deviceMs: t.deviceMs,
         hostUs: t.hostMs === undefined ? undefined : t.hostMs * 1000,
         wallUs,
@@ -275,9 +281,13 @@ function kvCacheRow(samples: number, batch: number) {
         ...(t.error ? { hiddenHostError: t.error } : {}),
       };
     } catch (error) {
-      row[label(impl)] = { error: error instanceof Error ? error.message.split('\n')[0] : String(error) };
+      row[entry ?? 'auto'] = { error: error instanceof Error ? error.message.split('\n')[0] : String(error) };
     } finally {
       cache.dispose();
+      if (entry === 'flash-graph') {
+        delete process.env.ATTNLAB_LAUNCH_GRAPH;
+        reloadConfig();
+      }
     }
   }
   for (const t of [q, token, prefill]) t.dispose();

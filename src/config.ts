@@ -106,6 +106,8 @@ export interface ExperimentalKnobs {
    * repeat enqueues its split kernel and combine as one captured CUDA graph (runtime/launch-graph.ts).
    */
   readonly launchGraph: boolean;
+  /** ATTNLAB_LAUNCH_GRAPH=all: naive's matmuls and softmax and a KVCache append's launch as graphs too (opt-in). */
+  readonly launchGraphAll: boolean;
   /**
    * Which TMA decode launches are programmatic dependents (launch-dependent.ts; decode-tma.ts,
    * tmaDependentLaunches, has the measurements): unset or =auto, 'auto' (both kernels of a split call
@@ -186,6 +188,7 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
     Object.entries(LIBRARY_VARIABLES).map(([library, variable]) => [library, text(variable)]),
   ) as Record<ConfiguredLibrary, string | null>;
   const dependent = choice('ATTNLAB_DEPENDENT_LAUNCH', ['auto', '1', 'splits', 'combine', '0']);
+  const launchGraph = choice('ATTNLAB_LAUNCH_GRAPH', ['1', 'all', '0']);
   return {
     debug: debugLevel(text('ATTNLAB_DEBUG')),
     disableCuda: flag('ATTNLAB_DISABLE_CUDA'),
@@ -212,7 +215,8 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
       blockMaskGrid: choice('ATTNLAB_BLOCK_MASK_GRID', ['dynamic', '2d']),
       foldScoreFactors: flag('ATTNLAB_FOLD_SCORE_FACTORS'),
       cudnnCudaGraph: !flag('ATTNLAB_CUDNN_CUDA_GRAPH', '0'),
-      launchGraph: !flag('ATTNLAB_LAUNCH_GRAPH', '0'),
+      launchGraph: launchGraph !== '0',
+      launchGraphAll: launchGraph === 'all',
       dependentLaunch: dependent === '1' ? 'all' : dependent === '0' ? 'off' : (dependent ?? 'auto'),
     },
     cudnnTrace: flag('ATTNLAB_CUDNN_TRACE'),

@@ -1,7 +1,7 @@
 /**
  * The naive backend's launches as one captured CUDA graph on a GPU (src/backends/cuda/naive/backend.ts through
- * runtime/launch-graph.ts): the cuBLASLt matmuls per batch entry and the softmax, captured from attnlab's
- * stream. For MHA and GQA, causal and not, float32 in place and 16-bit with a separate probability buffer, a
+ * runtime/launch-graph.ts, opt-in: ATTNLAB_LAUNCH_GRAPH=all): the cuBLASLt matmuls per batch entry and the
+ * softmax, captured from attnlab's stream. For MHA and GQA, causal and not, float32 in place and 16-bit with a separate probability buffer, a
  * bias, a mask, a window and padding lengths, the same call four times on the same buffers — launched,
  * captured, then graph-launched twice — gives outputs and log-sum-exps bit-identical to ATTNLAB_LAUNCH_GRAPH=0's
  * launches, and the graph was launched; a call with another scale after the graph gives the other scale's
@@ -9,7 +9,7 @@
  * Skips, saying why, without a GPU.
  */
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import { attention } from '../../../src/api/attention.js';
 import { cudaAvailable } from '../../../src/backends/cuda/runtime/context.js';
 import { launchGraphStats } from '../../../src/backends/cuda/runtime/launch-graph.js';
@@ -83,6 +83,14 @@ function bytes(t: Tensor | undefined): Buffer | null {
 }
 
 describe("naive's launches as one CUDA graph", { skip }, () => {
+  before(() => {
+    process.env.ATTNLAB_LAUNCH_GRAPH = 'all';
+    reloadConfig();
+  });
+  after(() => {
+    delete process.env.ATTNLAB_LAUNCH_GRAPH;
+    reloadConfig();
+  });
   for (const c of CASES) {
     it(`${c.name}: captured and graph-launched calls are bit-identical to launched ones`, () => {
       const q = randomNormal([c.B, c.T, c.N, c.H], { seed: 1, dtype: c.dtype }).to('cuda');
@@ -106,7 +114,7 @@ describe("naive's launches as one CUDA graph", { skip }, () => {
         try {
           return call(scale);
         } finally {
-          delete process.env.ATTNLAB_LAUNCH_GRAPH;
+          process.env.ATTNLAB_LAUNCH_GRAPH = 'all';
           reloadConfig();
         }
       };

@@ -14,8 +14,8 @@
  * product is computed as scoresᵀ (S × T) = K · Qᵀ and the second as Oᵀ (Hv × T) = Vᵀ · Pᵀ.
  * Batching: with K = N one call per batch b covers all heads (head stride H); with GQA (G = N/K query
  * heads per KV head) one call per (b, KV head) covers its G query heads, reading one K/V matrix with
- * batch stride 0. A repeated call (same shape, buffers and scale) enqueues all of it as one CUDA graph
- * (runtime/launch-graph.ts; ATTNLAB_LAUNCH_GRAPH=0 turns it off).
+ * batch stride 0. Under ATTNLAB_LAUNCH_GRAPH=all a repeated call (same shape, buffers and scale) enqueues all
+ * of it as one CUDA graph (runtime/launch-graph.ts).
  */
 
 import { type FloatDType, itemSize } from '../../../tensor/dtype.js';
@@ -240,7 +240,7 @@ function naivePlan(p: AttentionProblem): NaivePlan {
     perBatchKvHead: shapes.perBatchKvHead,
     softmax,
     variant: `naive-cublaslt-${p.dtype}${precision ? `-${precision}` : ''}+${softmax.variant.name.replace(/\s/g, '')}`,
-    graph: newLaunchGraph(),
+    graph: newLaunchGraph(true),
     signature: new Float64Array(SIGNATURE_LENGTH),
   };
   kept.unshift(plan);
