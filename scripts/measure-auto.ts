@@ -1,26 +1,29 @@
 /**
  * What a user meets on a GPU, measured in one run (a few minutes on an H100):
  * - `auto` against each backend at the benchmarked shapes (forward B=4 T=S=8192 N=16 at H=64/128/256,
- *   causal and not; backward at H=128 causal; decode steps B=64 S=16k K=1 and B=8 S=128k K=8, N=32
- *   H=128, dense): device time per call (the host hidden behind a spin, hidden-host.ts), which backend
- *   auto ran, and which step decided (calibrated, recorded, model);
+ *   causal and not; backward at H=64 and 128, causal and not; decode steps B=64 S=16k K=1 and B=8 S=128k
+ *   K=8, N=32 H=128, dense): device time per call (the host hidden behind a spin, hidden-host.ts), which
+ *   backend auto ran, and which step decided (calibrated, recorded, model);
  * - host time per call at the codelab's shape (B=4 T=128 N=8 H=64 bf16), a B=1 decode step (S=4096
- *   K=8 N=32 H=128), per backend (cudnn, flash, naive) and auto, and a KVCache step (append one token,
- *   then attention over the 4096+ cached) on flash and auto; cudnn and flash also with their host-time
- *   routes off ('cudnn-execute': ATTNLAB_CUDNN_CUDA_GRAPH=0; 'flash-launches': ATTNLAB_LAUNCH_GRAPH=0), with
+ *   K=8 N=32 H=128) and a backward at the codelab's shape, causal, per backend (cudnn, flash, naive) and
+ *   auto, and a KVCache step (append one token, then attention over the 4096+ cached) on flash and auto;
+ *   cudnn and flash also with their host-time routes off ('cudnn-execute': ATTNLAB_CUDNN_CUDA_GRAPH=0; 'flash-launches': ATTNLAB_LAUNCH_GRAPH=0), with
  *   how cudnn's calls were enqueued and whether each route's output is bit-identical to the route off;
  * - first-call time of the flash kernel in a new process, by phase (validate, plan with the kernel load,
  *   enqueue, wait), and where its kernel came from (shipped, disk cache, NVRTC): with an empty kernel cache, then again with
  *   the cache that first process left; then auto's first call twice (its cuDNN plan built, then read back) (child processes: node --import tsx scripts/measure-auto.ts
  *   --first-call).
- * Writes JSON to the path given with --json (and prints one line a measurement).
+ * Writes JSON to the path given with --json, or with --record <what> to
+ * <root>/<gpu>/dispatch/<date>-<commit>-<what>.json, the GPU's folder named from the card (h100-sxm, h200:
+ * results/suite-path.ts) and <root> benchmarks/results unless --root says (prints one line a measurement).
  *
- * Run: node --import tsx scripts/measure-auto.ts [--json out.json] [--only small|forward|decode|backward]...
+ * Run: node --import tsx scripts/measure-auto.ts [--json out.json | --record what [--root dir]]
+ *   [--only small|forward|decode|backward]...
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { attention } from '../src/api/attention.js';
 import { attentionBackward } from '../src/api/backward.js';
@@ -37,31 +40,34 @@ import { timeHostHidden } from '../src/bench/hidden-host.js';
 import { attnlabCommit, describeMachine } from '../src/bench/machine.js';
 import { seededInput } from '../src/bench/measure.js';
 import { reloadConfig } from '../src/config.js';
+import { gpuSlug, SUITE_RESULTS_ROOT, utcDay } from '../src/results/suite-path.js';
 import type { Tensor } from '../src/tensor/tensor.js';
 
 type Shape = { B: number; T: number; S: number; N: number; K: number; H: number; causal: boolean };
 const BACKENDS: Array<Implementation | undefined> = [undefined, 'cudnn', 'flash'];
 /**
  * At the small shapes the naive backend too (its (B,N,T,S) scores are 2 MB there, 8.6 GB at T=S=8192), and
- * the host-time routes turned off, each timed beside its default: cudnn with ATTNLAB_CUDNN_CUDA_GRAPH=0
+ * the host-time routes switched, each timed beside the default: cudnn with ATTNLAB_CUDNN_CUDA_GRAPH=0
  * ('cudnn-execute': one cudnnBackendExecute a call), flash with ATTNLAB_LAUNCH_GRAPH=0 ('flash-launches': a
- * decode step's two launches one by one).
+ * decode step's two launches one by one), naive with ATTNLAB_LAUNCH_GRAPH=all ('naive-graph': its cuBLASLt
+ * matmuls and softmax as one graph, opt-in).
  */
-const ROUTES_OFF = {
-  'cudnn-execute': { backend: 'cudnn', variable: 'ATTNLAB_CUDNN_CUDA_GRAPH' },
-  'flash-launches': { backend: 'flash', variable: 'ATTNLAB_LAUNCH_GRAPH' },
+const ROUTES = {
+  'cudnn-execute': { backend: 'cudnn', variable: 'ATTNLAB_CUDNN_CUDA_GRAPH', value: '0' },
+  'flash-launches': { backend: 'flash', variable: 'ATTNLAB_LAUNCH_GRAPH', value: '0' },
+  'naive-graph': { backend: 'naive', variable: 'ATTNLAB_LAUNCH_GRAPH', value: 'all' },
 } as const;
-type RouteOff = keyof typeof ROUTES_OFF;
-type Entry = Implementation | undefined | RouteOff;
-const SMALL_BACKENDS: Entry[] = [...BACKENDS, 'cudnn-execute', 'flash-launches', 'naive'];
+type Route = keyof typeof ROUTES;
+type Entry = Implementation | undefined | Route;
+const SMALL_BACKENDS: Entry[] = [...BACKENDS, 'cudnn-execute', 'flash-launches', 'naive', 'naive-graph'];
 const label = (impl: Entry) => impl ?? 'auto';
-const isRouteOff = (entry: Entry): entry is RouteOff => entry !== undefined && entry in ROUTES_OFF;
+const isRoute = (entry: Entry): entry is Route => entry !== undefined && entry in ROUTES;
 
-/** Runs `fn` with the entry's route turned off (its variable =0) where it names one. */
+/** Runs `fn` with the entry's route switched (its variable set) where it names one. */
 function underEntry<R>(entry: Entry, fn: () => R): R {
-  if (!isRouteOff(entry)) return fn();
-  const { variable } = ROUTES_OFF[entry];
-  process.env[variable] = '0';
+  if (!isRoute(entry)) return fn();
+  const { variable, value } = ROUTES[entry];
+  process.env[variable] = value;
   reloadConfig();
   try {
     return fn();
@@ -117,7 +123,7 @@ function forwardRow(s: Shape, samples: number, batch: number, backends: Entry[] 
   row.why = decision?.why;
   const outputs = new Map<Entry, Buffer>();
   for (const entry of backends) {
-    const impl = isRouteOff(entry) ? ROUTES_OFF[entry].backend : entry;
+    const impl = isRoute(entry) ? ROUTES[entry].backend : entry;
     try {
       underEntry(entry, () => {
         let ran = '';
@@ -142,13 +148,13 @@ function forwardRow(s: Shape, samples: number, batch: number, backends: Entry[] 
               executes: graphRouteStats.executes - routeBefore.executes,
               graphRefusals: graphRouteStats.refusals - routeBefore.refusals,
             }
-          : ran.startsWith('flash flash-decode')
+          : ran.startsWith('flash flash-decode') || ran.startsWith('naive')
             ? {
                 graphLaunches: launchGraphStats.graphLaunches - groupsBefore.graphLaunches,
                 plainLaunchGroups: launchGraphStats.plain - groupsBefore.plain,
               }
             : undefined;
-        if (small && (entry === 'cudnn' || entry === 'flash' || isRouteOff(entry))) {
+        if (small && (entry === 'cudnn' || entry === 'flash' || entry === 'naive' || isRoute(entry))) {
           const out = call();
           outputs.set(entry, outputBytes(out));
           out.dispose();
@@ -167,16 +173,16 @@ function forwardRow(s: Shape, samples: number, batch: number, backends: Entry[] 
     }
   }
   // Each route against the same backend with it off, bit for bit.
-  for (const [off, { backend }] of Object.entries(ROUTES_OFF)) {
+  for (const [off, { backend }] of Object.entries(ROUTES)) {
     const on = outputs.get(backend);
-    const plain = outputs.get(off as RouteOff);
+    const plain = outputs.get(off as Route);
     if (on && plain) row[`${backend}IdenticalTo-${off}`] = on.equals(plain);
   }
   for (const t of [q, k, v]) t.dispose();
   return row;
 }
 
-function backwardRow(s: Shape, samples: number) {
+function backwardRow(s: Shape, samples: number, host?: { batch: number; warm: number }) {
   const [q, k, v] = inputs(s);
   const f = attention(q, k, v, { isCausal: s.causal, returnLogSumExp: true });
   const [dOut] = inputs({ ...s, K: s.N, S: s.T });
@@ -191,23 +197,35 @@ function backwardRow(s: Shape, samples: number) {
   const decision = backwardDecision(p);
   row.decidedBy = decision?.source;
   row.why = decision?.why;
-  for (const impl of BACKENDS) {
+  // At a small shape (`host`), naive too, and `warm` untimed calls first: V8 optimises the backward's path
+  // over its first hundreds of calls, and with 2 warm-up calls the host time read ~310 µs on every backend.
+  for (const impl of host ? [...BACKENDS, 'naive' as const] : BACKENDS) {
     try {
       let ran = '';
-      const t = timeHostHidden(
-        () => {
-          const r = attentionBackward(q, k, v, f.output, f.logSumExp!, dOut, {
-            isCausal: s.causal,
-            implementation: impl,
-          });
-          ran = `${r.backend} ${r.variant}`;
-          r.dKey.dispose();
-          r.dValue.dispose();
-          return r.dQuery;
-        },
-        { samples, batch: 1, warmup: 2 },
-      );
-      row[label(impl)] = { deviceMs: t.deviceMs, hostUs: t.hostMs * 1000, ran };
+      const call = () => {
+        const r = attentionBackward(q, k, v, f.output, f.logSumExp!, dOut, {
+          isCausal: s.causal,
+          implementation: impl,
+        });
+        ran = `${r.backend} ${r.variant}`;
+        r.dKey.dispose();
+        r.dValue.dispose();
+        return r.dQuery;
+      };
+      const wallUs = host ? wallPerCall(call, 500) : undefined;
+      let t: { deviceMs?: number; hostMs?: number; error?: string };
+      try {
+        t = timeHostHidden(call, { samples, batch: host?.batch ?? 1, warmup: host?.warm ?? 2 });
+      } catch (error) {
+        t = { error: error instanceof Error ? error.message : String(error) };
+      }
+      row[label(impl)] = {
+        deviceMs: t.deviceMs,
+        hostUs: t.hostMs === undefined ? undefined : t.hostMs * 1000,
+        wallUs,
+        ran,
+        ...(t.error ? { hiddenHostError: t.error } : {}),
+      };
     } catch (error) {
       row[label(impl)] = { error: error instanceof Error ? error.message.split('\n')[0] : String(error) };
     }
@@ -228,8 +246,14 @@ function kvCacheRow(samples: number, batch: number) {
   const [q] = inputs({ B: 1, T: 1, S: 1, N: 32, K: 32, H: 128, causal: false });
   const [token] = inputs({ B: 1, T: 1, S: 1, N: 8, K: 8, H: 128, causal: false });
   const [prefill] = inputs({ B: 1, T: 4096, S: 4096, N: 8, K: 8, H: 128, causal: false });
-  // Not cudnn: it builds a graph per block-table width, and the table widens every 64 steps.
-  for (const impl of [undefined, 'flash'] as const) {
+  // Not cudnn: it builds a graph per block-table width, and the table widens every 64 steps. 'flash-graph':
+  // flash with ATTNLAB_LAUNCH_GRAPH=all, the append's launch as a graph too (opt-in).
+  for (const entry of [undefined, 'flash', 'flash-graph'] as const) {
+    const impl = entry === 'flash-graph' ? 'flash' : entry;
+    if (entry === 'flash-graph') {
+      process.env.ATTNLAB_LAUNCH_GRAPH = 'all';
+      reloadConfig();
+    }
     // Room for the prefill and every step timed below (a few thousand tokens).
     const cache = new KVCache({ numBlocks: 256, blockSize: 64, numKvHeads: 8, headDim: 128 });
     try {
@@ -249,7 +273,7 @@ function kvCacheRow(samples: number, batch: number) {
       } catch (error) {
         t = { error: error instanceof Error ? error.message : String(error) };
       }
-      row[label(impl)] = {
+      row[entry ?? 'auto'] = {
         deviceMs: t.deviceMs,
         hostUs: t.hostMs === undefined ? undefined : t.hostMs * 1000,
         wallUs,
@@ -257,9 +281,13 @@ function kvCacheRow(samples: number, batch: number) {
         ...(t.error ? { hiddenHostError: t.error } : {}),
       };
     } catch (error) {
-      row[label(impl)] = { error: error instanceof Error ? error.message.split('\n')[0] : String(error) };
+      row[entry ?? 'auto'] = { error: error instanceof Error ? error.message.split('\n')[0] : String(error) };
     } finally {
       cache.dispose();
+      if (entry === 'flash-graph') {
+        delete process.env.ATTNLAB_LAUNCH_GRAPH;
+        reloadConfig();
+      }
     }
   }
   for (const t of [q, token, prefill]) t.dispose();
@@ -340,7 +368,27 @@ function main(): void {
   const cacheDir = mkdtempSync(join(tmpdir(), 'attnlab-first-call-'));
   const only = args.flatMap((a, k) => (args[k - 1] === '--only' ? [a] : []));
   const wants = (part: string) => only.length === 0 || only.includes(part);
+  const recordAt = args.indexOf('--record');
+  const rootAt = args.indexOf('--root');
+  const out =
+    jsonAt >= 0
+      ? args[jsonAt + 1]
+      : recordAt >= 0
+        ? join(
+            rootAt >= 0 ? args[rootAt + 1] : SUITE_RESULTS_ROOT,
+            gpuSlug((report.machine as { gpu?: { name?: string } }).gpu?.name),
+            'dispatch',
+            `${utcDay(new Date())}-${report.commit ?? 'unknown'}-${args[recordAt + 1]}.json`,
+          )
+        : null;
   const rows: unknown[] = [];
+  // Written after every row: a run cut by its time cap keeps the rows it measured.
+  const save = () => {
+    report.rows = rows;
+    if (out === null) return;
+    mkdirSync(dirname(out), { recursive: true });
+    writeFileSync(out, `${JSON.stringify(report, null, 2)}\n`);
+  };
   if (wants('small')) {
     report.firstCallEmptyCache = firstCallChild(cacheDir);
     print('first call, empty cache (new process)', report.firstCallEmptyCache);
@@ -352,6 +400,7 @@ function main(): void {
     print('first call of auto, no cuDNN plan cached (new process)', report.firstCallAutoColdPlan);
     report.firstCallAutoWarmCache = firstCallChild(cacheDir, 'auto');
     print('first call of auto, warm cache (new process)', report.firstCallAutoWarmCache);
+    save();
     const small: Shape[] = [
       { B: 4, T: 128, S: 128, N: 8, K: 8, H: 64, causal: false },
       { B: 4, T: 128, S: 128, N: 8, K: 8, H: 64, causal: true },
@@ -362,18 +411,35 @@ function main(): void {
       const entries = SMALL_BACKENDS.filter((e) => e !== 'flash-launches' || s.T === 1);
       const row = forwardRow(s, 30, 50, entries);
       rows.push(row);
+      save();
       print('host time', row);
     }
     const kv = kvCacheRow(30, 50);
     rows.push(kv);
+    save();
     print('host time', kv);
+    // The backward at the codelab's shape, its host time once V8 has optimised the path (wallPerCall warms
+    // up with 1,000 calls).
+    const bwd = backwardRow({ B: 4, T: 128, S: 128, N: 8, K: 8, H: 64, causal: true }, 30, {
+      batch: 20,
+      warm: 3,
+    });
+    rows.push(bwd);
+    save();
+    print('host time', bwd);
   }
+  if (wants('backward')) {
+    // The recorded backward table's cases (backward-dispatch-table.ts): H=64 and 128, causal and not.
+    for (const H of [64, 128])
+      for (const causal of [false, true]) {
+        const bwd = backwardRow({ B: 4, T: 8192, S: 8192, N: 16, K: 16, H, causal }, 5);
+        rows.push(bwd);
+        save();
+        print('auto vs backends', bwd);
+      }
+  }
+  // Decode first: its three rows take seconds, the forward's six compile and time longer.
   const large: Shape[] = [
-    ...(wants('forward')
-      ? [64, 128, 256].flatMap((H) =>
-          [false, true].map((causal) => ({ B: 4, T: 8192, S: 8192, N: 16, K: 16, H, causal })),
-        )
-      : []),
     ...(wants('decode')
       ? [
           { B: 64, T: 1, S: 16384, N: 32, K: 1, H: 128, causal: false },
@@ -381,19 +447,21 @@ function main(): void {
           { B: 64, T: 1, S: 16384, N: 32, K: 8, H: 128, causal: false },
         ]
       : []),
+    ...(wants('forward')
+      ? [64, 128, 256].flatMap((H) =>
+          [false, true].map((causal) => ({ B: 4, T: 8192, S: 8192, N: 16, K: 16, H, causal })),
+        )
+      : []),
   ];
   for (const s of large) {
     const row = forwardRow(s, 3, s.T === 1 ? 5 : 2);
     rows.push(row);
+    save();
     print('auto vs backends', row);
   }
-  if (wants('backward')) {
-    const bwd = backwardRow({ B: 4, T: 8192, S: 8192, N: 16, K: 16, H: 128, causal: true }, 3);
-    rows.push(bwd);
-    print('auto vs backends', bwd);
-  }
-  report.rows = rows;
-  if (jsonAt >= 0) writeFileSync(args[jsonAt + 1], `${JSON.stringify(report, null, 2)}\n`);
+
+  save();
+  if (out !== null) process.stdout.write(`wrote ${out}\n`);
 }
 
 main();

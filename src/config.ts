@@ -149,6 +149,8 @@ export interface ExperimentalKnobs {
    * repeat enqueues its split kernel and combine as one captured CUDA graph (runtime/launch-graph.ts).
    */
   readonly launchGraph: boolean;
+  /** ATTNLAB_LAUNCH_GRAPH=all: naive's matmuls and softmax and a KVCache append's launch as graphs too (opt-in). */
+  readonly launchGraphAll: boolean;
   /**
    * Which TMA decode launches are programmatic dependents (launch-dependent.ts; decode-tma.ts,
    * tmaDependentLaunches, has the measurements): unset or =auto, 'auto' (both kernels of a split call
@@ -230,6 +232,7 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
   ) as Record<ConfiguredLibrary, string | null>;
   const wide = choice('ATTNLAB_FLASH_BWD_WIDE', ['0', '1', 'pair', 'halves']);
   const dependent = choice('ATTNLAB_DEPENDENT_LAUNCH', ['auto', '1', 'splits', 'combine', '0']);
+  const launchGraph = choice('ATTNLAB_LAUNCH_GRAPH', ['1', 'all', '0']);
   return {
     debug: debugLevel(text('ATTNLAB_DEBUG')),
     disableCuda: flag('ATTNLAB_DISABLE_CUDA'),
@@ -264,7 +267,8 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
       blockMaskTile: choice('ATTNLAB_BLOCK_MASK_TILE', ['64x64']),
       foldScoreFactors: flag('ATTNLAB_FOLD_SCORE_FACTORS'),
       cudnnCudaGraph: !flag('ATTNLAB_CUDNN_CUDA_GRAPH', '0'),
-      launchGraph: !flag('ATTNLAB_LAUNCH_GRAPH', '0'),
+      launchGraph: launchGraph !== '0',
+      launchGraphAll: launchGraph === 'all',
       dependentLaunch: dependent === '1' ? 'all' : dependent === '0' ? 'off' : (dependent ?? 'auto'),
     },
     cudnnTrace: flag('ATTNLAB_CUDNN_TRACE'),

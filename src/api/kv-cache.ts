@@ -357,19 +357,16 @@ export class KVCache {
     // Lengths as an Int32Array: attention copies it as it is (a list is copied and remembered, ~1 µs).
     const { table, lengths } = this.#attentionTable(ids);
     // An option given as undefined means its default here too, the cache's (causal bottom-right): spread as
-    // it is, `{ isCausal: undefined }` ran a non-causal call over the cache.
-    const given: Record<string, unknown> = Object.create(null);
+    // it is, `{ isCausal: undefined }` ran a non-causal call over the cache. Written into one object of a
+    // fixed first shape (no dictionary-mode copy and spread: ~0.3 µs a step on the build machine).
+    const merged: Record<string, unknown> = { isCausal: true, causalAlignment: 'bottom_right' };
     for (const name of Object.keys(options)) {
       const value = (options as Record<string, unknown>)[name];
-      if (value !== undefined) given[name] = value;
+      if (value !== undefined) merged[name] = value;
     }
-    return attention(query, this.keyPool, this.valuePool, {
-      isCausal: true,
-      causalAlignment: 'bottom_right',
-      ...given,
-      blockTable: table,
-      keyValueSeqLengths: lengths,
-    });
+    merged.blockTable = table;
+    merged.keyValueSeqLengths = lengths;
+    return attention(query, this.keyPool, this.valuePool, merged as AttentionOptions);
   }
 
   /** Frees the pools now (device memory back to attnlab's pool); every later call but dispose() throws. */

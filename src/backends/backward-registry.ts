@@ -2,15 +2,24 @@
  * The backward operation's table, beside the forward's (registry.ts): the same (operation, backend)
  * keying, the same contract (backend.ts: plan, run, post-ops) and dispatch rule (chooseFrom). `auto` takes the first entry that runs on the inputs'
  * device and supports the problem, fastest first where this GPU's calibrated table has an entry for
- * the case (calibrating it first under ATTNLAB_TUNE=auto), otherwise in this order (the model: no
- * recorded backward table exists yet); a named backend that cannot run it throws UnsupportedError
- * with the reason and never falls back.
+ * the case (calibrating it first under ATTNLAB_TUNE=auto), else where a recorded backward table of the
+ * GPU's architecture measured the case (backward-dispatch-table.ts), otherwise in this order (the
+ * model); a named backend that cannot run it throws UnsupportedError with the reason and never falls back.
  *
  * A new backward backend is one file exporting a BackwardBackend (plan and run) and one line in
  * BACKWARD_BACKENDS, at its priority.
  */
+
+import { config } from '../config.js';
 import { withPostOps } from './backend.js';
 import type { BackwardBackend } from './backward-backend.js';
+import {
+  BACKWARD_DISPATCH_TABLES,
+  type BackwardCaseProblem,
+  type BackwardDispatchTable,
+  backwardWhy,
+  measuredBackwardOrder,
+} from './backward-dispatch-table.js';
 import type { BackwardProblem } from './backward-problem.js';
 import { cpuFlashBackward } from './cpu/flash-backward.js';
 import { cpuReferenceBackward } from './cpu/reference-backward.js';
@@ -18,10 +27,11 @@ import { cudnnBackward } from './cuda/cudnn/backward.js';
 import { cudaFlashBackward } from './cuda/flash/sm80/backward.js';
 import { cudaNaiveBackward } from './cuda/naive/backward.js';
 import { gradientNanRepair } from './cuda/ops/gradient-nan-repair.js';
-import { cudaAvailable } from './cuda/runtime/context.js';
-import { modelWords } from './device-dispatch-table.js';
+import { cudaAvailable, currentDeviceOrdinal } from './cuda/runtime/context.js';
+import { type DeviceClass, modelWords } from './device-dispatch-table.js';
 import { orderByMeasurement } from './dispatch-table.js';
 import { type AutoDecision, type Chosen, calibratedDecision, chooseFrom } from './registry.js';
+import { calibrationGeneration, currentDeviceClass } from './tuning-registry.js';
 import { webgpuBackward } from './webgpu/backward.js';
 
 /** Priority order: fastest first on each device. */
@@ -40,10 +50,7 @@ export const BACKWARD_BACKENDS: readonly BackwardBackend[] = [
 /** The backward backend that will run `problem` and its plan, or a typed error saying why none can. */
 export function chooseBackwardBackend(problem: BackwardProblem): Chosen<BackwardBackend> {
   const decision = backwardDecision(problem);
-  const table =
-    decision && decision.source === 'calibrated'
-      ? orderByMeasurement(BACKWARD_BACKENDS, decision.order)
-      : BACKWARD_BACKENDS;
+  const table = decision && decision.source !== 'model' ? orderedFor(decision) : BACKWARD_BACKENDS;
   return chooseFrom(table, problem, ' backward');
 }
 
@@ -54,15 +61,113 @@ export function chooseBackwardBackend(problem: BackwardProblem): Chosen<Backward
  * against the producer-warpgroup loop's 292.1 / 291.3 (benchmarks/results/h100-sxm/backward/
  * 2026-12-06-ca1a795-loops-h128.txt, 2026-12-06-64ffe4a-loops-h64.txt); 492–533 against 309–316 and
  * 404–438 against 153–175 on the H200 (benchmarks/results/h200/backward/2026-12-01-*). Flash leads
- * nowhere cuDNN runs, so no recorded table reorders them; flash takes what cuDNN refuses.
+ * nowhere cuDNN runs; the recorded tables (backward-dispatch-table.ts) say the same per measured case, and
+ * flash takes what cuDNN refuses.
  */
 const BACKWARD_MODEL = "cuDNN's backward ran 1.2–1.6× flash's on the H100 (B=4 T=8192, H=64 and 128)";
 
-/** What decides the backward order `auto` takes on the GPU (a calibrated entry, or the model); null for a named backend or the CPU. */
+/** The model's words: the registry's cuda order and why cuDNN leads it. */
+export function backwardModelWords(): string {
+  const order = BACKWARD_BACKENDS.filter((b) => b.device === 'cuda').map((b) => b.name);
+  return `${modelWords(order)}: ${BACKWARD_MODEL}`;
+}
+
+/**
+ * What decides the backward order `auto` takes on the GPU — a calibrated entry, a recorded table of the
+ * architecture, or the model; null for a named backend or the CPU.
+ */
 export function backwardDecision(problem: BackwardProblem): AutoDecision | null {
   if (problem.implementation !== undefined || problem.device !== 'cuda' || !cudaAvailable().ok) return null;
-  const calibrated = calibratedDecision('backward', problem, BACKWARD_BACKENDS);
-  if (calibrated) return calibrated;
-  const order = BACKWARD_BACKENDS.filter((b) => b.device === 'cuda').map((b) => b.name);
-  return { order, source: 'model', why: `${modelWords(order)}: ${BACKWARD_MODEL}` };
+  // Remembered for the last few plain problems: the shape class's string, the table lookups and the words
+  // cost ~11 µs of a backward call's host time on the build machine, and their answer changes only with the
+  // settings or a calibrated table.
+  const settings = config();
+  const generation = calibrationGeneration();
+  if (settings !== remembered.settings || generation !== remembered.generation) {
+    remembered.recent.length = 0;
+    remembered.settings = settings;
+    remembered.generation = generation;
+  }
+  const plain = problem.querySeqLengths === null && problem.keyValueSeqLengths === null && !problem.modifiers;
+  const device = currentDeviceOrdinal();
+  if (plain)
+    for (const r of remembered.recent) if (sameBackwardCase(r.of, problem, device)) return r.decision;
+  const decision =
+    calibratedDecision('backward', problem, BACKWARD_BACKENDS) ??
+    recordedBackwardDecision(problem, currentDeviceClass());
+  if (plain) {
+    remembered.recent.unshift({ of: backwardCaseFields(problem, device), decision });
+    if (remembered.recent.length > 4) remembered.recent.pop();
+  }
+  return decision;
 }
+
+const remembered = {
+  recent: [] as Array<{ readonly of: readonly unknown[]; readonly decision: AutoDecision }>,
+  settings: null as unknown,
+  generation: -1,
+};
+
+/** What of a plain backward problem (no lengths, no modifiers) the three steps read, in one order. */
+function backwardCaseFields(p: BackwardProblem, device: number): unknown[] {
+  return [
+    device,
+    p.dtype,
+    p.B,
+    p.T,
+    p.S,
+    p.N,
+    p.K,
+    p.H,
+    p.Hv,
+    p.causal,
+    p.alignment,
+    !!p.window,
+    !!p.bias,
+    !!p.mask,
+    p.deterministic,
+  ];
+}
+
+function sameBackwardCase(f: readonly unknown[], p: BackwardProblem, device: number): boolean {
+  return (
+    f[0] === device &&
+    f[1] === p.dtype &&
+    f[2] === p.B &&
+    f[3] === p.T &&
+    f[4] === p.S &&
+    f[5] === p.N &&
+    f[6] === p.K &&
+    f[7] === p.H &&
+    f[8] === p.Hv &&
+    f[9] === p.causal &&
+    f[10] === p.alignment &&
+    f[11] === !!p.window &&
+    f[12] === !!p.bias &&
+    f[13] === !!p.mask &&
+    f[14] === p.deterministic
+  );
+}
+
+/** The decision of the recorded tables for `problem` on `device`, or the model's where none speaks. */
+export function recordedBackwardDecision(
+  problem: BackwardCaseProblem,
+  device: DeviceClass,
+  tables: readonly BackwardDispatchTable[] = BACKWARD_DISPATCH_TABLES,
+): AutoDecision {
+  const found = measuredBackwardOrder(problem, device, tables);
+  if (found) return { order: found.order, source: 'recorded', why: backwardWhy(found) };
+  const order = BACKWARD_BACKENDS.filter((b) => b.device === 'cuda').map((b) => b.name);
+  return { order, source: 'model', why: backwardModelWords() };
+}
+
+/** BACKWARD_BACKENDS in a decision's order, kept with the decision (remembered above: a repeated call reorders nothing). */
+function orderedFor(decision: AutoDecision): readonly BackwardBackend[] {
+  let ordered = orders.get(decision);
+  if (!ordered) {
+    ordered = orderByMeasurement(BACKWARD_BACKENDS, decision.order);
+    orders.set(decision, ordered);
+  }
+  return ordered;
+}
+const orders = new WeakMap<AutoDecision, readonly BackwardBackend[]>();

@@ -4,6 +4,8 @@
  * columns: a reason that lists every path searched is cut into its clauses, one per line.
  */
 import type { Command } from 'commander';
+import { backwardDispatchSummary } from '../backends/backward-dispatch-table.js';
+import { backwardModelWords } from '../backends/backward-registry.js';
 import { cudaAvailable, cudaInfo } from '../backends/cuda/runtime/context.js';
 import { autoDispatchSummary } from '../backends/dispatch-table.js';
 import { BACKENDS } from '../backends/registry.js';
@@ -34,6 +36,7 @@ export function collectInfo(): Record<string, string> {
     info.cuda = `not available: ${cuda.reason}`;
     info['not available'] = `${backendsOn('cuda')}: they need a CUDA GPU`;
     info['auto dispatch'] = autoDispatchSummary(null, cudaOrder);
+    info['auto backward'] = backwardDispatchSummary(null, backwardModelWords());
     return info;
   }
   for (const [key, value] of Object.entries(cudaInfo())) info[key] = String(value);
@@ -49,6 +52,8 @@ export function collectInfo(): Record<string, string> {
     `calibrated: ${entries} shape class${entries === 1 ? '' : 'es'} in ${file}` +
     `${config().tune === 'off' ? ' (ignored: ATTNLAB_TUNE=0)' : entries === 0 ? ' (attnlab tune writes it)' : ''}; ` +
     `then ${autoDispatchSummary(currentDeviceClass(), cudaOrder)}`;
+  info['auto backward'] =
+    `calibrated entries first; then ${backwardDispatchSummary(currentDeviceClass(), backwardModelWords())}`;
   return info;
 }
 

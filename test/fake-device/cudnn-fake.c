@@ -139,7 +139,7 @@ int cuLaunchKernelEx(const void *config, void *f, void **p, void **x) { COUNT;
    copy to fake_last_execute(), so a test sees exactly what the graph would run: the pointers and the
    by-value scalars as they were when the graph was populated or updated. */
 #define FAKE_GRAPH_LOG 65536
-typedef struct { int populated, destroyed, kernels; const char *names[8]; char *target; char log[FAKE_GRAPH_LOG]; } FakeGraph;
+typedef struct { int populated, destroyed, kernels; const char *names[64]; char *target; char log[FAKE_GRAPH_LOG]; } FakeGraph;
 int cuGraphCreate(FakeGraph **g, unsigned f) { COUNT; (void)f; *g = calloc(1, sizeof(FakeGraph)); return 0; }
 /* Stream capture: launches while capturing go into the graph (as their kernel names) instead of running;
    a launch of the graph counts them as launches. */
@@ -161,7 +161,7 @@ int cuStreamEndCapture(void *s, FakeGraph **g) { COUNT; (void)s;
 }
 static int captured_launch(void *f) {
   if (!capturing) return 0;
-  if (capturing->kernels < 8) capturing->names[capturing->kernels++] = (const char *)f;
+  if (capturing->kernels < 64) capturing->names[capturing->kernels++] = (const char *)f;
   return 1;
 }
 int cuGraphDestroy(FakeGraph *g) { COUNT; if (g->destroyed) return 1; g->destroyed = 1; return 0; }

@@ -247,8 +247,12 @@ describe('cuDNN FFI flow against a stand-in library', { skip }, () => {
   ];
   for (const [name, options] of cases)
     it(`binds every uid: ${name}`, () => runAndCheckBindings(deviceProblem(shape, options)));
+  // The same shape with and without `deterministic`, and again: the kept descriptions (cudnn/backward.ts)
+  // must follow the loop asked for (a deterministic backward binds no dQ accumulator).
   const backwardCases: [string, BackwardOptions][] = [
     ['GQA', {}],
+    ['GQA, deterministic', { deterministic: true }],
+    ['GQA again', {}],
     ['causal, deterministic', { isCausal: true, deterministic: true }],
     [
       'bottom-right causal + padding',

@@ -4,8 +4,10 @@
  * bf16) a flash call is one cuLaunchKernel, a cudnn call one cuGraphLaunch of its plan's CUDA graph (and
  * the NaN repair's launch where a mask can hide keys), `auto` exactly its backend's; a B=1 decode step one
  * cuGraphLaunch of its split kernel and combine, captured; a KVCache step (append, then attention) one
- * upload and one launch for the append, one upload of the grown lengths into the decode plan's buffer and
- * the decode kernels as one graph launch, both uploads from page-locked staging. No call allocates from the driver, waits on the device, builds a
+ * upload and one launch for the append (a graph launch under ATTNLAB_LAUNCH_GRAPH=all), one upload of the grown
+ * lengths into the decode plan's buffer and the decode kernels as one graph launch, both uploads from
+ * page-locked staging; a naive call a cuBLASLt matmul per batch entry and product and the softmax, its
+ * matmuls and softmax as one graph launch under ATTNLAB_LAUNCH_GRAPH=all. No call allocates from the driver, waits on the device, builds a
  * descriptor or loads a module once its shape ran: each of those costs 2–20 µs of host time on an H100
  * (docs/internals/host-time.md). And what is kept per shape is found again only where it still holds:
  * cudnn binds each call's own tensors, a decode plan follows decodeTuning, the shape and the kernel rules'
@@ -18,9 +20,11 @@ import koffi from 'koffi';
 import { attention } from '../../src/api/attention.js';
 import { KVCache } from '../../src/api/kv-cache.js';
 import { decodeTuning } from '../../src/backends/cuda/flash/decode/decode-splits.js';
+import { int32Uploads } from '../../src/backends/cuda/runtime/int32-cache.js';
 import { memoryStats } from '../../src/backends/cuda/runtime/memory.js';
 import type { Implementation } from '../../src/backends/problem.js';
 import { seededInput } from '../../src/bench/measure.js';
+import { reloadConfig } from '../../src/config.js';
 import { Tensor } from '../../src/tensor/tensor.js';
 import { libraryCallsDuring, useFakeCudaStack } from './fake-cuda.js';
 
@@ -41,6 +45,18 @@ function repeated(call: () => { dispose(): void }, warm = 3) {
   const { calls, result } = libraryCallsDuring(dir, call);
   result.dispose();
   return { calls, allocations: memoryStats().driverAllocations - allocations };
+}
+
+/** `fn` under ATTNLAB_LAUNCH_GRAPH=`value` (naive's and the KVCache append's graphs are opt-in: `all`). */
+function withLaunchGraph<R>(value: string, fn: () => R): R {
+  process.env.ATTNLAB_LAUNCH_GRAPH = value;
+  reloadConfig();
+  try {
+    return fn();
+  } finally {
+    delete process.env.ATTNLAB_LAUNCH_GRAPH;
+    reloadConfig();
+  }
 }
 
 describe('the library calls of a repeated attention call', { skip }, () => {
@@ -93,6 +109,47 @@ describe('the library calls of a repeated attention call', { skip }, () => {
     }
     for (const t of [q2, k2, v2]) t.dispose();
   });
+
+  it('naive under ATTNLAB_LAUNCH_GRAPH=all: its matmuls and softmax as one graph launch once a call repeats, MHA and GQA', () =>
+    withLaunchGraph('all', () => {
+      for (const causal of [false, true]) {
+        const { calls, allocations } = run('naive', small, causal);
+        // Causal: the NaN repair's launch after the group (a masked key's 0 · V row can be NaN).
+        assert.deepEqual(calls, causal ? { cuGraphLaunch: 1, cuLaunchKernel: 1 } : { cuGraphLaunch: 1 });
+        assert.equal(allocations, 0);
+      }
+      const launches = koffi.load(join(dir, 'libcuda.so.1')).func('int fake_launch_count()');
+      const gqa = inputs(2, 128, 128, 8, 2, 64);
+      const before = launches() as number;
+      assert.deepEqual(run('naive', gqa, false).calls, { cuGraphLaunch: 1 });
+      // One strided batch of G = 4 query heads per (b, KV head) and matmul: 2·B·K + 1 = 9 kernels a call, 4 calls.
+      assert.equal((launches() as number) - before, 9 * 4);
+      for (const t of gqa) t.dispose();
+    }));
+
+  it('naive by default (and with ATTNLAB_LAUNCH_GRAPH=0): one cuBLASLt matmul per batch entry and product, and the softmax', () => {
+    for (const value of ['1', '0'])
+      withLaunchGraph(value, () => {
+        const { calls } = run('naive', small, false);
+        // B = 4: 4 matmuls for the scores, 4 for the output, each a launch, and the softmax's.
+        assert.deepEqual(calls, { cublasLtMatmul: 8, cuLaunchKernel: 9 }, `ATTNLAB_LAUNCH_GRAPH=${value}`);
+      });
+  });
+
+  it("naive under ATTNLAB_LAUNCH_GRAPH=all: a call whose scale or buffers differ from the graph's runs its own launches", () =>
+    withLaunchGraph('all', () => {
+      const [q, k, v] = small;
+      const call = (scale: number, query = q) =>
+        attention(query, k, v, { implementation: 'naive', scale }).output;
+      for (let i = 0; i < 3; i++) call(0.125).dispose();
+      assert.deepEqual(libraryCallsDuring(dir, () => call(0.125).dispose()).calls, { cuGraphLaunch: 1 });
+      const rescaled = libraryCallsDuring(dir, () => call(0.5).dispose()).calls;
+      assert.deepEqual(rescaled, { cublasLtMatmul: 8, cuLaunchKernel: 9 }, 'another scale');
+      const [q2] = inputs(4, 128, 128, 8, 8, 64);
+      const moved = libraryCallsDuring(dir, () => call(0.125, q2).dispose()).calls;
+      assert.deepEqual(moved, { cublasLtMatmul: 8, cuLaunchKernel: 9 }, 'another query buffer');
+      q2.dispose();
+    }));
 
   it("auto: its backend's calls and nothing more", () => {
     for (const causal of [false, true]) {
@@ -163,7 +220,7 @@ describe('the library calls of a repeated attention call', { skip }, () => {
     for (const t of [pool, q]) t.dispose();
   });
 
-  it("a KVCache decode step: append uploads its slots and launches once; attention rewrites the plan's lengths and launches the decode kernels as one graph", () => {
+  it("a KVCache decode step: append uploads its slots and launches once (a graph under ATTNLAB_LAUNCH_GRAPH=all); attention rewrites the plan's lengths and launches the decode kernels as one graph", () => {
     const lastUploadPinned = koffi.load(join(dir, 'libcuda.so.1')).func('int fake_last_upload_pinned()');
     const cache = new KVCache({ numBlocks: 256, blockSize: 64, numKvHeads: 8, headDim: 128 });
     const id = cache.addSequence();
@@ -185,7 +242,32 @@ describe('the library calls of a repeated attention call', { skip }, () => {
       );
       assert.equal(allocations, 0);
       assert.equal(lastUploadPinned(), 1, 'the uploads come from page-locked staging (runtime/staging.ts)');
+      const all = withLaunchGraph('all', () => repeated(decodeStep, 5));
+      assert.deepEqual(
+        all.calls,
+        { cuMemcpyHtoDAsync_v2: 2, cuGraphLaunch: 2 },
+        `${impl ?? 'auto'}, ATTNLAB_LAUNCH_GRAPH=all: the append's launch as a graph too`,
+      );
     }
+    cache.dispose();
+  });
+
+  it('a KVCache decode loop uploads its block table again only at the step that takes a new block', () => {
+    const cache = new KVCache({ numBlocks: 64, blockSize: 16, numKvHeads: 8, headDim: 128 });
+    const id = cache.addSequence();
+    const [q] = inputs(1, 1, 1, 32, 32, 128);
+    const [row] = inputs(1, 1, 1, 8, 8, 128);
+    const uploads: number[] = [];
+    for (let step = 0; step < 40; step++) {
+      const before = int32Uploads();
+      cache.append([id], row, row);
+      cache.attention(q, [id], { implementation: 'flash' }).output.dispose();
+      uploads.push(int32Uploads() - before);
+    }
+    // Steps 0, 16 and 32 take a block (a new table); every other step finds its table's upload at once.
+    const at = uploads.flatMap((n, step) => (n > 0 ? [step] : []));
+    assert.deepEqual(at, [0, 16, 32]);
+    for (const t of [q, row]) t.dispose();
     cache.dispose();
   });
 });

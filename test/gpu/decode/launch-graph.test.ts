@@ -4,7 +4,7 @@
  * on the same buffers — launched, captured, then graph-launched twice — gives outputs and log-sum-exps
  * bit-identical to ATTNLAB_LAUNCH_GRAPH=0's launches, and the graph was launched; a KVCache decode loop, whose
  * lengths are rewritten in place each step (the plan's one buffer) behind graph-launched steps, sees every new
- * token. The kernels' accuracy
+ * token, and so does one whose appends run as graphs too (ATTNLAB_LAUNCH_GRAPH=all). The kernels' accuracy
  * against the float64 reference is flash.test.ts's: identical bits carry it over. Skips, saying why,
  * without a GPU.
  */
@@ -65,49 +65,63 @@ function bytes(t: Tensor | undefined): Buffer | null {
 }
 
 describe("a flash decode step's launches as one CUDA graph", { skip }, () => {
-  it('a KVCache loop: each graph-launched step sees the token appended just before it', () => {
-    // N=K=8 H=128, blocks of 16. Each step's new key is twice its query (q·k·scale ≈ 2·128/√128 ≈ 23 above
-    // the old keys' ~0), so the new token takes nearly all the weight and the output is its value: a step that
-    // read the lengths before the append's would miss it and return ~the mean of the old values (~0).
-    const [N, H] = [8, 128];
-    const cache = new KVCache({ numBlocks: 16, blockSize: 16, numKvHeads: N, headDim: H });
-    const id = cache.addSequence();
-    const small = (seed: number, rows: number) =>
-      Tensor.fromRaw(
-        Float32Array.from(randomNormal([1, rows, N, H], { seed }).toFloat64Array(), (x) => 0.1 * x),
-        [1, rows, N, H],
-        'float32',
-      ).astype('bfloat16');
-    const prefill = small(1, 40).to('cuda');
-    cache.append([id], prefill, prefill);
-    const before = launchGraphStats.graphLaunches;
-    for (let step = 0; step < 40; step++) {
-      const qHost = randomNormal([1, 1, N, H], { seed: 100 + step, dtype: 'bfloat16' });
-      const q = qHost.to('cuda');
-      const k = Tensor.fromRaw(
-        Float32Array.from(qHost.toFloat64Array(), (x) => 2 * x),
-        [1, 1, N, H],
-        'float32',
-      )
-        .astype('bfloat16')
-        .to('cuda');
-      const vHost = randomNormal([1, 1, N, H], { seed: 500 + step, dtype: 'bfloat16' });
-      const v = vHost.to('cuda');
-      cache.append([id], k, v);
-      const r = cache.attention(q, [id], { implementation: 'flash' });
-      const got = r.output.toHost().toFloat64Array();
-      const want = vHost.toFloat64Array();
-      let worst = 0;
-      for (let i = 0; i < want.length; i++) worst = Math.max(worst, Math.abs(got[i] - want[i]));
-      assert.ok(worst < 0.08, `step ${step} (${40 + step + 1} tokens): |out − v_new| up to ${worst}`);
-      // The query last: the pool hands its block to the next step's query (a free list is a stack), so the
-      // query's and the output's addresses — in the launches' signature — stay the same step to step.
-      for (const t of [r.output, k, v, q]) t.dispose();
-    }
-    assert.ok(launchGraphStats.graphLaunches - before >= 30, 'most steps ran as a graph');
-    prefill.dispose();
-    cache.dispose();
-  });
+  for (const all of [false, true])
+    it(`a KVCache loop${all ? ', its appends as graphs too (ATTNLAB_LAUNCH_GRAPH=all)' : ''}: each graph-launched step sees the token appended just before it`, () => {
+      if (all) {
+        process.env.ATTNLAB_LAUNCH_GRAPH = 'all';
+        reloadConfig();
+      }
+      try {
+        // N=K=8 H=128, blocks of 16. Each step's new key is twice its query (q·k·scale ≈ 2·128/√128 ≈ 23 above
+        // the old keys' ~0), so the new token takes nearly all the weight and the output is its value: a step that
+        // read the lengths before the append's would miss it and return ~the mean of the old values (~0).
+        const [N, H] = [8, 128];
+        const cache = new KVCache({ numBlocks: 16, blockSize: 16, numKvHeads: N, headDim: H });
+        const id = cache.addSequence();
+        const small = (seed: number, rows: number) =>
+          Tensor.fromRaw(
+            Float32Array.from(randomNormal([1, rows, N, H], { seed }).toFloat64Array(), (x) => 0.1 * x),
+            [1, rows, N, H],
+            'float32',
+          ).astype('bfloat16');
+        const prefill = small(1, 40).to('cuda');
+        cache.append([id], prefill, prefill);
+        const before = launchGraphStats.graphLaunches;
+        for (let step = 0; step < 40; step++) {
+          const qHost = randomNormal([1, 1, N, H], { seed: 100 + step, dtype: 'bfloat16' });
+          const q = qHost.to('cuda');
+          const k = Tensor.fromRaw(
+            Float32Array.from(qHost.toFloat64Array(), (x) => 2 * x),
+            [1, 1, N, H],
+            'float32',
+          )
+            .astype('bfloat16')
+            .to('cuda');
+          const vHost = randomNormal([1, 1, N, H], { seed: 500 + step, dtype: 'bfloat16' });
+          const v = vHost.to('cuda');
+          cache.append([id], k, v);
+          const r = cache.attention(q, [id], { implementation: 'flash' });
+          const got = r.output.toHost().toFloat64Array();
+          const want = vHost.toFloat64Array();
+          let worst = 0;
+          for (let i = 0; i < want.length; i++) worst = Math.max(worst, Math.abs(got[i] - want[i]));
+          assert.ok(worst < 0.08, `step ${step} (${40 + step + 1} tokens): |out − v_new| up to ${worst}`);
+          // In the reverse order of their making: the pool hands each block to the next step's tensor made in
+          // the same place (a free list is a stack; the four are one size), so the query's, key's, value's and
+          // output's addresses — in the launches' signatures — stay the same step to step.
+          for (const t of [r.output, v, k, q]) t.dispose();
+        }
+        // With the appends as graphs, each step is two graph launches.
+        assert.ok(launchGraphStats.graphLaunches - before >= (all ? 60 : 30), 'most steps ran as a graph');
+        prefill.dispose();
+        cache.dispose();
+      } finally {
+        if (all) {
+          delete process.env.ATTNLAB_LAUNCH_GRAPH;
+          reloadConfig();
+        }
+      }
+    });
 
   for (const c of CASES) {
     it(`${c.name}: captured and graph-launched calls are bit-identical to launched ones`, () => {

@@ -36,6 +36,10 @@ describe('attnlab CLI', () => {
       info['auto dispatch'],
       /^model: registry order \(cudnn, flash, naive\): no recorded benchmark/,
     );
+    assert.match(
+      info['auto backward'],
+      /^model: registry order \(cudnn, flash, naive\): .*: no recorded backward for this machine \(no GPU\) \(recorded: NVIDIA H100 80GB HBM3, NVIDIA H200\)$/,
+    );
   });
 
   it('tune needs a GPU and says so; a bad --budget-ms is named before anything runs', () => {

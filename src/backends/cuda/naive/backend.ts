@@ -14,7 +14,8 @@
  * product is computed as scoresᵀ (S × T) = K · Qᵀ and the second as Oᵀ (Hv × T) = Vᵀ · Pᵀ.
  * Batching: with K = N one call per batch b covers all heads (head stride H); with GQA (G = N/K query
  * heads per KV head) one call per (b, KV head) covers its G query heads, reading one K/V matrix with
- * batch stride 0.
+ * batch stride 0. Under ATTNLAB_LAUNCH_GRAPH=all a repeated call (same shape, buffers and scale) enqueues all
+ * of it as one CUDA graph (runtime/launch-graph.ts).
  */
 
 import { type FloatDType, itemSize } from '../../../tensor/dtype.js';
@@ -22,10 +23,31 @@ import { Tensor } from '../../../tensor/tensor.js';
 import { type AttentionBackend, NO_PLAN, type Support } from '../../backend.js';
 import type { AttentionProblem, BackendOutput } from '../../problem.js';
 import { CUBLAS_COMPUTE, CUDA_DATA_TYPE } from '../ffi/cublaslt.js';
-import { cudaAvailable } from '../runtime/context.js';
-import { commonAlignment, type MatmulShape, matmulPlan, runMatmul } from '../runtime/matmul.js';
+import { cudaAvailable, currentDeviceOrdinal } from '../runtime/context.js';
+import {
+  beginLaunchGroup,
+  endLaunchGroup,
+  forgetLaunchGraph,
+  GROUP_CAPTURING,
+  GROUP_LAUNCHED,
+  type LaunchGraph,
+  newLaunchGraph,
+} from '../runtime/launch-graph.js';
+import {
+  commonAlignment,
+  type MatmulPlan,
+  type MatmulShape,
+  matmulPlan,
+  runMatmul,
+} from '../runtime/matmul.js';
 import { allocDevice, copyInt32ToDevice } from '../runtime/memory.js';
-import { deviceTypeName, launchSoftmax } from './softmax.js';
+import {
+  deviceTypeName,
+  launchSoftmax,
+  type SoftmaxBuffers,
+  type SoftmaxKernel,
+  softmaxKernel,
+} from './softmax.js';
 
 const SUPPORTED: Support = { ok: true };
 const unsupported = (reason: string): Support => ({ ok: false, reason });
@@ -137,65 +159,208 @@ export function naiveMatmuls(p: AttentionProblem): {
   return { scores, output, perBatchKvHead };
 }
 
-function run(p: AttentionProblem): BackendOutput {
+/**
+ * What one shape keeps: its two matmul plans, its softmax kernel, its variant label and the CUDA graph of
+ * its launches. A repeated call finds it by comparing the fields the plans depend on, not by the matmul
+ * plans' JSON keys (two `JSON.stringify` of ~300 characters a call).
+ */
+interface NaivePlan {
+  readonly B: number;
+  readonly T: number;
+  readonly S: number;
+  readonly N: number;
+  readonly K: number;
+  readonly H: number;
+  readonly Hv: number;
+  readonly dtype: FloatDType;
+  readonly precision: string;
+  readonly biasDType: string;
+  readonly device: number;
+  readonly scores: MatmulPlan;
+  readonly output: MatmulPlan;
+  readonly perBatchKvHead: boolean;
+  readonly softmax: SoftmaxKernel;
+  readonly variant: string;
+  /**
+   * The 2·calls + 1 enqueues (calls = B, or B·K with GQA: B and the heads do not share one stride in the
+   * B,T,N,H layout, so each matmul is one strided batch per b) captured as one graph once a call's
+   * signature repeats: ~8 µs of cuBLASLt host work a matmul on an H100 against one graph launch of 2–3 µs.
+   */
+  readonly graph: LaunchGraph;
+  /** Every value the launches read that can change between calls of this shape (see naiveSignature). */
+  readonly signature: Float64Array;
+}
+
+/** The last shapes seen, most recent first; a dropped plan's graph is destroyed. */
+const KEPT_PLANS = 8;
+const kept: NaivePlan[] = [];
+
+function naivePlan(p: AttentionProblem): NaivePlan {
+  const device = currentDeviceOrdinal();
+  const biasDType = p.bias ? p.bias.tensor.dtype : '';
+  const precision = p.dtype === 'float32' ? p.float32Precision : '';
+  for (let i = 0; i < kept.length; i++) {
+    const k = kept[i];
+    if (
+      k.B === p.B &&
+      k.T === p.T &&
+      k.S === p.S &&
+      k.N === p.N &&
+      k.K === p.K &&
+      k.H === p.H &&
+      k.Hv === p.Hv &&
+      k.dtype === p.dtype &&
+      k.precision === precision &&
+      k.biasDType === biasDType &&
+      k.device === device
+    ) {
+      if (i > 0) {
+        kept.splice(i, 1);
+        kept.unshift(k);
+      }
+      return k;
+    }
+  }
+  const shapes = naiveMatmuls(p);
+  const softmax = softmaxKernel(p, p.dtype === 'float32' ? 'float32' : p.dtype);
+  const plan: NaivePlan = {
+    B: p.B,
+    T: p.T,
+    S: p.S,
+    N: p.N,
+    K: p.K,
+    H: p.H,
+    Hv: p.Hv,
+    dtype: p.dtype,
+    precision,
+    biasDType,
+    device,
+    scores: matmulPlan(shapes.scores),
+    output: matmulPlan(shapes.output),
+    perBatchKvHead: shapes.perBatchKvHead,
+    softmax,
+    variant: `naive-cublaslt-${p.dtype}${precision ? `-${precision}` : ''}+${softmax.variant.name.replace(/\s/g, '')}`,
+    graph: newLaunchGraph(true),
+    signature: new Float64Array(SIGNATURE_LENGTH),
+  };
+  kept.unshift(plan);
+  if (kept.length > KEPT_PLANS) forgetLaunchGraph((kept.pop() as NaivePlan).graph);
+  return plan;
+}
+
+const SIGNATURE_LENGTH = 24;
+
+/**
+ * Writes into the plan's signature what the launches of this call read beyond the plan's shape: the
+ * buffers' addresses (exact as doubles: device addresses stay below 2⁵³), the scale, and the softmax's
+ * mask, bias and window fields. Equal signatures mean the captured graph does exactly this call's work.
+ */
+function naiveSignature(plan: NaivePlan, p: AttentionProblem, b: SoftmaxBuffers, out: bigint): Uint8Array {
+  const s = plan.signature;
+  s[0] = Number(p.query.buffer.ptr);
+  s[1] = Number(p.key.buffer.ptr);
+  s[2] = Number(p.value.buffer.ptr);
+  s[3] = Number(b.scores);
+  s[4] = Number(b.probs);
+  s[5] = Number(b.lse);
+  s[6] = Number(out);
+  s[7] = Number(b.queryLengths);
+  s[8] = Number(b.keyValueLengths);
+  s[9] = p.bias ? Number(p.bias.tensor.buffer.ptr) : 0;
+  s[10] = p.mask ? Number(p.mask.tensor.buffer.ptr) : 0;
+  s[11] = p.scale;
+  const bs = p.bias?.strides;
+  const ms = p.mask?.strides;
+  for (let i = 0; i < 4; i++) {
+    s[12 + i] = bs ? bs[i] : 0;
+    s[16 + i] = ms ? ms[i] : 0;
+  }
+  s[20] = p.window ? p.window.left : 0;
+  s[21] = p.window ? p.window.right : 0;
+  s[22] = (p.causal ? 1 : 0) + (p.alignment === 'bottom_right' ? 2 : 0) + (p.window ? 4 : 0);
+  s[23] = p.mask ? 1 : 0;
+  return new Uint8Array(s.buffer);
+}
+
+/** The scores matmuls, the softmax and the output matmuls, in stream order. */
+function enqueue(plan: NaivePlan, p: AttentionProblem, buffers: SoftmaxBuffers, out: bigint): void {
   const { B, T, S, N, K, H, Hv } = p;
   const e = itemSize(p.dtype);
   const G = N / K;
-  const shapes = naiveMatmuls(p);
-  const scoresPlan = matmulPlan(shapes.scores);
-  const outputPlan = matmulPlan(shapes.output);
+  const q = p.query.buffer.ptr;
+  const k = p.key.buffer.ptr;
+  const v = p.value.buffer.ptr;
+  // One call per b (MHA) or per (b, KV head) (GQA): offsets of its first query head and KV head.
+  const calls = plan.perBatchKvHead ? B * K : B;
+  for (let c = 0; c < calls; c++) {
+    const b = plan.perBatchKvHead ? Math.floor(c / K) : c;
+    const kh = plan.perBatchKvHead ? c % K : 0;
+    const n0 = kh * G;
+    runMatmul(
+      plan.scores,
+      p.scale,
+      at(k, (b * S * K + kh) * H, e),
+      at(q, (b * T * N + n0) * H, e),
+      at(buffers.scores, (b * N + n0) * T * S, 4),
+    );
+  }
+  launchSoftmax(p, plan.softmax, buffers);
+  const pe = p.dtype === 'float32' ? 4 : e;
+  for (let c = 0; c < calls; c++) {
+    const b = plan.perBatchKvHead ? Math.floor(c / K) : c;
+    const kh = plan.perBatchKvHead ? c % K : 0;
+    const n0 = kh * G;
+    runMatmul(
+      plan.output,
+      1,
+      at(v, (b * S * K + kh) * Hv, e),
+      at(buffers.probs, (b * N + n0) * T * S, pe),
+      at(out, (b * T * N + n0) * Hv, e),
+    );
+  }
+}
+
+function at(base: bigint, elements: number, bytes: number): bigint {
+  return base + BigInt(elements * bytes);
+}
+
+function run(p: AttentionProblem): BackendOutput {
+  const { B, T, S, N, Hv } = p;
+  const e = itemSize(p.dtype);
+  const plan = naivePlan(p);
   const rows = B * N * T;
   const scores = allocDevice(rows * S * 4);
   const probs = p.dtype === 'float32' ? scores : allocDevice(rows * S * e);
   const lse = p.returnLogSumExp ? allocDevice(B * T * N * 4) : null;
   const out = allocDevice(B * T * N * Hv * e);
-  const upload = (lengths: Int32Array | null) => (lengths ? copyInt32ToDevice(lengths) : null);
-  const queryLengths = upload(p.querySeqLengths);
-  const keyValueLengths = upload(p.keyValueSeqLengths);
-  const q = p.query.buffer.ptr;
-  const k = p.key.buffer.ptr;
-  const v = p.value.buffer.ptr;
-  const at = (base: bigint, elements: number, bytes: number) => base + BigInt(elements * bytes);
+  const queryLengths = p.querySeqLengths ? copyInt32ToDevice(p.querySeqLengths) : null;
+  const keyValueLengths = p.keyValueSeqLengths ? copyInt32ToDevice(p.keyValueSeqLengths) : null;
+  const buffers: SoftmaxBuffers = {
+    scores: scores.ptr,
+    probs: probs.ptr,
+    lse: lse?.ptr ?? 0n,
+    queryLengths: queryLengths?.ptr ?? 0n,
+    keyValueLengths: keyValueLengths?.ptr ?? 0n,
+  };
   try {
-    // One call per b (MHA) or per (b, KV head) (GQA): offsets of its first query head and KV head.
-    const calls = shapes.perBatchKvHead ? B * K : B;
-    for (let c = 0; c < calls; c++) {
-      const b = shapes.perBatchKvHead ? Math.floor(c / K) : c;
-      const kh = shapes.perBatchKvHead ? c % K : 0;
-      const n0 = kh * G;
-      runMatmul(
-        scoresPlan,
-        p.scale,
-        at(k, (b * S * K + kh) * H, e),
-        at(q, (b * T * N + n0) * H, e),
-        at(scores.ptr, (b * N + n0) * T * S, 4),
-      );
+    // The lengths were uploaded above, on the stream, before the group: a graph reads them at their addresses.
+    const signature = naiveSignature(plan, p, buffers, out.ptr);
+    const step = beginLaunchGroup(plan.graph, signature);
+    if (step !== GROUP_LAUNCHED) {
+      let launched = false;
+      try {
+        enqueue(plan, p, buffers, out.ptr);
+        launched = true;
+      } finally {
+        // A capture the driver refused ran nothing: the launches again, plainly.
+        if (step === GROUP_CAPTURING && !endLaunchGroup(plan.graph, signature, launched) && launched)
+          enqueue(plan, p, buffers, out.ptr);
+      }
     }
-    const softmax = launchSoftmax(p, p.dtype === 'float32' ? 'float32' : p.dtype, {
-      scores: scores.ptr,
-      probs: probs.ptr,
-      lse: lse?.ptr ?? 0n,
-      queryLengths: queryLengths?.ptr ?? 0n,
-      keyValueLengths: keyValueLengths?.ptr ?? 0n,
-    });
-    const pe = p.dtype === 'float32' ? 4 : e;
-    for (let c = 0; c < calls; c++) {
-      const b = shapes.perBatchKvHead ? Math.floor(c / K) : c;
-      const kh = shapes.perBatchKvHead ? c % K : 0;
-      const n0 = kh * G;
-      runMatmul(
-        outputPlan,
-        1,
-        at(v, (b * S * K + kh) * Hv, e),
-        at(probs.ptr, (b * N + n0) * T * S, pe),
-        at(out.ptr, (b * T * N + n0) * Hv, e),
-      );
-    }
-    const precision = p.dtype === 'float32' ? `-${p.float32Precision}` : '';
     return {
       output: Tensor.fromDeviceBuffer(out, [B, T, N, Hv], p.dtype),
       logSumExp: lse ? Tensor.fromDeviceBuffer(lse, [B, T, N], 'float32') : undefined,
-      variant: `naive-cublaslt-${p.dtype}${precision}+${softmax.name.replace(/\s/g, '')}`,
+      variant: plan.variant,
     };
   } catch (error) {
     out.release();

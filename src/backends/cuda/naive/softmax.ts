@@ -96,26 +96,32 @@ export function softmaxFields(
   ];
 }
 
-/** Compiles (or finds cached) and launches the softmax over every (b, n, i) row. */
-export function launchSoftmax(
-  p: AttentionProblem,
-  probDType: FloatDType,
-  buffers: SoftmaxBuffers,
-): SoftmaxVariant {
+/** A softmax variant with its loaded kernel, kept by a caller that launches it again and again. */
+export interface SoftmaxKernel {
+  readonly variant: SoftmaxVariant;
+  readonly fn: bigint;
+}
+
+/** Compiles (or finds cached) the softmax variant for `p`. */
+export function softmaxKernel(p: AttentionProblem, probDType: FloatDType): SoftmaxKernel {
   const { properties } = getCudaContext();
   const variant = softmaxVariant(p, probDType, properties.maxSharedMemoryPerBlockOptin);
   const module = loadKernels({ file: 'naive/softmax.cu', kernels: [variant.name] });
   const fn = module.functions.get(variant.name);
   if (fn === undefined) throw new Error(`unreachable: ${variant.name} not in its module`);
+  return { variant, fn };
+}
+
+/** Launches the softmax over every (b, n, i) row. */
+export function launchSoftmax(p: AttentionProblem, kernel: SoftmaxKernel, buffers: SoftmaxBuffers): void {
   launchKernel(
-    fn,
+    kernel.fn,
     {
       // Rows on x (up to 2³¹−1), heads and batch on y and z (up to 65,535 each).
       grid: [p.T, p.N, p.B],
       block: [softmaxBlockSize(p.S), 1, 1],
-      sharedBytes: variant.cacheRow ? p.S * 4 : 0,
+      sharedBytes: kernel.variant.cacheRow ? p.S * 4 : 0,
     },
     [{ type: 'struct', fields: softmaxFields(p, buffers) }],
   );
-  return variant;
 }

@@ -29,6 +29,8 @@ interface Entry {
   readonly device: number;
   readonly host: Int32Array;
   readonly buffer: DeviceBuffer;
+  /** The array it was uploaded from where its caller promised it never changes (int32OnDeviceUnchanging). */
+  readonly source: Int32Array | null;
 }
 
 /** Most recently used first. */
@@ -36,8 +38,21 @@ const entries: Entry[] = [];
 let bytesKept = 0;
 let uploads = 0;
 
+/**
+ * int32OnDevice for an array its caller never changes after this call (a paged problem's block table:
+ * validation's own copy, api/kv-layout.ts, which hands the same array on while the table stands): the
+ * same array as the last upload's is its buffer at once, without comparing its B·M entries (a decode
+ * loop's table of 65+ ints each step).
+ */
+export function int32OnDeviceUnchanging(values: Int32Array): DeviceBuffer {
+  const last = entries[0];
+  if (last !== undefined && last.source === values && last.device === currentDeviceOrdinal())
+    return last.buffer;
+  return int32OnDevice(values, values);
+}
+
 /** A device buffer holding `values`, uploaded only when no kept buffer holds the same ints. */
-export function int32OnDevice(values: Int32Array): DeviceBuffer {
+export function int32OnDevice(values: Int32Array, source: Int32Array | null = null): DeviceBuffer {
   const device = currentDeviceOrdinal();
   let at = -1;
   for (let i = 0; i < entries.length; i++) {
@@ -56,7 +71,7 @@ export function int32OnDevice(values: Int32Array): DeviceBuffer {
   }
   const buffer = copyInt32ToDevice(values);
   uploads++;
-  entries.unshift({ device, host: values.slice(), buffer });
+  entries.unshift({ device, host: values.slice(), buffer, source });
   bytesKept += values.byteLength;
   while (entries.length > MAX_ENTRIES || (bytesKept > MAX_BYTES && entries.length > 1)) {
     const old = entries.pop()!;

@@ -6,7 +6,8 @@
  * their pointers — matches the call before; from then on a call with that signature is one graph launch,
  * and a new signature seen twice is captured again into the same executable graph (cuGraphExecUpdate).
  * Arguments that change every call never capture: each call launches as it would without a graph.
- * ATTNLAB_LAUNCH_GRAPH=0 turns the route off.
+ * ATTNLAB_LAUNCH_GRAPH=0 turns the route off; groups made opt-in (naive's launches, a KVCache append's)
+ * capture only under ATTNLAB_LAUNCH_GRAPH=all.
  */
 import { config } from '../../../config.js';
 import { DeviceError } from '../../../errors.js';
@@ -18,6 +19,8 @@ const CAPTURE_RELAXED = 2;
 
 /** Per launch group (one per kept plan of one device): its executable graph and the signatures seen. */
 export interface LaunchGraph {
+  /** A group only ATTNLAB_LAUNCH_GRAPH=all captures (naive's launches, a KVCache append's). */
+  readonly optIn: boolean;
   exec: bigint;
   /** The signature the executable graph was captured with. */
   captured: Uint8Array | null;
@@ -26,8 +29,8 @@ export interface LaunchGraph {
   refused: boolean;
 }
 
-export function newLaunchGraph(): LaunchGraph {
-  return { exec: 0n, captured: null, last: null, refused: false };
+export function newLaunchGraph(optIn = false): LaunchGraph {
+  return { optIn, exec: 0n, captured: null, last: null, refused: false };
 }
 
 /** Destroys the group's executable graph (its plan is being dropped). */
@@ -54,7 +57,8 @@ export type GroupStep = typeof GROUP_LAUNCHED | typeof GROUP_PLAIN | typeof GROU
  * tsx each closure made in a hot path costs a defineProperty of its name.
  */
 export function beginLaunchGroup(group: LaunchGraph, signature: Uint8Array): GroupStep {
-  if (group.refused || !config().experimental.launchGraph) {
+  const settings = config().experimental;
+  if (group.refused || !settings.launchGraph || (group.optIn && !settings.launchGraphAll)) {
     launchGraphStats.plain++;
     return GROUP_PLAIN;
   }

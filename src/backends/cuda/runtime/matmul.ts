@@ -47,7 +47,8 @@ export interface MatmulShape {
   readonly scaleType: number;
 }
 
-interface MatmulPlan {
+/** A shape's descriptors, layouts and chosen algorithm (kept for the process). */
+export interface MatmulPlan {
   readonly op: bigint;
   readonly a: bigint;
   readonly b: bigint;

@@ -36,7 +36,7 @@ import {
 } from '../../../problem.js';
 import { loadKernels } from '../../runtime/compile.js';
 import { currentDeviceOrdinal, getCudaContext, onDevice, targetArch } from '../../runtime/context.js';
-import { int32OnDevice } from '../../runtime/int32-cache.js';
+import { int32OnDevice, int32OnDeviceUnchanging } from '../../runtime/int32-cache.js';
 import { type KernelArg, launchKernel, ptr, type ScalarType, structLayout } from '../../runtime/launch.js';
 import {
   beginLaunchGroup,
@@ -503,7 +503,8 @@ export function runDecode(p: AttentionProblem): BackendOutput {
     if (lse) fillDevice32(lse, NEG_INF_BITS);
   }
   // Kept on the device across calls and found again by content (int32-cache.ts): not released here.
-  const table = upload(p.paged?.blockTable ?? null);
+  // The block table is validation's own copy, never changed (api/kv-layout.ts): the same array, the same upload.
+  const table = p.paged ? int32OnDeviceUnchanging(p.paged.blockTable) : null;
   const qOffsets = upload(queryOffsets);
   const kvOffs = upload(kvOffsets);
   const qLens = upload(queryOffsets ? null : p.querySeqLengths);
