@@ -20,6 +20,7 @@
 import { checkKeys, checkOptionsObject, describeValue } from '../../arguments.js';
 import { AttnlabError, DeviceError, InvalidArgumentError } from '../../errors.js';
 import { chooseSgmatLayout } from './sgmat-check.js';
+import type { MatrixShape } from './variant.js';
 
 /** What `attnlab info` and `initWebgpu()` report about the adapter. */
 export interface WebgpuInfo {
@@ -40,23 +41,10 @@ export interface WebgpuInfo {
   /**
    * The subgroup-matrix shape the fast forward uses: f16 operands and an f32 accumulator (Dawn's
    * chromium-experimental-subgroup-matrix with shader-f16; Vulkan's cooperative matrices), M×K
-   * times K×N, or null where the device has no such configuration.
+   * times K×N, with the kernel layout the device check chose (sgmat-check.ts), or null where the
+   * device has no such configuration or no layout passed.
    */
-  readonly subgroupMatrix: {
-    readonly M: number;
-    readonly N: number;
-    readonly K: number;
-    /** Bytes the sgmat kernel's tile rows are padded by (chosen by the device check). */
-    readonly pad?: number;
-    /** q's rows in a workgroup tile rather than in variables (chosen by the device check). */
-    readonly qTile?: boolean;
-    /** K's and V's tiles trade two halves of workgroup memory (chosen by the device check). */
-    readonly pingPong?: boolean;
-    /** The accumulator in a workgroup tile (chosen by the device check). */
-    readonly oTile?: boolean;
-    /** Subgroups a workgroup where the chosen layout sets it. */
-    readonly subgroups?: number;
-  } | null;
+  readonly subgroupMatrix: Omit<MatrixShape, 'sg' | 'keys'> | null;
   /**
    * Why the device's subgroup-matrix shape is not used though it has one: the sgmat kernel is run
    * once on a small problem when the device opens (sgmat-check.ts), and a wrong result drops it.
