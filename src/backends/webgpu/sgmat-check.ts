@@ -227,6 +227,18 @@ export async function runSgmatCheck(
   }
 }
 
+/** The largest difference of an output of the check's problem (T×H) from the float64 result. */
+export function checkOutputError(got: ArrayLike<number>): number {
+  const { q, k, v, scale } = checkInputs();
+  const want = reference(q, k, v, scale);
+  let worst = 0;
+  for (let e = 0; e < T * H; e++) {
+    const d = Math.abs(got[e] - want[e]);
+    if (!(d <= worst)) worst = d;
+  }
+  return worst;
+}
+
 /**
  * Null where the sgmat kernel of `shape` matches the float64 result on this device, else why not
  * (the largest error, or the error Dawn reported).
@@ -239,13 +251,7 @@ export async function checkSgmat(
 ): Promise<string | null> {
   const ran = await runSgmatCheck(device, shape, storageBytes, false, rewrite);
   if (typeof ran === 'string') return ran;
-  const { q, k, v, scale } = checkInputs();
-  const want = reference(q, k, v, scale);
-  let worst = 0;
-  for (let e = 0; e < T * H; e++) {
-    const d = Math.abs(ran.got[e] - want[e]);
-    if (!(d <= worst)) worst = d;
-  }
+  const worst = checkOutputError(ran.got);
   return worst <= BOUND
     ? null
     : `the sgmat kernel's output was off by ${worst.toPrecision(3)} (bound ${BOUND}) on a B=1 T=S=${T} H=${H} check`;

@@ -23,6 +23,7 @@ import {
   sgmatTraceLayout,
   TRACE_SECTIONS,
 } from '../../../../src/backends/webgpu/sgmat-source.js';
+import { TRACE_BOUND } from '../../../../src/backends/webgpu/sgmat-trace.js';
 import type { ForwardVariant, MatrixShape } from '../../../../src/backends/webgpu/variant.js';
 import { variantKey } from '../../../../src/backends/webgpu/variant.js';
 import { emulateSubgroupMatrix } from '../../../support/sgmat-emulation.js';
@@ -180,7 +181,6 @@ fn main() {
       assert.ok(typeof ran !== 'string', String(ran));
       const want = traceExpectation(ran.variant);
       const sections = sgmatTraceLayout(ran.variant);
-      const bound = { ids: 0, q: 0, kTile: 0, kMat: 0, sDirect: 0, sTile: 0, p: 2e-3, acc: 2e-2 };
       for (const name of TRACE_SECTIONS) {
         const { offset, length } = sections[name];
         assert.equal(want[name].length, length, name);
@@ -189,7 +189,7 @@ fn main() {
           if (name === 'ids' && (e % 8 === 2 || e % 8 === 3)) continue;
           const got = (ran.trace as Float64Array)[offset + e];
           assert.ok(
-            Math.abs(got - want[name][e]) <= bound[name],
+            Math.abs(got - want[name][e]) <= TRACE_BOUND[name],
             `${name}[${e}]: ${got} vs ${want[name][e]}`,
           );
         }
