@@ -101,6 +101,12 @@ export interface InitWebgpuOptions {
    * only where both are granted and its device check passes. Default false.
    */
   readonly experimental?: boolean;
+  /**
+   * Node only: more Dawn toggles for dawn.node's create(), in the same enable-dawn-features switch
+   * as the experimental ones (dawn.node keeps only the last switch of a name), e.g.
+   * ['use_vulkan_memory_model'].
+   */
+  readonly dawnToggles?: readonly string[];
 }
 
 /** The Dawn toggles `experimental: true` adds to dawn.node's create(). */
@@ -133,9 +139,13 @@ async function findGpu(options: InitWebgpuOptions): Promise<GPU> {
         `(${error instanceof Error ? error.message : String(error)}); install it with npm install webgpu`,
     );
   }
+  const toggles = [
+    ...(options.experimental ? [EXPERIMENTAL_DAWN_TOGGLES.slice('enable-dawn-features='.length)] : []),
+    ...(options.dawnToggles ?? []),
+  ];
   gpuObject = dawn.create([
     ...(options.dawnOptions ?? []),
-    ...(options.experimental ? [EXPERIMENTAL_DAWN_TOGGLES] : []),
+    ...(toggles.length ? [`enable-dawn-features=${toggles.join(',')}`] : []),
   ]);
   return gpuObject;
 }
@@ -253,9 +263,9 @@ export async function initWebgpu(options: InitWebgpuOptions = {}): Promise<Webgp
   const o = checkOptionsObject<InitWebgpuOptions>(
     'options',
     options,
-    'an object { gpu?, dawnOptions?, powerPreference?, experimental? }',
+    'an object { gpu?, dawnOptions?, powerPreference?, experimental?, dawnToggles? }',
   );
-  checkKeys('options', o, ['gpu', 'dawnOptions', 'powerPreference', 'experimental']);
+  checkKeys('options', o, ['gpu', 'dawnOptions', 'powerPreference', 'experimental', 'dawnToggles']);
   if (o.experimental !== undefined && typeof o.experimental !== 'boolean') {
     throw new InvalidArgumentError('options.experimental', 'a boolean', describeValue(o.experimental));
   }
@@ -274,6 +284,16 @@ export async function initWebgpu(options: InitWebgpuOptions = {}): Promise<Webgp
       'options.dawnOptions',
       'an array of strings',
       describeValue(o.dawnOptions),
+    );
+  }
+  if (
+    o.dawnToggles !== undefined &&
+    !(Array.isArray(o.dawnToggles) && o.dawnToggles.every((x) => typeof x === 'string' && /^\w+$/.test(x)))
+  ) {
+    throw new InvalidArgumentError(
+      'options.dawnToggles',
+      'an array of Dawn toggle names (letters, digits, underscores)',
+      describeValue(o.dawnToggles),
     );
   }
   if (

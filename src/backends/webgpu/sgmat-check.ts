@@ -262,23 +262,40 @@ export async function checkSgmat(
  * single-operation checks never did: rows padded by 16 bytes (no bank conflicts) with q held in
  * variables over the key loop; then that layout with one change each that none of the
  * single-operation checks needed (a plain first product, a prologue without atomics or branches on
- * the invocation, loads fenced by a uniform load after their barrier, K's tile transposed), all four
- * at once, and all four with q and the accumulator in tiles; q in its own tile; K and V trading two
+ * the invocation, loads fenced by a uniform load after their barrier, K's tile transposed, the row
+ * reductions through workgroup memory rather than subgroup shuffles), all five at once, and all five
+ * with q and the accumulator in tiles; q in its own tile; K and V trading two
  * tiles so no matrix load repeats an address from one key tile to the next; both; unpadded rows
  * (128-byte rows at H=64, the single-operation checks' tight layout); rows padded by 64 bytes; q and
  * the accumulator both in tiles, so no matrix outlives a phase.
  */
 export type SgmatLayout = Pick<
   MatrixShape,
-  'pad' | 'qTile' | 'pingPong' | 'oTile' | 'subgroups' | 'mulFirst' | 'flatPrologue' | 'fence' | 'kTransposed'
+  | 'pad'
+  | 'qTile'
+  | 'pingPong'
+  | 'oTile'
+  | 'subgroups'
+  | 'mulFirst'
+  | 'flatPrologue'
+  | 'fence'
+  | 'kTransposed'
+  | 'noShuffle'
 >;
-const ALL_CHANGES = { mulFirst: true, flatPrologue: true, fence: true, kTransposed: true } as const;
+const ALL_CHANGES = {
+  mulFirst: true,
+  flatPrologue: true,
+  fence: true,
+  kTransposed: true,
+  noShuffle: true,
+} as const;
 export const SGMAT_LAYOUTS: readonly SgmatLayout[] = [
   { pad: 16 },
   { pad: 16, mulFirst: true },
   { pad: 16, flatPrologue: true },
   { pad: 16, fence: true },
   { pad: 16, kTransposed: true },
+  { pad: 16, noShuffle: true },
   { pad: 16, ...ALL_CHANGES },
   { pad: 16, qTile: true, oTile: true, subgroups: 2, ...ALL_CHANGES },
   { pad: 16, qTile: true },
@@ -320,6 +337,7 @@ export function layoutName(layout: SgmatLayout): string {
     layout.flatPrologue ? 'flat prologue' : '',
     layout.fence ? 'fenced loads' : '',
     layout.kTransposed ? 'K transposed' : '',
+    layout.noShuffle ? 'no shuffles' : '',
   ]
     .filter(Boolean)
     .join(', ');

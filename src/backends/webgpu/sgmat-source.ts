@@ -84,7 +84,8 @@ export function sgmatStorageBytes(H: number, Hv: number, bc: number, m: MatrixSh
     (m.qTile ? tileLength(br, QS) * 2 : 0) +
     (m.oTile ? tileLength(br, OS) * 4 : 0) +
     br * 8 +
-    36
+    36 +
+    (m.noShuffle ? sgmatSubgroups(m) * m.sg * 4 : 0)
   );
 }
 
@@ -231,8 +232,20 @@ export function sgmatSource(v: ForwardVariant, trace = false): string {
   const range = (n: number) => Array.from({ length: n }, (_, i) => i);
   // Shuffles that combine a row's TPR adjacent invocations.
   const xors = range(Math.log2(TPR)).map((s) => 1 << s);
-  const reduce = (name: string, op: (a: string, b: string) => string) =>
-    xors.map((x) => `${name} = ${op(name, `subgroupShuffleXor(${name}, ${x}u)`)};`).join(' ');
+  // Or, with noShuffle, through workgroup memory (a word an invocation, between barriers), so the
+  // kernel has no subgroup operation besides its matrices. `bits` says whether the value is a u32.
+  const reduce = (name: string, op: (a: string, b: string) => string, bits = false) =>
+    m.noShuffle
+      ? `workgroupBarrier();
+      red[lid] = ${bits ? name : `bitcast<u32>(${name})`};
+      workgroupBarrier();
+      // In the same order on every invocation of the row, so all hold the same sum.
+      ${name} = ${bits ? 'red[r * TPR]' : 'bitcast<f32>(red[r * TPR])'};
+      for (var t = 1u; t < TPR; t++) {
+        let other = red[r * TPR + t];
+        ${name} = ${op(name, bits ? 'other' : 'bitcast<f32>(other)')};
+      }`
+      : xors.map((x) => `${name} = ${op(name, `subgroupShuffleXor(${name}, ${x}u)`)};`).join(' ');
   // Stores result block o{c} to this subgroup's scratch rows, between barriers.
   // The barrier before the store: the previous block's load (or the phase before) is done with the rows.
   // With oTile the accumulator lives in o_tile and block c is already there: only the barriers.
@@ -392,6 +405,7 @@ var<workgroup> tile_flags: atomic<u32>;
 var<workgroup> tile_flags_read: u32;
 /** Never written: zero, read by workgroupUniformLoad where the loads' offsets are fenced. */
 var<workgroup> fence_zero: u32;
+${m.noShuffle ? 'var<workgroup> red: array<u32, WG>;' : ''}
 
 ${v.bias ? loader('load_bias', 'BIAS', v.bias) : ''}
 
@@ -464,7 +478,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
     ${range(QB)
       .map(
         (h) =>
-          `{ let qm = ${qLeft(h)}; subgroupMatrixStore(&p_tile, sg * ${m.M}u * PS + ${h * m.K}u, qm, ${ROW}, PS); }`,
+          `{ let qm: ${left} = ${qLeft(h)}; subgroupMatrixStore(&p_tile, sg * ${m.M}u * PS + ${h * m.K}u, qm, ${ROW}, PS); }`,
       )
       .join('\n    ')}
     workgroupBarrier();
@@ -507,7 +521,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
         ${range(QB)
           .map(
             (h) =>
-              `{ let km = ${kRight(h, '0u')}; subgroupMatrixStore(&p_tile, kb * ${m.N}u * PS + ${h * m.K}u, km, ${COL}, PS); }`,
+              `{ let km: ${right} = ${kRight(h, '0u')}; subgroupMatrixStore(&p_tile, kb * ${m.N}u * PS + ${h * m.K}u, km, ${COL}, PS); }`,
           )
           .join('\n        ')}
       }
@@ -535,7 +549,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
         s_tile[r * SS + k] = x;
       }
       ${reduce('tmax', (a, b) => `max(${a}, ${b})`)}
-      ${reduce('tflags', (a, b) => `${a} | ${b}`)}
+      ${reduce('tflags', (a, b) => `${a} | ${b}`, true)}
       let seen = (flags & 1u) != 0u;
       var m_new = m;
       if ((tflags & 1u) != 0u) {

@@ -100,7 +100,9 @@ export interface BlockFit {
  * candidate partial products over key blocks c and head blocks h (each M×N; q and k are the check's
  * T×H rows): "qk c h" = q(rb, h)·k(c, h)ᵀ, the right products of every key block; "qq c h" =
  * q(rb, h)·q(c, h)ᵀ, q's rows where K's should be (q is staged through K's tile); "kqT c h" = the
- * transpose of q(c, h)·k(rb, h)ᵀ, a block stored or loaded transposed.
+ * transpose of q(c, h)·k(rb, h)ᵀ, a block stored or loaded transposed; "qkB c h" and "qkA c h" =
+ * the product with K's (or q's) K×K operand block transposed, a load that ignored its col_major flag.
+ * The last two need square blocks (M = N = K).
  */
 export function explainScoreBlock(
   got: ArrayLike<number>,
@@ -110,7 +112,7 @@ export function explainScoreBlock(
   inputs: { q: Float64Array; k: Float64Array; H: number; M: number; N: number; K: number },
 ): BlockFit {
   const { q, k, H, M, N, K } = inputs;
-  const kinds = ['qk', 'qq', 'kqT'] as const;
+  const kinds = ['qk', 'qq', 'kqT', 'qkB', 'qkA'] as const;
   const keyBlocks = cols / N;
   const width = kinds.length * keyBlocks * (H / K);
   const names: string[] = [];
@@ -126,7 +128,9 @@ export function explainScoreBlock(
             for (let d = h * K; d < (h + 1) * K; d++) {
               if (kind === 'qk') x += q[(rb * M + i) * H + d] * k[(c * N + j) * H + d];
               else if (kind === 'qq') x += q[(rb * M + i) * H + d] * q[(c * N + j) * H + d];
-              else x += q[(c * M + j) * H + d] * k[(rb * N + i) * H + d];
+              else if (kind === 'kqT') x += q[(c * M + j) * H + d] * k[(rb * N + i) * H + d];
+              else if (kind === 'qkB') x += q[(rb * M + i) * H + d] * k[(c * N + d - h * K) * H + h * K + j];
+              else x += q[(rb * M + d - h * K) * H + h * K + i] * k[(c * N + j) * H + d];
             }
             X[(i * N + j) * width + col] = x;
           }

@@ -95,3 +95,20 @@ describe('the sgmat trace, read on the CPU', () => {
     assert.ok(explainScoreBlock(got, BC, 0, 0, { q, k, H, M, N, K }).residualRel > 0.5);
   });
 });
+
+describe('the sgmat trace fit, operand blocks transposed', () => {
+  it('names a product whose K operand was loaded transposed (col_major ignored)', () => {
+    const got = new Float64Array(ROWS * BC);
+    // Block (0, 2) as Σ_h q(0, h)·B'_h with B'_h[t][j] = k[2·N + t][h·K + j].
+    for (let i = 0; i < M; i++)
+      for (let j = 0; j < N; j++) {
+        let x = 0;
+        for (let h = 0; h < H / K; h++)
+          for (let t = 0; t < K; t++) x += q[i * H + h * K + t] * k[(2 * N + t) * H + h * K + j];
+        got[i * BC + 2 * N + j] = x;
+      }
+    const fit = explainScoreBlock(got, BC, 0, 2, { q, k, H, M, N, K });
+    assert.ok(fit.residualRel < 1e-6, JSON.stringify(fit));
+    assert.deepEqual(fit.terms, { 'qkB 2 0': 1, 'qkB 2 1': 1, 'qkB 2 2': 1, 'qkB 2 3': 1 });
+  });
+});
