@@ -3,9 +3,10 @@
  * adapter, inputs and shape: issue #44's peer. jax-js (@jax-js/jax) looks for navigator.gpu and
  * WebGPU's globals (GPUBufferUsage…), which the `webgpu` package provides (`create`, `globals`);
  * its einsum parser calls ES2025 iterator helpers (`matchAll(…).map`), which Node < 22 lacks:
- * core-js's iterator polyfill supplies them. Neither package is a dependency of attnlab: `--modules
- * <dir>` names a node_modules folder that holds @jax-js/jax and core-js (npm install
- * @jax-js/jax@0.1.25 core-js@3 there), else they are looked up beside the repository's own.
+ * installIteratorHelpers() below adds the ones jax-js calls where they are missing (core-js has them
+ * all, in 16 MB). jax-js is not a dependency of attnlab: `--modules <dir>` names a node_modules
+ * folder that holds @jax-js/jax (scripts/webgpu-peers.sh prepares one), else it is looked up beside
+ * the repository's own.
  *
  * jax-js's attention is unfused (an einsum, a softmax, an einsum: a B·N·T·S score array), so at
  * the issue's shape (B=4 T=S=4096 N=16 H=128, 2 GiB of f16 scores) it may exceed the device's
@@ -47,19 +48,7 @@ if (!existsSync(jaxEntry)) {
   });
   process.exit(0);
 }
-const iteratorProto = Object.getPrototypeOf(Object.getPrototypeOf([][Symbol.iterator]())) as {
-  map?: unknown;
-};
-if (typeof iteratorProto.map !== 'function') {
-  const polyfill = join(modules, 'core-js/actual/iterator/index.js');
-  if (!existsSync(polyfill)) {
-    row({
-      skipped: `Node ${process.version} lacks iterator helpers and core-js is not installed under ${modules}`,
-    });
-    process.exit(0);
-  }
-  await import(pathToFileURL(polyfill).href);
-}
+installIteratorHelpers();
 const dawn = (await import('webgpu')) as unknown as {
   create(o: string[]): GPU;
   globals: Record<string, unknown>;
@@ -159,3 +148,78 @@ for (const causal of [false, true]) {
   }
 }
 process.exit(0);
+
+/**
+ * ES2025's iterator helpers on %IteratorPrototype% where the runtime lacks them (Node < 22): lazy
+ * map, filter, take, drop and flatMap, and reduce, toArray, forEach, some, every, find, as the
+ * proposal defines them for the cases jax-js uses (a callback with the value and its index).
+ */
+function installIteratorHelpers(): void {
+  const proto = Object.getPrototypeOf(Object.getPrototypeOf([][Symbol.iterator]())) as Record<
+    string,
+    unknown
+  >;
+  if (typeof proto.map === 'function') return;
+  type It = Iterator<unknown> & Iterable<unknown>;
+  const define = (name: string, fn: (this: It, ...a: never[]) => unknown) =>
+    Object.defineProperty(proto, name, { value: fn, writable: true, configurable: true });
+  function* mapped(it: It, f: (x: unknown, i: number) => unknown) {
+    let i = 0;
+    for (const x of { [Symbol.iterator]: () => it }) yield f(x, i++);
+  }
+  function* filtered(it: It, f: (x: unknown, i: number) => unknown) {
+    let i = 0;
+    for (const x of { [Symbol.iterator]: () => it }) if (f(x, i++)) yield x;
+  }
+  function* taken(it: It, n: number) {
+    if (n <= 0) return;
+    let i = 0;
+    for (const x of { [Symbol.iterator]: () => it }) {
+      yield x;
+      if (++i >= n) return;
+    }
+  }
+  function* dropped(it: It, n: number) {
+    let i = 0;
+    for (const x of { [Symbol.iterator]: () => it }) if (i++ >= n) yield x;
+  }
+  function* flat(it: It, f: (x: unknown, i: number) => Iterable<unknown>) {
+    let i = 0;
+    for (const x of { [Symbol.iterator]: () => it }) yield* f(x, i++);
+  }
+  const all = (it: It) => Array.from({ [Symbol.iterator]: () => it });
+  define('map', function (f: never) {
+    return mapped(this, f);
+  });
+  define('filter', function (f: never) {
+    return filtered(this, f);
+  });
+  define('take', function (n: never) {
+    return taken(this, n);
+  });
+  define('drop', function (n: never) {
+    return dropped(this, n);
+  });
+  define('flatMap', function (f: never) {
+    return flat(this, f);
+  });
+  define('toArray', function () {
+    return all(this);
+  });
+  define('forEach', function (f: (x: unknown, i: number) => void) {
+    for (const [i, x] of all(this).entries()) f(x, i);
+  });
+  define('some', function (f: (x: unknown, i: number) => boolean) {
+    return all(this).some((x, i) => f(x, i));
+  });
+  define('every', function (f: (x: unknown, i: number) => boolean) {
+    return all(this).every((x, i) => f(x, i));
+  });
+  define('find', function (f: (x: unknown, i: number) => boolean) {
+    return all(this).find((x, i) => f(x, i));
+  });
+  define('reduce', function (f: (a: unknown, x: unknown, i: number) => unknown, ...init: unknown[]) {
+    const xs = all(this);
+    return init.length ? xs.reduce((a, x, i) => f(a, x, i), init[0]) : xs.reduce((a, x, i) => f(a, x, i));
+  });
+}
