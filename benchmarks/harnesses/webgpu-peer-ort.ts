@@ -15,7 +15,7 @@
  * includes copying the inputs in and the output out, reported with the upload-free attnlab figure
  * and a figure for ORT's copy alone). One JSON line a row.
  * Run: node --import tsx benchmarks/harnesses/webgpu-peer-ort.ts [--modules dir] [--reps 5] [--small]
- *   [--dtype float32]
+ *   [--dtype float32] [--ep cpu]
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -33,6 +33,8 @@ const reps = Number(option('--reps') ?? 5);
 const small = args.includes('--small');
 const dtype = option('--dtype') === 'float32' ? 'float32' : 'float16';
 const modules = resolve(option('--modules') ?? 'node_modules');
+// --ep cpu runs the same graph on ORT's CPU provider: a check of the graph, not a peer.
+const ep = option('--ep') ?? 'webgpu';
 const row = (fields: Record<string, unknown>) => process.stdout.write(`${JSON.stringify(fields)}\n`);
 
 function median(xs: number[]): number {
@@ -157,11 +159,11 @@ for (const causal of [false, true]) {
     let got: ArrayLike<number>;
     try {
       session = await ort.InferenceSession.create(mhaModel(B, T, N, H, elem, causal), {
-        executionProviders: ['webgpu'],
+        executionProviders: [ep],
       });
       got = (await session.run(feeds)).o.data;
     } catch (error) {
-      row({ ...shape, impl: 'onnxruntime-webgpu', error: String(error).split('\n')[0] });
+      row({ ...shape, impl: `onnxruntime-${ep}`, error: String(error).split('\n')[0] });
       continue;
     }
     const toNumber = (x: number) => (dtype === 'float16' ? decodeHalf(x) : x);
@@ -218,7 +220,7 @@ for (const causal of [false, true]) {
     const ourCopyMs = median(copyTimes);
     row({
       ...shape,
-      impl: 'onnxruntime-webgpu',
+      impl: `onnxruntime-${ep}`,
       ms: ortMs,
       tflops: flops / ortMs / 1e9,
       vsAttnlab,
