@@ -6,8 +6,9 @@
 # with the Dawn toggles of $3 if given, ≤ 40 s), ceilings (the bare-kernel ceilings of
 # benchmarks/harnesses/webgpu-ceilings.ts, ≤ 55 s), sgmat-checks (the subgroup-matrix operations one by
 # one, benchmarks/harnesses/webgpu-sgmat-checks.ts, ≤ 55 s), trace (the sgmat kernel traced,
-# benchmarks/harnesses/webgpu-sgmat-trace.ts, ≤ 85 s), bench (attnlab bench --impl webgpu,flash on the
-# forward shape, ≤ 55 s), or all (default: all but timing-forward, bench, ceilings and trace).
+# benchmarks/harnesses/webgpu-sgmat-trace.ts, ≤ 85 s), peers (onnxruntime-node's WebGPU provider and
+# jax-js beside attnlab, from a carried .peers/, ≤ 85 s), bench (attnlab bench --impl webgpu,flash on the
+# forward shape, ≤ 55 s), or all (default: all but timing-forward, peers, bench, ceilings and trace).
 # ATTNLAB_WEBGPU_EXPERIMENTAL=1 in the environment opens the device with Dawn's experimental
 # features and f16 on NVIDIA (the subgroup-matrix kernel).
 # Usage, from the repo root: bash .device/on-gpu.sh bash scripts/webgpu-gpu.sh "$OUT/webgpu" suite
@@ -112,6 +113,14 @@ if [ "$stage" = timing-forward ]; then
   timeout 40 node --import tsx scripts/webgpu-timing.ts --reps 3 --only forward ${3:+--toggles "$3"} > "$out/timing-forward${3:+-$3}.jsonl" 2> "$out/timing-forward.err"
   echo "rc=$?" >> "$out/timing-forward.err"
   kill "$clocks_pid" 2>/dev/null
+fi
+# The peers in Node (benchmarks/harnesses/webgpu-peer-ort.ts, webgpu-peer-jaxjs.ts) from .peers/node_modules
+# (scripts/webgpu-peers.sh; carried), ≤ 45 + 40 s.
+if [ "$stage" = peers ]; then
+  timeout 45 node --import tsx benchmarks/harnesses/webgpu-peer-ort.ts --modules .peers/node_modules --reps 3 > "$out/peer-ort.jsonl" 2> "$out/peer-ort.err"
+  echo "rc=$?" >> "$out/peer-ort.err"
+  timeout 40 node --import tsx benchmarks/harnesses/webgpu-peer-jaxjs.ts --modules .peers/node_modules --reps 3 > "$out/peer-jaxjs.jsonl" 2> "$out/peer-jaxjs.err"
+  echo "rc=$?" >> "$out/peer-jaxjs.err"
 fi
 if [ "$stage" = bench ]; then
   timeout 55 node --import tsx src/cli/bin.ts bench --impl webgpu,flash --batch 4 --seq 4096 --heads 16 \
