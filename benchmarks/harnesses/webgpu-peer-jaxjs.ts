@@ -21,11 +21,11 @@
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { attention } from '../../src/api/attention.js';
 import { problemFlops } from '../../src/backends/problem.js';
-import { EXPERIMENTAL_DAWN_TOGGLES, initWebgpu, webgpuContext } from '../../src/backends/webgpu/runtime.js';
+import { EXPERIMENTAL_DAWN_TOGGLES, initWebgpu } from '../../src/backends/webgpu/runtime.js';
 import { seededInput } from '../../src/bench/measure.js';
 import { config } from '../../src/config.js';
+import { attnlabBeside, maxDifference, median } from './webgpu-peer-attnlab.js';
 
 const args = process.argv.slice(2);
 const option = (name: string) => (args.includes(name) ? args[args.indexOf(name) + 1] : undefined);
@@ -35,11 +35,6 @@ const small = args.includes('--small');
 const dtype = option('--dtype') === 'float32' ? 'float32' : 'float16';
 const modules = resolve(option('--modules') ?? 'node_modules');
 const row = (fields: Record<string, unknown>) => process.stdout.write(`${JSON.stringify(fields)}\n`);
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)];
-}
 
 const jaxEntry = join(modules, '@jax-js/jax/dist/index.js');
 if (!existsSync(jaxEntry)) {
@@ -104,16 +99,7 @@ for (const causal of [false, true]) {
       for (const x of [q, k, v]) x.dispose();
       continue;
     }
-    // attnlab's webgpu forward on the same inputs: the reference for jax-js's output, and its time.
-    const [aq, ak, av] = host.map((t) => t.to('webgpu'));
-    const first = attention(aq, ak, av, { isCausal: causal, implementation: 'webgpu' });
-    const ours = await first.output.toFloat64ArrayAsync();
-    first.output.dispose();
-    let vsAttnlab = 0;
-    for (let i = 0; i < ours.length; i++) {
-      const d = Math.abs(jaxOut[i] - ours[i]);
-      if (!(d <= vsAttnlab)) vsAttnlab = d;
-    }
+    const ours = await attnlabBeside(host, causal, reps);
     const jaxTimes: number[] = [];
     for (let r = 0; r < reps; r++) {
       const start = performance.now();
@@ -122,28 +108,23 @@ for (const causal of [false, true]) {
       jaxTimes.push(performance.now() - start);
       o.dispose();
     }
-    const { device } = webgpuContext();
-    const ourTimes: number[] = [];
-    for (let r = 0; r <= reps; r++) {
-      const start = performance.now();
-      const out = attention(aq, ak, av, { isCausal: causal, implementation: 'webgpu' });
-      await device.queue.onSubmittedWorkDone();
-      if (r > 0) ourTimes.push(performance.now() - start);
-      out.output.dispose();
-    }
     const jaxMs = median(jaxTimes);
-    const ourMs = median(ourTimes);
-    row({ ...shape, impl: 'jax-js', ms: jaxMs, tflops: flops / jaxMs / 1e9, vsAttnlab });
+    row({
+      ...shape,
+      impl: 'jax-js',
+      ms: jaxMs,
+      tflops: flops / jaxMs / 1e9,
+      vsAttnlab: maxDifference(jaxOut, ours.output),
+    });
     row({
       ...shape,
       impl: 'webgpu',
-      variant: first.variant,
-      ms: ourMs,
-      tflops: flops / ourMs / 1e9,
-      speedup: jaxMs / ourMs,
+      variant: ours.variant,
+      ms: ours.ms,
+      tflops: flops / ours.ms / 1e9,
+      speedup: jaxMs / ours.ms,
     });
     for (const x of [q, k, v]) x.dispose();
-    for (const t of [aq, ak, av]) t.dispose();
     break;
   }
 }

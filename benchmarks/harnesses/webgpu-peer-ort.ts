@@ -22,10 +22,11 @@ import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { attention } from '../../src/api/attention.js';
 import { problemFlops } from '../../src/backends/problem.js';
-import { initWebgpu, webgpuContext } from '../../src/backends/webgpu/runtime.js';
+import { initWebgpu } from '../../src/backends/webgpu/runtime.js';
 import { seededInput } from '../../src/bench/measure.js';
 import { config } from '../../src/config.js';
 import { encodeValue } from '../../src/tensor/dtype.js';
+import { attnlabBeside, maxDifference, median } from './webgpu-peer-attnlab.js';
 
 const args = process.argv.slice(2);
 const option = (name: string) => (args.includes(name) ? args[args.indexOf(name) + 1] : undefined);
@@ -36,11 +37,6 @@ const modules = resolve(option('--modules') ?? 'node_modules');
 // --ep cpu runs the same graph on ORT's CPU provider: a check of the graph, not a peer.
 const ep = option('--ep') ?? 'webgpu';
 const row = (fields: Record<string, unknown>) => process.stdout.write(`${JSON.stringify(fields)}\n`);
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)];
-}
 
 // ---- ONNX protobuf, the few messages a one-node model needs (onnx.proto3 field numbers) ----
 type Field = [number, 'varint', number] | [number, 'bytes', Uint8Array | string];
@@ -167,15 +163,8 @@ for (const causal of [false, true]) {
       continue;
     }
     const toNumber = (x: number) => (dtype === 'float16' ? decodeHalf(x) : x);
-    const [aq, ak, av] = host.map((t) => t.to('webgpu'));
-    const first = attention(aq, ak, av, { isCausal: causal, implementation: 'webgpu' });
-    const ours = await first.output.toFloat64ArrayAsync();
-    first.output.dispose();
-    let vsAttnlab = 0;
-    for (let i = 0; i < ours.length; i++) {
-      const d = Math.abs(toNumber(got[i]) - ours[i]);
-      if (!(d <= vsAttnlab)) vsAttnlab = d;
-    }
+    const values = Float64Array.from({ length: got.length }, (_, i) => toNumber(got[i]));
+    const ours = await attnlabBeside(host, causal, reps);
     // Both against the float64 reference where it is cheap (the small shapes).
     let vsReference: { ort: number; attnlab: number } | null = null;
     if (B * N * T * T <= 2 ** 22) {
@@ -183,11 +172,7 @@ for (const causal of [false, true]) {
         isCausal: causal,
         implementation: 'reference',
       }).output.toFloat64Array();
-      vsReference = { ort: 0, attnlab: 0 };
-      for (let i = 0; i < want.length; i++) {
-        vsReference.ort = Math.max(vsReference.ort, Math.abs(toNumber(got[i]) - want[i]));
-        vsReference.attnlab = Math.max(vsReference.attnlab, Math.abs(ours[i] - want[i]));
-      }
+      vsReference = { ort: maxDifference(values, want), attnlab: maxDifference(ours.output, want) };
     }
     const ortTimes: number[] = [];
     for (let r = 0; r < reps; r++) {
@@ -196,46 +181,25 @@ for (const causal of [false, true]) {
       ortTimes.push(performance.now() - start);
     }
     await session.release();
-    const { device } = webgpuContext();
-    const ourTimes: number[] = [];
-    for (let r = 0; r <= reps; r++) {
-      const start = performance.now();
-      const out = attention(aq, ak, av, { isCausal: causal, implementation: 'webgpu' });
-      await device.queue.onSubmittedWorkDone();
-      if (r > 0) ourTimes.push(performance.now() - start);
-      out.output.dispose();
-    }
-    // attnlab with the same copies as ORT's run: the inputs uploaded and the output read back.
-    const copyTimes: number[] = [];
-    for (let r = 0; r < reps; r++) {
-      const start = performance.now();
-      const [q, k, v] = host.map((t) => t.to('webgpu'));
-      const out = attention(q, k, v, { isCausal: causal, implementation: 'webgpu' });
-      await out.output.toFloat64ArrayAsync();
-      copyTimes.push(performance.now() - start);
-      for (const t of [q, k, v, out.output]) t.dispose();
-    }
     const ortMs = median(ortTimes);
-    const ourMs = median(ourTimes);
-    const ourCopyMs = median(copyTimes);
     row({
       ...shape,
       impl: `onnxruntime-${ep}`,
       ms: ortMs,
       tflops: flops / ortMs / 1e9,
-      vsAttnlab,
+      vsAttnlab: maxDifference(values, ours.output),
       vsReference,
     });
+    // ORT's run copies the inputs in and the output out: attnlab's figure with the same copies beside it.
     row({
       ...shape,
       impl: 'webgpu',
-      variant: first.variant,
-      ms: ourMs,
-      tflops: flops / ourMs / 1e9,
-      msWithCopies: ourCopyMs,
-      speedupWithCopies: ortMs / ourCopyMs,
+      variant: ours.variant,
+      ms: ours.ms,
+      tflops: flops / ours.ms / 1e9,
+      msWithCopies: ours.msWithCopies,
+      speedupWithCopies: ortMs / ours.msWithCopies,
     });
-    for (const t of [aq, ak, av]) t.dispose();
     break;
   }
 }

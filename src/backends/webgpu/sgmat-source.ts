@@ -26,7 +26,7 @@
  * key outputs zeros with lse −inf.
  */
 import { bindings, type ForwardVariant, type MatrixShape } from './variant.js';
-import { loader, PAGED_ROW, PARAMS_STRUCT, WGSL_FUNCTIONS } from './wgsl.js';
+import { loader, PAGED_ROW, PARAMS_STRUCT, ROW_RANGE, WGSL_FUNCTIONS } from './wgsl.js';
 
 export type { MatrixShape } from './variant.js';
 
@@ -319,24 +319,6 @@ export function sgmatSource(v: ForwardVariant, trace = false): string {
         : `s = subgroupMatrixMultiplyAccumulate(${qLeft(h, 'fk')}, ${kRight(h, 'fk')}, s);`,
     )
     .join('\n      ');
-  // The range of keys row i sees: [lo, hi) (src/backends/cpu/visibility.ts states the rule).
-  const rowRange = `fn row_range(i: u32, t_len: i32, s_len: i32) -> vec2i {
-  var lo = 0;
-  var hi = 0;
-  if (i < P.T && i32(i) < t_len) {
-    hi = s_len;
-    var diagonal = i32(i);
-    if (P.bottom_right != 0u) { diagonal += s_len - t_len; }
-    if (P.causal != 0u) { hi = min(hi, diagonal + 1); }
-    if (P.has_window != 0u) {
-      lo = max(lo, diagonal - P.win_left);
-      hi = min(hi, diagonal + P.win_right + 1);
-    }
-    lo = max(lo, 0);
-    hi = max(hi, 0);
-  }
-  return vec2i(lo, hi);
-}`;
   // The workgroup's key range: through atomics and workgroup memory, or (flatPrologue) by every
   // invocation over the BR rows, with no branch on the invocation before the first matrix operation.
   const prologue = m.flatPrologue
@@ -417,7 +399,7 @@ fn non_finite2(w: u32) -> bool { return (w & 0x7c00u) == 0x7c00u || (w & 0x7c000
 ${put8('put8', 'kv_tile')}
 ${m.kTransposed ? put8('put8_t', 'kv_tile', 'KTS') : ''}
 ${m.qTile ? put8('put8_q', 'q_tile') : ''}
-${rowRange}
+${ROW_RANGE}
 
 fn kv_row(b: u32, j: u32) -> u32 {
   ${v.paged ? PAGED_ROW : v.packedKv ? 'return u32(OFFS[P.B + 1u + b]) + j;' : 'return b * P.S + j;'}
