@@ -264,7 +264,7 @@ export async function checkSgmat(
  * single-operation checks needed (a plain first product, a prologue without atomics or branches on
  * the invocation, loads fenced by a uniform load after their barrier, K's tile transposed, the row
  * reductions through workgroup memory rather than subgroup shuffles), all five at once, and all five
- * with q and the accumulator in tiles; q in its own tile; K and V trading two
+ * with q and the accumulator in tiles; one subgroup a workgroup; q in its own tile; K and V trading two
  * tiles so no matrix load repeats an address from one key tile to the next; both; unpadded rows
  * (128-byte rows at H=64, the single-operation checks' tight layout); rows padded by 64 bytes; q and
  * the accumulator both in tiles, so no matrix outlives a phase.
@@ -298,6 +298,8 @@ export const SGMAT_LAYOUTS: readonly SgmatLayout[] = [
   { pad: 16, noShuffle: true },
   { pad: 16, ...ALL_CHANGES },
   { pad: 16, qTile: true, oTile: true, subgroups: 2, ...ALL_CHANGES },
+  // One subgroup a workgroup (16 query rows): no other subgroup's stores to race with its loads.
+  { pad: 16, subgroups: 1 },
   { pad: 16, qTile: true },
   { pad: 16, pingPong: true },
   // Two subgroups (32 query rows) a workgroup: with both tiles 4 would not fit 48 KiB at H=128.
