@@ -2,10 +2,13 @@
 # The webgpu backend on the GPU machine's NVIDIA Vulkan driver: the correctness suites, then the
 # timings of scripts/webgpu-timing.ts. Logs go to $1 (default ./webgpu-gpu-out); $2 picks the
 # stage: device (info and device tests, ≤ 50 s), suite, nan and suite-extra (≤ 55 s each), backward and
-# backward-extra (the backward suite, ≤ 55 s each), timing (≤ 55 s), ceilings (the bare-kernel
-# ceilings of benchmarks/harnesses/webgpu-ceilings.ts, ≤ 55 s), sgmat-checks (the subgroup-matrix
-# operations one by one, benchmarks/harnesses/webgpu-sgmat-checks.ts, ≤ 55 s), bench (attnlab bench --impl
-# webgpu,flash on the forward shape, ≤ 55 s), or all (default: all but bench and ceilings).
+# backward-extra (the backward suite, ≤ 55 s each), timing (≤ 55 s), timing-forward (the forward alone,
+# with the Dawn toggles of $3 if given, ≤ 40 s), ceilings (the bare-kernel ceilings of
+# benchmarks/harnesses/webgpu-ceilings.ts, ≤ 55 s), sgmat-checks (the subgroup-matrix operations one by
+# one, benchmarks/harnesses/webgpu-sgmat-checks.ts, ≤ 55 s), trace (the sgmat kernel traced,
+# benchmarks/harnesses/webgpu-sgmat-trace.ts, ≤ 85 s), peers (onnxruntime-node's WebGPU provider and
+# jax-js beside attnlab, from a carried .peers/, ≤ 85 s), bench (attnlab bench --impl webgpu,flash on the
+# forward shape, ≤ 55 s), or all (default: all but timing-forward, peers, bench, ceilings and trace).
 # ATTNLAB_WEBGPU_EXPERIMENTAL=1 in the environment opens the device with Dawn's experimental
 # features and f16 on NVIDIA (the subgroup-matrix kernel).
 # Usage, from the repo root: bash .device/on-gpu.sh bash scripts/webgpu-gpu.sh "$OUT/webgpu" suite
@@ -89,6 +92,35 @@ fi
 if [ "$stage" = sgmat-checks ]; then
   timeout 55 node --import tsx benchmarks/harnesses/webgpu-sgmat-checks.ts > "$out/sgmat-checks.jsonl" 2> "$out/sgmat-checks.err"
   echo "rc=$?" >> "$out/sgmat-checks.err"
+fi
+# The sgmat kernel traced in every layout of the device check (benchmarks/harnesses/webgpu-sgmat-trace.ts,
+# ≤ 50 s), then its first layout and the two with every candidate change under Dawn toggles that change the
+# generated SPIR-V (the Vulkan memory model, no robustness transform, no workgroup zeroing; ≤ 9 s each), and
+# one layout with dump_shaders (whatever Dawn prints of the SPIR-V; ≤ 6 s).
+if [ "$stage" = trace ]; then
+  timeout 50 node --import tsx benchmarks/harnesses/webgpu-sgmat-trace.ts --raw "$out/trace-raw" > "$out/trace.jsonl" 2> "$out/trace.err"
+  echo "rc=$?" >> "$out/trace.err"
+  for t in use_vulkan_memory_model disable_robustness use_vulkan_memory_model,disable_robustness disable_workgroup_init; do
+    timeout 9 node --import tsx benchmarks/harnesses/webgpu-sgmat-trace.ts --toggles "$t" --layouts 0,6,7 >> "$out/trace-toggles.jsonl" 2>> "$out/trace-toggles.err"
+    echo "toggles=$t rc=$?" >> "$out/trace-toggles.err"
+  done
+  timeout 6 node --import tsx benchmarks/harnesses/webgpu-sgmat-trace.ts --toggles dump_shaders,disable_symbol_renaming --layouts 0 > "$out/dump-shaders.log" 2>&1
+  echo "rc=$?" >> "$out/dump-shaders.log"
+fi
+# The forward alone (≤ 40 s), with the Dawn toggles given in $3 if any (e.g. use_vulkan_memory_model).
+if [ "$stage" = timing-forward ]; then
+  sample_clocks timing-forward
+  timeout 40 node --import tsx scripts/webgpu-timing.ts --reps 3 --only forward ${3:+--toggles "$3"} > "$out/timing-forward${3:+-$3}.jsonl" 2> "$out/timing-forward.err"
+  echo "rc=$?" >> "$out/timing-forward.err"
+  kill "$clocks_pid" 2>/dev/null
+fi
+# The peers in Node (benchmarks/harnesses/webgpu-peer-ort.ts, webgpu-peer-jaxjs.ts) from .peers/node_modules
+# (scripts/webgpu-peers.sh; carried), ≤ 45 + 40 s.
+if [ "$stage" = peers ]; then
+  timeout 45 node --import tsx benchmarks/harnesses/webgpu-peer-ort.ts --modules .peers/node_modules --reps 3 > "$out/peer-ort.jsonl" 2> "$out/peer-ort.err"
+  echo "rc=$?" >> "$out/peer-ort.err"
+  timeout 40 node --import tsx benchmarks/harnesses/webgpu-peer-jaxjs.ts --modules .peers/node_modules --reps 3 > "$out/peer-jaxjs.jsonl" 2> "$out/peer-jaxjs.err"
+  echo "rc=$?" >> "$out/peer-jaxjs.err"
 fi
 if [ "$stage" = bench ]; then
   timeout 55 node --import tsx src/cli/bin.ts bench --impl webgpu,flash --batch 4 --seq 4096 --heads 16 \

@@ -14,7 +14,7 @@
  * (timestamp queries are not used: SwiftShader and some drivers quantise them). Inputs are
  * bench's seeded blocks tiled along the sequence (seededInput): drawing 268M normals for the
  * decode cache would take V8 ~90 s. Run:
- *   node --import tsx scripts/webgpu-timing.ts [--reps 5] [--small]
+ *   node --import tsx scripts/webgpu-timing.ts [--reps 5] [--small] [--only forward] [--toggles a,b]
  * `--small` shrinks every size 4× per dimension, for a software adapter.
  */
 import { attention } from '../src/api/attention.js';
@@ -87,7 +87,12 @@ function row(fields: Record<string, unknown>): void {
   process.stdout.write(`${JSON.stringify(fields)}\n`);
 }
 
-const info = await initWebgpu({ experimental: config().webgpuExperimental });
+// --toggles a,b: more Dawn toggles (e.g. use_vulkan_memory_model), with the experimental ones;
+// --only forward (or copy, decode, backward): that part alone.
+const only = args.includes('--only') ? args[args.indexOf('--only') + 1] : null;
+const want = (part: string) => only === null || only === part;
+const toggles = args.includes('--toggles') ? args[args.indexOf('--toggles') + 1].split(',') : [];
+const info = await initWebgpu({ experimental: config().webgpuExperimental, dawnToggles: toggles });
 row({
   adapter: [info.vendor, info.architecture, info.description].filter(Boolean).join(' '),
   features: info.features,
@@ -98,7 +103,7 @@ row({
 const cuda = cudaAvailable().ok;
 
 // copy bandwidth
-{
+if (want('copy')) {
   const { device, info: i } = webgpuContext();
   const size = Math.min(small ? 64 << 20 : 1 << 30, i.limits.maxBufferSize);
   const usage = USAGE.STORAGE | USAGE.COPY_SRC | USAGE.COPY_DST;
@@ -119,7 +124,7 @@ const cuda = cudaAvailable().ok;
 }
 
 // decode
-{
+if (want('decode')) {
   const [B, S, N, K, H] = [shrink(8), shrink(32768), shrink(32), shrink(8), 128];
   const q = seededInput([B, 1, N, H], 4, 'float16');
   const kv = [5, 6].map((seed) => seededInput([B, S, K, H], seed, 'float16'));
@@ -211,7 +216,7 @@ const cuda = cudaAvailable().ok;
 }
 
 // forward
-{
+if (want('forward')) {
   const [B, T, N, H] = [shrink(4), shrink(4096), shrink(16), 128];
   const host = [1, 2, 3].map((seed) => seededInput([B, T, N, H], seed, 'float16'));
   for (const causal of [false, true]) {
@@ -297,7 +302,7 @@ const cuda = cudaAvailable().ok;
 }
 
 // backward: the three kernels of the webgpu backward (dq, dkdv), against CUDA flash's backward
-{
+if (want('backward')) {
   const [B, T, N, H] = [1, shrink(2048), shrink(8), 128];
   const host = [1, 2, 3, 4].map((seed) => seededInput([B, T, N, H], seed, 'float16'));
   const flops = attentionBackwardFlops({ B, T, S: T, N, H, causal: false });

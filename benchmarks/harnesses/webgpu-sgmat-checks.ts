@@ -13,21 +13,12 @@
  *   bitcast-fill      A written through bitcast<vec4<f16>> of packed words (the bitcast the kernel's
  *                     tile staging does without)
  *   accumulate-8      eight products accumulated into one result (the H/K chain of the scores)
- *   sgmat kernel      the whole kernel on the device check's problem (sgmat-check.ts), 64- and
- *                     32-key tiles, tile rows padded by 16 bytes and by 64 (aligned to 64)
  *
  * Every check runs in each of the 4 subgroups of a 4·SG workgroup, on its own operands.
  * Run: ATTNLAB_WEBGPU_EXPERIMENTAL=1 node --import tsx benchmarks/harnesses/webgpu-sgmat-checks.ts
  */
 import { USAGE } from '../../src/backends/webgpu/memory.js';
 import { initWebgpu, webgpuContext } from '../../src/backends/webgpu/runtime.js';
-import {
-  checkSgmat,
-  layoutName,
-  probeExpectation,
-  runSgmatCheck,
-  SGMAT_LAYOUTS,
-} from '../../src/backends/webgpu/sgmat-check.js';
 import { config } from '../../src/config.js';
 
 const info = await initWebgpu({ experimental: config().webgpuExperimental });
@@ -521,40 +512,5 @@ for (const st of steps) {
     row({ step: st.name, adds: st.adds, maxError: worst, badSubgroups });
   } catch (error) {
     row({ step: st.name, adds: st.adds, error: String(error) });
-  }
-}
-
-// The whole sgmat kernel on the device check's problem (sgmat-check.ts) in each layout the check
-// tries, with 64- and 32-key tiles: the output's error (failure null is a pass), then, where the
-// 64-key kernel fails, each probe
-// (the first key tile of workgroup 0 after B, C and D) against the CPU's, with the 16×16 blocks
-// that differ (row block, column block), so a failure names its phase and its blocks.
-const PROBE_BOUND = { scores: 0, p: 2e-3, acc: 2e-2 } as const;
-for (const layout of SGMAT_LAYOUTS) {
-  for (const keys of [64, 32]) {
-    const shape = { M, N, K, sg: SG, keys, ...layout };
-    const storage = info.limits.maxComputeWorkgroupStorageSize;
-    const name = `sgmat kernel, ${layoutName(layout)}, ${keys}-key tiles`;
-    const failure = await checkSgmat(device, shape, storage);
-    const probes: Record<string, unknown> = {};
-    // The probes where the check fails, on one tile size a layout (each is a pipeline to build).
-    for (const probe of failure !== null && keys === 64 ? (['scores', 'p', 'acc'] as const) : []) {
-      const ran = await runSgmatCheck(device, shape, storage, probe);
-      if (typeof ran === 'string') {
-        probes[probe] = ran;
-        continue;
-      }
-      const cols = probe === 'acc' ? ran.got.length / ran.rows : ran.bc;
-      const want = probeExpectation(probe, ran.rows, ran.bc);
-      let worst = 0;
-      const bad = new Set<string>();
-      for (let e = 0; e < want.length; e++) {
-        const d = Math.abs(ran.got[e] - want[e]);
-        if (!(d <= worst)) worst = d;
-        if (!(d <= PROBE_BOUND[probe])) bad.add(`${Math.floor(e / cols / M)},${Math.floor((e % cols) / N)}`);
-      }
-      probes[probe] = { maxError: worst, badBlocks: [...bad].slice(0, 24), badBlockCount: bad.size };
-    }
-    row({ check: name, failure, ...probes });
   }
 }

@@ -92,7 +92,7 @@ export function emulateSubgroupMatrix(code: string, options: { f32Only?: boolean
   // Stores: the stored value's type is read from the declarations of the variables stored.
   const declared = new Map<string, string>();
   for (const m of out.matchAll(
-    /\b(?:var|let)\s+(\w+)\s*(?::\s*(\w+)\s*)?=\s*(?:(Sm_\w+)\(|(sm_load_\w+)\()/g,
+    /\b(?:var|let)\s+(\w+)\s*(?::\s*(Sm_\w+)\s*=|=\s*(?:(Sm_\w+)\(|(sm_load_\w+)\())/g,
   )) {
     const type = m[2] ?? m[3] ?? (m[4] ? loaded.get(m[4]) : undefined);
     if (type) declared.set(m[1], type);

@@ -25,7 +25,7 @@ export function webgpuSkipReason(): Promise<string | null> {
         console.log(
           `# webgpu: ${info.description || info.vendor} (${info.backend}); features ${info.features.join(' ')}; ` +
             `subgroup sizes ${info.subgroupSizes.min}–${info.subgroupSizes.max}; subgroup matrix ` +
-            `${info.subgroupMatrix ? `f16 ${info.subgroupMatrix.M}×${info.subgroupMatrix.N}×${info.subgroupMatrix.K}` : 'none'}` +
+            `${info.subgroupMatrix ? `f16 ${info.subgroupMatrix.M}×${info.subgroupMatrix.N}×${info.subgroupMatrix.K}, layout ${JSON.stringify(info.subgroupMatrix)}` : 'none'}` +
             `${info.subgroupMatrixRejected ? ` (rejected: ${info.subgroupMatrixRejected})` : ''}`,
         );
         return null;

@@ -13,7 +13,16 @@
  * the row NaN; a −inf logit is a masked key; a row that sees no key outputs zeros with lse −inf.
  */
 import { bindings, type ForwardVariant } from './variant.js';
-import { elementType, loader, loader4, PAGED_ROW, PARAMS_STRUCT, storeRow, WGSL_FUNCTIONS } from './wgsl.js';
+import {
+  elementType,
+  loader,
+  loader4,
+  PAGED_ROW,
+  PARAMS_STRUCT,
+  ROW_RANGE,
+  storeRow,
+  WGSL_FUNCTIONS,
+} from './wgsl.js';
 
 export function forwardSource(v: ForwardVariant): string {
   const slots = bindings(v);
@@ -72,6 +81,7 @@ ${load('load_v', 'Vb')}
 ${v.bias ? loader('load_bias', 'BIAS', v.bias) : ''}
 
 ${WGSL_FUNCTIONS}
+${ROW_RANGE}
 
 /** The row of key/value token j of sequence b: through the block table for a paged cache. */
 fn kv_row(b: u32, j: u32) -> u32 {
@@ -92,22 +102,10 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
   let i = wg.x * ROWS + lid / LANES;
   let kh = n / (P.N / P.K);
   ${v.lengths ? 'let t_len = LENS[b]; let s_len = LENS[P.B + b];' : 'let t_len = i32(P.T); let s_len = i32(P.S);'}
-  // Keys [lo, hi) this row may see (src/backends/cpu/visibility.ts states the rule).
-  var lo = 0;
-  var hi = 0;
   let row_valid = i < P.T && i32(i) < t_len;
-  if (row_valid) {
-    hi = s_len;
-    var diagonal = i32(i);
-    if (P.bottom_right != 0u) { diagonal += s_len - t_len; }
-    if (P.causal != 0u) { hi = min(hi, diagonal + 1); }
-    if (P.has_window != 0u) {
-      lo = max(lo, diagonal - P.win_left);
-      hi = min(hi, diagonal + P.win_right + 1);
-    }
-    lo = max(lo, 0);
-    hi = max(hi, 0);
-  }
+  let span = row_range(i, t_len, s_len);
+  let lo = span.x;
+  let hi = span.y;
   if (lid == 0u) { atomicStore(&block_lo, i32(P.S)); atomicStore(&block_hi, 0); }
   workgroupBarrier();
   if (lo < hi) { atomicMin(&block_lo, lo); atomicMax(&block_hi, hi); }

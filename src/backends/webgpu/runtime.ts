@@ -20,6 +20,7 @@
 import { checkKeys, checkOptionsObject, describeValue } from '../../arguments.js';
 import { AttnlabError, DeviceError, InvalidArgumentError } from '../../errors.js';
 import { chooseSgmatLayout } from './sgmat-check.js';
+import type { MatrixShape } from './variant.js';
 
 /** What `attnlab info` and `initWebgpu()` report about the adapter. */
 export interface WebgpuInfo {
@@ -40,23 +41,10 @@ export interface WebgpuInfo {
   /**
    * The subgroup-matrix shape the fast forward uses: f16 operands and an f32 accumulator (Dawn's
    * chromium-experimental-subgroup-matrix with shader-f16; Vulkan's cooperative matrices), M×K
-   * times K×N, or null where the device has no such configuration.
+   * times K×N, with the kernel layout the device check chose (sgmat-check.ts), or null where the
+   * device has no such configuration or no layout passed.
    */
-  readonly subgroupMatrix: {
-    readonly M: number;
-    readonly N: number;
-    readonly K: number;
-    /** Bytes the sgmat kernel's tile rows are padded by (chosen by the device check). */
-    readonly pad?: number;
-    /** q's rows in a workgroup tile rather than in variables (chosen by the device check). */
-    readonly qTile?: boolean;
-    /** K's and V's tiles trade two halves of workgroup memory (chosen by the device check). */
-    readonly pingPong?: boolean;
-    /** The accumulator in a workgroup tile (chosen by the device check). */
-    readonly oTile?: boolean;
-    /** Subgroups a workgroup where the chosen layout sets it. */
-    readonly subgroups?: number;
-  } | null;
+  readonly subgroupMatrix: Omit<MatrixShape, 'sg' | 'keys'> | null;
   /**
    * Why the device's subgroup-matrix shape is not used though it has one: the sgmat kernel is run
    * once on a small problem when the device opens (sgmat-check.ts), and a wrong result drops it.
@@ -113,6 +101,12 @@ export interface InitWebgpuOptions {
    * only where both are granted and its device check passes. Default false.
    */
   readonly experimental?: boolean;
+  /**
+   * Node only: more Dawn toggles for dawn.node's create(), in the same enable-dawn-features switch
+   * as the experimental ones (dawn.node keeps only the last switch of a name), e.g.
+   * ['use_vulkan_memory_model'].
+   */
+  readonly dawnToggles?: readonly string[];
 }
 
 /** The Dawn toggles `experimental: true` adds to dawn.node's create(). */
@@ -145,9 +139,13 @@ async function findGpu(options: InitWebgpuOptions): Promise<GPU> {
         `(${error instanceof Error ? error.message : String(error)}); install it with npm install webgpu`,
     );
   }
+  const toggles = [
+    ...(options.experimental ? [EXPERIMENTAL_DAWN_TOGGLES.slice('enable-dawn-features='.length)] : []),
+    ...(options.dawnToggles ?? []),
+  ];
   gpuObject = dawn.create([
     ...(options.dawnOptions ?? []),
-    ...(options.experimental ? [EXPERIMENTAL_DAWN_TOGGLES] : []),
+    ...(toggles.length ? [`enable-dawn-features=${toggles.join(',')}`] : []),
   ]);
   return gpuObject;
 }
@@ -265,9 +263,9 @@ export async function initWebgpu(options: InitWebgpuOptions = {}): Promise<Webgp
   const o = checkOptionsObject<InitWebgpuOptions>(
     'options',
     options,
-    'an object { gpu?, dawnOptions?, powerPreference?, experimental? }',
+    'an object { gpu?, dawnOptions?, powerPreference?, experimental?, dawnToggles? }',
   );
-  checkKeys('options', o, ['gpu', 'dawnOptions', 'powerPreference', 'experimental']);
+  checkKeys('options', o, ['gpu', 'dawnOptions', 'powerPreference', 'experimental', 'dawnToggles']);
   if (o.experimental !== undefined && typeof o.experimental !== 'boolean') {
     throw new InvalidArgumentError('options.experimental', 'a boolean', describeValue(o.experimental));
   }
@@ -286,6 +284,16 @@ export async function initWebgpu(options: InitWebgpuOptions = {}): Promise<Webgp
       'options.dawnOptions',
       'an array of strings',
       describeValue(o.dawnOptions),
+    );
+  }
+  if (
+    o.dawnToggles !== undefined &&
+    !(Array.isArray(o.dawnToggles) && o.dawnToggles.every((x) => typeof x === 'string' && /^\w+$/.test(x)))
+  ) {
+    throw new InvalidArgumentError(
+      'options.dawnToggles',
+      'an array of Dawn toggle names (letters, digits, underscores)',
+      describeValue(o.dawnToggles),
     );
   }
   if (

@@ -8,7 +8,15 @@
  * device's shape is dropped (the tiled kernel runs) and the reason is kept in WebgpuInfo.
  */
 import { decodeValue, encodeValue } from '../../tensor/dtype.js';
-import { type MatrixShape, type SgmatProbe, sgmatKeys, sgmatSource, sgmatSubgroups } from './sgmat-source.js';
+import {
+  type MatrixShape,
+  sgmatKeys,
+  sgmatSource,
+  sgmatSubgroups,
+  sgmatTraceLayout,
+  sgmatTraceLength,
+  type TraceSection,
+} from './sgmat-source.js';
 import { bindings, type ForwardVariant } from './variant.js';
 
 const T = 80;
@@ -53,12 +61,23 @@ export function checkInputs(): { q: Float64Array; k: Float64Array; v: Float64Arr
 }
 
 /**
- * What a probe of the kernel (sgmat-source.ts) holds on the check's problem: workgroup 0's `rows`
- * query rows against the first tile's `bc` keys — the raw scores q·kᵀ (exact in f32: multiples of
- * 1/256 below 2^8), the weights e^(s·scale − the tile's row max) as f16, or the accumulator Σ p·v.
+ * What each section of the kernel's trace (sgmat-source.ts: TRACE_SECTIONS) holds on the check's
+ * problem in workgroup 0 on its first key tile: invocation ids as the kernel derives them, q and
+ * K's rows (f16-exact), the raw scores q·kᵀ (exact in f32: multiples of 1/256 below 2^8), the
+ * weights e^(s·scale − the tile's row max) as f16, and the accumulator Σ p·v.
  */
-export function probeExpectation(probe: SgmatProbe, rows: number, bc: number): Float64Array {
-  const { q, k, v, scale } = checkInputs();
+export function traceExpectation(v: ForwardVariant): Record<TraceSection, Float64Array> {
+  const m = v.matrix as MatrixShape;
+  const layout = sgmatTraceLayout(v);
+  const { q, k, v: values, scale } = checkInputs();
+  const rows = v.rows;
+  const bc = v.bc;
+  const tpr = m.sg / m.M;
+  const ids = new Float64Array(layout.ids.length);
+  for (let lid = 0; lid * 8 < ids.length; lid++)
+    ids.set([lid, Math.floor(lid / m.sg), lid % m.sg, m.sg, Math.floor(lid / tpr), lid % tpr, 0, T], lid * 8);
+  const rowsOf = (x: Float64Array, count: number, length: number) =>
+    length === 0 ? new Float64Array(0) : x.slice(0, count * H);
   const s = new Float64Array(rows * bc);
   for (let i = 0; i < rows; i++)
     for (let j = 0; j < bc; j++) {
@@ -66,7 +85,6 @@ export function probeExpectation(probe: SgmatProbe, rows: number, bc: number): F
       for (let h = 0; h < H; h++) x += q[i * H + h] * k[j * H + h];
       s[i * bc + j] = x;
     }
-  if (probe === 'scores') return s;
   const p = new Float64Array(rows * bc);
   for (let i = 0; i < rows; i++) {
     let max = -Infinity;
@@ -74,29 +92,25 @@ export function probeExpectation(probe: SgmatProbe, rows: number, bc: number): F
     for (let j = 0; j < bc; j++)
       p[i * bc + j] = decodeValue(encodeValue(Math.exp(s[i * bc + j] * scale - max), 'float16'), 'float16');
   }
-  if (probe === 'p') return p;
   const acc = new Float64Array(rows * H);
   for (let i = 0; i < rows; i++)
-    for (let j = 0; j < bc; j++) for (let d = 0; d < H; d++) acc[i * H + d] += p[i * bc + j] * v[j * H + d];
-  return acc;
+    for (let j = 0; j < bc; j++)
+      for (let d = 0; d < H; d++) acc[i * H + d] += p[i * bc + j] * values[j * H + d];
+  return {
+    ids,
+    q: rowsOf(q, rows, layout.q.length),
+    kTile: rowsOf(k, bc, layout.kTile.length),
+    kMat: rowsOf(k, bc, layout.kMat.length),
+    sDirect: s,
+    sTile: s,
+    p,
+    acc,
+  };
 }
 
-/**
- * The sgmat kernel of `shape` on the check's problem: its output (T×H), or with a probe what the
- * probe copied (rows × bc, or rows × H for the accumulator); a string where it did not run.
- * `rewrite` changes the WGSL before it compiles (the tests run the kernel with its matrix
- * operations emulated in plain WGSL on adapters without them).
- */
-export async function runSgmatCheck(
-  device: GPUDevice,
-  shape: MatrixShape,
-  storageBytes: number,
-  probe?: SgmatProbe,
-  rewrite: (code: string) => string = (code) => code,
-): Promise<{ bc: number; rows: number; got: Float64Array } | string> {
-  const bc = sgmatKeys(H, H, shape, storageBytes);
-  if (bc === null) return `no tile of the sgmat kernel fits at H=${H}`;
-  const variant: ForwardVariant = {
+/** The check's variant for a shape and tile: B=1, T=S=80, N=K=1, H=Hv=64, float16, no masking. */
+export function checkVariant(shape: MatrixShape, bc: number): ForwardVariant {
+  return {
     kernel: 'sgmat',
     matrix: shape,
     dtype: 'float16',
@@ -117,10 +131,27 @@ export async function runSgmatCheck(
     packedKv: false,
     lanes: 1,
   };
+}
+
+/**
+ * The sgmat kernel of `shape` on the check's problem: its output (T×H), and with `trace` what the
+ * traced build wrote (sgmat-source.ts: sgmatTraceLayout); a string where it did not run.
+ * `rewrite` changes the WGSL before it compiles (the tests run the kernel with its matrix
+ * operations emulated in plain WGSL on adapters without them).
+ */
+export async function runSgmatCheck(
+  device: GPUDevice,
+  shape: MatrixShape,
+  storageBytes: number,
+  trace = false,
+  rewrite: (code: string) => string = (code) => code,
+): Promise<{ variant: ForwardVariant; got: Float64Array; trace: Float64Array | null } | string> {
+  const bc = sgmatKeys(H, H, shape, storageBytes);
+  if (bc === null) return `no tile of the sgmat kernel fits at H=${H}`;
+  const variant = checkVariant(shape, bc);
   const { q, k, v, scale } = checkInputs();
-  const rows = variant.rows;
-  const probeLength = probe === 'acc' ? rows * H : rows * bc;
-  const outLength = probe ? probeLength * 4 : T * H * 2;
+  const traceLength = trace ? sgmatTraceLength(variant) : 0;
+  const outLength = T * H * 2;
   const params = new ArrayBuffer(96);
   new Uint32Array(params).set([1, T, T, 1, 1, 0, 0, 0]);
   new Float32Array(params)[8] = scale;
@@ -139,17 +170,21 @@ export async function runSgmatCheck(
     k: upload(half(k), usage.STORAGE),
     v: upload(half(v), usage.STORAGE),
     o: device.createBuffer({ size: T * H * 2, usage: usage.STORAGE | usage.COPY_SRC }),
-    probe: device.createBuffer({
-      size: Math.max(probeLength * 4, 16),
+    trace: device.createBuffer({
+      size: Math.max(traceLength * 4, 16),
       usage: usage.STORAGE | usage.COPY_SRC,
     }),
   };
   const read = device.createBuffer({ size: outLength, usage: usage.MAP_READ | usage.COPY_DST });
-  const names = [...bindings(variant), ...(probe ? ['probe'] : [])];
+  const readTrace = device.createBuffer({
+    size: Math.max(traceLength * 4, 16),
+    usage: usage.MAP_READ | usage.COPY_DST,
+  });
+  const names = [...bindings(variant), ...(trace ? ['trace'] : [])];
   try {
     device.pushErrorScope('validation');
     const module = device.createShaderModule({
-      code: rewrite(sgmatSource(variant, probe)),
+      code: rewrite(sgmatSource(variant, trace)),
       label: 'sgmat check',
     });
     const pipeline = device.createComputePipeline({
@@ -168,22 +203,40 @@ export async function runSgmatCheck(
     );
     pass.dispatchWorkgroups(Math.ceil(T / variant.rows), 1, 1);
     pass.end();
-    encoder.copyBufferToBuffer(probe ? buffers.probe : buffers.o, 0, read, 0, outLength);
+    encoder.copyBufferToBuffer(buffers.o, 0, read, 0, outLength);
+    if (trace) encoder.copyBufferToBuffer(buffers.trace, 0, readTrace, 0, traceLength * 4);
     device.queue.submit([encoder.finish()]);
     const error = await device.popErrorScope();
     if (error) return `the sgmat kernel did not build: ${error.message.split('\n')[0]}`;
     await read.mapAsync(1);
-    const bytes = read.getMappedRange().slice(0);
+    const got = Float64Array.from(new Uint16Array(read.getMappedRange().slice(0)), (x) =>
+      decodeValue(x, 'float16'),
+    );
     read.unmap();
-    const got = probe
-      ? Float64Array.from(new Float32Array(bytes))
-      : Float64Array.from(new Uint16Array(bytes), (x) => decodeValue(x, 'float16'));
-    return { bc, rows, got };
+    let traced: Float64Array | null = null;
+    if (trace) {
+      await readTrace.mapAsync(1);
+      traced = Float64Array.from(new Float32Array(readTrace.getMappedRange().slice(0, traceLength * 4)));
+      readTrace.unmap();
+    }
+    return { variant, got, trace: traced };
   } catch (error) {
     return `the sgmat check failed: ${error instanceof Error ? error.message : String(error)}`;
   } finally {
-    for (const buffer of [...Object.values(buffers), read]) buffer.destroy();
+    for (const buffer of [...Object.values(buffers), read, readTrace]) buffer.destroy();
   }
+}
+
+/** The largest difference of an output of the check's problem (T×H) from the float64 result. */
+export function checkOutputError(got: ArrayLike<number>): number {
+  const { q, k, v, scale } = checkInputs();
+  const want = reference(q, k, v, scale);
+  let worst = 0;
+  for (let e = 0; e < T * H; e++) {
+    const d = Math.abs(got[e] - want[e]);
+    if (!(d <= worst)) worst = d;
+  }
+  return worst;
 }
 
 /**
@@ -196,15 +249,9 @@ export async function checkSgmat(
   storageBytes: number,
   rewrite?: (code: string) => string,
 ): Promise<string | null> {
-  const ran = await runSgmatCheck(device, shape, storageBytes, undefined, rewrite);
+  const ran = await runSgmatCheck(device, shape, storageBytes, false, rewrite);
   if (typeof ran === 'string') return ran;
-  const { q, k, v, scale } = checkInputs();
-  const want = reference(q, k, v, scale);
-  let worst = 0;
-  for (let e = 0; e < T * H; e++) {
-    const d = Math.abs(ran.got[e] - want[e]);
-    if (!(d <= worst)) worst = d;
-  }
+  const worst = checkOutputError(ran.got);
   return worst <= BOUND
     ? null
     : `the sgmat kernel's output was off by ${worst.toPrecision(3)} (bound ${BOUND}) on a B=1 T=S=${T} H=${H} check`;
@@ -213,14 +260,46 @@ export async function checkSgmat(
 /**
  * The layouts the device check tries, in order of speed, each avoiding one more thing the
  * single-operation checks never did: rows padded by 16 bytes (no bank conflicts) with q held in
- * variables over the key loop; q in its own tile; K and V trading two tiles so no matrix load
- * repeats an address from one key tile to the next; both; unpadded rows (128-byte rows at H=64, the
- * single-operation checks' tight layout); rows padded by 64 bytes; q and the accumulator both in
- * tiles, so no matrix outlives a phase.
+ * variables over the key loop; then that layout with one change each that none of the
+ * single-operation checks needed (a plain first product, a prologue without atomics or branches on
+ * the invocation, loads fenced by a uniform load after their barrier, K's tile transposed, the row
+ * reductions through workgroup memory rather than subgroup shuffles), all five at once, and all five
+ * with q and the accumulator in tiles; one subgroup a workgroup; q in its own tile; K and V trading two
+ * tiles so no matrix load repeats an address from one key tile to the next; both; unpadded rows
+ * (128-byte rows at H=64, the single-operation checks' tight layout); rows padded by 64 bytes; q and
+ * the accumulator both in tiles, so no matrix outlives a phase.
  */
-export type SgmatLayout = Pick<MatrixShape, 'pad' | 'qTile' | 'pingPong' | 'oTile' | 'subgroups'>;
+export type SgmatLayout = Pick<
+  MatrixShape,
+  | 'pad'
+  | 'qTile'
+  | 'pingPong'
+  | 'oTile'
+  | 'subgroups'
+  | 'mulFirst'
+  | 'flatPrologue'
+  | 'fence'
+  | 'kTransposed'
+  | 'noShuffle'
+>;
+const ALL_CHANGES = {
+  mulFirst: true,
+  flatPrologue: true,
+  fence: true,
+  kTransposed: true,
+  noShuffle: true,
+} as const;
 export const SGMAT_LAYOUTS: readonly SgmatLayout[] = [
   { pad: 16 },
+  { pad: 16, mulFirst: true },
+  { pad: 16, flatPrologue: true },
+  { pad: 16, fence: true },
+  { pad: 16, kTransposed: true },
+  { pad: 16, noShuffle: true },
+  { pad: 16, ...ALL_CHANGES },
+  { pad: 16, qTile: true, oTile: true, subgroups: 2, ...ALL_CHANGES },
+  // One subgroup a workgroup (16 query rows): no other subgroup's stores to race with its loads.
+  { pad: 16, subgroups: 1 },
   { pad: 16, qTile: true },
   { pad: 16, pingPong: true },
   // Two subgroups (32 query rows) a workgroup: with both tiles 4 would not fit 48 KiB at H=128.
@@ -256,6 +335,11 @@ export function layoutName(layout: SgmatLayout): string {
     layout.pingPong ? 'K/V ping-pong' : '',
     layout.oTile ? 'O in a tile' : '',
     layout.subgroups ? `${layout.subgroups} subgroups` : '',
+    layout.mulFirst ? 'first product plain' : '',
+    layout.flatPrologue ? 'flat prologue' : '',
+    layout.fence ? 'fenced loads' : '',
+    layout.kTransposed ? 'K transposed' : '',
+    layout.noShuffle ? 'no shuffles' : '',
   ]
     .filter(Boolean)
     .join(', ');

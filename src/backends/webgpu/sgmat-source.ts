@@ -26,7 +26,7 @@
  * key outputs zeros with lse −inf.
  */
 import { bindings, type ForwardVariant, type MatrixShape } from './variant.js';
-import { loader, PAGED_ROW, PARAMS_STRUCT, WGSL_FUNCTIONS } from './wgsl.js';
+import { loader, PAGED_ROW, PARAMS_STRUCT, ROW_RANGE, WGSL_FUNCTIONS } from './wgsl.js';
 
 export type { MatrixShape } from './variant.js';
 
@@ -47,10 +47,15 @@ const RESCALE_AT = 8;
  * 16 bytes (the H100's single-operation checks, all on 32- and 64-byte rows, passed while the
  * kernel on 16-byte-aligned rows of 144 and 272 bytes did not).
  */
-function strides(H: number, Hv: number, bc: number, m: Pick<MatrixShape, 'pad'>) {
+function strides(H: number, Hv: number, bc: number, m: Pick<MatrixShape, 'pad' | 'kTransposed'>) {
   const pad = m.pad ?? 16;
+  const KS = Math.max(H, Hv) + pad / 2;
+  // K's tile stored as kᵀ (H rows of bc keys) where the shape says, V's as rows of keys in the same array.
+  const KTS = bc + pad / 2;
   return {
-    KS: Math.max(H, Hv) + pad / 2,
+    KS,
+    KTS,
+    KVLEN: Math.max(tileLength(bc, KS), m.kTransposed ? tileLength(H, KTS) : 0),
     SS: bc + pad / 4,
     PS: bc + pad / 2,
     QS: H + pad / 2,
@@ -70,16 +75,17 @@ function tileLength(rows: number, stride: number): number {
 
 /** Workgroup bytes the kernel takes with tiles of `bc` keys. */
 export function sgmatStorageBytes(H: number, Hv: number, bc: number, m: MatrixShape): number {
-  const { KS, SS, PS, QS, OS } = strides(H, Hv, bc, m);
+  const { KVLEN, SS, PS, QS, OS } = strides(H, Hv, bc, m);
   const br = sgmatSubgroups(m) * m.M;
   return (
-    (m.pingPong ? 2 : 1) * tileLength(bc, KS) * 2 +
+    (m.pingPong ? 2 : 1) * KVLEN * 2 +
     tileLength(br, SS) * 4 +
     tileLength(br, PS) * 2 +
     (m.qTile ? tileLength(br, QS) * 2 : 0) +
     (m.oTile ? tileLength(br, OS) * 4 : 0) +
     br * 8 +
-    32
+    36 +
+    (m.noShuffle ? sgmatSubgroups(m) * m.sg * 4 : 0)
   );
 }
 
@@ -102,34 +108,80 @@ export function sgmatKeys(H: number, Hv: number, m: MatrixShape, storage: number
 }
 
 /**
- * A tile the kernel copies to an extra storage binding (PROBE, f32, after the others) on its first
- * key tile in workgroup 0, and then returns: the raw scores q·kᵀ after B, the weights p after C,
- * or the accumulator after D. The device checks compare each with the CPU's (sgmat-check.ts), so a
- * wrong kernel result can be traced to its phase.
+ * The sections of the kernel's trace (an extra f32 storage binding, TRACE, after the others): what
+ * workgroup 0 holds at each phase of its first key tile, in this order, each `length` values from
+ * `offset`. The kernel runs on to its end with the trace written, so its output is that of the
+ * traced build; sgmat-check.ts says what each section should hold on the check's problem.
+ *   ids     8 a invocation: lid, sg, subgroup_invocation_id, subgroup_size, r, part, first, last
+ *   q       BR × H: q as the left matrices hold it (stored from them through the P tile)
+ *   kTile   BC × H: K's tile in workgroup memory after A, read by scalar loads
+ *   kMat    BC × H: K's right matrices as B loads them (subgroup 0's, stored through the P tile)
+ *   sDirect BR × BC: the scores matrices stored straight to TRACE after their products
+ *   sTile   BR × BC: the score tile after B's barrier, read by scalar loads
+ *   p       BR × BC: the weights after C
+ *   acc     BR × Hv: the accumulator after D
+ * q and kMat need H ≤ the P tile's row stride (the check's H=64 with 64-key tiles): elsewhere they
+ * are empty.
  */
-export type SgmatProbe = 'scores' | 'p' | 'acc';
+export const TRACE_SECTIONS = ['ids', 'q', 'kTile', 'kMat', 'sDirect', 'sTile', 'p', 'acc'] as const;
+export type TraceSection = (typeof TRACE_SECTIONS)[number];
+
+export function sgmatTraceLayout(
+  v: ForwardVariant,
+): Record<TraceSection, { offset: number; length: number; cols: number }> {
+  const m = v.matrix as MatrixShape;
+  const BR = sgmatSubgroups(m) * m.M;
+  const { PS } = strides(v.H, v.Hv, v.bc, m);
+  const fits = v.H <= PS && v.bc <= BR;
+  const shapes: Record<TraceSection, [number, number]> = {
+    ids: [sgmatSubgroups(m) * m.sg, 8],
+    q: fits ? [BR, v.H] : [0, v.H],
+    kTile: [v.bc, v.H],
+    kMat: fits ? [v.bc, v.H] : [0, v.H],
+    sDirect: [BR, v.bc],
+    sTile: [BR, v.bc],
+    p: [BR, v.bc],
+    acc: [BR, v.Hv],
+  };
+  let offset = 0;
+  const out = {} as Record<TraceSection, { offset: number; length: number; cols: number }>;
+  for (const name of TRACE_SECTIONS) {
+    const [rows, cols] = shapes[name];
+    out[name] = { offset, length: rows * cols, cols };
+    offset += rows * cols;
+  }
+  return out;
+}
+
+/** Values the trace binding holds. */
+export function sgmatTraceLength(v: ForwardVariant): number {
+  const layout = sgmatTraceLayout(v);
+  return layout.acc.offset + layout.acc.length;
+}
 
 /**
  * Eight f16 (a 16-byte load) into a workgroup tile from element at, each through f32 (exact for
  * every f16, Inf and NaN included): the conversions the subgroup-matrix checks exercised, not a
- * bitcast of the words to vec4<f16>, which they did not.
+ * bitcast of the words to vec4<f16>, which they did not. With a stride, the eight go down a column
+ * (K's tile stored transposed).
  */
-function put8(name: string, tile: string): string {
+function put8(name: string, tile: string, stride = '1u'): string {
+  const at = (e: number) => (e === 0 ? 'at' : `at + ${e}u * ${stride}`);
   return `fn ${name}(at: u32, x: vec4u) {
   let a = unpack2x16float(x.x);
   let b = unpack2x16float(x.y);
   let c = unpack2x16float(x.z);
   let d = unpack2x16float(x.w);
-  ${tile}[at] = f16(a.x); ${tile}[at + 1u] = f16(a.y); ${tile}[at + 2u] = f16(b.x); ${tile}[at + 3u] = f16(b.y);
-  ${tile}[at + 4u] = f16(c.x); ${tile}[at + 5u] = f16(c.y); ${tile}[at + 6u] = f16(d.x); ${tile}[at + 7u] = f16(d.y);
+  ${tile}[${at(0)}] = f16(a.x); ${tile}[${at(1)}] = f16(a.y); ${tile}[${at(2)}] = f16(b.x); ${tile}[${at(3)}] = f16(b.y);
+  ${tile}[${at(4)}] = f16(c.x); ${tile}[${at(5)}] = f16(c.y); ${tile}[${at(6)}] = f16(d.x); ${tile}[${at(7)}] = f16(d.y);
 }`;
 }
 
-export function sgmatSource(v: ForwardVariant, probe?: SgmatProbe): string {
+export function sgmatSource(v: ForwardVariant, trace = false): string {
   const m = v.matrix;
   if (!m || v.dtype !== 'float16')
     throw new Error('the subgroup-matrix kernel needs a float16 variant with a matrix shape');
-  const { KS, SS, PS, QS, OS } = strides(v.H, v.Hv, v.bc, m);
+  const { KS, KTS, KVLEN, SS, PS, QS, OS } = strides(v.H, v.Hv, v.bc, m);
   const BR = sgmatSubgroups(m) * m.M;
   const WG = sgmatSubgroups(m) * m.sg;
   const TPR = m.sg / m.M;
@@ -138,12 +190,13 @@ export function sgmatSource(v: ForwardVariant, probe?: SgmatProbe): string {
   const slots = bindings(v);
   const at = (name: string) => `@group(0) @binding(${slots.indexOf(name)})`;
   // The col_major argument of a load or store: q, P, V and the result blocks are row-major, K's
-  // tile read as kᵀ column-major.
+  // tile read as kᵀ column-major (row-major where it is stored transposed).
   const ROW = 'false';
   const COL = 'true';
   const left = `subgroup_matrix_left<f16, ${m.K}, ${m.M}>`;
   const right = `subgroup_matrix_right<f16, ${m.N}, ${m.K}>`;
   const result = `subgroup_matrix_result<f32, ${m.N}, ${m.M}>`;
+  const layout = sgmatTraceLayout(v);
   const decl = [
     `${at('params')} var<uniform> P: Params;`,
     `${at('q')} var<storage, read> Q: array<vec4u>;`,
@@ -156,21 +209,43 @@ export function sgmatSource(v: ForwardVariant, probe?: SgmatProbe): string {
     v.lengths ? `${at('lengths')} var<storage, read> LENS: array<i32>;` : '',
     v.paged ? `${at('table')} var<storage, read> TABLE: array<i32>;` : '',
     v.packedQuery || v.packedKv ? `${at('offsets')} var<storage, read> OFFS: array<i32>;` : '',
-    probe ? `@group(0) @binding(${slots.length}) var<storage, read_write> PROBE: array<f32>;` : '',
+    trace ? `@group(0) @binding(${slots.length}) var<storage, read_write> TRACE: array<f32>;` : '',
   ].filter(Boolean);
-  // The probe's copy: on the first key tile of workgroup 0, then the workgroup returns (uniformly).
-  const probeAt = (what: SgmatProbe, copy: string) =>
-    probe === what
+  // Trace code: on the first key tile of workgroup 0 (a workgroup-uniform condition), between barriers.
+  const traced = (code: string) =>
+    trace
       ? `if (wg.x == 0u && j0 == j_first) {
-      ${copy}
-      return;
+      workgroupBarrier();
+      ${code}
+      workgroupBarrier();
     }`
       : '';
+  // Copies rows × cols of a workgroup tile to section `name` of TRACE: element (row, col) at
+  // base + row·stride + col, or base + col·stride + row where `transposed`.
+  const copy = (name: TraceSection, tile: string, stride: string, base = '0u', transposed = false) => {
+    const { offset, length, cols } = layout[name];
+    const [rowStride, colStride] = transposed ? ['1u', stride] : [stride, '1u'];
+    return length === 0
+      ? ''
+      : `for (var e = lid; e < ${length}u; e += WG) { TRACE[${offset}u + e] = f32(${tile}[${base} + (e / ${cols}u) * ${rowStride} + (e % ${cols}u) * ${colStride}]); }`;
+  };
   const range = (n: number) => Array.from({ length: n }, (_, i) => i);
   // Shuffles that combine a row's TPR adjacent invocations.
   const xors = range(Math.log2(TPR)).map((s) => 1 << s);
-  const reduce = (name: string, op: (a: string, b: string) => string) =>
-    xors.map((x) => `${name} = ${op(name, `subgroupShuffleXor(${name}, ${x}u)`)};`).join(' ');
+  // Or, with noShuffle, through workgroup memory (a word an invocation, between barriers), so the
+  // kernel has no subgroup operation besides its matrices. `bits` says whether the value is a u32.
+  const reduce = (name: string, op: (a: string, b: string) => string, bits = false) =>
+    m.noShuffle
+      ? `workgroupBarrier();
+      red[lid] = ${bits ? name : `bitcast<u32>(${name})`};
+      workgroupBarrier();
+      // In the same order on every invocation of the row, so all hold the same sum.
+      ${name} = ${bits ? 'red[r * TPR]' : 'bitcast<f32>(red[r * TPR])'};
+      for (var t = 1u; t < TPR; t++) {
+        let other = red[r * TPR + t];
+        ${name} = ${op(name, bits ? 'other' : 'bitcast<f32>(other)')};
+      }`
+      : xors.map((x) => `${name} = ${op(name, `subgroupShuffleXor(${name}, ${x}u)`)};`).join(' ');
   // Stores result block o{c} to this subgroup's scratch rows, between barriers.
   // The barrier before the store: the previous block's load (or the phase before) is done with the rows.
   // With oTile the accumulator lives in o_tile and block c is already there: only the barriers.
@@ -187,6 +262,12 @@ export function sgmatSource(v: ForwardVariant, probe?: SgmatProbe): string {
     m.oTile ? `o_tile[r * OS + ${c * m.N}u + col0 + ${x}]` : `s_tile[r * SS + col0 + ${x}]`;
   // This invocation's part of a scratch block: its row's COLS columns from col0.
   const COLS = m.N / TPR;
+  // The barrier before a phase's matrix loads; with `fence`, a workgroupUniformLoad of a variable
+  // that is always zero, added to the loads' offsets, so no load can be issued before the barrier.
+  const fenced = (name: string) =>
+    m.fence
+      ? `let ${name} = workgroupUniformLoad(&fence_zero);`
+      : `workgroupBarrier();\n    let ${name} = 0u;`;
   // q's rows: a row past T or the sequence reads as zero (a matrix load straight from Q could run
   // past its end).
   const qRow = (
@@ -208,9 +289,9 @@ export function sgmatSource(v: ForwardVariant, probe?: SgmatProbe): string {
     .join('\n  ')}
   for (var stage = 0u; stage < BR; stage += BC) {
     ${qRow('BC', 'put8(rr * KS + cu * 8u, x)', 'stage + rr')}
-    workgroupBarrier();
+    ${fenced('fq')}
     ${BR <= v.bc ? "{ // one stage holds every subgroup's rows" : `if (sg * ${m.M}u >= stage && sg * ${m.M}u < stage + BC) {`}
-      let q_at = (sg * ${m.M}u - stage) * KS;
+      let q_at = (sg * ${m.M}u - stage) * KS + fq;
       ${range(QB)
         .map((h) => `q${h} = subgroupMatrixLoad<${left}>(&kv_tile, q_at + ${h * m.K}u, ${ROW}, KS);`)
         .join('\n      ')}
@@ -221,8 +302,50 @@ export function sgmatSource(v: ForwardVariant, probe?: SgmatProbe): string {
   // lives across the key loop but the accumulator).
   const qInTile = `${qRow('BR', 'put8_q(rr * QS + cu * 8u, x)', 'rr')}
   workgroupBarrier();`;
-  const qLeft = (h: number) =>
-    m.qTile ? `subgroupMatrixLoad<${left}>(&q_tile, sg * ${m.M}u * QS + ${h * m.K}u, ${ROW}, QS)` : `q${h}`;
+  const qLeft = (h: number, fence = '0u') =>
+    m.qTile
+      ? `subgroupMatrixLoad<${left}>(&q_tile, sg * ${m.M}u * QS + ${h * m.K}u + ${fence}, ${ROW}, QS)`
+      : `q${h}`;
+  // K's right matrix (h, keys kb·N…) of this tile.
+  const kRight = (h: number, fence: string) =>
+    m.kTransposed
+      ? `subgroupMatrixLoad<${right}>(&kv_tile, kbase + ${h * m.K}u * KTS + kb * ${m.N}u + ${fence}, ${ROW}, KTS)`
+      : `subgroupMatrixLoad<${right}>(&kv_tile, kbase + kb * ${m.N}u * KS + ${h * m.K}u + ${fence}, ${COL}, KS)`;
+  // B's chain of products for block kb: zero plus H/K products, or (mulFirst) a product then H/K − 1.
+  const scoreChain = range(QB)
+    .map((h) =>
+      h === 0 && m.mulFirst
+        ? `var s = subgroupMatrixMultiply<f32>(${qLeft(0, 'fk')}, ${kRight(0, 'fk')});`
+        : `s = subgroupMatrixMultiplyAccumulate(${qLeft(h, 'fk')}, ${kRight(h, 'fk')}, s);`,
+    )
+    .join('\n      ');
+  // The workgroup's key range: through atomics and workgroup memory, or (flatPrologue) by every
+  // invocation over the BR rows, with no branch on the invocation before the first matrix operation.
+  const prologue = m.flatPrologue
+    ? `var first = s_len;
+  var last = 0;
+  for (var rr = 0u; rr < BR; rr++) {
+    let span = row_range(i0 + rr, t_len, s_len);
+    if (span.x < span.y) { first = min(first, span.x); last = max(last, span.y); }
+  }`
+    : `if (lid == 0u) { atomicStore(&block_lo, i32(P.S)); atomicStore(&block_hi, 0); atomicStore(&tile_flags, 0u); }
+  workgroupBarrier();
+  if (lid < BR) {
+    let span = row_range(i0 + lid, t_len, s_len);
+    row_lo[lid] = span.x;
+    row_hi[lid] = span.y;
+    if (span.x < span.y) { atomicMin(&block_lo, span.x); atomicMax(&block_hi, span.y); }
+  }
+  workgroupBarrier();
+  if (lid == 0u) { range_lo = atomicLoad(&block_lo); range_hi = atomicLoad(&block_hi); }
+  let first = workgroupUniformLoad(&range_lo);
+  let last = workgroupUniformLoad(&range_hi);`;
+  const rowBounds = m.flatPrologue
+    ? 'let bounds = row_range(i0 + r, t_len, s_len);\n      let lo = bounds.x;\n      let hi = bounds.y;'
+    : 'let lo = row_lo[r];\n      let hi = row_hi[r];';
+  const kPut = m.kTransposed
+    ? 'put8_t(kbase + cu * 8u * KTS + key, x)'
+    : 'put8(kbase + key * KS + cu * 8u, x)';
 
   return `diagnostic(off, chromium.subgroup_matrix_uniformity);
 enable f16;
@@ -234,10 +357,11 @@ const HV: u32 = ${v.Hv}u;
 const BR: u32 = ${BR}u;
 const BC: u32 = ${v.bc}u;
 const KS: u32 = ${KS}u;
+const KTS: u32 = ${KTS}u;
 const SS: u32 = ${SS}u;
 const PS: u32 = ${PS}u;
 const QS: u32 = ${QS}u;
-const KV1: u32 = ${tileLength(v.bc, KS)}u;
+const KV1: u32 = ${KVLEN}u;
 const OS: u32 = ${OS}u;
 const WG: u32 = ${WG}u;
 const TPR: u32 = ${TPR}u;
@@ -247,7 +371,7 @@ ${PARAMS_STRUCT}
 
 ${decl.join('\n')}
 
-var<workgroup> kv_tile: array<f16, ${(m.pingPong ? 2 : 1) * tileLength(v.bc, KS)}>;
+var<workgroup> kv_tile: array<f16, ${(m.pingPong ? 2 : 1) * KVLEN}>;
 var<workgroup> s_tile: array<f32, ${tileLength(BR, SS)}>;
 var<workgroup> p_tile: array<f16, ${tileLength(BR, PS)}>;
 ${m.qTile ? `var<workgroup> q_tile: array<f16, ${tileLength(BR, QS)}>;` : ''}
@@ -261,6 +385,9 @@ var<workgroup> range_hi: i32;
 /** Set when a row's reference max moved this tile (bit 0), when V's tile holds an Inf or NaN (bit 1). */
 var<workgroup> tile_flags: atomic<u32>;
 var<workgroup> tile_flags_read: u32;
+/** Never written: zero, read by workgroupUniformLoad where the loads' offsets are fenced. */
+var<workgroup> fence_zero: u32;
+${m.noShuffle ? 'var<workgroup> red: array<u32, WG>;' : ''}
 
 ${v.bias ? loader('load_bias', 'BIAS', v.bias) : ''}
 
@@ -270,7 +397,9 @@ fn is_pos_inf(x: f32) -> bool { return bitcast<u32>(x) == 0x7f800000u; }
 fn non_finite2(w: u32) -> bool { return (w & 0x7c00u) == 0x7c00u || (w & 0x7c000000u) == 0x7c000000u; }
 
 ${put8('put8', 'kv_tile')}
+${m.kTransposed ? put8('put8_t', 'kv_tile', 'KTS') : ''}
 ${m.qTile ? put8('put8_q', 'q_tile') : ''}
+${ROW_RANGE}
 
 fn kv_row(b: u32, j: u32) -> u32 {
   ${v.paged ? PAGED_ROW : v.packedKv ? 'return u32(OFFS[P.B + 1u + b]) + j;' : 'return b * P.S + j;'}
@@ -281,40 +410,15 @@ fn q_row(b: u32, i: u32) -> u32 {
 }
 
 @compute @workgroup_size(${WG})
-fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: u32) {
+fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: u32${trace ? ', @builtin(subgroup_invocation_id) sg_lane: u32, @builtin(subgroup_size) sg_size: u32' : ''}) {
   let b = wg.z;
   let n = wg.y;
   let i0 = wg.x * BR;
   let kh = n / (P.N / P.K);
   let sg = lid / ${m.sg}u;
   ${v.lengths ? 'let t_len = LENS[b]; let s_len = LENS[P.B + b];' : 'let t_len = i32(P.T); let s_len = i32(P.S);'}
-  if (lid == 0u) { atomicStore(&block_lo, i32(P.S)); atomicStore(&block_hi, 0); atomicStore(&tile_flags, 0u); }
-  workgroupBarrier();
-  if (lid < BR) {
-    // Keys [lo, hi) row i may see (src/backends/cpu/visibility.ts states the rule).
-    let i = i0 + lid;
-    var lo = 0;
-    var hi = 0;
-    if (i < P.T && i32(i) < t_len) {
-      hi = s_len;
-      var diagonal = i32(i);
-      if (P.bottom_right != 0u) { diagonal += s_len - t_len; }
-      if (P.causal != 0u) { hi = min(hi, diagonal + 1); }
-      if (P.has_window != 0u) {
-        lo = max(lo, diagonal - P.win_left);
-        hi = min(hi, diagonal + P.win_right + 1);
-      }
-      lo = max(lo, 0);
-      hi = max(hi, 0);
-    }
-    row_lo[lid] = lo;
-    row_hi[lid] = hi;
-    if (lo < hi) { atomicMin(&block_lo, lo); atomicMax(&block_hi, hi); }
-  }
-  workgroupBarrier();
-  if (lid == 0u) { range_lo = atomicLoad(&block_lo); range_hi = atomicLoad(&block_hi); }
-  let first = workgroupUniformLoad(&range_lo);
-  let last = workgroupUniformLoad(&range_hi);
+  ${m.flatPrologue ? 'if (lid == 0u) { atomicStore(&tile_flags, 0u); }\n  workgroupBarrier();' : ''}
+  ${prologue}
 
   ${m.qTile ? qInTile : qInRegisters}
   ${
@@ -342,6 +446,31 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
 
   let j_first = (first / i32(BC)) * i32(BC);
   var j0 = j_first;
+  ${
+    trace
+      ? `if (wg.x == 0u) {
+    let ids = ${layout.ids.offset}u + lid * 8u;
+    TRACE[ids] = f32(lid); TRACE[ids + 1u] = f32(sg); TRACE[ids + 2u] = f32(sg_lane); TRACE[ids + 3u] = f32(sg_size);
+    TRACE[ids + 4u] = f32(r); TRACE[ids + 5u] = f32(part); TRACE[ids + 6u] = f32(first); TRACE[ids + 7u] = f32(last);
+  }
+  ${
+    layout.q.length
+      ? `if (wg.x == 0u) {
+    workgroupBarrier();
+    ${range(QB)
+      .map(
+        (h) =>
+          `{ let qm: ${left} = ${qLeft(h)}; subgroupMatrixStore(&p_tile, sg * ${m.M}u * PS + ${h * m.K}u, qm, ${ROW}, PS); }`,
+      )
+      .join('\n    ')}
+    workgroupBarrier();
+    ${copy('q', 'p_tile', 'PS')}
+    workgroupBarrier();
+  }`
+      : ''
+  }`
+      : ''
+  }
   loop {
     if (j0 >= last) { break; }
     ${
@@ -358,27 +487,36 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
       let j = u32(j0) + key;
       var x = vec4u(0u);
       if (j < P.S) { x = Kb[(kv_row(b, j) * P.K + kh) * (H / 8u) + cu]; }
-      put8(kbase + key * KS + cu * 8u, x);
+      ${kPut};
     }
-    workgroupBarrier();
+    ${fenced('fk')}
+    ${traced(m.kTransposed ? copy('kTile', 'kv_tile', 'KTS', 'kbase', true) : copy('kTile', 'kv_tile', 'KS', 'kbase'))}
     // B. S = q·kᵀ, this subgroup's M rows × BC keys.
     for (var kb = 0u; kb < BC / ${m.N}u; kb++) {
-      var s = ${result}();
-      ${range(QB)
-        .map(
-          (h) =>
-            `s = subgroupMatrixMultiplyAccumulate(${qLeft(h)}, subgroupMatrixLoad<${right}>(&kv_tile, kbase + kb * ${m.N}u * KS + ${h * m.K}u, ${COL}, KS), s);`,
-        )
-        .join('\n      ')}
+      ${m.mulFirst ? '' : `var s = ${result}();\n      `}${scoreChain}
       subgroupMatrixStore(&s_tile, sg * ${m.M}u * SS + kb * ${m.N}u, s, ${ROW}, SS);
+      ${trace ? `if (wg.x == 0u && j0 == j_first) { subgroupMatrixStore(&TRACE, ${layout.sDirect.offset}u + sg * ${m.M}u * BC + kb * ${m.N}u, s, ${ROW}, BC); }` : ''}
+    }
+    ${
+      trace && layout.kMat.length
+        ? traced(`for (var kb = 0u; kb < BC / ${m.N}u; kb++) {
+        ${range(QB)
+          .map(
+            (h) =>
+              `{ let km: ${right} = ${kRight(h, '0u')}; subgroupMatrixStore(&p_tile, kb * ${m.N}u * PS + ${h * m.K}u, km, ${COL}, PS); }`,
+          )
+          .join('\n        ')}
+      }
+      workgroupBarrier();
+      ${copy('kMat', 'p_tile', 'PS')}`)
+        : ''
     }
     workgroupBarrier();
-    ${probeAt('scores', 'for (var e = lid; e < BR * BC; e += WG) { PROBE[e] = s_tile[(e / BC) * SS + e % BC]; }')}
+    ${traced(copy('sTile', 's_tile', 'SS'))}
     // C. The online softmax of row r on its TPR invocations, every TPR-th key each. A key that is
     // not visible becomes NaN, a NaN or +inf logit +inf (as tiled-source.ts encodes them).
     {
-      let lo = row_lo[r];
-      let hi = row_hi[r];
+      ${rowBounds}
       var tmax = make_nan(0xff800000u);
       var tflags = 0u;
       for (var k = part; k < BC; k += TPR) {
@@ -393,7 +531,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
         s_tile[r * SS + k] = x;
       }
       ${reduce('tmax', (a, b) => `max(${a}, ${b})`)}
-      ${reduce('tflags', (a, b) => `${a} | ${b}`)}
+      ${reduce('tflags', (a, b) => `${a} | ${b}`, true)}
       let seen = (flags & 1u) != 0u;
       var m_new = m;
       if ((tflags & 1u) != 0u) {
@@ -431,7 +569,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
     workgroupBarrier();
     if (lid == 0u) { tile_flags_read = atomicLoad(&tile_flags); }
     let tflags = workgroupUniformLoad(&tile_flags_read);
-    ${probeAt('p', 'for (var e = lid; e < BR * BC; e += WG) { PROBE[e] = f32(p_tile[(e / BC) * PS + e % BC]); }')}
+    ${traced(copy('p', 'p_tile', 'PS'))}
     // Rescale the accumulator rows whose reference max moved (corr is 1 for the others).
     if ((tflags & 1u) != 0u) {
       ${range(OB)
@@ -443,27 +581,28 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
         .join('\n      ')}
     }
     // D. O += P·V, on the matrices; as scalar code where V's tile has an Inf or NaN.
+    ${m.fence ? 'let fv = workgroupUniformLoad(&fence_zero);' : 'let fv = 0u;'}
     if ((tflags & 2u) == 0u) {
       ${
         m.oTile
           ? range(OB)
               .map(
                 (c) => `{
-        var o = subgroupMatrixLoad<${result}>(&o_tile, sg * ${m.M}u * OS + ${c * m.N}u, ${ROW}, OS);
+        var o = subgroupMatrixLoad<${result}>(&o_tile, sg * ${m.M}u * OS + ${c * m.N}u + fv, ${ROW}, OS);
         for (var kb = 0u; kb < BC / ${m.K}u; kb++) {
-          let p = subgroupMatrixLoad<${left}>(&p_tile, sg * ${m.M}u * PS + kb * ${m.K}u, ${ROW}, PS);
-          o = subgroupMatrixMultiplyAccumulate(p, subgroupMatrixLoad<${right}>(&kv_tile, vbase + kb * ${m.K}u * KS + ${c * m.N}u, ${ROW}, KS), o);
+          let p = subgroupMatrixLoad<${left}>(&p_tile, sg * ${m.M}u * PS + kb * ${m.K}u + fv, ${ROW}, PS);
+          o = subgroupMatrixMultiplyAccumulate(p, subgroupMatrixLoad<${right}>(&kv_tile, vbase + kb * ${m.K}u * KS + ${c * m.N}u + fv, ${ROW}, KS), o);
         }
         subgroupMatrixStore(&o_tile, sg * ${m.M}u * OS + ${c * m.N}u, o, ${ROW}, OS);
       }`,
               )
               .join('\n      ')
           : `for (var kb = 0u; kb < BC / ${m.K}u; kb++) {
-        let p = subgroupMatrixLoad<${left}>(&p_tile, sg * ${m.M}u * PS + kb * ${m.K}u, ${ROW}, PS);
+        let p = subgroupMatrixLoad<${left}>(&p_tile, sg * ${m.M}u * PS + kb * ${m.K}u + fv, ${ROW}, PS);
         ${range(OB)
           .map(
             (c) =>
-              `o${c} = subgroupMatrixMultiplyAccumulate(p, subgroupMatrixLoad<${right}>(&kv_tile, vbase + kb * ${m.K}u * KS + ${c * m.N}u, ${ROW}, KS), o${c});`,
+              `o${c} = subgroupMatrixMultiplyAccumulate(p, subgroupMatrixLoad<${right}>(&kv_tile, vbase + kb * ${m.K}u * KS + ${c * m.N}u + fv, ${ROW}, KS), o${c});`,
           )
           .join('\n        ')}
       }`
@@ -485,15 +624,18 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
         )
         .join('\n      ')}
     }
-    ${probeAt(
-      'acc',
-      range(OB)
+    ${
+      trace
+        ? `if (wg.x == 0u && j0 == j_first) {
+      ${range(OB)
         .map(
           (c) => `${toScratch(c)}
-      for (var x = 0u; x < COLS; x++) { PROBE[r * HV + ${c * m.N}u + col0 + x] = ${scratch(c, 'x')}; }`,
+      for (var x = 0u; x < COLS; x++) { TRACE[${layout.acc.offset}u + r * HV + ${c * m.N}u + col0 + x] = ${scratch(c, 'x')}; }`,
         )
-        .join('\n      '),
-    )}
+        .join('\n      ')}
+    }`
+        : ''
+    }
     workgroupBarrier();
     if (lid == 0u) { atomicStore(&tile_flags, 0u); }
     j0 += i32(BC);

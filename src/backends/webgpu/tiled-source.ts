@@ -26,7 +26,7 @@
  * row NaN; −inf is a masked key; a row that sees no key outputs zeros with lse −inf.
  */
 import { bindings, type ForwardVariant } from './variant.js';
-import { elementType, loader, loader4, PAGED_ROW, PARAMS_STRUCT, WGSL_FUNCTIONS } from './wgsl.js';
+import { elementType, loader, loader4, PAGED_ROW, PARAMS_STRUCT, ROW_RANGE, WGSL_FUNCTIONS } from './wgsl.js';
 
 /** Invocations per workgroup, query rows per workgroup, score rows per invocation. */
 export const TILED_WG = 128;
@@ -210,6 +210,7 @@ ${loader4('load_v', 'Vb', v.dtype)}
 ${v.bias ? loader('load_bias', 'BIAS', v.bias) : ''}
 
 ${WGSL_FUNCTIONS}
+${ROW_RANGE}
 fn is_pos_inf(x: f32) -> bool { return bitcast<u32>(x) == 0x7f800000u; }
 ${store4(v)}
 
@@ -231,22 +232,9 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
   if (lid == 0u) { atomicStore(&block_lo, i32(P.S)); atomicStore(&block_hi, 0); }
   workgroupBarrier();
   if (lid < BR) {
-    // Keys [lo, hi) row i may see (src/backends/cpu/visibility.ts states the rule).
-    let i = i0 + lid;
-    var lo = 0;
-    var hi = 0;
-    if (i < P.T && i32(i) < t_len) {
-      hi = s_len;
-      var diagonal = i32(i);
-      if (P.bottom_right != 0u) { diagonal += s_len - t_len; }
-      if (P.causal != 0u) { hi = min(hi, diagonal + 1); }
-      if (P.has_window != 0u) {
-        lo = max(lo, diagonal - P.win_left);
-        hi = min(hi, diagonal + P.win_right + 1);
-      }
-      lo = max(lo, 0);
-      hi = max(hi, 0);
-    }
+    let span = row_range(i0 + lid, t_len, s_len);
+    let lo = span.x;
+    let hi = span.y;
     row_lo[lid] = lo;
     row_hi[lid] = hi;
     if (lo < hi) { atomicMin(&block_lo, lo); atomicMax(&block_hi, hi); }

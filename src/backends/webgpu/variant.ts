@@ -27,6 +27,28 @@ export interface MatrixShape {
    * instead of result matrices held across the key loop (a device check choice).
    */
   readonly oTile?: boolean;
+  /**
+   * Each score block's chain starts with a plain product (subgroupMatrixMultiply) instead of a
+   * multiply-accumulate into a zero matrix made in the key loop.
+   */
+  readonly mulFirst?: boolean;
+  /**
+   * The workgroup's key range computed by every invocation over the query rows, with no atomics,
+   * no branch on the invocation and no workgroupUniformLoad before the first matrix operation.
+   */
+  readonly flatPrologue?: boolean;
+  /**
+   * The barrier before each phase's matrix loads is a workgroupUniformLoad of an always-zero
+   * variable whose value the loads' offsets add, so no load can be issued before that barrier.
+   */
+  readonly fence?: boolean;
+  /** K's tile stored transposed (kᵀ: H rows of keys) and read as a row-major right matrix. */
+  readonly kTransposed?: boolean;
+  /**
+   * The softmax's row reductions through workgroup memory instead of subgroupShuffleXor: no
+   * subgroup operation in the kernel besides the matrices (as in the single-operation checks).
+   */
+  readonly noShuffle?: boolean;
 }
 
 /** The decode kernel's layout (decode-source.ts): invocations a key row, query rows a workgroup. */
@@ -122,7 +144,7 @@ export function variantKey(v: ForwardVariant): string {
     v.kernel === 'decode' && v.decode
       ? `decode-s${v.decode.sg}${v.decode.pairs ? 'k2' : ''}`
       : v.kernel === 'sgmat' && v.matrix
-        ? `sgmat${v.matrix.M}x${v.matrix.N}x${v.matrix.K}s${v.matrix.sg}${v.matrix.pad !== undefined && v.matrix.pad !== 16 ? `p${v.matrix.pad}` : ''}${v.matrix.qTile ? 'q' : ''}${v.matrix.pingPong ? 'x' : ''}${v.matrix.oTile ? 'o' : ''}`
+        ? `sgmat${v.matrix.M}x${v.matrix.N}x${v.matrix.K}s${v.matrix.sg}${v.matrix.pad !== undefined && v.matrix.pad !== 16 ? `p${v.matrix.pad}` : ''}${v.matrix.qTile ? 'q' : ''}${v.matrix.pingPong ? 'x' : ''}${v.matrix.oTile ? 'o' : ''}${v.matrix.mulFirst ? 'm' : ''}${v.matrix.flatPrologue ? 'f' : ''}${v.matrix.fence ? 'b' : ''}${v.matrix.kTransposed ? 't' : ''}${v.matrix.noShuffle ? 'w' : ''}`
         : v.kernel === 'tiled'
           ? v.lanes === 4
             ? 'tiled-subgroups'

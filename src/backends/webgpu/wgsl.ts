@@ -85,3 +85,25 @@ export function loader4(name: string, buffer: string, dtype: ForwardVariant['dty
       );
   }
 }
+
+/**
+ * WGSL: the keys [lo, hi) query row i sees (src/backends/cpu/visibility.ts states the rule): none
+ * past the row's sequence, the causal diagonal (bottom-right where P.bottom_right), the window.
+ */
+export const ROW_RANGE = `fn row_range(i: u32, t_len: i32, s_len: i32) -> vec2i {
+  var lo = 0;
+  var hi = 0;
+  if (i < P.T && i32(i) < t_len) {
+    hi = s_len;
+    var diagonal = i32(i);
+    if (P.bottom_right != 0u) { diagonal += s_len - t_len; }
+    if (P.causal != 0u) { hi = min(hi, diagonal + 1); }
+    if (P.has_window != 0u) {
+      lo = max(lo, diagonal - P.win_left);
+      hi = min(hi, diagonal + P.win_right + 1);
+    }
+    lo = max(lo, 0);
+    hi = max(hi, 0);
+  }
+  return vec2i(lo, hi);
+}`;

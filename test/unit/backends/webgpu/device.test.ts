@@ -37,6 +37,8 @@ describe('initWebgpu options', () => {
     [{ powerPreference: 'fast' }, 'options.powerPreference'],
     [{ powerPrefernce: 'low-power' }, 'options'],
     [{ experimental: 'yes' }, 'options.experimental'],
+    [{ dawnToggles: 'use_vulkan_memory_model' }, 'options.dawnToggles'],
+    [{ dawnToggles: ['a,b'] }, 'options.dawnToggles'],
   ];
   for (const [options, argument] of cases) {
     it(`refuses ${JSON.stringify(options)} naming ${argument}`, async () => {
