@@ -10,7 +10,6 @@
  * BACKWARD_BACKENDS, at its priority.
  */
 
-import { config } from '../config.js';
 import { withPostOps } from './backend.js';
 import type { BackwardBackend } from './backward-backend.js';
 import {
@@ -30,8 +29,9 @@ import { gradientNanRepair } from './cuda/ops/gradient-nan-repair.js';
 import { cudaAvailable, currentDeviceOrdinal } from './cuda/runtime/context.js';
 import { type DeviceClass, modelWords } from './device-dispatch-table.js';
 import { orderByMeasurement } from './dispatch-table.js';
+import { RecentDecisions } from './recent-decisions.js';
 import { type AutoDecision, type Chosen, calibratedDecision, chooseFrom } from './registry.js';
-import { calibrationGeneration, currentDeviceClass } from './tuning-registry.js';
+import { currentDeviceClass } from './tuning-registry.js';
 import { webgpuBackward } from './webgpu/backward.js';
 
 /** Priority order: fastest first on each device. */
@@ -81,73 +81,19 @@ export function backwardDecision(problem: BackwardProblem): AutoDecision | null 
   // Remembered for the last few plain problems: the shape class's string, the table lookups and the words
   // cost ~11 µs of a backward call's host time on the build machine, and their answer changes only with the
   // settings or a calibrated table.
-  const settings = config();
-  const generation = calibrationGeneration();
-  if (settings !== remembered.settings || generation !== remembered.generation) {
-    remembered.recent.length = 0;
-    remembered.settings = settings;
-    remembered.generation = generation;
-  }
+  recent.refresh();
   const plain = problem.querySeqLengths === null && problem.keyValueSeqLengths === null && !problem.modifiers;
   const device = currentDeviceOrdinal();
-  if (plain)
-    for (const r of remembered.recent) if (sameBackwardCase(r.of, problem, device)) return r.decision;
+  const found = plain ? recent.find(problem, device, problem.deterministic) : undefined;
+  if (found) return found;
   const decision =
     calibratedDecision('backward', problem, BACKWARD_BACKENDS) ??
     recordedBackwardDecision(problem, currentDeviceClass());
-  if (plain) {
-    remembered.recent.unshift({ of: backwardCaseFields(problem, device), decision });
-    if (remembered.recent.length > 4) remembered.recent.pop();
-  }
+  if (plain) recent.remember(problem, device, decision, problem.deterministic);
   return decision;
 }
 
-const remembered = {
-  recent: [] as Array<{ readonly of: readonly unknown[]; readonly decision: AutoDecision }>,
-  settings: null as unknown,
-  generation: -1,
-};
-
-/** What of a plain backward problem (no lengths, no modifiers) the three steps read, in one order. */
-function backwardCaseFields(p: BackwardProblem, device: number): unknown[] {
-  return [
-    device,
-    p.dtype,
-    p.B,
-    p.T,
-    p.S,
-    p.N,
-    p.K,
-    p.H,
-    p.Hv,
-    p.causal,
-    p.alignment,
-    !!p.window,
-    !!p.bias,
-    !!p.mask,
-    p.deterministic,
-  ];
-}
-
-function sameBackwardCase(f: readonly unknown[], p: BackwardProblem, device: number): boolean {
-  return (
-    f[0] === device &&
-    f[1] === p.dtype &&
-    f[2] === p.B &&
-    f[3] === p.T &&
-    f[4] === p.S &&
-    f[5] === p.N &&
-    f[6] === p.K &&
-    f[7] === p.H &&
-    f[8] === p.Hv &&
-    f[9] === p.causal &&
-    f[10] === p.alignment &&
-    f[11] === !!p.window &&
-    f[12] === !!p.bias &&
-    f[13] === !!p.mask &&
-    f[14] === p.deterministic
-  );
-}
+const recent = new RecentDecisions<AutoDecision>();
 
 /** The decision of the recorded tables for `problem` on `device`, or the model's where none speaks. */
 export function recordedBackwardDecision(

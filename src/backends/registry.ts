@@ -35,10 +35,10 @@ import {
 import { type DecisionSource, matchWords, modelWords } from './device-dispatch-table.js';
 import { type MeasuredOrder, measuredOrder, orderByMeasurement } from './dispatch-table.js';
 import type { AttentionProblem } from './problem.js';
+import { RecentDecisions } from './recent-decisions.js';
 import {
   calibratedEntry,
   calibrateOnDevice,
-  calibrationGeneration,
   currentDeviceClass,
   type Candidate as Timed,
 } from './tuning-registry.js';
@@ -101,86 +101,28 @@ export function autoDecision(problem: AttentionProblem): AutoDecision | null {
   // Without a usable GPU every cuda backend refuses with its reason (chooseFrom lists them): no order to choose.
   if (problem.implementation !== undefined || problem.device !== 'cuda' || !cudaAvailable().ok) return null;
   // Remembered per shape: the steps below (shape class, table lookups, the words) cost a call's host time
-  // each time, and their answer changes only with the settings or a calibrated table.
-  const settings = config();
-  const generation = calibrationGeneration();
-  if (settings !== remembered.settings || generation !== remembered.generation) {
-    remembered.decisions.clear();
-    remembered.recent.length = 0;
-    remembered.settings = settings;
-    remembered.generation = generation;
-  }
-  // A dense problem without lengths: the last few decisions, found by comparing the fields decisionKey
-  // reads (its string is ~1 KB of allocation a call).
+  // each time, and their answer changes only with the settings or a calibrated table. A dense problem without
+  // lengths is found among the last few by its fields (decisionKey's string is ~1 KB of allocation a call).
+  if (recent.refresh()) decisions.clear();
   const dense = !problem.paged && !problem.packed && problem.keyValueSeqLengths === null;
   const device = currentDeviceOrdinal();
   if (dense) {
-    const recent = remembered.recent;
-    for (let i = 0; i < recent.length; i++)
-      if (sameDecision(recent[i].of, problem, device)) return recent[i].decision;
+    const found = recent.find(problem, device);
+    if (found) return found;
   }
   const key = decisionKey(problem);
-  let decision = remembered.decisions.get(key);
+  let decision = decisions.get(key);
   if (!decision) {
     decision = decide(problem);
-    if (remembered.decisions.size >= 1024) remembered.decisions.clear();
-    remembered.decisions.set(key, decision);
+    if (decisions.size >= 1024) decisions.clear();
+    decisions.set(key, decision);
   }
-  if (dense) {
-    remembered.recent.unshift({ of: decisionFields(problem, device), decision });
-    if (remembered.recent.length > 4) remembered.recent.pop();
-  }
+  if (dense) recent.remember(problem, device, decision);
   return decision;
 }
 
-const remembered = {
-  decisions: new Map<string, AutoDecision>(),
-  recent: [] as Array<{ readonly of: readonly unknown[]; readonly decision: AutoDecision }>,
-  settings: null as unknown,
-  generation: -1,
-};
-
-/** The fields of a dense problem without lengths that decisionKey reads, in its order. */
-function decisionFields(p: AttentionProblem, device: number): unknown[] {
-  return [
-    device,
-    p.dtype,
-    p.B,
-    p.T,
-    p.S,
-    p.N,
-    p.K,
-    p.H,
-    p.Hv,
-    p.causal,
-    p.alignment,
-    !!p.window,
-    !!p.bias,
-    !!p.mask,
-  ];
-}
-
-function sameDecision(f: readonly unknown[], p: AttentionProblem, device: number): boolean {
-  return (
-    f[0] === device &&
-    f[1] === p.dtype &&
-    f[2] === p.B &&
-    f[3] === p.T &&
-    f[4] === p.S &&
-    f[5] === p.N &&
-    f[6] === p.K &&
-    f[7] === p.H &&
-    f[8] === p.Hv &&
-    f[9] === p.causal &&
-    f[10] === p.alignment &&
-    f[11] === !!p.window &&
-    f[12] === !!p.bias &&
-    f[13] === !!p.mask &&
-    !p.paged &&
-    !p.packed &&
-    p.keyValueSeqLengths === null
-  );
-}
+const decisions = new Map<string, AutoDecision>();
+const recent = new RecentDecisions<AutoDecision>();
 
 /** Everything of `p` the three steps read: sizes, dtype, mask, layout, and a decode step's cached tokens. */
 function decisionKey(p: AttentionProblem): string {
