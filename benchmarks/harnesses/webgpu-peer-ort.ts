@@ -151,13 +151,13 @@ for (const causal of [false, true]) {
         return [['q', 'k', 'v'][i], new ort.Tensor(dtype, data, [B, T, N * H])];
       }),
     );
-    let session: { run(f: unknown): Promise<{ o: { data: ArrayLike<number> } }>; release(): Promise<void> };
+    let inference: { run(f: unknown): Promise<{ o: { data: ArrayLike<number> } }>; release(): Promise<void> };
     let got: ArrayLike<number>;
     try {
-      session = await ort.InferenceSession.create(mhaModel(B, T, N, H, elem, causal), {
+      inference = await ort.InferenceSession.create(mhaModel(B, T, N, H, elem, causal), {
         executionProviders: [ep],
       });
-      got = (await session.run(feeds)).o.data;
+      got = (await inference.run(feeds)).o.data;
     } catch (error) {
       row({ ...shape, impl: `onnxruntime-${ep}`, error: String(error).split('\n')[0] });
       continue;
@@ -177,10 +177,10 @@ for (const causal of [false, true]) {
     const ortTimes: number[] = [];
     for (let r = 0; r < reps; r++) {
       const start = performance.now();
-      await session.run(feeds);
+      await inference.run(feeds);
       ortTimes.push(performance.now() - start);
     }
-    await session.release();
+    await inference.release();
     const ortMs = median(ortTimes);
     row({
       ...shape,
