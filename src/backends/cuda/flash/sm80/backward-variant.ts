@@ -288,7 +288,7 @@ export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBac
     ...(kernel === 'wgmma' && wide && config().experimental.flashBackwardWideHalves
       ? { wideHalves: true }
       : {}),
-    ...pingpongOf(kernel, p.deterministic),
+    ...pingpongOf(kernel, p.deterministic, general),
     ...(kernel === 'wgmma-ws' && config().experimental.flashBackwardWsFlagged ? { wsFlagged: true } : {}),
     ...(kernel !== 'mma' && !wide && config().experimental.flashBackwardDqSwizzle ? { dqSwizzle: true } : {}),
     ...(kernel !== 'mma' &&
@@ -301,12 +301,17 @@ export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBac
   };
 }
 
+/**
+ * Plain problems only: the hooks (bias, masks, modifiers, block masks) keep the shared layout, whose block-mask
+ * bitmaps leave the dQ-by-keys layout's 16 KiB no room at D=128 (hopper/bwd_dkdv_sm90_ws.cuh).
+ */
 function pingpongOf(
   kernel: FlashBackwardKernel,
   deterministic: boolean,
+  general: boolean,
 ): Pick<FlashBackwardVariant, 'pingpong'> {
   const choice = config().experimental.flashBackwardPingPong;
-  if (kernel !== 'wgmma-ws' || deterministic || choice === null) return {};
+  if (kernel !== 'wgmma-ws' || deterministic || general || choice === null) return {};
   return { pingpong: choice === '1' ? 'turns' : 'keys' };
 }
 
