@@ -6,11 +6,11 @@
 #             reduce-adds, RED: per-element reductions, LDL/STL: spills, STRONG.GPU and NANOSLEEP: the semaphores)
 #   test      test/gpu/backward/hopper.test.ts (each loop in a process of its own) and the flash
 #             backward suite, at once
-#   check     the wgmma loops in one call (CHECK_LOOPS, default wgmma and wgmma-ws; also next-wgmma, next-ws and
-#             pingpong, the switches not yet on by default: test/gpu/backward/hopper.test.ts, LOOP_VARIABLES): per
+#   check     the wgmma loops in one call (CHECK_LOOPS, default wgmma and wgmma-ws as shipped; also plain-wgmma,
+#             plain-ws (their default switches off) and pingpong: test/gpu/backward/hopper.test.ts, LOOP_VARIABLES): per
 #             loop its oracle cases in two processes (bf16; fp16 and deterministic), the deterministic repeats on
 #             three shapes (wgmma and wgmma-ws), memcheck, racecheck and synccheck on T=257 H=128 causal (whole and
-#             partial tiles), for pingpong memcheck and racecheck on T=S=128 H=64 causal too, and for next-ws and
+#             partial tiles), for pingpong memcheck and racecheck on T=S=128 H=64 causal too, and for plain-ws and
 #             pingpong the gradient NaN suite (nan.test.ts) and flash.test.ts's NaN in Q, K or dO cases under their
 #             variables; memcheck on the deterministic twin; all at once (jobs_max processes at a time,
 #             default the cores)
@@ -109,16 +109,16 @@ check)
   # once; each test's result streams to its log, so a process cut at the cap still says which tests passed.
   f=test/gpu/backward/hopper.test.ts
   export KERNELS=hopper/hopper_bwd.cu
-  next_ws="ATTNLAB_FLASH_BWD_KERNEL=wgmma-ws ATTNLAB_FLASH_BWD_WS_FLAGGED=1 ATTNLAB_FLASH_BWD_DQ_SWIZZLE=1 ATTNLAB_FLASH_BWD_STATS_EARLY=1"
+  plain_ws="ATTNLAB_FLASH_BWD_KERNEL=wgmma-ws ATTNLAB_FLASH_BWD_WS_FLAGGED=0 ATTNLAB_FLASH_BWD_DQ_SWIZZLE=0 ATTNLAB_FLASH_BWD_STATS_EARLY=0 ATTNLAB_FLASH_BWD_PINGPONG=0"
   for loop in ${CHECK_LOOPS:-wgmma wgmma-ws}; do
     shard "$loop-bf16" - --test-name-pattern="^(?!repeat|deterministic).* · bfloat16 · $loop\$" $f
     shard "$loop-fp16-det" - --test-name-pattern="^(?!repeat)(.* · float16|deterministic .* · deterministic) · $loop\$" $f
     case $loop in
     wgmma | wgmma-ws)
       shard "$loop-repeat" - --test-name-pattern="^repeat · (GQA|T=128 S=40000|T=2000 ).* · $loop\$" $f ;;
-    next-ws | pingpong)
-      vars=$next_ws
-      [ $loop = pingpong ] && vars="$vars ATTNLAB_FLASH_BWD_PINGPONG=1"
+    plain-ws | pingpong)
+      vars=$plain_ws
+      [ $loop = pingpong ] && vars="ATTNLAB_FLASH_BWD_KERNEL=wgmma-ws ATTNLAB_FLASH_BWD_PINGPONG=1"
       shard "nan-$loop" "$vars" test/gpu/backward/nan.test.ts
       shard "flash-nan-$loop" "$vars" --test-name-pattern='^NaN in ' test/gpu/backward/flash.test.ts
       ;;

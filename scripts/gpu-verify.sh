@@ -101,9 +101,9 @@ done
 for p in bfloat16 float16; do
   shard "backward-hopper-$p" - --test-name-pattern="· $p( · deterministic)? · wgmma(-ws)?\$" $g/backward/hopper.test.ts
 done
-# The oracle cases on the loops behind switches that are off by default (next-wgmma, next-ws, pingpong: each
-# test sets its variables), one process for all three.
-shard backward-hopper-next - --test-name-pattern='· (next-wgmma|next-ws|pingpong)$' $g/backward/hopper.test.ts
+# The oracle cases on the loops without their default switches (plain-wgmma, plain-ws) and with the ping-pong at
+# every head dim (pingpong): each test sets its variables; one process for all three.
+shard backward-hopper-switches - --test-name-pattern='· (plain-wgmma|plain-ws|pingpong)$' $g/backward/hopper.test.ts
 # decode/flash.test.ts: the six forced suites by kernel family, the cases over layouts, dense and paged, the rest.
 shard decode-flash-forced-loaders - --test-name-pattern='^forced (bulk|async) loader' $g/decode/flash.test.ts
 shard decode-flash-forced-kernels - --test-name-pattern='^forced (heads|rows) kernel' $g/decode/flash.test.ts

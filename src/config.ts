@@ -31,7 +31,7 @@ export type FlashBackwardDeterministicChoice = 'ordered' | 'pass';
 export type FlashBackwardDbiasChoice = 'add' | 'store';
 export type FlashBackwardScoreGradChoice = 'score' | 'output';
 /** The producer-warpgroup backward's dQ split by keys: with the warpgroups' turns ('1') or alone ('keys'). */
-export type FlashBackwardPingPongChoice = '1' | 'keys';
+export type FlashBackwardPingPongChoice = '0' | '1' | 'keys';
 export type DecodeKernelChoice = 'heads' | 'rows' | 'tma';
 /** ATTNLAB_TUNE: 'auto' calibrates a shape class the first time it is seen; 'off' ignores calibrated tables. */
 export type TuneMode = 'use' | 'auto' | 'off';
@@ -62,10 +62,10 @@ export interface ExperimentalKnobs {
    */
   readonly flashBackwardLean: boolean;
   /**
-   * ATTNLAB_FLASH_BWD_WIDE=1|pair|halves: on sm_90a, the fused flash backward takes padded head dims 160–256 on
-   * the wgmma loop for them (hopper/bwd_dkdv_wide_sm90.cuh); `pair` with both dQ passes in flight at once,
-   * `halves` that and dV, dK over a warpgroup's own queries issued before the exchange. Off by default until
-   * the GPU suite has passed on it.
+   * ATTNLAB_FLASH_BWD_WIDE=0|1|pair|halves: on sm_90a, the fused flash backward takes padded head dims 160–256
+   * on the wgmma loop for them (hopper/bwd_dkdv_wide_sm90.cuh; unset or 1); `pair` with both dQ passes in
+   * flight at once, `halves` that and dV, dK over a warpgroup's own queries issued before the exchange;
+   * `0` refuses head dims past 128 as the mma.sync loop does.
    */
   readonly flashBackwardWide: boolean;
   /** ATTNLAB_FLASH_BWD_WIDE=pair or halves (above). */
@@ -85,27 +85,28 @@ export interface ExperimentalKnobs {
    */
   readonly flashBackwardScoreGrad: FlashBackwardScoreGradChoice | null;
   /**
-   * ATTNLAB_FLASH_BWD_PINGPONG=1|keys: the producer-warpgroup backward loop (wgmma-ws) with dQ split by keys,
+   * ATTNLAB_FLASH_BWD_PINGPONG=0|1|keys: the producer-warpgroup backward loop (wgmma-ws) with dQ split by keys,
    * so that its two consumer warpgroups need not exchange dS and run out of phase; `1` also makes them take
-   * turns issuing Sᵀ and dPᵀ (hopper/bwd_dkdv_sm90_ws.cuh). Off unless set: not yet measured; not with
+   * turns issuing Sᵀ and dPᵀ (hopper/bwd_dkdv_sm90_ws.cuh), `0` neither. Unset follows
+   * HOPPER_BACKWARD_PINGPONG_HEAD_DIMS (backward-variant.ts: at D=64, where it measured faster); never with
    * `deterministic: true`, whose ordered dQ adds need one adding warp an element.
    */
   readonly flashBackwardPingPong: FlashBackwardPingPongChoice | null;
   /**
-   * ATTNLAB_FLASH_BWD_WS_FLAGGED=1: the producer warpgroup of wgmma-ws cleans non-finite Q and dO elements only
-   * in steps whose statistics flag a row, instead of scanning every step (hopper/bwd_dkdv_sm90_ws.cuh). Off
-   * unless set: not yet measured.
+   * The producer warpgroup of wgmma-ws cleans non-finite Q and dO elements only in steps whose statistics flag
+   * a row, instead of scanning every step (hopper/bwd_dkdv_sm90_ws.cuh): on by default;
+   * ATTNLAB_FLASH_BWD_WS_FLAGGED=0 builds the every-step scan, for comparisons.
    */
   readonly flashBackwardWsFlagged: boolean;
   /**
-   * ATTNLAB_FLASH_BWD_DQ_SWIZZLE=1: the wgmma loops' float32 dQ staging and workspace with the chunk permutation
-   * that spreads each half-warp's 64-bit stores over all banks (hopper/bwd_dq_accum.cuh). Off unless set: not
-   * yet measured.
+   * The wgmma loops' float32 dQ staging and workspace with the chunk permutation that spreads each
+   * half-warp's 64-bit stores over all banks (hopper/bwd_dq_accum.cuh): on by default;
+   * ATTNLAB_FLASH_BWD_DQ_SWIZZLE=0 builds the unpermuted staging, for comparisons.
    */
   readonly flashBackwardDqSwizzle: boolean;
   /**
-   * ATTNLAB_FLASH_BWD_STATS_EARLY=1: the wgmma loops (without hooks) read the first row statistics of Pᵀ and dSᵀ
-   * before waiting for Sᵀ and dPᵀ (hopper/bwd_dkdv_sm90.cuh, stats_early). Off unless set.
+   * The wgmma loops (without hooks) read the first row statistics of Pᵀ and dSᵀ before waiting for Sᵀ and
+   * dPᵀ (hopper/bwd_dkdv_sm90.cuh, stats_early): on by default; ATTNLAB_FLASH_BWD_STATS_EARLY=0 turns it off.
    */
   readonly flashBackwardStatsEarly: boolean;
   /**
@@ -251,15 +252,15 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
       flashBackwardKernel: choice('ATTNLAB_FLASH_BWD_KERNEL', ['wgmma', 'wgmma-ws', 'mma']),
       flashBackwardDeterministic: choice('ATTNLAB_FLASH_BWD_DET', ['ordered', 'pass']),
       flashBackwardLean: !flag('ATTNLAB_FLASH_BWD_LEAN', '0'),
-      flashBackwardWide: wide === '1' || wide === 'pair' || wide === 'halves',
+      flashBackwardWide: wide !== '0',
       flashBackwardWidePair: wide === 'pair' || wide === 'halves',
       flashBackwardWideHalves: wide === 'halves',
       flashBackwardDbias: choice('ATTNLAB_FLASH_BWD_DBIAS', ['add', 'store']),
       flashBackwardScoreGrad: choice('ATTNLAB_FLASH_BWD_SCORE_GRAD', ['score', 'output']),
-      flashBackwardPingPong: choice('ATTNLAB_FLASH_BWD_PINGPONG', ['1', 'keys']),
-      flashBackwardWsFlagged: flag('ATTNLAB_FLASH_BWD_WS_FLAGGED'),
-      flashBackwardDqSwizzle: flag('ATTNLAB_FLASH_BWD_DQ_SWIZZLE'),
-      flashBackwardStatsEarly: flag('ATTNLAB_FLASH_BWD_STATS_EARLY'),
+      flashBackwardPingPong: choice('ATTNLAB_FLASH_BWD_PINGPONG', ['0', '1', 'keys']),
+      flashBackwardWsFlagged: !flag('ATTNLAB_FLASH_BWD_WS_FLAGGED', '0'),
+      flashBackwardDqSwizzle: !flag('ATTNLAB_FLASH_BWD_DQ_SWIZZLE', '0'),
+      flashBackwardStatsEarly: !flag('ATTNLAB_FLASH_BWD_STATS_EARLY', '0'),
       flashKernel: choice('ATTNLAB_FLASH_KERNEL', ['wgmma', 'mma']),
       decodeKernel: choice('ATTNLAB_DECODE_KERNEL', ['heads', 'rows', 'tma']),
       cudnnGraph: choice('ATTNLAB_CUDNN_GRAPH', ['composite', 'unified']),

@@ -8,21 +8,22 @@
  *
  *   node --import tsx benchmarks/harnesses/backward-loop-variants.ts [--profile] B T N H mma wgmma mma:128x32x8 wgmma+det …
  *
- * `cudnn` times attnlab's cudnn backward in the same rounds (the ratio of the same run).
+ * `cudnn` times attnlab's cudnn backward in the same rounds (the ratio of the same run); `default` runs the
+ * loop and switches attnlab picks for the shape (nothing set), e.g. `default default+det cudnn`.
  *
  * A `+det` suffix runs the variant with `deterministic: true` (on the wgmma loops the dQ adds in a fixed
  * order of key blocks, hopper/bwd_dq_order.cuh; on mma.sync the dK/dV loop without dQ, then the dQ pass);
- * `+detpass` the same on a wgmma loop through the dQ pass (ATTNLAB_FLASH_BWD_DET=pass). A wgmma loop runs as
- * the default builds it (v6/v7, docs/internals/backward.md); `+nolean` (before any `+det`) runs it with
- * ATTNLAB_FLASH_BWD_LEAN=0 (v5's code), e.g. `wgmma+nolean`, `wgmma-ws+nolean+det`. `+lean` names the
- * default explicitly (results recorded before it became the default use it). `+pp` and `+dqkeys` (before any
- * `+det`) run wgmma-ws with dQ split by keys, with the warpgroups' turns or without
- * (ATTNLAB_FLASH_BWD_PINGPONG=1|keys), e.g. `wgmma-ws+pp`; `+flagged` runs wgmma-ws with its producer cleaning only
- * flagged steps (ATTNLAB_FLASH_BWD_WS_FLAGGED=1) and `+dqswz` either wgmma loop with the bank-spreading dQ staging
- * (ATTNLAB_FLASH_BWD_DQ_SWIZZLE=1), `+early` either wgmma loop reading its first row statistics before the
- * waits (ATTNLAB_FLASH_BWD_STATS_EARLY=1), e.g. `wgmma-ws+flagged+pp+dqswz`, `wgmma+early+dqswz`.
+ * `+detpass` the same on a wgmma loop through the dQ pass (ATTNLAB_FLASH_BWD_DET=pass). A wgmma loop runs
+ * lean (v6/v7, docs/internals/backward.md) unless `+nolean` (before any `+det`) asks for
+ * ATTNLAB_FLASH_BWD_LEAN=0 (v5's code), e.g. `wgmma+nolean`, `wgmma-ws+nolean+det`; `+lean` names it
+ * explicitly. Every other switch is named or off (=0), whatever its default: `+pp` and `+dqkeys` (before
+ * any `+det`) run wgmma-ws with dQ split by keys, with the warpgroups' turns or without
+ * (ATTNLAB_FLASH_BWD_PINGPONG=1|keys), e.g. `wgmma-ws+pp`; `+flagged` runs wgmma-ws with its producer cleaning
+ * only flagged steps (ATTNLAB_FLASH_BWD_WS_FLAGGED=1) and `+dqswz` either wgmma loop with the bank-spreading
+ * dQ staging (ATTNLAB_FLASH_BWD_DQ_SWIZZLE=1), `+early` either wgmma loop reading its first row statistics
+ * before the waits (ATTNLAB_FLASH_BWD_STATS_EARLY=1), e.g. `wgmma-ws+flagged+pp+dqswz`, `wgmma+early+dqswz`.
  *
- * Past a head dim of 128 the loop runs with ATTNLAB_FLASH_BWD_WIDE=1 set on the command line; `+pair` (before
+ * Past a head dim of 128 the wide loop runs (unless ATTNLAB_FLASH_BWD_WIDE=0 is set); `+pair` (before
  * any `+det`) runs its form with both dQ passes in flight (ATTNLAB_FLASH_BWD_WIDE=pair), e.g. `wgmma+pair+det`; `+halves`
  * that with dV, dK over each warpgroup's own queries issued early (=halves).
  *
@@ -59,20 +60,24 @@ function select(spec: string): void {
     .split(':');
   if (spec.includes('+nolean')) process.env.ATTNLAB_FLASH_BWD_LEAN = '0';
   else delete process.env.ATTNLAB_FLASH_BWD_LEAN;
-  if (spec.includes('+pp')) process.env.ATTNLAB_FLASH_BWD_PINGPONG = '1';
-  else if (spec.includes('+dqkeys')) process.env.ATTNLAB_FLASH_BWD_PINGPONG = 'keys';
-  else delete process.env.ATTNLAB_FLASH_BWD_PINGPONG;
+  // A spec names every switch it runs with: one it leaves out is off (=0), whatever the default. `default`
+  // (with any +det) sets none of them: the loop and switches attnlab picks for the shape.
+  const shipped = kernel === 'default';
+  const set = (name: string, value: string) => {
+    if (shipped) delete process.env[name];
+    else process.env[name] = value;
+  };
+  set('ATTNLAB_FLASH_BWD_PINGPONG', spec.includes('+pp') ? '1' : spec.includes('+dqkeys') ? 'keys' : '0');
   for (const [suffix, name] of [
     ['+flagged', 'ATTNLAB_FLASH_BWD_WS_FLAGGED'],
     ['+dqswz', 'ATTNLAB_FLASH_BWD_DQ_SWIZZLE'],
     ['+early', 'ATTNLAB_FLASH_BWD_STATS_EARLY'],
   ] as const) {
-    if (spec.includes(suffix)) process.env[name] = '1';
-    else delete process.env[name];
+    set(name, spec.includes(suffix) ? '1' : '0');
   }
   if (spec.endsWith('+detpass')) process.env.ATTNLAB_FLASH_BWD_DET = 'pass';
   else delete process.env.ATTNLAB_FLASH_BWD_DET;
-  if (kernel === 'cudnn') delete process.env.ATTNLAB_FLASH_BWD_KERNEL;
+  if (kernel === 'cudnn' || shipped) delete process.env.ATTNLAB_FLASH_BWD_KERNEL;
   else process.env.ATTNLAB_FLASH_BWD_KERNEL = kernel;
   if (tiles) process.env.ATTNLAB_FLASH_BWD_TILES = tiles;
   else delete process.env.ATTNLAB_FLASH_BWD_TILES;

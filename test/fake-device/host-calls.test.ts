@@ -127,6 +127,24 @@ describe('the library calls of a repeated attention call', { skip }, () => {
       for (const t of gqa) t.dispose();
     }));
 
+  it('naive under ATTNLAB_LAUNCH_GRAPH=all with padding lengths: the two length arrays keep their addresses, so a repeat is one graph launch', () =>
+    withLaunchGraph('all', () => {
+      const gqa = inputs(3, 100, 260, 8, 2, 128);
+      const [q, k, v] = gqa;
+      const options = {
+        implementation: 'naive' as const,
+        isCausal: true,
+        causalAlignment: 'bottom_right' as const,
+        querySeqLengths: [100, 37, 1],
+        keyValueSeqLengths: [260, 90, 0],
+      };
+      const { calls } = repeated(() => attention(q, k, v, options).output);
+      // The lengths' uploads, then the group as one graph launch, then the NaN repair (rows that see no key).
+      assert.equal(calls.cuGraphLaunch, 1, JSON.stringify(calls));
+      assert.equal(calls.cublasLtMatmul, undefined, JSON.stringify(calls));
+      for (const t of gqa) t.dispose();
+    }));
+
   it('naive by default (and with ATTNLAB_LAUNCH_GRAPH=0): one cuBLASLt matmul per batch entry and product, and the softmax', () => {
     for (const value of ['1', '0'])
       withLaunchGraph(value, () => {

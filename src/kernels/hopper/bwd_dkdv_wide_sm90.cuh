@@ -71,6 +71,10 @@ struct HopperBwdWideConfig {
   static constexpr u32 PS_BYTES = BOX;       // Pᵀ or dSᵀ: 64 keys × 64 queries
   // A warpgroup's columns: segment A (WA wide, box-aligned) and segment B (WB wide, D = 192 only).
   static constexpr int WA = D == 256 ? 128 : 64, WB = D == 256 ? 0 : 32;
+  // Segment B's accumulator fragments, 1 where it has none (a zero-length array is ill-formed). A named
+  // constant: NVRTC 13 fails to substitute `C::WB ? C::WB / 8 : 1` written in a template's parameter
+  // types at D = 192 ("no instance of function template matches") where nvcc 13.0 accepts it.
+  static constexpr int WB_FRAGS = WB == 0 ? 1 : WB / 8;
   // dQ passes: segment A's first 64 columns, then the rest (A's second box at D = 256, B at 192).
   static constexpr int Q0 = 64, Q1 = D == 256 ? 64 : 32;
   static constexpr bool STAGING_IN_DO = D == 256;
@@ -171,7 +175,7 @@ __device__ __forceinline__ void store_keys_by_queries(u32 tile, const float (&ac
 // stage's dO (Q) at `b_tile`, STEPS k-steps of 16 queries from k-step kk0 (all 4, or a warpgroup's 2 with
 // HALVES). Segment B only at D = 192.
 template <class C, int STEPS = 4>
-__device__ __forceinline__ void wide_dkv(float (&acc_a)[C::WA / 8][4], float (&acc_b)[C::WB ? C::WB / 8 : 1][4],
+__device__ __forceinline__ void wide_dkv(float (&acc_a)[C::WA / 8][4], float (&acc_b)[C::WB_FRAGS][4],
                                          u32 a_tile, u32 b_tile, int col_a, int col_b, int kk0 = 0) {
   const u32 a_lo = sw128_lo(a_tile, 16);
   const u32 ba_lo = sw128_lo(b_tile + wide_col_bytes<C>(col_a), C::BOX);
@@ -210,7 +214,7 @@ __device__ __forceinline__ void wide_dq_pass(float (&dq)[W / 8][4], u32 ds_tile,
 // and each of the lane's two keys whose P for row r is not 0 (bwd_common.cuh's add_non_finite_do, with P
 // read from the Pᵀ tile in shared memory, where both warpgroups' queries are).
 template <class C, int NA>
-__device__ __forceinline__ void wide_add_non_finite_do(float (&dv_a)[NA][4], float (&dv_b)[C::WB ? C::WB / 8 : 1][4],
+__device__ __forceinline__ void wide_add_non_finite_do(float (&dv_a)[NA][4], float (&dv_b)[C::WB_FRAGS][4],
                                                        const unsigned char* p_tile, const u16* d_o, i64 stride,
                                                        int rows, int cols, int col_a, int col_b, int warp, int lane) {
   const int g = lane >> 2, t = lane & 3;
@@ -297,13 +301,13 @@ __device__ __forceinline__ void hopper_bwd_dkdv_wide(const FlashParams& p, const
   };
 
   float dk_a[C::WA / 8][4], dv_a[C::WA / 8][4];
-  float dk_b[C::WB ? C::WB / 8 : 1][4], dv_b[C::WB ? C::WB / 8 : 1][4];
+  float dk_b[C::WB_FRAGS][4], dv_b[C::WB_FRAGS][4];
 #pragma unroll
   for (int d = 0; d < C::WA / 8; ++d)
 #pragma unroll
     for (int c = 0; c < 4; ++c) dk_a[d][c] = dv_a[d][c] = 0.f;
 #pragma unroll
-  for (int d = 0; d < (C::WB ? C::WB / 8 : 1); ++d)
+  for (int d = 0; d < C::WB_FRAGS; ++d)
 #pragma unroll
     for (int c = 0; c < 4; ++c) dk_b[d][c] = dv_b[d][c] = 0.f;
 
@@ -378,7 +382,7 @@ __device__ __forceinline__ void hopper_bwd_dkdv_wide(const FlashParams& p, const
       }
       store_keys_by_queries<C::FP16>(p_tile, st, warp, wg, lane);
       // HALVES: dV over this warpgroup's own 32 queries (k-steps 2·wg, 2·wg + 1) once its warps' Pᵀ is there.
-      auto issue_own = [&](float(&acc_a)[C::WA / 8][4], float(&acc_b)[C::WB ? C::WB / 8 : 1][4], u32 a_tile,
+      auto issue_own = [&](float(&acc_a)[C::WA / 8][4], float(&acc_b)[C::WB_FRAGS][4], u32 a_tile,
                            u32 b_tile) {
         fence_proxy_async();
         named_barrier_sync(1 + wg, 128);
@@ -413,7 +417,7 @@ __device__ __forceinline__ void hopper_bwd_dkdv_wide(const FlashParams& p, const
       // Staging: a warp's 16 rows × the pass's columns (D = 256: inside the warpgroup's own half of dO).
       const u32 staging = (C::STAGING_IN_DO ? do_tile + wg * C::STAGING_WG : dq0 + wg * C::STAGING_WG);
       // dV and dK over all 64 queries, or with HALVES over the other warpgroup's 32.
-      auto issue_rest = [&](float(&acc_a)[C::WA / 8][4], float(&acc_b)[C::WB ? C::WB / 8 : 1][4], u32 a_tile,
+      auto issue_rest = [&](float(&acc_a)[C::WA / 8][4], float(&acc_b)[C::WB_FRAGS][4], u32 a_tile,
                             u32 b_tile) {
         if constexpr (C::HALVES) {
           wide_dkv<C, 2>(acc_a, acc_b, a_tile, b_tile, col_a, col_b, 2 * (1 - wg));

@@ -184,36 +184,27 @@ const REPEATS = 20;
 /** The two wgmma loops: every thread loading (the default), and a producer warpgroup (wgmma-ws). */
 const LOOPS = ['wgmma', 'wgmma-ws'] as const;
 /**
- * The oracle cases also run the switches not yet on by default: `next-wgmma`, the 256-thread loop with the
- * bank-spreading dQ staging and its first row statistics read early (ATTNLAB_FLASH_BWD_DQ_SWIZZLE=1,
- * ATTNLAB_FLASH_BWD_STATS_EARLY=1); `next-ws`, wgmma-ws with both and its producer
- * cleaning only flagged steps (ATTNLAB_FLASH_BWD_WS_FLAGGED=1); `pingpong`, next-ws with dQ split by keys and
- * the warpgroups taking turns (ATTNLAB_FLASH_BWD_PINGPONG=1; deterministic cases keep the halves).
+ * `wgmma` and `wgmma-ws` run each loop as shipped (the bank-spreading dQ staging and the early row statistics;
+ * wgmma-ws's producer cleaning only flagged steps, and at D=64 dQ split by keys with the warpgroups taking
+ * turns). The oracle cases also run the loops without those switches (`plain-wgmma`, `plain-ws`: each =0) and
+ * `pingpong`, the warpgroups' turns at every head dim (ATTNLAB_FLASH_BWD_PINGPONG=1; deterministic cases keep
+ * the halves).
  */
-const ORACLE_LOOPS = [...LOOPS, 'next-wgmma', 'next-ws', 'pingpong'] as const;
+const ORACLE_LOOPS = [...LOOPS, 'plain-wgmma', 'plain-ws', 'pingpong'] as const;
 type Loop = (typeof ORACLE_LOOPS)[number];
 
+const SWITCHES_OFF = {
+  ATTNLAB_FLASH_BWD_WS_FLAGGED: '0',
+  ATTNLAB_FLASH_BWD_DQ_SWIZZLE: '0',
+  ATTNLAB_FLASH_BWD_STATS_EARLY: '0',
+  ATTNLAB_FLASH_BWD_PINGPONG: '0',
+};
 const LOOP_VARIABLES: Record<Loop, Record<string, string>> = {
   wgmma: { ATTNLAB_FLASH_BWD_KERNEL: 'wgmma' },
   'wgmma-ws': { ATTNLAB_FLASH_BWD_KERNEL: 'wgmma-ws' },
-  'next-wgmma': {
-    ATTNLAB_FLASH_BWD_KERNEL: 'wgmma',
-    ATTNLAB_FLASH_BWD_DQ_SWIZZLE: '1',
-    ATTNLAB_FLASH_BWD_STATS_EARLY: '1',
-  },
-  'next-ws': {
-    ATTNLAB_FLASH_BWD_KERNEL: 'wgmma-ws',
-    ATTNLAB_FLASH_BWD_WS_FLAGGED: '1',
-    ATTNLAB_FLASH_BWD_DQ_SWIZZLE: '1',
-    ATTNLAB_FLASH_BWD_STATS_EARLY: '1',
-  },
-  pingpong: {
-    ATTNLAB_FLASH_BWD_KERNEL: 'wgmma-ws',
-    ATTNLAB_FLASH_BWD_WS_FLAGGED: '1',
-    ATTNLAB_FLASH_BWD_DQ_SWIZZLE: '1',
-    ATTNLAB_FLASH_BWD_STATS_EARLY: '1',
-    ATTNLAB_FLASH_BWD_PINGPONG: '1',
-  },
+  'plain-wgmma': { ATTNLAB_FLASH_BWD_KERNEL: 'wgmma', ...SWITCHES_OFF },
+  'plain-ws': { ATTNLAB_FLASH_BWD_KERNEL: 'wgmma-ws', ...SWITCHES_OFF },
+  pingpong: { ATTNLAB_FLASH_BWD_KERNEL: 'wgmma-ws', ATTNLAB_FLASH_BWD_PINGPONG: '1' },
 };
 const VARIABLES = [...new Set(Object.values(LOOP_VARIABLES).flatMap((vars) => Object.keys(vars)))];
 
@@ -224,17 +215,16 @@ function setLoop(loop: Loop | undefined): void {
   reloadConfig();
 }
 
-/** The variant a loop runs (pingpong keeps dQ's halves where deterministic). */
+/** The variant a loop runs (the ping-pong keeps dQ's halves where deterministic; wgmma-ws has it at D=64). */
 function variantPattern(loop: Loop, deterministic: boolean): RegExp {
   const det = deterministic ? '\\.det' : '';
+  const pp = deterministic ? '' : '\\.pp';
   const name = {
-    wgmma: '\\.wgmma',
-    'wgmma-ws': '\\.wgmma\\.ws',
-    'next-wgmma': '\\.wgmma\\.early\\.dqswz',
-    'next-ws': '\\.wgmma\\.ws\\.flagged\\.early\\.dqswz',
-    pingpong: deterministic
-      ? '\\.wgmma\\.ws\\.flagged\\.early\\.dqswz'
-      : '\\.wgmma\\.ws\\.pp\\.flagged\\.early\\.dqswz',
+    wgmma: '\\.wgmma\\.early\\.dqswz',
+    'wgmma-ws': `\\.wgmma\\.ws(${pp})?\\.flagged\\.early\\.dqswz`,
+    'plain-wgmma': '\\.wgmma',
+    'plain-ws': '\\.wgmma\\.ws',
+    pingpong: `\\.wgmma\\.ws${pp}\\.flagged\\.early\\.dqswz`,
   }[loop];
   return new RegExp(`${name}${det}$`);
 }

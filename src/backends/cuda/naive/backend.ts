@@ -368,10 +368,13 @@ function run(p: AttentionProblem): BackendOutput {
     throw error;
   } finally {
     // Stream order makes these safe to reuse at once: later work on the stream runs after the matmuls.
-    scores.release();
-    probs.release();
-    queryLengths?.release();
+    // Released in the reverse of their allocation: the pool's free lists are last-in first-out, so the
+    // next call of this shape gets the same addresses (the same graph signature). Released in allocation
+    // order, two blocks of one size (the two length arrays) swap addresses every call and never capture.
     keyValueLengths?.release();
+    queryLengths?.release();
+    if (probs !== scores) probs.release();
+    scores.release();
   }
 }
 

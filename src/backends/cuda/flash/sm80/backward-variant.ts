@@ -22,7 +22,7 @@ const MAX_LENGTH = 1 << 28;
 export const FLASH_BACKWARD_MAX_HEAD_DIM = 128;
 /**
  * The largest padded head dim of the wgmma loop past 128 (hopper/bwd_dkdv_wide_sm90.cuh: each warpgroup
- * owns half of dK's and dV's columns, D/4 registers a lane each), on sm_90a with ATTNLAB_FLASH_BWD_WIDE=1.
+ * owns half of dK's and dV's columns, D/4 registers a lane each), on sm_90a unless ATTNLAB_FLASH_BWD_WIDE=0.
  */
 export const HOPPER_BACKWARD_WIDE_MAX_HEAD_DIM = 256;
 
@@ -113,22 +113,22 @@ export interface FlashBackwardVariant {
   /**
    * The producer-warpgroup loop with dQ split by keys (FLASH_BWD_PINGPONG, hopper/bwd_dkdv_sm90_ws.cuh):
    * 'turns' with the consumer warpgroups taking turns issuing Sᵀ and dPᵀ, 'keys' the split alone.
-   * ATTNLAB_FLASH_BWD_PINGPONG=1|keys, off by default; never deterministic.
+   * ATTNLAB_FLASH_BWD_PINGPONG=0|1|keys; unset, HOPPER_BACKWARD_PINGPONG_HEAD_DIMS; never deterministic.
    */
   readonly pingpong?: 'turns' | 'keys';
   /**
    * wgmma-ws's producer cleans only the steps whose statistics flag a non-finite row (FLASH_BWD_WS_FLAGGED,
-   * ATTNLAB_FLASH_BWD_WS_FLAGGED=1, off by default).
+   * on by default; ATTNLAB_FLASH_BWD_WS_FLAGGED=0 scans every step).
    */
   readonly wsFlagged?: boolean;
   /**
    * The dQ staging's bank-spreading chunk permutation on the wgmma loops up to a head dim of 128
-   * (FLASH_BWD_DQ_SWIZZLE, ATTNLAB_FLASH_BWD_DQ_SWIZZLE=1, off by default).
+   * (FLASH_BWD_DQ_SWIZZLE; on by default, ATTNLAB_FLASH_BWD_DQ_SWIZZLE=0 turns it off).
    */
   readonly dqSwizzle?: boolean;
   /**
    * The wgmma loops without hooks read their first row statistics before the waits for Sᵀ and dPᵀ
-   * (FLASH_BWD_STATS_EARLY, ATTNLAB_FLASH_BWD_STATS_EARLY=1, off by default; lean modules only).
+   * (FLASH_BWD_STATS_EARLY; on by default, ATTNLAB_FLASH_BWD_STATS_EARLY=0 turns it off; lean modules only).
    */
   readonly statsEarly?: boolean;
 }
@@ -150,7 +150,7 @@ export type FlashBackwardKernel = 'mma' | 'wgmma' | 'wgmma-ws';
  */
 export const HOPPER_BACKWARD_HEAD_DIMS: readonly number[] = [64, 128];
 /**
- * Past 128 (ATTNLAB_FLASH_BWD_WIDE=1): the 64-key loop of hopper/bwd_dkdv_wide_sm90.cuh, whose
+ * Past 128 (unless ATTNLAB_FLASH_BWD_WIDE=0): the 64-key loop of hopper/bwd_dkdv_wide_sm90.cuh, whose
  * warpgroups split the head dim into a 64-column box and half of another at 192, two boxes at 256.
  */
 export const HOPPER_BACKWARD_WIDE_HEAD_DIMS: readonly number[] = [192, 256];
@@ -171,20 +171,29 @@ export function hopperBackwardHeadDim(
 }
 /**
  * The loop each padded head dim runs on sm_90a when ATTNLAB_FLASH_BWD_KERNEL is unset, the fastest of
- * one timing run on an H100 (scripts/gpu-backward-wgmma.sh loops: the loops alternating in one process,
- * B=4 T=S=8192 N=16 bf16, TFLOP/s non-causal / causal):
- *   D=64   wgmma-ws 259.2 / 248.1, wgmma 232.1 / 223.2, mma.sync 160.5 / 158.0
- *   D=96   wgmma on 128 columns (a third of them zeros) 283.8 / 274.4, mma.sync on 96 174.3 / 172.2
- *   D=128  wgmma 373.5 / 364.1, wgmma-ws 331.4 / 328.6, mma.sync 190.8 / 188.0 (wgmma 423.2 / 396.1 with
- *          fewer instructions a step, a later run beside cudnn's 511.9 / 523.4; wgmma-ws not re-timed)
- * Both wgmma loops passed the shared gradient suite's flash runs there (CASES in bf16 and fp16, the
- * deterministic pass; wgmma-ws on every head dim up to 128). D=32 stays on mma.sync: not measured.
+ * one timing run on an H100 80GB HBM3 (2026-12-06, scripts/gpu-backward-wgmma.sh loops: the loops alternating
+ * in one process beside attnlab's cudnn, B=4 T=S=8192 N=16 bf16, TFLOP/s non-causal / causal;
+ * benchmarks/results/h100-sxm/backward/2026-12-06-424ae21-loops-h{128,64}.txt):
+ *   D=64   wgmma-ws with the flagged clean, dQ swizzle, early statistics and ping-pong 397.4 / 353.2
+ *          (every-step clean, no swizzle 304.0 / 293.2), wgmma 290.8 / 285.7; cudnn 454.2 / 413.8
+ *   D=128  wgmma-ws with the flagged clean, dQ swizzle and early statistics 504.6 / 475.4 (every-step clean
+ *          361.7 / 353.1), wgmma with swizzle and early statistics 437.3 / 430.1, ping-pong 435.1 / 383.3;
+ *          cudnn 482.8 / 492.8
+ * D=96 runs the D=128 module (a quarter of its columns zeros), so it follows D=128. The hooks (a bias, a
+ * boolean mask, modifiers, block masks) are only in the every-thread-loads loop: `general` below. D=32
+ * stays on mma.sync: not measured.
  */
 export const HOPPER_BACKWARD_DEFAULTS: Readonly<Record<number, FlashBackwardKernel>> = {
   64: 'wgmma-ws',
-  96: 'wgmma',
-  128: 'wgmma',
+  96: 'wgmma-ws',
+  128: 'wgmma-ws',
 };
+/**
+ * The wgmma module head dims whose wgmma-ws loop splits dQ by keys with the consumer warpgroups taking turns
+ * (FLASH_BWD_PINGPONG) when ATTNLAB_FLASH_BWD_PINGPONG is unset: D=64 at 397.4 / 353.2 TFLOP/s against
+ * 372.0 / 338.8 without; at D=128 it lost (435.1 / 383.3 against 504.6 / 475.4), same run as above.
+ */
+export const HOPPER_BACKWARD_PINGPONG_HEAD_DIMS: readonly number[] = [64];
 /** The padded head dims that run a wgmma loop by default. */
 export const HOPPER_BACKWARD_DEFAULT_HEAD_DIMS: readonly number[] =
   Object.keys(HOPPER_BACKWARD_DEFAULTS).map(Number);
@@ -288,7 +297,7 @@ export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBac
     ...(kernel === 'wgmma' && wide && config().experimental.flashBackwardWideHalves
       ? { wideHalves: true }
       : {}),
-    ...pingpongOf(kernel, p.deterministic, general),
+    ...pingpongOf(kernel, hopperBackwardHeadDim(padded) ?? padded, p.deterministic, general),
     ...(kernel === 'wgmma-ws' && config().experimental.flashBackwardWsFlagged ? { wsFlagged: true } : {}),
     ...(kernel !== 'mma' && !wide && config().experimental.flashBackwardDqSwizzle ? { dqSwizzle: true } : {}),
     ...(kernel !== 'mma' &&
@@ -303,15 +312,18 @@ export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBac
 
 /**
  * Plain problems only: the hooks (bias, masks, modifiers, block masks) keep the shared layout, whose block-mask
- * bitmaps leave the dQ-by-keys layout's 16 KiB no room at D=128 (hopper/bwd_dkdv_sm90_ws.cuh).
+ * bitmaps leave the dQ-by-keys layout's 16 KiB no room at D=128 (hopper/bwd_dkdv_sm90_ws.cuh). Unset,
+ * ATTNLAB_FLASH_BWD_PINGPONG follows HOPPER_BACKWARD_PINGPONG_HEAD_DIMS; `0` turns it off everywhere.
  */
 function pingpongOf(
   kernel: FlashBackwardKernel,
+  moduleHeadDim: number,
   deterministic: boolean,
   general: boolean,
 ): Pick<FlashBackwardVariant, 'pingpong'> {
-  const choice = config().experimental.flashBackwardPingPong;
-  if (kernel !== 'wgmma-ws' || deterministic || general || choice === null) return {};
+  const setting = config().experimental.flashBackwardPingPong;
+  const choice = setting ?? (HOPPER_BACKWARD_PINGPONG_HEAD_DIMS.includes(moduleHeadDim) ? '1' : '0');
+  if (kernel !== 'wgmma-ws' || deterministic || general || choice === '0') return {};
   return { pingpong: choice === '1' ? 'turns' : 'keys' };
 }
 
@@ -597,7 +609,7 @@ export function flashBackwardRule(p: BackwardProblem): Support {
   if (p.H % 8 !== 0 || p.Hv % 8 !== 0 || Math.max(p.H, p.Hv) > most) {
     return unsupported(
       `head dims H=${p.H}, Hv=${p.Hv}: the fused backward needs multiples of 8 of at most ${most} ` +
-        `(dK and dV of 16 keys per warp must fit in registers${wide ? '' : '; ATTNLAB_FLASH_BWD_WIDE=1 takes up to 256 on sm_90a'})`,
+        `(dK and dV of 16 keys per warp must fit in registers${wide ? '' : '; ATTNLAB_FLASH_BWD_WIDE=0 is set: unset, sm_90a takes up to 256'})`,
     );
   }
   if (Math.max(p.H, p.Hv) > FLASH_BACKWARD_MAX_HEAD_DIM) {

@@ -27,6 +27,7 @@ import {
   HOPPER_BACKWARD_DEFAULT_HEAD_DIMS,
   HOPPER_BACKWARD_DEFAULTS,
   HOPPER_BACKWARD_HEAD_DIMS,
+  HOPPER_BACKWARD_PINGPONG_HEAD_DIMS,
   HOPPER_BACKWARD_TILES,
   HOPPER_BACKWARD_WIDE_HEAD_DIMS,
   HOPPER_BACKWARD_WIDE_TILES,
@@ -91,8 +92,8 @@ describe('flash (cuda) backward: support rule', () => {
         problem({ bias: Tensor.zeros([1, 4, 40, 56], 'bfloat16'), deterministic: true }),
         /deterministic with a bias broadcast over 2 .*dBias/,
       ],
-      [problem({}, { H: 256 }), /H=256, Hv=256.*at most 128/],
-      [problem({}, { H: 64, Hv: 160 }), /Hv=160/],
+      [problem({}, { H: 264 }), /H=264, Hv=264.*at most 256/],
+      [problem({}, { H: 64, Hv: 264 }), /Hv=264/],
       [problem({}, { H: 60 }), /multiples of 8/],
       [problem({}, { lse: 'float64' }), /logSumExp float64/],
     ];
@@ -103,6 +104,35 @@ describe('flash (cuda) backward: support rule', () => {
     }
   });
 });
+
+/**
+ * `fn` with the backward's switches that are on by default turned off (the layouts and keys of the loops
+ * without them), plus `extra`; the environment restored after.
+ */
+function withSwitches<R>(extra: Record<string, string | undefined>, fn: () => R): R {
+  const vars: Record<string, string | undefined> = {
+    ATTNLAB_FLASH_BWD_WS_FLAGGED: '0',
+    ATTNLAB_FLASH_BWD_DQ_SWIZZLE: '0',
+    ATTNLAB_FLASH_BWD_STATS_EARLY: '0',
+    ATTNLAB_FLASH_BWD_PINGPONG: '0',
+    ...extra,
+  };
+  const saved = Object.fromEntries(Object.keys(vars).map((name) => [name, process.env[name]]));
+  try {
+    for (const [name, value] of Object.entries(vars)) {
+      if (value === undefined) delete process.env[name];
+      else process.env[name] = value;
+    }
+    reloadConfig();
+    return fn();
+  } finally {
+    for (const [name, value] of Object.entries(saved)) {
+      if (value === undefined) delete process.env[name];
+      else process.env[name] = value;
+    }
+    reloadConfig();
+  }
+}
 
 describe('flash (cuda) backward: dispatch', () => {
   it('sits between cudnn and naive in the cuda rows of the backward table', () => {
@@ -158,9 +188,13 @@ describe('flash (cuda) backward: variant and tiles', () => {
   });
 
   it('names the variant by arch, dtype, head dim, tiles and the deterministic pass', () => {
-    // On sm_90a a padded D=128 takes the wgmma loop (v6/v7, `.lean`) by default; elsewhere the mma.sync one.
+    // On sm_90a a padded D=128 takes the producer-warpgroup wgmma loop (v6/v7, `.lean`) by default, with the
+    // flagged clean, early statistics and swizzled dQ staging; elsewhere the mma.sync one.
     const v = flashBackwardVariant(problem({ deterministic: true }, { dtype: 'float16', H: 128 }), 'sm_90a');
-    assert.equal(flashBackwardVariantKey(v), 'flash-bwd.sm_90a.f16.d128.128x64x8.lean.wgmma.det');
+    assert.equal(
+      flashBackwardVariantKey(v),
+      'flash-bwd.sm_90a.f16.d128.128x64x12.lean.wgmma.ws.flagged.early.dqswz.det',
+    );
     const a100 = flashBackwardVariant(
       problem({ deterministic: true }, { dtype: 'float16', H: 128 }),
       'sm_80',
@@ -190,144 +224,160 @@ describe('flash (cuda) backward: variant and tiles', () => {
     }
   });
 
-  it('runs the wgmma dK/dV loop only on sm_90a up to D=128, when asked (or by default where verified)', () => {
-    for (const D of HOPPER_BACKWARD_HEAD_DIMS) {
-      assert.equal(chooseFlashBackwardKernel(D, 'sm_90a', 'wgmma', null), 'wgmma');
-      assert.equal(chooseFlashBackwardKernel(D, 'sm_90a', 'mma', null), 'mma');
-      // Unset: the measured table's loop (HOPPER_BACKWARD_DEFAULTS).
-      assert.equal(chooseFlashBackwardKernel(D, 'sm_90a', null, null), HOPPER_BACKWARD_DEFAULTS[D] ?? 'mma');
-    }
-    // The H100 timings: the producer-warpgroup loop at D=64, the 256-thread one at 96 and 128.
-    assert.deepEqual(
-      [32, 64, 96, 128].map((D) => chooseFlashBackwardKernel(D, 'sm_90a', null, null)),
-      ['mma', 'wgmma-ws', 'wgmma', 'wgmma'],
-    );
-    assert.deepEqual(HOPPER_BACKWARD_DEFAULT_HEAD_DIMS, [64, 96, 128]);
-    // mma.sync tiles asked for, another head dim, another GPU: the mma.sync loop.
-    assert.equal(chooseFlashBackwardKernel(128, 'sm_90a', 'wgmma', '128x32x8'), 'mma');
-    // D = 32 and 96 run the 64- and 128-column module when asked for; past 128 never.
-    for (const D of [32, 96]) assert.equal(chooseFlashBackwardKernel(D, 'sm_90a', 'wgmma', null), 'wgmma');
-    assert.equal(chooseFlashBackwardKernel(160, 'sm_90a', 'wgmma', null), 'mma');
-    assert.deepEqual(
-      [32, 64, 96, 128, 160].map((D) => hopperBackwardHeadDim(D, false)),
-      [64, 64, 128, 128, null],
-    );
-    // The producer-warpgroup loop when asked for, the 128-column module on 12 warps.
-    assert.equal(chooseFlashBackwardKernel(96, 'sm_90a', 'wgmma-ws', null), 'wgmma-ws');
-    assert.equal(chooseFlashBackwardKernel(128, 'sm_80', 'wgmma-ws', null), 'mma');
-    const ws = { ...flashBackwardVariant(problem({}, { H: 128 }), 'sm_90a'), kernel: 'wgmma-ws' as const };
-    const wsKey = flashBackwardVariantKey({ ...ws, tiles: HOPPER_BACKWARD_WS_TILES });
-    assert.equal(wsKey, 'flash-bwd.sm_90a.bf16.d128.128x64x12.lean.wgmma.ws');
-    assert.deepEqual(flashBackwardDefines(ws), {
-      FLASH_D: 128,
-      FLASH_FP16: 0,
-      FLASH_BWD_WS: 1,
-      FLASH_BWD_LEAN: 1,
-    });
-    assert.equal(flashBackwardFile(ws), 'hopper/hopper_bwd.cu');
-    assert.equal(chooseFlashBackwardKernel(128, 'sm_80', 'wgmma', null), 'mma');
-    assert.equal(chooseFlashBackwardKernel(64, 'sm_80', 'wgmma', null), 'mma');
-    const v = { ...flashBackwardVariant(problem({}, { H: 128 }), 'sm_90a'), kernel: 'wgmma' as const };
-    assert.equal(flashBackwardVariantKey(v), 'flash-bwd.sm_90a.bf16.d128.128x64x8.lean.wgmma');
-    assert.equal(flashBackwardFile(v), 'hopper/hopper_bwd.cu');
-    assert.deepEqual(flashBackwardDefines(v), { FLASH_D: 128, FLASH_FP16: 0, FLASH_BWD_LEAN: 1 });
-    // 1 KiB slack + K, V (2 × 128 × 256) + 3 stages of Q, dO (2 × 64 × 256) + 3 × lse2, D (2 × 64 × 4);
-    // with dQ, 2 dS (64 × 128 × 2) and the float32 dQ staging (64 × 128 × 4).
-    const bytes = flashBackwardSharedBytes(v);
-    assert.equal(bytes.dkdvOnly, 1024 + 65536 + 3 * 32768 + 3 * 512);
-    assert.equal(bytes.dkdv, bytes.dkdvOnly + 2 * 16384 + 32768);
-    assert.ok(bytes.dkdv <= 227 * 1024);
-    // wgmma-ws: 6 mbarriers of the stages, K/V's, 3 flags; still inside the 232,448 bytes.
-    const wsBytes = flashBackwardSharedBytes({ ...v, kernel: 'wgmma-ws' });
-    assert.equal(wsBytes.dkdv, bytes.dkdv + 68);
-    assert.ok(wsBytes.dkdv <= 232448);
-    // D=64: K, V (2 × 128 × 128) + 3 stages of 2 × 64 × 128 + the statistics, the same 2 dS, a 16 KiB staging.
-    const v64 = {
-      ...flashBackwardVariant(problem({}, { H: 64 }), 'sm_90a'),
-      kernel: 'wgmma' as const,
-      tiles: HOPPER_BACKWARD_TILES,
-    };
-    assert.equal(flashBackwardVariantKey(v64), 'flash-bwd.sm_90a.bf16.d64.128x64x8.lean.wgmma');
-    const bytes64 = flashBackwardSharedBytes(v64);
-    assert.equal(bytes64.dkdvOnly, 1024 + 32768 + 3 * 16384 + 3 * 512);
-    assert.equal(bytes64.dkdv, bytes64.dkdvOnly + 2 * 16384 + 16384);
-    // The dQ workspace: the bulk-reduce layout covers whole padded query blocks and both head-dim boxes.
-    const shape = { B: 2, T: 100, N: 3, H: 64 };
-    assert.equal(flashBackwardDqWorkspaceBytes(v64, shape, 128), 2 * 3 * 128 * 64 * 4);
-    assert.equal(flashBackwardDqWorkspaceBytes(v, shape, 128), 2 * 3 * 128 * 128 * 4);
-    const mma = flashBackwardVariant(problem({}, { H: 64 }), 'sm_80');
-    assert.equal(flashBackwardDqWorkspaceBytes(mma, shape, 128), 2 * 100 * 3 * 64 * 4);
-    assert.equal(flashBackwardDqWorkspaceBytes({ ...mma, deterministic: true }, shape, 128), 0);
-    // Deterministic on the wgmma loops: the same workspace, then an int32 semaphore per (b·N + n, 64-row
-    // query block) for the ordered dQ adds, compiled in by FLASH_BWD_DETERMINISTIC.
-    const det = { ...v, deterministic: true };
-    assert.equal(flashBackwardDqWorkspaceBytes(det, shape, 128), 2 * 3 * 128 * 128 * 4 + 2 * 3 * 2 * 4);
-    assert.deepEqual(flashBackwardDefines(det), {
-      FLASH_D: 128,
-      FLASH_FP16: 0,
-      FLASH_BWD_DETERMINISTIC: 1,
-      FLASH_BWD_LEAN: 1,
-    });
-    assert.equal(flashBackwardVariantKey(det), 'flash-bwd.sm_90a.bf16.d128.128x64x8.lean.wgmma.det');
-    assert.deepEqual(flashBackwardDefines({ ...ws, deterministic: true }), {
-      FLASH_D: 128,
-      FLASH_FP16: 0,
-      FLASH_BWD_WS: 1,
-      FLASH_BWD_DETERMINISTIC: 1,
-      FLASH_BWD_LEAN: 1,
-    });
-    assert.equal('FLASH_BWD_DETERMINISTIC' in flashBackwardDefines({ ...mma, deterministic: true }), false);
-    // A block mask's walk skips steps, which the order cannot take: the loop without dQ and the dQ pass.
-    const masked = { ...det, blockMask: true };
-    assert.equal(orderedDqAdds(masked), false);
-    assert.equal('FLASH_BWD_DETERMINISTIC' in flashBackwardDefines(masked), false);
-    assert.equal(flashBackwardDqWorkspaceBytes(masked, shape, 128), 0);
-    assert.equal(orderedDqAdds(det), true);
-    // ATTNLAB_FLASH_BWD_DET=pass: the same loop through the dQ pass, named so.
-    const pass = { ...det, dqPass: true };
-    assert.equal(orderedDqAdds(pass), false);
-    assert.equal(flashBackwardDqWorkspaceBytes(pass, shape, 128), 0);
-    assert.equal(flashBackwardVariantKey(pass), 'flash-bwd.sm_90a.bf16.d128.128x64x8.lean.wgmma.det.pass');
-  });
-
-  it('builds the wgmma loops lean (v6/v7) by default, the previous code with ATTNLAB_FLASH_BWD_LEAN=0', () => {
-    const saved = process.env.ATTNLAB_FLASH_BWD_LEAN;
-    try {
-      delete process.env.ATTNLAB_FLASH_BWD_LEAN;
-      reloadConfig();
-      const lean = flashBackwardVariant(problem({}, { H: 128 }), 'sm_90a');
-      assert.equal(lean.lean, true);
-      assert.equal(flashBackwardVariantKey(lean), 'flash-bwd.sm_90a.bf16.d128.128x64x8.lean.wgmma');
-      // A bias (like a mask, modifiers or a block mask) keeps the general code either way: no `.lean`.
-      const biased = flashBackwardVariant(
-        problem({ bias: Tensor.zeros([1, 4, 40, 56], 'bfloat16') }, { H: 128 }),
-        'sm_90a',
+  it('runs the wgmma dK/dV loop only on sm_90a up to D=128, when asked (or by default where verified)', () =>
+    withSwitches({ ATTNLAB_FLASH_BWD_WIDE: '0' }, () => {
+      for (const D of HOPPER_BACKWARD_HEAD_DIMS) {
+        assert.equal(chooseFlashBackwardKernel(D, 'sm_90a', 'wgmma', null), 'wgmma');
+        assert.equal(chooseFlashBackwardKernel(D, 'sm_90a', 'mma', null), 'mma');
+        // Unset: the measured table's loop (HOPPER_BACKWARD_DEFAULTS).
+        assert.equal(
+          chooseFlashBackwardKernel(D, 'sm_90a', null, null),
+          HOPPER_BACKWARD_DEFAULTS[D] ?? 'mma',
+        );
+      }
+      // The H100 timings: the producer-warpgroup loop at D=64, 96 (the 128-column module) and 128; a problem
+      // with hooks (general) on the 256-thread loop, which has them.
+      assert.deepEqual(
+        [32, 64, 96, 128].map((D) => chooseFlashBackwardKernel(D, 'sm_90a', null, null)),
+        ['mma', 'wgmma-ws', 'wgmma-ws', 'wgmma-ws'],
       );
-      assert.equal(biased.lean, false);
-      assert.equal('FLASH_BWD_LEAN' in flashBackwardDefines(biased), false);
-      // mma.sync has no lean code.
-      assert.equal(flashBackwardVariant(problem({}, { H: 128 }), 'sm_80').lean, false);
-      process.env.ATTNLAB_FLASH_BWD_LEAN = '0';
-      reloadConfig();
-      const old = flashBackwardVariant(problem({}, { H: 128 }), 'sm_90a');
-      assert.equal(flashBackwardVariantKey(old), 'flash-bwd.sm_90a.bf16.d128.128x64x8.wgmma');
-      assert.deepEqual(flashBackwardDefines(old), { FLASH_D: 128, FLASH_FP16: 0 });
-    } finally {
-      if (saved === undefined) delete process.env.ATTNLAB_FLASH_BWD_LEAN;
-      else process.env.ATTNLAB_FLASH_BWD_LEAN = saved;
-      reloadConfig();
-    }
-  });
+      assert.equal(chooseFlashBackwardKernel(128, 'sm_90a', null, null, true), 'wgmma');
+      assert.deepEqual(HOPPER_BACKWARD_DEFAULT_HEAD_DIMS, [64, 96, 128]);
+      // mma.sync tiles asked for, another head dim, another GPU: the mma.sync loop.
+      assert.equal(chooseFlashBackwardKernel(128, 'sm_90a', 'wgmma', '128x32x8'), 'mma');
+      // D = 32 and 96 run the 64- and 128-column module when asked for; past 128 never.
+      for (const D of [32, 96]) assert.equal(chooseFlashBackwardKernel(D, 'sm_90a', 'wgmma', null), 'wgmma');
+      assert.equal(chooseFlashBackwardKernel(160, 'sm_90a', 'wgmma', null), 'mma');
+      assert.deepEqual(
+        [32, 64, 96, 128, 160].map((D) => hopperBackwardHeadDim(D, false)),
+        [64, 64, 128, 128, null],
+      );
+      // The producer-warpgroup loop when asked for, the 128-column module on 12 warps.
+      assert.equal(chooseFlashBackwardKernel(96, 'sm_90a', 'wgmma-ws', null), 'wgmma-ws');
+      assert.equal(chooseFlashBackwardKernel(128, 'sm_80', 'wgmma-ws', null), 'mma');
+      const ws = { ...flashBackwardVariant(problem({}, { H: 128 }), 'sm_90a'), kernel: 'wgmma-ws' as const };
+      const wsKey = flashBackwardVariantKey({ ...ws, tiles: HOPPER_BACKWARD_WS_TILES });
+      assert.equal(wsKey, 'flash-bwd.sm_90a.bf16.d128.128x64x12.lean.wgmma.ws');
+      assert.deepEqual(flashBackwardDefines(ws), {
+        FLASH_D: 128,
+        FLASH_FP16: 0,
+        FLASH_BWD_WS: 1,
+        FLASH_BWD_LEAN: 1,
+      });
+      assert.equal(flashBackwardFile(ws), 'hopper/hopper_bwd.cu');
+      assert.equal(chooseFlashBackwardKernel(128, 'sm_80', 'wgmma', null), 'mma');
+      assert.equal(chooseFlashBackwardKernel(64, 'sm_80', 'wgmma', null), 'mma');
+      const v = {
+        ...flashBackwardVariant(problem({}, { H: 128 }), 'sm_90a'),
+        kernel: 'wgmma' as const,
+        tiles: HOPPER_BACKWARD_TILES,
+      };
+      assert.equal(flashBackwardVariantKey(v), 'flash-bwd.sm_90a.bf16.d128.128x64x8.lean.wgmma');
+      assert.equal(flashBackwardFile(v), 'hopper/hopper_bwd.cu');
+      assert.deepEqual(flashBackwardDefines(v), { FLASH_D: 128, FLASH_FP16: 0, FLASH_BWD_LEAN: 1 });
+      // 1 KiB slack + K, V (2 × 128 × 256) + 3 stages of Q, dO (2 × 64 × 256) + 3 × lse2, D (2 × 64 × 4);
+      // with dQ, 2 dS (64 × 128 × 2) and the float32 dQ staging (64 × 128 × 4).
+      const bytes = flashBackwardSharedBytes(v);
+      assert.equal(bytes.dkdvOnly, 1024 + 65536 + 3 * 32768 + 3 * 512);
+      assert.equal(bytes.dkdv, bytes.dkdvOnly + 2 * 16384 + 32768);
+      assert.ok(bytes.dkdv <= 227 * 1024);
+      // wgmma-ws: 6 mbarriers of the stages, K/V's, 3 flags; still inside the 232,448 bytes.
+      const wsBytes = flashBackwardSharedBytes({ ...v, kernel: 'wgmma-ws' });
+      assert.equal(wsBytes.dkdv, bytes.dkdv + 68);
+      assert.ok(wsBytes.dkdv <= 232448);
+      // D=64: K, V (2 × 128 × 128) + 3 stages of 2 × 64 × 128 + the statistics, the same 2 dS, a 16 KiB staging.
+      const v64 = {
+        ...flashBackwardVariant(problem({}, { H: 64 }), 'sm_90a'),
+        kernel: 'wgmma' as const,
+        tiles: HOPPER_BACKWARD_TILES,
+      };
+      assert.equal(flashBackwardVariantKey(v64), 'flash-bwd.sm_90a.bf16.d64.128x64x8.lean.wgmma');
+      const bytes64 = flashBackwardSharedBytes(v64);
+      assert.equal(bytes64.dkdvOnly, 1024 + 32768 + 3 * 16384 + 3 * 512);
+      assert.equal(bytes64.dkdv, bytes64.dkdvOnly + 2 * 16384 + 16384);
+      // The dQ workspace: the bulk-reduce layout covers whole padded query blocks and both head-dim boxes.
+      const shape = { B: 2, T: 100, N: 3, H: 64 };
+      assert.equal(flashBackwardDqWorkspaceBytes(v64, shape, 128), 2 * 3 * 128 * 64 * 4);
+      assert.equal(flashBackwardDqWorkspaceBytes(v, shape, 128), 2 * 3 * 128 * 128 * 4);
+      const mma = flashBackwardVariant(problem({}, { H: 64 }), 'sm_80');
+      assert.equal(flashBackwardDqWorkspaceBytes(mma, shape, 128), 2 * 100 * 3 * 64 * 4);
+      assert.equal(flashBackwardDqWorkspaceBytes({ ...mma, deterministic: true }, shape, 128), 0);
+      // Deterministic on the wgmma loops: the same workspace, then an int32 semaphore per (b·N + n, 64-row
+      // query block) for the ordered dQ adds, compiled in by FLASH_BWD_DETERMINISTIC.
+      const det = { ...v, deterministic: true };
+      assert.equal(flashBackwardDqWorkspaceBytes(det, shape, 128), 2 * 3 * 128 * 128 * 4 + 2 * 3 * 2 * 4);
+      assert.deepEqual(flashBackwardDefines(det), {
+        FLASH_D: 128,
+        FLASH_FP16: 0,
+        FLASH_BWD_DETERMINISTIC: 1,
+        FLASH_BWD_LEAN: 1,
+      });
+      assert.equal(flashBackwardVariantKey(det), 'flash-bwd.sm_90a.bf16.d128.128x64x8.lean.wgmma.det');
+      assert.deepEqual(flashBackwardDefines({ ...ws, deterministic: true }), {
+        FLASH_D: 128,
+        FLASH_FP16: 0,
+        FLASH_BWD_WS: 1,
+        FLASH_BWD_DETERMINISTIC: 1,
+        FLASH_BWD_LEAN: 1,
+      });
+      assert.equal('FLASH_BWD_DETERMINISTIC' in flashBackwardDefines({ ...mma, deterministic: true }), false);
+      // A block mask's walk skips steps, which the order cannot take: the loop without dQ and the dQ pass.
+      const masked = { ...det, blockMask: true };
+      assert.equal(orderedDqAdds(masked), false);
+      assert.equal('FLASH_BWD_DETERMINISTIC' in flashBackwardDefines(masked), false);
+      assert.equal(flashBackwardDqWorkspaceBytes(masked, shape, 128), 0);
+      assert.equal(orderedDqAdds(det), true);
+      // ATTNLAB_FLASH_BWD_DET=pass: the same loop through the dQ pass, named so.
+      const pass = { ...det, dqPass: true };
+      assert.equal(orderedDqAdds(pass), false);
+      assert.equal(flashBackwardDqWorkspaceBytes(pass, shape, 128), 0);
+      assert.equal(flashBackwardVariantKey(pass), 'flash-bwd.sm_90a.bf16.d128.128x64x8.lean.wgmma.det.pass');
+    }));
 
-  it('takes head dims past 128 on sm_90a only with ATTNLAB_FLASH_BWD_WIDE=1, on the 64-key loop, without hooks', () => {
+  it('builds the wgmma loops lean (v6/v7) by default, the previous code with ATTNLAB_FLASH_BWD_LEAN=0', () =>
+    withSwitches({ ATTNLAB_FLASH_BWD_KERNEL: 'wgmma' }, () => {
+      const saved = process.env.ATTNLAB_FLASH_BWD_LEAN;
+      try {
+        delete process.env.ATTNLAB_FLASH_BWD_LEAN;
+        reloadConfig();
+        const lean = flashBackwardVariant(problem({}, { H: 128 }), 'sm_90a');
+        assert.equal(lean.lean, true);
+        assert.equal(flashBackwardVariantKey(lean), 'flash-bwd.sm_90a.bf16.d128.128x64x8.lean.wgmma');
+        // A bias (like a mask, modifiers or a block mask) keeps the general code either way: no `.lean`.
+        const biased = flashBackwardVariant(
+          problem({ bias: Tensor.zeros([1, 4, 40, 56], 'bfloat16') }, { H: 128 }),
+          'sm_90a',
+        );
+        assert.equal(biased.lean, false);
+        assert.equal('FLASH_BWD_LEAN' in flashBackwardDefines(biased), false);
+        // mma.sync has no lean code.
+        assert.equal(flashBackwardVariant(problem({}, { H: 128 }), 'sm_80').lean, false);
+        process.env.ATTNLAB_FLASH_BWD_LEAN = '0';
+        reloadConfig();
+        const old = flashBackwardVariant(problem({}, { H: 128 }), 'sm_90a');
+        assert.equal(flashBackwardVariantKey(old), 'flash-bwd.sm_90a.bf16.d128.128x64x8.wgmma');
+        assert.deepEqual(flashBackwardDefines(old), { FLASH_D: 128, FLASH_FP16: 0 });
+      } finally {
+        if (saved === undefined) delete process.env.ATTNLAB_FLASH_BWD_LEAN;
+        else process.env.ATTNLAB_FLASH_BWD_LEAN = saved;
+        reloadConfig();
+      }
+    }));
+
+  it('takes head dims past 128 on sm_90a on the 64-key loop, without hooks, unless ATTNLAB_FLASH_BWD_WIDE=0', () => {
     const saved = process.env.ATTNLAB_FLASH_BWD_WIDE;
     try {
+      // Unset (the default): up to 256 on the wide loop.
       delete process.env.ATTNLAB_FLASH_BWD_WIDE;
       reloadConfig();
-      // Off (the default): past 128 refused, the reason naming the switch.
+      assert.equal(flashBackwardRule(problem({}, { H: 256 })).ok, true);
+      assert.equal(flashBackwardVariant(problem({}, { H: 256 }), 'sm_90a').headDim, 256);
+      // Off: past 128 refused, the reason naming the switch.
+      process.env.ATTNLAB_FLASH_BWD_WIDE = '0';
+      reloadConfig();
       const off = flashBackwardRule(problem({}, { H: 256 }));
       assert.equal(off.ok, false);
-      assert.match(off.ok ? '' : off.reason, /H=256, Hv=256.*at most 128.*ATTNLAB_FLASH_BWD_WIDE=1/);
+      assert.match(off.ok ? '' : off.reason, /H=256, Hv=256.*at most 128.*ATTNLAB_FLASH_BWD_WIDE=0/);
       process.env.ATTNLAB_FLASH_BWD_WIDE = '1';
       reloadConfig();
       assert.deepEqual(
@@ -435,14 +485,13 @@ describe('flash (cuda) backward: variant and tiles', () => {
     }
   });
 
-  it('splits wgmma-ws dQ by keys with ATTNLAB_FLASH_BWD_PINGPONG=1|keys, never deterministic, off unset', () => {
-    const saved = {
-      kernel: process.env.ATTNLAB_FLASH_BWD_KERNEL,
-      pp: process.env.ATTNLAB_FLASH_BWD_PINGPONG,
-    };
-    try {
-      process.env.ATTNLAB_FLASH_BWD_KERNEL = 'wgmma-ws';
-      delete process.env.ATTNLAB_FLASH_BWD_PINGPONG;
+  it('splits wgmma-ws dQ by keys at D=64 unset, with ATTNLAB_FLASH_BWD_PINGPONG=1|keys anywhere, never deterministic', () =>
+    withSwitches({ ATTNLAB_FLASH_BWD_KERNEL: 'wgmma-ws', ATTNLAB_FLASH_BWD_PINGPONG: undefined }, () => {
+      // Unset: HOPPER_BACKWARD_PINGPONG_HEAD_DIMS (the warpgroups' turns at D=64, where it measured faster).
+      assert.deepEqual(HOPPER_BACKWARD_PINGPONG_HEAD_DIMS, [64]);
+      assert.equal(flashBackwardVariant(problem({}, { H: 64 }), 'sm_90a').pingpong, 'turns');
+      assert.equal(flashBackwardVariant(problem({}, { H: 128 }), 'sm_90a').pingpong, undefined);
+      process.env.ATTNLAB_FLASH_BWD_PINGPONG = '0';
       reloadConfig();
       const plain = flashBackwardVariant(problem({}, { H: 64 }), 'sm_90a');
       assert.equal(plain.pingpong, undefined);
@@ -466,11 +515,14 @@ describe('flash (cuda) backward: variant and tiles', () => {
           flashBackwardSharedBytes(wide).dkdv,
           1024 + 65536 + 3 * 32768 + 2 * 16384 + 32768 + 1536 + 68,
         );
-        // The ordered dQ adds need one adding warp an element; the 256-thread loop has no split.
+        // The ordered dQ adds need one adding warp an element; the 256-thread loop has no split; nor has a
+        // problem with hooks (it runs the 256-thread loop).
         assert.equal(
           flashBackwardVariant(problem({ deterministic: true }, { H: 64 }), 'sm_90a').pingpong,
           undefined,
         );
+        const biased = problem({ bias: Tensor.zeros([1, 4, 40, 56], 'bfloat16') }, { H: 64 });
+        assert.equal(flashBackwardVariant(biased, 'sm_90a').pingpong, undefined);
         process.env.ATTNLAB_FLASH_BWD_KERNEL = 'wgmma';
         reloadConfig();
         assert.equal(flashBackwardVariant(problem({}, { H: 64 }), 'sm_90a').pingpong, undefined);
@@ -478,73 +530,80 @@ describe('flash (cuda) backward: variant and tiles', () => {
       }
       process.env.ATTNLAB_FLASH_BWD_PINGPONG = 'on';
       assert.throws(() => reloadConfig(), /ATTNLAB_FLASH_BWD_PINGPONG/);
-    } finally {
-      for (const [name, value] of [
-        ['ATTNLAB_FLASH_BWD_KERNEL', saved.kernel],
-        ['ATTNLAB_FLASH_BWD_PINGPONG', saved.pp],
-      ] as const) {
-        if (value === undefined) delete process.env[name];
-        else process.env[name] = value;
-      }
-      reloadConfig();
-    }
-  });
+      process.env.ATTNLAB_FLASH_BWD_PINGPONG = '0';
+    }));
 
-  it('ATTNLAB_FLASH_BWD_WS_FLAGGED, _DQ_SWIZZLE and _STATS_EARLY: named, compiled in, off unset', () => {
+  it('the flagged clean, the dQ swizzle and the early statistics: on unset, named, compiled in, off with =0', () => {
     const names = [
       'ATTNLAB_FLASH_BWD_KERNEL',
       'ATTNLAB_FLASH_BWD_WS_FLAGGED',
       'ATTNLAB_FLASH_BWD_DQ_SWIZZLE',
+      'ATTNLAB_FLASH_BWD_STATS_EARLY',
+      'ATTNLAB_FLASH_BWD_PINGPONG',
     ];
     const saved = names.map((name) => process.env[name]);
     try {
       for (const name of names) delete process.env[name];
       reloadConfig();
-      const plain = flashBackwardVariant(problem({}, { H: 128 }), 'sm_90a');
-      assert.equal(plain.dqSwizzle, undefined);
-      assert.equal('FLASH_BWD_DQ_SWIZZLE' in flashBackwardDefines(plain), false);
-      process.env.ATTNLAB_FLASH_BWD_WS_FLAGGED = '1';
-      process.env.ATTNLAB_FLASH_BWD_DQ_SWIZZLE = '1';
-      reloadConfig();
-      // The 256-thread loop takes the staging's permutation, not the producer's flag (it has no producer).
-      const v = flashBackwardVariant(problem({}, { H: 128 }), 'sm_90a');
-      assert.equal(flashBackwardVariantKey(v), 'flash-bwd.sm_90a.bf16.d128.128x64x8.lean.wgmma.dqswz');
-      assert.deepEqual(flashBackwardDefines(v), {
+      // Unset: D=128 on the producer-warpgroup loop with all three; D=64 with the ping-pong too.
+      const v128 = flashBackwardVariant(problem({}, { H: 128 }), 'sm_90a');
+      assert.equal(
+        flashBackwardVariantKey(v128),
+        'flash-bwd.sm_90a.bf16.d128.128x64x12.lean.wgmma.ws.flagged.early.dqswz',
+      );
+      assert.deepEqual(flashBackwardDefines(v128), {
         FLASH_D: 128,
         FLASH_FP16: 0,
+        FLASH_BWD_WS: 1,
         FLASH_BWD_LEAN: 1,
+        FLASH_BWD_WS_FLAGGED: 1,
         FLASH_BWD_DQ_SWIZZLE: 1,
+        FLASH_BWD_STATS_EARLY: 1,
       });
-      const det = flashBackwardVariant(problem({ deterministic: true }, { H: 128 }), 'sm_90a');
-      assert.equal(flashBackwardVariantKey(det), 'flash-bwd.sm_90a.bf16.d128.128x64x8.lean.wgmma.dqswz.det');
-      // The early statistics: the lean 256-thread loop only.
-      process.env.ATTNLAB_FLASH_BWD_STATS_EARLY = '1';
-      reloadConfig();
-      const early = flashBackwardVariant(problem({}, { H: 128 }), 'sm_90a');
+      const v64 = flashBackwardVariant(problem({}, { H: 64 }), 'sm_90a');
       assert.equal(
-        flashBackwardVariantKey(early),
-        'flash-bwd.sm_90a.bf16.d128.128x64x8.lean.wgmma.early.dqswz',
+        flashBackwardVariantKey(v64),
+        'flash-bwd.sm_90a.bf16.d64.128x64x12.lean.wgmma.ws.pp.flagged.early.dqswz',
       );
-      assert.equal(flashBackwardDefines(early).FLASH_BWD_STATS_EARLY, 1);
+      // A bias runs the 256-thread loop: the swizzle, not the producer's flag (it has no producer) nor the
+      // early statistics (lean modules only).
       const biased = flashBackwardVariant(
         problem({ bias: Tensor.zeros([1, 4, 40, 56], 'bfloat16') }, { H: 128 }),
         'sm_90a',
       );
+      assert.equal(biased.kernel, 'wgmma');
+      assert.equal(biased.dqSwizzle, true);
+      assert.equal(biased.wsFlagged, undefined);
       assert.equal(biased.statsEarly, undefined);
-      process.env.ATTNLAB_FLASH_BWD_KERNEL = 'wgmma-ws';
+      process.env.ATTNLAB_FLASH_BWD_KERNEL = 'wgmma';
       reloadConfig();
-      const ws = flashBackwardVariant(problem({}, { H: 64 }), 'sm_90a');
+      const v = flashBackwardVariant(problem({}, { H: 128 }), 'sm_90a');
+      assert.equal(flashBackwardVariantKey(v), 'flash-bwd.sm_90a.bf16.d128.128x64x8.lean.wgmma.early.dqswz');
+      assert.equal(flashBackwardDefines(v).FLASH_BWD_STATS_EARLY, 1);
+      const det = flashBackwardVariant(problem({ deterministic: true }, { H: 128 }), 'sm_90a');
       assert.equal(
-        flashBackwardVariantKey(ws),
-        'flash-bwd.sm_90a.bf16.d64.128x64x12.lean.wgmma.ws.flagged.early.dqswz',
+        flashBackwardVariantKey(det),
+        'flash-bwd.sm_90a.bf16.d128.128x64x8.lean.wgmma.early.dqswz.det',
       );
-      assert.equal(flashBackwardDefines(ws).FLASH_BWD_WS_FLAGGED, 1);
-      assert.equal(flashBackwardDefines(ws).FLASH_BWD_STATS_EARLY, 1);
-      assert.equal(flashBackwardDefines(ws).FLASH_BWD_DQ_SWIZZLE, 1);
-      // mma.sync has neither.
+      // =0 each: the loops without them.
+      for (const name of names.slice(1)) process.env[name] = '0';
+      reloadConfig();
+      const off = flashBackwardVariant(problem({}, { H: 128 }), 'sm_90a');
+      assert.equal(flashBackwardVariantKey(off), 'flash-bwd.sm_90a.bf16.d128.128x64x8.lean.wgmma');
+      assert.deepEqual(flashBackwardDefines(off), { FLASH_D: 128, FLASH_FP16: 0, FLASH_BWD_LEAN: 1 });
+      delete process.env.ATTNLAB_FLASH_BWD_KERNEL;
+      reloadConfig();
+      const wsOff = flashBackwardVariant(problem({}, { H: 64 }), 'sm_90a');
+      assert.equal(flashBackwardVariantKey(wsOff), 'flash-bwd.sm_90a.bf16.d64.128x64x12.lean.wgmma.ws');
+      // mma.sync has none of them.
+      for (const name of names) delete process.env[name];
+      reloadConfig();
       const mma = flashBackwardVariant(problem({}, { H: 128 }), 'sm_80');
       assert.equal(mma.wsFlagged, undefined);
       assert.equal(mma.dqSwizzle, undefined);
+      assert.equal(mma.statsEarly, undefined);
+      process.env.ATTNLAB_FLASH_BWD_DQ_SWIZZLE = 'yes';
+      assert.throws(() => reloadConfig(), /ATTNLAB_FLASH_BWD_DQ_SWIZZLE/);
     } finally {
       names.forEach((name, i) => {
         if (saved[i] === undefined) delete process.env[name];
