@@ -49,17 +49,17 @@ const BACKENDS: Array<Implementation | undefined> = [undefined, 'cudnn', 'flash'
  * At the small shapes the naive backend too (its (B,N,T,S) scores are 2 MB there, 8.6 GB at T=S=8192), and
  * the host-time routes switched, each timed beside the default: cudnn with ATTNLAB_CUDNN_CUDA_GRAPH=0
  * ('cudnn-execute': one cudnnBackendExecute a call), flash with ATTNLAB_LAUNCH_GRAPH=0 ('flash-launches': a
- * decode step's two launches one by one), naive with ATTNLAB_LAUNCH_GRAPH=all ('naive-graph': its cuBLASLt
- * matmuls and softmax as one graph, opt-in).
+ * decode step's two launches one by one), naive with ATTNLAB_LAUNCH_GRAPH=1 ('naive-launches': its cuBLASLt
+ * matmuls and softmax launched one by one instead of as one graph).
  */
 const ROUTES = {
   'cudnn-execute': { backend: 'cudnn', variable: 'ATTNLAB_CUDNN_CUDA_GRAPH', value: '0' },
   'flash-launches': { backend: 'flash', variable: 'ATTNLAB_LAUNCH_GRAPH', value: '0' },
-  'naive-graph': { backend: 'naive', variable: 'ATTNLAB_LAUNCH_GRAPH', value: 'all' },
+  'naive-launches': { backend: 'naive', variable: 'ATTNLAB_LAUNCH_GRAPH', value: '1' },
 } as const;
 type Route = keyof typeof ROUTES;
 type Entry = Implementation | undefined | Route;
-const SMALL_BACKENDS: Entry[] = [...BACKENDS, 'cudnn-execute', 'flash-launches', 'naive', 'naive-graph'];
+const SMALL_BACKENDS: Entry[] = [...BACKENDS, 'cudnn-execute', 'flash-launches', 'naive', 'naive-launches'];
 const label = (impl: Entry) => impl ?? 'auto';
 const isRoute = (entry: Entry): entry is Route => entry !== undefined && entry in ROUTES;
 
@@ -246,12 +246,12 @@ function kvCacheRow(samples: number, batch: number) {
   const [q] = inputs({ B: 1, T: 1, S: 1, N: 32, K: 32, H: 128, causal: false });
   const [token] = inputs({ B: 1, T: 1, S: 1, N: 8, K: 8, H: 128, causal: false });
   const [prefill] = inputs({ B: 1, T: 4096, S: 4096, N: 8, K: 8, H: 128, causal: false });
-  // Not cudnn: it builds a graph per block-table width, and the table widens every 64 steps. 'flash-graph':
-  // flash with ATTNLAB_LAUNCH_GRAPH=all, the append's launch as a graph too (opt-in).
-  for (const entry of [undefined, 'flash', 'flash-graph'] as const) {
-    const impl = entry === 'flash-graph' ? 'flash' : entry;
-    if (entry === 'flash-graph') {
-      process.env.ATTNLAB_LAUNCH_GRAPH = 'all';
+  // Not cudnn: it builds a graph per block-table width, and the table widens every 64 steps.
+  // 'flash-append-launched': flash with ATTNLAB_LAUNCH_GRAPH=1, the append launched rather than a graph.
+  for (const entry of [undefined, 'flash', 'flash-append-launched'] as const) {
+    const impl = entry === 'flash-append-launched' ? 'flash' : entry;
+    if (entry === 'flash-append-launched') {
+      process.env.ATTNLAB_LAUNCH_GRAPH = '1';
       reloadConfig();
     }
     // Room for the prefill and every step timed below (a few thousand tokens).
@@ -284,7 +284,7 @@ function kvCacheRow(samples: number, batch: number) {
       row[entry ?? 'auto'] = { error: error instanceof Error ? error.message.split('\n')[0] : String(error) };
     } finally {
       cache.dispose();
-      if (entry === 'flash-graph') {
+      if (entry === 'flash-append-launched') {
         delete process.env.ATTNLAB_LAUNCH_GRAPH;
         reloadConfig();
       }

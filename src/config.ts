@@ -146,11 +146,14 @@ export interface ExperimentalKnobs {
    */
   readonly cudnnCudaGraph: boolean;
   /**
-   * ATTNLAB_LAUNCH_GRAPH=0: launch a decode step's kernels one by one; unset or =1, a plan whose arguments
-   * repeat enqueues its split kernel and combine as one captured CUDA graph (runtime/launch-graph.ts).
+   * ATTNLAB_LAUNCH_GRAPH=0: launch every group's kernels one by one; unset, =all or =1, a plan whose arguments
+   * repeat enqueues a decode step's split kernel and combine as one captured CUDA graph (runtime/launch-graph.ts).
    */
   readonly launchGraph: boolean;
-  /** ATTNLAB_LAUNCH_GRAPH=all: naive's matmuls and softmax and a KVCache append's launch as graphs too (opt-in). */
+  /**
+   * Unset or ATTNLAB_LAUNCH_GRAPH=all: naive's matmuls and softmax and a KVCache append's launch as graphs too;
+   * =1 keeps those launched one by one (for comparisons).
+   */
   readonly launchGraphAll: boolean;
   /**
    * Which TMA decode launches are programmatic dependents (launch-dependent.ts; decode-tma.ts,
@@ -269,7 +272,7 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
       foldScoreFactors: flag('ATTNLAB_FOLD_SCORE_FACTORS'),
       cudnnCudaGraph: !flag('ATTNLAB_CUDNN_CUDA_GRAPH', '0'),
       launchGraph: launchGraph !== '0',
-      launchGraphAll: launchGraph === 'all',
+      launchGraphAll: launchGraph === null || launchGraph === 'all',
       dependentLaunch: dependent === '1' ? 'all' : dependent === '0' ? 'off' : (dependent ?? 'auto'),
     },
     cudnnTrace: flag('ATTNLAB_CUDNN_TRACE'),

@@ -47,9 +47,10 @@ function repeated(call: () => { dispose(): void }, warm = 3) {
   return { calls, allocations: memoryStats().driverAllocations - allocations };
 }
 
-/** `fn` under ATTNLAB_LAUNCH_GRAPH=`value` (naive's and the KVCache append's graphs are opt-in: `all`). */
-function withLaunchGraph<R>(value: string, fn: () => R): R {
-  process.env.ATTNLAB_LAUNCH_GRAPH = value;
+/** `fn` under ATTNLAB_LAUNCH_GRAPH=`value` (unset where undefined; =1 keeps naive's and the KVCache append's launches plain). */
+function withLaunchGraph<R>(value: string | undefined, fn: () => R): R {
+  if (value === undefined) delete process.env.ATTNLAB_LAUNCH_GRAPH;
+  else process.env.ATTNLAB_LAUNCH_GRAPH = value;
   reloadConfig();
   try {
     return fn();
@@ -110,25 +111,27 @@ describe('the library calls of a repeated attention call', { skip }, () => {
     for (const t of [q2, k2, v2]) t.dispose();
   });
 
-  it('naive under ATTNLAB_LAUNCH_GRAPH=all: its matmuls and softmax as one graph launch once a call repeats, MHA and GQA', () =>
-    withLaunchGraph('all', () => {
-      for (const causal of [false, true]) {
-        const { calls, allocations } = run('naive', small, causal);
-        // Causal: the NaN repair's launch after the group (a masked key's 0 · V row can be NaN).
-        assert.deepEqual(calls, causal ? { cuGraphLaunch: 1, cuLaunchKernel: 1 } : { cuGraphLaunch: 1 });
-        assert.equal(allocations, 0);
-      }
-      const launches = koffi.load(join(dir, 'libcuda.so.1')).func('int fake_launch_count()');
-      const gqa = inputs(2, 128, 128, 8, 2, 64);
-      const before = launches() as number;
-      assert.deepEqual(run('naive', gqa, false).calls, { cuGraphLaunch: 1 });
-      // One strided batch of G = 4 query heads per (b, KV head) and matmul: 2·B·K + 1 = 9 kernels a call, 4 calls.
-      assert.equal((launches() as number) - before, 9 * 4);
-      for (const t of gqa) t.dispose();
-    }));
+  it('naive by default (and under ATTNLAB_LAUNCH_GRAPH=all): its matmuls and softmax as one graph launch once a call repeats, MHA and GQA', () => {
+    for (const setting of [undefined, 'all'])
+      withLaunchGraph(setting, () => {
+        for (const causal of [false, true]) {
+          const { calls, allocations } = run('naive', small, causal);
+          // Causal: the NaN repair's launch after the group (a masked key's 0 · V row can be NaN).
+          assert.deepEqual(calls, causal ? { cuGraphLaunch: 1, cuLaunchKernel: 1 } : { cuGraphLaunch: 1 });
+          assert.equal(allocations, 0);
+        }
+        const launches = koffi.load(join(dir, 'libcuda.so.1')).func('int fake_launch_count()');
+        const gqa = inputs(2, 128, 128, 8, 2, 64);
+        const before = launches() as number;
+        assert.deepEqual(run('naive', gqa, false).calls, { cuGraphLaunch: 1 });
+        // One strided batch of G = 4 query heads per (b, KV head) and matmul: 2·B·K + 1 = 9 kernels a call, 4 calls.
+        assert.equal((launches() as number) - before, 9 * 4);
+        for (const t of gqa) t.dispose();
+      });
+  });
 
-  it('naive under ATTNLAB_LAUNCH_GRAPH=all with padding lengths: the two length arrays keep their addresses, so a repeat is one graph launch', () =>
-    withLaunchGraph('all', () => {
+  it('naive with padding lengths: the two length arrays keep their addresses, so a repeat is one graph launch', () =>
+    withLaunchGraph(undefined, () => {
       const gqa = inputs(3, 100, 260, 8, 2, 128);
       const [q, k, v] = gqa;
       const options = {
@@ -145,7 +148,7 @@ describe('the library calls of a repeated attention call', { skip }, () => {
       for (const t of gqa) t.dispose();
     }));
 
-  it('naive by default (and with ATTNLAB_LAUNCH_GRAPH=0): one cuBLASLt matmul per batch entry and product, and the softmax', () => {
+  it('naive with ATTNLAB_LAUNCH_GRAPH=1 or 0: one cuBLASLt matmul per batch entry and product, and the softmax', () => {
     for (const value of ['1', '0'])
       withLaunchGraph(value, () => {
         const { calls } = run('naive', small, false);
@@ -154,8 +157,8 @@ describe('the library calls of a repeated attention call', { skip }, () => {
       });
   });
 
-  it("naive under ATTNLAB_LAUNCH_GRAPH=all: a call whose scale or buffers differ from the graph's runs its own launches", () =>
-    withLaunchGraph('all', () => {
+  it("naive: a call whose scale or buffers differ from the graph's runs its own launches", () =>
+    withLaunchGraph(undefined, () => {
       const [q, k, v] = small;
       const call = (scale: number, query = q) =>
         attention(query, k, v, { implementation: 'naive', scale }).output;
@@ -238,7 +241,7 @@ describe('the library calls of a repeated attention call', { skip }, () => {
     for (const t of [pool, q]) t.dispose();
   });
 
-  it("a KVCache decode step: append uploads its slots and launches once (a graph under ATTNLAB_LAUNCH_GRAPH=all); attention rewrites the plan's lengths and launches the decode kernels as one graph", () => {
+  it("a KVCache decode step: append uploads its slots and launches once, as a graph (one by one under ATTNLAB_LAUNCH_GRAPH=1); attention rewrites the plan's lengths and launches the decode kernels as one graph", () => {
     const lastUploadPinned = koffi.load(join(dir, 'libcuda.so.1')).func('int fake_last_upload_pinned()');
     const cache = new KVCache({ numBlocks: 256, blockSize: 64, numKvHeads: 8, headDim: 128 });
     const id = cache.addSequence();
@@ -255,16 +258,16 @@ describe('the library calls of a repeated attention call', { skip }, () => {
       const { calls, allocations } = repeated(decodeStep, 40);
       assert.deepEqual(
         calls,
-        { cuMemcpyHtoDAsync_v2: 2, cuLaunchKernel: 1, cuGraphLaunch: 1 },
-        `${impl ?? 'auto'}: the append's slots and launch, the lengths and the decode's split and combine as a graph`,
+        { cuMemcpyHtoDAsync_v2: 2, cuGraphLaunch: 2 },
+        `${impl ?? 'auto'}: the append's slots, its launch as a graph, the lengths and the decode's split and combine as a graph`,
       );
       assert.equal(allocations, 0);
       assert.equal(lastUploadPinned(), 1, 'the uploads come from page-locked staging (runtime/staging.ts)');
-      const all = withLaunchGraph('all', () => repeated(decodeStep, 5));
+      const one = withLaunchGraph('1', () => repeated(decodeStep, 5));
       assert.deepEqual(
-        all.calls,
-        { cuMemcpyHtoDAsync_v2: 2, cuGraphLaunch: 2 },
-        `${impl ?? 'auto'}, ATTNLAB_LAUNCH_GRAPH=all: the append's launch as a graph too`,
+        one.calls,
+        { cuMemcpyHtoDAsync_v2: 2, cuLaunchKernel: 1, cuGraphLaunch: 1 },
+        `${impl ?? 'auto'}, ATTNLAB_LAUNCH_GRAPH=1: the append launched, the decode as a graph`,
       );
     }
     cache.dispose();

@@ -2,9 +2,9 @@
  * The launcher of src/kernels/ops/kv_append.cu: new K and V rows scattered into a paged cache's
  * pools in one launch (KVCache's append on the GPU). A decode loop's appends repeat their parameters
  * step after step (the new rows' buffers come back from the pool at the same addresses, the slots are
- * uploaded into the same block): under ATTNLAB_LAUNCH_GRAPH=all, from the second such step the launch is a
+ * uploaded into the same block): from the second such step the launch is a
  * captured graph's (runtime/launch-graph.ts), one cuGraphLaunch of 2–3 µs of host time against a
- * cuLaunchKernel's 3–6 µs on an H100.
+ * cuLaunchKernel's 3–6 µs on an H100 (ATTNLAB_LAUNCH_GRAPH=1 or 0 launches it).
  */
 import { config } from '../../../config.js';
 import { loadKernels } from '../runtime/compile.js';
