@@ -62,10 +62,11 @@ export interface ExperimentalKnobs {
    */
   readonly flashBackwardLean: boolean;
   /**
-   * ATTNLAB_FLASH_BWD_WIDE=0|1|pair|halves: on sm_90a, the fused flash backward takes padded head dims 160–256
-   * on the wgmma loop for them (hopper/bwd_dkdv_wide_sm90.cuh; unset or 1); `pair` with both dQ passes in
-   * flight at once, `halves` that and dV, dK over a warpgroup's own queries issued before the exchange;
-   * `0` refuses head dims past 128 as the mma.sync loop does.
+   * ATTNLAB_FLASH_BWD_WIDE=1|pair|halves: on sm_90a, the fused flash backward takes padded head dims 160–256 on
+   * the wgmma loop for them (hopper/bwd_dkdv_wide_sm90.cuh); `pair` with both dQ passes in flight at once,
+   * `halves` that and dV, dK over a warpgroup's own queries issued before the exchange. Off unless set: the
+   * 256-column module passed the GPU suite and sanitizers, the 192-column one has yet to compile under NVRTC
+   * on the GPU machine since its fix.
    */
   readonly flashBackwardWide: boolean;
   /** ATTNLAB_FLASH_BWD_WIDE=pair or halves (above). */
@@ -100,8 +101,9 @@ export interface ExperimentalKnobs {
   readonly flashBackwardWsFlagged: boolean;
   /**
    * The wgmma loops' float32 dQ staging and workspace with the chunk permutation that spreads each
-   * half-warp's 64-bit stores over all banks (hopper/bwd_dq_accum.cuh): on by default;
-   * ATTNLAB_FLASH_BWD_DQ_SWIZZLE=0 builds the unpermuted staging, for comparisons.
+   * half-warp's 64-bit stores over all banks (hopper/bwd_dq_accum.cuh), for problems without hooks (a bias, a
+   * mask, modifiers, a block mask: their loop keeps the plain staging until the GPU suite has run it so): on
+   * by default; ATTNLAB_FLASH_BWD_DQ_SWIZZLE=0 builds the unpermuted staging, for comparisons.
    */
   readonly flashBackwardDqSwizzle: boolean;
   /**
@@ -255,7 +257,7 @@ export function readConfig(env: NodeJS.ProcessEnv): AttnlabConfig {
       flashBackwardKernel: choice('ATTNLAB_FLASH_BWD_KERNEL', ['wgmma', 'wgmma-ws', 'mma']),
       flashBackwardDeterministic: choice('ATTNLAB_FLASH_BWD_DET', ['ordered', 'pass']),
       flashBackwardLean: !flag('ATTNLAB_FLASH_BWD_LEAN', '0'),
-      flashBackwardWide: wide !== '0',
+      flashBackwardWide: wide === '1' || wide === 'pair' || wide === 'halves',
       flashBackwardWidePair: wide === 'pair' || wide === 'halves',
       flashBackwardWideHalves: wide === 'halves',
       flashBackwardDbias: choice('ATTNLAB_FLASH_BWD_DBIAS', ['add', 'store']),

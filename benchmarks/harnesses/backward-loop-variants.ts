@@ -23,7 +23,7 @@
  * dQ staging (ATTNLAB_FLASH_BWD_DQ_SWIZZLE=1), `+early` either wgmma loop reading its first row statistics
  * before the waits (ATTNLAB_FLASH_BWD_STATS_EARLY=1), e.g. `wgmma-ws+flagged+pp+dqswz`, `wgmma+early+dqswz`.
  *
- * Past a head dim of 128 the wide loop runs (unless ATTNLAB_FLASH_BWD_WIDE=0 is set); `+pair` (before
+ * Past a head dim of 128 the loop runs with ATTNLAB_FLASH_BWD_WIDE=1 set on the command line; `+pair` (before
  * any `+det`) runs its form with both dQ passes in flight (ATTNLAB_FLASH_BWD_WIDE=pair), e.g. `wgmma+pair+det`; `+halves`
  * that with dV, dK over each warpgroup's own queries issued early (=halves).
  *

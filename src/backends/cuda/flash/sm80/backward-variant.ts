@@ -22,7 +22,7 @@ const MAX_LENGTH = 1 << 28;
 export const FLASH_BACKWARD_MAX_HEAD_DIM = 128;
 /**
  * The largest padded head dim of the wgmma loop past 128 (hopper/bwd_dkdv_wide_sm90.cuh: each warpgroup
- * owns half of dK's and dV's columns, D/4 registers a lane each), on sm_90a unless ATTNLAB_FLASH_BWD_WIDE=0.
+ * owns half of dK's and dV's columns, D/4 registers a lane each), on sm_90a with ATTNLAB_FLASH_BWD_WIDE=1.
  */
 export const HOPPER_BACKWARD_WIDE_MAX_HEAD_DIM = 256;
 
@@ -150,7 +150,7 @@ export type FlashBackwardKernel = 'mma' | 'wgmma' | 'wgmma-ws';
  */
 export const HOPPER_BACKWARD_HEAD_DIMS: readonly number[] = [64, 128];
 /**
- * Past 128 (unless ATTNLAB_FLASH_BWD_WIDE=0): the 64-key loop of hopper/bwd_dkdv_wide_sm90.cuh, whose
+ * Past 128 (ATTNLAB_FLASH_BWD_WIDE=1): the 64-key loop of hopper/bwd_dkdv_wide_sm90.cuh, whose
  * warpgroups split the head dim into a 64-column box and half of another at 192, two boxes at 256.
  */
 export const HOPPER_BACKWARD_WIDE_HEAD_DIMS: readonly number[] = [192, 256];
@@ -180,7 +180,8 @@ export function hopperBackwardHeadDim(
  *          361.7 / 353.1), wgmma with swizzle and early statistics 437.3 / 430.1, ping-pong 435.1 / 383.3;
  *          cudnn 482.8 / 492.8
  * D=96 runs the D=128 module (a quarter of its columns zeros), so it follows D=128. The hooks (a bias, a
- * boolean mask, modifiers, block masks) are only in the every-thread-loads loop: `general` below. D=32
+ * boolean mask, modifiers, block masks) are only in the every-thread-loads loop: `general` below; it runs
+ * without the switches (the swizzle not yet GPU-run with hooks). D=32
  * stays on mma.sync: not measured.
  */
 export const HOPPER_BACKWARD_DEFAULTS: Readonly<Record<number, FlashBackwardKernel>> = {
@@ -299,7 +300,10 @@ export function flashBackwardVariant(p: BackwardProblem, arch: string): FlashBac
       : {}),
     ...pingpongOf(kernel, hopperBackwardHeadDim(padded) ?? padded, p.deterministic, general),
     ...(kernel === 'wgmma-ws' && config().experimental.flashBackwardWsFlagged ? { wsFlagged: true } : {}),
-    ...(kernel !== 'mma' && !wide && config().experimental.flashBackwardDqSwizzle ? { dqSwizzle: true } : {}),
+    // The hooks' loop keeps the plain dQ staging: the GPU suite has run the swizzle on plain problems only.
+    ...(kernel !== 'mma' && !general && !wide && config().experimental.flashBackwardDqSwizzle
+      ? { dqSwizzle: true }
+      : {}),
     ...(kernel !== 'mma' &&
     !general &&
     !wide &&
@@ -609,7 +613,7 @@ export function flashBackwardRule(p: BackwardProblem): Support {
   if (p.H % 8 !== 0 || p.Hv % 8 !== 0 || Math.max(p.H, p.Hv) > most) {
     return unsupported(
       `head dims H=${p.H}, Hv=${p.Hv}: the fused backward needs multiples of 8 of at most ${most} ` +
-        `(dK and dV of 16 keys per warp must fit in registers${wide ? '' : '; ATTNLAB_FLASH_BWD_WIDE=0 is set: unset, sm_90a takes up to 256'})`,
+        `(dK and dV of 16 keys per warp must fit in registers${wide ? '' : '; ATTNLAB_FLASH_BWD_WIDE=1 takes up to 256 on sm_90a'})`,
     );
   }
   if (Math.max(p.H, p.Hv) > FLASH_BACKWARD_MAX_HEAD_DIM) {

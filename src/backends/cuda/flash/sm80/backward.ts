@@ -101,7 +101,7 @@ function planBackward(p: BackwardProblem): Planned<FlashBackwardVariant> {
     return unsupported(`compute capability ${major}.${minor}: mma.sync and cp.async need sm_80+`);
   const chosen = flashBackwardVariant(p, targetArch(properties));
   // Past a head dim of 128 only the sm_90a loop of hopper/bwd_dkdv_wide_sm90.cuh runs (flashBackwardRule
-  // let it through unless ATTNLAB_FLASH_BWD_WIDE=0).
+  // let it through under ATTNLAB_FLASH_BWD_WIDE=1).
   if (chosen.kernel === 'mma' && chosen.headDim > FLASH_BACKWARD_MAX_HEAD_DIM) {
     return unsupported(
       `head dims H=${p.H}, Hv=${p.Hv} on ${chosen.arch}: past ${FLASH_BACKWARD_MAX_HEAD_DIM} the fused backward ` +

@@ -164,15 +164,9 @@ describe('flash backward: bias, mask and modifier rules', () => {
     const v = flashBackwardVariant(p, 'sm_90a');
     assert.equal(v.kernel, 'wgmma');
     assert.equal(flashBackwardFile(v), 'hopper/hopper_bwd.cu');
-    // The dQ staging's bank-spreading permutation is on every wgmma loop (hooks or not).
-    assert.match(flashBackwardVariantKey(v), /\.wgmma\.dqswz\.bias-bf16\.mask$/);
-    assert.deepEqual(flashBackwardDefines(v), {
-      FLASH_D: 64,
-      FLASH_FP16: 0,
-      FLASH_BIAS: 2,
-      FLASH_MASK: 1,
-      FLASH_BWD_DQ_SWIZZLE: 1,
-    });
+    // The hooks' loop keeps the plain dQ staging (the swizzle is for problems without hooks).
+    assert.match(flashBackwardVariantKey(v), /\.wgmma\.bias-bf16\.mask$/);
+    assert.deepEqual(flashBackwardDefines(v), { FLASH_D: 64, FLASH_FP16: 0, FLASH_BIAS: 2, FLASH_MASK: 1 });
     const a100 = flashBackwardVariant(p, 'sm_80');
     assert.equal(a100.kernel, 'mma');
     assert.match(flashBackwardVariantKey(a100), /128x64x8\.bias-bf16\.mask$/);
@@ -270,14 +264,13 @@ describe('flash backward: bias, mask and modifier rules', () => {
     assert.equal(v.kernel, 'wgmma');
     assert.match(
       flashBackwardVariantKey(v),
-      /^flash-bwd\.sm_90a\.bf16\.d64\.128x64x8\.wgmma\.dqswz\.mods-abc123\.bmask$/,
+      /^flash-bwd\.sm_90a\.bf16\.d64\.128x64x8\.wgmma\.mods-abc123\.bmask$/,
     );
     assert.deepEqual(flashBackwardDefines(v), {
       FLASH_D: 64,
       FLASH_FP16: 0,
       ATTNLAB_BLOCK_MASK: 1,
       ATTNLAB_FAST_TANH: 1,
-      FLASH_BWD_DQ_SWIZZLE: 1,
     });
     // The mma.sync loop keeps libm's tanhf (it also runs where the forward is the mma.sync one).
     assert.equal('ATTNLAB_FAST_TANH' in flashBackwardDefines(flashBackwardVariant(p, 'sm_80')), false);
@@ -340,10 +333,10 @@ describe('flash backward: bias, mask and modifier rules', () => {
       assert.equal(chooseFlashBackwardKernel(D, 'sm_90a', 'mma', null, true), 'mma');
       assert.equal(chooseFlashBackwardKernel(D, 'sm_90a', null, null, true), 'wgmma');
     }
-    // Padded 32 has no measured wgmma default; off sm_90a there is no wgmma loop; past 128 the wide loop, which
-    // flashBackwardRule keeps from hooks.
+    // Padded 32 has no measured wgmma default; past 128 (without ATTNLAB_FLASH_BWD_WIDE) and off sm_90a there is
+    // no wgmma loop.
     assert.equal(chooseFlashBackwardKernel(32, 'sm_90a', null, null, true), 'mma');
-    assert.equal(chooseFlashBackwardKernel(160, 'sm_90a', 'wgmma', null, true), 'wgmma');
+    assert.equal(chooseFlashBackwardKernel(160, 'sm_90a', 'wgmma', null, true), 'mma');
     assert.equal(chooseFlashBackwardKernel(128, 'sm_80', 'wgmma', null, true), 'mma');
   });
 

@@ -92,8 +92,8 @@ describe('flash (cuda) backward: support rule', () => {
         problem({ bias: Tensor.zeros([1, 4, 40, 56], 'bfloat16'), deterministic: true }),
         /deterministic with a bias broadcast over 2 .*dBias/,
       ],
-      [problem({}, { H: 264 }), /H=264, Hv=264.*at most 256/],
-      [problem({}, { H: 64, Hv: 264 }), /Hv=264/],
+      [problem({}, { H: 256 }), /H=256, Hv=256.*at most 128/],
+      [problem({}, { H: 64, Hv: 160 }), /Hv=160/],
       [problem({}, { H: 60 }), /multiples of 8/],
       [problem({}, { lse: 'float64' }), /logSumExp float64/],
     ];
@@ -364,20 +364,18 @@ describe('flash (cuda) backward: variant and tiles', () => {
       }
     }));
 
-  it('takes head dims past 128 on sm_90a on the 64-key loop, without hooks, unless ATTNLAB_FLASH_BWD_WIDE=0', () => {
+  it('takes head dims past 128 on sm_90a only with ATTNLAB_FLASH_BWD_WIDE=1, on the 64-key loop, without hooks', () => {
     const saved = process.env.ATTNLAB_FLASH_BWD_WIDE;
     try {
-      // Unset (the default): up to 256 on the wide loop.
-      delete process.env.ATTNLAB_FLASH_BWD_WIDE;
-      reloadConfig();
-      assert.equal(flashBackwardRule(problem({}, { H: 256 })).ok, true);
-      assert.equal(flashBackwardVariant(problem({}, { H: 256 }), 'sm_90a').headDim, 256);
-      // Off: past 128 refused, the reason naming the switch.
-      process.env.ATTNLAB_FLASH_BWD_WIDE = '0';
-      reloadConfig();
-      const off = flashBackwardRule(problem({}, { H: 256 }));
-      assert.equal(off.ok, false);
-      assert.match(off.ok ? '' : off.reason, /H=256, Hv=256.*at most 128.*ATTNLAB_FLASH_BWD_WIDE=0/);
+      // Unset (the default) or 0: past 128 refused, the reason naming the switch.
+      for (const value of [undefined, '0']) {
+        if (value === undefined) delete process.env.ATTNLAB_FLASH_BWD_WIDE;
+        else process.env.ATTNLAB_FLASH_BWD_WIDE = value;
+        reloadConfig();
+        const off = flashBackwardRule(problem({}, { H: 256 }));
+        assert.equal(off.ok, false);
+        assert.match(off.ok ? '' : off.reason, /H=256, Hv=256.*at most 128.*ATTNLAB_FLASH_BWD_WIDE=1/);
+      }
       process.env.ATTNLAB_FLASH_BWD_WIDE = '1';
       reloadConfig();
       assert.deepEqual(
@@ -565,14 +563,14 @@ describe('flash (cuda) backward: variant and tiles', () => {
         flashBackwardVariantKey(v64),
         'flash-bwd.sm_90a.bf16.d64.128x64x12.lean.wgmma.ws.pp.flagged.early.dqswz',
       );
-      // A bias runs the 256-thread loop: the swizzle, not the producer's flag (it has no producer) nor the
-      // early statistics (lean modules only).
+      // A bias runs the 256-thread loop without the switches: no producer to flag, the early statistics in lean
+      // modules only, the swizzle not yet GPU-run with hooks.
       const biased = flashBackwardVariant(
         problem({ bias: Tensor.zeros([1, 4, 40, 56], 'bfloat16') }, { H: 128 }),
         'sm_90a',
       );
       assert.equal(biased.kernel, 'wgmma');
-      assert.equal(biased.dqSwizzle, true);
+      assert.equal(biased.dqSwizzle, undefined);
       assert.equal(biased.wsFlagged, undefined);
       assert.equal(biased.statsEarly, undefined);
       process.env.ATTNLAB_FLASH_BWD_KERNEL = 'wgmma';
