@@ -14,7 +14,7 @@
  * One JSON line a layout (and the adapter's line first); `--raw <dir>` writes each layout's trace
  * and output as JSON beside; `--toggles a,b` adds Dawn toggles to the experimental ones (e.g.
  * use_vulkan_memory_model, disable_robustness, disable_workgroup_init, dump_shaders); `--layouts
- * 0,5` runs only those (indices into SGMAT_LAYOUTS).
+ * 0,5` runs only those (indices into SGMAT_LAYOUTS; `aligned`: those with alignedTiles).
  * Run: node --import tsx benchmarks/harnesses/webgpu-sgmat-trace.ts [--toggles …] [--raw dir]
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -36,7 +36,12 @@ const args = process.argv.slice(2);
 const option = (name: string) => (args.includes(name) ? args[args.indexOf(name) + 1] : undefined);
 const toggles = option('--toggles');
 const rawDir = option('--raw');
-const only = option('--layouts')?.split(',').map(Number);
+// Indices into SGMAT_LAYOUTS, or `aligned`: the layouts with alignedTiles.
+const only = option('--layouts')
+  ?.split(',')
+  .flatMap((x) =>
+    x === 'aligned' ? SGMAT_LAYOUTS.flatMap((l, i) => (l.alignedTiles ? [i] : [])) : [Number(x)],
+  );
 const row = (fields: Record<string, unknown>) => process.stdout.write(`${JSON.stringify(fields)}\n`);
 
 // The device opened here, not by initWebgpu (whose own check would run every layout first), with

@@ -232,12 +232,35 @@ function put8(name: string, tile: string, stride = '1u'): string {
 }`;
 }
 
+/**
+ * The kernel's workgroup variables as it declares them: the tiles first, then the small variables;
+ * with alignedTiles the other way round (a driver that places variables in reverse order of
+ * declaration then puts the tiles first). Exported for the isolation kernels
+ * (sgmat-isolate.ts), which reproduce the kernel's placement around one load.
+ */
+export function sgmatWorkgroupDeclarations(v: ForwardVariant): string {
+  const m = v.matrix as MatrixShape;
+  const { KVLEN, SS, PS, QS, OS } = strides(v.H, v.Hv, v.bc, m);
+  const tileLength = (rows: number, stride: number) => tileElements(rows, stride, m);
+  const BR = sgmatSubgroups(m) * m.M;
+  const WG = sgmatSubgroups(m) * m.sg;
+  const tiles = `var<workgroup> kv_tile: array<f16, ${(m.pingPong ? 2 : 1) * KVLEN}>;
+var<workgroup> s_tile: array<f32, ${tileLength(BR, SS)}>;
+var<workgroup> p_tile: array<f16, ${tileLength(BR, PS)}>;
+${m.qTile ? `var<workgroup> q_tile: array<f16, ${tileLength(BR, QS)}>;` : ''}
+${m.oTile ? `var<workgroup> o_tile: array<f32, ${tileLength(BR, OS)}>;` : ''}`;
+  const small = `var<workgroup> row_lo: array<i32, ${BR}>;
+var<workgroup> row_hi: array<i32, ${BR}>;
+${sgmatWords(m).decl}
+${m.noShuffle ? `var<workgroup> red: array<u32, ${WG}>;` : ''}`;
+  return m.alignedTiles ? `${small}\n${tiles}` : `${tiles}\n${small}`;
+}
+
 export function sgmatSource(v: ForwardVariant, trace = false): string {
   const m = v.matrix;
   if (!m || v.dtype !== 'float16')
     throw new Error('the subgroup-matrix kernel needs a float16 variant with a matrix shape');
   const { KS, KTS, KVLEN, SS, PS, QS, OS } = strides(v.H, v.Hv, v.bc, m);
-  const tileLength = (rows: number, stride: number) => tileElements(rows, stride, m);
   const w = sgmatWords(m);
   const BR = sgmatSubgroups(m) * m.M;
   const WG = sgmatSubgroups(m) * m.sg;
@@ -404,18 +427,6 @@ export function sgmatSource(v: ForwardVariant, trace = false): string {
     ? 'put8_t(kbase + cu * 8u * KTS + key, x)'
     : 'put8(kbase + key * KS + cu * 8u, x)';
 
-  // The tiles first, then the small variables; with alignedTiles the other way round (a driver
-  // that places variables in reverse order of declaration then puts the tiles first).
-  const tiles = `var<workgroup> kv_tile: array<f16, ${(m.pingPong ? 2 : 1) * KVLEN}>;
-var<workgroup> s_tile: array<f32, ${tileLength(BR, SS)}>;
-var<workgroup> p_tile: array<f16, ${tileLength(BR, PS)}>;
-${m.qTile ? `var<workgroup> q_tile: array<f16, ${tileLength(BR, QS)}>;` : ''}
-${m.oTile ? `var<workgroup> o_tile: array<f32, ${tileLength(BR, OS)}>;` : ''}`;
-  const small = `var<workgroup> row_lo: array<i32, ${BR}>;
-var<workgroup> row_hi: array<i32, ${BR}>;
-${w.decl}
-${m.noShuffle ? 'var<workgroup> red: array<u32, WG>;' : ''}`;
-
   return `diagnostic(off, chromium.subgroup_matrix_uniformity);
 enable f16;
 enable subgroups;
@@ -440,13 +451,7 @@ ${PARAMS_STRUCT}
 
 ${decl.join('\n')}
 
-${
-  m.alignedTiles
-    ? `${small}
-${tiles}`
-    : `${tiles}
-${small}`
-}
+${sgmatWorkgroupDeclarations(v)}
 
 ${v.bias ? loader('load_bias', 'BIAS', v.bias) : ''}
 
