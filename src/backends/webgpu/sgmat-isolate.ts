@@ -409,9 +409,11 @@ export function judgeIsolate(c: IsolateCase, shape: MatrixShape, got: ArrayLike<
           }
         }
       if (!blockWrong) continue;
+      // Values read from outside the tile (another variable's memory) fit any shift.
       let found = 'none';
       for (let s = -16; s <= 16 && found === 'none'; s++)
-        if (s !== 0 && values.every(([g, a]) => g === at(tileK, a - s))) found = String(s);
+        if (s !== 0 && values.every(([g, a]) => a - s < 0 || a - s >= TILE || g === tileK[a - s]))
+          found = String(s);
       note(found);
     }
   return { case: c.name, changes: c.changes, stride: c.stride, maxError, wrong, of, first, shifts };

@@ -34,7 +34,8 @@ function shiftedLoads(c: IsolateCase, shift: number): Float64Array {
     for (let key = 0; key < BC; key++)
       for (let d = 0; d < H; d++) {
         const at = key * c.stride + d - shift;
-        out[sg * BC * H + key * H + d] = at >= 0 ? tile[at] : 0;
+        // Before the tile lies another workgroup variable's memory (not zero).
+        out[sg * BC * H + key * H + d] = at >= 0 ? tile[at] : 9;
       }
   return out;
 }
