@@ -52,6 +52,11 @@ export interface IsolateCase {
   readonly kernelVariables?: { readonly aligned: boolean };
   /** q staged through the tile into left matrices, then K written and S = q·kᵀ computed. */
   readonly scores?: boolean;
+  /**
+   * A result matrix (f32, from a storage buffer) stored row-major to an f32 workgroup tile of row
+   * stride `stride` (the score tile's: 68) and read back by scalar loads: the store, not the load.
+   */
+  readonly store?: boolean;
 }
 
 const kernel = (stride: number) => ({ stride });
@@ -148,11 +153,26 @@ export const ISOLATE_CASES: readonly IsolateCase[] = [
     scores: true,
     kernelVariables: { aligned: true },
   },
+  {
+    name: 'store',
+    changes: 'an f32 result matrix stored to a workgroup tile (stride 68), read back',
+    ...kernel(68),
+    store: true,
+  },
+  ...[1, 2, 3].flatMap((words) =>
+    [true, false].map((before) => ({
+      name: `store-lead${words * 4}-${before ? 'before' : 'after'}`,
+      changes: `the store, a ${words * 4}-byte workgroup array declared ${before ? 'before' : 'after'} the tile`,
+      ...kernel(68),
+      store: true,
+      lead: { words, before },
+    })),
+  ),
 ];
 
 /** Elements of the tile (its rows and a spare one, as the kernel's), per copy. */
-function tileLength(c: IsolateCase): number {
-  return Math.ceil(((BC + 1) * c.stride) / 64) * 64;
+function tileLength(c: IsolateCase, M = 16): number {
+  return Math.ceil((((c.store ? S * M : BC) + 1) * c.stride) / 64) * 64;
 }
 
 /** Where element (key, d) of K lies in the tile (in f16 from the tile's start). */
@@ -177,7 +197,7 @@ export function isolateSource(c: IsolateCase, shape: MatrixShape): string {
   const result = `subgroup_matrix_result<f32, ${N}, ${M}>`;
   const stride = c.runtimeStride ? 'stride' : `${c.stride}u`;
   const copies = c.selfWrite ? S : 1;
-  const TILE = tileLength(c);
+  const TILE = tileLength(c, M);
   // The tile, and what the case declares around it.
   const variant = c.kernelVariables
     ? checkVariant({ ...shape, pad: (c.stride - H) * 2, alignedTiles: c.kernelVariables.aligned }, BC)
@@ -190,7 +210,7 @@ export function isolateSource(c: IsolateCase, shape: MatrixShape): string {
     ? sgmatWorkgroupDeclarations(variant)
     : [
         c.lead?.before ? lead : '',
-        `var<workgroup> tile: array<f16, ${copies * TILE}>;`,
+        `var<workgroup> tile: array<${c.store ? 'f32' : 'f16'}, ${copies * TILE}>;`,
         c.lead?.before ? '' : lead,
       ]
         .filter(Boolean)
@@ -229,7 +249,16 @@ export function isolateSource(c: IsolateCase, shape: MatrixShape): string {
   const load = (kb: string, h: string) =>
     `subgroupMatrixLoad<${right}>(&${tile}, ${kAt(kb, h)}, ${c.transposed ? 'false' : 'true'}, ${stride})`;
   let body: string;
-  if (c.scores) {
+  if (c.store) {
+    // Rows sg·M… of K (f32 in SRC) as M×N result blocks, stored where the score tile keeps a
+    // subgroup's block, then every row read back by scalar loads.
+    body = `for (var kb = 0u; kb < ${BC / N}u; kb++) {
+    let m = subgroupMatrixLoad<${result}>(&SRC, sg * ${M * H}u + kb * ${N}u, false, ${H}u);
+    subgroupMatrixStore(&tile, sg * ${M}u * ${stride} + kb * ${N}u, m, false, ${stride});
+  }
+  workgroupBarrier();
+  for (var e = lid; e < ${S * M * BC}u; e += ${WG}u) { OUT32[e] = tile[(e / ${BC}u) * ${stride} + e % ${BC}u]; }`;
+  } else if (c.scores) {
     // q's rows (S·M of them, after K's rows in SRC) staged through the tile, each subgroup's M rows
     // as H/K left matrices, then K's tile over them, as the kernel's prologue and phase A do.
     const QB = H / K;
@@ -309,6 +338,17 @@ export interface IsolateResult {
   readonly shifts: Record<string, number>;
 }
 
+/**
+ * The shift s ≠ 0 in [−16, 16] for which every (value, tile address) pair holds tile[address − s],
+ * or 'none'. Addresses outside the tile (another variable's memory) fit any shift.
+ */
+function fitShift(values: readonly [number, number][], tile: Float64Array): string {
+  for (let s = -16; s <= 16; s++)
+    if (s !== 0 && values.every(([g, a]) => a - s < 0 || a - s >= tile.length || g === tile[a - s]))
+      return String(s);
+  return 'none';
+}
+
 /** (K's shift, q's shift) pairs in [−8, 8]², smallest first, shifts ≥ 0 before negative ones. */
 const SCORE_SHIFTS: readonly [number, number][] = Array.from(
   { length: 17 * 17 },
@@ -333,9 +373,10 @@ export function judgeIsolate(c: IsolateCase, shape: MatrixShape, got: ArrayLike<
   const { M, N, K } = shape;
   const { k, q } = inputs();
   // The tile as scalar code left it: K at its addresses, zero elsewhere (Dawn zeroes workgroup memory).
-  const TILE = tileLength(c);
+  const TILE = tileLength(c, M);
   const tileK = new Float64Array(TILE);
-  for (let key = 0; key < BC; key++) for (let d = 0; d < H; d++) tileK[address(c, key, d)] = k[key * H + d];
+  if (!c.store)
+    for (let key = 0; key < BC; key++) for (let d = 0; d < H; d++) tileK[address(c, key, d)] = k[key * H + d];
   const at = (t: Float64Array, i: number) => (i >= 0 && i < t.length ? t[i] : 0);
   let maxError = 0;
   let wrong = 0;
@@ -345,6 +386,33 @@ export function judgeIsolate(c: IsolateCase, shape: MatrixShape, got: ArrayLike<
   const note = (key: string) => {
     shifts[key] = (shifts[key] ?? 0) + 1;
   };
+  if (c.store) {
+    // The f32 tile as the store should leave it: K's rows sg·M… at row stride c.stride.
+    for (let i = 0; i < S * M; i++) for (let j = 0; j < BC; j++) tileK[i * c.stride + j] = k[i * H + j];
+    for (let sg = 0; sg < S; sg++)
+      for (let kb = 0; kb < BC / N; kb++) {
+        const values: [number, number][] = [];
+        let blockWrong = false;
+        for (let r = 0; r < M; r++)
+          for (let n = 0; n < N; n++) {
+            const i = sg * M + r;
+            const j = kb * N + n;
+            const want = k[i * H + j];
+            const g = got[i * BC + j];
+            values.push([g, i * c.stride + j]);
+            const e = Math.abs(g - want);
+            of++;
+            if (!(e <= maxError)) maxError = e;
+            if (!(e === 0)) {
+              wrong++;
+              blockWrong = true;
+              first ??= { index: i * BC + j, sg, row: i, col: j, got: g, want };
+            }
+          }
+        if (blockWrong) note(fitShift(values, tileK));
+      }
+    return { case: c.name, changes: c.changes, stride: c.stride, maxError, wrong, of, first, shifts };
+  }
   if (c.scores) {
     // q staged row-major (stride c.stride) in the tile before K.
     const tileQ = new Float64Array(TILE);
@@ -409,12 +477,7 @@ export function judgeIsolate(c: IsolateCase, shape: MatrixShape, got: ArrayLike<
           }
         }
       if (!blockWrong) continue;
-      // Values read from outside the tile (another variable's memory) fit any shift.
-      let found = 'none';
-      for (let s = -16; s <= 16 && found === 'none'; s++)
-        if (s !== 0 && values.every(([g, a]) => a - s < 0 || a - s >= TILE || g === tileK[a - s]))
-          found = String(s);
-      note(found);
+      note(fitShift(values, tileK));
     }
   return { case: c.name, changes: c.changes, stride: c.stride, maxError, wrong, of, first, shifts };
 }
@@ -455,7 +518,7 @@ export async function runIsolate(
     device.createBuffer({ size: 16, usage: usage.STORAGE }),
   ];
   const read = device.createBuffer({
-    size: c.scores ? out32Bytes : outBytes,
+    size: c.scores || c.store ? out32Bytes : outBytes,
     usage: usage.MAP_READ | usage.COPY_DST,
   });
   try {
@@ -478,7 +541,7 @@ export async function runIsolate(
     );
     pass.dispatchWorkgroups(1);
     pass.end();
-    encoder.copyBufferToBuffer(c.scores ? buffers[3] : buffers[2], 0, read, 0, read.size);
+    encoder.copyBufferToBuffer(c.scores || c.store ? buffers[3] : buffers[2], 0, read, 0, read.size);
     device.queue.submit([encoder.finish()]);
     const error = await device.popErrorScope();
     if (error) return `did not build: ${error.message.split('\n')[0]}`;
@@ -486,7 +549,7 @@ export async function runIsolate(
     const bytes = read.getMappedRange().slice(0);
     read.unmap();
     const got =
-      c.scores || options.f32Only
+      c.scores || c.store || options.f32Only
         ? new Float32Array(bytes)
         : Float64Array.from(new Uint16Array(bytes), (x) => decodeValue(x, 'float16'));
     return judgeIsolate(c, shape, got);

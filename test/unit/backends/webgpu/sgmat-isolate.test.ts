@@ -72,6 +72,17 @@ describe('the isolation kernels, judged on the CPU', () => {
     }
   });
 
+  it('fit a result store that lands one f32 early (the fenced layout’s score tile) by shift −1', () => {
+    const store = ISOLATE_CASES.find((c) => c.store && !c.lead) as IsolateCase;
+    const rows = 2 * NVIDIA.M;
+    const tile = new Float64Array((rows + 1) * store.stride);
+    for (let i = 0; i < rows; i++) for (let j = 0; j < BC; j++) tile[i * store.stride + j] = k[i * H + j];
+    const right = Float64Array.from({ length: rows * BC }, (_, e) => k[Math.floor(e / BC) * H + (e % BC)]);
+    assert.equal(judgeIsolate(store, NVIDIA, right).wrong, 0);
+    const early = Float64Array.from(right, (_, e) => tile[Math.floor(e / BC) * store.stride + (e % BC) + 1]);
+    assert.deepEqual(judgeIsolate(store, NVIDIA, early).shifts, { '-1': 2 * (BC / 16) });
+  });
+
   it("fit a score product whose K operand is read 4 f16 early, and name q's shift apart", () => {
     const rows = 2 * NVIDIA.M;
     const product = (ks: number, qs: number) => {
