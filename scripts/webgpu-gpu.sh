@@ -6,9 +6,11 @@
 # with the Dawn toggles of $3 if given, ≤ 40 s), ceilings (the bare-kernel ceilings of
 # benchmarks/harnesses/webgpu-ceilings.ts, ≤ 55 s), sgmat-checks (the subgroup-matrix operations one by
 # one, benchmarks/harnesses/webgpu-sgmat-checks.ts, ≤ 55 s), trace (the sgmat kernel traced,
-# benchmarks/harnesses/webgpu-sgmat-trace.ts, ≤ 85 s), peers (onnxruntime-node's WebGPU provider and
+# benchmarks/harnesses/webgpu-sgmat-trace.ts, ≤ 85 s), isolate and isolate-extra (the kernel's K load
+# taken apart, benchmarks/harnesses/webgpu-sgmat-isolate.ts, ≤ 45 s; the alignedTiles layouts traced,
+# ≤ 50 s), peers (onnxruntime-node's WebGPU provider and
 # jax-js beside attnlab, from a carried .peers/, ≤ 85 s), bench (attnlab bench --impl webgpu,flash on the
-# forward shape, ≤ 55 s), or all (default: all but timing-forward, peers, bench, ceilings and trace).
+# forward shape, ≤ 55 s), or all (default: all but timing-forward, peers, bench, ceilings, trace, isolate and isolate-extra).
 # ATTNLAB_WEBGPU_EXPERIMENTAL=1 in the environment opens the device with Dawn's experimental
 # features and f16 on NVIDIA (the subgroup-matrix kernel).
 # Usage, from the repo root: bash .device/on-gpu.sh bash scripts/webgpu-gpu.sh "$OUT/webgpu" suite
@@ -106,6 +108,23 @@ if [ "$stage" = trace ]; then
   done
   timeout 6 node --import tsx benchmarks/harnesses/webgpu-sgmat-trace.ts --toggles dump_shaders,disable_symbol_renaming --layouts 0 > "$out/dump-shaders.log" 2>&1
   echo "rc=$?" >> "$out/dump-shaders.log"
+fi
+# The sgmat kernel's K load taken apart (benchmarks/harnesses/webgpu-sgmat-isolate.ts: ordering,
+# addresses, placement and live matrices, one case each, then the device check of the alignedTiles
+# layouts; ≤ 45 s); isolate-extra: the placement cases again without Dawn's bounds clamps (≤ 20 s) and
+# the alignedTiles layouts traced (webgpu-sgmat-trace.ts --layouts aligned; ≤ 30 s).
+if [ "$stage" = isolate ]; then
+  timeout 45 node --import tsx benchmarks/harnesses/webgpu-sgmat-isolate.ts > "$out/isolate.jsonl" 2> "$out/isolate.err"
+  echo "rc=$?" >> "$out/isolate.err"
+fi
+if [ "$stage" = isolate-extra ]; then
+  timeout 20 node --import tsx benchmarks/harnesses/webgpu-sgmat-isolate.ts --toggles disable_robustness \
+    --cases load,load-runtime-stride,lead8-before,lead8-after,kernel-variables,kernel-variables-aligned,scores-kernel-variables,scores-kernel-variables-aligned \
+    > "$out/isolate-no-robustness.jsonl" 2> "$out/isolate-extra.err"
+  echo "toggles=disable_robustness rc=$?" >> "$out/isolate-extra.err"
+  timeout 30 node --import tsx benchmarks/harnesses/webgpu-sgmat-trace.ts --layouts aligned --raw "$out/trace-aligned-raw" \
+    > "$out/trace-aligned.jsonl" 2>> "$out/isolate-extra.err"
+  echo "trace aligned rc=$?" >> "$out/isolate-extra.err"
 fi
 # The forward alone (≤ 40 s), with the Dawn toggles given in $3 if any (e.g. use_vulkan_memory_model).
 if [ "$stage" = timing-forward ]; then

@@ -14,7 +14,7 @@
  * One JSON line a layout (and the adapter's line first); `--raw <dir>` writes each layout's trace
  * and output as JSON beside; `--toggles a,b` adds Dawn toggles to the experimental ones (e.g.
  * use_vulkan_memory_model, disable_robustness, disable_workgroup_init, dump_shaders); `--layouts
- * 0,5` runs only those (indices into SGMAT_LAYOUTS).
+ * 0,5` runs only those (indices into SGMAT_LAYOUTS; `aligned`: those with alignedTiles).
  * Run: node --import tsx benchmarks/harnesses/webgpu-sgmat-trace.ts [--toggles …] [--raw dir]
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -29,14 +29,28 @@ import {
   SGMAT_LAYOUTS,
   traceExpectation,
 } from '../../src/backends/webgpu/sgmat-check.js';
-import { sgmatTraceLayout, TRACE_SECTIONS } from '../../src/backends/webgpu/sgmat-source.js';
-import { compareSection, explainScoreBlock, TRACE_BOUND } from '../../src/backends/webgpu/sgmat-trace.js';
+import {
+  sgmatTraceLayout,
+  TRACE_SECTIONS,
+  type TraceSection,
+} from '../../src/backends/webgpu/sgmat-source.js';
+import {
+  bestShift,
+  compareSection,
+  explainScoreBlock,
+  TRACE_BOUND,
+} from '../../src/backends/webgpu/sgmat-trace.js';
 
 const args = process.argv.slice(2);
 const option = (name: string) => (args.includes(name) ? args[args.indexOf(name) + 1] : undefined);
 const toggles = option('--toggles');
 const rawDir = option('--raw');
-const only = option('--layouts')?.split(',').map(Number);
+// Indices into SGMAT_LAYOUTS, or `aligned`: the layouts with alignedTiles.
+const only = option('--layouts')
+  ?.split(',')
+  .flatMap((x) =>
+    x === 'aligned' ? SGMAT_LAYOUTS.flatMap((l, i) => (l.alignedTiles ? [i] : [])) : [Number(x)],
+  );
 const row = (fields: Record<string, unknown>) => process.stdout.write(`${JSON.stringify(fields)}\n`);
 
 // The device opened here, not by initWebgpu (whose own check would run every layout first), with
@@ -122,7 +136,20 @@ for (const { layout, index } of layouts) {
       section === 'kMat' && c.wrong
         ? compareSection(got, q.slice(0, length), cols, 0, { M, N }).maxError
         : undefined;
-    result[section] = { ...c, ...(fits ? { fits } : {}), ...(againstQ !== undefined ? { againstQ } : {}) };
+    // K's matrices against K's tile as scalar loads read it, the score tile against the scores the
+    // products left: a load or store that addresses its tile a few elements off shows as a shift.
+    const against: Partial<Record<TraceSection, TraceSection>> = { kMat: 'kTile', sTile: 'sDirect' };
+    const refSection = against[section];
+    const shift =
+      refSection && c.wrong && sections[refSection].length === length
+        ? bestShift(got, trace.slice(sections[refSection].offset, sections[refSection].offset + length), cols)
+        : undefined;
+    result[section] = {
+      ...c,
+      ...(fits ? { fits } : {}),
+      ...(againstQ !== undefined ? { againstQ } : {}),
+      ...(shift ? { shift } : {}),
+    };
   }
   // The traced build's own output error (a trace that hides the fault shows here as a pass).
   const tracedOutputError = checkOutputError(ran.got);

@@ -267,7 +267,9 @@ export async function checkSgmat(
  * with q and the accumulator in tiles; one subgroup a workgroup; q in its own tile; K and V trading two
  * tiles so no matrix load repeats an address from one key tile to the next; both; unpadded rows
  * (128-byte rows at H=64, the single-operation checks' tight layout); rows padded by 64 bytes; q and
- * the accumulator both in tiles, so no matrix outlives a phase.
+ * the accumulator both in tiles, so no matrix outlives a phase; and last, rows padded by 16 (or 0)
+ * bytes with every workgroup variable a multiple of 16 bytes, so no tile starts off a 16-byte
+ * boundary (sgmat-source.ts: sgmatWords says what the H100's trace showed).
  */
 export type SgmatLayout = Pick<
   MatrixShape,
@@ -281,6 +283,7 @@ export type SgmatLayout = Pick<
   | 'fence'
   | 'kTransposed'
   | 'noShuffle'
+  | 'alignedTiles'
 >;
 const ALL_CHANGES = {
   mulFirst: true,
@@ -310,6 +313,11 @@ export const SGMAT_LAYOUTS: readonly SgmatLayout[] = [
   // No matrix lives across the key loop or a barrier: q and the accumulator in tiles (2 subgroups
   // at H=128 to fit 48 KiB).
   { pad: 16, qTile: true, oTile: true, subgroups: 2 },
+  // Every workgroup variable a multiple of 16 bytes and the tiles declared last: on the H100 the
+  // other layouts' tiles began 8 or 12 bytes past a 16-byte boundary, and the traced matrix loads
+  // and stores landed 4 or 6 f16 (one f32) away from where scalar code put the values.
+  { pad: 16, alignedTiles: true },
+  { pad: 0, alignedTiles: true },
 ];
 
 /** The first layout of SGMAT_LAYOUTS whose kernel passes the check, or why none does. */
@@ -340,6 +348,7 @@ export function layoutName(layout: SgmatLayout): string {
     layout.fence ? 'fenced loads' : '',
     layout.kTransposed ? 'K transposed' : '',
     layout.noShuffle ? 'no shuffles' : '',
+    layout.alignedTiles ? 'tiles 16-byte aligned' : '',
   ]
     .filter(Boolean)
     .join(', ');

@@ -47,8 +47,14 @@ const RESCALE_AT = 8;
  * 16 bytes (the H100's single-operation checks, all on 32- and 64-byte rows, passed while the
  * kernel on 16-byte-aligned rows of 144 and 272 bytes did not).
  */
-function strides(H: number, Hv: number, bc: number, m: Pick<MatrixShape, 'pad' | 'kTransposed'>) {
+function strides(
+  H: number,
+  Hv: number,
+  bc: number,
+  m: Pick<MatrixShape, 'pad' | 'kTransposed' | 'alignedTiles'>,
+) {
   const pad = m.pad ?? 16;
+  const tileLength = (rows: number, stride: number) => tileElements(rows, stride, m);
   const KS = Math.max(H, Hv) + pad / 2;
   // K's tile stored as kᵀ (H rows of bc keys) where the shape says, V's as rows of keys in the same array.
   const KTS = bc + pad / 2;
@@ -68,15 +74,64 @@ function strides(H: number, Hv: number, bc: number, m: Pick<MatrixShape, 'pad' |
  * or store it cannot prove in bounds to offset 0 with the tightest stride (a wrong result, no
  * error); the spare row keeps a block at the end of a padded row inside the array however the
  * pass measures its extent (stride × rows from the offset, or the last row's columns only).
+ * With `alignedTiles`, rounded up to 64 elements (128 bytes of f16), so that every workgroup
+ * variable spans a multiple of 16 bytes and none can start a tile off a 16-byte boundary.
  */
-function tileLength(rows: number, stride: number): number {
-  return (rows + 1) * stride;
+function tileElements(rows: number, stride: number, m: Pick<MatrixShape, 'alignedTiles'>): number {
+  const length = (rows + 1) * stride;
+  return m.alignedTiles ? Math.ceil(length / 64) * 64 : length;
+}
+
+/**
+ * The kernel's one-word workgroup variables, by name. The H100's Vulkan driver (580.159) places
+ * workgroup variables at their element alignment, after these words (24 bytes of them, 28 with
+ * the fence's), so the tiles began 8 or 12 bytes past a 16-byte boundary; its matrix loads and
+ * stores then read and wrote every element 4 or 6 f16 (or one f32) away from where scalar code
+ * put it (sgmat-check.ts: the trace of each layout). With `alignedTiles` the words are elements of
+ * four 16-byte arrays, declared before the tiles, so every variable spans a multiple of 16 bytes
+ * and each tile starts on a 16-byte boundary however the driver orders them.
+ */
+export function sgmatWords(m: Pick<MatrixShape, 'alignedTiles'>) {
+  return m.alignedTiles
+    ? {
+        decl: `/** block_lo, block_hi; tile_flags (bit 0: a row's reference max moved this tile; bit 1: V's tile holds an Inf or NaN); range_lo, range_hi; tile_flags_read, fence_zero (never written: zero). */
+var<workgroup> wg_atomic_i32: array<atomic<i32>, 4>;
+var<workgroup> wg_atomic_u32: array<atomic<u32>, 4>;
+var<workgroup> wg_i32: array<i32, 4>;
+var<workgroup> wg_u32: array<u32, 4>;`,
+        blockLo: 'wg_atomic_i32[0]',
+        blockHi: 'wg_atomic_i32[1]',
+        tileFlags: 'wg_atomic_u32[0]',
+        rangeLo: 'wg_i32[0]',
+        rangeHi: 'wg_i32[1]',
+        tileFlagsRead: 'wg_u32[0]',
+        fenceZero: 'wg_u32[1]',
+      }
+    : {
+        decl: `var<workgroup> block_lo: atomic<i32>;
+var<workgroup> block_hi: atomic<i32>;
+var<workgroup> range_lo: i32;
+var<workgroup> range_hi: i32;
+/** Set when a row's reference max moved this tile (bit 0), when V's tile holds an Inf or NaN (bit 1). */
+var<workgroup> tile_flags: atomic<u32>;
+var<workgroup> tile_flags_read: u32;
+/** Never written: zero, read by workgroupUniformLoad where the loads' offsets are fenced. */
+var<workgroup> fence_zero: u32;`,
+        blockLo: 'block_lo',
+        blockHi: 'block_hi',
+        tileFlags: 'tile_flags',
+        rangeLo: 'range_lo',
+        rangeHi: 'range_hi',
+        tileFlagsRead: 'tile_flags_read',
+        fenceZero: 'fence_zero',
+      };
 }
 
 /** Workgroup bytes the kernel takes with tiles of `bc` keys. */
 export function sgmatStorageBytes(H: number, Hv: number, bc: number, m: MatrixShape): number {
   const { KVLEN, SS, PS, QS, OS } = strides(H, Hv, bc, m);
   const br = sgmatSubgroups(m) * m.M;
+  const tileLength = (rows: number, stride: number) => tileElements(rows, stride, m);
   return (
     (m.pingPong ? 2 : 1) * KVLEN * 2 +
     tileLength(br, SS) * 4 +
@@ -84,7 +139,7 @@ export function sgmatStorageBytes(H: number, Hv: number, bc: number, m: MatrixSh
     (m.qTile ? tileLength(br, QS) * 2 : 0) +
     (m.oTile ? tileLength(br, OS) * 4 : 0) +
     br * 8 +
-    36 +
+    (m.alignedTiles ? 64 : 36) +
     (m.noShuffle ? sgmatSubgroups(m) * m.sg * 4 : 0)
   );
 }
@@ -177,11 +232,36 @@ function put8(name: string, tile: string, stride = '1u'): string {
 }`;
 }
 
+/**
+ * The kernel's workgroup variables as it declares them: the tiles first, then the small variables;
+ * with alignedTiles the other way round (a driver that places variables in reverse order of
+ * declaration then puts the tiles first). Exported for the isolation kernels
+ * (sgmat-isolate.ts), which reproduce the kernel's placement around one load.
+ */
+export function sgmatWorkgroupDeclarations(v: ForwardVariant): string {
+  const m = v.matrix as MatrixShape;
+  const { KVLEN, SS, PS, QS, OS } = strides(v.H, v.Hv, v.bc, m);
+  const tileLength = (rows: number, stride: number) => tileElements(rows, stride, m);
+  const BR = sgmatSubgroups(m) * m.M;
+  const WG = sgmatSubgroups(m) * m.sg;
+  const tiles = `var<workgroup> kv_tile: array<f16, ${(m.pingPong ? 2 : 1) * KVLEN}>;
+var<workgroup> s_tile: array<f32, ${tileLength(BR, SS)}>;
+var<workgroup> p_tile: array<f16, ${tileLength(BR, PS)}>;
+${m.qTile ? `var<workgroup> q_tile: array<f16, ${tileLength(BR, QS)}>;` : ''}
+${m.oTile ? `var<workgroup> o_tile: array<f32, ${tileLength(BR, OS)}>;` : ''}`;
+  const small = `var<workgroup> row_lo: array<i32, ${BR}>;
+var<workgroup> row_hi: array<i32, ${BR}>;
+${sgmatWords(m).decl}
+${m.noShuffle ? `var<workgroup> red: array<u32, ${WG}>;` : ''}`;
+  return m.alignedTiles ? `${small}\n${tiles}` : `${tiles}\n${small}`;
+}
+
 export function sgmatSource(v: ForwardVariant, trace = false): string {
   const m = v.matrix;
   if (!m || v.dtype !== 'float16')
     throw new Error('the subgroup-matrix kernel needs a float16 variant with a matrix shape');
   const { KS, KTS, KVLEN, SS, PS, QS, OS } = strides(v.H, v.Hv, v.bc, m);
+  const w = sgmatWords(m);
   const BR = sgmatSubgroups(m) * m.M;
   const WG = sgmatSubgroups(m) * m.sg;
   const TPR = m.sg / m.M;
@@ -266,7 +346,7 @@ export function sgmatSource(v: ForwardVariant, trace = false): string {
   // that is always zero, added to the loads' offsets, so no load can be issued before the barrier.
   const fenced = (name: string) =>
     m.fence
-      ? `let ${name} = workgroupUniformLoad(&fence_zero);`
+      ? `let ${name} = workgroupUniformLoad(&${w.fenceZero});`
       : `workgroupBarrier();\n    let ${name} = 0u;`;
   // q's rows: a row past T or the sequence reads as zero (a matrix load straight from Q could run
   // past its end).
@@ -328,18 +408,18 @@ export function sgmatSource(v: ForwardVariant, trace = false): string {
     let span = row_range(i0 + rr, t_len, s_len);
     if (span.x < span.y) { first = min(first, span.x); last = max(last, span.y); }
   }`
-    : `if (lid == 0u) { atomicStore(&block_lo, i32(P.S)); atomicStore(&block_hi, 0); atomicStore(&tile_flags, 0u); }
+    : `if (lid == 0u) { atomicStore(&${w.blockLo}, i32(P.S)); atomicStore(&${w.blockHi}, 0); atomicStore(&${w.tileFlags}, 0u); }
   workgroupBarrier();
   if (lid < BR) {
     let span = row_range(i0 + lid, t_len, s_len);
     row_lo[lid] = span.x;
     row_hi[lid] = span.y;
-    if (span.x < span.y) { atomicMin(&block_lo, span.x); atomicMax(&block_hi, span.y); }
+    if (span.x < span.y) { atomicMin(&${w.blockLo}, span.x); atomicMax(&${w.blockHi}, span.y); }
   }
   workgroupBarrier();
-  if (lid == 0u) { range_lo = atomicLoad(&block_lo); range_hi = atomicLoad(&block_hi); }
-  let first = workgroupUniformLoad(&range_lo);
-  let last = workgroupUniformLoad(&range_hi);`;
+  if (lid == 0u) { ${w.rangeLo} = atomicLoad(&${w.blockLo}); ${w.rangeHi} = atomicLoad(&${w.blockHi}); }
+  let first = workgroupUniformLoad(&${w.rangeLo});
+  let last = workgroupUniformLoad(&${w.rangeHi});`;
   const rowBounds = m.flatPrologue
     ? 'let bounds = row_range(i0 + r, t_len, s_len);\n      let lo = bounds.x;\n      let hi = bounds.y;'
     : 'let lo = row_lo[r];\n      let hi = row_hi[r];';
@@ -371,23 +451,7 @@ ${PARAMS_STRUCT}
 
 ${decl.join('\n')}
 
-var<workgroup> kv_tile: array<f16, ${(m.pingPong ? 2 : 1) * KVLEN}>;
-var<workgroup> s_tile: array<f32, ${tileLength(BR, SS)}>;
-var<workgroup> p_tile: array<f16, ${tileLength(BR, PS)}>;
-${m.qTile ? `var<workgroup> q_tile: array<f16, ${tileLength(BR, QS)}>;` : ''}
-${m.oTile ? `var<workgroup> o_tile: array<f32, ${tileLength(BR, OS)}>;` : ''}
-var<workgroup> row_lo: array<i32, ${BR}>;
-var<workgroup> row_hi: array<i32, ${BR}>;
-var<workgroup> block_lo: atomic<i32>;
-var<workgroup> block_hi: atomic<i32>;
-var<workgroup> range_lo: i32;
-var<workgroup> range_hi: i32;
-/** Set when a row's reference max moved this tile (bit 0), when V's tile holds an Inf or NaN (bit 1). */
-var<workgroup> tile_flags: atomic<u32>;
-var<workgroup> tile_flags_read: u32;
-/** Never written: zero, read by workgroupUniformLoad where the loads' offsets are fenced. */
-var<workgroup> fence_zero: u32;
-${m.noShuffle ? 'var<workgroup> red: array<u32, WG>;' : ''}
+${sgmatWorkgroupDeclarations(v)}
 
 ${v.bias ? loader('load_bias', 'BIAS', v.bias) : ''}
 
@@ -417,7 +481,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
   let kh = n / (P.N / P.K);
   let sg = lid / ${m.sg}u;
   ${v.lengths ? 'let t_len = LENS[b]; let s_len = LENS[P.B + b];' : 'let t_len = i32(P.T); let s_len = i32(P.S);'}
-  ${m.flatPrologue ? 'if (lid == 0u) { atomicStore(&tile_flags, 0u); }\n  workgroupBarrier();' : ''}
+  ${m.flatPrologue ? `if (lid == 0u) { atomicStore(&${w.tileFlags}, 0u); }\n  workgroupBarrier();` : ''}
   ${prologue}
 
   ${m.qTile ? qInTile : qInRegisters}
@@ -541,7 +605,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
       corr = 1.0;
       if (seen && m_new != m) {
         corr = exp(m - m_new);
-        atomicOr(&tile_flags, 1u);
+        atomicOr(&${w.tileFlags}, 1u);
       }
       var psum = 0.0;
       for (var k = part; k < BC; k += TPR) {
@@ -563,12 +627,12 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
       let j = u32(j0) + key;
       var x = vec4u(0u);
       if (j < P.S) { x = Vb[(kv_row(b, j) * P.K + kh) * (HV / 8u) + cu]; }
-      if (non_finite2(x.x) || non_finite2(x.y) || non_finite2(x.z) || non_finite2(x.w)) { atomicOr(&tile_flags, 2u); }
+      if (non_finite2(x.x) || non_finite2(x.y) || non_finite2(x.z) || non_finite2(x.w)) { atomicOr(&${w.tileFlags}, 2u); }
       put8(vbase + key * KS + cu * 8u, x);
     }
     workgroupBarrier();
-    if (lid == 0u) { tile_flags_read = atomicLoad(&tile_flags); }
-    let tflags = workgroupUniformLoad(&tile_flags_read);
+    if (lid == 0u) { ${w.tileFlagsRead} = atomicLoad(&${w.tileFlags}); }
+    let tflags = workgroupUniformLoad(&${w.tileFlagsRead});
     ${traced(copy('p', 'p_tile', 'PS'))}
     // Rescale the accumulator rows whose reference max moved (corr is 1 for the others).
     if ((tflags & 1u) != 0u) {
@@ -581,7 +645,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
         .join('\n      ')}
     }
     // D. O += P·V, on the matrices; as scalar code where V's tile has an Inf or NaN.
-    ${m.fence ? 'let fv = workgroupUniformLoad(&fence_zero);' : 'let fv = 0u;'}
+    ${m.fence ? `let fv = workgroupUniformLoad(&${w.fenceZero});` : 'let fv = 0u;'}
     if ((tflags & 2u) == 0u) {
       ${
         m.oTile
@@ -637,7 +701,7 @@ fn main(@builtin(workgroup_id) wg: vec3u, @builtin(local_invocation_index) lid: 
         : ''
     }
     workgroupBarrier();
-    if (lid == 0u) { atomicStore(&tile_flags, 0u); }
+    if (lid == 0u) { atomicStore(&${w.tileFlags}, 0u); }
     j0 += i32(BC);
   }
 

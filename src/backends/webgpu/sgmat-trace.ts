@@ -158,3 +158,30 @@ export function explainScoreBlock(
     zeros: y.filter((x) => x === 0).length,
   };
 }
+
+/**
+ * The element shift s in [−range, range] for which got[e] = ref[e − s] over the most values (each
+ * section flattened row by row, `cols` a row; ref's values outside a row count as zero), with the
+ * share of values it explains: a matrix load or store that addresses its tile a few elements off
+ * shows as a shift of 1 with every value explained (the H100's traced K matrices: 4, or 6 with
+ * fenced loads, against K's tile as scalar loads read it).
+ */
+export function bestShift(
+  got: ArrayLike<number>,
+  ref: ArrayLike<number>,
+  cols: number,
+  range = 16,
+): { shift: number; explained: number } {
+  let best = { shift: 0, explained: -1 };
+  for (let s = -range; s <= range; s++) {
+    let hits = 0;
+    for (let e = 0; e < got.length; e++) {
+      const c = (e % cols) - s;
+      const want = c >= 0 && c < cols ? ref[e - s] : 0;
+      if (got[e] === want) hits++;
+    }
+    const explained = got.length ? hits / got.length : 1;
+    if (explained > best.explained) best = { shift: s, explained: Math.round(explained * 1000) / 1000 };
+  }
+  return best;
+}

@@ -49,6 +49,13 @@ export interface MatrixShape {
    * subgroup operation in the kernel besides the matrices (as in the single-operation checks).
    */
   readonly noShuffle?: boolean;
+  /**
+   * Every workgroup variable a multiple of 16 bytes (the one-word variables grouped in 16-byte
+   * arrays, the tiles rounded up to 128 bytes) and the tiles declared last, so no tile can start off
+   * a 16-byte boundary, which the matrix loads and stores of NVIDIA's Vulkan driver assume
+   * (sgmat-source.ts: sgmatWords).
+   */
+  readonly alignedTiles?: boolean;
 }
 
 /** The decode kernel's layout (decode-source.ts): invocations a key row, query rows a workgroup. */
@@ -144,7 +151,7 @@ export function variantKey(v: ForwardVariant): string {
     v.kernel === 'decode' && v.decode
       ? `decode-s${v.decode.sg}${v.decode.pairs ? 'k2' : ''}`
       : v.kernel === 'sgmat' && v.matrix
-        ? `sgmat${v.matrix.M}x${v.matrix.N}x${v.matrix.K}s${v.matrix.sg}${v.matrix.pad !== undefined && v.matrix.pad !== 16 ? `p${v.matrix.pad}` : ''}${v.matrix.qTile ? 'q' : ''}${v.matrix.pingPong ? 'x' : ''}${v.matrix.oTile ? 'o' : ''}${v.matrix.mulFirst ? 'm' : ''}${v.matrix.flatPrologue ? 'f' : ''}${v.matrix.fence ? 'b' : ''}${v.matrix.kTransposed ? 't' : ''}${v.matrix.noShuffle ? 'w' : ''}`
+        ? `sgmat${v.matrix.M}x${v.matrix.N}x${v.matrix.K}s${v.matrix.sg}${v.matrix.pad !== undefined && v.matrix.pad !== 16 ? `p${v.matrix.pad}` : ''}${v.matrix.qTile ? 'q' : ''}${v.matrix.pingPong ? 'x' : ''}${v.matrix.oTile ? 'o' : ''}${v.matrix.mulFirst ? 'm' : ''}${v.matrix.flatPrologue ? 'f' : ''}${v.matrix.fence ? 'b' : ''}${v.matrix.kTransposed ? 't' : ''}${v.matrix.noShuffle ? 'w' : ''}${v.matrix.alignedTiles ? 'a' : ''}`
         : v.kernel === 'tiled'
           ? v.lanes === 4
             ? 'tiled-subgroups'

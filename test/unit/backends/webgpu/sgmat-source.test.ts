@@ -63,6 +63,34 @@ function variant(
 }
 
 describe('the sgmat layouts on NVIDIA limits', () => {
+  it('with alignedTiles, declare every workgroup variable in multiples of 16 bytes, the tiles last', () => {
+    for (const layout of SGMAT_LAYOUTS.filter((l) => l.alignedTiles)) {
+      for (const H of [64, 128]) {
+        const shape = { ...NVIDIA, ...layout };
+        const bc = sgmatKeys(H, H, shape, 49152) as number;
+        const code = sgmatSource(variant(shape, H, bc));
+        const decls = [
+          ...code.matchAll(/^var<workgroup> (\w+): (?:array<(atomic<)?(f16|f32|i32|u32)>?, (\w+)>|.*);/gm),
+        ];
+        const bytes = { f16: 2, f32: 4, i32: 4, u32: 4 } as const;
+        const WG = (shape.subgroups ?? 4) * shape.sg;
+        for (const [line, name, , type, count] of decls) {
+          assert.ok(type && count, `${name} is not an array: ${line}`);
+          const length = count === 'WG' ? WG : Number(count);
+          assert.equal((length * bytes[type as keyof typeof bytes]) % 16, 0, line);
+        }
+        const names = decls.map((d) => d[1]);
+        assert.ok(names.indexOf('kv_tile') > names.indexOf('wg_u32'), names.join(' '));
+        const uncommented = code.replace(/\/\*[\s\S]*?\*\//g, '').replace(/\/\/.*$/gm, '');
+        assert.ok(
+          !/\b(block_lo|range_lo|tile_flags|fence_zero)\b/.test(uncommented),
+          'a one-word variable is left',
+        );
+        assert.ok(sgmatStorageBytes(H, H, bc, shape) <= 49152);
+      }
+    }
+  });
+
   it('fit 48 KiB at H=128 and name themselves in the variant key', () => {
     const keys = new Set<string>();
     for (const layout of SGMAT_LAYOUTS) {
@@ -169,7 +197,10 @@ fn main() {
   // and 2 subgroups of 16: the emulated 16×16 matrices (1 KiB of f32 an invocation each) crash
   // SwiftShader's compiler, and the tiles fit 32 KiB in f32 where the adapter has no shader-f16; the
   // q and K matrix sections need the P tile's rows to hold H and are empty at that shape.
-  for (const layout of [SGMAT_LAYOUTS[0], ...SGMAT_LAYOUTS.filter((l) => l.mulFirst && l.noShuffle)]) {
+  for (const layout of [
+    SGMAT_LAYOUTS[0],
+    ...SGMAT_LAYOUTS.filter((l) => (l.mulFirst && l.noShuffle) || l.alignedTiles),
+  ]) {
     it(`traces the check problem as expected, ${layoutName(layout)}`, async () => {
       const { device, info } = webgpuContext();
       const f32Only = !info.features.includes('shader-f16');

@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { checkInputs } from '../../../../src/backends/webgpu/sgmat-check.js';
-import { compareSection, explainScoreBlock } from '../../../../src/backends/webgpu/sgmat-trace.js';
+import { bestShift, compareSection, explainScoreBlock } from '../../../../src/backends/webgpu/sgmat-trace.js';
 
 const H = 64;
 const M = 16;
@@ -110,5 +110,17 @@ describe('the sgmat trace fit, operand blocks transposed', () => {
     const fit = explainScoreBlock(got, BC, 0, 2, { q, k, H, M, N, K });
     assert.ok(fit.residualRel < 1e-6, JSON.stringify(fit));
     assert.deepEqual(fit.terms, { 'qkB 2 0': 1, 'qkB 2 1': 1, 'qkB 2 2': 1, 'qkB 2 3': 1 });
+  });
+
+  it('names the element shift of a section read a few elements off its reference', () => {
+    // K's rows as a matrix load 4 f16 before its address reads them from a tile with zero padding.
+    const shifted = Float64Array.from(k.slice(0, BC * H), (_, e) => (e % H >= 4 ? k[e - 4] : 0));
+    assert.deepEqual(bestShift(shifted, k.slice(0, BC * H), H), { shift: 4, explained: 1 });
+    assert.deepEqual(bestShift(k.slice(0, BC * H), k.slice(0, BC * H), H), { shift: 0, explained: 1 });
+    const right = product(q, k);
+    const early = Float64Array.from(right, (_, e) => (e % BC < BC - 1 ? right[e + 1] : 0));
+    assert.deepEqual(bestShift(early, right, BC), { shift: -1, explained: 1 });
+    // Noise is explained by no shift.
+    assert.ok(bestShift(q.slice(0, BC * H), k.slice(0, BC * H), H).explained < 0.1);
   });
 });
