@@ -12,9 +12,9 @@
  * those cases.
  * Run: node --import tsx benchmarks/harnesses/webgpu-sgmat-isolate.ts [--toggles …] [--cases …]
  */
-import { EXPERIMENTAL_DAWN_TOGGLES } from '../../src/backends/webgpu/runtime.js';
 import { checkSgmat, layoutName, SGMAT_LAYOUTS } from '../../src/backends/webgpu/sgmat-check.js';
 import { ISOLATE_CASES, runIsolate } from '../../src/backends/webgpu/sgmat-isolate.js';
+import { openSgmatDevice } from './webgpu-sgmat-device.js';
 
 const args = process.argv.slice(2);
 const option = (name: string) => (args.includes(name) ? args[args.indexOf(name) + 1] : undefined);
@@ -22,44 +22,7 @@ const toggles = option('--toggles');
 const only = option('--cases')?.split(',');
 const row = (fields: Record<string, unknown>) => process.stdout.write(`${JSON.stringify(fields)}\n`);
 
-// The device opened here, as webgpu-sgmat-trace.ts does, not by initWebgpu (whose own check would
-// run every layout first).
-const dawn = (await import('webgpu')) as { create(options: string[]): GPU };
-const gpu = dawn.create([`${EXPERIMENTAL_DAWN_TOGGLES}${toggles ? `,${toggles}` : ''}`]);
-const adapter = await gpu.requestAdapter();
-if (!adapter) {
-  row({ skipped: 'no WebGPU adapter' });
-  process.exit(0);
-}
-const features = ['shader-f16', 'subgroups', 'chromium-experimental-subgroup-matrix'].filter((f) =>
-  adapter.features.has(f),
-) as GPUFeatureName[];
-const device = await adapter.requestDevice({
-  requiredFeatures: features,
-  requiredLimits: {
-    maxComputeWorkgroupStorageSize: adapter.limits.maxComputeWorkgroupStorageSize,
-    maxComputeInvocationsPerWorkgroup: adapter.limits.maxComputeInvocationsPerWorkgroup,
-  },
-});
-const raw = adapter.info as GPUAdapterInfo & {
-  subgroupMatrixConfigs?: readonly Record<string, unknown>[];
-  subgroupMaxSize?: number;
-};
-const offered = (raw.subgroupMatrixConfigs ?? []).find(
-  (c) => c.componentType === 'f16' && c.resultComponentType === 'f32',
-) as { M: number; N: number; K: number } | undefined;
-row({
-  adapter: raw.description || raw.vendor,
-  toggles: toggles ?? null,
-  features,
-  offered: offered ? { M: offered.M, N: offered.N, K: offered.K } : null,
-  subgroupMaxSize: raw.subgroupMaxSize ?? 0,
-});
-if (!offered || !features.includes('shader-f16' as GPUFeatureName)) {
-  row({ skipped: 'no f16 subgroup-matrix configuration (an NVIDIA GPU with cooperative matrices)' });
-  process.exit(0);
-}
-const shape = { M: offered.M, N: offered.N, K: offered.K, sg: raw.subgroupMaxSize ?? 32 };
+const { device, shape } = await openSgmatDevice(toggles, row);
 for (const c of ISOLATE_CASES.filter((c) => !only || only.includes(c.name))) {
   const result = await runIsolate(device, c, shape);
   row(typeof result === 'string' ? { case: c.name, changes: c.changes, error: result } : { ...result });

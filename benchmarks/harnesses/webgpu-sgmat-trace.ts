@@ -19,7 +19,6 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { EXPERIMENTAL_DAWN_TOGGLES } from '../../src/backends/webgpu/runtime.js';
 import {
   checkInputs,
   checkOutputError,
@@ -40,6 +39,7 @@ import {
   explainScoreBlock,
   TRACE_BOUND,
 } from '../../src/backends/webgpu/sgmat-trace.js';
+import { openSgmatDevice } from './webgpu-sgmat-device.js';
 
 const args = process.argv.slice(2);
 const option = (name: string) => (args.includes(name) ? args[args.indexOf(name) + 1] : undefined);
@@ -53,46 +53,8 @@ const only = option('--layouts')
   );
 const row = (fields: Record<string, unknown>) => process.stdout.write(`${JSON.stringify(fields)}\n`);
 
-// The device opened here, not by initWebgpu (whose own check would run every layout first), with
-// Dawn's experimental toggles and any others asked for.
-const dawn = (await import('webgpu')) as { create(options: string[]): GPU };
-const gpu = dawn.create([`${EXPERIMENTAL_DAWN_TOGGLES}${toggles ? `,${toggles}` : ''}`]);
-const adapter = await gpu.requestAdapter();
-if (!adapter) {
-  row({ skipped: 'no WebGPU adapter' });
-  process.exit(0);
-}
-const features = ['shader-f16', 'subgroups', 'chromium-experimental-subgroup-matrix'].filter((f) =>
-  adapter.features.has(f),
-) as GPUFeatureName[];
-const device = await adapter.requestDevice({
-  requiredFeatures: features,
-  requiredLimits: {
-    maxComputeWorkgroupStorageSize: adapter.limits.maxComputeWorkgroupStorageSize,
-    maxComputeInvocationsPerWorkgroup: adapter.limits.maxComputeInvocationsPerWorkgroup,
-  },
-});
-const raw = adapter.info as GPUAdapterInfo & {
-  subgroupMatrixConfigs?: readonly Record<string, unknown>[];
-  subgroupMinSize?: number;
-  subgroupMaxSize?: number;
-};
-const offered = (raw.subgroupMatrixConfigs ?? []).find(
-  (c) => c.componentType === 'f16' && c.resultComponentType === 'f32',
-) as { M: number; N: number; K: number } | undefined;
-row({
-  adapter: raw.description || raw.vendor,
-  toggles: toggles ?? null,
-  features,
-  offered: offered ? { M: offered.M, N: offered.N, K: offered.K } : null,
-  subgroupSizes: { min: raw.subgroupMinSize ?? 0, max: raw.subgroupMaxSize ?? 0 },
-});
-if (!offered || !features.includes('shader-f16' as GPUFeatureName)) {
-  row({ skipped: 'no f16 subgroup-matrix configuration (an NVIDIA GPU with cooperative matrices)' });
-  process.exit(0);
-}
-const { M, N, K } = offered;
-const SG = raw.subgroupMaxSize ?? 32;
+const { device, shape } = await openSgmatDevice(toggles, row);
+const { M, N, K, sg: SG } = shape;
 const storage = device.limits.maxComputeWorkgroupStorageSize;
 const layouts = SGMAT_LAYOUTS.map((layout, index) => ({ layout, index })).filter(
   ({ index }) => !only || only.includes(index),
