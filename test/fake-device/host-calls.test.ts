@@ -18,6 +18,7 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import koffi from 'koffi';
 import { attention } from '../../src/api/attention.js';
+import { attentionBackward } from '../../src/api/backward.js';
 import { KVCache } from '../../src/api/kv-cache.js';
 import { decodeTuning } from '../../src/backends/cuda/flash/decode/decode-splits.js';
 import { int32Uploads } from '../../src/backends/cuda/runtime/int32-cache.js';
@@ -179,6 +180,45 @@ describe('the library calls of a repeated attention call', { skip }, () => {
       assert.deepEqual(auto.calls, named.calls, `${auto.backend}, causal ${causal}`);
       assert.equal(auto.allocations, 0);
     }
+  });
+
+  it('flash backward at B=4 T=128 N=8 H=64, causal: its prep, dK/dV loop and dQ conversion as one graph launch once a call repeats (three launches under ATTNLAB_LAUNCH_GRAPH=1)', () => {
+    const [q, k, v] = small;
+    const f = attention(q, k, v, { isCausal: true, returnLogSumExp: true, implementation: 'flash' });
+    const [dOut] = inputs(4, 128, 128, 8, 8, 64);
+    const launches = koffi.load(join(dir, 'libcuda.so.1')).func('int fake_launch_count()');
+    const backward = (deterministic: boolean) => {
+      const r = attentionBackward(q, k, v, f.output, f.logSumExp as Tensor, dOut, {
+        isCausal: true,
+        implementation: 'flash',
+        deterministic,
+      });
+      // Released in reverse order, so that the next call's gradients get the same pool blocks back.
+      r.dValue.dispose();
+      r.dKey.dispose();
+      return r.dQuery;
+    };
+    for (const deterministic of [false, true]) {
+      const before = launches() as number;
+      const { calls, allocations } = repeated(() => backward(deterministic));
+      assert.deepEqual(calls, { cuGraphLaunch: 1 }, `deterministic ${deterministic}`);
+      assert.equal(allocations, 0);
+      assert.equal((launches() as number) - before, 3 * 4, 'each of the 4 calls ran its three kernels');
+    }
+    const plain = withLaunchGraph('1', () => repeated(() => backward(false)));
+    assert.deepEqual(plain.calls, { cuLaunchKernel: 3 });
+    // Another dOutput: another signature, so its first call launches its kernels one by one.
+    const [dOut2] = inputs(4, 128, 128, 8, 8, 64);
+    const moved = libraryCallsDuring(dir, () => {
+      const r = attentionBackward(q, k, v, f.output, f.logSumExp as Tensor, dOut2, {
+        isCausal: true,
+        implementation: 'flash',
+      });
+      for (const t of [r.dQuery, r.dKey, r.dValue]) t.dispose();
+    }).calls;
+    assert.equal(moved.cuLaunchKernel, 3, `another dOutput buffer: ${JSON.stringify(moved)}`);
+    assert.equal(moved.cuGraphLaunch, undefined, `another dOutput buffer: ${JSON.stringify(moved)}`);
+    for (const t of [dOut, dOut2, f.output, f.logSumExp as Tensor]) t.dispose();
   });
 
   it('a B=1 decode step over a dense cache (S=4096 K=8 N=32 H=128): one graph launch on flash (the split kernel and the combine) and on cudnn', () => {
