@@ -21,7 +21,7 @@ import { attention } from '../../src/api/attention.js';
 import { attentionBackward } from '../../src/api/backward.js';
 import { KVCache } from '../../src/api/kv-cache.js';
 import { decodeTuning } from '../../src/backends/cuda/flash/decode/decode-splits.js';
-import { int32Uploads } from '../../src/backends/cuda/runtime/int32-cache.js';
+import { clearInt32Cache, int32Uploads } from '../../src/backends/cuda/runtime/int32-cache.js';
 import { memoryStats } from '../../src/backends/cuda/runtime/memory.js';
 import type { Implementation } from '../../src/backends/problem.js';
 import { seededInput } from '../../src/bench/measure.js';
@@ -281,7 +281,7 @@ describe('the library calls of a repeated attention call', { skip }, () => {
     for (const t of [pool, q]) t.dispose();
   });
 
-  it("a KVCache decode step: append uploads its slots and launches once, as a graph (one by one under ATTNLAB_LAUNCH_GRAPH=1); attention rewrites the plan's lengths and launches the decode kernels as one graph", () => {
+  it('a KVCache decode step: append uploads its slots with the lengths the step reads and launches once, as a graph (one by one under ATTNLAB_LAUNCH_GRAPH=1); attention uploads nothing and launches the decode kernels as one graph', () => {
     const lastUploadPinned = koffi.load(join(dir, 'libcuda.so.1')).func('int fake_last_upload_pinned()');
     const cache = new KVCache({ numBlocks: 256, blockSize: 64, numKvHeads: 8, headDim: 128 });
     const id = cache.addSequence();
@@ -298,22 +298,51 @@ describe('the library calls of a repeated attention call', { skip }, () => {
       const { calls, allocations } = repeated(decodeStep, 40);
       assert.deepEqual(
         calls,
-        { cuMemcpyHtoDAsync_v2: 2, cuGraphLaunch: 2 },
-        `${impl ?? 'auto'}: the append's slots, its launch as a graph, the lengths and the decode's split and combine as a graph`,
+        { cuMemcpyHtoDAsync_v2: 1, cuGraphLaunch: 2 },
+        `${impl ?? 'auto'}: the grown lengths and the append's slots, its launch as a graph, the decode's split and combine as a graph`,
       );
       assert.equal(allocations, 0);
       assert.equal(lastUploadPinned(), 1, 'the uploads come from page-locked staging (runtime/staging.ts)');
       const one = withLaunchGraph('1', () => repeated(decodeStep, 5));
       assert.deepEqual(
         one.calls,
-        { cuMemcpyHtoDAsync_v2: 2, cuLaunchKernel: 1, cuGraphLaunch: 1 },
+        { cuMemcpyHtoDAsync_v2: 1, cuLaunchKernel: 1, cuGraphLaunch: 1 },
         `${impl ?? 'auto'}, ATTNLAB_LAUNCH_GRAPH=1: the append launched, the decode as a graph`,
       );
     }
     cache.dispose();
   });
 
+  it("a KVCache step reading other sequences than the lengths its append wrote uploads its own lengths, then finds the append's again", () => {
+    const cache = new KVCache({ numBlocks: 64, blockSize: 16, numKvHeads: 8, headDim: 128 });
+    const [a, b] = [cache.addSequence(), cache.addSequence()];
+    const [q1] = inputs(1, 1, 1, 32, 32, 128);
+    const [q2] = inputs(2, 1, 1, 32, 32, 128);
+    const [row] = inputs(1, 1, 1, 8, 8, 128);
+    const [rows] = inputs(2, 1, 1, 8, 8, 128);
+    // Uploads of a step but the block table's (a new table where the sequences read change).
+    const step = (appendTo: number[], read: number[]) => {
+      const tables = int32Uploads();
+      const { calls } = libraryCallsDuring(dir, () => {
+        cache.append(appendTo, appendTo.length === 1 ? row : rows, appendTo.length === 1 ? row : rows);
+        cache.attention(read.length === 1 ? q1 : q2, read, { implementation: 'flash' }).output.dispose();
+      });
+      return (calls.cuMemcpyHtoDAsync_v2 ?? 0) - (int32Uploads() - tables);
+    };
+    for (let i = 0; i < 5; i++) step([a, b], [a, b]);
+    assert.equal(step([a, b], [a, b]), 1, 'the lengths came with the slots');
+    // The append writes [a, b]'s lengths (the last step's sequences); a step over [b] reads others.
+    assert.equal(step([b], [b]), 2, "another step's lengths: the decode's own upload");
+    // Now [b] was read last: the append writes b's length, and the step finds it.
+    assert.equal(step([b], [b]), 1);
+    assert.equal(step([a], [b]), 1, "b's length, unchanged by an append to a, written with a's slot");
+    for (const t of [q1, q2, row, rows]) t.dispose();
+    cache.dispose();
+  });
+
   it('a KVCache decode loop uploads its block table again only at the step that takes a new block', () => {
+    // The kept uploads are found by content: another test's table of the same entries would be found.
+    clearInt32Cache();
     const cache = new KVCache({ numBlocks: 64, blockSize: 16, numKvHeads: 8, headDim: 128 });
     const id = cache.addSequence();
     const [q] = inputs(1, 1, 1, 32, 32, 128);
