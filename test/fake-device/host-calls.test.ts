@@ -4,9 +4,9 @@
  * bf16) a flash call is one cuLaunchKernel, a cudnn call one cuGraphLaunch of its plan's CUDA graph (and
  * the NaN repair's launch where a mask can hide keys), `auto` exactly its backend's; a B=1 decode step one
  * cuGraphLaunch of its split kernel and combine, captured; a KVCache step (append, then attention) one
- * upload and one launch for the append (a graph launch under ATTNLAB_LAUNCH_GRAPH=all), one upload of the grown
- * lengths into the decode plan's buffer and the decode kernels as one graph launch, both uploads from
- * page-locked staging; a naive call a cuBLASLt matmul per batch entry and product and the softmax, its
+ * upload of the grown lengths and the append's slots together (from page-locked staging), the append kernel's
+ * graph launch and the decode kernels' graph launch; a flash backward one graph launch of its three kernels;
+ * a naive call a cuBLASLt matmul per batch entry and product and the softmax, its
  * matmuls and softmax as one graph launch under ATTNLAB_LAUNCH_GRAPH=all. No call allocates from the driver, waits on the device, builds a
  * descriptor or loads a module once its shape ran: each of those costs 2–20 µs of host time on an H100
  * (docs/internals/host-time.md). And what is kept per shape is found again only where it still holds:
