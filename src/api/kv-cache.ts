@@ -16,6 +16,7 @@
 
 import { checkKeys, checkOptionsObject, describeValue, snapshotList } from '../arguments.js';
 import { appendFromDevice } from '../backends/cuda/ops/kv-append.js';
+import { currentDeviceOrdinal } from '../backends/cuda/runtime/context.js';
 import { publishLengths, withdrawLengths } from '../backends/cuda/runtime/lengths-mirror.js';
 import { allocDevice, copyInt32IntoDevice, fillDevice32 } from '../backends/cuda/runtime/memory.js';
 import type { AttentionOptions, AttentionResult } from '../backends/problem.js';
@@ -108,6 +109,8 @@ export class KVCache {
    * device copy (runtime/lengths-mirror.ts), so that the decode step uploads nothing of its own.
    */
   #stepBuffer: DeviceBuffer | null = null;
+  /** The device #stepBuffer lives on: an append on another one takes a buffer there. */
+  #stepDevice = -1;
 
   constructor(optionsIn: KVCacheOptions) {
     const options = checkOptionsObject<KVCacheOptions>('options', optionsIn, 'an object of KVCache options');
@@ -289,7 +292,13 @@ export class KVCache {
     for (let b = 0; b < L; b++) values[b] = next[b].length + (next[b].appended === mark ? Tnew : 0);
     this.#slots(sequences, Tnew, values, L);
     let buffer = this.#stepBuffer;
-    if (buffer === null || buffer.released || buffer.bytes < values.byteLength) {
+    const device = currentDeviceOrdinal();
+    if (
+      buffer === null ||
+      buffer.released ||
+      buffer.bytes < values.byteLength ||
+      this.#stepDevice !== device
+    ) {
       if (buffer) {
         withdrawLengths(buffer);
         buffer.release(); // stream-ordered: work already enqueued on it runs first
@@ -297,6 +306,7 @@ export class KVCache {
       // Room to spare: a prefill's slots come once, a decode step's few every step.
       buffer = allocDevice(Math.max(256, 2 ** Math.ceil(Math.log2(values.byteLength))));
       this.#stepBuffer = buffer;
+      this.#stepDevice = device;
     }
     withdrawLengths(buffer); // its lengths change with this upload: found again only once it is enqueued
     copyInt32IntoDevice(buffer, values);
