@@ -226,9 +226,10 @@ function backwardRow(s: Shape, samples: number, host?: { batch: number; warm: nu
           implementation: impl,
         });
         ran = `${r.backend} ${r.variant}`;
+        // Freed in their order (dValue by the timer), as a loop over them or a tidy() scope frees them.
+        r.dQuery.dispose();
         r.dKey.dispose();
-        r.dValue.dispose();
-        return r.dQuery;
+        return r.dValue;
       };
       const wallUs = host ? wallPerCall(call, 500) : undefined;
       let t: { deviceMs?: number; hostMs?: number; error?: string };

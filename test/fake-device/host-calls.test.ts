@@ -193,10 +193,10 @@ describe('the library calls of a repeated attention call', { skip }, () => {
         implementation: 'flash',
         deterministic,
       });
-      // Released in reverse order, so that the next call's gradients get the same pool blocks back.
-      r.dValue.dispose();
+      // Freed in their order (dQuery, dKey, then dValue by repeated()): the next call gets the same blocks back.
+      r.dQuery.dispose();
       r.dKey.dispose();
-      return r.dQuery;
+      return r.dValue;
     };
     for (const deterministic of [false, true]) {
       const before = launches() as number;

@@ -152,9 +152,12 @@ function run(variant: FlashBackwardVariant, p: BackwardProblem): BackwardOutput 
   const shared = flashBackwardSharedBytes(variant);
   const e = itemSize(p.dtype);
   const tPad = Math.ceil(T / FLASH_BACKWARD_ROW_PAD) * FLASH_BACKWARD_ROW_PAD;
-  const dQ = allocDevice(B * T * N * H * e);
-  const dK = allocDevice(B * S * K * H * e);
+  // Taken last-returned first: a caller that frees a call's gradients in their order (dQuery, dKey, dValue, as
+  // a loop over them or a tidy() scope does) gets each block back in the same role from the pool (whose free
+  // blocks of a size go out last-freed first), and with it the same launch-group signature.
   const dV = allocDevice(B * S * K * Hv * e);
+  const dK = allocDevice(B * S * K * H * e);
+  const dQ = allocDevice(B * T * N * H * e);
   // dBias: float32 reductions into a zeroed accumulator of the bias's layout (bwd_common.cuh,
   // ds_mods_tile), which is the result for a float32 bias and is rounded once for a 16-bit one; with
   // variant.dbiasStore the wgmma loop stores it in the bias's dtype instead (each element one position),
