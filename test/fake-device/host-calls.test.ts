@@ -26,6 +26,7 @@ import { memoryStats } from '../../src/backends/cuda/runtime/memory.js';
 import type { Implementation } from '../../src/backends/problem.js';
 import { seededInput } from '../../src/bench/measure.js';
 import { reloadConfig } from '../../src/config.js';
+import { tidy } from '../../src/tensor/scope.js';
 import { Tensor } from '../../src/tensor/tensor.js';
 import { libraryCallsDuring, useFakeCudaStack } from './fake-cuda.js';
 
@@ -219,6 +220,31 @@ describe('the library calls of a repeated attention call', { skip }, () => {
     assert.equal(moved.cuLaunchKernel, 3, `another dOutput buffer: ${JSON.stringify(moved)}`);
     assert.equal(moved.cuGraphLaunch, undefined, `another dOutput buffer: ${JSON.stringify(moved)}`);
     for (const t of [dOut, dOut2, f.output, f.logSumExp as Tensor]) t.dispose();
+  });
+
+  it('a training step in a tidy scope (forward, then backward, its tensors freed in creation order): the backward one graph launch once the blocks cycle', () => {
+    const [q, k, v] = small;
+    const [dOut] = inputs(4, 128, 128, 8, 8, 64);
+    // The forward's output, dQ, dK and dV are of one size: freed in creation order, the pool hands them out
+    // rotated by one each step, a cycle of four arrangements, each of which keeps its own graph.
+    const step = () =>
+      tidy(() => {
+        const f = attention(q, k, v, { isCausal: true, returnLogSumExp: true, implementation: 'flash' });
+        attentionBackward(q, k, v, f.output, f.logSumExp as Tensor, dOut, {
+          isCausal: true,
+          implementation: 'flash',
+        });
+      });
+    for (let i = 0; i < 12; i++) step();
+    for (let i = 0; i < 4; i++) {
+      const { calls } = libraryCallsDuring(dir, step);
+      assert.deepEqual(
+        calls,
+        { cuLaunchKernel: 1, cuGraphLaunch: 1 },
+        `step ${i}: the forward's launch, the backward's graph`,
+      );
+    }
+    dOut.dispose();
   });
 
   it('a B=1 decode step over a dense cache (S=4096 K=8 N=32 H=128): one graph launch on flash (the split kernel and the combine) and on cudnn', () => {

@@ -41,6 +41,42 @@ export function forgetLaunchGraph(group: LaunchGraph): void {
   group.last = null;
 }
 
+/**
+ * The group of `groups` (at most `most`, made here with `optIn`) for a call with this signature: the one whose
+ * graph was captured with it, else the one that saw it last (its second sighting captures it), else a new one,
+ * else the least recently used without a graph, else the least recently used. For launches whose buffers come back from the pool in a
+ * cycle of a few arrangements (a training step's gradients and outputs of one size rotate through the same
+ * blocks): each arrangement keeps its own graph, where one group would capture none.
+ */
+export function launchGroupFor(
+  groups: LaunchGraph[],
+  signature: Uint8Array,
+  most: number,
+  optIn: boolean,
+): LaunchGraph {
+  let at = -1;
+  for (let i = 0; i < groups.length && at < 0; i++) {
+    const captured = groups[i].captured;
+    if (captured !== null && sameBytes(captured, signature)) at = i;
+  }
+  for (let i = 0; i < groups.length && at < 0; i++) {
+    const last = groups[i].last;
+    if (last !== null && sameBytes(last, signature)) at = i;
+  }
+  if (at < 0 && groups.length < most) {
+    groups.unshift(newLaunchGraph(optIn));
+    return groups[0];
+  }
+  for (let i = groups.length - 1; i >= 0 && at < 0; i--) if (groups[i].captured === null) at = i;
+  if (at < 0) at = groups.length - 1;
+  const group = groups[at];
+  if (at > 0) {
+    groups.splice(at, 1);
+    groups.unshift(group);
+  }
+  return group;
+}
+
 /** How groups were enqueued, for tests and measurements. */
 export const launchGraphStats = { graphLaunches: 0, captures: 0, plain: 0 };
 
@@ -143,7 +179,7 @@ function refuse(group: LaunchGraph, error: DeviceError): void {
 const updateResult = new BigUint64Array(3);
 
 /** Compared as 32-bit words where both are aligned (packed parameters are), else byte by byte. */
-function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+export function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
   const n = a.byteLength;
   if (n !== b.byteLength) return false;
   if (n % 4 === 0 && a.byteOffset % 4 === 0 && b.byteOffset % 4 === 0) {

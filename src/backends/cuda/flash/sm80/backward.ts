@@ -47,7 +47,7 @@ import {
   GROUP_CAPTURING,
   GROUP_LAUNCHED,
   type LaunchGraph,
-  newLaunchGraph,
+  launchGroupFor,
 } from '../../runtime/launch-graph.js';
 import { allocDevice, copyInt32ToDevice, fillDevice32, firstMisaligned } from '../../runtime/memory.js';
 import {
@@ -259,10 +259,10 @@ function run(variant: FlashBackwardVariant, p: BackwardProblem): BackwardOutput 
       // calls is in the two packed structs and the geometry: their bytes are the group's signature, and a
       // repeated call (a training step's backward, its gradients' blocks back from the pool) is one graph
       // launch instead of three cuLaunchKernel.
-      const group = bias === null && !hasVariants(p) ? backwardGroup(module) : null;
-      if (group === null) launchBackward(launches);
+      if (bias !== null || hasVariants(p)) launchBackward(launches);
       else {
         writeGeometry(signature, launches);
+        const group = launchGroupFor(backwardGroups(module), signature, GRAPHS_PER_MODULE, true);
         const step = beginLaunchGroup(group, signature);
         if (step !== GROUP_LAUNCHED) {
           let launched = false;
@@ -399,18 +399,21 @@ function scratchLengths(values: Int32Array, scratch: DeviceBuffer[]): bigint {
 }
 
 /**
- * The launch group of each loaded module (a module is one device's and one variant's, kept for the
- * process by compile.ts): ATTNLAB_LAUNCH_GRAPH=1 leaves its launches one by one, for comparisons.
+ * The launch groups of each loaded module (a module is one device's and one variant's, kept for the process
+ * by compile.ts), one captured graph each: a training loop's gradients and scratch come back from the pool in
+ * a cycle of a few arrangements where other tensors of their sizes are freed between calls
+ * (launch-graph.ts, launchGroupFor). ATTNLAB_LAUNCH_GRAPH=1 leaves the launches one by one, for comparisons.
  */
-const groups = new WeakMap<CompiledModule, LaunchGraph>();
+const groups = new WeakMap<CompiledModule, LaunchGraph[]>();
+const GRAPHS_PER_MODULE = 8;
 
-function backwardGroup(module: CompiledModule): LaunchGraph {
-  let group = groups.get(module);
-  if (!group) {
-    group = newLaunchGraph(true);
-    groups.set(module, group);
+function backwardGroups(module: CompiledModule): LaunchGraph[] {
+  let kept = groups.get(module);
+  if (!kept) {
+    kept = [];
+    groups.set(module, kept);
   }
-  return group;
+  return kept;
 }
 
 /**
