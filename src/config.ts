@@ -153,8 +153,8 @@ export interface ExperimentalKnobs {
    */
   readonly launchGraph: boolean;
   /**
-   * Unset or ATTNLAB_LAUNCH_GRAPH=all: naive's matmuls and softmax and a KVCache append's launch as graphs too;
-   * =1 keeps those launched one by one (for comparisons).
+   * Unset or ATTNLAB_LAUNCH_GRAPH=all: naive's matmuls and softmax, a KVCache append's launch and the flash
+   * backward's three launches as graphs too; =1 keeps those launched one by one (for comparisons).
    */
   readonly launchGraphAll: boolean;
   /**

@@ -15,8 +15,10 @@
  */
 
 import { checkKeys, checkOptionsObject, describeValue, snapshotList } from '../arguments.js';
-import { appendToPools } from '../backends/cuda/ops/kv-append.js';
-import { allocDevice, fillDevice32 } from '../backends/cuda/runtime/memory.js';
+import { appendFromDevice } from '../backends/cuda/ops/kv-append.js';
+import { currentDeviceOrdinal } from '../backends/cuda/runtime/context.js';
+import { publishLengths, withdrawLengths } from '../backends/cuda/runtime/lengths-mirror.js';
+import { allocDevice, copyInt32IntoDevice, fillDevice32 } from '../backends/cuda/runtime/memory.js';
 import type { AttentionOptions, AttentionResult } from '../backends/problem.js';
 import { appendToWebgpuPools } from '../backends/webgpu/kv-append.js';
 import { createTensorBuffer } from '../backends/webgpu/memory.js';
@@ -25,7 +27,7 @@ import { allocHost } from '../tensor/checks.js';
 import type { FloatDType } from '../tensor/dtype.js';
 import { sameInts } from '../tensor/same-ints.js';
 import { keep } from '../tensor/scope.js';
-import type { Device } from '../tensor/storage.js';
+import type { Device, DeviceBuffer } from '../tensor/storage.js';
 import { checkTensor, Tensor } from '../tensor/tensor.js';
 import { attention } from './attention.js';
 import { markUnchangingTable } from './kv-layout.js';
@@ -48,6 +50,8 @@ export interface KVCacheOptions {
 interface Sequence {
   readonly blocks: number[];
   length: number;
+  /** The append that last took this sequence (KVCache's #appends): whether the one under way does. */
+  appended: number;
 }
 
 const INT32_MAX = 2 ** 31 - 1;
@@ -97,6 +101,16 @@ export class KVCache {
   #keptChanges = -1;
   /** Counts every change of any sequence's blocks (taken, given back): a kept table holds while it stands. */
   #blockChanges = 0;
+  /** Counts appends (Sequence.appended). */
+  #appends = 0;
+  /**
+   * CUDA: the device buffer an append uploads into, once: the lengths the next attention() will likely pass
+   * (its last sequences', after this append), then the new rows' pool slots; published as those lengths'
+   * device copy (runtime/lengths-mirror.ts), so that the decode step uploads nothing of its own.
+   */
+  #stepBuffer: DeviceBuffer | null = null;
+  /** The device #stepBuffer lives on: an append on another one takes a buffer there. */
+  #stepDevice = -1;
 
   constructor(optionsIn: KVCacheOptions) {
     const options = checkOptionsObject<KVCacheOptions>('options', optionsIn, 'an object of KVCache options');
@@ -143,7 +157,7 @@ export class KVCache {
   addSequence(): number {
     this.#live();
     const id = this.#nextId++;
-    this.#sequences.set(id, { blocks: [], length: 0 });
+    this.#sequences.set(id, { blocks: [], length: 0, appended: 0 });
     return id;
   }
 
@@ -215,17 +229,14 @@ export class KVCache {
   /** Writes the Tnew new rows of each sequence into its (already taken) pool slots. */
   #write(sequences: Sequence[], Tnew: number, key: Tensor, value: Tensor): void {
     const B = sequences.length;
-    const slots = new Int32Array(B * Tnew);
-    for (let b = 0; b < B; b++) {
-      const s = sequences[b];
-      for (let t = 0; t < Tnew; t++) {
-        const position = s.length + t;
-        slots[b * Tnew + t] =
-          s.blocks[Math.floor(position / this.blockSize)] * this.blockSize + (position % this.blockSize);
-      }
-    }
     const keyRow = this.K * this.H;
     const valueRow = this.K * this.Hv;
+    if (this.device === 'cuda') {
+      this.#writeCuda(sequences, Tnew, key, value);
+      return;
+    }
+    const slots = new Int32Array(B * Tnew);
+    this.#slots(sequences, Tnew, slots, 0);
     if (this.device === 'webgpu') {
       appendToWebgpuPools(
         {
@@ -235,18 +246,6 @@ export class KVCache {
           valuePool: this.valuePool,
           keyRowBytes: keyRow * 2,
           valueRowBytes: valueRow * 2,
-        },
-        slots,
-      );
-    } else if (this.device === 'cuda') {
-      appendToPools(
-        {
-          key: key.buffer.ptr,
-          value: value.buffer.ptr,
-          keyPool: this.keyPool.buffer.ptr,
-          valuePool: this.valuePool.buffer.ptr,
-          keyRow,
-          valueRow,
         },
         slots,
       );
@@ -261,6 +260,69 @@ export class KVCache {
       scatter(key, this.keyPool, keyRow);
       scatter(value, this.valuePool, valueRow);
     }
+  }
+
+  /** The pool slots of each sequence's Tnew new rows (its blocks already taken), into `into` from `at`. */
+  #slots(sequences: Sequence[], Tnew: number, into: Int32Array, at: number): void {
+    for (let b = 0; b < sequences.length; b++) {
+      const s = sequences[b];
+      for (let t = 0; t < Tnew; t++) {
+        const position = s.length + t;
+        into[at + b * Tnew + t] =
+          s.blocks[Math.floor(position / this.blockSize)] * this.blockSize + (position % this.blockSize);
+      }
+    }
+  }
+
+  /**
+   * One upload for the append and the decode step after it: the lengths of the sequences the last
+   * attention() read (or of these, before any), as they will be after this append, then the new rows' slots;
+   * the append kernel reads the slots there and a decode step whose lengths are those reads them there too
+   * (runtime/lengths-mirror.ts finds them by content, so a guess that misses costs only the decode's own
+   * upload).
+   */
+  #writeCuda(sequences: Sequence[], Tnew: number, key: Tensor, value: Tensor): void {
+    const rows = sequences.length * Tnew;
+    if (rows === 0) return;
+    const mark = ++this.#appends;
+    for (const s of sequences) s.appended = mark;
+    const next = this.#keptSequences.length > 0 ? this.#keptSequences : sequences;
+    const L = next.length;
+    const values = new Int32Array(L + rows);
+    for (let b = 0; b < L; b++) values[b] = next[b].length + (next[b].appended === mark ? Tnew : 0);
+    this.#slots(sequences, Tnew, values, L);
+    let buffer = this.#stepBuffer;
+    const device = currentDeviceOrdinal();
+    if (
+      buffer === null ||
+      buffer.released ||
+      buffer.bytes < values.byteLength ||
+      this.#stepDevice !== device
+    ) {
+      if (buffer) {
+        withdrawLengths(buffer);
+        buffer.release(); // stream-ordered: work already enqueued on it runs first
+      }
+      // Room to spare: a prefill's slots come once, a decode step's few every step.
+      buffer = allocDevice(Math.max(256, 2 ** Math.ceil(Math.log2(values.byteLength))));
+      this.#stepBuffer = buffer;
+      this.#stepDevice = device;
+    }
+    withdrawLengths(buffer); // its lengths change with this upload: found again only once it is enqueued
+    copyInt32IntoDevice(buffer, values);
+    publishLengths(buffer, values.subarray(0, L));
+    appendFromDevice(
+      {
+        key: key.buffer.ptr,
+        value: value.buffer.ptr,
+        keyPool: this.keyPool.buffer.ptr,
+        valuePool: this.valuePool.buffer.ptr,
+        keyRow: this.K * this.H,
+        valueRow: this.K * this.Hv,
+      },
+      buffer.ptr + BigInt(L * 4),
+      rows,
+    );
   }
 
   #livePools(): void {
@@ -374,6 +436,11 @@ export class KVCache {
     this.#disposed = true;
     this.#keptTable?.dispose();
     this.#keptTable = null;
+    if (this.#stepBuffer) {
+      withdrawLengths(this.#stepBuffer);
+      this.#stepBuffer.release();
+      this.#stepBuffer = null;
+    }
     this.keyPool.dispose();
     this.valuePool.dispose();
     this.#sequences.clear();

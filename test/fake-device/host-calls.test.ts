@@ -4,9 +4,9 @@
  * bf16) a flash call is one cuLaunchKernel, a cudnn call one cuGraphLaunch of its plan's CUDA graph (and
  * the NaN repair's launch where a mask can hide keys), `auto` exactly its backend's; a B=1 decode step one
  * cuGraphLaunch of its split kernel and combine, captured; a KVCache step (append, then attention) one
- * upload and one launch for the append (a graph launch under ATTNLAB_LAUNCH_GRAPH=all), one upload of the grown
- * lengths into the decode plan's buffer and the decode kernels as one graph launch, both uploads from
- * page-locked staging; a naive call a cuBLASLt matmul per batch entry and product and the softmax, its
+ * upload of the grown lengths and the append's slots together (from page-locked staging), the append kernel's
+ * graph launch and the decode kernels' graph launch; a flash backward one graph launch of its three kernels;
+ * a naive call a cuBLASLt matmul per batch entry and product and the softmax, its
  * matmuls and softmax as one graph launch under ATTNLAB_LAUNCH_GRAPH=all. No call allocates from the driver, waits on the device, builds a
  * descriptor or loads a module once its shape ran: each of those costs 2–20 µs of host time on an H100
  * (docs/internals/host-time.md). And what is kept per shape is found again only where it still holds:
@@ -18,13 +18,15 @@ import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import koffi from 'koffi';
 import { attention } from '../../src/api/attention.js';
+import { attentionBackward } from '../../src/api/backward.js';
 import { KVCache } from '../../src/api/kv-cache.js';
 import { decodeTuning } from '../../src/backends/cuda/flash/decode/decode-splits.js';
-import { int32Uploads } from '../../src/backends/cuda/runtime/int32-cache.js';
+import { clearInt32Cache, int32Uploads } from '../../src/backends/cuda/runtime/int32-cache.js';
 import { memoryStats } from '../../src/backends/cuda/runtime/memory.js';
 import type { Implementation } from '../../src/backends/problem.js';
 import { seededInput } from '../../src/bench/measure.js';
 import { reloadConfig } from '../../src/config.js';
+import { tidy } from '../../src/tensor/scope.js';
 import { Tensor } from '../../src/tensor/tensor.js';
 import { libraryCallsDuring, useFakeCudaStack } from './fake-cuda.js';
 
@@ -181,6 +183,70 @@ describe('the library calls of a repeated attention call', { skip }, () => {
     }
   });
 
+  it('flash backward at B=4 T=128 N=8 H=64, causal: its prep, dK/dV loop and dQ conversion as one graph launch once a call repeats (three launches under ATTNLAB_LAUNCH_GRAPH=1)', () => {
+    const [q, k, v] = small;
+    const f = attention(q, k, v, { isCausal: true, returnLogSumExp: true, implementation: 'flash' });
+    const [dOut] = inputs(4, 128, 128, 8, 8, 64);
+    const launches = koffi.load(join(dir, 'libcuda.so.1')).func('int fake_launch_count()');
+    const backward = (deterministic: boolean) => {
+      const r = attentionBackward(q, k, v, f.output, f.logSumExp as Tensor, dOut, {
+        isCausal: true,
+        implementation: 'flash',
+        deterministic,
+      });
+      // Freed in their order (dQuery, dKey, then dValue by repeated()): the next call gets the same blocks back.
+      r.dQuery.dispose();
+      r.dKey.dispose();
+      return r.dValue;
+    };
+    for (const deterministic of [false, true]) {
+      const before = launches() as number;
+      const { calls, allocations } = repeated(() => backward(deterministic));
+      assert.deepEqual(calls, { cuGraphLaunch: 1 }, `deterministic ${deterministic}`);
+      assert.equal(allocations, 0);
+      assert.equal((launches() as number) - before, 3 * 4, 'each of the 4 calls ran its three kernels');
+    }
+    const plain = withLaunchGraph('1', () => repeated(() => backward(false)));
+    assert.deepEqual(plain.calls, { cuLaunchKernel: 3 });
+    // Another dOutput: another signature, so its first call launches its kernels one by one.
+    const [dOut2] = inputs(4, 128, 128, 8, 8, 64);
+    const moved = libraryCallsDuring(dir, () => {
+      const r = attentionBackward(q, k, v, f.output, f.logSumExp as Tensor, dOut2, {
+        isCausal: true,
+        implementation: 'flash',
+      });
+      for (const t of [r.dQuery, r.dKey, r.dValue]) t.dispose();
+    }).calls;
+    assert.equal(moved.cuLaunchKernel, 3, `another dOutput buffer: ${JSON.stringify(moved)}`);
+    assert.equal(moved.cuGraphLaunch, undefined, `another dOutput buffer: ${JSON.stringify(moved)}`);
+    for (const t of [dOut, dOut2, f.output, f.logSumExp as Tensor]) t.dispose();
+  });
+
+  it('a training step in a tidy scope (forward, then backward, its tensors freed in creation order): the backward one graph launch once the blocks cycle', () => {
+    const [q, k, v] = small;
+    const [dOut] = inputs(4, 128, 128, 8, 8, 64);
+    // The forward's output, dQ, dK and dV are of one size: freed in creation order, the pool hands them out
+    // rotated by one each step, a cycle of four arrangements, each of which keeps its own graph.
+    const step = () =>
+      tidy(() => {
+        const f = attention(q, k, v, { isCausal: true, returnLogSumExp: true, implementation: 'flash' });
+        attentionBackward(q, k, v, f.output, f.logSumExp as Tensor, dOut, {
+          isCausal: true,
+          implementation: 'flash',
+        });
+      });
+    for (let i = 0; i < 12; i++) step();
+    for (let i = 0; i < 4; i++) {
+      const { calls } = libraryCallsDuring(dir, step);
+      assert.deepEqual(
+        calls,
+        { cuLaunchKernel: 1, cuGraphLaunch: 1 },
+        `step ${i}: the forward's launch, the backward's graph`,
+      );
+    }
+    dOut.dispose();
+  });
+
   it('a B=1 decode step over a dense cache (S=4096 K=8 N=32 H=128): one graph launch on flash (the split kernel and the combine) and on cudnn', () => {
     const launches = koffi.load(join(dir, 'libcuda.so.1')).func('int fake_launch_count()');
     const before = launches() as number;
@@ -241,7 +307,7 @@ describe('the library calls of a repeated attention call', { skip }, () => {
     for (const t of [pool, q]) t.dispose();
   });
 
-  it("a KVCache decode step: append uploads its slots and launches once, as a graph (one by one under ATTNLAB_LAUNCH_GRAPH=1); attention rewrites the plan's lengths and launches the decode kernels as one graph", () => {
+  it('a KVCache decode step: append uploads its slots with the lengths the step reads and launches once, as a graph (one by one under ATTNLAB_LAUNCH_GRAPH=1); attention uploads nothing and launches the decode kernels as one graph', () => {
     const lastUploadPinned = koffi.load(join(dir, 'libcuda.so.1')).func('int fake_last_upload_pinned()');
     const cache = new KVCache({ numBlocks: 256, blockSize: 64, numKvHeads: 8, headDim: 128 });
     const id = cache.addSequence();
@@ -258,22 +324,51 @@ describe('the library calls of a repeated attention call', { skip }, () => {
       const { calls, allocations } = repeated(decodeStep, 40);
       assert.deepEqual(
         calls,
-        { cuMemcpyHtoDAsync_v2: 2, cuGraphLaunch: 2 },
-        `${impl ?? 'auto'}: the append's slots, its launch as a graph, the lengths and the decode's split and combine as a graph`,
+        { cuMemcpyHtoDAsync_v2: 1, cuGraphLaunch: 2 },
+        `${impl ?? 'auto'}: the grown lengths and the append's slots, its launch as a graph, the decode's split and combine as a graph`,
       );
       assert.equal(allocations, 0);
       assert.equal(lastUploadPinned(), 1, 'the uploads come from page-locked staging (runtime/staging.ts)');
       const one = withLaunchGraph('1', () => repeated(decodeStep, 5));
       assert.deepEqual(
         one.calls,
-        { cuMemcpyHtoDAsync_v2: 2, cuLaunchKernel: 1, cuGraphLaunch: 1 },
+        { cuMemcpyHtoDAsync_v2: 1, cuLaunchKernel: 1, cuGraphLaunch: 1 },
         `${impl ?? 'auto'}, ATTNLAB_LAUNCH_GRAPH=1: the append launched, the decode as a graph`,
       );
     }
     cache.dispose();
   });
 
+  it("a KVCache step reading other sequences than the lengths its append wrote uploads its own lengths, then finds the append's again", () => {
+    const cache = new KVCache({ numBlocks: 64, blockSize: 16, numKvHeads: 8, headDim: 128 });
+    const [a, b] = [cache.addSequence(), cache.addSequence()];
+    const [q1] = inputs(1, 1, 1, 32, 32, 128);
+    const [q2] = inputs(2, 1, 1, 32, 32, 128);
+    const [row] = inputs(1, 1, 1, 8, 8, 128);
+    const [rows] = inputs(2, 1, 1, 8, 8, 128);
+    // Uploads of a step but the block table's (a new table where the sequences read change).
+    const step = (appendTo: number[], read: number[]) => {
+      const tables = int32Uploads();
+      const { calls } = libraryCallsDuring(dir, () => {
+        cache.append(appendTo, appendTo.length === 1 ? row : rows, appendTo.length === 1 ? row : rows);
+        cache.attention(read.length === 1 ? q1 : q2, read, { implementation: 'flash' }).output.dispose();
+      });
+      return (calls.cuMemcpyHtoDAsync_v2 ?? 0) - (int32Uploads() - tables);
+    };
+    for (let i = 0; i < 5; i++) step([a, b], [a, b]);
+    assert.equal(step([a, b], [a, b]), 1, 'the lengths came with the slots');
+    // The append writes [a, b]'s lengths (the last step's sequences); a step over [b] reads others.
+    assert.equal(step([b], [b]), 2, "another step's lengths: the decode's own upload");
+    // Now [b] was read last: the append writes b's length, and the step finds it.
+    assert.equal(step([b], [b]), 1);
+    assert.equal(step([a], [b]), 1, "b's length, unchanged by an append to a, written with a's slot");
+    for (const t of [q1, q2, row, rows]) t.dispose();
+    cache.dispose();
+  });
+
   it('a KVCache decode loop uploads its block table again only at the step that takes a new block', () => {
+    // The kept uploads are found by content: another test's table of the same entries would be found.
+    clearInt32Cache();
     const cache = new KVCache({ numBlocks: 64, blockSize: 16, numKvHeads: 8, headDim: 128 });
     const id = cache.addSequence();
     const [q] = inputs(1, 1, 1, 32, 32, 128);

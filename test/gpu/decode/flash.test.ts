@@ -468,4 +468,58 @@ describe('flash decode kernel', { skip }, () => {
       'decode loop',
     );
   });
+
+  it("a KVCache attending to other sequences than it appended to (the lengths its append wrote for the step miss) equals a CPU KVCache's", () => {
+    // An append writes the lengths its cache's last attention read, as they will be after it, with its slots
+    // (runtime/lengths-mirror.ts); a step whose lengths differ uploads its own. Both kinds of step here.
+    const [K, H, N] = [2, 64, 4];
+    const dtype = 'bfloat16';
+    const options = { numBlocks: 64, blockSize: 16, numKvHeads: K, headDim: H };
+    const gpu = new KVCache(options);
+    const cpu = new KVCache({ ...options, device: 'cpu' });
+    const ids = [0, 1, 2].map(() => [gpu.addSequence(), cpu.addSequence()]);
+    [37, 70, 5].forEach((length, i) => {
+      const k = randomNormal([1, length, K, H], { seed: seed + 950 + i, dtype });
+      const v = randomNormal([1, length, K, H], { seed: seed + 960 + i, dtype });
+      gpu.append([ids[i][0]], k.to('cuda'), v.to('cuda'));
+      cpu.append([ids[i][1]], k, v);
+    });
+    const appends = [[0, 1, 2], [1], [2, 0], [0, 1, 2], [1, 2]];
+    const reads = [[0, 1, 2], [2, 1], [1], [0, 1, 2], [0, 2], [2, 0, 1]];
+    let worst = 0;
+    for (let step = 0; step < 30; step++) {
+      const a = appends[step % appends.length];
+      const k = randomNormal([a.length, 1, K, H], { seed: seed + 1000 + step, dtype });
+      const v = randomNormal([a.length, 1, K, H], { seed: seed + 2000 + step, dtype });
+      gpu.append(
+        a.map((i) => ids[i][0]),
+        k.to('cuda'),
+        v.to('cuda'),
+      );
+      cpu.append(
+        a.map((i) => ids[i][1]),
+        k,
+        v,
+      );
+      const r = reads[step % reads.length];
+      const q = randomNormal([r.length, 1, N, H], { seed: seed + 3000 + step, dtype });
+      const onGpu = gpu.attention(
+        q.to('cuda'),
+        r.map((i) => ids[i][0]),
+        { implementation: 'flash' },
+      ).output;
+      const onCpu = cpu.attention(
+        q,
+        r.map((i) => ids[i][1]),
+      ).output;
+      const x = onGpu.toHost().astype('float64').data as Float64Array;
+      const y = onCpu.astype('float64').data as Float64Array;
+      for (let j = 0; j < x.length; j++) worst = Math.max(worst, Math.abs(x[j] - y[j]));
+      onGpu.dispose();
+    }
+    gpu.dispose();
+    // bf16 outputs below 1 in magnitude: a few roundings of 2^-8 relative. A length one token off moves the
+    // 6-token sequence's outputs by ~1/6 of a value's size, far past this.
+    assert.ok(worst <= 2 ** -6, `largest difference ${worst}`);
+  });
 });

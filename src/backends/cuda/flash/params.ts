@@ -4,7 +4,7 @@
  * elements, so the kernel never assumes a layout the problem did not state.
  */
 import type { AttentionProblem } from '../../problem.js';
-import type { KernelArg, ScalarType } from '../runtime/launch.js';
+import { type KernelArg, type ScalarType, structLayout } from '../runtime/launch.js';
 
 /** FLASH_FLAG_* in params.cuh. */
 export const FLASH_FLAGS = { causal: 1, bottomRight: 2, window: 4 } as const;
@@ -91,4 +91,53 @@ export function marshalFlashParams(f: FlashParams): KernelArg {
     { type: 'i32', value: f.flags },
   ];
   return { type: 'struct', fields };
+}
+
+/** marshalFlashParams' field types in order: its layout, worked out once for packFlashParams. */
+const FLASH_PARAMS_LAYOUT = structLayout([
+  ...Array.from({ length: 9 }, () => ({ type: 'ptr' as const })),
+  ...Array.from({ length: 20 }, () => ({ type: 'i64' as const })),
+  ...Array.from({ length: 10 }, () => ({ type: 'i32' as const })),
+  { type: 'f32' },
+  { type: 'i32' },
+]);
+
+/** Bytes of the packed FlashParams (packFlashParams). */
+export const FLASH_PARAMS_BYTES = FLASH_PARAMS_LAYOUT.size;
+
+/**
+ * marshalFlashParams' struct written straight into `view` at byte `at` (the bytes launch.ts's packStruct
+ * makes of it; test/unit/backends/cuda/flash/params-pack.test.ts holds them equal): no field list, for
+ * a call that launches several kernels over the same parameters (the backward).
+ */
+export function packFlashParams(f: FlashParams, view: DataView, at: number): void {
+  const o = FLASH_PARAMS_LAYOUT.offsets;
+  const p = f.pointers;
+  view.setBigUint64(at + o[0], p.q, true);
+  view.setBigUint64(at + o[1], p.k, true);
+  view.setBigUint64(at + o[2], p.v, true);
+  view.setBigUint64(at + o[3], p.o, true);
+  view.setBigUint64(at + o[4], p.lse, true);
+  view.setBigUint64(at + o[5], p.bias, true);
+  view.setBigUint64(at + o[6], p.mask, true);
+  view.setBigUint64(at + o[7], p.qLens, true);
+  view.setBigUint64(at + o[8], p.kvLens, true);
+  let i = 9;
+  for (const strides of [f.q, f.k, f.v, f.o])
+    for (let j = 0; j < 3; j++) view.setBigInt64(at + o[i++], BigInt(strides[j]), true);
+  for (const strides of [f.bias, f.mask])
+    for (let j = 0; j < 4; j++) view.setBigInt64(at + o[i++], BigInt(strides[j]), true);
+  const { B, T, S, N, K, H, Hv } = f.sizes;
+  view.setInt32(at + o[i++], B, true);
+  view.setInt32(at + o[i++], T, true);
+  view.setInt32(at + o[i++], S, true);
+  view.setInt32(at + o[i++], N, true);
+  view.setInt32(at + o[i++], K, true);
+  view.setInt32(at + o[i++], H, true);
+  view.setInt32(at + o[i++], Hv, true);
+  view.setInt32(at + o[i++], f.group, true);
+  view.setInt32(at + o[i++], f.windowLeft, true);
+  view.setInt32(at + o[i++], f.windowRight, true);
+  view.setFloat32(at + o[i++], f.scaleLog2, true);
+  view.setInt32(at + o[i], f.flags, true);
 }

@@ -36,39 +36,48 @@ export interface AppendOperands {
 /** Row i of the new keys and values goes to pool slot slots[i]. */
 export function appendToPools(operands: AppendOperands, slots: Int32Array): void {
   if (slots.length === 0) return;
-  const fn = appendKernel();
   // Uploaded before the launch group begins: a capture records the launch alone, and the graph reads the
   // slots from this buffer's address, rewritten on the stream each step.
   const slotBuffer = copyInt32ToDevice(slots);
   try {
-    // AppendParams (kv_append.cu), laid out once and rewritten in place: a struct of 8 field objects a call
-    // costs more than the launch's own marshalling.
-    const { view, offsets } = PARAMS;
-    view.setBigUint64(offsets[0], operands.key, true);
-    view.setBigUint64(offsets[1], operands.value, true);
-    view.setBigUint64(offsets[2], operands.keyPool, true);
-    view.setBigUint64(offsets[3], operands.valuePool, true);
-    view.setBigUint64(offsets[4], slotBuffer.ptr, true);
-    view.setBigInt64(offsets[5], BigInt(operands.keyRow), true);
-    view.setBigInt64(offsets[6], BigInt(operands.valueRow), true);
-    view.setInt32(offsets[7], slots.length, true);
-    // The parameters are all the launch reads that can change (the grid follows from the rows and row
-    // lengths in them): their bytes are the graph's signature.
-    const group = appendGroup();
-    const step = beginLaunchGroup(group, PARAMS.bytes);
-    if (step !== GROUP_LAUNCHED) {
-      let launched = false;
-      try {
-        launchAppend(fn, slots.length, operands);
-        launched = true;
-      } finally {
-        // A capture the driver refused ran nothing: the launch again, plainly.
-        if (step === GROUP_CAPTURING && !endLaunchGroup(group, PARAMS.bytes, launched) && launched)
-          launchAppend(fn, slots.length, operands);
-      }
-    }
+    appendFromDevice(operands, slotBuffer.ptr, slots.length);
   } finally {
     slotBuffer.release(); // stream-ordered: only later work on the stream gets the block again
+  }
+}
+
+/**
+ * Row i of the new keys and values goes to pool slot slots[i], the `rows` slots already enqueued into device
+ * memory at `slots` (int32): a KVCache uploads them with its lengths, one copy for both.
+ */
+export function appendFromDevice(operands: AppendOperands, slots: bigint, rows: number): void {
+  if (rows === 0) return;
+  const fn = appendKernel();
+  // AppendParams (kv_append.cu), laid out once and rewritten in place: a struct of 8 field objects a call
+  // costs more than the launch's own marshalling.
+  const { view, offsets } = PARAMS;
+  view.setBigUint64(offsets[0], operands.key, true);
+  view.setBigUint64(offsets[1], operands.value, true);
+  view.setBigUint64(offsets[2], operands.keyPool, true);
+  view.setBigUint64(offsets[3], operands.valuePool, true);
+  view.setBigUint64(offsets[4], slots, true);
+  view.setBigInt64(offsets[5], BigInt(operands.keyRow), true);
+  view.setBigInt64(offsets[6], BigInt(operands.valueRow), true);
+  view.setInt32(offsets[7], rows, true);
+  // The parameters are all the launch reads that can change (the grid follows from the rows and row
+  // lengths in them): their bytes are the graph's signature.
+  const group = appendGroup();
+  const step = beginLaunchGroup(group, PARAMS.bytes);
+  if (step !== GROUP_LAUNCHED) {
+    let launched = false;
+    try {
+      launchAppend(fn, rows, operands);
+      launched = true;
+    } finally {
+      // A capture the driver refused ran nothing: the launch again, plainly.
+      if (step === GROUP_CAPTURING && !endLaunchGroup(group, PARAMS.bytes, launched) && launched)
+        launchAppend(fn, rows, operands);
+    }
   }
 }
 

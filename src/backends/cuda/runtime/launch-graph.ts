@@ -7,7 +7,7 @@
  * and a new signature seen twice is captured again into the same executable graph (cuGraphExecUpdate).
  * Arguments that change every call never capture: each call launches as it would without a graph.
  * ATTNLAB_LAUNCH_GRAPH=0 turns the route off; =1 keeps it to the groups not marked `optIn` (a decode step's),
- * so naive's launches and a KVCache append's run one by one there, for comparisons.
+ * so naive's launches, a KVCache append's and the flash backward's run one by one there, for comparisons.
  */
 import { config } from '../../../config.js';
 import { DeviceError } from '../../../errors.js';
@@ -19,7 +19,7 @@ const CAPTURE_RELAXED = 2;
 
 /** Per launch group (one per kept plan of one device): its executable graph and the signatures seen. */
 export interface LaunchGraph {
-  /** A group ATTNLAB_LAUNCH_GRAPH=1 leaves uncaptured (naive's launches, a KVCache append's). */
+  /** A group ATTNLAB_LAUNCH_GRAPH=1 leaves uncaptured (naive's launches, a KVCache append's, the flash backward's). */
   readonly optIn: boolean;
   exec: bigint;
   /** The signature the executable graph was captured with. */
@@ -39,6 +39,42 @@ export function forgetLaunchGraph(group: LaunchGraph): void {
   group.exec = 0n;
   group.captured = null;
   group.last = null;
+}
+
+/**
+ * The group of `groups` (at most `most`, made here with `optIn`) for a call with this signature: the one whose
+ * graph was captured with it, else the one that saw it last (its second sighting captures it), else a new one,
+ * else the least recently used without a graph, else the least recently used. For launches whose buffers come back from the pool in a
+ * cycle of a few arrangements (a training step's gradients and outputs of one size rotate through the same
+ * blocks): each arrangement keeps its own graph, where one group would capture none.
+ */
+export function launchGroupFor(
+  groups: LaunchGraph[],
+  signature: Uint8Array,
+  most: number,
+  optIn: boolean,
+): LaunchGraph {
+  let at = -1;
+  for (let i = 0; i < groups.length && at < 0; i++) {
+    const captured = groups[i].captured;
+    if (captured !== null && sameBytes(captured, signature)) at = i;
+  }
+  for (let i = 0; i < groups.length && at < 0; i++) {
+    const last = groups[i].last;
+    if (last !== null && sameBytes(last, signature)) at = i;
+  }
+  if (at < 0 && groups.length < most) {
+    groups.unshift(newLaunchGraph(optIn));
+    return groups[0];
+  }
+  for (let i = groups.length - 1; i >= 0 && at < 0; i--) if (groups[i].captured === null) at = i;
+  if (at < 0) at = groups.length - 1;
+  const group = groups[at];
+  if (at > 0) {
+    groups.splice(at, 1);
+    groups.unshift(group);
+  }
+  return group;
 }
 
 /** How groups were enqueued, for tests and measurements. */
@@ -143,7 +179,7 @@ function refuse(group: LaunchGraph, error: DeviceError): void {
 const updateResult = new BigUint64Array(3);
 
 /** Compared as 32-bit words where both are aligned (packed parameters are), else byte by byte. */
-function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+export function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
   const n = a.byteLength;
   if (n !== b.byteLength) return false;
   if (n % 4 === 0 && a.byteOffset % 4 === 0 && b.byteOffset % 4 === 0) {

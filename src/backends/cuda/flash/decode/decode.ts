@@ -47,6 +47,7 @@ import {
   type LaunchGraph,
   newLaunchGraph,
 } from '../../runtime/launch-graph.js';
+import { mirroredLengths } from '../../runtime/lengths-mirror.js';
 import { allocDevice, copyInt32IntoDevice, fillDevice32, growingDeviceBuffer } from '../../runtime/memory.js';
 import { FLASH_FLAGS } from '../params.js';
 import { archMajor, keyValueAligned } from './decode-common.js';
@@ -508,7 +509,11 @@ export function runDecode(p: AttentionProblem): BackendOutput {
   const qOffsets = upload(queryOffsets);
   const kvOffs = upload(kvOffsets);
   const qLens = upload(queryOffsets ? null : p.querySeqLengths);
-  const kvLens = kvOffsets || !p.keyValueSeqLengths ? null : keptLengths(plan, p.keyValueSeqLengths);
+  // A KVCache step's lengths were written with its append's slots (runtime/lengths-mirror.ts): read there.
+  const kvLens =
+    kvOffsets || !p.keyValueSeqLengths
+      ? null
+      : (mirroredLengths(p.keyValueSeqLengths) ?? keptLengths(plan, p.keyValueSeqLengths));
   const counters = tma && inSplit ? splitCounters(B * K * tma.rowGroups * 4) : null;
   const dependent = tma
     ? tmaDependentLaunches(

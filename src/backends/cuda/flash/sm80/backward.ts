@@ -40,7 +40,15 @@ import type { BackwardBackend } from '../../../backward-backend.js';
 import type { BackwardOutput, BackwardProblem } from '../../../backward-problem.js';
 import { type CompiledModule, loadKernels } from '../../runtime/compile.js';
 import { cudaAvailable, getCudaContext, targetArch } from '../../runtime/context.js';
-import { launchKernel } from '../../runtime/launch.js';
+import { type KernelArg, launchKernel } from '../../runtime/launch.js';
+import {
+  beginLaunchGroup,
+  endLaunchGroup,
+  GROUP_CAPTURING,
+  GROUP_LAUNCHED,
+  type LaunchGraph,
+  launchGroupFor,
+} from '../../runtime/launch-graph.js';
 import { allocDevice, copyInt32ToDevice, fillDevice32, firstMisaligned } from '../../runtime/memory.js';
 import {
   blockMaskOf,
@@ -50,8 +58,8 @@ import {
   marshalCaptures,
   modifiersOf,
 } from '../modifiers.js';
-import { buildFlashParams, marshalFlashParams } from '../params.js';
-import { marshalFlashBwdParams } from './backward-params.js';
+import { buildFlashParams, FLASH_PARAMS_BYTES, packFlashParams } from '../params.js';
+import { FLASH_BWD_PARAMS_BYTES, packFlashBwdParams } from './backward-params.js';
 import {
   FLASH_BACKWARD_DQ_TILES,
   FLASH_BACKWARD_MAX_HEAD_DIM,
@@ -139,13 +147,17 @@ function planBackward(p: BackwardProblem): Planned<FlashBackwardVariant> {
 function run(variant: FlashBackwardVariant, p: BackwardProblem): BackwardOutput {
   const { B, T, S, N, K, H, Hv } = p;
   const module = flashBackwardModule(variant);
-  const kernel = (name: (typeof FLASH_BACKWARD_KERNELS)[number]) => module.functions.get(name)!;
+  // No closures a call (under tsx each one made costs a defineProperty of its name).
+  const kernels = module.functions;
   const shared = flashBackwardSharedBytes(variant);
   const e = itemSize(p.dtype);
   const tPad = Math.ceil(T / FLASH_BACKWARD_ROW_PAD) * FLASH_BACKWARD_ROW_PAD;
-  const dQ = allocDevice(B * T * N * H * e);
-  const dK = allocDevice(B * S * K * H * e);
+  // Taken last-returned first: a caller that frees a call's gradients in their order (dQuery, dKey, dValue, as
+  // a loop over them or a tidy() scope does) gets each block back in the same role from the pool (whose free
+  // blocks of a size go out last-freed first), and with it the same launch-group signature.
   const dV = allocDevice(B * S * K * Hv * e);
+  const dK = allocDevice(B * S * K * H * e);
+  const dQ = allocDevice(B * T * N * H * e);
   // dBias: float32 reductions into a zeroed accumulator of the bias's layout (bwd_common.cuh,
   // ds_mods_tile), which is the result for a float32 bias and is rounded once for a 16-bit one; with
   // variant.dbiasStore the wgmma loop stores it in the bias's dtype instead (each element one position),
@@ -157,31 +169,21 @@ function run(variant: FlashBackwardVariant, p: BackwardProblem): BackwardOutput 
   if (dBiasAccum && (!dBiasStore || skipsTiles(p))) fillDevice32(dBiasAccum, 0, Math.ceil(dBiasBytes / 4));
   // Captured tensors' gradients (ATTNLAB_CAPTURE_GRADS): float32, zeroed, one per capture that needs one.
   const modifiers = modifiersOf(p);
-  const captureGrads = (modifiers?.captures ?? []).map((c) => {
-    if (!c.needsGrad) return null;
-    const buffer = allocDevice(c.tensor.size * 4);
-    fillDevice32(buffer, 0);
-    return buffer;
-  });
+  const captureGrads = modifiers ? captureGradients(modifiers) : [];
   const owned = [dQ, dK, dV, dBiasAccum, ...captureGrads];
   const scratch: DeviceBuffer[] = [];
-  const scratchOf = (bytes: number) => {
-    const buffer = allocDevice(bytes);
-    scratch.push(buffer);
-    return buffer;
-  };
   try {
-    const lse2 = scratchOf(B * N * tPad * 4);
-    const dsum = scratchOf(B * N * tPad * 4);
+    const lse2 = scratchBlock(B * N * tPad * 4, scratch);
+    const dsum = scratchBlock(B * N * tPad * 4, scratch);
     const dqBytes = flashBackwardDqWorkspaceBytes(variant, p, tPad);
-    const dqAccum = dqBytes > 0 ? scratchOf(dqBytes) : null;
-    const lengths = (values: Int32Array | null) => {
-      if (!values) return 0n;
-      const buffer = copyInt32ToDevice(values);
-      scratch.push(buffer);
-      return buffer.ptr;
-    };
-    const forward = marshalFlashParams(
+    const dqAccum = dqBytes > 0 ? scratchBlock(dqBytes, scratch) : null;
+    const qLens = p.querySeqLengths ? scratchLengths(p.querySeqLengths, scratch) : 0n;
+    const kvLens = p.keyValueSeqLengths ? scratchLengths(p.keyValueSeqLengths, scratch) : 0n;
+    // Both structs packed once, into the bytes that are also the launch group's signature (with the
+    // launches' geometry after them, writeGeometry): each of the call's launches copies them.
+    const signature = new Uint8Array(SIGNATURE_BYTES);
+    const view = new DataView(signature.buffer);
+    packFlashParams(
       buildFlashParams(p, {
         q: p.query.buffer.ptr,
         k: p.key.buffer.ptr,
@@ -190,11 +192,13 @@ function run(variant: FlashBackwardVariant, p: BackwardProblem): BackwardOutput 
         lse: p.logSumExp.buffer.ptr,
         bias: bias?.buffer.ptr ?? 0n,
         mask: p.mask?.tensor.buffer.ptr ?? 0n,
-        qLens: lengths(p.querySeqLengths),
-        kvLens: lengths(p.keyValueSeqLengths),
+        qLens,
+        kvLens,
       }),
+      view,
+      0,
     );
-    const backward = marshalFlashBwdParams(
+    packFlashBwdParams(
       {
         dOutput: p.dOutput.buffer.ptr,
         lse2: lse2.ptr,
@@ -208,8 +212,13 @@ function run(variant: FlashBackwardVariant, p: BackwardProblem): BackwardOutput 
       },
       p.scale,
       tPad,
+      view,
+      BACKWARD_AT,
     );
-    const args = [forward, backward];
+    const args: KernelArg[] = [
+      { type: 'bytes', bytes: signature.subarray(0, FLASH_PARAMS_BYTES) },
+      { type: 'bytes', bytes: signature.subarray(BACKWARD_AT, BACKWARD_AT + FLASH_BWD_PARAMS_BYTES) },
+    ];
     // The main kernels of a module built with modifiers or a block mask take two more parameters.
     const mainArgs = hasVariants(p)
       ? [
@@ -221,55 +230,69 @@ function run(variant: FlashBackwardVariant, p: BackwardProblem): BackwardOutput 
           marshalBlockMask(blockMaskOf(p), T, S),
         ]
       : args;
-    const { keys, warps } = variant.tiles;
     // Deterministic mode: the wgmma loops order their dQ adds, the others leave dQ to the dQ pass.
     const dqPass = p.deterministic && !orderedDqAdds(variant);
     if (B * N * T > 0 && S > 0) {
-      // 8 rows (warps) per 256-thread block.
-      launchKernel(
-        kernel('attnlab_flash_bwd_prep'),
-        { grid: [Math.ceil((B * N * tPad) / 8), 1, 1], block: [256, 1, 1] },
+      const launches: BackwardLaunches = {
+        prep: kernels.get('attnlab_flash_bwd_prep')!,
+        main: kernels.get(dqPass ? 'attnlab_flash_bwd_dkdv_only' : 'attnlab_flash_bwd_dkdv')!,
+        last: kernels.get(dqPass ? 'attnlab_flash_bwd_dq' : 'attnlab_flash_bwd_dq_convert')!,
+        dqPass,
+        // 8 rows (warps) per 256-thread block.
+        prepGrid: Math.ceil((B * N * tPad) / 8),
+        mainGrid: Math.ceil(S / variant.tiles.keys),
+        mainRows: B * K,
+        mainThreads: variant.tiles.warps * 32,
+        mainShared: dqPass ? shared.dkdvOnly : shared.dkdv,
+        // The dQ pass: one block per FLASH_BACKWARD_DQ_TILES.rows query rows and (b, n). Otherwise a
+        // grid-stride loop over 8-element chunks; 65535 blocks of 256 cover 134M chunks per pass.
+        lastGrid: dqPass
+          ? Math.ceil(T / FLASH_BACKWARD_DQ_TILES.rows)
+          : Math.max(1, Math.min(65535, Math.ceil((B * T * N * H) / 8 / 256))),
+        lastRows: dqPass ? B * N : 1,
+        lastThreads: dqPass ? FLASH_BACKWARD_DQ_TILES.warps * 32 : 256,
+        lastShared: dqPass ? shared.dq : 0,
         args,
-      );
-      launchKernel(
-        kernel(dqPass ? 'attnlab_flash_bwd_dkdv_only' : 'attnlab_flash_bwd_dkdv'),
-        {
-          grid: [Math.ceil(S / keys), B * K, 1],
-          block: [warps * 32, 1, 1],
-          sharedBytes: dqPass ? shared.dkdvOnly : shared.dkdv,
-        },
         mainArgs,
-      );
-      if (dqPass) {
-        const dq = FLASH_BACKWARD_DQ_TILES;
-        launchKernel(
-          kernel('attnlab_flash_bwd_dq'),
-          { grid: [Math.ceil(T / dq.rows), B * N, 1], block: [dq.warps * 32, 1, 1], sharedBytes: shared.dq },
-          mainArgs,
-        );
-      } else {
-        // A grid-stride loop over 8-element chunks; 65535 blocks of 256 cover 134M chunks per pass.
-        const chunks = (B * T * N * H) / 8;
-        const grid = Math.max(1, Math.min(65535, Math.ceil(chunks / 256)));
-        launchKernel(
-          kernel('attnlab_flash_bwd_dq_convert'),
-          { grid: [grid, 1, 1], block: [256, 1, 1] },
-          args,
-        );
+      };
+      // Without a bias, captures or a block mask, everything the launches read that can change between
+      // calls is in the two packed structs and the geometry: their bytes are the group's signature, and a
+      // repeated call (a training step's backward, its gradients' blocks back from the pool) is one graph
+      // launch instead of three cuLaunchKernel.
+      if (bias !== null || hasVariants(p)) launchBackward(launches);
+      else {
+        writeGeometry(signature, launches);
+        const group = launchGroupFor(backwardGroups(module), signature, GRAPHS_PER_MODULE, true);
+        const step = beginLaunchGroup(group, signature);
+        if (step !== GROUP_LAUNCHED) {
+          let launched = false;
+          try {
+            launchBackward(launches);
+            launched = true;
+          } finally {
+            // A capture the driver refused ran nothing: the launches again, plainly.
+            if (step === GROUP_CAPTURING && !endLaunchGroup(group, signature, launched) && launched)
+              launchBackward(launches);
+          }
+        }
       }
     }
   } catch (error) {
     for (const buffer of owned) buffer?.release();
     throw error;
   } finally {
-    // Stream-ordered pool: a later user of these blocks is enqueued after this call's kernels.
-    for (const buffer of scratch) buffer.release();
+    // Stream-ordered pool: a later user of these blocks is enqueued after this call's kernels. Released
+    // last-taken first, so that the next call of the shape takes each block back in the same role (the
+    // pool hands out the last released block of a size first) and keeps its launch group's signature.
+    for (let i = scratch.length - 1; i >= 0; i--) scratch[i].release();
   }
   const dCaptures: Record<string, Tensor> = {};
-  (modifiers?.captures ?? []).forEach((c, i) => {
-    const grad = captureGrads[i];
-    if (grad) dCaptures[c.name] = Tensor.fromDeviceBuffer(grad, c.tensor.shape, 'float32');
-  });
+  if (modifiers)
+    for (let i = 0; i < modifiers.captures.length; i++) {
+      const c = modifiers.captures[i];
+      const grad = captureGrads[i];
+      if (grad) dCaptures[c.name] = Tensor.fromDeviceBuffer(grad, c.tensor.shape, 'float32');
+    }
   return {
     dQuery: Tensor.fromDeviceBuffer(dQ, [B, T, N, H], p.dtype),
     dKey: Tensor.fromDeviceBuffer(dK, [B, S, K, H], p.dtype),
@@ -278,12 +301,119 @@ function run(variant: FlashBackwardVariant, p: BackwardProblem): BackwardOutput 
       ? {
           dBias: dBiasStore
             ? Tensor.fromDeviceBuffer(dBiasAccum, bias.shape, bias.dtype)
-            : dBiasOf(bias, dBiasAccum, kernel('attnlab_flash_bwd_dbias_convert')),
+            : dBiasOf(bias, dBiasAccum, kernels.get('attnlab_flash_bwd_dbias_convert')!),
         }
       : {}),
     ...(Object.keys(dCaptures).length > 0 ? { dCaptures } : {}),
     variant: flashBackwardVariantKey(variant),
   };
+}
+
+/** Captured tensors' gradients (ATTNLAB_CAPTURE_GRADS): float32, zeroed, one per capture that needs one. */
+function captureGradients(modifiers: NonNullable<ReturnType<typeof modifiersOf>>): (DeviceBuffer | null)[] {
+  const grads: (DeviceBuffer | null)[] = [];
+  for (const c of modifiers.captures) {
+    if (!c.needsGrad) {
+      grads.push(null);
+      continue;
+    }
+    const buffer = allocDevice(c.tensor.size * 4);
+    fillDevice32(buffer, 0);
+    grads.push(buffer);
+  }
+  return grads;
+}
+
+/** A block of `bytes` for one call, released with the call's scratch. */
+function scratchBlock(bytes: number, scratch: DeviceBuffer[]): DeviceBuffer {
+  const buffer = allocDevice(bytes);
+  scratch.push(buffer);
+  return buffer;
+}
+
+/** A call's launches: the kernels, their geometry and arguments (the main kernel's may add two). */
+interface BackwardLaunches {
+  readonly prep: bigint;
+  readonly main: bigint;
+  /** dq_convert, or the dQ pass in deterministic mode without ordered adds. */
+  readonly last: bigint;
+  readonly dqPass: boolean;
+  readonly prepGrid: number;
+  readonly mainGrid: number;
+  readonly mainRows: number;
+  readonly mainThreads: number;
+  readonly mainShared: number;
+  readonly lastGrid: number;
+  readonly lastRows: number;
+  readonly lastThreads: number;
+  readonly lastShared: number;
+  readonly args: readonly KernelArg[];
+  readonly mainArgs: readonly KernelArg[];
+}
+
+function launchBackward(l: BackwardLaunches): void {
+  launchKernel(l.prep, { grid: [l.prepGrid, 1, 1], block: [256, 1, 1] }, l.args);
+  launchKernel(
+    l.main,
+    { grid: [l.mainGrid, l.mainRows, 1], block: [l.mainThreads, 1, 1], sharedBytes: l.mainShared },
+    l.mainArgs,
+  );
+  launchKernel(
+    l.last,
+    { grid: [l.lastGrid, l.lastRows, 1], block: [l.lastThreads, 1, 1], sharedBytes: l.lastShared },
+    l.dqPass ? l.mainArgs : l.args,
+  );
+}
+
+/** Where the backward's struct starts in a call's bytes: after the forward's, 16-byte aligned (as launch.ts places it). */
+const BACKWARD_AT = Math.ceil(FLASH_PARAMS_BYTES / 16) * 16;
+/** Where the geometry's int32 words start: the kernels chosen and the three launches' sizes. */
+const GEOMETRY_AT = Math.ceil((BACKWARD_AT + FLASH_BWD_PARAMS_BYTES) / 4) * 4;
+const GEOMETRY_WORDS = 10;
+const SIGNATURE_BYTES = GEOMETRY_AT + GEOMETRY_WORDS * 4;
+
+/**
+ * Completes a call's signature (its two packed structs, every pointer and scalar the launches read) with
+ * the kernels chosen and the launch geometry: then it holds everything the launches of one module read
+ * that can change between calls.
+ */
+function writeGeometry(signature: Uint8Array, l: BackwardLaunches): void {
+  const words = new Int32Array(signature.buffer, GEOMETRY_AT, GEOMETRY_WORDS);
+  words[0] = l.dqPass ? 1 : 0;
+  words[1] = l.prepGrid;
+  words[2] = l.mainGrid;
+  words[3] = l.mainRows;
+  words[4] = l.mainThreads;
+  words[5] = l.mainShared;
+  words[6] = l.lastGrid;
+  words[7] = l.lastRows;
+  words[8] = l.lastThreads;
+  words[9] = l.lastShared;
+}
+
+/** A padding-length list on the device for one call (released with the call's scratch). */
+function scratchLengths(values: Int32Array, scratch: DeviceBuffer[]): bigint {
+  const buffer = copyInt32ToDevice(values);
+  scratch.push(buffer);
+  return buffer.ptr;
+}
+
+/**
+ * The launch groups of each loaded module (a module is one device's and one variant's, kept for the process
+ * by compile.ts), one captured graph each: a training loop's gradients and scratch come back from the pool in
+ * a cycle of a few arrangements where other tensors of their sizes are freed between calls
+ * (launch-graph.ts, launchGroupFor). ATTNLAB_LAUNCH_GRAPH=1 leaves the launches one by one, for comparisons.
+ */
+const groups = new WeakMap<CompiledModule, LaunchGraph[]>();
+const GRAPHS_PER_MODULE = 8;
+
+function backwardGroups(module: CompiledModule): LaunchGraph[] {
+  let kept = groups.get(module);
+  if (!kept) {
+    kept = [];
+    groups.set(module, kept);
+  }
+  return kept;
 }
 
 /**
