@@ -49,13 +49,14 @@ const BACKENDS: Array<Implementation | undefined> = [undefined, 'cudnn', 'flash'
  * At the small shapes the naive backend too (its (B,N,T,S) scores are 2 MB there, 8.6 GB at T=S=8192), and
  * the host-time routes switched, each timed beside the default: cudnn with ATTNLAB_CUDNN_CUDA_GRAPH=0
  * ('cudnn-execute': one cudnnBackendExecute a call), flash with ATTNLAB_LAUNCH_GRAPH=0 ('flash-launches': a
- * decode step's two launches one by one), naive with ATTNLAB_LAUNCH_GRAPH=1 ('naive-launches': its cuBLASLt
- * matmuls and softmax launched one by one instead of as one graph).
+ * decode step's two launches one by one), naive with ATTNLAB_LAUNCH_GRAPH=all ('naive-graph': its cuBLASLt
+ * matmuls and softmax as one graph, opt-in).
  */
 const ROUTES = {
   'cudnn-execute': { backend: 'cudnn', variable: 'ATTNLAB_CUDNN_CUDA_GRAPH', value: '0' },
   'flash-launches': { backend: 'flash', variable: 'ATTNLAB_LAUNCH_GRAPH', value: '0' },
-  'naive-launches': { backend: 'naive', variable: 'ATTNLAB_LAUNCH_GRAPH', value: '1' },
+  'naive-graph': { backend: 'naive', variable: 'ATTNLAB_LAUNCH_GRAPH', value: 'all' },
+  'flash-backward-graph': { backend: 'flash', variable: 'ATTNLAB_LAUNCH_GRAPH', value: 'all' },
 } as const;
 type Route = keyof typeof ROUTES;
 /**
@@ -70,7 +71,7 @@ const SMALL_BACKENDS: Entry[] = [
   'cudnn-execute',
   'flash-launches',
   'naive',
-  'naive-launches',
+  'naive-graph',
   'auto-last',
 ];
 const label = (impl: Entry) => impl ?? 'auto';
@@ -215,9 +216,14 @@ function backwardRow(s: Shape, samples: number, host?: { batch: number; warm: nu
   row.why = decision?.why;
   // At a small shape (`host`), naive too, and `warm` untimed calls first: V8 optimises the backward's path
   // over its first hundreds of calls, and with 2 warm-up calls the host time read ~310 µs on every backend.
-  const entries: Entry[] = host ? [...BACKENDS, 'naive', 'auto-last'] : BACKENDS;
+  // 'flash-backward-graph': flash's three launches as one captured graph (ATTNLAB_LAUNCH_GRAPH=all, opt-in).
+  const entries: Entry[] = host ? [...BACKENDS, 'flash-backward-graph', 'naive', 'auto-last'] : BACKENDS;
   for (const entry of entries) {
     const impl = implementationOf(entry);
+    if (isRoute(entry)) {
+      process.env[ROUTES[entry].variable] = ROUTES[entry].value;
+      reloadConfig();
+    }
     try {
       let ran = '';
       const call = () => {
@@ -247,6 +253,11 @@ function backwardRow(s: Shape, samples: number, host?: { batch: number; warm: nu
       };
     } catch (error) {
       row[label(entry)] = { error: error instanceof Error ? error.message.split('\n')[0] : String(error) };
+    } finally {
+      if (isRoute(entry)) {
+        delete process.env[ROUTES[entry].variable];
+        reloadConfig();
+      }
     }
   }
   for (const t of [q, k, v, f.output, f.logSumExp!, dOut]) t.dispose();
@@ -266,11 +277,11 @@ function kvCacheRow(samples: number, batch: number) {
   const [token] = inputs({ B: 1, T: 1, S: 1, N: 8, K: 8, H: 128, causal: false });
   const [prefill] = inputs({ B: 1, T: 4096, S: 4096, N: 8, K: 8, H: 128, causal: false });
   // Not cudnn: it builds a graph per block-table width, and the table widens every 64 steps.
-  // 'flash-append-launched': flash with ATTNLAB_LAUNCH_GRAPH=1, the append launched rather than a graph.
-  for (const entry of [undefined, 'flash', 'flash-append-launched', 'auto-last'] as const) {
-    const impl = entry === 'flash-append-launched' ? 'flash' : entry === 'auto-last' ? undefined : entry;
-    if (entry === 'flash-append-launched') {
-      process.env.ATTNLAB_LAUNCH_GRAPH = '1';
+  // 'flash-graph': flash with ATTNLAB_LAUNCH_GRAPH=all, the append's launch as a graph too (opt-in).
+  for (const entry of [undefined, 'flash', 'flash-graph', 'auto-last'] as const) {
+    const impl = entry === 'flash-graph' ? 'flash' : entry === 'auto-last' ? undefined : entry;
+    if (entry === 'flash-graph') {
+      process.env.ATTNLAB_LAUNCH_GRAPH = 'all';
       reloadConfig();
     }
     // Room for the prefill and every step timed below (a few thousand tokens).
@@ -303,7 +314,7 @@ function kvCacheRow(samples: number, batch: number) {
       row[entry ?? 'auto'] = { error: error instanceof Error ? error.message.split('\n')[0] : String(error) };
     } finally {
       cache.dispose();
-      if (entry === 'flash-append-launched') {
+      if (entry === 'flash-graph') {
         delete process.env.ATTNLAB_LAUNCH_GRAPH;
         reloadConfig();
       }

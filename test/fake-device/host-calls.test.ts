@@ -113,27 +113,26 @@ describe('the library calls of a repeated attention call', { skip }, () => {
     for (const t of [q2, k2, v2]) t.dispose();
   });
 
-  it('naive by default (and under ATTNLAB_LAUNCH_GRAPH=all): its matmuls and softmax as one graph launch once a call repeats, MHA and GQA', () => {
-    for (const setting of [undefined, 'all'])
-      withLaunchGraph(setting, () => {
-        for (const causal of [false, true]) {
-          const { calls, allocations } = run('naive', small, causal);
-          // Causal: the NaN repair's launch after the group (a masked key's 0 · V row can be NaN).
-          assert.deepEqual(calls, causal ? { cuGraphLaunch: 1, cuLaunchKernel: 1 } : { cuGraphLaunch: 1 });
-          assert.equal(allocations, 0);
-        }
-        const launches = koffi.load(join(dir, 'libcuda.so.1')).func('int fake_launch_count()');
-        const gqa = inputs(2, 128, 128, 8, 2, 64);
-        const before = launches() as number;
-        assert.deepEqual(run('naive', gqa, false).calls, { cuGraphLaunch: 1 });
-        // One strided batch of G = 4 query heads per (b, KV head) and matmul: 2·B·K + 1 = 9 kernels a call, 4 calls.
-        assert.equal((launches() as number) - before, 9 * 4);
-        for (const t of gqa) t.dispose();
-      });
+  it('naive under ATTNLAB_LAUNCH_GRAPH=all: its matmuls and softmax as one graph launch once a call repeats, MHA and GQA', () => {
+    withLaunchGraph('all', () => {
+      for (const causal of [false, true]) {
+        const { calls, allocations } = run('naive', small, causal);
+        // Causal: the NaN repair's launch after the group (a masked key's 0 · V row can be NaN).
+        assert.deepEqual(calls, causal ? { cuGraphLaunch: 1, cuLaunchKernel: 1 } : { cuGraphLaunch: 1 });
+        assert.equal(allocations, 0);
+      }
+      const launches = koffi.load(join(dir, 'libcuda.so.1')).func('int fake_launch_count()');
+      const gqa = inputs(2, 128, 128, 8, 2, 64);
+      const before = launches() as number;
+      assert.deepEqual(run('naive', gqa, false).calls, { cuGraphLaunch: 1 });
+      // One strided batch of G = 4 query heads per (b, KV head) and matmul: 2·B·K + 1 = 9 kernels a call, 4 calls.
+      assert.equal((launches() as number) - before, 9 * 4);
+      for (const t of gqa) t.dispose();
+    });
   });
 
-  it('naive with padding lengths: the two length arrays keep their addresses, so a repeat is one graph launch', () =>
-    withLaunchGraph(undefined, () => {
+  it('naive under ATTNLAB_LAUNCH_GRAPH=all with padding lengths: the two length arrays keep their addresses, so a repeat is one graph launch', () =>
+    withLaunchGraph('all', () => {
       const gqa = inputs(3, 100, 260, 8, 2, 128);
       const [q, k, v] = gqa;
       const options = {
@@ -150,8 +149,8 @@ describe('the library calls of a repeated attention call', { skip }, () => {
       for (const t of gqa) t.dispose();
     }));
 
-  it('naive with ATTNLAB_LAUNCH_GRAPH=1 or 0: one cuBLASLt matmul per batch entry and product, and the softmax', () => {
-    for (const value of ['1', '0'])
+  it('naive by default (and with ATTNLAB_LAUNCH_GRAPH=1 or 0): one cuBLASLt matmul per batch entry and product, and the softmax', () => {
+    for (const value of [undefined, '1', '0'])
       withLaunchGraph(value, () => {
         const { calls } = run('naive', small, false);
         // B = 4: 4 matmuls for the scores, 4 for the output, each a launch, and the softmax's.
@@ -159,8 +158,8 @@ describe('the library calls of a repeated attention call', { skip }, () => {
       });
   });
 
-  it("naive: a call whose scale or buffers differ from the graph's runs its own launches", () =>
-    withLaunchGraph(undefined, () => {
+  it("naive under ATTNLAB_LAUNCH_GRAPH=all: a call whose scale or buffers differ from the graph's runs its own launches", () =>
+    withLaunchGraph('all', () => {
       const [q, k, v] = small;
       const call = (scale: number, query = q) =>
         attention(query, k, v, { implementation: 'naive', scale }).output;
@@ -183,7 +182,9 @@ describe('the library calls of a repeated attention call', { skip }, () => {
     }
   });
 
-  it('flash backward at B=4 T=128 N=8 H=64, causal: its prep, dK/dV loop and dQ conversion as one graph launch once a call repeats (three launches under ATTNLAB_LAUNCH_GRAPH=1)', () => {
+  it('flash backward at B=4 T=128 N=8 H=64, causal: under ATTNLAB_LAUNCH_GRAPH=all its prep, dK/dV loop and dQ conversion as one graph launch once a call repeats (three launches by default or under =1)', () => {
+    process.env.ATTNLAB_LAUNCH_GRAPH = 'all';
+    reloadConfig();
     const [q, k, v] = small;
     const f = attention(q, k, v, { isCausal: true, returnLogSumExp: true, implementation: 'flash' });
     const [dOut] = inputs(4, 128, 128, 8, 8, 64);
@@ -206,8 +207,12 @@ describe('the library calls of a repeated attention call', { skip }, () => {
       assert.equal(allocations, 0);
       assert.equal((launches() as number) - before, 3 * 4, 'each of the 4 calls ran its three kernels');
     }
-    const plain = withLaunchGraph('1', () => repeated(() => backward(false)));
-    assert.deepEqual(plain.calls, { cuLaunchKernel: 3 });
+    for (const setting of [undefined, '1']) {
+      const plain = withLaunchGraph(setting, () => repeated(() => backward(false)));
+      assert.deepEqual(plain.calls, { cuLaunchKernel: 3 }, `ATTNLAB_LAUNCH_GRAPH=${setting}`);
+    }
+    process.env.ATTNLAB_LAUNCH_GRAPH = 'all';
+    reloadConfig();
     // Another dOutput: another signature, so its first call launches its kernels one by one.
     const [dOut2] = inputs(4, 128, 128, 8, 8, 64);
     const moved = libraryCallsDuring(dir, () => {
@@ -220,32 +225,35 @@ describe('the library calls of a repeated attention call', { skip }, () => {
     assert.equal(moved.cuLaunchKernel, 3, `another dOutput buffer: ${JSON.stringify(moved)}`);
     assert.equal(moved.cuGraphLaunch, undefined, `another dOutput buffer: ${JSON.stringify(moved)}`);
     for (const t of [dOut, dOut2, f.output, f.logSumExp as Tensor]) t.dispose();
+    delete process.env.ATTNLAB_LAUNCH_GRAPH;
+    reloadConfig();
   });
 
-  it('a training step in a tidy scope (forward, then backward, its tensors freed in creation order): the backward one graph launch once the blocks cycle', () => {
-    const [q, k, v] = small;
-    const [dOut] = inputs(4, 128, 128, 8, 8, 64);
-    // The forward's output, dQ, dK and dV are of one size: freed in creation order, the pool hands them out
-    // rotated by one each step, a cycle of four arrangements, each of which keeps its own graph.
-    const step = () =>
-      tidy(() => {
-        const f = attention(q, k, v, { isCausal: true, returnLogSumExp: true, implementation: 'flash' });
-        attentionBackward(q, k, v, f.output, f.logSumExp as Tensor, dOut, {
-          isCausal: true,
-          implementation: 'flash',
+  it('a training step in a tidy scope (forward, then backward, its tensors freed in creation order): under ATTNLAB_LAUNCH_GRAPH=all the backward one graph launch once the blocks cycle', () =>
+    withLaunchGraph('all', () => {
+      const [q, k, v] = small;
+      const [dOut] = inputs(4, 128, 128, 8, 8, 64);
+      // The forward's output, dQ, dK and dV are of one size: freed in creation order, the pool hands them out
+      // rotated by one each step, a cycle of four arrangements, each of which keeps its own graph.
+      const step = () =>
+        tidy(() => {
+          const f = attention(q, k, v, { isCausal: true, returnLogSumExp: true, implementation: 'flash' });
+          attentionBackward(q, k, v, f.output, f.logSumExp as Tensor, dOut, {
+            isCausal: true,
+            implementation: 'flash',
+          });
         });
-      });
-    for (let i = 0; i < 12; i++) step();
-    for (let i = 0; i < 4; i++) {
-      const { calls } = libraryCallsDuring(dir, step);
-      assert.deepEqual(
-        calls,
-        { cuLaunchKernel: 1, cuGraphLaunch: 1 },
-        `step ${i}: the forward's launch, the backward's graph`,
-      );
-    }
-    dOut.dispose();
-  });
+      for (let i = 0; i < 12; i++) step();
+      for (let i = 0; i < 4; i++) {
+        const { calls } = libraryCallsDuring(dir, step);
+        assert.deepEqual(
+          calls,
+          { cuLaunchKernel: 1, cuGraphLaunch: 1 },
+          `step ${i}: the forward's launch, the backward's graph`,
+        );
+      }
+      dOut.dispose();
+    }));
 
   it('a B=1 decode step over a dense cache (S=4096 K=8 N=32 H=128): one graph launch on flash (the split kernel and the combine) and on cudnn', () => {
     const launches = koffi.load(join(dir, 'libcuda.so.1')).func('int fake_launch_count()');
@@ -307,7 +315,7 @@ describe('the library calls of a repeated attention call', { skip }, () => {
     for (const t of [pool, q]) t.dispose();
   });
 
-  it('a KVCache decode step: append uploads its slots with the lengths the step reads and launches once, as a graph (one by one under ATTNLAB_LAUNCH_GRAPH=1); attention uploads nothing and launches the decode kernels as one graph', () => {
+  it('a KVCache decode step: append uploads its slots with the lengths the step reads and launches once (as a graph under ATTNLAB_LAUNCH_GRAPH=all); attention uploads nothing and launches the decode kernels as one graph', () => {
     const lastUploadPinned = koffi.load(join(dir, 'libcuda.so.1')).func('int fake_last_upload_pinned()');
     const cache = new KVCache({ numBlocks: 256, blockSize: 64, numKvHeads: 8, headDim: 128 });
     const id = cache.addSequence();
@@ -324,16 +332,16 @@ describe('the library calls of a repeated attention call', { skip }, () => {
       const { calls, allocations } = repeated(decodeStep, 40);
       assert.deepEqual(
         calls,
-        { cuMemcpyHtoDAsync_v2: 1, cuGraphLaunch: 2 },
-        `${impl ?? 'auto'}: the grown lengths and the append's slots, its launch as a graph, the decode's split and combine as a graph`,
+        { cuMemcpyHtoDAsync_v2: 1, cuLaunchKernel: 1, cuGraphLaunch: 1 },
+        `${impl ?? 'auto'}: the grown lengths and the append's slots, its launch, the decode's split and combine as a graph`,
       );
       assert.equal(allocations, 0);
       assert.equal(lastUploadPinned(), 1, 'the uploads come from page-locked staging (runtime/staging.ts)');
-      const one = withLaunchGraph('1', () => repeated(decodeStep, 5));
+      const all = withLaunchGraph('all', () => repeated(decodeStep, 5));
       assert.deepEqual(
-        one.calls,
-        { cuMemcpyHtoDAsync_v2: 1, cuLaunchKernel: 1, cuGraphLaunch: 1 },
-        `${impl ?? 'auto'}, ATTNLAB_LAUNCH_GRAPH=1: the append launched, the decode as a graph`,
+        all.calls,
+        { cuMemcpyHtoDAsync_v2: 1, cuGraphLaunch: 2 },
+        `${impl ?? 'auto'}, ATTNLAB_LAUNCH_GRAPH=all: the append's launch as a graph too`,
       );
     }
     cache.dispose();

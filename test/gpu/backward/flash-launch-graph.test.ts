@@ -1,6 +1,6 @@
 /**
  * The flash backward's launches as one captured CUDA graph on a GPU (src/backends/cuda/flash/sm80/backward.ts
- * through runtime/launch-graph.ts, on by default; ATTNLAB_LAUNCH_GRAPH=1 launches them one by one): the prep,
+ * through runtime/launch-graph.ts under ATTNLAB_LAUNCH_GRAPH=all; unset or =1 launches them one by one): the prep,
  * the dK/dV loop and the dQ conversion (or the dQ pass), captured from attnlab's stream. For MHA and GQA,
  * causal and not, padding lengths, bf16 and fp16, the same call four times on the same buffers — launched,
  * captured, then graph-launched twice — gives gradients identical to the plain launches': bit for bit in
@@ -109,7 +109,7 @@ describe("the flash backward's launches as one CUDA graph", { skip }, () => {
         };
         const plain = withLaunchGraph('1', () => call(dOut));
         const before = launchGraphStats.graphLaunches;
-        const runs = withLaunchGraph(undefined, () => [call(dOut), call(dOut), call(dOut), call(dOut)]);
+        const runs = withLaunchGraph('all', () => [call(dOut), call(dOut), call(dOut), call(dOut)]);
         const graphed = launchGraphStats.graphLaunches - before;
         assert.ok(graphed >= 2, `${plain.variant}: ${graphed} graph launches of 4 calls`);
         let scale = 0;
@@ -126,7 +126,7 @@ describe("the flash backward's launches as one CUDA graph", { skip }, () => {
             assert.ok(worst <= 2 ** -6 * scale, `call ${i + 1}: dQ differs by ${worst} (largest ${scale})`);
           }
         });
-        const other = withLaunchGraph(undefined, () => call(dOut2));
+        const other = withLaunchGraph('all', () => call(dOut2));
         const otherPlain = withLaunchGraph('1', () => call(dOut2));
         assert.ok(!other.dV.equals(plain.dV), 'another dOutput gives another dV');
         assert.ok(other.dV.equals(otherPlain.dV), "the other dOutput's plain dV");

@@ -15,7 +15,7 @@
  * Batching: with K = N one call per batch b covers all heads (head stride H); with GQA (G = N/K query
  * heads per KV head) one call per (b, KV head) covers its G query heads, reading one K/V matrix with
  * batch stride 0. A repeated call (same shape, buffers and scale) enqueues all
- * of it as one CUDA graph (runtime/launch-graph.ts; ATTNLAB_LAUNCH_GRAPH=1 or 0 launches it call by call).
+ * of it as one CUDA graph under ATTNLAB_LAUNCH_GRAPH=all (runtime/launch-graph.ts; opt-in until the GPU suite runs it).
  */
 
 import { type FloatDType, itemSize } from '../../../tensor/dtype.js';

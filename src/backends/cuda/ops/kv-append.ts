@@ -4,7 +4,7 @@
  * step after step (the new rows' buffers come back from the pool at the same addresses, the slots are
  * uploaded into the same block): from the second such step the launch is a
  * captured graph's (runtime/launch-graph.ts), one cuGraphLaunch of 2–3 µs of host time against a
- * cuLaunchKernel's 3–6 µs on an H100 (ATTNLAB_LAUNCH_GRAPH=1 or 0 launches it).
+ * cuLaunchKernel's 3–6 µs on an H100, under ATTNLAB_LAUNCH_GRAPH=all (opt-in).
  */
 import { config } from '../../../config.js';
 import { loadKernels } from '../runtime/compile.js';

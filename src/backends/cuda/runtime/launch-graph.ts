@@ -6,8 +6,9 @@
  * their pointers — matches the call before; from then on a call with that signature is one graph launch,
  * and a new signature seen twice is captured again into the same executable graph (cuGraphExecUpdate).
  * Arguments that change every call never capture: each call launches as it would without a graph.
- * ATTNLAB_LAUNCH_GRAPH=0 turns the route off; =1 keeps it to the groups not marked `optIn` (a decode step's),
- * so naive's launches, a KVCache append's and the flash backward's run one by one there, for comparisons.
+ * ATTNLAB_LAUNCH_GRAPH=0 turns the route off; unset or =1 keeps it to the groups not marked `optIn` (a decode
+ * step's); =all captures the opt-in groups too (naive's launches, a KVCache append's, the flash backward's), which
+ * stay opt-in until the GPU suite has run them.
  */
 import { config } from '../../../config.js';
 import { DeviceError } from '../../../errors.js';
@@ -19,7 +20,7 @@ const CAPTURE_RELAXED = 2;
 
 /** Per launch group (one per kept plan of one device): its executable graph and the signatures seen. */
 export interface LaunchGraph {
-  /** A group ATTNLAB_LAUNCH_GRAPH=1 leaves uncaptured (naive's launches, a KVCache append's, the flash backward's). */
+  /** A group only ATTNLAB_LAUNCH_GRAPH=all captures (naive's launches, a KVCache append's, the flash backward's). */
   readonly optIn: boolean;
   exec: bigint;
   /** The signature the executable graph was captured with. */

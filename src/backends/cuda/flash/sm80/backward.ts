@@ -402,7 +402,7 @@ function scratchLengths(values: Int32Array, scratch: DeviceBuffer[]): bigint {
  * The launch groups of each loaded module (a module is one device's and one variant's, kept for the process
  * by compile.ts), one captured graph each: a training loop's gradients and scratch come back from the pool in
  * a cycle of a few arrangements where other tensors of their sizes are freed between calls
- * (launch-graph.ts, launchGroupFor). ATTNLAB_LAUNCH_GRAPH=1 leaves the launches one by one, for comparisons.
+ * (launch-graph.ts, launchGroupFor). Only under ATTNLAB_LAUNCH_GRAPH=all (opt-in until the GPU suite runs it); otherwise the launches one by one.
  */
 const groups = new WeakMap<CompiledModule, LaunchGraph[]>();
 const GRAPHS_PER_MODULE = 8;
