@@ -64,9 +64,8 @@ export interface ExperimentalKnobs {
   /**
    * ATTNLAB_FLASH_BWD_WIDE=1|pair|halves: on sm_90a, the fused flash backward takes padded head dims 160–256 on
    * the wgmma loop for them (hopper/bwd_dkdv_wide_sm90.cuh); `pair` with both dQ passes in flight at once,
-   * `halves` that and dV, dK over a warpgroup's own queries issued before the exchange. Off unless set: the
-   * 256-column module passed the GPU suite and sanitizers, the 192-column one has yet to compile under NVRTC
-   * on the GPU machine since its fix.
+   * `halves` that and dV, dK over a warpgroup's own queries issued before the exchange. Off unless set: both
+   * modules pass the GPU suite; the sanitizers have run on the 256-column one only.
    */
   readonly flashBackwardWide: boolean;
   /** ATTNLAB_FLASH_BWD_WIDE=pair or halves (above). */

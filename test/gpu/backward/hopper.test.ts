@@ -335,8 +335,7 @@ describe(`GPU flash backward · wgmma · deterministic, bitwise identical over $
             attentionBackward(cq, ck, cv, f.output, f.logSumExp, cdO, vjpOptions),
           );
           owned.push(atomic.dQuery, atomic.dKey, atomic.dValue);
-          const pattern = loop === 'wgmma-ws' ? /\.wgmma\.ws\.det$/ : /\.wgmma\.det$/;
-          assert.match(runs[0].variant ?? '', pattern, `variant ${runs[0].variant}`);
+          assert.match(runs[0].variant ?? '', variantPattern(loop, true), `variant ${runs[0].variant}`);
           assert.doesNotMatch(atomic.variant ?? '', /\.det$/);
           const first = {
             dQuery: bits(runs[0].dQuery),
