@@ -7,7 +7,7 @@
 # benchmarks/harnesses/webgpu-ceilings.ts, ≤ 55 s), sgmat-checks (the subgroup-matrix operations one by
 # one, benchmarks/harnesses/webgpu-sgmat-checks.ts, ≤ 55 s), trace (the sgmat kernel traced,
 # benchmarks/harnesses/webgpu-sgmat-trace.ts, ≤ 85 s), isolate and isolate-extra (the kernel's K load
-# taken apart, benchmarks/harnesses/webgpu-sgmat-isolate.ts, ≤ 45 s; the alignedTiles layouts traced,
+# taken apart, benchmarks/harnesses/webgpu-sgmat-isolate.ts, a process a case, ≤ 110 s; the alignedTiles layouts traced,
 # ≤ 50 s), peers (onnxruntime-node's WebGPU provider and
 # jax-js beside attnlab, from a carried .peers/, ≤ 85 s), bench (attnlab bench --impl webgpu,flash on the
 # forward shape, ≤ 55 s), or all (default: all but timing-forward, peers, bench, ceilings, trace, isolate and isolate-extra).
@@ -111,10 +111,24 @@ if [ "$stage" = trace ]; then
 fi
 # The sgmat kernel's K load taken apart (benchmarks/harnesses/webgpu-sgmat-isolate.ts: ordering,
 # addresses, placement and live matrices, one case each, then the device check of the alignedTiles
-# layouts; ≤ 45 s); isolate-extra: the placement cases again without Dawn's bounds clamps (≤ 20 s) and
-# the alignedTiles layouts traced (webgpu-sgmat-trace.ts --layouts aligned; ≤ 30 s).
+# layouts; ≤ 110 s). Each case runs in a process of its own (≤ 8 s): one case once took the whole process
+# down inside Dawn (SIGSEGV), and a case that does so is a finding, recorded as {"case", "exit"}.
+# isolate-extra: the placement cases again without Dawn's bounds clamps (≤ 20 s) and the alignedTiles
+# layouts traced (webgpu-sgmat-trace.ts --layouts aligned; ≤ 30 s).
 if [ "$stage" = isolate ]; then
-  timeout 45 node --import tsx benchmarks/harnesses/webgpu-sgmat-isolate.ts > "$out/isolate.jsonl" 2> "$out/isolate.err"
+  harness=benchmarks/harnesses/webgpu-sgmat-isolate.ts
+  : > "$out/isolate.jsonl"
+  : > "$out/isolate.err"
+  header=1
+  for name in $(node --import tsx "$harness" --list); do
+    timeout 8 node --import tsx "$harness" --cases "$name" > "$out/isolate-case.jsonl" 2>> "$out/isolate.err"
+    rc=$?
+    if [ $header = 1 ]; then grep '^{' "$out/isolate-case.jsonl" >> "$out/isolate.jsonl"; header=0
+    else grep '^{' "$out/isolate-case.jsonl" | grep -v '"adapter"' >> "$out/isolate.jsonl"; fi
+    [ $rc -ne 0 ] && echo "{\"case\":\"$name\",\"exit\":$rc}" >> "$out/isolate.jsonl"
+  done
+  rm -f "$out/isolate-case.jsonl"
+  timeout 20 node --import tsx "$harness" --layouts-only 2>> "$out/isolate.err" | grep '^{' | grep -v '"adapter"' >> "$out/isolate.jsonl"
   echo "rc=$?" >> "$out/isolate.err"
 fi
 if [ "$stage" = isolate-extra ]; then

@@ -9,7 +9,9 @@
  *
  * `--toggles a,b` adds Dawn toggles to the experimental ones (e.g. disable_robustness, which
  * drops the bounds clamps that make a load's stride a run-time value); `--cases a,b` runs only
- * those cases.
+ * those cases (no layouts); `--layouts-only` the layouts alone; `--list` prints the case names, one
+ * a line, without opening a device. On an H100 the process once died (SIGSEGV inside Dawn) at its
+ * second case, so scripts/webgpu-gpu.sh runs each case in a process of its own.
  * Run: node --import tsx benchmarks/harnesses/webgpu-sgmat-isolate.ts [--toggles …] [--cases …]
  */
 import { checkSgmat, layoutName, SGMAT_LAYOUTS } from '../../src/backends/webgpu/sgmat-check.js';
@@ -19,8 +21,13 @@ import { openSgmatDevice } from './webgpu-sgmat-device.js';
 const args = process.argv.slice(2);
 const option = (name: string) => (args.includes(name) ? args[args.indexOf(name) + 1] : undefined);
 const toggles = option('--toggles');
-const only = option('--cases')?.split(',');
+const layoutsOnly = args.includes('--layouts-only');
+const only = layoutsOnly ? [] : option('--cases')?.split(',');
 const row = (fields: Record<string, unknown>) => process.stdout.write(`${JSON.stringify(fields)}\n`);
+if (args.includes('--list')) {
+  for (const c of ISOLATE_CASES) process.stdout.write(`${c.name}\n`);
+  process.exit(0);
+}
 
 const { device, shape } = await openSgmatDevice(toggles, row);
 for (const c of ISOLATE_CASES.filter((c) => !only || only.includes(c.name))) {
@@ -29,7 +36,7 @@ for (const c of ISOLATE_CASES.filter((c) => !only || only.includes(c.name))) {
 }
 const storage = device.limits.maxComputeWorkgroupStorageSize;
 for (const [index, layout] of SGMAT_LAYOUTS.entries()) {
-  if (!layout.alignedTiles || only) continue;
+  if (!layout.alignedTiles || (only && !layoutsOnly)) continue;
   const failure = await checkSgmat(device, { ...shape, ...layout }, storage);
   const failure32 = await checkSgmat(device, { ...shape, ...layout, keys: 32 }, storage);
   row({ layout: index, name: layoutName(layout), failure, failure32 });
