@@ -28,6 +28,7 @@ import { seededInput } from '../../src/bench/measure.js';
 import { reloadConfig } from '../../src/config.js';
 import { tidy } from '../../src/tensor/scope.js';
 import { Tensor } from '../../src/tensor/tensor.js';
+import { withLaunchGraph } from '../support/launch-graph-env.js';
 import { libraryCallsDuring, useFakeCudaStack } from './fake-cuda.js';
 
 const { dir, skip } = useFakeCudaStack('attnlab-host-calls-');
@@ -47,19 +48,6 @@ function repeated(call: () => { dispose(): void }, warm = 3) {
   const { calls, result } = libraryCallsDuring(dir, call);
   result.dispose();
   return { calls, allocations: memoryStats().driverAllocations - allocations };
-}
-
-/** `fn` under ATTNLAB_LAUNCH_GRAPH=`value` (unset where undefined; =1 keeps naive's and the KVCache append's launches plain). */
-function withLaunchGraph<R>(value: string | undefined, fn: () => R): R {
-  if (value === undefined) delete process.env.ATTNLAB_LAUNCH_GRAPH;
-  else process.env.ATTNLAB_LAUNCH_GRAPH = value;
-  reloadConfig();
-  try {
-    return fn();
-  } finally {
-    delete process.env.ATTNLAB_LAUNCH_GRAPH;
-    reloadConfig();
-  }
 }
 
 describe('the library calls of a repeated attention call', { skip }, () => {

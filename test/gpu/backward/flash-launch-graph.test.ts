@@ -16,10 +16,10 @@ import { attentionBackward } from '../../../src/api/backward.js';
 import { cudaAvailable } from '../../../src/backends/cuda/runtime/context.js';
 import { launchGraphStats } from '../../../src/backends/cuda/runtime/launch-graph.js';
 import type { AttentionOptions } from '../../../src/backends/problem.js';
-import { reloadConfig } from '../../../src/config.js';
 import type { FloatDType } from '../../../src/tensor/dtype.js';
 import { randomNormal } from '../../../src/tensor/random.js';
 import type { Tensor } from '../../../src/tensor/tensor.js';
+import { withLaunchGraph } from '../../support/launch-graph-env.js';
 
 const cuda = cudaAvailable();
 const skip = cuda.ok ? false : `no CUDA device: ${cuda.reason}`;
@@ -66,18 +66,6 @@ function host(t: Tensor): Float64Array {
 function bits(t: Tensor): Buffer {
   const data = t.toHost().data;
   return Buffer.from(data.buffer, data.byteOffset, data.byteLength);
-}
-
-function withLaunchGraph<R>(value: string | undefined, fn: () => R): R {
-  if (value === undefined) delete process.env.ATTNLAB_LAUNCH_GRAPH;
-  else process.env.ATTNLAB_LAUNCH_GRAPH = value;
-  reloadConfig();
-  try {
-    return fn();
-  } finally {
-    delete process.env.ATTNLAB_LAUNCH_GRAPH;
-    reloadConfig();
-  }
 }
 
 describe("the flash backward's launches as one CUDA graph", { skip }, () => {
